@@ -1,0 +1,5 @@
+export * from './codes.js';
+export * from './token.js';
+export * from './ipv4.js';
+export * from './paths.js';
+export * from './schemas.js';

@@ -1,0 +1,90 @@
+// zod schemas of requests and responses: validated at the daemon's edge, decoded by the CLI.
+import { z } from 'zod';
+import { DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE } from './paths.js';
+import { isStrictIPv4 } from './ipv4.js';
+
+// ---- requests ----
+
+export const AddItemSchema = z.strictObject({
+  ip: z.string(),
+  remark: z.string().optional(),
+});
+export const AddBodySchema = z.strictObject({
+  items: z.array(AddItemSchema).min(1),
+});
+export const DeleteBodySchema = z.strictObject({
+  ips: z.array(z.string()).min(1),
+});
+export type AddBody = z.infer<typeof AddBodySchema>;
+export type DeleteBody = z.infer<typeof DeleteBodySchema>;
+
+const positiveInt = (max: number) =>
+  z
+    .string()
+    .regex(/^[1-9][0-9]{0,8}$/)
+    .transform((s) => Number(s))
+    .refine((n) => n <= max);
+
+/** Query of the list endpoint, without `api_key` (checked before this). */
+export const ListQuerySchema = z.strictObject({
+  page: positiveInt(1_000_000_000).optional().default(1),
+  page_size: positiveInt(MAX_PAGE_SIZE).optional().default(DEFAULT_PAGE_SIZE),
+  status: z.enum(['all', 'active', 'disabled']).optional().default('all'),
+  ip: z
+    .string()
+    .refine((s) => isStrictIPv4(s))
+    .optional(),
+});
+export type ListQuery = z.infer<typeof ListQuerySchema>;
+
+// ---- responses ----
+
+export const EnvelopeSchema = z.object({
+  code: z.number().int(),
+  message: z.string(),
+  requestId: z.string(),
+  data: z.unknown().nullable(),
+});
+export type Envelope<T = unknown> = { code: number; message: string; requestId: string; data: T | null };
+
+export const WhitelistItemSchema = z.object({
+  whitelist_id: z.number().int(),
+  ip: z.string(),
+  remark: z.string(),
+  status: z.union([z.literal(1), z.literal(2)]),
+  created_at: z.string(),
+});
+export type WhitelistItem = z.infer<typeof WhitelistItemSchema>;
+
+export const ListDataSchema = z.object({
+  items: z.array(WhitelistItemSchema),
+  page: z.number().int(),
+  page_size: z.number().int(),
+  total: z.number().int(),
+});
+export type ListData = z.infer<typeof ListDataSchema>;
+
+export const FailedItemSchema = z.object({
+  ip: z.string(),
+  code: z.number().int(),
+  reason: z.string(),
+});
+export type FailedItem = z.infer<typeof FailedItemSchema>;
+
+export const BatchResultSchema = z.object({
+  success_count: z.number().int(),
+  failed_count: z.number().int(),
+  failed_items: z.array(FailedItemSchema),
+});
+export type BatchResult = z.infer<typeof BatchResultSchema>;
+
+/** Name of the first offending field in a zod error, for a 10400 message. */
+export function firstIssueField(err: z.ZodError): string {
+  const issue = err.issues[0];
+  if (!issue) return 'body';
+  if (issue.code === 'unrecognized_keys') {
+    const key = issue.keys[0] ?? '';
+    return [...issue.path, key].map(String).join('.');
+  }
+  return issue.path.length ? issue.path.map(String).join('.') : 'body';
+}

@@ -1,0 +1,32 @@
+// API token format `<accessKey>.<secret>`: access key "ak" + 20 hex digits, secret 32 random bytes base64url.
+
+const TOKEN_RE = /^(ak[0-9a-f]{20})\.([A-Za-z0-9_-]{43})$/;
+const ACCESS_KEY_RE = /^ak[0-9a-f]{20}$/;
+
+export interface ParsedToken {
+  accessKey: string;
+  secret: string;
+}
+
+export function parseToken(raw: string): ParsedToken | null {
+  if (typeof raw !== 'string' || raw.length !== 66) return null;
+  const m = TOKEN_RE.exec(raw);
+  if (!m) return null;
+  return { accessKey: m[1]!, secret: m[2]! };
+}
+
+export function isAccessKey(s: string): boolean {
+  return ACCESS_KEY_RE.test(s);
+}
+
+export function formatToken(t: ParsedToken): string {
+  return `${t.accessKey}.${t.secret}`;
+}
+
+/** The part of a token that may be shown: the access key, or a fixed placeholder. */
+export function redactToken(raw: string): string {
+  const p = parseToken(raw.trim());
+  return p ? `${p.accessKey}.****` : '****';
+}
+
+export const TOKEN_PLACEHOLDER = '<API_KEY>';
