@@ -1,0 +1,11 @@
+// proxyctl exit statuses (SPEC 5).
+export const Exit = {
+  OK: 0,
+  ERROR: 1,
+  USAGE: 2,
+  ITEMS_FAILED: 3,
+  AUTH: 4,
+  RATE_LIMITED: 5,
+  CHECK_FAILED: 6,
+} as const;
+export type ExitCode = (typeof Exit)[keyof typeof Exit];

@@ -1,0 +1,141 @@
+// Spawns the built `proxyd` as a real process on loopback with a temp data dir.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
+
+export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+export const PROXYD = path.join(ROOT, 'bin/proxyd');
+export const PROXYCTL = path.join(ROOT, 'bin/proxyctl');
+
+export interface Ready {
+  event: 'ready';
+  api: string;
+  httpProxy: string | null;
+  socks5: string | null;
+  pid: number;
+}
+
+export interface Daemon {
+  api: string;
+  httpProxy: string;
+  socks: string;
+  dataDir: string;
+  proc: ChildProcess;
+  /** Every stderr line (JSON logs) so far. */
+  logs: string[];
+  exited: Promise<number | null>;
+  stop(signal?: NodeJS.Signals): Promise<number | null>;
+}
+
+export function tempDir(prefix = 'proxyd-test-'): string {
+  return mkdtempSync(path.join(tmpdir(), prefix));
+}
+
+export interface StartOptions {
+  dataDir?: string;
+  /** Extra `proxyd serve` flags. */
+  args?: string[];
+  env?: Record<string, string>;
+  timeoutMs?: number;
+}
+
+export async function startDaemon(opts: StartOptions = {}): Promise<Daemon> {
+  const dataDir = opts.dataDir ?? tempDir();
+  const args = [
+    PROXYD, 'serve', '--data-dir', dataDir,
+    '--api-listen', '127.0.0.1:0', '--http-proxy-listen', '127.0.0.1:0', '--socks-listen', '127.0.0.1:0',
+    ...(opts.args ?? []),
+  ];
+  const proc = spawn(process.execPath, args, {
+    env: { ...process.env, ...opts.env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const logs: string[] = [];
+  createInterface({ input: proc.stderr! }).on('line', (l) => logs.push(l));
+  const exited = new Promise<number | null>((resolve) => proc.on('exit', (code) => resolve(code)));
+  const ready = await new Promise<Ready>((resolve, reject) => {
+    const timer = setTimeout(() => {
+      proc.kill('SIGKILL');
+      reject(new Error(`proxyd did not become ready:\n${logs.join('\n')}`));
+    }, opts.timeoutMs ?? 15_000);
+    const rl = createInterface({ input: proc.stdout! });
+    rl.once('line', (line) => {
+      clearTimeout(timer);
+      try {
+        resolve(JSON.parse(line) as Ready);
+      } catch {
+        reject(new Error(`bad ready line: ${line}`));
+      }
+    });
+    void exited.then((code) => {
+      clearTimeout(timer);
+      reject(new Error(`proxyd exited ${code} before ready:\n${logs.join('\n')}`));
+    });
+  });
+  return {
+    api: ready.api,
+    httpProxy: ready.httpProxy ?? '',
+    socks: ready.socks5 ?? '',
+    dataDir,
+    proc,
+    logs,
+    exited,
+    async stop(signal: NodeJS.Signals = 'SIGTERM') {
+      if (proc.exitCode !== null || proc.signalCode !== null) return proc.exitCode;
+      proc.kill(signal);
+      const t = setTimeout(() => proc.kill('SIGKILL'), 15_000);
+      const code = await exited;
+      clearTimeout(t);
+      return code;
+    },
+  };
+}
+
+export interface RunResult {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+export function run(bin: string, args: string[], opts: { input?: string; env?: Record<string, string>; timeoutMs?: number } = {}): Promise<RunResult> {
+  return new Promise((resolve, reject) => {
+    const proc = spawn(process.execPath, [bin, ...args], { env: { ...process.env, ...opts.env }, stdio: ['pipe', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    proc.stdout.on('data', (d) => (stdout += d));
+    proc.stderr.on('data', (d) => (stderr += d));
+    const t = setTimeout(() => {
+      proc.kill('SIGKILL');
+      reject(new Error(`${path.basename(bin)} ${args.join(' ')} timed out\n${stderr}`));
+    }, opts.timeoutMs ?? 30_000);
+    proc.on('exit', (code) => {
+      clearTimeout(t);
+      resolve({ code, stdout, stderr });
+    });
+    proc.stdin.end(opts.input ?? '');
+  });
+}
+
+/** `proxyd admin …` on a data dir; parses the JSON it prints. */
+export async function admin(dataDir: string, args: string[], input?: string): Promise<RunResult & { json: any }> {
+  const r = await run(PROXYD, ['admin', ...args, '--data-dir', dataDir], { input });
+  let json: any = null;
+  try {
+    json = JSON.parse(r.stdout);
+  } catch {
+    /* not JSON: caller checks code/stderr */
+  }
+  return { ...r, json };
+}
+
+/** Creates an active, verified account with a token. */
+export async function makeAccount(dataDir: string, email: string, opts: { verified?: boolean; password?: string } = {}): Promise<{ accountId: number; token: string }> {
+  const created = await admin(dataDir, ['account', 'create', '--email', email, '--password-stdin', ...(opts.verified === false ? [] : ['--verified'])], (opts.password ?? 'correct horse battery') + '\n');
+  if (created.code !== 0) throw new Error(`account create failed: ${created.stderr}`);
+  const tok = await admin(dataDir, ['token', 'reset', '--email', email]);
+  if (tok.code !== 0) throw new Error(`token reset failed: ${tok.stderr}`);
+  return { accountId: created.json.account_id, token: tok.json.token };
+}
