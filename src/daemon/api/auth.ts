@@ -1,0 +1,65 @@
+// api_key authentication (SPEC 3.2) and the limits that guard it (SPEC 3.7), run before the body is read.
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import { Code } from '../../contract/codes.js';
+import { API_KEY_PARAM, type ApiRoute } from '../../contract/paths.js';
+import { parseToken } from '../../contract/token.js';
+import type { ApiLimits } from '../ratelimit/api-limits.js';
+import { secretMatches } from '../secrets.js';
+import type { Store } from '../store/index.js';
+import { sendEnvelope } from './envelope.js';
+import { sourceIp } from './source-ip.js';
+
+export interface ApiCaller {
+  accountId: number;
+  accessKey: string;
+}
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    caller?: ApiCaller;
+  }
+}
+
+/** The raw query string of a request (never logged). */
+export function rawQuery(request: FastifyRequest): string {
+  const q = request.raw.url?.indexOf('?') ?? -1;
+  return q >= 0 ? request.raw.url!.slice(q + 1) : '';
+}
+
+// Syntactically valid but never issued: unknown and malformed keys do the same lookup and hash work.
+const DUMMY_ACCESS_KEY = 'ak00000000000000000000';
+
+/** Resolves `api_key` to a caller, or null for every failure cause alike. */
+export function authenticate(store: Store, query: URLSearchParams, nowSec: number): ApiCaller | null {
+  const values = query.getAll(API_KEY_PARAM);
+  const parsed = values.length === 1 ? parseToken(values[0]!) : null;
+  const row = store.tokens.findByAccessKey(parsed?.accessKey ?? DUMMY_ACCESS_KEY);
+  const matches = secretMatches(parsed?.secret ?? '', row?.secret_hash ?? null);
+  if (!parsed || !row || !matches) return null;
+  if (row.status !== 'active' || row.account_status !== 'active') return null;
+  if (row.expires_at !== null && row.expires_at <= nowSec) return null;
+  return { accountId: row.account_id, accessKey: row.access_key };
+}
+
+export function makeAuthHook(store: Store, limits: ApiLimits, route: ApiRoute, nowMs: () => number = Date.now) {
+  return async function authHook(request: FastifyRequest, reply: FastifyReply): Promise<void> {
+    const ip = sourceIp(request);
+    const lock = await limits.checkSourceIp(ip);
+    if (!lock.allowed) {
+      sendEnvelope(request, reply, Code.RATE_LIMITED, null, undefined, { retryAfterSeconds: lock.retryAfterSeconds });
+      return reply;
+    }
+    const caller = authenticate(store, new URLSearchParams(rawQuery(request)), Math.floor(nowMs() / 1000));
+    if (!caller) {
+      await limits.recordInvalidToken(ip);
+      sendEnvelope(request, reply, Code.INVALID_API_KEY);
+      return reply;
+    }
+    const quota = await limits.consumeToken(caller.accessKey, route);
+    if (!quota.allowed) {
+      sendEnvelope(request, reply, Code.RATE_LIMITED, null, undefined, { retryAfterSeconds: quota.retryAfterSeconds });
+      return reply;
+    }
+    request.caller = caller;
+  };
+}

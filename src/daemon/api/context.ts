@@ -1,0 +1,19 @@
+// What the HTTP side of the daemon is built from; serve.ts makes one per worker.
+import type { ApiLimits } from '../ratelimit/api-limits.js';
+import type { Metrics } from '../metrics.js';
+import type { Store } from '../store/index.js';
+import type { WhitelistService } from '../whitelist-service.js';
+
+export interface HealthReport {
+  ok: boolean;
+  down: string[];
+}
+
+export interface ApiContext {
+  store: Store;
+  whitelist: WhitelistService;
+  limits: ApiLimits;
+  metrics: Metrics;
+  nowMs: () => number;
+  health: () => Promise<HealthReport>;
+}

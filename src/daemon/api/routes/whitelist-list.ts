@@ -1,0 +1,31 @@
+// GET /openapi/v1/proxy/whitelist/list (SPEC 3.4)
+import type { FastifyInstance } from 'fastify';
+import { BusinessError, Code } from '../../../contract/codes.js';
+import { API_KEY_PARAM, API_PATHS } from '../../../contract/paths.js';
+import { firstIssueField, ListQuerySchema } from '../../../contract/schemas.js';
+import type { ApiContext } from '../context.js';
+import { makeAuthHook, rawQuery } from '../auth.js';
+import { sendEnvelope } from '../envelope.js';
+import { safeName } from './query.js';
+
+/** The query without api_key; a repeated or unknown parameter is an error naming it. */
+export function parseListQuery(raw: string) {
+  const params = new URLSearchParams(raw);
+  const obj: Record<string, string> = {};
+  for (const key of new Set(params.keys())) {
+    if (key === API_KEY_PARAM) continue;
+    const values = params.getAll(key);
+    if (values.length > 1) throw new BusinessError(Code.INVALID_PARAMS, `invalid parameters: ${safeName(key)} is repeated`);
+    obj[key] = values[0]!;
+  }
+  const r = ListQuerySchema.safeParse(obj);
+  if (!r.success) throw new BusinessError(Code.INVALID_PARAMS, `invalid parameters: ${safeName(firstIssueField(r.error))}`);
+  return r.data;
+}
+
+export default function listRoute(app: FastifyInstance, ctx: ApiContext): void {
+  app.get(API_PATHS.list, { onRequest: makeAuthHook(ctx.store, ctx.limits, 'list', ctx.nowMs) }, async (request, reply) => {
+    const query = parseListQuery(rawQuery(request));
+    return sendEnvelope(request, reply, Code.OK, ctx.whitelist.list(request.caller!.accountId, query));
+  });
+}

@@ -1,0 +1,111 @@
+// `proxyd serve` configuration: flags with env fallbacks (SPEC 2), validated into one typed object.
+import { isIP } from 'node:net';
+import { homedir } from 'node:os';
+import path from 'node:path';
+import ipaddr from 'ipaddr.js';
+
+export interface HostPort {
+  host: string;
+  port: number;
+}
+
+export interface ServeConfig {
+  dataDir: string;
+  apiListen: HostPort;
+  httpProxyListen: HostPort;
+  socksListen: HostPort;
+  egressAddress: string | undefined;
+  allowPrivateTargets: boolean;
+  workers: number;
+  redisUrl: string | undefined;
+  trustProxy: string[];
+  releaseGraceSec: number;
+  proxyProtocolFrom: string[];
+  geoipDb: string | undefined;
+  /** Operator override of the API limits, `list=60,add=10,delete=10,invalid=20`. */
+  rateLimits: string | undefined;
+  logLevel: string;
+}
+
+export class ConfigError extends Error {
+  override name = 'ConfigError';
+}
+
+export function defaultDataDir(env: NodeJS.ProcessEnv = process.env): string {
+  const base = env.XDG_DATA_HOME && path.isAbsolute(env.XDG_DATA_HOME) ? env.XDG_DATA_HOME : path.join(homedir(), '.local/share');
+  return path.join(base, 'proxyd');
+}
+
+export function parseHostPort(s: string, what: string): HostPort {
+  const m = /^\[([^\]]+)\]:(\d{1,5})$/.exec(s) ?? /^([^:]+):(\d{1,5})$/.exec(s);
+  const port = m ? Number(m[2]) : NaN;
+  if (!m || port > 65535 || !(isIP(m[1]!) || /^[A-Za-z0-9.-]+$/.test(m[1]!))) {
+    throw new ConfigError(`${what}: expected HOST:PORT (port 0 picks a free one), got "${s}"`);
+  }
+  return { host: m[1]!, port };
+}
+
+export function parseCidrList(s: string | undefined, what: string): string[] {
+  if (!s) return [];
+  return s
+    .split(',')
+    .map((x) => x.trim())
+    .filter(Boolean)
+    .map((c) => {
+      try {
+        if (c.includes('/')) ipaddr.parseCIDR(c);
+        else ipaddr.parse(c);
+        return c;
+      } catch {
+        throw new ConfigError(`${what}: "${c}" is not an IP address or CIDR`);
+      }
+    });
+}
+
+function intIn(s: string, what: string, min: number, max: number): number {
+  if (!/^\d+$/.test(s) || Number(s) < min || Number(s) > max) throw new ConfigError(`${what}: expected an integer ${min}..${max}, got "${s}"`);
+  return Number(s);
+}
+
+export interface RawServeOptions {
+  dataDir?: string;
+  apiListen: string;
+  httpProxyListen: string;
+  socksListen: string;
+  egressAddress?: string;
+  allowPrivateTargets?: boolean | string;
+  workers: string;
+  redisUrl?: string;
+  trustProxy?: string;
+  releaseGrace: string;
+  proxyProtocolFrom?: string;
+  geoipDb?: string;
+  rateLimits?: string;
+  logLevel: string;
+}
+
+export function toServeConfig(o: RawServeOptions, env: NodeJS.ProcessEnv = process.env): ServeConfig {
+  if (o.egressAddress && !isIP(o.egressAddress)) throw new ConfigError(`--egress-address: "${o.egressAddress}" is not an IP address`);
+  if (o.redisUrl && !/^rediss?:\/\//.test(o.redisUrl)) throw new ConfigError('--redis-url: expected redis://HOST:PORT or rediss://…');
+  const allow = o.allowPrivateTargets === true || o.allowPrivateTargets === '1' || o.allowPrivateTargets === 'true';
+  return {
+    dataDir: path.resolve(o.dataDir || defaultDataDir(env)),
+    apiListen: parseHostPort(o.apiListen, '--api-listen'),
+    httpProxyListen: parseHostPort(o.httpProxyListen, '--http-proxy-listen'),
+    socksListen: parseHostPort(o.socksListen, '--socks-listen'),
+    egressAddress: o.egressAddress || undefined,
+    allowPrivateTargets: allow,
+    workers: intIn(o.workers, '--workers', 1, 64),
+    redisUrl: o.redisUrl || undefined,
+    trustProxy: parseCidrList(o.trustProxy, '--trust-proxy'),
+    releaseGraceSec: intIn(o.releaseGrace, '--release-grace', 0, 365 * 24 * 3600),
+    proxyProtocolFrom: parseCidrList(o.proxyProtocolFrom, '--proxy-protocol-from'),
+    geoipDb: o.geoipDb || undefined,
+    rateLimits: o.rateLimits || undefined,
+    logLevel: o.logLevel,
+  };
+}
+
+export function formatHostPort(hp: HostPort): string {
+  return hp.host.includes(':') ? `[${hp.host}]:${hp.port}` : `${hp.host}:${hp.port}`;
+}

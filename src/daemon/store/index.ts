@@ -1,0 +1,66 @@
+// The store: one SQLite database, one module per table family. Nothing outside store/ speaks SQL.
+import { AccountStore } from './accounts.js';
+import { integrityProblems, openDatabase, type Db } from './db.js';
+import { ProxyUserStore } from './proxy-users.js';
+import { RateHitStore } from './rate-hits.js';
+import { TokenStore } from './tokens.js';
+import { TrafficStore } from './traffic.js';
+import { WhitelistStore } from './whitelist.js';
+
+export interface StoreOptions {
+  nowMs?: () => number;
+  releaseGraceSec?: number;
+}
+
+export class Store {
+  readonly accounts: AccountStore;
+  readonly tokens: TokenStore;
+  readonly whitelist: WhitelistStore;
+  readonly proxyUsers: ProxyUserStore;
+  readonly rateHits: RateHitStore;
+  readonly traffic: TrafficStore;
+  private closed = false;
+
+  constructor(
+    readonly db: Db,
+    opts: StoreOptions = {},
+  ) {
+    const nowMs = opts.nowMs ?? Date.now;
+    const nowSec = () => Math.floor(nowMs() / 1000);
+    const grace = opts.releaseGraceSec ?? 600;
+    this.accounts = new AccountStore(db, nowSec);
+    this.tokens = new TokenStore(db, nowSec);
+    this.whitelist = new WhitelistStore(db, nowSec, () => grace);
+    this.proxyUsers = new ProxyUserStore(db, nowSec);
+    this.rateHits = new RateHitStore(db);
+    this.traffic = new TrafficStore(db, nowSec);
+  }
+
+  static open(dataDir: string, opts: StoreOptions = {}): Store {
+    return new Store(openDatabase(dataDir), opts);
+  }
+
+  ping(): boolean {
+    return this.db.prepare('SELECT 1 AS ok').get() !== undefined;
+  }
+
+  integrityProblems(): string[] {
+    return integrityProblems(this.db);
+  }
+
+  close(): void {
+    if (this.closed) return;
+    this.closed = true;
+    // Fold the WAL back into the main file so a stopped daemon leaves one self-contained database.
+    try {
+      this.db.pragma('wal_checkpoint(TRUNCATE)');
+    } catch {
+      /* another process holds the WAL; it checkpoints on its own close */
+    }
+    this.db.close();
+  }
+}
+
+export type { Account, AccountStatus } from './accounts.js';
+export type { WhitelistEntry, ClaimOutcome } from './whitelist.js';
+export type { ProxyUser } from './proxy-users.js';

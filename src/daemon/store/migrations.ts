@@ -1,0 +1,84 @@
+// Versioned schema: index i is user_version i+1. Never edit a shipped migration; append a new one.
+export const MIGRATIONS: readonly string[] = [
+  `
+  CREATE TABLE accounts (
+    id            INTEGER PRIMARY KEY,
+    email         TEXT NOT NULL UNIQUE COLLATE NOCASE,
+    password_hash TEXT NOT NULL,
+    status        TEXT NOT NULL DEFAULT 'active' CHECK (status IN ('active','suspended','closed')),
+    verified      INTEGER NOT NULL DEFAULT 0 CHECK (verified IN (0,1)),
+    created_at    INTEGER NOT NULL,
+    updated_at    INTEGER NOT NULL
+  );
+
+  CREATE TABLE api_tokens (
+    id          INTEGER PRIMARY KEY,
+    account_id  INTEGER NOT NULL REFERENCES accounts(id),
+    access_key  TEXT NOT NULL UNIQUE,
+    secret_hash BLOB NOT NULL,
+    status      TEXT NOT NULL CHECK (status IN ('active','disabled')),
+    expires_at  INTEGER,
+    created_at  INTEGER NOT NULL
+  );
+  CREATE INDEX api_tokens_account ON api_tokens(account_id, status);
+
+  -- One row per whitelist entry; deleted_at marks a soft delete (never returned by the API).
+  CREATE TABLE whitelist_entries (
+    id            INTEGER PRIMARY KEY,
+    account_id    INTEGER NOT NULL REFERENCES accounts(id),
+    ip            TEXT NOT NULL,
+    remark        TEXT NOT NULL DEFAULT '',
+    status        INTEGER NOT NULL DEFAULT 1 CHECK (status IN (1,2)),
+    created_at    INTEGER NOT NULL,
+    deleted_at    INTEGER,
+    claim_version INTEGER NOT NULL
+  );
+  -- At most one live entry per IP across all accounts (the claim below is the owner of record).
+  CREATE UNIQUE INDEX whitelist_live_ip ON whitelist_entries(ip) WHERE deleted_at IS NULL;
+  CREATE INDEX whitelist_account_live ON whitelist_entries(account_id, id) WHERE deleted_at IS NULL;
+
+  -- Global ownership of an IP: held by one account, or being released after that account closed.
+  CREATE TABLE ip_claims (
+    ip              TEXT PRIMARY KEY,
+    account_id      INTEGER NOT NULL REFERENCES accounts(id),
+    state           TEXT NOT NULL CHECK (state IN ('held','releasing')),
+    releasing_since INTEGER,
+    version         INTEGER NOT NULL
+  ) WITHOUT ROWID;
+  CREATE INDEX ip_claims_account ON ip_claims(account_id);
+
+  CREATE TABLE proxy_users (
+    id            INTEGER PRIMARY KEY,
+    account_id    INTEGER NOT NULL REFERENCES accounts(id),
+    username      TEXT NOT NULL UNIQUE,
+    password_hash TEXT NOT NULL,
+    status        TEXT NOT NULL DEFAULT 'active' CHECK (status IN ('active','disabled')),
+    created_at    INTEGER NOT NULL,
+    updated_at    INTEGER NOT NULL
+  );
+  CREATE INDEX proxy_users_account ON proxy_users(account_id);
+
+  -- Sliding-window rate-limit hits, used when several workers share the database.
+  CREATE TABLE rate_hits (
+    key   TEXT NOT NULL,
+    at_ms INTEGER NOT NULL
+  );
+  CREATE INDEX rate_hits_key ON rate_hits(key, at_ms);
+
+  CREATE TABLE traffic (
+    account_id  INTEGER PRIMARY KEY REFERENCES accounts(id),
+    bytes_up    INTEGER NOT NULL DEFAULT 0,
+    bytes_down  INTEGER NOT NULL DEFAULT 0,
+    connections INTEGER NOT NULL DEFAULT 0,
+    updated_at  INTEGER NOT NULL
+  );
+
+  CREATE TABLE console_sessions (
+    sid        TEXT PRIMARY KEY,
+    account_id INTEGER REFERENCES accounts(id),
+    data       TEXT NOT NULL,
+    expires_at INTEGER NOT NULL
+  ) WITHOUT ROWID;
+  CREATE INDEX console_sessions_account ON console_sessions(account_id);
+  `,
+];

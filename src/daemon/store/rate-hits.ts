@@ -1,0 +1,50 @@
+// rate_hits: sliding-window log shared by every worker on this database.
+import type { Db } from './db.js';
+
+export interface WindowDecision {
+  allowed: boolean;
+  /** Hits in the window after this call. */
+  count: number;
+  /** When the oldest hit in the window leaves it (ms epoch), or null when the window is empty. */
+  oldestAtMs: number | null;
+}
+
+export class RateHitStore {
+  private readonly countStmt;
+  private readonly oldestStmt;
+  private readonly insertStmt;
+  private readonly pruneStmt;
+  private readonly hitTx;
+  constructor(private readonly db: Db) {
+    this.countStmt = db.prepare<[string, number], { n: number }>('SELECT COUNT(*) AS n FROM rate_hits WHERE key = ? AND at_ms > ?');
+    this.oldestStmt = db.prepare<[string, number], { at: number | null }>('SELECT MIN(at_ms) AS at FROM rate_hits WHERE key = ? AND at_ms > ?');
+    this.insertStmt = db.prepare('INSERT INTO rate_hits (key, at_ms) VALUES (?, ?)');
+    this.pruneStmt = db.prepare('DELETE FROM rate_hits WHERE at_ms <= ?');
+    this.hitTx = db.transaction((key: string, limit: number, windowMs: number, nowMs: number): WindowDecision => {
+      const since = nowMs - windowMs;
+      const n = this.countStmt.get(key, since)!.n;
+      if (n >= limit) return { allowed: false, count: n, oldestAtMs: this.oldestStmt.get(key, since)!.at };
+      this.insertStmt.run(key, nowMs);
+      return { allowed: true, count: n + 1, oldestAtMs: this.oldestStmt.get(key, since)!.at };
+    });
+  }
+
+  /** Records a hit if fewer than `limit` are in the window; atomic across processes. */
+  hit(key: string, limit: number, windowMs: number, nowMs: number): WindowDecision {
+    return this.hitTx.immediate(key, limit, windowMs, nowMs);
+  }
+
+  peek(key: string, windowMs: number, nowMs: number): WindowDecision {
+    const since = nowMs - windowMs;
+    const n = this.countStmt.get(key, since)!.n;
+    return { allowed: true, count: n, oldestAtMs: this.oldestStmt.get(key, since)!.at };
+  }
+
+  record(key: string, nowMs: number): void {
+    this.insertStmt.run(key, nowMs);
+  }
+
+  prune(olderThanMs: number): number {
+    return this.pruneStmt.run(olderThanMs).changes;
+  }
+}

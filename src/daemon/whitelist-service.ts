@@ -1,0 +1,117 @@
+// The whitelist rules of SPEC 3.4-3.6, shared by the API and the console (one implementation).
+import { BusinessError, Code, ITEM_REASON, partialMessage, type ItemCode } from '../contract/codes.js';
+import { checkWhitelistIpv4, codePointLength, isStrictIPv4, MAX_REMARK_CODE_POINTS } from '../contract/ipv4.js';
+import type { BatchResult, FailedItem, ListData, ListQuery, WhitelistItem } from '../contract/schemas.js';
+import { isMainlandChina, type CountryLookup } from './geo.js';
+import type { Store, WhitelistEntry } from './store/index.js';
+
+export interface ServiceLog {
+  error(obj: object, msg?: string): void;
+}
+
+export function toApiItem(e: WhitelistEntry): WhitelistItem {
+  return {
+    whitelist_id: e.id,
+    ip: e.ip,
+    remark: e.remark,
+    status: e.status,
+    created_at: new Date(e.created_at * 1000).toISOString().replace(/\.\d{3}Z$/, 'Z'),
+  };
+}
+
+export interface BatchOutcome {
+  code: number;
+  message: string;
+  data: BatchResult;
+}
+
+function outcome(success: number, failed: FailedItem[]): BatchOutcome {
+  const data = { success_count: success, failed_count: failed.length, failed_items: failed };
+  if (failed.length === 0) return { code: Code.OK, message: 'success', data };
+  return { code: Code.PARTIAL, message: partialMessage(success, failed.length), data };
+}
+
+const fail = (ip: unknown, code: ItemCode): FailedItem => ({ ip: String(ip), code, reason: ITEM_REASON[code] });
+
+function isBusy(e: unknown): boolean {
+  const code = (e as { code?: string }).code ?? '';
+  return code.startsWith('SQLITE_BUSY') || code.startsWith('SQLITE_LOCKED');
+}
+
+export class WhitelistService {
+  constructor(
+    private readonly store: Store,
+    private readonly geo: CountryLookup,
+    private readonly log: ServiceLog,
+  ) {}
+
+  list(accountId: number, q: ListQuery): ListData {
+    const status = q.status === 'active' ? 1 : q.status === 'disabled' ? 2 : undefined;
+    const { items, total } = this.store.whitelist.list(accountId, {
+      status,
+      ip: q.ip,
+      limit: q.page_size,
+      offset: (q.page - 1) * q.page_size,
+    });
+    return { items: items.map(toApiItem), page: q.page, page_size: q.page_size, total };
+  }
+
+  /** Checks an item against every rule that needs no database; null when it may be claimed. */
+  private itemProblem(ip: string, remark: string): ItemCode | null {
+    const v = checkWhitelistIpv4(ip);
+    if (!v.ok) return v.code;
+    if (isMainlandChina(this.geo, ip)) return Code.MAINLAND_CHINA;
+    if (codePointLength(remark) > MAX_REMARK_CODE_POINTS) return Code.REMARK_TOO_LONG;
+    return null;
+  }
+
+  /** Adds items in order, each committed on its own. The caller has checked verification. */
+  add(accountId: number, items: ReadonlyArray<{ ip: string; remark?: string | undefined }>): BatchOutcome {
+    const account = this.store.accounts.get(accountId);
+    if (!account || account.status !== 'active') throw new BusinessError(Code.INVALID_API_KEY);
+    if (!account.verified) throw new BusinessError(Code.NOT_VERIFIED);
+    let success = 0;
+    const failed: FailedItem[] = [];
+    for (const item of items) {
+      const remark = item.remark ?? '';
+      const problem = this.itemProblem(item.ip, remark);
+      if (problem !== null) {
+        failed.push(fail(item.ip, problem));
+        continue;
+      }
+      try {
+        const r = this.store.whitelist.claimIp(accountId, item.ip, remark);
+        if (r === 'added') success++;
+        else failed.push(fail(item.ip, r === 'already_listed' ? Code.ALREADY_LISTED : Code.IP_UNAVAILABLE));
+      } catch (e) {
+        if (!isBusy(e)) this.log.error({ err: { message: (e as Error).message } }, 'whitelist add item failed');
+        failed.push(fail(item.ip, Code.SYSTEM as ItemCode));
+      }
+    }
+    return outcome(success, failed);
+  }
+
+  delete(accountId: number, ips: readonly string[]): BatchOutcome {
+    let success = 0;
+    const failed: FailedItem[] = [];
+    for (const ip of ips) {
+      if (!isStrictIPv4(ip)) {
+        failed.push(fail(ip, Code.INVALID_IPV4));
+        continue;
+      }
+      try {
+        if (this.store.whitelist.releaseClaim(accountId, ip) === 'deleted') success++;
+        else failed.push(fail(ip, Code.NO_SUCH_WHITELIST));
+      } catch (e) {
+        if (!isBusy(e)) this.log.error({ err: { message: (e as Error).message } }, 'whitelist delete item failed');
+        failed.push(fail(ip, Code.SYSTEM as ItemCode));
+      }
+    }
+    return outcome(success, failed);
+  }
+
+  setStatus(accountId: number, ip: string, status: 1 | 2): WhitelistItem | null {
+    const e = this.store.whitelist.setStatus(accountId, ip, status);
+    return e ? toApiItem(e) : null;
+  }
+}

@@ -1,0 +1,65 @@
+// An in-process API app over a real SQLite file in a temp dir, with an injectable clock.
+import type { FastifyInstance } from 'fastify';
+import { buildApp } from '../../src/daemon/api/app.js';
+import type { ApiContext } from '../../src/daemon/api/context.js';
+import { openCountryLookup } from '../../src/daemon/geo.js';
+import { Metrics } from '../../src/daemon/metrics.js';
+import { ApiLimits, DEFAULT_LIMITS, type LimitSettings } from '../../src/daemon/ratelimit/api-limits.js';
+import { MemoryWindowStore, type WindowStore } from '../../src/daemon/ratelimit/limiter.js';
+import { hashPassword, mintToken } from '../../src/daemon/secrets.js';
+import { Store } from '../../src/daemon/store/index.js';
+import { WhitelistService } from '../../src/daemon/whitelist-service.js';
+import { tempDir } from './daemon.js';
+
+export interface TestApp {
+  app: FastifyInstance;
+  store: Store;
+  ctx: ApiContext;
+  clock: { now: number };
+  account(email: string, opts?: { verified?: boolean }): Promise<{ accountId: number; token: string }>;
+  close(): Promise<void>;
+}
+
+export async function makeTestApp(opts: { limits?: Partial<LimitSettings>; windowStore?: WindowStore; releaseGraceSec?: number; trustProxy?: string[] } = {}): Promise<TestApp> {
+  const clock = { now: Date.UTC(2026, 10, 21, 10, 0, 0) };
+  const nowMs = () => clock.now;
+  const store = Store.open(tempDir(), { nowMs, releaseGraceSec: opts.releaseGraceSec ?? 600 });
+  const geo = await openCountryLookup();
+  const limits = new ApiLimits(opts.windowStore ?? new MemoryWindowStore(), { ...DEFAULT_LIMITS, ...opts.limits }, nowMs);
+  const metrics = new Metrics({ defaultMetrics: false });
+  const ctx: ApiContext = {
+    store,
+    whitelist: new WhitelistService(store, geo, { error: () => {} }),
+    limits,
+    metrics,
+    nowMs,
+    health: async () => ({ ok: true, down: [] }),
+  };
+  const app = await buildApp(ctx, { trustProxy: opts.trustProxy ?? [], logger: false });
+  const pwHash = await hashPassword('correct horse battery');
+  return {
+    app,
+    store,
+    ctx,
+    clock,
+    async account(email, o = {}) {
+      const a = store.accounts.create(email, pwHash, o.verified !== false);
+      if (a === 'exists') throw new Error('exists');
+      const t = mintToken();
+      store.tokens.replace(a.id, t.accessKey, t.secretHash);
+      return { accountId: a.id, token: t.token };
+    },
+    async close() {
+      await app.close();
+      store.close();
+    },
+  };
+}
+
+export const LIST = '/openapi/v1/proxy/whitelist/list';
+export const ADD = '/openapi/v1/proxy/whitelist/add';
+export const DEL = '/openapi/v1/proxy/whitelist/delete';
+
+export function q(token: string): string {
+  return `?api_key=${encodeURIComponent(token)}`;
+}
