@@ -4,6 +4,7 @@ import { startGateway } from '../gateway/index.js';
 import type { Gateway } from '../gateway/types.js';
 import { StoreAdmission } from './admission.js';
 import { buildApp, LOG_SERIALIZERS } from './api/app.js';
+import { consolePlugin } from './console/index.js';
 import type { ApiContext } from './api/context.js';
 import { formatHostPort, type ServeConfig } from './config.js';
 import { openCountryLookup } from './geo.js';
@@ -75,7 +76,7 @@ export async function startDaemon(cfg: ServeConfig, opts: StartOptions = {}): Pr
   app = await buildApp(ctx, {
     trustProxy: cfg.trustProxy,
     logger: loggerOptions(cfg.logLevel),
-    plugins: (opts.plugins ?? []).map((p) => (a: FastifyInstance) => p(a, ctx)),
+    plugins: (opts.plugins ?? [consolePlugin]).map((p) => (a: FastifyInstance) => p(a, ctx)),
   });
   await app.listen({ host: cfg.apiListen.host, port: cfg.apiListen.port });
   const apiAddr = app.server.address();

@@ -1,6 +1,6 @@
 // The daemon's HTTP app: whitelist API, operational endpoints, and (when given) the console.
 import { randomUUID } from 'node:crypto';
-import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify';
+import Fastify, { LogController, type FastifyInstance, type FastifyServerOptions } from 'fastify';
 import { BusinessError, Code } from '../../contract/codes.js';
 import { API_PATHS, MAX_BODY_BYTES } from '../../contract/paths.js';
 import { LimiterUnavailableError } from '../ratelimit/limiter.js';
@@ -31,8 +31,8 @@ export async function buildApp(ctx: ApiContext, opts: AppOptions): Promise<Fasti
   const app = Fastify({
     logger: opts.logger,
     genReqId: () => randomUUID(),
-    requestIdLogLabel: 'requestId',
-    disableRequestLogging: true,
+    // Our onResponse hook writes the one line per request; Fastify's own lines would carry the URL.
+    logController: new LogController({ requestIdLogLabel: 'requestId', disableRequestLogging: true }),
     trustProxy: opts.trustProxy.length ? opts.trustProxy : false,
     bodyLimit: MAX_BODY_BYTES,
     return503OnClosing: true,
