@@ -139,3 +139,16 @@ export async function makeAccount(dataDir: string, email: string, opts: { verifi
   if (tok.code !== 0) throw new Error(`token reset failed: ${tok.stderr}`);
   return { accountId: created.json.account_id, token: tok.json.token };
 }
+
+/** Read-only look into a data dir's database, through the statement cache (see src/daemon/store/statements.ts). */
+export async function inspectDb(dataDir: string) {
+  const { default: Database } = await import('better-sqlite3');
+  const { pin, stmt, pragmaValue } = await import('../../src/daemon/store/statements.js');
+  const db = pin(new Database(path.join(dataDir, 'proxyd.db'), { readonly: true }));
+  return {
+    get: <T = any>(sql: string, ...params: unknown[]) => stmt<unknown[], T>(db, sql).get(...params) as T,
+    all: <T = any>(sql: string, ...params: unknown[]) => stmt<unknown[], T>(db, sql).all(...params) as T[],
+    integrity: () => pragmaValue(db, 'integrity_check'),
+    close: () => db.close(),
+  };
+}

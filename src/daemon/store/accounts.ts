@@ -1,5 +1,6 @@
 // accounts: email, console password hash, status, real-name verification.
 import type { Db } from './db.js';
+import { stmt } from './statements.js';
 
 export type AccountStatus = 'active' | 'suspended' | 'closed';
 
@@ -36,9 +37,9 @@ export class AccountStore {
     private readonly db: Db,
     private readonly nowSec: () => number,
   ) {
-    this.byEmail = db.prepare<[string], AccountRow>('SELECT * FROM accounts WHERE email = ?');
-    this.byId = db.prepare<[number], AccountRow>('SELECT * FROM accounts WHERE id = ?');
-    this.insert = db.prepare<[string, string, number, number, number]>(
+    this.byEmail = stmt<[string], AccountRow>(db, 'SELECT * FROM accounts WHERE email = ?');
+    this.byId = stmt<[number], AccountRow>(db, 'SELECT * FROM accounts WHERE id = ?');
+    this.insert = stmt<[string, string, number, number, number]>(db, 
       "INSERT INTO accounts (email, password_hash, status, verified, created_at, updated_at) VALUES (?, ?, 'active', ?, ?, ?)",
     );
   }
@@ -65,11 +66,11 @@ export class AccountStore {
   }
 
   setVerified(id: number, verified: boolean): void {
-    this.db.prepare('UPDATE accounts SET verified = ?, updated_at = ? WHERE id = ?').run(verified ? 1 : 0, this.nowSec(), id);
+    stmt(this.db, 'UPDATE accounts SET verified = ?, updated_at = ? WHERE id = ?').run(verified ? 1 : 0, this.nowSec(), id);
   }
 
   setPasswordHash(id: number, hash: string): void {
-    this.db.prepare('UPDATE accounts SET password_hash = ?, updated_at = ? WHERE id = ?').run(hash, this.nowSec(), id);
+    stmt(this.db, 'UPDATE accounts SET password_hash = ?, updated_at = ? WHERE id = ?').run(hash, this.nowSec(), id);
   }
 
   /**
@@ -79,12 +80,11 @@ export class AccountStore {
   setStatus(id: number, status: AccountStatus): void {
     const now = this.nowSec();
     this.db.transaction(() => {
-      this.db.prepare('UPDATE accounts SET status = ?, updated_at = ? WHERE id = ?').run(status, now, id);
+      stmt(this.db, 'UPDATE accounts SET status = ?, updated_at = ? WHERE id = ?').run(status, now, id);
       if (status === 'closed') {
-        this.db
-          .prepare("UPDATE ip_claims SET state = 'releasing', releasing_since = ?, version = version + 1 WHERE account_id = ? AND state = 'held'")
+        stmt(this.db, "UPDATE ip_claims SET state = 'releasing', releasing_since = ?, version = version + 1 WHERE account_id = ? AND state = 'held'")
           .run(now, id);
-        this.db.prepare('UPDATE whitelist_entries SET deleted_at = ? WHERE account_id = ? AND deleted_at IS NULL').run(now, id);
+        stmt(this.db, 'UPDATE whitelist_entries SET deleted_at = ? WHERE account_id = ? AND deleted_at IS NULL').run(now, id);
       }
     }).immediate();
   }

@@ -3,6 +3,7 @@ import Database from 'better-sqlite3';
 import { mkdirSync } from 'node:fs';
 import path from 'node:path';
 import { MIGRATIONS } from './migrations.js';
+import { pin, pragmaRows, pragmaValue } from './statements.js';
 
 export type Db = Database.Database;
 
@@ -16,18 +17,19 @@ export interface OpenOptions {
 
 export function openDatabase(dataDir: string, opts: OpenOptions = {}): Db {
   mkdirSync(dataDir, { recursive: true, mode: 0o700 });
-  const db = new Database(path.join(dataDir, DB_FILE));
-  db.pragma('journal_mode = WAL');
+  const db = pin(new Database(path.join(dataDir, DB_FILE)));
+  // exec rather than the pragma method: no throwaway statement objects (see statements.ts).
+  db.exec('PRAGMA journal_mode = WAL');
   // NORMAL in WAL mode: a committed transaction survives a process crash (kill -9); only an OS crash may lose the last ones.
-  db.pragma('synchronous = NORMAL');
-  db.pragma(`busy_timeout = ${opts.busyTimeoutMs ?? 5000}`);
-  db.pragma('foreign_keys = ON');
+  db.exec('PRAGMA synchronous = NORMAL');
+  db.exec(`PRAGMA busy_timeout = ${opts.busyTimeoutMs ?? 5000}`);
+  db.exec('PRAGMA foreign_keys = ON');
   if (opts.migrate !== false) migrate(db);
   return db;
 }
 
 export function schemaVersion(db: Db): number {
-  return db.pragma('user_version', { simple: true }) as number;
+  return pragmaValue(db, 'user_version') as number;
 }
 
 export function migrate(db: Db): void {
@@ -35,7 +37,7 @@ export function migrate(db: Db): void {
   const step = db.transaction((version: number, sql: string) => {
     if (schemaVersion(db) >= version) return;
     db.exec(sql);
-    db.pragma(`user_version = ${version}`);
+    db.exec(`PRAGMA user_version = ${version}`);
   });
   for (const [i, sql] of MIGRATIONS.entries()) {
     const version = i + 1;
@@ -46,9 +48,9 @@ export function migrate(db: Db): void {
 
 /** `PRAGMA quick_check`-style integrity check; returns the problems found (empty when sound). */
 export function integrityProblems(db: Db): string[] {
-  const rows = db.pragma('integrity_check') as Array<{ integrity_check: string }>;
+  const rows = pragmaRows<{ integrity_check: string }>(db, 'integrity_check');
   const problems = rows.map((r) => r.integrity_check).filter((r) => r !== 'ok');
-  const fk = db.pragma('foreign_key_check') as unknown[];
+  const fk = pragmaRows<unknown>(db, 'foreign_key_check');
   if (fk.length) problems.push(`${fk.length} foreign key violations`);
   return problems;
 }

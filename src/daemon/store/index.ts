@@ -6,6 +6,7 @@ import { RateHitStore } from './rate-hits.js';
 import { TokenStore } from './tokens.js';
 import { TrafficStore } from './traffic.js';
 import { WhitelistStore } from './whitelist.js';
+import { stmt } from './statements.js';
 
 export interface StoreOptions {
   nowMs?: () => number;
@@ -41,7 +42,7 @@ export class Store {
   }
 
   ping(): boolean {
-    return this.db.prepare('SELECT 1 AS ok').get() !== undefined;
+    return stmt(this.db, 'SELECT 1 AS ok').get() !== undefined;
   }
 
   integrityProblems(): string[] {
@@ -53,7 +54,7 @@ export class Store {
     this.closed = true;
     // Fold the WAL back into the main file so a stopped daemon leaves one self-contained database.
     try {
-      this.db.pragma('wal_checkpoint(TRUNCATE)');
+      this.db.exec('PRAGMA wal_checkpoint(TRUNCATE)');
     } catch {
       /* another process holds the WAL; it checkpoints on its own close */
     }

@@ -1,5 +1,6 @@
 // proxy_users: gateway credentials of an account.
 import type { Db } from './db.js';
+import { stmt } from './statements.js';
 
 export interface ProxyUser {
   id: number;
@@ -22,7 +23,7 @@ export class ProxyUserStore {
     private readonly db: Db,
     private readonly nowSec: () => number,
   ) {
-    this.authRow = db.prepare<[string], ProxyUserAuthRow>(
+    this.authRow = stmt<[string], ProxyUserAuthRow>(db, 
       'SELECT p.account_id, p.password_hash, p.status, a.status AS account_status FROM proxy_users p JOIN accounts a ON a.id = p.account_id WHERE p.username = ?',
     );
   }
@@ -34,8 +35,7 @@ export class ProxyUserStore {
   create(accountId: number, username: string, passwordHash: string): ProxyUser | 'exists' {
     const now = this.nowSec();
     try {
-      const info = this.db
-        .prepare("INSERT INTO proxy_users (account_id, username, password_hash, status, created_at, updated_at) VALUES (?, ?, ?, 'active', ?, ?)")
+      const info = stmt(this.db, "INSERT INTO proxy_users (account_id, username, password_hash, status, created_at, updated_at) VALUES (?, ?, ?, 'active', ?, ?)")
         .run(accountId, username, passwordHash, now, now);
       return this.get(Number(info.lastInsertRowid))!;
     } catch (e) {
@@ -46,24 +46,23 @@ export class ProxyUserStore {
 
   get(id: number): ProxyUser | null {
     return (
-      this.db.prepare<[number], ProxyUser>('SELECT id, account_id, username, status, created_at FROM proxy_users WHERE id = ?').get(id) ?? null
+      stmt<[number], ProxyUser>(this.db, 'SELECT id, account_id, username, status, created_at FROM proxy_users WHERE id = ?').get(id) ?? null
     );
   }
 
   listForAccount(accountId: number): ProxyUser[] {
-    return this.db
-      .prepare<[number], ProxyUser>('SELECT id, account_id, username, status, created_at FROM proxy_users WHERE account_id = ? ORDER BY id DESC')
+    return stmt<[number], ProxyUser>(this.db, 'SELECT id, account_id, username, status, created_at FROM proxy_users WHERE account_id = ? ORDER BY id DESC')
       .all(accountId);
   }
 
   setPassword(accountId: number, id: number, passwordHash: string): boolean {
     return (
-      this.db.prepare('UPDATE proxy_users SET password_hash = ?, updated_at = ? WHERE id = ? AND account_id = ?').run(passwordHash, this.nowSec(), id, accountId)
+      stmt(this.db, 'UPDATE proxy_users SET password_hash = ?, updated_at = ? WHERE id = ? AND account_id = ?').run(passwordHash, this.nowSec(), id, accountId)
         .changes === 1
     );
   }
 
   delete(accountId: number, id: number): boolean {
-    return this.db.prepare('DELETE FROM proxy_users WHERE id = ? AND account_id = ?').run(id, accountId).changes === 1;
+    return stmt(this.db, 'DELETE FROM proxy_users WHERE id = ? AND account_id = ?').run(id, accountId).changes === 1;
   }
 }

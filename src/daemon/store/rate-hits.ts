@@ -1,5 +1,6 @@
 // rate_hits: sliding-window log shared by every worker on this database.
 import type { Db } from './db.js';
+import { stmt } from './statements.js';
 
 export interface WindowDecision {
   allowed: boolean;
@@ -16,10 +17,10 @@ export class RateHitStore {
   private readonly pruneStmt;
   private readonly hitTx;
   constructor(private readonly db: Db) {
-    this.countStmt = db.prepare<[string, number], { n: number }>('SELECT COUNT(*) AS n FROM rate_hits WHERE key = ? AND at_ms > ?');
-    this.oldestStmt = db.prepare<[string, number], { at: number | null }>('SELECT MIN(at_ms) AS at FROM rate_hits WHERE key = ? AND at_ms > ?');
-    this.insertStmt = db.prepare('INSERT INTO rate_hits (key, at_ms) VALUES (?, ?)');
-    this.pruneStmt = db.prepare('DELETE FROM rate_hits WHERE at_ms <= ?');
+    this.countStmt = stmt<[string, number], { n: number }>(db, 'SELECT COUNT(*) AS n FROM rate_hits WHERE key = ? AND at_ms > ?');
+    this.oldestStmt = stmt<[string, number], { at: number | null }>(db, 'SELECT MIN(at_ms) AS at FROM rate_hits WHERE key = ? AND at_ms > ?');
+    this.insertStmt = stmt(db, 'INSERT INTO rate_hits (key, at_ms) VALUES (?, ?)');
+    this.pruneStmt = stmt(db, 'DELETE FROM rate_hits WHERE at_ms <= ?');
     this.hitTx = db.transaction((key: string, limit: number, windowMs: number, nowMs: number): WindowDecision => {
       const since = nowMs - windowMs;
       const n = this.countStmt.get(key, since)!.n;

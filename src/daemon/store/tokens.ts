@@ -1,5 +1,6 @@
 // api_tokens: access key, SHA-256 of the secret (the secret is 256 random bits, so a fast hash is enough), status, expiry.
 import type { Db } from './db.js';
+import { stmt } from './statements.js';
 
 export interface TokenRow {
   id: number;
@@ -22,10 +23,10 @@ export class TokenStore {
     private readonly db: Db,
     private readonly nowSec: () => number,
   ) {
-    this.byAccessKey = db.prepare<[string], TokenWithAccount>(
+    this.byAccessKey = stmt<[string], TokenWithAccount>(db, 
       'SELECT t.*, a.status AS account_status FROM api_tokens t JOIN accounts a ON a.id = t.account_id WHERE t.access_key = ?',
     );
-    this.activeForAccount = db.prepare<[number], TokenRow>(
+    this.activeForAccount = stmt<[number], TokenRow>(db, 
       "SELECT * FROM api_tokens WHERE account_id = ? AND status = 'active' ORDER BY id DESC LIMIT 1",
     );
   }
@@ -41,9 +42,8 @@ export class TokenStore {
   /** Disables every active token of the account and stores the new one, atomically. */
   replace(accountId: number, accessKey: string, secretHash: Buffer, expiresAt: number | null = null): void {
     this.db.transaction(() => {
-      this.db.prepare("UPDATE api_tokens SET status = 'disabled' WHERE account_id = ? AND status = 'active'").run(accountId);
-      this.db
-        .prepare("INSERT INTO api_tokens (account_id, access_key, secret_hash, status, expires_at, created_at) VALUES (?, ?, ?, 'active', ?, ?)")
+      stmt(this.db, "UPDATE api_tokens SET status = 'disabled' WHERE account_id = ? AND status = 'active'").run(accountId);
+      stmt(this.db, "INSERT INTO api_tokens (account_id, access_key, secret_hash, status, expires_at, created_at) VALUES (?, ?, ?, 'active', ?, ?)")
         .run(accountId, accessKey, secretHash, expiresAt, this.nowSec());
     }).immediate();
   }
@@ -53,7 +53,7 @@ export class TokenStore {
     return this.db.transaction(() => {
       const t = this.activeForAccount.get(accountId);
       if (!t) return null;
-      this.db.prepare("UPDATE api_tokens SET status = 'disabled' WHERE id = ?").run(t.id);
+      stmt(this.db, "UPDATE api_tokens SET status = 'disabled' WHERE id = ?").run(t.id);
       return t.access_key;
     }).immediate();
   }

@@ -1,5 +1,6 @@
 // traffic: per-account byte and connection totals, flushed from the gateway's in-memory counters.
 import type { Db } from './db.js';
+import { stmt } from './statements.js';
 
 export interface TrafficDelta {
   bytesUp: number;
@@ -15,7 +16,7 @@ export class TrafficStore {
 
   add(deltas: Map<number, TrafficDelta>): void {
     if (deltas.size === 0) return;
-    const upsert = this.db.prepare(
+    const upsert = stmt(this.db, 
       `INSERT INTO traffic (account_id, bytes_up, bytes_down, connections, updated_at) VALUES (?, ?, ?, ?, ?)
        ON CONFLICT(account_id) DO UPDATE SET bytes_up = bytes_up + excluded.bytes_up, bytes_down = bytes_down + excluded.bytes_down,
          connections = connections + excluded.connections, updated_at = excluded.updated_at`,
@@ -27,8 +28,7 @@ export class TrafficStore {
   }
 
   get(accountId: number): TrafficDelta {
-    const r = this.db
-      .prepare<[number], { bytes_up: number; bytes_down: number; connections: number }>('SELECT bytes_up, bytes_down, connections FROM traffic WHERE account_id = ?')
+    const r = stmt<[number], { bytes_up: number; bytes_down: number; connections: number }>(this.db, 'SELECT bytes_up, bytes_down, connections FROM traffic WHERE account_id = ?')
       .get(accountId);
     return { bytesUp: r?.bytes_up ?? 0, bytesDown: r?.bytes_down ?? 0, connections: r?.connections ?? 0 };
   }
