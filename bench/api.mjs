@@ -1,0 +1,109 @@
+#!/usr/bin/env node
+// API latency against a running daemon on loopback: list p50/p99 under a fixed open-loop rate, and the
+// duration of a 100-item add. Starts its own `proxyd serve` (limits raised with --rate-limits) unless
+// --api URL --token T are given.
+//
+//   node bench/api.mjs [--rate 500] [--seconds 10] [--workers 1]
+import { spawn, spawnSync } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
+import { Agent, request } from 'undici';
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+const PROXYD = path.join(ROOT, 'bin/proxyd');
+const args = Object.fromEntries(
+  process.argv.slice(2).reduce((acc, a, i, all) => (a.startsWith('--') ? [...acc, [a.slice(2), all[i + 1]]] : acc), []),
+);
+const rate = Number(args.rate ?? 500);
+const seconds = Number(args.seconds ?? 10);
+const workers = Number(args.workers ?? 1);
+
+function pct(sorted, p) {
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))];
+}
+
+async function startDaemon(dataDir) {
+  const proc = spawn(
+    process.execPath,
+    [PROXYD, 'serve', '--data-dir', dataDir, '--api-listen', '127.0.0.1:0', '--http-proxy-listen', '127.0.0.1:0', '--socks-listen', '127.0.0.1:0',
+      '--workers', String(workers), '--rate-limits', 'list=10000000,add=10000000,delete=10000000', '--log-level', 'warn'],
+    { stdio: ['ignore', 'pipe', 'inherit'] },
+  );
+  const line = await new Promise((resolve) => createInterface({ input: proc.stdout }).once('line', resolve));
+  return { proc, ready: JSON.parse(line) };
+}
+
+function admin(dataDir, argv, input) {
+  const r = spawnSync(process.execPath, [PROXYD, 'admin', ...argv, '--data-dir', dataDir], { input: input ?? '', encoding: 'utf8' });
+  if (r.status !== 0) throw new Error(r.stderr);
+  return JSON.parse(r.stdout);
+}
+
+const dataDir = mkdtempSync(path.join(tmpdir(), 'proxyd-bench-'));
+const { proc, ready } = await startDaemon(dataDir);
+admin(dataDir, ['account', 'create', '--email', 'bench@example.com', '--password-stdin', '--verified'], 'bench-password\n');
+const token = admin(dataDir, ['token', 'reset', '--email', 'bench@example.com']).token;
+const base = ready.api;
+const dispatcher = new Agent({ connections: 64, pipelining: 1 });
+const q = `api_key=${encodeURIComponent(token)}`;
+
+// Seed 200 entries so list pages are real.
+const pub = (i) => `8.8.${(i >> 8) & 255}.${i & 255}`;
+for (let b = 0; b < 2; b++) {
+  const items = Array.from({ length: 100 }, (_, i) => ({ ip: pub(b * 100 + i), remark: `seed ${i}` }));
+  await request(`${base}/openapi/v1/proxy/whitelist/add?${q}`, { method: 'POST', dispatcher, headers: { 'content-type': 'application/json' }, body: JSON.stringify({ items }) }).then((r) => r.body.json());
+}
+
+// 100-item adds: fresh IPs each time, 20 rounds.
+const addMs = [];
+for (let round = 0; round < 20; round++) {
+  const items = Array.from({ length: 100 }, (_, i) => ({ ip: `9.9.${round}.${i + 1}`, remark: 'bench' }));
+  const t0 = performance.now();
+  const res = await request(`${base}/openapi/v1/proxy/whitelist/add?${q}`, { method: 'POST', dispatcher, headers: { 'content-type': 'application/json' }, body: JSON.stringify({ items }) });
+  const body = await res.body.json();
+  addMs.push(performance.now() - t0);
+  if (body.code !== 200) throw new Error(`add failed: ${JSON.stringify(body).slice(0, 200)}`);
+}
+addMs.sort((a, b) => a - b);
+
+// Warm up, then an open-loop list load at `rate` requests/s for `seconds`.
+for (let i = 0; i < 500; i++) await request(`${base}/openapi/v1/proxy/whitelist/list?${q}`, { dispatcher }).then((r) => r.body.json());
+const lat = [];
+let errors = 0;
+const total = rate * seconds;
+const start = performance.now();
+const inflight = [];
+for (let i = 0; i < total; i++) {
+  const due = start + (i * 1000) / rate;
+  const wait = due - performance.now();
+  if (wait > 1) await new Promise((r) => setTimeout(r, wait));
+  const t0 = performance.now();
+  inflight.push(
+    request(`${base}/openapi/v1/proxy/whitelist/list?${q}&page_size=20`, { dispatcher })
+      .then(async (r) => {
+        const b = await r.body.json();
+        if (b.code !== 200) errors++;
+        // Latency from when the request was due, so a stalled sender counts against us (no coordinated omission).
+        lat.push(performance.now() - Math.min(t0, due));
+      })
+      .catch(() => errors++),
+  );
+}
+await Promise.all(inflight);
+const elapsed = (performance.now() - start) / 1000;
+lat.sort((a, b) => a - b);
+
+const result = {
+  node: process.version,
+  workers,
+  list: { rate_target: rate, achieved_rps: Math.round(lat.length / elapsed), requests: lat.length, errors, p50_ms: +pct(lat, 50).toFixed(3), p99_ms: +pct(lat, 99).toFixed(3), max_ms: +lat[lat.length - 1].toFixed(3) },
+  add100: { rounds: addMs.length, p50_ms: +pct(addMs, 50).toFixed(2), max_ms: +addMs[addMs.length - 1].toFixed(2) },
+};
+console.log(JSON.stringify(result, null, 2));
+proc.kill('SIGTERM');
+await new Promise((r) => proc.on('exit', r));
+await dispatcher.close();
+rmSync(dataDir, { recursive: true, force: true });
