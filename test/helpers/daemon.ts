@@ -1,6 +1,6 @@
 // Spawns the built `proxyd` as a real process on loopback with a temp data dir.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync } from 'node:fs';
+import { createWriteStream, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
@@ -54,7 +54,12 @@ export async function startDaemon(opts: StartOptions = {}): Promise<Daemon> {
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   const logs: string[] = [];
-  createInterface({ input: proc.stderr! }).on('line', (l) => logs.push(l));
+  // Saved for the suite-wide secret scan in test/global-setup.ts.
+  const saved = process.env.PROXYD_TEST_LOG_DIR ? createWriteStream(path.join(process.env.PROXYD_TEST_LOG_DIR, `proxyd-${proc.pid}.log`)) : null;
+  createInterface({ input: proc.stderr! }).on('line', (l) => {
+    logs.push(l);
+    saved?.write(`${l}\n`);
+  });
   const exited = new Promise<number | null>((resolve) => proc.on('exit', (code) => resolve(code)));
   const ready = await new Promise<Ready>((resolve, reject) => {
     const timer = setTimeout(() => {

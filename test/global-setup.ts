@@ -1,0 +1,29 @@
+// Suite-wide secret scan: every daemon spawned by test/helpers/daemon.ts saves its stderr (JSON logs)
+// under PROXYD_TEST_LOG_DIR; after the whole suite, no log may hold a token or an api_key value.
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+
+const TOKEN_RE = /ak[0-9a-f]{20}\.[A-Za-z0-9_-]{43}/;
+const API_KEY_VALUE_RE = /api_key=(?!<API_KEY>)[^&\s"']+/;
+
+export function setup(): void {
+  process.env.PROXYD_TEST_LOG_DIR ??= mkdtempSync(path.join(tmpdir(), 'proxyd-test-logs-'));
+}
+
+export function teardown(): void {
+  const dir = process.env.PROXYD_TEST_LOG_DIR;
+  if (!dir) return;
+  const leaks: string[] = [];
+  let files = 0;
+  for (const f of readdirSync(dir)) {
+    files++;
+    const text = readFileSync(path.join(dir, f), 'utf8');
+    for (const [i, line] of text.split('\n').entries()) {
+      if (TOKEN_RE.test(line) || API_KEY_VALUE_RE.test(line)) leaks.push(`${f}:${i + 1}: ${line.slice(0, 200)}`);
+    }
+  }
+  if (leaks.length) throw new Error(`secret scan: ${leaks.length} log lines carry a token or api_key value:\n${leaks.slice(0, 20).join('\n')}`);
+  process.stdout.write(`secret scan: ${files} daemon logs scanned, no token or api_key value found\n`);
+  rmSync(dir, { recursive: true, force: true });
+}
