@@ -1,5 +1,154 @@
-// The web console, mounted under /console/ (placeholder until the console lands).
-import type { FastifyInstance } from 'fastify';
+// The web console under /console/ (SPEC 7): server-rendered pages, server-side sessions in SQLite,
+// CSRF tokens on every form, rate-limited log-in. Everything lives in one encapsulated scope so none
+// of its hooks, parsers or handlers touch the whitelist API.
+import fastifyCookie from '@fastify/cookie';
+import fastifyCsrf from '@fastify/csrf-protection';
+import fastifyFormbody from '@fastify/formbody';
+import fastifySession from '@fastify/session';
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { ApiContext } from '../api/context.js';
+import { ConsoleSessionStore } from '../store/sessions.js';
+import { CONSOLE_CSS, COPY_JS, LOGO_SVG } from './assets.js';
+import { seeOther, sendHtml, type ConsoleDeps } from './deps.js';
+import { LoginLimiter, type LoginLimits } from './login-limiter.js';
+import { errorPage } from './pages/errors.js';
+import accountRoutes from './routes/account.js';
+import authRoutes from './routes/auth.js';
+import proxyUserRoutes from './routes/proxy-users.js';
+import whitelistRoutes from './routes/whitelist.js';
+import { loadSessionSecret, RevealSealer, SESSION_COOKIE, SESSION_IDLE_MS, SESSION_MAX_MS, SqliteSessionAdapter } from './session.js';
 
-export async function consolePlugin(_app: FastifyInstance, _ctx: ApiContext): Promise<void> {}
+export const CSP =
+  "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; frame-ancestors 'none'; form-action 'self'; base-uri 'none'";
+
+export interface ConsoleOptions {
+  loginLimits?: LoginLimits;
+  /** Cookie-signing secret; by default one per data dir in `console-session.key` (mode 0600). */
+  sessionSecret?: string;
+}
+
+export async function consolePlugin(app: FastifyInstance, ctx: ApiContext, opts: ConsoleOptions = {}): Promise<void> {
+  const secret = opts.sessionSecret ?? loadSessionSecret(ctx.store.db.name);
+  const sessions = new ConsoleSessionStore(ctx.store.db, () => Math.floor(ctx.nowMs() / 1000));
+  const deps: ConsoleDeps = { ctx, sessions, sealer: new RevealSealer(secret), limiter: new LoginLimiter(opts.loginLimits, ctx.nowMs) };
+  const pruner = setInterval(() => {
+    try {
+      sessions.pruneExpired();
+    } catch {
+      /* busy: next round */
+    }
+  }, 10 * 60_000);
+  pruner.unref();
+  app.addHook('onClose', async () => {
+    clearInterval(pruner);
+    deps.limiter.close();
+  });
+
+  await app.register(
+    async (scope) => {
+      scope.addHook('onSend', async (_request, reply, payload) => {
+        reply.header('content-security-policy', CSP);
+        reply.header('referrer-policy', 'no-referrer');
+        reply.header('x-frame-options', 'DENY');
+        reply.header('cross-origin-opener-policy', 'same-origin');
+        return payload;
+      });
+      scope.setErrorHandler(async (err: FastifyError, request, reply) => renderError(err, request, reply));
+      scope.setNotFoundHandler(async (request, reply) =>
+        sendHtml(
+          reply,
+          errorPage({ status: 404, title: 'Page not found', text: 'There is no console page at this address.', signedIn: !!request.session?.accountId }),
+          404,
+        ),
+      );
+
+      // Static files: no session needed (and none loaded or written).
+      await scope.register(async (assets) => {
+        const asset = (file: string, type: string, body: string) =>
+          assets.get(`/assets/${file}`, async (_request, reply) => reply.header('cache-control', 'public, max-age=3600').type(type).send(body));
+        asset('console.css', 'text/css; charset=utf-8', CONSOLE_CSS);
+        asset('copy.js', 'text/javascript; charset=utf-8', COPY_JS);
+        asset('favicon.svg', 'image/svg+xml', LOGO_SVG);
+      });
+
+      await scope.register(async (pages) => {
+        await pages.register(fastifyFormbody, { bodyLimit: 64 * 1024 });
+        await pages.register(fastifyCookie);
+        await pages.register(fastifySession, {
+          secret,
+          cookieName: SESSION_COOKIE,
+          store: new SqliteSessionAdapter(sessions, ctx.nowMs),
+          saveUninitialized: false,
+          rolling: true,
+          cookie: { path: '/console', httpOnly: true, sameSite: 'strict', secure: false, maxAge: SESSION_IDLE_MS },
+        });
+        await pages.register(fastifyCsrf, { sessionPlugin: '@fastify/session', getToken: (req) => (req.body as { _csrf?: string } | undefined)?._csrf });
+
+        // `Secure` whenever the console is reached over TLS (directly or via a trusted proxy).
+        pages.addHook('onRequest', async (request) => {
+          if (request.protocol === 'https' && request.session?.cookie) request.session.cookie.secure = true;
+        });
+
+        // Every request re-checks the account: suspension or closure ends the session at once.
+        pages.addHook('preHandler', async (request, reply) => {
+          if (request.routeOptions.config.consolePublic) return;
+          const accountId = request.session.accountId;
+          if (!accountId) return seeOther(reply, '/console/login');
+          const account = ctx.store.accounts.get(accountId);
+          if (!account || account.status !== 'active') {
+            sessions.destroyForAccount(accountId);
+            await request.session.destroy();
+            reply.clearCookie(SESSION_COOKIE, { path: '/console' });
+            return seeOther(reply, '/console/login?notice=inactive');
+          }
+          if (ctx.nowMs() - (request.session.loginAtMs ?? 0) > SESSION_MAX_MS) {
+            await request.session.destroy();
+            reply.clearCookie(SESSION_COOKIE, { path: '/console' });
+            return seeOther(reply, '/console/login?notice=expired');
+          }
+          request.consoleAccount = account;
+        });
+
+        // After the body is parsed and the session checked: every form post carries its CSRF token.
+        pages.addHook('preHandler', (request, reply, done) => {
+          if (request.method !== 'POST') return done();
+          pages.csrfProtection(request, reply, done);
+        });
+
+        authRoutes(pages, deps);
+        accountRoutes(pages, deps);
+        whitelistRoutes(pages, deps);
+        proxyUserRoutes(pages, deps);
+      });
+    },
+    { prefix: '/console' },
+  );
+}
+
+function renderError(err: FastifyError, request: FastifyRequest, reply: FastifyReply) {
+  const signedIn = !!request.session?.accountId;
+  if (err.code === 'FST_CSRF_MISSING_SECRET' || err.code === 'FST_CSRF_INVALID_TOKEN') {
+    request.log.warn({ event: 'console_csrf_refused', route: request.routeOptions.url }, 'form without a valid CSRF token');
+    return sendHtml(
+      reply,
+      errorPage({
+        status: 403,
+        title: 'This form has expired',
+        text: 'For your security the form could not be accepted. Go back, reload the page and try again.',
+        signedIn,
+      }),
+      403,
+    );
+  }
+  const status = err.statusCode && err.statusCode >= 400 && err.statusCode < 500 ? err.statusCode : 500;
+  if (status < 500) {
+    return sendHtml(reply, errorPage({ status, title: 'The request could not be processed', text: 'Go back and try again.', signedIn }), status);
+  }
+  // The message only: a stack or a request dump could carry form fields.
+  request.log.error({ err: { type: err.name, message: err.message } }, 'console error');
+  return sendHtml(
+    reply,
+    errorPage({ status: 500, title: 'Something went wrong', text: 'The page could not be shown. Try again in a moment.', requestId: request.id, signedIn }),
+    500,
+  );
+}

@@ -1,0 +1,167 @@
+// Stage auth: is this client admitted? HTTP: the proxy's answer to CONNECT (or to the absolute-form
+// request for an http:// target) is 407 or not. SOCKS5: method selection plus the RFC 1929 status.
+import { request, type IncomingMessage } from 'node:http';
+import { isIP } from 'node:net';
+import { PeerClosedError, SocketReader, parseResponseHead, printable, realmOf } from './reader.js';
+import { METHOD_NONE_ACCEPTABLE, METHOD_NO_AUTH, METHOD_USER_PASS, SOCKS_VERSION, greeting, hex, userPassRequest } from './socks5.js';
+import { fail, ok, describeNetError, type StageFn } from './stage.js';
+import type { CheckContext, StageOutcome } from './types.js';
+
+const MAX_HEAD = 64 * 1024;
+const USER_AGENT = 'proxyctl-check';
+
+export function basicAuth(ctx: CheckContext): string | null {
+  const { username, password } = ctx.proxy;
+  if (username === null) return null;
+  return `Basic ${Buffer.from(`${username}:${password ?? ''}`, 'utf8').toString('base64')}`;
+}
+
+function admittedText(ctx: CheckContext): string {
+  return ctx.proxy.username !== null ? `credentials of "${ctx.proxy.username}" accepted` : 'admitted without credentials (source IP whitelist)';
+}
+
+export function targetAuthority(ctx: CheckContext): string {
+  const { host, port } = ctx.target;
+  return `${isIP(host) === 6 ? `[${host}]` : host}:${port}`;
+}
+
+function closedOutcome(err: unknown, during: string): StageOutcome {
+  if (err instanceof PeerClosedError) return fail(`proxy closed the connection ${during}${err.code ? ` (${err.code})` : ''}`, { kind: 'closed', during });
+  return fail(`${during}: ${(err as Error).message}`, { kind: 'protocol', message: (err as Error).message });
+}
+
+function rejected407(ctx: CheckContext, status: number, reason: string, authenticate: string | undefined): StageOutcome {
+  const realm = realmOf(authenticate);
+  const withCredentials = ctx.proxy.username !== null;
+  const why = withCredentials ? 'credentials rejected' : 'no credentials and source IP not admitted';
+  return fail(`${status} ${reason || 'Proxy Authentication Required'}${realm !== null ? ` (realm "${printable(realm, 60)}")` : ''}: ${why}`, {
+    kind: 'proxy_auth_required',
+    realm,
+    withCredentials,
+  });
+}
+
+async function httpConnectAuth(ctx: CheckContext, signal: AbortSignal): Promise<StageOutcome> {
+  const socket = ctx.socket!;
+  const authority = targetAuthority(ctx);
+  const auth = basicAuth(ctx);
+  const head = [`CONNECT ${authority} HTTP/1.1`, `Host: ${authority}`, `User-Agent: ${USER_AGENT}`, ...(auth ? [`Proxy-Authorization: ${auth}`] : []), '', ''].join('\r\n');
+  const reader = new SocketReader(socket, signal);
+  socket.write(head);
+  let raw: Buffer;
+  try {
+    raw = await reader.readUntil('\r\n\r\n', MAX_HEAD);
+  } catch (err) {
+    if (err instanceof PeerClosedError && reader.buffered > 0) {
+      const sample = (await reader.readSome(64, 0)).toString('latin1');
+      return fail(`not an HTTP proxy answer: "${printable(sample, 40)}"`, { kind: 'not_http_proxy', sample: printable(sample, 40) });
+    }
+    return closedOutcome(err, 'before answering CONNECT');
+  }
+  const parsed = parseResponseHead(raw.toString('latin1').slice(0, -4));
+  if (!parsed) {
+    const sample = printable(raw, 40);
+    return fail(`not an HTTP proxy answer: "${sample}"`, { kind: 'not_http_proxy', sample });
+  }
+  if (parsed.status === 407) return rejected407(ctx, parsed.status, printable(parsed.reason, 60), parsed.headers.get('proxy-authenticate')?.[0]);
+  let body = '';
+  if (parsed.status !== 200) {
+    // Keep the proxy's explanation, if it sends a short one.
+    const len = Number(parsed.headers.get('content-length')?.[0] ?? NaN);
+    const bytes = Number.isFinite(len) ? await reader.read(Math.min(len, 2048)).catch(() => reader.readSome(2048, 0)) : await reader.readSome(2048, 20);
+    body = printable(bytes, 200);
+  }
+  reader.release();
+  ctx.connectAnswer = { status: parsed.status, reason: printable(parsed.reason, 60), body };
+  return ok(`${admittedText(ctx)} (CONNECT answered ${parsed.status})`);
+}
+
+async function httpForwardAuth(ctx: CheckContext, signal: AbortSignal): Promise<StageOutcome> {
+  const socket = ctx.socket!;
+  const auth = basicAuth(ctx);
+  return new Promise<StageOutcome>((resolve) => {
+    const req = request({
+      createConnection: () => socket,
+      method: 'GET',
+      host: ctx.target.host,
+      port: ctx.target.port,
+      path: ctx.target.href,
+      signal,
+      headers: {
+        Host: ctx.target.hostHeader,
+        'User-Agent': USER_AGENT,
+        Accept: 'application/json, text/plain;q=0.9, */*;q=0.1',
+        Connection: 'close',
+        ...(auth ? { 'Proxy-Authorization': auth } : {}),
+      },
+    });
+    req.once('response', (res: IncomingMessage) => {
+      if (res.statusCode === 407) {
+        res.resume();
+        resolve(rejected407(ctx, 407, printable(res.statusMessage ?? '', 60), headerOne(res.headers['proxy-authenticate'])));
+        return;
+      }
+      ctx.forwardResponse = res;
+      resolve(ok(`${admittedText(ctx)} (absolute-form GET answered ${res.statusCode})`));
+    });
+    req.once('error', (err: NodeJS.ErrnoException) => {
+      if (signal.aborted) return;
+      if (err.code === 'ECONNRESET' || err.code === 'EPIPE') resolve(fail(`proxy closed the connection before answering (${describeNetError(err)})`, { kind: 'closed', during: 'before answering the request' }));
+      else if (err.code?.startsWith('HPE_')) resolve(fail(`not an HTTP proxy answer (${err.code})`, { kind: 'not_http_proxy', sample: err.code }));
+      else resolve(fail(`request failed: ${describeNetError(err)}`, { kind: 'protocol', message: err.message }));
+    });
+    req.end();
+  });
+}
+
+function headerOne(v: string | string[] | undefined): string | undefined {
+  return Array.isArray(v) ? v[0] : v;
+}
+
+async function socksAuth(ctx: CheckContext, signal: AbortSignal): Promise<StageOutcome> {
+  const socket = ctx.socket!;
+  const withCredentials = ctx.proxy.username !== null;
+  const reader = new SocketReader(socket, signal);
+  socket.write(greeting(withCredentials));
+  let choice: Buffer;
+  try {
+    choice = await reader.read(2);
+  } catch (err) {
+    return closedOutcome(err, 'during SOCKS5 method selection');
+  }
+  if (choice[0] !== SOCKS_VERSION) {
+    const sample = printable(Buffer.concat([choice, await reader.readSome(30, 0)]), 40);
+    return fail(`not a SOCKS5 answer (first byte ${hex(choice[0]!)}${/^HTTP\//.test(sample) ? `, looks like HTTP: "${sample}"` : ''})`, { kind: 'not_socks5', firstByte: choice[0]! });
+  }
+  const method = choice[1]!;
+  if (method === METHOD_NONE_ACCEPTABLE) {
+    return fail(
+      withCredentials ? 'method selection: proxy accepts no offered method (0xFF; offered username/password)' : 'method selection: no acceptable method (0xFF) for a client without credentials',
+      { kind: 'socks_no_method', withCredentials },
+    );
+  }
+  if (method === METHOD_NO_AUTH) {
+    reader.release();
+    return ok(withCredentials ? 'proxy chose "no authentication" (0x00); credentials not checked' : 'admitted without credentials (method 0x00, source IP whitelist)');
+  }
+  if (method !== METHOD_USER_PASS || !withCredentials) {
+    return fail(`method selection: proxy chose method ${hex(method)}, which was not offered`, { kind: 'protocol', message: `unexpected SOCKS5 method ${hex(method)}` });
+  }
+  socket.write(userPassRequest(ctx.proxy.username!, ctx.proxy.password ?? ''));
+  let status: Buffer;
+  try {
+    status = await reader.read(2);
+  } catch (err) {
+    return closedOutcome(err, 'during RFC 1929 authentication');
+  }
+  if (status[1] !== 0x00) {
+    return fail(`username/password rejected (RFC 1929 status ${hex(status[1]!)})`, { kind: 'socks_auth_failed', status: status[1]! });
+  }
+  reader.release();
+  return ok(`credentials of "${ctx.proxy.username}" accepted (method 0x02, RFC 1929 status 0x00)`);
+}
+
+export const authStage: StageFn = (ctx, signal) => {
+  if (ctx.proxy.protocol === 'http') return ctx.target.protocol === 'https' ? httpConnectAuth(ctx, signal) : httpForwardAuth(ctx, signal);
+  return socksAuth(ctx, signal);
+};

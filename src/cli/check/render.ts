@@ -1,0 +1,47 @@
+// Human output (cli-table3, colour only when allowed) and the --json document.
+import Table from 'cli-table3';
+import type { CheckReport, StageStatus } from './types.js';
+
+export interface RenderOptions {
+  color: boolean;
+  /** Terminal width, to wrap the detail column; undefined: no wrapping. */
+  columns?: number | undefined;
+}
+
+const COLORS: Record<StageStatus, string> = { ok: '\x1b[32m', fail: '\x1b[31m', skipped: '\x1b[90m' };
+const RESET = '\x1b[0m';
+
+export function renderJson(report: CheckReport): string {
+  const doc: CheckReport = {
+    stages: report.stages.map(({ name, status, ms, detail }) => ({ name, status, ms, detail })),
+    egress_ip: report.egress_ip,
+    direct_ip: report.direct_ip,
+    diagnosis: report.diagnosis,
+  };
+  return `${JSON.stringify(doc, null, 2)}\n`;
+}
+
+export function renderHuman(report: CheckReport, meta: { proxy: string; target: string }, opts: RenderOptions): string {
+  const paint = (s: StageStatus, text: string) => (opts.color ? `${COLORS[s]}${text}${RESET}` : text);
+  const fixed = 9 + 9 + 9 + 5; // stage, result, ms columns plus borders
+  const wrap = opts.columns && opts.columns > fixed + 30 ? opts.columns - fixed : undefined;
+  const table = new Table({
+    head: ['stage', 'result', 'ms', 'detail'],
+    style: { head: opts.color ? ['bold'] : [], border: [], compact: true },
+    ...(wrap ? { colWidths: [9, 9, 9, wrap], wordWrap: true, wrapOnWordBoundary: true } : {}),
+    colAligns: ['left', 'left', 'right', 'left'],
+  });
+  for (const s of report.stages) {
+    table.push([s.name, paint(s.status, s.status), s.status === 'skipped' ? '' : s.ms.toFixed(1), s.detail]);
+  }
+  const lines = [`check ${meta.proxy} -> ${meta.target}`, table.toString()];
+  if (report.egress_ip !== null || report.direct_ip !== null) {
+    lines.push(`egress IP via proxy: ${report.egress_ip ?? '-'}   direct: ${report.direct_ip ?? '-'}`);
+  }
+  const failed = report.stages.some((s) => s.status === 'fail');
+  const warn = !failed && report.diagnosis.startsWith('Warning');
+  const label = failed ? 'diagnosis' : warn ? 'warning' : 'result';
+  const color = failed ? COLORS.fail : warn ? '\x1b[33m' : COLORS.ok;
+  lines.push(`${opts.color ? `${color}${label}:${RESET}` : `${label}:`} ${report.diagnosis}`);
+  return `${lines.join('\n')}\n`;
+}

@@ -1,0 +1,118 @@
+// runCheck(options, deps): the staged connectivity check of SPEC 6. Stages run in order, each under
+// its own timeout; the first failure stops the run and the remaining stages are marked skipped.
+import { promises as dnsPromises } from 'node:dns';
+import { performance } from 'node:perf_hooks';
+import type { Writable } from 'node:stream';
+import { Exit } from '../exit-codes.js';
+import { authStage } from './auth.js';
+import { connectStage } from './connect.js';
+import { diagnose, type DiagnosisInput } from './diagnosis.js';
+import { dnsStage } from './dns.js';
+import { fetchDirect } from './egress.js';
+import { renderHuman, renderJson } from './render.js';
+import { runStage, type StageFn } from './stage.js';
+import { statusStage } from './status.js';
+import { tcpStage } from './tcp.js';
+import { tlsStage } from './tls.js';
+import type { CheckContext, CheckDeps, CheckOptions, CheckReport, FailureCause, StageName, StageResult } from './types.js';
+import { CheckUsageError, parseProxyUrl, parseTargetUrl, scrub } from './urls.js';
+
+export const DEFAULT_TARGET = 'https://api.ipify.org/?format=json';
+export const DEFAULT_TIMEOUT_MS = 5000;
+
+const STAGES: Record<StageName, StageFn> = { dns: dnsStage, tcp: tcpStage, auth: authStage, connect: connectStage, tls: tlsStage, status: statusStage };
+
+export const defaultLookup: CheckDeps['lookup'] = (host) => dnsPromises.lookup(host, { all: true, order: 'verbatim' });
+
+export function defaultDeps(): CheckDeps {
+  return { lookup: defaultLookup, now: () => performance.now() };
+}
+
+export interface CheckResult {
+  report: CheckReport;
+  ok: boolean;
+  /** The first failure as a value (null when every stage passed). */
+  failure: { stage: StageName; cause: FailureCause } | null;
+  proxy: string; // redacted
+  target: string;
+}
+
+/** Runs the stages and the egress comparison; no output. Throws CheckUsageError for bad URLs. */
+export async function performCheck(opts: CheckOptions, deps: Partial<CheckDeps> = {}): Promise<CheckResult> {
+  const d: CheckDeps = { ...defaultDeps(), ...deps };
+  const proxy = parseProxyUrl(opts.proxy);
+  const target = parseTargetUrl(opts.target);
+  const ctx: CheckContext = { proxy, target, opts, deps: d, sockets: new Set() };
+  // An http:// target has no TLS stage (SPEC 6).
+  const plan = (Object.keys(STAGES) as StageName[]).filter((n) => n !== 'tls' || target.protocol === 'https');
+  const stages: StageResult[] = [];
+  let failure: CheckResult['failure'] = null;
+  try {
+    for (const name of plan) {
+      if (failure) {
+        stages.push({ name, status: 'skipped', ms: 0, detail: `not run: ${failure.stage} failed` });
+        continue;
+      }
+      const { result, cause } = await runStage(name, STAGES[name], ctx, opts.timeouts?.[name] ?? opts.timeoutMs);
+      result.detail = scrub(result.detail, proxy.password);
+      stages.push(result);
+      if (cause) failure = { stage: name, cause };
+    }
+  } finally {
+    ctx.forwardResponse?.destroy();
+    for (const s of ctx.sockets) s.destroy();
+  }
+  const egress = failure ? null : (ctx.egressIp ?? null);
+  let directIp: string | null = null;
+  let direct: DiagnosisInput['direct'] = 'skipped';
+  if (!failure && egress && opts.direct) {
+    const r = await fetchDirect(target, { ca: opts.ca, timeoutMs: opts.timeouts?.direct ?? opts.timeoutMs });
+    if (r.ok) {
+      directIp = r.ip;
+      direct = 'ok';
+    } else {
+      direct = { error: r.error };
+    }
+  }
+  const diagnosis = scrub(diagnose({ failed: failure, proxy, target, egressIp: egress, directIp, direct }), proxy.password);
+  return {
+    report: { stages, egress_ip: egress, direct_ip: directIp, diagnosis },
+    ok: !failure,
+    failure,
+    proxy: proxy.redacted,
+    target: target.href,
+  };
+}
+
+export interface OutputOptions {
+  json: boolean;
+  color: boolean;
+  quiet: boolean;
+  columns?: number | undefined;
+}
+
+export interface RunDeps extends CheckDeps {
+  stdout: Writable;
+  stderr: Writable;
+}
+
+/** The command: runs the check, writes the table or JSON, returns the exit status (0, 2 or 6). */
+export async function runCheck(opts: CheckOptions & { output: OutputOptions }, deps: Partial<RunDeps> = {}): Promise<number> {
+  const stdout = deps.stdout ?? process.stdout;
+  const stderr = deps.stderr ?? process.stderr;
+  let result: CheckResult;
+  try {
+    result = await performCheck(opts, deps);
+  } catch (err) {
+    if (err instanceof CheckUsageError) {
+      stderr.write(`proxyctl check: ${scrub(err.message, null)}\n`);
+      return Exit.USAGE;
+    }
+    throw err;
+  }
+  const { report } = result;
+  if (opts.output.json) stdout.write(renderJson(report));
+  else if (opts.output.quiet) stdout.write(`${report.diagnosis}\n`);
+  else stdout.write(renderHuman(report, { proxy: result.proxy, target: result.target }, { color: opts.output.color, columns: opts.output.columns }));
+  return result.ok ? Exit.OK : Exit.CHECK_FAILED;
+}

@@ -1,0 +1,93 @@
+// SOCKS5 wire format (RFC 1928 / RFC 1929), client side: what the auth and connect stages send and parse.
+import { isIP } from 'node:net';
+
+export const SOCKS_VERSION = 0x05;
+export const METHOD_NO_AUTH = 0x00;
+export const METHOD_USER_PASS = 0x02;
+export const METHOD_NONE_ACCEPTABLE = 0xff;
+
+/** RFC 1928 section 6 reply codes. */
+export const SOCKS_REPLY_NAMES: Record<number, string> = {
+  0x00: 'succeeded',
+  0x01: 'general SOCKS server failure',
+  0x02: 'connection not allowed by ruleset',
+  0x03: 'network unreachable',
+  0x04: 'host unreachable',
+  0x05: 'connection refused',
+  0x06: 'TTL expired (the proxy timed out reaching the target)',
+  0x07: 'command not supported',
+  0x08: 'address type not supported',
+};
+
+export function hex(n: number): string {
+  return `0x${n.toString(16).padStart(2, '0')}`;
+}
+
+export function socksReplyName(code: number): string {
+  return SOCKS_REPLY_NAMES[code] ?? 'unassigned reply code';
+}
+
+/** Method selection: offer exactly what the customer's URL implies, so the check tests that path. */
+export function greeting(withCredentials: boolean): Buffer {
+  return Buffer.from([SOCKS_VERSION, 1, withCredentials ? METHOD_USER_PASS : METHOD_NO_AUTH]);
+}
+
+/** RFC 1929 username/password request. */
+export function userPassRequest(username: string, password: string): Buffer {
+  const u = Buffer.from(username, 'utf8');
+  const p = Buffer.from(password, 'utf8');
+  return Buffer.concat([Buffer.from([0x01, u.length]), u, Buffer.from([p.length]), p]);
+}
+
+/** CONNECT request; a host name is sent as a domain (socks5h), an IP literal as IPv4/IPv6. */
+export function connectRequest(host: string, port: number): Buffer {
+  const family = isIP(host);
+  let addr: Buffer;
+  if (family === 4) {
+    addr = Buffer.from([0x01, ...host.split('.').map(Number)]);
+  } else if (family === 6) {
+    addr = Buffer.concat([Buffer.from([0x04]), ipv6Bytes(host)]);
+  } else {
+    const name = Buffer.from(host, 'utf8');
+    if (name.length > 255) throw new Error('target host name longer than 255 bytes');
+    addr = Buffer.concat([Buffer.from([0x03, name.length]), name]);
+  }
+  const portBuf = Buffer.alloc(2);
+  portBuf.writeUInt16BE(port);
+  return Buffer.concat([Buffer.from([SOCKS_VERSION, 0x01, 0x00]), addr, portBuf]);
+}
+
+function ipv6Bytes(ip: string): Buffer {
+  let text = ip;
+  const v4 = /(\d+\.\d+\.\d+\.\d+)$/.exec(text);
+  if (v4) {
+    const p = v4[1]!.split('.').map(Number);
+    text = text.slice(0, -v4[1]!.length) + `${((p[0]! << 8) | p[1]!).toString(16)}:${((p[2]! << 8) | p[3]!).toString(16)}`;
+  }
+  const [head, tail] = text.split('::') as [string, string | undefined];
+  const h = head ? head.split(':') : [];
+  const t = tail !== undefined && tail ? tail.split(':') : [];
+  const groups = tail === undefined ? h : [...h, ...Array<string>(8 - h.length - t.length).fill('0'), ...t];
+  const out = Buffer.alloc(16);
+  groups.forEach((g, i) => out.writeUInt16BE(parseInt(g || '0', 16), i * 2));
+  return out;
+}
+
+/** Bytes after the 4-byte reply header that hold the bound address and port. */
+export function boundAddressLength(atyp: number, firstAddrByte: number | undefined): number | null {
+  if (atyp === 0x01) return 4 + 2;
+  if (atyp === 0x04) return 16 + 2;
+  if (atyp === 0x03) return firstAddrByte === undefined ? null : 1 + firstAddrByte + 2;
+  return null;
+}
+
+export function formatBound(atyp: number, bytes: Buffer): string {
+  const port = bytes.readUInt16BE(bytes.length - 2);
+  if (atyp === 0x01) return `${[...bytes.subarray(0, 4)].join('.')}:${port}`;
+  if (atyp === 0x04) {
+    const groups: string[] = [];
+    for (let i = 0; i < 16; i += 2) groups.push(bytes.readUInt16BE(i).toString(16));
+    return `[${groups.join(':')}]:${port}`;
+  }
+  return `${bytes.subarray(1, bytes.length - 2).toString('utf8')}:${port}`;
+}

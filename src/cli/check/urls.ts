@@ -1,0 +1,90 @@
+// Proxy and target URLs for the check: parsing, validation and password redaction.
+import { isIP } from 'node:net';
+
+export type ProxyProtocol = 'http' | 'socks5' | 'socks5h';
+
+export interface ProxySpec {
+  protocol: ProxyProtocol;
+  host: string; // without IPv6 brackets
+  port: number;
+  username: string | null;
+  password: string | null;
+  /** The URL with the password replaced by ****: the only form ever printed. */
+  redacted: string;
+}
+
+export interface TargetSpec {
+  protocol: 'http' | 'https';
+  host: string; // without IPv6 brackets
+  port: number;
+  /** Path and query for the request line. */
+  path: string;
+  /** Value of the Host header. */
+  hostHeader: string;
+  href: string;
+}
+
+export class CheckUsageError extends Error {}
+
+const DEFAULT_PORTS: Record<ProxyProtocol, number> = { http: 8080, socks5: 1080, socks5h: 1080 };
+
+/** `scheme://user:****@host:port/…` — also for strings that fail to parse as URLs. */
+export function redactUrl(text: string): string {
+  return text.replace(/([a-z][a-z0-9+.-]*:\/\/)([^:@/\s]*):([^@/\s]*)@/gi, (_m, scheme: string, user: string) => `${scheme}${user}:****@`);
+}
+
+/** Removes a known secret from any text (error messages may echo it decoded). */
+export function scrub(text: string, secret: string | null): string {
+  let out = redactUrl(text);
+  if (secret) {
+    out = out.split(secret).join('****');
+    const enc = encodeURIComponent(secret);
+    if (enc !== secret) out = out.split(enc).join('****');
+  }
+  return out;
+}
+
+function unbracket(hostname: string): string {
+  return hostname.startsWith('[') && hostname.endsWith(']') ? hostname.slice(1, -1) : hostname;
+}
+
+export function parseProxyUrl(raw: string): ProxySpec {
+  let u: URL;
+  try {
+    u = new URL(raw.includes('://') ? raw : `http://${raw}`);
+  } catch {
+    throw new CheckUsageError(`invalid proxy URL: ${redactUrl(raw)}`);
+  }
+  const scheme = u.protocol.replace(/:$/, '').toLowerCase();
+  if (scheme !== 'http' && scheme !== 'socks5' && scheme !== 'socks5h') {
+    throw new CheckUsageError(`unsupported proxy scheme "${scheme}:": use http://, socks5:// or socks5h://`);
+  }
+  const protocol = scheme as ProxyProtocol;
+  if (!u.hostname) throw new CheckUsageError(`proxy URL has no host: ${redactUrl(raw)}`);
+  const username = u.username ? decodeURIComponent(u.username) : null;
+  const password = u.password ? decodeURIComponent(u.password) : null;
+  if (password !== null && username === null) throw new CheckUsageError('proxy URL has a password but no username');
+  if (protocol !== 'http' && ((username && Buffer.byteLength(username) > 255) || (password && Buffer.byteLength(password) > 255))) {
+    throw new CheckUsageError('SOCKS5 username and password are limited to 255 bytes each (RFC 1929)');
+  }
+  const host = unbracket(u.hostname);
+  const port = u.port ? Number(u.port) : DEFAULT_PORTS[protocol];
+  const shownHost = isIP(host) === 6 ? `[${host}]` : host;
+  const auth = username !== null ? `${encodeURIComponent(username)}${password !== null ? ':****' : ''}@` : '';
+  return { protocol, host, port, username, password, redacted: `${protocol}://${auth}${shownHost}:${port}` };
+}
+
+export function parseTargetUrl(raw: string): TargetSpec {
+  let u: URL;
+  try {
+    u = new URL(raw);
+  } catch {
+    throw new CheckUsageError(`invalid target URL: ${redactUrl(raw)}`);
+  }
+  const scheme = u.protocol.replace(/:$/, '');
+  if (scheme !== 'http' && scheme !== 'https') throw new CheckUsageError(`target must be an http:// or https:// URL, not "${scheme}:"`);
+  if (u.username || u.password) throw new CheckUsageError('target URL must not carry credentials');
+  const host = unbracket(u.hostname);
+  const port = u.port ? Number(u.port) : scheme === 'https' ? 443 : 80;
+  return { protocol: scheme, host, port, path: `${u.pathname || '/'}${u.search}`, hostHeader: u.host, href: u.href };
+}

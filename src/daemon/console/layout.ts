@@ -1,0 +1,92 @@
+// The page shell: head, header with the product name and navigation, flash message, content.
+import { html, raw, type Html } from './html.js';
+import { LOGO_SVG } from './assets.js';
+import type { Flash } from './session.js';
+
+export type NavKey = 'account' | 'whitelist' | 'proxy-users';
+
+export interface ShellOptions {
+  title: string;
+  /** Signed-in pages: the navigation and the Log out form (which needs a CSRF token). */
+  signedIn?: { nav: NavKey | null; csrf: string; email: string };
+  flash?: Flash | undefined;
+  /** Load the copy-button script (pages that show a secret once). */
+  copyScript?: boolean;
+  body: Html;
+}
+
+const LOGO = raw(LOGO_SVG.replace('<svg ', '<svg width="28" height="28" aria-hidden="true" focusable="false" '));
+
+export const brand = (href: string) => html`<a class="brand" href="${href}">${LOGO}<span>proxyd</span><small>console</small></a>`;
+
+const NAV: Array<{ key: NavKey; href: string; label: string }> = [
+  { key: 'account', href: '/console/account', label: 'Account' },
+  { key: 'whitelist', href: '/console/whitelist', label: 'Whitelist' },
+  { key: 'proxy-users', href: '/console/proxy-users', label: 'Proxy users' },
+];
+
+export function csrfField(csrf: string): Html {
+  return html`<input type="hidden" name="_csrf" value="${csrf}">`;
+}
+
+export function flashNotice(flash: Flash | undefined): Html {
+  if (!flash) return html``;
+  const role = flash.kind === 'error' ? 'alert' : 'status';
+  return html`<div class="notice ${flash.kind}" role="${role}" data-testid="flash"><p>${flash.text}</p></div>`;
+}
+
+function head(title: string, copyScript: boolean): Html {
+  return html`<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<meta name="referrer" content="no-referrer">
+<meta name="robots" content="noindex">
+<title>${title} · proxyd console</title>
+<link rel="icon" href="/console/assets/favicon.svg" type="image/svg+xml">
+<link rel="stylesheet" href="/console/assets/console.css">
+${copyScript ? html`<script src="/console/assets/copy.js" defer></script>` : ''}
+</head>`;
+}
+
+export function shell(o: ShellOptions): Html {
+  const s = o.signedIn;
+  const nav = s
+    ? html`<nav class="nav" aria-label="Main">
+${NAV.map((n) => html`<a href="${n.href}"${n.key === s.nav ? raw(' aria-current="page"') : ''}>${n.label}</a>`)}
+<form method="post" action="/console/logout">${csrfField(s.csrf)}<button type="submit">Log out</button></form>
+</nav>`
+    : '';
+  return html`${head(o.title, !!o.copyScript)}
+<body>
+<a class="skip" href="#main">Skip to content</a>
+<header class="topbar"><div class="wrap">${brand(s ? '/console/account' : '/console/login')}${nav}</div></header>
+<main id="main" class="wrap" tabindex="-1">
+${flashNotice(o.flash)}
+${o.body}
+</main>
+${s ? html`<footer class="site-foot wrap"><p>Signed in as <span data-testid="signed-in-as">${s.email}</span></p></footer>` : ''}
+</body>
+</html>
+`;
+}
+
+/** The log-in page has no header navigation: a centred card. */
+export function authShell(title: string, body: Html): Html {
+  return html`${head(title, false)}
+<body>
+<main id="main" class="auth">
+${brand('/console/login')}
+${body}
+<footer>Proxy access, whitelists and API tokens for your account.</footer>
+</main>
+</body>
+</html>
+`;
+}
+
+/** ISO date-time in UTC without milliseconds, for tables. */
+export function utc(sec: number): string {
+  return new Date(sec * 1000).toISOString().replace('T', ' ').replace(/:\d\d\.\d{3}Z$/, ' UTC');
+}

@@ -1,0 +1,130 @@
+import { html, type Html } from '../html.js';
+import { csrfField, shell, utc } from '../layout.js';
+import type { Flash } from '../session.js';
+
+export interface AccountView {
+  csrf: string;
+  email: string;
+  status: string;
+  verified: boolean;
+  createdAtSec: number;
+  token: { accessKey: string; createdAtSec: number } | null;
+  /** The full token, only on the response right after it was made. */
+  revealedToken: string | null;
+  sessionCount: number;
+  flash?: Flash | undefined;
+}
+
+const statusBadge = (s: string) => html`<span class="badge ${s === 'active' ? 'ok' : 'bad'}" data-testid="account-status">${s[0]!.toUpperCase() + s.slice(1)}</span>`;
+
+function tokenCard(v: AccountView): Html {
+  if (v.revealedToken) {
+    return html`<section class="card" aria-labelledby="token-title" data-testid="token-card">
+<div class="card-head"><div><h2 id="token-title">API token</h2><p class="muted">Use it as <code>api_key</code> with the whitelist API or store it with <code>proxyctl login</code>.</p></div></div>
+<div class="notice warn" role="status"><p><strong>Copy your token now.</strong> It is shown only this once; leaving or reloading this page hides it for good.</p></div>
+<label for="api-token">Your new API token</label>
+<div class="secret">
+<code id="api-token" data-testid="api-token">${v.revealedToken}</code>
+<button type="button" class="btn secondary" data-copy-target="api-token" data-copy-status="copy-status" hidden>Copy</button>
+</div>
+<p id="copy-status" class="visually-hidden" role="status" aria-live="polite"></p>
+<div class="form-actions"><a class="btn" href="/console/account">I have copied it</a></div>
+</section>`;
+  }
+  if (v.token) {
+    return html`<section class="card" aria-labelledby="token-title" data-testid="token-card">
+<div class="card-head"><div><h2 id="token-title">API token</h2><p class="muted">For the whitelist API and <code>proxyctl</code>. The secret part is shown only once, when the token is made.</p></div></div>
+<dl class="facts">
+<dt>Access key</dt><dd><code data-testid="access-key">${v.token.accessKey}</code></dd>
+<dt>Created</dt><dd>${utc(v.token.createdAtSec)}</dd>
+</dl>
+<form method="get" action="/console/token/confirm" class="form-actions">
+<button class="btn secondary" type="submit">Reset token</button>
+<span class="muted small">Lost the secret? Reset makes a new token; the current one stops working at once.</span>
+</form>
+</section>`;
+  }
+  return html`<section class="card" aria-labelledby="token-title" data-testid="token-card">
+<div class="card-head"><div><h2 id="token-title">API token</h2><p class="muted">For the whitelist API and <code>proxyctl</code>.</p></div></div>
+<p data-testid="no-token">You have no API token yet.</p>
+<form method="get" action="/console/token/confirm" class="form-actions">
+<button class="btn" type="submit">Create token</button>
+</form>
+</section>`;
+}
+
+export function accountPage(v: AccountView) {
+  return shell({
+    title: 'Account',
+    signedIn: { nav: 'account', csrf: v.csrf, email: v.email },
+    flash: v.flash,
+    copyScript: !!v.revealedToken,
+    body: html`<div class="page-head"><h1>Account</h1><p class="lead">Your account details, API token and sign-in security.</p></div>
+<div class="stack">
+<section class="card" aria-labelledby="acct-title">
+<h2 id="acct-title" class="visually-hidden">Account details</h2>
+<dl class="facts">
+<dt>Email</dt><dd data-testid="account-email">${v.email}</dd>
+<dt>Status</dt><dd>${statusBadge(v.status)}</dd>
+<dt>Real-name verification</dt><dd>${
+      v.verified
+        ? html`<span class="badge ok" data-testid="account-verified">Verified</span>`
+        : html`<span class="badge warn" data-testid="account-verified">Not verified</span> <span class="muted small">Adding whitelist IPs needs a verified account; contact support.</span>`
+    }</dd>
+<dt>Customer since</dt><dd>${utc(v.createdAtSec).slice(0, 10)}</dd>
+</dl>
+</section>
+${tokenCard(v)}
+<div class="grid-2">
+<section class="card" aria-labelledby="pw-title">
+<h2 id="pw-title">Change password</h2>
+<p class="muted small">Every other signed-in browser is logged out.</p>
+<form method="post" action="/console/password">
+${csrfField(v.csrf)}
+<input type="text" name="username" autocomplete="username" value="${v.email}" hidden>
+<div class="field"><label for="current_password">Current password</label><input type="password" id="current_password" name="current_password" autocomplete="current-password" required></div>
+<div class="field"><label for="new_password">New password</label><input type="password" id="new_password" name="new_password" autocomplete="new-password" minlength="10" required aria-describedby="new_password_hint"><span class="hint" id="new_password_hint">At least 10 characters.</span></div>
+<div class="form-actions"><button class="btn secondary" type="submit">Change password</button></div>
+</form>
+</section>
+<section class="card" aria-labelledby="sess-title">
+<h2 id="sess-title">Sessions</h2>
+<p class="muted small">You are signed in on <span data-testid="session-count">${v.sessionCount}</span> ${v.sessionCount === 1 ? 'browser' : 'browsers'}.</p>
+<form method="post" action="/console/sessions/end-all">
+${csrfField(v.csrf)}
+<div class="form-actions"><button class="btn ghost-danger" type="submit">Log out everywhere</button></div>
+</form>
+</section>
+</div>
+</div>`,
+  });
+}
+
+export interface TokenConfirmView {
+  csrf: string;
+  email: string;
+  existingAccessKey: string | null;
+}
+
+export function tokenConfirmPage(v: TokenConfirmView) {
+  const reset = v.existingAccessKey !== null;
+  return shell({
+    title: reset ? 'Reset API token' : 'Create API token',
+    signedIn: { nav: 'account', csrf: v.csrf, email: v.email },
+    body: html`<div class="page-head"><h1>${reset ? 'Reset your API token?' : 'Create an API token?'}</h1></div>
+<section class="card" aria-labelledby="confirm-title">
+<h2 id="confirm-title" class="visually-hidden">Confirm</h2>
+${
+  reset
+    ? html`<div class="notice warn"><p><strong>The current token stops working at once.</strong> Scripts and <code>proxyctl</code> using access key <code>${v.existingAccessKey}</code> get 401 until you give them the new token.</p></div>`
+    : html`<p>A new token lets scripts and <code>proxyctl</code> manage your whitelist.</p>`
+}
+<p class="muted">The full token is shown once on the next page. Keep it somewhere safe, such as a password manager.</p>
+<form method="post" action="/console/token" class="form-actions">
+${csrfField(v.csrf)}
+<button class="btn${reset ? ' danger' : ''}" type="submit">Confirm</button>
+<a class="btn secondary" href="/console/account">Cancel</a>
+</form>
+</section>`,
+  });
+}

@@ -1,0 +1,34 @@
+import { html } from '../html.js';
+import { authShell, csrfField } from '../layout.js';
+import type { Flash } from '../session.js';
+
+export interface LoginView {
+  csrf: string;
+  email?: string;
+  /** A problem with the last attempt, or why the session ended. */
+  notice?: Flash | undefined;
+}
+
+export function loginPage(v: LoginView) {
+  const n = v.notice;
+  return authShell(
+    'Log in',
+    html`<section class="card" aria-labelledby="login-title">
+<h1 id="login-title">Log in to your account</h1>
+<p class="lead">Manage your API token, IP whitelist and proxy users.</p>
+${n ? html`<div class="notice ${n.kind}" role="${n.kind === 'error' ? 'alert' : 'status'}" data-testid="login-message"><p>${n.text}</p></div>` : ''}
+<form method="post" action="/console/login" novalidate>
+${csrfField(v.csrf)}
+<div class="field">
+<label for="email">Email</label>
+<input type="email" id="email" name="email" autocomplete="username" required value="${v.email ?? ''}" ${v.email ? '' : 'autofocus'}>
+</div>
+<div class="field">
+<label for="password">Password</label>
+<input type="password" id="password" name="password" autocomplete="current-password" required ${v.email ? 'autofocus' : ''}>
+</div>
+<div class="form-actions"><button class="btn block" type="submit">Log in</button></div>
+</form>
+</section>`,
+  );
+}

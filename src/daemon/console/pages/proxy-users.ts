@@ -1,0 +1,75 @@
+import type { ProxyUser } from '../../store/index.js';
+import { html, type Html } from '../html.js';
+import { csrfField, shell, utc } from '../layout.js';
+import type { Flash } from '../session.js';
+
+export interface ProxyUsersView {
+  csrf: string;
+  email: string;
+  users: ProxyUser[];
+  /** A password shown once, right after create or reset. */
+  revealed: { username: string; password: string } | null;
+  username?: string | undefined;
+  flash?: Flash | undefined;
+}
+
+function revealCard(r: { username: string; password: string }): Html {
+  return html`<section class="card" aria-labelledby="reveal-title" data-testid="proxy-password-card">
+<h2 id="reveal-title">Password for <code data-testid="proxy-username">${r.username}</code></h2>
+<div class="notice warn" role="status"><p><strong>Copy this password now.</strong> It is shown only once; reset it if you lose it.</p></div>
+<label for="proxy-password">Password</label>
+<div class="secret">
+<code id="proxy-password" data-testid="proxy-password">${r.password}</code>
+<button type="button" class="btn secondary" data-copy-target="proxy-password" data-copy-status="copy-status" hidden>Copy</button>
+</div>
+<p id="copy-status" class="visually-hidden" role="status" aria-live="polite"></p>
+<p class="muted small">Use it with HTTP proxy Basic authentication or SOCKS5 username/password authentication.</p>
+<div class="form-actions"><a class="btn" href="/console/proxy-users">I have copied it</a></div>
+</section>`;
+}
+
+function row(u: ProxyUser, csrf: string): Html {
+  return html`<tr data-testid="proxy-user-row" data-username="${u.username}">
+<td data-label="Username"><code>${u.username}</code></td>
+<td data-label="Status"><span class="badge ${u.status === 'active' ? 'ok' : 'off'}">${u.status === 'active' ? 'Active' : 'Disabled'}</span></td>
+<td data-label="Created">${utc(u.created_at)}</td>
+<td class="actions">
+<form method="post" action="/console/proxy-users/${u.id}/reset">${csrfField(csrf)}<button class="btn secondary sm" type="submit" aria-label="Reset password of ${u.username}">Reset password</button></form>
+<form method="post" action="/console/proxy-users/${u.id}/delete">${csrfField(csrf)}<button class="btn ghost-danger sm" type="submit" aria-label="Delete ${u.username}">Delete</button></form>
+</td>
+</tr>`;
+}
+
+export function proxyUsersPage(v: ProxyUsersView) {
+  return shell({
+    title: 'Proxy users',
+    signedIn: { nav: 'proxy-users', csrf: v.csrf, email: v.email },
+    flash: v.flash,
+    copyScript: !!v.revealed,
+    body: html`<div class="page-head"><h1>Proxy users</h1><p class="lead">Usernames and passwords for the gateway, for machines whose IP is not whitelisted.</p></div>
+<div class="stack">
+${v.revealed ? revealCard(v.revealed) : ''}
+<section class="card" aria-labelledby="create-title">
+<div class="card-head"><div><h2 id="create-title">Create a proxy user</h2><p class="muted small">The password is generated for you and shown once.</p></div></div>
+<form method="post" action="/console/proxy-users" class="form-row">
+${csrfField(v.csrf)}
+<div class="field"><label for="username">Username</label><input type="text" id="username" name="username" required minlength="3" maxlength="64" pattern="[A-Za-z0-9._\\-]{3,64}" autocomplete="off" spellcheck="false" aria-describedby="username-hint" value="${v.username ?? ''}"></div>
+<button class="btn" type="submit">Create</button>
+</form>
+<p class="hint" id="username-hint">3–64 characters: letters, digits, dot, underscore, hyphen.</p>
+</section>
+<section class="card flush" aria-labelledby="users-title">
+<div class="card-head"><div><h2 id="users-title">Your proxy users</h2><p class="muted small">${v.users.length} ${v.users.length === 1 ? 'user' : 'users'}</p></div></div>
+${
+  v.users.length === 0
+    ? html`<div class="empty" data-testid="proxy-users-empty">No proxy users yet.</div>`
+    : html`<div class="table-wrap"><table class="stack-sm" data-testid="proxy-users-table">
+<caption class="visually-hidden">Proxy users</caption>
+<thead><tr><th scope="col">Username</th><th scope="col">Status</th><th scope="col">Created</th><th scope="col"><span class="visually-hidden">Actions</span></th></tr></thead>
+<tbody>${v.users.map((u) => row(u, v.csrf))}</tbody>
+</table></div>`
+}
+</section>
+</div>`,
+  });
+}

@@ -1,0 +1,73 @@
+// Proxy users page: create (password generated and shown once), reset password, delete.
+import type { FastifyInstance } from 'fastify';
+import { generatePassword, hashPassword } from '../../secrets.js';
+import { accountOf, field, seeOther, sendHtml, setFlash, takeFlash, type ConsoleDeps } from '../deps.js';
+import { proxyUsersPage } from '../pages/proxy-users.js';
+
+/** The same rule as `proxyd admin proxy-user create`. */
+export const PROXY_USERNAME_RE = /^[A-Za-z0-9._-]{3,64}$/;
+
+export default function proxyUserRoutes(app: FastifyInstance, deps: ConsoleDeps): void {
+  const users = deps.ctx.store.proxyUsers;
+
+  app.get('/proxy-users', async (request, reply) => {
+    const account = accountOf(request);
+    let revealed: { username: string; password: string } | null = null;
+    const reveal = request.session.reveal;
+    if (reveal) {
+      delete request.session.reveal;
+      const password = reveal.kind === 'proxy-password' ? deps.sealer.open(reveal.sealed) : null;
+      if (password && reveal.label) revealed = { username: reveal.label, password };
+    }
+    return sendHtml(
+      reply,
+      proxyUsersPage({ csrf: reply.generateCsrf(), email: account.email, users: users.listForAccount(account.id), revealed, flash: takeFlash(request) }),
+    );
+  });
+
+  app.post('/proxy-users', async (request, reply) => {
+    const account = accountOf(request);
+    const username = field(request.body, 'username').trim();
+    if (!PROXY_USERNAME_RE.test(username)) {
+      setFlash(request, 'error', 'Usernames have 3–64 characters: letters, digits, dot, underscore or hyphen.');
+      return seeOther(reply, '/console/proxy-users');
+    }
+    const password = generatePassword();
+    const created = users.create(account.id, username, await hashPassword(password));
+    if (created === 'exists') {
+      setFlash(request, 'error', `The username ${username} is taken. Choose another one.`);
+      return seeOther(reply, '/console/proxy-users');
+    }
+    request.session.reveal = { kind: 'proxy-password', sealed: deps.sealer.seal(password), label: username };
+    request.log.info({ event: 'console_proxy_user_created', account_id: account.id, proxy_user_id: created.id }, 'proxy user created');
+    return seeOther(reply, '/console/proxy-users');
+  });
+
+  app.post<{ Params: { id: string } }>('/proxy-users/:id/reset', async (request, reply) => {
+    const account = accountOf(request);
+    const user = ownUser(request.params.id, account.id);
+    if (!user) {
+      setFlash(request, 'error', 'That proxy user does not exist.');
+      return seeOther(reply, '/console/proxy-users');
+    }
+    const password = generatePassword();
+    users.setPassword(account.id, user.id, await hashPassword(password));
+    request.session.reveal = { kind: 'proxy-password', sealed: deps.sealer.seal(password), label: user.username };
+    request.log.info({ event: 'console_proxy_user_reset', account_id: account.id, proxy_user_id: user.id }, 'proxy user password reset');
+    return seeOther(reply, '/console/proxy-users');
+  });
+
+  app.post<{ Params: { id: string } }>('/proxy-users/:id/delete', async (request, reply) => {
+    const account = accountOf(request);
+    const user = ownUser(request.params.id, account.id);
+    if (!user || !users.delete(account.id, user.id)) setFlash(request, 'error', 'That proxy user does not exist.');
+    else setFlash(request, 'success', `Deleted proxy user ${user.username}. New gateway connections with it are refused.`);
+    return seeOther(reply, '/console/proxy-users');
+  });
+
+  function ownUser(idParam: string, accountId: number) {
+    if (!/^[1-9][0-9]{0,15}$/.test(idParam)) return null;
+    const u = users.get(Number(idParam));
+    return u && u.account_id === accountId ? u : null;
+  }
+}

@@ -1,0 +1,384 @@
+// The staged check against scripted local peers (real sockets on 127.0.0.1, no mocks of our code).
+import { PassThrough } from 'node:stream';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { performCheck, runCheck } from '../../../src/cli/check/runner.js';
+import type { CheckOptions, LookupFn } from '../../../src/cli/check/types.js';
+import { closedPort, httpEcho, httpProxyPeer, httpsEcho, makeCerts, silentServer, socksPeer, type Certs, type Closable } from './peers.js';
+
+const PASS = 's3cret-Pa55';
+let certs: Certs;
+const open: Closable[] = [];
+const keep = <T extends Closable>(c: T): T => (open.push(c), c);
+
+// Names resolve only through this table: no system resolver in these tests.
+const lookup: LookupFn = async (host) => {
+  const table: Record<string, string> = { 'proxy.test': '127.0.0.1', localhost: '127.0.0.1' };
+  const a = table[host];
+  if (!a) throw Object.assign(new Error(`getaddrinfo ENOTFOUND ${host}`), { code: 'ENOTFOUND' });
+  return [{ address: a, family: 4 }];
+};
+
+function opts(o: Partial<CheckOptions> & Pick<CheckOptions, 'proxy' | 'target'>): CheckOptions {
+  return { timeoutMs: 2000, direct: true, ca: certs.caPem, ...o };
+}
+const names = (r: Awaited<ReturnType<typeof performCheck>>) => r.report.stages.map((s) => `${s.name}:${s.status}`);
+
+let https: Closable; // good cert, JSON echo
+let http: Closable; // plain JSON echo
+
+beforeAll(async () => {
+  certs = makeCerts();
+  https = keep(await httpsEcho(certs.good));
+  http = keep(await httpEcho());
+});
+afterAll(async () => {
+  await Promise.all(open.map((c) => c.close()));
+});
+
+describe('HTTP proxy', () => {
+  it('HTTPS target: every stage ok, egress differs from direct', async () => {
+    const proxy = keep(await httpProxyPeer({ kind: 'tunnel', user: 'alice', pass: PASS, egress: '127.0.0.2' }));
+    const r = await performCheck(opts({ proxy: `http://alice:${PASS}@proxy.test:${proxy.port}`, target: `https://127.0.0.1:${https.port}/ip` }), { lookup });
+    expect(names(r)).toEqual(['dns:ok', 'tcp:ok', 'auth:ok', 'connect:ok', 'tls:ok', 'status:ok']);
+    expect(r.report.egress_ip).toBe('127.0.0.2');
+    expect(r.report.direct_ip).toBe('127.0.0.1');
+    expect(r.report.diagnosis).toMatch(/^All stages passed: traffic leaves the proxy as 127\.0\.0\.2 \(direct: 127\.0\.0\.1\)/);
+    expect(r.report.stages[0]!.detail).toBe('proxy.test -> 127.0.0.1');
+    expect(r.report.stages[4]!.detail).toMatch(/TLSv1\.[23], no SNI \(IP target\), certificate CN=good by CN=proxyctl test CA/);
+    expect(proxy.heads[0]).toMatch(/^CONNECT 127\.0\.0\.1:\d+ HTTP\/1\.1/);
+    for (const s of r.report.stages) expect(s.ms).toBeGreaterThanOrEqual(0);
+    expect(JSON.stringify(r)).not.toContain(PASS);
+  });
+
+  it('HTTPS target by name: SNI sent, host name verified', async () => {
+    const proxy = keep(await httpProxyPeer({ kind: 'tunnel', user: 'alice', pass: PASS }));
+    const r = await performCheck(opts({ proxy: `http://alice:${PASS}@127.0.0.1:${proxy.port}`, target: `https://localhost:${https.port}/`, direct: false }), { lookup });
+    expect(names(r)).toEqual(['dns:ok', 'tcp:ok', 'auth:ok', 'connect:ok', 'tls:ok', 'status:ok']);
+    expect(r.report.stages[4]!.detail).toContain('SNI localhost');
+    expect(r.report.direct_ip).toBeNull();
+    expect(r.report.diagnosis).toContain('direct comparison skipped');
+  });
+
+  it('HTTP target: absolute-form request, no tls stage, connect folded', async () => {
+    const proxy = keep(await httpProxyPeer({ kind: 'tunnel', user: 'alice', pass: PASS, egress: '127.0.0.2' }));
+    const r = await performCheck(opts({ proxy: `http://alice:${PASS}@127.0.0.1:${proxy.port}`, target: `http://127.0.0.1:${http.port}/ip` }), { lookup });
+    expect(names(r)).toEqual(['dns:ok', 'tcp:ok', 'auth:ok', 'connect:ok', 'status:ok']);
+    expect(proxy.heads[0]).toMatch(new RegExp(`^GET http://127\\.0\\.0\\.1:${http.port}/ip HTTP/1\\.1`));
+    expect(r.report.stages[3]!.detail).toMatch(/absolute-form/);
+    expect(r.report.egress_ip).toBe('127.0.0.2');
+  });
+
+  it('same egress as direct: a warning, still a pass', async () => {
+    const proxy = keep(await httpProxyPeer({ kind: 'tunnel', allowNoCreds: true }));
+    const r = await performCheck(opts({ proxy: `http://127.0.0.1:${proxy.port}`, target: `https://127.0.0.1:${https.port}/` }), { lookup });
+    expect(r.ok).toBe(true);
+    expect(r.report.egress_ip).toBe('127.0.0.1');
+    expect(r.report.diagnosis).toMatch(/^Warning: .*may not be going through the proxy/);
+    expect(r.report.stages[2]!.detail).toMatch(/without credentials/);
+  });
+
+  it('plain-text echo body is parsed', async () => {
+    const text = keep(await httpEcho('text'));
+    const proxy = keep(await httpProxyPeer({ kind: 'tunnel', allowNoCreds: true, egress: '127.0.0.2' }));
+    const r = await performCheck(opts({ proxy: `http://127.0.0.1:${proxy.port}`, target: `http://127.0.0.1:${text.port}/` }), { lookup });
+    expect(r.report.egress_ip).toBe('127.0.0.2');
+  });
+
+  it('dns: unresolvable proxy host fails there, the rest skipped', async () => {
+    const r = await performCheck(opts({ proxy: `http://alice:${PASS}@gateway.invalid:3128`, target: `https://127.0.0.1:${https.port}/` }), { lookup });
+    expect(names(r)).toEqual(['dns:fail', 'tcp:skipped', 'auth:skipped', 'connect:skipped', 'tls:skipped', 'status:skipped']);
+    expect(r.report.stages[0]!.detail).toContain('ENOTFOUND');
+    expect(r.report.diagnosis).toMatch(/gateway\.invalid does not resolve/);
+    expect(r.report.egress_ip).toBeNull();
+  });
+
+  it('tcp: closed port', async () => {
+    const port = await closedPort();
+    const r = await performCheck(opts({ proxy: `http://127.0.0.1:${port}`, target: `https://127.0.0.1:${https.port}/` }), { lookup });
+    expect(names(r).slice(0, 3)).toEqual(['dns:ok', 'tcp:fail', 'auth:skipped']);
+    expect(r.report.stages[1]!.detail).toContain('connection refused');
+    expect(r.report.diagnosis).toMatch(/^Nothing accepts connections on 127\.0\.0\.1:\d+/);
+  });
+
+  it('auth: wrong password gives 407 with the realm; the password never shows', async () => {
+    const proxy = keep(await httpProxyPeer({ kind: 'tunnel', user: 'alice', pass: 'other', realm: 'proxy' }));
+    const r = await performCheck(opts({ proxy: `http://alice:${PASS}@127.0.0.1:${proxy.port}`, target: `https://127.0.0.1:${https.port}/` }), { lookup });
+    expect(names(r).slice(2, 4)).toEqual(['auth:fail', 'connect:skipped']);
+    expect(r.report.stages[2]!.detail).toBe('407 Proxy Authentication Required (realm "proxy"): credentials rejected');
+    expect(r.report.diagnosis).toMatch(/rejected the username or password/);
+    expect(JSON.stringify(r)).not.toContain(PASS);
+    expect(r.proxy).toBe(`http://alice:****@127.0.0.1:${proxy.port}`);
+  });
+
+  it('auth: no credentials and 407 means the source IP is not whitelisted', async () => {
+    const proxy = keep(await httpProxyPeer({ kind: 'tunnel', user: 'alice', pass: PASS }));
+    const r = await performCheck(opts({ proxy: `http://127.0.0.1:${proxy.port}`, target: `https://127.0.0.1:${https.port}/` }), { lookup });
+    expect(r.failure?.stage).toBe('auth');
+    expect(r.report.diagnosis).toMatch(/^Your source IP is not whitelisted/);
+  });
+
+  it('auth: 407 to an absolute-form request (http:// target)', async () => {
+    const proxy = keep(await httpProxyPeer({ kind: 'tunnel', user: 'alice', pass: 'other' }));
+    const r = await performCheck(opts({ proxy: `http://alice:${PASS}@127.0.0.1:${proxy.port}`, target: `http://127.0.0.1:${http.port}/` }), { lookup });
+    expect(names(r)).toEqual(['dns:ok', 'tcp:ok', 'auth:fail', 'connect:skipped', 'status:skipped']);
+  });
+
+  it('connect: 403 from the proxy, with its reason', async () => {
+    const proxy = keep(await httpProxyPeer({ kind: 'answer', status: 403, reason: 'Forbidden', body: 'target not allowed: private address' }));
+    const r = await performCheck(opts({ proxy: `http://127.0.0.1:${proxy.port}`, target: `https://127.0.0.1:${https.port}/` }), { lookup });
+    expect(names(r).slice(2)).toEqual(['auth:ok', 'connect:fail', 'tls:skipped', 'status:skipped']);
+    expect(r.report.stages[3]!.detail).toMatch(/answered 403 Forbidden: target not allowed: private address/);
+    expect(r.report.diagnosis).toMatch(/refuses to reach 127\.0\.0\.1 \(403: "target not allowed: private address"\)/);
+  });
+
+  it('connect: refused target gives 502', async () => {
+    const port = await closedPort();
+    const proxy = keep(await httpProxyPeer({ kind: 'tunnel', allowNoCreds: true }));
+    const r = await performCheck(opts({ proxy: `http://127.0.0.1:${proxy.port}`, target: `https://127.0.0.1:${port}/` }), { lookup });
+    expect(r.failure?.stage).toBe('connect');
+    expect(r.report.diagnosis).toMatch(/could not reach 127\.0\.0\.1:\d+ \(502\)/);
+  });
+
+  it('connect: http:// target refused by the gateway (403) fails at connect', async () => {
+    const proxy = keep(await httpProxyPeer({ kind: 'answer', status: 403, reason: 'Forbidden' }));
+    const r = await performCheck(opts({ proxy: `http://127.0.0.1:${proxy.port}`, target: `http://127.0.0.1:${http.port}/` }), { lookup });
+    expect(names(r)).toEqual(['dns:ok', 'tcp:ok', 'auth:ok', 'connect:fail', 'status:skipped']);
+  });
+
+  it('auth: a proxy that closes without answering', async () => {
+    const proxy = keep(await httpProxyPeer({ kind: 'close' }));
+    const r = await performCheck(opts({ proxy: `http://127.0.0.1:${proxy.port}`, target: `https://127.0.0.1:${https.port}/` }), { lookup });
+    expect(r.failure?.stage).toBe('auth');
+    expect(r.report.diagnosis).toMatch(/closed the connection before answering CONNECT/);
+  });
+
+  it('auth: an HTTP check against a SOCKS5 port', async () => {
+    const socks = keep(await socksPeer({}));
+    const r = await performCheck(opts({ proxy: `http://127.0.0.1:${socks.port}`, target: `https://127.0.0.1:${https.port}/` }), { lookup });
+    expect(r.failure?.stage).toBe('auth');
+    expect(r.report.diagnosis).toMatch(/HTTP vs SOCKS5|does not answer like an HTTP proxy/);
+  });
+
+  const tlsCases: Array<[string, keyof Pick<Certs, 'selfSigned' | 'wrongHost' | 'expired' | 'good'>, boolean, RegExp, RegExp]> = [
+    ['self-signed', 'selfSigned', true, /self-signed certificate/, /self-signed certificate: trust it with --ca/],
+    ['wrong host', 'wrongHost', true, /certificate is for DNS:wrong\.example, not 127\.0\.0\.1 \(wrong host\)/, /does not name 127\.0\.0\.1/],
+    ['expired', 'expired', true, /certificate expired/, /has expired/],
+    ['untrusted CA (no --ca)', 'good', false, /issuer not trusted/, /untrusted CA: add that CA with --ca/],
+  ];
+  for (const [label, which, withCa, detail, diag] of tlsCases) {
+    it(`tls: ${label}`, async () => {
+      const target = keep(await httpsEcho(certs[which]));
+      const proxy = keep(await httpProxyPeer({ kind: 'tunnel', allowNoCreds: true }));
+      const r = await performCheck(opts({ proxy: `http://127.0.0.1:${proxy.port}`, target: `https://127.0.0.1:${target.port}/`, ca: withCa ? certs.caPem : undefined }), { lookup });
+      expect(names(r).slice(3)).toEqual(['connect:ok', 'tls:fail', 'status:skipped']);
+      expect(r.report.stages[4]!.detail).toMatch(detail);
+      expect(r.report.diagnosis).toMatch(diag);
+    });
+  }
+
+  it('tls: --ca may hold several certificates; it never leaks into the default trust store', async () => {
+    const proxy = keep(await httpProxyPeer({ kind: 'tunnel', allowNoCreds: true }));
+    const base = { proxy: `http://127.0.0.1:${proxy.port}`, target: `https://127.0.0.1:${https.port}/`, direct: false };
+    const bundle = `${certs.selfSigned.cert}\n${certs.caPem}`;
+    expect((await performCheck(opts({ ...base, ca: bundle }), { lookup })).ok).toBe(true);
+    expect((await performCheck(opts({ ...base, ca: undefined }), { lookup })).failure?.stage).toBe('tls');
+  });
+
+  it('tls: target port that does not speak TLS', async () => {
+    const proxy = keep(await httpProxyPeer({ kind: 'tunnel', allowNoCreds: true }));
+    const r = await performCheck(opts({ proxy: `http://127.0.0.1:${proxy.port}`, target: `https://127.0.0.1:${http.port}/` }), { lookup });
+    expect(r.failure?.stage).toBe('tls');
+    expect(r.report.diagnosis).toMatch(/may not speak TLS/);
+  });
+
+  it('status: target answering 500', async () => {
+    const t = keep(await httpsEcho(certs.good, 'status500'));
+    const proxy = keep(await httpProxyPeer({ kind: 'tunnel', allowNoCreds: true }));
+    const r = await performCheck(opts({ proxy: `http://127.0.0.1:${proxy.port}`, target: `https://127.0.0.1:${t.port}/` }), { lookup });
+    expect(names(r).slice(4)).toEqual(['tls:ok', 'status:fail']);
+    expect(r.report.stages[5]!.detail).toBe('target answered 500 Internal Server Error');
+    expect(r.report.diagnosis).toMatch(/^The proxy works; the target itself answered 500/);
+  });
+
+  it('status: a target without an IP in its answer passes but says so', async () => {
+    const t = keep(await httpEcho('noip'));
+    const proxy = keep(await httpProxyPeer({ kind: 'tunnel', allowNoCreds: true }));
+    const r = await performCheck(opts({ proxy: `http://127.0.0.1:${proxy.port}`, target: `http://127.0.0.1:${t.port}/` }), { lookup });
+    expect(r.ok).toBe(true);
+    expect(r.report.egress_ip).toBeNull();
+    expect(r.report.diagnosis).toMatch(/holds no IP/);
+  });
+});
+
+describe('stage timeouts', () => {
+  it('dns: a resolver that never answers', async () => {
+    const never: LookupFn = () => new Promise(() => {});
+    const r = await performCheck(opts({ proxy: 'http://proxy.test:1', target: 'https://127.0.0.1:1/', timeouts: { dns: 50 } }), { lookup: never });
+    expect(r.report.stages[0]).toMatchObject({ name: 'dns', status: 'fail', detail: 'no answer within 50 ms (stage timeout)' });
+    expect(r.report.stages[0]!.ms).toBeGreaterThanOrEqual(45);
+    expect(r.report.diagnosis).toMatch(/^The dns stage timed out after 50 ms/);
+  });
+
+  it('auth: a proxy that accepts and never answers', async () => {
+    const s = keep(await silentServer());
+    const t0 = performance.now();
+    const r = await performCheck(opts({ proxy: `http://127.0.0.1:${s.port}`, target: `https://127.0.0.1:${https.port}/`, timeouts: { auth: 80 } }), { lookup });
+    expect(performance.now() - t0).toBeLessThan(1500);
+    expect(names(r).slice(1, 4)).toEqual(['tcp:ok', 'auth:fail', 'connect:skipped']);
+    expect(r.report.stages[2]!.detail).toBe('no answer within 80 ms (stage timeout)');
+  });
+
+  it('tls: a target that accepts the tunnel and never handshakes', async () => {
+    const s = keep(await silentServer());
+    const proxy = keep(await httpProxyPeer({ kind: 'tunnel', allowNoCreds: true }));
+    const r = await performCheck(opts({ proxy: `http://127.0.0.1:${proxy.port}`, target: `https://127.0.0.1:${s.port}/`, timeouts: { tls: 80 } }), { lookup });
+    expect(r.failure).toEqual({ stage: 'tls', cause: { kind: 'timeout', ms: 80 } });
+  });
+
+  it('status: a target that never answers the request', async () => {
+    const t = keep(await httpsEcho(certs.good, 'hang'));
+    const proxy = keep(await httpProxyPeer({ kind: 'tunnel', allowNoCreds: true }));
+    const r = await performCheck(opts({ proxy: `http://127.0.0.1:${proxy.port}`, target: `https://127.0.0.1:${t.port}/`, timeouts: { status: 80 } }), { lookup });
+    expect(r.failure?.stage).toBe('status');
+    expect(r.report.stages[5]!.detail).toContain('stage timeout');
+  });
+
+  it('connect (SOCKS5): a proxy that never answers the CONNECT', async () => {
+    const socks = keep(await socksPeer({ hangAt: 'connect' }));
+    const r = await performCheck(opts({ proxy: `socks5h://127.0.0.1:${socks.port}`, target: `https://localhost:${https.port}/`, timeouts: { connect: 80 } }), { lookup });
+    expect(names(r).slice(2)).toEqual(['auth:ok', 'connect:fail', 'tls:skipped', 'status:skipped']);
+    expect(r.report.diagnosis).toMatch(/^The connect stage timed out after 80 ms/);
+  });
+});
+
+describe('SOCKS5 proxy', () => {
+  it('socks5h -> HTTPS target: every stage ok, name resolved by the proxy', async () => {
+    const socks = keep(await socksPeer({ user: 'alice', pass: PASS, egress: '127.0.0.2' }));
+    const r = await performCheck(opts({ proxy: `socks5h://alice:${PASS}@127.0.0.1:${socks.port}`, target: `https://localhost:${https.port}/ip` }), { lookup });
+    expect(names(r)).toEqual(['dns:ok', 'tcp:ok', 'auth:ok', 'connect:ok', 'tls:ok', 'status:ok']);
+    expect(socks.requests[0]).toEqual({ atyp: 3, host: 'localhost', port: https.port });
+    expect(r.report.stages[2]!.detail).toMatch(/method 0x02, RFC 1929 status 0x00/);
+    expect(r.report.egress_ip).toBe('127.0.0.2');
+    expect(r.report.direct_ip).toBe('127.0.0.1');
+    expect(JSON.stringify(r)).not.toContain(PASS);
+  });
+
+  it('socks5 resolves the target locally and sends an IPv4 address', async () => {
+    const socks = keep(await socksPeer({}));
+    const r = await performCheck(opts({ proxy: `socks5://127.0.0.1:${socks.port}`, target: `https://localhost:${https.port}/`, direct: false }), { lookup });
+    expect(r.ok).toBe(true);
+    expect(socks.requests[0]).toEqual({ atyp: 1, host: '127.0.0.1', port: https.port });
+    expect(r.report.stages[3]!.detail).toContain('resolved locally to 127.0.0.1');
+  });
+
+  it('socks5 with a target name that does not resolve locally fails at connect', async () => {
+    const socks = keep(await socksPeer({}));
+    const r = await performCheck(opts({ proxy: `socks5://127.0.0.1:${socks.port}`, target: 'https://nowhere.invalid/' }), { lookup });
+    expect(r.failure?.stage).toBe('connect');
+    expect(r.report.diagnosis).toMatch(/socks5h:\/\//);
+  });
+
+  it('socks5h -> HTTP target: no tls stage', async () => {
+    const socks = keep(await socksPeer({ egress: '127.0.0.2' }));
+    const r = await performCheck(opts({ proxy: `socks5h://127.0.0.1:${socks.port}`, target: `http://127.0.0.1:${http.port}/` }), { lookup });
+    expect(names(r)).toEqual(['dns:ok', 'tcp:ok', 'auth:ok', 'connect:ok', 'status:ok']);
+    expect(r.report.egress_ip).toBe('127.0.0.2');
+  });
+
+  it('auth: wrong password gives RFC 1929 status 0x01', async () => {
+    const socks = keep(await socksPeer({ user: 'alice', pass: 'other' }));
+    const r = await performCheck(opts({ proxy: `socks5h://alice:${PASS}@127.0.0.1:${socks.port}`, target: `https://localhost:${https.port}/` }), { lookup });
+    expect(names(r).slice(2, 4)).toEqual(['auth:fail', 'connect:skipped']);
+    expect(r.report.stages[2]!.detail).toBe('username/password rejected (RFC 1929 status 0x01)');
+    expect(r.report.diagnosis).toMatch(/rejected the username or password/);
+    expect(JSON.stringify(r)).not.toContain(PASS);
+  });
+
+  it('auth: no credentials and method 0xFF means the source IP is not whitelisted', async () => {
+    const socks = keep(await socksPeer({ method: 0xff }));
+    const r = await performCheck(opts({ proxy: `socks5h://127.0.0.1:${socks.port}`, target: `https://localhost:${https.port}/` }), { lookup });
+    expect(r.report.stages[2]!.detail).toMatch(/0xFF/);
+    expect(r.report.diagnosis).toMatch(/^Your source IP is not whitelisted \(SOCKS5 method 0xFF/);
+  });
+
+  it('auth: a SOCKS5 check against an HTTP proxy port', async () => {
+    const proxy = keep(await httpProxyPeer({ kind: 'answer', status: 400, reason: 'Bad Request' }));
+    const r = await performCheck(opts({ proxy: `socks5h://127.0.0.1:${proxy.port}`, target: `https://localhost:${https.port}/` }), { lookup });
+    expect(r.failure?.stage).toBe('auth');
+  });
+
+  for (const [code, name, diag] of [
+    [0x02, 'connection not allowed by ruleset', /refuses to reach localhost \(SOCKS5 reply 0x02/],
+    [0x04, 'host unreachable', /could not reach localhost:\d+ \(SOCKS5 reply 0x04/],
+    [0x05, 'connection refused', /refused the proxy's connection \(SOCKS5 reply 0x05\)/],
+    [0x06, 'TTL expired', /timed out reaching/],
+  ] as const) {
+    it(`connect: reply ${code} is named`, async () => {
+      const socks = keep(await socksPeer({ reply: code }));
+      const r = await performCheck(opts({ proxy: `socks5h://127.0.0.1:${socks.port}`, target: `https://localhost:${https.port}/` }), { lookup });
+      expect(names(r).slice(3)).toEqual(['connect:fail', 'tls:skipped', 'status:skipped']);
+      expect(r.report.stages[3]!.detail).toContain(`reply 0x0${code} ${name}`);
+      expect(r.report.diagnosis).toMatch(diag);
+    });
+  }
+
+  it('connect: a real refused target through the SOCKS5 peer', async () => {
+    const port = await closedPort();
+    const socks = keep(await socksPeer({}));
+    const r = await performCheck(opts({ proxy: `socks5h://127.0.0.1:${socks.port}`, target: `https://localhost:${port}/` }), { lookup });
+    expect(r.failure).toEqual({ stage: 'connect', cause: { kind: 'socks_reply', code: 5 } });
+  });
+});
+
+describe('runCheck output', () => {
+  const collect = () => {
+    const s = new PassThrough();
+    let text = '';
+    s.on('data', (d) => (text += d));
+    return { s, text: () => text };
+  };
+
+  it('--json: the SPEC 6 document, exit 6 on failure, no password anywhere', async () => {
+    const proxy = keep(await httpProxyPeer({ kind: 'tunnel', user: 'alice', pass: 'other' }));
+    const out = collect();
+    const err = collect();
+    const code = await runCheck(
+      { ...opts({ proxy: `http://alice:${PASS}@127.0.0.1:${proxy.port}`, target: `https://127.0.0.1:${https.port}/` }), output: { json: true, color: false, quiet: false } },
+      { lookup, stdout: out.s, stderr: err.s },
+    );
+    expect(code).toBe(6);
+    const doc = JSON.parse(out.text());
+    expect(Object.keys(doc)).toEqual(['stages', 'egress_ip', 'direct_ip', 'diagnosis']);
+    expect(doc.stages.map((s: { name: string }) => s.name)).toEqual(['dns', 'tcp', 'auth', 'connect', 'tls', 'status']);
+    for (const s of doc.stages) expect(Object.keys(s)).toEqual(['name', 'status', 'ms', 'detail']);
+    expect(out.text() + err.text()).not.toContain(PASS);
+  });
+
+  it('table: stage rows, diagnosis line, no colour codes when colour is off, exit 0', async () => {
+    const proxy = keep(await httpProxyPeer({ kind: 'tunnel', user: 'alice', pass: PASS, egress: '127.0.0.2' }));
+    const out = collect();
+    const code = await runCheck(
+      { ...opts({ proxy: `http://alice:${PASS}@127.0.0.1:${proxy.port}`, target: `https://127.0.0.1:${https.port}/` }), output: { json: false, color: false, quiet: false } },
+      { lookup, stdout: out.s, stderr: collect().s },
+    );
+    expect(code).toBe(0);
+    const text = out.text();
+    expect(text).not.toContain('\x1b[');
+    expect(text).not.toContain(PASS);
+    expect(text).toContain(`check http://alice:****@127.0.0.1:${proxy.port} -> https://127.0.0.1:${https.port}/`);
+    for (const n of ['dns', 'tcp', 'auth', 'connect', 'tls', 'status']) expect(text).toMatch(new RegExp(`│ ${n}\\s+│ ok`));
+    expect(text).toContain('egress IP via proxy: 127.0.0.2   direct: 127.0.0.1');
+    expect(text).toMatch(/\nresult: All stages passed/);
+  });
+
+  it('a bad proxy URL is a usage error (2) and is echoed redacted', async () => {
+    const err = collect();
+    const code = await runCheck(
+      { proxy: `ftp://bob:${PASS}@127.0.0.1:21`, target: 'https://127.0.0.1:1/', timeoutMs: 100, direct: false, output: { json: false, color: false, quiet: false } },
+      { lookup, stdout: collect().s, stderr: err.s },
+    );
+    expect(code).toBe(2);
+    expect(err.text()).toMatch(/unsupported proxy scheme "ftp:"/);
+    expect(err.text()).not.toContain(PASS);
+  });
+});

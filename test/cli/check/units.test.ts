@@ -1,0 +1,157 @@
+// Pure helpers of the check: URL parsing and redaction, echo parsing, SOCKS5 encoding, heads, TLS reasons, diagnosis.
+import { Command } from 'commander';
+import { describe, expect, it } from 'vitest';
+import { registerCheck } from '../../../src/cli/check/command.js';
+import { diagnose } from '../../../src/cli/check/diagnosis.js';
+import { parseEgressIp } from '../../../src/cli/check/egress.js';
+import { parseResponseHead, printable, realmOf } from '../../../src/cli/check/reader.js';
+import { connectRequest, greeting, socksReplyName, userPassRequest } from '../../../src/cli/check/socks5.js';
+import { classifyTlsError } from '../../../src/cli/check/tls.js';
+import { STAGE_NAMES, type FailureCause } from '../../../src/cli/check/types.js';
+import { CheckUsageError, parseProxyUrl, parseTargetUrl, redactUrl, scrub } from '../../../src/cli/check/urls.js';
+
+describe('proxy URL', () => {
+  it('parses http and socks URLs with credentials and redacts the password', () => {
+    const p = parseProxyUrl('http://alice:p%40ss@gw.example.com:3128');
+    expect(p).toMatchObject({ protocol: 'http', host: 'gw.example.com', port: 3128, username: 'alice', password: 'p@ss', redacted: 'http://alice:****@gw.example.com:3128' });
+    expect(parseProxyUrl('socks5h://u:p@[::1]:1080')).toMatchObject({ protocol: 'socks5h', host: '::1', redacted: 'socks5h://u:****@[::1]:1080' });
+    expect(parseProxyUrl('socks5://127.0.0.1')).toMatchObject({ port: 1080, username: null, password: null, redacted: 'socks5://127.0.0.1:1080' });
+    expect(parseProxyUrl('127.0.0.1:3128')).toMatchObject({ protocol: 'http', port: 3128 });
+  });
+
+  it('rejects unsupported schemes and never echoes the password', () => {
+    for (const raw of ['https://u:hunter2@h:1', 'socks4://u:hunter2@h:1', 'http://u:hunter2@', 'ftp://u:hunter2@x']) {
+      try {
+        parseProxyUrl(raw);
+        expect.unreachable(raw);
+      } catch (err) {
+        expect(err).toBeInstanceOf(CheckUsageError);
+        expect((err as Error).message).not.toContain('hunter2');
+      }
+    }
+  });
+
+  it('redactUrl and scrub', () => {
+    expect(redactUrl('connect to http://bob:secret@1.2.3.4:8080 failed')).toBe('connect to http://bob:****@1.2.3.4:8080 failed');
+    expect(redactUrl('socks5h://:pw@h')).toBe('socks5h://:****@h');
+    expect(scrub('bad pass p@ss and p%40ss', 'p@ss')).toBe('bad pass **** and ****');
+  });
+
+  it('target URL', () => {
+    expect(parseTargetUrl('https://api.ipify.org/?format=json')).toMatchObject({ protocol: 'https', host: 'api.ipify.org', port: 443, path: '/?format=json', hostHeader: 'api.ipify.org' });
+    expect(parseTargetUrl('http://[::1]:81/ip')).toMatchObject({ host: '::1', port: 81, hostHeader: '[::1]:81' });
+    expect(() => parseTargetUrl('ftp://x')).toThrow(CheckUsageError);
+  });
+});
+
+describe('egress IP parsing', () => {
+  it.each([
+    ['{"ip":"203.0.113.7"}', '203.0.113.7'],
+    ['{"origin":"203.0.113.7, 10.0.0.1"}', '203.0.113.7'],
+    ['203.0.113.7\n', '203.0.113.7'],
+    ['  2001:db8::1 ', '2001:db8::1'],
+    ['{"ip":"nope"}', null],
+    ['<html>203.0.113.7</html>', null],
+    ['', null],
+    ['{broken', null],
+  ])('%j -> %s', (body, ip) => expect(parseEgressIp(body)).toBe(ip));
+});
+
+describe('SOCKS5 encoding', () => {
+  it('greeting offers exactly one method', () => {
+    expect([...greeting(true)]).toEqual([5, 1, 2]);
+    expect([...greeting(false)]).toEqual([5, 1, 0]);
+  });
+  it('RFC 1929 request', () => {
+    expect([...userPassRequest('ab', 'xyz')]).toEqual([1, 2, 97, 98, 3, 120, 121, 122]);
+  });
+  it('CONNECT request for IPv4, domain and IPv6', () => {
+    expect([...connectRequest('10.1.2.3', 443)]).toEqual([5, 1, 0, 1, 10, 1, 2, 3, 1, 187]);
+    expect([...connectRequest('ab.c', 80)]).toEqual([5, 1, 0, 3, 4, 97, 98, 46, 99, 0, 80]);
+    const v6 = connectRequest('2001:db8::1', 1);
+    expect(v6[3]).toBe(4);
+    expect(v6.subarray(4, 20).toString('hex')).toBe('20010db8000000000000000000000001');
+    expect(connectRequest('::ffff:1.2.3.4', 1).subarray(4, 20).toString('hex')).toBe('00000000000000000000ffff01020304');
+  });
+  it('reply codes are named', () => {
+    expect(socksReplyName(2)).toBe('connection not allowed by ruleset');
+    expect(socksReplyName(4)).toBe('host unreachable');
+    expect(socksReplyName(5)).toBe('connection refused');
+    expect(socksReplyName(0x42)).toBe('unassigned reply code');
+  });
+});
+
+describe('HTTP heads', () => {
+  it('parses status, reason and headers', () => {
+    const h = parseResponseHead('HTTP/1.1 407 Proxy Authentication Required\r\nProxy-Authenticate: Basic realm="proxy"\r\nX: 1');
+    expect(h?.status).toBe(407);
+    expect(h?.reason).toBe('Proxy Authentication Required');
+    expect(realmOf(h?.headers.get('proxy-authenticate')?.[0])).toBe('proxy');
+    expect(parseResponseHead('SSH-2.0-OpenSSH')).toBeNull();
+    expect(realmOf('Basic realm=corp, charset="UTF-8"')).toBe('corp');
+    expect(realmOf('Basic')).toBeNull();
+    expect(printable(Buffer.from([0x05, 0xff, 0x41]))).toBe('A');
+  });
+});
+
+describe('TLS error reasons', () => {
+  it.each([
+    ['CERT_HAS_EXPIRED', 'expired'],
+    ['DEPTH_ZERO_SELF_SIGNED_CERT', 'self_signed'],
+    ['SELF_SIGNED_CERT_IN_CHAIN', 'self_signed'],
+    ['UNABLE_TO_VERIFY_LEAF_SIGNATURE', 'untrusted'],
+    ['ERR_TLS_CERT_ALTNAME_INVALID', 'wrong_host'],
+    ['ERR_SSL_WRONG_VERSION_NUMBER', 'handshake'],
+    ['SOMETHING_ELSE', 'other'],
+  ])('%s -> %s', (code, reason) => {
+    expect(classifyTlsError(Object.assign(new Error('x'), { code }), 'h').reason).toBe(reason);
+  });
+});
+
+describe('diagnosis', () => {
+  const proxy = parseProxyUrl('http://u:pw@gw:3128');
+  const target = parseTargetUrl('https://t.example/');
+  const causes: Array<[(typeof STAGE_NAMES)[number], FailureCause]> = [
+    ['dns', { kind: 'dns', code: 'ENOTFOUND' }],
+    ['dns', { kind: 'dns', code: 'EAI_AGAIN' }],
+    ['tcp', { kind: 'tcp', code: 'ECONNREFUSED' }],
+    ['tcp', { kind: 'tcp', code: 'EHOSTUNREACH' }],
+    ['auth', { kind: 'proxy_auth_required', realm: 'proxy', withCredentials: true }],
+    ['auth', { kind: 'proxy_auth_required', realm: 'proxy', withCredentials: false }],
+    ['auth', { kind: 'socks_no_method', withCredentials: false }],
+    ['auth', { kind: 'socks_auth_failed', status: 1 }],
+    ['auth', { kind: 'closed', during: 'x' }],
+    ['connect', { kind: 'http_connect_status', status: 429, reason: '', body: '' }],
+    ['connect', { kind: 'socks_reply', code: 1 }],
+    ['connect', { kind: 'socks_reply', code: 8 }],
+    ['tls', { kind: 'tls', code: 'X', reason: 'handshake' }],
+    ['status', { kind: 'target_status', status: 404 }],
+    ...STAGE_NAMES.map((s) => [s, { kind: 'timeout', ms: 5 }] as [typeof s, FailureCause]),
+  ];
+  it.each(causes)('%s %j gives one line', (stage, cause) => {
+    const line = diagnose({ failed: { stage, cause }, proxy, target, egressIp: null, directIp: null, direct: 'skipped' });
+    expect(line).toMatch(/^[A-Z].+[.:].*$/);
+    expect(line).not.toContain('\n');
+    expect(line).not.toContain('pw');
+  });
+  it('egress comparisons', () => {
+    const base = { failed: null, proxy, target };
+    expect(diagnose({ ...base, egressIp: '1.1.1.1', directIp: '1.1.1.1', direct: 'ok' })).toMatch(/^Warning/);
+    expect(diagnose({ ...base, egressIp: '1.1.1.1', directIp: '2.2.2.2', direct: 'ok' })).toMatch(/^All stages passed/);
+    expect(diagnose({ ...base, egressIp: '1.1.1.1', directIp: null, direct: { error: 'ECONNREFUSED' } })).toMatch(/direct request failed \(ECONNREFUSED\)/);
+  });
+});
+
+describe('registerCheck', () => {
+  it('adds `check` with its options; --direct and --no-direct both parse', () => {
+    const program = new Command('proxyctl').option('--json').exitOverride();
+    registerCheck(program);
+    const check = program.commands.find((c) => c.name() === 'check')!;
+    expect(check.options.map((o) => o.long)).toEqual(['--proxy', '--target', '--timeout', '--ca', '--direct', '--no-direct']);
+    check.action(() => {}); // parse only
+    program.parse(['check', '--proxy', 'http://h:1', '--no-direct'], { from: 'user' });
+    expect(check.opts()).toMatchObject({ proxy: 'http://h:1', direct: false, timeout: '5000' });
+    program.parse(['check', '--proxy', 'http://h:1', '--direct'], { from: 'user' });
+    expect(check.opts().direct).toBe(true);
+  });
+});

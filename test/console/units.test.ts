@@ -1,0 +1,109 @@
+// Pure pieces of the console: HTML escaping, the session table, the log-in limiter, the one-time secret seal.
+import { afterEach, describe, expect, it } from 'vitest';
+import { html, raw } from '../../src/daemon/console/html.js';
+import { LoginLimiter } from '../../src/daemon/console/login-limiter.js';
+import { whitelistPage } from '../../src/daemon/console/pages/whitelist.js';
+import { loadSessionSecret, RevealSealer } from '../../src/daemon/console/session.js';
+import { Store } from '../../src/daemon/store/index.js';
+import { ConsoleSessionStore } from '../../src/daemon/store/sessions.js';
+import { hashPassword } from '../../src/daemon/secrets.js';
+import { statSync } from 'node:fs';
+import path from 'node:path';
+import { tempDir } from '../helpers/daemon.js';
+
+describe('html template', () => {
+  it('escapes every interpolated value, keeps Html as is', () => {
+    const evil = `<script>alert("x")</script>&'`;
+    expect(html`<p title="${evil}">${evil}</p>`.value).toBe(
+      '<p title="&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;&amp;&#39;">&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;&amp;&#39;</p>',
+    );
+    expect(html`<ul>${['a<', 'b'].map((x) => html`<li>${x}</li>`)}</ul>`.value).toBe('<ul><li>a&lt;</li><li>b</li></ul>');
+    expect(html`${raw('<b>ok</b>')}${null}${undefined}${false}${0}`.value).toBe('<b>ok</b>0');
+  });
+
+  it('renders a remark with markup as text on the whitelist page', () => {
+    const page = whitelistPage({
+      csrf: 't',
+      email: 'a@example.com',
+      verified: true,
+      filter: { status: 'all', ip: '', page: 1 },
+      items: [{ whitelist_id: 1, ip: '8.8.8.8', remark: '<img src=x onerror=alert(1)>', status: 1, created_at: '2026-11-21T10:00:00Z' }],
+      total: 1,
+      pageSize: 20,
+    }).value;
+    expect(page).not.toContain('<img src=x');
+    expect(page).toContain('&lt;img src=x onerror=alert(1)&gt;');
+  });
+});
+
+describe('console session table', () => {
+  const stores: Store[] = [];
+  afterEach(() => stores.splice(0).forEach((s) => s.close()));
+
+  it('stores, expires, and ends sessions per account', async () => {
+    const store = Store.open(tempDir());
+    stores.push(store);
+    const a = store.accounts.create('a@example.com', await hashPassword('pw pw pw pw'), true);
+    const b = store.accounts.create('b@example.com', await hashPassword('pw pw pw pw'), true);
+    if (a === 'exists' || b === 'exists') throw new Error('setup');
+    let now = 1_000_000;
+    const s = new ConsoleSessionStore(store.db, () => now);
+    s.set('s1', { accountId: a.id, data: '{"x":1}', expiresAtSec: now + 100 });
+    s.set('s2', { accountId: a.id, data: '{}', expiresAtSec: now + 100 });
+    s.set('s3', { accountId: b.id, data: '{}', expiresAtSec: now + 100 });
+    s.set('anon', { accountId: null, data: '{}', expiresAtSec: now + 10 });
+    expect(s.get('s1')).toEqual({ accountId: a.id, data: '{"x":1}', expiresAtSec: now + 100 });
+    expect(s.countForAccount(a.id)).toBe(2);
+    expect(s.destroyOthers(a.id, 's1')).toBe(1);
+    expect(s.get('s2')).toBeNull();
+    expect(s.destroyForAccount(a.id)).toBe(1);
+    expect(s.get('s1')).toBeNull();
+    expect(s.get('s3')).not.toBeNull();
+    now += 11;
+    expect(s.get('anon')).toBeNull();
+    now += 100;
+    expect(s.pruneExpired()).toBe(1);
+    expect(s.get('s3')).toBeNull();
+  });
+});
+
+describe('log-in limiter', () => {
+  it('blocks an account after 10 failures and a source IP after 20, for a rolling 15 minutes', () => {
+    let now = 0;
+    const l = new LoginLimiter(undefined, () => now);
+    const k = LoginLimiter.keys('A@Example.com ', '192.0.2.1');
+    expect(k.account).toBe('account:a@example.com');
+    for (let i = 0; i < 10; i++) {
+      expect(l.retryAfterSec(k)).toBe(0);
+      l.recordFailure(k);
+      now += 1000;
+    }
+    expect(l.retryAfterSec(k)).toBe(15 * 60 - 10);
+    now = 15 * 60 * 1000 + 1;
+    expect(l.retryAfterSec(k)).toBe(0);
+    for (let i = 0; i < 20; i++) l.recordFailure(LoginLimiter.keys(`u${i}@example.com`, '192.0.2.2'));
+    expect(l.retryAfterSec(LoginLimiter.keys('other@example.com', '192.0.2.2'))).toBeGreaterThan(0);
+    expect(l.retryAfterSec(LoginLimiter.keys('other@example.com', '192.0.2.3'))).toBe(0);
+    l.close();
+  });
+});
+
+describe('session secret and one-time secrets', () => {
+  it('keeps one secret per data dir in a 0600 file', () => {
+    const dir = tempDir();
+    const dbFile = path.join(dir, 'proxyd.db');
+    const s1 = loadSessionSecret(dbFile);
+    expect(s1.length).toBeGreaterThanOrEqual(32);
+    expect(loadSessionSecret(dbFile)).toBe(s1);
+    expect(statSync(path.join(dir, 'console-session.key')).mode & 0o777).toBe(0o600);
+  });
+
+  it('seals a token so the session row never holds it in clear text', () => {
+    const sealer = new RevealSealer('x'.repeat(40));
+    const sealed = sealer.seal('akabc.secret-part');
+    expect(sealed).not.toContain('secret-part');
+    expect(sealer.open(sealed)).toBe('akabc.secret-part');
+    expect(new RevealSealer('y'.repeat(40)).open(sealed)).toBeNull();
+    expect(sealer.open('garbage')).toBeNull();
+  });
+});
