@@ -78,13 +78,16 @@ export const BatchResultSchema = z.object({
 });
 export type BatchResult = z.infer<typeof BatchResultSchema>;
 
+// A path segment fit to echo back in a message: short and plain (client keys can hold any bytes).
+const plainSegment = (s: PropertyKey): string => (/^[A-Za-z0-9_-]{1,32}$/.test(String(s)) ? String(s) : '(unprintable)');
+
 /** Name of the first offending field in a zod error, for a 10400 message. */
 export function firstIssueField(err: z.ZodError): string {
   const issue = err.issues[0];
   if (!issue) return 'body';
   if (issue.code === 'unrecognized_keys') {
     const key = issue.keys[0] ?? '';
-    return [...issue.path, key].map(String).join('.');
+    return [...issue.path, key].map(plainSegment).join('.');
   }
-  return issue.path.length ? issue.path.map(String).join('.') : 'body';
+  return issue.path.length ? issue.path.map(plainSegment).join('.') : 'body';
 }

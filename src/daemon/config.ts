@@ -18,6 +18,8 @@ export interface ServeConfig {
   allowPrivateTargets: boolean;
   workers: number;
   redisUrl: string | undefined;
+  /** Several daemons on this host serve one data dir (shared lock); rate limits then live in Redis or SQLite. */
+  sharedDataDir: boolean;
   trustProxy: string[];
   releaseGraceSec: number;
   proxyProtocolFrom: string[];
@@ -76,6 +78,7 @@ export interface RawServeOptions {
   allowPrivateTargets?: boolean | string;
   workers: string;
   redisUrl?: string;
+  sharedDataDir?: boolean | string;
   trustProxy?: string;
   releaseGrace: string;
   proxyProtocolFrom?: string;
@@ -97,6 +100,7 @@ export function toServeConfig(o: RawServeOptions, env: NodeJS.ProcessEnv = proce
     allowPrivateTargets: allow,
     workers: intIn(o.workers, '--workers', 1, 64),
     redisUrl: o.redisUrl || undefined,
+    sharedDataDir: o.sharedDataDir === true || o.sharedDataDir === '1' || o.sharedDataDir === 'true',
     trustProxy: parseCidrList(o.trustProxy, '--trust-proxy'),
     releaseGraceSec: intIn(o.releaseGrace, '--release-grace', 0, 365 * 24 * 3600),
     proxyProtocolFrom: parseCidrList(o.proxyProtocolFrom, '--proxy-protocol-from'),

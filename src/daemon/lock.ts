@@ -1,15 +1,19 @@
-// Data-dir lock: one serving daemon (or one cluster primary) per data dir.
-import { closeSync, openSync, readFileSync, unlinkSync, writeSync } from 'node:fs';
+// Data-dir lock: one serving daemon (or one cluster primary) per data dir, unless every daemon on it
+// opts into sharing (`--shared-data-dir`), which the exclusive default still refuses to join.
+import { closeSync, mkdirSync, openSync, readdirSync, readFileSync, unlinkSync, writeSync } from 'node:fs';
 import path from 'node:path';
 
 export const LOCK_FILE = 'proxyd.lock';
+/** One file per sharing daemon, named by pid. */
+export const SHARED_LOCK_DIR = 'proxyd.shared';
 
 export class LockHeldError extends Error {
   constructor(
     readonly pid: number,
     readonly file: string,
+    reason?: string,
   ) {
-    super(`another proxyd (pid ${pid}) is serving this data dir (lock ${file}); stop it first`);
+    super(reason ?? `another proxyd (pid ${pid}) is serving this data dir (lock ${file}); stop it first`);
     this.name = 'LockHeldError';
   }
 }
@@ -23,8 +27,65 @@ function alive(pid: number): boolean {
   }
 }
 
+function readPid(file: string): number | null {
+  try {
+    const pid = Number.parseInt(readFileSync(file, 'utf8'), 10);
+    return Number.isInteger(pid) && pid > 0 ? pid : null;
+  } catch {
+    return null;
+  }
+}
+
+function tryUnlink(file: string): void {
+  try {
+    unlinkSync(file);
+  } catch {
+    /* already gone */
+  }
+}
+
 export interface DataDirLock {
+  readonly mode: 'exclusive' | 'shared';
   release(): void;
+}
+
+function pidFileLock(file: string, mode: DataDirLock['mode']): DataDirLock {
+  let released = false;
+  return {
+    mode,
+    release() {
+      if (released) return;
+      released = true;
+      if (readPid(file) === process.pid) tryUnlink(file);
+    },
+  };
+}
+
+/** Live sharing daemons other than this process; files of dead ones are removed. */
+function liveSharers(dataDir: string): number[] {
+  const dir = path.join(dataDir, SHARED_LOCK_DIR);
+  let names: string[];
+  try {
+    names = readdirSync(dir);
+  } catch {
+    return [];
+  }
+  const out: number[] = [];
+  for (const name of names) {
+    const file = path.join(dir, name);
+    const pid = readPid(file);
+    if (pid === process.pid) continue;
+    if (pid !== null && alive(pid)) out.push(pid);
+    else tryUnlink(file); // left by a daemon killed with -9
+  }
+  return out;
+}
+
+/** The exclusive lock file's live holder, removing a stale one. */
+function liveExclusiveHolder(file: string): number | null {
+  const pid = readPid(file);
+  if (pid !== null && pid !== process.pid && alive(pid)) return pid;
+  return null;
 }
 
 export function acquireLock(dataDir: string): DataDirLock {
@@ -34,29 +95,45 @@ export function acquireLock(dataDir: string): DataDirLock {
       const fd = openSync(file, 'wx', 0o600);
       writeSync(fd, `${process.pid}\n`);
       closeSync(fd);
-      let released = false;
-      return {
-        release() {
-          if (released) return;
-          released = true;
-          try {
-            if (readFileSync(file, 'utf8').trim() === String(process.pid)) unlinkSync(file);
-          } catch {
-            /* already gone */
-          }
-        },
-      };
-    } catch (e) {
-      if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw e;
-      const pid = Number.parseInt(readFileSync(file, 'utf8'), 10);
-      if (Number.isInteger(pid) && pid > 0 && pid !== process.pid && alive(pid)) throw new LockHeldError(pid, file);
-      // Left by a daemon that died (kill -9): take it over.
-      try {
-        unlinkSync(file);
-      } catch {
-        /* raced with another starter; retry */
+      // Create first, then look: a sharer that started at the same moment sees this file and backs off too.
+      const sharers = liveSharers(dataDir);
+      if (sharers.length) {
+        tryUnlink(file);
+        throw new LockHeldError(
+          sharers[0]!,
+          path.join(dataDir, SHARED_LOCK_DIR),
+          `proxyd daemons started with --shared-data-dir (pid ${sharers.join(', ')}) are serving this data dir; stop them or add --shared-data-dir`,
+        );
       }
+      return pidFileLock(file, 'exclusive');
+    } catch (e) {
+      if (e instanceof LockHeldError) throw e;
+      if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw e;
+      const pid = liveExclusiveHolder(file);
+      if (pid !== null) throw new LockHeldError(pid, file);
+      // Left by a daemon that died (kill -9): take it over.
+      tryUnlink(file);
     }
   }
   throw new Error(`could not take the lock ${file}`);
+}
+
+/**
+ * Shared lock (`--shared-data-dir`): several daemons on one host serve the same database. Refused while an
+ * exclusive daemon runs, and an exclusive daemon is refused while any sharer runs.
+ */
+export function acquireSharedLock(dataDir: string): DataDirLock {
+  const dir = path.join(dataDir, SHARED_LOCK_DIR);
+  mkdirSync(dir, { recursive: true, mode: 0o700 });
+  const mine = path.join(dir, String(process.pid));
+  const fd = openSync(mine, 'w', 0o600);
+  writeSync(fd, `${process.pid}\n`);
+  closeSync(fd);
+  const excl = path.join(dataDir, LOCK_FILE);
+  const holder = liveExclusiveHolder(excl);
+  if (holder !== null) {
+    tryUnlink(mine);
+    throw new LockHeldError(holder, excl, `another proxyd (pid ${holder}) is serving this data dir without --shared-data-dir (lock ${excl}); stop it first`);
+  }
+  return pidFileLock(mine, 'shared');
 }

@@ -1,5 +1,8 @@
 // Prometheus metrics (prom-client). Labels are routes, codes and reasons: never a token, an IP or a username.
-import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+// With --workers N, each worker keeps its own registry and /metrics (served by any worker) asks the
+// primary for the sum over all workers (prom-client's AggregatorRegistry), so a scrape sees the daemon.
+import cluster from 'node:cluster';
+import { AggregatorRegistry, Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { GatewayStats } from '../gateway/types.js';
 
 export class Metrics {
@@ -11,6 +14,7 @@ export class Metrics {
 
   constructor(opts: { defaultMetrics?: boolean } = {}) {
     if (opts.defaultMetrics !== false) collectDefaultMetrics({ register: this.registry, prefix: 'proxyd_' });
+    if (cluster.isWorker) this.joinCluster();
     this.httpRequests = new Counter({
       name: 'proxyd_http_requests_total',
       help: 'API requests by route, method, HTTP status and business code',
@@ -93,5 +97,121 @@ export class Metrics {
 
   attachGateway(stats: () => GatewayStats): void {
     this.gatewayStats = stats;
+  }
+
+  /** Exposition text: this process's registry, or in a cluster worker the whole cluster's. */
+  async render(): Promise<{ contentType: string; text: string }> {
+    if (cluster.isWorker && process.send) {
+      try {
+        return { contentType: this.registry.contentType, text: await askPrimaryForMetrics() };
+      } catch {
+        /* primary busy or gone: this worker's own numbers are better than none */
+      }
+    }
+    return { contentType: this.registry.contentType, text: await this.registry.metrics() };
+  }
+
+  /** In a cluster worker: answer the primary's requests for this registry (it sums every worker's). */
+  joinCluster(): void {
+    if (!cluster.isWorker) return;
+    workerRegistry = this.registry;
+    installWorkerListeners();
+  }
+}
+
+export const METRICS_REQ = 'proxyd:metrics-req';
+export const METRICS_RES = 'proxyd:metrics-res';
+const COLLECT_REQ = 'proxyd:metrics-collect';
+const COLLECT_RES = 'proxyd:metrics-json';
+
+type MetricJson = Awaited<ReturnType<Registry['getMetricsAsJSON']>>;
+
+let workerRegistry: Registry | null = null;
+let nextMetricsRequest = 0;
+const pendingMetrics = new Map<number, { resolve: (t: string) => void; reject: (e: Error) => void; timer: NodeJS.Timeout }>();
+let workerListeners = false;
+
+function installWorkerListeners(): void {
+  if (workerListeners) return;
+  workerListeners = true;
+  process.on('message', (m: { type?: string; id?: number; text?: string; error?: string }) => {
+    if (m?.type === COLLECT_REQ && typeof m.id === 'number') {
+      const id = m.id;
+      void (workerRegistry?.getMetricsAsJSON() ?? Promise.resolve([])).then(
+        (metrics) => process.send?.({ type: COLLECT_RES, id, metrics }),
+        () => process.send?.({ type: COLLECT_RES, id, metrics: [] }),
+      );
+      return;
+    }
+    if (m?.type !== METRICS_RES || typeof m.id !== 'number') return;
+    const p = pendingMetrics.get(m.id);
+    if (!p) return;
+    pendingMetrics.delete(m.id);
+    clearTimeout(p.timer);
+    if (typeof m.text === 'string') p.resolve(m.text);
+    else p.reject(new Error(m.error ?? 'no metrics'));
+  });
+}
+
+function askPrimaryForMetrics(timeoutMs = 3000): Promise<string> {
+  installWorkerListeners();
+  const id = nextMetricsRequest++;
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => {
+      pendingMetrics.delete(id);
+      reject(new Error('metrics timeout'));
+    }, timeoutMs);
+    pendingMetrics.set(id, { resolve, reject, timer });
+    process.send!({ type: METRICS_REQ, id });
+  });
+}
+
+/**
+ * The primary's side: its own counters plus the sum over the workers that are serving (a worker still
+ * starting is not asked, so a restart never stalls a scrape). Summed with prom-client's aggregator.
+ */
+export class ClusterMetrics {
+  readonly registry = new Registry();
+  readonly workers: Gauge;
+  readonly restarts: Counter;
+  private nextId = 0;
+  private readonly pending = new Map<number, { got: MetricJson[]; left: number; done: () => void }>();
+
+  constructor() {
+    this.workers = new Gauge({ name: 'proxyd_cluster_workers', help: 'Worker processes serving now', registers: [this.registry] });
+    this.restarts = new Counter({ name: 'proxyd_cluster_worker_restarts_total', help: 'Workers replaced after an unexpected exit', registers: [this.registry] });
+  }
+
+  /** Feed every worker message here. */
+  onWorkerMessage(m: { type?: string; id?: number; metrics?: MetricJson }): void {
+    if (m?.type !== COLLECT_RES || typeof m.id !== 'number') return;
+    const p = this.pending.get(m.id);
+    if (!p) return;
+    if (Array.isArray(m.metrics)) p.got.push(m.metrics);
+    if (--p.left === 0) p.done();
+  }
+
+  async text(serving: Array<{ send(m: unknown): boolean; isConnected(): boolean }>, timeoutMs = 2000): Promise<string> {
+    const id = this.nextId++;
+    const targets = serving.filter((w) => w.isConnected());
+    const got: MetricJson[] = [];
+    if (targets.length) {
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, timeoutMs);
+        this.pending.set(id, {
+          got,
+          left: targets.length,
+          done: () => {
+            clearTimeout(timer);
+            resolve();
+          },
+        });
+        for (const w of targets) w.send({ type: COLLECT_REQ, id });
+      });
+      this.pending.delete(id);
+    }
+    const workers = got.length ? await AggregatorRegistry.aggregate(got as never).metrics() : '';
+    const own = await this.registry.metrics();
+    return `${workers}${workers && !workers.endsWith('\n') ? '\n' : ''}${own}`;
   }
 }

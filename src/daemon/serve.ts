@@ -1,14 +1,14 @@
 // `proxyd serve`: opens the store, the API (+ console) and the gateway, prints one ready line, drains on SIGTERM.
 import type { FastifyInstance } from 'fastify';
-import { startGateway } from '../gateway/index.js';
-import type { Gateway } from '../gateway/types.js';
+import { DEFAULT_LIMITS as GATEWAY_DEFAULT_LIMITS, startGateway } from '../gateway/index.js';
+import type { Gateway, GatewayLimits } from '../gateway/types.js';
 import { StoreAdmission } from './admission.js';
 import { buildApp, LOG_SERIALIZERS } from './api/app.js';
 import { consolePlugin } from './console/index.js';
 import type { ApiContext } from './api/context.js';
 import { formatHostPort, type ServeConfig } from './config.js';
 import { openCountryLookup } from './geo.js';
-import { acquireLock, type DataDirLock } from './lock.js';
+import { acquireLock, acquireSharedLock, type DataDirLock } from './lock.js';
 import { Metrics } from './metrics.js';
 import { ApiLimits, parseLimitOverrides } from './ratelimit/api-limits.js';
 import { MemoryWindowStore, type WindowStore } from './ratelimit/limiter.js';
@@ -32,6 +32,8 @@ export interface StartOptions {
   windowStore?: (store: Store) => WindowStore;
   /** Extra health checks (Redis). */
   extraHealth?: () => Promise<string[]>;
+  /** Runs after the data-dir lock is taken and before anything serves (start-up integrity check). */
+  afterLock?: () => void;
   /** The console plugin, mounted under /console/. */
   plugins?: Array<(app: FastifyInstance, ctx: ApiContext) => Promise<void>>;
 }
@@ -44,6 +46,24 @@ export function loggerOptions(level: string) {
     redact: { paths: ['api_key', '*.api_key', 'token', '*.token', 'password', '*.password', 'secret', '*.secret', '*.authorization', '*["proxy-authorization"]'], censor: '[redacted]' },
     stream: process.stderr,
   };
+}
+
+/**
+ * Hidden override of the gateway limits (tests, emergencies): env `PROXYD_GATEWAY_LIMITS`, e.g.
+ * `headerTimeoutMs=500,maxConnectionsPerAccount=5,maxConnectionsTotal=50`. Unknown keys or
+ * non-positive numbers refuse to start.
+ */
+export function parseGatewayLimitOverrides(s: string | undefined): Partial<GatewayLimits> | undefined {
+  if (!s) return undefined;
+  const out: Partial<GatewayLimits> = {};
+  for (const part of s.split(',').map((x) => x.trim()).filter(Boolean)) {
+    const [k = '', v = ''] = part.split('=').map((x) => x.trim());
+    if (!Object.hasOwn(GATEWAY_DEFAULT_LIMITS, k)) throw new Error(`PROXYD_GATEWAY_LIMITS: unknown limit "${k}"`);
+    const n = Number(v);
+    if (!/^\d+$/.test(v) || !Number.isSafeInteger(n) || n < 1) throw new Error(`PROXYD_GATEWAY_LIMITS: bad value in "${part}"`);
+    out[k as keyof GatewayLimits] = n;
+  }
+  return out;
 }
 
 /** Starts one serving process (the only one, or a cluster worker). The caller holds the data-dir lock. */
@@ -95,6 +115,7 @@ export async function startDaemon(cfg: ServeConfig, opts: StartOptions = {}): Pr
     ownListeners: () => [apiHostPort, gateway?.httpProxyAddress(), gateway?.socksAddress()].filter((x): x is { host: string; port: number } => !!x),
     admission: new StoreAdmission(store),
     traffic,
+    limits: parseGatewayLimitOverrides(process.env.PROXYD_GATEWAY_LIMITS),
     log: app.log.child({ component: 'gateway' }),
   });
   gateway = gw;
@@ -127,9 +148,10 @@ export async function serveSingle(cfg: ServeConfig, opts: StartOptions = {}): Pr
   let lock: DataDirLock;
   const { mkdirSync } = await import('node:fs');
   mkdirSync(cfg.dataDir, { recursive: true, mode: 0o700 });
-  lock = acquireLock(cfg.dataDir);
+  lock = cfg.sharedDataDir ? acquireSharedLock(cfg.dataDir) : acquireLock(cfg.dataDir);
   let daemon: RunningDaemon;
   try {
+    opts.afterLock?.();
     daemon = await startDaemon(cfg, opts);
   } catch (e) {
     lock.release();

@@ -55,7 +55,7 @@ export async function buildApp(ctx: ApiContext, opts: AppOptions): Promise<Fasti
     const code = reply.businessCode;
     ctx.metrics.httpRequests.inc({ route, method: request.method, status: String(status), code: String(code ?? '') });
     ctx.metrics.httpDuration.observe({ route }, reply.elapsedTime / 1000);
-    if (code === Code.RATE_LIMITED) ctx.metrics.rateLimited.inc({ route, reason: request.caller ? 'token' : 'source_ip' });
+    if (code === Code.RATE_LIMITED) ctx.metrics.rateLimited.inc({ route, reason: request.limitedBy ?? 'token' });
     if (code === Code.LIMITER_UNAVAILABLE) ctx.metrics.rateLimited.inc({ route, reason: 'store_unavailable' });
     request.log.info({ method: request.method, route, status, code, ms: Math.round(reply.elapsedTime * 100) / 100 }, 'request');
   });

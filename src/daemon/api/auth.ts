@@ -17,6 +17,8 @@ export interface ApiCaller {
 declare module 'fastify' {
   interface FastifyRequest {
     caller?: ApiCaller;
+    /** Which limit refused the request, for the rate-limit metric. */
+    limitedBy?: 'token' | 'source_ip';
   }
 }
 
@@ -46,6 +48,7 @@ export function makeAuthHook(store: Store, limits: ApiLimits, route: ApiRoute, n
     const ip = sourceIp(request);
     const lock = await limits.checkSourceIp(ip);
     if (!lock.allowed) {
+      request.limitedBy = 'source_ip';
       sendEnvelope(request, reply, Code.RATE_LIMITED, null, undefined, { retryAfterSeconds: lock.retryAfterSeconds });
       return reply;
     }
@@ -57,6 +60,7 @@ export function makeAuthHook(store: Store, limits: ApiLimits, route: ApiRoute, n
     }
     const quota = await limits.consumeToken(caller.accessKey, route);
     if (!quota.allowed) {
+      request.limitedBy = 'token';
       sendEnvelope(request, reply, Code.RATE_LIMITED, null, undefined, { retryAfterSeconds: quota.retryAfterSeconds });
       return reply;
     }

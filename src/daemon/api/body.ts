@@ -1,6 +1,8 @@
 // Strict request bodies: one JSON document with a JSON content type, nothing after it.
 import type { FastifyRequest } from 'fastify';
 import { BusinessError, Code } from '../../contract/codes.js';
+import { findDuplicateKey } from '../../contract/json.js';
+import { safeName } from './routes/query.js';
 
 const JSON_TYPE = /^application\/json\s*(;.*)?$/i;
 
@@ -17,10 +19,15 @@ export function parseJsonBody(request: FastifyRequest): unknown {
   } catch {
     throw new BusinessError(Code.INVALID_PARAMS, 'invalid parameters: body is not valid UTF-8');
   }
+  let value: unknown;
   try {
     // JSON.parse rejects anything after the first value except whitespace.
-    return JSON.parse(text);
+    value = JSON.parse(text);
   } catch {
     throw new BusinessError(Code.INVALID_PARAMS, 'invalid parameters: body is not a single JSON document');
   }
+  // JSON.parse keeps the last of duplicate keys silently; a strict API refuses the ambiguity.
+  const dup = findDuplicateKey(text);
+  if (dup !== null) throw new BusinessError(Code.INVALID_PARAMS, `invalid parameters: duplicate key ${safeName(dup)}`);
+  return value;
 }

@@ -39,7 +39,7 @@ export class AccountStore {
   ) {
     this.byEmail = stmt<[string], AccountRow>(db, 'SELECT * FROM accounts WHERE email = ?');
     this.byId = stmt<[number], AccountRow>(db, 'SELECT * FROM accounts WHERE id = ?');
-    this.insert = stmt<[string, string, number, number, number]>(db, 
+    this.insert = stmt<[string, string, number, number, number]>(db,
       "INSERT INTO accounts (email, password_hash, status, verified, created_at, updated_at) VALUES (?, ?, 'active', ?, ?, ?)",
     );
   }

@@ -23,7 +23,7 @@ export class ProxyUserStore {
     private readonly db: Db,
     private readonly nowSec: () => number,
   ) {
-    this.authRow = stmt<[string], ProxyUserAuthRow>(db, 
+    this.authRow = stmt<[string], ProxyUserAuthRow>(db,
       'SELECT p.account_id, p.password_hash, p.status, a.status AS account_status FROM proxy_users p JOIN accounts a ON a.id = p.account_id WHERE p.username = ?',
     );
   }

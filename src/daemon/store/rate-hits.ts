@@ -17,13 +17,17 @@ export class RateHitStore {
   private readonly pruneStmt;
   private readonly hitTx;
   constructor(private readonly db: Db) {
-    this.countStmt = stmt<[string, number], { n: number }>(db, 'SELECT COUNT(*) AS n FROM rate_hits WHERE key = ? AND at_ms > ?');
+    // Counting stops at the limit: a check costs O(limit), however many hits a raised limit lets in.
+    this.countStmt = stmt<[string, number, number], { n: number }>(
+      db,
+      'SELECT COUNT(*) AS n FROM (SELECT 1 FROM rate_hits WHERE key = ? AND at_ms > ? LIMIT ?)',
+    );
     this.oldestStmt = stmt<[string, number], { at: number | null }>(db, 'SELECT MIN(at_ms) AS at FROM rate_hits WHERE key = ? AND at_ms > ?');
     this.insertStmt = stmt(db, 'INSERT INTO rate_hits (key, at_ms) VALUES (?, ?)');
     this.pruneStmt = stmt(db, 'DELETE FROM rate_hits WHERE at_ms <= ?');
     this.hitTx = db.transaction((key: string, limit: number, windowMs: number, nowMs: number): WindowDecision => {
       const since = nowMs - windowMs;
-      const n = this.countStmt.get(key, since)!.n;
+      const n = this.countStmt.get(key, since, limit)!.n;
       if (n >= limit) return { allowed: false, count: n, oldestAtMs: this.oldestStmt.get(key, since)!.at };
       this.insertStmt.run(key, nowMs);
       return { allowed: true, count: n + 1, oldestAtMs: this.oldestStmt.get(key, since)!.at };
@@ -37,7 +41,7 @@ export class RateHitStore {
 
   peek(key: string, windowMs: number, nowMs: number): WindowDecision {
     const since = nowMs - windowMs;
-    const n = this.countStmt.get(key, since)!.n;
+    const n = this.countStmt.get(key, since, -1)!.n; // LIMIT -1: no cap (lock-out keys stop growing at the limit)
     return { allowed: true, count: n, oldestAtMs: this.oldestStmt.get(key, since)!.at };
   }
 

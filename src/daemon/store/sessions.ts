@@ -29,7 +29,7 @@ export class ConsoleSessionStore {
     private readonly nowSec: () => number = () => Math.floor(Date.now() / 1000),
   ) {
     this.getStmt = stmt<[string], SessionRow>(db, 'SELECT account_id, data, expires_at FROM console_sessions WHERE sid = ?');
-    this.upsertStmt = stmt<[string, number | null, string, number]>(db, 
+    this.upsertStmt = stmt<[string, number | null, string, number]>(db,
       'INSERT INTO console_sessions (sid, account_id, data, expires_at) VALUES (?, ?, ?, ?) ' +
         'ON CONFLICT(sid) DO UPDATE SET account_id = excluded.account_id, data = excluded.data, expires_at = excluded.expires_at',
     );
@@ -37,7 +37,7 @@ export class ConsoleSessionStore {
     this.deleteForAccountStmt = stmt<[number]>(db, 'DELETE FROM console_sessions WHERE account_id = ?');
     this.deleteOthersStmt = stmt<[number, string]>(db, 'DELETE FROM console_sessions WHERE account_id = ? AND sid <> ?');
     this.pruneStmt = stmt<[number]>(db, 'DELETE FROM console_sessions WHERE expires_at <= ?');
-    this.countForAccountStmt = stmt<[number, number], { n: number }>(db, 
+    this.countForAccountStmt = stmt<[number, number], { n: number }>(db,
       'SELECT COUNT(*) AS n FROM console_sessions WHERE account_id = ? AND expires_at > ?',
     );
   }

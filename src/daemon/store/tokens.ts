@@ -23,10 +23,10 @@ export class TokenStore {
     private readonly db: Db,
     private readonly nowSec: () => number,
   ) {
-    this.byAccessKey = stmt<[string], TokenWithAccount>(db, 
+    this.byAccessKey = stmt<[string], TokenWithAccount>(db,
       'SELECT t.*, a.status AS account_status FROM api_tokens t JOIN accounts a ON a.id = t.account_id WHERE t.access_key = ?',
     );
-    this.activeForAccount = stmt<[number], TokenRow>(db, 
+    this.activeForAccount = stmt<[number], TokenRow>(db,
       "SELECT * FROM api_tokens WHERE account_id = ? AND status = 'active' ORDER BY id DESC LIMIT 1",
     );
   }

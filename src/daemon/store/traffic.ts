@@ -16,7 +16,7 @@ export class TrafficStore {
 
   add(deltas: Map<number, TrafficDelta>): void {
     if (deltas.size === 0) return;
-    const upsert = stmt(this.db, 
+    const upsert = stmt(this.db,
       `INSERT INTO traffic (account_id, bytes_up, bytes_down, connections, updated_at) VALUES (?, ?, ?, ?, ?)
        ON CONFLICT(account_id) DO UPDATE SET bytes_up = bytes_up + excluded.bytes_up, bytes_down = bytes_down + excluded.bytes_down,
          connections = connections + excluded.connections, updated_at = excluded.updated_at`,

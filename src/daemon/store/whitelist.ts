@@ -1,6 +1,7 @@
 // whitelist_entries + ip_claims: each item is claimed and recorded in its own IMMEDIATE transaction,
 // so two accounts (or two processes) racing for one IP always leave exactly one owner.
 import type { Db } from './db.js';
+import { stmt } from './statements.js';
 
 export interface WhitelistEntry {
   id: number;
@@ -47,20 +48,20 @@ export class WhitelistStore {
     /** Seconds an IP of a closed account stays "being released". */
     private readonly releaseGraceSec: () => number,
   ) {
-    this.claimOf = db.prepare<[string], ClaimRow>('SELECT * FROM ip_claims WHERE ip = ?');
-    this.insertClaim = db.prepare("INSERT INTO ip_claims (ip, account_id, state, releasing_since, version) VALUES (?, ?, 'held', NULL, 1)");
-    this.takeOverClaim = db.prepare(
+    this.claimOf = stmt<[string], ClaimRow>(db, 'SELECT * FROM ip_claims WHERE ip = ?');
+    this.insertClaim = stmt(db, "INSERT INTO ip_claims (ip, account_id, state, releasing_since, version) VALUES (?, ?, 'held', NULL, 1)");
+    this.takeOverClaim = stmt(db,
       "UPDATE ip_claims SET account_id = ?, state = 'held', releasing_since = NULL, version = version + 1 WHERE ip = ? AND version = ?",
     );
-    this.insertEntry = db.prepare(
+    this.insertEntry = stmt(db,
       'INSERT INTO whitelist_entries (account_id, ip, remark, status, created_at, deleted_at, claim_version) VALUES (?, ?, ?, 1, ?, NULL, ?)',
     );
-    this.liveEntry = db.prepare<[number, string], { id: number }>(
+    this.liveEntry = stmt<[number, string], { id: number }>(db,
       'SELECT id FROM whitelist_entries WHERE account_id = ? AND ip = ? AND deleted_at IS NULL',
     );
-    this.softDelete = db.prepare('UPDATE whitelist_entries SET deleted_at = ? WHERE id = ?');
-    this.dropClaim = db.prepare('DELETE FROM ip_claims WHERE ip = ? AND account_id = ?');
-    this.admissionRow = db.prepare<[string], { account_id: number; entry_status: number; account_status: string }>(
+    this.softDelete = stmt(db, 'UPDATE whitelist_entries SET deleted_at = ? WHERE id = ?');
+    this.dropClaim = stmt(db, 'DELETE FROM ip_claims WHERE ip = ? AND account_id = ?');
+    this.admissionRow = stmt<[string], { account_id: number; entry_status: number; account_status: string }>(db,
       `SELECT c.account_id, e.status AS entry_status, a.status AS account_status
          FROM ip_claims c
          JOIN whitelist_entries e ON e.ip = c.ip AND e.account_id = c.account_id AND e.deleted_at IS NULL
@@ -116,10 +117,9 @@ export class WhitelistStore {
       params.push(f.ip);
     }
     const w = where.join(' AND ');
-    const total = this.db.prepare<unknown[], { n: number }>(`SELECT COUNT(*) AS n FROM whitelist_entries WHERE ${w}`).get(...params)!.n;
+    const total = stmt<unknown[], { n: number }>(this.db, `SELECT COUNT(*) AS n FROM whitelist_entries WHERE ${w}`).get(...params)!.n;
     // Newest first; id breaks ties between entries made in the same second, so paging is stable.
-    const items = this.db
-      .prepare<unknown[], WhitelistEntry>(
+    const items = stmt<unknown[], WhitelistEntry>(this.db,
         `SELECT id, account_id, ip, remark, status, created_at FROM whitelist_entries WHERE ${w} ORDER BY created_at DESC, id DESC LIMIT ? OFFSET ?`,
       )
       .all(...params, f.limit, f.offset);
@@ -128,8 +128,7 @@ export class WhitelistStore {
 
   findLive(accountId: number, ip: string): WhitelistEntry | null {
     return (
-      this.db
-        .prepare<[number, string], WhitelistEntry>(
+      stmt<[number, string], WhitelistEntry>(this.db,
           'SELECT id, account_id, ip, remark, status, created_at FROM whitelist_entries WHERE account_id = ? AND ip = ? AND deleted_at IS NULL',
         )
         .get(accountId, ip) ?? null
@@ -137,8 +136,7 @@ export class WhitelistStore {
   }
 
   setStatus(accountId: number, ip: string, status: 1 | 2): WhitelistEntry | null {
-    const changed = this.db
-      .prepare('UPDATE whitelist_entries SET status = ? WHERE account_id = ? AND ip = ? AND deleted_at IS NULL')
+    const changed = stmt(this.db, 'UPDATE whitelist_entries SET status = ? WHERE account_id = ? AND ip = ? AND deleted_at IS NULL')
       .run(status, accountId, ip).changes;
     return changed ? this.findLive(accountId, ip) : null;
   }
@@ -152,18 +150,46 @@ export class WhitelistStore {
 
   /** Claims with no live entry, or live entries with no claim: what a crash must never leave. */
   inconsistencies(): { claimsWithoutEntry: number; entriesWithoutClaim: number } {
-    const claimsWithoutEntry = this.db
-      .prepare<[], { n: number }>(
+    const claimsWithoutEntry = stmt<[], { n: number }>(this.db,
         `SELECT COUNT(*) AS n FROM ip_claims c WHERE c.state = 'held' AND NOT EXISTS
            (SELECT 1 FROM whitelist_entries e WHERE e.ip = c.ip AND e.account_id = c.account_id AND e.deleted_at IS NULL)`,
       )
       .get()!.n;
-    const entriesWithoutClaim = this.db
-      .prepare<[], { n: number }>(
+    const entriesWithoutClaim = stmt<[], { n: number }>(this.db,
         `SELECT COUNT(*) AS n FROM whitelist_entries e WHERE e.deleted_at IS NULL AND NOT EXISTS
            (SELECT 1 FROM ip_claims c WHERE c.ip = e.ip AND c.account_id = e.account_id AND c.state = 'held')`,
       )
       .get()!.n;
     return { claimsWithoutEntry, entriesWithoutClaim };
+  }
+
+  /**
+   * Start-up repair after a crash or a hand edit (none is expected: each item is one transaction).
+   * The claim is the owner of record: a held claim with no live entry is released (the add never
+   * completed); a live entry with no claim gets its claim back if the IP is unclaimed, else it is
+   * soft-deleted (someone else owns the IP). One transaction.
+   */
+  repair(): { claimsReleased: number; claimsRestored: number; entriesRemoved: number } {
+    return this.db
+      .transaction(() => {
+        const claimsReleased = stmt(this.db,
+            `DELETE FROM ip_claims WHERE state = 'held' AND NOT EXISTS
+               (SELECT 1 FROM whitelist_entries e WHERE e.ip = ip_claims.ip AND e.account_id = ip_claims.account_id AND e.deleted_at IS NULL)`,
+          )
+          .run().changes;
+        const claimsRestored = stmt(this.db,
+            `INSERT INTO ip_claims (ip, account_id, state, releasing_since, version)
+             SELECT e.ip, e.account_id, 'held', NULL, e.claim_version FROM whitelist_entries e
+              WHERE e.deleted_at IS NULL AND NOT EXISTS (SELECT 1 FROM ip_claims c WHERE c.ip = e.ip)`,
+          )
+          .run().changes;
+        const entriesRemoved = stmt(this.db,
+            `UPDATE whitelist_entries SET deleted_at = ? WHERE deleted_at IS NULL AND NOT EXISTS
+               (SELECT 1 FROM ip_claims c WHERE c.ip = whitelist_entries.ip AND c.account_id = whitelist_entries.account_id AND c.state = 'held')`,
+          )
+          .run(this.nowSec()).changes;
+        return { claimsReleased, claimsRestored, entriesRemoved };
+      })
+      .immediate();
   }
 }

@@ -1,8 +1,9 @@
-// GET /healthz, /metrics, /ip: the daemon's operational endpoints on the API listener.
+// GET /healthz, /metrics, /ip, /openapi.json: the daemon's operational endpoints on the API listener.
 import type { FastifyInstance } from 'fastify';
 import { DAEMON_PATHS } from '../../../contract/paths.js';
 import type { ApiContext } from '../context.js';
 import { sourceIp } from '../source-ip.js';
+import openapiRoute from './openapi.js';
 
 export default function daemonEndpoints(app: FastifyInstance, ctx: ApiContext): void {
   app.get(DAEMON_PATHS.healthz, async (_request, reply) => {
@@ -11,10 +12,12 @@ export default function daemonEndpoints(app: FastifyInstance, ctx: ApiContext): 
   });
 
   app.get(DAEMON_PATHS.metrics, async (_request, reply) => {
-    const text = await ctx.metrics.registry.metrics();
-    return reply.type(ctx.metrics.registry.contentType).send(text);
+    const { contentType, text } = await ctx.metrics.render();
+    return reply.type(contentType).send(text);
   });
 
   // The echo `proxyctl check` can use as its target: the caller's address as this daemon sees it.
   app.get(DAEMON_PATHS.ip, async (request) => ({ ip: sourceIp(request) }));
+
+  openapiRoute(app);
 }

@@ -1,0 +1,163 @@
+// GET /openapi.json: OpenAPI 3.1 of the three whitelist endpoints, generated from the very zod schemas
+// that validate requests (contract/schemas.ts), so the document cannot drift from the code.
+import { readFileSync } from 'node:fs';
+import type { FastifyInstance } from 'fastify';
+import { z } from 'zod';
+import { Code, HTTP_STATUS, TOP_MESSAGE } from '../../../contract/codes.js';
+import { API_KEY_PARAM, API_PATHS, DAEMON_PATHS, MAX_BATCH_ITEMS, RATE_LIMITS } from '../../../contract/paths.js';
+import { AddBodySchema, BatchResultSchema, DeleteBodySchema, EnvelopeSchema, ListDataSchema, ListQuerySchema } from '../../../contract/schemas.js';
+
+type Json = Record<string, unknown>;
+
+const API_KEY_EXAMPLE = '<API_KEY>';
+
+function jsonSchema(schema: z.ZodType, io: 'input' | 'output'): Json {
+  const { $schema: _drop, ...rest } = z.toJSONSchema(schema, { io, target: 'draft-2020-12', unrepresentable: 'any' }) as Json;
+  return rest;
+}
+
+function envelope(data: z.ZodType | null, example: { code: number; message: string; data: unknown }): Json {
+  const schema = data ? EnvelopeSchema.extend({ data: data.nullable() }) : EnvelopeSchema.extend({ data: z.null() });
+  return {
+    content: {
+      'application/json': {
+        schema: jsonSchema(schema, 'output'),
+        example: { code: example.code, message: example.message, requestId: '4f6c1f3e-3a0e-4c49-9d55-0f8e1c2b7a10', data: example.data },
+      },
+    },
+  };
+}
+
+function errorResponse(code: number, extra: Json = {}): Json {
+  return { description: TOP_MESSAGE[code], ...envelope(null, { code, message: TOP_MESSAGE[code]!, data: null }), ...extra };
+}
+
+const RETRY_AFTER = { 'Retry-After': { description: 'seconds until a request may succeed', schema: { type: 'integer', minimum: 1 } } };
+
+function commonErrors(): Json {
+  return {
+    [String(HTTP_STATUS[Code.INVALID_API_KEY])]: errorResponse(Code.INVALID_API_KEY),
+    [String(HTTP_STATUS[Code.RATE_LIMITED])]: errorResponse(Code.RATE_LIMITED, { headers: RETRY_AFTER }),
+    [String(HTTP_STATUS[Code.SYSTEM])]: errorResponse(Code.SYSTEM),
+    [String(HTTP_STATUS[Code.LIMITER_UNAVAILABLE])]: errorResponse(Code.LIMITER_UNAVAILABLE),
+  };
+}
+
+function listParameters(): Json[] {
+  const q = jsonSchema(ListQuerySchema, 'input') as { properties: Record<string, Json> };
+  const examples: Record<string, unknown> = { page: '1', page_size: '20', status: 'active', ip: '203.0.113.7' };
+  return Object.entries(q.properties).map(([name, schema]) => ({ name, in: 'query', required: false, schema, example: examples[name] }));
+}
+
+const apiKeyParam = {
+  name: API_KEY_PARAM,
+  in: 'query',
+  required: true,
+  description: 'account API token `<accessKey>.<secret>` (exactly one; headers are never read)',
+  schema: { type: 'string', minLength: 1 },
+  example: API_KEY_EXAMPLE,
+};
+
+const batchOk = (what: string) =>
+  ({
+    description: `${what}: 200 when every item succeeded, 10431 when some failed, 10400/10413 when nothing was processed`,
+    ...envelope(BatchResultSchema, {
+      code: Code.PARTIAL,
+      message: '1 succeeded, 1 failed',
+      data: { success_count: 1, failed_count: 1, failed_items: [{ ip: '10.0.0.1', code: 10421, reason: 'not a public IPv4 address' }] },
+    }),
+  }) as Json;
+
+function curl(method: 'GET' | 'POST', path: string, body?: unknown): Json[] {
+  const url = `http://127.0.0.1:8080${path}?${API_KEY_PARAM}=${API_KEY_EXAMPLE}`;
+  const source =
+    method === 'GET'
+      ? `curl -s '${url}'`
+      : `curl -s -X POST '${url}' -H 'Content-Type: application/json' -d '${JSON.stringify(body)}'`;
+  return [{ lang: 'shell', label: 'curl', source }];
+}
+
+export function buildOpenApiDocument(version: string): Json {
+  const addExample = { items: [{ ip: '203.0.113.7', remark: 'office' }] };
+  const deleteExample = { ips: ['203.0.113.7'] };
+  return {
+    openapi: '3.1.0',
+    jsonSchemaDialect: 'https://json-schema.org/draft/2020-12/schema',
+    info: {
+      title: 'proxyd whitelist API',
+      version,
+      description:
+        `Every response is the envelope {code, message, requestId, data}; the request id is also in X-Request-Id. ` +
+        `Limits per token per rolling 60 s: list ${RATE_LIMITS.list}, add ${RATE_LIMITS.add}, delete ${RATE_LIMITS.delete}. ` +
+        `Batches hold 1..${MAX_BATCH_ITEMS} items, each committed on its own.`,
+    },
+    servers: [{ url: 'http://127.0.0.1:8080', description: 'the --api-listen address' }],
+    security: [{ apiKey: [] }],
+    components: {
+      securitySchemes: { apiKey: { type: 'apiKey', in: 'query', name: API_KEY_PARAM } },
+    },
+    paths: {
+      [API_PATHS.list]: {
+        get: {
+          operationId: 'listWhitelist',
+          summary: "List the account's whitelist, newest first",
+          parameters: [apiKeyParam, ...listParameters()],
+          responses: {
+            '200': {
+              description: 'a page of entries (code 200), or 10400 for a bad query',
+              ...envelope(ListDataSchema, {
+                code: Code.OK,
+                message: 'success',
+                data: { items: [{ whitelist_id: 42, ip: '203.0.113.7', remark: 'office', status: 1, created_at: '2026-11-21T10:00:00Z' }], page: 1, page_size: 20, total: 1 },
+              }),
+            },
+            ...commonErrors(),
+          },
+          'x-codeSamples': curl('GET', API_PATHS.list),
+        },
+      },
+      [API_PATHS.add]: {
+        post: {
+          operationId: 'addWhitelist',
+          summary: 'Add IPv4 addresses to the whitelist',
+          parameters: [apiKeyParam],
+          requestBody: { required: true, content: { 'application/json': { schema: jsonSchema(AddBodySchema, 'input'), example: addExample } } },
+          responses: {
+            '200': batchOk('added'),
+            [String(HTTP_STATUS[Code.NOT_VERIFIED])]: errorResponse(Code.NOT_VERIFIED),
+            ...commonErrors(),
+          },
+          'x-codeSamples': curl('POST', API_PATHS.add, addExample),
+        },
+      },
+      [API_PATHS.delete]: {
+        post: {
+          operationId: 'deleteWhitelist',
+          summary: 'Remove IPv4 addresses from the whitelist',
+          parameters: [apiKeyParam],
+          requestBody: { required: true, content: { 'application/json': { schema: jsonSchema(DeleteBodySchema, 'input'), example: deleteExample } } },
+          responses: { '200': batchOk('deleted'), ...commonErrors() },
+          'x-codeSamples': curl('POST', API_PATHS.delete, deleteExample),
+        },
+      },
+    },
+  };
+}
+
+let cached: string | null = null;
+
+function documentText(): string {
+  if (cached) return cached;
+  let version = '0.0.0';
+  try {
+    version = (JSON.parse(readFileSync(new URL('../../../../package.json', import.meta.url), 'utf8')) as { version: string }).version;
+  } catch {
+    /* not where the build put it: the document still serves */
+  }
+  cached = JSON.stringify(buildOpenApiDocument(version));
+  return cached;
+}
+
+export default function openapiRoute(app: FastifyInstance): void {
+  app.get(DAEMON_PATHS.openapi, async (_request, reply) => reply.type('application/json; charset=utf-8').header('cache-control', 'no-cache').send(documentText()));
+}
