@@ -1,10 +1,10 @@
 #!/usr/bin/env node
 // API latency against a running daemon on loopback: list p50/p99 under a fixed open-loop rate, and the
-// duration of a 100-item add. Starts its own `proxyd serve` (limits raised with --rate-limits) unless
-// --api URL --token T are given.
+// duration of a 100-item add. Starts its own `proxyd serve` with the production limits and spreads the
+// load over enough accounts that no token passes its limit (60 lists / 10 adds per rolling minute).
 //
 //   node bench/api.mjs [--rate 500] [--seconds 10] [--workers 1]
-import { spawn, spawnSync } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -29,32 +29,42 @@ async function startDaemon(dataDir) {
   const proc = spawn(
     process.execPath,
     [PROXYD, 'serve', '--data-dir', dataDir, '--api-listen', '127.0.0.1:0', '--http-proxy-listen', '127.0.0.1:0', '--socks-listen', '127.0.0.1:0',
-      '--workers', String(workers), '--rate-limits', 'list=10000000,add=10000000,delete=10000000', '--log-level', 'warn'],
+      '--workers', String(workers), '--log-level', 'warn'],
     { stdio: ['ignore', 'pipe', 'inherit'] },
   );
   const line = await new Promise((resolve) => createInterface({ input: proc.stdout }).once('line', resolve));
   return { proc, ready: JSON.parse(line) };
 }
 
-function admin(dataDir, argv, input) {
-  const r = spawnSync(process.execPath, [PROXYD, 'admin', ...argv, '--data-dir', dataDir], { input: input ?? '', encoding: 'utf8' });
-  if (r.status !== 0) throw new Error(r.stderr);
-  return JSON.parse(r.stdout);
-}
-
 const dataDir = mkdtempSync(path.join(tmpdir(), 'proxyd-bench-'));
 const { proc, ready } = await startDaemon(dataDir);
-admin(dataDir, ['account', 'create', '--email', 'bench@example.com', '--password-stdin', '--verified'], 'bench-password\n');
-const token = admin(dataDir, ['token', 'reset', '--email', 'bench@example.com']).token;
 const base = ready.api;
 const dispatcher = new Agent({ connections: 64, pipelining: 1 });
-const q = `api_key=${encodeURIComponent(token)}`;
+
+// Accounts through the store itself (one scrypt hash for all: the console password plays no part here).
+const { Store } = await import(path.join(ROOT, 'dist/daemon/store/index.js'));
+const { hashPassword, mintToken } = await import(path.join(ROOT, 'dist/daemon/secrets.js'));
+const store = Store.open(dataDir);
+const pwHash = await hashPassword('bench-password');
+function newToken(i) {
+  const a = store.accounts.create(`bench${i}@example.com`, pwHash, true);
+  const t = mintToken();
+  store.tokens.replace(a.id, t.accessKey, t.secretHash);
+  // 20 entries each, so every list answers a full page.
+  if (i < 10_000) for (let k = 0; k < 20; k++) store.whitelist.claimIp(a.id, `34.${(i >> 8) & 255}.${i & 255}.${k + 1}`, `seed ${k}`);
+  return `api_key=${encodeURIComponent(t.token)}`;
+}
+const listTokens = Array.from({ length: Math.ceil((rate * seconds + 500) / 55) + 1 }, (_, i) => newToken(i));
+const addTokens = Array.from({ length: 22 }, (_, i) => newToken(10_000 + i));
+store.close();
+let listCalls = 0;
+const q = () => listTokens[Math.floor(listCalls++ / 55)];
 
 // Seed 200 entries so list pages are real.
 const pub = (i) => `8.8.${(i >> 8) & 255}.${i & 255}`;
 for (let b = 0; b < 2; b++) {
   const items = Array.from({ length: 100 }, (_, i) => ({ ip: pub(b * 100 + i), remark: `seed ${i}` }));
-  await request(`${base}/openapi/v1/proxy/whitelist/add?${q}`, { method: 'POST', dispatcher, headers: { 'content-type': 'application/json' }, body: JSON.stringify({ items }) }).then((r) => r.body.json());
+  await request(`${base}/openapi/v1/proxy/whitelist/add?${addTokens[20 + b]}`, { method: 'POST', dispatcher, headers: { 'content-type': 'application/json' }, body: JSON.stringify({ items }) }).then((r) => r.body.json());
 }
 
 // 100-item adds: fresh IPs each time, 20 rounds.
@@ -62,7 +72,7 @@ const addMs = [];
 for (let round = 0; round < 20; round++) {
   const items = Array.from({ length: 100 }, (_, i) => ({ ip: `9.9.${round}.${i + 1}`, remark: 'bench' }));
   const t0 = performance.now();
-  const res = await request(`${base}/openapi/v1/proxy/whitelist/add?${q}`, { method: 'POST', dispatcher, headers: { 'content-type': 'application/json' }, body: JSON.stringify({ items }) });
+  const res = await request(`${base}/openapi/v1/proxy/whitelist/add?${addTokens[round]}`, { method: 'POST', dispatcher, headers: { 'content-type': 'application/json' }, body: JSON.stringify({ items }) });
   const body = await res.body.json();
   addMs.push(performance.now() - t0);
   if (body.code !== 200) throw new Error(`add failed: ${JSON.stringify(body).slice(0, 200)}`);
@@ -70,7 +80,7 @@ for (let round = 0; round < 20; round++) {
 addMs.sort((a, b) => a - b);
 
 // Warm up, then an open-loop list load at `rate` requests/s for `seconds`.
-for (let i = 0; i < 500; i++) await request(`${base}/openapi/v1/proxy/whitelist/list?${q}`, { dispatcher }).then((r) => r.body.json());
+for (let i = 0; i < 500; i++) await request(`${base}/openapi/v1/proxy/whitelist/list?${q()}`, { dispatcher }).then((r) => r.body.json());
 const lat = [];
 let errors = 0;
 const total = rate * seconds;
@@ -82,7 +92,7 @@ for (let i = 0; i < total; i++) {
   if (wait > 1) await new Promise((r) => setTimeout(r, wait));
   const t0 = performance.now();
   inflight.push(
-    request(`${base}/openapi/v1/proxy/whitelist/list?${q}&page_size=20`, { dispatcher })
+    request(`${base}/openapi/v1/proxy/whitelist/list?${q()}&page_size=20`, { dispatcher })
       .then(async (r) => {
         const b = await r.body.json();
         if (b.code !== 200) errors++;

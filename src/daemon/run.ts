@@ -9,9 +9,17 @@ import { serveSingle, type StartOptions } from './serve.js';
 import { Store } from './store/index.js';
 
 const LEVELS = { info: 30, warn: 40, error: 50 } as const;
+const THRESHOLDS: Record<string, number> = { trace: 10, debug: 20, info: 30, warn: 40, error: 50, fatal: 60, silent: Infinity };
+let threshold = THRESHOLDS.info!;
+
+/** Applies `--log-level` to the lines written by logLine (pino applies it to everything else). */
+export function setLogLevel(level: string): void {
+  threshold = THRESHOLDS[level] ?? THRESHOLDS.info!;
+}
 
 /** One JSON log line on stderr, shaped like the daemon's pino lines, for code that runs outside Fastify. */
 export function logLine(level: keyof typeof LEVELS, obj: Record<string, unknown>, msg: string): void {
+  if (LEVELS[level] < threshold) return;
   process.stderr.write(`${JSON.stringify({ level: LEVELS[level], time: Date.now(), pid: process.pid, hostname: hostname(), ...obj, msg })}\n`);
 }
 
@@ -62,6 +70,7 @@ export function checkAndRepair(cfg: ServeConfig): void {
 }
 
 export async function runServe(cfg: ServeConfig): Promise<void> {
+  setLogLevel(cfg.logLevel);
   if (cluster.isWorker) {
     const { runWorker } = await import('./cluster.js');
     return runWorker(cfg);
