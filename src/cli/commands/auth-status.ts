@@ -1,0 +1,57 @@
+// `proxyctl auth status`: where the token comes from, its access key, whether the API accepts it (exit 4 if not).
+import { parseToken } from '../../contract/index.js';
+import { isAuthError } from '../api.js';
+import type { Context } from '../context.js';
+import type { Deps } from '../deps.js';
+import { Exit, type ExitCode } from '../exit-codes.js';
+import { apiFailure } from './shared.js';
+
+export interface AuthStatusDoc {
+  source: 'env' | 'keychain' | 'file' | null;
+  access_key: string | null;
+  base_url: string;
+  valid: boolean;
+}
+
+export async function runAuthStatus(opts: { ctx: Context }, deps: Deps): Promise<ExitCode> {
+  const { ctx } = opts;
+  const { out } = deps;
+  const resolved = await deps.tokens.resolve(ctx.baseUrl);
+  const doc: AuthStatusDoc = { source: resolved?.source ?? null, access_key: null, base_url: ctx.baseUrl, valid: false };
+  let why = '';
+  if (!resolved) why = 'no token: run `proxyctl login` or set PROXYCTL_API_KEY';
+  else {
+    const parsed = parseToken(resolved.token);
+    if (!parsed) why = 'the token is not in the <accessKey>.<secret> format';
+    else {
+      doc.access_key = parsed.accessKey;
+      const api = deps.makeApi(ctx.baseUrl, resolved.token);
+      try {
+        await api.list({ page: 1, page_size: 1 });
+        doc.valid = true;
+      } catch (err) {
+        if (!isAuthError(err)) throw apiFailure(err);
+        why = 'the API rejects this token';
+      } finally {
+        await api.close();
+      }
+    }
+  }
+  if (ctx.json) out.writeJson(doc);
+  else {
+    const from =
+      doc.source === 'env' ? 'environment (PROXYCTL_API_KEY)' : doc.source === 'keychain' ? 'OS keychain' : doc.source === 'file' ? `file ${resolved?.file ?? ''}` : '-';
+    const rows = [
+      ['base URL', ctx.baseUrl],
+      ['token source', from],
+      ['access key', doc.access_key ?? '-'],
+      ['accepted', doc.valid ? out.paint('green', 'yes') : out.paint('red', 'no')],
+    ];
+    for (const [k, v] of rows) out.line(`${(k ?? '').padEnd(13)} ${v}`);
+  }
+  if (!doc.valid) {
+    out.error(why);
+    return Exit.AUTH;
+  }
+  return Exit.OK;
+}

@@ -1,0 +1,44 @@
+// Pieces every API command shares: the token lookup and API errors mapped to exit statuses.
+import { parseToken } from '../../contract/index.js';
+import { ApiError, isAuthError, isRateLimited, type WhitelistApi } from '../api.js';
+import type { Context } from '../context.js';
+import type { Deps } from '../deps.js';
+import { AuthError, CliError } from '../errors.js';
+import { Exit } from '../exit-codes.js';
+import type { ResolvedToken } from '../token-store.js';
+
+export interface Session {
+  resolved: ResolvedToken;
+  api: WhitelistApi;
+}
+
+/** The token for this base URL and a client, or exit 4 when there is none. */
+export async function openSession(ctx: Context, deps: Deps): Promise<Session> {
+  const resolved = await deps.tokens.resolve(ctx.baseUrl);
+  if (!resolved) throw new AuthError(`no API token for ${ctx.baseUrl}; run \`proxyctl login\` or set PROXYCTL_API_KEY`);
+  if (!parseToken(resolved.token)) {
+    throw new AuthError(`the API token from ${resolved.source === 'env' ? 'PROXYCTL_API_KEY' : `the ${resolved.source}`} is not in the <accessKey>.<secret> format`);
+  }
+  warnIfPlainHttp(ctx, deps);
+  return { resolved, api: deps.makeApi(ctx.baseUrl, resolved.token) };
+}
+
+/** The token rides in the query string: over plain HTTP to another host anyone on the path can read it. */
+export function warnIfPlainHttp(ctx: Context, deps: Deps): void {
+  const u = new URL(ctx.baseUrl);
+  const host = u.hostname.replace(/^\[|\]$/g, '');
+  const loopback = host === 'localhost' || host === '::1' || /^127\./.test(host);
+  if (u.protocol === 'http:' && !loopback) deps.out.warn(`${ctx.baseUrl} is plain HTTP: the API token travels unencrypted`);
+}
+
+/** An API failure as a CLI error with the right exit status. */
+export function apiFailure(err: unknown): CliError {
+  if (isAuthError(err)) return new AuthError(`the API rejected the token (${err.describe()})`);
+  if (isRateLimited(err)) {
+    const s = err.retryAfterMs !== undefined ? `; retry in ${Math.ceil(err.retryAfterMs / 1000)}s` : '';
+    return new CliError(`rate limited${s} (${err.describe()})`, Exit.RATE_LIMITED);
+  }
+  if (err instanceof ApiError) return new CliError(err.describe(), Exit.ERROR);
+  if (err instanceof CliError) return err;
+  return new CliError(String((err as Error)?.message ?? err), Exit.ERROR);
+}

@@ -1,0 +1,86 @@
+// `proxyctl whitelist add|delete`: collect IPs, run the batch engine, print a summary, write --failed-out.
+import { writeFile } from 'node:fs/promises';
+import { runBatches, type BatchOp, type BatchSummary } from '../batch.js';
+import type { Context } from '../context.js';
+import type { Deps } from '../deps.js';
+import { CliError, UsageError } from '../errors.js';
+import { Exit, type ExitCode } from '../exit-codes.js';
+import { collectItems } from '../input.js';
+import { openSession } from './shared.js';
+
+export interface BatchCommandOptions {
+  ctx: Context;
+  op: BatchOp;
+  /** `IP` or `IP=REMARK` (add), `-` for stdin. */
+  args: string[];
+  file?: string;
+  remark?: string;
+  retry: number;
+  failedOut?: string;
+}
+
+export const DEFAULT_RETRY = 3;
+
+export async function runBatchCommand(opts: BatchCommandOptions, deps: Deps): Promise<ExitCode> {
+  const { ctx, op } = opts;
+  const { out } = deps;
+  if (!Number.isInteger(opts.retry) || opts.retry < 0) throw new UsageError('--retry must be a whole number ≥ 0');
+  const { items, duplicates } = await collectItems({
+    args: opts.args,
+    ...(opts.file !== undefined ? { file: opts.file } : {}),
+    ...(opts.remark !== undefined ? { defaultRemark: opts.remark } : {}),
+    remarks: op === 'add',
+    stdin: deps.io.stdin,
+  });
+  if (items.length === 0) throw new UsageError(`no IP addresses given: pass them as arguments${op === 'add' ? ' (IP or IP=REMARK)' : ''}, or use --file FILE (- for stdin)`);
+  if (duplicates > 0) out.info(`${duplicates} repeated ${duplicates === 1 ? 'IP' : 'IPs'} folded into ${duplicates === 1 ? 'its' : 'their'} first occurrence`);
+
+  const { api } = await openSession(ctx, deps);
+  const progress = await deps.progress();
+  const verb = op === 'add' ? 'adding' : 'deleting';
+  let result;
+  try {
+    result = await runBatches({
+      op,
+      items,
+      api,
+      clock: deps.clock,
+      retry: opts.retry,
+      ...(progress ? { onProgress: (p) => progress.update(p, verb) } : {}),
+    });
+  } finally {
+    progress?.stop();
+    await api.close();
+  }
+  const { summary } = result;
+
+  if (opts.failedOut !== undefined) {
+    const lines = summary.failed_items.map((f) => f.ip);
+    try {
+      await writeFile(opts.failedOut, lines.length ? `${lines.join('\n')}\n` : '', 'utf8');
+    } catch (err) {
+      throw new CliError(`cannot write ${opts.failedOut}: ${(err as NodeJS.ErrnoException).code ?? String(err)}`);
+    }
+  }
+
+  if (ctx.json) out.writeJson(summary);
+  else printSummary(op, summary, deps, ctx.quiet);
+  if (result.stop) out.error(result.stop.message);
+  if (opts.failedOut !== undefined && summary.failed_count > 0) out.info(`${summary.failed_count} failed ${summary.failed_count === 1 ? 'IP' : 'IPs'} written to ${opts.failedOut}`);
+  return result.exitCode;
+}
+
+function printSummary(op: BatchOp, s: BatchSummary, deps: Deps, quiet: boolean): void {
+  const { out } = deps;
+  if (quiet && s.failed_count === 0) return;
+  const done = op === 'add' ? 'added' : 'deleted';
+  const parts = [
+    out.paint('green', `${s.success_count} ${done}`),
+    `${s.already_done} already done`,
+    s.failed_count > 0 ? out.paint('red', `${s.failed_count} failed`) : `${s.failed_count} failed`,
+  ];
+  out.line(parts.join(', '));
+  if (s.failed_count > 0) {
+    out.line(out.table(['IP', 'Code', 'Reason'], s.failed_items.map((f) => [f.ip, f.code, f.reason])));
+  }
+}

@@ -1,0 +1,45 @@
+// The real dependencies of a command: process streams, wall clock, OS keychain, undici client, ora.
+import type { WhitelistApi } from './api.js';
+import type { Context } from './context.js';
+import { processIo, type Io } from './io.js';
+import { createOutput, type Output } from './output.js';
+import type { Clock } from './pacer.js';
+import type { Progress } from './progress.js';
+import { TokenStore } from './token-store.js';
+
+export interface Deps {
+  io: Io;
+  env: NodeJS.ProcessEnv;
+  clock: Clock;
+  out: Output;
+  tokens: TokenStore;
+  makeApi(baseUrl: string, token: string): WhitelistApi;
+  /** Hidden prompt on a TTY. */
+  readSecret(question: string): Promise<string>;
+  /** A progress display, or null where none should be drawn. */
+  progress(): Promise<Progress | null>;
+}
+
+export const realClock: Clock = {
+  now: () => Date.now(),
+  sleep: (ms) => new Promise((resolve) => setTimeout(resolve, ms)),
+};
+
+export async function createDeps(ctx: Context, io: Io = processIo(), env: NodeJS.ProcessEnv = process.env): Promise<Deps> {
+  const [{ ApiClient }, { osKeychain }] = await Promise.all([import('./api.js'), import('./token-store.js')]);
+  const out = createOutput(io, { color: ctx.color, json: ctx.json, quiet: ctx.quiet });
+  return {
+    io,
+    env,
+    clock: realClock,
+    out,
+    tokens: new TokenStore({ env, keychain: osKeychain(), dir: ctx.configDir, warn: (m) => out.warn(m) }),
+    makeApi: (baseUrl, token) => new ApiClient({ baseUrl, token, userAgent: 'proxyctl/0.1.0' }),
+    readSecret: async (q) => (await import('./prompt.js')).readHidden(io.stdin, io.stderr, q),
+    progress: async () => {
+      if (ctx.quiet || !io.stderrIsTTY || !io.progressStream) return null;
+      const { createSpinner } = await import('./progress.js');
+      return createSpinner(io.progressStream, ctx.color);
+    },
+  };
+}

@@ -1,0 +1,102 @@
+// IP lists from arguments, a file or stdin: one per line, `#` comments, blanks ignored, duplicates folded.
+import { readFile } from 'node:fs/promises';
+import type { BatchItem } from './batch.js';
+import { UsageError } from './errors.js';
+import { readAll } from './io.js';
+
+export interface ParsedEntry {
+  ip: string;
+  /** Present when the entry said `IP=REMARK`. */
+  remark?: string;
+}
+
+/**
+ * One entry: `IP` or `IP=REMARK`. Returns null for blank and comment lines.
+ * Without `=`, anything from `#` on is a comment; after `=`, the rest of the line is the remark as written.
+ */
+export function parseEntry(raw: string): ParsedEntry | null {
+  const line = raw.replace(/\r$/, '');
+  const trimmed = line.trim();
+  if (trimmed === '' || trimmed.startsWith('#')) return null;
+  const eq = line.indexOf('=');
+  if (eq >= 0) {
+    const ip = line.slice(0, eq).trim();
+    if (ip === '') return null;
+    return { ip, remark: line.slice(eq + 1).trim() };
+  }
+  const hash = line.indexOf('#');
+  const ip = (hash >= 0 ? line.slice(0, hash) : line).trim();
+  return ip === '' ? null : { ip };
+}
+
+export function parseLines(text: string): ParsedEntry[] {
+  const out: ParsedEntry[] = [];
+  for (const l of text.split('\n')) {
+    const e = parseEntry(l);
+    if (e) out.push(e);
+  }
+  return out;
+}
+
+export interface CollectOptions {
+  args: string[];
+  file?: string;
+  /** Remark for entries that carry none (add only). */
+  defaultRemark?: string;
+  /** Whether `IP=REMARK` makes sense; delete ignores remarks. */
+  remarks: boolean;
+  stdin: NodeJS.ReadableStream;
+  readTextFile?: (path: string) => Promise<string>;
+}
+
+export interface Collected {
+  items: BatchItem[];
+  /** How many repeated IPs were folded into their first occurrence. */
+  duplicates: number;
+}
+
+/** Arguments first, then the file (`-` = stdin); the first occurrence of an IP wins. */
+export async function collectItems(opts: CollectOptions): Promise<Collected> {
+  const entries: ParsedEntry[] = [];
+  let stdinUsed = false;
+  const fromStdin = async () => {
+    if (stdinUsed) throw new UsageError('standard input ("-") can be read only once');
+    stdinUsed = true;
+    return parseLines(await readAll(opts.stdin));
+  };
+  for (const a of opts.args) {
+    if (a === '-') entries.push(...(await fromStdin()));
+    else {
+      const e = parseEntry(a);
+      if (e) entries.push(e);
+    }
+  }
+  if (opts.file !== undefined) {
+    if (opts.file === '-') entries.push(...(await fromStdin()));
+    else {
+      let text: string;
+      try {
+        text = await (opts.readTextFile ?? ((p) => readFile(p, 'utf8')))(opts.file);
+      } catch (err) {
+        throw new UsageError(`cannot read ${opts.file}: ${(err as NodeJS.ErrnoException).code ?? String(err)}`);
+      }
+      entries.push(...parseLines(text));
+    }
+  }
+  const seen = new Set<string>();
+  const items: BatchItem[] = [];
+  let duplicates = 0;
+  for (const e of entries) {
+    if (seen.has(e.ip)) {
+      duplicates++;
+      continue;
+    }
+    seen.add(e.ip);
+    if (!opts.remarks) items.push({ ip: e.ip });
+    else {
+      const remark = e.remark ?? opts.defaultRemark;
+      items.push(remark !== undefined && remark !== '' ? { ip: e.ip, remark } : { ip: e.ip });
+    }
+  }
+  return { items, duplicates };
+}

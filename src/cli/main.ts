@@ -1,0 +1,238 @@
+// proxyctl entry point: commander parses, each command's module is imported only when it runs.
+import module from 'node:module';
+import os from 'node:os';
+import path from 'node:path';
+import type { Command } from 'commander';
+import type { Context } from './context.js';
+import type { Deps } from './deps.js';
+import { Exit, type ExitCode } from './exit-codes.js';
+import type { Io } from './io.js';
+
+export const VERSION = '0.1.0';
+
+export interface MainOverrides {
+  io?: Io;
+  env?: NodeJS.ProcessEnv;
+  /** Replaces the real dependencies (tests). */
+  deps?: (ctx: Context) => Promise<Deps>;
+}
+
+type Runner = (ctx: Context, deps: Deps) => Promise<ExitCode>;
+
+type Commander = typeof import('commander');
+
+/**
+ * V8 code cache for everything loaded after this point (commander, undici, zod, ...): start-up
+ * is mostly module loading. Kept in the user's cache dir; NODE_DISABLE_COMPILE_CACHE=1 turns it off.
+ */
+function enableCompileCache(env: NodeJS.ProcessEnv): void {
+  if (typeof module.enableCompileCache !== 'function' || env.NODE_DISABLE_COMPILE_CACHE) return;
+  try {
+    const base = env.XDG_CACHE_HOME || path.join(os.homedir(), '.cache');
+    module.enableCompileCache(path.join(base, 'proxyctl', 'compile-cache'));
+  } catch {
+    // A cache is an optimisation only.
+  }
+}
+
+function intOption(InvalidArgumentError: Commander['InvalidArgumentError'], name: string, min: number, max = Number.MAX_SAFE_INTEGER) {
+  return (v: string): number => {
+    if (!/^\d+$/.test(v)) throw new InvalidArgumentError(`${name} must be a whole number`);
+    const n = Number(v);
+    if (n < min || n > max) throw new InvalidArgumentError(`${name} must be between ${min} and ${max}`);
+    return n;
+  };
+}
+
+const IPV4 = /^(25[0-5]|2[0-4]\d|1\d\d|[1-9]\d|\d)(\.(25[0-5]|2[0-4]\d|1\d\d|[1-9]\d|\d)){3}$/;
+
+export function buildProgram(commander: Commander, run: (cmd: Command, runner: Runner) => Promise<void>, io: Pick<Io, 'stdout' | 'stderr'>): Command {
+  const { Command, InvalidArgumentError, Option } = commander;
+  const int = (name: string, min: number, max?: number) => intOption(InvalidArgumentError, name, min, max);
+  // Same strict syntax the server applies; checked here so a typo is a usage error, not a 10400.
+  const ipOption = (v: string): string => {
+    if (!IPV4.test(v)) throw new InvalidArgumentError('not an IPv4 address');
+    return v;
+  };
+  const program = new Command('proxyctl');
+  program
+    .description('Manage the source-IP whitelist of your proxy account and check connectivity')
+    .version(VERSION, '-V, --version')
+    .option('--base-url <url>', 'API base URL (env PROXYCTL_BASE_URL, then config, default http://127.0.0.1:8080)')
+    .option('--json', 'machine output: one JSON document on stdout')
+    .option('--no-color', 'no colour (NO_COLOR is honoured too)')
+    .option('-q, --quiet', 'no progress or notes; errors and failures only')
+    .exitOverride()
+    .showSuggestionAfterError()
+    .configureOutput({
+      writeOut: (s) => void io.stdout.write(s),
+      writeErr: (s) => void io.stderr.write(s),
+    })
+    .addHelpText(
+      'after',
+      `
+Exit codes: 0 done, 1 error, 2 usage error, 3 some items failed, 4 token missing or rejected,
+            5 rate limited and out of retries, 6 connectivity check failed.
+
+Examples:
+  proxyctl login < token.txt
+  proxyctl whitelist add 8.8.8.8=office 9.9.9.9
+  proxyctl whitelist add --file ips.txt --failed-out failed.txt
+  proxyctl whitelist list --all --json`,
+    );
+
+  program
+    .command('login')
+    .description('store an API token (hidden prompt on a TTY, else read from stdin) after the API accepts it')
+    .option('--with-token', 'read the token from stdin')
+    .action(async (opts: { withToken?: boolean }, cmd: Command) =>
+      run(cmd, async (ctx, deps) => (await import('./commands/login.js')).runLogin({ ctx, withToken: opts.withToken === true }, deps)),
+    );
+
+  program
+    .command('logout')
+    .description('remove the stored API token for the base URL')
+    .action(async (_opts: unknown, cmd: Command) => run(cmd, async (ctx, deps) => (await import('./commands/logout.js')).runLogout({ ctx }, deps)));
+
+  const auth = program.command('auth').description('API token status');
+  auth
+    .command('status')
+    .description('where the token comes from, its access key, and whether the API accepts it (exit 4 if not)')
+    .action(async (_opts: unknown, cmd: Command) => run(cmd, async (ctx, deps) => (await import('./commands/auth-status.js')).runAuthStatus({ ctx }, deps)));
+
+  const config = program.command('config').description('read and write settings (keys: base_url, output, check.target)');
+  config
+    .command('get')
+    .description('print a setting (all settings without KEY)')
+    .argument('[key]', 'base_url, output or check.target')
+    .action(async (key: string | undefined, _o: unknown, cmd: Command) =>
+      run(cmd, async (ctx, deps) => (await import('./commands/config.js')).runConfig({ ctx, action: 'get', ...(key !== undefined ? { key } : {}) }, deps)),
+    );
+  config
+    .command('set')
+    .description('change a setting: base_url URL | output table|json | check.target URL')
+    .argument('<key>')
+    .argument('<value>')
+    .action(async (key: string, value: string, _o: unknown, cmd: Command) =>
+      run(cmd, async (ctx, deps) => (await import('./commands/config.js')).runConfig({ ctx, action: 'set', key, value }, deps)),
+    );
+  config
+    .command('unset')
+    .description('remove a setting')
+    .argument('<key>')
+    .action(async (key: string, _o: unknown, cmd: Command) =>
+      run(cmd, async (ctx, deps) => (await import('./commands/config.js')).runConfig({ ctx, action: 'unset', key }, deps)),
+    );
+
+  const wl = program.command('whitelist').description('list, add and delete whitelisted source IPs');
+  wl.command('list')
+    .description('list entries: a table on a TTY, tab-separated on a pipe, JSON with --json')
+    .addOption(new Option('--status <status>', 'filter by status').choices(['all', 'active', 'disabled']))
+    .option('--ip <ip>', 'exact IP match', ipOption)
+    .option('--page <n>', 'page number', int('--page', 1))
+    .option('--page-size <n>', 'entries per page (1-100)', int('--page-size', 1, 100))
+    .option('--all', 'walk every page')
+    .action(async (opts: { status?: 'all' | 'active' | 'disabled'; ip?: string; page?: number; pageSize?: number; all?: boolean }, cmd: Command) =>
+      run(cmd, async (ctx, deps) => {
+        const { runList } = await import('./commands/whitelist-list.js');
+        return runList(
+          {
+            ctx,
+            all: opts.all === true,
+            ...(opts.status ? { status: opts.status } : {}),
+            ...(opts.ip ? { ip: opts.ip } : {}),
+            ...(opts.page !== undefined ? { page: opts.page } : {}),
+            ...(opts.pageSize !== undefined ? { pageSize: opts.pageSize } : {}),
+          },
+          deps,
+        );
+      }),
+    );
+
+  for (const op of ['add', 'delete'] as const) {
+    const c = wl
+      .command(op)
+      .description(
+        op === 'add'
+          ? 'add IPs (IP or IP=REMARK), any number: batches of 100 paced to the rate limit, failed items retried alone'
+          : 'delete IPs, any number: batches of 100 paced to the rate limit, failed items retried alone',
+      )
+      .argument(op === 'add' ? '[ip=remark...]' : '[ip...]', op === 'add' ? 'IP or IP=REMARK; - reads stdin' : 'IP; - reads stdin')
+      .option('-f, --file <file>', 'read IPs from FILE, one per line (# comments); - for stdin');
+    if (op === 'add') c.option('--remark <remark>', 'remark for IPs given without =REMARK');
+    c.option('--retry <n>', 'resends after server or network errors, per item', int('--retry', 0, 100), 3)
+      .option('--failed-out <file>', 'write the IPs that still failed, one per line (ready for --file)')
+      .action(async (args: string[], opts: { file?: string; remark?: string; retry: number; failedOut?: string }, cmd: Command) =>
+        run(cmd, async (ctx, deps) => {
+          const { runBatchCommand } = await import('./commands/whitelist-batch.js');
+          return runBatchCommand(
+            {
+              ctx,
+              op,
+              args,
+              retry: opts.retry,
+              ...(opts.file !== undefined ? { file: opts.file } : {}),
+              ...(opts.remark !== undefined ? { remark: opts.remark } : {}),
+              ...(opts.failedOut !== undefined ? { failedOut: opts.failedOut } : {}),
+            },
+            deps,
+          );
+        }),
+      );
+  }
+  return program;
+}
+
+/** Registers `proxyctl check` from src/cli/check when that module is present. */
+async function registerCheckCommand(program: Command): Promise<void> {
+  const spec = './check/command.js';
+  let mod: { registerCheck?: (p: Command) => void };
+  try {
+    mod = (await import(spec)) as typeof mod;
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === 'ERR_MODULE_NOT_FOUND' && String((err as Error).message).includes('check/command')) return;
+    throw err;
+  }
+  mod.registerCheck?.(program);
+}
+
+export async function main(argv: string[], overrides: MainOverrides = {}): Promise<number> {
+  const env = overrides.env ?? process.env;
+  enableCompileCache(env);
+  const commander = await import('commander');
+  const io = overrides.io ?? (await import('./io.js')).processIo();
+  // Set by our commands and by errors; `proxyctl check` sets process.exitCode itself.
+  let exitCode: number | undefined;
+  const run = async (cmd: Command, runner: Runner) => {
+    const { resolveContext } = await import('./context.js');
+    const ctx = resolveContext(cmd.optsWithGlobals(), env, io);
+    const deps = overrides.deps ? await overrides.deps(ctx) : await (await import('./deps.js')).createDeps(ctx, io, env);
+    exitCode = await runner(ctx, deps);
+  };
+  const program = buildProgram(commander, run, io);
+  try {
+    await registerCheckCommand(program);
+    await program.parseAsync(argv, { from: 'user' });
+  } catch (err) {
+    exitCode = await exitCodeFor(err, io, env, commander.CommanderError);
+  }
+  if (exitCode !== undefined) process.exitCode = exitCode;
+  return exitCode ?? Number(process.exitCode ?? Exit.OK);
+}
+
+async function exitCodeFor(err: unknown, io: Pick<Io, 'stderr'>, env: NodeJS.ProcessEnv, CommanderError: Commander['CommanderError']): Promise<number> {
+  if (err instanceof CommanderError) {
+    if (err.code === 'commander.helpDisplayed' || err.code === 'commander.version') return Exit.OK;
+    // Commander already printed the message.
+    return Exit.USAGE;
+  }
+  const { CliError, scrubSecrets } = await import('./errors.js');
+  const secrets = [env.PROXYCTL_API_KEY];
+  if (err instanceof CliError) {
+    io.stderr.write(`proxyctl: ${scrubSecrets(err.message, secrets)}\n`);
+    return err.exitCode;
+  }
+  io.stderr.write(`proxyctl: unexpected error: ${scrubSecrets(String((err as Error)?.message ?? err), secrets)}\n`);
+  return Exit.ERROR;
+}

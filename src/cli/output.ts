@@ -1,0 +1,70 @@
+// Human and machine output: colour on/off, cli-table3 tables, one JSON document on stdout.
+import Table from 'cli-table3';
+import type { Io } from './io.js';
+
+const ANSI = { bold: [1, 22], dim: [2, 22], red: [31, 39], green: [32, 39], yellow: [33, 39], cyan: [36, 39] } as const;
+export type Style = keyof typeof ANSI;
+
+export interface Output {
+  readonly color: boolean;
+  readonly json: boolean;
+  readonly quiet: boolean;
+  /** Colours `text` when colour is on. */
+  paint(style: Style, text: string): string;
+  /** A line on stdout (human output). */
+  line(text?: string): void;
+  /** A line on stderr that --quiet hides (progress notes, hints). */
+  info(text: string): void;
+  /** A one-line warning on stderr (always shown). */
+  warn(text: string): void;
+  /** An error on stderr (always shown). */
+  error(text: string): void;
+  /** The one JSON document of a --json run. */
+  writeJson(doc: unknown): void;
+  /** A table as text (no trailing newline). */
+  table(head: string[], rows: Array<Array<string | number>>): string;
+}
+
+export interface OutputOptions {
+  color: boolean;
+  json: boolean;
+  quiet: boolean;
+}
+
+export function createOutput(io: Pick<Io, 'stdout' | 'stderr'>, opts: OutputOptions): Output {
+  const paint = (style: Style, text: string): string => {
+    if (!opts.color) return text;
+    const [on, off] = ANSI[style];
+    return `\u001b[${on}m${text}\u001b[${off}m`;
+  };
+  const errColor = opts.color;
+  return {
+    color: opts.color,
+    json: opts.json,
+    quiet: opts.quiet,
+    paint,
+    line: (text = '') => void io.stdout.write(`${text}\n`),
+    info: (text) => {
+      if (!opts.quiet) io.stderr.write(`${text}\n`);
+    },
+    warn: (text) => void io.stderr.write(`${errColor ? paint('yellow', 'warning:') : 'warning:'} ${text}\n`),
+    error: (text) => void io.stderr.write(`${errColor ? paint('red', 'error:') : 'error:'} ${text}\n`),
+    writeJson: (doc) => void io.stdout.write(`${JSON.stringify(doc, null, 2)}\n`),
+    table: (head, rows) => renderTable(head, rows, opts.color),
+  };
+}
+
+export function renderTable(head: string[], rows: Array<Array<string | number>>, color: boolean): string {
+  const t = new Table({
+    head: color ? head.map((h) => `\u001b[1m${h}\u001b[22m`) : head,
+    style: { head: [], border: [], compact: false },
+    wordWrap: false,
+  });
+  for (const r of rows) t.push(r.map((c) => String(c)));
+  return t.toString();
+}
+
+/** Tab-separated rows for a pipe (no colour, no borders), one record per line. */
+export function renderTsv(rows: Array<Array<string | number>>): string {
+  return rows.map((r) => r.map((c) => String(c).replace(/[\t\r\n]/g, ' ')).join('\t')).join('\n');
+}

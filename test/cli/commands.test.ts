@@ -1,0 +1,349 @@
+// Commands run in-process through main(): parsing, exit codes, output on the right stream, no secret printed.
+import { readFileSync, writeFileSync, existsSync } from 'node:fs';
+import path from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { ApiClient } from '../../src/cli/api.js';
+import type { Deps } from '../../src/cli/deps.js';
+import { main } from '../../src/cli/main.js';
+import { createOutput } from '../../src/cli/output.js';
+import { TokenStore } from '../../src/cli/token-store.js';
+import { FakeClock, MemoryKeychain, TOKEN, memoryIo, publicIps, tempConfigDir, type TestIo } from './helpers/fakes.js';
+import { batchReply, rateLimited, startScriptedServer, unauthorized, type Handler, type ScriptedServer } from './helpers/scripted-server.js';
+
+const SECRET = TOKEN.split('.')[1]!;
+let server: ScriptedServer | undefined;
+afterEach(async () => {
+  await server?.close();
+  server = undefined;
+});
+
+interface RunOpts {
+  env?: NodeJS.ProcessEnv;
+  stdin?: string;
+  tty?: boolean;
+  keychain?: MemoryKeychain;
+  dir?: string;
+  secret?: string;
+}
+
+interface RunOut {
+  code: number;
+  stdout: string;
+  stderr: string;
+  io: TestIo;
+  keychain: MemoryKeychain;
+  dir: string;
+  clock: FakeClock;
+}
+
+async function cli(argv: string[], opts: RunOpts = {}): Promise<RunOut> {
+  const dir = opts.dir ?? tempConfigDir();
+  const keychain = opts.keychain ?? new MemoryKeychain();
+  const io = memoryIo({ ...(opts.stdin !== undefined ? { stdin: opts.stdin } : {}), ...(opts.tty !== undefined ? { tty: opts.tty } : {}) });
+  const env: NodeJS.ProcessEnv = { PROXYCTL_CONFIG_DIR: dir, ...(server ? { PROXYCTL_BASE_URL: server.url } : {}), ...opts.env };
+  const clock = new FakeClock();
+  const code = await main(argv, {
+    io,
+    env,
+    deps: async (ctx): Promise<Deps> => {
+      const out = createOutput(io, { color: ctx.color, json: ctx.json, quiet: ctx.quiet });
+      return {
+        io,
+        env,
+        clock,
+        out,
+        tokens: new TokenStore({ env, keychain, dir: ctx.configDir, warn: (m) => out.warn(m) }),
+        makeApi: (b, t) => new ApiClient({ baseUrl: b, token: t, timeoutMs: 2000 }),
+        readSecret: async () => opts.secret ?? '',
+        progress: async () => null,
+      };
+    },
+  });
+  process.exitCode = 0;
+  const result = { code, stdout: io.out(), stderr: io.err(), io, keychain, dir, clock };
+  expect(result.stdout + result.stderr).not.toContain(SECRET);
+  return result;
+}
+
+const listData = (n: number, page = 1, pageSize = 20, total = n) => ({
+  items: Array.from({ length: n }, (_, i) => ({ whitelist_id: 1000 - i - (page - 1) * pageSize, ip: `8.8.${page}.${i + 1}`, remark: i === 0 ? 'office' : '', status: i === 1 ? 2 : 1, created_at: '2026-11-21T10:00:00Z' })),
+  page,
+  page_size: pageSize,
+  total,
+});
+
+async function withServer(handler: Handler) {
+  server = await startScriptedServer(handler);
+  return server;
+}
+
+describe('login / logout / auth status', () => {
+  it('login reads the token from stdin, confirms it with a list call, stores it in the keychain', async () => {
+    const s = await withServer(() => ({ code: 200, data: listData(0) }));
+    const r = await cli(['login'], { stdin: `${TOKEN}\n` });
+    expect(r.code).toBe(0);
+    expect(s.requests).toHaveLength(1);
+    expect(s.requests[0]!.query.get('page_size')).toBe('1');
+    expect(r.keychain.entries.get(`proxyctl|${s.url}`)).toBe(TOKEN);
+    expect(r.stdout).toContain('ak0123456789abcdef0123');
+  });
+
+  it('login on a TTY uses the hidden prompt', async () => {
+    await withServer(() => ({ code: 200, data: listData(0) }));
+    const r = await cli(['login'], { tty: true, secret: TOKEN });
+    expect(r.code).toBe(0);
+    expect([...r.keychain.entries.values()]).toEqual([TOKEN]);
+  });
+
+  it('login rejects a malformed token without calling the API (exit 4)', async () => {
+    const s = await withServer(() => ({ code: 200, data: listData(0) }));
+    const r = await cli(['login', '--with-token'], { stdin: 'not-a-token\n' });
+    expect(r.code).toBe(4);
+    expect(s.requests).toHaveLength(0);
+    expect(r.stderr).toMatch(/not an API token/);
+  });
+
+  it('login with a token the API rejects stores nothing (exit 4)', async () => {
+    await withServer(() => unauthorized);
+    const r = await cli(['login'], { stdin: TOKEN });
+    expect(r.code).toBe(4);
+    expect(r.keychain.entries.size).toBe(0);
+    expect(r.stderr).toContain('ak0123456789abcdef0123');
+  });
+
+  it('login falls back to the 0600 file with a warning on stderr when no keychain answers', async () => {
+    await withServer(() => ({ code: 200, data: listData(0) }));
+    const keychain = new MemoryKeychain();
+    keychain.available = false;
+    const r = await cli(['login', '--json'], { stdin: TOKEN, keychain });
+    expect(r.code).toBe(0);
+    const doc = JSON.parse(r.stdout);
+    expect(doc).toMatchObject({ access_key: 'ak0123456789abcdef0123', stored: 'file' });
+    expect(r.stderr).toContain(path.join(r.dir, 'credentials.json'));
+    expect(readFileSync(doc.file, 'utf8')).toContain(TOKEN);
+  });
+
+  it('auth status: source, access key, accepted; exit 4 when rejected or missing', async () => {
+    const s = await withServer(() => ({ code: 200, data: listData(0) }));
+    const keychain = new MemoryKeychain();
+    await keychain.set('proxyctl', s.url, TOKEN);
+    const ok = await cli(['auth', 'status', '--json'], { keychain });
+    expect(ok.code).toBe(0);
+    expect(JSON.parse(ok.stdout)).toEqual({ source: 'keychain', access_key: 'ak0123456789abcdef0123', base_url: s.url, valid: true });
+
+    const human = await cli(['auth', 'status'], { keychain });
+    expect(human.stdout).toMatch(/OS keychain/);
+
+    s.setHandler(() => unauthorized);
+    const bad = await cli(['auth', 'status', '--json'], { env: { PROXYCTL_API_KEY: TOKEN } });
+    expect(bad.code).toBe(4);
+    expect(JSON.parse(bad.stdout)).toMatchObject({ source: 'env', valid: false });
+
+    const none = await cli(['auth', 'status', '--json']);
+    expect(none.code).toBe(4);
+    expect(JSON.parse(none.stdout)).toEqual({ source: null, access_key: null, base_url: s.url, valid: false });
+  });
+
+  it('logout removes the stored token', async () => {
+    const s = await withServer(() => ({ code: 200, data: listData(0) }));
+    const keychain = new MemoryKeychain();
+    await keychain.set('proxyctl', s.url, TOKEN);
+    const r = await cli(['logout'], { keychain });
+    expect(r.code).toBe(0);
+    expect(keychain.entries.size).toBe(0);
+    const again = await cli(['whitelist', 'list'], { keychain });
+    expect(again.code).toBe(4);
+  });
+});
+
+describe('whitelist list', () => {
+  it('prints one JSON document with --json', async () => {
+    const s = await withServer((req) => ({ code: 200, data: listData(3, Number(req.query.get('page') ?? 1), Number(req.query.get('page_size') ?? 20), 3) }));
+    const r = await cli(['whitelist', 'list', '--json', '--status', 'active', '--ip', '8.8.1.1', '--page-size', '50'], { env: { PROXYCTL_API_KEY: TOKEN } });
+    expect(r.code).toBe(0);
+    const doc = JSON.parse(r.stdout);
+    expect(doc.total).toBe(3);
+    expect(Object.keys(doc)).toEqual(['items', 'page', 'page_size', 'total']);
+    expect(Object.fromEntries(s.requests[0]!.query)).toMatchObject({ status: 'active', ip: '8.8.1.1', page_size: '50', page: '1' });
+  });
+
+  it('draws a table on a TTY, tab-separated lines on a pipe', async () => {
+    await withServer(() => ({ code: 200, data: listData(2, 1, 20, 41) }));
+    const tty = await cli(['whitelist', 'list', '--no-color'], { env: { PROXYCTL_API_KEY: TOKEN }, tty: true });
+    expect(tty.stdout).toMatch(/┌/);
+    expect(tty.stdout).toContain('office');
+    expect(tty.stdout).toContain('page 1 of 3, 41 entries');
+    expect(tty.stdout).not.toMatch(/\u001b\[/);
+    const pipe = await cli(['whitelist', 'list'], { env: { PROXYCTL_API_KEY: TOKEN } });
+    expect(pipe.stdout.trim().split('\n')).toEqual(['1000\t8.8.1.1\tactive\toffice\t2026-11-21T10:00:00Z', '999\t8.8.1.2\tdisabled\t\t2026-11-21T10:00:00Z']);
+  });
+
+  it('colours on a TTY unless NO_COLOR or --no-color', async () => {
+    await withServer(() => ({ code: 200, data: listData(2) }));
+    const coloured = await cli(['whitelist', 'list'], { env: { PROXYCTL_API_KEY: TOKEN }, tty: true });
+    expect(coloured.stdout).toMatch(/\u001b\[32mactive/);
+    const noColor = await cli(['whitelist', 'list'], { env: { PROXYCTL_API_KEY: TOKEN, NO_COLOR: '1' }, tty: true });
+    expect(noColor.stdout).not.toMatch(/\u001b\[/);
+  });
+
+  it('--all walks every page and prints page 1, page_size = total', async () => {
+    const s = await withServer((req) => {
+      const page = Number(req.query.get('page'));
+      return { code: 200, data: listData(page < 3 ? 100 : 37, page, 100, 237) };
+    });
+    const r = await cli(['whitelist', 'list', '--all', '--json'], { env: { PROXYCTL_API_KEY: TOKEN } });
+    expect(r.code).toBe(0);
+    const doc = JSON.parse(r.stdout);
+    expect(s.requests.map((q) => q.query.get('page'))).toEqual(['1', '2', '3']);
+    expect(doc.items).toHaveLength(237);
+    expect(doc).toMatchObject({ page: 1, page_size: 237, total: 237 });
+  });
+
+  it('--all waits out a 429 on a page', async () => {
+    const s = await withServer((req, i) => (i === 1 ? rateLimited(4) : { code: 200, data: listData(i === 0 ? 100 : 5, Number(req.query.get('page')), 100, 105) }));
+    const r = await cli(['whitelist', 'list', '--all', '--json'], { env: { PROXYCTL_API_KEY: TOKEN } });
+    expect(r.code).toBe(0);
+    expect(s.requests.map((q) => q.query.get('page'))).toEqual(['1', '2', '2']);
+    expect(r.clock.sleeps).toEqual([4000]);
+  });
+
+  it('a rejected token exits 4, a 429 exits 5, a server error exits 1; message on stderr only', async () => {
+    const s = await withServer(() => unauthorized);
+    const r = await cli(['whitelist', 'list', '--json'], { env: { PROXYCTL_API_KEY: TOKEN } });
+    expect(r.code).toBe(4);
+    expect(r.stdout).toBe('');
+    expect(r.stderr).toMatch(/rejected the token.*request id req-/);
+    s.setHandler(() => rateLimited(9));
+    expect((await cli(['whitelist', 'list'], { env: { PROXYCTL_API_KEY: TOKEN } })).code).toBe(5);
+    s.setHandler(() => ({ status: 500, code: 10500, message: 'system error' }));
+    expect((await cli(['whitelist', 'list'], { env: { PROXYCTL_API_KEY: TOKEN } })).code).toBe(1);
+  });
+});
+
+describe('whitelist add / delete', () => {
+  it('adds IPs and IP=REMARK from arguments, with --remark as the default', async () => {
+    const s = await withServer((req) => batchReply(req));
+    const r = await cli(['whitelist', 'add', '8.8.8.8=office', '9.9.9.9', '--remark', 'bulk'], { env: { PROXYCTL_API_KEY: TOKEN } });
+    expect(r.code).toBe(0);
+    expect(s.requests[0]!.body).toEqual({ items: [{ ip: '8.8.8.8', remark: 'office' }, { ip: '9.9.9.9', remark: 'bulk' }] });
+    expect(r.stdout).toContain('2 added, 0 already done, 0 failed');
+  });
+
+  it('partial failure: exit 3, failed table, JSON summary alone on stdout, --failed-out ready for --file', async () => {
+    const s = await withServer((req) => batchReply(req, { '8.8.0.3': 10422, '8.8.0.7': 10427 }));
+    const dir = tempConfigDir();
+    const file = path.join(dir, 'ips.txt');
+    const failed = path.join(dir, 'failed.txt');
+    writeFileSync(file, `# office\n${publicIps(250).join('\n')}\n\n8.8.0.3\n`);
+    const r = await cli(['whitelist', 'add', '--file', file, '--failed-out', failed, '--json'], { env: { PROXYCTL_API_KEY: TOKEN } });
+    expect(r.code).toBe(3);
+    expect(s.requests.map((q) => (q.body.items as unknown[]).length)).toEqual([100, 100, 50]);
+    expect(JSON.parse(r.stdout)).toEqual({
+      success_count: 248,
+      already_done: 0,
+      failed_count: 2,
+      failed_items: [
+        { ip: '8.8.0.3', code: 10422, reason: 'reason 10422' },
+        { ip: '8.8.0.7', code: 10427, reason: 'reason 10427' },
+      ],
+    });
+    expect(readFileSync(failed, 'utf8')).toBe('8.8.0.3\n8.8.0.7\n');
+    expect(r.stderr).toContain('1 repeated IP folded');
+
+    // The failed-out file feeds straight back in.
+    s.setHandler((req) => batchReply(req));
+    const again = await cli(['whitelist', 'add', '--file', failed], { env: { PROXYCTL_API_KEY: TOKEN } });
+    expect(again.code).toBe(0);
+    expect(s.requests.at(-1)!.body).toEqual({ items: [{ ip: '8.8.0.3' }, { ip: '8.8.0.7' }] });
+
+    const human = await cli(['whitelist', 'delete', '8.8.0.3'], { env: { PROXYCTL_API_KEY: TOKEN } });
+    expect(human.code).toBe(0);
+  });
+
+  it('human summary shows a table of failed items', async () => {
+    await withServer((req) => batchReply(req, { '8.8.8.8': 10426 }));
+    const r = await cli(['whitelist', 'delete', '8.8.8.8', '9.9.9.9'], { env: { PROXYCTL_API_KEY: TOKEN } });
+    expect(r.code).toBe(3);
+    expect(r.stdout).toContain('1 deleted, 0 already done, 1 failed');
+    expect(r.stdout).toMatch(/8\.8\.8\.8\s*│\s*10426\s*│\s*reason 10426/);
+  });
+
+  it('reads IPs from stdin with -', async () => {
+    const s = await withServer((req) => batchReply(req));
+    const r = await cli(['whitelist', 'delete', '--file', '-'], { env: { PROXYCTL_API_KEY: TOKEN }, stdin: '8.8.8.8\n9.9.9.9 # old\n' });
+    expect(r.code).toBe(0);
+    expect(s.requests[0]!.body).toEqual({ ips: ['8.8.8.8', '9.9.9.9'] });
+  });
+
+  it('401 mid-run: exit 4 and the unsent IPs land in --failed-out', async () => {
+    await withServer((req, i) => (i === 0 ? batchReply(req) : unauthorized));
+    const failed = path.join(tempConfigDir(), 'f.txt');
+    const ips = publicIps(150);
+    const r = await cli(['whitelist', 'add', ...ips, '--failed-out', failed], { env: { PROXYCTL_API_KEY: TOKEN } });
+    expect(r.code).toBe(4);
+    expect(readFileSync(failed, 'utf8').trim().split('\n')).toEqual(ips.slice(100));
+  });
+
+  it('no token at all: exit 4 before any request', async () => {
+    const s = await withServer((req) => batchReply(req));
+    const r = await cli(['whitelist', 'add', '8.8.8.8']);
+    expect(r.code).toBe(4);
+    expect(s.requests).toHaveLength(0);
+  });
+});
+
+describe('usage and config', () => {
+  it('usage errors exit 2', async () => {
+    for (const argv of [
+      ['whitelist', 'list', '--page', '0'],
+      ['whitelist', 'list', '--page-size', '101'],
+      ['whitelist', 'list', '--status', 'gone'],
+      ['whitelist', 'list', '--ip', '08.8.8.8'],
+      ['whitelist', 'add'],
+      ['whitelist', 'add', '8.8.8.8', '--retry', '-1'],
+      ['whitelist', 'frobnicate'],
+      ['nope'],
+      ['--base-url', 'ftp://x', 'whitelist', 'list'],
+      ['config', 'set', 'colour', 'x'],
+    ]) {
+      const r = await cli(argv, { env: { PROXYCTL_API_KEY: TOKEN } });
+      expect(r.code, argv.join(' ')).toBe(2);
+      expect(r.stdout, argv.join(' ')).toBe('');
+    }
+  });
+
+  it('--help and --version exit 0 on stdout', async () => {
+    const h = await cli(['--help']);
+    expect(h.code).toBe(0);
+    expect(h.stdout).toContain('whitelist');
+    expect((await cli(['--version'])).stdout.trim()).toBe('0.1.0');
+  });
+
+  it("keeps the exit status that `proxyctl check` (another module) sets itself", async () => {
+    const r = await cli(['check', '--proxy', 'ftp://x']);
+    expect(r.code).toBe(2);
+  });
+
+  it('config accepts check.target (read by proxyctl check) and validates it', async () => {
+    const dir = tempConfigDir();
+    expect((await cli(['config', 'set', 'check.target', 'http://127.0.0.1:8080/ip'], { dir })).code).toBe(0);
+    expect(JSON.parse(readFileSync(path.join(dir, 'config.json'), 'utf8'))).toEqual({ 'check.target': 'http://127.0.0.1:8080/ip' });
+    expect((await cli(['config', 'set', 'check.target', 'nope'], { dir })).code).toBe(2);
+  });
+
+  it('config set/get round-trips through conf and feeds the base URL', async () => {
+    const dir = tempConfigDir();
+    const set = await cli(['config', 'set', 'base-url', 'http://127.0.0.1:9/'], { dir, env: { PROXYCTL_BASE_URL: '' } });
+    expect(set.code).toBe(0);
+    expect(JSON.parse(readFileSync(path.join(dir, 'config.json'), 'utf8'))).toEqual({ base_url: 'http://127.0.0.1:9' });
+    expect((await cli(['config', 'get', 'base_url'], { dir })).stdout).toBe('http://127.0.0.1:9\n');
+    const st = await cli(['auth', 'status', '--json'], { dir, env: { PROXYCTL_BASE_URL: '' } });
+    expect(JSON.parse(st.stdout).base_url).toBe('http://127.0.0.1:9');
+    expect((await cli(['config', 'set', 'output', 'yaml'], { dir })).code).toBe(2);
+    await cli(['config', 'set', 'output', 'json'], { dir });
+    await withServer(() => ({ code: 200, data: listData(1) }));
+    const listed = await cli(['whitelist', 'list'], { dir, env: { PROXYCTL_API_KEY: TOKEN } });
+    expect(JSON.parse(listed.stdout).total).toBe(1);
+    expect(existsSync(path.join(dir, 'config.json'))).toBe(true);
+  });
+});
