@@ -68,6 +68,7 @@ export function parseGatewayLimitOverrides(s: string | undefined): Partial<Gatew
 
 /** Starts one serving process (the only one, or a cluster worker). The caller holds the data-dir lock. */
 export async function startDaemon(cfg: ServeConfig, opts: StartOptions = {}): Promise<RunningDaemon> {
+  const gatewayLimits = parseGatewayLimitOverrides(process.env.PROXYD_GATEWAY_LIMITS); // before anything opens
   const store = Store.open(cfg.dataDir, { releaseGraceSec: cfg.releaseGraceSec });
   const geo = await openCountryLookup(cfg.geoipDb);
   const metrics = new Metrics();
@@ -106,6 +107,7 @@ export async function startDaemon(cfg: ServeConfig, opts: StartOptions = {}): Pr
   const traffic = new TrafficAccumulator(store);
   traffic.start();
   let gateway: Gateway | null = null;
+  // A gateway that cannot start (port in use) must not leave the API listening: the process would never exit.
   const gw: Gateway = await startGateway({
     httpProxyListen: cfg.httpProxyListen,
     socksListen: cfg.socksListen,
@@ -115,8 +117,14 @@ export async function startDaemon(cfg: ServeConfig, opts: StartOptions = {}): Pr
     ownListeners: () => [apiHostPort, gateway?.httpProxyAddress(), gateway?.socksAddress()].filter((x): x is { host: string; port: number } => !!x),
     admission: new StoreAdmission(store),
     traffic,
-    limits: parseGatewayLimitOverrides(process.env.PROXYD_GATEWAY_LIMITS),
+    limits: gatewayLimits,
     log: app.log.child({ component: 'gateway' }),
+  }).catch(async (err: unknown) => {
+    traffic.stop();
+    await app!.close();
+    await limits.close();
+    store.close();
+    throw err;
   });
   gateway = gw;
   metrics.attachGateway(() => gw.stats());

@@ -338,3 +338,21 @@ describe('rate limits', () => {
     expect((await list(token)).statusCode).toBe(200);
   });
 });
+
+describe('requests the HTTP parser refuses', () => {
+  it('get the envelope with its headers, not a framework body', async () => {
+    const { clientErrorResponse } = await import('../../src/daemon/api/app.js');
+    const big = clientErrorResponse(Object.assign(new Error('x'), { code: 'HPE_HEADER_OVERFLOW' }))!;
+    expect(big).toMatch(/^HTTP\/1\.1 431 /);
+    const bad = clientErrorResponse(Object.assign(new Error('x'), { code: 'HPE_INVALID_METHOD' }))!;
+    expect(bad).toMatch(/^HTTP\/1\.1 400 /);
+    for (const r of [big, bad]) {
+      expect(r).toMatch(/\r\nx-content-type-options: nosniff\r\n/i);
+      expect(r).toMatch(/\r\ncache-control: no-store\r\n/i);
+      const body = JSON.parse(r.split('\r\n\r\n')[1]!);
+      expect(body).toMatchObject({ code: 10400, data: null });
+      expect(r).toContain(`X-Request-Id: ${body.requestId}`);
+    }
+    expect(clientErrorResponse(Object.assign(new Error('x'), { code: 'ECONNRESET' }))).toBeNull();
+  });
+});

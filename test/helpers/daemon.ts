@@ -146,11 +146,13 @@ export async function makeAccount(dataDir: string, email: string, opts: { verifi
 }
 
 /** Read-only look into a data dir's database, through the statement cache (see src/daemon/store/statements.ts). */
-export async function inspectDb(dataDir: string) {
+export async function inspectDb(dataDir: string, opts: { write?: boolean } = {}) {
   const { default: Database } = await import('better-sqlite3');
   const { pin, stmt, pragmaValue } = await import('../../src/daemon/store/statements.js');
-  const db = pin(new Database(path.join(dataDir, 'proxyd.db'), { readonly: true }));
+  const db = pin(new Database(path.join(dataDir, 'proxyd.db'), { readonly: !opts.write }));
+  if (opts.write) db.exec('PRAGMA busy_timeout = 5000');
   return {
+    run: (sql: string, ...params: unknown[]) => stmt<unknown[]>(db, sql).run(...params),
     get: <T = any>(sql: string, ...params: unknown[]) => stmt<unknown[], T>(db, sql).get(...params) as T,
     all: <T = any>(sql: string, ...params: unknown[]) => stmt<unknown[], T>(db, sql).all(...params) as T[],
     integrity: () => pragmaValue(db, 'integrity_check'),

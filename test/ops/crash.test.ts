@@ -1,20 +1,21 @@
 // kill -9 in the middle of 100-item adds: every item is either fully present (entry and claim) or absent,
 // nothing acknowledged is lost, the database passes PRAGMA integrity_check, and the next start checks it.
-import path from 'node:path';
-import Database from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
-import { makeAccount, startDaemon, tempDir } from '../helpers/daemon.js';
+import { inspectDb, makeAccount, startDaemon, tempDir } from '../helpers/daemon.js';
 import { ADD, pub, sleep } from './helpers.js';
 
 const LIMITS = ['--rate-limits', 'list=100000,add=100000,delete=100000'];
 
-function state(dataDir: string, ips: string[]) {
-  const db = new Database(path.join(dataDir, 'proxyd.db'), { readonly: true });
+async function state(dataDir: string, ips: string[]) {
+  const db = await inspectDb(dataDir);
   try {
-    const entry = db.prepare('SELECT COUNT(*) AS n FROM whitelist_entries WHERE ip = ? AND deleted_at IS NULL');
-    const claim = db.prepare("SELECT COUNT(*) AS n FROM ip_claims WHERE ip = ? AND state = 'held'");
-    const per = ips.map((ip) => ({ ip, entry: (entry.get(ip) as { n: number }).n, claim: (claim.get(ip) as { n: number }).n }));
-    return { per, integrity: db.pragma('integrity_check', { simple: true }) };
+    const count = (sql: string, ip: string) => db.get<{ n: number }>(sql, ip).n;
+    const per = ips.map((ip) => ({
+      ip,
+      entry: count('SELECT COUNT(*) AS n FROM whitelist_entries WHERE ip = ? AND deleted_at IS NULL', ip),
+      claim: count("SELECT COUNT(*) AS n FROM ip_claims WHERE ip = ? AND state = 'held'", ip),
+    }));
+    return { per, integrity: db.integrity() };
   } finally {
     db.close();
   }
@@ -55,7 +56,7 @@ describe('crash safety', () => {
     await Promise.all(loops);
     await d.exited;
 
-    const after = state(dataDir, sent);
+    const after = await state(dataDir, sent);
     expect(after.integrity).toBe('ok');
     const torn = after.per.filter((p) => p.entry !== p.claim);
     expect(torn).toEqual([]);
@@ -79,11 +80,11 @@ describe('crash safety', () => {
   it('repairs claims without entries and entries without claims at start', async () => {
     const dataDir = tempDir();
     const { accountId } = await makeAccount(dataDir, 'repair@example.com');
-    const db = new Database(path.join(dataDir, 'proxyd.db'));
+    const db = await inspectDb(dataDir, { write: true });
     const now = Math.floor(Date.now() / 1000);
     // A claim with no entry (released at start) and an entry with no claim on a free IP (claim restored).
-    db.prepare("INSERT INTO ip_claims (ip, account_id, state, releasing_since, version) VALUES ('8.8.4.1', ?, 'held', NULL, 1)").run(accountId);
-    db.prepare("INSERT INTO whitelist_entries (account_id, ip, remark, status, created_at, deleted_at, claim_version) VALUES (?, '8.8.4.2', '', 1, ?, NULL, 1)").run(accountId, now);
+    db.run("INSERT INTO ip_claims (ip, account_id, state, releasing_since, version) VALUES ('8.8.4.1', ?, 'held', NULL, 1)", accountId);
+    db.run("INSERT INTO whitelist_entries (account_id, ip, remark, status, created_at, deleted_at, claim_version) VALUES (?, '8.8.4.2', '', 1, ?, NULL, 1)", accountId, now);
     db.close();
     const d = await startDaemon({ dataDir });
     try {
@@ -92,7 +93,7 @@ describe('crash safety', () => {
     } finally {
       await d.stop();
     }
-    const s = state(dataDir, ['8.8.4.1', '8.8.4.2']);
+    const s = await state(dataDir, ['8.8.4.1', '8.8.4.2']);
     expect(s.per).toEqual([
       { ip: '8.8.4.1', entry: 0, claim: 0 },
       { ip: '8.8.4.2', entry: 1, claim: 1 },

@@ -1,15 +1,13 @@
 // --redis-url against a real redis-server: outage answers 503/10503 fast and executes nothing, service
 // returns without a restart, and two daemons on one database and one Redis share a token's limit exactly.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import Database from 'better-sqlite3';
-import path from 'node:path';
-import { admin, makeAccount, PROXYD, run, startDaemon, tempDir, type Daemon } from '../helpers/daemon.js';
+import { admin, inspectDb, makeAccount, PROXYD, run, startDaemon, tempDir, type Daemon } from '../helpers/daemon.js';
 import { ADD, api, LIST, pub, startRedis, waitFor, type RedisServer } from './helpers.js';
 
-const liveEntries = (dataDir: string, ip: string): number => {
-  const db = new Database(path.join(dataDir, 'proxyd.db'), { readonly: true });
+const liveEntries = async (dataDir: string, ip: string): Promise<number> => {
+  const db = await inspectDb(dataDir);
   try {
-    return (db.prepare('SELECT COUNT(*) AS n FROM whitelist_entries WHERE ip = ? AND deleted_at IS NULL').get(ip) as { n: number }).n;
+    return db.get<{ n: number }>('SELECT COUNT(*) AS n FROM whitelist_entries WHERE ip = ? AND deleted_at IS NULL', ip).n;
   } finally {
     db.close();
   }
@@ -46,7 +44,7 @@ describe('proxyd serve --redis-url: Redis outage', () => {
     // An invalid token is not a way around the limiter either: it is refused before the token is checked.
     const bad = await api(d.api, LIST, 'akXXXXXXXXXXXXXXXXXXXX.nope');
     expect(bad.status).toBe(503);
-    expect(liveEntries(d.dataDir, ip)).toBe(0);
+    expect(await liveEntries(d.dataDir, ip)).toBe(0);
     const h = await fetch(`${d.api}/healthz`);
     expect(h.status).toBe(503);
     expect(await h.json()).toEqual({ status: 'unavailable', down: ['redis'] });
@@ -57,7 +55,7 @@ describe('proxyd serve --redis-url: Redis outage', () => {
     await waitFor('healthz 200', async () => (await fetch(`${d.api}/healthz`)).status === 200, 5000);
     const r = await api(d.api, ADD, token, { items: [{ ip: pub(2) }] });
     expect(r.json.code).toBe(200);
-    expect(liveEntries(d.dataDir, pub(2))).toBe(1);
+    expect(await liveEntries(d.dataDir, pub(2))).toBe(1);
   });
 
   it('Redis hanging (SIGSTOP): still 503/10503 within 500 ms, nothing executed, then recovers', async () => {
@@ -70,7 +68,7 @@ describe('proxyd serve --redis-url: Redis outage', () => {
         expect(r.json.code).toBe(10503);
         expect(r.ms).toBeLessThan(500);
       }
-      expect(liveEntries(d.dataDir, ip)).toBe(0);
+      expect(await liveEntries(d.dataDir, ip)).toBe(0);
     } finally {
       redis.cont();
     }

@@ -2,9 +2,8 @@
 // SIGTERM drains everything and exits 0 leaving a sound database and no lock.
 import { existsSync } from 'node:fs';
 import path from 'node:path';
-import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { makeAccount, startDaemon, type Daemon } from '../helpers/daemon.js';
+import { makeAccount, startDaemon, type Daemon, inspectDb } from '../helpers/daemon.js';
 import { ADD, api, childPids, LIST, pub, waitFor } from './helpers.js';
 
 describe('proxyd serve --workers 2', () => {
@@ -67,10 +66,10 @@ describe('proxyd serve --workers 2', () => {
     expect(code).toBe(0);
     for (const pid of workers) expect(() => process.kill(pid, 0)).toThrow();
     expect(existsSync(path.join(d.dataDir, 'proxyd.lock'))).toBe(false);
-    const db = new Database(path.join(d.dataDir, 'proxyd.db'), { readonly: true });
+    const db = await inspectDb(d.dataDir);
     try {
-      expect(db.pragma('integrity_check', { simple: true })).toBe('ok');
-      expect((db.prepare('SELECT COUNT(*) AS n FROM whitelist_entries WHERE deleted_at IS NULL').get() as { n: number }).n).toBe(10);
+      expect(db.integrity()).toBe('ok');
+      expect(db.get<{ n: number }>('SELECT COUNT(*) AS n FROM whitelist_entries WHERE deleted_at IS NULL').n).toBe(10);
     } finally {
       db.close();
     }

@@ -27,6 +27,35 @@ export const LOG_SERIALIZERS = {
 
 const ALL_METHODS = ['GET', 'POST', 'PUT', 'DELETE', 'PATCH', 'OPTIONS'] as const;
 
+/**
+ * Requests Node's HTTP parser refuses (bad framing, a head over 16 KiB, a timeout) never reach Fastify;
+ * they still get the envelope and the usual headers, and the connection is closed.
+ */
+export function clientErrorResponse(err: NodeJS.ErrnoException): string | null {
+  if (err.code === 'ECONNRESET' || err.code === 'EPIPE') return null;
+  const tooLarge = err.code === 'HPE_HEADER_OVERFLOW';
+  const timeout = err.code === 'ERR_HTTP_REQUEST_TIMEOUT';
+  const status = tooLarge ? '431 Request Header Fields Too Large' : timeout ? '408 Request Timeout' : '400 Bad Request';
+  const requestId = randomUUID();
+  const body = JSON.stringify({
+    code: Code.INVALID_PARAMS,
+    message: tooLarge ? 'invalid parameters: request head too large' : timeout ? 'invalid parameters: request timed out' : 'invalid parameters: malformed HTTP request',
+    requestId,
+    data: null,
+  });
+  return [
+    `HTTP/1.1 ${status}`,
+    'Content-Type: application/json; charset=utf-8',
+    `Content-Length: ${Buffer.byteLength(body)}`,
+    'Cache-Control: no-store',
+    'X-Content-Type-Options: nosniff',
+    `X-Request-Id: ${requestId}`,
+    'Connection: close',
+    '',
+    body,
+  ].join('\r\n');
+}
+
 export async function buildApp(ctx: ApiContext, opts: AppOptions): Promise<FastifyInstance> {
   const app = Fastify({
     logger: opts.logger,
@@ -40,6 +69,11 @@ export async function buildApp(ctx: ApiContext, opts: AppOptions): Promise<Fasti
     connectionTimeout: 30_000,
     requestTimeout: 30_000,
     keepAliveTimeout: 5_000,
+    clientErrorHandler(err, socket) {
+      const response = clientErrorResponse(err as NodeJS.ErrnoException);
+      if (response && socket.writable) socket.end(response);
+      else socket.destroy();
+    },
   });
 
   app.addHook('onSend', async (request, reply, payload) => {

@@ -1,0 +1,264 @@
+// Absolute-form requests (`GET http://host/path HTTP/1.1`): rewrite to origin-form, strip
+// hop-by-hop headers and Proxy-Authorization, relay exactly the request body (Content-Length or
+// chunked, passed through unchanged), then relay the response until the origin closes.
+// One request per connection: both sides get `Connection: close`.
+import type net from 'node:net';
+import { ByteQueue } from './byte-queue.js';
+import { ChunkedScanner } from './chunked.js';
+import type { ClientConn } from './conn.js';
+import type { DialFailure, ResolveOutcome } from './core.js';
+import {
+  headerTokens,
+  headerValues,
+  parseAbsoluteHttpUrl,
+  parseResponseHead,
+  type Header,
+  type RequestHead,
+} from './http-head.js';
+import { dialReply, httpReply, resolveReply } from './replies.js';
+import { dialTarget } from './tunnel.js';
+
+const HOP_BY_HOP = new Set([
+  'connection',
+  'keep-alive',
+  'proxy-connection',
+  'proxy-authorization',
+  'proxy-authenticate',
+  'te',
+  'trailer',
+  'upgrade',
+]);
+const MAX_RESPONSE_HEAD = 64 * 1024;
+const CLOSE_LINGER_MS = 5000;
+
+type BodyFraming = { kind: 'none' } | { kind: 'length'; remaining: number } | { kind: 'chunked'; scanner: ChunkedScanner };
+
+/** How the request body is delimited, or why the request is refused (RFC 9112 6.3). */
+export function requestFraming(head: RequestHead): BodyFraming | { error: string } {
+  const te = headerTokens(head.headers, 'transfer-encoding');
+  const cl = headerValues(head.headers, 'content-length');
+  if (te.length > 0) {
+    // Both headers, or chunked not last: classic request smuggling shapes. Refuse.
+    if (cl.length > 0) return { error: 'both Transfer-Encoding and Content-Length' };
+    if (te[te.length - 1] !== 'chunked' || head.version === '1.0') return { error: 'unsupported Transfer-Encoding' };
+    return { kind: 'chunked', scanner: new ChunkedScanner() };
+  }
+  if (cl.length > 0) {
+    const values = cl.flatMap((v) => v.split(',')).map((v) => v.trim());
+    const first = values[0] as string;
+    if (!/^[0-9]{1,15}$/.test(first) || values.some((v) => v !== first)) return { error: 'bad Content-Length' };
+    const n = Number(first);
+    return n === 0 ? { kind: 'none' } : { kind: 'length', remaining: n };
+  }
+  return { kind: 'none' };
+}
+
+function withoutHopByHop(headers: Header[], keep: (lower: string) => boolean = () => false): Header[] {
+  const named = new Set(headerTokens(headers, 'connection'));
+  return headers.filter(([n]) => {
+    const lower = n.toLowerCase();
+    if (keep(lower)) return true;
+    return !HOP_BY_HOP.has(lower) && !named.has(lower);
+  });
+}
+
+/** The request head as sent to the origin. */
+export function originRequestHead(head: RequestHead, authority: string, path: string): Buffer {
+  let out = `${head.method} ${path} HTTP/${head.version}\r\nHost: ${authority}\r\n`;
+  for (const [n, v] of withoutHopByHop(head.headers)) {
+    if (n.toLowerCase() === 'host') continue;
+    out += `${n}: ${v}\r\n`;
+  }
+  out += 'Connection: close\r\n\r\n';
+  return Buffer.from(out, 'latin1');
+}
+
+export function forwardRequest(conn: ClientConn, head: RequestHead): void {
+  const url = parseAbsoluteHttpUrl(head.target);
+  if (!url) {
+    conn.endWithReply(httpReply(400, 'an absolute http:// URL is required (use CONNECT for https)'));
+    return;
+  }
+  const framing = requestFraming(head);
+  if ('error' in framing) {
+    conn.endWithReply(httpReply(400, framing.error));
+    return;
+  }
+  const originHead = originRequestHead(head, url.authority, url.path);
+  void dialTarget(conn, url.host, url.port)
+    .then((out) => {
+      if (!out) return;
+      if (!out.ok) {
+        conn.endWithReply(
+          out.stage === 'resolve'
+            ? resolveReply(out.failure as Exclude<ResolveOutcome, { ok: true }>['reason'])
+            : dialReply(out.failure as DialFailure),
+        );
+        return;
+      }
+      new ForwardExchange(conn, out.socket, framing).start(originHead, conn.handOff());
+    })
+    .catch(() => conn.destroy());
+}
+
+class ForwardExchange {
+  private readonly client: net.Socket;
+  private bodyDone: boolean;
+  private readonly responseHead = new ByteQueue();
+  private headDone = false;
+  private sentToClient = false;
+
+  constructor(
+    private readonly conn: ClientConn,
+    private readonly upstream: net.Socket,
+    private readonly framing: BodyFraming,
+  ) {
+    this.client = conn.socket;
+    this.bodyDone = framing.kind === 'none';
+  }
+
+  start(originHead: Buffer, early: Buffer): void {
+    const { client, upstream, conn } = this;
+    this.toUpstream(originHead);
+    if (early.length > 0) this.onClientData(early);
+    client.on('data', (c: Buffer) => this.onClientData(c));
+    client.on('end', () => {
+      // The client finished sending: fine once the body is complete (half-close), else truncated.
+      if (!this.bodyDone) this.destroyBoth();
+    });
+    client.on('error', () => this.destroyBoth());
+    client.on('drain', () => upstream.resume());
+    upstream.on('drain', () => {
+      if (!this.bodyDone) client.resume();
+    });
+    upstream.on('data', (c: Buffer) => this.onUpstreamData(c));
+    upstream.on('end', () => this.onUpstreamEnd());
+    upstream.on('error', () => this.onUpstreamFailure());
+    upstream.on('close', () => {
+      if (!client.writableEnded) this.onUpstreamFailure();
+    });
+    const idle = conn.core.limits.idleTimeoutMs;
+    client.setTimeout(idle, () => this.onIdle());
+    upstream.setTimeout(idle, () => this.onIdle());
+    if (conn.eof && !this.bodyDone) return this.destroyBoth();
+    if (!this.bodyDone) client.resume();
+  }
+
+  private toUpstream(b: Buffer): void {
+    this.conn.bytesUp += b.length;
+    this.conn.core.stats.bytesUp += b.length;
+    if (!this.upstream.write(b)) this.client.pause();
+  }
+
+  private toClient(b: Buffer): void {
+    this.sentToClient = true;
+    this.conn.bytesDown += b.length;
+    this.conn.core.stats.bytesDown += b.length;
+    if (!this.client.write(b)) this.upstream.pause();
+  }
+
+  private onClientData(chunk: Buffer): void {
+    if (this.bodyDone) return; // bytes after the request (pipelining) are not forwarded
+    const f = this.framing;
+    let take: number;
+    if (f.kind === 'length') {
+      take = Math.min(f.remaining, chunk.length);
+      f.remaining -= take;
+      if (f.remaining === 0) this.bodyDone = true;
+    } else if (f.kind === 'chunked') {
+      const step = f.scanner.feed(chunk);
+      if ('error' in step) {
+        if (!this.sentToClient) this.replyAndClose(httpReply(400, 'malformed chunked body'));
+        else this.destroyBoth();
+        return;
+      }
+      take = step.consumed;
+      if (step.done) this.bodyDone = true;
+    } else take = 0;
+    if (take > 0) this.toUpstream(take === chunk.length ? chunk : chunk.subarray(0, take));
+    // Request complete: anything after it (pipelining) is not forwarded, so stop reading.
+    if (this.bodyDone) this.client.pause();
+  }
+
+  private onUpstreamData(chunk: Buffer): void {
+    if (this.headDone) {
+      this.toClient(chunk);
+      return;
+    }
+    this.responseHead.append(chunk);
+    for (;;) {
+      const r = parseResponseHead(this.responseHead.view(), MAX_RESPONSE_HEAD);
+      if (r.kind === 'incomplete') return;
+      if (r.kind === 'error') {
+        this.replyAndClose(httpReply(502, 'malformed response from the target'));
+        return;
+      }
+      const raw = this.responseHead.view().subarray(0, r.consumed);
+      const status = r.value.status;
+      if (status >= 100 && status < 200 && status !== 101) {
+        // Interim response (100 Continue, 103 Early Hints): pass it through as is.
+        this.toClient(Buffer.from(raw));
+        this.responseHead.consume(r.consumed);
+        continue;
+      }
+      if (status === 101) {
+        // We never forward Upgrade, so a switch is a broken origin.
+        this.replyAndClose(httpReply(502, 'unexpected protocol switch from the target'));
+        return;
+      }
+      let out = `HTTP/${r.value.version} ${status} ${r.value.reason}\r\n`;
+      for (const [n, v] of withoutHopByHop(r.value.headers)) out += `${n}: ${v}\r\n`;
+      out += 'Connection: close\r\n\r\n';
+      this.responseHead.consume(r.consumed);
+      const rest = Buffer.from(this.responseHead.takeAll());
+      this.headDone = true;
+      this.toClient(Buffer.from(out, 'latin1'));
+      if (rest.length > 0) this.toClient(rest);
+      return;
+    }
+  }
+
+  private onUpstreamEnd(): void {
+    if (!this.headDone) {
+      this.replyAndClose(httpReply(502, 'the target closed without a complete response'));
+      return;
+    }
+    // The origin ended the response (we asked for Connection: close): end ours, and read on
+    // (discarding) so the client's FIN closes the socket at once instead of after the linger.
+    this.bodyDone = true;
+    this.client.removeAllListeners('data');
+    this.client.on('data', () => {});
+    this.client.resume();
+    this.client.end();
+    this.upstream.end();
+    this.client.setTimeout(CLOSE_LINGER_MS, () => this.destroyBoth());
+  }
+
+  private onUpstreamFailure(): void {
+    if (this.client.writableEnded || this.client.destroyed) return;
+    if (!this.sentToClient) this.replyAndClose(httpReply(502, 'the target connection failed'));
+    else this.destroyBoth(); // mid-response: a reset tells the client the body is truncated
+  }
+
+  private onIdle(): void {
+    if (!this.sentToClient && !this.client.writableEnded) this.replyAndClose(httpReply(504, 'the target did not answer in time'));
+    else this.destroyBoth();
+  }
+
+  private replyAndClose(reply: string): void {
+    this.upstream.destroy();
+    if (this.sentToClient || this.client.writableEnded || this.client.destroyed) return this.destroyBoth();
+    this.sentToClient = true;
+    this.client.removeAllListeners('data');
+    this.client.on('data', () => {});
+    this.client.resume();
+    this.client.end(reply);
+    this.client.setTimeout(CLOSE_LINGER_MS, () => this.destroyBoth());
+    this.client.on('end', () => this.destroyBoth());
+  }
+
+  private destroyBoth(): void {
+    this.client.destroy();
+    this.upstream.destroy();
+  }
+}

@@ -1,0 +1,219 @@
+// Pure HTTP/1.x head parsing for the proxy listener: request heads (absolute-form, CONNECT),
+// response heads (forward path), targets and Basic credentials. Never throws on junk.
+import { INCOMPLETE, fail, type ParseResult } from './parse-result.js';
+
+export type HeadError = 'too_large' | 'bad_start_line' | 'bad_version' | 'bad_header';
+
+export type Header = [name: string, value: string];
+
+export interface RequestHead {
+  method: string;
+  target: string;
+  version: '1.0' | '1.1';
+  headers: Header[];
+}
+
+export interface ResponseHead {
+  version: '1.0' | '1.1';
+  status: number;
+  reason: string;
+  headers: Header[];
+}
+
+const CRLFCRLF = Buffer.from('\r\n\r\n', 'latin1');
+// RFC 9110 token characters.
+const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
+// Field value: visible ASCII, obs-text, SP and HTAB; no CR, LF, NUL or other controls.
+const FIELD_VALUE = /^[\t\x20-\x7e\x80-\xff]*$/;
+// Request target: visible ASCII only (no spaces, controls or raw non-ASCII).
+const TARGET = /^[\x21-\x7e]+$/;
+
+/** Where the head ends (index just past the blank line), or -1. */
+function headEnd(buf: Buffer, maxBytes: number, scanFrom: number): number | 'too_large' {
+  const i = buf.indexOf(CRLFCRLF, Math.max(0, scanFrom - 3));
+  if (i === -1) return buf.length > maxBytes ? 'too_large' : -1;
+  const end = i + 4;
+  return end > maxBytes ? 'too_large' : end;
+}
+
+function parseVersion(s: string): '1.0' | '1.1' | null {
+  if (s === 'HTTP/1.1') return '1.1';
+  if (s === 'HTTP/1.0') return '1.0';
+  return null;
+}
+
+function parseFields(lines: string[]): Header[] | null {
+  const headers: Header[] = [];
+  for (const line of lines) {
+    const colon = line.indexOf(':');
+    if (colon <= 0) return null; // also rejects obs-fold lines, which start with SP/HTAB
+    const name = line.slice(0, colon);
+    if (!TOKEN.test(name)) return null; // no whitespace before the colon (RFC 9112 5.1)
+    const value = line.slice(colon + 1).replace(/^[ \t]+|[ \t]+$/g, '');
+    if (!FIELD_VALUE.test(value)) return null;
+    headers.push([name, value]);
+  }
+  return headers;
+}
+
+function splitLines(buf: Buffer, end: number): string[] | null {
+  const text = buf.toString('latin1', 0, end - 4);
+  const lines = text.split('\r\n');
+  for (const l of lines) if (l.includes('\r') || l.includes('\n')) return null;
+  return lines;
+}
+
+/** `scanFrom`: bytes already known not to end the head (so byte-by-byte input stays linear). */
+export function parseRequestHead(buf: Buffer, maxBytes: number, scanFrom = 0): ParseResult<RequestHead, HeadError> {
+  const end = headEnd(buf, maxBytes, scanFrom);
+  if (end === 'too_large') return fail('too_large');
+  if (end === -1) {
+    // A bare LF line ending will never produce CRLFCRLF: say so early instead of waiting.
+    const lf = buf.indexOf(0x0a);
+    if (lf === 0 || (lf > 0 && buf[lf - 1] !== 0x0d)) return fail('bad_start_line');
+    return INCOMPLETE;
+  }
+  const lines = splitLines(buf, end);
+  if (!lines) return fail('bad_header');
+  const start = lines[0] ?? '';
+  const parts = start.split(' ');
+  if (parts.length !== 3) return fail('bad_start_line');
+  const [method, target, versionText] = parts as [string, string, string];
+  if (!TOKEN.test(method) || !TARGET.test(target)) return fail('bad_start_line');
+  const version = parseVersion(versionText);
+  if (!version) return fail('bad_version');
+  const headers = parseFields(lines.slice(1));
+  if (!headers) return fail('bad_header');
+  return { kind: 'ok', value: { method, target, version, headers }, consumed: end };
+}
+
+export function parseResponseHead(buf: Buffer, maxBytes: number, scanFrom = 0): ParseResult<ResponseHead, HeadError> {
+  const end = headEnd(buf, maxBytes, scanFrom);
+  if (end === 'too_large') return fail('too_large');
+  if (end === -1) return INCOMPLETE;
+  const lines = splitLines(buf, end);
+  if (!lines) return fail('bad_header');
+  const m = /^(HTTP\/1\.[01]) ([0-9]{3})(?: ([\t\x20-\x7e\x80-\xff]*))?$/.exec(lines[0] ?? '');
+  if (!m) return fail('bad_start_line');
+  const version = parseVersion(m[1] as string);
+  if (!version) return fail('bad_version');
+  const headers = parseFields(lines.slice(1));
+  if (!headers) return fail('bad_header');
+  return {
+    kind: 'ok',
+    value: { version, status: Number(m[2]), reason: m[3] ?? '', headers },
+    consumed: end,
+  };
+}
+
+/** Every value of a header (case-insensitive name). */
+export function headerValues(headers: Header[], name: string): string[] {
+  const lower = name.toLowerCase();
+  const out: string[] = [];
+  for (const [n, v] of headers) if (n.toLowerCase() === lower) out.push(v);
+  return out;
+}
+
+/** Comma-separated tokens of all values of a header, lower-cased. */
+export function headerTokens(headers: Header[], name: string): string[] {
+  return headerValues(headers, name)
+    .flatMap((v) => v.split(','))
+    .map((t) => t.trim().toLowerCase())
+    .filter((t) => t.length > 0);
+}
+
+export interface Authority {
+  /** Host as given: a name, an IPv4 literal, or an IPv6 literal without brackets. */
+  host: string;
+  port: number;
+}
+
+const REG_NAME = /^[A-Za-z0-9_](?:[A-Za-z0-9_-]*[A-Za-z0-9_])?(?:\.[A-Za-z0-9_](?:[A-Za-z0-9_-]*[A-Za-z0-9_])?)*\.?$/;
+const IPV6_CHARS = /^[0-9A-Fa-f:.]+$/;
+
+/** A host name (DNS name or IPv4 literal) the gateway is willing to resolve. */
+export function isValidHostName(host: string): boolean {
+  return host.length > 0 && host.length <= 253 && REG_NAME.test(host);
+}
+
+function parsePort(s: string): number | null {
+  if (!/^[0-9]{1,5}$/.test(s)) return null;
+  const n = Number(s);
+  return n >= 1 && n <= 65535 ? n : null;
+}
+
+/** `host:port`, `[v6]:port`; port required unless defaultPort is given. */
+export function parseAuthority(s: string, defaultPort?: number): Authority | null {
+  let host: string;
+  let portText: string | undefined;
+  if (s.startsWith('[')) {
+    const close = s.indexOf(']');
+    if (close < 0) return null;
+    host = s.slice(1, close);
+    const rest = s.slice(close + 1);
+    if (rest === '') portText = undefined;
+    else if (rest.startsWith(':')) portText = rest.slice(1);
+    else return null;
+    if (!IPV6_CHARS.test(host) || !host.includes(':')) return null;
+  } else {
+    const colon = s.lastIndexOf(':');
+    if (colon < 0) {
+      host = s;
+      portText = undefined;
+    } else {
+      host = s.slice(0, colon);
+      portText = s.slice(colon + 1);
+    }
+    if (!isValidHostName(host)) return null;
+  }
+  let port: number | null;
+  if (portText === undefined) port = defaultPort ?? null;
+  else port = parsePort(portText);
+  if (port === null) return null;
+  return { host, port };
+}
+
+export interface AbsoluteTarget extends Authority {
+  /** The authority as sent (for the Host header). */
+  authority: string;
+  /** origin-form: path and query, at least "/". */
+  path: string;
+}
+
+/** `http://authority/path?query` (absolute-form, http scheme only, no userinfo). */
+export function parseAbsoluteHttpUrl(target: string): AbsoluteTarget | null {
+  const m = /^[Hh][Tt][Tt][Pp]:\/\/([^/?#]*)([^#]*)(?:#.*)?$/.exec(target);
+  if (!m) return null;
+  const authority = m[1] as string;
+  if (authority.includes('@') || authority === '') return null;
+  const parsed = parseAuthority(authority, 80);
+  if (!parsed) return null;
+  let path = m[2] as string;
+  if (path === '') path = '/';
+  else if (path.startsWith('?')) path = '/' + path;
+  return { ...parsed, authority, path };
+}
+
+export interface Credentials {
+  username: string;
+  password: string;
+}
+
+const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
+
+/**
+ * Proxy-Authorization values -> credentials. `null`: none given; 'invalid': given but unusable
+ * (several headers, another scheme, bad base64, no colon) — treated as wrong credentials.
+ */
+export function parseProxyAuthorization(values: string[]): Credentials | null | 'invalid' {
+  if (values.length === 0) return null;
+  if (values.length > 1) return 'invalid';
+  const m = /^([A-Za-z]+) +([^ ]+) *$/.exec(values[0] as string);
+  if (!m || (m[1] as string).toLowerCase() !== 'basic') return 'invalid';
+  const b64 = m[2] as string;
+  if (!BASE64.test(b64)) return 'invalid';
+  const decoded = Buffer.from(b64, 'base64').toString('utf8');
+  const colon = decoded.indexOf(':');
+  if (colon < 0) return 'invalid';
+  return { username: decoded.slice(0, colon), password: decoded.slice(colon + 1) };
+}

@@ -1,0 +1,101 @@
+// startGateway: opens the HTTP proxy and SOCKS5 listeners (SPEC section 4) over an Admission the
+// daemon provides. Plain `net` servers with hand-written parsers, so a PROXY header can precede
+// either protocol and every byte after a handshake reaches the tunnel.
+import net from 'node:net';
+import { ClientConn, type ListenerKind } from './conn.js';
+import { GatewayCore } from './core.js';
+import { httpReply } from './replies.js';
+import { HttpProxyHandler } from './http-proxy.js';
+import { Socks5Handler } from './socks5.js';
+import type { Gateway, GatewayOptions, GatewayStats } from './types.js';
+
+export type * from './types.js';
+export { DEFAULT_LIMITS } from './limits.js';
+
+function listen(server: net.Server, host: string, port: number): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const onError = (err: Error): void => reject(err);
+    server.once('error', onError);
+    server.listen({ host, port, backlog: 4096 }, () => {
+      server.removeListener('error', onError);
+      resolve();
+    });
+  });
+}
+
+function boundAddress(server: net.Server | null): { host: string; port: number } | null {
+  const a = server?.address();
+  if (!a || typeof a === 'string') return null;
+  return { host: a.address, port: a.port };
+}
+
+export async function startGateway(opts: GatewayOptions): Promise<Gateway> {
+  const core = new GatewayCore(opts);
+  const { limits } = core;
+
+  const accept = (kind: ListenerKind) => (socket: net.Socket) => {
+    if (core.conns.size >= limits.maxConnectionsTotal) {
+      socket.on('error', () => {});
+      if (kind === 'http') socket.end(httpReply(503, 'too many connections'));
+      else socket.destroy();
+      setTimeout(() => socket.destroy(), 1000).unref();
+      return;
+    }
+    const conn = new ClientConn(core, socket, kind);
+    conn.handler = kind === 'http' ? new HttpProxyHandler(conn) : new Socks5Handler(conn);
+  };
+
+  const servers: net.Server[] = [];
+  const make = async (kind: ListenerKind, where: { host: string; port: number } | null): Promise<net.Server | null> => {
+    if (!where) return null;
+    // allowHalfOpen: a client's FIN must not close our side while the target is still answering.
+    const server = net.createServer({ allowHalfOpen: true, pauseOnConnect: false, noDelay: true }, accept(kind));
+    server.on('error', (err) => opts.log?.warn({ err: err.message, listener: kind }, 'gateway listener error'));
+    await listen(server, where.host, where.port);
+    servers.push(server);
+    return server;
+  };
+
+  let httpServer: net.Server | null = null;
+  let socksServer: net.Server | null = null;
+  try {
+    httpServer = await make('http', opts.httpProxyListen);
+    socksServer = await make('socks5', opts.socksListen);
+  } catch (err) {
+    for (const s of servers) s.close();
+    throw err;
+  }
+  core.ownAddresses = [httpServer, socksServer].map(boundAddress).filter((a) => a !== null);
+
+  let closing: Promise<void> | null = null;
+  return {
+    httpProxyAddress: () => boundAddress(httpServer),
+    socksAddress: () => boundAddress(socksServer),
+    stats(): GatewayStats {
+      const s = core.stats;
+      return {
+        connectionsOpen: s.connectionsOpen,
+        connectionsTotal: { ...s.connectionsTotal },
+        admissionFailures: { ...s.admissionFailures },
+        targetRefusals: { ...s.targetRefusals },
+        bytesUp: s.bytesUp,
+        bytesDown: s.bytesDown,
+      };
+    },
+    close(drainMs: number): Promise<void> {
+      closing ??= (async () => {
+        await Promise.all(servers.map((s) => new Promise<void>((r) => s.close(() => r()))).concat(drain(drainMs)));
+      })();
+      return closing;
+    },
+  };
+
+  async function drain(drainMs: number): Promise<void> {
+    // Handshakes in progress will not become tunnels any more: cut them now.
+    for (const c of core.conns) if (!c.spliced && !c.upstream) c.destroy();
+    const deadline = Date.now() + drainMs;
+    while (core.conns.size > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 25));
+    for (const c of [...core.conns]) c.destroy();
+    while (core.conns.size > 0) await new Promise((r) => setTimeout(r, 5));
+  }
+}

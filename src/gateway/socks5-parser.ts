@@ -1,0 +1,140 @@
+// Pure SOCKS5 message parsers (RFC 1928 greeting and request, RFC 1929 username/password).
+// Each takes the bytes received so far and returns incomplete / a typed error / the message and
+// how many bytes it used. Never throws.
+import ipaddr from 'ipaddr.js';
+import { INCOMPLETE, fail, type ParseResult } from './parse-result.js';
+
+export const SOCKS_VERSION = 0x05;
+export const AUTH_VERSION = 0x01;
+
+export const Method = { NoAuth: 0x00, UserPass: 0x02, NoAcceptable: 0xff } as const;
+export const Command = { Connect: 0x01, Bind: 0x02, UdpAssociate: 0x03 } as const;
+export const AddressType = { IPv4: 0x01, Domain: 0x03, IPv6: 0x04 } as const;
+export const Reply = {
+  Succeeded: 0x00,
+  GeneralFailure: 0x01,
+  NotAllowed: 0x02,
+  NetworkUnreachable: 0x03,
+  HostUnreachable: 0x04,
+  ConnectionRefused: 0x05,
+  TtlExpired: 0x06,
+  CommandNotSupported: 0x07,
+  AddressTypeNotSupported: 0x08,
+} as const;
+
+export type GreetingError = 'bad_version' | 'no_methods';
+export type AuthError = 'bad_auth_version' | 'empty_username';
+export type RequestError = 'bad_version' | 'bad_reserved' | 'bad_address_type' | 'bad_domain';
+
+export interface Greeting {
+  methods: number[];
+}
+
+export function parseGreeting(buf: Uint8Array): ParseResult<Greeting, GreetingError> {
+  if (buf.length < 1) return INCOMPLETE;
+  if (buf[0] !== SOCKS_VERSION) return fail('bad_version');
+  if (buf.length < 2) return INCOMPLETE;
+  const n = buf[1] as number;
+  if (n === 0) return fail('no_methods');
+  if (buf.length < 2 + n) return INCOMPLETE;
+  return { kind: 'ok', value: { methods: Array.from(buf.subarray(2, 2 + n)) }, consumed: 2 + n };
+}
+
+export interface UserPass {
+  username: string;
+  password: string;
+}
+
+export function parseUserPass(buf: Uint8Array): ParseResult<UserPass, AuthError> {
+  if (buf.length < 1) return INCOMPLETE;
+  if (buf[0] !== AUTH_VERSION) return fail('bad_auth_version');
+  if (buf.length < 2) return INCOMPLETE;
+  const ulen = buf[1] as number;
+  if (ulen === 0) return fail('empty_username');
+  if (buf.length < 3 + ulen) return INCOMPLETE;
+  const plen = buf[2 + ulen] as number;
+  const total = 3 + ulen + plen;
+  if (buf.length < total) return INCOMPLETE;
+  const b = Buffer.from(buf.buffer, buf.byteOffset, buf.byteLength);
+  return {
+    kind: 'ok',
+    value: { username: b.toString('utf8', 2, 2 + ulen), password: b.toString('utf8', 3 + ulen, total) },
+    consumed: total,
+  };
+}
+
+export type SocksAddress =
+  | { type: 'ipv4'; host: string }
+  | { type: 'ipv6'; host: string }
+  | { type: 'domain'; host: string };
+
+export interface SocksRequest {
+  command: number;
+  address: SocksAddress;
+  port: number;
+}
+
+function ipv6Text(b: Uint8Array): string {
+  const groups: string[] = [];
+  for (let i = 0; i < 16; i += 2) groups.push((((b[i] as number) << 8) | (b[i + 1] as number)).toString(16));
+  return groups.join(':');
+}
+
+/**
+ * The CONNECT/BIND/UDP ASSOCIATE request. An unknown command is still parsed (so the caller can
+ * answer 0x07); an unknown address type cannot be framed and is an error (answer 0x08).
+ * The command is not checked here: any value is returned for the caller to answer 0x07.
+ */
+export function parseRequest(buf: Uint8Array): ParseResult<SocksRequest, RequestError> {
+  if (buf.length < 1) return INCOMPLETE;
+  if (buf[0] !== SOCKS_VERSION) return fail('bad_version');
+  if (buf.length < 4) {
+    if (buf.length >= 3 && buf[2] !== 0x00) return fail('bad_reserved');
+    return INCOMPLETE;
+  }
+  if (buf[2] !== 0x00) return fail('bad_reserved');
+  const command = buf[1] as number;
+  const atyp = buf[3] as number;
+  let address: SocksAddress;
+  let end: number;
+  if (atyp === AddressType.IPv4) {
+    end = 4 + 4;
+    if (buf.length < end + 2) return INCOMPLETE;
+    address = { type: 'ipv4', host: Array.from(buf.subarray(4, 8)).join('.') };
+  } else if (atyp === AddressType.IPv6) {
+    end = 4 + 16;
+    if (buf.length < end + 2) return INCOMPLETE;
+    address = { type: 'ipv6', host: ipv6Text(buf.subarray(4, 20)) };
+  } else if (atyp === AddressType.Domain) {
+    if (buf.length < 5) return INCOMPLETE;
+    const len = buf[4] as number;
+    if (len === 0) return fail('bad_domain');
+    end = 5 + len;
+    if (buf.length < end + 2) return INCOMPLETE;
+    address = { type: 'domain', host: Buffer.from(buf.subarray(5, end)).toString('latin1') };
+  } else {
+    return fail('bad_address_type');
+  }
+  const port = ((buf[end] as number) << 8) | (buf[end + 1] as number);
+  return { kind: 'ok', value: { command, address, port }, consumed: end + 2 };
+}
+
+/** A reply: `05 REP 00 ATYP BND.ADDR BND.PORT`. */
+export function encodeReply(rep: number, bound?: { address: string; port: number; family: 4 | 6 }): Buffer {
+  if (!bound) return Buffer.from([SOCKS_VERSION, rep, 0, AddressType.IPv4, 0, 0, 0, 0, 0, 0]);
+  if (bound.family === 4) {
+    const parts = bound.address.split('.').map(Number);
+    return Buffer.from([SOCKS_VERSION, rep, 0, AddressType.IPv4, ...parts, bound.port >> 8, bound.port & 0xff]);
+  }
+  const out = Buffer.alloc(22);
+  out[0] = SOCKS_VERSION;
+  out[1] = rep;
+  out[3] = AddressType.IPv6;
+  ipv6Bytes(bound.address).copy(out, 4);
+  out.writeUInt16BE(bound.port, 20);
+  return out;
+}
+
+function ipv6Bytes(addr: string): Buffer {
+  return Buffer.from(ipaddr.IPv6.parse(addr).toByteArray());
+}

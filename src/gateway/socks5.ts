@@ -1,0 +1,128 @@
+// SOCKS5 (RFC 1928) with username/password (RFC 1929): greeting -> [auth] -> CONNECT request ->
+// reply -> tunnel. Admission happens at method selection (source IP) or after RFC 1929 (credentials).
+import type { ClientConn, ProtocolHandler } from './conn.js';
+import type { DialFailure, ResolveOutcome } from './core.js';
+import { isValidHostName } from './http-head.js';
+import { splice } from './splice.js';
+import {
+  AUTH_VERSION,
+  Command,
+  Method,
+  Reply,
+  SOCKS_VERSION,
+  encodeReply,
+  parseGreeting,
+  parseRequest,
+  parseUserPass,
+  type SocksRequest,
+} from './socks5-parser.js';
+import { dialTarget } from './tunnel.js';
+
+type Stage = 'greeting' | 'auth' | 'request' | 'done';
+
+export function replyForFailure(failure: Exclude<ResolveOutcome, { ok: true }>['reason'] | DialFailure): number {
+  switch (failure) {
+    case 'private_target':
+    case 'own_listener':
+      return Reply.NotAllowed;
+    case 'refused':
+      return Reply.ConnectionRefused;
+    case 'net_unreachable':
+      return Reply.NetworkUnreachable;
+    case 'timeout':
+      return Reply.TtlExpired;
+    case 'dns_failed':
+    case 'no_usable_address':
+    case 'host_unreachable':
+      return Reply.HostUnreachable;
+  }
+}
+
+export class Socks5Handler implements ProtocolHandler {
+  private stage: Stage = 'greeting';
+
+  constructor(private readonly conn: ClientConn) {}
+
+  onBytes(): void {
+    const { conn } = this;
+    const buf = conn.queue.view();
+    if (this.stage === 'greeting') {
+      const r = parseGreeting(buf);
+      if (r.kind === 'incomplete') return;
+      if (r.kind === 'error') return conn.destroy();
+      conn.queue.consume(r.consumed);
+      conn.core.stats.connectionsTotal.socks5++;
+      if (r.value.methods.includes(Method.UserPass)) {
+        this.stage = 'auth';
+        conn.socket.write(Buffer.from([SOCKS_VERSION, Method.UserPass]));
+        return this.onBytes();
+      }
+      if (!r.value.methods.includes(Method.NoAuth)) {
+        conn.core.countFailure('no_acceptable_method');
+        return conn.endWithReply(Buffer.from([SOCKS_VERSION, Method.NoAcceptable]));
+      }
+      conn.pause();
+      void conn.core.admit(null, conn.sourceIp).then((out) => {
+        if (!out.ok) return conn.endWithReply(Buffer.from([SOCKS_VERSION, Method.NoAcceptable]));
+        if (!conn.bindAccount(out.accountId)) return;
+        this.stage = 'request';
+        conn.socket.write(Buffer.from([SOCKS_VERSION, Method.NoAuth]));
+        conn.resume();
+      }).catch(() => conn.destroy());
+      return;
+    }
+    if (this.stage === 'auth') {
+      const r = parseUserPass(buf);
+      if (r.kind === 'incomplete') return;
+      if (r.kind === 'error') {
+        conn.core.countFailure('bad_credentials');
+        return conn.endWithReply(Buffer.from([AUTH_VERSION, 0x01]));
+      }
+      conn.queue.consume(r.consumed);
+      conn.pause();
+      void conn.core.admit(r.value, conn.sourceIp).then((out) => {
+        if (!out.ok) return conn.endWithReply(Buffer.from([AUTH_VERSION, 0x01]));
+        if (!conn.bindAccount(out.accountId)) return;
+        this.stage = 'request';
+        conn.socket.write(Buffer.from([AUTH_VERSION, 0x00]));
+        conn.resume();
+      }).catch(() => conn.destroy());
+      return;
+    }
+    if (this.stage === 'request') {
+      const r = parseRequest(buf);
+      if (r.kind === 'incomplete') return;
+      if (r.kind === 'error') {
+        if (r.error === 'bad_version') return conn.destroy();
+        const rep = r.error === 'bad_address_type' ? Reply.AddressTypeNotSupported : Reply.GeneralFailure;
+        return conn.endWithReply(encodeReply(rep));
+      }
+      conn.queue.consume(r.consumed);
+      this.stage = 'done';
+      if (r.value.command !== Command.Connect) return conn.endWithReply(encodeReply(Reply.CommandNotSupported));
+      conn.pause();
+      this.connect(r.value);
+    }
+  }
+
+  private connect(req: SocksRequest): void {
+    const { conn } = this;
+    if (req.port === 0 || (req.address.type === 'domain' && !isValidHostName(req.address.host))) {
+      conn.endWithReply(encodeReply(Reply.HostUnreachable));
+      return;
+    }
+    void dialTarget(conn, req.address.host, req.port)
+      .then((out) => {
+        if (!out) return;
+        if (!out.ok) return conn.endWithReply(encodeReply(replyForFailure(out.failure)));
+        const socket = out.socket;
+        const early = conn.handOff();
+        const bound = socket.localAddress && socket.localPort
+          ? { address: socket.localAddress, port: socket.localPort, family: socket.localFamily === 'IPv6' ? (6 as const) : (4 as const) }
+          : undefined;
+        conn.socket.write(encodeReply(Reply.Succeeded, bound));
+        splice(conn, socket, early);
+      })
+      .catch(() => conn.destroy());
+  }
+}

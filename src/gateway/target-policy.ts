@@ -1,0 +1,97 @@
+// Which resolved target addresses the gateway may connect to (SSRF guard). Checked on the
+// address actually dialled, after name resolution, so DNS rebinding cannot slip past.
+import { networkInterfaces } from 'node:os';
+import ipaddr from 'ipaddr.js';
+
+export type TargetRefusal = 'private_target' | 'own_listener';
+
+type Cidr = [ipaddr.IPv4 | ipaddr.IPv6, number];
+
+function cidrs(list: string[]): Cidr[] {
+  return list.map((c) => ipaddr.parseCIDR(c));
+}
+
+// IANA special-purpose IPv4 blocks (and everything ipaddr.js classifies as non-unicast).
+const V4_SPECIAL = cidrs([
+  '0.0.0.0/8', '10.0.0.0/8', '100.64.0.0/10', '127.0.0.0/8', '169.254.0.0/16', '172.16.0.0/12',
+  '192.0.0.0/24', '192.0.2.0/24', '192.31.196.0/24', '192.52.193.0/24', '192.88.99.0/24',
+  '192.168.0.0/16', '192.175.48.0/24', '198.18.0.0/15', '198.51.100.0/24', '203.0.113.0/24',
+  '224.0.0.0/4', '240.0.0.0/4', '255.255.255.255/32',
+]);
+// Only global unicast 2000::/3 is public; within it, the special-purpose blocks are not.
+const V6_GLOBAL = ipaddr.parseCIDR('2000::/3');
+const V6_SPECIAL = cidrs([
+  '2001::/23', // IETF protocol assignments (Teredo, benchmarking, ORCHID, AMT, ...)
+  '2001:db8::/32', // documentation
+  '2002::/16', // 6to4: embeds an IPv4 address
+  '3fff::/20', // documentation
+]);
+
+function inAny(addr: ipaddr.IPv4 | ipaddr.IPv6, list: Cidr[]): boolean {
+  for (const [net, bits] of list) {
+    if (net.kind() === addr.kind() && addr.match(net, bits)) return true;
+  }
+  return false;
+}
+
+/** Parse an IP literal, unwrapping IPv4-mapped IPv6; null if not an IP literal. */
+export function parseIp(ip: string): ipaddr.IPv4 | ipaddr.IPv6 | null {
+  if (!ipaddr.isValid(ip)) return null;
+  // ipaddr.isValid accepts legacy forms like "1" or "0x7f.1"; require dotted-quad or IPv6 text.
+  if (!ip.includes(':') && !ipaddr.IPv4.isValidFourPartDecimal(ip)) return null;
+  try {
+    return ipaddr.process(ip);
+  } catch {
+    return null;
+  }
+}
+
+/** Public (globally routable unicast) address? Unparseable counts as not public. */
+export function isPublicAddress(ip: string): boolean {
+  const a = parseIp(ip);
+  if (!a) return false;
+  if (a.kind() === 'ipv4') return a.range() === 'unicast' && !inAny(a, V4_SPECIAL);
+  const v6 = a as ipaddr.IPv6;
+  return v6.match(V6_GLOBAL) && !inAny(v6, V6_SPECIAL);
+}
+
+/** Canonical text of an IP (IPv4-mapped IPv6 becomes IPv4), or the input if not an IP. */
+export function canonicalIp(ip: string): string {
+  return parseIp(ip)?.toString() ?? ip;
+}
+
+function isUnspecified(a: ipaddr.IPv4 | ipaddr.IPv6): boolean {
+  return a.range() === 'unspecified';
+}
+
+function localAddresses(): Set<string> {
+  const out = new Set<string>();
+  for (const list of Object.values(networkInterfaces())) {
+    for (const i of list ?? []) out.add(canonicalIp(i.address));
+  }
+  return out;
+}
+
+export interface TargetPolicyOptions {
+  allowPrivateTargets: boolean;
+  ownListeners: () => Array<{ host: string; port: number }>;
+}
+
+/** null: the gateway may dial `address:port`; else why not. `address` must be an IP literal. */
+export function checkTarget(address: string, port: number, opts: TargetPolicyOptions): TargetRefusal | null {
+  const a = parseIp(address);
+  if (!a) return 'private_target';
+  const text = a.toString();
+  for (const l of opts.ownListeners()) {
+    if (l.port !== port) continue;
+    const la = parseIp(l.host);
+    // Unknown host text, a wildcard listener, or a wildcard target: any local address reaches it.
+    if (!la || isUnspecified(la) || isUnspecified(a)) {
+      if (isUnspecified(a) || a.range() === 'loopback' || localAddresses().has(text)) return 'own_listener';
+      continue;
+    }
+    if (la.toString() === text) return 'own_listener';
+  }
+  if (!opts.allowPrivateTargets && !isPublicAddress(text)) return 'private_target';
+  return null;
+}

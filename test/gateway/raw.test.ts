@@ -1,0 +1,492 @@
+// Raw-socket tests of the gateway: split and coalesced handshakes, early data, half-close,
+// PROXY headers, timeouts and limits, SOCKS reply codes, the target policy, socket release.
+import http from 'node:http';
+import net from 'node:net';
+import fc from 'fast-check';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  RawClient,
+  basic,
+  eventually,
+  sleep,
+  socketsInState,
+  startBlackhole,
+  startTcpEcho,
+  startTestGateway,
+  type TestGateway,
+} from './helpers.js';
+
+const AUTH = basic('alice', 's3cret:pw');
+let echo: Awaited<ReturnType<typeof startTcpEcho>>;
+let t: TestGateway;
+
+beforeAll(async () => {
+  echo = await startTcpEcho();
+  t = await startTestGateway({
+    egressAddress: '127.0.0.2',
+    limits: { headerTimeoutMs: 5000, idleTimeoutMs: 5000, maxHeaderBytes: 2048, maxConnectionsPerAccount: 50 },
+  });
+});
+afterAll(async () => {
+  await t.gw.close(100);
+  echo.server.close();
+});
+
+function socksGreetingAuth(user = 'alice', pass = 's3cret:pw'): Buffer {
+  const u = Buffer.from(user);
+  const p = Buffer.from(pass);
+  return Buffer.concat([Buffer.from([5, 1, 2]), Buffer.from([1, u.length]), u, Buffer.from([p.length]), p]);
+}
+
+function socksConnectV4(host: string, port: number): Buffer {
+  return Buffer.from([5, 1, 0, 1, ...host.split('.').map(Number), port >> 8, port & 0xff]);
+}
+
+function socksConnectDomain(host: string, port: number, cmd = 1): Buffer {
+  const h = Buffer.from(host);
+  return Buffer.concat([Buffer.from([5, cmd, 0, 3, h.length]), h, Buffer.from([port >> 8, port & 0xff])]);
+}
+
+async function socksOpen(c: RawClient, request: Buffer): Promise<Buffer> {
+  c.write(socksGreetingAuth());
+  expect([...(await c.read(2))]).toEqual([5, 2]);
+  expect([...(await c.read(2))]).toEqual([1, 0]);
+  c.write(request);
+  return c.read(10);
+}
+
+describe('HTTP CONNECT framing', () => {
+  it('accepts a head split byte by byte, and passes bytes sent with the head into the tunnel', async () => {
+    const c = await RawClient.connect(t.httpPort);
+    const head = `CONNECT 127.0.0.1:${echo.port} HTTP/1.1\r\nHost: 127.0.0.1\r\nProxy-Authorization: ${AUTH}\r\n\r\n`;
+    for (const ch of head.slice(0, -1)) {
+      c.write(ch);
+      await sleep(1);
+    }
+    c.write(head.slice(-1) + 'EARLY-DATA');
+    expect(await c.readUntil('\r\n\r\n')).toBe('HTTP/1.1 200 Connection established\r\n\r\n');
+    expect((await c.read(10)).toString()).toBe('EARLY-DATA');
+    c.socket.end();
+    await c.readToEnd();
+  });
+
+  it('half-close: the client FIN reaches the target, whose reply still arrives', async () => {
+    // Target: reads until FIN, then answers with the byte count and closes.
+    const srv = net.createServer({ allowHalfOpen: true }, (s) => {
+      let n = 0;
+      s.on('data', (d: Buffer) => (n += d.length));
+      s.on('end', () => setTimeout(() => s.end(`got ${n} bytes`), 50));
+    });
+    await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
+    const port = (srv.address() as net.AddressInfo).port;
+
+    const c = await RawClient.connect(t.httpPort);
+    c.write(`CONNECT 127.0.0.1:${port} HTTP/1.1\r\nProxy-Authorization: ${AUTH}\r\n\r\nabc`);
+    c.socket.end('defg'); // FIN right away, possibly before the tunnel exists
+    expect(await c.readUntil('\r\n\r\n')).toMatch(/^HTTP\/1\.1 200 /);
+    expect((await c.readToEnd()).toString()).toBe('got 7 bytes');
+
+    const s = await RawClient.connect(t.socksPort);
+    expect((await socksOpen(s, socksConnectV4('127.0.0.1', port)))[1]).toBe(0);
+    s.write('12345');
+    s.socket.end();
+    expect((await s.readToEnd()).toString()).toBe('got 5 bytes');
+    srv.close();
+  });
+
+  it('a reset on either side ends the whole tunnel', async () => {
+    const held = new Set<net.Socket>();
+    const srv = net.createServer((s) => {
+      held.add(s);
+      s.on('error', () => {});
+      s.on('close', () => held.delete(s));
+      s.on('data', (d) => {
+        if (d.toString() === 'reset-please') s.resetAndDestroy();
+      });
+    });
+    await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
+    const port = (srv.address() as net.AddressInfo).port;
+    // Target resets: the client side closes.
+    const a = await RawClient.connect(t.httpPort);
+    a.write(`CONNECT 127.0.0.1:${port} HTTP/1.1\r\nProxy-Authorization: ${AUTH}\r\n\r\nreset-please`);
+    await a.readUntil('\r\n\r\n');
+    await a.waitClosed();
+    // Client resets: the target's socket closes.
+    const b = await RawClient.connect(t.socksPort);
+    expect((await socksOpen(b, socksConnectV4('127.0.0.1', port)))[1]).toBe(0);
+    await eventually(() => held.size === 1);
+    b.socket.resetAndDestroy();
+    await eventually(() => held.size === 0);
+    srv.close();
+  });
+
+  it('rejects malformed heads with 400 and oversize heads with 431', async () => {
+    const a = await RawClient.connect(t.httpPort);
+    a.write('CONNECT  bad\r\n\r\n');
+    expect((await a.readToEnd()).toString()).toMatch(/^HTTP\/1\.1 400 /);
+    const b = await RawClient.connect(t.httpPort);
+    b.write(`GET http://127.0.0.1/ HTTP/1.1\r\nX: ${'a'.repeat(3000)}\r\n\r\n`);
+    expect((await b.readToEnd()).toString()).toMatch(/^HTTP\/1\.1 431 /);
+    const c = await RawClient.connect(t.httpPort);
+    c.write(`CONNECT 127.0.0.1:${echo.port} HTTP/2.0\r\n\r\n`);
+    expect((await c.readToEnd()).toString()).toMatch(/^HTTP\/1\.1 505 /);
+    const d = await RawClient.connect(t.httpPort);
+    d.write(`POST http://127.0.0.1:${echo.port}/ HTTP/1.1\r\nProxy-Authorization: ${AUTH}\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n`);
+    expect((await d.readToEnd()).toString()).toMatch(/^HTTP\/1\.1 400 /);
+    const e = await RawClient.connect(t.httpPort);
+    e.write(`GET /origin-form HTTP/1.1\r\nProxy-Authorization: ${AUTH}\r\n\r\n`);
+    expect((await e.readToEnd()).toString()).toMatch(/^HTTP\/1\.1 400 /);
+  });
+
+  it('closes a slow head after the header timeout (slowloris)', async () => {
+    const g = await startTestGateway({ limits: { headerTimeoutMs: 400 } });
+    const c = await RawClient.connect(g.httpPort);
+    const started = Date.now();
+    c.write('CONNECT 127.0.0.1:1 HTTP/1.1\r\n');
+    const drip = setInterval(() => c.socket.writable && c.write('X'), 50);
+    await c.waitClosed(3000);
+    clearInterval(drip);
+    expect(Date.now() - started).toBeLessThan(1500);
+    // Same for a SOCKS5 handshake that stops half-way.
+    const s = await RawClient.connect(g.socksPort);
+    s.write(Buffer.from([5, 2, 0]));
+    await s.waitClosed(3000);
+    await g.gw.close(100);
+  });
+});
+
+describe('SOCKS5 framing', () => {
+  it('accepts the handshake byte by byte', async () => {
+    const c = await RawClient.connect(t.socksPort);
+    const all = [socksGreetingAuth(), socksConnectV4('127.0.0.1', echo.port)];
+    let i = 0;
+    for (const part of all) {
+      for (const b of part) {
+        c.write(Buffer.from([b]));
+        await sleep(1);
+      }
+      if (i++ === 0) expect([...(await c.read(4))]).toEqual([5, 2, 1, 0]);
+    }
+    const reply = await c.read(10);
+    expect(reply[1]).toBe(0);
+    expect(reply[3]).toBe(1);
+    expect([...reply.subarray(4, 8)]).toEqual([127, 0, 0, 2]); // bound address = egress
+    c.write('ping');
+    expect((await c.read(4)).toString()).toBe('ping');
+    c.socket.destroy();
+  });
+
+  it('accepts greeting, auth, request and data in one packet without losing a byte', async () => {
+    const c = await RawClient.connect(t.socksPort);
+    c.write(Buffer.concat([socksGreetingAuth(), socksConnectDomain('localhost', echo.port), Buffer.from('optimistic')]));
+    expect([...(await c.read(4))]).toEqual([5, 2, 1, 0]);
+    expect((await c.read(10))[1]).toBe(0);
+    expect((await c.read(10)).toString()).toBe('optimistic');
+    c.socket.destroy();
+  });
+
+  it('IPv6 address type (gateway without an IPv4 egress)', async () => {
+    const g = await startTestGateway();
+    const srv = await startTcpEcho('::1').catch(() => null);
+    if (!srv) return; // no IPv6 loopback here
+    const c = await RawClient.connect(g.socksPort);
+    const req = Buffer.from([5, 1, 0, 4, ...new Array(15).fill(0), 1, srv.port >> 8, srv.port & 0xff]);
+    const reply = await socksOpen(c, req);
+    expect(reply[1]).toBe(0);
+    expect(reply[3]).toBe(4);
+    await c.read(12); // rest of the IPv6 bound address
+    c.write('v6');
+    expect((await c.read(2)).toString()).toBe('v6');
+    c.socket.destroy();
+    srv.server.close();
+    await g.gw.close(100);
+  });
+
+  it('answers BIND and UDP ASSOCIATE 0x07, an unknown address type 0x08, and closes on a bad version', async () => {
+    for (const cmd of [2, 3]) {
+      const c = await RawClient.connect(t.socksPort);
+      expect((await socksOpen(c, socksConnectDomain('localhost', echo.port, cmd)))[1]).toBe(7);
+      await c.waitClosed();
+    }
+    const d = await RawClient.connect(t.socksPort);
+    expect((await socksOpen(d, Buffer.from([5, 1, 0, 9, 1, 2, 3, 4, 0, 80])))[1]).toBe(8);
+    const e = await RawClient.connect(t.socksPort);
+    e.write(Buffer.from([4, 1, 0, 80, 127, 0, 0, 1, 0]));
+    expect((await e.readToEnd()).length).toBe(0);
+    const f = await RawClient.connect(t.socksPort);
+    f.write(Buffer.from([5, 1, 2, 2, 5, 'alice'.charCodeAt(0)]));
+    f.write(Buffer.from('lice'));
+    expect([...(await f.read(2))]).toEqual([5, 2]);
+    expect([...(await f.readToEnd())]).toEqual([1, 1]); // RFC 1929 version must be 1
+  });
+
+  it('0x02 for refused targets and 0x05 for refused connections', async () => {
+    const g = await startTestGateway({ allowPrivateTargets: false });
+    const c = await RawClient.connect(g.socksPort);
+    expect((await socksOpen(c, socksConnectV4('10.1.2.3', 80)))[1]).toBe(2);
+    const d = await RawClient.connect(g.socksPort);
+    // IPv4-mapped IPv6 loopback: still loopback.
+    const mapped = Buffer.from([5, 1, 0, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 127, 0, 0, 1, 0, 80]);
+    expect((await socksOpen(d, mapped))[1]).toBe(2);
+    await g.gw.close(100);
+    const closed = net.createServer();
+    await new Promise<void>((r) => closed.listen(0, '127.0.0.1', r));
+    const port = (closed.address() as net.AddressInfo).port;
+    await new Promise((r) => closed.close(r));
+    const e = await RawClient.connect(t.socksPort);
+    expect((await socksOpen(e, socksConnectV4('127.0.0.1', port)))[1]).toBe(5);
+  });
+});
+
+describe('forward path details', () => {
+  it('passes 100 Continue through, then the final response with Connection: close', async () => {
+    const srv = http.createServer((req, res) => {
+      let n = 0;
+      req.on('data', (d: Buffer) => (n += d.length));
+      req.on('end', () => res.end(`got ${n}`));
+    });
+    await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
+    const port = (srv.address() as net.AddressInfo).port;
+    const c = await RawClient.connect(t.httpPort);
+    c.write(
+      `PUT http://127.0.0.1:${port}/up HTTP/1.1\r\nHost: x\r\nProxy-Authorization: ${AUTH}\r\n` +
+        'Expect: 100-continue\r\nContent-Length: 5\r\nConnection: keep-alive\r\n\r\n',
+    );
+    expect(await c.readUntil('\r\n\r\n')).toBe('HTTP/1.1 100 Continue\r\n\r\n');
+    c.write('12345');
+    const res = (await c.readToEnd()).toString();
+    expect(res).toMatch(/^HTTP\/1\.1 200 OK\r\n/);
+    expect(res).toContain('\r\nConnection: close\r\n');
+    expect(res).not.toMatch(/keep-alive/i);
+    expect(res.endsWith('got 5')).toBe(true);
+    srv.close();
+  });
+
+  it('does not forward a second, pipelined request', async () => {
+    const seen: string[] = [];
+    const srv = http.createServer((req, res) => {
+      seen.push(req.url ?? '');
+      res.end('one');
+    });
+    await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
+    const port = (srv.address() as net.AddressInfo).port;
+    const c = await RawClient.connect(t.httpPort);
+    c.write(
+      `GET http://127.0.0.1:${port}/a HTTP/1.1\r\nProxy-Authorization: ${AUTH}\r\n\r\n` +
+        `GET http://127.0.0.1:${port}/b HTTP/1.1\r\n\r\n`,
+    );
+    const res = (await c.readToEnd()).toString();
+    expect(res.endsWith('one')).toBe(true);
+    expect(seen).toEqual(['/a']);
+    srv.close();
+  });
+});
+
+describe('junk on the wire', () => {
+  it('random bytes never crash a listener; every connection is released', async () => {
+    const g = await startTestGateway({ limits: { headerTimeoutMs: 150 }, proxyProtocolFrom: ['127.0.0.1'] });
+    const prefixes = [Buffer.alloc(0), Buffer.from([5]), Buffer.from([5, 1, 0]), Buffer.from('CONNECT '), Buffer.from('PROXY '), Buffer.from('0d0a0d0a000d0a515549540a21', 'hex')];
+    await fc.assert(
+      fc.asyncProperty(fc.uint8Array({ maxLength: 200 }), fc.nat(prefixes.length - 1), fc.boolean(), async (bytes, p, socks) => {
+        const c = await RawClient.connect(socks ? g.socksPort : g.httpPort);
+        c.write(Buffer.concat([prefixes[p] as Buffer, Buffer.from(bytes)]));
+        await c.waitClosed(3000);
+        c.socket.destroy();
+      }),
+      { numRuns: 40 },
+    );
+    await eventually(() => g.gw.stats().connectionsOpen === 0, 3000);
+    await g.gw.close(100);
+  });
+});
+
+describe('connect timeout', () => {
+  it('504 for CONNECT and absolute-form, 0x06 for SOCKS5', async () => {
+    const hole = await startBlackhole();
+    const g = await startTestGateway({ limits: { connectTimeoutMs: 300 } });
+    try {
+      const c = await RawClient.connect(g.httpPort);
+      c.write(`CONNECT 127.0.0.1:${hole.port} HTTP/1.1\r\nProxy-Authorization: ${AUTH}\r\n\r\n`);
+      expect((await c.readToEnd(3000)).toString()).toMatch(/^HTTP\/1\.1 504 /);
+      const f = await RawClient.connect(g.httpPort);
+      f.write(`GET http://127.0.0.1:${hole.port}/ HTTP/1.1\r\nProxy-Authorization: ${AUTH}\r\n\r\n`);
+      expect((await f.readToEnd(3000)).toString()).toMatch(/^HTTP\/1\.1 504 /);
+      const s = await RawClient.connect(g.socksPort);
+      expect((await socksOpen(s, socksConnectV4('127.0.0.1', hole.port)))[1]).toBe(6);
+    } finally {
+      hole.stop();
+      await g.gw.close(100);
+    }
+  });
+});
+
+describe('target policy', () => {
+  it('refuses private, reserved and own-listener targets; resolves names before checking', async () => {
+    const lookup = async (host: string): Promise<Array<{ address: string; family: 4 | 6 }>> =>
+      host === 'rebind.example' ? [{ address: '127.0.0.1', family: 4 }] : [{ address: '192.168.1.1', family: 4 }];
+    const g = await startTestGateway({ allowPrivateTargets: false, lookup, ownListeners: () => [{ host: '127.0.0.1', port: 8080 }] });
+    const targets = [
+      '127.0.0.1:80', '10.0.0.1:80', '172.16.0.1:443', '192.168.0.1:80', '169.254.169.254:80', '100.64.0.1:80',
+      '224.0.0.1:80', '240.0.0.1:80', '0.0.0.0:80', '[::1]:80', '[::ffff:127.0.0.1]:80', '[fe80::1]:80', '[fc00::1]:80',
+      'rebind.example:80', 'internal.example:443', '2130706433:80',
+    ];
+    for (const target of targets) {
+      const c = await RawClient.connect(g.httpPort);
+      c.write(`CONNECT ${target} HTTP/1.1\r\nProxy-Authorization: ${AUTH}\r\n\r\n`);
+      const res = (await c.readToEnd()).toString();
+      expect(res, target).toMatch(/^HTTP\/1\.1 (403|502) /);
+    }
+    await g.gw.close(100);
+
+    // With private targets allowed, the daemon's and the gateway's own listeners stay refused.
+    const h = await startTestGateway({ ownListeners: () => [{ host: '127.0.0.1', port: echo.port }] });
+    for (const target of [`127.0.0.1:${echo.port}`, `0.0.0.0:${echo.port}`, `127.0.0.1:${h.httpPort}`, `localhost:${h.socksPort}`]) {
+      const c = await RawClient.connect(h.httpPort);
+      c.write(`CONNECT ${target} HTTP/1.1\r\nProxy-Authorization: ${AUTH}\r\n\r\n`);
+      expect((await c.readToEnd()).toString(), target).toMatch(/^HTTP\/1\.1 403 /);
+    }
+    expect(h.gw.stats().targetRefusals.own_listener).toBe(4);
+    await h.gw.close(100);
+  });
+});
+
+describe('PROXY protocol', () => {
+  it('v1 from a trusted peer sets the admission source; also fine without a header', async () => {
+    const g = await startTestGateway({ proxyProtocolFrom: ['127.0.0.1'] });
+    g.admission.whitelist.set('203.0.113.50', 9);
+    const c = await RawClient.connect(g.httpPort);
+    c.write(`PROXY TCP4 203.0.113.50 127.0.0.1 40000 ${g.httpPort}\r\nCONNECT 127.0.0.1:${echo.port} HTTP/1.1\r\n\r\nhi`);
+    expect(await c.readUntil('\r\n\r\n')).toMatch(/^HTTP\/1\.1 200 /);
+    expect((await c.read(2)).toString()).toBe('hi');
+    c.socket.destroy();
+    const d = await RawClient.connect(g.httpPort);
+    d.write(`PROXY TCP4 203.0.113.51 127.0.0.1 40000 ${g.httpPort}\r\nCONNECT 127.0.0.1:${echo.port} HTTP/1.1\r\n\r\n`);
+    expect((await d.readToEnd()).toString()).toMatch(/^HTTP\/1\.1 407 /);
+    const e = await RawClient.connect(g.httpPort);
+    e.write(`CONNECT 127.0.0.1:${echo.port} HTTP/1.1\r\nProxy-Authorization: ${AUTH}\r\n\r\n`);
+    expect(await e.readUntil('\r\n\r\n')).toMatch(/^HTTP\/1\.1 200 /);
+    e.socket.destroy();
+    // A malformed header from a trusted peer: closed, no reply.
+    const f = await RawClient.connect(g.httpPort);
+    f.write('PROXY TCP4 999.0.0.1 127.0.0.1 1 2\r\n');
+    expect((await f.readToEnd()).length).toBe(0);
+    await g.gw.close(100);
+  });
+
+  it('v2 before SOCKS5; a header from an untrusted peer closes the connection', async () => {
+    const g = await startTestGateway({ proxyProtocolFrom: ['127.0.0.1/32'] });
+    g.admission.whitelist.set('198.51.100.20', 3);
+    const hdr = Buffer.concat([
+      Buffer.from('0d0a0d0a000d0a515549540a', 'hex'),
+      Buffer.from([0x21, 0x11, 0, 12, 198, 51, 100, 20, 127, 0, 0, 1, 0x9c, 0x40, 0x04, 0x38]),
+    ]);
+    const c = await RawClient.connect(g.socksPort);
+    for (const b of Buffer.concat([hdr, Buffer.from([5, 1, 0])])) c.write(Buffer.from([b]));
+    expect([...(await c.read(2))]).toEqual([5, 0]);
+    c.write(socksConnectV4('127.0.0.1', echo.port));
+    expect((await c.read(10))[1]).toBe(0);
+    c.socket.destroy();
+    await g.gw.close(100);
+
+    const u = await RawClient.connect(t.socksPort); // t trusts nobody
+    u.write(Buffer.concat([hdr, Buffer.from([5, 1, 0])]));
+    expect((await u.readToEnd()).length).toBe(0);
+  });
+});
+
+describe('limits and accounting', () => {
+  it('idle tunnels are closed after the idle timeout', async () => {
+    const g = await startTestGateway({ limits: { idleTimeoutMs: 300 } });
+    const c = await RawClient.connect(g.httpPort);
+    c.write(`CONNECT 127.0.0.1:${echo.port} HTTP/1.1\r\nProxy-Authorization: ${AUTH}\r\n\r\n`);
+    await c.readUntil('\r\n\r\n');
+    const started = Date.now();
+    await c.waitClosed(3000);
+    expect(Date.now() - started).toBeGreaterThanOrEqual(250);
+    await g.gw.close(100);
+  });
+
+  it('caps connections per account (429) and in total (503)', async () => {
+    const g = await startTestGateway({ limits: { maxConnectionsPerAccount: 2, maxConnectionsTotal: 4 } });
+    const open: RawClient[] = [];
+    for (let i = 0; i < 2; i++) {
+      const c = await RawClient.connect(g.httpPort);
+      c.write(`CONNECT 127.0.0.1:${echo.port} HTTP/1.1\r\nProxy-Authorization: ${AUTH}\r\n\r\n`);
+      await c.readUntil('\r\n\r\n');
+      open.push(c);
+    }
+    const third = await RawClient.connect(g.httpPort);
+    third.write(`CONNECT 127.0.0.1:${echo.port} HTTP/1.1\r\nProxy-Authorization: ${AUTH}\r\n\r\n`);
+    expect((await third.readToEnd()).toString()).toMatch(/^HTTP\/1\.1 429 /);
+    const s = await RawClient.connect(g.socksPort);
+    s.write(socksGreetingAuth());
+    expect([...(await s.readToEnd())]).toEqual([5, 2, 1, 1]);
+    open[0]?.socket.destroy();
+    await eventually(() => g.gw.stats().connectionsOpen === 1);
+    const again = await RawClient.connect(g.httpPort);
+    again.write(`CONNECT 127.0.0.1:${echo.port} HTTP/1.1\r\nProxy-Authorization: ${AUTH}\r\n\r\n`);
+    expect(await again.readUntil('\r\n\r\n')).toMatch(/^HTTP\/1\.1 200 /);
+    open.push(again);
+    // Total: two idle handshakes fill it up.
+    const idle = [await RawClient.connect(g.httpPort), await RawClient.connect(g.httpPort)];
+    await eventually(() => g.gw.stats().connectionsOpen === 4);
+    const over = await RawClient.connect(g.httpPort);
+    expect((await over.readToEnd()).toString()).toMatch(/^HTTP\/1\.1 503 /);
+    for (const c of [...open, ...idle]) c.socket.destroy();
+    await g.gw.close(100);
+  });
+
+  it('reports per-account bytes and connections to the TrafficSink and stats()', async () => {
+    const g = await startTestGateway();
+    const c = await RawClient.connect(g.httpPort);
+    c.write(`CONNECT 127.0.0.1:${echo.port} HTTP/1.1\r\nProxy-Authorization: ${AUTH}\r\n\r\n0123456789`);
+    await c.readUntil('\r\n\r\n');
+    await c.read(10);
+    c.write('abcde');
+    await c.read(5);
+    c.socket.end();
+    await c.readToEnd();
+    await eventually(() => g.sink.closed.length === 1);
+    expect(g.sink.opened).toEqual([1]);
+    expect(g.sink.closed[0]).toEqual({ accountId: 1, up: 15, down: 15 });
+    const st = g.gw.stats();
+    expect(st.connectionsTotal.connect).toBe(1);
+    expect(st.bytesUp).toBe(15);
+    expect(st.connectionsOpen).toBe(0);
+    await g.gw.close(100);
+  });
+
+  it('an admission that throws gives 503, never a crash or an open door', async () => {
+    const g = await startTestGateway();
+    g.admission.admitByCredentials = async () => {
+      throw new Error('db down');
+    };
+    const c = await RawClient.connect(g.httpPort);
+    c.write(`CONNECT 127.0.0.1:${echo.port} HTTP/1.1\r\nProxy-Authorization: ${AUTH}\r\n\r\n`);
+    expect((await c.readToEnd()).toString()).toMatch(/^HTTP\/1\.1 503 /);
+    await g.gw.close(100);
+  });
+
+  it('close(drainMs) lets tunnels drain, then ends them', async () => {
+    const g = await startTestGateway();
+    const c = await RawClient.connect(g.httpPort);
+    c.write(`CONNECT 127.0.0.1:${echo.port} HTTP/1.1\r\nProxy-Authorization: ${AUTH}\r\n\r\n`);
+    await c.readUntil('\r\n\r\n');
+    const closing = g.gw.close(300);
+    c.write('during drain');
+    expect((await c.read(12)).toString()).toBe('during drain');
+    await closing;
+    await c.waitClosed();
+  });
+
+  it('leaves no CLOSE_WAIT or FIN_WAIT_2 sockets behind', async () => {
+    // Gateway side of client connections, and its outgoing connections to the echo target.
+    const held = (): number =>
+      socketsInState(t.httpPort, ['CLOSE_WAIT', 'FIN_WAIT2']) +
+      socketsInState(t.socksPort, ['CLOSE_WAIT', 'FIN_WAIT2']) +
+      socketsInState(echo.port, ['CLOSE_WAIT', 'FIN_WAIT2'], 'remote');
+    await eventually(() => held() === 0, 3000);
+    await eventually(() => t.gw.stats().connectionsOpen === 0, 3000);
+    await eventually(() => echo.sockets.size === 0, 3000);
+  });
+});
