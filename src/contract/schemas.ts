@@ -81,6 +81,11 @@ export type BatchResult = z.infer<typeof BatchResultSchema>;
 // A path segment fit to echo back in a message: short and plain (client keys can hold any bytes).
 const plainSegment = (s: PropertyKey): string => (/^[A-Za-z0-9_-]{1,32}$/.test(String(s)) ? String(s) : '(unprintable)');
 
+/** Unix seconds as ISO 8601 UTC with whole seconds and a `Z` (`2026-11-21T10:00:00Z`). */
+export function isoSeconds(unixSeconds: number): string {
+  return new Date(unixSeconds * 1000).toISOString().replace(/\.\d{3}Z$/, 'Z');
+}
+
 /** Name of the first offending field in a zod error, for a 10400 message. */
 export function firstIssueField(err: z.ZodError): string {
   const issue = err.issues[0];

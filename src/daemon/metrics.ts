@@ -44,55 +44,27 @@ export class Metrics {
         if (s) this.set(s.connectionsOpen);
       },
     });
-    new Counter({
-      name: 'proxyd_gateway_connections_total',
-      help: 'Gateway connections accepted, by protocol path',
-      labelNames: ['path'],
-      registers: [this.registry],
-      collect() {
-        const s = self.gatewayStats?.();
-        if (!s) return;
-        this.reset();
-        for (const [path, n] of Object.entries(s.connectionsTotal)) this.inc({ path }, n);
-      },
-    });
-    new Counter({
-      name: 'proxyd_gateway_admission_failures_total',
-      help: 'Gateway connections refused at admission, by reason',
-      labelNames: ['reason'],
-      registers: [this.registry],
-      collect() {
-        const s = self.gatewayStats?.();
-        if (!s) return;
-        this.reset();
-        for (const [reason, n] of Object.entries(s.admissionFailures)) this.inc({ reason }, n);
-      },
-    });
-    new Counter({
-      name: 'proxyd_gateway_target_refusals_total',
-      help: 'Gateway targets refused, by reason',
-      labelNames: ['reason'],
-      registers: [this.registry],
-      collect() {
-        const s = self.gatewayStats?.();
-        if (!s) return;
-        this.reset();
-        for (const [reason, n] of Object.entries(s.targetRefusals)) this.inc({ reason }, n);
-      },
-    });
-    new Counter({
-      name: 'proxyd_gateway_bytes_total',
-      help: 'Bytes relayed by the gateway, by direction (up = client to target)',
-      labelNames: ['direction'],
-      registers: [this.registry],
-      collect() {
-        const s = self.gatewayStats?.();
-        if (!s) return;
-        this.reset();
-        this.inc({ direction: 'up' }, s.bytesUp);
-        this.inc({ direction: 'down' }, s.bytesDown);
-      },
-    });
+    // Gateway totals are read from the gateway at scrape time, one labelled counter per breakdown.
+    const fromGateway = (name: string, help: string, label: string, values: (s: GatewayStats) => Record<string, number>) =>
+      new Counter({
+        name,
+        help,
+        labelNames: [label],
+        registers: [this.registry],
+        collect() {
+          const s = self.gatewayStats?.();
+          if (!s) return;
+          this.reset();
+          for (const [value, n] of Object.entries(values(s))) this.inc({ [label]: value }, n);
+        },
+      });
+    fromGateway('proxyd_gateway_connections_total', 'Gateway connections accepted, by protocol path', 'path', (s) => s.connectionsTotal);
+    fromGateway('proxyd_gateway_admission_failures_total', 'Gateway connections refused at admission, by reason', 'reason', (s) => s.admissionFailures);
+    fromGateway('proxyd_gateway_target_refusals_total', 'Gateway targets refused, by reason', 'reason', (s) => s.targetRefusals);
+    fromGateway('proxyd_gateway_bytes_total', 'Bytes relayed by the gateway, by direction (up = client to target)', 'direction', (s) => ({
+      up: s.bytesUp,
+      down: s.bytesDown,
+    }));
   }
 
   attachGateway(stats: () => GatewayStats): void {

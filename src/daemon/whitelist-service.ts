@@ -1,7 +1,7 @@
 // The whitelist rules of SPEC 3.4-3.6, shared by the API and the console (one implementation).
 import { BusinessError, Code, ITEM_REASON, partialMessage, type ItemCode } from '../contract/codes.js';
 import { checkWhitelistIpv4, codePointLength, isStrictIPv4, MAX_REMARK_CODE_POINTS } from '../contract/ipv4.js';
-import type { BatchResult, FailedItem, ListData, ListQuery, WhitelistItem } from '../contract/schemas.js';
+import { isoSeconds, type BatchResult, type FailedItem, type ListData, type ListQuery, type WhitelistItem } from '../contract/schemas.js';
 import { isMainlandChina, type CountryLookup } from './geo.js';
 import type { Store, WhitelistEntry } from './store/index.js';
 
@@ -15,7 +15,7 @@ export function toApiItem(e: WhitelistEntry): WhitelistItem {
     ip: e.ip,
     remark: e.remark,
     status: e.status,
-    created_at: new Date(e.created_at * 1000).toISOString().replace(/\.\d{3}Z$/, 'Z'),
+    created_at: isoSeconds(e.created_at),
   };
 }
 

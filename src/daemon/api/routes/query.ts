@@ -1,6 +1,8 @@
 import type { FastifyRequest } from 'fastify';
+import type { z } from 'zod';
 import { BusinessError, Code } from '../../../contract/codes.js';
-import { API_KEY_PARAM } from '../../../contract/paths.js';
+import { API_KEY_PARAM, MAX_BATCH_ITEMS } from '../../../contract/paths.js';
+import { firstIssueField } from '../../../contract/schemas.js';
 import { rawQuery } from '../auth.js';
 
 /** add/delete take only `api_key` in the query. */
@@ -13,4 +15,13 @@ export function rejectExtraQuery(request: FastifyRequest): void {
 /** A parameter name fit to echo back: short and plain, else a placeholder. */
 export function safeName(key: string): string {
   return /^[A-Za-z0-9_.-]{1,32}$/.test(key) ? key : '(unprintable)';
+}
+
+/** An add/delete body: more than 100 elements in `key` is 10413 (checked first), else the schema decides (10400). */
+export function parseBatchBody<S extends z.ZodType>(body: unknown, key: 'items' | 'ips', schema: S): z.infer<S> {
+  const list = (body as Record<string, unknown> | null)?.[key];
+  if (Array.isArray(list) && list.length > MAX_BATCH_ITEMS) throw new BusinessError(Code.TOO_MANY_ITEMS);
+  const r = schema.safeParse(body);
+  if (!r.success) throw new BusinessError(Code.INVALID_PARAMS, `invalid parameters: ${firstIssueField(r.error)}`);
+  return r.data;
 }

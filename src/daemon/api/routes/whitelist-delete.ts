@@ -1,20 +1,15 @@
 // POST /openapi/v1/proxy/whitelist/delete (SPEC 3.6)
 import type { FastifyInstance } from 'fastify';
-import { BusinessError, Code } from '../../../contract/codes.js';
-import { API_PATHS, MAX_BATCH_ITEMS } from '../../../contract/paths.js';
-import { DeleteBodySchema, firstIssueField } from '../../../contract/schemas.js';
+import { API_PATHS } from '../../../contract/paths.js';
+import { DeleteBodySchema } from '../../../contract/schemas.js';
 import type { ApiContext } from '../context.js';
 import { makeAuthHook } from '../auth.js';
 import { parseJsonBody } from '../body.js';
 import { sendEnvelope } from '../envelope.js';
-import { rejectExtraQuery } from './query.js';
+import { parseBatchBody, rejectExtraQuery } from './query.js';
 
 export function parseDeleteBody(body: unknown) {
-  const ips = (body as { ips?: unknown } | null)?.ips;
-  if (Array.isArray(ips) && ips.length > MAX_BATCH_ITEMS) throw new BusinessError(Code.TOO_MANY_ITEMS);
-  const r = DeleteBodySchema.safeParse(body);
-  if (!r.success) throw new BusinessError(Code.INVALID_PARAMS, `invalid parameters: ${firstIssueField(r.error)}`);
-  return r.data;
+  return parseBatchBody(body, 'ips', DeleteBodySchema);
 }
 
 export default function deleteRoute(app: FastifyInstance, ctx: ApiContext): void {

@@ -3,9 +3,9 @@ import type { FastifyInstance } from 'fastify';
 import { generatePassword, hashPassword } from '../../secrets.js';
 import { accountOf, field, seeOther, sendHtml, setFlash, takeFlash, type ConsoleDeps } from '../deps.js';
 import { proxyUsersPage } from '../pages/proxy-users.js';
+import { PROXY_USERNAME_RE } from '../../admin.js';
 
 /** The same rule as `proxyd admin proxy-user create`. */
-export const PROXY_USERNAME_RE = /^[A-Za-z0-9._-]{3,64}$/;
 
 export default function proxyUserRoutes(app: FastifyInstance, deps: ConsoleDeps): void {
   const users = deps.ctx.store.proxyUsers;
