@@ -3,8 +3,8 @@
 // duration of a 100-item add. Starts its own `proxyd serve` with the production limits and spreads the
 // load over enough accounts that no token passes its limit (60 lists / 10 adds per rolling minute).
 //
-//   node bench/api.mjs [--rate 500] [--seconds 10] [--workers 1]
-import { spawn } from 'node:child_process';
+//   node bench/api.mjs [--rate 500] [--seconds 10] [--workers 1] [--pin]
+import { spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -20,6 +20,8 @@ const args = Object.fromEntries(
 const rate = Number(args.rate ?? 500);
 const seconds = Number(args.seconds ?? 10);
 const workers = Number(args.workers ?? 1);
+// --pin: the daemon on core 0, this load generator on core 1 (taskset), so neither steals the other's CPU.
+const pin = args.pin !== undefined;
 
 function pct(sorted, p) {
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))];
@@ -27,15 +29,24 @@ function pct(sorted, p) {
 
 async function startDaemon(dataDir) {
   const proc = spawn(
-    process.execPath,
-    [PROXYD, 'serve', '--data-dir', dataDir, '--api-listen', '127.0.0.1:0', '--http-proxy-listen', '127.0.0.1:0', '--socks-listen', '127.0.0.1:0',
-      '--workers', String(workers), '--log-level', 'warn'],
-    { stdio: ['ignore', 'pipe', 'inherit'] },
+    pin ? 'taskset' : process.execPath,
+    [...(pin ? ['-c', '0', process.execPath] : []), PROXYD, 'serve', '--data-dir', dataDir, '--api-listen', '127.0.0.1:0', '--http-proxy-listen', '127.0.0.1:0', '--socks-listen', '127.0.0.1:0',
+      '--workers', String(workers), '--log-level', 'info'],
+    { stdio: ['ignore', 'pipe', 'pipe'] },
   );
+  // The daemon's own per-request line carries its handling time: the server side of the latency.
+  createInterface({ input: proc.stderr }).on('line', (l) => {
+    if (!measuring || !l.includes('"route":"/openapi/v1/proxy/whitelist/list"')) return;
+    const ms = JSON.parse(l).ms;
+    if (typeof ms === 'number') serverMs.push(ms);
+  });
   const line = await new Promise((resolve) => createInterface({ input: proc.stdout }).once('line', resolve));
   return { proc, ready: JSON.parse(line) };
 }
 
+let measuring = false;
+const serverMs = [];
+if (pin) spawnSync('taskset', ['-cp', '1', String(process.pid)]);
 const dataDir = mkdtempSync(path.join(tmpdir(), 'proxyd-bench-'));
 const { proc, ready } = await startDaemon(dataDir);
 const base = ready.api;
@@ -82,7 +93,9 @@ addMs.sort((a, b) => a - b);
 // Warm up, then an open-loop list load at `rate` requests/s for `seconds`.
 for (let i = 0; i < 500; i++) await request(`${base}/openapi/v1/proxy/whitelist/list?${q()}`, { dispatcher }).then((r) => r.body.json());
 const lat = [];
+const latFromSend = [];
 let errors = 0;
+measuring = true;
 const total = rate * seconds;
 const start = performance.now();
 const inflight = [];
@@ -97,19 +110,28 @@ for (let i = 0; i < total; i++) {
         const b = await r.body.json();
         if (b.code !== 200) errors++;
         // Latency from when the request was due, so a stalled sender counts against us (no coordinated omission).
-        lat.push(performance.now() - Math.min(t0, due));
+        const done = performance.now();
+        lat.push(done - Math.min(t0, due));
+        latFromSend.push(done - t0);
       })
       .catch(() => errors++),
   );
 }
 await Promise.all(inflight);
+await new Promise((r) => setTimeout(r, 200));
+measuring = false;
+serverMs.sort((a, b) => a - b);
 const elapsed = (performance.now() - start) / 1000;
 lat.sort((a, b) => a - b);
+latFromSend.sort((a, b) => a - b);
 
 const result = {
   node: process.version,
   workers,
+  pinned: pin,
   list: { rate_target: rate, achieved_rps: Math.round(lat.length / elapsed), requests: lat.length, errors, p50_ms: +pct(lat, 50).toFixed(3), p99_ms: +pct(lat, 99).toFixed(3), max_ms: +lat[lat.length - 1].toFixed(3) },
+  list_from_send: { p50_ms: +pct(latFromSend, 50).toFixed(3), p99_ms: +pct(latFromSend, 99).toFixed(3) },
+  list_server_side: { requests: serverMs.length, p50_ms: serverMs.length ? pct(serverMs, 50) : null, p99_ms: serverMs.length ? pct(serverMs, 99) : null },
   add100: { rounds: addMs.length, p50_ms: +pct(addMs, 50).toFixed(2), max_ms: +addMs[addMs.length - 1].toFixed(2) },
 };
 console.log(JSON.stringify(result, null, 2));
