@@ -3,9 +3,9 @@
 // duration of a 100-item add. Starts its own `proxyd serve` with the production limits and spreads the
 // load over enough accounts that no token passes its limit (60 lists / 10 adds per rolling minute).
 //
-//   node bench/api.mjs [--rate 500] [--seconds 10] [--workers 1] [--pin]
+//   node bench/api.mjs [--rate 500] [--seconds 10] [--workers 1] [--pin] [--baseline]
 import { spawn, spawnSync } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
@@ -22,6 +22,9 @@ const seconds = Number(args.seconds ?? 10);
 const workers = Number(args.workers ?? 1);
 // --pin: the daemon on core 0, this load generator on core 1 (taskset), so neither steals the other's CPU.
 const pin = args.pin !== undefined;
+// --baseline: the same open-loop load against GET /healthz (no token, no database) to show what the
+// load generator and the HTTP stack cost on their own on this machine.
+const baseline = args.baseline !== undefined;
 
 function pct(sorted, p) {
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))];
@@ -30,24 +33,19 @@ function pct(sorted, p) {
 async function startDaemon(dataDir) {
   const proc = spawn(
     pin ? 'taskset' : process.execPath,
-    [...(pin ? ['-c', '0', process.execPath] : []), PROXYD, 'serve', '--data-dir', dataDir, '--api-listen', '127.0.0.1:0', '--http-proxy-listen', '127.0.0.1:0', '--socks-listen', '127.0.0.1:0',
+    [...(pin ? ['-c', '0', process.execPath] : []), ...(args.prof ? ['--cpu-prof', `--cpu-prof-dir=${args.prof}`] : []), PROXYD, 'serve', '--data-dir', dataDir, '--api-listen', '127.0.0.1:0', '--http-proxy-listen', '127.0.0.1:0', '--socks-listen', '127.0.0.1:0',
       '--workers', String(workers), '--log-level', 'info'],
-    { stdio: ['ignore', 'pipe', 'pipe'] },
+    // Logs at the production default (info, one line per request) into a file, like a log sink would
+    // take them; read afterwards for the server-side handling times.
+    { stdio: ['ignore', 'pipe', openSync(logFile, 'w')] },
   );
-  // The daemon's own per-request line carries its handling time: the server side of the latency.
-  createInterface({ input: proc.stderr }).on('line', (l) => {
-    if (!measuring || !l.includes('"route":"/openapi/v1/proxy/whitelist/list"')) return;
-    const ms = JSON.parse(l).ms;
-    if (typeof ms === 'number') serverMs.push(ms);
-  });
   const line = await new Promise((resolve) => createInterface({ input: proc.stdout }).once('line', resolve));
   return { proc, ready: JSON.parse(line) };
 }
 
-let measuring = false;
-const serverMs = [];
 if (pin) spawnSync('taskset', ['-cp', '1', String(process.pid)]);
 const dataDir = mkdtempSync(path.join(tmpdir(), 'proxyd-bench-'));
+const logFile = path.join(dataDir, 'daemon.log');
 const { proc, ready } = await startDaemon(dataDir);
 const base = ready.api;
 const dispatcher = new Agent({ connections: 64, pipelining: 1 });
@@ -95,7 +93,7 @@ for (let i = 0; i < 500; i++) await request(`${base}/openapi/v1/proxy/whitelist/
 const lat = [];
 const latFromSend = [];
 let errors = 0;
-measuring = true;
+const windowStart = Date.now();
 const total = rate * seconds;
 const start = performance.now();
 const inflight = [];
@@ -105,10 +103,10 @@ for (let i = 0; i < total; i++) {
   if (wait > 1) await new Promise((r) => setTimeout(r, wait));
   const t0 = performance.now();
   inflight.push(
-    request(`${base}/openapi/v1/proxy/whitelist/list?${q()}&page_size=20`, { dispatcher })
+    request(baseline ? `${base}/healthz` : `${base}/openapi/v1/proxy/whitelist/list?${q()}&page_size=20`, { dispatcher })
       .then(async (r) => {
-        const b = await r.body.json();
-        if (b.code !== 200) errors++;
+        const b = await r.body.text();
+        if (!b.startsWith(baseline ? '{"status":"ok"' : '{"code":200,')) errors++;
         // Latency from when the request was due, so a stalled sender counts against us (no coordinated omission).
         const done = performance.now();
         lat.push(done - Math.min(t0, due));
@@ -119,8 +117,14 @@ for (let i = 0; i < total; i++) {
 }
 await Promise.all(inflight);
 await new Promise((r) => setTimeout(r, 200));
-measuring = false;
-serverMs.sort((a, b) => a - b);
+// The daemon's own per-request line carries its handling time: the server side of the latency.
+const serverMs = readFileSync(logFile, 'utf8')
+  .split('\n')
+  .filter((l) => l.includes('"route":"/openapi/v1/proxy/whitelist/list"') || (baseline && l.includes('"route":"/healthz"')))
+  .map((l) => JSON.parse(l))
+  .filter((l) => l.time >= windowStart && typeof l.ms === 'number')
+  .map((l) => l.ms)
+  .sort((a, b) => a - b);
 const elapsed = (performance.now() - start) / 1000;
 lat.sort((a, b) => a - b);
 latFromSend.sort((a, b) => a - b);
@@ -129,6 +133,7 @@ const result = {
   node: process.version,
   workers,
   pinned: pin,
+  path: baseline ? '/healthz' : '/openapi/v1/proxy/whitelist/list',
   list: { rate_target: rate, achieved_rps: Math.round(lat.length / elapsed), requests: lat.length, errors, p50_ms: +pct(lat, 50).toFixed(3), p99_ms: +pct(lat, 99).toFixed(3), max_ms: +lat[lat.length - 1].toFixed(3) },
   list_from_send: { p50_ms: +pct(latFromSend, 50).toFixed(3), p99_ms: +pct(latFromSend, 99).toFixed(3) },
   list_server_side: { requests: serverMs.length, p50_ms: serverMs.length ? pct(serverMs, 50) : null, p99_ms: serverMs.length ? pct(serverMs, 99) : null },

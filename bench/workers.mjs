@@ -21,6 +21,7 @@ const arg = (name, def) => {
 const SECONDS = arg('seconds', 5);
 const CONCURRENCY = arg('concurrency', 32);
 const TUNNELS = arg('tunnels', 8);
+const TOKENS = arg('tokens', 800);
 
 function adminJson(dataDir, args, input = '') {
   const r = spawnSync(process.execPath, [PROXYD, 'admin', ...args, '--data-dir', dataDir], { input, encoding: 'utf8' });
@@ -33,21 +34,34 @@ async function startDaemon(workers, redisUrl) {
   adminJson(dataDir, ['account', 'create', '--email', 'bench@example.com', '--password-stdin', '--verified'], 'bench password 123\n');
   const { token } = adminJson(dataDir, ['token', 'reset', '--email', 'bench@example.com']);
   const pu = adminJson(dataDir, ['proxy-user', 'create', '--email', 'bench@example.com', '--username', 'bench']);
+  // Production limits (60 lists per token per rolling minute), with enough accounts that no token hits
+  // its limit: one token under a raised limit would make the sliding-window log itself the benchmark.
+  const { Store } = await import(path.join(ROOT, 'dist/daemon/store/index.js'));
+  const { mintToken } = await import(path.join(ROOT, 'dist/daemon/secrets.js'));
+  const store = Store.open(dataDir);
+  const tokens = Array.from({ length: TOKENS }, (_, i) => {
+    const a = store.accounts.create(`load${i}@example.com`, 'unused', true);
+    const t = mintToken();
+    store.tokens.replace(a.id, t.accessKey, t.secretHash);
+    return t.token;
+  });
+  store.close();
   const proc = spawn(
     process.execPath,
     [PROXYD, 'serve', '--data-dir', dataDir, '--api-listen', '127.0.0.1:0', '--http-proxy-listen', '127.0.0.1:0', '--socks-listen', '127.0.0.1:0',
-      '--workers', String(workers), ...(redisUrl ? ['--redis-url', redisUrl] : []), '--allow-private-targets', '--log-level', 'warn', '--rate-limits', 'list=100000000,add=100000000,delete=100000000,invalid=100000000'],
+      '--workers', String(workers), ...(redisUrl ? ['--redis-url', redisUrl] : []), '--allow-private-targets', '--log-level', 'warn'],
     { stdio: ['ignore', 'pipe', 'inherit'] },
   );
   const ready = await new Promise((resolve) => createInterface({ input: proc.stdout }).once('line', (l) => resolve(JSON.parse(l))));
-  return { ready, token, proxyAuth: Buffer.from(`bench:${pu.password}`).toString('base64'), stop: () => new Promise((r) => { proc.once('exit', r); proc.kill('SIGTERM'); }) };
+  return { ready, token, tokens, proxyAuth: Buffer.from(`bench:${pu.password}`).toString('base64'), stop: () => new Promise((r) => { proc.once('exit', r); proc.kill('SIGTERM'); }) };
 }
 
 async function apiRps(d) {
-  const url = new URL(`${d.ready.api}/openapi/v1/proxy/whitelist/list?api_key=${encodeURIComponent(d.token)}`);
   const agent = new http.Agent({ keepAlive: true, maxSockets: CONCURRENCY });
+  let calls = 0;
+  const url = () => new URL(`${d.ready.api}/openapi/v1/proxy/whitelist/list?api_key=${encodeURIComponent(d.tokens[Math.floor(calls++ / 55) % d.tokens.length])}`);
   const get = () => new Promise((resolve, reject) => {
-    http.get(url, { agent }, (res) => { res.resume(); res.on('end', () => resolve(res.statusCode)); }).on('error', reject);
+    http.get(url(), { agent }, (res) => { res.resume(); res.on('end', () => resolve(res.statusCode)); }).on('error', reject);
   });
   // Warm up (JIT, connections spread over workers).
   const warmUntil = Date.now() + 1000;

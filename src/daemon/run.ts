@@ -35,7 +35,7 @@ export function startOptionsFor(cfg: ServeConfig): StartOptions {
         }),
     };
   }
-  if (cfg.workers > 1 || cfg.sharedDataDir) return { windowStore: (store) => new SqliteWindowStore(store.rateHits) };
+  if (cfg.workers > 1 || cfg.sharedDataDir) return { windowStore: (store) => new SqliteWindowStore(store.rateHitsOnOwnConnection()) };
   return {};
 }
 

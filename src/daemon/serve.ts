@@ -72,7 +72,7 @@ export async function startDaemon(cfg: ServeConfig, opts: StartOptions = {}): Pr
   const store = Store.open(cfg.dataDir, { releaseGraceSec: cfg.releaseGraceSec });
   const geo = await openCountryLookup(cfg.geoipDb);
   const metrics = new Metrics();
-  const windowStore = opts.windowStore?.(store) ?? (cfg.workers > 1 ? new SqliteWindowStore(store.rateHits) : new MemoryWindowStore());
+  const windowStore = opts.windowStore?.(store) ?? (cfg.workers > 1 ? new SqliteWindowStore(store.rateHitsOnOwnConnection()) : new MemoryWindowStore());
   const limits = new ApiLimits(windowStore, parseLimitOverrides(cfg.rateLimits));
   let app: FastifyInstance | null = null;
   const whitelist = new WhitelistService(store, geo, { error: (o, m) => app?.log.error(o, m) });

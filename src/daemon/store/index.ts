@@ -38,7 +38,24 @@ export class Store {
   }
 
   static open(dataDir: string, opts: StoreOptions = {}): Store {
-    return new Store(openDatabase(dataDir), opts);
+    const store = new Store(openDatabase(dataDir), opts);
+    store.dataDir = dataDir;
+    return store;
+  }
+
+  private dataDir: string | null = null;
+  private readonly extraConnections: Db[] = [];
+
+  /**
+   * The rate-limit log on a connection of its own that never waits for a lock: SQLite's busy handler
+   * sleeps the whole event loop (1 ms and up) on every collision between workers; the caller retries
+   * a busy hit without blocking instead. Falls back to the main connection for an in-memory store.
+   */
+  rateHitsOnOwnConnection(): RateHitStore {
+    if (!this.dataDir) return this.rateHits;
+    const db = openDatabase(this.dataDir, { migrate: false, busyTimeoutMs: 0 });
+    this.extraConnections.push(db);
+    return new RateHitStore(db);
   }
 
   ping(): boolean {
@@ -58,6 +75,7 @@ export class Store {
     } catch {
       /* another process holds the WAL; it checkpoints on its own close */
     }
+    for (const db of this.extraConnections) db.close();
     this.db.close();
   }
 }
