@@ -4,7 +4,7 @@ import { execFile } from 'node:child_process';
 import http from 'node:http';
 import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { admin, makeAccount, startDaemon, type Daemon } from '../helpers/daemon.js';
+import { admin, inspectDb, makeAccount, startDaemon, type Daemon } from '../helpers/daemon.js';
 
 function curl(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
@@ -166,6 +166,73 @@ describe('SSRF guard by default', () => {
     } finally {
       await d.stop();
       target.close();
+    }
+  });
+});
+
+describe('gateway operations inside a spawned proxyd', () => {
+  it('closes a PROXY header from a peer outside --proxy-protocol-from', async () => {
+    const target = await echoTarget();
+    const d = await startDaemon({ args: ['--allow-private-targets'] });
+    try {
+      const lb = await loadBalancer(d.httpProxy, () => '8.8.4.4');
+      const r = await curl(['-x', `http://${addr(lb)}`, '-o', '/dev/null', '-w', '%{http_code}', `http://${addr(target)}/`]);
+      expect(r.stdout).toBe('000'); // connection closed, no HTTP answer
+      lb.close();
+    } finally {
+      await d.stop();
+      target.close();
+    }
+  });
+
+  it('refuses a closed account, counts traffic, and drains an open tunnel on SIGTERM', async () => {
+    const target = await echoTarget();
+    const echo = await tcpEcho();
+    const d = await startDaemon({ args: ['--allow-private-targets'] });
+    try {
+      const { accountId } = await makeAccount(d.dataDir, 'ops@example.com');
+      const pw = (await admin(d.dataDir, ['proxy-user', 'create', '--email', 'ops@example.com', '--username', 'carol'])).json.password;
+      const ok = await curl(['-x', `http://carol:${pw}@${d.httpProxy}`, `http://${addr(target)}/count`]);
+      expect(JSON.parse(ok.stdout).path).toBe('/count');
+
+      const metrics = await (await fetch(`${d.api}/metrics`)).text();
+      expect(metrics).toMatch(/proxyd_gateway_connections_total\{path="http"\} [1-9]/);
+      expect(metrics).toMatch(/proxyd_gateway_bytes_total\{direction="down"\} [1-9]/);
+      expect(metrics).not.toContain(pw);
+
+      // A tunnel opened before SIGTERM keeps echoing while the daemon drains, then the daemon exits 0.
+      const auth = Buffer.from(`carol:${pw}`).toString('base64');
+      const tunnel = net.connect(Number(d.httpProxy.split(':')[1]), '127.0.0.1');
+      await new Promise((r) => tunnel.once('connect', r));
+      tunnel.write(`CONNECT ${addr(echo)} HTTP/1.1\r\nHost: ${addr(echo)}\r\nProxy-Authorization: Basic ${auth}\r\n\r\n`);
+      expect(await new Promise<string>((r) => tunnel.once('data', (c) => r(c.toString())))).toMatch(/^HTTP\/1\.1 200/);
+      d.proc.kill('SIGTERM');
+      await new Promise((r) => setTimeout(r, 300));
+      tunnel.write('during drain');
+      expect(await new Promise<string>((r) => tunnel.once('data', (c) => r(c.toString())))).toBe('during drain');
+      tunnel.end();
+      expect(await d.exited).toBe(0);
+
+      // Traffic of the account was flushed to the store on the way out.
+      const db = await inspectDb(d.dataDir);
+      const t = db.get<{ bytes_down: number; connections: number }>('SELECT bytes_down, connections FROM traffic WHERE account_id = ?', accountId);
+      db.close();
+      expect(t.connections).toBeGreaterThanOrEqual(2);
+      expect(t.bytes_down).toBeGreaterThan(0);
+
+      // Closed: credentials no longer open the gateway.
+      const again = await startDaemon({ dataDir: d.dataDir, args: ['--allow-private-targets'] });
+      try {
+        await admin(again.dataDir, ['account', 'set', '--email', 'ops@example.com', '--status', 'closed']);
+        const closed = await curl(['-x', `http://carol:${pw}@${again.httpProxy}`, '-o', '/dev/null', '-w', '%{http_code}', `http://${addr(target)}/`]);
+        expect(closed.stdout).toBe('407');
+      } finally {
+        await again.stop();
+      }
+    } finally {
+      await d.stop();
+      target.close();
+      echo.close();
     }
   });
 });
