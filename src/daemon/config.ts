@@ -87,10 +87,19 @@ export interface RawServeOptions {
   logLevel: string;
 }
 
+/** A boolean flag, else its env var: 1/true/yes turn it on, 0/false/no/empty leave it off, anything else is an error. */
+export function flagOrEnv(flag: boolean | string | undefined, env: NodeJS.ProcessEnv, name: string): boolean {
+  if (flag === true) return true;
+  const v = (typeof flag === 'string' ? flag : env[name])?.trim().toLowerCase();
+  if (v === undefined || v === '' || v === '0' || v === 'false' || v === 'no') return false;
+  if (v === '1' || v === 'true' || v === 'yes') return true;
+  throw new ConfigError(`${name}: expected 1 or 0, got "${v}"`);
+}
+
 export function toServeConfig(o: RawServeOptions, env: NodeJS.ProcessEnv = process.env): ServeConfig {
   if (o.egressAddress && !isIP(o.egressAddress)) throw new ConfigError(`--egress-address: "${o.egressAddress}" is not an IP address`);
   if (o.redisUrl && !/^rediss?:\/\//.test(o.redisUrl)) throw new ConfigError('--redis-url: expected redis://HOST:PORT or rediss://…');
-  const allow = o.allowPrivateTargets === true || o.allowPrivateTargets === '1' || o.allowPrivateTargets === 'true';
+  const allow = flagOrEnv(o.allowPrivateTargets, env, 'PROXYD_ALLOW_PRIVATE_TARGETS');
   return {
     dataDir: path.resolve(o.dataDir || defaultDataDir(env)),
     apiListen: parseHostPort(o.apiListen, '--api-listen'),
@@ -100,7 +109,7 @@ export function toServeConfig(o: RawServeOptions, env: NodeJS.ProcessEnv = proce
     allowPrivateTargets: allow,
     workers: intIn(o.workers, '--workers', 1, 64),
     redisUrl: o.redisUrl || undefined,
-    sharedDataDir: o.sharedDataDir === true || o.sharedDataDir === '1' || o.sharedDataDir === 'true',
+    sharedDataDir: flagOrEnv(o.sharedDataDir, env, 'PROXYD_SHARED_DATA_DIR'),
     trustProxy: parseCidrList(o.trustProxy, '--trust-proxy'),
     releaseGraceSec: intIn(o.releaseGrace, '--release-grace', 0, 365 * 24 * 3600),
     proxyProtocolFrom: parseCidrList(o.proxyProtocolFrom, '--proxy-protocol-from'),

@@ -57,10 +57,11 @@ export function buildProgram(): Command {
     .addOption(new Option('--http-proxy-listen <host:port>', 'HTTP proxy (absolute-form and CONNECT)').env('PROXYD_HTTP_PROXY_LISTEN').default('127.0.0.1:3128'))
     .addOption(new Option('--socks-listen <host:port>', 'SOCKS5 (TCP CONNECT)').env('PROXYD_SOCKS_LISTEN').default('127.0.0.1:1080'))
     .addOption(new Option('--egress-address <ip>', 'local address outgoing gateway connections bind to').env('PROXYD_EGRESS_ADDRESS'))
-    .addOption(new Option('--allow-private-targets', 'let the gateway reach loopback/private/reserved targets').env('PROXYD_ALLOW_PRIVATE_TARGETS'))
+    // Boolean flags read their env var in config.ts: commander would turn any value, even 0, into true.
+    .addOption(new Option('--allow-private-targets', 'let the gateway reach loopback/private/reserved targets (env PROXYD_ALLOW_PRIVATE_TARGETS=1)'))
     .addOption(new Option('--workers <n>', 'worker processes sharing the listeners').env('PROXYD_WORKERS').default('1'))
     .addOption(new Option('--redis-url <url>', 'shared rate-limit store').env('PROXYD_REDIS_URL'))
-    .addOption(new Option('--shared-data-dir', 'let several daemons on this host serve one data dir (all must pass it)').env('PROXYD_SHARED_DATA_DIR'))
+    .addOption(new Option('--shared-data-dir', 'let several daemons on this host serve one data dir (all must pass it; env PROXYD_SHARED_DATA_DIR=1)'))
     .addOption(new Option('--trust-proxy <cidrs>', 'peers whose X-Forwarded-For is believed (API)').env('PROXYD_TRUST_PROXY'))
     .addOption(new Option('--release-grace <seconds>', 'how long IPs of a closed account stay "being released"').env('PROXYD_RELEASE_GRACE').default('600'))
     .addOption(new Option('--proxy-protocol-from <cidrs>', 'peers allowed to send a PROXY protocol v1/v2 header').env('PROXYD_PROXY_PROTOCOL_FROM'))

@@ -1,0 +1,39 @@
+import { describe, expect, it } from 'vitest';
+import { ConfigError, flagOrEnv, parseHostPort, toServeConfig } from '../../src/daemon/config.js';
+
+const base = { apiListen: '127.0.0.1:8080', httpProxyListen: '127.0.0.1:3128', socksListen: '127.0.0.1:1080', workers: '1', releaseGrace: '600', logLevel: 'info' };
+
+describe('serve configuration', () => {
+  // Regression: commander's .env() made PROXYD_ALLOW_PRIVATE_TARGETS=0 switch the SSRF guard off.
+  it.each([
+    [undefined, false],
+    ['', false],
+    ['0', false],
+    ['false', false],
+    ['no', false],
+    ['1', true],
+    ['true', true],
+    ['YES', true],
+  ])('PROXYD_ALLOW_PRIVATE_TARGETS=%j -> %s', (v, expected) => {
+    const env = v === undefined ? {} : { PROXYD_ALLOW_PRIVATE_TARGETS: v };
+    expect(toServeConfig(base, env).allowPrivateTargets).toBe(expected);
+  });
+
+  it('lets the flag win and refuses an unclear env value', () => {
+    expect(toServeConfig({ ...base, allowPrivateTargets: true }, { PROXYD_ALLOW_PRIVATE_TARGETS: '0' }).allowPrivateTargets).toBe(true);
+    expect(() => flagOrEnv(undefined, { X: 'maybe' }, 'X')).toThrow(ConfigError);
+  });
+
+  it('parses listen addresses, IPv6 included, and refuses junk', () => {
+    expect(parseHostPort('127.0.0.1:0', 'x')).toEqual({ host: '127.0.0.1', port: 0 });
+    expect(parseHostPort('[::1]:8080', 'x')).toEqual({ host: '::1', port: 8080 });
+    for (const bad of ['127.0.0.1', ':80', '127.0.0.1:65536', 'a b:1', '127.0.0.1:-1']) expect(() => parseHostPort(bad, 'x')).toThrow(ConfigError);
+  });
+
+  it('refuses bad workers, grace, CIDRs and egress addresses', () => {
+    expect(() => toServeConfig({ ...base, workers: '0' }, {})).toThrow(/--workers/);
+    expect(() => toServeConfig({ ...base, releaseGrace: '-5' }, {})).toThrow(/--release-grace/);
+    expect(() => toServeConfig({ ...base, trustProxy: '10.0.0.0/33' }, {})).toThrow(/--trust-proxy/);
+    expect(() => toServeConfig({ ...base, egressAddress: 'example.com' }, {})).toThrow(/--egress-address/);
+  });
+});
