@@ -6,7 +6,6 @@ import type net from 'node:net';
 import { ByteQueue } from './byte-queue.js';
 import { ChunkedScanner } from './chunked.js';
 import type { ClientConn } from './conn.js';
-import type { DialFailure, ResolveOutcome } from './core.js';
 import {
   headerTokens,
   headerValues,
@@ -15,8 +14,8 @@ import {
   type Header,
   type RequestHead,
 } from './http-head.js';
-import { dialReply, httpReply, resolveReply } from './replies.js';
-import { dialTarget } from './tunnel.js';
+import { httpReply } from './replies.js';
+import { dialTarget, targetFailureReply } from './tunnel.js';
 
 const HOP_BY_HOP = new Set([
   'connection',
@@ -89,11 +88,7 @@ export function forwardRequest(conn: ClientConn, head: RequestHead): void {
     .then((out) => {
       if (!out) return;
       if (!out.ok) {
-        conn.endWithReply(
-          out.stage === 'resolve'
-            ? resolveReply(out.failure as Exclude<ResolveOutcome, { ok: true }>['reason'])
-            : dialReply(out.failure as DialFailure),
-        );
+        conn.endWithReply(targetFailureReply(out));
         return;
       }
       new ForwardExchange(conn, out.socket, framing).start(originHead, conn.handOff());

@@ -11,6 +11,13 @@ export type TargetFailure = Exclude<ResolveOutcome, { ok: true }>['reason'] | Di
 
 export type DialOutcome = { ok: true; socket: net.Socket } | { ok: false; failure: TargetFailure; stage: 'resolve' | 'dial' };
 
+/** The HTTP answer for a target that could not be resolved, was refused by policy, or could not be reached. */
+export function targetFailureReply(out: Extract<DialOutcome, { ok: false }>): string {
+  return out.stage === 'resolve'
+    ? resolveReply(out.failure as Exclude<ResolveOutcome, { ok: true }>['reason'])
+    : dialReply(out.failure as DialFailure);
+}
+
 /** Resolve and dial a target for an admitted connection. Resolves `null` if the client went away. */
 export async function dialTarget(conn: ClientConn, host: string, port: number): Promise<DialOutcome | null> {
   const { core } = conn;
@@ -44,11 +51,7 @@ export function openConnectTunnel(conn: ClientConn, head: RequestHead): void {
   void dialTarget(conn, target.host, target.port).then((out) => {
     if (!out) return;
     if (!out.ok) {
-      conn.endWithReply(
-        out.stage === 'resolve'
-          ? resolveReply(out.failure as Exclude<ResolveOutcome, { ok: true }>['reason'])
-          : dialReply(out.failure as DialFailure),
-      );
+      conn.endWithReply(targetFailureReply(out));
       return;
     }
     const early = conn.handOff();

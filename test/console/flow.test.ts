@@ -113,7 +113,7 @@ describe('web console in a browser', () => {
     const row = page.locator('tr[data-ip="8.8.8.8"]');
     await expect(row.count()).resolves.toBe(1);
     expect(await row.locator('[data-testid=whitelist-status]').textContent()).toBe('Active');
-    const api = await (await fetch(`${daemon.api}/openapi/v1/proxy/whitelist/list?api_key=${encodeURIComponent(second.token)}`)).json();
+    const api = (await (await fetch(`${daemon.api}/openapi/v1/proxy/whitelist/list?api_key=${encodeURIComponent(second.token)}`)).json()) as { data: { items: Array<{ ip: string }> } };
     expect(api.data.items.map((i: { ip: string }) => i.ip)).toEqual(['8.8.8.8']);
 
     await page.getByLabel('IPv4 address').fill('10.1.2.3, 8.8.8.8 1.1.1.1');

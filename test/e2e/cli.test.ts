@@ -4,7 +4,7 @@ import { spawnSync } from 'node:child_process';
 import { existsSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { PROXYCTL, admin, makeAccount, run, startDaemon, tempDir, type Daemon, type RunResult } from '../helpers/daemon.js';
+import { PROXYCTL, admin, makeAccount, run, startDaemon, tempDir, type Daemon, type RunResult, isolatedCliEnv } from '../helpers/daemon.js';
 
 let daemon: Daemon;
 let token: string;
@@ -20,17 +20,7 @@ function ips(n: number, prefix = '8.8'): string[] {
 }
 
 function env(extra: Record<string, string> = {}): Record<string, string> {
-  return {
-    XDG_CONFIG_HOME: configHome,
-    PROXYCTL_BASE_URL: daemon.api,
-    PROXYCTL_API_KEY: '',
-    PROXYCTL_CONFIG_DIR: '',
-    // No keychain answers: the Secret Service is looked up on a bus that does not exist.
-    DBUS_SESSION_BUS_ADDRESS: `unix:path=${path.join(work, 'no-bus')}`,
-    DISPLAY: '',
-    NO_COLOR: '1',
-    ...extra,
-  };
+  return isolatedCliEnv(work, daemon.api, extra);
 }
 
 async function ctl(args: string[], opts: { input?: string; env?: Record<string, string> } = {}): Promise<RunResult> {

@@ -156,6 +156,22 @@ export async function inspectDb(dataDir: string, opts: { write?: boolean } = {})
     get: <T = any>(sql: string, ...params: unknown[]) => stmt<unknown[], T>(db, sql).get(...params) as T,
     all: <T = any>(sql: string, ...params: unknown[]) => stmt<unknown[], T>(db, sql).all(...params) as T[],
     integrity: () => pragmaValue(db, 'integrity_check'),
-    close: () => db.close(),
+    close: (): void => {
+      db.close();
+    },
+  };
+}
+
+/** Environment for a `proxyctl` run isolated from this machine: its own config dir, no stored token, and no keychain (the Secret Service bus does not exist). */
+export function isolatedCliEnv(work: string, baseUrl: string, extra: Record<string, string> = {}): Record<string, string> {
+  return {
+    XDG_CONFIG_HOME: path.join(work, 'config'),
+    PROXYCTL_BASE_URL: baseUrl,
+    PROXYCTL_API_KEY: '',
+    PROXYCTL_CONFIG_DIR: '',
+    DBUS_SESSION_BUS_ADDRESS: `unix:path=${path.join(work, 'no-bus')}`,
+    DISPLAY: '',
+    NO_COLOR: '1',
+    ...extra,
   };
 }

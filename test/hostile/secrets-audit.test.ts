@@ -7,7 +7,7 @@ import http from 'node:http';
 import type net from 'node:net';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { admin, makeAccount, PROXYCTL, ROOT, run, startDaemon, tempDir, type Daemon, type RunResult } from '../helpers/daemon.js';
+import { admin, makeAccount, PROXYCTL, ROOT, run, startDaemon, tempDir, type Daemon, type RunResult, isolatedCliEnv } from '../helpers/daemon.js';
 import { connectTunnel, exchange, hostPort, httpRequest, sleep, tcpEcho } from './net.js';
 
 const EMAIL = 'audit@example.com';
@@ -51,16 +51,7 @@ function needles(): Array<[string, string]> {
 }
 
 function ctlEnv(extra: Record<string, string> = {}): Record<string, string> {
-  return {
-    XDG_CONFIG_HOME: path.join(work, 'config'),
-    PROXYCTL_BASE_URL: d.api,
-    PROXYCTL_API_KEY: '',
-    PROXYCTL_CONFIG_DIR: '',
-    DBUS_SESSION_BUS_ADDRESS: `unix:path=${path.join(work, 'no-bus')}`,
-    DISPLAY: '',
-    NO_COLOR: '1',
-    ...extra,
-  };
+  return isolatedCliEnv(work, d.api, extra);
 }
 
 async function ctl(args: string[], opts: { input?: string; env?: Record<string, string> } = {}): Promise<RunResult> {

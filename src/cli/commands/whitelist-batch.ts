@@ -4,7 +4,7 @@ import { runBatches, type BatchOp, type BatchSummary } from '../batch.js';
 import type { Context } from '../context.js';
 import type { Deps } from '../deps.js';
 import { CliError, UsageError } from '../errors.js';
-import { Exit, type ExitCode } from '../exit-codes.js';
+import type { ExitCode } from '../exit-codes.js';
 import { collectItems } from '../input.js';
 import { openSession } from './shared.js';
 

@@ -16,7 +16,7 @@ export class RateHitStore {
   private readonly insertStmt;
   private readonly pruneStmt;
   private readonly hitTx;
-  constructor(private readonly db: Db) {
+  constructor(db: Db) {
     // Counting stops at the limit: a check costs O(limit), however many hits a raised limit lets in.
     this.countStmt = stmt<[string, number, number], { n: number }>(
       db,
