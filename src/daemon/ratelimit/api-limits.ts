@@ -46,6 +46,8 @@ export class ApiLimits {
   }
 
   private async bounded<T>(p: Promise<T>): Promise<T> {
+    // The in-process store answers synchronously and cannot hang: no timer per call on the hot path.
+    if (this.store.kind === 'memory') return p;
     let timer: NodeJS.Timeout | undefined;
     const timeout = new Promise<never>((_, reject) => {
       timer = setTimeout(() => reject(new LimiterUnavailableError('timeout')), this.settings.storeTimeoutMs);

@@ -81,4 +81,8 @@ export const MIGRATIONS: readonly string[] = [
   ) WITHOUT ROWID;
   CREATE INDEX console_sessions_account ON console_sessions(account_id);
   `,
+  // 2: list pages newest first straight from an index (no sort of every entry of a large account).
+  `
+  CREATE INDEX whitelist_account_newest ON whitelist_entries(account_id, created_at DESC, id DESC) WHERE deleted_at IS NULL;
+  `,
 ];
