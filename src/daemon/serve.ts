@@ -1,4 +1,5 @@
 // `proxyd serve`: opens the store, the API (+ console) and the gateway, prints one ready line, drains on SIGTERM.
+import { mkdirSync } from 'node:fs';
 import type { FastifyInstance } from 'fastify';
 import { DEFAULT_LIMITS as GATEWAY_DEFAULT_LIMITS, startGateway } from '../gateway/index.js';
 import type { Gateway, GatewayLimits } from '../gateway/types.js';
@@ -12,7 +13,6 @@ import { acquireLock, acquireSharedLock, type DataDirLock } from './lock.js';
 import { Metrics } from './metrics.js';
 import { ApiLimits, parseLimitOverrides } from './ratelimit/api-limits.js';
 import { MemoryWindowStore, type WindowStore } from './ratelimit/limiter.js';
-import { SqliteWindowStore } from './ratelimit/sqlite-store.js';
 import { Store } from './store/index.js';
 import { TrafficAccumulator } from './traffic.js';
 import { WhitelistService } from './whitelist-service.js';
@@ -28,7 +28,7 @@ export interface RunningDaemon {
 }
 
 export interface StartOptions {
-  /** Window store for the API limits; serve picks memory (1 worker) or SQLite (several) when absent. */
+  /** Window store for the API limits (run.ts `startOptionsFor` picks it); in-process memory when absent. */
   windowStore?: (store: Store) => WindowStore;
   /** Extra health checks (Redis). */
   extraHealth?: () => Promise<string[]>;
@@ -72,7 +72,7 @@ export async function startDaemon(cfg: ServeConfig, opts: StartOptions = {}): Pr
   const store = Store.open(cfg.dataDir, { releaseGraceSec: cfg.releaseGraceSec });
   const geo = await openCountryLookup(cfg.geoipDb);
   const metrics = new Metrics();
-  const windowStore = opts.windowStore?.(store) ?? (cfg.workers > 1 ? new SqliteWindowStore(store.rateHitsOnOwnConnection()) : new MemoryWindowStore());
+  const windowStore = opts.windowStore?.(store) ?? new MemoryWindowStore();
   const limits = new ApiLimits(windowStore, parseLimitOverrides(cfg.rateLimits));
   let app: FastifyInstance | null = null;
   const whitelist = new WhitelistService(store, geo, { error: (o, m) => app?.log.error(o, m) });
@@ -153,10 +153,8 @@ export async function startDaemon(cfg: ServeConfig, opts: StartOptions = {}): Pr
 
 /** `proxyd serve` with one worker: lock, start, ready line, signals. */
 export async function serveSingle(cfg: ServeConfig, opts: StartOptions = {}): Promise<void> {
-  let lock: DataDirLock;
-  const { mkdirSync } = await import('node:fs');
   mkdirSync(cfg.dataDir, { recursive: true, mode: 0o700 });
-  lock = cfg.sharedDataDir ? acquireSharedLock(cfg.dataDir) : acquireLock(cfg.dataDir);
+  const lock: DataDirLock = cfg.sharedDataDir ? acquireSharedLock(cfg.dataDir) : acquireLock(cfg.dataDir);
   let daemon: RunningDaemon;
   try {
     opts.afterLock?.();

@@ -4,6 +4,7 @@ import { checkWhitelistIpv4, codePointLength, isStrictIPv4, MAX_REMARK_CODE_POIN
 import { isoSeconds, type BatchResult, type FailedItem, type ListData, type ListQuery, type WhitelistItem } from '../contract/schemas.js';
 import { isMainlandChina, type CountryLookup } from './geo.js';
 import type { Store, WhitelistEntry } from './store/index.js';
+import { isBusyError } from './store/db.js';
 
 export interface ServiceLog {
   error(obj: object, msg?: string): void;
@@ -33,10 +34,6 @@ function outcome(success: number, failed: FailedItem[]): BatchOutcome {
 
 const fail = (ip: unknown, code: ItemCode): FailedItem => ({ ip: String(ip), code, reason: ITEM_REASON[code] });
 
-function isBusy(e: unknown): boolean {
-  const code = (e as { code?: string }).code ?? '';
-  return code.startsWith('SQLITE_BUSY') || code.startsWith('SQLITE_LOCKED');
-}
 
 export class WhitelistService {
   constructor(
@@ -84,7 +81,7 @@ export class WhitelistService {
         if (r === 'added') success++;
         else failed.push(fail(item.ip, r === 'already_listed' ? Code.ALREADY_LISTED : Code.IP_UNAVAILABLE));
       } catch (e) {
-        if (!isBusy(e)) this.log.error({ err: { message: (e as Error).message } }, 'whitelist add item failed');
+        if (!isBusyError(e)) this.log.error({ err: { message: (e as Error).message } }, 'whitelist add item failed');
         failed.push(fail(item.ip, Code.SYSTEM as ItemCode));
       }
     }
@@ -103,7 +100,7 @@ export class WhitelistService {
         if (this.store.whitelist.releaseClaim(accountId, ip) === 'deleted') success++;
         else failed.push(fail(ip, Code.NO_SUCH_WHITELIST));
       } catch (e) {
-        if (!isBusy(e)) this.log.error({ err: { message: (e as Error).message } }, 'whitelist delete item failed');
+        if (!isBusyError(e)) this.log.error({ err: { message: (e as Error).message } }, 'whitelist delete item failed');
         failed.push(fail(ip, Code.SYSTEM as ItemCode));
       }
     }

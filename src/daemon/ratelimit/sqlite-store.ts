@@ -2,11 +2,8 @@
 import { setImmediate as yieldToLoop } from 'node:timers/promises';
 import type { RateHitStore } from '../store/rate-hits.js';
 import { LimiterUnavailableError, type WindowDecision, type WindowStore } from './limiter.js';
+import { isBusyError } from '../store/db.js';
 
-function isBusy(e: unknown): boolean {
-  const code = (e as { code?: string }).code ?? '';
-  return code.startsWith('SQLITE_BUSY') || code.startsWith('SQLITE_LOCKED');
-}
 
 /** Give up on a lock after this long; ApiLimits answers 503 at its own bound (500 ms) anyway. */
 const MAX_WAIT_MS = 450;
@@ -37,7 +34,7 @@ export class SqliteWindowStore implements WindowStore {
       try {
         return op();
       } catch (e) {
-        if (!isBusy(e)) throw e;
+        if (!isBusyError(e)) throw e;
         if (Date.now() > deadline) throw new LimiterUnavailableError(e);
         await yieldToLoop();
       }

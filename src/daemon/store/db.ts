@@ -9,6 +9,12 @@ export type Db = Database.Database;
 
 export const DB_FILE = 'proxyd.db';
 
+/** A lock held by another connection or process (SQLITE_BUSY*, SQLITE_LOCKED*): worth retrying, not a fault. */
+export function isBusyError(e: unknown): boolean {
+  const code = (e as { code?: string }).code ?? '';
+  return code.startsWith('SQLITE_BUSY') || code.startsWith('SQLITE_LOCKED');
+}
+
 export interface OpenOptions {
   /** Run migrations (serve and admin do; a read-only tool would not). */
   migrate?: boolean;
