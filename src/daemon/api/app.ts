@@ -2,9 +2,10 @@
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
-import Fastify, { LogController, type FastifyInstance, type FastifyReply, type FastifyRequest, type FastifyServerOptions } from 'fastify';
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import { BusinessError, Code } from '../../contract/codes.js';
 import { API_PATHS, MAX_BODY_BYTES } from '../../contract/paths.js';
+import type { DaemonLog } from '../log.js';
 import { LimiterUnavailableError } from '../ratelimit/limiter.js';
 import type { ApiContext } from './context.js';
 import { sendEnvelope } from './envelope.js';
@@ -15,17 +16,11 @@ import listRoute from './routes/whitelist-list.js';
 
 export interface AppOptions {
   trustProxy: string[];
-  /** Pino options or `false` (tests). Logs go to stderr as JSON lines. */
-  logger: FastifyServerOptions['logger'];
+  /** The daemon's logger (src/daemon/log.ts), or `false` (tests). */
+  logger: DaemonLog | false;
   /** Mounts extra plugins (the console) on the app. */
   plugins?: Array<(app: FastifyInstance) => Promise<void>>;
 }
-
-export const LOG_SERIALIZERS = {
-  // Never the URL: the query string can carry api_key.
-  req: (req: { method?: string; routeOptions?: { url?: string } }) => ({ method: req.method, route: req.routeOptions?.url }),
-  res: (res: { statusCode?: number }) => ({ status: res.statusCode }),
-};
 
 const ALL_METHODS = ['GET', 'POST', 'PUT', 'DELETE', 'PATCH', 'OPTIONS'] as const;
 
@@ -71,7 +66,7 @@ export async function buildApp(ctx: ApiContext, opts: AppOptions): Promise<Fasti
     request.log.info({ method: request.method, route, status, code, ms: Math.round(reply.elapsedTime * 100) / 100 }, 'request');
   };
   const app = Fastify({
-    logger: opts.logger,
+    ...(opts.logger ? { loggerInstance: opts.logger as FastifyBaseLogger } : { logger: false }),
     genReqId: () => randomUUID(),
     // Our onResponse hook writes the one line per request; Fastify's own lines would carry the URL.
     logController: new LogController({ requestIdLogLabel: 'requestId', disableRequestLogging: true }),
