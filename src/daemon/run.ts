@@ -24,8 +24,6 @@ export async function runServe(cfg: ServeConfig): Promise<void> {
     lock.release();
     throw e;
   }
-  process.stdout.write(`${JSON.stringify(serving.ready)}\n`);
-
   let stopping = false;
   const stop = (signal: string) => {
     if (stopping) return;
@@ -48,4 +46,6 @@ export async function runServe(cfg: ServeConfig): Promise<void> {
   };
   process.once('SIGTERM', () => stop('SIGTERM'));
   process.once('SIGINT', () => stop('SIGINT'));
+  // After the handlers: whoever reads this line may signal at once.
+  process.stdout.write(`${JSON.stringify(serving.ready)}\n`);
 }
