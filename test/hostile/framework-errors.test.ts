@@ -131,6 +131,21 @@ describe('other framework-level failures', () => {
     }
   });
 
+  it('the console answers its own parser failures with an HTML page that echoes nothing either', async () => {
+    for (const [type, body] of [
+      ['application/xml', '<x/>'],
+      ['application/x-www-form-urlencoded', 'email=%ZZ&password=%'],
+    ] as const) {
+      const target = `/console/login?api_key=${token}`;
+      const r = await raw(`POST ${target} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: ${type}\r\nContent-Length: ${body.length}\r\nConnection: close\r\n\r\n${body}`);
+      expect(r.status).toBeGreaterThanOrEqual(400);
+      expect(r.status).toBeLessThan(500);
+      expect(r.headers['x-request-id']).toMatch(/^[0-9a-f-]{36}$/);
+      expect(r.body).not.toContain(secret);
+      expect(r.body).not.toContain('api_key');
+    }
+  });
+
   it('a malformed request head (Node parser): envelope, no echo', async () => {
     const target = `${LIST}?api_key=${token}`;
     const r = await raw(`GET ${target} HTTP/1.1\r\nHost: 127.0.0.1\r\nBad Header\r\n\r\n`);
