@@ -101,21 +101,12 @@ export function parseGatewayLimitOverrides(s: string | undefined): Partial<Gatew
   return out;
 }
 
-/**
- * Starts one serving process (the only one, or a cluster worker); the caller holds the data-dir lock.
- * Resolves once it serves: every configured dependency is connected, or waited for and logged as down.
- */
-export async function startDaemon(cfg: ServeConfig, log: DaemonLog): Promise<RunningDaemon> {
-  const gatewayLimits = parseGatewayLimitOverrides(process.env.PROXYD_GATEWAY_LIMITS); // before anything opens
-  const store = openStore(cfg);
-  const limits = new ApiLimits(windowStoreFor(cfg, store, log), parseLimitOverrides(cfg.rateLimits));
+/** The API (+ console) listening, once the rate-limit store is connected or has been waited for. */
+async function listenApi(cfg: ServeConfig, log: DaemonLog, store: Store, limits: ApiLimits, metrics: Metrics): Promise<FastifyInstance> {
   const [geo] = await Promise.all([openCountryLookup(cfg.geoipDb), limits.ready(DEPENDENCY_WAIT_MS)]);
-  const metrics = new Metrics();
-  let app: FastifyInstance | null = null;
-  const whitelist = new WhitelistService(store, geo, { error: (o, m) => app?.log.error(o, m) });
   const ctx: ApiContext = {
     store,
-    whitelist,
+    whitelist: new WhitelistService(store, geo, { error: (o, m) => log.error(o, m) }),
     limits,
     metrics,
     nowMs: Date.now,
@@ -130,12 +121,31 @@ export async function startDaemon(cfg: ServeConfig, log: DaemonLog): Promise<Run
       return { ok: down.length === 0, down };
     },
   };
-  app = await buildApp(ctx, {
-    trustProxy: cfg.trustProxy,
-    logger: log,
-    plugins: [(a: FastifyInstance) => consolePlugin(a, ctx)],
+  const app = await buildApp(ctx, { trustProxy: cfg.trustProxy, logger: log, plugins: [(a: FastifyInstance) => consolePlugin(a, ctx)] });
+  try {
+    await app.listen({ host: cfg.apiListen.host, port: cfg.apiListen.port });
+  } catch (err) {
+    await app.close();
+    throw err;
+  }
+  return app;
+}
+
+/**
+ * Starts one serving process (the only one, or a cluster worker); the caller holds the data-dir lock.
+ * Resolves once it serves: every configured dependency is connected, or waited for and logged as down.
+ */
+export async function startDaemon(cfg: ServeConfig, log: DaemonLog): Promise<RunningDaemon> {
+  const gatewayLimits = parseGatewayLimitOverrides(process.env.PROXYD_GATEWAY_LIMITS); // before anything opens
+  const store = openStore(cfg);
+  const limits = new ApiLimits(windowStoreFor(cfg, store, log), parseLimitOverrides(cfg.rateLimits));
+  const metrics = new Metrics();
+  // Whatever fails before the API listens must not leave a Redis client reconnecting: the process would never exit.
+  const app = await listenApi(cfg, log, store, limits, metrics).catch(async (err: unknown) => {
+    await limits.close();
+    store.close();
+    throw err;
   });
-  await app.listen({ host: cfg.apiListen.host, port: cfg.apiListen.port });
   const apiAddr = app.server.address();
   const apiPort = typeof apiAddr === 'object' && apiAddr ? apiAddr.port : cfg.apiListen.port;
   const apiHostPort = { host: cfg.apiListen.host, port: apiPort };
@@ -157,7 +167,7 @@ export async function startDaemon(cfg: ServeConfig, log: DaemonLog): Promise<Run
     log: log.child({ component: 'gateway' }),
   }).catch(async (err: unknown) => {
     traffic.stop();
-    await app!.close();
+    await app.close();
     await limits.close();
     store.close();
     throw err;
@@ -178,7 +188,7 @@ export async function startDaemon(cfg: ServeConfig, log: DaemonLog): Promise<Run
   let closing: Promise<void> | null = null;
   const shutdown = () =>
     (closing ??= (async () => {
-      await Promise.all([app!.close(), gateway?.close(TUNNEL_DRAIN_MS)]);
+      await Promise.all([app.close(), gateway?.close(TUNNEL_DRAIN_MS)]);
       traffic.stop();
       await limits.close();
       store.close();

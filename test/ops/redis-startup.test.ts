@@ -1,9 +1,10 @@
 // The ready line means "serving" with --redis-url: it comes after the Redis client is connected, or after a
 // bounded wait with a redis_down line (then the daemon serves degraded and recovers when Redis comes).
+import net from 'node:net';
 import { afterAll, describe, expect, it } from 'vitest';
 import { ApiLimits, DEFAULT_LIMITS } from '../../src/daemon/ratelimit/api-limits.js';
 import { RedisWindowStore } from '../../src/daemon/ratelimit/redis-store.js';
-import { makeAccount, startDaemon, tempDir, type Daemon } from '../helpers/daemon.js';
+import { makeAccount, PROXYD, run, startDaemon, tempDir, type Daemon } from '../helpers/daemon.js';
 import { api, freePort, LIST, startRedis, waitFor, type RedisServer } from './helpers.js';
 
 const events = (d: Daemon) => d.logs.map((l) => JSON.parse(l) as { event?: string; level: number });
@@ -63,6 +64,26 @@ describe('start-up with Redis away', () => {
     await waitFor('served again', async () => (await api(d!.api, LIST, token)).status === 200, 10_000);
     expect(events(d).some((e) => e.event === 'redis_up')).toBe(true);
     expect((await fetch(`${d.api}/healthz`)).status).toBe(200);
+  });
+});
+
+describe('start-up failure with --redis-url', () => {
+  it('exits 1 at once instead of hanging on a Redis client that keeps reconnecting', async () => {
+    const deadRedis = `redis://127.0.0.1:${await freePort()}`;
+    const busy = net.createServer();
+    await new Promise<void>((r) => busy.listen(0, '127.0.0.1', r));
+    const busyPort = (busy.address() as net.AddressInfo).port;
+    try {
+      const common = ['serve', '--data-dir', tempDir(), '--http-proxy-listen', '127.0.0.1:0', '--socks-listen', '127.0.0.1:0', '--redis-url', deadRedis];
+      const geo = await run(PROXYD, [...common, '--api-listen', '127.0.0.1:0', '--geoip-db', '/nonexistent/geo.mmdb'], { timeoutMs: 20_000 });
+      expect(geo.code).toBe(1);
+      expect(geo.stderr).toMatch(/nonexistent/);
+      const inUse = await run(PROXYD, [...common, '--api-listen', `127.0.0.1:${busyPort}`], { timeoutMs: 20_000 });
+      expect(inUse.code).toBe(1);
+      expect(inUse.stderr).toMatch(/address in use/);
+    } finally {
+      busy.close();
+    }
   });
 });
 
