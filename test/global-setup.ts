@@ -1,5 +1,6 @@
 // Suite-wide secret scan: every daemon spawned by test/helpers/daemon.ts saves its stderr (JSON logs)
-// under PROXYD_TEST_LOG_DIR; after the whole suite, no log may hold a token or an api_key value.
+// under PROXYD_TEST_LOG_DIR, and response bodies the tests receive are saved there too (recordBody);
+// after the whole suite, no log or body may hold a token or an api_key value.
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -23,7 +24,7 @@ export function teardown(): void {
       if (TOKEN_RE.test(line) || API_KEY_VALUE_RE.test(line)) leaks.push(`${f}:${i + 1}: ${line.slice(0, 200)}`);
     }
   }
-  if (leaks.length) throw new Error(`secret scan: ${leaks.length} log lines carry a token or api_key value:\n${leaks.slice(0, 20).join('\n')}`);
-  process.stdout.write(`secret scan: ${files} daemon logs scanned, no token or api_key value found\n`);
+  if (leaks.length) throw new Error(`secret scan: ${leaks.length} log lines (logs or response bodies) carry a token or api_key value:\n${leaks.slice(0, 20).join('\n')}`);
+  process.stdout.write(`secret scan: ${files} daemon logs and recorded response bodies scanned, no token or api_key value found\n`);
   rmSync(dir, { recursive: true, force: true });
 }

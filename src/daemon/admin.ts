@@ -1,5 +1,6 @@
 // `proxyd admin …`: operator commands working directly on the data dir (also while a daemon serves it).
 import { isStrictIPv4 } from '../contract/ipv4.js';
+import { passwordProblem } from '../contract/password.js';
 import { isoSeconds } from '../contract/schemas.js';
 import { generatePassword, hashPassword, mintToken } from './secrets.js';
 import { Store, type Account, type AccountStatus } from './store/index.js';
@@ -12,11 +13,12 @@ export class AdminError extends Error {
 const EMAIL_RE = /^[^\s@]{1,64}@[^\s@]{1,253}$/;
 /** Proxy usernames (admin and console alike): no `:` so HTTP Basic splits cleanly. */
 export const PROXY_USERNAME_RE = /^[A-Za-z0-9._-]{3,64}$/;
-export const MIN_PASSWORD_LENGTH = 8;
 
 export interface AdminDeps {
   store: Store;
   readStdin: () => Promise<string>;
+  /** Which database the command used, for "not found" errors (a default data dir is easy to miss). */
+  where: string;
 }
 
 function accountJson(a: Account) {
@@ -29,9 +31,9 @@ function accountJson(a: Account) {
   };
 }
 
-function requireAccount(store: Store, email: string): Account {
-  const a = store.accounts.findByEmail(email);
-  if (!a) throw new AdminError(`no account with email ${email}`);
+function requireAccount(deps: AdminDeps, email: string): Account {
+  const a = deps.store.accounts.findByEmail(email);
+  if (!a) throw new AdminError(`no account with email ${email} in ${deps.where}`);
   return a;
 }
 
@@ -47,8 +49,8 @@ async function readPassword(deps: AdminDeps, opts: { password?: string; password
     if (required) throw new AdminError('a password is required: --password-stdin (recommended) or --password P');
     return null;
   }
-  if ([...pw].length < MIN_PASSWORD_LENGTH) throw new AdminError(`password must be at least ${MIN_PASSWORD_LENGTH} characters`);
-  if (Buffer.byteLength(pw) > 255) throw new AdminError('password must be at most 255 bytes');
+  const problem = passwordProblem(pw);
+  if (problem) throw new AdminError(`password must be ${problem}`);
   return pw;
 }
 
@@ -67,7 +69,7 @@ export function parseBool(s: string, what: string): boolean {
 }
 
 export async function accountSet(deps: AdminDeps, o: { email: string; status?: string; verified?: string }) {
-  const a = requireAccount(deps.store, o.email);
+  const a = requireAccount(deps, o.email);
   if (o.status === undefined && o.verified === undefined) throw new AdminError('nothing to set: give --status and/or --verified');
   if (o.status !== undefined) {
     if (!['active', 'suspended', 'closed'].includes(o.status)) throw new AdminError(`--status: expected active, suspended or closed, got "${o.status}"`);
@@ -78,21 +80,21 @@ export async function accountSet(deps: AdminDeps, o: { email: string; status?: s
 }
 
 export async function tokenReset(deps: AdminDeps, o: { email: string }) {
-  const a = requireAccount(deps.store, o.email);
+  const a = requireAccount(deps, o.email);
   const t = mintToken();
   deps.store.tokens.replace(a.id, t.accessKey, t.secretHash);
   return { token: t.token };
 }
 
 export async function tokenDisable(deps: AdminDeps, o: { email: string }) {
-  const a = requireAccount(deps.store, o.email);
+  const a = requireAccount(deps, o.email);
   const key = deps.store.tokens.disable(a.id);
   if (!key) throw new AdminError(`account ${o.email} has no active token`);
   return { access_key: key, status: 'disabled' };
 }
 
 export async function proxyUserCreate(deps: AdminDeps, o: { email: string; username: string; passwordStdin?: boolean }) {
-  const a = requireAccount(deps.store, o.email);
+  const a = requireAccount(deps, o.email);
   if (!PROXY_USERNAME_RE.test(o.username)) throw new AdminError('username: 3-64 characters of A-Z a-z 0-9 . _ -');
   const given = await readPassword(deps, { passwordStdin: o.passwordStdin }, false);
   const password = given ?? generatePassword();
@@ -102,7 +104,7 @@ export async function proxyUserCreate(deps: AdminDeps, o: { email: string; usern
 }
 
 export async function whitelistSetStatus(deps: AdminDeps, o: { email: string; ip: string; status: string }) {
-  const a = requireAccount(deps.store, o.email);
+  const a = requireAccount(deps, o.email);
   if (!isStrictIPv4(o.ip)) throw new AdminError(`--ip: not a valid IPv4 address: ${o.ip}`);
   if (o.status !== 'active' && o.status !== 'disabled') throw new AdminError(`--status: expected active or disabled, got "${o.status}"`);
   const e = deps.store.whitelist.setStatus(a.id, o.ip, o.status === 'active' ? 1 : 2);

@@ -1,14 +1,12 @@
-// `proxyd serve --workers N`: the primary holds the data-dir lock, checks the database, forks N workers
-// that share the listeners (node:cluster), prints the one ready line, replaces a worker that dies, serves
-// the workers' aggregated metrics, and on SIGTERM/SIGINT drains every worker before it exits 0.
+// `proxyd serve --workers N`: the primary (started by run.ts, which holds the lock and the signals) forks N
+// workers that share the listeners (node:cluster), waits until every one serves, replaces a worker that
+// dies, serves the workers' aggregated metrics, and on shutdown drains every worker.
 // Workers re-run the same command line (cluster re-executes argv), so they parse the same config.
 import cluster, { type Worker } from 'node:cluster';
-import { mkdirSync } from 'node:fs';
 import type { ServeConfig } from './config.js';
-import { acquireLock, acquireSharedLock } from './lock.js';
+import type { DaemonLog } from './log.js';
 import { ClusterMetrics, METRICS_REQ, METRICS_RES } from './metrics.js';
-import { checkAndRepair, logLine, startOptionsFor } from './run.js';
-import { startDaemon, TUNNEL_DRAIN_MS, type RunningDaemon } from './serve.js';
+import { startDaemon, TUNNEL_DRAIN_MS, type RunningDaemon, type Serving } from './serve.js';
 
 type Ready = RunningDaemon['ready'];
 
@@ -36,7 +34,7 @@ class StartError extends Error {
 
 // ---------------------------------------------------------------- worker
 
-export async function runWorker(cfg: ServeConfig): Promise<void> {
+export async function runWorker(cfg: ServeConfig, log: DaemonLog): Promise<void> {
   // The primary owns the lifecycle: a terminal's Ctrl-C or a service manager signalling the whole group
   // reaches the primary too, and it drains us in order.
   process.on('SIGINT', () => {});
@@ -48,7 +46,7 @@ export async function runWorker(cfg: ServeConfig): Promise<void> {
     if (drainWhy) return;
     drainWhy = why;
     if (!daemon) return; // started below, then drained at once
-    daemon.app.log.info({ event: 'worker_drain', why }, 'worker draining');
+    log.info({ event: 'worker_drain', why }, 'worker draining');
     daemon.shutdown().then(
       () => process.exit(0),
       () => process.exit(1),
@@ -60,7 +58,7 @@ export async function runWorker(cfg: ServeConfig): Promise<void> {
   // The primary is gone (killed): never serve on without the lock holder.
   process.on('disconnect', () => drain('primary gone'));
   try {
-    daemon = await startDaemon(cfg, startOptionsFor(cfg));
+    daemon = await startDaemon(cfg, log);
   } catch (e) {
     const err = e as NodeJS.ErrnoException;
     if (!process.connected) process.exit(1);
@@ -79,16 +77,8 @@ export async function runWorker(cfg: ServeConfig): Promise<void> {
 
 // ---------------------------------------------------------------- primary
 
-export async function runPrimary(cfg: ServeConfig): Promise<void> {
-  mkdirSync(cfg.dataDir, { recursive: true, mode: 0o700 });
-  const lock = cfg.sharedDataDir ? acquireSharedLock(cfg.dataDir) : acquireLock(cfg.dataDir);
-  try {
-    checkAndRepair(cfg);
-  } catch (e) {
-    lock.release();
-    throw e;
-  }
-
+/** Forks the workers and resolves once every one serves on the same ports; the caller holds the lock. */
+export async function startPrimary(cfg: ServeConfig, log: DaemonLog): Promise<Serving> {
   const metrics = new ClusterMetrics();
   let stopping = false;
   let crashStreak = 0;
@@ -140,7 +130,6 @@ export async function runPrimary(cfg: ServeConfig): Promise<void> {
   } catch (e) {
     stopping = true;
     for (const w of Object.values(cluster.workers ?? {})) w?.process.kill('SIGKILL');
-    lock.release();
     const err = e as StartError;
     const out = new Error(err.message) as NodeJS.ErrnoException;
     if (err.code) out.code = err.code;
@@ -153,8 +142,7 @@ export async function runPrimary(cfg: ServeConfig): Promise<void> {
   }
 
   const ready = { ...readies[0]!, pid: process.pid, workers: cfg.workers };
-  process.stdout.write(`${JSON.stringify(ready)}\n`);
-  logLine('info', { event: 'cluster_ready', workers: readies.map((r) => r.pid) }, `serving with ${cfg.workers} workers`);
+  log.info({ event: 'cluster_ready', workers: readies.map((r) => r.pid) }, `serving with ${cfg.workers} workers`);
 
   cluster.on('exit', (w, code, signal) => {
     metrics.workers.set(Object.keys(cluster.workers ?? {}).length);
@@ -164,29 +152,21 @@ export async function runPrimary(cfg: ServeConfig): Promise<void> {
     crashStreak = lived > STABLE_MS ? 1 : crashStreak + 1;
     const delay = Math.min(100 * 2 ** (crashStreak - 1), 10_000);
     metrics.restarts.inc();
-    logLine('error', { event: 'worker_exit', worker: w.process.pid, code, signal, restartInMs: delay }, 'worker exited unexpectedly; replacing it');
+    log.error({ event: 'worker_exit', worker: w.process.pid, code, signal, restartInMs: delay }, 'worker exited unexpectedly; replacing it');
     setTimeout(() => {
       if (!stopping) fork();
     }, delay);
   });
 
-  const stop = (signal: string) => {
-    if (stopping) return;
+  const shutdown = () => {
     stopping = true;
-    logLine('info', { event: 'shutdown', signal }, 'stopping: draining every worker');
     const alive = Object.values(cluster.workers ?? {}).filter((w): w is Worker => !!w);
     const exits = alive.map((w) => new Promise<void>((r) => (w.isDead() ? r() : w.once('exit', () => r()))));
     for (const w of alive) if (w.isConnected()) w.send({ type: DRAIN });
     const killer = setTimeout(() => {
       for (const w of alive) if (!w.isDead()) w.process.kill('SIGKILL');
     }, CLUSTER_DRAIN_MS);
-    void Promise.all(exits).then(() => {
-      clearTimeout(killer);
-      lock.release();
-      logLine('info', { event: 'stopped' }, 'all workers stopped');
-      process.exit(0);
-    });
+    return Promise.all(exits).then(() => clearTimeout(killer));
   };
-  process.once('SIGTERM', () => stop('SIGTERM'));
-  process.once('SIGINT', () => stop('SIGINT'));
+  return { ready, shutdown };
 }

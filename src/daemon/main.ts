@@ -30,9 +30,11 @@ function adminAction(pick: (m: typeof import('./admin.js')) => AdminAction) {
     const { Store } = await import('./store/index.js');
     const { defaultDataDir } = await import('./config.js');
     let store: import('./store/index.js').Store | null = null;
+    const dataDir = all.dataDir || defaultDataDir();
+    const where = all.dataDir ? `data dir ${dataDir}` : `the default data dir ${dataDir} (choose another with --data-dir or PROXYD_DATA_DIR)`;
     try {
-      store = Store.open(all.dataDir || defaultDataDir());
-      const out = await pick(admin)({ store, readStdin }, all);
+      store = Store.open(dataDir);
+      const out = await pick(admin)({ store, readStdin, where }, all);
       process.stdout.write(`${JSON.stringify(out)}\n`);
     } catch (e) {
       if (e instanceof admin.AdminError) fail(e.message);

@@ -1,83 +1,51 @@
-// Chooses how to serve: in this process (one worker) or as a cluster primary with workers (--workers N).
-// Also what every serving process shares: the rate-limit store it uses and the start-up integrity check.
+// `proxyd serve`, the one start-up path: one logger, the data-dir lock, the start-up integrity check, then
+// serving in this process or as a cluster primary with workers (--workers N), the one ready line, and one
+// signal handler that drains, releases the lock and logs the final "stopped" line. Workers start here too.
 import cluster from 'node:cluster';
-import { hostname } from 'node:os';
+import { mkdirSync } from 'node:fs';
+import { runWorker, startPrimary } from './cluster.js';
 import type { ServeConfig } from './config.js';
-import { RedisWindowStore } from './ratelimit/redis-store.js';
-import { SqliteWindowStore } from './ratelimit/sqlite-store.js';
-import { serveSingle, type StartOptions } from './serve.js';
-import { Store } from './store/index.js';
-
-const LEVELS = { info: 30, warn: 40, error: 50 } as const;
-const THRESHOLDS: Record<string, number> = { trace: 10, debug: 20, info: 30, warn: 40, error: 50, fatal: 60, silent: Infinity };
-let threshold = THRESHOLDS.info!;
-
-/** Applies `--log-level` to the lines written by logLine (pino applies it to everything else). */
-export function setLogLevel(level: string): void {
-  threshold = THRESHOLDS[level] ?? THRESHOLDS.info!;
-}
-
-/** One JSON log line on stderr, shaped like the daemon's pino lines, for code that runs outside Fastify. */
-export function logLine(level: keyof typeof LEVELS, obj: Record<string, unknown>, msg: string): void {
-  if (LEVELS[level] < threshold) return;
-  process.stderr.write(`${JSON.stringify({ level: LEVELS[level], time: Date.now(), pid: process.pid, hostname: hostname(), ...obj, msg })}\n`);
-}
-
-/** Which window store the API limits use: Redis when given, else SQLite when several processes serve, else memory. */
-export function startOptionsFor(cfg: ServeConfig): StartOptions {
-  if (cfg.redisUrl) {
-    const url = cfg.redisUrl;
-    return {
-      windowStore: () =>
-        new RedisWindowStore(url, {
-          onStateChange: (up, detail) =>
-            logLine(up ? 'info' : 'warn', { event: up ? 'redis_up' : 'redis_down', component: 'ratelimit', detail }, up ? 'Redis reachable: rate limits served' : 'Redis unreachable: whitelist requests answer 503 until it is back'),
-        }),
-    };
-  }
-  if (cfg.workers > 1 || cfg.sharedDataDir) return { windowStore: (store) => new SqliteWindowStore(store.rateHitsOnOwnConnection()) };
-  return {};
-}
-
-export class IntegrityError extends Error {
-  override name = 'IntegrityError';
-}
-
-/**
- * Start-up check after an unclean stop: SQLite's own integrity check (a corrupt file refuses to serve),
- * then the whitelist invariant (every live entry has its claim and every held claim its entry), repaired.
- */
-export function checkAndRepair(cfg: ServeConfig): void {
-  const store = Store.open(cfg.dataDir, { releaseGraceSec: cfg.releaseGraceSec });
-  try {
-    const problems = store.integrityProblems();
-    const corrupt = problems.filter((p) => !/foreign key violations$/.test(p));
-    if (corrupt.length) {
-      logLine('error', { event: 'integrity_check', ok: false, problems: corrupt.slice(0, 20) }, 'database integrity check failed');
-      throw new IntegrityError(`database ${cfg.dataDir}/proxyd.db failed its integrity check (${corrupt[0]}); restore it from a backup (see docs/operations.md)`);
-    }
-    const found = store.whitelist.inconsistencies();
-    let repaired = null;
-    if (found.claimsWithoutEntry || found.entriesWithoutClaim) repaired = store.whitelist.repair();
-    logLine(
-      problems.length || repaired ? 'warn' : 'info',
-      { event: 'integrity_check', ok: true, foreignKeyProblems: problems.length, ...found, ...(repaired ? { repaired } : {}) },
-      repaired ? 'database sound; whitelist inconsistencies repaired' : 'database sound',
-    );
-  } finally {
-    store.close();
-  }
-}
+import { acquireLock, acquireSharedLock } from './lock.js';
+import { createLogger } from './log.js';
+import { checkAndRepair, startDaemon, type Serving } from './serve.js';
 
 export async function runServe(cfg: ServeConfig): Promise<void> {
-  setLogLevel(cfg.logLevel);
-  if (cluster.isWorker) {
-    const { runWorker } = await import('./cluster.js');
-    return runWorker(cfg);
+  const log = createLogger(cfg.logLevel);
+  // A worker re-runs this command line: the primary holds the lock and the signals.
+  if (cluster.isWorker) return runWorker(cfg, log);
+
+  mkdirSync(cfg.dataDir, { recursive: true, mode: 0o700 });
+  const lock = cfg.sharedDataDir ? acquireSharedLock(cfg.dataDir) : acquireLock(cfg.dataDir);
+  let serving: Serving;
+  try {
+    checkAndRepair(cfg, log);
+    serving = cfg.workers > 1 ? await startPrimary(cfg, log) : await startDaemon(cfg, log);
+  } catch (e) {
+    lock.release();
+    throw e;
   }
-  if (cfg.workers > 1) {
-    const { runPrimary } = await import('./cluster.js');
-    return runPrimary(cfg);
-  }
-  await serveSingle(cfg, { ...startOptionsFor(cfg), afterLock: () => checkAndRepair(cfg) });
+  let stopping = false;
+  const stop = (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    log.info({ event: 'shutdown', signal }, cfg.workers > 1 ? 'stopping: draining every worker' : 'stopping: no new connections, draining');
+    serving
+      .shutdown()
+      .then(
+        () => 0,
+        (e: Error) => {
+          log.error({ err: { message: e.message } }, 'shutdown failed');
+          return 1;
+        },
+      )
+      .then((code) => {
+        lock.release();
+        log.info({ event: 'stopped', exitCode: code }, cfg.workers > 1 ? 'all workers stopped' : 'stopped');
+        process.exit(code);
+      });
+  };
+  process.once('SIGTERM', () => stop('SIGTERM'));
+  process.once('SIGINT', () => stop('SIGINT'));
+  // After the handlers: whoever reads this line may signal at once.
+  process.stdout.write(`${JSON.stringify(serving.ready)}\n`);
 }

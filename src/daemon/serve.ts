@@ -1,51 +1,86 @@
-// `proxyd serve`: opens the store, the API (+ console) and the gateway, prints one ready line, drains on SIGTERM.
-import { mkdirSync } from 'node:fs';
+// One serving process: opens the store, the rate-limit store, the API (+ console) and the gateway, and
+// drains them on shutdown. run.ts decides when (lock, signals, ready line); cluster workers run this too.
 import type { FastifyInstance } from 'fastify';
 import { DEFAULT_LIMITS as GATEWAY_DEFAULT_LIMITS, startGateway } from '../gateway/index.js';
 import type { Gateway, GatewayLimits } from '../gateway/types.js';
 import { StoreAdmission } from './admission.js';
-import { buildApp, LOG_SERIALIZERS } from './api/app.js';
+import { buildApp } from './api/app.js';
 import { consolePlugin } from './console/index.js';
 import type { ApiContext } from './api/context.js';
 import { formatHostPort, type ServeConfig } from './config.js';
 import { openCountryLookup } from './geo.js';
-import { acquireLock, acquireSharedLock, type DataDirLock } from './lock.js';
+import type { DaemonLog } from './log.js';
 import { Metrics } from './metrics.js';
 import { ApiLimits, parseLimitOverrides } from './ratelimit/api-limits.js';
 import { MemoryWindowStore, type WindowStore } from './ratelimit/limiter.js';
+import { RedisWindowStore } from './ratelimit/redis-store.js';
+import { SqliteWindowStore } from './ratelimit/sqlite-store.js';
 import { Store } from './store/index.js';
 import { TrafficAccumulator } from './traffic.js';
 import { WhitelistService } from './whitelist-service.js';
 
 export const TUNNEL_DRAIN_MS = 10_000;
+/** How long start-up waits for a configured dependency (Redis) before it serves degraded. */
+export const DEPENDENCY_WAIT_MS = 3_000;
 
-export interface RunningDaemon {
-  app: FastifyInstance;
-  gateway: Gateway | null;
-  store: Store;
-  ready: { event: 'ready'; api: string; httpProxy: string | null; socks5: string | null; pid: number };
+/** What run.ts serves: this process, or a cluster primary's workers. */
+export interface Serving {
+  ready: { event: 'ready'; api: string; httpProxy: string | null; socks5: string | null; pid: number; workers?: number };
   shutdown(): Promise<void>;
 }
 
-export interface StartOptions {
-  /** Window store for the API limits (run.ts `startOptionsFor` picks it); in-process memory when absent. */
-  windowStore?: (store: Store) => WindowStore;
-  /** Extra health checks (Redis). */
-  extraHealth?: () => Promise<string[]>;
-  /** Runs after the data-dir lock is taken and before anything serves (start-up integrity check). */
-  afterLock?: () => void;
-  /** The console plugin, mounted under /console/. */
-  plugins?: Array<(app: FastifyInstance, ctx: ApiContext) => Promise<void>>;
+export interface RunningDaemon extends Serving {
+  app: FastifyInstance;
+  gateway: Gateway | null;
+  store: Store;
 }
 
-export function loggerOptions(level: string) {
-  return {
-    level,
-    serializers: LOG_SERIALIZERS,
-    // Belt and braces: these keys never reach a log line even if someone logs them.
-    redact: { paths: ['api_key', '*.api_key', 'token', '*.token', 'password', '*.password', 'secret', '*.secret', '*.authorization', '*["proxy-authorization"]'], censor: '[redacted]' },
-    stream: process.stderr,
-  };
+/** The one place the serving path opens the database. */
+export function openStore(cfg: ServeConfig): Store {
+  return Store.open(cfg.dataDir, { releaseGraceSec: cfg.releaseGraceSec });
+}
+
+/** Which window store the API limits use: Redis when given, else SQLite when several processes serve, else memory. */
+export function windowStoreFor(cfg: ServeConfig, store: Store, log: DaemonLog): WindowStore {
+  if (cfg.redisUrl) {
+    return new RedisWindowStore(cfg.redisUrl, {
+      onStateChange: (up, detail) =>
+        up
+          ? log.info({ event: 'redis_up', component: 'ratelimit', detail }, 'Redis reachable: rate limits served')
+          : log.warn({ event: 'redis_down', component: 'ratelimit', detail }, 'Redis unreachable: whitelist requests answer 503 until it is back'),
+    });
+  }
+  if (cfg.workers > 1 || cfg.sharedDataDir) return new SqliteWindowStore(store.rateHitsOnOwnConnection());
+  return new MemoryWindowStore();
+}
+
+export class IntegrityError extends Error {
+  override name = 'IntegrityError';
+}
+
+/**
+ * Start-up check after an unclean stop: SQLite's own integrity check (a corrupt file refuses to serve),
+ * then the whitelist invariant (every live entry has its claim and every held claim its entry), repaired.
+ */
+export function checkAndRepair(cfg: ServeConfig, log: DaemonLog): void {
+  const store = openStore(cfg);
+  try {
+    const problems = store.integrityProblems();
+    const corrupt = problems.filter((p) => !/foreign key violations$/.test(p));
+    if (corrupt.length) {
+      log.error({ event: 'integrity_check', ok: false, problems: corrupt.slice(0, 20) }, 'database integrity check failed');
+      throw new IntegrityError(`database ${cfg.dataDir}/proxyd.db failed its integrity check (${corrupt[0]}); restore it from a backup (see docs/operations.md)`);
+    }
+    const found = store.whitelist.inconsistencies();
+    let repaired = null;
+    if (found.claimsWithoutEntry || found.entriesWithoutClaim) repaired = store.whitelist.repair();
+    log[problems.length || repaired ? 'warn' : 'info'](
+      { event: 'integrity_check', ok: true, foreignKeyProblems: problems.length, ...found, ...(repaired ? { repaired } : {}) },
+      repaired ? 'database sound; whitelist inconsistencies repaired' : 'database sound',
+    );
+  } finally {
+    store.close();
+  }
 }
 
 /**
@@ -66,19 +101,12 @@ export function parseGatewayLimitOverrides(s: string | undefined): Partial<Gatew
   return out;
 }
 
-/** Starts one serving process (the only one, or a cluster worker). The caller holds the data-dir lock. */
-export async function startDaemon(cfg: ServeConfig, opts: StartOptions = {}): Promise<RunningDaemon> {
-  const gatewayLimits = parseGatewayLimitOverrides(process.env.PROXYD_GATEWAY_LIMITS); // before anything opens
-  const store = Store.open(cfg.dataDir, { releaseGraceSec: cfg.releaseGraceSec });
-  const geo = await openCountryLookup(cfg.geoipDb);
-  const metrics = new Metrics();
-  const windowStore = opts.windowStore?.(store) ?? new MemoryWindowStore();
-  const limits = new ApiLimits(windowStore, parseLimitOverrides(cfg.rateLimits));
-  let app: FastifyInstance | null = null;
-  const whitelist = new WhitelistService(store, geo, { error: (o, m) => app?.log.error(o, m) });
+/** The API (+ console) listening, once the rate-limit store is connected or has been waited for. */
+async function listenApi(cfg: ServeConfig, log: DaemonLog, store: Store, limits: ApiLimits, metrics: Metrics): Promise<FastifyInstance> {
+  const [geo] = await Promise.all([openCountryLookup(cfg.geoipDb), limits.ready(DEPENDENCY_WAIT_MS)]);
   const ctx: ApiContext = {
     store,
-    whitelist,
+    whitelist: new WhitelistService(store, geo, { error: (o, m) => log.error(o, m) }),
     limits,
     metrics,
     nowMs: Date.now,
@@ -90,16 +118,34 @@ export async function startDaemon(cfg: ServeConfig, opts: StartOptions = {}): Pr
         down.push('database');
       }
       if (!(await limits.healthy())) down.push(limits.storeKind === 'redis' ? 'redis' : 'rate_limit_store');
-      for (const d of (await opts.extraHealth?.()) ?? []) if (!down.includes(d)) down.push(d);
       return { ok: down.length === 0, down };
     },
   };
-  app = await buildApp(ctx, {
-    trustProxy: cfg.trustProxy,
-    logger: loggerOptions(cfg.logLevel),
-    plugins: (opts.plugins ?? [consolePlugin]).map((p) => (a: FastifyInstance) => p(a, ctx)),
+  const app = await buildApp(ctx, { trustProxy: cfg.trustProxy, logger: log, plugins: [(a: FastifyInstance) => consolePlugin(a, ctx)] });
+  try {
+    await app.listen({ host: cfg.apiListen.host, port: cfg.apiListen.port });
+  } catch (err) {
+    await app.close();
+    throw err;
+  }
+  return app;
+}
+
+/**
+ * Starts one serving process (the only one, or a cluster worker); the caller holds the data-dir lock.
+ * Resolves once it serves: every configured dependency is connected, or waited for and logged as down.
+ */
+export async function startDaemon(cfg: ServeConfig, log: DaemonLog): Promise<RunningDaemon> {
+  const gatewayLimits = parseGatewayLimitOverrides(process.env.PROXYD_GATEWAY_LIMITS); // before anything opens
+  const store = openStore(cfg);
+  const limits = new ApiLimits(windowStoreFor(cfg, store, log), parseLimitOverrides(cfg.rateLimits));
+  const metrics = new Metrics();
+  // Whatever fails before the API listens must not leave a Redis client reconnecting: the process would never exit.
+  const app = await listenApi(cfg, log, store, limits, metrics).catch(async (err: unknown) => {
+    await limits.close();
+    store.close();
+    throw err;
   });
-  await app.listen({ host: cfg.apiListen.host, port: cfg.apiListen.port });
   const apiAddr = app.server.address();
   const apiPort = typeof apiAddr === 'object' && apiAddr ? apiAddr.port : cfg.apiListen.port;
   const apiHostPort = { host: cfg.apiListen.host, port: apiPort };
@@ -118,10 +164,10 @@ export async function startDaemon(cfg: ServeConfig, opts: StartOptions = {}): Pr
     admission: new StoreAdmission(store),
     traffic,
     limits: gatewayLimits,
-    log: app.log.child({ component: 'gateway' }),
+    log: log.child({ component: 'gateway' }),
   }).catch(async (err: unknown) => {
     traffic.stop();
-    await app!.close();
+    await app.close();
     await limits.close();
     store.close();
     throw err;
@@ -142,42 +188,10 @@ export async function startDaemon(cfg: ServeConfig, opts: StartOptions = {}): Pr
   let closing: Promise<void> | null = null;
   const shutdown = () =>
     (closing ??= (async () => {
-      app!.log.info({ event: 'shutdown' }, 'stopping: no new connections, draining');
-      await Promise.all([app!.close(), gateway?.close(TUNNEL_DRAIN_MS)]);
+      await Promise.all([app.close(), gateway?.close(TUNNEL_DRAIN_MS)]);
       traffic.stop();
       await limits.close();
       store.close();
     })());
   return { app, gateway, store, ready, shutdown };
-}
-
-/** `proxyd serve` with one worker: lock, start, ready line, signals. */
-export async function serveSingle(cfg: ServeConfig, opts: StartOptions = {}): Promise<void> {
-  mkdirSync(cfg.dataDir, { recursive: true, mode: 0o700 });
-  const lock: DataDirLock = cfg.sharedDataDir ? acquireSharedLock(cfg.dataDir) : acquireLock(cfg.dataDir);
-  let daemon: RunningDaemon;
-  try {
-    opts.afterLock?.();
-    daemon = await startDaemon(cfg, opts);
-  } catch (e) {
-    lock.release();
-    throw e;
-  }
-  process.stdout.write(`${JSON.stringify(daemon.ready)}\n`);
-  const stop = (signal: string) => {
-    daemon.app.log.info({ signal }, 'signal received');
-    daemon
-      .shutdown()
-      .then(() => {
-        lock.release();
-        process.exit(0);
-      })
-      .catch((e: Error) => {
-        daemon.app.log.error({ err: { message: e.message } }, 'shutdown failed');
-        lock.release();
-        process.exit(1);
-      });
-  };
-  process.once('SIGTERM', () => stop('SIGTERM'));
-  process.once('SIGINT', () => stop('SIGINT'));
 }

@@ -109,7 +109,7 @@ describe('proxyctl against proxyd', () => {
   });
 
   it('draws a cli-table3 table on a TTY', async (t) => {
-    if (spawnSync('sh', ['-c', 'command -v script']).status !== 0) t.skip();
+    if (spawnSync('sh', ['-c', 'command -v script']).status !== 0) t.skip('script is not installed (apt-get install -y bsdutils)');
     // util-linux `script` gives the command a pseudo-terminal.
     const cmd = `${JSON.stringify(process.execPath)} ${JSON.stringify(PROXYCTL)} whitelist list --page-size 3`;
     const r = spawnSync('script', ['-qefc', cmd, '/dev/null'], { env: { ...process.env, ...env() }, encoding: 'utf8', timeout: 30_000 });

@@ -79,7 +79,7 @@ describe('proxyd serve', () => {
   it('admin commands fail clearly, on stderr, non-zero', async () => {
     const cases: Array<[string[], RegExp, string?]> = [
       [['account', 'create', '--email', 'not-an-email', '--password-stdin'], /not an email address/, 'longenough\n'],
-      [['account', 'create', '--email', 'x@example.com', '--password-stdin'], /at least 8 characters/, 'short\n'],
+      [['account', 'create', '--email', 'x@example.com', '--password-stdin'], /at least 10 characters/, 'short\n'],
       [['account', 'set', '--email', 'nobody@example.com', '--status', 'closed'], /no account/],
       [['token', 'reset', '--email', 'nobody@example.com'], /no account/],
       [['whitelist', 'set-status', '--email', 'serve@example.com', '--ip', '1.2.3.4', '--status', 'active'], /no whitelist entry/],

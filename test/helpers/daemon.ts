@@ -1,6 +1,6 @@
 // Spawns the built `proxyd` as a real process on loopback with a temp data dir.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { createWriteStream, mkdtempSync } from 'node:fs';
+import { appendFileSync, createWriteStream, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
@@ -28,6 +28,16 @@ export interface Daemon {
   logs: string[];
   exited: Promise<number | null>;
   stop(signal?: NodeJS.Signals): Promise<number | null>;
+}
+
+/**
+ * Saves a response body the tests received for the suite-wide secret scan (test/global-setup.ts scans
+ * every file under PROXYD_TEST_LOG_DIR, daemon logs and these alike). Returns the body.
+ */
+export function recordBody<T extends string>(body: T): T {
+  const dir = process.env.PROXYD_TEST_LOG_DIR;
+  if (dir) appendFileSync(path.join(dir, `bodies-${process.pid}.log`), `${body.replace(/\n/g, '\\n')}\n`);
+  return body;
 }
 
 export function tempDir(prefix = 'proxyd-test-'): string {

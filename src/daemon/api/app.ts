@@ -1,8 +1,11 @@
 // The daemon's HTTP app: whitelist API, operational endpoints, and (when given) the console.
 import { randomUUID } from 'node:crypto';
-import Fastify, { LogController, type FastifyInstance, type FastifyServerOptions } from 'fastify';
+import type { IncomingMessage } from 'node:http';
+import type { Duplex } from 'node:stream';
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import { BusinessError, Code } from '../../contract/codes.js';
 import { API_PATHS, MAX_BODY_BYTES } from '../../contract/paths.js';
+import type { DaemonLog } from '../log.js';
 import { LimiterUnavailableError } from '../ratelimit/limiter.js';
 import type { ApiContext } from './context.js';
 import { sendEnvelope } from './envelope.js';
@@ -13,36 +16,17 @@ import listRoute from './routes/whitelist-list.js';
 
 export interface AppOptions {
   trustProxy: string[];
-  /** Pino options or `false` (tests). Logs go to stderr as JSON lines. */
-  logger: FastifyServerOptions['logger'];
+  /** The daemon's logger (src/daemon/log.ts), or `false` (tests). */
+  logger: DaemonLog | false;
   /** Mounts extra plugins (the console) on the app. */
   plugins?: Array<(app: FastifyInstance) => Promise<void>>;
 }
 
-export const LOG_SERIALIZERS = {
-  // Never the URL: the query string can carry api_key.
-  req: (req: { method?: string; routeOptions?: { url?: string } }) => ({ method: req.method, route: req.routeOptions?.url }),
-  res: (res: { statusCode?: number }) => ({ status: res.statusCode }),
-};
-
 const ALL_METHODS = ['GET', 'POST', 'PUT', 'DELETE', 'PATCH', 'OPTIONS'] as const;
 
-/**
- * Requests Node's HTTP parser refuses (bad framing, a head over 16 KiB, a timeout) never reach Fastify;
- * they still get the envelope and the usual headers, and the connection is closed.
- */
-export function clientErrorResponse(err: NodeJS.ErrnoException): string | null {
-  if (err.code === 'ECONNRESET' || err.code === 'EPIPE') return null;
-  const tooLarge = err.code === 'HPE_HEADER_OVERFLOW';
-  const timeout = err.code === 'ERR_HTTP_REQUEST_TIMEOUT';
-  const status = tooLarge ? '431 Request Header Fields Too Large' : timeout ? '408 Request Timeout' : '400 Bad Request';
-  const requestId = randomUUID();
-  const body = JSON.stringify({
-    code: Code.INVALID_PARAMS,
-    message: tooLarge ? 'invalid parameters: request head too large' : timeout ? 'invalid parameters: request timed out' : 'invalid parameters: malformed HTTP request',
-    requestId,
-    data: null,
-  });
+/** A whole HTTP/1.1 response carrying the envelope, for answers written on the socket outside Fastify. */
+export function rawEnvelopeResponse(status: string, code: number, message: string, requestId = randomUUID()): string {
+  const body = JSON.stringify({ code, message, requestId, data: null });
   return [
     `HTTP/1.1 ${status}`,
     'Content-Type: application/json; charset=utf-8',
@@ -56,9 +40,33 @@ export function clientErrorResponse(err: NodeJS.ErrnoException): string | null {
   ].join('\r\n');
 }
 
+/**
+ * Requests Node's HTTP parser refuses (bad framing, a head over 16 KiB, a timeout) never reach Fastify;
+ * they still get the envelope and the usual headers, and the connection is closed.
+ */
+export function clientErrorResponse(err: NodeJS.ErrnoException): string | null {
+  if (err.code === 'ECONNRESET' || err.code === 'EPIPE') return null;
+  const tooLarge = err.code === 'HPE_HEADER_OVERFLOW';
+  const timeout = err.code === 'ERR_HTTP_REQUEST_TIMEOUT';
+  const status = tooLarge ? '431 Request Header Fields Too Large' : timeout ? '408 Request Timeout' : '400 Bad Request';
+  const message = tooLarge ? 'invalid parameters: request head too large' : timeout ? 'invalid parameters: request timed out' : 'invalid parameters: malformed HTTP request';
+  return rawEnvelopeResponse(status, Code.INVALID_PARAMS, message);
+}
+
 export async function buildApp(ctx: ApiContext, opts: AppOptions): Promise<FastifyInstance> {
+  /** The one log line and the metrics of a request, by route pattern (never the URL). */
+  const logRequest = (request: FastifyRequest, reply: FastifyReply): void => {
+    const route = request.routeOptions?.url ?? '(unmatched)';
+    const status = reply.statusCode;
+    const code = reply.businessCode;
+    ctx.metrics.httpRequests.inc({ route, method: request.method, status: String(status), code: String(code ?? '') });
+    ctx.metrics.httpDuration.observe({ route }, reply.elapsedTime / 1000);
+    if (code === Code.RATE_LIMITED) ctx.metrics.rateLimited.inc({ route, reason: request.limitedBy ?? 'token' });
+    if (code === Code.LIMITER_UNAVAILABLE) ctx.metrics.rateLimited.inc({ route, reason: 'store_unavailable' });
+    request.log.info({ method: request.method, route, status, code, ms: Math.round(reply.elapsedTime * 100) / 100 }, 'request');
+  };
   const app = Fastify({
-    logger: opts.logger,
+    ...(opts.logger ? { loggerInstance: opts.logger as FastifyBaseLogger } : { logger: false }),
     genReqId: () => randomUUID(),
     // Our onResponse hook writes the one line per request; Fastify's own lines would carry the URL.
     logController: new LogController({ requestIdLogLabel: 'requestId', disableRequestLogging: true }),
@@ -69,6 +77,14 @@ export async function buildApp(ctx: ApiContext, opts: AppOptions): Promise<Fasti
     connectionTimeout: 30_000,
     requestTimeout: 30_000,
     keepAliveTimeout: 5_000,
+    // Failures Fastify answers itself, before routing (a URL it cannot decode): its own body would echo the
+    // URL, query string and api_key included. HTTP 400 like the parser's refusals (it cannot be a whitelist
+    // request). No hook runs for these, so the headers and the log line are set here.
+    frameworkErrors(_err, request, reply) {
+      reply.raw.once('finish', () => logRequest(request, reply));
+      reply.header('x-request-id', request.id).header('x-content-type-options', 'nosniff').header('cache-control', 'no-store');
+      return sendEnvelope(request, reply, Code.INVALID_PARAMS, null, 'invalid parameters: malformed URL', { httpStatus: 400 });
+    },
     clientErrorHandler(err, socket) {
       const response = clientErrorResponse(err as NodeJS.ErrnoException);
       if (response && socket.writable) socket.end(response);
@@ -83,16 +99,7 @@ export async function buildApp(ctx: ApiContext, opts: AppOptions): Promise<Fasti
     return payload;
   });
 
-  app.addHook('onResponse', async (request, reply) => {
-    const route = request.routeOptions.url ?? '(unmatched)';
-    const status = reply.statusCode;
-    const code = reply.businessCode;
-    ctx.metrics.httpRequests.inc({ route, method: request.method, status: String(status), code: String(code ?? '') });
-    ctx.metrics.httpDuration.observe({ route }, reply.elapsedTime / 1000);
-    if (code === Code.RATE_LIMITED) ctx.metrics.rateLimited.inc({ route, reason: request.limitedBy ?? 'token' });
-    if (code === Code.LIMITER_UNAVAILABLE) ctx.metrics.rateLimited.inc({ route, reason: 'store_unavailable' });
-    request.log.info({ method: request.method, route, status, code, ms: Math.round(reply.elapsedTime * 100) / 100 }, 'request');
-  });
+  app.addHook('onResponse', async (request, reply) => logRequest(request, reply));
 
   app.setErrorHandler(async (err: Error & { code?: string; statusCode?: number; validation?: unknown }, request, reply) => {
     if (err instanceof BusinessError) {
@@ -111,6 +118,15 @@ export async function buildApp(ctx: ApiContext, opts: AppOptions): Promise<Fasti
   });
 
   app.setNotFoundHandler(async (request, reply) => sendEnvelope(request, reply, Code.NOT_FOUND));
+
+  // CONNECT never reaches Fastify (Node hands it to 'connect' listeners and drops the socket without one):
+  // this is the API, not the proxy, so say so and close.
+  app.server.on('connect', (req: IncomingMessage, socket: Duplex) => {
+    const requestId = randomUUID();
+    socket.on('error', () => socket.destroy());
+    socket.end(rawEnvelopeResponse('405 Method Not Allowed', Code.METHOD_NOT_ALLOWED, 'method not allowed: CONNECT goes to the proxy port, not the API', requestId));
+    app.log.info({ requestId, method: req.method, route: '(connect)', status: 405, code: Code.METHOD_NOT_ALLOWED }, 'request');
+  });
 
   // Whitelist API in its own scope: its body parser keeps raw bytes so the handler decides (after auth).
   await app.register(async (api) => {

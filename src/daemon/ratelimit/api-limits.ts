@@ -84,6 +84,11 @@ export class ApiLimits {
     return this.bounded(this.store.healthy()).catch(() => false);
   }
 
+  /** Waits (at most `ms`) for a store that connects; true when it serves. */
+  async ready(ms: number): Promise<boolean> {
+    return (await this.store.ready?.(ms)) ?? true;
+  }
+
   close(): Promise<void> {
     return this.store.close();
   }

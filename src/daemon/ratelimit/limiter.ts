@@ -16,6 +16,8 @@ export interface WindowStore {
   /** Records a hit unconditionally. */
   record(key: string, nowMs: number, windowMs: number): Promise<void>;
   healthy(): Promise<boolean>;
+  /** Stores that connect (Redis): waits at most `ms` for the connection; true when it serves. */
+  ready?(ms: number): Promise<boolean>;
   close(): Promise<void>;
 }
 

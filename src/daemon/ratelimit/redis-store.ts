@@ -1,12 +1,15 @@
 // Window store in Redis, shared by every daemon and host using it. The sliding-window log is a sorted set
 // per key, read and written by one Lua script per decision, so concurrent daemons never over-admit.
 // Fails fast (no offline queue, short command timeout) so ApiLimits answers 503 instead of waiting or
-// bypassing; the client reconnects on its own, so service returns without a restart.
+// bypassing; the client reconnects on its own, so service returns without a restart. Only while the first
+// connection is still being made does a command wait for it (within ApiLimits' 500 ms bound).
 import { randomBytes } from 'node:crypto';
 import { Redis, type RedisOptions } from 'ioredis';
 import type { WindowDecision, WindowStore } from './limiter.js';
 
 export const REDIS_KEY_PREFIX = 'proxyd:rl:';
+/** How long a command waits for the first connection: inside ApiLimits' 500 ms bound. */
+const FIRST_CONNECTION_WAIT_MS = 400;
 
 // KEYS[1] key; ARGV limit, windowMs, nowMs, member. Returns {allowed 0|1, count, oldest score or -1}.
 const CONSUME_LUA = `
@@ -72,6 +75,13 @@ export function redisClientOptions(commandTimeoutMs = 300): RedisOptions {
   };
 }
 
+/** Settles when `p` does or after `ms`, whichever comes first. */
+async function atMost(p: Promise<void>, ms: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  await Promise.race([p, new Promise<void>((r) => (timer = setTimeout(r, ms)))]);
+  clearTimeout(timer);
+}
+
 function member(nowMs: number): string {
   return `${nowMs}-${randomBytes(8).toString('hex')}`;
 }
@@ -85,27 +95,62 @@ export class RedisWindowStore implements WindowStore {
   readonly kind = 'redis' as const;
   readonly client: Redis;
   private readonly cmd: WindowCommands;
-  private up = false;
+  /** `connecting` until the first connection is made or start-up gives up on it (ready()). */
+  private state: 'connecting' | 'up' | 'down' = 'connecting';
+  private lastError = 'not connected yet';
+  private readonly firstConnection: Promise<void>;
+  private settleFirst!: () => void;
 
-  constructor(url: string, opts: RedisStoreOptions = {}) {
+  constructor(
+    url: string,
+    private readonly opts: RedisStoreOptions = {},
+  ) {
+    this.firstConnection = new Promise((resolve) => (this.settleFirst = resolve));
     this.client = new Redis(url, { ...redisClientOptions(opts.commandTimeoutMs), ...opts.redis });
     this.client.defineCommand('proxydWindowConsume', { numberOfKeys: 1, lua: CONSUME_LUA });
     this.client.defineCommand('proxydWindowPeek', { numberOfKeys: 1, lua: PEEK_LUA, readOnly: true });
     this.client.defineCommand('proxydWindowRecord', { numberOfKeys: 1, lua: RECORD_LUA });
     this.cmd = this.client as unknown as WindowCommands;
     this.client.on('ready', () => {
-      if (!this.up) opts.onStateChange?.(true, 'connected');
-      this.up = true;
+      if (this.state !== 'up') opts.onStateChange?.(true, 'connected');
+      this.state = 'up';
+      this.settleFirst();
     });
     // Without a listener ioredis reports every failed reconnect as an unhandled error.
     this.client.on('error', (e: Error) => {
-      if (this.up) opts.onStateChange?.(false, e.message);
-      this.up = false;
+      this.lastError = e.message;
+      if (this.state === 'up') this.markDown(e.message);
     });
     this.client.on('close', () => {
-      if (this.up) opts.onStateChange?.(false, 'connection closed');
-      this.up = false;
+      if (this.state === 'up') this.markDown('connection closed');
     });
+  }
+
+  private markDown(detail: string): void {
+    this.state = 'down';
+    this.opts.onStateChange?.(false, detail);
+    this.settleFirst();
+  }
+
+  /** Waits at most `ms` for the first connection; if it is still away, the outage starts now (one redis_down). */
+  async ready(ms: number): Promise<boolean> {
+    if (this.state === 'connecting') {
+      await atMost(this.firstConnection, ms);
+      if (!this.isUp()) this.markDown(this.lastError);
+    }
+    return this.isUp();
+  }
+
+  // A method, not a field read: the state changes across an await.
+  private isUp(): boolean {
+    return this.state === 'up';
+  }
+
+  /** A command sent before the first connection waits for it (bounded: never sent after its caller gave up). */
+  private async connected(): Promise<void> {
+    if (this.state !== 'connecting') return;
+    await atMost(this.firstConnection, FIRST_CONNECTION_WAIT_MS);
+    if (!this.isUp()) throw new Error(`Redis not connected yet (${this.lastError})`);
   }
 
   private k(key: string): string {
@@ -113,16 +158,19 @@ export class RedisWindowStore implements WindowStore {
   }
 
   async consume(key: string, limit: number, windowMs: number, nowMs: number): Promise<WindowDecision> {
+    await this.connected();
     const r = await this.cmd.proxydWindowConsume(this.k(key), limit, windowMs, nowMs, member(nowMs));
     return { allowed: Number(r[0]) === 1, count: Number(r[1]), oldestAtMs: oldest(r[2]) };
   }
 
   async peek(key: string, windowMs: number, nowMs: number): Promise<WindowDecision> {
+    await this.connected();
     const r = await this.cmd.proxydWindowPeek(this.k(key), windowMs, nowMs);
     return { allowed: true, count: Number(r[0]), oldestAtMs: oldest(r[1]) };
   }
 
   async record(key: string, nowMs: number, windowMs: number): Promise<void> {
+    await this.connected();
     await this.cmd.proxydWindowRecord(this.k(key), windowMs, nowMs, member(nowMs));
   }
 
@@ -135,6 +183,7 @@ export class RedisWindowStore implements WindowStore {
   }
 
   async close(): Promise<void> {
+    this.settleFirst();
     this.client.disconnect(false);
   }
 }

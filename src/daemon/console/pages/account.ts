@@ -1,3 +1,4 @@
+import { MIN_PASSWORD_CHARS } from '../../../contract/password.js';
 import { html, type Html } from '../html.js';
 import { csrfField, shell, utc } from '../layout.js';
 import type { Flash } from '../session.js';
@@ -83,7 +84,7 @@ ${tokenCard(v)}
 ${csrfField(v.csrf)}
 <input type="text" name="username" autocomplete="username" value="${v.email}" hidden>
 <div class="field"><label for="current_password">Current password</label><input type="password" id="current_password" name="current_password" autocomplete="current-password" required></div>
-<div class="field"><label for="new_password">New password</label><input type="password" id="new_password" name="new_password" autocomplete="new-password" minlength="10" required aria-describedby="new_password_hint"><span class="hint" id="new_password_hint">At least 10 characters.</span></div>
+<div class="field"><label for="new_password">New password</label><input type="password" id="new_password" name="new_password" autocomplete="new-password" minlength="${MIN_PASSWORD_CHARS}" required aria-describedby="new_password_hint"><span class="hint" id="new_password_hint">At least ${MIN_PASSWORD_CHARS} characters.</span></div>
 <div class="form-actions"><button class="btn secondary" type="submit">Change password</button></div>
 </form>
 </section>

@@ -1,0 +1,32 @@
+// Start and stop of a single-worker daemon, as the one start-up path (src/daemon/run.ts) runs them: JSON
+// logs on stderr from one logger, --log-level applied to start-up lines too, and a final "stopped" line.
+import { describe, expect, it } from 'vitest';
+import { startDaemon } from '../helpers/daemon.js';
+import { waitFor } from './helpers.js';
+
+const parsed = (logs: string[]) => logs.map((l) => JSON.parse(l) as { event?: string; level: number; msg: string; pid: number; signal?: string });
+
+describe('single-worker daemon lifecycle', () => {
+  it('SIGTERM drains, exits 0, and the last log line is "stopped" (as in cluster mode)', async () => {
+    const d = await startDaemon();
+    expect(await d.stop('SIGTERM')).toBe(0);
+    // 'exit' can come before the last stderr line is read.
+    await waitFor('stopped line', () => parsed(d.logs).some((l) => l.event === 'stopped'), 3000);
+    const lines = parsed(d.logs);
+    expect(lines.find((l) => l.event === 'shutdown')).toMatchObject({ signal: 'SIGTERM' });
+    expect(lines.at(-1)).toMatchObject({ event: 'stopped', level: 30, pid: d.proc.pid });
+  });
+
+  it('every start-up line comes from the same logger shape, and --log-level warn hides the info ones', async () => {
+    const quiet = await startDaemon({ args: ['--log-level', 'warn'] });
+    expect(await quiet.stop('SIGINT')).toBe(0);
+    expect(parsed(quiet.logs).filter((l) => l.level < 40)).toEqual([]);
+
+    const loud = await startDaemon({ args: ['--log-level', 'info'] });
+    expect(await loud.stop('SIGTERM')).toBe(0);
+    await waitFor('stopped line', () => parsed(loud.logs).some((l) => l.event === 'stopped'), 3000);
+    const lines = parsed(loud.logs);
+    expect(lines.map((l) => l.event)).toEqual(expect.arrayContaining(['integrity_check', 'shutdown', 'stopped']));
+    for (const l of lines) expect(Object.keys(l)).toEqual(expect.arrayContaining(['level', 'time', 'pid', 'hostname', 'msg']));
+  });
+});
