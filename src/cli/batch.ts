@@ -63,7 +63,7 @@ export interface BatchEngineOptions {
 }
 
 /** 1 s, 2 s, 4 s … capped at 30 s. */
-export function defaultBackoffMs(n: number): number {
+function defaultBackoffMs(n: number): number {
   return Math.min(30_000, 1000 * 2 ** Math.max(0, n - 1));
 }
 

@@ -7,8 +7,7 @@ import type { Context } from './context.js';
 import type { Deps } from './deps.js';
 import { Exit, type ExitCode } from './exit-codes.js';
 import type { Io } from './io.js';
-
-export const VERSION = '0.1.0';
+import { VERSION } from './version.js';
 
 export interface MainOverrides {
   io?: Io;
@@ -180,21 +179,50 @@ Examples:
         }),
       );
   }
-  return program;
-}
 
-/** Registers `proxyctl check` from src/cli/check when that module is present. */
-async function registerCheckCommand(program: Command): Promise<void> {
-  const spec = './check/command.js';
-  let mod: { registerCheck?: (p: Command) => void };
-  try {
-    mod = (await import(spec)) as typeof mod;
-  } catch (err) {
-    const code = (err as NodeJS.ErrnoException).code;
-    if (code === 'ERR_MODULE_NOT_FOUND' && String((err as Error).message).includes('check/command')) return;
-    throw err;
-  }
-  mod.registerCheck?.(program);
+  program
+    .command('check')
+    .description('staged connectivity check through a proxy: dns, tcp, auth, connect, tls, status, then the egress IP compared with a direct request')
+    .requiredOption('--proxy <url>', 'proxy URL: http://[user:pass@]host:port, socks5h://… (proxy resolves the target) or socks5://… (resolved here); without credentials the source-IP whitelist is tested')
+    .option('--target <url>', 'http(s) URL that echoes the caller\'s IP (JSON {"ip":…} or plain text); default: config "check.target", else https://api.ipify.org/?format=json')
+    .option('--timeout <ms>', 'timeout of each stage in milliseconds', int('--timeout', 1, 600_000), 5000)
+    .option('--ca <file>', 'PEM file with extra CA certificate(s) trusted for the target')
+    .option('--direct', 'also fetch the target directly and compare egress IPs (the default)')
+    .option('--no-direct', 'skip the direct request and the egress comparison')
+    .option('--repeat <n>', 'run the check N times: per-stage p50/p95/max and failures by stage (exit 6 if any run failed)', int('--repeat', 1, 10_000))
+    .option('--interval <ms>', 'pause between repeated runs in milliseconds (default 1000)', int('--interval', 0, 3_600_000))
+    .option('--report <file>', 'also write a redacted Markdown report for a support ticket')
+    .addHelpText(
+      'after',
+      [
+        '',
+        'Exit status: 0 every stage passed (also when the egress equals the direct IP: a warning), 6 a stage failed (any run with --repeat), 2 usage error.',
+        'Self-hosters: point --target at proxyd\'s own echo, e.g. --target http://<api-listen>/ip (returns {"ip":"<caller IPv4>"}).',
+      ].join('\n'),
+    )
+    .action(
+      async (
+        opts: { proxy: string; target?: string; timeout: number; ca?: string; direct?: boolean; repeat?: number; interval?: number; report?: string },
+        cmd: Command,
+      ) =>
+        run(cmd, async (ctx, deps) =>
+          (await import('./commands/check.js')).runCheck(
+            {
+              ctx,
+              proxy: opts.proxy,
+              timeoutMs: opts.timeout,
+              direct: opts.direct !== false,
+              ...(opts.target !== undefined ? { target: opts.target } : {}),
+              ...(opts.ca !== undefined ? { caFile: opts.ca } : {}),
+              ...(opts.repeat !== undefined ? { repeat: opts.repeat } : {}),
+              ...(opts.interval !== undefined ? { intervalMs: opts.interval } : {}),
+              ...(opts.report !== undefined ? { report: opts.report } : {}),
+            },
+            deps,
+          ),
+        ),
+    );
+  return program;
 }
 
 export async function main(argv: string[], overrides: MainOverrides = {}): Promise<number> {
@@ -202,7 +230,7 @@ export async function main(argv: string[], overrides: MainOverrides = {}): Promi
   enableCompileCache(env);
   const commander = await import('commander');
   const io = overrides.io ?? (await import('./io.js')).processIo();
-  // Set by our commands and by errors; `proxyctl check` sets process.exitCode itself.
+  // Set by our commands and by errors.
   let exitCode: number | undefined;
   const run = async (cmd: Command, runner: Runner) => {
     const { resolveContext } = await import('./context.js');
@@ -212,13 +240,11 @@ export async function main(argv: string[], overrides: MainOverrides = {}): Promi
   };
   const program = buildProgram(commander, run, io);
   try {
-    await registerCheckCommand(program);
     await program.parseAsync(argv, { from: 'user' });
   } catch (err) {
     exitCode = await exitCodeFor(err, io, env, commander.CommanderError);
   }
-  if (exitCode !== undefined) process.exitCode = exitCode;
-  return exitCode ?? Number(process.exitCode ?? Exit.OK);
+  return exitCode ?? Exit.OK;
 }
 
 async function exitCodeFor(err: unknown, io: Pick<Io, 'stderr'>, env: NodeJS.ProcessEnv, CommanderError: Commander['CommanderError']): Promise<number> {

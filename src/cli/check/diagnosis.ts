@@ -82,6 +82,8 @@ function failureLine(stage: StageName, cause: FailureCause, proxy: ProxySpec, ta
         case 'handshake': return `The TLS handshake with the target failed: the target port may not speak TLS (try an http:// target) or its TLS setup is broken; the proxy tunnel itself works.`;
         default: return `TLS with the target failed (${cause.code}): see the detail; the proxy tunnel itself works.`;
       }
+    case 'not_a_proxy':
+      return `${gw} is not a proxy: it answered ${cause.status} without the Via header a proxy adds, so the answer came from a web server or API (the API port, perhaps). Use the HTTP proxy port (or the SOCKS5 port with socks5h://) in --proxy.`;
     case 'target_status':
       return `The proxy works; the target itself answered ${cause.status}: try another target (an IP echo service such as proxyd's /ip).`;
     case 'protocol':

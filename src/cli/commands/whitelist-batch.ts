@@ -19,8 +19,6 @@ export interface BatchCommandOptions {
   failedOut?: string;
 }
 
-export const DEFAULT_RETRY = 3;
-
 export async function runBatchCommand(opts: BatchCommandOptions, deps: Deps): Promise<ExitCode> {
   const { ctx, op } = opts;
   const { out } = deps;
