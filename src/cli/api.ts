@@ -37,9 +37,10 @@ export class ApiError extends Error {
     this.requestId = extra.requestId;
     this.retryAfterMs = extra.retryAfterMs;
   }
-  /** Message plus request id, for the user. */
+  /** Message plus code and request id in one trailing parenthesis (docs/cli.md, "Error messages"). */
   describe(): string {
-    return this.requestId ? `${this.message} (request id ${this.requestId})` : this.message;
+    const refs = [this.code !== undefined && this.kind === 'http' ? `code ${this.code}` : '', this.requestId ? `request id ${this.requestId}` : ''].filter(Boolean);
+    return refs.length ? `${this.message} (${refs.join(', ')})` : this.message;
   }
 }
 
@@ -152,7 +153,7 @@ export class ApiClient implements WhitelistApi {
   #codeError(code: number, message: string, requestId: string, httpStatus: number, retryAfterMs?: number): ApiError {
     // Server text is shown as is, minus anything that looks like our token.
     const safe = scrubSecrets(message, [this.#token]);
-    return new ApiError('http', `${safe} [code ${code}]`, { code, httpStatus, requestId, ...(retryAfterMs !== undefined ? { retryAfterMs } : {}) });
+    return new ApiError('http', safe, { code, httpStatus, requestId, ...(retryAfterMs !== undefined ? { retryAfterMs } : {}) });
   }
 
   async #call(method: 'GET' | 'POST', path: string, query: Record<string, string>, body?: unknown) {
@@ -179,8 +180,13 @@ export class ApiClient implements WhitelistApi {
     if (!env.success) {
       // Not an envelope: a proxy or load balancer answered. Keep the HTTP status so 5xx/429 stay retryable.
       const code = res.statusCode === 429 ? Code.RATE_LIMITED : res.statusCode === 401 ? Code.INVALID_API_KEY : undefined;
+      // 407 comes from a proxy, never from the API: most likely --base-url names the gateway's port.
+      const what =
+        res.statusCode === 407
+          ? `HTTP 407 Proxy Authentication Required from ${safeOrigin(this.#baseUrl)}: this looks like the proxy port, not the API; use the API address (proxyd --api-listen, default 127.0.0.1:8080) as --base-url`
+          : `unexpected response from the API: HTTP ${res.statusCode}`;
       return Promise.reject(
-        new ApiError(code !== undefined ? 'http' : 'bad_response', `unexpected response from the API: HTTP ${res.statusCode}`, {
+        new ApiError(code !== undefined ? 'http' : 'bad_response', what, {
           httpStatus: res.statusCode,
           ...(code !== undefined ? { code } : {}),
           ...(headerId ? { requestId: headerId } : {}),

@@ -135,10 +135,10 @@ export async function runBatches(opts: BatchEngineOptions): Promise<BatchRunResu
       pacer.record();
     } catch (err) {
       pacer.record();
-      if (isAuthError(err)) return stopWith(Exit.AUTH, `the API rejected the token (${err.describe()})`, Code.INVALID_API_KEY, unit);
+      if (isAuthError(err)) return stopWith(Exit.AUTH, `the API rejected the token: ${err.describe()}`, Code.INVALID_API_KEY, unit);
       if (isRateLimited(err)) {
         // Nothing of the batch was processed: the same batch goes again, unmarked.
-        if (unit.rateLimitedReplays >= retry) return stopWith(Exit.RATE_LIMITED, `rate limited and out of retries (${err.describe()})`, Code.RATE_LIMITED, unit);
+        if (unit.rateLimitedReplays >= retry) return stopWith(Exit.RATE_LIMITED, `rate limited and out of retries: ${err.describe()}`, Code.RATE_LIMITED, unit);
         unit.rateLimitedReplays++;
         const ms = err.retryAfterMs ?? Math.max(1000, pacer.delayMs());
         await wait(ms, 'retry-after');

@@ -37,7 +37,7 @@ export async function createDeps(ctx: Context, io: Io = processIo(), env: NodeJS
     env,
     clock: realClock,
     out,
-    tokens: new TokenStore({ env, keychain: osKeychain(), dir: ctx.configDir, warn: (m) => out.warn(m) }),
+    tokens: new TokenStore({ env, keychain: osKeychain(), dir: ctx.configDir, warn: (m) => out.warn(m), quiet: ctx.quiet }),
     makeApi: (baseUrl, token) => new ApiClient({ baseUrl, token, userAgent: `proxyctl/${VERSION}` }),
     readSecret: async (q) => (await import('./prompt.js')).readHidden(io.stdin, io.stderr, q),
     progress: async () => {

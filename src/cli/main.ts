@@ -256,9 +256,9 @@ async function exitCodeFor(err: unknown, io: Pick<Io, 'stderr'>, env: NodeJS.Pro
   const { CliError, scrubSecrets } = await import('./errors.js');
   const secrets = [env.PROXYCTL_API_KEY];
   if (err instanceof CliError) {
-    io.stderr.write(`proxyctl: ${scrubSecrets(err.message, secrets)}\n`);
+    io.stderr.write(`error: ${scrubSecrets(err.message, secrets)}\n`);
     return err.exitCode;
   }
-  io.stderr.write(`proxyctl: unexpected error: ${scrubSecrets(String((err as Error)?.message ?? err), secrets)}\n`);
+  io.stderr.write(`error: unexpected: ${scrubSecrets(String((err as Error)?.message ?? err), secrets)}\n`);
   return Exit.ERROR;
 }

@@ -126,6 +126,7 @@ async function httpForwardAuth(ctx: CheckContext, signal: AbortSignal): Promise<
         return;
       }
       ctx.forwardResponse = res;
+      ctx.viaMissing = via === undefined;
       const mark = via !== undefined ? `, Via ${printable(via, 60)}` : ', no Via header';
       resolve(ok(`${admittedText(ctx)} (absolute-form GET answered ${res.statusCode}${mark})`));
     });

@@ -11,6 +11,8 @@ export interface DiagnosisInput {
   directIp: string | null;
   /** null: not attempted (--no-direct); string: why the direct request failed. */
   direct: 'skipped' | 'ok' | { error: string };
+  /** An HTTP proxy forwarded the request but its answer carries no Via (RFC 9110 7.6.3). */
+  viaMissing?: boolean;
 }
 
 const TIMEOUT_HINT: Record<StageName, string> = {
@@ -97,6 +99,9 @@ export function diagnose(input: DiagnosisInput): string {
   if (input.failed) return failureLine(input.failed.stage, input.failed.cause, input.proxy, input.target);
   const { egressIp, directIp } = input;
   if (!egressIp) return `All stages passed, but the target's answer holds no IP, so the egress cannot be compared: use an IP echo target (JSON {"ip":…} or a plain-text IP).`;
+  if (input.viaMissing) {
+    return `Warning: the answer carries no Via header, so it may not have come through a proxy: ${input.proxy.host}:${input.proxy.port} may be a web server or the API rather than the proxy port (a few proxies hide themselves; proxyd always adds Via).`;
+  }
   if (input.direct === 'skipped') return `All stages passed: traffic leaves the proxy as ${egressIp} (direct comparison skipped).`;
   if (typeof input.direct === 'object') return `All stages passed: traffic leaves the proxy as ${egressIp}; the direct request failed (${input.direct.error}), so the egress was not compared.`;
   if (!directIp) return `All stages passed: traffic leaves the proxy as ${egressIp}; the direct answer held no IP, so the egress was not compared.`;

@@ -70,7 +70,7 @@ export async function performCheck(opts: CheckOptions, deps: Partial<CheckDeps> 
       direct = { error: r.error };
     }
   }
-  const diagnosis = scrub(diagnose({ failed: failure, proxy, target, egressIp: egress, directIp, direct }), proxy.password);
+  const diagnosis = scrub(diagnose({ failed: failure, proxy, target, egressIp: egress, directIp, direct, viaMissing: ctx.viaMissing === true }), proxy.password);
   return {
     report: { stages, egress_ip: egress, direct_ip: directIp, diagnosis },
     ok: !failure,

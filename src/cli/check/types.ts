@@ -85,6 +85,8 @@ export interface CheckContext {
   connectAnswer?: { status: number; reason: string; body: string };
   /** HTTP proxy, http:// target: the absolute-form response (auth reads it, status finishes it). */
   forwardResponse?: IncomingMessage;
+  /** HTTP proxy, http:// target: the forwarded answer had no Via header (auth stage). */
+  viaMissing?: boolean;
   /** Egress IP echoed by the target (status stage). */
   egressIp?: string | null;
   /** Every socket opened, destroyed at the end. */

@@ -4,9 +4,9 @@ import { runBatches, type BatchOp, type BatchSummary } from '../batch.js';
 import type { Context } from '../context.js';
 import type { Deps } from '../deps.js';
 import { CliError, UsageError } from '../errors.js';
-import type { ExitCode } from '../exit-codes.js';
+import { Exit, type ExitCode } from '../exit-codes.js';
 import { collectItems } from '../input.js';
-import { openSession } from './shared.js';
+import { openSession, rejectedTokenHint } from './shared.js';
 
 export interface BatchCommandOptions {
   ctx: Context;
@@ -33,7 +33,7 @@ export async function runBatchCommand(opts: BatchCommandOptions, deps: Deps): Pr
   if (items.length === 0) throw new UsageError(`no IP addresses given: pass them as arguments${op === 'add' ? ' (IP or IP=REMARK)' : ''}, or use --file FILE (- for stdin)`);
   if (duplicates > 0) out.info(`${duplicates} repeated ${duplicates === 1 ? 'IP' : 'IPs'} folded into ${duplicates === 1 ? 'its' : 'their'} first occurrence`);
 
-  const { api } = await openSession(ctx, deps);
+  const { api, resolved } = await openSession(ctx, deps);
   const progress = await deps.progress();
   const verb = op === 'add' ? 'adding' : 'deleting';
   let result;
@@ -63,7 +63,7 @@ export async function runBatchCommand(opts: BatchCommandOptions, deps: Deps): Pr
 
   if (ctx.json) out.writeJson(summary);
   else printSummary(op, summary, deps, ctx.quiet);
-  if (result.stop) out.error(result.stop.message);
+  if (result.stop) out.error(result.stop.exitCode === Exit.AUTH ? `${result.stop.message}; ${rejectedTokenHint(resolved.source)}` : result.stop.message);
   if (opts.failedOut !== undefined && summary.failed_count > 0) out.info(`${summary.failed_count} failed ${summary.failed_count === 1 ? 'IP' : 'IPs'} written to ${opts.failedOut}`);
   return result.exitCode;
 }

@@ -24,7 +24,7 @@ export const ALL_PAGE_SIZE = 100;
 export async function runList(opts: ListOptions, deps: Deps): Promise<ExitCode> {
   const { ctx } = opts;
   const { out } = deps;
-  const { api } = await openSession(ctx, deps);
+  const { api, resolved } = await openSession(ctx, deps);
   const base: ListParams = {};
   if (opts.status) base.status = opts.status;
   if (opts.ip) base.ip = opts.ip;
@@ -36,7 +36,7 @@ export async function runList(opts: ListOptions, deps: Deps): Promise<ExitCode> 
       doc = await listAll(opts, deps, api, base);
     }
   } catch (err) {
-    throw apiFailure(err);
+    throw apiFailure(err, resolved.source);
   } finally {
     await api.close();
   }

@@ -150,6 +150,18 @@ describe('HTTP proxy', () => {
     expect(names(r)).toEqual(['dns:ok', 'tcp:ok', 'auth:ok', 'connect:fail', 'status:skipped']);
   });
 
+  it('auth: a web server answering CONNECT with 405 and no Via is not a proxy (issue 11)', async () => {
+    const server = keep(await httpProxyPeer({ kind: 'answer', status: 405, reason: 'Method Not Allowed', body: '{"code":10405}' }));
+    const r = await performCheck(opts({ proxy: `http://127.0.0.1:${server.port}`, target: `https://127.0.0.1:${https.port}/` }), { lookup });
+    expect(names(r).slice(2)).toEqual(['auth:fail', 'connect:skipped', 'tls:skipped', 'status:skipped']);
+    expect(r.failure?.cause).toEqual({ kind: 'not_a_proxy', status: 405 });
+    expect(r.report.diagnosis).toMatch(/is not a proxy: it answered 405 without the Via header/);
+    // The same status with a Via came through a proxy: judged at connect as before.
+    const proxy = keep(await httpProxyPeer({ kind: 'answer', status: 405, reason: 'Method Not Allowed', headers: { Via: '1.1 squid' } }));
+    const v = await performCheck(opts({ proxy: `http://127.0.0.1:${proxy.port}`, target: `https://127.0.0.1:${https.port}/` }), { lookup });
+    expect(v.failure?.stage).toBe('connect');
+  });
+
   it('auth: a proxy that closes without answering', async () => {
     const proxy = keep(await httpProxyPeer({ kind: 'close' }));
     const r = await performCheck(opts({ proxy: `http://127.0.0.1:${proxy.port}`, target: `https://127.0.0.1:${https.port}/` }), { lookup });
