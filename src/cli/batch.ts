@@ -60,6 +60,8 @@ export interface BatchEngineOptions {
   /** Delay before resend number `n` (1-based). */
   backoffMs?: (n: number) => number;
   onProgress?: (p: BatchProgress) => void;
+  /** 10425 (add) / 10426 (delete) is "already done" on a first send too (sync: the goal is a state, not an action). */
+  doneIsDone?: boolean;
 }
 
 /** 1 s, 2 s, 4 s … capped at 30 s. */
@@ -181,7 +183,7 @@ export async function runBatches(opts: BatchEngineOptions): Promise<BatchRunResu
         s.retries++;
         s.resent = true;
         again.push(s);
-      } else if (s && s.resent && f.code === doneCode) {
+      } else if (s && (s.resent || opts.doneIsDone === true) && f.code === doneCode) {
         summary.already_done++;
       } else {
         fail({ ip: f.ip, code: f.code, reason: f.reason });

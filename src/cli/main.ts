@@ -46,7 +46,7 @@ function intOption(InvalidArgumentError: Commander['InvalidArgumentError'], name
 const IPV4 = /^(25[0-5]|2[0-4]\d|1\d\d|[1-9]\d|\d)(\.(25[0-5]|2[0-4]\d|1\d\d|[1-9]\d|\d)){3}$/;
 
 export function buildProgram(commander: Commander, run: (cmd: Command, runner: Runner) => Promise<void>, io: Pick<Io, 'stdout' | 'stderr'>): Command {
-  const { Command, InvalidArgumentError, Option } = commander;
+  const { Argument, Command, InvalidArgumentError, Option } = commander;
   const int = (name: string, min: number, max?: number) => intOption(InvalidArgumentError, name, min, max);
   // Same strict syntax the server applies; checked here so a typo is a usage error, not a 10400.
   const ipOption = (v: string): string => {
@@ -158,11 +158,16 @@ Examples:
       )
       .argument(op === 'add' ? '[ip=remark...]' : '[ip...]', op === 'add' ? 'IP or IP=REMARK; - reads stdin' : 'IP; - reads stdin')
       .option('-f, --file <file>', 'read IPs from FILE, one per line (# comments); - for stdin');
-    if (op === 'add') c.option('--remark <remark>', 'remark for IPs given without =REMARK');
+    if (op === 'add') {
+      c.option('--remark <remark>', 'remark for IPs given without =REMARK')
+        .option('--current', "also add this machine's public IPv4, as an echo sees it")
+        .option('--echo <url>', 'with --current: the IP echo to ask (JSON {"ip":…} or plain text; default: the API\'s /ip)');
+    }
     c.option('--retry <n>', 'resends after server or network errors, per item', int('--retry', 0, 100), 3)
       .option('--failed-out <file>', 'write the IPs that still failed, one per line (ready for --file)')
-      .action(async (args: string[], opts: { file?: string; remark?: string; retry: number; failedOut?: string }, cmd: Command) =>
+      .action(async (args: string[], opts: { file?: string; remark?: string; retry: number; failedOut?: string; current?: boolean; echo?: string }, cmd: Command) =>
         run(cmd, async (ctx, deps) => {
+          if (opts.echo !== undefined && !opts.current) throw new (await import('./errors.js')).UsageError('--echo goes with --current');
           const { runBatchCommand } = await import('./commands/whitelist-batch.js');
           return runBatchCommand(
             {
@@ -173,12 +178,42 @@ Examples:
               ...(opts.file !== undefined ? { file: opts.file } : {}),
               ...(opts.remark !== undefined ? { remark: opts.remark } : {}),
               ...(opts.failedOut !== undefined ? { failedOut: opts.failedOut } : {}),
+              ...(opts.current ? { currentFrom: opts.echo ?? `${ctx.baseUrl}/ip` } : {}),
             },
             deps,
           );
         }),
       );
   }
+
+  wl.command('sync')
+    .description('make the whitelist equal to a file (IP[=REMARK] per line): shows the plan, then deletes what is not listed and adds what is missing')
+    .requiredOption('-f, --file <file>', 'the whole whitelist, one IP[=REMARK] per line (# comments); - for stdin')
+    .option('--dry-run', 'print the plan only; change nothing')
+    .option('-y, --yes', 'no question; needed for deletes when not on a terminal')
+    .option('--update-remarks', 'apply changed remarks (as delete + add); without it such entries count as unchanged')
+    .option('--retry <n>', 'resends after server or network errors, per item', int('--retry', 0, 100), 3)
+    .action(async (opts: { file: string; dryRun?: boolean; yes?: boolean; updateRemarks?: boolean; retry: number }, cmd: Command) =>
+      run(cmd, async (ctx, deps) =>
+        (await import('./commands/whitelist-sync.js')).runSync(
+          { ctx, file: opts.file, dryRun: opts.dryRun === true, yes: opts.yes === true, updateRemarks: opts.updateRemarks === true, retry: opts.retry },
+          deps,
+        ),
+      ),
+    );
+
+  program
+    .command('completion')
+    .description('print a shell completion script (generated from the commands themselves)')
+    .addArgument(new Argument('<shell>', 'bash, zsh or fish').choices(['bash', 'zsh', 'fish']))
+    .addHelpText('after', '\nInstall: bash: source <(proxyctl completion bash)   zsh: source <(proxyctl completion zsh)   fish: proxyctl completion fish | source')
+    .action(async (shell: 'bash' | 'zsh' | 'fish', _o: unknown, cmd: Command) =>
+      run(cmd, async (_ctx, deps) => {
+        const { completionScript } = await import('./completion.js');
+        deps.io.stdout.write(completionScript(shell, cmd.parent!));
+        return Exit.OK;
+      }),
+    );
 
   program
     .command('check')

@@ -1,6 +1,6 @@
 // `proxyctl whitelist add|delete`: collect IPs, run the batch engine, print a summary, write --failed-out.
 import { writeFile } from 'node:fs/promises';
-import { runBatches, type BatchOp, type BatchSummary } from '../batch.js';
+import { runBatches, type BatchItem, type BatchOp, type BatchSummary } from '../batch.js';
 import type { Context } from '../context.js';
 import type { Deps } from '../deps.js';
 import { CliError, UsageError } from '../errors.js';
@@ -17,6 +17,25 @@ export interface BatchCommandOptions {
   remark?: string;
   retry: number;
   failedOut?: string;
+  /** add: also the caller's own public IPv4, as this echo URL sees it. */
+  currentFrom?: string;
+}
+
+/** The caller's IP as an echo sees it (JSON {"ip":…} or a plain-text IP), for `add --current`. */
+async function currentIp(echo: string, remark: string | undefined): Promise<BatchItem> {
+  const [{ parseTargetUrl, CheckUsageError }, { fetchDirect }] = await Promise.all([import('../check/urls.js'), import('../check/egress.js')]);
+  let target;
+  try {
+    target = parseTargetUrl(echo);
+  } catch (err) {
+    if (err instanceof CheckUsageError) throw new UsageError(`--echo: ${err.message}`);
+    throw err;
+  }
+  const r = await fetchDirect(target, { timeoutMs: 10_000 });
+  if (!r.ok) throw new CliError(`cannot learn your IP from ${target.href}: ${r.error}`);
+  if (r.status !== 200) throw new CliError(`cannot learn your IP from ${target.href}: it answered HTTP ${r.status}`);
+  if (r.ip === null || !/^\d+\.\d+\.\d+\.\d+$/.test(r.ip)) throw new CliError(`${target.href} did not answer with an IPv4 address${r.ip ? `: ${r.ip}` : ''}; use --echo with an IPv4 echo`);
+  return remark !== undefined && remark !== '' ? { ip: r.ip, remark } : { ip: r.ip };
 }
 
 export async function runBatchCommand(opts: BatchCommandOptions, deps: Deps): Promise<ExitCode> {
@@ -30,6 +49,11 @@ export async function runBatchCommand(opts: BatchCommandOptions, deps: Deps): Pr
     remarks: op === 'add',
     stdin: deps.io.stdin,
   });
+  if (opts.currentFrom !== undefined) {
+    const mine = await currentIp(opts.currentFrom, opts.remark);
+    if (!items.some((i) => i.ip === mine.ip)) items.push(mine);
+    out.info(`your IP as ${opts.currentFrom} sees it: ${mine.ip}`);
+  }
   if (items.length === 0) throw new UsageError(`no IP addresses given: pass them as arguments${op === 'add' ? ' (IP or IP=REMARK)' : ''}, or use --file FILE (- for stdin)`);
   if (duplicates > 0) out.info(`${duplicates} repeated ${duplicates === 1 ? 'IP' : 'IPs'} folded into ${duplicates === 1 ? 'its' : 'their'} first occurrence`);
 
