@@ -9,7 +9,7 @@ import type { CheckOptions } from '../check/types.js';
 import { CheckUsageError, parseProxyUrl, scrub, type ProxySpec } from '../check/urls.js';
 import type { Context } from '../context.js';
 import type { Deps } from '../deps.js';
-import { CliError, UsageError } from '../errors.js';
+import { CliError, UsageError, scrubSecrets } from '../errors.js';
 import { Exit, type ExitCode } from '../exit-codes.js';
 import { VERSION } from '../version.js';
 
@@ -88,7 +88,7 @@ export async function runCheck(opts: CheckCommandOptions, deps: Deps): Promise<E
   if (summary) printSummary(summary, shown, ctx, deps);
   else if (ctx.json) deps.io.stdout.write(renderJson(shown.report));
   else if (ctx.quiet) deps.out.line(shown.report.diagnosis);
-  else deps.io.stdout.write(renderHuman(shown.report, { proxy: shown.proxy, target: shown.target }, { color: ctx.color, columns: deps.io.stdoutColumns }));
+  else deps.io.stdout.write(renderHuman(shown.report, { proxy: shown.proxy, target: scrubSecrets(shown.target, [deps.env.PROXYCTL_API_KEY]) }, { color: ctx.color, columns: deps.io.stdoutColumns }));
   if (opts.report !== undefined) deps.out.info(`report written to ${opts.report}`);
   return results.every((r) => r.ok) ? Exit.OK : Exit.CHECK_FAILED;
 }
@@ -114,7 +114,7 @@ function printSummary(m: RepeatSummary, shown: CheckResult, ctx: Context, deps: 
   }
   const fmt = (ms: number | null) => (ms === null ? '-' : ms.toFixed(1));
   if (!ctx.quiet || m.failed > 0) {
-    out.line(`check ${shown.proxy} -> ${shown.target}: ${m.runs} runs, ${out.paint('green', `${m.ok} ok`)}, ${m.failed > 0 ? out.paint('red', `${m.failed} failed`) : '0 failed'}`);
+    out.line(`check ${shown.proxy} -> ${scrubSecrets(shown.target, [deps.env.PROXYCTL_API_KEY])}: ${m.runs} runs, ${out.paint('green', `${m.ok} ok`)}, ${m.failed > 0 ? out.paint('red', `${m.failed} failed`) : '0 failed'}`);
   }
   if (!ctx.quiet) out.line(out.table(['stage', 'runs', 'failed', 'p50 ms', 'p95 ms', 'max ms'], m.stages.map((s) => [s.name, s.runs, s.failed, fmt(s.p50_ms), fmt(s.p95_ms), fmt(s.max_ms)])));
   if (m.failed > 0) {
