@@ -77,7 +77,10 @@ Examples:
   proxyctl login < token.txt
   proxyctl whitelist add 8.8.8.8=office 9.9.9.9
   proxyctl whitelist add --file ips.txt --failed-out failed.txt
-  proxyctl whitelist list --all --json`,
+  proxyctl whitelist list --all --json
+  proxyctl whitelist sync --file ips.txt --dry-run
+  proxyctl check --proxy http://USER:PASS@proxy.example:3128 --repeat 20 --report check.md
+  source <(proxyctl completion bash)`,
     );
 
   program

@@ -115,3 +115,21 @@ describe('completion follows the command tree', () => {
     }
   });
 });
+
+describe('check --repeat through the command', () => {
+  it('runs N times, draws progress when deps give a display, counts failures by stage, exit 6', async () => {
+    const { closedPort } = await import('./check/peers.js');
+    const { runCheck } = await import('../../src/cli/commands/check.js');
+    const h = harness('http://127.0.0.1:1', { globals: { json: true } });
+    const updates: string[] = [];
+    h.deps.progress = async () => ({ update: (p, verb) => void updates.push(`${verb} ${p.settled}/${p.total} ${p.failed}`), stop: () => void updates.push('stop') });
+    const port = await closedPort();
+    const code = await runCheck({ ctx: h.ctx, proxy: `http://127.0.0.1:${port}`, target: 'http://127.0.0.1:1/', timeoutMs: 2000, direct: false, repeat: 3, intervalMs: 5 }, h.deps);
+    expect(code).toBe(6);
+    expect(updates).toEqual(['checking 1/3 1', 'checking 2/3 2', 'checking 3/3 3', 'stop']);
+    expect(h.clock.sleeps).toEqual([5, 5]);
+    const doc = JSON.parse(h.io.out());
+    expect(doc).toMatchObject({ runs: 3, ok: 0, failed: 3, failures_by_stage: { tcp: 3 } });
+    expect(doc.diagnoses).toEqual([expect.objectContaining({ count: 3, diagnosis: expect.stringMatching(/^Nothing accepts connections/) })]);
+  });
+});
