@@ -1,7 +1,8 @@
-// The whitelist API client (SPEC 3) on undici: envelopes decoded with the contract's zod schemas,
-// the token only in the `api_key` query parameter, and never in an error message.
-import { createRequire } from 'node:module';
-import type { Agent as UndiciAgent, Dispatcher } from 'undici';
+// The whitelist API client (SPEC 3) on Node's own http/https (no HTTP library to load: start-up is
+// most of a command's time): envelopes decoded with the contract's zod schemas, the token only in
+// the `api_key` query parameter, and never in an error message.
+import http from 'node:http';
+import https from 'node:https';
 import {
   API_KEY_PARAM,
   API_PATHS,
@@ -36,9 +37,10 @@ export class ApiError extends Error {
     this.requestId = extra.requestId;
     this.retryAfterMs = extra.retryAfterMs;
   }
-  /** Message plus request id, for the user. */
+  /** Message plus code and request id in one trailing parenthesis (docs/cli.md, "Error messages"). */
   describe(): string {
-    return this.requestId ? `${this.message} (request id ${this.requestId})` : this.message;
+    const refs = [this.code !== undefined && this.kind === 'http' ? `code ${this.code}` : '', this.requestId ? `request id ${this.requestId}` : ''].filter(Boolean);
+    return refs.length ? `${this.message} (${refs.join(', ')})` : this.message;
   }
 }
 
@@ -77,36 +79,16 @@ export interface ApiClientOptions {
   userAgent?: string;
 }
 
-export const DEFAULT_TIMEOUT_MS = 30_000;
+const DEFAULT_TIMEOUT_MS = 30_000;
 
-interface Transport {
-  Agent: typeof UndiciAgent;
-  request(dispatcher: Dispatcher, opts: Dispatcher.RequestOptions): Promise<Dispatcher.ResponseData>;
+interface RawResponse {
+  statusCode: number;
+  headers: http.IncomingHttpHeaders;
+  text: string;
 }
 
-let transport: Transport | undefined;
-
-/**
- * undici's Agent and its `request` API, loaded as the two modules they are rather than through
- * undici's index (~110 modules with fetch, websocket, mocks, caches): 60 ms less per command
- * (docs/BENCHMARKS.md, CLI). Falls back to the index if a future undici moves them.
- */
-export function loadTransport(): Transport {
-  if (transport) return transport;
-  const require = createRequire(import.meta.url);
-  try {
-    const Agent = require('undici/lib/dispatcher/agent') as typeof UndiciAgent;
-    const request = require('undici/lib/api/api-request') as (this: Dispatcher, opts: Dispatcher.RequestOptions) => Promise<Dispatcher.ResponseData>;
-    if (typeof Agent === 'function' && typeof request === 'function') {
-      transport = { Agent, request: (d, opts) => request.call(d, opts) };
-      return transport;
-    }
-  } catch {
-    // fall through to the public entry point
-  }
-  const undici = require('undici') as typeof import('undici');
-  transport = { Agent: undici.Agent, request: (d, opts) => d.request(opts) };
-  return transport;
+class TimeoutError extends Error {
+  readonly code = 'ETIMEDOUT';
 }
 
 /** Parses `Retry-After` (delta seconds or HTTP date) into milliseconds. */
@@ -123,21 +105,16 @@ export class ApiClient implements WhitelistApi {
   readonly #token: string;
   readonly #timeoutMs: number;
   readonly #userAgent: string;
-  readonly #agent: UndiciAgent;
-  readonly #transport: Transport;
+  readonly #agent: http.Agent;
 
   constructor(opts: ApiClientOptions) {
     this.#baseUrl = opts.baseUrl.replace(/\/+$/, '');
     this.#token = opts.token;
     this.#timeoutMs = opts.timeoutMs ?? DEFAULT_TIMEOUT_MS;
     this.#userAgent = opts.userAgent ?? 'proxyctl';
-    this.#transport = loadTransport();
-    this.#agent = new this.#transport.Agent({
-      connect: { timeout: this.#timeoutMs },
-      headersTimeout: this.#timeoutMs,
-      bodyTimeout: this.#timeoutMs,
-      keepAliveTimeout: 10_000,
-    });
+    const Agent = this.#baseUrl.startsWith('https:') ? https.Agent : http.Agent;
+    // Keep-alive: a batch run sends its requests over one connection.
+    this.#agent = new Agent({ keepAlive: true, maxSockets: 1, timeout: this.#timeoutMs });
   }
 
   async list(params: ListParams): Promise<{ requestId: string; data: ListData }> {
@@ -162,7 +139,7 @@ export class ApiClient implements WhitelistApi {
   }
 
   async close(): Promise<void> {
-    await this.#agent.close();
+    this.#agent.destroy();
   }
 
   async #batch(path: string, body: unknown): Promise<BatchResponse> {
@@ -176,39 +153,22 @@ export class ApiClient implements WhitelistApi {
   #codeError(code: number, message: string, requestId: string, httpStatus: number, retryAfterMs?: number): ApiError {
     // Server text is shown as is, minus anything that looks like our token.
     const safe = scrubSecrets(message, [this.#token]);
-    return new ApiError('http', `${safe} [code ${code}]`, { code, httpStatus, requestId, ...(retryAfterMs !== undefined ? { retryAfterMs } : {}) });
+    return new ApiError('http', safe, { code, httpStatus, requestId, ...(retryAfterMs !== undefined ? { retryAfterMs } : {}) });
   }
 
   async #call(method: 'GET' | 'POST', path: string, query: Record<string, string>, body?: unknown) {
     const url = new URL(this.#baseUrl + path);
     for (const [k, v] of Object.entries(query)) url.searchParams.set(k, v);
     url.searchParams.set(API_KEY_PARAM, this.#token);
-    let res: Dispatcher.ResponseData;
+    let res: RawResponse;
     try {
-      res = await this.#transport.request(this.#agent, {
-        origin: url.origin,
-        path: `${url.pathname}${url.search}`,
-        method,
-        headers: {
-          accept: 'application/json',
-          'user-agent': this.#userAgent,
-          ...(body !== undefined ? { 'content-type': 'application/json' } : {}),
-        },
-        ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
-        headersTimeout: this.#timeoutMs,
-        bodyTimeout: this.#timeoutMs,
-      });
+      res = await this.#send(url, method, body !== undefined ? JSON.stringify(body) : undefined);
     } catch (err) {
       throw this.#networkError(err);
     }
     const requestIdHeader = res.headers['x-request-id'];
     const headerId = Array.isArray(requestIdHeader) ? requestIdHeader[0] : requestIdHeader;
-    let text: string;
-    try {
-      text = await res.body.text();
-    } catch (err) {
-      throw this.#networkError(err);
-    }
+    const text = res.text;
     let json: unknown;
     try {
       json = JSON.parse(text);
@@ -220,8 +180,13 @@ export class ApiClient implements WhitelistApi {
     if (!env.success) {
       // Not an envelope: a proxy or load balancer answered. Keep the HTTP status so 5xx/429 stay retryable.
       const code = res.statusCode === 429 ? Code.RATE_LIMITED : res.statusCode === 401 ? Code.INVALID_API_KEY : undefined;
+      // 407 comes from a proxy, never from the API: most likely --base-url names the gateway's port.
+      const what =
+        res.statusCode === 407
+          ? `HTTP 407 Proxy Authentication Required from ${safeOrigin(this.#baseUrl)}: this looks like the proxy port, not the API; use the API address (proxyd --api-listen, default 127.0.0.1:8080) as --base-url`
+          : `unexpected response from the API: HTTP ${res.statusCode}`;
       return Promise.reject(
-        new ApiError(code !== undefined ? 'http' : 'bad_response', `unexpected response from the API: HTTP ${res.statusCode}`, {
+        new ApiError(code !== undefined ? 'http' : 'bad_response', what, {
           httpStatus: res.statusCode,
           ...(code !== undefined ? { code } : {}),
           ...(headerId ? { requestId: headerId } : {}),
@@ -234,9 +199,36 @@ export class ApiClient implements WhitelistApi {
     return e;
   }
 
+  /** One request; the timeout covers the connect and every wait for bytes (socket idle). */
+  #send(url: URL, method: 'GET' | 'POST', body: string | undefined): Promise<RawResponse> {
+    return new Promise((resolve, reject) => {
+      const request = url.protocol === 'https:' ? https.request : http.request;
+      const req = request(url, {
+        method,
+        agent: this.#agent,
+        headers: {
+          accept: 'application/json',
+          'user-agent': this.#userAgent,
+          ...(body !== undefined ? { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } : {}),
+        },
+        timeout: this.#timeoutMs,
+      });
+      req.once('timeout', () => req.destroy(new TimeoutError(`no answer within ${this.#timeoutMs} ms`)));
+      req.once('error', reject);
+      req.once('response', (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.once('error', reject);
+        res.once('aborted', () => reject(Object.assign(new Error('response aborted'), { code: 'ECONNRESET' })));
+        res.once('end', () => resolve({ statusCode: res.statusCode ?? 0, headers: res.headers, text: Buffer.concat(chunks).toString('utf8') }));
+      });
+      req.end(body);
+    });
+  }
+
   #networkError(err: unknown): ApiError {
     const e = err as { code?: string; message?: string; name?: string };
-    const timeout = typeof e.code === 'string' && /TIMEOUT/i.test(e.code);
+    const timeout = typeof e.code === 'string' && /TIMEOUT|TIMEDOUT/i.test(e.code);
     const detail = scrubSecrets(e.code ?? e.message ?? String(err), [this.#token]);
     const where = safeOrigin(this.#baseUrl);
     return new ApiError(timeout ? 'timeout' : 'network', timeout ? `timed out talking to ${where} (${detail})` : `cannot reach ${where} (${detail})`);
@@ -244,7 +236,7 @@ export class ApiClient implements WhitelistApi {
 }
 
 /** Origin and path of a URL with nothing secret in it. */
-export function safeOrigin(baseUrl: string): string {
+function safeOrigin(baseUrl: string): string {
   try {
     const u = new URL(baseUrl);
     return `${u.protocol}//${u.host}${u.pathname === '/' ? '' : u.pathname}`;

@@ -60,10 +60,12 @@ export interface BatchEngineOptions {
   /** Delay before resend number `n` (1-based). */
   backoffMs?: (n: number) => number;
   onProgress?: (p: BatchProgress) => void;
+  /** 10425 (add) / 10426 (delete) is "already done" on a first send too (sync: the goal is a state, not an action). */
+  doneIsDone?: boolean;
 }
 
 /** 1 s, 2 s, 4 s … capped at 30 s. */
-export function defaultBackoffMs(n: number): number {
+function defaultBackoffMs(n: number): number {
   return Math.min(30_000, 1000 * 2 ** Math.max(0, n - 1));
 }
 
@@ -135,10 +137,10 @@ export async function runBatches(opts: BatchEngineOptions): Promise<BatchRunResu
       pacer.record();
     } catch (err) {
       pacer.record();
-      if (isAuthError(err)) return stopWith(Exit.AUTH, `the API rejected the token (${err.describe()})`, Code.INVALID_API_KEY, unit);
+      if (isAuthError(err)) return stopWith(Exit.AUTH, `the API rejected the token: ${err.describe()}`, Code.INVALID_API_KEY, unit);
       if (isRateLimited(err)) {
         // Nothing of the batch was processed: the same batch goes again, unmarked.
-        if (unit.rateLimitedReplays >= retry) return stopWith(Exit.RATE_LIMITED, `rate limited and out of retries (${err.describe()})`, Code.RATE_LIMITED, unit);
+        if (unit.rateLimitedReplays >= retry) return stopWith(Exit.RATE_LIMITED, `rate limited and out of retries: ${err.describe()}`, Code.RATE_LIMITED, unit);
         unit.rateLimitedReplays++;
         const ms = err.retryAfterMs ?? Math.max(1000, pacer.delayMs());
         await wait(ms, 'retry-after');
@@ -181,7 +183,7 @@ export async function runBatches(opts: BatchEngineOptions): Promise<BatchRunResu
         s.retries++;
         s.resent = true;
         again.push(s);
-      } else if (s && s.resent && f.code === doneCode) {
+      } else if (s && (s.resent || opts.doneIsDone === true) && f.code === doneCode) {
         summary.already_done++;
       } else {
         fail({ ip: f.ip, code: f.code, reason: f.reason });

@@ -40,6 +40,7 @@ export function readConfig(dir: string): CliConfig {
     const r = raw as Record<string, unknown>;
     if (typeof r.base_url === 'string') out.base_url = r.base_url;
     if (r.output === 'table' || r.output === 'json') out.output = r.output;
+    if (typeof r['check.target'] === 'string' && r['check.target']) out['check.target'] = r['check.target'];
   }
   return out;
 }

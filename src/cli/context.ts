@@ -1,5 +1,4 @@
 // Global options (SPEC 5): base URL, --json, --no-color/NO_COLOR, --quiet; shared with `proxyctl check`.
-import type { Command } from 'commander';
 import { configDir, readConfig, type CliConfig } from './config-store.js';
 import { UsageError } from './errors.js';
 
@@ -22,6 +21,8 @@ export interface Context {
   color: boolean;
   quiet: boolean;
   configDir: string;
+  /** Config key `check.target`: the default target of `proxyctl check`. */
+  checkTarget: string | undefined;
 }
 
 /** Validates and canonicalises a base URL: http(s), no credentials, query or fragment, no trailing slash. */
@@ -38,7 +39,7 @@ export function normalizeBaseUrl(raw: string): string {
   return `${u.protocol}//${u.host}${u.pathname.replace(/\/+$/, '')}`;
 }
 
-export function colorEnabled(opts: { color?: boolean }, env: NodeJS.ProcessEnv, isTTY: boolean): boolean {
+function colorEnabled(opts: { color?: boolean }, env: NodeJS.ProcessEnv, isTTY: boolean): boolean {
   if (opts.color === false) return false;
   // https://no-color.org: present and non-empty disables colour.
   if (env.NO_COLOR !== undefined && env.NO_COLOR !== '') return false;
@@ -72,10 +73,6 @@ export function resolveContext(
     color: colorEnabled(g, env, io.stdoutIsTTY),
     quiet: g.quiet === true,
     configDir: dir,
+    checkTarget: cfg['check.target'],
   };
-}
-
-/** The context for a commander action: global options as seen from the (sub)command. */
-export function contextFromCommand(cmd: Command, env: NodeJS.ProcessEnv = process.env, io = { stdoutIsTTY: process.stdout.isTTY === true }): Context {
-  return resolveContext(cmd.optsWithGlobals() as GlobalOptions, env, io);
 }

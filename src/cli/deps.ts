@@ -1,11 +1,13 @@
 // The real dependencies of a command: process streams, wall clock, OS keychain, undici client, ora.
 import type { WhitelistApi } from './api.js';
+import type { CheckDeps } from './check/types.js';
 import type { Context } from './context.js';
 import { processIo, type Io } from './io.js';
 import { createOutput, type Output } from './output.js';
 import type { Clock } from './pacer.js';
 import type { Progress } from './progress.js';
 import { TokenStore } from './token-store.js';
+import { VERSION } from './version.js';
 
 export interface Deps {
   io: Io;
@@ -18,9 +20,11 @@ export interface Deps {
   readSecret(question: string): Promise<string>;
   /** A progress display, or null where none should be drawn. */
   progress(): Promise<Progress | null>;
+  /** Replaces the check's resolver and monotonic clock (tests). */
+  check?: Partial<CheckDeps>;
 }
 
-export const realClock: Clock = {
+const realClock: Clock = {
   now: () => Date.now(),
   sleep: (ms) => new Promise((resolve) => setTimeout(resolve, ms)),
 };
@@ -33,8 +37,8 @@ export async function createDeps(ctx: Context, io: Io = processIo(), env: NodeJS
     env,
     clock: realClock,
     out,
-    tokens: new TokenStore({ env, keychain: osKeychain(), dir: ctx.configDir, warn: (m) => out.warn(m) }),
-    makeApi: (baseUrl, token) => new ApiClient({ baseUrl, token, userAgent: 'proxyctl/0.1.0' }),
+    tokens: new TokenStore({ env, keychain: osKeychain(), dir: ctx.configDir, warn: (m) => out.warn(m), quiet: ctx.quiet }),
+    makeApi: (baseUrl, token) => new ApiClient({ baseUrl, token, userAgent: `proxyctl/${VERSION}` }),
     readSecret: async (q) => (await import('./prompt.js')).readHidden(io.stdin, io.stderr, q),
     progress: async () => {
       if (ctx.quiet || !io.stderrIsTTY || !io.progressStream) return null;

@@ -10,6 +10,8 @@ export interface Io {
   stdoutIsTTY: boolean;
   stderrIsTTY: boolean;
   stdinIsTTY: boolean;
+  /** Terminal width of stdout, when it is a terminal. */
+  stdoutColumns?: number | undefined;
   /** The stream ora draws on (stderr); absent in tests. */
   progressStream?: NodeJS.WritableStream;
 }
@@ -22,6 +24,7 @@ export function processIo(): Io {
     stdoutIsTTY: process.stdout.isTTY === true,
     stderrIsTTY: process.stderr.isTTY === true,
     stdinIsTTY: process.stdin.isTTY === true,
+    stdoutColumns: process.stdout.isTTY ? process.stdout.columns : undefined,
     progressStream: process.stderr,
   };
 }

@@ -7,8 +7,7 @@ import type { Context } from './context.js';
 import type { Deps } from './deps.js';
 import { Exit, type ExitCode } from './exit-codes.js';
 import type { Io } from './io.js';
-
-export const VERSION = '0.1.0';
+import { VERSION } from './version.js';
 
 export interface MainOverrides {
   io?: Io;
@@ -47,7 +46,7 @@ function intOption(InvalidArgumentError: Commander['InvalidArgumentError'], name
 const IPV4 = /^(25[0-5]|2[0-4]\d|1\d\d|[1-9]\d|\d)(\.(25[0-5]|2[0-4]\d|1\d\d|[1-9]\d|\d)){3}$/;
 
 export function buildProgram(commander: Commander, run: (cmd: Command, runner: Runner) => Promise<void>, io: Pick<Io, 'stdout' | 'stderr'>): Command {
-  const { Command, InvalidArgumentError, Option } = commander;
+  const { Argument, Command, InvalidArgumentError, Option } = commander;
   const int = (name: string, min: number, max?: number) => intOption(InvalidArgumentError, name, min, max);
   // Same strict syntax the server applies; checked here so a typo is a usage error, not a 10400.
   const ipOption = (v: string): string => {
@@ -78,7 +77,10 @@ Examples:
   proxyctl login < token.txt
   proxyctl whitelist add 8.8.8.8=office 9.9.9.9
   proxyctl whitelist add --file ips.txt --failed-out failed.txt
-  proxyctl whitelist list --all --json`,
+  proxyctl whitelist list --all --json
+  proxyctl whitelist sync --file ips.txt --dry-run
+  proxyctl check --proxy http://USER:PASS@proxy.example:3128 --repeat 20 --report check.md
+  source <(proxyctl completion bash)`,
     );
 
   program
@@ -159,11 +161,16 @@ Examples:
       )
       .argument(op === 'add' ? '[ip=remark...]' : '[ip...]', op === 'add' ? 'IP or IP=REMARK; - reads stdin' : 'IP; - reads stdin')
       .option('-f, --file <file>', 'read IPs from FILE, one per line (# comments); - for stdin');
-    if (op === 'add') c.option('--remark <remark>', 'remark for IPs given without =REMARK');
+    if (op === 'add') {
+      c.option('--remark <remark>', 'remark for IPs given without =REMARK')
+        .option('--current', "also add this machine's public IPv4, as an echo sees it")
+        .option('--echo <url>', 'with --current: the IP echo to ask (JSON {"ip":…} or plain text; default: the API\'s /ip)');
+    }
     c.option('--retry <n>', 'resends after server or network errors, per item', int('--retry', 0, 100), 3)
       .option('--failed-out <file>', 'write the IPs that still failed, one per line (ready for --file)')
-      .action(async (args: string[], opts: { file?: string; remark?: string; retry: number; failedOut?: string }, cmd: Command) =>
+      .action(async (args: string[], opts: { file?: string; remark?: string; retry: number; failedOut?: string; current?: boolean; echo?: string }, cmd: Command) =>
         run(cmd, async (ctx, deps) => {
+          if (opts.echo !== undefined && !opts.current) throw new (await import('./errors.js')).UsageError('--echo goes with --current');
           const { runBatchCommand } = await import('./commands/whitelist-batch.js');
           return runBatchCommand(
             {
@@ -174,27 +181,86 @@ Examples:
               ...(opts.file !== undefined ? { file: opts.file } : {}),
               ...(opts.remark !== undefined ? { remark: opts.remark } : {}),
               ...(opts.failedOut !== undefined ? { failedOut: opts.failedOut } : {}),
+              ...(opts.current ? { currentFrom: opts.echo ?? `${ctx.baseUrl}/ip` } : {}),
             },
             deps,
           );
         }),
       );
   }
-  return program;
-}
 
-/** Registers `proxyctl check` from src/cli/check when that module is present. */
-async function registerCheckCommand(program: Command): Promise<void> {
-  const spec = './check/command.js';
-  let mod: { registerCheck?: (p: Command) => void };
-  try {
-    mod = (await import(spec)) as typeof mod;
-  } catch (err) {
-    const code = (err as NodeJS.ErrnoException).code;
-    if (code === 'ERR_MODULE_NOT_FOUND' && String((err as Error).message).includes('check/command')) return;
-    throw err;
-  }
-  mod.registerCheck?.(program);
+  wl.command('sync')
+    .description('make the whitelist equal to a file (IP[=REMARK] per line): shows the plan, then deletes what is not listed and adds what is missing')
+    .requiredOption('-f, --file <file>', 'the whole whitelist, one IP[=REMARK] per line (# comments); - for stdin')
+    .option('--dry-run', 'print the plan only; change nothing')
+    .option('-y, --yes', 'no question; needed for deletes when not on a terminal')
+    .option('--update-remarks', 'apply changed remarks (as delete + add); without it such entries count as unchanged')
+    .option('--retry <n>', 'resends after server or network errors, per item', int('--retry', 0, 100), 3)
+    .action(async (opts: { file: string; dryRun?: boolean; yes?: boolean; updateRemarks?: boolean; retry: number }, cmd: Command) =>
+      run(cmd, async (ctx, deps) =>
+        (await import('./commands/whitelist-sync.js')).runSync(
+          { ctx, file: opts.file, dryRun: opts.dryRun === true, yes: opts.yes === true, updateRemarks: opts.updateRemarks === true, retry: opts.retry },
+          deps,
+        ),
+      ),
+    );
+
+  program
+    .command('completion')
+    .description('print a shell completion script (generated from the commands themselves)')
+    .addArgument(new Argument('<shell>', 'bash, zsh or fish').choices(['bash', 'zsh', 'fish']))
+    .addHelpText('after', '\nInstall: bash: source <(proxyctl completion bash)   zsh: source <(proxyctl completion zsh)   fish: proxyctl completion fish | source')
+    .action(async (shell: 'bash' | 'zsh' | 'fish', _o: unknown, cmd: Command) =>
+      run(cmd, async (_ctx, deps) => {
+        const { completionScript } = await import('./completion.js');
+        deps.io.stdout.write(completionScript(shell, cmd.parent!));
+        return Exit.OK;
+      }),
+    );
+
+  program
+    .command('check')
+    .description('staged connectivity check through a proxy: dns, tcp, auth, connect, tls, status, then the egress IP compared with a direct request')
+    .requiredOption('--proxy <url>', 'proxy URL: http://[user:pass@]host:port, socks5h://… (proxy resolves the target) or socks5://… (resolved here); without credentials the source-IP whitelist is tested')
+    .option('--target <url>', 'http(s) URL that echoes the caller\'s IP (JSON {"ip":…} or plain text); default: config "check.target", else https://api.ipify.org/?format=json')
+    .option('--timeout <ms>', 'timeout of each stage in milliseconds', int('--timeout', 1, 600_000), 5000)
+    .option('--ca <file>', 'PEM file with extra CA certificate(s) trusted for the target')
+    .option('--direct', 'also fetch the target directly and compare egress IPs (the default)')
+    .option('--no-direct', 'skip the direct request and the egress comparison')
+    .option('--repeat <n>', 'run the check N times: per-stage p50/p95/max and failures by stage (exit 6 if any run failed)', int('--repeat', 1, 10_000))
+    .option('--interval <ms>', 'pause between repeated runs in milliseconds (default 1000)', int('--interval', 0, 3_600_000))
+    .option('--report <file>', 'also write a redacted Markdown report for a support ticket')
+    .addHelpText(
+      'after',
+      [
+        '',
+        'Exit status: 0 every stage passed (also when the egress equals the direct IP: a warning), 6 a stage failed (any run with --repeat), 2 usage error.',
+        'Self-hosters: point --target at proxyd\'s own echo, e.g. --target http://<api-listen>/ip (returns {"ip":"<caller IPv4>"}).',
+      ].join('\n'),
+    )
+    .action(
+      async (
+        opts: { proxy: string; target?: string; timeout: number; ca?: string; direct?: boolean; repeat?: number; interval?: number; report?: string },
+        cmd: Command,
+      ) =>
+        run(cmd, async (ctx, deps) =>
+          (await import('./commands/check.js')).runCheck(
+            {
+              ctx,
+              proxy: opts.proxy,
+              timeoutMs: opts.timeout,
+              direct: opts.direct !== false,
+              ...(opts.target !== undefined ? { target: opts.target } : {}),
+              ...(opts.ca !== undefined ? { caFile: opts.ca } : {}),
+              ...(opts.repeat !== undefined ? { repeat: opts.repeat } : {}),
+              ...(opts.interval !== undefined ? { intervalMs: opts.interval } : {}),
+              ...(opts.report !== undefined ? { report: opts.report } : {}),
+            },
+            deps,
+          ),
+        ),
+    );
+  return program;
 }
 
 export async function main(argv: string[], overrides: MainOverrides = {}): Promise<number> {
@@ -202,7 +268,7 @@ export async function main(argv: string[], overrides: MainOverrides = {}): Promi
   enableCompileCache(env);
   const commander = await import('commander');
   const io = overrides.io ?? (await import('./io.js')).processIo();
-  // Set by our commands and by errors; `proxyctl check` sets process.exitCode itself.
+  // Set by our commands and by errors.
   let exitCode: number | undefined;
   const run = async (cmd: Command, runner: Runner) => {
     const { resolveContext } = await import('./context.js');
@@ -212,13 +278,11 @@ export async function main(argv: string[], overrides: MainOverrides = {}): Promi
   };
   const program = buildProgram(commander, run, io);
   try {
-    await registerCheckCommand(program);
     await program.parseAsync(argv, { from: 'user' });
   } catch (err) {
     exitCode = await exitCodeFor(err, io, env, commander.CommanderError);
   }
-  if (exitCode !== undefined) process.exitCode = exitCode;
-  return exitCode ?? Number(process.exitCode ?? Exit.OK);
+  return exitCode ?? Exit.OK;
 }
 
 async function exitCodeFor(err: unknown, io: Pick<Io, 'stderr'>, env: NodeJS.ProcessEnv, CommanderError: Commander['CommanderError']): Promise<number> {
@@ -230,9 +294,9 @@ async function exitCodeFor(err: unknown, io: Pick<Io, 'stderr'>, env: NodeJS.Pro
   const { CliError, scrubSecrets } = await import('./errors.js');
   const secrets = [env.PROXYCTL_API_KEY];
   if (err instanceof CliError) {
-    io.stderr.write(`proxyctl: ${scrubSecrets(err.message, secrets)}\n`);
+    io.stderr.write(`error: ${scrubSecrets(err.message, secrets)}\n`);
     return err.exitCode;
   }
-  io.stderr.write(`proxyctl: unexpected error: ${scrubSecrets(String((err as Error)?.message ?? err), secrets)}\n`);
+  io.stderr.write(`error: unexpected: ${scrubSecrets(String((err as Error)?.message ?? err), secrets)}\n`);
   return Exit.ERROR;
 }

@@ -54,7 +54,7 @@ export function createOutput(io: Pick<Io, 'stdout' | 'stderr'>, opts: OutputOpti
   };
 }
 
-export function renderTable(head: string[], rows: Array<Array<string | number>>, color: boolean): string {
+function renderTable(head: string[], rows: Array<Array<string | number>>, color: boolean): string {
   const t = new Table({
     head: color ? head.map((h) => `\u001b[1m${h}\u001b[22m`) : head,
     style: { head: [], border: [], compact: false },

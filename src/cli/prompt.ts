@@ -31,3 +31,16 @@ export async function readHidden(stdin: NodeJS.ReadableStream, out: Writer, ques
     tty.on('data', onData);
   });
 }
+
+/** A yes/no question on a TTY (visible input); anything but y/yes, or end of input, is no. */
+export async function askYesNo(stdin: NodeJS.ReadableStream, out: Writer, question: string): Promise<boolean> {
+  const { createInterface } = await import('node:readline');
+  out.write(`${question} [y/N] `);
+  const rl = createInterface({ input: stdin, terminal: false });
+  try {
+    for await (const line of rl) return /^\s*y(es)?\s*$/i.test(line);
+    return false;
+  } finally {
+    rl.close();
+  }
+}

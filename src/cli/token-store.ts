@@ -78,6 +78,8 @@ function firstLine(err: unknown): string {
 interface TokenFile {
   version: 1;
   tokens: Record<string, string>;
+  /** Base URLs whose stored token has been announced once ("using the token stored in …"). */
+  noticed?: string[];
 }
 
 export interface TokenStoreOptions {
@@ -87,6 +89,8 @@ export interface TokenStoreOptions {
   dir: string;
   /** One-line warnings (stderr). */
   warn: (msg: string) => void;
+  /** --quiet: the one-time fallback-file notice is not shown (and stays due). */
+  quiet?: boolean;
 }
 
 export type SaveResult = { where: 'keychain' } | { where: 'file'; file: string; reason: string };
@@ -111,12 +115,16 @@ export class TokenStore {
     } catch (err) {
       if (!(err instanceof KeychainUnavailable)) throw err;
     }
-    const t = await this.#readFileToken(baseUrl);
-    if (t) {
-      this.#opts.warn(`using the API token stored in ${this.file} (no keychain available)`);
-      return { token: t, source: 'file', file: this.file };
+    const data = await this.#readFile();
+    const t = data.tokens[baseUrl];
+    if (!t) return null;
+    // Once per stored token, not on every command: after that the user knows where it lives.
+    if (!this.#opts.quiet && !data.noticed?.includes(baseUrl)) {
+      this.#opts.warn(`using the API token stored in ${this.file} (no keychain available); this notice is shown once`);
+      data.noticed = [...(data.noticed ?? []), baseUrl];
+      await this.#writeAll(data).catch(() => {});
     }
-    return null;
+    return { token: t, source: 'file', file: this.file };
   }
 
   /** Stores in the keychain when one answers, else in the 0600 file (with a warning naming it). */
@@ -165,20 +173,18 @@ export class TokenStore {
       if (parsed && typeof parsed.tokens === 'object' && parsed.tokens) {
         for (const [k, v] of Object.entries(parsed.tokens)) if (typeof v === 'string') tokens[k] = v;
       }
-      return { version: 1, tokens };
+      const noticed = Array.isArray(parsed.noticed) ? parsed.noticed.filter((u): u is string => typeof u === 'string' && u in tokens) : [];
+      return { version: 1, tokens, noticed };
     } catch {
       this.#opts.warn(`${this.file} is not valid JSON; ignoring it`);
       return { version: 1, tokens: {} };
     }
   }
 
-  async #readFileToken(baseUrl: string): Promise<string | null> {
-    return (await this.#readFile()).tokens[baseUrl] ?? null;
-  }
-
   async #writeFileToken(baseUrl: string, token: string): Promise<void> {
     const data = await this.#readFile();
     data.tokens[baseUrl] = token;
+    data.noticed = data.noticed?.filter((u) => u !== baseUrl);
     await this.#writeAll(data);
   }
 
@@ -186,6 +192,7 @@ export class TokenStore {
     const data = await this.#readFile();
     if (!(baseUrl in data.tokens)) return false;
     delete data.tokens[baseUrl];
+    data.noticed = data.noticed?.filter((u) => u !== baseUrl);
     if (Object.keys(data.tokens).length === 0) await unlink(this.file).catch(() => {});
     else await this.#writeAll(data);
     return true;

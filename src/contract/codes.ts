@@ -28,8 +28,6 @@ export type CodeValue = (typeof Code)[keyof typeof Code];
 export const ITEM_CODES = [10420, 10421, 10422, 10423, 10425, 10426, 10427, 10500] as const;
 export type ItemCode = (typeof ITEM_CODES)[number];
 
-/** Item codes that a resend can never change (SPEC 5). */
-export const FINAL_ITEM_CODES: ReadonlySet<number> = new Set([10420, 10421, 10422, 10423, 10425, 10426, 10427]);
 /** Item codes worth resending alone. */
 export const RETRYABLE_ITEM_CODES: ReadonlySet<number> = new Set([10500]);
 

@@ -28,6 +28,9 @@ const HOP_BY_HOP = new Set([
   'upgrade',
 ]);
 const MAX_RESPONSE_HEAD = 64 * 1024;
+/** RFC 9110 7.6.3: every hop names itself in `Via`, appended after any earlier hops' entries. */
+const VIA_PSEUDONYM = 'proxyd';
+const via = (version: string): string => `Via: ${version} ${VIA_PSEUDONYM}\r\n`;
 const CLOSE_LINGER_MS = 5000;
 
 type BodyFraming = { kind: 'none' } | { kind: 'length'; remaining: number } | { kind: 'chunked'; scanner: ChunkedScanner };
@@ -68,6 +71,7 @@ export function originRequestHead(head: RequestHead, authority: string, path: st
     if (n.toLowerCase() === 'host') continue;
     out += `${n}: ${v}\r\n`;
   }
+  out += via(head.version);
   out += 'Connection: close\r\n\r\n';
   return Buffer.from(out, 'latin1');
 }
@@ -203,6 +207,7 @@ class ForwardExchange {
       }
       let out = `HTTP/${r.value.version} ${status} ${r.value.reason}\r\n`;
       for (const [n, v] of withoutHopByHop(r.value.headers)) out += `${n}: ${v}\r\n`;
+      out += via(r.value.version);
       out += 'Connection: close\r\n\r\n';
       this.responseHead.consume(r.consumed);
       const rest = Buffer.from(this.responseHead.takeAll());

@@ -40,7 +40,7 @@ export async function dialTarget(conn: ClientConn, host: string, port: number): 
   });
 }
 
-const ESTABLISHED = Buffer.from('HTTP/1.1 200 Connection established\r\n\r\n', 'latin1');
+const ESTABLISHED = Buffer.from('HTTP/1.1 200 Connection established\r\nVia: 1.1 proxyd\r\n\r\n', 'latin1');
 
 export function openConnectTunnel(conn: ClientConn, head: RequestHead): void {
   const target = parseAuthority(head.target);

@@ -1,6 +1,9 @@
-// The undici API client: api_key in the query only, envelopes decoded, request ids kept, no token in errors.
+// The API client: api_key in the query only, envelopes decoded, request ids kept, no token in errors.
 import { afterEach, describe, expect, it } from 'vitest';
-import { ApiClient, ApiError, isAuthError, isRateLimited, isTransient, loadTransport, parseRetryAfter } from '../../src/cli/api.js';
+import { readFileSync, readdirSync } from 'node:fs';
+import path from 'node:path';
+import { ROOT } from '../helpers/daemon.js';
+import { ApiClient, ApiError, isAuthError, isRateLimited, isTransient, parseRetryAfter } from '../../src/cli/api.js';
 import { TOKEN } from './helpers/fakes.js';
 import { batchReply, rateLimited, startScriptedServer, unauthorized, type Handler, type ScriptedServer } from './helpers/scripted-server.js';
 
@@ -118,9 +121,10 @@ describe('ApiClient', () => {
     expect(e.message).not.toContain('api_key');
   });
 
-  it("loads undici's Agent module directly (fast start-up), the same class its index exports", async () => {
-    const { Agent } = await import('undici');
-    expect(loadTransport().Agent).toBe(Agent);
+  it("no source file imports a package's private paths (undici/lib/…)", () => {
+    const files = readdirSync(path.join(ROOT, 'src'), { recursive: true, encoding: 'utf8' }).filter((f) => f.endsWith('.ts'));
+    expect(files.length).toBeGreaterThan(20);
+    for (const f of files) expect(readFileSync(path.join(ROOT, 'src', f), 'utf8'), f).not.toMatch(/['"]undici\/lib\//);
   });
 
   it('parses Retry-After seconds and dates', () => {

@@ -7,7 +7,7 @@ import type { Deps } from '../../src/cli/deps.js';
 import { main } from '../../src/cli/main.js';
 import { createOutput } from '../../src/cli/output.js';
 import { TokenStore } from '../../src/cli/token-store.js';
-import { FakeClock, MemoryKeychain, TOKEN, memoryIo, publicIps, tempConfigDir, type TestIo } from './helpers/fakes.js';
+import { FakeClock, MemoryKeychain, OTHER_TOKEN, TOKEN, memoryIo, publicIps, tempConfigDir, type TestIo } from './helpers/fakes.js';
 import { batchReply, rateLimited, startScriptedServer, unauthorized, type Handler, type ScriptedServer } from './helpers/scripted-server.js';
 
 const SECRET = TOKEN.split('.')[1]!;
@@ -52,7 +52,7 @@ async function cli(argv: string[], opts: RunOpts = {}): Promise<RunOut> {
         env,
         clock,
         out,
-        tokens: new TokenStore({ env, keychain, dir: ctx.configDir, warn: (m) => out.warn(m) }),
+        tokens: new TokenStore({ env, keychain, dir: ctx.configDir, warn: (m) => out.warn(m), quiet: ctx.quiet }),
         makeApi: (b, t) => new ApiClient({ baseUrl: b, token: t, timeoutMs: 2000 }),
         readSecret: async () => opts.secret ?? '',
         progress: async () => null,
@@ -345,5 +345,78 @@ describe('usage and config', () => {
     const listed = await cli(['whitelist', 'list'], { dir, env: { PROXYCTL_API_KEY: TOKEN } });
     expect(JSON.parse(listed.stdout).total).toBe(1);
     expect(existsSync(path.join(dir, 'config.json'))).toBe(true);
+  });
+});
+
+describe('messages (issue 11): what to do next, one format', () => {
+  /** Every error line: `error: …`, at most one parenthesis, never nested. */
+  const expectOneFormat = (stderr: string) => {
+    const lines = stderr.split('\n').filter((l) => l.startsWith('error:'));
+    expect(lines.length, stderr).toBeGreaterThan(0);
+    for (const l of lines) expect(l, 'nested parentheses').not.toMatch(/\([^)]*\(/);
+  };
+
+  it('a rejected token says what to do next: a stored token → web console + proxyctl login; env → PROXYCTL_API_KEY', async () => {
+    const s = await withServer(() => unauthorized);
+    const keychain = new MemoryKeychain();
+    await keychain.set('proxyctl', s.url, TOKEN);
+    const stored = await cli(['whitelist', 'list'], { keychain });
+    expect(stored.code).toBe(4);
+    expect(stored.stderr).toMatch(/^error: the API rejected the token: .*\(code 10401, request id req-\d+\); .*web console \(Account page\), then run `proxyctl login`/m);
+    expectOneFormat(stored.stderr);
+    const env = await cli(['whitelist', 'add', '8.8.8.8'], { env: { PROXYCTL_API_KEY: TOKEN } });
+    expect(env.code).toBe(4);
+    expect(env.stderr).toMatch(/^error: the API rejected the token: .*; PROXYCTL_API_KEY holds a token the API does not accept/m);
+    expectOneFormat(env.stderr);
+    const status = await cli(['auth', 'status'], { keychain });
+    expect(status.code).toBe(4);
+    expect(status.stderr).toMatch(/proxyctl login/);
+  });
+
+  it('HTTP 407 from --base-url: this looks like the proxy port, not the API', async () => {
+    await withServer(() => ({ status: 407, raw: '', headers: { 'proxy-authenticate': 'Basic realm="proxy"' } }));
+    const r = await cli(['whitelist', 'list'], { env: { PROXYCTL_API_KEY: TOKEN } });
+    expect(r.code).toBe(1);
+    expect(r.stderr).toMatch(/^error: HTTP 407 .*this looks like the proxy port, not the API/m);
+    expectOneFormat(r.stderr);
+  });
+
+  it('a 429 shows the server message (the invalid-token lock-out, and when it ends) in the one format', async () => {
+    const msg = 'rate limited: invalid-token lock-out for source IP 127.0.0.1 after 20 invalid API keys; every request from this IP is refused until 2026-11-22T10:01:00Z, in 60 s';
+    await withServer(() => ({ ...rateLimited(60), message: msg }));
+    const r = await cli(['whitelist', 'list'], { env: { PROXYCTL_API_KEY: TOKEN } });
+    expect(r.code).toBe(5);
+    expect(r.stderr).toContain(`error: ${msg} (code 10429, request id req-`);
+    expectOneFormat(r.stderr);
+  });
+
+  it('usage errors and business errors share the `error:` prefix', async () => {
+    const usage = await cli(['whitelist', 'list', '--page-size', '0']);
+    expect(usage.code).toBe(2);
+    expect(usage.stderr).toMatch(/^error: /m);
+    const business = await cli(['whitelist', 'list'], { env: { PROXYCTL_API_KEY: 'not-a-token' } });
+    expect(business.code).toBe(4);
+    expect(business.stderr).toMatch(/^error: /m);
+    expect(business.stderr).not.toMatch(/^proxyctl: /m);
+  });
+
+  it('the keychain-fallback notice: once per stored token, never under --quiet', async () => {
+    await withServer(() => ({ code: 200, data: listData(0) }));
+    const keychain = new MemoryKeychain();
+    keychain.available = false;
+    const dir = tempConfigDir();
+    const login = await cli(['login'], { stdin: TOKEN, keychain, dir });
+    expect(login.code).toBe(0);
+    const quiet = await cli(['--quiet', 'whitelist', 'list'], { keychain, dir });
+    expect(quiet.code).toBe(0);
+    expect(quiet.stderr).toBe('');
+    const first = await cli(['whitelist', 'list'], { keychain, dir });
+    expect(first.stderr.match(/using the API token stored in/g)).toHaveLength(1);
+    const second = await cli(['whitelist', 'list'], { keychain, dir });
+    expect(second.stderr).toBe('');
+    // A new token is announced again, once.
+    await cli(['login'], { stdin: OTHER_TOKEN, keychain, dir });
+    expect((await cli(['auth', 'status'], { keychain, dir })).stderr).toMatch(/using the API token stored in/);
+    expect((await cli(['auth', 'status'], { keychain, dir })).stderr).toBe('');
   });
 });

@@ -169,7 +169,7 @@ describe('forwarding helpers', () => {
       'h:8',
       '/p',
     ).toString('latin1');
-    expect(out).toBe('GET /p HTTP/1.1\r\nHost: h:8\r\nAccept: */*\r\nContent-Length: 0\r\nConnection: close\r\n\r\n');
+    expect(out).toBe('GET /p HTTP/1.1\r\nHost: h:8\r\nAccept: */*\r\nContent-Length: 0\r\nVia: 1.1 proxyd\r\nConnection: close\r\n\r\n');
   });
 });
 

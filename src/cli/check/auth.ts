@@ -10,7 +10,7 @@ import type { CheckContext, StageOutcome } from './types.js';
 const MAX_HEAD = 64 * 1024;
 const USER_AGENT = 'proxyctl-check';
 
-export function basicAuth(ctx: CheckContext): string | null {
+function basicAuth(ctx: CheckContext): string | null {
   const { username, password } = ctx.proxy;
   if (username === null) return null;
   return `Basic ${Buffer.from(`${username}:${password ?? ''}`, 'utf8').toString('base64')}`;
@@ -20,7 +20,7 @@ function admittedText(ctx: CheckContext): string {
   return ctx.proxy.username !== null ? `credentials of "${ctx.proxy.username}" accepted` : 'admitted without credentials (source IP whitelist)';
 }
 
-export function targetAuthority(ctx: CheckContext): string {
+function targetAuthority(ctx: CheckContext): string {
   const { host, port } = ctx.target;
   return `${isIP(host) === 6 ? `[${host}]` : host}:${port}`;
 }
@@ -28,6 +28,21 @@ export function targetAuthority(ctx: CheckContext): string {
 function closedOutcome(err: unknown, during: string): StageOutcome {
   if (err instanceof PeerClosedError) return fail(`proxy closed the connection ${during}${err.code ? ` (${err.code})` : ''}`, { kind: 'closed', during });
   return fail(`${during}: ${(err as Error).message}`, { kind: 'protocol', message: (err as Error).message });
+}
+
+/** Statuses a proxy itself answers with (407 aside): refusals, limits and unreachable targets. */
+const PROXY_STATUSES = new Set([200, 403, 429, 502, 503, 504]);
+
+/**
+ * An answer that cannot have come through a proxy: an error status a proxy does not use, without the
+ * `Via` a proxy adds (RFC 9110 7.6.3). Typically the API or another web server's port.
+ */
+function notAProxy(ctx: CheckContext, status: number, reason: string, via: string | undefined): StageOutcome | null {
+  if (via !== undefined || PROXY_STATUSES.has(status) || status < 400) return null;
+  return fail(`${status} ${reason}`.trim() + ` without a Via header: this answer did not come through a proxy (${ctx.proxy.host}:${ctx.proxy.port} looks like a web server or API, not a proxy port)`, {
+    kind: 'not_a_proxy',
+    status,
+  });
 }
 
 function rejected407(ctx: CheckContext, status: number, reason: string, authenticate: string | undefined): StageOutcome {
@@ -64,6 +79,8 @@ async function httpConnectAuth(ctx: CheckContext, signal: AbortSignal): Promise<
     return fail(`not an HTTP proxy answer: "${sample}"`, { kind: 'not_http_proxy', sample });
   }
   if (parsed.status === 407) return rejected407(ctx, parsed.status, printable(parsed.reason, 60), parsed.headers.get('proxy-authenticate')?.[0]);
+  const foreign = notAProxy(ctx, parsed.status, printable(parsed.reason, 60), parsed.headers.get('via')?.[0]);
+  if (foreign) return foreign;
   let body = '';
   if (parsed.status !== 200) {
     // Keep the proxy's explanation, if it sends a short one.
@@ -101,8 +118,17 @@ async function httpForwardAuth(ctx: CheckContext, signal: AbortSignal): Promise<
         resolve(rejected407(ctx, 407, printable(res.statusMessage ?? '', 60), headerOne(res.headers['proxy-authenticate'])));
         return;
       }
+      const via = headerOne(res.headers.via);
+      const foreign = notAProxy(ctx, res.statusCode ?? 0, printable(res.statusMessage ?? '', 60), via);
+      if (foreign) {
+        res.resume();
+        resolve(foreign);
+        return;
+      }
       ctx.forwardResponse = res;
-      resolve(ok(`${admittedText(ctx)} (absolute-form GET answered ${res.statusCode})`));
+      ctx.viaMissing = via === undefined;
+      const mark = via !== undefined ? `, Via ${printable(via, 60)}` : ', no Via header';
+      resolve(ok(`${admittedText(ctx)} (absolute-form GET answered ${res.statusCode}${mark})`));
     });
     req.once('error', (err: NodeJS.ErrnoException) => {
       if (signal.aborted) return;

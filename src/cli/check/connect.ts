@@ -10,7 +10,7 @@ import { fail, ok, type StageFn } from './stage.js';
 import type { CheckContext, StageOutcome } from './types.js';
 
 /** Statuses the gateway itself uses for a target it will not or cannot reach (SPEC 4). */
-export const GATEWAY_REFUSAL_STATUSES = new Set([403, 502, 504]);
+const GATEWAY_REFUSAL_STATUSES = new Set([403, 502, 504]);
 
 /** The proxy's explanation without a repeated "403 Forbidden:" prefix. */
 export function explanation(body: string, status: number, reason: string): string {

@@ -11,6 +11,8 @@ export interface DiagnosisInput {
   directIp: string | null;
   /** null: not attempted (--no-direct); string: why the direct request failed. */
   direct: 'skipped' | 'ok' | { error: string };
+  /** An HTTP proxy forwarded the request but its answer carries no Via (RFC 9110 7.6.3). */
+  viaMissing?: boolean;
 }
 
 const TIMEOUT_HINT: Record<StageName, string> = {
@@ -82,6 +84,8 @@ function failureLine(stage: StageName, cause: FailureCause, proxy: ProxySpec, ta
         case 'handshake': return `The TLS handshake with the target failed: the target port may not speak TLS (try an http:// target) or its TLS setup is broken; the proxy tunnel itself works.`;
         default: return `TLS with the target failed (${cause.code}): see the detail; the proxy tunnel itself works.`;
       }
+    case 'not_a_proxy':
+      return `${gw} is not a proxy: it answered ${cause.status} without the Via header a proxy adds, so the answer came from a web server or API (the API port, perhaps). Use the HTTP proxy port (or the SOCKS5 port with socks5h://) in --proxy.`;
     case 'target_status':
       return `The proxy works; the target itself answered ${cause.status}: try another target (an IP echo service such as proxyd's /ip).`;
     case 'protocol':
@@ -95,6 +99,9 @@ export function diagnose(input: DiagnosisInput): string {
   if (input.failed) return failureLine(input.failed.stage, input.failed.cause, input.proxy, input.target);
   const { egressIp, directIp } = input;
   if (!egressIp) return `All stages passed, but the target's answer holds no IP, so the egress cannot be compared: use an IP echo target (JSON {"ip":…} or a plain-text IP).`;
+  if (input.viaMissing) {
+    return `Warning: the answer carries no Via header, so it may not have come through a proxy: ${input.proxy.host}:${input.proxy.port} may be a web server or the API rather than the proxy port (a few proxies hide themselves; proxyd always adds Via).`;
+  }
   if (input.direct === 'skipped') return `All stages passed: traffic leaves the proxy as ${egressIp} (direct comparison skipped).`;
   if (typeof input.direct === 'object') return `All stages passed: traffic leaves the proxy as ${egressIp}; the direct request failed (${input.direct.error}), so the egress was not compared.`;
   if (!directIp) return `All stages passed: traffic leaves the proxy as ${egressIp}; the direct answer held no IP, so the egress was not compared.`;

@@ -1,30 +1,26 @@
-// runCheck(options, deps): the staged connectivity check of SPEC 6. Stages run in order, each under
+// performCheck(options, deps): the staged connectivity check of SPEC 6. Stages run in order, each under
 // its own timeout; the first failure stops the run and the remaining stages are marked skipped.
 import { promises as dnsPromises } from 'node:dns';
 import { performance } from 'node:perf_hooks';
-import type { Writable } from 'node:stream';
-import { Exit } from '../exit-codes.js';
 import { authStage } from './auth.js';
 import { connectStage } from './connect.js';
 import { diagnose, type DiagnosisInput } from './diagnosis.js';
 import { dnsStage } from './dns.js';
 import { fetchDirect } from './egress.js';
-import { renderHuman, renderJson } from './render.js';
 import { runStage, type StageFn } from './stage.js';
 import { statusStage } from './status.js';
 import { tcpStage } from './tcp.js';
 import { tlsStage } from './tls.js';
 import type { CheckContext, CheckDeps, CheckOptions, CheckReport, FailureCause, StageName, StageResult } from './types.js';
-import { CheckUsageError, parseProxyUrl, parseTargetUrl, scrub } from './urls.js';
+import { parseProxyUrl, parseTargetUrl, scrub } from './urls.js';
 
 export const DEFAULT_TARGET = 'https://api.ipify.org/?format=json';
-export const DEFAULT_TIMEOUT_MS = 5000;
 
 const STAGES: Record<StageName, StageFn> = { dns: dnsStage, tcp: tcpStage, auth: authStage, connect: connectStage, tls: tlsStage, status: statusStage };
 
-export const defaultLookup: CheckDeps['lookup'] = (host) => dnsPromises.lookup(host, { all: true, order: 'verbatim' });
+const defaultLookup: CheckDeps['lookup'] = (host) => dnsPromises.lookup(host, { all: true, order: 'verbatim' });
 
-export function defaultDeps(): CheckDeps {
+function defaultDeps(): CheckDeps {
   return { lookup: defaultLookup, now: () => performance.now() };
 }
 
@@ -74,7 +70,7 @@ export async function performCheck(opts: CheckOptions, deps: Partial<CheckDeps> 
       direct = { error: r.error };
     }
   }
-  const diagnosis = scrub(diagnose({ failed: failure, proxy, target, egressIp: egress, directIp, direct }), proxy.password);
+  const diagnosis = scrub(diagnose({ failed: failure, proxy, target, egressIp: egress, directIp, direct, viaMissing: ctx.viaMissing === true }), proxy.password);
   return {
     report: { stages, egress_ip: egress, direct_ip: directIp, diagnosis },
     ok: !failure,
@@ -82,37 +78,4 @@ export async function performCheck(opts: CheckOptions, deps: Partial<CheckDeps> 
     proxy: proxy.redacted,
     target: target.href,
   };
-}
-
-export interface OutputOptions {
-  json: boolean;
-  color: boolean;
-  quiet: boolean;
-  columns?: number | undefined;
-}
-
-export interface RunDeps extends CheckDeps {
-  stdout: Writable;
-  stderr: Writable;
-}
-
-/** The command: runs the check, writes the table or JSON, returns the exit status (0, 2 or 6). */
-export async function runCheck(opts: CheckOptions & { output: OutputOptions }, deps: Partial<RunDeps> = {}): Promise<number> {
-  const stdout = deps.stdout ?? process.stdout;
-  const stderr = deps.stderr ?? process.stderr;
-  let result: CheckResult;
-  try {
-    result = await performCheck(opts, deps);
-  } catch (err) {
-    if (err instanceof CheckUsageError) {
-      stderr.write(`proxyctl check: ${scrub(err.message, null)}\n`);
-      return Exit.USAGE;
-    }
-    throw err;
-  }
-  const { report } = result;
-  if (opts.output.json) stdout.write(renderJson(report));
-  else if (opts.output.quiet) stdout.write(`${report.diagnosis}\n`);
-  else stdout.write(renderHuman(report, { proxy: result.proxy, target: result.target }, { color: opts.output.color, columns: opts.output.columns }));
-  return result.ok ? Exit.OK : Exit.CHECK_FAILED;
 }

@@ -7,7 +7,7 @@ export const METHOD_USER_PASS = 0x02;
 export const METHOD_NONE_ACCEPTABLE = 0xff;
 
 /** RFC 1928 section 6 reply codes. */
-export const SOCKS_REPLY_NAMES: Record<number, string> = {
+const SOCKS_REPLY_NAMES: Record<number, string> = {
   0x00: 'succeeded',
   0x01: 'general SOCKS server failure',
   0x02: 'connection not allowed by ruleset',

@@ -33,7 +33,7 @@ export function classifyTlsError(err: NodeJS.ErrnoException & { cert?: { subject
   return { reason: 'other', text: `${code ? `${code}: ` : ''}${err.message}` };
 }
 
-export function defaultCAs(): readonly string[] {
+function defaultCAs(): readonly string[] {
   const get = (tls as unknown as { getCACertificates?: (kind: string) => string[] }).getCACertificates;
   return get ? get('default') : tls.rootCertificates;
 }

@@ -15,6 +15,7 @@ export type FailureCause =
   | { kind: 'closed'; during: string } // peer closed/reset before answering
   | { kind: 'not_http_proxy'; sample: string }
   | { kind: 'not_socks5'; firstByte: number }
+  | { kind: 'not_a_proxy'; status: number } // an HTTP answer no proxy would give: no Via (RFC 9110 7.6.3), a web server's status
   | { kind: 'proxy_auth_required'; realm: string | null; withCredentials: boolean } // HTTP 407
   | { kind: 'socks_no_method'; withCredentials: boolean } // method 0xFF
   | { kind: 'socks_auth_failed'; status: number } // RFC 1929 status != 0
@@ -84,6 +85,8 @@ export interface CheckContext {
   connectAnswer?: { status: number; reason: string; body: string };
   /** HTTP proxy, http:// target: the absolute-form response (auth reads it, status finishes it). */
   forwardResponse?: IncomingMessage;
+  /** HTTP proxy, http:// target: the forwarded answer had no Via header (auth stage). */
+  viaMissing?: boolean;
   /** Egress IP echoed by the target (status stage). */
   egressIp?: string | null;
   /** Every socket opened, destroyed at the end. */

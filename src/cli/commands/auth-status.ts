@@ -4,7 +4,7 @@ import { isAuthError } from '../api.js';
 import type { Context } from '../context.js';
 import type { Deps } from '../deps.js';
 import { Exit, type ExitCode } from '../exit-codes.js';
-import { apiFailure } from './shared.js';
+import { apiFailure, rejectedTokenHint } from './shared.js';
 
 export interface AuthStatusDoc {
   source: 'env' | 'keychain' | 'file' | null;
@@ -31,7 +31,7 @@ export async function runAuthStatus(opts: { ctx: Context }, deps: Deps): Promise
         doc.valid = true;
       } catch (err) {
         if (!isAuthError(err)) throw apiFailure(err);
-        why = 'the API rejects this token';
+        why = `the API rejects this token; ${rejectedTokenHint(resolved.source)}`;
       } finally {
         await api.close();
       }

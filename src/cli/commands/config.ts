@@ -18,7 +18,7 @@ function checkKey(raw: string): ConfigKey {
   return k;
 }
 
-export function validateConfigValue(key: ConfigKey, value: string): string {
+function validateConfigValue(key: ConfigKey, value: string): string {
   if (key === 'base_url') return normalizeBaseUrl(value);
   if (key === 'check.target') {
     let u: URL | undefined;

@@ -5,7 +5,7 @@ import type { Context } from '../context.js';
 import type { Deps } from '../deps.js';
 import { AuthError, CliError } from '../errors.js';
 import { Exit } from '../exit-codes.js';
-import type { ResolvedToken } from '../token-store.js';
+import type { ResolvedToken, TokenSource } from '../token-store.js';
 
 export interface Session {
   resolved: ResolvedToken;
@@ -31,12 +31,19 @@ export function warnIfPlainHttp(ctx: Context, deps: Deps): void {
   if (u.protocol === 'http:' && !loopback) deps.out.warn(`${ctx.baseUrl} is plain HTTP: the API token travels unencrypted`);
 }
 
+/** What to do about a token the API rejects, by where the token came from. */
+export function rejectedTokenHint(source: TokenSource | undefined): string {
+  if (source === 'env') return 'PROXYCTL_API_KEY holds a token the API does not accept (reset or expired?): set it to a current token from the web console, Account page';
+  return 'the token may have been reset or expired: get the current one from the web console (Account page), then run `proxyctl login`';
+}
+
 /** An API failure as a CLI error with the right exit status. */
-export function apiFailure(err: unknown): CliError {
-  if (isAuthError(err)) return new AuthError(`the API rejected the token (${err.describe()})`);
+export function apiFailure(err: unknown, source?: TokenSource): CliError {
+  if (isAuthError(err)) return new AuthError(`the API rejected the token: ${err.describe()}; ${rejectedTokenHint(source)}`);
   if (isRateLimited(err)) {
-    const s = err.retryAfterMs !== undefined ? `; retry in ${Math.ceil(err.retryAfterMs / 1000)}s` : '';
-    return new CliError(`rate limited${s} (${err.describe()})`, Exit.RATE_LIMITED);
+    const s = err.retryAfterMs !== undefined ? `; retry in ${Math.ceil(err.retryAfterMs / 1000)} s` : '';
+    const what = err.message.startsWith('rate limited') ? err.describe() : `rate limited: ${err.describe()}`;
+    return new CliError(`${what}${s}`, Exit.RATE_LIMITED);
   }
   if (err instanceof ApiError) return new CliError(err.describe(), Exit.ERROR);
   if (err instanceof CliError) return err;

@@ -1,12 +1,12 @@
 // `proxyctl whitelist add|delete`: collect IPs, run the batch engine, print a summary, write --failed-out.
 import { writeFile } from 'node:fs/promises';
-import { runBatches, type BatchOp, type BatchSummary } from '../batch.js';
+import { runBatches, type BatchItem, type BatchOp, type BatchSummary } from '../batch.js';
 import type { Context } from '../context.js';
 import type { Deps } from '../deps.js';
 import { CliError, UsageError } from '../errors.js';
-import type { ExitCode } from '../exit-codes.js';
+import { Exit, type ExitCode } from '../exit-codes.js';
 import { collectItems } from '../input.js';
-import { openSession } from './shared.js';
+import { openSession, rejectedTokenHint } from './shared.js';
 
 export interface BatchCommandOptions {
   ctx: Context;
@@ -17,9 +17,26 @@ export interface BatchCommandOptions {
   remark?: string;
   retry: number;
   failedOut?: string;
+  /** add: also the caller's own public IPv4, as this echo URL sees it. */
+  currentFrom?: string;
 }
 
-export const DEFAULT_RETRY = 3;
+/** The caller's IP as an echo sees it (JSON {"ip":…} or a plain-text IP), for `add --current`. */
+async function currentIp(echo: string, remark: string | undefined): Promise<BatchItem> {
+  const [{ parseTargetUrl, CheckUsageError }, { fetchDirect }] = await Promise.all([import('../check/urls.js'), import('../check/egress.js')]);
+  let target;
+  try {
+    target = parseTargetUrl(echo);
+  } catch (err) {
+    if (err instanceof CheckUsageError) throw new UsageError(`--echo: ${err.message}`);
+    throw err;
+  }
+  const r = await fetchDirect(target, { timeoutMs: 10_000 });
+  if (!r.ok) throw new CliError(`cannot learn your IP from ${target.href}: ${r.error}`);
+  if (r.status !== 200) throw new CliError(`cannot learn your IP from ${target.href}: it answered HTTP ${r.status}`);
+  if (r.ip === null || !/^\d+\.\d+\.\d+\.\d+$/.test(r.ip)) throw new CliError(`${target.href} did not answer with an IPv4 address${r.ip ? `: ${r.ip}` : ''}; use --echo with an IPv4 echo`);
+  return remark !== undefined && remark !== '' ? { ip: r.ip, remark } : { ip: r.ip };
+}
 
 export async function runBatchCommand(opts: BatchCommandOptions, deps: Deps): Promise<ExitCode> {
   const { ctx, op } = opts;
@@ -32,10 +49,15 @@ export async function runBatchCommand(opts: BatchCommandOptions, deps: Deps): Pr
     remarks: op === 'add',
     stdin: deps.io.stdin,
   });
+  if (opts.currentFrom !== undefined) {
+    const mine = await currentIp(opts.currentFrom, opts.remark);
+    if (!items.some((i) => i.ip === mine.ip)) items.push(mine);
+    out.info(`your IP as ${opts.currentFrom} sees it: ${mine.ip}`);
+  }
   if (items.length === 0) throw new UsageError(`no IP addresses given: pass them as arguments${op === 'add' ? ' (IP or IP=REMARK)' : ''}, or use --file FILE (- for stdin)`);
   if (duplicates > 0) out.info(`${duplicates} repeated ${duplicates === 1 ? 'IP' : 'IPs'} folded into ${duplicates === 1 ? 'its' : 'their'} first occurrence`);
 
-  const { api } = await openSession(ctx, deps);
+  const { api, resolved } = await openSession(ctx, deps);
   const progress = await deps.progress();
   const verb = op === 'add' ? 'adding' : 'deleting';
   let result;
@@ -65,7 +87,7 @@ export async function runBatchCommand(opts: BatchCommandOptions, deps: Deps): Pr
 
   if (ctx.json) out.writeJson(summary);
   else printSummary(op, summary, deps, ctx.quiet);
-  if (result.stop) out.error(result.stop.message);
+  if (result.stop) out.error(result.stop.exitCode === Exit.AUTH ? `${result.stop.message}; ${rejectedTokenHint(resolved.source)}` : result.stop.message);
   if (opts.failedOut !== undefined && summary.failed_count > 0) out.info(`${summary.failed_count} failed ${summary.failed_count === 1 ? 'IP' : 'IPs'} written to ${opts.failedOut}`);
   return result.exitCode;
 }

@@ -5,7 +5,7 @@ import type { Context } from '../context.js';
 import type { Deps } from '../deps.js';
 import { Exit, type ExitCode } from '../exit-codes.js';
 import { renderTsv } from '../output.js';
-import { RollingWindowPacer } from '../pacer.js';
+import { RollingWindowPacer, type Clock } from '../pacer.js';
 import { apiFailure, openSession } from './shared.js';
 
 export interface ListOptions {
@@ -24,7 +24,7 @@ export const ALL_PAGE_SIZE = 100;
 export async function runList(opts: ListOptions, deps: Deps): Promise<ExitCode> {
   const { ctx } = opts;
   const { out } = deps;
-  const { api } = await openSession(ctx, deps);
+  const { api, resolved } = await openSession(ctx, deps);
   const base: ListParams = {};
   if (opts.status) base.status = opts.status;
   if (opts.ip) base.ip = opts.ip;
@@ -33,10 +33,10 @@ export async function runList(opts: ListOptions, deps: Deps): Promise<ExitCode> 
     if (!opts.all) {
       doc = (await api.list({ ...base, page: opts.page ?? 1, page_size: opts.pageSize ?? 20 })).data;
     } else {
-      doc = await listAll(opts, deps, api, base);
+      doc = await listAll(api, deps.clock, base, opts.retry);
     }
   } catch (err) {
-    throw apiFailure(err);
+    throw apiFailure(err, resolved.source);
   } finally {
     await api.close();
   }
@@ -70,11 +70,10 @@ function statusText(i: WhitelistItem, paint: (s: 'green' | 'yellow', t: string) 
 }
 
 /** Walks every page (100 a page), paced to the list limit; entries that shift between pages are not repeated. */
-async function listAll(opts: ListOptions, deps: Deps, api: WhitelistApi, base: ListParams): Promise<ListData> {
-  const pacer = new RollingWindowPacer(RATE_LIMITS.list, RATE_WINDOW_MS, deps.clock);
+export async function listAll(api: Pick<WhitelistApi, 'list'>, clock: Clock, base: ListParams = {}, retry = 3): Promise<ListData> {
+  const pacer = new RollingWindowPacer(RATE_LIMITS.list, RATE_WINDOW_MS, clock);
   const seen = new Set<number>();
   const items: WhitelistItem[] = [];
-  const retry = opts.retry ?? 3;
   for (let page = 1; ; page++) {
     let data: ListData | undefined;
     for (let replay = 0; data === undefined; replay++) {
@@ -85,7 +84,7 @@ async function listAll(opts: ListOptions, deps: Deps, api: WhitelistApi, base: L
       } catch (err) {
         pacer.record();
         if (!isRateLimited(err) || replay >= retry) throw err;
-        await deps.clock.sleep(err.retryAfterMs ?? 1000);
+        await clock.sleep(err.retryAfterMs ?? 1000);
       }
     }
     for (const it of data.items) {

@@ -43,13 +43,20 @@ export function authenticate(store: Store, query: URLSearchParams, nowSec: numbe
   return { accountId: row.account_id, accessKey: row.access_key };
 }
 
+/** The 429 text of the invalid-token lock-out: which limit, for which source, and when it ends. */
+export function lockOutMessage(ip: string, limit: number, retryAfterSeconds: number | undefined, nowMs: number): string {
+  const secs = Math.max(1, retryAfterSeconds ?? 60);
+  const until = new Date(nowMs + secs * 1000).toISOString().replace(/\.\d+Z$/, 'Z');
+  return `rate limited: invalid-token lock-out for source IP ${ip} after ${limit} invalid API keys; every request from this IP is refused until ${until}, in ${secs} s`;
+}
+
 export function makeAuthHook(store: Store, limits: ApiLimits, route: ApiRoute, nowMs: () => number = Date.now) {
   return async function authHook(request: FastifyRequest, reply: FastifyReply): Promise<void> {
     const ip = sourceIp(request);
     const lock = await limits.checkSourceIp(ip);
     if (!lock.allowed) {
       request.limitedBy = 'source_ip';
-      sendEnvelope(request, reply, Code.RATE_LIMITED, null, undefined, { retryAfterSeconds: lock.retryAfterSeconds });
+      sendEnvelope(request, reply, Code.RATE_LIMITED, null, lockOutMessage(ip, limits.settings.invalidTokenPerIp, lock.retryAfterSeconds, nowMs()), { retryAfterSeconds: lock.retryAfterSeconds });
       return reply;
     }
     const caller = authenticate(store, new URLSearchParams(rawQuery(request)), Math.floor(nowMs() / 1000));

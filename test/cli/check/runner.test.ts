@@ -1,7 +1,12 @@
 // The staged check against scripted local peers (real sockets on 127.0.0.1, no mocks of our code).
-import { PassThrough } from 'node:stream';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { performCheck, runCheck } from '../../../src/cli/check/runner.js';
+import { performCheck } from '../../../src/cli/check/runner.js';
+import { runCheck } from '../../../src/cli/commands/check.js';
+import type { CheckOptions as RunOptions } from '../../../src/cli/check/types.js';
+import { harness } from '../helpers/fakes.js';
 import type { CheckOptions, LookupFn } from '../../../src/cli/check/types.js';
 import { closedPort, httpEcho, httpProxyPeer, httpsEcho, makeCerts, silentServer, socksPeer, type Certs, type Closable } from './peers.js';
 
@@ -143,6 +148,18 @@ describe('HTTP proxy', () => {
     const proxy = keep(await httpProxyPeer({ kind: 'answer', status: 403, reason: 'Forbidden' }));
     const r = await performCheck(opts({ proxy: `http://127.0.0.1:${proxy.port}`, target: `http://127.0.0.1:${http.port}/` }), { lookup });
     expect(names(r)).toEqual(['dns:ok', 'tcp:ok', 'auth:ok', 'connect:fail', 'status:skipped']);
+  });
+
+  it('auth: a web server answering CONNECT with 405 and no Via is not a proxy (issue 11)', async () => {
+    const server = keep(await httpProxyPeer({ kind: 'answer', status: 405, reason: 'Method Not Allowed', body: '{"code":10405}' }));
+    const r = await performCheck(opts({ proxy: `http://127.0.0.1:${server.port}`, target: `https://127.0.0.1:${https.port}/` }), { lookup });
+    expect(names(r).slice(2)).toEqual(['auth:fail', 'connect:skipped', 'tls:skipped', 'status:skipped']);
+    expect(r.failure?.cause).toEqual({ kind: 'not_a_proxy', status: 405 });
+    expect(r.report.diagnosis).toMatch(/is not a proxy: it answered 405 without the Via header/);
+    // The same status with a Via came through a proxy: judged at connect as before.
+    const proxy = keep(await httpProxyPeer({ kind: 'answer', status: 405, reason: 'Method Not Allowed', headers: { Via: '1.1 squid' } }));
+    const v = await performCheck(opts({ proxy: `http://127.0.0.1:${proxy.port}`, target: `https://127.0.0.1:${https.port}/` }), { lookup });
+    expect(v.failure?.stage).toBe('connect');
   });
 
   it('auth: a proxy that closes without answering', async () => {
@@ -330,39 +347,36 @@ describe('SOCKS5 proxy', () => {
   });
 });
 
-describe('runCheck output', () => {
-  const collect = () => {
-    const s = new PassThrough();
-    let text = '';
-    s.on('data', (d) => (text += d));
-    return { s, text: () => text };
+describe('runCheck output (the command)', () => {
+  // The command through its deps, as main runs it: output on the harness streams.
+  const command = (o: RunOptions, globals: { json?: boolean } = {}) => {
+    const h = harness('http://127.0.0.1:1', { globals: { color: false, ...globals } });
+    h.deps.check = { lookup };
+    const code = runCheck({ ctx: h.ctx, proxy: o.proxy, target: o.target, timeoutMs: o.timeoutMs, direct: o.direct, ...(o.ca ? { caFile: caFile() } : {}) }, h.deps);
+    return { code, out: () => h.io.out(), err: () => h.io.err() };
+  };
+  const caFile = () => {
+    const f = path.join(mkdtempSync(path.join(tmpdir(), 'proxyctl-ca-')), 'ca.pem');
+    writeFileSync(f, certs.caPem);
+    return f;
   };
 
   it('--json: the SPEC 6 document, exit 6 on failure, no password anywhere', async () => {
     const proxy = keep(await httpProxyPeer({ kind: 'tunnel', user: 'alice', pass: 'other' }));
-    const out = collect();
-    const err = collect();
-    const code = await runCheck(
-      { ...opts({ proxy: `http://alice:${PASS}@127.0.0.1:${proxy.port}`, target: `https://127.0.0.1:${https.port}/` }), output: { json: true, color: false, quiet: false } },
-      { lookup, stdout: out.s, stderr: err.s },
-    );
-    expect(code).toBe(6);
-    const doc = JSON.parse(out.text());
+    const r = command(opts({ proxy: `http://alice:${PASS}@127.0.0.1:${proxy.port}`, target: `https://127.0.0.1:${https.port}/` }), { json: true });
+    expect(await r.code).toBe(6);
+    const doc = JSON.parse(r.out());
     expect(Object.keys(doc)).toEqual(['stages', 'egress_ip', 'direct_ip', 'diagnosis']);
     expect(doc.stages.map((s: { name: string }) => s.name)).toEqual(['dns', 'tcp', 'auth', 'connect', 'tls', 'status']);
     for (const s of doc.stages) expect(Object.keys(s)).toEqual(['name', 'status', 'ms', 'detail']);
-    expect(out.text() + err.text()).not.toContain(PASS);
+    expect(r.out() + r.err()).not.toContain(PASS);
   });
 
   it('table: stage rows, diagnosis line, no colour codes when colour is off, exit 0', async () => {
     const proxy = keep(await httpProxyPeer({ kind: 'tunnel', user: 'alice', pass: PASS, egress: '127.0.0.2' }));
-    const out = collect();
-    const code = await runCheck(
-      { ...opts({ proxy: `http://alice:${PASS}@127.0.0.1:${proxy.port}`, target: `https://127.0.0.1:${https.port}/` }), output: { json: false, color: false, quiet: false } },
-      { lookup, stdout: out.s, stderr: collect().s },
-    );
-    expect(code).toBe(0);
-    const text = out.text();
+    const r = command(opts({ proxy: `http://alice:${PASS}@127.0.0.1:${proxy.port}`, target: `https://127.0.0.1:${https.port}/` }));
+    expect(await r.code).toBe(0);
+    const text = r.out();
     expect(text).not.toContain('\x1b[');
     expect(text).not.toContain(PASS);
     expect(text).toContain(`check http://alice:****@127.0.0.1:${proxy.port} -> https://127.0.0.1:${https.port}/`);
@@ -372,13 +386,10 @@ describe('runCheck output', () => {
   });
 
   it('a bad proxy URL is a usage error (2) and is echoed redacted', async () => {
-    const err = collect();
-    const code = await runCheck(
-      { proxy: `ftp://bob:${PASS}@127.0.0.1:21`, target: 'https://127.0.0.1:1/', timeoutMs: 100, direct: false, output: { json: false, color: false, quiet: false } },
-      { lookup, stdout: collect().s, stderr: err.s },
-    );
-    expect(code).toBe(2);
-    expect(err.text()).toMatch(/unsupported proxy scheme "ftp:"/);
-    expect(err.text()).not.toContain(PASS);
+    const r = command({ proxy: `ftp://bob:${PASS}@127.0.0.1:21`, target: 'https://127.0.0.1:1/', timeoutMs: 100, direct: false });
+    const err = await r.code.catch((e: Error & { exitCode: number }) => e);
+    expect(err).toMatchObject({ exitCode: 2 });
+    expect((err as Error).message).toMatch(/unsupported proxy scheme "ftp:"/);
+    expect((err as Error).message).not.toContain(PASS);
   });
 });

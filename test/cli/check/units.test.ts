@@ -1,7 +1,7 @@
 // Pure helpers of the check: URL parsing and redaction, echo parsing, SOCKS5 encoding, heads, TLS reasons, diagnosis.
-import { Command } from 'commander';
+import * as commander from 'commander';
 import { describe, expect, it } from 'vitest';
-import { registerCheck } from '../../../src/cli/check/command.js';
+import { buildProgram } from '../../../src/cli/main.js';
 import { diagnose } from '../../../src/cli/check/diagnosis.js';
 import { parseEgressIp } from '../../../src/cli/check/egress.js';
 import { parseResponseHead, printable, realmOf } from '../../../src/cli/check/reader.js';
@@ -142,15 +142,14 @@ describe('diagnosis', () => {
   });
 });
 
-describe('registerCheck', () => {
-  it('adds `check` with its options; --direct and --no-direct both parse', () => {
-    const program = new Command('proxyctl').option('--json').exitOverride();
-    registerCheck(program);
+describe('the check command', () => {
+  it('has its options; --direct and --no-direct both parse', () => {
+    const program = buildProgram(commander, async () => {}, { stdout: { write: () => true }, stderr: { write: () => true } });
     const check = program.commands.find((c) => c.name() === 'check')!;
-    expect(check.options.map((o) => o.long)).toEqual(['--proxy', '--target', '--timeout', '--ca', '--direct', '--no-direct']);
+    expect(check.options.map((o) => o.long)).toEqual(['--proxy', '--target', '--timeout', '--ca', '--direct', '--no-direct', '--repeat', '--interval', '--report']);
     check.action(() => {}); // parse only
     program.parse(['check', '--proxy', 'http://h:1', '--no-direct'], { from: 'user' });
-    expect(check.opts()).toMatchObject({ proxy: 'http://h:1', direct: false, timeout: '5000' });
+    expect(check.opts()).toMatchObject({ proxy: 'http://h:1', direct: false, timeout: 5000 });
     program.parse(['check', '--proxy', 'http://h:1', '--direct'], { from: 'user' });
     expect(check.opts().direct).toBe(true);
   });

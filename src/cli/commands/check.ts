@@ -1,0 +1,125 @@
+// `proxyctl check`: the staged connectivity check (src/cli/check) as a command like the others:
+// options in, output through deps, an exit status back. Also --repeat N and --report FILE.
+import { readFile, writeFile } from 'node:fs/promises';
+import { renderHuman, renderJson } from '../check/render.js';
+import { summarize, type RepeatSummary } from '../check/repeat.js';
+import { renderReport } from '../check/report.js';
+import { DEFAULT_TARGET, performCheck, type CheckResult } from '../check/runner.js';
+import type { CheckOptions } from '../check/types.js';
+import { CheckUsageError, parseProxyUrl, scrub, type ProxySpec } from '../check/urls.js';
+import type { Context } from '../context.js';
+import type { Deps } from '../deps.js';
+import { CliError, UsageError, scrubSecrets } from '../errors.js';
+import { Exit, type ExitCode } from '../exit-codes.js';
+import { VERSION } from '../version.js';
+
+export interface CheckCommandOptions {
+  ctx: Context;
+  proxy: string;
+  /** Default: config `check.target`, else DEFAULT_TARGET. */
+  target?: string;
+  timeoutMs: number;
+  /** PEM file with extra CA certificates for the target. */
+  caFile?: string;
+  direct: boolean;
+  /** Run the check this many times and print timing percentiles (1 = a single check). */
+  repeat?: number;
+  /** Pause between repeated runs. */
+  intervalMs?: number;
+  /** Write a redacted Markdown report here. */
+  report?: string;
+}
+
+const DEFAULT_INTERVAL_MS = 1000;
+
+async function readCa(file: string): Promise<string> {
+  let ca: string;
+  try {
+    ca = await readFile(file, 'utf8');
+  } catch (err) {
+    throw new UsageError(`cannot read --ca ${file}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
+  }
+  if (!ca.includes('-----BEGIN CERTIFICATE-----')) throw new UsageError(`--ca ${file} holds no PEM certificate`);
+  return ca;
+}
+
+function parseProxy(raw: string): ProxySpec {
+  try {
+    return parseProxyUrl(raw);
+  } catch (err) {
+    if (err instanceof CheckUsageError) throw new UsageError(scrub(err.message, null));
+    throw err;
+  }
+}
+
+export async function runCheck(opts: CheckCommandOptions, deps: Deps): Promise<ExitCode> {
+  const { ctx } = opts;
+  const proxy = parseProxy(opts.proxy);
+  const checkOpts: CheckOptions = {
+    proxy: opts.proxy,
+    target: opts.target ?? ctx.checkTarget ?? DEFAULT_TARGET,
+    timeoutMs: opts.timeoutMs,
+    ca: opts.caFile !== undefined ? await readCa(opts.caFile) : undefined,
+    direct: opts.direct,
+  };
+  const startedAt = new Date(deps.clock.now());
+  const repeat = opts.repeat ?? 1;
+  const results: CheckResult[] = [];
+  const progress = repeat > 1 ? await deps.progress() : null;
+  try {
+    for (let i = 0; i < repeat; i++) {
+      if (i > 0) await deps.clock.sleep(opts.intervalMs ?? DEFAULT_INTERVAL_MS);
+      results.push(await performCheck(checkOpts, deps.check ?? {}));
+      const failed = results.filter((r) => !r.ok).length;
+      progress?.update({ total: repeat, settled: results.length, succeeded: results.length - failed, alreadyDone: 0, failed }, 'checking');
+    }
+  } catch (err) {
+    if (err instanceof CheckUsageError) throw new UsageError(scrub(err.message, proxy.password));
+    // Not expected; the message is scrubbed of the proxy password before main prints it.
+    throw new CliError(`unexpected error: ${scrub(String((err as Error)?.message ?? err), proxy.password)}`);
+  } finally {
+    progress?.stop();
+  }
+  const summary = repeat > 1 ? summarize(results) : undefined;
+  // The report shows the first failed run, or the last one when all passed.
+  const shown = results.find((r) => !r.ok) ?? results[results.length - 1]!;
+  if (opts.report !== undefined) await writeReport(opts.report, { result: shown, proxy, target: checkOpts.target, startedAt, summary });
+
+  if (summary) printSummary(summary, shown, ctx, deps);
+  else if (ctx.json) deps.io.stdout.write(renderJson(shown.report));
+  else if (ctx.quiet) deps.out.line(shown.report.diagnosis);
+  else deps.io.stdout.write(renderHuman(shown.report, { proxy: shown.proxy, target: scrubSecrets(shown.target, [deps.env.PROXYCTL_API_KEY]) }, { color: ctx.color, columns: deps.io.stdoutColumns }));
+  if (opts.report !== undefined) deps.out.info(`report written to ${opts.report}`);
+  return results.every((r) => r.ok) ? Exit.OK : Exit.CHECK_FAILED;
+}
+
+async function writeReport(file: string, input: { result: CheckResult; proxy: ProxySpec; target: string; startedAt: Date; summary: RepeatSummary | undefined }): Promise<void> {
+  const text = renderReport({
+    ...input,
+    ...(input.summary ? { summary: input.summary } : {}),
+    versions: { proxyctl: VERSION, node: process.version, platform: `${process.platform} ${process.arch}` },
+  });
+  try {
+    await writeFile(file, text, { encoding: 'utf8', mode: 0o600 });
+  } catch (err) {
+    throw new CliError(`cannot write ${file}: ${(err as NodeJS.ErrnoException).code ?? String(err)}`);
+  }
+}
+
+function printSummary(m: RepeatSummary, shown: CheckResult, ctx: Context, deps: Deps): void {
+  const { out } = deps;
+  if (ctx.json) {
+    out.writeJson(m);
+    return;
+  }
+  const fmt = (ms: number | null) => (ms === null ? '-' : ms.toFixed(1));
+  if (!ctx.quiet || m.failed > 0) {
+    out.line(`check ${shown.proxy} -> ${scrubSecrets(shown.target, [deps.env.PROXYCTL_API_KEY])}: ${m.runs} runs, ${out.paint('green', `${m.ok} ok`)}, ${m.failed > 0 ? out.paint('red', `${m.failed} failed`) : '0 failed'}`);
+  }
+  if (!ctx.quiet) out.line(out.table(['stage', 'runs', 'failed', 'p50 ms', 'p95 ms', 'max ms'], m.stages.map((s) => [s.name, s.runs, s.failed, fmt(s.p50_ms), fmt(s.p95_ms), fmt(s.max_ms)])));
+  if (m.failed > 0) {
+    const by = Object.entries(m.failures_by_stage).map(([stage, n]) => `${stage} ${n}`).join(', ');
+    out.line(`failures by stage: ${by}`);
+    for (const d of m.diagnoses) out.line(`${out.paint('red', 'diagnosis')} (${d.count}×): ${d.diagnosis}`);
+  }
+}
