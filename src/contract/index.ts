@@ -3,3 +3,4 @@ export * from './token.js';
 export * from './ipv4.js';
 export * from './paths.js';
 export * from './schemas.js';
+export * from './proxy-username.js';
