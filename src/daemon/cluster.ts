@@ -5,6 +5,7 @@
 import cluster, { type Worker } from 'node:cluster';
 import { mkdirSync } from 'node:fs';
 import type { ServeConfig } from './config.js';
+import { serveStickySessions } from './egress.js';
 import { acquireLock, acquireSharedLock } from './lock.js';
 import { ClusterMetrics, METRICS_REQ, METRICS_RES } from './metrics.js';
 import { checkAndRepair, logLine, startOptionsFor } from './run.js';
@@ -90,6 +91,7 @@ export async function runPrimary(cfg: ServeConfig): Promise<void> {
   }
 
   const metrics = new ClusterMetrics();
+  if (cfg.egressPool) serveStickySessions(cfg.egressPool.length);
   let stopping = false;
   let crashStreak = 0;
   const bornAt = new Map<number, number>();

@@ -8,6 +8,8 @@ import { buildApp, LOG_SERIALIZERS } from './api/app.js';
 import { consolePlugin } from './console/index.js';
 import type { ApiContext } from './api/context.js';
 import { formatHostPort, type ServeConfig } from './config.js';
+import { checkBindable, stickySessionsFor } from './egress.js';
+import { parseProxyUsername } from '../contract/proxy-username.js';
 import { openCountryLookup } from './geo.js';
 import { acquireLock, acquireSharedLock, type DataDirLock } from './lock.js';
 import { Metrics } from './metrics.js';
@@ -69,6 +71,7 @@ export function parseGatewayLimitOverrides(s: string | undefined): Partial<Gatew
 /** Starts one serving process (the only one, or a cluster worker). The caller holds the data-dir lock. */
 export async function startDaemon(cfg: ServeConfig, opts: StartOptions = {}): Promise<RunningDaemon> {
   const gatewayLimits = parseGatewayLimitOverrides(process.env.PROXYD_GATEWAY_LIMITS); // before anything opens
+  if (cfg.egressPool) await checkBindable(cfg.egressPool);
   const store = Store.open(cfg.dataDir, { releaseGraceSec: cfg.releaseGraceSec });
   const geo = await openCountryLookup(cfg.geoipDb);
   const metrics = new Metrics();
@@ -112,6 +115,8 @@ export async function startDaemon(cfg: ServeConfig, opts: StartOptions = {}): Pr
     httpProxyListen: cfg.httpProxyListen,
     socksListen: cfg.socksListen,
     egressAddress: cfg.egressAddress,
+    egressPool: cfg.egressPool && { addresses: cfg.egressPool, sessions: stickySessionsFor(cfg.egressPool.length) },
+    parseUsername: parseProxyUsername,
     allowPrivateTargets: cfg.allowPrivateTargets,
     proxyProtocolFrom: cfg.proxyProtocolFrom,
     ownListeners: () => [apiHostPort, gateway?.httpProxyAddress(), gateway?.socksAddress()].filter((x): x is { host: string; port: number } => !!x),
