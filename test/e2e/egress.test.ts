@@ -5,7 +5,7 @@ import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { basic } from '../gateway/helpers.js';
 import { pool } from '../hostile/net.js';
-import { admin, makeAccount, PROXYD, run, startDaemon, tempDir, type Daemon } from '../helpers/daemon.js';
+import { admin, makeAccount, PROXYCTL, PROXYD, run, startDaemon, tempDir, type Daemon } from '../helpers/daemon.js';
 
 const POOL = Array.from({ length: 8 }, (_, i) => `127.0.0.${i + 2}`);
 
@@ -168,6 +168,20 @@ describe('egress pool with sticky sessions (two workers)', () => {
     expect(await viaHttp(d.httpProxy, port, 'alice-session-s9', 'wrong-password')).toEqual({ status: 407 });
     expect(await viaSocks(d.socks, port, 'alice-session-s9', 'wrong-password')).toEqual({ socksAuth: 1 });
   }, 30_000);
+
+  it('proxyctl check with a session username shows the same egress twice, a new session another', async () => {
+    const env = { XDG_CONFIG_HOME: tempDir(), NO_COLOR: '1' };
+    const check = async (user: string, scheme: string, proxy: string) => {
+      const r = await run(PROXYCTL, ['check', '--proxy', `${scheme}://${user}:${PASS}@${proxy}`, '--target', `http://127.0.0.1:${port}/`, '--json'], { env });
+      expect(r.code, r.stderr).toBe(0);
+      expect(r.stdout).not.toContain(PASS);
+      return (JSON.parse(r.stdout) as { egress_ip: string }).egress_ip;
+    };
+    const first = await check('alice-session-chk1-sesstime-5', 'http', d.httpProxy);
+    expect(POOL).toContain(first);
+    expect(await check('alice-session-chk1-sesstime-5', 'socks5h', d.socks)).toBe(first);
+    expect(await check('alice-session-chk1-sesstime-5', 'http', d.httpProxy)).toBe(first);
+  }, 60_000);
 
   it('/metrics counts connections per egress address', async () => {
     const text = await (await fetch(`${d.api}/metrics`)).text();
