@@ -67,7 +67,7 @@ export class SessionTable implements StickySessions {
     const held = this.get(key);
     if (held) return held;
     const now = this.now();
-    this.sweep(now);
+    this.sweep(now); // before choosing, so ended sessions free their addresses
     const a = { index: this.leastUsed(), expiresAt: now + minutes * MINUTE_MS };
     this.remember(key, a);
     return a;
@@ -75,6 +75,7 @@ export class SessionTable implements StickySessions {
 
   /** Record an assignment made elsewhere (a worker caching what the primary decided). */
   remember(key: string, a: StickyAssignment): void {
+    this.sweep(this.now());
     const old = this.live.get(key);
     if (old) this.drop(key, old);
     while (this.live.size >= this.maxSessions) {

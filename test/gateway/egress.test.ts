@@ -126,3 +126,14 @@ describe('pool dialer', () => {
     expect(await dialer.dial({ ...req(null), wanted: () => false })).toBeNull();
   });
 });
+
+describe('a worker cache of the primary', () => {
+  it('frees remembered sessions once they end (no assignment of its own needed)', () => {
+    const c = clock();
+    const t = new SessionTable(4, { now: c.now });
+    for (let i = 0; i < 100; i++) t.remember(`k${i}`, { index: i % 4, expiresAt: c.t + MIN });
+    c.t += 3 * MIN;
+    t.remember('fresh', { index: 0, expiresAt: c.t + MIN });
+    expect(t.liveSessions).toBe(1);
+  });
+});
