@@ -4,10 +4,14 @@
 // live sessions, or rotate); plus the memory each live session costs. Needs `npm run build`.
 //
 //   node bench/egress.mjs [--runs 3] [--conns 2000] [--sessions 100000]
+//   node bench/egress.mjs --cluster [--runs 3] [--conns 2000]
 //
 // Processes: this driver (client, sequential connections), a TCP target, and the gateway (startGateway
 // over the real StoreAdmission and a temp SQLite store) in a child, one configuration at a time,
 // alternating no pool / pool / rotation so that the machine's noise falls on each alike.
+// --cluster: a spawned `proxyd serve --workers 2` instead, to show what asking the primary costs: every
+// connection a new session (one IPC round trip each) against a few sessions reused (answered from the
+// worker's cache) and against no pool.
 import { spawn } from 'node:child_process';
 import { mkdtempSync } from 'node:fs';
 import net from 'node:net';
@@ -134,5 +138,65 @@ async function driver() {
   console.log(JSON.stringify({ runs, conns, pool: 1024, liveSessions: memory?.sessions, bytesPerSession: memory?.bytesPerSession, summary, sessionsMinusNoPoolP50Ms: delta, within005: delta <= 0.05 }, null, 2));
 }
 
+// ---------------------------------------------------------------- --cluster
+
+function runNode(argv, input) {
+  return new Promise((resolve) => {
+    const p = spawn(process.execPath, argv, { stdio: ['pipe', 'pipe', 'pipe'] });
+    let out = '';
+    let err = '';
+    p.stdout.on('data', (d) => (out += d));
+    p.stderr.on('data', (d) => (err += d));
+    p.on('exit', (code) => resolve({ code, out, err }));
+    p.stdin.end(input ?? '');
+  });
+}
+
+async function startDaemon(pool) {
+  const PROXYD = path.join(ROOT, 'bin/proxyd');
+  const dataDir = mkdtempSync(path.join(tmpdir(), 'egress-bench-d-'));
+  const adm = (a, input) => runNode([PROXYD, 'admin', ...a, '--data-dir', dataDir], input);
+  await adm(['account', 'create', '--email', 'b@example.com', '--password-stdin', '--verified'], 'console-password-1\n');
+  const pu = await adm(['proxy-user', 'create', '--email', 'b@example.com', '--username', 'bench', '--password-stdin'], `${PASS}\n`);
+  if (pu.code !== 0) throw new Error(pu.err);
+  const proc = spawn(process.execPath, [PROXYD, 'serve', '--data-dir', dataDir, '--api-listen', '127.0.0.1:0', '--http-proxy-listen', '127.0.0.1:0', '--socks-listen', '127.0.0.1:0',
+    '--allow-private-targets', '--workers', '2', '--log-level', 'warn', ...(pool ? ['--egress-pool', '127.0.4.0/22'] : [])], { stdio: ['ignore', 'pipe', 'ignore'] });
+  const ready = await new Promise((resolve, reject) => {
+    createInterface({ input: proc.stdout }).once('line', (l) => resolve(JSON.parse(l)));
+    proc.once('exit', (c) => reject(new Error(`proxyd exited ${c}`)));
+  });
+  return { proc, port: Number(ready.httpProxy.split(':').pop()) };
+}
+
+async function clusterDriver() {
+  const runs = arg('--runs', 3);
+  const conns = arg('--conns', 2000);
+  const target = net.createServer((s) => s.on('error', () => {}));
+  await new Promise((r) => target.listen(0, '127.0.0.1', r));
+  const targetPort = target.address().port;
+  let fresh = 0;
+  const modes = [
+    ['none', false, () => basic('bench')],
+    ['new session each', true, () => basic(`bench-session-n${fresh++}`)],
+    ['8 sessions reused', true, () => basic(`bench-session-r${fresh++ % 8}`)],
+  ];
+  const results = Object.fromEntries(modes.map(([m]) => [m, []]));
+  for (let run = 0; run < runs; run++) {
+    for (const [mode, pool, auth] of modes) {
+      const d = await startDaemon(pool);
+      for (let i = 0; i < 200; i++) await connectOnce(d.port, targetPort, basic('bench'));
+      const ms = [];
+      for (let i = 0; i < conns; i++) ms.push(await connectOnce(d.port, targetPort, auth()));
+      d.proc.kill();
+      await new Promise((r) => d.proc.once('exit', r));
+      results[mode].push(median(ms));
+      process.stderr.write(`run ${run + 1} ${mode}: p50 ${median(ms).toFixed(3)} ms\n`);
+    }
+  }
+  target.close();
+  console.log(JSON.stringify({ workers: 2, runs, conns, p50_ms: Object.fromEntries(Object.entries(results).map(([m, r]) => [m, +median(r).toFixed(3)])) }, null, 2));
+}
+
 if (args[0] === '--role') await runGateway(args[2], Number(args[3]));
+else if (args.includes('--cluster')) await clusterDriver();
 else await driver();
