@@ -1,5 +1,5 @@
-// Shared state of one gateway: limits, admission with per-account slots, target resolution under
-// the SSRF policy, outgoing dials bound to the egress address, and the counters behind stats().
+// Shared state of one gateway: limits, admission with per-account slots (and the username's sticky
+// session), the dialer every handler reaches targets through (dialer.ts), and the counters behind stats().
 import net from 'node:net';
 import ipaddr from 'ipaddr.js';
 import type { ClientConn } from './conn.js';
