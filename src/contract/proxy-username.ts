@@ -1,8 +1,9 @@
 // The proxy username rule (admin, console and gateway alike) and the session parameters a customer
 // appends to it: `USER-session-ID` or `USER-session-ID-sesstime-MIN` (docs/gateway.md, "Egress pools").
 
-/** Proxy usernames: no `:` so HTTP Basic splits cleanly. */
-export const PROXY_USERNAME_RE = /^[A-Za-z0-9._-]{3,64}$/;
+/** Proxy usernames: no `:` so HTTP Basic splits cleanly. The same rule as an HTML `pattern` (the console's form). */
+export const PROXY_USERNAME_PATTERN = '[A-Za-z0-9._\\-]{3,64}';
+export const PROXY_USERNAME_RE = new RegExp(`^${PROXY_USERNAME_PATTERN}$`);
 export const PROXY_USERNAME_HINT = '3-64 characters of A-Z a-z 0-9 . _ -';
 
 export const SESSION_MINUTES_DEFAULT = 10;
