@@ -3,7 +3,7 @@
 import http from 'node:http';
 import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { basic } from '../gateway/helpers.js';
+import { basic, curl } from '../gateway/helpers.js';
 import { pool } from '../hostile/net.js';
 import { admin, makeAccount, PROXYCTL, PROXYD, run, startDaemon, tempDir, type Daemon } from '../helpers/daemon.js';
 
@@ -182,6 +182,18 @@ describe('egress pool with sticky sessions (two workers)', () => {
     expect(await check('alice-session-chk1-sesstime-5', 'socks5h', d.socks)).toBe(first);
     expect(await check('alice-session-chk1-sesstime-5', 'http', d.httpProxy)).toBe(first);
   }, 60_000);
+
+  it('curl as the client: one session over the HTTP proxy and socks5h leaves from one address', async () => {
+    const user = 'alice-session-curl1-sesstime-15';
+    const via = async (proxy: string) => {
+      const r = await curl(['-x', proxy, `http://127.0.0.1:${port}/`]);
+      return (JSON.parse(r.stdout) as { ip: string }).ip;
+    };
+    const first = await via(`http://${user}:${PASS}@${d.httpProxy}`);
+    expect(POOL).toContain(first);
+    expect(await via(`socks5h://${user}:${PASS}@${d.socks}`)).toBe(first);
+    expect(await via(`http://${user}:${PASS}@${d.httpProxy}`)).toBe(first);
+  }, 30_000);
 
   it('/metrics counts connections per egress address', async () => {
     const text = await (await fetch(`${d.api}/metrics`)).text();
