@@ -19,6 +19,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
+import { runNode } from './run-node.mjs';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const SELF = fileURLToPath(import.meta.url);
@@ -139,18 +140,6 @@ async function driver() {
 }
 
 // ---------------------------------------------------------------- --cluster
-
-function runNode(argv, input) {
-  return new Promise((resolve) => {
-    const p = spawn(process.execPath, argv, { stdio: ['pipe', 'pipe', 'pipe'] });
-    let out = '';
-    let err = '';
-    p.stdout.on('data', (d) => (out += d));
-    p.stderr.on('data', (d) => (err += d));
-    p.on('exit', (code) => resolve({ code, out, err }));
-    p.stdin.end(input ?? '');
-  });
-}
 
 async function startDaemon(pool) {
   const PROXYD = path.join(ROOT, 'bin/proxyd');
