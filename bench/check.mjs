@@ -10,6 +10,7 @@ import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
+import { runNode } from './run-node.mjs';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const PROXYD = path.join(ROOT, 'bin/proxyd');
@@ -28,18 +29,6 @@ function certs() {
   o(['x509', '-req', '-in', 'leaf.csr', '-CA', 'ca.pem', '-CAkey', 'ca.key', '-days', '2', '-extfile', 'ext', '-out', 'leaf.pem']);
   const r = (f) => readFileSync(path.join(dir, f), 'utf8');
   return { ca: r('ca.pem'), caFile: path.join(dir, 'ca.pem'), key: r('leaf.key'), cert: r('leaf.pem') };
-}
-
-function runNode(args, input) {
-  return new Promise((resolve) => {
-    const p = spawn(process.execPath, args, { stdio: ['pipe', 'pipe', 'pipe'] });
-    let out = '';
-    let err = '';
-    p.stdout.on('data', (d) => (out += d));
-    p.stderr.on('data', (d) => (err += d));
-    p.on('exit', (code) => resolve({ code, out, err }));
-    p.stdin.end(input ?? '');
-  });
 }
 
 async function startDaemon() {

@@ -4,3 +4,4 @@ export * from './ipv4.js';
 export * from './paths.js';
 export * from './password.js';
 export * from './schemas.js';
+export * from './proxy-username.js';

@@ -1,6 +1,7 @@
 // `proxyd admin …`: operator commands working directly on the data dir (also while a daemon serves it).
 import { isStrictIPv4 } from '../contract/ipv4.js';
 import { passwordProblem } from '../contract/password.js';
+import { isProxyUsername, PROXY_USERNAME_HINT } from '../contract/proxy-username.js';
 import { isoSeconds } from '../contract/schemas.js';
 import { generatePassword, hashPassword, mintToken } from './secrets.js';
 import { Store, type Account, type AccountStatus } from './store/index.js';
@@ -11,8 +12,6 @@ export class AdminError extends Error {
 }
 
 const EMAIL_RE = /^[^\s@]{1,64}@[^\s@]{1,253}$/;
-/** Proxy usernames (admin and console alike): no `:` so HTTP Basic splits cleanly. */
-export const PROXY_USERNAME_RE = /^[A-Za-z0-9._-]{3,64}$/;
 
 export interface AdminDeps {
   store: Store;
@@ -95,7 +94,7 @@ export async function tokenDisable(deps: AdminDeps, o: { email: string }) {
 
 export async function proxyUserCreate(deps: AdminDeps, o: { email: string; username: string; passwordStdin?: boolean }) {
   const a = requireAccount(deps, o.email);
-  if (!PROXY_USERNAME_RE.test(o.username)) throw new AdminError('username: 3-64 characters of A-Z a-z 0-9 . _ -');
+  if (!isProxyUsername(o.username)) throw new AdminError(`username: ${PROXY_USERNAME_HINT}`);
   const given = await readPassword(deps, { passwordStdin: o.passwordStdin }, false);
   const password = given ?? generatePassword();
   const r = deps.store.proxyUsers.create(a.id, o.username, await hashPassword(password));

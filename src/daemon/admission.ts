@@ -14,8 +14,11 @@ export class StoreAdmission implements Admission {
 
   constructor(private readonly store: Store) {}
 
-  async admitByCredentials(username: string, password: string): Promise<AdmitResult> {
-    const row = this.store.proxyUsers.forAuth(username);
+  async admitByCredentials(written: string, password: string, baseUsername?: string): Promise<AdmitResult> {
+    // A user named exactly as written wins over the base user its session parameters name.
+    let username = written;
+    let row = this.store.proxyUsers.forAuth(username);
+    if (!row && baseUsername) row = this.store.proxyUsers.forAuth((username = baseUsername));
     const key = `${username}\0${createHash('sha256').update(password).digest('base64')}`;
     if (!row || this.verified.get(key) !== row.password_hash) {
       const ok = await verifyPassword(password, row?.password_hash ?? null);
@@ -25,7 +28,7 @@ export class StoreAdmission implements Admission {
     }
     if (row.status !== 'active') return { ok: false, reason: 'bad_credentials' };
     if (row.account_status !== 'active') return { ok: false, reason: 'account_inactive' };
-    return { ok: true, accountId: row.account_id };
+    return { ok: true, accountId: row.account_id, user: username };
   }
 
   async admitBySourceIp(ipv4: string): Promise<AdmitResult> {

@@ -5,6 +5,7 @@
 import cluster, { type Worker } from 'node:cluster';
 import type { ServeConfig } from './config.js';
 import type { DaemonLog } from './log.js';
+import { serveStickySessions } from './egress.js';
 import { ClusterMetrics, METRICS_REQ, METRICS_RES } from './metrics.js';
 import { startDaemon, TUNNEL_DRAIN_MS, type RunningDaemon, type Serving } from './serve.js';
 
@@ -80,6 +81,7 @@ export async function runWorker(cfg: ServeConfig, log: DaemonLog): Promise<void>
 /** Forks the workers and resolves once every one serves on the same ports; the caller holds the lock. */
 export async function startPrimary(cfg: ServeConfig, log: DaemonLog): Promise<Serving> {
   const metrics = new ClusterMetrics();
+  if (cfg.egressPool) serveStickySessions(cfg.egressPool.length);
   let stopping = false;
   let crashStreak = 0;
   const bornAt = new Map<number, number>();

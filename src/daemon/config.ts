@@ -3,6 +3,7 @@ import { isIP } from 'node:net';
 import { homedir } from 'node:os';
 import path from 'node:path';
 import ipaddr from 'ipaddr.js';
+import { parseEgressPool } from './egress.js';
 
 export interface HostPort {
   host: string;
@@ -15,6 +16,8 @@ export interface ServeConfig {
   httpProxyListen: HostPort;
   socksListen: HostPort;
   egressAddress: string | undefined;
+  /** `--egress-pool`, expanded to its addresses (IPv4). */
+  egressPool: string[] | undefined;
   allowPrivateTargets: boolean;
   workers: number;
   redisUrl: string | undefined;
@@ -75,6 +78,7 @@ export interface RawServeOptions {
   httpProxyListen: string;
   socksListen: string;
   egressAddress?: string;
+  egressPool?: string;
   allowPrivateTargets?: boolean | string;
   workers: string;
   redisUrl?: string;
@@ -100,12 +104,16 @@ export function toServeConfig(o: RawServeOptions, env: NodeJS.ProcessEnv = proce
   if (o.egressAddress && !isIP(o.egressAddress)) throw new ConfigError(`--egress-address: "${o.egressAddress}" is not an IP address`);
   if (o.redisUrl && !/^rediss?:\/\//.test(o.redisUrl)) throw new ConfigError('--redis-url: expected redis://HOST:PORT or rediss://…');
   const allow = flagOrEnv(o.allowPrivateTargets, env, 'PROXYD_ALLOW_PRIVATE_TARGETS');
+  const pool = o.egressPool ? parseEgressPool(o.egressPool) : undefined;
+  if (pool && 'error' in pool) throw new ConfigError(`--egress-pool: ${pool.error}`);
+  if (pool && o.egressAddress) throw new ConfigError('--egress-pool replaces --egress-address: give one of them');
   return {
     dataDir: path.resolve(o.dataDir || defaultDataDir(env)),
     apiListen: parseHostPort(o.apiListen, '--api-listen'),
     httpProxyListen: parseHostPort(o.httpProxyListen, '--http-proxy-listen'),
     socksListen: parseHostPort(o.socksListen, '--socks-listen'),
     egressAddress: o.egressAddress || undefined,
+    egressPool: pool,
     allowPrivateTargets: allow,
     workers: intIn(o.workers, '--workers', 1, 64),
     redisUrl: o.redisUrl || undefined,

@@ -1,4 +1,4 @@
-// Prometheus metrics (prom-client). Labels are routes, codes and reasons: never a token, an IP or a username.
+// Prometheus metrics (prom-client). Labels are routes, codes, reasons and our own egress addresses: never a token, a client IP or a username.
 // With --workers N, each worker keeps its own registry and /metrics (served by any worker) asks the
 // primary for the sum over all workers (prom-client's AggregatorRegistry), so a scrape sees the daemon.
 import cluster from 'node:cluster';
@@ -61,6 +61,7 @@ export class Metrics {
     fromGateway('proxyd_gateway_connections_total', 'Gateway connections accepted, by protocol path', 'path', (s) => s.connectionsTotal);
     fromGateway('proxyd_gateway_admission_failures_total', 'Gateway connections refused at admission, by reason', 'reason', (s) => s.admissionFailures);
     fromGateway('proxyd_gateway_target_refusals_total', 'Gateway targets refused, by reason', 'reason', (s) => s.targetRefusals);
+    fromGateway('proxyd_gateway_egress_connections_total', 'Outgoing gateway connections by the egress address they left from', 'address', (s) => s.egressConnections);
     fromGateway('proxyd_gateway_bytes_total', 'Bytes relayed by the gateway, by direction (up = client to target)', 'direction', (s) => ({
       up: s.bytesUp,
       down: s.bytesDown,

@@ -8,6 +8,8 @@ import { buildApp } from './api/app.js';
 import { consolePlugin } from './console/index.js';
 import type { ApiContext } from './api/context.js';
 import { formatHostPort, type ServeConfig } from './config.js';
+import { checkBindable, stickySessionsFor } from './egress.js';
+import { parseProxyUsername } from '../contract/proxy-username.js';
 import { openCountryLookup } from './geo.js';
 import type { DaemonLog } from './log.js';
 import { Metrics } from './metrics.js';
@@ -137,6 +139,7 @@ async function listenApi(cfg: ServeConfig, log: DaemonLog, store: Store, limits:
  */
 export async function startDaemon(cfg: ServeConfig, log: DaemonLog): Promise<RunningDaemon> {
   const gatewayLimits = parseGatewayLimitOverrides(process.env.PROXYD_GATEWAY_LIMITS); // before anything opens
+  if (cfg.egressPool) await checkBindable(cfg.egressPool);
   const store = openStore(cfg);
   const limits = new ApiLimits(windowStoreFor(cfg, store, log), parseLimitOverrides(cfg.rateLimits));
   const metrics = new Metrics();
@@ -158,6 +161,8 @@ export async function startDaemon(cfg: ServeConfig, log: DaemonLog): Promise<Run
     httpProxyListen: cfg.httpProxyListen,
     socksListen: cfg.socksListen,
     egressAddress: cfg.egressAddress,
+    egressPool: cfg.egressPool && { addresses: cfg.egressPool, sessions: stickySessionsFor(cfg.egressPool.length) },
+    parseUsername: parseProxyUsername,
     allowPrivateTargets: cfg.allowPrivateTargets,
     proxyProtocolFrom: cfg.proxyProtocolFrom,
     ownListeners: () => [apiHostPort, gateway?.httpProxyAddress(), gateway?.socksAddress()].filter((x): x is { host: string; port: number } => !!x),

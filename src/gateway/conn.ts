@@ -3,6 +3,7 @@
 import type net from 'node:net';
 import { ByteQueue } from './byte-queue.js';
 import type { GatewayCore } from './core.js';
+import type { EgressSession } from './dialer.js';
 import { parseProxyHeader } from './proxy-protocol.js';
 import { canonicalIp } from './target-policy.js';
 
@@ -48,6 +49,8 @@ export class ClientConn {
   /** Source IPv4 used for admission (from a trusted PROXY header, else the peer), if IPv4. */
   sourceIp: string | null;
   accountId = -1;
+  /** The admitted username's sticky session (null: the connection rotates over the egress pool). */
+  egressSession: EgressSession | null = null;
   bytesUp = 0;
   bytesDown = 0;
   upstream: net.Socket | null = null;
@@ -173,12 +176,13 @@ export class ClientConn {
   }
 
   /** Record the admitted account; false if the connection closed meanwhile (slot given back). */
-  bindAccount(accountId: number): boolean {
+  bindAccount(accountId: number, session: EgressSession | null = null): boolean {
     if (this.accounted) {
       this.core.releaseSlot(accountId, 0, 0);
       return false;
     }
     this.accountId = accountId;
+    this.egressSession = session;
     return !this.closed;
   }
 

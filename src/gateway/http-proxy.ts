@@ -45,7 +45,7 @@ export class HttpProxyHandler implements ProtocolHandler {
       conn.endWithReply(admissionReply(out.reason));
       return;
     }
-    if (!conn.bindAccount(out.accountId)) return;
+    if (!conn.bindAccount(out.accountId, out.session)) return;
     if (isConnect) openConnectTunnel(conn, head);
     else forwardRequest(conn, head);
   }

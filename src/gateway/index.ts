@@ -80,6 +80,7 @@ export async function startGateway(opts: GatewayOptions): Promise<Gateway> {
         targetRefusals: { ...s.targetRefusals },
         bytesUp: s.bytesUp,
         bytesDown: s.bytesDown,
+        egressConnections: { ...s.egressConnections },
       };
     },
     close(drainMs: number): Promise<void> {

@@ -1,6 +1,6 @@
 // The gateway's own HTTP answers (always final: the connection closes after them).
 import type { AdmitFailure } from './types.js';
-import type { DialFailure, ResolveOutcome } from './core.js';
+import type { DialFailure, ResolveOutcome } from './dialer.js';
 
 const REASONS: Record<number, string> = {
   400: 'Bad Request',

@@ -1,7 +1,7 @@
 // SOCKS5 (RFC 1928) with username/password (RFC 1929): greeting -> [auth] -> CONNECT request ->
 // reply -> tunnel. Admission happens at method selection (source IP) or after RFC 1929 (credentials).
 import type { ClientConn, ProtocolHandler } from './conn.js';
-import type { DialFailure, ResolveOutcome } from './core.js';
+import type { DialFailure, ResolveOutcome } from './dialer.js';
 import { isValidHostName } from './http-head.js';
 import { splice } from './splice.js';
 import {
@@ -64,7 +64,7 @@ export class Socks5Handler implements ProtocolHandler {
       conn.pause();
       void conn.core.admit(null, conn.sourceIp).then((out) => {
         if (!out.ok) return conn.endWithReply(Buffer.from([SOCKS_VERSION, Method.NoAcceptable]));
-        if (!conn.bindAccount(out.accountId)) return;
+        if (!conn.bindAccount(out.accountId, out.session)) return;
         this.stage = 'request';
         conn.socket.write(Buffer.from([SOCKS_VERSION, Method.NoAuth]));
         conn.resume();
@@ -82,7 +82,7 @@ export class Socks5Handler implements ProtocolHandler {
       conn.pause();
       void conn.core.admit(r.value, conn.sourceIp).then((out) => {
         if (!out.ok) return conn.endWithReply(Buffer.from([AUTH_VERSION, 0x01]));
-        if (!conn.bindAccount(out.accountId)) return;
+        if (!conn.bindAccount(out.accountId, out.session)) return;
         this.stage = 'request';
         conn.socket.write(Buffer.from([AUTH_VERSION, 0x00]));
         conn.resume();

@@ -6,7 +6,7 @@
 // idle tunnel costs one small object instead of a dozen closures: memory per tunnel is the product.
 import type net from 'node:net';
 import { detachHandshakeListeners, type ClientConn } from './conn.js';
-import { destroySelf } from './core.js';
+import { destroySelf } from './dialer.js';
 
 // Bytes one side may have queued in user space before the other side is paused. Above the stream
 // high-water mark (64 KiB) so a full 64 KiB read does not stop reading every time: that round trip

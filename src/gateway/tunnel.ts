@@ -1,15 +1,12 @@
 // CONNECT host:port: resolve, check the address actually dialled, connect from the egress
 // address, answer 200, then pump bytes (including any the client sent after its head).
-import type net from 'node:net';
 import type { ClientConn } from './conn.js';
-import type { DialFailure, ResolveOutcome } from './core.js';
+import type { DialFailure, DialOutcome, ResolveOutcome } from './dialer.js';
 import { parseAuthority, type RequestHead } from './http-head.js';
 import { dialReply, httpReply, resolveReply } from './replies.js';
 import { splice } from './splice.js';
 
-export type TargetFailure = Exclude<ResolveOutcome, { ok: true }>['reason'] | DialFailure;
-
-export type DialOutcome = { ok: true; socket: net.Socket } | { ok: false; failure: TargetFailure; stage: 'resolve' | 'dial' };
+export type { DialOutcome, TargetFailure } from './dialer.js';
 
 /** The HTTP answer for a target that could not be resolved, was refused by policy, or could not be reached. */
 export function targetFailureReply(out: Extract<DialOutcome, { ok: false }>): string {
@@ -18,25 +15,21 @@ export function targetFailureReply(out: Extract<DialOutcome, { ok: false }>): st
     : dialReply(out.failure as DialFailure);
 }
 
-/** Resolve and dial a target for an admitted connection. Resolves `null` if the client went away. */
-export async function dialTarget(conn: ClientConn, host: string, port: number): Promise<DialOutcome | null> {
-  const { core } = conn;
-  const resolved = await core.resolveTarget(host, port);
-  if (conn.closed) return null;
-  if (!resolved.ok) return { ok: false, failure: resolved.reason, stage: 'resolve' };
-  // From here the connect timeout governs; the header deadline no longer applies.
-  conn.clearHeaderTimer();
-  return new Promise((resolve) => {
-    const socket = core.dial(resolved.address, resolved.family, port, (err) => {
-      if (conn.closed) {
-        socket.destroy();
-        resolve(null);
-      } else if (err) {
-        conn.upstream = null;
-        resolve({ ok: false, failure: err, stage: 'dial' });
-      } else resolve({ ok: true, socket });
-    });
-    conn.upstream = socket;
+/** Resolve and dial a target for an admitted connection, through the gateway's dialer. Resolves `null` if the client went away. */
+export function dialTarget(conn: ClientConn, host: string, port: number): Promise<DialOutcome> {
+  return conn.core.dialer.dial({
+    host,
+    port,
+    session: conn.egressSession,
+    wanted: () => !conn.closed,
+    connecting: (socket) => {
+      // From here the connect timeout governs; the header deadline no longer applies.
+      conn.clearHeaderTimer();
+      conn.upstream = socket;
+    },
+  }).then((out) => {
+    if (out && !out.ok) conn.upstream = null;
+    return out;
   });
 }
 

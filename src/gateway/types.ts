@@ -1,5 +1,6 @@
 // The gateway's boundary: what it needs from the daemon (Admission) and how the daemon starts it.
 // The gateway imports nothing else of ours.
+import type { StickySessions } from './egress.js';
 
 export type AdmitFailure =
   | 'bad_credentials' // unknown user, wrong password, disabled proxy user
@@ -7,11 +8,15 @@ export type AdmitFailure =
   | 'not_whitelisted' // source IP has no active entry of an active account
   | 'over_connection_limit';
 
-export type AdmitResult = { ok: true; accountId: number } | { ok: false; reason: AdmitFailure };
+/** `user`: the proxy user whose credentials matched (absent for whitelist admission). */
+export type AdmitResult = { ok: true; accountId: number; user?: string } | { ok: false; reason: AdmitFailure };
 
 export interface Admission {
-  /** Credentials given (HTTP Basic or RFC 1929). Must not be slow on repeat (cache verified credentials). */
-  admitByCredentials(username: string, password: string): Promise<AdmitResult>;
+  /**
+   * Credentials given (HTTP Basic or RFC 1929). Must not be slow on repeat (cache verified credentials).
+   * `baseUsername` (the user named by session parameters) is tried only when no user `username` exists.
+   */
+  admitByCredentials(username: string, password: string, baseUsername?: string): Promise<AdmitResult>;
   /** No credentials: the connection's source IPv4 (after any trusted PROXY header). */
   admitBySourceIp(ipv4: string): Promise<AdmitResult>;
 }
@@ -21,6 +26,12 @@ export interface TrafficSink {
   connectionOpened(accountId: number): void;
   connectionClosed(accountId: number, bytesUp: number, bytesDown: number): void;
 }
+
+/** What a presented username asks for (the daemon injects the rule that parses it). */
+export type UsernameParams =
+  | { kind: 'plain'; user: string }
+  | { kind: 'session'; user: string; session: string; minutes: number }
+  | { kind: 'malformed' };
 
 export interface GatewayLimits {
   headerTimeoutMs: number; // HTTP head / SOCKS handshake must complete within this
@@ -35,6 +46,10 @@ export interface GatewayOptions {
   httpProxyListen: { host: string; port: number } | null;
   socksListen: { host: string; port: number } | null;
   egressAddress?: string | undefined;
+  /** IPv4 addresses each outgoing connection binds one of (sticky per session, else in turn); replaces egressAddress. */
+  egressPool?: { addresses: readonly string[]; sessions: StickySessions } | undefined;
+  /** Reads session parameters out of a username; without it every username is taken as written. */
+  parseUsername?: (username: string) => UsernameParams;
   allowPrivateTargets: boolean;
   /** CIDRs whose PROXY protocol v1/v2 header is believed. */
   proxyProtocolFrom: string[];
@@ -65,4 +80,6 @@ export interface GatewayStats {
   targetRefusals: Record<string, number>;
   bytesUp: number;
   bytesDown: number;
+  /** Outgoing connections by the local address they left from (with an egress address or pool). */
+  egressConnections: Record<string, number>;
 }

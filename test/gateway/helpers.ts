@@ -17,12 +17,13 @@ export class TestAdmission implements Admission {
   inactiveAccounts = new Set<number>();
   calls = 0;
 
-  async admitByCredentials(username: string, password: string): Promise<AdmitResult> {
+  async admitByCredentials(username: string, password: string, baseUsername?: string): Promise<AdmitResult> {
     this.calls++;
-    const u = this.users.get(username);
+    const name = this.users.has(username) || !baseUsername ? username : baseUsername;
+    const u = this.users.get(name);
     if (!u || u.password !== password) return { ok: false, reason: 'bad_credentials' };
     if (this.inactiveAccounts.has(u.accountId)) return { ok: false, reason: 'account_inactive' };
-    return { ok: true, accountId: u.accountId };
+    return { ok: true, accountId: u.accountId, user: name };
   }
 
   async admitBySourceIp(ipv4: string): Promise<AdmitResult> {

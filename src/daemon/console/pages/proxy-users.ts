@@ -1,3 +1,4 @@
+import { PROXY_USERNAME_PATTERN } from '../../../contract/proxy-username.js';
 import type { ProxyUser } from '../../store/index.js';
 import { html, type Html } from '../html.js';
 import { csrfField, shell, utc } from '../layout.js';
@@ -53,7 +54,7 @@ ${v.revealed ? revealCard(v.revealed) : ''}
 <div class="card-head"><div><h2 id="create-title">Create a proxy user</h2><p class="muted small">The password is generated for you and shown once.</p></div></div>
 <form method="post" action="/console/proxy-users" class="form-row">
 ${csrfField(v.csrf)}
-<div class="field"><label for="username">Username</label><input type="text" id="username" name="username" required minlength="3" maxlength="64" pattern="[A-Za-z0-9._\\-]{3,64}" autocomplete="off" spellcheck="false" aria-describedby="username-hint" value="${v.username ?? ''}"></div>
+<div class="field"><label for="username">Username</label><input type="text" id="username" name="username" required minlength="3" maxlength="64" pattern="${PROXY_USERNAME_PATTERN}" autocomplete="off" spellcheck="false" aria-describedby="username-hint" value="${v.username ?? ''}"></div>
 <button class="btn" type="submit">Create</button>
 </form>
 <p class="hint" id="username-hint">3–64 characters: letters, digits, dot, underscore, hyphen.</p>

@@ -3,9 +3,7 @@ import type { FastifyInstance } from 'fastify';
 import { generatePassword, hashPassword } from '../../secrets.js';
 import { accountOf, field, seeOther, sendHtml, setFlash, takeFlash, type ConsoleDeps } from '../deps.js';
 import { proxyUsersPage } from '../pages/proxy-users.js';
-import { PROXY_USERNAME_RE } from '../../admin.js';
-
-/** The same rule as `proxyd admin proxy-user create`. */
+import { isProxyUsername } from '../../../contract/proxy-username.js';
 
 export default function proxyUserRoutes(app: FastifyInstance, deps: ConsoleDeps): void {
   const users = deps.ctx.store.proxyUsers;
@@ -28,7 +26,7 @@ export default function proxyUserRoutes(app: FastifyInstance, deps: ConsoleDeps)
   app.post('/proxy-users', async (request, reply) => {
     const account = accountOf(request);
     const username = field(request.body, 'username').trim();
-    if (!PROXY_USERNAME_RE.test(username)) {
+    if (!isProxyUsername(username)) {
       setFlash(request, 'error', 'Usernames have 3–64 characters: letters, digits, dot, underscore or hyphen.');
       return seeOther(reply, '/console/proxy-users');
     }

@@ -1,0 +1,189 @@
+// The dialer seam (glider's Dialer): forward, CONNECT and SOCKS5 reach targets only through a Dialer.
+// DirectDialer resolves, applies the target policy and connects from a local address; PoolDialer wraps
+// it and picks that address per connection from the egress pool (sticky session or rotation).
+import dns from 'node:dns';
+import net from 'node:net';
+import type { StickySessions } from './egress.js';
+import { canonicalIp, checkTarget, parseIp, type TargetRefusal } from './target-policy.js';
+
+export type ResolveOutcome =
+  | { ok: true; address: string; family: 4 | 6 }
+  | { ok: false; reason: TargetRefusal | 'dns_failed' | 'no_usable_address' };
+
+export type DialFailure = 'refused' | 'net_unreachable' | 'host_unreachable' | 'timeout';
+
+export type TargetFailure = Exclude<ResolveOutcome, { ok: true }>['reason'] | DialFailure;
+
+/** `null`: the caller no longer wanted it (its client went away); the socket, if any, is destroyed. */
+export type DialOutcome = { ok: true; socket: net.Socket } | { ok: false; failure: TargetFailure; stage: 'resolve' | 'dial' } | null;
+
+/** A sticky session of an admitted connection: same key, same egress for `minutes` from its first use. */
+export interface EgressSession {
+  key: string;
+  minutes: number;
+}
+
+export interface DialRequest {
+  host: string;
+  port: number;
+  /** Null: the connection rotates over the pool. */
+  session: EgressSession | null;
+  /** Checked once the target is resolved: false abandons the dial. */
+  wanted(): boolean;
+  /** The socket while it connects, so the caller can destroy it if its client goes away. */
+  connecting(socket: net.Socket): void;
+}
+
+export interface Dialer {
+  dial(req: DialRequest): Promise<DialOutcome>;
+}
+
+type Lookup = (host: string) => Promise<Array<{ address: string; family: 4 | 6 }>>;
+
+const defaultLookup: Lookup = async (host) => {
+  const list = await dns.promises.lookup(host, { all: true });
+  return list.map((a) => ({ address: a.address, family: a.family === 6 ? 6 : 4 }));
+};
+
+export interface DirectDialerOptions {
+  /** Default local address (`--egress-address`); a PoolDialer passes its own per dial. */
+  localAddress?: string | undefined;
+  /** Family every local address has (a pool is IPv4): targets of the other family are unusable. */
+  family: 4 | 6 | null;
+  allowPrivateTargets: boolean;
+  ownListeners: () => Array<{ host: string; port: number }>;
+  connectTimeoutMs: number;
+  lookup?: Lookup | undefined;
+  countRefusal(reason: TargetRefusal): void;
+  /** Counts each dial by the local address it leaves from (metrics). */
+  countEgress(address: string): void;
+}
+
+export class DirectDialer implements Dialer {
+  private readonly lookup: Lookup;
+
+  constructor(private readonly o: DirectDialerOptions) {
+    this.lookup = o.lookup ?? defaultLookup;
+  }
+
+  dial(req: DialRequest): Promise<DialOutcome> {
+    return this.dialFrom(req, this.o.localAddress);
+  }
+
+  async dialFrom(req: DialRequest, localAddress: string | undefined): Promise<DialOutcome> {
+    const resolved = await this.resolve(req.host, req.port);
+    if (!req.wanted()) return null;
+    if (!resolved.ok) return { ok: false, failure: resolved.reason, stage: 'resolve' };
+    if (localAddress) this.o.countEgress(localAddress);
+    return new Promise((resolve) => {
+      const socket = this.connect(resolved.address, resolved.family, req.port, localAddress, (err) => {
+        if (!req.wanted()) {
+          socket.destroy();
+          resolve(null);
+        } else resolve(err ? { ok: false, failure: err, stage: 'dial' } : { ok: true, socket });
+      });
+      req.connecting(socket);
+    });
+  }
+
+  /** Resolve a target and pick the first address the policy allows: that is the one to dial. */
+  async resolve(host: string, port: number): Promise<ResolveOutcome> {
+    let candidates: Array<{ address: string; family: 4 | 6 }>;
+    const literal = parseIp(host);
+    if (literal) {
+      candidates = [{ address: literal.toString(), family: literal.kind() === 'ipv4' ? 4 : 6 }];
+    } else {
+      try {
+        candidates = await this.lookup(host);
+      } catch {
+        return { ok: false, reason: 'dns_failed' };
+      }
+      candidates = candidates.map((c) => {
+        const text = canonicalIp(c.address);
+        return { address: text, family: net.isIPv4(text) ? 4 : 6 };
+      });
+      if (candidates.length === 0) return { ok: false, reason: 'dns_failed' };
+    }
+    if (this.o.family) candidates = candidates.filter((c) => c.family === this.o.family);
+    if (candidates.length === 0) return { ok: false, reason: 'no_usable_address' };
+    let refusal: TargetRefusal | null = null;
+    const policy = { allowPrivateTargets: this.o.allowPrivateTargets, ownListeners: this.o.ownListeners };
+    for (const c of candidates) {
+      const r = checkTarget(c.address, port, policy);
+      if (r === null) return { ok: true, address: c.address, family: c.family };
+      refusal ??= r;
+    }
+    this.o.countRefusal(refusal as TargetRefusal);
+    return { ok: false, reason: refusal as TargetRefusal };
+  }
+
+  /** Start an outgoing connection; `onDone` fires once, with null on success. */
+  private connect(address: string, family: 4 | 6, port: number, localAddress: string | undefined, onDone: (err: DialFailure | null) => void): net.Socket {
+    const socket = net.connect({ host: address, port, family, localAddress, allowHalfOpen: true, noDelay: true });
+    let done = false;
+    const finish = (err: DialFailure | null): void => {
+      if (done) return;
+      done = true;
+      clearTimeout(timer);
+      socket.removeListener('connect', onConnect);
+      socket.removeListener('error', onError);
+      // Never an unhandled 'error' (which would crash the process) before the pump attaches its own.
+      socket.on('error', destroySelf);
+      onDone(err);
+    };
+    const onConnect = (): void => finish(null);
+    const onError = (err: NodeJS.ErrnoException): void => {
+      socket.destroy();
+      finish(dialFailure(err.code));
+    };
+    const timer = setTimeout(() => {
+      socket.destroy();
+      finish('timeout');
+    }, this.o.connectTimeoutMs);
+    socket.once('connect', onConnect);
+    socket.once('error', onError);
+    return socket;
+  }
+}
+
+/** Picks the local address per connection: the session's sticky one, else the next in turn. */
+export class PoolDialer implements Dialer {
+  private next = 0;
+
+  constructor(
+    private readonly base: DirectDialer,
+    private readonly addresses: readonly string[],
+    private readonly sessions: StickySessions,
+  ) {}
+
+  async dial(req: DialRequest): Promise<DialOutcome> {
+    let index: number;
+    if (req.session) {
+      const held = this.sessions.assign(req.session.key, req.session.minutes);
+      index = (held instanceof Promise ? await held : held).index;
+      if (!req.wanted()) return null;
+    } else {
+      index = this.next;
+      this.next = (index + 1) % this.addresses.length;
+    }
+    return this.base.dialFrom(req, this.addresses[index]);
+  }
+}
+
+/** A shared listener (no closure, so it retains nothing of the dial). */
+export function destroySelf(this: net.Socket): void {
+  this.destroy();
+}
+
+function dialFailure(code: string | undefined): DialFailure {
+  switch (code) {
+    case 'ECONNREFUSED':
+      return 'refused';
+    case 'ENETUNREACH':
+      return 'net_unreachable';
+    case 'ETIMEDOUT':
+      return 'timeout';
+    default:
+      return 'host_unreachable';
+  }
+}
