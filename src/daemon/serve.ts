@@ -3,7 +3,9 @@ import { mkdirSync } from 'node:fs';
 import type { FastifyInstance } from 'fastify';
 import { DEFAULT_LIMITS as GATEWAY_DEFAULT_LIMITS, startGateway } from '../gateway/index.js';
 import type { Gateway, GatewayLimits } from '../gateway/types.js';
-import { StoreAdmission } from './admission.js';
+import { ViewAdmission } from './admission.js';
+import { SqliteAdmissionFeed } from './admission-feed.js';
+import { AdmissionView } from './admission-view.js';
 import { buildApp, LOG_SERIALIZERS } from './api/app.js';
 import { consolePlugin } from './console/index.js';
 import type { ApiContext } from './api/context.js';
@@ -75,6 +77,12 @@ export async function startDaemon(cfg: ServeConfig, opts: StartOptions = {}): Pr
   const windowStore = opts.windowStore?.(store) ?? new MemoryWindowStore();
   const limits = new ApiLimits(windowStore, parseLimitOverrides(cfg.rateLimits));
   let app: FastifyInstance | null = null;
+  // Gateway admission reads this in-memory view, kept current from the change log (SPEC 8).
+  const view = new AdmissionView(new SqliteAdmissionFeed(store.changeLog, { dataDir: cfg.dataDir, log: { warn: (o, m) => app?.log.warn(o, m) } }), {
+    staleAdmissionSec: cfg.staleAdmissionSec,
+    log: { info: (o, m) => app?.log.info(o, m), warn: (o, m) => app?.log.warn(o, m) },
+  });
+  await view.start();
   const whitelist = new WhitelistService(store, geo, { error: (o, m) => app?.log.error(o, m) });
   const ctx: ApiContext = {
     store,
@@ -91,7 +99,10 @@ export async function startDaemon(cfg: ServeConfig, opts: StartOptions = {}): Pr
       }
       if (!(await limits.healthy())) down.push(limits.storeKind === 'redis' ? 'redis' : 'rate_limit_store');
       for (const d of (await opts.extraHealth?.()) ?? []) if (!down.includes(d)) down.push(d);
-      return { ok: down.length === 0, down };
+      // The view's feed is a database read: a failing feed is the database being down, for this node.
+      const state = view.status().state;
+      if (state !== 'current' && !down.includes('database')) down.push('database');
+      return { ok: down.length === 0, down, ...(state === 'current' ? {} : { status: state === 'stale' ? 'degraded' : 'down' }) };
     },
   };
   app = await buildApp(ctx, {
@@ -115,11 +126,12 @@ export async function startDaemon(cfg: ServeConfig, opts: StartOptions = {}): Pr
     allowPrivateTargets: cfg.allowPrivateTargets,
     proxyProtocolFrom: cfg.proxyProtocolFrom,
     ownListeners: () => [apiHostPort, gateway?.httpProxyAddress(), gateway?.socksAddress()].filter((x): x is { host: string; port: number } => !!x),
-    admission: new StoreAdmission(store),
+    admission: new ViewAdmission(view),
     traffic,
     limits: gatewayLimits,
     log: app.log.child({ component: 'gateway' }),
   }).catch(async (err: unknown) => {
+    view.close();
     traffic.stop();
     await app!.close();
     await limits.close();
@@ -128,6 +140,7 @@ export async function startDaemon(cfg: ServeConfig, opts: StartOptions = {}): Pr
   });
   gateway = gw;
   metrics.attachGateway(() => gw.stats());
+  metrics.attachAdmissionView(() => view.status());
 
   const http = gw.httpProxyAddress();
   const socks = gw.socksAddress();
@@ -144,6 +157,7 @@ export async function startDaemon(cfg: ServeConfig, opts: StartOptions = {}): Pr
     (closing ??= (async () => {
       app!.log.info({ event: 'shutdown' }, 'stopping: no new connections, draining');
       await Promise.all([app!.close(), gateway?.close(TUNNEL_DRAIN_MS)]);
+      view.close();
       traffic.stop();
       await limits.close();
       store.close();
