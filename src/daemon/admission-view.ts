@@ -1,6 +1,7 @@
 // The admission view (SPEC 8): what admits, in memory — proxy users with their password hashes, the IPs
 // held by a live entry, and each account's status — loaded once and kept current from the change log.
 // The gateway's admission reads only this, so a connection never waits for the database.
+import type { HealthReport } from './api/context.js';
 import type { AdmissionChangeRows, AdmissionSnapshotRows } from './store/index.js';
 import type { ProxyUserAuthRow } from './store/proxy-users.js';
 
@@ -49,6 +50,16 @@ interface UserEntry {
   accountId: number;
   hash: string;
   active: boolean;
+}
+
+/**
+ * What /healthz says about the view. Its feed is a database read, so a failing feed names `database` as
+ * down (for this node); `degraded` while the gateway still admits from its last view, `down` once it refuses.
+ */
+export function withViewHealth(report: HealthReport, state: ViewState): HealthReport {
+  if (state === 'current') return report;
+  const down = report.down.includes('database') ? report.down : [...report.down, 'database'];
+  return { ok: false, down, status: state === 'stale' ? 'degraded' : 'down' };
 }
 
 /** Without an error, a view not refreshed for this long is stale all the same (a feed call that hangs). */

@@ -5,7 +5,7 @@ import { DEFAULT_LIMITS as GATEWAY_DEFAULT_LIMITS, startGateway } from '../gatew
 import type { Gateway, GatewayLimits } from '../gateway/types.js';
 import { ViewAdmission } from './admission.js';
 import { SqliteAdmissionFeed } from './admission-feed.js';
-import { AdmissionView } from './admission-view.js';
+import { AdmissionView, withViewHealth } from './admission-view.js';
 import { buildApp, LOG_SERIALIZERS } from './api/app.js';
 import { consolePlugin } from './console/index.js';
 import type { ApiContext } from './api/context.js';
@@ -99,10 +99,7 @@ export async function startDaemon(cfg: ServeConfig, opts: StartOptions = {}): Pr
       }
       if (!(await limits.healthy())) down.push(limits.storeKind === 'redis' ? 'redis' : 'rate_limit_store');
       for (const d of (await opts.extraHealth?.()) ?? []) if (!down.includes(d)) down.push(d);
-      // The view's feed is a database read: a failing feed is the database being down, for this node.
-      const state = view.status().state;
-      if (state !== 'current' && !down.includes('database')) down.push('database');
-      return { ok: down.length === 0, down, ...(state === 'current' ? {} : { status: state === 'stale' ? 'degraded' : 'down' }) };
+      return withViewHealth({ ok: down.length === 0, down }, view.status().state);
     },
   };
   app = await buildApp(ctx, {

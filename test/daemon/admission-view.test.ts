@@ -1,10 +1,13 @@
 // The admission view: loads, follows the change log, reloads when behind, and keeps admitting from its last
 // view for --stale-admission seconds while the feed fails (fake clock, a feed that can be made to fail),
 // then over the real SQLite change log (triggers write the rows, the trim makes a reader behind).
+import net from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
+import { startGateway } from '../../src/gateway/index.js';
 import { ViewAdmission } from '../../src/daemon/admission.js';
 import { SqliteAdmissionFeed } from '../../src/daemon/admission-feed.js';
-import { AdmissionUnavailable, AdmissionView, type AdmissionFeed } from '../../src/daemon/admission-view.js';
+import { AdmissionUnavailable, AdmissionView, withViewHealth, type AdmissionFeed } from '../../src/daemon/admission-view.js';
+import { makeTestApp } from '../helpers/app.js';
 import { hashPassword } from '../../src/daemon/secrets.js';
 import type { AdmissionChangeRows, AdmissionSnapshotRows } from '../../src/daemon/store/index.js';
 import { Store } from '../../src/daemon/store/index.js';
@@ -234,5 +237,99 @@ describe('admission view over the SQLite change log', () => {
     expect(snap.seq).toBe(head);
     expect(snap.ips).toHaveLength(40);
     store.close();
+  });
+});
+
+describe('a real gateway over an expired view', () => {
+  /** Sends `bytes` and resolves the first chunk answered. */
+  function ask(port: number, bytes: Buffer | string, chunks = 1): Promise<Buffer> {
+    return new Promise((resolve) => {
+      const s = net.connect(port, '127.0.0.1');
+      const got: Buffer[] = [];
+      s.on('connect', () => s.write(bytes));
+      s.on('data', (d) => {
+        got.push(d);
+        if (got.length >= chunks) {
+          s.destroy();
+          resolve(Buffer.concat(got));
+        }
+      });
+      s.on('close', () => resolve(Buffer.concat(got)));
+      s.on('error', () => resolve(Buffer.concat(got)));
+    });
+  }
+
+  it('answers HTTP 503 and SOCKS 0x01 once the stale window has passed, and admits again when the feed is back', async () => {
+    const feed = new FakeFeed();
+    feed.state.accounts.push({ id: 1, status: 'active' });
+    feed.state.users.push({ username: 'alice', account_id: 1, password_hash: await hashPassword('alice-password'), status: 'active' });
+    const { view, clock, admission } = makeView(feed, 30);
+    await view.start();
+    const echo = net.createServer((c) => c.pipe(c));
+    await new Promise<void>((r) => echo.listen(0, '127.0.0.1', () => r()));
+    const target = `127.0.0.1:${(echo.address() as net.AddressInfo).port}`;
+    const gw = await startGateway({
+      httpProxyListen: { host: '127.0.0.1', port: 0 },
+      socksListen: { host: '127.0.0.1', port: 0 },
+      allowPrivateTargets: true,
+      proxyProtocolFrom: [],
+      ownListeners: () => [],
+      admission,
+    });
+    try {
+      const auth = Buffer.from('alice:alice-password').toString('base64');
+      const connect = `CONNECT ${target} HTTP/1.1\r\nHost: ${target}\r\nProxy-Authorization: Basic ${auth}\r\n\r\n`;
+      const httpPort = gw.httpProxyAddress()!.port;
+      const socksPort = gw.socksAddress()!.port;
+      const socksAuth = Buffer.concat([Buffer.from([5, 1, 2]), Buffer.from([1, 5]), Buffer.from('alice'), Buffer.from([14]), Buffer.from('alice-password')]);
+      expect((await ask(httpPort, connect)).toString()).toMatch(/^HTTP\/1\.1 200/);
+
+      feed.failing = true;
+      clock.now += 20_000;
+      await view.sync();
+      expect((await ask(httpPort, connect)).toString()).toMatch(/^HTTP\/1\.1 200/); // stale, still admitting
+      clock.now += 11_000;
+      expect((await ask(httpPort, connect)).toString()).toMatch(/^HTTP\/1\.1 503/);
+      // Method selection (05 02), then the RFC 1929 status: 01 = refused.
+      expect([...(await ask(socksPort, socksAuth, 2))]).toEqual([5, 2, 1, 1]);
+
+      feed.failing = false;
+      await view.sync();
+      expect((await ask(httpPort, connect)).toString()).toMatch(/^HTTP\/1\.1 200/);
+    } finally {
+      await gw.close(0);
+      echo.close();
+    }
+  });
+});
+
+describe('/healthz with the view stale, then expired', () => {
+  it('answers 503 naming the database, status degraded while admitting, then down', async () => {
+    const feed = new FakeFeed();
+    const { view, clock } = makeView(feed, 60);
+    await view.start();
+    const t = await makeTestApp();
+    t.ctx.health = async () => withViewHealth({ ok: true, down: [] }, view.status().state);
+    try {
+      const get = async () => {
+        const r = await t.app.inject({ method: 'GET', url: '/healthz' });
+        return { status: r.statusCode, body: r.json() };
+      };
+      expect(await get()).toEqual({ status: 200, body: { status: 'ok' } });
+      feed.failing = true;
+      clock.now += 1_000;
+      await view.sync();
+      expect(await get()).toEqual({ status: 503, body: { status: 'degraded', down: ['database'] } });
+      clock.now += 60_000;
+      expect(await get()).toEqual({ status: 503, body: { status: 'down', down: ['database'] } });
+      feed.failing = false;
+      await view.sync();
+      expect(await get()).toEqual({ status: 200, body: { status: 'ok' } });
+      // Another outage (Redis) with a current view keeps the existing answer.
+      expect(withViewHealth({ ok: false, down: ['redis'] }, 'current')).toEqual({ ok: false, down: ['redis'] });
+      expect(withViewHealth({ ok: false, down: ['database'] }, 'stale')).toEqual({ ok: false, down: ['database'], status: 'degraded' });
+    } finally {
+      await t.close();
+    }
   });
 });
