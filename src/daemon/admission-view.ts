@@ -3,6 +3,7 @@
 // The gateway's admission reads only this, so a connection never waits for the database.
 import type { HealthReport } from './api/context.js';
 import type { AdmissionChangeRows, AdmissionSnapshotRows } from './store/index.js';
+import type { AdmissionIpRow, AdmissionUserRow } from './store/change-log.js';
 import type { ProxyUserAuthRow } from './store/proxy-users.js';
 
 /** Where the view comes from: a snapshot, then the changes after a sequence (SQLite now, PostgreSQL later). */
@@ -62,12 +63,16 @@ export function withViewHealth(report: HealthReport, state: ViewState): HealthRe
   return { ok: false, down, status: state === 'stale' ? 'degraded' : 'down' };
 }
 
+const userEntry = (r: AdmissionUserRow): UserEntry => ({ accountId: r.account_id, hash: r.password_hash, active: r.status === 'active' });
+// accountId * 2 + (entry active ? 1 : 0): no object per IP, the view holds 100,000s of them.
+const ipEntry = (r: AdmissionIpRow): number => r.account_id * 2 + (r.status === 1 ? 1 : 0);
+
 /** Without an error, a view not refreshed for this long is stale all the same (a feed call that hangs). */
 const STALL_MS = 5_000;
 
 export class AdmissionView {
   private users = new Map<string, UserEntry>();
-  // ip -> accountId * 2 + (entry active ? 1 : 0): no object per IP, the view holds 100,000s of them.
+  // ip -> ipEntry()
   private ips = new Map<string, number>();
   private accounts = new Map<number, boolean>();
   private seq = 0;
@@ -195,9 +200,9 @@ export class AdmissionView {
   private async reload(): Promise<void> {
     const snap = await this.feed.snapshot();
     const users = new Map<string, UserEntry>();
-    for (const r of snap.users) users.set(r.username, { accountId: r.account_id, hash: r.password_hash, active: r.status === 'active' });
+    for (const r of snap.users) users.set(r.username, userEntry(r));
     const ips = new Map<string, number>();
-    for (const r of snap.ips) ips.set(r.ip, r.account_id * 2 + (r.status === 1 ? 1 : 0));
+    for (const r of snap.ips) ips.set(r.ip, ipEntry(r));
     const accounts = new Map<number, boolean>();
     for (const r of snap.accounts) accounts.set(r.id, r.status === 'active');
     this.users = users;
@@ -210,11 +215,11 @@ export class AdmissionView {
   private apply(ch: AdmissionChangeRows): void {
     for (const { username, row } of ch.users) {
       if (!row) this.users.delete(username);
-      else this.users.set(username, { accountId: row.account_id, hash: row.password_hash, active: row.status === 'active' });
+      else this.users.set(username, userEntry(row));
     }
     for (const { ip, row } of ch.ips) {
       if (!row) this.ips.delete(ip);
-      else this.ips.set(ip, row.account_id * 2 + (row.status === 1 ? 1 : 0));
+      else this.ips.set(ip, ipEntry(row));
     }
     for (const { id, row } of ch.accounts) {
       if (!row) this.accounts.delete(id);
