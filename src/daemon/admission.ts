@@ -1,28 +1,32 @@
-// The gateway's Admission over the store. Every decision reads the database, so a change made by any
-// process (API, console, `proxyd admin`) applies to the next connection; only verified passwords are cached.
+// The gateway's Admission over the admission view: no database query on the connection path. The view
+// follows the change log, so a change made by any process (API, console, `proxyd admin`, another node)
+// applies to new connections within the poll interval; only verified passwords are cached.
 import { createHash } from 'node:crypto';
 import type { Admission, AdmitResult } from '../gateway/types.js';
 import { verifyPassword } from './secrets.js';
-import type { Store } from './store/index.js';
+import type { AdmissionView } from './admission-view.js';
 
-const CACHE_MAX = 10_000;
+// Room for every proxy user of a large fleet (10,000s) with one verified password each.
+const CACHE_MAX = 100_000;
 
-export class StoreAdmission implements Admission {
+export class ViewAdmission implements Admission {
   // key: username + SHA-256 of the presented password -> the stored hash it was verified against.
   // A password change alters the stored hash, so a stale entry can never match.
   private readonly verified = new Map<string, string>();
 
-  constructor(private readonly store: Store) {}
+  constructor(private readonly view: AdmissionView) {}
 
   async admitByCredentials(written: string, password: string, baseUsername?: string): Promise<AdmitResult> {
+    this.view.assertAdmitting();
     // A user named exactly as written wins over the base user its session parameters name.
     let username = written;
-    let row = this.store.proxyUsers.forAuth(username);
-    if (!row && baseUsername) row = this.store.proxyUsers.forAuth((username = baseUsername));
+    let row = this.view.userForAuth(username);
+    if (!row && baseUsername) row = this.view.userForAuth((username = baseUsername));
     const key = `${username}\0${createHash('sha256').update(password).digest('base64')}`;
     if (!row || this.verified.get(key) !== row.password_hash) {
       const ok = await verifyPassword(password, row?.password_hash ?? null);
       if (!ok || !row) return { ok: false, reason: 'bad_credentials' };
+      // Cached against the hash just verified: a password change meanwhile leaves the entry unmatched.
       if (this.verified.size >= CACHE_MAX) this.verified.clear();
       this.verified.set(key, row.password_hash);
     }
@@ -32,7 +36,8 @@ export class StoreAdmission implements Admission {
   }
 
   async admitBySourceIp(ipv4: string): Promise<AdmitResult> {
-    const r = this.store.whitelist.admissionByIp(ipv4);
+    this.view.assertAdmitting();
+    const r = this.view.admissionByIp(ipv4);
     if (!r || !r.entryActive) return { ok: false, reason: 'not_whitelisted' };
     if (!r.accountActive) return { ok: false, reason: 'account_inactive' };
     return { ok: true, accountId: r.accountId };

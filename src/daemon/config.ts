@@ -25,6 +25,8 @@ export interface ServeConfig {
   sharedDataDir: boolean;
   trustProxy: string[];
   releaseGraceSec: number;
+  /** How long the gateway admits from its last admission view while the change feed fails (SPEC 8). */
+  staleAdmissionSec: number;
   proxyProtocolFrom: string[];
   geoipDb: string | undefined;
   /** Operator override of the API limits, `list=60,add=10,delete=10,invalid=20`. */
@@ -85,6 +87,8 @@ export interface RawServeOptions {
   sharedDataDir?: boolean | string;
   trustProxy?: string;
   releaseGrace: string;
+  /** Absent in callers that predate it: the default applies. */
+  staleAdmission?: string;
   proxyProtocolFrom?: string;
   geoipDb?: string;
   rateLimits?: string;
@@ -120,6 +124,7 @@ export function toServeConfig(o: RawServeOptions, env: NodeJS.ProcessEnv = proce
     sharedDataDir: flagOrEnv(o.sharedDataDir, env, 'PROXYD_SHARED_DATA_DIR'),
     trustProxy: parseCidrList(o.trustProxy, '--trust-proxy'),
     releaseGraceSec: intIn(o.releaseGrace, '--release-grace', 0, 365 * 24 * 3600),
+    staleAdmissionSec: intIn(o.staleAdmission ?? '300', '--stale-admission', 0, 7 * 24 * 3600),
     proxyProtocolFrom: parseCidrList(o.proxyProtocolFrom, '--proxy-protocol-from'),
     geoipDb: o.geoipDb || undefined,
     rateLimits: o.rateLimits || undefined,

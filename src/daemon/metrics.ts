@@ -4,6 +4,7 @@
 import cluster from 'node:cluster';
 import { AggregatorRegistry, Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { GatewayStats } from '../gateway/types.js';
+import type { ViewStatus } from './admission-view.js';
 
 export class Metrics {
   readonly registry = new Registry();
@@ -11,6 +12,7 @@ export class Metrics {
   readonly httpDuration: Histogram<'route'>;
   readonly rateLimited: Counter<'route' | 'reason'>;
   private gatewayStats: (() => GatewayStats) | null = null;
+  private viewStatus: (() => ViewStatus) | null = null;
 
   constructor(opts: { defaultMetrics?: boolean } = {}) {
     if (opts.defaultMetrics !== false) collectDefaultMetrics({ register: this.registry, prefix: 'proxyd_' });
@@ -66,6 +68,34 @@ export class Metrics {
       up: s.bytesUp,
       down: s.bytesDown,
     }));
+  }
+
+  /**
+   * The admission view's gauges. Across workers (each holds its own view) the oldest age, the lowest
+   * sequence and the worst state are what an alert needs, so they aggregate by max/min, not sum.
+   */
+  attachAdmissionView(status: () => ViewStatus): void {
+    this.viewStatus = status;
+    const self = this;
+    const gauge = (name: string, help: string, aggregator: 'max' | 'min', value: (v: ViewStatus) => number) =>
+      new Gauge({
+        name,
+        help,
+        aggregator,
+        registers: [this.registry],
+        collect() {
+          const v = self.viewStatus?.();
+          if (v) this.set(value(v));
+        },
+      });
+    gauge('proxyd_admission_view_age_seconds', 'Seconds since the admission view last heard from the change feed', 'max', (v) => v.ageMs / 1000);
+    gauge('proxyd_admission_view_sequence', 'Change-log sequence the admission view is current to', 'min', (v) => v.seq);
+    gauge('proxyd_admission_view_stale', 'Admission view state: 0 current, 1 stale (admitting from the last view), 2 expired (refusing)', 'max', (v) =>
+      v.state === 'current' ? 0 : v.state === 'stale' ? 1 : 2,
+    );
+    gauge('proxyd_admission_view_proxy_users', 'Proxy users in the admission view', 'max', (v) => v.users);
+    gauge('proxyd_admission_view_whitelist_ips', 'Whitelisted IPs (held, live entries) in the admission view', 'max', (v) => v.ips);
+    gauge('proxyd_admission_view_reloads', 'Full loads of the admission view since start (the first load, then each time it found itself behind)', 'max', (v) => v.reloads);
   }
 
   attachGateway(stats: () => GatewayStats): void {

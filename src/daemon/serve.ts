@@ -3,7 +3,9 @@
 import type { FastifyInstance } from 'fastify';
 import { DEFAULT_LIMITS as GATEWAY_DEFAULT_LIMITS, startGateway } from '../gateway/index.js';
 import type { Gateway, GatewayLimits } from '../gateway/types.js';
-import { StoreAdmission } from './admission.js';
+import { ViewAdmission } from './admission.js';
+import { SqliteAdmissionFeed } from './admission-feed.js';
+import { AdmissionView, withViewHealth } from './admission-view.js';
 import { buildApp } from './api/app.js';
 import { consolePlugin } from './console/index.js';
 import type { ApiContext } from './api/context.js';
@@ -104,7 +106,7 @@ export function parseGatewayLimitOverrides(s: string | undefined): Partial<Gatew
 }
 
 /** The API (+ console) listening, once the rate-limit store is connected or has been waited for. */
-async function listenApi(cfg: ServeConfig, log: DaemonLog, store: Store, limits: ApiLimits, metrics: Metrics): Promise<FastifyInstance> {
+async function listenApi(cfg: ServeConfig, log: DaemonLog, store: Store, limits: ApiLimits, metrics: Metrics, view: AdmissionView): Promise<FastifyInstance> {
   const [geo] = await Promise.all([openCountryLookup(cfg.geoipDb), limits.ready(DEPENDENCY_WAIT_MS)]);
   const ctx: ApiContext = {
     store,
@@ -120,7 +122,7 @@ async function listenApi(cfg: ServeConfig, log: DaemonLog, store: Store, limits:
         down.push('database');
       }
       if (!(await limits.healthy())) down.push(limits.storeKind === 'redis' ? 'redis' : 'rate_limit_store');
-      return { ok: down.length === 0, down };
+      return withViewHealth({ ok: down.length === 0, down }, view.status().state);
     },
   };
   const app = await buildApp(ctx, { trustProxy: cfg.trustProxy, logger: log, plugins: [(a: FastifyInstance) => consolePlugin(a, ctx)] });
@@ -143,12 +145,21 @@ export async function startDaemon(cfg: ServeConfig, log: DaemonLog): Promise<Run
   const store = openStore(cfg);
   const limits = new ApiLimits(windowStoreFor(cfg, store, log), parseLimitOverrides(cfg.rateLimits));
   const metrics = new Metrics();
-  // Whatever fails before the API listens must not leave a Redis client reconnecting: the process would never exit.
-  const app = await listenApi(cfg, log, store, limits, metrics).catch(async (err: unknown) => {
-    await limits.close();
-    store.close();
-    throw err;
+  // Gateway admission reads this in-memory view, kept current from the change log (docs/operations.md, fleet).
+  const view = new AdmissionView(new SqliteAdmissionFeed(store.changeLog, { dataDir: cfg.dataDir, log }), {
+    staleAdmissionSec: cfg.staleAdmissionSec,
+    log,
   });
+  // Whatever fails before the API listens must not leave a Redis client reconnecting: the process would never exit.
+  const app = await view
+    .start()
+    .then(() => listenApi(cfg, log, store, limits, metrics, view))
+    .catch(async (err: unknown) => {
+      view.close();
+      await limits.close();
+      store.close();
+      throw err;
+    });
   const apiAddr = app.server.address();
   const apiPort = typeof apiAddr === 'object' && apiAddr ? apiAddr.port : cfg.apiListen.port;
   const apiHostPort = { host: cfg.apiListen.host, port: apiPort };
@@ -166,11 +177,12 @@ export async function startDaemon(cfg: ServeConfig, log: DaemonLog): Promise<Run
     allowPrivateTargets: cfg.allowPrivateTargets,
     proxyProtocolFrom: cfg.proxyProtocolFrom,
     ownListeners: () => [apiHostPort, gateway?.httpProxyAddress(), gateway?.socksAddress()].filter((x): x is { host: string; port: number } => !!x),
-    admission: new StoreAdmission(store),
+    admission: new ViewAdmission(view),
     traffic,
     limits: gatewayLimits,
     log: log.child({ component: 'gateway' }),
   }).catch(async (err: unknown) => {
+    view.close();
     traffic.stop();
     await app.close();
     await limits.close();
@@ -179,6 +191,7 @@ export async function startDaemon(cfg: ServeConfig, log: DaemonLog): Promise<Run
   });
   gateway = gw;
   metrics.attachGateway(() => gw.stats());
+  metrics.attachAdmissionView(() => view.status());
 
   const http = gw.httpProxyAddress();
   const socks = gw.socksAddress();
@@ -194,6 +207,7 @@ export async function startDaemon(cfg: ServeConfig, log: DaemonLog): Promise<Run
   const shutdown = () =>
     (closing ??= (async () => {
       await Promise.all([app.close(), gateway?.close(TUNNEL_DRAIN_MS)]);
+      view.close();
       traffic.stop();
       await limits.close();
       store.close();

@@ -37,3 +37,12 @@ describe('serve configuration', () => {
     expect(() => toServeConfig({ ...base, egressAddress: 'example.com' }, {})).toThrow(/--egress-address/);
   });
 });
+
+describe('--stale-admission', () => {
+  it('defaults to 300 s, takes 0, and refuses junk with the flag named', () => {
+    expect(toServeConfig(base, {}).staleAdmissionSec).toBe(300);
+    expect(toServeConfig({ ...base, staleAdmission: '0' }, {}).staleAdmissionSec).toBe(0);
+    expect(toServeConfig({ ...base, staleAdmission: '3600' }, {}).staleAdmissionSec).toBe(3600);
+    for (const bad of ['-1', 'abc', '1.5', '']) expect(() => toServeConfig({ ...base, staleAdmission: bad }, {})).toThrow(/--stale-admission/);
+  });
+});

@@ -7,6 +7,8 @@ import type { WhitelistService } from '../whitelist-service.js';
 export interface HealthReport {
   ok: boolean;
   down: string[];
+  /** With the database down: `degraded` while the gateway admits from its last view, `down` once it refuses. */
+  status?: 'degraded' | 'down';
 }
 
 export interface ApiContext {

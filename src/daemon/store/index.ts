@@ -1,5 +1,6 @@
 // The store: one SQLite database, one module per table family. Nothing outside store/ speaks SQL.
 import { AccountStore } from './accounts.js';
+import { ChangeLogStore } from './change-log.js';
 import { integrityProblems, openDatabase, type Db } from './db.js';
 import { ProxyUserStore } from './proxy-users.js';
 import { RateHitStore } from './rate-hits.js';
@@ -20,6 +21,7 @@ export class Store {
   readonly proxyUsers: ProxyUserStore;
   readonly rateHits: RateHitStore;
   readonly traffic: TrafficStore;
+  readonly changeLog: ChangeLogStore;
   private closed = false;
 
   constructor(
@@ -35,6 +37,7 @@ export class Store {
     this.proxyUsers = new ProxyUserStore(db, nowSec);
     this.rateHits = new RateHitStore(db);
     this.traffic = new TrafficStore(db, nowSec);
+    this.changeLog = new ChangeLogStore(db);
   }
 
   static open(dataDir: string, opts: StoreOptions = {}): Store {
@@ -83,3 +86,4 @@ export class Store {
 export type { Account, AccountStatus } from './accounts.js';
 export type { WhitelistEntry, ClaimOutcome } from './whitelist.js';
 export type { ProxyUser } from './proxy-users.js';
+export type { AdmissionChangeRows, AdmissionSnapshotRows } from './change-log.js';

@@ -85,4 +85,67 @@ export const MIGRATIONS: readonly string[] = [
   `
   CREATE INDEX whitelist_account_newest ON whitelist_entries(account_id, created_at DESC, id DESC) WHERE deleted_at IS NULL;
   `,
+  // 3: the change log that keeps every node's admission view current (SPEC 8). Triggers write one row per
+  // changed admission key in the same transaction as the change, whichever process or code path made it.
+  // A row names what changed (kind + key), not the new state: a reader re-reads the key's current state,
+  // so rows are idempotent and order-insensitive within a batch. IF NOT EXISTS: safe to re-run on a
+  // database whose user_version was rolled back by hand.
+  `
+  CREATE TABLE IF NOT EXISTS change_log (
+    seq  INTEGER PRIMARY KEY AUTOINCREMENT,
+    kind TEXT NOT NULL CHECK (kind IN ('user','ip','account')),
+    key  TEXT NOT NULL,
+    at   INTEGER NOT NULL DEFAULT (CAST(strftime('%s','now') AS INTEGER))
+  );
+  -- Rows up to trimmed_through are gone: a reader whose sequence is below it must reload in full.
+  CREATE TABLE IF NOT EXISTS change_log_horizon (
+    id              INTEGER PRIMARY KEY CHECK (id = 1),
+    trimmed_through INTEGER NOT NULL
+  );
+  INSERT OR IGNORE INTO change_log_horizon (id, trimmed_through) VALUES (1, 0);
+
+  CREATE TRIGGER IF NOT EXISTS change_log_proxy_user_insert AFTER INSERT ON proxy_users BEGIN
+    INSERT INTO change_log (kind, key) VALUES ('user', NEW.username);
+  END;
+  CREATE TRIGGER IF NOT EXISTS change_log_proxy_user_update AFTER UPDATE OF username, password_hash, status, account_id ON proxy_users BEGIN
+    INSERT INTO change_log (kind, key) VALUES ('user', NEW.username);
+    INSERT INTO change_log (kind, key) SELECT 'user', OLD.username WHERE OLD.username <> NEW.username;
+  END;
+  CREATE TRIGGER IF NOT EXISTS change_log_proxy_user_delete AFTER DELETE ON proxy_users BEGIN
+    INSERT INTO change_log (kind, key) VALUES ('user', OLD.username);
+  END;
+
+  CREATE TRIGGER IF NOT EXISTS change_log_whitelist_insert AFTER INSERT ON whitelist_entries BEGIN
+    INSERT INTO change_log (kind, key) VALUES ('ip', NEW.ip);
+  END;
+  CREATE TRIGGER IF NOT EXISTS change_log_whitelist_update AFTER UPDATE OF ip, account_id, status, deleted_at ON whitelist_entries BEGIN
+    INSERT INTO change_log (kind, key) VALUES ('ip', NEW.ip);
+    INSERT INTO change_log (kind, key) SELECT 'ip', OLD.ip WHERE OLD.ip <> NEW.ip;
+  END;
+  CREATE TRIGGER IF NOT EXISTS change_log_whitelist_delete AFTER DELETE ON whitelist_entries BEGIN
+    INSERT INTO change_log (kind, key) VALUES ('ip', OLD.ip);
+  END;
+
+  -- Admission by IP needs the held claim as well as the live entry (start-up repair changes claims alone).
+  CREATE TRIGGER IF NOT EXISTS change_log_claim_insert AFTER INSERT ON ip_claims BEGIN
+    INSERT INTO change_log (kind, key) VALUES ('ip', NEW.ip);
+  END;
+  CREATE TRIGGER IF NOT EXISTS change_log_claim_update AFTER UPDATE OF ip, account_id, state ON ip_claims BEGIN
+    INSERT INTO change_log (kind, key) VALUES ('ip', NEW.ip);
+    INSERT INTO change_log (kind, key) SELECT 'ip', OLD.ip WHERE OLD.ip <> NEW.ip;
+  END;
+  CREATE TRIGGER IF NOT EXISTS change_log_claim_delete AFTER DELETE ON ip_claims BEGIN
+    INSERT INTO change_log (kind, key) VALUES ('ip', OLD.ip);
+  END;
+
+  CREATE TRIGGER IF NOT EXISTS change_log_account_insert AFTER INSERT ON accounts BEGIN
+    INSERT INTO change_log (kind, key) VALUES ('account', NEW.id);
+  END;
+  CREATE TRIGGER IF NOT EXISTS change_log_account_status AFTER UPDATE OF status ON accounts WHEN OLD.status IS NOT NEW.status BEGIN
+    INSERT INTO change_log (kind, key) VALUES ('account', NEW.id);
+  END;
+  CREATE TRIGGER IF NOT EXISTS change_log_account_delete AFTER DELETE ON accounts BEGIN
+    INSERT INTO change_log (kind, key) VALUES ('account', OLD.id);
+  END;
+  `,
 ];

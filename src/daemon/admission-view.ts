@@ -1,0 +1,230 @@
+// The admission view (SPEC 8): what admits, in memory — proxy users with their password hashes, the IPs
+// held by a live entry, and each account's status — loaded once and kept current from the change log.
+// The gateway's admission reads only this, so a connection never waits for the database.
+import type { HealthReport } from './api/context.js';
+import type { AdmissionChangeRows, AdmissionSnapshotRows } from './store/index.js';
+import type { AdmissionIpRow, AdmissionUserRow } from './store/change-log.js';
+import type { ProxyUserAuthRow } from './store/proxy-users.js';
+
+/** Where the view comes from: a snapshot, then the changes after a sequence (SQLite now, PostgreSQL later). */
+export interface AdmissionFeed {
+  snapshot(): Promise<AdmissionSnapshotRows>;
+  /** 'behind': the log was trimmed past `seq` (or the database replaced); the view reloads in full. */
+  changesSince(seq: number, limit: number): Promise<AdmissionChangeRows | 'behind'>;
+  /** Calls `cb` when the log may have grown (a file watch on SQLite, LISTEN/NOTIFY on PostgreSQL). */
+  onWake?(cb: () => void): void;
+  close?(): void;
+}
+
+export type ViewState = 'current' | 'stale' | 'expired';
+
+export interface ViewStatus {
+  state: ViewState;
+  /** Time since the view last heard from its feed (ms). */
+  ageMs: number;
+  seq: number;
+  users: number;
+  ips: number;
+  reloads: number;
+}
+
+export interface AdmissionViewOptions {
+  /** How long the view keeps admitting while its feed fails (`--stale-admission`, seconds). */
+  staleAdmissionSec: number;
+  /** The poll that backs up the wake-ups; also bounds how late a missed wake-up is noticed. */
+  pollMs?: number;
+  /** Log rows read per feed call. */
+  batch?: number;
+  nowMs?: () => number;
+  log?: { info(obj: object, msg?: string): void; warn(obj: object, msg?: string): void };
+}
+
+/** Thrown to the gateway when the view is older than the stale window: it answers 503 / SOCKS failure. */
+export class AdmissionUnavailable extends Error {
+  override name = 'AdmissionUnavailable';
+  constructor() {
+    super('admission view is stale: the database has not been reachable for longer than --stale-admission');
+  }
+}
+
+interface UserEntry {
+  accountId: number;
+  hash: string;
+  active: boolean;
+}
+
+/**
+ * What /healthz says about the view. Its feed is a database read, so a failing feed names `database` as
+ * down (for this node); `degraded` while the gateway still admits from its last view, `down` once it refuses.
+ */
+export function withViewHealth(report: HealthReport, state: ViewState): HealthReport {
+  if (state === 'current') return report;
+  const down = report.down.includes('database') ? report.down : [...report.down, 'database'];
+  return { ok: false, down, status: state === 'stale' ? 'degraded' : 'down' };
+}
+
+const userEntry = (r: AdmissionUserRow): UserEntry => ({ accountId: r.account_id, hash: r.password_hash, active: r.status === 'active' });
+// accountId * 2 + (entry active ? 1 : 0): no object per IP, the view holds 100,000s of them.
+const ipEntry = (r: AdmissionIpRow): number => r.account_id * 2 + (r.status === 1 ? 1 : 0);
+
+/** Without an error, a view not refreshed for this long is stale all the same (a feed call that hangs). */
+const STALL_MS = 5_000;
+
+export class AdmissionView {
+  private users = new Map<string, UserEntry>();
+  // ip -> ipEntry()
+  private ips = new Map<string, number>();
+  private accounts = new Map<number, boolean>();
+  private seq = 0;
+  private lastSyncAt = 0;
+  private failing: string | null = null;
+  private reloads = 0;
+  private syncing: Promise<void> | null = null;
+  private again = false;
+  private timer: NodeJS.Timeout | null = null;
+  private closed = false;
+  private readonly nowMs: () => number;
+  private readonly staleMs: number;
+
+  constructor(
+    private readonly feed: AdmissionFeed,
+    private readonly opts: AdmissionViewOptions,
+  ) {
+    this.nowMs = opts.nowMs ?? Date.now;
+    this.staleMs = opts.staleAdmissionSec * 1000;
+  }
+
+  /** Loads the snapshot (a failure here fails the start) and starts following the log. */
+  async start(): Promise<void> {
+    await this.reload();
+    this.lastSyncAt = this.nowMs();
+    this.feed.onWake?.(() => this.wake());
+    const pollMs = this.opts.pollMs ?? 150;
+    if (pollMs > 0) {
+      this.timer = setInterval(() => this.wake(), pollMs);
+      this.timer.unref();
+    }
+  }
+
+  close(): void {
+    this.closed = true;
+    if (this.timer) clearInterval(this.timer);
+    this.feed.close?.();
+  }
+
+  /** Catch up with the log now (coalesced: one feed call in flight, one more queued at most). */
+  wake(): void {
+    if (this.closed) return;
+    if (this.syncing) {
+      this.again = true;
+      return;
+    }
+    this.syncing = this.catchUp().finally(() => {
+      this.syncing = null;
+      if (this.again) {
+        this.again = false;
+        this.wake();
+      }
+    });
+  }
+
+  /** Resolves once every change committed before the call is applied (or the feed failed). */
+  async sync(): Promise<void> {
+    while (this.syncing) await this.syncing;
+    this.wake();
+    await this.syncing;
+  }
+
+  status(): ViewStatus {
+    const ageMs = Math.max(0, this.nowMs() - this.lastSyncAt);
+    const state: ViewState = !this.failing && ageMs <= STALL_MS ? 'current' : ageMs <= this.staleMs ? 'stale' : 'expired';
+    return { state, ageMs, seq: this.seq, users: this.users.size, ips: this.ips.size, reloads: this.reloads };
+  }
+
+  /** The proxy user's row as admission needs it, or null (unknown username). */
+  userForAuth(username: string): ProxyUserAuthRow | null {
+    const u = this.users.get(username);
+    if (!u) return null;
+    return { account_id: u.accountId, password_hash: u.hash, status: u.active ? 'active' : 'disabled', account_status: this.accountStatus(u.accountId) };
+  }
+
+  /** The owner of the IP's live entry (held claim), or null. */
+  admissionByIp(ip: string): { accountId: number; entryActive: boolean; accountActive: boolean } | null {
+    const e = this.ips.get(ip);
+    if (e === undefined) return null;
+    const accountId = Math.floor(e / 2);
+    return { accountId, entryActive: (e & 1) === 1, accountActive: this.accounts.get(accountId) === true };
+  }
+
+  /** Throws AdmissionUnavailable once the feed has failed for longer than the stale window. */
+  assertAdmitting(): void {
+    if (this.status().state === 'expired') throw new AdmissionUnavailable();
+  }
+
+  private accountStatus(id: number): string {
+    const a = this.accounts.get(id);
+    return a === undefined ? 'unknown' : a ? 'active' : 'inactive';
+  }
+
+  private async catchUp(): Promise<void> {
+    const batch = this.opts.batch ?? 5_000;
+    try {
+      for (;;) {
+        const ch = await this.feed.changesSince(this.seq, batch);
+        if (this.closed) return;
+        if (ch === 'behind') {
+          this.opts.log?.warn({ event: 'admission_view_behind', seq: this.seq }, 'admission view behind the trimmed change log: reloading in full');
+          await this.reload();
+          break;
+        }
+        this.apply(ch);
+        if (ch.rows < batch) break;
+      }
+      this.lastSyncAt = this.nowMs();
+      if (this.failing !== null) {
+        this.opts.log?.info({ event: 'admission_view_current', seq: this.seq }, 'admission view current again');
+        this.failing = null;
+      }
+    } catch (err) {
+      const message = err instanceof Error ? err.message : String(err);
+      if (this.failing === null) {
+        this.opts.log?.warn(
+          { event: 'admission_view_stale', err: message, staleAdmissionSec: this.opts.staleAdmissionSec },
+          'admission feed failing: admitting from the last view until --stale-admission runs out',
+        );
+      }
+      this.failing = message;
+    }
+  }
+
+  private async reload(): Promise<void> {
+    const snap = await this.feed.snapshot();
+    const users = new Map<string, UserEntry>();
+    for (const r of snap.users) users.set(r.username, userEntry(r));
+    const ips = new Map<string, number>();
+    for (const r of snap.ips) ips.set(r.ip, ipEntry(r));
+    const accounts = new Map<number, boolean>();
+    for (const r of snap.accounts) accounts.set(r.id, r.status === 'active');
+    this.users = users;
+    this.ips = ips;
+    this.accounts = accounts;
+    this.seq = snap.seq;
+    this.reloads++;
+  }
+
+  private apply(ch: AdmissionChangeRows): void {
+    for (const { username, row } of ch.users) {
+      if (!row) this.users.delete(username);
+      else this.users.set(username, userEntry(row));
+    }
+    for (const { ip, row } of ch.ips) {
+      if (!row) this.ips.delete(ip);
+      else this.ips.set(ip, ipEntry(row));
+    }
+    for (const { id, row } of ch.accounts) {
+      if (!row) this.accounts.delete(id);
+      else this.accounts.set(id, row.status === 'active');
+    }
+    this.seq = ch.seq;
+  }
+}

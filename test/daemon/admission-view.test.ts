@@ -1,0 +1,335 @@
+// The admission view: loads, follows the change log, reloads when behind, and keeps admitting from its last
+// view for --stale-admission seconds while the feed fails (fake clock, a feed that can be made to fail),
+// then over the real SQLite change log (triggers write the rows, the trim makes a reader behind).
+import net from 'node:net';
+import { afterEach, describe, expect, it } from 'vitest';
+import { startGateway } from '../../src/gateway/index.js';
+import { ViewAdmission } from '../../src/daemon/admission.js';
+import { SqliteAdmissionFeed } from '../../src/daemon/admission-feed.js';
+import { AdmissionUnavailable, AdmissionView, withViewHealth, type AdmissionFeed } from '../../src/daemon/admission-view.js';
+import { makeTestApp } from '../helpers/app.js';
+import { hashPassword } from '../../src/daemon/secrets.js';
+import type { AdmissionChangeRows, AdmissionSnapshotRows } from '../../src/daemon/store/index.js';
+import { Store } from '../../src/daemon/store/index.js';
+import { tempDir } from '../helpers/daemon.js';
+
+/** An in-memory change log in the shape the store serves, with a switch that makes every call fail. */
+class FakeFeed implements AdmissionFeed {
+  state: AdmissionSnapshotRows = { seq: 0, users: [], ips: [], accounts: [] };
+  log: Array<{ seq: number; kind: 'user' | 'ip' | 'account'; key: string }> = [];
+  horizon = 0;
+  failing = false;
+  snapshots = 0;
+
+  private check(): void {
+    if (this.failing) throw new Error('connect ECONNREFUSED 127.0.0.1:5432');
+  }
+  private head(): number {
+    return this.log.at(-1)?.seq ?? this.horizon;
+  }
+  change(kind: 'user' | 'ip' | 'account', key: string, mutate: (s: AdmissionSnapshotRows) => void): void {
+    mutate(this.state);
+    this.log.push({ seq: this.head() + 1, kind, key });
+  }
+  trim(through: number): void {
+    this.log = this.log.filter((r) => r.seq > through);
+    this.horizon = through;
+  }
+  async snapshot(): Promise<AdmissionSnapshotRows> {
+    this.check();
+    this.snapshots++;
+    return structuredClone({ ...this.state, seq: this.head() });
+  }
+  async changesSince(seq: number, limit: number): Promise<AdmissionChangeRows | 'behind'> {
+    this.check();
+    if (seq < this.horizon || seq > this.head()) return 'behind';
+    const rows = this.log.filter((r) => r.seq > seq).slice(0, limit);
+    const out: AdmissionChangeRows = { seq: rows.at(-1)?.seq ?? seq, rows: rows.length, users: [], ips: [], accounts: [] };
+    for (const r of rows) {
+      if (r.kind === 'user') out.users.push({ username: r.key, row: structuredClone(this.state.users.find((u) => u.username === r.key) ?? null) });
+      if (r.kind === 'ip') out.ips.push({ ip: r.key, row: structuredClone(this.state.ips.find((i) => i.ip === r.key) ?? null) });
+      if (r.kind === 'account') out.accounts.push({ id: Number(r.key), row: structuredClone(this.state.accounts.find((a) => a.id === Number(r.key)) ?? null) });
+    }
+    return out;
+  }
+}
+
+const views: AdmissionView[] = [];
+afterEach(() => {
+  for (const v of views.splice(0)) v.close();
+});
+
+function makeView(feed: AdmissionFeed, staleAdmissionSec = 300) {
+  const clock = { now: 1_000_000 };
+  const view = new AdmissionView(feed, { staleAdmissionSec, pollMs: 0, batch: 2, nowMs: () => clock.now });
+  views.push(view);
+  return { view, clock, admission: new ViewAdmission(view) };
+}
+
+describe('admission view over a fake feed', () => {
+  it('loads a snapshot and applies changes in batches', async () => {
+    const feed = new FakeFeed();
+    feed.state.accounts.push({ id: 1, status: 'active' });
+    feed.state.ips.push({ ip: '8.8.8.8', account_id: 1, status: 1 });
+    const { view, admission } = makeView(feed);
+    await view.start();
+    expect(await admission.admitBySourceIp('8.8.8.8')).toEqual({ ok: true, accountId: 1 });
+    expect(await admission.admitBySourceIp('1.1.1.1')).toEqual({ ok: false, reason: 'not_whitelisted' });
+
+    // Five log rows with a batch of 2: one sync call reads them all.
+    feed.change('ip', '1.1.1.1', (s) => s.ips.push({ ip: '1.1.1.1', account_id: 1, status: 1 }));
+    feed.change('ip', '8.8.8.8', (s) => (s.ips[0]!.status = 2));
+    feed.change('account', '2', (s) => s.accounts.push({ id: 2, status: 'suspended' }));
+    feed.change('ip', '9.9.9.9', (s) => s.ips.push({ ip: '9.9.9.9', account_id: 2, status: 1 }));
+    feed.change('ip', '1.1.1.1', (s) => s.ips.splice(s.ips.findIndex((i) => i.ip === '1.1.1.1'), 1));
+    await view.sync();
+    expect(view.status()).toMatchObject({ state: 'current', seq: 5, ips: 2, reloads: 1 });
+    expect(await admission.admitBySourceIp('1.1.1.1')).toEqual({ ok: false, reason: 'not_whitelisted' });
+    expect(await admission.admitBySourceIp('8.8.8.8')).toEqual({ ok: false, reason: 'not_whitelisted' });
+    expect(await admission.admitBySourceIp('9.9.9.9')).toEqual({ ok: false, reason: 'account_inactive' });
+  });
+
+  it('admits proxy users by password, follows password and status changes', async () => {
+    const feed = new FakeFeed();
+    feed.state.accounts.push({ id: 7, status: 'active' });
+    feed.state.users.push({ username: 'alice', account_id: 7, password_hash: await hashPassword('first-password'), status: 'active' });
+    const { view, admission } = makeView(feed);
+    await view.start();
+    expect(await admission.admitByCredentials('alice', 'first-password')).toEqual({ ok: true, accountId: 7 });
+    expect(await admission.admitByCredentials('alice', 'first-password')).toEqual({ ok: true, accountId: 7 }); // cached
+    expect(await admission.admitByCredentials('bob', 'first-password')).toEqual({ ok: false, reason: 'bad_credentials' });
+
+    const newHash = await hashPassword('second-password');
+    feed.change('user', 'alice', (s) => (s.users[0]!.password_hash = newHash));
+    await view.sync();
+    expect(await admission.admitByCredentials('alice', 'first-password')).toEqual({ ok: false, reason: 'bad_credentials' });
+    expect(await admission.admitByCredentials('alice', 'second-password')).toEqual({ ok: true, accountId: 7 });
+
+    feed.change('account', '7', (s) => (s.accounts[0]!.status = 'closed'));
+    await view.sync();
+    expect(await admission.admitByCredentials('alice', 'second-password')).toEqual({ ok: false, reason: 'account_inactive' });
+    feed.change('user', 'alice', (s) => s.users.splice(0, 1));
+    await view.sync();
+    expect(view.userForAuth('alice')).toBeNull();
+  });
+
+  it('reloads in full when the log was trimmed past its sequence', async () => {
+    const feed = new FakeFeed();
+    feed.state.accounts.push({ id: 1, status: 'active' });
+    const { view, admission } = makeView(feed);
+    await view.start();
+    for (let i = 1; i <= 10; i++) feed.change('ip', `8.8.8.${i}`, (s) => s.ips.push({ ip: `8.8.8.${i}`, account_id: 1, status: 1 }));
+    feed.trim(8);
+    await view.sync();
+    expect(feed.snapshots).toBe(2);
+    expect(view.status()).toMatchObject({ state: 'current', seq: 10, ips: 10, reloads: 2 });
+    expect(await admission.admitBySourceIp('8.8.8.3')).toEqual({ ok: true, accountId: 1 });
+    // A position past the head (database restored from an older backup) reloads too.
+    feed.log = [];
+    feed.horizon = 0;
+    feed.state.ips = [];
+    await view.sync();
+    expect(view.status()).toMatchObject({ seq: 0, ips: 0, reloads: 3 });
+  });
+
+  it('admits from the last view for the stale window, then refuses until the feed is back', async () => {
+    const feed = new FakeFeed();
+    feed.state.accounts.push({ id: 1, status: 'active' });
+    feed.state.ips.push({ ip: '8.8.8.8', account_id: 1, status: 1 });
+    const { view, clock, admission } = makeView(feed, 60);
+    await view.start();
+
+    feed.failing = true;
+    clock.now += 1_000;
+    await view.sync();
+    expect(view.status().state).toBe('stale');
+    clock.now += 58_000; // 59 s since the last good read
+    await view.sync();
+    expect(view.status().state).toBe('stale');
+    expect(await admission.admitBySourceIp('8.8.8.8')).toEqual({ ok: true, accountId: 1 });
+
+    clock.now += 2_000; // 61 s
+    expect(view.status().state).toBe('expired');
+    await expect(admission.admitBySourceIp('8.8.8.8')).rejects.toBeInstanceOf(AdmissionUnavailable);
+    await expect(admission.admitByCredentials('alice', 'whatever-password')).rejects.toBeInstanceOf(AdmissionUnavailable);
+
+    // Back: a change made meanwhile is applied, and admission resumes at once.
+    feed.change('ip', '8.8.8.8', (s) => (s.ips[0]!.status = 2));
+    feed.failing = false;
+    await view.sync();
+    expect(view.status()).toMatchObject({ state: 'current', ageMs: 0 });
+    expect(await admission.admitBySourceIp('8.8.8.8')).toEqual({ ok: false, reason: 'not_whitelisted' });
+  });
+
+  it('a feed that stops answering (no error) turns stale after a few seconds all the same', async () => {
+    const feed = new FakeFeed();
+    const { view, clock } = makeView(feed, 0);
+    await view.start();
+    clock.now += 4_000;
+    expect(view.status().state).toBe('current');
+    clock.now += 2_000;
+    expect(view.status().state).toBe('expired'); // --stale-admission 0: no grace at all
+  });
+
+  it('refuses to start when the first snapshot fails', async () => {
+    const feed = new FakeFeed();
+    feed.failing = true;
+    const { view } = makeView(feed);
+    await expect(view.start()).rejects.toThrow(/ECONNREFUSED/);
+  });
+});
+
+describe('admission view over the SQLite change log', () => {
+  async function setup(keepRows?: number) {
+    const store = Store.open(tempDir());
+    const a = store.accounts.create('fleet@example.com', 'x', true);
+    if (a === 'exists') throw new Error('unexpected');
+    const feed = new SqliteAdmissionFeed(store.changeLog, keepRows === undefined ? {} : { keepRows });
+    const view = new AdmissionView(feed, { staleAdmissionSec: 300, pollMs: 0 });
+    views.push(view);
+    await view.start();
+    return { store, accountId: a.id, view, admission: new ViewAdmission(view) };
+  }
+
+  it('every admission-relevant write lands in the log, whichever store method made it', async () => {
+    const { store, accountId, view, admission } = await setup();
+    const before = store.changeLog.headSeq();
+    store.whitelist.claimIp(accountId, '8.8.8.8', '');
+    await view.sync();
+    expect(await admission.admitBySourceIp('8.8.8.8')).toEqual({ ok: true, accountId });
+
+    store.whitelist.setStatus(accountId, '8.8.8.8', 2);
+    await view.sync();
+    expect(await admission.admitBySourceIp('8.8.8.8')).toEqual({ ok: false, reason: 'not_whitelisted' });
+    store.whitelist.setStatus(accountId, '8.8.8.8', 1);
+
+    store.proxyUsers.create(accountId, 'carol', await hashPassword('carol-password'));
+    store.accounts.setStatus(accountId, 'suspended');
+    await view.sync();
+    expect(await admission.admitBySourceIp('8.8.8.8')).toEqual({ ok: false, reason: 'account_inactive' });
+    expect(await admission.admitByCredentials('carol', 'carol-password')).toEqual({ ok: false, reason: 'account_inactive' });
+
+    store.accounts.setStatus(accountId, 'closed'); // releases the claims and ends the entries
+    await view.sync();
+    expect(view.admissionByIp('8.8.8.8')).toBeNull();
+    expect(store.changeLog.headSeq()).toBeGreaterThan(before);
+
+    // A raw write by another connection (another process, a hand edit) is followed too.
+    store.db.exec("UPDATE proxy_users SET status = 'disabled' WHERE username = 'carol'");
+    await view.sync();
+    expect(view.userForAuth('carol')?.status).toBe('disabled');
+    store.close();
+  });
+
+  it('a snapshot and its sequence agree; the trim keeps the log bounded and a reader behind it reloads', async () => {
+    const { store, accountId, view } = await setup(10);
+    for (let i = 1; i <= 40; i++) store.whitelist.claimIp(accountId, `9.9.${i}.1`, '');
+    const head = store.changeLog.headSeq();
+    expect(store.changeLog.trim(10)).toBe(head - 10);
+    expect(store.changeLog.horizon()).toBe(head - 10);
+    expect(store.changeLog.trim(10)).toBe(0); // not grown: no write
+    expect(store.changeLog.changesSince(head - 20, 100)).toBe('behind');
+    expect(store.changeLog.changesSince(head + 5, 100)).toBe('behind');
+
+    await view.sync();
+    expect(view.status()).toMatchObject({ seq: head, ips: 40, reloads: 2 });
+    const snap = store.changeLog.snapshot();
+    expect(snap.seq).toBe(head);
+    expect(snap.ips).toHaveLength(40);
+    store.close();
+  });
+});
+
+describe('a real gateway over an expired view', () => {
+  /** Sends `bytes` and resolves the first chunk answered. */
+  function ask(port: number, bytes: Buffer | string, chunks = 1): Promise<Buffer> {
+    return new Promise((resolve) => {
+      const s = net.connect(port, '127.0.0.1');
+      const got: Buffer[] = [];
+      s.on('connect', () => s.write(bytes));
+      s.on('data', (d) => {
+        got.push(d);
+        if (got.length >= chunks) {
+          s.destroy();
+          resolve(Buffer.concat(got));
+        }
+      });
+      s.on('close', () => resolve(Buffer.concat(got)));
+      s.on('error', () => resolve(Buffer.concat(got)));
+    });
+  }
+
+  it('answers HTTP 503 and SOCKS 0x01 once the stale window has passed, and admits again when the feed is back', async () => {
+    const feed = new FakeFeed();
+    feed.state.accounts.push({ id: 1, status: 'active' });
+    feed.state.users.push({ username: 'alice', account_id: 1, password_hash: await hashPassword('alice-password'), status: 'active' });
+    const { view, clock, admission } = makeView(feed, 30);
+    await view.start();
+    const echo = net.createServer((c) => c.pipe(c));
+    await new Promise<void>((r) => echo.listen(0, '127.0.0.1', () => r()));
+    const target = `127.0.0.1:${(echo.address() as net.AddressInfo).port}`;
+    const gw = await startGateway({
+      httpProxyListen: { host: '127.0.0.1', port: 0 },
+      socksListen: { host: '127.0.0.1', port: 0 },
+      allowPrivateTargets: true,
+      proxyProtocolFrom: [],
+      ownListeners: () => [],
+      admission,
+    });
+    try {
+      const auth = Buffer.from('alice:alice-password').toString('base64');
+      const connect = `CONNECT ${target} HTTP/1.1\r\nHost: ${target}\r\nProxy-Authorization: Basic ${auth}\r\n\r\n`;
+      const httpPort = gw.httpProxyAddress()!.port;
+      const socksPort = gw.socksAddress()!.port;
+      const socksAuth = Buffer.concat([Buffer.from([5, 1, 2]), Buffer.from([1, 5]), Buffer.from('alice'), Buffer.from([14]), Buffer.from('alice-password')]);
+      expect((await ask(httpPort, connect)).toString()).toMatch(/^HTTP\/1\.1 200/);
+
+      feed.failing = true;
+      clock.now += 20_000;
+      await view.sync();
+      expect((await ask(httpPort, connect)).toString()).toMatch(/^HTTP\/1\.1 200/); // stale, still admitting
+      clock.now += 11_000;
+      expect((await ask(httpPort, connect)).toString()).toMatch(/^HTTP\/1\.1 503/);
+      // Method selection (05 02), then the RFC 1929 status: 01 = refused.
+      expect([...(await ask(socksPort, socksAuth, 2))]).toEqual([5, 2, 1, 1]);
+
+      feed.failing = false;
+      await view.sync();
+      expect((await ask(httpPort, connect)).toString()).toMatch(/^HTTP\/1\.1 200/);
+    } finally {
+      await gw.close(0);
+      echo.close();
+    }
+  });
+});
+
+describe('/healthz with the view stale, then expired', () => {
+  it('answers 503 naming the database, status degraded while admitting, then down', async () => {
+    const feed = new FakeFeed();
+    const { view, clock } = makeView(feed, 60);
+    await view.start();
+    const t = await makeTestApp();
+    t.ctx.health = async () => withViewHealth({ ok: true, down: [] }, view.status().state);
+    try {
+      const get = async () => {
+        const r = await t.app.inject({ method: 'GET', url: '/healthz' });
+        return { status: r.statusCode, body: r.json() };
+      };
+      expect(await get()).toEqual({ status: 200, body: { status: 'ok' } });
+      feed.failing = true;
+      clock.now += 1_000;
+      await view.sync();
+      expect(await get()).toEqual({ status: 503, body: { status: 'degraded', down: ['database'] } });
+      clock.now += 60_000;
+      expect(await get()).toEqual({ status: 503, body: { status: 'down', down: ['database'] } });
+      feed.failing = false;
+      await view.sync();
+      expect(await get()).toEqual({ status: 200, body: { status: 'ok' } });
+      // Another outage (Redis) with a current view keeps the existing answer.
+      expect(withViewHealth({ ok: false, down: ['redis'] }, 'current')).toEqual({ ok: false, down: ['redis'] });
+      expect(withViewHealth({ ok: false, down: ['database'] }, 'stale')).toEqual({ ok: false, down: ['database'], status: 'degraded' });
+    } finally {
+      await t.close();
+    }
+  });
+});
