@@ -95,15 +95,15 @@ describe('admission view over a fake feed', () => {
     feed.state.users.push({ username: 'alice', account_id: 7, password_hash: await hashPassword('first-password'), status: 'active' });
     const { view, admission } = makeView(feed);
     await view.start();
-    expect(await admission.admitByCredentials('alice', 'first-password')).toEqual({ ok: true, accountId: 7 });
-    expect(await admission.admitByCredentials('alice', 'first-password')).toEqual({ ok: true, accountId: 7 }); // cached
+    expect(await admission.admitByCredentials('alice', 'first-password')).toEqual({ ok: true, accountId: 7, user: 'alice' });
+    expect(await admission.admitByCredentials('alice', 'first-password')).toEqual({ ok: true, accountId: 7, user: 'alice' }); // cached
     expect(await admission.admitByCredentials('bob', 'first-password')).toEqual({ ok: false, reason: 'bad_credentials' });
 
     const newHash = await hashPassword('second-password');
     feed.change('user', 'alice', (s) => (s.users[0]!.password_hash = newHash));
     await view.sync();
     expect(await admission.admitByCredentials('alice', 'first-password')).toEqual({ ok: false, reason: 'bad_credentials' });
-    expect(await admission.admitByCredentials('alice', 'second-password')).toEqual({ ok: true, accountId: 7 });
+    expect(await admission.admitByCredentials('alice', 'second-password')).toEqual({ ok: true, accountId: 7, user: 'alice' });
 
     feed.change('account', '7', (s) => (s.accounts[0]!.status = 'closed'));
     await view.sync();
