@@ -15,7 +15,7 @@ export class StoreAdmission implements Admission {
   constructor(private readonly store: Store) {}
 
   async admitByCredentials(username: string, password: string): Promise<AdmitResult> {
-    const row = this.store.proxyUsers.forAuth(username);
+    const row = await this.store.proxyUsers.forAuth(username);
     const key = `${username}\0${createHash('sha256').update(password).digest('base64')}`;
     if (!row || this.verified.get(key) !== row.password_hash) {
       const ok = await verifyPassword(password, row?.password_hash ?? null);
@@ -29,7 +29,7 @@ export class StoreAdmission implements Admission {
   }
 
   async admitBySourceIp(ipv4: string): Promise<AdmitResult> {
-    const r = this.store.whitelist.admissionByIp(ipv4);
+    const r = await this.store.whitelist.admissionByIp(ipv4);
     if (!r || !r.entryActive) return { ok: false, reason: 'not_whitelisted' };
     if (!r.accountActive) return { ok: false, reason: 'account_inactive' };
     return { ok: true, accountId: r.accountId };

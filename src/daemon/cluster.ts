@@ -3,12 +3,10 @@
 // the workers' aggregated metrics, and on SIGTERM/SIGINT drains every worker before it exits 0.
 // Workers re-run the same command line (cluster re-executes argv), so they parse the same config.
 import cluster, { type Worker } from 'node:cluster';
-import { mkdirSync } from 'node:fs';
 import type { ServeConfig } from './config.js';
-import { acquireLock, acquireSharedLock } from './lock.js';
 import { ClusterMetrics, METRICS_REQ, METRICS_RES } from './metrics.js';
 import { checkAndRepair, logLine, startOptionsFor } from './run.js';
-import { startDaemon, TUNNEL_DRAIN_MS, type RunningDaemon } from './serve.js';
+import { lockDataDir, startDaemon, TUNNEL_DRAIN_MS, type RunningDaemon } from './serve.js';
 
 type Ready = RunningDaemon['ready'];
 
@@ -80,12 +78,11 @@ export async function runWorker(cfg: ServeConfig): Promise<void> {
 // ---------------------------------------------------------------- primary
 
 export async function runPrimary(cfg: ServeConfig): Promise<void> {
-  mkdirSync(cfg.dataDir, { recursive: true, mode: 0o700 });
-  const lock = cfg.sharedDataDir ? acquireSharedLock(cfg.dataDir) : acquireLock(cfg.dataDir);
+  const lock = lockDataDir(cfg);
   try {
-    checkAndRepair(cfg);
+    await checkAndRepair(cfg);
   } catch (e) {
-    lock.release();
+    lock?.release();
     throw e;
   }
 
@@ -140,7 +137,7 @@ export async function runPrimary(cfg: ServeConfig): Promise<void> {
   } catch (e) {
     stopping = true;
     for (const w of Object.values(cluster.workers ?? {})) w?.process.kill('SIGKILL');
-    lock.release();
+    lock?.release();
     const err = e as StartError;
     const out = new Error(err.message) as NodeJS.ErrnoException;
     if (err.code) out.code = err.code;
@@ -182,7 +179,7 @@ export async function runPrimary(cfg: ServeConfig): Promise<void> {
     }, CLUSTER_DRAIN_MS);
     void Promise.all(exits).then(() => {
       clearTimeout(killer);
-      lock.release();
+      lock?.release();
       logLine('info', { event: 'stopped' }, 'all workers stopped');
       process.exit(0);
     });

@@ -4,9 +4,8 @@ import cluster from 'node:cluster';
 import { hostname } from 'node:os';
 import type { ServeConfig } from './config.js';
 import { RedisWindowStore } from './ratelimit/redis-store.js';
-import { SqliteWindowStore } from './ratelimit/sqlite-store.js';
-import { serveSingle, type StartOptions } from './serve.js';
-import { Store } from './store/index.js';
+import { DatabaseWindowStore } from './ratelimit/database-store.js';
+import { openStoreFor, serveSingle, type StartOptions } from './serve.js';
 
 const LEVELS = { info: 30, warn: 40, error: 50 } as const;
 const THRESHOLDS: Record<string, number> = { trace: 10, debug: 20, info: 30, warn: 40, error: 50, fatal: 60, silent: Infinity };
@@ -23,7 +22,7 @@ export function logLine(level: keyof typeof LEVELS, obj: Record<string, unknown>
   process.stderr.write(`${JSON.stringify({ level: LEVELS[level], time: Date.now(), pid: process.pid, hostname: hostname(), ...obj, msg })}\n`);
 }
 
-/** Which window store the API limits use: Redis when given, else SQLite when several processes serve, else memory. */
+/** Which window store the API limits use: Redis when given, else the database when several processes serve (always on PostgreSQL), else memory. */
 export function startOptionsFor(cfg: ServeConfig): StartOptions {
   if (cfg.redisUrl) {
     const url = cfg.redisUrl;
@@ -35,7 +34,7 @@ export function startOptionsFor(cfg: ServeConfig): StartOptions {
         }),
     };
   }
-  if (cfg.workers > 1 || cfg.sharedDataDir) return { windowStore: (store) => new SqliteWindowStore(store.rateHitsOnOwnConnection()) };
+  if (cfg.databaseUrl || cfg.workers > 1 || cfg.sharedDataDir) return { windowStore: (store) => new DatabaseWindowStore(store.sharedRateHits(), store.backend) };
   return {};
 }
 
@@ -44,28 +43,28 @@ export class IntegrityError extends Error {
 }
 
 /**
- * Start-up check after an unclean stop: SQLite's own integrity check (a corrupt file refuses to serve),
+ * Start-up check after an unclean stop: the backend's integrity check (a corrupt SQLite file refuses to serve),
  * then the whitelist invariant (every live entry has its claim and every held claim its entry), repaired.
  */
-export function checkAndRepair(cfg: ServeConfig): void {
-  const store = Store.open(cfg.dataDir, { releaseGraceSec: cfg.releaseGraceSec });
+export async function checkAndRepair(cfg: ServeConfig): Promise<void> {
+  const store = await openStoreFor(cfg);
   try {
-    const problems = store.integrityProblems();
+    const problems = await store.integrityProblems();
     const corrupt = problems.filter((p) => !/foreign key violations$/.test(p));
     if (corrupt.length) {
       logLine('error', { event: 'integrity_check', ok: false, problems: corrupt.slice(0, 20) }, 'database integrity check failed');
-      throw new IntegrityError(`database ${cfg.dataDir}/proxyd.db failed its integrity check (${corrupt[0]}); restore it from a backup (see docs/operations.md)`);
+      throw new IntegrityError(`database ${store.location} failed its integrity check (${corrupt[0]}); restore it from a backup (see docs/operations.md)`);
     }
-    const found = store.whitelist.inconsistencies();
+    const found = await store.whitelist.inconsistencies();
     let repaired = null;
-    if (found.claimsWithoutEntry || found.entriesWithoutClaim) repaired = store.whitelist.repair();
+    if (found.claimsWithoutEntry || found.entriesWithoutClaim) repaired = await store.whitelist.repair();
     logLine(
       problems.length || repaired ? 'warn' : 'info',
       { event: 'integrity_check', ok: true, foreignKeyProblems: problems.length, ...found, ...(repaired ? { repaired } : {}) },
       repaired ? 'database sound; whitelist inconsistencies repaired' : 'database sound',
     );
   } finally {
-    store.close();
+    await store.close();
   }
 }
 

@@ -13,7 +13,7 @@ import { acquireLock, acquireSharedLock, type DataDirLock } from './lock.js';
 import { Metrics } from './metrics.js';
 import { ApiLimits, parseLimitOverrides } from './ratelimit/api-limits.js';
 import { MemoryWindowStore, type WindowStore } from './ratelimit/limiter.js';
-import { Store } from './store/index.js';
+import { openStore, type Store } from './store/index.js';
 import { TrafficAccumulator } from './traffic.js';
 import { WhitelistService } from './whitelist-service.js';
 
@@ -33,7 +33,7 @@ export interface StartOptions {
   /** Extra health checks (Redis). */
   extraHealth?: () => Promise<string[]>;
   /** Runs after the data-dir lock is taken and before anything serves (start-up integrity check). */
-  afterLock?: () => void;
+  afterLock?: () => Promise<void>;
   /** The console plugin, mounted under /console/. */
   plugins?: Array<(app: FastifyInstance, ctx: ApiContext) => Promise<void>>;
 }
@@ -66,10 +66,22 @@ export function parseGatewayLimitOverrides(s: string | undefined): Partial<Gatew
   return out;
 }
 
+/** The store the config names: PostgreSQL with `--database-url`, else SQLite in the data dir. */
+export function openStoreFor(cfg: ServeConfig): Promise<Store> {
+  return openStore({ dataDir: cfg.dataDir, databaseUrl: cfg.databaseUrl, releaseGraceSec: cfg.releaseGraceSec });
+}
+
+/** The data-dir lock: SQLite only (a fleet's nodes share one PostgreSQL and hold no lock). */
+export function lockDataDir(cfg: ServeConfig): DataDirLock | null {
+  if (cfg.databaseUrl) return null;
+  mkdirSync(cfg.dataDir, { recursive: true, mode: 0o700 });
+  return cfg.sharedDataDir ? acquireSharedLock(cfg.dataDir) : acquireLock(cfg.dataDir);
+}
+
 /** Starts one serving process (the only one, or a cluster worker). The caller holds the data-dir lock. */
 export async function startDaemon(cfg: ServeConfig, opts: StartOptions = {}): Promise<RunningDaemon> {
   const gatewayLimits = parseGatewayLimitOverrides(process.env.PROXYD_GATEWAY_LIMITS); // before anything opens
-  const store = Store.open(cfg.dataDir, { releaseGraceSec: cfg.releaseGraceSec });
+  const store = await openStoreFor(cfg);
   const geo = await openCountryLookup(cfg.geoipDb);
   const metrics = new Metrics();
   const windowStore = opts.windowStore?.(store) ?? new MemoryWindowStore();
@@ -84,11 +96,7 @@ export async function startDaemon(cfg: ServeConfig, opts: StartOptions = {}): Pr
     nowMs: Date.now,
     health: async () => {
       const down: string[] = [];
-      try {
-        store.ping();
-      } catch {
-        down.push('database');
-      }
+      if (!(await store.ping())) down.push('database');
       if (!(await limits.healthy())) down.push(limits.storeKind === 'redis' ? 'redis' : 'rate_limit_store');
       for (const d of (await opts.extraHealth?.()) ?? []) if (!down.includes(d)) down.push(d);
       return { ok: down.length === 0, down };
@@ -120,10 +128,10 @@ export async function startDaemon(cfg: ServeConfig, opts: StartOptions = {}): Pr
     limits: gatewayLimits,
     log: app.log.child({ component: 'gateway' }),
   }).catch(async (err: unknown) => {
-    traffic.stop();
+    await traffic.stop();
     await app!.close();
     await limits.close();
-    store.close();
+    await store.close();
     throw err;
   });
   gateway = gw;
@@ -144,23 +152,22 @@ export async function startDaemon(cfg: ServeConfig, opts: StartOptions = {}): Pr
     (closing ??= (async () => {
       app!.log.info({ event: 'shutdown' }, 'stopping: no new connections, draining');
       await Promise.all([app!.close(), gateway?.close(TUNNEL_DRAIN_MS)]);
-      traffic.stop();
+      await traffic.stop();
       await limits.close();
-      store.close();
+      await store.close();
     })());
   return { app, gateway, store, ready, shutdown };
 }
 
 /** `proxyd serve` with one worker: lock, start, ready line, signals. */
 export async function serveSingle(cfg: ServeConfig, opts: StartOptions = {}): Promise<void> {
-  mkdirSync(cfg.dataDir, { recursive: true, mode: 0o700 });
-  const lock: DataDirLock = cfg.sharedDataDir ? acquireSharedLock(cfg.dataDir) : acquireLock(cfg.dataDir);
+  const lock = lockDataDir(cfg);
   let daemon: RunningDaemon;
   try {
-    opts.afterLock?.();
+    await opts.afterLock?.();
     daemon = await startDaemon(cfg, opts);
   } catch (e) {
-    lock.release();
+    lock?.release();
     throw e;
   }
   process.stdout.write(`${JSON.stringify(daemon.ready)}\n`);
@@ -169,12 +176,12 @@ export async function serveSingle(cfg: ServeConfig, opts: StartOptions = {}): Pr
     daemon
       .shutdown()
       .then(() => {
-        lock.release();
+        lock?.release();
         process.exit(0);
       })
       .catch((e: Error) => {
         daemon.app.log.error({ err: { message: e.message } }, 'shutdown failed');
-        lock.release();
+        lock?.release();
         process.exit(1);
       });
   };

@@ -3,8 +3,7 @@ import { BusinessError, Code, ITEM_REASON, partialMessage, type ItemCode } from 
 import { checkWhitelistIpv4, codePointLength, isStrictIPv4, MAX_REMARK_CODE_POINTS } from '../contract/ipv4.js';
 import { isoSeconds, type BatchResult, type FailedItem, type ListData, type ListQuery, type WhitelistItem } from '../contract/schemas.js';
 import { isMainlandChina, type CountryLookup } from './geo.js';
-import type { Store, WhitelistEntry } from './store/index.js';
-import { isBusyError } from './store/db.js';
+import { StoreUnavailableError, type ClaimOutcome, type ReleaseOutcome, type Store, type WhitelistEntry } from './store/index.js';
 
 export interface ServiceLog {
   error(obj: object, msg?: string): void;
@@ -42,9 +41,9 @@ export class WhitelistService {
     private readonly log: ServiceLog,
   ) {}
 
-  list(accountId: number, q: ListQuery): ListData {
+  async list(accountId: number, q: ListQuery): Promise<ListData> {
     const status = q.status === 'active' ? 1 : q.status === 'disabled' ? 2 : undefined;
-    const { items, total } = this.store.whitelist.list(accountId, {
+    const { items, total } = await this.store.whitelist.list(accountId, {
       status,
       ip: q.ip,
       limit: q.page_size,
@@ -62,12 +61,16 @@ export class WhitelistService {
     return null;
   }
 
-  /** Adds items in order, each committed on its own. The caller has checked verification. */
-  add(accountId: number, items: ReadonlyArray<{ ip: string; remark?: string | undefined }>): BatchOutcome {
-    const account = this.store.accounts.get(accountId);
+  /**
+   * Adds items in order, each committed on its own. The caller has checked verification. The database
+   * out of reach before anything was written throws (503); after that, the rest fail as retryable items.
+   */
+  async add(accountId: number, items: ReadonlyArray<{ ip: string; remark?: string | undefined }>): Promise<BatchOutcome> {
+    const account = await this.store.accounts.get(accountId);
     if (!account || account.status !== 'active') throw new BusinessError(Code.INVALID_API_KEY);
     if (!account.verified) throw new BusinessError(Code.NOT_VERIFIED);
     let success = 0;
+    let unreachable = false;
     const failed: FailedItem[] = [];
     for (const item of items) {
       const remark = item.remark ?? '';
@@ -76,39 +79,62 @@ export class WhitelistService {
         failed.push(fail(item.ip, problem));
         continue;
       }
-      try {
-        const r = this.store.whitelist.claimIp(accountId, item.ip, remark);
-        if (r === 'added') success++;
-        else failed.push(fail(item.ip, r === 'already_listed' ? Code.ALREADY_LISTED : Code.IP_UNAVAILABLE));
-      } catch (e) {
-        if (!isBusyError(e)) this.log.error({ err: { message: (e as Error).message } }, 'whitelist add item failed');
+      const r: ClaimOutcome | 'failed' | 'unreachable' = await this.itemStep(success, unreachable, 'whitelist add item failed', () =>
+        this.store.whitelist.claimIp(accountId, item.ip, remark),
+      );
+      if (r === 'added') success++;
+      else if (r === 'already_listed') failed.push(fail(item.ip, Code.ALREADY_LISTED));
+      else if (r === 'unavailable') failed.push(fail(item.ip, Code.IP_UNAVAILABLE));
+      else {
+        unreachable ||= r === 'unreachable';
         failed.push(fail(item.ip, Code.SYSTEM as ItemCode));
       }
     }
     return outcome(success, failed);
   }
 
-  delete(accountId: number, ips: readonly string[]): BatchOutcome {
+  async delete(accountId: number, ips: readonly string[]): Promise<BatchOutcome> {
     let success = 0;
+    let unreachable = false;
     const failed: FailedItem[] = [];
     for (const ip of ips) {
       if (!isStrictIPv4(ip)) {
         failed.push(fail(ip, Code.INVALID_IPV4));
         continue;
       }
-      try {
-        if (this.store.whitelist.releaseClaim(accountId, ip) === 'deleted') success++;
-        else failed.push(fail(ip, Code.NO_SUCH_WHITELIST));
-      } catch (e) {
-        if (!isBusyError(e)) this.log.error({ err: { message: (e as Error).message } }, 'whitelist delete item failed');
+      const r: ReleaseOutcome | 'failed' | 'unreachable' = await this.itemStep(success, unreachable, 'whitelist delete item failed', () =>
+        this.store.whitelist.releaseClaim(accountId, ip),
+      );
+      if (r === 'deleted') success++;
+      else if (r === 'absent') failed.push(fail(ip, Code.NO_SUCH_WHITELIST));
+      else {
+        unreachable ||= r === 'unreachable';
         failed.push(fail(ip, Code.SYSTEM as ItemCode));
       }
     }
     return outcome(success, failed);
   }
 
-  setStatus(accountId: number, ip: string, status: 1 | 2): WhitelistItem | null {
-    const e = this.store.whitelist.setStatus(accountId, ip, status);
+  /**
+   * One item's store call. Busy → a retryable item. Database out of reach → 503 when nothing of the
+   * batch was written yet; later, this and every remaining item fail retryable without waiting again.
+   */
+  private async itemStep<T>(done: number, unreachable: boolean, what: string, op: () => Promise<T>): Promise<T | 'failed' | 'unreachable'> {
+    if (unreachable) return 'unreachable';
+    try {
+      return await op();
+    } catch (e) {
+      if (e instanceof StoreUnavailableError) {
+        if (done === 0) throw e;
+        return 'unreachable';
+      }
+      this.log.error({ err: { message: (e as Error).message } }, what);
+      return 'failed';
+    }
+  }
+
+  async setStatus(accountId: number, ip: string, status: 1 | 2): Promise<WhitelistItem | null> {
+    const e = await this.store.whitelist.setStatus(accountId, ip, status);
     return e ? toApiItem(e) : null;
   }
 }

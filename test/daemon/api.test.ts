@@ -53,9 +53,9 @@ describe('api_key authentication', () => {
     const [ak] = token.split('.');
     const wrongSecret = `${ak}.${'A'.repeat(43)}`;
     const unknownKey = `ak${'f'.repeat(20)}.${token.split('.')[1]}`;
-    t.store.tokens.disable(other.accountId);
+    await t.store.tokens.disable(other.accountId);
     const suspended = await t.account('c@example.com');
-    t.store.accounts.setStatus(suspended.accountId, 'suspended');
+    await t.store.accounts.setStatus(suspended.accountId, 'suspended');
     const urls = [
       LIST, // missing
       `${LIST}?api_key=`, // empty
@@ -91,7 +91,7 @@ describe('api_key authentication', () => {
     expect((await list(token)).statusCode).toBe(200);
     const { mintToken } = await import('../../src/daemon/secrets.js');
     const n = mintToken();
-    t.store.tokens.replace(accountId, n.accessKey, n.secretHash);
+    await t.store.tokens.replace(accountId, n.accessKey, n.secretHash);
     expect((await list(token)).statusCode).toBe(401);
     expect((await list(n.token)).statusCode).toBe(200);
   });
@@ -234,7 +234,7 @@ describe('delete', () => {
     expect(r.data.success_count).toBe(1);
     expect(r.data.failed_items.map((f: { code: number }) => f.code)).toEqual([10426, 10420]);
     // Unverified accounts may still delete; and may not add — so verify b, then take the released IP.
-    t.store.accounts.setVerified(b.accountId, true);
+    await t.store.accounts.setVerified(b.accountId, true);
     expect((await add(b.token, [{ ip: '8.8.8.8' }])).json().code).toBe(200);
   });
 
@@ -251,7 +251,7 @@ describe('closed accounts', () => {
     const a = await t.account('a@example.com');
     const b = await t.account('b@example.com');
     await add(a.token, [{ ip: '8.8.8.8' }]);
-    t.store.accounts.setStatus(a.accountId, 'closed');
+    await t.store.accounts.setStatus(a.accountId, 'closed');
     expect((await list(a.token)).statusCode).toBe(401);
     expect((await add(b.token, [{ ip: '8.8.8.8' }])).json().data.failed_items[0].code).toBe(10427);
     t.clock.now += 599_000;
@@ -281,7 +281,7 @@ describe('list', () => {
   it('filters by status and ip', async () => {
     const { token, accountId } = await t.account('a@example.com');
     await add(token, [{ ip: pub(1) }, { ip: pub(2) }]);
-    t.store.whitelist.setStatus(accountId, pub(1), 2);
+    await t.store.whitelist.setStatus(accountId, pub(1), 2);
     expect((await list(token, '&status=disabled')).json().data.items.map((i: { ip: string }) => i.ip)).toEqual([pub(1)]);
     expect((await list(token, '&status=active')).json().data.total).toBe(1);
     expect((await list(token, `&ip=${pub(2)}`)).json().data.items[0].ip).toBe(pub(2));

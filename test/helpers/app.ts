@@ -7,7 +7,7 @@ import { Metrics } from '../../src/daemon/metrics.js';
 import { ApiLimits, DEFAULT_LIMITS, type LimitSettings } from '../../src/daemon/ratelimit/api-limits.js';
 import { MemoryWindowStore, type WindowStore } from '../../src/daemon/ratelimit/limiter.js';
 import { hashPassword, mintToken } from '../../src/daemon/secrets.js';
-import { Store } from '../../src/daemon/store/index.js';
+import { openStore, type Store } from '../../src/daemon/store/index.js';
 import { WhitelistService } from '../../src/daemon/whitelist-service.js';
 import { tempDir } from './daemon.js';
 
@@ -23,7 +23,7 @@ export interface TestApp {
 export async function makeTestApp(opts: { limits?: Partial<LimitSettings>; windowStore?: WindowStore; releaseGraceSec?: number; trustProxy?: string[] } = {}): Promise<TestApp> {
   const clock = { now: Date.UTC(2026, 10, 21, 10, 0, 0) };
   const nowMs = () => clock.now;
-  const store = Store.open(tempDir(), { nowMs, releaseGraceSec: opts.releaseGraceSec ?? 600 });
+  const store = await openStore({ dataDir: tempDir(), nowMs, releaseGraceSec: opts.releaseGraceSec ?? 600 });
   const geo = await openCountryLookup();
   const limits = new ApiLimits(opts.windowStore ?? new MemoryWindowStore(), { ...DEFAULT_LIMITS, ...opts.limits }, nowMs);
   const metrics = new Metrics({ defaultMetrics: false });
@@ -43,15 +43,15 @@ export async function makeTestApp(opts: { limits?: Partial<LimitSettings>; windo
     ctx,
     clock,
     async account(email, o = {}) {
-      const a = store.accounts.create(email, pwHash, o.verified !== false);
+      const a = await store.accounts.create(email, pwHash, o.verified !== false);
       if (a === 'exists') throw new Error('exists');
       const t = mintToken();
-      store.tokens.replace(a.id, t.accessKey, t.secretHash);
+      await store.tokens.replace(a.id, t.accessKey, t.secretHash);
       return { accountId: a.id, token: t.token };
     },
     async close() {
       await app.close();
-      store.close();
+      await store.close();
     },
   };
 }

@@ -145,10 +145,10 @@ export async function makeAccount(dataDir: string, email: string, opts: { verifi
   return { accountId: created.json.account_id, token: tok.json.token };
 }
 
-/** Read-only look into a data dir's database, through the statement cache (see src/daemon/store/statements.ts). */
+/** Read-only look into a data dir's database, through the statement cache (see src/daemon/store/sqlite/statements.ts). */
 export async function inspectDb(dataDir: string, opts: { write?: boolean } = {}) {
   const { default: Database } = await import('better-sqlite3');
-  const { pin, stmt, pragmaValue } = await import('../../src/daemon/store/statements.js');
+  const { pin, stmt, pragmaValue } = await import('../../src/daemon/store/sqlite/statements.js');
   const db = pin(new Database(path.join(dataDir, 'proxyd.db'), { readonly: !opts.write }));
   if (opts.write) db.exec('PRAGMA busy_timeout = 5000');
   return {
