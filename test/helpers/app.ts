@@ -1,15 +1,17 @@
-// An in-process API app over a real SQLite file in a temp dir, with an injectable clock.
+// An in-process API app over a real database (SQLite file in a temp dir, or a fresh PostgreSQL database), with an injectable clock.
 import type { FastifyInstance } from 'fastify';
 import { buildApp } from '../../src/daemon/api/app.js';
 import type { ApiContext } from '../../src/daemon/api/context.js';
 import { openCountryLookup } from '../../src/daemon/geo.js';
 import { Metrics } from '../../src/daemon/metrics.js';
 import { ApiLimits, DEFAULT_LIMITS, type LimitSettings } from '../../src/daemon/ratelimit/api-limits.js';
+import { DatabaseWindowStore } from '../../src/daemon/ratelimit/database-store.js';
 import { MemoryWindowStore, type WindowStore } from '../../src/daemon/ratelimit/limiter.js';
 import { hashPassword, mintToken } from '../../src/daemon/secrets.js';
 import { openStore, type Store } from '../../src/daemon/store/index.js';
 import { WhitelistService } from '../../src/daemon/whitelist-service.js';
 import { tempDir } from './daemon.js';
+import { createDatabase, type BackendName } from './postgres.js';
 
 export interface TestApp {
   app: FastifyInstance;
@@ -20,12 +22,17 @@ export interface TestApp {
   close(): Promise<void>;
 }
 
-export async function makeTestApp(opts: { limits?: Partial<LimitSettings>; windowStore?: WindowStore; releaseGraceSec?: number; trustProxy?: string[] } = {}): Promise<TestApp> {
+export async function makeTestApp(
+  opts: { limits?: Partial<LimitSettings>; windowStore?: WindowStore; releaseGraceSec?: number; trustProxy?: string[]; backend?: BackendName } = {},
+): Promise<TestApp> {
   const clock = { now: Date.UTC(2026, 10, 21, 10, 0, 0) };
   const nowMs = () => clock.now;
-  const store = await openStore({ dataDir: tempDir(), nowMs, releaseGraceSec: opts.releaseGraceSec ?? 600 });
+  const databaseUrl = opts.backend === 'postgres' ? await createDatabase() : undefined;
+  const store = await openStore({ dataDir: tempDir(), databaseUrl, nowMs, releaseGraceSec: opts.releaseGraceSec ?? 600 });
   const geo = await openCountryLookup();
-  const limits = new ApiLimits(opts.windowStore ?? new MemoryWindowStore(), { ...DEFAULT_LIMITS, ...opts.limits }, nowMs);
+  // On PostgreSQL the limits live in the database (the fleet's way), so the same tests cover its window log.
+  const windowStore = opts.windowStore ?? (store.backend === 'postgres' ? new DatabaseWindowStore(store.sharedRateHits(), 'postgres') : new MemoryWindowStore());
+  const limits = new ApiLimits(windowStore, { ...DEFAULT_LIMITS, ...opts.limits }, nowMs);
   const metrics = new Metrics({ defaultMetrics: false });
   const ctx: ApiContext = {
     store,
@@ -51,6 +58,7 @@ export async function makeTestApp(opts: { limits?: Partial<LimitSettings>; windo
     },
     async close() {
       await app.close();
+      await limits.close();
       await store.close();
     },
   };

@@ -1,0 +1,116 @@
+// A throwaway PostgreSQL cluster from Debian's postgresql package, in a temp dir on a free loopback port.
+// initdb refuses root, so initdb and pg_ctl run as the `postgres` user (runuser); the dir is chowned to it.
+// One cluster serves a whole vitest run (global-setup.ts); each test file makes its own databases on it.
+import { execFileSync, spawnSync } from 'node:child_process';
+import { chownSync, existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import postgres from 'postgres';
+
+const BIN = '/usr/lib/postgresql/15/bin';
+export const PG_TEST_URL_ENV = 'PROXYD_TEST_PG_URL';
+
+/** Why PostgreSQL tests are skipped, or null when they run. */
+export function postgresSkipReason(): string | null {
+  if (!existsSync(path.join(BIN, 'initdb'))) return `${BIN}/initdb not found (apt-get install postgresql-15)`;
+  return null;
+}
+
+export async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = createServer();
+    s.once('error', reject);
+    s.listen(0, '127.0.0.1', () => {
+      const port = (s.address() as { port: number }).port;
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+function pgUser(): { uid: number; gid: number } {
+  const uid = Number(execFileSync('id', ['-u', 'postgres']).toString().trim());
+  const gid = Number(execFileSync('id', ['-g', 'postgres']).toString().trim());
+  return { uid, gid };
+}
+
+function asPostgres(cmd: string, args: string[]): void {
+  const r = spawnSync('runuser', ['-u', 'postgres', '--', path.join(BIN, cmd), ...args], { encoding: 'utf8', timeout: 60_000 });
+  if (r.status !== 0) throw new Error(`${cmd} failed (${r.status}): ${r.stderr || r.stdout}`);
+}
+
+export interface PgCluster {
+  /** Superuser URL of the `postgres` database. */
+  url: string;
+  port: number;
+  dir: string;
+  start(): void;
+  /** Fast shutdown (connections are closed, like a crash to the client). */
+  stop(): void;
+  /** SIGSTOP/SIGCONT every server process: the server is there but answers nothing. */
+  pause(): void;
+  resume(): void;
+  destroy(): void;
+}
+
+export async function startPostgres(): Promise<PgCluster> {
+  const dir = mkdtempSync(path.join(tmpdir(), 'proxyd-pg-'));
+  const { uid, gid } = pgUser();
+  chownSync(dir, uid, gid);
+  const data = path.join(dir, 'data');
+  asPostgres('initdb', ['-D', data, '-U', 'postgres', '--auth=trust', '--no-sync', '-E', 'UTF8', '--locale=C']);
+  const port = await freePort();
+  const opts = `-c port=${port} -c listen_addresses=127.0.0.1 -c unix_socket_directories=${dir} -c fsync=off -c full_page_writes=off -c synchronous_commit=off -c max_connections=200`;
+  const start = () => asPostgres('pg_ctl', ['-D', data, '-l', path.join(dir, 'log'), '-o', opts, '-w', '-t', '60', 'start']);
+  start();
+  const signalAll = (sig: NodeJS.Signals) => {
+    const postmaster = Number(readFileSync(path.join(data, 'postmaster.pid'), 'utf8').split('\n')[0]);
+    const children = spawnSync('pgrep', ['-P', String(postmaster)], { encoding: 'utf8' }).stdout.split('\n').filter(Boolean).map(Number);
+    for (const pid of [postmaster, ...children]) {
+      try {
+        process.kill(pid, sig);
+      } catch {
+        /* gone */
+      }
+    }
+  };
+  return {
+    url: `postgres://postgres@127.0.0.1:${port}/postgres`,
+    port,
+    dir,
+    start,
+    stop: () => asPostgres('pg_ctl', ['-D', data, '-m', 'fast', '-w', 'stop']),
+    pause: () => signalAll('SIGSTOP'),
+    resume: () => signalAll('SIGCONT'),
+    destroy: () => {
+      try {
+        asPostgres('pg_ctl', ['-D', data, '-m', 'immediate', '-w', 'stop']);
+      } catch {
+        /* already stopped */
+      }
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+let seq = 0;
+
+/** A fresh, empty database on the run's cluster (or on `clusterUrl`); its URL. */
+export async function createDatabase(clusterUrl = process.env[PG_TEST_URL_ENV]): Promise<string> {
+  if (!clusterUrl) throw new Error(`no test PostgreSQL (${postgresSkipReason() ?? 'global setup did not start one'})`);
+  const name = `t_${process.pid}_${Date.now().toString(36)}_${seq++}`;
+  const admin = postgres(clusterUrl, { max: 1, onnotice: () => {} });
+  try {
+    await admin.unsafe(`CREATE DATABASE ${name}`);
+  } finally {
+    await admin.end();
+  }
+  const u = new URL(clusterUrl);
+  u.pathname = `/${name}`;
+  return u.toString();
+}
+
+export type BackendName = 'sqlite' | 'postgres';
+
+/** The backends a parameterised suite runs on: both, or SQLite alone when no PostgreSQL could be started. */
+export const BACKENDS: BackendName[] = process.env[PG_TEST_URL_ENV] ? ['sqlite', 'postgres'] : ['sqlite'];
