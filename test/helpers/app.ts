@@ -11,7 +11,7 @@ import { hashPassword, mintToken } from '../../src/daemon/secrets.js';
 import { openStore, type Store } from '../../src/daemon/store/index.js';
 import { WhitelistService } from '../../src/daemon/whitelist-service.js';
 import { tempDir } from './daemon.js';
-import { createDatabase, type BackendName } from './postgres.js';
+import { emptyDatabase, type BackendName } from './postgres.js';
 
 export interface TestApp {
   app: FastifyInstance;
@@ -27,7 +27,7 @@ export async function makeTestApp(
 ): Promise<TestApp> {
   const clock = { now: Date.UTC(2026, 10, 21, 10, 0, 0) };
   const nowMs = () => clock.now;
-  const databaseUrl = opts.backend === 'postgres' ? await createDatabase() : undefined;
+  const databaseUrl = opts.backend === 'postgres' ? await emptyDatabase() : undefined;
   const store = await openStore({ dataDir: tempDir(), databaseUrl, nowMs, releaseGraceSec: opts.releaseGraceSec ?? 600 });
   const geo = await openCountryLookup();
   // On PostgreSQL the limits live in the database (the fleet's way), so the same tests cover its window log.

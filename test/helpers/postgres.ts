@@ -94,6 +94,22 @@ export async function startPostgres(): Promise<PgCluster> {
 }
 
 let seq = 0;
+/** A migrated database every test database is copied from (CREATE DATABASE … TEMPLATE): no per-test migration. */
+export const TEMPLATE_DB = 'proxyd_template';
+
+/** Makes the template: the current schema, applied by the store itself. */
+export async function makeTemplate(clusterUrl: string): Promise<void> {
+  const admin = postgres(clusterUrl, { max: 1, onnotice: () => {} });
+  try {
+    await admin.unsafe(`CREATE DATABASE ${TEMPLATE_DB}`);
+  } finally {
+    await admin.end();
+  }
+  const u = new URL(clusterUrl);
+  u.pathname = `/${TEMPLATE_DB}`;
+  const { PostgresStore } = await import('../../src/daemon/store/postgres/index.js');
+  await (await PostgresStore.open(u.toString())).close();
+}
 
 /** A fresh, empty database on the run's cluster (or on `clusterUrl`); its URL. */
 export async function createDatabase(clusterUrl = process.env[PG_TEST_URL_ENV]): Promise<string> {
@@ -101,13 +117,31 @@ export async function createDatabase(clusterUrl = process.env[PG_TEST_URL_ENV]):
   const name = `t_${process.pid}_${Date.now().toString(36)}_${seq++}`;
   const admin = postgres(clusterUrl, { max: 1, onnotice: () => {} });
   try {
-    await admin.unsafe(`CREATE DATABASE ${name}`);
+    await admin.unsafe(`CREATE DATABASE ${name} TEMPLATE ${TEMPLATE_DB}`);
   } finally {
     await admin.end();
   }
   const u = new URL(clusterUrl);
   u.pathname = `/${name}`;
   return u.toString();
+}
+
+let reusable: string | null = null;
+
+/**
+ * An empty database for one in-process test: this test file's own database, emptied (TRUNCATE is ~20x
+ * faster than CREATE DATABASE). Only for tests that close their store before the next one starts.
+ */
+export async function emptyDatabase(): Promise<string> {
+  if (!reusable) return (reusable = await createDatabase());
+  const sql = postgres(reusable, { max: 1, onnotice: () => {} });
+  try {
+    const tables = await sql<{ t: string }[]>`SELECT tablename AS t FROM pg_tables WHERE schemaname = 'public' AND tablename <> 'proxyd_schema'`;
+    await sql.unsafe(`TRUNCATE ${tables.map((r) => r.t).join(', ')} RESTART IDENTITY CASCADE`);
+  } finally {
+    await sql.end();
+  }
+  return reusable;
 }
 
 export type BackendName = 'sqlite' | 'postgres';
