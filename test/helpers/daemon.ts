@@ -1,10 +1,12 @@
-// Spawns the built `proxyd` as a real process on loopback with a temp data dir.
+// Spawns the built `proxyd` as a real process on loopback with a temp data dir (and, on PostgreSQL, a fresh database).
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createWriteStream, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
+import postgres from 'postgres';
+import { createDatabase, type BackendName } from './postgres.js';
 
 export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 export const PROXYD = path.join(ROOT, 'bin/proxyd');
@@ -23,6 +25,8 @@ export interface Daemon {
   httpProxy: string;
   socks: string;
   dataDir: string;
+  /** The PostgreSQL database this daemon serves, when it runs on that backend. */
+  databaseUrl: string | undefined;
   proc: ChildProcess;
   /** Every stderr line (JSON logs) so far. */
   logs: string[];
@@ -34,8 +38,30 @@ export function tempDir(prefix = 'proxyd-test-'): string {
   return mkdtempSync(path.join(tmpdir(), prefix));
 }
 
+// Data dirs whose daemons and admin commands run on a PostgreSQL database (dataDirFor('postgres')).
+const databaseUrls = new Map<string, string>();
+
+/** A fresh data dir; for PostgreSQL also a fresh database that startDaemon and admin use with it. */
+export async function dataDirFor(backend: BackendName = 'sqlite'): Promise<string> {
+  const dir = tempDir();
+  if (backend === 'postgres') databaseUrls.set(dir, await createDatabase());
+  return dir;
+}
+
+export function databaseUrlOf(dataDir: string): string | undefined {
+  return databaseUrls.get(dataDir);
+}
+
+/** `--database-url URL` when the data dir belongs to a PostgreSQL database, else nothing. */
+export function databaseArgs(dataDir: string): string[] {
+  const url = databaseUrls.get(dataDir);
+  return url ? ['--database-url', url] : [];
+}
+
 export interface StartOptions {
   dataDir?: string;
+  /** The store backend when no dataDir is given (default SQLite). */
+  backend?: BackendName;
   /** Extra `proxyd serve` flags. */
   args?: string[];
   env?: Record<string, string>;
@@ -43,9 +69,9 @@ export interface StartOptions {
 }
 
 export async function startDaemon(opts: StartOptions = {}): Promise<Daemon> {
-  const dataDir = opts.dataDir ?? tempDir();
+  const dataDir = opts.dataDir ?? (await dataDirFor(opts.backend));
   const args = [
-    PROXYD, 'serve', '--data-dir', dataDir,
+    PROXYD, 'serve', '--data-dir', dataDir, ...databaseArgs(dataDir),
     '--api-listen', '127.0.0.1:0', '--http-proxy-listen', '127.0.0.1:0', '--socks-listen', '127.0.0.1:0',
     ...(opts.args ?? []),
   ];
@@ -85,6 +111,7 @@ export async function startDaemon(opts: StartOptions = {}): Promise<Daemon> {
     httpProxy: ready.httpProxy ?? '',
     socks: ready.socks5 ?? '',
     dataDir,
+    databaseUrl: databaseUrls.get(dataDir),
     proc,
     logs,
     exited,
@@ -124,9 +151,9 @@ export function run(bin: string, args: string[], opts: { input?: string; env?: R
   });
 }
 
-/** `proxyd admin …` on a data dir; parses the JSON it prints. */
+/** `proxyd admin …` on a data dir (or its PostgreSQL database); parses the JSON it prints. */
 export async function admin(dataDir: string, args: string[], input?: string): Promise<RunResult & { json: any }> {
-  const r = await run(PROXYD, ['admin', ...args, '--data-dir', dataDir], { input });
+  const r = await run(PROXYD, ['admin', ...args, '--data-dir', dataDir, ...databaseArgs(dataDir)], { input });
   let json: any = null;
   try {
     json = JSON.parse(r.stdout);
@@ -159,6 +186,36 @@ export async function inspectDb(dataDir: string, opts: { write?: boolean } = {})
     close: (): void => {
       db.close();
     },
+  };
+}
+
+/**
+ * A look into the database behind a data dir, on either backend: async get/all/run with `?` placeholders.
+ * `integrity()` is SQLite's integrity_check ('ok' on PostgreSQL, which checks its own pages).
+ */
+export async function inspectData(dataDir: string, opts: { write?: boolean } = {}) {
+  const url = databaseUrls.get(dataDir);
+  if (!url) {
+    const db = await inspectDb(dataDir, opts);
+    return {
+      run: async (q: string, ...params: unknown[]) => void db.run(q, ...params),
+      get: async <T = any>(q: string, ...params: unknown[]) => db.get<T>(q, ...params),
+      all: async <T = any>(q: string, ...params: unknown[]) => db.all<T>(q, ...params),
+      integrity: async () => db.integrity(),
+      close: async () => db.close(),
+    };
+  }
+  const sql = postgres(url, { max: 1, onnotice: () => {}, types: { int8: { to: 20, from: [20], serialize: String, parse: Number } } });
+  const pg = (q: string) => {
+    let i = 0;
+    return q.replace(/\?/g, () => `$${++i}`);
+  };
+  return {
+    run: async (q: string, ...params: unknown[]) => void (await sql.unsafe(pg(q), params as never[])),
+    get: async <T = any>(q: string, ...params: unknown[]) => (await sql.unsafe(pg(q), params as never[]))[0] as T,
+    all: async <T = any>(q: string, ...params: unknown[]) => [...(await sql.unsafe(pg(q), params as never[]))] as T[],
+    integrity: async () => 'ok',
+    close: async () => sql.end(),
   };
 }
 
