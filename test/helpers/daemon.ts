@@ -41,10 +41,10 @@ export function tempDir(prefix = 'proxyd-test-'): string {
 // Data dirs whose daemons and admin commands run on a PostgreSQL database (dataDirFor('postgres')).
 const databaseUrls = new Map<string, string>();
 
-/** A fresh data dir; for PostgreSQL also a fresh database that startDaemon and admin use with it. */
-export async function dataDirFor(backend: BackendName = 'sqlite'): Promise<string> {
+/** A fresh data dir; for PostgreSQL also a fresh database (on the run's cluster or `clusterUrl`) that startDaemon and admin use with it. */
+export async function dataDirFor(backend: BackendName = 'sqlite', clusterUrl?: string): Promise<string> {
   const dir = tempDir();
-  if (backend === 'postgres') databaseUrls.set(dir, await createDatabase());
+  if (backend === 'postgres') databaseUrls.set(dir, await createDatabase(clusterUrl));
   return dir;
 }
 

@@ -3,10 +3,10 @@
 // One cluster serves a whole vitest run (global-setup.ts); each test file makes its own databases on it.
 import { execFileSync, spawnSync } from 'node:child_process';
 import { chownSync, existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import postgres from 'postgres';
+import { freePort } from '../ops/helpers.js';
 
 const BIN = '/usr/lib/postgresql/15/bin';
 export const PG_TEST_URL_ENV = 'PROXYD_TEST_PG_URL';
@@ -15,17 +15,6 @@ export const PG_TEST_URL_ENV = 'PROXYD_TEST_PG_URL';
 export function postgresSkipReason(): string | null {
   if (!existsSync(path.join(BIN, 'initdb'))) return `${BIN}/initdb not found (apt-get install postgresql-15)`;
   return null;
-}
-
-export async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const port = (s.address() as { port: number }).port;
-      s.close(() => resolve(port));
-    });
-  });
 }
 
 function pgUser(): { uid: number; gid: number } {

@@ -140,6 +140,8 @@ function renderError(err: FastifyError, request: FastifyRequest, reply: FastifyR
   }
   if (err instanceof StoreUnavailableError) {
     request.log.warn({ event: 'console_database_unavailable' }, 'database unreachable: console answers 503');
+    // No session save on the way out: it would meet the same unreachable database.
+    (request as { session: unknown }).session = null;
     return sendHtml(
       reply,
       errorPage({ status: 503, title: 'Temporarily unavailable', text: 'Nothing was changed. Try again in a moment.', requestId: request.id, signedIn }),
