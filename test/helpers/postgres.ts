@@ -101,12 +101,12 @@ export async function makeTemplate(clusterUrl: string): Promise<void> {
 }
 
 /** A fresh, empty database on the run's cluster (or on `clusterUrl`); its URL. */
-export async function createDatabase(clusterUrl = process.env[PG_TEST_URL_ENV]): Promise<string> {
+export async function createDatabase(clusterUrl = process.env[PG_TEST_URL_ENV], opts: { unmigrated?: boolean } = {}): Promise<string> {
   if (!clusterUrl) throw new Error(`no test PostgreSQL (${postgresSkipReason() ?? 'global setup did not start one'})`);
   const name = `t_${process.pid}_${Date.now().toString(36)}_${seq++}`;
   const admin = postgres(clusterUrl, { max: 1, onnotice: () => {} });
   try {
-    await admin.unsafe(`CREATE DATABASE ${name} TEMPLATE ${TEMPLATE_DB}`);
+    await admin.unsafe(`CREATE DATABASE ${name} TEMPLATE ${opts.unmigrated ? 'template0' : TEMPLATE_DB}`);
   } finally {
     await admin.end();
   }
