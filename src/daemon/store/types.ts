@@ -119,8 +119,13 @@ export interface TokenStore {
 }
 
 export interface WhitelistStore {
-  /** Claims the IP for the account and records the entry, or says why not. One transaction per IP. */
-  claimIp(accountId: number, ip: string, remark: string): Promise<ClaimOutcome>;
+  /**
+   * Claims the IP for the account and records the entry, or says why not. One transaction per IP.
+   * `entryId`: one of reserveEntryIds(), so entries of a batch claimed concurrently still list in item order.
+   */
+  claimIp(accountId: number, ip: string, remark: string, entryId?: number): Promise<ClaimOutcome>;
+  /** n entry ids, ascending, for a batch whose items are claimed concurrently; null when claims run one by one. */
+  reserveEntryIds(n: number): Promise<number[] | null>;
   /** Soft-deletes the account's entry and releases the global claim at once. */
   releaseClaim(accountId: number, ip: string): Promise<ReleaseOutcome>;
   list(accountId: number, f: ListFilter): Promise<{ items: WhitelistEntry[]; total: number }>;
@@ -185,6 +190,8 @@ export interface Store {
   readonly proxyUsers: ProxyUserStore;
   readonly sessions: ConsoleSessionStore;
   readonly traffic: TrafficStore;
+  /** How many items of one batch may be in flight at once (SQLite: 1, its writes are serial anyway). */
+  readonly itemConcurrency: number;
   /** The rate-hit log for limits shared between processes (SQLite: on a connection that never waits for a lock). */
   sharedRateHits(): RateHitStore;
   /** A secret every node of a fleet shares (created once), or null when the data dir holds it instead. */

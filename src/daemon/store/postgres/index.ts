@@ -132,9 +132,18 @@ class PgWhitelistStore implements WhitelistStore {
     private readonly releaseGraceSec: number,
   ) {}
 
-  async claimIp(accountId: number, ip: string, remark: string): Promise<ClaimOutcome> {
+  async reserveEntryIds(n: number): Promise<number[] | null> {
+    if (n < 2) return null;
+    const rows = await guard(
+      () => this.sql<{ id: number }[]>`SELECT nextval(pg_get_serial_sequence('whitelist_entries', 'id'))::int AS id FROM generate_series(1, ${n}::int)`,
+    );
+    return rows.map((r) => r.id).sort((a, b) => a - b);
+  }
+
+  async claimIp(accountId: number, ip: string, remark: string, entryId?: number): Promise<ClaimOutcome> {
     const r = await unlessBusy(
-      () => this.sql<{ r: ClaimOutcome }[]>`SELECT proxyd_claim_ip(${accountId}::int, ${ip}, ${remark}, ${this.nowSec()}::bigint, ${this.releaseGraceSec}::bigint) AS r`,
+      () => this.sql<{ r: ClaimOutcome }[]>`
+        SELECT proxyd_claim_ip(${accountId}::int, ${ip}, ${remark}, ${this.nowSec()}::bigint, ${this.releaseGraceSec}::bigint, ${entryId ?? null}::int) AS r`,
     );
     return r === 'busy' ? r : r[0]!.r;
   }
@@ -386,6 +395,8 @@ export interface PostgresStoreOptions {
 
 export class PostgresStore implements Store {
   readonly backend = 'postgres' as const;
+  /** Items of a batch in flight at once: their commits share WAL flushes; the pool (10) keeps room for other requests. */
+  readonly itemConcurrency = 6;
   readonly dataDir = null;
   readonly location: string;
   readonly accounts: PgAccountStore;

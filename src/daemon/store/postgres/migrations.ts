@@ -59,7 +59,8 @@ export const PG_MIGRATIONS: readonly string[] = [
   );
   CREATE INDEX proxy_users_account ON proxy_users(account_id);
 
-  CREATE TABLE rate_hits (
+  -- Unlogged: no WAL, so a hit costs no disk flush; a server crash empties it (windows start afresh).
+  CREATE UNLOGGED TABLE rate_hits (
     key   text NOT NULL,
     at_ms bigint NOT NULL
   );
@@ -89,7 +90,7 @@ export const PG_MIGRATIONS: readonly string[] = [
   );
 
   -- One item of an add: claim the IP (insert, or take over a released claim under its row lock) and record the entry.
-  CREATE FUNCTION proxyd_claim_ip(p_account integer, p_ip text, p_remark text, p_now bigint, p_grace bigint) RETURNS text
+  CREATE FUNCTION proxyd_claim_ip(p_account integer, p_ip text, p_remark text, p_now bigint, p_grace bigint, p_entry_id integer) RETURNS text
   LANGUAGE plpgsql AS $$
   DECLARE
     c ip_claims%ROWTYPE;
@@ -114,8 +115,9 @@ export const PG_MIGRATIONS: readonly string[] = [
       v := c.version + 1;
       EXIT;
     END LOOP;
-    INSERT INTO whitelist_entries (account_id, ip, remark, status, created_at, deleted_at, claim_version)
-      VALUES (p_account, p_ip, p_remark, 1, p_now, NULL, v);
+    -- p_entry_id: reserved by the caller so a concurrently claimed batch lists in item order.
+    INSERT INTO whitelist_entries (id, account_id, ip, remark, status, created_at, deleted_at, claim_version)
+      VALUES (coalesce(p_entry_id, nextval(pg_get_serial_sequence('whitelist_entries', 'id'))), p_account, p_ip, p_remark, 1, p_now, NULL, v);
     RETURN 'added';
   END $$;
 
@@ -136,6 +138,7 @@ export const PG_MIGRATIONS: readonly string[] = [
                                   OUT allowed boolean, OUT n integer, OUT oldest bigint)
   LANGUAGE plpgsql AS $$
   BEGIN
+    PERFORM set_config('synchronous_commit', 'off', true);
     PERFORM pg_advisory_xact_lock(hashtextextended('proxyd_rate:' || p_key, 0));
     SELECT count(*) INTO n FROM (SELECT 1 FROM rate_hits WHERE key = p_key AND at_ms > p_now - p_window LIMIT p_limit) s;
     allowed := n < p_limit;

@@ -19,6 +19,7 @@ export interface SqliteStoreOptions {
 
 export class SqliteStore implements Store {
   readonly backend = 'sqlite' as const;
+  readonly itemConcurrency = 1;
   readonly location: string;
   readonly accounts: SqliteAccountStore;
   readonly tokens: SqliteTokenStore;

@@ -77,6 +77,10 @@ export class SqliteWhitelistStore implements WhitelistStore {
     });
   }
 
+  async reserveEntryIds(): Promise<null> {
+    return null; // claims run one by one here: ids ascend in item order by themselves
+  }
+
   async claimIp(accountId: number, ip: string, remark: string): Promise<ClaimOutcome> {
     try {
       return this.claimTx.immediate(accountId, ip, remark);
