@@ -157,15 +157,17 @@ class PgWhitelistStore implements WhitelistStore {
     const sql = this.sql;
     const where = sql`account_id = ${accountId} AND deleted_at IS NULL
       ${f.status !== undefined ? sql`AND status = ${f.status}` : sql``} ${f.ip !== undefined ? sql`AND ip = ${f.ip}` : sql``}`;
-    // Two statements in flight at once on two connections: one round trip of latency.
-    const [count, items] = await guard(() =>
-      Promise.all([
-        sql<{ n: number }[]>`SELECT count(*)::int AS n FROM whitelist_entries WHERE ${where}`,
-        sql<WhitelistEntry[]>`SELECT id, account_id, ip, remark, status, created_at FROM whitelist_entries WHERE ${where}
-                              ORDER BY created_at DESC, id DESC LIMIT ${f.limit} OFFSET ${f.offset}`,
-      ]),
+    // The page and the total in one statement; a page past the end has no row to carry the total.
+    const rows = await guard(
+      () => sql<Array<WhitelistEntry & { total: number }>>`
+        SELECT id, account_id, ip, remark, status, created_at, count(*) OVER ()::int AS total FROM whitelist_entries WHERE ${where}
+         ORDER BY created_at DESC, id DESC LIMIT ${f.limit} OFFSET ${f.offset}`,
     );
-    return { items: [...items], total: count[0]!.n };
+    if (rows.length === 0 && f.offset > 0) {
+      const [c] = await guard(() => sql<{ n: number }[]>`SELECT count(*)::int AS n FROM whitelist_entries WHERE ${where}`);
+      return { items: [], total: c!.n };
+    }
+    return { items: rows.map(({ total: _, ...e }) => e), total: rows[0]?.total ?? 0 };
   }
 
   async findLive(accountId: number, ip: string): Promise<WhitelistEntry | null> {
