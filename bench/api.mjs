@@ -157,8 +157,8 @@ async function runOne(databaseUrl) {
 const results = [await runOne(undefined)];
 if (args['database-url']) {
   // A database of the bench's own on that server, dropped afterwards: nothing of the operator's is touched.
-  const { default: postgres } = await import('postgres');
-  const admin = postgres(args['database-url'], { max: 1, onnotice: () => {} });
+  const { connect } = await import(path.join(ROOT, 'dist/daemon/store/postgres/db.js'));
+  const admin = connect(args['database-url'], 1);
   const name = `proxyd_bench_${Date.now()}`;
   await admin.unsafe(`CREATE DATABASE ${name}`);
   const url = new URL(args['database-url']);

@@ -13,7 +13,12 @@ const CONNECT_TIMEOUT_S = 2;
 const MIGRATION_LOCK_KEY = 0x70726f787964; // "proxyd"
 
 export function connect(url: string, max = 10): Sql {
-  return postgres(url, {
+  // libpq's way to a Unix socket, `postgres://user@/db?host=/run/postgresql`: postgres.js wants it as an option.
+  const u = new URL(url);
+  const socketDir = u.searchParams.get('host');
+  if (socketDir?.startsWith('/')) u.searchParams.delete('host');
+  return postgres(u.toString(), {
+    ...(socketDir?.startsWith('/') ? { host: socketDir } : {}),
     max,
     connect_timeout: CONNECT_TIMEOUT_S,
     idle_timeout: 60,
