@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
-import postgres from 'postgres';
+import { connect } from '../../src/daemon/store/postgres/db.js';
 import { createDatabase, type BackendName } from './postgres.js';
 
 export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
@@ -205,7 +205,7 @@ export async function inspectData(dataDir: string, opts: { write?: boolean } = {
       close: async () => db.close(),
     };
   }
-  const sql = postgres(url, { max: 1, onnotice: () => {}, types: { int8: { to: 20, from: [20], serialize: String, parse: Number } } });
+  const sql = connect(url, 1);
   const pg = (q: string) => {
     let i = 0;
     return q.replace(/\?/g, () => `$${++i}`);

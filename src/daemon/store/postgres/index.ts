@@ -21,12 +21,15 @@ async function unlessBusy<T>(op: () => Promise<T>): Promise<T | 'busy'> {
   }
 }
 
-class PgAccountStore implements AccountStore {
+/** What every table family works with: the pool and the clock. */
+abstract class PgFamily {
   constructor(
-    private readonly sql: Sql,
-    private readonly nowSec: NowSec,
+    protected readonly sql: Sql,
+    protected readonly nowSec: NowSec,
   ) {}
+}
 
+class PgAccountStore extends PgFamily implements AccountStore {
   async create(email: string, passwordHash: string, verified: boolean): Promise<Account | 'exists'> {
     const now = this.nowSec();
     // The unique index on lower(email) decides, not a look-up first: two racing creates give one account.
@@ -77,12 +80,7 @@ class PgAccountStore implements AccountStore {
   }
 }
 
-class PgTokenStore implements TokenStore {
-  constructor(
-    private readonly sql: Sql,
-    private readonly nowSec: NowSec,
-  ) {}
-
+class PgTokenStore extends PgFamily implements TokenStore {
   async findByAccessKey(accessKey: string): Promise<ApiTokenWithAccount | null> {
     const [t] = await guard(
       () => this.sql<ApiTokenWithAccount[]>`
@@ -125,12 +123,14 @@ class PgTokenStore implements TokenStore {
   }
 }
 
-class PgWhitelistStore implements WhitelistStore {
+class PgWhitelistStore extends PgFamily implements WhitelistStore {
   constructor(
-    private readonly sql: Sql,
-    private readonly nowSec: NowSec,
+    sql: Sql,
+    nowSec: NowSec,
     private readonly releaseGraceSec: number,
-  ) {}
+  ) {
+    super(sql, nowSec);
+  }
 
   async reserveEntryIds(n: number): Promise<number[] | null> {
     if (n < 2) return null;
@@ -233,12 +233,7 @@ class PgWhitelistStore implements WhitelistStore {
   }
 }
 
-class PgProxyUserStore implements ProxyUserStore {
-  constructor(
-    private readonly sql: Sql,
-    private readonly nowSec: NowSec,
-  ) {}
-
+class PgProxyUserStore extends PgFamily implements ProxyUserStore {
   async forAuth(username: string): Promise<ProxyUserAuth | null> {
     const [r] = await guard(
       () => this.sql<ProxyUserAuth[]>`
@@ -285,12 +280,7 @@ class PgProxyUserStore implements ProxyUserStore {
   }
 }
 
-class PgConsoleSessionStore implements ConsoleSessionStore {
-  constructor(
-    private readonly sql: Sql,
-    private readonly nowSec: NowSec,
-  ) {}
-
+class PgConsoleSessionStore extends PgFamily implements ConsoleSessionStore {
   async get(sid: string): Promise<SessionRecord | null> {
     const [r] = await guard(() => this.sql<{ account_id: number | null; data: string; expires_at: number }[]>`
       SELECT account_id, data, expires_at FROM console_sessions WHERE sid = ${sid}`);
@@ -359,12 +349,7 @@ class PgRateHitStore implements RateHitStore {
   }
 }
 
-class PgTrafficStore implements TrafficStore {
-  constructor(
-    private readonly sql: Sql,
-    private readonly nowSec: NowSec,
-  ) {}
-
+class PgTrafficStore extends PgFamily implements TrafficStore {
   async add(deltas: Map<number, TrafficDelta>): Promise<'ok' | 'busy'> {
     if (deltas.size === 0) return 'ok';
     const now = this.nowSec();
