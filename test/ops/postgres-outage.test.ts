@@ -1,8 +1,12 @@
 // PostgreSQL stopped and paused under a running proxyd (its own throwaway cluster, so no other file is
 // disturbed): whitelist requests answer 503/10503 with nothing half-written, /healthz names `database`,
 // and service comes back by itself, without a restart, once the server is back.
+import { execFile } from 'node:child_process';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { dataDirFor, inspectData, makeAccount, startDaemon, type Daemon } from '../helpers/daemon.js';
+import { admin, dataDirFor, inspectData, makeAccount, startDaemon, type Daemon } from '../helpers/daemon.js';
 import { makeTemplate, postgresSkipReason, startPostgres, type PgCluster } from '../helpers/postgres.js';
 import { ADD, LIST, pub, sleep } from './helpers.js';
 
@@ -11,6 +15,15 @@ let pg: PgCluster;
 let d: Daemon;
 let token: string;
 let next = 0;
+let target: Server;
+let proxyUser: string;
+
+/** HTTP status of a request through the gateway with the proxy user's credentials (curl, an independent client). */
+async function viaGateway(): Promise<number> {
+  const url = `http://127.0.0.1:${(target.address() as AddressInfo).port}/`;
+  const { stdout } = await promisify(execFile)('curl', ['-sS', '-o', '/dev/null', '-w', '%{http_code}', '--max-time', '15', '-x', `http://${d.httpProxy}`, '--proxy-user', proxyUser, url]);
+  return Number(stdout);
+}
 
 async function call(path: string, body?: unknown): Promise<{ status: number; code: number; failed: string[] }> {
   const res = await fetch(`${d.api}${path}?api_key=${encodeURIComponent(token)}`, {
@@ -80,19 +93,25 @@ describe.skipIf(skip !== null)(`PostgreSQL outage under a serving proxyd${skip ?
     pg = await startPostgres();
     await makeTemplate(pg.url);
     const dataDir = await dataDirFor('postgres', pg.url);
-    d = await startDaemon({ dataDir, args: ['--rate-limits', 'list=100000,add=100000,delete=100000'] });
+    d = await startDaemon({ dataDir, args: ['--allow-private-targets', '--rate-limits', 'list=100000,add=100000,delete=100000'] });
     token = (await makeAccount(dataDir, 'outage@example.com')).token;
+    const pu = await admin(dataDir, ['proxy-user', 'create', '--email', 'outage@example.com', '--username', 'outage']);
+    proxyUser = `outage:${pu.json.password}`;
+    target = createServer((_req, res) => res.end('ok'));
+    await new Promise<void>((r) => target.listen(0, '127.0.0.1', r));
   }, 120_000);
 
   afterAll(async () => {
     for (const l of loops) await l.stop();
     await d?.stop();
     pg?.destroy();
+    await new Promise((r) => target?.close(r));
   });
 
   it('serves before the outage', async () => {
     expect((await call(ADD, { items: [{ ip: pub(next++) }] })).code).toBe(200);
     expect((await health()).status).toBe(200);
+    expect(await viaGateway()).toBe(200);
   });
 
   it('paused server (SIGSTOP): 503/10503 within the deadline, /healthz names database, recovery on SIGCONT', async () => {
@@ -132,10 +151,17 @@ describe.skipIf(skip !== null)(`PostgreSQL outage under a serving proxyd${skip ?
       const h = await health();
       expect(h.status).toBe(503);
       expect(h.body.down).toContain('database');
+      // Admission reads the database: a new gateway connection is refused cleanly, not left hanging.
+      expect(await viaGateway()).toBe(503);
     } finally {
       pg.start();
     }
     await recovered();
+    // The gateway's pool connections come back on their own too (a fresh connection on a loaded machine may
+    // miss one deadline): within seconds, without a restart.
+    let gw = 0;
+    for (let i = 0; i < 20 && gw !== 200; i++) if ((gw = await viaGateway()) !== 200) await sleep(250);
+    expect(gw).toBe(200);
     await loop.stop();
     expect(loop.answers.every((c) => c === 200 || c === 10431 || c === 10503)).toBe(true);
     expect(loop.answers).toContain(10503);
