@@ -3,7 +3,7 @@
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { makeTemplate, PG_TEST_URL_ENV, postgresSkipReason, startPostgres, type PgCluster } from './helpers/postgres.js';
+import { makeTemplate, PG_TEST_SOCKET_ENV, PG_TEST_URL_ENV, postgresSkipReason, startPostgres, type PgCluster } from './helpers/postgres.js';
 
 const TOKEN_RE = /ak[0-9a-f]{20}\.[A-Za-z0-9_-]{43}/;
 const API_KEY_VALUE_RE = /api_key=(?!<API_KEY>)[^&\s"']+/;
@@ -19,6 +19,7 @@ export async function setup(): Promise<void> {
     pg = await startPostgres();
     await makeTemplate(pg.url);
     process.env[PG_TEST_URL_ENV] = pg.url;
+    process.env[PG_TEST_SOCKET_ENV] = pg.dir;
   }
 }
 

@@ -3,7 +3,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { PG_MIGRATIONS } from '../../src/daemon/store/postgres/migrations.js';
 import { PostgresStore } from '../../src/daemon/store/postgres/index.js';
-import { BACKENDS, createDatabase } from '../helpers/postgres.js';
+import { BACKENDS, createDatabase, PG_TEST_SOCKET_ENV } from '../helpers/postgres.js';
 
 const open: PostgresStore[] = [];
 afterEach(async () => {
@@ -51,6 +51,14 @@ describe.runIf(BACKENDS.includes('postgres'))('PostgreSQL backend across nodes',
     expect(peek).toMatchObject({ count: 10 });
     // The window slides: 60 s later the ten hits have left it.
     expect(await b!.sharedRateHits().hit('tok:list:x', 10, 60_000, now + 60_000)).toMatchObject({ allowed: true, count: 1 });
+  });
+
+  it('reaches the server over a Unix socket with libpq\'s ?host=/dir, and never shows the password', async () => {
+    const url = new URL(await createDatabase());
+    const socket = `postgres://${url.username}:secret-pw@localhost:${url.port}${url.pathname}?host=${encodeURIComponent(process.env[PG_TEST_SOCKET_ENV]!)}`;
+    const [s] = await nodes(socket, 1);
+    expect(await s!.ping()).toBe(true);
+    expect(s!.location).not.toContain('secret-pw');
   });
 
   it('hands every node the same console secret', async () => {

@@ -10,6 +10,8 @@ import { freePort } from '../ops/helpers.js';
 
 const BIN = '/usr/lib/postgresql/15/bin';
 export const PG_TEST_URL_ENV = 'PROXYD_TEST_PG_URL';
+/** The run's cluster's Unix socket directory. */
+export const PG_TEST_SOCKET_ENV = 'PROXYD_TEST_PG_SOCKET_DIR';
 
 /** Why PostgreSQL tests are skipped, or null when they run. */
 export function postgresSkipReason(): string | null {
