@@ -25,8 +25,14 @@ function pgUser(): { uid: number; gid: number } {
   return { uid, gid };
 }
 
+// initdb refuses root: as root, run the server binaries as `postgres`; as anyone else, as ourselves.
+const asRoot = process.getuid?.() === 0;
+
 function asPostgres(cmd: string, args: string[]): void {
-  const r = spawnSync('runuser', ['-u', 'postgres', '--', path.join(BIN, cmd), ...args], { encoding: 'utf8', timeout: 60_000 });
+  const bin = path.join(BIN, cmd);
+  const r = asRoot
+    ? spawnSync('runuser', ['-u', 'postgres', '--', bin, ...args], { encoding: 'utf8', timeout: 60_000 })
+    : spawnSync(bin, args, { encoding: 'utf8', timeout: 60_000 });
   if (r.status !== 0) throw new Error(`${cmd} failed (${r.status}): ${r.stderr || r.stdout}`);
 }
 
@@ -46,8 +52,10 @@ export interface PgCluster {
 
 export async function startPostgres(): Promise<PgCluster> {
   const dir = mkdtempSync(path.join(tmpdir(), 'proxyd-pg-'));
-  const { uid, gid } = pgUser();
-  chownSync(dir, uid, gid);
+  if (asRoot) {
+    const { uid, gid } = pgUser();
+    chownSync(dir, uid, gid);
+  }
   const data = path.join(dir, 'data');
   asPostgres('initdb', ['-D', data, '-U', 'postgres', '--auth=trust', '--no-sync', '-E', 'UTF8', '--locale=C']);
   const port = await freePort();
