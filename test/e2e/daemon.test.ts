@@ -1,6 +1,6 @@
 // proxyd serve + proxyd admin as real processes over HTTP, on each store backend.
 import { spawn } from 'node:child_process';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { admin, databaseArgs, dataDirFor, inspectData, makeAccount, PROXYD, ROOT, run, startDaemon, type Daemon } from '../helpers/daemon.js';
@@ -136,6 +136,8 @@ describe.each(BACKENDS)('on %s', (backend) => {
       expect(await db.integrity()).toBe('ok');
       await db.close();
       expect(() => readFileSync(path.join(d.dataDir, 'proxyd.lock'))).toThrow();
+      // On PostgreSQL nothing is written to the data dir: no SQLite file, no lock, no console key.
+      if (backend === 'postgres') expect(readdirSync(d.dataDir)).toEqual([]);
     });
   });
 
