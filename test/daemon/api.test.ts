@@ -135,6 +135,25 @@ describe.each(BACKENDS)('whitelist API on %s', (backend) => {
       expect(await total(token)).toBe(5);
     });
 
+    it('answers as one-by-one processing in order, however many items are in flight at once', async () => {
+      const { token } = await t.account('a@example.com');
+      // The same IP three times among 40 others: the first occurrence wins with its own remark.
+      const items = Array.from({ length: 40 }, (_, i) => ({ ip: pub(i), remark: `r${i}` }));
+      items.splice(7, 0, { ip: pub(30), remark: 'early' });
+      items.splice(25, 0, { ip: pub(30), remark: 'late' });
+      const b = (await add(token, items)).json();
+      expect(b.data.success_count).toBe(40);
+      expect(b.data.failed_items.map((f: { ip: string; code: number }) => [f.ip, f.code])).toEqual([
+        [pub(30), 10425],
+        [pub(30), 10425],
+      ]);
+      const listed = (await list(token, '&page_size=100')).json().data.items as Array<{ ip: string; remark: string }>;
+      expect(listed.find((e) => e.ip === pub(30))!.remark).toBe('early');
+      // Newest first: the reverse of the order the items were sent in.
+      const firstSeen = [...new Set(items.map((i) => i.ip))];
+      expect(listed.map((e) => e.ip)).toEqual(firstSeen.reverse());
+    });
+
     it('returns 200 with empty failed_items when every item succeeds', async () => {
       const { token } = await t.account('a@example.com');
       const r = await add(token, [{ ip: '8.8.8.8' }]);
