@@ -2,8 +2,10 @@
 // API latency against a running daemon on loopback: list p50/p99 under a fixed open-loop rate, and the
 // duration of a 100-item add. Starts its own `proxyd serve` with the production limits and spreads the
 // load over enough accounts that no token passes its limit (60 lists / 10 adds per rolling minute).
+// With --database-url (a PostgreSQL server the bench may create a database on), the same run is made on a
+// fresh database there (created, then dropped) right after the SQLite run, and both are printed side by side.
 //
-//   node bench/api.mjs [--rate 500] [--seconds 10] [--workers 1] [--pin] [--baseline]
+//   node bench/api.mjs [--rate 500] [--seconds 10] [--workers 1] [--pin] [--baseline] [--database-url postgres://…]
 import { spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -30,11 +32,11 @@ function pct(sorted, p) {
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))];
 }
 
-async function startDaemon(dataDir) {
+async function startDaemon(dataDir, logFile, databaseUrl) {
   const proc = spawn(
     pin ? 'taskset' : process.execPath,
     [...(pin ? ['-c', '0', process.execPath] : []), ...(args.prof ? ['--cpu-prof', `--cpu-prof-dir=${args.prof}`] : []), PROXYD, 'serve', '--data-dir', dataDir, '--api-listen', '127.0.0.1:0', '--http-proxy-listen', '127.0.0.1:0', '--socks-listen', '127.0.0.1:0',
-      '--workers', String(workers), '--log-level', 'info'],
+      '--workers', String(workers), '--log-level', 'info', ...(databaseUrl ? ['--database-url', databaseUrl] : [])],
     // Logs at the production default (info, one line per request) into a file, like a log sink would
     // take them; read afterwards for the server-side handling times.
     { stdio: ['ignore', 'pipe', openSync(logFile, 'w')] },
@@ -44,103 +46,128 @@ async function startDaemon(dataDir) {
 }
 
 if (pin) spawnSync('taskset', ['-cp', '1', String(process.pid)]);
-const dataDir = mkdtempSync(path.join(tmpdir(), 'proxyd-bench-'));
-const logFile = path.join(dataDir, 'daemon.log');
-const { proc, ready } = await startDaemon(dataDir);
-const base = ready.api;
-const dispatcher = new Agent({ connections: 64, pipelining: 1 });
-
-// Accounts through the store itself (one scrypt hash for all: the console password plays no part here).
-const { Store } = await import(path.join(ROOT, 'dist/daemon/store/index.js'));
+const { openStore } = await import(path.join(ROOT, 'dist/daemon/store/index.js'));
 const { hashPassword, mintToken } = await import(path.join(ROOT, 'dist/daemon/secrets.js'));
-const store = Store.open(dataDir);
 const pwHash = await hashPassword('bench-password');
-function newToken(i) {
-  const a = store.accounts.create(`bench${i}@example.com`, pwHash, true);
-  const t = mintToken();
-  store.tokens.replace(a.id, t.accessKey, t.secretHash);
-  // 20 entries each, so every list answers a full page.
-  if (i < 10_000) for (let k = 0; k < 20; k++) store.whitelist.claimIp(a.id, `34.${(i >> 8) & 255}.${i & 255}.${k + 1}`, `seed ${k}`);
-  return `api_key=${encodeURIComponent(t.token)}`;
-}
-const listTokens = Array.from({ length: Math.ceil((rate * seconds + 500) / 55) + 1 }, (_, i) => newToken(i));
-const addTokens = Array.from({ length: 22 }, (_, i) => newToken(10_000 + i));
-store.close();
-let listCalls = 0;
-const q = () => listTokens[Math.floor(listCalls++ / 55)];
 
-// Seed 200 entries so list pages are real.
-const pub = (i) => `8.8.${(i >> 8) & 255}.${i & 255}`;
-for (let b = 0; b < 2; b++) {
-  const items = Array.from({ length: 100 }, (_, i) => ({ ip: pub(b * 100 + i), remark: `seed ${i}` }));
-  await request(`${base}/openapi/v1/proxy/whitelist/add?${addTokens[20 + b]}`, { method: 'POST', dispatcher, headers: { 'content-type': 'application/json' }, body: JSON.stringify({ items }) }).then((r) => r.body.json());
+/** One full run (seed, adds, open-loop lists) against a daemon on SQLite, or on PostgreSQL at databaseUrl. */
+async function runOne(databaseUrl) {
+  const dataDir = mkdtempSync(path.join(tmpdir(), 'proxyd-bench-'));
+  const logFile = path.join(dataDir, 'daemon.log');
+  const { proc, ready } = await startDaemon(dataDir, logFile, databaseUrl);
+  const base = ready.api;
+  const dispatcher = new Agent({ connections: 64, pipelining: 1 });
+
+  // Accounts through the store itself (one scrypt hash for all: the console password plays no part here).
+  const store = await openStore({ dataDir, databaseUrl });
+  async function newToken(i) {
+    const a = await store.accounts.create(`bench${i}@example.com`, pwHash, true);
+    const t = mintToken();
+    await store.tokens.replace(a.id, t.accessKey, t.secretHash);
+    // 20 entries each, so every list answers a full page.
+    if (i < 10_000) for (let k = 0; k < 20; k++) await store.whitelist.claimIp(a.id, `34.${(i >> 8) & 255}.${i & 255}.${k + 1}`, `seed ${k}`);
+    return `api_key=${encodeURIComponent(t.token)}`;
+  }
+  const listTokens = [];
+  for (let i = 0; i < Math.ceil((rate * seconds + 500) / 55) + 1; i++) listTokens.push(await newToken(i));
+  const addTokens = [];
+  for (let i = 0; i < 22; i++) addTokens.push(await newToken(10_000 + i));
+  await store.close();
+  let listCalls = 0;
+  const q = () => listTokens[Math.floor(listCalls++ / 55)];
+
+  // Seed 200 entries so list pages are real.
+  const pub = (i) => `8.8.${(i >> 8) & 255}.${i & 255}`;
+  for (let b = 0; b < 2; b++) {
+    const items = Array.from({ length: 100 }, (_, i) => ({ ip: pub(b * 100 + i), remark: `seed ${i}` }));
+    await request(`${base}/openapi/v1/proxy/whitelist/add?${addTokens[20 + b]}`, { method: 'POST', dispatcher, headers: { 'content-type': 'application/json' }, body: JSON.stringify({ items }) }).then((r) => r.body.json());
+  }
+
+  // 100-item adds: fresh IPs each time, 20 rounds.
+  const addMs = [];
+  for (let round = 0; round < 20; round++) {
+    const items = Array.from({ length: 100 }, (_, i) => ({ ip: `9.9.${round}.${i + 1}`, remark: 'bench' }));
+    const t0 = performance.now();
+    const res = await request(`${base}/openapi/v1/proxy/whitelist/add?${addTokens[round]}`, { method: 'POST', dispatcher, headers: { 'content-type': 'application/json' }, body: JSON.stringify({ items }) });
+    const body = await res.body.json();
+    addMs.push(performance.now() - t0);
+    if (body.code !== 200) throw new Error(`add failed: ${JSON.stringify(body).slice(0, 200)}`);
+  }
+  addMs.sort((a, b) => a - b);
+
+  // Warm up, then an open-loop list load at `rate` requests/s for `seconds`.
+  for (let i = 0; i < 500; i++) await request(`${base}/openapi/v1/proxy/whitelist/list?${q()}`, { dispatcher }).then((r) => r.body.json());
+  const lat = [];
+  const latFromSend = [];
+  let errors = 0;
+  const windowStart = Date.now();
+  const total = rate * seconds;
+  const start = performance.now();
+  const inflight = [];
+  for (let i = 0; i < total; i++) {
+    const due = start + (i * 1000) / rate;
+    const wait = due - performance.now();
+    if (wait > 1) await new Promise((r) => setTimeout(r, wait));
+    const t0 = performance.now();
+    inflight.push(
+      request(baseline ? `${base}/healthz` : `${base}/openapi/v1/proxy/whitelist/list?${q()}&page_size=20`, { dispatcher })
+        .then(async (r) => {
+          const b = await r.body.text();
+          if (!b.startsWith(baseline ? '{"status":"ok"' : '{"code":200,')) errors++;
+          // Latency from when the request was due, so a stalled sender counts against us (no coordinated omission).
+          const done = performance.now();
+          lat.push(done - Math.min(t0, due));
+          latFromSend.push(done - t0);
+        })
+        .catch(() => errors++),
+    );
+  }
+  await Promise.all(inflight);
+  await new Promise((r) => setTimeout(r, 200));
+  // The daemon's own per-request line carries its handling time: the server side of the latency.
+  const serverMs = readFileSync(logFile, 'utf8')
+    .split('\n')
+    .filter((l) => l.includes('"route":"/openapi/v1/proxy/whitelist/list"') || (baseline && l.includes('"route":"/healthz"')))
+    .map((l) => JSON.parse(l))
+    .filter((l) => l.time >= windowStart && typeof l.ms === 'number')
+    .map((l) => l.ms)
+    .sort((a, b) => a - b);
+  const elapsed = (performance.now() - start) / 1000;
+  lat.sort((a, b) => a - b);
+  latFromSend.sort((a, b) => a - b);
+
+  const result = {
+    backend: databaseUrl ? 'postgres' : 'sqlite',
+    node: process.version,
+    workers,
+    pinned: pin,
+    path: baseline ? '/healthz' : '/openapi/v1/proxy/whitelist/list',
+    list: { rate_target: rate, achieved_rps: Math.round(lat.length / elapsed), requests: lat.length, errors, p50_ms: +pct(lat, 50).toFixed(3), p99_ms: +pct(lat, 99).toFixed(3), max_ms: +lat[lat.length - 1].toFixed(3) },
+    list_from_send: { p50_ms: +pct(latFromSend, 50).toFixed(3), p99_ms: +pct(latFromSend, 99).toFixed(3) },
+    list_server_side: { requests: serverMs.length, p50_ms: serverMs.length ? pct(serverMs, 50) : null, p99_ms: serverMs.length ? pct(serverMs, 99) : null },
+    add100: { rounds: addMs.length, p50_ms: +pct(addMs, 50).toFixed(2), max_ms: +addMs[addMs.length - 1].toFixed(2) },
+  };
+  proc.kill('SIGTERM');
+  await new Promise((r) => proc.on('exit', r));
+  await dispatcher.close();
+  rmSync(dataDir, { recursive: true, force: true });
+  return result;
 }
 
-// 100-item adds: fresh IPs each time, 20 rounds.
-const addMs = [];
-for (let round = 0; round < 20; round++) {
-  const items = Array.from({ length: 100 }, (_, i) => ({ ip: `9.9.${round}.${i + 1}`, remark: 'bench' }));
-  const t0 = performance.now();
-  const res = await request(`${base}/openapi/v1/proxy/whitelist/add?${addTokens[round]}`, { method: 'POST', dispatcher, headers: { 'content-type': 'application/json' }, body: JSON.stringify({ items }) });
-  const body = await res.body.json();
-  addMs.push(performance.now() - t0);
-  if (body.code !== 200) throw new Error(`add failed: ${JSON.stringify(body).slice(0, 200)}`);
+const results = [await runOne(undefined)];
+if (args['database-url']) {
+  // A database of the bench's own on that server, dropped afterwards: nothing of the operator's is touched.
+  const { connect } = await import(path.join(ROOT, 'dist/daemon/store/postgres/db.js'));
+  const admin = connect(args['database-url'], 1);
+  const name = `proxyd_bench_${Date.now()}`;
+  await admin.unsafe(`CREATE DATABASE ${name}`);
+  const url = new URL(args['database-url']);
+  url.pathname = `/${name}`;
+  try {
+    results.push(await runOne(url.toString()));
+  } finally {
+    await admin.unsafe(`DROP DATABASE ${name} WITH (FORCE)`);
+    await admin.end();
+  }
 }
-addMs.sort((a, b) => a - b);
-
-// Warm up, then an open-loop list load at `rate` requests/s for `seconds`.
-for (let i = 0; i < 500; i++) await request(`${base}/openapi/v1/proxy/whitelist/list?${q()}`, { dispatcher }).then((r) => r.body.json());
-const lat = [];
-const latFromSend = [];
-let errors = 0;
-const windowStart = Date.now();
-const total = rate * seconds;
-const start = performance.now();
-const inflight = [];
-for (let i = 0; i < total; i++) {
-  const due = start + (i * 1000) / rate;
-  const wait = due - performance.now();
-  if (wait > 1) await new Promise((r) => setTimeout(r, wait));
-  const t0 = performance.now();
-  inflight.push(
-    request(baseline ? `${base}/healthz` : `${base}/openapi/v1/proxy/whitelist/list?${q()}&page_size=20`, { dispatcher })
-      .then(async (r) => {
-        const b = await r.body.text();
-        if (!b.startsWith(baseline ? '{"status":"ok"' : '{"code":200,')) errors++;
-        // Latency from when the request was due, so a stalled sender counts against us (no coordinated omission).
-        const done = performance.now();
-        lat.push(done - Math.min(t0, due));
-        latFromSend.push(done - t0);
-      })
-      .catch(() => errors++),
-  );
-}
-await Promise.all(inflight);
-await new Promise((r) => setTimeout(r, 200));
-// The daemon's own per-request line carries its handling time: the server side of the latency.
-const serverMs = readFileSync(logFile, 'utf8')
-  .split('\n')
-  .filter((l) => l.includes('"route":"/openapi/v1/proxy/whitelist/list"') || (baseline && l.includes('"route":"/healthz"')))
-  .map((l) => JSON.parse(l))
-  .filter((l) => l.time >= windowStart && typeof l.ms === 'number')
-  .map((l) => l.ms)
-  .sort((a, b) => a - b);
-const elapsed = (performance.now() - start) / 1000;
-lat.sort((a, b) => a - b);
-latFromSend.sort((a, b) => a - b);
-
-const result = {
-  node: process.version,
-  workers,
-  pinned: pin,
-  path: baseline ? '/healthz' : '/openapi/v1/proxy/whitelist/list',
-  list: { rate_target: rate, achieved_rps: Math.round(lat.length / elapsed), requests: lat.length, errors, p50_ms: +pct(lat, 50).toFixed(3), p99_ms: +pct(lat, 99).toFixed(3), max_ms: +lat[lat.length - 1].toFixed(3) },
-  list_from_send: { p50_ms: +pct(latFromSend, 50).toFixed(3), p99_ms: +pct(latFromSend, 99).toFixed(3) },
-  list_server_side: { requests: serverMs.length, p50_ms: serverMs.length ? pct(serverMs, 50) : null, p99_ms: serverMs.length ? pct(serverMs, 99) : null },
-  add100: { rounds: addMs.length, p50_ms: +pct(addMs, 50).toFixed(2), max_ms: +addMs[addMs.length - 1].toFixed(2) },
-};
-console.log(JSON.stringify(result, null, 2));
-proc.kill('SIGTERM');
-await new Promise((r) => proc.on('exit', r));
-await dispatcher.close();
-rmSync(dataDir, { recursive: true, force: true });
+console.log(JSON.stringify(results.length === 1 ? results[0] : results, null, 2));

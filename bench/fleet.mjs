@@ -35,7 +35,7 @@ const PASSWORD = 'bench proxy password';
 const dist = (p) => import(path.join(ROOT, 'dist', p));
 const { Store } = await dist('daemon/store/index.js');
 const { AdmissionView } = await dist('daemon/admission-view.js');
-const { SqliteAdmissionFeed } = await dist('daemon/admission-feed.js');
+const { StoreAdmissionFeed } = await dist('daemon/admission-feed.js');
 const { hashPassword } = await dist('daemon/secrets.js');
 
 const ipOf = (i) => `${11 + Math.floor(i / 65536)}.${Math.floor(i / 256) % 256}.${i % 256}.7`;
@@ -71,7 +71,7 @@ function heapMb() {
 async function inProcess(dir) {
   const store = Store.open(dir);
   const before = heapMb();
-  const view = new AdmissionView(new SqliteAdmissionFeed(store.changeLog), { staleAdmissionSec: 300, pollMs: 0 });
+  const view = new AdmissionView(new StoreAdmissionFeed(store.changeLog), { staleAdmissionSec: 300, pollMs: 0 });
   const t0 = performance.now();
   await view.start();
   const firstLoad = performance.now() - t0;
@@ -84,7 +84,7 @@ async function inProcess(dir) {
     const s0 = performance.now();
     store.changeLog.snapshot();
     snapshots.push(performance.now() - s0);
-    const v = new AdmissionView(new SqliteAdmissionFeed(store.changeLog), { staleAdmissionSec: 300, pollMs: 0 });
+    const v = new AdmissionView(new StoreAdmissionFeed(store.changeLog), { staleAdmissionSec: 300, pollMs: 0 });
     const r0 = performance.now();
     await v.start();
     reloads.push(performance.now() - r0);

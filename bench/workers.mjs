@@ -36,16 +36,17 @@ async function startDaemon(workers, redisUrl) {
   const pu = adminJson(dataDir, ['proxy-user', 'create', '--email', 'bench@example.com', '--username', 'bench']);
   // Production limits (60 lists per token per rolling minute), with enough accounts that no token hits
   // its limit: one token under a raised limit would make the sliding-window log itself the benchmark.
-  const { Store } = await import(path.join(ROOT, 'dist/daemon/store/index.js'));
+  const { openStore } = await import(path.join(ROOT, 'dist/daemon/store/index.js'));
   const { mintToken } = await import(path.join(ROOT, 'dist/daemon/secrets.js'));
-  const store = Store.open(dataDir);
-  const tokens = Array.from({ length: TOKENS }, (_, i) => {
-    const a = store.accounts.create(`load${i}@example.com`, 'unused', true);
+  const store = await openStore({ dataDir });
+  const tokens = [];
+  for (let i = 0; i < TOKENS; i++) {
+    const a = await store.accounts.create(`load${i}@example.com`, 'unused', true);
     const t = mintToken();
-    store.tokens.replace(a.id, t.accessKey, t.secretHash);
-    return t.token;
-  });
-  store.close();
+    await store.tokens.replace(a.id, t.accessKey, t.secretHash);
+    tokens.push(t.token);
+  }
+  await store.close();
   const proc = spawn(
     process.execPath,
     [PROXYD, 'serve', '--data-dir', dataDir, '--api-listen', '127.0.0.1:0', '--http-proxy-listen', '127.0.0.1:0', '--socks-listen', '127.0.0.1:0',

@@ -1,10 +1,10 @@
-// `proxyd admin …`: operator commands working directly on the data dir (also while a daemon serves it).
+// `proxyd admin …`: operator commands working directly on the database (also while daemons serve it).
 import { isStrictIPv4 } from '../contract/ipv4.js';
 import { passwordProblem } from '../contract/password.js';
 import { isProxyUsername, PROXY_USERNAME_HINT } from '../contract/proxy-username.js';
 import { isoSeconds } from '../contract/schemas.js';
 import { generatePassword, hashPassword, mintToken } from './secrets.js';
-import { Store, type Account, type AccountStatus } from './store/index.js';
+import type { Account, AccountStatus, Store } from './store/index.js';
 import { toApiItem } from './whitelist-service.js';
 
 export class AdminError extends Error {
@@ -30,8 +30,8 @@ function accountJson(a: Account) {
   };
 }
 
-function requireAccount(deps: AdminDeps, email: string): Account {
-  const a = deps.store.accounts.findByEmail(email);
+async function requireAccount(deps: AdminDeps, email: string): Promise<Account> {
+  const a = await deps.store.accounts.findByEmail(email);
   if (!a) throw new AdminError(`no account with email ${email} in ${deps.where}`);
   return a;
 }
@@ -56,7 +56,7 @@ async function readPassword(deps: AdminDeps, opts: { password?: string; password
 export async function accountCreate(deps: AdminDeps, o: { email: string; password?: string; passwordStdin?: boolean; verified?: boolean }) {
   if (!EMAIL_RE.test(o.email)) throw new AdminError(`not an email address: ${o.email}`);
   const pw = (await readPassword(deps, o, true))!;
-  const created = deps.store.accounts.create(o.email, await hashPassword(pw), o.verified === true);
+  const created = await deps.store.accounts.create(o.email, await hashPassword(pw), o.verified === true);
   if (created === 'exists') throw new AdminError(`an account with email ${o.email} already exists`);
   return { account_id: created.id, email: created.email };
 }
@@ -68,45 +68,45 @@ export function parseBool(s: string, what: string): boolean {
 }
 
 export async function accountSet(deps: AdminDeps, o: { email: string; status?: string; verified?: string }) {
-  const a = requireAccount(deps, o.email);
+  const a = await requireAccount(deps, o.email);
   if (o.status === undefined && o.verified === undefined) throw new AdminError('nothing to set: give --status and/or --verified');
   if (o.status !== undefined) {
     if (!['active', 'suspended', 'closed'].includes(o.status)) throw new AdminError(`--status: expected active, suspended or closed, got "${o.status}"`);
-    deps.store.accounts.setStatus(a.id, o.status as AccountStatus);
+    await deps.store.accounts.setStatus(a.id, o.status as AccountStatus);
   }
-  if (o.verified !== undefined) deps.store.accounts.setVerified(a.id, parseBool(o.verified, '--verified'));
-  return accountJson(deps.store.accounts.get(a.id)!);
+  if (o.verified !== undefined) await deps.store.accounts.setVerified(a.id, parseBool(o.verified, '--verified'));
+  return accountJson((await deps.store.accounts.get(a.id))!);
 }
 
 export async function tokenReset(deps: AdminDeps, o: { email: string }) {
-  const a = requireAccount(deps, o.email);
+  const a = await requireAccount(deps, o.email);
   const t = mintToken();
-  deps.store.tokens.replace(a.id, t.accessKey, t.secretHash);
+  await deps.store.tokens.replace(a.id, t.accessKey, t.secretHash);
   return { token: t.token };
 }
 
 export async function tokenDisable(deps: AdminDeps, o: { email: string }) {
-  const a = requireAccount(deps, o.email);
-  const key = deps.store.tokens.disable(a.id);
+  const a = await requireAccount(deps, o.email);
+  const key = await deps.store.tokens.disable(a.id);
   if (!key) throw new AdminError(`account ${o.email} has no active token`);
   return { access_key: key, status: 'disabled' };
 }
 
 export async function proxyUserCreate(deps: AdminDeps, o: { email: string; username: string; passwordStdin?: boolean }) {
-  const a = requireAccount(deps, o.email);
+  const a = await requireAccount(deps, o.email);
   if (!isProxyUsername(o.username)) throw new AdminError(`username: ${PROXY_USERNAME_HINT}`);
   const given = await readPassword(deps, { passwordStdin: o.passwordStdin }, false);
   const password = given ?? generatePassword();
-  const r = deps.store.proxyUsers.create(a.id, o.username, await hashPassword(password));
+  const r = await deps.store.proxyUsers.create(a.id, o.username, await hashPassword(password));
   if (r === 'exists') throw new AdminError(`proxy user ${o.username} already exists`);
   return { username: o.username, password };
 }
 
 export async function whitelistSetStatus(deps: AdminDeps, o: { email: string; ip: string; status: string }) {
-  const a = requireAccount(deps, o.email);
+  const a = await requireAccount(deps, o.email);
   if (!isStrictIPv4(o.ip)) throw new AdminError(`--ip: not a valid IPv4 address: ${o.ip}`);
   if (o.status !== 'active' && o.status !== 'disabled') throw new AdminError(`--status: expected active or disabled, got "${o.status}"`);
-  const e = deps.store.whitelist.setStatus(a.id, o.ip, o.status === 'active' ? 1 : 2);
+  const e = await deps.store.whitelist.setStatus(a.id, o.ip, o.status === 'active' ? 1 : 2);
   if (!e) throw new AdminError(`account ${o.email} has no whitelist entry for ${o.ip}`);
   return toApiItem(e);
 }

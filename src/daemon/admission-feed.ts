@@ -1,71 +1,59 @@
-// The admission view's feed on SQLite: the store's change log, woken by a watch on the data dir (every
-// commit by any process appends to proxyd.db-wal), the view's short poll as the fallback, and the trim
-// that keeps the log bounded. The PostgreSQL feed will wake on LISTEN/NOTIFY instead of the file watch.
-import { watch, type FSWatcher } from 'node:fs';
+// The admission view's feed: the store's change log (either backend), woken by the backend's own signal (a
+// watch on the data dir for SQLite, LISTEN/NOTIFY for PostgreSQL) with the view's short poll as the fallback,
+// and the periodic trim that keeps the log bounded.
 import type { AdmissionFeed } from './admission-view.js';
-import { DB_FILE } from './store/db.js';
-import type { ChangeLogStore } from './store/change-log.js';
+import type { ChangeLogStore } from './store/index.js';
 
-export interface SqliteFeedOptions {
-  /** Data dir to watch for commits; none: the view's poll alone. */
-  dataDir?: string;
+export interface FeedOptions {
   /** Log rows kept by the trim (a node further behind than this reloads in full). */
   keepRows?: number;
   trimEveryMs?: number;
+  /** Follow the backend's wake-ups (off: the view's poll alone). */
+  wake?: boolean;
   log?: { warn(obj: object, msg?: string): void };
 }
 
 export const DEFAULT_KEEP_ROWS = 100_000;
 
-export class SqliteAdmissionFeed implements AdmissionFeed {
-  private watcher: FSWatcher | null = null;
-  private trimTimer: NodeJS.Timeout | null = null;
+export class StoreAdmissionFeed implements AdmissionFeed {
+  private stopWatching: (() => void) | null = null;
+  private readonly trimTimer: NodeJS.Timeout;
 
   constructor(
     private readonly changeLog: ChangeLogStore,
-    private readonly opts: SqliteFeedOptions = {},
+    private readonly opts: FeedOptions = {},
   ) {
     const keep = opts.keepRows ?? DEFAULT_KEEP_ROWS;
-    this.trimTimer = setInterval(() => this.trim(keep), opts.trimEveryMs ?? 30_000);
+    this.trimTimer = setInterval(() => void this.trim(keep), opts.trimEveryMs ?? 30_000);
     this.trimTimer.unref();
   }
 
-  async snapshot() {
+  snapshot() {
     return this.changeLog.snapshot();
   }
 
-  async changesSince(seq: number, limit: number) {
+  changesSince(seq: number, limit: number) {
     return this.changeLog.changesSince(seq, limit);
   }
 
   onWake(cb: () => void): void {
-    if (!this.opts.dataDir) return;
-    try {
-      this.watcher = watch(this.opts.dataDir, { persistent: false }, (_event, name) => {
-        if (name === null || name.startsWith(DB_FILE)) cb();
-      });
-      this.watcher.on('error', () => this.stopWatching());
-    } catch (err) {
-      // No inotify (watch limit, network file system): the poll alone keeps the view current.
-      this.opts.log?.warn({ event: 'admission_watch_unavailable', err: (err as Error).message }, 'no file watch on the data dir: admission view follows by polling');
-    }
+    if (this.opts.wake === false) return;
+    this.stopWatching = this.changeLog.watch(cb, (err) =>
+      this.opts.log?.warn({ event: 'admission_wake_unavailable', err: err.message }, 'no change notifications: the admission view follows by polling'),
+    );
   }
 
   close(): void {
-    if (this.trimTimer) clearInterval(this.trimTimer);
-    this.stopWatching();
+    clearInterval(this.trimTimer);
+    this.stopWatching?.();
+    this.stopWatching = null;
   }
 
-  private stopWatching(): void {
-    this.watcher?.close();
-    this.watcher = null;
-  }
-
-  private trim(keep: number): void {
+  private async trim(keep: number): Promise<void> {
     try {
-      this.changeLog.trim(keep);
+      await this.changeLog.trim(keep);
     } catch (err) {
-      // Busy or read-only: the next round (or another node) trims.
+      // Busy, read-only or unreachable: the next round (or another node) trims.
       this.opts.log?.warn({ event: 'change_log_trim_failed', err: (err as Error).message }, 'change log trim failed');
     }
   }

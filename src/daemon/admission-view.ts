@@ -2,11 +2,12 @@
 // held by a live entry, and each account's status — loaded once and kept current from the change log.
 // The gateway's admission reads only this, so a connection never waits for the database.
 import type { HealthReport } from './api/context.js';
-import type { AdmissionChangeRows, AdmissionSnapshotRows } from './store/index.js';
-import type { AdmissionIpRow, AdmissionUserRow } from './store/change-log.js';
-import type { ProxyUserAuthRow } from './store/proxy-users.js';
+import type { AdmissionChangeRows, AdmissionIpRow, AdmissionSnapshotRows, AdmissionUserRow, ProxyUserAuth } from './store/index.js';
 
-/** Where the view comes from: a snapshot, then the changes after a sequence (SQLite now, PostgreSQL later). */
+/** A proxy user as admission needs it; `account_status` is 'active' or why not ('inactive', 'unknown'). */
+export type AdmissionUser = Omit<ProxyUserAuth, 'account_status'> & { account_status: string };
+
+/** Where the view comes from: a snapshot, then the changes after a sequence (either backend's change log). */
 export interface AdmissionFeed {
   snapshot(): Promise<AdmissionSnapshotRows>;
   /** 'behind': the log was trimmed past `seq` (or the database replaced); the view reloads in full. */
@@ -142,7 +143,7 @@ export class AdmissionView {
   }
 
   /** The proxy user's row as admission needs it, or null (unknown username). */
-  userForAuth(username: string): ProxyUserAuthRow | null {
+  userForAuth(username: string): AdmissionUser | null {
     const u = this.users.get(username);
     if (!u) return null;
     return { account_id: u.accountId, password_hash: u.hash, status: u.active ? 'active' : 'disabled', account_status: this.accountStatus(u.accountId) };

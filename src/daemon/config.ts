@@ -12,6 +12,8 @@ export interface HostPort {
 
 export interface ServeConfig {
   dataDir: string;
+  /** `postgres://…`: the fleet's shared PostgreSQL instead of SQLite in the data dir. */
+  databaseUrl: string | undefined;
   apiListen: HostPort;
   httpProxyListen: HostPort;
   socksListen: HostPort;
@@ -76,6 +78,7 @@ function intIn(s: string, what: string, min: number, max: number): number {
 
 export interface RawServeOptions {
   dataDir?: string;
+  databaseUrl?: string;
   apiListen: string;
   httpProxyListen: string;
   socksListen: string;
@@ -107,12 +110,14 @@ export function flagOrEnv(flag: boolean | string | undefined, env: NodeJS.Proces
 export function toServeConfig(o: RawServeOptions, env: NodeJS.ProcessEnv = process.env): ServeConfig {
   if (o.egressAddress && !isIP(o.egressAddress)) throw new ConfigError(`--egress-address: "${o.egressAddress}" is not an IP address`);
   if (o.redisUrl && !/^rediss?:\/\//.test(o.redisUrl)) throw new ConfigError('--redis-url: expected redis://HOST:PORT or rediss://…');
+  checkDatabaseUrl(o.databaseUrl);
   const allow = flagOrEnv(o.allowPrivateTargets, env, 'PROXYD_ALLOW_PRIVATE_TARGETS');
   const pool = o.egressPool ? parseEgressPool(o.egressPool) : undefined;
   if (pool && 'error' in pool) throw new ConfigError(`--egress-pool: ${pool.error}`);
   if (pool && o.egressAddress) throw new ConfigError('--egress-pool replaces --egress-address: give one of them');
   return {
     dataDir: path.resolve(o.dataDir || defaultDataDir(env)),
+    databaseUrl: o.databaseUrl || undefined,
     apiListen: parseHostPort(o.apiListen, '--api-listen'),
     httpProxyListen: parseHostPort(o.httpProxyListen, '--http-proxy-listen'),
     socksListen: parseHostPort(o.socksListen, '--socks-listen'),
@@ -130,6 +135,11 @@ export function toServeConfig(o: RawServeOptions, env: NodeJS.ProcessEnv = proce
     rateLimits: o.rateLimits || undefined,
     logLevel: o.logLevel,
   };
+}
+
+/** `--database-url`: PostgreSQL only (SQLite is the data dir). */
+export function checkDatabaseUrl(url: string | undefined): void {
+  if (url && !/^postgres(ql)?:\/\/[^\s]+$/i.test(url)) throw new ConfigError('--database-url: expected postgres://USER:PASSWORD@HOST:PORT/DATABASE');
 }
 
 export function formatHostPort(hp: HostPort): string {

@@ -20,27 +20,32 @@ function dataDirOption(): Option {
   return new Option('--data-dir <dir>', 'data directory holding proxyd.db').env('PROXYD_DATA_DIR');
 }
 
+function databaseUrlOption(): Option {
+  return new Option('--database-url <url>', 'postgres://… : a shared PostgreSQL instead of SQLite in the data dir').env('PROXYD_DATABASE_URL');
+}
+
 type AdminAction = (deps: import('./admin.js').AdminDeps, opts: any) => Promise<unknown>;
 
 /** Runs one admin command against the data dir and prints its JSON. */
 function adminAction(pick: (m: typeof import('./admin.js')) => AdminAction) {
   return async (opts: Record<string, unknown>, cmd: Command) => {
-    const all = { ...cmd.optsWithGlobals(), ...opts } as Record<string, unknown> & { dataDir?: string };
+    const all = { ...cmd.optsWithGlobals(), ...opts } as Record<string, unknown> & { dataDir?: string; databaseUrl?: string };
     const admin = await import('./admin.js');
-    const { Store } = await import('./store/index.js');
-    const { defaultDataDir } = await import('./config.js');
+    const { openStore } = await import('./store/index.js');
+    const { checkDatabaseUrl, defaultDataDir } = await import('./config.js');
     let store: import('./store/index.js').Store | null = null;
     const dataDir = all.dataDir || defaultDataDir();
     const where = all.dataDir ? `data dir ${dataDir}` : `the default data dir ${dataDir} (choose another with --data-dir or PROXYD_DATA_DIR)`;
     try {
-      store = Store.open(dataDir);
-      const out = await pick(admin)({ store, readStdin, where }, all);
+      checkDatabaseUrl(all.databaseUrl);
+      store = await openStore({ dataDir, databaseUrl: all.databaseUrl });
+      const out = await pick(admin)({ store, readStdin, where: all.databaseUrl ? `the database ${store.location}` : where }, all);
       process.stdout.write(`${JSON.stringify(out)}\n`);
     } catch (e) {
       if (e instanceof admin.AdminError) fail(e.message);
       else fail(`${(e as Error).message}`);
     } finally {
-      store?.close();
+      await store?.close();
     }
   };
 }
@@ -55,6 +60,7 @@ export function buildProgram(): Command {
     .command('serve')
     .description('run the daemon (prints one JSON ready line on stdout; JSON logs on stderr)')
     .addOption(dataDirOption())
+    .addOption(databaseUrlOption())
     .addOption(new Option('--api-listen <host:port>', 'whitelist API, console, /ip, /healthz, /metrics').env('PROXYD_API_LISTEN').default('127.0.0.1:8080'))
     .addOption(new Option('--http-proxy-listen <host:port>', 'HTTP proxy (absolute-form and CONNECT)').env('PROXYD_HTTP_PROXY_LISTEN').default('127.0.0.1:3128'))
     .addOption(new Option('--socks-listen <host:port>', 'SOCKS5 (TCP CONNECT)').env('PROXYD_SOCKS_LISTEN').default('127.0.0.1:1080'))
@@ -91,7 +97,11 @@ export function buildProgram(): Command {
       }
     });
 
-  const admin = program.command('admin').description('operator commands on the data dir (work while a daemon runs)').addOption(dataDirOption());
+  const admin = program
+    .command('admin')
+    .description('operator commands on the database (work while daemons run)')
+    .addOption(dataDirOption())
+    .addOption(databaseUrlOption());
 
   const account = admin.command('account').description('accounts');
   account
@@ -102,6 +112,7 @@ export function buildProgram(): Command {
     .option('--password-stdin', 'read the console password from the first line of stdin')
     .option('--verified', 'mark the account real-name verified')
     .addOption(dataDirOption())
+    .addOption(databaseUrlOption())
     .action(adminAction((m) => m.accountCreate));
   account
     .command('set')
@@ -110,6 +121,7 @@ export function buildProgram(): Command {
     .addOption(new Option('--status <status>').choices(['active', 'suspended', 'closed']))
     .option('--verified <bool>', 'true or false')
     .addOption(dataDirOption())
+    .addOption(databaseUrlOption())
     .action(adminAction((m) => m.accountSet));
 
   const token = admin.command('token').description('API tokens');
@@ -118,12 +130,14 @@ export function buildProgram(): Command {
     .description('issue a new token (the old one dies at once); prints {"token"} once')
     .requiredOption('--email <email>')
     .addOption(dataDirOption())
+    .addOption(databaseUrlOption())
     .action(adminAction((m) => m.tokenReset));
   token
     .command('disable')
     .description('disable the active token')
     .requiredOption('--email <email>')
     .addOption(dataDirOption())
+    .addOption(databaseUrlOption())
     .action(adminAction((m) => m.tokenDisable));
 
   admin
@@ -135,6 +149,7 @@ export function buildProgram(): Command {
     .requiredOption('--username <username>')
     .option('--password-stdin', 'read the password from the first line of stdin')
     .addOption(dataDirOption())
+    .addOption(databaseUrlOption())
     .action(adminAction((m) => m.proxyUserCreate));
 
   admin
@@ -146,6 +161,7 @@ export function buildProgram(): Command {
     .requiredOption('--ip <ip>')
     .addOption(new Option('--status <status>').choices(['active', 'disabled']).makeOptionMandatory())
     .addOption(dataDirOption())
+    .addOption(databaseUrlOption())
     .action(adminAction((m) => m.whitelistSetStatus));
 
   return program;

@@ -5,23 +5,29 @@ import cluster from 'node:cluster';
 import { mkdirSync } from 'node:fs';
 import { runWorker, startPrimary } from './cluster.js';
 import type { ServeConfig } from './config.js';
-import { acquireLock, acquireSharedLock } from './lock.js';
+import { acquireLock, acquireSharedLock, type DataDirLock } from './lock.js';
 import { createLogger } from './log.js';
 import { checkAndRepair, startDaemon, type Serving } from './serve.js';
+
+/** The data-dir lock: SQLite only (a fleet's nodes share one PostgreSQL and hold no lock). */
+function lockDataDir(cfg: ServeConfig): DataDirLock | null {
+  if (cfg.databaseUrl) return null;
+  mkdirSync(cfg.dataDir, { recursive: true, mode: 0o700 });
+  return cfg.sharedDataDir ? acquireSharedLock(cfg.dataDir) : acquireLock(cfg.dataDir);
+}
 
 export async function runServe(cfg: ServeConfig): Promise<void> {
   const log = createLogger(cfg.logLevel);
   // A worker re-runs this command line: the primary holds the lock and the signals.
   if (cluster.isWorker) return runWorker(cfg, log);
 
-  mkdirSync(cfg.dataDir, { recursive: true, mode: 0o700 });
-  const lock = cfg.sharedDataDir ? acquireSharedLock(cfg.dataDir) : acquireLock(cfg.dataDir);
+  const lock = lockDataDir(cfg);
   let serving: Serving;
   try {
-    checkAndRepair(cfg, log);
+    await checkAndRepair(cfg, log);
     serving = cfg.workers > 1 ? await startPrimary(cfg, log) : await startDaemon(cfg, log);
   } catch (e) {
-    lock.release();
+    lock?.release();
     throw e;
   }
   let stopping = false;
@@ -39,7 +45,7 @@ export async function runServe(cfg: ServeConfig): Promise<void> {
         },
       )
       .then((code) => {
-        lock.release();
+        lock?.release();
         log.info({ event: 'stopped', exitCode: code }, cfg.workers > 1 ? 'all workers stopped' : 'stopped');
         process.exit(code);
       });

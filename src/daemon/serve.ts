@@ -4,7 +4,7 @@ import type { FastifyInstance } from 'fastify';
 import { DEFAULT_LIMITS as GATEWAY_DEFAULT_LIMITS, startGateway } from '../gateway/index.js';
 import type { Gateway, GatewayLimits } from '../gateway/types.js';
 import { ViewAdmission } from './admission.js';
-import { SqliteAdmissionFeed } from './admission-feed.js';
+import { StoreAdmissionFeed } from './admission-feed.js';
 import { AdmissionView, withViewHealth } from './admission-view.js';
 import { buildApp } from './api/app.js';
 import { consolePlugin } from './console/index.js';
@@ -18,8 +18,8 @@ import { Metrics } from './metrics.js';
 import { ApiLimits, parseLimitOverrides } from './ratelimit/api-limits.js';
 import { MemoryWindowStore, type WindowStore } from './ratelimit/limiter.js';
 import { RedisWindowStore } from './ratelimit/redis-store.js';
-import { SqliteWindowStore } from './ratelimit/sqlite-store.js';
-import { Store } from './store/index.js';
+import { DatabaseWindowStore } from './ratelimit/database-store.js';
+import { openStore as openBackend, type Store } from './store/index.js';
 import { TrafficAccumulator } from './traffic.js';
 import { WhitelistService } from './whitelist-service.js';
 
@@ -39,12 +39,12 @@ export interface RunningDaemon extends Serving {
   store: Store;
 }
 
-/** The one place the serving path opens the database. */
-export function openStore(cfg: ServeConfig): Store {
-  return Store.open(cfg.dataDir, { releaseGraceSec: cfg.releaseGraceSec });
+/** The one place the serving path opens the database: PostgreSQL with `--database-url`, else SQLite in the data dir. */
+export function openStore(cfg: ServeConfig): Promise<Store> {
+  return openBackend({ dataDir: cfg.dataDir, databaseUrl: cfg.databaseUrl, releaseGraceSec: cfg.releaseGraceSec });
 }
 
-/** Which window store the API limits use: Redis when given, else SQLite when several processes serve, else memory. */
+/** Which window store the API limits use: Redis when given, else the database when several processes serve (always on PostgreSQL), else memory. */
 export function windowStoreFor(cfg: ServeConfig, store: Store, log: DaemonLog): WindowStore {
   if (cfg.redisUrl) {
     return new RedisWindowStore(cfg.redisUrl, {
@@ -54,7 +54,7 @@ export function windowStoreFor(cfg: ServeConfig, store: Store, log: DaemonLog): 
           : log.warn({ event: 'redis_down', component: 'ratelimit', detail }, 'Redis unreachable: whitelist requests answer 503 until it is back'),
     });
   }
-  if (cfg.workers > 1 || cfg.sharedDataDir) return new SqliteWindowStore(store.rateHitsOnOwnConnection());
+  if (cfg.databaseUrl || cfg.workers > 1 || cfg.sharedDataDir) return new DatabaseWindowStore(store.sharedRateHits(), store.backend);
   return new MemoryWindowStore();
 }
 
@@ -66,24 +66,24 @@ export class IntegrityError extends Error {
  * Start-up check after an unclean stop: SQLite's own integrity check (a corrupt file refuses to serve),
  * then the whitelist invariant (every live entry has its claim and every held claim its entry), repaired.
  */
-export function checkAndRepair(cfg: ServeConfig, log: DaemonLog): void {
-  const store = openStore(cfg);
+export async function checkAndRepair(cfg: ServeConfig, log: DaemonLog): Promise<void> {
+  const store = await openStore(cfg);
   try {
-    const problems = store.integrityProblems();
+    const problems = await store.integrityProblems();
     const corrupt = problems.filter((p) => !/foreign key violations$/.test(p));
     if (corrupt.length) {
       log.error({ event: 'integrity_check', ok: false, problems: corrupt.slice(0, 20) }, 'database integrity check failed');
-      throw new IntegrityError(`database ${cfg.dataDir}/proxyd.db failed its integrity check (${corrupt[0]}); restore it from a backup (see docs/operations.md)`);
+      throw new IntegrityError(`database ${store.location} failed its integrity check (${corrupt[0]}); restore it from a backup (see docs/operations.md)`);
     }
-    const found = store.whitelist.inconsistencies();
+    const found = await store.whitelist.inconsistencies();
     let repaired = null;
-    if (found.claimsWithoutEntry || found.entriesWithoutClaim) repaired = store.whitelist.repair();
+    if (found.claimsWithoutEntry || found.entriesWithoutClaim) repaired = await store.whitelist.repair();
     log[problems.length || repaired ? 'warn' : 'info'](
       { event: 'integrity_check', ok: true, foreignKeyProblems: problems.length, ...found, ...(repaired ? { repaired } : {}) },
       repaired ? 'database sound; whitelist inconsistencies repaired' : 'database sound',
     );
   } finally {
-    store.close();
+    await store.close();
   }
 }
 
@@ -116,11 +116,7 @@ async function listenApi(cfg: ServeConfig, log: DaemonLog, store: Store, limits:
     nowMs: Date.now,
     health: async () => {
       const down: string[] = [];
-      try {
-        store.ping();
-      } catch {
-        down.push('database');
-      }
+      if (!(await store.ping())) down.push('database');
       if (!(await limits.healthy())) down.push(limits.storeKind === 'redis' ? 'redis' : 'rate_limit_store');
       return withViewHealth({ ok: down.length === 0, down }, view.status().state);
     },
@@ -142,11 +138,11 @@ async function listenApi(cfg: ServeConfig, log: DaemonLog, store: Store, limits:
 export async function startDaemon(cfg: ServeConfig, log: DaemonLog): Promise<RunningDaemon> {
   const gatewayLimits = parseGatewayLimitOverrides(process.env.PROXYD_GATEWAY_LIMITS); // before anything opens
   if (cfg.egressPool) await checkBindable(cfg.egressPool);
-  const store = openStore(cfg);
+  const store = await openStore(cfg);
   const limits = new ApiLimits(windowStoreFor(cfg, store, log), parseLimitOverrides(cfg.rateLimits));
   const metrics = new Metrics();
   // Gateway admission reads this in-memory view, kept current from the change log (docs/operations.md, fleet).
-  const view = new AdmissionView(new SqliteAdmissionFeed(store.changeLog, { dataDir: cfg.dataDir, log }), {
+  const view = new AdmissionView(new StoreAdmissionFeed(store.changeLog, { log }), {
     staleAdmissionSec: cfg.staleAdmissionSec,
     log,
   });
@@ -157,7 +153,7 @@ export async function startDaemon(cfg: ServeConfig, log: DaemonLog): Promise<Run
     .catch(async (err: unknown) => {
       view.close();
       await limits.close();
-      store.close();
+      await store.close();
       throw err;
     });
   const apiAddr = app.server.address();
@@ -183,10 +179,10 @@ export async function startDaemon(cfg: ServeConfig, log: DaemonLog): Promise<Run
     log: log.child({ component: 'gateway' }),
   }).catch(async (err: unknown) => {
     view.close();
-    traffic.stop();
+    await traffic.stop();
     await app.close();
     await limits.close();
-    store.close();
+    await store.close();
     throw err;
   });
   gateway = gw;
@@ -208,9 +204,9 @@ export async function startDaemon(cfg: ServeConfig, log: DaemonLog): Promise<Run
     (closing ??= (async () => {
       await Promise.all([app.close(), gateway?.close(TUNNEL_DRAIN_MS)]);
       view.close();
-      traffic.stop();
+      await traffic.stop();
       await limits.close();
-      store.close();
+      await store.close();
     })());
   return { app, gateway, store, ready, shutdown };
 }

@@ -1,7 +1,6 @@
 // Per-account traffic counted in memory by the gateway and flushed to the store every few seconds.
 import type { TrafficSink } from '../gateway/types.js';
-import type { Store } from './store/index.js';
-import type { TrafficDelta } from './store/traffic.js';
+import type { Store, TrafficDelta } from './store/index.js';
 
 export class TrafficAccumulator implements TrafficSink {
   private pending = new Map<number, TrafficDelta>();
@@ -38,18 +37,17 @@ export class TrafficAccumulator implements TrafficSink {
   }
 
   start(intervalMs = 5000): void {
-    this.timer = setInterval(() => this.flush(), intervalMs);
+    this.timer = setInterval(() => void this.flush(), intervalMs);
     this.timer.unref();
   }
 
-  flush(): void {
+  async flush(): Promise<void> {
     if (this.pending.size === 0) return;
     const batch = this.pending;
     this.pending = new Map();
-    try {
-      this.store.traffic.add(batch);
-    } catch {
-      // Database busy: keep the counts for the next flush.
+    const r = await this.store.traffic.add(batch).catch(() => 'busy' as const);
+    if (r === 'busy') {
+      // Database busy or unreachable: keep the counts for the next flush.
       for (const [id, d] of batch) {
         const p = this.delta(id);
         p.bytesUp += d.bytesUp;
@@ -59,8 +57,8 @@ export class TrafficAccumulator implements TrafficSink {
     }
   }
 
-  stop(): void {
+  async stop(): Promise<void> {
     if (this.timer) clearInterval(this.timer);
-    this.flush();
+    await this.flush();
   }
 }

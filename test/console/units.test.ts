@@ -4,8 +4,7 @@ import { html, raw } from '../../src/daemon/console/html.js';
 import { LoginLimiter } from '../../src/daemon/console/login-limiter.js';
 import { whitelistPage } from '../../src/daemon/console/pages/whitelist.js';
 import { loadSessionSecret, RevealSealer } from '../../src/daemon/console/session.js';
-import { Store } from '../../src/daemon/store/index.js';
-import { ConsoleSessionStore } from '../../src/daemon/store/sessions.js';
+import { openStore, type Store } from '../../src/daemon/store/index.js';
 import { hashPassword } from '../../src/daemon/secrets.js';
 import { statSync } from 'node:fs';
 import path from 'node:path';
@@ -38,32 +37,34 @@ describe('html template', () => {
 
 describe('console session table', () => {
   const stores: Store[] = [];
-  afterEach(() => stores.splice(0).forEach((s) => s.close()));
+  afterEach(async () => {
+    for (const s of stores.splice(0)) await s.close();
+  });
 
   it('stores, expires, and ends sessions per account', async () => {
-    const store = Store.open(tempDir());
-    stores.push(store);
-    const a = store.accounts.create('a@example.com', await hashPassword('pw pw pw pw'), true);
-    const b = store.accounts.create('b@example.com', await hashPassword('pw pw pw pw'), true);
-    if (a === 'exists' || b === 'exists') throw new Error('setup');
     let now = 1_000_000;
-    const s = new ConsoleSessionStore(store.db, () => now);
-    s.set('s1', { accountId: a.id, data: '{"x":1}', expiresAtSec: now + 100 });
-    s.set('s2', { accountId: a.id, data: '{}', expiresAtSec: now + 100 });
-    s.set('s3', { accountId: b.id, data: '{}', expiresAtSec: now + 100 });
-    s.set('anon', { accountId: null, data: '{}', expiresAtSec: now + 10 });
-    expect(s.get('s1')).toEqual({ accountId: a.id, data: '{"x":1}', expiresAtSec: now + 100 });
-    expect(s.countForAccount(a.id)).toBe(2);
-    expect(s.destroyOthers(a.id, 's1')).toBe(1);
-    expect(s.get('s2')).toBeNull();
-    expect(s.destroyForAccount(a.id)).toBe(1);
-    expect(s.get('s1')).toBeNull();
-    expect(s.get('s3')).not.toBeNull();
+    const store = await openStore({ dataDir: tempDir(), nowMs: () => now * 1000 });
+    stores.push(store);
+    const a = await store.accounts.create('a@example.com', await hashPassword('pw pw pw pw'), true);
+    const b = await store.accounts.create('b@example.com', await hashPassword('pw pw pw pw'), true);
+    if (a === 'exists' || b === 'exists') throw new Error('setup');
+    const s = store.sessions;
+    await s.set('s1', { accountId: a.id, data: '{"x":1}', expiresAtSec: now + 100 });
+    await s.set('s2', { accountId: a.id, data: '{}', expiresAtSec: now + 100 });
+    await s.set('s3', { accountId: b.id, data: '{}', expiresAtSec: now + 100 });
+    await s.set('anon', { accountId: null, data: '{}', expiresAtSec: now + 10 });
+    expect(await s.get('s1')).toEqual({ accountId: a.id, data: '{"x":1}', expiresAtSec: now + 100 });
+    expect(await s.countForAccount(a.id)).toBe(2);
+    expect(await s.destroyOthers(a.id, 's1')).toBe(1);
+    expect(await s.get('s2')).toBeNull();
+    expect(await s.destroyForAccount(a.id)).toBe(1);
+    expect(await s.get('s1')).toBeNull();
+    expect(await s.get('s3')).not.toBeNull();
     now += 11;
-    expect(s.get('anon')).toBeNull();
+    expect(await s.get('anon')).toBeNull();
     now += 100;
-    expect(s.pruneExpired()).toBe(1);
-    expect(s.get('s3')).toBeNull();
+    expect(await s.pruneExpired()).toBe(1);
+    expect(await s.get('s3')).toBeNull();
   });
 });
 

@@ -5,13 +5,13 @@ import net from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { startGateway } from '../../src/gateway/index.js';
 import { ViewAdmission } from '../../src/daemon/admission.js';
-import { SqliteAdmissionFeed } from '../../src/daemon/admission-feed.js';
+import { StoreAdmissionFeed } from '../../src/daemon/admission-feed.js';
 import { AdmissionUnavailable, AdmissionView, withViewHealth, type AdmissionFeed } from '../../src/daemon/admission-view.js';
 import { makeTestApp } from '../helpers/app.js';
 import { hashPassword } from '../../src/daemon/secrets.js';
-import type { AdmissionChangeRows, AdmissionSnapshotRows } from '../../src/daemon/store/index.js';
-import { Store } from '../../src/daemon/store/index.js';
-import { tempDir } from '../helpers/daemon.js';
+import { openStore, type AdmissionChangeRows, type AdmissionSnapshotRows } from '../../src/daemon/store/index.js';
+import { databaseUrlOf, dataDirFor, inspectData } from '../helpers/daemon.js';
+import { BACKENDS } from '../helpers/postgres.js';
 
 /** An in-memory change log in the shape the store serves, with a switch that makes every call fail. */
 class FakeFeed implements AdmissionFeed {
@@ -179,64 +179,83 @@ describe('admission view over a fake feed', () => {
   });
 });
 
-describe('admission view over the SQLite change log', () => {
+describe.each(BACKENDS)('admission view over the %s change log', (backend) => {
   async function setup(keepRows?: number) {
-    const store = Store.open(tempDir());
-    const a = store.accounts.create('fleet@example.com', 'x', true);
+    const dataDir = await dataDirFor(backend);
+    const store = await openStore({ dataDir, databaseUrl: databaseUrlOf(dataDir) });
+    const a = await store.accounts.create('fleet@example.com', 'x', true);
     if (a === 'exists') throw new Error('unexpected');
-    const feed = new SqliteAdmissionFeed(store.changeLog, keepRows === undefined ? {} : { keepRows });
+    const feed = new StoreAdmissionFeed(store.changeLog, keepRows === undefined ? { wake: false } : { keepRows, wake: false });
     const view = new AdmissionView(feed, { staleAdmissionSec: 300, pollMs: 0 });
     views.push(view);
     await view.start();
-    return { store, accountId: a.id, view, admission: new ViewAdmission(view) };
+    return { store, dataDir, accountId: a.id, view, admission: new ViewAdmission(view) };
   }
 
   it('every admission-relevant write lands in the log, whichever store method made it', async () => {
-    const { store, accountId, view, admission } = await setup();
-    const before = store.changeLog.headSeq();
-    store.whitelist.claimIp(accountId, '8.8.8.8', '');
+    const { store, dataDir, accountId, view, admission } = await setup();
+    const before = await store.changeLog.headSeq();
+    await store.whitelist.claimIp(accountId, '8.8.8.8', '');
     await view.sync();
     expect(await admission.admitBySourceIp('8.8.8.8')).toEqual({ ok: true, accountId });
 
-    store.whitelist.setStatus(accountId, '8.8.8.8', 2);
+    await store.whitelist.setStatus(accountId, '8.8.8.8', 2);
     await view.sync();
     expect(await admission.admitBySourceIp('8.8.8.8')).toEqual({ ok: false, reason: 'not_whitelisted' });
-    store.whitelist.setStatus(accountId, '8.8.8.8', 1);
+    await store.whitelist.setStatus(accountId, '8.8.8.8', 1);
 
-    store.proxyUsers.create(accountId, 'carol', await hashPassword('carol-password'));
-    store.accounts.setStatus(accountId, 'suspended');
+    await store.proxyUsers.create(accountId, 'carol', await hashPassword('carol-password'));
+    await store.accounts.setStatus(accountId, 'suspended');
     await view.sync();
     expect(await admission.admitBySourceIp('8.8.8.8')).toEqual({ ok: false, reason: 'account_inactive' });
     expect(await admission.admitByCredentials('carol', 'carol-password')).toEqual({ ok: false, reason: 'account_inactive' });
 
-    store.accounts.setStatus(accountId, 'closed'); // releases the claims and ends the entries
+    await store.accounts.setStatus(accountId, 'closed'); // releases the claims and ends the entries
     await view.sync();
     expect(view.admissionByIp('8.8.8.8')).toBeNull();
-    expect(store.changeLog.headSeq()).toBeGreaterThan(before);
+    expect(await store.changeLog.headSeq()).toBeGreaterThan(before);
 
     // A raw write by another connection (another process, a hand edit) is followed too.
-    store.db.exec("UPDATE proxy_users SET status = 'disabled' WHERE username = 'carol'");
+    const raw = await inspectData(dataDir, { write: true });
+    await raw.run("UPDATE proxy_users SET status = 'disabled' WHERE username = ?", 'carol');
+    await raw.close();
     await view.sync();
     expect(view.userForAuth('carol')?.status).toBe('disabled');
-    store.close();
+    await store.close();
   });
 
   it('a snapshot and its sequence agree; the trim keeps the log bounded and a reader behind it reloads', async () => {
     const { store, accountId, view } = await setup(10);
-    for (let i = 1; i <= 40; i++) store.whitelist.claimIp(accountId, `9.9.${i}.1`, '');
-    const head = store.changeLog.headSeq();
-    expect(store.changeLog.trim(10)).toBe(head - 10);
-    expect(store.changeLog.horizon()).toBe(head - 10);
-    expect(store.changeLog.trim(10)).toBe(0); // not grown: no write
-    expect(store.changeLog.changesSince(head - 20, 100)).toBe('behind');
-    expect(store.changeLog.changesSince(head + 5, 100)).toBe('behind');
+    for (let i = 1; i <= 40; i++) await store.whitelist.claimIp(accountId, `9.9.${i}.1`, '');
+    const head = await store.changeLog.headSeq();
+    expect(await store.changeLog.trim(10)).toBe(head - 10);
+    expect(await store.changeLog.horizon()).toBe(head - 10);
+    expect(await store.changeLog.trim(10)).toBe(0); // not grown: no write
+    expect(await store.changeLog.changesSince(head - 20, 100)).toBe('behind');
+    expect(await store.changeLog.changesSince(head + 5, 100)).toBe('behind');
 
     await view.sync();
     expect(view.status()).toMatchObject({ seq: head, ips: 40, reloads: 2 });
-    const snap = store.changeLog.snapshot();
+    const snap = await store.changeLog.snapshot();
     expect(snap.seq).toBe(head);
     expect(snap.ips).toHaveLength(40);
-    store.close();
+    await store.close();
+  });
+
+  it('wakes on a commit by another connection (file watch / LISTEN), without waiting for a poll', async () => {
+    const { store, dataDir, accountId } = await setup();
+    let woken = 0;
+    const stop = store.changeLog.watch(() => woken++);
+    await new Promise((r) => setTimeout(r, 300)); // LISTEN subscribed
+    const before = woken;
+    const raw = await inspectData(dataDir, { write: true });
+    await raw.run("UPDATE accounts SET status = 'suspended' WHERE id = ?", accountId);
+    await raw.close();
+    const until = Date.now() + 5_000;
+    while (woken === before && Date.now() < until) await new Promise((r) => setTimeout(r, 20));
+    stop();
+    expect(woken).toBeGreaterThan(before);
+    await store.close();
   });
 });
 

@@ -36,6 +36,15 @@ describe('serve configuration', () => {
     expect(() => toServeConfig({ ...base, trustProxy: '10.0.0.0/33' }, {})).toThrow(/--trust-proxy/);
     expect(() => toServeConfig({ ...base, egressAddress: 'example.com' }, {})).toThrow(/--egress-address/);
   });
+
+  it('takes a postgres:// database URL and refuses anything else', () => {
+    expect(toServeConfig({ ...base, databaseUrl: 'postgres://u:p@db:5432/proxyd' }, {}).databaseUrl).toBe('postgres://u:p@db:5432/proxyd');
+    expect(toServeConfig({ ...base, databaseUrl: 'postgresql://u@/proxyd?host=/run/postgresql' }, {}).databaseUrl).toContain('host=/run/postgresql');
+    expect(toServeConfig(base, {}).databaseUrl).toBeUndefined();
+    for (const bad of ['mysql://db/x', 'sqlite:///tmp/x.db', '/var/lib/proxyd', 'postgres://']) {
+      expect(() => toServeConfig({ ...base, databaseUrl: bad }, {})).toThrow(/--database-url/);
+    }
+  });
 });
 
 describe('--stale-admission', () => {

@@ -2,8 +2,8 @@
 // out without blocking this process's event loop (the connection has no busy timeout; hits are retried).
 import { afterEach, describe, expect, it } from 'vitest';
 import { LimiterUnavailableError } from '../../src/daemon/ratelimit/limiter.js';
-import { SqliteWindowStore } from '../../src/daemon/ratelimit/sqlite-store.js';
-import { Store } from '../../src/daemon/store/index.js';
+import { DatabaseWindowStore } from '../../src/daemon/ratelimit/database-store.js';
+import { SqliteStore } from '../../src/daemon/store/sqlite/index.js';
 import { inspectDb, tempDir } from '../helpers/daemon.js';
 
 const open: Array<{ close(): void | Promise<void> }> = [];
@@ -13,8 +13,8 @@ afterEach(async () => {
 
 async function setup() {
   const dir = tempDir();
-  const store = Store.open(dir);
-  const window = new SqliteWindowStore(store.rateHitsOnOwnConnection());
+  const store = SqliteStore.open(dir);
+  const window = new DatabaseWindowStore(store.sharedRateHits());
   const other = await inspectDb(dir, { write: true });
   open.push(window, store, other);
   return { window, other };

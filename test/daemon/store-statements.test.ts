@@ -1,4 +1,4 @@
-// Guards the rule in src/daemon/store/statements.ts: a better-sqlite3 Statement that becomes garbage can
+// Guards the rule in src/daemon/store/sqlite/statements.ts: a better-sqlite3 Statement that becomes garbage can
 // abort the process under Node 24 (~ObjectWrap -> RemoveEnvironmentCleanupHook with no env), so SQL goes
 // through the per-database statement cache only.
 import { readdirSync, readFileSync } from 'node:fs';
@@ -15,7 +15,7 @@ function sources(dir: string): string[] {
 describe('statement cache rule', () => {
   it('no source or test file but statements.ts calls .prepare( or .pragma( on a database', () => {
     const offenders = [...sources(path.join(ROOT, 'src')), ...sources(path.join(ROOT, 'test'))]
-      .filter((f) => !f.endsWith(path.join('store', 'statements.ts')) && !f.endsWith('store-statements.test.ts'))
+      .filter((f) => !f.endsWith(path.join('store', 'sqlite', 'statements.ts')) && !f.endsWith('store-statements.test.ts'))
       .filter((f) => /\b(db|database)\s*\.\s*(prepare|pragma)\s*[<(]|new Database\(/i.test(readFileSync(f, 'utf8').replace(/pin\(new Database\(/g, '')));
     expect(offenders.map((f) => path.relative(ROOT, f))).toEqual([]);
   });

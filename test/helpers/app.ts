@@ -1,15 +1,17 @@
-// An in-process API app over a real SQLite file in a temp dir, with an injectable clock.
+// An in-process API app over a real database (SQLite file in a temp dir, or a fresh PostgreSQL database), with an injectable clock.
 import type { FastifyInstance } from 'fastify';
 import { buildApp } from '../../src/daemon/api/app.js';
 import type { ApiContext } from '../../src/daemon/api/context.js';
 import { openCountryLookup } from '../../src/daemon/geo.js';
 import { Metrics } from '../../src/daemon/metrics.js';
 import { ApiLimits, DEFAULT_LIMITS, type LimitSettings } from '../../src/daemon/ratelimit/api-limits.js';
+import { DatabaseWindowStore } from '../../src/daemon/ratelimit/database-store.js';
 import { MemoryWindowStore, type WindowStore } from '../../src/daemon/ratelimit/limiter.js';
 import { hashPassword, mintToken } from '../../src/daemon/secrets.js';
-import { Store } from '../../src/daemon/store/index.js';
+import { openStore, type Store } from '../../src/daemon/store/index.js';
 import { WhitelistService } from '../../src/daemon/whitelist-service.js';
 import { tempDir } from './daemon.js';
+import { emptyDatabase, type BackendName } from './postgres.js';
 
 export interface TestApp {
   app: FastifyInstance;
@@ -20,12 +22,17 @@ export interface TestApp {
   close(): Promise<void>;
 }
 
-export async function makeTestApp(opts: { limits?: Partial<LimitSettings>; windowStore?: WindowStore; releaseGraceSec?: number; trustProxy?: string[] } = {}): Promise<TestApp> {
+export async function makeTestApp(
+  opts: { limits?: Partial<LimitSettings>; windowStore?: WindowStore; releaseGraceSec?: number; trustProxy?: string[]; backend?: BackendName } = {},
+): Promise<TestApp> {
   const clock = { now: Date.UTC(2026, 10, 21, 10, 0, 0) };
   const nowMs = () => clock.now;
-  const store = Store.open(tempDir(), { nowMs, releaseGraceSec: opts.releaseGraceSec ?? 600 });
+  const databaseUrl = opts.backend === 'postgres' ? await emptyDatabase() : undefined;
+  const store = await openStore({ dataDir: tempDir(), databaseUrl, nowMs, releaseGraceSec: opts.releaseGraceSec ?? 600 });
   const geo = await openCountryLookup();
-  const limits = new ApiLimits(opts.windowStore ?? new MemoryWindowStore(), { ...DEFAULT_LIMITS, ...opts.limits }, nowMs);
+  // On PostgreSQL the limits live in the database (the fleet's way), so the same tests cover its window log.
+  const windowStore = opts.windowStore ?? (store.backend === 'postgres' ? new DatabaseWindowStore(store.sharedRateHits(), 'postgres') : new MemoryWindowStore());
+  const limits = new ApiLimits(windowStore, { ...DEFAULT_LIMITS, ...opts.limits }, nowMs);
   const metrics = new Metrics({ defaultMetrics: false });
   const ctx: ApiContext = {
     store,
@@ -43,15 +50,16 @@ export async function makeTestApp(opts: { limits?: Partial<LimitSettings>; windo
     ctx,
     clock,
     async account(email, o = {}) {
-      const a = store.accounts.create(email, pwHash, o.verified !== false);
+      const a = await store.accounts.create(email, pwHash, o.verified !== false);
       if (a === 'exists') throw new Error('exists');
       const t = mintToken();
-      store.tokens.replace(a.id, t.accessKey, t.secretHash);
+      await store.tokens.replace(a.id, t.accessKey, t.secretHash);
       return { accountId: a.id, token: t.token };
     },
     async close() {
       await app.close();
-      store.close();
+      await limits.close();
+      await store.close();
     },
   };
 }

@@ -1,10 +1,12 @@
-// Spawns the built `proxyd` as a real process on loopback with a temp data dir.
+// Spawns the built `proxyd` as a real process on loopback with a temp data dir (and, on PostgreSQL, a fresh database).
 import { spawn, type ChildProcess } from 'node:child_process';
 import { appendFileSync, createWriteStream, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
+import { connect } from '../../src/daemon/store/postgres/db.js';
+import { createDatabase, type BackendName } from './postgres.js';
 
 export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 export const PROXYD = path.join(ROOT, 'bin/proxyd');
@@ -23,6 +25,8 @@ export interface Daemon {
   httpProxy: string;
   socks: string;
   dataDir: string;
+  /** The PostgreSQL database this daemon serves, when it runs on that backend. */
+  databaseUrl: string | undefined;
   proc: ChildProcess;
   /** Every stderr line (JSON logs) so far. */
   logs: string[];
@@ -44,8 +48,30 @@ export function tempDir(prefix = 'proxyd-test-'): string {
   return mkdtempSync(path.join(tmpdir(), prefix));
 }
 
+// Data dirs whose daemons and admin commands run on a PostgreSQL database (dataDirFor('postgres')).
+const databaseUrls = new Map<string, string>();
+
+/** A fresh data dir; for PostgreSQL also a fresh database (on the run's cluster or `clusterUrl`) that startDaemon and admin use with it. */
+export async function dataDirFor(backend: BackendName = 'sqlite', clusterUrl?: string): Promise<string> {
+  const dir = tempDir();
+  if (backend === 'postgres') databaseUrls.set(dir, await createDatabase(clusterUrl));
+  return dir;
+}
+
+export function databaseUrlOf(dataDir: string): string | undefined {
+  return databaseUrls.get(dataDir);
+}
+
+/** `--database-url URL` when the data dir belongs to a PostgreSQL database, else nothing. */
+export function databaseArgs(dataDir: string): string[] {
+  const url = databaseUrls.get(dataDir);
+  return url ? ['--database-url', url] : [];
+}
+
 export interface StartOptions {
   dataDir?: string;
+  /** The store backend when no dataDir is given (default SQLite). */
+  backend?: BackendName;
   /** Extra `proxyd serve` flags. */
   args?: string[];
   env?: Record<string, string>;
@@ -53,9 +79,9 @@ export interface StartOptions {
 }
 
 export async function startDaemon(opts: StartOptions = {}): Promise<Daemon> {
-  const dataDir = opts.dataDir ?? tempDir();
+  const dataDir = opts.dataDir ?? (await dataDirFor(opts.backend));
   const args = [
-    PROXYD, 'serve', '--data-dir', dataDir,
+    PROXYD, 'serve', '--data-dir', dataDir, ...databaseArgs(dataDir),
     '--api-listen', '127.0.0.1:0', '--http-proxy-listen', '127.0.0.1:0', '--socks-listen', '127.0.0.1:0',
     ...(opts.args ?? []),
   ];
@@ -95,6 +121,7 @@ export async function startDaemon(opts: StartOptions = {}): Promise<Daemon> {
     httpProxy: ready.httpProxy ?? '',
     socks: ready.socks5 ?? '',
     dataDir,
+    databaseUrl: databaseUrls.get(dataDir),
     proc,
     logs,
     exited,
@@ -134,9 +161,9 @@ export function run(bin: string, args: string[], opts: { input?: string; env?: R
   });
 }
 
-/** `proxyd admin …` on a data dir; parses the JSON it prints. */
+/** `proxyd admin …` on a data dir (or its PostgreSQL database); parses the JSON it prints. */
 export async function admin(dataDir: string, args: string[], input?: string): Promise<RunResult & { json: any }> {
-  const r = await run(PROXYD, ['admin', ...args, '--data-dir', dataDir], { input });
+  const r = await run(PROXYD, ['admin', ...args, '--data-dir', dataDir, ...databaseArgs(dataDir)], { input });
   let json: any = null;
   try {
     json = JSON.parse(r.stdout);
@@ -155,10 +182,10 @@ export async function makeAccount(dataDir: string, email: string, opts: { verifi
   return { accountId: created.json.account_id, token: tok.json.token };
 }
 
-/** Read-only look into a data dir's database, through the statement cache (see src/daemon/store/statements.ts). */
+/** Read-only look into a data dir's database, through the statement cache (see src/daemon/store/sqlite/statements.ts). */
 export async function inspectDb(dataDir: string, opts: { write?: boolean } = {}) {
   const { default: Database } = await import('better-sqlite3');
-  const { pin, stmt, pragmaValue } = await import('../../src/daemon/store/statements.js');
+  const { pin, stmt, pragmaValue } = await import('../../src/daemon/store/sqlite/statements.js');
   const db = pin(new Database(path.join(dataDir, 'proxyd.db'), { readonly: !opts.write }));
   if (opts.write) db.exec('PRAGMA busy_timeout = 5000');
   return {
@@ -169,6 +196,36 @@ export async function inspectDb(dataDir: string, opts: { write?: boolean } = {})
     close: (): void => {
       db.close();
     },
+  };
+}
+
+/**
+ * A look into the database behind a data dir, on either backend: async get/all/run with `?` placeholders.
+ * `integrity()` is SQLite's integrity_check ('ok' on PostgreSQL, which checks its own pages).
+ */
+export async function inspectData(dataDir: string, opts: { write?: boolean } = {}) {
+  const url = databaseUrls.get(dataDir);
+  if (!url) {
+    const db = await inspectDb(dataDir, opts);
+    return {
+      run: async (q: string, ...params: unknown[]) => void db.run(q, ...params),
+      get: async <T = any>(q: string, ...params: unknown[]) => db.get<T>(q, ...params),
+      all: async <T = any>(q: string, ...params: unknown[]) => db.all<T>(q, ...params),
+      integrity: async () => db.integrity(),
+      close: async () => db.close(),
+    };
+  }
+  const sql = connect(url, 1);
+  const pg = (q: string) => {
+    let i = 0;
+    return q.replace(/\?/g, () => `$${++i}`);
+  };
+  return {
+    run: async (q: string, ...params: unknown[]) => void (await sql.unsafe(pg(q), params as never[])),
+    get: async <T = any>(q: string, ...params: unknown[]) => (await sql.unsafe(pg(q), params as never[]))[0] as T,
+    all: async <T = any>(q: string, ...params: unknown[]) => [...(await sql.unsafe(pg(q), params as never[]))] as T[],
+    integrity: async () => 'ok',
+    close: async () => sql.end(),
   };
 }
 

@@ -1,29 +1,34 @@
 // kill -9 in the middle of 100-item adds: every item is either fully present (entry and claim) or absent,
 // nothing acknowledged is lost, the database passes PRAGMA integrity_check, and the next start checks it.
+// On each store backend.
 import { describe, expect, it } from 'vitest';
-import { inspectDb, makeAccount, startDaemon, tempDir } from '../helpers/daemon.js';
+import { dataDirFor, inspectData, makeAccount, startDaemon } from '../helpers/daemon.js';
+import { BACKENDS } from '../helpers/postgres.js';
 import { ADD, pub, sleep } from './helpers.js';
 
 const LIMITS = ['--rate-limits', 'list=100000,add=100000,delete=100000'];
 
 async function state(dataDir: string, ips: string[]) {
-  const db = await inspectDb(dataDir);
+  const db = await inspectData(dataDir);
   try {
-    const count = (sql: string, ip: string) => db.get<{ n: number }>(sql, ip).n;
-    const per = ips.map((ip) => ({
-      ip,
-      entry: count('SELECT COUNT(*) AS n FROM whitelist_entries WHERE ip = ? AND deleted_at IS NULL', ip),
-      claim: count("SELECT COUNT(*) AS n FROM ip_claims WHERE ip = ? AND state = 'held'", ip),
-    }));
-    return { per, integrity: db.integrity() };
+    const count = async (sql: string, ip: string) => (await db.get<{ n: number }>(sql, ip)).n;
+    const per = [];
+    for (const ip of ips) {
+      per.push({
+        ip,
+        entry: await count('SELECT COUNT(*) AS n FROM whitelist_entries WHERE ip = ? AND deleted_at IS NULL', ip),
+        claim: await count("SELECT COUNT(*) AS n FROM ip_claims WHERE ip = ? AND state = 'held'", ip),
+      });
+    }
+    return { per, integrity: await db.integrity() };
   } finally {
-    db.close();
+    await db.close();
   }
 }
 
-describe('crash safety', () => {
+describe.each(BACKENDS)('crash safety on %s', (backend) => {
   it('SIGKILL during 100-item adds leaves every item whole or absent, and the restart checks the database', async () => {
-    const dataDir = tempDir();
+    const dataDir = await dataDirFor(backend);
     const d = await startDaemon({ dataDir, args: LIMITS });
     const { token } = await makeAccount(dataDir, 'crash@example.com');
     const sent: string[] = [];
@@ -78,14 +83,14 @@ describe('crash safety', () => {
   });
 
   it('repairs claims without entries and entries without claims at start', async () => {
-    const dataDir = tempDir();
+    const dataDir = await dataDirFor(backend);
     const { accountId } = await makeAccount(dataDir, 'repair@example.com');
-    const db = await inspectDb(dataDir, { write: true });
+    const db = await inspectData(dataDir, { write: true });
     const now = Math.floor(Date.now() / 1000);
     // A claim with no entry (released at start) and an entry with no claim on a free IP (claim restored).
-    db.run("INSERT INTO ip_claims (ip, account_id, state, releasing_since, version) VALUES ('8.8.4.1', ?, 'held', NULL, 1)", accountId);
-    db.run("INSERT INTO whitelist_entries (account_id, ip, remark, status, created_at, deleted_at, claim_version) VALUES (?, '8.8.4.2', '', 1, ?, NULL, 1)", accountId, now);
-    db.close();
+    await db.run("INSERT INTO ip_claims (ip, account_id, state, releasing_since, version) VALUES ('8.8.4.1', ?, 'held', NULL, 1)", accountId);
+    await db.run("INSERT INTO whitelist_entries (account_id, ip, remark, status, created_at, deleted_at, claim_version) VALUES (?, '8.8.4.2', '', 1, ?, NULL, 1)", accountId, now);
+    await db.close();
     const d = await startDaemon({ dataDir });
     try {
       const check = d.logs.map((l) => JSON.parse(l)).find((l) => l.event === 'integrity_check');

@@ -7,6 +7,7 @@ import { BusinessError, Code } from '../../contract/codes.js';
 import { API_PATHS, MAX_BODY_BYTES } from '../../contract/paths.js';
 import type { DaemonLog } from '../log.js';
 import { LimiterUnavailableError } from '../ratelimit/limiter.js';
+import { StoreUnavailableError } from '../store/index.js';
 import type { ApiContext } from './context.js';
 import { sendEnvelope } from './envelope.js';
 import daemonEndpoints from './routes/daemon-endpoints.js';
@@ -106,6 +107,7 @@ export async function buildApp(ctx: ApiContext, opts: AppOptions): Promise<Fasti
       return sendEnvelope(request, reply, err.code, null, err.message, { retryAfterSeconds: err.retryAfterSeconds });
     }
     if (err instanceof LimiterUnavailableError) return sendEnvelope(request, reply, Code.LIMITER_UNAVAILABLE);
+    if (err instanceof StoreUnavailableError) return sendEnvelope(request, reply, Code.LIMITER_UNAVAILABLE, null, 'service unavailable: database unreachable');
     if (err.code === 'FST_ERR_CTP_BODY_TOO_LARGE') {
       return sendEnvelope(request, reply, Code.INVALID_PARAMS, null, 'invalid parameters: body larger than 256 KiB');
     }

@@ -32,10 +32,10 @@ export function rawQuery(request: FastifyRequest): string {
 const DUMMY_ACCESS_KEY = 'ak00000000000000000000';
 
 /** Resolves `api_key` to a caller, or null for every failure cause alike. */
-export function authenticate(store: Store, query: URLSearchParams, nowSec: number): ApiCaller | null {
+export async function authenticate(store: Store, query: URLSearchParams, nowSec: number): Promise<ApiCaller | null> {
   const values = query.getAll(API_KEY_PARAM);
   const parsed = values.length === 1 ? parseToken(values[0]!) : null;
-  const row = store.tokens.findByAccessKey(parsed?.accessKey ?? DUMMY_ACCESS_KEY);
+  const row = await store.tokens.findByAccessKey(parsed?.accessKey ?? DUMMY_ACCESS_KEY);
   const matches = secretMatches(parsed?.secret ?? '', row?.secret_hash ?? null);
   if (!parsed || !row || !matches) return null;
   if (row.status !== 'active' || row.account_status !== 'active') return null;
@@ -59,7 +59,7 @@ export function makeAuthHook(store: Store, limits: ApiLimits, route: ApiRoute, n
       sendEnvelope(request, reply, Code.RATE_LIMITED, null, lockOutMessage(ip, limits.settings.invalidTokenPerIp, lock.retryAfterSeconds, nowMs()), { retryAfterSeconds: lock.retryAfterSeconds });
       return reply;
     }
-    const caller = authenticate(store, new URLSearchParams(rawQuery(request)), Math.floor(nowMs() / 1000));
+    const caller = await authenticate(store, new URLSearchParams(rawQuery(request)), Math.floor(nowMs() / 1000));
     if (!caller) {
       await limits.recordInvalidToken(ip);
       sendEnvelope(request, reply, Code.INVALID_API_KEY);

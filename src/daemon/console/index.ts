@@ -1,4 +1,4 @@
-// The web console under /console/ (SPEC 7): server-rendered pages, server-side sessions in SQLite,
+// The web console under /console/ (SPEC 7): server-rendered pages, server-side sessions in the store,
 // CSRF tokens on every form, rate-limited log-in. Everything lives in one encapsulated scope so none
 // of its hooks, parsers or handlers touch the whitelist API.
 import fastifyCookie from '@fastify/cookie';
@@ -7,7 +7,7 @@ import fastifyFormbody from '@fastify/formbody';
 import fastifySession from '@fastify/session';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { ApiContext } from '../api/context.js';
-import { ConsoleSessionStore } from '../store/sessions.js';
+import { StoreUnavailableError } from '../store/index.js';
 import { CONSOLE_CSS, COPY_JS, LOGO_SVG } from './assets.js';
 import { seeOther, sendHtml, type ConsoleDeps } from './deps.js';
 import { LoginLimiter, type LoginLimits } from './login-limiter.js';
@@ -16,27 +16,25 @@ import accountRoutes from './routes/account.js';
 import authRoutes from './routes/auth.js';
 import proxyUserRoutes from './routes/proxy-users.js';
 import whitelistRoutes from './routes/whitelist.js';
-import { loadSessionSecret, RevealSealer, SESSION_COOKIE, SESSION_IDLE_MS, SESSION_MAX_MS, SqliteSessionAdapter } from './session.js';
+import { loadSessionSecret, RevealSealer, SESSION_COOKIE, SESSION_IDLE_MS, SESSION_MAX_MS, StoreSessionAdapter } from './session.js';
 
 export const CSP =
   "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; frame-ancestors 'none'; form-action 'self'; base-uri 'none'";
 
 export interface ConsoleOptions {
   loginLimits?: LoginLimits;
-  /** Cookie-signing secret; by default one per data dir in `console-session.key` (mode 0600). */
+  /** Cookie-signing secret; by default one per data dir in `console-session.key` (mode 0600), or one per fleet in PostgreSQL. */
   sessionSecret?: string;
 }
 
 export async function consolePlugin(app: FastifyInstance, ctx: ApiContext, opts: ConsoleOptions = {}): Promise<void> {
-  const secret = opts.sessionSecret ?? loadSessionSecret(ctx.store.db.name);
-  const sessions = new ConsoleSessionStore(ctx.store.db, () => Math.floor(ctx.nowMs() / 1000));
+  const secret = opts.sessionSecret ?? (await ctx.store.fleetSecret('console_session')) ?? loadSessionSecret(ctx.store.location);
+  const sessions = ctx.store.sessions;
   const deps: ConsoleDeps = { ctx, sessions, sealer: new RevealSealer(secret), limiter: new LoginLimiter(opts.loginLimits, ctx.nowMs) };
   const pruner = setInterval(() => {
-    try {
-      sessions.pruneExpired();
-    } catch {
-      /* busy: next round */
-    }
+    sessions.pruneExpired().catch(() => {
+      /* busy or unreachable: next round */
+    });
   }, 10 * 60_000);
   pruner.unref();
   app.addHook('onClose', async () => {
@@ -77,7 +75,7 @@ export async function consolePlugin(app: FastifyInstance, ctx: ApiContext, opts:
         await pages.register(fastifySession, {
           secret,
           cookieName: SESSION_COOKIE,
-          store: new SqliteSessionAdapter(sessions, ctx.nowMs),
+          store: new StoreSessionAdapter(sessions, ctx.nowMs),
           saveUninitialized: false,
           rolling: true,
           cookie: { path: '/console', httpOnly: true, sameSite: 'strict', secure: false, maxAge: SESSION_IDLE_MS },
@@ -94,9 +92,9 @@ export async function consolePlugin(app: FastifyInstance, ctx: ApiContext, opts:
           if (request.routeOptions.config.consolePublic) return;
           const accountId = request.session.accountId;
           if (!accountId) return seeOther(reply, '/console/login');
-          const account = ctx.store.accounts.get(accountId);
+          const account = await ctx.store.accounts.get(accountId);
           if (!account || account.status !== 'active') {
-            sessions.destroyForAccount(accountId);
+            await sessions.destroyForAccount(accountId);
             await request.session.destroy();
             reply.clearCookie(SESSION_COOKIE, { path: '/console' });
             return seeOther(reply, '/console/login?notice=inactive');
@@ -138,6 +136,16 @@ function renderError(err: FastifyError, request: FastifyRequest, reply: FastifyR
         signedIn,
       }),
       403,
+    );
+  }
+  if (err instanceof StoreUnavailableError) {
+    request.log.warn({ event: 'console_database_unavailable' }, 'database unreachable: console answers 503');
+    // No session save on the way out: it would meet the same unreachable database.
+    (request as { session: unknown }).session = null;
+    return sendHtml(
+      reply,
+      errorPage({ status: 503, title: 'Temporarily unavailable', text: 'Nothing was changed. Try again in a moment.', requestId: request.id, signedIn }),
+      503,
     );
   }
   const status = err.statusCode && err.statusCode >= 400 && err.statusCode < 500 ? err.statusCode : 500;

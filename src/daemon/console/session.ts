@@ -3,7 +3,7 @@ import { createCipheriv, createDecipheriv, createHmac, randomBytes } from 'node:
 import { chmodSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import type { Session } from 'fastify';
-import type { ConsoleSessionStore } from '../store/sessions.js';
+import type { ConsoleSessionStore } from '../store/index.js';
 
 export type FlashKind = 'success' | 'error' | 'info' | 'warn';
 
@@ -95,42 +95,32 @@ export class RevealSealer {
 
 type Cb = (err?: unknown) => void;
 
-/** @fastify/session store over the console_sessions table. */
-export class SqliteSessionAdapter {
+/** @fastify/session store over the store's console sessions (either backend). */
+export class StoreSessionAdapter {
   constructor(
     private readonly sessions: ConsoleSessionStore,
     private readonly nowMs: () => number = Date.now,
   ) {}
 
   set(sid: string, session: Session, callback: Cb): void {
-    try {
-      const expires = session.cookie?.expires ? new Date(session.cookie.expires).getTime() : this.nowMs() + SESSION_IDLE_MS;
-      this.sessions.set(sid, {
+    const expires = session.cookie?.expires ? new Date(session.cookie.expires).getTime() : this.nowMs() + SESSION_IDLE_MS;
+    this.sessions
+      .set(sid, {
         accountId: typeof session.accountId === 'number' ? session.accountId : null,
         data: JSON.stringify(session),
         expiresAtSec: Math.ceil(expires / 1000),
-      });
-      callback();
-    } catch (e) {
-      callback(e);
-    }
+      })
+      .then(() => callback(), callback);
   }
 
   get(sid: string, callback: (err: unknown, result?: Session | null) => void): void {
-    try {
-      const rec = this.sessions.get(sid);
-      callback(null, rec ? (JSON.parse(rec.data) as Session) : null);
-    } catch (e) {
-      callback(e);
-    }
+    this.sessions.get(sid).then(
+      (rec) => callback(null, rec ? (JSON.parse(rec.data) as Session) : null),
+      (e: unknown) => callback(e),
+    );
   }
 
   destroy(sid: string, callback: Cb): void {
-    try {
-      this.sessions.destroy(sid);
-      callback();
-    } catch (e) {
-      callback(e);
-    }
+    this.sessions.destroy(sid).then(() => callback(), callback);
   }
 }

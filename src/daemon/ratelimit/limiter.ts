@@ -1,5 +1,5 @@
 // Sliding-window-log rate limiting (SPEC 3.7): "N per rolling 60 s" holds over every 60 s interval,
-// so there is no double burst at a window edge. Stores: memory (one process), SQLite (workers), Redis (hosts).
+// so there is no double burst at a window edge. Stores: memory (one process), the database (workers; a PostgreSQL fleet), Redis (hosts).
 
 export interface WindowDecision {
   allowed: boolean;
@@ -8,7 +8,7 @@ export interface WindowDecision {
 }
 
 export interface WindowStore {
-  readonly kind: 'memory' | 'sqlite' | 'redis';
+  readonly kind: 'memory' | 'sqlite' | 'postgres' | 'redis';
   /** Records a hit when fewer than `limit` are inside (now - windowMs, now]; atomic per key. */
   consume(key: string, limit: number, windowMs: number, nowMs: number): Promise<WindowDecision>;
   /** Counts hits in the window without recording one. */

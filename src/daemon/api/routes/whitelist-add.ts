@@ -16,7 +16,7 @@ export default function addRoute(app: FastifyInstance, ctx: ApiContext): void {
   app.post(API_PATHS.add, { onRequest: makeAuthHook(ctx.store, ctx.limits, 'add', ctx.nowMs) }, async (request, reply) => {
     rejectExtraQuery(request);
     const body = parseAddBody(parseJsonBody(request));
-    const out = ctx.whitelist.add(request.caller!.accountId, body.items);
+    const out = await ctx.whitelist.add(request.caller!.accountId, body.items);
     return sendEnvelope(request, reply, out.code, out.data, out.message);
   });
 }

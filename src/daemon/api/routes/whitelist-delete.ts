@@ -16,7 +16,7 @@ export default function deleteRoute(app: FastifyInstance, ctx: ApiContext): void
   app.post(API_PATHS.delete, { onRequest: makeAuthHook(ctx.store, ctx.limits, 'delete', ctx.nowMs) }, async (request, reply) => {
     rejectExtraQuery(request);
     const body = parseDeleteBody(parseJsonBody(request));
-    const out = ctx.whitelist.delete(request.caller!.accountId, body.ips);
+    const out = await ctx.whitelist.delete(request.caller!.accountId, body.ips);
     return sendEnvelope(request, reply, out.code, out.data, out.message);
   });
 }

@@ -26,6 +26,6 @@ export function parseListQuery(raw: string) {
 export default function listRoute(app: FastifyInstance, ctx: ApiContext): void {
   app.get(API_PATHS.list, { onRequest: makeAuthHook(ctx.store, ctx.limits, 'list', ctx.nowMs) }, async (request, reply) => {
     const query = parseListQuery(rawQuery(request));
-    return sendEnvelope(request, reply, Code.OK, ctx.whitelist.list(request.caller!.accountId, query));
+    return sendEnvelope(request, reply, Code.OK, await ctx.whitelist.list(request.caller!.accountId, query));
   });
 }

@@ -21,7 +21,7 @@ export default function accountRoutes(app: FastifyInstance, deps: ConsoleDeps): 
       delete request.session.reveal;
       if (reveal.kind === 'token') revealedToken = deps.sealer.open(reveal.sealed);
     }
-    const token = store.tokens.activeToken(account.id);
+    const token = await store.tokens.activeToken(account.id);
     if (revealedToken && token && !revealedToken.startsWith(`${token.access_key}.`)) revealedToken = null; // reset again elsewhere since
     return sendHtml(
       reply,
@@ -33,7 +33,7 @@ export default function accountRoutes(app: FastifyInstance, deps: ConsoleDeps): 
         createdAtSec: account.created_at,
         token: token ? { accessKey: token.access_key, createdAtSec: token.created_at } : null,
         revealedToken,
-        sessionCount: deps.sessions.countForAccount(account.id),
+        sessionCount: await deps.sessions.countForAccount(account.id),
         flash: takeFlash(request),
       }),
     );
@@ -41,7 +41,7 @@ export default function accountRoutes(app: FastifyInstance, deps: ConsoleDeps): 
 
   app.get('/token/confirm', async (request, reply) => {
     const account = accountOf(request);
-    const token = store.tokens.activeToken(account.id);
+    const token = await store.tokens.activeToken(account.id);
     return sendHtml(reply, tokenConfirmPage({ csrf: reply.generateCsrf(), email: account.email, existingAccessKey: token?.access_key ?? null }));
   });
 
@@ -49,7 +49,7 @@ export default function accountRoutes(app: FastifyInstance, deps: ConsoleDeps): 
     const account = accountOf(request);
     const minted = mintToken();
     // Disables the old token and stores the new one in one transaction: the old one gets 401 at once.
-    store.tokens.replace(account.id, minted.accessKey, minted.secretHash);
+    await store.tokens.replace(account.id, minted.accessKey, minted.secretHash);
     request.session.reveal = { kind: 'token', sealed: deps.sealer.seal(minted.token) };
     request.log.info({ event: 'console_token_reset', account_id: account.id, access_key: minted.accessKey }, 'api token made in the console');
     return seeOther(reply, '/console/account');
@@ -59,7 +59,7 @@ export default function accountRoutes(app: FastifyInstance, deps: ConsoleDeps): 
     const account = accountOf(request);
     const current = field(request.body, 'current_password');
     const next = field(request.body, 'new_password');
-    if (!(await verifyPassword(current.slice(0, MAX_VERIFIED_LENGTH), store.accounts.passwordHash(account.id)))) {
+    if (!(await verifyPassword(current.slice(0, MAX_VERIFIED_LENGTH), await store.accounts.passwordHash(account.id)))) {
       setFlash(request, 'error', 'The current password is wrong. Your password was not changed.');
       return seeOther(reply, '/console/account');
     }
@@ -68,9 +68,9 @@ export default function accountRoutes(app: FastifyInstance, deps: ConsoleDeps): 
       setFlash(request, 'error', `The new password must be ${problem}. Your password was not changed.`);
       return seeOther(reply, '/console/account');
     }
-    store.accounts.setPasswordHash(account.id, await hashPassword(next));
+    await store.accounts.setPasswordHash(account.id, await hashPassword(next));
     // Every other session ends; this one continues under a new id.
-    deps.sessions.destroyOthers(account.id, request.session.sessionId);
+    await deps.sessions.destroyOthers(account.id, request.session.sessionId);
     await request.session.regenerate(['accountId', 'loginAtMs']);
     request.log.info({ event: 'console_password_changed', account_id: account.id }, 'console password changed');
     setFlash(request, 'success', 'Your password has been changed. Other browsers have been logged out.');
@@ -79,7 +79,7 @@ export default function accountRoutes(app: FastifyInstance, deps: ConsoleDeps): 
 
   app.post('/sessions/end-all', async (request, reply) => {
     const account = accountOf(request);
-    deps.sessions.destroyForAccount(account.id);
+    await deps.sessions.destroyForAccount(account.id);
     await request.session.destroy();
     reply.clearCookie(SESSION_COOKIE, { path: '/console' });
     request.log.info({ event: 'console_logout_everywhere', account_id: account.id }, 'console sessions ended');

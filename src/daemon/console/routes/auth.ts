@@ -43,9 +43,9 @@ export default function authRoutes(app: FastifyInstance, deps: ConsoleDeps): voi
     }
 
     const { accounts } = deps.ctx.store;
-    const account = accounts.findByEmail(email);
+    const account = await accounts.findByEmail(email);
     // Unknown emails cost one scrypt too, so timing does not tell which part was wrong.
-    const ok = await verifyPassword(password.slice(0, 1024), account ? accounts.passwordHash(account.id) : null);
+    const ok = await verifyPassword(password.slice(0, 1024), account ? await accounts.passwordHash(account.id) : null);
     if (!ok || !account) {
       deps.limiter.recordFailure(keys);
       request.log.info({ event: 'console_login_failed' }, 'console log-in failed');

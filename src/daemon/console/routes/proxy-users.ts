@@ -19,7 +19,7 @@ export default function proxyUserRoutes(app: FastifyInstance, deps: ConsoleDeps)
     }
     return sendHtml(
       reply,
-      proxyUsersPage({ csrf: reply.generateCsrf(), email: account.email, users: users.listForAccount(account.id), revealed, flash: takeFlash(request) }),
+      proxyUsersPage({ csrf: reply.generateCsrf(), email: account.email, users: await users.listForAccount(account.id), revealed, flash: takeFlash(request) }),
     );
   });
 
@@ -31,7 +31,7 @@ export default function proxyUserRoutes(app: FastifyInstance, deps: ConsoleDeps)
       return seeOther(reply, '/console/proxy-users');
     }
     const password = generatePassword();
-    const created = users.create(account.id, username, await hashPassword(password));
+    const created = await users.create(account.id, username, await hashPassword(password));
     if (created === 'exists') {
       setFlash(request, 'error', `The username ${username} is taken. Choose another one.`);
       return seeOther(reply, '/console/proxy-users');
@@ -43,13 +43,13 @@ export default function proxyUserRoutes(app: FastifyInstance, deps: ConsoleDeps)
 
   app.post<{ Params: { id: string } }>('/proxy-users/:id/reset', async (request, reply) => {
     const account = accountOf(request);
-    const user = ownUser(request.params.id, account.id);
+    const user = await ownUser(request.params.id, account.id);
     if (!user) {
       setFlash(request, 'error', 'That proxy user does not exist.');
       return seeOther(reply, '/console/proxy-users');
     }
     const password = generatePassword();
-    users.setPassword(account.id, user.id, await hashPassword(password));
+    await users.setPassword(account.id, user.id, await hashPassword(password));
     request.session.reveal = { kind: 'proxy-password', sealed: deps.sealer.seal(password), label: user.username };
     request.log.info({ event: 'console_proxy_user_reset', account_id: account.id, proxy_user_id: user.id }, 'proxy user password reset');
     return seeOther(reply, '/console/proxy-users');
@@ -57,15 +57,15 @@ export default function proxyUserRoutes(app: FastifyInstance, deps: ConsoleDeps)
 
   app.post<{ Params: { id: string } }>('/proxy-users/:id/delete', async (request, reply) => {
     const account = accountOf(request);
-    const user = ownUser(request.params.id, account.id);
-    if (!user || !users.delete(account.id, user.id)) setFlash(request, 'error', 'That proxy user does not exist.');
+    const user = await ownUser(request.params.id, account.id);
+    if (!user || !(await users.delete(account.id, user.id))) setFlash(request, 'error', 'That proxy user does not exist.');
     else setFlash(request, 'success', `Deleted proxy user ${user.username}. New gateway connections with it are refused.`);
     return seeOther(reply, '/console/proxy-users');
   });
 
-  function ownUser(idParam: string, accountId: number) {
+  async function ownUser(idParam: string, accountId: number) {
     if (!/^[1-9][0-9]{0,15}$/.test(idParam)) return null;
-    const u = users.get(Number(idParam));
+    const u = await users.get(Number(idParam));
     return u && u.account_id === accountId ? u : null;
   }
 }

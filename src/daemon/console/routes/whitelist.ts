@@ -29,9 +29,9 @@ export default function whitelistRoutes(app: FastifyInstance, deps: ConsoleDeps)
       status: filter.status,
       ...(filter.ip ? { ip: filter.ip } : {}),
     });
-    let data = { items: [] as ReturnType<typeof service.list>['items'], total: 0 };
+    let data = { items: [] as Awaited<ReturnType<typeof service.list>>['items'], total: 0 };
     let filterError: string | undefined;
-    if (parsed.success) data = service.list(account.id, parsed.data);
+    if (parsed.success) data = await service.list(account.id, parsed.data);
     else filterError = 'Enter a complete IPv4 address to filter by, such as 203.0.113.7.';
     const addResult = request.session.addResult;
     if (addResult) delete request.session.addResult;
@@ -65,7 +65,7 @@ export default function whitelistRoutes(app: FastifyInstance, deps: ConsoleDeps)
       return seeOther(reply, '/console/whitelist');
     }
     try {
-      const out = service.add(
+      const out = await service.add(
         account.id,
         ips.map((ip) => ({ ip, remark })),
       );
@@ -81,7 +81,7 @@ export default function whitelistRoutes(app: FastifyInstance, deps: ConsoleDeps)
   app.post('/whitelist/delete', async (request, reply) => {
     const account = accountOf(request);
     const ip = field(request.body, 'ip').trim();
-    const out = service.delete(account.id, [ip]);
+    const out = await service.delete(account.id, [ip]);
     const failed = out.data.failed_items[0];
     if (failed) setFlash(request, 'error', `${failed.code}: ${failed.reason} (${failed.ip}).`);
     else setFlash(request, 'success', `Deleted ${ip}. New gateway connections from it are refused.`);
@@ -96,7 +96,7 @@ export default function whitelistRoutes(app: FastifyInstance, deps: ConsoleDeps)
       setFlash(request, 'error', 'Choose enable or disable.');
       return seeOther(reply, '/console/whitelist');
     }
-    const item = service.setStatus(account.id, ip, status === 'active' ? 1 : 2);
+    const item = await service.setStatus(account.id, ip, status === 'active' ? 1 : 2);
     if (!item) setFlash(request, 'error', `${Code.NO_SUCH_WHITELIST}: whitelist does not exist (${ip}).`);
     else setFlash(request, 'success', status === 'active' ? `Enabled ${ip}.` : `Disabled ${ip}. The gateway refuses new connections from it.`);
     return seeOther(reply, '/console/whitelist');

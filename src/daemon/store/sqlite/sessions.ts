@@ -1,13 +1,7 @@
 // console_sessions: server-side web console sessions, so logout, password change and suspension end them at once.
+import type { ConsoleSessionStore, SessionRecord } from '../types.js';
 import type { Db } from './db.js';
 import { stmt } from './statements.js';
-
-export interface SessionRecord {
-  accountId: number | null;
-  /** The serialized session (JSON); never contains a password or an API token at rest beyond one redirect. */
-  data: string;
-  expiresAtSec: number;
-}
 
 interface SessionRow {
   account_id: number | null;
@@ -15,7 +9,7 @@ interface SessionRow {
   expires_at: number;
 }
 
-export class ConsoleSessionStore {
+export class SqliteConsoleSessionStore implements ConsoleSessionStore {
   private readonly getStmt;
   private readonly upsertStmt;
   private readonly deleteStmt;
@@ -42,8 +36,7 @@ export class ConsoleSessionStore {
     );
   }
 
-  /** The live session, or null when absent or expired (an expired row is removed). */
-  get(sid: string): SessionRecord | null {
+  async get(sid: string): Promise<SessionRecord | null> {
     const row = this.getStmt.get(sid);
     if (!row) return null;
     if (row.expires_at <= this.nowSec()) {
@@ -53,29 +46,27 @@ export class ConsoleSessionStore {
     return { accountId: row.account_id, data: row.data, expiresAtSec: row.expires_at };
   }
 
-  set(sid: string, rec: SessionRecord): void {
+  async set(sid: string, rec: SessionRecord): Promise<void> {
     this.upsertStmt.run(sid, rec.accountId, rec.data, rec.expiresAtSec);
   }
 
-  destroy(sid: string): void {
+  async destroy(sid: string): Promise<void> {
     this.deleteStmt.run(sid);
   }
 
-  /** Ends every session of the account (logout everywhere, password change, suspension). */
-  destroyForAccount(accountId: number): number {
+  async destroyForAccount(accountId: number): Promise<number> {
     return this.deleteForAccountStmt.run(accountId).changes;
   }
 
-  /** Ends every session of the account but one (the one that changed the password). */
-  destroyOthers(accountId: number, keepSid: string): number {
+  async destroyOthers(accountId: number, keepSid: string): Promise<number> {
     return this.deleteOthersStmt.run(accountId, keepSid).changes;
   }
 
-  countForAccount(accountId: number): number {
+  async countForAccount(accountId: number): Promise<number> {
     return this.countForAccountStmt.get(accountId, this.nowSec())!.n;
   }
 
-  pruneExpired(): number {
+  async pruneExpired(): Promise<number> {
     return this.pruneStmt.run(this.nowSec()).changes;
   }
 }

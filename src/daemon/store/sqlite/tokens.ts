@@ -1,22 +1,9 @@
 // api_tokens: access key, SHA-256 of the secret (the secret is 256 random bits, so a fast hash is enough), status, expiry.
+import type { ApiToken as TokenRow, ApiTokenWithAccount as TokenWithAccount, TokenStore } from '../types.js';
 import type { Db } from './db.js';
 import { stmt } from './statements.js';
 
-export interface TokenRow {
-  id: number;
-  account_id: number;
-  access_key: string;
-  secret_hash: Buffer;
-  status: 'active' | 'disabled';
-  expires_at: number | null;
-  created_at: number;
-}
-
-export interface TokenWithAccount extends TokenRow {
-  account_status: string;
-}
-
-export class TokenStore {
+export class SqliteTokenStore implements TokenStore {
   private readonly byAccessKey;
   private readonly activeForAccount;
   constructor(
@@ -31,16 +18,15 @@ export class TokenStore {
     );
   }
 
-  findByAccessKey(accessKey: string): TokenWithAccount | null {
+  async findByAccessKey(accessKey: string): Promise<TokenWithAccount | null> {
     return this.byAccessKey.get(accessKey) ?? null;
   }
 
-  activeToken(accountId: number): TokenRow | null {
+  async activeToken(accountId: number): Promise<TokenRow | null> {
     return this.activeForAccount.get(accountId) ?? null;
   }
 
-  /** Disables every active token of the account and stores the new one, atomically. */
-  replace(accountId: number, accessKey: string, secretHash: Buffer, expiresAt: number | null = null): void {
+  async replace(accountId: number, accessKey: string, secretHash: Buffer, expiresAt: number | null = null): Promise<void> {
     this.db.transaction(() => {
       stmt(this.db, "UPDATE api_tokens SET status = 'disabled' WHERE account_id = ? AND status = 'active'").run(accountId);
       stmt(this.db, "INSERT INTO api_tokens (account_id, access_key, secret_hash, status, expires_at, created_at) VALUES (?, ?, ?, 'active', ?, ?)")
@@ -48,8 +34,7 @@ export class TokenStore {
     }).immediate();
   }
 
-  /** Disables the active token; returns its access key, or null when there was none. */
-  disable(accountId: number): string | null {
+  async disable(accountId: number): Promise<string | null> {
     return this.db.transaction(() => {
       const t = this.activeForAccount.get(accountId);
       if (!t) return null;

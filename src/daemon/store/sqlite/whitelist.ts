@@ -1,19 +1,8 @@
 // whitelist_entries + ip_claims: each item is claimed and recorded in its own IMMEDIATE transaction,
 // so two accounts (or two processes) racing for one IP always leave exactly one owner.
-import type { Db } from './db.js';
+import type { Admission, ClaimOutcome, Inconsistencies, ListFilter, ReleaseOutcome, Repairs, WhitelistEntry, WhitelistStore } from '../types.js';
+import { isBusyError, type Db } from './db.js';
 import { stmt } from './statements.js';
-
-export interface WhitelistEntry {
-  id: number;
-  account_id: number;
-  ip: string;
-  remark: string;
-  status: 1 | 2;
-  created_at: number;
-}
-
-export type ClaimOutcome = 'added' | 'already_listed' | 'unavailable';
-export type ReleaseOutcome = 'deleted' | 'absent';
 
 interface ClaimRow {
   ip: string;
@@ -23,14 +12,7 @@ interface ClaimRow {
   version: number;
 }
 
-export interface ListFilter {
-  status?: 1 | 2 | undefined;
-  ip?: string | undefined;
-  limit: number;
-  offset: number;
-}
-
-export class WhitelistStore {
+export class SqliteWhitelistStore implements WhitelistStore {
   private readonly claimOf;
   private readonly insertClaim;
   private readonly takeOverClaim;
@@ -69,7 +51,7 @@ export class WhitelistStore {
         WHERE c.ip = ? AND c.state = 'held'`,
     );
 
-    this.claimTx = db.transaction((accountId: number, ip: string, remark: string): ClaimOutcome => {
+    this.claimTx = db.transaction((accountId: number, ip: string, remark: string): Exclude<ClaimOutcome, 'busy'> => {
       const now = this.nowSec();
       const claim = this.claimOf.get(ip);
       let version = 1;
@@ -86,7 +68,7 @@ export class WhitelistStore {
       return 'added';
     });
 
-    this.releaseTx = db.transaction((accountId: number, ip: string): ReleaseOutcome => {
+    this.releaseTx = db.transaction((accountId: number, ip: string): Exclude<ReleaseOutcome, 'busy'> => {
       const entry = this.liveEntry.get(accountId, ip);
       if (!entry) return 'absent';
       this.softDelete.run(this.nowSec(), entry.id);
@@ -95,17 +77,29 @@ export class WhitelistStore {
     });
   }
 
-  /** Claims the IP for the account and records the entry, or says why not. One transaction per IP. */
-  claimIp(accountId: number, ip: string, remark: string): ClaimOutcome {
-    return this.claimTx.immediate(accountId, ip, remark);
+  async reserveEntryIds(): Promise<null> {
+    return null; // claims run one by one here: ids ascend in item order by themselves
   }
 
-  /** Soft-deletes the account's entry and releases the global claim at once. */
-  releaseClaim(accountId: number, ip: string): ReleaseOutcome {
-    return this.releaseTx.immediate(accountId, ip);
+  async claimIp(accountId: number, ip: string, remark: string): Promise<ClaimOutcome> {
+    try {
+      return this.claimTx.immediate(accountId, ip, remark);
+    } catch (e) {
+      if (isBusyError(e)) return 'busy';
+      throw e;
+    }
   }
 
-  list(accountId: number, f: ListFilter): { items: WhitelistEntry[]; total: number } {
+  async releaseClaim(accountId: number, ip: string): Promise<ReleaseOutcome> {
+    try {
+      return this.releaseTx.immediate(accountId, ip);
+    } catch (e) {
+      if (isBusyError(e)) return 'busy';
+      throw e;
+    }
+  }
+
+  async list(accountId: number, f: ListFilter): Promise<{ items: WhitelistEntry[]; total: number }> {
     const where = ['account_id = ?', 'deleted_at IS NULL'];
     const params: Array<string | number> = [accountId];
     if (f.status !== undefined) {
@@ -126,7 +120,11 @@ export class WhitelistStore {
     return { items, total };
   }
 
-  findLive(accountId: number, ip: string): WhitelistEntry | null {
+  async findLive(accountId: number, ip: string): Promise<WhitelistEntry | null> {
+    return this.live(accountId, ip);
+  }
+
+  private live(accountId: number, ip: string): WhitelistEntry | null {
     return (
       stmt<[number, string], WhitelistEntry>(this.db,
           'SELECT id, account_id, ip, remark, status, created_at FROM whitelist_entries WHERE account_id = ? AND ip = ? AND deleted_at IS NULL',
@@ -135,21 +133,19 @@ export class WhitelistStore {
     );
   }
 
-  setStatus(accountId: number, ip: string, status: 1 | 2): WhitelistEntry | null {
+  async setStatus(accountId: number, ip: string, status: 1 | 2): Promise<WhitelistEntry | null> {
     const changed = stmt(this.db, 'UPDATE whitelist_entries SET status = ? WHERE account_id = ? AND ip = ? AND deleted_at IS NULL')
       .run(status, accountId, ip).changes;
-    return changed ? this.findLive(accountId, ip) : null;
+    return changed ? this.live(accountId, ip) : null;
   }
 
-  /** Gateway admission by source IP: the owner of an active entry, and that owner's status. */
-  admissionByIp(ip: string): { accountId: number; entryActive: boolean; accountActive: boolean } | null {
+  async admissionByIp(ip: string): Promise<Admission | null> {
     const r = this.admissionRow.get(ip);
     if (!r) return null;
     return { accountId: r.account_id, entryActive: r.entry_status === 1, accountActive: r.account_status === 'active' };
   }
 
-  /** Claims with no live entry, or live entries with no claim: what a crash must never leave. */
-  inconsistencies(): { claimsWithoutEntry: number; entriesWithoutClaim: number } {
+  async inconsistencies(): Promise<Inconsistencies> {
     const claimsWithoutEntry = stmt<[], { n: number }>(this.db,
         `SELECT COUNT(*) AS n FROM ip_claims c WHERE c.state = 'held' AND NOT EXISTS
            (SELECT 1 FROM whitelist_entries e WHERE e.ip = c.ip AND e.account_id = c.account_id AND e.deleted_at IS NULL)`,
@@ -169,7 +165,7 @@ export class WhitelistStore {
    * completed); a live entry with no claim gets its claim back if the IP is unclaimed, else it is
    * soft-deleted (someone else owns the IP). One transaction.
    */
-  repair(): { claimsReleased: number; claimsRestored: number; entriesRemoved: number } {
+  async repair(): Promise<Repairs> {
     return this.db
       .transaction(() => {
         const claimsReleased = stmt(this.db,

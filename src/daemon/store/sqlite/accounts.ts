@@ -1,16 +1,7 @@
 // accounts: email, console password hash, status, real-name verification.
+import type { Account, AccountStatus, AccountStore } from '../types.js';
 import type { Db } from './db.js';
 import { stmt } from './statements.js';
-
-export type AccountStatus = 'active' | 'suspended' | 'closed';
-
-export interface Account {
-  id: number;
-  email: string;
-  status: AccountStatus;
-  verified: boolean;
-  created_at: number;
-}
 
 interface AccountRow {
   id: number;
@@ -29,7 +20,7 @@ const toAccount = (r: AccountRow): Account => ({
   created_at: r.created_at,
 });
 
-export class AccountStore {
+export class SqliteAccountStore implements AccountStore {
   private readonly byEmail;
   private readonly byId;
   private readonly insert;
@@ -44,40 +35,36 @@ export class AccountStore {
     );
   }
 
-  create(email: string, passwordHash: string, verified: boolean): Account | 'exists' {
+  async create(email: string, passwordHash: string, verified: boolean): Promise<Account | 'exists'> {
     if (this.byEmail.get(email)) return 'exists';
     const now = this.nowSec();
     const info = this.insert.run(email, passwordHash, verified ? 1 : 0, now, now);
-    return this.get(Number(info.lastInsertRowid))!;
+    return toAccount(this.byId.get(Number(info.lastInsertRowid))!);
   }
 
-  get(id: number): Account | null {
+  async get(id: number): Promise<Account | null> {
     const r = this.byId.get(id);
     return r ? toAccount(r) : null;
   }
 
-  findByEmail(email: string): Account | null {
+  async findByEmail(email: string): Promise<Account | null> {
     const r = this.byEmail.get(email);
     return r ? toAccount(r) : null;
   }
 
-  passwordHash(id: number): string | null {
+  async passwordHash(id: number): Promise<string | null> {
     return this.byId.get(id)?.password_hash ?? null;
   }
 
-  setVerified(id: number, verified: boolean): void {
+  async setVerified(id: number, verified: boolean): Promise<void> {
     stmt(this.db, 'UPDATE accounts SET verified = ?, updated_at = ? WHERE id = ?').run(verified ? 1 : 0, this.nowSec(), id);
   }
 
-  setPasswordHash(id: number, hash: string): void {
+  async setPasswordHash(id: number, hash: string): Promise<void> {
     stmt(this.db, 'UPDATE accounts SET password_hash = ?, updated_at = ? WHERE id = ?').run(hash, this.nowSec(), id);
   }
 
-  /**
-   * Status change. Closing moves every IP the account holds to "being released" and ends its
-   * whitelist entries, in one transaction.
-   */
-  setStatus(id: number, status: AccountStatus): void {
+  async setStatus(id: number, status: AccountStatus): Promise<void> {
     const now = this.nowSec();
     this.db.transaction(() => {
       stmt(this.db, 'UPDATE accounts SET status = ?, updated_at = ? WHERE id = ?').run(status, now, id);

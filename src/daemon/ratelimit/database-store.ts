@@ -1,43 +1,41 @@
-// Window store in the shared SQLite database: exact across the workers of one host.
+// Window store in the shared database: exact across the workers of one host (SQLite) or a fleet (PostgreSQL).
 import { setImmediate as yieldToLoop } from 'node:timers/promises';
-import type { RateHitStore } from '../store/rate-hits.js';
+import type { RateHitStore } from '../store/index.js';
 import { LimiterUnavailableError, type WindowDecision, type WindowStore } from './limiter.js';
-import { isBusyError } from '../store/db.js';
-
 
 /** Give up on a lock after this long; ApiLimits answers 503 at its own bound (500 ms) anyway. */
 const MAX_WAIT_MS = 450;
 
-export class SqliteWindowStore implements WindowStore {
-  readonly kind = 'sqlite' as const;
+export class DatabaseWindowStore implements WindowStore {
   private readonly pruner: NodeJS.Timeout;
 
   constructor(
     private readonly hits: RateHitStore,
+    readonly kind: 'sqlite' | 'postgres' = 'sqlite',
     maxWindowMs = 60_000,
   ) {
     this.pruner = setInterval(() => {
-      try {
-        this.hits.prune(Date.now() - maxWindowMs);
-      } catch {
-        /* busy: the next round prunes */
-      }
+      this.hits.prune(Date.now() - maxWindowMs).catch(() => {
+        /* unreachable: the next round prunes */
+      });
     }, 30_000);
     this.pruner.unref();
   }
 
-  // Another worker holding the write lock for its ~50 us transaction: retry on the next turn of the
-  // event loop rather than letting SQLite sleep it (hits is a connection with busy_timeout 0).
-  private async retryWhileBusy<T>(op: () => T): Promise<T> {
+  // Another worker holding the SQLite write lock for its ~50 us transaction: retry on the next turn of
+  // the event loop rather than letting SQLite sleep it (its connection has busy_timeout 0).
+  private async retryWhileBusy<T>(op: () => Promise<T | 'busy'>): Promise<T> {
     const deadline = Date.now() + MAX_WAIT_MS;
     for (;;) {
+      let r: T | 'busy';
       try {
-        return op();
+        r = await op();
       } catch (e) {
-        if (!isBusyError(e)) throw e;
-        if (Date.now() > deadline) throw new LimiterUnavailableError(e);
-        await yieldToLoop();
+        throw new LimiterUnavailableError(e);
       }
+      if (r !== 'busy') return r;
+      if (Date.now() > deadline) throw new LimiterUnavailableError('busy');
+      await yieldToLoop();
     }
   }
 

@@ -1,16 +1,19 @@
 // rate_hits: sliding-window log shared by every worker on this database.
-import type { Db } from './db.js';
+import type { RateHitStore, WindowDecision } from '../types.js';
+import { isBusyError, type Db } from './db.js';
 import { stmt } from './statements.js';
 
-export interface WindowDecision {
-  allowed: boolean;
-  /** Hits in the window after this call. */
-  count: number;
-  /** When the oldest hit in the window leaves it (ms epoch), or null when the window is empty. */
-  oldestAtMs: number | null;
+/** Runs op, turning a lock held by another connection into `busy` (this connection never waits). */
+function unlessBusy<T>(op: () => T): T | 'busy' {
+  try {
+    return op();
+  } catch (e) {
+    if (isBusyError(e)) return 'busy';
+    throw e;
+  }
 }
 
-export class RateHitStore {
+export class SqliteRateHitStore implements RateHitStore {
   private readonly countStmt;
   private readonly oldestStmt;
   private readonly insertStmt;
@@ -35,21 +38,26 @@ export class RateHitStore {
   }
 
   /** Records a hit if fewer than `limit` are in the window; atomic across processes. */
-  hit(key: string, limit: number, windowMs: number, nowMs: number): WindowDecision {
-    return this.hitTx.immediate(key, limit, windowMs, nowMs);
+  async hit(key: string, limit: number, windowMs: number, nowMs: number): Promise<WindowDecision | 'busy'> {
+    return unlessBusy(() => this.hitTx.immediate(key, limit, windowMs, nowMs));
   }
 
-  peek(key: string, windowMs: number, nowMs: number): WindowDecision {
+  async peek(key: string, windowMs: number, nowMs: number): Promise<WindowDecision | 'busy'> {
     const since = nowMs - windowMs;
-    const n = this.countStmt.get(key, since, -1)!.n; // LIMIT -1: no cap (lock-out keys stop growing at the limit)
-    return { allowed: true, count: n, oldestAtMs: this.oldestStmt.get(key, since)!.at };
+    return unlessBusy(() => {
+      const n = this.countStmt.get(key, since, -1)!.n; // LIMIT -1: no cap (lock-out keys stop growing at the limit)
+      return { allowed: true, count: n, oldestAtMs: this.oldestStmt.get(key, since)!.at };
+    });
   }
 
-  record(key: string, nowMs: number): void {
-    this.insertStmt.run(key, nowMs);
+  async record(key: string, nowMs: number): Promise<'ok' | 'busy'> {
+    return unlessBusy(() => {
+      this.insertStmt.run(key, nowMs);
+      return 'ok' as const;
+    });
   }
 
-  prune(olderThanMs: number): number {
-    return this.pruneStmt.run(olderThanMs).changes;
+  async prune(olderThanMs: number): Promise<number | 'busy'> {
+    return unlessBusy(() => this.pruneStmt.run(olderThanMs).changes);
   }
 }

@@ -1,0 +1,172 @@
+// change_log on PostgreSQL (migration 2): what every node's admission view is loaded from and kept current by.
+// Keys travel as JSON arrays (no array type lookup at connect). Identity values are handed out before commit, so a higher seq can become visible before a lower one: the
+// reader remembers the holes below its position and reads them again until they fill or outlive any
+// transaction (rolled back), so no committed change is ever skipped. LISTEN/NOTIFY wakes readers early.
+import type {
+  AdmissionAccountRow, AdmissionChangeRows, AdmissionIpRow, AdmissionSnapshotRows, AdmissionUserRow, ChangeKind, ChangeLogStore,
+} from '../types.js';
+import type postgres from 'postgres';
+import { guard, type Sql } from './db.js';
+
+/** The pool or a transaction on it. */
+type Q = Sql | postgres.TransactionSql<{ int8: number }>;
+
+const CHANNEL = 'proxyd_changes';
+/** A hole older than this belongs to a transaction that rolled back: every transaction ends sooner (statement and idle timeouts). */
+const HOLE_TTL_MS = 30_000;
+/** Holes are looked for only this far below the head at a snapshot (open transactions are recent). */
+const SNAPSHOT_HOLE_WINDOW = 10_000;
+const SNAPSHOT_TIMEOUT_MS = 30_000;
+
+export class PgChangeLogStore implements ChangeLogStore {
+  /** seq → when it was first seen missing below the reader's position. */
+  private readonly holes = new Map<number, number>();
+
+  constructor(
+    private readonly sql: Sql,
+    private readonly nowMs: () => number = Date.now,
+  ) {}
+
+  async snapshot(): Promise<AdmissionSnapshotRows> {
+    // One REPEATABLE READ transaction: the head and the rows come from the same database snapshot.
+    return guard(
+      () =>
+        this.sql.begin('isolation level repeatable read read only', async (tx) => {
+          const seq = await this.head(tx);
+          const recent = await tx<{ seq: number }[]>`SELECT seq FROM change_log WHERE seq > ${seq - SNAPSHOT_HOLE_WINDOW} ORDER BY seq`;
+          this.holes.clear();
+          const floor = Math.max(seq - SNAPSHOT_HOLE_WINDOW, await this.trimmedThrough(tx));
+          this.noteHoles(floor, recent.map((r) => r.seq));
+          return {
+            seq,
+            users: await tx<AdmissionUserRow[]>`SELECT username, account_id, password_hash, status FROM proxy_users`,
+            ips: await tx<AdmissionIpRow[]>`${this.ipsQuery(tx)}`,
+            accounts: await tx<AdmissionAccountRow[]>`SELECT id, status FROM accounts`,
+          };
+        }) as Promise<AdmissionSnapshotRows>,
+      SNAPSHOT_TIMEOUT_MS,
+    );
+  }
+
+  async changesSince(since: number, limit: number): Promise<AdmissionChangeRows | 'behind'> {
+    return guard(
+      () =>
+        this.sql.begin('isolation level repeatable read read only', async (tx) => {
+          if (since < (await this.trimmedThrough(tx))) return 'behind' as const;
+          const holes = [...this.holes.keys()];
+          const log = await tx<{ seq: number; kind: ChangeKind; key: string }[]>`
+            SELECT seq, kind, key FROM change_log WHERE seq > ${since} OR seq IN (SELECT jsonb_array_elements_text(${JSON.stringify(holes)}::text::jsonb)::bigint) ORDER BY seq LIMIT ${limit}`;
+          const ahead = log.filter((r) => r.seq > since).map((r) => r.seq);
+          for (const r of log) this.holes.delete(r.seq);
+          this.expireHoles();
+          // A position past the head: the database was replaced or restored from a backup.
+          if (ahead.length === 0 && log.length === 0) return since > (await this.head(tx)) ? ('behind' as const) : empty(since);
+          this.noteHoles(since, ahead);
+          const out: AdmissionChangeRows = { seq: ahead.length ? ahead[ahead.length - 1]! : since, rows: ahead.length, users: [], ips: [], accounts: [] };
+          const keys = { user: new Set<string>(), ip: new Set<string>(), account: new Set<string>() };
+          for (const r of log) keys[r.kind].add(r.key);
+          if (keys.user.size) {
+            const names = [...keys.user];
+            const rows = await tx<AdmissionUserRow[]>`SELECT username, account_id, password_hash, status FROM proxy_users WHERE username IN (SELECT jsonb_array_elements_text(${JSON.stringify(names)}::text::jsonb))`;
+            const by = new Map(rows.map((r) => [r.username, r]));
+            out.users = names.map((username) => ({ username, row: by.get(username) ?? null }));
+          }
+          if (keys.ip.size) {
+            const ips = [...keys.ip];
+            const rows = await tx<AdmissionIpRow[]>`${this.ipsQuery(tx)} AND c.ip IN (SELECT jsonb_array_elements_text(${JSON.stringify(ips)}::text::jsonb))`;
+            const by = new Map(rows.map((r) => [r.ip, r]));
+            out.ips = ips.map((ip) => ({ ip, row: by.get(ip) ?? null }));
+          }
+          if (keys.account.size) {
+            const ids = [...keys.account].map(Number);
+            const rows = await tx<AdmissionAccountRow[]>`SELECT id, status FROM accounts WHERE id IN (SELECT jsonb_array_elements_text(${JSON.stringify(ids)}::text::jsonb)::int)`;
+            const by = new Map(rows.map((r) => [r.id, r]));
+            out.accounts = ids.map((id) => ({ id, row: by.get(id) ?? null }));
+          }
+          return out;
+        }) as Promise<AdmissionChangeRows | 'behind'>,
+    );
+  }
+
+  async headSeq(): Promise<number> {
+    return guard(() => this.head(this.sql));
+  }
+
+  async horizon(): Promise<number> {
+    return guard(() => this.trimmedThrough(this.sql));
+  }
+
+  async trim(keep: number): Promise<number> {
+    return guard(() =>
+      this.sql.begin(async (tx) => {
+        const through = (await this.head(tx)) - Math.max(1, keep);
+        if (through - (await this.trimmedThrough(tx)) < Math.max(1, Math.floor(keep / 10))) return 0;
+        // The horizon row is the lock: two nodes trimming at once take turns.
+        await tx`UPDATE change_log_horizon SET trimmed_through = greatest(trimmed_through, ${through}) WHERE id = 1`;
+        const r = await tx`DELETE FROM change_log WHERE seq <= ${through}`;
+        return r.count;
+      }),
+    );
+  }
+
+  watch(wake: () => void, onError?: (err: Error) => void): () => void {
+    let stopped = false;
+    let unlisten: (() => Promise<void>) | null = null;
+    let retry: NodeJS.Timeout | null = null;
+    const subscribe = () => {
+      // postgres.js keeps LISTEN on a connection of its own and re-subscribes after a reconnect; onlisten
+      // runs on every (re)subscription, when changes may have been missed: the reader catches up from the log.
+      this.sql
+        .listen(CHANNEL, () => wake(), () => wake())
+        .then((meta) => {
+          if (stopped) void meta.unlisten().catch(() => {});
+          else unlisten = meta.unlisten;
+        })
+        .catch((err: Error) => {
+          onError?.(err);
+          if (!stopped) retry = setTimeout(subscribe, 5_000).unref();
+        });
+    };
+    subscribe();
+    return () => {
+      stopped = true;
+      if (retry) clearTimeout(retry);
+      void unlisten?.().catch(() => {});
+    };
+  }
+
+  private ipsQuery(tx: Q) {
+    return tx`SELECT e.ip, e.account_id, e.status FROM ip_claims c
+      JOIN whitelist_entries e ON e.ip = c.ip AND e.account_id = c.account_id AND e.deleted_at IS NULL
+      WHERE c.state = 'held'`;
+  }
+
+  private async head(tx: Q): Promise<number> {
+    const [r] = await tx<{ seq: number | null }[]>`SELECT max(seq) AS seq FROM change_log`;
+    return r?.seq ?? (await this.trimmedThrough(tx));
+  }
+
+  private async trimmedThrough(tx: Q): Promise<number> {
+    const [r] = await tx<{ t: number }[]>`SELECT trimmed_through AS t FROM change_log_horizon WHERE id = 1`;
+    return r?.t ?? 0;
+  }
+
+  /** Every seq in (from, last seen] not among `seen` (ascending) is a hole: in flight, or rolled back. */
+  private noteHoles(from: number, seen: number[]): void {
+    const now = this.nowMs();
+    let expect = from + 1;
+    for (const s of seen) {
+      for (; expect < s; expect++) if (!this.holes.has(expect)) this.holes.set(expect, now);
+      expect = s + 1;
+    }
+  }
+
+  private expireHoles(): void {
+    const oldest = this.nowMs() - HOLE_TTL_MS;
+    for (const [seq, at] of this.holes) if (at < oldest) this.holes.delete(seq);
+  }
+}
+
+function empty(seq: number): AdmissionChangeRows {
+  return { seq, rows: 0, users: [], ips: [], accounts: [] };
+}

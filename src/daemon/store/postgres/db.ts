@@ -1,0 +1,99 @@
+// Connects to PostgreSQL: a bounded pool with short timeouts (a paused server must not hang requests),
+// int8 as numbers, driver failures turned into the store's own values and errors, migrations under an advisory lock.
+import postgres from 'postgres';
+import { StoreUnavailableError } from '../types.js';
+import { PG_MIGRATIONS } from './migrations.js';
+
+export type Sql = postgres.Sql<{ int8: number }>;
+
+/** A query that has not answered in this long is given up (503); the server may still finish it. */
+export const QUERY_TIMEOUT_MS = 2_000;
+const CONNECT_TIMEOUT_S = 2;
+/** Any fixed 64-bit number of our own: the advisory lock key that serialises migrations across nodes. */
+const MIGRATION_LOCK_KEY = 0x70726f787964; // "proxyd"
+
+export function connect(url: string, max = 10): Sql {
+  // libpq's way to a Unix socket, `postgres://user@/db?host=/run/postgresql`: postgres.js wants it as an option.
+  const u = new URL(url);
+  const socketDir = u.searchParams.get('host');
+  if (socketDir?.startsWith('/')) u.searchParams.delete('host');
+  return postgres(u.toString(), {
+    ...(socketDir?.startsWith('/') ? { host: socketDir } : {}),
+    max,
+    connect_timeout: CONNECT_TIMEOUT_S,
+    idle_timeout: 60,
+    // No type lookup query at connect: nothing of ours needs it, and it is one more thing to hang on.
+    fetch_types: false,
+    onnotice: () => {},
+    types: { int8: { to: 20, from: [20], serialize: (x: number) => String(x), parse: (x: string) => Number(x) } },
+    connection: { application_name: 'proxyd', statement_timeout: 10_000, lock_timeout: 5_000, idle_in_transaction_session_timeout: 10_000 },
+  }) as unknown as Sql;
+}
+
+// Connection-level failures: the server is stopped, paused, restarting or out of reach.
+const UNREACHABLE_CODES = new Set([
+  'ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOTFOUND', 'EAI_AGAIN',
+  'CONNECT_TIMEOUT', 'CONNECTION_CLOSED', 'CONNECTION_ENDED', 'CONNECTION_DESTROYED',
+]);
+
+export function isUnreachable(e: unknown): boolean {
+  const code = String((e as { code?: unknown }).code ?? '');
+  // SQLSTATE 08 connection exception, 57P0x shutdown / cannot connect now, 53 insufficient resources, 57014 statement timeout.
+  return UNREACHABLE_CODES.has(code) || /^(08|53|57P0)/.test(code) || code === '57014';
+}
+
+/** Lost a race inside the database (serialisation failure, deadlock, lock timeout): worth retrying. */
+export function isBusy(e: unknown): boolean {
+  const code = String((e as { code?: unknown }).code ?? '');
+  return code === '40001' || code === '40P01' || code === '55P03';
+}
+
+/** Runs a query with the client-side deadline; an unreachable server becomes StoreUnavailableError. */
+export async function guard<T>(op: () => Promise<T>, timeoutMs = QUERY_TIMEOUT_MS): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const deadline = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new StoreUnavailableError(`no answer within ${timeoutMs} ms`)), timeoutMs);
+  });
+  const work = op();
+  work.catch(() => {}); // a query abandoned at the deadline may still fail later
+  try {
+    return await Promise.race([work, deadline]);
+  } catch (e) {
+    if (e instanceof StoreUnavailableError) throw e;
+    if (isUnreachable(e)) throw new StoreUnavailableError(String((e as { code?: unknown }).code));
+    throw e;
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** Brings the schema up to date; nodes starting together wait on one advisory lock and migrate once. */
+export async function migrate(sql: Sql): Promise<number> {
+  return sql.begin(async (tx) => {
+    await tx`SELECT pg_advisory_xact_lock(${MIGRATION_LOCK_KEY})`;
+    await tx`CREATE TABLE IF NOT EXISTS proxyd_schema (version integer PRIMARY KEY, applied_at bigint NOT NULL)`;
+    const [row] = await tx<{ v: number }[]>`SELECT coalesce(max(version), 0)::int AS v FROM proxyd_schema`;
+    let version = row!.v;
+    for (; version < PG_MIGRATIONS.length; version++) {
+      await tx.unsafe(PG_MIGRATIONS[version]!).simple();
+      await tx`INSERT INTO proxyd_schema (version, applied_at) VALUES (${version + 1}, ${Math.floor(Date.now() / 1000)})`;
+    }
+    return version;
+  });
+}
+
+export async function schemaVersion(sql: Sql): Promise<number> {
+  const [row] = await sql<{ v: number }[]>`SELECT coalesce(max(version), 0)::int AS v FROM proxyd_schema`;
+  return row!.v;
+}
+
+/** The URL as it may be shown: no password. */
+export function redactUrl(url: string): string {
+  try {
+    const u = new URL(url);
+    if (u.password) u.password = '***';
+    return u.toString();
+  } catch {
+    return 'postgres://(unparsable URL)';
+  }
+}

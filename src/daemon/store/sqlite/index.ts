@@ -1,0 +1,97 @@
+// The SQLite backend (embedded default): one file in the data dir, synchronous better-sqlite3 inside,
+// values handed back through the async seam; no extra round trips.
+import path from 'node:path';
+import type { RateHitStore, Store } from '../types.js';
+import { SqliteAccountStore } from './accounts.js';
+import { SqliteChangeLogStore } from './change-log.js';
+import { DB_FILE, integrityProblems, openDatabase, type Db } from './db.js';
+import { SqliteProxyUserStore } from './proxy-users.js';
+import { SqliteRateHitStore } from './rate-hits.js';
+import { SqliteConsoleSessionStore } from './sessions.js';
+import { stmt } from './statements.js';
+import { SqliteTokenStore } from './tokens.js';
+import { SqliteTrafficStore } from './traffic.js';
+import { SqliteWhitelistStore } from './whitelist.js';
+
+export interface SqliteStoreOptions {
+  nowMs?: () => number;
+  releaseGraceSec?: number;
+}
+
+export class SqliteStore implements Store {
+  readonly backend = 'sqlite' as const;
+  readonly itemConcurrency = 1;
+  readonly location: string;
+  readonly accounts: SqliteAccountStore;
+  readonly tokens: SqliteTokenStore;
+  readonly whitelist: SqliteWhitelistStore;
+  readonly proxyUsers: SqliteProxyUserStore;
+  readonly sessions: SqliteConsoleSessionStore;
+  readonly traffic: SqliteTrafficStore;
+  readonly changeLog: SqliteChangeLogStore;
+  private readonly extraConnections: Db[] = [];
+  private closed = false;
+
+  private constructor(
+    private readonly db: Db,
+    readonly dataDir: string,
+    opts: SqliteStoreOptions,
+  ) {
+    const nowMs = opts.nowMs ?? Date.now;
+    const nowSec = () => Math.floor(nowMs() / 1000);
+    const grace = opts.releaseGraceSec ?? 600;
+    this.location = path.join(dataDir, DB_FILE);
+    this.accounts = new SqliteAccountStore(db, nowSec);
+    this.tokens = new SqliteTokenStore(db, nowSec);
+    this.whitelist = new SqliteWhitelistStore(db, nowSec, () => grace);
+    this.proxyUsers = new SqliteProxyUserStore(db, nowSec);
+    this.sessions = new SqliteConsoleSessionStore(db, nowSec);
+    this.traffic = new SqliteTrafficStore(db, nowSec);
+    this.changeLog = new SqliteChangeLogStore(db, dataDir);
+  }
+
+  static open(dataDir: string, opts: SqliteStoreOptions = {}): SqliteStore {
+    return new SqliteStore(openDatabase(dataDir), dataDir, opts);
+  }
+
+  /**
+   * The rate-limit log on a connection of its own that never waits for a lock: SQLite's busy handler
+   * sleeps the whole event loop (1 ms and up) on every collision between workers; the caller retries
+   * a busy hit without blocking instead.
+   */
+  sharedRateHits(): RateHitStore {
+    const db = openDatabase(this.dataDir, { migrate: false, busyTimeoutMs: 0 });
+    this.extraConnections.push(db);
+    return new SqliteRateHitStore(db);
+  }
+
+  async fleetSecret(): Promise<string | null> {
+    return null;
+  }
+
+  async ping(): Promise<boolean> {
+    try {
+      return stmt(this.db, 'SELECT 1 AS ok').get() !== undefined;
+    } catch {
+      return false;
+    }
+  }
+
+  async integrityProblems(): Promise<string[]> {
+    return integrityProblems(this.db);
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    // Fold the WAL back into the main file so a stopped daemon leaves one self-contained database.
+    try {
+      this.db.exec('PRAGMA wal_checkpoint(TRUNCATE)');
+    } catch {
+      /* another process holds the WAL; it checkpoints on its own close */
+    }
+    for (const db of this.extraConnections) db.close();
+    this.db.close();
+  }
+}
+

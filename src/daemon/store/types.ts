@@ -1,0 +1,272 @@
+// The store's seam: one async interface per table family, domain types in and out, failures as values.
+// Backends (sqlite/, postgres/) implement it; nothing outside store/ sees a driver, a row or an SQL error.
+
+export type AccountStatus = 'active' | 'suspended' | 'closed';
+
+export interface Account {
+  id: number;
+  email: string;
+  status: AccountStatus;
+  verified: boolean;
+  created_at: number;
+}
+
+export interface ApiToken {
+  id: number;
+  account_id: number;
+  access_key: string;
+  secret_hash: Buffer;
+  status: 'active' | 'disabled';
+  expires_at: number | null;
+  created_at: number;
+}
+
+export interface ApiTokenWithAccount extends ApiToken {
+  account_status: AccountStatus;
+}
+
+export interface WhitelistEntry {
+  id: number;
+  account_id: number;
+  ip: string;
+  remark: string;
+  status: 1 | 2;
+  created_at: number;
+}
+
+/** `busy`: a lock held elsewhere or the database out of reach; nothing of this item was written. */
+export type ClaimOutcome = 'added' | 'already_listed' | 'unavailable' | 'busy';
+export type ReleaseOutcome = 'deleted' | 'absent' | 'busy';
+
+export interface ListFilter {
+  status?: 1 | 2 | undefined;
+  ip?: string | undefined;
+  limit: number;
+  offset: number;
+}
+
+export interface Admission {
+  accountId: number;
+  entryActive: boolean;
+  accountActive: boolean;
+}
+
+export interface Inconsistencies {
+  claimsWithoutEntry: number;
+  entriesWithoutClaim: number;
+}
+
+export interface Repairs {
+  claimsReleased: number;
+  claimsRestored: number;
+  entriesRemoved: number;
+}
+
+export interface ProxyUser {
+  id: number;
+  account_id: number;
+  username: string;
+  status: 'active' | 'disabled';
+  created_at: number;
+}
+
+export interface ProxyUserAuth {
+  account_id: number;
+  password_hash: string;
+  status: 'active' | 'disabled';
+  account_status: AccountStatus;
+}
+
+export interface SessionRecord {
+  accountId: number | null;
+  /** The serialized session (JSON); never contains a password or an API token at rest beyond one redirect. */
+  data: string;
+  expiresAtSec: number;
+}
+
+export interface WindowDecision {
+  allowed: boolean;
+  /** Hits in the window after this call. */
+  count: number;
+  /** When the oldest hit in the window leaves it (ms epoch), or null when the window is empty. */
+  oldestAtMs: number | null;
+}
+
+export interface TrafficDelta {
+  bytesUp: number;
+  bytesDown: number;
+  connections: number;
+}
+
+export interface AccountStore {
+  create(email: string, passwordHash: string, verified: boolean): Promise<Account | 'exists'>;
+  get(id: number): Promise<Account | null>;
+  findByEmail(email: string): Promise<Account | null>;
+  passwordHash(id: number): Promise<string | null>;
+  setVerified(id: number, verified: boolean): Promise<void>;
+  setPasswordHash(id: number, hash: string): Promise<void>;
+  /** Closing moves every IP the account holds to "being released" and ends its entries, atomically. */
+  setStatus(id: number, status: AccountStatus): Promise<void>;
+}
+
+export interface TokenStore {
+  findByAccessKey(accessKey: string): Promise<ApiTokenWithAccount | null>;
+  activeToken(accountId: number): Promise<ApiToken | null>;
+  /** Disables every active token of the account and stores the new one, atomically. */
+  replace(accountId: number, accessKey: string, secretHash: Buffer, expiresAt?: number | null): Promise<void>;
+  /** Disables the active token; its access key, or null when there was none. */
+  disable(accountId: number): Promise<string | null>;
+}
+
+export interface WhitelistStore {
+  /**
+   * Claims the IP for the account and records the entry, or says why not. One transaction per IP.
+   * `entryId`: one of reserveEntryIds(), so entries of a batch claimed concurrently still list in item order.
+   */
+  claimIp(accountId: number, ip: string, remark: string, entryId?: number): Promise<ClaimOutcome>;
+  /** n entry ids, ascending, for a batch whose items are claimed concurrently; null when claims run one by one. */
+  reserveEntryIds(n: number): Promise<number[] | null>;
+  /** Soft-deletes the account's entry and releases the global claim at once. */
+  releaseClaim(accountId: number, ip: string): Promise<ReleaseOutcome>;
+  list(accountId: number, f: ListFilter): Promise<{ items: WhitelistEntry[]; total: number }>;
+  findLive(accountId: number, ip: string): Promise<WhitelistEntry | null>;
+  setStatus(accountId: number, ip: string, status: 1 | 2): Promise<WhitelistEntry | null>;
+  /** Gateway admission by source IP: the owner of an active entry, and that owner's status. */
+  admissionByIp(ip: string): Promise<Admission | null>;
+  /** Claims with no live entry, or live entries with no claim: what a crash must never leave. */
+  inconsistencies(): Promise<Inconsistencies>;
+  /** Start-up repair (the claim is the owner of record); one transaction. */
+  repair(): Promise<Repairs>;
+}
+
+export interface ProxyUserStore {
+  forAuth(username: string): Promise<ProxyUserAuth | null>;
+  create(accountId: number, username: string, passwordHash: string): Promise<ProxyUser | 'exists'>;
+  get(id: number): Promise<ProxyUser | null>;
+  listForAccount(accountId: number): Promise<ProxyUser[]>;
+  setPassword(accountId: number, id: number, passwordHash: string): Promise<boolean>;
+  delete(accountId: number, id: number): Promise<boolean>;
+}
+
+export interface ConsoleSessionStore {
+  /** The live session, or null when absent or expired (an expired row is removed). */
+  get(sid: string): Promise<SessionRecord | null>;
+  set(sid: string, rec: SessionRecord): Promise<void>;
+  destroy(sid: string): Promise<void>;
+  /** Ends every session of the account (logout everywhere, password change, suspension). */
+  destroyForAccount(accountId: number): Promise<number>;
+  /** Ends every session of the account but one (the one that changed the password). */
+  destroyOthers(accountId: number, keepSid: string): Promise<number>;
+  countForAccount(accountId: number): Promise<number>;
+  pruneExpired(): Promise<number>;
+}
+
+/** Sliding-window log shared by every process on the database; `busy` when a lock is held elsewhere. */
+export interface RateHitStore {
+  /** Records a hit if fewer than `limit` are in the window; atomic across processes. */
+  hit(key: string, limit: number, windowMs: number, nowMs: number): Promise<WindowDecision | 'busy'>;
+  peek(key: string, windowMs: number, nowMs: number): Promise<WindowDecision | 'busy'>;
+  record(key: string, nowMs: number): Promise<'ok' | 'busy'>;
+  prune(olderThanMs: number): Promise<number | 'busy'>;
+}
+
+export interface TrafficStore {
+  /** Adds the deltas; `busy` leaves them for the caller to keep. */
+  add(deltas: Map<number, TrafficDelta>): Promise<'ok' | 'busy'>;
+  get(accountId: number): Promise<TrafficDelta>;
+}
+
+/** What changed, by key: a proxy user (username), a whitelisted IP, or an account (id). */
+export type ChangeKind = 'user' | 'ip' | 'account';
+
+export interface AdmissionUserRow {
+  username: string;
+  account_id: number;
+  password_hash: string;
+  status: 'active' | 'disabled';
+}
+
+/** An IP that admits someone: a held claim with its owner's live entry. */
+export interface AdmissionIpRow {
+  ip: string;
+  account_id: number;
+  status: 1 | 2;
+}
+
+export interface AdmissionAccountRow {
+  id: number;
+  status: string;
+}
+
+export interface AdmissionSnapshotRows {
+  seq: number;
+  users: AdmissionUserRow[];
+  ips: AdmissionIpRow[];
+  accounts: AdmissionAccountRow[];
+}
+
+/** Current state of every key named by the log rows read; `null` state: the key no longer admits. */
+export interface AdmissionChangeRows {
+  /** Sequence of the last log row read (the reader's new position). */
+  seq: number;
+  /** Log rows read (a batch shorter than the limit means the reader is at the head). */
+  rows: number;
+  users: Array<{ username: string; row: AdmissionUserRow | null }>;
+  ips: Array<{ ip: string; row: AdmissionIpRow | null }>;
+  accounts: Array<{ id: number; row: AdmissionAccountRow | null }>;
+}
+
+/**
+ * The change log every node's admission view follows: rows written by triggers in the same transaction as
+ * each change that affects admission, in commit order, trimmed to a bounded size.
+ */
+export interface ChangeLogStore {
+  /** Everything that admits, and the log sequence it is current to (one consistent read). */
+  snapshot(): Promise<AdmissionSnapshotRows>;
+  /** The current state of every key changed after `since` (up to `limit` log rows), or 'behind' when trimmed past it. */
+  changesSince(since: number, limit: number): Promise<AdmissionChangeRows | 'behind'>;
+  /** Sequence of the newest row (the trim horizon when the log is empty). */
+  headSeq(): Promise<number>;
+  /** Rows up to here are gone: a reader below it must reload in full. */
+  horizon(): Promise<number>;
+  /** Keeps the newest `keep` rows; how many were removed (0 when the log has not grown enough to be worth a write). */
+  trim(keep: number): Promise<number>;
+  /** Calls `wake` soon after any process commits a change (a hint: the log is the truth); returns the stop function. */
+  watch(wake: () => void, onError?: (err: Error) => void): () => void;
+}
+
+export type Backend = 'sqlite' | 'postgres';
+
+export interface Store {
+  readonly backend: Backend;
+  /** The data dir holding proxyd.db (SQLite), or null when the database is a server. */
+  readonly dataDir: string | null;
+  /** Where the data lives, for messages (a path, or a URL without its password). */
+  readonly location: string;
+  readonly accounts: AccountStore;
+  readonly tokens: TokenStore;
+  readonly whitelist: WhitelistStore;
+  readonly proxyUsers: ProxyUserStore;
+  readonly sessions: ConsoleSessionStore;
+  readonly traffic: TrafficStore;
+  readonly changeLog: ChangeLogStore;
+  /** How many items of one batch may be in flight at once (SQLite: 1, its writes are serial anyway). */
+  readonly itemConcurrency: number;
+  /** The rate-hit log for limits shared between processes (SQLite: on a connection that never waits for a lock). */
+  sharedRateHits(): RateHitStore;
+  /** A secret every node of a fleet shares (created once), or null when the data dir holds it instead. */
+  fleetSecret(name: string): Promise<string | null>;
+  /** True when the database answers. Never throws. */
+  ping(): Promise<boolean>;
+  /** Corruption the backend can detect; empty when sound. */
+  integrityProblems(): Promise<string[]>;
+  close(): Promise<void>;
+}
+
+/** The database cannot be reached (stopped, paused, network): the request answers 503, nothing was done. */
+export class StoreUnavailableError extends Error {
+  constructor(detail: string) {
+    super(`database unavailable: ${detail}`);
+    this.name = 'StoreUnavailableError';
+  }
+}
