@@ -1,15 +1,16 @@
-// --workers 2: limits exact across workers (SQLite window store), a killed worker is replaced,
-// SIGTERM drains everything and exits 0 leaving a sound database and no lock.
+// --workers 2: limits exact across workers (the database's window store), a killed worker is replaced,
+// SIGTERM drains everything and exits 0 leaving a sound database and no lock. On each store backend.
 import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { makeAccount, startDaemon, type Daemon, inspectDb } from '../helpers/daemon.js';
+import { inspectData, makeAccount, startDaemon, type Daemon } from '../helpers/daemon.js';
+import { BACKENDS } from '../helpers/postgres.js';
 import { ADD, api, childPids, LIST, pub, waitFor } from './helpers.js';
 
-describe('proxyd serve --workers 2', () => {
+describe.each(BACKENDS)('proxyd serve --workers 2 on %s', (backend) => {
   let d: Daemon;
   beforeAll(async () => {
-    d = await startDaemon({ args: ['--workers', '2'] });
+    d = await startDaemon({ backend, args: ['--workers', '2'] });
   });
   afterAll(async () => {
     await d?.stop('SIGKILL');
@@ -66,12 +67,12 @@ describe('proxyd serve --workers 2', () => {
     expect(code).toBe(0);
     for (const pid of workers) expect(() => process.kill(pid, 0)).toThrow();
     expect(existsSync(path.join(d.dataDir, 'proxyd.lock'))).toBe(false);
-    const db = await inspectDb(d.dataDir);
+    const db = await inspectData(d.dataDir);
     try {
-      expect(db.integrity()).toBe('ok');
-      expect(db.get<{ n: number }>('SELECT COUNT(*) AS n FROM whitelist_entries WHERE deleted_at IS NULL').n).toBe(10);
+      expect(await db.integrity()).toBe('ok');
+      expect((await db.get<{ n: number }>('SELECT COUNT(*) AS n FROM whitelist_entries WHERE deleted_at IS NULL')).n).toBe(10);
     } finally {
-      db.close();
+      await db.close();
     }
   });
 });

@@ -12,6 +12,9 @@ import { connect, guard, isBusy, migrate, redactUrl, type Sql } from './db.js';
 
 type NowSec = () => number;
 
+/** The start-up check scans whole tables: it gets minutes, not the 2 s of a request. */
+const START_CHECK_MS = 300_000;
+
 /** Runs op under the deadline; a lost race inside the database is `busy`. */
 async function unlessBusy<T>(op: () => Promise<T>): Promise<T | 'busy'> {
   try {
@@ -203,33 +206,41 @@ class PgWhitelistStore extends PgFamily implements WhitelistStore {
 
   async inconsistencies(): Promise<Inconsistencies> {
     const [r] = await guard(
-      () => this.sql<Inconsistencies[]>`
+      () =>
+        this.sql.begin(async (tx) => {
+          await tx`SELECT set_config('statement_timeout', ${String(START_CHECK_MS)}, true)`;
+          return tx<Inconsistencies[]>`
         SELECT
           (SELECT count(*)::int FROM ip_claims c WHERE c.state = 'held' AND NOT EXISTS
              (SELECT 1 FROM whitelist_entries e WHERE e.ip = c.ip AND e.account_id = c.account_id AND e.deleted_at IS NULL)) AS "claimsWithoutEntry",
           (SELECT count(*)::int FROM whitelist_entries e WHERE e.deleted_at IS NULL AND NOT EXISTS
-             (SELECT 1 FROM ip_claims c WHERE c.ip = e.ip AND c.account_id = e.account_id AND c.state = 'held')) AS "entriesWithoutClaim"`,
+             (SELECT 1 FROM ip_claims c WHERE c.ip = e.ip AND c.account_id = e.account_id AND c.state = 'held')) AS "entriesWithoutClaim"`;
+        }),
+      START_CHECK_MS,
     );
     return r!;
   }
 
   async repair(): Promise<Repairs> {
     const now = this.nowSec();
-    return guard(() =>
-      this.sql.begin(async (tx) => {
-        const released = await tx`
-          DELETE FROM ip_claims WHERE state = 'held' AND NOT EXISTS
-            (SELECT 1 FROM whitelist_entries e WHERE e.ip = ip_claims.ip AND e.account_id = ip_claims.account_id AND e.deleted_at IS NULL)`;
-        const restored = await tx`
-          INSERT INTO ip_claims (ip, account_id, state, releasing_since, version)
-          SELECT e.ip, e.account_id, 'held', NULL, e.claim_version FROM whitelist_entries e
-           WHERE e.deleted_at IS NULL AND NOT EXISTS (SELECT 1 FROM ip_claims c WHERE c.ip = e.ip)
-          ON CONFLICT (ip) DO NOTHING`;
-        const removed = await tx`
-          UPDATE whitelist_entries SET deleted_at = ${now} WHERE deleted_at IS NULL AND NOT EXISTS
-            (SELECT 1 FROM ip_claims c WHERE c.ip = whitelist_entries.ip AND c.account_id = whitelist_entries.account_id AND c.state = 'held')`;
-        return { claimsReleased: released.count, claimsRestored: restored.count, entriesRemoved: removed.count };
-      }),
+    return guard(
+      () =>
+        this.sql.begin(async (tx) => {
+          await tx`SELECT set_config('statement_timeout', ${String(START_CHECK_MS)}, true)`;
+          const released = await tx`
+            DELETE FROM ip_claims WHERE state = 'held' AND NOT EXISTS
+              (SELECT 1 FROM whitelist_entries e WHERE e.ip = ip_claims.ip AND e.account_id = ip_claims.account_id AND e.deleted_at IS NULL)`;
+          const restored = await tx`
+            INSERT INTO ip_claims (ip, account_id, state, releasing_since, version)
+            SELECT e.ip, e.account_id, 'held', NULL, e.claim_version FROM whitelist_entries e
+             WHERE e.deleted_at IS NULL AND NOT EXISTS (SELECT 1 FROM ip_claims c WHERE c.ip = e.ip)
+            ON CONFLICT (ip) DO NOTHING`;
+          const removed = await tx`
+            UPDATE whitelist_entries SET deleted_at = ${now} WHERE deleted_at IS NULL AND NOT EXISTS
+              (SELECT 1 FROM ip_claims c WHERE c.ip = whitelist_entries.ip AND c.account_id = whitelist_entries.account_id AND c.state = 'held')`;
+          return { claimsReleased: released.count, claimsRestored: restored.count, entriesRemoved: removed.count };
+        }),
+      START_CHECK_MS,
     );
   }
 }
