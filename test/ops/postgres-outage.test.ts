@@ -93,7 +93,8 @@ describe.skipIf(skip !== null)(`PostgreSQL outage under a serving proxyd${skip ?
     pg = await startPostgres();
     await makeTemplate(pg.url);
     const dataDir = await dataDirFor('postgres', pg.url);
-    d = await startDaemon({ dataDir, args: ['--allow-private-targets', '--rate-limits', 'list=100000,add=100000,delete=100000'] });
+    // A short stale window, so the test sees both halves of it: admitted from the last view, then refused.
+    d = await startDaemon({ dataDir, args: ['--allow-private-targets', '--stale-admission', '2', '--rate-limits', 'list=100000,add=100000,delete=100000'] });
     token = (await makeAccount(dataDir, 'outage@example.com')).token;
     const pu = await admin(dataDir, ['proxy-user', 'create', '--email', 'outage@example.com', '--username', 'outage']);
     proxyUser = `outage:${pu.json.password}`;
@@ -151,8 +152,14 @@ describe.skipIf(skip !== null)(`PostgreSQL outage under a serving proxyd${skip ?
       const h = await health();
       expect(h.status).toBe(503);
       expect(h.body.down).toContain('database');
-      // Admission reads the database: a new gateway connection is refused cleanly, not left hanging.
-      expect(await viaGateway()).toBe(503);
+      // The gateway admits a known client from its last view for --stale-admission (2 s here), then refuses
+      // new connections cleanly (503), not left hanging, until the view is current again.
+      expect(await viaGateway()).toBe(200);
+      let gwDown = 0;
+      for (let i = 0; i < 40 && gwDown !== 503; i++) if ((gwDown = await viaGateway()) !== 503) await sleep(250);
+      expect(gwDown).toBe(503);
+    } catch (e) {
+      throw new Error(`${(e as Error).message}\n${d.logs.slice(-30).join('\n')}`);
     } finally {
       pg.start();
     }
@@ -166,6 +173,6 @@ describe.skipIf(skip !== null)(`PostgreSQL outage under a serving proxyd${skip ?
     expect(loop.answers.every((c) => c === 200 || c === 10431 || c === 10503)).toBe(true);
     expect(loop.answers).toContain(10503);
     await assertWhole(loop.acked, loop.sent);
-    expect(d.proc.exitCode).toBeNull(); // the same process served throughout
+    expect(d.proc.exitCode, d.logs.slice(-30).join('\n')).toBeNull(); // the same process served throughout
   });
 });
