@@ -133,3 +133,18 @@ describe('check --repeat through the command', () => {
     expect(doc.diagnoses).toEqual([expect.objectContaining({ count: 3, diagnosis: expect.stringMatching(/^Nothing accepts connections/) })]);
   });
 });
+
+describe('check --report to a path that cannot be written', () => {
+  it('is a usage error (exit 2) before the first run, not an error after all of them', async () => {
+    const { closedPort } = await import('./check/peers.js');
+    const { runCheck } = await import('../../src/cli/commands/check.js');
+    const { UsageError } = await import('../../src/cli/errors.js');
+    const h = harness('http://127.0.0.1:1', { globals: { json: true } });
+    const port = await closedPort();
+    const run = runCheck({ ctx: h.ctx, proxy: `http://127.0.0.1:${port}`, target: 'http://127.0.0.1:1/', timeoutMs: 2000, direct: false, repeat: 3, intervalMs: 5, report: '/nonexistent-dir/r.md' }, h.deps);
+    await expect(run).rejects.toThrow(UsageError);
+    await expect(run).rejects.toMatchObject({ exitCode: 2, message: 'cannot write --report /nonexistent-dir/r.md: ENOENT' });
+    expect(h.clock.sleeps).toEqual([]);
+    expect(h.io.out()).toBe('');
+  });
+});

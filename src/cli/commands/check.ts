@@ -1,6 +1,6 @@
 // `proxyctl check`: the staged connectivity check (src/cli/check) as a command like the others:
 // options in, output through deps, an exit status back. Also --repeat N and --report FILE.
-import { readFile, writeFile } from 'node:fs/promises';
+import { open, readFile, type FileHandle } from 'node:fs/promises';
 import { renderHuman, renderJson } from '../check/render.js';
 import { summarize, type RepeatSummary } from '../check/repeat.js';
 import { renderReport } from '../check/report.js';
@@ -62,6 +62,17 @@ export async function runCheck(opts: CheckCommandOptions, deps: Deps): Promise<E
     ca: opts.caFile !== undefined ? await readCa(opts.caFile) : undefined,
     direct: opts.direct,
   };
+  // Opened before the first run: a report path that cannot be written must not cost the runs (exit 2, like --ca).
+  const reportFile = opts.report !== undefined ? await openReport(opts.report) : undefined;
+  try {
+    return await checkAndReport(opts, deps, proxy, checkOpts, reportFile);
+  } finally {
+    await reportFile?.close();
+  }
+}
+
+async function checkAndReport(opts: CheckCommandOptions, deps: Deps, proxy: ProxySpec, checkOpts: CheckOptions, reportFile: FileHandle | undefined): Promise<ExitCode> {
+  const { ctx } = opts;
   const startedAt = new Date(deps.clock.now());
   const repeat = opts.repeat ?? 1;
   const results: CheckResult[] = [];
@@ -83,7 +94,7 @@ export async function runCheck(opts: CheckCommandOptions, deps: Deps): Promise<E
   const summary = repeat > 1 ? summarize(results) : undefined;
   // The report shows the first failed run, or the last one when all passed.
   const shown = results.find((r) => !r.ok) ?? results[results.length - 1]!;
-  if (opts.report !== undefined) await writeReport(opts.report, { result: shown, proxy, target: checkOpts.target, startedAt, summary });
+  if (reportFile) await writeReport(reportFile, opts.report!, { result: shown, proxy, target: checkOpts.target, startedAt, summary });
 
   if (summary) printSummary(summary, shown, ctx, deps);
   else if (ctx.json) deps.io.stdout.write(renderJson(shown.report));
@@ -93,14 +104,22 @@ export async function runCheck(opts: CheckCommandOptions, deps: Deps): Promise<E
   return results.every((r) => r.ok) ? Exit.OK : Exit.CHECK_FAILED;
 }
 
-async function writeReport(file: string, input: { result: CheckResult; proxy: ProxySpec; target: string; startedAt: Date; summary: RepeatSummary | undefined }): Promise<void> {
+async function openReport(file: string): Promise<FileHandle> {
+  try {
+    return await open(file, 'w', 0o600);
+  } catch (err) {
+    throw new UsageError(`cannot write --report ${file}: ${(err as NodeJS.ErrnoException).code ?? String(err)}`);
+  }
+}
+
+async function writeReport(handle: FileHandle, file: string, input: { result: CheckResult; proxy: ProxySpec; target: string; startedAt: Date; summary: RepeatSummary | undefined }): Promise<void> {
   const text = renderReport({
     ...input,
     ...(input.summary ? { summary: input.summary } : {}),
     versions: { proxyctl: VERSION, node: process.version, platform: `${process.platform} ${process.arch}` },
   });
   try {
-    await writeFile(file, text, { encoding: 'utf8', mode: 0o600 });
+    await handle.writeFile(text, 'utf8');
   } catch (err) {
     throw new CliError(`cannot write ${file}: ${(err as NodeJS.ErrnoException).code ?? String(err)}`);
   }
