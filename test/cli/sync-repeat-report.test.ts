@@ -148,3 +148,48 @@ describe('check --report to a path that cannot be written', () => {
     expect(h.io.out()).toBe('');
   });
 });
+
+describe('check --repeat shows the egress IPs the runs left from', () => {
+  const withEgress = (ip: string | null, ok = true): CheckResult => {
+    const r = result(ok ? [['dns', 'ok', 1], ['status', 'ok', 2]] : [['dns', 'ok', 1], ['tcp', 'fail', 2]], ok ? 'fine' : 'tcp broke');
+    return { ...r, report: { ...r.report, egress_ip: ip } };
+  };
+
+  it('counts runs per egress IP, most used first; failed runs without an egress are left out', async () => {
+    const { egressCounts } = await import('../../src/cli/check/repeat.js');
+    const runs = [withEgress('127.0.0.3'), withEgress('127.0.0.2'), withEgress('127.0.0.2'), withEgress(null, false)];
+    expect(egressCounts(runs)).toEqual([{ ip: '127.0.0.2', count: 2 }, { ip: '127.0.0.3', count: 1 }]);
+  });
+
+  it('the report lists them under the run summary (a sticky session shows one IP, rotation many)', () => {
+    const runs = [withEgress('127.0.0.5'), withEgress('127.0.0.5')];
+    const md = renderReport({
+      result: runs[1]!,
+      proxy: parseProxyUrl('http://alice-session-s1:pw-secret-1@proxy.example:3128'),
+      target: 'http://echo.example/ip',
+      versions: { proxyctl: '9.9.9', node: 'v24.0.0', platform: 'linux x64' },
+      startedAt: new Date(0),
+      summary: summarize(runs),
+      egress: [{ ip: '127.0.0.5', count: 2 }],
+    });
+    expect(md).toContain('| egress IP via the proxy | runs |\n|---|---|\n| 127.0.0.5 | 2 |');
+    expect(md).not.toContain('pw-secret-1');
+  });
+});
+
+describe('check --repeat through the command, on a terminal-less stdout', () => {
+  it('prints the egress IP line under the stage table', async () => {
+    const { httpEcho, httpProxyPeer } = await import('./check/peers.js');
+    const { runCheck } = await import('../../src/cli/commands/check.js');
+    const echo = await httpEcho();
+    const proxy = await httpProxyPeer({ kind: 'tunnel', user: 'alice', pass: 'pw-secret-1', egress: '127.0.0.2' });
+    try {
+      const h = harness('http://127.0.0.1:1');
+      const code = await runCheck({ ctx: h.ctx, proxy: `http://alice:pw-secret-1@127.0.0.1:${proxy.port}`, target: `http://127.0.0.1:${echo.port}/ip`, timeoutMs: 5000, direct: false, repeat: 2, intervalMs: 1 }, h.deps);
+      expect(code).toBe(0);
+      expect(h.io.out()).toContain('egress IP via proxy: 127.0.0.2 (2×)');
+    } finally {
+      await Promise.all([echo.close(), proxy.close()]);
+    }
+  });
+});

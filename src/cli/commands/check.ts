@@ -2,7 +2,7 @@
 // options in, output through deps, an exit status back. Also --repeat N and --report FILE.
 import { open, readFile, type FileHandle } from 'node:fs/promises';
 import { renderHuman, renderJson } from '../check/render.js';
-import { summarize, type RepeatSummary } from '../check/repeat.js';
+import { egressCounts, summarize, type RepeatSummary } from '../check/repeat.js';
 import { renderReport } from '../check/report.js';
 import { DEFAULT_TARGET, performCheck, type CheckResult } from '../check/runner.js';
 import type { CheckOptions } from '../check/types.js';
@@ -94,9 +94,10 @@ async function checkAndReport(opts: CheckCommandOptions, deps: Deps, proxy: Prox
   const summary = repeat > 1 ? summarize(results) : undefined;
   // The report shows the first failed run, or the last one when all passed.
   const shown = results.find((r) => !r.ok) ?? results[results.length - 1]!;
-  if (reportFile) await writeReport(reportFile, opts.report!, { result: shown, proxy, target: checkOpts.target, startedAt, summary });
+  const egress = summary ? egressCounts(results) : undefined;
+  if (reportFile) await writeReport(reportFile, opts.report!, { result: shown, proxy, target: checkOpts.target, startedAt, summary, egress });
 
-  if (summary) printSummary(summary, shown, ctx, deps);
+  if (summary) printSummary(summary, shown, egress ?? [], ctx, deps);
   else if (ctx.json) deps.io.stdout.write(renderJson(shown.report));
   else if (ctx.quiet) deps.out.line(shown.report.diagnosis);
   else deps.io.stdout.write(renderHuman(shown.report, { proxy: shown.proxy, target: scrubSecrets(shown.target, [deps.env.PROXYCTL_API_KEY]) }, { color: ctx.color, columns: deps.io.stdoutColumns }));
@@ -112,10 +113,16 @@ async function openReport(file: string): Promise<FileHandle> {
   }
 }
 
-async function writeReport(handle: FileHandle, file: string, input: { result: CheckResult; proxy: ProxySpec; target: string; startedAt: Date; summary: RepeatSummary | undefined }): Promise<void> {
+async function writeReport(
+  handle: FileHandle,
+  file: string,
+  input: { result: CheckResult; proxy: ProxySpec; target: string; startedAt: Date; summary: RepeatSummary | undefined; egress: Array<{ ip: string; count: number }> | undefined },
+): Promise<void> {
+  const { summary, egress, ...rest } = input;
   const text = renderReport({
-    ...input,
-    ...(input.summary ? { summary: input.summary } : {}),
+    ...rest,
+    ...(summary ? { summary } : {}),
+    ...(egress ? { egress } : {}),
     versions: { proxyctl: VERSION, node: process.version, platform: `${process.platform} ${process.arch}` },
   });
   try {
@@ -125,7 +132,7 @@ async function writeReport(handle: FileHandle, file: string, input: { result: Ch
   }
 }
 
-function printSummary(m: RepeatSummary, shown: CheckResult, ctx: Context, deps: Deps): void {
+function printSummary(m: RepeatSummary, shown: CheckResult, egress: Array<{ ip: string; count: number }>, ctx: Context, deps: Deps): void {
   const { out } = deps;
   if (ctx.json) {
     out.writeJson(m);
@@ -136,6 +143,7 @@ function printSummary(m: RepeatSummary, shown: CheckResult, ctx: Context, deps: 
     out.line(`check ${shown.proxy} -> ${scrubSecrets(shown.target, [deps.env.PROXYCTL_API_KEY])}: ${m.runs} runs, ${out.paint('green', `${m.ok} ok`)}, ${m.failed > 0 ? out.paint('red', `${m.failed} failed`) : '0 failed'}`);
   }
   if (!ctx.quiet) out.line(out.table(['stage', 'runs', 'failed', 'p50 ms', 'p95 ms', 'max ms'], m.stages.map((s) => [s.name, s.runs, s.failed, fmt(s.p50_ms), fmt(s.p95_ms), fmt(s.max_ms)])));
+  if (!ctx.quiet && egress.length > 0) out.line(`egress IP via proxy: ${egress.map((e) => `${e.ip} (${e.count}×)`).join(', ')}`);
   if (m.failed > 0) {
     const by = Object.entries(m.failures_by_stage).map(([stage, n]) => `${stage} ${n}`).join(', ');
     out.line(`failures by stage: ${by}`);
