@@ -33,6 +33,7 @@ function adminAction(pick: (m: typeof import('./admin.js')) => AdminAction) {
     const dataDir = all.dataDir || defaultDataDir();
     const where = all.dataDir ? `data dir ${dataDir}` : `the default data dir ${dataDir} (choose another with --data-dir or PROXYD_DATA_DIR)`;
     try {
+      (await import('./data-dir.js')).ensureDataDir(dataDir);
       store = Store.open(dataDir);
       const out = await pick(admin)({ store, readStdin, where }, all);
       process.stdout.write(`${JSON.stringify(out)}\n`);

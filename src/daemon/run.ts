@@ -2,9 +2,9 @@
 // serving in this process or as a cluster primary with workers (--workers N), the one ready line, and one
 // signal handler that drains, releases the lock and logs the final "stopped" line. Workers start here too.
 import cluster from 'node:cluster';
-import { mkdirSync } from 'node:fs';
 import { runWorker, startPrimary } from './cluster.js';
 import type { ServeConfig } from './config.js';
+import { ensureDataDir } from './data-dir.js';
 import { acquireLock, acquireSharedLock } from './lock.js';
 import { createLogger } from './log.js';
 import { checkAndRepair, startDaemon, type Serving } from './serve.js';
@@ -14,7 +14,7 @@ export async function runServe(cfg: ServeConfig): Promise<void> {
   // A worker re-runs this command line: the primary holds the lock and the signals.
   if (cluster.isWorker) return runWorker(cfg, log);
 
-  mkdirSync(cfg.dataDir, { recursive: true, mode: 0o700 });
+  ensureDataDir(cfg.dataDir);
   const lock = cfg.sharedDataDir ? acquireSharedLock(cfg.dataDir) : acquireLock(cfg.dataDir);
   let serving: Serving;
   try {
