@@ -193,3 +193,24 @@ describe('check --repeat through the command, on a terminal-less stdout', () => 
     }
   });
 });
+
+describe('sync --update-remarks', () => {
+  it('adds remark updates back first, so no batch of new IPs waits while they are out of the whitelist', async () => {
+    const { ipsOf } = await import('./helpers/scripted-server.js');
+    const server = await startScriptedServer((req) => (req.path.endsWith('/list') ? { code: 200, data: { items: [item('9.9.9.9', 'old', 2), item('8.8.4.4', '', 1)], page: 1, page_size: 100, total: 2 } } : batchReply(req)));
+    try {
+      const h = harness(server.url, { env: { PROXYCTL_API_KEY: TOKEN } });
+      const file = `${h.dir}/wl.txt`;
+      const news = Array.from({ length: 150 }, (_, i) => `8.8.${i >> 8}.${(i & 255) + 1}`);
+      (await import('node:fs')).writeFileSync(file, `${news.join('\n')}\n9.9.9.9=new\n`);
+      const code = await runSync({ ctx: h.ctx, file, dryRun: false, yes: true, updateRemarks: true, retry: 3 }, h.deps);
+      expect(code).toBe(0);
+      const writes = server.requests.filter((r) => !r.path.endsWith('/list')).map((r) => [r.path.split('/').pop(), ipsOf(r)] as const);
+      expect(writes.map(([op, ips]) => `${op} ${ips.length}`), JSON.stringify(writes)).toEqual(['delete 2', 'add 100', 'add 51']);
+      expect(writes[0]![1]).toEqual(['8.8.4.4', '9.9.9.9']); // the remark update is deleted last
+      expect(writes[1]![1][0]).toBe('9.9.9.9'); // and added back in the very next request
+    } finally {
+      await server.close();
+    }
+  });
+});
