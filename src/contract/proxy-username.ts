@@ -8,9 +8,18 @@ export const PROXY_USERNAME_HINT = '3-64 characters of A-Z a-z 0-9 . _ -';
 
 export const SESSION_MINUTES_DEFAULT = 10;
 export const SESSION_MINUTES_MAX = 1440;
+const MARKER = '-session-';
 
 export function isProxyUsername(s: string): boolean {
   return PROXY_USERNAME_RE.test(s);
+}
+
+/** Why a name cannot be given to a new proxy user, or null. The session marker is reserved: a user named
+ *  `alice-session-x` (of any account) would win over alice's session `x` at the gateway and lock alice out of it. */
+export function newProxyUsernameProblem(s: string): string | null {
+  if (!isProxyUsername(s)) return PROXY_USERNAME_HINT;
+  if (s.includes(MARKER)) return `"${MARKER}" is reserved for session parameters (USER-session-ID)`;
+  return null;
 }
 
 /**
@@ -25,7 +34,6 @@ export type ProxyUsername =
 
 // Greedy USER: the rightmost `-session-` after which the rest parses (IDs hold no `-`, so at most one does).
 const SESSION_RE = /^(.+)-session-([A-Za-z0-9_]{1,32})(?:-sesstime-([1-9][0-9]{0,3}))?$/;
-const MARKER = '-session-';
 
 export function parseProxyUsername(name: string): ProxyUsername {
   if (!name.includes(MARKER)) return { kind: 'plain', user: name };

@@ -1,7 +1,7 @@
 // `proxyd admin …`: operator commands working directly on the database (also while daemons serve it).
 import { isStrictIPv4 } from '../contract/ipv4.js';
 import { passwordProblem } from '../contract/password.js';
-import { isProxyUsername, PROXY_USERNAME_HINT } from '../contract/proxy-username.js';
+import { newProxyUsernameProblem } from '../contract/proxy-username.js';
 import { isoSeconds } from '../contract/schemas.js';
 import { generatePassword, hashPassword, mintToken } from './secrets.js';
 import type { Account, AccountStatus, Store } from './store/index.js';
@@ -94,7 +94,8 @@ export async function tokenDisable(deps: AdminDeps, o: { email: string }) {
 
 export async function proxyUserCreate(deps: AdminDeps, o: { email: string; username: string; passwordStdin?: boolean }) {
   const a = await requireAccount(deps, o.email);
-  if (!isProxyUsername(o.username)) throw new AdminError(`username: ${PROXY_USERNAME_HINT}`);
+  const problem = newProxyUsernameProblem(o.username);
+  if (problem) throw new AdminError(`username: ${problem}`);
   const given = await readPassword(deps, { passwordStdin: o.passwordStdin }, false);
   const password = given ?? generatePassword();
   const r = await deps.store.proxyUsers.create(a.id, o.username, await hashPassword(password));

@@ -17,7 +17,14 @@ export function bundledGeoDbPath(): string {
 
 export async function openCountryLookup(file = bundledGeoDbPath()): Promise<CountryLookup> {
   // DB-IP Lite records are `{ country_code }`, outside maxmind's own response types.
-  const reader: Reader<Response> = await maxmind.open<Response>(file, { watchForUpdates: false });
+  let reader: Reader<Response>;
+  try {
+    reader = await maxmind.open<Response>(file, { watchForUpdates: false });
+  } catch (e) {
+    // maxmind's own words ("Unknown type 121 at offset 1") name neither the flag nor the file.
+    const code = (e as NodeJS.ErrnoException).code;
+    throw new Error(`--geoip-db: cannot open ${file}: ${code ?? `not an MMDB database (${(e as Error).message})`}`);
+  }
   return {
     country(ip: string): string | null {
       const rec = reader.get(ip) as CountryRecord | null;

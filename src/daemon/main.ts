@@ -38,6 +38,7 @@ function adminAction(pick: (m: typeof import('./admin.js')) => AdminAction) {
     const where = all.dataDir ? `data dir ${dataDir}` : `the default data dir ${dataDir} (choose another with --data-dir or PROXYD_DATA_DIR)`;
     try {
       checkDatabaseUrl(all.databaseUrl);
+      if (!all.databaseUrl) (await import('./data-dir.js')).ensureDataDir(dataDir);
       store = await openStore({ dataDir, databaseUrl: all.databaseUrl });
       const out = await pick(admin)({ store, readStdin, where: all.databaseUrl ? `the database ${store.location}` : where }, all);
       process.stdout.write(`${JSON.stringify(out)}\n`);

@@ -2,9 +2,9 @@
 // serving in this process or as a cluster primary with workers (--workers N), the one ready line, and one
 // signal handler that drains, releases the lock and logs the final "stopped" line. Workers start here too.
 import cluster from 'node:cluster';
-import { mkdirSync } from 'node:fs';
 import { runWorker, startPrimary } from './cluster.js';
 import type { ServeConfig } from './config.js';
+import { ensureDataDir } from './data-dir.js';
 import { acquireLock, acquireSharedLock, type DataDirLock } from './lock.js';
 import { createLogger } from './log.js';
 import { checkAndRepair, startDaemon, type Serving } from './serve.js';
@@ -12,7 +12,7 @@ import { checkAndRepair, startDaemon, type Serving } from './serve.js';
 /** The data-dir lock: SQLite only (a fleet's nodes share one PostgreSQL and hold no lock). */
 function lockDataDir(cfg: ServeConfig): DataDirLock | null {
   if (cfg.databaseUrl) return null;
-  mkdirSync(cfg.dataDir, { recursive: true, mode: 0o700 });
+  ensureDataDir(cfg.dataDir);
   return cfg.sharedDataDir ? acquireSharedLock(cfg.dataDir) : acquireLock(cfg.dataDir);
 }
 

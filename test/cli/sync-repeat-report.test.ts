@@ -133,3 +133,84 @@ describe('check --repeat through the command', () => {
     expect(doc.diagnoses).toEqual([expect.objectContaining({ count: 3, diagnosis: expect.stringMatching(/^Nothing accepts connections/) })]);
   });
 });
+
+describe('check --report to a path that cannot be written', () => {
+  it('is a usage error (exit 2) before the first run, not an error after all of them', async () => {
+    const { closedPort } = await import('./check/peers.js');
+    const { runCheck } = await import('../../src/cli/commands/check.js');
+    const { UsageError } = await import('../../src/cli/errors.js');
+    const h = harness('http://127.0.0.1:1', { globals: { json: true } });
+    const port = await closedPort();
+    const run = runCheck({ ctx: h.ctx, proxy: `http://127.0.0.1:${port}`, target: 'http://127.0.0.1:1/', timeoutMs: 2000, direct: false, repeat: 3, intervalMs: 5, report: '/nonexistent-dir/r.md' }, h.deps);
+    await expect(run).rejects.toThrow(UsageError);
+    await expect(run).rejects.toMatchObject({ exitCode: 2, message: 'cannot write --report /nonexistent-dir/r.md: ENOENT' });
+    expect(h.clock.sleeps).toEqual([]);
+    expect(h.io.out()).toBe('');
+  });
+});
+
+describe('check --repeat shows the egress IPs the runs left from', () => {
+  const withEgress = (ip: string | null, ok = true): CheckResult => {
+    const r = result(ok ? [['dns', 'ok', 1], ['status', 'ok', 2]] : [['dns', 'ok', 1], ['tcp', 'fail', 2]], ok ? 'fine' : 'tcp broke');
+    return { ...r, report: { ...r.report, egress_ip: ip } };
+  };
+
+  it('counts runs per egress IP, most used first; failed runs without an egress are left out', async () => {
+    const { egressCounts } = await import('../../src/cli/check/repeat.js');
+    const runs = [withEgress('127.0.0.3'), withEgress('127.0.0.2'), withEgress('127.0.0.2'), withEgress(null, false)];
+    expect(egressCounts(runs)).toEqual([{ ip: '127.0.0.2', count: 2 }, { ip: '127.0.0.3', count: 1 }]);
+  });
+
+  it('the report lists them under the run summary (a sticky session shows one IP, rotation many)', () => {
+    const runs = [withEgress('127.0.0.5'), withEgress('127.0.0.5')];
+    const md = renderReport({
+      result: runs[1]!,
+      proxy: parseProxyUrl('http://alice-session-s1:pw-secret-1@proxy.example:3128'),
+      target: 'http://echo.example/ip',
+      versions: { proxyctl: '9.9.9', node: 'v24.0.0', platform: 'linux x64' },
+      startedAt: new Date(0),
+      summary: summarize(runs),
+      egress: [{ ip: '127.0.0.5', count: 2 }],
+    });
+    expect(md).toContain('| egress IP via the proxy | runs |\n|---|---|\n| 127.0.0.5 | 2 |');
+    expect(md).not.toContain('pw-secret-1');
+  });
+});
+
+describe('check --repeat through the command, on a terminal-less stdout', () => {
+  it('prints the egress IP line under the stage table', async () => {
+    const { httpEcho, httpProxyPeer } = await import('./check/peers.js');
+    const { runCheck } = await import('../../src/cli/commands/check.js');
+    const echo = await httpEcho();
+    const proxy = await httpProxyPeer({ kind: 'tunnel', user: 'alice', pass: 'pw-secret-1', egress: '127.0.0.2' });
+    try {
+      const h = harness('http://127.0.0.1:1');
+      const code = await runCheck({ ctx: h.ctx, proxy: `http://alice:pw-secret-1@127.0.0.1:${proxy.port}`, target: `http://127.0.0.1:${echo.port}/ip`, timeoutMs: 5000, direct: false, repeat: 2, intervalMs: 1 }, h.deps);
+      expect(code).toBe(0);
+      expect(h.io.out()).toContain('egress IP via proxy: 127.0.0.2 (2×)');
+    } finally {
+      await Promise.all([echo.close(), proxy.close()]);
+    }
+  });
+});
+
+describe('sync --update-remarks', () => {
+  it('adds remark updates back first, so no batch of new IPs waits while they are out of the whitelist', async () => {
+    const { ipsOf } = await import('./helpers/scripted-server.js');
+    const server = await startScriptedServer((req) => (req.path.endsWith('/list') ? { code: 200, data: { items: [item('9.9.9.9', 'old', 2), item('8.8.4.4', '', 1)], page: 1, page_size: 100, total: 2 } } : batchReply(req)));
+    try {
+      const h = harness(server.url, { env: { PROXYCTL_API_KEY: TOKEN } });
+      const file = `${h.dir}/wl.txt`;
+      const news = Array.from({ length: 150 }, (_, i) => `8.8.${i >> 8}.${(i & 255) + 1}`);
+      (await import('node:fs')).writeFileSync(file, `${news.join('\n')}\n9.9.9.9=new\n`);
+      const code = await runSync({ ctx: h.ctx, file, dryRun: false, yes: true, updateRemarks: true, retry: 3 }, h.deps);
+      expect(code).toBe(0);
+      const writes = server.requests.filter((r) => !r.path.endsWith('/list')).map((r) => [r.path.split('/').pop(), ipsOf(r)] as const);
+      expect(writes.map(([op, ips]) => `${op} ${ips.length}`), JSON.stringify(writes)).toEqual(['delete 2', 'add 100', 'add 51']);
+      expect(writes[0]![1]).toEqual(['8.8.4.4', '9.9.9.9']); // the remark update is deleted last
+      expect(writes[1]![1][0]).toBe('9.9.9.9'); // and added back in the very next request
+    } finally {
+      await server.close();
+    }
+  });
+});

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { isProxyUsername, parseProxyUsername } from '../../src/contract/proxy-username.js';
+import { isProxyUsername, newProxyUsernameProblem, parseProxyUsername } from '../../src/contract/proxy-username.js';
 
 describe('proxy username rule', () => {
   it.each(['abc', 'a.b-c_d', 'x'.repeat(64), 'team-session-store'])('accepts %s', (s) => expect(isProxyUsername(s)).toBe(true));
@@ -46,4 +46,15 @@ describe('session parameters in the username', () => {
     '-session-x',
     'al:ce-session-x',
   ])('%s is malformed', (s) => expect(parseProxyUsername(s)).toEqual({ kind: 'malformed' }));
+});
+
+describe('names for new proxy users', () => {
+  it.each(['alice', 'my-team', 'a.b_c', 'alice-sesstime-5', 'alice-session', 'alice-SESSION-x'])('%s may be created', (s) =>
+    expect(newProxyUsernameProblem(s)).toBeNull(),
+  );
+  // Such a name, as written, wins at the gateway: it would take the session `x` of user `alice` away from alice.
+  it.each(['alice-session-x', 'team-session-store', 'a-session-b-sesstime-5', 'alice-session-'])('%s is refused (session marker reserved)', (s) =>
+    expect(newProxyUsernameProblem(s)).toMatch(/"-session-" is reserved/),
+  );
+  it('the username rule still comes first', () => expect(newProxyUsernameProblem('a b')).toBe('3-64 characters of A-Z a-z 0-9 . _ -'));
 });

@@ -320,6 +320,13 @@ describe.each(BACKENDS)('whitelist API on %s', (backend) => {
         expect(r.message).toMatch(/^invalid parameters: \w+/);
       },
     );
+
+    it.each(['&__proto__=1', '&__proto__=x&page=1', '&constructor=1'])('rejects the unknown parameter %s too (it once slipped through as a prototype)', async (query) => {
+      const { token } = await t.account('a@example.com');
+      const r = (await list(token, query)).json();
+      expect(r.code).toBe(10400);
+      expect(r.message).toBe(`invalid parameters: ${query.slice(1).split('=')[0]}`);
+    });
   });
 
   describe('rate limits', () => {

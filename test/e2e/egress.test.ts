@@ -5,7 +5,7 @@ import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { basic, curl } from '../gateway/helpers.js';
 import { pool } from '../hostile/net.js';
-import { admin, makeAccount, PROXYCTL, PROXYD, run, startDaemon, tempDir, type Daemon } from '../helpers/daemon.js';
+import { admin, inspectDb, makeAccount, PROXYCTL, PROXYD, run, startDaemon, tempDir, type Daemon } from '../helpers/daemon.js';
 
 const POOL = Array.from({ length: 8 }, (_, i) => `127.0.0.${i + 2}`);
 
@@ -103,11 +103,15 @@ describe('egress pool with sticky sessions (two workers)', () => {
     for (const [username, pw] of [
       ['alice', PASS],
       ['my-team', PASS],
-      ['alice-session-literal', 'the-literal-users-password'],
+      ['alice-literal', 'the-literal-users-password'],
     ]) {
       const r = await admin(dataDir, ['proxy-user', 'create', '--email', 'pool@example.com', '--username', username!, '--password-stdin'], `${pw}\n`);
       expect(r.code, r.stderr).toBe(0);
     }
+    // New names may not hold "-session-" (it would shadow a session): this user predates that rule.
+    const db = await inspectDb(dataDir, { write: true });
+    db.run("UPDATE proxy_users SET username = 'alice-session-literal' WHERE username = 'alice-literal'");
+    db.close();
     d = await startDaemon({ dataDir, args: ['--egress-pool', '127.0.0.2-127.0.0.9', '--allow-private-targets', '--workers', '2'], timeoutMs: 30_000 });
   }, 60_000);
 

@@ -48,11 +48,11 @@ function failureLine(stage: StageName, cause: FailureCause, proxy: ProxySpec, ta
     case 'proxy_auth_required':
       return cause.withCredentials
         ? `The proxy rejected the username or password (407): check the proxy user's credentials (reset the password in the console), and that the account is active.`
-        : `Your source IP is not whitelisted (407 without credentials): add this machine's public IP with \`proxyctl whitelist add IP\` (allow up to a second), or put proxy credentials in the URL.`;
+        : `Your source IP is not whitelisted (407 without credentials): add this machine's public IP with \`proxyctl whitelist add --current\` (allow up to a second), or put proxy credentials in the URL.`;
     case 'socks_no_method':
       return cause.withCredentials
         ? 'The SOCKS5 proxy accepts none of the offered methods (0xFF): it may not support username/password; check the proxy address.'
-        : `Your source IP is not whitelisted (SOCKS5 method 0xFF without credentials): add this machine's public IP with \`proxyctl whitelist add IP\`, or put proxy credentials in the URL.`;
+        : `Your source IP is not whitelisted (SOCKS5 method 0xFF without credentials): add this machine's public IP with \`proxyctl whitelist add --current\`, or put proxy credentials in the URL.`;
     case 'socks_auth_failed':
       return `The SOCKS5 proxy rejected the username or password (RFC 1929 status ${hex(cause.status)}): check the proxy user's credentials (reset the password in the console), and that the account is active.`;
     case 'http_connect_status': {

@@ -55,3 +55,10 @@ export function summarize(results: CheckResult[]): RepeatSummary {
     diagnoses: [...diagnoses].map(([diagnosis, count]) => ({ diagnosis, count })),
   };
 }
+
+/** How many runs left the proxy from each egress IP, most used first (rotation vs a sticky session at a glance). */
+export function egressCounts(results: CheckResult[]): Array<{ ip: string; count: number }> {
+  const counts = new Map<string, number>();
+  for (const r of results) if (r.report.egress_ip) counts.set(r.report.egress_ip, (counts.get(r.report.egress_ip) ?? 0) + 1);
+  return [...counts].map(([ip, count]) => ({ ip, count })).sort((a, b) => b.count - a.count);
+}

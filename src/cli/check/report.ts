@@ -13,6 +13,8 @@ export interface ReportInput {
   /** When the check started. */
   startedAt: Date;
   summary?: RepeatSummary;
+  /** With a summary: runs per egress IP (egressCounts). */
+  egress?: Array<{ ip: string; count: number }>;
 }
 
 /** A table cell: one line, pipes escaped. */
@@ -80,6 +82,9 @@ export function renderReport(input: ReportInput): string {
       '',
       ...table(['stage', 'runs', 'failed', 'p50 ms', 'p95 ms', 'max ms'], m.stages.map((st) => [st.name, st.runs, st.failed, st.p50_ms, st.p95_ms, st.max_ms])),
     );
+    if (input.egress && input.egress.length > 0) {
+      lines.push('', ...table(['egress IP via the proxy', 'runs'], input.egress.map((e) => [e.ip, e.count])));
+    }
     if (m.diagnoses.length > 0) {
       lines.push('', ...table(['failure diagnosis', 'runs'], m.diagnoses.map((d) => [s(d.diagnosis), d.count])));
     }

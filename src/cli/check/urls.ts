@@ -37,11 +37,18 @@ export function redactUrl(text: string): string {
 export function scrub(text: string, secret: string | null): string {
   let out = redactUrl(text);
   if (secret) {
-    out = out.split(secret).join('****');
+    out = maskToken(out, secret);
     const enc = encodeURIComponent(secret);
-    if (enc !== secret) out = out.split(enc).join('****');
+    if (enc !== secret) out = maskToken(out, enc);
   }
   return out;
+}
+
+/** Masks `secret` where it stands on its own: inside a word it is a coincidence, and masking it there would
+ *  reveal it (a password "ok" turned "no lookup" into "no lo****up"). */
+function maskToken(text: string, secret: string): string {
+  const escaped = secret.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+  return text.replace(new RegExp(`(?<![A-Za-z0-9])${escaped}(?![A-Za-z0-9])`, 'g'), '****');
 }
 
 function unbracket(hostname: string): string {

@@ -1,8 +1,8 @@
 // `proxyctl check`: the staged connectivity check (src/cli/check) as a command like the others:
 // options in, output through deps, an exit status back. Also --repeat N and --report FILE.
-import { readFile, writeFile } from 'node:fs/promises';
+import { open, readFile, type FileHandle } from 'node:fs/promises';
 import { renderHuman, renderJson } from '../check/render.js';
-import { summarize, type RepeatSummary } from '../check/repeat.js';
+import { egressCounts, summarize, type RepeatSummary } from '../check/repeat.js';
 import { renderReport } from '../check/report.js';
 import { DEFAULT_TARGET, performCheck, type CheckResult } from '../check/runner.js';
 import type { CheckOptions } from '../check/types.js';
@@ -62,6 +62,17 @@ export async function runCheck(opts: CheckCommandOptions, deps: Deps): Promise<E
     ca: opts.caFile !== undefined ? await readCa(opts.caFile) : undefined,
     direct: opts.direct,
   };
+  // Opened before the first run: a report path that cannot be written must not cost the runs (exit 2, like --ca).
+  const reportFile = opts.report !== undefined ? await openReport(opts.report) : undefined;
+  try {
+    return await checkAndReport(opts, deps, proxy, checkOpts, reportFile);
+  } finally {
+    await reportFile?.close();
+  }
+}
+
+async function checkAndReport(opts: CheckCommandOptions, deps: Deps, proxy: ProxySpec, checkOpts: CheckOptions, reportFile: FileHandle | undefined): Promise<ExitCode> {
+  const { ctx } = opts;
   const startedAt = new Date(deps.clock.now());
   const repeat = opts.repeat ?? 1;
   const results: CheckResult[] = [];
@@ -83,9 +94,10 @@ export async function runCheck(opts: CheckCommandOptions, deps: Deps): Promise<E
   const summary = repeat > 1 ? summarize(results) : undefined;
   // The report shows the first failed run, or the last one when all passed.
   const shown = results.find((r) => !r.ok) ?? results[results.length - 1]!;
-  if (opts.report !== undefined) await writeReport(opts.report, { result: shown, proxy, target: checkOpts.target, startedAt, summary });
+  const egress = summary ? egressCounts(results) : undefined;
+  if (reportFile) await writeReport(reportFile, opts.report!, { result: shown, proxy, target: checkOpts.target, startedAt, summary, egress });
 
-  if (summary) printSummary(summary, shown, ctx, deps);
+  if (summary) printSummary(summary, shown, egress ?? [], ctx, deps);
   else if (ctx.json) deps.io.stdout.write(renderJson(shown.report));
   else if (ctx.quiet) deps.out.line(shown.report.diagnosis);
   else deps.io.stdout.write(renderHuman(shown.report, { proxy: shown.proxy, target: scrubSecrets(shown.target, [deps.env.PROXYCTL_API_KEY]) }, { color: ctx.color, columns: deps.io.stdoutColumns }));
@@ -93,20 +105,34 @@ export async function runCheck(opts: CheckCommandOptions, deps: Deps): Promise<E
   return results.every((r) => r.ok) ? Exit.OK : Exit.CHECK_FAILED;
 }
 
-async function writeReport(file: string, input: { result: CheckResult; proxy: ProxySpec; target: string; startedAt: Date; summary: RepeatSummary | undefined }): Promise<void> {
+async function openReport(file: string): Promise<FileHandle> {
+  try {
+    return await open(file, 'w', 0o600);
+  } catch (err) {
+    throw new UsageError(`cannot write --report ${file}: ${(err as NodeJS.ErrnoException).code ?? String(err)}`);
+  }
+}
+
+async function writeReport(
+  handle: FileHandle,
+  file: string,
+  input: { result: CheckResult; proxy: ProxySpec; target: string; startedAt: Date; summary: RepeatSummary | undefined; egress: Array<{ ip: string; count: number }> | undefined },
+): Promise<void> {
+  const { summary, egress, ...rest } = input;
   const text = renderReport({
-    ...input,
-    ...(input.summary ? { summary: input.summary } : {}),
+    ...rest,
+    ...(summary ? { summary } : {}),
+    ...(egress ? { egress } : {}),
     versions: { proxyctl: VERSION, node: process.version, platform: `${process.platform} ${process.arch}` },
   });
   try {
-    await writeFile(file, text, { encoding: 'utf8', mode: 0o600 });
+    await handle.writeFile(text, 'utf8');
   } catch (err) {
     throw new CliError(`cannot write ${file}: ${(err as NodeJS.ErrnoException).code ?? String(err)}`);
   }
 }
 
-function printSummary(m: RepeatSummary, shown: CheckResult, ctx: Context, deps: Deps): void {
+function printSummary(m: RepeatSummary, shown: CheckResult, egress: Array<{ ip: string; count: number }>, ctx: Context, deps: Deps): void {
   const { out } = deps;
   if (ctx.json) {
     out.writeJson(m);
@@ -117,6 +143,7 @@ function printSummary(m: RepeatSummary, shown: CheckResult, ctx: Context, deps: 
     out.line(`check ${shown.proxy} -> ${scrubSecrets(shown.target, [deps.env.PROXYCTL_API_KEY])}: ${m.runs} runs, ${out.paint('green', `${m.ok} ok`)}, ${m.failed > 0 ? out.paint('red', `${m.failed} failed`) : '0 failed'}`);
   }
   if (!ctx.quiet) out.line(out.table(['stage', 'runs', 'failed', 'p50 ms', 'p95 ms', 'max ms'], m.stages.map((s) => [s.name, s.runs, s.failed, fmt(s.p50_ms), fmt(s.p95_ms), fmt(s.max_ms)])));
+  if (!ctx.quiet && egress.length > 0) out.line(`egress IP via proxy: ${egress.map((e) => `${e.ip} (${e.count}×)`).join(', ')}`);
   if (m.failed > 0) {
     const by = Object.entries(m.failures_by_stage).map(([stage, n]) => `${stage} ${n}`).join(', ');
     out.line(`failures by stage: ${by}`);

@@ -90,7 +90,9 @@ export async function runSync(opts: SyncOptions, deps: Deps): Promise<ExitCode> 
     const plan = planSync(current, desired);
     const updates = opts.updateRemarks ? plan.remarkChanges : [];
     const toDelete = [...plan.delete, ...updates.map((i) => i.ip)];
-    const toAdd = [...plan.add, ...updates];
+    // Remark updates are deleted last and added back first: between the two the IP is out of the whitelist
+    // (the gateway refuses it, another account could take it), so no other batch may wait in that gap.
+    const toAdd = [...updates, ...plan.add];
     const unchanged = plan.same + (opts.updateRemarks ? 0 : plan.remarkChanges.length);
     const doc: SyncDoc = { added: 0, deleted: 0, unchanged, failed_items: [], dry_run: opts.dryRun };
 

@@ -120,6 +120,7 @@ describe('HTTP proxy', () => {
     const r = await performCheck(opts({ proxy: `http://127.0.0.1:${proxy.port}`, target: `https://127.0.0.1:${https.port}/` }), { lookup });
     expect(r.failure?.stage).toBe('auth');
     expect(r.report.diagnosis).toMatch(/^Your source IP is not whitelisted/);
+    expect(r.report.diagnosis).toContain('proxyctl whitelist add --current');
   });
 
   it('auth: 407 to an absolute-form request (http:// target)', async () => {
@@ -316,6 +317,7 @@ describe('SOCKS5 proxy', () => {
     const r = await performCheck(opts({ proxy: `socks5h://127.0.0.1:${socks.port}`, target: `https://localhost:${https.port}/` }), { lookup });
     expect(r.report.stages[2]!.detail).toMatch(/0xFF/);
     expect(r.report.diagnosis).toMatch(/^Your source IP is not whitelisted \(SOCKS5 method 0xFF/);
+    expect(r.report.diagnosis).toContain('proxyctl whitelist add --current'); // the one command that needs no lookup of the public IP
   });
 
   it('auth: a SOCKS5 check against an HTTP proxy port', async () => {

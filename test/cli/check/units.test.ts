@@ -37,6 +37,14 @@ describe('proxy URL', () => {
     expect(scrub('bad pass p@ss and p%40ss', 'p@ss')).toBe('bad pass **** and ****');
   });
 
+  it('scrub masks the password where it stands alone, not inside words (masking there would reveal it)', () => {
+    // A password "ok" used to turn the dns detail into "no lo****up", and "1" every digit 1 of an address.
+    expect(scrub('127.0.0.1 (IP literal, no lookup)', 'ok')).toBe('127.0.0.1 (IP literal, no lookup)');
+    expect(scrub('connected to 127.0.0.1:3128', 'connect')).toBe('connected to 127.0.0.1:3128');
+    expect(scrub('wrong password "ok" for alice:ok', 'ok')).toBe('wrong password "****" for alice:****');
+    expect(scrub('x=S3cret|Pass.', 'S3cret|Pass')).toBe('x=****.');
+  });
+
   it('target URL', () => {
     expect(parseTargetUrl('https://api.ipify.org/?format=json')).toMatchObject({ protocol: 'https', host: 'api.ipify.org', port: 443, path: '/?format=json', hostHeader: 'api.ipify.org' });
     expect(parseTargetUrl('http://[::1]:81/ip')).toMatchObject({ host: '::1', port: 81, hostHeader: '[::1]:81' });

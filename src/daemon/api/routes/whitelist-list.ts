@@ -11,7 +11,8 @@ import { safeName } from './query.js';
 /** The query without api_key; a repeated or unknown parameter is an error naming it. */
 export function parseListQuery(raw: string) {
   const params = new URLSearchParams(raw);
-  const obj: Record<string, string> = {};
+  // No prototype: `__proto__=1` must become a key (an unknown parameter), not the object's prototype.
+  const obj: Record<string, string> = Object.create(null) as Record<string, string>;
   for (const key of new Set(params.keys())) {
     if (key === API_KEY_PARAM) continue;
     const values = params.getAll(key);

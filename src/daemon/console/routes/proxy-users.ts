@@ -3,7 +3,7 @@ import type { FastifyInstance } from 'fastify';
 import { generatePassword, hashPassword } from '../../secrets.js';
 import { accountOf, field, seeOther, sendHtml, setFlash, takeFlash, type ConsoleDeps } from '../deps.js';
 import { proxyUsersPage } from '../pages/proxy-users.js';
-import { isProxyUsername } from '../../../contract/proxy-username.js';
+import { isProxyUsername, newProxyUsernameProblem } from '../../../contract/proxy-username.js';
 
 export default function proxyUserRoutes(app: FastifyInstance, deps: ConsoleDeps): void {
   const users = deps.ctx.store.proxyUsers;
@@ -28,6 +28,10 @@ export default function proxyUserRoutes(app: FastifyInstance, deps: ConsoleDeps)
     const username = field(request.body, 'username').trim();
     if (!isProxyUsername(username)) {
       setFlash(request, 'error', 'Usernames have 3–64 characters: letters, digits, dot, underscore or hyphen.');
+      return seeOther(reply, '/console/proxy-users');
+    }
+    if (newProxyUsernameProblem(username)) {
+      setFlash(request, 'error', 'Usernames may not contain "-session-": it is how a login asks for a sticky session (name-session-ID).');
       return seeOther(reply, '/console/proxy-users');
     }
     const password = generatePassword();
