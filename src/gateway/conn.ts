@@ -198,6 +198,9 @@ export class ClientConn {
     if (!this.spliced) this.upstream?.destroy();
     this.core.conns.delete(this);
     this.core.stats.connectionsOpen--;
+    // Byte counters are kept per connection while it is open (stats() adds the open ones).
+    this.core.stats.bytesUp += this.bytesUp;
+    this.core.stats.bytesDown += this.bytesDown;
     if (this.accountId >= 0) this.core.releaseSlot(this.accountId, this.bytesUp, this.bytesDown);
   }
 }

@@ -5,6 +5,7 @@ import net from 'node:net';
 import ipaddr from 'ipaddr.js';
 import type { ClientConn } from './conn.js';
 import { resolveLimits } from './limits.js';
+import { destroySelf, Tunnels } from './splice.js';
 import { canonicalIp, checkTarget, parseIp, type TargetRefusal } from './target-policy.js';
 import type { AdmitFailure, GatewayLimits, GatewayOptions, GatewayStats } from './types.js';
 
@@ -29,6 +30,7 @@ export class GatewayCore {
   readonly limits: GatewayLimits;
   readonly stats: GatewayStats;
   readonly conns = new Set<ClientConn>();
+  readonly tunnels: Tunnels;
   private readonly perAccount = new Map<number, number>();
   private readonly trusted: Array<[ipaddr.IPv4 | ipaddr.IPv6, number]>;
   private readonly lookup: Lookup;
@@ -38,6 +40,7 @@ export class GatewayCore {
 
   constructor(readonly opts: GatewayOptions) {
     this.limits = resolveLimits(opts.limits);
+    this.tunnels = new Tunnels(this.limits.idleTimeoutMs);
     this.trusted = opts.proxyProtocolFrom.map((c) => {
       const text = c.includes('/') ? c : `${c}/${c.includes(':') ? 128 : 32}`;
       return ipaddr.parseCIDR(text);
@@ -167,11 +170,6 @@ export class GatewayCore {
     socket.once('error', onError);
     return socket;
   }
-}
-
-/** A shared listener (no closure, so it retains nothing of the dial). */
-export function destroySelf(this: net.Socket): void {
-  this.destroy();
 }
 
 function dialFailure(code: string | undefined): DialFailure {

@@ -141,14 +141,12 @@ class ForwardExchange {
 
   private toUpstream(b: Buffer): void {
     this.conn.bytesUp += b.length;
-    this.conn.core.stats.bytesUp += b.length;
     if (!this.upstream.write(b)) this.client.pause();
   }
 
   private toClient(b: Buffer): void {
     this.sentToClient = true;
     this.conn.bytesDown += b.length;
-    this.conn.core.stats.bytesDown += b.length;
     if (!this.client.write(b)) this.upstream.pause();
   }
 

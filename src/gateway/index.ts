@@ -73,13 +73,19 @@ export async function startGateway(opts: GatewayOptions): Promise<Gateway> {
     socksAddress: () => boundAddress(socksServer),
     stats(): GatewayStats {
       const s = core.stats;
+      let bytesUp = s.bytesUp;
+      let bytesDown = s.bytesDown;
+      for (const c of core.conns) {
+        bytesUp += c.bytesUp;
+        bytesDown += c.bytesDown;
+      }
       return {
         connectionsOpen: s.connectionsOpen,
         connectionsTotal: { ...s.connectionsTotal },
         admissionFailures: { ...s.admissionFailures },
         targetRefusals: { ...s.targetRefusals },
-        bytesUp: s.bytesUp,
-        bytesDown: s.bytesDown,
+        bytesUp,
+        bytesDown,
       };
     },
     close(drainMs: number): Promise<void> {
