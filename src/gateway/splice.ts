@@ -162,7 +162,7 @@ export function splice(conn: ClientConn, upstream: net.Socket, earlyData: Buffer
   takeOver(up);
   client.resume();
   // The client's FIN came with its request, before the pump existed: pass it on now.
-  if (conn.eof) up.end();
+  if (client.readableEnded) up.end();
   up.resume();
 }
 

@@ -2,30 +2,19 @@
 // address, answer 200, then pump bytes (including any the client sent after its head).
 import type net from 'node:net';
 import type { ClientConn } from './conn.js';
-import type { DialFailure, ResolveOutcome } from './core.js';
 import { parseAuthority, type RequestHead } from './http-head.js';
-import { dialReply, httpReply, resolveReply } from './replies.js';
+import { httpFailureReply, httpReply, type Failure } from './replies.js';
 import { splice } from './splice.js';
 
-export type TargetFailure = Exclude<ResolveOutcome, { ok: true }>['reason'] | DialFailure;
+export type DialOutcome = { ok: true; socket: net.Socket } | { ok: false; failure: Failure };
 
-export type DialOutcome = { ok: true; socket: net.Socket } | { ok: false; failure: TargetFailure; stage: 'resolve' | 'dial' };
-
-/** The HTTP answer for a target that could not be resolved, was refused by policy, or could not be reached. */
-export function targetFailureReply(out: Extract<DialOutcome, { ok: false }>): string {
-  return out.stage === 'resolve'
-    ? resolveReply(out.failure as Exclude<ResolveOutcome, { ok: true }>['reason'])
-    : dialReply(out.failure as DialFailure);
-}
-
-/** Resolve and dial a target for an admitted connection. Resolves `null` if the client went away. */
+/** Resolve and dial a target for an admitted connection (state dialing). `null` if the client went away. */
 export async function dialTarget(conn: ClientConn, host: string, port: number): Promise<DialOutcome | null> {
   const { core } = conn;
+  if (!conn.to('dialing')) return null;
   const resolved = await core.resolveTarget(host, port);
   if (conn.closed) return null;
-  if (!resolved.ok) return { ok: false, failure: resolved.reason, stage: 'resolve' };
-  // From here the connect timeout governs; the header deadline no longer applies.
-  conn.clearHeaderTimer();
+  if (!resolved.ok) return { ok: false, failure: resolved.reason };
   return new Promise((resolve) => {
     const socket = core.dial(resolved.address, resolved.family, port, (err) => {
       if (conn.closed) {
@@ -33,7 +22,7 @@ export async function dialTarget(conn: ClientConn, host: string, port: number): 
         resolve(null);
       } else if (err) {
         conn.upstream = null;
-        resolve({ ok: false, failure: err, stage: 'dial' });
+        resolve({ ok: false, failure: err });
       } else resolve({ ok: true, socket });
     });
     conn.upstream = socket;
@@ -51,10 +40,11 @@ export function openConnectTunnel(conn: ClientConn, head: RequestHead): void {
   void dialTarget(conn, target.host, target.port).then((out) => {
     if (!out) return;
     if (!out.ok) {
-      conn.endWithReply(targetFailureReply(out));
+      conn.endWithReply(httpFailureReply(out.failure));
       return;
     }
-    const early = conn.handOff();
+    const early = conn.handOff('tunnel');
+    if (!early) return void out.socket.destroy();
     conn.socket.write(ESTABLISHED);
     splice(conn, out.socket, early);
   }).catch(() => conn.destroy());

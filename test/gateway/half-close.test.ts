@@ -1,7 +1,8 @@
 // A client that half-closes (FIN) mid-handshake can never finish it: the gateway closes at once,
 // at every stage of every listener, instead of holding the socket until the header timeout.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { RawClient, startTestGateway, type TestGateway } from './helpers.js';
+import net from 'node:net';
+import { RawClient, basic, eventually, startTestGateway, type TestGateway } from './helpers.js';
 
 // Far below the header timeout, generous for a loaded machine.
 const PROMPT_MS = 3000;
@@ -65,5 +66,39 @@ describe('EOF mid-handshake closes at once', () => {
     const deadline = Date.now() + PROMPT_MS;
     while (t.gw.stats().connectionsOpen > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
     expect(t.gw.stats().connectionsOpen).toBe(0);
+  });
+});
+
+describe('EOF or reset while admission runs', () => {
+  it('a FIN right after a CONNECT head: admitted, tunnelled, the FIN passed on; a reset gives the slot back', async () => {
+    const g = await startTestGateway();
+    const admit = g.admission.admitByCredentials.bind(g.admission);
+    g.admission.admitByCredentials = async (u, p) => {
+      await new Promise((r) => setTimeout(r, 150));
+      return admit(u, p);
+    };
+    const target = net.createServer({ allowHalfOpen: true }, (s) => {
+      let n = 0;
+      s.on('data', (d: Buffer) => (n += d.length));
+      s.on('end', () => s.end(`got ${n}`));
+    });
+    await new Promise<void>((r) => target.listen(0, '127.0.0.1', r));
+    const port = (target.address() as net.AddressInfo).port;
+    const head = `CONNECT 127.0.0.1:${port} HTTP/1.1\r\nProxy-Authorization: ${basic('alice', 's3cret:pw')}\r\n\r\n`;
+
+    const c = await RawClient.connect(g.httpPort);
+    c.socket.end(head + 'abc');
+    expect(await c.readUntil('\r\n\r\n')).toMatch(/^HTTP\/1\.1 200 /);
+    expect((await c.readToEnd()).toString()).toBe('got 3');
+
+    const d = await RawClient.connect(g.httpPort);
+    d.write(head);
+    await new Promise((r) => setTimeout(r, 30));
+    d.socket.resetAndDestroy();
+    // The reset connection's admission still succeeds after it is gone: its slot comes straight back.
+    await eventually(() => g.sink.opened.length === 2 && g.sink.closed.length === 2, PROMPT_MS);
+    expect(g.gw.stats().connectionsOpen).toBe(0);
+    await g.gw.close(100);
+    target.close();
   });
 });
