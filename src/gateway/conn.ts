@@ -13,18 +13,29 @@ export type ListenerKind = 'http' | 'socks5';
 
 /**
  * proxy-header: an optional PROXY header may still come · handshake: the HTTP head or a SOCKS5
- * message is being read · admitting: admission runs (reading paused) · dialing: resolve and connect
- * (paused; the connect timeout governs) · replying: a final answer is sent, the client reads it ·
+ * message is being read · admitting: admission runs (reading paused) · resolving: the target name is
+ * resolved and checked (paused; still under the header deadline) · dialing: the connect runs (the
+ * connect timeout governs) · replying: a final answer is sent, the client reads it ·
  * tunnel: CONNECT or SOCKS5 bytes both ways (splice.ts) · forward: one absolute-form exchange
  * (forward.ts) · closed: the socket closed and the bookkeeping ran.
  */
-export type ConnState = 'proxy-header' | 'handshake' | 'admitting' | 'dialing' | 'replying' | 'tunnel' | 'forward' | 'closed';
+export type ConnState =
+  | 'proxy-header'
+  | 'handshake'
+  | 'admitting'
+  | 'resolving'
+  | 'dialing'
+  | 'replying'
+  | 'tunnel'
+  | 'forward'
+  | 'closed';
 
 const NEXT: Record<ConnState, readonly ConnState[]> = {
   'proxy-header': ['handshake', 'closed'],
-  // SOCKS5 dials from its request stage, after admission brought it back to the handshake.
-  handshake: ['admitting', 'dialing', 'replying', 'closed'],
-  admitting: ['handshake', 'dialing', 'replying', 'closed'],
+  // SOCKS5 resolves from its request stage, after admission brought it back to the handshake.
+  handshake: ['admitting', 'resolving', 'replying', 'closed'],
+  admitting: ['handshake', 'resolving', 'replying', 'closed'],
+  resolving: ['dialing', 'replying', 'closed'],
   dialing: ['tunnel', 'forward', 'replying', 'closed'],
   replying: ['closed'],
   tunnel: ['closed'],
@@ -122,11 +133,11 @@ export class ClientConn {
         }
         break;
       case 'admitting':
+      case 'resolving':
         this.socket.pause(); // bytes arriving meanwhile stay in the socket
         break;
       case 'dialing':
         // From here the connect timeout governs; the header deadline no longer applies.
-        this.socket.pause();
         this.clearHeaderTimer();
         break;
       case 'replying':
@@ -147,7 +158,7 @@ export class ClientConn {
   /** The client sent FIN. Mid-handshake nothing more can come: close at once, every listener. */
   onEnd(): void {
     if (this.state === 'proxy-header' || this.state === 'handshake' || this.state === 'replying') this.destroy();
-    // admitting / dialing: the step finishes first (a CONNECT may be followed by the client's FIN).
+    // admitting / resolving / dialing: the step finishes first (a CONNECT may be followed by the client's FIN).
   }
 
   onData(chunk: Buffer): void {

@@ -98,7 +98,7 @@ export async function startGateway(opts: GatewayOptions): Promise<Gateway> {
 
   async function drain(drainMs: number): Promise<void> {
     // Handshakes in progress will not become tunnels any more: cut them now.
-    for (const c of core.conns) if (c.state !== 'tunnel' && c.state !== 'forward') c.destroy();
+    for (const c of core.conns) if (c.state !== 'tunnel' && c.state !== 'forward' && c.state !== 'dialing') c.destroy();
     const deadline = Date.now() + drainMs;
     while (core.conns.size > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 25));
     for (const c of [...core.conns]) c.destroy();

@@ -8,13 +8,14 @@ import { splice } from './splice.js';
 
 export type DialOutcome = { ok: true; socket: net.Socket } | { ok: false; failure: Failure };
 
-/** Resolve and dial a target for an admitted connection (state dialing). `null` if the client went away. */
+/** Resolve and dial a target for an admitted connection. `null` if the client went away. */
 export async function dialTarget(conn: ClientConn, host: string, port: number): Promise<DialOutcome | null> {
   const { core } = conn;
-  if (!conn.to('dialing')) return null;
+  if (!conn.to('resolving')) return null;
   const resolved = await core.resolveTarget(host, port);
   if (conn.closed) return null;
   if (!resolved.ok) return { ok: false, failure: resolved.reason };
+  if (!conn.to('dialing')) return null;
   return new Promise((resolve) => {
     const socket = core.dial(resolved.address, resolved.family, port, (err) => {
       if (conn.closed) {
