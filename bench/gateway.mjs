@@ -19,12 +19,13 @@ import { fileURLToPath } from 'node:url';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const SELF = fileURLToPath(import.meta.url);
-const BUILD = path.join(ROOT, 'node_modules/.cache/gateway-bench');
 const args = process.argv.slice(2);
 const arg = (name) => {
   const i = args.indexOf(name);
   return i >= 0 ? args[i + 1] : undefined;
 };
+// Where the gateway sources are compiled to (--build: another dir, e.g. for bench/gateway-ab.mjs).
+const BUILD = path.resolve(arg('--build') ?? path.join(ROOT, 'node_modules/.cache/gateway-bench'));
 
 // ---------------------------------------------------------------- roles (child processes)
 
@@ -119,12 +120,12 @@ function controlLoop() {
 
 // ---------------------------------------------------------------- driver
 
-function buildGateway() {
-  mkdirSync(BUILD, { recursive: true });
+function buildGateway(src = path.join(ROOT, 'src/gateway'), out = BUILD) {
+  mkdirSync(out, { recursive: true });
   const tsc = path.join(ROOT, 'node_modules/typescript/bin/tsc');
   const bin = existsSync(tsc) ? tsc : path.join(ROOT, 'node_modules/.bin/tsc');
-  execFileSync(process.execPath, [bin, '--ignoreConfig', path.join(ROOT, 'src/gateway/index.ts'), '--outDir', BUILD, '--rootDir',
-    path.join(ROOT, 'src/gateway'), '--module', 'nodenext', '--moduleResolution', 'nodenext', '--target', 'es2023',
+  execFileSync(process.execPath, [bin, '--ignoreConfig', path.join(src, 'index.ts'), '--outDir', out, '--rootDir',
+    src, '--module', 'nodenext', '--moduleResolution', 'nodenext', '--target', 'es2023',
     '--skipLibCheck', '--types', 'node', '--strict'], { stdio: 'inherit' });
 }
 

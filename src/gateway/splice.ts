@@ -70,7 +70,9 @@ function relay(dst: TunnelSocket, buf: Buffer, n: number): boolean {
     }
     if (written === n) return true;
   }
-  dst.write(Buffer.copyBytesFrom(buf, written, n - written));
+  const rest = Buffer.allocUnsafe(n - written);
+  buf.copy(rest, 0, written, n);
+  dst.write(rest);
   return dst.writableLength < MAX_PENDING;
 }
 
