@@ -520,7 +520,8 @@ async function startPeer(name, dir, targetPort) {
     }
     case 'socat': {
       // The reference for what one relay process in C does here: a plain port forwarder (fork per connection).
-      const child = await spawnChild('socat', [`TCP-LISTEN:${port},bind=127.0.0.1,reuseaddr,fork,backlog=4096`, `TCP:127.0.0.1:${targetPort}`], { json: false });
+      // -b: the same 256 KiB reads as the gateway (socat's default is 8 KiB).
+      const child = await spawnChild('socat', ['-b', '262144', `TCP-LISTEN:${port},bind=127.0.0.1,reuseaddr,fork,backlog=4096`, `TCP:127.0.0.1:${targetPort}`], { json: false });
       await waitPort(port);
       return { child, pid: child.p.pid, paths: [{ kind: 'plain', port, label: 'socat (plain relay)' }], noMemory: true };
     }
@@ -558,7 +559,7 @@ async function main() {
   const REPS = Number(arg('--reps') ?? (quick ? 1 : 5));
   const CONC = (arg('--conc') ?? (quick ? '8' : '8,64')).split(',').filter(Boolean).map(Number);
   const RATE_MS = quick ? 500 : 1500;
-  const LAT_N = quick ? 300 : 2000;
+  const LAT_N = Number(arg('--lat-n') ?? (quick ? 300 : 2000));
   const STEPS = quick ? [1000] : [1000, 5000, 9900];
   const dir = mkdtempSync(path.join(os.tmpdir(), 'gw-bench-'));
   buildGateway();
@@ -628,7 +629,7 @@ function markdown(r) {
   lines.push('so absolute MB/s move from run to run; the ratios against a direct transfer made right before, and CPU seconds per GiB, are the figures to compare.');
   lines.push('Three processes: the benchmark client, a target server, and one proxy at a time; all on loopback. Peers are');
   lines.push('configured alike (no auth, no cache, no access log, any port: `bench/peers/`); the gateway admits the client by source IP;');
-  lines.push('socat is a plain port forwarder (no handshake, fork per connection): the reference for what one relay process in C does here.');
+  lines.push('socat (`-b 262144`: 256 KiB reads, like the gateway) is a plain port forwarder (no handshake, a process per connection): the reference for what a relay in C does here.');
   lines.push(`Throughput: ${r.sizeBytes / 2 ** 20} MiB up and ${r.sizeBytes / 2 ** 20} MiB down, each proxied transfer paired with a direct one right before it;`);
   lines.push(`ratio = mean of the up and down ratios, median (range) of ${r.reps} pairs. With N tunnels the same bytes are split over N tunnels at once.`);
   lines.push("CPU s/GiB: the proxy's user + system CPU (its process tree, /proc/<pid>/stat) over the proxied transfers, per GiB relayed (up + down).");
