@@ -13,6 +13,7 @@ import net from 'node:net';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
+import { len64 } from './target-protocol.mjs';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const args = process.argv.slice(2);
@@ -57,13 +58,6 @@ async function tunnel(port, target) {
   s.write(`CONNECT 127.0.0.1:${target} HTTP/1.1\r\n\r\n`);
   await new Promise((r) => s.once('data', r)); // the 200 (nothing else comes before our command)
   return s;
-}
-
-function len64(cmd, n) {
-  const b = Buffer.alloc(9);
-  b.write(cmd, 0, 'latin1');
-  b.writeBigUInt64BE(BigInt(n), 1);
-  return b;
 }
 
 async function down(port, target, n) {

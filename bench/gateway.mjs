@@ -16,6 +16,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
+import { len64 } from './target-protocol.mjs';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const SELF = fileURLToPath(import.meta.url);
@@ -279,13 +280,6 @@ async function open(via, targetPort) {
     if (rep[1] !== 0) throw new Error(`socks reply ${rep[1]}`);
   }
   return { s, r };
-}
-
-function len64(cmd, n) {
-  const b = Buffer.alloc(9);
-  b.write(cmd, 0, 'latin1');
-  b.writeBigUInt64BE(BigInt(n), 1);
-  return b;
 }
 
 async function upload(via, targetPort, size) {
