@@ -4,6 +4,7 @@
 // and the gateway's CPU seconds per GiB relayed (from /proc/<pid>/stat), which load barely moves.
 //
 //   node bench/gateway-ab.mjs [--a <git rev>] [--size-mib 256] [--reps 6] [--conc 1,64]
+//   node bench/gateway-ab.mjs --setup [--a <git rev>] [--reps 6]   # new tunnels: CPU µs per tunnel, tunnels/s
 //
 // A = the gateway sources at a git revision (default HEAD), B = the working tree.
 import { execFileSync, spawn } from 'node:child_process';
@@ -83,7 +84,39 @@ const bench = path.join(ROOT, 'bench/gateway.mjs');
 const target = await child([bench, '--role', 'target']);
 const gws = {};
 for (const v of ['a', 'b']) gws[v] = await child(['--max-semi-space-size=8', bench, '--role', 'gateway', '--build', path.join(WORK, v)]);
-for (const conc of CONC) {
+// New tunnels: 8 loops each open a CONNECT tunnel, echo one byte, close; 2000 tunnels per turn.
+async function churn(port, targetPort, n) {
+  let left = n;
+  const loop = async () => {
+    while (left-- > 0) {
+      const s = await tunnel(port, targetPort);
+      s.write('Ex');
+      await new Promise((r) => s.once('data', r));
+      s.destroy();
+    }
+  };
+  await Promise.all(Array.from({ length: 8 }, loop));
+}
+
+if (args.includes('--setup')) {
+  const r = { a: { rate: [], cpu: 0, n: 0 }, b: { rate: [], cpu: 0, n: 0 } };
+  for (let i = 0; i < REPS; i++) {
+    for (const v of i % 2 ? ['b', 'a'] : ['a', 'b']) {
+      const g = gws[v];
+      const c0 = cpu(g.p.pid);
+      const t0 = performance.now();
+      await churn(g.info.http, target.info.port, 2000);
+      r[v].rate.push(2000 / ((performance.now() - t0) / 1000));
+      r[v].cpu += cpu(g.p.pid) - c0;
+      r[v].n += 2000;
+    }
+  }
+  for (const v of ['a', 'b']) {
+    const x = r[v];
+    console.log(`${v === 'a' ? `A (${REV})` : 'B (tree)'}: ${median(x.rate).toFixed(0)} tunnels/s (${Math.min(...x.rate).toFixed(0)}–${Math.max(...x.rate).toFixed(0)}), CPU ${((x.cpu / x.n) * 1e6).toFixed(0)} µs per tunnel`);
+  }
+}
+for (const conc of args.includes('--setup') ? [] : CONC) {
   const r = { a: { mbs: [], cpu: 0 }, b: { mbs: [], cpu: 0 } };
   for (let i = 0; i < REPS; i++) {
     for (const v of i % 2 ? ['b', 'a'] : ['a', 'b']) {

@@ -58,6 +58,7 @@ export class GatewayCore {
   }
 
   isTrustedPeer(ip: string): boolean {
+    if (this.trusted.length === 0) return false;
     const a = parseIp(ip);
     if (!a) return false;
     for (const [net, bits] of this.trusted) if (net.kind() === a.kind() && a.match(net, bits)) return true;
