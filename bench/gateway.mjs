@@ -115,6 +115,7 @@ function controlLoop() {
       globalThis.gc();
     }
     if (l === 'gc') console.log('gc-done');
+    if (l === 'mem') console.log(JSON.stringify(process.memoryUsage()));
   });
   process.stdin.on('end', () => process.exit(0));
 }
