@@ -587,10 +587,10 @@ async function main() {
           row.concurrent = [];
           for (const c of CONC) row.concurrent.push(await throughput(via, tport, SIZE, REPS, proc, c));
           row.latency = await setupLatency(via, tport, LAT_N, 200);
-          // A peer that fails under connection churn (dante: its bound outgoing sockets run out of
-          // ports) loses only this figure.
-          row.rate = await tunnelRates(via, tport, REPS, RATE_MS).catch((e) => ({ error: String(e.message ?? e) }));
           if (!proc.noMemory && !args.includes('--no-memory')) row.memory = await idleMemory(via, tport, proc, STEPS);
+          // Last: a peer that fails under connection churn (dante: its bound outgoing sockets run out
+          // of ports) loses only this figure.
+          row.rate = await tunnelRates(via, tport, REPS, RATE_MS).catch((e) => ({ error: String(e.message ?? e) }));
         } catch (e) {
           row.error = String(e.message ?? e);
         }
