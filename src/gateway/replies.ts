@@ -42,11 +42,12 @@ export type Failure = AdmitFailure | 'admission_error' | TargetRefusal | 'dns_fa
 
 // Every failure's answer on both protocols, in one table: HTTP status and text, SOCKS5 reply code.
 // SOCKS5 admission failures are refused at method selection or RFC 1929 instead (see socks5.ts).
+// Same answer for every credential or whitelist failure: no hint which part was wrong.
+const AUTH_REQUIRED = { status: 407, detail: 'proxy authentication required', socks: Reply.NotAllowed };
 const FAILURES: Record<Failure, { status: number; detail: string; socks: number }> = {
-  // Same answer for every credential or whitelist failure: no hint which part was wrong.
-  bad_credentials: { status: 407, detail: 'proxy authentication required', socks: Reply.NotAllowed },
-  account_inactive: { status: 407, detail: 'proxy authentication required', socks: Reply.NotAllowed },
-  not_whitelisted: { status: 407, detail: 'proxy authentication required', socks: Reply.NotAllowed },
+  bad_credentials: AUTH_REQUIRED,
+  account_inactive: AUTH_REQUIRED,
+  not_whitelisted: AUTH_REQUIRED,
   over_connection_limit: { status: 429, detail: 'too many concurrent connections for this account', socks: Reply.GeneralFailure },
   admission_error: { status: 503, detail: 'admission temporarily unavailable', socks: Reply.GeneralFailure },
   private_target: { status: 403, detail: 'target address not allowed', socks: Reply.NotAllowed },
