@@ -7,7 +7,7 @@
 //   node bench/egress.mjs --cluster [--runs 3] [--conns 2000]
 //
 // Processes: this driver (client, sequential connections), a TCP target, and the gateway (startGateway
-// over the real StoreAdmission and a temp SQLite store) in a child, one configuration at a time,
+// over the real admission view and a temp SQLite store) in a child, one configuration at a time,
 // alternating no pool / pool / rotation so that the machine's noise falls on each alike.
 // --cluster: a spawned `proxyd serve --workers 2` instead, to show what asking the primary costs: every
 // connection a new session (one IPC round trip each) against a few sessions reused (answered from the
@@ -33,16 +33,20 @@ const PASS = 'bench-proxy-password';
 // ---------------------------------------------------------------- gateway role (child)
 
 async function runGateway(mode, sessions) {
-  const { Store } = await import(path.join(ROOT, 'dist/daemon/store/index.js'));
+  const { openStore } = await import(path.join(ROOT, 'dist/daemon/store/index.js'));
   const { hashPassword } = await import(path.join(ROOT, 'dist/daemon/secrets.js'));
-  const { StoreAdmission } = await import(path.join(ROOT, 'dist/daemon/admission.js'));
+  const { ViewAdmission } = await import(path.join(ROOT, 'dist/daemon/admission.js'));
+  const { AdmissionView } = await import(path.join(ROOT, 'dist/daemon/admission-view.js'));
+  const { StoreAdmissionFeed } = await import(path.join(ROOT, 'dist/daemon/admission-feed.js'));
   const { parseEgressPool } = await import(path.join(ROOT, 'dist/daemon/egress.js'));
   const { SessionTable } = await import(path.join(ROOT, 'dist/gateway/egress.js'));
   const { startGateway } = await import(path.join(ROOT, 'dist/gateway/index.js'));
   const { parseProxyUsername } = await import(path.join(ROOT, 'dist/contract/proxy-username.js'));
-  const store = Store.open(mkdtempSync(path.join(tmpdir(), 'egress-bench-')));
-  const account = store.accounts.create('bench@example.com', await hashPassword('console-password'), true);
-  store.proxyUsers.create(account.id, 'bench', await hashPassword(PASS));
+  const store = await openStore({ dataDir: mkdtempSync(path.join(tmpdir(), 'egress-bench-')) });
+  const account = await store.accounts.create('bench@example.com', await hashPassword('console-password'), true);
+  await store.proxyUsers.create(account.id, 'bench', await hashPassword(PASS));
+  const view = new AdmissionView(new StoreAdmissionFeed(store.changeLog), { staleAdmissionSec: 300 });
+  await view.start();
 
   let memory = null;
   let egressPool;
@@ -62,7 +66,7 @@ async function runGateway(mode, sessions) {
     allowPrivateTargets: true,
     proxyProtocolFrom: [],
     ownListeners: () => [],
-    admission: new StoreAdmission(store),
+    admission: new ViewAdmission(view),
     egressPool,
     parseUsername: parseProxyUsername,
   });

@@ -3,7 +3,8 @@
 // CONNECT and SOCKS5 paths, against a direct loopback connection and against peer proxies
 // (squid, tinyproxy, dante, microsocks from Debian; proxy-chain from npm).
 //
-//   node bench/gateway.mjs [--quick] [--only ours,squid,...] [--write-docs]
+//   node bench/gateway.mjs [--quick] [--only ours,squid,dante,socat,...] [--size-mib N] [--reps N] [--conc 8,64]
+//                          [--no-memory] [--cpu-prof DIR] [--write-docs]
 //   node bench/gateway.mjs --render results.json [--write-docs]
 //
 // Processes: this driver (client), a target server, and one proxy at a time, each its own process.
@@ -15,15 +16,17 @@ import os from 'node:os';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
+import { len64 } from './target-protocol.mjs';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const SELF = fileURLToPath(import.meta.url);
-const BUILD = path.join(ROOT, 'node_modules/.cache/gateway-bench');
 const args = process.argv.slice(2);
 const arg = (name) => {
   const i = args.indexOf(name);
   return i >= 0 ? args[i + 1] : undefined;
 };
+// Where the gateway sources are compiled to (--build: another dir, e.g. for bench/gateway-ab.mjs).
+const BUILD = path.resolve(arg('--build') ?? path.join(ROOT, 'node_modules/.cache/gateway-bench'));
 
 // ---------------------------------------------------------------- roles (child processes)
 
@@ -112,18 +115,19 @@ function controlLoop() {
       globalThis.gc();
     }
     if (l === 'gc') console.log('gc-done');
+    if (l === 'mem') console.log(JSON.stringify(process.memoryUsage()));
   });
   process.stdin.on('end', () => process.exit(0));
 }
 
 // ---------------------------------------------------------------- driver
 
-function buildGateway() {
-  mkdirSync(BUILD, { recursive: true });
+function buildGateway(src = path.join(ROOT, 'src/gateway'), out = BUILD) {
+  mkdirSync(out, { recursive: true });
   const tsc = path.join(ROOT, 'node_modules/typescript/bin/tsc');
   const bin = existsSync(tsc) ? tsc : path.join(ROOT, 'node_modules/.bin/tsc');
-  execFileSync(process.execPath, [bin, '--ignoreConfig', path.join(ROOT, 'src/gateway/index.ts'), '--outDir', BUILD, '--rootDir',
-    path.join(ROOT, 'src/gateway'), '--module', 'nodenext', '--moduleResolution', 'nodenext', '--target', 'es2023',
+  execFileSync(process.execPath, [bin, '--ignoreConfig', path.join(src, 'index.ts'), '--outDir', out, '--rootDir',
+    src, '--module', 'nodenext', '--moduleResolution', 'nodenext', '--target', 'es2023',
     '--skipLibCheck', '--types', 'node', '--strict'], { stdio: 'inherit' });
 }
 
@@ -136,7 +140,8 @@ async function spawnChild(cmd, argv, { json = true, env } = {}) {
   lines.on('line', (l) => waiters.shift()?.(l));
   const next = () => new Promise((r) => waiters.push(r));
   const first = json ? JSON.parse(await next()) : null;
-  return { p, info: first, next, stop: () => new Promise((r) => { p.once('exit', r); p.kill('SIGTERM'); setTimeout(() => p.kill('SIGKILL'), 3000).unref(); }) };
+  // Node children exit on stdin EOF (so a --cpu-prof profile is written); others get SIGTERM.
+  return { p, info: first, next, stop: () => new Promise((r) => { p.once('exit', r); p.stdin.end(); setTimeout(() => p.kill('SIGTERM'), 1000).unref(); setTimeout(() => p.kill('SIGKILL'), 4000).unref(); }) };
 }
 
 async function waitPort(port, ms = 10_000) {
@@ -197,6 +202,21 @@ function tree(pid) {
   return out;
 }
 
+/** CPU seconds (user + system, reaped children included) of a process tree, from /proc/<pid>/stat. */
+function cpuSeconds(pid) {
+  let ticks = 0;
+  for (const p of tree(pid)) {
+    try {
+      const stat = readFileSync(`/proc/${p}/stat`, 'utf8');
+      const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      // Fields 14-17 of stat(5): utime, stime, cutime, cstime (f[0] is field 3).
+      ticks += Number(f[11]) + Number(f[12]) + Number(f[13]) + Number(f[14]);
+    } catch {}
+  }
+  return ticks / CLK_TCK;
+}
+const CLK_TCK = (() => { try { return Number(execFileSync('getconf', ['CLK_TCK']).toString()) || 100; } catch { return 100; } })();
+
 /** Proportional set size (KiB) summed over a process tree: fair for multi-process peers. */
 function pssKiB(pid) {
   let total = 0;
@@ -246,7 +266,9 @@ async function open(via, targetPort) {
   const s = await connect(port);
   s.on('error', () => {});
   const r = new Reader(s);
-  if (via?.kind === 'connect') {
+  if (via?.kind === 'plain') {
+    // A port forwarder (socat): no handshake, the target is fixed.
+  } else if (via?.kind === 'connect') {
     s.write(`CONNECT 127.0.0.1:${targetPort} HTTP/1.1\r\nHost: 127.0.0.1:${targetPort}\r\n\r\n`);
     const h = (await r.head()).toString('latin1');
     if (!/^HTTP\/1\.[01] 200/.test(h)) throw new Error(`CONNECT failed: ${h.split('\r\n')[0]}`);
@@ -259,13 +281,6 @@ async function open(via, targetPort) {
     if (rep[1] !== 0) throw new Error(`socks reply ${rep[1]}`);
   }
   return { s, r };
-}
-
-function len64(cmd, n) {
-  const b = Buffer.alloc(9);
-  b.write(cmd, 0, 'latin1');
-  b.writeBigUInt64BE(BigInt(n), 1);
-  return b;
 }
 
 async function upload(via, targetPort, size) {
@@ -305,26 +320,74 @@ const pct = (xs, p) => { const s = [...xs].sort((a, b) => a - b); return s[Math.
 
 /**
  * Direct and proxied transfers alternate (direct, proxy, direct, proxy...) so both see the same
- * machine load; the ratio is taken per pair, and the median over pairs is reported.
+ * machine load; the ratio is taken per pair, and the median and range over pairs are reported.
+ * `conc` tunnels run at once, each moving size/conc bytes each way (aggregate bytes per second).
+ * CPU: the proxy's CPU seconds over the proxied transfers only, per GiB relayed (up + down).
  */
-async function throughput(via, targetPort, size, reps) {
+async function throughput(via, targetPort, size, reps, proc, conc = 1) {
   const pairs = [];
+  let cpu = 0;
+  let relayed = 0;
+  const each = Math.floor(size / conc);
+  const par = async (fn, v) => {
+    const t0 = process.hrtime.bigint();
+    await Promise.all(Array.from({ length: conc }, () => fn(v, targetPort, each)));
+    return (each * conc) / (Number(process.hrtime.bigint() - t0) / 1e9);
+  };
+  const proxied = async (fn) => {
+    const c0 = cpuSeconds(proc.pid);
+    const r = await par(fn, via);
+    cpu += cpuSeconds(proc.pid) - c0;
+    relayed += each * conc;
+    return r;
+  };
   for (let i = 0; i < reps; i++) {
-    const du = await upload(null, targetPort, size);
-    const pu = await upload(via, targetPort, size);
-    const dd = await download(null, targetPort, size);
-    const pd = await download(via, targetPort, size);
+    const du = await par(upload, null);
+    const pu = await proxied(upload);
+    const dd = await par(download, null);
+    const pd = await proxied(download);
     pairs.push({ du, pu, dd, pd, ratio: (pu / du + pd / dd) / 2 });
   }
   const ratios = pairs.map((x) => x.ratio);
   return {
+    conc,
     up: median(pairs.map((x) => x.pu)),
     down: median(pairs.map((x) => x.pd)),
     directUp: median(pairs.map((x) => x.du)),
     directDown: median(pairs.map((x) => x.dd)),
     ratio: median(ratios),
     ratios,
+    cpuSecPerGiB: cpu / (relayed / 2 ** 30),
   };
+}
+
+/** New tunnels per second: `workers` loops each open a tunnel, echo one byte, close, for `ms`. */
+async function tunnelRate(via, targetPort, ms, workers = 8) {
+  let n = 0;
+  const end = Date.now() + ms;
+  const loop = async () => {
+    while (Date.now() < end) {
+      const { s, r } = await open(via, targetPort);
+      s.write('Ex');
+      await r.exactly(1);
+      s.destroy();
+      n++;
+    }
+  };
+  const t0 = Date.now();
+  await Promise.all(Array.from({ length: workers }, loop));
+  return n / ((Date.now() - t0) / 1000);
+}
+
+/** Proxied and direct tunnel rates alternate; median and range over reps. */
+async function tunnelRates(via, targetPort, reps, ms) {
+  const proxied = [];
+  const direct = [];
+  for (let i = 0; i < reps; i++) {
+    direct.push(await tunnelRate(null, targetPort, ms));
+    proxied.push(await tunnelRate(via, targetPort, ms));
+  }
+  return { perSec: median(proxied), range: [Math.min(...proxied), Math.max(...proxied)], directPerSec: median(direct) };
 }
 
 async function setupOnce(via, targetPort) {
@@ -405,9 +468,9 @@ async function idleMemory(via, targetPort, proc, steps) {
 
 // Both node proxies run as the daemon should: a capped young generation (V8 otherwise grows it to
 // 128 MiB under bursts and keeps it), and --expose-gc only so the benchmark can measure after a GC.
-const NODE_PROXY_FLAGS = ['--expose-gc', '--max-semi-space-size=8'];
+const NODE_PROXY_FLAGS = ['--expose-gc', '--max-semi-space-size=8', ...(arg('--cpu-prof') ? ['--cpu-prof', `--cpu-prof-dir=${arg('--cpu-prof')}`] : [])];
 
-async function startPeer(name, dir) {
+async function startPeer(name, dir, targetPort) {
   const port = await freePort();
   const node = process.execPath;
   switch (name) {
@@ -450,6 +513,13 @@ async function startPeer(name, dir) {
       await waitPort(port);
       return { child, pid: child.p.pid, paths: [{ kind: 'socks5', port, label: 'dante SOCKS5' }] };
     }
+    case 'socat': {
+      // The reference for what one relay process in C does here: a plain port forwarder (fork per connection).
+      // -b: the same 256 KiB reads as the gateway (socat's default is 8 KiB).
+      const child = await spawnChild('socat', ['-b', '262144', `TCP-LISTEN:${port},bind=127.0.0.1,reuseaddr,fork,backlog=4096`, `TCP:127.0.0.1:${targetPort}`], { json: false });
+      await waitPort(port);
+      return { child, pid: child.p.pid, paths: [{ kind: 'plain', port, label: 'socat (plain relay)' }], noMemory: true };
+    }
     case 'microsocks': {
       const child = await spawnChild('microsocks', ['-i', '127.0.0.1', '-p', String(port)], { json: false });
       await waitPort(port);
@@ -467,6 +537,7 @@ function versions() {
   tryRun('tinyproxy', () => execFileSync('tinyproxy', ['-v']).toString().trim().replace('tinyproxy ', ''));
   tryRun('dante', () => execFileSync('dpkg-query', ['-W', '-f=${Version}', 'dante-server']).toString());
   tryRun('microsocks', () => execFileSync('dpkg-query', ['-W', '-f=${Version}', 'microsocks']).toString());
+  tryRun('socat', () => execFileSync('socat', ['-V']).toString().match(/socat version (\S+)/)[1]);
   tryRun('proxy-chain', () => JSON.parse(readFileSync(path.join(ROOT, 'node_modules/proxy-chain/package.json'), 'utf8')).version);
   tryRun('kernel', () => os.release());
   tryRun('cpu', () => `${os.cpus().length} x ${os.cpus()[0].model}`);
@@ -476,12 +547,14 @@ function versions() {
 async function main() {
   const quick = args.includes('--quick');
   const only = arg('--only')?.split(',');
-  const peers = ['ours-connect', 'ours-socks5', 'squid', 'tinyproxy', 'proxy-chain', 'dante', 'microsocks'].filter(
+  const peers = ['ours-connect', 'ours-socks5', 'squid', 'dante', 'socat', 'tinyproxy', 'proxy-chain', 'microsocks'].filter(
     (p) => !only || only.includes(p) || (only.includes('ours') && p.startsWith('ours')),
   );
-  const SIZE = quick ? 64 * 1024 * 1024 : 1024 * 1024 * 1024;
-  const REPS = quick ? 1 : 3;
-  const LAT_N = quick ? 300 : 2000;
+  const SIZE = Number(arg('--size-mib') ?? (quick ? 64 : 1024)) * 1024 * 1024;
+  const REPS = Number(arg('--reps') ?? (quick ? 1 : 5));
+  const CONC = (arg('--conc') ?? (quick ? '8' : '8,64')).split(',').filter(Boolean).map(Number);
+  const RATE_MS = quick ? 500 : 1500;
+  const LAT_N = Number(arg('--lat-n') ?? (quick ? 300 : 2000));
   const STEPS = quick ? [1000] : [1000, 5000, 9900];
   const dir = mkdtempSync(path.join(os.tmpdir(), 'gw-bench-'));
   buildGateway();
@@ -499,7 +572,7 @@ async function main() {
   for (const name of peers) {
     let proc;
     try {
-      proc = await startPeer(name, dir);
+      proc = await startPeer(name, dir, tport);
     } catch (e) {
       skipped.push({ name, why: String(e.message ?? e) });
       log('skip', name, e.message);
@@ -510,9 +583,14 @@ async function main() {
         log(via.label);
         const row = { label: via.label, peer: name };
         try {
-          row.throughput = await throughput(via, tport, SIZE, REPS);
+          row.throughput = await throughput(via, tport, SIZE, REPS, proc);
+          row.concurrent = [];
+          for (const c of CONC) row.concurrent.push(await throughput(via, tport, SIZE, REPS, proc, c));
           row.latency = await setupLatency(via, tport, LAT_N, 200);
-          row.memory = await idleMemory(via, tport, proc, STEPS);
+          if (!proc.noMemory && !args.includes('--no-memory')) row.memory = await idleMemory(via, tport, proc, STEPS);
+          // Last: a peer that fails under connection churn (dante: its bound outgoing sockets run out
+          // of ports) loses only this figure.
+          row.rate = await tunnelRates(via, tport, REPS, RATE_MS).catch((e) => ({ error: String(e.message ?? e) }));
         } catch (e) {
           row.error = String(e.message ?? e);
         }
@@ -525,7 +603,7 @@ async function main() {
     }
   }
   await target.stop();
-  const report = { date: new Date().toISOString(), versions: versions(), sizeBytes: SIZE, reps: REPS, latencyN: LAT_N, steps: STEPS, direct, results, skipped };
+  const report = { date: new Date().toISOString(), versions: versions(), sizeBytes: SIZE, reps: REPS, conc: CONC, latencyN: LAT_N, steps: STEPS, rateMs: RATE_MS, loadavg: os.loadavg(), argv: args, direct, results, skipped };
   writeFileSync(path.join(dir, 'results.json'), JSON.stringify(report, null, 2));
   console.log(JSON.stringify(report, null, 2));
   log(`results: ${path.join(dir, 'results.json')} (re-render: node bench/gateway.mjs --render <file> [--write-docs])`);
@@ -540,44 +618,58 @@ const bar = (ratio, width = 40) => '█'.repeat(Math.max(0, Math.round(Math.min(
 function markdown(r) {
   const lines = [];
   const ms = (us) => (us / 1000).toFixed(3);
+  const range = (xs) => `${Math.min(...xs).toFixed(2)}–${Math.max(...xs).toFixed(2)}`;
+  const cmd = ['node bench/gateway.mjs', ...(r.argv ?? [])].join(' ');
   lines.push('## Gateway', '');
-  lines.push(`Measured ${r.date.slice(0, 10)} with \`node bench/gateway.mjs --write-docs\` on ${r.versions.cpu}, Linux ${r.versions.kernel}, Node ${r.versions.node}.`);
+  lines.push(`Measured ${r.date.slice(0, 16).replace('T', ' ')} UTC with \`${cmd}\` on ${r.versions.cpu}, Linux ${r.versions.kernel}, Node ${r.versions.node}.`);
+  lines.push(`**A shared machine**: four other engineers' builds and tests ran on the same two cores (load average at the end ${r.loadavg ? r.loadavg.map((x) => x.toFixed(2)).join(' / ') : 'n/a'}),`);
+  lines.push('so absolute MB/s move from run to run; the ratios against a direct transfer made right before, and CPU seconds per GiB, are the figures to compare.');
   lines.push('Three processes: the benchmark client, a target server, and one proxy at a time; all on loopback. Peers are');
-  lines.push('configured alike (no auth, no cache, no access log, any port: `bench/peers/`); the gateway admits the client by source IP.');
-  lines.push(`Throughput: ${r.sizeBytes / 2 ** 20} MiB up and ${r.sizeBytes / 2 ** 20} MiB down through one tunnel, each proxied transfer paired with a direct`);
-  lines.push(`one right before it; ratio = mean of up and down ratios, median of ${r.reps} pairs. Set-up: connect + handshake + first echoed byte,`);
-  lines.push(`${r.latencyN} sequential tunnels alternating with ${r.latencyN} direct connections; "added" = proxied percentile − direct percentile.`);
-  lines.push("Memory: PSS of the proxy's process tree (children included) per idle tunnel over the proxy's baseline; node proxies after a forced GC; a fresh gateway process per path.", '');
-  lines.push(`Versions: squid ${r.versions.squid}, tinyproxy ${r.versions.tinyproxy}, dante-server ${r.versions.dante}, microsocks ${r.versions.microsocks}, proxy-chain ${r.versions['proxy-chain']}.`, '');
-  lines.push('| path | up MB/s (direct) | down MB/s (direct) | throughput vs direct | set-up p50 added ms (direct p50) | set-up p99 added ms (direct p99) | ' +
-    r.steps.map((s) => `KiB/tunnel @${s}`).join(' | ') + ' | PSS MiB: base → after close → after a 2nd open/close cycle |');
-  lines.push('|---|---|---|---|---|---|' + r.steps.map(() => '---|').join('') + '---|');
+  lines.push('configured alike (no auth, no cache, no access log, any port: `bench/peers/`); the gateway admits the client by source IP;');
+  lines.push('socat (`-b 262144`: 256 KiB reads, like the gateway) is a plain port forwarder (no handshake, a process per connection): the reference for what a relay in C does here.');
+  lines.push(`Throughput: ${r.sizeBytes / 2 ** 20} MiB up and ${r.sizeBytes / 2 ** 20} MiB down, each proxied transfer paired with a direct one right before it;`);
+  lines.push(`ratio = mean of the up and down ratios, median (range) of ${r.reps} pairs. With N tunnels the same bytes are split over N tunnels at once.`);
+  lines.push("CPU s/GiB: the proxy's user + system CPU (its process tree, /proc/<pid>/stat) over the proxied transfers, per GiB relayed (up + down).");
+  lines.push(`Set-up: connect + handshake + first echoed byte, ${r.latencyN} sequential tunnels alternating with ${r.latencyN} direct connections; "added" = proxied percentile − direct percentile.`);
+  lines.push(`Tunnels/s: 8 loops each opening a tunnel, echoing one byte and closing, for ${(r.rateMs ?? 1500) / 1000} s; median of ${r.reps}, alternating with direct.`);
+  lines.push("Memory: PSS of the proxy's process tree per idle tunnel over its baseline; node proxies after a forced GC; a fresh gateway process per path.", '');
+  lines.push(`Versions: squid ${r.versions.squid}, dante-server ${r.versions.dante}, socat ${r.versions.socat ?? '-'}, tinyproxy ${r.versions.tinyproxy}, microsocks ${r.versions.microsocks}, proxy-chain ${r.versions['proxy-chain']}.`, '');
+  lines.push('| path | up MB/s (direct) | down MB/s (direct) | vs direct, 1 tunnel: median (range) | CPU s/GiB | set-up p50 added ms (direct) | p99 added ms (direct) | tunnels/s (direct) |');
+  lines.push('|---|---|---|---|---|---|---|---|');
   for (const x of r.results) {
     if (!x.throughput) { lines.push(`| ${x.label} | error: ${x.error} |`); continue; }
     const t = x.throughput;
     const l = x.latency;
     const lat = l ? [`${ms(l.p50 - l.directP50)} (${ms(l.directP50)})`, `${ms(l.p99 - l.directP99)} (${ms(l.directP99)})`] : ['-', '-'];
-    const mem = r.steps.map((s) => {
-      const row = x.memory?.rows.find((m) => m.tunnels === s);
-      return row ? (row.error ? `failed: ${row.error}` : row.perTunnelKiB.toFixed(1)) : '-';
-    });
+    const rate = !x.rate ? '-' : x.rate.error ? `failed: ${x.rate.error}` : `${x.rate.perSec.toFixed(0)} (${x.rate.directPerSec.toFixed(0)})`;
+    lines.push(`| ${x.label} | ${MB(t.up)} (${MB(t.directUp)}) | ${MB(t.down)} (${MB(t.directDown)}) | ${t.ratio.toFixed(2)} (${range(t.ratios)}) | ${t.cpuSecPerGiB?.toFixed(2) ?? '-'} | ${lat[0]} | ${lat[1]} | ${rate} |`);
+  }
+  const conc = r.conc ?? [];
+  if (conc.length) {
+    lines.push('', '| path | ' + conc.map((c) => `${c} tunnels: vs direct (range) | CPU s/GiB`).join(' | ') + ' |');
+    lines.push('|---|' + conc.map(() => '---|---|').join(''));
+    for (const x of r.results) {
+      if (!x.concurrent) continue;
+      lines.push(`| ${x.label} | ` + x.concurrent.map((t) => `${t.ratio.toFixed(2)} (${range(t.ratios)}) | ${t.cpuSecPerGiB.toFixed(2)}`).join(' | ') + ' |');
+    }
+  }
+  const withMem = r.results.filter((x) => x.memory);
+  if (withMem.length) {
+    lines.push('', '| path | ' + r.steps.map((s) => `KiB/tunnel @${s}`).join(' | ') + ' | PSS MiB: base → after close → after a 2nd open/close cycle |');
+    lines.push('|---|' + r.steps.map(() => '---|').join('') + '---|');
     const mib = (k) => (k == null ? '-' : (k / 1024).toFixed(1));
-    const base = x.memory ? `${mib(x.memory.baseKiB)} → ${mib(x.memory.afterCloseKiB)} → ${mib(x.memory.afterSecondCycleKiB)}` : '-';
-    lines.push(`| ${x.label} | ${MB(t.up)} (${MB(t.directUp)}) | ${MB(t.down)} (${MB(t.directDown)}) | ${t.ratio.toFixed(2)} | ${lat[0]} | ${lat[1]} | ${mem.join(' | ')} | ${base} |`);
+    for (const x of withMem) {
+      const mem = r.steps.map((s) => {
+        const row = x.memory.rows.find((m) => m.tunnels === s);
+        return row ? (row.error ? `failed: ${row.error}` : row.perTunnelKiB.toFixed(1)) : '-';
+      });
+      lines.push(`| ${x.label} | ${mem.join(' | ')} | ${mib(x.memory.baseKiB)} → ${mib(x.memory.afterCloseKiB)} → ${mib(x.memory.afterSecondCycleKiB)} |`);
+    }
   }
   const w = Math.max(...r.results.map((x) => x.label.length), 6);
-  lines.push('', 'Throughput relative to a direct loopback connection:', '', '```');
+  lines.push('', 'Throughput through one tunnel relative to a direct loopback connection:', '', '```');
   lines.push(`${'direct'.padEnd(w)} ${bar(1)} 1.00`);
   for (const x of r.results) if (x.throughput) lines.push(`${x.label.padEnd(w)} ${bar(x.throughput.ratio)} ${x.throughput.ratio.toFixed(2)}`);
-  lines.push('```', '');
-  const last = r.steps[r.steps.length - 1];
-  lines.push(`Memory per idle tunnel at ${last} tunnels (KiB, PSS):`, '', '```');
-  const mems = r.results.map((x) => ({ l: x.label, v: x.memory?.rows.find((m) => m.tunnels === last)?.perTunnelKiB })).filter((m) => m.v !== undefined);
-  // One block = 1 KiB; bars past 40 KiB are cut (›) so the small ones stay readable.
-  for (const m of mems) {
-    const n = Math.round(Math.max(0, m.v));
-    lines.push(`${m.l.padEnd(w)} ${'█'.repeat(Math.min(40, Math.max(1, n)))}${n > 40 ? '›' : ''} ${m.v.toFixed(1)}`);
-  }
   lines.push('```', '');
   if (r.skipped.length) lines.push('Skipped: ' + r.skipped.map((s) => `${s.name} (${s.why})`).join('; '), '');
   return lines.join('\n');

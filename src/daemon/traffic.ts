@@ -1,10 +1,10 @@
 // Per-account traffic counted in memory by the gateway and flushed to the store every few seconds.
+// Open connections per account are counted once, by the gateway (GatewayCore), which enforces the cap.
 import type { TrafficSink } from '../gateway/types.js';
 import type { Store, TrafficDelta } from './store/index.js';
 
 export class TrafficAccumulator implements TrafficSink {
   private pending = new Map<number, TrafficDelta>();
-  private readonly open = new Map<number, number>();
   private timer: NodeJS.Timeout | null = null;
 
   constructor(private readonly store: Store) {}
@@ -20,20 +20,12 @@ export class TrafficAccumulator implements TrafficSink {
 
   connectionOpened(accountId: number): void {
     this.delta(accountId).connections++;
-    this.open.set(accountId, (this.open.get(accountId) ?? 0) + 1);
   }
 
   connectionClosed(accountId: number, bytesUp: number, bytesDown: number): void {
     const d = this.delta(accountId);
     d.bytesUp += bytesUp;
     d.bytesDown += bytesDown;
-    const n = (this.open.get(accountId) ?? 1) - 1;
-    if (n <= 0) this.open.delete(accountId);
-    else this.open.set(accountId, n);
-  }
-
-  openConnections(accountId: number): number {
-    return this.open.get(accountId) ?? 0;
   }
 
   start(intervalMs = 5000): void {

@@ -1,13 +1,48 @@
-// One client connection on a gateway listener: the PROXY header stage, the handshake byte queue,
-// the header deadline, and the bookkeeping that runs exactly once when it closes.
+// One client connection on a gateway listener, as one state machine: its state, the allowed steps
+// between states (NEXT) and what each step does to the socket (`to`) are all here. The PROXY header
+// stage, the handshake byte queue, the header deadline, and the bookkeeping that runs exactly once
+// when it closes (per-account slot, traffic, counters) live here too. docs/gateway.md draws it.
 import type net from 'node:net';
 import { ByteQueue } from './byte-queue.js';
 import type { GatewayCore } from './core.js';
 import type { EgressSession } from './dialer.js';
 import { parseProxyHeader } from './proxy-protocol.js';
+import type { Failure } from './replies.js';
 import { canonicalIp } from './target-policy.js';
 
 export type ListenerKind = 'http' | 'socks5';
+
+/**
+ * proxy-header: an optional PROXY header may still come · handshake: the HTTP head or a SOCKS5
+ * message is being read · admitting: admission runs (reading paused) · resolving: the target name is
+ * resolved and checked (paused; still under the header deadline) · dialing: the connect runs (the
+ * connect timeout governs) · replying: a final answer is sent, the client reads it ·
+ * tunnel: CONNECT or SOCKS5 bytes both ways (splice.ts) · forward: one absolute-form exchange
+ * (forward.ts) · closed: the socket closed and the bookkeeping ran.
+ */
+export type ConnState =
+  | 'proxy-header'
+  | 'handshake'
+  | 'admitting'
+  | 'resolving'
+  | 'dialing'
+  | 'replying'
+  | 'tunnel'
+  | 'forward'
+  | 'closed';
+
+const NEXT: Record<ConnState, readonly ConnState[]> = {
+  'proxy-header': ['handshake', 'closed'],
+  // SOCKS5 resolves from its request stage, after admission brought it back to the handshake.
+  handshake: ['admitting', 'resolving', 'replying', 'closed'],
+  admitting: ['handshake', 'resolving', 'replying', 'closed'],
+  resolving: ['dialing', 'replying', 'closed'],
+  dialing: ['tunnel', 'forward', 'replying', 'closed'],
+  replying: ['closed'],
+  tunnel: ['closed'],
+  forward: ['closed'],
+  closed: [],
+};
 
 /** The protocol spoken after any PROXY header: it reads `conn.queue` when bytes arrive. */
 export interface ProtocolHandler {
@@ -38,13 +73,15 @@ function onSocketEnd(this: ConnSocket): void {
   (this[kConn] as ClientConn).onEnd();
 }
 function onSocketClose(this: ConnSocket): void {
-  (this[kConn] as ClientConn).onClose();
+  (this[kConn] as ClientConn).to('closed');
 }
-function onHeaderTimeout(conn: ClientConn): void {
+function destroyConn(conn: ClientConn): void {
   conn.destroy();
 }
+function discard(): void {}
 
 export class ClientConn {
+  state: ConnState = 'proxy-header';
   readonly queue = new ByteQueue();
   /** Source IPv4 used for admission (from a trusted PROXY header, else the peer), if IPv4. */
   sourceIp: string | null;
@@ -55,14 +92,6 @@ export class ClientConn {
   bytesDown = 0;
   upstream: net.Socket | null = null;
   handler: ProtocolHandler | null = null;
-  /** Waiting on admission, DNS or a dial: bytes queue up but are not parsed. */
-  busy = false;
-  /** Set once destroy() ran or the socket closed: async steps check it before going on. */
-  closed = false;
-  /** The tunnel pump owns both sockets' lifecycles (see splice.ts). */
-  spliced = false;
-  private accounted = false;
-  private proxyStage: boolean;
   private readonly trustedPeer: boolean;
   private headerTimer: NodeJS.Timeout | null;
 
@@ -74,11 +103,10 @@ export class ClientConn {
     const peer = canonicalIp(socket.remoteAddress ?? '');
     this.sourceIp = peer.includes(':') || peer === '' ? null : peer;
     this.trustedPeer = core.isTrustedPeer(peer);
-    this.proxyStage = true;
     core.conns.add(this);
     core.stats.connectionsOpen++;
     socket.setNoDelay(true);
-    this.headerTimer = setTimeout(onHeaderTimeout, core.limits.headerTimeoutMs, this);
+    this.headerTimer = setTimeout(destroyConn, core.limits.headerTimeoutMs, this);
     (socket as ConnSocket)[kConn] = this;
     socket.on('data', onSocketData);
     socket.on('error', onSocketError);
@@ -86,15 +114,55 @@ export class ClientConn {
     socket.on('close', onSocketClose);
   }
 
-  onEnd(): void {
-    this.eof = true;
-    // EOF mid-handshake: unless an async step may still finish it, nothing more can come.
-    if (!this.handedOff && !this.busy) this.destroy();
+  /** Gone, or going: async steps check this before going on. */
+  get closed(): boolean {
+    return this.state === 'closed' || this.socket.destroyed;
   }
 
-  private handedOff = false;
-  /** The client sent FIN (possibly during the handshake, right after its request). */
-  eof = false;
+  /** Take one step of the machine; false (and the connection cut) if it is not an allowed one. */
+  to(next: ConnState): boolean {
+    const from = this.state;
+    if (!NEXT[from].includes(next)) {
+      if (from !== 'closed') this.destroy();
+      return false;
+    }
+    this.state = next;
+    switch (next) {
+      case 'handshake':
+        // Admitted, and the protocol has more to read (SOCKS5): parse what came meanwhile.
+        if (from === 'admitting') {
+          this.socket.resume();
+          this.process();
+        }
+        break;
+      case 'admitting':
+      case 'resolving':
+        this.socket.pause(); // bytes arriving meanwhile stay in the socket
+        break;
+      case 'dialing':
+        // From here the connect timeout governs; the header deadline no longer applies.
+        this.clearHeaderTimer();
+        break;
+      case 'replying':
+      case 'tunnel':
+      case 'forward':
+        // The handshake is over: its reader and deadline go; the next owner reads the socket.
+        this.clearHeaderTimer();
+        this.socket.removeListener('data', onSocketData);
+        this.handler = null;
+        break;
+      case 'closed':
+        this.release(from);
+        break;
+    }
+    return true;
+  }
+
+  /** The client sent FIN. Mid-handshake nothing more can come: close at once, every listener. */
+  onEnd(): void {
+    if (this.state === 'proxy-header' || this.state === 'handshake' || this.state === 'replying') this.destroy();
+    // admitting / resolving / dialing: the step finishes first (a CONNECT may be followed by the client's FIN).
+  }
 
   onData(chunk: Buffer): void {
     if (this.closed) return;
@@ -104,14 +172,12 @@ export class ClientConn {
       this.destroy();
       return;
     }
-    if (this.busy) return;
     this.process();
   }
 
-  /** Parse what is queued (also called when an async step finishes). */
+  /** Parse what is queued. */
   process(): void {
-    if (this.closed || this.busy) return;
-    if (this.proxyStage) {
+    if (this.state === 'proxy-header') {
       const r = parseProxyHeader(this.queue.view());
       if (r.kind === 'incomplete') return;
       if (r.kind === 'error') return this.destroy();
@@ -124,84 +190,69 @@ export class ClientConn {
           this.sourceIp = src.includes(':') ? null : src;
         }
       }
-      this.proxyStage = false;
+      this.to('handshake');
     }
-    if (this.queue.length > 0 || this.handler) this.handler?.onBytes();
-    // The handler wants more bytes, but the client has finished sending.
-    if (this.eof && !this.busy && !this.handedOff) this.destroy();
+    if (this.state !== 'handshake') return;
+    if (this.queue.length > 0) this.handler?.onBytes();
+    // Still wanting bytes, but the client has finished sending.
+    if (this.state === 'handshake' && this.socket.readableEnded) this.destroy();
   }
 
-  /** Stop reading while an async step runs; bytes arriving meanwhile stay in the socket. */
-  pause(): void {
-    this.busy = true;
-    this.socket.pause();
+  /** Admission for this connection: null when admitted (slot bound), the failure, or 'gone'. */
+  async admit(creds: { username: string; password: string } | null): Promise<Failure | 'gone' | null> {
+    if (!this.to('admitting')) return 'gone';
+    const out = await this.core.admit(creds, this.sourceIp);
+    if (!out.ok) return this.closed ? 'gone' : out.reason;
+    if (this.state === 'closed') {
+      // Closed while admission ran: its bookkeeping is done, give the slot straight back.
+      this.core.releaseSlot(out.accountId, 0, 0);
+      return 'gone';
+    }
+    this.accountId = out.accountId; // released when the socket closes
+    this.egressSession = out.session;
+    return this.closed ? 'gone' : null;
   }
 
-  resume(): void {
-    this.busy = false;
-    if (this.closed) return;
-    this.socket.resume();
-    this.process();
-  }
-
-  /** The handshake is over: the caller owns the socket's data from now on. Returns early data. */
-  handOff(): Buffer {
-    this.handedOff = true;
-    this.busy = false;
-    this.socket.pause();
-    this.socket.removeListener('data', onSocketData);
-    this.clearHeaderTimer();
-    this.handler = null;
+  /** Dialled: the tunnel or forwarder owns the socket's data from now on. Returns early data. */
+  handOff(next: 'tunnel' | 'forward'): Buffer | null {
+    if (!this.to(next)) return null;
     return Buffer.from(this.queue.takeAll());
   }
 
-  clearHeaderTimer(): void {
+  private clearHeaderTimer(): void {
     if (this.headerTimer) clearTimeout(this.headerTimer);
     this.headerTimer = null;
   }
 
-  /** Send a final reply, then close once the client has read it (or after a short linger). */
+  /** Send a final reply, then close once the client has read it (FIN, see onEnd) or after a short linger. */
   endWithReply(bytes: Buffer | string): void {
-    if (this.closed) return;
+    if (this.closed || !this.to('replying')) return;
     this.upstream?.destroy();
-    this.handedOff = true;
-    this.clearHeaderTimer();
-    this.busy = true; // never parse again
-    this.socket.removeListener('data', onSocketData);
-    this.socket.on('data', () => {}); // discard, so the kernel does not reset on close
+    this.socket.on('data', discard); // read and drop, so the kernel does not reset on close
     this.socket.resume();
-    this.socket.on('end', () => this.destroy());
-    this.socket.end(bytes);
-    setTimeout(() => this.destroy(), LINGER_MS).unref();
-  }
-
-  /** Record the admitted account; false if the connection closed meanwhile (slot given back). */
-  bindAccount(accountId: number, session: EgressSession | null = null): boolean {
-    if (this.accounted) {
-      this.core.releaseSlot(accountId, 0, 0);
-      return false;
+    // The client already finished sending: close once the reply is flushed.
+    if (this.socket.readableEnded) this.socket.end(bytes, () => this.destroy());
+    else {
+      this.socket.end(bytes);
+      setTimeout(destroyConn, LINGER_MS, this).unref();
     }
-    this.accountId = accountId;
-    this.egressSession = session;
-    return !this.closed;
   }
 
   destroy(): void {
-    this.closed = true;
     this.socket.destroy();
     this.upstream?.destroy();
   }
 
-  onClose(): void {
-    if (this.accounted) return;
-    this.accounted = true;
-    this.closed = true;
+  private release(from: ConnState): void {
     this.clearHeaderTimer();
     this.queue.clear();
     // A spliced upstream may still be flushing the client's last bytes; the pump ends it.
-    if (!this.spliced) this.upstream?.destroy();
+    if (from !== 'tunnel') this.upstream?.destroy();
     this.core.conns.delete(this);
     this.core.stats.connectionsOpen--;
+    // Byte counters are kept per connection while it is open (stats() adds the open ones).
+    this.core.stats.bytesUp += this.bytesUp;
+    this.core.stats.bytesDown += this.bytesDown;
     if (this.accountId >= 0) this.core.releaseSlot(this.accountId, this.bytesUp, this.bytesDown);
   }
 }

@@ -5,6 +5,7 @@ import ipaddr from 'ipaddr.js';
 import type { ClientConn } from './conn.js';
 import { DirectDialer, PoolDialer, type Dialer, type EgressSession, type ResolveOutcome } from './dialer.js';
 import { resolveLimits } from './limits.js';
+import { Tunnels } from './splice.js';
 import { parseIp } from './target-policy.js';
 import type { AdmitFailure, GatewayLimits, GatewayOptions, GatewayStats } from './types.js';
 
@@ -18,7 +19,9 @@ export class GatewayCore {
   readonly limits: GatewayLimits;
   readonly stats: GatewayStats;
   readonly conns = new Set<ClientConn>();
+  readonly tunnels: Tunnels;
   private readonly perAccount = new Map<number, number>();
+  private lastAdmissionErrorLog = 0;
   private readonly trusted: Array<[ipaddr.IPv4 | ipaddr.IPv6, number]>;
   /** How every handler reaches a target (forward, CONNECT, SOCKS5). */
   readonly dialer: Dialer;
@@ -28,6 +31,7 @@ export class GatewayCore {
 
   constructor(readonly opts: GatewayOptions) {
     this.limits = resolveLimits(opts.limits);
+    this.tunnels = new Tunnels(this.limits.idleTimeoutMs);
     this.trusted = opts.proxyProtocolFrom.map((c) => {
       const text = c.includes('/') ? c : `${c}/${c.includes(':') ? 128 : 32}`;
       return ipaddr.parseCIDR(text);
@@ -63,6 +67,7 @@ export class GatewayCore {
   }
 
   isTrustedPeer(ip: string): boolean {
+    if (this.trusted.length === 0) return false;
     const a = parseIp(ip);
     if (!a) return false;
     for (const [net, bits] of this.trusted) if (net.kind() === a.kind() && a.match(net, bits)) return true;
@@ -88,7 +93,12 @@ export class GatewayCore {
       }
       else out = { ok: false, reason: 'not_whitelisted' };
     } catch (err) {
-      this.opts.log?.warn({ err: err instanceof Error ? err.message : String(err) }, 'gateway admission failed');
+      // Once per 10 s at most: while the admission view is stale every connection fails the same way.
+      const now = Date.now();
+      if (now - this.lastAdmissionErrorLog >= 10_000) {
+        this.lastAdmissionErrorLog = now;
+        this.opts.log?.warn({ err: err instanceof Error ? err.message : String(err) }, 'gateway admission failed');
+      }
       out = { ok: false, reason: 'admission_error' };
     }
     if (out.ok) {
@@ -125,4 +135,3 @@ export class GatewayCore {
     this.opts.traffic?.connectionClosed(accountId, bytesUp, bytesDown);
   }
 }
-

@@ -14,8 +14,8 @@ import {
   type Header,
   type RequestHead,
 } from './http-head.js';
-import { httpReply } from './replies.js';
-import { dialTarget, targetFailureReply } from './tunnel.js';
+import { httpFailureReply, httpReply } from './replies.js';
+import { dialTarget } from './tunnel.js';
 
 const HOP_BY_HOP = new Set([
   'connection',
@@ -92,10 +92,12 @@ export function forwardRequest(conn: ClientConn, head: RequestHead): void {
     .then((out) => {
       if (!out) return;
       if (!out.ok) {
-        conn.endWithReply(targetFailureReply(out));
+        conn.endWithReply(httpFailureReply(out.failure));
         return;
       }
-      new ForwardExchange(conn, out.socket, framing).start(originHead, conn.handOff());
+      const early = conn.handOff('forward');
+      if (!early) return void out.socket.destroy();
+      new ForwardExchange(conn, out.socket, framing).start(originHead, early);
     })
     .catch(() => conn.destroy());
 }
@@ -139,20 +141,18 @@ class ForwardExchange {
     const idle = conn.core.limits.idleTimeoutMs;
     client.setTimeout(idle, () => this.onIdle());
     upstream.setTimeout(idle, () => this.onIdle());
-    if (conn.eof && !this.bodyDone) return this.destroyBoth();
+    if (client.readableEnded && !this.bodyDone) return this.destroyBoth();
     if (!this.bodyDone) client.resume();
   }
 
   private toUpstream(b: Buffer): void {
     this.conn.bytesUp += b.length;
-    this.conn.core.stats.bytesUp += b.length;
     if (!this.upstream.write(b)) this.client.pause();
   }
 
   private toClient(b: Buffer): void {
     this.sentToClient = true;
     this.conn.bytesDown += b.length;
-    this.conn.core.stats.bytesDown += b.length;
     if (!this.client.write(b)) this.upstream.pause();
   }
 

@@ -3,7 +3,7 @@
 import type { ClientConn, ProtocolHandler } from './conn.js';
 import { forwardRequest } from './forward.js';
 import { headerValues, parseProxyAuthorization, parseRequestHead, type RequestHead } from './http-head.js';
-import { admissionReply, httpReply } from './replies.js';
+import { httpFailureReply, httpReply } from './replies.js';
 import { openConnectTunnel } from './tunnel.js';
 
 export class HttpProxyHandler implements ProtocolHandler {
@@ -25,7 +25,6 @@ export class HttpProxyHandler implements ProtocolHandler {
       return;
     }
     conn.queue.consume(r.consumed);
-    conn.pause();
     this.admitAndRoute(r.value).catch(() => conn.destroy());
   }
 
@@ -37,15 +36,15 @@ export class HttpProxyHandler implements ProtocolHandler {
     const creds = parseProxyAuthorization(headerValues(head.headers, 'proxy-authorization'));
     if (creds === 'invalid') {
       core.countFailure('bad_credentials');
-      conn.endWithReply(admissionReply('bad_credentials'));
+      conn.endWithReply(httpFailureReply('bad_credentials'));
       return;
     }
-    const out = await core.admit(creds, conn.sourceIp);
-    if (!out.ok) {
-      conn.endWithReply(admissionReply(out.reason));
+    const failure = await conn.admit(creds);
+    if (failure === 'gone') return;
+    if (failure) {
+      conn.endWithReply(httpFailureReply(failure));
       return;
     }
-    if (!conn.bindAccount(out.accountId, out.session)) return;
     if (isConnect) openConnectTunnel(conn, head);
     else forwardRequest(conn, head);
   }

@@ -73,13 +73,19 @@ export async function startGateway(opts: GatewayOptions): Promise<Gateway> {
     socksAddress: () => boundAddress(socksServer),
     stats(): GatewayStats {
       const s = core.stats;
+      let bytesUp = s.bytesUp;
+      let bytesDown = s.bytesDown;
+      for (const c of core.conns) {
+        bytesUp += c.bytesUp;
+        bytesDown += c.bytesDown;
+      }
       return {
         connectionsOpen: s.connectionsOpen,
         connectionsTotal: { ...s.connectionsTotal },
         admissionFailures: { ...s.admissionFailures },
         targetRefusals: { ...s.targetRefusals },
-        bytesUp: s.bytesUp,
-        bytesDown: s.bytesDown,
+        bytesUp,
+        bytesDown,
         egressConnections: { ...s.egressConnections },
       };
     },
@@ -93,7 +99,7 @@ export async function startGateway(opts: GatewayOptions): Promise<Gateway> {
 
   async function drain(drainMs: number): Promise<void> {
     // Handshakes in progress will not become tunnels any more: cut them now.
-    for (const c of core.conns) if (!c.spliced && !c.upstream) c.destroy();
+    for (const c of core.conns) if (c.state !== 'tunnel' && c.state !== 'forward' && c.state !== 'dialing') c.destroy();
     const deadline = Date.now() + drainMs;
     while (core.conns.size > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 25));
     for (const c of [...core.conns]) c.destroy();

@@ -1,6 +1,9 @@
-// The gateway's own HTTP answers (always final: the connection closes after them).
+// The gateway's own answers (always final: the connection closes after them), and the one mapping
+// from a failure to its HTTP status and SOCKS5 reply code.
+import type { DialFailure } from './core.js';
+import { Reply, encodeReply } from './socks5-parser.js';
+import type { TargetRefusal } from './target-policy.js';
 import type { AdmitFailure } from './types.js';
-import type { DialFailure, ResolveOutcome } from './dialer.js';
 
 const REASONS: Record<number, string> = {
   400: 'Bad Request',
@@ -34,33 +37,34 @@ export function httpReply(status: number, detail: string, extraHeaders: string[]
 
 export const PROXY_AUTHENTICATE = 'Proxy-Authenticate: Basic realm="proxy"';
 
-export function admissionReply(reason: AdmitFailure | 'admission_error'): string {
-  switch (reason) {
-    case 'over_connection_limit':
-      return httpReply(429, 'too many concurrent connections for this account');
-    case 'admission_error':
-      return httpReply(503, 'admission temporarily unavailable');
-    default:
-      // Same answer for every credential or whitelist failure: no hint which part was wrong.
-      return httpReply(407, 'proxy authentication required', [PROXY_AUTHENTICATE]);
-  }
+/** Why a connection gets no tunnel after its handshake: admission, target policy, DNS, or the dial. */
+export type Failure = AdmitFailure | 'admission_error' | TargetRefusal | 'dns_failed' | 'no_usable_address' | DialFailure;
+
+// Every failure's answer on both protocols, in one table: HTTP status and text, SOCKS5 reply code.
+// SOCKS5 admission failures are refused at method selection or RFC 1929 instead (see socks5.ts).
+// Same answer for every credential or whitelist failure: no hint which part was wrong.
+const AUTH_REQUIRED = { status: 407, detail: 'proxy authentication required', socks: Reply.NotAllowed };
+const FAILURES: Record<Failure, { status: number; detail: string; socks: number }> = {
+  bad_credentials: AUTH_REQUIRED,
+  account_inactive: AUTH_REQUIRED,
+  not_whitelisted: AUTH_REQUIRED,
+  over_connection_limit: { status: 429, detail: 'too many concurrent connections for this account', socks: Reply.GeneralFailure },
+  admission_error: { status: 503, detail: 'admission temporarily unavailable', socks: Reply.GeneralFailure },
+  private_target: { status: 403, detail: 'target address not allowed', socks: Reply.NotAllowed },
+  own_listener: { status: 403, detail: 'target is this proxy', socks: Reply.NotAllowed },
+  dns_failed: { status: 502, detail: 'target name could not be resolved', socks: Reply.HostUnreachable },
+  no_usable_address: { status: 502, detail: 'target has no address reachable from the egress address', socks: Reply.HostUnreachable },
+  refused: { status: 502, detail: 'target refused the connection', socks: Reply.ConnectionRefused },
+  net_unreachable: { status: 502, detail: 'target unreachable', socks: Reply.NetworkUnreachable },
+  host_unreachable: { status: 502, detail: 'target unreachable', socks: Reply.HostUnreachable },
+  timeout: { status: 504, detail: 'connecting to the target timed out', socks: Reply.TtlExpired },
+};
+
+export function httpFailureReply(f: Failure): string {
+  const { status, detail } = FAILURES[f];
+  return httpReply(status, detail, status === 407 ? [PROXY_AUTHENTICATE] : []);
 }
 
-export function resolveReply(reason: Exclude<ResolveOutcome, { ok: true }>['reason']): string {
-  switch (reason) {
-    case 'private_target':
-      return httpReply(403, 'target address not allowed');
-    case 'own_listener':
-      return httpReply(403, 'target is this proxy');
-    case 'dns_failed':
-      return httpReply(502, 'target name could not be resolved');
-    case 'no_usable_address':
-      return httpReply(502, 'target has no address reachable from the egress address');
-  }
-}
-
-export function dialReply(err: DialFailure): string {
-  if (err === 'timeout') return httpReply(504, 'connecting to the target timed out');
-  if (err === 'refused') return httpReply(502, 'target refused the connection');
-  return httpReply(502, 'target unreachable');
+export function socksFailureReply(f: Failure): Buffer {
+  return encodeReply(FAILURES[f].socks);
 }

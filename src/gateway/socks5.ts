@@ -1,8 +1,8 @@
 // SOCKS5 (RFC 1928) with username/password (RFC 1929): greeting -> [auth] -> CONNECT request ->
 // reply -> tunnel. Admission happens at method selection (source IP) or after RFC 1929 (credentials).
 import type { ClientConn, ProtocolHandler } from './conn.js';
-import type { DialFailure, ResolveOutcome } from './dialer.js';
 import { isValidHostName } from './http-head.js';
+import { socksFailureReply } from './replies.js';
 import { splice } from './splice.js';
 import {
   AUTH_VERSION,
@@ -19,24 +19,6 @@ import {
 import { dialTarget } from './tunnel.js';
 
 type Stage = 'greeting' | 'auth' | 'request' | 'done';
-
-export function replyForFailure(failure: Exclude<ResolveOutcome, { ok: true }>['reason'] | DialFailure): number {
-  switch (failure) {
-    case 'private_target':
-    case 'own_listener':
-      return Reply.NotAllowed;
-    case 'refused':
-      return Reply.ConnectionRefused;
-    case 'net_unreachable':
-      return Reply.NetworkUnreachable;
-    case 'timeout':
-      return Reply.TtlExpired;
-    case 'dns_failed':
-    case 'no_usable_address':
-    case 'host_unreachable':
-      return Reply.HostUnreachable;
-  }
-}
 
 export class Socks5Handler implements ProtocolHandler {
   private stage: Stage = 'greeting';
@@ -61,13 +43,12 @@ export class Socks5Handler implements ProtocolHandler {
         conn.core.countFailure('no_acceptable_method');
         return conn.endWithReply(Buffer.from([SOCKS_VERSION, Method.NoAcceptable]));
       }
-      conn.pause();
-      void conn.core.admit(null, conn.sourceIp).then((out) => {
-        if (!out.ok) return conn.endWithReply(Buffer.from([SOCKS_VERSION, Method.NoAcceptable]));
-        if (!conn.bindAccount(out.accountId, out.session)) return;
+      void conn.admit(null).then((failure) => {
+        if (failure === 'gone') return;
+        if (failure) return conn.endWithReply(Buffer.from([SOCKS_VERSION, Method.NoAcceptable]));
         this.stage = 'request';
         conn.socket.write(Buffer.from([SOCKS_VERSION, Method.NoAuth]));
-        conn.resume();
+        conn.to('handshake');
       }).catch(() => conn.destroy());
       return;
     }
@@ -79,13 +60,12 @@ export class Socks5Handler implements ProtocolHandler {
         return conn.endWithReply(Buffer.from([AUTH_VERSION, 0x01]));
       }
       conn.queue.consume(r.consumed);
-      conn.pause();
-      void conn.core.admit(r.value, conn.sourceIp).then((out) => {
-        if (!out.ok) return conn.endWithReply(Buffer.from([AUTH_VERSION, 0x01]));
-        if (!conn.bindAccount(out.accountId, out.session)) return;
+      void conn.admit(r.value).then((failure) => {
+        if (failure === 'gone') return;
+        if (failure) return conn.endWithReply(Buffer.from([AUTH_VERSION, 0x01]));
         this.stage = 'request';
         conn.socket.write(Buffer.from([AUTH_VERSION, 0x00]));
-        conn.resume();
+        conn.to('handshake');
       }).catch(() => conn.destroy());
       return;
     }
@@ -100,7 +80,6 @@ export class Socks5Handler implements ProtocolHandler {
       conn.queue.consume(r.consumed);
       this.stage = 'done';
       if (r.value.command !== Command.Connect) return conn.endWithReply(encodeReply(Reply.CommandNotSupported));
-      conn.pause();
       this.connect(r.value);
     }
   }
@@ -114,9 +93,10 @@ export class Socks5Handler implements ProtocolHandler {
     void dialTarget(conn, req.address.host, req.port)
       .then((out) => {
         if (!out) return;
-        if (!out.ok) return conn.endWithReply(encodeReply(replyForFailure(out.failure)));
+        if (!out.ok) return conn.endWithReply(socksFailureReply(out.failure));
         const socket = out.socket;
-        const early = conn.handOff();
+        const early = conn.handOff('tunnel');
+        if (!early) return void socket.destroy();
         const bound = socket.localAddress && socket.localPort
           ? { address: socket.localAddress, port: socket.localPort, family: socket.localFamily === 'IPv6' ? (6 as const) : (4 as const) }
           : undefined;

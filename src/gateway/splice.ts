@@ -2,54 +2,104 @@
 // passed through (a FIN one way keeps the other way delivering until it ends), an idle timeout,
 // and both sockets released on every path.
 //
+// Work per chunk is the product here (docs/BENCHMARKS.md): each socket reads into one buffer shared
+// by every tunnel (`useUserBuffer`, what `net.Socket`'s `onread` option does), and each chunk is
+// written straight to the other socket's descriptor; only what the kernel does not take at once is
+// copied and queued on the stream, and the reader pauses when that queue is full. No allocation,
+// closure, timer refresh or stream machinery per chunk on the fast path.
+//
 // Listeners are module-level functions that find their tunnel through the socket (`this`), so an
-// idle tunnel costs one small object instead of a dozen closures: memory per tunnel is the product.
-import type net from 'node:net';
+// idle tunnel costs one small object instead of a dozen closures: memory per tunnel is the product too.
+import fs from 'node:fs';
+import net from 'node:net';
 import { detachHandshakeListeners, type ClientConn } from './conn.js';
 import { destroySelf } from './dialer.js';
 
-// Bytes one side may have queued in user space before the other side is paused. Above the stream
-// high-water mark (64 KiB) so a full 64 KiB read does not stop reading every time: that round trip
-// halves throughput. Only a stalled peer ever fills it.
+// Bytes one side may have queued in user space before the other side is paused. Only a stalled (or
+// slower) peer ever fills it: a kernel that keeps up takes every chunk straight from the read buffer.
 const MAX_PENDING = 256 * 1024;
+// One read buffer for every tunnel: a read's bytes are written (or copied) before the next read.
+const READ_SIZE = 256 * 1024;
+const shared = Buffer.allocUnsafe(READ_SIZE);
 
 const kTunnel = Symbol('tunnel');
 
-interface Tunnel {
+export interface Tunnel {
   conn: ClientConn;
   client: TunnelSocket;
   upstream: TunnelSocket;
+  /** Bytes moved since the idle sweep last looked (0: idle during that period). */
+  active: number;
+  idleSweeps: number;
 }
 
-type TunnelSocket = net.Socket & { [kTunnel]?: Tunnel };
+type TunnelSocket = net.Socket & { [kTunnel]?: Tunnel; _handle?: StreamHandle | null };
+interface StreamHandle {
+  fd?: number;
+  reading?: boolean;
+  useUserBuffer?: (buf: Uint8Array) => void;
+}
 
-function onData(this: TunnelSocket, chunk: Buffer): void {
-  const t = this[kTunnel] as Tunnel;
-  const n = chunk.length;
-  const stats = t.conn.core.stats;
-  let dst: net.Socket;
-  if (this === t.client) {
-    t.conn.bytesUp += n;
-    stats.bytesUp += n;
-    dst = t.upstream;
-  } else {
-    t.conn.bytesDown += n;
-    stats.bytesDown += n;
-    dst = t.client;
+// Node keeps the `onread` state of a socket under these symbols; found once from a probe socket, so
+// a socket accepted by a server (which has no `onread` option) can be switched to it after the fact.
+const onreadKeys = ((): { buffer: symbol; callback: symbol; gen: symbol } | null => {
+  const probe = new net.Socket({ onread: { buffer: Buffer.alloc(1), callback: () => true } });
+  const find = (name: string): symbol | undefined => Object.getOwnPropertySymbols(probe).find((s) => s.description === name);
+  const buffer = find('kBuffer');
+  const callback = find('kBufferCb');
+  const gen = find('kBufferGen');
+  probe.destroy();
+  return buffer && callback && gen ? { buffer, callback, gen } : null;
+})();
+
+function otherSide(t: Tunnel, s: TunnelSocket): TunnelSocket {
+  return s === t.client ? t.upstream : t.client;
+}
+
+/** Send bytes on: straight to the kernel when nothing is queued, else (or for what it left) a copy. */
+function relay(dst: TunnelSocket, buf: Buffer, n: number): boolean {
+  let written = 0;
+  const fd = dst._handle?.fd ?? -1;
+  if (dst.writableLength === 0 && fd >= 0 && !dst.writableEnded) {
+    try {
+      written = fs.writeSync(fd, buf, 0, n);
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'EAGAIN') {
+        dst.destroy();
+        return false;
+      }
+    }
+    if (written === n) return true;
   }
-  dst.write(chunk);
-  if (dst.writableLength >= MAX_PENDING) this.pause();
+  const rest = Buffer.allocUnsafe(n - written);
+  buf.copy(rest, 0, written, n);
+  dst.write(rest);
+  return dst.writableLength < MAX_PENDING;
+}
+
+// Called by Node for every read (`this` is the socket); false pauses the reader until the peer drains.
+function onRead(this: TunnelSocket, n: number, buf: Buffer): boolean {
+  const t = this[kTunnel] as Tunnel;
+  t.active += n;
+  if (this === t.client) t.conn.bytesUp += n;
+  else t.conn.bytesDown += n;
+  return relay(otherSide(t, this), buf, n);
+}
+
+// Fallback when the runtime has no user-buffer reads: ordinary 'data' events, same relay.
+function onData(this: TunnelSocket, chunk: Buffer): void {
+  if (!onRead.call(this, chunk.length, chunk)) this.pause();
 }
 
 function onDrain(this: TunnelSocket): void {
   const t = this[kTunnel] as Tunnel;
-  (this === t.client ? t.upstream : t.client).resume();
+  otherSide(t, this).resume();
 }
 
 // Half-close: pass each FIN on; each socket closes itself once both of its directions are done.
 function onEnd(this: TunnelSocket): void {
   const t = this[kTunnel] as Tunnel;
-  (this === t.client ? t.upstream : t.client).end();
+  otherSide(t, this).end();
 }
 
 // An error or reset on either side, or the idle timeout, ends the tunnel at once.
@@ -61,6 +111,7 @@ function destroyBoth(this: TunnelSocket): void {
 
 function onClientClose(this: TunnelSocket, hadError: boolean): void {
   const t = this[kTunnel] as Tunnel;
+  t.conn.core.tunnels.delete(t);
   if (hadError || !t.upstream.readableEnded) t.upstream.destroy();
   // Upstream may still flush the client's last bytes: it gets its own idle limit for that.
   else {
@@ -74,19 +125,31 @@ function onUpstreamClose(this: TunnelSocket, hadError: boolean): void {
   if (hadError || !t.client.readableEnded) t.client.destroy();
 }
 
+/** Everything a socket read before the pump took over (it was paused), then its reads go to `onRead`. */
+function takeOver(s: TunnelSocket): void {
+  for (let chunk: Buffer | null; (chunk = s.read() as Buffer | null) !== null; ) onRead.call(s, chunk.length, chunk);
+  const handle = s._handle;
+  if (onreadKeys && handle?.useUserBuffer) {
+    const fields = s as unknown as Record<symbol, unknown>;
+    fields[onreadKeys.buffer] = shared;
+    fields[onreadKeys.callback] = onRead;
+    fields[onreadKeys.gen] = null;
+    handle.useUserBuffer(shared);
+  } else s.on('data', onData);
+}
+
 export function splice(conn: ClientConn, upstream: net.Socket, earlyData: Buffer): void {
   const client = conn.socket as TunnelSocket;
   const up = upstream as TunnelSocket;
-  conn.spliced = true;
   conn.upstream = upstream;
-  const t: Tunnel = { conn, client, upstream: up };
+  const t: Tunnel = { conn, client, upstream: up, active: 0, idleSweeps: 0 };
   client[kTunnel] = t;
   up[kTunnel] = t;
+  conn.core.tunnels.add(t);
 
   detachHandshakeListeners(client);
   up.removeListener('error', destroySelf);
   for (const s of [client, up]) {
-    s.on('data', onData);
     s.on('drain', onDrain);
     s.on('end', onEnd);
     s.on('error', destroyBoth);
@@ -94,19 +157,48 @@ export function splice(conn: ClientConn, upstream: net.Socket, earlyData: Buffer
   client.on('close', onClientClose);
   up.on('close', onUpstreamClose);
 
-  // No bytes either way for the idle time: both go. One timer is enough: every byte up is a read on
-  // the client socket and every byte down a write to it, and both refresh its timer.
-  // (`on('timeout')` rather than setTimeout's callback argument, which wraps it in a closure.)
-  client.setTimeout(conn.core.limits.idleTimeoutMs);
-  client.on('timeout', destroyBoth);
-
   if (earlyData.length > 0) {
     conn.bytesUp += earlyData.length;
-    conn.core.stats.bytesUp += earlyData.length;
     up.write(earlyData);
   }
+  takeOver(client);
+  takeOver(up);
   client.resume();
   // The client's FIN came with its request, before the pump existed: pass it on now.
-  if (conn.eof) up.end();
+  if (client.readableEnded) up.end();
   up.resume();
+}
+
+/** A shared listener (no closure, so it retains nothing of the dial). */
+/**
+ * A gateway's open tunnels, and their idle timeout without a timer refresh per chunk: a sweep every
+ * quarter of the idle time ends tunnels that moved no byte either way for more than four sweeps.
+ */
+export class Tunnels {
+  private readonly open = new Set<Tunnel>();
+  private timer: NodeJS.Timeout | null = null;
+
+  constructor(private readonly idleTimeoutMs: number) {}
+
+  add(t: Tunnel): void {
+    this.open.add(t);
+    this.timer ??= setInterval(() => this.sweep(), Math.max(10, this.idleTimeoutMs / 4)).unref();
+  }
+
+  delete(t: Tunnel): void {
+    this.open.delete(t);
+  }
+
+  private sweep(): void {
+    for (const t of this.open) {
+      if (t.active > 0) {
+        t.active = 0;
+        t.idleSweeps = 0;
+      } else if (++t.idleSweeps > 4) destroyBoth.call(t.client);
+    }
+    if (this.open.size === 0 && this.timer) {
+      clearInterval(this.timer);
+      this.timer = null;
+    }
+  }
 }

@@ -1,5 +1,6 @@
 // Which resolved target addresses the gateway may connect to (SSRF guard). Checked on the
 // address actually dialled, after name resolution, so DNS rebinding cannot slip past.
+import { isIPv4 } from 'node:net';
 import { networkInterfaces } from 'node:os';
 import ipaddr from 'ipaddr.js';
 
@@ -57,6 +58,8 @@ export function isPublicAddress(ip: string): boolean {
 
 /** Canonical text of an IP (IPv4-mapped IPv6 becomes IPv4), or the input if not an IP. */
 export function canonicalIp(ip: string): string {
+  // Node's isIPv4 takes only plain decimal dotted quads (no leading zeros): already canonical.
+  if (isIPv4(ip)) return ip;
   return parseIp(ip)?.toString() ?? ip;
 }
 

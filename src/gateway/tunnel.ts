@@ -1,36 +1,33 @@
 // CONNECT host:port: resolve, check the address actually dialled, connect from the egress
 // address, answer 200, then pump bytes (including any the client sent after its head).
+import type net from 'node:net';
 import type { ClientConn } from './conn.js';
-import type { DialFailure, DialOutcome, ResolveOutcome } from './dialer.js';
 import { parseAuthority, type RequestHead } from './http-head.js';
-import { dialReply, httpReply, resolveReply } from './replies.js';
+import { httpFailureReply, httpReply, type Failure } from './replies.js';
 import { splice } from './splice.js';
 
-export type { DialOutcome, TargetFailure } from './dialer.js';
+export type DialOutcome = { ok: true; socket: net.Socket } | { ok: false; failure: Failure };
 
-/** The HTTP answer for a target that could not be resolved, was refused by policy, or could not be reached. */
-export function targetFailureReply(out: Extract<DialOutcome, { ok: false }>): string {
-  return out.stage === 'resolve'
-    ? resolveReply(out.failure as Exclude<ResolveOutcome, { ok: true }>['reason'])
-    : dialReply(out.failure as DialFailure);
-}
-
-/** Resolve and dial a target for an admitted connection, through the gateway's dialer. Resolves `null` if the client went away. */
-export function dialTarget(conn: ClientConn, host: string, port: number): Promise<DialOutcome> {
-  return conn.core.dialer.dial({
+/** Resolve and dial a target for an admitted connection, through the gateway's dialer. `null` if the client went away. */
+export async function dialTarget(conn: ClientConn, host: string, port: number): Promise<DialOutcome | null> {
+  // Resolving stays under the header deadline; from the connect on, the connect timeout governs.
+  if (!conn.to('resolving')) return null;
+  const out = await conn.core.dialer.dial({
     host,
     port,
     session: conn.egressSession,
     wanted: () => !conn.closed,
     connecting: (socket) => {
-      // From here the connect timeout governs; the header deadline no longer applies.
-      conn.clearHeaderTimer();
+      conn.to('dialing');
       conn.upstream = socket;
     },
-  }).then((out) => {
-    if (out && !out.ok) conn.upstream = null;
-    return out;
   });
+  if (!out) return null;
+  if (!out.ok) {
+    conn.upstream = null;
+    return { ok: false, failure: out.failure };
+  }
+  return out;
 }
 
 const ESTABLISHED = Buffer.from('HTTP/1.1 200 Connection established\r\nVia: 1.1 proxyd\r\n\r\n', 'latin1');
@@ -44,10 +41,11 @@ export function openConnectTunnel(conn: ClientConn, head: RequestHead): void {
   void dialTarget(conn, target.host, target.port).then((out) => {
     if (!out) return;
     if (!out.ok) {
-      conn.endWithReply(targetFailureReply(out));
+      conn.endWithReply(httpFailureReply(out.failure));
       return;
     }
-    const early = conn.handOff();
+    const early = conn.handOff('tunnel');
+    if (!early) return void out.socket.destroy();
     conn.socket.write(ESTABLISHED);
     splice(conn, out.socket, early);
   }).catch(() => conn.destroy());
