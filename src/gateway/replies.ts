@@ -1,6 +1,6 @@
 // The gateway's own answers (always final: the connection closes after them), and the one mapping
 // from a failure to its HTTP status and SOCKS5 reply code.
-import type { DialFailure } from './core.js';
+import type { DialFailure } from './dialer.js';
 import { Reply, encodeReply } from './socks5-parser.js';
 import type { TargetRefusal } from './target-policy.js';
 import type { AdmitFailure } from './types.js';
