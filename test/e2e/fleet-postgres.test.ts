@@ -6,9 +6,9 @@
 // committed. Propagation is measured (p50/p99 in a log line); only generous bounds are asserted.
 import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { admin, dataDirFor, inspectData, makeAccount, startDaemon, tempDir, type Daemon } from '../helpers/daemon.js';
+import { admin, databaseUrlOf, dataDirFor, inspectData, makeAccount, startDaemon, tempDir, type Daemon } from '../helpers/daemon.js';
 import { makeTemplate, postgresSkipReason, startPostgres, type PgCluster } from '../helpers/postgres.js';
-import { ADD, api, DEL, LIST, pub, sleep, startRedis, waitFor, type RedisServer } from '../ops/helpers.js';
+import { ADD, api, DEL, LIST, pub, startRedis, waitFor, type RedisServer } from '../ops/helpers.js';
 
 const skip = postgresSkipReason();
 const STALE_SEC = 4;
@@ -127,14 +127,13 @@ describe.skipIf(skip !== null)(`three proxyd nodes on one PostgreSQL and one Red
     target = `127.0.0.1:${(echo.address() as net.AddressInfo).port}`;
     await makeTemplate(pg.url);
     adminDir = await dataDirFor('postgres', pg.url);
-    const url = (await import('../helpers/daemon.js')).databaseUrlOf(adminDir)!;
+    const url = databaseUrlOf(adminDir)!;
     const shared = [...GW, '--redis-url', redis.url];
     // Node 1 first (it migrates nothing: the database is a copy of the migrated template), then 2 and 3.
     nodes = [await startDaemon({ dataDir: adminDir, args: shared })];
     nodes.push(...(await Promise.all([1, 2].map(() => startDaemon({ dataDir: tempDir(), args: [...shared, '--database-url', url] })))));
-    [tokA, tokB, tokC, tokK] = (
-      await Promise.all(['a@example.com', 'b@example.com', 'c@example.com', 'k@example.com'].map((e) => makeAccount(adminDir, e)))
-    ).map((a) => a.token);
+    const toks = await Promise.all(['a@example.com', 'b@example.com', 'c@example.com', 'k@example.com'].map(async (e) => (await makeAccount(adminDir, e)).token));
+    [tokA, tokB, tokC, tokK] = toks as [string, string, string, string];
   }, 120_000);
 
   afterAll(async () => {
