@@ -1,0 +1,143 @@
+// The PostgreSQL change log's holes (store/postgres/change-log.ts): a sequence number is handed out when a
+// transaction writes, not when it commits, so a higher seq can be visible before a lower one. With two real
+// connections: the reader must still deliver the late commit (to a following view and to a fresh snapshot),
+// must forget a hole whose transaction rolled back once it is old enough, and nodes trimming at once agree.
+import { describe, expect, it } from 'vitest';
+import { StoreAdmissionFeed } from '../../src/daemon/admission-feed.js';
+import { AdmissionView } from '../../src/daemon/admission-view.js';
+import { connect } from '../../src/daemon/store/postgres/db.js';
+import { PostgresStore } from '../../src/daemon/store/postgres/index.js';
+import { createDatabase, postgresSkipReason } from '../helpers/postgres.js';
+
+const skip = postgresSkipReason() ?? (process.env.PROXYD_TEST_PG_URL ? null : 'no test PostgreSQL');
+
+/** A transaction on its own connection that writes now and commits (or rolls back) when told. */
+function openWriter(url: string, write: (tx: any) => Promise<unknown>) {
+  const sql = connect(url, 1);
+  let finish!: (commit: boolean) => void;
+  const decided = new Promise<boolean>((r) => (finish = r));
+  let written!: () => void;
+  const wrote = new Promise<void>((r) => (written = r));
+  const done = sql
+    .begin(async (tx) => {
+      await write(tx);
+      written();
+      if (!(await decided)) throw new Error('rollback');
+    })
+    .catch((e: Error) => {
+      if (e.message !== 'rollback') throw e;
+    })
+    .finally(() => sql.end());
+  return { wrote, commit: async () => (finish(true), await done), rollback: async () => (finish(false), await done) };
+}
+
+async function setup() {
+  const url = await createDatabase();
+  const clock = { now: Date.now() };
+  const store = await PostgresStore.open(url, { nowMs: () => clock.now });
+  const a = await store.accounts.create('early@example.com', 'x', true);
+  const b = await store.accounts.create('late@example.com', 'x', true);
+  if (a === 'exists' || b === 'exists') throw new Error('unexpected');
+  return { url, clock, store, early: a.id, late: b.id };
+}
+
+function follow(store: PostgresStore) {
+  const view = new AdmissionView(new StoreAdmissionFeed(store.changeLog, { wake: false }), { staleAdmissionSec: 300, pollMs: 0 });
+  return view;
+}
+
+describe.skipIf(skip !== null)(`PostgreSQL change log: holes below the reader's position${skip ? ` (skipped: ${skip})` : ''}`, () => {
+  it('a transaction that took a lower seq and commits after a higher one is still delivered', async () => {
+    const { url, store, early, late } = await setup();
+    const view = follow(store);
+    await view.start();
+    try {
+      // The slow writer takes its seq first ...
+      const slow = openWriter(url, (tx) => tx`UPDATE accounts SET status = 'suspended' WHERE id = ${early}`);
+      await slow.wrote;
+      // ... a later one commits past it, and the reader moves beyond the gap.
+      expect(await store.whitelist.claimIp(late, '8.8.8.8', '')).toBe('added');
+      await view.sync();
+      expect(view.admissionByIp('8.8.8.8')).toMatchObject({ accountId: late, accountActive: true });
+      const passed = view.status().seq;
+      expect(await store.changeLog.headSeq()).toBe(passed);
+      // The slow one commits below the reader's position: delivered all the same.
+      await slow.commit();
+      await view.sync();
+      expect(await store.proxyUsers.create(early, 'eve', 'scrypt$x')).not.toBe('exists');
+      await store.whitelist.claimIp(early, '9.9.9.9', '');
+      await view.sync();
+      expect(view.admissionByIp('9.9.9.9')).toMatchObject({ accountId: early, accountActive: false });
+      expect(view.userForAuth('eve')?.account_status).toBe('inactive');
+    } finally {
+      view.close();
+      await store.close();
+    }
+  });
+
+  it('a snapshot taken while the lower seq is in flight picks it up after the commit', async () => {
+    const { url, store, early, late } = await setup();
+    const slow = openWriter(url, (tx) => tx`UPDATE accounts SET status = 'suspended' WHERE id = ${early}`);
+    await slow.wrote;
+    await store.whitelist.claimIp(late, '8.8.8.8', '');
+    const view = follow(store);
+    try {
+      await view.start(); // the snapshot does not see the slow transaction's change
+      await store.whitelist.claimIp(early, '9.9.9.9', '');
+      await view.sync();
+      expect(view.admissionByIp('9.9.9.9')).toMatchObject({ accountActive: true });
+      await slow.commit();
+      await view.sync();
+      expect(view.admissionByIp('9.9.9.9')).toMatchObject({ accountActive: false });
+    } finally {
+      view.close();
+      await store.close();
+    }
+  });
+
+  it('a hole whose transaction rolled back is read again until it is 30 s old, then forgotten', async () => {
+    const { url, clock, store, early, late } = await setup();
+    const view = follow(store);
+    await view.start();
+    try {
+      const slow = openWriter(url, (tx) => tx`UPDATE accounts SET status = 'suspended' WHERE id = ${early}`);
+      await slow.wrote;
+      await store.whitelist.claimIp(late, '8.8.8.8', '');
+      await view.sync();
+      await slow.rollback();
+      const holes = () => (store.changeLog as unknown as { holes: Map<number, number> }).holes.size;
+      expect(holes()).toBe(1);
+      clock.now += 10_000;
+      await view.sync();
+      expect(holes()).toBe(1); // might still be a long transaction
+      clock.now += 25_000;
+      await view.sync();
+      expect(holes()).toBe(0);
+      expect(view.status()).toMatchObject({ state: 'current' });
+      expect(view.admissionByIp('8.8.8.8')).toMatchObject({ accountId: late, accountActive: true });
+    } finally {
+      view.close();
+      await store.close();
+    }
+  });
+
+  it('two nodes trimming at once take turns; a reader behind the horizon reloads in full', async () => {
+    const { url, store, late } = await setup();
+    const other = await PostgresStore.open(url);
+    const view = follow(store);
+    await view.start();
+    try {
+      for (let i = 1; i <= 60; i++) await store.whitelist.claimIp(late, `9.9.${i}.1`, '');
+      const head = await store.changeLog.headSeq();
+      const [x, y] = await Promise.all([store.changeLog.trim(10), other.changeLog.trim(10)]);
+      expect(x + y).toBe(head - 10);
+      expect(Math.min(x, y)).toBe(0);
+      expect(await other.changeLog.horizon()).toBe(head - 10);
+      await view.sync();
+      expect(view.status()).toMatchObject({ seq: head, ips: 60, reloads: 2 });
+    } finally {
+      view.close();
+      await Promise.all([store.close(), other.close()]);
+    }
+  });
+});
