@@ -43,6 +43,18 @@ async function setup() {
 
 const holesOf = (store: PostgresStore) => (store.changeLog as unknown as { holes: Map<number, unknown> }).holes.size;
 
+/**
+ * A slow writer suspends `early` and takes its seq first; a later claim (8.8.8.8 for `late`) commits past it
+ * and the view moves beyond the gap. The slow writer is left open.
+ */
+async function gapBehind(url: string, store: PostgresStore, early: number, late: number, view: AdmissionView) {
+  const slow = openWriter(url, (tx) => tx`UPDATE accounts SET status = 'suspended' WHERE id = ${early}`);
+  await slow.wrote;
+  expect(await store.whitelist.claimIp(late, '8.8.8.8', '')).toBe('added');
+  await view.sync();
+  return slow;
+}
+
 function follow(store: PostgresStore) {
   const view = new AdmissionView(new StoreAdmissionFeed(store.changeLog, { wake: false }), { staleAdmissionSec: 300, pollMs: 0 });
   return view;
@@ -54,12 +66,7 @@ describe.skipIf(skip !== null)(`PostgreSQL change log: holes below the reader's 
     const view = follow(store);
     await view.start();
     try {
-      // The slow writer takes its seq first ...
-      const slow = openWriter(url, (tx) => tx`UPDATE accounts SET status = 'suspended' WHERE id = ${early}`);
-      await slow.wrote;
-      // ... a later one commits past it, and the reader moves beyond the gap.
-      expect(await store.whitelist.claimIp(late, '8.8.8.8', '')).toBe('added');
-      await view.sync();
+      const slow = await gapBehind(url, store, early, late, view);
       expect(view.admissionByIp('8.8.8.8')).toMatchObject({ accountId: late, accountActive: true });
       const passed = view.status().seq;
       expect(await store.changeLog.headSeq()).toBe(passed);
@@ -102,10 +109,7 @@ describe.skipIf(skip !== null)(`PostgreSQL change log: holes below the reader's 
     const view = follow(store);
     await view.start();
     try {
-      const slow = openWriter(url, (tx) => tx`UPDATE accounts SET status = 'suspended' WHERE id = ${early}`);
-      await slow.wrote;
-      await store.whitelist.claimIp(late, '8.8.8.8', '');
-      await view.sync();
+      const slow = await gapBehind(url, store, early, late, view);
       // Start-up repair may run for minutes in one transaction: a hole must not be given up on a timer alone.
       for (let i = 0; i < 4; i++) {
         clock.now += 30_000;
@@ -128,10 +132,7 @@ describe.skipIf(skip !== null)(`PostgreSQL change log: holes below the reader's 
     const view = follow(store);
     await view.start();
     try {
-      const slow = openWriter(url, (tx) => tx`UPDATE accounts SET status = 'suspended' WHERE id = ${early}`);
-      await slow.wrote;
-      await store.whitelist.claimIp(late, '8.8.8.8', '');
-      await view.sync();
+      const slow = await gapBehind(url, store, early, late, view);
       expect(holesOf(store)).toBe(1);
       await slow.rollback();
       // Gone once no transaction older than the hole runs (cluster-wide: other files' short ones may, briefly).

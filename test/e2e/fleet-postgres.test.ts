@@ -9,6 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { admin, databaseUrlOf, dataDirFor, inspectData, makeAccount, startDaemon, tempDir, type Daemon } from '../helpers/daemon.js';
 import { makeTemplate, postgresSkipReason, startPostgres, type PgCluster } from '../helpers/postgres.js';
 import { ADD, api, DEL, LIST, pub, startRedis, waitFor, type RedisServer } from '../ops/helpers.js';
+import { percentile, probe as probeVia, report as reportAs, tcpEcho, until } from './fleet-probe.js';
 
 const skip = postgresSkipReason();
 const STALE_SEC = 4;
@@ -26,36 +27,9 @@ let nodes: Daemon[] = [];
 /** node 1's data dir: `proxyd admin` runs against the same database through it. */
 let adminDir: string;
 
-function tcpEcho(): Promise<net.Server> {
-  const server = net.createServer((s) => s.pipe(s));
-  return new Promise((r) => server.listen(0, '127.0.0.1', () => r(server)));
-}
-
-/** One CONNECT through an HTTP gateway, as `source` (PROXY v1 header) or with credentials: the reply's status code (0: none). */
-function probe(gateway: string, as: { source: string } | { user: string; password: string }): Promise<number> {
-  const [host, port] = gateway.split(':') as [string, string];
-  return new Promise((resolve) => {
-    const s = net.connect(Number(port), host);
-    let buf = '';
-    const done = (code: number) => {
-      s.destroy();
-      resolve(code);
-    };
-    s.setTimeout(5000, () => done(0));
-    s.on('error', () => done(0));
-    s.on('connect', () => {
-      const head = 'source' in as ? `PROXY TCP4 ${as.source} 127.0.0.1 40000 ${port}\r\n` : '';
-      const auth = 'user' in as ? `Proxy-Authorization: Basic ${Buffer.from(`${as.user}:${as.password}`).toString('base64')}\r\n` : '';
-      s.write(`${head}CONNECT ${target} HTTP/1.1\r\nHost: ${target}\r\n${auth}\r\n`);
-    });
-    s.on('data', (d) => {
-      buf += d.toString('latin1');
-      const m = /^HTTP\/1\.1 (\d{3})/.exec(buf);
-      if (m) done(Number(m[1]));
-    });
-    s.on('close', () => done(0));
-  });
-}
+/** One CONNECT through a node's HTTP gateway to the echo target. */
+const probe = (gateway: string, as: Parameters<typeof probeVia>[2]) => probeVia(gateway, target, as);
+const report = (what: string, ms: number[]) => reportAs(what, ms, { backend: 'postgres' });
 
 /** SOCKS5 username/password sub-negotiation: the status byte (0x00 admitted, 0x01 refused), or -1 when none came. */
 function socksAuth(gateway: string, user: string, password: string): Promise<number> {
@@ -81,22 +55,6 @@ function socksAuth(gateway: string, user: string, password: string): Promise<num
       if (buf.length >= 4) done(buf[3]!);
     });
   });
-}
-
-/** Milliseconds from `t0` until `check` holds (polled back to back), or Infinity after `limitMs`. */
-async function until(t0: number, check: () => Promise<boolean>, limitMs = 5000): Promise<number> {
-  while (performance.now() - t0 < limitMs) if (await check()) return performance.now() - t0;
-  return Infinity;
-}
-
-function percentile(xs: number[], p: number): number {
-  const s = [...xs].sort((a, b) => a - b);
-  return s[Math.min(s.length - 1, Math.ceil((p / 100) * s.length) - 1)]!;
-}
-
-function report(what: string, ms: number[]): void {
-  const line = { event: 'fleet_propagation', backend: 'postgres', what, samples: ms.length, p50_ms: +percentile(ms, 50).toFixed(1), p99_ms: +percentile(ms, 99).toFixed(1), max_ms: +Math.max(...ms).toFixed(1) };
-  console.log(JSON.stringify(line));
 }
 
 /** An API call that reports a dead node as status 0 rather than throwing. */
