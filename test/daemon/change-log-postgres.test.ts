@@ -148,6 +148,27 @@ describe.skipIf(skip !== null)(`PostgreSQL change log: holes below the reader's 
     }
   });
 
+  it('a gap that commits and is then trimmed away by another node before the next read: the reader reloads', async () => {
+    const { url, store, early, late } = await setup();
+    const other = await PostgresStore.open(url);
+    const view = follow(store);
+    await view.start();
+    try {
+      const slow = await gapBehind(url, store, early, late, view);
+      for (let i = 1; i <= 5; i++) await store.whitelist.claimIp(late, `9.9.${i}.1`, '');
+      await view.sync(); // the reader's position is the head: not behind the trim below
+      await slow.commit();
+      expect(await other.changeLog.trim(1)).toBeGreaterThan(0); // the gap's row goes with the trimmed ones
+      await store.whitelist.claimIp(early, '9.9.9.9', '');
+      await view.sync();
+      expect(view.admissionByIp('9.9.9.9')).toMatchObject({ accountId: early, accountActive: false });
+      expect(view.status().reloads).toBe(2);
+    } finally {
+      view.close();
+      await Promise.all([store.close(), other.close()]);
+    }
+  });
+
   it('two nodes trimming at once take turns; a reader behind the horizon reloads in full', async () => {
     const { url, store, late } = await setup();
     const other = await PostgresStore.open(url);

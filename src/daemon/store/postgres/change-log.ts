@@ -59,7 +59,10 @@ export class PgChangeLogStore implements ChangeLogStore {
       () =>
         this.sql.begin('isolation level repeatable read read only', async (tx) => {
           const xids = await this.snapshotXids(tx);
-          if (since < (await this.trimmedThrough(tx))) return 'behind' as const;
+          const horizon = await this.trimmedThrough(tx);
+          if (since < horizon) return 'behind' as const;
+          // A gap at or below the horizon may have committed and been trimmed away since: only a reload is sure.
+          for (const seq of this.holes.keys()) if (seq <= horizon) return 'behind' as const;
           const holes = [...this.holes.keys()];
           const log = await tx<{ seq: number; kind: ChangeKind; key: string }[]>`
             SELECT seq, kind, key FROM change_log WHERE seq > ${since} OR seq IN (SELECT jsonb_array_elements_text(${JSON.stringify(holes)}::text::jsonb)::bigint) ORDER BY seq LIMIT ${limit}`;
