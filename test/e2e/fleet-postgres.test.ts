@@ -9,6 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { admin, databaseUrlOf, dataDirFor, inspectData, makeAccount, startDaemon, tempDir, type Daemon } from '../helpers/daemon.js';
 import { makeTemplate, postgresSkipReason, startPostgres, type PgCluster } from '../helpers/postgres.js';
 import { ADD, api, DEL, LIST, pub, startRedis, waitFor, type RedisServer } from '../ops/helpers.js';
+import { ConsoleClient } from '../console/client.js';
 import { percentile, probe as probeVia, report as reportAs, tcpEcho, until } from './fleet-probe.js';
 
 const skip = postgresSkipReason();
@@ -141,6 +142,26 @@ describe.skipIf(skip !== null)(`three proxyd nodes on one PostgreSQL and one Red
     }
     tokA = reset.json.token;
   }, 60_000);
+
+  it('a console add / disable / delete through node 1 admits/refuses on nodes 2 and 3', async () => {
+    const c = new ConsoleClient(nodes[0]!.api);
+    expect((await c.login('a@example.com', 'correct horse battery')).location).toMatch(/^\/console/);
+    await c.get('/console/whitelist');
+    const ip = '8.8.5.5';
+    const ms: number[] = [];
+    for (const [path, form, want] of [
+      ['/console/whitelist/add', { ip, remark: '' }, 200],
+      ['/console/whitelist/status', { ip, status: 'disabled' }, 407],
+      ['/console/whitelist/status', { ip, status: 'active' }, 200],
+      ['/console/whitelist/delete', { ip }, 407],
+    ] as const) {
+      const t0 = performance.now();
+      expect((await c.post(path, form)).status).toBe(303);
+      ms.push(...(await Promise.all(others().map((n) => until(t0, async () => (await probe(n.httpProxy, { source: ip })) === want)))));
+    }
+    report('console on node 1 -> gateways of nodes 2 and 3', ms);
+    expect(Math.max(...ms)).toBeLessThan(3000);
+  }, 30_000);
 
   it('two nodes racing for the same 200 IPs: one winner each, seen by the third', async () => {
     const ips = Array.from({ length: 200 }, (_, i) => pub(2000 + i));
