@@ -104,6 +104,27 @@ describe.skipIf(skip !== null)(`PostgreSQL change log: holes below the reader's 
     }
   });
 
+  it('a snapshot taken with an old transaction open (its seq 10,000+ below the head) picks its change up at commit', async () => {
+    const { url, store, early, late } = await setup();
+    const slow = openWriter(url, (tx) => tx`UPDATE accounts SET status = 'suspended' WHERE id = ${early}`);
+    await slow.wrote;
+    const raw = connect(url, 1);
+    await raw`INSERT INTO change_log (kind, key) SELECT 'ip', '8.8.8.8' FROM generate_series(1, 12000)`;
+    await raw.end();
+    await store.whitelist.claimIp(late, '8.8.8.8', '');
+    const view = follow(store);
+    try {
+      await view.start();
+      await slow.commit();
+      await store.whitelist.claimIp(early, '9.9.9.9', '');
+      await view.sync();
+      expect(view.admissionByIp('9.9.9.9')).toMatchObject({ accountId: early, accountActive: false });
+    } finally {
+      view.close();
+      await store.close();
+    }
+  });
+
   it('a hole is kept however long its transaction runs (here 2 min on the clock), and delivered at its commit', async () => {
     const { url, clock, store, early, late } = await setup();
     const view = follow(store);

@@ -18,8 +18,8 @@ const CHANNEL = 'proxyd_changes';
  * running (someone's session idle in a transaction). Longer than any transaction of ours (start-up repair: 5 min).
  */
 const HOLE_MAX_AGE_MS = 10 * 60_000;
-/** Holes are looked for only this far below the head at a snapshot (open transactions are recent). */
-const SNAPSHOT_HOLE_WINDOW = 10_000;
+/** Memory bound: at most this many gaps (the newest) are kept from a snapshot. */
+const SNAPSHOT_MAX_HOLES = 100_000;
 const SNAPSHOT_TIMEOUT_MS = 30_000;
 
 export class PgChangeLogStore implements ChangeLogStore {
@@ -38,11 +38,15 @@ export class PgChangeLogStore implements ChangeLogStore {
         this.sql.begin('isolation level repeatable read read only', async (tx) => {
           const xids = await this.snapshotXids(tx);
           const seq = await this.head(tx);
-          const recent = await tx<{ seq: number }[]>`SELECT seq FROM change_log WHERE seq > ${seq - SNAPSHOT_HOLE_WINDOW} ORDER BY seq`;
           this.holes.clear();
-          const floor = Math.max(seq - SNAPSHOT_HOLE_WINDOW, await this.trimmedThrough(tx));
-          this.noteHoles(floor, recent.map((r) => r.seq), xids.xmax);
-          this.expireHoles(xids.xmin);
+          // Only a transaction running now can fill a gap later, however far below the head its seq is.
+          if (xids.xmin < xids.xmax) {
+            const missing = await tx<{ seq: number }[]>`
+              SELECT s AS seq FROM generate_series(${await this.trimmedThrough(tx)} + 1, ${seq}) s
+               WHERE NOT EXISTS (SELECT 1 FROM change_log WHERE change_log.seq = s) ORDER BY s DESC LIMIT ${SNAPSHOT_MAX_HOLES}`;
+            const at = this.nowMs();
+            for (const r of missing) this.holes.set(r.seq, { at, xmax: xids.xmax });
+          }
           return {
             seq,
             users: await tx<AdmissionUserRow[]>`SELECT username, account_id, password_hash, status FROM proxy_users`,
