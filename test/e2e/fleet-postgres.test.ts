@@ -70,7 +70,11 @@ const metric = async (d: Daemon, name: string): Promise<number> => {
 };
 
 const others = () => nodes.slice(1);
-const fail = (e: unknown, ...ds: Daemon[]) => new Error(`${(e as Error).message}\n${ds.map((d) => d.logs.slice(-15).join('\n')).join('\n---\n')}`);
+/** The error with each node's last log lines, naming any node that is no longer running (it must not crash). */
+const fail = (e: unknown, ...ds: Daemon[]) => {
+  const dead = ds.map((d, i) => (d.proc.exitCode !== null || d.proc.signalCode !== null ? `node ${i + 1} exited (${d.proc.exitCode ?? d.proc.signalCode}); ` : '')).join('');
+  return new Error(`${dead}${(e as Error).message}\n${ds.map((d) => d.logs.slice(-15).join('\n')).join('\n---\n')}`);
+};
 
 describe.skipIf(skip !== null)(`three proxyd nodes on one PostgreSQL and one Redis${skip ? ` (skipped: ${skip})` : ''}`, () => {
   let tokA: string;
@@ -240,6 +244,8 @@ describe.skipIf(skip !== null)(`three proxyd nodes on one PostgreSQL and one Red
       const r2 = await admin(adminDir, ['account', 'set', '--email', 'b@example.com', '--status', 'active']);
       expect(r2.code, r2.stderr).toBe(0);
       for (const n of nodes) expect(await until(performance.now(), async () => (await probe(n.httpProxy, { source: ownedByB })) === 200)).toBeLessThan(5000);
+      // The same processes served throughout: the outage crashed no node.
+      for (const n of nodes) expect(n.proc.exitCode ?? n.proc.signalCode).toBeNull();
     } catch (e) {
       throw fail(e, ...nodes);
     } finally {
