@@ -1,12 +1,12 @@
 #!/usr/bin/env node
 // The fleet's admission view (SPEC 8). Run after `npm run build`:
 //   node --expose-gc bench/fleet.mjs [--ips 100000] [--users 10000] [--nodes 3] [--changes 200] [--connects 2000]
-//   node --expose-gc bench/fleet.mjs --database-url postgres://…   (once the PostgreSQL backend lands: the
-//     nodes then share that database instead of one SQLite data dir; the in-process part stays on SQLite)
+//   node --expose-gc bench/fleet.mjs --database-url postgres://USER@HOST:PORT/postgres   (PostgreSQL: the URL's
+//     role must be allowed CREATE DATABASE; the bench makes its own databases there and drops them at the end)
 // 1. In process: the view with --ips whitelist IPs and --users proxy users — heap it holds, full-reload time.
 // 2. Two spawned daemons, one on a near-empty data dir (1 IP, 1 user) and one on the full one: RSS and
 //    CONNECT set-up latency (PROXY header as a whitelisted source; credentials), interleaved, as ratios.
-// 3. --nodes daemons on one database (SQLite: --shared-data-dir): whitelist add/delete through node 1's API,
+// 3. --nodes daemons on one database (SQLite: --shared-data-dir; PostgreSQL: one database, a data dir each): whitelist add/delete through node 1's API,
 //    time until every other node's gateway admits/refuses; p50/p99 over --changes changes.
 import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync } from 'node:fs';
@@ -33,7 +33,7 @@ const LIMITS = ['--rate-limits', 'list=100000,add=100000,delete=100000,invalid=1
 const PASSWORD = 'bench proxy password';
 
 const dist = (p) => import(path.join(ROOT, 'dist', p));
-const { Store } = await dist('daemon/store/index.js');
+const { openStore } = await dist('daemon/store/index.js');
 const { AdmissionView } = await dist('daemon/admission-view.js');
 const { StoreAdmissionFeed } = await dist('daemon/admission-feed.js');
 const { hashPassword } = await dist('daemon/secrets.js');
@@ -46,20 +46,46 @@ const pct = (xs, p) => {
 const ms = (x) => +x.toFixed(2);
 const log = (o) => console.log(JSON.stringify(o));
 
-/** A data dir with `ips` whitelist IPs over 1,000 accounts and `users` proxy users (one shared hash: seeding speed). */
+// PostgreSQL: databases this run made (dropped at the end), by the data dir that stands for each.
+const databases = new Map();
+let pgAdmin = null;
+
+/** A data dir, and on PostgreSQL a fresh database of its own; the store config for both. */
+async function newDatabase(prefix) {
+  const dir = mkdtempSync(path.join(tmpdir(), prefix));
+  if (!DATABASE_URL) return { dataDir: dir };
+  const { default: postgres } = await import('postgres');
+  pgAdmin ??= postgres(DATABASE_URL, { max: 1, onnotice: () => {} });
+  const name = `proxyd_bench_${process.pid}_${databases.size}`;
+  await pgAdmin.unsafe(`CREATE DATABASE ${name}`);
+  const u = new URL(DATABASE_URL);
+  u.pathname = `/${name}`;
+  databases.set(dir, { name, url: u.toString() });
+  return { dataDir: dir, databaseUrl: u.toString() };
+}
+
+const storeConfig = (dir) => ({ dataDir: dir, databaseUrl: databases.get(dir)?.url });
+
+/** `n` calls of `fn(i)`, `width` at a time. */
+async function inParallel(n, width, fn) {
+  let next = 0;
+  await Promise.all(Array.from({ length: Math.min(width, n) }, async () => {
+    while (next < n) await fn(next++);
+  }));
+}
+
+/** A database with `ips` whitelist IPs over 1,000 accounts and `users` proxy users (one shared hash: seeding speed). */
 async function seed(ips, users) {
-  const dir = mkdtempSync(path.join(tmpdir(), 'proxyd-fleet-bench-'));
-  const store = Store.open(dir);
+  const cfg = await newDatabase('proxyd-fleet-bench-');
+  const store = await openStore(cfg);
   const hash = await hashPassword(PASSWORD);
   const accounts = Math.max(1, Math.min(1000, Math.max(ips, users)));
   const ids = [];
-  for (let i = 0; i < accounts; i++) ids.push(store.accounts.create(`a${i}@example.com`, 'unused', true).id);
-  store.db.transaction(() => {
-    for (let i = 0; i < users; i++) store.proxyUsers.create(ids[i % accounts], `user${i}`, hash);
-  })();
-  for (let i = 0; i < ips; i++) store.whitelist.claimIp(ids[i % accounts], ipOf(i), '');
-  store.close();
-  return dir;
+  await inParallel(accounts, 8, async (i) => (ids[i] = (await store.accounts.create(`a${i}@example.com`, 'unused', true)).id));
+  await inParallel(users, 8, (i) => store.proxyUsers.create(ids[i % accounts], `user${i}`, hash));
+  await inParallel(ips, 8, (i) => store.whitelist.claimIp(ids[i % accounts], ipOf(i), ''));
+  await store.close();
+  return cfg.dataDir;
 }
 
 function heapMb() {
@@ -69,7 +95,7 @@ function heapMb() {
 }
 
 async function inProcess(dir) {
-  const store = Store.open(dir);
+  const store = await openStore(storeConfig(dir));
   const before = heapMb();
   const view = new AdmissionView(new StoreAdmissionFeed(store.changeLog), { staleAdmissionSec: 300, pollMs: 0 });
   const t0 = performance.now();
@@ -82,7 +108,7 @@ async function inProcess(dir) {
   const snapshots = [];
   for (let i = 0; i < 5; i++) {
     const s0 = performance.now();
-    store.changeLog.snapshot();
+    await store.changeLog.snapshot();
     snapshots.push(performance.now() - s0);
     const v = new AdmissionView(new StoreAdmissionFeed(store.changeLog), { staleAdmissionSec: 300, pollMs: 0 });
     const r0 = performance.now();
@@ -90,7 +116,7 @@ async function inProcess(dir) {
     reloads.push(performance.now() - r0);
     v.close();
   }
-  store.close();
+  await store.close();
   return {
     ips: status.ips,
     users: status.users,
@@ -103,7 +129,9 @@ async function inProcess(dir) {
 }
 
 async function startNode(dataDir, extra = []) {
-  const db = DATABASE_URL ? ['--database-url', DATABASE_URL] : ['--data-dir', dataDir, '--shared-data-dir'];
+  const url = databases.get(dataDir)?.url;
+  // PostgreSQL: a data dir of its own per node (what a fleet host has), the database shared.
+  const db = url ? ['--data-dir', mkdtempSync(path.join(tmpdir(), 'proxyd-fleet-node-')), '--database-url', url] : ['--data-dir', dataDir, '--shared-data-dir'];
   const proc = spawn(
     process.execPath,
     [PROXYD, 'serve', ...db, '--api-listen', '127.0.0.1:0', '--http-proxy-listen', '127.0.0.1:0', '--socks-listen', '127.0.0.1:0',
@@ -184,13 +212,13 @@ async function setupLatency(emptyDir, fullDir) {
 }
 
 async function propagation() {
-  const dir = mkdtempSync(path.join(tmpdir(), 'proxyd-fleet-nodes-'));
-  const store = Store.open(dir);
+  const { dataDir: dir } = await newDatabase('proxyd-fleet-nodes-');
+  const store = await openStore(storeConfig(dir));
   const { mintToken } = await dist('daemon/secrets.js');
-  const a = store.accounts.create('fleet@example.com', 'unused', true);
+  const a = await store.accounts.create('fleet@example.com', 'unused', true);
   const t = mintToken();
-  store.tokens.replace(a.id, t.accessKey, t.secretHash);
-  store.close();
+  await store.tokens.replace(a.id, t.accessKey, t.secretHash);
+  await store.close();
   const echo = await echoServer();
   const target = `127.0.0.1:${echo.address().port}`;
   const nodes = [];
@@ -220,7 +248,7 @@ async function propagation() {
   return { nodes: NODES, changes: CHANGES, backend: DATABASE_URL ? 'postgresql' : 'sqlite (shared data dir)', p50_ms: ms(pct(lat, 50)), p99_ms: ms(pct(lat, 99)), max_ms: ms(Math.max(...lat)) };
 }
 
-log({ event: 'seeding', ips: IPS, users: USERS });
+log({ event: 'seeding', ips: IPS, users: USERS, backend: DATABASE_URL ? 'postgresql' : 'sqlite' });
 const s0 = performance.now();
 const fullDir = await seed(IPS, USERS);
 const emptyDir = await seed(1, 1);
@@ -228,3 +256,5 @@ log({ event: 'seeded', ms: Math.round(performance.now() - s0) });
 log({ event: 'view_in_process', ...(await inProcess(fullDir)) });
 log({ event: 'connect_setup', connects: CONNECTS, ...(await setupLatency(emptyDir, fullDir)) });
 log({ event: 'propagation', ...(await propagation()) });
+for (const { name } of databases.values()) await pgAdmin.unsafe(`DROP DATABASE ${name} WITH (FORCE)`);
+await pgAdmin?.end();

@@ -2,60 +2,14 @@
 // other daemon on a shared data dir, `proxyd admin` — admits or refuses on a running gateway within 1 s;
 // each worker of --workers 2 follows it too. Propagation is measured (p50/p99 in a log line); only a
 // generous bound is asserted, the figures that matter come from bench/fleet.mjs.
-import net from 'node:net';
+import type net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { admin, makeAccount, startDaemon, tempDir, type Daemon } from '../helpers/daemon.js';
 import { ADD, api, DEL } from '../ops/helpers.js';
+import { percentile, probe, report, tcpEcho, until } from './fleet-probe.js';
 
 const LIMITS = ['--rate-limits', 'list=10000,add=10000,delete=10000,invalid=10000'];
 const GW = ['--allow-private-targets', '--proxy-protocol-from', '127.0.0.1/32', ...LIMITS];
-
-function tcpEcho(): Promise<net.Server> {
-  const server = net.createServer((s) => s.pipe(s));
-  return new Promise((r) => server.listen(0, '127.0.0.1', () => r(server)));
-}
-
-/** One CONNECT through the gateway, as `source` (PROXY v1 header) or with credentials: the reply's status code. */
-function probe(gateway: string, target: string, as: { source: string } | { user: string; password: string }): Promise<number> {
-  const [host, port] = gateway.split(':') as [string, string];
-  return new Promise((resolve) => {
-    const s = net.connect(Number(port), host);
-    let buf = '';
-    const done = (code: number) => {
-      s.destroy();
-      resolve(code);
-    };
-    s.setTimeout(5000, () => done(0));
-    s.on('error', () => done(0));
-    s.on('connect', () => {
-      const head = 'source' in as ? `PROXY TCP4 ${as.source} 127.0.0.1 40000 ${port}\r\n` : '';
-      const auth = 'user' in as ? `Proxy-Authorization: Basic ${Buffer.from(`${as.user}:${as.password}`).toString('base64')}\r\n` : '';
-      s.write(`${head}CONNECT ${target} HTTP/1.1\r\nHost: ${target}\r\n${auth}\r\n`);
-    });
-    s.on('data', (d) => {
-      buf += d.toString('latin1');
-      const m = /^HTTP\/1\.1 (\d{3})/.exec(buf);
-      if (m) done(Number(m[1]));
-    });
-    s.on('close', () => done(0));
-  });
-}
-
-/** Milliseconds from `t0` until `check` holds (polled back to back), or Infinity after 5 s. */
-async function until(t0: number, check: () => Promise<boolean>): Promise<number> {
-  while (performance.now() - t0 < 5000) if (await check()) return performance.now() - t0;
-  return Infinity;
-}
-
-function percentile(xs: number[], p: number): number {
-  const s = [...xs].sort((a, b) => a - b);
-  return s[Math.min(s.length - 1, Math.ceil((p / 100) * s.length) - 1)]!;
-}
-
-function report(what: string, ms: number[]): void {
-  const line = { event: 'fleet_propagation', what, changes: ms.length, p50_ms: +percentile(ms, 50).toFixed(1), p99_ms: +percentile(ms, 99).toFixed(1), max_ms: +Math.max(...ms).toFixed(1) };
-  console.log(JSON.stringify(line));
-}
 
 describe('two daemons on one shared data dir', () => {
   let a: Daemon;

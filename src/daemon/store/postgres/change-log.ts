@@ -1,7 +1,8 @@
 // change_log on PostgreSQL (migration 2): what every node's admission view is loaded from and kept current by.
 // Keys travel as JSON arrays (no array type lookup at connect). Identity values are handed out before commit, so a higher seq can become visible before a lower one: the
-// reader remembers the holes below its position and reads them again until they fill or outlive any
-// transaction (rolled back), so no committed change is ever skipped. LISTEN/NOTIFY wakes readers early.
+// reader remembers the holes below its position and reads them again until they fill or every transaction
+// that was running when the hole was seen has ended (then it was a rollback), so no committed change is
+// ever skipped, however long its transaction ran. LISTEN/NOTIFY wakes readers early.
 import type {
   AdmissionAccountRow, AdmissionChangeRows, AdmissionIpRow, AdmissionSnapshotRows, AdmissionUserRow, ChangeKind, ChangeLogStore,
 } from '../types.js';
@@ -12,15 +13,18 @@ import { guard, type Sql } from './db.js';
 type Q = Sql | postgres.TransactionSql<{ int8: number }>;
 
 const CHANNEL = 'proxyd_changes';
-/** A hole older than this belongs to a transaction that rolled back: every transaction ends sooner (statement and idle timeouts). */
-const HOLE_TTL_MS = 30_000;
-/** Holes are looked for only this far below the head at a snapshot (open transactions are recent). */
-const SNAPSHOT_HOLE_WINDOW = 10_000;
+/**
+ * Memory bound only: a hole still open after this is dropped even if some transaction older than it is still
+ * running (someone's session idle in a transaction). Longer than any transaction of ours (start-up repair: 5 min).
+ */
+const HOLE_MAX_AGE_MS = 10 * 60_000;
+/** Memory bound: at most this many gaps (the newest) are kept from a snapshot. */
+const SNAPSHOT_MAX_HOLES = 100_000;
 const SNAPSHOT_TIMEOUT_MS = 30_000;
 
 export class PgChangeLogStore implements ChangeLogStore {
-  /** seq → when it was first seen missing below the reader's position. */
-  private readonly holes = new Map<number, number>();
+  /** seq → when it was first seen missing below the reader's position, and that snapshot's xmax (see noteHoles). */
+  private readonly holes = new Map<number, { at: number; xmax: number }>();
 
   constructor(
     private readonly sql: Sql,
@@ -32,11 +36,17 @@ export class PgChangeLogStore implements ChangeLogStore {
     return guard(
       () =>
         this.sql.begin('isolation level repeatable read read only', async (tx) => {
+          const xids = await this.snapshotXids(tx);
           const seq = await this.head(tx);
-          const recent = await tx<{ seq: number }[]>`SELECT seq FROM change_log WHERE seq > ${seq - SNAPSHOT_HOLE_WINDOW} ORDER BY seq`;
           this.holes.clear();
-          const floor = Math.max(seq - SNAPSHOT_HOLE_WINDOW, await this.trimmedThrough(tx));
-          this.noteHoles(floor, recent.map((r) => r.seq));
+          // Only a transaction running now can fill a gap later, however far below the head its seq is.
+          if (xids.xmin < xids.xmax) {
+            const missing = await tx<{ seq: number }[]>`
+              SELECT s AS seq FROM generate_series(${await this.trimmedThrough(tx)} + 1, ${seq}) s
+               WHERE NOT EXISTS (SELECT 1 FROM change_log WHERE change_log.seq = s) ORDER BY s DESC LIMIT ${SNAPSHOT_MAX_HOLES}`;
+            const at = this.nowMs();
+            for (const r of missing) this.holes.set(r.seq, { at, xmax: xids.xmax });
+          }
           return {
             seq,
             users: await tx<AdmissionUserRow[]>`SELECT username, account_id, password_hash, status FROM proxy_users`,
@@ -52,16 +62,20 @@ export class PgChangeLogStore implements ChangeLogStore {
     return guard(
       () =>
         this.sql.begin('isolation level repeatable read read only', async (tx) => {
-          if (since < (await this.trimmedThrough(tx))) return 'behind' as const;
+          const xids = await this.snapshotXids(tx);
+          const horizon = await this.trimmedThrough(tx);
+          if (since < horizon) return 'behind' as const;
+          // A gap at or below the horizon may have committed and been trimmed away since: only a reload is sure.
+          for (const seq of this.holes.keys()) if (seq <= horizon) return 'behind' as const;
           const holes = [...this.holes.keys()];
           const log = await tx<{ seq: number; kind: ChangeKind; key: string }[]>`
             SELECT seq, kind, key FROM change_log WHERE seq > ${since} OR seq IN (SELECT jsonb_array_elements_text(${JSON.stringify(holes)}::text::jsonb)::bigint) ORDER BY seq LIMIT ${limit}`;
           const ahead = log.filter((r) => r.seq > since).map((r) => r.seq);
           for (const r of log) this.holes.delete(r.seq);
-          this.expireHoles();
+          this.expireHoles(xids.xmin);
           // A position past the head: the database was replaced or restored from a backup.
           if (ahead.length === 0 && log.length === 0) return since > (await this.head(tx)) ? ('behind' as const) : empty(since);
-          this.noteHoles(since, ahead);
+          this.noteHoles(since, ahead, xids.xmax);
           const out: AdmissionChangeRows = { seq: ahead.length ? ahead[ahead.length - 1]! : since, rows: ahead.length, users: [], ips: [], accounts: [] };
           const keys = { user: new Set<string>(), ip: new Set<string>(), account: new Set<string>() };
           for (const r of log) keys[r.kind].add(r.key);
@@ -151,19 +165,33 @@ export class PgChangeLogStore implements ChangeLogStore {
     return r?.t ?? 0;
   }
 
-  /** Every seq in (from, last seen] not among `seen` (ascending) is a hole: in flight, or rolled back. */
-  private noteHoles(from: number, seen: number[]): void {
+  /** The reading transaction's snapshot: xmin (oldest transaction still running), xmax (first not yet started). */
+  private async snapshotXids(tx: Q): Promise<{ xmin: number; xmax: number }> {
+    const [r] = await tx<{ xmin: number; xmax: number }[]>`
+      SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint AS xmin, pg_snapshot_xmax(pg_current_snapshot())::text::bigint AS xmax`;
+    return r!;
+  }
+
+  /**
+   * Every seq in (from, last seen] not among `seen` (ascending) is a hole: in flight, or rolled back. Its
+   * writer had its transaction id before a higher seq committed, so that id is below this snapshot's xmax.
+   */
+  private noteHoles(from: number, seen: number[], xmax: number): void {
     const now = this.nowMs();
     let expect = from + 1;
     for (const s of seen) {
-      for (; expect < s; expect++) if (!this.holes.has(expect)) this.holes.set(expect, now);
+      for (; expect < s; expect++) if (!this.holes.has(expect)) this.holes.set(expect, { at: now, xmax });
       expect = s + 1;
     }
   }
 
-  private expireHoles(): void {
-    const oldest = this.nowMs() - HOLE_TTL_MS;
-    for (const [seq, at] of this.holes) if (at < oldest) this.holes.delete(seq);
+  /**
+   * Called after the holes were read in a snapshot whose oldest running transaction is `xmin`: a hole whose
+   * every possible writer (ids below its xmax) has ended would have been read had it committed: a rollback.
+   */
+  private expireHoles(xmin: number): void {
+    const oldest = this.nowMs() - HOLE_MAX_AGE_MS;
+    for (const [seq, h] of this.holes) if (h.xmax <= xmin || h.at < oldest) this.holes.delete(seq);
   }
 }
 
