@@ -1,4 +1,5 @@
 // Business codes of SPEC 3.3: the one place errors get their code, HTTP status and wording.
+import { MAX_BATCH_ITEMS } from './paths.js';
 
 export const Code = {
   OK: 200,
@@ -60,7 +61,7 @@ export const HTTP_STATUS: Record<number, number> = {
 export const TOP_MESSAGE: Record<number, string> = {
   200: 'success',
   10400: 'invalid parameters',
-  10413: 'too many items (at most 100)',
+  10413: `too many items (at most ${MAX_BATCH_ITEMS})`,
   10401: 'invalid api key',
   10403: 'account is not real-name verified',
   10404: 'not found',

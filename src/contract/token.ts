@@ -1,5 +1,10 @@
 // API token format `<accessKey>.<secret>`: access key "ak" + 20 hex digits, secret 32 random bytes base64url.
 
+/** What a minted token is made of: "ak" + ACCESS_KEY_BYTES random bytes in hex, "." + SECRET_BYTES random bytes base64url. */
+export const ACCESS_KEY_PREFIX = 'ak';
+export const ACCESS_KEY_BYTES = 10;
+export const SECRET_BYTES = 32;
+
 const TOKEN_RE = /^(ak[0-9a-f]{20})\.([A-Za-z0-9_-]{43})$/;
 const ACCESS_KEY_RE = /^ak[0-9a-f]{20}$/;
 

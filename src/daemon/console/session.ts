@@ -3,6 +3,7 @@ import { createCipheriv, createDecipheriv, createHmac, randomBytes } from 'node:
 import { chmodSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import type { Session } from 'fastify';
+import { randomKey } from '../secrets.js';
 import type { ConsoleSessionStore } from '../store/index.js';
 
 export type FlashKind = 'success' | 'error' | 'info' | 'warn';
@@ -43,9 +44,9 @@ export const SECRET_FILE = 'console-session.key';
  * worker sharing the data dir signs alike. An in-memory database gets a per-process secret.
  */
 export function loadSessionSecret(dbFile: string): string {
-  if (!dbFile || dbFile === ':memory:' || dbFile.startsWith('file::memory:')) return randomBytes(32).toString('base64url');
+  if (!dbFile || dbFile === ':memory:' || dbFile.startsWith('file::memory:')) return randomKey();
   const file = path.join(path.dirname(dbFile), SECRET_FILE);
-  const fresh = randomBytes(32).toString('base64url');
+  const fresh = randomKey();
   try {
     writeFileSync(file, `${fresh}\n`, { flag: 'wx', mode: 0o600 });
     return fresh;

@@ -1,7 +1,8 @@
 // Window store in the shared database: exact across the workers of one host (SQLite) or a fleet (PostgreSQL).
 import { setImmediate as yieldToLoop } from 'node:timers/promises';
 import type { RateHitStore } from '../store/index.js';
-import { LimiterUnavailableError, type WindowDecision, type WindowStore } from './limiter.js';
+import type { WindowDecision } from '../store/types.js';
+import { LimiterUnavailableError, type WindowStore } from './limiter.js';
 
 /** Give up on a lock after this long; ApiLimits answers 503 at its own bound (500 ms) anyway. */
 const MAX_WAIT_MS = 450;

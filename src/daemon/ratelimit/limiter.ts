@@ -1,11 +1,6 @@
 // Sliding-window-log rate limiting (SPEC 3.7): "N per rolling 60 s" holds over every 60 s interval,
 // so there is no double burst at a window edge. Stores: memory (one process), the database (workers; a PostgreSQL fleet), Redis (hosts).
-
-export interface WindowDecision {
-  allowed: boolean;
-  count: number;
-  oldestAtMs: number | null;
-}
+import type { WindowDecision } from '../store/types.js';
 
 export interface WindowStore {
   readonly kind: 'memory' | 'sqlite' | 'postgres' | 'redis';

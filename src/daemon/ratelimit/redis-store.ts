@@ -5,7 +5,8 @@
 // connection is still being made does a command wait for it (within ApiLimits' 500 ms bound).
 import { randomBytes } from 'node:crypto';
 import { Redis, type RedisOptions } from 'ioredis';
-import type { WindowDecision, WindowStore } from './limiter.js';
+import type { WindowDecision } from '../store/types.js';
+import type { WindowStore } from './limiter.js';
 
 export const REDIS_KEY_PREFIX = 'proxyd:rl:';
 /** How long a command waits for the first connection: inside ApiLimits' 500 ms bound. */

@@ -84,6 +84,9 @@ export interface SessionRecord {
   expiresAtSec: number;
 }
 
+/** How long IPs of a closed account stay "being released" unless --release-grace says otherwise. */
+export const DEFAULT_RELEASE_GRACE_SEC = 600;
+
 export interface WindowDecision {
   allowed: boolean;
   /** Hits in the window after this call. */

@@ -1,12 +1,13 @@
 // The PostgreSQL backend: every node of a fleet on one database. Each method is one round trip where it
 // can be (claims, releases and rate hits are server-side functions); transactions only where several rows
 // must change together. Unreachable → StoreUnavailableError; a lost race → `busy`.
-import { randomBytes } from 'node:crypto';
 import type {
   Account, AccountStatus, AccountStore, Admission, ApiToken, ApiTokenWithAccount, ClaimOutcome, ConsoleSessionStore,
   Inconsistencies, ListFilter, ProxyUser, ProxyUserAuth, ProxyUserStore, RateHitStore, ReleaseOutcome, Repairs,
   SessionRecord, Store, TokenStore, TrafficDelta, TrafficStore, WhitelistEntry, WhitelistStore, WindowDecision,
 } from '../types.js';
+import { DEFAULT_RELEASE_GRACE_SEC } from '../types.js';
+import { randomKey } from '../../secrets.js';
 import { PgChangeLogStore } from './change-log.js';
 import { connect, guard, isBusy, migrate, redactUrl, type Sql } from './db.js';
 
@@ -418,7 +419,7 @@ export class PostgresStore implements Store {
     this.location = redactUrl(url);
     this.accounts = new PgAccountStore(sql, nowSec);
     this.tokens = new PgTokenStore(sql, nowSec);
-    this.whitelist = new PgWhitelistStore(sql, nowSec, opts.releaseGraceSec ?? 600);
+    this.whitelist = new PgWhitelistStore(sql, nowSec, opts.releaseGraceSec ?? DEFAULT_RELEASE_GRACE_SEC);
     this.proxyUsers = new PgProxyUserStore(sql, nowSec);
     this.sessions = new PgConsoleSessionStore(sql, nowSec);
     this.traffic = new PgTrafficStore(sql, nowSec);
@@ -445,7 +446,7 @@ export class PostgresStore implements Store {
   }
 
   async fleetSecret(name: string): Promise<string | null> {
-    const fresh = randomBytes(32).toString('base64url');
+    const fresh = randomKey();
     // Whichever node is first writes it; a node that lost the race reads the winner's on the next round.
     for (let i = 0; i < 5; i++) {
       const [r] = await guard(() => this.sql<{ value: string }[]>`
