@@ -33,7 +33,7 @@ export interface BatchProgress {
   waiting?: { reason: 'rate-limit' | 'retry-after' | 'backoff'; ms: number };
 }
 
-export interface BatchStop {
+interface BatchStop {
   exitCode: ExitCode;
   message: string;
 }
@@ -47,7 +47,7 @@ export interface BatchRunResult {
   requests: number;
 }
 
-export interface BatchEngineOptions {
+interface BatchEngineOptions {
   op: BatchOp;
   items: BatchItem[];
   api: Pick<WhitelistApi, 'add' | 'delete'>;

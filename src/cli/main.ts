@@ -10,7 +10,7 @@ import type { Io } from './io.js';
 import { MAX_PAGE_SIZE } from '../contract/paths.js';
 import { VERSION } from '../contract/version.js';
 
-export interface MainOverrides {
+interface MainOverrides {
   io?: Io;
   env?: NodeJS.ProcessEnv;
   /** Replaces the real dependencies (tests). */

@@ -4,7 +4,7 @@ import { chmod, mkdir, readFile, rename, stat, unlink, writeFile } from 'node:fs
 import path from 'node:path';
 
 export const KEYCHAIN_SERVICE = 'proxyctl';
-export const TOKEN_FILE_NAME = 'credentials.json';
+const TOKEN_FILE_NAME = 'credentials.json';
 
 export type TokenSource = 'env' | 'keychain' | 'file';
 
@@ -82,7 +82,7 @@ interface TokenFile {
   noticed?: string[];
 }
 
-export interface TokenStoreOptions {
+interface TokenStoreOptions {
   env: NodeJS.ProcessEnv;
   keychain: Keychain;
   /** Config dir that holds the fallback file. */
@@ -93,7 +93,7 @@ export interface TokenStoreOptions {
   quiet?: boolean;
 }
 
-export type SaveResult = { where: 'keychain' } | { where: 'file'; file: string; reason: string };
+type SaveResult = { where: 'keychain' } | { where: 'file'; file: string; reason: string };
 
 export class TokenStore {
   readonly #opts: TokenStoreOptions;

@@ -23,10 +23,8 @@ export const Code = {
   REMARK_TOO_LONG: 10423,
 } as const;
 
-export type CodeValue = (typeof Code)[keyof typeof Code];
-
 /** Codes an item can fail with inside `failed_items`. */
-export const ITEM_CODES = [10420, 10421, 10422, 10423, 10425, 10426, 10427, 10500] as const;
+const ITEM_CODES = [10420, 10421, 10422, 10423, 10425, 10426, 10427, 10500] as const;
 export type ItemCode = (typeof ITEM_CODES)[number];
 
 /** Item codes worth resending alone. */

@@ -6,7 +6,6 @@ export const ACCESS_KEY_BYTES = 10;
 export const SECRET_BYTES = 32;
 
 const TOKEN_RE = /^(ak[0-9a-f]{20})\.([A-Za-z0-9_-]{43})$/;
-const ACCESS_KEY_RE = /^ak[0-9a-f]{20}$/;
 
 export interface ParsedToken {
   accessKey: string;
@@ -20,10 +19,6 @@ export function parseToken(raw: string): ParsedToken | null {
   return { accessKey: m[1]!, secret: m[2]! };
 }
 
-export function isAccessKey(s: string): boolean {
-  return ACCESS_KEY_RE.test(s);
-}
-
 export function formatToken(t: ParsedToken): string {
   return `${t.accessKey}.${t.secret}`;
 }
@@ -33,5 +28,3 @@ export function redactToken(raw: string): string {
   const p = parseToken(raw.trim());
   return p ? `${p.accessKey}.****` : '****';
 }
-
-export const TOKEN_PLACEHOLDER = '<API_KEY>';

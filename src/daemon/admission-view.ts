@@ -5,7 +5,7 @@ import type { HealthReport } from './api/context.js';
 import type { AdmissionChangeRows, AdmissionIpRow, AdmissionSnapshotRows, AdmissionUserRow, ProxyUserAuth } from './store/index.js';
 
 /** A proxy user as admission needs it; `account_status` is 'active' or why not ('inactive', 'unknown'). */
-export type AdmissionUser = Omit<ProxyUserAuth, 'account_status'> & { account_status: string };
+type AdmissionUser = Omit<ProxyUserAuth, 'account_status'> & { account_status: string };
 
 /** Where the view comes from: a snapshot, then the changes after a sequence (either backend's change log). */
 export interface AdmissionFeed {
@@ -17,7 +17,7 @@ export interface AdmissionFeed {
   close?(): void;
 }
 
-export type ViewState = 'current' | 'stale' | 'expired';
+type ViewState = 'current' | 'stale' | 'expired';
 
 export interface ViewStatus {
   state: ViewState;
@@ -29,7 +29,7 @@ export interface ViewStatus {
   reloads: number;
 }
 
-export interface AdmissionViewOptions {
+interface AdmissionViewOptions {
   /** How long the view keeps admitting while its feed fails (`--stale-admission`, seconds). */
   staleAdmissionSec: number;
   /** The poll that backs up the wake-ups; also bounds how late a missed wake-up is noticed. */

@@ -5,7 +5,7 @@ import path from 'node:path';
 import ipaddr from 'ipaddr.js';
 import { parseEgressPool } from './egress.js';
 
-export interface HostPort {
+interface HostPort {
   host: string;
   port: number;
 }
@@ -54,7 +54,7 @@ export function parseHostPort(s: string, what: string): HostPort {
   return { host: m[1]!, port };
 }
 
-export function parseCidrList(s: string | undefined, what: string): string[] {
+function parseCidrList(s: string | undefined, what: string): string[] {
   if (!s) return [];
   return s
     .split(',')
@@ -76,7 +76,7 @@ function intIn(s: string, what: string, min: number, max: number): number {
   return Number(s);
 }
 
-export interface RawServeOptions {
+interface RawServeOptions {
   dataDir?: string;
   databaseUrl?: string;
   apiListen: string;

@@ -33,7 +33,7 @@ export function sha256(s: string): Buffer {
   return createHash('sha256').update(s, 'utf8').digest();
 }
 
-export interface MintedToken extends ParsedToken {
+interface MintedToken extends ParsedToken {
   token: string;
   secretHash: Buffer;
 }

@@ -25,7 +25,7 @@ import { WhitelistService } from './whitelist-service.js';
 
 export const TUNNEL_DRAIN_MS = 10_000;
 /** How long start-up waits for a configured dependency (Redis) before it serves degraded. */
-export const DEPENDENCY_WAIT_MS = 3_000;
+const DEPENDENCY_WAIT_MS = 3_000;
 
 /** What run.ts serves: this process, or a cluster primary's workers. */
 export interface Serving {
@@ -45,7 +45,7 @@ export function openStore(cfg: ServeConfig): Promise<Store> {
 }
 
 /** Which window store the API limits use: Redis when given, else the database when several processes serve (always on PostgreSQL), else memory. */
-export function windowStoreFor(cfg: ServeConfig, store: Store, log: DaemonLog): WindowStore {
+function windowStoreFor(cfg: ServeConfig, store: Store, log: DaemonLog): WindowStore {
   if (cfg.redisUrl) {
     return new RedisWindowStore(cfg.redisUrl, {
       onStateChange: (up, detail) =>
@@ -58,7 +58,7 @@ export function windowStoreFor(cfg: ServeConfig, store: Store, log: DaemonLog): 
   return new MemoryWindowStore();
 }
 
-export class IntegrityError extends Error {
+class IntegrityError extends Error {
   override name = 'IntegrityError';
 }
 

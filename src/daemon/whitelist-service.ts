@@ -5,7 +5,7 @@ import { isoSeconds, type BatchResult, type FailedItem, type ListData, type List
 import { isMainlandChina, type CountryLookup } from './geo.js';
 import { StoreUnavailableError, type Store, type WhitelistEntry } from './store/index.js';
 
-export interface ServiceLog {
+interface ServiceLog {
   error(obj: object, msg?: string): void;
 }
 
@@ -19,7 +19,7 @@ export function toApiItem(e: WhitelistEntry): WhitelistItem {
   };
 }
 
-export interface BatchOutcome {
+interface BatchOutcome {
   code: number;
   message: string;
   data: BatchResult;

@@ -13,7 +13,7 @@ import { CliError, UsageError, scrubSecrets } from '../errors.js';
 import { Exit, type ExitCode } from '../exit-codes.js';
 import { VERSION } from '../../contract/version.js';
 
-export interface CheckCommandOptions {
+interface CheckCommandOptions {
   ctx: Context;
   proxy: string;
   /** Default: config `check.target`, else DEFAULT_TARGET. */

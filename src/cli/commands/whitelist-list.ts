@@ -8,7 +8,7 @@ import { renderTsv } from '../output.js';
 import { RollingWindowPacer, type Clock } from '../pacer.js';
 import { apiFailure, openSession } from './shared.js';
 
-export interface ListOptions {
+interface ListOptions {
   ctx: Context;
   status?: 'all' | 'active' | 'disabled';
   ip?: string;
@@ -19,7 +19,7 @@ export interface ListOptions {
   retry?: number;
 }
 
-export const ALL_PAGE_SIZE = MAX_PAGE_SIZE;
+const ALL_PAGE_SIZE = MAX_PAGE_SIZE;
 
 export async function runList(opts: ListOptions, deps: Deps): Promise<ExitCode> {
   const { ctx } = opts;

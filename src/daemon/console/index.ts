@@ -21,7 +21,7 @@ import { loadSessionSecret, RevealSealer, SESSION_COOKIE, SESSION_IDLE_MS, SESSI
 export const CSP =
   "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; frame-ancestors 'none'; form-action 'self'; base-uri 'none'";
 
-export interface ConsoleOptions {
+interface ConsoleOptions {
   loginLimits?: LoginLimits;
   /** Cookie-signing secret; by default one per data dir in `console-session.key` (mode 0600), or one per fleet in PostgreSQL. */
   sessionSecret?: string;

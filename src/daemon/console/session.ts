@@ -6,7 +6,7 @@ import type { Session } from 'fastify';
 import { randomKey } from '../secrets.js';
 import type { ConsoleSessionStore } from '../store/index.js';
 
-export type FlashKind = 'success' | 'error' | 'info' | 'warn';
+type FlashKind = 'success' | 'error' | 'info' | 'warn';
 
 export interface Flash {
   kind: FlashKind;
@@ -37,7 +37,7 @@ export const SESSION_COOKIE = 'proxyd_console';
 export const SESSION_IDLE_MS = 2 * 60 * 60 * 1000;
 /** Absolute lifetime of a login. */
 export const SESSION_MAX_MS = 12 * 60 * 60 * 1000;
-export const SECRET_FILE = 'console-session.key';
+const SECRET_FILE = 'console-session.key';
 
 /**
  * The cookie-signing secret, one per data dir, in a file (mode 0600) next to the database so every

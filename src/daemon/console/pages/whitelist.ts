@@ -10,7 +10,7 @@ export interface WhitelistFilter {
   page: number;
 }
 
-export interface WhitelistView {
+interface WhitelistView {
   csrf: string;
   email: string;
   verified: boolean;

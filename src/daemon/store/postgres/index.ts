@@ -3,7 +3,7 @@
 // must change together. Unreachable → StoreUnavailableError; a lost race → `busy`.
 import type {
   Account, AccountStatus, AccountStore, Admission, ApiToken, ApiTokenWithAccount, ClaimOutcome, ConsoleSessionStore,
-  Inconsistencies, ListFilter, ProxyUser, ProxyUserAuth, ProxyUserStore, RateHitStore, ReleaseOutcome, Repairs,
+  Inconsistencies, ListFilter, ProxyUser, ProxyUserStore, RateHitStore, ReleaseOutcome, Repairs,
   SessionRecord, Store, TokenStore, TrafficDelta, TrafficStore, WhitelistEntry, WhitelistStore, WindowDecision,
 } from '../types.js';
 import { DEFAULT_RELEASE_GRACE_SEC } from '../types.js';
@@ -175,14 +175,6 @@ class PgWhitelistStore extends PgFamily implements WhitelistStore {
     return { items: rows.map(({ total: _, ...e }) => e), total: rows[0]?.total ?? 0 };
   }
 
-  async findLive(accountId: number, ip: string): Promise<WhitelistEntry | null> {
-    const [e] = await guard(
-      () => this.sql<WhitelistEntry[]>`
-        SELECT id, account_id, ip, remark, status, created_at FROM whitelist_entries WHERE account_id = ${accountId} AND ip = ${ip} AND deleted_at IS NULL`,
-    );
-    return e ?? null;
-  }
-
   async setStatus(accountId: number, ip: string, status: 1 | 2): Promise<WhitelistEntry | null> {
     const [e] = await guard(
       () => this.sql<WhitelistEntry[]>`
@@ -247,15 +239,6 @@ class PgWhitelistStore extends PgFamily implements WhitelistStore {
 }
 
 class PgProxyUserStore extends PgFamily implements ProxyUserStore {
-  async forAuth(username: string): Promise<ProxyUserAuth | null> {
-    const [r] = await guard(
-      () => this.sql<ProxyUserAuth[]>`
-        SELECT p.account_id, p.password_hash, p.status, a.status AS account_status
-          FROM proxy_users p JOIN accounts a ON a.id = p.account_id WHERE p.username = ${username}`,
-    );
-    return r ?? null;
-  }
-
   async create(accountId: number, username: string, passwordHash: string): Promise<ProxyUser | 'exists'> {
     const now = this.nowSec();
     const [u] = await guard(
@@ -379,15 +362,9 @@ class PgTrafficStore extends PgFamily implements TrafficStore {
     );
     return r === 'busy' ? r : 'ok';
   }
-
-  async get(accountId: number): Promise<TrafficDelta> {
-    const [r] = await guard(() => this.sql<{ bytes_up: number; bytes_down: number; connections: number }[]>`
-      SELECT bytes_up, bytes_down, connections FROM traffic WHERE account_id = ${accountId}`);
-    return { bytesUp: r?.bytes_up ?? 0, bytesDown: r?.bytes_down ?? 0, connections: r?.connections ?? 0 };
-  }
 }
 
-export interface PostgresStoreOptions {
+interface PostgresStoreOptions {
   nowMs?: () => number;
   releaseGraceSec?: number;
   migrate?: boolean;

@@ -13,7 +13,7 @@ import { SqliteTokenStore } from './tokens.js';
 import { SqliteTrafficStore } from './traffic.js';
 import { SqliteWhitelistStore } from './whitelist.js';
 
-export interface SqliteStoreOptions {
+interface SqliteStoreOptions {
   nowMs?: () => number;
   releaseGraceSec?: number;
 }
