@@ -12,7 +12,7 @@ import type { ApiContext } from './api/context.js';
 import { formatHostPort, type ServeConfig } from './config.js';
 import { checkBindable, stickySessionsFor } from './egress.js';
 import { parseProxyUsername } from '../contract/proxy-username.js';
-import { openCountryLookup } from './geo.js';
+import { openCountryLookup, type CountryLookup } from './geo.js';
 import type { DaemonLog } from './log.js';
 import { Metrics } from './metrics.js';
 import { ApiLimits, parseLimitOverrides } from './ratelimit/api-limits.js';
@@ -21,7 +21,7 @@ import { RedisWindowStore } from './ratelimit/redis-store.js';
 import { DatabaseWindowStore } from './ratelimit/database-store.js';
 import { openStore as openBackend, type Store } from './store/index.js';
 import { TrafficAccumulator } from './traffic.js';
-import { WhitelistService } from './whitelist-service.js';
+import { WhitelistService, type ServiceLog } from './whitelist-service.js';
 
 export const TUNNEL_DRAIN_MS = 10_000;
 /** How long start-up waits for a configured dependency (Redis) before it serves degraded. */
@@ -105,22 +105,37 @@ export function parseGatewayLimitOverrides(s: string | undefined): Partial<Gatew
   return out;
 }
 
-/** The API (+ console) listening, once the rate-limit store is connected or has been waited for. */
-async function listenApi(cfg: ServeConfig, log: DaemonLog, store: Store, limits: ApiLimits, metrics: Metrics, view: AdmissionView): Promise<FastifyInstance> {
-  const [geo] = await Promise.all([openCountryLookup(cfg.geoipDb), limits.ready(DEPENDENCY_WAIT_MS)]);
-  const ctx: ApiContext = {
+/** What the API and console are built from; the in-process tests build theirs here too (their own clock, no view). */
+export function apiContext(p: {
+  store: Store;
+  geo: CountryLookup;
+  limits: ApiLimits;
+  metrics: Metrics;
+  log: ServiceLog;
+  nowMs?: () => number;
+  view?: Pick<AdmissionView, 'status'>;
+}): ApiContext {
+  const { store, limits, view } = p;
+  return {
     store,
-    whitelist: new WhitelistService(store, geo, { error: (o, m) => log.error(o, m) }),
+    whitelist: new WhitelistService(store, p.geo, p.log),
     limits,
-    metrics,
-    nowMs: Date.now,
+    metrics: p.metrics,
+    nowMs: p.nowMs ?? Date.now,
     health: async () => {
       const down: string[] = [];
       if (!(await store.ping())) down.push('database');
       if (!(await limits.healthy())) down.push(limits.storeKind === 'redis' ? 'redis' : 'rate_limit_store');
-      return withViewHealth({ ok: down.length === 0, down }, view.status().state);
+      const report = { ok: down.length === 0, down };
+      return view ? withViewHealth(report, view.status().state) : report;
     },
   };
+}
+
+/** The API (+ console) listening, once the rate-limit store is connected or has been waited for. */
+async function listenApi(cfg: ServeConfig, log: DaemonLog, store: Store, limits: ApiLimits, metrics: Metrics, view: AdmissionView): Promise<FastifyInstance> {
+  const [geo] = await Promise.all([openCountryLookup(cfg.geoipDb), limits.ready(DEPENDENCY_WAIT_MS)]);
+  const ctx = apiContext({ store, geo, limits, metrics, log: { error: (o, m) => log.error(o, m) }, view });
   const app = await buildApp(ctx, { trustProxy: cfg.trustProxy, logger: log, plugins: [(a: FastifyInstance) => consolePlugin(a, ctx)] });
   try {
     await app.listen({ host: cfg.apiListen.host, port: cfg.apiListen.port });

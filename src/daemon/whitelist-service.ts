@@ -5,7 +5,7 @@ import { isoSeconds, type BatchResult, type FailedItem, type ListData, type List
 import { isMainlandChina, type CountryLookup } from './geo.js';
 import { StoreUnavailableError, type Store, type WhitelistEntry } from './store/index.js';
 
-interface ServiceLog {
+export interface ServiceLog {
   error(obj: object, msg?: string): void;
 }
 

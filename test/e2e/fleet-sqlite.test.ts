@@ -4,16 +4,12 @@
 // generous bound is asserted, the figures that matter come from bench/fleet.mjs.
 import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { admin, makeAccount, startDaemon, tempDir, type Daemon } from '../helpers/daemon.js';
-import { ADD, api, DEL } from '../ops/helpers.js';
+import { admin, makeAccount, startDaemon, tempDir, type Daemon, ADD, DEL } from '../helpers/daemon.js';
+import { api } from '../ops/helpers.js';
+import { addrOf, tcpEcho } from '../helpers/net.js';
 
 const LIMITS = ['--rate-limits', 'list=10000,add=10000,delete=10000,invalid=10000'];
 const GW = ['--allow-private-targets', '--proxy-protocol-from', '127.0.0.1/32', ...LIMITS];
-
-function tcpEcho(): Promise<net.Server> {
-  const server = net.createServer((s) => s.pipe(s));
-  return new Promise((r) => server.listen(0, '127.0.0.1', () => r(server)));
-}
 
 /** One CONNECT through the gateway, as `source` (PROXY v1 header) or with credentials: the reply's status code. */
 function probe(gateway: string, target: string, as: { source: string } | { user: string; password: string }): Promise<number> {
@@ -66,7 +62,7 @@ describe('two daemons on one shared data dir', () => {
 
   beforeAll(async () => {
     echo = await tcpEcho();
-    target = `127.0.0.1:${(echo.address() as net.AddressInfo).port}`;
+    target = addrOf(echo);
     const dir = tempDir();
     a = await startDaemon({ dataDir: dir, args: ['--shared-data-dir', ...GW] });
     b = await startDaemon({ dataDir: dir, args: ['--shared-data-dir', ...GW] });
@@ -115,7 +111,7 @@ describe('proxyd admin against a running daemon', () => {
 
   beforeAll(async () => {
     echo = await tcpEcho();
-    target = `127.0.0.1:${(echo.address() as net.AddressInfo).port}`;
+    target = addrOf(echo);
     d = await startDaemon({ args: GW });
   });
   afterAll(async () => {
@@ -152,7 +148,7 @@ describe('proxyd admin against a running daemon', () => {
 describe('--workers 2: each worker holds its own view', () => {
   it('a change reaches every worker (connections are spread round robin)', async () => {
     const echo = await tcpEcho();
-    const target = `127.0.0.1:${(echo.address() as net.AddressInfo).port}`;
+    const target = addrOf(echo);
     const d = await startDaemon({ args: ['--workers', '2', ...GW] });
     try {
       const { token } = await makeAccount(d.dataDir, 'workers@example.com');

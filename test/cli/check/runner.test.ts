@@ -8,7 +8,8 @@ import { runCheck } from '../../../src/cli/commands/check.js';
 import type { CheckOptions as RunOptions } from '../../../src/cli/check/types.js';
 import { harness } from '../helpers/fakes.js';
 import type { CheckOptions, LookupFn } from '../../../src/cli/check/types.js';
-import { closedPort, httpEcho, httpProxyPeer, httpsEcho, makeCerts, silentServer, socksPeer, type Certs, type Closable } from './peers.js';
+import { makeCerts, type Certs } from '../../helpers/tls.js';
+import { closedPort, httpEcho, httpProxyPeer, httpsEcho, silentServer, socksPeer, type Closable } from './peers.js';
 
 const PASS = 's3cret-Pa55';
 let certs: Certs;
