@@ -1,4 +1,4 @@
-// The whitelist API client (SPEC 3) on Node's own http/https (no HTTP library to load: start-up is
+// The whitelist API client (docs/api.md) on Node's own http/https (no HTTP library to load: start-up is
 // most of a command's time): envelopes decoded with the contract's zod schemas, the token only in
 // the `api_key` query parameter, and never in an error message.
 import http from 'node:http';

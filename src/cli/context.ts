@@ -1,4 +1,4 @@
-// Global options (SPEC 5): base URL, --json, --no-color/NO_COLOR, --quiet; shared with `proxyctl check`.
+// Global options (docs/cli.md Global options): base URL, --json, --no-color/NO_COLOR, --quiet; shared with `proxyctl check`.
 import { configDir, readConfig, type CliConfig } from './config-store.js';
 import { UsageError } from './errors.js';
 

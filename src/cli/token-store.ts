@@ -1,4 +1,4 @@
-// Where the API token lives (SPEC 5): env PROXYCTL_API_KEY, then the OS keychain (service `proxyctl`,
+// Where the API token lives (docs/cli.md Where the token comes from): env PROXYCTL_API_KEY, then the OS keychain (service `proxyctl`,
 // account = base URL), then a 0600 file in the config dir used only when no keychain answers.
 import { chmod, mkdir, readFile, rename, stat, unlink, writeFile } from 'node:fs/promises';
 import path from 'node:path';

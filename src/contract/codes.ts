@@ -1,4 +1,4 @@
-// Business codes of SPEC 3.3: the one place errors get their code, HTTP status and wording.
+// Business codes (docs/api.md Codes): the one place errors get their code, HTTP status and wording.
 import { MAX_BATCH_ITEMS } from './paths.js';
 
 export const Code = {

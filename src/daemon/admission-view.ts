@@ -1,4 +1,4 @@
-// The admission view (SPEC 8): what admits, in memory — proxy users with their password hashes, the IPs
+// The admission view (docs/operations.md Fleet): what admits, in memory — proxy users with their password hashes, the IPs
 // held by a live entry, and each account's status — loaded once and kept current from the change log.
 // The gateway's admission reads only this, so a connection never waits for the database.
 import type { HealthReport } from './api/context.js';

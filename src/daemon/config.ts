@@ -1,4 +1,4 @@
-// `proxyd serve` configuration: flags with env fallbacks (SPEC 2), validated into one typed object.
+// `proxyd serve` configuration: flags with env fallbacks (docs/operations.md Flags and environment), validated into one typed object.
 import { isIP } from 'node:net';
 import { homedir } from 'node:os';
 import path from 'node:path';
@@ -27,7 +27,7 @@ export interface ServeConfig {
   sharedDataDir: boolean;
   trustProxy: string[];
   releaseGraceSec: number;
-  /** How long the gateway admits from its last admission view while the change feed fails (SPEC 8). */
+  /** How long the gateway admits from its last admission view while the change feed fails (docs/operations.md Fleet). */
   staleAdmissionSec: number;
   proxyProtocolFrom: string[];
   geoipDb: string | undefined;

@@ -170,7 +170,7 @@ describe('a failure at each stage stops there', () => {
 });
 
 describe('the proxyctl binary', () => {
-  it('--json: the SPEC document and exit 0', async () => {
+  it('--json: the document of docs/support.md and exit 0', async () => {
     const r = await run(PROXYCTL, ['--json', 'check', '--proxy', http_(open), '--target', `${strict.api}/ip`]);
     expect(r.stderr).toBe('');
     expect(r.code).toBe(0);

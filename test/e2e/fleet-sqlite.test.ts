@@ -1,4 +1,4 @@
-// The admission view inside spawned daemons on SQLite (SPEC 8): a change made by another process — the
+// The admission view inside spawned daemons on SQLite (docs/operations.md Fleet): a change made by another process — the
 // other daemon on a shared data dir, `proxyd admin` — admits or refuses on a running gateway within 1 s;
 // each worker of --workers 2 follows it too. Propagation is measured (p50/p99 in a log line); only a
 // generous bound is asserted, the figures that matter come from bench/fleet.mjs.

@@ -1,4 +1,4 @@
-// api_key authentication (SPEC 3.2) and the limits that guard it (SPEC 3.7), run before the body is read.
+// api_key authentication and the limits that guard it (docs/api.md Authentication, Limits), run before the body is read.
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { Code } from '../../contract/codes.js';
 import { API_KEY_PARAM, type ApiRoute } from '../../contract/paths.js';

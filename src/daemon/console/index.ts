@@ -1,4 +1,4 @@
-// The web console under /console/ (SPEC 7): server-rendered pages, server-side sessions in the store,
+// The web console under /console/ (docs/console.md): server-rendered pages, server-side sessions in the store,
 // CSRF tokens on every form, rate-limited log-in. Everything lives in one encapsulated scope so none
 // of its hooks, parsers or handlers touch the whitelist API.
 import fastifyCookie from '@fastify/cookie';

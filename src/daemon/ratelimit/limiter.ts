@@ -1,4 +1,4 @@
-// Sliding-window-log rate limiting (SPEC 3.7): "N per rolling 60 s" holds over every 60 s interval,
+// Sliding-window-log rate limiting (docs/api.md Limits): "N per rolling 60 s" holds over every 60 s interval,
 // so there is no double burst at a window edge. Stores: memory (one process), the database (workers; a PostgreSQL fleet), Redis (hosts).
 import type { WindowDecision } from '../store/types.js';
 

@@ -362,7 +362,7 @@ describe('runCheck output (the command)', () => {
     return f;
   };
 
-  it('--json: the SPEC 6 document, exit 6 on failure, no password anywhere', async () => {
+  it('--json: the document of docs/support.md, exit 6 on failure, no password anywhere', async () => {
     const proxy = keep(await httpProxyPeer({ kind: 'tunnel', user: 'alice', pass: 'other' }));
     const r = command(opts({ proxy: `http://alice:${PASS}@127.0.0.1:${proxy.port}`, target: `https://127.0.0.1:${https.port}/` }), { json: true });
     expect(await r.code).toBe(6);
