@@ -1,7 +1,6 @@
 // The admission view (docs/operations.md Fleet): what admits, in memory — proxy users with their password hashes, the IPs
 // held by a live entry, and each account's status — loaded once and kept current from the change log.
 // The gateway's admission reads only this, so a connection never waits for the database.
-import type { HealthReport } from './api/context.js';
 import type { AdmissionChangeRows, AdmissionIpRow, AdmissionSnapshotRows, AdmissionUserRow, ProxyUserAuth } from './store/index.js';
 
 /** A proxy user as admission needs it; `account_status` is 'active' or why not ('inactive', 'unknown'). */
@@ -52,16 +51,6 @@ interface UserEntry {
   accountId: number;
   hash: string;
   active: boolean;
-}
-
-/**
- * What /healthz says about the view. Its feed is a database read, so a failing feed names `database` as
- * down (for this node); `degraded` while the gateway still admits from its last view, `down` once it refuses.
- */
-export function withViewHealth(report: HealthReport, state: ViewState): HealthReport {
-  if (state === 'current') return report;
-  const down = report.down.includes('database') ? report.down : [...report.down, 'database'];
-  return { ok: false, down, status: state === 'stale' ? 'degraded' : 'down' };
 }
 
 const userEntry = (r: AdmissionUserRow): UserEntry => ({ accountId: r.account_id, hash: r.password_hash, active: r.status === 'active' });

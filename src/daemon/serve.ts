@@ -5,13 +5,14 @@ import { DEFAULT_LIMITS as GATEWAY_DEFAULT_LIMITS, startGateway } from '../gatew
 import type { Gateway, GatewayLimits } from '../gateway/types.js';
 import { ViewAdmission } from './admission.js';
 import { StoreAdmissionFeed } from './admission-feed.js';
-import { AdmissionView, withViewHealth } from './admission-view.js';
+import { AdmissionView } from './admission-view.js';
 import { buildApp } from './api/app.js';
 import { consolePlugin } from './console/index.js';
 import type { ApiContext } from './api/context.js';
 import { formatHostPort, type ServeConfig } from './config.js';
 import { checkBindable, stickySessionsFor } from './egress.js';
 import { parseProxyUsername } from '../contract/proxy-username.js';
+import { withViewHealth } from './health.js';
 import { openCountryLookup, type CountryLookup } from './geo.js';
 import type { DaemonLog } from './log.js';
 import { Metrics } from './metrics.js';
