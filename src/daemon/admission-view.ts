@@ -18,6 +18,9 @@ export interface AdmissionFeed {
 
 type ViewState = 'current' | 'stale' | 'expired';
 
+/** `--stale-admission` unless given: seconds the view keeps admitting while its feed fails. */
+export const DEFAULT_STALE_ADMISSION_SEC = 300;
+
 export interface ViewStatus {
   state: ViewState;
   /** Time since the view last heard from its feed (ms). */

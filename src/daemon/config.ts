@@ -3,6 +3,7 @@ import { isIP } from 'node:net';
 import { homedir } from 'node:os';
 import path from 'node:path';
 import ipaddr from 'ipaddr.js';
+import { DEFAULT_STALE_ADMISSION_SEC } from './admission-view.js';
 import { parseEgressPool } from './egress.js';
 
 interface HostPort {
@@ -129,7 +130,7 @@ export function toServeConfig(o: RawServeOptions, env: NodeJS.ProcessEnv = proce
     sharedDataDir: flagOrEnv(o.sharedDataDir, env, 'PROXYD_SHARED_DATA_DIR'),
     trustProxy: parseCidrList(o.trustProxy, '--trust-proxy'),
     releaseGraceSec: intIn(o.releaseGrace, '--release-grace', 0, 365 * 24 * 3600),
-    staleAdmissionSec: intIn(o.staleAdmission ?? '300', '--stale-admission', 0, 7 * 24 * 3600),
+    staleAdmissionSec: intIn(o.staleAdmission ?? String(DEFAULT_STALE_ADMISSION_SEC), '--stale-admission', 0, 7 * 24 * 3600),
     proxyProtocolFrom: parseCidrList(o.proxyProtocolFrom, '--proxy-protocol-from'),
     geoipDb: o.geoipDb || undefined,
     rateLimits: o.rateLimits || undefined,

@@ -1,6 +1,7 @@
 // `proxyd` entry: commander parses; serve and admin modules load only when their command runs.
 import { Command, CommanderError, Option } from 'commander';
 import { VERSION } from '../contract/version.js';
+import { DEFAULT_STALE_ADMISSION_SEC } from './admission-view.js';
 import { DEFAULT_RELEASE_GRACE_SEC } from './store/types.js';
 
 function fail(message: string, code = 1): void {
@@ -74,7 +75,7 @@ export function buildProgram(): Command {
     .addOption(new Option('--release-grace <seconds>', 'how long IPs of a closed account stay "being released"').env('PROXYD_RELEASE_GRACE').default(String(DEFAULT_RELEASE_GRACE_SEC)))
     .addOption(new Option('--proxy-protocol-from <cidrs>', 'peers allowed to send a PROXY protocol v1/v2 header').env('PROXYD_PROXY_PROTOCOL_FROM'))
     .addOption(new Option('--geoip-db <file>', 'MMDB country database (default: bundled DB-IP Lite)').env('PROXYD_GEOIP_DB'))
-    .addOption(new Option('--stale-admission <seconds>', 'how long the gateway admits from its last view while the database is unreachable').env('PROXYD_STALE_ADMISSION').default('300'))
+    .addOption(new Option('--stale-admission <seconds>', 'how long the gateway admits from its last view while the database is unreachable').env('PROXYD_STALE_ADMISSION').default(String(DEFAULT_STALE_ADMISSION_SEC)))
     .addOption(new Option('--rate-limits <spec>', 'override API limits, e.g. list=60,add=10,delete=10,invalid=20').env('PROXYD_RATE_LIMITS').hideHelp())
     .addOption(new Option('--log-level <level>', 'log level').env('PROXYD_LOG_LEVEL').default('info').choices(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']))
     .action(async (opts) => {

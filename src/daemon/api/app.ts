@@ -109,7 +109,7 @@ export async function buildApp(ctx: ApiContext, opts: AppOptions): Promise<Fasti
     if (err instanceof LimiterUnavailableError) return sendEnvelope(request, reply, Code.LIMITER_UNAVAILABLE);
     if (err instanceof StoreUnavailableError) return sendEnvelope(request, reply, Code.LIMITER_UNAVAILABLE, null, 'service unavailable: database unreachable');
     if (err.code === 'FST_ERR_CTP_BODY_TOO_LARGE') {
-      return sendEnvelope(request, reply, Code.INVALID_PARAMS, null, 'invalid parameters: body larger than 256 KiB');
+      return sendEnvelope(request, reply, Code.INVALID_PARAMS, null, `invalid parameters: body larger than ${MAX_BODY_BYTES / 1024} KiB`);
     }
     if (err.code?.startsWith('FST_ERR_CTP_') || err.validation || (err.statusCode && err.statusCode >= 400 && err.statusCode < 500)) {
       return sendEnvelope(request, reply, Code.INVALID_PARAMS, null, 'invalid parameters: malformed request');

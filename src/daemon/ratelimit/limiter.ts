@@ -1,5 +1,6 @@
 // Sliding-window-log rate limiting (docs/api.md Limits): "N per rolling 60 s" holds over every 60 s interval,
 // so there is no double burst at a window edge. Stores: memory (one process), the database (workers; a PostgreSQL fleet), Redis (hosts).
+import { RATE_WINDOW_MS } from '../../contract/paths.js';
 import type { WindowDecision } from '../store/types.js';
 
 export interface WindowStore {
@@ -34,7 +35,7 @@ export class MemoryWindowStore implements WindowStore {
   private readonly hits = new Map<string, number[]>();
   private readonly sweeper: NodeJS.Timeout;
 
-  constructor(private readonly maxWindowMs = 60_000) {
+  constructor(private readonly maxWindowMs = RATE_WINDOW_MS) {
     this.sweeper = setInterval(() => this.sweep(Date.now()), 30_000);
     this.sweeper.unref();
   }
