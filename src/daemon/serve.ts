@@ -46,7 +46,11 @@ export function openStore(cfg: ServeConfig): Promise<Store> {
 }
 
 /** Which window store the API limits use: Redis when given, else the database when several processes serve (always on PostgreSQL), else memory. */
-function windowStoreFor(cfg: ServeConfig, store: Store, log: DaemonLog): WindowStore {
+export function windowStoreFor(
+  cfg: Pick<ServeConfig, 'redisUrl' | 'databaseUrl' | 'workers' | 'sharedDataDir'>,
+  store: Store,
+  log: Pick<DaemonLog, 'info' | 'warn'>,
+): WindowStore {
   if (cfg.redisUrl) {
     return new RedisWindowStore(cfg.redisUrl, {
       onStateChange: (up, detail) =>

@@ -5,10 +5,10 @@ import type { ApiContext } from '../../src/daemon/api/context.js';
 import { openCountryLookup } from '../../src/daemon/geo.js';
 import { Metrics } from '../../src/daemon/metrics.js';
 import { ApiLimits, DEFAULT_LIMITS, type LimitSettings } from '../../src/daemon/ratelimit/api-limits.js';
-import { DatabaseWindowStore } from '../../src/daemon/ratelimit/database-store.js';
-import { MemoryWindowStore, type WindowStore } from '../../src/daemon/ratelimit/limiter.js';
+import type { WindowStore } from '../../src/daemon/ratelimit/limiter.js';
+import type { DaemonLog } from '../../src/daemon/log.js';
 import { hashPassword, mintToken } from '../../src/daemon/secrets.js';
-import { apiContext } from '../../src/daemon/serve.js';
+import { apiContext, windowStoreFor } from '../../src/daemon/serve.js';
 import { openStore, type Store } from '../../src/daemon/store/index.js';
 import { tempDir } from './daemon.js';
 import { emptyDatabase, type BackendName } from './postgres.js';
@@ -30,8 +30,9 @@ export async function makeTestApp(
   const databaseUrl = opts.backend === 'postgres' ? await emptyDatabase() : undefined;
   const store = await openStore({ dataDir: tempDir(), databaseUrl, nowMs, releaseGraceSec: opts.releaseGraceSec });
   const geo = await openCountryLookup();
-  // On PostgreSQL the limits live in the database (the fleet's way), so the same tests cover its window log.
-  const windowStore = opts.windowStore ?? (store.backend === 'postgres' ? new DatabaseWindowStore(store.sharedRateHits(), 'postgres') : new MemoryWindowStore());
+  // Chosen as serve chooses: on PostgreSQL the limits live in the database, so the same tests cover its window log.
+  const quiet: Pick<DaemonLog, 'info' | 'warn'> = { info: () => {}, warn: () => {} };
+  const windowStore = opts.windowStore ?? windowStoreFor({ redisUrl: undefined, databaseUrl, workers: 1, sharedDataDir: false }, store, quiet);
   const limits = new ApiLimits(windowStore, { ...DEFAULT_LIMITS, ...opts.limits }, nowMs);
   const metrics = new Metrics({ defaultMetrics: false });
   const ctx = apiContext({ store, geo, limits, metrics, log: { error: () => {} }, nowMs });
