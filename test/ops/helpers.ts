@@ -2,19 +2,8 @@
 import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
 import net from 'node:net';
 import { recordBody, type Daemon } from '../helpers/daemon.js';
+import { freePort } from '../helpers/net.js';
 import { sleep } from '../helpers/wait.js';
-
-
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = net.createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const port = (s.address() as net.AddressInfo).port;
-      s.close(() => resolve(port));
-    });
-  });
-}
 
 function ping(port: number): Promise<boolean> {
   return new Promise((resolve) => {

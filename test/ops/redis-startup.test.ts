@@ -6,7 +6,8 @@ import { ApiLimits, DEFAULT_LIMITS } from '../../src/daemon/ratelimit/api-limits
 import { RedisWindowStore } from '../../src/daemon/ratelimit/redis-store.js';
 import { makeAccount, PROXYD, run, startDaemon, tempDir, type Daemon, LIST } from '../helpers/daemon.js';
 import { waitFor } from '../helpers/wait.js';
-import { api, freePort, startRedis, type RedisServer } from './helpers.js';
+import { freePort } from '../helpers/net.js';
+import { api, startRedis, type RedisServer } from './helpers.js';
 
 const events = (d: Daemon) => d.logs.map((l) => JSON.parse(l) as { event?: string; level: number });
 

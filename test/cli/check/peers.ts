@@ -82,12 +82,7 @@ export async function silentServer(): Promise<Closable> {
 }
 
 /** A port that was free a moment ago (nothing listens). */
-export async function closedPort(): Promise<number> {
-  const s = await listen(createNetServer());
-  const port = s.port;
-  await new Promise<void>((r) => s.close(() => r()));
-  return port;
-}
+export { freePort as closedPort } from '../../helpers/net.js';
 
 export type HttpProxyScript =
   | { kind: 'tunnel'; user?: string; pass?: string; realm?: string; allowNoCreds?: boolean; egress?: string }
