@@ -1,4 +1,4 @@
-// The whitelist API client (SPEC 3) on Node's own http/https (no HTTP library to load: start-up is
+// The whitelist API client (docs/api.md) on Node's own http/https (no HTTP library to load: start-up is
 // most of a command's time): envelopes decoded with the contract's zod schemas, the token only in
 // the `api_key` query parameter, and never in an error message.
 import http from 'node:http';
@@ -15,7 +15,7 @@ import {
 } from '../contract/index.js';
 import { scrubSecrets } from './errors.js';
 
-export type ApiErrorKind = 'http' | 'network' | 'timeout' | 'bad_response';
+type ApiErrorKind = 'http' | 'network' | 'timeout' | 'bad_response';
 
 /** A failed API call: business code and request id when the server answered; never carries the token. */
 export class ApiError extends Error {
@@ -58,7 +58,7 @@ export interface ListParams {
   ip?: string;
 }
 
-export interface AddItem {
+interface AddItem {
   ip: string;
   remark?: string;
 }
@@ -71,7 +71,7 @@ export interface WhitelistApi {
   close(): Promise<void>;
 }
 
-export interface ApiClientOptions {
+interface ApiClientOptions {
   baseUrl: string;
   token: string;
   /** Per request: connect, headers and body each. */

@@ -1,4 +1,4 @@
-// The batch engine of `whitelist add|delete` (SPEC 5, "failed-items-only retry"):
+// The batch engine of `whitelist add|delete` (docs/cli.md Whitelist, retry rules):
 // batches of 100, paced to the per-token limit; after a 10431 only failed items with a retryable
 // code are resent, alone; 429 replays the same batch after Retry-After; 500/503/network errors
 // replay the same batch up to --retry times; a 10425 (add) / 10426 (delete) on a resent item is
@@ -33,7 +33,7 @@ export interface BatchProgress {
   waiting?: { reason: 'rate-limit' | 'retry-after' | 'backoff'; ms: number };
 }
 
-export interface BatchStop {
+interface BatchStop {
   exitCode: ExitCode;
   message: string;
 }
@@ -47,7 +47,7 @@ export interface BatchRunResult {
   requests: number;
 }
 
-export interface BatchEngineOptions {
+interface BatchEngineOptions {
   op: BatchOp;
   items: BatchItem[];
   api: Pick<WhitelistApi, 'add' | 'delete'>;

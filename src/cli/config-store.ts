@@ -7,7 +7,7 @@ import path from 'node:path';
 /** `check.target` belongs to `proxyctl check` (its default --target); stored as a flat key. */
 export const CONFIG_KEYS = ['base_url', 'output', 'check.target'] as const;
 export type ConfigKey = (typeof CONFIG_KEYS)[number];
-export type OutputFormat = 'table' | 'json';
+type OutputFormat = 'table' | 'json';
 
 export interface CliConfig {
   base_url?: string;
@@ -54,7 +54,7 @@ export function normalizeConfigKey(k: string): string {
   return k.replace(/-/g, '_');
 }
 
-export interface ConfigWriter {
+interface ConfigWriter {
   get(key: ConfigKey): string | undefined;
   set(key: ConfigKey, value: string): void;
   delete(key: ConfigKey): void;

@@ -1,8 +1,8 @@
-// Global options (SPEC 5): base URL, --json, --no-color/NO_COLOR, --quiet; shared with `proxyctl check`.
+// Global options (docs/cli.md Global options): base URL, --json, --no-color/NO_COLOR, --quiet; shared with `proxyctl check`.
 import { configDir, readConfig, type CliConfig } from './config-store.js';
 import { UsageError } from './errors.js';
 
-export const DEFAULT_BASE_URL = 'http://127.0.0.1:8080';
+const DEFAULT_BASE_URL = 'http://127.0.0.1:8080';
 
 export interface GlobalOptions {
   baseUrl?: string;
@@ -11,7 +11,7 @@ export interface GlobalOptions {
   quiet?: boolean;
 }
 
-export type BaseUrlSource = 'flag' | 'env' | 'config' | 'default';
+type BaseUrlSource = 'flag' | 'env' | 'config' | 'default';
 
 export interface Context {
   baseUrl: string;

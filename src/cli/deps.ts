@@ -7,7 +7,7 @@ import { createOutput, type Output } from './output.js';
 import type { Clock } from './pacer.js';
 import type { Progress } from './progress.js';
 import { TokenStore } from './token-store.js';
-import { VERSION } from './version.js';
+import { VERSION } from '../contract/version.js';
 
 export interface Deps {
   io: Io;

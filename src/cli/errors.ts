@@ -1,4 +1,4 @@
-// Errors of the CLI as values with their exit status (SPEC 5); main prints the message and exits.
+// Errors of the CLI as values with their exit status (docs/cli.md Exit codes, Errors and secrets); main prints the message and exits.
 import { Exit, type ExitCode } from './exit-codes.js';
 
 export class CliError extends Error {

@@ -1,4 +1,4 @@
-// proxyctl exit statuses (SPEC 5).
+// proxyctl exit statuses (docs/cli.md Exit codes).
 export const Exit = {
   OK: 0,
   ERROR: 1,

@@ -4,7 +4,7 @@ import type { BatchItem } from './batch.js';
 import { UsageError } from './errors.js';
 import { readAll } from './io.js';
 
-export interface ParsedEntry {
+interface ParsedEntry {
   ip: string;
   /** Present when the entry said `IP=REMARK`. */
   remark?: string;
@@ -38,7 +38,7 @@ export function parseLines(text: string): ParsedEntry[] {
   return out;
 }
 
-export interface CollectOptions {
+interface CollectOptions {
   args: string[];
   file?: string;
   /** Remark for entries that carry none (add only). */
@@ -49,7 +49,7 @@ export interface CollectOptions {
   readTextFile?: (path: string) => Promise<string>;
 }
 
-export interface Collected {
+interface Collected {
   items: BatchItem[];
   /** How many repeated IPs were folded into their first occurrence. */
   duplicates: number;

@@ -7,9 +7,10 @@ import type { Context } from './context.js';
 import type { Deps } from './deps.js';
 import { Exit, type ExitCode } from './exit-codes.js';
 import type { Io } from './io.js';
-import { VERSION } from './version.js';
+import { MAX_PAGE_SIZE } from '../contract/paths.js';
+import { VERSION } from '../contract/version.js';
 
-export interface MainOverrides {
+interface MainOverrides {
   io?: Io;
   env?: NodeJS.ProcessEnv;
   /** Replaces the real dependencies (tests). */
@@ -132,7 +133,7 @@ Examples:
     .addOption(new Option('--status <status>', 'filter by status').choices(['all', 'active', 'disabled']))
     .option('--ip <ip>', 'exact IP match', ipOption)
     .option('--page <n>', 'page number', int('--page', 1))
-    .option('--page-size <n>', 'entries per page (1-100)', int('--page-size', 1, 100))
+    .option('--page-size <n>', `entries per page (1-${MAX_PAGE_SIZE})`, int('--page-size', 1, MAX_PAGE_SIZE))
     .option('--all', 'walk every page')
     .action(async (opts: { status?: 'all' | 'active' | 'disabled'; ip?: string; page?: number; pageSize?: number; all?: boolean }, cmd: Command) =>
       run(cmd, async (ctx, deps) => {

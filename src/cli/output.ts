@@ -3,7 +3,7 @@ import Table from 'cli-table3';
 import type { Io } from './io.js';
 
 const ANSI = { bold: [1, 22], dim: [2, 22], red: [31, 39], green: [32, 39], yellow: [33, 39], cyan: [36, 39] } as const;
-export type Style = keyof typeof ANSI;
+type Style = keyof typeof ANSI;
 
 export interface Output {
   readonly color: boolean;
@@ -25,7 +25,7 @@ export interface Output {
   table(head: string[], rows: Array<Array<string | number>>): string;
 }
 
-export interface OutputOptions {
+interface OutputOptions {
   color: boolean;
   json: boolean;
   quiet: boolean;

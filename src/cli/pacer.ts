@@ -1,5 +1,5 @@
 // Client-side rolling-window pacing: the (limit+1)-th request waits until the oldest of the last
-// `limit` is `windowMs` old, so a long batch run stays under the server's per-token limit (SPEC 3.7).
+// `limit` is `windowMs` old, so a long batch run stays under the server's per-token limit (docs/api.md Limits).
 
 export interface Clock {
   now(): number;

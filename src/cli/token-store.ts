@@ -1,10 +1,10 @@
-// Where the API token lives (SPEC 5): env PROXYCTL_API_KEY, then the OS keychain (service `proxyctl`,
+// Where the API token lives (docs/cli.md Where the token comes from): env PROXYCTL_API_KEY, then the OS keychain (service `proxyctl`,
 // account = base URL), then a 0600 file in the config dir used only when no keychain answers.
 import { chmod, mkdir, readFile, rename, stat, unlink, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 
 export const KEYCHAIN_SERVICE = 'proxyctl';
-export const TOKEN_FILE_NAME = 'credentials.json';
+const TOKEN_FILE_NAME = 'credentials.json';
 
 export type TokenSource = 'env' | 'keychain' | 'file';
 
@@ -82,7 +82,7 @@ interface TokenFile {
   noticed?: string[];
 }
 
-export interface TokenStoreOptions {
+interface TokenStoreOptions {
   env: NodeJS.ProcessEnv;
   keychain: Keychain;
   /** Config dir that holds the fallback file. */
@@ -93,7 +93,7 @@ export interface TokenStoreOptions {
   quiet?: boolean;
 }
 
-export type SaveResult = { where: 'keychain' } | { where: 'file'; file: string; reason: string };
+type SaveResult = { where: 'keychain' } | { where: 'file'; file: string; reason: string };
 
 export class TokenStore {
   readonly #opts: TokenStoreOptions;

@@ -1,4 +1,5 @@
-// Business codes of SPEC 3.3: the one place errors get their code, HTTP status and wording.
+// Business codes (docs/api.md Codes): the one place errors get their code, HTTP status and wording.
+import { MAX_BATCH_ITEMS } from './paths.js';
 
 export const Code = {
   OK: 200,
@@ -22,10 +23,8 @@ export const Code = {
   REMARK_TOO_LONG: 10423,
 } as const;
 
-export type CodeValue = (typeof Code)[keyof typeof Code];
-
 /** Codes an item can fail with inside `failed_items`. */
-export const ITEM_CODES = [10420, 10421, 10422, 10423, 10425, 10426, 10427, 10500] as const;
+const ITEM_CODES = [10420, 10421, 10422, 10423, 10425, 10426, 10427, 10500] as const;
 export type ItemCode = (typeof ITEM_CODES)[number];
 
 /** Item codes worth resending alone. */
@@ -60,7 +59,7 @@ export const HTTP_STATUS: Record<number, number> = {
 export const TOP_MESSAGE: Record<number, string> = {
   200: 'success',
   10400: 'invalid parameters',
-  10413: 'too many items (at most 100)',
+  10413: `too many items (at most ${MAX_BATCH_ITEMS})`,
   10401: 'invalid api key',
   10403: 'account is not real-name verified',
   10404: 'not found',

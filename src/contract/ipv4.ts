@@ -16,7 +16,7 @@ export function isStrictIPv4(s: unknown): s is string {
  * (192.0.0.9/32, 192.0.0.10/32, 192.31.196.0/24, 192.52.193.0/24, 192.175.48.0/24):
  * none can be a customer's egress address.
  */
-export const SPECIAL_PURPOSE_BLOCKS: ReadonlyArray<readonly [string, number, string]> = [
+const SPECIAL_PURPOSE_BLOCKS: ReadonlyArray<readonly [string, number, string]> = [
   ['0.0.0.0', 8, 'this network'],
   ['10.0.0.0', 8, 'private'],
   ['100.64.0.0', 10, 'shared address space (CGNAT)'],
@@ -51,7 +51,7 @@ export function specialPurposeBlock(ip: string): string | null {
   return null;
 }
 
-export type Ipv4Verdict = { ok: true } | { ok: false; code: 10420 | 10421 };
+type Ipv4Verdict = { ok: true } | { ok: false; code: 10420 | 10421 };
 
 /** Syntax and public-address checks; the mainland-China rule needs the country database and lives in the daemon. */
 export function checkWhitelistIpv4(s: unknown): Ipv4Verdict {

@@ -3,11 +3,11 @@
 
 /** Proxy usernames: no `:` so HTTP Basic splits cleanly. The same rule as an HTML `pattern` (the console's form). */
 export const PROXY_USERNAME_PATTERN = '[A-Za-z0-9._\\-]{3,64}';
-export const PROXY_USERNAME_RE = new RegExp(`^${PROXY_USERNAME_PATTERN}$`);
+const PROXY_USERNAME_RE = new RegExp(`^${PROXY_USERNAME_PATTERN}$`);
 export const PROXY_USERNAME_HINT = '3-64 characters of A-Z a-z 0-9 . _ -';
 
-export const SESSION_MINUTES_DEFAULT = 10;
-export const SESSION_MINUTES_MAX = 1440;
+const SESSION_MINUTES_DEFAULT = 10;
+const SESSION_MINUTES_MAX = 1440;
 const MARKER = '-session-';
 
 export function isProxyUsername(s: string): boolean {
@@ -27,7 +27,7 @@ export function newProxyUsernameProblem(s: string): string | null {
  * ID and its length in minutes; `malformed`: it carries `-session-` but no split of it parses.
  * The caller still tries the username as written first: an existing user of that name wins.
  */
-export type ProxyUsername =
+type ProxyUsername =
   | { kind: 'plain'; user: string }
   | { kind: 'session'; user: string; session: string; minutes: number }
   | { kind: 'malformed' };

@@ -5,7 +5,7 @@ import { isStrictIPv4 } from './ipv4.js';
 
 // ---- requests ----
 
-export const AddItemSchema = z.strictObject({
+const AddItemSchema = z.strictObject({
   ip: z.string(),
   remark: z.string().optional(),
 });
@@ -15,8 +15,6 @@ export const AddBodySchema = z.strictObject({
 export const DeleteBodySchema = z.strictObject({
   ips: z.array(z.string()).min(1),
 });
-export type AddBody = z.infer<typeof AddBodySchema>;
-export type DeleteBody = z.infer<typeof DeleteBodySchema>;
 
 const positiveInt = (max: number) =>
   z
@@ -45,9 +43,8 @@ export const EnvelopeSchema = z.object({
   requestId: z.string(),
   data: z.unknown().nullable(),
 });
-export type Envelope<T = unknown> = { code: number; message: string; requestId: string; data: T | null };
 
-export const WhitelistItemSchema = z.object({
+const WhitelistItemSchema = z.object({
   whitelist_id: z.number().int(),
   ip: z.string(),
   remark: z.string(),
@@ -64,7 +61,7 @@ export const ListDataSchema = z.object({
 });
 export type ListData = z.infer<typeof ListDataSchema>;
 
-export const FailedItemSchema = z.object({
+const FailedItemSchema = z.object({
   ip: z.string(),
   code: z.number().int(),
   reason: z.string(),

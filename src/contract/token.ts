@@ -1,7 +1,11 @@
 // API token format `<accessKey>.<secret>`: access key "ak" + 20 hex digits, secret 32 random bytes base64url.
 
+/** What a minted token is made of: "ak" + ACCESS_KEY_BYTES random bytes in hex, "." + SECRET_BYTES random bytes base64url. */
+export const ACCESS_KEY_PREFIX = 'ak';
+export const ACCESS_KEY_BYTES = 10;
+export const SECRET_BYTES = 32;
+
 const TOKEN_RE = /^(ak[0-9a-f]{20})\.([A-Za-z0-9_-]{43})$/;
-const ACCESS_KEY_RE = /^ak[0-9a-f]{20}$/;
 
 export interface ParsedToken {
   accessKey: string;
@@ -15,10 +19,6 @@ export function parseToken(raw: string): ParsedToken | null {
   return { accessKey: m[1]!, secret: m[2]! };
 }
 
-export function isAccessKey(s: string): boolean {
-  return ACCESS_KEY_RE.test(s);
-}
-
 export function formatToken(t: ParsedToken): string {
   return `${t.accessKey}.${t.secret}`;
 }
@@ -28,5 +28,3 @@ export function redactToken(raw: string): string {
   const p = parseToken(raw.trim());
   return p ? `${p.accessKey}.****` : '****';
 }
-
-export const TOKEN_PLACEHOLDER = '<API_KEY>';

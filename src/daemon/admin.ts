@@ -61,7 +61,7 @@ export async function accountCreate(deps: AdminDeps, o: { email: string; passwor
   return { account_id: created.id, email: created.email };
 }
 
-export function parseBool(s: string, what: string): boolean {
+function parseBool(s: string, what: string): boolean {
   if (s === 'true' || s === '1' || s === 'yes') return true;
   if (s === 'false' || s === '0' || s === 'no') return false;
   throw new AdminError(`${what}: expected true or false, got "${s}"`);

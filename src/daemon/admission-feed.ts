@@ -4,7 +4,7 @@
 import type { AdmissionFeed } from './admission-view.js';
 import type { ChangeLogStore } from './store/index.js';
 
-export interface FeedOptions {
+interface FeedOptions {
   /** Log rows kept by the trim (a node further behind than this reloads in full). */
   keepRows?: number;
   trimEveryMs?: number;
@@ -13,7 +13,7 @@ export interface FeedOptions {
   log?: { warn(obj: object, msg?: string): void };
 }
 
-export const DEFAULT_KEEP_ROWS = 100_000;
+const DEFAULT_KEEP_ROWS = 100_000;
 
 export class StoreAdmissionFeed implements AdmissionFeed {
   private stopWatching: (() => void) | null = null;

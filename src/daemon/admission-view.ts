@@ -1,10 +1,10 @@
-// The admission view (SPEC 8): what admits, in memory — proxy users with their password hashes, the IPs
+// The admission view (docs/operations.md Fleet): what admits, in memory — proxy users with their password hashes, the IPs
 // held by a live entry, and each account's status — loaded once and kept current from the change log.
 // The gateway's admission reads only this, so a connection never waits for the database.
 import type { AdmissionChangeRows, AdmissionIpRow, AdmissionSnapshotRows, AdmissionUserRow, ProxyUserAuth } from './store/index.js';
 
 /** A proxy user as admission needs it; `account_status` is 'active' or why not ('inactive', 'unknown'). */
-export type AdmissionUser = Omit<ProxyUserAuth, 'account_status'> & { account_status: string };
+type AdmissionUser = Omit<ProxyUserAuth, 'account_status'> & { account_status: string };
 
 /** Where the view comes from: a snapshot, then the changes after a sequence (either backend's change log). */
 export interface AdmissionFeed {
@@ -16,7 +16,10 @@ export interface AdmissionFeed {
   close?(): void;
 }
 
-export type ViewState = 'current' | 'stale' | 'expired';
+type ViewState = 'current' | 'stale' | 'expired';
+
+/** `--stale-admission` unless given: seconds the view keeps admitting while its feed fails. */
+export const DEFAULT_STALE_ADMISSION_SEC = 300;
 
 export interface ViewStatus {
   state: ViewState;
@@ -28,7 +31,7 @@ export interface ViewStatus {
   reloads: number;
 }
 
-export interface AdmissionViewOptions {
+interface AdmissionViewOptions {
   /** How long the view keeps admitting while its feed fails (`--stale-admission`, seconds). */
   staleAdmissionSec: number;
   /** The poll that backs up the wake-ups; also bounds how late a missed wake-up is noticed. */
@@ -51,16 +54,6 @@ interface UserEntry {
   accountId: number;
   hash: string;
   active: boolean;
-}
-
-/**
- * What /healthz says about the view. Its feed is a database read, so a failing feed names `database` as
- * down (for this node); `degraded` while the gateway still admits from its last view, `down` once it refuses.
- */
-export function withViewHealth<R extends { ok: boolean; down: string[]; status?: 'degraded' | 'down' }>(report: R, state: ViewState): R {
-  if (state === 'current') return report;
-  const down = report.down.includes('database') ? report.down : [...report.down, 'database'];
-  return { ...report, ok: false, down, status: state === 'stale' ? 'degraded' : 'down' };
 }
 
 const userEntry = (r: AdmissionUserRow): UserEntry => ({ accountId: r.account_id, hash: r.password_hash, active: r.status === 'active' });

@@ -18,7 +18,7 @@ type WorkerMessage =
 
 const DRAIN = 'proxyd:drain';
 /** How long the primary waits for every worker to drain before it kills the rest. */
-export const CLUSTER_DRAIN_MS = TUNNEL_DRAIN_MS + 5_000;
+const CLUSTER_DRAIN_MS = TUNNEL_DRAIN_MS + 5_000;
 const START_TIMEOUT_MS = 30_000;
 /** A worker that lived this long resets the restart backoff. */
 const STABLE_MS = 30_000;

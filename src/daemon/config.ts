@@ -1,11 +1,12 @@
-// `proxyd serve` configuration: flags with env fallbacks (SPEC 2), validated into one typed object.
+// `proxyd serve` configuration: flags with env fallbacks (docs/operations.md Flags and environment), validated into one typed object.
 import { isIP } from 'node:net';
 import { homedir } from 'node:os';
 import path from 'node:path';
 import ipaddr from 'ipaddr.js';
+import { DEFAULT_STALE_ADMISSION_SEC } from './admission-view.js';
 import { parseEgressPool } from './egress.js';
 
-export interface HostPort {
+interface HostPort {
   host: string;
   port: number;
 }
@@ -27,7 +28,7 @@ export interface ServeConfig {
   sharedDataDir: boolean;
   trustProxy: string[];
   releaseGraceSec: number;
-  /** How long the gateway admits from its last admission view while the change feed fails (SPEC 8). */
+  /** How long the gateway admits from its last admission view while the change feed fails (docs/operations.md Fleet). */
   staleAdmissionSec: number;
   proxyProtocolFrom: string[];
   geoipDb: string | undefined;
@@ -54,7 +55,7 @@ export function parseHostPort(s: string, what: string): HostPort {
   return { host: m[1]!, port };
 }
 
-export function parseCidrList(s: string | undefined, what: string): string[] {
+function parseCidrList(s: string | undefined, what: string): string[] {
   if (!s) return [];
   return s
     .split(',')
@@ -76,7 +77,7 @@ function intIn(s: string, what: string, min: number, max: number): number {
   return Number(s);
 }
 
-export interface RawServeOptions {
+interface RawServeOptions {
   dataDir?: string;
   databaseUrl?: string;
   apiListen: string;
@@ -129,7 +130,7 @@ export function toServeConfig(o: RawServeOptions, env: NodeJS.ProcessEnv = proce
     sharedDataDir: flagOrEnv(o.sharedDataDir, env, 'PROXYD_SHARED_DATA_DIR'),
     trustProxy: parseCidrList(o.trustProxy, '--trust-proxy'),
     releaseGraceSec: intIn(o.releaseGrace, '--release-grace', 0, 365 * 24 * 3600),
-    staleAdmissionSec: intIn(o.staleAdmission ?? '300', '--stale-admission', 0, 7 * 24 * 3600),
+    staleAdmissionSec: intIn(o.staleAdmission ?? String(DEFAULT_STALE_ADMISSION_SEC), '--stale-admission', 0, 7 * 24 * 3600),
     proxyProtocolFrom: parseCidrList(o.proxyProtocolFrom, '--proxy-protocol-from'),
     geoipDb: o.geoipDb || undefined,
     rateLimits: o.rateLimits || undefined,

@@ -7,9 +7,9 @@ import { isStrictIPv4 } from '../contract/ipv4.js';
 import { SessionTable, type StickyAssignment, type StickySessions } from '../gateway/egress.js';
 
 /** A CIDR block larger than this (/22) is refused: it is almost surely a typo for a smaller one. */
-export const MAX_BLOCK = 1024;
+const MAX_BLOCK = 1024;
 /** All items of one pool together. */
-export const MAX_POOL = 65_536;
+const MAX_POOL = 65_536;
 
 const toInt = (ip: string): number => ip.split('.').reduce((n, o) => n * 256 + Number(o), 0);
 const toIp = (n: number): string => [n >>> 24, (n >>> 16) & 255, (n >>> 8) & 255, n & 255].join('.');
@@ -84,7 +84,7 @@ export function serveStickySessions(poolSize: number, now: () => number = Date.n
 }
 
 /** A worker's side: ask the primary once per session, then answer from the cache until the session ends. */
-export class PrimarySessions implements StickySessions {
+class PrimarySessions implements StickySessions {
   private readonly cache: SessionTable;
   private readonly pending = new Map<string, Promise<StickyAssignment>>();
   private readonly waiting = new Map<number, (a: StickyAssignment | null) => void>();

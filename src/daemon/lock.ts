@@ -3,11 +3,11 @@
 import { closeSync, mkdirSync, openSync, readdirSync, readFileSync, unlinkSync, writeSync } from 'node:fs';
 import path from 'node:path';
 
-export const LOCK_FILE = 'proxyd.lock';
+const LOCK_FILE = 'proxyd.lock';
 /** One file per sharing daemon, named by pid. */
-export const SHARED_LOCK_DIR = 'proxyd.shared';
+const SHARED_LOCK_DIR = 'proxyd.shared';
 
-export class LockHeldError extends Error {
+class LockHeldError extends Error {
   constructor(
     readonly pid: number,
     readonly file: string,

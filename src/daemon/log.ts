@@ -4,7 +4,7 @@ import { pino, type Logger } from 'pino';
 
 export type DaemonLog = Logger;
 
-export const LOG_SERIALIZERS = {
+const LOG_SERIALIZERS = {
   // Never the URL: the query string can carry api_key.
   req: (req: { method?: string; routeOptions?: { url?: string } }) => ({ method: req.method, route: req.routeOptions?.url }),
   res: (res: { statusCode?: number }) => ({ status: res.statusCode }),

@@ -1,8 +1,8 @@
 // `proxyd` entry: commander parses; serve and admin modules load only when their command runs.
 import { Command, CommanderError, Option } from 'commander';
-import { readFileSync } from 'node:fs';
-
-const VERSION = (JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }).version;
+import { VERSION } from '../contract/version.js';
+import { DEFAULT_STALE_ADMISSION_SEC } from './admission-view.js';
+import { DEFAULT_RELEASE_GRACE_SEC } from './store/types.js';
 
 function fail(message: string, code = 1): void {
   process.stderr.write(`proxyd: ${message}\n`);
@@ -73,10 +73,10 @@ export function buildProgram(): Command {
     .addOption(new Option('--redis-url <url>', 'shared rate-limit store').env('PROXYD_REDIS_URL'))
     .addOption(new Option('--shared-data-dir', 'let several daemons on this host serve one data dir (all must pass it; env PROXYD_SHARED_DATA_DIR=1)'))
     .addOption(new Option('--trust-proxy <cidrs>', 'peers whose X-Forwarded-For is believed (API)').env('PROXYD_TRUST_PROXY'))
-    .addOption(new Option('--release-grace <seconds>', 'how long IPs of a closed account stay "being released"').env('PROXYD_RELEASE_GRACE').default('600'))
+    .addOption(new Option('--release-grace <seconds>', 'how long IPs of a closed account stay "being released"').env('PROXYD_RELEASE_GRACE').default(String(DEFAULT_RELEASE_GRACE_SEC)))
     .addOption(new Option('--proxy-protocol-from <cidrs>', 'peers allowed to send a PROXY protocol v1/v2 header').env('PROXYD_PROXY_PROTOCOL_FROM'))
     .addOption(new Option('--geoip-db <file>', 'MMDB country database (default: bundled DB-IP Lite)').env('PROXYD_GEOIP_DB'))
-    .addOption(new Option('--stale-admission <seconds>', 'how long the gateway admits from its last view while the database is unreachable').env('PROXYD_STALE_ADMISSION').default('300'))
+    .addOption(new Option('--stale-admission <seconds>', 'how long the gateway admits from its last view while the database is unreachable').env('PROXYD_STALE_ADMISSION').default(String(DEFAULT_STALE_ADMISSION_SEC)))
     .addOption(new Option('--rate-limits <spec>', 'override API limits, e.g. list=60,add=10,delete=10,invalid=20').env('PROXYD_RATE_LIMITS').hideHelp())
     .addOption(new Option('--log-level <level>', 'log level').env('PROXYD_LOG_LEVEL').default('info').choices(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']))
     .action(async (opts) => {

@@ -1,6 +1,6 @@
 // Password hashing (scrypt) and API token minting/verification. No secret ever leaves this module in a log.
 import { createHash, randomBytes, scrypt as scryptCb, timingSafeEqual, type ScryptOptions } from 'node:crypto';
-import type { ParsedToken } from '../contract/token.js';
+import { ACCESS_KEY_BYTES, ACCESS_KEY_PREFIX, SECRET_BYTES, formatToken, type ParsedToken } from '../contract/token.js';
 
 const SCRYPT = { N: 16384, r: 8, p: 1, keylen: 32 } as const;
 
@@ -33,15 +33,20 @@ export function sha256(s: string): Buffer {
   return createHash('sha256').update(s, 'utf8').digest();
 }
 
-export interface MintedToken extends ParsedToken {
+interface MintedToken extends ParsedToken {
   token: string;
   secretHash: Buffer;
 }
 
 export function mintToken(): MintedToken {
-  const accessKey = `ak${randomBytes(10).toString('hex')}`;
-  const secret = randomBytes(32).toString('base64url');
-  return { accessKey, secret, token: `${accessKey}.${secret}`, secretHash: sha256(secret) };
+  const accessKey = `${ACCESS_KEY_PREFIX}${randomBytes(ACCESS_KEY_BYTES).toString('hex')}`;
+  const secret = randomKey();
+  return { accessKey, secret, token: formatToken({ accessKey, secret }), secretHash: sha256(secret) };
+}
+
+/** 32 random bytes, base64url: a token's secret, the console's cookie key, a fleet secret. */
+export function randomKey(): string {
+  return randomBytes(SECRET_BYTES).toString('base64url');
 }
 
 const DUMMY_SECRET_HASH = sha256('no such token');

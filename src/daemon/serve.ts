@@ -5,14 +5,15 @@ import { DEFAULT_LIMITS as GATEWAY_DEFAULT_LIMITS, startGateway } from '../gatew
 import type { Gateway, GatewayLimits } from '../gateway/types.js';
 import { ViewAdmission } from './admission.js';
 import { StoreAdmissionFeed } from './admission-feed.js';
-import { AdmissionView, withViewHealth } from './admission-view.js';
+import { AdmissionView } from './admission-view.js';
 import { buildApp } from './api/app.js';
 import { consolePlugin } from './console/index.js';
 import type { ApiContext } from './api/context.js';
 import { formatHostPort, type ServeConfig } from './config.js';
 import { checkBindable, stickySessionsFor } from './egress.js';
 import { parseProxyUsername } from '../contract/proxy-username.js';
-import { openCountryLookup } from './geo.js';
+import { withViewHealth } from './health.js';
+import { openCountryLookup, type CountryLookup } from './geo.js';
 import type { DaemonLog } from './log.js';
 import { Metrics } from './metrics.js';
 import { ApiLimits, parseLimitOverrides } from './ratelimit/api-limits.js';
@@ -21,11 +22,11 @@ import { RedisWindowStore } from './ratelimit/redis-store.js';
 import { DatabaseWindowStore } from './ratelimit/database-store.js';
 import { openStore as openBackend, type Store } from './store/index.js';
 import { TrafficAccumulator } from './traffic.js';
-import { WhitelistService } from './whitelist-service.js';
+import { WhitelistService, type ServiceLog } from './whitelist-service.js';
 
 export const TUNNEL_DRAIN_MS = 10_000;
 /** How long start-up waits for a configured dependency (Redis) before it serves degraded. */
-export const DEPENDENCY_WAIT_MS = 3_000;
+const DEPENDENCY_WAIT_MS = 3_000;
 
 /** What run.ts serves: this process, or a cluster primary's workers. */
 export interface Serving {
@@ -45,7 +46,11 @@ export function openStore(cfg: ServeConfig): Promise<Store> {
 }
 
 /** Which window store the API limits use: Redis when given, else the database when several processes serve (always on PostgreSQL), else memory. */
-export function windowStoreFor(cfg: ServeConfig, store: Store, log: DaemonLog): WindowStore {
+export function windowStoreFor(
+  cfg: Pick<ServeConfig, 'redisUrl' | 'databaseUrl' | 'workers' | 'sharedDataDir'>,
+  store: Store,
+  log: Pick<DaemonLog, 'info' | 'warn'>,
+): WindowStore {
   if (cfg.redisUrl) {
     return new RedisWindowStore(cfg.redisUrl, {
       onStateChange: (up, detail) =>
@@ -58,7 +63,7 @@ export function windowStoreFor(cfg: ServeConfig, store: Store, log: DaemonLog): 
   return new MemoryWindowStore();
 }
 
-export class IntegrityError extends Error {
+class IntegrityError extends Error {
   override name = 'IntegrityError';
 }
 
@@ -105,22 +110,37 @@ export function parseGatewayLimitOverrides(s: string | undefined): Partial<Gatew
   return out;
 }
 
-/** The API (+ console) listening, once the rate-limit store is connected or has been waited for. */
-async function listenApi(cfg: ServeConfig, log: DaemonLog, store: Store, limits: ApiLimits, metrics: Metrics, view: AdmissionView): Promise<FastifyInstance> {
-  const [geo] = await Promise.all([openCountryLookup(cfg.geoipDb), limits.ready(DEPENDENCY_WAIT_MS)]);
-  const ctx: ApiContext = {
+/** What the API and console are built from; the in-process tests build theirs here too (their own clock, no view). */
+export function apiContext(p: {
+  store: Store;
+  geo: CountryLookup;
+  limits: ApiLimits;
+  metrics: Metrics;
+  log: ServiceLog;
+  nowMs?: () => number;
+  view?: Pick<AdmissionView, 'status'>;
+}): ApiContext {
+  const { store, limits, view } = p;
+  return {
     store,
-    whitelist: new WhitelistService(store, geo, { error: (o, m) => log.error(o, m) }),
+    whitelist: new WhitelistService(store, p.geo, p.log),
     limits,
-    metrics,
-    nowMs: Date.now,
+    metrics: p.metrics,
+    nowMs: p.nowMs ?? Date.now,
     health: async () => {
       const down: string[] = [];
       if (!(await store.ping())) down.push('database');
       if (!(await limits.healthy())) down.push(limits.storeKind === 'redis' ? 'redis' : 'rate_limit_store');
-      return withViewHealth({ ok: down.length === 0, down }, view.status().state);
+      const report = { ok: down.length === 0, down };
+      return view ? withViewHealth(report, view.status().state) : report;
     },
   };
+}
+
+/** The API (+ console) listening, once the rate-limit store is connected or has been waited for. */
+async function listenApi(cfg: ServeConfig, log: DaemonLog, store: Store, limits: ApiLimits, metrics: Metrics, view: AdmissionView): Promise<FastifyInstance> {
+  const [geo] = await Promise.all([openCountryLookup(cfg.geoipDb), limits.ready(DEPENDENCY_WAIT_MS)]);
+  const ctx = apiContext({ store, geo, limits, metrics, log: { error: (o, m) => log.error(o, m) }, view });
   const app = await buildApp(ctx, { trustProxy: cfg.trustProxy, logger: log, plugins: [(a: FastifyInstance) => consolePlugin(a, ctx)] });
   try {
     await app.listen({ host: cfg.apiListen.host, port: cfg.apiListen.port });

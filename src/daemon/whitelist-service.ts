@@ -1,4 +1,4 @@
-// The whitelist rules of SPEC 3.4-3.6, shared by the API and the console (one implementation).
+// The whitelist rules (docs/api.md List, Add, Delete), shared by the API and the console (one implementation).
 import { BusinessError, Code, ITEM_REASON, partialMessage, type ItemCode } from '../contract/codes.js';
 import { checkWhitelistIpv4, codePointLength, isStrictIPv4, MAX_REMARK_CODE_POINTS } from '../contract/ipv4.js';
 import { isoSeconds, type BatchResult, type FailedItem, type ListData, type ListQuery, type WhitelistItem } from '../contract/schemas.js';
@@ -19,7 +19,7 @@ export function toApiItem(e: WhitelistEntry): WhitelistItem {
   };
 }
 
-export interface BatchOutcome {
+interface BatchOutcome {
   code: number;
   message: string;
   data: BatchResult;

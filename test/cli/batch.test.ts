@@ -1,4 +1,4 @@
-// The batch engine against a scripted server on 127.0.0.1, with a fake clock (SPEC 5 retry rules).
+// The batch engine against a scripted server on 127.0.0.1, with a fake clock (docs/cli.md retry rules).
 import { afterEach, describe, expect, it } from 'vitest';
 import { ApiClient } from '../../src/cli/api.js';
 import { runBatches, type BatchItem } from '../../src/cli/batch.js';

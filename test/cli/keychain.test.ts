@@ -12,6 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { KEYCHAIN_SERVICE, TokenStore, osKeychain } from '../../src/cli/token-store.js';
 import { OTHER_TOKEN, TOKEN, tempConfigDir } from './helpers/fakes.js';
 import { startScriptedServer } from './helpers/scripted-server.js';
+import { sleep } from '../helpers/wait.js';
 
 const ROOT = path.resolve(path.dirname(new URL(import.meta.url).pathname), '../..');
 const BUILT = existsSync(path.join(ROOT, 'dist/cli/main.js'));
@@ -54,7 +55,7 @@ describe.skipIf(SKIP_REASON !== '')('keychain: real Secret Service (gnome-keyrin
       const q = spawnSync('dbus-send', ['--session', '--print-reply', '--dest=org.freedesktop.DBus', '/org/freedesktop/DBus', 'org.freedesktop.DBus.NameHasOwner', 'string:org.freedesktop.secrets'], { env: keyringEnv, encoding: 'utf8' });
       if (/boolean true/.test(q.stdout)) break;
       if (Date.now() > deadline) throw new Error('gnome-keyring-daemon did not register org.freedesktop.secrets');
-      await new Promise((r) => setTimeout(r, 100));
+      await sleep(100);
     }
     process.env.DBUS_SESSION_BUS_ADDRESS = address;
     process.env.HOME = home;

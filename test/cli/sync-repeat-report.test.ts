@@ -1,4 +1,4 @@
-// Units of SPEC 10: the sync plan and its confirmation, repeated-check statistics, the report's redaction, completion vs the tree.
+// Units of docs/cli.md (whitelist sync, check --repeat/--report, completion): the sync plan and its confirmation, repeated-check statistics, the report's redaction, completion vs the tree.
 import * as commander from 'commander';
 import { afterEach, describe, expect, it } from 'vitest';
 import { summarize, percentile } from '../../src/cli/check/repeat.js';

@@ -1,5 +1,5 @@
-// The arrows point one way: no module in src/ reaches itself again through its runtime imports (static or
-// dynamic). `import type` lines are left out: they vanish at build time (gateway conn.ts <-> core.ts is one).
+// The layering of docs/architecture.md, checked on the source: no import cycle in src/, the arrows point one
+// way (cli → contract; daemon → contract, gateway; gateway → nothing of ours), no private path of a dependency.
 import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -14,45 +14,92 @@ function sources(dir: string): string[] {
   });
 }
 
-/** Relative runtime imports of a file, resolved to .ts files under src/. */
-function importsOf(file: string): string[] {
-  const text = readFileSync(file, 'utf8').replace(/^\s*(?:import|export) type\b[^;]*;/gm, '');
-  const out = new Set<string>();
-  for (const m of text.matchAll(/(?:\bfrom\s*|\bimport\s*\(\s*|^\s*import\s+)['"](\.{1,2}\/[^'"]+)['"]/gm)) {
-    out.add(path.resolve(path.dirname(file), m[1]!).replace(/\.js$/, '.ts'));
-  }
-  return [...out];
+const SPECIFIER = /(?:\bfrom\s*|\bimport\s*\(\s*|^\s*import\s+)['"]([^'"]+)['"]/gm;
+
+/** Specifiers a file imports (static, `export … from`, side-effect and dynamic), type-only lines kept unless `runtimeOnly`. */
+function specifiersOf(file: string, runtimeOnly: boolean): string[] {
+  let text = readFileSync(file, 'utf8');
+  if (runtimeOnly) text = text.replace(/^\s*(?:import|export) type\b[^;]*;/gm, '');
+  return [...text.matchAll(SPECIFIER)].map((m) => m[1]!);
+}
+
+/** The graph of relative imports between files under src/. */
+function graph(runtimeOnly: boolean): Map<string, string[]> {
+  const files = sources(SRC);
+  return new Map(
+    files.map((f) => {
+      const deps = specifiersOf(f, runtimeOnly)
+        .filter((s) => s.startsWith('.'))
+        .map((s) => path.resolve(path.dirname(f), s).replace(/\.js$/, '.ts'));
+      return [f, [...new Set(deps)].filter((d) => d !== f)];
+    }),
+  );
 }
 
 /** Every cycle, each as the list of files from its first module back to it. */
-export function findCycles(graph: Map<string, string[]>): string[][] {
+export function findCycles(g: Map<string, string[]>): string[][] {
   const cycles: string[][] = [];
   const state = new Map<string, 'open' | 'done'>();
   const stack: string[] = [];
   const visit = (n: string): void => {
     state.set(n, 'open');
     stack.push(n);
-    for (const m of graph.get(n) ?? []) {
+    for (const m of g.get(n) ?? []) {
+      if (!g.has(m)) continue;
       if (state.get(m) === 'open') cycles.push([...stack.slice(stack.indexOf(m)), m]);
       else if (!state.has(m)) visit(m);
     }
     stack.pop();
     state.set(n, 'done');
   };
-  for (const n of graph.keys()) if (!state.has(n)) visit(n);
+  for (const n of g.keys()) if (!state.has(n)) visit(n);
   return cycles;
 }
+
+const rel = (f: string) => path.relative(ROOT, f);
+const shown = (cycles: string[][]) => cycles.map((c) => c.map(rel).join(' -> '));
+const layer = (f: string) => path.relative(SRC, f).split(path.sep)[0]!;
+const ALLOWED: Record<string, string[]> = {
+  contract: ['contract'],
+  gateway: ['gateway'],
+  cli: ['cli', 'contract'],
+  daemon: ['daemon', 'contract', 'gateway'],
+};
 
 describe('import graph of src/', () => {
   it('the cycle finder finds a planted cycle', () => {
     expect(findCycles(new Map([['a', ['b']], ['b', ['c']], ['c', ['a']], ['d', ['a']]]))).toEqual([['a', 'b', 'c', 'a']]);
   });
 
-  it('has no cycles', () => {
-    const files = sources(SRC);
-    expect(files.length).toBeGreaterThan(20);
-    const graph = new Map(files.map((f) => [f, importsOf(f)]));
-    const cycles = findCycles(graph).map((c) => c.map((f) => path.relative(ROOT, f)).join(' -> '));
-    expect(cycles).toEqual([]);
+  it('finds the sources and their imports', () => {
+    const g = graph(false);
+    expect(g.size).toBeGreaterThan(50);
+    expect([...g.values()].some((deps) => deps.length > 0)).toBe(true);
+  });
+
+  it('has no cycle through runtime imports', () => {
+    expect(shown(findCycles(graph(true)))).toEqual([]);
+  });
+
+  // Type-only imports vanish at build time but still tie modules together. src/gateway is left out while its
+  // connection handling is rewritten (conn.ts <-> core.ts by types today); the lead tightens it after that merge.
+  it('has no cycle through type-only imports either, outside src/gateway', () => {
+    const g = graph(false);
+    for (const f of g.keys()) if (layer(f) === 'gateway') g.delete(f);
+    expect(shown(findCycles(g))).toEqual([]);
+  });
+
+  it('imports only along the allowed arrows (type-only imports included)', () => {
+    const wrong: string[] = [];
+    for (const [from, deps] of graph(false)) {
+      for (const to of deps) if (!(ALLOWED[layer(from)] ?? []).includes(layer(to))) wrong.push(`${rel(from)} -> ${rel(to)}`);
+    }
+    expect(wrong).toEqual([]);
+  });
+
+  it('imports no private path of a dependency', () => {
+    const priv = /^(?:@[^/]+\/)?[^./][^/]*\/(?:lib|dist|src|types|internal)\//;
+    const bad = sources(SRC).flatMap((f) => specifiersOf(f, false).filter((s) => priv.test(s)).map((s) => `${rel(f)}: ${s}`));
+    expect(bad).toEqual([]);
   });
 });

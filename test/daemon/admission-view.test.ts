@@ -6,12 +6,15 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { startGateway } from '../../src/gateway/index.js';
 import { ViewAdmission } from '../../src/daemon/admission.js';
 import { StoreAdmissionFeed } from '../../src/daemon/admission-feed.js';
-import { AdmissionUnavailable, AdmissionView, withViewHealth, type AdmissionFeed } from '../../src/daemon/admission-view.js';
+import { AdmissionUnavailable, AdmissionView, type AdmissionFeed } from '../../src/daemon/admission-view.js';
+import { withViewHealth } from '../../src/daemon/health.js';
 import { makeTestApp } from '../helpers/app.js';
 import { hashPassword } from '../../src/daemon/secrets.js';
 import { openStore, type AdmissionChangeRows, type AdmissionSnapshotRows } from '../../src/daemon/store/index.js';
 import { databaseUrlOf, dataDirFor, inspectData } from '../helpers/daemon.js';
 import { BACKENDS } from '../helpers/postgres.js';
+import { addrOf, tcpEcho } from '../helpers/net.js';
+import { sleep } from '../helpers/wait.js';
 
 /** An in-memory change log in the shape the store serves, with a switch that makes every call fail. */
 class FakeFeed implements AdmissionFeed {
@@ -246,13 +249,13 @@ describe.each(BACKENDS)('admission view over the %s change log', (backend) => {
     const { store, dataDir, accountId } = await setup();
     let woken = 0;
     const stop = store.changeLog.watch(() => woken++);
-    await new Promise((r) => setTimeout(r, 300)); // LISTEN subscribed
+    await sleep(300); // LISTEN subscribed
     const before = woken;
     const raw = await inspectData(dataDir, { write: true });
     await raw.run("UPDATE accounts SET status = 'suspended' WHERE id = ?", accountId);
     await raw.close();
     const until = Date.now() + 5_000;
-    while (woken === before && Date.now() < until) await new Promise((r) => setTimeout(r, 20));
+    while (woken === before && Date.now() < until) await sleep(20);
     stop();
     expect(woken).toBeGreaterThan(before);
     await store.close();
@@ -284,9 +287,8 @@ describe('a real gateway over an expired view', () => {
     feed.state.users.push({ username: 'alice', account_id: 1, password_hash: await hashPassword('alice-password'), status: 'active' });
     const { view, clock, admission } = makeView(feed, 30);
     await view.start();
-    const echo = net.createServer((c) => c.pipe(c));
-    await new Promise<void>((r) => echo.listen(0, '127.0.0.1', () => r()));
-    const target = `127.0.0.1:${(echo.address() as net.AddressInfo).port}`;
+    const echo = await tcpEcho();
+    const target = addrOf(echo);
     const gw = await startGateway({
       httpProxyListen: { host: '127.0.0.1', port: 0 },
       socksListen: { host: '127.0.0.1', port: 0 },

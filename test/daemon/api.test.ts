@@ -1,7 +1,8 @@
 // The whitelist API contract, on each store backend (SQLite, PostgreSQL): the same tests, parameterised.
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { ADD, DEL, LIST, makeTestApp, q, type TestApp } from '../helpers/app.js';
+import { makeTestApp, q, type TestApp } from '../helpers/app.js';
 import { BACKENDS } from '../helpers/postgres.js';
+import { ADD, DEL, LIST } from '../helpers/daemon.js';
 
 describe.each(BACKENDS)('whitelist API on %s', (backend) => {
 

@@ -5,6 +5,7 @@ import { LimiterUnavailableError } from '../../src/daemon/ratelimit/limiter.js';
 import { DatabaseWindowStore } from '../../src/daemon/ratelimit/database-store.js';
 import { SqliteStore } from '../../src/daemon/store/sqlite/index.js';
 import { inspectDb, tempDir } from '../helpers/daemon.js';
+import { sleep } from '../helpers/wait.js';
 
 const open: Array<{ close(): void | Promise<void> }> = [];
 afterEach(async () => {
@@ -27,7 +28,7 @@ describe('SqliteWindowStore', () => {
     let ticks = 0;
     const ticker = setInterval(() => ticks++, 5);
     const pending = window.consume('k', 10, 60_000, Date.now());
-    await new Promise((r) => setTimeout(r, 60));
+    await sleep(60);
     other.run('COMMIT');
     const d = await pending;
     clearInterval(ticker);

@@ -5,7 +5,8 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { performCheck } from '../../src/cli/check/runner.js';
 import type { CheckOptions, LookupFn } from '../../src/cli/check/types.js';
-import { closedPort, httpEcho, httpsEcho, makeCerts, silentServer, type Certs, type Closable } from '../cli/check/peers.js';
+import { makeCerts, type Certs } from '../helpers/tls.js';
+import { closedPort, httpEcho, httpsEcho, silentServer, type Closable } from '../cli/check/peers.js';
 import { PROXYCTL, admin, run, startDaemon, type Daemon } from '../helpers/daemon.js';
 
 const PASS = 'e2e-Proxy-Pa55word';
@@ -169,7 +170,7 @@ describe('a failure at each stage stops there', () => {
 });
 
 describe('the proxyctl binary', () => {
-  it('--json: the SPEC document and exit 0', async () => {
+  it('--json: the document of docs/support.md and exit 0', async () => {
     const r = await run(PROXYCTL, ['--json', 'check', '--proxy', http_(open), '--target', `${strict.api}/ip`]);
     expect(r.stderr).toBe('');
     expect(r.code).toBe(0);

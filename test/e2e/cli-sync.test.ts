@@ -1,4 +1,4 @@
-// SPEC 10 end to end: the built proxyctl against a spawned proxyd on 127.0.0.1 — whitelist sync,
+// docs/cli.md end to end: the built proxyctl against a spawned proxyd on 127.0.0.1 — whitelist sync,
 // add --current, check --repeat and --report, and shell completion in a real bash.
 // The IPs are public-looking data only: the daemon stores them, nothing ever connects to them.
 import { spawn, spawnSync } from 'node:child_process';

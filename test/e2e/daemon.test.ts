@@ -5,6 +5,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { admin, databaseArgs, dataDirFor, inspectData, makeAccount, PROXYD, ROOT, run, startDaemon, type Daemon } from '../helpers/daemon.js';
 import { BACKENDS } from '../helpers/postgres.js';
+import { sleep } from '../helpers/wait.js';
 
 const pub = (i: number) => `8.8.${(i >> 8) & 255}.${i & 255}`;
 
@@ -116,7 +117,7 @@ describe.each(BACKENDS)('on %s', (backend) => {
       await fetch(`${d.api}/openapi/v1/proxy/whitelist/add?api_key=${token}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{bad' });
       await fetch(`${d.api}/openapi/v1/proxy/whitelist/list?api_key=${token}x`);
       await fetch(`${d.api}/openapi/v1/proxy/whitelist/list?api_key=${token}&page=zzz`);
-      await new Promise((r) => setTimeout(r, 200));
+      await sleep(200);
       const logs = d.logs.join('\n');
       expect(logs).toContain('"route":"/openapi/v1/proxy/whitelist/list"');
       for (const s of secrets) {

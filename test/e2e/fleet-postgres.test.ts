@@ -6,11 +6,13 @@
 // committed. Propagation is measured (p50/p99 in a log line); only generous bounds are asserted.
 import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { admin, databaseUrlOf, dataDirFor, inspectData, makeAccount, startDaemon, tempDir, type Daemon } from '../helpers/daemon.js';
+import { ADD, admin, databaseUrlOf, dataDirFor, DEL, inspectData, LIST, makeAccount, startDaemon, tempDir, type Daemon } from '../helpers/daemon.js';
 import { makeTemplate, postgresSkipReason, startPostgres, type PgCluster } from '../helpers/postgres.js';
-import { ADD, api, DEL, LIST, pub, startRedis, waitFor, type RedisServer } from '../ops/helpers.js';
+import { api, pub, startRedis, type RedisServer } from '../ops/helpers.js';
+import { waitFor } from '../helpers/wait.js';
 import { ConsoleClient } from '../console/client.js';
-import { percentile, probe as probeVia, report as reportAs, tcpEcho, until } from './fleet-probe.js';
+import { tcpEcho } from '../helpers/net.js';
+import { percentile, probe as probeVia, report as reportAs, until } from './fleet-probe.js';
 
 const skip = postgresSkipReason();
 const STALE_SEC = 4;

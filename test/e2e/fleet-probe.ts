@@ -1,11 +1,6 @@
-// Shared by the fleet e2e files: a TCP echo target, one CONNECT through a node's HTTP gateway, and the
-// propagation figures (time until a check holds, percentiles, one JSON log line).
+// Shared by the fleet e2e files: one CONNECT through a node's HTTP gateway, and the propagation figures
+// (time until a check holds, percentiles, one JSON log line). The echo target is test/helpers/net.ts's.
 import net from 'node:net';
-
-export function tcpEcho(): Promise<net.Server> {
-  const server = net.createServer((s) => s.pipe(s));
-  return new Promise((r) => server.listen(0, '127.0.0.1', () => r(server)));
-}
 
 /** One CONNECT through the gateway, as `source` (PROXY v1 header) or with credentials: the reply's status code (0: none). */
 export function probe(gateway: string, target: string, as: { source: string } | { user: string; password: string }): Promise<number> {

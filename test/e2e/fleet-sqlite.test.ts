@@ -1,12 +1,13 @@
-// The admission view inside spawned daemons on SQLite (SPEC 8): a change made by another process — the
+// The admission view inside spawned daemons on SQLite (docs/operations.md Fleet): a change made by another process — the
 // other daemon on a shared data dir, `proxyd admin` — admits or refuses on a running gateway within 1 s;
 // each worker of --workers 2 follows it too. Propagation is measured (p50/p99 in a log line); only a
 // generous bound is asserted, the figures that matter come from bench/fleet.mjs.
 import type net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { admin, makeAccount, startDaemon, tempDir, type Daemon } from '../helpers/daemon.js';
-import { ADD, api, DEL } from '../ops/helpers.js';
-import { percentile, probe, report, tcpEcho, until } from './fleet-probe.js';
+import { ADD, admin, DEL, makeAccount, startDaemon, tempDir, type Daemon } from '../helpers/daemon.js';
+import { addrOf, tcpEcho } from '../helpers/net.js';
+import { api } from '../ops/helpers.js';
+import { percentile, probe, report, until } from './fleet-probe.js';
 
 const LIMITS = ['--rate-limits', 'list=10000,add=10000,delete=10000,invalid=10000'];
 const GW = ['--allow-private-targets', '--proxy-protocol-from', '127.0.0.1/32', ...LIMITS];
@@ -20,7 +21,7 @@ describe('two daemons on one shared data dir', () => {
 
   beforeAll(async () => {
     echo = await tcpEcho();
-    target = `127.0.0.1:${(echo.address() as net.AddressInfo).port}`;
+    target = addrOf(echo);
     const dir = tempDir();
     a = await startDaemon({ dataDir: dir, args: ['--shared-data-dir', ...GW] });
     b = await startDaemon({ dataDir: dir, args: ['--shared-data-dir', ...GW] });
@@ -69,7 +70,7 @@ describe('proxyd admin against a running daemon', () => {
 
   beforeAll(async () => {
     echo = await tcpEcho();
-    target = `127.0.0.1:${(echo.address() as net.AddressInfo).port}`;
+    target = addrOf(echo);
     d = await startDaemon({ args: GW });
   });
   afterAll(async () => {
@@ -106,7 +107,7 @@ describe('proxyd admin against a running daemon', () => {
 describe('--workers 2: each worker holds its own view', () => {
   it('a change reaches every worker (connections are spread round robin)', async () => {
     const echo = await tcpEcho();
-    const target = `127.0.0.1:${(echo.address() as net.AddressInfo).port}`;
+    const target = addrOf(echo);
     const d = await startDaemon({ args: ['--workers', '2', ...GW] });
     try {
       const { token } = await makeAccount(d.dataDir, 'workers@example.com');

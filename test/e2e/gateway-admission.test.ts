@@ -5,6 +5,8 @@ import http from 'node:http';
 import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { admin, inspectDb, makeAccount, startDaemon, type Daemon } from '../helpers/daemon.js';
+import { addrOf, tcpEcho } from '../helpers/net.js';
+import { sleep } from '../helpers/wait.js';
 
 function curl(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
@@ -23,12 +25,6 @@ function echoTarget(): Promise<http.Server> {
   return new Promise((r) => server.listen(0, '127.0.0.1', () => r(server)));
 }
 
-/** TCP echo target for long-lived tunnels. */
-function tcpEcho(): Promise<net.Server> {
-  const server = net.createServer((s) => s.pipe(s));
-  return new Promise((r) => server.listen(0, '127.0.0.1', () => r(server)));
-}
-
 /** A load balancer in front of the gateway: sends `PROXY TCP4 <src> …` then relays bytes. */
 function loadBalancer(gateway: string, sourceIp: () => string): Promise<net.Server> {
   const [host, port] = gateway.split(':') as [string, string];
@@ -43,7 +39,6 @@ function loadBalancer(gateway: string, sourceIp: () => string): Promise<net.Serv
   return new Promise((r) => server.listen(0, '127.0.0.1', () => r(server)));
 }
 
-const addr = (s: net.Server | http.Server) => `127.0.0.1:${(s.address() as net.AddressInfo).port}`;
 
 describe('gateway admission through a spawned proxyd', () => {
   let d: Daemon;
@@ -75,23 +70,23 @@ describe('gateway admission through a spawned proxyd', () => {
   });
 
   it('forwards with credentials, and the target sees the egress address', async () => {
-    const r = await curl(['-x', `http://alice:${proxyPassword}@${d.httpProxy}`, `http://${addr(target)}/hello`]);
+    const r = await curl(['-x', `http://alice:${proxyPassword}@${d.httpProxy}`, `http://${addrOf(target)}/hello`]);
     expect(r.code).toBe(0);
     expect(JSON.parse(r.stdout)).toEqual({ ip: '127.0.0.2', path: '/hello' });
-    const s = await curl(['--proxy', `socks5h://alice:${proxyPassword}@${d.socks}`, `http://${addr(target)}/socks`]);
+    const s = await curl(['--proxy', `socks5h://alice:${proxyPassword}@${d.socks}`, `http://${addrOf(target)}/socks`]);
     expect(JSON.parse(s.stdout)).toEqual({ ip: '127.0.0.2', path: '/socks' });
   });
 
   it('answers 407 with Proxy-Authenticate for no or wrong credentials', async () => {
     for (const proxy of [`http://${d.httpProxy}`, `http://alice:wrong-password@${d.httpProxy}`]) {
-      const r = await curl(['-x', proxy, '-o', '/dev/null', '-D', '-', '-w', '%{http_code}', `http://${addr(target)}/`]);
+      const r = await curl(['-x', proxy, '-o', '/dev/null', '-D', '-', '-w', '%{http_code}', `http://${addrOf(target)}/`]);
       expect(r.stdout).toMatch(/407$/);
       expect(r.stdout.toLowerCase()).toContain('proxy-authenticate: basic realm="proxy"');
     }
   });
 
   it('admits a whitelisted source IP (from a trusted PROXY header) and follows every change', async () => {
-    const viaLb = () => curl(['-x', `http://${addr(lb)}`, '-o', '/dev/null', '-w', '%{http_code}', `http://${addr(target)}/`]).then((r) => r.stdout);
+    const viaLb = () => curl(['-x', `http://${addrOf(lb)}`, '-o', '/dev/null', '-w', '%{http_code}', `http://${addrOf(target)}/`]).then((r) => r.stdout);
     expect(await viaLb()).toBe('407');
     expect((await api('/openapi/v1/proxy/whitelist/add', { items: [{ ip: source.ip }] })).code).toBe(200);
     expect(await viaLb()).toBe('200');
@@ -103,7 +98,7 @@ describe('gateway admission through a spawned proxyd', () => {
 
     await admin(d.dataDir, ['account', 'set', '--email', 'gw@example.com', '--status', 'suspended']);
     expect(await viaLb()).toBe('407');
-    const creds = await curl(['-x', `http://alice:${proxyPassword}@${d.httpProxy}`, '-o', '/dev/null', '-w', '%{http_code}', `http://${addr(target)}/`]);
+    const creds = await curl(['-x', `http://alice:${proxyPassword}@${d.httpProxy}`, '-o', '/dev/null', '-w', '%{http_code}', `http://${addrOf(target)}/`]);
     expect(creds.stdout).toBe('407');
     await admin(d.dataDir, ['account', 'set', '--email', 'gw@example.com', '--status', 'active']);
     expect(await viaLb()).toBe('200');
@@ -117,7 +112,7 @@ describe('gateway admission through a spawned proxyd', () => {
     await api('/openapi/v1/proxy/whitelist/add', { items: [{ ip: source.ip }] });
     const tunnel = net.connect((lb.address() as net.AddressInfo).port, '127.0.0.1');
     await new Promise((r) => tunnel.once('connect', r));
-    tunnel.write(`CONNECT ${addr(echo)} HTTP/1.1\r\nHost: ${addr(echo)}\r\n\r\n`);
+    tunnel.write(`CONNECT ${addrOf(echo)} HTTP/1.1\r\nHost: ${addrOf(echo)}\r\n\r\n`);
     const head = await new Promise<string>((r) => tunnel.once('data', (c) => r(c.toString())));
     expect(head).toMatch(/^HTTP\/1\.1 200/);
 
@@ -125,7 +120,7 @@ describe('gateway admission through a spawned proxyd', () => {
     const t0 = Date.now();
     let status = '';
     while (Date.now() - t0 < 1000) {
-      status = (await curl(['-x', `http://${addr(lb)}`, '-o', '/dev/null', '-w', '%{http_code}', `http://${addr(target)}/`])).stdout;
+      status = (await curl(['-x', `http://${addrOf(lb)}`, '-o', '/dev/null', '-w', '%{http_code}', `http://${addrOf(target)}/`])).stdout;
       if (status === '407') break;
     }
     expect(status).toBe('407');
@@ -156,11 +151,11 @@ describe('SSRF guard by default', () => {
     try {
       await makeAccount(d.dataDir, 'ssrf@example.com');
       const pw = (await admin(d.dataDir, ['proxy-user', 'create', '--email', 'ssrf@example.com', '--username', 'bob'])).json.password;
-      const http403 = await curl(['-x', `http://bob:${pw}@${d.httpProxy}`, '-o', '/dev/null', '-w', '%{http_code}', `http://${addr(target)}/`]);
+      const http403 = await curl(['-x', `http://bob:${pw}@${d.httpProxy}`, '-o', '/dev/null', '-w', '%{http_code}', `http://${addrOf(target)}/`]);
       expect(http403.stdout).toBe('403');
-      const connect = await curl(['-p', '-x', `http://bob:${pw}@${d.httpProxy}`, '-o', '/dev/null', '-w', '%{http_connect}', `http://${addr(target)}/`]);
+      const connect = await curl(['-p', '-x', `http://bob:${pw}@${d.httpProxy}`, '-o', '/dev/null', '-w', '%{http_connect}', `http://${addrOf(target)}/`]);
       expect(connect.stdout).toBe('403');
-      const socks = await curl(['--proxy', `socks5h://bob:${pw}@${d.socks}`, `http://${addr(target)}/`]);
+      const socks = await curl(['--proxy', `socks5h://bob:${pw}@${d.socks}`, `http://${addrOf(target)}/`]);
       expect(socks.code).not.toBe(0);
       expect(socks.stderr.toLowerCase()).toMatch(/not allowed|socks/);
     } finally {
@@ -176,7 +171,7 @@ describe('gateway operations inside a spawned proxyd', () => {
     const d = await startDaemon({ args: ['--allow-private-targets'] });
     try {
       const lb = await loadBalancer(d.httpProxy, () => '8.8.4.4');
-      const r = await curl(['-x', `http://${addr(lb)}`, '-o', '/dev/null', '-w', '%{http_code}', `http://${addr(target)}/`]);
+      const r = await curl(['-x', `http://${addrOf(lb)}`, '-o', '/dev/null', '-w', '%{http_code}', `http://${addrOf(target)}/`]);
       expect(r.stdout).toBe('000'); // connection closed, no HTTP answer
       lb.close();
     } finally {
@@ -192,7 +187,7 @@ describe('gateway operations inside a spawned proxyd', () => {
     try {
       const { accountId } = await makeAccount(d.dataDir, 'ops@example.com');
       const pw = (await admin(d.dataDir, ['proxy-user', 'create', '--email', 'ops@example.com', '--username', 'carol'])).json.password;
-      const ok = await curl(['-x', `http://carol:${pw}@${d.httpProxy}`, `http://${addr(target)}/count`]);
+      const ok = await curl(['-x', `http://carol:${pw}@${d.httpProxy}`, `http://${addrOf(target)}/count`]);
       expect(JSON.parse(ok.stdout).path).toBe('/count');
 
       const metrics = await (await fetch(`${d.api}/metrics`)).text();
@@ -204,10 +199,10 @@ describe('gateway operations inside a spawned proxyd', () => {
       const auth = Buffer.from(`carol:${pw}`).toString('base64');
       const tunnel = net.connect(Number(d.httpProxy.split(':')[1]), '127.0.0.1');
       await new Promise((r) => tunnel.once('connect', r));
-      tunnel.write(`CONNECT ${addr(echo)} HTTP/1.1\r\nHost: ${addr(echo)}\r\nProxy-Authorization: Basic ${auth}\r\n\r\n`);
+      tunnel.write(`CONNECT ${addrOf(echo)} HTTP/1.1\r\nHost: ${addrOf(echo)}\r\nProxy-Authorization: Basic ${auth}\r\n\r\n`);
       expect(await new Promise<string>((r) => tunnel.once('data', (c) => r(c.toString())))).toMatch(/^HTTP\/1\.1 200/);
       d.proc.kill('SIGTERM');
-      await new Promise((r) => setTimeout(r, 300));
+      await sleep(300);
       tunnel.write('during drain');
       expect(await new Promise<string>((r) => tunnel.once('data', (c) => r(c.toString())))).toBe('during drain');
       tunnel.end();
@@ -224,7 +219,7 @@ describe('gateway operations inside a spawned proxyd', () => {
       const again = await startDaemon({ dataDir: d.dataDir, args: ['--allow-private-targets'] });
       try {
         await admin(again.dataDir, ['account', 'set', '--email', 'ops@example.com', '--status', 'closed']);
-        const closed = await curl(['-x', `http://carol:${pw}@${again.httpProxy}`, '-o', '/dev/null', '-w', '%{http_code}', `http://${addr(target)}/`]);
+        const closed = await curl(['-x', `http://carol:${pw}@${again.httpProxy}`, '-o', '/dev/null', '-w', '%{http_code}', `http://${addrOf(target)}/`]);
         expect(closed.stdout).toBe('407');
       } finally {
         await again.stop();

@@ -5,11 +5,11 @@ import type { ApiContext } from '../../src/daemon/api/context.js';
 import { openCountryLookup } from '../../src/daemon/geo.js';
 import { Metrics } from '../../src/daemon/metrics.js';
 import { ApiLimits, DEFAULT_LIMITS, type LimitSettings } from '../../src/daemon/ratelimit/api-limits.js';
-import { DatabaseWindowStore } from '../../src/daemon/ratelimit/database-store.js';
-import { MemoryWindowStore, type WindowStore } from '../../src/daemon/ratelimit/limiter.js';
+import type { WindowStore } from '../../src/daemon/ratelimit/limiter.js';
+import type { DaemonLog } from '../../src/daemon/log.js';
 import { hashPassword, mintToken } from '../../src/daemon/secrets.js';
+import { apiContext, windowStoreFor } from '../../src/daemon/serve.js';
 import { openStore, type Store } from '../../src/daemon/store/index.js';
-import { WhitelistService } from '../../src/daemon/whitelist-service.js';
 import { tempDir } from './daemon.js';
 import { emptyDatabase, type BackendName } from './postgres.js';
 
@@ -28,20 +28,14 @@ export async function makeTestApp(
   const clock = { now: Date.UTC(2026, 10, 21, 10, 0, 0) };
   const nowMs = () => clock.now;
   const databaseUrl = opts.backend === 'postgres' ? await emptyDatabase() : undefined;
-  const store = await openStore({ dataDir: tempDir(), databaseUrl, nowMs, releaseGraceSec: opts.releaseGraceSec ?? 600 });
+  const store = await openStore({ dataDir: tempDir(), databaseUrl, nowMs, releaseGraceSec: opts.releaseGraceSec });
   const geo = await openCountryLookup();
-  // On PostgreSQL the limits live in the database (the fleet's way), so the same tests cover its window log.
-  const windowStore = opts.windowStore ?? (store.backend === 'postgres' ? new DatabaseWindowStore(store.sharedRateHits(), 'postgres') : new MemoryWindowStore());
+  // Chosen as serve chooses: on PostgreSQL the limits live in the database, so the same tests cover its window log.
+  const quiet: Pick<DaemonLog, 'info' | 'warn'> = { info: () => {}, warn: () => {} };
+  const windowStore = opts.windowStore ?? windowStoreFor({ redisUrl: undefined, databaseUrl, workers: 1, sharedDataDir: false }, store, quiet);
   const limits = new ApiLimits(windowStore, { ...DEFAULT_LIMITS, ...opts.limits }, nowMs);
   const metrics = new Metrics({ defaultMetrics: false });
-  const ctx: ApiContext = {
-    store,
-    whitelist: new WhitelistService(store, geo, { error: () => {} }),
-    limits,
-    metrics,
-    nowMs,
-    health: async () => ({ ok: true, down: [] }),
-  };
+  const ctx = apiContext({ store, geo, limits, metrics, log: { error: () => {} }, nowMs });
   const app = await buildApp(ctx, { trustProxy: opts.trustProxy ?? [], logger: false });
   const pwHash = await hashPassword('correct horse battery');
   return {
@@ -64,9 +58,6 @@ export async function makeTestApp(
   };
 }
 
-export const LIST = '/openapi/v1/proxy/whitelist/list';
-export const ADD = '/openapi/v1/proxy/whitelist/add';
-export const DEL = '/openapi/v1/proxy/whitelist/delete';
 
 export function q(token: string): string {
   return `?api_key=${encodeURIComponent(token)}`;

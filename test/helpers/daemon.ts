@@ -5,12 +5,16 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
+import { API_PATHS } from '../../src/contract/paths.js';
 import { connect } from '../../src/daemon/store/postgres/db.js';
 import { createDatabase, type BackendName } from './postgres.js';
 
 export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 export const PROXYD = path.join(ROOT, 'bin/proxyd');
 export const PROXYCTL = path.join(ROOT, 'bin/proxyctl');
+
+/** The whitelist API's paths from the contract, under the short names the tests use. */
+export const { list: LIST, add: ADD, delete: DEL } = API_PATHS;
 
 export interface Ready {
   event: 'ready';

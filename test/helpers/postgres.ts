@@ -6,7 +6,7 @@ import { chownSync, existsSync, mkdtempSync, readFileSync, rmSync } from 'node:f
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import postgres from 'postgres';
-import { freePort } from '../ops/helpers.js';
+import { freePort } from './net.js';
 
 const BIN = '/usr/lib/postgresql/15/bin';
 export const PG_TEST_URL_ENV = 'PROXYD_TEST_PG_URL';

@@ -2,9 +2,10 @@
 // its request id and security headers, never a secret in the answer; strict JSON bodies.
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ADD, DEL, LIST, makeTestApp, q, type TestApp } from '../helpers/app.js';
+import { makeTestApp, q, type TestApp } from '../helpers/app.js';
 import { FUZZ_TIMEOUT, params } from './fuzz.js';
 import { OPS_PATHS, randomRequest } from './requests.js';
+import { ADD, DEL, LIST } from '../helpers/daemon.js';
 
 let t: TestApp;
 let token: string;

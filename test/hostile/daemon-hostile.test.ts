@@ -7,7 +7,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { admin, makeAccount, startDaemon, type Daemon } from '../helpers/daemon.js';
 import { BACKENDS } from '../helpers/postgres.js';
 import { E2E_SCALE } from './fuzz.js';
-import { addrOf, connectTunnel, echoRoundTrip, exchange, httpRequest, hostPort, pool, procStats, sleep, tcpEcho } from './net.js';
+import { addrOf, tcpEcho } from '../helpers/net.js';
+import { sleep } from '../helpers/wait.js';
+import { connectTunnel, echoRoundTrip, exchange, httpRequest, hostPort, pool, procStats } from './net.js';
 import { OPS_PATHS, randomRequest } from './requests.js';
 
 const HEADER_TIMEOUT_MS = 1500;
@@ -251,7 +253,7 @@ describe.each(BACKENDS)('hostile on %s', (backend) => {
       // A new entry opens the gateway within 1 s (the admission view follows the change log): ask until it does.
       let viaLb = '';
       for (let i = 0; i < 8 && !/^HTTP\/1\.1 200 /.test(viaLb); i++) {
-        if (i) await new Promise((r) => setTimeout(r, 250));
+        if (i) await sleep(250);
         viaLb = (await exchange(d.httpProxy, Buffer.from(`PROXY TCP4 8.8.8.8 127.0.0.1 40000 3128\r\nCONNECT ${addrOf(echo)} HTTP/1.1\r\n\r\nping`), { waitMs: 1000, localAddress: TRUSTED_PEER })).data.toString('latin1');
       }
       expect(viaLb).toMatch(/^HTTP\/1\.1 200 [^]*ping$/);

@@ -2,10 +2,9 @@
 // on the API): each gets the envelope and the usual headers, echoes nothing of the URL or query, and is
 // logged by route pattern. Raw HTTP over a real socket: these requests are not valid for most clients.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { makeAccount, recordBody, startDaemon, type Daemon } from '../helpers/daemon.js';
-import { exchange, sleep } from './net.js';
-
-const LIST = '/openapi/v1/proxy/whitelist/list';
+import { LIST, makeAccount, recordBody, startDaemon, type Daemon } from '../helpers/daemon.js';
+import { sleep } from '../helpers/wait.js';
+import { exchange } from './net.js';
 const ADD = '/openapi/v1/proxy/whitelist/add';
 
 let d: Daemon;

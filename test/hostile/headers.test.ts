@@ -2,7 +2,8 @@
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildApp } from '../../src/daemon/api/app.js';
-import { ADD, LIST, makeTestApp, q, type TestApp } from '../helpers/app.js';
+import { makeTestApp, q, type TestApp } from '../helpers/app.js';
+import { ADD, LIST } from '../helpers/daemon.js';
 
 let t: TestApp;
 let token: string;

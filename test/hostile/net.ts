@@ -3,6 +3,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import http from 'node:http';
 import net from 'node:net';
 import { recordBody } from '../helpers/daemon.js';
+import { sleep } from '../helpers/wait.js';
 
 export function hostPort(s: string): { host: string; port: number } {
   const i = s.lastIndexOf(':');
@@ -15,8 +16,6 @@ export function procStats(pid: number): { fds: number; rssKiB: number } {
   const m = /VmRSS:\s+(\d+)\s+kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
   return { fds, rssKiB: m ? Number(m[1]) : NaN };
 }
-
-export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 export interface Exchange {
   data: Buffer;
@@ -114,17 +113,6 @@ export function echoRoundTrip(socket: net.Socket, msg: string, timeoutMs = 2000)
     socket.write(msg);
   });
 }
-
-/** TCP echo server on 127.0.0.1. */
-export function tcpEcho(): Promise<net.Server> {
-  const server = net.createServer((s) => {
-    s.on('error', () => {});
-    s.pipe(s);
-  });
-  return new Promise((r) => server.listen(0, '127.0.0.1', () => r(server)));
-}
-
-export const addrOf = (s: net.Server) => `127.0.0.1:${(s.address() as net.AddressInfo).port}`;
 
 export interface HttpAnswer {
   status: number;

@@ -3,7 +3,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { GatewayCore } from '../../src/gateway/core.js';
 import type { GatewayOptions } from '../../src/gateway/types.js';
-import { LIST, makeTestApp, type TestApp } from '../helpers/app.js';
+import { makeTestApp, type TestApp } from '../helpers/app.js';
+import { LIST } from '../helpers/daemon.js';
 
 function core(lookup: GatewayOptions['lookup']): GatewayCore {
   return new GatewayCore({

@@ -1,7 +1,8 @@
 // Random API requests shared by the in-process and the end-to-end hostile suites.
 import fc from 'fast-check';
-import { ADD, DEL, LIST, q } from '../helpers/app.js';
+import { q } from '../helpers/app.js';
 import { bytes } from './fuzz.js';
+import { ADD, DEL, LIST } from '../helpers/daemon.js';
 
 export interface RandomRequest {
   method: string;

@@ -8,7 +8,9 @@ import type net from 'node:net';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { admin, makeAccount, PROXYCTL, ROOT, run, startDaemon, tempDir, type Daemon, type RunResult, isolatedCliEnv } from '../helpers/daemon.js';
-import { connectTunnel, exchange, hostPort, httpRequest, sleep, tcpEcho } from './net.js';
+import { tcpEcho } from '../helpers/net.js';
+import { sleep } from '../helpers/wait.js';
+import { connectTunnel, exchange, hostPort, httpRequest } from './net.js';
 
 const EMAIL = 'audit@example.com';
 const CONSOLE_PASSWORD = 'Console-Pw-7f3a9c2e1b5d';

@@ -2,9 +2,10 @@
 // nothing acknowledged is lost, the database passes PRAGMA integrity_check, and the next start checks it.
 // On each store backend.
 import { describe, expect, it } from 'vitest';
-import { dataDirFor, inspectData, makeAccount, startDaemon } from '../helpers/daemon.js';
+import { dataDirFor, inspectData, makeAccount, startDaemon, ADD, LIST } from '../helpers/daemon.js';
 import { BACKENDS } from '../helpers/postgres.js';
-import { ADD, pub, sleep } from './helpers.js';
+import { sleep } from '../helpers/wait.js';
+import { pub } from './helpers.js';
 
 const LIMITS = ['--rate-limits', 'list=100000,add=100000,delete=100000'];
 
@@ -75,7 +76,7 @@ describe.each(BACKENDS)('crash safety on %s', (backend) => {
     try {
       const check = again.logs.map((l) => JSON.parse(l)).find((l) => l.event === 'integrity_check');
       expect(check).toMatchObject({ ok: true, claimsWithoutEntry: 0, entriesWithoutClaim: 0 });
-      const res = await fetch(`${again.api}/openapi/v1/proxy/whitelist/list?page_size=1&api_key=${encodeURIComponent(token)}`);
+      const res = await fetch(`${again.api}${LIST}?page_size=1&api_key=${encodeURIComponent(token)}`);
       expect(((await res.json()) as { data: { total: number } }).data.total).toBe(present.length);
     } finally {
       expect(await again.stop()).toBe(0);

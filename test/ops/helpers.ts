@@ -2,21 +2,8 @@
 import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
 import net from 'node:net';
 import { recordBody, type Daemon } from '../helpers/daemon.js';
-
-export const LIST = '/openapi/v1/proxy/whitelist/list';
-export const ADD = '/openapi/v1/proxy/whitelist/add';
-export const DEL = '/openapi/v1/proxy/whitelist/delete';
-
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = net.createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const port = (s.address() as net.AddressInfo).port;
-      s.close(() => resolve(port));
-    });
-  });
-}
+import { freePort } from '../helpers/net.js';
+import { sleep } from '../helpers/wait.js';
 
 function ping(port: number): Promise<boolean> {
   return new Promise((resolve) => {
@@ -85,8 +72,6 @@ export async function startRedis(): Promise<RedisServer> {
   return r;
 }
 
-export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
 export async function api(base: string, path: string, token: string, body?: unknown) {
   const url = `${base}${path}${path.includes('?') ? '&' : '?'}api_key=${encodeURIComponent(token)}`;
   const t0 = performance.now();
@@ -107,16 +92,6 @@ export function childPids(pid: number): number[] {
       .map(Number);
   } catch {
     return [];
-  }
-}
-
-export async function waitFor<T>(what: string, fn: () => Promise<T | null | undefined | false> | T | null | undefined | false, timeoutMs = 10_000): Promise<T> {
-  const until = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await fn();
-    if (v) return v;
-    if (Date.now() > until) throw new Error(`timed out waiting for ${what}`);
-    await sleep(50);
   }
 }
 

@@ -2,7 +2,7 @@
 // logs on stderr from one logger, --log-level applied to start-up lines too, and a final "stopped" line.
 import { describe, expect, it } from 'vitest';
 import { startDaemon } from '../helpers/daemon.js';
-import { waitFor } from './helpers.js';
+import { waitFor } from '../helpers/wait.js';
 
 const parsed = (logs: string[]) => logs.map((l) => JSON.parse(l) as { event?: string; level: number; msg: string; pid: number; signal?: string });
 

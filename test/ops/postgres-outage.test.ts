@@ -6,9 +6,10 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { admin, dataDirFor, inspectData, makeAccount, startDaemon, type Daemon } from '../helpers/daemon.js';
+import { admin, dataDirFor, inspectData, makeAccount, startDaemon, type Daemon, ADD, LIST } from '../helpers/daemon.js';
 import { makeTemplate, postgresSkipReason, startPostgres, type PgCluster } from '../helpers/postgres.js';
-import { ADD, LIST, pub, sleep } from './helpers.js';
+import { sleep } from '../helpers/wait.js';
+import { pub } from './helpers.js';
 
 const skip = postgresSkipReason();
 let pg: PgCluster;

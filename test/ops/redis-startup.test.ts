@@ -4,8 +4,10 @@ import net from 'node:net';
 import { afterAll, describe, expect, it } from 'vitest';
 import { ApiLimits, DEFAULT_LIMITS } from '../../src/daemon/ratelimit/api-limits.js';
 import { RedisWindowStore } from '../../src/daemon/ratelimit/redis-store.js';
-import { makeAccount, PROXYD, run, startDaemon, tempDir, type Daemon } from '../helpers/daemon.js';
-import { api, freePort, LIST, startRedis, waitFor, type RedisServer } from './helpers.js';
+import { makeAccount, PROXYD, run, startDaemon, tempDir, type Daemon, LIST } from '../helpers/daemon.js';
+import { waitFor } from '../helpers/wait.js';
+import { freePort } from '../helpers/net.js';
+import { api, startRedis, type RedisServer } from './helpers.js';
 
 const events = (d: Daemon) => d.logs.map((l) => JSON.parse(l) as { event?: string; level: number });
 

@@ -1,8 +1,9 @@
 // --redis-url against a real redis-server: outage answers 503/10503 fast and executes nothing, service
 // returns without a restart, and two daemons on one database and one Redis share a token's limit exactly.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { admin, inspectDb, makeAccount, PROXYD, run, startDaemon, tempDir, type Daemon } from '../helpers/daemon.js';
-import { ADD, api, LIST, pub, startRedis, waitFor, type RedisServer } from './helpers.js';
+import { admin, inspectDb, makeAccount, PROXYD, run, startDaemon, tempDir, type Daemon, ADD, DEL, LIST } from '../helpers/daemon.js';
+import { waitFor } from '../helpers/wait.js';
+import { api, pub, startRedis, type RedisServer } from './helpers.js';
 
 const liveEntries = async (dataDir: string, ip: string): Promise<number> => {
   const db = await inspectDb(dataDir);
@@ -35,7 +36,7 @@ describe('proxyd serve --redis-url: Redis outage', () => {
   it('Redis killed: every whitelist request is 503/10503 within 500 ms and nothing is executed', async () => {
     await redis.kill('SIGKILL');
     const ip = pub(1);
-    for (const [p, body] of [[LIST, undefined], [ADD, { items: [{ ip }] }], ['/openapi/v1/proxy/whitelist/delete', { ips: [ip] }]] as const) {
+    for (const [p, body] of [[LIST, undefined], [ADD, { items: [{ ip }] }], [DEL, { ips: [ip] }]] as const) {
       const r = await api(d.api, p, token, body);
       expect(r.status).toBe(503);
       expect(r.json).toMatchObject({ code: 10503, data: null });

@@ -3,9 +3,10 @@
 import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { inspectData, makeAccount, startDaemon, type Daemon } from '../helpers/daemon.js';
+import { inspectData, makeAccount, startDaemon, type Daemon, ADD, LIST } from '../helpers/daemon.js';
 import { BACKENDS } from '../helpers/postgres.js';
-import { ADD, api, childPids, LIST, pub, waitFor } from './helpers.js';
+import { waitFor } from '../helpers/wait.js';
+import { api, childPids, pub } from './helpers.js';
 
 describe.each(BACKENDS)('proxyd serve --workers 2 on %s', (backend) => {
   let d: Daemon;

@@ -9,7 +9,7 @@ import { SOCKS_VERSION, boundAddressLength, connectRequest, formatBound, hex, so
 import { fail, ok, type StageFn } from './stage.js';
 import type { CheckContext, StageOutcome } from './types.js';
 
-/** Statuses the gateway itself uses for a target it will not or cannot reach (SPEC 4). */
+/** Statuses the gateway itself uses for a target it will not or cannot reach (docs/gateway.md Status codes and SOCKS replies). */
 const GATEWAY_REFUSAL_STATUSES = new Set([403, 502, 504]);
 
 /** The proxy's explanation without a repeated "403 Forbidden:" prefix. */

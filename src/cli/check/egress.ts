@@ -5,7 +5,7 @@ import { isIP } from 'node:net';
 import { secureContextFor } from './tls.js';
 import type { TargetSpec } from './urls.js';
 
-export const MAX_BODY = 64 * 1024;
+const MAX_BODY = 64 * 1024;
 
 /** The IP in an echo body: JSON `{"ip":…}` (also `origin`, as httpbin sends), or a body that is an IP. */
 export function parseEgressIp(body: string): string | null {
@@ -55,7 +55,7 @@ export const REQUEST_HEADERS = {
   Connection: 'close',
 } as const;
 
-export type DirectResult = { ok: true; ip: string | null; status: number } | { ok: false; error: string };
+type DirectResult = { ok: true; ip: string | null; status: number } | { ok: false; error: string };
 
 /** The same target fetched without the proxy. */
 export function fetchDirect(target: TargetSpec, opts: { ca?: string | undefined; timeoutMs: number }): Promise<DirectResult> {

@@ -2,7 +2,7 @@
 import Table from 'cli-table3';
 import type { CheckReport, StageStatus } from './types.js';
 
-export interface RenderOptions {
+interface RenderOptions {
   color: boolean;
   /** Terminal width, to wrap the detail column; undefined: no wrapping. */
   columns?: number | undefined;

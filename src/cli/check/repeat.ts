@@ -2,7 +2,7 @@
 import type { CheckResult } from './runner.js';
 import { STAGE_NAMES, type StageName } from './types.js';
 
-export interface StageStats {
+interface StageStats {
   name: StageName;
   /** Runs in which the stage ran (ok or failed; skipped runs are not counted). */
   runs: number;

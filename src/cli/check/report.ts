@@ -4,7 +4,7 @@ import type { RepeatSummary } from './repeat.js';
 import type { CheckResult } from './runner.js';
 import { redactUrl, scrub, type ProxySpec } from './urls.js';
 
-export interface ReportInput {
+interface ReportInput {
   result: CheckResult;
   proxy: ProxySpec;
   /** The target URL as given. */

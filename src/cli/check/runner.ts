@@ -1,4 +1,4 @@
-// performCheck(options, deps): the staged connectivity check of SPEC 6. Stages run in order, each under
+// performCheck(options, deps): the staged connectivity check (docs/support.md The stages). Stages run in order, each under
 // its own timeout; the first failure stops the run and the remaining stages are marked skipped.
 import { promises as dnsPromises } from 'node:dns';
 import { performance } from 'node:perf_hooks';
@@ -39,7 +39,7 @@ export async function performCheck(opts: CheckOptions, deps: Partial<CheckDeps> 
   const proxy = parseProxyUrl(opts.proxy);
   const target = parseTargetUrl(opts.target);
   const ctx: CheckContext = { proxy, target, opts, deps: d, sockets: new Set() };
-  // An http:// target has no TLS stage (SPEC 6).
+  // An http:// target has no TLS stage (docs/support.md The stages).
   const plan = (Object.keys(STAGES) as StageName[]).filter((n) => n !== 'tls' || target.protocol === 'https');
   const stages: StageResult[] = [];
   let failure: CheckResult['failure'] = null;

@@ -3,7 +3,7 @@ import type { CheckContext, StageName, StageOutcome, StageResult, FailureCause }
 
 export type StageFn = (ctx: CheckContext, signal: AbortSignal) => Promise<StageOutcome>;
 
-export interface TimedOutcome {
+interface TimedOutcome {
   result: StageResult;
   cause: FailureCause | null;
 }

@@ -1,4 +1,4 @@
-// Shapes shared by the check stages, the runner and the renderer (SPEC 6).
+// Shapes shared by the check stages, the runner and the renderer (docs/support.md).
 import type { Socket } from 'node:net';
 import type { IncomingMessage } from 'node:http';
 import type { ProxySpec, TargetSpec } from './urls.js';

@@ -1,7 +1,7 @@
 // Proxy and target URLs for the check: parsing, validation and password redaction.
 import { isIP } from 'node:net';
 
-export type ProxyProtocol = 'http' | 'socks5' | 'socks5h';
+type ProxyProtocol = 'http' | 'socks5' | 'socks5h';
 
 export interface ProxySpec {
   protocol: ProxyProtocol;

@@ -6,7 +6,7 @@ import type { Deps } from '../deps.js';
 import { Exit, type ExitCode } from '../exit-codes.js';
 import { apiFailure, rejectedTokenHint } from './shared.js';
 
-export interface AuthStatusDoc {
+interface AuthStatusDoc {
   source: 'env' | 'keychain' | 'file' | null;
   access_key: string | null;
   base_url: string;

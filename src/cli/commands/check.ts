@@ -11,9 +11,9 @@ import type { Context } from '../context.js';
 import type { Deps } from '../deps.js';
 import { CliError, UsageError, scrubSecrets } from '../errors.js';
 import { Exit, type ExitCode } from '../exit-codes.js';
-import { VERSION } from '../version.js';
+import { VERSION } from '../../contract/version.js';
 
-export interface CheckCommandOptions {
+interface CheckCommandOptions {
   ctx: Context;
   proxy: string;
   /** Default: config `check.target`, else DEFAULT_TARGET. */

@@ -5,7 +5,7 @@ import type { Deps } from '../deps.js';
 import { UsageError } from '../errors.js';
 import { Exit, type ExitCode } from '../exit-codes.js';
 
-export interface ConfigOptions {
+interface ConfigOptions {
   ctx: Context;
   action: 'get' | 'set' | 'unset';
   key?: string;

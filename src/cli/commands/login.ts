@@ -8,7 +8,7 @@ import { Exit, type ExitCode } from '../exit-codes.js';
 import { readAll } from '../io.js';
 import { apiFailure, warnIfPlainHttp } from './shared.js';
 
-export interface LoginOptions {
+interface LoginOptions {
   ctx: Context;
   withToken: boolean;
 }

@@ -8,7 +8,7 @@ import { Exit, type ExitCode } from '../exit-codes.js';
 import { collectItems } from '../input.js';
 import { openSession, rejectedTokenHint } from './shared.js';
 
-export interface BatchCommandOptions {
+interface BatchCommandOptions {
   ctx: Context;
   op: BatchOp;
   /** `IP` or `IP=REMARK` (add), `-` for stdin. */

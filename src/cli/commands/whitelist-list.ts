@@ -1,5 +1,5 @@
 // `proxyctl whitelist list`: one page, or every page with --all; a table on a TTY, TSV on a pipe, JSON with --json.
-import { RATE_LIMITS, RATE_WINDOW_MS, type ListData, type WhitelistItem } from '../../contract/index.js';
+import { MAX_PAGE_SIZE, RATE_LIMITS, RATE_WINDOW_MS, type ListData, type WhitelistItem } from '../../contract/index.js';
 import { isRateLimited, type ListParams, type WhitelistApi } from '../api.js';
 import type { Context } from '../context.js';
 import type { Deps } from '../deps.js';
@@ -8,7 +8,7 @@ import { renderTsv } from '../output.js';
 import { RollingWindowPacer, type Clock } from '../pacer.js';
 import { apiFailure, openSession } from './shared.js';
 
-export interface ListOptions {
+interface ListOptions {
   ctx: Context;
   status?: 'all' | 'active' | 'disabled';
   ip?: string;
@@ -19,7 +19,7 @@ export interface ListOptions {
   retry?: number;
 }
 
-export const ALL_PAGE_SIZE = 100;
+const ALL_PAGE_SIZE = MAX_PAGE_SIZE;
 
 export async function runList(opts: ListOptions, deps: Deps): Promise<ExitCode> {
   const { ctx } = opts;

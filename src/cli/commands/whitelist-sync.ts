@@ -11,7 +11,7 @@ import { collectItems } from '../input.js';
 import { apiFailure, openSession, rejectedTokenHint } from './shared.js';
 import { listAll } from './whitelist-list.js';
 
-export interface SyncOptions {
+interface SyncOptions {
   ctx: Context;
   file: string;
   dryRun: boolean;
@@ -21,7 +21,7 @@ export interface SyncOptions {
   retry: number;
 }
 
-export interface SyncPlan {
+interface SyncPlan {
   add: BatchItem[];
   delete: string[];
   /** Listed in both with another remark: delete + add with --update-remarks, else unchanged. */
@@ -31,7 +31,7 @@ export interface SyncPlan {
 }
 
 /** The JSON document of a sync (docs/cli.md): counts, and with --dry-run the planned IPs. */
-export interface SyncDoc {
+interface SyncDoc {
   added: number;
   deleted: number;
   unchanged: number;

@@ -15,7 +15,7 @@ import addRoute from './routes/whitelist-add.js';
 import deleteRoute from './routes/whitelist-delete.js';
 import listRoute from './routes/whitelist-list.js';
 
-export interface AppOptions {
+interface AppOptions {
   trustProxy: string[];
   /** The daemon's logger (src/daemon/log.ts), or `false` (tests). */
   logger: DaemonLog | false;
@@ -26,7 +26,7 @@ export interface AppOptions {
 const ALL_METHODS = ['GET', 'POST', 'PUT', 'DELETE', 'PATCH', 'OPTIONS'] as const;
 
 /** A whole HTTP/1.1 response carrying the envelope, for answers written on the socket outside Fastify. */
-export function rawEnvelopeResponse(status: string, code: number, message: string, requestId = randomUUID()): string {
+function rawEnvelopeResponse(status: string, code: number, message: string, requestId = randomUUID()): string {
   const body = JSON.stringify({ code, message, requestId, data: null });
   return [
     `HTTP/1.1 ${status}`,
@@ -109,7 +109,7 @@ export async function buildApp(ctx: ApiContext, opts: AppOptions): Promise<Fasti
     if (err instanceof LimiterUnavailableError) return sendEnvelope(request, reply, Code.LIMITER_UNAVAILABLE);
     if (err instanceof StoreUnavailableError) return sendEnvelope(request, reply, Code.LIMITER_UNAVAILABLE, null, 'service unavailable: database unreachable');
     if (err.code === 'FST_ERR_CTP_BODY_TOO_LARGE') {
-      return sendEnvelope(request, reply, Code.INVALID_PARAMS, null, 'invalid parameters: body larger than 256 KiB');
+      return sendEnvelope(request, reply, Code.INVALID_PARAMS, null, `invalid parameters: body larger than ${MAX_BODY_BYTES / 1024} KiB`);
     }
     if (err.code?.startsWith('FST_ERR_CTP_') || err.validation || (err.statusCode && err.statusCode >= 400 && err.statusCode < 500)) {
       return sendEnvelope(request, reply, Code.INVALID_PARAMS, null, 'invalid parameters: malformed request');

@@ -1,4 +1,4 @@
-// api_key authentication (SPEC 3.2) and the limits that guard it (SPEC 3.7), run before the body is read.
+// api_key authentication and the limits that guard it (docs/api.md Authentication, Limits), run before the body is read.
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { Code } from '../../contract/codes.js';
 import { API_KEY_PARAM, type ApiRoute } from '../../contract/paths.js';
@@ -9,7 +9,7 @@ import type { Store } from '../store/index.js';
 import { sendEnvelope } from './envelope.js';
 import { sourceIp } from './source-ip.js';
 
-export interface ApiCaller {
+interface ApiCaller {
   accountId: number;
   accessKey: string;
 }
@@ -44,7 +44,7 @@ export async function authenticate(store: Store, query: URLSearchParams, nowSec:
 }
 
 /** The 429 text of the invalid-token lock-out: which limit, for which source, and when it ends. */
-export function lockOutMessage(ip: string, limit: number, retryAfterSeconds: number | undefined, nowMs: number): string {
+function lockOutMessage(ip: string, limit: number, retryAfterSeconds: number | undefined, nowMs: number): string {
   const secs = Math.max(1, retryAfterSeconds ?? 60);
   const until = new Date(nowMs + secs * 1000).toISOString().replace(/\.\d+Z$/, 'Z');
   return `rate limited: invalid-token lock-out for source IP ${ip} after ${limit} invalid API keys; every request from this IP is refused until ${until}, in ${secs} s`;

@@ -1,4 +1,4 @@
-// The response envelope of SPEC 3.1, sent the same way by every whitelist route and error path.
+// The response envelope (docs/api.md Envelope), sent the same way by every whitelist route and error path.
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { HTTP_STATUS, TOP_MESSAGE } from '../../contract/codes.js';
 

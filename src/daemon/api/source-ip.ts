@@ -1,7 +1,7 @@
 // The caller's IPv4 as the API sees it (after trusted X-Forwarded-For, which Fastify's trustProxy handles).
 import type { FastifyRequest } from 'fastify';
 
-export function normalizeIp(ip: string): string {
+function normalizeIp(ip: string): string {
   return ip.startsWith('::ffff:') && ip.includes('.') ? ip.slice(7) : ip;
 }
 

@@ -1,4 +1,4 @@
-// The web console under /console/ (SPEC 7): server-rendered pages, server-side sessions in the store,
+// The web console under /console/ (docs/console.md): server-rendered pages, server-side sessions in the store,
 // CSRF tokens on every form, rate-limited log-in. Everything lives in one encapsulated scope so none
 // of its hooks, parsers or handlers touch the whitelist API.
 import fastifyCookie from '@fastify/cookie';
@@ -21,7 +21,7 @@ import { loadSessionSecret, RevealSealer, SESSION_COOKIE, SESSION_IDLE_MS, SESSI
 export const CSP =
   "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; frame-ancestors 'none'; form-action 'self'; base-uri 'none'";
 
-export interface ConsoleOptions {
+interface ConsoleOptions {
   loginLimits?: LoginLimits;
   /** Cookie-signing secret; by default one per data dir in `console-session.key` (mode 0600), or one per fleet in PostgreSQL. */
   sessionSecret?: string;

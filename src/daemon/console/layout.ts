@@ -3,9 +3,9 @@ import { html, raw, type Html } from './html.js';
 import { LOGO_SVG } from './assets.js';
 import type { Flash } from './session.js';
 
-export type NavKey = 'account' | 'whitelist' | 'proxy-users';
+type NavKey = 'account' | 'whitelist' | 'proxy-users';
 
-export interface ShellOptions {
+interface ShellOptions {
   title: string;
   /** Signed-in pages: the navigation and the Log out form (which needs a CSRF token). */
   signedIn?: { nav: NavKey | null; csrf: string; email: string };
@@ -29,7 +29,7 @@ export function csrfField(csrf: string): Html {
   return html`<input type="hidden" name="_csrf" value="${csrf}">`;
 }
 
-export function flashNotice(flash: Flash | undefined): Html {
+function flashNotice(flash: Flash | undefined): Html {
   if (!flash) return html``;
   const role = flash.kind === 'error' ? 'alert' : 'status';
   return html`<div class="notice ${flash.kind}" role="${role}" data-testid="flash"><p>${flash.text}</p></div>`;

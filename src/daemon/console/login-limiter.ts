@@ -7,7 +7,7 @@ export interface LoginLimits {
   windowMs: number;
 }
 
-export const DEFAULT_LOGIN_LIMITS: LoginLimits = { perAccount: 10, perSourceIp: 20, windowMs: 15 * 60 * 1000 };
+const DEFAULT_LOGIN_LIMITS: LoginLimits = { perAccount: 10, perSourceIp: 20, windowMs: 15 * 60 * 1000 };
 
 export class LoginLimiter {
   private readonly failures = new Map<string, number[]>();

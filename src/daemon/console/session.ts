@@ -3,9 +3,10 @@ import { createCipheriv, createDecipheriv, createHmac, randomBytes } from 'node:
 import { chmodSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import type { Session } from 'fastify';
+import { randomKey } from '../secrets.js';
 import type { ConsoleSessionStore } from '../store/index.js';
 
-export type FlashKind = 'success' | 'error' | 'info' | 'warn';
+type FlashKind = 'success' | 'error' | 'info' | 'warn';
 
 export interface Flash {
   kind: FlashKind;
@@ -36,16 +37,16 @@ export const SESSION_COOKIE = 'proxyd_console';
 export const SESSION_IDLE_MS = 2 * 60 * 60 * 1000;
 /** Absolute lifetime of a login. */
 export const SESSION_MAX_MS = 12 * 60 * 60 * 1000;
-export const SECRET_FILE = 'console-session.key';
+const SECRET_FILE = 'console-session.key';
 
 /**
  * The cookie-signing secret, one per data dir, in a file (mode 0600) next to the database so every
  * worker sharing the data dir signs alike. An in-memory database gets a per-process secret.
  */
 export function loadSessionSecret(dbFile: string): string {
-  if (!dbFile || dbFile === ':memory:' || dbFile.startsWith('file::memory:')) return randomBytes(32).toString('base64url');
+  if (!dbFile || dbFile === ':memory:' || dbFile.startsWith('file::memory:')) return randomKey();
   const file = path.join(path.dirname(dbFile), SECRET_FILE);
-  const fresh = randomBytes(32).toString('base64url');
+  const fresh = randomKey();
   try {
     writeFileSync(file, `${fresh}\n`, { flag: 'wx', mode: 0o600 });
     return fresh;

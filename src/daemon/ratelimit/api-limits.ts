@@ -32,7 +32,7 @@ export function parseLimitOverrides(s: string | undefined, base: LimitSettings =
   return out;
 }
 
-export type LimitVerdict = { allowed: true } | { allowed: false; retryAfterSeconds: number };
+type LimitVerdict = { allowed: true } | { allowed: false; retryAfterSeconds: number };
 
 export class ApiLimits {
   constructor(

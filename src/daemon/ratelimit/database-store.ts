@@ -1,7 +1,9 @@
 // Window store in the shared database: exact across the workers of one host (SQLite) or a fleet (PostgreSQL).
 import { setImmediate as yieldToLoop } from 'node:timers/promises';
+import { RATE_WINDOW_MS } from '../../contract/paths.js';
 import type { RateHitStore } from '../store/index.js';
-import { LimiterUnavailableError, type WindowDecision, type WindowStore } from './limiter.js';
+import type { WindowDecision } from '../store/types.js';
+import { LimiterUnavailableError, type WindowStore } from './limiter.js';
 
 /** Give up on a lock after this long; ApiLimits answers 503 at its own bound (500 ms) anyway. */
 const MAX_WAIT_MS = 450;
@@ -12,7 +14,7 @@ export class DatabaseWindowStore implements WindowStore {
   constructor(
     private readonly hits: RateHitStore,
     readonly kind: 'sqlite' | 'postgres' = 'sqlite',
-    maxWindowMs = 60_000,
+    maxWindowMs = RATE_WINDOW_MS,
   ) {
     this.pruner = setInterval(() => {
       this.hits.prune(Date.now() - maxWindowMs).catch(() => {

@@ -1,11 +1,7 @@
-// Sliding-window-log rate limiting (SPEC 3.7): "N per rolling 60 s" holds over every 60 s interval,
+// Sliding-window-log rate limiting (docs/api.md Limits): "N per rolling 60 s" holds over every 60 s interval,
 // so there is no double burst at a window edge. Stores: memory (one process), the database (workers; a PostgreSQL fleet), Redis (hosts).
-
-export interface WindowDecision {
-  allowed: boolean;
-  count: number;
-  oldestAtMs: number | null;
-}
+import { RATE_WINDOW_MS } from '../../contract/paths.js';
+import type { WindowDecision } from '../store/types.js';
 
 export interface WindowStore {
   readonly kind: 'memory' | 'sqlite' | 'postgres' | 'redis';
@@ -39,7 +35,7 @@ export class MemoryWindowStore implements WindowStore {
   private readonly hits = new Map<string, number[]>();
   private readonly sweeper: NodeJS.Timeout;
 
-  constructor(private readonly maxWindowMs = 60_000) {
+  constructor(private readonly maxWindowMs = RATE_WINDOW_MS) {
     this.sweeper = setInterval(() => this.sweep(Date.now()), 30_000);
     this.sweeper.unref();
   }

@@ -5,9 +5,10 @@
 // connection is still being made does a command wait for it (within ApiLimits' 500 ms bound).
 import { randomBytes } from 'node:crypto';
 import { Redis, type RedisOptions } from 'ioredis';
-import type { WindowDecision, WindowStore } from './limiter.js';
+import type { WindowDecision } from '../store/types.js';
+import type { WindowStore } from './limiter.js';
 
-export const REDIS_KEY_PREFIX = 'proxyd:rl:';
+const REDIS_KEY_PREFIX = 'proxyd:rl:';
 /** How long a command waits for the first connection: inside ApiLimits' 500 ms bound. */
 const FIRST_CONNECTION_WAIT_MS = 400;
 
@@ -51,7 +52,7 @@ interface WindowCommands {
   proxydWindowRecord(key: string, windowMs: number, nowMs: number, member: string): Promise<number>;
 }
 
-export interface RedisStoreOptions {
+interface RedisStoreOptions {
   /** A command without a reply within this fails (ApiLimits' own bound is 500 ms). */
   commandTimeoutMs?: number;
   /** Called when the connection state changes (for one log line per outage, not one per request). */
@@ -61,7 +62,7 @@ export interface RedisStoreOptions {
 }
 
 /** Client settings that make every command fail fast while Redis is away, and reconnect forever. */
-export function redisClientOptions(commandTimeoutMs = 300): RedisOptions {
+function redisClientOptions(commandTimeoutMs = 300): RedisOptions {
   return {
     enableOfflineQueue: false,
     maxRetriesPerRequest: 0,

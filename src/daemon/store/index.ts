@@ -3,7 +3,7 @@
 import { SqliteStore } from './sqlite/index.js';
 import type { Store } from './types.js';
 
-export interface StoreConfig {
+interface StoreConfig {
   /** The data dir holding proxyd.db (SQLite). */
   dataDir: string;
   /** `postgres://…` or `postgresql://…`: PostgreSQL instead of SQLite. */
@@ -14,7 +14,7 @@ export interface StoreConfig {
   migrate?: boolean;
 }
 
-export function isPostgresUrl(url: string | null | undefined): url is string {
+function isPostgresUrl(url: string | null | undefined): url is string {
   return !!url && /^postgres(ql)?:\/\//i.test(url);
 }
 

@@ -84,6 +84,9 @@ export interface SessionRecord {
   expiresAtSec: number;
 }
 
+/** How long IPs of a closed account stay "being released" unless --release-grace says otherwise. */
+export const DEFAULT_RELEASE_GRACE_SEC = 600;
+
 export interface WindowDecision {
   allowed: boolean;
   /** Hits in the window after this call. */
@@ -129,7 +132,6 @@ export interface WhitelistStore {
   /** Soft-deletes the account's entry and releases the global claim at once. */
   releaseClaim(accountId: number, ip: string): Promise<ReleaseOutcome>;
   list(accountId: number, f: ListFilter): Promise<{ items: WhitelistEntry[]; total: number }>;
-  findLive(accountId: number, ip: string): Promise<WhitelistEntry | null>;
   setStatus(accountId: number, ip: string, status: 1 | 2): Promise<WhitelistEntry | null>;
   /** Gateway admission by source IP: the owner of an active entry, and that owner's status. */
   admissionByIp(ip: string): Promise<Admission | null>;
@@ -140,7 +142,6 @@ export interface WhitelistStore {
 }
 
 export interface ProxyUserStore {
-  forAuth(username: string): Promise<ProxyUserAuth | null>;
   create(accountId: number, username: string, passwordHash: string): Promise<ProxyUser | 'exists'>;
   get(id: number): Promise<ProxyUser | null>;
   listForAccount(accountId: number): Promise<ProxyUser[]>;
@@ -173,7 +174,6 @@ export interface RateHitStore {
 export interface TrafficStore {
   /** Adds the deltas; `busy` leaves them for the caller to keep. */
   add(deltas: Map<number, TrafficDelta>): Promise<'ok' | 'busy'>;
-  get(accountId: number): Promise<TrafficDelta>;
 }
 
 /** What changed, by key: a proxy user (username), a whitelisted IP, or an account (id). */
@@ -235,7 +235,7 @@ export interface ChangeLogStore {
   watch(wake: () => void, onError?: (err: Error) => void): () => void;
 }
 
-export type Backend = 'sqlite' | 'postgres';
+type Backend = 'sqlite' | 'postgres';
 
 export interface Store {
   readonly backend: Backend;

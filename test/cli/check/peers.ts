@@ -1,52 +1,8 @@
 // Scripted local peers for the check tests: echo targets, a minimal HTTP proxy and a SOCKS5 peer
-// whose answers the test chooses, and certificates made with openssl. Loopback only.
-import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+// whose answers the test chooses (certificates: test/helpers/tls.ts). Loopback only.
 import { createServer as createHttpServer, type IncomingMessage, type Server as HttpServer } from 'node:http';
 import { createServer as createHttpsServer } from 'node:https';
 import { connect as netConnect, createServer as createNetServer, type AddressInfo, type Server, type Socket } from 'node:net';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
-
-export interface Certs {
-  dir: string;
-  caPem: string;
-  caFile: string;
-  /** Signed by the CA for 127.0.0.1 and localhost. */
-  good: { key: string; cert: string };
-  /** Self-signed for 127.0.0.1. */
-  selfSigned: { key: string; cert: string };
-  /** Signed by the CA for wrong.example only. */
-  wrongHost: { key: string; cert: string };
-  /** Signed by the CA, expired yesterday. */
-  expired: { key: string; cert: string };
-}
-
-export function makeCerts(): Certs {
-  const dir = mkdtempSync(path.join(tmpdir(), 'check-certs-'));
-  const ossl = (args: string[]) => execFileSync('openssl', args, { cwd: dir, stdio: ['ignore', 'ignore', 'pipe'] });
-  const key = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes'];
-  ossl(['req', '-x509', ...key, '-keyout', 'ca.key', '-out', 'ca.pem', '-days', '2', '-subj', '/CN=proxyctl test CA']);
-  const leaf = (name: string, san: string, days: string, selfSigned = false) => {
-    writeFileSync(path.join(dir, `${name}.ext`), `subjectAltName=${san}\n`);
-    if (selfSigned) {
-      ossl(['req', '-x509', ...key, '-keyout', `${name}.key`, '-out', `${name}.pem`, '-days', days, '-subj', `/CN=${name}`, '-addext', `subjectAltName=${san}`]);
-    } else {
-      ossl(['req', ...key, '-keyout', `${name}.key`, '-out', `${name}.csr`, '-subj', `/CN=${name}`]);
-      ossl(['x509', '-req', '-in', `${name}.csr`, '-CA', 'ca.pem', '-CAkey', 'ca.key', '-days', days, '-extfile', `${name}.ext`, '-out', `${name}.pem`]);
-    }
-    return { key: readFileSync(path.join(dir, `${name}.key`), 'utf8'), cert: readFileSync(path.join(dir, `${name}.pem`), 'utf8') };
-  };
-  return {
-    dir,
-    caFile: path.join(dir, 'ca.pem'),
-    caPem: readFileSync(path.join(dir, 'ca.pem'), 'utf8'),
-    good: leaf('good', 'IP:127.0.0.1,DNS:localhost', '2'),
-    selfSigned: leaf('self', 'IP:127.0.0.1,DNS:localhost', '2', true),
-    wrongHost: leaf('wrong', 'DNS:wrong.example', '2'),
-    expired: leaf('expired', 'IP:127.0.0.1,DNS:localhost', '-1'),
-  };
-}
 
 function listen<T extends Server | HttpServer>(server: T): Promise<T & { port: number }> {
   return new Promise((resolve) => server.listen(0, '127.0.0.1', () => resolve(Object.assign(server, { port: (server.address() as AddressInfo).port }))));
@@ -126,12 +82,7 @@ export async function silentServer(): Promise<Closable> {
 }
 
 /** A port that was free a moment ago (nothing listens). */
-export async function closedPort(): Promise<number> {
-  const s = await listen(createNetServer());
-  const port = s.port;
-  await new Promise<void>((r) => s.close(() => r()));
-  return port;
-}
+export { freePort as closedPort } from '../../helpers/net.js';
 
 export type HttpProxyScript =
   | { kind: 'tunnel'; user?: string; pass?: string; realm?: string; allowNoCreds?: boolean; egress?: string }

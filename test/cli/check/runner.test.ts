@@ -8,7 +8,8 @@ import { runCheck } from '../../../src/cli/commands/check.js';
 import type { CheckOptions as RunOptions } from '../../../src/cli/check/types.js';
 import { harness } from '../helpers/fakes.js';
 import type { CheckOptions, LookupFn } from '../../../src/cli/check/types.js';
-import { closedPort, httpEcho, httpProxyPeer, httpsEcho, makeCerts, silentServer, socksPeer, type Certs, type Closable } from './peers.js';
+import { makeCerts, type Certs } from '../../helpers/tls.js';
+import { closedPort, httpEcho, httpProxyPeer, httpsEcho, silentServer, socksPeer, type Closable } from './peers.js';
 
 const PASS = 's3cret-Pa55';
 let certs: Certs;
@@ -363,7 +364,7 @@ describe('runCheck output (the command)', () => {
     return f;
   };
 
-  it('--json: the SPEC 6 document, exit 6 on failure, no password anywhere', async () => {
+  it('--json: the document of docs/support.md, exit 6 on failure, no password anywhere', async () => {
     const proxy = keep(await httpProxyPeer({ kind: 'tunnel', user: 'alice', pass: 'other' }));
     const r = command(opts({ proxy: `http://alice:${PASS}@127.0.0.1:${proxy.port}`, target: `https://127.0.0.1:${https.port}/` }), { json: true });
     expect(await r.code).toBe(6);

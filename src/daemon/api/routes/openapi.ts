@@ -1,11 +1,11 @@
 // GET /openapi.json: OpenAPI 3.1 of the three whitelist endpoints, generated from the very zod schemas
 // that validate requests (contract/schemas.ts), so the document cannot drift from the code.
-import { readFileSync } from 'node:fs';
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import { Code, HTTP_STATUS, TOP_MESSAGE } from '../../../contract/codes.js';
 import { API_KEY_PARAM, API_PATHS, DAEMON_PATHS, MAX_BATCH_ITEMS, RATE_LIMITS } from '../../../contract/paths.js';
 import { AddBodySchema, BatchResultSchema, DeleteBodySchema, EnvelopeSchema, ListDataSchema, ListQuerySchema } from '../../../contract/schemas.js';
+import { VERSION } from '../../../contract/version.js';
 
 type Json = Record<string, unknown>;
 
@@ -148,13 +148,7 @@ let cached: string | null = null;
 
 function documentText(): string {
   if (cached) return cached;
-  let version = '0.0.0';
-  try {
-    version = (JSON.parse(readFileSync(new URL('../../../../package.json', import.meta.url), 'utf8')) as { version: string }).version;
-  } catch {
-    /* not where the build put it: the document still serves */
-  }
-  cached = JSON.stringify(buildOpenApiDocument(version));
+  cached = JSON.stringify(buildOpenApiDocument(VERSION));
   return cached;
 }
 

@@ -1,4 +1,4 @@
-// POST /openapi/v1/proxy/whitelist/add (SPEC 3.5)
+// POST /openapi/v1/proxy/whitelist/add (docs/api.md Add)
 import type { FastifyInstance } from 'fastify';
 import { API_PATHS } from '../../../contract/paths.js';
 import { AddBodySchema } from '../../../contract/schemas.js';

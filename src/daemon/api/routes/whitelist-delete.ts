@@ -1,4 +1,4 @@
-// POST /openapi/v1/proxy/whitelist/delete (SPEC 3.6)
+// POST /openapi/v1/proxy/whitelist/delete (docs/api.md Delete)
 import type { FastifyInstance } from 'fastify';
 import { API_PATHS } from '../../../contract/paths.js';
 import { DeleteBodySchema } from '../../../contract/schemas.js';

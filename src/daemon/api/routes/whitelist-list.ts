@@ -1,4 +1,4 @@
-// GET /openapi/v1/proxy/whitelist/list (SPEC 3.4)
+// GET /openapi/v1/proxy/whitelist/list (docs/api.md List)
 import type { FastifyInstance } from 'fastify';
 import { BusinessError, Code } from '../../../contract/codes.js';
 import { API_KEY_PARAM, API_PATHS } from '../../../contract/paths.js';

@@ -3,7 +3,7 @@ import { html, type Html } from '../html.js';
 import { csrfField, shell, utc } from '../layout.js';
 import type { Flash } from '../session.js';
 
-export interface AccountView {
+interface AccountView {
   csrf: string;
   email: string;
   status: string;
@@ -101,7 +101,7 @@ ${csrfField(v.csrf)}
   });
 }
 
-export interface TokenConfirmView {
+interface TokenConfirmView {
   csrf: string;
   email: string;
   existingAccessKey: string | null;

@@ -2,7 +2,7 @@ import { html } from '../html.js';
 import { authShell, csrfField } from '../layout.js';
 import type { Flash } from '../session.js';
 
-export interface LoginView {
+interface LoginView {
   csrf: string;
   email?: string;
   /** A problem with the last attempt, or why the session ended. */

@@ -4,7 +4,7 @@ import { html, type Html } from '../html.js';
 import { csrfField, shell, utc } from '../layout.js';
 import type { Flash } from '../session.js';
 
-export interface ProxyUsersView {
+interface ProxyUsersView {
   csrf: string;
   email: string;
   users: ProxyUser[];

@@ -1,3 +1,4 @@
+import { MAX_BATCH_ITEMS } from '../../../contract/paths.js';
 import type { WhitelistItem } from '../../../contract/schemas.js';
 import { html, type Html } from '../html.js';
 import { csrfField, shell } from '../layout.js';
@@ -9,7 +10,7 @@ export interface WhitelistFilter {
   page: number;
 }
 
-export interface WhitelistView {
+interface WhitelistView {
   csrf: string;
   email: string;
   verified: boolean;
@@ -80,7 +81,7 @@ export function whitelistPage(v: WhitelistView) {
     body: html`<div class="page-head"><h1>Whitelist</h1><p class="lead">Source IPv4 addresses that may use the gateway without a username and password.</p></div>
 <div class="stack">
 <section class="card" aria-labelledby="add-title">
-<div class="card-head"><div><h2 id="add-title">Add IP addresses</h2><p class="muted small">Public IPv4 only. Several addresses may be separated by spaces or commas (up to 100).</p></div></div>
+<div class="card-head"><div><h2 id="add-title">Add IP addresses</h2><p class="muted small">Public IPv4 only. Several addresses may be separated by spaces or commas (up to ${MAX_BATCH_ITEMS}).</p></div></div>
 ${v.verified ? '' : html`<div class="notice warn" role="status"><p>Your account is not real-name verified yet, so new IPs are refused (code 10403). Contact support to verify it.</p></div>`}
 ${addResultNotice(v.addResult)}
 <form method="post" action="/console/whitelist/add" class="form-row">

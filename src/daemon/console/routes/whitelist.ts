@@ -6,7 +6,7 @@ import { ListQuerySchema } from '../../../contract/schemas.js';
 import { accountOf, field, seeOther, sendHtml, setFlash, takeFlash, type ConsoleDeps } from '../deps.js';
 import { whitelistPage, type WhitelistFilter } from '../pages/whitelist.js';
 
-export const PAGE_SIZE = 20;
+const PAGE_SIZE = 20;
 
 type Query = { status?: string; ip?: string; page?: string };
 

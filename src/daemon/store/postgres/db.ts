@@ -7,7 +7,7 @@ import { PG_MIGRATIONS } from './migrations.js';
 export type Sql = postgres.Sql<{ int8: number }>;
 
 /** A query that has not answered in this long is given up (503); the server may still finish it. */
-export const QUERY_TIMEOUT_MS = 2_000;
+const QUERY_TIMEOUT_MS = 2_000;
 const CONNECT_TIMEOUT_S = 2;
 /** Any fixed 64-bit number of our own: the advisory lock key that serialises migrations across nodes. */
 const MIGRATION_LOCK_KEY = 0x70726f787964; // "proxyd"
@@ -36,7 +36,7 @@ const UNREACHABLE_CODES = new Set([
   'CONNECT_TIMEOUT', 'CONNECTION_CLOSED', 'CONNECTION_ENDED', 'CONNECTION_DESTROYED',
 ]);
 
-export function isUnreachable(e: unknown): boolean {
+function isUnreachable(e: unknown): boolean {
   const code = String((e as { code?: unknown }).code ?? '');
   // SQLSTATE 08 connection exception, 57P0x shutdown / cannot connect now, 53 insufficient resources, 57014 statement timeout.
   return UNREACHABLE_CODES.has(code) || /^(08|53|57P0)/.test(code) || code === '57014';

@@ -1,12 +1,13 @@
 // The PostgreSQL backend: every node of a fleet on one database. Each method is one round trip where it
 // can be (claims, releases and rate hits are server-side functions); transactions only where several rows
 // must change together. Unreachable → StoreUnavailableError; a lost race → `busy`.
-import { randomBytes } from 'node:crypto';
 import type {
   Account, AccountStatus, AccountStore, Admission, ApiToken, ApiTokenWithAccount, ClaimOutcome, ConsoleSessionStore,
-  Inconsistencies, ListFilter, ProxyUser, ProxyUserAuth, ProxyUserStore, RateHitStore, ReleaseOutcome, Repairs,
+  Inconsistencies, ListFilter, ProxyUser, ProxyUserStore, RateHitStore, ReleaseOutcome, Repairs,
   SessionRecord, Store, TokenStore, TrafficDelta, TrafficStore, WhitelistEntry, WhitelistStore, WindowDecision,
 } from '../types.js';
+import { DEFAULT_RELEASE_GRACE_SEC } from '../types.js';
+import { randomKey } from '../../secrets.js';
 import { PgChangeLogStore } from './change-log.js';
 import { connect, guard, isBusy, migrate, redactUrl, type Sql } from './db.js';
 
@@ -174,14 +175,6 @@ class PgWhitelistStore extends PgFamily implements WhitelistStore {
     return { items: rows.map(({ total: _, ...e }) => e), total: rows[0]?.total ?? 0 };
   }
 
-  async findLive(accountId: number, ip: string): Promise<WhitelistEntry | null> {
-    const [e] = await guard(
-      () => this.sql<WhitelistEntry[]>`
-        SELECT id, account_id, ip, remark, status, created_at FROM whitelist_entries WHERE account_id = ${accountId} AND ip = ${ip} AND deleted_at IS NULL`,
-    );
-    return e ?? null;
-  }
-
   async setStatus(accountId: number, ip: string, status: 1 | 2): Promise<WhitelistEntry | null> {
     const [e] = await guard(
       () => this.sql<WhitelistEntry[]>`
@@ -246,15 +239,6 @@ class PgWhitelistStore extends PgFamily implements WhitelistStore {
 }
 
 class PgProxyUserStore extends PgFamily implements ProxyUserStore {
-  async forAuth(username: string): Promise<ProxyUserAuth | null> {
-    const [r] = await guard(
-      () => this.sql<ProxyUserAuth[]>`
-        SELECT p.account_id, p.password_hash, p.status, a.status AS account_status
-          FROM proxy_users p JOIN accounts a ON a.id = p.account_id WHERE p.username = ${username}`,
-    );
-    return r ?? null;
-  }
-
   async create(accountId: number, username: string, passwordHash: string): Promise<ProxyUser | 'exists'> {
     const now = this.nowSec();
     const [u] = await guard(
@@ -378,15 +362,9 @@ class PgTrafficStore extends PgFamily implements TrafficStore {
     );
     return r === 'busy' ? r : 'ok';
   }
-
-  async get(accountId: number): Promise<TrafficDelta> {
-    const [r] = await guard(() => this.sql<{ bytes_up: number; bytes_down: number; connections: number }[]>`
-      SELECT bytes_up, bytes_down, connections FROM traffic WHERE account_id = ${accountId}`);
-    return { bytesUp: r?.bytes_up ?? 0, bytesDown: r?.bytes_down ?? 0, connections: r?.connections ?? 0 };
-  }
 }
 
-export interface PostgresStoreOptions {
+interface PostgresStoreOptions {
   nowMs?: () => number;
   releaseGraceSec?: number;
   migrate?: boolean;
@@ -418,7 +396,7 @@ export class PostgresStore implements Store {
     this.location = redactUrl(url);
     this.accounts = new PgAccountStore(sql, nowSec);
     this.tokens = new PgTokenStore(sql, nowSec);
-    this.whitelist = new PgWhitelistStore(sql, nowSec, opts.releaseGraceSec ?? 600);
+    this.whitelist = new PgWhitelistStore(sql, nowSec, opts.releaseGraceSec ?? DEFAULT_RELEASE_GRACE_SEC);
     this.proxyUsers = new PgProxyUserStore(sql, nowSec);
     this.sessions = new PgConsoleSessionStore(sql, nowSec);
     this.traffic = new PgTrafficStore(sql, nowSec);
@@ -445,7 +423,7 @@ export class PostgresStore implements Store {
   }
 
   async fleetSecret(name: string): Promise<string | null> {
-    const fresh = randomBytes(32).toString('base64url');
+    const fresh = randomKey();
     // Whichever node is first writes it; a node that lost the race reads the winner's on the next round.
     for (let i = 0; i < 5; i++) {
       const [r] = await guard(() => this.sql<{ value: string }[]>`

@@ -15,7 +15,7 @@ export function isBusyError(e: unknown): boolean {
   return code.startsWith('SQLITE_BUSY') || code.startsWith('SQLITE_LOCKED');
 }
 
-export interface OpenOptions {
+interface OpenOptions {
   /** Run migrations (serve and admin do; a read-only tool would not). */
   migrate?: boolean;
   busyTimeoutMs?: number;

@@ -1,7 +1,7 @@
 // The SQLite backend (embedded default): one file in the data dir, synchronous better-sqlite3 inside,
 // values handed back through the async seam; no extra round trips.
 import path from 'node:path';
-import type { RateHitStore, Store } from '../types.js';
+import { DEFAULT_RELEASE_GRACE_SEC, type RateHitStore, type Store } from '../types.js';
 import { SqliteAccountStore } from './accounts.js';
 import { SqliteChangeLogStore } from './change-log.js';
 import { DB_FILE, integrityProblems, openDatabase, type Db } from './db.js';
@@ -13,7 +13,7 @@ import { SqliteTokenStore } from './tokens.js';
 import { SqliteTrafficStore } from './traffic.js';
 import { SqliteWhitelistStore } from './whitelist.js';
 
-export interface SqliteStoreOptions {
+interface SqliteStoreOptions {
   nowMs?: () => number;
   releaseGraceSec?: number;
 }
@@ -39,7 +39,7 @@ export class SqliteStore implements Store {
   ) {
     const nowMs = opts.nowMs ?? Date.now;
     const nowSec = () => Math.floor(nowMs() / 1000);
-    const grace = opts.releaseGraceSec ?? 600;
+    const grace = opts.releaseGraceSec ?? DEFAULT_RELEASE_GRACE_SEC;
     this.location = path.join(dataDir, DB_FILE);
     this.accounts = new SqliteAccountStore(db, nowSec);
     this.tokens = new SqliteTokenStore(db, nowSec);

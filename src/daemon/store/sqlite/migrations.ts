@@ -85,7 +85,7 @@ export const MIGRATIONS: readonly string[] = [
   `
   CREATE INDEX whitelist_account_newest ON whitelist_entries(account_id, created_at DESC, id DESC) WHERE deleted_at IS NULL;
   `,
-  // 3: the change log that keeps every node's admission view current (SPEC 8). Triggers write one row per
+  // 3: the change log that keeps every node's admission view current (docs/operations.md Fleet). Triggers write one row per
   // changed admission key in the same transaction as the change, whichever process or code path made it.
   // A row names what changed (kind + key), not the new state: a reader re-reads the key's current state,
   // so rows are idempotent and order-insensitive within a batch. IF NOT EXISTS: safe to re-run on a

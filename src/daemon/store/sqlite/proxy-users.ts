@@ -1,22 +1,13 @@
 // proxy_users: gateway credentials of an account.
-import type { ProxyUser, ProxyUserAuth as ProxyUserAuthRow, ProxyUserStore } from '../types.js';
+import type { ProxyUser, ProxyUserStore } from '../types.js';
 import type { Db } from './db.js';
 import { stmt } from './statements.js';
 
 export class SqliteProxyUserStore implements ProxyUserStore {
-  private readonly authRow;
   constructor(
     private readonly db: Db,
     private readonly nowSec: () => number,
-  ) {
-    this.authRow = stmt<[string], ProxyUserAuthRow>(db,
-      'SELECT p.account_id, p.password_hash, p.status, a.status AS account_status FROM proxy_users p JOIN accounts a ON a.id = p.account_id WHERE p.username = ?',
-    );
-  }
-
-  async forAuth(username: string): Promise<ProxyUserAuthRow | null> {
-    return this.authRow.get(username) ?? null;
-  }
+  ) {}
 
   async create(accountId: number, username: string, passwordHash: string): Promise<ProxyUser | 'exists'> {
     const now = this.nowSec();

@@ -27,10 +27,4 @@ export class SqliteTrafficStore implements TrafficStore {
       throw e;
     }
   }
-
-  async get(accountId: number): Promise<TrafficDelta> {
-    const r = stmt<[number], { bytes_up: number; bytes_down: number; connections: number }>(this.db, 'SELECT bytes_up, bytes_down, connections FROM traffic WHERE account_id = ?')
-      .get(accountId);
-    return { bytesUp: r?.bytes_up ?? 0, bytesDown: r?.bytes_down ?? 0, connections: r?.connections ?? 0 };
-  }
 }

@@ -120,10 +120,6 @@ export class SqliteWhitelistStore implements WhitelistStore {
     return { items, total };
   }
 
-  async findLive(accountId: number, ip: string): Promise<WhitelistEntry | null> {
-    return this.live(accountId, ip);
-  }
-
   private live(accountId: number, ip: string): WhitelistEntry | null {
     return (
       stmt<[number, string], WhitelistEntry>(this.db,

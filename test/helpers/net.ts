@@ -1,0 +1,26 @@
+// Loopback TCP fixtures shared by the suites.
+import net from 'node:net';
+
+/** TCP echo server on 127.0.0.1 (a tunnel's far end). */
+export function tcpEcho(): Promise<net.Server> {
+  const server = net.createServer((s) => {
+    s.on('error', () => {});
+    s.pipe(s);
+  });
+  return new Promise((r) => server.listen(0, '127.0.0.1', () => r(server)));
+}
+
+/** `127.0.0.1:port` of a listening server. */
+export const addrOf = (s: net.Server) => `127.0.0.1:${(s.address() as net.AddressInfo).port}`;
+
+/** A port on 127.0.0.1 that was free a moment ago: for a server to bind, or as a closed port (nothing listens). */
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = net.createServer();
+    s.once('error', reject);
+    s.listen(0, '127.0.0.1', () => {
+      const port = (s.address() as net.AddressInfo).port;
+      s.close(() => resolve(port));
+    });
+  });
+}
