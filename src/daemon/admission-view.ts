@@ -34,6 +34,8 @@ export interface ViewStatus {
 interface AdmissionViewOptions {
   /** How long the view keeps admitting while its feed fails (`--stale-admission`, seconds). */
   staleAdmissionSec: number;
+  /** How long after a backend's change signal the view catches up (the signals of a burst fold into one). */
+  wakeDelayMs?: number;
   /** The poll that backs up the wake-ups; also bounds how late a missed wake-up is noticed. */
   pollMs?: number;
   /** Log rows read per feed call. */
@@ -60,6 +62,8 @@ const userEntry = (r: AdmissionUserRow): UserEntry => ({ accountId: r.account_id
 // accountId * 2 + (entry active ? 1 : 0): no object per IP, the view holds 100,000s of them.
 const ipEntry = (r: AdmissionIpRow): number => r.account_id * 2 + (r.status === 1 ? 1 : 0);
 
+const WAKE_DELAY_MS = 20;
+
 /** Without an error, a view not refreshed for this long is stale all the same (a feed call that hangs). */
 const STALL_MS = 5_000;
 
@@ -73,6 +77,7 @@ export class AdmissionView {
   private failing: string | null = null;
   private reloads = 0;
   private syncing: Promise<void> | null = null;
+  private wakeTimer: NodeJS.Timeout | null = null;
   private again = false;
   private timer: NodeJS.Timeout | null = null;
   private closed = false;
@@ -91,7 +96,7 @@ export class AdmissionView {
   async start(): Promise<void> {
     await this.reload();
     this.lastSyncAt = this.nowMs();
-    this.feed.onWake?.(() => this.wake());
+    this.feed.onWake?.(() => this.signalled());
     const pollMs = this.opts.pollMs ?? 150;
     if (pollMs > 0) {
       this.timer = setInterval(() => this.wake(), pollMs);
@@ -102,7 +107,21 @@ export class AdmissionView {
   close(): void {
     this.closed = true;
     if (this.timer) clearInterval(this.timer);
+    if (this.wakeTimer) clearTimeout(this.wakeTimer);
     this.feed.close?.();
+  }
+
+  /**
+   * The backend says the log grew. A burst of commits (a 100-item add: hundreds of signals) wakes the view
+   * once, a moment after the first: without that, each commit paid for a catch-up on the request path.
+   */
+  private signalled(): void {
+    if (this.wakeTimer || this.closed) return;
+    this.wakeTimer = setTimeout(() => {
+      this.wakeTimer = null;
+      this.wake();
+    }, this.opts.wakeDelayMs ?? WAKE_DELAY_MS);
+    this.wakeTimer.unref();
   }
 
   /** Catch up with the log now (coalesced: one feed call in flight, one more queued at most). */
