@@ -2,10 +2,9 @@
 // session), the dialer every handler reaches targets through (dialer.ts), and the counters behind stats().
 import net from 'node:net';
 import ipaddr from 'ipaddr.js';
-import type { ClientConn } from './conn.js';
 import { DirectDialer, PoolDialer, type Dialer, type EgressSession, type ResolveOutcome } from './dialer.js';
 import { resolveLimits } from './limits.js';
-import { Tunnels } from './splice.js';
+import { Tunnels } from './tunnels.js';
 import { parseIp } from './target-policy.js';
 import type { AdmitFailure, GatewayLimits, GatewayOptions, GatewayStats } from './types.js';
 
@@ -15,10 +14,18 @@ export type AdmitOutcome =
   | { ok: true; accountId: number; session: EgressSession | null }
   | { ok: false; reason: AdmitFailure | 'admission_error' };
 
+/** What the core tracks of a live client connection (conn.ts's ClientConn), without importing it. */
+export interface LiveConn {
+  readonly state: string;
+  bytesUp: number;
+  bytesDown: number;
+  destroy(): void;
+}
+
 export class GatewayCore {
   readonly limits: GatewayLimits;
   readonly stats: GatewayStats;
-  readonly conns = new Set<ClientConn>();
+  readonly conns = new Set<LiveConn>();
   readonly tunnels: Tunnels;
   private readonly perAccount = new Map<number, number>();
   private lastAdmissionErrorLog = 0;

@@ -170,35 +170,3 @@ export function splice(conn: ClientConn, upstream: net.Socket, earlyData: Buffer
 }
 
 /** A shared listener (no closure, so it retains nothing of the dial). */
-/**
- * A gateway's open tunnels, and their idle timeout without a timer refresh per chunk: a sweep every
- * quarter of the idle time ends tunnels that moved no byte either way for more than four sweeps.
- */
-export class Tunnels {
-  private readonly open = new Set<Tunnel>();
-  private timer: NodeJS.Timeout | null = null;
-
-  constructor(private readonly idleTimeoutMs: number) {}
-
-  add(t: Tunnel): void {
-    this.open.add(t);
-    this.timer ??= setInterval(() => this.sweep(), Math.max(10, this.idleTimeoutMs / 4)).unref();
-  }
-
-  delete(t: Tunnel): void {
-    this.open.delete(t);
-  }
-
-  private sweep(): void {
-    for (const t of this.open) {
-      if (t.active > 0) {
-        t.active = 0;
-        t.idleSweeps = 0;
-      } else if (++t.idleSweeps > 4) destroyBoth.call(t.client);
-    }
-    if (this.open.size === 0 && this.timer) {
-      clearInterval(this.timer);
-      this.timer = null;
-    }
-  }
-}

@@ -81,12 +81,9 @@ describe('import graph of src/', () => {
     expect(shown(findCycles(graph(true)))).toEqual([]);
   });
 
-  // Type-only imports vanish at build time but still tie modules together. src/gateway is left out while its
-  // connection handling is rewritten (conn.ts <-> core.ts by types today); the lead tightens it after that merge.
-  it('has no cycle through type-only imports either, outside src/gateway', () => {
-    const g = graph(false);
-    for (const f of g.keys()) if (layer(f) === 'gateway') g.delete(f);
-    expect(shown(findCycles(g))).toEqual([]);
+  // Type-only imports vanish at build time but still tie modules together.
+  it('has no cycle through type-only imports either', () => {
+    expect(shown(findCycles(graph(false)))).toEqual([]);
   });
 
   it('imports only along the allowed arrows (type-only imports included)', () => {
