@@ -1,4 +1,4 @@
-// The fleet on PostgreSQL (SPEC 8, issue 13): three `proxyd serve` processes, each with its own ports and
+// The fleet on PostgreSQL (docs/operations.md, Fleet): three `proxyd serve` processes, each with its own ports and
 // data dir, on one PostgreSQL database (a throwaway cluster of this file's own, so stopping it disturbs no
 // other file) and one spawned redis-server. A change made through node 1 reaches the other gateways within
 // 1 s; ownership and limits hold across nodes; the gateways ride out a PostgreSQL outage for the stale

@@ -1,4 +1,4 @@
-// A proxy username as written wins over session parsing (SPEC 9), so a user named `alice-session-x` would take
+// A proxy username as written wins over session parsing (docs/gateway.md, egress pools), so a user named `alice-session-x` would take
 // session `x` away from alice. Another account must not be able to create such a name: not with `proxyd admin`,
 // not in the console; alice's session keeps working.
 import http from 'node:http';
