@@ -29,8 +29,25 @@ const realClock: Clock = {
   sleep: (ms) => new Promise((resolve) => setTimeout(resolve, ms)),
 };
 
+/**
+ * The API client loads zod and the contract's schemas (~150 ms of start-up): it is loaded on a command's
+ * first API call, so `proxyctl check` and the local commands never pay for it.
+ */
+function lazyApi(make: () => Promise<WhitelistApi>): WhitelistApi {
+  let client: Promise<WhitelistApi> | null = null;
+  const get = () => (client ??= make());
+  return {
+    list: async (params) => (await get()).list(params),
+    add: async (items) => (await get()).add(items),
+    delete: async (ips) => (await get()).delete(ips),
+    close: async () => {
+      if (client) await (await client).close();
+    },
+  };
+}
+
 export async function createDeps(ctx: Context, io: Io = processIo(), env: NodeJS.ProcessEnv = process.env): Promise<Deps> {
-  const [{ ApiClient }, { osKeychain }] = await Promise.all([import('./api.js'), import('./token-store.js')]);
+  const { osKeychain } = await import('./token-store.js');
   const out = createOutput(io, { color: ctx.color, json: ctx.json, quiet: ctx.quiet });
   return {
     io,
@@ -38,7 +55,11 @@ export async function createDeps(ctx: Context, io: Io = processIo(), env: NodeJS
     clock: realClock,
     out,
     tokens: new TokenStore({ env, keychain: osKeychain(), dir: ctx.configDir, warn: (m) => out.warn(m), quiet: ctx.quiet }),
-    makeApi: (baseUrl, token) => new ApiClient({ baseUrl, token, userAgent: `proxyctl/${VERSION}` }),
+    makeApi: (baseUrl, token) =>
+      lazyApi(async () => {
+        const { ApiClient } = await import('./api.js');
+        return new ApiClient({ baseUrl, token, userAgent: `proxyctl/${VERSION}` });
+      }),
     readSecret: async (q) => (await import('./prompt.js')).readHidden(io.stdin, io.stderr, q),
     progress: async () => {
       if (ctx.quiet || !io.stderrIsTTY || !io.progressStream) return null;
