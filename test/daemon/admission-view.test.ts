@@ -3,7 +3,7 @@
 // then over the real SQLite change log (triggers write the rows, the trim makes a reader behind).
 import net from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
-import { startGateway } from '../../src/gateway/index.js';
+import { startTestGateway } from '../gateway/helpers.js';
 import { ViewAdmission } from '../../src/daemon/admission.js';
 import { StoreAdmissionFeed } from '../../src/daemon/admission-feed.js';
 import { AdmissionUnavailable, AdmissionView, type AdmissionFeed } from '../../src/daemon/admission-view.js';
@@ -289,19 +289,10 @@ describe('a real gateway over an expired view', () => {
     await view.start();
     const echo = await tcpEcho();
     const target = addrOf(echo);
-    const gw = await startGateway({
-      httpProxyListen: { host: '127.0.0.1', port: 0 },
-      socksListen: { host: '127.0.0.1', port: 0 },
-      allowPrivateTargets: true,
-      proxyProtocolFrom: [],
-      ownListeners: () => [],
-      admission,
-    });
+    const { gw, httpPort, socksPort } = await startTestGateway({ admission });
     try {
       const auth = Buffer.from('alice:alice-password').toString('base64');
       const connect = `CONNECT ${target} HTTP/1.1\r\nHost: ${target}\r\nProxy-Authorization: Basic ${auth}\r\n\r\n`;
-      const httpPort = gw.httpProxyAddress()!.port;
-      const socksPort = gw.socksAddress()!.port;
       const socksAuth = Buffer.concat([Buffer.from([5, 1, 2]), Buffer.from([1, 5]), Buffer.from('alice'), Buffer.from([14]), Buffer.from('alice-password')]);
       expect((await ask(httpPort, connect)).toString()).toMatch(/^HTTP\/1\.1 200/);
 

@@ -55,9 +55,10 @@ export interface TestGateway {
   socksPort: number;
 }
 
+/** A gateway on loopback; over `TestAdmission` unless another Admission is given (then `admission` is that one). */
 export async function startTestGateway(over: Partial<GatewayOptions> = {}): Promise<TestGateway> {
   const admission = (over.admission as TestAdmission | undefined) ?? new TestAdmission();
-  admission.users.set('alice', { password: 's3cret:pw', accountId: 1 });
+  if (admission instanceof TestAdmission) admission.users.set('alice', { password: 's3cret:pw', accountId: 1 });
   const sink = new RecordingSink();
   const gw = await startGateway({
     httpProxyListen: { host: '127.0.0.1', port: 0 },
