@@ -15,7 +15,7 @@ export type DialFailure = 'refused' | 'net_unreachable' | 'host_unreachable' | '
 export type TargetFailure = Exclude<ResolveOutcome, { ok: true }>['reason'] | DialFailure;
 
 /** `null`: the caller no longer wanted it (its client went away); the socket, if any, is destroyed. */
-export type DialOutcome = { ok: true; socket: net.Socket } | { ok: false; failure: TargetFailure; stage: 'resolve' | 'dial' } | null;
+export type DialOutcome = { ok: true; socket: net.Socket } | { ok: false; failure: TargetFailure } | null;
 
 /** A sticky session of an admitted connection: same key, same egress for `minutes` from its first use. */
 export interface EgressSession {
@@ -73,14 +73,14 @@ export class DirectDialer implements Dialer {
   async dialFrom(req: DialRequest, localAddress: string | undefined): Promise<DialOutcome> {
     const resolved = await this.resolve(req.host, req.port);
     if (!req.wanted()) return null;
-    if (!resolved.ok) return { ok: false, failure: resolved.reason, stage: 'resolve' };
+    if (!resolved.ok) return { ok: false, failure: resolved.reason };
     if (localAddress) this.o.countEgress(localAddress);
     return new Promise((resolve) => {
       const socket = this.connect(resolved.address, resolved.family, req.port, localAddress, (err) => {
         if (!req.wanted()) {
           socket.destroy();
           resolve(null);
-        } else resolve(err ? { ok: false, failure: err, stage: 'dial' } : { ok: true, socket });
+        } else resolve(err ? { ok: false, failure: err } : { ok: true, socket });
       });
       req.connecting(socket);
     });

@@ -1,15 +1,13 @@
 // CONNECT host:port: resolve, check the address actually dialled, connect from the egress
 // address, answer 200, then pump bytes (including any the client sent after its head).
-import type net from 'node:net';
 import type { ClientConn } from './conn.js';
+import type { DialOutcome } from './dialer.js';
 import { parseAuthority, type RequestHead } from './http-head.js';
-import { httpFailureReply, httpReply, type Failure } from './replies.js';
+import { httpFailureReply, httpReply } from './replies.js';
 import { splice } from './splice.js';
 
-export type DialOutcome = { ok: true; socket: net.Socket } | { ok: false; failure: Failure };
-
 /** Resolve and dial a target for an admitted connection, through the gateway's dialer. `null` if the client went away. */
-export async function dialTarget(conn: ClientConn, host: string, port: number): Promise<DialOutcome | null> {
+export async function dialTarget(conn: ClientConn, host: string, port: number): Promise<DialOutcome> {
   // Resolving stays under the header deadline; from the connect on, the connect timeout governs.
   if (!conn.to('resolving')) return null;
   const out = await conn.core.dialer.dial({
@@ -22,11 +20,7 @@ export async function dialTarget(conn: ClientConn, host: string, port: number): 
       conn.upstream = socket;
     },
   });
-  if (!out) return null;
-  if (!out.ok) {
-    conn.upstream = null;
-    return { ok: false, failure: out.failure };
-  }
+  if (out && !out.ok) conn.upstream = null;
   return out;
 }
 
