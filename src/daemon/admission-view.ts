@@ -34,7 +34,7 @@ export interface ViewStatus {
 interface AdmissionViewOptions {
   /** How long the view keeps admitting while its feed fails (`--stale-admission`, seconds). */
   staleAdmissionSec: number;
-  /** How long after a backend's change signal the view catches up (the signals of a burst fold into one). */
+  /** Window after a change signal in which further signals fold into one wake-up at its end. */
   wakeDelayMs?: number;
   /** The poll that backs up the wake-ups; also bounds how late a missed wake-up is noticed. */
   pollMs?: number;
@@ -78,6 +78,8 @@ export class AdmissionView {
   private reloads = 0;
   private syncing: Promise<void> | null = null;
   private wakeTimer: NodeJS.Timeout | null = null;
+  /** A signal arrived inside the current window: wake once more when it closes. */
+  private pending = false;
   private again = false;
   private timer: NodeJS.Timeout | null = null;
   private closed = false;
@@ -112,14 +114,23 @@ export class AdmissionView {
   }
 
   /**
-   * The backend says the log grew. A burst of commits (a 100-item add: hundreds of signals) wakes the view
-   * once, a moment after the first: without that, each commit paid for a catch-up on the request path.
+   * The backend says the log grew. The first signal after a quiet spell wakes the view at once (a single
+   * change applies as fast as before); the rest of a burst (a 100-item add: hundreds of signals) folds into
+   * one wake-up at the end of the window, so each commit no longer pays for a catch-up on the request path.
    */
   private signalled(): void {
-    if (this.wakeTimer || this.closed) return;
+    if (this.closed) return;
+    if (this.wakeTimer) {
+      this.pending = true;
+      return;
+    }
+    this.wake();
     this.wakeTimer = setTimeout(() => {
       this.wakeTimer = null;
-      this.wake();
+      if (this.pending) {
+        this.pending = false;
+        this.wake();
+      }
     }, this.opts.wakeDelayMs ?? WAKE_DELAY_MS);
     this.wakeTimer.unref();
   }
