@@ -3,9 +3,10 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import { Code } from '../../contract/codes.js';
 import { API_KEY_PARAM, type ApiRoute } from '../../contract/paths.js';
 import { parseToken } from '../../contract/token.js';
-import type { ApiLimits } from '../ratelimit/api-limits.js';
-import { secretMatches } from '../secrets.js';
-import type { Store } from '../store/index.js';
+import { badTokenKey, tokenRouteKey, type ApiLimits } from '../ratelimit/api-limits.js';
+import { LimiterUnavailableError } from '../ratelimit/limiter.js';
+import { secretMatches, sha256 } from '../secrets.js';
+import type { ListFilter, Store, WhitelistPage } from '../store/index.js';
 import { sendEnvelope } from './envelope.js';
 import { sourceIp } from './source-ip.js';
 
@@ -19,6 +20,8 @@ declare module 'fastify' {
     caller?: ApiCaller;
     /** Which limit refused the request, for the rate-limit metric. */
     limitedBy?: 'token' | 'source_ip';
+    /** A list call's page, read in the same round trip as its admission. */
+    prefetchedPage?: WhitelistPage;
   }
 }
 
@@ -50,27 +53,75 @@ function lockOutMessage(ip: string, limit: number, retryAfterSeconds: number | u
   return `rate limited: invalid-token lock-out for source IP ${ip} after ${limit} invalid API keys; every request from this IP is refused until ${until}, in ${secs} s`;
 }
 
-export function makeAuthHook(store: Store, limits: ApiLimits, route: ApiRoute, nowMs: () => number = Date.now) {
+/** What the checks before a handler decided: in the order the limits apply (docs/api.md Limits). */
+type Admission =
+  | { kind: 'locked'; retryAfterSeconds: number }
+  | { kind: 'invalid' }
+  | { kind: 'limited'; retryAfterSeconds: number }
+  | { kind: 'ok'; caller: ApiCaller; page?: WhitelistPage | undefined };
+
+/** Lock-out, token, and the token's limit, one step each (limits in memory, Redis or SQLite). */
+async function admitStepwise(store: Store, limits: ApiLimits, ip: string, query: URLSearchParams, route: ApiRoute, nowMs: number): Promise<Admission> {
+  const lock = await limits.checkSourceIp(ip);
+  if (!lock.allowed) return { kind: 'locked', retryAfterSeconds: lock.retryAfterSeconds };
+  const caller = await authenticate(store, query, Math.floor(nowMs / 1000));
+  if (!caller) {
+    await limits.recordInvalidToken(ip);
+    return { kind: 'invalid' };
+  }
+  const quota = await limits.consumeToken(caller.accessKey, route);
+  if (!quota.allowed) return { kind: 'limited', retryAfterSeconds: quota.retryAfterSeconds };
+  return { kind: 'ok', caller };
+}
+
+/** The same checks as one database call, where the limits live in the store's own database (PostgreSQL). */
+async function admitInOne(admit: NonNullable<Store['tokens']['admit']>, limits: ApiLimits, ip: string, query: URLSearchParams, route: ApiRoute, nowMs: number, list: ListFilter | undefined): Promise<Admission> {
+  const values = query.getAll(API_KEY_PARAM);
+  const parsed = values.length === 1 ? parseToken(values[0]!) : null;
+  const r = await admit({
+    badKey: badTokenKey(ip),
+    badLimit: limits.settings.invalidTokenPerIp,
+    accessKey: parsed?.accessKey ?? DUMMY_ACCESS_KEY,
+    secretHash: sha256(parsed?.secret ?? ''),
+    rateKey: tokenRouteKey(parsed?.accessKey ?? DUMMY_ACCESS_KEY, route),
+    rateLimit: limits.settings.perRoute[route],
+    windowMs: limits.settings.windowMs,
+    nowMs,
+    ...(list ? { list } : {}),
+  });
+  if (r === 'busy') throw new LimiterUnavailableError('busy');
+  if (r.kind === 'locked') return { kind: 'locked', retryAfterSeconds: limits.retryAfter(r.oldestAtMs, nowMs) };
+  if (r.kind === 'invalid' || !parsed) return { kind: 'invalid' };
+  if (r.kind === 'limited') return { kind: 'limited', retryAfterSeconds: limits.retryAfter(r.oldestAtMs, nowMs) };
+  return { kind: 'ok', caller: { accountId: r.accountId, accessKey: r.accessKey }, page: r.page };
+}
+
+/** `prefetchList`: for the list route, the filter of a valid query, so its page can come with the admission. */
+export function makeAuthHook(store: Store, limits: ApiLimits, route: ApiRoute, nowMs: () => number = Date.now, prefetchList?: (rawQuery: string) => ListFilter | undefined) {
+  const admit = store.tokens.admit?.bind(store.tokens);
+  // One round trip only when the limits' window log is this store's own database.
+  const inOne = admit !== undefined && limits.storeKind === store.backend && store.backend === 'postgres';
   return async function authHook(request: FastifyRequest, reply: FastifyReply): Promise<void> {
     const ip = sourceIp(request);
-    const lock = await limits.checkSourceIp(ip);
-    if (!lock.allowed) {
+    const now = nowMs();
+    const raw = rawQuery(request);
+    const query = new URLSearchParams(raw);
+    const a = inOne ? await admitInOne(admit!, limits, ip, query, route, now, prefetchList?.(raw)) : await admitStepwise(store, limits, ip, query, route, now);
+    if (a.kind === 'locked') {
       request.limitedBy = 'source_ip';
-      sendEnvelope(request, reply, Code.RATE_LIMITED, null, lockOutMessage(ip, limits.settings.invalidTokenPerIp, lock.retryAfterSeconds, nowMs()), { retryAfterSeconds: lock.retryAfterSeconds });
+      sendEnvelope(request, reply, Code.RATE_LIMITED, null, lockOutMessage(ip, limits.settings.invalidTokenPerIp, a.retryAfterSeconds, now), { retryAfterSeconds: a.retryAfterSeconds });
       return reply;
     }
-    const caller = await authenticate(store, new URLSearchParams(rawQuery(request)), Math.floor(nowMs() / 1000));
-    if (!caller) {
-      await limits.recordInvalidToken(ip);
+    if (a.kind === 'invalid') {
       sendEnvelope(request, reply, Code.INVALID_API_KEY);
       return reply;
     }
-    const quota = await limits.consumeToken(caller.accessKey, route);
-    if (!quota.allowed) {
+    if (a.kind === 'limited') {
       request.limitedBy = 'token';
-      sendEnvelope(request, reply, Code.RATE_LIMITED, null, undefined, { retryAfterSeconds: quota.retryAfterSeconds });
+      sendEnvelope(request, reply, Code.RATE_LIMITED, null, undefined, { retryAfterSeconds: a.retryAfterSeconds });
       return reply;
     }
-    request.caller = caller;
+    request.caller = a.caller;
+    if (a.page) request.prefetchedPage = a.page;
   };
 }

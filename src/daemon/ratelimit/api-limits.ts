@@ -34,6 +34,10 @@ export function parseLimitOverrides(s: string | undefined, base: LimitSettings =
 
 type LimitVerdict = { allowed: true } | { allowed: false; retryAfterSeconds: number };
 
+/** The window keys: invalid-token hits per source IP, and hits per token and route. */
+export const badTokenKey = (ip: string): string => `bad:${ip}`;
+export const tokenRouteKey = (accessKey: string, route: ApiRoute): string => `tok:${route}:${accessKey}`;
+
 export class ApiLimits {
   constructor(
     private readonly store: WindowStore,
@@ -43,6 +47,11 @@ export class ApiLimits {
 
   get storeKind(): string {
     return this.store.kind;
+  }
+
+  /** Seconds until a refused key may try again. */
+  retryAfter(oldestAtMs: number | null, nowMs: number): number {
+    return retryAfterSeconds({ allowed: false, count: 0, oldestAtMs }, this.settings.windowMs, nowMs);
   }
 
   private async bounded<T>(p: Promise<T>): Promise<T> {
@@ -64,18 +73,18 @@ export class ApiLimits {
   /** Is this source IP locked out after too many invalid tokens? Checked before the token. */
   async checkSourceIp(ip: string): Promise<LimitVerdict> {
     const now = this.nowMs();
-    const d = await this.bounded(this.store.peek(`bad:${ip}`, this.settings.windowMs, now));
+    const d = await this.bounded(this.store.peek(badTokenKey(ip), this.settings.windowMs, now));
     if (d.count < this.settings.invalidTokenPerIp) return { allowed: true };
     return { allowed: false, retryAfterSeconds: retryAfterSeconds(d, this.settings.windowMs, now) };
   }
 
   async recordInvalidToken(ip: string): Promise<void> {
-    await this.bounded(this.store.record(`bad:${ip}`, this.nowMs(), this.settings.windowMs));
+    await this.bounded(this.store.record(badTokenKey(ip), this.nowMs(), this.settings.windowMs));
   }
 
   async consumeToken(accessKey: string, route: ApiRoute): Promise<LimitVerdict> {
     const now = this.nowMs();
-    const d = await this.bounded(this.store.consume(`tok:${route}:${accessKey}`, this.settings.perRoute[route], this.settings.windowMs, now));
+    const d = await this.bounded(this.store.consume(tokenRouteKey(accessKey, route), this.settings.perRoute[route], this.settings.windowMs, now));
     if (d.allowed) return { allowed: true };
     return { allowed: false, retryAfterSeconds: retryAfterSeconds(d, this.settings.windowMs, now) };
   }

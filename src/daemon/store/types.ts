@@ -112,8 +112,39 @@ export interface AccountStore {
   setStatus(id: number, status: AccountStatus): Promise<void>;
 }
 
+/**
+ * An API call's admission in one step, for a backend whose rate-hit log is in the same database: the source
+ * IP's invalid-token lock-out, the token (by access key and the SHA-256 of the presented secret), the
+ * invalid-token hit when it fails, and the token's per-route hit when it holds. Keys and limits as ApiLimits uses them.
+ */
+export interface ApiAdmitRequest {
+  badKey: string;
+  badLimit: number;
+  accessKey: string;
+  secretHash: Buffer;
+  rateKey: string;
+  rateLimit: number;
+  windowMs: number;
+  nowMs: number;
+  /** A list call: the page is read in the same round trip once the call is admitted. */
+  list?: ListFilter;
+}
+
+export interface WhitelistPage {
+  items: WhitelistEntry[];
+  total: number;
+}
+
+export type ApiAdmitOutcome =
+  | { kind: 'locked'; oldestAtMs: number | null }
+  | { kind: 'invalid' }
+  | { kind: 'limited'; oldestAtMs: number | null }
+  | { kind: 'ok'; accountId: number; accessKey: string; page?: WhitelistPage };
+
 export interface TokenStore {
   findByAccessKey(accessKey: string): Promise<ApiTokenWithAccount | null>;
+  /** Present where the rate-hit log shares the database (PostgreSQL): one round trip instead of four. */
+  admit?(req: ApiAdmitRequest): Promise<ApiAdmitOutcome | 'busy'>;
   activeToken(accountId: number): Promise<ApiToken | null>;
   /** Disables every active token of the account and stores the new one, atomically. */
   replace(accountId: number, accessKey: string, secretHash: Buffer, expiresAt?: number | null): Promise<void>;
@@ -122,16 +153,19 @@ export interface TokenStore {
 }
 
 export interface WhitelistStore {
+  /** Claims the IP for the account and records the entry, or says why not. One transaction. */
+  claimIp(accountId: number, ip: string, remark: string): Promise<ClaimOutcome>;
   /**
-   * Claims the IP for the account and records the entry, or says why not. One transaction per IP.
-   * `entryId`: one of reserveEntryIds(), so entries of a batch claimed concurrently still list in item order.
+   * A batch of claims, one by one in item order, each committed on its own (a failing item undoes nothing);
+   * one outcome per item. Durable when it resolves. Throws StoreUnavailableError when the database went away
+   * during the batch: items before that point may have been committed.
    */
-  claimIp(accountId: number, ip: string, remark: string, entryId?: number): Promise<ClaimOutcome>;
-  /** n entry ids, ascending, for a batch whose items are claimed concurrently; null when claims run one by one. */
-  reserveEntryIds(n: number): Promise<number[] | null>;
+  claimIps(accountId: number, items: ReadonlyArray<{ ip: string; remark: string }>): Promise<ClaimOutcome[]>;
   /** Soft-deletes the account's entry and releases the global claim at once. */
   releaseClaim(accountId: number, ip: string): Promise<ReleaseOutcome>;
-  list(accountId: number, f: ListFilter): Promise<{ items: WhitelistEntry[]; total: number }>;
+  /** A batch of releases with the same rules as claimIps. */
+  releaseIps(accountId: number, ips: readonly string[]): Promise<ReleaseOutcome[]>;
+  list(accountId: number, f: ListFilter): Promise<WhitelistPage>;
   setStatus(accountId: number, ip: string, status: 1 | 2): Promise<WhitelistEntry | null>;
   /** Gateway admission by source IP: the owner of an active entry, and that owner's status. */
   admissionByIp(ip: string): Promise<Admission | null>;
@@ -250,8 +284,6 @@ export interface Store {
   readonly sessions: ConsoleSessionStore;
   readonly traffic: TrafficStore;
   readonly changeLog: ChangeLogStore;
-  /** How many items of one batch may be in flight at once (SQLite: 1, its writes are serial anyway). */
-  readonly itemConcurrency: number;
   /** The rate-hit log for limits shared between processes (SQLite: on a connection that never waits for a lock). */
   sharedRateHits(): RateHitStore;
   /** A secret every node of a fleet shares (created once), or null when the data dir holds it instead. */

@@ -5,6 +5,8 @@ import { API_KEY_PARAM, API_PATHS } from '../../../contract/paths.js';
 import { firstIssueField, ListQuerySchema } from '../../../contract/schemas.js';
 import type { ApiContext } from '../context.js';
 import { makeAuthHook, rawQuery } from '../auth.js';
+import { listFilter } from '../../whitelist-service.js';
+import type { ListFilter } from '../../store/index.js';
 import { sendEnvelope } from '../envelope.js';
 import { safeName } from './query.js';
 
@@ -25,8 +27,17 @@ export function parseListQuery(raw: string) {
 }
 
 export default function listRoute(app: FastifyInstance, ctx: ApiContext): void {
-  app.get(API_PATHS.list, { onRequest: makeAuthHook(ctx.store, ctx.limits, 'list', ctx.nowMs) }, async (request, reply) => {
+  // A valid query's page may come with the admission (one round trip on PostgreSQL); a bad one is refused
+  // after the token checks, as before.
+  const prefetch = (raw: string): ListFilter | undefined => {
+    try {
+      return listFilter(parseListQuery(raw));
+    } catch {
+      return undefined;
+    }
+  };
+  app.get(API_PATHS.list, { onRequest: makeAuthHook(ctx.store, ctx.limits, 'list', ctx.nowMs, prefetch) }, async (request, reply) => {
     const query = parseListQuery(rawQuery(request));
-    return sendEnvelope(request, reply, Code.OK, await ctx.whitelist.list(request.caller!.accountId, query));
+    return sendEnvelope(request, reply, Code.OK, await ctx.whitelist.list(request.caller!.accountId, query, request.prefetchedPage));
   });
 }

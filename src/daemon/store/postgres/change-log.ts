@@ -69,7 +69,11 @@ export class PgChangeLogStore implements ChangeLogStore {
           for (const seq of this.holes.keys()) if (seq <= horizon) return 'behind' as const;
           const holes = [...this.holes.keys()];
           const log = await tx<{ seq: number; kind: ChangeKind; key: string }[]>`
-            SELECT seq, kind, key FROM change_log WHERE seq > ${since} OR seq IN (SELECT jsonb_array_elements_text(${JSON.stringify(holes)}::text::jsonb)::bigint) ORDER BY seq LIMIT ${limit}`;
+            SELECT seq, kind, key FROM (
+              (SELECT seq, kind, key FROM change_log WHERE seq > ${since} ORDER BY seq LIMIT ${limit})
+              UNION ALL
+              SELECT seq, kind, key FROM change_log WHERE seq <= ${since} AND seq IN (SELECT jsonb_array_elements_text(${JSON.stringify(holes)}::text::jsonb)::bigint)
+            ) l ORDER BY seq LIMIT ${limit}`;
           const ahead = log.filter((r) => r.seq > since).map((r) => r.seq);
           for (const r of log) this.holes.delete(r.seq);
           this.expireHoles(xids.xmin);

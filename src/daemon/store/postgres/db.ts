@@ -9,10 +9,15 @@ export type Sql = postgres.Sql<{ int8: number }>;
 /** A query that has not answered in this long is given up (503); the server may still finish it. */
 const QUERY_TIMEOUT_MS = 2_000;
 const CONNECT_TIMEOUT_S = 2;
+/**
+ * Connections per process. An API call is one round trip and postgres.js pipelines on a busy connection, so a
+ * few warm backends serve better than many cold ones (docs/BENCHMARKS.md: list p99 about halved against 10).
+ */
+const POOL_SIZE = 4;
 /** Any fixed 64-bit number of our own: the advisory lock key that serialises migrations across nodes. */
 const MIGRATION_LOCK_KEY = 0x70726f787964; // "proxyd"
 
-export function connect(url: string, max = 10): Sql {
+export function connect(url: string, max = POOL_SIZE): Sql {
   // libpq's way to a Unix socket, `postgres://user@/db?host=/run/postgresql`: postgres.js wants it as an option.
   const u = new URL(url);
   const socketDir = u.searchParams.get('host');

@@ -2,7 +2,7 @@
 // can be (claims, releases and rate hits are server-side functions); transactions only where several rows
 // must change together. Unreachable → StoreUnavailableError; a lost race → `busy`.
 import type {
-  Account, AccountStatus, AccountStore, Admission, ApiToken, ApiTokenWithAccount, ClaimOutcome, ConsoleSessionStore,
+  Account, AccountStatus, AccountStore, Admission, ApiAdmitOutcome, ApiAdmitRequest, ApiToken, ApiTokenWithAccount, ClaimOutcome, ConsoleSessionStore,
   Inconsistencies, ListFilter, ProxyUser, ProxyUserStore, RateHitStore, ReleaseOutcome, Repairs,
   SessionRecord, Store, TokenStore, TrafficDelta, TrafficStore, WhitelistEntry, WhitelistStore, WindowDecision,
 } from '../types.js';
@@ -13,13 +13,17 @@ import { connect, guard, isBusy, migrate, redactUrl, type Sql } from './db.js';
 
 type NowSec = () => number;
 
+/** Admission answers within the limiter's own bound (SPEC 3.7: 500 ms), as the rate-limit store would. */
+const ADMIT_MS = 500;
+/** A batch of 100 items is one call; it gets longer than a single statement's 2 s. */
+const BATCH_MS = 5_000;
 /** The start-up check scans whole tables: it gets minutes, not the 2 s of a request. */
 const START_CHECK_MS = 300_000;
 
 /** Runs op under the deadline; a lost race inside the database is `busy`. */
-async function unlessBusy<T>(op: () => Promise<T>): Promise<T | 'busy'> {
+async function unlessBusy<T>(op: () => Promise<T>, timeoutMs?: number): Promise<T | 'busy'> {
   try {
-    return await guard(op);
+    return await guard(op, timeoutMs);
   } catch (e) {
     if (isBusy(e)) return 'busy';
     throw e;
@@ -85,6 +89,15 @@ class PgAccountStore extends PgFamily implements AccountStore {
   }
 }
 
+/** What proxyd_api_admit answers; a page row is [id, ip, remark, status, created_at]. */
+interface AdmitRow {
+  o_verdict: 'locked' | 'invalid' | 'limited' | 'ok';
+  o_account: number | null;
+  o_oldest: number | null;
+  o_page: Array<[number, string, string, 1 | 2, number]> | null;
+  o_total: number | null;
+}
+
 class PgTokenStore extends PgFamily implements TokenStore {
   async findByAccessKey(accessKey: string): Promise<ApiTokenWithAccount | null> {
     const [t] = await guard(
@@ -93,6 +106,32 @@ class PgTokenStore extends PgFamily implements TokenStore {
           FROM api_tokens t JOIN accounts a ON a.id = t.account_id WHERE t.access_key = ${accessKey}`,
     );
     return t ?? null;
+  }
+
+  async admit(q: ApiAdmitRequest): Promise<ApiAdmitOutcome | 'busy'> {
+    const l = q.list;
+    const r = await unlessBusy(
+      () => this.sql<AdmitRow[]>`
+        SELECT o_verdict, o_account, o_oldest, o_page, o_total FROM proxyd_api_admit(${q.badKey}, ${q.badLimit}::int, ${q.accessKey}, ${q.secretHash},
+          ${q.rateKey}, ${q.rateLimit}::int, ${q.windowMs}::bigint, ${q.nowMs}::bigint,
+          ${l !== undefined}::boolean, ${l?.status ?? null}::smallint, ${l?.ip ?? null}::text, ${l?.limit ?? 0}::int, ${l?.offset ?? 0}::int)`,
+      ADMIT_MS,
+    );
+    if (r === 'busy') return r;
+    const row = r[0]!;
+    if (row.o_verdict === 'ok') {
+      const out: ApiAdmitOutcome = { kind: 'ok', accountId: row.o_account!, accessKey: q.accessKey };
+      if (l !== undefined && row.o_page !== null) {
+        const accountId = row.o_account!;
+        out.page = {
+          items: row.o_page.map(([id, ip, remark, status, created_at]) => ({ id, account_id: accountId, ip, remark, status, created_at })),
+          total: row.o_total ?? 0,
+        };
+      }
+      return out;
+    }
+    if (row.o_verdict === 'invalid') return { kind: 'invalid' };
+    return { kind: row.o_verdict, oldestAtMs: row.o_oldest };
   }
 
   async activeToken(accountId: number): Promise<ApiToken | null> {
@@ -137,20 +176,33 @@ class PgWhitelistStore extends PgFamily implements WhitelistStore {
     super(sql, nowSec);
   }
 
-  async reserveEntryIds(n: number): Promise<number[] | null> {
-    if (n < 2) return null;
-    const rows = await guard(
-      () => this.sql<{ id: number }[]>`SELECT nextval(pg_get_serial_sequence('whitelist_entries', 'id'))::int AS id FROM generate_series(1, ${n}::int)`,
-    );
-    return rows.map((r) => r.id).sort((a, b) => a - b);
-  }
-
-  async claimIp(accountId: number, ip: string, remark: string, entryId?: number): Promise<ClaimOutcome> {
+  async claimIp(accountId: number, ip: string, remark: string): Promise<ClaimOutcome> {
     const r = await unlessBusy(
       () => this.sql<{ r: ClaimOutcome }[]>`
-        SELECT proxyd_claim_ip(${accountId}::int, ${ip}, ${remark}, ${this.nowSec()}::bigint, ${this.releaseGraceSec}::bigint, ${entryId ?? null}::int) AS r`,
+        SELECT proxyd_claim_ip(${accountId}::int, ${ip}, ${remark}, ${this.nowSec()}::bigint, ${this.releaseGraceSec}::bigint, NULL::int) AS r`,
     );
     return r === 'busy' ? r : r[0]!.r;
+  }
+
+  async claimIps(accountId: number, items: ReadonlyArray<{ ip: string; remark: string }>): Promise<ClaimOutcome[]> {
+    if (items.length === 0) return [];
+    const payload = JSON.stringify(items.map((i) => [i.ip, i.remark]));
+    const [row] = await guard(
+      () => this.sql<{ outcomes: ClaimOutcome[] }[]>`
+        CALL proxyd_claim_batch(${accountId}::int, ${payload}::text::jsonb, ${this.nowSec()}::bigint, ${this.releaseGraceSec}::bigint, NULL)`,
+      BATCH_MS,
+    );
+    return row!.outcomes;
+  }
+
+  async releaseIps(accountId: number, ips: readonly string[]): Promise<ReleaseOutcome[]> {
+    if (ips.length === 0) return [];
+    const [row] = await guard(
+      () => this.sql<{ outcomes: ReleaseOutcome[] }[]>`
+        CALL proxyd_release_batch(${accountId}::int, ${JSON.stringify(ips)}::text::jsonb, ${this.nowSec()}::bigint, NULL)`,
+      BATCH_MS,
+    );
+    return row!.outcomes;
   }
 
   async releaseClaim(accountId: number, ip: string): Promise<ReleaseOutcome> {
@@ -160,19 +212,30 @@ class PgWhitelistStore extends PgFamily implements WhitelistStore {
 
   async list(accountId: number, f: ListFilter): Promise<{ items: WhitelistEntry[]; total: number }> {
     const sql = this.sql;
-    const where = sql`account_id = ${accountId} AND deleted_at IS NULL
-      ${f.status !== undefined ? sql`AND status = ${f.status}` : sql``} ${f.ip !== undefined ? sql`AND ip = ${f.ip}` : sql``}`;
-    // The page and the total in one statement; a page past the end has no row to carry the total.
+    const status = f.status ?? null;
+    const ip = f.ip ?? null;
+    // One statement text for every filter (no fragments built per call): the page and the total together;
+    // a page past the end has no row to carry the total.
     const rows = await guard(
       () => sql<Array<WhitelistEntry & { total: number }>>`
-        SELECT id, account_id, ip, remark, status, created_at, count(*) OVER ()::int AS total FROM whitelist_entries WHERE ${where}
+        SELECT id, account_id, ip, remark, status, created_at, count(*) OVER ()::int AS total FROM whitelist_entries
+         WHERE account_id = ${accountId} AND deleted_at IS NULL AND (${status}::smallint IS NULL OR status = ${status}::smallint)
+           AND (${ip}::text IS NULL OR ip = ${ip}::text)
          ORDER BY created_at DESC, id DESC LIMIT ${f.limit} OFFSET ${f.offset}`,
     );
     if (rows.length === 0 && f.offset > 0) {
-      const [c] = await guard(() => sql<{ n: number }[]>`SELECT count(*)::int AS n FROM whitelist_entries WHERE ${where}`);
+      const [c] = await guard(
+        () => sql<{ n: number }[]>`
+          SELECT count(*)::int AS n FROM whitelist_entries
+           WHERE account_id = ${accountId} AND deleted_at IS NULL AND (${status}::smallint IS NULL OR status = ${status}::smallint)
+             AND (${ip}::text IS NULL OR ip = ${ip}::text)`,
+      );
       return { items: [], total: c!.n };
     }
-    return { items: rows.map(({ total: _, ...e }) => e), total: rows[0]?.total ?? 0 };
+    const total = rows[0]?.total ?? 0;
+    const items: WhitelistEntry[] = [];
+    for (const r of rows) items.push({ id: r.id, account_id: r.account_id, ip: r.ip, remark: r.remark, status: r.status, created_at: r.created_at });
+    return { items, total };
   }
 
   async setStatus(accountId: number, ip: string, status: 1 | 2): Promise<WhitelistEntry | null> {
@@ -372,8 +435,6 @@ interface PostgresStoreOptions {
 
 export class PostgresStore implements Store {
   readonly backend = 'postgres' as const;
-  /** Items of a batch in flight at once: their commits share WAL flushes; the pool (10) keeps room for other requests. */
-  readonly itemConcurrency = 6;
   readonly dataDir = null;
   readonly location: string;
   readonly accounts: PgAccountStore;

@@ -20,7 +20,6 @@ interface SqliteStoreOptions {
 
 export class SqliteStore implements Store {
   readonly backend = 'sqlite' as const;
-  readonly itemConcurrency = 1;
   readonly location: string;
   readonly accounts: SqliteAccountStore;
   readonly tokens: SqliteTokenStore;

@@ -77,10 +77,6 @@ export class SqliteWhitelistStore implements WhitelistStore {
     });
   }
 
-  async reserveEntryIds(): Promise<null> {
-    return null; // claims run one by one here: ids ascend in item order by themselves
-  }
-
   async claimIp(accountId: number, ip: string, remark: string): Promise<ClaimOutcome> {
     try {
       return this.claimTx.immediate(accountId, ip, remark);
@@ -88,6 +84,18 @@ export class SqliteWhitelistStore implements WhitelistStore {
       if (isBusyError(e)) return 'busy';
       throw e;
     }
+  }
+
+  async claimIps(accountId: number, items: ReadonlyArray<{ ip: string; remark: string }>): Promise<ClaimOutcome[]> {
+    const out: ClaimOutcome[] = [];
+    for (const item of items) out.push(await this.claimIp(accountId, item.ip, item.remark));
+    return out;
+  }
+
+  async releaseIps(accountId: number, ips: readonly string[]): Promise<ReleaseOutcome[]> {
+    const out: ReleaseOutcome[] = [];
+    for (const ip of ips) out.push(await this.releaseClaim(accountId, ip));
+    return out;
   }
 
   async releaseClaim(accountId: number, ip: string): Promise<ReleaseOutcome> {
