@@ -1,5 +1,38 @@
 // Versioned PostgreSQL schema: index i is version i+1 in proxyd_schema. Never edit a shipped migration; append.
 // Claims, releases and rate hits are functions so each is one round trip and one transaction.
+
+/**
+ * Migration 3's batch procedure: `step` (an item's function call, item index `i`) for every element of the
+ * JSON array `items`, each in its own transaction committed without a flush wait; a lost lock race is that
+ * item's `busy`; then, if any item answered `wrote`, one synchronous commit of a WAL record flushes them all.
+ * Its text is part of a shipped migration: never change what it produces.
+ */
+function batchProcedure(name: string, params: string, items: string, step: string, wrote: string): string {
+  return `CREATE PROCEDURE ${name}(p_account integer, ${params}, INOUT outcomes jsonb DEFAULT NULL)
+  LANGUAGE plpgsql AS $$
+  DECLARE
+    r text;
+    wrote boolean := false;
+  BEGIN
+    outcomes := '[]'::jsonb;
+    FOR i IN 0 .. jsonb_array_length(${items}) - 1 LOOP
+      PERFORM set_config('synchronous_commit', 'off', true);
+      BEGIN
+        r := ${step};
+      EXCEPTION WHEN deadlock_detected OR lock_not_available OR serialization_failure THEN
+        r := 'busy';
+      END;
+      wrote := wrote OR r = '${wrote}';
+      outcomes := outcomes || to_jsonb(r);
+      COMMIT;
+    END LOOP;
+    IF wrote THEN
+      PERFORM pg_logical_emit_message(true, 'proxyd', 'batch');
+      COMMIT;
+    END IF;
+  END $$;`;
+}
+
 export const PG_MIGRATIONS: readonly string[] = [
   `
   CREATE TABLE accounts (
@@ -206,53 +239,10 @@ export const PG_MIGRATIONS: readonly string[] = [
   // waiting for its WAL flush, and one synchronous commit at the end flushes them all before the caller hears
   // back. A WAL record is needed for that commit to flush: a transactional logical message (no table, no row).
   `
-  CREATE PROCEDURE proxyd_claim_batch(p_account integer, p_items jsonb, p_now bigint, p_grace bigint, INOUT outcomes jsonb DEFAULT NULL)
-  LANGUAGE plpgsql AS $$
-  DECLARE
-    r text;
-    wrote boolean := false;
-  BEGIN
-    outcomes := '[]'::jsonb;
-    FOR i IN 0 .. jsonb_array_length(p_items) - 1 LOOP
-      PERFORM set_config('synchronous_commit', 'off', true);
-      BEGIN
-        r := proxyd_claim_ip(p_account, p_items -> i ->> 0, p_items -> i ->> 1, p_now, p_grace, NULL);
-      EXCEPTION WHEN deadlock_detected OR lock_not_available OR serialization_failure THEN
-        r := 'busy';
-      END;
-      wrote := wrote OR r = 'added';
-      outcomes := outcomes || to_jsonb(r);
-      COMMIT;
-    END LOOP;
-    IF wrote THEN
-      PERFORM pg_logical_emit_message(true, 'proxyd', 'batch');
-      COMMIT;
-    END IF;
-  END $$;
+  ${batchProcedure('proxyd_claim_batch', 'p_items jsonb, p_now bigint, p_grace bigint', 'p_items',
+    'proxyd_claim_ip(p_account, p_items -> i ->> 0, p_items -> i ->> 1, p_now, p_grace, NULL)', 'added')}
 
-  CREATE PROCEDURE proxyd_release_batch(p_account integer, p_ips jsonb, p_now bigint, INOUT outcomes jsonb DEFAULT NULL)
-  LANGUAGE plpgsql AS $$
-  DECLARE
-    r text;
-    wrote boolean := false;
-  BEGIN
-    outcomes := '[]'::jsonb;
-    FOR i IN 0 .. jsonb_array_length(p_ips) - 1 LOOP
-      PERFORM set_config('synchronous_commit', 'off', true);
-      BEGIN
-        r := proxyd_release_ip(p_account, p_ips ->> i, p_now);
-      EXCEPTION WHEN deadlock_detected OR lock_not_available OR serialization_failure THEN
-        r := 'busy';
-      END;
-      wrote := wrote OR r = 'deleted';
-      outcomes := outcomes || to_jsonb(r);
-      COMMIT;
-    END LOOP;
-    IF wrote THEN
-      PERFORM pg_logical_emit_message(true, 'proxyd', 'batch');
-      COMMIT;
-    END IF;
-  END $$;
+  ${batchProcedure('proxyd_release_batch', 'p_ips jsonb, p_now bigint', 'p_ips', 'proxyd_release_ip(p_account, p_ips ->> i, p_now)', 'deleted')}
 
   -- An API call's admission (docs/api.md Authentication, Limits) in one round trip: the source IP's lock-out
   -- first, then the token; a failed token records an invalid-token hit, a good one takes its per-route hit.
