@@ -34,10 +34,15 @@ export function rawQuery(request: FastifyRequest): string {
 // Syntactically valid but never issued: unknown and malformed keys do the same lookup and hash work.
 const DUMMY_ACCESS_KEY = 'ak00000000000000000000';
 
+/** The one `api_key` value, parsed; null when it is missing, repeated or malformed. */
+function presentedToken(query: URLSearchParams) {
+  const values = query.getAll(API_KEY_PARAM);
+  return values.length === 1 ? parseToken(values[0]!) : null;
+}
+
 /** Resolves `api_key` to a caller, or null for every failure cause alike. */
 export async function authenticate(store: Store, query: URLSearchParams, nowSec: number): Promise<ApiCaller | null> {
-  const values = query.getAll(API_KEY_PARAM);
-  const parsed = values.length === 1 ? parseToken(values[0]!) : null;
+  const parsed = presentedToken(query);
   const row = await store.tokens.findByAccessKey(parsed?.accessKey ?? DUMMY_ACCESS_KEY);
   const matches = secretMatches(parsed?.secret ?? '', row?.secret_hash ?? null);
   if (!parsed || !row || !matches) return null;
@@ -76,8 +81,7 @@ async function admitStepwise(store: Store, limits: ApiLimits, ip: string, query:
 
 /** The same checks as one database call, where the limits live in the store's own database (PostgreSQL). */
 async function admitInOne(admit: NonNullable<Store['tokens']['admit']>, limits: ApiLimits, ip: string, query: URLSearchParams, route: ApiRoute, nowMs: number, list: ListFilter | undefined): Promise<Admission> {
-  const values = query.getAll(API_KEY_PARAM);
-  const parsed = values.length === 1 ? parseToken(values[0]!) : null;
+  const parsed = presentedToken(query);
   const r = await admit({
     badKey: badTokenKey(ip),
     badLimit: limits.settings.invalidTokenPerIp,
@@ -97,16 +101,15 @@ async function admitInOne(admit: NonNullable<Store['tokens']['admit']>, limits: 
 }
 
 /** `prefetchList`: for the list route, the filter of a valid query, so its page can come with the admission. */
-export function makeAuthHook(store: Store, limits: ApiLimits, route: ApiRoute, nowMs: () => number = Date.now, prefetchList?: (rawQuery: string) => ListFilter | undefined) {
+export function makeAuthHook(store: Store, limits: ApiLimits, route: ApiRoute, nowMs: () => number = Date.now, prefetchList?: (request: FastifyRequest) => ListFilter | undefined) {
   const admit = store.tokens.admit?.bind(store.tokens);
-  // One round trip only when the limits' window log is this store's own database.
-  const inOne = admit !== undefined && limits.storeKind === store.backend && store.backend === 'postgres';
+  // One round trip only when the limits' window log is this store's own database (windowStoreFor: PostgreSQL, no Redis).
+  const inOne = admit !== undefined && limits.storeKind === 'postgres';
   return async function authHook(request: FastifyRequest, reply: FastifyReply): Promise<void> {
     const ip = sourceIp(request);
     const now = nowMs();
-    const raw = rawQuery(request);
-    const query = new URLSearchParams(raw);
-    const a = inOne ? await admitInOne(admit!, limits, ip, query, route, now, prefetchList?.(raw)) : await admitStepwise(store, limits, ip, query, route, now);
+    const query = new URLSearchParams(rawQuery(request));
+    const a = inOne ? await admitInOne(admit!, limits, ip, query, route, now, prefetchList?.(request)) : await admitStepwise(store, limits, ip, query, route, now);
     if (a.kind === 'locked') {
       request.limitedBy = 'source_ip';
       sendEnvelope(request, reply, Code.RATE_LIMITED, null, lockOutMessage(ip, limits.settings.invalidTokenPerIp, a.retryAfterSeconds, now), { retryAfterSeconds: a.retryAfterSeconds });

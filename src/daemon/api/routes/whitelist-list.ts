@@ -1,8 +1,8 @@
 // GET /openapi/v1/proxy/whitelist/list (docs/api.md List)
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { BusinessError, Code } from '../../../contract/codes.js';
 import { API_KEY_PARAM, API_PATHS } from '../../../contract/paths.js';
-import { firstIssueField, ListQuerySchema } from '../../../contract/schemas.js';
+import { firstIssueField, ListQuerySchema, type ListQuery } from '../../../contract/schemas.js';
 import type { ApiContext } from '../context.js';
 import { makeAuthHook, rawQuery } from '../auth.js';
 import { listFilter } from '../../whitelist-service.js';
@@ -27,17 +27,25 @@ export function parseListQuery(raw: string) {
 }
 
 export default function listRoute(app: FastifyInstance, ctx: ApiContext): void {
-  // A valid query's page may come with the admission (one round trip on PostgreSQL); a bad one is refused
-  // after the token checks, as before.
-  const prefetch = (raw: string): ListFilter | undefined => {
+  // A valid query's page may come with the admission (one round trip on PostgreSQL); the query is parsed
+  // once and kept for the handler. A bad one is refused after the token checks, as before.
+  const prefetch = (request: FastifyRequest): ListFilter | undefined => {
     try {
-      return listFilter(parseListQuery(raw));
+      request.listQuery = parseListQuery(rawQuery(request));
+      return listFilter(request.listQuery);
     } catch {
       return undefined;
     }
   };
   app.get(API_PATHS.list, { onRequest: makeAuthHook(ctx.store, ctx.limits, 'list', ctx.nowMs, prefetch) }, async (request, reply) => {
-    const query = parseListQuery(rawQuery(request));
+    const query = request.listQuery ?? parseListQuery(rawQuery(request));
     return sendEnvelope(request, reply, Code.OK, await ctx.whitelist.list(request.caller!.accountId, query, request.prefetchedPage));
   });
+}
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** The list query, when it was parsed (valid) before the admission. */
+    listQuery?: ListQuery;
+  }
 }
