@@ -5,14 +5,15 @@
 // With --database-url (a PostgreSQL server the bench may create a database on), the same run is made on a
 // fresh database there (created, then dropped) right after the SQLite run, and both are printed side by side.
 //
-//   node bench/api.mjs [--rate 500] [--seconds 10] [--workers 1] [--pin] [--baseline] [--database-url postgres://…]
+//   node bench/api.mjs [--rate 500] [--seconds 10] [--workers 1] [--pin] [--baseline] [--client raw|undici] [--trace F] [--database-url postgres://… [--only sqlite|postgres]]
 import { spawn, spawnSync } from 'node:child_process';
-import { mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { Agent, request } from 'undici';
+import { openLoop } from './lib/open-loop.mjs';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const PROXYD = path.join(ROOT, 'bin/proxyd');
@@ -27,6 +28,10 @@ const pin = args.pin !== undefined;
 // --baseline: the same open-loop load against GET /healthz (no token, no database) to show what the
 // load generator and the HTTP stack cost on their own on this machine.
 const baseline = args.baseline !== undefined;
+// --client raw (default): the lean generator of bench/lib/open-loop.mjs; --client undici: undici's request()
+// on 64 keep-alive connections, the earlier generator, whose own CPU share shows in the tail on two cores.
+const client = args.client ?? 'raw';
+if (!['raw', 'undici'].includes(client)) throw new Error('--client is raw or undici');
 
 function pct(sorted, p) {
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))];
@@ -97,32 +102,55 @@ async function runOne(databaseUrl) {
 
   // Warm up, then an open-loop list load at `rate` requests/s for `seconds`.
   for (let i = 0; i < 500; i++) await request(`${base}/openapi/v1/proxy/whitelist/list?${q()}`, { dispatcher }).then((r) => r.body.json());
-  const lat = [];
-  const latFromSend = [];
-  let errors = 0;
-  const windowStart = Date.now();
+  // The daemon's own view of the list phase from its Prometheus metrics: GC time and event-loop delay
+  // (prom-client resets the delay histogram at each scrape, so the second scrape covers the phase alone).
+  const scrape = async () => {
+    const text = await request(`${base}/metrics`, { dispatcher }).then((r) => r.body.text());
+    const v = (re) => text.split('\n').filter((l) => re.test(l)).reduce((acc, l) => acc + Number(l.split(' ').pop()), 0);
+    const byKind = Object.fromEntries(text.split('\n').filter((l) => l.startsWith('proxyd_nodejs_gc_duration_seconds_sum')).map((l) => [/kind="(\w+)"/.exec(l)[1], Number(l.split(' ').pop())]));
+    return { byKind, gcSeconds: v(/^proxyd_nodejs_gc_duration_seconds_sum/), gcCount: v(/^proxyd_nodejs_gc_duration_seconds_count/), lagP99: v(/^proxyd_nodejs_eventloop_lag_p99_seconds /), lagMax: v(/^proxyd_nodejs_eventloop_lag_max_seconds /) };
+  };
+  const before = await scrape();
   const total = rate * seconds;
-  const start = performance.now();
-  const inflight = [];
-  for (let i = 0; i < total; i++) {
-    const due = start + (i * 1000) / rate;
-    const wait = due - performance.now();
-    if (wait > 1) await new Promise((r) => setTimeout(r, wait));
-    const t0 = performance.now();
-    inflight.push(
-      request(baseline ? `${base}/healthz` : `${base}/openapi/v1/proxy/whitelist/list?${q()}&page_size=20`, { dispatcher })
-        .then(async (r) => {
-          const b = await r.body.text();
-          if (!b.startsWith(baseline ? '{"status":"ok"' : '{"code":200,')) errors++;
-          // Latency from when the request was due, so a stalled sender counts against us (no coordinated omission).
-          const done = performance.now();
-          lat.push(done - Math.min(t0, due));
-          latFromSend.push(done - t0);
-        })
-        .catch(() => errors++),
-    );
+  const listPath = (i) => (baseline ? '/healthz' : `/openapi/v1/proxy/whitelist/list?${q()}&page_size=20`);
+  const expectPrefix = baseline ? '{"status":"ok"' : '{"code":200,';
+  const windowStart = Date.now();
+  let lat, latFromSend, errors, elapsedMs;
+  if (client === 'raw') {
+    // --trace F: [ms since start when due, latency] per list, written to F.<backend>.json.
+    const trace = args.trace ? [] : undefined;
+    const { hostname, port } = new URL(base);
+    let startMonoMs;
+    ({ fromDue: lat, fromSend: latFromSend, errors, elapsedMs, startMonoMs } = await openLoop({ host: hostname, port: Number(port), rate, total, pathFor: listPath, expectPrefix, trace }));
+    if (trace) writeFileSync(`${args.trace}.${databaseUrl ? 'postgres' : 'sqlite'}.json`, JSON.stringify({ startMonoMs, trace }));
+  } else {
+    lat = [];
+    latFromSend = [];
+    errors = 0;
+    const start = performance.now();
+    const inflight = [];
+    for (let i = 0; i < total; i++) {
+      const due = start + (i * 1000) / rate;
+      const wait = due - performance.now();
+      if (wait > 1) await new Promise((r) => setTimeout(r, wait));
+      const t0 = performance.now();
+      inflight.push(
+        request(`${base}${listPath(i)}`, { dispatcher })
+          .then(async (r) => {
+            const b = await r.body.text();
+            if (!b.startsWith(expectPrefix)) errors++;
+            // Latency from when the request was due, so a stalled sender counts against us (no coordinated omission).
+            const done = performance.now();
+            lat.push(done - Math.min(t0, due));
+            latFromSend.push(done - t0);
+          })
+          .catch(() => errors++),
+      );
+    }
+    await Promise.all(inflight);
+    elapsedMs = performance.now() - start;
   }
-  await Promise.all(inflight);
+  const after = await scrape();
   await new Promise((r) => setTimeout(r, 200));
   // The daemon's own per-request line carries its handling time: the server side of the latency.
   const serverMs = readFileSync(logFile, 'utf8')
@@ -132,7 +160,7 @@ async function runOne(databaseUrl) {
     .filter((l) => l.time >= windowStart && typeof l.ms === 'number')
     .map((l) => l.ms)
     .sort((a, b) => a - b);
-  const elapsed = (performance.now() - start) / 1000;
+  const elapsed = elapsedMs / 1000;
   lat.sort((a, b) => a - b);
   latFromSend.sort((a, b) => a - b);
 
@@ -141,10 +169,12 @@ async function runOne(databaseUrl) {
     node: process.version,
     workers,
     pinned: pin,
+    client,
     path: baseline ? '/healthz' : '/openapi/v1/proxy/whitelist/list',
     list: { rate_target: rate, achieved_rps: Math.round(lat.length / elapsed), requests: lat.length, errors, p50_ms: +pct(lat, 50).toFixed(3), p99_ms: +pct(lat, 99).toFixed(3), max_ms: +lat[lat.length - 1].toFixed(3) },
     list_from_send: { p50_ms: +pct(latFromSend, 50).toFixed(3), p99_ms: +pct(latFromSend, 99).toFixed(3) },
     list_server_side: { requests: serverMs.length, p50_ms: serverMs.length ? pct(serverMs, 50) : null, p99_ms: serverMs.length ? pct(serverMs, 99) : null },
+    daemon_during_list: { gc_ms_by_kind: Object.fromEntries(Object.entries(after.byKind).map(([k, x]) => [k, +((x - (before.byKind[k] ?? 0)) * 1000).toFixed(1)])), gc_ms: +((after.gcSeconds - before.gcSeconds) * 1000).toFixed(1), gc_pauses: after.gcCount - before.gcCount, event_loop_delay_p99_ms: +(after.lagP99 * 1000).toFixed(2), event_loop_delay_max_ms: +(after.lagMax * 1000).toFixed(2) },
     add100: { rounds: addMs.length, p50_ms: +pct(addMs, 50).toFixed(2), max_ms: +addMs[addMs.length - 1].toFixed(2) },
   };
   proc.kill('SIGTERM');
@@ -154,8 +184,9 @@ async function runOne(databaseUrl) {
   return result;
 }
 
-const results = [await runOne(undefined)];
-if (args['database-url']) {
+// --only postgres: skip the SQLite run (alternating PostgreSQL-only runs compare builds with less noise).
+const results = args.only === 'postgres' ? [] : [await runOne(undefined)];
+if (args['database-url'] && args.only !== 'sqlite') {
   // A database of the bench's own on that server, dropped afterwards: nothing of the operator's is touched.
   const { connect } = await import(path.join(ROOT, 'dist/daemon/store/postgres/db.js'));
   const admin = connect(args['database-url'], 1);

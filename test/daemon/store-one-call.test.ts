@@ -2,6 +2,7 @@
 // claimIps / releaseIps give the outcomes of one-by-one processing on both backends, and on PostgreSQL
 // tokens.admit answers every admission case as the stepwise checks do.
 import { afterEach, describe, expect, it } from 'vitest';
+import { connect } from '../../src/daemon/store/postgres/db.js';
 import { PostgresStore } from '../../src/daemon/store/postgres/index.js';
 import { SqliteStore } from '../../src/daemon/store/sqlite/index.js';
 import type { ApiAdmitRequest, Store } from '../../src/daemon/store/index.js';
@@ -14,12 +15,12 @@ afterEach(async () => {
   for (const s of open.splice(0)) await s.close();
 });
 
-async function openBackend(backend: string, nowMs: () => number = Date.now): Promise<{ store: Store }> {
+async function openBackend(backend: string, nowMs: () => number = Date.now): Promise<{ store: Store; url?: string }> {
   if (backend === 'postgres') {
     const url = await createDatabase();
     const store = await PostgresStore.open(url, { nowMs });
     open.push(store);
-    return { store };
+    return { store, url };
   }
   const store = SqliteStore.open(tempDir(), { nowMs });
   open.push(store);
@@ -65,6 +66,35 @@ describe.each(BACKENDS)('batches on %s', (backend) => {
 });
 
 describe.runIf(BACKENDS.includes('postgres'))('PostgreSQL one-call paths', () => {
+  it('runs batches on their own connections, so no call waits behind one on a shared connection', async () => {
+    const { store, url } = await openBackend('postgres');
+    const id = await account(store, 'lanes@example.com');
+    const t = mintToken();
+    await store.tokens.replace(id, t.accessKey, t.secretHash);
+    const batch = Array.from({ length: 50 }, (_, i) => ({ ip: `8.8.${i}.1`, remark: '' }));
+    // A batch and calls in flight together; each backend's last statement shows which pool sent what.
+    await Promise.all([
+      store.whitelist.claimIps(id, batch),
+      store.whitelist.releaseIps(id, ['8.8.0.1']),
+      ...Array.from({ length: 8 }, (_, i) => store.tokens.admit!({
+        badKey: 'bad:127.0.0.9', badLimit: 20, accessKey: t.accessKey, secretHash: t.secretHash,
+        rateKey: `tok:list:${i}`, rateLimit: 60, windowMs: 60_000, nowMs: Date.now(), list: { limit: 20, offset: 0 },
+      })),
+    ]);
+    const peek = connect(url!, 1, 'test peek');
+    try {
+      const rows = await peek<{ app: string; query: string }[]>`
+        SELECT application_name AS app, query FROM pg_stat_activity WHERE datname = current_database() AND application_name LIKE 'proxyd%'`;
+      const byApp = (app: string) => rows.filter((r) => r.app === app).map((r) => r.query);
+      expect(byApp('proxyd batch').length).toBeGreaterThan(0);
+      expect(byApp('proxyd batch').every((q) => /CALL proxyd_(claim|release)_batch/.test(q))).toBe(true);
+      expect(byApp('proxyd').length).toBeGreaterThan(0);
+      expect(byApp('proxyd').some((q) => /CALL/.test(q))).toBe(false);
+    } finally {
+      await peek.end();
+    }
+  });
+
   it('admits in one call with the stepwise answers: lock-out, every 401 cause, the limit, the page', async () => {
     let now = Date.UTC(2026, 10, 23, 12, 0, 0);
     const { store } = await openBackend('postgres', () => now);

@@ -68,8 +68,10 @@ describe.each(BACKENDS)('crash safety on %s', (backend) => {
     expect(torn).toEqual([]);
     const present = after.per.filter((p) => p.entry === 1).map((p) => p.ip);
     for (const ip of acked) expect(present).toContain(ip);
-    // The kill landed inside a batch: some of what was sent is present without having been acknowledged, or absent.
-    expect(present.length).toBeLessThan(sent.length);
+    // The kill landed while batches were unanswered: some of what was sent was never acknowledged. Those items
+    // are present or absent, each whole; on PostgreSQL a batch the server had already received runs to its end
+    // after the daemon is gone, so all of them may be present (seen: 600 of 600).
+    expect(acked.size).toBeLessThan(sent.length);
 
     // The next start takes over the stale lock, checks the database and serves the same data.
     const again = await startDaemon({ dataDir, args: LIMITS });

@@ -10,14 +10,21 @@ export type Sql = postgres.Sql<{ int8: number }>;
 const QUERY_TIMEOUT_MS = 2_000;
 const CONNECT_TIMEOUT_S = 2;
 /**
- * Connections per process. An API call is one round trip and postgres.js pipelines on a busy connection, so a
- * few warm backends serve better than many cold ones (docs/BENCHMARKS.md: list p99 about halved against 10).
+ * Connections per process for everything but batches. An API call is one round trip, and postgres.js pipelines
+ * on a busy connection (TCP_NODELAY: scripts/patch-postgres.mjs), so two warm backends serve better than more
+ * cold ones on a small host (docs/BENCHMARKS.md: list p99 lower than with 4 in every alternating pair).
  */
-const POOL_SIZE = 4;
+const POOL_SIZE = 2;
+/**
+ * Connections for add/delete batches, apart: a 100-item batch is one procedure call that keeps its backend busy
+ * for tens of ms, and a list pipelined behind it on a shared connection would wait that long.
+ */
+export const BATCH_POOL_SIZE = 2;
 /** Any fixed 64-bit number of our own: the advisory lock key that serialises migrations across nodes. */
 const MIGRATION_LOCK_KEY = 0x70726f787964; // "proxyd"
 
-export function connect(url: string, max = POOL_SIZE): Sql {
+/** `applicationName` names the pool's connections in pg_stat_activity (`proxyd`, `proxyd batch`). */
+export function connect(url: string, max = POOL_SIZE, applicationName = 'proxyd'): Sql {
   // libpq's way to a Unix socket, `postgres://user@/db?host=/run/postgresql`: postgres.js wants it as an option.
   const u = new URL(url);
   const socketDir = u.searchParams.get('host');
@@ -31,7 +38,7 @@ export function connect(url: string, max = POOL_SIZE): Sql {
     fetch_types: false,
     onnotice: () => {},
     types: { int8: { to: 20, from: [20], serialize: (x: number) => String(x), parse: (x: string) => Number(x) } },
-    connection: { application_name: 'proxyd', statement_timeout: 10_000, lock_timeout: 5_000, idle_in_transaction_session_timeout: 10_000 },
+    connection: { application_name: applicationName, statement_timeout: 10_000, lock_timeout: 5_000, idle_in_transaction_session_timeout: 10_000 },
   }) as unknown as Sql;
 }
 

@@ -9,7 +9,7 @@ import type {
 import { DEFAULT_RELEASE_GRACE_SEC } from '../types.js';
 import { randomKey } from '../../secrets.js';
 import { PgChangeLogStore } from './change-log.js';
-import { connect, guard, isBusy, migrate, redactUrl, type Sql } from './db.js';
+import { BATCH_POOL_SIZE, connect, guard, isBusy, migrate, redactUrl, type Sql } from './db.js';
 
 type NowSec = () => number;
 
@@ -172,6 +172,8 @@ class PgWhitelistStore extends PgFamily implements WhitelistStore {
     sql: Sql,
     nowSec: NowSec,
     private readonly releaseGraceSec: number,
+    /** The batch lane: a batch holds its connection for tens of ms and must not hold up the calls behind it. */
+    private readonly batchSql: Sql,
   ) {
     super(sql, nowSec);
   }
@@ -188,7 +190,7 @@ class PgWhitelistStore extends PgFamily implements WhitelistStore {
     if (items.length === 0) return [];
     const payload = JSON.stringify(items.map((i) => [i.ip, i.remark]));
     const [row] = await guard(
-      () => this.sql<{ outcomes: ClaimOutcome[] }[]>`
+      () => this.batchSql<{ outcomes: ClaimOutcome[] }[]>`
         CALL proxyd_claim_batch(${accountId}::int, ${payload}::text::jsonb, ${this.nowSec()}::bigint, ${this.releaseGraceSec}::bigint, NULL)`,
       BATCH_MS,
     );
@@ -198,7 +200,7 @@ class PgWhitelistStore extends PgFamily implements WhitelistStore {
   async releaseIps(accountId: number, ips: readonly string[]): Promise<ReleaseOutcome[]> {
     if (ips.length === 0) return [];
     const [row] = await guard(
-      () => this.sql<{ outcomes: ReleaseOutcome[] }[]>`
+      () => this.batchSql<{ outcomes: ReleaseOutcome[] }[]>`
         CALL proxyd_release_batch(${accountId}::int, ${JSON.stringify(ips)}::text::jsonb, ${this.nowSec()}::bigint, NULL)`,
       BATCH_MS,
     );
@@ -449,6 +451,7 @@ export class PostgresStore implements Store {
 
   private constructor(
     private readonly sql: Sql,
+    private readonly batchSql: Sql,
     url: string,
     opts: PostgresStoreOptions,
   ) {
@@ -457,7 +460,7 @@ export class PostgresStore implements Store {
     this.location = redactUrl(url);
     this.accounts = new PgAccountStore(sql, nowSec);
     this.tokens = new PgTokenStore(sql, nowSec);
-    this.whitelist = new PgWhitelistStore(sql, nowSec, opts.releaseGraceSec ?? DEFAULT_RELEASE_GRACE_SEC);
+    this.whitelist = new PgWhitelistStore(sql, nowSec, opts.releaseGraceSec ?? DEFAULT_RELEASE_GRACE_SEC, batchSql);
     this.proxyUsers = new PgProxyUserStore(sql, nowSec);
     this.sessions = new PgConsoleSessionStore(sql, nowSec);
     this.traffic = new PgTrafficStore(sql, nowSec);
@@ -476,7 +479,7 @@ export class PostgresStore implements Store {
       const err = e as { code?: string; message?: string };
       throw new Error(`database ${redactUrl(url)}: ${err.code ?? ''} ${err.message ?? String(e)}`.replace(/\s+/g, ' ').trim());
     }
-    return new PostgresStore(sql, url, opts);
+    return new PostgresStore(sql, connect(url, BATCH_POOL_SIZE, 'proxyd batch'), url, opts);
   }
 
   sharedRateHits(): RateHitStore {
@@ -511,6 +514,6 @@ export class PostgresStore implements Store {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
-    await this.sql.end({ timeout: 2 });
+    await Promise.all([this.sql.end({ timeout: 2 }), this.batchSql.end({ timeout: 2 })]);
   }
 }
