@@ -32,6 +32,8 @@ const baseline = args.baseline !== undefined;
 // on 64 keep-alive connections, the earlier generator, whose own CPU share shows in the tail on two cores.
 const client = args.client ?? 'raw';
 if (!['raw', 'undici'].includes(client)) throw new Error('--client is raw or undici');
+if (args.only !== undefined && !['sqlite', 'postgres'].includes(args.only)) throw new Error('--only is sqlite or postgres');
+if (args.only === 'postgres' && !args['database-url']) throw new Error('--only postgres needs --database-url');
 
 function pct(sorted, p) {
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))];

@@ -7,17 +7,23 @@ import net from 'node:net';
 
 /** A request with no reply in this long counts as an error, and its connection is replaced. */
 const REPLY_TIMEOUT_MS = 10_000;
+/** A lost connection is reopened after this long (again and again while the server refuses). */
+const REOPEN_DELAY_MS = 50;
 
 /**
  * Sends `total` GETs at `rate` per second to host:port, the i-th for path `pathFor(i)`, and resolves with
  * { fromDue, fromSend, errors, elapsedMs, startMonoMs }: latencies in ms, unsorted (fromDue: from when the
  * request was due, or from its send when that was earlier). A reply that is not a 200 whose body starts
- * with `expectPrefix`, a connection lost mid-request and a reply later than 10 s count as errors.
+ * with `expectPrefix`, a reply without Content-Length, a connection lost mid-request, a reply later than
+ * 10 s, and a request due while no connection is open count as errors.
  * `trace`, an array, gets [ms since start when due, latency] per reply.
  */
 export async function openLoop({ host, port, rate, total, pathFor, expectPrefix, connections = 32, trace }) {
+  if (total <= 0) return { fromDue: [], fromSend: [], errors: 0, elapsedMs: 0, startMonoMs: Number(process.hrtime.bigint()) / 1e6 };
   const idle = [];
   const backlog = [];
+  let live = 0;
+  let stopped = false;
   const fromDue = [];
   const fromSend = [];
   let errors = 0;
@@ -57,7 +63,11 @@ export async function openLoop({ host, port, rate, total, pathFor, expectPrefix,
     if (headEnd < 0) return;
     const head = conn.buf.toString('latin1', 0, headEnd);
     const m = /\r\ncontent-length:\s*(\d+)/i.exec(head);
-    const len = m ? Number(m[1]) : 0;
+    if (!m) {
+      conn.socket.destroy(); // no framing this client reads (chunked): the request fails with its connection
+      return;
+    }
+    const len = Number(m[1]);
     if (conn.buf.length < headEnd + 4 + len) return;
     const body = conn.buf.toString('utf8', headEnd + 4, headEnd + 4 + len);
     conn.buf = conn.buf.subarray(headEnd + 4 + len);
@@ -69,29 +79,51 @@ export async function openLoop({ host, port, rate, total, pathFor, expectPrefix,
     else release(conn);
   }
 
-  /** Opens a connection; a lost one (server idle timeout, reset) fails its request and is replaced. */
+  /** With no connection open, what waits can never be sent: it fails. */
+  function failBacklog() {
+    if (live > 0) return;
+    for (const job of backlog.splice(0)) settle(job, false);
+  }
+
+  /**
+   * Opens a connection, resolving null if it cannot. A lost one (server idle timeout, reset) fails its request
+   * and is reopened after a short delay until the run ends.
+   */
   function open() {
     return new Promise((resolve) => {
       const socket = net.connect({ host, port, noDelay: true });
-      const conn = { socket, buf: Buffer.alloc(0), current: null, timer: null, dead: false };
-      socket.on('connect', () => resolve(conn));
+      const conn = { socket, buf: Buffer.alloc(0), current: null, timer: null, connected: false };
+      socket.on('connect', () => {
+        if (stopped) return socket.destroy();
+        conn.connected = true;
+        live++;
+        resolve(conn);
+      });
       socket.on('data', (c) => onData(conn, c));
       socket.on('error', () => {});
       socket.on('close', () => {
-        conn.dead = true;
         clearTimeout(conn.timer);
+        if (conn.connected) live--;
         const at = idle.indexOf(conn);
         if (at >= 0) idle.splice(at, 1);
         if (conn.current) settle(conn.current, false);
         conn.current = null;
-        if (done < total) open().then(release);
+        failBacklog();
+        if (!stopped && start > 0) {
+          setTimeout(() => {
+            if (!stopped) open().then((c) => c && release(c));
+          }, REOPEN_DELAY_MS);
+        }
         resolve(null);
       });
     });
   }
 
   const conns = (await Promise.all(Array.from({ length: connections }, open))).filter(Boolean);
-  if (conns.length === 0) throw new Error(`cannot connect to ${host}:${port}`);
+  if (conns.length === 0) {
+    stopped = true;
+    throw new Error(`cannot connect to ${host}:${port}`);
+  }
   idle.push(...conns);
   start = performance.now();
   let i = 0;
@@ -105,7 +137,8 @@ export async function openLoop({ host, port, rate, total, pathFor, expectPrefix,
       // Oldest idle connection first: every connection stays in use, none sits out the server's keep-alive timeout.
       const conn = idle.shift();
       if (conn) send(conn, job);
-      else backlog.push(job);
+      else if (live > 0) backlog.push(job);
+      else settle(job, false);
     }
     if (i < total) setTimeout(tick, Math.max(0, start + (i * 1000) / rate - performance.now() - 1));
   };
@@ -114,7 +147,7 @@ export async function openLoop({ host, port, rate, total, pathFor, expectPrefix,
   const elapsedMs = performance.now() - start;
   // CLOCK_MONOTONIC of the start, to line a trace up with other recorders (perf record -k CLOCK_MONOTONIC).
   const startMonoMs = Number(process.hrtime.bigint()) / 1e6 - (performance.now() - start);
-  total = 0; // no replacements after the end
+  stopped = true; // no replacements after the end
   for (const c of [...idle]) c.socket.destroy();
   return { fromDue, fromSend, errors, elapsedMs, startMonoMs };
 }

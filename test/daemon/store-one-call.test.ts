@@ -66,7 +66,7 @@ describe.each(BACKENDS)('batches on %s', (backend) => {
 });
 
 describe.runIf(BACKENDS.includes('postgres'))('PostgreSQL one-call paths', () => {
-  it('runs batches on their own connections, so no call waits behind one on a shared connection', async () => {
+  it('runs batches on the background connections, so no call waits behind one on a shared connection', async () => {
     const { store, url } = await openBackend('postgres');
     const id = await account(store, 'lanes@example.com');
     const t = mintToken();
@@ -86,10 +86,13 @@ describe.runIf(BACKENDS.includes('postgres'))('PostgreSQL one-call paths', () =>
       const rows = await peek<{ app: string; query: string }[]>`
         SELECT application_name AS app, query FROM pg_stat_activity WHERE datname = current_database() AND application_name LIKE 'proxyd%'`;
       const byApp = (app: string) => rows.filter((r) => r.app === app).map((r) => r.query);
-      expect(byApp('proxyd batch').length).toBeGreaterThan(0);
-      expect(byApp('proxyd batch').every((q) => /CALL proxyd_(claim|release)_batch/.test(q))).toBe(true);
+      expect(byApp('proxyd background').some((q) => /CALL proxyd_(claim|release)_batch/.test(q))).toBe(true);
+      expect(byApp('proxyd background').some((q) => /proxyd_api_admit/.test(q))).toBe(false);
       expect(byApp('proxyd').length).toBeGreaterThan(0);
       expect(byApp('proxyd').some((q) => /CALL/.test(q))).toBe(false);
+      // Migration 4: the page comes as json (printed once), not jsonb.
+      const [fn] = await peek<{ result: string }[]>`SELECT pg_get_function_arguments('proxyd_api_admit'::regproc) AS result`;
+      expect(fn!.result).toMatch(/o_page json(,|$)/);
     } finally {
       await peek.end();
     }

@@ -16,14 +16,15 @@ const CONNECT_TIMEOUT_S = 2;
  */
 const POOL_SIZE = 2;
 /**
- * Connections for add/delete batches, apart: a 100-item batch is one procedure call that keeps its backend busy
- * for tens of ms, and a list pipelined behind it on a shared connection would wait that long.
+ * Connections for the long work, apart: add/delete batches (one procedure call that keeps its backend busy for
+ * tens of ms), the change feed's reads (a full snapshot takes about a second at 100k rows) and traffic flushes.
+ * An API call pipelined behind one of those on a shared connection would wait that long.
  */
-export const BATCH_POOL_SIZE = 2;
+export const BACKGROUND_POOL_SIZE = 2;
 /** Any fixed 64-bit number of our own: the advisory lock key that serialises migrations across nodes. */
 const MIGRATION_LOCK_KEY = 0x70726f787964; // "proxyd"
 
-/** `applicationName` names the pool's connections in pg_stat_activity (`proxyd`, `proxyd batch`). */
+/** `applicationName` names the pool's connections in pg_stat_activity (`proxyd`, `proxyd background`). */
 export function connect(url: string, max = POOL_SIZE, applicationName = 'proxyd'): Sql {
   // libpq's way to a Unix socket, `postgres://user@/db?host=/run/postgresql`: postgres.js wants it as an option.
   const u = new URL(url);

@@ -9,7 +9,7 @@ import type {
 import { DEFAULT_RELEASE_GRACE_SEC } from '../types.js';
 import { randomKey } from '../../secrets.js';
 import { PgChangeLogStore } from './change-log.js';
-import { BATCH_POOL_SIZE, connect, guard, isBusy, migrate, redactUrl, type Sql } from './db.js';
+import { BACKGROUND_POOL_SIZE, connect, guard, isBusy, migrate, redactUrl, type Sql } from './db.js';
 
 type NowSec = () => number;
 
@@ -172,7 +172,7 @@ class PgWhitelistStore extends PgFamily implements WhitelistStore {
     sql: Sql,
     nowSec: NowSec,
     private readonly releaseGraceSec: number,
-    /** The batch lane: a batch holds its connection for tens of ms and must not hold up the calls behind it. */
+    /** The background lane (db.ts): a batch holds its connection for tens of ms and must not hold up calls. */
     private readonly batchSql: Sql,
   ) {
     super(sql, nowSec);
@@ -451,7 +451,7 @@ export class PostgresStore implements Store {
 
   private constructor(
     private readonly sql: Sql,
-    private readonly batchSql: Sql,
+    private readonly background: Sql,
     url: string,
     opts: PostgresStoreOptions,
   ) {
@@ -460,12 +460,12 @@ export class PostgresStore implements Store {
     this.location = redactUrl(url);
     this.accounts = new PgAccountStore(sql, nowSec);
     this.tokens = new PgTokenStore(sql, nowSec);
-    this.whitelist = new PgWhitelistStore(sql, nowSec, opts.releaseGraceSec ?? DEFAULT_RELEASE_GRACE_SEC, batchSql);
+    this.whitelist = new PgWhitelistStore(sql, nowSec, opts.releaseGraceSec ?? DEFAULT_RELEASE_GRACE_SEC, background);
     this.proxyUsers = new PgProxyUserStore(sql, nowSec);
     this.sessions = new PgConsoleSessionStore(sql, nowSec);
-    this.traffic = new PgTrafficStore(sql, nowSec);
+    this.traffic = new PgTrafficStore(background, nowSec);
     this.rateHits = new PgRateHitStore(sql);
-    this.changeLog = new PgChangeLogStore(sql, nowMs);
+    this.changeLog = new PgChangeLogStore(background, nowMs);
   }
 
   /** Connects and migrates; a server that cannot be reached at start is an error naming the URL (no password). */
@@ -479,7 +479,7 @@ export class PostgresStore implements Store {
       const err = e as { code?: string; message?: string };
       throw new Error(`database ${redactUrl(url)}: ${err.code ?? ''} ${err.message ?? String(e)}`.replace(/\s+/g, ' ').trim());
     }
-    return new PostgresStore(sql, connect(url, BATCH_POOL_SIZE, 'proxyd batch'), url, opts);
+    return new PostgresStore(sql, connect(url, BACKGROUND_POOL_SIZE, 'proxyd background'), url, opts);
   }
 
   sharedRateHits(): RateHitStore {
@@ -514,6 +514,6 @@ export class PostgresStore implements Store {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
-    await Promise.all([this.sql.end({ timeout: 2 }), this.batchSql.end({ timeout: 2 })]);
+    await Promise.all([this.sql.end({ timeout: 2 }), this.background.end({ timeout: 2 })]);
   }
 }
