@@ -173,7 +173,7 @@ class PgWhitelistStore extends PgFamily implements WhitelistStore {
     nowSec: NowSec,
     private readonly releaseGraceSec: number,
     /** The background lane (db.ts): a batch holds its connection for tens of ms and must not hold up calls. */
-    private readonly batchSql: Sql,
+    private readonly background: Sql,
   ) {
     super(sql, nowSec);
   }
@@ -190,7 +190,7 @@ class PgWhitelistStore extends PgFamily implements WhitelistStore {
     if (items.length === 0) return [];
     const payload = JSON.stringify(items.map((i) => [i.ip, i.remark]));
     const [row] = await guard(
-      () => this.batchSql<{ outcomes: ClaimOutcome[] }[]>`
+      () => this.background<{ outcomes: ClaimOutcome[] }[]>`
         CALL proxyd_claim_batch(${accountId}::int, ${payload}::text::jsonb, ${this.nowSec()}::bigint, ${this.releaseGraceSec}::bigint, NULL)`,
       BATCH_MS,
     );
@@ -200,7 +200,7 @@ class PgWhitelistStore extends PgFamily implements WhitelistStore {
   async releaseIps(accountId: number, ips: readonly string[]): Promise<ReleaseOutcome[]> {
     if (ips.length === 0) return [];
     const [row] = await guard(
-      () => this.batchSql<{ outcomes: ReleaseOutcome[] }[]>`
+      () => this.background<{ outcomes: ReleaseOutcome[] }[]>`
         CALL proxyd_release_batch(${accountId}::int, ${JSON.stringify(ips)}::text::jsonb, ${this.nowSec()}::bigint, NULL)`,
       BATCH_MS,
     );

@@ -33,6 +33,60 @@ function batchProcedure(name: string, params: string, items: string, step: strin
   END $$;`;
 }
 
+/**
+ * The text of `proxyd_api_admit` (migrations 3 and 4): an API call's admission in one round trip, its page
+ * built as `page` (jsonb in migration 3, json from 4). Part of shipped migrations: never change what it produces.
+ */
+function apiAdmitFunction(page: 'jsonb' | 'json'): string {
+  return `CREATE FUNCTION proxyd_api_admit(p_bad_key text, p_bad_limit integer, p_access_key text, p_secret_hash bytea,
+                                   p_rate_key text, p_rate_limit integer, p_window bigint, p_now bigint,
+                                   p_list boolean, p_status smallint, p_ip text, p_limit integer, p_offset integer,
+                                   OUT o_verdict text, OUT o_account integer, OUT o_oldest bigint, OUT o_page ${page}, OUT o_total integer)
+  LANGUAGE plpgsql AS $$
+  DECLARE
+    n integer;
+    t record;
+    ok boolean;
+    hit record;
+  BEGIN
+    PERFORM set_config('synchronous_commit', 'off', true);
+    SELECT count(*) INTO n FROM (SELECT 1 FROM rate_hits WHERE key = p_bad_key AND at_ms > p_now - p_window LIMIT p_bad_limit) s;
+    IF n >= p_bad_limit THEN
+      o_verdict := 'locked';
+      SELECT min(at_ms) INTO o_oldest FROM rate_hits WHERE key = p_bad_key AND at_ms > p_now - p_window;
+      RETURN;
+    END IF;
+    SELECT tk.account_id AS acct, tk.secret_hash AS secret_hash, tk.status AS tstatus, tk.expires_at AS expires_at, a.status AS astatus
+      INTO t FROM api_tokens tk JOIN accounts a ON a.id = tk.account_id WHERE tk.access_key = p_access_key;
+    ok := FOUND;
+    IF ok THEN
+      ok := t.secret_hash = p_secret_hash AND t.tstatus = 'active' AND t.astatus = 'active'
+            AND (t.expires_at IS NULL OR t.expires_at > p_now / 1000);
+    END IF;
+    IF NOT ok THEN
+      INSERT INTO rate_hits (key, at_ms) VALUES (p_bad_key, p_now);
+      o_verdict := 'invalid';
+      RETURN;
+    END IF;
+    SELECT * INTO hit FROM proxyd_rate_hit(p_rate_key, p_rate_limit, p_window, p_now);
+    o_verdict := CASE WHEN hit.allowed THEN 'ok' ELSE 'limited' END;
+    o_account := t.acct;
+    o_oldest := hit.oldest;
+    -- A list call also gets its page (newest first) and the total, as the list query alone would give them.
+    IF hit.allowed AND p_list THEN
+      SELECT coalesce(${page}_agg(${page}_build_array(e.id, e.ip, e.remark, e.status, e.created_at) ORDER BY e.created_at DESC, e.id DESC), '[]'::${page}), max(e.total)
+        INTO o_page, o_total
+        FROM (SELECT w.id, w.ip, w.remark, w.status, w.created_at, count(*) OVER () AS total FROM whitelist_entries w
+               WHERE w.account_id = t.acct AND w.deleted_at IS NULL AND (p_status IS NULL OR w.status = p_status) AND (p_ip IS NULL OR w.ip = p_ip)
+               ORDER BY w.created_at DESC, w.id DESC LIMIT p_limit OFFSET p_offset) e;
+      IF o_total IS NULL THEN
+        SELECT count(*) INTO o_total FROM whitelist_entries w
+         WHERE w.account_id = t.acct AND w.deleted_at IS NULL AND (p_status IS NULL OR w.status = p_status) AND (p_ip IS NULL OR w.ip = p_ip);
+      END IF;
+    END IF;
+  END $$;`;
+}
+
 export const PG_MIGRATIONS: readonly string[] = [
   `
   CREATE TABLE accounts (
@@ -247,104 +301,13 @@ export const PG_MIGRATIONS: readonly string[] = [
   -- An API call's admission (docs/api.md Authentication, Limits) in one round trip: the source IP's lock-out
   -- first, then the token; a failed token records an invalid-token hit, a good one takes its per-route hit.
   -- The secret arrives as its SHA-256; comparing two digests leaks nothing an attacker can steer.
-  CREATE FUNCTION proxyd_api_admit(p_bad_key text, p_bad_limit integer, p_access_key text, p_secret_hash bytea,
-                                   p_rate_key text, p_rate_limit integer, p_window bigint, p_now bigint,
-                                   p_list boolean, p_status smallint, p_ip text, p_limit integer, p_offset integer,
-                                   OUT o_verdict text, OUT o_account integer, OUT o_oldest bigint, OUT o_page jsonb, OUT o_total integer)
-  LANGUAGE plpgsql AS $$
-  DECLARE
-    n integer;
-    t record;
-    ok boolean;
-    hit record;
-  BEGIN
-    PERFORM set_config('synchronous_commit', 'off', true);
-    SELECT count(*) INTO n FROM (SELECT 1 FROM rate_hits WHERE key = p_bad_key AND at_ms > p_now - p_window LIMIT p_bad_limit) s;
-    IF n >= p_bad_limit THEN
-      o_verdict := 'locked';
-      SELECT min(at_ms) INTO o_oldest FROM rate_hits WHERE key = p_bad_key AND at_ms > p_now - p_window;
-      RETURN;
-    END IF;
-    SELECT tk.account_id AS acct, tk.secret_hash AS secret_hash, tk.status AS tstatus, tk.expires_at AS expires_at, a.status AS astatus
-      INTO t FROM api_tokens tk JOIN accounts a ON a.id = tk.account_id WHERE tk.access_key = p_access_key;
-    ok := FOUND;
-    IF ok THEN
-      ok := t.secret_hash = p_secret_hash AND t.tstatus = 'active' AND t.astatus = 'active'
-            AND (t.expires_at IS NULL OR t.expires_at > p_now / 1000);
-    END IF;
-    IF NOT ok THEN
-      INSERT INTO rate_hits (key, at_ms) VALUES (p_bad_key, p_now);
-      o_verdict := 'invalid';
-      RETURN;
-    END IF;
-    SELECT * INTO hit FROM proxyd_rate_hit(p_rate_key, p_rate_limit, p_window, p_now);
-    o_verdict := CASE WHEN hit.allowed THEN 'ok' ELSE 'limited' END;
-    o_account := t.acct;
-    o_oldest := hit.oldest;
-    -- A list call also gets its page (newest first) and the total, as the list query alone would give them.
-    IF hit.allowed AND p_list THEN
-      SELECT coalesce(jsonb_agg(jsonb_build_array(e.id, e.ip, e.remark, e.status, e.created_at) ORDER BY e.created_at DESC, e.id DESC), '[]'::jsonb), max(e.total)
-        INTO o_page, o_total
-        FROM (SELECT w.id, w.ip, w.remark, w.status, w.created_at, count(*) OVER () AS total FROM whitelist_entries w
-               WHERE w.account_id = t.acct AND w.deleted_at IS NULL AND (p_status IS NULL OR w.status = p_status) AND (p_ip IS NULL OR w.ip = p_ip)
-               ORDER BY w.created_at DESC, w.id DESC LIMIT p_limit OFFSET p_offset) e;
-      IF o_total IS NULL THEN
-        SELECT count(*) INTO o_total FROM whitelist_entries w
-         WHERE w.account_id = t.acct AND w.deleted_at IS NULL AND (p_status IS NULL OR w.status = p_status) AND (p_ip IS NULL OR w.ip = p_ip);
-      END IF;
-    END IF;
-  END $$;
+  ${apiAdmitFunction('jsonb')}
   `,
   // 4: a list's page is built as json, not jsonb (docs/BENCHMARKS.md, API on PostgreSQL): jsonb_agg builds a
   // binary document that is then printed again as text for the wire; json_agg writes the text once. Same
   // answers (postgres.js parses both); a node still on migration 3's code reads the json page alike.
   `
   DROP FUNCTION proxyd_api_admit(text, integer, text, bytea, text, integer, bigint, bigint, boolean, smallint, text, integer, integer);
-  CREATE FUNCTION proxyd_api_admit(p_bad_key text, p_bad_limit integer, p_access_key text, p_secret_hash bytea,
-                                   p_rate_key text, p_rate_limit integer, p_window bigint, p_now bigint,
-                                   p_list boolean, p_status smallint, p_ip text, p_limit integer, p_offset integer,
-                                   OUT o_verdict text, OUT o_account integer, OUT o_oldest bigint, OUT o_page json, OUT o_total integer)
-  LANGUAGE plpgsql AS $$
-  DECLARE
-    n integer;
-    t record;
-    ok boolean;
-    hit record;
-  BEGIN
-    PERFORM set_config('synchronous_commit', 'off', true);
-    SELECT count(*) INTO n FROM (SELECT 1 FROM rate_hits WHERE key = p_bad_key AND at_ms > p_now - p_window LIMIT p_bad_limit) s;
-    IF n >= p_bad_limit THEN
-      o_verdict := 'locked';
-      SELECT min(at_ms) INTO o_oldest FROM rate_hits WHERE key = p_bad_key AND at_ms > p_now - p_window;
-      RETURN;
-    END IF;
-    SELECT tk.account_id AS acct, tk.secret_hash AS secret_hash, tk.status AS tstatus, tk.expires_at AS expires_at, a.status AS astatus
-      INTO t FROM api_tokens tk JOIN accounts a ON a.id = tk.account_id WHERE tk.access_key = p_access_key;
-    ok := FOUND;
-    IF ok THEN
-      ok := t.secret_hash = p_secret_hash AND t.tstatus = 'active' AND t.astatus = 'active'
-            AND (t.expires_at IS NULL OR t.expires_at > p_now / 1000);
-    END IF;
-    IF NOT ok THEN
-      INSERT INTO rate_hits (key, at_ms) VALUES (p_bad_key, p_now);
-      o_verdict := 'invalid';
-      RETURN;
-    END IF;
-    SELECT * INTO hit FROM proxyd_rate_hit(p_rate_key, p_rate_limit, p_window, p_now);
-    o_verdict := CASE WHEN hit.allowed THEN 'ok' ELSE 'limited' END;
-    o_account := t.acct;
-    o_oldest := hit.oldest;
-    IF hit.allowed AND p_list THEN
-      SELECT coalesce(json_agg(json_build_array(e.id, e.ip, e.remark, e.status, e.created_at) ORDER BY e.created_at DESC, e.id DESC), '[]'::json), max(e.total)
-        INTO o_page, o_total
-        FROM (SELECT w.id, w.ip, w.remark, w.status, w.created_at, count(*) OVER () AS total FROM whitelist_entries w
-               WHERE w.account_id = t.acct AND w.deleted_at IS NULL AND (p_status IS NULL OR w.status = p_status) AND (p_ip IS NULL OR w.ip = p_ip)
-               ORDER BY w.created_at DESC, w.id DESC LIMIT p_limit OFFSET p_offset) e;
-      IF o_total IS NULL THEN
-        SELECT count(*) INTO o_total FROM whitelist_entries w
-         WHERE w.account_id = t.acct AND w.deleted_at IS NULL AND (p_status IS NULL OR w.status = p_status) AND (p_ip IS NULL OR w.ip = p_ip);
-      END IF;
-    END IF;
-  END $$;
+  ${apiAdmitFunction('json')}
   `,
 ];
