@@ -6,6 +6,9 @@
 // fresh database there (created, then dropped) right after the SQLite run, and both are printed side by side.
 //
 //   node bench/api.mjs [--rate 500] [--seconds 10] [--workers 1] [--pin] [--baseline] [--client raw|undici] [--trace F] [--database-url postgres://… [--only sqlite|postgres]]
+//                      [--node-flags "--trace-gc-nvp" [--gc-log F]]
+// --node-flags: extra Node/V8 flags for the daemon (space-separated); whatever the daemon prints on stdout
+// before its ready line (a GC trace) goes to the --gc-log file, appended.
 import { spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -42,13 +45,14 @@ function pct(sorted, p) {
 async function startDaemon(dataDir, logFile, databaseUrl) {
   const proc = spawn(
     pin ? 'taskset' : process.execPath,
-    [...(pin ? ['-c', '0', process.execPath] : []), ...(args.prof ? ['--cpu-prof', `--cpu-prof-dir=${args.prof}`] : []), PROXYD, 'serve', '--data-dir', dataDir, '--api-listen', '127.0.0.1:0', '--http-proxy-listen', '127.0.0.1:0', '--socks-listen', '127.0.0.1:0',
+    [...(pin ? ['-c', '0', process.execPath] : []), ...(args.prof ? ['--cpu-prof', `--cpu-prof-dir=${args.prof}`] : []), ...(args['node-flags'] ? args['node-flags'].split(' ').filter(Boolean) : []), PROXYD, 'serve', '--data-dir', dataDir, '--api-listen', '127.0.0.1:0', '--http-proxy-listen', '127.0.0.1:0', '--socks-listen', '127.0.0.1:0',
       '--workers', String(workers), '--log-level', 'info', ...(databaseUrl ? ['--database-url', databaseUrl] : [])],
     // Logs at the production default (info, one line per request) into a file, like a log sink would
     // take them; read afterwards for the server-side handling times.
     { stdio: ['ignore', 'pipe', openSync(logFile, 'w')] },
   );
-  const line = await new Promise((resolve) => createInterface({ input: proc.stdout }).once('line', resolve));
+  const rl = createInterface({ input: proc.stdout });
+  const line = await new Promise((resolve) => rl.on('line', (l) => { if (l.startsWith('{')) resolve(l); else if (args['gc-log']) writeFileSync(args['gc-log'], l + '\n', { flag: 'a' }); }));
   return { proc, ready: JSON.parse(line) };
 }
 

@@ -1,13 +1,20 @@
-// scripts/patch-postgres.mjs (postinstall) changes postgres.js 3.4.x in two places. It can throw an uncatchable
+// scripts/patch-postgres.mjs (postinstall) changes postgres.js 3.4.x in three places. It can throw an uncatchable
 // TypeError (a queued write with no socket, from a setImmediate) when PostgreSQL goes away, killing the daemon
 // mid-outage; the outage suites (test/ops/postgres-outage, test/e2e/fleet-postgres) check that no daemon dies.
-// And it leaves Nagle's algorithm on: the connection gets TCP_NODELAY, as libpq sets it.
+// It leaves Nagle's algorithm on: the connection gets TCP_NODELAY, as libpq sets it. And each query (a Promise
+// subclass) kept two closures that made the young-generation collector copy and promote the dead queries'
+// objects: the queries settle through prototype methods instead, checked here by what the collector promotes.
+import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import postgres from 'postgres';
 import { describe, expect, it } from 'vitest';
+import { createDatabase, PG_TEST_URL_ENV } from '../helpers/postgres.js';
 
 const pkg = path.resolve(path.dirname(createRequire(import.meta.url).resolve('postgres')), '../..');
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 
 describe('postgres.js as installed', () => {
   it.each(['src/connection.js', 'cjs/src/connection.js'])('%s never writes without a socket', (rel) => {
@@ -21,4 +28,56 @@ describe('postgres.js as installed', () => {
     const body = text.slice(text.indexOf('function connected() {'), text.indexOf('function error(err)'));
     expect(body).toMatch(/socket\.on\('data', data\)[\s\S]*socket\.setNoDelay\(true\)[\s\S]*StartupMessage\(\)/);
   });
+
+  it.each(['src/query.js', 'cjs/src/query.js', 'cf/src/query.js'])('%s settles a query through methods, no per-query closures', (rel) => {
+    const text = readFileSync(path.join(pkg, rel), 'utf8');
+    const ctor = text.slice(text.indexOf('constructor(strings, args, handler'), text.indexOf('  get origin() {'));
+    expect(ctor).not.toMatch(/this\.(resolve|reject) = /);
+    expect(ctor).toMatch(/resolve\(x\) \{\s*this\.active = false\s*return this\.settleResolve\(x\)/);
+    expect(ctor).toMatch(/reject\(x\) \{\s*this\.active = false\s*return this\.settleReject\(x\)/);
+  });
 });
+
+describe.skipIf(!process.env[PG_TEST_URL_ENV])('postgres.js queries on a real server', () => {
+  it('still resolve with rows and reject with the server\'s error', async () => {
+    const sql = postgres(await createDatabase(), { max: 1, fetch_types: false, onnotice: () => {} });
+    try {
+      const q = sql<{ x: number }[]>`SELECT ${41}::int + 1 AS x`;
+      expect(Object.hasOwn(q, 'resolve')).toBe(false);
+      expect((await q)[0]!.x).toBe(42);
+      await expect(sql`SELECT 1 / ${0}::int`).rejects.toMatchObject({ code: '22012' });
+      // A transaction's queries and a cursor (which sets its own settle functions) work as before.
+      expect(await sql.begin(async (tx) => [(await tx`SELECT 1 AS a`)[0]!.a, (await tx`SELECT 2 AS b`)[0]!.b])).toEqual([1, 2]);
+      const seen: number[] = [];
+      for await (const rows of sql<{ n: number }[]>`SELECT generate_series(1, 5) AS n`.cursor(2)) seen.push(...rows.map((r) => r.n));
+      expect(seen).toEqual([1, 2, 3, 4, 5]);
+    } finally {
+      await sql.end({ timeout: 1 });
+    }
+  });
+
+  it('leave nothing for the young-generation collector to promote', async () => {
+    // 20,000 queries one after another in a child process that prints V8's GC trace; the bytes promoted by
+    // scavenges during the loop. Without the settle-methods patch: about 14 MB (a sixth of all a query
+    // allocates); with it: under 1 MB.
+    const url = await createDatabase();
+    const script = `
+      import postgres from 'postgres';
+      const sql = postgres(process.env.URL, { max: 1, fetch_types: false });
+      for (let i = 0; i < 100; i++) await sql\`SELECT \${i}::int AS x\`;
+      console.log('LOOP START');
+      for (let i = 0; i < 20000; i++) await sql\`SELECT \${i}::int AS x, 'row' AS y\`;
+      console.log('LOOP END');
+      await sql.end();`;
+    const r = spawnSync(process.execPath, ['--trace-gc-nvp', '--input-type=module', '-e', script], {
+      cwd: ROOT, env: { ...process.env, URL: url }, encoding: 'utf8', timeout: 60_000, maxBuffer: 64 << 20,
+    });
+    expect(r.status, r.stderr).toBe(0);
+    const loop = r.stdout.slice(r.stdout.indexOf('LOOP START'), r.stdout.indexOf('LOOP END'));
+    const scavenges = loop.split('\n').filter((l) => / gc=s /.test(l));
+    const promoted = scavenges.reduce((sum, l) => sum + Number(/ promoted=(\d+)/.exec(l)?.[1] ?? 0), 0);
+    expect(scavenges.length).toBeGreaterThan(5);
+    expect(promoted).toBeLessThan(4 << 20);
+  }, 90_000);
+});
+
