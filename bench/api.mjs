@@ -5,12 +5,16 @@
 // With --database-url (a PostgreSQL server the bench may create a database on), the same run is made on a
 // fresh database there (created, then dropped) right after the SQLite run, and both are printed side by side.
 //
+// The daemon runs with the Node flags of bin/proxyd's shebang (`--max-semi-space-size=8`), as it runs when
+// started as `proxyd`.
+//
 //   node bench/api.mjs [--rate 500] [--seconds 10] [--workers 1] [--pin] [--baseline] [--client raw|undici] [--trace F] [--database-url postgres://… [--only sqlite|postgres]]
 //                      [--node-flags "--trace-gc-nvp" [--gc-log F]]
-// --node-flags: extra Node/V8 flags for the daemon (space-separated); whatever the daemon prints on stdout
-// before its ready line (a GC trace) goes to the --gc-log file, appended.
+// --node-flags: more Node/V8 flags for the daemon (space-separated). --gc-log F: every line the daemon prints
+// on stdout other than its ready line (such as a GC trace) goes to F.sqlite / F.postgres, with marks where
+// the list phase starts and ends.
 import { spawn, spawnSync } from 'node:child_process';
-import { mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createWriteStream, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
@@ -42,18 +46,42 @@ function pct(sorted, p) {
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))];
 }
 
+// `#!/usr/bin/env -S node --max-semi-space-size=8`: what follows `node` on bin/proxyd's first line.
+const shebang = readFileSync(PROXYD, 'utf8').split('\n')[0].split(/\s+/);
+const SHEBANG_FLAGS = shebang.includes('node') ? shebang.slice(shebang.indexOf('node') + 1) : [];
+
 async function startDaemon(dataDir, logFile, databaseUrl) {
+  const nodeFlags = [...SHEBANG_FLAGS, ...(args['node-flags'] ? args['node-flags'].split(' ').filter(Boolean) : [])];
   const proc = spawn(
     pin ? 'taskset' : process.execPath,
-    [...(pin ? ['-c', '0', process.execPath] : []), ...(args.prof ? ['--cpu-prof', `--cpu-prof-dir=${args.prof}`] : []), ...(args['node-flags'] ? args['node-flags'].split(' ').filter(Boolean) : []), PROXYD, 'serve', '--data-dir', dataDir, '--api-listen', '127.0.0.1:0', '--http-proxy-listen', '127.0.0.1:0', '--socks-listen', '127.0.0.1:0',
+    [...(pin ? ['-c', '0', process.execPath] : []), ...(args.prof ? ['--cpu-prof', `--cpu-prof-dir=${args.prof}`] : []), ...nodeFlags, PROXYD, 'serve', '--data-dir', dataDir, '--api-listen', '127.0.0.1:0', '--http-proxy-listen', '127.0.0.1:0', '--socks-listen', '127.0.0.1:0',
       '--workers', String(workers), '--log-level', 'info', ...(databaseUrl ? ['--database-url', databaseUrl] : [])],
     // Logs at the production default (info, one line per request) into a file, like a log sink would
     // take them; read afterwards for the server-side handling times.
     { stdio: ['ignore', 'pipe', openSync(logFile, 'w')] },
   );
+  const gcLog = args['gc-log'] ? createWriteStream(`${args['gc-log']}.${databaseUrl ? 'postgres' : 'sqlite'}`) : null;
   const rl = createInterface({ input: proc.stdout });
-  const line = await new Promise((resolve) => rl.on('line', (l) => { if (l.startsWith('{')) resolve(l); else if (args['gc-log']) writeFileSync(args['gc-log'], l + '\n', { flag: 'a' }); }));
-  return { proc, ready: JSON.parse(line) };
+  // The ready line is the first JSON object on stdout (a GC trace line may run into it: V8 writes its prefix
+  // apart); every other line goes to the GC log.
+  let isReady = false;
+  const ready = await new Promise((resolve, reject) => {
+    rl.on('line', (l) => {
+      const at = isReady ? -1 : l.indexOf('{"');
+      if (at >= 0) {
+        try {
+          resolve(JSON.parse(l.slice(at)));
+          isReady = true;
+          return;
+        } catch {
+          /* not the ready line */
+        }
+      }
+      gcLog?.write(`${l}\n`);
+    });
+    proc.once('exit', (code, signal) => reject(new Error(`proxyd exited before it was ready (${code ?? signal})`)));
+  });
+  return { proc, ready, gcLog };
 }
 
 if (pin) spawnSync('taskset', ['-cp', '1', String(process.pid)]);
@@ -65,7 +93,7 @@ const pwHash = await hashPassword('bench-password');
 async function runOne(databaseUrl) {
   const dataDir = mkdtempSync(path.join(tmpdir(), 'proxyd-bench-'));
   const logFile = path.join(dataDir, 'daemon.log');
-  const { proc, ready } = await startDaemon(dataDir, logFile, databaseUrl);
+  const { proc, ready, gcLog } = await startDaemon(dataDir, logFile, databaseUrl);
   const base = ready.api;
   const dispatcher = new Agent({ connections: 64, pipelining: 1 });
 
@@ -117,6 +145,7 @@ async function runOne(databaseUrl) {
     return { byKind, gcSeconds: v(/^proxyd_nodejs_gc_duration_seconds_sum/), gcCount: v(/^proxyd_nodejs_gc_duration_seconds_count/), lagP99: v(/^proxyd_nodejs_eventloop_lag_p99_seconds /), lagMax: v(/^proxyd_nodejs_eventloop_lag_max_seconds /) };
   };
   const before = await scrape();
+  gcLog?.write('--- bench: list phase starts ---\n');
   const total = rate * seconds;
   const listPath = (i) => (baseline ? '/healthz' : `/openapi/v1/proxy/whitelist/list?${q()}&page_size=20`);
   const expectPrefix = baseline ? '{"status":"ok"' : '{"code":200,';
@@ -157,6 +186,7 @@ async function runOne(databaseUrl) {
     elapsedMs = performance.now() - start;
   }
   const after = await scrape();
+  gcLog?.write('--- bench: list phase ends ---\n');
   await new Promise((r) => setTimeout(r, 200));
   // The daemon's own per-request line carries its handling time: the server side of the latency.
   const serverMs = readFileSync(logFile, 'utf8')
@@ -185,6 +215,7 @@ async function runOne(databaseUrl) {
   };
   proc.kill('SIGTERM');
   await new Promise((r) => proc.on('exit', r));
+  gcLog?.end();
   await dispatcher.close();
   rmSync(dataDir, { recursive: true, force: true });
   return result;

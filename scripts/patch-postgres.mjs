@@ -16,10 +16,11 @@
 //    constructor stored two arrow functions (resolve, reject) on every instance. With those, Node 24's
 //    young-generation collector kept and promoted about a sixth of everything a query allocated, long after the
 //    query was done: the objects were dead (a full collection found 4 KB live), yet every scavenge copied
-//    megabytes, and the daemon's scavenges took ~6 ms instead of ~1 ms. The same class with the two functions
-//    as prototype methods over the stored resolving functions keeps ~15 KB per scavenge (docs/BENCHMARKS.md,
-//    "A Promise subclass and the young generation"). Behaviour is unchanged: connection.js calls
-//    query.resolve(x) / query.reject(e) as methods, and a cursor still sets its own on the instance.
+//    megabytes: 2.5 times the daemon's GC time, and 5-6 ms scavenges when started without bin/proxyd's
+//    --max-semi-space-size. The same class with the two functions as prototype methods over the stored
+//    resolving functions keeps ~15 KB per scavenge (docs/BENCHMARKS.md, API on PostgreSQL). Behaviour is
+//    unchanged: connection.js calls query.resolve(x) / query.reject(e) as methods, and a cursor still sets
+//    its own on the instance.
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
@@ -82,7 +83,7 @@ for (const patch of PATCHES) {
       process.stderr.write(`patch-postgres: ${rel} has no place for the ${patch.name} patch (a changed release?): left as is\n`);
       continue;
     }
-    writeFileSync(file, patch.edits.reduce((t, [before, after]) => t.replace(before, after), text));
+    writeFileSync(file, patch.edits.reduce((t, [before, after]) => t.replace(before, () => after), text));
     patched++;
   }
   if (patched) process.stdout.write(`patch-postgres: ${patch.name} in ${patched} file(s) of postgres.js\n`);
