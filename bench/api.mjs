@@ -50,7 +50,7 @@ function pct(sorted, p) {
 const shebang = readFileSync(PROXYD, 'utf8').split('\n')[0].split(/\s+/);
 const SHEBANG_FLAGS = shebang.includes('node') ? shebang.slice(shebang.indexOf('node') + 1) : [];
 
-async function startDaemon(dataDir, logFile, databaseUrl) {
+async function startDaemon(dataDir, logFile, databaseUrl, backend) {
   const nodeFlags = [...SHEBANG_FLAGS, ...(args['node-flags'] ? args['node-flags'].split(' ').filter(Boolean) : [])];
   const proc = spawn(
     pin ? 'taskset' : process.execPath,
@@ -60,7 +60,7 @@ async function startDaemon(dataDir, logFile, databaseUrl) {
     // take them; read afterwards for the server-side handling times.
     { stdio: ['ignore', 'pipe', openSync(logFile, 'w')] },
   );
-  const gcLog = args['gc-log'] ? createWriteStream(`${args['gc-log']}.${databaseUrl ? 'postgres' : 'sqlite'}`) : null;
+  const gcLog = args['gc-log'] ? createWriteStream(`${args['gc-log']}.${backend}`) : null;
   const rl = createInterface({ input: proc.stdout });
   // The ready line is the first JSON object on stdout (a GC trace line may run into it: V8 writes its prefix
   // apart); every other line goes to the GC log.
@@ -91,9 +91,10 @@ const pwHash = await hashPassword('bench-password');
 
 /** One full run (seed, adds, open-loop lists) against a daemon on SQLite, or on PostgreSQL at databaseUrl. */
 async function runOne(databaseUrl) {
+  const backend = databaseUrl ? 'postgres' : 'sqlite';
   const dataDir = mkdtempSync(path.join(tmpdir(), 'proxyd-bench-'));
   const logFile = path.join(dataDir, 'daemon.log');
-  const { proc, ready, gcLog } = await startDaemon(dataDir, logFile, databaseUrl);
+  const { proc, ready, gcLog } = await startDaemon(dataDir, logFile, databaseUrl, backend);
   const base = ready.api;
   const dispatcher = new Agent({ connections: 64, pipelining: 1 });
 
@@ -157,7 +158,7 @@ async function runOne(databaseUrl) {
     const { hostname, port } = new URL(base);
     let startMonoMs;
     ({ fromDue: lat, fromSend: latFromSend, errors, elapsedMs, startMonoMs } = await openLoop({ host: hostname, port: Number(port), rate, total, pathFor: listPath, expectPrefix, trace }));
-    if (trace) writeFileSync(`${args.trace}.${databaseUrl ? 'postgres' : 'sqlite'}.json`, JSON.stringify({ startMonoMs, trace }));
+    if (trace) writeFileSync(`${args.trace}.${backend}.json`, JSON.stringify({ startMonoMs, trace }));
   } else {
     lat = [];
     latFromSend = [];
@@ -201,7 +202,7 @@ async function runOne(databaseUrl) {
   latFromSend.sort((a, b) => a - b);
 
   const result = {
-    backend: databaseUrl ? 'postgres' : 'sqlite',
+    backend,
     node: process.version,
     workers,
     pinned: pin,

@@ -78,10 +78,10 @@ export type BatchResult = z.infer<typeof BatchResultSchema>;
 // A path segment fit to echo back in a message: short and plain (client keys can hold any bytes).
 const plainSegment = (s: PropertyKey): string => (/^[A-Za-z0-9_-]{1,32}$/.test(String(s)) ? String(s) : '(unprintable)');
 
-/** Unix seconds as ISO 8601 UTC with whole seconds and a `Z` (`2026-11-21T10:00:00Z`). */
+// isoSeconds' answers: entries of one batch share a second, so a small cache saves most of the formatting.
 const isoCache = new Map<number, string>();
 
-/** `2026-11-21T10:00:00Z`. Entries of one batch share a second: a small cache saves most of the formatting. */
+/** Unix seconds as ISO 8601 UTC with whole seconds and a `Z` (`2026-11-21T10:00:00Z`). */
 export function isoSeconds(unixSeconds: number): string {
   let s = isoCache.get(unixSeconds);
   if (s === undefined) {
