@@ -35,10 +35,10 @@ const PASS = 'bench-proxy-password';
 async function runGateway(mode, sessions) {
   const { openStore } = await import(path.join(ROOT, 'dist/daemon/store/index.js'));
   const { hashPassword } = await import(path.join(ROOT, 'dist/daemon/secrets.js'));
-  const { ViewAdmission } = await import(path.join(ROOT, 'dist/daemon/admission.js'));
-  const { AdmissionView } = await import(path.join(ROOT, 'dist/daemon/admission-view.js'));
-  const { StoreAdmissionFeed } = await import(path.join(ROOT, 'dist/daemon/admission-feed.js'));
-  const { parseEgressPool } = await import(path.join(ROOT, 'dist/daemon/egress.js'));
+  const { ViewAdmission } = await import(path.join(ROOT, 'dist/daemon/admission/gateway-admission.js'));
+  const { AdmissionView } = await import(path.join(ROOT, 'dist/daemon/admission/view.js'));
+  const { StoreAdmissionFeed } = await import(path.join(ROOT, 'dist/daemon/admission/feed.js'));
+  const { parseEgressPool } = await import(path.join(ROOT, 'dist/daemon/process/egress-pool.js'));
   const { SessionTable } = await import(path.join(ROOT, 'dist/gateway/egress.js'));
   const { startGateway } = await import(path.join(ROOT, 'dist/gateway/index.js'));
   const { parseProxyUsername } = await import(path.join(ROOT, 'dist/contract/proxy-username.js'));

@@ -4,10 +4,10 @@
 import net from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { startTestGateway } from '../gateway/helpers.js';
-import { ViewAdmission } from '../../src/daemon/admission.js';
-import { StoreAdmissionFeed } from '../../src/daemon/admission-feed.js';
-import { AdmissionUnavailable, AdmissionView, type AdmissionFeed } from '../../src/daemon/admission-view.js';
-import { withViewHealth } from '../../src/daemon/health.js';
+import { ViewAdmission } from '../../src/daemon/admission/gateway-admission.js';
+import { StoreAdmissionFeed } from '../../src/daemon/admission/feed.js';
+import { AdmissionUnavailable, AdmissionView, type AdmissionFeed } from '../../src/daemon/admission/view.js';
+import { withViewHealth } from '../../src/daemon/observe/health.js';
 import { makeTestApp } from '../helpers/app.js';
 import { hashPassword } from '../../src/daemon/secrets.js';
 import { openStore, type AdmissionChangeRows, type AdmissionSnapshotRows } from '../../src/daemon/store/index.js';

@@ -3,8 +3,8 @@
 // connections: the reader must still deliver the late commit (to a following view and to a fresh snapshot),
 // must keep a hole however long its transaction runs and forget it as soon as that transaction rolled back, and nodes trimming at once agree.
 import { describe, expect, it } from 'vitest';
-import { StoreAdmissionFeed } from '../../src/daemon/admission-feed.js';
-import { AdmissionView } from '../../src/daemon/admission-view.js';
+import { StoreAdmissionFeed } from '../../src/daemon/admission/feed.js';
+import { AdmissionView } from '../../src/daemon/admission/view.js';
 import { connect } from '../../src/daemon/store/postgres/db.js';
 import { PostgresStore } from '../../src/daemon/store/postgres/index.js';
 import { createDatabase, postgresSkipReason } from '../helpers/postgres.js';

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { ConfigError, flagOrEnv, parseHostPort, toServeConfig } from '../../src/daemon/config.js';
+import { ConfigError, flagOrEnv, parseHostPort, toServeConfig } from '../../src/daemon/process/config.js';
 
 const base = { apiListen: '127.0.0.1:8080', httpProxyListen: '127.0.0.1:3128', socksListen: '127.0.0.1:1080', workers: '1', releaseGrace: '600', logLevel: 'info' };
 

@@ -2,7 +2,7 @@
 import { mkdirSync, statSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { ensureDataDir } from '../../src/daemon/data-dir.js';
+import { ensureDataDir } from '../../src/daemon/process/data-dir.js';
 import { admin, PROXYD, run, tempDir } from '../helpers/daemon.js';
 
 describe('ensureDataDir', () => {

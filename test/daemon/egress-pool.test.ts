@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { ConfigError, toServeConfig } from '../../src/daemon/config.js';
-import { checkBindable, parseEgressPool } from '../../src/daemon/egress.js';
+import { ConfigError, toServeConfig } from '../../src/daemon/process/config.js';
+import { checkBindable, parseEgressPool } from '../../src/daemon/process/egress-pool.js';
 
 const base = { apiListen: '127.0.0.1:8080', httpProxyListen: '127.0.0.1:3128', socksListen: '127.0.0.1:1080', workers: '1', releaseGrace: '600', logLevel: 'info' };
 

@@ -2,7 +2,7 @@
 import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { isMainlandChina, openCountryLookup } from '../../src/daemon/geo.js';
+import { isMainlandChina, openCountryLookup } from '../../src/daemon/services/geo.js';
 import { tempDir } from '../helpers/daemon.js';
 
 describe('openCountryLookup', () => {

@@ -2,13 +2,13 @@
 import type { FastifyInstance } from 'fastify';
 import { buildApp } from '../../src/daemon/api/app.js';
 import type { ApiContext } from '../../src/daemon/api/context.js';
-import { openCountryLookup } from '../../src/daemon/geo.js';
-import { Metrics } from '../../src/daemon/metrics.js';
+import { openCountryLookup } from '../../src/daemon/services/geo.js';
+import { Metrics } from '../../src/daemon/observe/metrics.js';
 import { ApiLimits, DEFAULT_LIMITS, type LimitSettings } from '../../src/daemon/ratelimit/api-limits.js';
 import type { WindowStore } from '../../src/daemon/ratelimit/limiter.js';
 import type { DaemonLog } from '../../src/daemon/log.js';
 import { hashPassword, mintToken } from '../../src/daemon/secrets.js';
-import { apiContext, windowStoreFor } from '../../src/daemon/serve.js';
+import { apiContext, windowStoreFor } from '../../src/daemon/process/serve.js';
 import { openStore, type Store } from '../../src/daemon/store/index.js';
 import { tempDir } from './daemon.js';
 import { emptyDatabase, type BackendName } from './postgres.js';

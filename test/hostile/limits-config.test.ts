@@ -1,6 +1,6 @@
 // The hidden PROXYD_GATEWAY_LIMITS override that lets the hostile suites shrink the gateway's limits.
 import { describe, expect, it } from 'vitest';
-import { parseGatewayLimitOverrides } from '../../src/daemon/serve.js';
+import { parseGatewayLimitOverrides } from '../../src/daemon/process/serve.js';
 
 describe('PROXYD_GATEWAY_LIMITS', () => {
   it('parses known keys to positive integers; absent means the defaults', () => {

@@ -1,4 +1,4 @@
-// Start and stop of a single-worker daemon, as the one start-up path (src/daemon/run.ts) runs them: JSON
+// Start and stop of a single-worker daemon, as the one start-up path (src/daemon/process/run.ts) runs them: JSON
 // logs on stderr from one logger, --log-level applied to start-up lines too, and a final "stopped" line.
 import { describe, expect, it } from 'vitest';
 import { startDaemon } from '../helpers/daemon.js';

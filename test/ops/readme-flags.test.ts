@@ -3,7 +3,7 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { buildProgram } from '../../src/daemon/main.js';
+import { buildProgram } from '../../src/daemon/process/main.js';
 import { ROOT } from '../helpers/daemon.js';
 
 describe('README: proxyd serve flags', () => {

@@ -5,7 +5,7 @@ import { API_KEY_PARAM, API_PATHS } from '../../../contract/paths.js';
 import { firstIssueField, ListQuerySchema, type ListQuery } from '../../../contract/schemas.js';
 import type { ApiContext } from '../context.js';
 import { makeAuthHook, rawQuery } from '../auth.js';
-import { listFilter } from '../../whitelist-service.js';
+import { listFilter } from '../../services/whitelist.js';
 import type { ListFilter } from '../../store/index.js';
 import { sendEnvelope } from '../envelope.js';
 import { safeName } from './query.js';

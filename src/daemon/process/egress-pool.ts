@@ -3,8 +3,8 @@
 // until the session ends), so a session leaves from one address whichever worker takes its connection.
 import cluster, { type Worker } from 'node:cluster';
 import net from 'node:net';
-import { isStrictIPv4 } from '../contract/ipv4.js';
-import { SessionTable, type StickyAssignment, type StickySessions } from '../gateway/egress.js';
+import { isStrictIPv4 } from '../../contract/ipv4.js';
+import { SessionTable, type StickyAssignment, type StickySessions } from '../../gateway/egress.js';
 
 /** A CIDR block larger than this (/22) is refused: it is almost surely a typo for a smaller one. */
 const MAX_BLOCK = 1024;

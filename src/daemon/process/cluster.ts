@@ -4,9 +4,9 @@
 // Workers re-run the same command line (cluster re-executes argv), so they parse the same config.
 import cluster, { type Worker } from 'node:cluster';
 import type { ServeConfig } from './config.js';
-import type { DaemonLog } from './log.js';
-import { serveStickySessions } from './egress.js';
-import { ClusterMetrics, METRICS_REQ, METRICS_RES } from './metrics.js';
+import type { DaemonLog } from '../log.js';
+import { serveStickySessions } from './egress-pool.js';
+import { ClusterMetrics, METRICS_REQ, METRICS_RES } from '../observe/metrics.js';
 import { startDaemon, TUNNEL_DRAIN_MS, type RunningDaemon, type Serving } from './serve.js';
 
 type Ready = RunningDaemon['ready'];

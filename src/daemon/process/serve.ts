@@ -1,28 +1,28 @@
 // One serving process: opens the store, the rate-limit store, the API (+ console) and the gateway, and
 // drains them on shutdown. run.ts decides when (lock, signals, ready line); cluster workers run this too.
 import type { FastifyInstance } from 'fastify';
-import { DEFAULT_LIMITS as GATEWAY_DEFAULT_LIMITS, startGateway } from '../gateway/index.js';
-import type { Gateway, GatewayLimits } from '../gateway/types.js';
-import { ViewAdmission } from './admission.js';
-import { StoreAdmissionFeed } from './admission-feed.js';
-import { AdmissionView } from './admission-view.js';
-import { buildApp } from './api/app.js';
-import { consolePlugin } from './console/index.js';
-import type { ApiContext } from './api/context.js';
+import { DEFAULT_LIMITS as GATEWAY_DEFAULT_LIMITS, startGateway } from '../../gateway/index.js';
+import type { Gateway, GatewayLimits } from '../../gateway/types.js';
+import { ViewAdmission } from '../admission/gateway-admission.js';
+import { StoreAdmissionFeed } from '../admission/feed.js';
+import { AdmissionView } from '../admission/view.js';
+import { buildApp } from '../api/app.js';
+import { consolePlugin } from '../console/index.js';
+import type { ApiContext } from '../api/context.js';
 import { formatHostPort, type ServeConfig } from './config.js';
-import { checkBindable, stickySessionsFor } from './egress.js';
-import { parseProxyUsername } from '../contract/proxy-username.js';
-import { withViewHealth } from './health.js';
-import { openCountryLookup, type CountryLookup } from './geo.js';
-import type { DaemonLog } from './log.js';
-import { Metrics } from './metrics.js';
-import { ApiLimits, parseLimitOverrides } from './ratelimit/api-limits.js';
-import { MemoryWindowStore, type WindowStore } from './ratelimit/limiter.js';
-import { RedisWindowStore } from './ratelimit/redis-store.js';
-import { DatabaseWindowStore } from './ratelimit/database-store.js';
-import { openStore as openBackend, type Store } from './store/index.js';
-import { TrafficAccumulator } from './traffic.js';
-import { WhitelistService, type ServiceLog } from './whitelist-service.js';
+import { checkBindable, stickySessionsFor } from './egress-pool.js';
+import { parseProxyUsername } from '../../contract/proxy-username.js';
+import { withViewHealth } from '../observe/health.js';
+import { openCountryLookup, type CountryLookup } from '../services/geo.js';
+import type { DaemonLog } from '../log.js';
+import { Metrics } from '../observe/metrics.js';
+import { ApiLimits, parseLimitOverrides } from '../ratelimit/api-limits.js';
+import { MemoryWindowStore, type WindowStore } from '../ratelimit/limiter.js';
+import { RedisWindowStore } from '../ratelimit/redis-store.js';
+import { DatabaseWindowStore } from '../ratelimit/database-store.js';
+import { openStore as openBackend, type Store } from '../store/index.js';
+import { TrafficAccumulator } from '../admission/traffic-sink.js';
+import { WhitelistService, type ServiceLog } from '../services/whitelist.js';
 
 export const TUNNEL_DRAIN_MS = 10_000;
 /** How long start-up waits for a configured dependency (Redis) before it serves degraded. */

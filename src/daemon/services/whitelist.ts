@@ -1,9 +1,9 @@
 // The whitelist rules (docs/api.md List, Add, Delete), shared by the API and the console (one implementation).
-import { BusinessError, Code, ITEM_REASON, partialMessage, type ItemCode } from '../contract/codes.js';
-import { checkWhitelistIpv4, codePointLength, isStrictIPv4, MAX_REMARK_CODE_POINTS } from '../contract/ipv4.js';
-import { isoSeconds, type BatchResult, type FailedItem, type ListData, type ListQuery, type WhitelistItem } from '../contract/schemas.js';
+import { BusinessError, Code, ITEM_REASON, partialMessage, type ItemCode } from '../../contract/codes.js';
+import { checkWhitelistIpv4, codePointLength, isStrictIPv4, MAX_REMARK_CODE_POINTS } from '../../contract/ipv4.js';
+import { isoSeconds, type BatchResult, type FailedItem, type ListData, type ListQuery, type WhitelistItem } from '../../contract/schemas.js';
 import { isMainlandChina, type CountryLookup } from './geo.js';
-import { StoreUnavailableError, type ListFilter, type Store, type WhitelistEntry, type WhitelistPage } from './store/index.js';
+import { StoreUnavailableError, type ListFilter, type Store, type WhitelistEntry, type WhitelistPage } from '../store/index.js';
 
 export interface ServiceLog {
   error(obj: object, msg?: string): void;

@@ -3,8 +3,8 @@ import { isIP } from 'node:net';
 import { homedir } from 'node:os';
 import path from 'node:path';
 import ipaddr from 'ipaddr.js';
-import { DEFAULT_STALE_ADMISSION_SEC } from './admission-view.js';
-import { parseEgressPool } from './egress.js';
+import { DEFAULT_STALE_ADMISSION_SEC } from '../admission/view.js';
+import { parseEgressPool } from './egress-pool.js';
 
 interface HostPort {
   host: string;

@@ -1,5 +1,5 @@
 // What GET /healthz reports, and how the admission view's state shapes it.
-import type { ViewStatus } from './admission-view.js';
+import type { ViewStatus } from '../admission/view.js';
 
 export interface HealthReport {
   ok: boolean;

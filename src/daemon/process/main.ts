@@ -1,8 +1,8 @@
 // `proxyd` entry: commander parses; serve and admin modules load only when their command runs.
 import { Command, CommanderError, Option } from 'commander';
-import { VERSION } from '../contract/version.js';
-import { DEFAULT_STALE_ADMISSION_SEC } from './admission-view.js';
-import { DEFAULT_RELEASE_GRACE_SEC } from './store/types.js';
+import { VERSION } from '../../contract/version.js';
+import { DEFAULT_STALE_ADMISSION_SEC } from '../admission/view.js';
+import { DEFAULT_RELEASE_GRACE_SEC } from '../store/types.js';
 
 function fail(message: string, code = 1): void {
   process.stderr.write(`proxyd: ${message}\n`);
@@ -24,16 +24,16 @@ function databaseUrlOption(): Option {
   return new Option('--database-url <url>', 'postgres://… : a shared PostgreSQL instead of SQLite in the data dir').env('PROXYD_DATABASE_URL');
 }
 
-type AdminAction = (deps: import('./admin.js').AdminDeps, opts: any) => Promise<unknown>;
+type AdminAction = (deps: import('../admin/commands.js').AdminDeps, opts: any) => Promise<unknown>;
 
 /** Runs one admin command against the data dir and prints its JSON. */
-function adminAction(pick: (m: typeof import('./admin.js')) => AdminAction) {
+function adminAction(pick: (m: typeof import('../admin/commands.js')) => AdminAction) {
   return async (opts: Record<string, unknown>, cmd: Command) => {
     const all = { ...cmd.optsWithGlobals(), ...opts } as Record<string, unknown> & { dataDir?: string; databaseUrl?: string };
-    const admin = await import('./admin.js');
-    const { openStore } = await import('./store/index.js');
+    const admin = await import('../admin/commands.js');
+    const { openStore } = await import('../store/index.js');
     const { checkDatabaseUrl, defaultDataDir } = await import('./config.js');
-    let store: import('./store/index.js').Store | null = null;
+    let store: import('../store/index.js').Store | null = null;
     const dataDir = all.dataDir || defaultDataDir();
     const where = all.dataDir ? `data dir ${dataDir}` : `the default data dir ${dataDir} (choose another with --data-dir or PROXYD_DATA_DIR)`;
     try {

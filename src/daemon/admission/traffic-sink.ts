@@ -1,7 +1,7 @@
 // Per-account traffic counted in memory by the gateway and flushed to the store every few seconds.
 // Open connections per account are counted once, by the gateway (GatewayCore), which enforces the cap.
-import type { TrafficSink } from '../gateway/types.js';
-import type { Store, TrafficDelta } from './store/index.js';
+import type { TrafficSink } from '../../gateway/types.js';
+import type { Store, TrafficDelta } from '../store/index.js';
 
 export class TrafficAccumulator implements TrafficSink {
   private pending = new Map<number, TrafficDelta>();

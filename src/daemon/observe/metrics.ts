@@ -3,8 +3,8 @@
 // primary for the sum over all workers (prom-client's AggregatorRegistry), so a scrape sees the daemon.
 import cluster from 'node:cluster';
 import { AggregatorRegistry, Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
-import type { GatewayStats } from '../gateway/types.js';
-import type { ViewStatus } from './admission-view.js';
+import type { GatewayStats } from '../../gateway/types.js';
+import type { ViewStatus } from '../admission/view.js';
 
 export class Metrics {
   readonly registry = new Registry();

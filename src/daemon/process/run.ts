@@ -6,7 +6,7 @@ import { runWorker, startPrimary } from './cluster.js';
 import type { ServeConfig } from './config.js';
 import { ensureDataDir } from './data-dir.js';
 import { acquireLock, acquireSharedLock, type DataDirLock } from './lock.js';
-import { createLogger } from './log.js';
+import { createLogger } from '../log.js';
 import { checkAndRepair, startDaemon, type Serving } from './serve.js';
 
 /** The data-dir lock: SQLite only (a fleet's nodes share one PostgreSQL and hold no lock). */

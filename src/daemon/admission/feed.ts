@@ -1,8 +1,8 @@
 // The admission view's feed: the store's change log (either backend), woken by the backend's own signal (a
 // watch on the data dir for SQLite, LISTEN/NOTIFY for PostgreSQL) with the view's short poll as the fallback,
 // and the periodic trim that keeps the log bounded.
-import type { AdmissionFeed } from './admission-view.js';
-import type { ChangeLogStore } from './store/index.js';
+import type { AdmissionFeed } from './view.js';
+import type { ChangeLogStore } from '../store/index.js';
 
 interface FeedOptions {
   /** Log rows kept by the trim (a node further behind than this reloads in full). */

@@ -1,11 +1,11 @@
 // `proxyd admin …`: operator commands working directly on the database (also while daemons serve it).
-import { isStrictIPv4 } from '../contract/ipv4.js';
-import { passwordProblem } from '../contract/password.js';
-import { newProxyUsernameProblem } from '../contract/proxy-username.js';
-import { isoSeconds } from '../contract/schemas.js';
-import { generatePassword, hashPassword, mintToken } from './secrets.js';
-import type { Account, AccountStatus, Store } from './store/index.js';
-import { toApiItem } from './whitelist-service.js';
+import { isStrictIPv4 } from '../../contract/ipv4.js';
+import { passwordProblem } from '../../contract/password.js';
+import { newProxyUsernameProblem } from '../../contract/proxy-username.js';
+import { isoSeconds } from '../../contract/schemas.js';
+import { generatePassword, hashPassword, mintToken } from '../secrets.js';
+import type { Account, AccountStatus, Store } from '../store/index.js';
+import { toApiItem } from '../services/whitelist.js';
 
 export class AdminError extends Error {
   override name = 'AdminError';

@@ -2,9 +2,9 @@
 // follows the change log, so a change made by any process (API, console, `proxyd admin`, another node)
 // applies to new connections within the poll interval; only verified passwords are cached.
 import { createHash } from 'node:crypto';
-import type { Admission, AdmitResult } from '../gateway/types.js';
-import { verifyPassword } from './secrets.js';
-import type { AdmissionView } from './admission-view.js';
+import type { Admission, AdmitResult } from '../../gateway/types.js';
+import { verifyPassword } from '../secrets.js';
+import type { AdmissionView } from './view.js';
 
 // Room for every proxy user of a large fleet (10,000s) with one verified password each.
 const CACHE_MAX = 100_000;
