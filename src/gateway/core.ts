@@ -4,7 +4,7 @@ import net from 'node:net';
 import ipaddr from 'ipaddr.js';
 import { DirectDialer, PoolDialer, type Dialer, type EgressSession, type ResolveOutcome } from './dialer.js';
 import { resolveLimits } from './limits.js';
-import { Tunnels } from './tunnels.js';
+import { Tunnels } from './open-tunnels.js';
 import { parseIp } from './target-policy.js';
 import type { AdmitFailure, GatewayLimits, GatewayOptions, GatewayStats } from './types.js';
 

@@ -3,7 +3,7 @@
 // it and picks that address per connection from the egress pool (sticky session or rotation).
 import dns from 'node:dns';
 import net from 'node:net';
-import type { StickySessions } from './egress.js';
+import type { StickySessions } from './sticky-sessions.js';
 import { canonicalIp, checkTarget, parseIp, type TargetRefusal } from './target-policy.js';
 
 export type ResolveOutcome =

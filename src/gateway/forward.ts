@@ -15,7 +15,7 @@ import {
   type RequestHead,
 } from './http-head.js';
 import { httpFailureReply, httpReply } from './replies.js';
-import { dialTarget } from './tunnel.js';
+import { dialTarget } from './http-connect.js';
 
 const HOP_BY_HOP = new Set([
   'connection',

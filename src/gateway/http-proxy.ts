@@ -4,7 +4,7 @@ import type { ClientConn, ProtocolHandler } from './conn.js';
 import { forwardRequest } from './forward.js';
 import { headerValues, parseProxyAuthorization, parseRequestHead, type RequestHead } from './http-head.js';
 import { httpFailureReply, httpReply } from './replies.js';
-import { openConnectTunnel } from './tunnel.js';
+import { openConnectTunnel } from './http-connect.js';
 
 export class HttpProxyHandler implements ProtocolHandler {
   private scanned = 0;

@@ -16,7 +16,7 @@ import {
   parseUserPass,
   type SocksRequest,
 } from './socks5-parser.js';
-import { dialTarget } from './tunnel.js';
+import { dialTarget } from './http-connect.js';
 
 type Stage = 'greeting' | 'auth' | 'request' | 'done';
 

@@ -1,6 +1,6 @@
-// The gateway's boundary: what it needs from the daemon (Admission) and how the daemon starts it.
+// The gateway's boundary: what it needs from the daemon (Admitter) and how the daemon starts it.
 // The gateway imports nothing else of ours.
-import type { StickySessions } from './egress.js';
+import type { StickySessions } from './sticky-sessions.js';
 
 export type AdmitFailure =
   | 'bad_credentials' // unknown user, wrong password, disabled proxy user
@@ -11,7 +11,7 @@ export type AdmitFailure =
 /** `user`: the proxy user whose credentials matched (absent for whitelist admission). */
 export type AdmitResult = { ok: true; accountId: number; user?: string } | { ok: false; reason: AdmitFailure };
 
-export interface Admission {
+export interface Admitter {
   /**
    * Credentials given (HTTP Basic or RFC 1929). Must not be slow on repeat (cache verified credentials).
    * `baseUsername` (the user named by session parameters) is tried only when no user `username` exists.
@@ -55,7 +55,7 @@ export interface GatewayOptions {
   proxyProtocolFrom: string[];
   /** Addresses (host:port) of the daemon's own listeners: always refused as targets. */
   ownListeners: () => Array<{ host: string; port: number }>;
-  admission: Admission;
+  admission: Admitter;
   traffic?: TrafficSink;
   limits?: Partial<GatewayLimits>;
   /** Structured log sink (pino-compatible subset). Never given secrets. */

@@ -3,7 +3,7 @@
 import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DirectDialer, PoolDialer, type DialRequest } from '../../src/gateway/dialer.js';
-import { SessionTable } from '../../src/gateway/egress.js';
+import { SessionTable } from '../../src/gateway/sticky-sessions.js';
 
 const MIN = 60_000;
 

@@ -1,4 +1,4 @@
-// Test fixtures for the gateway: a mutable Admission, a recording TrafficSink, loopback targets
+// Test fixtures for the gateway: a mutable Admitter, a recording TrafficSink, loopback targets
 // (TCP echo, HTTP echo, HTTPS echo with an openssl-made certificate), curl, raw sockets.
 import { execFile, execFileSync, spawn } from 'node:child_process';
 import { createInterface } from 'node:readline';
@@ -9,9 +9,9 @@ import net from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { startGateway } from '../../src/gateway/index.js';
-import type { AdmitResult, Admission, Gateway, GatewayOptions, TrafficSink } from '../../src/gateway/types.js';
+import type { AdmitResult, Admitter, Gateway, GatewayOptions, TrafficSink } from '../../src/gateway/types.js';
 
-export class TestAdmission implements Admission {
+export class TestAdmitter implements Admitter {
   users = new Map<string, { password: string; accountId: number }>();
   whitelist = new Map<string, number>();
   inactiveAccounts = new Set<number>();
@@ -47,7 +47,7 @@ export class RecordingSink implements TrafficSink {
 
 export interface TestGateway {
   gw: Gateway;
-  admission: TestAdmission;
+  admission: TestAdmitter;
   sink: RecordingSink;
   http: string; // host:port
   socks: string;
@@ -55,10 +55,10 @@ export interface TestGateway {
   socksPort: number;
 }
 
-/** A gateway on loopback; over `TestAdmission` unless another Admission is given (then `admission` is that one). */
+/** A gateway on loopback; over `TestAdmitter` unless another Admitter is given (then `admission` is that one). */
 export async function startTestGateway(over: Partial<GatewayOptions> = {}): Promise<TestGateway> {
-  const admission = (over.admission as TestAdmission | undefined) ?? new TestAdmission();
-  if (admission instanceof TestAdmission) admission.users.set('alice', { password: 's3cret:pw', accountId: 1 });
+  const admission = (over.admission as TestAdmitter | undefined) ?? new TestAdmitter();
+  if (admission instanceof TestAdmitter) admission.users.set('alice', { password: 's3cret:pw', accountId: 1 });
   const sink = new RecordingSink();
   const gw = await startGateway({
     httpProxyListen: { host: '127.0.0.1', port: 0 },

@@ -2,7 +2,7 @@
 // request for an http:// target) is 407 or not. SOCKS5: method selection plus the RFC 1929 status.
 import { request, type IncomingMessage } from 'node:http';
 import { isIP } from 'node:net';
-import { PeerClosedError, SocketReader, parseResponseHead, printable, realmOf } from './reader.js';
+import { PeerClosedError, SocketReader, parseProxyReply, printable, realmOf } from './reader.js';
 import { METHOD_NONE_ACCEPTABLE, METHOD_NO_AUTH, METHOD_USER_PASS, SOCKS_VERSION, greeting, hex, userPassRequest } from './socks5.js';
 import { fail, ok, describeNetError, type StageFn } from './stage.js';
 import type { CheckContext, StageOutcome } from './types.js';
@@ -73,7 +73,7 @@ async function httpConnectAuth(ctx: CheckContext, signal: AbortSignal): Promise<
     }
     return closedOutcome(err, 'before answering CONNECT');
   }
-  const parsed = parseResponseHead(raw.toString('latin1').slice(0, -4));
+  const parsed = parseProxyReply(raw.toString('latin1').slice(0, -4));
   if (!parsed) {
     const sample = printable(raw, 40);
     return fail(`not an HTTP proxy answer: "${sample}"`, { kind: 'not_http_proxy', sample });

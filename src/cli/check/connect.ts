@@ -2,7 +2,7 @@
 // status and its reason). http:// targets have no tunnel: the stage is folded into the forwarded
 // request (a gateway refusal 403/502/504 fails here). SOCKS5: the CONNECT reply code, named.
 import { isIP } from 'node:net';
-import { readBody } from './egress.js';
+import { readBody } from './egress-ip.js';
 import { printable } from './reader.js';
 import { PeerClosedError, SocketReader } from './reader.js';
 import { SOCKS_VERSION, boundAddressLength, connectRequest, formatBound, hex, socksReplyName } from './socks5.js';

@@ -110,7 +110,7 @@ export interface ResponseHead {
 }
 
 /** Parses an HTTP/1.x response head; null when the bytes are not one. */
-export function parseResponseHead(raw: string): ResponseHead | null {
+export function parseProxyReply(raw: string): ResponseHead | null {
   const lines = raw.split('\r\n');
   const m = /^HTTP\/1\.[01] (\d{3})(?: (.*))?$/.exec(lines[0] ?? '');
   if (!m) return null;

@@ -6,7 +6,7 @@ import { authStage } from './auth.js';
 import { connectStage } from './connect.js';
 import { diagnose, type DiagnosisInput } from './diagnosis.js';
 import { dnsStage } from './dns.js';
-import { fetchDirect } from './egress.js';
+import { fetchDirect } from './egress-ip.js';
 import { runStage, type StageFn } from './stage.js';
 import { statusStage } from './status.js';
 import { tcpStage } from './tcp.js';

@@ -1,6 +1,6 @@
 // Stage status: the target's HTTP status for a GET through the proxy, and the egress IP it echoes.
 import { request, type IncomingMessage } from 'node:http';
-import { REQUEST_HEADERS, parseEgressIp, readBody } from './egress.js';
+import { REQUEST_HEADERS, parseEgressIp, readBody } from './egress-ip.js';
 import { printable } from './reader.js';
 import { fail, ok, describeNetError, type StageFn } from './stage.js';
 import type { CheckContext, StageOutcome } from './types.js';

@@ -23,7 +23,7 @@ interface BatchCommandOptions {
 
 /** The caller's IP as an echo sees it (JSON {"ip":…} or a plain-text IP), for `add --current`. */
 async function currentIp(echo: string, remark: string | undefined): Promise<BatchItem> {
-  const [{ parseTargetUrl, CheckUsageError }, { fetchDirect }] = await Promise.all([import('../check/urls.js'), import('../check/egress.js')]);
+  const [{ parseTargetUrl, CheckUsageError }, { fetchDirect }] = await Promise.all([import('../check/urls.js'), import('../check/egress-ip.js')]);
   let target;
   try {
     target = parseTargetUrl(echo);

@@ -1,15 +1,15 @@
-// The gateway's Admission over the admission view: no database query on the connection path. The view
+// The gateway's Admitter over the admission view: no database query on the connection path. The view
 // follows the change log, so a change made by any process (API, console, `proxyd admin`, another node)
 // applies to new connections within the poll interval; only verified passwords are cached.
 import { createHash } from 'node:crypto';
-import type { Admission, AdmitResult } from '../../gateway/types.js';
+import type { AdmitResult, Admitter } from '../../gateway/types.js';
 import { verifyPassword } from '../secrets.js';
 import type { AdmissionView } from './view.js';
 
 // Room for every proxy user of a large fleet (10,000s) with one verified password each.
 const CACHE_MAX = 100_000;
 
-export class ViewAdmission implements Admission {
+export class ViewAdmission implements Admitter {
   // key: username + SHA-256 of the presented password -> the stored hash it was verified against.
   // A password change alters the stored hash, so a stale entry can never match.
   private readonly verified = new Map<string, string>();

@@ -4,7 +4,7 @@
 import cluster, { type Worker } from 'node:cluster';
 import net from 'node:net';
 import { isStrictIPv4 } from '../../contract/ipv4.js';
-import { SessionTable, type StickyAssignment, type StickySessions } from '../../gateway/egress.js';
+import { SessionTable, type StickyAssignment, type StickySessions } from '../../gateway/sticky-sessions.js';
 
 /** A CIDR block larger than this (/22) is refused: it is almost surely a typo for a smaller one. */
 const MAX_BLOCK = 1024;

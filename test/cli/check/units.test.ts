@@ -3,8 +3,8 @@ import * as commander from 'commander';
 import { describe, expect, it } from 'vitest';
 import { buildProgram } from '../../../src/cli/main.js';
 import { diagnose } from '../../../src/cli/check/diagnosis.js';
-import { parseEgressIp } from '../../../src/cli/check/egress.js';
-import { parseResponseHead, printable, realmOf } from '../../../src/cli/check/reader.js';
+import { parseEgressIp } from '../../../src/cli/check/egress-ip.js';
+import { parseProxyReply, printable, realmOf } from '../../../src/cli/check/reader.js';
 import { connectRequest, greeting, socksReplyName, userPassRequest } from '../../../src/cli/check/socks5.js';
 import { classifyTlsError } from '../../../src/cli/check/tls.js';
 import { STAGE_NAMES, type FailureCause } from '../../../src/cli/check/types.js';
@@ -91,11 +91,11 @@ describe('SOCKS5 encoding', () => {
 
 describe('HTTP heads', () => {
   it('parses status, reason and headers', () => {
-    const h = parseResponseHead('HTTP/1.1 407 Proxy Authentication Required\r\nProxy-Authenticate: Basic realm="proxy"\r\nX: 1');
+    const h = parseProxyReply('HTTP/1.1 407 Proxy Authentication Required\r\nProxy-Authenticate: Basic realm="proxy"\r\nX: 1');
     expect(h?.status).toBe(407);
     expect(h?.reason).toBe('Proxy Authentication Required');
     expect(realmOf(h?.headers.get('proxy-authenticate')?.[0])).toBe('proxy');
-    expect(parseResponseHead('SSH-2.0-OpenSSH')).toBeNull();
+    expect(parseProxyReply('SSH-2.0-OpenSSH')).toBeNull();
     expect(realmOf('Basic realm=corp, charset="UTF-8"')).toBe('corp');
     expect(realmOf('Basic')).toBeNull();
     expect(printable(Buffer.from([0x05, 0xff, 0x41]))).toBe('A');
