@@ -34,8 +34,8 @@ const PASSWORD = 'bench proxy password';
 
 const dist = (p) => import(path.join(ROOT, 'dist', p));
 const { openStore } = await dist('daemon/store/index.js');
-const { AdmissionView } = await dist('daemon/admission-view.js');
-const { StoreAdmissionFeed } = await dist('daemon/admission-feed.js');
+const { AdmissionView } = await dist('daemon/admission/view.js');
+const { StoreAdmissionFeed } = await dist('daemon/admission/feed.js');
 const { hashPassword } = await dist('daemon/secrets.js');
 
 const ipOf = (i) => `${11 + Math.floor(i / 65536)}.${Math.floor(i / 256) % 256}.${i % 256}.7`;
