@@ -54,7 +54,7 @@ let pgAdmin = null;
 async function newDatabase(prefix) {
   const dir = mkdtempSync(path.join(tmpdir(), prefix));
   if (!DATABASE_URL) return { dataDir: dir };
-  const { default: postgres } = await import('postgres');
+  const { default: postgres } = await import('#postgres');
   pgAdmin ??= postgres(DATABASE_URL, { max: 1, onnotice: () => {} });
   const name = `proxyd_bench_${process.pid}_${databases.size}`;
   await pgAdmin.unsafe(`CREATE DATABASE ${name}`);

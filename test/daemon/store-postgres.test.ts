@@ -20,7 +20,7 @@ describe.runIf(BACKENDS.includes('postgres'))('PostgreSQL backend across nodes',
   it('migrates once when four nodes start together on an empty database', async () => {
     const url = await createDatabase(undefined, { unmigrated: true });
     const [a] = await nodes(url, 4);
-    const { default: postgres } = await import('postgres');
+    const { default: postgres } = await import('#postgres');
     const sql = postgres(url, { max: 1, onnotice: () => {} });
     try {
       const rows = await sql<{ version: number }[]>`SELECT version FROM proxyd_schema ORDER BY version`;

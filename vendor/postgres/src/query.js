@@ -23,8 +23,9 @@ export class Query extends Promise {
     this.state = null
     this.statement = null
 
-    this.resolve = x => (this.active = false, resolve(x))
-    this.reject = x => (this.active = false, reject(x))
+    /* proxyd: settle methods */
+    this.settleResolve = resolve
+    this.settleReject = reject
 
     this.active = false
     this.cancelled = null
@@ -34,6 +35,16 @@ export class Query extends Promise {
     this[originError] = this.handler.debug
       ? new Error()
       : this.tagged && cachedError(this.strings)
+  }
+
+  resolve(x) {
+    this.active = false
+    return this.settleResolve(x)
+  }
+
+  reject(x) {
+    this.active = false
+    return this.settleReject(x)
   }
 
   get origin() {

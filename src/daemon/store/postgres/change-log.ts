@@ -6,7 +6,7 @@
 import type {
   AdmissionAccountRow, AdmissionChangeRows, AdmissionIpRow, AdmissionSnapshotRows, AdmissionUserRow, ChangeKind, ChangeLogStore,
 } from '../types.js';
-import type postgres from 'postgres';
+import type postgres from '#postgres';
 import { guard, type Sql } from './db.js';
 
 /** The pool or a transaction on it. */

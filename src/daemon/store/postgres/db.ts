@@ -1,6 +1,6 @@
 // Connects to PostgreSQL: a bounded pool with short timeouts (a paused server must not hang requests),
 // int8 as numbers, driver failures turned into the store's own values and errors, migrations under an advisory lock.
-import postgres from 'postgres';
+import postgres from '#postgres';
 import { StoreUnavailableError } from '../types.js';
 import { PG_MIGRATIONS } from './migrations.js';
 
@@ -11,7 +11,7 @@ const QUERY_TIMEOUT_MS = 2_000;
 const CONNECT_TIMEOUT_S = 2;
 /**
  * Connections per process for everything but batches. An API call is one round trip, and postgres.js pipelines
- * on a busy connection (TCP_NODELAY: scripts/patch-postgres.mjs), so two warm backends serve better than more
+ * on a busy connection (TCP_NODELAY: vendor/postgres/README.md), so two warm backends serve better than more
  * cold ones on a small host (docs/BENCHMARKS.md: list p99 lower than with 4 in every alternating pair).
  */
 const POOL_SIZE = 2;

@@ -1,36 +1,43 @@
-// scripts/patch-postgres.mjs (postinstall) changes postgres.js 3.4.x in three places. It can throw an uncatchable
-// TypeError (a queued write with no socket, from a setImmediate) when PostgreSQL goes away, killing the daemon
-// mid-outage; the outage suites (test/ops/postgres-outage, test/e2e/fleet-postgres) check that no daemon dies.
-// It leaves Nagle's algorithm on: the connection gets TCP_NODELAY, as libpq sets it. And each query (a Promise
-// subclass) kept two closures that made the young-generation collector copy and promote the dead queries'
-// objects: the queries settle through prototype methods instead, checked here by what the collector promotes.
+// proxyd's PostgreSQL driver is postgres.js 3.4.9 vendored in vendor/postgres with three changes (its README
+// gives the diff and why): no uncatchable TypeError from a queued write with no socket when PostgreSQL goes away
+// (the outage suites, test/ops/postgres-outage and test/e2e/fleet-postgres, check that no daemon dies);
+// TCP_NODELAY on the connection, as libpq sets it; queries that settle through prototype methods, checked here
+// by what the young-generation collector promotes. Nothing edits a dependency at install time.
 import { execFile } from 'node:child_process';
 import { readFileSync } from 'node:fs';
-import { createRequire } from 'node:module';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
-import postgres from 'postgres';
+import postgres from '#postgres';
 import { describe, expect, it } from 'vitest';
 import { createDatabase, PG_TEST_URL_ENV } from '../helpers/postgres.js';
 
-const pkg = path.resolve(path.dirname(createRequire(import.meta.url).resolve('postgres')), '../..');
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+const pkg = path.join(ROOT, 'vendor/postgres');
 
-describe('postgres.js as installed', () => {
-  it.each(['src/connection.js', 'cjs/src/connection.js'])('%s never writes without a socket', (rel) => {
+describe('the vendored postgres.js', () => {
+  it('is what proxyd imports, and the package changes nothing at install', () => {
+    const manifest = JSON.parse(readFileSync(path.join(ROOT, 'package.json'), 'utf8'));
+    expect(manifest.imports['#postgres'].default).toBe('./vendor/postgres/src/index.js');
+    expect(manifest.dependencies.postgres).toBeUndefined();
+    for (const hook of ['preinstall', 'install', 'postinstall', 'prepublish']) expect(manifest.scripts[hook]).toBeUndefined();
+    expect(manifest.files).toContain('vendor');
+    expect(JSON.parse(readFileSync(path.join(pkg, 'package.json'), 'utf8')).version).toBe('3.4.9');
+  });
+
+  it.each(['src/connection.js'])('%s never writes without a socket', (rel) => {
     const text = readFileSync(path.join(pkg, rel), 'utf8');
     const body = text.slice(text.indexOf('function nextWrite(fn) {'), text.indexOf('function connectTimedOut'));
     expect(body).toMatch(/if \(!socket\) \{[^}]*CONNECTION_CLOSED[^}]*return false\s*\}[\s\S]*socket\.write\(chunk, fn\)/);
   });
 
-  it.each(['src/connection.js', 'cjs/src/connection.js'])('%s turns Nagle off once connected', (rel) => {
+  it.each(['src/connection.js'])('%s turns Nagle off once connected', (rel) => {
     const text = readFileSync(path.join(pkg, rel), 'utf8');
     const body = text.slice(text.indexOf('function connected() {'), text.indexOf('function error(err)'));
     expect(body).toMatch(/socket\.on\('data', data\)[\s\S]*socket\.setNoDelay\(true\)[\s\S]*StartupMessage\(\)/);
   });
 
-  it.each(['src/query.js', 'cjs/src/query.js', 'cf/src/query.js'])('%s settles a query through methods, no per-query closures', (rel) => {
+  it.each(['src/query.js'])('%s settles a query through methods, no per-query closures', (rel) => {
     const text = readFileSync(path.join(pkg, rel), 'utf8');
     const ctor = text.slice(text.indexOf('constructor(strings, args, handler'), text.indexOf('  get origin() {'));
     expect(ctor).not.toMatch(/this\.(resolve|reject) = /);
@@ -63,7 +70,7 @@ describe.skipIf(!process.env[PG_TEST_URL_ENV])('postgres.js queries on a real se
     // allocates); with it: under 1 MB.
     const url = await createDatabase();
     const script = `
-      import postgres from 'postgres';
+      import postgres from '#postgres';
       const sql = postgres(process.env.URL, { max: 1, fetch_types: false });
       for (let i = 0; i < 100; i++) await sql\`SELECT \${i}::int AS x\`;
       console.log('LOOP START');
