@@ -42,8 +42,8 @@ export interface PgCluster {
   port: number;
   dir: string;
   start(): void;
-  /** Fast shutdown (connections are closed, like a crash to the client). */
-  stop(): void;
+  /** Fast shutdown by default (connections are closed, like a crash to the client); `immediate`: a crash. */
+  stop(mode?: 'fast' | 'immediate'): void;
   /** SIGSTOP/SIGCONT every server process: the server is there but answers nothing. */
   pause(): void;
   resume(): void;
@@ -78,7 +78,7 @@ export async function startPostgres(): Promise<PgCluster> {
     port,
     dir,
     start,
-    stop: () => asPostgres('pg_ctl', ['-D', data, '-m', 'fast', '-w', 'stop']),
+    stop: (mode = 'fast') => asPostgres('pg_ctl', ['-D', data, '-m', mode, '-w', 'stop']),
     pause: () => signalAll('SIGSTOP'),
     resume: () => signalAll('SIGCONT'),
     destroy: () => {

@@ -10,6 +10,18 @@ export type Sql = postgres.Sql<{ int8: number }>;
 const QUERY_TIMEOUT_MS = 2_000;
 const CONNECT_TIMEOUT_S = 2;
 /**
+ * Longest wait before a connection that failed is tried again. postgres.js backs off 3^n/100 s per failure,
+ * shared by the pool, up to 20 s: after an outage of a few seconds the pool sat out 4-8 s more once the server
+ * was back (the gateway refused that long: test/e2e/fleet-recovery). Recovery within 1 s needs the retry
+ * every quarter second at worst; a refused connect to a down server costs next to nothing.
+ */
+export const MAX_RECONNECT_DELAY_S = 0.25;
+
+/** Seconds before reconnect attempt `retries`: 10, 20, 40 … ms up to MAX_RECONNECT_DELAY_S, with jitter. */
+export function reconnectDelay(retries: number): number {
+  return Math.min(0.01 * 2 ** retries, MAX_RECONNECT_DELAY_S) * (0.75 + Math.random() / 4);
+}
+/**
  * Connections per process for everything but batches. An API call is one round trip, and postgres.js pipelines
  * on a busy connection (TCP_NODELAY: vendor/postgres/README.md), so two warm backends serve better than more
  * cold ones on a small host (docs/BENCHMARKS.md: list p99 lower than with 4 in every alternating pair).
@@ -34,6 +46,7 @@ export function connect(url: string, max = POOL_SIZE, applicationName = 'proxyd'
     ...(socketDir?.startsWith('/') ? { host: socketDir } : {}),
     max,
     connect_timeout: CONNECT_TIMEOUT_S,
+    backoff: reconnectDelay,
     idle_timeout: 60,
     // No type lookup query at connect: nothing of ours needs it, and it is one more thing to hang on.
     fetch_types: false,
