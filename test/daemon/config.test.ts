@@ -55,3 +55,16 @@ describe('--stale-admission', () => {
     for (const bad of ['-1', 'abc', '1.5', '']) expect(() => toServeConfig({ ...base, staleAdmission: bad }, {})).toThrow(/--stale-admission/);
   });
 });
+
+describe('database URLs', () => {
+  it('a multi-host URL for failover reaches the driver whole; the socket-directory form still works; no password is shown', async () => {
+    const { redactUrl, splitSocketDir } = await import('../../src/daemon/store/postgres/db.js');
+    const multi = 'postgres://proxyd:s3cret@10.0.0.1:5432,10.0.0.2:5433/proxyd?target_session_attrs=read-write';
+    expect(splitSocketDir(multi)).toEqual({ url: multi, socketDir: null });
+    expect(splitSocketDir('postgres://proxyd@/proxyd?host=/run/postgresql&sslmode=disable')).toEqual({ url: 'postgres://proxyd@/proxyd?sslmode=disable', socketDir: '/run/postgresql' });
+    expect(redactUrl(multi)).toBe('postgres://proxyd:***@10.0.0.1:5432,10.0.0.2:5433/proxyd?target_session_attrs=read-write');
+    expect(redactUrl('postgresql://u:p%40ss@h/db')).toBe('postgresql://u:***@h/db');
+    expect(redactUrl('postgres://u@h:1,h:2/db')).toBe('postgres://u@h:1,h:2/db');
+    expect(redactUrl(multi)).not.toContain('s3cret');
+  });
+});

@@ -2,7 +2,7 @@
 // initdb refuses root, so initdb and pg_ctl run as the `postgres` user (runuser); the dir is chowned to it.
 // One cluster serves a whole vitest run (global-setup.ts); each test file makes its own databases on it.
 import { execFileSync, spawnSync } from 'node:child_process';
-import { chownSync, existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { appendFileSync, chownSync, existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import postgres from '#postgres';
@@ -44,22 +44,38 @@ export interface PgCluster {
   start(): void;
   /** Fast shutdown by default (connections are closed, like a crash to the client); `immediate`: a crash. */
   stop(mode?: 'fast' | 'immediate'): void;
+  /** A standby becomes the primary (pg_ctl promote, waiting until it accepts writes). */
+  promote(): void;
   /** SIGSTOP/SIGCONT every server process: the server is there but answers nothing. */
   pause(): void;
   resume(): void;
   destroy(): void;
 }
 
-export async function startPostgres(): Promise<PgCluster> {
+/** Extra server settings (later `-c` wins); `standbyOf`: a streaming standby of that cluster (pg_basebackup -R). */
+export interface ClusterOptions {
+  settings?: Record<string, string>;
+  standbyOf?: PgCluster;
+  /** The standby's application_name, as the primary's synchronous_standby_names names it. */
+  name?: string;
+}
+
+export async function startPostgres(o: ClusterOptions = {}): Promise<PgCluster> {
   const dir = mkdtempSync(path.join(tmpdir(), 'proxyd-pg-'));
   if (asRoot) {
     const { uid, gid } = pgUser();
     chownSync(dir, uid, gid);
   }
   const data = path.join(dir, 'data');
-  asPostgres('initdb', ['-D', data, '-U', 'postgres', '--auth=trust', '--no-sync', '-E', 'UTF8', '--locale=C']);
+  if (o.standbyOf) {
+    // A copy of the primary that follows it; primary_conninfo names it so that the primary can wait for it.
+    asPostgres('pg_basebackup', ['-D', data, '-R', '-X', 'stream', '-h', '127.0.0.1', '-p', String(o.standbyOf.port), '-U', 'postgres', '--no-sync']);
+    const conninfo = `host=127.0.0.1 port=${o.standbyOf.port} user=postgres application_name=${o.name ?? 'standby'}`;
+    appendFileSync(path.join(data, 'postgresql.auto.conf'), `primary_conninfo = '${conninfo}'\n`);
+  } else asPostgres('initdb', ['-D', data, '-U', 'postgres', '--auth=trust', '--no-sync', '-E', 'UTF8', '--locale=C']);
   const port = await freePort();
-  const opts = `-c port=${port} -c listen_addresses=127.0.0.1 -c unix_socket_directories=${dir} -c fsync=off -c full_page_writes=off -c synchronous_commit=off -c max_connections=200`;
+  const settings = { fsync: 'off', full_page_writes: 'off', synchronous_commit: 'off', max_connections: '200', ...o.settings };
+  const opts = [`-c port=${port} -c listen_addresses=127.0.0.1 -c unix_socket_directories=${dir}`, ...Object.entries(settings).map(([k, v]) => `-c ${k}=${v}`)].join(' ');
   const start = () => asPostgres('pg_ctl', ['-D', data, '-l', path.join(dir, 'log'), '-o', opts, '-w', '-t', '60', 'start']);
   start();
   const signalAll = (sig: NodeJS.Signals) => {
@@ -79,6 +95,7 @@ export async function startPostgres(): Promise<PgCluster> {
     dir,
     start,
     stop: (mode = 'fast') => asPostgres('pg_ctl', ['-D', data, '-m', mode, '-w', 'stop']),
+    promote: () => asPostgres('pg_ctl', ['-D', data, '-w', '-t', '60', 'promote']),
     pause: () => signalAll('SIGSTOP'),
     resume: () => signalAll('SIGCONT'),
     destroy: () => {

@@ -36,14 +36,27 @@ export const BACKGROUND_POOL_SIZE = 2;
 /** Any fixed 64-bit number of our own: the advisory lock key that serialises migrations across nodes. */
 const MIGRATION_LOCK_KEY = 0x70726f787964; // "proxyd"
 
+/**
+ * libpq's way to a Unix socket, `postgres://user@/db?host=/run/postgresql`: postgres.js wants the directory as
+ * an option. Done on the string, not with `new URL`: a multi-host URL (`h1:5432,h2:5432`, for failover) is not
+ * a WHATWG URL, and postgres.js parses it itself.
+ */
+export function splitSocketDir(url: string): { url: string; socketDir: string | null } {
+  const q = url.indexOf('?');
+  if (q < 0) return { url, socketDir: null };
+  const params = new URLSearchParams(url.slice(q + 1));
+  const dir = params.get('host');
+  if (!dir?.startsWith('/')) return { url, socketDir: null };
+  params.delete('host');
+  const rest = params.toString();
+  return { url: url.slice(0, q) + (rest ? `?${rest}` : ''), socketDir: dir };
+}
+
 /** `applicationName` names the pool's connections in pg_stat_activity (`proxyd`, `proxyd background`). */
 export function connect(url: string, max = POOL_SIZE, applicationName = 'proxyd'): Sql {
-  // libpq's way to a Unix socket, `postgres://user@/db?host=/run/postgresql`: postgres.js wants it as an option.
-  const u = new URL(url);
-  const socketDir = u.searchParams.get('host');
-  if (socketDir?.startsWith('/')) u.searchParams.delete('host');
-  return postgres(u.toString(), {
-    ...(socketDir?.startsWith('/') ? { host: socketDir } : {}),
+  const { url: forDriver, socketDir } = splitSocketDir(url);
+  return postgres(forDriver, {
+    ...(socketDir ? { host: socketDir } : {}),
     max,
     connect_timeout: CONNECT_TIMEOUT_S,
     backoff: reconnectDelay,
@@ -113,13 +126,14 @@ export async function schemaVersion(sql: Sql): Promise<number> {
   return row!.v;
 }
 
-/** The URL as it may be shown: no password. */
+/** The URL as it may be shown: no password (single- or multi-host; whatever follows the scheme up to the last `@` of the authority). */
 export function redactUrl(url: string): string {
-  try {
-    const u = new URL(url);
-    if (u.password) u.password = '***';
-    return u.toString();
-  } catch {
-    return 'postgres://(unparsable URL)';
-  }
+  const m = /^(postgres(?:ql)?:\/\/)([^/?#]*)(.*)$/is.exec(url);
+  if (!m) return 'postgres://(unparsable URL)';
+  const [, scheme, authority, rest] = m as unknown as [string, string, string, string];
+  const at = authority.lastIndexOf('@');
+  if (at < 0) return url;
+  const user = authority.slice(0, at);
+  const colon = user.indexOf(':');
+  return `${scheme}${colon < 0 ? user : `${user.slice(0, colon)}:***`}${authority.slice(at)}${rest}`;
 }
