@@ -93,7 +93,7 @@ export class GatewayCore {
   async admit(creds: { username: string; password: string } | null, sourceIp: string | null): Promise<AdmitOutcome> {
     let out: AdmitOutcome;
     try {
-      if (creds) out = await this.admitUser(creds.username, creds.password);
+      if (creds) out = await this.admitUser(creds.username, creds.password, sourceIp);
       else if (sourceIp && net.isIPv4(sourceIp)) {
         const r = await this.opts.admission.admitBySourceIp(sourceIp);
         out = r.ok ? { ok: true, accountId: r.accountId, session: null } : r;
@@ -124,10 +124,10 @@ export class GatewayCore {
    * The username as written first (an existing user of that name wins), then the base user its session
    * parameters name. Malformed parameters fail like wrong credentials.
    */
-  private async admitUser(username: string, password: string): Promise<AdmitOutcome> {
+  private async admitUser(username: string, password: string, sourceIp: string | null): Promise<AdmitOutcome> {
     const parsed = this.opts.parseUsername?.(username) ?? { kind: 'plain' as const, user: username };
     const base = parsed.kind === 'session' ? parsed.user : undefined;
-    const out = await this.opts.admission.admitByCredentials(username, password, base);
+    const out = await this.opts.admission.admitByCredentials(username, password, base, sourceIp);
     if (!out.ok) return out;
     if (parsed.kind === 'session' && out.user === parsed.user) {
       return { ok: true, accountId: out.accountId, session: { key: `${out.accountId}:${parsed.user}:${parsed.session}`, minutes: parsed.minutes } };

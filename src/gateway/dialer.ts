@@ -1,8 +1,8 @@
 // The dialer seam (glider's Dialer): forward, CONNECT and SOCKS5 reach targets only through a Dialer.
 // DirectDialer resolves, applies the target policy and connects from a local address; PoolDialer wraps
 // it and picks that address per connection from the egress pool (sticky session or rotation).
-import dns from 'node:dns';
 import net from 'node:net';
+import { CachingResolver } from './resolver.js';
 import type { StickySessions } from './sticky-sessions.js';
 import { canonicalIp, checkTarget, parseIp, type TargetRefusal } from './target-policy.js';
 
@@ -40,11 +40,6 @@ export interface Dialer {
 
 type Lookup = (host: string) => Promise<Array<{ address: string; family: 4 | 6 }>>;
 
-const defaultLookup: Lookup = async (host) => {
-  const list = await dns.promises.lookup(host, { all: true });
-  return list.map((a) => ({ address: a.address, family: a.family === 6 ? 6 : 4 }));
-};
-
 export interface DirectDialerOptions {
   /** Default local address (`--egress-address`); a PoolDialer passes its own per dial. */
   localAddress?: string | undefined;
@@ -63,7 +58,8 @@ export class DirectDialer implements Dialer {
   private readonly lookup: Lookup;
 
   constructor(private readonly o: DirectDialerOptions) {
-    this.lookup = o.lookup ?? defaultLookup;
+    // Names resolve through c-ares with a cache, never on libuv's pool (src/gateway/resolver.ts).
+    this.lookup = o.lookup ?? new CachingResolver().lookup;
   }
 
   dial(req: DialRequest): Promise<DialOutcome> {

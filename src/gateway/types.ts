@@ -15,8 +15,9 @@ export interface Admitter {
   /**
    * Credentials given (HTTP Basic or RFC 1929). Must not be slow on repeat (cache verified credentials).
    * `baseUsername` (the user named by session parameters) is tried only when no user `username` exists.
+   * `sourceIp`: the client's IPv4 (after any trusted PROXY header), for per-source limits on failures.
    */
-  admitByCredentials(username: string, password: string, baseUsername?: string): Promise<AdmitResult>;
+  admitByCredentials(username: string, password: string, baseUsername?: string, sourceIp?: string | null): Promise<AdmitResult>;
   /** No credentials: the connection's source IPv4 (after any trusted PROXY header). */
   admitBySourceIp(ipv4: string): Promise<AdmitResult>;
 }

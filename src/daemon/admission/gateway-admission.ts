@@ -4,6 +4,7 @@
 import { createHash } from 'node:crypto';
 import type { AdmitResult, Admitter } from '../../gateway/types.js';
 import { verifyPassword } from '../secrets.js';
+import { FailureBudget } from './failure-budget.js';
 import type { AdmissionView } from './view.js';
 
 // Room for every proxy user of a large fleet (10,000s) with one verified password each.
@@ -14,9 +15,13 @@ export class ViewAdmission implements Admitter {
   // A password change alters the stored hash, so a stale entry can never match.
   private readonly verified = new Map<string, string>();
 
-  constructor(private readonly view: AdmissionView) {}
+  constructor(
+    private readonly view: AdmissionView,
+    /** What checking passwords that are not in the cache may cost (failure-budget.ts). */
+    readonly budget = new FailureBudget(),
+  ) {}
 
-  async admitByCredentials(written: string, password: string, baseUsername?: string): Promise<AdmitResult> {
+  async admitByCredentials(written: string, password: string, baseUsername?: string, sourceIp?: string | null): Promise<AdmitResult> {
     this.view.assertAdmitting();
     // A user named exactly as written wins over the base user its session parameters name.
     let username = written;
@@ -24,7 +29,8 @@ export class ViewAdmission implements Admitter {
     if (!row && baseUsername) row = this.view.userForAuth((username = baseUsername));
     const key = `${username}\0${createHash('sha256').update(password).digest('base64')}`;
     if (!row || this.verified.get(key) !== row.password_hash) {
-      const ok = await verifyPassword(password, row?.password_hash ?? null);
+      const hash = row?.password_hash ?? null;
+      const ok = await this.budget.run(sourceIp ?? null, username, () => verifyPassword(password, hash));
       if (!ok || !row) return { ok: false, reason: 'bad_credentials' };
       // Cached against the hash just verified: a password change meanwhile leaves the entry unmatched.
       if (this.verified.size >= CACHE_MAX) this.verified.clear();
