@@ -6,7 +6,7 @@ import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { admin, inspectDb, makeAccount, startDaemon, type Daemon } from '../helpers/daemon.js';
 import { addrOf, tcpEcho } from '../helpers/net.js';
-import { sleep } from '../helpers/wait.js';
+import { settlesTo, sleep } from '../helpers/wait.js';
 
 function curl(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
@@ -70,6 +70,7 @@ describe('gateway admission through a spawned proxyd', () => {
   });
 
   it('forwards with credentials, and the target sees the egress address', async () => {
+    await settlesTo(async () => (await curl(['-x', `http://alice:${proxyPassword}@${d.httpProxy}`, '-o', '/dev/null', '-w', '%{http_code}', `http://${addrOf(target)}/`])).stdout, '200');
     const r = await curl(['-x', `http://alice:${proxyPassword}@${d.httpProxy}`, `http://${addrOf(target)}/hello`]);
     expect(r.code).toBe(0);
     expect(JSON.parse(r.stdout)).toEqual({ ip: '127.0.0.2', path: '/hello' });
@@ -89,19 +90,19 @@ describe('gateway admission through a spawned proxyd', () => {
     const viaLb = () => curl(['-x', `http://${addrOf(lb)}`, '-o', '/dev/null', '-w', '%{http_code}', `http://${addrOf(target)}/`]).then((r) => r.stdout);
     expect(await viaLb()).toBe('407');
     expect((await api('/openapi/v1/proxy/whitelist/add', { items: [{ ip: source.ip }] })).code).toBe(200);
-    expect(await viaLb()).toBe('200');
+    expect(await settlesTo(viaLb, '200')).toBe('200');
 
     await admin(d.dataDir, ['whitelist', 'set-status', '--email', 'gw@example.com', '--ip', source.ip, '--status', 'disabled']);
-    expect(await viaLb()).toBe('407');
+    expect(await settlesTo(viaLb, '407')).toBe('407');
     await admin(d.dataDir, ['whitelist', 'set-status', '--email', 'gw@example.com', '--ip', source.ip, '--status', 'active']);
-    expect(await viaLb()).toBe('200');
+    expect(await settlesTo(viaLb, '200')).toBe('200');
 
     await admin(d.dataDir, ['account', 'set', '--email', 'gw@example.com', '--status', 'suspended']);
-    expect(await viaLb()).toBe('407');
-    const creds = await curl(['-x', `http://alice:${proxyPassword}@${d.httpProxy}`, '-o', '/dev/null', '-w', '%{http_code}', `http://${addrOf(target)}/`]);
-    expect(creds.stdout).toBe('407');
+    expect(await settlesTo(viaLb, '407')).toBe('407');
+    const creds = () => curl(['-x', `http://alice:${proxyPassword}@${d.httpProxy}`, '-o', '/dev/null', '-w', '%{http_code}', `http://${addrOf(target)}/`]).then((r) => r.stdout);
+    expect(await settlesTo(creds, '407')).toBe('407');
     await admin(d.dataDir, ['account', 'set', '--email', 'gw@example.com', '--status', 'active']);
-    expect(await viaLb()).toBe('200');
+    expect(await settlesTo(viaLb, '200')).toBe('200');
 
     source.ip = '9.9.9.9'; // not listed
     expect(await viaLb()).toBe('407');
@@ -110,6 +111,7 @@ describe('gateway admission through a spawned proxyd', () => {
 
   it('refuses new connections within 1 s of a delete while an open tunnel keeps working', async () => {
     await api('/openapi/v1/proxy/whitelist/add', { items: [{ ip: source.ip }] });
+    await settlesTo(() => curl(['-x', `http://${addrOf(lb)}`, '-o', '/dev/null', '-w', '%{http_code}', `http://${addrOf(target)}/`]).then((r) => r.stdout), '200');
     const tunnel = net.connect((lb.address() as net.AddressInfo).port, '127.0.0.1');
     await new Promise((r) => tunnel.once('connect', r));
     tunnel.write(`CONNECT ${addrOf(echo)} HTTP/1.1\r\nHost: ${addrOf(echo)}\r\n\r\n`);
@@ -151,8 +153,8 @@ describe('SSRF guard by default', () => {
     try {
       await makeAccount(d.dataDir, 'ssrf@example.com');
       const pw = (await admin(d.dataDir, ['proxy-user', 'create', '--email', 'ssrf@example.com', '--username', 'bob'])).json.password;
-      const http403 = await curl(['-x', `http://bob:${pw}@${d.httpProxy}`, '-o', '/dev/null', '-w', '%{http_code}', `http://${addrOf(target)}/`]);
-      expect(http403.stdout).toBe('403');
+      const http403 = await settlesTo(() => curl(['-x', `http://bob:${pw}@${d.httpProxy}`, '-o', '/dev/null', '-w', '%{http_code}', `http://${addrOf(target)}/`]).then((r) => r.stdout), '403');
+      expect(http403).toBe('403');
       const connect = await curl(['-p', '-x', `http://bob:${pw}@${d.httpProxy}`, '-o', '/dev/null', '-w', '%{http_connect}', `http://${addrOf(target)}/`]);
       expect(connect.stdout).toBe('403');
       const socks = await curl(['--proxy', `socks5h://bob:${pw}@${d.socks}`, `http://${addrOf(target)}/`]);
@@ -187,6 +189,7 @@ describe('gateway operations inside a spawned proxyd', () => {
     try {
       const { accountId } = await makeAccount(d.dataDir, 'ops@example.com');
       const pw = (await admin(d.dataDir, ['proxy-user', 'create', '--email', 'ops@example.com', '--username', 'carol'])).json.password;
+      await settlesTo(() => curl(['-x', `http://carol:${pw}@${d.httpProxy}`, '-o', '/dev/null', '-w', '%{http_code}', `http://${addrOf(target)}/`]).then((r) => r.stdout), '200');
       const ok = await curl(['-x', `http://carol:${pw}@${d.httpProxy}`, `http://${addrOf(target)}/count`]);
       expect(JSON.parse(ok.stdout).path).toBe('/count');
 
@@ -219,8 +222,8 @@ describe('gateway operations inside a spawned proxyd', () => {
       const again = await startDaemon({ dataDir: d.dataDir, args: ['--allow-private-targets'] });
       try {
         await admin(again.dataDir, ['account', 'set', '--email', 'ops@example.com', '--status', 'closed']);
-        const closed = await curl(['-x', `http://carol:${pw}@${again.httpProxy}`, '-o', '/dev/null', '-w', '%{http_code}', `http://${addrOf(target)}/`]);
-        expect(closed.stdout).toBe('407');
+        const closed = await settlesTo(() => curl(['-x', `http://carol:${pw}@${again.httpProxy}`, '-o', '/dev/null', '-w', '%{http_code}', `http://${addrOf(target)}/`]).then((r) => r.stdout), '407');
+        expect(closed).toBe('407');
       } finally {
         await again.stop();
       }

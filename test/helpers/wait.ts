@@ -12,3 +12,17 @@ export async function waitFor<T>(what: string, fn: () => Promise<T | null | unde
     await sleep(50);
   }
 }
+
+/**
+ * Polls `probe` until it gives `expected`, or `timeoutMs` runs out; the last value either way. For a change
+ * that reaches the gateway through a node's admission view: the contract allows up to 1 s (docs/gateway.md),
+ * so a test asks again until then (with room for a loaded machine) rather than racing the view.
+ */
+export async function settlesTo<T>(probe: () => Promise<T>, expected: T, timeoutMs = 3_000): Promise<T> {
+  const until = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await probe();
+    if (v === expected || Date.now() > until) return v;
+    await sleep(50);
+  }
+}
