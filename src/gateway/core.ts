@@ -2,7 +2,7 @@
 // session), the dialer every handler reaches targets through (dialer.ts), and the counters behind stats().
 import net from 'node:net';
 import ipaddr from 'ipaddr.js';
-import { DirectDialer, PoolDialer, type Dialer, type EgressSession, type ResolveOutcome } from './dialer.js';
+import { DirectDialer, PoolDialer, type Dialer, type EgressSession } from './dialer.js';
 import { resolveLimits } from './limits.js';
 import { Tunnels } from './open-tunnels.js';
 import { parseIp } from './target-policy.js';
@@ -67,10 +67,6 @@ export class GatewayCore {
       },
     });
     this.dialer = pool ? new PoolDialer(this.direct, pool.addresses, pool.sessions) : this.direct;
-  }
-
-  resolveTarget(host: string, port: number): Promise<ResolveOutcome> {
-    return this.direct.resolve(host, port);
   }
 
   isTrustedPeer(ip: string): boolean {

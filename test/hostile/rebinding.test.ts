@@ -1,21 +1,15 @@
 // DNS rebinding: against the gateway (a name that answers public, then private) and against the
 // API/console in a browser (a foreign Host name pointing at the daemon).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { GatewayCore } from '../../src/gateway/core.js';
+import { DirectDialer } from '../../src/gateway/dialer.js';
 import type { GatewayOptions } from '../../src/gateway/types.js';
 import { makeTestApp, type TestApp } from '../helpers/app.js';
 import { LIST } from '../helpers/daemon.js';
 
-function core(lookup: GatewayOptions['lookup']): GatewayCore {
-  return new GatewayCore({
-    httpProxyListen: null,
-    socksListen: null,
-    allowPrivateTargets: false,
-    proxyProtocolFrom: [],
-    ownListeners: () => [],
-    admission: { admitByCredentials: async () => ({ ok: false, reason: 'bad_credentials' }), admitBySourceIp: async () => ({ ok: false, reason: 'not_whitelisted' }) },
-    lookup,
-  });
+/** The gateway's dialer as the gateway builds it (no egress address, private targets refused), over `lookup`. */
+function core(lookup: GatewayOptions['lookup']): { resolveTarget(host: string, port: number): ReturnType<DirectDialer['resolve']> } {
+  const d = new DirectDialer({ family: null, allowPrivateTargets: false, ownListeners: () => [], connectTimeoutMs: 1000, lookup, countRefusal: () => {}, countEgress: () => {} });
+  return { resolveTarget: (host, port) => d.resolve(host, port) };
 }
 
 describe('DNS rebinding against the gateway', () => {

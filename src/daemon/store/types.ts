@@ -45,12 +45,6 @@ export interface ListFilter {
   offset: number;
 }
 
-export interface Admission {
-  accountId: number;
-  entryActive: boolean;
-  accountActive: boolean;
-}
-
 export interface Inconsistencies {
   claimsWithoutEntry: number;
   entriesWithoutClaim: number;
@@ -167,8 +161,6 @@ export interface WhitelistStore {
   releaseIps(accountId: number, ips: readonly string[]): Promise<ReleaseOutcome[]>;
   list(accountId: number, f: ListFilter): Promise<WhitelistPage>;
   setStatus(accountId: number, ip: string, status: 1 | 2): Promise<WhitelistEntry | null>;
-  /** Gateway admission by source IP: the owner of an active entry, and that owner's status. */
-  admissionByIp(ip: string): Promise<Admission | null>;
   /** Claims with no live entry, or live entries with no claim: what a crash must never leave. */
   inconsistencies(): Promise<Inconsistencies>;
   /** Start-up repair (the claim is the owner of record); one transaction. */

@@ -2,7 +2,7 @@
 // can be (claims, releases and rate hits are server-side functions); transactions only where several rows
 // must change together. Unreachable → StoreUnavailableError; a lost race → `busy`.
 import type {
-  Account, AccountStatus, AccountStore, Admission, ApiAdmitOutcome, ApiAdmitRequest, ApiToken, ApiTokenWithAccount, ClaimOutcome, ConsoleSessionStore,
+  Account, AccountStatus, AccountStore, ApiAdmitOutcome, ApiAdmitRequest, ApiToken, ApiTokenWithAccount, ClaimOutcome, ConsoleSessionStore,
   Inconsistencies, ListFilter, ProxyUser, ProxyUserStore, RateHitStore, ReleaseOutcome, Repairs,
   SessionRecord, Store, TokenStore, TrafficDelta, TrafficStore, WhitelistEntry, WhitelistStore, WindowDecision,
 } from '../types.js';
@@ -247,19 +247,6 @@ class PgWhitelistStore extends PgFamily implements WhitelistStore {
         RETURNING id, account_id, ip, remark, status, created_at`,
     );
     return e ?? null;
-  }
-
-  async admissionByIp(ip: string): Promise<Admission | null> {
-    const [r] = await guard(
-      () => this.sql<{ account_id: number; entry_status: number; account_status: string }[]>`
-        SELECT c.account_id, e.status AS entry_status, a.status AS account_status
-          FROM ip_claims c
-          JOIN whitelist_entries e ON e.ip = c.ip AND e.account_id = c.account_id AND e.deleted_at IS NULL
-          JOIN accounts a ON a.id = c.account_id
-         WHERE c.ip = ${ip} AND c.state = 'held'`,
-    );
-    if (!r) return null;
-    return { accountId: r.account_id, entryActive: r.entry_status === 1, accountActive: r.account_status === 'active' };
   }
 
   async inconsistencies(): Promise<Inconsistencies> {

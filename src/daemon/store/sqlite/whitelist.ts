@@ -1,6 +1,6 @@
 // whitelist_entries + ip_claims: each item is claimed and recorded in its own IMMEDIATE transaction,
 // so two accounts (or two processes) racing for one IP always leave exactly one owner.
-import type { Admission, ClaimOutcome, Inconsistencies, ListFilter, ReleaseOutcome, Repairs, WhitelistEntry, WhitelistStore } from '../types.js';
+import type { ClaimOutcome, Inconsistencies, ListFilter, ReleaseOutcome, Repairs, WhitelistEntry, WhitelistStore } from '../types.js';
 import { isBusyError, type Db } from './db.js';
 import { stmt } from './statements.js';
 
@@ -20,7 +20,6 @@ export class SqliteWhitelistStore implements WhitelistStore {
   private readonly liveEntry;
   private readonly softDelete;
   private readonly dropClaim;
-  private readonly admissionRow;
   private readonly claimTx;
   private readonly releaseTx;
 
@@ -43,13 +42,6 @@ export class SqliteWhitelistStore implements WhitelistStore {
     );
     this.softDelete = stmt(db, 'UPDATE whitelist_entries SET deleted_at = ? WHERE id = ?');
     this.dropClaim = stmt(db, 'DELETE FROM ip_claims WHERE ip = ? AND account_id = ?');
-    this.admissionRow = stmt<[string], { account_id: number; entry_status: number; account_status: string }>(db,
-      `SELECT c.account_id, e.status AS entry_status, a.status AS account_status
-         FROM ip_claims c
-         JOIN whitelist_entries e ON e.ip = c.ip AND e.account_id = c.account_id AND e.deleted_at IS NULL
-         JOIN accounts a ON a.id = c.account_id
-        WHERE c.ip = ? AND c.state = 'held'`,
-    );
 
     this.claimTx = db.transaction((accountId: number, ip: string, remark: string): Exclude<ClaimOutcome, 'busy'> => {
       const now = this.nowSec();
@@ -141,12 +133,6 @@ export class SqliteWhitelistStore implements WhitelistStore {
     const changed = stmt(this.db, 'UPDATE whitelist_entries SET status = ? WHERE account_id = ? AND ip = ? AND deleted_at IS NULL')
       .run(status, accountId, ip).changes;
     return changed ? this.live(accountId, ip) : null;
-  }
-
-  async admissionByIp(ip: string): Promise<Admission | null> {
-    const r = this.admissionRow.get(ip);
-    if (!r) return null;
-    return { accountId: r.account_id, entryActive: r.entry_status === 1, accountActive: r.account_status === 'active' };
   }
 
   async inconsistencies(): Promise<Inconsistencies> {
