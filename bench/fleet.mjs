@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// The fleet's admission view (SPEC 8). Run after `npm run build`:
+// The fleet's admission view (docs/operations.md, Fleet). Run after `npm run build`:
 //   node --expose-gc bench/fleet.mjs [--ips 100000] [--users 10000] [--nodes 3] [--changes 200] [--connects 2000]
 //   node --expose-gc bench/fleet.mjs --database-url postgres://USER@HOST:PORT/postgres   (PostgreSQL: the URL's
 //     role must be allowed CREATE DATABASE; the bench makes its own databases there and drops them at the end)

@@ -545,6 +545,7 @@ function versions() {
 }
 
 async function main() {
+  const loadBefore = os.loadavg();
   const quick = args.includes('--quick');
   const only = arg('--only')?.split(',');
   const peers = ['ours-connect', 'ours-socks5', 'squid', 'dante', 'socat', 'tinyproxy', 'proxy-chain', 'microsocks'].filter(
@@ -603,7 +604,7 @@ async function main() {
     }
   }
   await target.stop();
-  const report = { date: new Date().toISOString(), versions: versions(), sizeBytes: SIZE, reps: REPS, conc: CONC, latencyN: LAT_N, steps: STEPS, rateMs: RATE_MS, loadavg: os.loadavg(), argv: args, direct, results, skipped };
+  const report = { date: new Date().toISOString(), versions: versions(), sizeBytes: SIZE, reps: REPS, conc: CONC, latencyN: LAT_N, steps: STEPS, rateMs: RATE_MS, loadavgBefore: loadBefore, loadavg: os.loadavg(), argv: args, direct, results, skipped };
   writeFileSync(path.join(dir, 'results.json'), JSON.stringify(report, null, 2));
   console.log(JSON.stringify(report, null, 2));
   log(`results: ${path.join(dir, 'results.json')} (re-render: node bench/gateway.mjs --render <file> [--write-docs])`);
@@ -622,8 +623,9 @@ function markdown(r) {
   const cmd = ['node bench/gateway.mjs', ...(r.argv ?? [])].join(' ');
   lines.push('## Gateway', '');
   lines.push(`Measured ${r.date.slice(0, 16).replace('T', ' ')} UTC with \`${cmd}\` on ${r.versions.cpu}, Linux ${r.versions.kernel}, Node ${r.versions.node}.`);
-  lines.push(`**A shared machine**: four other engineers' builds and tests ran on the same two cores (load average at the end ${r.loadavg ? r.loadavg.map((x) => x.toFixed(2)).join(' / ') : 'n/a'}),`);
-  lines.push('so absolute MB/s move from run to run; the ratios against a direct transfer made right before, and CPU seconds per GiB, are the figures to compare.');
+  const load = (l) => (l ? l.map((x) => x.toFixed(2)).join(' / ') : 'not recorded');
+  lines.push(`Load average (1 / 5 / 15 min) measured before the run ${load(r.loadavgBefore)}, after it ${load(r.loadavg)}.`);
+  lines.push('Absolute MB/s move from run to run; the ratios against a direct transfer made right before, and CPU seconds per GiB, are the figures to compare.');
   lines.push('Three processes: the benchmark client, a target server, and one proxy at a time; all on loopback. Peers are');
   lines.push('configured alike (no auth, no cache, no access log, any port: `bench/peers/`); the gateway admits the client by source IP;');
   lines.push('socat (`-b 262144`: 256 KiB reads, like the gateway) is a plain port forwarder (no handshake, a process per connection): the reference for what a relay in C does here.');

@@ -1,4 +1,4 @@
-// startGateway: opens the HTTP proxy and SOCKS5 listeners (SPEC section 4) over an Admitter the
+// startGateway: opens the HTTP proxy and SOCKS5 listeners (docs/gateway.md) over an Admitter the
 // daemon provides. Plain `net` servers with hand-written parsers, so a PROXY header can precede
 // either protocol and every byte after a handshake reaches the tunnel.
 import net from 'node:net';

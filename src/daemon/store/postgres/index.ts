@@ -13,7 +13,7 @@ import { BACKGROUND_POOL_SIZE, connect, guard, isBusy, migrate, redactUrl, type 
 
 type NowSec = () => number;
 
-/** Admission answers within the limiter's own bound (SPEC 3.7: 500 ms), as the rate-limit store would. */
+/** Admission answers within the limiter's own bound (docs/api.md, Limits: 500 ms), as the rate-limit store would. */
 const ADMIT_MS = 500;
 /** A batch of 100 items is one call; it gets longer than a single statement's 2 s. */
 const BATCH_MS = 5_000;

@@ -289,7 +289,7 @@ export const PG_MIGRATIONS: readonly string[] = [
   CREATE TRIGGER change_notify_accounts AFTER INSERT OR UPDATE OF status OR DELETE ON accounts FOR EACH STATEMENT EXECUTE FUNCTION proxyd_notify_change();
   `,
   // 3: batches and API admission in one round trip each (docs/decisions.md, "PostgreSQL: a batch is one call").
-  // A batch is a procedure: every item is its own transaction (COMMIT per item, SPEC 3.5) committed without
+  // A batch is a procedure: every item is its own transaction (COMMIT per item, docs/api.md) committed without
   // waiting for its WAL flush, and one synchronous commit at the end flushes them all before the caller hears
   // back. A WAL record is needed for that commit to flush: a transactional logical message (no table, no row).
   `
