@@ -1,10 +1,11 @@
 // `proxyd admin …`: operator commands working directly on the database (also while daemons serve it).
 import { isStrictIPv4 } from '../../contract/ipv4.js';
 import { passwordProblem } from '../../contract/password.js';
-import { newProxyUsernameProblem } from '../../contract/proxy-username.js';
 import { isoSeconds } from '../../contract/schemas.js';
-import { generatePassword, hashPassword, mintToken } from '../secrets.js';
+import { hashPassword } from '../secrets.js';
 import type { Account, AccountStatus, Store } from '../store/index.js';
+import { createProxyUser } from '../services/proxy-users.js';
+import { resetToken } from '../services/tokens.js';
 import { toApiItem } from '../services/whitelist.js';
 
 export class AdminError extends Error {
@@ -80,9 +81,7 @@ export async function accountSet(deps: AdminDeps, o: { email: string; status?: s
 
 export async function tokenReset(deps: AdminDeps, o: { email: string }) {
   const a = await requireAccount(deps, o.email);
-  const t = mintToken();
-  await deps.store.tokens.replace(a.id, t.accessKey, t.secretHash);
-  return { token: t.token };
+  return { token: (await resetToken(deps.store, a.id)).token };
 }
 
 export async function tokenDisable(deps: AdminDeps, o: { email: string }) {
@@ -94,13 +93,10 @@ export async function tokenDisable(deps: AdminDeps, o: { email: string }) {
 
 export async function proxyUserCreate(deps: AdminDeps, o: { email: string; username: string; passwordStdin?: boolean }) {
   const a = await requireAccount(deps, o.email);
-  const problem = newProxyUsernameProblem(o.username);
-  if (problem) throw new AdminError(`username: ${problem}`);
   const given = await readPassword(deps, { passwordStdin: o.passwordStdin }, false);
-  const password = given ?? generatePassword();
-  const r = await deps.store.proxyUsers.create(a.id, o.username, await hashPassword(password));
-  if (r === 'exists') throw new AdminError(`proxy user ${o.username} already exists`);
-  return { username: o.username, password };
+  const r = await createProxyUser(deps.store, a.id, o.username, given);
+  if (!r.ok) throw new AdminError(r.problem === 'exists' ? `proxy user ${o.username} already exists` : `username: ${r.detail}`);
+  return { username: o.username, password: r.password };
 }
 
 export async function whitelistSetStatus(deps: AdminDeps, o: { email: string; ip: string; status: string }) {

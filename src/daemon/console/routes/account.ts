@@ -1,7 +1,8 @@
 // Account page: details, the API token card (create/reset with a confirmation step, shown once), password, sessions.
 import type { FastifyInstance } from 'fastify';
 import { passwordProblem } from '../../../contract/password.js';
-import { hashPassword, mintToken, verifyPassword } from '../../secrets.js';
+import { hashPassword, verifyPassword } from '../../secrets.js';
+import { resetToken } from '../../services/tokens.js';
 import { accountOf, field, seeOther, sendHtml, setFlash, takeFlash, type ConsoleDeps } from '../deps.js';
 import { accountPage, tokenConfirmPage } from '../pages/account.js';
 import { SESSION_COOKIE } from '../session.js';
@@ -47,9 +48,8 @@ export default function accountRoutes(app: FastifyInstance, deps: ConsoleDeps): 
 
   app.post('/token', async (request, reply) => {
     const account = accountOf(request);
-    const minted = mintToken();
     // Disables the old token and stores the new one in one transaction: the old one gets 401 at once.
-    await store.tokens.replace(account.id, minted.accessKey, minted.secretHash);
+    const minted = await resetToken(store, account.id);
     request.session.reveal = { kind: 'token', sealed: deps.sealer.seal(minted.token) };
     request.log.info({ event: 'console_token_reset', account_id: account.id, access_key: minted.accessKey }, 'api token made in the console');
     return seeOther(reply, '/console/account');

@@ -1,9 +1,9 @@
 // Proxy users page: create (password generated and shown once), reset password, delete.
 import type { FastifyInstance } from 'fastify';
-import { generatePassword, hashPassword } from '../../secrets.js';
 import { accountOf, field, seeOther, sendHtml, setFlash, takeFlash, type ConsoleDeps } from '../deps.js';
 import { proxyUsersPage } from '../pages/proxy-users.js';
-import { isProxyUsername, newProxyUsernameProblem } from '../../../contract/proxy-username.js';
+import { isProxyUsername } from '../../../contract/proxy-username.js';
+import { createProxyUser, resetProxyUserPassword } from '../../services/proxy-users.js';
 
 export default function proxyUserRoutes(app: FastifyInstance, deps: ConsoleDeps): void {
   const users = deps.ctx.store.proxyUsers;
@@ -26,22 +26,19 @@ export default function proxyUserRoutes(app: FastifyInstance, deps: ConsoleDeps)
   app.post('/proxy-users', async (request, reply) => {
     const account = accountOf(request);
     const username = field(request.body, 'username').trim();
-    if (!isProxyUsername(username)) {
-      setFlash(request, 'error', 'Usernames have 3–64 characters: letters, digits, dot, underscore or hyphen.');
+    const created = await createProxyUser(deps.ctx.store, account.id, username);
+    if (!created.ok) {
+      const message =
+        created.problem === 'exists'
+          ? `The username ${username} is taken. Choose another one.`
+          : isProxyUsername(username)
+            ? 'Usernames may not contain "-session-": it is how a login asks for a sticky session (name-session-ID).'
+            : 'Usernames have 3–64 characters: letters, digits, dot, underscore or hyphen.';
+      setFlash(request, 'error', message);
       return seeOther(reply, '/console/proxy-users');
     }
-    if (newProxyUsernameProblem(username)) {
-      setFlash(request, 'error', 'Usernames may not contain "-session-": it is how a login asks for a sticky session (name-session-ID).');
-      return seeOther(reply, '/console/proxy-users');
-    }
-    const password = generatePassword();
-    const created = await users.create(account.id, username, await hashPassword(password));
-    if (created === 'exists') {
-      setFlash(request, 'error', `The username ${username} is taken. Choose another one.`);
-      return seeOther(reply, '/console/proxy-users');
-    }
-    request.session.reveal = { kind: 'proxy-password', sealed: deps.sealer.seal(password), label: username };
-    request.log.info({ event: 'console_proxy_user_created', account_id: account.id, proxy_user_id: created.id }, 'proxy user created');
+    request.session.reveal = { kind: 'proxy-password', sealed: deps.sealer.seal(created.password), label: username };
+    request.log.info({ event: 'console_proxy_user_created', account_id: account.id, proxy_user_id: created.user.id }, 'proxy user created');
     return seeOther(reply, '/console/proxy-users');
   });
 
@@ -52,8 +49,7 @@ export default function proxyUserRoutes(app: FastifyInstance, deps: ConsoleDeps)
       setFlash(request, 'error', 'That proxy user does not exist.');
       return seeOther(reply, '/console/proxy-users');
     }
-    const password = generatePassword();
-    await users.setPassword(account.id, user.id, await hashPassword(password));
+    const password = await resetProxyUserPassword(deps.ctx.store, account.id, user.id);
     request.session.reveal = { kind: 'proxy-password', sealed: deps.sealer.seal(password), label: user.username };
     request.log.info({ event: 'console_proxy_user_reset', account_id: account.id, proxy_user_id: user.id }, 'proxy user password reset');
     return seeOther(reply, '/console/proxy-users');
