@@ -7,6 +7,7 @@ import type { Context } from './context.js';
 import type { Deps } from './deps.js';
 import { Exit, type ExitCode } from './exit-codes.js';
 import type { Io } from './io.js';
+import { isStrictIPv4 } from '../contract/ipv4-syntax.js';
 import { MAX_PAGE_SIZE } from '../contract/paths.js';
 import { VERSION } from '../contract/version.js';
 
@@ -44,14 +45,12 @@ function intOption(InvalidArgumentError: Commander['InvalidArgumentError'], name
   };
 }
 
-const IPV4 = /^(25[0-5]|2[0-4]\d|1\d\d|[1-9]\d|\d)(\.(25[0-5]|2[0-4]\d|1\d\d|[1-9]\d|\d)){3}$/;
-
 export function buildProgram(commander: Commander, run: (cmd: Command, runner: Runner) => Promise<void>, io: Pick<Io, 'stdout' | 'stderr'>): Command {
   const { Argument, Command, InvalidArgumentError, Option } = commander;
   const int = (name: string, min: number, max?: number) => intOption(InvalidArgumentError, name, min, max);
   // Same strict syntax the server applies; checked here so a typo is a usage error, not a 10400.
   const ipOption = (v: string): string => {
-    if (!IPV4.test(v)) throw new InvalidArgumentError('not an IPv4 address');
+    if (!isStrictIPv4(v)) throw new InvalidArgumentError('not an IPv4 address');
     return v;
   };
   const program = new Command('proxyctl');

@@ -1,14 +1,8 @@
 // Whitelist IPv4 policy: strict dotted-decimal syntax, then the IANA special-purpose registry.
-import { isIPv4 } from 'node:net';
 import ipaddr from 'ipaddr.js';
+import { isStrictIPv4 } from './ipv4-syntax.js';
 
-// Four decimal octets 0-255, no leading zeros, no signs, no whitespace.
-const DOTTED_DECIMAL = /^(25[0-5]|2[0-4]\d|1\d\d|[1-9]\d|\d)(\.(25[0-5]|2[0-4]\d|1\d\d|[1-9]\d|\d)){3}$/;
-
-/** True only for canonical dotted-decimal IPv4 ("1.2.3.4"); no IPv6, mapped, hex, octal or short forms. */
-export function isStrictIPv4(s: unknown): s is string {
-  return typeof s === 'string' && s.length <= 15 && DOTTED_DECIMAL.test(s) && isIPv4(s);
-}
+export { isStrictIPv4 };
 
 /**
  * IANA IPv4 Special-Purpose Address Registry (RFC 6890 and updates) plus multicast.

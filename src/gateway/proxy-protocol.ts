@@ -32,6 +32,7 @@ export function detectProxyHeader(buf: Uint8Array): 'none' | 'maybe' | 'v1' | 'v
   return 'none';
 }
 
+// The strict dotted-decimal pattern of src/contract/ipv4-syntax.ts; the gateway imports nothing of ours.
 const V1_IPV4 = /^(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])(?:\.(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])){3}$/;
 const V1_PORT = /^(?:0|[1-9][0-9]{0,4})$/;
 

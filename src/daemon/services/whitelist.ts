@@ -1,6 +1,7 @@
 // The whitelist rules (docs/api.md List, Add, Delete), shared by the API and the console (one implementation).
 import { BusinessError, Code, ITEM_REASON, partialMessage, type ItemCode } from '../../contract/codes.js';
 import { checkWhitelistIpv4, codePointLength, isStrictIPv4, MAX_REMARK_CODE_POINTS } from '../../contract/ipv4.js';
+import { MAX_BATCH_ITEMS } from '../../contract/paths.js';
 import { isoSeconds, type BatchResult, type FailedItem, type ListData, type ListQuery, type WhitelistItem } from '../../contract/schemas.js';
 import { isMainlandChina, type CountryLookup } from './geo.js';
 import { StoreUnavailableError, type ListFilter, type Store, type WhitelistEntry, type WhitelistPage } from '../store/index.js';
@@ -47,6 +48,11 @@ function outcomeOf(per: Array<{ ip: string; code: ItemCode | null }>): BatchOutc
 }
 
 
+/** The batch limit (10413, nothing processed): the one home of the rule; the API checks it before the body's schema. */
+export function assertBatchSize(n: number): void {
+  if (n > MAX_BATCH_ITEMS) throw new BusinessError(Code.TOO_MANY_ITEMS);
+}
+
 export class WhitelistService {
   constructor(
     private readonly store: Store,
@@ -74,6 +80,7 @@ export class WhitelistService {
    * Verification is checked here, before any item. Database out of reach: 503.
    */
   async add(accountId: number, items: ReadonlyArray<{ ip: string; remark?: string | undefined }>): Promise<BatchOutcome> {
+    assertBatchSize(items.length);
     const account = await this.store.accounts.get(accountId);
     if (!account || account.status !== 'active') throw new BusinessError(Code.INVALID_API_KEY);
     if (!account.verified) throw new BusinessError(Code.NOT_VERIFIED);
@@ -93,6 +100,7 @@ export class WhitelistService {
   }
 
   async delete(accountId: number, ips: readonly string[]): Promise<BatchOutcome> {
+    assertBatchSize(ips.length);
     const problems = ips.map((ip) => (isStrictIPv4(ip) ? null : Code.INVALID_IPV4));
     const results = await this.batch(problems, (sent) => this.store.whitelist.releaseIps(accountId, sent.map((i) => ips[i]!)), 'whitelist delete failed');
     return outcomeOf(

@@ -60,10 +60,6 @@ export default function whitelistRoutes(app: FastifyInstance, deps: ConsoleDeps)
       setFlash(request, 'error', 'Enter at least one IPv4 address.');
       return seeOther(reply, '/console/whitelist');
     }
-    if (ips.length > MAX_BATCH_ITEMS) {
-      setFlash(request, 'error', `${Code.TOO_MANY_ITEMS}: at most ${MAX_BATCH_ITEMS} addresses at once. Nothing was added.`);
-      return seeOther(reply, '/console/whitelist');
-    }
     try {
       const out = await service.add(
         account.id,
@@ -72,7 +68,8 @@ export default function whitelistRoutes(app: FastifyInstance, deps: ConsoleDeps)
       request.session.addResult = { successCount: out.data.success_count, failedItems: out.data.failed_items };
     } catch (e) {
       if (!(e instanceof BusinessError)) throw e;
-      const text = e.code === Code.NOT_VERIFIED ? 'account is not real-name verified' : e.message;
+      const text =
+        e.code === Code.NOT_VERIFIED ? 'account is not real-name verified' : e.code === Code.TOO_MANY_ITEMS ? `at most ${MAX_BATCH_ITEMS} addresses at once` : e.message;
       setFlash(request, 'error', `${e.code}: ${text}. Nothing was added.`);
     }
     return seeOther(reply, '/console/whitelist');
