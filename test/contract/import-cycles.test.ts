@@ -94,6 +94,21 @@ describe('import graph of src/', () => {
     expect(wrong).toEqual([]);
   });
 
+  // Inside src/daemon/ (docs/architecture.md, "Rooms"): a room's files import only what its line there allows.
+  const inDaemon = (f: string, dir: string) => rel(f).startsWith(`src/daemon/${dir}/`);
+  const INNER: Array<{ rule: string; from: (f: string) => boolean; forbidden: (to: string) => boolean }> = [
+    { rule: 'a store backend imports nothing outside store/', from: (f) => inDaemon(f, 'store'), forbidden: (to) => !inDaemon(to, 'store') && !rel(to).startsWith('src/contract/') },
+    { rule: 'the console does not import the API', from: (f) => inDaemon(f, 'console'), forbidden: (to) => inDaemon(to, 'api') },
+    { rule: "api/body.ts does not reach into the API's routes", from: (f) => rel(f) === 'src/daemon/api/body.ts', forbidden: (to) => inDaemon(to, 'api/routes') },
+    { rule: 'the gateway-facing admission imports no HTTP side', from: (f) => inDaemon(f, 'admission'), forbidden: (to) => inDaemon(to, 'api') || inDaemon(to, 'console') },
+  ];
+
+  it.each(INNER.map((r) => [r.rule, r] as const))('inner rule: %s', (_name, r) => {
+    const wrong: string[] = [];
+    for (const [from, deps] of graph(false)) if (r.from(from)) for (const to of deps) if (r.forbidden(to)) wrong.push(`${rel(from)} -> ${rel(to)}`);
+    expect(wrong).toEqual([]);
+  });
+
   it('imports no private path of a dependency', () => {
     const priv = /^(?:@[^/]+\/)?[^./][^/]*\/(?:lib|dist|src|types|internal)\//;
     const bad = sources(SRC).flatMap((f) => specifiersOf(f, false).filter((s) => priv.test(s)).map((s) => `${rel(f)}: ${s}`));

@@ -1,7 +1,7 @@
 // An in-process API app over a real database (SQLite file in a temp dir, or a fresh PostgreSQL database), with an injectable clock.
 import type { FastifyInstance } from 'fastify';
 import { buildApp } from '../../src/daemon/api/app.js';
-import type { ApiContext } from '../../src/daemon/api/context.js';
+import type { ApiContext } from '../../src/daemon/services/context.js';
 import { openCountryLookup } from '../../src/daemon/services/geo.js';
 import { Metrics } from '../../src/daemon/observe/metrics.js';
 import { ApiLimits, DEFAULT_LIMITS, type LimitSettings } from '../../src/daemon/ratelimit/api-limits.js';

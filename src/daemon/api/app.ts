@@ -8,7 +8,7 @@ import { API_PATHS, MAX_BODY_BYTES } from '../../contract/paths.js';
 import type { DaemonLog } from '../log.js';
 import { LimiterUnavailableError } from '../ratelimit/limiter.js';
 import { StoreUnavailableError } from '../store/index.js';
-import type { ApiContext } from './context.js';
+import type { ApiContext } from '../services/context.js';
 import { sendEnvelope } from './envelope.js';
 import daemonEndpoints from './routes/daemon-endpoints.js';
 import addRoute from './routes/whitelist-add.js';

@@ -2,7 +2,6 @@
 import type { FastifyRequest } from 'fastify';
 import { BusinessError, Code } from '../../contract/codes.js';
 import { findDuplicateKey } from '../../contract/json.js';
-import { safeName } from './routes/query.js';
 
 const JSON_TYPE = /^application\/json\s*(;.*)?$/i;
 
@@ -30,4 +29,9 @@ export function parseJsonBody(request: FastifyRequest): unknown {
   const dup = findDuplicateKey(text);
   if (dup !== null) throw new BusinessError(Code.INVALID_PARAMS, `invalid parameters: duplicate key ${safeName(dup)}`);
   return value;
+}
+
+/** A parameter name fit to echo back: short and plain, else a placeholder. */
+export function safeName(key: string): string {
+  return /^[A-Za-z0-9_.-]{1,32}$/.test(key) ? key : '(unprintable)';
 }

@@ -1,6 +1,6 @@
 // What the console routes are built from, and small helpers they share.
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import type { ApiContext } from '../api/context.js';
+import type { ApiContext } from '../services/context.js';
 import type { Account, ConsoleSessionStore } from '../store/index.js';
 import type { Html } from './html.js';
 import type { LoginLimiter } from './login-limiter.js';

@@ -6,7 +6,8 @@ import fastifyCsrf from '@fastify/csrf-protection';
 import fastifyFormbody from '@fastify/formbody';
 import fastifySession from '@fastify/session';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import type { ApiContext } from '../api/context.js';
+import type { ApiContext } from '../services/context.js';
+import { randomKey } from '../secrets.js';
 import { StoreUnavailableError } from '../store/index.js';
 import { CONSOLE_CSS, COPY_JS, LOGO_SVG } from './assets.js';
 import { seeOther, sendHtml, type ConsoleDeps } from './deps.js';
@@ -28,7 +29,7 @@ interface ConsoleOptions {
 }
 
 export async function consolePlugin(app: FastifyInstance, ctx: ApiContext, opts: ConsoleOptions = {}): Promise<void> {
-  const secret = opts.sessionSecret ?? (await ctx.store.fleetSecret('console_session')) ?? loadSessionSecret(ctx.store.location);
+  const secret = opts.sessionSecret ?? (await ctx.store.fleetSecret('console_session', randomKey())) ?? loadSessionSecret(ctx.store.location);
   const sessions = ctx.store.sessions;
   const deps: ConsoleDeps = { ctx, sessions, sealer: new RevealSealer(secret), limiter: new LoginLimiter(opts.loginLimits, ctx.nowMs) };
   const pruner = setInterval(() => {

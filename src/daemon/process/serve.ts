@@ -8,7 +8,7 @@ import { StoreAdmissionFeed } from '../admission/feed.js';
 import { AdmissionView } from '../admission/view.js';
 import { buildApp } from '../api/app.js';
 import { consolePlugin } from '../console/index.js';
-import type { ApiContext } from '../api/context.js';
+import type { ApiContext } from '../services/context.js';
 import { formatHostPort, type ServeConfig } from './config.js';
 import { checkBindable, stickySessionsFor } from './egress-pool.js';
 import { parseProxyUsername } from '../../contract/proxy-username.js';

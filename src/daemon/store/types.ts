@@ -278,8 +278,8 @@ export interface Store {
   readonly changeLog: ChangeLogStore;
   /** The rate-hit log for limits shared between processes (SQLite: on a connection that never waits for a lock). */
   sharedRateHits(): RateHitStore;
-  /** A secret every node of a fleet shares (created once), or null when the data dir holds it instead. */
-  fleetSecret(name: string): Promise<string | null>;
+  /** A secret every node of a fleet shares: `candidate` if this call creates it, else the one stored first; null when the data dir holds it instead. */
+  fleetSecret(name: string, candidate: string): Promise<string | null>;
   /** True when the database answers. Never throws. */
   ping(): Promise<boolean>;
   /** Corruption the backend can detect; empty when sound. */

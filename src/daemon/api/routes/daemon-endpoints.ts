@@ -1,7 +1,7 @@
 // GET /healthz, /metrics, /ip, /openapi.json: the daemon's operational endpoints on the API listener.
 import type { FastifyInstance } from 'fastify';
 import { DAEMON_PATHS } from '../../../contract/paths.js';
-import type { ApiContext } from '../context.js';
+import type { ApiContext } from '../../services/context.js';
 import { sourceIp } from '../source-ip.js';
 import openapiRoute from './openapi.js';
 

@@ -5,6 +5,7 @@ import { API_KEY_PARAM } from '../../../contract/paths.js';
 import { assertBatchSize } from '../../services/whitelist.js';
 import { firstIssueField } from '../../../contract/schemas.js';
 import { rawQuery } from '../auth.js';
+import { safeName } from '../body.js';
 
 /** add/delete take only `api_key` in the query. */
 export function rejectExtraQuery(request: FastifyRequest): void {
@@ -13,10 +14,6 @@ export function rejectExtraQuery(request: FastifyRequest): void {
   }
 }
 
-/** A parameter name fit to echo back: short and plain, else a placeholder. */
-export function safeName(key: string): string {
-  return /^[A-Za-z0-9_.-]{1,32}$/.test(key) ? key : '(unprintable)';
-}
 
 /** An add/delete body: more than 100 elements in `key` is 10413 (checked first), else the schema decides (10400). */
 export function parseBatchBody<S extends z.ZodType>(body: unknown, key: 'items' | 'ips', schema: S): z.infer<S> {

@@ -2,7 +2,7 @@
 import type { FastifyInstance } from 'fastify';
 import { API_PATHS } from '../../../contract/paths.js';
 import { AddBodySchema } from '../../../contract/schemas.js';
-import type { ApiContext } from '../context.js';
+import type { ApiContext } from '../../services/context.js';
 import { makeAuthHook } from '../auth.js';
 import { parseJsonBody } from '../body.js';
 import { sendEnvelope } from '../envelope.js';

@@ -3,12 +3,12 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { BusinessError, Code } from '../../../contract/codes.js';
 import { API_KEY_PARAM, API_PATHS } from '../../../contract/paths.js';
 import { firstIssueField, ListQuerySchema, type ListQuery } from '../../../contract/schemas.js';
-import type { ApiContext } from '../context.js';
+import type { ApiContext } from '../../services/context.js';
 import { makeAuthHook, rawQuery } from '../auth.js';
 import { listFilter } from '../../services/whitelist.js';
 import type { ListFilter } from '../../store/index.js';
 import { sendEnvelope } from '../envelope.js';
-import { safeName } from './query.js';
+import { safeName } from '../body.js';
 
 /** The query without api_key; a repeated or unknown parameter is an error naming it. */
 export function parseListQuery(raw: string) {

@@ -7,7 +7,6 @@ import type {
   SessionRecord, Store, TokenStore, TrafficDelta, TrafficStore, WhitelistEntry, WhitelistStore, WindowDecision,
 } from '../types.js';
 import { DEFAULT_RELEASE_GRACE_SEC } from '../types.js';
-import { randomKey } from '../../secrets.js';
 import { PgChangeLogStore } from './change-log.js';
 import { BACKGROUND_POOL_SIZE, connect, guard, isBusy, migrate, redactUrl, type Sql } from './db.js';
 
@@ -473,8 +472,8 @@ export class PostgresStore implements Store {
     return this.rateHits;
   }
 
-  async fleetSecret(name: string): Promise<string | null> {
-    const fresh = randomKey();
+  async fleetSecret(name: string, candidate: string): Promise<string | null> {
+    const fresh = candidate;
     // Whichever node is first writes it; a node that lost the race reads the winner's on the next round.
     for (let i = 0; i < 5; i++) {
       const [r] = await guard(() => this.sql<{ value: string }[]>`

@@ -1,9 +1,9 @@
-// What the HTTP side of the daemon is built from; serve.ts makes one per worker.
+// What the HTTP side of the daemon (the API and the console alike) is built from; serve.ts makes one per worker.
 import type { HealthReport } from '../observe/health.js';
 import type { ApiLimits } from '../ratelimit/api-limits.js';
 import type { Metrics } from '../observe/metrics.js';
 import type { Store } from '../store/index.js';
-import type { WhitelistService } from '../services/whitelist.js';
+import type { WhitelistService } from './whitelist.js';
 
 export interface ApiContext {
   store: Store;
