@@ -6,6 +6,7 @@ import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { admin, dataDirFor, makeAccount, startDaemon, type Daemon, LIST } from '../helpers/daemon.js';
 import { tcpEcho, addrOf } from '../helpers/net.js';
+import { probe } from './fleet-probe.js';
 import { makeTemplate, postgresSkipReason, startPostgres, type PgCluster } from '../helpers/postgres.js';
 import { sleep } from '../helpers/wait.js';
 
@@ -14,28 +15,8 @@ const STALE_S = 2;
 let pg: PgCluster;
 let nodes: Daemon[] = [];
 let token: string;
-let auth: string;
+let password: string;
 let echo: net.Server;
-
-/** CONNECT through a node's HTTP proxy with the proxy user's credentials: the answer's status (0: no answer). */
-function connectStatus(node: Daemon): Promise<number> {
-  const [host, port] = node.httpProxy.split(':');
-  return new Promise((resolve) => {
-    const s = net.connect(Number(port), host!);
-    let head = '';
-    const done = (code: number) => {
-      s.destroy();
-      resolve(code);
-    };
-    s.setTimeout(3000, () => done(0));
-    s.on('error', () => done(0));
-    s.on('connect', () => s.write(`CONNECT ${addrOf(echo)} HTTP/1.1\r\nHost: ${addrOf(echo)}\r\nProxy-Authorization: Basic ${auth}\r\n\r\n`));
-    s.on('data', (d) => {
-      head += d.toString('latin1');
-      if (head.includes('\r\n')) done(Number(head.split(' ')[1]));
-    });
-  });
-}
 
 async function listStatus(node: Daemon): Promise<number> {
   try {
@@ -82,6 +63,9 @@ function assertBounded(times: Array<{ api: number; gateway: number }>): void {
   for (const node of nodes) expect(node.proc.exitCode, node.logs.slice(-20).join('\n')).toBeNull();
 }
 
+/** CONNECT through a node's HTTP proxy with the proxy user's credentials: the answer's status (0: none). */
+const connectStatus = (node: Daemon) => probe(node.httpProxy, addrOf(echo), { user: 'back', password });
+
 describe.skipIf(skip !== null)(`recovery after a PostgreSQL outage, three nodes${skip ? ` (skipped: ${skip})` : ''}`, () => {
   beforeAll(async () => {
     pg = await startPostgres();
@@ -89,7 +73,7 @@ describe.skipIf(skip !== null)(`recovery after a PostgreSQL outage, three nodes$
     const first = await dataDirFor('postgres', pg.url);
     token = (await makeAccount(first, 'back@example.com')).token;
     const pu = await admin(first, ['proxy-user', 'create', '--email', 'back@example.com', '--username', 'back']);
-    auth = Buffer.from(`back:${pu.json.password}`).toString('base64');
+    password = pu.json.password;
     echo = await tcpEcho();
     const args = ['--allow-private-targets', '--stale-admission', String(STALE_S), '--rate-limits', 'list=100000,add=100000,delete=100000'];
     nodes = [await startDaemon({ dataDir: first, args })];

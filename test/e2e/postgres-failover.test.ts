@@ -8,6 +8,7 @@ import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { admin, dataDirFor, startDaemon, type Daemon, ADD, LIST } from '../helpers/daemon.js';
 import { addrOf, tcpEcho } from '../helpers/net.js';
+import { probe } from './fleet-probe.js';
 import { postgresSkipReason, startPostgres, type PgCluster } from '../helpers/postgres.js';
 import { sleep } from '../helpers/wait.js';
 import { pub } from '../ops/helpers.js';
@@ -19,7 +20,7 @@ let standby: PgCluster;
 let nodes: Daemon[] = [];
 let url: string;
 let token: string;
-let auth: string;
+let password: string;
 let echo: net.Server;
 let next = 0;
 
@@ -36,25 +37,6 @@ async function call(node: Daemon, path: string, body?: unknown): Promise<{ statu
   }
 }
 
-function connectStatus(node: Daemon): Promise<number> {
-  const [host, port] = node.httpProxy.split(':');
-  return new Promise((resolve) => {
-    const s = net.connect(Number(port), host!);
-    let head = '';
-    const done = (code: number) => {
-      s.destroy();
-      resolve(code);
-    };
-    s.setTimeout(3000, () => done(0));
-    s.on('error', () => done(0));
-    s.on('connect', () => s.write(`CONNECT ${addrOf(echo)} HTTP/1.1\r\nHost: ${addrOf(echo)}\r\nProxy-Authorization: Basic ${auth}\r\n\r\n`));
-    s.on('data', (d) => {
-      head += d.toString('latin1');
-      if (head.includes('\r\n')) done(Number(head.split(' ')[1]));
-    });
-  });
-}
-
 async function firstOk(t0: number, probe: () => Promise<boolean>, limitMs = 20_000): Promise<number> {
   for (;;) {
     if (await probe()) return Date.now() - t0;
@@ -62,6 +44,9 @@ async function firstOk(t0: number, probe: () => Promise<boolean>, limitMs = 20_0
     await sleep(25);
   }
 }
+
+/** CONNECT through a node's HTTP proxy with the proxy user's credentials: the answer's status (0: none). */
+const connectStatus = (node: Daemon) => probe(node.httpProxy, addrOf(echo), { user: 'hauser', password });
 
 describe.skipIf(skip !== null)(`failover to a promoted synchronous standby${skip ? ` (skipped: ${skip})` : ''}`, () => {
   beforeAll(async () => {
@@ -88,7 +73,7 @@ describe.skipIf(skip !== null)(`failover to a promoted synchronous standby${skip
     expect((await admin(dir, withUrl(['account', 'create', '--email', 'ha@example.com', '--password-stdin', '--verified']), 'console password 1\n')).code).toBe(0);
     token = (await admin(dir, withUrl(['token', 'reset', '--email', 'ha@example.com']))).json.token;
     const pu = await admin(dir, withUrl(['proxy-user', 'create', '--email', 'ha@example.com', '--username', 'hauser']));
-    auth = Buffer.from(`hauser:${pu.json.password}`).toString('base64');
+    password = pu.json.password;
     for (const node of nodes) await firstOk(Date.now(), async () => (await connectStatus(node)) === 200);
   }, 120_000);
 
