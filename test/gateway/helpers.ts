@@ -10,6 +10,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { startGateway } from '../../src/gateway/index.js';
 import type { AdmitResult, Admitter, Gateway, GatewayOptions, TrafficSink } from '../../src/gateway/types.js';
+import { sleep, waitFor } from '../helpers/wait.js';
 
 export class TestAdmitter implements Admitter {
   users = new Map<string, { password: string; accountId: number }>();
@@ -280,16 +281,11 @@ export class RawClient {
   }
 }
 
-export function sleep(ms: number): Promise<void> {
-  return new Promise((r) => setTimeout(r, ms));
-}
+export { sleep };
 
+/** Polls until `check` holds (test/helpers/wait.ts's waitFor, for a plain condition). */
 export async function eventually(check: () => boolean | Promise<boolean>, timeoutMs = 5000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error('condition not met in time');
-    await sleep(20);
-  }
+  await waitFor('a condition', check, timeoutMs);
 }
 
 export function basic(user: string, pass: string): string {
