@@ -1,11 +1,11 @@
 // The one-call paths (docs/decisions.md, "a batch is one call" and "admission is one round trip"):
 // claimIps / releaseIps give the outcomes of one-by-one processing on both backends, and on PostgreSQL
-// tokens.admit answers every admission case as the stepwise checks do.
+// tokens.checkCall answers every admission case as the stepwise checks do.
 import { afterEach, describe, expect, it } from 'vitest';
 import { connect } from '../../src/daemon/store/postgres/db.js';
 import { PostgresStore } from '../../src/daemon/store/postgres/index.js';
 import { SqliteStore } from '../../src/daemon/store/sqlite/index.js';
-import type { ApiAdmitRequest, Store } from '../../src/daemon/store/index.js';
+import type { ApiCallCheck, Store } from '../../src/daemon/store/index.js';
 import { mintToken, sha256 } from '../../src/daemon/secrets.js';
 import { BACKENDS, createDatabase } from '../helpers/postgres.js';
 import { tempDir } from '../helpers/daemon.js';
@@ -76,7 +76,7 @@ describe.runIf(BACKENDS.includes('postgres'))('PostgreSQL one-call paths', () =>
     await Promise.all([
       store.whitelist.claimIps(id, batch),
       store.whitelist.releaseIps(id, ['8.8.0.1']),
-      ...Array.from({ length: 8 }, (_, i) => store.tokens.admit!({
+      ...Array.from({ length: 8 }, (_, i) => store.tokens.checkCall!({
         badKey: 'bad:127.0.0.9', badLimit: 20, accessKey: t.accessKey, secretHash: t.secretHash,
         rateKey: `tok:list:${i}`, rateLimit: 60, windowMs: 60_000, nowMs: Date.now(), list: { limit: 20, offset: 0 },
       })),
@@ -101,52 +101,52 @@ describe.runIf(BACKENDS.includes('postgres'))('PostgreSQL one-call paths', () =>
   it('admits in one call with the stepwise answers: lock-out, every 401 cause, the limit, the page', async () => {
     let now = Date.UTC(2026, 10, 23, 12, 0, 0);
     const { store } = await openBackend('postgres', () => now);
-    const admit = store.tokens.admit!.bind(store.tokens);
+    const checkCall = store.tokens.checkCall!.bind(store.tokens);
     const id = await account(store, 'a@example.com');
     const t = mintToken();
     await store.tokens.replace(id, t.accessKey, t.secretHash);
     await store.whitelist.claimIps(id, [{ ip: '8.8.8.8', remark: 'one' }, { ip: '8.8.4.4', remark: 'two' }]);
     await store.whitelist.setStatus(id, '8.8.4.4', 2);
-    const req = (over: Partial<ApiAdmitRequest> = {}): ApiAdmitRequest => ({
+    const req = (over: Partial<ApiCallCheck> = {}): ApiCallCheck => ({
       badKey: 'bad:127.0.0.9', badLimit: 3, accessKey: t.accessKey, secretHash: t.secretHash,
       rateKey: `tok:list:${t.accessKey}`, rateLimit: 2, windowMs: 60_000, nowMs: now, ...over,
     });
 
-    const ok = await admit(req({ list: { limit: 1, offset: 0 } }));
+    const ok = await checkCall(req({ list: { limit: 1, offset: 0 } }));
     expect(ok).toMatchObject({ kind: 'ok', accountId: id, accessKey: t.accessKey });
     if (ok === 'busy' || ok.kind !== 'ok') throw new Error('not ok');
     expect(ok.page!.total).toBe(2);
     expect(ok.page!.items).toEqual([expect.objectContaining({ ip: '8.8.4.4', remark: 'two', status: 2, account_id: id })]);
     // Filters, and a page past the end still carries the total.
-    const filtered = await admit(req({ rateKey: 'tok:list:other', list: { status: 1, limit: 20, offset: 0 } }));
+    const filtered = await checkCall(req({ rateKey: 'tok:list:other', list: { status: 1, limit: 20, offset: 0 } }));
     expect(filtered !== 'busy' && filtered.kind === 'ok' && filtered.page!.items.map((e) => e.ip)).toEqual(['8.8.8.8']);
-    const past = await admit(req({ rateKey: 'tok:list:other2', list: { ip: '8.8.8.8', limit: 20, offset: 20 } }));
+    const past = await checkCall(req({ rateKey: 'tok:list:other2', list: { ip: '8.8.8.8', limit: 20, offset: 20 } }));
     expect(past !== 'busy' && past.kind === 'ok' && past.page).toEqual({ items: [], total: 1 });
     // Not a list call: no page.
-    const noPage = await admit(req({ rateKey: 'tok:add:x' }));
+    const noPage = await checkCall(req({ rateKey: 'tok:add:x' }));
     expect(noPage !== 'busy' && noPage.kind === 'ok' && noPage.page).toBeUndefined();
 
     // The token's limit (2 in the window): the third is refused, with when the oldest hit leaves.
-    expect(await admit(req())).toMatchObject({ kind: 'ok' });
-    const limited = await admit(req());
+    expect(await checkCall(req())).toMatchObject({ kind: 'ok' });
+    const limited = await checkCall(req());
     expect(limited).toEqual({ kind: 'limited', oldestAtMs: now });
 
     // Every 401 cause is one answer, and each counts against the source IP.
-    expect(await admit(req({ secretHash: sha256('wrong') }))).toEqual({ kind: 'invalid' });
-    expect(await admit(req({ accessKey: 'ak00000000000000000000' }))).toEqual({ kind: 'invalid' });
+    expect(await checkCall(req({ secretHash: sha256('wrong') }))).toEqual({ kind: 'invalid' });
+    expect(await checkCall(req({ accessKey: 'ak00000000000000000000' }))).toEqual({ kind: 'invalid' });
     await store.accounts.setStatus(id, 'suspended');
-    expect(await admit(req({ rateKey: 'tok:list:y' }))).toEqual({ kind: 'invalid' });
+    expect(await checkCall(req({ rateKey: 'tok:list:y' }))).toEqual({ kind: 'invalid' });
     // Three invalid: the source IP is locked out, before the token is looked at (a good token too).
     await store.accounts.setStatus(id, 'active');
-    expect(await admit(req({ rateKey: 'tok:list:z' }))).toEqual({ kind: 'locked', oldestAtMs: now });
+    expect(await checkCall(req({ rateKey: 'tok:list:z' }))).toEqual({ kind: 'locked', oldestAtMs: now });
     // The window moves on: the lock-out ends, the token works again.
     now += 60_001;
-    expect(await admit(req({ nowMs: now, rateKey: 'tok:list:z' }))).toMatchObject({ kind: 'ok' });
+    expect(await checkCall(req({ nowMs: now, rateKey: 'tok:list:z' }))).toMatchObject({ kind: 'ok' });
 
     // Expired and disabled tokens are invalid too.
     const e = mintToken();
     await store.tokens.replace(id, e.accessKey, e.secretHash, Math.floor(now / 1000));
-    expect(await admit(req({ nowMs: now, badKey: 'bad:127.0.0.10', accessKey: e.accessKey, secretHash: e.secretHash }))).toEqual({ kind: 'invalid' });
-    expect(await admit(req({ nowMs: now, badKey: 'bad:127.0.0.10', accessKey: t.accessKey, secretHash: t.secretHash }))).toEqual({ kind: 'invalid' });
+    expect(await checkCall(req({ nowMs: now, badKey: 'bad:127.0.0.10', accessKey: e.accessKey, secretHash: e.secretHash }))).toEqual({ kind: 'invalid' });
+    expect(await checkCall(req({ nowMs: now, badKey: 'bad:127.0.0.10', accessKey: t.accessKey, secretHash: t.secretHash }))).toEqual({ kind: 'invalid' });
   });
 });

@@ -59,14 +59,14 @@ function lockOutMessage(ip: string, limit: number, retryAfterSeconds: number | u
 }
 
 /** What the checks before a handler decided: in the order the limits apply (docs/api.md Limits). */
-type Admission =
+type CallerCheck =
   | { kind: 'locked'; retryAfterSeconds: number }
   | { kind: 'invalid' }
   | { kind: 'limited'; retryAfterSeconds: number }
   | { kind: 'ok'; caller: ApiCaller; page?: WhitelistPage | undefined };
 
 /** Lock-out, token, and the token's limit, one step each (limits in memory, Redis or SQLite). */
-async function admitStepwise(store: Store, limits: ApiLimits, ip: string, query: URLSearchParams, route: ApiRoute, nowMs: number): Promise<Admission> {
+async function checkStepwise(store: Store, limits: ApiLimits, ip: string, query: URLSearchParams, route: ApiRoute, nowMs: number): Promise<CallerCheck> {
   const lock = await limits.checkSourceIp(ip);
   if (!lock.allowed) return { kind: 'locked', retryAfterSeconds: lock.retryAfterSeconds };
   const caller = await authenticate(store, query, Math.floor(nowMs / 1000));
@@ -80,9 +80,9 @@ async function admitStepwise(store: Store, limits: ApiLimits, ip: string, query:
 }
 
 /** The same checks as one database call, where the limits live in the store's own database (PostgreSQL). */
-async function admitInOne(admit: NonNullable<Store['tokens']['admit']>, limits: ApiLimits, ip: string, query: URLSearchParams, route: ApiRoute, nowMs: number, list: ListFilter | undefined): Promise<Admission> {
+async function checkInOne(checkCall: NonNullable<Store['tokens']['checkCall']>, limits: ApiLimits, ip: string, query: URLSearchParams, route: ApiRoute, nowMs: number, list: ListFilter | undefined): Promise<CallerCheck> {
   const parsed = presentedToken(query);
-  const r = await admit({
+  const r = await checkCall({
     badKey: badTokenKey(ip),
     badLimit: limits.settings.invalidTokenPerIp,
     accessKey: parsed?.accessKey ?? DUMMY_ACCESS_KEY,
@@ -102,14 +102,14 @@ async function admitInOne(admit: NonNullable<Store['tokens']['admit']>, limits: 
 
 /** `prefetchList`: for the list route, the filter of a valid query, so its page can come with the admission. */
 export function makeAuthHook(store: Store, limits: ApiLimits, route: ApiRoute, nowMs: () => number = Date.now, prefetchList?: (request: FastifyRequest) => ListFilter | undefined) {
-  const admit = store.tokens.admit?.bind(store.tokens);
+  const checkCall = store.tokens.checkCall?.bind(store.tokens);
   // One round trip only when the limits' window log is this store's own database (windowStoreFor: PostgreSQL, no Redis).
-  const inOne = admit !== undefined && limits.storeKind === 'postgres';
+  const inOne = checkCall !== undefined && limits.storeKind === 'postgres';
   return async function authHook(request: FastifyRequest, reply: FastifyReply): Promise<void> {
     const ip = sourceIp(request);
     const now = nowMs();
     const query = new URLSearchParams(rawQuery(request));
-    const a = inOne ? await admitInOne(admit!, limits, ip, query, route, now, prefetchList?.(request)) : await admitStepwise(store, limits, ip, query, route, now);
+    const a = inOne ? await checkInOne(checkCall!, limits, ip, query, route, now, prefetchList?.(request)) : await checkStepwise(store, limits, ip, query, route, now);
     if (a.kind === 'locked') {
       request.limitedBy = 'source_ip';
       sendEnvelope(request, reply, Code.RATE_LIMITED, null, lockOutMessage(ip, limits.settings.invalidTokenPerIp, a.retryAfterSeconds, now), { retryAfterSeconds: a.retryAfterSeconds });

@@ -111,7 +111,7 @@ export interface AccountStore {
  * IP's invalid-token lock-out, the token (by access key and the SHA-256 of the presented secret), the
  * invalid-token hit when it fails, and the token's per-route hit when it holds. Keys and limits as ApiLimits uses them.
  */
-export interface ApiAdmitRequest {
+export interface ApiCallCheck {
   badKey: string;
   badLimit: number;
   accessKey: string;
@@ -129,7 +129,7 @@ export interface WhitelistPage {
   total: number;
 }
 
-export type ApiAdmitOutcome =
+export type ApiCallVerdict =
   | { kind: 'locked'; oldestAtMs: number | null }
   | { kind: 'invalid' }
   | { kind: 'limited'; oldestAtMs: number | null }
@@ -138,7 +138,7 @@ export type ApiAdmitOutcome =
 export interface TokenStore {
   findByAccessKey(accessKey: string): Promise<ApiTokenWithAccount | null>;
   /** Present where the rate-hit log shares the database (PostgreSQL): one round trip instead of four. */
-  admit?(req: ApiAdmitRequest): Promise<ApiAdmitOutcome | 'busy'>;
+  checkCall?(req: ApiCallCheck): Promise<ApiCallVerdict | 'busy'>;
   activeToken(accountId: number): Promise<ApiToken | null>;
   /** Disables every active token of the account and stores the new one, atomically. */
   replace(accountId: number, accessKey: string, secretHash: Buffer, expiresAt?: number | null): Promise<void>;

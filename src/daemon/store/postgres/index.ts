@@ -2,7 +2,7 @@
 // can be (claims, releases and rate hits are server-side functions); transactions only where several rows
 // must change together. Unreachable → StoreUnavailableError; a lost race → `busy`.
 import type {
-  Account, AccountStatus, AccountStore, ApiAdmitOutcome, ApiAdmitRequest, ApiToken, ApiTokenWithAccount, ClaimOutcome, ConsoleSessionStore,
+  Account, AccountStatus, AccountStore, ApiCallVerdict, ApiCallCheck, ApiToken, ApiTokenWithAccount, ClaimOutcome, ConsoleSessionStore,
   Inconsistencies, ListFilter, ProxyUser, ProxyUserStore, RateHitStore, ReleaseOutcome, Repairs,
   SessionRecord, Store, TokenStore, TrafficDelta, TrafficStore, WhitelistEntry, WhitelistStore, WindowDecision,
 } from '../types.js';
@@ -89,7 +89,7 @@ class PgAccountStore extends PgFamily implements AccountStore {
 }
 
 /** What proxyd_api_admit answers; a page row is [id, ip, remark, status, created_at]. */
-interface AdmitRow {
+interface CallCheckRow {
   o_verdict: 'locked' | 'invalid' | 'limited' | 'ok';
   o_account: number | null;
   o_oldest: number | null;
@@ -107,10 +107,10 @@ class PgTokenStore extends PgFamily implements TokenStore {
     return t ?? null;
   }
 
-  async admit(q: ApiAdmitRequest): Promise<ApiAdmitOutcome | 'busy'> {
+  async checkCall(q: ApiCallCheck): Promise<ApiCallVerdict | 'busy'> {
     const l = q.list;
     const r = await unlessBusy(
-      () => this.sql<AdmitRow[]>`
+      () => this.sql<CallCheckRow[]>`
         SELECT o_verdict, o_account, o_oldest, o_page, o_total FROM proxyd_api_admit(${q.badKey}, ${q.badLimit}::int, ${q.accessKey}, ${q.secretHash},
           ${q.rateKey}, ${q.rateLimit}::int, ${q.windowMs}::bigint, ${q.nowMs}::bigint,
           ${l !== undefined}::boolean, ${l?.status ?? null}::smallint, ${l?.ip ?? null}::text, ${l?.limit ?? 0}::int, ${l?.offset ?? 0}::int)`,
@@ -119,7 +119,7 @@ class PgTokenStore extends PgFamily implements TokenStore {
     if (r === 'busy') return r;
     const row = r[0]!;
     if (row.o_verdict === 'ok') {
-      const out: ApiAdmitOutcome = { kind: 'ok', accountId: row.o_account!, accessKey: q.accessKey };
+      const out: ApiCallVerdict = { kind: 'ok', accountId: row.o_account!, accessKey: q.accessKey };
       if (l !== undefined && row.o_page !== null) {
         const accountId = row.o_account!;
         out.page = {
