@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { basic, curl } from '../gateway/helpers.js';
 import { pool } from '../hostile/net.js';
 import { admin, inspectDb, makeAccount, PROXYCTL, PROXYD, run, startDaemon, tempDir, type Daemon } from '../helpers/daemon.js';
+import { hostPort } from '../hostile/net.js';
 
 const POOL = Array.from({ length: 8 }, (_, i) => `127.0.0.${i + 2}`);
 
@@ -24,13 +25,8 @@ function readAll(socket: net.Socket): Promise<string> {
 /** What the echo target saw as our peer address, or the proxy's refusal. */
 type Via = { ip: string } | { status: number } | { socksAuth: number };
 
-function hostPort(s: string): [string, number] {
-  const i = s.lastIndexOf(':');
-  return [s.slice(0, i), Number(s.slice(i + 1))];
-}
-
 async function viaHttp(proxy: string, target: number, user: string, pass: string): Promise<Via> {
-  const [host, port] = hostPort(proxy);
+  const { host, port } = hostPort(proxy);
   const socket = net.connect(port, host);
   socket.write(`GET http://127.0.0.1:${target}/ HTTP/1.1\r\nHost: 127.0.0.1:${target}\r\nProxy-Authorization: ${basic(user, pass)}\r\nConnection: close\r\n\r\n`);
   const text = await readAll(socket);
@@ -41,7 +37,7 @@ async function viaHttp(proxy: string, target: number, user: string, pass: string
 
 /** SOCKS5 with RFC 1929, CONNECT 127.0.0.1:target, then one HTTP request through the tunnel. */
 async function viaSocks(proxy: string, target: number, user: string, pass: string): Promise<Via> {
-  const [host, port] = hostPort(proxy);
+  const { host, port } = hostPort(proxy);
   const socket = net.connect(port, host);
   socket.on('error', () => {});
   let buf = Buffer.alloc(0);

@@ -1,20 +1,12 @@
 // The gateway inside a spawned proxyd, admitted by the real store: curl as the client, a local echo
 // target, and a tiny load balancer that prefixes a PROXY v1 header (to present a public source IPv4).
-import { execFile } from 'node:child_process';
 import http from 'node:http';
 import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { admin, inspectDb, makeAccount, startDaemon, type Daemon } from '../helpers/daemon.js';
 import { addrOf, tcpEcho } from '../helpers/net.js';
 import { settlesTo, sleep } from '../helpers/wait.js';
-
-function curl(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  return new Promise((resolve) => {
-    execFile('curl', ['-sS', '--max-time', '5', ...args], (err, stdout, stderr) =>
-      resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, stdout, stderr }),
-    );
-  });
-}
+import { curl } from '../gateway/helpers.js';
 
 /** HTTP target on 127.0.0.1 that answers with the address it sees. */
 function echoTarget(): Promise<http.Server> {

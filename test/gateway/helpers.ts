@@ -1,6 +1,6 @@
 // Test fixtures for the gateway: a mutable Admitter, a recording TrafficSink, loopback targets
 // (TCP echo, HTTP echo, HTTPS echo with an openssl-made certificate), curl, raw sockets.
-import { execFile, execFileSync, spawn } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
 import { createInterface } from 'node:readline';
 import { mkdtempSync, readFileSync } from 'node:fs';
 import http from 'node:http';
@@ -10,6 +10,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { startGateway } from '../../src/gateway/index.js';
 import type { AdmitResult, Admitter, Gateway, GatewayOptions, TrafficSink } from '../../src/gateway/types.js';
+import { selfSignedCert } from '../helpers/tls.js';
 import { sleep, waitFor } from '../helpers/wait.js';
 
 export class TestAdmitter implements Admitter {
@@ -125,18 +126,9 @@ export async function startHttpEcho(): Promise<{ server: http.Server; port: numb
 
 let certCache: { key: string; cert: string; certFile: string } | null = null;
 
-/** A self-signed certificate for "localhost" and 127.0.0.1, made with openssl. */
+/** A self-signed certificate for "localhost" and 127.0.0.1 (test/helpers/tls.ts), made once per file. */
 export function testCertificate(): { key: string; cert: string; certFile: string } {
-  if (certCache) return certCache;
-  const dir = mkdtempSync(path.join(tmpdir(), 'gw-cert-'));
-  const keyFile = path.join(dir, 'key.pem');
-  const certFile = path.join(dir, 'cert.pem');
-  execFileSync('openssl', [
-    'req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-days', '2',
-    '-subj', '/CN=localhost', '-addext', 'subjectAltName=DNS:localhost,IP:127.0.0.1',
-    '-keyout', keyFile, '-out', certFile,
-  ], { stdio: 'ignore' });
-  certCache = { key: readFileSync(keyFile, 'utf8'), cert: readFileSync(certFile, 'utf8'), certFile };
+  certCache ??= selfSignedCert(mkdtempSync(path.join(tmpdir(), 'gw-cert-')), 'localhost', 'DNS:localhost,IP:127.0.0.1');
   return certCache;
 }
 

@@ -18,15 +18,28 @@ export interface Certs {
   expired: { key: string; cert: string };
 }
 
+const EC_KEY = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes'];
+
+/** A self-signed certificate for `san` (e.g. `IP:127.0.0.1,DNS:localhost`), made in `dir`: its key and cert in PEM and the cert's file. */
+export function selfSignedCert(dir: string, name: string, san: string, days = '2'): { key: string; cert: string; certFile: string } {
+  const certFile = path.join(dir, `${name}.pem`);
+  execFileSync('openssl', ['req', '-x509', ...EC_KEY, '-keyout', `${name}.key`, '-out', `${name}.pem`, '-days', days, '-subj', `/CN=${name}`, '-addext', `subjectAltName=${san}`], {
+    cwd: dir,
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
+  return { key: readFileSync(path.join(dir, `${name}.key`), 'utf8'), cert: readFileSync(certFile, 'utf8'), certFile };
+}
+
 export function makeCerts(): Certs {
   const dir = mkdtempSync(path.join(tmpdir(), 'check-certs-'));
   const ossl = (args: string[]) => execFileSync('openssl', args, { cwd: dir, stdio: ['ignore', 'ignore', 'pipe'] });
-  const key = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes'];
+  const key = EC_KEY;
   ossl(['req', '-x509', ...key, '-keyout', 'ca.key', '-out', 'ca.pem', '-days', '2', '-subj', '/CN=proxyctl test CA']);
   const leaf = (name: string, san: string, days: string, selfSigned = false) => {
     writeFileSync(path.join(dir, `${name}.ext`), `subjectAltName=${san}\n`);
     if (selfSigned) {
-      ossl(['req', '-x509', ...key, '-keyout', `${name}.key`, '-out', `${name}.pem`, '-days', days, '-subj', `/CN=${name}`, '-addext', `subjectAltName=${san}`]);
+      const { key: k, cert } = selfSignedCert(dir, name, san, days);
+      return { key: k, cert };
     } else {
       ossl(['req', ...key, '-keyout', `${name}.key`, '-out', `${name}.csr`, '-subj', `/CN=${name}`]);
       ossl(['x509', '-req', '-in', `${name}.csr`, '-CA', 'ca.pem', '-CAkey', 'ca.key', '-days', days, '-extfile', `${name}.ext`, '-out', `${name}.pem`]);
