@@ -6,14 +6,10 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { admin, databaseArgs, dataDirFor, inspectData, makeAccount, PROXYD, ROOT, run, startDaemon, type Daemon } from '../helpers/daemon.js';
 import { BACKENDS } from '../helpers/postgres.js';
 import { sleep } from '../helpers/wait.js';
+import { api as apiAt, pub } from '../ops/helpers.js';
 
-const pub = (i: number) => `8.8.${(i >> 8) & 255}.${i & 255}`;
-
-async function api(d: Daemon, p: string, token: string, body?: unknown) {
-  const url = `${d.api}${p}${p.includes('?') ? '&' : '?'}api_key=${encodeURIComponent(token)}`;
-  const res = await fetch(url, body === undefined ? {} : { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
-  return { status: res.status, headers: res.headers, json: (await res.json()) as any };
-}
+/** A whitelist API call on a daemon (test/ops/helpers.ts's `api`). */
+const api = (d: Daemon, p: string, token: string, body?: unknown) => apiAt(d.api, p, token, body);
 
 describe.each(BACKENDS)('on %s', (backend) => {
   describe('proxyd serve', () => {
