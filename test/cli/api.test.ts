@@ -1,25 +1,14 @@
 // The API client: api_key in the query only, envelopes decoded, request ids kept, no token in errors.
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { readFileSync, readdirSync } from 'node:fs';
 import path from 'node:path';
 import { ROOT } from '../helpers/daemon.js';
 import { ApiClient, ApiError, isAuthError, isRateLimited, isTransient, parseRetryAfter } from '../../src/cli/api.js';
 import { TOKEN } from './helpers/fakes.js';
-import { batchReply, rateLimited, startScriptedServer, unauthorized, type Handler, type ScriptedServer } from './helpers/scripted-server.js';
+import { batchReply, rateLimited, scriptedClient, unauthorized, type Handler } from './helpers/scripted-server.js';
 
-let server: ScriptedServer | undefined;
-let client: ApiClient | undefined;
-afterEach(async () => {
-  await client?.close();
-  await server?.close();
-  server = client = undefined;
-});
-
-async function setup(handler: Handler, timeoutMs = 2000) {
-  server = await startScriptedServer(handler);
-  client = new ApiClient({ baseUrl: server.url, token: TOKEN, timeoutMs });
-  return { server, api: client };
-}
+const setup = (handler: Handler, timeoutMs = 2000) => scripted(handler, { timeoutMs });
+const scripted = scriptedClient();
 
 const SECRET = TOKEN.split('.')[1]!;
 
@@ -62,9 +51,8 @@ describe('ApiClient', () => {
   });
 
   it('keeps the base URL path prefix', async () => {
-    server = await startScriptedServer((req) => batchReply(req));
-    client = new ApiClient({ baseUrl: `${server.url}/prefix/`, token: TOKEN });
-    await client.delete(['8.8.8.8']);
+    const { server, api } = await scripted((req) => batchReply(req), { path: '/prefix/' });
+    await api.delete(['8.8.8.8']);
     expect(server.requests[0]!.path).toBe('/prefix/openapi/v1/proxy/whitelist/delete');
   });
 
@@ -114,8 +102,8 @@ describe('ApiClient', () => {
   });
 
   it('a refused connection is a network error naming the host, not the URL with its query', async () => {
-    client = new ApiClient({ baseUrl: 'http://127.0.0.1:1', token: TOKEN, timeoutMs: 1000 });
-    const e = await failure(client.list({}));
+    const client = new ApiClient({ baseUrl: 'http://127.0.0.1:1', token: TOKEN, timeoutMs: 1000 });
+    const e = await failure(client.list({}).finally(() => client.close()));
     expect(e.kind).toBe('network');
     expect(e.message).toContain('127.0.0.1:1');
     expect(e.message).not.toContain('api_key');

@@ -1,6 +1,5 @@
 // The batch engine against a scripted server on 127.0.0.1, with a fake clock (docs/cli.md retry rules).
-import { afterEach, describe, expect, it } from 'vitest';
-import { ApiClient } from '../../src/cli/api.js';
+import { describe, expect, it } from 'vitest';
 import { runBatches, type BatchItem } from '../../src/cli/batch.js';
 import { Exit } from '../../src/cli/exit-codes.js';
 import { FakeClock, TOKEN, publicIps } from './helpers/fakes.js';
@@ -8,26 +7,16 @@ import {
   batchReply,
   ipsOf,
   rateLimited,
-  startScriptedServer,
+  scriptedClient,
   systemError,
   unauthorized,
   unavailable,
   type Handler,
-  type ScriptedServer,
 } from './helpers/scripted-server.js';
 
-let server: ScriptedServer | undefined;
-let client: ApiClient | undefined;
-afterEach(async () => {
-  await client?.close();
-  await server?.close();
-  server = client = undefined;
-});
-
+const scripted = scriptedClient();
 async function setup(handler: Handler) {
-  server = await startScriptedServer(handler);
-  client = new ApiClient({ baseUrl: server.url, token: TOKEN, timeoutMs: 2000 });
-  return { server, api: client, clock: new FakeClock() };
+  return { ...(await scripted(handler)), clock: new FakeClock() };
 }
 
 const items = (ips: string[]): BatchItem[] => ips.map((ip) => ({ ip }));

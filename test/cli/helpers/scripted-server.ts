@@ -1,6 +1,9 @@
 // A real HTTP server on 127.0.0.1 that answers scripted whitelist-API envelopes, for the CLI's tests.
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { afterEach } from 'vitest';
+import { ApiClient } from '../../../src/cli/api.js';
+import { TOKEN } from './fakes.js';
 
 export interface ScriptedRequest {
   method: string;
@@ -114,3 +117,21 @@ export const unauthorized: Reply = { status: 401, code: 10401, message: 'invalid
 export const rateLimited = (seconds: number): Reply => ({ status: 429, code: 10429, message: 'rate limited', headers: { 'retry-after': String(seconds) } });
 export const unavailable: Reply = { status: 503, code: 10503, message: 'rate limit service unavailable' };
 export const systemError: Reply = { status: 500, code: 10500, message: 'system error' };
+
+/**
+ * A test file's way to a scripted server and an API client of it: call once at the file's top level (it
+ * registers an afterEach that closes both), then `await setup(handler)` in each test.
+ */
+export function scriptedClient(): (handler: Handler, opts?: { timeoutMs?: number; path?: string }) => Promise<{ server: ScriptedServer; api: ApiClient }> {
+  const open: Array<{ close(): Promise<unknown> }> = [];
+  afterEach(async () => {
+    for (const x of open.splice(0).reverse()) await x.close();
+  });
+  return async (handler, opts = {}) => {
+    const server = await startScriptedServer(handler);
+    open.push(server);
+    const api = new ApiClient({ baseUrl: `${server.url}${opts.path ?? ''}`, token: TOKEN, timeoutMs: opts.timeoutMs ?? 2000 });
+    open.push(api);
+    return { server, api };
+  };
+}
