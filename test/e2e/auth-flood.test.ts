@@ -90,6 +90,9 @@ describe('a wrong-password flood', () => {
     await Promise.all(flood);
     const figures = { quiet: { p50: pct(quiet, 50), p99: pct(quiet, 99) }, flooded: { p50: pct(flooded, 50), p99: pct(flooded, 99) }, attemptsPerSec: Math.round(rate) };
     if (process.env.PROXYD_TEST_PRINT) console.log(JSON.stringify(figures));
+    // The budget refused some attempts without a hash, and /metrics says how many.
+    const metrics = await (await fetch(`${d.api}/metrics`)).text();
+    expect(Number(/^proxyd_gateway_login_checks_skipped_total (\d+)/m.exec(metrics)?.[1] ?? 0)).toBeGreaterThan(0);
     // Every wrong attempt got the uniform 407, never a 5xx or a hang.
     expect(refused.every((s) => s === 407), JSON.stringify([...new Set(refused)])).toBe(true);
     // Twice the quiet figure, with a floor for a two-core machine where the flood's own clients share the CPU

@@ -102,6 +102,19 @@ export class Metrics {
     this.gatewayStats = stats;
   }
 
+  /** Proxy logins refused by the failure budget without a password check (src/daemon/admission/failure-budget.ts). */
+  attachLoginBudget(refused: () => number): void {
+    new Counter({
+      name: 'proxyd_gateway_login_checks_skipped_total',
+      help: 'Proxy logins answered 407 without a password check: a source, username or node past its failure budget',
+      registers: [this.registry],
+      collect() {
+        this.reset();
+        this.inc(refused());
+      },
+    });
+  }
+
   /** Exposition text: this process's registry, or in a cluster worker the whole cluster's. */
   async render(): Promise<{ contentType: string; text: string }> {
     if (cluster.isWorker && process.send) {

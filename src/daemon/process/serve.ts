@@ -184,6 +184,7 @@ export async function startDaemon(cfg: ServeConfig, log: DaemonLog): Promise<Run
   traffic.start();
   let gateway: Gateway | null = null;
   // A gateway that cannot start (port in use) must not leave the API listening: the process would never exit.
+  const admission = new ViewAdmission(view);
   const gw: Gateway = await startGateway({
     httpProxyListen: cfg.httpProxyListen,
     socksListen: cfg.socksListen,
@@ -193,7 +194,7 @@ export async function startDaemon(cfg: ServeConfig, log: DaemonLog): Promise<Run
     allowPrivateTargets: cfg.allowPrivateTargets,
     proxyProtocolFrom: cfg.proxyProtocolFrom,
     ownListeners: () => [apiHostPort, gateway?.httpProxyAddress(), gateway?.socksAddress()].filter((x): x is { host: string; port: number } => !!x),
-    admission: new ViewAdmission(view),
+    admission,
     traffic,
     limits: gatewayLimits,
     log: log.child({ component: 'gateway' }),
@@ -208,6 +209,7 @@ export async function startDaemon(cfg: ServeConfig, log: DaemonLog): Promise<Run
   gateway = gw;
   metrics.attachGateway(() => gw.stats());
   metrics.attachAdmissionView(() => view.status());
+  metrics.attachLoginBudget(() => admission.budget.refused);
 
   const http = gw.httpProxyAddress();
   const socks = gw.socksAddress();
