@@ -22,9 +22,9 @@ interface OpenOptions {
 }
 
 /** The addon is built at install; an install that skipped scripts has none: say what to run, not a loader trace. */
-function newDatabase(file: string): Database.Database {
+function newDatabase(file: string): Db {
   try {
-    return new Database(file);
+    return pin(new Database(file));
   } catch (e) {
     const msg = (e as Error).message ?? '';
     if (/bindings file|ERR_DLOPEN_FAILED|NODE_MODULE_VERSION|better_sqlite3\.node/.test(`${msg} ${(e as { code?: string }).code ?? ''}`)) {
@@ -36,7 +36,7 @@ function newDatabase(file: string): Database.Database {
 
 export function openDatabase(dataDir: string, opts: OpenOptions = {}): Db {
   mkdirSync(dataDir, { recursive: true, mode: 0o700 });
-  const db = pin(newDatabase(path.join(dataDir, DB_FILE)));
+  const db = newDatabase(path.join(dataDir, DB_FILE));
   // exec rather than the pragma method: no throwaway statement objects (see statements.ts).
   db.exec('PRAGMA journal_mode = WAL');
   // NORMAL in WAL mode: a committed transaction survives a process crash (kill -9); only an OS crash may lose the last ones.
