@@ -7,8 +7,9 @@ import { ByteQueue } from './byte-queue.js';
 import type { GatewayCore } from './core.js';
 import type { EgressSession } from './dialer.js';
 import { parseProxyHeader } from './proxy-protocol.js';
-import type { Failure } from './replies.js';
+import { failureLogReason, httpFailureReply, type Failure } from './replies.js';
 import { canonicalIp } from './target-policy.js';
+import type { LogProtocol, LogReason } from './types.js';
 
 export type ListenerKind = 'http' | 'socks5';
 
@@ -78,6 +79,11 @@ function onSocketClose(this: ConnSocket): void {
 function destroyConn(conn: ClientConn): void {
   conn.destroy();
 }
+/** The handshake did not finish in time: a client that sent something gets a `malformed` record. */
+function headerTimedOut(conn: ClientConn): void {
+  if (conn.protocol || conn.queue.length > 0) conn.logRefusal('malformed');
+  conn.destroy();
+}
 function discard(): void {}
 
 export class ClientConn {
@@ -92,6 +98,17 @@ export class ClientConn {
   bytesDown = 0;
   upstream: net.Socket | null = null;
   handler: ProtocolHandler | null = null;
+  // What the connection log says of it (SPEC 12): set as the handshake learns them.
+  readonly startedAt = Date.now();
+  /** Known once the handshake says what the client asks for. */
+  protocol: LogProtocol | null = null;
+  /** As presented (session parameters included); never the password. */
+  username: string | null = null;
+  target: string | null = null;
+  /** The account a refusal concerns, when one was matched (wrong password of an existing user, …). */
+  private refusedAccountId = -1;
+  private logged = false;
+  private rid: string | null = null;
   private readonly trustedPeer: boolean;
   private headerTimer: NodeJS.Timeout | null;
 
@@ -106,12 +123,17 @@ export class ClientConn {
     core.conns.add(this);
     core.stats.connectionsOpen++;
     socket.setNoDelay(true);
-    this.headerTimer = setTimeout(destroyConn, core.limits.headerTimeoutMs, this);
+    this.headerTimer = setTimeout(headerTimedOut, core.limits.headerTimeoutMs, this);
     (socket as ConnSocket)[kConn] = this;
     socket.on('data', onSocketData);
     socket.on('error', onSocketError);
     socket.on('end', onSocketEnd);
     socket.on('close', onSocketClose);
+  }
+
+  /** The id of this connection in answers (`X-Request-Id`) and in the connection log; made when first asked for. */
+  get requestId(): string {
+    return (this.rid ??= this.core.nextRequestId());
   }
 
   /** Gone, or going: async steps check this before going on. */
@@ -202,7 +224,10 @@ export class ClientConn {
   async admit(creds: { username: string; password: string } | null): Promise<Failure | 'gone' | null> {
     if (!this.to('admitting')) return 'gone';
     const out = await this.core.admit(creds, this.sourceIp);
-    if (!out.ok) return this.closed ? 'gone' : out.reason;
+    if (!out.ok) {
+      if (out.accountId !== undefined) this.refusedAccountId = out.accountId;
+      return this.closed ? 'gone' : out.reason;
+    }
     if (this.state === 'closed') {
       // Closed while admission ran: its bookkeeping is done, give the slot straight back.
       this.core.releaseSlot(out.accountId, 0, 0);
@@ -238,6 +263,44 @@ export class ClientConn {
     }
   }
 
+  /** Refused: the record now (the reply may linger), then the answer. */
+  refuse(reason: LogReason, reply: Buffer | string): void {
+    if (this.closed) return;
+    this.logRefusal(reason);
+    this.endWithReply(reply);
+  }
+
+  /** A failure after the handshake, answered on the HTTP listener (SOCKS5 encodes its own reply). */
+  failHttp(f: Failure): void {
+    this.refuse(failureLogReason(f), httpFailureReply(f, this.requestId));
+  }
+
+  /** One `refused` record, at most once per connection. */
+  logRefusal(reason: LogReason): void {
+    if (this.logged) return;
+    this.logged = true;
+    this.emit(reason);
+  }
+
+  private emit(reason: LogReason | null): void {
+    const sink = this.core.opts.connectionLog;
+    if (!sink) return;
+    const peer = this.socket.remoteAddress ?? '';
+    sink.record({
+      startedAt: this.startedAt,
+      requestId: this.requestId,
+      protocol: this.protocol ?? (this.listener === 'http' ? 'http' : 'socks5'),
+      sourceIp: this.sourceIp ?? canonicalIp(peer),
+      username: this.username,
+      accountId: reason === null ? this.accountId : this.accountId >= 0 ? this.accountId : this.refusedAccountId,
+      target: this.target,
+      reason,
+      bytesUp: this.bytesUp,
+      bytesDown: this.bytesDown,
+      durationMs: Date.now() - this.startedAt,
+    });
+  }
+
   destroy(): void {
     this.socket.destroy();
     this.upstream?.destroy();
@@ -253,6 +316,13 @@ export class ClientConn {
     // Byte counters are kept per connection while it is open (stats() adds the open ones).
     this.core.stats.bytesUp += this.bytesUp;
     this.core.stats.bytesDown += this.bytesDown;
-    if (this.accountId >= 0) this.core.releaseSlot(this.accountId, this.bytesUp, this.bytesDown);
+    if (this.accountId >= 0) {
+      this.core.releaseSlot(this.accountId, this.bytesUp, this.bytesDown);
+      // Admitted: its record when it ends, with its bytes and duration (unless it was refused later, at the target).
+      if (!this.logged) {
+        this.logged = true;
+        this.emit(null);
+      }
+    }
   }
 }

@@ -1,5 +1,6 @@
 // Shared state of one gateway: limits, admission with per-account slots (and the username's sticky
 // session), the dialer every handler reaches targets through (dialer.ts), and the counters behind stats().
+import { randomBytes } from 'node:crypto';
 import net from 'node:net';
 import ipaddr from 'ipaddr.js';
 import { DirectDialer, PoolDialer, type Dialer, type EgressSession } from './dialer.js';
@@ -12,7 +13,7 @@ export type { DialFailure, ResolveOutcome } from './dialer.js';
 
 export type AdmitOutcome =
   | { ok: true; accountId: number; session: EgressSession | null }
-  | { ok: false; reason: AdmitFailure | 'admission_error' };
+  | { ok: false; reason: AdmitFailure | 'admission_error'; accountId?: number | undefined };
 
 /** What the core tracks of a live client connection (conn.ts's ClientConn), without importing it. */
 export interface LiveConn {
@@ -22,7 +23,14 @@ export interface LiveConn {
   destroy(): void;
 }
 
+/**
+ * Request ids: a random prefix per process (48 bits) and a counter, so ids are unique across a fleet without
+ * coordination and cost one string per connection. Support searches the connection log by it.
+ */
+const ID_PREFIX = randomBytes(6).toString('hex');
+
 export class GatewayCore {
+  private requestSeq = 0;
   readonly limits: GatewayLimits;
   readonly stats: GatewayStats;
   readonly conns = new Set<LiveConn>();
@@ -69,6 +77,10 @@ export class GatewayCore {
     this.dialer = pool ? new PoolDialer(this.direct, pool.addresses, pool.sessions) : this.direct;
   }
 
+  nextRequestId(): string {
+    return `${ID_PREFIX}-${(++this.requestSeq).toString(36).padStart(6, '0')}`;
+  }
+
   isTrustedPeer(ip: string): boolean {
     if (this.trusted.length === 0) return false;
     const a = parseIp(ip);
@@ -92,7 +104,7 @@ export class GatewayCore {
       if (creds) out = await this.admitUser(creds.username, creds.password, sourceIp);
       else if (sourceIp && net.isIPv4(sourceIp)) {
         const r = await this.opts.admission.admitBySourceIp(sourceIp);
-        out = r.ok ? { ok: true, accountId: r.accountId, session: null } : r;
+        out = r.ok ? { ok: true, accountId: r.accountId, session: null } : { ok: false, reason: r.reason, accountId: r.accountId };
       }
       else out = { ok: false, reason: 'not_whitelisted' };
     } catch (err) {
@@ -106,7 +118,7 @@ export class GatewayCore {
     }
     if (out.ok) {
       const n = this.perAccount.get(out.accountId) ?? 0;
-      if (n >= this.limits.maxConnectionsPerAccount) out = { ok: false, reason: 'over_connection_limit' };
+      if (n >= this.limits.maxConnectionsPerAccount) out = { ok: false, reason: 'connection_limit', accountId: out.accountId };
       else {
         this.perAccount.set(out.accountId, n + 1);
         this.opts.traffic?.connectionOpened(out.accountId);
@@ -124,7 +136,7 @@ export class GatewayCore {
     const parsed = this.opts.parseUsername?.(username) ?? { kind: 'plain' as const, user: username };
     const base = parsed.kind === 'session' ? parsed.user : undefined;
     const out = await this.opts.admission.admitByCredentials(username, password, base, sourceIp);
-    if (!out.ok) return out;
+    if (!out.ok) return { ok: false, reason: out.reason, accountId: out.accountId };
     if (parsed.kind === 'session' && out.user === parsed.user) {
       return { ok: true, accountId: out.accountId, session: { key: `${out.accountId}:${parsed.user}:${parsed.session}`, minutes: parsed.minutes } };
     }

@@ -14,7 +14,7 @@ import {
   type Header,
   type RequestHead,
 } from './http-head.js';
-import { httpFailureReply, httpReply } from './replies.js';
+import { httpReply, type ProxyErrorType } from './replies.js';
 import { dialTarget } from './http-connect.js';
 
 const HOP_BY_HOP = new Set([
@@ -79,12 +79,12 @@ export function originRequestHead(head: RequestHead, authority: string, path: st
 export function forwardRequest(conn: ClientConn, head: RequestHead): void {
   const url = parseAbsoluteHttpUrl(head.target);
   if (!url) {
-    conn.endWithReply(httpReply(400, 'an absolute http:// URL is required (use CONNECT for https)'));
+    conn.refuse('malformed', httpReply(400, 'http_request_error', 'an absolute http:// URL is required (use CONNECT for https)', conn.requestId));
     return;
   }
   const framing = requestFraming(head);
   if ('error' in framing) {
-    conn.endWithReply(httpReply(400, framing.error));
+    conn.refuse('malformed', httpReply(400, 'http_request_error', framing.error, conn.requestId));
     return;
   }
   const originHead = originRequestHead(head, url.authority, url.path);
@@ -92,7 +92,7 @@ export function forwardRequest(conn: ClientConn, head: RequestHead): void {
     .then((out) => {
       if (!out) return;
       if (!out.ok) {
-        conn.endWithReply(httpFailureReply(out.failure));
+        conn.failHttp(out.failure);
         return;
       }
       const early = conn.handOff('forward');
@@ -167,7 +167,7 @@ class ForwardExchange {
     } else if (f.kind === 'chunked') {
       const step = f.scanner.feed(chunk);
       if ('error' in step) {
-        if (!this.sentToClient) this.replyAndClose(httpReply(400, 'malformed chunked body'));
+        if (!this.sentToClient) this.replyAndClose(400, 'http_request_error', 'malformed chunked body');
         else this.destroyBoth();
         return;
       }
@@ -189,7 +189,7 @@ class ForwardExchange {
       const r = parseResponseHead(this.responseHead.view(), MAX_RESPONSE_HEAD);
       if (r.kind === 'incomplete') return;
       if (r.kind === 'error') {
-        this.replyAndClose(httpReply(502, 'malformed response from the target'));
+        this.replyAndClose(502, 'http_protocol_error', 'malformed response from the target');
         return;
       }
       const raw = this.responseHead.view().subarray(0, r.consumed);
@@ -202,12 +202,14 @@ class ForwardExchange {
       }
       if (status === 101) {
         // We never forward Upgrade, so a switch is a broken origin.
-        this.replyAndClose(httpReply(502, 'unexpected protocol switch from the target'));
+        this.replyAndClose(502, 'http_protocol_error', 'unexpected protocol switch from the target');
         return;
       }
       let out = `HTTP/${r.value.version} ${status} ${r.value.reason}\r\n`;
       for (const [n, v] of withoutHopByHop(r.value.headers)) out += `${n}: ${v}\r\n`;
       out += via(r.value.version);
+      // RFC 9209: our member goes last (nearest the client), after any an upstream proxy added.
+      out += `Proxy-Status: proxyd; received-status=${status}\r\nX-Request-Id: ${this.conn.requestId}\r\n`;
       out += 'Connection: close\r\n\r\n';
       this.responseHead.consume(r.consumed);
       const rest = Buffer.from(this.responseHead.takeAll());
@@ -220,7 +222,7 @@ class ForwardExchange {
 
   private onUpstreamEnd(): void {
     if (!this.headDone) {
-      this.replyAndClose(httpReply(502, 'the target closed without a complete response'));
+      this.replyAndClose(502, 'http_response_incomplete', 'the target closed without a complete response');
       return;
     }
     // The origin ended the response (we asked for Connection: close): end ours, and read on
@@ -236,16 +238,17 @@ class ForwardExchange {
 
   private onUpstreamFailure(): void {
     if (this.client.writableEnded || this.client.destroyed) return;
-    if (!this.sentToClient) this.replyAndClose(httpReply(502, 'the target connection failed'));
+    if (!this.sentToClient) this.replyAndClose(502, 'connection_terminated', 'the target connection failed');
     else this.destroyBoth(); // mid-response: a reset tells the client the body is truncated
   }
 
   private onIdle(): void {
-    if (!this.sentToClient && !this.client.writableEnded) this.replyAndClose(httpReply(504, 'the target did not answer in time'));
+    if (!this.sentToClient && !this.client.writableEnded) this.replyAndClose(504, 'http_response_timeout', 'the target did not answer in time');
     else this.destroyBoth();
   }
 
-  private replyAndClose(reply: string): void {
+  private replyAndClose(status: number, error: ProxyErrorType, detail: string): void {
+    const reply = httpReply(status, error, detail, this.conn.requestId);
     this.upstream.destroy();
     if (this.sentToClient || this.client.writableEnded || this.client.destroyed) return this.destroyBoth();
     this.sentToClient = true;

@@ -3,7 +3,7 @@
 import type { ClientConn } from './conn.js';
 import type { DialOutcome } from './dialer.js';
 import { parseAuthority, type RequestHead } from './http-head.js';
-import { httpFailureReply, httpReply } from './replies.js';
+import { httpReply } from './replies.js';
 import { splice } from './splice.js';
 
 /** Resolve and dial a target for an admitted connection, through the gateway's dialer. `null` if the client went away. */
@@ -24,23 +24,26 @@ export async function dialTarget(conn: ClientConn, host: string, port: number): 
   return out;
 }
 
-const ESTABLISHED = Buffer.from('HTTP/1.1 200 Connection established\r\nVia: 1.1 proxyd\r\n\r\n', 'latin1');
+/** The CONNECT `200`, with its request id (support finds an admitted tunnel's record by it too). */
+function established(requestId: string): string {
+  return `HTTP/1.1 200 Connection established\r\nVia: 1.1 proxyd\r\nProxy-Status: proxyd\r\nX-Request-Id: ${requestId}\r\n\r\n`;
+}
 
 export function openConnectTunnel(conn: ClientConn, head: RequestHead): void {
   const target = parseAuthority(head.target);
   if (!target) {
-    conn.endWithReply(httpReply(400, 'CONNECT target must be host:port'));
+    conn.refuse('malformed', httpReply(400, 'http_request_error', 'CONNECT target must be host:port', conn.requestId));
     return;
   }
   void dialTarget(conn, target.host, target.port).then((out) => {
     if (!out) return;
     if (!out.ok) {
-      conn.endWithReply(httpFailureReply(out.failure));
+      conn.failHttp(out.failure);
       return;
     }
     const early = conn.handOff('tunnel');
     if (!early) return void out.socket.destroy();
-    conn.socket.write(ESTABLISHED);
+    conn.socket.write(established(conn.requestId), 'latin1');
     splice(conn, out.socket, early);
   }).catch(() => conn.destroy());
 }

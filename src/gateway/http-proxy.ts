@@ -2,7 +2,7 @@
 // the CONNECT tunnel or the absolute-form forwarder. One request per connection.
 import type { ClientConn, ProtocolHandler } from './conn.js';
 import { forwardRequest } from './forward.js';
-import { headerValues, parseProxyAuthorization, parseRequestHead, type RequestHead } from './http-head.js';
+import { headerValues, parseAbsoluteHttpUrl, parseAuthority, parseProxyAuthorization, parseRequestHead, type RequestHead } from './http-head.js';
 import { httpFailureReply, httpReply } from './replies.js';
 import { openConnectTunnel } from './http-connect.js';
 
@@ -21,7 +21,7 @@ export class HttpProxyHandler implements ProtocolHandler {
     }
     if (r.kind === 'error') {
       const status = r.error === 'too_large' ? 431 : r.error === 'bad_version' ? 505 : 400;
-      conn.endWithReply(httpReply(status, 'malformed request head'));
+      conn.refuse('malformed', httpReply(status, 'http_request_error', 'malformed request head', conn.requestId));
       return;
     }
     conn.queue.consume(r.consumed);
@@ -33,19 +33,30 @@ export class HttpProxyHandler implements ProtocolHandler {
     const { core } = conn;
     const isConnect = head.method === 'CONNECT';
     core.stats.connectionsTotal[isConnect ? 'connect' : 'http']++;
+    conn.protocol = isConnect ? 'connect' : 'http';
+    conn.target = logTarget(head, isConnect);
     const creds = parseProxyAuthorization(headerValues(head.headers, 'proxy-authorization'));
     if (creds === 'invalid') {
-      core.countFailure('bad_credentials');
-      conn.endWithReply(httpFailureReply('bad_credentials'));
+      // Not Basic, bad base64, no colon: the same 407 as wrong credentials; the log says what it was.
+      core.countFailure('malformed');
+      conn.refuse('malformed', httpFailureReply('unknown_user', conn.requestId));
       return;
     }
+    if (creds) conn.username = creds.username;
     const failure = await conn.admit(creds);
     if (failure === 'gone') return;
     if (failure) {
-      conn.endWithReply(httpFailureReply(failure));
+      conn.failHttp(failure);
       return;
     }
     if (isConnect) openConnectTunnel(conn, head);
     else forwardRequest(conn, head);
   }
+}
+
+/** `host:port` the request names, for the log: never the path or query (they can carry a customer's secrets). */
+function logTarget(head: RequestHead, isConnect: boolean): string | null {
+  const t = isConnect ? parseAuthority(head.target) : parseAbsoluteHttpUrl(head.target);
+  if (!t) return null;
+  return t.host.includes(':') ? `[${t.host}]:${t.port}` : `${t.host}:${t.port}`;
 }

@@ -11,6 +11,7 @@ import type { Gateway, GatewayOptions, GatewayStats } from './types.js';
 
 export type * from './types.js';
 export { DEFAULT_LIMITS } from './limits.js';
+export { CachingResolver } from './resolver.js';
 
 function listen(server: net.Server, host: string, port: number): Promise<void> {
   return new Promise((resolve, reject) => {
@@ -36,7 +37,7 @@ export async function startGateway(opts: GatewayOptions): Promise<Gateway> {
   const accept = (kind: ListenerKind) => (socket: net.Socket) => {
     if (core.conns.size >= limits.maxConnectionsTotal) {
       socket.on('error', () => {});
-      if (kind === 'http') socket.end(httpReply(503, 'too many connections'));
+      if (kind === 'http') socket.end(httpReply(503, 'proxy_internal_error', 'too many connections', core.nextRequestId()));
       else socket.destroy();
       setTimeout(() => socket.destroy(), 1000).unref();
       return;

@@ -2,7 +2,7 @@
 // reply -> tunnel. Admission happens at method selection (source IP) or after RFC 1929 (credentials).
 import type { ClientConn, ProtocolHandler } from './conn.js';
 import { isValidHostName } from './http-head.js';
-import { socksFailureReply } from './replies.js';
+import { failureLogReason, socksFailureReply } from './replies.js';
 import { splice } from './splice.js';
 import {
   AUTH_VERSION,
@@ -31,9 +31,13 @@ export class Socks5Handler implements ProtocolHandler {
     if (this.stage === 'greeting') {
       const r = parseGreeting(buf);
       if (r.kind === 'incomplete') return;
-      if (r.kind === 'error') return conn.destroy();
+      if (r.kind === 'error') {
+        conn.logRefusal('malformed');
+        return conn.destroy();
+      }
       conn.queue.consume(r.consumed);
       conn.core.stats.connectionsTotal.socks5++;
+      conn.protocol = 'socks5';
       if (r.value.methods.includes(Method.UserPass)) {
         this.stage = 'auth';
         conn.socket.write(Buffer.from([SOCKS_VERSION, Method.UserPass]));
@@ -41,11 +45,11 @@ export class Socks5Handler implements ProtocolHandler {
       }
       if (!r.value.methods.includes(Method.NoAuth)) {
         conn.core.countFailure('no_acceptable_method');
-        return conn.endWithReply(Buffer.from([SOCKS_VERSION, Method.NoAcceptable]));
+        return conn.refuse('malformed', Buffer.from([SOCKS_VERSION, Method.NoAcceptable]));
       }
       void conn.admit(null).then((failure) => {
         if (failure === 'gone') return;
-        if (failure) return conn.endWithReply(Buffer.from([SOCKS_VERSION, Method.NoAcceptable]));
+        if (failure) return conn.refuse(failureLogReason(failure), Buffer.from([SOCKS_VERSION, Method.NoAcceptable]));
         this.stage = 'request';
         conn.socket.write(Buffer.from([SOCKS_VERSION, Method.NoAuth]));
         conn.to('handshake');
@@ -56,13 +60,14 @@ export class Socks5Handler implements ProtocolHandler {
       const r = parseUserPass(buf);
       if (r.kind === 'incomplete') return;
       if (r.kind === 'error') {
-        conn.core.countFailure('bad_credentials');
-        return conn.endWithReply(Buffer.from([AUTH_VERSION, 0x01]));
+        conn.core.countFailure('malformed');
+        return conn.refuse('malformed', Buffer.from([AUTH_VERSION, 0x01]));
       }
       conn.queue.consume(r.consumed);
+      conn.username = r.value.username;
       void conn.admit(r.value).then((failure) => {
         if (failure === 'gone') return;
-        if (failure) return conn.endWithReply(Buffer.from([AUTH_VERSION, 0x01]));
+        if (failure) return conn.refuse(failureLogReason(failure), Buffer.from([AUTH_VERSION, 0x01]));
         this.stage = 'request';
         conn.socket.write(Buffer.from([AUTH_VERSION, 0x00]));
         conn.to('handshake');
@@ -73,13 +78,18 @@ export class Socks5Handler implements ProtocolHandler {
       const r = parseRequest(buf);
       if (r.kind === 'incomplete') return;
       if (r.kind === 'error') {
-        if (r.error === 'bad_version') return conn.destroy();
+        if (r.error === 'bad_version') {
+          conn.logRefusal('malformed');
+          return conn.destroy();
+        }
         const rep = r.error === 'bad_address_type' ? Reply.AddressTypeNotSupported : Reply.GeneralFailure;
-        return conn.endWithReply(encodeReply(rep));
+        return conn.refuse('malformed', encodeReply(rep));
       }
       conn.queue.consume(r.consumed);
       this.stage = 'done';
-      if (r.value.command !== Command.Connect) return conn.endWithReply(encodeReply(Reply.CommandNotSupported));
+      const a = r.value.address;
+      conn.target = a.type === 'ipv6' ? `[${a.host}]:${r.value.port}` : `${a.host}:${r.value.port}`;
+      if (r.value.command !== Command.Connect) return conn.refuse('malformed', encodeReply(Reply.CommandNotSupported));
       this.connect(r.value);
     }
   }
@@ -87,13 +97,13 @@ export class Socks5Handler implements ProtocolHandler {
   private connect(req: SocksRequest): void {
     const { conn } = this;
     if (req.port === 0 || (req.address.type === 'domain' && !isValidHostName(req.address.host))) {
-      conn.endWithReply(encodeReply(Reply.HostUnreachable));
+      conn.refuse('malformed', encodeReply(Reply.HostUnreachable));
       return;
     }
     void dialTarget(conn, req.address.host, req.port)
       .then((out) => {
         if (!out) return;
-        if (!out.ok) return conn.endWithReply(socksFailureReply(out.failure));
+        if (!out.ok) return conn.refuse(failureLogReason(out.failure), socksFailureReply(out.failure));
         const socket = out.socket;
         const early = conn.handOff('tunnel');
         if (!early) return void socket.destroy();

@@ -2,14 +2,23 @@
 // The gateway imports nothing else of ours.
 import type { StickySessions } from './sticky-sessions.js';
 
+// Each admission failure, precisely: the client always gets the same 407 for the first six (no oracle for
+// usernames); the connection log keeps the precise reason for the account owner and support.
 export type AdmitFailure =
-  | 'bad_credentials' // unknown user, wrong password, disabled proxy user
+  | 'unknown_user' // no proxy user of that name (or malformed credentials)
+  | 'wrong_password'
+  | 'login_throttled' // the node's failure budget is spent: refused without comparing the password
+  | 'user_disabled' // the proxy user is disabled
   | 'account_inactive' // suspended or closed account
-  | 'not_whitelisted' // source IP has no active entry of an active account
-  | 'over_connection_limit';
+  | 'not_whitelisted' // source IP has no live entry
+  | 'whitelist_entry_disabled' // the source IP's entry is disabled (status 2)
+  | 'connection_limit'; // the account's concurrent connections are at the cap
 
-/** `user`: the proxy user whose credentials matched (absent for whitelist admission). */
-export type AdmitResult = { ok: true; accountId: number; user?: string } | { ok: false; reason: AdmitFailure };
+/**
+ * `user`: the proxy user whose credentials matched (absent for whitelist admission). A failure names the
+ * account when one was matched (a wrong password for an existing user, a disabled entry), for the log.
+ */
+export type AdmitResult = { ok: true; accountId: number; user?: string } | { ok: false; reason: AdmitFailure; accountId?: number };
 
 export interface Admitter {
   /**
@@ -26,6 +35,44 @@ export interface Admitter {
 export interface TrafficSink {
   connectionOpened(accountId: number): void;
   connectionClosed(accountId: number, bytesUp: number, bytesDown: number): void;
+}
+
+/** Why a connection was refused, as the connection log says it (a closed list: docs/support.md). */
+export type LogReason =
+  | AdmitFailure
+  | 'traffic_limit'
+  | 'plan_expired'
+  | 'target_forbidden'
+  | 'dns_error'
+  | 'target_refused'
+  | 'target_timeout'
+  | 'no_exit'
+  | 'malformed'
+  | 'admission_unavailable';
+
+export type LogProtocol = 'http' | 'connect' | 'socks5';
+
+/**
+ * One connection-log record as the gateway reports it: a refused attempt when it is refused, an admitted
+ * connection when it ends. Never a password. `accountId` -1: no account matched. Times in ms since the epoch.
+ */
+export interface ConnectionRecord {
+  startedAt: number;
+  requestId: string;
+  protocol: LogProtocol;
+  sourceIp: string;
+  username: string | null;
+  accountId: number;
+  target: string | null;
+  reason: LogReason | null; // null: admitted
+  bytesUp: number;
+  bytesDown: number;
+  durationMs: number;
+}
+
+/** Takes records off the connection path: must return at once and never throw (connection-log.ts buffers). */
+export interface ConnectionLogSink {
+  record(r: ConnectionRecord): void;
 }
 
 /** What a presented username asks for (the daemon injects the rule that parses it). */
@@ -58,6 +105,8 @@ export interface GatewayOptions {
   ownListeners: () => Array<{ host: string; port: number }>;
   admission: Admitter;
   traffic?: TrafficSink;
+  /** Where refused attempts and ended connections are reported (SPEC 12); absent: not logged. */
+  connectionLog?: ConnectionLogSink;
   limits?: Partial<GatewayLimits>;
   /** Structured log sink (pino-compatible subset). Never given secrets. */
   log?: { info(obj: object, msg?: string): void; warn(obj: object, msg?: string): void };

@@ -88,8 +88,8 @@ describe('admission view over a fake feed', () => {
     await view.sync();
     expect(view.status()).toMatchObject({ state: 'current', seq: 5, ips: 2, reloads: 1 });
     expect(await admission.admitBySourceIp('1.1.1.1')).toEqual({ ok: false, reason: 'not_whitelisted' });
-    expect(await admission.admitBySourceIp('8.8.8.8')).toEqual({ ok: false, reason: 'not_whitelisted' });
-    expect(await admission.admitBySourceIp('9.9.9.9')).toEqual({ ok: false, reason: 'account_inactive' });
+    expect(await admission.admitBySourceIp('8.8.8.8')).toEqual({ ok: false, reason: 'whitelist_entry_disabled', accountId: 1 });
+    expect(await admission.admitBySourceIp('9.9.9.9')).toEqual({ ok: false, reason: 'account_inactive', accountId: 2 });
   });
 
   it('admits proxy users by password, follows password and status changes', async () => {
@@ -100,17 +100,17 @@ describe('admission view over a fake feed', () => {
     await view.start();
     expect(await admission.admitByCredentials('alice', 'first-password')).toEqual({ ok: true, accountId: 7, user: 'alice' });
     expect(await admission.admitByCredentials('alice', 'first-password')).toEqual({ ok: true, accountId: 7, user: 'alice' }); // cached
-    expect(await admission.admitByCredentials('bob', 'first-password')).toEqual({ ok: false, reason: 'bad_credentials' });
+    expect(await admission.admitByCredentials('bob', 'first-password')).toEqual({ ok: false, reason: 'unknown_user' });
 
     const newHash = await hashPassword('second-password');
     feed.change('user', 'alice', (s) => (s.users[0]!.password_hash = newHash));
     await view.sync();
-    expect(await admission.admitByCredentials('alice', 'first-password')).toEqual({ ok: false, reason: 'bad_credentials' });
+    expect(await admission.admitByCredentials('alice', 'first-password')).toEqual({ ok: false, reason: 'wrong_password', accountId: 7 });
     expect(await admission.admitByCredentials('alice', 'second-password')).toEqual({ ok: true, accountId: 7, user: 'alice' });
 
     feed.change('account', '7', (s) => (s.accounts[0]!.status = 'closed'));
     await view.sync();
-    expect(await admission.admitByCredentials('alice', 'second-password')).toEqual({ ok: false, reason: 'account_inactive' });
+    expect(await admission.admitByCredentials('alice', 'second-password')).toEqual({ ok: false, reason: 'account_inactive', accountId: 7 });
     feed.change('user', 'alice', (s) => s.users.splice(0, 1));
     await view.sync();
     expect(view.userForAuth('alice')).toBeNull();
@@ -161,7 +161,7 @@ describe('admission view over a fake feed', () => {
     feed.failing = false;
     await view.sync();
     expect(view.status()).toMatchObject({ state: 'current', ageMs: 0 });
-    expect(await admission.admitBySourceIp('8.8.8.8')).toEqual({ ok: false, reason: 'not_whitelisted' });
+    expect(await admission.admitBySourceIp('8.8.8.8')).toEqual({ ok: false, reason: 'whitelist_entry_disabled', accountId: 1 });
   });
 
   it('a feed that stops answering (no error) turns stale after a few seconds all the same', async () => {
@@ -204,14 +204,14 @@ describe.each(BACKENDS)('admission view over the %s change log', (backend) => {
 
     await store.whitelist.setStatus(accountId, '8.8.8.8', 2);
     await view.sync();
-    expect(await admission.admitBySourceIp('8.8.8.8')).toEqual({ ok: false, reason: 'not_whitelisted' });
+    expect(await admission.admitBySourceIp('8.8.8.8')).toEqual({ ok: false, reason: 'whitelist_entry_disabled', accountId });
     await store.whitelist.setStatus(accountId, '8.8.8.8', 1);
 
     await store.proxyUsers.create(accountId, 'carol', await hashPassword('carol-password'));
     await store.accounts.setStatus(accountId, 'suspended');
     await view.sync();
-    expect(await admission.admitBySourceIp('8.8.8.8')).toEqual({ ok: false, reason: 'account_inactive' });
-    expect(await admission.admitByCredentials('carol', 'carol-password')).toEqual({ ok: false, reason: 'account_inactive' });
+    expect(await admission.admitBySourceIp('8.8.8.8')).toEqual({ ok: false, reason: 'account_inactive', accountId });
+    expect(await admission.admitByCredentials('carol', 'carol-password')).toEqual({ ok: false, reason: 'account_inactive', accountId });
 
     await store.accounts.setStatus(accountId, 'closed'); // releases the claims and ends the entries
     await view.sync();

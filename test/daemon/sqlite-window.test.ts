@@ -26,9 +26,11 @@ describe('SqliteWindowStore', () => {
     const { window, other } = await setup();
     other.run('BEGIN IMMEDIATE');
     let ticks = 0;
-    const ticker = setInterval(() => ticks++, 5);
+    // 15 ticks due while the lock is held; a blocked loop would see none. A third of them is the bar, so
+    // a loaded machine (CI beside a soak) that delays timers does not fail the test.
+    const ticker = setInterval(() => ticks++, 10);
     const pending = window.consume('k', 10, 60_000, Date.now());
-    await sleep(60);
+    await sleep(150);
     other.run('COMMIT');
     const d = await pending;
     clearInterval(ticker);

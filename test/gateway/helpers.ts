@@ -23,7 +23,8 @@ export class TestAdmitter implements Admitter {
     this.calls++;
     const name = this.users.has(username) || !baseUsername ? username : baseUsername;
     const u = this.users.get(name);
-    if (!u || u.password !== password) return { ok: false, reason: 'bad_credentials' };
+    if (!u) return { ok: false, reason: 'unknown_user' };
+    if (u.password !== password) return { ok: false, reason: 'wrong_password', accountId: u.accountId };
     if (this.inactiveAccounts.has(u.accountId)) return { ok: false, reason: 'account_inactive' };
     return { ok: true, accountId: u.accountId, user: name };
   }

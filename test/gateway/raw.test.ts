@@ -64,7 +64,7 @@ describe('HTTP CONNECT framing', () => {
       await sleep(1);
     }
     c.write(head.slice(-1) + 'EARLY-DATA');
-    expect(await c.readUntil('\r\n\r\n')).toBe('HTTP/1.1 200 Connection established\r\nVia: 1.1 proxyd\r\n\r\n');
+    expect(await c.readUntil('\r\n\r\n')).toMatch(/^HTTP\/1\.1 200 Connection established\r\nVia: 1\.1 proxyd\r\nProxy-Status: proxyd\r\nX-Request-Id: [0-9a-f]{12}-[0-9a-z]{6,}\r\n\r\n$/);
     expect((await c.read(10)).toString()).toBe('EARLY-DATA');
     c.socket.end();
     await c.readToEnd();

@@ -78,6 +78,7 @@ async function httpConnectAuth(ctx: CheckContext, signal: AbortSignal): Promise<
     const sample = printable(raw, 40);
     return fail(`not an HTTP proxy answer: "${sample}"`, { kind: 'not_http_proxy', sample });
   }
+  keepRequestId(ctx, parsed.headers.get('x-request-id'));
   if (parsed.status === 407) return rejected407(ctx, parsed.status, printable(parsed.reason, 60), parsed.headers.get('proxy-authenticate')?.[0]);
   const foreign = notAProxy(ctx, parsed.status, printable(parsed.reason, 60), parsed.headers.get('via')?.[0]);
   if (foreign) return foreign;
@@ -113,6 +114,8 @@ async function httpForwardAuth(ctx: CheckContext, signal: AbortSignal): Promise<
       },
     });
     req.once('response', (res: IncomingMessage) => {
+      // The proxy's id comes last: an origin may send its own X-Request-Id before it.
+      keepRequestId(ctx, res.rawHeaders.filter((_, i) => i % 2 === 1 && /^x-request-id$/i.test(res.rawHeaders[i - 1] ?? '')));
       if (res.statusCode === 407) {
         res.resume();
         resolve(rejected407(ctx, 407, printable(res.statusMessage ?? '', 60), headerOne(res.headers['proxy-authenticate'])));
@@ -138,6 +141,12 @@ async function httpForwardAuth(ctx: CheckContext, signal: AbortSignal): Promise<
     });
     req.end();
   });
+}
+
+/** The last `X-Request-Id` the proxy sent, if it looks like an id (printable, short). */
+function keepRequestId(ctx: CheckContext, values: readonly string[] | undefined): void {
+  const v = values?.[values.length - 1]?.trim();
+  if (v && /^[\x21-\x7e]{1,128}$/.test(v)) ctx.requestId = v;
 }
 
 function headerOne(v: string | string[] | undefined): string | undefined {

@@ -17,6 +17,7 @@ export function renderJson(report: CheckReport): string {
     egress_ip: report.egress_ip,
     direct_ip: report.direct_ip,
     diagnosis: report.diagnosis,
+    request_id: report.request_id,
   };
   return `${JSON.stringify(doc, null, 2)}\n`;
 }
@@ -38,6 +39,8 @@ export function renderHuman(report: CheckReport, meta: { proxy: string; target: 
   if (report.egress_ip !== null || report.direct_ip !== null) {
     lines.push(`egress IP via proxy: ${report.egress_ip ?? '-'}   direct: ${report.direct_ip ?? '-'}`);
   }
+  // Support finds the gateway's record of this very attempt by it (docs/support.md).
+  if (report.request_id) lines.push(`gateway request id: ${report.request_id}`);
   const failed = report.stages.some((s) => s.status === 'fail');
   const warn = !failed && report.diagnosis.startsWith('Warning');
   const label = failed ? 'diagnosis' : warn ? 'warning' : 'result';

@@ -72,7 +72,7 @@ export async function performCheck(opts: CheckOptions, deps: Partial<CheckDeps> 
   }
   const diagnosis = scrub(diagnose({ failed: failure, proxy, target, egressIp: egress, directIp, direct, viaMissing: ctx.viaMissing === true }), proxy.password);
   return {
-    report: { stages, egress_ip: egress, direct_ip: directIp, diagnosis },
+    report: { stages, egress_ip: egress, direct_ip: directIp, diagnosis, request_id: ctx.requestId ?? null },
     ok: !failure,
     failure,
     proxy: proxy.redacted,

@@ -44,6 +44,8 @@ export interface CheckReport {
   egress_ip: string | null;
   direct_ip: string | null;
   diagnosis: string;
+  /** The gateway's `X-Request-Id` for this attempt (HTTP proxy only), the key support finds its log record by. */
+  request_id: string | null;
 }
 
 export interface CheckOptions {
@@ -87,6 +89,8 @@ export interface CheckContext {
   forwardResponse?: IncomingMessage;
   /** HTTP proxy, http:// target: the forwarded answer had no Via header (auth stage). */
   viaMissing?: boolean;
+  /** The proxy's `X-Request-Id` for the attempt, when it sent one (auth stage). */
+  requestId?: string;
   /** Egress IP echoed by the target (status stage). */
   egressIp?: string | null;
   /** Every socket opened, destroyed at the end. */

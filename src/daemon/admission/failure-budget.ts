@@ -111,15 +111,16 @@ export class FailureBudget {
   }
 
   /**
-   * Runs `check` (a password hash comparison) if the budgets allow, else answers false at once. A failed
-   * check spends a token from the source's and the username's budgets; a good one costs nothing.
+   * Runs `check` (a password hash comparison) if the budgets allow, else answers 'skipped' at once (a refusal
+   * whose password was never compared). A failed check spends a token from the source's and the username's
+   * budgets; a good one costs nothing.
    */
-  async run(source: string | null, username: string, check: () => Promise<boolean>): Promise<boolean> {
+  async run(source: string | null, username: string, check: () => Promise<boolean>): Promise<boolean | 'skipped'> {
     const now = this.now();
     const src = source ?? '-';
     if (!this.sources.has(src, now) || !this.users.has(username, now) || !this.node.has('', now) || this.waiting.length >= this.queue) {
       this.refused++;
-      return false;
+      return 'skipped';
     }
     // Spent up front, so that many concurrent attempts cannot all pass the check above; returned on success.
     this.sources.take(src, now);

@@ -31,21 +31,26 @@ export class ViewAdmission implements Admitter {
     if (!row || this.verified.get(key) !== row.password_hash) {
       const hash = row?.password_hash ?? null;
       const ok = await this.budget.run(sourceIp ?? null, username, () => verifyPassword(password, hash));
-      if (!ok || !row) return { ok: false, reason: 'bad_credentials' };
+      // The client hears the same 407 for all three; the connection log tells them apart. A refusal whose
+      // password was never compared (the failure budget is spent) is not called a wrong password.
+      if (ok === 'skipped') return { ok: false, reason: 'login_throttled', ...(row ? { accountId: row.account_id } : {}) };
+      if (!row) return { ok: false, reason: 'unknown_user' };
+      if (!ok) return { ok: false, reason: 'wrong_password', accountId: row.account_id };
       // Cached against the hash just verified: a password change meanwhile leaves the entry unmatched.
       if (this.verified.size >= CACHE_MAX) this.verified.clear();
       this.verified.set(key, row.password_hash);
     }
-    if (row.status !== 'active') return { ok: false, reason: 'bad_credentials' };
-    if (row.account_status !== 'active') return { ok: false, reason: 'account_inactive' };
+    if (row.status !== 'active') return { ok: false, reason: 'user_disabled', accountId: row.account_id };
+    if (row.account_status !== 'active') return { ok: false, reason: 'account_inactive', accountId: row.account_id };
     return { ok: true, accountId: row.account_id, user: username };
   }
 
   async admitBySourceIp(ipv4: string): Promise<AdmitResult> {
     this.view.assertAdmitting();
     const r = this.view.admissionByIp(ipv4);
-    if (!r || !r.entryActive) return { ok: false, reason: 'not_whitelisted' };
-    if (!r.accountActive) return { ok: false, reason: 'account_inactive' };
+    if (!r) return { ok: false, reason: 'not_whitelisted' };
+    if (!r.entryActive) return { ok: false, reason: 'whitelist_entry_disabled', accountId: r.accountId };
+    if (!r.accountActive) return { ok: false, reason: 'account_inactive', accountId: r.accountId };
     return { ok: true, accountId: r.accountId };
   }
 }

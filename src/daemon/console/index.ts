@@ -15,6 +15,7 @@ import { LoginLimiter, type LoginLimits } from './login-limiter.js';
 import { errorPage } from './pages/errors.js';
 import accountRoutes from './routes/account.js';
 import authRoutes from './routes/auth.js';
+import connectionRoutes from './routes/connections.js';
 import proxyUserRoutes from './routes/proxy-users.js';
 import whitelistRoutes from './routes/whitelist.js';
 import { loadSessionSecret, RevealSealer, SESSION_COOKIE, SESSION_IDLE_MS, SESSION_MAX_MS, StoreSessionAdapter } from './session.js';
@@ -118,6 +119,7 @@ export async function consolePlugin(app: FastifyInstance, ctx: ApiContext, opts:
         accountRoutes(pages, deps);
         whitelistRoutes(pages, deps);
         proxyUserRoutes(pages, deps);
+        connectionRoutes(pages, deps);
       });
     },
     { prefix: '/console' },

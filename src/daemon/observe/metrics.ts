@@ -115,6 +115,36 @@ export class Metrics {
     });
   }
 
+  /** The connection log's writer: records written, dropped (buffer full while the database was slow), waiting. */
+  attachConnectionLog(read: () => { written: number; dropped: number; buffered: number }): void {
+    new Counter({
+      name: 'proxyd_connection_log_records_total',
+      help: 'Connection-log records written to the database',
+      registers: [this.registry],
+      collect() {
+        this.reset();
+        this.inc(read().written);
+      },
+    });
+    new Counter({
+      name: 'proxyd_connection_log_dropped_total',
+      help: 'Connection-log records dropped because the write buffer was full (database slow or away)',
+      registers: [this.registry],
+      collect() {
+        this.reset();
+        this.inc(read().dropped);
+      },
+    });
+    new Gauge({
+      name: 'proxyd_connection_log_buffered',
+      help: 'Connection-log records waiting to be written',
+      registers: [this.registry],
+      collect() {
+        this.set(read().buffered);
+      },
+    });
+  }
+
   /** Exposition text: this process's registry, or in a cluster worker the whole cluster's. */
   async render(): Promise<{ contentType: string; text: string }> {
     if (cluster.isWorker && process.send) {

@@ -1,6 +1,6 @@
 // `proxyd serve` configuration: flags with env fallbacks (docs/operations.md Flags and environment), validated into one typed object.
 import { isIP } from 'node:net';
-import { homedir } from 'node:os';
+import { homedir, hostname } from 'node:os';
 import path from 'node:path';
 import ipaddr from 'ipaddr.js';
 import { DEFAULT_STALE_ADMISSION_SEC } from '../admission/view.js';
@@ -35,6 +35,10 @@ export interface ServeConfig {
   /** Operator override of the API limits, `list=60,add=10,delete=10,invalid=20`. */
   rateLimits: string | undefined;
   logLevel: string;
+  /** The name this node's connection-log records carry (`--node-name`, default the host name). */
+  nodeName: string;
+  /** How long connection-log records are kept (ms); 0: the gateway keeps no connection log. */
+  connectionLogRetentionMs: number;
 }
 
 export class ConfigError extends Error {
@@ -97,6 +101,8 @@ interface RawServeOptions {
   geoipDb?: string;
   rateLimits?: string;
   logLevel: string;
+  nodeName?: string;
+  connectionLogRetention?: string;
 }
 
 /** A boolean flag, else its env var: 1/true/yes turn it on, 0/false/no/empty leave it off, anything else is an error. */
@@ -135,7 +141,25 @@ export function toServeConfig(o: RawServeOptions, env: NodeJS.ProcessEnv = proce
     geoipDb: o.geoipDb || undefined,
     rateLimits: o.rateLimits || undefined,
     logLevel: o.logLevel,
+    nodeName: parseNodeName(o.nodeName),
+    connectionLogRetentionMs: parseDuration(o.connectionLogRetention ?? DEFAULT_CONNECTION_LOG_RETENTION, '--connection-log-retention'),
   };
+}
+
+export const DEFAULT_CONNECTION_LOG_RETENTION = '7d';
+const UNIT_MS: Record<string, number> = { s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 };
+
+/** `90s`, `30m`, `48h`, `7d`, or plain seconds; `0` is zero. */
+export function parseDuration(s: string, what: string): number {
+  const m = /^(\d{1,9})([smhd]?)$/.exec(s.trim());
+  if (!m) throw new ConfigError(`${what}: expected a duration such as 7d, 48h, 30m or 90s, got "${s}"`);
+  return Number(m[1]) * UNIT_MS[m[2] || 's']!;
+}
+
+function parseNodeName(s: string | undefined): string {
+  const name = s?.trim() || hostname().replace(/[^A-Za-z0-9._:-]/g, '-').replace(/^[^A-Za-z0-9]+/, '').slice(0, 63) || 'proxyd';
+  if (!/^[A-Za-z0-9][A-Za-z0-9._:-]{0,62}$/.test(name)) throw new ConfigError(`--node-name: letters, digits, . _ : - (up to 63), got "${name}"`);
+  return name;
 }
 
 /** `--database-url`: PostgreSQL only (SQLite is the data dir). */

@@ -51,6 +51,34 @@ function adminAction(pick: (m: typeof import('../admin/commands.js')) => AdminAc
   };
 }
 
+/** `admin connections`: JSON lines (or a table) on stdout; with --follow until SIGINT/SIGTERM or a closed pipe. */
+async function connectionsAction(opts: Record<string, unknown>, cmd: Command): Promise<void> {
+  const all = { ...cmd.optsWithGlobals(), ...opts } as Record<string, unknown> & { dataDir?: string; databaseUrl?: string };
+  const { AdminError } = await import('../admin/commands.js');
+  const { connections } = await import('../admin/connections.js');
+  const { openStore } = await import('../store/index.js');
+  const { checkDatabaseUrl, defaultDataDir } = await import('./config.js');
+  const stop = new AbortController();
+  const onSignal = () => stop.abort();
+  process.once('SIGINT', onSignal);
+  process.once('SIGTERM', onSignal);
+  process.stdout.on('error', onSignal); // EPIPE: the reader (head, less) went away
+  let store: import('../store/index.js').Store | null = null;
+  try {
+    checkDatabaseUrl(all.databaseUrl);
+    const dataDir = all.dataDir || defaultDataDir();
+    if (!all.databaseUrl) (await import('./data-dir.js')).ensureDataDir(dataDir);
+    store = await openStore({ dataDir, databaseUrl: all.databaseUrl });
+    await connections(store, all as import('../admin/connections.js').ConnectionsOptions, (line) => void process.stdout.write(`${line}\n`), stop.signal);
+  } catch (e) {
+    fail(e instanceof AdminError ? e.message : (e as Error).message);
+  } finally {
+    process.removeListener('SIGINT', onSignal);
+    process.removeListener('SIGTERM', onSignal);
+    await store?.close();
+  }
+}
+
 export function buildProgram(): Command {
   const program = new Command('proxyd')
     .description('proxyd: whitelist API, proxy gateway (HTTP, CONNECT, SOCKS5) and web console')
@@ -77,6 +105,8 @@ export function buildProgram(): Command {
     .addOption(new Option('--proxy-protocol-from <cidrs>', 'peers allowed to send a PROXY protocol v1/v2 header').env('PROXYD_PROXY_PROTOCOL_FROM'))
     .addOption(new Option('--geoip-db <file>', 'MMDB country database (default: bundled DB-IP Lite)').env('PROXYD_GEOIP_DB'))
     .addOption(new Option('--stale-admission <seconds>', 'how long the gateway admits from its last view while the database is unreachable').env('PROXYD_STALE_ADMISSION').default(String(DEFAULT_STALE_ADMISSION_SEC)))
+    .addOption(new Option('--node-name <name>', 'this node\'s name in the connection log (default: the host name)').env('PROXYD_NODE_NAME'))
+    .addOption(new Option('--connection-log-retention <duration>', 'how long connection-log records are kept, e.g. 7d, 48h; 0 turns the log off').env('PROXYD_CONNECTION_LOG_RETENTION').default('7d'))
     .addOption(new Option('--rate-limits <spec>', 'override API limits, e.g. list=60,add=10,delete=10,invalid=20').env('PROXYD_RATE_LIMITS').hideHelp())
     .addOption(new Option('--log-level <level>', 'log level').env('PROXYD_LOG_LEVEL').default('info').choices(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']))
     .action(async (opts) => {
@@ -164,6 +194,23 @@ export function buildProgram(): Command {
     .addOption(dataDirOption())
     .addOption(databaseUrlOption())
     .action(adminAction((m) => m.whitelistSetStatus));
+
+  admin
+    .command('connections')
+    .description('the connection log: one JSON line per record (docs/support.md); --follow streams new ones from every node')
+    .option('--email <email>', 'records of this account')
+    .option('--user <username>', 'records of this proxy username (as presented)')
+    .option('--ip <ip>', 'records from this source IP')
+    .option('--id <request-id>', 'the record of this request id (X-Request-Id)')
+    .option('--reason <reason>', 'records with this reason (docs/support.md lists them)')
+    .addOption(new Option('--decision <decision>').choices(['admitted', 'refused']))
+    .option('--since <duration|iso>', 'records since, e.g. 15m, 2h, 7d or 2026-11-25T10:00:00Z')
+    .option('--limit <n>', 'how many of the newest matching records first (default 100)')
+    .option('--follow', 'then print new records as they are written, until interrupted')
+    .addOption(new Option('--format <format>').choices(['json', 'table']).default('json'))
+    .addOption(dataDirOption())
+    .addOption(databaseUrlOption())
+    .action(connectionsAction);
 
   return program;
 }

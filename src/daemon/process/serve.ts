@@ -1,7 +1,8 @@
 // One serving process: opens the store, the rate-limit store, the API (+ console) and the gateway, and
 // drains them on shutdown. run.ts decides when (lock, signals, ready line); cluster workers run this too.
+import { isIP } from 'node:net';
 import type { FastifyInstance } from 'fastify';
-import { DEFAULT_LIMITS as GATEWAY_DEFAULT_LIMITS, startGateway } from '../../gateway/index.js';
+import { CachingResolver, DEFAULT_LIMITS as GATEWAY_DEFAULT_LIMITS, startGateway } from '../../gateway/index.js';
 import type { Gateway, GatewayLimits } from '../../gateway/types.js';
 import { ViewAdmission } from '../admission/gateway-admission.js';
 import { StoreAdmissionFeed } from '../admission/feed.js';
@@ -16,6 +17,7 @@ import { withViewHealth } from '../observe/health.js';
 import { openCountryLookup, type CountryLookup } from '../services/geo.js';
 import type { DaemonLog } from '../log.js';
 import { Metrics } from '../observe/metrics.js';
+import { ConnectionLogWriter } from '../observe/connection-log.js';
 import { ApiLimits, parseLimitOverrides } from '../ratelimit/api-limits.js';
 import { MemoryWindowStore, type WindowStore } from '../ratelimit/limiter.js';
 import { RedisWindowStore } from '../ratelimit/redis-store.js';
@@ -110,6 +112,17 @@ export function parseGatewayLimitOverrides(s: string | undefined): Partial<Gatew
   return out;
 }
 
+/** `PROXYD_DNS_SERVERS=ip[:port],…`: the servers the gateway asks for target names instead of /etc/resolv.conf's. */
+export function parseDnsServers(s: string | undefined): string[] | undefined {
+  const list = s?.split(',').map((x) => x.trim()).filter(Boolean);
+  if (!list?.length) return undefined;
+  for (const x of list) {
+    const host = x.startsWith('[') ? x.slice(1, x.indexOf(']')) : x.includes('.') ? x.split(':')[0]! : x;
+    if (!isIP(host)) throw new Error(`PROXYD_DNS_SERVERS: "${x}" is not an IP address with an optional port`);
+  }
+  return list;
+}
+
 /** What the API and console are built from; the in-process tests build theirs here too (their own clock, no view). */
 export function apiContext(p: {
   store: Store;
@@ -157,6 +170,7 @@ async function listenApi(cfg: ServeConfig, log: DaemonLog, store: Store, limits:
  */
 export async function startDaemon(cfg: ServeConfig, log: DaemonLog): Promise<RunningDaemon> {
   const gatewayLimits = parseGatewayLimitOverrides(process.env.PROXYD_GATEWAY_LIMITS); // before anything opens
+  const dnsServers = parseDnsServers(process.env.PROXYD_DNS_SERVERS);
   if (cfg.egressPool) await checkBindable(cfg.egressPool);
   const store = await openStore(cfg);
   const limits = new ApiLimits(windowStoreFor(cfg, store, log), parseLimitOverrides(cfg.rateLimits));
@@ -182,6 +196,10 @@ export async function startDaemon(cfg: ServeConfig, log: DaemonLog): Promise<Run
 
   const traffic = new TrafficAccumulator(store);
   traffic.start();
+  const connLog = cfg.connectionLogRetentionMs > 0
+    ? new ConnectionLogWriter(store.connectionLog, cfg.nodeName, { retentionMs: cfg.connectionLogRetentionMs, log })
+    : null;
+  connLog?.start();
   let gateway: Gateway | null = null;
   // A gateway that cannot start (port in use) must not leave the API listening: the process would never exit.
   const admission = new ViewAdmission(view);
@@ -196,11 +214,14 @@ export async function startDaemon(cfg: ServeConfig, log: DaemonLog): Promise<Run
     ownListeners: () => [apiHostPort, gateway?.httpProxyAddress(), gateway?.socksAddress()].filter((x): x is { host: string; port: number } => !!x),
     admission,
     traffic,
+    connectionLog: connLog ?? undefined,
     limits: gatewayLimits,
+    lookup: dnsServers ? new CachingResolver({ servers: dnsServers }).lookup : undefined,
     log: log.child({ component: 'gateway' }),
   }).catch(async (err: unknown) => {
     view.close();
     await traffic.stop();
+    await connLog?.stop();
     await app.close();
     await limits.close();
     await store.close();
@@ -210,6 +231,7 @@ export async function startDaemon(cfg: ServeConfig, log: DaemonLog): Promise<Run
   metrics.attachGateway(() => gw.stats());
   metrics.attachAdmissionView(() => view.status());
   metrics.attachLoginBudget(() => admission.budget.refused);
+  if (connLog) metrics.attachConnectionLog(() => ({ written: connLog.written, dropped: connLog.dropped, buffered: connLog.buffered }));
 
   const http = gw.httpProxyAddress();
   const socks = gw.socksAddress();
@@ -227,6 +249,7 @@ export async function startDaemon(cfg: ServeConfig, log: DaemonLog): Promise<Run
       await Promise.all([app.close(), gateway?.close(TUNNEL_DRAIN_MS)]);
       view.close();
       await traffic.stop();
+      await connLog?.stop();
       await limits.close();
       await store.close();
     })());

@@ -202,6 +202,50 @@ export interface TrafficStore {
   add(deltas: Map<number, TrafficDelta>): Promise<'ok' | 'busy'>;
 }
 
+/** One connection-log record as written (the gateway's ConnectionRecord; SPEC 12). `accountId` -1: none matched. */
+export interface ConnectionLogEntry {
+  startedAt: number;
+  requestId: string;
+  protocol: string;
+  sourceIp: string;
+  username: string | null;
+  accountId: number;
+  target: string | null;
+  reason: string | null;
+  bytesUp: number;
+  bytesDown: number;
+  durationMs: number;
+}
+
+/** A record as read back, with the node that wrote it and its account's email. */
+export interface ConnectionLogRow extends ConnectionLogEntry {
+  id: number;
+  node: string;
+  accountEmail: string | null;
+}
+
+export interface ConnectionLogFilter {
+  /** One account's records only (the console); absent: every record (the operator). */
+  accountId?: number | undefined;
+  username?: string | undefined;
+  sourceIp?: string | undefined;
+  requestId?: string | undefined;
+  reason?: string | undefined;
+  decision?: 'admitted' | 'refused' | undefined;
+  sinceMs?: number | undefined;
+  /** Only records with a larger id, oldest first (following); without it, newest first. */
+  afterId?: number | undefined;
+  limit: number;
+}
+
+export interface ConnectionLogStore {
+  /** Appends records one node wrote; `busy` (nothing written) when the database is locked or away. */
+  insert(node: string, entries: readonly ConnectionLogEntry[]): Promise<'ok' | 'busy'>;
+  query(f: ConnectionLogFilter): Promise<ConnectionLogRow[]>;
+  /** Removes records that started before `beforeMs`; how many. */
+  prune(beforeMs: number): Promise<number | 'busy'>;
+}
+
 /** What changed, by key: a proxy user (username), a whitelisted IP, or an account (id). */
 export type ChangeKind = 'user' | 'ip' | 'account';
 
@@ -275,6 +319,7 @@ export interface Store {
   readonly proxyUsers: ProxyUserStore;
   readonly sessions: ConsoleSessionStore;
   readonly traffic: TrafficStore;
+  readonly connectionLog: ConnectionLogStore;
   readonly changeLog: ChangeLogStore;
   /** The rate-hit log for limits shared between processes (SQLite: on a connection that never waits for a lock). */
   sharedRateHits(): RateHitStore;

@@ -369,7 +369,8 @@ describe('runCheck output (the command)', () => {
     const r = command(opts({ proxy: `http://alice:${PASS}@127.0.0.1:${proxy.port}`, target: `https://127.0.0.1:${https.port}/` }), { json: true });
     expect(await r.code).toBe(6);
     const doc = JSON.parse(r.out());
-    expect(Object.keys(doc)).toEqual(['stages', 'egress_ip', 'direct_ip', 'diagnosis']);
+    expect(Object.keys(doc)).toEqual(['stages', 'egress_ip', 'direct_ip', 'diagnosis', 'request_id']);
+    expect(doc.request_id).toBeNull(); // this peer sends no X-Request-Id
     expect(doc.stages.map((s: { name: string }) => s.name)).toEqual(['dns', 'tcp', 'auth', 'connect', 'tls', 'status']);
     for (const s of doc.stages) expect(Object.keys(s)).toEqual(['name', 'status', 'ms', 'detail']);
     expect(r.out() + r.err()).not.toContain(PASS);

@@ -5,6 +5,7 @@ import type { RateHitStore, Store } from '../types.js';
 import { DEFAULT_RELEASE_GRACE_SEC } from '../types.js';
 import { PgAccountStore } from './accounts.js';
 import { PgChangeLogStore } from './change-log.js';
+import { PgConnectionLogStore } from './connection-log.js';
 import { BACKGROUND_POOL_SIZE, connect, guard, migrate, redactUrl, type Sql } from './db.js';
 import { PgProxyUserStore } from './proxy-users.js';
 import { PgRateHitStore } from './rate-hits.js';
@@ -29,6 +30,7 @@ export class PostgresStore implements Store {
   readonly proxyUsers: PgProxyUserStore;
   readonly sessions: PgConsoleSessionStore;
   readonly traffic: PgTrafficStore;
+  readonly connectionLog: PgConnectionLogStore;
   readonly changeLog: PgChangeLogStore;
   private readonly rateHits: PgRateHitStore;
   private closed = false;
@@ -48,6 +50,7 @@ export class PostgresStore implements Store {
     this.proxyUsers = new PgProxyUserStore(sql, nowSec);
     this.sessions = new PgConsoleSessionStore(sql, nowSec);
     this.traffic = new PgTrafficStore(background, nowSec);
+    this.connectionLog = new PgConnectionLogStore(background, nowSec);
     this.rateHits = new PgRateHitStore(sql);
     this.changeLog = new PgChangeLogStore(background, nowMs);
   }

@@ -310,4 +310,25 @@ export const PG_MIGRATIONS: readonly string[] = [
   DROP FUNCTION proxyd_api_admit(text, integer, text, bytea, text, integer, bigint, bigint, boolean, smallint, text, integer, integer);
   ${apiAdmitFunction('json')}
   `,
+  // 5: the connection log (SPEC 12), as SQLite's migration 4. bigint ids: a busy fleet writes billions.
+  `
+  CREATE TABLE connection_log (
+    id          bigserial PRIMARY KEY,
+    started_ms  bigint NOT NULL,
+    node        text NOT NULL,
+    request_id  text NOT NULL,
+    protocol    text NOT NULL,
+    source_ip   text NOT NULL,
+    username    text,
+    account_id  integer,
+    target      text,
+    reason      text,
+    bytes_up    bigint NOT NULL,
+    bytes_down  bigint NOT NULL,
+    duration_ms integer NOT NULL
+  );
+  CREATE INDEX connection_log_started ON connection_log(started_ms);
+  CREATE INDEX connection_log_account ON connection_log(account_id, id);
+  CREATE INDEX connection_log_request ON connection_log(request_id);
+  `,
 ];

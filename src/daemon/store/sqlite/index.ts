@@ -4,6 +4,7 @@ import path from 'node:path';
 import { DEFAULT_RELEASE_GRACE_SEC, type RateHitStore, type Store } from '../types.js';
 import { SqliteAccountStore } from './accounts.js';
 import { SqliteChangeLogStore } from './change-log.js';
+import { SqliteConnectionLogStore } from './connection-log.js';
 import { DB_FILE, integrityProblems, openDatabase, type Db } from './db.js';
 import { SqliteProxyUserStore } from './proxy-users.js';
 import { SqliteRateHitStore } from './rate-hits.js';
@@ -27,6 +28,7 @@ export class SqliteStore implements Store {
   readonly proxyUsers: SqliteProxyUserStore;
   readonly sessions: SqliteConsoleSessionStore;
   readonly traffic: SqliteTrafficStore;
+  readonly connectionLog: SqliteConnectionLogStore;
   readonly changeLog: SqliteChangeLogStore;
   private readonly extraConnections: Db[] = [];
   private closed = false;
@@ -47,6 +49,7 @@ export class SqliteStore implements Store {
     this.sessions = new SqliteConsoleSessionStore(db, nowSec);
     this.traffic = new SqliteTrafficStore(db, nowSec);
     this.changeLog = new SqliteChangeLogStore(db, dataDir);
+    this.connectionLog = new SqliteConnectionLogStore(db, () => this.noWaitConnection());
   }
 
   static open(dataDir: string, opts: SqliteStoreOptions = {}): SqliteStore {
@@ -59,9 +62,14 @@ export class SqliteStore implements Store {
    * a busy hit without blocking instead.
    */
   sharedRateHits(): RateHitStore {
+    return new SqliteRateHitStore(this.noWaitConnection());
+  }
+
+  /** A connection whose writes answer `busy` at once instead of sleeping the event loop on a lock. */
+  private noWaitConnection(): Db {
     const db = openDatabase(this.dataDir, { migrate: false, busyTimeoutMs: 0 });
     this.extraConnections.push(db);
-    return new SqliteRateHitStore(db);
+    return db;
   }
 
   async fleetSecret(): Promise<string | null> {

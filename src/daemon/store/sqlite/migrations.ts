@@ -148,4 +148,26 @@ export const MIGRATIONS: readonly string[] = [
     INSERT INTO change_log (kind, key) VALUES ('account', OLD.id);
   END;
   `,
+  // 4: the connection log (SPEC 12): one row per refused attempt and per admitted connection at its end. No
+  // foreign key to accounts: a record outlives nothing it names, and an insert must never wait on one.
+  `
+  CREATE TABLE connection_log (
+    id          INTEGER PRIMARY KEY,
+    started_ms  INTEGER NOT NULL,
+    node        TEXT NOT NULL,
+    request_id  TEXT NOT NULL,
+    protocol    TEXT NOT NULL,
+    source_ip   TEXT NOT NULL,
+    username    TEXT,
+    account_id  INTEGER,
+    target      TEXT,
+    reason      TEXT,
+    bytes_up    INTEGER NOT NULL,
+    bytes_down  INTEGER NOT NULL,
+    duration_ms INTEGER NOT NULL
+  );
+  CREATE INDEX connection_log_started ON connection_log(started_ms);
+  CREATE INDEX connection_log_account ON connection_log(account_id, id);
+  CREATE INDEX connection_log_request ON connection_log(request_id);
+  `,
 ];

@@ -1,0 +1,112 @@
+// `proxyd admin connections`: the connection log (SPEC 12) for the operator, as JSON lines or a table, with
+// `--follow` streaming new records from every node as they are written.
+import { isIP } from 'node:net';
+import { LOG_REASONS, connectionJson, type ConnectionJson } from '../services/connection-log.js';
+import type { ConnectionLogFilter, ConnectionLogRow, Store } from '../store/index.js';
+import { AdminError } from './commands.js';
+
+export interface ConnectionsOptions {
+  email?: string;
+  user?: string;
+  ip?: string;
+  id?: string;
+  reason?: string;
+  decision?: string;
+  since?: string;
+  limit?: string;
+  follow?: boolean;
+  format?: string;
+}
+
+/** `--since`: a duration back from now (`15m`, `2h`, `7d`, `90s`) or an ISO time. */
+export function parseSince(s: string, nowMs: number): number {
+  const m = /^(\d{1,9})([smhd])$/.exec(s);
+  if (m) return nowMs - Number(m[1]) * { s: 1e3, m: 6e4, h: 3.6e6, d: 8.64e7 }[m[2] as 's' | 'm' | 'h' | 'd'];
+  const t = Date.parse(s);
+  if (!/^\d{4}-\d{2}-\d{2}/.test(s) || Number.isNaN(t)) throw new AdminError(`--since: expected a duration (15m, 2h, 7d) or an ISO time, got "${s}"`);
+  return t;
+}
+
+export async function connectionFilter(store: Store, o: ConnectionsOptions, nowMs: number): Promise<Omit<ConnectionLogFilter, 'limit'>> {
+  const f: Omit<ConnectionLogFilter, 'limit'> = {};
+  if (o.email !== undefined) {
+    const a = await store.accounts.findByEmail(o.email);
+    if (!a) throw new AdminError(`no account with email ${o.email}`);
+    f.accountId = a.id;
+  }
+  if (o.user !== undefined) f.username = o.user;
+  if (o.ip !== undefined) {
+    if (!isIP(o.ip)) throw new AdminError(`--ip: not an IP address: ${o.ip}`);
+    f.sourceIp = o.ip;
+  }
+  if (o.id !== undefined) f.requestId = o.id;
+  if (o.reason !== undefined) {
+    if (!(LOG_REASONS as readonly string[]).includes(o.reason)) throw new AdminError(`--reason: expected one of ${LOG_REASONS.join(', ')}`);
+    f.reason = o.reason;
+  }
+  if (o.decision !== undefined) {
+    if (o.decision !== 'admitted' && o.decision !== 'refused') throw new AdminError('--decision: expected admitted or refused');
+    f.decision = o.decision;
+  }
+  if (o.since !== undefined) f.sinceMs = parseSince(o.since, nowMs);
+  return f;
+}
+
+const PAGE = 5_000;
+const COLUMNS = ['time', 'node', 'request_id', 'protocol', 'source_ip', 'username', 'account', 'target', 'decision', 'reason', 'bytes_up', 'bytes_down', 'duration_ms'] as const;
+
+function tableLine(r: ConnectionJson): string {
+  return COLUMNS.map((c) => (r[c] === null ? '-' : String(r[c]))).join('  ');
+}
+
+/**
+ * Prints the matching records (oldest first, up to --limit, default 100 of the newest), then with --follow
+ * every new one as it is written, until interrupted. Follows by id, re-reading a short window behind the
+ * newest id seen: on PostgreSQL ids are taken before commit, so a batch can become visible after a later one.
+ */
+export async function connections(
+  store: Store,
+  o: ConnectionsOptions,
+  write: (line: string) => void,
+  signal: AbortSignal,
+): Promise<void> {
+  const format = o.format ?? 'json';
+  if (format !== 'json' && format !== 'table') throw new AdminError('--format: expected json or table');
+  const limit = o.limit === undefined ? 100 : Number(o.limit);
+  if (!Number.isSafeInteger(limit) || limit < 1 || limit > 100_000) throw new AdminError('--limit: expected an integer 1..100000');
+  const filter = await connectionFilter(store, o, Date.now());
+  const print = (r: ConnectionLogRow) => {
+    const j = connectionJson(r);
+    write(format === 'json' ? JSON.stringify(j) : tableLine(j));
+  };
+  if (format === 'table') write(COLUMNS.join('  '));
+  const first = (await store.connectionLog.query({ ...filter, limit })).reverse();
+  for (const r of first) print(r);
+  if (!o.follow) return;
+  // Ids seen recently (above `floor`), so the window re-read behind the newest id prints nothing twice.
+  let newest = first.reduce((m, r) => Math.max(m, r.id), 0);
+  if (newest === 0) newest = (await store.connectionLog.query({ limit: 1 }))[0]?.id ?? 0;
+  const seen = new Set<number>(first.map((r) => r.id));
+  const marks: Array<{ at: number; id: number }> = [];
+  let floor = newest;
+  while (!signal.aborted) {
+    await new Promise((r) => setTimeout(r, 250));
+    if (signal.aborted) break;
+    for (let from = floor; ; ) {
+      const rows = await store.connectionLog.query({ ...filter, afterId: from, limit: PAGE });
+      for (const r of rows) {
+        if (seen.has(r.id)) continue;
+        seen.add(r.id);
+        newest = Math.max(newest, r.id);
+        print(r);
+      }
+      if (rows.length < PAGE) break;
+      from = rows[rows.length - 1]!.id;
+    }
+    // The floor trails the newest id by ~2 s of polls: a batch committed later than that is not waited for.
+    const now = Date.now();
+    marks.push({ at: now, id: newest });
+    while (marks.length > 1 && now - marks[0]!.at > 2_000) floor = marks.shift()!.id;
+    for (const id of seen) if (id <= floor) seen.delete(id);
+  }
+}

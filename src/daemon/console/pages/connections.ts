@@ -1,0 +1,112 @@
+// Connections page (SPEC 12): the account's own connection-log records, newest first, with their precise
+// reasons (the client only ever heard a uniform 407), filters by user, source IP, decision and reason.
+import { html, type Html } from '../html.js';
+import { shell } from '../layout.js';
+import type { Flash } from '../session.js';
+
+export interface ConnectionsFilter {
+  user: string;
+  ip: string;
+  decision: '' | 'admitted' | 'refused';
+  reason: string;
+}
+
+export interface ConnectionRowView {
+  time: string;
+  request_id: string;
+  protocol: string;
+  source_ip: string;
+  username: string | null;
+  target: string | null;
+  decision: 'admitted' | 'refused';
+  reason: string | null;
+  bytes_up: number;
+  bytes_down: number;
+  duration_ms: number;
+}
+
+interface ConnectionsView {
+  csrf: string;
+  email: string;
+  filter: ConnectionsFilter;
+  filterError?: string | undefined;
+  rows: ConnectionRowView[];
+  limit: number;
+  reasons: readonly string[];
+  flash?: Flash | undefined;
+}
+
+/** What each reason means, in the customer's words (docs/support.md has the same list). */
+const REASON_TEXT: Record<string, string> = {
+  unknown_user: 'No proxy user has this username',
+  wrong_password: 'Wrong password for this proxy user',
+  user_disabled: 'This proxy user is disabled',
+  account_inactive: 'The account is suspended or closed',
+  not_whitelisted: 'The source IP is not on the whitelist',
+  whitelist_entry_disabled: 'The source IP’s whitelist entry is disabled',
+  traffic_limit: 'The traffic limit is used up',
+  connection_limit: 'Too many connections at once',
+  plan_expired: 'The plan has expired',
+  target_forbidden: 'The target address is not allowed',
+  dns_error: 'The target name could not be resolved',
+  target_refused: 'The target refused or could not be reached',
+  target_timeout: 'Connecting to the target timed out',
+  no_exit: 'No exit node matches the request',
+  malformed: 'The client sent a request the gateway could not read',
+  admission_unavailable: 'The gateway could not check the login at that moment',
+};
+
+function bytes(n: number): string {
+  if (n < 1024) return `${n} B`;
+  if (n < 1024 * 1024) return `${(n / 1024).toFixed(1)} KiB`;
+  if (n < 1024 ** 3) return `${(n / 1024 / 1024).toFixed(1)} MiB`;
+  return `${(n / 1024 ** 3).toFixed(2)} GiB`;
+}
+
+function row(r: ConnectionRowView): Html {
+  const refused = r.decision === 'refused';
+  return html`<tr data-testid="conn-row" data-request-id="${r.request_id}" data-reason="${r.reason ?? ''}">
+<td data-label="Time"><time datetime="${r.time}">${r.time.replace('T', ' ').replace(/\.\d{3}Z$/, ' UTC')}</time></td>
+<td data-label="Result"><span class="badge ${refused ? 'off' : 'ok'}" data-testid="conn-decision">${refused ? 'Refused' : 'Admitted'}</span>${
+    refused ? html`<br><span class="small" data-testid="conn-reason" title="${r.reason ?? ''}">${REASON_TEXT[r.reason ?? ''] ?? r.reason ?? ''}</span> <code class="small">${r.reason ?? ''}</code>` : ''
+  }</td>
+<td data-label="User / source"><span data-testid="conn-user">${r.username ?? html`<span class="muted">whitelist</span>`}</span><br><code class="small">${r.source_ip}</code></td>
+<td data-label="Target"><code>${r.target ?? '—'}</code> <span class="muted small">${r.protocol}</span></td>
+<td data-label="Traffic">${refused ? html`<span class="muted">—</span>` : html`↑ ${bytes(r.bytes_up)} ↓ ${bytes(r.bytes_down)}<br><span class="muted small">${r.duration_ms} ms</span>`}</td>
+<td data-label="Request id"><code class="small" data-testid="conn-request-id">${r.request_id}</code></td>
+</tr>`;
+}
+
+export function connectionsPage(v: ConnectionsView) {
+  const f = v.filter;
+  const filtered = f.user !== '' || f.ip !== '' || f.decision !== '' || f.reason !== '';
+  const sel = (a: string, b: string) => (a === b ? html` selected` : '');
+  return shell({
+    title: 'Connections',
+    signedIn: { nav: 'connections', csrf: v.csrf, email: v.email },
+    flash: v.flash,
+    body: html`<div class="page-head"><h1>Connections</h1><p class="lead">What the gateway decided for your connections, and why: the ${v.limit} most recent records of the last 7 days. Give the request id to support when you ask about one.</p></div>
+<section class="card flush" aria-labelledby="list-title">
+<div class="card-head"><div><h2 id="list-title">Records</h2><p class="muted small" data-testid="conn-count">${v.rows.length} ${v.rows.length === 1 ? 'record' : 'records'}${filtered ? ' match the filter' : ''}</p></div></div>
+<form method="get" action="/console/connections" class="form-row filters" role="search" aria-label="Filter records">
+<div class="field"><label for="f-user">Proxy user</label><input type="text" id="f-user" name="user" spellcheck="false" autocomplete="off" value="${f.user}" placeholder="Any"></div>
+<div class="field"><label for="f-ip">Source IP</label><input type="text" id="f-ip" name="ip" spellcheck="false" autocomplete="off" value="${f.ip}" placeholder="Any"></div>
+<div class="field narrow"><label for="f-decision">Result</label><select id="f-decision" name="decision"><option value=""${sel(f.decision, '')}>All</option><option value="admitted"${sel(f.decision, 'admitted')}>Admitted</option><option value="refused"${sel(f.decision, 'refused')}>Refused</option></select></div>
+<div class="field narrow"><label for="f-reason">Reason</label><select id="f-reason" name="reason"><option value=""${sel(f.reason, '')}>Any</option>${v.reasons.map((r) => html`<option value="${r}"${sel(f.reason, r)}>${r}</option>`)}</select></div>
+<button class="btn secondary" type="submit">Filter</button>
+${filtered ? html`<a class="btn secondary" href="/console/connections">Clear</a>` : ''}
+</form>
+${
+  v.filterError
+    ? html`<div class="empty" role="alert">${v.filterError}</div>`
+    : v.rows.length === 0
+      ? html`<div class="empty" data-testid="conn-empty">${filtered ? 'No records match this filter.' : 'No connections recorded yet.'}</div>`
+      : html`<div class="table-wrap"><table class="stack-sm" data-testid="conn-table">
+<caption class="visually-hidden">Connection records, newest first</caption>
+<thead><tr><th scope="col">Time</th><th scope="col">Result</th><th scope="col">User / source</th><th scope="col">Target</th><th scope="col">Traffic</th><th scope="col">Request id</th></tr></thead>
+<tbody>${v.rows.map(row)}</tbody>
+</table></div>`
+}
+</section>`,
+  });
+}

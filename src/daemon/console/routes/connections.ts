@@ -1,0 +1,54 @@
+// Connections page: the account's own connection-log records only (the store query is scoped by account id,
+// whatever the filter says); attempts that matched no account never show here (operator only).
+import { isIP } from 'node:net';
+import type { FastifyInstance } from 'fastify';
+import { LOG_REASONS, connectionJson } from '../../services/connection-log.js';
+import { accountOf, sendHtml, takeFlash, type ConsoleDeps } from '../deps.js';
+import { connectionsPage, type ConnectionsFilter } from '../pages/connections.js';
+
+const LIMIT = 200;
+const WINDOW_MS = 7 * 24 * 3600 * 1000;
+
+type Query = { user?: string; ip?: string; decision?: string; reason?: string };
+
+export default function connectionRoutes(app: FastifyInstance, deps: ConsoleDeps): void {
+  app.get<{ Querystring: Query }>('/connections', async (request, reply) => {
+    const account = accountOf(request);
+    const str = (v: unknown, max: number) => (typeof v === 'string' ? v.trim().slice(0, max) : '');
+    const q = request.query;
+    const decision = str(q.decision, 16);
+    const reason = str(q.reason, 40);
+    const filter: ConnectionsFilter = {
+      user: str(q.user, 128),
+      ip: str(q.ip, 64),
+      decision: decision === 'admitted' || decision === 'refused' ? decision : '',
+      reason: (LOG_REASONS as readonly string[]).includes(reason) ? reason : '',
+    };
+    let filterError: string | undefined;
+    if (filter.ip && !isIP(filter.ip)) filterError = 'Enter a complete IP address to filter by, such as 203.0.113.7.';
+    const rows = filterError
+      ? []
+      : await deps.ctx.store.connectionLog.query({
+          accountId: account.id,
+          username: filter.user || undefined,
+          sourceIp: filter.ip || undefined,
+          decision: filter.decision || undefined,
+          reason: filter.reason || undefined,
+          sinceMs: Date.now() - WINDOW_MS,
+          limit: LIMIT,
+        });
+    return sendHtml(
+      reply,
+      connectionsPage({
+        csrf: reply.generateCsrf(),
+        email: account.email,
+        filter,
+        filterError,
+        rows: rows.map(connectionJson),
+        limit: LIMIT,
+        reasons: LOG_REASONS,
+        flash: takeFlash(request),
+      }),
+    );
+  });
+}

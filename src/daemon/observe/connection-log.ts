@@ -1,0 +1,125 @@
+// The connection log's writer (SPEC 12): the gateway hands it one record per refused attempt and per admitted
+// connection at its end; it keeps them in a bounded buffer and appends them to the store in batches, off the
+// connection path. A slow or absent database never delays a connection: records wait in the buffer (kept for
+// the next flush) and what does not fit is dropped and counted (proxyd_connection_log_dropped_total).
+import type { ConnectionLogSink, ConnectionRecord } from '../../gateway/types.js';
+import type { ConnectionLogStore } from '../store/index.js';
+
+export interface ConnectionLogOptions {
+  /** Records held at most while the database is slow or away (about 300 bytes each). */
+  maxBuffered?: number;
+  /** Records per INSERT. */
+  batch?: number;
+  /** How often the buffer is written (a full batch is written at once). */
+  intervalMs?: number;
+  /** Records older than this are removed (hourly, by whichever node gets there); 0 keeps them. */
+  retentionMs?: number;
+  log?: { warn(obj: object, msg?: string): void };
+}
+
+const DEFAULTS = { maxBuffered: 20_000, batch: 1_000, intervalMs: 250 };
+const PRUNE_EVERY_MS = 3_600_000;
+
+export class ConnectionLogWriter implements ConnectionLogSink {
+  private buffer: ConnectionRecord[] = [];
+  private flushing: Promise<void> | null = null;
+  private timer: NodeJS.Timeout | null = null;
+  private pruneTimer: NodeJS.Timeout | null = null;
+  private immediate = false;
+  private lastWarn = 0;
+  written = 0;
+  dropped = 0;
+  private readonly max: number;
+  private readonly batch: number;
+  private readonly intervalMs: number;
+
+  constructor(
+    private readonly store: ConnectionLogStore,
+    /** The node name every record of this process carries. */
+    private readonly node: string,
+    private readonly opts: ConnectionLogOptions = {},
+  ) {
+    this.max = opts.maxBuffered ?? DEFAULTS.maxBuffered;
+    this.batch = opts.batch ?? DEFAULTS.batch;
+    this.intervalMs = opts.intervalMs ?? DEFAULTS.intervalMs;
+  }
+
+  get buffered(): number {
+    return this.buffer.length;
+  }
+
+  record(r: ConnectionRecord): void {
+    if (this.buffer.length >= this.max) {
+      this.dropped++;
+      return;
+    }
+    this.buffer.push(r);
+    // A full batch goes now rather than at the next tick (bounded by one flush at a time).
+    if (this.buffer.length >= this.batch && !this.immediate && this.timer) {
+      this.immediate = true;
+      setImmediate(() => {
+        this.immediate = false;
+        void this.flush();
+      });
+    }
+  }
+
+  start(): void {
+    this.timer = setInterval(() => void this.flush(), this.intervalMs);
+    this.timer.unref();
+    const retention = this.opts.retentionMs ?? 0;
+    if (retention > 0) {
+      const prune = () => void this.store.prune(Date.now() - retention).catch(() => {});
+      prune();
+      this.pruneTimer = setInterval(prune, PRUNE_EVERY_MS);
+      this.pruneTimer.unref();
+    }
+  }
+
+  /** Writes what is buffered, a batch at a time; a failed batch goes back to the front and waits for the next tick. */
+  flush(): Promise<void> {
+    return (this.flushing ??= this.drain().finally(() => {
+      this.flushing = null;
+    }));
+  }
+
+  private async drain(): Promise<void> {
+    while (this.buffer.length > 0) {
+      const batch = this.buffer.splice(0, this.batch);
+      let ok: boolean;
+      let why = 'busy';
+      try {
+        ok = (await this.store.insert(this.node, batch)) === 'ok';
+      } catch (e) {
+        ok = false;
+        why = e instanceof Error ? e.message : String(e);
+      }
+      if (ok) {
+        this.written += batch.length;
+        continue;
+      }
+      // Kept, oldest first; what arrived meanwhile beyond the bound is dropped (counted).
+      const room = this.max - batch.length;
+      if (this.buffer.length > room) {
+        this.dropped += this.buffer.length - Math.max(room, 0);
+        this.buffer.length = Math.max(room, 0);
+      }
+      this.buffer = batch.slice(0, this.max).concat(this.buffer);
+      const now = Date.now();
+      if (now - this.lastWarn >= 10_000) {
+        this.lastWarn = now;
+        this.opts.log?.warn({ event: 'connection_log_write_failed', detail: why, buffered: this.buffer.length }, 'connection log: records kept until the database answers');
+      }
+      return;
+    }
+  }
+
+  /** Stops the timers and writes what is left, for at most `deadlineMs`. */
+  async stop(deadlineMs = 2_000): Promise<void> {
+    if (this.timer) clearInterval(this.timer);
+    if (this.pruneTimer) clearInterval(this.pruneTimer);
+    this.timer = null;
+    this.pruneTimer = null;
+    await Promise.race([this.flush(), new Promise((r) => setTimeout(r, deadlineMs).unref())]);
+  }
+}
