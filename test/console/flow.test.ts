@@ -3,15 +3,15 @@ import { execFile } from 'node:child_process';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { promisify } from 'node:util';
-import { chromium, type Browser, type Page } from 'playwright-core';
+import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { admin, startDaemon, type Daemon } from '../helpers/daemon.js';
 import { BACKENDS } from '../helpers/postgres.js';
+import { launchChromium } from '../helpers/browser.js';
 
 const execFileP = promisify(execFile);
 const EMAIL = 'flow@example.com';
 const PASSWORD = 'correct horse battery';
-export const CHROMIUM_ARGS = ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'];
 
 let daemon: Daemon;
 let browser: Browser;
@@ -50,7 +50,7 @@ describe.each(BACKENDS)('console on %s', (backend) => {
     daemon = await startDaemon({ backend, args: ['--allow-private-targets'] });
     const created = await admin(daemon.dataDir, ['account', 'create', '--email', EMAIL, '--password-stdin', '--verified'], `${PASSWORD}\n`);
     expect(created.code, created.stderr).toBe(0);
-    browser = await chromium.launch({ executablePath: process.env.CHROMIUM ?? '/usr/bin/chromium', args: CHROMIUM_ARGS });
+    browser = await launchChromium();
   }, 60_000);
 
   afterAll(async () => {

@@ -1,5 +1,5 @@
 // `proxyctl check` against a spawned proxyd (gateway + /ip) and local echo targets, loopback only.
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -7,7 +7,8 @@ import { performCheck } from '../../src/cli/check/runner.js';
 import type { CheckOptions, LookupFn } from '../../src/cli/check/types.js';
 import { makeCerts, type Certs } from '../helpers/tls.js';
 import { closedPort, httpEcho, httpsEcho, silentServer, type Closable } from '../cli/check/peers.js';
-import { PROXYCTL, admin, run, startDaemon, type Daemon } from '../helpers/daemon.js';
+import { PROXYCTL, PROXYD, admin, run, startDaemon, type Daemon } from '../helpers/daemon.js';
+import { waitFor } from '../helpers/wait.js';
 
 const PASS = 'e2e-Proxy-Pa55word';
 let open: Daemon; // --allow-private-targets, egress 127.0.0.2
@@ -175,9 +176,26 @@ describe('the proxyctl binary', () => {
     expect(r.stderr).toBe('');
     expect(r.code).toBe(0);
     const doc = JSON.parse(r.stdout);
-    expect(Object.keys(doc)).toEqual(['stages', 'egress_ip', 'direct_ip', 'diagnosis']);
+    expect(Object.keys(doc)).toEqual(['stages', 'egress_ip', 'direct_ip', 'diagnosis', 'request_id']);
     expect(doc.egress_ip).toBe('127.0.0.2');
     expect(doc.direct_ip).toBe('127.0.0.1');
+    expect(doc.request_id).toMatch(/^[0-9a-f]{12}-[0-9a-z]{6,}$/);
+  });
+
+  it("the check shows the gateway's request id, --report carries it, and support finds the record by it", async () => {
+    const dir = mkdtempSync(path.join(tmpdir(), 'proxyctl-report-'));
+    const report = path.join(dir, 'report.md');
+    const r = await run(PROXYCTL, ['--no-color', 'check', '--proxy', `http://alice:wrong-${PASS}@${open.httpProxy}`, '--target', `https://localhost:${https.port}/`, '--ca', certs.caFile, '--report', report]);
+    expect(r.code).toBe(6);
+    const id = /gateway request id: (\S+)/.exec(r.stdout)?.[1];
+    expect(id).toMatch(/^[0-9a-f]{12}-[0-9a-z]{6,}$/);
+    expect(readFileSync(report, 'utf8')).toContain(`| gateway request id | ${id} |`);
+    // Support's side: the record of that very attempt, with its precise reason.
+    const rec = await waitFor('record', async () => {
+      const found = await run(PROXYD, ['admin', 'connections', '--data-dir', open.dataDir, '--id', id!]);
+      return found.stdout.trim() ? JSON.parse(found.stdout.trim()) : null;
+    }, 5_000);
+    expect(rec).toMatchObject({ request_id: id, reason: 'wrong_password', username: 'alice', decision: 'refused' });
   });
 
   it('a failed check exits 6 and never shows the password (table and JSON)', async () => {

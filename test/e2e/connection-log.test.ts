@@ -2,11 +2,14 @@
 // seen from both sides — the client's answer (status, Proxy-Status, X-Request-Id) and the record found by that
 // request id within 2 s, with the right reason and account. traffic_limit and plan_expired come with plans
 // (SPEC 11), no_exit with exit nodes (SPEC 13): neither exists on this node yet.
+import { spawn, type ChildProcess } from 'node:child_process';
 import dgram from 'node:dgram';
+import { createInterface } from 'node:readline';
 import http from 'node:http';
 import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { admin, inspectDb, makeAccount, PROXYD, run, startDaemon, type Daemon } from '../helpers/daemon.js';
+import { admin, databaseArgs, dataDirFor, inspectDb, makeAccount, PROXYD, run, startDaemon, type Daemon } from '../helpers/daemon.js';
+import { BACKENDS } from '../helpers/postgres.js';
 import { RawClient, basic, startBlackhole, startTcpEcho } from '../gateway/helpers.js';
 import { sleep, waitFor } from '../helpers/wait.js';
 
@@ -264,4 +267,45 @@ describe('typed answers and the connection log (SQLite, one node)', () => {
     expect(bad.code).toBe(1);
     expect(bad.stderr).toMatch(/--reason: expected one of unknown_user/);
   });
+});
+
+describe.skipIf(!BACKENDS.includes('postgres'))('the connection log across a fleet (PostgreSQL)', () => {
+  const nodes: Daemon[] = [];
+  let follower: ChildProcess | null = null;
+
+  afterAll(async () => {
+    follower?.kill('SIGINT');
+    for (const n of nodes) await n.stop();
+  });
+
+  it('admin connections --follow on one host sees a record written by another node within 2 s', async () => {
+    const dataDir = await dataDirFor('postgres');
+    for (const name of ['node-1', 'node-2']) nodes.push(await startDaemon({ dataDir, args: ['--node-name', name] }));
+    const [n1, n2] = nodes as [Daemon, Daemon];
+    await makeAccount(dataDir, 'fleet@example.com');
+    await admin(dataDir, ['proxy-user', 'create', '--email', 'fleet@example.com', '--username', 'fleet-user', '--password-stdin'], `${PASSWORD}\n`);
+
+    follower = spawn(process.execPath, [PROXYD, 'admin', 'connections', '--follow', '--email', 'fleet@example.com', '--data-dir', dataDir, ...databaseArgs(dataDir)], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const seen = new Map<string, { at: number; node: string; reason: string | null }>();
+    createInterface({ input: follower.stdout! }).on('line', (l) => {
+      const r = JSON.parse(l) as { request_id: string; node: string; reason: string | null };
+      seen.set(r.request_id, { at: Date.now(), node: r.node, reason: r.reason });
+    });
+    await sleep(1000); // the follower has connected and read the (empty) start
+
+    for (const [node, name] of [[n2, 'node-2'], [n1, 'node-1']] as const) {
+      const p = Number(node.httpProxy.split(':')[1]);
+      const a = await waitFor('wrong password answered', async () => {
+        const x = await ask(p, connect('127.0.0.1:9', basic('fleet-user', 'wrong-password-x')));
+        return x.status === 407 ? x : null;
+      });
+      const answeredAt = Date.now();
+      const rec = await waitFor(`record ${a.requestId} followed`, () => seen.get(a.requestId), 5_000);
+      expect(rec.at - answeredAt).toBeLessThan(2_000);
+      expect(rec).toMatchObject({ node: name, reason: 'wrong_password' });
+    }
+    // Every node's records are found from any node's database view: the same query by id.
+    const byId = await run(PROXYD, ['admin', 'connections', '--data-dir', dataDir, ...databaseArgs(dataDir), '--id', [...seen.keys()][0]!]);
+    expect(JSON.parse(byId.stdout.trim())).toMatchObject({ account: 'fleet@example.com', node: 'node-2' });
+  }, 60_000);
 });

@@ -7,17 +7,15 @@ import { isBusyError, type Db } from './db.js';
 import { stmt } from './statements.js';
 
 export class SqliteConnectionLogStore implements ConnectionLogStore {
-  private writer: Db | null = null;
-
   constructor(
     private readonly db: Db,
-    /** Opens the no-wait connection on first insert. */
-    private readonly openWriter: () => Db,
+    /** The no-wait connection inserts go through. */
+    private readonly writer: () => Db,
   ) {}
 
   async insert(node: string, entries: readonly ConnectionLogEntry[]): Promise<'ok' | 'busy'> {
     if (entries.length === 0) return 'ok';
-    const db = (this.writer ??= this.openWriter());
+    const db = this.writer();
     const ins = stmt(db,
       `INSERT INTO connection_log (started_ms, node, request_id, protocol, source_ip, username, account_id, target, reason, bytes_up, bytes_down, duration_ms)
        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`);

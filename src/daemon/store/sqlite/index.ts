@@ -47,9 +47,11 @@ export class SqliteStore implements Store {
     this.whitelist = new SqliteWhitelistStore(db, nowSec, () => grace);
     this.proxyUsers = new SqliteProxyUserStore(db, nowSec);
     this.sessions = new SqliteConsoleSessionStore(db, nowSec);
-    this.traffic = new SqliteTrafficStore(db, nowSec);
+    // The gateway's own writes (traffic, connection log) answer `busy` instead of sleeping the event loop on a
+    // lock another process holds (an admin command, a backup): their callers keep the data for the next flush.
+    this.traffic = new SqliteTrafficStore(() => this.gatewayWriter(), nowSec);
     this.changeLog = new SqliteChangeLogStore(db, dataDir);
-    this.connectionLog = new SqliteConnectionLogStore(db, () => this.noWaitConnection());
+    this.connectionLog = new SqliteConnectionLogStore(db, () => this.gatewayWriter());
   }
 
   static open(dataDir: string, opts: SqliteStoreOptions = {}): SqliteStore {
@@ -63,6 +65,13 @@ export class SqliteStore implements Store {
    */
   sharedRateHits(): RateHitStore {
     return new SqliteRateHitStore(this.noWaitConnection());
+  }
+
+  private writer: Db | null = null;
+
+  /** One no-wait connection for the gateway's background writes, opened on first use. */
+  private gatewayWriter(): Db {
+    return (this.writer ??= this.noWaitConnection());
   }
 
   /** A connection whose writes answer `busy` at once instead of sleeping the event loop on a lock. */
