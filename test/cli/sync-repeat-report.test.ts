@@ -50,7 +50,7 @@ describe('sync on a terminal asks first', () => {
 const result = (stages: Array<[string, 'ok' | 'fail' | 'skipped', number]>, diagnosis = 'fine'): CheckResult => {
   const failed = stages.find(([, s]) => s === 'fail');
   return {
-    report: { stages: stages.map(([name, status, ms]) => ({ name: name as never, status, ms, detail: `d ${name}` })), egress_ip: '127.0.0.2', direct_ip: '127.0.0.1', diagnosis },
+    report: { stages: stages.map(([name, status, ms]) => ({ name: name as never, status, ms, detail: `d ${name}` })), egress_ip: '127.0.0.2', direct_ip: '127.0.0.1', diagnosis, request_id: null },
     ok: !failed,
     failure: failed ? { stage: failed[0] as never, cause: { kind: 'timeout', ms: 1 } } : null,
     proxy: 'http://alice:****@127.0.0.1:3128',

@@ -50,9 +50,10 @@ describe('typed answers and the connection log (SQLite, one node)', () => {
   /** The record of a request id, polled straight from the database: must be there within 2 s of the answer. */
   async function recordOf(requestId: string) {
     const t0 = Date.now();
-    const row = await waitFor(`record ${requestId}`, () => db.get('SELECT c.*, a.email FROM connection_log c LEFT JOIN accounts a ON a.id = c.account_id WHERE request_id = ?', requestId), 4000);
+    type Row = { reason: string | null; email: string | null; username: string | null; source_ip: string; target: string | null; protocol: string; bytes_up: number; bytes_down: number; duration_ms: number; node: string };
+    const row = await waitFor(`record ${requestId}`, () => db.get<Row | undefined>('SELECT c.*, a.email FROM connection_log c LEFT JOIN accounts a ON a.id = c.account_id WHERE request_id = ?', requestId), 4000);
     expect(Date.now() - t0).toBeLessThan(2000);
-    return row as { reason: string | null; email: string | null; username: string | null; source_ip: string; target: string | null; protocol: string; bytes_up: number; bytes_down: number; duration_ms: number; node: string };
+    return row;
   }
 
   beforeAll(async () => {
@@ -238,7 +239,7 @@ describe('typed answers and the connection log (SQLite, one node)', () => {
     const pass = Buffer.from('socks-wrong-password');
     c.write(Buffer.concat([Buffer.from([1, user.length]), user, Buffer.from([pass.length]), pass]));
     expect([...(await c.read(2))]).toEqual([1, 1]);
-    const r = await waitFor('socks record', () => db.get("SELECT * FROM connection_log WHERE protocol = 'socks5' AND username = 'alice'"), 4000);
+    const r = await waitFor('socks record', () => db.get<{ reason: string; source_ip: string; request_id: string } | undefined>("SELECT * FROM connection_log WHERE protocol = 'socks5' AND username = 'alice'"), 4000);
     expect(r).toMatchObject({ reason: 'wrong_password', source_ip: '127.0.0.1' });
     expect(r.request_id).toMatch(/^[0-9a-f]{12}-/);
   });
