@@ -90,7 +90,7 @@ async function runGateway() {
     proxyProtocolFrom: [],
     ownListeners: () => [],
     admission: {
-      admitByCredentials: async () => ({ ok: false, reason: 'bad_credentials' }),
+      admitByCredentials: async () => ({ ok: false, reason: 'unknown_user' }),
       admitBySourceIp: async (ip) => (whitelist.has(ip) ? { ok: true, accountId: whitelist.get(ip) } : { ok: false, reason: 'not_whitelisted' }),
     },
     limits: { maxConnectionsPerAccount: 100_000, maxConnectionsTotal: 100_000, idleTimeoutMs: 3_600_000 },

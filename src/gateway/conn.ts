@@ -7,7 +7,7 @@ import { ByteQueue } from './byte-queue.js';
 import type { GatewayCore } from './core.js';
 import type { EgressSession } from './dialer.js';
 import { parseProxyHeader } from './proxy-protocol.js';
-import { failureLogReason, httpFailureReply, type Failure } from './replies.js';
+import { failureLogReason, httpFailureReply, httpReply, type Failure } from './replies.js';
 import { canonicalIp } from './target-policy.js';
 import type { LogProtocol, LogReason } from './types.js';
 
@@ -79,8 +79,26 @@ function onSocketClose(this: ConnSocket): void {
 function destroyConn(conn: ClientConn): void {
   conn.destroy();
 }
-/** The handshake did not finish in time: a client that sent something gets a `malformed` record. */
+/**
+ * The header deadline passed. Waiting on admission or on the target's name is the gateway's side (typed
+ * answer on the HTTP listener, and the reason that says so); an unfinished handshake is the client's
+ * (`malformed`, when it sent anything at all).
+ */
 function headerTimedOut(conn: ClientConn): void {
+  if (conn.state === 'admitting' || conn.state === 'resolving') {
+    const admitting = conn.state === 'admitting';
+    const reason = admitting ? 'admission_unavailable' : 'dns_error';
+    if (conn.listener !== 'http') {
+      conn.logRefusal(reason);
+      return conn.destroy();
+    }
+    return conn.refuse(
+      reason,
+      admitting
+        ? httpReply(503, 'proxy_internal_error', 'admission did not answer in time', conn.requestId)
+        : httpReply(504, 'dns_timeout', 'resolving the target name timed out', conn.requestId),
+    );
+  }
   if (conn.protocol || conn.queue.length > 0) conn.logRefusal('malformed');
   conn.destroy();
 }
@@ -91,6 +109,8 @@ export class ClientConn {
   readonly queue = new ByteQueue();
   /** Source IPv4 used for admission (from a trusted PROXY header, else the peer), if IPv4. */
   sourceIp: string | null;
+  /** The client's address for the log, either family (after a trusted PROXY header). */
+  private clientAddress: string;
   accountId = -1;
   /** The admitted username's sticky session (null: the connection rotates over the egress pool). */
   egressSession: EgressSession | null = null;
@@ -119,6 +139,7 @@ export class ClientConn {
   ) {
     const peer = canonicalIp(socket.remoteAddress ?? '');
     this.sourceIp = peer.includes(':') || peer === '' ? null : peer;
+    this.clientAddress = peer;
     this.trustedPeer = core.isTrustedPeer(peer);
     core.conns.add(this);
     core.stats.connectionsOpen++;
@@ -210,6 +231,7 @@ export class ClientConn {
         if (r.value.source) {
           const src = canonicalIp(r.value.source.address);
           this.sourceIp = src.includes(':') ? null : src;
+          this.clientAddress = src;
         }
       }
       this.to('handshake');
@@ -226,11 +248,22 @@ export class ClientConn {
     const out = await this.core.admit(creds, this.sourceIp);
     if (!out.ok) {
       if (out.accountId !== undefined) this.refusedAccountId = out.accountId;
-      return this.closed ? 'gone' : out.reason;
+      if (this.state === 'admitting' && !this.closed) return out.reason;
+      // Gone meanwhile (or answered by the header deadline): the decision is still the record's.
+      this.logRefusal(failureLogReason(out.reason));
+      return 'gone';
     }
-    if (this.state === 'closed') {
-      // Closed while admission ran: its bookkeeping is done, give the slot straight back.
+    if (this.state !== 'admitting' || this.closed) {
+      // Closed (or answered by the header deadline) while admission ran: give the slot straight back; an
+      // admitted connection that never carried a byte still gets its record.
       this.core.releaseSlot(out.accountId, 0, 0);
+      if (!this.logged) {
+        this.logged = true;
+        this.accountId = out.accountId;
+        this.emit(null);
+        this.accountId = -1;
+      }
+      if (!this.closed && this.state !== 'replying') this.destroy();
       return 'gone';
     }
     this.accountId = out.accountId; // released when the socket closes
@@ -285,12 +318,11 @@ export class ClientConn {
   private emit(reason: LogReason | null): void {
     const sink = this.core.opts.connectionLog;
     if (!sink) return;
-    const peer = this.socket.remoteAddress ?? '';
     sink.record({
       startedAt: this.startedAt,
       requestId: this.requestId,
       protocol: this.protocol ?? (this.listener === 'http' ? 'http' : 'socks5'),
-      sourceIp: this.sourceIp ?? canonicalIp(peer),
+      sourceIp: this.clientAddress,
       username: this.username,
       accountId: reason === null ? this.accountId : this.accountId >= 0 ? this.accountId : this.refusedAccountId,
       target: this.target,

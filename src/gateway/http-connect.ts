@@ -14,7 +14,8 @@ export async function dialTarget(conn: ClientConn, host: string, port: number): 
     host,
     port,
     session: conn.egressSession,
-    wanted: () => !conn.closed,
+    // Not once the header deadline has answered instead (the connection is then `replying`).
+    wanted: () => !conn.closed && (conn.state === 'resolving' || conn.state === 'dialing'),
     connecting: (socket) => {
       conn.to('dialing');
       conn.upstream = socket;

@@ -33,6 +33,7 @@ export type ProxyErrorType =
   | 'destination_ip_unroutable'
   | 'destination_unavailable'
   | 'dns_error'
+  | 'dns_timeout'
   | 'connection_refused'
   | 'connection_timeout'
   | 'connection_terminated'

@@ -55,8 +55,9 @@ export async function connectionFilter(store: Store, o: ConnectionsOptions, nowM
 const PAGE = 5_000;
 const COLUMNS = ['time', 'node', 'request_id', 'protocol', 'source_ip', 'username', 'account', 'target', 'decision', 'reason', 'bytes_up', 'bytes_down', 'duration_ms'] as const;
 
+/** One row of `--format table`; anything not printable is escaped (records hold what clients sent). */
 function tableLine(r: ConnectionJson): string {
-  return COLUMNS.map((c) => (r[c] === null ? '-' : String(r[c]))).join('  ');
+  return COLUMNS.map((c) => (r[c] === null ? '-' : String(r[c]).replace(/[\x00-\x1f\x7f-\x9f]/g, (ch) => `\\x${ch.charCodeAt(0).toString(16).padStart(2, '0')}`))).join('  ');
 }
 
 /**
@@ -84,14 +85,16 @@ export async function connections(
   for (const r of first) print(r);
   if (!o.follow) return;
   // Ids seen recently (above `floor`), so the window re-read behind the newest id prints nothing twice.
-  let newest = first.reduce((m, r) => Math.max(m, r.id), 0);
-  if (newest === 0) newest = (await store.connectionLog.query({ limit: 1 }))[0]?.id ?? 0;
+  // Where to go on from: the newest record of all (not of the filter), so a filter that matches nothing for a
+  // while does not make every poll re-read everything written since the start.
+  let newest = Math.max(first.reduce((m, r) => Math.max(m, r.id), 0), await store.connectionLog.newestId());
   const seen = new Set<number>(first.map((r) => r.id));
   const marks: Array<{ at: number; id: number }> = [];
   let floor = newest;
   while (!signal.aborted) {
     await new Promise((r) => setTimeout(r, 250));
     if (signal.aborted) break;
+    const top = await store.connectionLog.newestId();
     for (let from = floor; ; ) {
       const rows = await store.connectionLog.query({ ...filter, afterId: from, limit: PAGE });
       for (const r of rows) {
@@ -103,6 +106,7 @@ export async function connections(
       if (rows.length < PAGE) break;
       from = rows[rows.length - 1]!.id;
     }
+    newest = Math.max(newest, top);
     // The floor trails the newest id by ~2 s of polls: a batch committed later than that is not waited for.
     const now = Date.now();
     marks.push({ at: now, id: newest });

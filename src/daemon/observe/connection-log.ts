@@ -3,7 +3,7 @@
 // connection path. A slow or absent database never delays a connection: records wait in the buffer (kept for
 // the next flush) and what does not fit is dropped and counted (proxyd_connection_log_dropped_total).
 import type { ConnectionLogSink, ConnectionRecord } from '../../gateway/types.js';
-import type { ConnectionLogStore } from '../store/index.js';
+import { StoreUnavailableError, type ConnectionLogStore } from '../store/index.js';
 
 export interface ConnectionLogOptions {
   /** Records held at most while the database is slow or away (about 300 bytes each). */
@@ -18,7 +18,16 @@ export interface ConnectionLogOptions {
 }
 
 const DEFAULTS = { maxBuffered: 20_000, batch: 1_000, intervalMs: 250 };
-const PRUNE_EVERY_MS = 3_600_000;
+const PRUNE_EVERY_MS = 600_000;
+const yieldTurn = () => new Promise<void>((r) => setImmediate(r));
+
+// Usernames (RFC 1929 bytes, Basic credentials) and SOCKS5 domain names come from unauthenticated clients:
+// control characters are escaped before they are stored, so no terminal, CSV or database chokes on them
+// (PostgreSQL refuses a NUL in text).
+const HAS_CONTROL = /[\x00-\x1f\x7f]/;
+const CONTROL = /[\x00-\x1f\x7f]/g;
+const printable = (s: string | null): string | null =>
+  s === null || !HAS_CONTROL.test(s) ? s : s.replace(CONTROL, (c) => `\\x${c.charCodeAt(0).toString(16).padStart(2, '0')}`);
 
 export class ConnectionLogWriter implements ConnectionLogSink {
   private buffer: ConnectionRecord[] = [];
@@ -53,6 +62,8 @@ export class ConnectionLogWriter implements ConnectionLogSink {
       this.dropped++;
       return;
     }
+    if (r.username !== null) r.username = printable(r.username);
+    if (r.target !== null) r.target = printable(r.target);
     this.buffer.push(r);
     // A full batch goes now rather than at the next tick (bounded by one flush at a time).
     if (this.buffer.length >= this.batch && !this.immediate && this.timer) {
@@ -93,9 +104,17 @@ export class ConnectionLogWriter implements ConnectionLogSink {
       } catch (e) {
         ok = false;
         why = e instanceof Error ? e.message : String(e);
+        // Not the database being away or slow: something in the batch it will never take. Record by
+        // record, so one bad record costs itself, not the log.
+        if (!(e instanceof StoreUnavailableError)) {
+          await this.oneByOne(batch);
+          continue;
+        }
       }
       if (ok) {
         this.written += batch.length;
+        // A synchronous backend (SQLite) writes a batch in one turn: let the sockets run between batches.
+        await yieldTurn();
         continue;
       }
       // Kept, oldest first; what arrived meanwhile beyond the bound is dropped (counted).
@@ -111,6 +130,22 @@ export class ConnectionLogWriter implements ConnectionLogSink {
         this.opts.log?.warn({ event: 'connection_log_write_failed', detail: why, buffered: this.buffer.length }, 'connection log: records kept until the database answers');
       }
       return;
+    }
+  }
+
+  private async oneByOne(batch: ConnectionRecord[]): Promise<void> {
+    for (const r of batch) {
+      try {
+        if ((await this.store.insert(this.node, [r])) === 'ok') this.written++;
+        else this.dropped++;
+      } catch (e) {
+        this.dropped++;
+        const now = Date.now();
+        if (now - this.lastWarn >= 10_000) {
+          this.lastWarn = now;
+          this.opts.log?.warn({ event: 'connection_log_record_refused', detail: e instanceof Error ? e.message : String(e) }, 'connection log: a record the database refused was dropped');
+        }
+      }
     }
   }
 

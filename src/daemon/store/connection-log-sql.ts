@@ -58,5 +58,24 @@ export function connectionLogWhere(f: ConnectionLogFilter): { where: string; par
   return { where: conds.length ? `WHERE ${conds.join(' AND ')}` : '', params };
 }
 
-export const CONNECTION_LOG_SELECT =
-  'SELECT c.id, c.started_ms, c.node, c.request_id, c.protocol, c.source_ip, c.username, c.account_id, a.email, c.target, c.reason, c.bytes_up, c.bytes_down, c.duration_ms FROM connection_log c LEFT JOIN accounts a ON a.id = c.account_id';
+const COLUMNS = 'c.id, c.started_ms, c.node, c.request_id, c.protocol, c.source_ip, c.username, c.account_id, a.email, c.target, c.reason, c.bytes_up, c.bytes_down, c.duration_ms';
+
+/**
+ * The whole query of a filter (`?` placeholders). With `scanLimit` and an account, only that account's newest
+ * `scanLimit` records are looked through (its index, newest first): a filter that matches nothing costs a
+ * bounded read, not every record of the account (the console runs in the process that relays tunnels).
+ */
+export function connectionLogQuery(f: ConnectionLogFilter): { text: string; params: Array<string | number> } {
+  const { where, params } = connectionLogWhere(f);
+  const order = f.afterId !== undefined ? 'ORDER BY c.id ASC' : 'ORDER BY c.id DESC';
+  let from = 'connection_log c';
+  const pre: Array<string | number> = [];
+  if (f.scanLimit !== undefined && f.accountId !== undefined) {
+    from = '(SELECT * FROM connection_log WHERE account_id = ? ORDER BY id DESC LIMIT ?) c';
+    pre.push(f.accountId, f.scanLimit);
+  }
+  return {
+    text: `SELECT ${COLUMNS} FROM ${from} LEFT JOIN accounts a ON a.id = c.account_id ${where} ${order} LIMIT ?`,
+    params: [...pre, ...params, f.limit],
+  };
+}

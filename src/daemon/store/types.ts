@@ -236,14 +236,18 @@ export interface ConnectionLogFilter {
   /** Only records with a larger id, oldest first (following); without it, newest first. */
   afterId?: number | undefined;
   limit: number;
+  /** With `accountId`: look through at most this many of the account's newest records. */
+  scanLimit?: number | undefined;
 }
 
 export interface ConnectionLogStore {
   /** Appends records one node wrote; `busy` (nothing written) when the database is locked or away. */
   insert(node: string, entries: readonly ConnectionLogEntry[]): Promise<'ok' | 'busy'>;
   query(f: ConnectionLogFilter): Promise<ConnectionLogRow[]>;
-  /** Removes records that started before `beforeMs`; how many. */
+  /** Removes records that started before `beforeMs`, in slices that let other work run between them; how many. */
   prune(beforeMs: number): Promise<number | 'busy'>;
+  /** The newest record's id (0: none), whatever any filter says: where a follower goes on from. */
+  newestId(): Promise<number>;
 }
 
 /** What changed, by key: a proxy user (username), a whitelisted IP, or an account (id). */

@@ -85,7 +85,7 @@ export function connectionsPage(v: ConnectionsView) {
     title: 'Connections',
     signedIn: { nav: 'connections', csrf: v.csrf, email: v.email },
     flash: v.flash,
-    body: html`<div class="page-head"><h1>Connections</h1><p class="lead">What the gateway decided for your connections, and why: the ${v.limit} most recent records of the last 7 days. Give the request id to support when you ask about one.</p></div>
+    body: html`<div class="page-head"><h1>Connections</h1><p class="lead">What the gateway decided for your connections, and why: the ${v.limit} most recent records of the last 7 days (filters look through your newest 20,000). Give the request id to support when you ask about one.</p></div>
 <section class="card flush" aria-labelledby="list-title">
 <div class="card-head"><div><h2 id="list-title">Records</h2><p class="muted small" data-testid="conn-count">${v.rows.length} ${v.rows.length === 1 ? 'record' : 'records'}${filtered ? ' match the filter' : ''}</p></div></div>
 <form method="get" action="/console/connections" class="form-row filters" role="search" aria-label="Filter records">

@@ -2,11 +2,13 @@
 // whatever the filter says); attempts that matched no account never show here (operator only).
 import { isIP } from 'node:net';
 import type { FastifyInstance } from 'fastify';
-import { LOG_REASONS, connectionJson } from '../../services/connection-log.js';
+import { PRODUCED_REASONS, connectionJson } from '../../services/connection-log.js';
 import { accountOf, sendHtml, takeFlash, type ConsoleDeps } from '../deps.js';
 import { connectionsPage, type ConnectionsFilter } from '../pages/connections.js';
 
 const LIMIT = 200;
+/** Filters look through the account's newest 20,000 records: a bounded read in the process that relays tunnels. */
+const SCAN_LIMIT = 20_000;
 const WINDOW_MS = 7 * 24 * 3600 * 1000;
 
 type Query = { user?: string; ip?: string; decision?: string; reason?: string };
@@ -22,7 +24,7 @@ export default function connectionRoutes(app: FastifyInstance, deps: ConsoleDeps
       user: str(q.user, 128),
       ip: str(q.ip, 64),
       decision: decision === 'admitted' || decision === 'refused' ? decision : '',
-      reason: (LOG_REASONS as readonly string[]).includes(reason) ? reason : '',
+      reason: (PRODUCED_REASONS as readonly string[]).includes(reason) ? reason : '',
     };
     let filterError: string | undefined;
     if (filter.ip && !isIP(filter.ip)) filterError = 'Enter a complete IP address to filter by, such as 203.0.113.7.';
@@ -36,6 +38,7 @@ export default function connectionRoutes(app: FastifyInstance, deps: ConsoleDeps
           reason: filter.reason || undefined,
           sinceMs: Date.now() - WINDOW_MS,
           limit: LIMIT,
+          scanLimit: SCAN_LIMIT,
         });
     return sendHtml(
       reply,
@@ -46,7 +49,7 @@ export default function connectionRoutes(app: FastifyInstance, deps: ConsoleDeps
         filterError,
         rows: rows.map(connectionJson),
         limit: LIMIT,
-        reasons: LOG_REASONS,
+        reasons: PRODUCED_REASONS,
         flash: takeFlash(request),
       }),
     );

@@ -1,7 +1,8 @@
 // connection_log on PostgreSQL: every node appends its batches (one multi-row INSERT each); any node reads
 // every node's records. Same filters and rows as SQLite (connection-log-sql.ts).
 import type { ConnectionLogEntry, ConnectionLogFilter, ConnectionLogRow, ConnectionLogStore } from '../types.js';
-import { CONNECTION_LOG_SELECT, connectionLogWhere, toConnectionLogRow, type ConnectionLogSqlRow } from '../connection-log-sql.js';
+import { connectionLogQuery, toConnectionLogRow, type ConnectionLogSqlRow } from '../connection-log-sql.js';
+import { guard } from './db.js';
 import { unlessBusy, PgFamily } from './family.js';
 
 export class PgConnectionLogStore extends PgFamily implements ConnectionLogStore {
@@ -21,18 +22,24 @@ export class PgConnectionLogStore extends PgFamily implements ConnectionLogStore
       bytes_down: e.bytesDown,
       duration_ms: e.durationMs,
     }));
-    const r = await unlessBusy(() => this.sql`INSERT INTO connection_log ${this.sql(rows)}`);
+    // Idempotent: the deadline may abandon an insert the server still commits, and the writer then sends the
+    // batch again; request ids are unique, so the second one adds nothing.
+    const r = await unlessBusy(() => this.sql`INSERT INTO connection_log ${this.sql(rows)} ON CONFLICT (request_id) DO NOTHING`);
     return r === 'busy' ? 'busy' : 'ok';
   }
 
   async query(f: ConnectionLogFilter): Promise<ConnectionLogRow[]> {
-    const { where, params } = connectionLogWhere(f);
+    const q = connectionLogQuery(f);
     let n = 0;
-    const numbered = where.replace(/\?/g, () => `$${++n}`);
-    const order = f.afterId !== undefined ? 'ORDER BY c.id ASC' : 'ORDER BY c.id DESC';
-    const rows = await unlessBusy(() => this.sql.unsafe(`${CONNECTION_LOG_SELECT} ${numbered} ${order} LIMIT $${n + 1}`, [...params, f.limit]));
+    const text = q.text.replace(/\?/g, () => `$${++n}`);
+    const rows = await unlessBusy(() => this.sql.unsafe(text, q.params));
     if (rows === 'busy') return [];
     return (rows as unknown as ConnectionLogSqlRow[]).map(toConnectionLogRow);
+  }
+
+  async newestId(): Promise<number> {
+    const [r] = await guard(() => this.sql<{ id: number | null }[]>`SELECT max(id) AS id FROM connection_log`);
+    return r?.id ?? 0;
   }
 
   async prune(beforeMs: number): Promise<number | 'busy'> {

@@ -310,7 +310,8 @@ export const PG_MIGRATIONS: readonly string[] = [
   DROP FUNCTION proxyd_api_admit(text, integer, text, bytea, text, integer, bigint, bigint, boolean, smallint, text, integer, integer);
   ${apiAdmitFunction('json')}
   `,
-  // 5: the connection log (SPEC 12), as SQLite's migration 4. bigint ids: a busy fleet writes billions.
+  // 5: the connection log (SPEC 12), as SQLite's migration 4. bigint ids: a busy fleet writes billions; bigint
+  // durations: a tunnel may stay open for weeks.
   `
   CREATE TABLE connection_log (
     id          bigserial PRIMARY KEY,
@@ -325,10 +326,11 @@ export const PG_MIGRATIONS: readonly string[] = [
     reason      text,
     bytes_up    bigint NOT NULL,
     bytes_down  bigint NOT NULL,
-    duration_ms integer NOT NULL
+    duration_ms bigint NOT NULL
   );
   CREATE INDEX connection_log_started ON connection_log(started_ms);
   CREATE INDEX connection_log_account ON connection_log(account_id, id);
-  CREATE INDEX connection_log_request ON connection_log(request_id);
+  -- Unique: a batch sent again after a timeout (the first attempt may still commit) adds nothing.
+  CREATE UNIQUE INDEX connection_log_request ON connection_log(request_id);
   `,
 ];

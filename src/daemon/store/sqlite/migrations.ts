@@ -168,6 +168,7 @@ export const MIGRATIONS: readonly string[] = [
   );
   CREATE INDEX connection_log_started ON connection_log(started_ms);
   CREATE INDEX connection_log_account ON connection_log(account_id, id);
-  CREATE INDEX connection_log_request ON connection_log(request_id);
+  -- Unique: a batch written again (after an error whose outcome was unknown) adds nothing.
+  CREATE UNIQUE INDEX connection_log_request ON connection_log(request_id);
   `,
 ];

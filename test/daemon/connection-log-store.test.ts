@@ -1,0 +1,84 @@
+// The connection log's store and writer on each backend: an insert sent twice adds each record once (a batch
+// abandoned at the client deadline may still commit), a record the database refuses costs itself and not
+// the log, control characters are stored escaped, and the console's bounded scan reads only the account's
+// newest records.
+import { afterEach, describe, expect, it } from 'vitest';
+import { ConnectionLogWriter } from '../../src/daemon/observe/connection-log.js';
+import { openStore, type ConnectionLogEntry, type Store } from '../../src/daemon/store/index.js';
+import type { ConnectionRecord } from '../../src/gateway/types.js';
+import { databaseUrlOf, dataDirFor } from '../helpers/daemon.js';
+import { BACKENDS } from '../helpers/postgres.js';
+import { waitFor } from '../helpers/wait.js';
+
+let seq = 0;
+const entry = (over: Partial<ConnectionRecord> = {}): ConnectionRecord => ({
+  startedAt: Date.now(),
+  requestId: `0000000000ab-${(++seq).toString(36).padStart(6, '0')}`,
+  protocol: 'connect',
+  sourceIp: '203.0.113.9',
+  username: 'alice',
+  accountId: -1,
+  target: 'example.net:443',
+  reason: 'wrong_password',
+  bytesUp: 0,
+  bytesDown: 0,
+  durationMs: 3,
+  ...over,
+});
+
+const stores: Store[] = [];
+afterEach(async () => {
+  for (const s of stores.splice(0)) await s.close();
+});
+
+async function open(backend: (typeof BACKENDS)[number]): Promise<Store> {
+  const dataDir = await dataDirFor(backend);
+  const store = await openStore({ dataDir, databaseUrl: databaseUrlOf(dataDir) });
+  stores.push(store);
+  return store;
+}
+
+describe.each(BACKENDS)('connection log store on %s', (backend) => {
+  it('an insert sent again adds nothing: each request id once', async () => {
+    const store = await open(backend);
+    const batch: ConnectionLogEntry[] = [entry(), entry(), entry()];
+    expect(await store.connectionLog.insert('n1', batch)).toBe('ok');
+    expect(await store.connectionLog.insert('n1', batch)).toBe('ok');
+    expect(await store.connectionLog.query({ limit: 100 })).toHaveLength(3);
+    expect(await store.connectionLog.newestId()).toBeGreaterThan(0);
+  });
+
+  it('the writer: a record the database refuses is dropped and counted, the rest written; control characters escaped', async () => {
+    const store = await open(backend);
+    const writer = new ConnectionLogWriter(store.connectionLog, 'n1', { intervalMs: 50 });
+    writer.start();
+    try {
+      const bad = entry({ bytesUp: {} as unknown as number }); // no backend takes an object for a byte count
+      const odd = entry({ username: 'a\u0000b\u001b[2J', target: 'x\u0007.example:80' });
+      for (const r of [entry(), bad, odd, entry()]) writer.record(r);
+      await waitFor('batch handled', () => writer.written + writer.dropped === 4, 5_000);
+      expect({ written: writer.written, dropped: writer.dropped, buffered: writer.buffered }).toEqual({ written: 3, dropped: 1, buffered: 0 });
+      const [row] = await store.connectionLog.query({ requestId: odd.requestId, limit: 1 });
+      expect(row).toMatchObject({ username: 'a\\x00b\\x1b[2J', target: 'x\\x07.example:80' });
+      // The log goes on after it.
+      writer.record(entry({ requestId: 'after-the-bad-one' }));
+      await waitFor('next record written', () => writer.written === 4, 5_000);
+    } finally {
+      await writer.stop();
+    }
+  });
+
+  it("a bounded scan reads only the account's newest records", async () => {
+    const store = await open(backend);
+    const account = await store.accounts.create(`scan-${backend}@example.com`, 'x', true);
+    if (account === 'exists') throw new Error('exists');
+    const mine = Array.from({ length: 10 }, (_, i) => entry({ accountId: account.id, reason: i < 5 ? 'user_disabled' : null }));
+    await store.connectionLog.insert('n1', mine);
+    // The five oldest are user_disabled: a scan of the newest five finds none of them, a full one finds all five.
+    expect(await store.connectionLog.query({ accountId: account.id, reason: 'user_disabled', limit: 100, scanLimit: 5 })).toHaveLength(0);
+    expect(await store.connectionLog.query({ accountId: account.id, reason: 'user_disabled', limit: 100 })).toHaveLength(5);
+    const rows = await store.connectionLog.query({ accountId: account.id, limit: 100, scanLimit: 6 });
+    expect(rows.map((r) => r.requestId)).toEqual(mine.slice(4).reverse().map((r) => r.requestId));
+    expect(rows[0]!.accountEmail).toBe(`scan-${backend}@example.com`);
+  });
+});
