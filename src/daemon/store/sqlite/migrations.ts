@@ -150,8 +150,9 @@ export const MIGRATIONS: readonly string[] = [
   `,
   // 4: the connection log (SPEC 12): one row per refused attempt and per admitted connection at its end. No
   // foreign key to accounts: a record outlives nothing it names, and an insert must never wait on one.
+  // IF NOT EXISTS, as migration 3: safe on a database whose user_version was rolled back by hand.
   `
-  CREATE TABLE connection_log (
+  CREATE TABLE IF NOT EXISTS connection_log (
     id          INTEGER PRIMARY KEY,
     started_ms  INTEGER NOT NULL,
     node        TEXT NOT NULL,
@@ -166,9 +167,9 @@ export const MIGRATIONS: readonly string[] = [
     bytes_down  INTEGER NOT NULL,
     duration_ms INTEGER NOT NULL
   );
-  CREATE INDEX connection_log_started ON connection_log(started_ms);
-  CREATE INDEX connection_log_account ON connection_log(account_id, id);
+  CREATE INDEX IF NOT EXISTS connection_log_started ON connection_log(started_ms);
+  CREATE INDEX IF NOT EXISTS connection_log_account ON connection_log(account_id, id);
   -- Unique: a batch written again (after an error whose outcome was unknown) adds nothing.
-  CREATE UNIQUE INDEX connection_log_request ON connection_log(request_id);
+  CREATE UNIQUE INDEX IF NOT EXISTS connection_log_request ON connection_log(request_id);
   `,
 ];
