@@ -112,6 +112,10 @@ export class ClientConn {
   /** The client's address for the log, either family (after a trusted PROXY header). */
   private clientAddress: string;
   accountId = -1;
+  /** What this connection's bytes count for once admitted (`user:NAME` or `ip:A.B.C.D`). */
+  meterSubject = '';
+  meteredUp = 0;
+  meteredDown = 0;
   /** The admitted username's sticky session (null: the connection rotates over the egress pool). */
   egressSession: EgressSession | null = null;
   bytesUp = 0;
@@ -256,7 +260,7 @@ export class ClientConn {
     if (this.state !== 'admitting' || this.closed) {
       // Closed (or answered by the header deadline) while admission ran: give the slot straight back; an
       // admitted connection that never carried a byte still gets its record.
-      this.core.releaseSlot(out.accountId, 0, 0);
+      this.core.releaseSlot(out.accountId);
       if (!this.logged) {
         this.logged = true;
         this.accountId = out.accountId;
@@ -267,6 +271,7 @@ export class ClientConn {
       return 'gone';
     }
     this.accountId = out.accountId; // released when the socket closes
+    this.meterSubject = out.subject;
     this.egressSession = out.session;
     return this.closed ? 'gone' : null;
   }
@@ -349,7 +354,8 @@ export class ClientConn {
     this.core.stats.bytesUp += this.bytesUp;
     this.core.stats.bytesDown += this.bytesDown;
     if (this.accountId >= 0) {
-      this.core.releaseSlot(this.accountId, this.bytesUp, this.bytesDown);
+      this.core.meter(this);
+      this.core.releaseSlot(this.accountId);
       // Admitted: its record when it ends, with its bytes and duration (unless it was refused later, at the target).
       if (!this.logged) {
         this.logged = true;

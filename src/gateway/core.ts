@@ -7,12 +7,12 @@ import { DirectDialer, PoolDialer, type Dialer, type EgressSession } from './dia
 import { resolveLimits } from './limits.js';
 import { Tunnels } from './open-tunnels.js';
 import { parseIp } from './target-policy.js';
-import type { AdmitFailure, GatewayLimits, GatewayOptions, GatewayStats } from './types.js';
+import type { AdmitFailure, GatewayLimits, GatewayOptions, GatewayStats, UsageDelta } from './types.js';
 
 export type { DialFailure, ResolveOutcome } from './dialer.js';
 
 export type AdmitOutcome =
-  | { ok: true; accountId: number; session: EgressSession | null }
+  | { ok: true; accountId: number; session: EgressSession | null; subject: string }
   | { ok: false; reason: AdmitFailure | 'admission_error'; accountId?: number | undefined };
 
 /** What the core tracks of a live client connection (conn.ts's ClientConn), without importing it. */
@@ -20,6 +20,12 @@ export interface LiveConn {
   readonly state: string;
   bytesUp: number;
   bytesDown: number;
+  /** Admitted: its account (else -1) and what its bytes count for. */
+  accountId: number;
+  meterSubject: string;
+  /** Bytes already handed to the meter. */
+  meteredUp: number;
+  meteredDown: number;
   destroy(): void;
 }
 
@@ -36,6 +42,8 @@ export class GatewayCore {
   readonly conns = new Set<LiveConn>();
   readonly tunnels: Tunnels;
   private readonly perAccount = new Map<number, number>();
+  /** Usage not yet collected: ended connections' last bytes, admissions. Key: account id and subject. */
+  private usage = new Map<string, UsageDelta>();
   private lastAdmissionErrorLog = 0;
   private readonly trusted: Array<[ipaddr.IPv4 | ipaddr.IPv6, number]>;
   /** How every handler reaches a target (forward, CONNECT, SOCKS5). */
@@ -104,7 +112,7 @@ export class GatewayCore {
       if (creds) out = await this.admitUser(creds.username, creds.password, sourceIp);
       else if (sourceIp && net.isIPv4(sourceIp)) {
         const r = await this.opts.admission.admitBySourceIp(sourceIp);
-        out = r.ok ? { ok: true, accountId: r.accountId, session: null } : { ok: false, reason: r.reason, accountId: r.accountId };
+        out = r.ok ? { ok: true, accountId: r.accountId, session: null, subject: `ip:${sourceIp}` } : { ok: false, reason: r.reason, accountId: r.accountId };
       }
       else out = { ok: false, reason: 'not_whitelisted' };
     } catch (err) {
@@ -121,7 +129,7 @@ export class GatewayCore {
       if (n >= this.limits.maxConnectionsPerAccount) out = { ok: false, reason: 'connection_limit', accountId: out.accountId };
       else {
         this.perAccount.set(out.accountId, n + 1);
-        this.opts.traffic?.connectionOpened(out.accountId);
+        this.usageOf(out.accountId, out.subject).connections++;
       }
     }
     if (!out.ok) this.countFailure(out.reason);
@@ -137,16 +145,47 @@ export class GatewayCore {
     const base = parsed.kind === 'session' ? parsed.user : undefined;
     const out = await this.opts.admission.admitByCredentials(username, password, base, sourceIp);
     if (!out.ok) return { ok: false, reason: out.reason, accountId: out.accountId };
+    // Metered for the user that matched: a session username's base user.
+    const subject = `user:${out.user ?? username}`;
     if (parsed.kind === 'session' && out.user === parsed.user) {
-      return { ok: true, accountId: out.accountId, session: { key: `${out.accountId}:${parsed.user}:${parsed.session}`, minutes: parsed.minutes } };
+      return { ok: true, accountId: out.accountId, session: { key: `${out.accountId}:${parsed.user}:${parsed.session}`, minutes: parsed.minutes }, subject };
     }
-    return { ok: true, accountId: out.accountId, session: null };
+    return { ok: true, accountId: out.accountId, session: null, subject };
   }
 
-  releaseSlot(accountId: number, bytesUp: number, bytesDown: number): void {
+  releaseSlot(accountId: number): void {
     const n = (this.perAccount.get(accountId) ?? 1) - 1;
     if (n <= 0) this.perAccount.delete(accountId);
     else this.perAccount.set(accountId, n);
-    this.opts.traffic?.connectionClosed(accountId, bytesUp, bytesDown);
+  }
+
+  private usageOf(accountId: number, subject: string): UsageDelta {
+    const key = `${accountId}\0${subject}`;
+    let u = this.usage.get(key);
+    if (!u) {
+      u = { accountId, subject, bytesUp: 0, bytesDown: 0, connections: 0 };
+      this.usage.set(key, u);
+    }
+    return u;
+  }
+
+  /** Moves a connection's bytes not yet metered into the pending usage. */
+  meter(c: LiveConn): void {
+    const up = c.bytesUp - c.meteredUp;
+    const down = c.bytesDown - c.meteredDown;
+    if (up === 0 && down === 0) return;
+    const u = this.usageOf(c.accountId, c.meterSubject);
+    u.bytesUp += up;
+    u.bytesDown += down;
+    c.meteredUp = c.bytesUp;
+    c.meteredDown = c.bytesDown;
+  }
+
+  /** Everything since the last call: open connections' new bytes, ended ones' last bytes, admissions. */
+  collectUsage(): UsageDelta[] {
+    for (const c of this.conns) if (c.accountId >= 0) this.meter(c);
+    const out = [...this.usage.values()];
+    this.usage = new Map();
+    return out;
   }
 }

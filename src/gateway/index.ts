@@ -90,6 +90,7 @@ export async function startGateway(opts: GatewayOptions): Promise<Gateway> {
         egressConnections: { ...s.egressConnections },
       };
     },
+    collectUsage: () => core.collectUsage(),
     close(drainMs: number): Promise<void> {
       closing ??= (async () => {
         await Promise.all(servers.map((s) => new Promise<void>((r) => s.close(() => r()))).concat(drain(drainMs)));

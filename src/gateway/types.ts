@@ -31,10 +31,19 @@ export interface Admitter {
   admitBySourceIp(ipv4: string): Promise<AdmitResult>;
 }
 
-/** Per-account traffic the gateway reports; the daemon flushes it to the store. */
-export interface TrafficSink {
-  connectionOpened(accountId: number): void;
-  connectionClosed(accountId: number, bytesUp: number, bytesDown: number): void;
+/**
+ * Metered usage since the last `collectUsage()` (SPEC 11), per account and subject: `user:NAME` (the proxy
+ * user whose credentials matched; a session username counts for its base user) or `ip:A.B.C.D` (whitelist
+ * admission, under the entry's IP). Bytes as relayed between client and target while connections are open
+ * (a tunnel's payload after the 200 / SOCKS reply; a forwarded request and response as sent); the gateway's
+ * own answers never count. `connections`: connections admitted.
+ */
+export interface UsageDelta {
+  accountId: number;
+  subject: string;
+  bytesUp: number;
+  bytesDown: number;
+  connections: number;
 }
 
 /** Why a connection was refused, as the connection log says it (a closed list: docs/support.md). */
@@ -104,7 +113,6 @@ export interface GatewayOptions {
   /** Addresses (host:port) of the daemon's own listeners: always refused as targets. */
   ownListeners: () => Array<{ host: string; port: number }>;
   admission: Admitter;
-  traffic?: TrafficSink;
   /** Where refused attempts and ended connections are reported (SPEC 12); absent: not logged. */
   connectionLog?: ConnectionLogSink;
   limits?: Partial<GatewayLimits>;
@@ -121,6 +129,8 @@ export interface Gateway {
   close(drainMs: number): Promise<void>;
   /** Counters for the metrics endpoint. */
   stats(): GatewayStats;
+  /** Usage since the last call, open connections included (the daemon's meter calls it every second). */
+  collectUsage(): UsageDelta[];
 }
 
 export interface GatewayStats {

@@ -203,9 +203,9 @@ describe('gateway operations inside a spawned proxyd', () => {
       tunnel.end();
       expect(await d.exited).toBe(0);
 
-      // Traffic of the account was flushed to the store on the way out.
+      // Usage of the account was flushed to the store on the way out.
       const db = await inspectDb(d.dataDir);
-      const t = db.get<{ bytes_down: number; connections: number }>('SELECT bytes_down, connections FROM traffic WHERE account_id = ?', accountId);
+      const t = db.get<{ bytes_down: number; connections: number }>("SELECT SUM(bytes_down) AS bytes_down, SUM(connections) AS connections FROM usage_buckets WHERE account_id = ? AND period = 'day'", accountId);
       db.close();
       expect(t.connections).toBeGreaterThanOrEqual(2);
       expect(t.bytes_down).toBeGreaterThan(0);

@@ -96,7 +96,7 @@ describe('EOF or reset while admission runs', () => {
     await new Promise((r) => setTimeout(r, 30));
     d.socket.resetAndDestroy();
     // The reset connection's admission still succeeds after it is gone: its slot comes straight back.
-    await eventually(() => g.sink.opened.length === 2 && g.sink.closed.length === 2, PROMPT_MS);
+    await eventually(() => g.usage.collect().byAccount.get(1)?.connections === 2 && g.gw.stats().connectionsOpen === 0, PROMPT_MS);
     expect(g.gw.stats().connectionsOpen).toBe(0);
     await g.gw.close(100);
     target.close();

@@ -9,7 +9,7 @@ import net from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { startGateway } from '../../src/gateway/index.js';
-import type { AdmitResult, Admitter, Gateway, GatewayOptions, TrafficSink } from '../../src/gateway/types.js';
+import type { AdmitResult, Admitter, Gateway, GatewayOptions } from '../../src/gateway/types.js';
 import { selfSignedCert } from '../helpers/tls.js';
 import { sleep, waitFor } from '../helpers/wait.js';
 
@@ -37,21 +37,30 @@ export class TestAdmitter implements Admitter {
   }
 }
 
-export class RecordingSink implements TrafficSink {
-  opened: number[] = [];
-  closed: Array<{ accountId: number; up: number; down: number }> = [];
-  connectionOpened(accountId: number): void {
-    this.opened.push(accountId);
+/** The gateway's metered usage, collected as the daemon's meter does and summed per account. */
+export class UsageTally {
+  readonly byAccount = new Map<number, { up: number; down: number; connections: number; subjects: Set<string> }>();
+  constructor(private readonly gw: () => Gateway) {}
+  collect(): this {
+    for (const d of this.gw().collectUsage()) {
+      const t = this.byAccount.get(d.accountId) ?? { up: 0, down: 0, connections: 0, subjects: new Set<string>() };
+      t.up += d.bytesUp;
+      t.down += d.bytesDown;
+      t.connections += d.connections;
+      t.subjects.add(d.subject);
+      this.byAccount.set(d.accountId, t);
+    }
+    return this;
   }
-  connectionClosed(accountId: number, bytesUp: number, bytesDown: number): void {
-    this.closed.push({ accountId, up: bytesUp, down: bytesDown });
+  of(accountId: number) {
+    return this.collect().byAccount.get(accountId) ?? { up: 0, down: 0, connections: 0, subjects: new Set<string>() };
   }
 }
 
 export interface TestGateway {
   gw: Gateway;
   admission: TestAdmitter;
-  sink: RecordingSink;
+  usage: UsageTally;
   http: string; // host:port
   socks: string;
   httpPort: number;
@@ -62,23 +71,24 @@ export interface TestGateway {
 export async function startTestGateway(over: Partial<GatewayOptions> = {}): Promise<TestGateway> {
   const admission = (over.admission as TestAdmitter | undefined) ?? new TestAdmitter();
   if (admission instanceof TestAdmitter) admission.users.set('alice', { password: 's3cret:pw', accountId: 1 });
-  const sink = new RecordingSink();
+  let gateway: Gateway | null = null;
+  const usage = new UsageTally(() => gateway!);
   const gw = await startGateway({
     httpProxyListen: { host: '127.0.0.1', port: 0 },
     socksListen: { host: '127.0.0.1', port: 0 },
     allowPrivateTargets: true,
     proxyProtocolFrom: [],
     ownListeners: () => [],
-    traffic: sink,
     ...over,
     admission,
   });
+  gateway = gw;
   const h = gw.httpProxyAddress();
   const s = gw.socksAddress();
   return {
     gw,
     admission,
-    sink,
+    usage,
     http: h ? `${h.host}:${h.port}` : '',
     socks: s ? `${s.host}:${s.port}` : '',
     httpPort: h?.port ?? 0,

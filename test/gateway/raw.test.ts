@@ -446,9 +446,9 @@ describe('limits and accounting', () => {
     await c.read(5);
     c.socket.end();
     await c.readToEnd();
-    await eventually(() => g.sink.closed.length === 1);
-    expect(g.sink.opened).toEqual([1]);
-    expect(g.sink.closed[0]).toEqual({ accountId: 1, up: 15, down: 15 });
+    await eventually(() => g.gw.stats().connectionsOpen === 0);
+    const u = g.usage.of(1);
+    expect({ up: u.up, down: u.down, connections: u.connections, subjects: [...u.subjects] }).toEqual({ up: 15, down: 15, connections: 1, subjects: ['user:alice'] });
     const st = g.gw.stats();
     expect(st.connectionsTotal.connect).toBe(1);
     expect(st.bytesUp).toBe(15);

@@ -68,6 +68,29 @@ export class Metrics {
       up: s.bytesUp,
       down: s.bytesDown,
     }));
+    // The metered bytes (SPEC 11) are the same bytes: this node's total under the metering name.
+    fromGateway('proxyd_relayed_bytes_total', 'Bytes relayed between clients and targets on this node, as metered, by direction', 'direction', (s) => ({
+      up: s.bytesUp,
+      down: s.bytesDown,
+    }));
+  }
+
+  /** The usage meter: flushes written, and flushes the database did not take (sent again). */
+  attachMeter(read: () => { flushed: number; failed: number }): void {
+    for (const [name, help, key] of [
+      ['proxyd_usage_flushes_total', 'Usage flushes written to the database', 'flushed'],
+      ['proxyd_usage_flush_failures_total', 'Usage flushes the database did not take (kept and sent again)', 'failed'],
+    ] as const) {
+      new Counter({
+        name,
+        help,
+        registers: [this.registry],
+        collect() {
+          this.reset();
+          this.inc(read()[key]);
+        },
+      });
+    }
   }
 
   /**

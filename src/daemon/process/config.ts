@@ -39,6 +39,8 @@ export interface ServeConfig {
   nodeName: string;
   /** How long connection-log records are kept (ms); 0: the gateway keeps no connection log. */
   connectionLogRetentionMs: number;
+  /** How long usage buckets are kept, per period (ms). */
+  usageRetentionMs: Record<'minute' | 'hour' | 'day', number>;
 }
 
 export class ConfigError extends Error {
@@ -103,6 +105,7 @@ interface RawServeOptions {
   logLevel: string;
   nodeName?: string;
   connectionLogRetention?: string;
+  usageRetention?: string;
 }
 
 /** A boolean flag, else its env var: 1/true/yes turn it on, 0/false/no/empty leave it off, anything else is an error. */
@@ -143,16 +146,32 @@ export function toServeConfig(o: RawServeOptions, env: NodeJS.ProcessEnv = proce
     logLevel: o.logLevel,
     nodeName: parseNodeName(o.nodeName),
     connectionLogRetentionMs: parseDuration(o.connectionLogRetention ?? DEFAULT_CONNECTION_LOG_RETENTION, '--connection-log-retention'),
+    usageRetentionMs: parseUsageRetention(o.usageRetention ?? DEFAULT_USAGE_RETENTION),
   };
 }
 
+export const DEFAULT_USAGE_RETENTION = 'minute=48h,hour=90d,day=2y';
+
+/** `minute=48h,hour=90d,day=2y`: any subset; the periods not named keep their default. */
+export function parseUsageRetention(s: string): Record<'minute' | 'hour' | 'day', number> {
+  const out = { minute: 48 * UNIT_MS.h!, hour: 90 * UNIT_MS.d!, day: 2 * UNIT_MS.y! };
+  for (const part of s.split(',').map((x) => x.trim()).filter(Boolean)) {
+    const [k, v] = part.split('=');
+    if ((k !== 'minute' && k !== 'hour' && k !== 'day') || v === undefined) {
+      throw new ConfigError(`--usage-retention: expected minute=DURATION,hour=DURATION,day=DURATION (e.g. ${DEFAULT_USAGE_RETENTION}), got "${part}"`);
+    }
+    out[k] = parseDuration(v, '--usage-retention');
+  }
+  return out;
+}
+
 export const DEFAULT_CONNECTION_LOG_RETENTION = '7d';
-const UNIT_MS: Record<string, number> = { s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 };
+const UNIT_MS: Record<string, number> = { s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000, y: 365 * 86_400_000 };
 
 /** `90s`, `30m`, `48h`, `7d`, or plain seconds; `0` is zero. */
 export function parseDuration(s: string, what: string): number {
-  const m = /^(\d{1,9})([smhd]?)$/.exec(s.trim());
-  if (!m) throw new ConfigError(`${what}: expected a duration such as 7d, 48h, 30m or 90s, got "${s}"`);
+  const m = /^(\d{1,9})([smhdy]?)$/.exec(s.trim());
+  if (!m) throw new ConfigError(`${what}: expected a duration such as 2y, 7d, 48h, 30m or 90s, got "${s}"`);
   return Number(m[1]) * UNIT_MS[m[2] || 's']!;
 }
 

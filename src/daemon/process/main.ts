@@ -79,6 +79,28 @@ async function connectionsAction(opts: Record<string, unknown>, cmd: Command): P
   }
 }
 
+/** `admin usage`: the report in its format on stdout. */
+async function usageAction(opts: Record<string, unknown>, cmd: Command): Promise<void> {
+  const all = { ...cmd.optsWithGlobals(), ...opts } as Record<string, unknown> & { dataDir?: string; databaseUrl?: string; format?: string };
+  const { AdminError } = await import('../admin/commands.js');
+  const { usageReport, renderUsage } = await import('../admin/usage.js');
+  const { openStore } = await import('../store/index.js');
+  const { checkDatabaseUrl, defaultDataDir } = await import('./config.js');
+  let store: import('../store/index.js').Store | null = null;
+  try {
+    checkDatabaseUrl(all.databaseUrl);
+    const dataDir = all.dataDir || defaultDataDir();
+    if (!all.databaseUrl) (await import('./data-dir.js')).ensureDataDir(dataDir);
+    store = await openStore({ dataDir, databaseUrl: all.databaseUrl });
+    const report = await usageReport(store, all as import('../admin/usage.js').UsageOptions);
+    process.stdout.write(renderUsage(report, all.format));
+  } catch (e) {
+    fail(e instanceof AdminError ? e.message : (e as Error).message);
+  } finally {
+    await store?.close();
+  }
+}
+
 export function buildProgram(): Command {
   const program = new Command('proxyd')
     .description('proxyd: whitelist API, proxy gateway (HTTP, CONNECT, SOCKS5) and web console')
@@ -107,6 +129,7 @@ export function buildProgram(): Command {
     .addOption(new Option('--stale-admission <seconds>', 'how long the gateway admits from its last view while the database is unreachable').env('PROXYD_STALE_ADMISSION').default(String(DEFAULT_STALE_ADMISSION_SEC)))
     .addOption(new Option('--node-name <name>', 'this node\'s name in the connection log (default: the host name)').env('PROXYD_NODE_NAME'))
     .addOption(new Option('--connection-log-retention <duration>', 'how long connection-log records are kept, e.g. 7d, 48h; 0 turns the log off').env('PROXYD_CONNECTION_LOG_RETENTION').default('7d'))
+    .addOption(new Option('--usage-retention <spec>', 'how long usage buckets are kept, e.g. minute=48h,hour=90d,day=2y').env('PROXYD_USAGE_RETENTION').default('minute=48h,hour=90d,day=2y'))
     .addOption(new Option('--rate-limits <spec>', 'override API limits, e.g. list=60,add=10,delete=10,invalid=20').env('PROXYD_RATE_LIMITS').hideHelp())
     .addOption(new Option('--log-level <level>', 'log level').env('PROXYD_LOG_LEVEL').default('info').choices(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']))
     .action(async (opts) => {
@@ -194,6 +217,18 @@ export function buildProgram(): Command {
     .addOption(dataDirOption())
     .addOption(databaseUrlOption())
     .action(adminAction((m) => m.whitelistSetStatus));
+
+  admin
+    .command('usage')
+    .description('metered usage of an account (docs/admin.md): by proxy user, or by minute, hour or day')
+    .requiredOption('--email <email>')
+    .addOption(new Option('--by <what>').choices(['user', 'minute', 'hour', 'day']).default('user'))
+    .option('--from <iso>', 'start (default: 1 h, 24 h or 30 days before --to, by minute, hour or day/user)')
+    .option('--to <iso>', 'end, exclusive (default: now)')
+    .addOption(new Option('--format <format>').choices(['json', 'csv', 'table']).default('json'))
+    .addOption(dataDirOption())
+    .addOption(databaseUrlOption())
+    .action(usageAction);
 
   admin
     .command('connections')

@@ -23,7 +23,7 @@ import { MemoryWindowStore, type WindowStore } from '../ratelimit/limiter.js';
 import { RedisWindowStore } from '../ratelimit/redis-store.js';
 import { DatabaseWindowStore } from '../ratelimit/database-store.js';
 import { openStore as openBackend, type Store } from '../store/index.js';
-import { TrafficAccumulator } from '../admission/traffic-sink.js';
+import { UsageMeter } from '../metering/meter.js';
 import { WhitelistService, type ServiceLog } from '../services/whitelist.js';
 
 export const TUNNEL_DRAIN_MS = 10_000;
@@ -200,8 +200,6 @@ export async function startDaemon(cfg: ServeConfig, log: DaemonLog): Promise<Run
   const apiPort = typeof apiAddr === 'object' && apiAddr ? apiAddr.port : cfg.apiListen.port;
   const apiHostPort = { host: cfg.apiListen.host, port: apiPort };
 
-  const traffic = new TrafficAccumulator(store);
-  traffic.start();
   const connLog = cfg.connectionLogRetentionMs > 0
     ? new ConnectionLogWriter(store.connectionLog, cfg.nodeName, {
         retentionMs: cfg.connectionLogRetentionMs,
@@ -224,14 +222,12 @@ export async function startDaemon(cfg: ServeConfig, log: DaemonLog): Promise<Run
     proxyProtocolFrom: cfg.proxyProtocolFrom,
     ownListeners: () => [apiHostPort, gateway?.httpProxyAddress(), gateway?.socksAddress()].filter((x): x is { host: string; port: number } => !!x),
     admission,
-    traffic,
     connectionLog: connLog ?? undefined,
     limits: gatewayLimits,
     lookup: dnsServers ? new CachingResolver({ servers: dnsServers }).lookup : undefined,
     log: log.child({ component: 'gateway' }),
   }).catch(async (err: unknown) => {
     view.close();
-    await traffic.stop();
     await connLog?.stop();
     await app.close();
     await limits.close();
@@ -239,7 +235,11 @@ export async function startDaemon(cfg: ServeConfig, log: DaemonLog): Promise<Run
     throw err;
   });
   gateway = gw;
+  // Usage: collected from the gateway every second, flushed once per second per node (docs/operations.md, Metering).
+  const meter = new UsageMeter(store.usage, () => gw.collectUsage(), { retentionMs: cfg.usageRetentionMs, log });
+  meter.start();
   metrics.attachGateway(() => gw.stats());
+  metrics.attachMeter(() => ({ flushed: meter.flushed, failed: meter.failedFlushes }));
   metrics.attachAdmissionView(() => view.status());
   metrics.attachLoginBudget(() => admission.budget.refused);
   if (connLog) metrics.attachConnectionLog(() => ({ written: connLog.written, dropped: connLog.dropped, buffered: connLog.buffered }));
@@ -259,7 +259,7 @@ export async function startDaemon(cfg: ServeConfig, log: DaemonLog): Promise<Run
     (closing ??= (async () => {
       await Promise.all([app.close(), gateway?.close(TUNNEL_DRAIN_MS)]);
       view.close();
-      await traffic.stop();
+      await meter.stop();
       await connLog?.stop();
       await limits.close();
       await store.close();

@@ -89,7 +89,21 @@ export interface WindowDecision {
   oldestAtMs: number | null;
 }
 
-export interface TrafficDelta {
+/** A node's metered usage of one account and subject (`user:NAME` or `ip:A.B.C.D`) since its last flush. */
+export interface UsageDelta {
+  accountId: number;
+  subject: string;
+  bytesUp: number;
+  bytesDown: number;
+  connections: number;
+}
+
+export type UsagePeriod = 'minute' | 'hour' | 'day';
+
+/** One bucket row as read back (`subject` null: summed over subjects). */
+export interface UsageRow {
+  startMs: number;
+  subject: string | null;
   bytesUp: number;
   bytesDown: number;
   connections: number;
@@ -197,9 +211,17 @@ export interface RateHitStore {
   prune(olderThanMs: number): Promise<number | 'busy'>;
 }
 
-export interface TrafficStore {
-  /** Adds the deltas; `busy` leaves them for the caller to keep. */
-  add(deltas: Map<number, TrafficDelta>): Promise<'ok' | 'busy'>;
+export interface UsageStore {
+  /**
+   * Adds one flush of a node's deltas to the minute, hour and day buckets of `atMs`, once: a flush whose id
+   * was already applied (sent again after a timeout whose outcome was unknown) adds nothing. `busy` (nothing
+   * added) leaves it for the caller to send again, with the same id.
+   */
+  addFlush(flushId: string, atMs: number, deltas: readonly UsageDelta[]): Promise<'ok' | 'duplicate' | 'busy'>;
+  /** Buckets of one account in [fromMs, toMs), by time (summed over subjects) or by subject (summed over time). */
+  query(q: { accountId: number; period: UsagePeriod; fromMs: number; toMs: number; by: 'time' | 'subject' }): Promise<UsageRow[]>;
+  /** Removes buckets of `period` that start before `beforeMs`, and flush ids older than a day; how many rows. */
+  prune(period: UsagePeriod, beforeMs: number): Promise<number | 'busy'>;
 }
 
 /** One connection-log record as written (the gateway's ConnectionRecord; SPEC 12). `accountId` -1: none matched. */
@@ -322,7 +344,7 @@ export interface Store {
   readonly whitelist: WhitelistStore;
   readonly proxyUsers: ProxyUserStore;
   readonly sessions: ConsoleSessionStore;
-  readonly traffic: TrafficStore;
+  readonly usage: UsageStore;
   readonly connectionLog: ConnectionLogStore;
   readonly changeLog: ChangeLogStore;
   /** The rate-hit log for limits shared between processes (SQLite: on a connection that never waits for a lock). */

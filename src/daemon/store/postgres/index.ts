@@ -11,7 +11,7 @@ import { PgProxyUserStore } from './proxy-users.js';
 import { PgRateHitStore } from './rate-hits.js';
 import { PgConsoleSessionStore } from './sessions.js';
 import { PgTokenStore } from './tokens.js';
-import { PgTrafficStore } from './traffic.js';
+import { PgUsageStore } from './usage.js';
 import { PgWhitelistStore } from './whitelist.js';
 
 interface PostgresStoreOptions {
@@ -29,7 +29,7 @@ export class PostgresStore implements Store {
   readonly whitelist: PgWhitelistStore;
   readonly proxyUsers: PgProxyUserStore;
   readonly sessions: PgConsoleSessionStore;
-  readonly traffic: PgTrafficStore;
+  readonly usage: PgUsageStore;
   readonly connectionLog: PgConnectionLogStore;
   readonly changeLog: PgChangeLogStore;
   private readonly rateHits: PgRateHitStore;
@@ -49,7 +49,7 @@ export class PostgresStore implements Store {
     this.whitelist = new PgWhitelistStore(sql, nowSec, opts.releaseGraceSec ?? DEFAULT_RELEASE_GRACE_SEC, background);
     this.proxyUsers = new PgProxyUserStore(sql, nowSec);
     this.sessions = new PgConsoleSessionStore(sql, nowSec);
-    this.traffic = new PgTrafficStore(background, nowSec);
+    this.usage = new PgUsageStore(background, nowSec);
     this.connectionLog = new PgConnectionLogStore(background, nowSec);
     this.rateHits = new PgRateHitStore(sql);
     this.changeLog = new PgChangeLogStore(background, nowMs);

@@ -333,4 +333,23 @@ export const PG_MIGRATIONS: readonly string[] = [
   -- Unique: a batch sent again after a timeout (the first attempt may still commit) adds nothing.
   CREATE UNIQUE INDEX connection_log_request ON connection_log(request_id);
   `,
+  // 6: usage metering (SPEC 11), as SQLite's migration 5.
+  `
+  CREATE TABLE usage_buckets (
+    account_id  integer NOT NULL,
+    period      text NOT NULL CHECK (period IN ('minute','hour','day')),
+    start_ms    bigint NOT NULL,
+    subject     text NOT NULL,
+    bytes_up    bigint NOT NULL DEFAULT 0,
+    bytes_down  bigint NOT NULL DEFAULT 0,
+    connections bigint NOT NULL DEFAULT 0,
+    PRIMARY KEY (account_id, period, start_ms, subject)
+  );
+  CREATE INDEX usage_buckets_age ON usage_buckets(period, start_ms);
+  CREATE TABLE usage_flushes (
+    flush_id text PRIMARY KEY,
+    at_ms    bigint NOT NULL
+  );
+  CREATE INDEX usage_flushes_age ON usage_flushes(at_ms);
+  `,
 ];

@@ -11,7 +11,7 @@ import { SqliteRateHitStore } from './rate-hits.js';
 import { SqliteConsoleSessionStore } from './sessions.js';
 import { stmt } from './statements.js';
 import { SqliteTokenStore } from './tokens.js';
-import { SqliteTrafficStore } from './traffic.js';
+import { SqliteUsageStore } from './usage.js';
 import { SqliteWhitelistStore } from './whitelist.js';
 
 interface SqliteStoreOptions {
@@ -27,7 +27,7 @@ export class SqliteStore implements Store {
   readonly whitelist: SqliteWhitelistStore;
   readonly proxyUsers: SqliteProxyUserStore;
   readonly sessions: SqliteConsoleSessionStore;
-  readonly traffic: SqliteTrafficStore;
+  readonly usage: SqliteUsageStore;
   readonly connectionLog: SqliteConnectionLogStore;
   readonly changeLog: SqliteChangeLogStore;
   private readonly extraConnections: Db[] = [];
@@ -47,9 +47,9 @@ export class SqliteStore implements Store {
     this.whitelist = new SqliteWhitelistStore(db, nowSec, () => grace);
     this.proxyUsers = new SqliteProxyUserStore(db, nowSec);
     this.sessions = new SqliteConsoleSessionStore(db, nowSec);
-    // The gateway's own writes (traffic, connection log) answer `busy` instead of sleeping the event loop on a
+    // The gateway's own writes (usage, connection log) answer `busy` instead of sleeping the event loop on a
     // lock another process holds (an admin command, a backup): their callers keep the data for the next flush.
-    this.traffic = new SqliteTrafficStore(() => this.gatewayWriter(), nowSec);
+    this.usage = new SqliteUsageStore(db, () => this.gatewayWriter());
     this.changeLog = new SqliteChangeLogStore(db, dataDir);
     this.connectionLog = new SqliteConnectionLogStore(db, () => this.gatewayWriter());
   }

@@ -172,4 +172,25 @@ export const MIGRATIONS: readonly string[] = [
   -- Unique: a batch written again (after an error whose outcome was unknown) adds nothing.
   CREATE UNIQUE INDEX IF NOT EXISTS connection_log_request ON connection_log(request_id);
   `,
+  // 5: usage metering (SPEC 11): buckets per account, subject (`user:NAME`, `ip:A.B.C.D`) and period, and the
+  // ids of applied flushes (a flush sent twice adds once). Replaces the count-at-close traffic table, which
+  // stays (unused) for a downgrade.
+  `
+  CREATE TABLE IF NOT EXISTS usage_buckets (
+    account_id  INTEGER NOT NULL,
+    period      TEXT NOT NULL CHECK (period IN ('minute','hour','day')),
+    start_ms    INTEGER NOT NULL,
+    subject     TEXT NOT NULL,
+    bytes_up    INTEGER NOT NULL DEFAULT 0,
+    bytes_down  INTEGER NOT NULL DEFAULT 0,
+    connections INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (account_id, period, start_ms, subject)
+  ) WITHOUT ROWID;
+  CREATE INDEX IF NOT EXISTS usage_buckets_age ON usage_buckets(period, start_ms);
+  CREATE TABLE IF NOT EXISTS usage_flushes (
+    flush_id TEXT PRIMARY KEY,
+    at_ms    INTEGER NOT NULL
+  ) WITHOUT ROWID;
+  CREATE INDEX IF NOT EXISTS usage_flushes_age ON usage_flushes(at_ms);
+  `,
 ];

@@ -1,0 +1,52 @@
+// Usage buckets on PostgreSQL: every node flushes into the same buckets; a flush is one transaction that
+// records its id first, so a flush sent again after the client deadline (the first may still commit) adds nothing.
+import type { UsageDelta, UsagePeriod, UsageRow, UsageStore } from '../types.js';
+import { PERIODS, bucketStart, toUsageRow, usageQueryText } from '../usage-sql.js';
+import { guard } from './db.js';
+import { unlessBusy, PgFamily } from './family.js';
+
+const FLUSH_ID_KEEP_MS = 86_400_000;
+
+export class PgUsageStore extends PgFamily implements UsageStore {
+  async addFlush(flushId: string, atMs: number, deltas: readonly UsageDelta[]): Promise<'ok' | 'duplicate' | 'busy'> {
+    const rows = deltas.flatMap((d) =>
+      PERIODS.map((p) => ({
+        account_id: d.accountId,
+        period: p,
+        start_ms: bucketStart(p, atMs),
+        subject: d.subject,
+        bytes_up: d.bytesUp,
+        bytes_down: d.bytesDown,
+        connections: d.connections,
+      })),
+    );
+    const r = await unlessBusy(() =>
+      this.sql.begin(async (tx) => {
+        const marked = await tx`INSERT INTO usage_flushes (flush_id, at_ms) VALUES (${flushId}, ${atMs}) ON CONFLICT DO NOTHING RETURNING 1`;
+        if (marked.length === 0) return 'duplicate' as const;
+        if (rows.length > 0) {
+          await tx`
+            INSERT INTO usage_buckets ${tx(rows)}
+            ON CONFLICT (account_id, period, start_ms, subject) DO UPDATE SET bytes_up = usage_buckets.bytes_up + excluded.bytes_up,
+              bytes_down = usage_buckets.bytes_down + excluded.bytes_down, connections = usage_buckets.connections + excluded.connections`;
+        }
+        return 'ok' as const;
+      }),
+    );
+    return r;
+  }
+
+  async query(q: { accountId: number; period: UsagePeriod; fromMs: number; toMs: number; by: 'time' | 'subject' }): Promise<UsageRow[]> {
+    let n = 0;
+    const text = usageQueryText(q.by).replace(/\?/g, () => `$${++n}`);
+    const rows = await guard(() => this.sql.unsafe(text, [q.accountId, q.period, q.fromMs, q.toMs]));
+    return (rows as unknown as Parameters<typeof toUsageRow>[0][]).map(toUsageRow);
+  }
+
+  async prune(period: UsagePeriod, beforeMs: number): Promise<number | 'busy'> {
+    const r = await unlessBusy(() => this.sql`DELETE FROM usage_buckets WHERE period = ${period} AND start_ms < ${beforeMs}`);
+    if (r === 'busy') return r;
+    await unlessBusy(() => this.sql`DELETE FROM usage_flushes WHERE at_ms < ${Date.now() - FLUSH_ID_KEEP_MS}`);
+    return r.count;
+  }
+}

@@ -1,0 +1,74 @@
+// Usage buckets on each backend and the meter over them: a flush applied twice counts once, each flush lands
+// in its minute, hour and day, queries sum by time or by subject, pruning keeps what is young; the meter
+// sends a flush the database could not take again with the same id, and nothing collected meanwhile is lost.
+import { afterEach, describe, expect, it } from 'vitest';
+import { UsageMeter } from '../../src/daemon/metering/meter.js';
+import { openStore, type Store, type UsageDelta } from '../../src/daemon/store/index.js';
+import { databaseUrlOf, dataDirFor, inspectDb } from '../helpers/daemon.js';
+import { BACKENDS } from '../helpers/postgres.js';
+import { waitFor } from '../helpers/wait.js';
+
+const stores: Store[] = [];
+afterEach(async () => {
+  for (const s of stores.splice(0)) await s.close();
+});
+
+async function open(backend: (typeof BACKENDS)[number]) {
+  const dataDir = await dataDirFor(backend);
+  const store = await openStore({ dataDir, databaseUrl: databaseUrlOf(dataDir) });
+  stores.push(store);
+  const a = await store.accounts.create(`u-${backend}-${Math.random()}@example.com`, 'x', true);
+  if (a === 'exists') throw new Error('exists');
+  return { store, dataDir, accountId: a.id };
+}
+
+const T = Date.UTC(2026, 10, 25, 10, 30, 15); // 10:30:15 UTC
+
+describe.each(BACKENDS)('usage store on %s', (backend) => {
+  it('a flush applied twice counts once; minute, hour and day buckets; sums by time and by subject', async () => {
+    const { store, accountId } = await open(backend);
+    const d = (subject: string, up: number, down: number): UsageDelta => ({ accountId, subject, bytesUp: up, bytesDown: down, connections: 1 });
+    expect(await store.usage.addFlush('node-a-1', T, [d('user:alice', 100, 1_000), d('ip:8.8.4.4', 5, 50)])).toBe('ok');
+    expect(await store.usage.addFlush('node-a-1', T, [d('user:alice', 100, 1_000), d('ip:8.8.4.4', 5, 50)])).toBe('duplicate');
+    expect(await store.usage.addFlush('node-b-1', T + 60_000, [d('user:alice', 1, 2)])).toBe('ok');
+    const q = (period: 'minute' | 'hour' | 'day', by: 'time' | 'subject') => store.usage.query({ accountId, period, fromMs: T - 86_400_000, toMs: T + 86_400_000, by });
+    expect((await q('minute', 'time')).map((r) => [r.startMs, r.bytesUp, r.bytesDown, r.connections])).toEqual([
+      [Date.UTC(2026, 10, 25, 10, 30), 105, 1_050, 2],
+      [Date.UTC(2026, 10, 25, 10, 31), 1, 2, 1],
+    ]);
+    expect((await q('hour', 'time')).map((r) => [r.startMs, r.bytesUp])).toEqual([[Date.UTC(2026, 10, 25, 10), 106]]);
+    expect((await q('day', 'subject')).map((r) => [r.subject, r.bytesUp, r.bytesDown, r.connections])).toEqual([
+      ['ip:8.8.4.4', 5, 50, 1],
+      ['user:alice', 101, 1_002, 2],
+    ]);
+    // Pruning minutes before the second flush's minute keeps it and the hours.
+    expect(await store.usage.prune('minute', Date.UTC(2026, 10, 25, 10, 31))).toBe(2);
+    expect(await q('minute', 'time')).toHaveLength(1);
+    expect(await q('hour', 'time')).toHaveLength(1);
+  });
+});
+
+describe('the meter over SQLite', () => {
+  it('sends a flush again with its id while the database is locked, and loses nothing collected meanwhile', async () => {
+    const { store, dataDir, accountId } = await open('sqlite');
+    let next: UsageDelta[] = [{ accountId, subject: 'user:bob', bytesUp: 10, bytesDown: 20, connections: 1 }];
+    const meter = new UsageMeter(store.usage, () => {
+      const out = next;
+      next = [];
+      return out;
+    });
+    const lock = await inspectDb(dataDir, { write: true });
+    lock.run('BEGIN IMMEDIATE');
+    await meter.tick(); // busy: kept with its id
+    expect(meter.failedFlushes).toBe(1);
+    next = [{ accountId, subject: 'user:bob', bytesUp: 1, bytesDown: 2, connections: 0 }];
+    await meter.tick(); // still locked; the new usage waits in pending
+    lock.run('COMMIT');
+    lock.close();
+    await meter.tick(); // the first flush, with its id
+    await meter.tick(); // then what came meanwhile
+    await waitFor('both flushed', () => meter.flushed === 2);
+    const [row] = await store.usage.query({ accountId, period: 'day', fromMs: 0, toMs: Date.now() + 86_400_000, by: 'subject' });
+    expect(row).toMatchObject({ subject: 'user:bob', bytesUp: 11, bytesDown: 22, connections: 1 });
+  });
+});
