@@ -182,6 +182,13 @@ td.actions .btn { min-width: 84px; }
 .notice td, .notice th { border-color: #f7d4d0; }
 .remark { color: var(--muted); overflow-wrap: anywhere; }
 .empty { text-align: center; padding: 40px 16px; color: var(--muted); }
+.usage-chart { display: block; width: 100%; height: auto; margin-top: 20px; }
+.usage-chart .bar { fill: var(--primary); }
+.usage-chart .bar:hover { opacity: 0.75; }
+.usage-chart .axis { stroke: #d0d5dd; stroke-width: 1; }
+.usage-chart .tick, .usage-chart .chart-title { font: 11px system-ui, sans-serif; fill: #667085; }
+.usage-chart .chart-title { font-weight: 600; fill: #344054; }
+td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
 .card.flush { padding: 0; overflow: hidden; }
 .card.flush .card-head { padding: 20px 24px 0; }
 .card.flush .filters { padding: 0 24px 20px; border-bottom: 1px solid var(--border); }

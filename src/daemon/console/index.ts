@@ -16,6 +16,7 @@ import { errorPage } from './pages/errors.js';
 import accountRoutes from './routes/account.js';
 import authRoutes from './routes/auth.js';
 import connectionRoutes from './routes/connections.js';
+import usageRoutes from './routes/usage.js';
 import proxyUserRoutes from './routes/proxy-users.js';
 import whitelistRoutes from './routes/whitelist.js';
 import { loadSessionSecret, RevealSealer, SESSION_COOKIE, SESSION_IDLE_MS, SESSION_MAX_MS, StoreSessionAdapter } from './session.js';
@@ -119,6 +120,7 @@ export async function consolePlugin(app: FastifyInstance, ctx: ApiContext, opts:
         accountRoutes(pages, deps);
         whitelistRoutes(pages, deps);
         proxyUserRoutes(pages, deps);
+        usageRoutes(pages, deps);
         connectionRoutes(pages, deps);
       });
     },

@@ -3,7 +3,7 @@ import { html, raw, type Html } from './html.js';
 import { LOGO_SVG } from './assets.js';
 import type { Flash } from './session.js';
 
-type NavKey = 'account' | 'whitelist' | 'proxy-users' | 'connections';
+type NavKey = 'account' | 'whitelist' | 'proxy-users' | 'usage' | 'connections';
 
 interface ShellOptions {
   title: string;
@@ -23,6 +23,7 @@ const NAV: Array<{ key: NavKey; href: string; label: string }> = [
   { key: 'account', href: '/console/account', label: 'Account' },
   { key: 'whitelist', href: '/console/whitelist', label: 'Whitelist' },
   { key: 'proxy-users', href: '/console/proxy-users', label: 'Proxy users' },
+  { key: 'usage', href: '/console/usage', label: 'Usage' },
   { key: 'connections', href: '/console/connections', label: 'Connections' },
 ];
 

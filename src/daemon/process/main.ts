@@ -83,7 +83,7 @@ async function connectionsAction(opts: Record<string, unknown>, cmd: Command): P
 async function usageAction(opts: Record<string, unknown>, cmd: Command): Promise<void> {
   const all = { ...cmd.optsWithGlobals(), ...opts } as Record<string, unknown> & { dataDir?: string; databaseUrl?: string; format?: string };
   const { AdminError } = await import('../admin/commands.js');
-  const { usageReport, renderUsage } = await import('../admin/usage.js');
+  const { adminUsage, renderUsage } = await import('../admin/usage.js');
   const { openStore } = await import('../store/index.js');
   const { checkDatabaseUrl, defaultDataDir } = await import('./config.js');
   let store: import('../store/index.js').Store | null = null;
@@ -92,7 +92,7 @@ async function usageAction(opts: Record<string, unknown>, cmd: Command): Promise
     const dataDir = all.dataDir || defaultDataDir();
     if (!all.databaseUrl) (await import('./data-dir.js')).ensureDataDir(dataDir);
     store = await openStore({ dataDir, databaseUrl: all.databaseUrl });
-    const report = await usageReport(store, all as import('../admin/usage.js').UsageOptions);
+    const report = await adminUsage(store, all as import('../admin/usage.js').UsageOptions);
     process.stdout.write(renderUsage(report, all.format));
   } catch (e) {
     fail(e instanceof AdminError ? e.message : (e as Error).message);

@@ -1,0 +1,109 @@
+// Usage page (SPEC 11): this month's totals (no plan yet: no limit), a server-drawn SVG chart of the last 24
+// hours and 30 days, a row per proxy user, and a CSV download. Works without JavaScript; the chart's bars
+// carry their figures in <title> (hover, screen readers) and the table repeats them.
+import { html, raw, type Html } from '../html.js';
+import { shell } from '../layout.js';
+import type { Flash } from '../session.js';
+import type { UsageReport } from '../../services/usage.js';
+
+interface UsageView {
+  csrf: string;
+  email: string;
+  periodLabel: string;
+  byUser: UsageReport;
+  hours: UsageReport;
+  days: UsageReport;
+  /** Bucket starts (ms) of the chart's 24 hours and 30 days, oldest first. */
+  hourStarts: number[];
+  dayStarts: number[];
+  flash?: Flash | undefined;
+}
+
+export function formatBytes(n: number): string {
+  if (n < 1024) return `${n} B`;
+  const units = ['KiB', 'MiB', 'GiB', 'TiB'];
+  let v = n / 1024;
+  let i = 0;
+  while (v >= 1024 && i < units.length - 1) {
+    v /= 1024;
+    i++;
+  }
+  return `${v.toFixed(v < 10 ? 2 : 1)} ${units[i]}`;
+}
+
+const esc = (s: string) => s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;');
+
+/** One panel: a bar per bucket (up + down), tallest scaled to the panel's height. */
+function panel(title: string, starts: number[], report: UsageReport, label: (ms: number) => string, x0: number, width: number): string {
+  const byStart = new Map(report.rows.map((r) => ['time' in r ? Date.parse(r.time) : 0, r.bytes_up + r.bytes_down]));
+  const values = starts.map((s) => byStart.get(s) ?? 0);
+  const max = Math.max(1, ...values);
+  const h = 120;
+  const top = 28;
+  const gap = 2;
+  const bw = (width - gap * (starts.length - 1)) / starts.length;
+  const bars = values
+    .map((v, i) => {
+      const bh = v === 0 ? 0 : Math.max(1, (v / max) * h);
+      const x = x0 + i * (bw + gap);
+      return `<rect class="bar" x="${x.toFixed(1)}" y="${(top + h - bh).toFixed(1)}" width="${bw.toFixed(1)}" height="${bh.toFixed(1)}"><title>${esc(`${label(starts[i]!)}: ${formatBytes(v)}`)}</title></rect>`;
+    })
+    .join('');
+  return `<g><text class="chart-title" x="${x0}" y="16">${esc(title)} · peak ${esc(formatBytes(values.length ? Math.max(...values) : 0))}</text>
+<line class="axis" x1="${x0}" y1="${top + h + 0.5}" x2="${x0 + width}" y2="${top + h + 0.5}"/>${bars}
+<text class="tick" x="${x0}" y="${top + h + 16}">${esc(label(starts[0]!))}</text><text class="tick" x="${x0 + width}" y="${top + h + 16}" text-anchor="end">${esc(label(starts[starts.length - 1]!))}</text></g>`;
+}
+
+function chart(v: UsageView): Html {
+  const hourLabel = (ms: number) => new Date(ms).toISOString().slice(11, 16) + ' UTC';
+  const dayLabel = (ms: number) => new Date(ms).toISOString().slice(5, 10);
+  const svg = `<svg data-testid="usage-chart" class="usage-chart" viewBox="0 0 720 180" role="img" aria-label="Traffic in the last 24 hours and the last 30 days" xmlns="http://www.w3.org/2000/svg">
+${panel('Last 24 hours, per hour', v.hourStarts, v.hours, hourLabel, 0, 340)}
+${panel('Last 30 days, per day', v.dayStarts, v.days, dayLabel, 380, 340)}
+</svg>`;
+  return raw(svg);
+}
+
+function row(r: UsageReport['rows'][number]): Html {
+  const user = 'user' in r ? r.user : '';
+  const whitelist = user.startsWith('ip:');
+  return html`<tr data-testid="usage-row-${user}">
+<td data-label="User">${whitelist ? html`<span class="muted">whitelist</span> <code>${user.slice(3)}</code>` : html`<code>${user}</code>`}</td>
+<td data-label="Up" class="num">${formatBytes(r.bytes_up)}</td>
+<td data-label="Down" class="num">${formatBytes(r.bytes_down)}</td>
+<td data-label="Total" class="num" data-testid="usage-row-total">${formatBytes(r.bytes_up + r.bytes_down)}</td>
+<td data-label="Connections" class="num">${r.connections}</td>
+</tr>`;
+}
+
+export function usagePage(v: UsageView) {
+  const t = v.byUser.total;
+  return shell({
+    title: 'Usage',
+    signedIn: { nav: 'usage', csrf: v.csrf, email: v.email },
+    flash: v.flash,
+    body: html`<div class="page-head"><h1>Usage</h1><p class="lead">Traffic relayed for your account, counted while connections are open (up: from you to the target; down: back to you). Figures are at most a few seconds old.</p></div>
+<div class="stack">
+<section class="card" aria-labelledby="period-title">
+<div class="card-head"><div><h2 id="period-title">${v.periodLabel}</h2></div><a class="btn secondary sm" href="/console/usage.csv" data-testid="usage-csv" download>Download CSV</a></div>
+<dl class="facts">
+<dt>Used</dt><dd data-testid="usage-total" data-bytes="${String(t.bytes_up + t.bytes_down)}">${formatBytes(t.bytes_up + t.bytes_down)}</dd>
+<dt>Limit</dt><dd data-testid="usage-limit">No limit</dd>
+<dt>Connections</dt><dd>${t.connections}</dd>
+</dl>
+${chart(v)}
+</section>
+<section class="card flush" aria-labelledby="users-title">
+<div class="card-head"><div><h2 id="users-title">By proxy user</h2><p class="muted small">${v.periodLabel}. Traffic admitted by your IP whitelist is listed under its IP address.</p></div></div>
+${
+  v.byUser.rows.length === 0
+    ? html`<div class="empty" data-testid="usage-empty">No traffic in this period yet.</div>`
+    : html`<div class="table-wrap"><table class="stack-sm" data-testid="usage-table">
+<thead><tr><th scope="col">User</th><th scope="col" class="num">Up</th><th scope="col" class="num">Down</th><th scope="col" class="num">Total</th><th scope="col" class="num">Connections</th></tr></thead>
+<tbody>${v.byUser.rows.map(row)}</tbody>
+</table></div>`
+}
+</section>
+</div>`,
+  });
+}

@@ -1,0 +1,46 @@
+// Usage page and its CSV: the signed-in account's own metered usage only (every query is by its account id).
+import type { FastifyInstance } from 'fastify';
+import { usageReport, usageText } from '../../services/usage.js';
+import { accountOf, sendHtml, takeFlash, type ConsoleDeps } from '../deps.js';
+import { usagePage } from '../pages/usage.js';
+
+const HOUR = 3_600_000;
+const DAY = 86_400_000;
+
+/** This calendar month, UTC (the period totals are shown for until plans say otherwise). */
+function monthStart(nowMs: number): number {
+  const d = new Date(nowMs);
+  return Date.UTC(d.getUTCFullYear(), d.getUTCMonth(), 1);
+}
+
+export default function usageRoutes(app: FastifyInstance, deps: ConsoleDeps): void {
+  const store = deps.ctx.store;
+
+  app.get('/usage', async (request, reply) => {
+    const account = accountOf(request);
+    const now = Date.now();
+    const hourNow = Math.floor(now / HOUR) * HOUR;
+    const dayNow = Math.floor(now / DAY) * DAY;
+    const hourStarts = Array.from({ length: 24 }, (_, i) => hourNow - (23 - i) * HOUR);
+    const dayStarts = Array.from({ length: 30 }, (_, i) => dayNow - (29 - i) * DAY);
+    const from = monthStart(now);
+    const [byUser, hours, days] = await Promise.all([
+      usageReport(store, account.id, 'user', from, now + 1, now),
+      usageReport(store, account.id, 'hour', hourStarts[0]!, now + 1, now),
+      usageReport(store, account.id, 'day', dayStarts[0]!, now + 1, now),
+    ]);
+    const periodLabel = `This month (${new Date(from).toISOString().slice(0, 7)}, UTC)`;
+    return sendHtml(reply, usagePage({ csrf: reply.generateCsrf(), email: account.email, periodLabel, byUser, hours, days, hourStarts, dayStarts, flash: takeFlash(request) }));
+  });
+
+  app.get('/usage.csv', async (request, reply) => {
+    const account = accountOf(request);
+    const now = Date.now();
+    const from = monthStart(now);
+    const report = await usageReport(store, account.id, 'user', from, now + 1, now);
+    return reply
+      .type('text/csv; charset=utf-8')
+      .header('Content-Disposition', `attachment; filename="usage-${new Date(from).toISOString().slice(0, 7)}.csv"`)
+      .send(usageText(report, 'csv'));
+  });
+}

@@ -1,0 +1,83 @@
+// The console's Usage page in Debian's chromium: the month's total, the SVG chart, a row per proxy user
+// (whitelist traffic under its IP), and the CSV download, for the signed-in account only.
+import net from 'node:net';
+import { readFileSync } from 'node:fs';
+import type { Browser } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { admin, startDaemon, type Daemon } from '../helpers/daemon.js';
+import { launchChromium } from '../helpers/browser.js';
+import { RawClient, basic } from '../gateway/helpers.js';
+import { waitFor } from '../helpers/wait.js';
+
+const PASSWORD = 'correct horse battery';
+const PROXY_PASSWORD = 'usage-proxy-pass-1';
+
+describe('console Usage page', () => {
+  let d: Daemon;
+  let browser: Browser;
+  let target: net.Server;
+
+  /** A tunnel that sends `up` bytes and gets `down` back. */
+  async function transfer(user: string, up: number, down: number): Promise<void> {
+    const c = await RawClient.connect(Number(d.httpProxy.split(':')[1]));
+    c.write(`CONNECT 127.0.0.1:${(target.address() as net.AddressInfo).port} HTTP/1.1\r\nProxy-Authorization: ${basic(user, PROXY_PASSWORD)}\r\n\r\n`);
+    expect(await c.readUntil('\r\n\r\n')).toMatch(/^HTTP\/1\.1 200 /);
+    c.write(`${down}\n`.padEnd(up, ' '));
+    expect((await c.readToEnd(10_000)).length).toBe(down);
+  }
+
+  beforeAll(async () => {
+    // Reads one line "N\n" (padded to the upload size), then answers N bytes.
+    target = net.createServer((s) => {
+      let got = '';
+      s.on('data', (b) => {
+        got += b.toString('latin1');
+        const n = Number(got.split('\n')[0]);
+        if (got.includes('\n') && got.length >= 1 && Number.isFinite(n) && !s.writableEnded) setTimeout(() => s.end(Buffer.alloc(n, 0x7a)), 50);
+      });
+      s.on('error', () => {});
+    });
+    await new Promise<void>((r) => target.listen(0, '127.0.0.1', () => r()));
+    d = await startDaemon({ args: ['--allow-private-targets'] });
+    for (const [email, user] of [['usage@example.com', 'crawler'], ['other@example.com', 'other-user']] as const) {
+      expect((await admin(d.dataDir, ['account', 'create', '--email', email, '--password-stdin', '--verified'], `${PASSWORD}\n`)).code).toBe(0);
+      expect((await admin(d.dataDir, ['proxy-user', 'create', '--email', email, '--username', user, '--password-stdin'], `${PROXY_PASSWORD}\n`)).code).toBe(0);
+    }
+    await waitFor('admitted', () => transfer('crawler', 10_000, 300_000).then(() => true, () => false), 5_000);
+    await transfer('other-user', 5_000, 7_000);
+    browser = await launchChromium();
+  }, 60_000);
+
+  afterAll(async () => {
+    await browser?.close();
+    await d?.stop();
+    target?.close();
+  });
+
+  it('shows the total, the chart, a row per user and downloads the CSV', async () => {
+    const page = await browser.newPage({ acceptDownloads: true });
+    await page.goto(`${d.api}/console/login`);
+    await page.getByLabel('Email').fill('usage@example.com');
+    await page.getByLabel('Password').fill(PASSWORD);
+    await page.getByRole('button', { name: 'Log in' }).click();
+    await page.waitForURL('**/console/account');
+    await page.getByRole('link', { name: 'Usage' }).click();
+    await page.waitForURL('**/console/usage');
+    await waitFor('usage shown', async () => {
+      await page.reload();
+      return Number(await page.getAttribute('[data-testid=usage-total]', 'data-bytes')) === 310_000;
+    }, 5_000);
+    expect(await page.textContent('[data-testid=usage-limit]')).toBe('No limit');
+    expect(await page.locator('[data-testid=usage-chart]').evaluate((e) => e.tagName.toLowerCase())).toBe('svg');
+    expect(await page.locator('[data-testid=usage-chart] rect.bar').count()).toBe(54); // 24 hours + 30 days
+    expect(await page.textContent('[data-testid="usage-row-crawler"] [data-testid=usage-row-total]')).toBe('302.7 KiB');
+    expect(await page.locator('[data-testid="usage-row-other-user"]').count()).toBe(0);
+
+    const [download] = await Promise.all([page.waitForEvent('download'), page.click('[data-testid=usage-csv]')]);
+    const csv = readFileSync((await download.path())!, 'utf8');
+    expect(csv.split('\r\n')[0]).toBe('user,bytes_up,bytes_down,connections');
+    expect(csv).toContain('crawler,10000,300000,');
+    expect(csv).not.toContain('other-user');
+    await page.close();
+  }, 60_000);
+});
