@@ -28,9 +28,9 @@ describe.each(BACKENDS)('usage store on %s', (backend) => {
   it('a flush applied twice counts once; minute, hour and day buckets; sums by time and by subject', async () => {
     const { store, accountId } = await open(backend);
     const d = (subject: string, up: number, down: number): UsageDelta => ({ accountId, subject, bytesUp: up, bytesDown: down, connections: 1 });
-    expect(await store.usage.addFlush('node-a-1', T, [d('user:alice', 100, 1_000), d('ip:8.8.4.4', 5, 50)])).toBe('ok');
-    expect(await store.usage.addFlush('node-a-1', T, [d('user:alice', 100, 1_000), d('ip:8.8.4.4', 5, 50)])).toBe('duplicate');
-    expect(await store.usage.addFlush('node-b-1', T + 60_000, [d('user:alice', 1, 2)])).toBe('ok');
+    expect(await store.usage.addFlush('node-a', 'node-a-1', T, [d('user:alice', 100, 1_000), d('ip:8.8.4.4', 5, 50)])).toBe('ok');
+    expect(await store.usage.addFlush('node-a', 'node-a-1', T, [d('user:alice', 100, 1_000), d('ip:8.8.4.4', 5, 50)])).toBe('duplicate');
+    expect(await store.usage.addFlush('node-b', 'node-b-1', T + 60_000, [d('user:alice', 1, 2)])).toBe('ok');
     const q = (period: 'minute' | 'hour' | 'day', by: 'time' | 'subject') => store.usage.query({ accountId, period, fromMs: T - 86_400_000, toMs: T + 86_400_000, by });
     expect((await q('minute', 'time')).map((r) => [r.startMs, r.bytesUp, r.bytesDown, r.connections])).toEqual([
       [Date.UTC(2026, 10, 25, 10, 30), 105, 1_050, 2],
@@ -42,10 +42,20 @@ describe.each(BACKENDS)('usage store on %s', (backend) => {
       ['user:alice', 101, 1_002, 2],
     ]);
     // Pruning minutes before the second flush's minute keeps it and the hours.
-    expect(await store.usage.prune('minute', Date.UTC(2026, 10, 25, 10, 31))).toBe(2);
+    expect(await store.usage.prune('minute', Date.UTC(2026, 10, 25, 10, 31))).toBe(2); // node a's two rows
     expect(await q('minute', 'time')).toHaveLength(1);
     expect(await q('hour', 'time')).toHaveLength(1);
   });
+});
+
+describe.each(BACKENDS)('a large flush on %s', (backend) => {
+  it('12,000 active users in one flush (36,000 bucket rows) are written, in one transaction', async () => {
+    const { store, accountId } = await open(backend);
+    const deltas = Array.from({ length: 12_000 }, (_, i): UsageDelta => ({ accountId, subject: `user:u${i}`, bytesUp: i, bytesDown: 2 * i, connections: 1 }));
+    expect(await store.usage.addFlush('node-a', 'big-1', T, deltas)).toBe('ok');
+    const [row] = await store.usage.query({ accountId, period: 'day', fromMs: T - 86_400_000, toMs: T + 86_400_000, by: 'time' });
+    expect(row).toMatchObject({ bytesUp: (11_999 * 12_000) / 2, connections: 12_000 });
+  }, 60_000);
 });
 
 describe('the meter over SQLite', () => {

@@ -90,7 +90,7 @@ export class UsageMeter {
     const f = this.outgoing;
     let outcome: string;
     try {
-      outcome = await this.store.addFlush(f.id, f.atMs, f.deltas);
+      outcome = await this.store.addFlush(this.prefix, f.id, f.atMs, f.deltas);
     } catch (e) {
       outcome = e instanceof StoreUnavailableError ? 'unavailable' : `error: ${e instanceof Error ? e.message : String(e)}`;
     }

@@ -213,11 +213,12 @@ export interface RateHitStore {
 
 export interface UsageStore {
   /**
-   * Adds one flush of a node's deltas to the minute, hour and day buckets of `atMs`, once: a flush whose id
+   * Adds one flush of a node's deltas to its minute, hour and day buckets of `atMs` (rows of its own, so nodes
+   * never wait on each other's rows), once: a flush whose id
    * was already applied (sent again after a timeout whose outcome was unknown) adds nothing. `busy` (nothing
    * added) leaves it for the caller to send again, with the same id.
    */
-  addFlush(flushId: string, atMs: number, deltas: readonly UsageDelta[]): Promise<'ok' | 'duplicate' | 'busy'>;
+  addFlush(node: string, flushId: string, atMs: number, deltas: readonly UsageDelta[]): Promise<'ok' | 'duplicate' | 'busy'>;
   /** Buckets of one account in [fromMs, toMs), by time (summed over subjects) or by subject (summed over time). */
   query(q: { accountId: number; period: UsagePeriod; fromMs: number; toMs: number; by: 'time' | 'subject' }): Promise<UsageRow[]>;
   /** Removes buckets of `period` that start before `beforeMs`, and flush ids older than a day; how many rows. */

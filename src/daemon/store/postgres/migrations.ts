@@ -340,10 +340,11 @@ export const PG_MIGRATIONS: readonly string[] = [
     period      text NOT NULL CHECK (period IN ('minute','hour','day')),
     start_ms    bigint NOT NULL,
     subject     text NOT NULL,
+    node        text NOT NULL,
     bytes_up    bigint NOT NULL DEFAULT 0,
     bytes_down  bigint NOT NULL DEFAULT 0,
     connections bigint NOT NULL DEFAULT 0,
-    PRIMARY KEY (account_id, period, start_ms, subject)
+    PRIMARY KEY (account_id, period, start_ms, subject, node)
   );
   CREATE INDEX usage_buckets_age ON usage_buckets(period, start_ms);
   CREATE TABLE usage_flushes (

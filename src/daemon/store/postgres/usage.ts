@@ -3,18 +3,20 @@
 import type { UsageDelta, UsagePeriod, UsageRow, UsageStore } from '../types.js';
 import { PERIODS, bucketStart, toUsageRow, usageQueryText } from '../usage-sql.js';
 import { guard } from './db.js';
-import { unlessBusy, PgFamily } from './family.js';
+import { BATCH_MS, unlessBusy, PgFamily } from './family.js';
 
 const FLUSH_ID_KEEP_MS = 86_400_000;
+const ROWS_PER_STATEMENT = 4_000;
 
 export class PgUsageStore extends PgFamily implements UsageStore {
-  async addFlush(flushId: string, atMs: number, deltas: readonly UsageDelta[]): Promise<'ok' | 'duplicate' | 'busy'> {
+  async addFlush(node: string, flushId: string, atMs: number, deltas: readonly UsageDelta[]): Promise<'ok' | 'duplicate' | 'busy'> {
     const rows = deltas.flatMap((d) =>
       PERIODS.map((p) => ({
         account_id: d.accountId,
         period: p,
         start_ms: bucketStart(p, atMs),
         subject: d.subject,
+        node,
         bytes_up: d.bytesUp,
         bytes_down: d.bytesDown,
         connections: d.connections,
@@ -24,14 +26,16 @@ export class PgUsageStore extends PgFamily implements UsageStore {
       this.sql.begin(async (tx) => {
         const marked = await tx`INSERT INTO usage_flushes (flush_id, at_ms) VALUES (${flushId}, ${atMs}) ON CONFLICT DO NOTHING RETURNING 1`;
         if (marked.length === 0) return 'duplicate' as const;
-        if (rows.length > 0) {
+        // In statements of ROWS_PER_STATEMENT: one statement may carry at most 65,535 parameters (8 per row).
+        for (let i = 0; i < rows.length; i += ROWS_PER_STATEMENT) {
           await tx`
-            INSERT INTO usage_buckets ${tx(rows)}
-            ON CONFLICT (account_id, period, start_ms, subject) DO UPDATE SET bytes_up = usage_buckets.bytes_up + excluded.bytes_up,
+            INSERT INTO usage_buckets ${tx(rows.slice(i, i + ROWS_PER_STATEMENT))}
+            ON CONFLICT (account_id, period, start_ms, subject, node) DO UPDATE SET bytes_up = usage_buckets.bytes_up + excluded.bytes_up,
               bytes_down = usage_buckets.bytes_down + excluded.bytes_down, connections = usage_buckets.connections + excluded.connections`;
         }
         return 'ok' as const;
       }),
+      BATCH_MS, // a flush of thousands of users is one transaction of several statements, like a batch
     );
     return r;
   }

@@ -172,7 +172,8 @@ export const MIGRATIONS: readonly string[] = [
   -- Unique: a batch written again (after an error whose outcome was unknown) adds nothing.
   CREATE UNIQUE INDEX IF NOT EXISTS connection_log_request ON connection_log(request_id);
   `,
-  // 5: usage metering (SPEC 11): buckets per account, subject (`user:NAME`, `ip:A.B.C.D`) and period, and the
+  // 5: usage metering (SPEC 11): buckets per account, subject (`user:NAME`, `ip:A.B.C.D`), period and writing node
+  // (each node updates only its own rows: no two nodes wait on one row; reads sum over nodes), and the
   // ids of applied flushes (a flush sent twice adds once). Replaces the count-at-close traffic table, which
   // stays (unused) for a downgrade.
   `
@@ -181,10 +182,11 @@ export const MIGRATIONS: readonly string[] = [
     period      TEXT NOT NULL CHECK (period IN ('minute','hour','day')),
     start_ms    INTEGER NOT NULL,
     subject     TEXT NOT NULL,
+    node        TEXT NOT NULL,
     bytes_up    INTEGER NOT NULL DEFAULT 0,
     bytes_down  INTEGER NOT NULL DEFAULT 0,
     connections INTEGER NOT NULL DEFAULT 0,
-    PRIMARY KEY (account_id, period, start_ms, subject)
+    PRIMARY KEY (account_id, period, start_ms, subject, node)
   ) WITHOUT ROWID;
   CREATE INDEX IF NOT EXISTS usage_buckets_age ON usage_buckets(period, start_ms);
   CREATE TABLE IF NOT EXISTS usage_flushes (

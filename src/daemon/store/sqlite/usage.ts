@@ -15,18 +15,18 @@ export class SqliteUsageStore implements UsageStore {
     private readonly writer: () => Db,
   ) {}
 
-  async addFlush(flushId: string, atMs: number, deltas: readonly UsageDelta[]): Promise<'ok' | 'duplicate' | 'busy'> {
+  async addFlush(node: string, flushId: string, atMs: number, deltas: readonly UsageDelta[]): Promise<'ok' | 'duplicate' | 'busy'> {
     const db = this.writer();
     const mark = stmt(db, 'INSERT OR IGNORE INTO usage_flushes (flush_id, at_ms) VALUES (?, ?)');
     const add = stmt(db,
-      `INSERT INTO usage_buckets (account_id, period, start_ms, subject, bytes_up, bytes_down, connections) VALUES (?, ?, ?, ?, ?, ?, ?)
-       ON CONFLICT (account_id, period, start_ms, subject) DO UPDATE SET bytes_up = bytes_up + excluded.bytes_up,
+      `INSERT INTO usage_buckets (account_id, period, start_ms, subject, node, bytes_up, bytes_down, connections) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+       ON CONFLICT (account_id, period, start_ms, subject, node) DO UPDATE SET bytes_up = bytes_up + excluded.bytes_up,
          bytes_down = bytes_down + excluded.bytes_down, connections = connections + excluded.connections`);
     try {
       return db.transaction(() => {
         if (mark.run(flushId, atMs).changes === 0) return 'duplicate' as const;
         for (const d of deltas) {
-          for (const p of PERIODS) add.run(d.accountId, p, bucketStart(p, atMs), d.subject, d.bytesUp, d.bytesDown, d.connections);
+          for (const p of PERIODS) add.run(d.accountId, p, bucketStart(p, atMs), d.subject, node, d.bytesUp, d.bytesDown, d.connections);
         }
         return 'ok' as const;
       })();

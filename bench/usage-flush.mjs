@@ -1,0 +1,80 @@
+#!/usr/bin/env node
+// The write load of usage metering on one PostgreSQL (docs/BENCHMARKS.md, "Usage flushes"): N simulated nodes,
+// each flushing once a second the usage of M active users (every user active every second: the worst case),
+// through the real store (`addFlush`: one transaction, the flush id, three bucket upserts per user). Reports
+// flushes/s, bucket rows written/s, flush latency p50/p99/max, and the database's CPU (all its processes, from
+// /proc) per second of the run. Run after `npm run build`:
+//   node bench/usage-flush.mjs [--nodes 10] [--users 10000] [--secs 20]
+import { readFileSync, readdirSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { loadavg } from 'node:os';
+import { PostgresStore } from '../dist/daemon/store/postgres/index.js';
+import { pgCluster } from './lib/pg-cluster.mjs';
+
+const argv = process.argv.slice(2);
+const opt = (name, def) => (argv.includes(`--${name}`) ? Number(argv[argv.indexOf(`--${name}`) + 1]) : def);
+const NODES = opt('nodes', 10);
+const USERS = opt('users', 10_000);
+const SECS = opt('secs', 20);
+const CLK_TCK = Number(execFileSync('getconf', ['CLK_TCK']).toString()) || 100;
+
+/** CPU seconds of every process of the postgres user (the bench's cluster is the only one it runs here). */
+function postgresCpu() {
+  const uid = execFileSync('id', ['-u', 'postgres']).toString().trim();
+  let ticks = 0;
+  for (const pid of readdirSync('/proc').filter((p) => /^\d+$/.test(p))) {
+    try {
+      if (!readFileSync(`/proc/${pid}/status`, 'utf8').includes(`\nUid:\t${uid}\t`)) continue;
+      const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
+      ticks += Number(f[11]) + Number(f[12]);
+    } catch {
+      /* gone */
+    }
+  }
+  return ticks / CLK_TCK;
+}
+
+const pct = (xs, p) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.max(0, Math.ceil((p / 100) * xs.length) - 1))];
+
+console.log(`nodes ${NODES}, active users per node ${USERS}, ${SECS} s; load average before ${loadavg().map((x) => x.toFixed(2)).join(' ')}`);
+const pg = await pgCluster({ shared_buffers: '256MB', synchronous_commit: 'on' });
+try {
+  const stores = [];
+  for (let i = 0; i < NODES; i++) stores.push(await PostgresStore.open(pg.url, { migrate: i === 0 }));
+  const latencies = [];
+  let flushes = 0;
+  let failed = 0;
+  let seq = 0;
+  const cpu0 = postgresCpu();
+  const t0 = Date.now();
+  await Promise.all(
+    stores.map(async (store, n) => {
+      // Nodes start spread over the first second, as real ones would.
+      await new Promise((r) => setTimeout(r, (1000 / NODES) * n));
+      while (Date.now() - t0 < SECS * 1000) {
+        const started = Date.now();
+        const deltas = Array.from({ length: USERS }, (_, u) => ({ accountId: 1 + (u % 5000), subject: `user:u${u}`, bytesUp: 1000 + u, bytesDown: 5000 + u, connections: 1 }));
+        try {
+          const r = await store.usage.addFlush(`node${n}`, `bench-${n}-${++seq}`, started, deltas);
+          if (r === 'ok') flushes++;
+          else failed++;
+        } catch {
+          failed++;
+        }
+        latencies.push(Date.now() - started);
+        const wait = 1000 - (Date.now() - started);
+        if (wait > 0) await new Promise((r) => setTimeout(r, wait));
+      }
+    }),
+  );
+  const elapsed = (Date.now() - t0) / 1000;
+  const cpu = postgresCpu() - cpu0;
+  console.log(`flushes: ${flushes} in ${elapsed.toFixed(1)} s (${(flushes / elapsed).toFixed(1)}/s; wanted ${NODES}/s), failed ${failed}`);
+  console.log(`bucket rows upserted: ${Math.round((flushes * USERS * 3) / elapsed)}/s (${USERS} users × 3 periods per flush)`);
+  console.log(`flush latency: p50 ${pct(latencies, 50)} ms, p99 ${pct(latencies, 99)} ms, max ${Math.max(...latencies)} ms`);
+  console.log(`database CPU: ${(cpu / elapsed).toFixed(2)} cores on average (2-core machine, shared with this bench)`);
+  for (const s of stores) await s.close();
+} finally {
+  pg.destroy();
+  console.log(`load average after ${loadavg().map((x) => x.toFixed(2)).join(' ')}`);
+}
