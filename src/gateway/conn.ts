@@ -260,7 +260,7 @@ export class ClientConn {
     if (this.state !== 'admitting' || this.closed) {
       // Closed (or answered by the header deadline) while admission ran: give the slot straight back; an
       // admitted connection that never carried a byte still gets its record.
-      this.core.releaseSlot(out.accountId);
+      this.core.releaseSlot(out.accountId, out.subject);
       if (!this.logged) {
         this.logged = true;
         this.accountId = out.accountId;
@@ -355,7 +355,7 @@ export class ClientConn {
     this.core.stats.bytesDown += this.bytesDown;
     if (this.accountId >= 0) {
       this.core.meter(this);
-      this.core.releaseSlot(this.accountId);
+      this.core.releaseSlot(this.accountId, this.meterSubject);
       // Admitted: its record when it ends, with its bytes and duration (unless it was refused later, at the target).
       if (!this.logged) {
         this.logged = true;

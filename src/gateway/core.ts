@@ -42,6 +42,8 @@ export class GatewayCore {
   readonly conns = new Set<LiveConn>();
   readonly tunnels: Tunnels;
   private readonly perAccount = new Map<number, number>();
+  /** Open connections per account and subject, for per-user caps. */
+  private readonly perSubject = new Map<string, number>();
   /** Usage not yet collected: ended connections' last bytes, admissions. Key: account id and subject. */
   private usage = new Map<string, UsageDelta>();
   private lastAdmissionErrorLog = 0;
@@ -125,10 +127,18 @@ export class GatewayCore {
       out = { ok: false, reason: 'admission_error' };
     }
     if (out.ok) {
+      const plans = this.opts.plans;
+      const refusal = plans?.refusal(out.accountId, out.subject) ?? null;
+      const caps = plans?.maxConnections(out.accountId, out.subject);
+      const key = `${out.accountId}\0${out.subject}`;
       const n = this.perAccount.get(out.accountId) ?? 0;
-      if (n >= this.limits.maxConnectionsPerAccount) out = { ok: false, reason: 'connection_limit', accountId: out.accountId };
-      else {
+      const m = this.perSubject.get(key) ?? 0;
+      if (refusal) out = { ok: false, reason: refusal, accountId: out.accountId };
+      else if (n >= Math.min(this.limits.maxConnectionsPerAccount, caps?.account ?? Infinity) || m >= (caps?.user ?? Infinity)) {
+        out = { ok: false, reason: 'connection_limit', accountId: out.accountId };
+      } else {
         this.perAccount.set(out.accountId, n + 1);
+        this.perSubject.set(key, m + 1);
         this.usageOf(out.accountId, out.subject).connections++;
       }
     }
@@ -153,10 +163,25 @@ export class GatewayCore {
     return { ok: true, accountId: out.accountId, session: null, subject };
   }
 
-  releaseSlot(accountId: number): void {
+  releaseSlot(accountId: number, subject: string): void {
     const n = (this.perAccount.get(accountId) ?? 1) - 1;
     if (n <= 0) this.perAccount.delete(accountId);
     else this.perAccount.set(accountId, n);
+    const key = `${accountId}\0${subject}`;
+    const m = (this.perSubject.get(key) ?? 1) - 1;
+    if (m <= 0) this.perSubject.delete(key);
+    else this.perSubject.set(key, m);
+  }
+
+  closeWhere(match: (accountId: number, subject: string) => boolean): number {
+    let n = 0;
+    for (const c of [...this.conns]) {
+      if (c.accountId >= 0 && match(c.accountId, c.meterSubject)) {
+        c.destroy();
+        n++;
+      }
+    }
+    return n;
   }
 
   private usageOf(accountId: number, subject: string): UsageDelta {

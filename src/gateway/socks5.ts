@@ -2,7 +2,7 @@
 // reply -> tunnel. Admission happens at method selection (source IP) or after RFC 1929 (credentials).
 import type { ClientConn, ProtocolHandler } from './conn.js';
 import { isValidHostName } from './http-head.js';
-import { failureLogReason, socksFailureReply } from './replies.js';
+import { failureLogReason, socksFailureReply, type Failure } from './replies.js';
 import { splice } from './splice.js';
 import {
   AUTH_VERSION,
@@ -20,8 +20,13 @@ import { dialTarget } from './http-connect.js';
 
 type Stage = 'greeting' | 'auth' | 'request' | 'done';
 
+// Refusals that are not about who the client is (SPEC 11): the handshake succeeds and the CONNECT gets 0x02.
+const AFTER_REQUEST = new Set<Failure>(['traffic_limit', 'plan_expired', 'connection_limit']);
+
 export class Socks5Handler implements ProtocolHandler {
   private stage: Stage = 'greeting';
+  /** A plan refusal, answered at the CONNECT request (after a successful handshake). */
+  private deferred: Failure | null = null;
 
   constructor(private readonly conn: ClientConn) {}
 
@@ -49,7 +54,8 @@ export class Socks5Handler implements ProtocolHandler {
       }
       void conn.admit(null).then((failure) => {
         if (failure === 'gone') return;
-        if (failure) return conn.refuse(failureLogReason(failure), Buffer.from([SOCKS_VERSION, Method.NoAcceptable]));
+        if (failure && AFTER_REQUEST.has(failure)) this.deferred = failure;
+        else if (failure) return conn.refuse(failureLogReason(failure), Buffer.from([SOCKS_VERSION, Method.NoAcceptable]));
         this.stage = 'request';
         conn.socket.write(Buffer.from([SOCKS_VERSION, Method.NoAuth]));
         conn.to('handshake');
@@ -67,7 +73,8 @@ export class Socks5Handler implements ProtocolHandler {
       conn.username = r.value.username;
       void conn.admit(r.value).then((failure) => {
         if (failure === 'gone') return;
-        if (failure) return conn.refuse(failureLogReason(failure), Buffer.from([AUTH_VERSION, 0x01]));
+        if (failure && AFTER_REQUEST.has(failure)) this.deferred = failure;
+        else if (failure) return conn.refuse(failureLogReason(failure), Buffer.from([AUTH_VERSION, 0x01]));
         this.stage = 'request';
         conn.socket.write(Buffer.from([AUTH_VERSION, 0x00]));
         conn.to('handshake');
@@ -89,6 +96,7 @@ export class Socks5Handler implements ProtocolHandler {
       this.stage = 'done';
       const a = r.value.address;
       conn.target = a.type === 'ipv6' ? `[${a.host}]:${r.value.port}` : `${a.host}:${r.value.port}`;
+      if (this.deferred) return conn.refuse(failureLogReason(this.deferred), socksFailureReply(this.deferred));
       if (r.value.command !== Command.Connect) return conn.refuse('malformed', encodeReply(Reply.CommandNotSupported));
       this.connect(r.value);
     }

@@ -12,7 +12,9 @@ export type AdmitFailure =
   | 'account_inactive' // suspended or closed account
   | 'not_whitelisted' // source IP has no live entry
   | 'whitelist_entry_disabled' // the source IP's entry is disabled (status 2)
-  | 'connection_limit'; // the account's concurrent connections are at the cap
+  | 'connection_limit' // the account's (or the user's) concurrent connections are at the cap
+  | 'traffic_limit' // the plan's (or the user's) traffic for the period is used up
+  | 'plan_expired';
 
 /**
  * `user`: the proxy user whose credentials matched (absent for whitelist admission). A failure names the
@@ -48,9 +50,7 @@ export interface UsageDelta {
 
 /** Why a connection was refused, as the connection log says it (a closed list: docs/support.md). */
 export type LogReason =
-  | AdmitFailure
-  | 'traffic_limit'
-  | 'plan_expired'
+  | Exclude<AdmitFailure, 'login_throttled'>
   | 'target_forbidden'
   | 'dns_error'
   | 'target_refused'
@@ -84,6 +84,15 @@ export interface ConnectionLogSink {
   record(r: ConnectionRecord): void;
 }
 
+/**
+ * Plans and limits (SPEC 11) as the gateway asks them, synchronously, from the daemon's in-memory view:
+ * whether an admitted account/subject may open a connection at all, and its connection caps.
+ */
+export interface PlanLimits {
+  refusal(accountId: number, subject: string): 'traffic_limit' | 'plan_expired' | null;
+  maxConnections(accountId: number, subject: string): { account: number | null; user: number | null };
+}
+
 /** What a presented username asks for (the daemon injects the rule that parses it). */
 export type UsernameParams =
   | { kind: 'plain'; user: string }
@@ -113,6 +122,8 @@ export interface GatewayOptions {
   /** Addresses (host:port) of the daemon's own listeners: always refused as targets. */
   ownListeners: () => Array<{ host: string; port: number }>;
   admission: Admitter;
+  /** Plans and limits; absent: none. */
+  plans?: PlanLimits;
   /** Where refused attempts and ended connections are reported (SPEC 12); absent: not logged. */
   connectionLog?: ConnectionLogSink;
   limits?: Partial<GatewayLimits>;
@@ -131,6 +142,8 @@ export interface Gateway {
   stats(): GatewayStats;
   /** Usage since the last call, open connections included (the daemon's meter calls it every second). */
   collectUsage(): UsageDelta[];
+  /** Closes every open admitted connection whose account and subject `match` says; how many. */
+  closeWhere(match: (accountId: number, subject: string) => boolean): number;
 }
 
 export interface GatewayStats {

@@ -108,6 +108,18 @@ export class UsageMeter {
     }
   }
 
+  /** Usage collected but not yet written (pending and the flush in flight), bytes per `accountId\0subject`. */
+  unflushed(): Map<string, number> {
+    const out = new Map<string, number>();
+    const add = (d: UsageDelta) => {
+      const k = `${d.accountId}\0${d.subject}`;
+      out.set(k, (out.get(k) ?? 0) + d.bytesUp + d.bytesDown);
+    };
+    for (const d of this.pending.values()) add(d);
+    for (const d of this.outgoing?.deltas ?? []) add(d);
+    return out;
+  }
+
   /** Stops the timers and flushes what is left (for at most `deadlineMs`). */
   async stop(deadlineMs = 3_000): Promise<void> {
     if (this.timer) clearInterval(this.timer);

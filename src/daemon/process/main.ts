@@ -26,6 +26,11 @@ function databaseUrlOption(): Option {
 
 type AdminAction = (deps: import('../admin/commands.js').AdminDeps, opts: any) => Promise<unknown>;
 
+/** An admin command of admin/plans.ts (it takes the store and the options). */
+function planAction(pick: (m: typeof import('../admin/plans.js')) => (store: import('../store/index.js').Store, o: any) => Promise<unknown>) {
+  return adminAction(() => (deps, o) => import('../admin/plans.js').then((m) => pick(m)(deps.store, o)));
+}
+
 /** Runs one admin command against the data dir and prints its JSON. */
 function adminAction(pick: (m: typeof import('../admin/commands.js')) => AdminAction) {
   return async (opts: Record<string, unknown>, cmd: Command) => {
@@ -194,9 +199,38 @@ export function buildProgram(): Command {
     .addOption(databaseUrlOption())
     .action(adminAction((m) => m.tokenDisable));
 
-  admin
-    .command('proxy-user')
-    .description('gateway credentials')
+  const plan = admin.command('plan').description('plans: traffic per period, connections, expiry (docs/admin.md)');
+  plan
+    .command('set')
+    .description('create or change the account\'s plan; prints it')
+    .requiredOption('--email <email>')
+    .option('--traffic-limit <size|none>', 'bytes per period: 50GiB, 500MB, plain bytes, or none')
+    .addOption(new Option('--period <period>', 'what the traffic limit is per').choices(['day', 'month', 'lifetime']))
+    .option('--max-connections <n|none>', 'concurrent connections of the account')
+    .option('--expires <iso|never>', 'when the plan ends')
+    .addOption(dataDirOption())
+    .addOption(databaseUrlOption())
+    .action(planAction((m) => m.planSet));
+  plan
+    .command('show')
+    .description('the plan, what the period has used, and its state')
+    .requiredOption('--email <email>')
+    .addOption(dataDirOption())
+    .addOption(databaseUrlOption())
+    .action(planAction((m) => m.planShow));
+
+  const proxyUser = admin.command('proxy-user').description('gateway credentials');
+  proxyUser
+    .command('set')
+    .description('a proxy user\'s limits inside the account\'s plan; prints them')
+    .requiredOption('--email <email>')
+    .requiredOption('--username <username>')
+    .option('--traffic-limit <size|none>', 'bytes per the account\'s period')
+    .option('--max-connections <n|none>', 'concurrent connections of this user')
+    .addOption(dataDirOption())
+    .addOption(databaseUrlOption())
+    .action(planAction((m) => m.proxyUserSet));
+  proxyUser
     .command('create')
     .description('create a proxy user; prints {"username","password"} (generated unless --password-stdin)')
     .requiredOption('--email <email>')

@@ -24,6 +24,7 @@ import { RedisWindowStore } from '../ratelimit/redis-store.js';
 import { DatabaseWindowStore } from '../ratelimit/database-store.js';
 import { openStore as openBackend, type Store } from '../store/index.js';
 import { UsageMeter } from '../metering/meter.js';
+import { PlanEnforcer } from '../metering/plans.js';
 import { WhitelistService, type ServiceLog } from '../services/whitelist.js';
 
 export const TUNNEL_DRAIN_MS = 10_000;
@@ -212,6 +213,14 @@ export async function startDaemon(cfg: ServeConfig, log: DaemonLog): Promise<Run
   let gateway: Gateway | null = null;
   // A gateway that cannot start (port in use) must not leave the API listening: the process would never exit.
   const admission = new ViewAdmission(view);
+  // Plans: read every 500 ms, enforced at admission and by closing what is over (metering/plans.ts).
+  let meter: UsageMeter | null = null;
+  const plans = new PlanEnforcer(store, {
+    unflushed: () => meter?.unflushed() ?? new Map(),
+    close: (match) => gateway?.closeWhere(match) ?? 0,
+    log,
+  });
+  await plans.start();
   const gw: Gateway = await startGateway({
     httpProxyListen: cfg.httpProxyListen,
     socksListen: cfg.socksListen,
@@ -223,11 +232,13 @@ export async function startDaemon(cfg: ServeConfig, log: DaemonLog): Promise<Run
     ownListeners: () => [apiHostPort, gateway?.httpProxyAddress(), gateway?.socksAddress()].filter((x): x is { host: string; port: number } => !!x),
     admission,
     connectionLog: connLog ?? undefined,
+    plans,
     limits: gatewayLimits,
     lookup: dnsServers ? new CachingResolver({ servers: dnsServers }).lookup : undefined,
     log: log.child({ component: 'gateway' }),
   }).catch(async (err: unknown) => {
     view.close();
+    plans.stop();
     await connLog?.stop();
     await app.close();
     await limits.close();
@@ -236,10 +247,11 @@ export async function startDaemon(cfg: ServeConfig, log: DaemonLog): Promise<Run
   });
   gateway = gw;
   // Usage: collected from the gateway every second, flushed once per second per node (docs/operations.md, Metering).
-  const meter = new UsageMeter(store.usage, () => gw.collectUsage(), { retentionMs: cfg.usageRetentionMs, log });
+  meter = new UsageMeter(store.usage, () => gw.collectUsage(), { retentionMs: cfg.usageRetentionMs, log });
   meter.start();
+  const m = meter;
   metrics.attachGateway(() => gw.stats());
-  metrics.attachMeter(() => ({ flushed: meter.flushed, failed: meter.failedFlushes }));
+  metrics.attachMeter(() => ({ flushed: m.flushed, failed: m.failedFlushes }));
   metrics.attachAdmissionView(() => view.status());
   metrics.attachLoginBudget(() => admission.budget.refused);
   if (connLog) metrics.attachConnectionLog(() => ({ written: connLog.written, dropped: connLog.dropped, buffered: connLog.buffered }));
@@ -259,7 +271,8 @@ export async function startDaemon(cfg: ServeConfig, log: DaemonLog): Promise<Run
     (closing ??= (async () => {
       await Promise.all([app.close(), gateway?.close(TUNNEL_DRAIN_MS)]);
       view.close();
-      await meter.stop();
+      plans.stop();
+      await m.stop();
       await connLog?.stop();
       await limits.close();
       await store.close();

@@ -22,8 +22,8 @@ export const LOG_REASONS = [
   'admission_unavailable',
 ] as const;
 
-/** The reasons this version produces (plans and exit nodes come later): the console offers only these. */
-export const PRODUCED_REASONS = LOG_REASONS.filter((r) => r !== 'traffic_limit' && r !== 'plan_expired' && r !== 'no_exit');
+/** The reasons this version produces (exit nodes come later): the console offers only these. */
+export const PRODUCED_REASONS = LOG_REASONS.filter((r) => r !== 'no_exit');
 
 /** A record as printed and as the console shows it: one shape everywhere (docs/support.md). */
 export function connectionJson(r: ConnectionLogRow) {

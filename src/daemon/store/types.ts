@@ -211,6 +211,38 @@ export interface RateHitStore {
   prune(olderThanMs: number): Promise<number | 'busy'>;
 }
 
+export type PlanPeriod = 'day' | 'month' | 'lifetime';
+
+/** An account's plan (SPEC 11); a null limit is no limit. Times in ms. */
+export interface Plan {
+  accountId: number;
+  trafficLimit: number | null;
+  period: PlanPeriod;
+  /** Day of the month (1–28) a monthly period starts on, UTC. */
+  anchorDay: number;
+  maxConnections: number | null;
+  expiresAt: number | null;
+}
+
+/** A proxy user's limits inside its account's plan. */
+export interface UserLimits {
+  accountId: number;
+  username: string;
+  trafficLimit: number | null;
+  maxConnections: number | null;
+}
+
+export interface PlanStore {
+  get(accountId: number): Promise<Plan | null>;
+  /** Creates or replaces the account's plan. */
+  set(plan: Plan): Promise<void>;
+  /** False when the account has no proxy user of that name. */
+  setUserLimits(accountId: number, username: string, limits: { trafficLimit: number | null; maxConnections: number | null }): Promise<boolean>;
+  userLimits(accountId: number): Promise<UserLimits[]>;
+  /** Every plan and every user with a limit: what the nodes enforce. */
+  all(): Promise<{ plans: Plan[]; users: UserLimits[] }>;
+}
+
 export interface UsageStore {
   /**
    * Adds one flush of a node's deltas to its minute, hour and day buckets of `atMs` (rows of its own, so nodes
@@ -221,6 +253,8 @@ export interface UsageStore {
   addFlush(node: string, flushId: string, atMs: number, deltas: readonly UsageDelta[]): Promise<'ok' | 'duplicate' | 'busy'>;
   /** Buckets of one account in [fromMs, toMs), by time (summed over subjects) or by subject (summed over time). */
   query(q: { accountId: number; period: UsagePeriod; fromMs: number; toMs: number; by: 'time' | 'subject' }): Promise<UsageRow[]>;
+  /** Day buckets of these accounts since `sinceMs`, summed over nodes: what their plans' periods have used. */
+  dailyTotals(accountIds: readonly number[], sinceMs: number): Promise<Array<{ accountId: number; subject: string; startMs: number; bytes: number }>>;
   /** Removes buckets of `period` that start before `beforeMs`, and flush ids older than a day; how many rows. */
   prune(period: UsagePeriod, beforeMs: number): Promise<number | 'busy'>;
 }
@@ -346,6 +380,7 @@ export interface Store {
   readonly proxyUsers: ProxyUserStore;
   readonly sessions: ConsoleSessionStore;
   readonly usage: UsageStore;
+  readonly plans: PlanStore;
   readonly connectionLog: ConnectionLogStore;
   readonly changeLog: ChangeLogStore;
   /** The rate-hit log for limits shared between processes (SQLite: on a connection that never waits for a lock). */

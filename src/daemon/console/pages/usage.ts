@@ -10,6 +10,8 @@ interface UsageView {
   csrf: string;
   email: string;
   periodLabel: string;
+  /** The plan's traffic limit in words, or "No limit". */
+  limit: string;
   byUser: UsageReport;
   hours: UsageReport;
   days: UsageReport;
@@ -88,7 +90,7 @@ export function usagePage(v: UsageView) {
 <div class="card-head"><div><h2 id="period-title">${v.periodLabel}</h2></div><a class="btn secondary sm" href="/console/usage.csv" data-testid="usage-csv" download>Download CSV</a></div>
 <dl class="facts">
 <dt>Used</dt><dd data-testid="usage-total" data-bytes="${String(t.bytes_up + t.bytes_down)}">${formatBytes(t.bytes_up + t.bytes_down)}</dd>
-<dt>Limit</dt><dd data-testid="usage-limit">No limit</dd>
+<dt>Limit</dt><dd data-testid="usage-limit">${v.limit}</dd>
 <dt>Connections</dt><dd>${t.connections}</dd>
 </dl>
 ${chart(v)}

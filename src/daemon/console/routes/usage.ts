@@ -3,6 +3,8 @@ import type { FastifyInstance } from 'fastify';
 import { usageReport, usageText } from '../../services/usage.js';
 import { accountOf, sendHtml, takeFlash, type ConsoleDeps } from '../deps.js';
 import { usagePage } from '../pages/usage.js';
+import { periodStart } from '../../metering/plans.js';
+import { formatSize } from '../../../contract/size.js';
 
 const HOUR = 3_600_000;
 const DAY = 86_400_000;
@@ -23,14 +25,26 @@ export default function usageRoutes(app: FastifyInstance, deps: ConsoleDeps): vo
     const dayNow = Math.floor(now / DAY) * DAY;
     const hourStarts = Array.from({ length: 24 }, (_, i) => hourNow - (23 - i) * HOUR);
     const dayStarts = Array.from({ length: 30 }, (_, i) => dayNow - (29 - i) * DAY);
-    const from = monthStart(now);
+    const plan = await store.plans.get(account.id);
+    // The plan's current period (a calendar month without a plan).
+    const from = plan ? periodStart(plan.period, plan.anchorDay, now) : monthStart(now);
     const [byUser, hours, days] = await Promise.all([
       usageReport(store, account.id, 'user', from, now + 1, now),
       usageReport(store, account.id, 'hour', hourStarts[0]!, now + 1, now),
       usageReport(store, account.id, 'day', dayStarts[0]!, now + 1, now),
     ]);
-    const periodLabel = `This month (${new Date(from).toISOString().slice(0, 7)}, UTC)`;
-    return sendHtml(reply, usagePage({ csrf: reply.generateCsrf(), email: account.email, periodLabel, byUser, hours, days, hourStarts, dayStarts, flash: takeFlash(request) }));
+    const since = new Date(from).toISOString().slice(0, 10);
+    const periodLabel = !plan
+      ? `This month (${new Date(from).toISOString().slice(0, 7)}, UTC)`
+      : plan.period === 'lifetime'
+        ? 'Since the plan began'
+        : `This ${plan.period === 'day' ? 'day' : 'billing month'} (since ${since}, UTC)`;
+    const limit = plan?.trafficLimit != null ? `${formatSize(plan.trafficLimit)} per ${plan.period === 'lifetime' ? 'plan' : plan.period}` : 'No limit';
+    const expired = plan?.expiresAt != null && plan.expiresAt <= now;
+    return sendHtml(
+      reply,
+      usagePage({ csrf: reply.generateCsrf(), email: account.email, periodLabel, limit: expired ? `${limit} (plan expired)` : limit, byUser, hours, days, hourStarts, dayStarts, flash: takeFlash(request) }),
+    );
   });
 
   app.get('/usage.csv', async (request, reply) => {

@@ -12,6 +12,7 @@ import { PgRateHitStore } from './rate-hits.js';
 import { PgConsoleSessionStore } from './sessions.js';
 import { PgTokenStore } from './tokens.js';
 import { PgUsageStore } from './usage.js';
+import { PgPlanStore } from './plans.js';
 import { PgWhitelistStore } from './whitelist.js';
 
 interface PostgresStoreOptions {
@@ -30,6 +31,7 @@ export class PostgresStore implements Store {
   readonly proxyUsers: PgProxyUserStore;
   readonly sessions: PgConsoleSessionStore;
   readonly usage: PgUsageStore;
+  readonly plans: PgPlanStore;
   readonly connectionLog: PgConnectionLogStore;
   readonly changeLog: PgChangeLogStore;
   private readonly rateHits: PgRateHitStore;
@@ -38,6 +40,9 @@ export class PostgresStore implements Store {
   private constructor(
     private readonly sql: Sql,
     private readonly background: Sql,
+    /** The gateway's own writes (usage flushes, the connection log): a pool of their own, so a backlog of them
+     * after an outage never queues the change feed that admission recovers through. */
+    private readonly writes: Sql,
     url: string,
     opts: PostgresStoreOptions,
   ) {
@@ -49,8 +54,9 @@ export class PostgresStore implements Store {
     this.whitelist = new PgWhitelistStore(sql, nowSec, opts.releaseGraceSec ?? DEFAULT_RELEASE_GRACE_SEC, background);
     this.proxyUsers = new PgProxyUserStore(sql, nowSec);
     this.sessions = new PgConsoleSessionStore(sql, nowSec);
-    this.usage = new PgUsageStore(background, nowSec);
-    this.connectionLog = new PgConnectionLogStore(background, nowSec);
+    this.usage = new PgUsageStore(writes, nowSec);
+    this.plans = new PgPlanStore(sql, nowSec);
+    this.connectionLog = new PgConnectionLogStore(writes, nowSec);
     this.rateHits = new PgRateHitStore(sql);
     this.changeLog = new PgChangeLogStore(background, nowMs);
   }
@@ -66,7 +72,7 @@ export class PostgresStore implements Store {
       const err = e as { code?: string; message?: string };
       throw new Error(`database ${redactUrl(url)}: ${err.code ?? ''} ${err.message ?? String(e)}`.replace(/\s+/g, ' ').trim());
     }
-    return new PostgresStore(sql, connect(url, BACKGROUND_POOL_SIZE, 'proxyd background'), url, opts);
+    return new PostgresStore(sql, connect(url, BACKGROUND_POOL_SIZE, 'proxyd background'), connect(url, BACKGROUND_POOL_SIZE, 'proxyd writes'), url, opts);
   }
 
   sharedRateHits(): RateHitStore {
@@ -101,6 +107,6 @@ export class PostgresStore implements Store {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
-    await Promise.all([this.sql.end({ timeout: 2 }), this.background.end({ timeout: 2 })]);
+    await Promise.all([this.sql.end({ timeout: 2 }), this.background.end({ timeout: 2 }), this.writes.end({ timeout: 2 })]);
   }
 }

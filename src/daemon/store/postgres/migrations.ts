@@ -353,4 +353,21 @@ export const PG_MIGRATIONS: readonly string[] = [
   );
   CREATE INDEX usage_flushes_age ON usage_flushes(at_ms);
   `,
+  // 7: plans and limits (SPEC 11), as SQLite's migration 6.
+  `
+  CREATE TABLE plans (
+    account_id      integer PRIMARY KEY,
+    traffic_limit   bigint,
+    period          text NOT NULL DEFAULT 'month' CHECK (period IN ('day','month','lifetime')),
+    anchor_day      integer NOT NULL DEFAULT 1 CHECK (anchor_day BETWEEN 1 AND 28),
+    max_connections integer,
+    expires_at_ms   bigint,
+    updated_at      bigint NOT NULL
+  );
+  CREATE TABLE user_limits (
+    proxy_user_id   integer PRIMARY KEY REFERENCES proxy_users(id) ON DELETE CASCADE,
+    traffic_limit   bigint,
+    max_connections integer
+  );
+  `,
 ];

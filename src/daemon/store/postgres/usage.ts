@@ -47,6 +47,14 @@ export class PgUsageStore extends PgFamily implements UsageStore {
     return (rows as unknown as Parameters<typeof toUsageRow>[0][]).map(toUsageRow);
   }
 
+  async dailyTotals(accountIds: readonly number[], sinceMs: number): Promise<Array<{ accountId: number; subject: string; startMs: number; bytes: number }>> {
+    if (accountIds.length === 0) return [];
+    const rows = await guard(() => this.sql<{ account_id: number; subject: string; start_ms: number; bytes: string }[]>`
+      SELECT account_id, subject, start_ms, SUM(bytes_up + bytes_down) AS bytes FROM usage_buckets
+      WHERE period = 'day' AND start_ms >= ${sinceMs} AND account_id = ANY(${this.sql.array([...accountIds])}::int[]) GROUP BY account_id, subject, start_ms`);
+    return rows.map((r) => ({ accountId: r.account_id, subject: r.subject, startMs: Number(r.start_ms), bytes: Number(r.bytes) }));
+  }
+
   async prune(period: UsagePeriod, beforeMs: number): Promise<number | 'busy'> {
     const r = await unlessBusy(() => this.sql`DELETE FROM usage_buckets WHERE period = ${period} AND start_ms < ${beforeMs}`);
     if (r === 'busy') return r;

@@ -12,6 +12,7 @@ import { SqliteConsoleSessionStore } from './sessions.js';
 import { stmt } from './statements.js';
 import { SqliteTokenStore } from './tokens.js';
 import { SqliteUsageStore } from './usage.js';
+import { SqlitePlanStore } from './plans.js';
 import { SqliteWhitelistStore } from './whitelist.js';
 
 interface SqliteStoreOptions {
@@ -28,6 +29,7 @@ export class SqliteStore implements Store {
   readonly proxyUsers: SqliteProxyUserStore;
   readonly sessions: SqliteConsoleSessionStore;
   readonly usage: SqliteUsageStore;
+  readonly plans: SqlitePlanStore;
   readonly connectionLog: SqliteConnectionLogStore;
   readonly changeLog: SqliteChangeLogStore;
   private readonly extraConnections: Db[] = [];
@@ -50,6 +52,7 @@ export class SqliteStore implements Store {
     // The gateway's own writes (usage, connection log) answer `busy` instead of sleeping the event loop on a
     // lock another process holds (an admin command, a backup): their callers keep the data for the next flush.
     this.usage = new SqliteUsageStore(db, () => this.gatewayWriter());
+    this.plans = new SqlitePlanStore(db, nowSec);
     this.changeLog = new SqliteChangeLogStore(db, dataDir);
     this.connectionLog = new SqliteConnectionLogStore(db, () => this.gatewayWriter());
   }

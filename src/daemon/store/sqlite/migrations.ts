@@ -195,4 +195,21 @@ export const MIGRATIONS: readonly string[] = [
   ) WITHOUT ROWID;
   CREATE INDEX IF NOT EXISTS usage_flushes_age ON usage_flushes(at_ms);
   `,
+  // 6: plans and limits (SPEC 11): one plan per account; per proxy user, limits inside it.
+  `
+  CREATE TABLE IF NOT EXISTS plans (
+    account_id      INTEGER PRIMARY KEY,
+    traffic_limit   INTEGER,
+    period          TEXT NOT NULL DEFAULT 'month' CHECK (period IN ('day','month','lifetime')),
+    anchor_day      INTEGER NOT NULL DEFAULT 1 CHECK (anchor_day BETWEEN 1 AND 28),
+    max_connections INTEGER,
+    expires_at_ms   INTEGER,
+    updated_at      INTEGER NOT NULL
+  );
+  CREATE TABLE IF NOT EXISTS user_limits (
+    proxy_user_id   INTEGER PRIMARY KEY REFERENCES proxy_users(id) ON DELETE CASCADE,
+    traffic_limit   INTEGER,
+    max_connections INTEGER
+  );
+  `,
 ];

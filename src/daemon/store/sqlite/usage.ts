@@ -40,6 +40,15 @@ export class SqliteUsageStore implements UsageStore {
     return stmt<unknown[], Parameters<typeof toUsageRow>[0]>(this.db, usageQueryText(q.by)).all(q.accountId, q.period, q.fromMs, q.toMs).map(toUsageRow);
   }
 
+  async dailyTotals(accountIds: readonly number[], sinceMs: number): Promise<Array<{ accountId: number; subject: string; startMs: number; bytes: number }>> {
+    if (accountIds.length === 0) return [];
+    const q = `SELECT account_id, subject, start_ms, SUM(bytes_up + bytes_down) AS bytes FROM usage_buckets
+      WHERE period = 'day' AND start_ms >= ? AND account_id IN (SELECT value FROM json_each(?)) GROUP BY account_id, subject, start_ms`;
+    return stmt<[number, string], { account_id: number; subject: string; start_ms: number; bytes: number }>(this.db, q)
+      .all(sinceMs, JSON.stringify(accountIds))
+      .map((r) => ({ accountId: r.account_id, subject: r.subject, startMs: r.start_ms, bytes: r.bytes }));
+  }
+
   async prune(period: UsagePeriod, beforeMs: number): Promise<number | 'busy'> {
     const db = this.writer();
     try {

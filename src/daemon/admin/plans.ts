@@ -1,0 +1,96 @@
+// `proxyd admin plan set|show` and `proxyd admin proxy-user set` (SPEC 11): an account's plan and its proxy
+// users' limits inside it. Sizes as `50GiB`, `500MB` or bytes; `none` removes a limit.
+import { parseSize } from '../../contract/size.js';
+import { PlanEnforcer, periodStart } from '../metering/plans.js';
+import type { Account, Plan, PlanPeriod, Store } from '../store/index.js';
+import { AdminError } from './commands.js';
+
+async function requireAccount(store: Store, email: string | undefined): Promise<Account> {
+  if (!email) throw new AdminError('--email is required');
+  const a = await store.accounts.findByEmail(email);
+  if (!a) throw new AdminError(`no account with email ${email}`);
+  return a;
+}
+
+function sizeOrNone(v: string, what: string): number | null {
+  if (v === 'none') return null;
+  const n = parseSize(v);
+  if (n === null) throw new AdminError(`${what}: expected a size such as 50GiB, 500MB or a number of bytes, or none; got "${v}"`);
+  return n;
+}
+
+function countOrNone(v: string, what: string): number | null {
+  if (v === 'none') return null;
+  if (!/^\d{1,9}$/.test(v) || Number(v) < 1) throw new AdminError(`${what}: expected a positive integer or none; got "${v}"`);
+  return Number(v);
+}
+
+const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
+
+/** The plan as printed by both commands (SPEC 11). */
+async function planJson(store: Store, accountId: number) {
+  const enforcer = new PlanEnforcer(store);
+  await enforcer.refresh();
+  const s = enforcer.stateOf(accountId);
+  const plan = s?.plan ?? (await store.plans.get(accountId));
+  if (!plan) {
+    return { traffic_limit: null, period: 'month', period_start: iso(periodStart('month', 1, Date.now())), used: 0, max_connections: null, expires_at: null, state: 'ok' };
+  }
+  return {
+    traffic_limit: plan.trafficLimit,
+    period: plan.period,
+    period_start: iso(s?.start ?? periodStart(plan.period, plan.anchorDay, Date.now())),
+    used: s?.used ?? 0,
+    max_connections: plan.maxConnections,
+    expires_at: iso(plan.expiresAt),
+    state: s?.state ?? 'ok',
+  };
+}
+
+export interface PlanSetOptions {
+  email?: string;
+  trafficLimit?: string;
+  period?: string;
+  maxConnections?: string;
+  expires?: string;
+}
+
+export async function planSet(store: Store, o: PlanSetOptions) {
+  const a = await requireAccount(store, o.email);
+  const old = await store.plans.get(a.id);
+  const day = Math.min(28, new Date(a.created_at * 1000).getUTCDate());
+  const plan: Plan = old ?? { accountId: a.id, trafficLimit: null, period: 'month', anchorDay: day, maxConnections: null, expiresAt: null };
+  if (o.trafficLimit !== undefined) plan.trafficLimit = sizeOrNone(o.trafficLimit, '--traffic-limit');
+  if (o.period !== undefined) {
+    if (!['day', 'month', 'lifetime'].includes(o.period)) throw new AdminError('--period: expected day, month or lifetime');
+    plan.period = o.period as PlanPeriod;
+  }
+  if (o.maxConnections !== undefined) plan.maxConnections = countOrNone(o.maxConnections, '--max-connections');
+  if (o.expires !== undefined) {
+    if (o.expires === 'never') plan.expiresAt = null;
+    else {
+      const t = Date.parse(o.expires);
+      if (!/^\d{4}-\d{2}-\d{2}/.test(o.expires) || Number.isNaN(t)) throw new AdminError(`--expires: expected an ISO time or never; got "${o.expires}"`);
+      plan.expiresAt = t;
+    }
+  }
+  await store.plans.set(plan);
+  return planJson(store, a.id);
+}
+
+export async function planShow(store: Store, o: { email?: string }) {
+  const a = await requireAccount(store, o.email);
+  return planJson(store, a.id);
+}
+
+export async function proxyUserSet(store: Store, o: { email?: string; username?: string; trafficLimit?: string; maxConnections?: string }) {
+  const a = await requireAccount(store, o.email);
+  if (!o.username) throw new AdminError('--username is required');
+  const current = (await store.plans.userLimits(a.id)).find((u) => u.username === o.username);
+  const limits = {
+    trafficLimit: o.trafficLimit !== undefined ? sizeOrNone(o.trafficLimit, '--traffic-limit') : (current?.trafficLimit ?? null),
+    maxConnections: o.maxConnections !== undefined ? countOrNone(o.maxConnections, '--max-connections') : (current?.maxConnections ?? null),
+  };
+  if (!(await store.plans.setUserLimits(a.id, o.username, limits))) throw new AdminError(`account ${o.email} has no proxy user ${o.username}`);
+  return { username: o.username, traffic_limit: limits.trafficLimit, max_connections: limits.maxConnections };
+}
