@@ -7,7 +7,7 @@ import { admin, startDaemon, type Daemon } from '../helpers/daemon.js';
 import { BACKENDS } from '../helpers/postgres.js';
 import { RawClient, basic, startTcpEcho } from '../gateway/helpers.js';
 import { waitFor } from '../helpers/wait.js';
-import { launchChromium } from '../helpers/browser.js';
+import { launchChromium, signIn } from '../helpers/browser.js';
 
 const PASSWORD = 'correct horse battery';
 const PROXY_PASSWORD = 'proxy-password-12345';
@@ -49,11 +49,7 @@ describe.each(BACKENDS)('console Connections page on %s', (backend) => {
 
   it('shows the account its own records with precise reasons, filters them, and nothing else', async () => {
     const page = await browser.newPage();
-    await page.goto(`${d.api}/console/login`);
-    await page.getByLabel('Email').fill('mine@example.com');
-    await page.getByLabel('Password').fill(PASSWORD);
-    await page.getByRole('button', { name: 'Log in' }).click();
-    await page.waitForURL('**/console/account');
+    await signIn(page, d.api, 'mine@example.com', PASSWORD);
     await page.getByRole('link', { name: 'Connections' }).click();
     await page.waitForURL('**/console/connections');
 

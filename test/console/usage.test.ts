@@ -5,7 +5,7 @@ import { readFileSync } from 'node:fs';
 import type { Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { admin, startDaemon, type Daemon } from '../helpers/daemon.js';
-import { launchChromium } from '../helpers/browser.js';
+import { launchChromium, signIn } from '../helpers/browser.js';
 import { RawClient, basic } from '../gateway/helpers.js';
 import { waitFor } from '../helpers/wait.js';
 
@@ -56,11 +56,7 @@ describe('console Usage page', () => {
 
   it('shows the total, the chart, a row per user and downloads the CSV', async () => {
     const page = await browser.newPage({ acceptDownloads: true });
-    await page.goto(`${d.api}/console/login`);
-    await page.getByLabel('Email').fill('usage@example.com');
-    await page.getByLabel('Password').fill(PASSWORD);
-    await page.getByRole('button', { name: 'Log in' }).click();
-    await page.waitForURL('**/console/account');
+    await signIn(page, d.api, 'usage@example.com', PASSWORD);
     await page.getByRole('link', { name: 'Usage' }).click();
     await page.waitForURL('**/console/usage');
     await waitFor('usage shown', async () => {

@@ -77,20 +77,10 @@ export class Metrics {
 
   /** The usage meter: flushes written, and flushes the database did not take (sent again). */
   attachMeter(read: () => { flushed: number; failed: number }): void {
-    for (const [name, help, key] of [
+    this.counters(read, [
       ['proxyd_usage_flushes_total', 'Usage flushes written to the database', 'flushed'],
       ['proxyd_usage_flush_failures_total', 'Usage flushes the database did not take (kept and sent again)', 'failed'],
-    ] as const) {
-      new Counter({
-        name,
-        help,
-        registers: [this.registry],
-        collect() {
-          this.reset();
-          this.inc(read()[key]);
-        },
-      });
-    }
+    ]);
   }
 
   /**
@@ -140,24 +130,10 @@ export class Metrics {
 
   /** The connection log's writer: records written, dropped (buffer full while the database was slow), waiting. */
   attachConnectionLog(read: () => { written: number; dropped: number; buffered: number }): void {
-    new Counter({
-      name: 'proxyd_connection_log_records_total',
-      help: 'Connection-log records written to the database',
-      registers: [this.registry],
-      collect() {
-        this.reset();
-        this.inc(read().written);
-      },
-    });
-    new Counter({
-      name: 'proxyd_connection_log_dropped_total',
-      help: 'Connection-log records dropped because the write buffer was full (database slow or away)',
-      registers: [this.registry],
-      collect() {
-        this.reset();
-        this.inc(read().dropped);
-      },
-    });
+    this.counters(read, [
+      ['proxyd_connection_log_records_total', 'Connection-log records written to the database', 'written'],
+      ['proxyd_connection_log_dropped_total', 'Connection-log records dropped because the write buffer was full (database slow or away)', 'dropped'],
+    ]);
     new Gauge({
       name: 'proxyd_connection_log_buffered',
       help: 'Connection-log records waiting to be written',
@@ -166,6 +142,21 @@ export class Metrics {
         this.set(read().buffered);
       },
     });
+  }
+
+  /** Counters read at scrape time from a totals object. */
+  private counters<K extends string>(read: () => Record<K, number>, list: ReadonlyArray<readonly [string, string, K]>): void {
+    for (const [name, help, key] of list) {
+      new Counter({
+        name,
+        help,
+        registers: [this.registry],
+        collect() {
+          this.reset();
+          this.inc(read()[key]);
+        },
+      });
+    }
   }
 
   /** Exposition text: this process's registry, or in a cluster worker the whole cluster's. */

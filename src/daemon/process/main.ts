@@ -31,11 +31,16 @@ function planAction(pick: (m: typeof import('../admin/plans.js')) => (store: imp
   return adminAction(() => (deps, o) => import('../admin/plans.js').then((m) => pick(m)(deps.store, o)));
 }
 
-/** Runs one admin command against the data dir and prints its JSON. */
-function adminAction(pick: (m: typeof import('../admin/commands.js')) => AdminAction) {
+type AdminOpts = Record<string, unknown> & { dataDir?: string; databaseUrl?: string; format?: string };
+
+/**
+ * Opens the data dir's database (or `--database-url`), runs `run`, closes it; a failure is one line on stderr
+ * and exit 1. Every `proxyd admin` command goes through here.
+ */
+function withStore(run: (store: import('../store/index.js').Store, all: AdminOpts, where: string) => Promise<void>) {
   return async (opts: Record<string, unknown>, cmd: Command) => {
-    const all = { ...cmd.optsWithGlobals(), ...opts } as Record<string, unknown> & { dataDir?: string; databaseUrl?: string };
-    const admin = await import('../admin/commands.js');
+    const all = { ...cmd.optsWithGlobals(), ...opts } as AdminOpts;
+    const { AdminError } = await import('../admin/commands.js');
     const { openStore } = await import('../store/index.js');
     const { checkDatabaseUrl, defaultDataDir } = await import('./config.js');
     let store: import('../store/index.js').Store | null = null;
@@ -45,66 +50,45 @@ function adminAction(pick: (m: typeof import('../admin/commands.js')) => AdminAc
       checkDatabaseUrl(all.databaseUrl);
       if (!all.databaseUrl) (await import('./data-dir.js')).ensureDataDir(dataDir);
       store = await openStore({ dataDir, databaseUrl: all.databaseUrl });
-      const out = await pick(admin)({ store, readStdin, where: all.databaseUrl ? `the database ${store.location}` : where }, all);
-      process.stdout.write(`${JSON.stringify(out)}\n`);
+      await run(store, all, all.databaseUrl ? `the database ${store.location}` : where);
     } catch (e) {
-      if (e instanceof admin.AdminError) fail(e.message);
-      else fail(`${(e as Error).message}`);
+      fail(e instanceof AdminError ? e.message : `${(e as Error).message}`);
     } finally {
       await store?.close();
     }
   };
 }
 
+/** Runs one admin command against the data dir and prints its JSON. */
+function adminAction(pick: (m: typeof import('../admin/commands.js')) => AdminAction) {
+  return withStore(async (store, all, where) => {
+    const admin = await import('../admin/commands.js');
+    const out = await pick(admin)({ store, readStdin, where }, all);
+    process.stdout.write(`${JSON.stringify(out)}\n`);
+  });
+}
+
 /** `admin connections`: JSON lines (or a table) on stdout; with --follow until SIGINT/SIGTERM or a closed pipe. */
-async function connectionsAction(opts: Record<string, unknown>, cmd: Command): Promise<void> {
-  const all = { ...cmd.optsWithGlobals(), ...opts } as Record<string, unknown> & { dataDir?: string; databaseUrl?: string };
-  const { AdminError } = await import('../admin/commands.js');
+const connectionsAction = withStore(async (store, all) => {
   const { connections } = await import('../admin/connections.js');
-  const { openStore } = await import('../store/index.js');
-  const { checkDatabaseUrl, defaultDataDir } = await import('./config.js');
   const stop = new AbortController();
   const onSignal = () => stop.abort();
   process.once('SIGINT', onSignal);
   process.once('SIGTERM', onSignal);
   process.stdout.on('error', onSignal); // EPIPE: the reader (head, less) went away
-  let store: import('../store/index.js').Store | null = null;
   try {
-    checkDatabaseUrl(all.databaseUrl);
-    const dataDir = all.dataDir || defaultDataDir();
-    if (!all.databaseUrl) (await import('./data-dir.js')).ensureDataDir(dataDir);
-    store = await openStore({ dataDir, databaseUrl: all.databaseUrl });
     await connections(store, all as import('../admin/connections.js').ConnectionsOptions, (line) => void process.stdout.write(`${line}\n`), stop.signal);
-  } catch (e) {
-    fail(e instanceof AdminError ? e.message : (e as Error).message);
   } finally {
     process.removeListener('SIGINT', onSignal);
     process.removeListener('SIGTERM', onSignal);
-    await store?.close();
   }
-}
+});
 
 /** `admin usage`: the report in its format on stdout. */
-async function usageAction(opts: Record<string, unknown>, cmd: Command): Promise<void> {
-  const all = { ...cmd.optsWithGlobals(), ...opts } as Record<string, unknown> & { dataDir?: string; databaseUrl?: string; format?: string };
-  const { AdminError } = await import('../admin/commands.js');
+const usageAction = withStore(async (store, all) => {
   const { adminUsage, renderUsage } = await import('../admin/usage.js');
-  const { openStore } = await import('../store/index.js');
-  const { checkDatabaseUrl, defaultDataDir } = await import('./config.js');
-  let store: import('../store/index.js').Store | null = null;
-  try {
-    checkDatabaseUrl(all.databaseUrl);
-    const dataDir = all.dataDir || defaultDataDir();
-    if (!all.databaseUrl) (await import('./data-dir.js')).ensureDataDir(dataDir);
-    store = await openStore({ dataDir, databaseUrl: all.databaseUrl });
-    const report = await adminUsage(store, all as import('../admin/usage.js').UsageOptions);
-    process.stdout.write(renderUsage(report, all.format));
-  } catch (e) {
-    fail(e instanceof AdminError ? e.message : (e as Error).message);
-  } finally {
-    await store?.close();
-  }
-}
+  process.stdout.write(renderUsage(await adminUsage(store, all as import('../admin/usage.js').UsageOptions), all.format));
+});
 
 export function buildProgram(): Command {
   const program = new Command('proxyd')
