@@ -76,4 +76,30 @@ describe('console Usage page', () => {
     expect(csv).not.toContain('other-user');
     await page.close();
   }, 60_000);
+
+  it('Proxy users: "Save limits" stores a user\'s limits, the gateway applies them, bad values are explained', async () => {
+    const page = await browser.newPage();
+    await signIn(page, d.api, 'usage@example.com', PASSWORD);
+    await page.goto(`${d.api}/console/proxy-users`);
+    const form = page.locator('tr[data-username="crawler"] [data-testid=limits-form]');
+    await form.locator('input[name=traffic_limit]').fill('12 parsecs');
+    await form.getByRole('button', { name: 'Save limits' }).click();
+    expect(await page.textContent('[data-testid=flash]')).toContain('Traffic limit: expected a size');
+    await form.locator('input[name=traffic_limit]').fill('100KiB');
+    await form.locator('input[name=max_connections]').fill('3');
+    await form.getByRole('button', { name: 'Save limits' }).click();
+    expect(await page.textContent('[data-testid=flash]')).toContain('Saved the limits of crawler');
+    expect(await form.locator('input[name=traffic_limit]').inputValue()).toBe('100KiB');
+    expect(await form.locator('input[name=max_connections]').inputValue()).toBe('3');
+    // crawler has used ~300 KiB: over its new limit, refused (403) within about a second.
+    await waitFor('crawler refused', async () => {
+      const c = await RawClient.connect(Number(d.httpProxy.split(':')[1]));
+      c.write(`CONNECT 127.0.0.1:${(target.address() as net.AddressInfo).port} HTTP/1.1\r\nProxy-Authorization: ${basic('crawler', PROXY_PASSWORD)}\r\n\r\n`);
+      const head = await c.readUntil('\r\n\r\n');
+      c.socket.destroy();
+      return head.startsWith('HTTP/1.1 403 ');
+    }, 3_000);
+    await page.goto(`${d.api}/console/usage`);
+    await page.close();
+  }, 60_000);
 });

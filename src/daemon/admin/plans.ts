@@ -1,6 +1,6 @@
 // `proxyd admin plan set|show` and `proxyd admin proxy-user set` (SPEC 11): an account's plan and its proxy
 // users' limits inside it. Sizes as `50GiB`, `500MB` or bytes; `none` removes a limit.
-import { parseSize } from '../../contract/size.js';
+import { countLimit, sizeLimit } from '../services/limits.js';
 import { PlanEnforcer, periodStart } from '../metering/plans.js';
 import type { Account, Plan, PlanPeriod, Store } from '../store/index.js';
 import { AdminError } from './commands.js';
@@ -13,16 +13,15 @@ async function requireAccount(store: Store, email: string | undefined): Promise<
 }
 
 function sizeOrNone(v: string, what: string): number | null {
-  if (v === 'none') return null;
-  const n = parseSize(v);
-  if (n === null) throw new AdminError(`${what}: expected a size such as 50GiB, 500MB or a number of bytes, or none; got "${v}"`);
-  return n;
+  const r = sizeLimit(v);
+  if (!r.ok) throw new AdminError(`${what}: ${r.problem}`);
+  return r.value;
 }
 
 function countOrNone(v: string, what: string): number | null {
-  if (v === 'none') return null;
-  if (!/^\d{1,9}$/.test(v) || Number(v) < 1) throw new AdminError(`${what}: expected a positive integer or none; got "${v}"`);
-  return Number(v);
+  const r = countLimit(v);
+  if (!r.ok) throw new AdminError(`${what}: ${r.problem}`);
+  return r.value;
 }
 
 const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());

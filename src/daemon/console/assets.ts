@@ -188,6 +188,9 @@ td.actions .btn { min-width: 84px; }
 .usage-chart .axis { stroke: #d0d5dd; stroke-width: 1; }
 .usage-chart .tick, .usage-chart .chart-title { font: 11px system-ui, sans-serif; fill: #667085; }
 .usage-chart .chart-title { font-weight: 600; fill: #344054; }
+form.limits { display: flex; flex-wrap: wrap; gap: 6px 10px; align-items: center; }
+form.limits label { display: flex; gap: 6px; align-items: center; font-size: 13px; color: var(--muted); margin: 0; }
+form.limits input { width: auto; min-width: 0; padding: 4px 8px; font-size: 13px; }
 td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
 .card.flush { padding: 0; overflow: hidden; }
 .card.flush .card-head { padding: 20px 24px 0; }

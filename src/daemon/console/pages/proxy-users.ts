@@ -1,5 +1,6 @@
 import { PROXY_USERNAME_PATTERN } from '../../../contract/proxy-username.js';
-import type { ProxyUser } from '../../store/index.js';
+import type { ProxyUser, UserLimits } from '../../store/index.js';
+import { formatSize } from '../../../contract/size.js';
 import { html, type Html } from '../html.js';
 import { csrfField, shell, utc } from '../layout.js';
 import type { Flash } from '../session.js';
@@ -8,6 +9,8 @@ interface ProxyUsersView {
   csrf: string;
   email: string;
   users: ProxyUser[];
+  /** Each user's limits inside the account's plan, by username (absent: none). */
+  limits: Map<string, UserLimits>;
   /** A password shown once, right after create or reset. */
   revealed: { username: string; password: string } | null;
   username?: string | undefined;
@@ -29,11 +32,21 @@ function revealCard(r: { username: string; password: string }): Html {
 </section>`;
 }
 
-function row(u: ProxyUser, csrf: string): Html {
+function limitsForm(u: ProxyUser, l: UserLimits | undefined, csrf: string): Html {
+  const size = l?.trafficLimit != null ? formatSize(l.trafficLimit).replace(' ', '') : '';
+  return html`<form method="post" action="/console/proxy-users/${u.id}/limits" class="limits" data-testid="limits-form">${csrfField(csrf)}
+<label>Traffic limit <input type="text" name="traffic_limit" value="${size}" placeholder="none" size="8" autocomplete="off" spellcheck="false" aria-label="Traffic limit of ${u.username} (for example 50GiB)"></label>
+<label>Max connections <input type="text" name="max_connections" inputmode="numeric" value="${l?.maxConnections != null ? String(l.maxConnections) : ''}" placeholder="none" size="5" autocomplete="off" aria-label="Max connections of ${u.username}"></label>
+<button class="btn secondary sm" type="submit">Save limits</button>
+</form>`;
+}
+
+function row(u: ProxyUser, l: UserLimits | undefined, csrf: string): Html {
   return html`<tr data-testid="proxy-user-row" data-username="${u.username}">
 <td data-label="Username"><code>${u.username}</code></td>
 <td data-label="Status"><span class="badge ${u.status === 'active' ? 'ok' : 'off'}">${u.status === 'active' ? 'Active' : 'Disabled'}</span></td>
 <td data-label="Created">${utc(u.created_at)}</td>
+<td data-label="Limits">${limitsForm(u, l, csrf)}</td>
 <td class="actions">
 <form method="post" action="/console/proxy-users/${u.id}/reset">${csrfField(csrf)}<button class="btn secondary sm" type="submit" aria-label="Reset password of ${u.username}">Reset password</button></form>
 <form method="post" action="/console/proxy-users/${u.id}/delete">${csrfField(csrf)}<button class="btn ghost-danger sm" type="submit" aria-label="Delete ${u.username}">Delete</button></form>
@@ -66,8 +79,8 @@ ${
     ? html`<div class="empty" data-testid="proxy-users-empty">No proxy users yet.</div>`
     : html`<div class="table-wrap"><table class="stack-sm" data-testid="proxy-users-table">
 <caption class="visually-hidden">Proxy users</caption>
-<thead><tr><th scope="col">Username</th><th scope="col">Status</th><th scope="col">Created</th><th scope="col"><span class="visually-hidden">Actions</span></th></tr></thead>
-<tbody>${v.users.map((u) => row(u, v.csrf))}</tbody>
+<thead><tr><th scope="col">Username</th><th scope="col">Status</th><th scope="col">Created</th><th scope="col">Limits <span class="muted small">(in the account's period; empty: none)</span></th><th scope="col"><span class="visually-hidden">Actions</span></th></tr></thead>
+<tbody>${v.users.map((u) => row(u, v.limits.get(u.username), v.csrf))}</tbody>
 </table></div>`
 }
 </section>

@@ -4,6 +4,7 @@ import { accountOf, field, seeOther, sendHtml, setFlash, takeFlash, type Console
 import { proxyUsersPage } from '../pages/proxy-users.js';
 import { isProxyUsername } from '../../../contract/proxy-username.js';
 import { createProxyUser, resetProxyUserPassword } from '../../services/proxy-users.js';
+import { countLimit, sizeLimit } from '../../services/limits.js';
 
 export default function proxyUserRoutes(app: FastifyInstance, deps: ConsoleDeps): void {
   const users = deps.ctx.store.proxyUsers;
@@ -19,7 +20,14 @@ export default function proxyUserRoutes(app: FastifyInstance, deps: ConsoleDeps)
     }
     return sendHtml(
       reply,
-      proxyUsersPage({ csrf: reply.generateCsrf(), email: account.email, users: await users.listForAccount(account.id), revealed, flash: takeFlash(request) }),
+      proxyUsersPage({
+        csrf: reply.generateCsrf(),
+        email: account.email,
+        users: await users.listForAccount(account.id),
+        limits: new Map((await deps.ctx.store.plans.userLimits(account.id)).map((l) => [l.username, l])),
+        revealed,
+        flash: takeFlash(request),
+      }),
     );
   });
 
@@ -52,6 +60,25 @@ export default function proxyUserRoutes(app: FastifyInstance, deps: ConsoleDeps)
     const password = await resetProxyUserPassword(deps.ctx.store, account.id, user.id);
     request.session.reveal = { kind: 'proxy-password', sealed: deps.sealer.seal(password), label: user.username };
     request.log.info({ event: 'console_proxy_user_reset', account_id: account.id, proxy_user_id: user.id }, 'proxy user password reset');
+    return seeOther(reply, '/console/proxy-users');
+  });
+
+  app.post<{ Params: { id: string } }>('/proxy-users/:id/limits', async (request, reply) => {
+    const account = accountOf(request);
+    const user = await ownUser(request.params.id, account.id);
+    if (!user) {
+      setFlash(request, 'error', 'That proxy user does not exist.');
+      return seeOther(reply, '/console/proxy-users');
+    }
+    const traffic = sizeLimit(field(request.body, 'traffic_limit'));
+    const conns = countLimit(field(request.body, 'max_connections'));
+    if (!traffic.ok || !conns.ok) {
+      setFlash(request, 'error', !traffic.ok ? `Traffic limit: ${traffic.problem}.` : `Max connections: ${(conns as { problem: string }).problem}.`);
+      return seeOther(reply, '/console/proxy-users');
+    }
+    await deps.ctx.store.plans.setUserLimits(account.id, user.username, { trafficLimit: traffic.value, maxConnections: conns.value });
+    request.log.info({ event: 'console_proxy_user_limits', account_id: account.id, proxy_user_id: user.id }, 'proxy user limits saved');
+    setFlash(request, 'success', `Saved the limits of ${user.username}. Every gateway applies them within a second.`);
     return seeOther(reply, '/console/proxy-users');
   });
 
