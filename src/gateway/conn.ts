@@ -263,9 +263,7 @@ export class ClientConn {
       this.core.releaseSlot(out.accountId, out.subject);
       if (!this.logged) {
         this.logged = true;
-        this.accountId = out.accountId;
-        this.emit(null);
-        this.accountId = -1;
+        this.emit(null, out.accountId);
       }
       if (!this.closed && this.state !== 'replying') this.destroy();
       return 'gone';
@@ -317,10 +315,11 @@ export class ClientConn {
   logRefusal(reason: LogReason): void {
     if (this.logged) return;
     this.logged = true;
-    this.emit(reason);
+    this.emit(reason, this.accountId >= 0 ? this.accountId : this.refusedAccountId);
   }
 
-  private emit(reason: LogReason | null): void {
+  /** The record; `accountId` -1: no account matched. */
+  private emit(reason: LogReason | null, accountId: number): void {
     const sink = this.core.opts.connectionLog;
     if (!sink) return;
     sink.record({
@@ -329,7 +328,7 @@ export class ClientConn {
       protocol: this.protocol ?? (this.listener === 'http' ? 'http' : 'socks5'),
       sourceIp: this.clientAddress,
       username: this.username,
-      accountId: reason === null ? this.accountId : this.accountId >= 0 ? this.accountId : this.refusedAccountId,
+      accountId,
       target: this.target,
       reason,
       bytesUp: this.bytesUp,
@@ -359,7 +358,7 @@ export class ClientConn {
       // Admitted: its record when it ends, with its bytes and duration (unless it was refused later, at the target).
       if (!this.logged) {
         this.logged = true;
-        this.emit(null);
+        this.emit(null, this.accountId);
       }
     }
   }

@@ -35,6 +35,9 @@ export interface LiveConn {
  */
 const ID_PREFIX = randomBytes(6).toString('hex');
 
+/** The key of an account's subject (`user:NAME`, `ip:A.B.C.D`) in the per-subject maps. */
+const subjectKey = (accountId: number, subject: string) => `${accountId}\0${subject}`;
+
 export class GatewayCore {
   private requestSeq = 0;
   readonly limits: GatewayLimits;
@@ -130,7 +133,7 @@ export class GatewayCore {
       const plans = this.opts.plans;
       const refusal = plans?.refusal(out.accountId, out.subject) ?? null;
       const caps = plans?.maxConnections(out.accountId, out.subject);
-      const key = `${out.accountId}\0${out.subject}`;
+      const key = subjectKey(out.accountId, out.subject);
       const n = this.perAccount.get(out.accountId) ?? 0;
       const m = this.perSubject.get(key) ?? 0;
       if (refusal) out = { ok: false, reason: refusal, accountId: out.accountId };
@@ -167,7 +170,7 @@ export class GatewayCore {
     const n = (this.perAccount.get(accountId) ?? 1) - 1;
     if (n <= 0) this.perAccount.delete(accountId);
     else this.perAccount.set(accountId, n);
-    const key = `${accountId}\0${subject}`;
+    const key = subjectKey(accountId, subject);
     const m = (this.perSubject.get(key) ?? 1) - 1;
     if (m <= 0) this.perSubject.delete(key);
     else this.perSubject.set(key, m);
@@ -185,7 +188,7 @@ export class GatewayCore {
   }
 
   private usageOf(accountId: number, subject: string): UsageDelta {
-    const key = `${accountId}\0${subject}`;
+    const key = subjectKey(accountId, subject);
     let u = this.usage.get(key);
     if (!u) {
       u = { accountId, subject, bytesUp: 0, bytesDown: 0, connections: 0 };

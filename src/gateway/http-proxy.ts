@@ -2,7 +2,7 @@
 // the CONNECT tunnel or the absolute-form forwarder. One request per connection.
 import type { ClientConn, ProtocolHandler } from './conn.js';
 import { forwardRequest } from './forward.js';
-import { headerValues, parseAbsoluteHttpUrl, parseAuthority, parseProxyAuthorization, parseRequestHead, type RequestHead } from './http-head.js';
+import { formatAuthority, headerValues, parseAbsoluteHttpUrl, parseAuthority, parseProxyAuthorization, parseRequestHead, type RequestHead } from './http-head.js';
 import { httpFailureReply, httpReply } from './replies.js';
 import { openConnectTunnel } from './http-connect.js';
 
@@ -57,6 +57,5 @@ export class HttpProxyHandler implements ProtocolHandler {
 /** `host:port` the request names, for the log: never the path or query (they can carry a customer's secrets). */
 function logTarget(head: RequestHead, isConnect: boolean): string | null {
   const t = isConnect ? parseAuthority(head.target) : parseAbsoluteHttpUrl(head.target);
-  if (!t) return null;
-  return t.host.includes(':') ? `[${t.host}]:${t.port}` : `${t.host}:${t.port}`;
+  return t ? formatAuthority(t.host, t.port) : null;
 }

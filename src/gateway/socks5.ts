@@ -1,7 +1,7 @@
 // SOCKS5 (RFC 1928) with username/password (RFC 1929): greeting -> [auth] -> CONNECT request ->
 // reply -> tunnel. Admission happens at method selection (source IP) or after RFC 1929 (credentials).
 import type { ClientConn, ProtocolHandler } from './conn.js';
-import { isValidHostName } from './http-head.js';
+import { formatAuthority, isValidHostName } from './http-head.js';
 import { failureLogReason, socksFailureReply, type Failure } from './replies.js';
 import { splice } from './splice.js';
 import {
@@ -94,8 +94,7 @@ export class Socks5Handler implements ProtocolHandler {
       }
       conn.queue.consume(r.consumed);
       this.stage = 'done';
-      const a = r.value.address;
-      conn.target = a.type === 'ipv6' ? `[${a.host}]:${r.value.port}` : `${a.host}:${r.value.port}`;
+      conn.target = formatAuthority(r.value.address.host, r.value.port);
       if (this.deferred) return conn.refuse(failureLogReason(this.deferred), socksFailureReply(this.deferred));
       if (r.value.command !== Command.Connect) return conn.refuse('malformed', encodeReply(Reply.CommandNotSupported));
       this.connect(r.value);

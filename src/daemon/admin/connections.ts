@@ -1,6 +1,7 @@
 // `proxyd admin connections`: the connection log (SPEC 12) for the operator, as JSON lines or a table, with
 // `--follow` streaming new records from every node as they are written.
 import { isIP } from 'node:net';
+import { parseDurationMs, parseIsoTime } from '../../contract/time.js';
 import { LOG_REASONS, connectionJson, type ConnectionJson } from '../services/connection-log.js';
 import type { ConnectionLogFilter, ConnectionLogRow, Store } from '../store/index.js';
 import { AdminError } from './commands.js';
@@ -20,10 +21,10 @@ export interface ConnectionsOptions {
 
 /** `--since`: a duration back from now (`15m`, `2h`, `7d`, `90s`) or an ISO time. */
 export function parseSince(s: string, nowMs: number): number {
-  const m = /^(\d{1,9})([smhd])$/.exec(s);
-  if (m) return nowMs - Number(m[1]) * { s: 1e3, m: 6e4, h: 3.6e6, d: 8.64e7 }[m[2] as 's' | 'm' | 'h' | 'd'];
-  const t = Date.parse(s);
-  if (!/^\d{4}-\d{2}-\d{2}/.test(s) || Number.isNaN(t)) throw new AdminError(`--since: expected a duration (15m, 2h, 7d) or an ISO time, got "${s}"`);
+  const back = parseDurationMs(s, { units: 'smhd' });
+  if (back !== null) return nowMs - back;
+  const t = parseIsoTime(s);
+  if (t === null) throw new AdminError(`--since: expected a duration (15m, 2h, 7d) or an ISO time, got "${s}"`);
   return t;
 }
 

@@ -1,7 +1,8 @@
 // `proxyd admin plan set|show` and `proxyd admin proxy-user set` (SPEC 11): an account's plan and its proxy
 // users' limits inside it. Sizes as `50GiB`, `500MB` or bytes; `none` removes a limit.
+import { parseIsoTime } from '../../contract/time.js';
 import { countLimit, sizeLimit } from '../services/limits.js';
-import { PlanEnforcer, periodStart } from '../metering/plans.js';
+import { periodUsed, planState } from '../metering/plans.js';
 import type { Account, Plan, PlanPeriod, Store } from '../store/index.js';
 import { AdminError } from './commands.js';
 
@@ -26,23 +27,19 @@ function countOrNone(v: string, what: string): number | null {
 
 const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
 
-/** The plan as printed by both commands (SPEC 11). */
+/** The plan as printed by both commands (SPEC 11); an account without one has no limits and a calendar month. */
 async function planJson(store: Store, accountId: number) {
-  const enforcer = new PlanEnforcer(store);
-  await enforcer.refresh();
-  const s = enforcer.stateOf(accountId);
-  const plan = s?.plan ?? (await store.plans.get(accountId));
-  if (!plan) {
-    return { traffic_limit: null, period: 'month', period_start: iso(periodStart('month', 1, Date.now())), used: 0, max_connections: null, expires_at: null, state: 'ok' };
-  }
+  const now = Date.now();
+  const plan = (await store.plans.get(accountId)) ?? { accountId, trafficLimit: null, period: 'month' as const, anchorDay: 1, maxConnections: null, expiresAt: null };
+  const { start, used } = await periodUsed(store, plan, now);
   return {
     traffic_limit: plan.trafficLimit,
     period: plan.period,
-    period_start: iso(s?.start ?? periodStart(plan.period, plan.anchorDay, Date.now())),
-    used: s?.used ?? 0,
+    period_start: iso(start),
+    used,
     max_connections: plan.maxConnections,
     expires_at: iso(plan.expiresAt),
-    state: s?.state ?? 'ok',
+    state: planState(plan, used, now),
   };
 }
 
@@ -68,8 +65,8 @@ export async function planSet(store: Store, o: PlanSetOptions) {
   if (o.expires !== undefined) {
     if (o.expires === 'never') plan.expiresAt = null;
     else {
-      const t = Date.parse(o.expires);
-      if (!/^\d{4}-\d{2}-\d{2}/.test(o.expires) || Number.isNaN(t)) throw new AdminError(`--expires: expected an ISO time or never; got "${o.expires}"`);
+      const t = parseIsoTime(o.expires);
+      if (t === null) throw new AdminError(`--expires: expected an ISO time or never; got "${o.expires}"`);
       plan.expiresAt = t;
     }
   }

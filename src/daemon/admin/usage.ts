@@ -1,5 +1,6 @@
 // `proxyd admin usage`: an account's metered usage (docs/admin.md), by proxy user or by minute, hour or day,
 // as JSON, CSV or a table (the report itself: services/usage.ts).
+import { parseIsoTime } from '../../contract/time.js';
 import { usageReport, usageText, type UsageBy, type UsageReport } from '../services/usage.js';
 import type { Store } from '../store/index.js';
 import { AdminError } from './commands.js';
@@ -15,8 +16,8 @@ export interface UsageOptions {
 const DEFAULT_SPAN_MS: Record<UsageBy, number> = { minute: 3_600_000, hour: 86_400_000, day: 30 * 86_400_000, user: 30 * 86_400_000 };
 
 function parseTime(s: string, what: string): number {
-  const t = Date.parse(s);
-  if (!/^\d{4}-\d{2}-\d{2}/.test(s) || Number.isNaN(t)) throw new AdminError(`${what}: expected an ISO time such as 2026-11-25T00:00:00Z, got "${s}"`);
+  const t = parseIsoTime(s);
+  if (t === null) throw new AdminError(`${what}: expected an ISO time such as 2026-11-25T00:00:00Z, got "${s}"`);
   return t;
 }
 

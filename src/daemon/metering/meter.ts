@@ -6,6 +6,7 @@
 import { randomBytes } from 'node:crypto';
 import type { UsageDelta } from '../../gateway/types.js';
 import { StoreUnavailableError, type UsagePeriod, type UsageStore } from '../store/index.js';
+import { DEFAULT_USAGE_RETENTION_MS } from '../store/usage-sql.js';
 
 export interface MeterOptions {
   intervalMs?: number;
@@ -14,12 +15,10 @@ export interface MeterOptions {
   log?: { warn(obj: object, msg?: string): void };
 }
 
-export const DEFAULT_USAGE_RETENTION_MS: Record<UsagePeriod, number> = {
-  minute: 48 * 3_600_000,
-  hour: 90 * 86_400_000,
-  day: 2 * 365 * 86_400_000,
-};
 const PRUNE_EVERY_MS = 600_000;
+
+/** One account's subject (`user:NAME`, `ip:A.B.C.D`) as a map key. */
+export const usageKey = (accountId: number, subject: string) => `${accountId}\0${subject}`;
 
 interface Flush {
   id: string;
@@ -62,7 +61,7 @@ export class UsageMeter {
 
   private gather(): void {
     for (const d of this.collect()) {
-      const key = `${d.accountId}\0${d.subject}`;
+      const key = usageKey(d.accountId, d.subject);
       const p = this.pending.get(key);
       if (!p) this.pending.set(key, { ...d });
       else {
@@ -108,16 +107,9 @@ export class UsageMeter {
     }
   }
 
-  /** Usage collected but not yet written (pending and the flush in flight), bytes per `accountId\0subject`. */
-  unflushed(): Map<string, number> {
-    const out = new Map<string, number>();
-    const add = (d: UsageDelta) => {
-      const k = `${d.accountId}\0${d.subject}`;
-      out.set(k, (out.get(k) ?? 0) + d.bytesUp + d.bytesDown);
-    };
-    for (const d of this.pending.values()) add(d);
-    for (const d of this.outgoing?.deltas ?? []) add(d);
-    return out;
+  /** Usage collected but not yet written (pending and the flush in flight), bytes per account and subject. */
+  unflushed(): Array<{ accountId: number; subject: string; bytes: number }> {
+    return [...this.pending.values(), ...(this.outgoing?.deltas ?? [])].map((d) => ({ accountId: d.accountId, subject: d.subject, bytes: d.bytesUp + d.bytesDown }));
   }
 
   /** Stops the timers and flushes what is left (for at most `deadlineMs`). */

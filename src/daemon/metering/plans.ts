@@ -8,6 +8,7 @@
 // fleet-wide bounds of SPEC 11 (4 MiB per node past a limit, `max + nodes − 1` connections) need leases
 // from the store; they are not built yet (docs/operations.md, "Plans and limits").
 import type { PlanLimits } from '../../gateway/types.js';
+import { usageKey } from './meter.js';
 import type { Plan, PlanPeriod, Store, UserLimits } from '../store/index.js';
 
 const DAY = 86_400_000;
@@ -23,24 +24,34 @@ export function periodStart(period: PlanPeriod, anchorDay: number, nowMs: number
 
 export type PlanState = 'ok' | 'over_traffic' | 'expired';
 
+/** A plan's state, given what its current period has used. */
+export function planState(plan: Plan, used: number, nowMs: number): PlanState {
+  if (plan.expiresAt !== null && nowMs >= plan.expiresAt) return 'expired';
+  return plan.trafficLimit !== null && used >= plan.trafficLimit ? 'over_traffic' : 'ok';
+}
+
+/** What one account's plan period has used so far, every node's flushed usage (the admin's view of one plan). */
+export async function periodUsed(store: Store, plan: Plan, nowMs: number): Promise<{ start: number; used: number }> {
+  const start = periodStart(plan.period, plan.anchorDay, nowMs);
+  const rows = await store.usage.dailyTotals([plan.accountId], Math.floor(start / DAY) * DAY);
+  return { start, used: rows.reduce((n, r) => n + r.bytes, 0) };
+}
+
 interface AccountState {
   plan: Plan;
-  start: number;
-  used: number;
   state: PlanState;
 }
 
 interface UserState {
   limits: UserLimits;
-  used: number;
   over: boolean;
 }
 
 export interface PlanEnforcerOptions {
   intervalMs?: number;
   nowMs?: () => number;
-  /** This node's usage not yet flushed, per `accountId\0subject`. */
-  unflushed?: () => Map<string, number>;
+  /** This node's usage not yet flushed. */
+  unflushed?: () => Array<{ accountId: number; subject: string; bytes: number }>;
   /** Closes open connections that match (the gateway's closeWhere). */
   close?: (match: (accountId: number, subject: string) => boolean) => number;
   log?: { warn(obj: object, msg?: string): void };
@@ -76,19 +87,14 @@ export class PlanEnforcer implements PlanLimits {
     const a = this.accounts.get(accountId);
     if (a?.state === 'expired') return 'plan_expired';
     if (a?.state === 'over_traffic') return 'traffic_limit';
-    return this.users.get(`${accountId}\0${subject}`)?.over ? 'traffic_limit' : null;
+    return this.users.get(usageKey(accountId, subject))?.over ? 'traffic_limit' : null;
   }
 
   maxConnections(accountId: number, subject: string): { account: number | null; user: number | null } {
     return {
       account: this.accounts.get(accountId)?.plan.maxConnections ?? null,
-      user: this.users.get(`${accountId}\0${subject}`)?.limits.maxConnections ?? null,
+      user: this.users.get(usageKey(accountId, subject))?.limits.maxConnections ?? null,
     };
-  }
-
-  /** The account's plan as `proxyd admin plan show` prints it, from this view. */
-  stateOf(accountId: number): AccountState | undefined {
-    return this.accounts.get(accountId);
   }
 
   refresh(): Promise<void> {
@@ -117,29 +123,23 @@ export class PlanEnforcer implements PlanLimits {
     const totals = await this.store.usage.dailyTotals([...starts.keys()], Math.floor(since / DAY) * DAY);
     const byAccount = new Map<number, number>();
     const bySubject = new Map<string, number>();
-    for (const t of totals) {
-      if (t.startMs < Math.floor((starts.get(t.accountId) ?? 0) / DAY) * DAY) continue;
+    // The fleet's flushed days of each period, and what this node has not flushed yet.
+    const inPeriod = totals.filter((t) => t.startMs >= Math.floor(starts.get(t.accountId)! / DAY) * DAY);
+    for (const t of [...inPeriod, ...(this.opts.unflushed?.() ?? []).filter((u) => starts.has(u.accountId))]) {
       byAccount.set(t.accountId, (byAccount.get(t.accountId) ?? 0) + t.bytes);
-      const k = `${t.accountId}\0${t.subject}`;
+      const k = usageKey(t.accountId, t.subject);
       bySubject.set(k, (bySubject.get(k) ?? 0) + t.bytes);
-    }
-    for (const [k, bytes] of this.opts.unflushed?.() ?? []) {
-      const id = Number(k.slice(0, k.indexOf('\0')));
-      if (!starts.has(id)) continue;
-      byAccount.set(id, (byAccount.get(id) ?? 0) + bytes);
-      bySubject.set(k, (bySubject.get(k) ?? 0) + bytes);
     }
     const accounts = new Map<number, AccountState>();
     for (const p of plans) {
       const used = byAccount.get(p.accountId) ?? 0;
-      const state: PlanState = p.expiresAt !== null && now >= p.expiresAt ? 'expired' : p.trafficLimit !== null && used >= p.trafficLimit ? 'over_traffic' : 'ok';
-      accounts.set(p.accountId, { plan: p, start: starts.get(p.accountId)!, used, state });
+      accounts.set(p.accountId, { plan: p, state: planState(p, used, now) });
     }
     const userStates = new Map<string, UserState>();
     for (const u of users) {
-      const k = `${u.accountId}\0user:${u.username}`;
+      const k = usageKey(u.accountId, `user:${u.username}`);
       const used = bySubject.get(k) ?? 0;
-      userStates.set(k, { limits: u, used, over: u.trafficLimit !== null && used >= u.trafficLimit });
+      userStates.set(k, { limits: u, over: u.trafficLimit !== null && used >= u.trafficLimit });
     }
     this.accounts = accounts;
     this.users = userStates;

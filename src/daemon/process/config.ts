@@ -5,6 +5,8 @@ import path from 'node:path';
 import ipaddr from 'ipaddr.js';
 import { DEFAULT_STALE_ADMISSION_SEC } from '../admission/view.js';
 import { parseEgressPool } from './egress-pool.js';
+import { parseDurationMs } from '../../contract/time.js';
+import { DEFAULT_USAGE_RETENTION_MS } from '../store/usage-sql.js';
 
 interface HostPort {
   host: string;
@@ -154,7 +156,7 @@ export const DEFAULT_USAGE_RETENTION = 'minute=48h,hour=90d,day=2y';
 
 /** `minute=48h,hour=90d,day=2y`: any subset; the periods not named keep their default. */
 export function parseUsageRetention(s: string): Record<'minute' | 'hour' | 'day', number> {
-  const out = { minute: 48 * UNIT_MS.h!, hour: 90 * UNIT_MS.d!, day: 2 * UNIT_MS.y! };
+  const out = { ...DEFAULT_USAGE_RETENTION_MS };
   for (const part of s.split(',').map((x) => x.trim()).filter(Boolean)) {
     const [k, v] = part.split('=');
     if ((k !== 'minute' && k !== 'hour' && k !== 'day') || v === undefined) {
@@ -166,13 +168,11 @@ export function parseUsageRetention(s: string): Record<'minute' | 'hour' | 'day'
 }
 
 export const DEFAULT_CONNECTION_LOG_RETENTION = '7d';
-const UNIT_MS: Record<string, number> = { s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000, y: 365 * 86_400_000 };
-
-/** `90s`, `30m`, `48h`, `7d`, or plain seconds; `0` is zero. */
+/** `90s`, `30m`, `48h`, `7d`, `2y`, or plain seconds; `0` is zero. */
 export function parseDuration(s: string, what: string): number {
-  const m = /^(\d{1,9})([smhdy]?)$/.exec(s.trim());
-  if (!m) throw new ConfigError(`${what}: expected a duration such as 2y, 7d, 48h, 30m or 90s, got "${s}"`);
-  return Number(m[1]) * UNIT_MS[m[2] || 's']!;
+  const ms = parseDurationMs(s, { bareSeconds: true });
+  if (ms === null) throw new ConfigError(`${what}: expected a duration such as 2y, 7d, 48h, 30m or 90s, got "${s}"`);
+  return ms;
 }
 
 function parseNodeName(s: string | undefined): string {

@@ -213,10 +213,11 @@ export async function startDaemon(cfg: ServeConfig, log: DaemonLog): Promise<Run
   let gateway: Gateway | null = null;
   // A gateway that cannot start (port in use) must not leave the API listening: the process would never exit.
   const admission = new ViewAdmission(view);
+  // Usage: collected from the gateway every second, flushed once per second per node (docs/operations.md, Metering).
+  const meter = new UsageMeter(store.usage, () => gateway?.collectUsage() ?? [], { retentionMs: cfg.usageRetentionMs, log });
   // Plans: read every 500 ms, enforced at admission and by closing what is over (metering/plans.ts).
-  let meter: UsageMeter | null = null;
   const plans = new PlanEnforcer(store, {
-    unflushed: () => meter?.unflushed() ?? new Map(),
+    unflushed: () => meter.unflushed(),
     close: (match) => gateway?.closeWhere(match) ?? 0,
     log,
   });
@@ -246,12 +247,9 @@ export async function startDaemon(cfg: ServeConfig, log: DaemonLog): Promise<Run
     throw err;
   });
   gateway = gw;
-  // Usage: collected from the gateway every second, flushed once per second per node (docs/operations.md, Metering).
-  meter = new UsageMeter(store.usage, () => gw.collectUsage(), { retentionMs: cfg.usageRetentionMs, log });
   meter.start();
-  const m = meter;
   metrics.attachGateway(() => gw.stats());
-  metrics.attachMeter(() => ({ flushed: m.flushed, failed: m.failedFlushes }));
+  metrics.attachMeter(() => ({ flushed: meter.flushed, failed: meter.failedFlushes }));
   metrics.attachAdmissionView(() => view.status());
   metrics.attachLoginBudget(() => admission.budget.refused);
   if (connLog) metrics.attachConnectionLog(() => ({ written: connLog.written, dropped: connLog.dropped, buffered: connLog.buffered }));
@@ -272,7 +270,7 @@ export async function startDaemon(cfg: ServeConfig, log: DaemonLog): Promise<Run
       await Promise.all([app.close(), gateway?.close(TUNNEL_DRAIN_MS)]);
       view.close();
       plans.stop();
-      await m.stop();
+      await meter.stop();
       await connLog?.stop();
       await limits.close();
       await store.close();

@@ -1,7 +1,7 @@
 // Usage as people read it (SPEC 11): an account's metered usage by proxy user (whitelist traffic under
 // `ip:A.B.C.D`) or by minute, hour or day, as JSON, CSV or a table. `proxyd admin usage` and the console's
 // Usage page both use it.
-import { PERIOD_MS } from '../store/usage-sql.js';
+import { DEFAULT_USAGE_RETENTION_MS, PERIOD_MS } from '../store/usage-sql.js';
 import type { Store, UsagePeriod, UsageRow } from '../store/index.js';
 
 export interface UsageTotals {
@@ -15,8 +15,8 @@ export type UsageReport = { rows: Array<({ user: string } | { time: string }) & 
 
 /** Kept by default (--usage-retention): the finest period that still covers a range's start. */
 const FINEST: Array<[UsagePeriod, number]> = [
-  ['minute', 48 * 3_600_000],
-  ['hour', 90 * 86_400_000],
+  ['minute', DEFAULT_USAGE_RETENTION_MS.minute],
+  ['hour', DEFAULT_USAGE_RETENTION_MS.hour],
   ['day', Number.POSITIVE_INFINITY],
 ];
 

@@ -4,6 +4,16 @@ import type { UsagePeriod, UsageRow } from './types.js';
 export const PERIOD_MS: Record<UsagePeriod, number> = { minute: 60_000, hour: 3_600_000, day: 86_400_000 };
 export const PERIODS = Object.keys(PERIOD_MS) as UsagePeriod[];
 
+/** How long an applied flush's id is kept: a flush is never sent again after that long. */
+export const FLUSH_ID_KEEP_MS = 86_400_000;
+
+/** How long buckets are kept unless `--usage-retention` says otherwise. */
+export const DEFAULT_USAGE_RETENTION_MS: Record<UsagePeriod, number> = {
+  minute: 48 * 3_600_000,
+  hour: 90 * 86_400_000,
+  day: 2 * 365 * 86_400_000,
+};
+
 /** The start of the `period` bucket holding `atMs` (UTC). */
 export function bucketStart(period: UsagePeriod, atMs: number): number {
   return Math.floor(atMs / PERIOD_MS[period]) * PERIOD_MS[period];

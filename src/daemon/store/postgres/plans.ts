@@ -1,12 +1,12 @@
 // Plans and proxy-user limits on PostgreSQL (SPEC 11): the same rows as SQLite's.
 import type { Plan, PlanStore, UserLimits } from '../types.js';
-import { toPlan, toUserLimits } from '../sqlite/plans.js';
+import { toPlan, toUserLimits, type PlanRow, type UserRow } from '../plans-sql.js';
 import { guard } from './db.js';
 import { PgFamily } from './family.js';
 
 export class PgPlanStore extends PgFamily implements PlanStore {
   async get(accountId: number): Promise<Plan | null> {
-    const [r] = await guard(() => this.sql<Parameters<typeof toPlan>[0][]>`
+    const [r] = await guard(() => this.sql<PlanRow[]>`
       SELECT account_id, traffic_limit, period, anchor_day, max_connections, expires_at_ms FROM plans WHERE account_id = ${accountId}`);
     return r ? toPlan(r) : null;
   }
@@ -28,7 +28,7 @@ export class PgPlanStore extends PgFamily implements PlanStore {
   }
 
   async userLimits(accountId: number): Promise<UserLimits[]> {
-    const rows = await guard(() => this.sql<Parameters<typeof toUserLimits>[0][]>`
+    const rows = await guard(() => this.sql<UserRow[]>`
       SELECT u.account_id, u.username, l.traffic_limit, l.max_connections FROM user_limits l JOIN proxy_users u ON u.id = l.proxy_user_id
       WHERE u.account_id = ${accountId} ORDER BY u.username`);
     return rows.map(toUserLimits);
@@ -36,8 +36,8 @@ export class PgPlanStore extends PgFamily implements PlanStore {
 
   async all(): Promise<{ plans: Plan[]; users: UserLimits[] }> {
     const [plans, users] = await Promise.all([
-      guard(() => this.sql<Parameters<typeof toPlan>[0][]>`SELECT account_id, traffic_limit, period, anchor_day, max_connections, expires_at_ms FROM plans`),
-      guard(() => this.sql<Parameters<typeof toUserLimits>[0][]>`
+      guard(() => this.sql<PlanRow[]>`SELECT account_id, traffic_limit, period, anchor_day, max_connections, expires_at_ms FROM plans`),
+      guard(() => this.sql<UserRow[]>`
         SELECT u.account_id, u.username, l.traffic_limit, l.max_connections FROM user_limits l JOIN proxy_users u ON u.id = l.proxy_user_id
         WHERE l.traffic_limit IS NOT NULL OR l.max_connections IS NOT NULL`),
     ]);

@@ -1,11 +1,10 @@
 // Usage buckets on PostgreSQL: every node flushes into the same buckets; a flush is one transaction that
 // records its id first, so a flush sent again after the client deadline (the first may still commit) adds nothing.
 import type { UsageDelta, UsagePeriod, UsageRow, UsageStore } from '../types.js';
-import { PERIODS, bucketStart, toUsageRow, usageQueryText } from '../usage-sql.js';
+import { FLUSH_ID_KEEP_MS, PERIODS, bucketStart, toUsageRow, usageQueryText } from '../usage-sql.js';
 import { guard } from './db.js';
 import { BATCH_MS, unlessBusy, PgFamily } from './family.js';
 
-const FLUSH_ID_KEEP_MS = 86_400_000;
 const ROWS_PER_STATEMENT = 4_000;
 
 export class PgUsageStore extends PgFamily implements UsageStore {

@@ -1,37 +1,8 @@
 // plans / user_limits: an account's plan and its proxy users' limits inside it (SPEC 11).
-import type { Plan, PlanPeriod, PlanStore, UserLimits } from '../types.js';
+import { toPlan, toUserLimits, type PlanRow, type UserRow } from '../plans-sql.js';
+import type { Plan, PlanStore, UserLimits } from '../types.js';
 import type { Db } from './db.js';
 import { stmt } from './statements.js';
-
-interface PlanRow {
-  account_id: number;
-  traffic_limit: number | null;
-  period: PlanPeriod;
-  anchor_day: number;
-  max_connections: number | null;
-  expires_at_ms: number | null;
-}
-interface UserRow {
-  account_id: number;
-  username: string;
-  traffic_limit: number | null;
-  max_connections: number | null;
-}
-
-export const toPlan = (r: PlanRow): Plan => ({
-  accountId: Number(r.account_id),
-  trafficLimit: r.traffic_limit === null ? null : Number(r.traffic_limit),
-  period: r.period,
-  anchorDay: Number(r.anchor_day),
-  maxConnections: r.max_connections === null ? null : Number(r.max_connections),
-  expiresAt: r.expires_at_ms === null ? null : Number(r.expires_at_ms),
-});
-export const toUserLimits = (r: UserRow): UserLimits => ({
-  accountId: Number(r.account_id),
-  username: r.username,
-  trafficLimit: r.traffic_limit === null ? null : Number(r.traffic_limit),
-  maxConnections: r.max_connections === null ? null : Number(r.max_connections),
-});
 
 const PLAN_COLUMNS = 'account_id, traffic_limit, period, anchor_day, max_connections, expires_at_ms';
 const USER_SELECT = 'SELECT u.account_id, u.username, l.traffic_limit, l.max_connections FROM user_limits l JOIN proxy_users u ON u.id = l.proxy_user_id';

@@ -3,11 +3,10 @@
 // connection: a lock held elsewhere is `busy` (the meter keeps the flush and sends it again), never a sleep
 // of the event loop that relays tunnels.
 import type { UsageDelta, UsagePeriod, UsageRow, UsageStore } from '../types.js';
-import { PERIODS, bucketStart, toUsageRow, usageQueryText } from '../usage-sql.js';
+import { FLUSH_ID_KEEP_MS, PERIODS, bucketStart, toUsageRow, usageQueryText } from '../usage-sql.js';
 import { isBusyError, type Db } from './db.js';
 import { stmt } from './statements.js';
 
-const FLUSH_ID_KEEP_MS = 86_400_000;
 
 export class SqliteUsageStore implements UsageStore {
   constructor(
