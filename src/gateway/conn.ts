@@ -4,6 +4,7 @@
 // when it closes (per-account slot, traffic, counters) live here too. docs/gateway.md draws it.
 import type net from 'node:net';
 import { ByteQueue } from './byte-queue.js';
+import type { ByteBudget } from './byte-budget.js';
 import type { GatewayCore } from './core.js';
 import type { EgressSession } from './dialer.js';
 import { parseProxyHeader } from './proxy-protocol.js';
@@ -116,6 +117,8 @@ export class ClientConn {
   meterSubject = '';
   meteredUp = 0;
   meteredDown = 0;
+  /** Set when admitted under a traffic limit: the pump takes every relayed byte from it (byte-budget.ts). */
+  budget: ByteBudget | null = null;
   /** The admitted username's sticky session (null: the connection rotates over the egress pool). */
   egressSession: EgressSession | null = null;
   bytesUp = 0;
@@ -270,6 +273,7 @@ export class ClientConn {
     }
     this.accountId = out.accountId; // released when the socket closes
     this.meterSubject = out.subject;
+    this.budget = out.budget ?? null;
     this.egressSession = out.session;
     return this.closed ? 'gone' : null;
   }

@@ -3,6 +3,7 @@
 import { randomBytes } from 'node:crypto';
 import net from 'node:net';
 import ipaddr from 'ipaddr.js';
+import type { ByteBudget } from './byte-budget.js';
 import { DirectDialer, PoolDialer, type Dialer, type EgressSession } from './dialer.js';
 import { resolveLimits } from './limits.js';
 import { Tunnels } from './open-tunnels.js';
@@ -12,7 +13,7 @@ import type { AdmitFailure, GatewayLimits, GatewayOptions, GatewayStats, UsageDe
 export type { DialFailure, ResolveOutcome } from './dialer.js';
 
 export type AdmitOutcome =
-  | { ok: true; accountId: number; session: EgressSession | null; subject: string }
+  | { ok: true; accountId: number; session: EgressSession | null; subject: string; budget?: ByteBudget | null }
   | { ok: false; reason: AdmitFailure | 'admission_error'; accountId?: number | undefined };
 
 /** What the core tracks of a live client connection (conn.ts's ClientConn), without importing it. */
@@ -23,6 +24,8 @@ export interface LiveConn {
   /** Admitted: its account (else -1) and what its bytes count for. */
   accountId: number;
   meterSubject: string;
+  /** The byte budget its bytes pass under (a traffic limit on its account or user), else null. */
+  budget: ByteBudget | null;
   /** Bytes already handed to the meter. */
   meteredUp: number;
   meteredDown: number;
@@ -129,24 +132,44 @@ export class GatewayCore {
       }
       out = { ok: false, reason: 'admission_error' };
     }
-    if (out.ok) {
-      const plans = this.opts.plans;
-      const refusal = plans?.refusal(out.accountId, out.subject) ?? null;
-      const caps = plans?.maxConnections(out.accountId, out.subject);
-      const key = subjectKey(out.accountId, out.subject);
-      const n = this.perAccount.get(out.accountId) ?? 0;
-      const m = this.perSubject.get(key) ?? 0;
-      if (refusal) out = { ok: false, reason: refusal, accountId: out.accountId };
-      else if (n >= Math.min(this.limits.maxConnectionsPerAccount, caps?.account ?? Infinity) || m >= (caps?.user ?? Infinity)) {
-        out = { ok: false, reason: 'connection_limit', accountId: out.accountId };
-      } else {
-        this.perAccount.set(out.accountId, n + 1);
-        this.perSubject.set(key, m + 1);
-        this.usageOf(out.accountId, out.subject).connections++;
-      }
-    }
+    if (out.ok) out = await this.takeSlot(out);
     if (!out.ok) this.countFailure(out.reason);
     return out;
+  }
+
+  /**
+   * An admitted connection's slot: refused while its plan is over (403), at a connection cap (429: this node's
+   * per-account cap, or the plan's fleet-wide caps through the slots this node leases), else counted here.
+   */
+  private async takeSlot(out: AdmitOutcome & { ok: true }): Promise<AdmitOutcome> {
+    const plans = this.opts.plans;
+    const { accountId, subject } = out;
+    const refusal = plans?.refusal(accountId, subject) ?? null;
+    if (refusal) return { ok: false, reason: refusal, accountId };
+    const key = subjectKey(accountId, subject);
+    const open = () => ({ account: this.perAccount.get(accountId) ?? 0, user: this.perSubject.get(key) ?? 0 });
+    let free = open().account < this.limits.maxConnectionsPerAccount;
+    if (free && plans) {
+      let fits = plans.slotFree(accountId, subject, open());
+      // At the slots this node holds: ask the fleet for more, then decide on the counts as they are then (a
+      // burst of admissions shares each call, and the first ones may take what it brought: ask again).
+      for (let round = 0; fits === null && round < 3; round++) {
+        await plans.moreSlots(accountId, subject, open);
+        fits = open().account < this.limits.maxConnectionsPerAccount ? plans.slotFree(accountId, subject, open()) : false;
+      }
+      free = fits === true;
+    }
+    if (!free) return { ok: false, reason: 'connection_limit', accountId };
+    const { account, user } = open();
+    this.perAccount.set(accountId, account + 1);
+    this.perSubject.set(key, user + 1);
+    this.usageOf(accountId, subject).connections++;
+    return { ...out, budget: plans?.budgetFor(accountId, subject) ?? null };
+  }
+
+  /** Open connections of an account (and one of its subjects). */
+  openConnections(accountId: number, subject?: string): number {
+    return subject === undefined ? (this.perAccount.get(accountId) ?? 0) : (this.perSubject.get(subjectKey(accountId, subject)) ?? 0);
   }
 
   /**

@@ -108,6 +108,8 @@ class ForwardExchange {
   private readonly responseHead = new ByteQueue();
   private headDone = false;
   private sentToClient = false;
+  /** Waiting for the byte budget's next grant. */
+  private parked = false;
 
   constructor(
     private readonly conn: ClientConn,
@@ -128,9 +130,11 @@ class ForwardExchange {
       if (!this.bodyDone) this.destroyBoth();
     });
     client.on('error', () => this.destroyBoth());
-    client.on('drain', () => upstream.resume());
+    client.on('drain', () => {
+      if (!this.parked) upstream.resume();
+    });
     upstream.on('drain', () => {
-      if (!this.bodyDone) client.resume();
+      if (!this.bodyDone && !this.parked) client.resume();
     });
     upstream.on('data', (c: Buffer) => this.onUpstreamData(c));
     upstream.on('end', () => this.onUpstreamEnd());
@@ -142,18 +146,41 @@ class ForwardExchange {
     client.setTimeout(idle, () => this.onIdle());
     upstream.setTimeout(idle, () => this.onIdle());
     if (client.readableEnded && !this.bodyDone) return this.destroyBoth();
-    if (!this.bodyDone) client.resume();
+    if (!this.bodyDone && !this.parked) client.resume();
   }
 
   private toUpstream(b: Buffer): void {
     this.conn.bytesUp += b.length;
     if (!this.upstream.write(b)) this.client.pause();
+    if (this.conn.budget !== null) this.spend(b.length);
   }
 
   private toClient(b: Buffer): void {
     this.sentToClient = true;
     this.conn.bytesDown += b.length;
     if (!this.client.write(b)) this.upstream.pause();
+    if (this.conn.budget !== null) this.spend(b.length);
+  }
+
+  /**
+   * Under a traffic limit (byte-budget.ts): a chunk already read goes on whole, then both sides stop reading
+   * until the next grant. So a forwarded exchange passes at most one read (64 KiB) past its node's grant.
+   */
+  private spend(n: number): void {
+    const budget = this.conn.budget!;
+    budget.take(n);
+    if (this.parked || budget.available() > 0) return;
+    this.parked = true;
+    this.client.pause();
+    this.upstream.pause();
+    const resume = (): void => {
+      if (!this.parked || this.client.destroyed) return;
+      if (budget.available() <= 0) return budget.park(resume);
+      this.parked = false;
+      this.upstream.resume();
+      if (!this.bodyDone) this.client.resume();
+    };
+    budget.park(resume);
   }
 
   private onClientData(chunk: Buffer): void {

@@ -92,6 +92,7 @@ export async function startGateway(opts: GatewayOptions): Promise<Gateway> {
     },
     collectUsage: () => core.collectUsage(),
     closeWhere: (match) => core.closeWhere(match),
+    openConnections: (accountId, subject) => core.openConnections(accountId, subject),
     close(drainMs: number): Promise<void> {
       closing ??= (async () => {
         await Promise.all(servers.map((s) => new Promise<void>((r) => s.close(() => r()))).concat(drain(drainMs)));

@@ -12,6 +12,7 @@
 // idle tunnel costs one small object instead of a dozen closures: memory per tunnel is the product too.
 import fs from 'node:fs';
 import net from 'node:net';
+import type { ByteBudget } from './byte-budget.js';
 import { detachHandshakeListeners, type ClientConn } from './conn.js';
 import { destroySelf } from './dialer.js';
 
@@ -31,6 +32,9 @@ export interface Tunnel {
   /** Bytes moved since the idle sweep last looked (0: idle during that period). */
   active: number;
   idleSweeps: number;
+  /** Bytes read from the client (heldUp) or the target (heldDown) that wait for the byte budget's next grant. */
+  heldUp: Buffer | null;
+  heldDown: Buffer | null;
 }
 
 type TunnelSocket = net.Socket & { [kTunnel]?: Tunnel; _handle?: StreamHandle | null };
@@ -80,10 +84,70 @@ function relay(dst: TunnelSocket, buf: Buffer, n: number): boolean {
 // Called by Node for every read (`this` is the socket); false pauses the reader until the peer drains.
 function onRead(this: TunnelSocket, n: number, buf: Buffer): boolean {
   const t = this[kTunnel] as Tunnel;
+  const budget = t.conn.budget;
+  if (budget !== null) {
+    if (budget.available() < n || held(t, this) !== null) return overBudget(t, this, budget, buf, n);
+    budget.take(n);
+  }
   t.active += n;
   if (this === t.client) t.conn.bytesUp += n;
   else t.conn.bytesDown += n;
   return relay(otherSide(t, this), buf, n);
+}
+
+// Under a traffic limit (byte-budget.ts): what the grant allows goes on, the rest is held (a copy) and the
+// reader parks until the next grant. Only limited tunnels at the end of a grant come here.
+function held(t: Tunnel, s: TunnelSocket): Buffer | null {
+  return s === t.client ? t.heldUp : t.heldDown;
+}
+
+function setHeld(t: Tunnel, s: TunnelSocket, b: Buffer | null): void {
+  if (s === t.client) t.heldUp = b;
+  else t.heldDown = b;
+}
+
+function pass(t: Tunnel, s: TunnelSocket, budget: ByteBudget, buf: Buffer, n: number): boolean {
+  budget.take(n);
+  t.active += n;
+  if (s === t.client) t.conn.bytesUp += n;
+  else t.conn.bytesDown += n;
+  return relay(otherSide(t, s), buf, n);
+}
+
+function overBudget(t: Tunnel, s: TunnelSocket, budget: ByteBudget, buf: Buffer, n: number): false {
+  const waiting = held(t, s);
+  if (waiting !== null) {
+    // Already parked (a read that was under way): keep its bytes behind the others.
+    setHeld(t, s, Buffer.concat([waiting, buf.subarray(0, n)]));
+    return false;
+  }
+  const room = Math.max(0, Math.min(budget.available(), n));
+  if (room > 0) pass(t, s, budget, buf, room);
+  setHeld(t, s, Buffer.from(buf.subarray(room, n)));
+  budget.park(() => unpark(t, s));
+  return false;
+}
+
+function unpark(t: Tunnel, s: TunnelSocket): void {
+  const rest = held(t, s);
+  const budget = t.conn.budget;
+  if (rest === null || budget === null || s.destroyed) return;
+  const room = Math.min(budget.available(), rest.length);
+  if (room <= 0) {
+    budget.park(() => unpark(t, s));
+    return;
+  }
+  const flowing = pass(t, s, budget, rest, room);
+  if (room < rest.length) {
+    setHeld(t, s, rest.subarray(room));
+    budget.park(() => unpark(t, s));
+    return;
+  }
+  setHeld(t, s, null);
+  // Its FIN came before the pump took over (the request's own): pass it on after its bytes.
+  if (s.readableEnded) otherSide(t, s).end();
+  // Else the other side's drain resumes it.
+  else if (flowing) s.resume();
 }
 
 // Fallback when the runtime has no user-buffer reads: ordinary 'data' events, same relay.
@@ -93,7 +157,9 @@ function onData(this: TunnelSocket, chunk: Buffer): void {
 
 function onDrain(this: TunnelSocket): void {
   const t = this[kTunnel] as Tunnel;
-  otherSide(t, this).resume();
+  const other = otherSide(t, this);
+  // A reader parked on the byte budget stays parked until its grant.
+  if (held(t, other) === null) other.resume();
 }
 
 // Half-close: pass each FIN on; each socket closes itself once both of its directions are done.
@@ -142,7 +208,7 @@ export function splice(conn: ClientConn, upstream: net.Socket, earlyData: Buffer
   const client = conn.socket as TunnelSocket;
   const up = upstream as TunnelSocket;
   conn.upstream = upstream;
-  const t: Tunnel = { conn, client, upstream: up, active: 0, idleSweeps: 0 };
+  const t: Tunnel = { conn, client, upstream: up, active: 0, idleSweeps: 0, heldUp: null, heldDown: null };
   client[kTunnel] = t;
   up[kTunnel] = t;
   conn.core.tunnels.add(t);
@@ -159,14 +225,15 @@ export function splice(conn: ClientConn, upstream: net.Socket, earlyData: Buffer
 
   if (earlyData.length > 0) {
     conn.bytesUp += earlyData.length;
+    conn.budget?.take(earlyData.length); // what came with the request (at most its head's size) is not held
     up.write(earlyData);
   }
   takeOver(client);
   takeOver(up);
-  client.resume();
+  if (t.heldUp === null) client.resume();
   // The client's FIN came with its request, before the pump existed: pass it on now.
-  if (client.readableEnded) up.end();
-  up.resume();
+  if (client.readableEnded && t.heldUp === null) up.end();
+  if (t.heldDown === null) up.resume();
 }
 
 /** A shared listener (no closure, so it retains nothing of the dial). */

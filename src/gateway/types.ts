@@ -1,6 +1,7 @@
 // The gateway's boundary: what it needs from the daemon (Admitter) and how the daemon starts it.
 // The gateway imports nothing else of ours.
 import type { StickySessions } from './sticky-sessions.js';
+import type { ByteBudget } from './byte-budget.js';
 
 // Each admission failure, precisely: the client always gets the same 407 for the first six (no oracle for
 // usernames); the connection log keeps the precise reason for the account owner and support.
@@ -90,7 +91,16 @@ export interface ConnectionLogSink {
  */
 export interface PlanLimits {
   refusal(accountId: number, subject: string): 'traffic_limit' | 'plan_expired' | null;
-  maxConnections(accountId: number, subject: string): { account: number | null; user: number | null };
+  /**
+   * Whether one more connection fits the account's and the user's connection caps, given how many this node
+   * has open (`open.account`, `open.user`): within the slots this node holds (synchronous), or null when
+   * deciding needs more slots from the fleet (then `moreSlots`, and ask again).
+   */
+  slotFree(accountId: number, subject: string, open: { account: number; user: number }): boolean | null;
+  /** Asks the fleet for more connection slots for this account and subject (resolves when it answered). */
+  moreSlots(accountId: number, subject: string, open: () => { account: number; user: number }): Promise<void>;
+  /** The byte budget connections of this account and subject relay under; null: no traffic limit. */
+  budgetFor(accountId: number, subject: string): ByteBudget | null;
 }
 
 /** What a presented username asks for (the daemon injects the rule that parses it). */
@@ -142,6 +152,8 @@ export interface Gateway {
   stats(): GatewayStats;
   /** Usage since the last call, open connections included (the daemon's meter calls it every second). */
   collectUsage(): UsageDelta[];
+  /** Connections open on this node for an account (and one of its subjects, when given). */
+  openConnections(accountId: number, subject?: string): number;
   /** Closes every open admitted connection whose account and subject `match` says; how many. */
   closeWhere(match: (accountId: number, subject: string) => boolean): number;
 }

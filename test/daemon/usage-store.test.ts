@@ -82,3 +82,60 @@ describe('the meter over SQLite', () => {
     expect(row).toMatchObject({ subject: 'user:bob', bytesUp: 11, bytesDown: 22, connections: 1 });
   });
 });
+
+describe.each(BACKENDS)('plan reads and connection slot leases on %s', (backend) => {
+  it('dailyTotals sums the day buckets of the accounts asked for, over nodes (what plans and budgets read)', async () => {
+    const { store, accountId } = await open(backend);
+    const other = await store.accounts.create(`o-${backend}-${Math.random()}@example.com`, 'x', true);
+    if (other === 'exists') throw new Error('exists');
+    const d = (id: number, subject: string, up: number): UsageDelta => ({ accountId: id, subject, bytesUp: up, bytesDown: 1, connections: 1 });
+    await store.usage.addFlush('node-a', `a-${backend}-1`, T, [d(accountId, 'user:alice', 100), d(other.id, 'user:x', 7)]);
+    await store.usage.addFlush('node-b', `b-${backend}-1`, T, [d(accountId, 'user:alice', 10)]);
+    const day = Date.UTC(2026, 10, 25);
+    expect(await store.usage.dailyTotals([accountId], day)).toEqual([{ accountId, subject: 'user:alice', startMs: day, bytes: 112 }]);
+    expect((await store.usage.dailyTotals([accountId, other.id], day)).map((r) => r.bytes).sort((a, b) => a - b)).toEqual([8, 112]);
+    expect(await store.usage.dailyTotals([accountId], day + 86_400_000)).toEqual([]);
+  });
+
+  it('leases never give more than the cap across nodes; a renewal only shrinks; a given-back or expired lease frees its slots', async () => {
+    const { store } = await open(backend);
+    const key = `a:${Math.floor(Math.random() * 1e9)}`;
+    const now = Date.now();
+    expect(await store.plans.leaseSlots('n1', key, 3, 5, 10_000, now)).toBe(3);
+    expect(await store.plans.leaseSlots('n2', key, 4, 5, 10_000, now)).toBe(2); // what the cap leaves
+    expect(await store.plans.leaseSlots('n3', key, 1, 5, 10_000, now)).toBe(0);
+    // Concurrent asks for the last slots: never more than the cap in all.
+    await store.plans.renewSlots('n2', [{ key, slots: 0 }], 10_000, now); // n2 gives its 2 back
+    const asks = await Promise.all(['n4', 'n5', 'n6', 'n7'].map((n) => store.plans.leaseSlots(n, key, 2, 5, 10_000, now)));
+    expect(asks.reduce((a, b) => a + b, 0)).toBe(2);
+    // A renewal asking for more than it holds keeps what it holds.
+    await store.plans.renewSlots('n1', [{ key, slots: 9 }], 10_000, now);
+    expect(await store.plans.leaseSlots('n8', key, 1, 5, 10_000, now)).toBe(0);
+    // n1 shrinks to 1: two slots free.
+    await store.plans.renewSlots('n1', [{ key, slots: 1 }], 10_000, now);
+    expect(await store.plans.leaseSlots('n8', key, 5, 5, 10_000, now)).toBe(2);
+    // Every lease expired (a node gone for good): all five free again.
+    expect(await store.plans.leaseSlots('n9', key, 5, 5, 10_000, now + 20_000)).toBe(5);
+  });
+});
+
+describe('the meter flushing some accounts at once (a byte budget sync)', () => {
+  it("writes those accounts' usage in a flush of their own and leaves the rest for the next tick", async () => {
+    const { store, accountId } = await open('sqlite');
+    let pending: UsageDelta[] = [
+      { accountId, subject: 'user:a', bytesUp: 5, bytesDown: 6, connections: 1 },
+      { accountId: accountId + 1000, subject: 'user:b', bytesUp: 1, bytesDown: 1, connections: 1 },
+    ];
+    const meter = new UsageMeter(store.usage, () => {
+      const out = pending;
+      pending = [];
+      return out;
+    });
+    expect(await meter.flushAccounts(new Set([accountId]))).toBe(true);
+    const day = Math.floor(Date.now() / 86_400_000) * 86_400_000;
+    expect(await store.usage.dailyTotals([accountId], day)).toEqual([{ accountId, subject: 'user:a', startMs: day, bytes: 11 }]);
+    expect(meter.unflushed()).toEqual([{ accountId: accountId + 1000, subject: 'user:b', bytes: 2 }]);
+    expect(await meter.flushAccounts(new Set([accountId]))).toBe(true); // nothing of it left: nothing written
+    expect(meter.flushed).toBe(1);
+  });
+});

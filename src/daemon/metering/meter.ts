@@ -107,6 +107,35 @@ export class UsageMeter {
     }
   }
 
+  /**
+   * Collects now and writes these accounts' usage at once, in a flush of their own (a plan's byte budget is
+   * granted again only once this node's bytes of it are in the store: metering/plans.ts). Waits for a flush
+   * already under way first. False when the store did not take it (kept, sent again like any flush).
+   */
+  async flushAccounts(accounts: ReadonlySet<number>): Promise<boolean> {
+    this.gather();
+    for (let round = 0; round < 4; round++) {
+      if (this.sending || this.outgoing) {
+        await this.tick();
+        if (this.outgoing) return false;
+        continue;
+      }
+      const picked: UsageDelta[] = [];
+      for (const [key, d] of this.pending) {
+        if (!accounts.has(d.accountId)) continue;
+        picked.push(d);
+        this.pending.delete(key);
+      }
+      if (picked.length === 0) return true;
+      this.outgoing = { id: `${this.prefix}-${++this.seq}`, atMs: Date.now(), deltas: picked };
+      await (this.sending = this.send().finally(() => {
+        this.sending = null;
+      }));
+      return this.outgoing === null;
+    }
+    return false;
+  }
+
   /** Usage collected but not yet written (pending and the flush in flight), bytes per account and subject. */
   unflushed(): Array<{ accountId: number; subject: string; bytes: number }> {
     return [...this.pending.values(), ...(this.outgoing?.deltas ?? [])].map((d) => ({ accountId: d.accountId, subject: d.subject, bytes: d.bytesUp + d.bytesDown }));

@@ -215,10 +215,14 @@ export async function startDaemon(cfg: ServeConfig, log: DaemonLog): Promise<Run
   const admission = new ViewAdmission(view);
   // Usage: collected from the gateway every second, flushed once per second per node (docs/operations.md, Metering).
   const meter = new UsageMeter(store.usage, () => gateway?.collectUsage() ?? [], { retentionMs: cfg.usageRetentionMs, log });
-  // Plans: read every 500 ms, enforced at admission and by closing what is over (metering/plans.ts).
+  // Plans: read every 500 ms, enforced at admission and by closing what is over; byte budgets and connection
+  // slots leased from the store hold the limits fleet-wide (metering/plans.ts).
   const plans = new PlanEnforcer(store, {
     unflushed: () => meter.unflushed(),
+    flushAccounts: (ids) => meter.flushAccounts(ids),
+    openConnections: (accountId, subject) => gateway?.openConnections(accountId, subject) ?? 0,
     close: (match) => gateway?.closeWhere(match) ?? 0,
+    grantBytes: process.env.PROXYD_GRANT_BYTES ? intFromEnv('PROXYD_GRANT_BYTES', 1, 4 * 2 ** 20) : undefined,
     log,
   });
   await plans.start();
@@ -239,7 +243,7 @@ export async function startDaemon(cfg: ServeConfig, log: DaemonLog): Promise<Run
     log: log.child({ component: 'gateway' }),
   }).catch(async (err: unknown) => {
     view.close();
-    plans.stop();
+    await plans.stop();
     await connLog?.stop();
     await app.close();
     await limits.close();
@@ -269,8 +273,8 @@ export async function startDaemon(cfg: ServeConfig, log: DaemonLog): Promise<Run
     (closing ??= (async () => {
       await Promise.all([app.close(), gateway?.close(TUNNEL_DRAIN_MS)]);
       view.close();
-      plans.stop();
       await meter.stop();
+      await plans.stop();
       await connLog?.stop();
       await limits.close();
       await store.close();

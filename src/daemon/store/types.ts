@@ -241,6 +241,14 @@ export interface PlanStore {
   userLimits(accountId: number): Promise<UserLimits[]>;
   /** Every plan and every user with a limit: what the nodes enforce. */
   all(): Promise<{ plans: Plan[]; users: UserLimits[] }>;
+  /**
+   * Connection slots of one capped key (`a:ACCOUNT`, `u:ACCOUNT:SUBJECT`) leased by `node`, atomically across
+   * the fleet: the node asks to hold `want`, and holds what `max` leaves after the other nodes' unexpired
+   * leases (never fewer than 0, never more than `want`). Returns what it now holds; the lease lasts `ttlMs`.
+   */
+  leaseSlots(node: string, key: string, want: number, max: number, ttlMs: number, nowMs: number): Promise<number>;
+  /** Renews (or gives back, `slots` 0) this node's leases, each to at most what it holds: never grows one. */
+  renewSlots(node: string, leases: ReadonlyArray<{ key: string; slots: number }>, ttlMs: number, nowMs: number): Promise<void>;
 }
 
 export interface UsageStore {

@@ -370,4 +370,14 @@ export const PG_MIGRATIONS: readonly string[] = [
     max_connections integer
   );
   `,
+  // 8: connection slots leased per node, as SQLite's migration 7.
+  `
+  CREATE TABLE slot_leases (
+    key           text NOT NULL,
+    node          text NOT NULL,
+    slots         integer NOT NULL,
+    expires_at_ms bigint NOT NULL,
+    PRIMARY KEY (key, node)
+  );
+  `,
 ];

@@ -43,4 +43,40 @@ export class PgPlanStore extends PgFamily implements PlanStore {
     ]);
     return { plans: plans.map(toPlan), users: users.map(toUserLimits) };
   }
+
+  async leaseSlots(node: string, key: string, want: number, max: number, ttlMs: number, nowMs: number): Promise<number> {
+    return guard(() =>
+      this.sql.begin(async (tx) => {
+        // One lease change per key at a time across the fleet: two nodes never both count the same free slots.
+        await tx`SELECT pg_advisory_xact_lock(hashtext(${`proxyd-slots:${key}`}))`;
+        await tx`DELETE FROM slot_leases WHERE key = ${key} AND expires_at_ms <= ${nowMs}`;
+        const [r] = await tx<{ n: string }[]>`SELECT COALESCE(SUM(slots), 0) AS n FROM slot_leases WHERE key = ${key} AND node <> ${node}`;
+        const held = Math.max(0, Math.min(want, max - Number(r!.n)));
+        if (held === 0) await tx`DELETE FROM slot_leases WHERE key = ${key} AND node = ${node}`;
+        else {
+          await tx`INSERT INTO slot_leases (key, node, slots, expires_at_ms) VALUES (${key}, ${node}, ${held}, ${nowMs + ttlMs})
+            ON CONFLICT (key, node) DO UPDATE SET slots = excluded.slots, expires_at_ms = excluded.expires_at_ms`;
+        }
+        return held;
+      }),
+    );
+  }
+
+  async renewSlots(node: string, leases: ReadonlyArray<{ key: string; slots: number }>, ttlMs: number, nowMs: number): Promise<void> {
+    if (leases.length === 0) return;
+    // As one JSON parameter (the pool does not fetch array types); shrink or keep, never grow (growing takes
+    // the key's lock, in leaseSlots); a lease given back goes.
+    const rows = JSON.stringify(leases.map((l) => ({ k: l.key, s: l.slots })));
+    await guard(() =>
+      this.sql.begin(async (tx) => {
+        await tx`
+          INSERT INTO slot_leases (key, node, slots, expires_at_ms)
+          SELECT r.k, ${node}, r.s, ${nowMs + ttlMs} FROM jsonb_to_recordset(${rows}::text::jsonb) AS r(k text, s int) WHERE r.s > 0
+          ON CONFLICT (key, node) DO UPDATE SET slots = LEAST(slot_leases.slots, excluded.slots), expires_at_ms = excluded.expires_at_ms`;
+        await tx`
+          DELETE FROM slot_leases l USING jsonb_to_recordset(${rows}::text::jsonb) AS r(k text, s int)
+          WHERE l.node = ${node} AND l.key = r.k AND r.s <= 0`;
+      }),
+    );
+  }
 }

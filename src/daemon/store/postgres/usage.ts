@@ -50,7 +50,7 @@ export class PgUsageStore extends PgFamily implements UsageStore {
     if (accountIds.length === 0) return [];
     const rows = await guard(() => this.sql<{ account_id: number; subject: string; start_ms: number; bytes: string }[]>`
       SELECT account_id, subject, start_ms, SUM(bytes_up + bytes_down) AS bytes FROM usage_buckets
-      WHERE period = 'day' AND start_ms >= ${sinceMs} AND account_id = ANY(${this.sql.array([...accountIds])}::int[]) GROUP BY account_id, subject, start_ms`);
+      WHERE period = 'day' AND start_ms >= ${sinceMs} AND account_id IN (SELECT jsonb_array_elements_text(${JSON.stringify(accountIds)}::text::jsonb)::int) GROUP BY account_id, subject, start_ms`);
     return rows.map((r) => ({ accountId: r.account_id, subject: r.subject, startMs: Number(r.start_ms), bytes: Number(r.bytes) }));
   }
 

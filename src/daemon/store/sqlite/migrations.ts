@@ -212,4 +212,15 @@ export const MIGRATIONS: readonly string[] = [
     max_connections INTEGER
   );
   `,
+  // 7: connection slots leased per node (SPEC 11: a fleet-wide cap on concurrent connections). A row per
+  // capped key and node; a node that stops renewing loses its lease when it expires.
+  `
+  CREATE TABLE IF NOT EXISTS slot_leases (
+    key           TEXT NOT NULL,
+    node          TEXT NOT NULL,
+    slots         INTEGER NOT NULL,
+    expires_at_ms INTEGER NOT NULL,
+    PRIMARY KEY (key, node)
+  ) WITHOUT ROWID;
+  `,
 ];

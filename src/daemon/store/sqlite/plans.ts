@@ -43,4 +43,36 @@ export class SqlitePlanStore implements PlanStore {
       users: stmt<[], UserRow>(this.db, `${USER_SELECT} WHERE l.traffic_limit IS NOT NULL OR l.max_connections IS NOT NULL`).all().map(toUserLimits),
     };
   }
+
+  async leaseSlots(node: string, key: string, want: number, max: number, ttlMs: number, nowMs: number): Promise<number> {
+    // IMMEDIATE: the write lock first, so two processes on this file never both count the same free slots.
+    return this.db
+      .transaction(() => {
+        stmt(this.db, 'DELETE FROM slot_leases WHERE key = ? AND expires_at_ms <= ?').run(key, nowMs);
+        const others = stmt<[string, string], { n: number }>(this.db, 'SELECT COALESCE(SUM(slots), 0) AS n FROM slot_leases WHERE key = ? AND node <> ?').get(key, node)!.n;
+        const held = Math.max(0, Math.min(want, max - others));
+        this.putLease(node, key, held, nowMs + ttlMs);
+        return held;
+      })
+      .immediate();
+  }
+
+  async renewSlots(node: string, leases: ReadonlyArray<{ key: string; slots: number }>, ttlMs: number, nowMs: number): Promise<void> {
+    this.db
+      .transaction(() => {
+        for (const l of leases) {
+          const cur = stmt<[string, string], { slots: number }>(this.db, 'SELECT slots FROM slot_leases WHERE key = ? AND node = ?').get(l.key, node);
+          this.putLease(node, l.key, Math.min(l.slots, cur?.slots ?? l.slots), nowMs + ttlMs);
+        }
+      })
+      .immediate();
+  }
+
+  private putLease(node: string, key: string, slots: number, expiresAtMs: number): void {
+    if (slots <= 0) stmt(this.db, 'DELETE FROM slot_leases WHERE key = ? AND node = ?').run(key, node);
+    else {
+      stmt(this.db, `INSERT INTO slot_leases (key, node, slots, expires_at_ms) VALUES (?, ?, ?, ?)
+        ON CONFLICT (key, node) DO UPDATE SET slots = excluded.slots, expires_at_ms = excluded.expires_at_ms`).run(key, node, slots, expiresAtMs);
+    }
+  }
 }
