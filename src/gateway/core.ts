@@ -144,6 +144,8 @@ export class GatewayCore {
   private async takeSlot(out: AdmitOutcome & { ok: true }): Promise<AdmitOutcome> {
     const plans = this.opts.plans;
     const { accountId, subject } = out;
+    const reading = plans?.pending(accountId, subject) ?? null;
+    if (reading !== null) await reading;
     const refusal = plans?.refusal(accountId, subject) ?? null;
     if (refusal) return { ok: false, reason: refusal, accountId };
     const key = subjectKey(accountId, subject);

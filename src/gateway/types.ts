@@ -91,6 +91,8 @@ export interface ConnectionLogSink {
  */
 export interface PlanLimits {
   refusal(accountId: number, subject: string): 'traffic_limit' | 'plan_expired' | null;
+  /** Something to wait for before `refusal` can answer (the account's usage not read yet), or null. */
+  pending(accountId: number, subject: string): Promise<void> | null;
   /**
    * Whether one more connection fits the account's and the user's connection caps, given how many this node
    * has open (`open.account`, `open.user`): within the slots this node holds (synchronous), or null when

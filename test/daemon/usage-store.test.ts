@@ -97,6 +97,18 @@ describe.each(BACKENDS)('plan reads and connection slot leases on %s', (backend)
     expect(await store.usage.dailyTotals([accountId], day + 86_400_000)).toEqual([]);
   });
 
+  it('the plan tables have a version that moves with every plan or user-limit change (nodes re-read them only then)', async () => {
+    const { store, accountId } = await open(backend);
+    const v0 = await store.plans.version();
+    expect(await store.plans.version()).toBe(v0);
+    await store.plans.set({ accountId, trafficLimit: 1000, period: 'month', anchorDay: 1, maxConnections: null, expiresAt: null });
+    const v1 = await store.plans.version();
+    expect(v1).toBeGreaterThan(v0);
+    await store.usage.addFlush('n', `v-${backend}-${Math.random()}`, T, [{ accountId, subject: 'user:x', bytesUp: 1, bytesDown: 1, connections: 1 }]);
+    expect(await store.plans.version()).toBe(v1); // usage is not a plan change
+    expect(await store.plans.setUserLimits(accountId, 'nobody', { trafficLimit: 5, maxConnections: null })).toBe(false);
+  });
+
   it('leases never give more than the cap across nodes; a renewal only shrinks; a given-back or expired lease frees its slots', async () => {
     const { store } = await open(backend);
     const key = `a:${Math.floor(Math.random() * 1e9)}`;

@@ -1,17 +1,19 @@
 // Plans and limits on this node (SPEC 11), enforced fleet-wide with two kinds of lease from the store.
 //
-// State: every 500 ms the node reads every plan and per-user limit and what each limited account and user has
-// used in its current period (the fleet's flushed usage, plus this node's not yet flushed), decides who is
-// over or expired, answers the gateway's admission from that in memory (403 / SOCKS 0x02), and closes the
-// open connections of whoever is over. Every node does the same, so they are closed everywhere within ~2 s.
+// The plan tables: read when their version moves (a counter the database bumps on every change), so a table
+// of 100,000 limited users is read once per change, not twice a second. Expiry is decided from memory.
 //
-// Bytes: a connection under a traffic limit relays under a byte budget (gateway/byte-budget.ts). The node
-// grants it at most `grantBytes` (default 3 MiB), never more than the limit leaves, and only after this node's
-// bytes of that account are flushed and the fleet's usage read back (a sync). When a grant runs low the node
-// syncs again; when it runs out the readers park until the sync answers. So no node relays more than one
-// grant past what the fleet has confirmed: past a limit, at most one grant per node (4 MiB bound, with room
-// for the forward path's one read per exchange). With the store away no new grant comes: limited traffic
-// pauses while unlimited traffic goes on, and the limit holds.
+// Bytes and usage: a connection under a traffic limit relays under a byte budget (gateway/byte-budget.ts) of
+// its account and, when the user has a limit, of its user. The node grants a budget at most `grantBytes`
+// (default 3 MiB), never more than the limit leaves, and only after a sync: this node's bytes of that account
+// flushed, then the fleet's usage of it read back. A budget asks for the next sync when half its grant is
+// used and, when it runs out, parks its readers until the sync answers. So no node relays more than one grant
+// past what the fleet has confirmed: past a limit, at most one grant per node (the 4 MiB bound, with room for
+// the forward path's one read per exchange). Every active budget is synced at least every 500 ms, so an
+// account that goes over anywhere is refused (403) and its open connections here closed within a second. An
+// admission of a limited key this node has no budget for waits for one sync first, so it is refused here too
+// when over. With the store away no new grant comes: limited traffic pauses, unlimited traffic goes on, and
+// the limit holds.
 //
 // Connections: each capped key (an account's `max_connections`, a user's) has slots leased from the store
 // (`leaseSlots`: atomically, what the cap leaves after the other nodes' leases). A node admits within what it
@@ -51,16 +53,6 @@ export async function periodUsed(store: Store, plan: Plan, nowMs: number): Promi
   return { start, used: rows.reduce((n, r) => n + r.bytes, 0) };
 }
 
-interface AccountState {
-  plan: Plan;
-  state: PlanState;
-}
-
-interface UserState {
-  limits: UserLimits;
-  over: boolean;
-}
-
 /** Connection slots this node holds for one capped key. */
 interface SlotLease {
   readonly dbKey: string;
@@ -74,15 +66,21 @@ interface SlotLease {
 interface BudgetEntry {
   budget: Budget;
   accountId: number;
+  /** null: the account's budget; else the proxy user's (`user:NAME`). */
   subject: string | null;
-  /** The last sync found its limit reached: it asks no more syncs until the next refresh (a raised limit). */
-  atLimit: boolean;
+  /** A sync has read its usage since it was made (until then its state is unknown: admission waits for one). */
+  synced: boolean;
+  /** Its limit is used up (as of the last sync): refused, and it asks no more syncs until the next refresh. */
+  over: boolean;
+  bornAt: number;
 }
 
 export const DEFAULT_GRANT_BYTES = 3 * 2 ** 20;
 const LEASE_TTL_MS = 10_000;
 /** Syncs asked for by budgets run at most this often while the store fails. */
 const RETRY_MS = 200;
+/** A budget with no open connection on this node is dropped after this long (its state is read again when needed). */
+const BUDGET_IDLE_MS = 5_000;
 
 export interface PlanEnforcerOptions {
   intervalMs?: number;
@@ -91,8 +89,6 @@ export interface PlanEnforcerOptions {
   grantBytes?: number;
   /** This node's name in slot leases (unique per process). */
   node?: string;
-  /** This node's usage not yet flushed. */
-  unflushed?: () => Array<{ accountId: number; subject: string; bytes: number }>;
   /** Writes this node's usage of these accounts now (the meter's flushAccounts); false: not written. */
   flushAccounts?: (accounts: ReadonlySet<number>) => Promise<boolean>;
   /** Connections open on this node (the gateway's openConnections). */
@@ -103,15 +99,19 @@ export interface PlanEnforcerOptions {
 }
 
 export class PlanEnforcer implements PlanLimits {
-  private accounts = new Map<number, AccountState>();
-  private users = new Map<string, UserState>();
-  /** Byte budgets of limited keys (`a:ID`, or the user's usage key), kept while the limit lasts. */
+  /** The plan tables as last read (again only when their version moves). */
+  private plans = new Map<number, Plan>();
+  private limits = new Map<string, UserLimits>();
+  private version = -1;
+  /** Byte budgets of limited keys active on this node (`a:ID`, or the user's usage key). */
   private readonly budgets = new Map<string, BudgetEntry>();
   private readonly leases = new Map<string, SlotLease>();
   private timer: NodeJS.Timeout | null = null;
   private running: Promise<void> | null = null;
   private syncing: Promise<void> | null = null;
   private syncAgain = false;
+  private syncGen = 0;
+  private syncWaiters: Array<{ gen: number; resolve: () => void }> = [];
   private lastSyncFailure = 0;
   private lastWarn = 0;
   private readonly now: () => number;
@@ -143,10 +143,25 @@ export class PlanEnforcer implements PlanLimits {
   }
 
   refusal(accountId: number, subject: string): 'traffic_limit' | 'plan_expired' | null {
-    const a = this.accounts.get(accountId);
-    if (a?.state === 'expired') return 'plan_expired';
-    if (a?.state === 'over_traffic') return 'traffic_limit';
-    return this.users.get(usageKey(accountId, subject))?.over ? 'traffic_limit' : null;
+    const expiresAt = this.plans.get(accountId)?.expiresAt ?? null;
+    if (expiresAt !== null && this.now() >= expiresAt) return 'plan_expired';
+    if (this.budgets.get(`a:${accountId}`)?.over) return 'traffic_limit';
+    return this.budgets.get(usageKey(accountId, subject))?.over ? 'traffic_limit' : null;
+  }
+
+  /**
+   * Under a traffic limit that this node has not read lately (no connection of it here): the usage is read
+   * first (one sync), so an account or user over its limit gets its 403 here too. Null: nothing to wait for.
+   */
+  pending(accountId: number, subject: string): Promise<void> | null {
+    if (this.budgetFor(accountId, subject) === null) return null;
+    const a = this.budgets.get(`a:${accountId}`);
+    const u = this.budgets.get(usageKey(accountId, subject));
+    if ((a === undefined || a.synced) && (u === undefined || u.synced)) return null;
+    return new Promise((resolve) => {
+      this.syncWaiters.push({ gen: this.syncGen, resolve });
+      this.requestSync();
+    });
   }
 
   // ---- connection slots -------------------------------------------------------------------------------
@@ -154,9 +169,9 @@ export class PlanEnforcer implements PlanLimits {
   /** The capped keys of an admission, and which of the node's open counts each is about. */
   private capped(accountId: number, subject: string): Array<[SlotLease, 'account' | 'user']> {
     const out: Array<[SlotLease, 'account' | 'user']> = [];
-    const a = this.accounts.get(accountId)?.plan.maxConnections ?? null;
+    const a = this.plans.get(accountId)?.maxConnections ?? null;
     if (a !== null) out.push([this.lease(`a:${accountId}`, a), 'account']);
-    const u = this.users.get(usageKey(accountId, subject))?.limits.maxConnections ?? null;
+    const u = this.limits.get(usageKey(accountId, subject))?.maxConnections ?? null;
     if (u !== null) out.push([this.lease(`u:${accountId}:${subject}`, u), 'user']);
     return out;
   }
@@ -225,9 +240,9 @@ export class PlanEnforcer implements PlanLimits {
   // ---- byte budgets ------------------------------------------------------------------------------------
 
   budgetFor(accountId: number, subject: string): Budget | null {
-    const account = this.accounts.get(accountId)?.plan.trafficLimit != null ? this.budget(`a:${accountId}`, accountId, null, null) : null;
+    const account = this.plans.get(accountId)?.trafficLimit != null ? this.budget(`a:${accountId}`, accountId, null, null) : null;
     const key = usageKey(accountId, subject);
-    if (this.users.get(key)?.limits.trafficLimit == null) return account;
+    if (this.limits.get(key)?.trafficLimit == null) return account;
     return this.budget(key, accountId, subject, account);
   }
 
@@ -237,17 +252,19 @@ export class PlanEnforcer implements PlanLimits {
     // Starts empty: its first grant comes from a sync (this node's bytes of it flushed, the fleet's read).
     const e: BudgetEntry = {
       budget: new ByteBudget(parent, () => {
-        if (!e.atLimit) this.requestSync();
+        if (!e.over) this.requestSync();
       }, this.grant / 2),
       accountId,
       subject,
-      atLimit: false,
+      synced: false,
+      over: false,
+      bornAt: this.now(),
     };
     this.budgets.set(key, e);
     return e.budget;
   }
 
-  /** A budget ran low or out: sync now (one at a time; one more after the one under way). */
+  /** A budget ran low or out, or an admission waits: sync now (one at a time; one more after the one under way). */
   private requestSync(): void {
     if (this.syncing) {
       this.syncAgain = true;
@@ -255,18 +272,26 @@ export class PlanEnforcer implements PlanLimits {
     }
     // Never in the same turn: the connection path that asked goes on, and the loop serves I/O between syncs.
     const wait = this.lastSyncFailure + RETRY_MS - Date.now();
+    let gen = 0;
     this.syncing = new Promise((r) => (wait > 0 ? setTimeout(r, wait) : setImmediate(r)))
-      .then(() => this.syncBudgets())
+      .then(() => {
+        gen = ++this.syncGen;
+        return this.syncBudgets();
+      })
       .catch((e: unknown) => {
         this.lastSyncFailure = Date.now();
         this.warn('budget_sync_failed', e);
       })
       .finally(() => {
         this.syncing = null;
-        if (this.syncAgain) {
-          this.syncAgain = false;
-          if ([...this.budgets.values()].some((b) => !b.atLimit && b.budget.parked > 0)) this.requestSync();
-        }
+        // Admissions that asked before this sync began have their answer (or the store's failure: they go on,
+        // and their bytes wait for a grant).
+        const done = this.syncWaiters.filter((w) => w.gen < gen);
+        this.syncWaiters = this.syncWaiters.filter((w) => w.gen >= gen);
+        for (const w of done) w.resolve();
+        const again = this.syncAgain;
+        this.syncAgain = false;
+        if (this.syncWaiters.length > 0 || (again && [...this.budgets.values()].some((b) => !b.over && b.budget.parked > 0))) this.requestSync();
       });
   }
 
@@ -283,21 +308,22 @@ export class PlanEnforcer implements PlanLimits {
     const now = this.now();
     const starts = new Map<number, number>();
     for (const id of accountIds) {
-      const p = this.accounts.get(id)?.plan;
-      starts.set(id, p ? periodStart(p.period, p.anchorDay, now) : periodStart('month', 1, now));
+      const p = this.plans.get(id);
+      // A user's limit counts in its account's period (the calendar month when the account has no plan).
+      starts.set(id, Math.floor((p ? periodStart(p.period, p.anchorDay, now) : periodStart('month', 1, now)) / DAY) * DAY);
     }
-    const since = Math.floor(Math.min(...starts.values()) / DAY) * DAY;
-    const rows = await this.store.usage.dailyTotals([...accountIds], since);
+    const rows = await this.store.usage.dailyTotals([...accountIds], Math.min(...starts.values()));
     const used = new Map<string, number>();
     for (const r of rows) {
-      if (r.startMs < Math.floor(starts.get(r.accountId)! / DAY) * DAY) continue;
+      if (r.startMs < starts.get(r.accountId)!) continue;
       used.set(`a:${r.accountId}`, (used.get(`a:${r.accountId}`) ?? 0) + r.bytes);
       const k = usageKey(r.accountId, r.subject);
       used.set(k, (used.get(k) ?? 0) + r.bytes);
     }
     let reached = false;
     for (const [k, b] of this.budgets) {
-      const limit = b.subject === null ? (this.accounts.get(b.accountId)?.plan.trafficLimit ?? null) : (this.users.get(k)?.limits.trafficLimit ?? null);
+      if (!taken.has(k)) continue; // made during this sync: the next one reads it
+      const limit = b.subject === null ? (this.plans.get(b.accountId)?.trafficLimit ?? null) : (this.limits.get(k)?.trafficLimit ?? null);
       if (limit === null) {
         // No longer limited: its connections go on unbudgeted; new ones get none.
         b.budget.refill(Infinity);
@@ -305,13 +331,17 @@ export class PlanEnforcer implements PlanLimits {
         continue;
       }
       const u = used.get(k) ?? 0;
-      const since = b.budget.taken - taken.get(k)!;
-      if (u >= limit && !b.atLimit) reached = true;
-      b.atLimit = u >= limit;
-      b.budget.refill(Math.max(0, Math.min(this.grant, limit - u)) - since);
+      if (u >= limit && !b.over) reached = true;
+      b.over = u >= limit;
+      b.synced = true;
+      b.budget.refill(Math.max(0, Math.min(this.grant, limit - u)) - (b.budget.taken - taken.get(k)!));
     }
-    // Someone reached a limit: the full read marks them over and closes what is open, now rather than in 0.5 s.
-    if (reached) setImmediate(() => void this.refresh());
+    // Someone reached a limit: their open connections close now, not at the next refresh.
+    if (reached) this.closeRefused();
+  }
+
+  private closeRefused(): void {
+    this.opts.close?.((accountId, subject) => this.refusal(accountId, subject) !== null);
   }
 
   // ---- the plans, every 500 ms -------------------------------------------------------------------------
@@ -322,13 +352,9 @@ export class PlanEnforcer implements PlanLimits {
       .catch((e: unknown) => this.warn('plans_refresh_failed', e)) // the database away: keep enforcing the last view
       .finally(() => {
         this.running = null;
-        // A raised limit or a new period: parked budgets get their grant now.
-        let parked = false;
-        for (const b of this.budgets.values()) {
-          b.atLimit = false;
-          if (b.budget.parked > 0) parked = true;
-        }
-        if (parked) this.requestSync();
+        // Every active budget is read again (a raised limit, a new period, the others' usage): parked ones get
+        // their grant, and whoever went over elsewhere is closed here.
+        if (this.budgets.size > 0) this.requestSync();
       }));
   }
 
@@ -339,38 +365,24 @@ export class PlanEnforcer implements PlanLimits {
     this.opts.log?.warn({ event, detail: e instanceof Error ? e.message : String(e) }, 'plans: keeping the last view');
   }
 
+  /** The plan tables when they changed; expired plans closed; budgets no connection here uses dropped. */
   private async load(): Promise<void> {
+    const version = await this.store.plans.version();
+    if (version !== this.version) {
+      const { plans, users } = await this.store.plans.all();
+      this.plans = new Map(plans.map((p) => [p.accountId, p]));
+      this.limits = new Map(users.map((u) => [usageKey(u.accountId, `user:${u.username}`), u]));
+      this.version = version;
+    }
     const now = this.now();
-    const { plans, users } = await this.store.plans.all();
-    const starts = new Map<number, number>();
-    for (const p of plans) starts.set(p.accountId, periodStart(p.period, p.anchorDay, now));
-    // A user's limit counts in its account's period (the calendar month when the account has no plan).
-    for (const u of users) if (!starts.has(u.accountId)) starts.set(u.accountId, periodStart('month', 1, now));
-    const since = Math.min(...starts.values(), now);
-    const totals = await this.store.usage.dailyTotals([...starts.keys()], Math.floor(since / DAY) * DAY);
-    const byAccount = new Map<number, number>();
-    const bySubject = new Map<string, number>();
-    // The fleet's flushed days of each period, and what this node has not flushed yet.
-    const inPeriod = totals.filter((t) => t.startMs >= Math.floor(starts.get(t.accountId)! / DAY) * DAY);
-    for (const t of [...inPeriod, ...(this.opts.unflushed?.() ?? []).filter((u) => starts.has(u.accountId))]) {
-      byAccount.set(t.accountId, (byAccount.get(t.accountId) ?? 0) + t.bytes);
-      const k = usageKey(t.accountId, t.subject);
-      bySubject.set(k, (bySubject.get(k) ?? 0) + t.bytes);
+    const open = this.opts.openConnections;
+    if (open) {
+      for (const [k, b] of this.budgets) {
+        if (now - b.bornAt < BUDGET_IDLE_MS || b.budget.parked > 0) continue;
+        if ((b.subject === null ? open(b.accountId) : open(b.accountId, b.subject)) === 0) this.budgets.delete(k);
+      }
     }
-    const accounts = new Map<number, AccountState>();
-    for (const p of plans) {
-      const used = byAccount.get(p.accountId) ?? 0;
-      accounts.set(p.accountId, { plan: p, state: planState(p, used, now) });
-    }
-    const userStates = new Map<string, UserState>();
-    for (const u of users) {
-      const k = usageKey(u.accountId, `user:${u.username}`);
-      const used = bySubject.get(k) ?? 0;
-      userStates.set(k, { limits: u, over: u.trafficLimit !== null && used >= u.trafficLimit });
-    }
-    this.accounts = accounts;
-    this.users = userStates;
-    // Whoever is over now loses their open connections, on this node (every node does the same).
-    this.opts.close?.((accountId, subject) => this.refusal(accountId, subject) !== null);
+    // Whoever is refused now (an expiry passed, or over as of the last sync) loses their open connections here.
+    this.closeRefused();
   }
 }

@@ -218,7 +218,6 @@ export async function startDaemon(cfg: ServeConfig, log: DaemonLog): Promise<Run
   // Plans: read every 500 ms, enforced at admission and by closing what is over; byte budgets and connection
   // slots leased from the store hold the limits fleet-wide (metering/plans.ts).
   const plans = new PlanEnforcer(store, {
-    unflushed: () => meter.unflushed(),
     flushAccounts: (ids) => meter.flushAccounts(ids),
     openConnections: (accountId, subject) => gateway?.openConnections(accountId, subject) ?? 0,
     close: (match) => gateway?.closeWhere(match) ?? 0,

@@ -241,6 +241,8 @@ export interface PlanStore {
   userLimits(accountId: number): Promise<UserLimits[]>;
   /** Every plan and every user with a limit: what the nodes enforce. */
   all(): Promise<{ plans: Plan[]; users: UserLimits[] }>;
+  /** A counter that moves whenever a plan, a user limit or a limited user's name changes (read it, then `all` if it moved). */
+  version(): Promise<number>;
   /**
    * Connection slots of one capped key (`a:ACCOUNT`, `u:ACCOUNT:SUBJECT`) leased by `node`, atomically across
    * the fleet: the node asks to hold `want`, and holds what `max` leaves after the other nodes' unexpired

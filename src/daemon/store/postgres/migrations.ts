@@ -380,4 +380,20 @@ export const PG_MIGRATIONS: readonly string[] = [
     PRIMARY KEY (key, node)
   );
   `,
+  // 9: the plan tables' change counter, as SQLite's migration 8 (statement-level triggers).
+  `
+  CREATE TABLE plan_version (
+    id  integer PRIMARY KEY CHECK (id = 1),
+    seq bigint NOT NULL
+  );
+  INSERT INTO plan_version (id, seq) VALUES (1, 0);
+  CREATE FUNCTION proxyd_plan_version_bump() RETURNS trigger LANGUAGE plpgsql AS $$
+  BEGIN
+    UPDATE plan_version SET seq = seq + 1 WHERE id = 1;
+    RETURN NULL;
+  END $$;
+  CREATE TRIGGER plan_version_plans AFTER INSERT OR UPDATE OR DELETE ON plans FOR EACH STATEMENT EXECUTE FUNCTION proxyd_plan_version_bump();
+  CREATE TRIGGER plan_version_user_limits AFTER INSERT OR UPDATE OR DELETE ON user_limits FOR EACH STATEMENT EXECUTE FUNCTION proxyd_plan_version_bump();
+  CREATE TRIGGER plan_version_user_rename AFTER UPDATE OF username ON proxy_users FOR EACH STATEMENT EXECUTE FUNCTION proxyd_plan_version_bump();
+  `,
 ];

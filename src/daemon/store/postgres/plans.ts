@@ -44,6 +44,11 @@ export class PgPlanStore extends PgFamily implements PlanStore {
     return { plans: plans.map(toPlan), users: users.map(toUserLimits) };
   }
 
+  async version(): Promise<number> {
+    const [r] = await guard(() => this.sql<{ seq: string }[]>`SELECT seq FROM plan_version WHERE id = 1`);
+    return Number(r!.seq);
+  }
+
   async leaseSlots(node: string, key: string, want: number, max: number, ttlMs: number, nowMs: number): Promise<number> {
     return guard(() =>
       this.sql.begin(async (tx) => {

@@ -223,4 +223,20 @@ export const MIGRATIONS: readonly string[] = [
     PRIMARY KEY (key, node)
   ) WITHOUT ROWID;
   `,
+  // 8: a counter of changes to plans and user limits (and to the usernames they are read under), so a node
+  // reads the plan tables again only when they changed, not twice a second (a 100,000-user plan table).
+  `
+  CREATE TABLE IF NOT EXISTS plan_version (
+    id  INTEGER PRIMARY KEY CHECK (id = 1),
+    seq INTEGER NOT NULL
+  );
+  INSERT OR IGNORE INTO plan_version (id, seq) VALUES (1, 0);
+  CREATE TRIGGER IF NOT EXISTS plan_version_plans_insert AFTER INSERT ON plans BEGIN UPDATE plan_version SET seq = seq + 1; END;
+  CREATE TRIGGER IF NOT EXISTS plan_version_plans_update AFTER UPDATE ON plans BEGIN UPDATE plan_version SET seq = seq + 1; END;
+  CREATE TRIGGER IF NOT EXISTS plan_version_plans_delete AFTER DELETE ON plans BEGIN UPDATE plan_version SET seq = seq + 1; END;
+  CREATE TRIGGER IF NOT EXISTS plan_version_user_limits_insert AFTER INSERT ON user_limits BEGIN UPDATE plan_version SET seq = seq + 1; END;
+  CREATE TRIGGER IF NOT EXISTS plan_version_user_limits_update AFTER UPDATE ON user_limits BEGIN UPDATE plan_version SET seq = seq + 1; END;
+  CREATE TRIGGER IF NOT EXISTS plan_version_user_limits_delete AFTER DELETE ON user_limits BEGIN UPDATE plan_version SET seq = seq + 1; END;
+  CREATE TRIGGER IF NOT EXISTS plan_version_user_rename AFTER UPDATE OF username ON proxy_users BEGIN UPDATE plan_version SET seq = seq + 1; END;
+  `,
 ];

@@ -44,6 +44,10 @@ export class SqlitePlanStore implements PlanStore {
     };
   }
 
+  async version(): Promise<number> {
+    return stmt<[], { seq: number }>(this.db, 'SELECT seq FROM plan_version WHERE id = 1').get()!.seq;
+  }
+
   async leaseSlots(node: string, key: string, want: number, max: number, ttlMs: number, nowMs: number): Promise<number> {
     // IMMEDIATE: the write lock first, so two processes on this file never both count the same free slots.
     return this.db
