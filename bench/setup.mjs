@@ -1,0 +1,341 @@
+#!/usr/bin/env node
+// Set-up and tunnel rate of the whole daemon against squid and dante (docs/BENCHMARKS.md, "Set-up and tunnel
+// rate"). `proxyd serve` runs as shipped: SQLite, usage metering and the connection log on (both default),
+// and every tunnel presents proxy credentials (CONNECT Proxy-Authorization, SOCKS5 RFC 1929); squid and dante
+// run without auth (bench/peers/). All on loopback; the target is bench/gateway.mjs's target role in its own
+// process. Alternating between proxies (and with a direct connection for set-up) so outside load hits all alike.
+//
+//   node bench/setup.mjs [--reps 5] [--lat-n 2000] [--rate-ms 1500] [--size-mib 256] [--profile DIR]
+//
+// Per path: set-up added p50/p99 (connect → handshake → first echoed byte, minus a direct connection's,
+// sequential), tunnels/s (8 loops opening a tunnel, echoing a byte, closing), 64 tunnels uploading
+// --size-mib in all (ratio to 64 direct connections), and `proxyd --workers 2` tunnels/s beside --workers 1.
+// --profile DIR: afterwards, one more daemon under --cpu-prof through a tunnels/s run; prints the top entries.
+import { execFileSync, spawn, spawnSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
+import { len64 } from './target-protocol.mjs';
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+const PROXYD = path.join(ROOT, 'bin/proxyd');
+const argv = process.argv.slice(2);
+const opt = (name, def) => (argv.includes(`--${name}`) ? argv[argv.indexOf(`--${name}`) + 1] : def);
+const REPS = Number(opt('reps', 5));
+const LAT_N = Number(opt('lat-n', 2000));
+const RATE_MS = Number(opt('rate-ms', 1500));
+const SIZE = Number(opt('size-mib', 256)) * 2 ** 20;
+const PROFILE = opt('profile', null);
+const LOOPS = 8;
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+const pct = (xs, p) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.max(0, Math.ceil((p / 100) * xs.length) - 1))];
+const med = (xs) => pct(xs, 50);
+const range = (xs, d = 2) => `${Math.min(...xs).toFixed(d)}–${Math.max(...xs).toFixed(d)}`;
+
+async function freePort() {
+  const s = net.createServer();
+  await new Promise((r) => s.listen(0, '127.0.0.1', r));
+  const port = s.address().port;
+  await new Promise((r) => s.close(r));
+  return port;
+}
+
+async function waitPort(port, ms = 20_000) {
+  const until = Date.now() + ms;
+  for (;;) {
+    const ok = await new Promise((r) => {
+      const s = net.connect(port, '127.0.0.1', () => (s.destroy(), r(true)));
+      s.on('error', () => r(false));
+    });
+    if (ok) return;
+    if (Date.now() > until) throw new Error(`port ${port} never opened`);
+    await sleep(50);
+  }
+}
+
+function fill(name, vars) {
+  let text = readFileSync(path.join(ROOT, 'bench/peers', name), 'utf8');
+  for (const [k, v] of Object.entries(vars)) text = text.replaceAll(`{{${k}}}`, String(v));
+  const out = path.join(vars.DIR, name);
+  writeFileSync(out, text);
+  return out;
+}
+
+// ------------------------------------------------------------------ proxies
+
+async function startProxyd(dir, { workers = 1, profileDir = null } = {}) {
+  const dataDir = path.join(dir, `proxyd-w${workers}${profileDir ? '-prof' : ''}`);
+  mkdirSync(dataDir, { recursive: true });
+  const admin = (args, input = '') => {
+    const r = spawnSync(process.execPath, [PROXYD, 'admin', ...args, '--data-dir', dataDir], { input, encoding: 'utf8' });
+    if (r.status !== 0) throw new Error(r.stderr);
+    return JSON.parse(r.stdout);
+  };
+  admin(['account', 'create', '--email', 'bench@example.com', '--password-stdin', '--verified'], 'bench password 123\n');
+  const password = admin(['proxy-user', 'create', '--email', 'bench@example.com', '--username', 'bench-user']).password;
+  const node = [process.execPath, '--max-semi-space-size=8', ...(profileDir ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : [])];
+  const p = spawn(node[0], [...node.slice(1), PROXYD, 'serve', '--data-dir', dataDir, '--api-listen', '127.0.0.1:0', '--http-proxy-listen', '127.0.0.1:0',
+    '--socks-listen', '127.0.0.1:0', '--allow-private-targets', '--log-level', 'warn', '--workers', String(workers)], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const ready = await new Promise((resolve, reject) => {
+    p.once('exit', (c) => reject(new Error(`proxyd exited ${c}`)));
+    createInterface({ input: p.stdout }).once('line', (l) => resolve(JSON.parse(l)));
+  });
+  const auth = { user: 'bench-user', password };
+  return {
+    p,
+    paths: [
+      { label: `proxyd${workers > 1 ? ` --workers ${workers}` : ''} CONNECT`, kind: 'connect', port: Number(ready.httpProxy.split(':')[1]), auth },
+      { label: `proxyd${workers > 1 ? ` --workers ${workers}` : ''} SOCKS5`, kind: 'socks5', port: Number(ready.socks5.split(':')[1]), auth },
+    ],
+    stop: () => new Promise((r) => (p.once('exit', r), p.kill('SIGTERM'))),
+  };
+}
+
+async function startSquid(dir) {
+  const port = await freePort();
+  const d = path.join(dir, 'squid');
+  mkdirSync(d, { recursive: true });
+  execFileSync('chmod', ['777', d]);
+  const p = spawn('squid', ['-N', '-f', fill('squid.conf', { PORT: port, DIR: d })], { stdio: 'ignore' });
+  await waitPort(port);
+  return { p, paths: [{ label: 'squid CONNECT', kind: 'connect', port }], stop: () => new Promise((r) => (p.once('exit', r), p.kill('SIGTERM'))) };
+}
+
+async function startDante(dir) {
+  const port = await freePort();
+  const d = path.join(dir, 'dante');
+  mkdirSync(d, { recursive: true });
+  const p = spawn('danted', ['-f', fill('danted.conf', { PORT: port, DIR: d }), '-p', path.join(d, 'danted.pid')], { stdio: 'ignore' });
+  await waitPort(port);
+  return { p, paths: [{ label: 'dante SOCKS5', kind: 'socks5', port }], stop: () => new Promise((r) => (p.once('exit', r), p.kill('SIGTERM'))) };
+}
+
+// ------------------------------------------------------------------ client
+
+/**
+ * One connection through `path` (null: direct) to the target, then `payload` sent: resolves with the set-up
+ * time (ms to the handshake's end) and the socket, once `want` bytes came back after the handshake.
+ */
+function open(pathSpec, tport, payload, want) {
+  return new Promise((resolve, reject) => {
+    const t0 = performance.now();
+    const s = net.connect({ port: pathSpec ? pathSpec.port : tport, host: '127.0.0.1', noDelay: true });
+    let buf = Buffer.alloc(0);
+    let stage = pathSpec ? 'hs' : 'data';
+    let got = 0;
+    let setup = pathSpec ? 0 : NaN;
+    s.setTimeout(15_000, () => (s.destroy(), reject(new Error(`timeout (${pathSpec?.label ?? 'direct'})`))));
+    s.on('error', reject);
+    const a = pathSpec?.auth;
+    const start = () => {
+      stage = 'data';
+      setup = performance.now() - t0;
+      buf = Buffer.alloc(0);
+      s.write(payload);
+      if (want === 0) resolve({ setup, socket: s });
+    };
+    s.on('connect', () => {
+      if (!pathSpec) {
+        setup = performance.now() - t0;
+        s.write(payload);
+        if (want === 0) resolve({ setup, socket: s });
+        return;
+      }
+      if (pathSpec.kind === 'connect') {
+        const h = a ? `Proxy-Authorization: Basic ${Buffer.from(`${a.user}:${a.password}`).toString('base64')}\r\n` : '';
+        s.write(`CONNECT 127.0.0.1:${tport} HTTP/1.1\r\nHost: 127.0.0.1:${tport}\r\n${h}\r\n`);
+      } else s.write(Buffer.from([5, 1, a ? 2 : 0]));
+    });
+    let socksStep = 0;
+    s.on('data', (d) => {
+      if (stage === 'data') {
+        got += d.length;
+        if (got >= want) resolve({ setup, socket: s });
+        return;
+      }
+      buf = Buffer.concat([buf, d]);
+      if (pathSpec.kind === 'connect') {
+        const end = buf.indexOf('\r\n\r\n');
+        if (end < 0) return;
+        if (!buf.subarray(0, 12).toString().startsWith('HTTP/1.1 200')) return reject(new Error(buf.subarray(0, 40).toString()));
+        return start();
+      }
+      // SOCKS5: method choice, (RFC 1929 answer), the CONNECT reply (10 bytes for IPv4).
+      for (;;) {
+        if (socksStep === 0 && buf.length >= 2) {
+          buf = buf.subarray(2);
+          socksStep = a ? 1 : 2;
+          if (a) {
+            const u = Buffer.from(a.user);
+            const p = Buffer.from(a.password);
+            s.write(Buffer.concat([Buffer.from([1, u.length]), u, Buffer.from([p.length]), p]));
+          } else s.write(Buffer.from([5, 1, 0, 1, 127, 0, 0, 1, tport >> 8, tport & 255]));
+        } else if (socksStep === 1 && buf.length >= 2) {
+          if (buf[1] !== 0) return reject(new Error('socks auth refused'));
+          buf = buf.subarray(2);
+          socksStep = 2;
+          s.write(Buffer.from([5, 1, 0, 1, 127, 0, 0, 1, tport >> 8, tport & 255]));
+        } else if (socksStep === 2 && buf.length >= 10) {
+          if (buf[1] !== 0) return reject(new Error(`socks reply ${buf[1]}`));
+          return start();
+        } else return;
+      }
+    });
+  });
+}
+
+/** Set-up to the first echoed byte (ms). */
+async function echoOnce(p, tport) {
+  const t0 = performance.now();
+  const { socket } = await open(p, tport, Buffer.from('Ex'), 1);
+  const ms = performance.now() - t0;
+  socket.destroy();
+  return ms;
+}
+
+async function setupSample(paths, tport, n) {
+  const res = new Map(paths.map((p) => [p.label, []]));
+  const direct = [];
+  for (let i = 0; i < n; i++) {
+    for (const p of paths) {
+      direct.push(await echoOnce(null, tport));
+      res.get(p.label).push(await echoOnce(p, tport));
+    }
+  }
+  return { res, direct };
+}
+
+async function rate(p, tport, ms) {
+  let done = 0;
+  const until = performance.now() + ms;
+  await Promise.all(Array.from({ length: LOOPS }, async () => {
+    while (performance.now() < until) {
+      await echoOnce(p, tport);
+      done++;
+    }
+  }));
+  return done / (ms / 1000);
+}
+
+/** 64 tunnels uploading SIZE bytes in all: MB/s. */
+async function upload64(p, tport) {
+  const each = Math.floor(SIZE / 64);
+  const chunk = Buffer.alloc(256 * 1024, 0x62);
+  const t0 = performance.now();
+  await Promise.all(Array.from({ length: 64 }, async () => {
+    const { socket } = await open(p, tport, len64('U', each), 0);
+    await new Promise((resolve, reject) => {
+      socket.removeAllListeners('data');
+      socket.on('data', () => (socket.destroy(), resolve()));
+      socket.on('error', reject);
+      let left = each;
+      const pump = () => {
+        while (left > 0) {
+          const n = Math.min(left, chunk.length);
+          left -= n;
+          if (!socket.write(n === chunk.length ? chunk : chunk.subarray(0, n))) return void socket.once('drain', pump);
+        }
+      };
+      pump();
+    });
+  }));
+  return SIZE / 1e6 / ((performance.now() - t0) / 1000);
+}
+
+// ------------------------------------------------------------------ profile
+
+function summarizeProfile(file) {
+  const prof = JSON.parse(readFileSync(file, 'utf8'));
+  const byId = new Map(prof.nodes.map((n) => [n.id, n]));
+  const self = new Map();
+  const dt = prof.timeDeltas;
+  for (let i = 0; i < prof.samples.length; i++) {
+    const n = byId.get(prof.samples[i]);
+    const f = n.callFrame;
+    const where = f.url ? `${f.url.replace(/^file:\/\//, '').replace(`${ROOT}/`, '')}:${f.lineNumber + 1}` : '';
+    const key = `${f.functionName || '(anonymous)'} ${where}`.trim();
+    self.set(key, (self.get(key) ?? 0) + (dt[i] ?? 0));
+  }
+  const total = [...self.values()].reduce((a, b) => a + b, 0);
+  const busy = total - (self.get('(idle)') ?? 0);
+  return { total, busy, top: [...self.entries()].sort((a, b) => b[1] - a[1]).slice(0, 25).map(([k, v]) => ({ fn: k, pctOfBusy: +((v / busy) * 100).toFixed(1) })) };
+}
+
+// ------------------------------------------------------------------ main
+
+async function main() {
+  const load0 = os.loadavg();
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'setup-bench-'));
+  const target = spawn(process.execPath, [path.join(ROOT, 'bench/gateway.mjs'), '--role', 'target', '--port', String(await freePort())], { stdio: ['pipe', 'pipe', 'inherit'] });
+  const tport = JSON.parse(await new Promise((r) => createInterface({ input: target.stdout }).once('line', r))).port;
+  const ours = await startProxyd(dir);
+  const ours2 = await startProxyd(dir, { workers: 2 });
+  const squid = await startSquid(dir);
+  const dante = await startDante(dir);
+  const paths = [...ours.paths, ...squid.paths, ...dante.paths];
+  const log = (...a) => console.error('[setup]', ...a);
+  for (const p of [...paths, ...ours2.paths]) for (let i = 0; i < 300; i++) await echoOnce(p, tport); // warm-up
+
+  log(`set-up: ${LAT_N} per path, alternating with direct`);
+  const { res, direct } = await setupSample(paths, tport, LAT_N);
+  log(`tunnels/s: ${REPS} rounds of ${RATE_MS} ms per path (and direct), alternating`);
+  const rates = new Map([...paths, ...ours2.paths, { label: 'direct' }].map((p) => [p.label, []]));
+  for (let r = 0; r < REPS; r++) {
+    for (const p of [...paths, ...ours2.paths]) {
+      rates.get('direct').push(await rate(null, tport, RATE_MS));
+      rates.get(p.label).push(await rate(p, tport, RATE_MS));
+    }
+  }
+  log(`64 tunnels: ${SIZE / 2 ** 20} MiB up in all, ${REPS} rounds, each paired with 64 direct connections`);
+  const up = new Map(paths.map((p) => [p.label, []]));
+  for (let r = 0; r < REPS; r++) {
+    for (const p of paths) {
+      const d = await upload64(null, tport);
+      up.get(p.label).push((await upload64(p, tport)) / d);
+    }
+  }
+  const load1 = os.loadavg();
+  const rows = paths.map((p) => {
+    const xs = res.get(p.label);
+    return {
+      path: p.label,
+      setupAddedP50: +(med(xs) - med(direct)).toFixed(3),
+      setupAddedP99: +(pct(xs, 99) - pct(direct, 99)).toFixed(3),
+      tunnelsPerSec: Math.round(med(rates.get(p.label))),
+      tunnelsRange: range(rates.get(p.label), 0),
+      conc64VsDirect: +med(up.get(p.label)).toFixed(2),
+      conc64Range: range(up.get(p.label)),
+    };
+  });
+  for (const p of ours2.paths) rows.push({ path: p.label, tunnelsPerSec: Math.round(med(rates.get(p.label))), tunnelsRange: range(rates.get(p.label), 0) });
+  const report = {
+    when: new Date().toISOString(),
+    args: argv.join(' '),
+    cpu: `${os.cpus().length} x ${os.cpus()[0].model}`,
+    node: process.version,
+    loadBefore: load0.map((x) => +x.toFixed(2)),
+    loadAfter: load1.map((x) => +x.toFixed(2)),
+    direct: { p50: +med(direct).toFixed(3), p99: +pct(direct, 99).toFixed(3), tunnelsPerSec: Math.round(med(rates.get('direct'))) },
+    rows,
+  };
+  for (const x of [ours, ours2, squid, dante]) await x.stop();
+
+  if (PROFILE) {
+    mkdirSync(PROFILE, { recursive: true });
+    log('profile: one more daemon under --cpu-prof, 8 loops of CONNECT tunnels with credentials for 5 s');
+    const prof = await startProxyd(dir, { profileDir: PROFILE });
+    for (let i = 0; i < 300; i++) await echoOnce(prof.paths[0], tport);
+    await rate(prof.paths[0], tport, 5000);
+    await prof.stop();
+    const file = readdirSync(PROFILE).filter((f) => f.endsWith('.cpuprofile')).map((f) => path.join(PROFILE, f)).sort().pop();
+    report.profile = { file, ...summarizeProfile(file) };
+  }
+  target.kill('SIGTERM');
+  console.log(JSON.stringify(report, null, 2));
+}
+
+await main();
