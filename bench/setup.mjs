@@ -209,6 +209,32 @@ async function setupSample(paths, tport, n) {
   return { res, direct };
 }
 
+const CLK_TCK = Number(spawnSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).stdout) || 100;
+/** CPU seconds (user + system) of a process and its descendants. */
+function treeCpu(pid) {
+  const kids = new Map();
+  const cpu = new Map();
+  for (const d of readdirSync('/proc')) {
+    if (!/^\d+$/.test(d)) continue;
+    try {
+      const f = readFileSync(`/proc/${d}/stat`, 'utf8').split(') ')[1].split(' ');
+      const ppid = Number(f[1]);
+      if (!kids.has(ppid)) kids.set(ppid, []);
+      kids.get(ppid).push(Number(d));
+      cpu.set(Number(d), (Number(f[11]) + Number(f[12])) / CLK_TCK);
+    } catch {
+      /* gone */
+    }
+  }
+  let total = 0;
+  const walk = (q) => {
+    total += cpu.get(q) ?? 0;
+    for (const k of kids.get(q) ?? []) walk(k);
+  };
+  walk(pid);
+  return total;
+}
+
 async function rate(p, tport, ms) {
   let done = 0;
   const until = performance.now() + ms;
@@ -218,6 +244,7 @@ async function rate(p, tport, ms) {
       done++;
     }
   }));
+  rate.last = done;
   return done / (ms / 1000);
 }
 
@@ -262,7 +289,9 @@ function summarizeProfile(file) {
   }
   const total = [...self.values()].reduce((a, b) => a + b, 0);
   const busy = total - (self.get('(idle)') ?? 0);
-  return { total, busy, top: [...self.entries()].sort((a, b) => b[1] - a[1]).slice(0, 25).map(([k, v]) => ({ fn: k, pctOfBusy: +((v / busy) * 100).toFixed(1) })) };
+  const idle = total - busy;
+  const top = [...self.entries()].filter(([k]) => k !== '(idle)').sort((a, b) => b[1] - a[1]).slice(0, 25);
+  return { total, busy, idlePctOfTotal: +((idle / total) * 100).toFixed(1), top: top.map(([k, v]) => ({ fn: k, pctOfBusy: +((v / busy) * 100).toFixed(1) })) };
 }
 
 // ------------------------------------------------------------------ main
@@ -284,10 +313,14 @@ async function main() {
   const { res, direct } = await setupSample(paths, tport, LAT_N);
   log(`tunnels/s: ${REPS} rounds of ${RATE_MS} ms per path (and direct), alternating`);
   const rates = new Map([...paths, ...ours2.paths, { label: 'direct' }].map((p) => [p.label, []]));
+  const cpuPer = new Map([...paths, ...ours2.paths].map((p) => [p.label, []]));
+  const pidOf = new Map([[ours, ours.p.pid], [ours2, ours2.p.pid], [squid, squid.p.pid], [dante, dante.p.pid]].flatMap(([x, pid]) => x.paths.map((p) => [p.label, pid])));
   for (let r = 0; r < REPS; r++) {
     for (const p of [...paths, ...ours2.paths]) {
       rates.get('direct').push(await rate(null, tport, RATE_MS));
+      const c0 = treeCpu(pidOf.get(p.label));
       rates.get(p.label).push(await rate(p, tport, RATE_MS));
+      cpuPer.get(p.label).push(((treeCpu(pidOf.get(p.label)) - c0) / rate.last) * 1e6);
     }
   }
   log(`64 tunnels: ${SIZE / 2 ** 20} MiB up in all, ${REPS} rounds, each paired with 64 direct connections`);
@@ -307,11 +340,12 @@ async function main() {
       setupAddedP99: +(pct(xs, 99) - pct(direct, 99)).toFixed(3),
       tunnelsPerSec: Math.round(med(rates.get(p.label))),
       tunnelsRange: range(rates.get(p.label), 0),
+      cpuUsPerTunnel: Math.round(med(cpuPer.get(p.label))),
       conc64VsDirect: +med(up.get(p.label)).toFixed(2),
       conc64Range: range(up.get(p.label)),
     };
   });
-  for (const p of ours2.paths) rows.push({ path: p.label, tunnelsPerSec: Math.round(med(rates.get(p.label))), tunnelsRange: range(rates.get(p.label), 0) });
+  for (const p of ours2.paths) rows.push({ path: p.label, tunnelsPerSec: Math.round(med(rates.get(p.label))), tunnelsRange: range(rates.get(p.label), 0), cpuUsPerTunnel: Math.round(med(cpuPer.get(p.label))) });
   const report = {
     when: new Date().toISOString(),
     args: argv.join(' '),

@@ -201,6 +201,11 @@ export class GatewayCore {
     else this.perSubject.set(key, m);
   }
 
+  /** Puts every open admitted connection under the byte budget `budgetFor` gives now (a limit set or lifted while it is open). */
+  rebudget(budgetFor: (accountId: number, subject: string) => ByteBudget | null): void {
+    for (const c of this.conns) if (c.accountId >= 0) c.budget = budgetFor(c.accountId, c.meterSubject);
+  }
+
   closeWhere(match: (accountId: number, subject: string) => boolean): number {
     let n = 0;
     for (const c of [...this.conns]) {

@@ -175,7 +175,9 @@ class ForwardExchange {
     this.upstream.pause();
     const resume = (): void => {
       if (!this.parked || this.client.destroyed) return;
-      if (budget.available() <= 0) return budget.park(resume);
+      // The budget it relays under now (the plan tables may have changed it, or lifted the limit).
+      const now = this.conn.budget;
+      if (now !== null && now.available() <= 0) return now.park(resume);
       this.parked = false;
       this.upstream.resume();
       if (!this.bodyDone) this.client.resume();

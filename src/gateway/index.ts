@@ -92,6 +92,7 @@ export async function startGateway(opts: GatewayOptions): Promise<Gateway> {
     },
     collectUsage: () => core.collectUsage(),
     closeWhere: (match) => core.closeWhere(match),
+    rebudget: (budgetFor) => core.rebudget(budgetFor),
     openConnections: (accountId, subject) => core.openConnections(accountId, subject),
     close(drainMs: number): Promise<void> {
       closing ??= (async () => {

@@ -12,7 +12,7 @@
 // idle tunnel costs one small object instead of a dozen closures: memory per tunnel is the product too.
 import fs from 'node:fs';
 import net from 'node:net';
-import type { ByteBudget } from './byte-budget.js';
+import { ByteBudget } from './byte-budget.js';
 import { detachHandshakeListeners, type ClientConn } from './conn.js';
 import { destroySelf } from './dialer.js';
 
@@ -128,10 +128,14 @@ function overBudget(t: Tunnel, s: TunnelSocket, budget: ByteBudget, buf: Buffer,
   return false;
 }
 
+const UNLIMITED = new ByteBudget(null, () => {});
+UNLIMITED.remaining = Infinity;
+
 function unpark(t: Tunnel, s: TunnelSocket): void {
   const rest = held(t, s);
-  const budget = t.conn.budget;
-  if (rest === null || budget === null || s.destroyed) return;
+  if (rest === null || s.destroyed) return;
+  // The limit was lifted while it waited (the plan tables changed): no budget any more, everything goes on.
+  const budget = t.conn.budget ?? UNLIMITED;
   const room = Math.min(budget.available(), rest.length);
   if (room <= 0) {
     budget.park(() => unpark(t, s));

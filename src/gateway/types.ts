@@ -158,6 +158,8 @@ export interface Gateway {
   openConnections(accountId: number, subject?: string): number;
   /** Closes every open admitted connection whose account and subject `match` says; how many. */
   closeWhere(match: (accountId: number, subject: string) => boolean): number;
+  /** Puts every open admitted connection under the byte budget `budgetFor` gives now (null: none). */
+  rebudget(budgetFor: (accountId: number, subject: string) => ByteBudget | null): void;
 }
 
 export interface GatewayStats {

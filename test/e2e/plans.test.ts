@@ -1,5 +1,5 @@
-// Plans and limits on one node (SPEC 11), against a spawned proxyd: a traffic limit stops a streaming
-// tunnel and refuses new connections (403 / SOCKS 0x02, logged as traffic_limit) until it is raised; an
+// Plans and limits on one node (SPEC 11), against a spawned proxyd: a traffic limit set while a tunnel streams
+// stops that tunnel and refuses new connections (403 / SOCKS 0x02, logged as traffic_limit) until it is raised; an
 // expired plan refuses (plan_expired); the connection cap answers 429 / SOCKS 0x02; a proxy user's own limit
 // stops that user only; `proxyd admin plan show` reports used and state.
 import net from 'node:net';
@@ -75,17 +75,22 @@ describe('plans and limits (SQLite, one node)', () => {
   });
 
   it('a traffic limit closes the streaming tunnel, then refuses with 403 / 0x02 until raised', async () => {
-    expect(await plan('set', '--email', email, '--traffic-limit', '2MiB', '--period', 'month')).toMatchObject({ traffic_limit: 2 * 2 ** 20, period: 'month', state: 'ok' });
+    // The tunnel is open and streaming before the limit is set (it must stop too, not only new ones).
     const a = await attempt('alice');
     expect(a.status).toBe(200);
-    // Stream until the gateway closes the tunnel.
     let sent = 0;
-    const t0 = Date.now();
-    while (!a.c.closed && Date.now() - t0 < 15_000) {
-      a.c.write(Buffer.alloc(64 * 1024, 1));
-      sent += 64 * 1024;
-      await sleep(20);
-    }
+    const stream = (async () => {
+      const t0 = Date.now();
+      while (!a.c.closed && Date.now() - t0 < 15_000) {
+        a.c.write(Buffer.alloc(64 * 1024, 1));
+        sent += 64 * 1024;
+        await sleep(20);
+      }
+    })();
+    await sleep(100);
+    expect(await plan('set', '--email', email, '--traffic-limit', '2MiB', '--period', 'month')).toMatchObject({ traffic_limit: 2 * 2 ** 20, period: 'month', state: 'ok' });
+    // Stream until the gateway closes the tunnel.
+    await stream;
     expect(a.c.closed).toBe(true);
     expect(sent).toBeGreaterThan(2 * 2 ** 20 / 2); // it ran until the usage came near the limit (both directions count)
     const refused = await attempt('alice');

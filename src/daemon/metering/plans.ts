@@ -95,6 +95,8 @@ export interface PlanEnforcerOptions {
   openConnections?: (accountId: number, subject?: string) => number;
   /** Closes open connections that match (the gateway's closeWhere). */
   close?: (match: (accountId: number, subject: string) => boolean) => number;
+  /** Puts open connections under the budget this gives (the gateway's rebudget), when the plan tables change. */
+  rebudget?: (budgetFor: (accountId: number, subject: string) => Budget | null) => void;
   log?: { warn(obj: object, msg?: string): void };
 }
 
@@ -373,6 +375,9 @@ export class PlanEnforcer implements PlanLimits {
       this.plans = new Map(plans.map((p) => [p.accountId, p]));
       this.limits = new Map(users.map((u) => [usageKey(u.accountId, `user:${u.username}`), u]));
       this.version = version;
+      // Connections already open when a limit is set (or raised, lifted) relay under what it says now: a limit
+      // set on an account whose tunnels are streaming stops them too.
+      this.opts.rebudget?.((accountId, subject) => this.budgetFor(accountId, subject));
     }
     const now = this.now();
     const open = this.opts.openConnections;
