@@ -1,5 +1,6 @@
-// The proxy username rule (admin, console and gateway alike) and the session parameters a customer
-// appends to it: `USER-session-ID` or `USER-session-ID-sesstime-MIN` (docs/gateway.md, "Egress pools").
+// The proxy username rule (admin, console and gateway alike) and the parameters a customer appends to it:
+// targeting `-country-CC`, `-city-NAME` and a sticky session `-session-ID[-sesstime-MIN]` (docs/gateway.md,
+// "Egress pools" and "Entry and exit nodes").
 
 /** Proxy usernames: no `:` so HTTP Basic splits cleanly. The same rule as an HTML `pattern` (the console's form). */
 export const PROXY_USERNAME_PATTERN = '[A-Za-z0-9._\\-]{3,64}';
@@ -9,38 +10,48 @@ export const PROXY_USERNAME_HINT = '3-64 characters of A-Z a-z 0-9 . _ -';
 const SESSION_MINUTES_DEFAULT = 10;
 const SESSION_MINUTES_MAX = 1440;
 const MARKER = '-session-';
+const MARKERS = ['-country-', '-city-', MARKER] as const;
 
 export function isProxyUsername(s: string): boolean {
   return PROXY_USERNAME_RE.test(s);
 }
 
-/** Why a name cannot be given to a new proxy user, or null. The session marker is reserved: a user named
+/** Why a name cannot be given to a new proxy user, or null. The parameter markers are reserved: a user named
  *  `alice-session-x` (of any account) would win over alice's session `x` at the gateway and lock alice out of it. */
 export function newProxyUsernameProblem(s: string): string | null {
   if (!isProxyUsername(s)) return PROXY_USERNAME_HINT;
-  if (s.includes(MARKER)) return `"${MARKER}" is reserved for session parameters (USER-session-ID)`;
+  const marker = MARKERS.find((m) => s.includes(m));
+  if (marker) return `"${marker}" is reserved for username parameters (USER-country-CC-city-NAME-session-ID)`;
   return null;
 }
 
 /**
- * What a presented username asks for. `plain`: no session parameters; `session`: the base user, the session
- * ID and its length in minutes; `malformed`: it carries `-session-` but no split of it parses.
- * The caller still tries the username as written first: an existing user of that name wins.
+ * What a presented username asks for: `USER[-country-CC][-city-NAME][-session-ID[-sesstime-MIN]]`, in that
+ * order. `plain`: no parameters; `params`: the base user and what it asks (country and city lower-case, null
+ * when not asked; the session and its length in minutes); `malformed`: it carries a marker but no split of it
+ * parses. The caller still tries the username as written first: an existing user of that name wins.
  */
-type ProxyUsername =
+export type ProxyUsername =
   | { kind: 'plain'; user: string }
-  | { kind: 'session'; user: string; session: string; minutes: number }
+  | { kind: 'params'; user: string; country: string | null; city: string | null; session: string | null; minutes: number }
   | { kind: 'malformed' };
 
-// Greedy USER: the rightmost `-session-` after which the rest parses (IDs hold no `-`, so at most one does).
-const SESSION_RE = /^(.+)-session-([A-Za-z0-9_]{1,32})(?:-sesstime-([1-9][0-9]{0,3}))?$/;
+// What follows the base user, whole. Session IDs and city names hold no `-`, so a split parses at most one way.
+const PARAMS_RE = /^(?:-country-([A-Za-z]{2}))?(?:-city-([A-Za-z0-9_]{1,64}))?(?:-session-([A-Za-z0-9_]{1,32})(?:-sesstime-([1-9][0-9]{0,3}))?)?$/;
 
 export function parseProxyUsername(name: string): ProxyUsername {
-  if (!name.includes(MARKER)) return { kind: 'plain', user: name };
-  const m = SESSION_RE.exec(name);
-  if (!m) return { kind: 'malformed' };
-  const [, user = '', session = '', min] = m;
-  const minutes = min === undefined ? SESSION_MINUTES_DEFAULT : Number(min);
-  if (minutes > SESSION_MINUTES_MAX || !isProxyUsername(user)) return { kind: 'malformed' };
-  return { kind: 'session', user, session, minutes };
+  if (!MARKERS.some((m) => name.includes(m))) return { kind: 'plain', user: name };
+  // The base user is the shortest prefix after which the rest parses (`alice-country-us-session-x` is alice
+  // in the US, not a user `alice-country-us`); a base user may itself hold `-` and even a marker.
+  for (let i = name.indexOf('-', 1); i > 0; i = name.indexOf('-', i + 1)) {
+    if (!MARKERS.some((m) => name.startsWith(m, i))) continue;
+    const m = PARAMS_RE.exec(name.slice(i));
+    if (!m || m[0] === '') continue;
+    const user = name.slice(0, i);
+    const [, country, city, session, min] = m;
+    const minutes = min === undefined ? SESSION_MINUTES_DEFAULT : Number(min);
+    if (minutes > SESSION_MINUTES_MAX || !isProxyUsername(user)) return { kind: 'malformed' };
+    return { kind: 'params', user, country: country?.toLowerCase() ?? null, city: city?.toLowerCase() ?? null, session: session ?? null, minutes };
+  }
+  return { kind: 'malformed' };
 }

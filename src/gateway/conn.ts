@@ -6,7 +6,7 @@ import type net from 'node:net';
 import { ByteQueue } from './byte-queue.js';
 import type { ByteBudget } from './byte-budget.js';
 import type { GatewayCore } from './core.js';
-import type { EgressSession } from './dialer.js';
+import type { EgressSession, ExitWish } from './dialer.js';
 import { parseProxyHeader } from './proxy-protocol.js';
 import { failureLogReason, httpFailureReply, httpReply, type Failure } from './replies.js';
 import { canonicalIp } from './target-policy.js';
@@ -121,6 +121,8 @@ export class ClientConn {
   budget: ByteBudget | null = null;
   /** The admitted username's sticky session (null: the connection rotates over the egress pool). */
   egressSession: EgressSession | null = null;
+  /** The username's targeting (SPEC 13), null: any exit. */
+  exitWish: ExitWish | null = null;
   bytesUp = 0;
   bytesDown = 0;
   upstream: net.Socket | null = null;
@@ -275,6 +277,7 @@ export class ClientConn {
     this.meterSubject = out.subject;
     this.budget = out.budget ?? null;
     this.egressSession = out.session;
+    this.exitWish = out.want ?? null;
     return this.closed ? 'gone' : null;
   }
 
@@ -311,8 +314,8 @@ export class ClientConn {
   }
 
   /** A failure after the handshake, answered on the HTTP listener (SOCKS5 encodes its own reply). */
-  failHttp(f: Failure): void {
-    this.refuse(failureLogReason(f), httpFailureReply(f, this.requestId));
+  failHttp(f: Failure, detail?: string): void {
+    this.refuse(failureLogReason(f), httpFailureReply(f, this.requestId, detail));
   }
 
   /** One `refused` record, at most once per connection. */

@@ -4,7 +4,7 @@ import { randomBytes } from 'node:crypto';
 import net from 'node:net';
 import ipaddr from 'ipaddr.js';
 import type { ByteBudget } from './byte-budget.js';
-import { DirectDialer, PoolDialer, type Dialer, type EgressSession } from './dialer.js';
+import { DirectDialer, LocatedDialer, PoolDialer, type Dialer, type EgressSession, type ExitWish } from './dialer.js';
 import { resolveLimits } from './limits.js';
 import { Tunnels } from './open-tunnels.js';
 import { parseIp } from './target-policy.js';
@@ -13,7 +13,7 @@ import type { AdmitFailure, GatewayLimits, GatewayOptions, GatewayStats, UsageDe
 export type { DialFailure, ResolveOutcome } from './dialer.js';
 
 export type AdmitOutcome =
-  | { ok: true; accountId: number; session: EgressSession | null; subject: string; budget?: ByteBudget | null }
+  | { ok: true; accountId: number; session: EgressSession | null; subject: string; budget?: ByteBudget | null; want?: ExitWish | null }
   | { ok: false; reason: AdmitFailure | 'admission_error'; accountId?: number | undefined };
 
 /** What the core tracks of a live client connection (conn.ts's ClientConn), without importing it. */
@@ -57,6 +57,7 @@ export class GatewayCore {
   /** How every handler reaches a target (forward, CONNECT, SOCKS5). */
   readonly dialer: Dialer;
   private readonly direct: DirectDialer;
+  readonly localDialer: Dialer;
   /** The gateway's own bound addresses, refused as targets like the daemon's listeners. */
   ownAddresses: Array<{ host: string; port: number }> = [];
 
@@ -90,7 +91,11 @@ export class GatewayCore {
         e[a] = (e[a] ?? 0) + 1;
       },
     });
-    this.dialer = pool ? new PoolDialer(this.direct, pool.addresses, pool.sessions) : this.direct;
+    const local = pool ? new PoolDialer(this.direct, pool.addresses, pool.sessions) : this.direct;
+    // An entry reaches every target through an exit; a `both` node dials here, within its own location.
+    this.dialer = opts.exitDialer ?? new LocatedDialer(local, opts.location ?? null);
+    /** What an exit's hop dials with: this node's own dialer, whatever the username asked (the entry chose). */
+    this.localDialer = local;
   }
 
   nextRequestId(): string {
@@ -180,13 +185,15 @@ export class GatewayCore {
    */
   private async admitUser(username: string, password: string, sourceIp: string | null): Promise<AdmitOutcome> {
     const parsed = this.opts.parseUsername?.(username) ?? { kind: 'plain' as const, user: username };
-    const base = parsed.kind === 'session' ? parsed.user : undefined;
+    const base = parsed.kind === 'params' ? parsed.user : undefined;
     const out = await this.opts.admission.admitByCredentials(username, password, base, sourceIp);
     if (!out.ok) return { ok: false, reason: out.reason, accountId: out.accountId };
-    // Metered for the user that matched: a session username's base user.
+    // Metered for the user that matched: a parameterised username's base user.
     const subject = `user:${out.user ?? username}`;
-    if (parsed.kind === 'session' && out.user === parsed.user) {
-      return { ok: true, accountId: out.accountId, session: { key: `${out.accountId}:${parsed.user}:${parsed.session}`, minutes: parsed.minutes }, subject };
+    if (parsed.kind === 'params' && out.user === parsed.user) {
+      const session = parsed.session === null ? null : { key: `${out.accountId}:${parsed.user}:${parsed.session}`, minutes: parsed.minutes };
+      const want = parsed.country === null && parsed.city === null ? null : { country: parsed.country, city: parsed.city };
+      return { ok: true, accountId: out.accountId, session, subject, want };
     }
     return { ok: true, accountId: out.accountId, session: null, subject };
   }

@@ -12,10 +12,19 @@ export type ResolveOutcome =
 
 export type DialFailure = 'refused' | 'net_unreachable' | 'host_unreachable' | 'timeout';
 
-export type TargetFailure = Exclude<ResolveOutcome, { ok: true }>['reason'] | DialFailure;
+/** An entry node found no healthy exit that matches what the username asked for (SPEC 13). */
+export type ExitFailure = 'no_exit';
+
+export type TargetFailure = Exclude<ResolveOutcome, { ok: true }>['reason'] | DialFailure | ExitFailure;
 
 /** `null`: the caller no longer wanted it (its client went away); the socket, if any, is destroyed. */
-export type DialOutcome = { ok: true; socket: net.Socket } | { ok: false; failure: TargetFailure } | null;
+export type DialOutcome = { ok: true; socket: net.Socket } | { ok: false; failure: TargetFailure; detail?: string } | null;
+
+/** What a username's targeting asks of the exit (lower-case; null: any). */
+export interface ExitWish {
+  country: string | null;
+  city: string | null;
+}
 
 /** A sticky session of an admitted connection: same key, same egress for `minutes` from its first use. */
 export interface EgressSession {
@@ -28,6 +37,8 @@ export interface DialRequest {
   port: number;
   /** Null: the connection rotates over the pool. */
   session: EgressSession | null;
+  /** The username's targeting (`-country-CC-city-NAME`); null or absent: any exit. */
+  want?: ExitWish | null;
   /** Checked once the target is resolved: false abandons the dial. */
   wanted(): boolean;
   /** The socket while it connects, so the caller can destroy it if its client goes away. */
@@ -164,6 +175,31 @@ export class PoolDialer implements Dialer {
     }
     return this.base.dialFrom(req, this.addresses[index]);
   }
+}
+
+/**
+ * A `both` node is its own exit: a connection that asks for a country or city this node is not in gets
+ * `no_exit` at once (HTTP 502 / SOCKS 0x03); any other dials here.
+ */
+export class LocatedDialer implements Dialer {
+  constructor(
+    private readonly inner: Dialer,
+    private readonly location: ExitWish | null,
+  ) {}
+
+  dial(req: DialRequest): Promise<DialOutcome> {
+    const miss = unmet(req.want ?? null, this.location);
+    if (miss !== null) return Promise.resolve({ ok: false, failure: 'no_exit', detail: miss });
+    return this.inner.dial(req);
+  }
+}
+
+/** Whether `at` satisfies `want`: null when it does, else the `details` of the 502 (`no exit for country us`). */
+export function unmet(want: ExitWish | null, at: ExitWish | null): string | null {
+  if (want === null) return null;
+  if (want.country !== null && want.country !== at?.country) return `no exit for country ${want.country}`;
+  if (want.city !== null && want.city !== at?.city) return `no exit for city ${want.city}`;
+  return null;
 }
 
 /** A shared listener (no closure, so it retains nothing of the dial). */

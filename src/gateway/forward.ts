@@ -92,7 +92,7 @@ export function forwardRequest(conn: ClientConn, head: RequestHead): void {
     .then((out) => {
       if (!out) return;
       if (!out.ok) {
-        conn.failHttp(out.failure);
+        conn.failHttp(out.failure, out.detail);
         return;
       }
       const early = conn.handOff('forward');

@@ -14,6 +14,7 @@ export async function dialTarget(conn: ClientConn, host: string, port: number): 
     host,
     port,
     session: conn.egressSession,
+    want: conn.exitWish,
     // Not once the header deadline has answered instead (the connection is then `replying`).
     wanted: () => !conn.closed && (conn.state === 'resolving' || conn.state === 'dialing'),
     connecting: (socket) => {
@@ -39,7 +40,7 @@ export function openConnectTunnel(conn: ClientConn, head: RequestHead): void {
   void dialTarget(conn, target.host, target.port).then((out) => {
     if (!out) return;
     if (!out.ok) {
-      conn.failHttp(out.failure);
+      conn.failHttp(out.failure, out.detail);
       return;
     }
     const early = conn.handOff('tunnel');

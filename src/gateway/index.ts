@@ -7,6 +7,7 @@ import { GatewayCore } from './core.js';
 import { httpReply } from './replies.js';
 import { HttpProxyHandler } from './http-proxy.js';
 import { Socks5Handler } from './socks5.js';
+import { startHopServer, type HopServer } from './hop.js';
 import type { Gateway, GatewayOptions, GatewayStats } from './types.js';
 
 export type * from './types.js';
@@ -59,19 +60,31 @@ export async function startGateway(opts: GatewayOptions): Promise<Gateway> {
 
   let httpServer: net.Server | null = null;
   let socksServer: net.Server | null = null;
+  let hopServer: HopServer | null = null;
   try {
     httpServer = await make('http', opts.httpProxyListen);
     socksServer = await make('socks5', opts.socksListen);
+    // An exit node: entries reach it on the hop listener, and it dials with its own dialer (SPEC 13).
+    if (opts.hop) {
+      hopServer = await startHopServer({
+        listen: opts.hop.listen,
+        secret: opts.hop.secret,
+        dialer: core.localDialer,
+        idleTimeoutMs: limits.idleTimeoutMs,
+        onRefused: opts.hop.onRefused,
+      });
+    }
   } catch (err) {
     for (const s of servers) s.close();
     throw err;
   }
-  core.ownAddresses = [httpServer, socksServer].map(boundAddress).filter((a) => a !== null);
+  core.ownAddresses = [boundAddress(httpServer), boundAddress(socksServer), hopServer?.address() ?? null].filter((a) => a !== null);
 
   let closing: Promise<void> | null = null;
   return {
     httpProxyAddress: () => boundAddress(httpServer),
     socksAddress: () => boundAddress(socksServer),
+    hopAddress: () => hopServer?.address() ?? null,
     stats(): GatewayStats {
       const s = core.stats;
       let bytesUp = s.bytesUp;
@@ -97,6 +110,7 @@ export async function startGateway(opts: GatewayOptions): Promise<Gateway> {
     close(drainMs: number): Promise<void> {
       closing ??= (async () => {
         await Promise.all(servers.map((s) => new Promise<void>((r) => s.close(() => r()))).concat(drain(drainMs)));
+        await hopServer?.close();
       })();
       return closing;
     },

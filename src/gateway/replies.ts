@@ -1,6 +1,6 @@
 // The gateway's own answers (always final: the connection closes after them), and the one mapping
 // from a failure to its HTTP status and SOCKS5 reply code.
-import type { DialFailure } from './dialer.js';
+import type { DialFailure, ExitFailure } from './dialer.js';
 import { Reply, encodeReply } from './socks5-parser.js';
 import type { TargetRefusal } from './target-policy.js';
 import type { AdmitFailure, LogReason } from './types.js';
@@ -64,7 +64,7 @@ export function httpReply(status: number, error: ProxyErrorType, detail: string,
 export const PROXY_AUTHENTICATE = 'Proxy-Authenticate: Basic realm="proxy"';
 
 /** Why a connection gets no tunnel after its handshake: admission, target policy, DNS, or the dial. */
-export type Failure = AdmitFailure | 'admission_error' | TargetRefusal | 'dns_failed' | 'no_usable_address' | DialFailure;
+export type Failure = AdmitFailure | 'admission_error' | TargetRefusal | 'dns_failed' | 'no_usable_address' | DialFailure | ExitFailure;
 
 interface FailureAnswer {
   status: number;
@@ -107,15 +107,17 @@ const FAILURES: Record<Failure, FailureAnswer> = {
   net_unreachable: { status: 502, error: 'destination_ip_unroutable', detail: 'target unreachable', socks: Reply.NetworkUnreachable, log: 'target_refused' },
   host_unreachable: { status: 502, error: 'destination_ip_unroutable', detail: 'target unreachable', socks: Reply.HostUnreachable, log: 'target_refused' },
   timeout: { status: 504, error: 'connection_timeout', detail: 'connecting to the target timed out', socks: Reply.TtlExpired, log: 'target_timeout' },
+  no_exit: { status: 502, error: 'destination_unavailable', detail: 'no exit matches', socks: Reply.NetworkUnreachable, log: 'no_exit' },
 };
 
 export function failureLogReason(f: Failure): LogReason {
   return FAILURES[f].log;
 }
 
-export function httpFailureReply(f: Failure, requestId: string): string {
-  const { status, error, detail } = FAILURES[f];
-  return httpReply(status, error, detail, requestId, status === 407 ? [PROXY_AUTHENTICATE] : []);
+/** `detail` replaces the table's text (a `no_exit` names what was asked: `no exit for country us`). */
+export function httpFailureReply(f: Failure, requestId: string, detail?: string): string {
+  const a = FAILURES[f];
+  return httpReply(a.status, a.error, detail ?? a.detail, requestId, a.status === 407 ? [PROXY_AUTHENTICATE] : []);
 }
 
 export function socksFailureReply(f: Failure): Buffer {

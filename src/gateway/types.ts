@@ -2,6 +2,7 @@
 // The gateway imports nothing else of ours.
 import type { StickySessions } from './sticky-sessions.js';
 import type { ByteBudget } from './byte-budget.js';
+import type { Dialer, ExitWish } from './dialer.js';
 
 // Each admission failure, precisely: the client always gets the same 407 for the first six (no oracle for
 // usernames); the connection log keeps the precise reason for the account owner and support.
@@ -108,7 +109,7 @@ export interface PlanLimits {
 /** What a presented username asks for (the daemon injects the rule that parses it). */
 export type UsernameParams =
   | { kind: 'plain'; user: string }
-  | { kind: 'session'; user: string; session: string; minutes: number }
+  | { kind: 'params'; user: string; country: string | null; city: string | null; session: string | null; minutes: number }
   | { kind: 'malformed' };
 
 export interface GatewayLimits {
@@ -141,6 +142,12 @@ export interface GatewayOptions {
   limits?: Partial<GatewayLimits>;
   /** Structured log sink (pino-compatible subset). Never given secrets. */
   log?: { info(obj: object, msg?: string): void; warn(obj: object, msg?: string): void };
+  /** This node's `--location` (a `both` node is its own exit: targeting elsewhere gets 502 no_exit). */
+  location?: ExitWish | null;
+  /** An entry node: every target is reached through this (the hop to an exit), never dialled here. */
+  exitDialer?: Dialer;
+  /** An exit node: the hop listener entries reach it on (no customer listener), and the fleet's secret. */
+  hop?: { listen: { host: string; port: number }; secret: Buffer; onRefused?: () => void } | undefined;
   /** Lookup used to resolve target names (injectable for tests). */
   lookup?: (host: string) => Promise<Array<{ address: string; family: 4 | 6 }>>;
 }
@@ -148,6 +155,8 @@ export interface GatewayOptions {
 export interface Gateway {
   httpProxyAddress(): { host: string; port: number } | null;
   socksAddress(): { host: string; port: number } | null;
+  /** An exit node's hop listener (SPEC 13), else null. */
+  hopAddress(): { host: string; port: number } | null;
   /** Stop accepting; let open tunnels drain up to `drainMs`, then destroy the rest. */
   close(drainMs: number): Promise<void>;
   /** Counters for the metrics endpoint. */

@@ -13,21 +13,21 @@ describe('session parameters in the username', () => {
     expect(parseProxyUsername('alice-session')).toEqual({ kind: 'plain', user: 'alice-session' });
   });
   it('USER-session-ID defaults to 10 minutes', () => {
-    expect(parseProxyUsername('alice-session-s1')).toEqual({ kind: 'session', user: 'alice', session: 's1', minutes: 10 });
+    expect(parseProxyUsername('alice-session-s1')).toEqual({ kind: 'params', user: 'alice', country: null, city: null, session: 's1', minutes: 10 });
   });
   it('USER-session-ID-sesstime-MIN', () => {
-    expect(parseProxyUsername('alice-session-A_9-sesstime-30')).toEqual({ kind: 'session', user: 'alice', session: 'A_9', minutes: 30 });
-    expect(parseProxyUsername('alice-session-x-sesstime-1').kind).toBe('session');
+    expect(parseProxyUsername('alice-session-A_9-sesstime-30')).toEqual({ kind: 'params', user: 'alice', country: null, city: null, session: 'A_9', minutes: 30 });
+    expect(parseProxyUsername('alice-session-x-sesstime-1').kind).toBe('params');
     expect(parseProxyUsername('alice-session-x-sesstime-1440')).toMatchObject({ minutes: 1440 });
   });
   it('a base user holding "-" and even "-session-" splits at the rightmost marker', () => {
-    expect(parseProxyUsername('my-team-session-abc')).toEqual({ kind: 'session', user: 'my-team', session: 'abc', minutes: 10 });
-    expect(parseProxyUsername('a-session-b-session-c')).toEqual({ kind: 'session', user: 'a-session-b', session: 'c', minutes: 10 });
-    expect(parseProxyUsername('alice-session-session-sesstime-5')).toEqual({ kind: 'session', user: 'alice', session: 'session', minutes: 5 });
-    expect(parseProxyUsername('a.b-session-sesstime')).toEqual({ kind: 'session', user: 'a.b', session: 'sesstime', minutes: 10 });
+    expect(parseProxyUsername('my-team-session-abc')).toEqual({ kind: 'params', user: 'my-team', country: null, city: null, session: 'abc', minutes: 10 });
+    expect(parseProxyUsername('a-session-b-session-c')).toEqual({ kind: 'params', user: 'a-session-b', country: null, city: null, session: 'c', minutes: 10 });
+    expect(parseProxyUsername('alice-session-session-sesstime-5')).toEqual({ kind: 'params', user: 'alice', country: null, city: null, session: 'session', minutes: 5 });
+    expect(parseProxyUsername('a.b-session-sesstime')).toEqual({ kind: 'params', user: 'a.b', country: null, city: null, session: 'sesstime', minutes: 10 });
   });
   it('the longest ID (32) passes, 33 is malformed', () => {
-    expect(parseProxyUsername(`alice-session-${'i'.repeat(32)}`).kind).toBe('session');
+    expect(parseProxyUsername(`alice-session-${'i'.repeat(32)}`).kind).toBe('params');
     expect(parseProxyUsername(`alice-session-${'i'.repeat(33)}`).kind).toBe('malformed');
   });
   it.each([
@@ -48,6 +48,37 @@ describe('session parameters in the username', () => {
   ])('%s is malformed', (s) => expect(parseProxyUsername(s)).toEqual({ kind: 'malformed' }));
 });
 
+describe('targeting in the username', () => {
+  const p = (user: string, o: { country?: string; city?: string; session?: string; minutes?: number }) => ({
+    kind: 'params',
+    user,
+    country: o.country ?? null,
+    city: o.city ?? null,
+    session: o.session ?? null,
+    minutes: o.minutes ?? 10,
+  });
+  it('country, city and session, in that order', () => {
+    expect(parseProxyUsername('alice-country-us')).toEqual(p('alice', { country: 'us' }));
+    expect(parseProxyUsername('alice-country-DE-city-Berlin')).toEqual(p('alice', { country: 'de', city: 'berlin' }));
+    expect(parseProxyUsername('alice-city-new_york')).toEqual(p('alice', { city: 'new_york' }));
+    expect(parseProxyUsername('alice-country-us-city-nyc-session-s1-sesstime-30')).toEqual(p('alice', { country: 'us', city: 'nyc', session: 's1', minutes: 30 }));
+    expect(parseProxyUsername('my-team-country-gb-session-x')).toEqual(p('my-team', { country: 'gb', session: 'x' }));
+  });
+  it('out of order, the earlier parameters stay in the base user (no such user can be created: 407)', () => {
+    expect(parseProxyUsername('alice-session-x-country-us')).toMatchObject({ user: 'alice-session-x', country: 'us', session: null });
+    expect(parseProxyUsername('alice-city-nyc-country-us')).toMatchObject({ user: 'alice-city-nyc', country: 'us', city: null });
+    expect(newProxyUsernameProblem('alice-session-x')).not.toBeNull();
+  });
+  it.each([
+    'alice-country-usa',
+    'alice-country-',
+    'alice-country-u1',
+    'alice-city-',
+    'alice-city-new-york',
+    'alice-country-us-sesstime-5',
+  ])('%s is malformed', (s) => expect(parseProxyUsername(s)).toEqual({ kind: 'malformed' }));
+});
+
 describe('names for new proxy users', () => {
   it.each(['alice', 'my-team', 'a.b_c', 'alice-sesstime-5', 'alice-session', 'alice-SESSION-x'])('%s may be created', (s) =>
     expect(newProxyUsernameProblem(s)).toBeNull(),
@@ -56,5 +87,6 @@ describe('names for new proxy users', () => {
   it.each(['alice-session-x', 'team-session-store', 'a-session-b-sesstime-5', 'alice-session-'])('%s is refused (session marker reserved)', (s) =>
     expect(newProxyUsernameProblem(s)).toMatch(/"-session-" is reserved/),
   );
+  it.each(['alice-country-us', 'alice-city-x'])('%s is refused (targeting markers reserved)', (s) => expect(newProxyUsernameProblem(s)).toMatch(/is reserved for username parameters/));
   it('the username rule still comes first', () => expect(newProxyUsernameProblem('a b')).toBe('3-64 characters of A-Z a-z 0-9 . _ -'));
 });

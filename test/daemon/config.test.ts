@@ -68,3 +68,26 @@ describe('database URLs', () => {
     expect(redactUrl(multi)).not.toContain('s3cret');
   });
 });
+
+describe('roles and location (SPEC 13)', () => {
+  const db = 'postgres://u:p@127.0.0.1:5432/d';
+  it('defaults to both, no location, hop on 127.0.0.1:3129', () => {
+    const c = toServeConfig(base, {});
+    expect(c.role).toBe('both');
+    expect(c.location).toBeNull();
+    expect(c.hopListen).toEqual({ host: '127.0.0.1', port: 3129 });
+  });
+  it('parses the location, lower-cased', () => {
+    expect(toServeConfig({ ...base, location: 'US' }, {}).location).toEqual({ country: 'us', city: null });
+    expect(toServeConfig({ ...base, location: 'de:Berlin' }, {}).location).toEqual({ country: 'de', city: 'berlin' });
+    for (const bad of ['usa', 'u', 'us:', 'us:new york', 'us:la:x', '12']) expect(() => toServeConfig({ ...base, location: bad }, {})).toThrow(/--location/);
+  });
+  it('entry and exit need the fleet database; an entry has no egress of its own', () => {
+    expect(() => toServeConfig({ ...base, role: 'exit' }, {})).toThrow(/--database-url/);
+    expect(() => toServeConfig({ ...base, role: 'entry' }, {})).toThrow(/--database-url/);
+    expect(toServeConfig({ ...base, role: 'exit', databaseUrl: db, egressAddress: '127.0.0.2' }, {}).role).toBe('exit');
+    expect(() => toServeConfig({ ...base, role: 'entry', databaseUrl: db, egressAddress: '127.0.0.2' }, {})).toThrow(/no egress address of its own/);
+    expect(() => toServeConfig({ ...base, role: 'middle', databaseUrl: db }, {})).toThrow(/--role/);
+    expect(() => toServeConfig({ ...base, role: 'exit', databaseUrl: db, hopListen: 'nowhere' }, {})).toThrow(/--hop-listen/);
+  });
+});

@@ -3,7 +3,7 @@
 // /metrics, admitted connections go on being admitted, and once the database takes writes again everything
 // still buffered is written.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { admin, inspectDb, makeAccount, startDaemon, type Daemon } from '../helpers/daemon.js';
+import { admin, inspectDb, makeAccount, startDaemon, waitForProxyUsers, type Daemon } from '../helpers/daemon.js';
 import { RawClient, basic, startTcpEcho } from '../gateway/helpers.js';
 import { waitFor } from '../helpers/wait.js';
 
@@ -25,6 +25,7 @@ describe('connection log: bounded buffer under a flood, database locked', () => 
     d = await startDaemon({ args: ['--allow-private-targets'], env: { PROXYD_CONNECTION_LOG_BUFFER: String(BOUND) } });
     await makeAccount(d.dataDir, 'flood@example.com');
     await admin(d.dataDir, ['proxy-user', 'create', '--email', 'flood@example.com', '--username', 'alice', '--password-stdin'], `${PASSWORD}\n`);
+    await waitForProxyUsers(d, 1);
   }, 30_000);
   afterAll(async () => {
     await d?.stop();

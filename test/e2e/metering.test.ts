@@ -4,7 +4,7 @@
 // for the account under the entry's IP; a node killed with SIGKILL loses at most its last second.
 import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { admin, makeAccount, startDaemon, type Daemon } from '../helpers/daemon.js';
+import { admin, makeAccount, startDaemon, waitForProxyUsers, type Daemon } from '../helpers/daemon.js';
 import { RawClient, basic } from '../gateway/helpers.js';
 import { sleep, waitFor } from '../helpers/wait.js';
 
@@ -196,12 +196,13 @@ describe('usage metering: a node killed with SIGKILL', () => {
     const email = 'kill@example.com';
     await makeAccount(d.dataDir, email);
     await admin(d.dataDir, ['proxy-user', 'create', '--email', email, '--username', 'streamer', '--password-stdin'], `${PASSWORD}\n`);
+    await waitForProxyUsers(d, 1);
     const sinkServer = net.createServer((s) => s.on('data', () => {}).on('error', () => {}));
     await new Promise<void>((r) => sinkServer.listen(0, '127.0.0.1', () => r()));
     try {
       const c = await RawClient.connect(Number(d.httpProxy.split(':')[1]));
       c.write(`CONNECT 127.0.0.1:${(sinkServer.address() as net.AddressInfo).port} HTTP/1.1\r\nProxy-Authorization: ${basic('streamer', PASSWORD)}\r\n\r\n`);
-      await c.readUntil('\r\n\r\n');
+      expect(await c.readUntil('\r\n\r\n')).toMatch(/^HTTP\/1\.1 200 /);
       // Send 64 KiB every 20 ms for 3.5 s, noting when each chunk was fully handed to the kernel.
       const sent: Array<{ at: number; total: number }> = [];
       let total = 0;

@@ -19,8 +19,11 @@ export const { list: LIST, add: ADD, delete: DEL } = API_PATHS;
 export interface Ready {
   event: 'ready';
   api: string;
-  httpProxy: string | null;
-  socks5: string | null;
+  httpProxy?: string | null;
+  socks5?: string | null;
+  /** An exit node's hop listener (SPEC 13). */
+  hop?: string;
+  role?: string;
   pid: number;
 }
 
@@ -28,6 +31,10 @@ export interface Daemon {
   api: string;
   httpProxy: string;
   socks: string;
+  /** An exit's hop listener, else ''. */
+  hop: string;
+  /** The ready line as printed. */
+  ready: Ready;
   dataDir: string;
   /** The PostgreSQL database this daemon serves, when it runs on that backend. */
   databaseUrl: string | undefined;
@@ -124,6 +131,8 @@ export async function startDaemon(opts: StartOptions = {}): Promise<Daemon> {
     api: ready.api,
     httpProxy: ready.httpProxy ?? '',
     socks: ready.socks5 ?? '',
+    hop: ready.hop ?? '',
+    ready,
     dataDir,
     databaseUrl: databaseUrls.get(dataDir),
     proc,
@@ -245,4 +254,18 @@ export function isolatedCliEnv(work: string, baseUrl: string, extra: Record<stri
     NO_COLOR: '1',
     ...extra,
   };
+}
+
+/**
+ * Waits until the daemon's admission view holds at least `n` proxy users (it learns of users the admin
+ * command made from the change feed, a moment later: on a loaded machine, later than a test's first connection).
+ */
+export async function waitForProxyUsers(d: Daemon, n: number, timeoutMs = 10_000): Promise<void> {
+  const t0 = Date.now();
+  for (;;) {
+    const text = await fetch(`${d.api}/metrics`).then((r) => r.text()).catch(() => '');
+    if (Number(/^proxyd_admission_view_proxy_users (\d+)/m.exec(text)?.[1] ?? -1) >= n) return;
+    if (Date.now() - t0 > timeoutMs) throw new Error(`the admission view did not reach ${n} proxy users in ${timeoutMs} ms`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
 }

@@ -12,7 +12,17 @@ export class Metrics {
   readonly httpDuration: Histogram<'route'>;
   readonly rateLimited: Counter<'route' | 'reason'>;
   private gatewayStats: (() => GatewayStats) | null = null;
+  private readonly hopRefused: Counter;
+  private exitView: (() => Array<{ node: string; healthy: boolean }>) | null = null;
   private viewStatus: (() => ViewStatus) | null = null;
+
+  countHopRefused(): void {
+    this.hopRefused.inc();
+  }
+
+  attachExits(view: () => Array<{ node: string; healthy: boolean }>): void {
+    this.exitView = view;
+  }
 
   constructor(opts: { defaultMetrics?: boolean } = {}) {
     if (opts.defaultMetrics !== false) collectDefaultMetrics({ register: this.registry, prefix: 'proxyd_' });
@@ -37,6 +47,24 @@ export class Metrics {
       registers: [this.registry],
     });
     const self = this;
+    this.hopRefused = new Counter({
+      name: 'proxyd_hop_refused_total',
+      help: 'Connections to this exit\'s hop listener that did not prove the fleet secret',
+      registers: [this.registry],
+    });
+    new Gauge({
+      name: 'proxyd_exit_nodes',
+      help: 'Exit nodes this entry knows, by health (healthy: heartbeat fresh and probes answered)',
+      labelNames: ['state'],
+      registers: [this.registry],
+      collect() {
+        const v = self.exitView?.();
+        if (!v) return;
+        this.reset();
+        this.set({ state: 'healthy' }, v.filter((e) => e.healthy).length);
+        this.set({ state: 'unhealthy' }, v.filter((e) => !e.healthy).length);
+      },
+    });
     new Gauge({
       name: 'proxyd_gateway_connections_open',
       help: 'Gateway connections open now',

@@ -37,8 +37,14 @@ export interface ServeConfig {
   /** Operator override of the API limits, `list=60,add=10,delete=10,invalid=20`. */
   rateLimits: string | undefined;
   logLevel: string;
-  /** The name this node's connection-log records carry (`--node-name`, default the host name). */
+  /** The name this node's connection-log records carry (`--node-name`, default the host name); an exit's name in the registry. */
   nodeName: string;
+  /** `--role` (SPEC 13): entry, exit, or both (one tier, as before). */
+  role: 'entry' | 'exit' | 'both';
+  /** `--location CC[:city]`, lower-case. */
+  location: { country: string; city: string | null } | null;
+  /** An exit's hop listener. */
+  hopListen: HostPort;
   /** How long connection-log records are kept (ms); 0: the gateway keeps no connection log. */
   connectionLogRetentionMs: number;
   /** How long usage buckets are kept, per period (ms). */
@@ -106,6 +112,9 @@ interface RawServeOptions {
   rateLimits?: string;
   logLevel: string;
   nodeName?: string;
+  role?: string;
+  location?: string;
+  hopListen?: string;
   connectionLogRetention?: string;
   usageRetention?: string;
 }
@@ -127,6 +136,7 @@ export function toServeConfig(o: RawServeOptions, env: NodeJS.ProcessEnv = proce
   const pool = o.egressPool ? parseEgressPool(o.egressPool) : undefined;
   if (pool && 'error' in pool) throw new ConfigError(`--egress-pool: ${pool.error}`);
   if (pool && o.egressAddress) throw new ConfigError('--egress-pool replaces --egress-address: give one of them');
+  const role = parseRole(o.role, o);
   return {
     dataDir: path.resolve(o.dataDir || defaultDataDir(env)),
     databaseUrl: o.databaseUrl || undefined,
@@ -147,9 +157,28 @@ export function toServeConfig(o: RawServeOptions, env: NodeJS.ProcessEnv = proce
     rateLimits: o.rateLimits || undefined,
     logLevel: o.logLevel,
     nodeName: parseNodeName(o.nodeName),
+    role,
+    location: parseLocation(o.location),
+    hopListen: parseHostPort(o.hopListen ?? '127.0.0.1:3129', '--hop-listen'),
     connectionLogRetentionMs: parseDuration(o.connectionLogRetention ?? DEFAULT_CONNECTION_LOG_RETENTION, '--connection-log-retention'),
     usageRetentionMs: parseUsageRetention(o.usageRetention ?? DEFAULT_USAGE_RETENTION),
   };
+}
+
+function parseRole(s: string | undefined, o: RawServeOptions): ServeConfig['role'] {
+  const role = s ?? 'both';
+  if (role !== 'entry' && role !== 'exit' && role !== 'both') throw new ConfigError(`--role: expected entry, exit or both, got "${role}"`);
+  if (role !== 'both' && !o.databaseUrl) throw new ConfigError(`--role ${role}: entry and exit nodes share a fleet database: give --database-url postgres://…`);
+  if (role === 'entry' && (o.egressAddress || o.egressPool)) throw new ConfigError('--role entry: an entry dials from no egress address of its own (give --egress-address / --egress-pool to its exits)');
+  return role;
+}
+
+/** `us`, `de:berlin`: ISO 3166 alpha-2 and an optional city name (letters, digits, _), both lower-cased. */
+export function parseLocation(s: string | undefined): ServeConfig['location'] {
+  if (!s) return null;
+  const m = /^([A-Za-z]{2})(?::([A-Za-z0-9_]{1,64}))?$/.exec(s.trim());
+  if (!m) throw new ConfigError(`--location: expected COUNTRY[:CITY] such as us or de:berlin (ISO 3166 alpha-2; a city of letters, digits and _), got "${s}"`);
+  return { country: m[1]!.toLowerCase(), city: m[2]?.toLowerCase() ?? null };
 }
 
 export const DEFAULT_USAGE_RETENTION = 'minute=48h,hour=90d,day=2y';

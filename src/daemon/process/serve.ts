@@ -25,6 +25,8 @@ import { DatabaseWindowStore } from '../ratelimit/database-store.js';
 import { openStore as openBackend, type Store } from '../store/index.js';
 import { UsageMeter } from '../metering/meter.js';
 import { PlanEnforcer } from '../metering/plans.js';
+import { ExitDirectory, ExitHeartbeat, HopDialer } from '../fleet/exits.js';
+import { randomBytes } from 'node:crypto';
 import { WhitelistService, type ServiceLog } from '../services/whitelist.js';
 
 export const TUNNEL_DRAIN_MS = 10_000;
@@ -33,8 +35,27 @@ const DEPENDENCY_WAIT_MS = 3_000;
 
 /** What run.ts serves: this process, or a cluster primary's workers. */
 export interface Serving {
-  ready: { event: 'ready'; api: string; httpProxy: string | null; socks5: string | null; pid: number; workers?: number };
+  ready: Ready & { workers?: number };
   shutdown(): Promise<void>;
+}
+
+/** The JSON ready line (docs/operations.md). */
+export interface Ready {
+  event: 'ready';
+  api: string;
+  httpProxy?: string | null;
+  socks5?: string | null;
+  /** An exit node's hop listener. */
+  hop?: string;
+  role?: 'entry' | 'exit';
+  pid: number;
+}
+
+/** The fleet's hop secret (made by the first node that asks). */
+async function hopSecretOf(store: Store): Promise<Buffer> {
+  const s = await store.fleetSecret('hop', randomBytes(32).toString('hex'));
+  if (s === null) throw new Error('entry and exit roles need a fleet database (--database-url)');
+  return Buffer.from(s, 'hex');
 }
 
 export interface RunningDaemon extends Serving {
@@ -227,9 +248,17 @@ export async function startDaemon(cfg: ServeConfig, log: DaemonLog): Promise<Run
   });
   await plans.start();
   const ownApi = [apiHostPort];
+  // Entry and exit nodes (SPEC 13): an entry reaches every target through an exit's hop; an exit listens for
+  // its entries only. The hop's secret is the fleet's, made by whichever node starts first.
+  const hopSecret = cfg.role === 'both' ? null : await hopSecretOf(store);
+  const exits = cfg.role === 'entry' && store.exits ? new ExitDirectory(store.exits, { secret: hopSecret!, log: log.child({ component: 'exits' }) }) : null;
+  await exits?.start();
   const gw: Gateway = await startGateway({
-    httpProxyListen: cfg.httpProxyListen,
-    socksListen: cfg.socksListen,
+    httpProxyListen: cfg.role === 'exit' ? null : cfg.httpProxyListen,
+    socksListen: cfg.role === 'exit' ? null : cfg.socksListen,
+    location: cfg.location,
+    exitDialer: exits ? new HopDialer(exits, log.child({ component: 'exits' })) : undefined,
+    hop: cfg.role === 'exit' ? { listen: cfg.hopListen, secret: hopSecret!, onRefused: () => metrics.countHopRefused() } : undefined,
     egressAddress: cfg.egressAddress,
     egressPool: cfg.egressPool && { addresses: cfg.egressPool, sessions: stickySessionsFor(cfg.egressPool.length) },
     parseUsername: parseProxyUsername,
@@ -244,6 +273,7 @@ export async function startDaemon(cfg: ServeConfig, log: DaemonLog): Promise<Run
     lookup: dnsServers ? new CachingResolver({ servers: dnsServers }).lookup : undefined,
     log: log.child({ component: 'gateway' }),
   }).catch(async (err: unknown) => {
+    exits?.stop();
     view.close();
     await plans.stop();
     await connLog?.stop();
@@ -258,22 +288,33 @@ export async function startDaemon(cfg: ServeConfig, log: DaemonLog): Promise<Run
   metrics.attachMeter(() => ({ flushed: meter.flushed, failed: meter.failedFlushes }));
   metrics.attachAdmissionView(() => view.status());
   metrics.attachLoginBudget(() => admission.budget.refused);
+  if (exits) metrics.attachExits(() => exits.view());
   if (connLog) metrics.attachConnectionLog(() => ({ written: connLog.written, dropped: connLog.dropped, buffered: connLog.buffered }));
 
   const http = gw.httpProxyAddress();
   const socks = gw.socksAddress();
-  const ready = {
+  const hop = gw.hopAddress();
+  // An exit is in the registry before it says ready: entries may send it traffic from the next read on.
+  const heartbeat = hop && store.exits ? new ExitHeartbeat(store.exits, { node: cfg.nodeName, hop: formatHostPort(hop), country: cfg.location?.country ?? null, city: cfg.location?.city ?? null }, log) : null;
+  await heartbeat?.start().catch(async (err: unknown) => {
+    await gw.close(0);
+    throw err;
+  });
+  const ready: Ready = {
     event: 'ready' as const,
     api: `http://${formatHostPort(apiHostPort)}`,
-    httpProxy: http ? formatHostPort(http) : null,
-    socks5: socks ? formatHostPort(socks) : null,
+    // An exit opens no customer listener: its ready line names its hop instead.
+    ...(cfg.role === 'exit' ? { hop: formatHostPort(hop!) } : { httpProxy: http ? formatHostPort(http) : null, socks5: socks ? formatHostPort(socks) : null }),
+    ...(cfg.role === 'both' ? {} : { role: cfg.role }),
     pid: process.pid,
   };
 
   let closing: Promise<void> | null = null;
   const shutdown = () =>
     (closing ??= (async () => {
+      await heartbeat?.stop(); // out of the registry first: entries stop sending new connections here
       await Promise.all([app.close(), gateway?.close(TUNNEL_DRAIN_MS)]);
+      exits?.stop();
       view.close();
       await meter.stop();
       await plans.stop();

@@ -378,6 +378,27 @@ export interface ChangeLogStore {
 
 type Backend = 'sqlite' | 'postgres';
 
+/** An exit node as entries see it (SPEC 13). */
+export interface ExitNodeRow {
+  node: string;
+  /** host:port of its hop listener. */
+  hop: string;
+  country: string | null;
+  city: string | null;
+  /** Milliseconds since its last heartbeat, by the database's clock. */
+  ageMs: number;
+}
+
+/** The exit-node registry (PostgreSQL only: a fleet). */
+export interface ExitStore {
+  /** Registers (or refreshes) this exit; every heartbeat calls it again. */
+  heartbeat(e: { node: string; hop: string; country: string | null; city: string | null }): Promise<void>;
+  /** Leaves the registry (at stop). */
+  remove(node: string): Promise<void>;
+  /** Exits that heartbeated within `withinMs`. */
+  list(withinMs: number): Promise<ExitNodeRow[]>;
+}
+
 export interface Store {
   readonly backend: Backend;
   /** The data dir holding proxyd.db (SQLite), or null when the database is a server. */
@@ -391,6 +412,8 @@ export interface Store {
   readonly sessions: ConsoleSessionStore;
   readonly usage: UsageStore;
   readonly plans: PlanStore;
+  /** Exit nodes of an entry/exit fleet; null on SQLite (roles need PostgreSQL). */
+  readonly exits: ExitStore | null;
   readonly connectionLog: ConnectionLogStore;
   readonly changeLog: ChangeLogStore;
   /** The rate-hit log for limits shared between processes (SQLite: on a connection that never waits for a lock). */

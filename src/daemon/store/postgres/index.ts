@@ -13,6 +13,7 @@ import { PgConsoleSessionStore } from './sessions.js';
 import { PgTokenStore } from './tokens.js';
 import { PgUsageStore } from './usage.js';
 import { PgPlanStore } from './plans.js';
+import { PgExitStore } from './exits.js';
 import { PgWhitelistStore } from './whitelist.js';
 
 interface PostgresStoreOptions {
@@ -32,6 +33,7 @@ export class PostgresStore implements Store {
   readonly sessions: PgConsoleSessionStore;
   readonly usage: PgUsageStore;
   readonly plans: PgPlanStore;
+  readonly exits: PgExitStore;
   readonly connectionLog: PgConnectionLogStore;
   readonly changeLog: PgChangeLogStore;
   private readonly rateHits: PgRateHitStore;
@@ -58,6 +60,8 @@ export class PostgresStore implements Store {
     // Every node reads the plans twice a second: on the gateway's lane, so a backlog of these reads after an
     // outage never queues the API's calls.
     this.plans = new PgPlanStore(writes, nowSec);
+    // Heartbeats and the entries' reads of them: on the background lane, beside the change feed.
+    this.exits = new PgExitStore(background, nowSec);
     this.connectionLog = new PgConnectionLogStore(writes, nowSec);
     this.rateHits = new PgRateHitStore(sql);
     this.changeLog = new PgChangeLogStore(background, nowMs);

@@ -396,4 +396,16 @@ export const PG_MIGRATIONS: readonly string[] = [
   CREATE TRIGGER plan_version_user_limits AFTER INSERT OR UPDATE OR DELETE ON user_limits FOR EACH STATEMENT EXECUTE FUNCTION proxyd_plan_version_bump();
   CREATE TRIGGER plan_version_user_rename AFTER UPDATE OF username ON proxy_users FOR EACH STATEMENT EXECUTE FUNCTION proxyd_plan_version_bump();
   `,
+  // 10: exit nodes (SPEC 13): each registers its hop address and location and heartbeats every second;
+  // entries read the rows the database saw lately.
+  `
+  CREATE TABLE exit_nodes (
+    node         text PRIMARY KEY,
+    hop          text NOT NULL,
+    country      text,
+    city         text,
+    started_at   timestamptz NOT NULL DEFAULT now(),
+    heartbeat_at timestamptz NOT NULL DEFAULT now()
+  );
+  `,
 ];

@@ -30,6 +30,8 @@ export class SqliteStore implements Store {
   readonly sessions: SqliteConsoleSessionStore;
   readonly usage: SqliteUsageStore;
   readonly plans: SqlitePlanStore;
+  /** Entry and exit roles need a fleet database (PostgreSQL). */
+  readonly exits = null;
   readonly connectionLog: SqliteConnectionLogStore;
   readonly changeLog: SqliteChangeLogStore;
   private readonly extraConnections: Db[] = [];

@@ -1,0 +1,259 @@
+// Entry and exit nodes (SPEC 13). An exit heartbeats its row in the database every second; an entry reads
+// the rows every second, keeps a few authenticated hop connections warm to each exit, probes each every
+// second, and picks an exit per connection among the healthy ones that match the username's targeting.
+//
+// Healthy: its heartbeat is fresh (the database saw one within STALE_MS) and the entry's own last probe did
+// not fail twice in a row. A killed exit's hop connections close at once, so the entry probes it again at
+// once: it leaves selection within milliseconds, not seconds (the heartbeat is the slower, second guard).
+// A session (`-session-ID`) goes to the exit with the highest rendezvous score for (account, user, session)
+// among those that match: every entry computes the same answer with no shared table, and when that exit
+// dies only its sessions move.
+import type { Dialer, DialOutcome, DialRequest, ExitWish } from '../../gateway/dialer.js';
+import { unmet } from '../../gateway/dialer.js';
+import { HopLink } from '../../gateway/hop.js';
+import type { ExitNodeRow, ExitStore } from '../store/types.js';
+
+/** An exit whose heartbeat the database has not seen for this long gets no new connection. */
+export const STALE_MS = 2_500;
+const READ_EVERY_MS = 1_000;
+const PROBE_EVERY_MS = 1_000;
+/** Consecutive failed probes that take an exit out of selection. */
+const PROBE_FAILURES = 2;
+
+interface ExitState {
+  row: ExitNodeRow;
+  link: HopLink;
+  /** Consecutive failed probes (0 after any success); -1 before the first probe answered. */
+  failures: number;
+  probing: boolean;
+  /** Seen in the last read of the registry (fresh heartbeat). */
+  listed: boolean;
+}
+
+export interface ExitDirectoryOptions {
+  secret: Buffer;
+  log?: { info(obj: object, msg?: string): void; warn(obj: object, msg?: string): void };
+  /** Warm hop connections per exit. */
+  warm?: number;
+}
+
+export class ExitDirectory {
+  private readonly exits = new Map<string, ExitState>();
+  private timers: NodeJS.Timeout[] = [];
+  private lastReadFailureLog = 0;
+  /** The exit each recent session went to, so a move is said (bounded: oldest dropped). */
+  private readonly sessionExit = new Map<string, string>();
+
+  constructor(
+    private readonly store: ExitStore,
+    private readonly o: ExitDirectoryOptions,
+  ) {}
+
+  async start(): Promise<void> {
+    await this.read();
+    await Promise.all([...this.exits.values()].map((e) => this.probe(e)));
+    this.timers.push(setInterval(() => void this.read(), READ_EVERY_MS), setInterval(() => this.probeAll(), PROBE_EVERY_MS));
+    for (const t of this.timers) t.unref();
+  }
+
+  stop(): void {
+    for (const t of this.timers) clearInterval(t);
+    this.timers = [];
+    for (const e of this.exits.values()) e.link.close();
+    this.exits.clear();
+  }
+
+  /** The registry as the database has it now: new exits get a link (probed at once), stale ones leave. */
+  private async read(): Promise<void> {
+    let rows: ExitNodeRow[];
+    try {
+      rows = await this.store.list(STALE_MS);
+    } catch (e) {
+      // The database away: keep the last view and go on probing (exits that die still leave by their probe).
+      const now = Date.now();
+      if (now - this.lastReadFailureLog > 10_000) {
+        this.lastReadFailureLog = now;
+        this.o.log?.warn({ event: 'exit_registry_unavailable', detail: e instanceof Error ? e.message : String(e) }, 'exits: keeping the last view');
+      }
+      return;
+    }
+    const seen = new Set<string>();
+    for (const row of rows) {
+      seen.add(row.node);
+      const known = this.exits.get(row.node);
+      if (known && known.row.hop === row.hop) {
+        known.row = row;
+        known.listed = true;
+        continue;
+      }
+      known?.link.close();
+      const [host, port] = splitHostPort(row.hop);
+      const e: ExitState = { row, link: new HopLink({ host, port }, { secret: this.o.secret, warm: this.o.warm, onLost: () => void this.probe(e) }), failures: -1, probing: false, listed: true };
+      this.exits.set(row.node, e);
+      this.o.log?.info({ event: 'exit_joined', exit: row.node, hop: row.hop, country: row.country, city: row.city }, 'exit node joined');
+      void this.probe(e);
+    }
+    for (const [node, e] of this.exits) {
+      if (seen.has(node)) continue;
+      if (e.listed) this.o.log?.info({ event: 'exit_left', exit: node }, 'exit node left (no heartbeat)');
+      e.listed = false;
+      e.link.close();
+      this.exits.delete(node);
+    }
+  }
+
+  private probeAll(): void {
+    for (const e of this.exits.values()) void this.probe(e);
+  }
+
+  private async probe(e: ExitState): Promise<void> {
+    if (e.probing) return;
+    e.probing = true;
+    try {
+      const ok = await e.link.ping();
+      const was = this.healthy(e);
+      e.failures = ok ? 0 : Math.max(0, e.failures) + 1;
+      if (ok) e.link.fill();
+      if (was !== this.healthy(e)) this.o.log?.info({ event: ok ? 'exit_up' : 'exit_down', exit: e.row.node }, ok ? 'exit node answers' : 'exit node failed its probes');
+      // Failed once: look again now rather than in a second (a dead exit leaves selection at once).
+      if (!ok && e.failures < PROBE_FAILURES && this.exits.get(e.row.node) === e) {
+        e.probing = false;
+        return this.probe(e);
+      }
+    } finally {
+      e.probing = false;
+    }
+  }
+
+  private healthy(e: ExitState): boolean {
+    return e.listed && e.failures >= 0 && e.failures < PROBE_FAILURES;
+  }
+
+  /** Exits a connection with this targeting may go to now. */
+  candidates(want: ExitWish | null): ExitState[] {
+    const out: ExitState[] = [];
+    for (const e of this.exits.values()) if (this.healthy(e) && unmet(want, e.row) === null) out.push(e);
+    return out;
+  }
+
+  /** What the directory holds, for /metrics and the ready check. */
+  view(): Array<{ node: string; hop: string; country: string | null; city: string | null; healthy: boolean }> {
+    return [...this.exits.values()].map((e) => ({ node: e.row.node, hop: e.row.hop, country: e.row.country, city: e.row.city, healthy: this.healthy(e) }));
+  }
+
+  /**
+   * The exit for one connection: a session's by rendezvous hashing (the same from every entry), else the next
+   * in turn. `avoid`: exits that just failed this connection.
+   */
+  pick(want: ExitWish | null, sessionKey: string | null, avoid: ReadonlySet<string>): ExitState | null {
+    const c = this.candidates(want).filter((e) => !avoid.has(e.row.node));
+    if (c.length === 0) return null;
+    if (sessionKey === null) return c[Math.floor(Math.random() * c.length)]!;
+    let best = c[0]!;
+    let bestScore = -1;
+    for (const e of c) {
+      const s = score(sessionKey, e.row.node);
+      if (s > bestScore) [best, bestScore] = [e, s];
+    }
+    return best;
+  }
+
+  /** Remembers where a session went; the exit it had before when it moved, else null. */
+  notePlacement(sessionKey: string, node: string): string | null {
+    const before = this.sessionExit.get(sessionKey);
+    if (before === node) return null;
+    this.sessionExit.delete(sessionKey);
+    this.sessionExit.set(sessionKey, node);
+    if (this.sessionExit.size > 100_000) this.sessionExit.delete(this.sessionExit.keys().next().value as string);
+    return before ?? null;
+  }
+}
+
+/** The entry's dialer: every target through an exit's hop. */
+export class HopDialer implements Dialer {
+  constructor(
+    private readonly dir: ExitDirectory,
+    private readonly log?: ExitDirectoryOptions['log'],
+  ) {}
+
+  async dial(req: DialRequest): Promise<DialOutcome> {
+    const want = req.want ?? null;
+    const avoid = new Set<string>();
+    // A hop connection that fails before the exit answers (the exit just died) is tried once more elsewhere.
+    for (let attempt = 0; attempt < 3; attempt++) {
+      const e = this.dir.pick(want, req.session?.key ?? null, avoid);
+      if (e === null) break;
+      const out = await e.link.dial(req);
+      if (out !== 'retry') {
+        if (out?.ok && req.session) {
+          const from = this.dir.notePlacement(req.session.key, e.row.node);
+          if (from !== null) this.log?.info({ event: 'session_moved', from, to: e.row.node }, 'a session moved to another exit');
+        }
+        return out;
+      }
+      avoid.add(e.row.node);
+      if (!req.wanted()) return null;
+    }
+    return { ok: false, failure: 'no_exit', detail: noExitDetail(want) };
+  }
+}
+
+export function noExitDetail(want: ExitWish | null): string {
+  if (want?.country) return `no exit for country ${want.country}`;
+  if (want?.city) return `no exit for city ${want.city}`;
+  return 'no exit available';
+}
+
+/** A rendezvous score: 32-bit FNV-1a of the session key and the exit's name, mixed. */
+function score(key: string, node: string): number {
+  let h = 0x811c9dc5;
+  const s = `${key}\0${node}`;
+  for (let i = 0; i < s.length; i++) {
+    h ^= s.charCodeAt(i);
+    h = Math.imul(h, 0x01000193);
+  }
+  // A final avalanche (murmur3's fmix32), so names that differ in their last character spread evenly.
+  h ^= h >>> 16;
+  h = Math.imul(h, 0x85ebca6b);
+  h ^= h >>> 13;
+  h = Math.imul(h, 0xc2b2ae35);
+  h ^= h >>> 16;
+  return h >>> 0;
+}
+
+function splitHostPort(hp: string): [string, number] {
+  const m = /^\[([^\]]+)\]:(\d+)$/.exec(hp) ?? /^([^:]+):(\d+)$/.exec(hp);
+  return m ? [m[1]!, Number(m[2])] : [hp, 0];
+}
+
+/** An exit's side: heartbeat its row every second; leave the registry at stop. */
+export class ExitHeartbeat {
+  private timer: NodeJS.Timeout | null = null;
+  private lastFailureLog = 0;
+
+  constructor(
+    private readonly store: ExitStore,
+    private readonly me: { node: string; hop: string; country: string | null; city: string | null },
+    private readonly log?: ExitDirectoryOptions['log'],
+  ) {}
+
+  /** The first heartbeat (the exit is registered before its ready line), then one every second. */
+  async start(): Promise<void> {
+    await this.store.heartbeat(this.me);
+    this.timer = setInterval(() => {
+      this.store.heartbeat(this.me).catch((e: unknown) => {
+        const now = Date.now();
+        if (now - this.lastFailureLog < 10_000) return;
+        this.lastFailureLog = now;
+        this.log?.warn({ event: 'exit_heartbeat_failed', detail: e instanceof Error ? e.message : String(e) }, 'exit heartbeat not written');
+      });
+    }, 1_000);
+    this.timer.unref();
+  }
+
+  async stop(): Promise<void> {
+    if (this.timer) clearInterval(this.timer);
+    this.timer = null;
+    await this.store.remove(this.me.node).catch(() => {});
+  }
+}

@@ -1,0 +1,340 @@
+// The hop between an entry node and an exit node (SPEC 13): one TCP connection per tunnel, authenticated
+// and kept warm before it is needed, so a tunnel's set-up pays one request line and the exit's own dial.
+//
+// Wire (text lines, then raw bytes; docs/decisions.md "The hop"):
+//   exit  → `PROXYD-HOP/1 <nonce>`               on accept (a fresh random nonce per connection)
+//   entry → `AUTH <hex HMAC-SHA256(secret, "proxyd-hop/1:" + nonce)>`
+//   exit  → `OK`                                   (a wrong proof: the connection is closed, nothing said)
+//   then, on an authenticated connection, any number of `PING` → `PONG`, and at most one
+//   entry → `DIAL <host> <port> <session key, URI-encoded, or -> <minutes>`
+//   exit  → `OK <local address>` and from then on the connection carries the tunnel's bytes both ways,
+//           or `ERR <failure>` (dialer.ts's TargetFailure names) and the connection closes.
+// The exit dials through its own dialer: its target policy, resolver, egress address or pool and sticky
+// sessions. The entry admits, meters and logs; the exit only relays (each connection counted once).
+import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
+import net from 'node:net';
+import type { Dialer, DialOutcome, DialRequest, TargetFailure } from './dialer.js';
+import { destroySelf } from './dialer.js';
+
+const GREETING = 'PROXYD-HOP/1';
+const MAX_LINE = 1024;
+/** An accepted connection must prove the secret within this. */
+const AUTH_TIMEOUT_MS = 5_000;
+/** An authenticated connection waiting for its DIAL (a warm one in an entry's pool) is closed after this. */
+const READY_IDLE_MS = 120_000;
+
+const FAILURES: ReadonlySet<string> = new Set<TargetFailure>([
+  'private_target',
+  'own_listener',
+  'dns_failed',
+  'no_usable_address',
+  'refused',
+  'net_unreachable',
+  'host_unreachable',
+  'timeout',
+]);
+
+export function hopProof(secret: Buffer, nonce: string): string {
+  return createHmac('sha256', secret).update(`proxyd-hop/1:${nonce}`).digest('hex');
+}
+
+/** Reads one `\n`-terminated line (at most MAX_LINE bytes); what came after it is put back on the socket. */
+function readLine(socket: net.Socket, timeoutMs: number): Promise<string | null> {
+  if (socket.destroyed || socket.readableEnded) return Promise.resolve(null);
+  return new Promise((resolve) => {
+    let buf: Buffer = Buffer.alloc(0);
+    const done = (line: string | null): void => {
+      clearTimeout(timer);
+      socket.removeListener('data', onData);
+      socket.removeListener('close', onClose);
+      socket.removeListener('end', onClose);
+      socket.pause();
+      resolve(line);
+    };
+    const onData = (c: Buffer): void => {
+      buf = buf.length === 0 ? c : Buffer.concat([buf, c]);
+      const nl = buf.indexOf(10);
+      if (nl < 0) {
+        if (buf.length > MAX_LINE) done(null);
+        return;
+      }
+      const rest = buf.subarray(nl + 1);
+      done(buf.subarray(0, nl).toString('latin1'));
+      if (rest.length > 0) socket.unshift(rest);
+    };
+    const onClose = (): void => done(null);
+    const timer = setTimeout(() => done(null), timeoutMs);
+    socket.on('data', onData);
+    socket.once('close', onClose);
+    socket.once('end', onClose);
+    socket.resume();
+  });
+}
+
+// ---- the exit's side ------------------------------------------------------------------------------------
+
+export interface HopServerOptions {
+  listen: { host: string; port: number };
+  secret: Buffer;
+  /** The exit's own dialer (target policy, egress, sessions). */
+  dialer: Dialer;
+  idleTimeoutMs: number;
+  /** A connection that failed the proof (counted; never logged per attempt). */
+  onRefused?: () => void;
+}
+
+export interface HopServer {
+  address(): { host: string; port: number };
+  /** Connections open now (warm and carrying tunnels). */
+  open(): number;
+  close(): Promise<void>;
+}
+
+export async function startHopServer(o: HopServerOptions): Promise<HopServer> {
+  const sockets = new Set<net.Socket>();
+  const server = net.createServer({ allowHalfOpen: true, noDelay: true, keepAlive: true }, (s) => {
+    sockets.add(s);
+    s.on('close', () => sockets.delete(s));
+    s.on('error', destroySelf);
+    void serveHop(s, o).catch(() => s.destroy());
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen({ host: o.listen.host, port: o.listen.port }, () => {
+      server.removeListener('error', reject);
+      resolve();
+    });
+  });
+  const a = server.address() as net.AddressInfo;
+  return {
+    address: () => ({ host: a.address, port: a.port }),
+    open: () => sockets.size,
+    close: () =>
+      new Promise<void>((r) => {
+        server.close(() => r());
+        for (const s of sockets) s.destroy();
+      }),
+  };
+}
+
+async function serveHop(s: net.Socket, o: HopServerOptions): Promise<void> {
+  const nonce = randomBytes(18).toString('base64url');
+  s.write(`${GREETING} ${nonce}\n`);
+  const auth = await readLine(s, AUTH_TIMEOUT_MS);
+  const expected = Buffer.from(hopProof(o.secret, nonce), 'latin1');
+  const given = Buffer.from(auth?.startsWith('AUTH ') ? auth.slice(5) : '', 'latin1');
+  if (given.length !== expected.length || !timingSafeEqual(given, expected)) {
+    o.onRefused?.();
+    s.destroy();
+    return;
+  }
+  s.write('OK\n');
+  for (;;) {
+    const line = await readLine(s, READY_IDLE_MS);
+    if (line === null) return void s.destroy();
+    if (line === 'PING') {
+      s.write('PONG\n');
+      continue;
+    }
+    const m = /^DIAL (\S+) (\d{1,5}) (\S+) (\d{1,4})$/.exec(line);
+    if (!m) return void s.destroy();
+    const session = m[3] === '-' ? null : { key: decodeURIComponent(m[3]!), minutes: Number(m[4]) };
+    let upstream: net.Socket | null = null;
+    const out = await o.dialer.dial({
+      host: m[1]!,
+      port: Number(m[2]),
+      session,
+      wanted: () => !s.destroyed,
+      connecting: (u) => (upstream = u),
+    });
+    if (out === null) return void (upstream as net.Socket | null)?.destroy();
+    if (!out.ok) {
+      s.end(`ERR ${out.failure}\n`);
+      return;
+    }
+    s.write(`OK ${out.socket.localAddress ?? '-'}\n`);
+    relay(s, out.socket, o.idleTimeoutMs);
+    return;
+  }
+}
+
+/** Both ways until both ends finish (a FIN passes on); an error, reset or the idle timeout ends both. */
+function relay(hop: net.Socket, up: net.Socket, idleMs: number): void {
+  const both = (): void => {
+    hop.destroy();
+    up.destroy();
+  };
+  up.removeListener('error', destroySelf);
+  up.on('error', both);
+  hop.removeListener('error', destroySelf);
+  hop.on('error', both);
+  hop.setTimeout(idleMs, both);
+  up.setTimeout(idleMs, both);
+  hop.on('close', () => {
+    if (!up.readableEnded || !hop.readableEnded) up.destroy();
+  });
+  up.on('close', () => {
+    if (!hop.writableEnded) hop.destroy();
+  });
+  hop.pipe(up);
+  up.pipe(hop);
+  hop.resume();
+}
+
+// ---- the entry's side -----------------------------------------------------------------------------------
+
+// A ready connection says nothing until its DIAL: anything else, or its end, and it is useless.
+function onIdleData(this: net.Socket): void {
+  this.destroy();
+}
+function onIdleEnd(this: net.Socket): void {
+  this.destroy();
+}
+
+export interface HopLinkOptions {
+  secret: Buffer;
+  /** A ready connection was closed by the exit (it may have died): the directory probes it now. */
+  onLost?: () => void;
+  /** Authenticated connections kept ready (default 4). */
+  warm?: number;
+  connectTimeoutMs?: number;
+}
+
+/**
+ * An entry's connections to one exit: a few kept authenticated and ready, so a tunnel takes one, sends its
+ * DIAL and waits for one line. A taken connection is the tunnel's (it is not given back).
+ */
+export class HopLink {
+  private readonly idle: net.Socket[] = [];
+  private readonly tracked = new WeakSet<net.Socket>();
+  private opening = 0;
+  private closed = false;
+  private readonly warm: number;
+  private readonly timeoutMs: number;
+
+  constructor(
+    readonly hop: { host: string; port: number },
+    private readonly o: HopLinkOptions,
+  ) {
+    this.warm = o.warm ?? 4;
+    this.timeoutMs = o.connectTimeoutMs ?? 2_000;
+  }
+
+  /** Opens connections until `warm` are ready (in the background). */
+  fill(): void {
+    while (!this.closed && this.idle.length + this.opening < this.warm) {
+      this.opening++;
+      void this.open()
+        .then((s) => {
+          if (s === null) return;
+          if (this.closed) return void s.destroy();
+          this.keep(s);
+        })
+        .finally(() => this.opening--);
+    }
+  }
+
+  /** A new authenticated connection, or null (refused, timed out, wrong secret). */
+  open(): Promise<net.Socket | null> {
+    return new Promise((resolve) => {
+      const s = net.connect({ host: this.hop.host, port: this.hop.port, allowHalfOpen: true, noDelay: true, keepAlive: true });
+      s.on('error', destroySelf);
+      const timer = setTimeout(() => s.destroy(), this.timeoutMs);
+      s.once('connect', () => {
+        void (async () => {
+          const hello = await readLine(s, this.timeoutMs);
+          const nonce = hello?.startsWith(`${GREETING} `) ? hello.slice(GREETING.length + 1) : null;
+          if (nonce === null) return null;
+          s.write(`AUTH ${hopProof(this.o.secret, nonce)}\n`);
+          return (await readLine(s, this.timeoutMs)) === 'OK' ? s : null;
+        })().then((ok) => {
+          clearTimeout(timer);
+          if (!ok) s.destroy();
+          resolve(ok);
+        });
+      });
+      s.once('close', () => {
+        clearTimeout(timer);
+        resolve(null);
+      });
+    });
+  }
+
+  /** A ready connection: a warm one if any (refilled behind it), else a new one. */
+  async take(): Promise<net.Socket | null> {
+    const s = this.unpark(this.idle.pop());
+    this.fill();
+    return s ?? (await this.open());
+  }
+
+  /** Out of the ready ones: no longer watched, paused for its next reader. */
+  private unpark(s: net.Socket | undefined): net.Socket | null {
+    if (s === undefined) return null;
+    s.removeListener('data', onIdleData);
+    s.removeListener('end', onIdleEnd);
+    s.pause();
+    return s.destroyed || s.readableEnded ? (s.destroy(), this.unpark(this.idle.pop())) : s;
+  }
+
+  /** The tunnel's dial through this exit; `retryable` when the connection failed before the exit answered. */
+  async dial(req: DialRequest): Promise<DialOutcome | 'retry'> {
+    const s = await this.take();
+    if (s === null) return 'retry';
+    if (!req.wanted()) {
+      s.destroy();
+      return null;
+    }
+    req.connecting(s);
+    const key = req.session ? encodeURIComponent(req.session.key) : '-';
+    s.write(`DIAL ${req.host} ${req.port} ${key} ${req.session?.minutes ?? 0}\n`);
+    const answer = await readLine(s, 60_000);
+    if (!req.wanted()) {
+      s.destroy();
+      return null;
+    }
+    if (answer === null) {
+      s.destroy();
+      return 'retry';
+    }
+    if (answer.startsWith('OK')) return { ok: true, socket: s };
+    s.destroy();
+    const f = answer.slice(4);
+    return { ok: false, failure: (FAILURES.has(f) ? f : 'host_unreachable') as TargetFailure };
+  }
+
+  /** Whether the exit answers on an authenticated connection within `timeoutMs`. */
+  async ping(timeoutMs = 1_000): Promise<boolean> {
+    const s = this.unpark(this.idle.shift()) ?? (await this.open());
+    if (!s) return false;
+    s.write('PING\n');
+    const ok = (await readLine(s, timeoutMs)) === 'PONG';
+    if (ok && !this.closed && this.idle.length < this.warm) this.keep(s);
+    else s.destroy();
+    return ok;
+  }
+
+  /**
+   * Back among the ready ones, read while it waits: the exit closing it (it died, or restarted) is seen at
+   * once, not when a tunnel writes its DIAL into it. Dropped from them when it closes.
+   */
+  private keep(s: net.Socket): void {
+    if (s.destroyed || s.readableEnded) return void s.destroy();
+    this.idle.push(s);
+    s.on('data', onIdleData);
+    s.on('end', onIdleEnd);
+    s.resume();
+    if (this.tracked.has(s)) return;
+    this.tracked.add(s);
+    s.once('close', () => {
+      const i = this.idle.indexOf(s);
+      if (i < 0) return;
+      this.idle.splice(i, 1);
+      if (!this.closed) this.o.onLost?.();
+    });
+  }
+
+  close(): void {
+    this.closed = true;
+    for (const s of this.idle.splice(0)) s.destroy();
+  }
+}

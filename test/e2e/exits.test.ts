@@ -1,0 +1,300 @@
+// Entry and exit nodes (SPEC 13), on one host and one PostgreSQL: two entries and three exits (two in the
+// US, one in Germany), each exit dialling from its own --egress-address on 127.0.0.x, so the target tells
+// which exit a connection came through.
+//
+// Targeting by country and city, over HTTP CONNECT and SOCKS5; a session goes to the same exit from either
+// entry; no match → 502 destination_unavailable / SOCKS 0x03 within 100 ms (logged no_exit); a killed exit
+// leaves selection and its sessions move; a new exit takes traffic within 3 s of its ready line; the hop
+// listener refuses a client without the fleet secret; an exit has no customer port.
+import net from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { admin, dataDirFor, makeAccount, startDaemon, type Daemon } from '../helpers/daemon.js';
+import { makeTemplate, postgresSkipReason, startPostgres, type PgCluster } from '../helpers/postgres.js';
+import { sleep } from '../helpers/wait.js';
+
+const skip = postgresSkipReason();
+const PASSWORD = 'exits-password-123';
+const EMAIL = 'exits@example.com';
+const EGRESS = { us1: '127.0.0.11', us2: '127.0.0.12', de1: '127.0.0.13', us3: '127.0.0.14' } as const;
+const byAddress = new Map<string, string>(Object.entries(EGRESS).map(([k, v]) => [v, k]));
+
+/** Answers each connection with the address it came from (the exit's egress), then echoes. */
+function whoAmI(): Promise<net.Server> {
+  const s = net.createServer((c) => {
+    c.on('error', () => {});
+    c.write(`${c.remoteAddress?.replace(/^::ffff:/, '')}\n`);
+    c.pipe(c);
+  });
+  return new Promise((r) => s.listen(0, '127.0.0.1', () => r(s)));
+}
+
+type Outcome = { ok: true; exit: string; ms: number } | { ok: false; status: number; head: string; ms: number };
+
+/** One CONNECT through `entry` as `user`: which exit it came out of, or the refusal. */
+function viaConnect(entry: Daemon, target: string, user: string): Promise<Outcome> {
+  const [host, port] = entry.httpProxy.split(':') as [string, string];
+  const t0 = performance.now();
+  return new Promise((resolve, reject) => {
+    const s = net.connect(Number(port), host);
+    let buf = '';
+    s.setTimeout(10_000, () => {
+      s.destroy();
+      reject(new Error(`no answer as ${user}`));
+    });
+    s.on('error', () => {});
+    s.on('connect', () => s.write(`CONNECT ${target} HTTP/1.1\r\nProxy-Authorization: Basic ${Buffer.from(`${user}:${PASSWORD}`).toString('base64')}\r\n\r\n`));
+    s.on('data', (d: Buffer) => {
+      buf += d.toString('latin1');
+      const end = buf.indexOf('\r\n\r\n');
+      if (end < 0) return;
+      const status = Number(buf.slice(9, 12));
+      if (status !== 200) {
+        s.destroy();
+        return resolve({ ok: false, status, head: buf.slice(0, end), ms: performance.now() - t0 });
+      }
+      const nl = buf.indexOf('\n', end + 4);
+      if (nl < 0) return;
+      s.destroy();
+      resolve({ ok: true, exit: byAddress.get(buf.slice(end + 4, nl)) ?? buf.slice(end + 4, nl), ms: performance.now() - t0 });
+    });
+  });
+}
+
+/** One SOCKS5 CONNECT: the exit, or the reply code. */
+function viaSocks(entry: Daemon, targetPort: number, user: string): Promise<{ ok: true; exit: string } | { ok: false; reply: number }> {
+  const [host, port] = entry.socks.split(':') as [string, string];
+  return new Promise((resolve, reject) => {
+    const s = net.connect(Number(port), host);
+    let stage = 0;
+    let buf = Buffer.alloc(0);
+    s.setTimeout(10_000, () => {
+      s.destroy();
+      reject(new Error('socks: no answer'));
+    });
+    s.on('error', () => {});
+    s.on('connect', () => s.write(Buffer.from([5, 1, 2])));
+    s.on('data', (d: Buffer) => {
+      buf = Buffer.concat([buf, d]);
+      if (stage === 0 && buf.length >= 2) {
+        buf = buf.subarray(2);
+        stage = 1;
+        const u = Buffer.from(user);
+        const p = Buffer.from(PASSWORD);
+        s.write(Buffer.concat([Buffer.from([1, u.length]), u, Buffer.from([p.length]), p]));
+      }
+      if (stage === 1 && buf.length >= 2) {
+        buf = buf.subarray(2);
+        stage = 2;
+        s.write(Buffer.from([5, 1, 0, 1, 127, 0, 0, 1, targetPort >> 8, targetPort & 255]));
+      }
+      if (stage === 2 && buf.length >= 2) {
+        if (buf[1] !== 0) {
+          s.destroy();
+          return resolve({ ok: false, reply: buf[1]! });
+        }
+        if (buf.length < 10) return;
+        buf = buf.subarray(10);
+        stage = 3;
+      }
+      if (stage === 3) {
+        const nl = buf.indexOf(10);
+        if (nl < 0) return;
+        s.destroy();
+        const a = buf.subarray(0, nl).toString();
+        resolve({ ok: true, exit: byAddress.get(a) ?? a });
+      }
+    });
+  });
+}
+
+describe.skipIf(skip)('entry and exit nodes on one PostgreSQL', () => {
+  let pg: PgCluster;
+  let url: string;
+  let first: string;
+  let target: net.Server;
+  const exits = new Map<string, Daemon>();
+  const entries: Daemon[] = [];
+  const tgt = () => `127.0.0.1:${(target.address() as net.AddressInfo).port}`;
+
+  const startExit = async (name: keyof typeof EGRESS, location: string) => {
+    const d = await startDaemon({
+      dataDir: await dataDirFor('sqlite'),
+      args: ['--database-url', url, '--role', 'exit', '--location', location, '--hop-listen', '127.0.0.1:0', '--node-name', `exit-${name}`, '--egress-address', EGRESS[name], '--allow-private-targets'],
+    });
+    exits.set(name, d);
+    return d;
+  };
+
+  /** The exits `n` connections as `user` through `entry` came out of (every one must be admitted). */
+  async function spread(entry: Daemon, user: string, n: number): Promise<string[]> {
+    const out: string[] = [];
+    for (let i = 0; i < n; i++) {
+      const r = await viaConnect(entry, tgt(), user);
+      if (!r.ok) throw new Error(`${user}: ${r.status} ${r.head}`);
+      out.push(r.exit);
+    }
+    return out;
+  }
+
+  beforeAll(async () => {
+    pg = await startPostgres();
+    await makeTemplate(pg.url);
+    first = await dataDirFor('postgres', pg.url);
+    await makeAccount(first, EMAIL);
+    const r = await admin(first, ['proxy-user', 'create', '--email', EMAIL, '--username', 'alice', '--password-stdin'], `${PASSWORD}\n`);
+    expect(r.code, r.stderr).toBe(0);
+    target = await whoAmI();
+    // The first node started migrates the database; its URL serves the others.
+    const e1 = await startDaemon({ dataDir: first, args: ['--role', 'entry', '--node-name', 'entry-1'] });
+    url = e1.databaseUrl!;
+    entries.push(e1);
+    await Promise.all([startExit('us1', 'us:nyc'), startExit('us2', 'US:la'), startExit('de1', 'de:berlin')]);
+    entries.push(await startDaemon({ dataDir: await dataDirFor('sqlite'), args: ['--database-url', url, '--role', 'entry', '--node-name', 'entry-2'] }));
+    // Both entries see all three exits (the registry is read every second).
+    for (const e of entries) {
+      const t0 = Date.now();
+      for (;;) {
+        const seen = new Set(await spread(e, 'alice', 12).catch(() => []));
+        if (seen.size === 3) break;
+        if (Date.now() - t0 > 10_000) throw new Error(`entry sees only ${[...seen].join(',')}`);
+        await sleep(200);
+      }
+    }
+  }, 120_000);
+
+  afterAll(async () => {
+    await Promise.all([...entries, ...exits.values()].map((d) => d.stop()));
+    target?.close();
+    pg?.destroy();
+  });
+
+  it('ready lines: an exit names its hop and opens no customer port; an entry opens no hop', () => {
+    const exit = exits.get('de1')!;
+    expect(exit.ready).toMatchObject({ event: 'ready', role: 'exit' });
+    expect(exit.ready.hop).toMatch(/^127\.0\.0\.1:\d+$/);
+    expect(exit.ready).not.toHaveProperty('httpProxy');
+    expect(exit.ready).not.toHaveProperty('socks5');
+    expect(entries[0]!.ready).toMatchObject({ role: 'entry' });
+    expect(entries[0]!.ready).not.toHaveProperty('hop');
+    expect(entries[0]!.ready.httpProxy).toMatch(/^127\.0\.0\.1:\d+$/);
+  });
+
+  it('targeting by country and city, over CONNECT and SOCKS5, from either entry', async () => {
+    for (const e of entries) {
+      expect(new Set(await spread(e, 'alice-country-de', 5))).toEqual(new Set(['de1']));
+      expect(new Set(await spread(e, 'alice-country-us-city-la', 5))).toEqual(new Set(['us2']));
+      expect(new Set(await spread(e, 'alice-city-nyc', 5))).toEqual(new Set(['us1']));
+      const us = new Set(await spread(e, 'alice-country-US', 20));
+      expect(us).toEqual(new Set(['us1', 'us2'])); // both US exits take traffic
+      const port = (target.address() as net.AddressInfo).port;
+      expect(await viaSocks(e, port, 'alice-country-de')).toEqual({ ok: true, exit: 'de1' });
+      expect(await viaSocks(e, port, 'alice-country-us-city-nyc')).toEqual({ ok: true, exit: 'us1' });
+    }
+  });
+
+  it('a session goes to the same exit from either entry', async () => {
+    const placed = new Map<string, string>();
+    for (let i = 0; i < 12; i++) {
+      const user = `alice-country-us-session-s${i}`;
+      const a = await spread(entries[0]!, user, 2);
+      const b = await spread(entries[1]!, user, 2);
+      expect(new Set([...a, ...b]).size, user).toBe(1);
+      placed.set(user, a[0]!);
+    }
+    // Rendezvous hashing spreads sessions over both US exits.
+    expect(new Set(placed.values())).toEqual(new Set(['us1', 'us2']));
+  });
+
+  it('no exit matches: 502 destination_unavailable within 100 ms, SOCKS5 0x03, logged no_exit', async () => {
+    const r = await viaConnect(entries[0]!, tgt(), 'alice-country-fr');
+    expect(r.ok).toBe(false);
+    if (r.ok) return;
+    expect(r.status).toBe(502);
+    expect(r.head).toContain('Proxy-Status: proxyd; error=destination_unavailable; details="no exit for country fr"');
+    expect(r.ms).toBeLessThan(100);
+    const city = await viaConnect(entries[1]!, tgt(), 'alice-country-de-city-paris');
+    expect(city.ok ? 200 : city.status).toBe(502);
+    expect(await viaSocks(entries[1]!, (target.address() as net.AddressInfo).port, 'alice-country-fr')).toEqual({ ok: false, reply: 3 });
+    const id = /X-Request-Id: ([^\r]+)/.exec(r.head)![1]!;
+    const t0 = Date.now();
+    let reason: string | undefined;
+    while (Date.now() - t0 < 5_000 && reason === undefined) {
+      const q = await admin(first, ['connections', '--id', id]);
+      reason = (q.json as { reason?: string } | null)?.reason;
+      if (reason === undefined) await sleep(200);
+    }
+    expect(reason).toBe('no_exit');
+  });
+
+  it('the hop listener refuses a client without the fleet secret', async () => {
+    const [host, port] = exits.get('de1')!.hop.split(':') as [string, string];
+    const attempt = (lines: string[]) =>
+      new Promise<{ said: string; closed: boolean }>((resolve) => {
+        const s = net.connect(Number(port), host);
+        let said = '';
+        s.on('error', () => {});
+        s.on('data', (d: Buffer) => {
+          said += d.toString('latin1');
+          if (said.includes('\n') && lines.length > 0) s.write(`${lines.shift()}\n`);
+        });
+        s.on('close', () => resolve({ said, closed: true }));
+        setTimeout(() => {
+          s.destroy();
+          resolve({ said, closed: false });
+        }, 3_000);
+      });
+    const wrong = await attempt([`AUTH ${'0'.repeat(64)}`, `DIAL ${tgt().replace(':', ' ')} - 0`]);
+    expect(wrong.said).toMatch(/^PROXYD-HOP\/1 \S+\n$/); // the greeting, then nothing: closed
+    expect(wrong.closed).toBe(true);
+    const noAuth = await attempt([`DIAL ${tgt().replace(':', ' ')} - 0`]);
+    expect(noAuth.said).not.toContain('OK');
+    expect(noAuth.closed).toBe(true);
+    // An HTTP client on the hop port gets nothing either.
+    const http = await attempt([`CONNECT ${tgt()} HTTP/1.1\r\n`]);
+    expect(http.said).not.toContain('200');
+    const metrics = await (await fetch(`${exits.get('de1')!.api}/metrics`)).text();
+    expect(Number(/^proxyd_hop_refused_total (\d+)/m.exec(metrics)?.[1] ?? 0)).toBeGreaterThanOrEqual(3);
+  });
+
+  it('a killed exit leaves selection within 3 s and its sessions move; a new exit takes traffic within 3 s of its ready line', async () => {
+    // Sessions placed on us1 before it dies.
+    const onUs1: string[] = [];
+    for (let i = 0; onUs1.length < 3 && i < 40; i++) {
+      const user = `alice-country-us-session-k${i}`;
+      if ((await spread(entries[0]!, user, 1))[0] === 'us1') onUs1.push(user);
+    }
+    expect(onUs1.length).toBe(3);
+    exits.get('us1')!.proc.kill('SIGKILL');
+    await exits.get('us1')!.exited;
+    const killedAt = Date.now();
+    // Every connection after the kill is admitted (a hop that fails before the exit answers is retried on
+    // another exit); from 3 s on, none goes to us1.
+    let lastUs1 = 0;
+    while (Date.now() - killedAt < 4_000) {
+      for (const e of entries) {
+        const r = await viaConnect(e, tgt(), 'alice-country-us').catch((err: Error) => {
+          throw new Error(`${err.message} at ${Date.now() - killedAt} ms:\n${e.logs.slice(-20).join('\n')}`);
+        });
+        expect(r.ok, JSON.stringify(r)).toBe(true);
+        if (r.ok && r.exit === 'us1') lastUs1 = Date.now() - killedAt;
+      }
+    }
+    expect(lastUs1).toBeLessThan(3_000);
+    for (const user of onUs1) {
+      expect(new Set([...(await spread(entries[0]!, user, 2)), ...(await spread(entries[1]!, user, 2))])).toEqual(new Set(['us2']));
+    }
+
+    const us3 = await startExit('us3', 'us');
+    const readyAt = Date.now();
+    void us3;
+    let firstAt = -1;
+    while (firstAt < 0 && Date.now() - readyAt < 6_000) {
+      for (const e of entries) {
+        const r = await viaConnect(e, tgt(), 'alice-country-us');
+        if (r.ok && r.exit === 'us3' && firstAt < 0) firstAt = Date.now() - readyAt;
+      }
+    }
+    expect(firstAt).toBeGreaterThanOrEqual(0);
+    expect(firstAt).toBeLessThan(3_000);
+  }, 60_000);
+});
