@@ -123,6 +123,8 @@ export class ClientConn {
   egressSession: EgressSession | null = null;
   /** The username's targeting (SPEC 13), null: any exit. */
   exitWish: ExitWish | null = null;
+  /** On an entry node: the exit it went through (and the one its session had before, when it moved). */
+  via: { exit: string; movedFrom: string | null } | null = null;
   bytesUp = 0;
   bytesDown = 0;
   upstream: net.Socket | null = null;
@@ -341,6 +343,7 @@ export class ClientConn {
       bytesUp: this.bytesUp,
       bytesDown: this.bytesDown,
       durationMs: Date.now() - this.startedAt,
+      ...(this.via ? { exit: this.via.exit, exitMovedFrom: this.via.movedFrom } : {}),
     });
   }
 

@@ -18,7 +18,10 @@ export type ExitFailure = 'no_exit';
 export type TargetFailure = Exclude<ResolveOutcome, { ok: true }>['reason'] | DialFailure | ExitFailure;
 
 /** `null`: the caller no longer wanted it (its client went away); the socket, if any, is destroyed. */
-export type DialOutcome = { ok: true; socket: net.Socket } | { ok: false; failure: TargetFailure; detail?: string } | null;
+export type DialOutcome =
+  | { ok: true; socket: net.Socket; via?: { exit: string; movedFrom: string | null } }
+  | { ok: false; failure: TargetFailure; detail?: string }
+  | null;
 
 /** What a username's targeting asks of the exit (lower-case; null: any). */
 export interface ExitWish {

@@ -23,6 +23,7 @@ export async function dialTarget(conn: ClientConn, host: string, port: number): 
     },
   });
   if (out && !out.ok) conn.upstream = null;
+  if (out?.ok && out.via) conn.via = out.via;
   return out;
 }
 

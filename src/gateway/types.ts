@@ -79,6 +79,9 @@ export interface ConnectionRecord {
   bytesUp: number;
   bytesDown: number;
   durationMs: number;
+  /** An entry node's records (SPEC 13): the exit the connection went through, and the exit its session had before when it moved. */
+  exit?: string | null;
+  exitMovedFrom?: string | null;
 }
 
 /** Takes records off the connection path: must return at once and never throw (connection-log.ts buffers). */

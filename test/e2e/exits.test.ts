@@ -125,6 +125,18 @@ describe.skipIf(skip)('entry and exit nodes on one PostgreSQL', () => {
     return d;
   };
 
+  type LogRecord = { node: string; exit?: string; exit_moved_from?: string | null; decision: string; reason: string | null };
+  /** The connection-log records of a username, once `ready` says they are all there (5 s at most). */
+  async function recordsOf(user: string, ready: (rs: LogRecord[]) => boolean): Promise<LogRecord[]> {
+    const t0 = Date.now();
+    for (;;) {
+      const q = await admin(first, ['connections', '--user', user]);
+      const rs = q.stdout.split('\n').filter(Boolean).map((l) => JSON.parse(l) as LogRecord);
+      if (ready(rs) || Date.now() - t0 > 5_000) return rs;
+      await sleep(200);
+    }
+  }
+
   /** The exits `n` connections as `user` through `entry` came out of (every one must be admitted). */
   async function spread(entry: Daemon, user: string, n: number): Promise<string[]> {
     const out: string[] = [];
@@ -190,6 +202,12 @@ describe.skipIf(skip)('entry and exit nodes on one PostgreSQL', () => {
       expect(await viaSocks(e, port, 'alice-country-de')).toEqual({ ok: true, exit: 'de1' });
       expect(await viaSocks(e, port, 'alice-country-us-city-nyc')).toEqual({ ok: true, exit: 'us1' });
     }
+  });
+
+  it("an entry's connection-log records name the exit", async () => {
+    await spread(entries[1]!, 'alice-country-de-session-log1', 1);
+    const rs = await recordsOf('alice-country-de-session-log1', (x) => x.length > 0);
+    expect(rs[0]).toMatchObject({ node: 'entry-2', exit: 'exit-de1', exit_moved_from: null, decision: 'admitted' });
   });
 
   it('a session goes to the same exit from either entry', async () => {
@@ -283,6 +301,9 @@ describe.skipIf(skip)('entry and exit nodes on one PostgreSQL', () => {
     for (const user of onUs1) {
       expect(new Set([...(await spread(entries[0]!, user, 2)), ...(await spread(entries[1]!, user, 2))])).toEqual(new Set(['us2']));
     }
+    // The connection log says so: the entry's record of a moved session names the exit it had before.
+    const moved = await recordsOf(onUs1[0]!, (rs) => rs.some((r) => r.exit_moved_from === 'exit-us1'));
+    expect(moved.find((r) => r.exit_moved_from === 'exit-us1')).toMatchObject({ node: 'entry-1', exit: 'exit-us2', decision: 'admitted' });
 
     const us3 = await startExit('us3', 'us');
     const readyAt = Date.now();

@@ -185,11 +185,10 @@ export class HopDialer implements Dialer {
       if (e === null) break;
       const out = await e.link.dial(req);
       if (out !== 'retry') {
-        if (out?.ok && req.session) {
-          const from = this.dir.notePlacement(req.session.key, e.row.node);
-          if (from !== null) this.log?.info({ event: 'session_moved', from, to: e.row.node }, 'a session moved to another exit');
-        }
-        return out;
+        if (!out?.ok) return out;
+        const movedFrom = req.session ? this.dir.notePlacement(req.session.key, e.row.node) : null;
+        if (movedFrom !== null) this.log?.info({ event: 'session_moved', from: movedFrom, to: e.row.node }, 'a session moved to another exit');
+        return { ...out, via: { exit: e.row.node, movedFrom } };
       }
       avoid.add(e.row.node);
       if (!req.wanted()) return null;

@@ -22,8 +22,8 @@ export const LOG_REASONS = [
   'admission_unavailable',
 ] as const;
 
-/** The reasons this version produces (exit nodes come later): the console offers only these. */
-export const PRODUCED_REASONS = LOG_REASONS.filter((r) => r !== 'no_exit');
+/** The reasons the console offers as a filter: every one (entry/exit fleets produce `no_exit`). */
+export const PRODUCED_REASONS = LOG_REASONS;
 
 /** A record as printed and as the console shows it: one shape everywhere (docs/support.md). */
 export function connectionJson(r: ConnectionLogRow) {
@@ -41,6 +41,8 @@ export function connectionJson(r: ConnectionLogRow) {
     bytes_up: r.bytesUp,
     bytes_down: r.bytesDown,
     duration_ms: r.durationMs,
+    // An entry node's records only (SPEC 13): the exit, and the exit a moved session had before.
+    ...(r.exit ? { exit: r.exit, exit_moved_from: r.exitMovedFrom ?? null } : {}),
   };
 }
 

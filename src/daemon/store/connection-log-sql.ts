@@ -17,6 +17,8 @@ export interface ConnectionLogSqlRow {
   bytes_up: number;
   bytes_down: number;
   duration_ms: number;
+  exit: string | null;
+  exit_moved_from: string | null;
 }
 
 export function toConnectionLogRow(r: ConnectionLogSqlRow): ConnectionLogRow {
@@ -35,6 +37,8 @@ export function toConnectionLogRow(r: ConnectionLogSqlRow): ConnectionLogRow {
     bytesUp: Number(r.bytes_up),
     bytesDown: Number(r.bytes_down),
     durationMs: Number(r.duration_ms),
+    exit: r.exit ?? null,
+    exitMovedFrom: r.exit_moved_from ?? null,
   };
 }
 
@@ -58,7 +62,7 @@ export function connectionLogWhere(f: ConnectionLogFilter): { where: string; par
   return { where: conds.length ? `WHERE ${conds.join(' AND ')}` : '', params };
 }
 
-const COLUMNS = 'c.id, c.started_ms, c.node, c.request_id, c.protocol, c.source_ip, c.username, c.account_id, a.email, c.target, c.reason, c.bytes_up, c.bytes_down, c.duration_ms';
+const COLUMNS = 'c.id, c.started_ms, c.node, c.request_id, c.protocol, c.source_ip, c.username, c.account_id, a.email, c.target, c.reason, c.bytes_up, c.bytes_down, c.duration_ms, c.exit, c.exit_moved_from';
 
 /**
  * The whole query of a filter (`?` placeholders). With `scanLimit` and an account, only that account's newest

@@ -282,6 +282,9 @@ export interface ConnectionLogEntry {
   bytesUp: number;
   bytesDown: number;
   durationMs: number;
+  /** On an entry node: the exit it went through; the exit its session had before, when it moved. */
+  exit?: string | null;
+  exitMovedFrom?: string | null;
 }
 
 /** A record as read back, with the node that wrote it and its account's email. */

@@ -21,6 +21,8 @@ export class PgConnectionLogStore extends PgFamily implements ConnectionLogStore
       bytes_up: e.bytesUp,
       bytes_down: e.bytesDown,
       duration_ms: e.durationMs,
+      exit: e.exit ?? null,
+      exit_moved_from: e.exitMovedFrom ?? null,
     }));
     // Idempotent: the deadline may abandon an insert the server still commits, and the writer then sends the
     // batch again; request ids are unique, so the second one adds nothing.

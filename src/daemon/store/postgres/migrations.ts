@@ -408,4 +408,9 @@ export const PG_MIGRATIONS: readonly string[] = [
     heartbeat_at timestamptz NOT NULL DEFAULT now()
   );
   `,
+  // 11: an entry node's records name the exit (SPEC 13), and the exit a moved session had before.
+  `
+  ALTER TABLE connection_log ADD COLUMN exit text;
+  ALTER TABLE connection_log ADD COLUMN exit_moved_from text;
+  `,
 ];

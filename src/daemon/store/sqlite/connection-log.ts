@@ -17,12 +17,12 @@ export class SqliteConnectionLogStore implements ConnectionLogStore {
     if (entries.length === 0) return 'ok';
     const db = this.writer();
     const ins = stmt(db,
-      `INSERT OR IGNORE INTO connection_log (started_ms, node, request_id, protocol, source_ip, username, account_id, target, reason, bytes_up, bytes_down, duration_ms)
-       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`);
+      `INSERT OR IGNORE INTO connection_log (started_ms, node, request_id, protocol, source_ip, username, account_id, target, reason, bytes_up, bytes_down, duration_ms, exit, exit_moved_from)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`);
     try {
       db.transaction(() => {
         for (const e of entries) {
-          ins.run(e.startedAt, node, e.requestId, e.protocol, e.sourceIp, e.username, e.accountId >= 0 ? e.accountId : null, e.target, e.reason, e.bytesUp, e.bytesDown, e.durationMs);
+          ins.run(e.startedAt, node, e.requestId, e.protocol, e.sourceIp, e.username, e.accountId >= 0 ? e.accountId : null, e.target, e.reason, e.bytesUp, e.bytesDown, e.durationMs, e.exit ?? null, e.exitMovedFrom ?? null);
         }
       })();
       return 'ok';

@@ -55,7 +55,7 @@ export function migrate(db: Db): void {
   // IMMEDIATE so two processes starting together do not both run the same migration.
   const step = db.transaction((version: number, sql: string) => {
     if (schemaVersion(db) >= version) return;
-    db.exec(sql);
+    db.exec(withoutExistingColumns(db, sql));
     db.exec(`PRAGMA user_version = ${version}`);
   });
   for (const [i, sql] of MIGRATIONS.entries()) {
@@ -63,6 +63,15 @@ export function migrate(db: Db): void {
     if (schemaVersion(db) >= version) continue;
     step.immediate(version, sql);
   }
+}
+
+// SQLite has no ADD COLUMN IF NOT EXISTS: a column a migration adds is skipped when it is there already, so
+// every migration can run again over a newer schema (as CREATE … IF NOT EXISTS lets the others).
+const ADD_COLUMN = /ALTER TABLE (\w+) ADD COLUMN (\w+)[^;]*;/g;
+function withoutExistingColumns(db: Db, sql: string): string {
+  return sql.replace(ADD_COLUMN, (stmt: string, table: string, column: string) =>
+    pragmaRows<{ name: string }>(db, `table_info(${table})`).some((c) => c.name === column) ? '' : stmt,
+  );
 }
 
 /** `PRAGMA quick_check`-style integrity check; returns the problems found (empty when sound). */

@@ -239,4 +239,10 @@ export const MIGRATIONS: readonly string[] = [
   CREATE TRIGGER IF NOT EXISTS plan_version_user_limits_delete AFTER DELETE ON user_limits BEGIN UPDATE plan_version SET seq = seq + 1; END;
   CREATE TRIGGER IF NOT EXISTS plan_version_user_rename AFTER UPDATE OF username ON proxy_users BEGIN UPDATE plan_version SET seq = seq + 1; END;
   `,
+  // 9: an entry node's records name the exit (SPEC 13; entries run on PostgreSQL, the columns keep the two
+  // backends' rows alike).
+  `
+  ALTER TABLE connection_log ADD COLUMN exit TEXT;
+  ALTER TABLE connection_log ADD COLUMN exit_moved_from TEXT;
+  `,
 ];
