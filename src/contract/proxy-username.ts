@@ -20,8 +20,9 @@ export function isProxyUsername(s: string): boolean {
  *  `alice-session-x` (of any account) would win over alice's session `x` at the gateway and lock alice out of it. */
 export function newProxyUsernameProblem(s: string): string | null {
   if (!isProxyUsername(s)) return PROXY_USERNAME_HINT;
+  if (s.includes(MARKER)) return `"${MARKER}" is reserved for session parameters (USER-session-ID)`;
   const marker = MARKERS.find((m) => s.includes(m));
-  if (marker) return `"${marker}" is reserved for username parameters (USER-country-CC-city-NAME-session-ID)`;
+  if (marker) return `"${marker}" is reserved for targeting parameters (USER-country-CC-city-NAME)`;
   return null;
 }
 

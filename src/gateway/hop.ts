@@ -87,16 +87,24 @@ export interface HopServer {
   address(): { host: string; port: number };
   /** Connections open now (warm and carrying tunnels). */
   open(): number;
-  close(): Promise<void>;
+  /** Stops accepting, closes warm connections at once, lets tunnels finish for up to `drainMs`. */
+  close(drainMs?: number): Promise<void>;
 }
 
 export async function startHopServer(o: HopServerOptions): Promise<HopServer> {
   const sockets = new Set<net.Socket>();
+  /** The ones carrying a tunnel (the rest are warm, or still proving the secret). */
+  const relaying = new Set<net.Socket>();
+  let closing = false;
   const server = net.createServer({ allowHalfOpen: true, noDelay: true, keepAlive: true }, (s) => {
+    if (closing) return void s.destroy();
     sockets.add(s);
-    s.on('close', () => sockets.delete(s));
+    s.on('close', () => {
+      sockets.delete(s);
+      relaying.delete(s);
+    });
     s.on('error', destroySelf);
-    void serveHop(s, o).catch(() => s.destroy());
+    void serveHop(s, o, () => relaying.add(s)).catch(() => s.destroy());
   });
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
@@ -109,15 +117,20 @@ export async function startHopServer(o: HopServerOptions): Promise<HopServer> {
   return {
     address: () => ({ host: a.address, port: a.port }),
     open: () => sockets.size,
-    close: () =>
-      new Promise<void>((r) => {
-        server.close(() => r());
-        for (const s of sockets) s.destroy();
-      }),
+    async close(drainMs = 0): Promise<void> {
+      closing = true;
+      const closed = new Promise<void>((r) => server.close(() => r()));
+      // Warm connections go now: their entries see it at once and send nothing more here.
+      for (const s of sockets) if (!relaying.has(s)) s.destroy();
+      const deadline = Date.now() + drainMs;
+      while (relaying.size > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 25));
+      for (const s of sockets) s.destroy();
+      await closed;
+    },
   };
 }
 
-async function serveHop(s: net.Socket, o: HopServerOptions): Promise<void> {
+async function serveHop(s: net.Socket, o: HopServerOptions, onTunnel: () => void): Promise<void> {
   const nonce = randomBytes(18).toString('base64url');
   s.write(`${GREETING} ${nonce}\n`);
   const auth = await readLine(s, AUTH_TIMEOUT_MS);
@@ -138,7 +151,13 @@ async function serveHop(s: net.Socket, o: HopServerOptions): Promise<void> {
     }
     const m = /^DIAL (\S+) (\d{1,5}) (\S+) (\d{1,4})$/.exec(line);
     if (!m) return void s.destroy();
-    const session = m[3] === '-' ? null : { key: decodeURIComponent(m[3]!), minutes: Number(m[4]) };
+    onTunnel();
+    let session: { key: string; minutes: number } | null = null;
+    try {
+      session = m[3] === '-' ? null : { key: decodeURIComponent(m[3]!), minutes: Number(m[4]) };
+    } catch {
+      return void s.destroy(); // not an encoding an entry makes
+    }
     let upstream: net.Socket | null = null;
     const out = await o.dialer.dial({
       host: m[1]!,

@@ -109,8 +109,7 @@ export async function startGateway(opts: GatewayOptions): Promise<Gateway> {
     openConnections: (accountId, subject) => core.openConnections(accountId, subject),
     close(drainMs: number): Promise<void> {
       closing ??= (async () => {
-        await Promise.all(servers.map((s) => new Promise<void>((r) => s.close(() => r()))).concat(drain(drainMs)));
-        await hopServer?.close();
+        await Promise.all(servers.map((s) => new Promise<void>((r) => s.close(() => r()))).concat(drain(drainMs), hopServer?.close(drainMs) ?? []));
       })();
       return closing;
     },

@@ -87,6 +87,6 @@ describe('names for new proxy users', () => {
   it.each(['alice-session-x', 'team-session-store', 'a-session-b-sesstime-5', 'alice-session-'])('%s is refused (session marker reserved)', (s) =>
     expect(newProxyUsernameProblem(s)).toMatch(/"-session-" is reserved/),
   );
-  it.each(['alice-country-us', 'alice-city-x'])('%s is refused (targeting markers reserved)', (s) => expect(newProxyUsernameProblem(s)).toMatch(/is reserved for username parameters/));
+  it.each(['alice-country-us', 'alice-city-x'])('%s is refused (targeting markers reserved)', (s) => expect(newProxyUsernameProblem(s)).toMatch(/is reserved for targeting parameters/));
   it('the username rule still comes first', () => expect(newProxyUsernameProblem('a b')).toBe('3-64 characters of A-Z a-z 0-9 . _ -'));
 });

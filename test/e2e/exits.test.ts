@@ -244,6 +244,20 @@ describe.skipIf(skip)('entry and exit nodes on one PostgreSQL', () => {
     expect(reason).toBe('no_exit');
   });
 
+  it('a second exit of the same name does not start (exit 1, naming it)', async () => {
+    const err = await startDaemon({
+      dataDir: await dataDirFor('sqlite'),
+      args: ['--database-url', url, '--role', 'exit', '--location', 'de', '--hop-listen', '127.0.0.1:0', '--node-name', 'exit-de1', '--allow-private-targets'],
+    }).then(
+      () => null,
+      (e: Error) => e.message,
+    );
+    expect(err).toMatch(/exited 1 before ready/);
+    expect(err).toContain('--node-name exit-de1: another exit of that name is running');
+    // The first one still serves.
+    expect((await viaConnect(entries[0]!, tgt(), 'alice-country-de')).ok).toBe(true);
+  });
+
   it('the hop listener refuses a client without the fleet secret', async () => {
     const [host, port] = exits.get('de1')!.hop.split(':') as [string, string];
     const attempt = (lines: string[]) =>

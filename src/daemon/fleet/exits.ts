@@ -229,6 +229,7 @@ function splitHostPort(hp: string): [string, number] {
 export class ExitHeartbeat {
   private timer: NodeJS.Timeout | null = null;
   private lastFailureLog = 0;
+  private registered = false;
 
   constructor(
     private readonly store: ExitStore,
@@ -236,9 +237,16 @@ export class ExitHeartbeat {
     private readonly log?: ExitDirectoryOptions['log'],
   ) {}
 
-  /** The first heartbeat (the exit is registered before its ready line), then one every second. */
+  /**
+   * The first heartbeat (the exit is registered before its ready line), then one every second. Another live
+   * exit of the same name (a fresh heartbeat from another hop address) stops the start: the two would
+   * overwrite each other's row.
+   */
   async start(): Promise<void> {
+    const twin = (await this.store.list(STALE_MS)).find((r) => r.node === this.me.node && r.hop !== this.me.hop);
+    if (twin) throw new Error(`--node-name ${this.me.node}: another exit of that name is running (hop ${twin.hop}); give each exit its own name`);
     await this.store.heartbeat(this.me);
+    this.registered = true;
     this.timer = setInterval(() => {
       this.store.heartbeat(this.me).catch((e: unknown) => {
         const now = Date.now();
@@ -253,6 +261,7 @@ export class ExitHeartbeat {
   async stop(): Promise<void> {
     if (this.timer) clearInterval(this.timer);
     this.timer = null;
-    await this.store.remove(this.me.node).catch(() => {});
+    // Only its own row: a start refused for a name in use must not take the other exit's registration.
+    if (this.registered) await this.store.remove(this.me.node).catch(() => {});
   }
 }

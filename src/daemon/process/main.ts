@@ -138,8 +138,11 @@ export function buildProgram(): Command {
         await runServe(cfg);
       } catch (e) {
         const err = e as NodeJS.ErrnoException;
-        if (err.code === 'EADDRINUSE') return fail(`address in use: ${err.message.replace(/^listen EADDRINUSE: address already in use /, '')}`);
-        fail(err.message);
+        if (err.code === 'EADDRINUSE') fail(`address in use: ${err.message.replace(/^listen EADDRINUSE: address already in use /, '')}`);
+        else fail(err.message);
+        // Everything opened was closed, but a driver's reconnect timer or a socket still closing must not keep
+        // a failed start alive: it exits within a second whatever lingers (the timer does not hold it open).
+        setTimeout(() => process.exit(), 1_000).unref();
       }
     });
 

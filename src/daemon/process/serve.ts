@@ -296,10 +296,6 @@ export async function startDaemon(cfg: ServeConfig, log: DaemonLog): Promise<Run
   const hop = gw.hopAddress();
   // An exit is in the registry before it says ready: entries may send it traffic from the next read on.
   const heartbeat = hop && store.exits ? new ExitHeartbeat(store.exits, { node: cfg.nodeName, hop: formatHostPort(hop), country: cfg.location?.country ?? null, city: cfg.location?.city ?? null }, log) : null;
-  await heartbeat?.start().catch(async (err: unknown) => {
-    await gw.close(0);
-    throw err;
-  });
   const ready: Ready = {
     event: 'ready' as const,
     api: `http://${formatHostPort(apiHostPort)}`,
@@ -322,5 +318,11 @@ export async function startDaemon(cfg: ServeConfig, log: DaemonLog): Promise<Run
       await limits.close();
       await store.close();
     })());
+  try {
+    await heartbeat?.start();
+  } catch (err) {
+    await shutdown();
+    throw err;
+  }
   return { app, gateway, store, ready, shutdown };
 }
