@@ -5,12 +5,14 @@
 // run without auth (bench/peers/). All on loopback; the target is bench/gateway.mjs's target role in its own
 // process. Alternating between proxies (and with a direct connection for set-up) so outside load hits all alike.
 //
-//   node bench/setup.mjs [--reps 5] [--lat-n 2000] [--rate-ms 1500] [--size-mib 256] [--profile DIR]
+//   node bench/setup.mjs [--reps 5] [--lat-n 2000] [--rate-ms 1500] [--size-mib 256] [--profile DIR] [--strace]
 //
 // Per path: set-up added p50/p99 (connect → handshake → first echoed byte, minus a direct connection's,
 // sequential), tunnels/s (8 loops opening a tunnel, echoing a byte, closing), 64 tunnels uploading
 // --size-mib in all (ratio to 64 direct connections), and `proxyd --workers 2` tunnels/s beside --workers 1.
 // --profile DIR: afterwards, one more daemon under --cpu-prof through a tunnels/s run; prints the top entries.
+// --strace: afterwards, system calls per tunnel of each proxy (strace -c on all its threads through one
+// tunnels/s round; strace slows the process, so that round's rate is not reported).
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
@@ -29,6 +31,7 @@ const LAT_N = Number(opt('lat-n', 2000));
 const RATE_MS = Number(opt('rate-ms', 1500));
 const SIZE = Number(opt('size-mib', 256)) * 2 ** 20;
 const PROFILE = opt('profile', null);
+const STRACE = argv.includes('--strace');
 const LOOPS = 8;
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
@@ -248,6 +251,36 @@ async function rate(p, tport, ms) {
   return done / (ms / 1000);
 }
 
+/** System calls per tunnel of a process (every thread of it and of its children) through one round of `run`. */
+async function straceRound(pid, run) {
+  const tids = [];
+  const collect = (p) => {
+    for (const t of readdirSync(`/proc/${p}/task`)) tids.push(t);
+    try {
+      for (const c of readFileSync(`/proc/${p}/task/${p}/children`, 'utf8').split(/\s+/).filter(Boolean)) collect(c);
+    } catch {
+      /* no children file */
+    }
+  };
+  collect(pid);
+  const out = path.join(os.tmpdir(), `setup-strace-${pid}-${Date.now()}.txt`);
+  const st = spawn('strace', ['-c', '-f', '-q', '-o', out, ...tids.flatMap((t) => ['-p', t])], { stdio: 'ignore' });
+  await sleep(500); // attached
+  await run();
+  const tunnels = rate.last;
+  await new Promise((r) => (st.once('exit', r), st.kill('SIGINT')));
+  const byCall = {};
+  let total = 0;
+  for (const line of readFileSync(out, 'utf8').split('\n')) {
+    const m = /^\s*[\d.]+\s+[\d.]+\s+\d+\s+(\d+)\s+(?:\d+\s+)?(\w+)\s*$/.exec(line);
+    if (!m) continue;
+    if (m[2] === 'total') total = Number(m[1]);
+    else byCall[m[2]] = +(Number(m[1]) / tunnels).toFixed(1);
+  }
+  const top = Object.entries(byCall).sort((a, b) => b[1] - a[1]).slice(0, 12);
+  return { total: +(total / tunnels).toFixed(1), top: Object.fromEntries(top) };
+}
+
 /** 64 tunnels uploading SIZE bytes in all: MB/s. */
 async function upload64(p, tport) {
   const each = Math.floor(SIZE / 64);
@@ -356,6 +389,14 @@ async function main() {
     direct: { p50: +med(direct).toFixed(3), p99: +pct(direct, 99).toFixed(3), tunnelsPerSec: Math.round(med(rates.get('direct'))) },
     rows,
   };
+  if (STRACE) {
+    report.syscallsPerTunnel = {};
+    for (const p of paths) {
+      const r = await straceRound(pidOf.get(p.label), () => rate(p, tport, RATE_MS));
+      report.syscallsPerTunnel[p.label] = r;
+      log(`strace ${p.label}: ${r.total} system calls per tunnel`);
+    }
+  }
   for (const x of [ours, ours2, squid, dante]) await x.stop();
 
   if (PROFILE) {

@@ -18,6 +18,8 @@ import { destroySelf } from './dialer.js';
 
 const GREETING = 'PROXYD-HOP/1';
 const MAX_LINE = 1024;
+/** Ready hop connections an entry keeps per exit at most. */
+const MAX_WARM = 256;
 /** An accepted connection must prove the secret within this. */
 const AUTH_TIMEOUT_MS = 5_000;
 /** An authenticated connection waiting for its DIAL (a warm one in an entry's pool) is closed after this. */
@@ -214,7 +216,7 @@ export interface HopLinkOptions {
   secret: Buffer;
   /** A ready connection was closed by the exit (it may have died): the directory probes it now. */
   onLost?: () => void;
-  /** Authenticated connections kept ready (default 4). */
+  /** Authenticated connections kept ready at least (default 4); more while tunnels take them faster. */
   warm?: number;
   connectTimeoutMs?: number;
 }
@@ -228,14 +230,17 @@ export class HopLink {
   private readonly tracked = new WeakSet<net.Socket>();
   private opening = 0;
   private closed = false;
-  private readonly warm: number;
+  private readonly minWarm: number;
+  /** How many to keep ready now: what tunnels took in the last second (`retune`), at least minWarm. */
+  private warm: number;
+  private taken = 0;
   private readonly timeoutMs: number;
 
   constructor(
     readonly hop: { host: string; port: number },
     private readonly o: HopLinkOptions,
   ) {
-    this.warm = o.warm ?? 4;
+    this.minWarm = this.warm = o.warm ?? 4;
     this.timeoutMs = o.connectTimeoutMs ?? 2_000;
   }
 
@@ -281,9 +286,22 @@ export class HopLink {
 
   /** A ready connection: a warm one if any (refilled behind it), else a new one. */
   async take(): Promise<net.Socket | null> {
+    this.taken++;
+    if (this.taken > this.warm) this.warm = Math.min(MAX_WARM, this.taken); // a burst: open ahead of it now
     const s = this.unpark(this.idle.pop());
     this.fill();
     return s ?? (await this.open());
+  }
+
+  /**
+   * Called every second: keep as many ready as tunnels took in the last second (so a busy entry rarely opens
+   * a hop on a tunnel's set-up path: that costs the exit's round trips twice more), and let the extra go.
+   */
+  retune(): void {
+    this.warm = Math.max(this.minWarm, Math.min(MAX_WARM, this.taken));
+    this.taken = 0;
+    while (this.idle.length > this.warm * 2) this.idle.shift()?.destroy();
+    this.fill();
   }
 
   /** Out of the ready ones: no longer watched, paused for its next reader. */

@@ -208,6 +208,10 @@ describe.skipIf(skip)('entry and exit nodes on one PostgreSQL', () => {
     await spread(entries[1]!, 'alice-country-de-session-log1', 1);
     const rs = await recordsOf('alice-country-de-session-log1', (x) => x.length > 0);
     expect(rs[0]).toMatchObject({ node: 'entry-2', exit: 'exit-de1', exit_moved_from: null, decision: 'admitted' });
+    expect(rs).toHaveLength(1); // once, by the entry: the exit writes no record of it
+    const all = await admin(first, ['connections', '--limit', '100000']);
+    const nodes = new Set(all.stdout.split('\n').filter(Boolean).map((l) => (JSON.parse(l) as LogRecord).node));
+    expect([...nodes].sort()).toEqual(['entry-1', 'entry-2']);
   });
 
   it('a session goes to the same exit from either entry', async () => {

@@ -103,7 +103,10 @@ export class ExitDirectory {
   }
 
   private probeAll(): void {
-    for (const e of this.exits.values()) void this.probe(e);
+    for (const e of this.exits.values()) {
+      e.link.retune();
+      void this.probe(e);
+    }
   }
 
   private async probe(e: ExitState): Promise<void> {
