@@ -10,12 +10,13 @@
 // 1. One host (loopback): a `both` node, and an entry → exit pair. Per round: --lat-n sequential set-ups
 //    (connect → CONNECT → 200 → first echoed byte) through each, interleaved with direct connections to the
 //    target; "added" = proxied percentile − direct percentile; the hop's own = entry/exit − both. Then one
-//    tunnel carrying --size-mib up and --size-mib down (MB/s as a ratio of a direct transfer in the same
-//    round), and 8 loops opening tunnels for --rate-ms (tunnels/s; CPU µs per tunnel of the node(s) from /proc).
+//    tunnel carrying --size-mib up and one carrying --size-mib down, each as a ratio of a direct transfer
+//    right before it, with each node's CPU s/GiB relayed (/proc); and 8 loops opening tunnels for --rate-ms
+//    (tunnels/s; CPU µs per tunnel of the node(s)).
 // 2. Across "regions": the exit, a `both` node and the target in a network namespace, joined to the root
 //    namespace (entry and client) by a link of --delay-ms one way per direction (2 × that RTT). Set-up and
 //    one-tunnel throughput through entry → exit, against the remote `both` node reached directly across the
-//    same link, and against a direct connection across it. The link is a veth pair with `tc netem delay` on
+//    same link, and against a direct connection across it (--remote-lat-n set-ups per path per round). The link is a veth pair with `tc netem delay` on
 //    each end (--link netem); a kernel without sch_netem gets a userspace delay line instead (--link tun: two
 //    TUN devices, MTU 65,000, joined by a small python3 process that holds every packet --delay-ms). Needs
 //    root and `ip netns`; otherwise part 2 is skipped with the reason and part 1 still runs.
@@ -537,8 +538,8 @@ async function main() {
   const exit1 = await startNode({ name: 'exit-local', role: 'exit', dbUrl: localDb });
   const [both1, entry1] = await Promise.all([startNode({ name: 'both-local', role: 'both', dbUrl: localDb }), startNode({ name: 'entry-local', role: 'entry', dbUrl: localDb })]);
   const local = [
-    { key: 'both', label: 'both node', via: both1.http, pids: [both1.p.pid] },
-    { key: 'hop', label: 'entry → exit', via: entry1.http, pids: [entry1.p.pid, exit1.p.pid] },
+    { key: 'both', via: both1.http, procs: { both: both1.p.pid } },
+    { key: 'hop', via: entry1.http, procs: { entry: entry1.p.pid, exit: exit1.p.pid } },
   ];
   await waitAdmitted(entry1.http, tgt, 'local entry');
 
@@ -559,8 +560,8 @@ async function main() {
       target: rtarget,
       nodes: [exit2, both2, entry2],
       paths: [
-        { key: 'both', label: 'both node across the link', via: both2.http },
-        { key: 'hop', label: 'entry here → exit across the link', via: entry2.http },
+        { key: 'both', via: both2.http, procs: { both: both2.p.pid } },
+        { key: 'hop', via: entry2.http, procs: { entry: entry2.p.pid, exit: exit2.p.pid } },
       ],
     };
     await waitAdmitted(entry2.http, rtgt, 'remote entry');
@@ -571,48 +572,49 @@ async function main() {
   for (let i = 0; i < 300; i++) await echoOnce(null, tgt);
   if (remote) for (const p of remote.paths) for (let i = 0; i < 20; i++) await echoOnce(p.via, rtgt);
 
-  const L = { p50: { direct: [], both: [], hop: [] }, p99: { direct: [], both: [], hop: [] }, up: { direct: [], both: [], hop: [] }, down: { direct: [], both: [], hop: [] }, tps: { direct: [], both: [], hop: [] }, cpu: { both: [], hop: [] } };
-  const R = { p50: { direct: [], both: [], hop: [] }, p99: { direct: [], both: [], hop: [] }, up: { direct: [], both: [], hop: [] }, down: { direct: [], both: [], hop: [] } };
-  const paired = (acc, key, proxied, direct) => acc[key].push(proxied / direct);
-  const ratios = { L: { up: { both: [], hop: [] }, down: { both: [], hop: [] } }, R: { up: { both: [], hop: [] }, down: { both: [], hop: [] } } };
+  const three = () => ({ direct: [], both: [], hop: [] });
+  const acc = () => ({ p50: three(), p99: three(), up: three(), down: three(), ratio: { up: three(), down: three() }, gib: { both: { both: [] }, hop: { entry: [], exit: [] } } });
+  const L = { ...acc(), tps: three(), cpu: { both: [], hop: [] } };
+  const R = acc();
+
+  /** One round of single-tunnel transfers, each paired with a direct one right before it; CPU s/GiB per node. */
+  async function transferRound(A, paths, target, r) {
+    const cpu = Object.fromEntries(paths.map((p) => [p.key, Object.fromEntries(Object.keys(p.procs).map((n) => [n, 0]))]));
+    for (const dir of ['up', 'down']) {
+      for (const p of r % 2 ? [...paths].reverse() : paths) {
+        const d = await transfer(null, target, dir);
+        const c0 = Object.fromEntries(Object.entries(p.procs).map(([n, pid]) => [n, treeCpu([pid])]));
+        const x = await transfer(p.via, target, dir);
+        for (const [n, pid] of Object.entries(p.procs)) cpu[p.key][n] += treeCpu([pid]) - c0[n];
+        A[dir].direct.push(d);
+        A[dir][p.key].push(x);
+        A.ratio[dir][p.key].push(x / d);
+      }
+    }
+    for (const p of paths) for (const n of Object.keys(p.procs)) A.gib[p.key][n].push(cpu[p.key][n] / ((2 * SIZE) / 2 ** 30));
+  }
 
   for (let r = 0; r < REPS; r++) {
     log(`round ${r + 1}/${REPS}: one host: ${LAT_N} set-ups per path`);
     const s = await setupSample(local, tgt, LAT_N);
     for (const k of ['direct', 'both', 'hop']) (L.p50[k].push(med(s[k])), L.p99[k].push(pct(s[k], 99)));
     log(`round ${r + 1}/${REPS}: one host: one tunnel, ${SIZE / 2 ** 20} MiB up and down per path`);
-    for (const dir of ['up', 'down']) {
-      const order = r % 2 ? ['hop', 'both'] : ['both', 'hop'];
-      for (const k of order) {
-        const d = await transfer(null, tgt, dir);
-        const x = await transfer(local.find((p) => p.key === k).via, tgt, dir);
-        L[dir].direct.push(d);
-        L[dir][k].push(x);
-        paired(ratios.L[dir], k, x, d);
-      }
-    }
+    await transferRound(L, local, tgt, r);
     log(`round ${r + 1}/${REPS}: one host: tunnels/s, ${LOOPS} loops for ${RATE_MS} ms per path`);
     L.tps.direct.push((await rate(null, tgt, RATE_MS)).perSec);
     for (const p of r % 2 ? [...local].reverse() : local) {
-      const c0 = treeCpu(p.pids);
+      const pids = Object.values(p.procs);
+      const c0 = treeCpu(pids);
       const x = await rate(p.via, tgt, RATE_MS);
       L.tps[p.key].push(x.perSec);
-      L.cpu[p.key].push(((treeCpu(p.pids) - c0) / x.done) * 1e6);
+      L.cpu[p.key].push(((treeCpu(pids) - c0) / x.done) * 1e6);
     }
     if (remote) {
       log(`round ${r + 1}/${REPS}: across the link: ${REMOTE_LAT_N} set-ups per path`);
       const t = await setupSample(remote.paths, rtgt, REMOTE_LAT_N);
       for (const k of ['direct', 'both', 'hop']) (R.p50[k].push(med(t[k])), R.p99[k].push(pct(t[k], 99)));
       log(`round ${r + 1}/${REPS}: across the link: one tunnel, ${SIZE / 2 ** 20} MiB up and down per path`);
-      for (const dir of ['up', 'down']) {
-        const d = await transfer(null, rtgt, dir);
-        R[dir].direct.push(d);
-        for (const k of r % 2 ? ['hop', 'both'] : ['both', 'hop']) {
-          const x = await transfer(remote.paths.find((p) => p.key === k).via, rtgt, dir);
-          R[dir][k].push(x);
-          paired(ratios.R[dir], k, x, d);
-        }
-      }
+      await transferRound(R, remote.paths, rtgt, r);
     }
   }
   const load1 = os.loadavg();
@@ -621,7 +623,7 @@ async function main() {
   const added = (A, q, k) => A[q][k].map((x, i) => x - A[q].direct[i]);
   const hopOwn = (A, q) => A[q].hop.map((x, i) => x - A[q].both[i]);
   const mean2 = (R2, k) => R2.up[k].map((x, i) => (x + R2.down[k][i]) / 2);
-  const part = (A, RR, extra) => ({
+  const part = (A, extra) => ({
     direct: { setupP50: summary(A.p50.direct), setupP99: summary(A.p99.direct), upMBs: summary(A.up.direct, 0), downMBs: summary(A.down.direct, 0) },
     rows: ['both', 'hop'].map((k) => ({
       path: k,
@@ -629,9 +631,10 @@ async function main() {
       setupAddedP99: summary(added(A, 'p99', k)),
       upMBs: summary(A.up[k], 0),
       downMBs: summary(A.down[k], 0),
-      upVsDirect: summary(RR.up[k], 2),
-      downVsDirect: summary(RR.down[k], 2),
-      vsDirect: summary(mean2(RR, k), 2),
+      upVsDirect: summary(A.ratio.up[k], 2),
+      downVsDirect: summary(A.ratio.down[k], 2),
+      vsDirect: summary(mean2(A.ratio, k), 2),
+      cpuSecPerGiB: Object.fromEntries(Object.entries(A.gib[k]).map(([n, xs]) => [n, summary(xs, 2)])),
       ...extra(k),
     })),
     hopAddedP50: summary(hopOwn(A, 'p50')),
@@ -647,12 +650,12 @@ async function main() {
     reps: REPS,
     local: {
       latN: LAT_N,
-      ...part(L, ratios.L, (k) => ({ tunnelsPerSec: summary(L.tps[k], 0), cpuUsPerTunnel: summary(L.cpu[k], 0) })),
+      ...part(L, (k) => ({ tunnelsPerSec: summary(L.tps[k], 0), cpuUsPerTunnel: summary(L.cpu[k], 0) })),
       directTunnelsPerSec: summary(L.tps.direct, 0),
       hopTargetMet: med(hopOwn(L, 'p50')) <= 1,
     },
     remote: remote
-      ? { link: region.note, delayMsEachWay: DELAY_MS, latN: REMOTE_LAT_N, ...part(R, ratios.R, () => ({})) }
+      ? { link: region.note, delayMsEachWay: DELAY_MS, latN: REMOTE_LAT_N, ...part(R, () => ({})) }
       : { skipped: skipReason },
     seconds: Math.round((Date.now() - t00) / 1000),
   };
@@ -667,22 +670,23 @@ async function main() {
 function printTables(rep) {
   const c = (s, d = 3) => `${s.median.toFixed(d)} (${s.min.toFixed(d)}–${s.max.toFixed(d)})`;
   const name = { both: '`both` node', hop: 'entry → exit' };
+  const gib = (r) => Object.entries(r.cpuSecPerGiB).map(([n, x]) => `${n} ${c(x, 2)}`).join(' + ');
   const out = [];
   out.push(`\nOne host (loopback), ${rep.reps} rounds, median (range); ${rep.local.latN} set-ups per path per round`);
   out.push(`direct set-up p50 ${c(rep.local.direct.setupP50)} ms, p99 ${c(rep.local.direct.setupP99)} ms; direct MB/s up ${c(rep.local.direct.upMBs, 0)}, down ${c(rep.local.direct.downMBs, 0)}`);
-  out.push('| path | set-up added p50 (ms) | set-up added p99 (ms) | 1 tunnel up vs direct | 1 tunnel down vs direct | tunnels/s | CPU µs per tunnel |');
-  out.push('|---|---|---|---|---|---|---|');
-  for (const r of rep.local.rows) out.push(`| ${name[r.path]} | ${c(r.setupAddedP50)} | ${c(r.setupAddedP99)} | ${c(r.upVsDirect, 2)} | ${c(r.downVsDirect, 2)} | ${c(r.tunnelsPerSec, 0)} | ${c(r.cpuUsPerTunnel, 0)} |`);
-  out.push(`| the hop's own (entry → exit − both) | ${c(rep.local.hopAddedP50)} | ${c(rep.local.hopAddedP99)} | | | | |`);
+  out.push('| path | set-up added p50 (ms) | set-up added p99 (ms) | 1 tunnel up vs direct | 1 tunnel down vs direct | CPU s/GiB relayed | tunnels/s | CPU µs per tunnel |');
+  out.push('|---|---|---|---|---|---|---|---|');
+  for (const r of rep.local.rows) out.push(`| ${name[r.path]} | ${c(r.setupAddedP50)} | ${c(r.setupAddedP99)} | ${c(r.upVsDirect, 2)} | ${c(r.downVsDirect, 2)} | ${gib(r)} | ${c(r.tunnelsPerSec, 0)} | ${c(r.cpuUsPerTunnel, 0)} |`);
+  out.push(`| the hop's own (entry → exit − both) | ${c(rep.local.hopAddedP50)} | ${c(rep.local.hopAddedP99)} | | | | | |`);
   out.push(`hop adds ≤ 1 ms p50 on one host: ${rep.local.hopTargetMet ? 'met' : 'NOT met'}`);
   if (rep.remote.skipped) out.push(`\nAcross regions: skipped (${rep.remote.skipped})`);
   else {
     out.push(`\nAcross regions: ${rep.remote.link}; ${rep.remote.latN} set-ups per path per round`);
     out.push(`direct set-up p50 ${c(rep.remote.direct.setupP50)} ms, p99 ${c(rep.remote.direct.setupP99)} ms; direct MB/s up ${c(rep.remote.direct.upMBs, 0)}, down ${c(rep.remote.direct.downMBs, 0)}`);
-    out.push('| path | set-up added p50 (ms) | set-up added p99 (ms) | 1 tunnel up vs direct | 1 tunnel down vs direct |');
-    out.push('|---|---|---|---|---|');
-    for (const r of rep.remote.rows) out.push(`| ${r.path === 'both' ? '`both` node across the link' : 'entry here → exit across the link'} | ${c(r.setupAddedP50)} | ${c(r.setupAddedP99)} | ${c(r.upVsDirect, 2)} | ${c(r.downVsDirect, 2)} |`);
-    out.push(`| entry → exit − remote \`both\` | ${c(rep.remote.hopAddedP50)} | ${c(rep.remote.hopAddedP99)} | | |`);
+    out.push('| path | set-up added p50 (ms) | set-up added p99 (ms) | 1 tunnel up vs direct | 1 tunnel down vs direct | CPU s/GiB relayed |');
+    out.push('|---|---|---|---|---|---|');
+    for (const r of rep.remote.rows) out.push(`| ${r.path === 'both' ? '`both` node across the link' : 'entry here → exit across the link'} | ${c(r.setupAddedP50)} | ${c(r.setupAddedP99)} | ${c(r.upVsDirect, 2)} | ${c(r.downVsDirect, 2)} | ${gib(r)} |`);
+    out.push(`| entry → exit − remote \`both\` | ${c(rep.remote.hopAddedP50)} | ${c(rep.remote.hopAddedP99)} | | | |`);
   }
   out.push(`\nload average before ${rep.loadBefore.join(' / ')}, after ${rep.loadAfter.join(' / ')}; ${rep.seconds} s`);
   console.error(out.join('\n'));

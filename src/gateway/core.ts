@@ -4,7 +4,7 @@ import { randomBytes } from 'node:crypto';
 import net from 'node:net';
 import ipaddr from 'ipaddr.js';
 import type { ByteBudget } from './byte-budget.js';
-import { DirectDialer, LocatedDialer, PoolDialer, type Dialer, type EgressSession, type ExitWish } from './dialer.js';
+import { DirectDialer, LocatedDialer, PoolDialer, PrefixDialer, type Dialer, type EgressSession, type ExitWish } from './dialer.js';
 import { resolveLimits } from './limits.js';
 import { Tunnels } from './open-tunnels.js';
 import { parseIp } from './target-policy.js';
@@ -78,9 +78,10 @@ export class GatewayCore {
       egressConnections: {},
     };
     const pool = opts.egressPool;
+    const prefix = opts.egressPrefix;
     this.direct = new DirectDialer({
       localAddress: opts.egressAddress,
-      family: pool ? 4 : opts.egressAddress ? (net.isIPv6(opts.egressAddress) ? 6 : 4) : null,
+      family: pool ? 4 : prefix ? 6 : opts.egressAddress ? (net.isIPv6(opts.egressAddress) ? 6 : 4) : null,
       allowPrivateTargets: opts.allowPrivateTargets,
       ownListeners: () => [...this.opts.ownListeners(), ...this.ownAddresses],
       connectTimeoutMs: this.limits.connectTimeoutMs,
@@ -91,7 +92,11 @@ export class GatewayCore {
         e[a] = (e[a] ?? 0) + 1;
       },
     });
-    const local = pool ? new PoolDialer(this.direct, pool.addresses, pool.sessions) : this.direct;
+    const local = pool
+      ? new PoolDialer(this.direct, pool.addresses, pool.sessions)
+      : prefix
+        ? new PrefixDialer(this.direct, prefix.prefix, prefix.sessions)
+        : this.direct;
     // An entry reaches every target through an exit; a `both` node dials here, within its own location.
     this.dialer = opts.exitDialer ?? new LocatedDialer(local, opts.location ?? null);
     /** What an exit's hop dials with: this node's own dialer, whatever the username asked (the entry chose). */

@@ -1,9 +1,11 @@
 // The dialer seam (glider's Dialer): forward, CONNECT and SOCKS5 reach targets only through a Dialer.
 // DirectDialer resolves, applies the target policy and connects from a local address; PoolDialer wraps
-// it and picks that address per connection from the egress pool (sticky session or rotation).
+// it and picks that address per connection from the egress pool (sticky session or rotation); PrefixDialer
+// picks a random address of an IPv6 prefix (a sticky session keeps one).
 import net from 'node:net';
+import type { EgressPrefix } from './egress-prefix.js';
 import { CachingResolver } from './resolver.js';
-import type { StickySessions } from './sticky-sessions.js';
+import type { StickyAddresses, StickySessions } from './sticky-sessions.js';
 import { canonicalIp, checkTarget, parseIp, type TargetRefusal } from './target-policy.js';
 
 export type ResolveOutcome =
@@ -57,7 +59,7 @@ type Lookup = (host: string) => Promise<Array<{ address: string; family: 4 | 6 }
 export interface DirectDialerOptions {
   /** Default local address (`--egress-address`); a PoolDialer passes its own per dial. */
   localAddress?: string | undefined;
-  /** Family every local address has (a pool is IPv4): targets of the other family are unusable. */
+  /** Family every local address has (an IPv4 pool: 4, an IPv6 prefix: 6): targets of the other family are unusable. */
   family: 4 | 6 | null;
   allowPrivateTargets: boolean;
   ownListeners: () => Array<{ host: string; port: number }>;
@@ -80,11 +82,12 @@ export class DirectDialer implements Dialer {
     return this.dialFrom(req, this.o.localAddress);
   }
 
-  async dialFrom(req: DialRequest, localAddress: string | undefined): Promise<DialOutcome> {
+  /** `countAs`: the metrics label (an IPv6 prefix counts under its own name, not per random address). */
+  async dialFrom(req: DialRequest, localAddress: string | undefined, countAs: string | undefined = localAddress): Promise<DialOutcome> {
     const resolved = await this.resolve(req.host, req.port);
     if (!req.wanted()) return null;
     if (!resolved.ok) return { ok: false, failure: resolved.reason };
-    if (localAddress) this.o.countEgress(localAddress);
+    if (countAs) this.o.countEgress(countAs);
     return new Promise((resolve) => {
       const socket = this.connect(resolved.address, resolved.family, req.port, localAddress, (err) => {
         if (!req.wanted()) {
@@ -177,6 +180,29 @@ export class PoolDialer implements Dialer {
       this.next = (index + 1) % this.addresses.length;
     }
     return this.base.dialFrom(req, this.addresses[index]);
+  }
+}
+
+/**
+ * An IPv6 egress prefix: each connection leaves from a fresh random address of it; a sticky session keeps
+ * the one it was given until it ends. Connections count under the prefix (a /64 per address would be
+ * unbounded metrics cardinality).
+ */
+export class PrefixDialer implements Dialer {
+  constructor(
+    private readonly base: DirectDialer,
+    private readonly prefix: EgressPrefix,
+    private readonly sessions: StickyAddresses,
+  ) {}
+
+  async dial(req: DialRequest): Promise<DialOutcome> {
+    let address: string;
+    if (req.session) {
+      const held = this.sessions.assign(req.session.key, req.session.minutes);
+      address = (held instanceof Promise ? await held : held).address;
+      if (!req.wanted()) return null;
+    } else address = this.prefix.randomAddress();
+    return this.base.dialFrom(req, address, this.prefix.text);
   }
 }
 

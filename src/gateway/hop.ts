@@ -15,6 +15,7 @@ import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import net from 'node:net';
 import type { Dialer, DialOutcome, DialRequest, TargetFailure } from './dialer.js';
 import { destroySelf } from './dialer.js';
+import { splice, type SpliceOwner } from './splice.js';
 
 const GREETING = 'PROXYD-HOP/1';
 const MAX_LINE = 1024;
@@ -80,7 +81,8 @@ export interface HopServerOptions {
   secret: Buffer;
   /** The exit's own dialer (target policy, egress, sessions). */
   dialer: Dialer;
-  idleTimeoutMs: number;
+  /** The gateway's open tunnels (their idle sweep) and limits: a hop's tunnel runs in the same pump. */
+  core: SpliceOwner['core'];
   /** A connection that failed the proof (counted; never logged per attempt). */
   onRefused?: () => void;
 }
@@ -174,32 +176,10 @@ async function serveHop(s: net.Socket, o: HopServerOptions, onTunnel: () => void
       return;
     }
     s.write(`OK ${out.socket.localAddress ?? '-'}\n`);
-    relay(s, out.socket, o.idleTimeoutMs);
+    // The gateway's own pump (splice.ts): no budget or metering here (the entry counts), the idle sweep alike.
+    splice({ socket: s, upstream: null, budget: null, bytesUp: 0, bytesDown: 0, core: o.core }, out.socket, Buffer.alloc(0));
     return;
   }
-}
-
-/** Both ways until both ends finish (a FIN passes on); an error, reset or the idle timeout ends both. */
-function relay(hop: net.Socket, up: net.Socket, idleMs: number): void {
-  const both = (): void => {
-    hop.destroy();
-    up.destroy();
-  };
-  up.removeListener('error', destroySelf);
-  up.on('error', both);
-  hop.removeListener('error', destroySelf);
-  hop.on('error', both);
-  hop.setTimeout(idleMs, both);
-  up.setTimeout(idleMs, both);
-  hop.on('close', () => {
-    if (!up.readableEnded || !hop.readableEnded) up.destroy();
-  });
-  up.on('close', () => {
-    if (!hop.writableEnded) hop.destroy();
-  });
-  hop.pipe(up);
-  up.pipe(hop);
-  hop.resume();
 }
 
 // ---- the entry's side -----------------------------------------------------------------------------------

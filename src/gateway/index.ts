@@ -70,7 +70,7 @@ export async function startGateway(opts: GatewayOptions): Promise<Gateway> {
         listen: opts.hop.listen,
         secret: opts.hop.secret,
         dialer: core.localDialer,
-        idleTimeoutMs: limits.idleTimeoutMs,
+        core,
         onRefused: opts.hop.onRefused,
       });
     }

@@ -13,7 +13,8 @@
 import fs from 'node:fs';
 import net from 'node:net';
 import { ByteBudget } from './byte-budget.js';
-import { detachHandshakeListeners, type ClientConn } from './conn.js';
+import { detachHandshakeListeners } from './conn.js';
+import type { Tunnels } from './open-tunnels.js';
 import { destroySelf } from './dialer.js';
 
 // Bytes one side may have queued in user space before the other side is paused. Only a stalled (or
@@ -25,8 +26,19 @@ const shared = Buffer.allocUnsafe(READ_SIZE);
 
 const kTunnel = Symbol('tunnel');
 
+/** What the pump needs of the connection it serves: a customer's (conn.ts), or an exit's hop connection (hop.ts). */
+export interface SpliceOwner {
+  readonly socket: net.Socket;
+  upstream: net.Socket | null;
+  /** Under a traffic limit: every relayed byte is taken from it (byte-budget.ts); null: none. */
+  budget: ByteBudget | null;
+  bytesUp: number;
+  bytesDown: number;
+  readonly core: { readonly tunnels: Tunnels; readonly limits: { readonly idleTimeoutMs: number } };
+}
+
 export interface Tunnel {
-  conn: ClientConn;
+  conn: SpliceOwner;
   client: TunnelSocket;
   upstream: TunnelSocket;
   /** Bytes moved since the idle sweep last looked (0: idle during that period). */
@@ -208,7 +220,7 @@ function takeOver(s: TunnelSocket): void {
   } else s.on('data', onData);
 }
 
-export function splice(conn: ClientConn, upstream: net.Socket, earlyData: Buffer): void {
+export function splice(conn: SpliceOwner, upstream: net.Socket, earlyData: Buffer): void {
   const client = conn.socket as TunnelSocket;
   const up = upstream as TunnelSocket;
   conn.upstream = upstream;

@@ -1,6 +1,7 @@
 // The gateway's boundary: what it needs from the daemon (Admitter) and how the daemon starts it.
 // The gateway imports nothing else of ours.
-import type { StickySessions } from './sticky-sessions.js';
+import type { EgressPrefix } from './egress-prefix.js';
+import type { StickyAddresses, StickySessions } from './sticky-sessions.js';
 import type { ByteBudget } from './byte-budget.js';
 import type { Dialer, ExitWish } from './dialer.js';
 
@@ -130,6 +131,8 @@ export interface GatewayOptions {
   egressAddress?: string | undefined;
   /** IPv4 addresses each outgoing connection binds one of (sticky per session, else in turn); replaces egressAddress. */
   egressPool?: { addresses: readonly string[]; sessions: StickySessions } | undefined;
+  /** An IPv6 prefix each outgoing connection leaves from a random address of (a session keeps one); replaces egressAddress. */
+  egressPrefix?: { prefix: EgressPrefix; sessions: StickyAddresses } | undefined;
   /** Reads session parameters out of a username; without it every username is taken as written. */
   parseUsername?: (username: string) => UsernameParams;
   allowPrivateTargets: boolean;
@@ -181,6 +184,6 @@ export interface GatewayStats {
   targetRefusals: Record<string, number>;
   bytesUp: number;
   bytesDown: number;
-  /** Outgoing connections by the local address they left from (with an egress address or pool). */
+  /** Outgoing connections by the local address they left from (with an egress address or pool); an IPv6 prefix counts under its name. */
   egressConnections: Record<string, number>;
 }

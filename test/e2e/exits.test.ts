@@ -214,6 +214,35 @@ describe.skipIf(skip)('entry and exit nodes on one PostgreSQL', () => {
     expect([...nodes].sort()).toEqual(['entry-1', 'entry-2']);
   });
 
+  it('a tunnel through the hop carries bytes both ways and passes a half-close on', async () => {
+    // The target counts what it gets until the client's FIN, then answers and closes.
+    const counter = net.createServer((c) => {
+      let n = 0;
+      c.on('error', () => {});
+      c.on('data', (d: Buffer) => (n += d.length));
+      c.on('end', () => c.end(`got ${n}\n`));
+    });
+    await new Promise<void>((r) => counter.listen(0, '127.0.0.1', () => r()));
+    try {
+      const [host, port] = entries[0]!.httpProxy.split(':') as [string, string];
+      const s = net.connect({ host, port: Number(port), allowHalfOpen: true });
+      const target = `127.0.0.1:${(counter.address() as net.AddressInfo).port}`;
+      let got = '';
+      const done = new Promise<void>((r) => s.on('end', () => r()));
+      s.on('data', (d: Buffer) => (got += d.toString('latin1')));
+      s.on('connect', () => s.write(`CONNECT ${target} HTTP/1.1\r\nProxy-Authorization: Basic ${Buffer.from(`alice-country-de:${PASSWORD}`).toString('base64')}\r\n\r\n`));
+      while (!got.includes('\r\n\r\n')) await sleep(5);
+      expect(got).toMatch(/^HTTP\/1\.1 200 /);
+      const body = Buffer.alloc(3 * 2 ** 20, 7);
+      s.end(body);
+      await done;
+      expect(got.slice(got.indexOf('\r\n\r\n') + 4)).toBe(`got ${body.length}\n`);
+      s.destroy();
+    } finally {
+      counter.close();
+    }
+  });
+
   it('a session goes to the same exit from either entry', async () => {
     const placed = new Map<string, string>();
     for (let i = 0; i < 12; i++) {

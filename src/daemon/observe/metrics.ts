@@ -91,7 +91,7 @@ export class Metrics {
     fromGateway('proxyd_gateway_connections_total', 'Gateway connections accepted, by protocol path', 'path', (s) => s.connectionsTotal);
     fromGateway('proxyd_gateway_admission_failures_total', 'Gateway connections refused at admission, by reason', 'reason', (s) => s.admissionFailures);
     fromGateway('proxyd_gateway_target_refusals_total', 'Gateway targets refused, by reason', 'reason', (s) => s.targetRefusals);
-    fromGateway('proxyd_gateway_egress_connections_total', 'Outgoing gateway connections by the egress address they left from', 'address', (s) => s.egressConnections);
+    fromGateway('proxyd_gateway_egress_connections_total', 'Outgoing gateway connections by the egress address they left from (an IPv6 prefix pool: the prefix)', 'address', (s) => s.egressConnections);
     fromGateway('proxyd_gateway_bytes_total', 'Bytes relayed by the gateway, by direction (up = client to target)', 'direction', (s) => ({
       up: s.bytesUp,
       down: s.bytesDown,

@@ -5,7 +5,7 @@
 import cluster, { type Worker } from 'node:cluster';
 import type { ServeConfig } from './config.js';
 import type { DaemonLog } from '../log.js';
-import { serveStickySessions } from './egress-pool.js';
+import { serveStickyAddresses, serveStickySessions } from './egress-pool.js';
 import { ClusterMetrics, METRICS_REQ, METRICS_RES } from '../observe/metrics.js';
 import { startDaemon, TUNNEL_DRAIN_MS, type RunningDaemon, type Serving } from './serve.js';
 
@@ -82,6 +82,7 @@ export async function runWorker(cfg: ServeConfig, log: DaemonLog): Promise<void>
 export async function startPrimary(cfg: ServeConfig, log: DaemonLog): Promise<Serving> {
   const metrics = new ClusterMetrics();
   if (cfg.egressPool) serveStickySessions(cfg.egressPool.length);
+  if (cfg.egressPrefix) serveStickyAddresses(cfg.egressPrefix);
   let stopping = false;
   let crashStreak = 0;
   const bornAt = new Map<number, number>();

@@ -4,7 +4,8 @@ import { homedir, hostname } from 'node:os';
 import path from 'node:path';
 import ipaddr from 'ipaddr.js';
 import { DEFAULT_STALE_ADMISSION_SEC } from '../admission/view.js';
-import { parseEgressPool } from './egress-pool.js';
+import type { EgressPrefix } from '../../gateway/egress-prefix.js';
+import { parseEgress } from './egress-pool.js';
 import { parseDurationMs } from '../../contract/time.js';
 import { DEFAULT_USAGE_RETENTION_MS } from '../store/usage-sql.js';
 
@@ -23,6 +24,8 @@ export interface ServeConfig {
   egressAddress: string | undefined;
   /** `--egress-pool`, expanded to its addresses (IPv4). */
   egressPool: string[] | undefined;
+  /** `--egress-pool` given as one IPv6 prefix (each connection: a random address of it). */
+  egressPrefix?: EgressPrefix | undefined;
   allowPrivateTargets: boolean;
   workers: number;
   redisUrl: string | undefined;
@@ -133,9 +136,10 @@ export function toServeConfig(o: RawServeOptions, env: NodeJS.ProcessEnv = proce
   if (o.redisUrl && !/^rediss?:\/\//.test(o.redisUrl)) throw new ConfigError('--redis-url: expected redis://HOST:PORT or rediss://…');
   checkDatabaseUrl(o.databaseUrl);
   const allow = flagOrEnv(o.allowPrivateTargets, env, 'PROXYD_ALLOW_PRIVATE_TARGETS');
-  const pool = o.egressPool ? parseEgressPool(o.egressPool) : undefined;
-  if (pool && 'error' in pool) throw new ConfigError(`--egress-pool: ${pool.error}`);
-  if (pool && o.egressAddress) throw new ConfigError('--egress-pool replaces --egress-address: give one of them');
+  const egress = o.egressPool ? parseEgress(o.egressPool) : undefined;
+  if (egress && 'error' in egress) throw new ConfigError(`--egress-pool: ${egress.error}`);
+  const pool = egress && 'addresses' in egress ? egress.addresses : undefined;
+  if (egress && o.egressAddress) throw new ConfigError('--egress-pool replaces --egress-address: give one of them');
   const role = parseRole(o.role, o);
   return {
     dataDir: path.resolve(o.dataDir || defaultDataDir(env)),
@@ -145,6 +149,7 @@ export function toServeConfig(o: RawServeOptions, env: NodeJS.ProcessEnv = proce
     socksListen: parseHostPort(o.socksListen, '--socks-listen'),
     egressAddress: o.egressAddress || undefined,
     egressPool: pool,
+    egressPrefix: egress && 'prefix' in egress ? egress.prefix : undefined,
     allowPrivateTargets: allow,
     workers: intIn(o.workers, '--workers', 1, 64),
     redisUrl: o.redisUrl || undefined,

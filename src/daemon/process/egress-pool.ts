@@ -1,10 +1,22 @@
-// `--egress-pool`: parsing the list, the bind check at start, and where sticky sessions live. With
-// `--workers N` the primary holds the one session table and workers ask it over IPC (caching each answer
-// until the session ends), so a session leaves from one address whichever worker takes its connection.
+// `--egress-pool`: parsing the list (IPv4 addresses, or one IPv6 prefix), the bind check at start, and
+// where sticky sessions live. With `--workers N` the primary holds the one session table and workers ask it
+// over IPC (caching each answer until the session ends), so a session leaves from one address whichever
+// worker takes its connection. Over an IPv6 prefix the primary also picks the session's random address.
 import cluster, { type Worker } from 'node:cluster';
+import { readFile } from 'node:fs/promises';
 import net from 'node:net';
+import ipaddr from 'ipaddr.js';
 import { isStrictIPv4 } from '../../contract/ipv4.js';
-import { SessionTable, type StickyAssignment, type StickySessions } from '../../gateway/sticky-sessions.js';
+import { EgressPrefix } from '../../gateway/egress-prefix.js';
+import {
+  AddressSessionTable,
+  SessionTable,
+  type ExpiringSessions,
+  type HeldAddress,
+  type StickyAddresses,
+  type StickyAssignment,
+  type StickySessions,
+} from '../../gateway/sticky-sessions.js';
 
 /** A CIDR block larger than this (/22) is refused: it is almost surely a typo for a smaller one. */
 const MAX_BLOCK = 1024;
@@ -45,6 +57,26 @@ export function parseEgressPool(list: string): string[] | { error: string } {
   return [...out];
 }
 
+/**
+ * `--egress-pool` as given: IPv4 items (parseEgressPool), or exactly one IPv6 prefix (/48 … /112). Mixing the
+ * two, or several prefixes, is refused. An error names the item.
+ */
+export function parseEgress(list: string): { addresses: string[] } | { prefix: EgressPrefix } | { error: string } {
+  const items = list.split(',').map((x) => x.trim()).filter(Boolean);
+  const v6 = items.filter((x) => x.includes(':'));
+  if (v6.length === 0) {
+    const addresses = parseEgressPool(list);
+    return 'error' in addresses ? addresses : { addresses };
+  }
+  if (v6.length < items.length) {
+    const v4 = items.find((x) => !x.includes(':'))!;
+    return { error: `"${v4}" and "${v6[0]}": a pool is IPv4 addresses or one IPv6 prefix, not both` };
+  }
+  if (v6.length > 1) return { error: `"${v6[1]}": an IPv6 pool is exactly one prefix (got ${v6.length})` };
+  const prefix = EgressPrefix.parse(v6[0]!);
+  return prefix instanceof EgressPrefix ? { prefix } : prefix;
+}
+
 /** Every pool address must be ours: bind a socket to addr:0 and close it. Throws naming the first that fails. */
 export async function checkBindable(addresses: readonly string[]): Promise<void> {
   const tryBind = (address: string) =>
@@ -65,40 +97,111 @@ export async function checkBindable(addresses: readonly string[]): Promise<void>
   }
 }
 
+/** How to make an IPv6 prefix usable: docs/operations.md (Egress pool) says the same. */
+export function prefixHowTo(prefix: EgressPrefix): string {
+  return `run \`ip -6 route add local ${prefix.text} dev lo\` (or the real interface) and \`sysctl -w net.ipv6.ip_nonlocal_bind=1\` (docs/operations.md, Egress pool)`;
+}
+
+/** Linux's RTF_LOCAL in /proc/net/ipv6_route: the route delivers to this host (an `ip -6 route add local`). */
+const RTF_LOCAL = 0x80000000;
+
+/**
+ * Whether a local route (any table) covers the address: null when the kernel's table cannot be read (not
+ * Linux). Read from /proc rather than by sending anything: a connect to an address not routed here would leave
+ * the host.
+ */
+async function hasLocalRoute(address: string, routes = '/proc/net/ipv6_route'): Promise<boolean | null> {
+  let text: string;
+  try {
+    text = await readFile(routes, 'utf8');
+  } catch {
+    return null;
+  }
+  const addr = ipaddr.IPv6.parse(address);
+  for (const line of text.split('\n')) {
+    const f = line.trim().split(/\s+/);
+    if (f.length < 10 || f[0]!.length !== 32) continue;
+    const flags = Number.parseInt(f[8]!, 16);
+    if (!(flags & RTF_LOCAL)) continue;
+    const bits = Number.parseInt(f[1]!, 16);
+    const net6 = ipaddr.IPv6.parse(f[0]!.match(/.{4}/g)!.join(':'));
+    if (addr.match(net6, bits)) return true;
+  }
+  return false;
+}
+
+/**
+ * An IPv6 prefix must be routed to this host and bindable: a random address of it must have a local route
+ * and bind (port 0). Throws (code EGRESS_UNBINDABLE, as checkBindable) naming the prefix and what to run.
+ */
+export async function checkPrefixBindable(prefix: EgressPrefix, routes?: string): Promise<void> {
+  const address = prefix.randomAddress();
+  const fail = (why: string) => {
+    const err = new Error(`--egress-pool ${prefix.text}: cannot use ${address} (${why}): ${prefixHowTo(prefix)}`) as NodeJS.ErrnoException;
+    err.code = 'EGRESS_UNBINDABLE';
+    return err;
+  };
+  if ((await hasLocalRoute(address, routes)) === false) throw fail('the prefix has no local route on this host');
+  const bindError = await new Promise<string | null>((resolve) => {
+    const s = net.createServer();
+    s.once('error', (e: NodeJS.ErrnoException) => resolve(e.code ?? e.message));
+    s.listen({ host: address, port: 0, exclusive: true }, () => s.close(() => resolve(null)));
+  });
+  if (bindError) throw fail(`${bindError}: non-local binds are off`);
+}
+
 const ASK = 'proxyd:egress-session';
 const ANSWER = 'proxyd:egress-session-res';
+const ASK_ADDRESS = 'proxyd:egress-address';
+const ANSWER_ADDRESS = 'proxyd:egress-address-res';
 const ASK_TIMEOUT_MS = 2000;
 
-type Ask = { type: typeof ASK; id: number; key: string; minutes: number };
-type Answer = { type: typeof ANSWER; id: number; index: number; expiresAt: number };
+type Ask = { type: string; id: number; key: string; minutes: number };
+type Answer<V> = { type: string; id: number; held: V };
+
+/** A table the primary assigns from (and a worker caches in). */
+type Table<V extends { expiresAt: number }> = ExpiringSessions<V> & { assign(key: string, minutes: number): V };
+
+/** The primary's side of one kind of table: answers every worker's asks. */
+function serveTable<V extends { expiresAt: number }>(ask: string, answer: string, table: Table<V>): void {
+  cluster.on('message', (worker: Worker, m: Ask) => {
+    if (m?.type !== ask || typeof m.key !== 'string' || typeof m.minutes !== 'number') return;
+    const held = table.assign(m.key, m.minutes);
+    if (worker.isConnected()) worker.send({ type: answer, id: m.id, held } satisfies Answer<V>);
+  });
+}
 
 /** The primary's side: one table for every worker. Call once, before forking. */
 export function serveStickySessions(poolSize: number, now: () => number = Date.now): SessionTable {
   const table = new SessionTable(poolSize, { now });
-  cluster.on('message', (worker: Worker, m: Ask) => {
-    if (m?.type !== ASK || typeof m.key !== 'string' || typeof m.minutes !== 'number') return;
-    const a = table.assign(m.key, m.minutes);
-    if (worker.isConnected()) worker.send({ type: ANSWER, id: m.id, index: a.index, expiresAt: a.expiresAt } satisfies Answer);
-  });
+  serveTable(ASK, ANSWER, table);
+  return table;
+}
+
+/** The primary's side over an IPv6 prefix: it picks each session's address. Call once, before forking. */
+export function serveStickyAddresses(prefix: EgressPrefix, now: () => number = Date.now): AddressSessionTable {
+  const table = new AddressSessionTable(() => prefix.randomAddress(), { now });
+  serveTable(ASK_ADDRESS, ANSWER_ADDRESS, table);
   return table;
 }
 
 /** A worker's side: ask the primary once per session, then answer from the cache until the session ends. */
-class PrimarySessions implements StickySessions {
-  private readonly cache: SessionTable;
-  private readonly pending = new Map<string, Promise<StickyAssignment>>();
-  private readonly waiting = new Map<number, (a: StickyAssignment | null) => void>();
+class AskPrimary<V extends { expiresAt: number }> {
+  private readonly pending = new Map<string, Promise<V>>();
+  private readonly waiting = new Map<number, (a: V | null) => void>();
   private nextId = 0;
 
-  constructor(poolSize: number) {
-    this.cache = new SessionTable(poolSize);
-    process.on('message', (m: Answer) => {
-      if (m?.type !== ANSWER) return;
-      this.waiting.get(m.id)?.({ index: m.index, expiresAt: m.expiresAt });
+  constructor(
+    private readonly kind: { ask: string; answer: string },
+    private readonly cache: Table<V>,
+  ) {
+    process.on('message', (m: Answer<V>) => {
+      if (m?.type !== kind.answer) return;
+      this.waiting.get(m.id)?.(m.held);
     });
   }
 
-  assign(key: string, minutes: number): StickyAssignment | Promise<StickyAssignment> {
+  assign(key: string, minutes: number): V | Promise<V> {
     const hit = this.cache.get(key);
     if (hit) return hit;
     let p = this.pending.get(key);
@@ -109,15 +212,15 @@ class PrimarySessions implements StickySessions {
     return p;
   }
 
-  private ask(key: string, minutes: number): Promise<StickyAssignment> {
+  private ask(key: string, minutes: number): Promise<V> {
     const id = this.nextId++;
-    return new Promise<StickyAssignment | null>((resolve) => {
+    return new Promise<V | null>((resolve) => {
       const timer = setTimeout(() => resolve(null), ASK_TIMEOUT_MS);
       this.waiting.set(id, (a) => {
         clearTimeout(timer);
         resolve(a);
       });
-      process.send?.({ type: ASK, id, key, minutes } satisfies Ask);
+      process.send?.({ type: this.kind.ask, id, key, minutes } satisfies Ask);
     }).then((a) => {
       this.waiting.delete(id);
       // Primary unreachable (it is going away): stick within this worker rather than fail the connection.
@@ -130,5 +233,11 @@ class PrimarySessions implements StickySessions {
 
 /** Where this serving process keeps sticky sessions: its own table, or (a cluster worker) the primary's. */
 export function stickySessionsFor(poolSize: number): StickySessions {
-  return cluster.isWorker ? new PrimarySessions(poolSize) : new SessionTable(poolSize);
+  return cluster.isWorker ? new AskPrimary<StickyAssignment>({ ask: ASK, answer: ANSWER }, new SessionTable(poolSize)) : new SessionTable(poolSize);
+}
+
+/** The same over an IPv6 prefix: the session's address comes from this process's table or the primary's. */
+export function stickyAddressesFor(prefix: EgressPrefix): StickyAddresses {
+  const table = new AddressSessionTable(() => prefix.randomAddress());
+  return cluster.isWorker ? new AskPrimary<HeldAddress>({ ask: ASK_ADDRESS, answer: ANSWER_ADDRESS }, table) : table;
 }

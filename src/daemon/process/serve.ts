@@ -11,7 +11,7 @@ import { buildApp } from '../api/app.js';
 import { consolePlugin } from '../console/index.js';
 import type { ApiContext } from '../services/context.js';
 import { formatHostPort, type ServeConfig } from './config.js';
-import { checkBindable, stickySessionsFor } from './egress-pool.js';
+import { checkBindable, checkPrefixBindable, stickyAddressesFor, stickySessionsFor } from './egress-pool.js';
 import { parseProxyUsername } from '../../contract/proxy-username.js';
 import { withViewHealth } from '../observe/health.js';
 import { openCountryLookup, type CountryLookup } from '../services/geo.js';
@@ -200,6 +200,7 @@ export async function startDaemon(cfg: ServeConfig, log: DaemonLog): Promise<Run
   const gatewayLimits = parseGatewayLimitOverrides(process.env.PROXYD_GATEWAY_LIMITS); // before anything opens
   const dnsServers = parseDnsServers(process.env.PROXYD_DNS_SERVERS);
   if (cfg.egressPool) await checkBindable(cfg.egressPool);
+  if (cfg.egressPrefix) await checkPrefixBindable(cfg.egressPrefix);
   const store = await openStore(cfg);
   const limits = new ApiLimits(windowStoreFor(cfg, store, log), parseLimitOverrides(cfg.rateLimits));
   const metrics = new Metrics();
@@ -261,6 +262,7 @@ export async function startDaemon(cfg: ServeConfig, log: DaemonLog): Promise<Run
     hop: cfg.role === 'exit' ? { listen: cfg.hopListen, secret: hopSecret!, onRefused: () => metrics.countHopRefused() } : undefined,
     egressAddress: cfg.egressAddress,
     egressPool: cfg.egressPool && { addresses: cfg.egressPool, sessions: stickySessionsFor(cfg.egressPool.length) },
+    egressPrefix: cfg.egressPrefix && { prefix: cfg.egressPrefix, sessions: stickyAddressesFor(cfg.egressPrefix) },
     parseUsername: parseProxyUsername,
     allowPrivateTargets: cfg.allowPrivateTargets,
     proxyProtocolFrom: cfg.proxyProtocolFrom,
