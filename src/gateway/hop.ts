@@ -21,8 +21,16 @@ const GREETING = 'PROXYD-HOP/1';
 const MAX_LINE = 1024;
 /** Ready hop connections an entry keeps per exit at most. */
 const MAX_WARM = 256;
+/** A ready connection is closed by the entry after this (the exit's own limit, READY_IDLE_MS, is twice it). */
+const RETIRE_MS = 60_000;
+/** A DIAL's answer is waited for at most this (a hung exit is usually found by its probes well before). */
+const ANSWER_TIMEOUT_MS = 30_000;
+/** When each ready connection last proved itself (made, or answered a PING). */
+const readySince = new WeakMap<net.Socket, number>();
 /** An accepted connection must prove the secret within this. */
 const AUTH_TIMEOUT_MS = 5_000;
+/** Accepted connections that have not proved the secret yet, at most (more are closed at once). */
+const MAX_PROVING = 1_024;
 /** An authenticated connection waiting for its DIAL (a warm one in an entry's pool) is closed after this. */
 const READY_IDLE_MS = 120_000;
 
@@ -100,15 +108,24 @@ export async function startHopServer(o: HopServerOptions): Promise<HopServer> {
   /** The ones carrying a tunnel (the rest are warm, or still proving the secret). */
   const relaying = new Set<net.Socket>();
   let closing = false;
+  /** Connections still proving the secret: bounded, so a flood of idle sockets on the hop port costs little. */
+  let proving = 0;
   const server = net.createServer({ allowHalfOpen: true, noDelay: true, keepAlive: true }, (s) => {
-    if (closing) return void s.destroy();
+    if (closing || proving >= MAX_PROVING) return void s.destroy();
+    proving++;
+    let proved = false;
+    const settled = () => {
+      if (!proved) proving--;
+      proved = true;
+    };
+    s.once('close', settled);
     sockets.add(s);
     s.on('close', () => {
       sockets.delete(s);
       relaying.delete(s);
     });
     s.on('error', destroySelf);
-    void serveHop(s, o, () => relaying.add(s)).catch(() => s.destroy());
+    void serveHop(s, o, () => relaying.add(s), settled).catch(() => s.destroy());
   });
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
@@ -134,7 +151,7 @@ export async function startHopServer(o: HopServerOptions): Promise<HopServer> {
   };
 }
 
-async function serveHop(s: net.Socket, o: HopServerOptions, onTunnel: () => void): Promise<void> {
+async function serveHop(s: net.Socket, o: HopServerOptions, onTunnel: () => void, onProved: () => void): Promise<void> {
   const nonce = randomBytes(18).toString('base64url');
   s.write(`${GREETING} ${nonce}\n`);
   const auth = await readLine(s, AUTH_TIMEOUT_MS);
@@ -145,6 +162,7 @@ async function serveHop(s: net.Socket, o: HopServerOptions, onTunnel: () => void
     s.destroy();
     return;
   }
+  onProved();
   s.write('OK\n');
   for (;;) {
     const line = await readLine(s, READY_IDLE_MS);
@@ -172,7 +190,9 @@ async function serveHop(s: net.Socket, o: HopServerOptions, onTunnel: () => void
     });
     if (out === null) return void (upstream as net.Socket | null)?.destroy();
     if (!out.ok) {
-      s.end(`ERR ${out.failure}\n`);
+      // The answer, then the connection goes whole (a half-closed socket never read again would stay in
+      // CLOSE_WAIT, one per failed dial).
+      s.end(`ERR ${out.failure}\n`, () => s.destroy());
       return;
     }
     s.write(`OK ${out.socket.localAddress ?? '-'}\n`);
@@ -208,6 +228,8 @@ export interface HopLinkOptions {
 export class HopLink {
   private readonly idle: net.Socket[] = [];
   private readonly tracked = new WeakSet<net.Socket>();
+  /** Connections whose DIAL waits for the exit's answer. */
+  private readonly waiting = new Set<net.Socket>();
   private opening = 0;
   private closed = false;
   private readonly minWarm: number;
@@ -241,7 +263,12 @@ export class HopLink {
   /** A new authenticated connection, or null (refused, timed out, wrong secret). */
   open(): Promise<net.Socket | null> {
     return new Promise((resolve) => {
-      const s = net.connect({ host: this.hop.host, port: this.hop.port, allowHalfOpen: true, noDelay: true, keepAlive: true });
+      let s: net.Socket;
+      try {
+        s = net.connect({ host: this.hop.host, port: this.hop.port, allowHalfOpen: true, noDelay: true, keepAlive: true });
+      } catch {
+        return resolve(null); // a registry row no socket can reach (a bad port): this exit never answers
+      }
       s.on('error', destroySelf);
       const timer = setTimeout(() => s.destroy(), this.timeoutMs);
       s.once('connect', () => {
@@ -264,13 +291,15 @@ export class HopLink {
     });
   }
 
-  /** A ready connection: a warm one if any (refilled behind it), else a new one. */
-  async take(): Promise<net.Socket | null> {
+  /** A ready connection (`warm`: taken from the ready ones, refilled behind it), else a new one. */
+  private async take(): Promise<{ s: net.Socket; warm: boolean } | null> {
     this.taken++;
     if (this.taken > this.warm) this.warm = Math.min(MAX_WARM, this.taken); // a burst: open ahead of it now
     const s = this.unpark(this.idle.pop());
     this.fill();
-    return s ?? (await this.open());
+    if (s) return { s, warm: true };
+    const fresh = await this.open();
+    return fresh && { s: fresh, warm: false };
   }
 
   /**
@@ -281,7 +310,21 @@ export class HopLink {
     this.warm = Math.max(this.minWarm, Math.min(MAX_WARM, this.taken));
     this.taken = 0;
     while (this.idle.length > this.warm * 2) this.idle.shift()?.destroy();
+    // Retired well before the exit's own limit on a waiting connection, so none is taken as it closes.
+    const old = Date.now() - RETIRE_MS;
+    for (let i = this.idle.length - 1; i >= 0; i--) {
+      const s = this.idle[i]!;
+      if ((readySince.get(s) ?? 0) < old) {
+        this.idle.splice(i, 1);
+        s.destroy();
+      }
+    }
     this.fill();
+  }
+
+  /** Tunnels waiting for this exit's answer to their DIAL go elsewhere (the exit stopped answering probes). */
+  abortWaiting(): void {
+    for (const s of this.waiting) s.destroy();
   }
 
   /** Out of the ready ones: no longer watched, paused for its next reader. */
@@ -293,10 +336,22 @@ export class HopLink {
     return s.destroyed || s.readableEnded ? (s.destroy(), this.unpark(this.idle.pop())) : s;
   }
 
-  /** The tunnel's dial through this exit; `retryable` when the connection failed before the exit answered. */
+  /**
+   * The tunnel's dial through this exit; 'retry' when the exit gave no answer (it died, or stopped answering:
+   * another exit may take it). A ready connection that fails before the answer (the exit closed it as it was
+   * taken) is tried once more on a new one before giving up on the exit.
+   */
   async dial(req: DialRequest): Promise<DialOutcome | 'retry'> {
-    const s = await this.take();
-    if (s === null) return 'retry';
+    for (let attempt = 0; attempt < 2; attempt++) {
+      const got = await this.take();
+      if (got === null) return 'retry';
+      const out = await this.dialOn(got.s, req);
+      if (out !== 'retry' || !got.warm) return out;
+    }
+    return 'retry';
+  }
+
+  private async dialOn(s: net.Socket, req: DialRequest): Promise<DialOutcome | 'retry'> {
     if (!req.wanted()) {
       s.destroy();
       return null;
@@ -304,7 +359,10 @@ export class HopLink {
     req.connecting(s);
     const key = req.session ? encodeURIComponent(req.session.key) : '-';
     s.write(`DIAL ${req.host} ${req.port} ${key} ${req.session?.minutes ?? 0}\n`);
-    const answer = await readLine(s, 60_000);
+    this.waiting.add(s);
+    // The exit answers after its own connect; a hung exit fails its probes and abortWaiting() ends this wait.
+    const answer = await readLine(s, ANSWER_TIMEOUT_MS);
+    this.waiting.delete(s);
     if (!req.wanted()) {
       s.destroy();
       return null;
@@ -337,6 +395,7 @@ export class HopLink {
   private keep(s: net.Socket): void {
     if (s.destroyed || s.readableEnded) return void s.destroy();
     this.idle.push(s);
+    readySince.set(s, Date.now());
     s.on('data', onIdleData);
     s.on('end', onIdleEnd);
     s.resume();

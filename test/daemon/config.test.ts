@@ -90,4 +90,10 @@ describe('roles and location (SPEC 13)', () => {
     expect(() => toServeConfig({ ...base, role: 'middle', databaseUrl: db }, {})).toThrow(/--role/);
     expect(() => toServeConfig({ ...base, role: 'exit', databaseUrl: db, hopListen: 'nowhere' }, {})).toThrow(/--hop-listen/);
   });
+  it('an exit on a wildcard hop listener must say what entries dial', () => {
+    expect(() => toServeConfig({ ...base, role: 'exit', databaseUrl: db, hopListen: '0.0.0.0:3129' }, {})).toThrow(/--hop-advertise/);
+    expect(toServeConfig({ ...base, role: 'exit', databaseUrl: db, hopListen: '0.0.0.0:3129', hopAdvertise: '10.0.0.21:3129' }, {}).hopAdvertise).toEqual({ host: '10.0.0.21', port: 3129 });
+    expect(() => toServeConfig({ ...base, role: 'exit', databaseUrl: db, hopListen: '[::]:3129', hopAdvertise: '0.0.0.0:3129' }, {})).toThrow(/--hop-advertise/);
+    expect(toServeConfig({ ...base, hopListen: '0.0.0.0:3129' }, {}).role).toBe('both'); // not an exit: unused
+  });
 });

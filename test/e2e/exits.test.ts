@@ -6,6 +6,7 @@
 // entry; no match → 502 destination_unavailable / SOCKS 0x03 within 100 ms (logged no_exit); a killed exit
 // leaves selection and its sessions move; a new exit takes traffic within 3 s of its ready line; the hop
 // listener refuses a client without the fleet secret; an exit has no customer port.
+import { execFileSync } from 'node:child_process';
 import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { admin, dataDirFor, makeAccount, startDaemon, type Daemon } from '../helpers/daemon.js';
@@ -107,6 +108,15 @@ function viaSocks(entry: Daemon, targetPort: number, user: string): Promise<{ ok
   });
 }
 
+/** TCP ports a process listens on (ss -ltnp). */
+function listeningPorts(pid: number): number[] {
+  const out = execFileSync('ss', ['-Hltnp'], { encoding: 'utf8' });
+  return out
+    .split('\n')
+    .filter((l) => l.includes(`pid=${pid},`))
+    .map((l) => Number(/:(\d+)\s/.exec(l.split(/\s+/)[3] + ' ')?.[1]));
+}
+
 describe.skipIf(skip)('entry and exit nodes on one PostgreSQL', () => {
   let pg: PgCluster;
   let url: string;
@@ -178,6 +188,12 @@ describe.skipIf(skip)('entry and exit nodes on one PostgreSQL', () => {
     await Promise.all([...entries, ...exits.values()].map((d) => d.stop()));
     target?.close();
     pg?.destroy();
+  });
+
+  it('an exit listens on its API and its hop only', () => {
+    const exit = exits.get('de1')!;
+    const ports = listeningPorts(exit.proc.pid!);
+    expect(ports.sort()).toEqual([Number(new URL(exit.api).port), Number(exit.hop.split(':')[1])].sort());
   });
 
   it('ready lines: an exit names its hop and opens no customer port; an entry opens no hop', () => {
@@ -265,6 +281,7 @@ describe.skipIf(skip)('entry and exit nodes on one PostgreSQL', () => {
     expect(r.ms).toBeLessThan(100);
     const city = await viaConnect(entries[1]!, tgt(), 'alice-country-de-city-paris');
     expect(city.ok ? 200 : city.status).toBe(502);
+    if (!city.ok) expect(city.head).toContain('details="no exit for city paris"'); // Germany has an exit, Paris none
     expect(await viaSocks(entries[1]!, (target.address() as net.AddressInfo).port, 'alice-country-fr')).toEqual({ ok: false, reply: 3 });
     const id = /X-Request-Id: ([^\r]+)/.exec(r.head)![1]!;
     const t0 = Date.now();
@@ -365,4 +382,32 @@ describe.skipIf(skip)('entry and exit nodes on one PostgreSQL', () => {
     expect(firstAt).toBeGreaterThanOrEqual(0);
     expect(firstAt).toBeLessThan(3_000);
   }, 60_000);
+
+  it('an exit that stops answering (SIGSTOP, its sockets still open) leaves selection within 3 s; tunnels waiting on it go elsewhere', async () => {
+    const us3 = exits.get('us3')!;
+    us3.proc.kill('SIGSTOP');
+    const stoppedAt = Date.now();
+    try {
+      let lastUs3 = 0;
+      const slow: number[] = [];
+      while (Date.now() - stoppedAt < 4_500) {
+        const r = await viaConnect(entries[0]!, tgt(), 'alice-country-us');
+        expect(r.ok, JSON.stringify(r)).toBe(true);
+        if (r.ok && r.exit === 'us3') lastUs3 = Date.now() - stoppedAt;
+        if (r.ms > 500) slow.push(Math.round(r.ms));
+      }
+      expect(lastUs3).toBe(0); // a stopped exit answers no DIAL: nothing comes out of it
+      // A tunnel sent to it before its probes failed waited at most until they did (about 3 s), then went to us2.
+      expect(Math.max(0, ...slow)).toBeLessThan(3_500);
+      const after = await spread(entries[1]!, 'alice-country-us', 6);
+      expect(new Set(after)).toEqual(new Set(['us2']));
+    } finally {
+      us3.proc.kill('SIGCONT');
+    }
+    // Back: it takes traffic again.
+    const t0 = Date.now();
+    let back = false;
+    while (!back && Date.now() - t0 < 6_000) back = (await spread(entries[0]!, 'alice-country-us', 4)).includes('us3');
+    expect(back).toBe(true);
+  }, 30_000);
 });

@@ -28,6 +28,8 @@ interface ExitState {
   probing: boolean;
   /** Seen in the last read of the registry (fresh heartbeat). */
   listed: boolean;
+  /** Has not answered a probe since it was listed (its first failures are logged as unreachable, once). */
+  neverUp: boolean;
 }
 
 export interface ExitDirectoryOptions {
@@ -41,8 +43,9 @@ export class ExitDirectory {
   private readonly exits = new Map<string, ExitState>();
   private timers: NodeJS.Timeout[] = [];
   private lastReadFailureLog = 0;
-  /** The exit each recent session went to, so a move is said (bounded: oldest dropped). */
-  private readonly sessionExit = new Map<string, string>();
+  private reading = false;
+  /** The exit each live session went to on this entry, so a move is said (bounded: oldest dropped). */
+  private readonly sessionExit = new Map<string, { node: string; until: number }>();
 
   constructor(
     private readonly store: ExitStore,
@@ -65,6 +68,16 @@ export class ExitDirectory {
 
   /** The registry as the database has it now: new exits get a link (probed at once), stale ones leave. */
   private async read(): Promise<void> {
+    if (this.reading) return; // a slow database: one read at a time, so an older answer never undoes a newer one
+    this.reading = true;
+    try {
+      await this.readOnce();
+    } finally {
+      this.reading = false;
+    }
+  }
+
+  private async readOnce(): Promise<void> {
     let rows: ExitNodeRow[];
     try {
       rows = await this.store.list(STALE_MS);
@@ -88,7 +101,7 @@ export class ExitDirectory {
       }
       known?.link.close();
       const [host, port] = splitHostPort(row.hop);
-      const e: ExitState = { row, link: new HopLink({ host, port }, { secret: this.o.secret, warm: this.o.warm, onLost: () => void this.probe(e) }), failures: -1, probing: false, listed: true };
+      const e: ExitState = { row, link: new HopLink({ host, port }, { secret: this.o.secret, warm: this.o.warm, onLost: () => void this.probe(e) }), failures: -1, probing: false, listed: true, neverUp: true };
       this.exits.set(row.node, e);
       this.o.log?.info({ event: 'exit_joined', exit: row.node, hop: row.hop, country: row.country, city: row.city }, 'exit node joined');
       void this.probe(e);
@@ -115,9 +128,22 @@ export class ExitDirectory {
     try {
       const ok = await e.link.ping();
       const was = this.healthy(e);
+      const never = e.failures === -1 || e.neverUp;
       e.failures = ok ? 0 : Math.max(0, e.failures) + 1;
-      if (ok) e.link.fill();
-      if (was !== this.healthy(e)) this.o.log?.info({ event: ok ? 'exit_up' : 'exit_down', exit: e.row.node }, ok ? 'exit node answers' : 'exit node failed its probes');
+      if (ok) {
+        e.neverUp = false;
+        e.link.fill();
+      } else if (never && e.failures === PROBE_FAILURES) {
+        // Registered but never reached: a hop address entries cannot reach (a wildcard, a firewall), or the
+        // wrong secret. Said once; it stays out of selection until it answers.
+        e.neverUp = true;
+        this.o.log?.warn({ event: 'exit_unreachable', exit: e.row.node, hop: e.row.hop }, 'exit node registered but does not answer on its hop address');
+      }
+      if (was !== this.healthy(e)) {
+        this.o.log?.info({ event: ok ? 'exit_up' : 'exit_down', exit: e.row.node }, ok ? 'exit node answers' : 'exit node failed its probes');
+        // Tunnels waiting for its answer go to another exit now.
+        if (!ok) e.link.abortWaiting();
+      }
       // Failed once: look again now rather than in a second (a dead exit leaves selection at once).
       if (!ok && e.failures < PROBE_FAILURES && this.exits.get(e.row.node) === e) {
         e.probing = false;
@@ -161,14 +187,19 @@ export class ExitDirectory {
     return best;
   }
 
-  /** Remembers where a session went; the exit it had before when it moved, else null. */
-  notePlacement(sessionKey: string, node: string): string | null {
+  /**
+   * Remembers where a session went, for its minutes from its first connection here; the exit it had before
+   * when it moved (within those minutes), else null. An expired session's ID used again is a new session.
+   */
+  notePlacement(sessionKey: string, node: string, minutes: number): string | null {
+    const now = Date.now();
     const before = this.sessionExit.get(sessionKey);
-    if (before === node) return null;
+    const live = before !== undefined && before.until > now;
+    if (live && before.node === node) return null;
     this.sessionExit.delete(sessionKey);
-    this.sessionExit.set(sessionKey, node);
+    this.sessionExit.set(sessionKey, { node, until: live ? before.until : now + minutes * 60_000 });
     if (this.sessionExit.size > 100_000) this.sessionExit.delete(this.sessionExit.keys().next().value as string);
-    return before ?? null;
+    return live ? before.node : null;
   }
 }
 
@@ -189,21 +220,23 @@ export class HopDialer implements Dialer {
       const out = await e.link.dial(req);
       if (out !== 'retry') {
         if (!out?.ok) return out;
-        const movedFrom = req.session ? this.dir.notePlacement(req.session.key, e.row.node) : null;
+        const movedFrom = req.session ? this.dir.notePlacement(req.session.key, e.row.node, req.session.minutes) : null;
         if (movedFrom !== null) this.log?.info({ event: 'session_moved', from: movedFrom, to: e.row.node }, 'a session moved to another exit');
         return { ...out, via: { exit: e.row.node, movedFrom } };
       }
       avoid.add(e.row.node);
       if (!req.wanted()) return null;
     }
-    return { ok: false, failure: 'no_exit', detail: noExitDetail(want) };
+    return { ok: false, failure: 'no_exit', detail: this.noExitDetail(want) };
   }
-}
 
-export function noExitDetail(want: ExitWish | null): string {
-  if (want?.country) return `no exit for country ${want.country}`;
-  if (want?.city) return `no exit for city ${want.city}`;
-  return 'no exit available';
+  /** What the 502 names: the country when no exit is there, else the city (as a `both` node says it). */
+  private noExitDetail(want: ExitWish | null): string {
+    if (want?.country && want.city && this.dir.candidates({ country: want.country, city: null }).length > 0) return `no exit for city ${want.city}`;
+    if (want?.country) return `no exit for country ${want.country}`;
+    if (want?.city) return `no exit for city ${want.city}`;
+    return 'no exit available';
+  }
 }
 
 /** A rendezvous score: 32-bit FNV-1a of the session key and the exit's name, mixed. */

@@ -48,6 +48,8 @@ export interface ServeConfig {
   location: { country: string; city: string | null } | null;
   /** An exit's hop listener. */
   hopListen: HostPort;
+  /** What an exit registers for its entries to dial, when its hop listener is on a wildcard address. */
+  hopAdvertise: HostPort | undefined;
   /** How long connection-log records are kept (ms); 0: the gateway keeps no connection log. */
   connectionLogRetentionMs: number;
   /** How long usage buckets are kept, per period (ms). */
@@ -118,6 +120,7 @@ interface RawServeOptions {
   role?: string;
   location?: string;
   hopListen?: string;
+  hopAdvertise?: string;
   connectionLogRetention?: string;
   usageRetention?: string;
 }
@@ -164,7 +167,7 @@ export function toServeConfig(o: RawServeOptions, env: NodeJS.ProcessEnv = proce
     nodeName: parseNodeName(o.nodeName),
     role,
     location: parseLocation(o.location),
-    hopListen: parseHostPort(o.hopListen ?? '127.0.0.1:3129', '--hop-listen'),
+    ...hopAddresses(role, o),
     connectionLogRetentionMs: parseDuration(o.connectionLogRetention ?? DEFAULT_CONNECTION_LOG_RETENTION, '--connection-log-retention'),
     usageRetentionMs: parseUsageRetention(o.usageRetention ?? DEFAULT_USAGE_RETENTION),
   };
@@ -176,6 +179,19 @@ function parseRole(s: string | undefined, o: RawServeOptions): ServeConfig['role
   if (role !== 'both' && !o.databaseUrl) throw new ConfigError(`--role ${role}: entry and exit nodes share a fleet database: give --database-url postgres://…`);
   if (role === 'entry' && (o.egressAddress || o.egressPool)) throw new ConfigError('--role entry: an entry dials from no egress address of its own (give --egress-address / --egress-pool to its exits)');
   return role;
+}
+
+/** An exit registers what its entries dial: the hop listener's address, or `--hop-advertise` (needed for a wildcard). */
+function hopAddresses(role: ServeConfig['role'], o: RawServeOptions): Pick<ServeConfig, 'hopListen' | 'hopAdvertise'> {
+  const hopListen = parseHostPort(o.hopListen ?? '127.0.0.1:3129', '--hop-listen');
+  const hopAdvertise = o.hopAdvertise ? parseHostPort(o.hopAdvertise, '--hop-advertise') : undefined;
+  if (hopAdvertise && (hopAdvertise.port === 0 || ['0.0.0.0', '::'].includes(hopAdvertise.host))) {
+    throw new ConfigError(`--hop-advertise: the address and port entries dial (not a wildcard or port 0), got "${o.hopAdvertise}"`);
+  }
+  if (role === 'exit' && !hopAdvertise && ['0.0.0.0', '::'].includes(hopListen.host)) {
+    throw new ConfigError(`--hop-listen ${o.hopListen}: entries cannot dial a wildcard address; give --hop-advertise HOST:PORT (what they reach this exit on)`);
+  }
+  return { hopListen, hopAdvertise };
 }
 
 /** `us`, `de:berlin`: ISO 3166 alpha-2 and an optional city name (letters, digits, _), both lower-cased. */

@@ -118,6 +118,7 @@ export function buildProgram(): Command {
     .addOption(new Option('--stale-admission <seconds>', 'how long the gateway admits from its last view while the database is unreachable').env('PROXYD_STALE_ADMISSION').default(String(DEFAULT_STALE_ADMISSION_SEC)))
     .addOption(new Option('--role <role>', 'entry (customers connect; forwards to exits), exit (dials; no customer listener) or both').env('PROXYD_ROLE').default('both').choices(['entry', 'exit', 'both']))
     .addOption(new Option('--location <cc[:city]>', 'where this node dials from: ISO 3166 alpha-2 country, optional city (us, de:berlin)').env('PROXYD_LOCATION'))
+    .addOption(new Option('--hop-advertise <host:port>', 'what an exit registers for its entries to dial (needed when --hop-listen is 0.0.0.0 or ::)').env('PROXYD_HOP_ADVERTISE'))
     .addOption(new Option('--hop-listen <host:port>', 'an exit\'s listener for its entries (fleet secret; port 0 picks one)').env('PROXYD_HOP_LISTEN').default('127.0.0.1:3129'))
     .addOption(new Option('--node-name <name>', 'this node\'s name in the connection log (default: the host name)').env('PROXYD_NODE_NAME'))
     .addOption(new Option('--connection-log-retention <duration>', 'how long connection-log records are kept, e.g. 7d, 48h; 0 turns the log off').env('PROXYD_CONNECTION_LOG_RETENTION').default('7d'))

@@ -251,9 +251,23 @@ export async function startDaemon(cfg: ServeConfig, log: DaemonLog): Promise<Run
   const ownApi = [apiHostPort];
   // Entry and exit nodes (SPEC 13): an entry reaches every target through an exit's hop; an exit listens for
   // its entries only. The hop's secret is the fleet's, made by whichever node starts first.
-  const hopSecret = cfg.role === 'both' ? null : await hopSecretOf(store);
-  const exits = cfg.role === 'entry' && store.exits ? new ExitDirectory(store.exits, { secret: hopSecret!, log: log.child({ component: 'exits' }) }) : null;
-  await exits?.start();
+  let exits: ExitDirectory | null = null;
+  // A start that fails from here closes what is open, so the process exits.
+  const abandon = async (err: unknown): Promise<never> => {
+    exits?.stop();
+    view.close();
+    await plans.stop();
+    await connLog?.stop();
+    await app.close();
+    await limits.close();
+    await store.close();
+    throw err;
+  };
+  const hopSecret = cfg.role === 'both' ? null : await hopSecretOf(store).catch(abandon);
+  if (cfg.role === 'entry' && store.exits) {
+    exits = new ExitDirectory(store.exits, { secret: hopSecret!, log: log.child({ component: 'exits' }) });
+    await exits.start().catch(abandon);
+  }
   const gw: Gateway = await startGateway({
     httpProxyListen: cfg.role === 'exit' ? null : cfg.httpProxyListen,
     socksListen: cfg.role === 'exit' ? null : cfg.socksListen,
@@ -274,30 +288,22 @@ export async function startDaemon(cfg: ServeConfig, log: DaemonLog): Promise<Run
     limits: gatewayLimits,
     lookup: dnsServers ? new CachingResolver({ servers: dnsServers }).lookup : undefined,
     log: log.child({ component: 'gateway' }),
-  }).catch(async (err: unknown) => {
-    exits?.stop();
-    view.close();
-    await plans.stop();
-    await connLog?.stop();
-    await app.close();
-    await limits.close();
-    await store.close();
-    throw err;
-  });
+  }).catch(abandon);
   gateway = gw;
   meter.start();
   metrics.attachGateway(() => gw.stats());
   metrics.attachMeter(() => ({ flushed: meter.flushed, failed: meter.failedFlushes }));
   metrics.attachAdmissionView(() => view.status());
   metrics.attachLoginBudget(() => admission.budget.refused);
-  if (exits) metrics.attachExits(() => exits.view());
+  const directory = exits as ExitDirectory | null;
+  if (directory) metrics.attachExits(() => directory.view());
   if (connLog) metrics.attachConnectionLog(() => ({ written: connLog.written, dropped: connLog.dropped, buffered: connLog.buffered }));
 
   const http = gw.httpProxyAddress();
   const socks = gw.socksAddress();
   const hop = gw.hopAddress();
   // An exit is in the registry before it says ready: entries may send it traffic from the next read on.
-  const heartbeat = hop && store.exits ? new ExitHeartbeat(store.exits, { node: cfg.nodeName, hop: formatHostPort(hop), country: cfg.location?.country ?? null, city: cfg.location?.city ?? null }, log) : null;
+  const heartbeat = hop && store.exits ? new ExitHeartbeat(store.exits, { node: cfg.nodeName, hop: formatHostPort(cfg.hopAdvertise ?? hop), country: cfg.location?.country ?? null, city: cfg.location?.city ?? null }, log) : null;
   const ready: Ready = {
     event: 'ready' as const,
     api: `http://${formatHostPort(apiHostPort)}`,
