@@ -31,7 +31,10 @@ const BUILD = path.resolve(arg('--build') ?? path.join(ROOT, 'node_modules/.cach
 // ---------------------------------------------------------------- roles (child processes)
 
 
-/** U<len64>: read len bytes, answer "K". D<len64>: send len bytes, end. E: echo. Nothing: idle. */
+/**
+ * U<len64>: read len bytes, answer "K". D<len64>: send len bytes, end. E: echo. Nothing: idle.
+ * Listens on --host (default 127.0.0.1; bench/hop.mjs runs one inside a network namespace) and --port.
+ */
 async function runTarget() {
   const chunk = Buffer.alloc(1024 * 1024, 0x61);
   const server = net.createServer({ noDelay: true }, (s) => {
@@ -76,7 +79,7 @@ async function runTarget() {
     };
     s.on('data', onData);
   });
-  server.listen({ port: Number(arg('--port') ?? 0), host: '127.0.0.1', backlog: 4096 }, () => console.log(JSON.stringify({ port: server.address().port })));
+  server.listen({ port: Number(arg('--port') ?? 0), host: arg('--host') ?? '127.0.0.1', backlog: 4096 }, () => console.log(JSON.stringify({ port: server.address().port })));
   controlLoop();
 }
 

@@ -24,18 +24,19 @@
 // stdout and the tables on stderr. Everything it makes (namespace, links, processes, cluster, temp dirs) is
 // removed at exit, on error and on SIGINT/SIGTERM.
 //
-// Internal: `node bench/hop.mjs --role target --host H` is the target (bench/gateway.mjs's protocol, on H).
+// The target is bench/gateway.mjs's target role, listening on the host given (--host).
 import { spawn, spawnSync } from 'node:child_process';
-import { appendFileSync, chownSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
+import { appendFileSync, chownSync, mkdtempSync, rmSync } from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
+import { countFor, freePort, med, pct, pumpUpload, runInfo, sleep, treeCpu } from './lib/tunnel-bench.mjs';
 import { len64 } from './target-protocol.mjs';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
-const SELF = fileURLToPath(import.meta.url);
+const TARGET = path.join(ROOT, 'bench/gateway.mjs');
 const PROXYD = path.join(ROOT, 'bin/proxyd');
 const PG_BIN = '/usr/lib/postgresql/15/bin';
 const argv = process.argv.slice(2);
@@ -54,61 +55,8 @@ const USER = 'bench-user-country-us';
 const NS_ROOT_IP = '10.200.0.1';
 const NS_IP = '10.200.0.2';
 
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-const pct = (xs, p) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.max(0, Math.ceil((p / 100) * xs.length) - 1))];
-const med = (xs) => pct(xs, 50);
 const r3 = (x) => +x.toFixed(3);
 const log = (...a) => console.error('[hop]', ...a);
-
-// ------------------------------------------------------------------ target (child role)
-
-/** U<len64>: read len bytes, answer "K". D<len64>: send len bytes, end. E: echo (bench/target-protocol.mjs). */
-function runTarget(host) {
-  const chunk = Buffer.alloc(1024 * 1024, 0x61);
-  const server = net.createServer({ noDelay: true }, (s) => {
-    s.on('error', () => {});
-    let head = Buffer.alloc(0);
-    let mode = null;
-    let left = 0n;
-    const onData = (d) => {
-      if (mode === 'E') return void s.write(d);
-      if (mode === 'U') {
-        left -= BigInt(d.length);
-        if (left <= 0n) s.end('K');
-        return;
-      }
-      head = Buffer.concat([head, d]);
-      if (String.fromCharCode(head[0]) === 'E') {
-        mode = 'E';
-        if (head.length > 1) s.write(head.subarray(1));
-        return;
-      }
-      if (head.length < 9) return;
-      left = head.readBigUInt64BE(1);
-      const rest = head.subarray(9);
-      if (head[0] === 0x55 /* U */) {
-        mode = 'U';
-        left -= BigInt(rest.length);
-        if (left <= 0n) s.end('K');
-      } else {
-        mode = 'D';
-        s.removeListener('data', onData);
-        const pump = () => {
-          while (left > 0n) {
-            const n = left >= BigInt(chunk.length) ? chunk.length : Number(left);
-            left -= BigInt(n);
-            if (!s.write(n === chunk.length ? chunk : chunk.subarray(0, n))) return void s.once('drain', pump);
-          }
-          s.end();
-        };
-        pump();
-      }
-    };
-    s.on('data', onData);
-  });
-  server.listen({ port: 0, host, backlog: 4096 }, () => console.log(JSON.stringify({ port: server.address().port })));
-  process.stdin.on('end', () => process.exit(0)).resume();
-}
 
 // ------------------------------------------------------------------ clean-up
 
@@ -136,14 +84,6 @@ const asRoot = process.getuid?.() === 0;
 function pgRun(cmd, args) {
   const bin = path.join(PG_BIN, cmd);
   return sh(asRoot ? 'runuser' : bin, asRoot ? ['-u', 'postgres', '--', bin, ...args] : args);
-}
-
-async function freePort(host = '127.0.0.1') {
-  const s = net.createServer();
-  await new Promise((r) => s.listen(0, host, r));
-  const port = s.address().port;
-  await new Promise((r) => s.close(r));
-  return port;
 }
 
 /** A throwaway cluster listening on `hosts`; `allow`: extra CIDRs let in (trust), e.g. the namespace's. */
@@ -227,7 +167,7 @@ async function startNode({ name, role, dbUrl, host = '127.0.0.1', ns = null }) {
 }
 
 async function startTarget(host, ns = null) {
-  const t = await spawnJson(process.execPath, [SELF, '--role', 'target', '--host', host], { ns, label: `target ${host}` });
+  const t = await spawnJson(process.execPath, [TARGET, '--role', 'target', '--host', host], { ns, label: `target ${host}` });
   return { ...t, host, port: t.info.port, stop: () => new Promise((r) => (t.p.exitCode !== null ? r() : (t.p.once('exit', r), t.p.stdin.end()))) };
 }
 
@@ -412,21 +352,7 @@ async function transfer(via, target, dir) {
   const t0 = performance.now();
   if (dir === 'up') {
     const s = await open(via, target, len64('U', SIZE), 0);
-    const chunk = Buffer.alloc(256 * 1024, 0x62);
-    await new Promise((resolve, reject) => {
-      s.removeAllListeners('data');
-      s.on('data', () => (s.destroy(), resolve()));
-      s.on('error', reject);
-      let left = SIZE;
-      const pump = () => {
-        while (left > 0) {
-          const k = Math.min(left, chunk.length);
-          left -= k;
-          if (!s.write(k === chunk.length ? chunk : chunk.subarray(0, k))) return void s.once('drain', pump);
-        }
-      };
-      pump();
-    });
+    await pumpUpload(s, SIZE);
   } else {
     const s = await open(via, target, len64('D', SIZE), 0);
     await new Promise((resolve, reject) => {
@@ -443,43 +369,9 @@ async function transfer(via, target, dir) {
   return SIZE / 1e6 / ((performance.now() - t0) / 1000);
 }
 
-const CLK_TCK = Number(spawnSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).stdout) || 100;
-/** CPU seconds (user + system) of processes and their descendants. */
-function treeCpu(pids) {
-  const kids = new Map();
-  const cpu = new Map();
-  for (const d of readdirSync('/proc')) {
-    if (!/^\d+$/.test(d)) continue;
-    try {
-      const st = readFileSync(`/proc/${d}/stat`, 'utf8');
-      const f = st.slice(st.lastIndexOf(')') + 2).split(' ');
-      const ppid = Number(f[1]);
-      if (!kids.has(ppid)) kids.set(ppid, []);
-      kids.get(ppid).push(Number(d));
-      cpu.set(Number(d), (Number(f[11]) + Number(f[12])) / CLK_TCK);
-    } catch {
-      /* gone */
-    }
-  }
-  let total = 0;
-  const walk = (q) => {
-    total += cpu.get(q) ?? 0;
-    for (const k of kids.get(q) ?? []) walk(k);
-  };
-  pids.forEach(walk);
-  return total;
-}
-
 /** LOOPS loops opening a tunnel, echoing a byte, closing, for `ms`: tunnels/s and how many. */
 async function rate(via, target, ms) {
-  let done = 0;
-  const until = performance.now() + ms;
-  await Promise.all(Array.from({ length: LOOPS }, async () => {
-    while (performance.now() < until) {
-      await echoOnce(via, target);
-      done++;
-    }
-  }));
+  const done = await countFor(ms, LOOPS, () => echoOnce(via, target));
   return { perSec: done / (ms / 1000), done };
 }
 
@@ -641,12 +533,7 @@ async function main() {
     hopAddedP99: summary(hopOwn(A, 'p99')),
   });
   const report = {
-    when: new Date().toISOString(),
-    args: argv.join(' '),
-    cpu: `${os.cpus().length} x ${os.cpus()[0].model}`,
-    node: process.version,
-    loadBefore: load0.map((x) => +x.toFixed(2)),
-    loadAfter: load1.map((x) => +x.toFixed(2)),
+    ...runInfo(argv, load0, load1),
     reps: REPS,
     local: {
       latN: LAT_N,
@@ -692,20 +579,17 @@ function printTables(rep) {
   console.error(out.join('\n'));
 }
 
-if (opt('role', null) === 'target') runTarget(opt('host', '127.0.0.1'));
-else {
-  let stopping = false;
-  const bail = (code) => {
-    if (stopping) return;
-    stopping = true;
-    cleanUp();
-    process.exit(code);
-  };
-  process.on('SIGINT', () => (log('interrupted: cleaning up'), bail(130)));
-  process.on('SIGTERM', () => (log('terminated: cleaning up'), bail(143)));
-  process.on('exit', cleanUp);
-  main().then(
-    () => (cleanUp(), process.exit(0)),
-    (e) => (console.error(e), bail(1)),
-  );
-}
+let stopping = false;
+const bail = (code) => {
+  if (stopping) return;
+  stopping = true;
+  cleanUp();
+  process.exit(code);
+};
+process.on('SIGINT', () => (log('interrupted: cleaning up'), bail(130)));
+process.on('SIGTERM', () => (log('terminated: cleaning up'), bail(143)));
+process.on('exit', cleanUp);
+main().then(
+  () => (cleanUp(), process.exit(0)),
+  (e) => (console.error(e), bail(1)),
+);

@@ -20,6 +20,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
+import { countFor, freePort, med, pct, pumpUpload, range, runInfo, sleep, treeCpu } from './lib/tunnel-bench.mjs';
 import { len64 } from './target-protocol.mjs';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
@@ -33,19 +34,6 @@ const SIZE = Number(opt('size-mib', 256)) * 2 ** 20;
 const PROFILE = opt('profile', null);
 const STRACE = argv.includes('--strace');
 const LOOPS = 8;
-
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-const pct = (xs, p) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.max(0, Math.ceil((p / 100) * xs.length) - 1))];
-const med = (xs) => pct(xs, 50);
-const range = (xs, d = 2) => `${Math.min(...xs).toFixed(d)}–${Math.max(...xs).toFixed(d)}`;
-
-async function freePort() {
-  const s = net.createServer();
-  await new Promise((r) => s.listen(0, '127.0.0.1', r));
-  const port = s.address().port;
-  await new Promise((r) => s.close(r));
-  return port;
-}
 
 async function waitPort(port, ms = 20_000) {
   const until = Date.now() + ms;
@@ -212,41 +200,8 @@ async function setupSample(paths, tport, n) {
   return { res, direct };
 }
 
-const CLK_TCK = Number(spawnSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).stdout) || 100;
-/** CPU seconds (user + system) of a process and its descendants. */
-function treeCpu(pid) {
-  const kids = new Map();
-  const cpu = new Map();
-  for (const d of readdirSync('/proc')) {
-    if (!/^\d+$/.test(d)) continue;
-    try {
-      const f = readFileSync(`/proc/${d}/stat`, 'utf8').split(') ')[1].split(' ');
-      const ppid = Number(f[1]);
-      if (!kids.has(ppid)) kids.set(ppid, []);
-      kids.get(ppid).push(Number(d));
-      cpu.set(Number(d), (Number(f[11]) + Number(f[12])) / CLK_TCK);
-    } catch {
-      /* gone */
-    }
-  }
-  let total = 0;
-  const walk = (q) => {
-    total += cpu.get(q) ?? 0;
-    for (const k of kids.get(q) ?? []) walk(k);
-  };
-  walk(pid);
-  return total;
-}
-
 async function rate(p, tport, ms) {
-  let done = 0;
-  const until = performance.now() + ms;
-  await Promise.all(Array.from({ length: LOOPS }, async () => {
-    while (performance.now() < until) {
-      await echoOnce(p, tport);
-      done++;
-    }
-  }));
+  const done = await countFor(ms, LOOPS, () => echoOnce(p, tport));
   rate.last = done;
   return done / (ms / 1000);
 }
@@ -284,24 +239,10 @@ async function straceRound(pid, run) {
 /** 64 tunnels uploading SIZE bytes in all: MB/s. */
 async function upload64(p, tport) {
   const each = Math.floor(SIZE / 64);
-  const chunk = Buffer.alloc(256 * 1024, 0x62);
   const t0 = performance.now();
   await Promise.all(Array.from({ length: 64 }, async () => {
     const { socket } = await open(p, tport, len64('U', each), 0);
-    await new Promise((resolve, reject) => {
-      socket.removeAllListeners('data');
-      socket.on('data', () => (socket.destroy(), resolve()));
-      socket.on('error', reject);
-      let left = each;
-      const pump = () => {
-        while (left > 0) {
-          const n = Math.min(left, chunk.length);
-          left -= n;
-          if (!socket.write(n === chunk.length ? chunk : chunk.subarray(0, n))) return void socket.once('drain', pump);
-        }
-      };
-      pump();
-    });
+    await pumpUpload(socket, each);
   }));
   return SIZE / 1e6 / ((performance.now() - t0) / 1000);
 }
@@ -351,9 +292,9 @@ async function main() {
   for (let r = 0; r < REPS; r++) {
     for (const p of [...paths, ...ours2.paths]) {
       rates.get('direct').push(await rate(null, tport, RATE_MS));
-      const c0 = treeCpu(pidOf.get(p.label));
+      const c0 = treeCpu([pidOf.get(p.label)]);
       rates.get(p.label).push(await rate(p, tport, RATE_MS));
-      cpuPer.get(p.label).push(((treeCpu(pidOf.get(p.label)) - c0) / rate.last) * 1e6);
+      cpuPer.get(p.label).push(((treeCpu([pidOf.get(p.label)]) - c0) / rate.last) * 1e6);
     }
   }
   log(`64 tunnels: ${SIZE / 2 ** 20} MiB up in all, ${REPS} rounds, each paired with 64 direct connections`);
@@ -380,12 +321,7 @@ async function main() {
   });
   for (const p of ours2.paths) rows.push({ path: p.label, tunnelsPerSec: Math.round(med(rates.get(p.label))), tunnelsRange: range(rates.get(p.label), 0), cpuUsPerTunnel: Math.round(med(cpuPer.get(p.label))) });
   const report = {
-    when: new Date().toISOString(),
-    args: argv.join(' '),
-    cpu: `${os.cpus().length} x ${os.cpus()[0].model}`,
-    node: process.version,
-    loadBefore: load0.map((x) => +x.toFixed(2)),
-    loadAfter: load1.map((x) => +x.toFixed(2)),
+    ...runInfo(argv, load0, load1),
     direct: { p50: +med(direct).toFixed(3), p99: +pct(direct, 99).toFixed(3), tunnelsPerSec: Math.round(med(rates.get('direct'))) },
     rows,
   };

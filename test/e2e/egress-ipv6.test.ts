@@ -7,7 +7,7 @@ import net from 'node:net';
 import { networkInterfaces } from 'node:os';
 import ipaddr from 'ipaddr.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { basic } from '../gateway/helpers.js';
+import { RawClient, basic } from '../gateway/helpers.js';
 import { hostPort, pool } from '../hostile/net.js';
 import { admin, makeAccount, PROXYD, run, startDaemon, tempDir, waitForProxyUsers, type Daemon } from '../helpers/daemon.js';
 
@@ -73,46 +73,23 @@ async function viaConnect(proxy: string, target: number, user: string): Promise<
 /** The SOCKS5 reply code of a CONNECT to an address (ATYP 1 or 4); with 0, the address the target saw. */
 async function viaSocks(proxy: string, target: number, user: string, to = '::1'): Promise<{ rep: number; from: string }> {
   const { host, port } = hostPort(proxy);
-  const socket = net.connect(port, host);
-  socket.on('error', () => {});
-  let buf = Buffer.alloc(0);
-  const waiters: Array<() => void> = [];
-  socket.on('data', (d: Buffer) => {
-    buf = Buffer.concat([buf, d]);
-    waiters.splice(0).forEach((w) => w());
-  });
-  socket.on('close', () => waiters.splice(0).forEach((w) => w()));
-  const take = async (n: number): Promise<Buffer> => {
-    while (buf.length < n) {
-      if (socket.destroyed) throw new Error(`SOCKS: closed after ${buf.length} of ${n} bytes`);
-      await new Promise<void>((r) => waiters.push(r));
-    }
-    const out = buf.subarray(0, n);
-    buf = buf.subarray(n);
-    return out;
-  };
-  socket.write(Buffer.from([5, 1, 2]));
-  expect([...(await take(2))]).toEqual([5, 2]);
+  const c = await RawClient.connect(port, host);
+  c.write(Buffer.from([5, 1, 2]));
+  expect([...(await c.read(2))]).toEqual([5, 2]);
   const u = Buffer.from(user);
   const p = Buffer.from(PASS);
-  socket.write(Buffer.concat([Buffer.from([1, u.length]), u, Buffer.from([p.length]), p]));
-  expect([...(await take(2))]).toEqual([1, 0]);
+  c.write(Buffer.concat([Buffer.from([1, u.length]), u, Buffer.from([p.length]), p]));
+  expect([...(await c.read(2))]).toEqual([1, 0]);
   const addr = ipaddr.parse(to);
   const atyp = addr.kind() === 'ipv6' ? 4 : 1;
-  socket.write(Buffer.concat([Buffer.from([5, 1, 0, atyp]), Buffer.from(addr.toByteArray()), Buffer.from([target >> 8, target & 255])]));
-  const head = await take(4);
+  c.write(Buffer.concat([Buffer.from([5, 1, 0, atyp]), Buffer.from(addr.toByteArray()), Buffer.from([target >> 8, target & 255])]));
+  const head = await c.read(4);
   if (head[1] !== 0) {
-    socket.destroy();
+    c.socket.destroy();
     return { rep: head[1]!, from: '' };
   }
-  await take((head[3] === 4 ? 16 : 4) + 2); // the bound address and port
-  let rest = '';
-  socket.removeAllListeners('data');
-  socket.setEncoding('latin1');
-  if (buf.length) rest = buf.toString('latin1');
-  socket.on('data', (d: string) => (rest += d));
-  await new Promise<void>((r) => (socket.destroyed ? r() : socket.once('close', () => r())));
-  return { rep: 0, from: rest.trim() };
+  await c.read((head[3] === 4 ? 16 : 4) + 2); // the bound address and port
+  return { rep: 0, from: (await c.readToEnd()).toString('latin1').trim() };
 }
 
 describe.skipIf(skip !== null)(`IPv6 egress prefix, two workers${skip ? ` (skipped: ${skip})` : ''}`, () => {
