@@ -9,7 +9,7 @@
 import { execFileSync } from 'node:child_process';
 import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { admin, dataDirFor, makeAccount, startDaemon, type Daemon } from '../helpers/daemon.js';
+import { admin, dataDirFor, makeAccount, startDaemon, waitForProxyUsers, type Daemon } from '../helpers/daemon.js';
 import { makeTemplate, postgresSkipReason, startPostgres, type PgCluster } from '../helpers/postgres.js';
 import { sleep } from '../helpers/wait.js';
 
@@ -257,6 +257,46 @@ describe.skipIf(skip)('entry and exit nodes on one PostgreSQL', () => {
     } finally {
       counter.close();
     }
+  });
+
+  it('metering counts a tunnel through the hop once, on the entry, to the byte', async () => {
+    const made = await admin(first, ['proxy-user', 'create', '--email', EMAIL, '--username', 'bob', '--password-stdin'], `${PASSWORD}\n`);
+    expect(made.code, made.stderr).toBe(0);
+    for (const e of entries) await waitForProxyUsers(e, 2);
+    const sink = net.createServer((c) => {
+      let n = 0;
+      c.on('error', () => {});
+      c.on('data', (d: Buffer) => (n += d.length));
+      c.on('end', () => c.end(`got ${n}\n`));
+    });
+    await new Promise<void>((r) => sink.listen(0, '127.0.0.1', () => r()));
+    try {
+      const [host, port] = entries[1]!.httpProxy.split(':') as [string, string];
+      const s = net.connect({ host, port: Number(port), allowHalfOpen: true });
+      let got = '';
+      const done = new Promise<void>((r) => s.on('end', () => r()));
+      s.on('data', (d: Buffer) => (got += d.toString('latin1')));
+      s.on('connect', () => s.write(`CONNECT 127.0.0.1:${(sink.address() as net.AddressInfo).port} HTTP/1.1\r\nProxy-Authorization: Basic ${Buffer.from(`bob-country-de:${PASSWORD}`).toString('base64')}\r\n\r\n`));
+      while (!got.includes('\r\n\r\n')) await sleep(5);
+      s.end(Buffer.alloc(1_000_000, 9));
+      await done;
+      s.destroy();
+    } finally {
+      sink.close();
+    }
+    // Flushed within a second or two; exactly the payload up and the answer down, not twice.
+    const t0 = Date.now();
+    let row: { bytes_up: number; bytes_down: number } | undefined;
+    while (Date.now() - t0 < 8_000) {
+      const u = await admin(first, ['usage', '--email', EMAIL]);
+      row = (u.json as { rows: Array<{ user: string; bytes_up: number; bytes_down: number }> }).rows.find((x) => x.user === 'bob');
+      if (row && row.bytes_up >= 1_000_000) break;
+      await sleep(300);
+    }
+    await sleep(1_500); // a second count would have been flushed by now
+    const u = await admin(first, ['usage', '--email', EMAIL]);
+    row = (u.json as { rows: Array<{ user: string; bytes_up: number; bytes_down: number }> }).rows.find((x) => x.user === 'bob');
+    expect(row).toMatchObject({ bytes_up: 1_000_000, bytes_down: 'got 1000000\n'.length });
   });
 
   it('a session goes to the same exit from either entry', async () => {

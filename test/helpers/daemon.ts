@@ -16,16 +16,9 @@ export const PROXYCTL = path.join(ROOT, 'bin/proxyctl');
 /** The whitelist API's paths from the contract, under the short names the tests use. */
 export const { list: LIST, add: ADD, delete: DEL } = API_PATHS;
 
-export interface Ready {
-  event: 'ready';
-  api: string;
-  httpProxy?: string | null;
-  socks5?: string | null;
-  /** An exit node's hop listener (SPEC 13). */
-  hop?: string;
-  role?: string;
-  pid: number;
-}
+/** The JSON ready line `proxyd serve` prints (the daemon's own type). */
+export type { Ready } from '../../src/daemon/process/serve.js';
+import type { Ready } from '../../src/daemon/process/serve.js';
 
 export interface Daemon {
   api: string;
