@@ -230,6 +230,8 @@ export class HopLink {
   private readonly tracked = new WeakSet<net.Socket>();
   /** Connections whose DIAL waits for the exit's answer. */
   private readonly waiting = new Set<net.Socket>();
+  /** Its probes failed (abortWaiting) and none has answered since. */
+  private down = false;
   private opening = 0;
   private closed = false;
   private readonly minWarm: number;
@@ -322,8 +324,12 @@ export class HopLink {
     this.fill();
   }
 
-  /** Tunnels waiting for this exit's answer to their DIAL go elsewhere (the exit stopped answering probes). */
+  /**
+   * The exit stopped answering its probes: tunnels waiting for its answer go elsewhere, and no tunnel tries it
+   * again until a probe answers.
+   */
   abortWaiting(): void {
+    this.down = true;
     for (const s of this.waiting) s.destroy();
   }
 
@@ -342,19 +348,23 @@ export class HopLink {
    * taken) is tried once more on a new one before giving up on the exit.
    */
   async dial(req: DialRequest): Promise<DialOutcome | 'retry'> {
-    for (let attempt = 0; attempt < 2; attempt++) {
-      const got = await this.take();
-      if (got === null) return 'retry';
-      const out = await this.dialOn(got.s, req);
-      if (out !== 'retry' || !got.warm) return out;
-    }
-    return 'retry';
+    const got = await this.take();
+    if (got === null) return 'retry';
+    const out = await this.dialOn(got.s, req);
+    if (out !== 'retry' || !got.warm || this.down) return out;
+    // The ready connection failed before the exit answered (closed as it was taken): once more on a new one.
+    const fresh = await this.open();
+    return fresh === null ? 'retry' : this.dialOn(fresh, req);
   }
 
   private async dialOn(s: net.Socket, req: DialRequest): Promise<DialOutcome | 'retry'> {
     if (!req.wanted()) {
       s.destroy();
       return null;
+    }
+    if (this.down) {
+      s.destroy();
+      return 'retry';
     }
     req.connecting(s);
     const key = req.session ? encodeURIComponent(req.session.key) : '-';
@@ -383,6 +393,7 @@ export class HopLink {
     if (!s) return false;
     s.write('PING\n');
     const ok = (await readLine(s, timeoutMs)) === 'PONG';
+    if (ok) this.down = false;
     if (ok && !this.closed && this.idle.length < this.warm) this.keep(s);
     else s.destroy();
     return ok;
@@ -409,8 +420,10 @@ export class HopLink {
     });
   }
 
+  /** The exit left the registry (or the entry stops): ready connections close, waiting tunnels go elsewhere. */
   close(): void {
     this.closed = true;
+    this.abortWaiting();
     for (const s of this.idle.splice(0)) s.destroy();
   }
 }

@@ -409,6 +409,16 @@ describe.skipIf(skip)('entry and exit nodes on one PostgreSQL', () => {
     const moved = await recordsOf(onUs1[0]!, (rs) => rs.some((r) => r.exit_moved_from === 'exit-us1'));
     expect(moved.find((r) => r.exit_moved_from === 'exit-us1')).toMatchObject({ node: 'entry-1', exit: 'exit-us2', decision: 'admitted' });
 
+    // The operator's view of the registry: the killed exit's row is stale, the others live.
+    const listed = await admin(first, ['exits']);
+    expect(listed.code, listed.stderr).toBe(0);
+    const byNode = new Map(listed.stdout.split('\n').filter(Boolean).map((l) => {
+      const r = JSON.parse(l) as { node: string; state: string; country: string; hop: string };
+      return [r.node, r] as const;
+    }));
+    expect(byNode.get('exit-us1')).toMatchObject({ state: 'stale', country: 'us' });
+    expect(byNode.get('exit-de1')).toMatchObject({ state: 'live', country: 'de', city: 'berlin', hop: exits.get('de1')!.hop });
+
     const us3 = await startExit('us3', 'us');
     const readyAt = Date.now();
     void us3;
@@ -431,7 +441,9 @@ describe.skipIf(skip)('entry and exit nodes on one PostgreSQL', () => {
       let lastUs3 = 0;
       const slow: number[] = [];
       while (Date.now() - stoppedAt < 4_500) {
-        const r = await viaConnect(entries[0]!, tgt(), 'alice-country-us');
+        const r = await viaConnect(entries[0]!, tgt(), 'alice-country-us').catch((err: Error) => {
+          throw new Error(`${err.message} at ${Date.now() - stoppedAt} ms:\n${entries[0]!.logs.slice(-12).join('\n')}`);
+        });
         expect(r.ok, JSON.stringify(r)).toBe(true);
         if (r.ok && r.exit === 'us3') lastUs3 = Date.now() - stoppedAt;
         if (r.ms > 500) slow.push(Math.round(r.ms));

@@ -132,13 +132,29 @@ describe('the hop', () => {
     });
     await new Promise<void>((r) => fake.listen(0, '127.0.0.1', () => r()));
     cleanup.push(() => fake.close());
-    const link = new HopLink({ host: '127.0.0.1', port: (fake.address() as net.AddressInfo).port }, { secret: SECRET, warm: 0 });
+    const link = new HopLink({ host: '127.0.0.1', port: (fake.address() as net.AddressInfo).port }, { secret: SECRET, warm: 3 });
     cleanup.push(() => link.close());
+    link.fill();
+    await sleep(300); // ready connections to it (authenticated: it answers that much)
     const pending = link.dial(request('127.0.0.1', 9));
     await sleep(300);
     const t0 = Date.now();
     link.abortWaiting(); // what the directory does when the exit fails its probes
+    // Not tried again on another of its ready connections (that wait would have no end but the 30 s cap).
     expect(await pending).toBe('retry');
     expect(Date.now() - t0).toBeLessThan(1_000);
+    // Nor by the next tunnel, until a probe answers.
+    const t1 = Date.now();
+    expect(await link.dial(request('127.0.0.1', 9))).toBe('retry');
+    expect(Date.now() - t1).toBeLessThan(500);
+
+    // An exit that leaves the registry (its heartbeat went stale first) releases its waiting tunnels too.
+    const other = new HopLink({ host: '127.0.0.1', port: (fake.address() as net.AddressInfo).port }, { secret: SECRET, warm: 1 });
+    const waiting = other.dial(request('127.0.0.1', 9));
+    await sleep(300);
+    const t2 = Date.now();
+    other.close();
+    expect(await waiting).toBe('retry');
+    expect(Date.now() - t2).toBeLessThan(1_000);
   });
 });

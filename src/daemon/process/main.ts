@@ -85,6 +85,20 @@ const connectionsAction = withStore(async (store, all) => {
 });
 
 /** `admin usage`: the report in its format on stdout. */
+/** `proxyd admin exits`: the exit-node registry (SPEC 13), one JSON line per exit, or a table. */
+const exitsAction = withStore(async (store, all) => {
+  const { AdminError } = await import('../admin/commands.js');
+  if (!store.exits) throw new AdminError('exit nodes need a fleet database: give --database-url postgres://…');
+  const { STALE_MS } = await import('../fleet/exits.js');
+  const rows = await store.exits.list(365 * 86_400_000); // every row; those past STALE_MS get no traffic
+  const out = rows.map((r) => ({ node: r.node, hop: r.hop, country: r.country, city: r.city, heartbeat_age_ms: r.ageMs, state: r.ageMs <= STALE_MS ? 'live' : 'stale' }));
+  if (all.format === 'table') {
+    const cols = ['node', 'hop', 'country', 'city', 'heartbeat_age_ms', 'state'] as const;
+    process.stdout.write(`${cols.join('  ')}\n`);
+    for (const r of out) process.stdout.write(`${cols.map((c) => r[c] ?? '-').join('  ')}\n`);
+  } else for (const r of out) process.stdout.write(`${JSON.stringify(r)}\n`);
+});
+
 const usageAction = withStore(async (store, all) => {
   const { adminUsage, renderUsage } = await import('../admin/usage.js');
   process.stdout.write(renderUsage(await adminUsage(store, all as import('../admin/usage.js').UsageOptions), all.format));
@@ -271,6 +285,14 @@ export function buildProgram(): Command {
     .addOption(dataDirOption())
     .addOption(databaseUrlOption())
     .action(connectionsAction);
+
+  admin
+    .command('exits')
+    .description('exit nodes registered in the fleet database: one JSON line each (live: heartbeat within 2.5 s)')
+    .addOption(new Option('--format <format>').choices(['json', 'table']).default('json'))
+    .addOption(dataDirOption())
+    .addOption(databaseUrlOption())
+    .action(exitsAction);
 
   return program;
 }
