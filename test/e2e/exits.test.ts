@@ -1,6 +1,6 @@
 // Entry and exit nodes (SPEC 13), on one host and one PostgreSQL: two entries and three exits (two in the
 // US, one in Germany), each exit dialling from its own --egress-address on 127.0.0.x, so the target tells
-// which exit a connection came through.
+// which exit a connection came through. One exit (us2) and one entry (entry-2) run two workers each.
 //
 // Targeting by country and city, over HTTP CONNECT and SOCKS5; a session goes to the same exit from either
 // entry; no match → 502 destination_unavailable / SOCKS 0x03 within 100 ms (logged no_exit); a killed exit
@@ -126,10 +126,10 @@ describe.skipIf(skip)('entry and exit nodes on one PostgreSQL', () => {
   const entries: Daemon[] = [];
   const tgt = () => `127.0.0.1:${(target.address() as net.AddressInfo).port}`;
 
-  const startExit = async (name: keyof typeof EGRESS, location: string) => {
+  const startExit = async (name: keyof typeof EGRESS, location: string, extra: string[] = []) => {
     const d = await startDaemon({
       dataDir: await dataDirFor('sqlite'),
-      args: ['--database-url', url, '--role', 'exit', '--location', location, '--hop-listen', '127.0.0.1:0', '--node-name', `exit-${name}`, '--egress-address', EGRESS[name], '--allow-private-targets'],
+      args: ['--database-url', url, '--role', 'exit', '--location', location, '--hop-listen', '127.0.0.1:0', '--node-name', `exit-${name}`, '--egress-address', EGRESS[name], '--allow-private-targets', ...extra],
     });
     exits.set(name, d);
     return d;
@@ -170,8 +170,8 @@ describe.skipIf(skip)('entry and exit nodes on one PostgreSQL', () => {
     const e1 = await startDaemon({ dataDir: first, args: ['--role', 'entry', '--node-name', 'entry-1'] });
     url = e1.databaseUrl!;
     entries.push(e1);
-    await Promise.all([startExit('us1', 'us:nyc'), startExit('us2', 'US:la'), startExit('de1', 'de:berlin')]);
-    entries.push(await startDaemon({ dataDir: await dataDirFor('sqlite'), args: ['--database-url', url, '--role', 'entry', '--node-name', 'entry-2'] }));
+    await Promise.all([startExit('us1', 'us:nyc'), startExit('us2', 'US:la', ['--workers', '2']), startExit('de1', 'de:berlin')]);
+    entries.push(await startDaemon({ dataDir: await dataDirFor('sqlite'), args: ['--database-url', url, '--role', 'entry', '--node-name', 'entry-2', '--workers', '2'] }));
     // Both entries see all three exits (the registry is read every second).
     for (const e of entries) {
       const t0 = Date.now();
