@@ -108,6 +108,36 @@ function viaSocks(entry: Daemon, targetPort: number, user: string): Promise<{ ok
   });
 }
 
+/**
+ * Through `entry` as `user`: a CONNECT to a target that counts what it gets until the client's FIN, then
+ * answers `got N` and closes; sends `body` and ends. What came back after the `200`.
+ */
+async function sendAndHalfClose(entry: Daemon, user: string, body: Buffer): Promise<{ status: string; answer: string }> {
+  const counter = net.createServer((c) => {
+    let n = 0;
+    c.on('error', () => {});
+    c.on('data', (d: Buffer) => (n += d.length));
+    c.on('end', () => c.end(`got ${n}\n`));
+  });
+  await new Promise<void>((r) => counter.listen(0, '127.0.0.1', () => r()));
+  try {
+    const [host, port] = entry.httpProxy.split(':') as [string, string];
+    const s = net.connect({ host, port: Number(port), allowHalfOpen: true });
+    let got = '';
+    const done = new Promise<void>((r) => s.on('end', () => r()));
+    s.on('data', (d: Buffer) => (got += d.toString('latin1')));
+    s.on('connect', () => s.write(`CONNECT 127.0.0.1:${(counter.address() as net.AddressInfo).port} HTTP/1.1\r\nProxy-Authorization: Basic ${Buffer.from(`${user}:${PASSWORD}`).toString('base64')}\r\n\r\n`));
+    while (!got.includes('\r\n\r\n')) await sleep(5);
+    s.end(body);
+    await done;
+    s.destroy();
+    const end = got.indexOf('\r\n\r\n');
+    return { status: got.slice(0, 12), answer: got.slice(end + 4) };
+  } finally {
+    counter.close();
+  }
+}
+
 /** TCP ports a process listens on (ss -ltnp). */
 function listeningPorts(pid: number): number[] {
   const out = execFileSync('ss', ['-Hltnp'], { encoding: 'utf8' });
@@ -231,59 +261,17 @@ describe.skipIf(skip)('entry and exit nodes on one PostgreSQL', () => {
   });
 
   it('a tunnel through the hop carries bytes both ways and passes a half-close on', async () => {
-    // The target counts what it gets until the client's FIN, then answers and closes.
-    const counter = net.createServer((c) => {
-      let n = 0;
-      c.on('error', () => {});
-      c.on('data', (d: Buffer) => (n += d.length));
-      c.on('end', () => c.end(`got ${n}\n`));
-    });
-    await new Promise<void>((r) => counter.listen(0, '127.0.0.1', () => r()));
-    try {
-      const [host, port] = entries[0]!.httpProxy.split(':') as [string, string];
-      const s = net.connect({ host, port: Number(port), allowHalfOpen: true });
-      const target = `127.0.0.1:${(counter.address() as net.AddressInfo).port}`;
-      let got = '';
-      const done = new Promise<void>((r) => s.on('end', () => r()));
-      s.on('data', (d: Buffer) => (got += d.toString('latin1')));
-      s.on('connect', () => s.write(`CONNECT ${target} HTTP/1.1\r\nProxy-Authorization: Basic ${Buffer.from(`alice-country-de:${PASSWORD}`).toString('base64')}\r\n\r\n`));
-      while (!got.includes('\r\n\r\n')) await sleep(5);
-      expect(got).toMatch(/^HTTP\/1\.1 200 /);
-      const body = Buffer.alloc(3 * 2 ** 20, 7);
-      s.end(body);
-      await done;
-      expect(got.slice(got.indexOf('\r\n\r\n') + 4)).toBe(`got ${body.length}\n`);
-      s.destroy();
-    } finally {
-      counter.close();
-    }
+    const body = Buffer.alloc(3 * 2 ** 20, 7);
+    const r = await sendAndHalfClose(entries[0]!, 'alice-country-de', body);
+    expect(r.status).toBe('HTTP/1.1 200');
+    expect(r.answer).toBe(`got ${body.length}\n`);
   });
 
   it('metering counts a tunnel through the hop once, on the entry, to the byte', async () => {
     const made = await admin(first, ['proxy-user', 'create', '--email', EMAIL, '--username', 'bob', '--password-stdin'], `${PASSWORD}\n`);
     expect(made.code, made.stderr).toBe(0);
     for (const e of entries) await waitForProxyUsers(e, 2);
-    const sink = net.createServer((c) => {
-      let n = 0;
-      c.on('error', () => {});
-      c.on('data', (d: Buffer) => (n += d.length));
-      c.on('end', () => c.end(`got ${n}\n`));
-    });
-    await new Promise<void>((r) => sink.listen(0, '127.0.0.1', () => r()));
-    try {
-      const [host, port] = entries[1]!.httpProxy.split(':') as [string, string];
-      const s = net.connect({ host, port: Number(port), allowHalfOpen: true });
-      let got = '';
-      const done = new Promise<void>((r) => s.on('end', () => r()));
-      s.on('data', (d: Buffer) => (got += d.toString('latin1')));
-      s.on('connect', () => s.write(`CONNECT 127.0.0.1:${(sink.address() as net.AddressInfo).port} HTTP/1.1\r\nProxy-Authorization: Basic ${Buffer.from(`bob-country-de:${PASSWORD}`).toString('base64')}\r\n\r\n`));
-      while (!got.includes('\r\n\r\n')) await sleep(5);
-      s.end(Buffer.alloc(1_000_000, 9));
-      await done;
-      s.destroy();
-    } finally {
-      sink.close();
-    }
+    expect((await sendAndHalfClose(entries[1]!, 'bob-country-de', Buffer.alloc(1_000_000, 9))).answer).toBe('got 1000000\n');
     // Flushed within a second or two; exactly the payload up and the answer down, not twice.
     const t0 = Date.now();
     let row: { bytes_up: number; bytes_down: number } | undefined;
