@@ -39,7 +39,8 @@ const NEXT: Record<ConnState, readonly ConnState[]> = {
   handshake: ['admitting', 'resolving', 'replying', 'closed'],
   admitting: ['handshake', 'resolving', 'replying', 'closed'],
   resolving: ['dialing', 'replying', 'closed'],
-  dialing: ['tunnel', 'forward', 'replying', 'closed'],
+  // dialing → dialing: a dialer that tries another socket (an entry's hop on another exit) is still dialing.
+  dialing: ['dialing', 'tunnel', 'forward', 'replying', 'closed'],
   replying: ['closed'],
   tunnel: ['closed'],
   forward: ['closed'],

@@ -204,13 +204,6 @@ async function serveHop(s: net.Socket, o: HopServerOptions, onTunnel: () => void
 
 // ---- the entry's side -----------------------------------------------------------------------------------
 
-// A ready connection says nothing until its DIAL: anything else, or its end, and it is useless.
-function onIdleData(this: net.Socket): void {
-  this.destroy();
-}
-function onIdleEnd(this: net.Socket): void {
-  this.destroy();
-}
 
 export interface HopLinkOptions {
   secret: Buffer;
@@ -336,8 +329,8 @@ export class HopLink {
   /** Out of the ready ones: no longer watched, paused for its next reader. */
   private unpark(s: net.Socket | undefined): net.Socket | null {
     if (s === undefined) return null;
-    s.removeListener('data', onIdleData);
-    s.removeListener('end', onIdleEnd);
+    s.removeListener('data', destroySelf);
+    s.removeListener('end', destroySelf);
     s.pause();
     return s.destroyed || s.readableEnded ? (s.destroy(), this.unpark(this.idle.pop())) : s;
   }
@@ -407,8 +400,9 @@ export class HopLink {
     if (s.destroyed || s.readableEnded) return void s.destroy();
     this.idle.push(s);
     readySince.set(s, Date.now());
-    s.on('data', onIdleData);
-    s.on('end', onIdleEnd);
+    // A ready connection hears nothing until its DIAL: any byte, or its end, and it is useless.
+    s.on('data', destroySelf);
+    s.on('end', destroySelf);
     s.resume();
     if (this.tracked.has(s)) return;
     this.tracked.add(s);

@@ -17,9 +17,8 @@ export async function dialTarget(conn: ClientConn, host: string, port: number): 
     want: conn.exitWish,
     // Not once the header deadline has answered instead (the connection is then `replying`).
     wanted: () => !conn.closed && (conn.state === 'resolving' || conn.state === 'dialing'),
-    // Called again when a dialer tries once more (an entry's hop on another exit): still the same dial.
     connecting: (socket) => {
-      if (conn.state !== 'dialing') conn.to('dialing');
+      conn.to('dialing');
       conn.upstream = socket;
     },
   });

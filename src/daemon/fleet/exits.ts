@@ -26,8 +26,6 @@ interface ExitState {
   /** Consecutive failed probes (0 after any success); -1 before the first probe answered. */
   failures: number;
   probing: boolean;
-  /** Seen in the last read of the registry (fresh heartbeat). */
-  listed: boolean;
   /** Has not answered a probe since it was listed (its first failures are logged as unreachable, once). */
   neverUp: boolean;
 }
@@ -96,20 +94,18 @@ export class ExitDirectory {
       const known = this.exits.get(row.node);
       if (known && known.row.hop === row.hop) {
         known.row = row;
-        known.listed = true;
         continue;
       }
       known?.link.close();
       const [host, port] = splitHostPort(row.hop);
-      const e: ExitState = { row, link: new HopLink({ host, port }, { secret: this.o.secret, warm: this.o.warm, onLost: () => void this.probe(e) }), failures: -1, probing: false, listed: true, neverUp: true };
+      const e: ExitState = { row, link: new HopLink({ host, port }, { secret: this.o.secret, warm: this.o.warm, onLost: () => void this.probe(e) }), failures: -1, probing: false, neverUp: true };
       this.exits.set(row.node, e);
       this.o.log?.info({ event: 'exit_joined', exit: row.node, hop: row.hop, country: row.country, city: row.city }, 'exit node joined');
       void this.probe(e);
     }
     for (const [node, e] of this.exits) {
       if (seen.has(node)) continue;
-      if (e.listed) this.o.log?.info({ event: 'exit_left', exit: node }, 'exit node left (no heartbeat)');
-      e.listed = false;
+      this.o.log?.info({ event: 'exit_left', exit: node }, 'exit node left (no heartbeat)');
       e.link.close();
       this.exits.delete(node);
     }
@@ -128,7 +124,7 @@ export class ExitDirectory {
     try {
       const ok = await e.link.ping();
       const was = this.healthy(e);
-      const never = e.failures === -1 || e.neverUp;
+      const never = e.neverUp;
       e.failures = ok ? 0 : Math.max(0, e.failures) + 1;
       if (ok) {
         e.neverUp = false;
@@ -136,7 +132,6 @@ export class ExitDirectory {
       } else if (never && e.failures === PROBE_FAILURES) {
         // Registered but never reached: a hop address entries cannot reach (a wildcard, a firewall), or the
         // wrong secret. Said once; it stays out of selection until it answers.
-        e.neverUp = true;
         this.o.log?.warn({ event: 'exit_unreachable', exit: e.row.node, hop: e.row.hop }, 'exit node registered but does not answer on its hop address');
       }
       if (was !== this.healthy(e)) {
@@ -155,7 +150,8 @@ export class ExitDirectory {
   }
 
   private healthy(e: ExitState): boolean {
-    return e.listed && e.failures >= 0 && e.failures < PROBE_FAILURES;
+    // Still in the registry (a probe may finish after its exit left), and answering.
+    return this.exits.get(e.row.node) === e && e.failures >= 0 && e.failures < PROBE_FAILURES;
   }
 
   /** Exits a connection with this targeting may go to now. */
@@ -171,8 +167,8 @@ export class ExitDirectory {
   }
 
   /**
-   * The exit for one connection: a session's by rendezvous hashing (the same from every entry), else the next
-   * in turn. `avoid`: exits that just failed this connection.
+   * The exit for one connection: a session's by rendezvous hashing (the same from every entry), else one at
+   * random. `avoid`: exits that just failed this connection.
    */
   pick(want: ExitWish | null, sessionKey: string | null, avoid: ReadonlySet<string>): ExitState | null {
     const c = this.candidates(want).filter((e) => !avoid.has(e.row.node));

@@ -56,6 +56,9 @@ export async function periodUsed(store: Store, plan: Plan, nowMs: number): Promi
 /** Connection slots this node holds for one capped key. */
 interface SlotLease {
   readonly dbKey: string;
+  /** What it caps: an account's connections, or (subject set) one user's. */
+  readonly accountId: number;
+  readonly subject: string | undefined;
   max: number;
   held: number;
   /** Admissions waiting for the next answer. */
@@ -172,15 +175,15 @@ export class PlanEnforcer implements PlanLimits {
   private capped(accountId: number, subject: string): Array<[SlotLease, 'account' | 'user']> {
     const out: Array<[SlotLease, 'account' | 'user']> = [];
     const a = this.plans.get(accountId)?.maxConnections ?? null;
-    if (a !== null) out.push([this.lease(`a:${accountId}`, a), 'account']);
+    if (a !== null) out.push([this.lease(`a:${accountId}`, a, accountId, undefined), 'account']);
     const u = this.limits.get(usageKey(accountId, subject))?.maxConnections ?? null;
-    if (u !== null) out.push([this.lease(`u:${accountId}:${subject}`, u), 'user']);
+    if (u !== null) out.push([this.lease(`u:${accountId}:${subject}`, u, accountId, subject), 'user']);
     return out;
   }
 
-  private lease(dbKey: string, max: number): SlotLease {
+  private lease(dbKey: string, max: number, accountId: number, subject: string | undefined): SlotLease {
     let l = this.leases.get(dbKey);
-    if (!l) this.leases.set(dbKey, (l = { dbKey, max, held: 0, waiting: 0, growing: null }));
+    if (!l) this.leases.set(dbKey, (l = { dbKey, accountId, subject, max, held: 0, waiting: 0, growing: null }));
     l.max = max;
     return l;
   }
@@ -226,9 +229,7 @@ export class PlanEnforcer implements PlanLimits {
     const renew: Array<{ key: string; slots: number }> = [];
     for (const [k, l] of this.leases) {
       if (l.growing) continue;
-      const m = /^a:(\d+)$/.exec(k) ?? /^u:(\d+):(.*)$/s.exec(k);
-      const n = m ? open(Number(m[1]), m[2]) : 0;
-      const keep = Math.min(l.held, Math.max(n, 0));
+      const keep = Math.min(l.held, open(l.accountId, l.subject));
       if (keep === 0 && l.held === 0 && l.waiting === 0) {
         this.leases.delete(k);
         continue;

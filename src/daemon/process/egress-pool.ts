@@ -77,17 +77,20 @@ export function parseEgress(list: string): { addresses: string[] } | { prefix: E
   return prefix instanceof EgressPrefix ? { prefix } : prefix;
 }
 
-/** Every pool address must be ours: bind a socket to addr:0 and close it. Throws naming the first that fails. */
+/** Binds a socket to addr:0 and closes it: null, or why it could not (the error's code). */
+function bindProblem(address: string): Promise<string | null> {
+  return new Promise((resolve) => {
+    const s = net.createServer();
+    s.once('error', (e: NodeJS.ErrnoException) => resolve(e.code ?? e.message));
+    s.listen({ host: address, port: 0, exclusive: true }, () => s.close(() => resolve(null)));
+  });
+}
+
+/** Every pool address must be ours: each must bind. Throws naming the first that fails. */
 export async function checkBindable(addresses: readonly string[]): Promise<void> {
-  const tryBind = (address: string) =>
-    new Promise<string | null>((resolve) => {
-      const s = net.createServer();
-      s.once('error', (e: NodeJS.ErrnoException) => resolve(e.code ?? e.message));
-      s.listen({ host: address, port: 0, exclusive: true }, () => s.close(() => resolve(null)));
-    });
   for (let i = 0; i < addresses.length; i += 64) {
     const batch = addresses.slice(i, i + 64);
-    const errs = await Promise.all(batch.map(tryBind));
+    const errs = await Promise.all(batch.map(bindProblem));
     const bad = errs.findIndex((e) => e !== null);
     if (bad >= 0) {
       const err = new Error(`--egress-pool: cannot bind ${batch[bad]} (${errs[bad]}): this host does not own it`) as NodeJS.ErrnoException;
@@ -142,11 +145,7 @@ export async function checkPrefixBindable(prefix: EgressPrefix, routes?: string)
     return err;
   };
   if ((await hasLocalRoute(address, routes)) === false) throw fail('the prefix has no local route on this host');
-  const bindError = await new Promise<string | null>((resolve) => {
-    const s = net.createServer();
-    s.once('error', (e: NodeJS.ErrnoException) => resolve(e.code ?? e.message));
-    s.listen({ host: address, port: 0, exclusive: true }, () => s.close(() => resolve(null)));
-  });
+  const bindError = await bindProblem(address);
   if (bindError) throw fail(`${bindError}: non-local binds are off`);
 }
 

@@ -237,8 +237,8 @@ export async function startDaemon(cfg: ServeConfig, log: DaemonLog): Promise<Run
   const admission = new ViewAdmission(view);
   // Usage: collected from the gateway every second, flushed once per second per node (docs/operations.md, Metering).
   const meter = new UsageMeter(store.usage, () => gateway?.collectUsage() ?? [], { retentionMs: cfg.usageRetentionMs, log });
-  // Plans: read every 500 ms, enforced at admission and by closing what is over; byte budgets and connection
-  // slots leased from the store hold the limits fleet-wide (metering/plans.ts).
+  // Plans: the tables read again when their version moves, enforced at admission and by closing what is over;
+  // byte budgets and connection slots leased from the store hold the limits fleet-wide (metering/plans.ts).
   const plans = new PlanEnforcer(store, {
     flushAccounts: (ids) => meter.flushAccounts(ids),
     openConnections: (accountId, subject) => gateway?.openConnections(accountId, subject) ?? 0,
