@@ -19,6 +19,23 @@ export type ExitFailure = 'no_exit';
 
 export type TargetFailure = Exclude<ResolveOutcome, { ok: true }>['reason'] | DialFailure | ExitFailure;
 
+/** Every TargetFailure, once (the compiler keeps it complete): what an exit may answer a DIAL with. */
+const TARGET_FAILURES: Record<TargetFailure, true> = {
+  private_target: true,
+  own_listener: true,
+  dns_failed: true,
+  no_usable_address: true,
+  refused: true,
+  net_unreachable: true,
+  host_unreachable: true,
+  timeout: true,
+  no_exit: true,
+};
+
+export function isTargetFailure(name: string): name is TargetFailure {
+  return Object.hasOwn(TARGET_FAILURES, name);
+}
+
 /** `null`: the caller no longer wanted it (its client went away); the socket, if any, is destroyed. */
 export type DialOutcome =
   | { ok: true; socket: net.Socket; via?: { exit: string; movedFrom: string | null } }

@@ -147,6 +147,9 @@ class ForwardExchange {
     upstream.setTimeout(idle, () => this.onIdle());
     if (client.readableEnded && !this.bodyDone) return this.destroyBoth();
     if (!this.bodyDone && !this.parked) client.resume();
+    // A hop connection to an exit comes paused (its answer line was read off it): a 'data' listener alone
+    // does not start a stream that was paused by hand, and the response would never be read.
+    upstream.resume();
   }
 
   private toUpstream(b: Buffer): void {

@@ -7,12 +7,15 @@ import { GatewayCore } from './core.js';
 import { httpReply } from './replies.js';
 import { HttpProxyHandler } from './http-proxy.js';
 import { Socks5Handler } from './socks5.js';
-import { startHopServer, type HopServer } from './hop.js';
+import { startHopServer, type HopServer } from './hop/server.js';
 import type { Gateway, GatewayOptions, GatewayStats } from './types.js';
 
 export type * from './types.js';
 export { DEFAULT_LIMITS } from './limits.js';
 export { CachingResolver } from './resolver.js';
+export { ExitDirectory, EXIT_STALE_MS } from './hop/directory.js';
+export { HopDialer } from './hop/dialer.js';
+export { makeHopIdentity, readHopIdentity, FINGERPRINT } from './hop/identity.js';
 
 function listen(server: net.Server, host: string, port: number): Promise<void> {
   return new Promise((resolve, reject) => {
@@ -64,11 +67,12 @@ export async function startGateway(opts: GatewayOptions): Promise<Gateway> {
   try {
     httpServer = await make('http', opts.httpProxyListen);
     socksServer = await make('socks5', opts.socksListen);
-    // An exit node: entries reach it on the hop listener, and it dials with its own dialer (SPEC 13).
+    // An exit node: entries reach it on the hop listener (TLS, the fleet's secret), and it dials with its own dialer.
     if (opts.hop) {
       hopServer = await startHopServer({
         listen: opts.hop.listen,
-        secret: opts.hop.secret,
+        identity: opts.hop.identity,
+        secrets: opts.hop.secrets,
         dialer: core.localDialer,
         core,
         onRefused: opts.hop.onRefused,
@@ -85,6 +89,7 @@ export async function startGateway(opts: GatewayOptions): Promise<Gateway> {
     httpProxyAddress: () => boundAddress(httpServer),
     socksAddress: () => boundAddress(socksServer),
     hopAddress: () => hopServer?.address() ?? null,
+    setHopIdentity: (id) => hopServer?.setIdentity(id),
     stats(): GatewayStats {
       const s = core.stats;
       let bytesUp = s.bytesUp;

@@ -49,7 +49,7 @@ export interface Tunnel {
   heldDown: Buffer | null;
 }
 
-type TunnelSocket = net.Socket & { [kTunnel]?: Tunnel; _handle?: StreamHandle | null };
+type TunnelSocket = net.Socket & { [kTunnel]?: Tunnel; _handle?: StreamHandle | null; encrypted?: boolean };
 interface StreamHandle {
   fd?: number;
   reading?: boolean;
@@ -75,7 +75,8 @@ function otherSide(t: Tunnel, s: TunnelSocket): TunnelSocket {
 /** Send bytes on: straight to the kernel when nothing is queued, else (or for what it left) a copy. */
 function relay(dst: TunnelSocket, buf: Buffer, n: number): boolean {
   let written = 0;
-  const fd = dst._handle?.fd ?? -1;
+  // A TLS socket (the hop) has a descriptor under its TLS layer: bytes written there would skip the encryption.
+  const fd = dst.encrypted === true ? -1 : (dst._handle?.fd ?? -1);
   if (dst.writableLength === 0 && fd >= 0 && !dst.writableEnded) {
     try {
       written = fs.writeSync(fd, buf, 0, n);
@@ -211,7 +212,7 @@ function onUpstreamClose(this: TunnelSocket, hadError: boolean): void {
 function takeOver(s: TunnelSocket): void {
   for (let chunk: Buffer | null; (chunk = s.read() as Buffer | null) !== null; ) onRead.call(s, chunk.length, chunk);
   const handle = s._handle;
-  if (onreadKeys && handle?.useUserBuffer) {
+  if (onreadKeys && handle?.useUserBuffer && s.encrypted !== true) {
     const fields = s as unknown as Record<symbol, unknown>;
     fields[onreadKeys.buffer] = shared;
     fields[onreadKeys.callback] = onRead;

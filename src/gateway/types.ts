@@ -4,6 +4,11 @@ import type { EgressPrefix } from './egress-prefix.js';
 import type { StickyAddresses, StickySessions } from './sticky-sessions.js';
 import type { ByteBudget } from './byte-budget.js';
 import type { Dialer, ExitWish } from './dialer.js';
+import type { HopIdentity } from './hop/identity.js';
+import type { HopRefusal } from './hop/server.js';
+
+export type { ExitRow, ExitRegistry, ExitDirectoryOptions } from './hop/directory.js';
+export type { HopIdentity, HopRefusal };
 
 // Each admission failure, precisely: the client always gets the same 407 for the first six (no oracle for
 // usernames); the connection log keeps the precise reason for the account owner and support.
@@ -152,8 +157,11 @@ export interface GatewayOptions {
   location?: ExitWish | null;
   /** An entry node: every target is reached through this (the hop to an exit), never dialled here. */
   exitDialer?: Dialer;
-  /** An exit node: the hop listener entries reach it on (no customer listener), and the fleet's secret. */
-  hop?: { listen: { host: string; port: number }; secret: Buffer; onRefused?: () => void } | undefined;
+  /**
+   * An exit node: the hop listener entries reach it on (no customer listener, TLS 1.3 with `identity`), and the
+   * fleet secrets a proof may use now.
+   */
+  hop?: { listen: { host: string; port: number }; identity: HopIdentity; secrets: () => readonly Buffer[]; onRefused?: (why: HopRefusal) => void } | undefined;
   /** Lookup used to resolve target names (injectable for tests). */
   lookup?: (host: string) => Promise<Array<{ address: string; family: 4 | 6 }>>;
 }
@@ -163,6 +171,8 @@ export interface Gateway {
   socksAddress(): { host: string; port: number } | null;
   /** An exit node's hop listener (SPEC 13), else null. */
   hopAddress(): { host: string; port: number } | null;
+  /** An exit's new hop certificate: new hop connections get it, open ones keep theirs. */
+  setHopIdentity(id: HopIdentity): void;
   /** Stop accepting; let open tunnels drain up to `drainMs`, then destroy the rest. */
   close(drainMs: number): Promise<void>;
   /** Counters for the metrics endpoint. */

@@ -1,15 +1,25 @@
-// The hop between entry and exit (SPEC 13) at the socket level: an exit's hop server with a real dialer, an
-// entry's HopLink. A failed dial leaves no socket behind on the exit; a ready connection the exit closed as
-// it was taken is replaced by a new one; a tunnel waiting on an exit that stopped answering goes elsewhere
-// when the entry gives up on it; a wrong secret is refused.
+// The hop between entry and exit at the socket level: an exit's TLS hop server with a real dialer, an entry's
+// HopLink pinned to the exit's certificate fingerprint. Tunnels both ways with a half-close; a failed dial
+// leaves no socket behind; nothing is reachable without the fleet secret, a proof from another TLS session is
+// refused, an impostor with another certificate learns nothing, an expired certificate is refused; bounded
+// unproven connections; secret and certificate rotation without a cut tunnel; a ready connection the exit
+// closed as it was taken is replaced; a tunnel waiting on an exit that stopped answering goes elsewhere.
 import net from 'node:net';
+import tls from 'node:tls';
 import { afterEach, describe, expect, it } from 'vitest';
 import { DirectDialer } from '../../src/gateway/dialer.js';
-import { HopLink, hopProof, startHopServer, type HopServer } from '../../src/gateway/hop.js';
+import { ExitDirectory, type ExitRow } from '../../src/gateway/hop/directory.js';
+import { makeHopIdentity, type HopIdentity } from '../../src/gateway/hop/identity.js';
+import { HopLink, type HopRejection } from '../../src/gateway/hop/link.js';
+import { startHopServer, type HopRefusal, type HopServer } from '../../src/gateway/hop/server.js';
+import { ALPN, hopProof, readLine, sessionBinding } from '../../src/gateway/hop/wire.js';
 import { Tunnels } from '../../src/gateway/open-tunnels.js';
 import { sleep, waitFor } from '../helpers/wait.js';
 
 const SECRET = Buffer.alloc(32, 7);
+const OTHER_SECRET = Buffer.alloc(32, 8);
+const DAY = 86_400_000;
+const ID = makeHopIdentity(90 * DAY);
 const dialer = new DirectDialer({ family: null, allowPrivateTargets: true, ownListeners: () => [], connectTimeoutMs: 2_000, countRefusal: () => {}, countEgress: () => {} });
 const core = { tunnels: new Tunnels(60_000), limits: { idleTimeoutMs: 60_000 } };
 
@@ -26,98 +36,295 @@ async function refusedPort(): Promise<number> {
   return port;
 }
 
+async function listening<T extends net.Server>(s: T): Promise<T & { port: number }> {
+  await new Promise<void>((r) => s.listen(0, '127.0.0.1', () => r()));
+  return Object.assign(s, { port: (s.address() as net.AddressInfo).port });
+}
+
+/** A target that counts what it gets until the client's FIN, then answers `got N` and closes. */
+async function counter(): Promise<net.Server & { port: number }> {
+  return listening(
+    net.createServer({ allowHalfOpen: true }, (c) => {
+      let n = 0;
+      c.on('error', () => {});
+      c.on('data', (d: Buffer) => (n += d.length));
+      c.on('end', () => c.end(`got ${n}\n`));
+    }),
+  );
+}
+
+/** A TLS client of the hop port, as anyone could make one; `null` ALPN: none offered. */
+function tlsClient(port: number, alpn: string | null = ALPN): Promise<tls.TLSSocket> {
+  return new Promise((resolve, reject) => {
+    const s = tls.connect({ host: '127.0.0.1', port, rejectUnauthorized: false, minVersion: 'TLSv1.3', ...(alpn ? { ALPNProtocols: [alpn] } : {}) });
+    s.once('secureConnect', () => resolve(s));
+    s.once('error', reject);
+  });
+}
+
+/** Everything the peer says until it closes (or `ms`), and whether it closed. */
+function hear(s: net.Socket, ms = 3_000): Promise<{ said: string; closed: boolean }> {
+  return new Promise((resolve) => {
+    let said = '';
+    s.on('data', (d: Buffer) => (said += d.toString('latin1')));
+    s.on('error', () => {});
+    const t = setTimeout(() => resolve({ said, closed: false }), ms);
+    s.on('close', () => {
+      clearTimeout(t);
+      resolve({ said, closed: true });
+    });
+    s.resume();
+  });
+}
+
 describe('the hop', () => {
   const cleanup: Array<() => unknown> = [];
   afterEach(async () => {
-    for (const c of cleanup.splice(0)) await c();
+    for (const c of cleanup.splice(0).reverse()) await c();
   });
 
-  async function exit(): Promise<{ server: HopServer; link: HopLink }> {
-    const server = await startHopServer({ listen: { host: '127.0.0.1', port: 0 }, secret: SECRET, dialer, core });
-    const link = new HopLink(server.address(), { secret: SECRET, warm: 2 });
-    cleanup.push(() => link.close(), () => server.close(0));
-    return { server, link };
+  async function exit(o: { identity?: HopIdentity; secrets?: () => readonly Buffer[]; proofDeadlineMs?: number; refused?: HopRefusal[] } = {}): Promise<{ server: HopServer; link: HopLink; rejected: HopRejection[] }> {
+    const server = await startHopServer({
+      listen: { host: '127.0.0.1', port: 0 },
+      identity: o.identity ?? ID,
+      secrets: o.secrets ?? (() => [SECRET]),
+      dialer,
+      core,
+      proofDeadlineMs: o.proofDeadlineMs,
+      onRefused: (why) => o.refused?.push(why),
+    });
+    const rejected: HopRejection[] = [];
+    const link = new HopLink(server.address(), { fingerprints: () => [(o.identity ?? ID).fingerprint], secrets: () => [SECRET], warm: 2, onRejected: (why) => rejected.push(why) });
+    cleanup.push(() => server.close(0), () => link.close());
+    return { server, link, rejected };
   }
+
+  /** A tunnel through `link` to a counting target: sends `n` bytes, half-closes, and reads the answer. */
+  async function countThrough(link: HopLink, n: number, target: { port: number }): Promise<string> {
+    const out = await link.dial(request('127.0.0.1', target.port));
+    if (out === null || out === 'retry' || !out.ok) throw new Error(`no tunnel: ${JSON.stringify(out)}`);
+    const heard = hear(out.socket, 10_000);
+    out.socket.end(Buffer.alloc(n, 1));
+    return (await heard).said;
+  }
+
+  it('relays a tunnel after OK: bytes both ways, a half-close passed on, over TLS 1.3', async () => {
+    const { link } = await exit();
+    const target = await counter();
+    cleanup.push(() => target.close());
+    expect(await countThrough(link, 3 * 2 ** 20, target)).toBe(`got ${3 * 2 ** 20}\n`);
+    const s = await link.open();
+    expect(s?.getProtocol()).toBe('TLSv1.3');
+    s?.destroy();
+  });
 
   it('a failed dial leaves no socket behind on the exit, even when the entry keeps its end open', async () => {
     const { server, link } = await exit();
     const port = await refusedPort();
     for (let i = 0; i < 4; i++) expect(await link.dial(request('127.0.0.1', port))).toEqual({ ok: false, failure: 'refused' });
     // By hand, an entry that says nothing more after the ERR and keeps its socket open.
-    const raw = net.connect({ port: server.address().port, host: '127.0.0.1', allowHalfOpen: true });
-    raw.on('error', () => {});
-    let said = '';
-    raw.on('data', (d: Buffer) => {
-      said += d.toString();
-      const m = /^PROXYD-HOP\/1 (\S+)\n/.exec(said);
-      if (m && !said.includes('OK\n')) raw.write(`AUTH ${hopProof(SECRET, m[1]!)}\n`);
-      if (said.endsWith('OK\n')) raw.write(`DIAL 127.0.0.1 ${port} - 0\n`);
-    });
-    await waitFor('ERR', () => said.includes('ERR refused'), 5_000);
+    const raw = await link.open();
+    if (!raw) throw new Error('no hop connection');
+    raw.write(`DIAL 127.0.0.1 ${port} - 0\n`);
+    expect(await readLine(raw, 5_000)).toBe('ERR refused');
     link.close(); // the warm ones go too
     await waitFor('the exit holds nothing', () => server.open() === 0, 5_000);
-    expect(raw.destroyed || raw.readableEnded).toBe(true);
     raw.destroy();
   });
 
-  it('relays a tunnel after OK, bytes both ways', async () => {
-    const { link } = await exit();
-    const echo = net.createServer((c) => c.on('error', () => {}).pipe(c));
-    await new Promise<void>((r) => echo.listen(0, '127.0.0.1', () => r()));
-    cleanup.push(() => echo.close());
-    const out = await link.dial(request('127.0.0.1', (echo.address() as net.AddressInfo).port));
-    if (out === null || out === 'retry' || !out.ok) throw new Error(`no tunnel: ${JSON.stringify(out)}`);
-    const s = out.socket;
-    const got = new Promise<string>((r) => s.once('data', (d: Buffer) => r(d.toString())));
-    s.resume();
-    s.write('ping through the hop');
-    expect(await got).toBe('ping through the hop');
-    s.destroy();
-  });
+  it('without the fleet secret nothing is reached: a wrong secret, no proof, any TLS client, a proof from another session', async () => {
+    const refused: HopRefusal[] = [];
+    const { server } = await exit({ refused });
+    const target = await counter();
+    cleanup.push(() => target.close());
+    let reached = 0;
+    target.on('connection', () => reached++);
+    const port = server.address().port;
 
-  it('a wrong secret gets the greeting and nothing else', async () => {
-    const { server } = await exit();
-    const bad = new HopLink(server.address(), { secret: Buffer.alloc(32, 8) });
+    const rejected: HopRejection[] = [];
+    const bad = new HopLink(server.address(), { fingerprints: () => [ID.fingerprint], secrets: () => [OTHER_SECRET], onRejected: (why) => rejected.push(why) });
     cleanup.push(() => bad.close());
     expect(await bad.open()).toBeNull();
     expect(await bad.ping()).toBe(false);
-    // By hand: a proof for another nonce is refused too.
-    const s = net.connect(server.address().port, '127.0.0.1');
-    const said: string[] = [];
-    s.on('data', (d: Buffer) => said.push(d.toString()));
-    await waitFor('greeting', () => said.length > 0, 2_000);
-    s.write(`AUTH ${hopProof(SECRET, 'another-nonce')}\n`);
-    await new Promise<void>((r) => s.on('close', () => r()));
-    expect(said.join('')).toMatch(/^PROXYD-HOP\/1 \S+\n$/);
+    expect(rejected).toContain('proof_refused');
+
+    // A TLS client that skips the proof and asks for a tunnel.
+    const noProof = await tlsClient(port);
+    noProof.write(`DIAL 127.0.0.1 ${target.port} - 0\n`);
+    expect(await hear(noProof)).toEqual({ said: '', closed: true });
+    // One without our ALPN name, or speaking HTTP.
+    const http = await tlsClient(port, 'http/1.1').catch(() => null);
+    if (http) {
+      http.write(`CONNECT 127.0.0.1:${target.port} HTTP/1.1\r\n\r\n`);
+      expect((await hear(http)).said).toBe('');
+    }
+    // A plain TCP client (no TLS at all) gets no line of ours.
+    const plain = net.connect(port, '127.0.0.1');
+    plain.write(`AUTH ${'0'.repeat(64)}\nDIAL 127.0.0.1 ${target.port} - 0\n`);
+    expect((await hear(plain)).said).not.toMatch(/OK|PROXYD/);
+
+    // A valid proof, but made for another TLS session (captured, or relayed): refused.
+    const a = await tlsClient(port);
+    const b = await tlsClient(port);
+    b.write(`AUTH ${hopProof(SECRET, sessionBinding(a))}\nDIAL 127.0.0.1 ${target.port} - 0\n`);
+    expect(await hear(b)).toEqual({ said: '', closed: true });
+    // The same proof in its own session is accepted (the test above is not vacuous).
+    a.write(`AUTH ${hopProof(SECRET, sessionBinding(a))}\n`);
+    expect(await readLine(a, 2_000)).toBe('OK');
+    a.destroy();
+    expect(reached).toBe(0);
+    expect(refused.filter((r) => r === 'proof').length).toBeGreaterThanOrEqual(3);
+  });
+
+  it('an impostor with another certificate gets no proof and no plaintext; an expired certificate is refused', async () => {
+    // The impostor answers on the address with a certificate of its own, and records what it is sent.
+    const impostorId = makeHopIdentity(90 * DAY);
+    const received: Buffer[] = [];
+    const impostor = await listening(
+      tls.createServer({ key: impostorId.key, cert: impostorId.cert, minVersion: 'TLSv1.3', ALPNProtocols: [ALPN] }, (s) => {
+        s.on('data', (d: Buffer) => received.push(d));
+        s.on('error', () => {});
+      }),
+    );
+    cleanup.push(() => impostor.close());
+    const rejected: HopRejection[] = [];
+    const link = new HopLink({ host: '127.0.0.1', port: impostor.port }, { fingerprints: () => [ID.fingerprint], secrets: () => [SECRET], onRejected: (why) => rejected.push(why) });
+    cleanup.push(() => link.close());
+    expect(await link.open()).toBeNull();
+    expect(await link.dial(request('127.0.0.1', 9))).toBe('retry');
+    await sleep(100);
+    expect(rejected).toContain('certificate_mismatch');
+    expect(Buffer.concat(received).length).toBe(0);
+
+    // A pinned certificate that has expired.
+    const expired = makeHopIdentity(DAY, Date.now() - 3 * DAY);
+    const { link: stale, rejected: why } = await exit({ identity: expired });
+    expect(await stale.open()).toBeNull();
+    expect(why).toEqual(['certificate_expired']);
+  });
+
+  it('unproven connections: at most 64 per source held, each closed at its deadline', async () => {
+    const refused: HopRefusal[] = [];
+    const { server, link } = await exit({ refused, proofDeadlineMs: 1_500 });
+    const idle: net.Socket[] = [];
+    for (let i = 0; i < 70; i++) {
+      const s = net.connect(server.address().port, '127.0.0.1');
+      s.on('error', () => {});
+      idle.push(s);
+    }
+    await waitFor('six refused at once', () => refused.filter((r) => r === 'limit').length === 6, 3_000);
+    // A proving entry from another source would still get in; from this one, it waits for the deadline.
+    const t0 = Date.now();
+    await waitFor('the idle ones closed at the deadline', () => idle.every((s) => s.destroyed || s.readableEnded), 5_000);
+    expect(Date.now() - t0).toBeLessThan(3_000);
+    expect(refused.filter((r) => r === 'handshake').length).toBe(64);
+    for (const s of idle) s.destroy();
+    // Then the entry gets in as before.
+    expect(await link.ping()).toBe(true);
+  });
+
+  it('secret rotation: during the grace both secrets are accepted, then only the new one; an open tunnel goes on', async () => {
+    let accepted: Buffer[] = [SECRET];
+    const { server } = await exit({ secrets: () => accepted });
+    const target = await counter();
+    cleanup.push(() => target.close());
+    const oldLink = new HopLink(server.address(), { fingerprints: () => [ID.fingerprint], secrets: () => [SECRET] });
+    cleanup.push(() => oldLink.close());
+    const open = await oldLink.dial(request('127.0.0.1', target.port));
+    if (open === null || open === 'retry' || !open.ok) throw new Error('no tunnel');
+    const heard = hear(open.socket, 10_000);
+    open.socket.write(Buffer.alloc(1000));
+    accepted = [OTHER_SECRET, SECRET]; // rotated: the grace
+    const both = new HopLink(server.address(), { fingerprints: () => [ID.fingerprint], secrets: () => [OTHER_SECRET, SECRET] });
+    cleanup.push(() => both.close());
+    expect(await both.ping()).toBe(true);
+    expect(await oldLink.ping()).toBe(true);
+    accepted = [OTHER_SECRET]; // the grace is over
+    expect(await both.ping()).toBe(true);
+    const late = new HopLink(server.address(), { fingerprints: () => [ID.fingerprint], secrets: () => [SECRET] });
+    cleanup.push(() => late.close());
+    expect(await late.open()).toBeNull();
+    open.socket.end(Buffer.alloc(1000));
+    expect((await heard).said).toBe('got 2000\n');
+  });
+
+  it('certificate rotation: new connections get the new one, entries that pin both follow, an open tunnel goes on', async () => {
+    const { server } = await exit();
+    const target = await counter();
+    cleanup.push(() => target.close());
+    const next = makeHopIdentity(90 * DAY);
+    let pinned = [ID.fingerprint];
+    const link = new HopLink(server.address(), { fingerprints: () => pinned, secrets: () => [SECRET], warm: 1 });
+    cleanup.push(() => link.close());
+    const open = await link.dial(request('127.0.0.1', target.port));
+    if (open === null || open === 'retry' || !open.ok) throw new Error('no tunnel');
+    const heard = hear(open.socket, 10_000);
+    open.socket.write(Buffer.alloc(500));
+    pinned = [ID.fingerprint, next.fingerprint]; // announced
+    link.repin();
+    server.setIdentity(next);
+    pinned = [next.fingerprint];
+    link.repin();
+    // Accepted while only the new certificate is pinned: the exit presents it (and no ticket of the old one is offered).
+    const fresh = await link.open();
+    expect(fresh).not.toBeNull();
+    fresh!.destroy();
+    expect(await countThrough(link, 100, target)).toBe('got 100\n');
+    open.socket.end(Buffer.alloc(500));
+    expect((await heard).said).toBe('got 1000\n');
+  });
+
+  it('the directory: a malformed fingerprint or a truncated handshake is said once and skipped; other exits serve', async () => {
+    const { server } = await exit();
+    // Something on an address that accepts and closes after a few bytes (a truncated handshake).
+    const truncating = await listening(
+      net.createServer((c) => {
+        c.on('error', () => {});
+        c.once('data', () => c.end(Buffer.from([0x16, 0x03, 0x03, 0x00])));
+      }),
+    );
+    cleanup.push(() => truncating.close());
+    const warnings: Array<{ exit?: string; why?: string }> = [];
+    const rows: ExitRow[] = [
+      { node: 'good', hop: `127.0.0.1:${server.address().port}`, country: 'us', city: null, fingerprints: [ID.fingerprint], ageMs: 0 },
+      { node: 'bad-pin', hop: `127.0.0.1:${server.address().port}`, country: 'us', city: null, fingerprints: ['not-a-fingerprint'], ageMs: 0 },
+      { node: 'truncated', hop: `127.0.0.1:${truncating.port}`, country: 'us', city: null, fingerprints: [ID.fingerprint], ageMs: 0 },
+    ];
+    const dir = new ExitDirectory({ list: async () => rows }, { secrets: () => [SECRET], log: { info: () => {}, warn: (o) => warnings.push(o as { exit?: string; why?: string }) } });
+    cleanup.push(() => dir.stop());
+    await dir.start();
+    await sleep(2_500);
+    expect(dir.view().map((e) => [e.node, e.healthy])).toEqual([
+      ['good', true],
+      ['bad-pin', false],
+      ['truncated', false],
+    ]);
+    for (let i = 0; i < 20; i++) expect(dir.pick(null, null, new Set())?.row.node).toBe('good');
+    const said = (exit: string, why: string) => warnings.filter((w) => w.exit === exit && w.why === why).length;
+    expect(said('bad-pin', 'bad_fingerprint')).toBe(1);
+    expect(said('truncated', 'handshake_failed')).toBe(1);
   });
 
   it('a ready connection the exit closed as it was taken is replaced by a new one', async () => {
     // An exit that answers its first connection's DIAL by closing it, and dials properly on the next ones.
     let n = 0;
-    const fake = net.createServer((c) => {
-      c.on('error', () => {});
-      const nonce = `n${n}`;
-      const mine = n++;
-      c.write(`PROXYD-HOP/1 ${nonce}\n`);
-      let buf = '';
-      c.on('data', (d: Buffer) => {
-        buf += d.toString();
-        if (buf.includes(`AUTH ${hopProof(SECRET, nonce)}\n`) && !buf.includes('DIAL')) {
-          buf = buf.replace(/^AUTH [^\n]*\n/, '');
-          c.write('OK\n');
-        }
-        if (buf.includes('DIAL')) {
+    const fake = await listening(
+      tls.createServer({ key: ID.key, cert: ID.cert, minVersion: 'TLSv1.3', ALPNProtocols: [ALPN] }, (c) => {
+        c.on('error', () => {});
+        const mine = n++;
+        void (async () => {
+          if ((await readLine(c, 2_000))?.startsWith('AUTH ')) c.write('OK\n');
+          if (!(await readLine(c, 5_000))?.startsWith('DIAL')) return;
           if (mine === 0) c.destroy();
           else c.write('OK 127.0.0.1\n');
-        }
-      });
-    });
-    await new Promise<void>((r) => fake.listen(0, '127.0.0.1', () => r()));
+        })();
+      }),
+    );
     cleanup.push(() => fake.close());
-    const link = new HopLink({ host: '127.0.0.1', port: (fake.address() as net.AddressInfo).port }, { secret: SECRET, warm: 1 });
+    const link = new HopLink({ host: '127.0.0.1', port: fake.port }, { fingerprints: () => [ID.fingerprint], secrets: () => [SECRET], warm: 1 });
     cleanup.push(() => link.close());
     link.fill();
-    await sleep(200); // the first (doomed) connection is ready
+    await sleep(300); // the first (doomed) connection is ready
     const out = await link.dial(request('127.0.0.1', 9));
     expect(out !== null && out !== 'retry' && out.ok).toBe(true);
     if (out && out !== 'retry' && out.ok) out.socket.destroy();
@@ -125,14 +332,15 @@ describe('the hop', () => {
 
   it('a tunnel waiting on an exit that stopped answering goes elsewhere when the entry gives up on it', async () => {
     // An exit that authenticates and then never answers a DIAL (a hung process).
-    const fake = net.createServer((c) => {
-      c.on('error', () => {});
-      c.write('PROXYD-HOP/1 x\n');
-      c.once('data', () => c.write('OK\n'));
-    });
-    await new Promise<void>((r) => fake.listen(0, '127.0.0.1', () => r()));
+    const fake = await listening(
+      tls.createServer({ key: ID.key, cert: ID.cert, minVersion: 'TLSv1.3', ALPNProtocols: [ALPN] }, (c) => {
+        c.on('error', () => {});
+        c.once('data', () => c.write('OK\n'));
+      }),
+    );
     cleanup.push(() => fake.close());
-    const link = new HopLink({ host: '127.0.0.1', port: (fake.address() as net.AddressInfo).port }, { secret: SECRET, warm: 3 });
+    const opts = { fingerprints: () => [ID.fingerprint], secrets: () => [SECRET] };
+    const link = new HopLink({ host: '127.0.0.1', port: fake.port }, { ...opts, warm: 3 });
     cleanup.push(() => link.close());
     link.fill();
     await sleep(300); // ready connections to it (authenticated: it answers that much)
@@ -149,7 +357,7 @@ describe('the hop', () => {
     expect(Date.now() - t1).toBeLessThan(500);
 
     // An exit that leaves the registry (its heartbeat went stale first) releases its waiting tunnels too.
-    const other = new HopLink({ host: '127.0.0.1', port: (fake.address() as net.AddressInfo).port }, { secret: SECRET, warm: 1 });
+    const other = new HopLink({ host: '127.0.0.1', port: fake.port }, { ...opts, warm: 1 });
     const waiting = other.dial(request('127.0.0.1', 9));
     await sleep(300);
     const t2 = Date.now();

@@ -1,272 +1,23 @@
-// Entry and exit nodes (SPEC 13). An exit heartbeats its row in the database every second; an entry reads
-// the rows every second, keeps a few authenticated hop connections warm to each exit, probes each every
-// second, and picks an exit per connection among the healthy ones that match the username's targeting.
-//
-// Healthy: its heartbeat is fresh (the database saw one within STALE_MS) and the entry's own last probe did
-// not fail twice in a row. A killed exit's hop connections close at once, so the entry probes it again at
-// once: it leaves selection within milliseconds, not seconds (the heartbeat is the slower, second guard).
-// A session (`-session-ID`) goes to the exit with the highest rendezvous score for (account, user, session)
-// among those that match: every entry computes the same answer with no shared table, and when that exit
-// dies only its sessions move.
-import type { Dialer, DialOutcome, DialRequest, ExitWish } from '../../gateway/dialer.js';
-import { unmet } from '../../gateway/dialer.js';
-import { HopLink } from '../../gateway/hop.js';
-import type { ExitNodeRow, ExitStore } from '../store/types.js';
+// An exit's side of the exit registry: heartbeat its row (hop address, location, certificate fingerprints)
+// every second, take the operator's requests for a new certificate, and leave the registry at stop. The
+// entries' side (reading the registry, probing, picking an exit) is the gateway's (src/gateway/hop/).
+import { EXIT_STALE_MS } from '../../gateway/index.js';
+import type { ExitStore } from '../store/types.js';
+import type { HopIdentityKeeper } from './hop-identity.js';
 
-/** An exit whose heartbeat the database has not seen for this long gets no new connection. */
-export const STALE_MS = 2_500;
-const READ_EVERY_MS = 1_000;
-const PROBE_EVERY_MS = 1_000;
-/** Consecutive failed probes that take an exit out of selection. */
-const PROBE_FAILURES = 2;
+export { EXIT_STALE_MS as STALE_MS };
 
-interface ExitState {
-  row: ExitNodeRow;
-  link: HopLink;
-  /** Consecutive failed probes (0 after any success); -1 before the first probe answered. */
-  failures: number;
-  probing: boolean;
-  /** Has not answered a probe since it was listed (its first failures are logged as unreachable, once). */
-  neverUp: boolean;
-}
-
-export interface ExitDirectoryOptions {
-  secret: Buffer;
-  log?: { info(obj: object, msg?: string): void; warn(obj: object, msg?: string): void };
-  /** Warm hop connections per exit. */
-  warm?: number;
-}
-
-export class ExitDirectory {
-  private readonly exits = new Map<string, ExitState>();
-  private timers: NodeJS.Timeout[] = [];
-  private lastReadFailureLog = 0;
-  private reading = false;
-  /** The exit each live session went to on this entry, so a move is said (bounded: oldest dropped). */
-  private readonly sessionExit = new Map<string, { node: string; until: number }>();
-
-  constructor(
-    private readonly store: ExitStore,
-    private readonly o: ExitDirectoryOptions,
-  ) {}
-
-  async start(): Promise<void> {
-    await this.read();
-    await Promise.all([...this.exits.values()].map((e) => this.probe(e)));
-    this.timers.push(setInterval(() => void this.read(), READ_EVERY_MS), setInterval(() => this.probeAll(), PROBE_EVERY_MS));
-    for (const t of this.timers) t.unref();
-  }
-
-  stop(): void {
-    for (const t of this.timers) clearInterval(t);
-    this.timers = [];
-    for (const e of this.exits.values()) e.link.close();
-    this.exits.clear();
-  }
-
-  /** The registry as the database has it now: new exits get a link (probed at once), stale ones leave. */
-  private async read(): Promise<void> {
-    if (this.reading) return; // a slow database: one read at a time, so an older answer never undoes a newer one
-    this.reading = true;
-    try {
-      await this.readOnce();
-    } finally {
-      this.reading = false;
-    }
-  }
-
-  private async readOnce(): Promise<void> {
-    let rows: ExitNodeRow[];
-    try {
-      rows = await this.store.list(STALE_MS);
-    } catch (e) {
-      // The database away: keep the last view and go on probing (exits that die still leave by their probe).
-      const now = Date.now();
-      if (now - this.lastReadFailureLog > 10_000) {
-        this.lastReadFailureLog = now;
-        this.o.log?.warn({ event: 'exit_registry_unavailable', detail: e instanceof Error ? e.message : String(e) }, 'exits: keeping the last view');
-      }
-      return;
-    }
-    const seen = new Set<string>();
-    for (const row of rows) {
-      seen.add(row.node);
-      const known = this.exits.get(row.node);
-      if (known && known.row.hop === row.hop) {
-        known.row = row;
-        continue;
-      }
-      known?.link.close();
-      const [host, port] = splitHostPort(row.hop);
-      const e: ExitState = { row, link: new HopLink({ host, port }, { secret: this.o.secret, warm: this.o.warm, onLost: () => void this.probe(e) }), failures: -1, probing: false, neverUp: true };
-      this.exits.set(row.node, e);
-      this.o.log?.info({ event: 'exit_joined', exit: row.node, hop: row.hop, country: row.country, city: row.city }, 'exit node joined');
-      void this.probe(e);
-    }
-    for (const [node, e] of this.exits) {
-      if (seen.has(node)) continue;
-      this.o.log?.info({ event: 'exit_left', exit: node }, 'exit node left (no heartbeat)');
-      e.link.close();
-      this.exits.delete(node);
-    }
-  }
-
-  private probeAll(): void {
-    for (const e of this.exits.values()) {
-      e.link.retune();
-      void this.probe(e);
-    }
-  }
-
-  private async probe(e: ExitState): Promise<void> {
-    if (e.probing) return;
-    e.probing = true;
-    try {
-      const ok = await e.link.ping();
-      const was = this.healthy(e);
-      const never = e.neverUp;
-      e.failures = ok ? 0 : Math.max(0, e.failures) + 1;
-      if (ok) {
-        e.neverUp = false;
-        e.link.fill();
-      } else if (never && e.failures === PROBE_FAILURES) {
-        // Registered but never reached: a hop address entries cannot reach (a wildcard, a firewall), or the
-        // wrong secret. Said once; it stays out of selection until it answers.
-        this.o.log?.warn({ event: 'exit_unreachable', exit: e.row.node, hop: e.row.hop }, 'exit node registered but does not answer on its hop address');
-      }
-      if (was !== this.healthy(e)) {
-        this.o.log?.info({ event: ok ? 'exit_up' : 'exit_down', exit: e.row.node }, ok ? 'exit node answers' : 'exit node failed its probes');
-        // Tunnels waiting for its answer go to another exit now.
-        if (!ok) e.link.abortWaiting();
-      }
-      // Failed once: look again now rather than in a second (a dead exit leaves selection at once).
-      if (!ok && e.failures < PROBE_FAILURES && this.exits.get(e.row.node) === e) {
-        e.probing = false;
-        return this.probe(e);
-      }
-    } finally {
-      e.probing = false;
-    }
-  }
-
-  private healthy(e: ExitState): boolean {
-    // Still in the registry (a probe may finish after its exit left), and answering.
-    return this.exits.get(e.row.node) === e && e.failures >= 0 && e.failures < PROBE_FAILURES;
-  }
-
-  /** Exits a connection with this targeting may go to now. */
-  candidates(want: ExitWish | null): ExitState[] {
-    const out: ExitState[] = [];
-    for (const e of this.exits.values()) if (this.healthy(e) && unmet(want, e.row) === null) out.push(e);
-    return out;
-  }
-
-  /** What the directory holds, for /metrics and the ready check. */
-  view(): Array<{ node: string; hop: string; country: string | null; city: string | null; healthy: boolean }> {
-    return [...this.exits.values()].map((e) => ({ node: e.row.node, hop: e.row.hop, country: e.row.country, city: e.row.city, healthy: this.healthy(e) }));
-  }
-
-  /**
-   * The exit for one connection: a session's by rendezvous hashing (the same from every entry), else one at
-   * random. `avoid`: exits that just failed this connection.
-   */
-  pick(want: ExitWish | null, sessionKey: string | null, avoid: ReadonlySet<string>): ExitState | null {
-    const c = this.candidates(want).filter((e) => !avoid.has(e.row.node));
-    if (c.length === 0) return null;
-    if (sessionKey === null) return c[Math.floor(Math.random() * c.length)]!;
-    let best = c[0]!;
-    let bestScore = -1;
-    for (const e of c) {
-      const s = score(sessionKey, e.row.node);
-      if (s > bestScore) [best, bestScore] = [e, s];
-    }
-    return best;
-  }
-
-  /**
-   * Remembers where a session went, for its minutes from its first connection here; the exit it had before
-   * when it moved (within those minutes), else null. An expired session's ID used again is a new session.
-   */
-  notePlacement(sessionKey: string, node: string, minutes: number): string | null {
-    const now = Date.now();
-    const before = this.sessionExit.get(sessionKey);
-    const live = before !== undefined && before.until > now;
-    if (live && before.node === node) return null;
-    this.sessionExit.delete(sessionKey);
-    this.sessionExit.set(sessionKey, { node, until: live ? before.until : now + minutes * 60_000 });
-    if (this.sessionExit.size > 100_000) this.sessionExit.delete(this.sessionExit.keys().next().value as string);
-    return live ? before.node : null;
-  }
-}
-
-/** The entry's dialer: every target through an exit's hop. */
-export class HopDialer implements Dialer {
-  constructor(
-    private readonly dir: ExitDirectory,
-    private readonly log?: ExitDirectoryOptions['log'],
-  ) {}
-
-  async dial(req: DialRequest): Promise<DialOutcome> {
-    const want = req.want ?? null;
-    const avoid = new Set<string>();
-    // A hop connection that fails before the exit answers (the exit just died) is tried once more elsewhere.
-    for (let attempt = 0; attempt < 3; attempt++) {
-      const e = this.dir.pick(want, req.session?.key ?? null, avoid);
-      if (e === null) break;
-      const out = await e.link.dial(req);
-      if (out !== 'retry') {
-        if (!out?.ok) return out;
-        const movedFrom = req.session ? this.dir.notePlacement(req.session.key, e.row.node, req.session.minutes) : null;
-        if (movedFrom !== null) this.log?.info({ event: 'session_moved', from: movedFrom, to: e.row.node }, 'a session moved to another exit');
-        return { ...out, via: { exit: e.row.node, movedFrom } };
-      }
-      avoid.add(e.row.node);
-      if (!req.wanted()) return null;
-    }
-    return { ok: false, failure: 'no_exit', detail: this.noExitDetail(want) };
-  }
-
-  /** What the 502 names: the country when no exit is there, else the city (as a `both` node says it). */
-  private noExitDetail(want: ExitWish | null): string {
-    if (want?.country && want.city && this.dir.candidates({ country: want.country, city: null }).length > 0) return `no exit for city ${want.city}`;
-    if (want?.country) return `no exit for country ${want.country}`;
-    if (want?.city) return `no exit for city ${want.city}`;
-    return 'no exit available';
-  }
-}
-
-/** A rendezvous score: 32-bit FNV-1a of the session key and the exit's name, mixed. */
-function score(key: string, node: string): number {
-  let h = 0x811c9dc5;
-  const s = `${key}\0${node}`;
-  for (let i = 0; i < s.length; i++) {
-    h ^= s.charCodeAt(i);
-    h = Math.imul(h, 0x01000193);
-  }
-  // A final avalanche (murmur3's fmix32), so names that differ in their last character spread evenly.
-  h ^= h >>> 16;
-  h = Math.imul(h, 0x85ebca6b);
-  h ^= h >>> 13;
-  h = Math.imul(h, 0xc2b2ae35);
-  h ^= h >>> 16;
-  return h >>> 0;
-}
-
-function splitHostPort(hp: string): [string, number] {
-  const m = /^\[([^\]]+)\]:(\d+)$/.exec(hp) ?? /^([^:]+):(\d+)$/.exec(hp);
-  return m ? [m[1]!, Number(m[2])] : [hp, 0];
-}
-
-/** An exit's side: heartbeat its row every second; leave the registry at stop. */
 export class ExitHeartbeat {
   private timer: NodeJS.Timeout | null = null;
   private lastFailureLog = 0;
   private registered = false;
+  private beating = false;
 
   constructor(
     private readonly store: ExitStore,
     private readonly me: { node: string; hop: string; country: string | null; city: string | null },
-    private readonly log?: ExitDirectoryOptions['log'],
+    private readonly identity: HopIdentityKeeper,
+    private readonly log?: { warn(obj: object, msg?: string): void },
   ) {}
 
   /**
@@ -275,19 +26,29 @@ export class ExitHeartbeat {
    * overwrite each other's row.
    */
   async start(): Promise<void> {
-    const twin = (await this.store.list(STALE_MS)).find((r) => r.node === this.me.node && r.hop !== this.me.hop);
+    const twin = (await this.store.list(EXIT_STALE_MS)).find((r) => r.node === this.me.node && r.hop !== this.me.hop);
     if (twin) throw new Error(`--node-name ${this.me.node}: another exit of that name is running (hop ${twin.hop}); give each exit its own name`);
-    await this.store.heartbeat(this.me);
+    await this.store.heartbeat({ ...this.me, fingerprints: this.identity.fingerprints() });
     this.registered = true;
-    this.timer = setInterval(() => {
-      this.store.heartbeat(this.me).catch((e: unknown) => {
-        const now = Date.now();
-        if (now - this.lastFailureLog < 10_000) return;
-        this.lastFailureLog = now;
-        this.log?.warn({ event: 'exit_heartbeat_failed', detail: e instanceof Error ? e.message : String(e) }, 'exit heartbeat not written');
-      });
-    }, 1_000);
+    this.timer = setInterval(() => void this.beat(), 1_000);
     this.timer.unref();
+  }
+
+  private async beat(): Promise<void> {
+    if (this.beating) return;
+    this.beating = true;
+    try {
+      const asked = await this.store.claimCertRotation(this.me.node);
+      this.identity.tick(asked);
+      await this.store.heartbeat({ ...this.me, fingerprints: this.identity.fingerprints() });
+    } catch (e) {
+      const now = Date.now();
+      if (now - this.lastFailureLog < 10_000) return;
+      this.lastFailureLog = now;
+      this.log?.warn({ event: 'exit_heartbeat_failed', detail: e instanceof Error ? e.message : String(e) }, 'exit heartbeat not written');
+    } finally {
+      this.beating = false;
+    }
   }
 
   async stop(): Promise<void> {

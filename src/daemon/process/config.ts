@@ -50,6 +50,10 @@ export interface ServeConfig {
   hopListen: HostPort;
   /** What an exit registers for its entries to dial, when its hop listener is on a wildcard address. */
   hopAdvertise: HostPort | undefined;
+  /** An exit's hop certificate lifetime (ms; renewed at two thirds of it). */
+  hopCertLifetimeMs: number;
+  /** How long an exit accepts the replaced fleet secret after a rotation (ms). */
+  hopGraceMs: number;
   /** How long connection-log records are kept (ms); 0: the gateway keeps no connection log. */
   connectionLogRetentionMs: number;
   /** How long usage buckets are kept, per period (ms). */
@@ -91,6 +95,12 @@ function parseCidrList(s: string | undefined, what: string): string[] {
     });
 }
 
+/** A number of days, fractions allowed (0.01 is about a quarter of an hour), more than 0 and at most `max`. */
+function parseDays(s: string, what: string, max: number): number {
+  if (!/^\d+(\.\d+)?$/.test(s) || Number(s) <= 0 || Number(s) > max) throw new ConfigError(`${what}: expected a number of days, more than 0 and at most ${max}, got "${s}"`);
+  return Number(s);
+}
+
 function intIn(s: string, what: string, min: number, max: number): number {
   if (!/^\d+$/.test(s) || Number(s) < min || Number(s) > max) throw new ConfigError(`${what}: expected an integer ${min}..${max}, got "${s}"`);
   return Number(s);
@@ -121,6 +131,8 @@ interface RawServeOptions {
   location?: string;
   hopListen?: string;
   hopAdvertise?: string;
+  hopCertLifetime?: string;
+  hopGrace?: string;
   connectionLogRetention?: string;
   usageRetention?: string;
 }
@@ -168,6 +180,8 @@ export function toServeConfig(o: RawServeOptions, env: NodeJS.ProcessEnv = proce
     role,
     location: parseLocation(o.location),
     ...hopAddresses(role, o),
+    hopCertLifetimeMs: parseDays(o.hopCertLifetime ?? '90', '--hop-cert-lifetime', 3650) * 86_400_000,
+    hopGraceMs: intIn(o.hopGrace ?? '600', '--hop-grace', 0, 7 * 24 * 3600) * 1000,
     connectionLogRetentionMs: parseDuration(o.connectionLogRetention ?? DEFAULT_CONNECTION_LOG_RETENTION, '--connection-log-retention'),
     usageRetentionMs: parseUsageRetention(o.usageRetention ?? DEFAULT_USAGE_RETENTION),
   };

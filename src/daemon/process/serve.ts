@@ -2,8 +2,8 @@
 // drains them on shutdown. run.ts decides when (lock, signals, ready line); cluster workers run this too.
 import { isIP } from 'node:net';
 import type { FastifyInstance } from 'fastify';
-import { CachingResolver, DEFAULT_LIMITS as GATEWAY_DEFAULT_LIMITS, startGateway } from '../../gateway/index.js';
-import type { Gateway, GatewayLimits } from '../../gateway/types.js';
+import { CachingResolver, DEFAULT_LIMITS as GATEWAY_DEFAULT_LIMITS, ExitDirectory, HopDialer, startGateway } from '../../gateway/index.js';
+import type { Gateway, GatewayLimits, HopIdentity } from '../../gateway/types.js';
 import { ViewAdmission } from '../admission/gateway-admission.js';
 import { StoreAdmissionFeed } from '../admission/feed.js';
 import { AdmissionView } from '../admission/view.js';
@@ -25,8 +25,9 @@ import { DatabaseWindowStore } from '../ratelimit/database-store.js';
 import { openStore as openBackend, type Store } from '../store/index.js';
 import { UsageMeter } from '../metering/meter.js';
 import { PlanEnforcer } from '../metering/plans.js';
-import { ExitDirectory, ExitHeartbeat, HopDialer } from '../fleet/exits.js';
-import { randomBytes } from 'node:crypto';
+import { ExitHeartbeat } from '../fleet/exits.js';
+import { HopIdentityKeeper } from '../fleet/hop-identity.js';
+import { HopSecrets } from '../fleet/hop-secrets.js';
 import { WhitelistService, type ServiceLog } from '../services/whitelist.js';
 
 export const TUNNEL_DRAIN_MS = 10_000;
@@ -49,13 +50,6 @@ export interface Ready {
   hop?: string;
   role?: 'entry' | 'exit';
   pid: number;
-}
-
-/** The fleet's hop secret (made by the first node that asks). */
-async function hopSecretOf(store: Store): Promise<Buffer> {
-  const s = await store.fleetSecret('hop', randomBytes(32).toString('hex'));
-  if (s === null) throw new Error('entry and exit roles need a fleet database (--database-url)');
-  return Buffer.from(s, 'hex');
 }
 
 export interface RunningDaemon extends Serving {
@@ -249,12 +243,15 @@ export async function startDaemon(cfg: ServeConfig, log: DaemonLog): Promise<Run
   });
   await plans.start();
   const ownApi = [apiHostPort];
-  // Entry and exit nodes (SPEC 13): an entry reaches every target through an exit's hop; an exit listens for
-  // its entries only. The hop's secret is the fleet's, made by whichever node starts first.
+  // Entry and exit nodes: an entry reaches every target through an exit's hop (TLS 1.3, the exit pinned by the
+  // fingerprint it registers, the entry proving the fleet secret); an exit listens for its entries only. The
+  // hop's secret is the fleet's, made by whichever node starts first.
   let exits: ExitDirectory | null = null;
+  let secrets: HopSecrets | null = null;
   // A start that fails from here closes what is open, so the process exits.
   const abandon = async (err: unknown): Promise<never> => {
     exits?.stop();
+    secrets?.stop();
     view.close();
     await plans.stop();
     await connLog?.stop();
@@ -263,17 +260,33 @@ export async function startDaemon(cfg: ServeConfig, log: DaemonLog): Promise<Run
     await store.close();
     throw err;
   };
-  const hopSecret = cfg.role === 'both' ? null : await hopSecretOf(store).catch(abandon);
-  if (cfg.role === 'entry' && store.exits) {
-    exits = new ExitDirectory(store.exits, { secret: hopSecret!, log: log.child({ component: 'exits' }) });
+  if (cfg.role !== 'both') {
+    if (!store.exits) await abandon(new Error('entry and exit roles need a fleet database (--database-url)'));
+    secrets = new HopSecrets(store.exits!, { graceMs: cfg.hopGraceMs, log: log.child({ component: 'exits' }) });
+    await secrets.start().catch(abandon);
+  }
+  if (cfg.role === 'entry') {
+    exits = new ExitDirectory(store.exits!, { secrets: secrets!.offered, log: log.child({ component: 'exits' }) });
     await exits.start().catch(abandon);
+  }
+  // An exit's certificate, from its data dir (made at its first start); a new one is served as it is announced.
+  let gatewayRef: Gateway | null = null;
+  const identity =
+    cfg.role === 'exit'
+      ? new HopIdentityKeeper(cfg.dataDir, { lifetimeMs: cfg.hopCertLifetimeMs, onChange: (id) => gatewayRef?.setHopIdentity(id), log: log.child({ component: 'hop' }) })
+      : null;
+  let hopIdentity: HopIdentity | null = null;
+  try {
+    hopIdentity = identity?.load() ?? null;
+  } catch (e) {
+    await abandon(e);
   }
   const gw: Gateway = await startGateway({
     httpProxyListen: cfg.role === 'exit' ? null : cfg.httpProxyListen,
     socksListen: cfg.role === 'exit' ? null : cfg.socksListen,
     location: cfg.location,
     exitDialer: exits ? new HopDialer(exits, log.child({ component: 'exits' })) : undefined,
-    hop: cfg.role === 'exit' ? { listen: cfg.hopListen, secret: hopSecret!, onRefused: () => metrics.countHopRefused() } : undefined,
+    hop: identity ? { listen: cfg.hopListen, identity: hopIdentity!, secrets: secrets!.accepted, onRefused: () => metrics.countHopRefused() } : undefined,
     egressAddress: cfg.egressAddress,
     egressPool: cfg.egressPool && { addresses: cfg.egressPool, sessions: stickySessionsFor(cfg.egressPool.length) },
     egressPrefix: cfg.egressPrefix && { prefix: cfg.egressPrefix, sessions: stickyAddressesFor(cfg.egressPrefix) },
@@ -290,6 +303,7 @@ export async function startDaemon(cfg: ServeConfig, log: DaemonLog): Promise<Run
     log: log.child({ component: 'gateway' }),
   }).catch(abandon);
   gateway = gw;
+  gatewayRef = gw;
   meter.start();
   metrics.attachGateway(() => gw.stats());
   metrics.attachMeter(() => ({ flushed: meter.flushed, failed: meter.failedFlushes }));
@@ -303,7 +317,10 @@ export async function startDaemon(cfg: ServeConfig, log: DaemonLog): Promise<Run
   const socks = gw.socksAddress();
   const hop = gw.hopAddress();
   // An exit is in the registry before it says ready: entries may send it traffic from the next read on.
-  const heartbeat = hop && store.exits ? new ExitHeartbeat(store.exits, { node: cfg.nodeName, hop: formatHostPort(cfg.hopAdvertise ?? hop), country: cfg.location?.country ?? null, city: cfg.location?.city ?? null }, log) : null;
+  const heartbeat =
+    hop && store.exits && identity
+      ? new ExitHeartbeat(store.exits, { node: cfg.nodeName, hop: formatHostPort(cfg.hopAdvertise ?? hop), country: cfg.location?.country ?? null, city: cfg.location?.city ?? null }, identity, log)
+      : null;
   const ready: Ready = {
     event: 'ready' as const,
     api: `http://${formatHostPort(apiHostPort)}`,
@@ -319,6 +336,7 @@ export async function startDaemon(cfg: ServeConfig, log: DaemonLog): Promise<Run
       await heartbeat?.stop(); // out of the registry first: entries stop sending new connections here
       await Promise.all([app.close(), gateway?.close(TUNNEL_DRAIN_MS)]);
       exits?.stop();
+      secrets?.stop();
       view.close();
       await meter.stop();
       await plans.stop();

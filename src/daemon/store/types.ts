@@ -382,24 +382,43 @@ export interface ChangeLogStore {
 type Backend = 'sqlite' | 'postgres';
 
 /** An exit node as entries see it (SPEC 13). */
+/** An exit as the registry holds it (the gateway's ExitRow). */
 export interface ExitNodeRow {
   node: string;
   /** host:port of its hop listener. */
   hop: string;
   country: string | null;
   city: string | null;
+  /** SHA-256 fingerprints of the hop certificates it may present (one; two while a new one settles). */
+  fingerprints: string[];
   /** Milliseconds since its last heartbeat, by the database's clock. */
   ageMs: number;
 }
 
-/** The exit-node registry (PostgreSQL only: a fleet). */
+/** The fleet's hop secret: the current one, and the one before it with how long ago it was replaced. */
+export interface HopSecretState {
+  current: string;
+  previous: string | null;
+  /** Milliseconds since the last rotation (by the database's clock); null: never rotated. */
+  rotatedAgoMs: number | null;
+}
+
+/** The exit-node registry and the hop's secret (PostgreSQL only: a fleet). */
 export interface ExitStore {
   /** Registers (or refreshes) this exit; every heartbeat calls it again. */
-  heartbeat(e: { node: string; hop: string; country: string | null; city: string | null }): Promise<void>;
+  heartbeat(e: { node: string; hop: string; country: string | null; city: string | null; fingerprints: readonly string[] }): Promise<void>;
   /** Leaves the registry (at stop). */
   remove(node: string): Promise<void>;
   /** Exits that heartbeated within `withinMs`. */
   list(withinMs: number): Promise<ExitNodeRow[]>;
+  /** Asks a live exit for a new hop certificate; false when no exit of that name heartbeated within `withinMs`. */
+  requestCertRotation(node: string, withinMs: number): Promise<boolean>;
+  /** Takes a pending request for this exit (true once per request, whichever of its workers asks first). */
+  claimCertRotation(node: string): Promise<boolean>;
+  /** The hop secret, made from `candidate` by the first node that asks. */
+  hopSecret(candidate: string): Promise<HopSecretState>;
+  /** Replaces the hop secret with `fresh`; the replaced one stays as `previous`. */
+  rotateHopSecret(fresh: string): Promise<void>;
 }
 
 export interface Store {

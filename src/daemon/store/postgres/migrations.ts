@@ -413,4 +413,12 @@ export const PG_MIGRATIONS: readonly string[] = [
   ALTER TABLE connection_log ADD COLUMN exit text;
   ALTER TABLE connection_log ADD COLUMN exit_moved_from text;
   `,
+  // 12: the hop over TLS: each exit registers its certificates' fingerprints (entries pin them) and can be
+  // asked for a new certificate; the hop secret keeps the one it replaced, for the rotation's grace.
+  `
+  ALTER TABLE exit_nodes ADD COLUMN fingerprints text NOT NULL DEFAULT '';
+  ALTER TABLE exit_nodes ADD COLUMN rotate_cert_at timestamptz;
+  ALTER TABLE fleet_secrets ADD COLUMN previous text;
+  ALTER TABLE fleet_secrets ADD COLUMN rotated_at timestamptz;
+  `,
 ];

@@ -1,0 +1,67 @@
+// The fleet's hop secret as this node knows it, read from the database every second. An entry proves the
+// newest and the one before it (so an exit that has not read a rotation yet still accepts it); an exit
+// accepts the newest, and the one before it for its --hop-grace after the rotation, then only the newest.
+import { randomBytes } from 'node:crypto';
+import type { ExitStore, HopSecretState } from '../store/types.js';
+
+const READ_EVERY_MS = 1_000;
+/** An entry stops offering the replaced secret this long after a rotation (no exit's grace is longer). */
+const OFFER_PREVIOUS_MS = 7 * 86_400_000;
+
+export class HopSecrets {
+  private state: HopSecretState | null = null;
+  private readAt = 0;
+  private timer: NodeJS.Timeout | null = null;
+  private lastFailureLog = 0;
+
+  constructor(
+    private readonly store: ExitStore,
+    private readonly o: { graceMs: number; log?: { warn(obj: object, msg?: string): void } },
+  ) {}
+
+  /** The first read (made by the first node of the fleet), then one every second. */
+  async start(): Promise<void> {
+    await this.read();
+    this.timer = setInterval(() => void this.read().catch((e: unknown) => this.readFailed(e)), READ_EVERY_MS);
+    this.timer.unref();
+  }
+
+  stop(): void {
+    if (this.timer) clearInterval(this.timer);
+    this.timer = null;
+  }
+
+  private async read(): Promise<void> {
+    this.state = await this.store.hopSecret(randomBytes(32).toString('hex'));
+    this.readAt = Date.now();
+  }
+
+  private readFailed(e: unknown): void {
+    // The database away: keep the secrets last read (no exit or entry changes them without it).
+    const now = Date.now();
+    if (now - this.lastFailureLog < 10_000) return;
+    this.lastFailureLog = now;
+    this.o.log?.warn({ event: 'hop_secret_unavailable', detail: e instanceof Error ? e.message : String(e) }, 'hop secret not read; keeping the last one');
+  }
+
+  private sinceRotation(): number {
+    const s = this.state!;
+    return s.rotatedAgoMs === null ? Infinity : s.rotatedAgoMs + (Date.now() - this.readAt);
+  }
+
+  /** What an entry proves on a new hop connection, the newest first. */
+  readonly offered = (): readonly Buffer[] => {
+    const s = this.state!;
+    const out = [Buffer.from(s.current, 'hex')];
+    if (s.previous !== null && this.sinceRotation() < OFFER_PREVIOUS_MS) out.push(Buffer.from(s.previous, 'hex'));
+    return out;
+  };
+
+  /** What an exit accepts a proof of now. */
+  readonly accepted = (): readonly Buffer[] => {
+    const s = this.state!;
+    const out = [Buffer.from(s.current, 'hex')];
+    if (s.previous !== null && this.sinceRotation() < this.o.graceMs) out.push(Buffer.from(s.previous, 'hex'));
+    return out;
+  };
+}

@@ -1,0 +1,38 @@
+// The entry's dialer: every target through an exit's hop (an entry node dials nothing itself).
+import type { Dialer, DialOutcome, DialRequest, ExitWish } from '../dialer.js';
+import type { ExitDirectory, ExitDirectoryOptions } from './directory.js';
+
+export class HopDialer implements Dialer {
+  constructor(
+    private readonly dir: ExitDirectory,
+    private readonly log?: ExitDirectoryOptions['log'],
+  ) {}
+
+  async dial(req: DialRequest): Promise<DialOutcome> {
+    const want = req.want ?? null;
+    const avoid = new Set<string>();
+    // A hop connection that fails before the exit answers (the exit just died) is tried once more elsewhere.
+    for (let attempt = 0; attempt < 3; attempt++) {
+      const e = this.dir.pick(want, req.session?.key ?? null, avoid);
+      if (e === null) break;
+      const out = await e.link.dial(req);
+      if (out !== 'retry') {
+        if (!out?.ok) return out;
+        const movedFrom = req.session ? this.dir.notePlacement(req.session.key, e.row.node, req.session.minutes) : null;
+        if (movedFrom !== null) this.log?.info({ event: 'session_moved', from: movedFrom, to: e.row.node }, 'a session moved to another exit');
+        return { ...out, via: { exit: e.row.node, movedFrom } };
+      }
+      avoid.add(e.row.node);
+      if (!req.wanted()) return null;
+    }
+    return { ok: false, failure: 'no_exit', detail: this.noExitDetail(want) };
+  }
+
+  /** What the 502 names: the country when no exit is there, else the city (as a `both` node says it). */
+  private noExitDetail(want: ExitWish | null): string {
+    if (want?.country && want.city && this.dir.candidates({ country: want.country, city: null }).length > 0) return `no exit for city ${want.city}`;
+    if (want?.country) return `no exit for country ${want.country}`;
+    if (want?.city) return `no exit for city ${want.city}`;
+    return 'no exit available';
+  }
+}

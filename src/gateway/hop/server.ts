@@ -1,0 +1,173 @@
+// The exit's end of the hop: a TLS 1.3 listener that may face the internet. Nothing is reachable before a
+// completed handshake and a proof of the fleet secret bound to that TLS session; connections that have not
+// proved it are bounded (in all, and per source address) and closed 10 s after accept. The exit dials
+// through its own dialer (target policy, resolver, egress address or pool, sticky sessions); the entry
+// admits, meters and logs, so each connection is counted once.
+import { createHash } from 'node:crypto';
+import net from 'node:net';
+import tls from 'node:tls';
+import type { Dialer } from '../dialer.js';
+import { destroySelf } from '../dialer.js';
+import { splice, type SpliceOwner } from '../splice.js';
+import type { HopIdentity } from './identity.js';
+import { ALPN, proofAccepted, readLine, sessionBinding } from './wire.js';
+
+/** From accept to a proved secret (TCP, TLS handshake and the AUTH line), at most. */
+const PROOF_DEADLINE_MS = 10_000;
+/** Accepted connections that have not proved the secret yet, at most (more are closed at once)… */
+const MAX_UNPROVEN = 1_024;
+/** …and at most this many of them from one source address. */
+const MAX_UNPROVEN_PER_SOURCE = 64;
+/** An authenticated connection waiting for its DIAL (a warm one in an entry's pool) is closed after this. */
+const READY_IDLE_MS = 120_000;
+
+export type HopRefusal = 'limit' | 'handshake' | 'proof';
+
+export interface HopServerOptions {
+  listen: { host: string; port: number };
+  identity: HopIdentity;
+  /** The fleet secrets a proof may be made with now (the new one, and the old one while a rotation's grace lasts). */
+  secrets: () => readonly Buffer[];
+  /** The exit's own dialer (target policy, egress, sessions). */
+  dialer: Dialer;
+  /** The gateway's open tunnels (their idle sweep) and limits: a hop's tunnel runs in the same pump. */
+  core: SpliceOwner['core'];
+  /** A connection refused before it proved the secret (counted; never logged per attempt). */
+  onRefused?: (why: HopRefusal) => void;
+  /** From accept to a proved secret, at most (default 10 s; tests shorten it). */
+  proofDeadlineMs?: number;
+}
+
+export interface HopServer {
+  address(): { host: string; port: number };
+  /** Connections open now (proving, warm and carrying tunnels). */
+  open(): number;
+  /** New connections are served with this identity (open ones keep theirs). */
+  setIdentity(id: HopIdentity): void;
+  /** Stops accepting, closes warm connections at once, lets tunnels finish for up to `drainMs`. */
+  close(drainMs?: number): Promise<void>;
+}
+
+/** A context per identity: TLS 1.3 only; session tickets keyed from the private key, so every worker of the exit resumes its entries' sessions. */
+function contextFor(id: HopIdentity): tls.SecureContext {
+  const ctx = tls.createSecureContext({ key: id.key, cert: id.cert, minVersion: 'TLSv1.3', maxVersion: 'TLSv1.3' });
+  ctx.context.setTicketKeys(createHash('sha512').update('proxyd-hop tickets\0').update(id.key).digest().subarray(0, 48));
+  return ctx;
+}
+
+export async function startHopServer(o: HopServerOptions): Promise<HopServer> {
+  const sockets = new Set<net.Socket>();
+  /** The ones carrying a tunnel (the rest are warm, or still proving the secret). */
+  const relaying = new Set<net.Socket>();
+  let closing = false;
+  let unproven = 0;
+  const unprovenFrom = new Map<string, number>();
+  let context = contextFor(o.identity);
+  const refuse = (raw: net.Socket, why: HopRefusal): void => {
+    o.onRefused?.(why);
+    raw.destroy();
+  };
+  const server = net.createServer({ allowHalfOpen: true, noDelay: true, keepAlive: true }, (raw) => {
+    const source = raw.remoteAddress ?? '';
+    const fromSource = unprovenFrom.get(source) ?? 0;
+    if (closing || unproven >= MAX_UNPROVEN || fromSource >= MAX_UNPROVEN_PER_SOURCE) return refuse(raw, 'limit');
+    unproven++;
+    unprovenFrom.set(source, fromSource + 1);
+    let pending = true;
+    const proved = (): void => {
+      if (!pending) return;
+      pending = false;
+      clearTimeout(deadline);
+      unproven--;
+      const n = (unprovenFrom.get(source) ?? 1) - 1;
+      if (n > 0) unprovenFrom.set(source, n);
+      else unprovenFrom.delete(source);
+    };
+    const deadline = setTimeout(() => {
+      if (pending) refuse(raw, 'handshake');
+    }, o.proofDeadlineMs ?? PROOF_DEADLINE_MS);
+    raw.on('error', destroySelf);
+    raw.once('close', proved);
+    const s = new tls.TLSSocket(raw, { isServer: true, secureContext: context, ALPNProtocols: [ALPN] });
+    sockets.add(s);
+    s.on('error', destroySelf);
+    s.once('close', () => {
+      sockets.delete(s);
+      relaying.delete(s);
+      raw.destroy();
+    });
+    s.once('secure', () => {
+      if (s.alpnProtocol !== ALPN) return refuse(raw, 'handshake');
+      void serveHop(s, o, () => relaying.add(s), proved, () => refuse(raw, 'proof')).catch(() => s.destroy());
+    });
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen({ host: o.listen.host, port: o.listen.port }, () => {
+      server.removeListener('error', reject);
+      resolve();
+    });
+  });
+  const a = server.address() as net.AddressInfo;
+  return {
+    address: () => ({ host: a.address, port: a.port }),
+    open: () => sockets.size,
+    setIdentity(id: HopIdentity): void {
+      context = contextFor(id);
+    },
+    async close(drainMs = 0): Promise<void> {
+      closing = true;
+      const closed = new Promise<void>((r) => server.close(() => r()));
+      // Warm connections go now: their entries see it at once and send nothing more here.
+      for (const s of sockets) if (!relaying.has(s)) s.destroy();
+      const deadline = Date.now() + drainMs;
+      while (relaying.size > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 25));
+      for (const s of sockets) s.destroy();
+      await closed;
+    },
+  };
+}
+
+async function serveHop(s: tls.TLSSocket, o: HopServerOptions, onTunnel: () => void, onProved: () => void, onRefused: () => void): Promise<void> {
+  const binding = sessionBinding(s);
+  const auth = await readLine(s, o.proofDeadlineMs ?? PROOF_DEADLINE_MS);
+  if (!auth?.startsWith('AUTH ') || !proofAccepted(auth.slice(5).split(' ', 4), o.secrets(), binding)) return onRefused();
+  onProved();
+  s.write('OK\n');
+  for (;;) {
+    const line = await readLine(s, READY_IDLE_MS);
+    if (line === null) return void s.destroy();
+    if (line === 'PING') {
+      s.write('PONG\n');
+      continue;
+    }
+    const m = /^DIAL (\S+) (\d{1,5}) (\S+) (\d{1,4})$/.exec(line);
+    if (!m) return void s.destroy();
+    onTunnel();
+    let session: { key: string; minutes: number } | null = null;
+    try {
+      session = m[3] === '-' ? null : { key: decodeURIComponent(m[3]!), minutes: Number(m[4]) };
+    } catch {
+      return void s.destroy(); // not an encoding an entry makes
+    }
+    let upstream: net.Socket | null = null;
+    const out = await o.dialer.dial({
+      host: m[1]!,
+      port: Number(m[2]),
+      session,
+      wanted: () => !s.destroyed,
+      connecting: (u) => (upstream = u),
+    });
+    if (out === null) return void (upstream as net.Socket | null)?.destroy();
+    if (!out.ok) {
+      // The answer, then the connection goes whole (a half-closed socket never read again would stay in
+      // CLOSE_WAIT, one per failed dial).
+      s.end(`ERR ${out.failure}\n`, () => s.destroy());
+      return;
+    }
+    s.write(`OK ${out.socket.localAddress ?? '-'}\n`);
+    // The gateway's own pump (splice.ts): no budget or metering here (the entry counts), the idle sweep alike.
+    splice({ socket: s, upstream: null, budget: null, bytesUp: 0, bytesDown: 0, core: o.core }, out.socket, Buffer.alloc(0));
+    return;
+  }
+}
