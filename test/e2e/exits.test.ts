@@ -1,13 +1,18 @@
-// Entry and exit nodes (SPEC 13), on one host and one PostgreSQL: two entries and three exits (two in the
+// Entry and exit nodes, on one host and one PostgreSQL: two entries and three exits (two in the
 // US, one in Germany), each exit dialling from its own --egress-address on 127.0.0.x, so the target tells
 // which exit a connection came through. One exit (us2) and one entry (entry-2) run two workers each.
 //
 // Targeting by country and city, over HTTP CONNECT and SOCKS5; a session goes to the same exit from either
 // entry; no match → 502 destination_unavailable / SOCKS 0x03 within 100 ms (logged no_exit); a killed exit
 // leaves selection and its sessions move; a new exit takes traffic within 3 s of its ready line; the hop
-// listener refuses a client without the fleet secret; an exit has no customer port.
-import { execFileSync } from 'node:child_process';
+// listener refuses a client without the fleet secret; an exit has no customer port. Plain proxied HTTP
+// through an entry (one request, keep-alive clients); the hop as seen on the wire between entry and exit (a
+// recording relay: TLS 1.3 and nothing readable; a replay reaches nothing); the fleet secret and an exit's
+// certificate rotated while a tunnel streams.
+import { execFile, execFileSync } from 'node:child_process';
+import http from 'node:http';
 import net from 'node:net';
+import tls from 'node:tls';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { admin, dataDirFor, makeAccount, startDaemon, waitForProxyUsers, type Daemon } from '../helpers/daemon.js';
 import { makeTemplate, postgresSkipReason, startPostgres, type PgCluster } from '../helpers/postgres.js';
@@ -16,7 +21,7 @@ import { sleep } from '../helpers/wait.js';
 const skip = postgresSkipReason();
 const PASSWORD = 'exits-password-123';
 const EMAIL = 'exits@example.com';
-const EGRESS = { us1: '127.0.0.11', us2: '127.0.0.12', de1: '127.0.0.13', us3: '127.0.0.14' } as const;
+const EGRESS = { us1: '127.0.0.11', us2: '127.0.0.12', de1: '127.0.0.13', us3: '127.0.0.14', fr1: '127.0.0.15' } as const;
 const byAddress = new Map<string, string>(Object.entries(EGRESS).map(([k, v]) => [v, k]));
 
 /** Answers each connection with the address it came from (the exit's egress), then echoes. */
@@ -138,6 +143,50 @@ async function sendAndHalfClose(entry: Daemon, user: string, body: Buffer): Prom
   }
 }
 
+/** An HTTP origin that answers each request with the address it came from (the exit's egress) and its path. */
+function httpOrigin(): Promise<http.Server> {
+  const s = http.createServer((req, res) => {
+    let body = 0;
+    req.on('data', (d: Buffer) => (body += d.length));
+    req.on('end', () => res.end(`from ${req.socket.remoteAddress?.replace(/^::ffff:/, '')} ${req.url} body ${body}\n`));
+  });
+  return new Promise((r) => s.listen(0, '127.0.0.1', () => r(s)));
+}
+
+/** curl through the entry's HTTP proxy: its stdout, or its error. */
+function curl(entry: Daemon, user: string, urls: string[]): Promise<{ code: number; out: string; err: string }> {
+  return new Promise((resolve) => {
+    execFile('curl', ['-sS', '--max-time', '10', '--noproxy', '', '-x', `http://${user}:${PASSWORD}@${entry.httpProxy}`, ...urls], (e, out, err) =>
+      resolve({ code: e ? ((e as { code?: number }).code ?? 1) : 0, out, err }),
+    );
+  });
+}
+
+/**
+ * A relay on the hop's path that records every byte each way (the exit advertises it with --hop-advertise):
+ * what an observer between an entry and an exit sees.
+ */
+async function recordingRelay(): Promise<{ port: number; to: { port: number }; conns: Array<{ up: Buffer[]; down: Buffer[] }>; close(): void }> {
+  const conns: Array<{ up: Buffer[]; down: Buffer[] }> = [];
+  const to = { port: 0 };
+  const server = net.createServer({ allowHalfOpen: true }, (c) => {
+    const rec = { up: [] as Buffer[], down: [] as Buffer[] };
+    conns.push(rec);
+    const u = net.connect({ port: to.port, host: '127.0.0.1', allowHalfOpen: true });
+    for (const [a, b, into] of [[c, u, rec.up], [u, c, rec.down]] as const) {
+      a.on('data', (d: Buffer) => {
+        into.push(Buffer.from(d));
+        b.write(d);
+      });
+      a.on('end', () => b.end());
+      a.on('error', () => b.destroy());
+      a.on('close', () => b.destroy());
+    }
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
+  return { port: (server.address() as net.AddressInfo).port, to, conns, close: () => server.close() };
+}
+
 /** TCP ports a process listens on (ss -ltnp). */
 function listeningPorts(pid: number): number[] {
   const out = execFileSync('ss', ['-Hltnp'], { encoding: 'utf8' });
@@ -154,6 +203,7 @@ describe.skipIf(skip)('entry and exit nodes on one PostgreSQL', () => {
   let target: net.Server;
   const exits = new Map<string, Daemon>();
   const entries: Daemon[] = [];
+  const relays: Array<{ close(): void }> = [];
   const tgt = () => `127.0.0.1:${(target.address() as net.AddressInfo).port}`;
 
   const startExit = async (name: keyof typeof EGRESS, location: string, extra: string[] = []) => {
@@ -165,7 +215,7 @@ describe.skipIf(skip)('entry and exit nodes on one PostgreSQL', () => {
     return d;
   };
 
-  type LogRecord = { node: string; exit?: string; exit_moved_from?: string | null; decision: string; reason: string | null };
+  type LogRecord = { node: string; exit?: string; exit_moved_from?: string | null; decision: string; reason: string | null; protocol?: string };
   /** The connection-log records of a username, once `ready` says they are all there (5 s at most). */
   async function recordsOf(user: string, ready: (rs: LogRecord[]) => boolean): Promise<LogRecord[]> {
     const t0 = Date.now();
@@ -217,6 +267,7 @@ describe.skipIf(skip)('entry and exit nodes on one PostgreSQL', () => {
   afterAll(async () => {
     await Promise.all([...entries, ...exits.values()].map((d) => d.stop()));
     target?.close();
+    for (const r of relays) r.close();
     pg?.destroy();
   });
 
@@ -336,35 +387,226 @@ describe.skipIf(skip)('entry and exit nodes on one PostgreSQL', () => {
     expect((await viaConnect(entries[0]!, tgt(), 'alice-country-de')).ok).toBe(true);
   });
 
-  it('the hop listener refuses a client without the fleet secret', async () => {
+  it('the hop listener refuses a client without the fleet secret: plain TCP, TLS without a proof, HTTP', async () => {
     const [host, port] = exits.get('de1')!.hop.split(':') as [string, string];
-    const attempt = (lines: string[]) =>
+    let reached = 0;
+    const watch = () => reached++;
+    target.on('connection', watch);
+    const hear = (s: net.Socket) =>
       new Promise<{ said: string; closed: boolean }>((resolve) => {
-        const s = net.connect(Number(port), host);
         let said = '';
         s.on('error', () => {});
-        s.on('data', (d: Buffer) => {
-          said += d.toString('latin1');
-          if (said.includes('\n') && lines.length > 0) s.write(`${lines.shift()}\n`);
-        });
+        s.on('data', (d: Buffer) => (said += d.toString('latin1')));
         s.on('close', () => resolve({ said, closed: true }));
         setTimeout(() => {
           s.destroy();
           resolve({ said, closed: false });
         }, 3_000);
       });
-    const wrong = await attempt([`AUTH ${'0'.repeat(64)}`, `DIAL ${tgt().replace(':', ' ')} - 0`]);
-    expect(wrong.said).toMatch(/^PROXYD-HOP\/1 \S+\n$/); // the greeting, then nothing: closed
-    expect(wrong.closed).toBe(true);
-    const noAuth = await attempt([`DIAL ${tgt().replace(':', ' ')} - 0`]);
-    expect(noAuth.said).not.toContain('OK');
-    expect(noAuth.closed).toBe(true);
-    // An HTTP client on the hop port gets nothing either.
-    const http = await attempt([`CONNECT ${tgt()} HTTP/1.1\r\n`]);
-    expect(http.said).not.toContain('200');
+    try {
+      // Today's cleartext lines, as an old entry (or anyone) would send them: no greeting, no answer.
+      const plain = net.connect(Number(port), host);
+      plain.write(`AUTH ${'0'.repeat(64)}\nDIAL ${tgt().replace(':', ' ')} - 0\n`);
+      const p = await hear(plain);
+      expect(p.said).not.toMatch(/PROXYD|OK/);
+      expect(p.closed).toBe(true);
+      // A TLS client that completes the handshake (it may: the certificate is no secret) but has no proof.
+      const t = tls.connect({ host, port: Number(port), rejectUnauthorized: false, ALPNProtocols: ['proxyd-hop/2'] });
+      t.on('secureConnect', () => t.write(`AUTH ${'0'.repeat(64)}\nDIAL ${tgt().replace(':', ' ')} - 0\n`));
+      expect(await hear(t)).toEqual({ said: '', closed: true });
+      // An HTTP client on the hop port gets nothing either.
+      const h = net.connect(Number(port), host);
+      h.write(`CONNECT ${tgt()} HTTP/1.1\r\n\r\n`);
+      expect((await hear(h)).said).not.toContain('200');
+      expect(reached).toBe(0);
+    } finally {
+      target.removeListener('connection', watch);
+    }
     const metrics = await (await fetch(`${exits.get('de1')!.api}/metrics`)).text();
     expect(Number(/^proxyd_hop_refused_total (\d+)/m.exec(metrics)?.[1] ?? 0)).toBeGreaterThanOrEqual(3);
   });
+
+  it('plain proxied HTTP through an entry: one request, three from keep-alive clients, each answered and recorded with the exit', async () => {
+    const origin = await httpOrigin();
+    const base = `http://127.0.0.1:${(origin.address() as net.AddressInfo).port}`;
+    try {
+      for (const e of entries) {
+        const one = await curl(e, 'alice-country-de-session-fwd1', [`${base}/one`]);
+        expect(one, one.err).toMatchObject({ code: 0, out: 'from 127.0.0.13 /one body 0\n' });
+        // curl with several URLs (it reuses its connection where it can: here it reconnects after each close).
+        const three = await curl(e, 'alice-country-de', [`${base}/a`, `${base}/b`, `${base}/c`]);
+        expect(three, three.err).toMatchObject({ code: 0, out: ['a', 'b', 'c'].map((x) => `from 127.0.0.13 /${x} body 0\n`).join('') });
+      }
+      // An HTTP library with a keep-alive agent, as it sends requests through a proxy (absolute-form).
+      const [host, port] = entries[0]!.httpProxy.split(':') as [string, string];
+      const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+      try {
+        for (const [i, method] of (['GET', 'POST', 'GET'] as const).entries()) {
+          const body = await new Promise<string>((resolve, reject) => {
+            const req = http.request(
+              { host, port: Number(port), method, path: `${base}/k${i}`, agent, headers: { 'Proxy-Authorization': `Basic ${Buffer.from(`alice-country-de:${PASSWORD}`).toString('base64')}` } },
+              (res) => {
+                let b = '';
+                res.on('data', (d: Buffer) => (b += d.toString()));
+                res.on('end', () => resolve(`${res.statusCode} ${res.headers.connection} ${b}`));
+              },
+            );
+            req.setTimeout(10_000, () => req.destroy(new Error('no answer')));
+            req.on('error', reject);
+            req.end(method === 'POST' ? 'x'.repeat(1000) : undefined);
+          });
+          expect(body).toBe(`200 close from 127.0.0.13 /k${i} body ${method === 'POST' ? 1000 : 0}\n`);
+        }
+      } finally {
+        agent.destroy();
+      }
+      const rs = await recordsOf('alice-country-de-session-fwd1', (x) => x.length >= 2);
+      expect(rs).toHaveLength(2);
+      for (const r of rs) expect(r).toMatchObject({ exit: 'exit-de1', decision: 'admitted', protocol: 'http' });
+    } finally {
+      origin.close();
+    }
+  });
+
+  it('on the wire between entry and exit: a TLS 1.3 handshake, then no target, username, DIAL line or HTTP text; a replay reaches nothing', async () => {
+    const relay = await recordingRelay();
+    const origin = await httpOrigin();
+    const marker = `MARKER-${Math.random().toString(36).slice(2)}`;
+    try {
+      const fr = await startExit('fr1', 'fr', ['--hop-advertise', `127.0.0.1:${relay.port}`]);
+      relay.to.port = Number(fr.hop.split(':')[1]);
+      for (const e of entries) {
+        const t0 = Date.now();
+        while (!(await viaConnect(e, tgt(), 'alice-country-fr')).ok) {
+          if (Date.now() - t0 > 10_000) throw new Error('the entry does not reach the exit through the relay');
+          await sleep(200);
+        }
+      }
+      // Tunnels carrying the marker, over each protocol.
+      const r1 = await sendAndHalfClose(entries[0]!, 'alice-country-fr-session-wire', Buffer.from(`${marker} over CONNECT`));
+      expect(r1.answer).toMatch(/^got \d+\n$/);
+      const originUrl = `http://127.0.0.1:${(origin.address() as net.AddressInfo).port}/${marker}`;
+      const f = await curl(entries[1]!, 'alice-country-fr', ['-H', `X-Marker: ${marker}`, '-d', marker, originUrl]);
+      expect(f.out).toBe(`from 127.0.0.15 /${marker} body ${marker.length}\n`);
+      expect(await viaSocks(entries[0]!, (target.address() as net.AddressInfo).port, 'alice-country-fr')).toEqual({ ok: true, exit: 'fr1' });
+
+      expect(relay.conns.length).toBeGreaterThan(0);
+      const all = Buffer.concat(relay.conns.flatMap((c) => [...c.up, ...c.down])).toString('latin1');
+      for (const plain of [marker, 'alice', 'DIAL', 'AUTH', 'PING', 'HTTP/1.1', 'X-Marker', '127.0.0.1', String((target.address() as net.AddressInfo).port)]) {
+        expect(all.includes(plain), plain).toBe(false);
+      }
+      for (const c of relay.conns.filter((x) => x.up.length > 0 && x.down.length > 0)) {
+        const up = Buffer.concat(c.up);
+        const down = Buffer.concat(c.down);
+        expect(up[0]).toBe(0x16); // a TLS handshake record: the ClientHello
+        expect(down[0]).toBe(0x16); // the ServerHello…
+        expect(down.subarray(0, 200).includes(Buffer.from([0x00, 0x2b, 0x00, 0x02, 0x03, 0x04]))).toBe(true); // …choosing TLS 1.3
+      }
+
+      // A replay of a recorded entry → exit stream, sent to the exit's hop port: no target is reached.
+      let reached = 0;
+      const watch = () => reached++;
+      target.on('connection', watch);
+      try {
+        for (const c of relay.conns.slice(0, 5)) {
+          const s = net.connect(relay.to.port, '127.0.0.1');
+          s.on('error', () => {});
+          s.on('connect', () => s.write(Buffer.concat(c.up)));
+          await new Promise<void>((r) => {
+            s.on('close', () => r());
+            setTimeout(() => {
+              s.destroy();
+              r();
+            }, 1_000);
+          });
+        }
+        await sleep(200);
+        expect(reached).toBe(0);
+      } finally {
+        target.removeListener('connection', watch);
+      }
+    } finally {
+      relays.push(relay); // the fr exit is reached through it from now on (the rotation test below)
+      origin.close();
+    }
+  }, 60_000);
+
+  it('rotate-secret and rotate-cert while a tunnel streams: it is not cut, new tunnels keep working, entries pin the new certificate within 2 s', async () => {
+    // A tunnel through the fr exit that streams in the background all along.
+    const counter = net.createServer({ allowHalfOpen: true }, (c) => {
+      let n = 0;
+      c.on('error', () => {});
+      c.on('data', (d: Buffer) => (n += d.length));
+      c.on('end', () => c.end(`got ${n}\n`));
+    });
+    await new Promise<void>((r) => counter.listen(0, '127.0.0.1', () => r()));
+    const [host, port] = entries[0]!.httpProxy.split(':') as [string, string];
+    const s = net.connect({ host, port: Number(port), allowHalfOpen: true });
+    let got = '';
+    s.on('data', (d: Buffer) => (got += d.toString('latin1')));
+    const ended = new Promise<void>((r) => s.on('end', () => r()));
+    s.write(`CONNECT 127.0.0.1:${(counter.address() as net.AddressInfo).port} HTTP/1.1\r\nProxy-Authorization: Basic ${Buffer.from(`alice-country-fr:${PASSWORD}`).toString('base64')}\r\n\r\n`);
+    while (!got.includes('\r\n\r\n')) await sleep(5);
+    expect(got.slice(0, 12)).toBe('HTTP/1.1 200');
+    let sent = 0;
+    const chunk = Buffer.alloc(64 * 1024, 3);
+    const streaming = setInterval(() => {
+      s.write(chunk);
+      sent += chunk.length;
+    }, 20);
+    // New tunnels all along, through both entries.
+    let stop = false;
+    const failures: string[] = [];
+    let made = 0;
+    const began = Date.now();
+    const newTunnels = (async () => {
+      while (!stop) {
+        for (const e of entries) {
+          const r = await viaConnect(e, tgt(), 'alice-country-fr').catch((err: Error) => ({ ok: false as const, status: 0, head: err.message, ms: 0 }));
+          if (!r.ok) failures.push(`${r.status} ${/details="[^"]*"/.exec(r.head)?.[0] ?? r.head.split('\r\n')[0]} at ${Date.now() - began} ms`);
+          else made++;
+        }
+      }
+    })();
+    try {
+      const rs = await admin(first, ['fleet', 'rotate-secret']);
+      expect(rs.code, rs.stderr).toBe(0);
+      expect(rs.json).toEqual({ rotated: true });
+      await sleep(1_500);
+      const before = JSON.parse((await admin(first, ['exits'])).stdout.split('\n').find((l) => l.includes('"exit-fr1"'))!) as { fingerprints: string[] };
+      const t0 = Date.now();
+      const rc = await admin(first, ['fleet', 'rotate-cert', '--node', 'exit-fr1']);
+      expect(rc.code, rc.stderr).toBe(0);
+      const returned = Date.now();
+      expect(rc.json).toMatchObject({ node: 'exit-fr1', previous: before.fingerprints[0] });
+      expect(rc.json.fingerprint).toMatch(/^[0-9a-f]{64}$/);
+      expect(rc.json.fingerprint).not.toBe(before.fingerprints[0]);
+      expect(returned - t0).toBeLessThan(15_000);
+      // Every entry pins the new certificate alone within 2 s of the command returning.
+      for (const e of entries) {
+        const seen = () =>
+          e.logs.some((l) => l.includes('"exit_certificate_changed"') && l.includes('"exit-fr1"') && l.includes(`"fingerprints":["${rc.json.fingerprint}"]`));
+        while (!seen() && Date.now() - returned < 2_000) await sleep(50);
+        expect(seen(), e.logs.filter((l) => l.includes('exit_certificate')).join('\n')).toBe(true);
+      }
+      await sleep(1_000);
+      const after = await admin(first, ['exits']);
+      expect(after.stdout).toContain(`"fingerprints":["${rc.json.fingerprint}"]`);
+    } finally {
+      stop = true;
+      await newTunnels;
+      clearInterval(streaming);
+    }
+    expect(failures.slice(0, 5), `${failures.length} failures; ${failures.at(-1)}\n${entries[0]!.logs.filter((l) => /exit_|hop_/.test(l)).slice(-12).join('\n')}\n${exits.get('fr1')!.logs.filter((l) => /hop|exit/.test(l)).slice(-12).join('\n')}`).toEqual([]);
+    expect(made).toBeGreaterThan(10);
+    // The streaming tunnel was never cut: every byte arrived.
+    s.end();
+    await ended;
+    counter.close();
+    expect(got.slice(got.indexOf('\r\n\r\n') + 4)).toBe(`got ${sent}\n`);
+    // And the new secret is the only one needed from now on: a new exit (it knows no old one) takes traffic.
+    expect((await viaConnect(entries[1]!, tgt(), 'alice-country-fr')).ok).toBe(true);
+  }, 60_000);
 
   it('a killed exit leaves selection within 3 s and its sessions move; a new exit takes traffic within 3 s of its ready line', async () => {
     // Sessions placed on us1 before it dies.

@@ -91,12 +91,22 @@ const exitsAction = withStore(async (store, all) => {
   if (!store.exits) throw new AdminError('exit nodes need a fleet database: give --database-url postgres://…');
   const { STALE_MS } = await import('../fleet/exits.js');
   const rows = await store.exits.list(365 * 86_400_000); // every row; those past STALE_MS get no traffic
-  const out = rows.map((r) => ({ node: r.node, hop: r.hop, country: r.country, city: r.city, heartbeat_age_ms: r.ageMs, state: r.ageMs <= STALE_MS ? 'live' : 'stale' }));
+  const out = rows.map((r) => ({ node: r.node, hop: r.hop, country: r.country, city: r.city, heartbeat_age_ms: r.ageMs, state: r.ageMs <= STALE_MS ? 'live' : 'stale', fingerprints: r.fingerprints }));
   if (all.format === 'table') {
     const cols = ['node', 'hop', 'country', 'city', 'heartbeat_age_ms', 'state'] as const;
     process.stdout.write(`${cols.join('  ')}\n`);
     for (const r of out) process.stdout.write(`${cols.map((c) => r[c] ?? '-').join('  ')}\n`);
   } else for (const r of out) process.stdout.write(`${JSON.stringify(r)}\n`);
+});
+
+/** `proxyd admin fleet …`: one JSON object on stdout. */
+const rotateSecretAction = withStore(async (store) => {
+  const { rotateSecret } = await import('../admin/fleet.js');
+  process.stdout.write(`${JSON.stringify(await rotateSecret(store))}\n`);
+});
+const rotateCertAction = withStore(async (store, all) => {
+  const { rotateCert } = await import('../admin/fleet.js');
+  process.stdout.write(`${JSON.stringify(await rotateCert(store, String(all.node)))}\n`);
 });
 
 const usageAction = withStore(async (store, all) => {
@@ -295,6 +305,21 @@ export function buildProgram(): Command {
     .addOption(dataDirOption())
     .addOption(databaseUrlOption())
     .action(exitsAction);
+
+  const fleet = admin.command('fleet').description('the entry → exit hop\'s credentials (docs/admin.md)');
+  fleet
+    .command('rotate-secret')
+    .description('make a new fleet secret; exits accept the old one too for their --hop-grace')
+    .addOption(dataDirOption())
+    .addOption(databaseUrlOption())
+    .action(rotateSecretAction);
+  fleet
+    .command('rotate-cert')
+    .description("give an exit a new hop certificate; returns once it serves it and entries can pin it")
+    .requiredOption('--node <name>', "the exit's --node-name")
+    .addOption(dataDirOption())
+    .addOption(databaseUrlOption())
+    .action(rotateCertAction);
 
   return program;
 }

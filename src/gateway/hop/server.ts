@@ -90,7 +90,8 @@ export async function startHopServer(o: HopServerOptions): Promise<HopServer> {
     raw.once('close', proved);
     const s = new tls.TLSSocket(raw, { isServer: true, secureContext: context, ALPNProtocols: [ALPN] });
     sockets.add(s);
-    s.on('error', destroySelf);
+    // Not TLS, not TLS 1.3, a truncated handshake: refused (counted) before anything of ours is said.
+    s.on('error', () => (pending ? refuse(raw, 'handshake') : s.destroy()));
     s.once('close', () => {
       sockets.delete(s);
       relaying.delete(s);
