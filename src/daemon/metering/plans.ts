@@ -38,6 +38,15 @@ export function periodStart(period: PlanPeriod, anchorDay: number, nowMs: number
   return start <= nowMs ? start : Date.UTC(d.getUTCFullYear(), d.getUTCMonth() - 1, anchorDay);
 }
 
+/** The period of an account without a plan: the calendar month, UTC (its users' limits count in it too). */
+export const NO_PLAN_PERIOD: Readonly<Pick<Plan, 'period' | 'anchorDay'>> = { period: 'month', anchorDay: 1 };
+
+/** Where the account's current period started: its plan's, or without a plan the calendar month's. */
+export function accountPeriodStart(plan: Pick<Plan, 'period' | 'anchorDay'> | null | undefined, nowMs: number): number {
+  const p = plan ?? NO_PLAN_PERIOD;
+  return periodStart(p.period, p.anchorDay, nowMs);
+}
+
 export type PlanState = 'ok' | 'over_traffic' | 'expired';
 
 /** A plan's state, given what its current period has used. */
@@ -311,9 +320,8 @@ export class PlanEnforcer implements PlanLimits {
     const now = this.now();
     const starts = new Map<number, number>();
     for (const id of accountIds) {
-      const p = this.plans.get(id);
-      // A user's limit counts in its account's period (the calendar month when the account has no plan).
-      starts.set(id, Math.floor((p ? periodStart(p.period, p.anchorDay, now) : periodStart('month', 1, now)) / DAY) * DAY);
+      // A user's limit counts in its account's period.
+      starts.set(id, Math.floor(accountPeriodStart(this.plans.get(id), now) / DAY) * DAY);
     }
     const rows = await this.store.usage.dailyTotals([...accountIds], Math.min(...starts.values()));
     const used = new Map<string, number>();
