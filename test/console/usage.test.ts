@@ -68,7 +68,7 @@ describe('console Usage page', () => {
     expect(await page.textContent('[data-testid=usage-limit]')).toBe('No limit');
     expect(await page.locator('[data-testid=usage-chart]').evaluate((e) => e.tagName.toLowerCase())).toBe('svg');
     expect(await page.locator('[data-testid=usage-chart] rect.bar').count()).toBe(54); // 24 hours + 30 days
-    expect(await page.textContent('[data-testid="usage-row-crawler"] [data-testid=usage-row-total]')).toBe('302.7 KiB');
+    expect(await page.textContent('[data-testid="usage-row-crawler"] [data-testid=usage-row-total]')).toBe('302.73 KiB');
     expect(await page.locator('[data-testid="usage-row-other-user"]').count()).toBe(0);
 
     const [download] = await Promise.all([page.waitForEvent('download'), page.click('[data-testid=usage-csv]')]);

@@ -1,6 +1,7 @@
 // Connections page (SPEC 12): the account's own connection-log records, newest first, with their precise
 // reasons (the client only ever heard a uniform 407), filters by user, source IP, decision and reason.
 import { REASON_TEXT, isLogReason } from '../../services/connection-log.js';
+import { formatSize } from '../../../contract/size.js';
 import { html, type Html } from '../html.js';
 import { shell } from '../layout.js';
 import type { Flash } from '../session.js';
@@ -37,13 +38,6 @@ interface ConnectionsView {
   flash?: Flash | undefined;
 }
 
-function bytes(n: number): string {
-  if (n < 1024) return `${n} B`;
-  if (n < 1024 * 1024) return `${(n / 1024).toFixed(1)} KiB`;
-  if (n < 1024 ** 3) return `${(n / 1024 / 1024).toFixed(1)} MiB`;
-  return `${(n / 1024 ** 3).toFixed(2)} GiB`;
-}
-
 function row(r: ConnectionRowView): Html {
   const refused = r.decision === 'refused';
   return html`<tr data-testid="conn-row" data-request-id="${r.request_id}" data-reason="${r.reason ?? ''}">
@@ -53,7 +47,7 @@ function row(r: ConnectionRowView): Html {
   }</td>
 <td data-label="User / source"><span data-testid="conn-user">${r.username ?? html`<span class="muted">whitelist</span>`}</span><br><code class="small">${r.source_ip}</code></td>
 <td data-label="Target"><code>${r.target ?? '—'}</code> <span class="muted small">${r.protocol}</span></td>
-<td data-label="Traffic">${refused ? html`<span class="muted">—</span>` : html`↑ ${bytes(r.bytes_up)} ↓ ${bytes(r.bytes_down)}<br><span class="muted small">${r.duration_ms} ms</span>`}</td>
+<td data-label="Traffic">${refused ? html`<span class="muted">—</span>` : html`↑ ${formatSize(r.bytes_up)} ↓ ${formatSize(r.bytes_down)}<br><span class="muted small">${r.duration_ms} ms</span>`}</td>
 <td data-label="Request id"><code class="small" data-testid="conn-request-id">${r.request_id}</code></td>
 </tr>`;
 }
