@@ -26,13 +26,12 @@ import { ByteBudget } from '../../gateway/byte-budget.js';
 import type { PlanLimits } from '../../gateway/types.js';
 import { usageKey } from './meter.js';
 import type { Plan, PlanPeriod, Store, UserLimits } from '../store/index.js';
-
-const DAY = 86_400_000;
+import { bucketStart } from '../store/usage-sql.js';
 
 /** Where the plan's current period started (UTC): today, the last anchor day of the month, or never. */
 export function periodStart(period: PlanPeriod, anchorDay: number, nowMs: number): number {
   if (period === 'lifetime') return 0;
-  if (period === 'day') return Math.floor(nowMs / DAY) * DAY;
+  if (period === 'day') return bucketStart('day', nowMs);
   const d = new Date(nowMs);
   const start = Date.UTC(d.getUTCFullYear(), d.getUTCMonth(), anchorDay);
   return start <= nowMs ? start : Date.UTC(d.getUTCFullYear(), d.getUTCMonth() - 1, anchorDay);
@@ -58,7 +57,7 @@ export function planState(plan: Plan, used: number, nowMs: number): PlanState {
 /** What one account's plan period has used so far, every node's flushed usage (the admin's view of one plan). */
 export async function periodUsed(store: Store, plan: Plan, nowMs: number): Promise<{ start: number; used: number }> {
   const start = periodStart(plan.period, plan.anchorDay, nowMs);
-  const rows = await store.usage.dailyTotals([plan.accountId], Math.floor(start / DAY) * DAY);
+  const rows = await store.usage.dailyTotals([plan.accountId], bucketStart('day', start));
   return { start, used: rows.reduce((n, r) => n + r.bytes, 0) };
 }
 
@@ -321,7 +320,7 @@ export class PlanEnforcer implements PlanLimits {
     const starts = new Map<number, number>();
     for (const id of accountIds) {
       // A user's limit counts in its account's period.
-      starts.set(id, Math.floor(accountPeriodStart(this.plans.get(id), now) / DAY) * DAY);
+      starts.set(id, bucketStart('day', accountPeriodStart(this.plans.get(id), now)));
     }
     const rows = await this.store.usage.dailyTotals([...accountIds], Math.min(...starts.values()));
     const used = new Map<string, number>();

@@ -6,10 +6,11 @@ import { accountOf, sendHtml, takeFlash, type ConsoleDeps } from '../deps.js';
 import { usagePage } from '../pages/usage.js';
 import { accountPeriodStart } from '../../metering/plans.js';
 import type { Plan, Store } from '../../store/index.js';
+import { PERIOD_MS, bucketStart } from '../../store/usage-sql.js';
 import { formatSize } from '../../../contract/size.js';
 
-const HOUR = 3_600_000;
-const DAY = 86_400_000;
+const HOUR = PERIOD_MS.hour;
+const DAY = PERIOD_MS.day;
 
 /** The account's plan and where its current period started: what the page and its CSV both cover. */
 async function currentPeriod(store: Store, accountId: number, nowMs: number): Promise<{ plan: Plan | null; from: number }> {
@@ -23,8 +24,8 @@ export default function usageRoutes(app: FastifyInstance, deps: ConsoleDeps): vo
   app.get('/usage', async (request, reply) => {
     const account = accountOf(request);
     const now = Date.now();
-    const hourNow = Math.floor(now / HOUR) * HOUR;
-    const dayNow = Math.floor(now / DAY) * DAY;
+    const hourNow = bucketStart('hour', now);
+    const dayNow = bucketStart('day', now);
     const hourStarts = Array.from({ length: 24 }, (_, i) => hourNow - (23 - i) * HOUR);
     const dayStarts = Array.from({ length: 30 }, (_, i) => dayNow - (29 - i) * DAY);
     const { plan, from } = await currentPeriod(store, account.id, now);
