@@ -1,4 +1,4 @@
-// Sizes as operators and customers write them (SPEC 11): `50GiB`, `500MB`, `1.5TiB`, or plain bytes.
+// Sizes as operators and customers write them (traffic limits): `50GiB`, `500MB`, `1.5TiB`, or plain bytes.
 // Binary units (KiB, MiB, GiB, TiB) are powers of 1024, decimal ones (kB, MB, GB, TB) powers of 1000.
 const UNITS: Record<string, number> = {
   b: 1,

@@ -64,7 +64,7 @@ export async function startGateway(opts: GatewayOptions): Promise<Gateway> {
   try {
     httpServer = await make('http', opts.httpProxyListen);
     socksServer = await make('socks5', opts.socksListen);
-    // An exit node: entries reach it on the hop listener, and it dials with its own dialer (SPEC 13).
+    // An exit node: entries reach it on the hop listener, and it dials with its own dialer.
     if (opts.hop) {
       hopServer = await startHopServer({
         listen: opts.hop.listen,

@@ -1,4 +1,4 @@
-// `proxyd admin connections`: the connection log (SPEC 12) for the operator, as JSON lines or a table, with
+// `proxyd admin connections`: the connection log (docs/admin.md) for the operator, as JSON lines or a table, with
 // `--follow` streaming new records from every node as they are written.
 import { isIP } from 'node:net';
 import { parseDurationMs, parseIsoTime } from '../../contract/time.js';

@@ -1,4 +1,4 @@
-// `proxyd admin plan set|show` and `proxyd admin proxy-user set` (SPEC 11): an account's plan and its proxy
+// `proxyd admin plan set|show` and `proxyd admin proxy-user set` (docs/admin.md, "plan"): an account's plan and its proxy
 // users' limits inside it. Sizes as `50GiB`, `500MB` or bytes; `none` removes a limit.
 import { parseIsoTime } from '../../contract/time.js';
 import { countLimit, sizeLimit } from '../services/limits.js';
@@ -27,7 +27,7 @@ function countOrNone(v: string, what: string): number | null {
 
 const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
 
-/** The plan as printed by both commands (SPEC 11); an account without one has no limits and a calendar month. */
+/** The plan as printed by both commands; an account without one has no limits and a calendar month. */
 async function planJson(store: Store, accountId: number) {
   const now = Date.now();
   const plan = (await store.plans.get(accountId)) ?? { accountId, trafficLimit: null, ...NO_PLAN_PERIOD, maxConnections: null, expiresAt: null };

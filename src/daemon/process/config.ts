@@ -42,7 +42,7 @@ export interface ServeConfig {
   logLevel: string;
   /** The name this node's connection-log records carry (`--node-name`, default the host name); an exit's name in the registry. */
   nodeName: string;
-  /** `--role` (SPEC 13): entry, exit, or both (one tier, as before). */
+  /** `--role` (docs/operations.md, "Entry and exit nodes"): entry, exit, or both (one tier, as before). */
   role: 'entry' | 'exit' | 'both';
   /** `--location CC[:city]`, lower-case. */
   location: { country: string; city: string | null } | null;

@@ -1,4 +1,4 @@
-// The connection log as people read it (SPEC 12): the closed list of reasons and the one record shape that
+// The connection log as people read it (docs/support.md): the closed list of reasons and the one record shape that
 // `proxyd admin connections` prints and the console's Connections page shows.
 import type { LogReason } from '../../gateway/types.js';
 import type { ConnectionLogRow } from '../store/index.js';
@@ -57,7 +57,7 @@ export function connectionJson(r: ConnectionLogRow) {
     bytes_up: r.bytesUp,
     bytes_down: r.bytesDown,
     duration_ms: r.durationMs,
-    // An entry node's records only (SPEC 13): the exit, and the exit a moved session had before.
+    // An entry node's records only: the exit, and the exit a moved session had before.
     ...(r.exit ? { exit: r.exit, exit_moved_from: r.exitMovedFrom ?? null } : {}),
   };
 }

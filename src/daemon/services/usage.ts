@@ -1,4 +1,4 @@
-// Usage as people read it (SPEC 11): an account's metered usage by proxy user (whitelist traffic under
+// Usage as people read it (docs/admin.md, "usage"): an account's metered usage by proxy user (whitelist traffic under
 // `ip:A.B.C.D`) or by minute, hour or day, as JSON, CSV or a table. `proxyd admin usage` and the console's
 // Usage page both use it.
 import { DEFAULT_USAGE_RETENTION_MS, bucketStart } from '../store/usage-sql.js';

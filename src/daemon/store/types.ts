@@ -213,7 +213,7 @@ export interface RateHitStore {
 
 export type PlanPeriod = 'day' | 'month' | 'lifetime';
 
-/** An account's plan (SPEC 11); a null limit is no limit. Times in ms. */
+/** An account's plan; a null limit is no limit. Times in ms. */
 export interface Plan {
   accountId: number;
   trafficLimit: number | null;
@@ -269,7 +269,7 @@ export interface UsageStore {
   prune(period: UsagePeriod, beforeMs: number): Promise<number | 'busy'>;
 }
 
-/** One connection-log record as written (the gateway's ConnectionRecord; SPEC 12). `accountId` -1: none matched. */
+/** One connection-log record as written (the gateway's ConnectionRecord). `accountId` -1: none matched. */
 export interface ConnectionLogEntry {
   startedAt: number;
   requestId: string;
@@ -381,7 +381,7 @@ export interface ChangeLogStore {
 
 type Backend = 'sqlite' | 'postgres';
 
-/** An exit node as entries see it (SPEC 13). */
+/** An exit node as entries see it (docs/gateway.md, "Entry and exit nodes"). */
 export interface ExitNodeRow {
   node: string;
   /** host:port of its hop listener. */

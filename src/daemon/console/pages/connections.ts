@@ -1,4 +1,4 @@
-// Connections page (SPEC 12): the account's own connection-log records, newest first, with their precise
+// Connections page (docs/console.md): the account's own connection-log records, newest first, with their precise
 // reasons (the client only ever heard a uniform 407), filters by user, source IP, decision and reason.
 import { REASON_TEXT, isLogReason } from '../../services/connection-log.js';
 import { formatSize } from '../../../contract/size.js';

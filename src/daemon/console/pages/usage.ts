@@ -1,4 +1,4 @@
-// Usage page (SPEC 11): this month's totals (no plan yet: no limit), a server-drawn SVG chart of the last 24
+// Usage page (docs/console.md): the current period's totals and the plan's limit, a server-drawn SVG chart of the last 24
 // hours and 30 days, a row per proxy user, and a CSV download. Works without JavaScript; the chart's bars
 // carry their figures in <title> (hover, screen readers) and the table repeats them.
 import { formatSize } from '../../../contract/size.js';
