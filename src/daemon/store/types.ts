@@ -1,5 +1,6 @@
 // The store's seam: one async interface per table family, domain types in and out, failures as values.
 // Backends (sqlite/, postgres/) implement it; nothing outside store/ sees a driver, a row or an SQL error.
+import type { UsageDelta } from '../../gateway/types.js';
 
 export type AccountStatus = 'active' | 'suspended' | 'closed';
 
@@ -89,14 +90,11 @@ export interface WindowDecision {
   oldestAtMs: number | null;
 }
 
-/** A node's metered usage of one account and subject (`user:NAME` or `ip:A.B.C.D`) since its last flush. */
-export interface UsageDelta {
-  accountId: number;
-  subject: string;
-  bytesUp: number;
-  bytesDown: number;
-  connections: number;
-}
+/**
+ * A node's metered usage of one account and subject (`user:NAME` or `ip:A.B.C.D`) since its last flush: what the
+ * gateway's `collectUsage()` hands over, declared once on the gateway's face (a type only: nothing of the gateway runs here).
+ */
+export type { UsageDelta };
 
 export type UsagePeriod = 'minute' | 'hour' | 'day';
 
