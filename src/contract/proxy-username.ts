@@ -10,7 +10,11 @@ export const PROXY_USERNAME_HINT = '3-64 characters of A-Z a-z 0-9 . _ -';
 const SESSION_MINUTES_DEFAULT = 10;
 const SESSION_MINUTES_MAX = 1440;
 const MARKER = '-session-';
-const MARKERS = ['-country-', '-city-', MARKER] as const;
+/** The parameter markers, in the order a login writes them: reserved in new usernames. */
+export const RESERVED_MARKERS = ['-country-', '-city-', MARKER] as const;
+const MARKERS = RESERVED_MARKERS;
+/** The reserved markers in words, for forms and messages. */
+export const RESERVED_MARKERS_HINT = `${RESERVED_MARKERS.slice(0, -1).map((m) => `"${m}"`).join(', ')} and "${MARKER}" are reserved: a login adds them to ask for a country, a city or a sticky session (USER-country-CC-city-NAME-session-ID)`;
 
 export function isProxyUsername(s: string): boolean {
   return PROXY_USERNAME_RE.test(s);
@@ -20,10 +24,16 @@ export function isProxyUsername(s: string): boolean {
  *  `alice-session-x` (of any account) would win over alice's session `x` at the gateway and lock alice out of it. */
 export function newProxyUsernameProblem(s: string): string | null {
   if (!isProxyUsername(s)) return PROXY_USERNAME_HINT;
-  if (s.includes(MARKER)) return `"${MARKER}" is reserved for session parameters (USER-session-ID)`;
-  const marker = MARKERS.find((m) => s.includes(m));
+  const marker = reservedMarkerIn(s);
+  if (marker === MARKER) return `"${MARKER}" is reserved for session parameters (USER-session-ID)`;
   if (marker) return `"${marker}" is reserved for targeting parameters (USER-country-CC-city-NAME)`;
   return null;
+}
+
+/** The reserved marker a name holds (`-session-` first), or null. */
+export function reservedMarkerIn(s: string): (typeof RESERVED_MARKERS)[number] | null {
+  if (s.includes(MARKER)) return MARKER;
+  return MARKERS.find((m) => s.includes(m)) ?? null;
 }
 
 /**

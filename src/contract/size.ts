@@ -1,4 +1,4 @@
-// Sizes as operators and customers write them (SPEC 11): `50GiB`, `500MB`, `1.5TiB`, or plain bytes.
+// Sizes as operators and customers write them (traffic limits): `50GiB`, `500MB`, `1.5TiB`, or plain bytes.
 // Binary units (KiB, MiB, GiB, TiB) are powers of 1024, decimal ones (kB, MB, GB, TB) powers of 1000.
 const UNITS: Record<string, number> = {
   b: 1,
@@ -25,7 +25,10 @@ export function parseSize(s: string): number | null {
   return Math.abs(n - bytes) < 1e-6 || mult > 1 ? bytes : null;
 }
 
-/** A size for people: the largest binary unit that keeps it at least 1 (`50 GiB`, `1.5 MiB`, `512 B`). */
+/**
+ * A size for people, the one byte formatter of every page and command: the largest binary unit that keeps it
+ * at least 1, at most two decimals, no trailing zeros (`50 GiB`, `1.5 MiB`, `302.73 KiB`, `512 B`).
+ */
 export function formatSize(n: number): string {
   const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
   let v = n;

@@ -1,4 +1,4 @@
-// A byte budget (SPEC 11): what this node may still relay for one limited account or proxy user before the
+// A byte budget: what this node may still relay for one limited account or proxy user before the
 // fleet's usage has been confirmed again. The daemon's plan enforcer grants it (at most a few MiB, never more
 // than the limit leaves) after this node's usage is flushed and the fleet's read back; the pump takes from it
 // as bytes pass and, when it runs out, parks the reader until the next grant. So no node relays more than one

@@ -122,7 +122,7 @@ export class ClientConn {
   budget: ByteBudget | null = null;
   /** The admitted username's sticky session (null: the connection rotates over the egress pool). */
   egressSession: EgressSession | null = null;
-  /** The username's targeting (SPEC 13), null: any exit. */
+  /** The username's targeting (`-country-`, `-city-`), null: any exit. */
   exitWish: ExitWish | null = null;
   /** On an entry node: the exit it went through (and the one its session had before, when it moved). */
   via: { exit: string; movedFrom: string | null } | null = null;
@@ -130,7 +130,7 @@ export class ClientConn {
   bytesDown = 0;
   upstream: net.Socket | null = null;
   handler: ProtocolHandler | null = null;
-  // What the connection log says of it (SPEC 12): set as the handshake learns them.
+  // What the connection log says of it: set as the handshake learns them.
   readonly startedAt = Date.now();
   /** Known once the handshake says what the client asks for. */
   protocol: LogProtocol | null = null;

@@ -14,7 +14,7 @@ export type ResolveOutcome =
 
 export type DialFailure = 'refused' | 'net_unreachable' | 'host_unreachable' | 'timeout';
 
-/** An entry node found no healthy exit that matches what the username asked for (SPEC 13). */
+/** An entry node found no healthy exit that matches what the username asked for. */
 export type ExitFailure = 'no_exit';
 
 export type TargetFailure = Exclude<ResolveOutcome, { ok: true }>['reason'] | DialFailure | ExitFailure;

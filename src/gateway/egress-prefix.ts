@@ -1,4 +1,4 @@
-// An IPv6 egress prefix (`--egress-pool 2001:db8:1::/64`, SPEC 13): each outgoing connection leaves from
+// An IPv6 egress prefix (`--egress-pool 2001:db8:1::/64`): each outgoing connection leaves from
 // a random address inside it (host bits from the CSPRNG, never all zero: that is the subnet-router anycast
 // address). The host routes the prefix locally and binds non-local addresses (docs/operations.md).
 import { randomFillSync } from 'node:crypto';

@@ -20,7 +20,7 @@ import { dialTarget } from './http-connect.js';
 
 type Stage = 'greeting' | 'auth' | 'request' | 'done';
 
-// Refusals that are not about who the client is (SPEC 11): the handshake succeeds and the CONNECT gets 0x02.
+// Refusals that are not about who the client is: the handshake succeeds and the CONNECT gets 0x02.
 const AFTER_REQUEST = new Set<Failure>(['traffic_limit', 'plan_expired', 'connection_limit']);
 
 export class Socks5Handler implements ProtocolHandler {

@@ -42,7 +42,7 @@ export interface Admitter {
 }
 
 /**
- * Metered usage since the last `collectUsage()` (SPEC 11), per account and subject: `user:NAME` (the proxy
+ * Metered usage since the last `collectUsage()`, per account and subject: `user:NAME` (the proxy
  * user whose credentials matched; a session username counts for its base user) or `ip:A.B.C.D` (whitelist
  * admission, under the entry's IP). Bytes as relayed between client and target while connections are open
  * (a tunnel's payload after the 200 / SOCKS reply; a forwarded request and response as sent); the gateway's
@@ -85,7 +85,7 @@ export interface ConnectionRecord {
   bytesUp: number;
   bytesDown: number;
   durationMs: number;
-  /** An entry node's records (SPEC 13): the exit the connection went through, and the exit its session had before when it moved. */
+  /** An entry node's records: the exit the connection went through, and the exit its session had before when it moved. */
   exit?: string | null;
   exitMovedFrom?: string | null;
 }
@@ -96,7 +96,7 @@ export interface ConnectionLogSink {
 }
 
 /**
- * Plans and limits (SPEC 11) as the gateway asks them, synchronously, from the daemon's in-memory view:
+ * Plans and limits (docs/decisions.md, "Plans and limits") as the gateway asks them, synchronously, from the daemon's in-memory view:
  * whether an admitted account/subject may open a connection at all, and its connection caps.
  */
 export interface PlanLimits {
@@ -148,7 +148,7 @@ export interface GatewayOptions {
   admission: Admitter;
   /** Plans and limits; absent: none. */
   plans?: PlanLimits;
-  /** Where refused attempts and ended connections are reported (SPEC 12); absent: not logged. */
+  /** Where refused attempts and ended connections are reported (docs/gateway.md, "The connection log"); absent: not logged. */
   connectionLog?: ConnectionLogSink;
   limits?: Partial<GatewayLimits>;
   /** Structured log sink (pino-compatible subset). Never given secrets. */
@@ -169,7 +169,7 @@ export interface GatewayOptions {
 export interface Gateway {
   httpProxyAddress(): { host: string; port: number } | null;
   socksAddress(): { host: string; port: number } | null;
-  /** An exit node's hop listener (SPEC 13), else null. */
+  /** An exit node's hop listener (docs/gateway.md, "Entry and exit nodes"), else null. */
   hopAddress(): { host: string; port: number } | null;
   /** An exit's new hop certificate: new hop connections get it, open ones keep theirs. */
   setHopIdentity(id: HopIdentity): void;

@@ -83,4 +83,35 @@ describe.each(BACKENDS)('console Connections page on %s', (backend) => {
     expect(await page.textContent('[role=alert]')).toContain('complete IP address');
     await page.close();
   }, 60_000);
+
+  it('explains a filter value it does not know instead of showing every record unfiltered', async () => {
+    const page = await browser.newPage();
+    await signIn(page, d.api, 'mine@example.com', PASSWORD);
+    await page.goto(`${d.api}/console/connections`);
+    await waitFor('records shown', async () => {
+      await page.reload();
+      return (await page.locator('[data-testid=conn-row]').count()) >= 2;
+    }, 5_000);
+
+    let res = await page.goto(`${d.api}/console/connections?decision=maybe`);
+    expect(res?.status()).toBe(200);
+    let alert = await page.textContent('[data-testid=conn-filter-error]');
+    expect(alert).toContain('"maybe"');
+    expect(alert).toContain('admitted or refused');
+    expect(await page.locator('[data-testid=conn-row]').count()).toBe(0);
+
+    res = await page.goto(`${d.api}/console/connections?reason=bogus`);
+    expect(res?.status()).toBe(200);
+    alert = await page.textContent('[data-testid=conn-filter-error]');
+    expect(alert).toContain('"bogus"');
+    for (const r of ['wrong_password', 'no_exit', 'admission_unavailable']) expect(alert).toContain(r);
+    expect(await page.locator('[data-testid=conn-row]').count()).toBe(0);
+
+    // Both at once: both named.
+    await page.goto(`${d.api}/console/connections?decision=maybe&reason=bogus`);
+    alert = await page.textContent('[data-testid=conn-filter-error]');
+    expect(alert).toContain('"maybe"');
+    expect(alert).toContain('"bogus"');
+    await page.close();
+  }, 60_000);
 });

@@ -1,6 +1,8 @@
-// Pure pieces of the console: HTML escaping, the session table, the log-in limiter, the one-time secret seal.
+// Pure pieces of the console: HTML escaping, byte sizes, the session table, the log-in limiter, the one-time secret seal.
 import { afterEach, describe, expect, it } from 'vitest';
-import { html, raw } from '../../src/daemon/console/html.js';
+import { escapeHtml, html, raw } from '../../src/daemon/console/html.js';
+import { usagePage } from '../../src/daemon/console/pages/usage.js';
+import { connectionsPage } from '../../src/daemon/console/pages/connections.js';
 import { LoginLimiter } from '../../src/daemon/console/login-limiter.js';
 import { whitelistPage } from '../../src/daemon/console/pages/whitelist.js';
 import { loadSessionSecret, RevealSealer } from '../../src/daemon/console/session.js';
@@ -18,6 +20,37 @@ describe('html template', () => {
     );
     expect(html`<ul>${['a<', 'b'].map((x) => html`<li>${x}</li>`)}</ul>`.value).toBe('<ul><li>a&lt;</li><li>b</li></ul>');
     expect(html`${raw('<b>ok</b>')}${null}${undefined}${false}${0}`.value).toBe('<b>ok</b>0');
+  });
+
+  it("has one escaper, and it escapes ' too", () => {
+    expect(escapeHtml(`<a href='x' title="y">&`)).toBe('&lt;a href=&#39;x&#39; title=&quot;y&quot;&gt;&amp;');
+  });
+
+  it('writes a size the same way on the Usage and the Connections page (one formatter: "50 GiB", not "50.0 GiB")', () => {
+    const GIB50 = 50 * 2 ** 30;
+    const totals = { bytes_up: GIB50, bytes_down: 0, connections: 1 };
+    const usage = usagePage({
+      csrf: 't',
+      email: 'a@example.com',
+      periodLabel: 'This month',
+      limit: 'No limit',
+      byUser: { rows: [{ user: 'alice', ...totals }], total: totals },
+      hours: { rows: [], total: totals },
+      days: { rows: [], total: totals },
+      hourStarts: [0],
+      dayStarts: [0],
+    }).value;
+    const conns = connectionsPage({
+      csrf: 't',
+      email: 'a@example.com',
+      filter: { user: '', ip: '', decision: '', reason: '' },
+      rows: [{ time: '2026-11-25T10:00:00.000Z', request_id: 'r1', protocol: 'connect', source_ip: '203.0.113.7', username: 'alice', target: 'example.com:443', decision: 'admitted', reason: null, bytes_up: GIB50, bytes_down: 1536, duration_ms: 5 }],
+      limit: 200,
+      reasons: [],
+    }).value;
+    expect(usage).toContain('>50 GiB<');
+    expect(conns).toContain('↑ 50 GiB ↓ 1.5 KiB');
+    for (const page of [usage, conns]) expect(page).not.toMatch(/50\.0+ GiB/);
   });
 
   it('renders a remark with markup as text on the whitelist page', () => {

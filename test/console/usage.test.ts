@@ -1,10 +1,12 @@
 // The console's Usage page in Debian's chromium: the month's total, the SVG chart, a row per proxy user
-// (whitelist traffic under its IP), and the CSV download, for the signed-in account only.
+// (whitelist traffic under its IP), and the CSV download, for the signed-in account only; the CSV covers the
+// period the page shows, also when a plan's period does not start on the 1st.
 import net from 'node:net';
 import { readFileSync } from 'node:fs';
 import type { Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { admin, startDaemon, type Daemon } from '../helpers/daemon.js';
+import { admin, databaseUrlOf, startDaemon, type Daemon } from '../helpers/daemon.js';
+import { openStore } from '../../src/daemon/store/index.js';
 import { launchChromium, signIn } from '../helpers/browser.js';
 import { RawClient, basic } from '../gateway/helpers.js';
 import { waitFor } from '../helpers/wait.js';
@@ -66,7 +68,7 @@ describe('console Usage page', () => {
     expect(await page.textContent('[data-testid=usage-limit]')).toBe('No limit');
     expect(await page.locator('[data-testid=usage-chart]').evaluate((e) => e.tagName.toLowerCase())).toBe('svg');
     expect(await page.locator('[data-testid=usage-chart] rect.bar').count()).toBe(54); // 24 hours + 30 days
-    expect(await page.textContent('[data-testid="usage-row-crawler"] [data-testid=usage-row-total]')).toBe('302.7 KiB');
+    expect(await page.textContent('[data-testid="usage-row-crawler"] [data-testid=usage-row-total]')).toBe('302.73 KiB');
     expect(await page.locator('[data-testid="usage-row-other-user"]').count()).toBe(0);
 
     const [download] = await Promise.all([page.waitForEvent('download'), page.click('[data-testid=usage-csv]')]);
@@ -74,6 +76,49 @@ describe('console Usage page', () => {
     expect(csv.split('\r\n')[0]).toBe('user,bytes_up,bytes_down,connections');
     expect(csv).toContain('crawler,10000,300000,');
     expect(csv).not.toContain('other-user');
+    await page.close();
+  }, 60_000);
+
+  it("the CSV covers the page's period when the plan is anchored mid-month", async () => {
+    const DAY = 86_400_000;
+    const now = Date.now();
+    const today = new Date(now);
+    const monthStart = Date.UTC(today.getUTCFullYear(), today.getUTCMonth(), 1);
+    // An anchor day whose period start is not the 1st: today's (on the 2nd..28th), the 28th, or (on the 1st) the 15th.
+    const day = today.getUTCDate();
+    const anchorDay = day === 1 ? 15 : Math.min(day, 28);
+    const periodStart = day === 1 ? Date.UTC(today.getUTCFullYear(), today.getUTCMonth() - 1, 15) : Date.UTC(today.getUTCFullYear(), today.getUTCMonth(), anchorDay);
+    expect(Math.abs(periodStart - monthStart)).toBeGreaterThanOrEqual(DAY);
+    // Usage inside one of the two spans and not the other: the page and its CSV must agree on it.
+    const at = Math.min(periodStart, monthStart) + 3_600_000;
+    const inPeriod = at >= periodStart;
+
+    expect((await admin(d.dataDir, ['account', 'create', '--email', 'anchored@example.com', '--password-stdin', '--verified'], `${PASSWORD}\n`)).code).toBe(0);
+    expect((await admin(d.dataDir, ['proxy-user', 'create', '--email', 'anchored@example.com', '--username', 'anchored-user', '--password-stdin'], `${PROXY_PASSWORD}\n`)).code).toBe(0);
+    const store = await openStore({ dataDir: d.dataDir, databaseUrl: databaseUrlOf(d.dataDir) });
+    try {
+      const account = (await store.accounts.findByEmail('anchored@example.com'))!;
+      await store.plans.set({ accountId: account.id, trafficLimit: null, period: 'month', anchorDay, maxConnections: null, expiresAt: null });
+      const delta = { accountId: account.id, subject: 'user:anchored-user', bytesUp: 123_456, bytesDown: 0, connections: 1 };
+      expect(await store.usage.addFlush('test-node', `anchored-${now}`, at, [delta])).toBe('ok');
+    } finally {
+      await store.close();
+    }
+
+    const page = await browser.newPage({ acceptDownloads: true });
+    await signIn(page, d.api, 'anchored@example.com', PASSWORD);
+    await page.goto(`${d.api}/console/usage`);
+    const since = new Date(periodStart).toISOString().slice(0, 10);
+    expect(await page.textContent('#period-title')).toContain(`since ${since}`);
+    const shown = Number(await page.getAttribute('[data-testid=usage-total]', 'data-bytes'));
+    expect(shown).toBe(inPeriod ? 123_456 : 0);
+
+    const [download] = await Promise.all([page.waitForEvent('download'), page.click('[data-testid=usage-csv]')]);
+    expect(download.suggestedFilename()).toBe(`usage-${since}.csv`);
+    const csv = readFileSync((await download.path())!, 'utf8');
+    const total = csv.split('\r\n').find((l) => l.startsWith('total,'))!.split(',');
+    expect(Number(total[1]) + Number(total[2])).toBe(shown);
+    expect(csv.includes('anchored-user,123456,')).toBe(inPeriod);
     await page.close();
   }, 60_000);
 

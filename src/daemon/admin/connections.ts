@@ -1,8 +1,8 @@
-// `proxyd admin connections`: the connection log (SPEC 12) for the operator, as JSON lines or a table, with
+// `proxyd admin connections`: the connection log (docs/admin.md) for the operator, as JSON lines or a table, with
 // `--follow` streaming new records from every node as they are written.
 import { isIP } from 'node:net';
 import { parseDurationMs, parseIsoTime } from '../../contract/time.js';
-import { LOG_REASONS, connectionJson, type ConnectionJson } from '../services/connection-log.js';
+import { DECISIONS, LOG_REASONS, connectionJson, isDecision, isLogReason, type ConnectionJson } from '../services/connection-log.js';
 import type { ConnectionLogFilter, ConnectionLogRow, Store } from '../store/index.js';
 import { AdminError } from './commands.js';
 
@@ -42,11 +42,11 @@ export async function connectionFilter(store: Store, o: ConnectionsOptions, nowM
   }
   if (o.id !== undefined) f.requestId = o.id;
   if (o.reason !== undefined) {
-    if (!(LOG_REASONS as readonly string[]).includes(o.reason)) throw new AdminError(`--reason: expected one of ${LOG_REASONS.join(', ')}`);
+    if (!isLogReason(o.reason)) throw new AdminError(`--reason: expected one of ${LOG_REASONS.join(', ')}`);
     f.reason = o.reason;
   }
   if (o.decision !== undefined) {
-    if (o.decision !== 'admitted' && o.decision !== 'refused') throw new AdminError('--decision: expected admitted or refused');
+    if (!isDecision(o.decision)) throw new AdminError(`--decision: expected ${DECISIONS.join(' or ')}`);
     f.decision = o.decision;
   }
   if (o.since !== undefined) f.sinceMs = parseSince(o.since, nowMs);

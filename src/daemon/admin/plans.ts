@@ -1,8 +1,8 @@
-// `proxyd admin plan set|show` and `proxyd admin proxy-user set` (SPEC 11): an account's plan and its proxy
+// `proxyd admin plan set|show` and `proxyd admin proxy-user set` (docs/admin.md, "plan"): an account's plan and its proxy
 // users' limits inside it. Sizes as `50GiB`, `500MB` or bytes; `none` removes a limit.
 import { parseIsoTime } from '../../contract/time.js';
 import { countLimit, sizeLimit } from '../services/limits.js';
-import { periodUsed, planState } from '../metering/plans.js';
+import { NO_PLAN_PERIOD, periodUsed, planState } from '../metering/plans.js';
 import type { Account, Plan, PlanPeriod, Store } from '../store/index.js';
 import { AdminError } from './commands.js';
 
@@ -27,10 +27,10 @@ function countOrNone(v: string, what: string): number | null {
 
 const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
 
-/** The plan as printed by both commands (SPEC 11); an account without one has no limits and a calendar month. */
+/** The plan as printed by both commands; an account without one has no limits and a calendar month. */
 async function planJson(store: Store, accountId: number) {
   const now = Date.now();
-  const plan = (await store.plans.get(accountId)) ?? { accountId, trafficLimit: null, period: 'month' as const, anchorDay: 1, maxConnections: null, expiresAt: null };
+  const plan = (await store.plans.get(accountId)) ?? { accountId, trafficLimit: null, ...NO_PLAN_PERIOD, maxConnections: null, expiresAt: null };
   const { start, used } = await periodUsed(store, plan, now);
   return {
     traffic_limit: plan.trafficLimit,

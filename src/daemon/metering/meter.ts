@@ -1,4 +1,4 @@
-// The usage meter (SPEC 11): every second it collects what the gateway relayed since the last time (open
+// The usage meter (docs/operations.md, "Usage metering"): every second it collects what the gateway relayed since the last time (open
 // connections included) and flushes it to the store as one flush with an id of its own. A flush the store
 // could not take is sent again with the same id (so a flush that did commit despite a timeout counts once);
 // what arrives meanwhile waits for the next flush. A node killed with SIGKILL loses at most the second it had

@@ -1,4 +1,4 @@
-// Plans and limits on this node (SPEC 11), enforced fleet-wide with two kinds of lease from the store.
+// Plans and limits on this node (docs/decisions.md, "Plans and limits"), enforced fleet-wide with two kinds of lease from the store.
 //
 // The plan tables: read when their version moves (a counter the database bumps on every change), so a table
 // of 100,000 limited users is read once per change, not twice a second. Expiry is decided from memory.
@@ -26,16 +26,24 @@ import { ByteBudget } from '../../gateway/byte-budget.js';
 import type { PlanLimits } from '../../gateway/types.js';
 import { usageKey } from './meter.js';
 import type { Plan, PlanPeriod, Store, UserLimits } from '../store/index.js';
-
-const DAY = 86_400_000;
+import { bucketStart } from '../store/usage-sql.js';
 
 /** Where the plan's current period started (UTC): today, the last anchor day of the month, or never. */
 export function periodStart(period: PlanPeriod, anchorDay: number, nowMs: number): number {
   if (period === 'lifetime') return 0;
-  if (period === 'day') return Math.floor(nowMs / DAY) * DAY;
+  if (period === 'day') return bucketStart('day', nowMs);
   const d = new Date(nowMs);
   const start = Date.UTC(d.getUTCFullYear(), d.getUTCMonth(), anchorDay);
   return start <= nowMs ? start : Date.UTC(d.getUTCFullYear(), d.getUTCMonth() - 1, anchorDay);
+}
+
+/** The period of an account without a plan: the calendar month, UTC (its users' limits count in it too). */
+export const NO_PLAN_PERIOD: Readonly<Pick<Plan, 'period' | 'anchorDay'>> = { period: 'month', anchorDay: 1 };
+
+/** Where the account's current period started: its plan's, or without a plan the calendar month's. */
+export function accountPeriodStart(plan: Pick<Plan, 'period' | 'anchorDay'> | null | undefined, nowMs: number): number {
+  const p = plan ?? NO_PLAN_PERIOD;
+  return periodStart(p.period, p.anchorDay, nowMs);
 }
 
 export type PlanState = 'ok' | 'over_traffic' | 'expired';
@@ -49,7 +57,7 @@ export function planState(plan: Plan, used: number, nowMs: number): PlanState {
 /** What one account's plan period has used so far, every node's flushed usage (the admin's view of one plan). */
 export async function periodUsed(store: Store, plan: Plan, nowMs: number): Promise<{ start: number; used: number }> {
   const start = periodStart(plan.period, plan.anchorDay, nowMs);
-  const rows = await store.usage.dailyTotals([plan.accountId], Math.floor(start / DAY) * DAY);
+  const rows = await store.usage.dailyTotals([plan.accountId], bucketStart('day', start));
   return { start, used: rows.reduce((n, r) => n + r.bytes, 0) };
 }
 
@@ -311,9 +319,8 @@ export class PlanEnforcer implements PlanLimits {
     const now = this.now();
     const starts = new Map<number, number>();
     for (const id of accountIds) {
-      const p = this.plans.get(id);
-      // A user's limit counts in its account's period (the calendar month when the account has no plan).
-      starts.set(id, Math.floor((p ? periodStart(p.period, p.anchorDay, now) : periodStart('month', 1, now)) / DAY) * DAY);
+      // A user's limit counts in its account's period.
+      starts.set(id, bucketStart('day', accountPeriodStart(this.plans.get(id), now)));
     }
     const rows = await this.store.usage.dailyTotals([...accountIds], Math.min(...starts.values()));
     const used = new Map<string, number>();

@@ -1,4 +1,4 @@
-// The connection log's writer (SPEC 12): the gateway hands it one record per refused attempt and per admitted
+// The connection log's writer (docs/operations.md, "Connection log"): the gateway hands it one record per refused attempt and per admitted
 // connection at its end; it keeps them in a bounded buffer and appends them to the store in batches, off the
 // connection path. A slow or absent database never delays a connection: records wait in the buffer (kept for
 // the next flush) and what does not fit is dropped and counted (proxyd_connection_log_dropped_total).

@@ -96,7 +96,7 @@ export class Metrics {
       up: s.bytesUp,
       down: s.bytesDown,
     }));
-    // The metered bytes (SPEC 11) are the same bytes: this node's total under the metering name.
+    // The metered bytes are the same bytes: this node's total under the metering name.
     fromGateway('proxyd_relayed_bytes_total', 'Bytes relayed between clients and targets on this node, as metered, by direction', 'direction', (s) => ({
       up: s.bytesUp,
       down: s.bytesDown,

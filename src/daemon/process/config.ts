@@ -7,12 +7,11 @@ import { DEFAULT_STALE_ADMISSION_SEC } from '../admission/view.js';
 import type { EgressPrefix } from '../../gateway/egress-prefix.js';
 import { parseEgress } from './egress-pool.js';
 import { parseDurationMs } from '../../contract/time.js';
+import { splitHostPort, type HostPort } from '../../contract/host-port.js';
 import { DEFAULT_USAGE_RETENTION_MS } from '../store/usage-sql.js';
 
-interface HostPort {
-  host: string;
-  port: number;
-}
+// The contract's HOST:PORT, as the start-up path (serve.ts) imports it from here.
+export { formatHostPort } from '../../contract/host-port.js';
 
 export interface ServeConfig {
   dataDir: string;
@@ -42,7 +41,7 @@ export interface ServeConfig {
   logLevel: string;
   /** The name this node's connection-log records carry (`--node-name`, default the host name); an exit's name in the registry. */
   nodeName: string;
-  /** `--role` (SPEC 13): entry, exit, or both (one tier, as before). */
+  /** `--role` (docs/operations.md, "Entry and exit nodes"): entry, exit, or both (one tier, as before). */
   role: 'entry' | 'exit' | 'both';
   /** `--location CC[:city]`, lower-case. */
   location: { country: string; city: string | null } | null;
@@ -70,12 +69,9 @@ export function defaultDataDir(env: NodeJS.ProcessEnv = process.env): string {
 }
 
 export function parseHostPort(s: string, what: string): HostPort {
-  const m = /^\[([^\]]+)\]:(\d{1,5})$/.exec(s) ?? /^([^:]+):(\d{1,5})$/.exec(s);
-  const port = m ? Number(m[2]) : NaN;
-  if (!m || port > 65535 || !(isIP(m[1]!) || /^[A-Za-z0-9.-]+$/.test(m[1]!))) {
-    throw new ConfigError(`${what}: expected HOST:PORT (port 0 picks a free one), got "${s}"`);
-  }
-  return { host: m[1]!, port };
+  const hp = splitHostPort(s);
+  if (!hp) throw new ConfigError(`${what}: expected HOST:PORT (port 0 picks a free one), got "${s}"`);
+  return hp;
 }
 
 function parseCidrList(s: string | undefined, what: string): string[] {
@@ -248,8 +244,4 @@ function parseNodeName(s: string | undefined): string {
 /** `--database-url`: PostgreSQL only (SQLite is the data dir). */
 export function checkDatabaseUrl(url: string | undefined): void {
   if (url && !/^postgres(ql)?:\/\/[^\s]+$/i.test(url)) throw new ConfigError('--database-url: expected postgres://USER:PASSWORD@HOST:PORT/DATABASE');
-}
-
-export function formatHostPort(hp: HostPort): string {
-  return hp.host.includes(':') ? `[${hp.host}]:${hp.port}` : `${hp.host}:${hp.port}`;
 }

@@ -85,7 +85,7 @@ const connectionsAction = withStore(async (store, all) => {
 });
 
 /** `admin usage`: the report in its format on stdout. */
-/** `proxyd admin exits`: the exit-node registry (SPEC 13), one JSON line per exit, or a table. */
+/** `proxyd admin exits`: the exit-node registry (docs/operations.md, "Entry and exit nodes"), one JSON line per exit, or a table. */
 const exitsAction = withStore(async (store, all) => {
   const { AdminError } = await import('../admin/commands.js');
   if (!store.exits) throw new AdminError('exit nodes need a fleet database: give --database-url postgres://…');

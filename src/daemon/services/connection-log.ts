@@ -1,29 +1,45 @@
-// The connection log as people read it (SPEC 12): the closed list of reasons and the one record shape that
+// The connection log as people read it (docs/support.md): the closed list of reasons and the one record shape that
 // `proxyd admin connections` prints and the console's Connections page shows.
+import type { LogReason } from '../../gateway/types.js';
 import type { ConnectionLogRow } from '../store/index.js';
 
-/** The closed list of reasons a record can carry (docs/support.md). */
-export const LOG_REASONS = [
-  'unknown_user',
-  'wrong_password',
-  'user_disabled',
-  'account_inactive',
-  'not_whitelisted',
-  'whitelist_entry_disabled',
-  'traffic_limit',
-  'connection_limit',
-  'plan_expired',
-  'target_forbidden',
-  'dns_error',
-  'target_refused',
-  'target_timeout',
-  'no_exit',
-  'malformed',
-  'admission_unavailable',
-] as const;
+/**
+ * The closed list of reasons a record can carry, in the customer's words (docs/support.md has the same list).
+ * Keyed by the gateway's `LogReason`: a reason added there without its line here does not compile.
+ */
+export const REASON_TEXT: Readonly<Record<LogReason, string>> = {
+  unknown_user: 'No proxy user has this username',
+  wrong_password: 'Wrong password for this proxy user',
+  user_disabled: 'This proxy user is disabled',
+  account_inactive: 'The account is suspended or closed',
+  not_whitelisted: 'The source IP is not on the whitelist',
+  whitelist_entry_disabled: 'The source IP’s whitelist entry is disabled',
+  traffic_limit: 'The traffic limit is used up',
+  connection_limit: 'Too many connections at once',
+  plan_expired: 'The plan has expired',
+  target_forbidden: 'The target address is not allowed',
+  dns_error: 'The target name could not be resolved',
+  target_refused: 'The target refused or could not be reached',
+  target_timeout: 'Connecting to the target timed out',
+  no_exit: 'No exit node matches the request',
+  malformed: 'The client sent a request the gateway could not read',
+  admission_unavailable: 'The gateway could not check the login at that moment',
+};
 
-/** The reasons the console offers as a filter: every one (entry/exit fleets produce `no_exit`). */
-export const PRODUCED_REASONS = LOG_REASONS;
+/** Every reason, as the filters of `proxyd admin connections` and the console offer them. */
+export const LOG_REASONS = Object.keys(REASON_TEXT) as LogReason[];
+
+export function isLogReason(s: string): s is LogReason {
+  return Object.hasOwn(REASON_TEXT, s);
+}
+
+/** What a record says was decided; a filter value. */
+export const DECISIONS = ['admitted', 'refused'] as const;
+export type Decision = (typeof DECISIONS)[number];
+
+export function isDecision(s: string): s is Decision {
+  return (DECISIONS as readonly string[]).includes(s);
+}
 
 /** A record as printed and as the console shows it: one shape everywhere (docs/support.md). */
 export function connectionJson(r: ConnectionLogRow) {
@@ -41,7 +57,7 @@ export function connectionJson(r: ConnectionLogRow) {
     bytes_up: r.bytesUp,
     bytes_down: r.bytesDown,
     duration_ms: r.durationMs,
-    // An entry node's records only (SPEC 13): the exit, and the exit a moved session had before.
+    // An entry node's records only: the exit, and the exit a moved session had before.
     ...(r.exit ? { exit: r.exit, exit_moved_from: r.exitMovedFrom ?? null } : {}),
   };
 }

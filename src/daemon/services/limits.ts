@@ -1,4 +1,4 @@
-// Limit values as people type them (SPEC 11), one rule for `proxyd admin` and the console: a size (`50GiB`,
+// Limit values as people type them (plans and proxy-user limits), one rule for `proxyd admin` and the console: a size (`50GiB`,
 // `500MB`, bytes) or a connection count, where `none` (or an empty field) removes the limit.
 import { parseSize } from '../../contract/size.js';
 

@@ -1,7 +1,7 @@
-// Usage as people read it (SPEC 11): an account's metered usage by proxy user (whitelist traffic under
+// Usage as people read it (docs/admin.md, "usage"): an account's metered usage by proxy user (whitelist traffic under
 // `ip:A.B.C.D`) or by minute, hour or day, as JSON, CSV or a table. `proxyd admin usage` and the console's
 // Usage page both use it.
-import { DEFAULT_USAGE_RETENTION_MS, PERIOD_MS } from '../store/usage-sql.js';
+import { DEFAULT_USAGE_RETENTION_MS, bucketStart } from '../store/usage-sql.js';
 import type { Store, UsagePeriod, UsageRow } from '../store/index.js';
 
 export interface UsageTotals {
@@ -28,9 +28,9 @@ export async function usageReport(store: Store, accountId: number, by: UsageBy, 
   let rows: UsageRow[];
   if (by === 'user') {
     const period = FINEST.find(([, keep]) => fromMs >= nowMs - keep)![0];
-    rows = await store.usage.query({ accountId, period, fromMs: Math.floor(fromMs / PERIOD_MS[period]) * PERIOD_MS[period], toMs, by: 'subject' });
+    rows = await store.usage.query({ accountId, period, fromMs: bucketStart(period, fromMs), toMs, by: 'subject' });
   } else {
-    rows = await store.usage.query({ accountId, period: by, fromMs: Math.floor(fromMs / PERIOD_MS[by]) * PERIOD_MS[by], toMs, by: 'time' });
+    rows = await store.usage.query({ accountId, period: by, fromMs: bucketStart(by, fromMs), toMs, by: 'time' });
   }
   const total: UsageTotals = { bytes_up: 0, bytes_down: 0, connections: 0 };
   const out = rows.map((r) => {

@@ -1,5 +1,6 @@
 // The store's seam: one async interface per table family, domain types in and out, failures as values.
 // Backends (sqlite/, postgres/) implement it; nothing outside store/ sees a driver, a row or an SQL error.
+import type { UsageDelta } from '../../gateway/types.js';
 
 export type AccountStatus = 'active' | 'suspended' | 'closed';
 
@@ -89,14 +90,11 @@ export interface WindowDecision {
   oldestAtMs: number | null;
 }
 
-/** A node's metered usage of one account and subject (`user:NAME` or `ip:A.B.C.D`) since its last flush. */
-export interface UsageDelta {
-  accountId: number;
-  subject: string;
-  bytesUp: number;
-  bytesDown: number;
-  connections: number;
-}
+/**
+ * A node's metered usage of one account and subject (`user:NAME` or `ip:A.B.C.D`) since its last flush: what the
+ * gateway's `collectUsage()` hands over, declared once on the gateway's face (a type only: nothing of the gateway runs here).
+ */
+export type { UsageDelta };
 
 export type UsagePeriod = 'minute' | 'hour' | 'day';
 
@@ -213,7 +211,7 @@ export interface RateHitStore {
 
 export type PlanPeriod = 'day' | 'month' | 'lifetime';
 
-/** An account's plan (SPEC 11); a null limit is no limit. Times in ms. */
+/** An account's plan; a null limit is no limit. Times in ms. */
 export interface Plan {
   accountId: number;
   trafficLimit: number | null;
@@ -269,7 +267,7 @@ export interface UsageStore {
   prune(period: UsagePeriod, beforeMs: number): Promise<number | 'busy'>;
 }
 
-/** One connection-log record as written (the gateway's ConnectionRecord; SPEC 12). `accountId` -1: none matched. */
+/** One connection-log record as written (the gateway's ConnectionRecord). `accountId` -1: none matched. */
 export interface ConnectionLogEntry {
   startedAt: number;
   requestId: string;
@@ -381,7 +379,6 @@ export interface ChangeLogStore {
 
 type Backend = 'sqlite' | 'postgres';
 
-/** An exit node as entries see it (SPEC 13). */
 /** An exit as the registry holds it (the gateway's ExitRow). */
 export interface ExitNodeRow {
   node: string;

@@ -1,5 +1,7 @@
-// Connections page (SPEC 12): the account's own connection-log records, newest first, with their precise
+// Connections page (docs/console.md): the account's own connection-log records, newest first, with their precise
 // reasons (the client only ever heard a uniform 407), filters by user, source IP, decision and reason.
+import { REASON_TEXT, isLogReason } from '../../services/connection-log.js';
+import { formatSize } from '../../../contract/size.js';
 import { html, type Html } from '../html.js';
 import { shell } from '../layout.js';
 import type { Flash } from '../session.js';
@@ -36,43 +38,16 @@ interface ConnectionsView {
   flash?: Flash | undefined;
 }
 
-/** What each reason means, in the customer's words (docs/support.md has the same list). */
-const REASON_TEXT: Record<string, string> = {
-  unknown_user: 'No proxy user has this username',
-  wrong_password: 'Wrong password for this proxy user',
-  user_disabled: 'This proxy user is disabled',
-  account_inactive: 'The account is suspended or closed',
-  not_whitelisted: 'The source IP is not on the whitelist',
-  whitelist_entry_disabled: 'The source IP’s whitelist entry is disabled',
-  traffic_limit: 'The traffic limit is used up',
-  connection_limit: 'Too many connections at once',
-  plan_expired: 'The plan has expired',
-  target_forbidden: 'The target address is not allowed',
-  dns_error: 'The target name could not be resolved',
-  target_refused: 'The target refused or could not be reached',
-  target_timeout: 'Connecting to the target timed out',
-  no_exit: 'No exit node matches the request',
-  malformed: 'The client sent a request the gateway could not read',
-  admission_unavailable: 'The gateway could not check the login at that moment',
-};
-
-function bytes(n: number): string {
-  if (n < 1024) return `${n} B`;
-  if (n < 1024 * 1024) return `${(n / 1024).toFixed(1)} KiB`;
-  if (n < 1024 ** 3) return `${(n / 1024 / 1024).toFixed(1)} MiB`;
-  return `${(n / 1024 ** 3).toFixed(2)} GiB`;
-}
-
 function row(r: ConnectionRowView): Html {
   const refused = r.decision === 'refused';
   return html`<tr data-testid="conn-row" data-request-id="${r.request_id}" data-reason="${r.reason ?? ''}">
 <td data-label="Time"><time datetime="${r.time}">${r.time.replace('T', ' ').replace(/\.\d{3}Z$/, ' UTC')}</time></td>
 <td data-label="Result"><span class="badge ${refused ? 'off' : 'ok'}" data-testid="conn-decision">${refused ? 'Refused' : 'Admitted'}</span>${
-    refused ? html`<br><span class="small" data-testid="conn-reason" title="${r.reason ?? ''}">${REASON_TEXT[r.reason ?? ''] ?? r.reason ?? ''}</span> <code class="small">${r.reason ?? ''}</code>` : ''
+    refused ? html`<br><span class="small" data-testid="conn-reason" title="${r.reason ?? ''}">${r.reason !== null && isLogReason(r.reason) ? REASON_TEXT[r.reason] : (r.reason ?? '')}</span> <code class="small">${r.reason ?? ''}</code>` : ''
   }</td>
 <td data-label="User / source"><span data-testid="conn-user">${r.username ?? html`<span class="muted">whitelist</span>`}</span><br><code class="small">${r.source_ip}</code></td>
 <td data-label="Target"><code>${r.target ?? '—'}</code> <span class="muted small">${r.protocol}</span></td>
-<td data-label="Traffic">${refused ? html`<span class="muted">—</span>` : html`↑ ${bytes(r.bytes_up)} ↓ ${bytes(r.bytes_down)}<br><span class="muted small">${r.duration_ms} ms</span>`}</td>
+<td data-label="Traffic">${refused ? html`<span class="muted">—</span>` : html`↑ ${formatSize(r.bytes_up)} ↓ ${formatSize(r.bytes_down)}<br><span class="muted small">${r.duration_ms} ms</span>`}</td>
 <td data-label="Request id"><code class="small" data-testid="conn-request-id">${r.request_id}</code></td>
 </tr>`;
 }
@@ -98,7 +73,7 @@ ${filtered ? html`<a class="btn secondary" href="/console/connections">Clear</a>
 </form>
 ${
   v.filterError
-    ? html`<div class="empty" role="alert">${v.filterError}</div>`
+    ? html`<div class="empty" role="alert" data-testid="conn-filter-error">${v.filterError}</div>`
     : v.rows.length === 0
       ? html`<div class="empty" data-testid="conn-empty">${filtered ? 'No records match this filter.' : 'No connections recorded yet.'}</div>`
       : html`<div class="table-wrap"><table class="stack-sm" data-testid="conn-table">

@@ -1,4 +1,4 @@
-import { PROXY_USERNAME_PATTERN } from '../../../contract/proxy-username.js';
+import { PROXY_USERNAME_PATTERN, RESERVED_MARKERS_HINT } from '../../../contract/proxy-username.js';
 import type { ProxyUser, UserLimits } from '../../store/index.js';
 import { formatSize } from '../../../contract/size.js';
 import { html, type Html } from '../html.js';
@@ -70,7 +70,7 @@ ${csrfField(v.csrf)}
 <div class="field"><label for="username">Username</label><input type="text" id="username" name="username" required minlength="3" maxlength="64" pattern="${PROXY_USERNAME_PATTERN}" autocomplete="off" spellcheck="false" aria-describedby="username-hint" value="${v.username ?? ''}"></div>
 <button class="btn" type="submit">Create</button>
 </form>
-<p class="hint" id="username-hint">3–64 characters: letters, digits, dot, underscore, hyphen.</p>
+<p class="hint" id="username-hint" data-testid="username-hint">3–64 characters: letters, digits, dot, underscore, hyphen. ${RESERVED_MARKERS_HINT}.</p>
 </section>
 <section class="card flush" aria-labelledby="users-title">
 <div class="card-head"><div><h2 id="users-title">Your proxy users</h2><p class="muted small">${v.users.length} ${v.users.length === 1 ? 'user' : 'users'}</p></div></div>

@@ -1,7 +1,8 @@
-// Usage page (SPEC 11): this month's totals (no plan yet: no limit), a server-drawn SVG chart of the last 24
+// Usage page (docs/console.md): the current period's totals and the plan's limit, a server-drawn SVG chart of the last 24
 // hours and 30 days, a row per proxy user, and a CSV download. Works without JavaScript; the chart's bars
 // carry their figures in <title> (hover, screen readers) and the table repeats them.
-import { html, raw, type Html } from '../html.js';
+import { formatSize } from '../../../contract/size.js';
+import { escapeHtml as esc, html, raw, type Html } from '../html.js';
 import { shell } from '../layout.js';
 import type { Flash } from '../session.js';
 import type { UsageReport } from '../../services/usage.js';
@@ -21,20 +22,6 @@ interface UsageView {
   flash?: Flash | undefined;
 }
 
-export function formatBytes(n: number): string {
-  if (n < 1024) return `${n} B`;
-  const units = ['KiB', 'MiB', 'GiB', 'TiB'];
-  let v = n / 1024;
-  let i = 0;
-  while (v >= 1024 && i < units.length - 1) {
-    v /= 1024;
-    i++;
-  }
-  return `${v.toFixed(v < 10 ? 2 : 1)} ${units[i]}`;
-}
-
-const esc = (s: string) => s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;');
-
 /** One panel: a bar per bucket (up + down), tallest scaled to the panel's height. */
 function panel(title: string, starts: number[], report: UsageReport, label: (ms: number) => string, x0: number, width: number): string {
   const byStart = new Map(report.rows.map((r) => ['time' in r ? Date.parse(r.time) : 0, r.bytes_up + r.bytes_down]));
@@ -48,10 +35,10 @@ function panel(title: string, starts: number[], report: UsageReport, label: (ms:
     .map((v, i) => {
       const bh = v === 0 ? 0 : Math.max(1, (v / max) * h);
       const x = x0 + i * (bw + gap);
-      return `<rect class="bar" x="${x.toFixed(1)}" y="${(top + h - bh).toFixed(1)}" width="${bw.toFixed(1)}" height="${bh.toFixed(1)}"><title>${esc(`${label(starts[i]!)}: ${formatBytes(v)}`)}</title></rect>`;
+      return `<rect class="bar" x="${x.toFixed(1)}" y="${(top + h - bh).toFixed(1)}" width="${bw.toFixed(1)}" height="${bh.toFixed(1)}"><title>${esc(`${label(starts[i]!)}: ${formatSize(v)}`)}</title></rect>`;
     })
     .join('');
-  return `<g><text class="chart-title" x="${x0}" y="16">${esc(title)} · peak ${esc(formatBytes(values.length ? Math.max(...values) : 0))}</text>
+  return `<g><text class="chart-title" x="${x0}" y="16">${esc(title)} · peak ${esc(formatSize(values.length ? Math.max(...values) : 0))}</text>
 <line class="axis" x1="${x0}" y1="${top + h + 0.5}" x2="${x0 + width}" y2="${top + h + 0.5}"/>${bars}
 <text class="tick" x="${x0}" y="${top + h + 16}">${esc(label(starts[0]!))}</text><text class="tick" x="${x0 + width}" y="${top + h + 16}" text-anchor="end">${esc(label(starts[starts.length - 1]!))}</text></g>`;
 }
@@ -71,9 +58,9 @@ function row(r: UsageReport['rows'][number]): Html {
   const whitelist = user.startsWith('ip:');
   return html`<tr data-testid="usage-row-${user}">
 <td data-label="User">${whitelist ? html`<span class="muted">whitelist</span> <code>${user.slice(3)}</code>` : html`<code>${user}</code>`}</td>
-<td data-label="Up" class="num">${formatBytes(r.bytes_up)}</td>
-<td data-label="Down" class="num">${formatBytes(r.bytes_down)}</td>
-<td data-label="Total" class="num" data-testid="usage-row-total">${formatBytes(r.bytes_up + r.bytes_down)}</td>
+<td data-label="Up" class="num">${formatSize(r.bytes_up)}</td>
+<td data-label="Down" class="num">${formatSize(r.bytes_down)}</td>
+<td data-label="Total" class="num" data-testid="usage-row-total">${formatSize(r.bytes_up + r.bytes_down)}</td>
 <td data-label="Connections" class="num">${r.connections}</td>
 </tr>`;
 }
@@ -89,7 +76,7 @@ export function usagePage(v: UsageView) {
 <section class="card" aria-labelledby="period-title">
 <div class="card-head"><div><h2 id="period-title">${v.periodLabel}</h2></div><a class="btn secondary sm" href="/console/usage.csv" data-testid="usage-csv" download>Download CSV</a></div>
 <dl class="facts">
-<dt>Used</dt><dd data-testid="usage-total" data-bytes="${String(t.bytes_up + t.bytes_down)}">${formatBytes(t.bytes_up + t.bytes_down)}</dd>
+<dt>Used</dt><dd data-testid="usage-total" data-bytes="${String(t.bytes_up + t.bytes_down)}">${formatSize(t.bytes_up + t.bytes_down)}</dd>
 <dt>Limit</dt><dd data-testid="usage-limit">${v.limit}</dd>
 <dt>Connections</dt><dd>${t.connections}</dd>
 </dl>

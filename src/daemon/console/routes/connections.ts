@@ -2,7 +2,7 @@
 // whatever the filter says); attempts that matched no account never show here (operator only).
 import { isIP } from 'node:net';
 import type { FastifyInstance } from 'fastify';
-import { PRODUCED_REASONS, connectionJson } from '../../services/connection-log.js';
+import { DECISIONS, LOG_REASONS, connectionJson, isDecision, isLogReason } from '../../services/connection-log.js';
 import { accountOf, sendHtml, takeFlash, type ConsoleDeps } from '../deps.js';
 import { connectionsPage, type ConnectionsFilter } from '../pages/connections.js';
 
@@ -23,11 +23,15 @@ export default function connectionRoutes(app: FastifyInstance, deps: ConsoleDeps
     const filter: ConnectionsFilter = {
       user: str(q.user, 128),
       ip: str(q.ip, 64),
-      decision: decision === 'admitted' || decision === 'refused' ? decision : '',
-      reason: (PRODUCED_REASONS as readonly string[]).includes(reason) ? reason : '',
+      decision: isDecision(decision) ? decision : '',
+      reason: isLogReason(reason) ? reason : '',
     };
-    let filterError: string | undefined;
-    if (filter.ip && !isIP(filter.ip)) filterError = 'Enter a complete IP address to filter by, such as 203.0.113.7.';
+    // A value the filter does not know is explained, not dropped (which would show every record as if filtered).
+    const problems: string[] = [];
+    if (decision !== '' && filter.decision === '') problems.push(`There is no result "${decision}": choose ${DECISIONS.join(' or ')}.`);
+    if (reason !== '' && filter.reason === '') problems.push(`There is no reason "${reason}": choose one of ${LOG_REASONS.join(', ')}.`);
+    if (filter.ip && !isIP(filter.ip)) problems.push('Enter a complete IP address to filter by, such as 203.0.113.7.');
+    const filterError = problems.length > 0 ? problems.join(' ') : undefined;
     const rows = filterError
       ? []
       : await deps.ctx.store.connectionLog.query({
@@ -49,7 +53,7 @@ export default function connectionRoutes(app: FastifyInstance, deps: ConsoleDeps
         filterError,
         rows: rows.map(connectionJson),
         limit: LIMIT,
-        reasons: PRODUCED_REASONS,
+        reasons: LOG_REASONS,
         flash: takeFlash(request),
       }),
     );

@@ -2,7 +2,7 @@
 import type { FastifyInstance } from 'fastify';
 import { accountOf, field, seeOther, sendHtml, setFlash, takeFlash, type ConsoleDeps } from '../deps.js';
 import { proxyUsersPage } from '../pages/proxy-users.js';
-import { isProxyUsername } from '../../../contract/proxy-username.js';
+import { RESERVED_MARKERS_HINT, isProxyUsername, reservedMarkerIn } from '../../../contract/proxy-username.js';
 import { createProxyUser, resetProxyUserPassword } from '../../services/proxy-users.js';
 import { countLimit, sizeLimit } from '../../services/limits.js';
 
@@ -40,7 +40,7 @@ export default function proxyUserRoutes(app: FastifyInstance, deps: ConsoleDeps)
         created.problem === 'exists'
           ? `The username ${username} is taken. Choose another one.`
           : isProxyUsername(username)
-            ? 'Usernames may not contain "-session-": it is how a login asks for a sticky session (name-session-ID).'
+            ? `Usernames may not contain "${reservedMarkerIn(username)}": ${RESERVED_MARKERS_HINT}.`
             : 'Usernames have 3–64 characters: letters, digits, dot, underscore or hyphen.';
       setFlash(request, 'error', message);
       return seeOther(reply, '/console/proxy-users');

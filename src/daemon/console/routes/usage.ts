@@ -1,18 +1,21 @@
-// Usage page and its CSV: the signed-in account's own metered usage only (every query is by its account id).
+// Usage page and its CSV: the signed-in account's own metered usage only (every query is by its account id),
+// both over the account's current period.
 import type { FastifyInstance } from 'fastify';
 import { usageReport, usageText } from '../../services/usage.js';
 import { accountOf, sendHtml, takeFlash, type ConsoleDeps } from '../deps.js';
 import { usagePage } from '../pages/usage.js';
-import { periodStart } from '../../metering/plans.js';
+import { accountPeriodStart } from '../../metering/plans.js';
+import type { Plan, Store } from '../../store/index.js';
+import { PERIOD_MS, bucketStart } from '../../store/usage-sql.js';
 import { formatSize } from '../../../contract/size.js';
 
-const HOUR = 3_600_000;
-const DAY = 86_400_000;
+const HOUR = PERIOD_MS.hour;
+const DAY = PERIOD_MS.day;
 
-/** This calendar month, UTC (the period totals are shown for until plans say otherwise). */
-function monthStart(nowMs: number): number {
-  const d = new Date(nowMs);
-  return Date.UTC(d.getUTCFullYear(), d.getUTCMonth(), 1);
+/** The account's plan and where its current period started: what the page and its CSV both cover. */
+async function currentPeriod(store: Store, accountId: number, nowMs: number): Promise<{ plan: Plan | null; from: number }> {
+  const plan = await store.plans.get(accountId);
+  return { plan, from: accountPeriodStart(plan, nowMs) };
 }
 
 export default function usageRoutes(app: FastifyInstance, deps: ConsoleDeps): void {
@@ -21,13 +24,11 @@ export default function usageRoutes(app: FastifyInstance, deps: ConsoleDeps): vo
   app.get('/usage', async (request, reply) => {
     const account = accountOf(request);
     const now = Date.now();
-    const hourNow = Math.floor(now / HOUR) * HOUR;
-    const dayNow = Math.floor(now / DAY) * DAY;
+    const hourNow = bucketStart('hour', now);
+    const dayNow = bucketStart('day', now);
     const hourStarts = Array.from({ length: 24 }, (_, i) => hourNow - (23 - i) * HOUR);
     const dayStarts = Array.from({ length: 30 }, (_, i) => dayNow - (29 - i) * DAY);
-    const plan = await store.plans.get(account.id);
-    // The plan's current period (a calendar month without a plan).
-    const from = plan ? periodStart(plan.period, plan.anchorDay, now) : monthStart(now);
+    const { plan, from } = await currentPeriod(store, account.id, now);
     const [byUser, hours, days] = await Promise.all([
       usageReport(store, account.id, 'user', from, now + 1, now),
       usageReport(store, account.id, 'hour', hourStarts[0]!, now + 1, now),
@@ -50,11 +51,13 @@ export default function usageRoutes(app: FastifyInstance, deps: ConsoleDeps): vo
   app.get('/usage.csv', async (request, reply) => {
     const account = accountOf(request);
     const now = Date.now();
-    const from = monthStart(now);
+    const { plan, from } = await currentPeriod(store, account.id, now);
     const report = await usageReport(store, account.id, 'user', from, now + 1, now);
+    // Named by the period: its month without a plan (usage-2026-11.csv), else its first day (usage-2026-11-15.csv).
+    const name = plan?.period === 'lifetime' ? 'lifetime' : new Date(from).toISOString().slice(0, plan ? 10 : 7);
     return reply
       .type('text/csv; charset=utf-8')
-      .header('Content-Disposition', `attachment; filename="usage-${new Date(from).toISOString().slice(0, 7)}.csv"`)
+      .header('Content-Disposition', `attachment; filename="usage-${name}.csv"`)
       .send(usageText(report, 'csv'));
   });
 }

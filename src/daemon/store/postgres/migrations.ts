@@ -310,7 +310,7 @@ export const PG_MIGRATIONS: readonly string[] = [
   DROP FUNCTION proxyd_api_admit(text, integer, text, bytea, text, integer, bigint, bigint, boolean, smallint, text, integer, integer);
   ${apiAdmitFunction('json')}
   `,
-  // 5: the connection log (SPEC 12), as SQLite's migration 4. bigint ids: a busy fleet writes billions; bigint
+  // 5: the connection log, as SQLite's migration 4. bigint ids: a busy fleet writes billions; bigint
   // durations: a tunnel may stay open for weeks.
   `
   CREATE TABLE connection_log (
@@ -333,7 +333,7 @@ export const PG_MIGRATIONS: readonly string[] = [
   -- Unique: a batch sent again after a timeout (the first attempt may still commit) adds nothing.
   CREATE UNIQUE INDEX connection_log_request ON connection_log(request_id);
   `,
-  // 6: usage metering (SPEC 11), as SQLite's migration 5.
+  // 6: usage metering, as SQLite's migration 5.
   `
   CREATE TABLE usage_buckets (
     account_id  integer NOT NULL,
@@ -353,7 +353,7 @@ export const PG_MIGRATIONS: readonly string[] = [
   );
   CREATE INDEX usage_flushes_age ON usage_flushes(at_ms);
   `,
-  // 7: plans and limits (SPEC 11), as SQLite's migration 6.
+  // 7: plans and limits, as SQLite's migration 6.
   `
   CREATE TABLE plans (
     account_id      integer PRIMARY KEY,
@@ -396,7 +396,7 @@ export const PG_MIGRATIONS: readonly string[] = [
   CREATE TRIGGER plan_version_user_limits AFTER INSERT OR UPDATE OR DELETE ON user_limits FOR EACH STATEMENT EXECUTE FUNCTION proxyd_plan_version_bump();
   CREATE TRIGGER plan_version_user_rename AFTER UPDATE OF username ON proxy_users FOR EACH STATEMENT EXECUTE FUNCTION proxyd_plan_version_bump();
   `,
-  // 10: exit nodes (SPEC 13): each registers its hop address and location and heartbeats every second;
+  // 10: exit nodes: each registers its hop address and location and heartbeats every second;
   // entries read the rows the database saw lately.
   `
   CREATE TABLE exit_nodes (
@@ -408,7 +408,7 @@ export const PG_MIGRATIONS: readonly string[] = [
     heartbeat_at timestamptz NOT NULL DEFAULT now()
   );
   `,
-  // 11: an entry node's records name the exit (SPEC 13), and the exit a moved session had before.
+  // 11: an entry node's records name the exit, and the exit a moved session had before.
   `
   ALTER TABLE connection_log ADD COLUMN exit text;
   ALTER TABLE connection_log ADD COLUMN exit_moved_from text;

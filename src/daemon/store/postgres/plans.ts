@@ -1,4 +1,4 @@
-// Plans and proxy-user limits on PostgreSQL (SPEC 11): the same rows as SQLite's.
+// Plans and proxy-user limits on PostgreSQL: the same rows as SQLite's.
 import type { Plan, PlanStore, UserLimits } from '../types.js';
 import { toPlan, toUserLimits, type PlanRow, type UserRow } from '../plans-sql.js';
 import { guard } from './db.js';

@@ -1,4 +1,4 @@
-// connection_log: the gateway's records (SPEC 12), appended in batches off the connection path. Inserts go
+// connection_log: the gateway's records, appended in batches off the connection path. Inserts go
 // through a connection of their own that never waits for a lock (a busy batch stays in the writer's buffer:
 // SQLite's busy handler would sleep the event loop that relays every tunnel).
 import { connectionLogQuery, toConnectionLogRow, type ConnectionLogSqlRow } from '../connection-log-sql.js';

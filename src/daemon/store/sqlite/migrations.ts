@@ -148,7 +148,7 @@ export const MIGRATIONS: readonly string[] = [
     INSERT INTO change_log (kind, key) VALUES ('account', OLD.id);
   END;
   `,
-  // 4: the connection log (SPEC 12): one row per refused attempt and per admitted connection at its end. No
+  // 4: the connection log: one row per refused attempt and per admitted connection at its end. No
   // foreign key to accounts: a record outlives nothing it names, and an insert must never wait on one.
   // IF NOT EXISTS, as migration 3: safe on a database whose user_version was rolled back by hand.
   `
@@ -172,7 +172,7 @@ export const MIGRATIONS: readonly string[] = [
   -- Unique: a batch written again (after an error whose outcome was unknown) adds nothing.
   CREATE UNIQUE INDEX IF NOT EXISTS connection_log_request ON connection_log(request_id);
   `,
-  // 5: usage metering (SPEC 11): buckets per account, subject (`user:NAME`, `ip:A.B.C.D`), period and writing node
+  // 5: usage metering: buckets per account, subject (`user:NAME`, `ip:A.B.C.D`), period and writing node
   // (each node updates only its own rows: no two nodes wait on one row; reads sum over nodes), and the
   // ids of applied flushes (a flush sent twice adds once). Replaces the count-at-close traffic table, which
   // stays (unused) for a downgrade.
@@ -195,7 +195,7 @@ export const MIGRATIONS: readonly string[] = [
   ) WITHOUT ROWID;
   CREATE INDEX IF NOT EXISTS usage_flushes_age ON usage_flushes(at_ms);
   `,
-  // 6: plans and limits (SPEC 11): one plan per account; per proxy user, limits inside it.
+  // 6: plans and limits: one plan per account; per proxy user, limits inside it.
   `
   CREATE TABLE IF NOT EXISTS plans (
     account_id      INTEGER PRIMARY KEY,
@@ -212,7 +212,7 @@ export const MIGRATIONS: readonly string[] = [
     max_connections INTEGER
   );
   `,
-  // 7: connection slots leased per node (SPEC 11: a fleet-wide cap on concurrent connections). A row per
+  // 7: connection slots leased per node (a fleet-wide cap on concurrent connections). A row per
   // capped key and node; a node that stops renewing loses its lease when it expires.
   `
   CREATE TABLE IF NOT EXISTS slot_leases (
@@ -239,7 +239,7 @@ export const MIGRATIONS: readonly string[] = [
   CREATE TRIGGER IF NOT EXISTS plan_version_user_limits_delete AFTER DELETE ON user_limits BEGIN UPDATE plan_version SET seq = seq + 1; END;
   CREATE TRIGGER IF NOT EXISTS plan_version_user_rename AFTER UPDATE OF username ON proxy_users BEGIN UPDATE plan_version SET seq = seq + 1; END;
   `,
-  // 9: an entry node's records name the exit (SPEC 13; entries run on PostgreSQL, the columns keep the two
+  // 9: an entry node's records name the exit (entries run on PostgreSQL, the columns keep the two
   // backends' rows alike).
   `
   ALTER TABLE connection_log ADD COLUMN exit TEXT;

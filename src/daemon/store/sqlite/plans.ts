@@ -1,4 +1,4 @@
-// plans / user_limits: an account's plan and its proxy users' limits inside it (SPEC 11).
+// plans / user_limits: an account's plan and its proxy users' limits inside it.
 import { toPlan, toUserLimits, type PlanRow, type UserRow } from '../plans-sql.js';
 import type { Plan, PlanStore, UserLimits } from '../types.js';
 import type { Db } from './db.js';

@@ -1,0 +1,16 @@
+import { describe, expect, it } from 'vitest';
+import { formatSize, parseSize } from '../../src/contract/size.js';
+
+describe('sizes', () => {
+  it.each([
+    [0, '0 B'],
+    [512, '512 B'],
+    [1536, '1.5 KiB'],
+    [310_000, '302.73 KiB'],
+    [50 * 2 ** 30, '50 GiB'],
+    [1.5 * 2 ** 40, '1.5 TiB'],
+  ])('formats %d as %s', (n, text) => expect(formatSize(n)).toBe(text));
+  it('parses what it formats back to the same size when the figure is exact', () => {
+    for (const n of [512, 1536, 50 * 2 ** 30]) expect(parseSize(formatSize(n))).toBe(n);
+  });
+});
