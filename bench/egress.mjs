@@ -39,7 +39,7 @@ async function runGateway(mode, sessions) {
   const { AdmissionView } = await import(path.join(ROOT, 'dist/daemon/admission/view.js'));
   const { StoreAdmissionFeed } = await import(path.join(ROOT, 'dist/daemon/admission/feed.js'));
   const { parseEgressPool } = await import(path.join(ROOT, 'dist/daemon/process/egress-pool.js'));
-  const { SessionTable } = await import(path.join(ROOT, 'dist/gateway/sticky-sessions.js'));
+  const { SessionTable } = await import(path.join(ROOT, 'dist/gateway/dial/sticky-sessions.js'));
   const { startGateway } = await import(path.join(ROOT, 'dist/gateway/index.js'));
   const { parseProxyUsername } = await import(path.join(ROOT, 'dist/contract/proxy-username.js'));
   const store = await openStore({ dataDir: mkdtempSync(path.join(tmpdir(), 'egress-bench-')) });

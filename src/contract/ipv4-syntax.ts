@@ -1,6 +1,6 @@
 // The strict IPv4 syntax every part of proxyd and proxyctl applies (one home; the CLI loads it without the
 // special-purpose registry). The gateway, which imports nothing of ours, parses PROXY headers with its own
-// equivalent pattern (src/gateway/proxy-protocol.ts; docs/architecture.md says why).
+// equivalent pattern (src/gateway/wire/proxy-protocol.ts; docs/architecture.md says why).
 import { isIPv4 } from 'node:net';
 
 // Four decimal octets 0-255, no leading zeros, no signs, no whitespace.

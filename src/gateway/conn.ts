@@ -3,13 +3,13 @@
 // stage, the handshake byte queue, the header deadline, and the bookkeeping that runs exactly once
 // when it closes (per-account slot, traffic, counters) live here too. docs/gateway.md draws it.
 import type net from 'node:net';
-import { ByteQueue } from './byte-queue.js';
-import type { ByteBudget } from './byte-budget.js';
+import { ByteQueue } from './wire/byte-queue.js';
+import type { ByteBudget } from './relay/byte-budget.js';
 import type { GatewayCore } from './core.js';
-import type { EgressSession, ExitWish } from './dialer.js';
-import { parseProxyHeader } from './proxy-protocol.js';
+import type { EgressSession, ExitWish } from './dial/dialer.js';
+import { parseProxyHeader } from './wire/proxy-protocol.js';
 import { failureLogReason, httpFailureReply, httpReply, type Failure } from './replies.js';
-import { canonicalIp } from './target-policy.js';
+import { canonicalIp } from './dial/target-policy.js';
 import type { LogProtocol, LogReason } from './types.js';
 
 export type ListenerKind = 'http' | 'socks5';

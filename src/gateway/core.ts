@@ -3,14 +3,14 @@
 import { randomBytes } from 'node:crypto';
 import net from 'node:net';
 import ipaddr from 'ipaddr.js';
-import type { ByteBudget } from './byte-budget.js';
-import { DirectDialer, LocatedDialer, PoolDialer, PrefixDialer, type Dialer, type EgressSession, type ExitWish } from './dialer.js';
+import type { ByteBudget } from './relay/byte-budget.js';
+import { DirectDialer, LocatedDialer, PoolDialer, PrefixDialer, type Dialer, type EgressSession, type ExitWish } from './dial/dialer.js';
 import { resolveLimits } from './limits.js';
-import { Tunnels } from './open-tunnels.js';
-import { parseIp } from './target-policy.js';
+import { Tunnels } from './relay/open-tunnels.js';
+import { parseIp } from './dial/target-policy.js';
 import type { AdmitFailure, GatewayLimits, GatewayOptions, GatewayStats, UsageDelta } from './types.js';
 
-export type { DialFailure, ResolveOutcome } from './dialer.js';
+export type { DialFailure, ResolveOutcome } from './dial/dialer.js';
 
 export type AdmitOutcome =
   | { ok: true; accountId: number; session: EgressSession | null; subject: string; budget?: ByteBudget | null; want?: ExitWish | null }

@@ -5,14 +5,14 @@ import net from 'node:net';
 import { ClientConn, type ListenerKind } from './conn.js';
 import { GatewayCore } from './core.js';
 import { httpReply } from './replies.js';
-import { HttpProxyHandler } from './http-proxy.js';
-import { Socks5Handler } from './socks5.js';
+import { HttpProxyHandler } from './listen/http-proxy.js';
+import { Socks5Handler } from './listen/socks5.js';
 import { startHopServer, type HopServer } from './hop/server.js';
 import type { Gateway, GatewayOptions, GatewayStats } from './types.js';
 
 export type * from './types.js';
 export { DEFAULT_LIMITS } from './limits.js';
-export { CachingResolver } from './resolver.js';
+export { CachingResolver } from './dial/resolver.js';
 export { ExitDirectory, EXIT_STALE_MS } from './hop/directory.js';
 export { HopDialer } from './hop/dialer.js';
 export { makeHopIdentity, readHopIdentity, FINGERPRINT } from './hop/identity.js';

@@ -1,8 +1,8 @@
 // The gateway's own answers (always final: the connection closes after them), and the one mapping
 // from a failure to its HTTP status and SOCKS5 reply code.
-import type { DialFailure, ExitFailure } from './dialer.js';
-import { Reply, encodeReply } from './socks5-parser.js';
-import type { TargetRefusal } from './target-policy.js';
+import type { DialFailure, ExitFailure } from './dial/dialer.js';
+import { Reply, encodeReply } from './wire/socks5.js';
+import type { TargetRefusal } from './dial/target-policy.js';
 import type { AdmitFailure, LogReason } from './types.js';
 
 const REASONS: Record<number, string> = {

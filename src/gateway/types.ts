@@ -1,9 +1,9 @@
 // The gateway's boundary: what it needs from the daemon (Admitter) and how the daemon starts it.
 // The gateway imports nothing else of ours.
-import type { EgressPrefix } from './egress-prefix.js';
-import type { StickyAddresses, StickySessions } from './sticky-sessions.js';
-import type { ByteBudget } from './byte-budget.js';
-import type { Dialer, ExitWish } from './dialer.js';
+import type { EgressPrefix } from './dial/egress-prefix.js';
+import type { StickyAddresses, StickySessions } from './dial/sticky-sessions.js';
+import type { ByteBudget } from './relay/byte-budget.js';
+import type { Dialer, ExitWish } from './dial/dialer.js';
 import type { HopIdentity } from './hop/identity.js';
 import type { HopRefusal } from './hop/server.js';
 

@@ -5,7 +5,7 @@ import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { ConfigError, toServeConfig } from '../../src/daemon/process/config.js';
 import { checkPrefixBindable, parseEgress } from '../../src/daemon/process/egress-pool.js';
-import { EgressPrefix } from '../../src/gateway/egress-prefix.js';
+import { EgressPrefix } from '../../src/gateway/dial/egress-prefix.js';
 import { tempDir } from '../helpers/daemon.js';
 
 const base = { apiListen: '127.0.0.1:8080', httpProxyListen: '127.0.0.1:3128', socksListen: '127.0.0.1:1080', workers: '1', releaseGrace: '600', logLevel: 'info' };

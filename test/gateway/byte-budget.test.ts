@@ -3,7 +3,7 @@
 // applies from its next read; a limit lifted while a tunnel waits lets everything held go on.
 import net from 'node:net';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { ByteBudget } from '../../src/gateway/byte-budget.js';
+import { ByteBudget } from '../../src/gateway/relay/byte-budget.js';
 import type { PlanLimits } from '../../src/gateway/types.js';
 import { sleep, waitFor } from '../helpers/wait.js';
 import { RawClient, basic, startTestGateway, type TestGateway } from './helpers.js';

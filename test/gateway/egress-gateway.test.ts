@@ -3,7 +3,7 @@
 import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseProxyUsername } from '../../src/contract/proxy-username.js';
-import { SessionTable } from '../../src/gateway/sticky-sessions.js';
+import { SessionTable } from '../../src/gateway/dial/sticky-sessions.js';
 import { basic, startTcpEcho, startTestGateway, type TestGateway } from './helpers.js';
 
 const POOL = ['127.0.0.2', '127.0.0.3', '127.0.0.4', '127.0.0.5'];

@@ -7,13 +7,13 @@
 import net from 'node:net';
 import tls from 'node:tls';
 import { afterEach, describe, expect, it } from 'vitest';
-import { DirectDialer } from '../../src/gateway/dialer.js';
+import { DirectDialer } from '../../src/gateway/dial/dialer.js';
 import { ExitDirectory, type ExitRow } from '../../src/gateway/hop/directory.js';
 import { makeHopIdentity, type HopIdentity } from '../../src/gateway/hop/identity.js';
 import { HopLink, type HopRejection } from '../../src/gateway/hop/link.js';
 import { startHopServer, type HopRefusal, type HopServer } from '../../src/gateway/hop/server.js';
 import { ALPN, hopProof, readLine, sessionBinding } from '../../src/gateway/hop/wire.js';
-import { Tunnels } from '../../src/gateway/open-tunnels.js';
+import { Tunnels } from '../../src/gateway/relay/open-tunnels.js';
 import { sleep, waitFor } from '../helpers/wait.js';
 
 const SECRET = Buffer.alloc(32, 7);

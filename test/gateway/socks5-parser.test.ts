@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { encodeReply, parseGreeting, parseRequest, parseUserPass } from '../../src/gateway/socks5-parser.js';
+import { encodeReply, parseGreeting, parseRequest, parseUserPass } from '../../src/gateway/wire/socks5.js';
 import { expectByteByByte, expectTotal, expectWithTrailer } from './parse-harness.js';
 
 const b = (...x: number[]): Buffer => Buffer.from(x);

@@ -15,9 +15,9 @@ import {
   parseProxyAuthorization,
   parseRequestHead,
   parseResponseHead,
-} from '../../src/gateway/http-head.js';
-import { parseProxyHeader } from '../../src/gateway/proxy-protocol.js';
-import { parseGreeting, parseRequest, parseUserPass } from '../../src/gateway/socks5-parser.js';
+} from '../../src/gateway/wire/http-head.js';
+import { parseProxyHeader } from '../../src/gateway/wire/proxy-protocol.js';
+import { parseGreeting, parseRequest, parseUserPass } from '../../src/gateway/wire/socks5.js';
 import { bytes, FUZZ_TIMEOUT, params } from './fuzz.js';
 
 type AnyResult = { kind: string; error?: string; consumed?: number };

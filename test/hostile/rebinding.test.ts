@@ -1,7 +1,7 @@
 // DNS rebinding: against the gateway (a name that answers public, then private) and against the
 // API/console in a browser (a foreign Host name pointing at the daemon).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DirectDialer } from '../../src/gateway/dialer.js';
+import { DirectDialer } from '../../src/gateway/dial/dialer.js';
 import type { GatewayOptions } from '../../src/gateway/types.js';
 import { makeTestApp, type TestApp } from '../helpers/app.js';
 import { LIST } from '../helpers/daemon.js';

@@ -1,5 +1,5 @@
 // The entry's dialer: every target through an exit's hop (an entry node dials nothing itself).
-import type { Dialer, DialOutcome, DialRequest, ExitWish } from '../dialer.js';
+import type { Dialer, DialOutcome, DialRequest, ExitWish } from '../dial/dialer.js';
 import type { ExitDirectory, ExitDirectoryOptions } from './directory.js';
 
 export class HopDialer implements Dialer {

@@ -8,8 +8,8 @@
 // A session (`-session-ID`) goes to the exit with the highest rendezvous score for (account, user, session)
 // among those that match: every entry computes the same answer with no shared table, and when that exit
 // dies only its sessions move.
-import type { ExitWish } from '../dialer.js';
-import { unmet } from '../dialer.js';
+import type { ExitWish } from '../dial/dialer.js';
+import { unmet } from '../dial/dialer.js';
 import { FINGERPRINT } from './identity.js';
 import { HopLink, type HopRejection } from './link.js';
 

@@ -4,8 +4,8 @@
 // line and the exit's own dial. A session ticket from a verified exit resumes the next handshake.
 import net from 'node:net';
 import tls from 'node:tls';
-import type { DialOutcome, DialRequest } from '../dialer.js';
-import { destroySelf, isTargetFailure } from '../dialer.js';
+import type { DialOutcome, DialRequest } from '../dial/dialer.js';
+import { destroySelf, isTargetFailure } from '../dial/dialer.js';
 import { normalFingerprint } from './identity.js';
 import { ALPN, hopProof, readLine, sessionBinding } from './wire.js';
 

@@ -1,9 +1,9 @@
 // The HTTP proxy listener's protocol: read one request head, admit the connection, then hand it to
 // the CONNECT tunnel or the absolute-form forwarder. One request per connection.
-import type { ClientConn, ProtocolHandler } from './conn.js';
+import type { ClientConn, ProtocolHandler } from '../conn.js';
 import { forwardRequest } from './forward.js';
-import { formatAuthority, headerValues, parseAbsoluteHttpUrl, parseAuthority, parseProxyAuthorization, parseRequestHead, type RequestHead } from './http-head.js';
-import { httpFailureReply, httpReply } from './replies.js';
+import { formatAuthority, headerValues, parseAbsoluteHttpUrl, parseAuthority, parseProxyAuthorization, parseRequestHead, type RequestHead } from '../wire/http-head.js';
+import { httpFailureReply, httpReply } from '../replies.js';
 import { openConnectTunnel } from './http-connect.js';
 
 export class HttpProxyHandler implements ProtocolHandler {

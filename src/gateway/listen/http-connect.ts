@@ -1,10 +1,10 @@
 // CONNECT host:port: resolve, check the address actually dialled, connect from the egress
 // address, answer 200, then pump bytes (including any the client sent after its head).
-import type { ClientConn } from './conn.js';
-import type { DialOutcome } from './dialer.js';
-import { parseAuthority, type RequestHead } from './http-head.js';
-import { httpReply } from './replies.js';
-import { splice } from './splice.js';
+import type { ClientConn } from '../conn.js';
+import type { DialOutcome } from '../dial/dialer.js';
+import { parseAuthority, type RequestHead } from '../wire/http-head.js';
+import { httpReply } from '../replies.js';
+import { splice } from '../relay/splice.js';
 
 /** Resolve and dial a target for an admitted connection, through the gateway's dialer. `null` if the client went away. */
 export async function dialTarget(conn: ClientConn, host: string, port: number): Promise<DialOutcome> {

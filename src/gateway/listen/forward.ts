@@ -3,9 +3,9 @@
 // chunked, passed through unchanged), then relay the response until the origin closes.
 // One request per connection: both sides get `Connection: close`.
 import type net from 'node:net';
-import { ByteQueue } from './byte-queue.js';
-import { ChunkedScanner } from './chunked.js';
-import type { ClientConn } from './conn.js';
+import { ByteQueue } from '../wire/byte-queue.js';
+import { ChunkedScanner } from '../wire/chunked.js';
+import type { ClientConn } from '../conn.js';
 import {
   headerTokens,
   headerValues,
@@ -13,8 +13,8 @@ import {
   parseResponseHead,
   type Header,
   type RequestHead,
-} from './http-head.js';
-import { httpReply, type ProxyErrorType } from './replies.js';
+} from '../wire/http-head.js';
+import { httpReply, type ProxyErrorType } from '../replies.js';
 import { dialTarget } from './http-connect.js';
 
 const HOP_BY_HOP = new Set([

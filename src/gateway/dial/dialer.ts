@@ -91,7 +91,7 @@ export class DirectDialer implements Dialer {
   private readonly lookup: Lookup;
 
   constructor(private readonly o: DirectDialerOptions) {
-    // Names resolve through c-ares with a cache, never on libuv's pool (src/gateway/resolver.ts).
+    // Names resolve through c-ares with a cache, never on libuv's pool (src/gateway/dial/resolver.ts).
     this.lookup = o.lookup ?? new CachingResolver().lookup;
   }
 

@@ -13,9 +13,9 @@
 import fs from 'node:fs';
 import net from 'node:net';
 import { ByteBudget } from './byte-budget.js';
-import { detachHandshakeListeners } from './conn.js';
+import { detachHandshakeListeners } from '../conn.js';
 import type { Tunnels } from './open-tunnels.js';
-import { destroySelf } from './dialer.js';
+import { destroySelf } from '../dial/dialer.js';
 
 // Bytes one side may have queued in user space before the other side is paused. Only a stalled (or
 // slower) peer ever fills it: a kernel that keeps up takes every chunk straight from the read buffer.

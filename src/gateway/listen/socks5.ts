@@ -1,9 +1,9 @@
 // SOCKS5 (RFC 1928) with username/password (RFC 1929): greeting -> [auth] -> CONNECT request ->
 // reply -> tunnel. Admission happens at method selection (source IP) or after RFC 1929 (credentials).
-import type { ClientConn, ProtocolHandler } from './conn.js';
-import { formatAuthority, isValidHostName } from './http-head.js';
-import { failureLogReason, socksFailureReply, type Failure } from './replies.js';
-import { splice } from './splice.js';
+import type { ClientConn, ProtocolHandler } from '../conn.js';
+import { formatAuthority, isValidHostName } from '../wire/http-head.js';
+import { failureLogReason, socksFailureReply, type Failure } from '../replies.js';
+import { splice } from '../relay/splice.js';
 import {
   AUTH_VERSION,
   Command,
@@ -15,7 +15,7 @@ import {
   parseRequest,
   parseUserPass,
   type SocksRequest,
-} from './socks5-parser.js';
+} from '../wire/socks5.js';
 import { dialTarget } from './http-connect.js';
 
 type Stage = 'greeting' | 'auth' | 'request' | 'done';
