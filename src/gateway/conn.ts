@@ -6,7 +6,7 @@ import type net from 'node:net';
 import { ByteQueue } from './wire/byte-queue.js';
 import type { ByteBudget } from './relay/byte-budget.js';
 import type { GatewayCore } from './core.js';
-import type { EgressSession, ExitWish } from './dial/dialer.js';
+import type { DialOutcome, EgressSession, ExitWish } from './dial/dialer.js';
 import { parseProxyHeader } from './wire/proxy-protocol.js';
 import { failureLogReason, httpFailureReply, httpReply, type Failure } from './replies.js';
 import { canonicalIp } from './dial/target-policy.js';
@@ -290,6 +290,11 @@ export class ClientConn {
     return Buffer.from(this.queue.takeAll());
   }
 
+  /** The pump takes the socket over: the handshake's listeners come off it. */
+  releaseSocket(): void {
+    detachHandshakeListeners(this.socket);
+  }
+
   private clearHeaderTimer(): void {
     if (this.headerTimer) clearTimeout(this.headerTimer);
     this.headerTimer = null;
@@ -373,4 +378,25 @@ export class ClientConn {
       }
     }
   }
+}
+
+/** Resolve and dial a target for an admitted connection, through the gateway's dialer. `null` if the client went away. */
+export async function dialTarget(conn: ClientConn, host: string, port: number): Promise<DialOutcome> {
+  // Resolving stays under the header deadline; from the connect on, the connect timeout governs.
+  if (!conn.to('resolving')) return null;
+  const out = await conn.core.dialer.dial({
+    host,
+    port,
+    session: conn.egressSession,
+    want: conn.exitWish,
+    // Not once the header deadline has answered instead (the connection is then `replying`).
+    wanted: () => !conn.closed && (conn.state === 'resolving' || conn.state === 'dialing'),
+    connecting: (socket) => {
+      conn.to('dialing');
+      conn.upstream = socket;
+    },
+  });
+  if (out && !out.ok) conn.upstream = null;
+  if (out?.ok && out.via) conn.via = out.via;
+  return out;
 }

@@ -39,7 +39,8 @@ export interface LiveConn {
 const ID_PREFIX = randomBytes(6).toString('hex');
 
 /** The key of an account's subject (`user:NAME`, `ip:A.B.C.D`) in the per-subject maps. */
-const subjectKey = (accountId: number, subject: string) => `${accountId}\0${subject}`;
+/** One key per account and subject (`user:NAME`, `ip:A.B.C.D`): the gateway's counters and the daemon's meter and plans. */
+export const usageKey = (accountId: number, subject: string): string => `${accountId}\0${subject}`;
 
 export class GatewayCore {
   private requestSeq = 0;
@@ -158,7 +159,7 @@ export class GatewayCore {
     if (reading !== null) await reading;
     const refusal = plans?.refusal(accountId, subject) ?? null;
     if (refusal) return { ok: false, reason: refusal, accountId };
-    const key = subjectKey(accountId, subject);
+    const key = usageKey(accountId, subject);
     const open = () => ({ account: this.perAccount.get(accountId) ?? 0, user: this.perSubject.get(key) ?? 0 });
     let free = open().account < this.limits.maxConnectionsPerAccount;
     if (free && plans) {
@@ -181,7 +182,7 @@ export class GatewayCore {
 
   /** Open connections of an account (and one of its subjects). */
   openConnections(accountId: number, subject?: string): number {
-    return subject === undefined ? (this.perAccount.get(accountId) ?? 0) : (this.perSubject.get(subjectKey(accountId, subject)) ?? 0);
+    return subject === undefined ? (this.perAccount.get(accountId) ?? 0) : (this.perSubject.get(usageKey(accountId, subject)) ?? 0);
   }
 
   /**
@@ -207,7 +208,7 @@ export class GatewayCore {
     const n = (this.perAccount.get(accountId) ?? 1) - 1;
     if (n <= 0) this.perAccount.delete(accountId);
     else this.perAccount.set(accountId, n);
-    const key = subjectKey(accountId, subject);
+    const key = usageKey(accountId, subject);
     const m = (this.perSubject.get(key) ?? 1) - 1;
     if (m <= 0) this.perSubject.delete(key);
     else this.perSubject.set(key, m);
@@ -230,7 +231,7 @@ export class GatewayCore {
   }
 
   private usageOf(accountId: number, subject: string): UsageDelta {
-    const key = subjectKey(accountId, subject);
+    const key = usageKey(accountId, subject);
     let u = this.usage.get(key);
     if (!u) {
       u = { accountId, subject, bytesUp: 0, bytesDown: 0, connections: 0 };

@@ -12,6 +12,11 @@ import type { Gateway, GatewayOptions, GatewayStats } from './types.js';
 
 export type * from './types.js';
 export { DEFAULT_LIMITS } from './limits.js';
+export { usageKey } from './core.js';
+export { ByteBudget } from './relay/byte-budget.js';
+export { EgressPrefix } from './dial/egress-prefix.js';
+export { AddressSessionTable, SessionTable } from './dial/sticky-sessions.js';
+export type { ExpiringSessions, HeldAddress, StickyAddresses, StickyAssignment, StickySessions } from './dial/sticky-sessions.js';
 export { CachingResolver } from './dial/resolver.js';
 export { ExitDirectory, EXIT_STALE_MS } from './hop/directory.js';
 export { HopDialer } from './hop/dialer.js';

@@ -115,6 +115,53 @@ describe('import graph of src/', () => {
     expect(wrong).toEqual([]);
   });
 
+  // Inside src/gateway/ (docs/architecture.md, "The gateway's rooms"): rooms on floors, each importing only its own
+  // floor and those below; types.ts, the boundary, is named by all and names only types; the daemon sees the face.
+  const GATEWAY_FLOORS: Record<string, number> = { wire: 0, relay: 1, dial: 2, hop: 3, '': 4, listen: 5 };
+  const gatewayRoom = (f: string): string | null => {
+    const r = rel(f);
+    if (!r.startsWith('src/gateway/')) return null;
+    const inner = r.slice('src/gateway/'.length);
+    return inner.includes('/') ? inner.split('/')[0]! : '';
+  };
+
+  it('the gateway: no file imports a room above its own', () => {
+    const wrong: string[] = [];
+    for (const [from, deps] of graph(true)) {
+      const room = gatewayRoom(from);
+      if (room === null || rel(from) === 'src/gateway/index.ts') continue;
+      for (const to of deps) {
+        const target = gatewayRoom(to);
+        if (target === null || rel(to) === 'src/gateway/types.ts') continue;
+        if (rel(to) === 'src/gateway/index.ts' || (GATEWAY_FLOORS[target] ?? 99) > (GATEWAY_FLOORS[room] ?? -1)) wrong.push(`${rel(from)} (${room || 'root'}) -> ${rel(to)} (${target || 'root'})`);
+      }
+    }
+    expect(Object.keys(GATEWAY_FLOORS).sort()).toEqual([...new Set(sources(path.join(SRC, 'gateway')).map((f) => gatewayRoom(f)!))].sort());
+    expect(wrong).toEqual([]);
+  });
+
+  it("the gateway's types.ts imports types only", () => {
+    expect(graph(true).get(path.join(SRC, 'gateway/types.ts'))).toEqual([]);
+  });
+
+  it('the daemon imports only the gateway\'s face (index.ts and types.ts)', () => {
+    const face = new Set(['src/gateway/index.ts', 'src/gateway/types.ts']);
+    const wrong: string[] = [];
+    for (const [from, deps] of graph(false)) {
+      if (!rel(from).startsWith('src/daemon/')) continue;
+      for (const to of deps) if (rel(to).startsWith('src/gateway/') && !face.has(rel(to))) wrong.push(`${rel(from)} -> ${rel(to)}`);
+    }
+    expect(wrong).toEqual([]);
+  });
+
+  it('the import rules catch a planted breach', () => {
+    // The checks above read real files; this one proves their predicate on made-up paths.
+    const planted = (from: string, to: string) => (GATEWAY_FLOORS[gatewayRoom(path.join(ROOT, to))!] ?? 99) > (GATEWAY_FLOORS[gatewayRoom(path.join(ROOT, from))!] ?? -1);
+    expect(planted('src/gateway/relay/splice.ts', 'src/gateway/conn.ts')).toBe(true);
+    expect(planted('src/gateway/wire/http-head.ts', 'src/gateway/dial/dialer.ts')).toBe(true);
+    expect(planted('src/gateway/listen/socks5.ts', 'src/gateway/conn.ts')).toBe(false);
+  });
+
   it('imports no private path of a dependency', () => {
     const priv = /^(?:@[^/]+\/)?[^./][^/]*\/(?:lib|dist|src|types|internal)\//;
     const bad = sources(SRC).flatMap((f) => specifiersOf(f, false).filter((s) => priv.test(s)).map((s) => `${rel(f)}: ${s}`));

@@ -4,6 +4,7 @@
 // what arrives meanwhile waits for the next flush. A node killed with SIGKILL loses at most the second it had
 // not flushed; a database away for a while loses nothing (the counts wait in memory, merged per key).
 import { randomBytes } from 'node:crypto';
+import { usageKey } from '../../gateway/index.js';
 import type { UsageDelta } from '../../gateway/types.js';
 import { StoreUnavailableError, type UsagePeriod, type UsageStore } from '../store/index.js';
 import { DEFAULT_USAGE_RETENTION_MS } from '../store/usage-sql.js';
@@ -18,7 +19,6 @@ export interface MeterOptions {
 const PRUNE_EVERY_MS = 600_000;
 
 /** One account's subject (`user:NAME`, `ip:A.B.C.D`) as a map key. */
-export const usageKey = (accountId: number, subject: string) => `${accountId}\0${subject}`;
 
 interface Flush {
   id: string;

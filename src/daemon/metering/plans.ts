@@ -21,10 +21,8 @@
 // waiting), and every 500 ms gives back what it does not use. Fleet-wide the open connections never exceed
 // the cap; a slot freed on one node is free for the others within 0.5 s; a node that dies holds its slots
 // until its lease expires (10 s).
-import type { ByteBudget as Budget } from '../../gateway/relay/byte-budget.js';
-import { ByteBudget } from '../../gateway/relay/byte-budget.js';
 import type { PlanLimits } from '../../gateway/types.js';
-import { usageKey } from './meter.js';
+import { ByteBudget, usageKey, type ByteBudget as Budget } from '../../gateway/index.js';
 import type { Plan, PlanPeriod, Store, UserLimits } from '../store/index.js';
 import { bucketStart } from '../store/usage-sql.js';
 

@@ -4,7 +4,7 @@ import { homedir, hostname } from 'node:os';
 import path from 'node:path';
 import ipaddr from 'ipaddr.js';
 import { DEFAULT_STALE_ADMISSION_SEC } from '../admission/view.js';
-import type { EgressPrefix } from '../../gateway/dial/egress-prefix.js';
+import type { EgressPrefix } from '../../gateway/index.js';
 import { parseEgress } from './egress-pool.js';
 import { parseDurationMs } from '../../contract/time.js';
 import { splitHostPort, type HostPort } from '../../contract/host-port.js';

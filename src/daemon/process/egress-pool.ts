@@ -7,16 +7,16 @@ import { readFile } from 'node:fs/promises';
 import net from 'node:net';
 import ipaddr from 'ipaddr.js';
 import { isStrictIPv4 } from '../../contract/ipv4.js';
-import { EgressPrefix } from '../../gateway/dial/egress-prefix.js';
 import {
   AddressSessionTable,
+  EgressPrefix,
   SessionTable,
   type ExpiringSessions,
   type HeldAddress,
   type StickyAddresses,
   type StickyAssignment,
   type StickySessions,
-} from '../../gateway/dial/sticky-sessions.js';
+} from '../../gateway/index.js';
 
 /** A CIDR block larger than this (/22) is refused: it is almost surely a typo for a smaller one. */
 const MAX_BLOCK = 1024;

@@ -11,6 +11,7 @@ import { buildApp } from '../api/app.js';
 import { consolePlugin } from '../console/index.js';
 import type { ApiContext } from '../services/context.js';
 import { formatHostPort, type ServeConfig } from './config.js';
+import { splitHostPort } from '../../contract/host-port.js';
 import { checkBindable, checkPrefixBindable, stickyAddressesFor, stickySessionsFor } from './egress-pool.js';
 import { parseProxyUsername } from '../../contract/proxy-username.js';
 import { withViewHealth } from '../observe/health.js';
@@ -139,8 +140,8 @@ export function parseDnsServers(s: string | undefined): string[] | undefined {
   const list = s?.split(',').map((x) => x.trim()).filter(Boolean);
   if (!list?.length) return undefined;
   for (const x of list) {
-    const host = x.startsWith('[') ? x.slice(1, x.indexOf(']')) : x.includes('.') ? x.split(':')[0]! : x;
-    if (!isIP(host)) throw new Error(`PROXYD_DNS_SERVERS: "${x}" is not an IP address with an optional port`);
+    const bare = x.startsWith('[') && x.endsWith(']') ? x.slice(1, -1) : x;
+    if (!isIP(bare) && !isIP(splitHostPort(x)?.host ?? '')) throw new Error(`PROXYD_DNS_SERVERS: "${x}" is not an IP address with an optional port`);
   }
   return list;
 }

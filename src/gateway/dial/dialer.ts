@@ -4,6 +4,7 @@
 // picks a random address of an IPv6 prefix (a sticky session keeps one).
 import net from 'node:net';
 import type { EgressPrefix } from './egress-prefix.js';
+import { destroySelf } from '../relay/sockets.js';
 import { CachingResolver } from './resolver.js';
 import type { StickyAddresses, StickySessions } from './sticky-sessions.js';
 import { canonicalIp, checkTarget, parseIp, type TargetRefusal } from './target-policy.js';
@@ -248,10 +249,6 @@ export function unmet(want: ExitWish | null, at: ExitWish | null): string | null
   return null;
 }
 
-/** A shared listener (no closure, so it retains nothing of the dial). */
-export function destroySelf(this: net.Socket): void {
-  this.destroy();
-}
 
 function dialFailure(code: string | undefined): DialFailure {
   switch (code) {

@@ -10,6 +10,7 @@
 // dies only its sessions move.
 import type { ExitWish } from '../dial/dialer.js';
 import { unmet } from '../dial/dialer.js';
+import { parseAuthority } from '../wire/http-head.js';
 import { FINGERPRINT } from './identity.js';
 import { HopLink, type HopRejection } from './link.js';
 
@@ -44,7 +45,8 @@ export interface ExitState {
   link: HopLink;
   /** Consecutive failed probes (0 after any success); -1 before the first probe answered. */
   failures: number;
-  probing: boolean;
+  /** The probe under way (one at a time per exit). */
+  probing: Promise<void> | null;
   /** Has not answered a probe since it was listed (its first failures are logged as unreachable, once). */
   neverUp: boolean;
   /** Rejections already said since it last answered (each is logged once, not every second). */
@@ -121,7 +123,8 @@ export class ExitDirectory {
         continue;
       }
       known?.link.close();
-      const [host, port] = splitHostPort(row.hop);
+      // A row no socket can reach (not HOST:PORT) gets a link that never connects: its probes say so.
+      const { host, port } = parseAuthority(row.hop) ?? { host: row.hop, port: 0 };
       const e: ExitState = {
         row,
         link: new HopLink(
@@ -135,7 +138,7 @@ export class ExitDirectory {
           },
         ),
         failures: -1,
-        probing: false,
+        probing: null,
         neverUp: true,
         said: new Set(),
       };
@@ -177,36 +180,33 @@ export class ExitDirectory {
     }
   }
 
-  private async probe(e: ExitState): Promise<void> {
-    if (e.probing) return;
-    e.probing = true;
-    try {
-      const ok = await e.link.ping();
-      const was = this.healthy(e);
-      const never = e.neverUp;
-      e.failures = ok ? 0 : Math.max(0, e.failures) + 1;
-      if (ok) {
-        e.neverUp = false;
-        e.said.clear();
-        e.link.fill();
-      } else if (never && e.failures === PROBE_FAILURES) {
-        // Registered but never reached: a hop address entries cannot reach (a wildcard, a firewall), or the
-        // wrong secret. Said once; it stays out of selection until it answers.
-        this.o.log?.warn({ event: 'exit_unreachable', exit: e.row.node, hop: e.row.hop }, 'exit node registered but does not answer on its hop address');
-      }
-      if (was !== this.healthy(e)) {
-        this.o.log?.info({ event: ok ? 'exit_up' : 'exit_down', exit: e.row.node }, ok ? 'exit node answers' : 'exit node failed its probes');
-        // Tunnels waiting for its answer go to another exit now.
-        if (!ok) e.link.abortWaiting();
-      }
-      // Failed once: look again now rather than in a second (a dead exit leaves selection at once).
-      if (!ok && e.failures < PROBE_FAILURES && this.exits.get(e.row.node) === e) {
-        e.probing = false;
-        return this.probe(e);
-      }
-    } finally {
-      e.probing = false;
+  /** Probes the exit (or joins the probe under way): whether it answers an authenticated PING. */
+  private probe(e: ExitState): Promise<void> {
+    e.probing ??= this.probeNow(e).finally(() => (e.probing = null));
+    return e.probing;
+  }
+
+  private async probeNow(e: ExitState): Promise<void> {
+    const ok = await e.link.ping();
+    const was = this.healthy(e);
+    const never = e.neverUp;
+    e.failures = ok ? 0 : Math.max(0, e.failures) + 1;
+    if (ok) {
+      e.neverUp = false;
+      e.said.clear();
+      e.link.fill();
+    } else if (never && e.failures === PROBE_FAILURES) {
+      // Registered but never reached: a hop address entries cannot reach (a wildcard, a firewall), or the
+      // wrong secret. Said once; it stays out of selection until it answers.
+      this.o.log?.warn({ event: 'exit_unreachable', exit: e.row.node, hop: e.row.hop }, 'exit node registered but does not answer on its hop address');
     }
+    if (was !== this.healthy(e)) {
+      this.o.log?.info({ event: ok ? 'exit_up' : 'exit_down', exit: e.row.node }, ok ? 'exit node answers' : 'exit node failed its probes');
+      // Tunnels waiting for its answer go to another exit now.
+      if (!ok) e.link.abortWaiting();
+    }
+    // Failed once: look again now rather than in a second (a dead exit leaves selection at once).
+    if (!ok && e.failures < PROBE_FAILURES && this.exits.get(e.row.node) === e) return this.probeNow(e);
   }
 
   private healthy(e: ExitState): boolean {
@@ -274,9 +274,4 @@ export function rendezvousScore(key: string, node: string): number {
   h = Math.imul(h, 0xc2b2ae35);
   h ^= h >>> 16;
   return h >>> 0;
-}
-
-function splitHostPort(hp: string): [string, number] {
-  const m = /^\[([^\]]+)\]:(\d+)$/.exec(hp) ?? /^([^:]+):(\d+)$/.exec(hp);
-  return m ? [m[1]!, Number(m[2])] : [hp, 0];
 }

@@ -5,7 +5,8 @@
 import net from 'node:net';
 import tls from 'node:tls';
 import type { DialOutcome, DialRequest } from '../dial/dialer.js';
-import { destroySelf, isTargetFailure } from '../dial/dialer.js';
+import { isTargetFailure } from '../dial/dialer.js';
+import { destroySelf } from '../relay/sockets.js';
 import { normalFingerprint } from './identity.js';
 import { ALPN, hopProof, readLine, sessionBinding } from './wire.js';
 

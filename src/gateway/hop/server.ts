@@ -7,7 +7,7 @@ import { createHash } from 'node:crypto';
 import net from 'node:net';
 import tls from 'node:tls';
 import type { Dialer } from '../dial/dialer.js';
-import { destroySelf } from '../dial/dialer.js';
+import { destroySelf } from '../relay/sockets.js';
 import { splice, type SpliceOwner } from '../relay/splice.js';
 import type { HopIdentity } from './identity.js';
 import { ALPN, proofAccepted, readLine, sessionBinding } from './wire.js';

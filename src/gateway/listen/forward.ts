@@ -5,7 +5,7 @@
 import type net from 'node:net';
 import { ByteQueue } from '../wire/byte-queue.js';
 import { ChunkedScanner } from '../wire/chunked.js';
-import type { ClientConn } from '../conn.js';
+import { dialTarget, type ClientConn } from '../conn.js';
 import {
   headerTokens,
   headerValues,
@@ -15,7 +15,6 @@ import {
   type RequestHead,
 } from '../wire/http-head.js';
 import { httpReply, type ProxyErrorType } from '../replies.js';
-import { dialTarget } from './http-connect.js';
 
 const HOP_BY_HOP = new Set([
   'connection',

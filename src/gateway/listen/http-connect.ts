@@ -1,31 +1,9 @@
 // CONNECT host:port: resolve, check the address actually dialled, connect from the egress
 // address, answer 200, then pump bytes (including any the client sent after its head).
-import type { ClientConn } from '../conn.js';
-import type { DialOutcome } from '../dial/dialer.js';
+import { dialTarget, type ClientConn } from '../conn.js';
 import { parseAuthority, type RequestHead } from '../wire/http-head.js';
 import { httpReply } from '../replies.js';
 import { splice } from '../relay/splice.js';
-
-/** Resolve and dial a target for an admitted connection, through the gateway's dialer. `null` if the client went away. */
-export async function dialTarget(conn: ClientConn, host: string, port: number): Promise<DialOutcome> {
-  // Resolving stays under the header deadline; from the connect on, the connect timeout governs.
-  if (!conn.to('resolving')) return null;
-  const out = await conn.core.dialer.dial({
-    host,
-    port,
-    session: conn.egressSession,
-    want: conn.exitWish,
-    // Not once the header deadline has answered instead (the connection is then `replying`).
-    wanted: () => !conn.closed && (conn.state === 'resolving' || conn.state === 'dialing'),
-    connecting: (socket) => {
-      conn.to('dialing');
-      conn.upstream = socket;
-    },
-  });
-  if (out && !out.ok) conn.upstream = null;
-  if (out?.ok && out.via) conn.via = out.via;
-  return out;
-}
 
 /** The CONNECT `200`, with its request id (support finds an admitted tunnel's record by it too). */
 function established(requestId: string): string {

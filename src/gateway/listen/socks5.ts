@@ -1,6 +1,6 @@
 // SOCKS5 (RFC 1928) with username/password (RFC 1929): greeting -> [auth] -> CONNECT request ->
 // reply -> tunnel. Admission happens at method selection (source IP) or after RFC 1929 (credentials).
-import type { ClientConn, ProtocolHandler } from '../conn.js';
+import { dialTarget, type ClientConn, type ProtocolHandler } from '../conn.js';
 import { formatAuthority, isValidHostName } from '../wire/http-head.js';
 import { failureLogReason, socksFailureReply, type Failure } from '../replies.js';
 import { splice } from '../relay/splice.js';
@@ -16,7 +16,6 @@ import {
   parseUserPass,
   type SocksRequest,
 } from '../wire/socks5.js';
-import { dialTarget } from './http-connect.js';
 
 type Stage = 'greeting' | 'auth' | 'request' | 'done';
 

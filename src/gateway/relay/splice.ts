@@ -13,9 +13,8 @@
 import fs from 'node:fs';
 import net from 'node:net';
 import { ByteBudget } from './byte-budget.js';
-import { detachHandshakeListeners } from '../conn.js';
 import type { Tunnels } from './open-tunnels.js';
-import { destroySelf } from '../dial/dialer.js';
+import { destroySelf } from './sockets.js';
 
 // Bytes one side may have queued in user space before the other side is paused. Only a stalled (or
 // slower) peer ever fills it: a kernel that keeps up takes every chunk straight from the read buffer.
@@ -35,6 +34,8 @@ export interface SpliceOwner {
   bytesUp: number;
   bytesDown: number;
   readonly core: { readonly tunnels: Tunnels; readonly limits: { readonly idleTimeoutMs: number } };
+  /** Takes the owner's own listeners off its socket as the pump takes it over (a customer's handshake listeners). */
+  releaseSocket?(): void;
 }
 
 export interface Tunnel {
@@ -230,7 +231,7 @@ export function splice(conn: SpliceOwner, upstream: net.Socket, earlyData: Buffe
   up[kTunnel] = t;
   conn.core.tunnels.add(t);
 
-  detachHandshakeListeners(client);
+  conn.releaseSocket?.();
   up.removeListener('error', destroySelf);
   for (const s of [client, up]) {
     s.on('drain', onDrain);

@@ -1,5 +1,6 @@
 // Pure PROXY protocol v1/v2 parser (haproxy proxy-protocol.txt). `none` means the bytes cannot
 // start a PROXY header, so the connection's own protocol begins at byte 0. Never throws.
+import { isIPv4 } from 'node:net';
 import ipaddr from 'ipaddr.js';
 import { INCOMPLETE, fail, type ParseResult } from './parse-result.js';
 
@@ -32,8 +33,6 @@ export function detectProxyHeader(buf: Uint8Array): 'none' | 'maybe' | 'v1' | 'v
   return 'none';
 }
 
-// The strict dotted-decimal pattern of src/contract/ipv4-syntax.ts; the gateway imports nothing of ours.
-const V1_IPV4 = /^(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])(?:\.(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])){3}$/;
 const V1_PORT = /^(?:0|[1-9][0-9]{0,4})$/;
 
 function v1Port(s: string): number | null {
@@ -65,7 +64,8 @@ function parseV1(buf: Uint8Array): ParseResult<ProxyHeader, ProxyHeaderError> {
   const srcPort = v1Port(sport);
   if (srcPort === null || v1Port(dport) === null) return fail('bad_v1');
   if (proto === 'TCP4') {
-    if (!V1_IPV4.test(src) || !V1_IPV4.test(dst)) return fail('bad_v1');
+    // Strict dotted decimal, as everywhere in proxyd (src/contract/ipv4-syntax.ts applies the same function).
+    if (!isIPv4(src) || !isIPv4(dst)) return fail('bad_v1');
     return { kind: 'ok', value: { version: 1, source: { address: src, port: srcPort, family: 4 } }, consumed };
   }
   if (proto === 'TCP6') {
