@@ -39,3 +39,15 @@ export function formatSize(n: number): string {
   }
   return i === 0 ? `${n} B` : `${Number(v.toFixed(2))} ${units[i]}`;
 }
+
+/**
+ * A size to put back in a form field: the largest unit that holds it exactly (`50GiB`, `500MB`), else plain
+ * bytes, so saving a form unchanged keeps the limit to the byte (`parseSize` reads it back as `n`).
+ */
+export function formatSizeExact(n: number): string {
+  for (const unit of ['TiB', 'TB', 'GiB', 'GB', 'MiB', 'MB', 'KiB', 'kB']) {
+    const mult = UNITS[unit.toLowerCase()]!;
+    if (n >= mult && n % mult === 0) return `${n / mult}${unit}`;
+  }
+  return String(n);
+}

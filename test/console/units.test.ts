@@ -5,6 +5,7 @@ import { usagePage } from '../../src/daemon/console/pages/usage.js';
 import { connectionsPage } from '../../src/daemon/console/pages/connections.js';
 import { LoginLimiter } from '../../src/daemon/console/login-limiter.js';
 import { whitelistPage } from '../../src/daemon/console/pages/whitelist.js';
+import { proxyUsersPage } from '../../src/daemon/console/pages/proxy-users.js';
 import { loadSessionSecret, RevealSealer } from '../../src/daemon/console/session.js';
 import { openStore, type Store } from '../../src/daemon/store/index.js';
 import { hashPassword } from '../../src/daemon/secrets.js';
@@ -51,6 +52,18 @@ describe('html template', () => {
     expect(usage).toContain('>50 GiB<');
     expect(conns).toContain('↑ 50 GiB ↓ 1.5 KiB');
     for (const page of [usage, conns]) expect(page).not.toMatch(/50\.0+ GiB/);
+  });
+
+  it('the proxy-user limits form shows a limit exactly (saved unchanged, it stays to the byte)', () => {
+    // 310,000 bytes was shown as "302.73KiB", which saved back unchanged became 309,996.
+    const page = proxyUsersPage({
+      csrf: 't',
+      email: 'a@example.com',
+      users: [{ id: 1, account_id: 1, username: 'crawler', status: 'active', created_at: 0 }],
+      limits: new Map([['crawler', { accountId: 1, username: 'crawler', trafficLimit: 310_000, maxConnections: null }]]),
+      revealed: null,
+    }).value;
+    expect(page).toContain('name="traffic_limit" value="310kB"');
   });
 
   it('renders a remark with markup as text on the whitelist page', () => {

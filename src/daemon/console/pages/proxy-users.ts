@@ -1,6 +1,6 @@
 import { PROXY_USERNAME_PATTERN, RESERVED_MARKERS_HINT } from '../../../contract/proxy-username.js';
 import type { ProxyUser, UserLimits } from '../../store/index.js';
-import { formatSize } from '../../../contract/size.js';
+import { formatSizeExact } from '../../../contract/size.js';
 import { html, type Html } from '../html.js';
 import { csrfField, shell, utc } from '../layout.js';
 import type { Flash } from '../session.js';
@@ -33,7 +33,8 @@ function revealCard(r: { username: string; password: string }): Html {
 }
 
 function limitsForm(u: ProxyUser, l: UserLimits | undefined, csrf: string): Html {
-  const size = l?.trafficLimit != null ? formatSize(l.trafficLimit).replace(' ', '') : '';
+  // Exact (a rounded figure saved back unchanged would move the limit by a few bytes).
+  const size = l?.trafficLimit != null ? formatSizeExact(l.trafficLimit) : '';
   return html`<form method="post" action="/console/proxy-users/${u.id}/limits" class="limits" data-testid="limits-form">${csrfField(csrf)}
 <label>Traffic limit <input type="text" name="traffic_limit" value="${size}" placeholder="none" size="8" autocomplete="off" spellcheck="false" aria-label="Traffic limit of ${u.username} (for example 50GiB)"></label>
 <label>Max connections <input type="text" name="max_connections" inputmode="numeric" value="${l?.maxConnections != null ? String(l.maxConnections) : ''}" placeholder="none" size="5" autocomplete="off" aria-label="Max connections of ${u.username}"></label>
