@@ -26,7 +26,7 @@ const yieldTurn = () => new Promise<void>((r) => setImmediate(r));
 // (PostgreSQL refuses a NUL in text).
 const HAS_CONTROL = /[\x00-\x1f\x7f]/;
 const CONTROL = /[\x00-\x1f\x7f]/g;
-const printable = (s: string | null): string | null =>
+export const printable = (s: string | null): string | null =>
   s === null || !HAS_CONTROL.test(s) ? s : s.replace(CONTROL, (c) => `\\x${c.charCodeAt(0).toString(16).padStart(2, '0')}`);
 
 export class ConnectionLogWriter implements ConnectionLogSink {

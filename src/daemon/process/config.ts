@@ -55,8 +55,20 @@ export interface ServeConfig {
   hopGraceMs: number;
   /** How long connection-log records are kept (ms); 0: the gateway keeps no connection log. */
   connectionLogRetentionMs: number;
+  /** Where connection-log records go: the database, JSON lines (a file or stdout), or nowhere. */
+  connectionLogSink: ConnectionLogSinkConfig;
   /** How long usage buckets are kept, per period (ms). */
   usageRetentionMs: Record<'minute' | 'hour' | 'day', number>;
+}
+
+export type ConnectionLogSinkConfig = { kind: 'db' } | { kind: 'off' } | { kind: 'stdout' } | { kind: 'file'; path: string };
+
+/** `--connection-log-sink db|jsonl:PATH|stdout|off`. */
+export function parseConnectionLogSink(s: string | undefined): ConnectionLogSinkConfig {
+  const v = (s ?? 'db').trim();
+  if (v === 'db' || v === 'off' || v === 'stdout') return { kind: v };
+  if (v.startsWith('jsonl:') && v.length > 'jsonl:'.length) return { kind: 'file', path: path.resolve(v.slice('jsonl:'.length)) };
+  throw new ConfigError(`--connection-log-sink: expected db, jsonl:PATH, stdout or off, got "${s}"`);
 }
 
 export class ConfigError extends Error {
@@ -130,6 +142,7 @@ interface RawServeOptions {
   hopCertLifetime?: string;
   hopGrace?: string;
   connectionLogRetention?: string;
+  connectionLogSink?: string;
   usageRetention?: string;
 }
 
@@ -179,6 +192,7 @@ export function toServeConfig(o: RawServeOptions, env: NodeJS.ProcessEnv = proce
     hopCertLifetimeMs: parseDays(o.hopCertLifetime ?? '90', '--hop-cert-lifetime', 3650) * 86_400_000,
     hopGraceMs: intIn(o.hopGrace ?? '600', '--hop-grace', 0, 7 * 24 * 3600) * 1000,
     connectionLogRetentionMs: parseDuration(o.connectionLogRetention ?? DEFAULT_CONNECTION_LOG_RETENTION, '--connection-log-retention'),
+    connectionLogSink: parseConnectionLogSink(o.connectionLogSink),
     usageRetentionMs: parseUsageRetention(o.usageRetention ?? DEFAULT_USAGE_RETENTION),
   };
 }

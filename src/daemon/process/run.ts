@@ -52,6 +52,11 @@ export async function runServe(cfg: ServeConfig): Promise<void> {
   };
   process.once('SIGTERM', () => stop('SIGTERM'));
   process.once('SIGINT', () => stop('SIGINT'));
+  // logrotate's signal: log files are reopened (the primary passes it to its workers).
+  process.on('SIGHUP', () => {
+    log.info({ event: 'reopen', signal: 'SIGHUP' }, 'reopening log files');
+    serving.reopen();
+  });
   // After the handlers: whoever reads this line may signal at once.
   process.stdout.write(`${JSON.stringify(serving.ready)}\n`);
 }

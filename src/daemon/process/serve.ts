@@ -19,6 +19,7 @@ import { openCountryLookup, type CountryLookup } from '../services/geo.js';
 import type { DaemonLog } from '../log.js';
 import { Metrics } from '../observe/metrics.js';
 import { ConnectionLogWriter } from '../observe/connection-log.js';
+import { ConnectionLogLines } from '../observe/connection-log-lines.js';
 import { ApiLimits, parseLimitOverrides } from '../ratelimit/api-limits.js';
 import { MemoryWindowStore, type WindowStore } from '../ratelimit/limiter.js';
 import { RedisWindowStore } from '../ratelimit/redis-store.js';
@@ -39,6 +40,8 @@ const DEPENDENCY_WAIT_MS = 3_000;
 export interface Serving {
   ready: Ready & { workers?: number };
   shutdown(): Promise<void>;
+  /** SIGHUP: files this process writes are opened again (after logrotate moved them). */
+  reopen(): void;
 }
 
 /** The JSON ready line (docs/operations.md). */
@@ -218,15 +221,25 @@ export async function startDaemon(cfg: ServeConfig, log: DaemonLog): Promise<Run
   const apiPort = typeof apiAddr === 'object' && apiAddr ? apiAddr.port : cfg.apiListen.port;
   const apiHostPort = { host: cfg.apiListen.host, port: apiPort };
 
-  const connLog = cfg.connectionLogRetentionMs > 0
-    ? new ConnectionLogWriter(store.connectionLog, cfg.nodeName, {
-        retentionMs: cfg.connectionLogRetentionMs,
-        // Hidden knob (tests, very busy nodes): records held while the database is slow; default 20,000.
-        maxBuffered: process.env.PROXYD_CONNECTION_LOG_BUFFER ? intFromEnv('PROXYD_CONNECTION_LOG_BUFFER', 1, 10_000_000) : undefined,
-        log,
-      })
-    : null;
-  connLog?.start();
+  const sink = cfg.connectionLogSink;
+  const connLog =
+    sink.kind === 'off' || cfg.connectionLogRetentionMs === 0
+      ? null
+      : sink.kind === 'db'
+        ? new ConnectionLogWriter(store.connectionLog, cfg.nodeName, {
+            retentionMs: cfg.connectionLogRetentionMs,
+            // Hidden knob (tests, very busy nodes): records held while the database is slow; default 20,000.
+            maxBuffered: process.env.PROXYD_CONNECTION_LOG_BUFFER ? intFromEnv('PROXYD_CONNECTION_LOG_BUFFER', 1, 10_000_000) : undefined,
+            log,
+          })
+        : new ConnectionLogLines(sink.kind === 'file' ? sink : { kind: 'stdout' }, cfg.nodeName, store.accounts, log);
+  try {
+    connLog?.start();
+  } catch (e) {
+    await app.close();
+    await store.close();
+    throw e;
+  }
   let gateway: Gateway | null = null;
   // A gateway that cannot start (port in use) must not leave the API listening: the process would never exit.
   const admission = new ViewAdmission(view);
@@ -351,5 +364,5 @@ export async function startDaemon(cfg: ServeConfig, log: DaemonLog): Promise<Run
     await shutdown();
     throw err;
   }
-  return { app, gateway, store, ready, shutdown };
+  return { app, gateway, store, ready, shutdown, reopen: () => (connLog instanceof ConnectionLogLines ? connLog.reopen() : undefined) };
 }
