@@ -38,7 +38,35 @@ async function open(backend: (typeof BACKENDS)[number]): Promise<Store> {
   return store;
 }
 
+const DAY = 86_400_000;
+
 describe.each(BACKENDS)('connection log store on %s', (backend) => {
+  it('retention and the size cap drop whole days, oldest first, and keep the current day', async () => {
+    const store = await open(backend);
+    const now = Date.UTC(2026, 10, 25, 12);
+    const today = Math.floor(now / DAY) * DAY;
+    // Back-dated records: 3, 2 and 1 days ago (two each), and today.
+    const days = [3, 2, 1].map((n) => today - n * DAY + 3_600_000);
+    for (const t of days) expect(await store.connectionLog.insert('n1', [entry({ startedAt: t }), entry({ startedAt: t + 1 })])).toBe('ok');
+    expect(await store.connectionLog.insert('n1', [entry({ startedAt: now })])).toBe('ok');
+    const left = async () => (await store.connectionLog.query({ limit: 100 })).map((r) => r.startedAt).sort();
+    expect(await left()).toHaveLength(7);
+    expect(await store.connectionLog.sizeBytes()).toBeGreaterThan(0);
+
+    // Retention cuts at a time: the days before it go whole, the day it falls in keeps what is newer.
+    await store.connectionLog.prune(days[1]! + 1);
+    expect(await left()).toEqual([days[1]! + 1, days[2]!, days[2]! + 1, now]);
+
+    // The size cap: the oldest day goes first, never today.
+    const writer = new ConnectionLogWriter(store.connectionLog, 'n1', { maxSizeBytes: 1 });
+    expect(await writer.capSize(now)).toBe(2); // the day 2 days ago, then yesterday; today alone is still over the cap
+    expect(await left()).toEqual([now]);
+    expect(await store.connectionLog.dropOldestDay(now)).toBe(false);
+    // A record of a dropped day arriving late is still taken (its day is made again).
+    expect(await store.connectionLog.insert('n1', [entry({ startedAt: days[0]! })])).toBe('ok');
+    expect(await left()).toEqual([days[0]!, now]);
+  });
+
   it('an insert sent again adds nothing: each request id once', async () => {
     const store = await open(backend);
     const batch: ConnectionLogEntry[] = [entry(), entry(), entry()];

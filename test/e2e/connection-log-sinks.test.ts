@@ -1,6 +1,7 @@
 // The connection log as JSON lines (`--connection-log-sink jsonl:PATH|stdout`) against a spawned proxyd: one
 // line per attempt in the shape `proxyd admin connections` prints, within 2 s; the file is reopened on SIGHUP
-// (logrotate moved it); `off` writes nothing, not even to the database; a bad value is exit 2 naming the flag.
+// (logrotate moved it); `off` writes nothing, not even to the database; a bad value of either connection-log
+// flag is exit 2 naming the flag.
 import { renameSync, readFileSync, existsSync } from 'node:fs';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
@@ -94,9 +95,17 @@ describe('connection-log sinks', () => {
     expect(metrics).not.toMatch(/^proxyd_connection_log_written_total [1-9]/m);
   });
 
-  it.each(['bogus', 'jsonl:', 'file:/tmp/x', 'DB'])('a bad value (%s) is exit 2 naming the flag', async (v) => {
-    const r = await run(PROXYD, ['serve', '--data-dir', tempDir('proxyd-sink-bad-'), '--connection-log-sink', v]);
+  it.each([
+    ['--connection-log-sink', 'bogus'],
+    ['--connection-log-sink', 'jsonl:'],
+    ['--connection-log-sink', 'file:/tmp/x'],
+    ['--connection-log-sink', 'DB'],
+    ['--connection-log-max-size', '10'],
+    ['--connection-log-max-size', '-5GiB'],
+    ['--connection-log-max-size', '3 parsecs'],
+  ])('a bad value (%s %s) is exit 2 naming the flag', async (flag, v) => {
+    const r = await run(PROXYD, ['serve', '--data-dir', tempDir('proxyd-sink-bad-'), flag, v]);
     expect(r.code).toBe(2);
-    expect(r.stderr).toContain('--connection-log-sink');
+    expect(r.stderr).toContain(flag);
   });
 });

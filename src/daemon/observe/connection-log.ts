@@ -14,11 +14,16 @@ export interface ConnectionLogOptions {
   intervalMs?: number;
   /** Records older than this are removed (hourly, by whichever node gets there); 0 keeps them. */
   retentionMs?: number;
+  /** The log's size on disk at most (oldest days dropped first, the current one kept); absent: no cap. */
+  maxSizeBytes?: number;
   log?: { warn(obj: object, msg?: string): void };
 }
 
 const DEFAULTS = { maxBuffered: 20_000, batch: 1_000, intervalMs: 250 };
 const PRUNE_EVERY_MS = 600_000;
+const SIZE_EVERY_MS = 60_000;
+/** Days dropped at most per size check (a backlog of years is worked off over several checks). */
+const MAX_DAYS_PER_CHECK = 400;
 const yieldTurn = () => new Promise<void>((r) => setImmediate(r));
 
 // Usernames (RFC 1929 bytes, Basic credentials) and SOCKS5 domain names come from unauthenticated clients:
@@ -34,6 +39,8 @@ export class ConnectionLogWriter implements ConnectionLogSink {
   private flushing: Promise<void> | null = null;
   private timer: NodeJS.Timeout | null = null;
   private pruneTimer: NodeJS.Timeout | null = null;
+  private sizeTimer: NodeJS.Timeout | null = null;
+  private capping = false;
   private immediate = false;
   private lastWarn = 0;
   written = 0;
@@ -85,6 +92,40 @@ export class ConnectionLogWriter implements ConnectionLogSink {
       this.pruneTimer = setInterval(prune, PRUNE_EVERY_MS);
       this.pruneTimer.unref();
     }
+    if (this.opts.maxSizeBytes !== undefined) {
+      void this.capSize();
+      this.sizeTimer = setInterval(() => void this.capSize(), SIZE_EVERY_MS);
+      this.sizeTimer.unref();
+    }
+  }
+
+  /** Drops the oldest days while the log is larger than --connection-log-max-size; the current day stays. */
+  async capSize(now = Date.now()): Promise<number> {
+    const max = this.opts.maxSizeBytes;
+    if (max === undefined || this.capping) return 0;
+    this.capping = true;
+    let dropped = 0;
+    try {
+      while (dropped < MAX_DAYS_PER_CHECK && (await this.store.sizeBytes()) > max) {
+        if (!(await this.store.dropOldestDay(now))) {
+          this.warnOnce('connection_log_over_max_size', 'today\'s records alone are over --connection-log-max-size (kept)');
+          break;
+        }
+        dropped++;
+      }
+    } catch (e) {
+      this.warnOnce('connection_log_size_check_failed', e instanceof Error ? e.message : String(e));
+    } finally {
+      this.capping = false;
+    }
+    return dropped;
+  }
+
+  private warnOnce(event: string, detail: string): void {
+    const now = Date.now();
+    if (now - this.lastWarn < 10_000) return;
+    this.lastWarn = now;
+    this.opts.log?.warn({ event, detail }, 'connection log');
   }
 
   /** Writes what is buffered, a batch at a time; a failed batch goes back to the front and waits for the next tick. */
@@ -153,6 +194,8 @@ export class ConnectionLogWriter implements ConnectionLogSink {
   async stop(deadlineMs = 2_000): Promise<void> {
     if (this.timer) clearInterval(this.timer);
     if (this.pruneTimer) clearInterval(this.pruneTimer);
+    if (this.sizeTimer) clearInterval(this.sizeTimer);
+    this.sizeTimer = null;
     this.timer = null;
     this.pruneTimer = null;
     await Promise.race([this.flush(), new Promise((r) => setTimeout(r, deadlineMs).unref())]);

@@ -2,6 +2,7 @@
 import { isIP } from 'node:net';
 import { homedir, hostname } from 'node:os';
 import path from 'node:path';
+import { parseSize } from '../../contract/size.js';
 import ipaddr from 'ipaddr.js';
 import { DEFAULT_STALE_ADMISSION_SEC } from '../admission/view.js';
 import type { EgressPrefix } from '../../gateway/index.js';
@@ -57,6 +58,8 @@ export interface ServeConfig {
   connectionLogRetentionMs: number;
   /** Where connection-log records go: the database, JSON lines (a file or stdout), or nowhere. */
   connectionLogSink: ConnectionLogSinkConfig;
+  /** The database log's size on disk at most (bytes); undefined: no cap. */
+  connectionLogMaxSize: number | undefined;
   /** How long usage buckets are kept, per period (ms). */
   usageRetentionMs: Record<'minute' | 'hour' | 'day', number>;
 }
@@ -69,6 +72,14 @@ export function parseConnectionLogSink(s: string | undefined): ConnectionLogSink
   if (v === 'db' || v === 'off' || v === 'stdout') return { kind: v };
   if (v.startsWith('jsonl:') && v.length > 'jsonl:'.length) return { kind: 'file', path: path.resolve(v.slice('jsonl:'.length)) };
   throw new ConfigError(`--connection-log-sink: expected db, jsonl:PATH, stdout or off, got "${s}"`);
+}
+
+/** `--connection-log-max-size SIZE` (`20GiB`, `500MB`, bytes) or `none`: at least 1 MiB. */
+function parseMaxSize(s: string | undefined): number | undefined {
+  if (s === undefined || s.trim() === '' || s.trim().toLowerCase() === 'none') return undefined;
+  const n = parseSize(s);
+  if (n === null || n < 2 ** 20) throw new ConfigError(`--connection-log-max-size: expected a size of at least 1MiB (20GiB, 500MB) or none, got "${s}"`);
+  return n;
 }
 
 export class ConfigError extends Error {
@@ -143,6 +154,7 @@ interface RawServeOptions {
   hopGrace?: string;
   connectionLogRetention?: string;
   connectionLogSink?: string;
+  connectionLogMaxSize?: string;
   usageRetention?: string;
 }
 
@@ -193,6 +205,7 @@ export function toServeConfig(o: RawServeOptions, env: NodeJS.ProcessEnv = proce
     hopGraceMs: intIn(o.hopGrace ?? '600', '--hop-grace', 0, 7 * 24 * 3600) * 1000,
     connectionLogRetentionMs: parseDuration(o.connectionLogRetention ?? DEFAULT_CONNECTION_LOG_RETENTION, '--connection-log-retention'),
     connectionLogSink: parseConnectionLogSink(o.connectionLogSink),
+    connectionLogMaxSize: parseMaxSize(o.connectionLogMaxSize),
     usageRetentionMs: parseUsageRetention(o.usageRetention ?? DEFAULT_USAGE_RETENTION),
   };
 }

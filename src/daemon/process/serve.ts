@@ -228,6 +228,7 @@ export async function startDaemon(cfg: ServeConfig, log: DaemonLog): Promise<Run
       : sink.kind === 'db'
         ? new ConnectionLogWriter(store.connectionLog, cfg.nodeName, {
             retentionMs: cfg.connectionLogRetentionMs,
+            maxSizeBytes: cfg.connectionLogMaxSize,
             // Hidden knob (tests, very busy nodes): records held while the database is slow; default 20,000.
             maxBuffered: process.env.PROXYD_CONNECTION_LOG_BUFFER ? intFromEnv('PROXYD_CONNECTION_LOG_BUFFER', 1, 10_000_000) : undefined,
             log,

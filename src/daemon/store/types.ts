@@ -312,10 +312,17 @@ export interface ConnectionLogStore {
   /** Appends records one node wrote; `busy` (nothing written) when the database is locked or away. */
   insert(node: string, entries: readonly ConnectionLogEntry[]): Promise<'ok' | 'busy'>;
   query(f: ConnectionLogFilter): Promise<ConnectionLogRow[]>;
-  /** Removes records that started before `beforeMs`, in slices that let other work run between them; how many. */
+  /**
+   * Removes records that started before `beforeMs`, in slices that let other work run between them (whole days
+   * at once where the backend keeps days apart); how many (a day dropped whole counts as its estimated rows).
+   */
   prune(beforeMs: number): Promise<number | 'busy'>;
   /** The newest record's id (0: none), whatever any filter says: where a follower goes on from. */
   newestId(): Promise<number>;
+  /** The log's size on disk (rows and indexes), in bytes. */
+  sizeBytes(): Promise<number>;
+  /** Removes the oldest UTC day of records if it started before `keepFromMs`'s day; false when there is none such. */
+  dropOldestDay(keepFromMs: number): Promise<boolean>;
 }
 
 /** What changed, by key: a proxy user (username), a whitelisted IP, or an account (id). */

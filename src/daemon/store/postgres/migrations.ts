@@ -421,4 +421,62 @@ export const PG_MIGRATIONS: readonly string[] = [
   ALTER TABLE fleet_secrets ADD COLUMN previous text;
   ALTER TABLE fleet_secrets ADD COLUMN rotated_at timestamptz;
   `,
+  // 13: the connection log in daily partitions (UTC days of started_ms): retention and the size cap drop whole
+  // days in constant time instead of deleting row by row. Rows already there move into their days' partitions.
+  // A unique index of a partitioned table must hold the partition key: a batch sent again carries the same
+  // (request_id, started_ms), so it still adds nothing.
+  `
+  ALTER TABLE connection_log RENAME TO connection_log_unpartitioned;
+  ALTER INDEX connection_log_started RENAME TO connection_log_unpartitioned_started;
+  ALTER INDEX connection_log_account RENAME TO connection_log_unpartitioned_account;
+  ALTER INDEX connection_log_request RENAME TO connection_log_unpartitioned_request;
+  ALTER INDEX connection_log_pkey RENAME TO connection_log_unpartitioned_pkey;
+  ALTER TABLE connection_log_unpartitioned ALTER COLUMN id DROP DEFAULT;
+  ALTER SEQUENCE connection_log_id_seq OWNED BY NONE;
+  CREATE TABLE connection_log (
+    id              bigint NOT NULL DEFAULT nextval('connection_log_id_seq'),
+    started_ms      bigint NOT NULL,
+    node            text NOT NULL,
+    request_id      text NOT NULL,
+    protocol        text NOT NULL,
+    source_ip       text NOT NULL,
+    username        text,
+    account_id      integer,
+    target          text,
+    reason          text,
+    bytes_up        bigint NOT NULL,
+    bytes_down      bigint NOT NULL,
+    duration_ms     bigint NOT NULL,
+    exit            text,
+    exit_moved_from text
+  ) PARTITION BY RANGE (started_ms);
+  ALTER SEQUENCE connection_log_id_seq OWNED BY connection_log.id;
+  CREATE INDEX connection_log_started ON connection_log(started_ms);
+  CREATE INDEX connection_log_account ON connection_log(account_id, id);
+  CREATE INDEX connection_log_id ON connection_log(id);
+  CREATE UNIQUE INDEX connection_log_request ON connection_log(request_id, started_ms);
+  -- The partition of the UTC day holding p_ms, made if it is not there (by whichever node asks first).
+  CREATE FUNCTION proxyd_connection_log_day(p_ms bigint) RETURNS void LANGUAGE plpgsql AS $$
+  DECLARE
+    d bigint := (p_ms / 86400000) * 86400000;
+    part text := 'connection_log_' || to_char(to_timestamp(d / 1000) AT TIME ZONE 'UTC', 'YYYYMMDD');
+  BEGIN
+    IF to_regclass(part) IS NOT NULL THEN RETURN; END IF;
+    EXECUTE format('CREATE TABLE IF NOT EXISTS %I PARTITION OF connection_log FOR VALUES FROM (%s) TO (%s)', part, d, d + 86400000);
+  EXCEPTION WHEN duplicate_table OR unique_violation THEN
+    NULL; -- another node made it at the same moment
+  END $$;
+  DO $$
+  DECLARE r record;
+  BEGIN
+    FOR r IN SELECT DISTINCT (started_ms / 86400000) * 86400000 AS d FROM connection_log_unpartitioned LOOP
+      PERFORM proxyd_connection_log_day(r.d);
+    END LOOP;
+    PERFORM proxyd_connection_log_day((extract(epoch FROM now()) * 1000)::bigint);
+  END $$;
+  INSERT INTO connection_log (id, started_ms, node, request_id, protocol, source_ip, username, account_id, target, reason, bytes_up, bytes_down, duration_ms, exit, exit_moved_from)
+    SELECT id, started_ms, node, request_id, protocol, source_ip, username, account_id, target, reason, bytes_up, bytes_down, duration_ms, exit, exit_moved_from
+    FROM connection_log_unpartitioned;
+  DROP TABLE connection_log_unpartitioned;
+  `,
 ];

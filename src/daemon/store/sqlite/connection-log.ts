@@ -6,6 +6,8 @@ import type { ConnectionLogEntry, ConnectionLogFilter, ConnectionLogRow, Connect
 import { isBusyError, type Db } from './db.js';
 import { stmt } from './statements.js';
 
+const DAY_MS = 86_400_000;
+
 export class SqliteConnectionLogStore implements ConnectionLogStore {
   constructor(
     private readonly db: Db,
@@ -58,5 +60,18 @@ export class SqliteConnectionLogStore implements ConnectionLogStore {
       if (changes < 2000) return total;
       await new Promise<void>((r) => setImmediate(r));
     }
+  }
+
+  async sizeBytes(): Promise<number> {
+    // dbstat: the pages the table and its indexes use (freed pages are reused, so this, not the file, is what grows).
+    return stmt<[], { bytes: number | null }>(this.db, "SELECT sum(pgsize) AS bytes FROM dbstat WHERE name = 'connection_log' OR name LIKE 'connection_log_%'").get()?.bytes ?? 0;
+  }
+
+  async dropOldestDay(keepFromMs: number): Promise<boolean> {
+    const oldest = stmt<[], { ms: number | null }>(this.db, 'SELECT min(started_ms) AS ms FROM connection_log').get()?.ms ?? null;
+    const keepFrom = Math.floor(keepFromMs / DAY_MS) * DAY_MS;
+    if (oldest === null || oldest >= keepFrom) return false;
+    const removed = await this.prune(Math.floor(oldest / DAY_MS) * DAY_MS + DAY_MS);
+    return removed !== 'busy';
   }
 }
