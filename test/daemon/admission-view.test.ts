@@ -69,6 +69,49 @@ function makeView(feed: AdmissionFeed, staleAdmissionSec = 300) {
   return { view, clock, admission: new ViewAdmission(view) };
 }
 
+describe('the admission view packs each proxy user into one string', () => {
+  it('gives back the same account, status and hash (standard scrypt, and any other stored text)', async () => {
+    const feed = new FakeFeed();
+    const standard = await hashPassword('packed password 1');
+    feed.state.users = [
+      { username: 'alice', account_id: 7, password_hash: standard, status: 'active' },
+      { username: 'bob', account_id: 2_000_000_123, password_hash: 'scrypt$32768$8$2$c2FsdA$a2V5', status: 'disabled' },
+      { username: 'carol', account_id: 1, password_hash: 'not a hash at all: kept as written', status: 'active' },
+    ];
+    feed.state.accounts = [{ id: 7, status: 'active' }, { id: 1, status: 'active' }];
+    const view = new AdmissionView(feed, { staleAdmissionSec: 300, pollMs: 0 });
+    await view.start();
+    try {
+      expect(view.userForAuth('alice')).toEqual({ account_id: 7, password_hash: standard, status: 'active', account_status: 'active' });
+      expect(view.userForAuth('bob')).toEqual({ account_id: 2_000_000_123, password_hash: 'scrypt$32768$8$2$c2FsdA$a2V5', status: 'disabled', account_status: 'unknown' });
+      expect(view.userForAuth('carol')?.password_hash).toBe('not a hash at all: kept as written');
+      expect(view.userForAuth('dave')).toBeNull();
+    } finally {
+      view.close();
+    }
+  });
+
+  it('a full reload (SIGHUP) swaps in the new view and counts; a reload that fails keeps the view in use', async () => {
+    const feed = new FakeFeed();
+    feed.state.users = Array.from({ length: 5_000 }, (_, i) => ({ username: `u${i}`, account_id: 1, password_hash: 'h', status: 'active' as const }));
+    const view = new AdmissionView(feed, { staleAdmissionSec: 300, pollMs: 0 });
+    await view.start();
+    try {
+      feed.state.users.push({ username: 'late', account_id: 1, password_hash: 'h', status: 'active' }); // not in the log: only a reload sees it
+      expect(view.userForAuth('late')).toBeNull();
+      await view.reloadNow();
+      expect(view.userForAuth('late')).not.toBeNull();
+      expect(view.status()).toMatchObject({ users: 5_001, reloads: 2 });
+      feed.failing = true;
+      await view.reloadNow();
+      expect(view.status()).toMatchObject({ users: 5_001, reloads: 2 });
+      expect(view.userForAuth('u42')).not.toBeNull();
+    } finally {
+      view.close();
+    }
+  });
+});
+
 describe('admission view over a fake feed', () => {
   it('loads a snapshot and applies changes in batches', async () => {
     const feed = new FakeFeed();

@@ -52,17 +52,48 @@ export class AdmissionUnavailable extends Error {
   }
 }
 
-interface UserEntry {
-  accountId: number;
-  hash: string;
-  active: boolean;
+/**
+ * A proxy user in the view, packed into one string (a provider holds a million: an object and a text hash
+ * each cost about twice as much): `A` or `D` (active, disabled), the account id in base 36, `:`, then the
+ * password hash, its salt and key as raw bytes when it has the standard scrypt parameters (`=` + 48 latin1
+ * characters), else as stored (`$` + the text).
+ */
+type UserEntry = string;
+
+const STANDARD_HASH = /^scrypt\$16384\$8\$1\$([A-Za-z0-9_-]{22})\$([A-Za-z0-9_-]{43})$/;
+
+function userEntry(r: AdmissionUserRow): UserEntry {
+  const head = `${r.status === 'active' ? 'A' : 'D'}${r.account_id.toString(36)}:`;
+  const m = STANDARD_HASH.exec(r.password_hash);
+  if (!m) return `${head}$${r.password_hash}`;
+  return `${head}=${Buffer.concat([Buffer.from(m[1]!, 'base64url'), Buffer.from(m[2]!, 'base64url')]).toString('latin1')}`;
 }
 
-const userEntry = (r: AdmissionUserRow): UserEntry => ({ accountId: r.account_id, hash: r.password_hash, active: r.status === 'active' });
+function unpackUser(e: UserEntry): { accountId: number; hash: string; active: boolean } {
+  const colon = e.indexOf(':');
+  const accountId = parseInt(e.slice(1, colon), 36);
+  const rest = e.slice(colon + 1);
+  let hash: string;
+  if (rest[0] === '$') hash = rest.slice(1);
+  else {
+    const raw = Buffer.from(rest.slice(1), 'latin1');
+    hash = `scrypt$16384$8$1$${raw.subarray(0, 16).toString('base64url')}$${raw.subarray(16).toString('base64url')}`;
+  }
+  return { accountId, hash, active: e[0] === 'A' };
+}
 // accountId * 2 + (entry active ? 1 : 0): no object per IP, the view holds 100,000s of them.
 const ipEntry = (r: AdmissionIpRow): number => r.account_id * 2 + (r.status === 1 ? 1 : 0);
 
 const WAKE_DELAY_MS = 20;
+/** Rows handled per turn of the event loop while a full load is built. */
+const SLICE = 2_000;
+
+async function inSlices<T>(rows: readonly T[], each: (r: T) => void): Promise<void> {
+  for (let i = 0; i < rows.length; i++) {
+    each(rows[i]!);
+    if (i % SLICE === SLICE - 1) await new Promise<void>((r) => setImmediate(r));
+  }
+}
 
 /** Without an error, a view not refreshed for this long is stale all the same (a feed call that hangs). */
 const STALL_MS = 5_000;
@@ -166,8 +197,9 @@ export class AdmissionView {
 
   /** The proxy user's row as admission needs it, or null (unknown username). */
   userForAuth(username: string): AdmissionUser | null {
-    const u = this.users.get(username);
-    if (!u) return null;
+    const packed = this.users.get(username);
+    if (packed === undefined) return null;
+    const u = unpackUser(packed);
     return { account_id: u.accountId, password_hash: u.hash, status: u.active ? 'active' : 'disabled', account_status: this.accountStatus(u.accountId) };
   }
 
@@ -220,19 +252,37 @@ export class AdmissionView {
     }
   }
 
+  /**
+   * A full load, built beside the view in use and swapped in at the end: a slice of rows per turn of the event
+   * loop, so the gateway keeps admitting from the old view meanwhile (a million users took about a second of
+   * one turn: every connection waited for it).
+   */
   private async reload(): Promise<void> {
+    const t0 = this.nowMs();
     const snap = await this.feed.snapshot();
     const users = new Map<string, UserEntry>();
-    for (const r of snap.users) users.set(r.username, userEntry(r));
+    await inSlices(snap.users, (r) => users.set(r.username, userEntry(r)));
     const ips = new Map<string, number>();
-    for (const r of snap.ips) ips.set(r.ip, ipEntry(r));
+    await inSlices(snap.ips, (r) => ips.set(r.ip, ipEntry(r)));
     const accounts = new Map<number, boolean>();
-    for (const r of snap.accounts) accounts.set(r.id, r.status === 'active');
+    await inSlices(snap.accounts, (r) => accounts.set(r.id, r.status === 'active'));
+    if (this.closed) return;
     this.users = users;
     this.ips = ips;
     this.accounts = accounts;
     this.seq = snap.seq;
     this.reloads++;
+    if (this.reloads > 1) this.opts.log?.info({ event: 'admission_view_reloaded', users: users.size, ips: ips.size, ms: this.nowMs() - t0 }, 'admission view reloaded in full');
+  }
+
+  /** A full reload now (SIGHUP), after any catch-up under way; resolves when the new view is in use. */
+  async reloadNow(): Promise<void> {
+    while (this.syncing) await this.syncing;
+    this.syncing = this.reload()
+      .then(() => void (this.lastSyncAt = this.nowMs()))
+      .catch((err: unknown) => this.opts.log?.warn({ event: 'admission_view_reload_failed', err: err instanceof Error ? err.message : String(err) }, 'admission view reload failed: keeping the view in use'))
+      .finally(() => (this.syncing = null));
+    await this.syncing;
   }
 
   private apply(ch: AdmissionChangeRows): void {

@@ -137,6 +137,9 @@ export class Metrics {
     gauge('proxyd_admission_view_proxy_users', 'Proxy users in the admission view', 'max', (v) => v.users);
     gauge('proxyd_admission_view_whitelist_ips', 'Whitelisted IPs (held, live entries) in the admission view', 'max', (v) => v.ips);
     gauge('proxyd_admission_view_reloads', 'Full loads of the admission view since start (the first load, then each time it found itself behind)', 'max', (v) => v.reloads);
+    this.counters(() => ({ reloads: Math.max(0, (self.viewStatus?.().reloads ?? 1) - 1) }), [
+      ['proxyd_admission_reloads_total', 'Full reloads of the admission view after its first load (it fell behind the change log, or SIGHUP)', 'reloads'],
+    ]);
   }
 
   attachGateway(stats: () => GatewayStats): void {

@@ -17,7 +17,7 @@ type WorkerMessage =
   | { type: typeof METRICS_REQ; id: number };
 
 const DRAIN = 'proxyd:drain';
-const REOPEN = 'proxyd:reopen';
+const HANGUP = 'proxyd:hangup';
 /** How long the primary waits for every worker to drain before it kills the rest. */
 const CLUSTER_DRAIN_MS = TUNNEL_DRAIN_MS + 5_000;
 const START_TIMEOUT_MS = 30_000;
@@ -56,7 +56,7 @@ export async function runWorker(cfg: ServeConfig, log: DaemonLog): Promise<void>
   };
   process.on('message', (m: { type?: string }) => {
     if (m?.type === DRAIN) drain('primary asked');
-    if (m?.type === REOPEN) daemon?.reopen();
+    if (m?.type === HANGUP) daemon?.hangup();
   });
   // The primary is gone (killed): never serve on without the lock holder.
   process.on('disconnect', () => drain('primary gone'));
@@ -173,8 +173,8 @@ export async function startPrimary(cfg: ServeConfig, log: DaemonLog): Promise<Se
     }, CLUSTER_DRAIN_MS);
     return Promise.all(exits).then(() => clearTimeout(killer));
   };
-  const reopen = (): void => {
-    for (const w of Object.values(cluster.workers ?? {})) if (w?.isConnected()) w.send({ type: REOPEN });
+  const hangup = (): void => {
+    for (const w of Object.values(cluster.workers ?? {})) if (w?.isConnected()) w.send({ type: HANGUP });
   };
-  return { ready, shutdown, reopen };
+  return { ready, shutdown, hangup };
 }

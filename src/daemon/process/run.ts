@@ -52,10 +52,11 @@ export async function runServe(cfg: ServeConfig): Promise<void> {
   };
   process.once('SIGTERM', () => stop('SIGTERM'));
   process.once('SIGINT', () => stop('SIGINT'));
-  // logrotate's signal: log files are reopened (the primary passes it to its workers).
+  // logrotate's signal, and the operator's for a full reload: log files are reopened and the admission view is
+  // loaded again beside the one in use (the primary passes it to its workers).
   process.on('SIGHUP', () => {
-    log.info({ event: 'reopen', signal: 'SIGHUP' }, 'reopening log files');
-    serving.reopen();
+    log.info({ event: 'reopen', signal: 'SIGHUP' }, 'reopening log files, reloading the admission view');
+    serving.hangup();
   });
   // After the handlers: whoever reads this line may signal at once.
   process.stdout.write(`${JSON.stringify(serving.ready)}\n`);

@@ -40,8 +40,8 @@ const DEPENDENCY_WAIT_MS = 3_000;
 export interface Serving {
   ready: Ready & { workers?: number };
   shutdown(): Promise<void>;
-  /** SIGHUP: files this process writes are opened again (after logrotate moved them). */
-  reopen(): void;
+  /** SIGHUP: files this process writes are opened again (after logrotate moved them), and the admission view reloads in full. */
+  hangup(): void;
 }
 
 /** The JSON ready line (docs/operations.md). */
@@ -365,5 +365,9 @@ export async function startDaemon(cfg: ServeConfig, log: DaemonLog): Promise<Run
     await shutdown();
     throw err;
   }
-  return { app, gateway, store, ready, shutdown, reopen: () => (connLog instanceof ConnectionLogLines ? connLog.reopen() : undefined) };
+  const hangup = (): void => {
+    if (connLog instanceof ConnectionLogLines) connLog.reopen();
+    void view.reloadNow();
+  };
+  return { app, gateway, store, ready, shutdown, hangup };
 }

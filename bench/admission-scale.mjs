@@ -1,0 +1,198 @@
+#!/usr/bin/env node
+// The admission view at provider scale (docs/BENCHMARKS.md, "Admission view at scale"): N proxy users with
+// distinct password hashes in a SQLite data dir, then the daemon as shipped (`bin/proxyd serve`). Run after
+// `npm run build`.
+//
+//   node bench/admission-scale.mjs [--users 1000000] [--rate 200] [--reloads 3] [--window-ms 1000]
+//
+// Reports: the load time (spawn → ready line: the view is loaded before the ready line), the daemon's memory
+// growth per user (VmRSS after start with N users minus with none, after a settle, per user), and what a full
+// reload (SIGHUP) does to the set-up time of steady traffic: a client opening one CONNECT tunnel with
+// credentials every 1/rate s (open loop: latency from when it was due), p99 over 1 s windows, windows with a
+// reload in them against windows without. Prints JSON on stdout, a summary on stderr. Temp dirs and processes
+// are removed at exit.
+import { spawn, spawnSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
+import Database from 'better-sqlite3';
+import { pct, runInfo, sleep } from './lib/tunnel-bench.mjs';
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+const PROXYD = path.join(ROOT, 'bin/proxyd');
+const argv = process.argv.slice(2);
+const opt = (name, def) => (argv.includes(`--${name}`) ? argv[argv.indexOf(`--${name}`) + 1] : def);
+const USERS = Number(opt('users', 1_000_000));
+const RATE = Number(opt('rate', 200));
+const RELOADS = Number(opt('reloads', 3));
+const WINDOW_MS = Number(opt('window-ms', 1000));
+const PASSWORD = 'bench admission password 1';
+const log = (...a) => console.error('[admission]', ...a);
+
+const dirs = [];
+const procs = [];
+const cleanUp = () => {
+  for (const p of procs) if (p.exitCode === null) p.kill('SIGKILL');
+  for (const d of dirs) rmSync(d, { recursive: true, force: true });
+};
+process.on('exit', cleanUp);
+for (const sig of ['SIGINT', 'SIGTERM']) process.on(sig, () => process.exit(130));
+
+function admin(dataDir, args, input = '') {
+  const r = spawnSync(process.execPath, [PROXYD, 'admin', ...args, '--data-dir', dataDir], { input, encoding: 'utf8' });
+  if (r.status !== 0) throw new Error(`proxyd admin ${args.join(' ')}: ${r.stderr}`);
+  return JSON.parse(r.stdout);
+}
+
+/** A data dir with one real user (`bench`, who logs in) and `n` more with distinct hashes of the real shape. */
+function dataDirWith(n) {
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'proxyd-admission-'));
+  dirs.push(dir);
+  admin(dir, ['account', 'create', '--email', 'bench@example.com', '--password-stdin', '--verified'], 'bench console password 1\n');
+  admin(dir, ['proxy-user', 'create', '--email', 'bench@example.com', '--username', 'bench', '--password-stdin'], `${PASSWORD}\n`);
+  const db = new Database(path.join(dir, 'proxyd.db'));
+  const account = db.prepare('SELECT id FROM accounts LIMIT 1').get().id;
+  const ins = db.prepare("INSERT INTO proxy_users (account_id, username, password_hash, status, created_at, updated_at) VALUES (?, ?, ?, 'active', 0, 0)");
+  const t0 = Date.now();
+  const CHUNK = 50_000;
+  for (let i = 0; i < n; i += CHUNK) {
+    db.transaction(() => {
+      for (let j = i; j < Math.min(n, i + CHUNK); j++) {
+        const hash = `scrypt$16384$8$1$${randomBytes(16).toString('base64url')}$${randomBytes(32).toString('base64url')}`;
+        ins.run(account, `user${j.toString(36)}x${randomBytes(3).toString('hex')}`, hash);
+      }
+    })();
+  }
+  db.close();
+  log(`${n} users written in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
+  return dir;
+}
+
+async function start(dataDir) {
+  const t0 = performance.now();
+  const p = spawn(process.execPath, ['--max-semi-space-size=8', PROXYD, 'serve', '--data-dir', dataDir, '--api-listen', '127.0.0.1:0', '--http-proxy-listen', '127.0.0.1:0',
+    '--socks-listen', '127.0.0.1:0', '--allow-private-targets', '--log-level', 'warn', '--connection-log-sink', 'off'], { stdio: ['ignore', 'pipe', 'pipe'] });
+  procs.push(p);
+  const tail = [];
+  createInterface({ input: p.stderr }).on('line', (l) => tail.push(l));
+  const ready = await new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`no ready line in 120 s\n${tail.join('\n')}`)), 120_000);
+    p.once('exit', (c) => reject(new Error(`proxyd exited ${c}\n${tail.join('\n')}`)));
+    createInterface({ input: p.stdout }).once('line', (l) => (clearTimeout(timer), resolve(JSON.parse(l))));
+  });
+  return { p, ready, loadMs: performance.now() - t0 };
+}
+
+const rssOf = (pid) => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))[1]) * 1024;
+
+/** RSS after the heap settled (a few GCs' worth of idle time). */
+async function settledRss(pid) {
+  const xs = [];
+  for (let i = 0; i < 5; i++) {
+    await sleep(1000);
+    xs.push(rssOf(pid));
+  }
+  return Math.min(...xs);
+}
+
+/** A target that accepts and says one byte. */
+async function target() {
+  const s = net.createServer((c) => {
+    c.on('error', () => {});
+    c.end('x');
+  });
+  await new Promise((r) => s.listen(0, '127.0.0.1', r));
+  return s;
+}
+
+/** One CONNECT with credentials to the target: ms from `due` to the first byte after the 200. */
+function tunnel(proxy, tport, due) {
+  return new Promise((resolve) => {
+    const s = net.connect(proxy.port, proxy.host);
+    let buf = '';
+    const done = (v) => {
+      s.destroy();
+      resolve(v);
+    };
+    s.setTimeout(10_000, () => done(null));
+    s.on('error', () => done(null));
+    s.on('connect', () => s.write(`CONNECT 127.0.0.1:${tport} HTTP/1.1\r\nProxy-Authorization: Basic ${Buffer.from(`bench:${PASSWORD}`).toString('base64')}\r\n\r\n`));
+    s.on('data', (d) => {
+      buf += d.toString('latin1');
+      const end = buf.indexOf('\r\n\r\n');
+      if (end >= 0 && buf.length > end + 4) done(buf.startsWith('HTTP/1.1 200') ? performance.now() - due : null);
+    });
+  });
+}
+
+async function main() {
+  const loadBefore = os.loadavg();
+  const empty = await start(dataDirWith(0));
+  const emptyRss = await settledRss(empty.p.pid);
+  empty.p.kill('SIGKILL');
+  const dir = dataDirWith(USERS);
+  const d = await start(dir);
+  const rss = await settledRss(d.p.pid);
+  const bytesPerUser = (rss - emptyRss) / USERS;
+  log(`load (spawn → ready) ${(d.loadMs / 1000).toFixed(2)} s; RSS ${(rss / 2 ** 20).toFixed(0)} MiB vs ${(emptyRss / 2 ** 20).toFixed(0)} MiB empty: ${bytesPerUser.toFixed(0)} B per user`);
+
+  const t = await target();
+  const [host, port] = d.ready.httpProxy.split(':');
+  const proxy = { host, port: Number(port) };
+  // Steady traffic; a reload (SIGHUP) every few seconds, the first after a quiet spell.
+  const samples = [];
+  const reloadsAt = [];
+  const periodMs = 1000 / RATE;
+  const quietMs = 4_000;
+  const between = 5_000;
+  const totalMs = quietMs + RELOADS * between + 2_000;
+  const t0 = performance.now();
+  const pending = [];
+  for (let i = 0; ; i++) {
+    const due = t0 + i * periodMs;
+    if (due - t0 > totalMs) break;
+    const wait = due - performance.now();
+    if (wait > 0) await sleep(wait);
+    const k = reloadsAt.length;
+    if (k < RELOADS && due - t0 >= quietMs + k * between) {
+      reloadsAt.push(performance.now() - t0);
+      d.p.kill('SIGHUP');
+    }
+    pending.push(tunnel(proxy, t.address().port, due).then((ms) => samples.push({ at: due - t0, ms })));
+  }
+  await Promise.all(pending);
+  t.close();
+  const failed = samples.filter((s) => s.ms === null).length;
+  const windows = new Map();
+  for (const s of samples) if (s.ms !== null) (windows.get(Math.floor(s.at / WINDOW_MS)) ?? windows.set(Math.floor(s.at / WINDOW_MS), []).get(Math.floor(s.at / WINDOW_MS))).push(s.ms);
+  const withReload = new Set(reloadsAt.flatMap((at) => [Math.floor(at / WINDOW_MS), Math.floor(at / WINDOW_MS) + 1]));
+  const p99s = (pred) => [...windows].filter(([w]) => w > 0 && pred(w)).map(([, xs]) => pct(xs, 99));
+  const quiet = p99s((w) => !withReload.has(w));
+  const loaded = p99s((w) => withReload.has(w));
+  const out = {
+    users: USERS,
+    load_s: +(d.loadMs / 1000).toFixed(2),
+    rss_mib: +(rss / 2 ** 20).toFixed(1),
+    empty_rss_mib: +(emptyRss / 2 ** 20).toFixed(1),
+    bytes_per_user: Math.round(bytesPerUser),
+    rate: RATE,
+    reloads: RELOADS,
+    failed,
+    p99_quiet_ms: { median: +pct(quiet, 50).toFixed(2), max: +Math.max(...quiet).toFixed(2) },
+    p99_reload_windows_ms: { median: +pct(loaded, 50).toFixed(2), max: +Math.max(...loaded).toFixed(2) },
+    p99_moved_ms: +(Math.max(...loaded) - pct(quiet, 50)).toFixed(2),
+    ...runInfo(argv, loadBefore, os.loadavg()),
+  };
+  d.p.kill('SIGTERM');
+  console.log(JSON.stringify(out));
+  log(`p99 per ${WINDOW_MS} ms window: quiet median ${out.p99_quiet_ms.median} ms (max ${out.p99_quiet_ms.max}), with a reload median ${out.p99_reload_windows_ms.median} ms (max ${out.p99_reload_windows_ms.max}); moved by at most ${out.p99_moved_ms} ms; ${failed} failed`);
+}
+
+main().catch((e) => {
+  console.error(e);
+  process.exit(1);
+});
