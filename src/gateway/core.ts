@@ -38,7 +38,6 @@ export interface LiveConn {
  */
 const ID_PREFIX = randomBytes(6).toString('hex');
 
-/** The key of an account's subject (`user:NAME`, `ip:A.B.C.D`) in the per-subject maps. */
 /** One key per account and subject (`user:NAME`, `ip:A.B.C.D`): the gateway's counters and the daemon's meter and plans. */
 export const usageKey = (accountId: number, subject: string): string => `${accountId}\0${subject}`;
 

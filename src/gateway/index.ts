@@ -20,6 +20,7 @@ export type { ExpiringSessions, HeldAddress, StickyAddresses, StickyAssignment, 
 export { CachingResolver } from './dial/resolver.js';
 export { ExitDirectory, EXIT_STALE_MS } from './hop/directory.js';
 export { HopDialer } from './hop/dialer.js';
+export { MAX_UNPROVEN as HOP_MAX_UNPROVEN, MAX_UNPROVEN_PER_SOURCE as HOP_MAX_UNPROVEN_PER_SOURCE } from './hop/server.js';
 export { makeHopIdentity, readHopIdentity, FINGERPRINT } from './hop/identity.js';
 
 function listen(server: net.Server, host: string, port: number): Promise<void> {
@@ -81,6 +82,7 @@ export async function startGateway(opts: GatewayOptions): Promise<Gateway> {
         dialer: core.localDialer,
         core,
         onRefused: opts.hop.onRefused,
+        unproven: opts.hop.unproven,
       });
     }
   } catch (err) {

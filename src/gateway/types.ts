@@ -161,7 +161,16 @@ export interface GatewayOptions {
    * An exit node: the hop listener entries reach it on (no customer listener, TLS 1.3 with `identity`), and the
    * fleet secrets a proof may use now.
    */
-  hop?: { listen: { host: string; port: number }; identity: HopIdentity; secrets: () => readonly Buffer[]; onRefused?: (why: HopRefusal) => void } | undefined;
+  hop?:
+    | {
+        listen: { host: string; port: number };
+        identity: HopIdentity;
+        secrets: () => readonly Buffer[];
+        onRefused?: (why: HopRefusal) => void;
+        /** This process's share of the bounds on unproven hop connections (an exit's workers split them). */
+        unproven?: { total: number; perSource: number };
+      }
+    | undefined;
   /** Lookup used to resolve target names (injectable for tests). */
   lookup?: (host: string) => Promise<Array<{ address: string; family: 4 | 6 }>>;
 }

@@ -127,7 +127,7 @@ describe('import graph of src/', () => {
 
   it('the gateway: no file imports a room above its own', () => {
     const wrong: string[] = [];
-    for (const [from, deps] of graph(true)) {
+    for (const [from, deps] of graph(false)) {
       const room = gatewayRoom(from);
       if (room === null || rel(from) === 'src/gateway/index.ts') continue;
       for (const to of deps) {

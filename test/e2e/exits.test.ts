@@ -604,8 +604,33 @@ describe.skipIf(skip)('entry and exit nodes on one PostgreSQL', () => {
     await ended;
     counter.close();
     expect(got.slice(got.indexOf('\r\n\r\n') + 4)).toBe(`got ${sent}\n`);
-    // And the new secret is the only one needed from now on: a new exit (it knows no old one) takes traffic.
+    // New tunnels after both rotations.
     expect((await viaConnect(entries[1]!, tgt(), 'alice-country-fr')).ok).toBe(true);
+  }, 60_000);
+
+  it('rotate-cert on an exit with two workers sharing its data dir: no new tunnel fails, both serve the new certificate', async () => {
+    let stop = false;
+    const failures: string[] = [];
+    let made = 0;
+    const newTunnels = (async () => {
+      while (!stop) {
+        for (const e of entries) {
+          const r = await viaConnect(e, tgt(), 'alice-country-us-city-la').catch((err: Error) => ({ ok: false as const, status: 0, head: err.message, ms: 0 }));
+          if (!r.ok) failures.push(`${r.status} ${r.head.split('\r\n')[0]}`);
+          else made++;
+        }
+      }
+    })();
+    try {
+      const rc = await admin(first, ['fleet', 'rotate-cert', '--node', 'exit-us2']);
+      expect(rc.code, rc.stderr).toBe(0);
+      await sleep(2_000);
+    } finally {
+      stop = true;
+      await newTunnels;
+    }
+    expect(failures.slice(0, 5), `${failures.length} failures`).toEqual([]);
+    expect(made).toBeGreaterThan(10);
   }, 60_000);
 
   it('a killed exit leaves selection within 3 s and its sessions move; a new exit takes traffic within 3 s of its ready line', async () => {

@@ -11,7 +11,7 @@ import { DirectDialer } from '../../src/gateway/dial/dialer.js';
 import { ExitDirectory, type ExitRow } from '../../src/gateway/hop/directory.js';
 import { makeHopIdentity, type HopIdentity } from '../../src/gateway/hop/identity.js';
 import { HopLink, type HopRejection } from '../../src/gateway/hop/link.js';
-import { startHopServer, type HopRefusal, type HopServer } from '../../src/gateway/hop/server.js';
+import { sourceKey, startHopServer, type HopRefusal, type HopServer } from '../../src/gateway/hop/server.js';
 import { ALPN, hopProof, readLine, sessionBinding } from '../../src/gateway/hop/wire.js';
 import { Tunnels } from '../../src/gateway/relay/open-tunnels.js';
 import { sleep, waitFor } from '../helpers/wait.js';
@@ -83,7 +83,7 @@ describe('the hop', () => {
     for (const c of cleanup.splice(0).reverse()) await c();
   });
 
-  async function exit(o: { identity?: HopIdentity; secrets?: () => readonly Buffer[]; proofDeadlineMs?: number; refused?: HopRefusal[] } = {}): Promise<{ server: HopServer; link: HopLink; rejected: HopRejection[] }> {
+  async function exit(o: { identity?: HopIdentity; secrets?: () => readonly Buffer[]; proofDeadlineMs?: number; refused?: HopRefusal[]; unproven?: { total: number; perSource: number } } = {}): Promise<{ server: HopServer; link: HopLink; rejected: HopRejection[] }> {
     const server = await startHopServer({
       listen: { host: '127.0.0.1', port: 0 },
       identity: o.identity ?? ID,
@@ -91,6 +91,7 @@ describe('the hop', () => {
       dialer,
       core,
       proofDeadlineMs: o.proofDeadlineMs,
+      unproven: o.unproven,
       onRefused: (why) => o.refused?.push(why),
     });
     const rejected: HopRejection[] = [];
@@ -221,6 +222,27 @@ describe('the hop', () => {
     for (const s of idle) s.destroy();
     // Then the entry gets in as before.
     expect(await link.ping()).toBe(true);
+  });
+
+  it('unproven connections in all: when the bound is full the oldest makes room, so an entry still gets in', async () => {
+    const refused: HopRefusal[] = [];
+    const { server, link } = await exit({ refused, unproven: { total: 8, perSource: 64 } });
+    const idle: net.Socket[] = [];
+    for (let i = 0; i < 8; i++) {
+      const s = net.connect(server.address().port, '127.0.0.1');
+      s.on('error', () => {});
+      idle.push(s);
+    }
+    await sleep(200);
+    expect(await link.ping()).toBe(true);
+    await waitFor('the oldest idle one closed', () => idle[0]!.destroyed || idle[0]!.readableEnded, 2_000);
+    expect(refused).toEqual(['limit']); // each connection counted once
+    for (const s of idle) s.destroy();
+    // Sources: an IPv4 address each; IPv6 by its /64 (one host holds a whole /64).
+    expect(sourceKey('203.0.113.5')).toBe('203.0.113.5');
+    expect(sourceKey('::ffff:203.0.113.5')).toBe('203.0.113.5');
+    expect(sourceKey('2001:db8:1:2:aaaa::1')).toBe(sourceKey('2001:db8:1:2:bbbb:cccc:dddd:eeee'));
+    expect(sourceKey('2001:db8:1:2::1')).not.toBe(sourceKey('2001:db8:1:3::1'));
   });
 
   it('secret rotation: during the grace both secrets are accepted, then only the new one; an open tunnel goes on', async () => {

@@ -38,17 +38,29 @@ export class ExitHeartbeat {
     if (this.beating) return;
     this.beating = true;
     try {
-      const asked = await this.store.claimCertRotation(this.me.node);
-      this.identity.tick(asked);
-      await this.store.heartbeat({ ...this.me, fingerprints: this.identity.fingerprints() });
-    } catch (e) {
-      const now = Date.now();
-      if (now - this.lastFailureLog < 10_000) return;
-      this.lastFailureLog = now;
-      this.log?.warn({ event: 'exit_heartbeat_failed', detail: e instanceof Error ? e.message : String(e) }, 'exit heartbeat not written');
+      // The database's answer, if it gives one: an operator's request for a new certificate.
+      const asked = await this.store.claimCertRotation(this.me.node).catch((e: unknown) => {
+        this.failed('exit_heartbeat_failed', e);
+        return false;
+      });
+      // The certificate files are followed (and renewed) whether or not the database answers: a worker must
+      // serve what another worker of this exit switched to.
+      try {
+        this.identity.tick(asked);
+      } catch (e) {
+        this.failed('hop_certificate_renewal_failed', e);
+      }
+      await this.store.heartbeat({ ...this.me, fingerprints: this.identity.fingerprints() }).catch((e: unknown) => this.failed('exit_heartbeat_failed', e));
     } finally {
       this.beating = false;
     }
+  }
+
+  private failed(event: string, e: unknown): void {
+    const now = Date.now();
+    if (now - this.lastFailureLog < 10_000) return;
+    this.lastFailureLog = now;
+    this.log?.warn({ event, detail: e instanceof Error ? e.message : String(e) }, event === 'exit_heartbeat_failed' ? 'exit heartbeat not written' : 'hop certificate not renewed');
   }
 
   async stop(): Promise<void> {

@@ -33,7 +33,14 @@ export class HopIdentityKeeper {
 
   constructor(
     private readonly dir: string,
-    private readonly o: { lifetimeMs: number; onChange: (id: HopIdentity) => void; log?: { info(obj: object, msg?: string): void; warn(obj: object, msg?: string): void } },
+    private readonly o: {
+      lifetimeMs: number;
+      onChange: (id: HopIdentity) => void;
+      log?: { info(obj: object, msg?: string): void; warn(obj: object, msg?: string): void };
+      /** Tests shorten the phases (defaults ANNOUNCE_MS, SETTLE_MS). */
+      announceMs?: number;
+      settleMs?: number;
+    },
   ) {}
 
   private file(name: string): string {
@@ -47,8 +54,11 @@ export class HopIdentityKeeper {
     if (kept && kept.id.notAfter.getTime() > Date.now()) return (this.current = kept).id;
     if (kept) this.o.log?.warn({ event: 'hop_certificate_expired', fingerprint: kept.id.fingerprint }, 'the kept hop certificate has expired; making a new one');
     const fresh = makeHopIdentity(this.o.lifetimeMs);
+    // Replaces an expired one; else only if none is there (another worker of this exit may have made it first).
     this.write(CURRENT, fresh, kept !== null);
-    this.current = this.read(CURRENT)!;
+    const now = this.read(CURRENT);
+    if (now === null) throw new Error(`${this.file(CURRENT)}: the hop certificate file is there but cannot be used (see the log line before); move it away and start again`);
+    this.current = now;
     this.o.log?.info({ event: 'hop_certificate_made', fingerprint: this.current.id.fingerprint, not_after: this.current.id.notAfter.toISOString() }, 'hop certificate made');
     return this.current.id;
   }
@@ -59,7 +69,7 @@ export class HopIdentityKeeper {
     const next = this.read(NEXT);
     if (next) out.push(next.id.fingerprint);
     const prev = this.read(PREVIOUS);
-    if (prev && Date.now() - prev.mtimeMs < SETTLE_MS * 2) out.push(prev.id.fingerprint);
+    if (prev && Date.now() - prev.mtimeMs < (this.o.settleMs ?? SETTLE_MS)) out.push(prev.id.fingerprint);
     return [...new Set(out)];
   }
 
@@ -83,13 +93,14 @@ export class HopIdentityKeeper {
       }
       return;
     }
-    if (next && (this.driving || now - next.mtimeMs > ORPHAN_MS) && now - next.mtimeMs >= ANNOUNCE_MS) {
+    if (next && (this.driving || now - next.mtimeMs > ORPHAN_MS) && now - next.mtimeMs >= (this.o.announceMs ?? ANNOUNCE_MS)) {
       // Keep the replaced one (registered for SETTLE_MS), then serve the new one.
+      this.write(PREVIOUS, this.current.id, true);
       try {
-        writeFileSync(this.file(PREVIOUS), this.current.id.pem, { mode: 0o600 });
         renameSync(this.file(NEXT), this.file(CURRENT));
-      } catch {
-        return; // another worker moved it first
+      } catch (e) {
+        if ((e as NodeJS.ErrnoException).code === 'ENOENT') return; // another worker moved it first
+        throw e;
       }
       this.driving = false;
       this.current = this.read(CURRENT)!;
@@ -98,7 +109,7 @@ export class HopIdentityKeeper {
       return;
     }
     const prev = this.read(PREVIOUS);
-    if (prev && now - prev.mtimeMs > SETTLE_MS * 2) rmSync(this.file(PREVIOUS), { force: true });
+    if (prev && now - prev.mtimeMs > (this.o.settleMs ?? SETTLE_MS)) rmSync(this.file(PREVIOUS), { force: true });
   }
 
   private read(name: string): Held | null {

@@ -202,7 +202,7 @@ export function toServeConfig(o: RawServeOptions, env: NodeJS.ProcessEnv = proce
     location: parseLocation(o.location),
     ...hopAddresses(role, o),
     hopCertLifetimeMs: parseDays(o.hopCertLifetime ?? '90', '--hop-cert-lifetime', 3650) * 86_400_000,
-    hopGraceMs: intIn(o.hopGrace ?? '600', '--hop-grace', 0, 7 * 24 * 3600) * 1000,
+    hopGraceMs: intIn(o.hopGrace ?? '600', '--hop-grace', 5, 7 * 24 * 3600) * 1000,
     connectionLogRetentionMs: parseDuration(o.connectionLogRetention ?? DEFAULT_CONNECTION_LOG_RETENTION, '--connection-log-retention'),
     connectionLogSink: parseConnectionLogSink(o.connectionLogSink),
     connectionLogMaxSize: parseMaxSize(o.connectionLogMaxSize),

@@ -2,7 +2,7 @@
 // drains them on shutdown. run.ts decides when (lock, signals, ready line); cluster workers run this too.
 import { isIP } from 'node:net';
 import type { FastifyInstance } from 'fastify';
-import { CachingResolver, DEFAULT_LIMITS as GATEWAY_DEFAULT_LIMITS, ExitDirectory, HopDialer, startGateway } from '../../gateway/index.js';
+import { CachingResolver, DEFAULT_LIMITS as GATEWAY_DEFAULT_LIMITS, ExitDirectory, HOP_MAX_UNPROVEN, HOP_MAX_UNPROVEN_PER_SOURCE, HopDialer, startGateway } from '../../gateway/index.js';
 import type { Gateway, GatewayLimits, HopIdentity } from '../../gateway/types.js';
 import { ViewAdmission } from '../admission/gateway-admission.js';
 import { StoreAdmissionFeed } from '../admission/feed.js';
@@ -301,7 +301,16 @@ export async function startDaemon(cfg: ServeConfig, log: DaemonLog): Promise<Run
     socksListen: cfg.role === 'exit' ? null : cfg.socksListen,
     location: cfg.location,
     exitDialer: exits ? new HopDialer(exits, log.child({ component: 'exits' })) : undefined,
-    hop: identity ? { listen: cfg.hopListen, identity: hopIdentity!, secrets: secrets!.accepted, onRefused: () => metrics.countHopRefused() } : undefined,
+    hop: identity
+      ? {
+          listen: cfg.hopListen,
+          identity: hopIdentity!,
+          secrets: secrets!.accepted,
+          onRefused: () => metrics.countHopRefused(),
+          // The exit's bounds on unproven hop connections, shared out among its workers.
+          unproven: { total: Math.ceil(HOP_MAX_UNPROVEN / cfg.workers), perSource: Math.ceil(HOP_MAX_UNPROVEN_PER_SOURCE / cfg.workers) },
+        }
+      : undefined,
     egressAddress: cfg.egressAddress,
     egressPool: cfg.egressPool && { addresses: cfg.egressPool, sessions: stickySessionsFor(cfg.egressPool.length) },
     egressPrefix: cfg.egressPrefix && { prefix: cfg.egressPrefix, sessions: stickyAddressesFor(cfg.egressPrefix) },

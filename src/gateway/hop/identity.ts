@@ -59,7 +59,9 @@ const ECDSA_SHA256 = seq(oid('1.2.840.10045.4.3.2'));
 export function makeHopIdentity(lifetimeMs: number, now = Date.now()): HopIdentity {
   const { privateKey, publicKey } = generateKeyPairSync('ec', { namedCurve: 'P-256' });
   const serial = randomBytes(16);
-  serial[0]! &= 0x7f;
+  // Positive, and its first byte neither 0x00 nor high: a minimal DER INTEGER as it stands (a leading 0x00
+  // before a byte below 0x80 is invalid DER, and OpenSSL refuses the certificate).
+  serial[0] = (serial[0]! & 0x7f) | 0x40;
   const name = seq(set(seq(oid('2.5.4.3'), utf8('proxyd hop exit'))));
   const notBefore = new Date(Math.floor((now - 60_000) / 1000) * 1000);
   const notAfter = new Date(Math.floor((now + lifetimeMs) / 1000) * 1000);

@@ -60,8 +60,8 @@ export class HopLink {
   private warm: number;
   private taken = 0;
   private readonly timeoutMs: number;
-  /** The last session ticket, and the fingerprint of the certificate its session was verified with. */
-  private ticket: { session: Buffer; fingerprint: string } | null = null;
+  /** The last session ticket, and the certificate (fingerprint, expiry) its session was verified with. */
+  private ticket: { session: Buffer; fingerprint: string; notAfter: number } | null = null;
 
   constructor(
     readonly hop: { host: string; port: number },
@@ -71,8 +71,9 @@ export class HopLink {
     this.timeoutMs = o.connectTimeoutMs ?? 2_000;
   }
 
-  /** Opens connections until `warm` are ready (in the background). */
+  /** Opens connections until `warm` are ready (in the background); none to an exit no valid fingerprint pins. */
   fill(): void {
+    if (this.o.fingerprints().length === 0) return;
     while (!this.closed && this.idle.length + this.opening < this.warm) {
       this.opening++;
       void this.open()
@@ -112,24 +113,25 @@ export class HopLink {
       s.setNoDelay(true);
       s.setKeepAlive(true);
       s.on('error', destroySelf);
-      let fingerprint: string | null = null;
+      let verified: { fingerprint: string; notAfter: number } | null = null;
       let connected = false;
       let handshook = false;
       s.once('connect', () => (connected = true));
       const timer = setTimeout(() => s.destroy(), this.timeoutMs);
       s.on('session', (session: Buffer) => {
-        if (fingerprint !== null) this.ticket = { session, fingerprint };
+        if (verified !== null) this.ticket = { session, ...verified };
       });
       s.once('secureConnect', () => {
         handshook = true;
-        fingerprint = this.verify(s, pinned, ticket);
-        if (fingerprint === null) return void s.destroy();
+        verified = this.verify(s, pinned, ticket);
+        if (verified === null) return void s.destroy();
+        const fingerprint = verified.fingerprint;
         const binding = sessionBinding(s);
         s.write(`AUTH ${this.o.secrets().map((secret) => hopProof(secret, binding)).join(' ')}\n`);
         void readLine(s, this.timeoutMs).then((answer) => {
           clearTimeout(timer);
           if (answer === 'OK') {
-            this.ready.set(s, { since: Date.now(), fingerprint: fingerprint! });
+            this.ready.set(s, { since: Date.now(), fingerprint });
             return resolve(s);
           }
           if (answer === null && !s.destroyed) this.o.onRejected?.('proof_refused', 'the exit closed the connection after the proof (another fleet secret?)');
@@ -146,25 +148,30 @@ export class HopLink {
     });
   }
 
-  /** The fingerprint the exit proved, or null (said to the directory) when it is not one the registry pins. */
-  private verify(s: tls.TLSSocket, pinned: readonly string[], ticket: { fingerprint: string } | null): string | null {
-    // A resumed session was verified when its ticket was issued, against a fingerprint still pinned.
-    if (s.isSessionReused() && ticket !== null) return ticket.fingerprint;
-    const cert = s.getPeerX509Certificate();
-    if (cert === undefined) {
-      this.o.onRejected?.('handshake_failed', 'the exit presented no certificate');
+  /** The certificate the exit proved (fingerprint, expiry), or null (said to the directory) when the registry does not pin it or it expired. */
+  private verify(s: tls.TLSSocket, pinned: readonly string[], ticket: { fingerprint: string; notAfter: number } | null): { fingerprint: string; notAfter: number } | null {
+    let got: { fingerprint: string; notAfter: number };
+    // A resumed session presents no certificate: it was verified when its ticket was issued, against a
+    // fingerprint still pinned; its expiry is checked all the same.
+    if (s.isSessionReused() && ticket !== null) got = { fingerprint: ticket.fingerprint, notAfter: ticket.notAfter };
+    else {
+      const cert = s.getPeerX509Certificate();
+      if (cert === undefined) {
+        this.o.onRejected?.('handshake_failed', 'the exit presented no certificate');
+        return null;
+      }
+      got = { fingerprint: normalFingerprint(cert.fingerprint256), notAfter: new Date(cert.validTo).getTime() };
+      if (!pinned.includes(got.fingerprint)) {
+        this.o.onRejected?.('certificate_mismatch', `certificate ${got.fingerprint} is not the one the registry names`);
+        return null;
+      }
+    }
+    if (got.notAfter < Date.now()) {
+      this.ticket = null;
+      this.o.onRejected?.('certificate_expired', `certificate ${got.fingerprint} expired ${new Date(got.notAfter).toISOString()}`);
       return null;
     }
-    const fp = normalFingerprint(cert.fingerprint256);
-    if (!pinned.includes(fp)) {
-      this.o.onRejected?.('certificate_mismatch', `certificate ${fp} is not the one the registry names`);
-      return null;
-    }
-    if (new Date(cert.validTo).getTime() < Date.now()) {
-      this.o.onRejected?.('certificate_expired', `certificate ${fp} expired ${cert.validTo}`);
-      return null;
-    }
-    return fp;
+    return got;
   }
 
   /** A ready connection (`warm`: taken from the ready ones, refilled behind it), else a new one. */
@@ -279,6 +286,7 @@ export class HopLink {
 
   /** Whether the exit answers on an authenticated connection within `timeoutMs`. */
   async ping(timeoutMs = 1_000): Promise<boolean> {
+    if (this.o.fingerprints().length === 0) return false; // nothing could verify it: not one handshake a second
     const s = this.unpark(this.idle.shift()) ?? (await this.open());
     if (!s) return false;
     s.write('PING\n');

@@ -14,10 +14,10 @@ import { ALPN, proofAccepted, readLine, sessionBinding } from './wire.js';
 
 /** From accept to a proved secret (TCP, TLS handshake and the AUTH line), at most. */
 const PROOF_DEADLINE_MS = 10_000;
-/** Accepted connections that have not proved the secret yet, at most (more are closed at once)… */
-const MAX_UNPROVEN = 1_024;
-/** …and at most this many of them from one source address. */
-const MAX_UNPROVEN_PER_SOURCE = 64;
+/** Accepted connections that have not proved the secret yet, at most on an exit (the oldest goes for a new one)… */
+export const MAX_UNPROVEN = 1_024;
+/** …and at most this many of them from one source (an IPv4 address, an IPv6 /64; more are refused at once). */
+export const MAX_UNPROVEN_PER_SOURCE = 64;
 /** An authenticated connection waiting for its DIAL (a warm one in an entry's pool) is closed after this. */
 const READY_IDLE_MS = 120_000;
 
@@ -36,6 +36,8 @@ export interface HopServerOptions {
   onRefused?: (why: HopRefusal) => void;
   /** From accept to a proved secret, at most (default 10 s; tests shorten it). */
   proofDeadlineMs?: number;
+  /** This process's share of the exit's bounds on unproven connections (workers split them); default: all of them. */
+  unproven?: { total: number; perSource: number };
 }
 
 export interface HopServer {
@@ -46,6 +48,21 @@ export interface HopServer {
   setIdentity(id: HopIdentity): void;
   /** Stops accepting, closes warm connections at once, lets tunnels finish for up to `drainMs`. */
   close(drainMs?: number): Promise<void>;
+}
+
+/** Where unproven connections are counted: an IPv4 address, or the /64 of an IPv6 one (a host holds a whole /64). */
+export function sourceKey(address: string): string {
+  const a = address.startsWith('::ffff:') ? address.slice(7) : address;
+  if (!a.includes(':')) return a;
+  const full = a.includes('::') ? expandV6(a) : a.split(':');
+  return `${full.slice(0, 4).join(':')}::/64`;
+}
+
+function expandV6(a: string): string[] {
+  const [head, tail] = a.split('::') as [string, string];
+  const h = head ? head.split(':') : [];
+  const t = tail ? tail.split(':') : [];
+  return [...h, ...Array<string>(8 - h.length - t.length).fill('0'), ...t];
 }
 
 /** A context per identity: TLS 1.3 only; session tickets keyed from the private key, so every worker of the exit resumes its entries' sessions. */
@@ -60,48 +77,61 @@ export async function startHopServer(o: HopServerOptions): Promise<HopServer> {
   /** The ones carrying a tunnel (the rest are warm, or still proving the secret). */
   const relaying = new Set<net.Socket>();
   let closing = false;
-  let unproven = 0;
+  const maxTotal = o.unproven?.total ?? MAX_UNPROVEN;
+  const maxPerSource = o.unproven?.perSource ?? MAX_UNPROVEN_PER_SOURCE;
+  /** Connections that have not proved the secret yet, oldest first (a Set keeps insertion order). */
+  const unproven = new Set<net.Socket>();
   const unprovenFrom = new Map<string, number>();
   let context = contextFor(o.identity);
-  const refuse = (raw: net.Socket, why: HopRefusal): void => {
-    o.onRefused?.(why);
-    raw.destroy();
-  };
   const server = net.createServer({ allowHalfOpen: true, noDelay: true, keepAlive: true }, (raw) => {
-    const source = raw.remoteAddress ?? '';
+    const source = sourceKey(raw.remoteAddress ?? '');
     const fromSource = unprovenFrom.get(source) ?? 0;
-    if (closing || unproven >= MAX_UNPROVEN || fromSource >= MAX_UNPROVEN_PER_SOURCE) return refuse(raw, 'limit');
-    unproven++;
+    if (closing || fromSource >= maxPerSource) {
+      o.onRefused?.('limit');
+      return void raw.destroy();
+    }
+    // Full: the oldest unproven connection makes room (a flood churns itself; an entry proves in milliseconds).
+    if (unproven.size >= maxTotal) {
+      const oldest = unproven.values().next().value as net.Socket;
+      o.onRefused?.('limit');
+      oldest.destroy();
+    }
+    unproven.add(raw);
     unprovenFrom.set(source, fromSource + 1);
     let pending = true;
-    const proved = (): void => {
+    /** Settled once: proved, refused or closed, whichever comes first (so each connection counts once). */
+    const settle = (why: HopRefusal | null): void => {
       if (!pending) return;
       pending = false;
       clearTimeout(deadline);
-      unproven--;
+      unproven.delete(raw);
       const n = (unprovenFrom.get(source) ?? 1) - 1;
       if (n > 0) unprovenFrom.set(source, n);
       else unprovenFrom.delete(source);
+      if (why !== null) {
+        o.onRefused?.(why);
+        raw.destroy();
+      }
     };
-    const deadline = setTimeout(() => {
-      if (pending) refuse(raw, 'handshake');
-    }, o.proofDeadlineMs ?? PROOF_DEADLINE_MS);
+    const deadline = setTimeout(() => settle('handshake'), o.proofDeadlineMs ?? PROOF_DEADLINE_MS);
     raw.on('error', destroySelf);
-    raw.once('close', proved);
+    raw.once('close', () => settle(null));
     const s = new tls.TLSSocket(raw, { isServer: true, secureContext: context, ALPNProtocols: [ALPN] });
     sockets.add(s);
     // Not TLS, not TLS 1.3, a truncated handshake: refused (counted) before anything of ours is said.
-    s.on('error', () => (pending ? refuse(raw, 'handshake') : s.destroy()));
+    s.on('error', () => (pending ? settle('handshake') : s.destroy()));
     s.once('close', () => {
       sockets.delete(s);
       relaying.delete(s);
       raw.destroy();
     });
     s.once('secure', () => {
-      if (s.alpnProtocol !== ALPN) return refuse(raw, 'handshake');
-      void serveHop(s, o, () => relaying.add(s), proved, () => refuse(raw, 'proof')).catch(() => s.destroy());
+      if (s.alpnProtocol !== ALPN) return settle('handshake');
+      void serveHop(s, o, () => relaying.add(s), () => settle(null), () => settle('proof')).catch(() => s.destroy());
     });
   });
+  // An accept error (EMFILE, …) is the OS's to retry; it must not end the process.
+  server.on('error', () => {});
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen({ host: o.listen.host, port: o.listen.port }, () => {
@@ -143,7 +173,7 @@ async function serveHop(s: tls.TLSSocket, o: HopServerOptions, onTunnel: () => v
       continue;
     }
     const m = /^DIAL (\S+) (\d{1,5}) (\S+) (\d{1,4})$/.exec(line);
-    if (!m) return void s.destroy();
+    if (!m || Number(m[2]) > 65535) return void s.destroy();
     onTunnel();
     let session: { key: string; minutes: number } | null = null;
     try {

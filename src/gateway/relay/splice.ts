@@ -25,7 +25,7 @@ const shared = Buffer.allocUnsafe(READ_SIZE);
 
 const kTunnel = Symbol('tunnel');
 
-/** What the pump needs of the connection it serves: a customer's (conn.ts), or an exit's hop connection (hop.ts). */
+/** What the pump needs of the connection it serves: a customer's (conn.ts), or an exit's hop connection (hop/server.ts). */
 export interface SpliceOwner {
   readonly socket: net.Socket;
   upstream: net.Socket | null;
