@@ -22,6 +22,10 @@ import { fileURLToPath } from 'node:url';
 import Database from 'better-sqlite3';
 import { pct, runInfo, sleep } from './lib/tunnel-bench.mjs';
 
+// The project's statement cache, databases pinned: a better-sqlite3 statement collected as garbage can abort
+// Node 24 (src/daemon/store/sqlite/statements.ts).
+const { pin, stmt } = await import(path.join(path.dirname(fileURLToPath(import.meta.url)), '../dist/daemon/store/sqlite/statements.js'));
+
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const PROXYD = path.join(ROOT, 'bin/proxyd');
 const argv = process.argv.slice(2);
@@ -54,9 +58,9 @@ function dataDirWith(n) {
   dirs.push(dir);
   admin(dir, ['account', 'create', '--email', 'bench@example.com', '--password-stdin', '--verified'], 'bench console password 1\n');
   admin(dir, ['proxy-user', 'create', '--email', 'bench@example.com', '--username', 'bench', '--password-stdin'], `${PASSWORD}\n`);
-  const db = new Database(path.join(dir, 'proxyd.db'));
-  const account = db.prepare('SELECT id FROM accounts LIMIT 1').get().id;
-  const ins = db.prepare("INSERT INTO proxy_users (account_id, username, password_hash, status, created_at, updated_at) VALUES (?, ?, ?, 'active', 0, 0)");
+  const db = pin(new Database(path.join(dir, 'proxyd.db')));
+  const account = stmt(db, 'SELECT id FROM accounts LIMIT 1').get().id;
+  const ins = stmt(db, "INSERT INTO proxy_users (account_id, username, password_hash, status, created_at, updated_at) VALUES (?, ?, ?, 'active', 0, 0)");
   const t0 = Date.now();
   const CHUNK = 50_000;
   for (let i = 0; i < n; i += CHUNK) {
@@ -67,7 +71,6 @@ function dataDirWith(n) {
       }
     })();
   }
-  db.close();
   log(`${n} users written in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
   return dir;
 }
