@@ -31,12 +31,14 @@ export type ConnState =
   | 'replying'
   | 'tunnel'
   | 'forward'
+  | 'udp'
   | 'closed';
 
 const NEXT: Record<ConnState, readonly ConnState[]> = {
   'proxy-header': ['handshake', 'closed'],
   // SOCKS5 resolves from its request stage, after admission brought it back to the handshake.
-  handshake: ['admitting', 'resolving', 'replying', 'closed'],
+  // A SOCKS5 UDP ASSOCIATE goes from its request straight to the association (nothing to dial).
+  handshake: ['admitting', 'resolving', 'replying', 'udp', 'closed'],
   admitting: ['handshake', 'resolving', 'replying', 'closed'],
   resolving: ['dialing', 'replying', 'closed'],
   // dialing → dialing: a dialer that tries another socket (an entry's hop on another exit) is still dialing.
@@ -44,6 +46,7 @@ const NEXT: Record<ConnState, readonly ConnState[]> = {
   replying: ['closed'],
   tunnel: ['closed'],
   forward: ['closed'],
+  udp: ['closed'],
   closed: [],
 };
 
@@ -112,7 +115,7 @@ export class ClientConn {
   /** Source IPv4 used for admission (from a trusted PROXY header, else the peer), if IPv4. */
   sourceIp: string | null;
   /** The client's address for the log, either family (after a trusted PROXY header). */
-  private clientAddress: string;
+  clientAddress: string;
   accountId = -1;
   /** What this connection's bytes count for once admitted (`user:NAME` or `ip:A.B.C.D`). */
   meterSubject = '';
@@ -128,6 +131,9 @@ export class ClientConn {
   via: { exit: string; movedFrom: string | null } | null = null;
   bytesUp = 0;
   bytesDown = 0;
+  /** A UDP association's datagrams relayed each way (its record says them). */
+  datagramsUp = 0;
+  datagramsDown = 0;
   upstream: net.Socket | null = null;
   handler: ProtocolHandler | null = null;
   // What the connection log says of it: set as the handshake learns them.
@@ -201,6 +207,7 @@ export class ClientConn {
       case 'replying':
       case 'tunnel':
       case 'forward':
+      case 'udp':
         // The handshake is over: its reader and deadline go; the next owner reads the socket.
         this.clearHeaderTimer();
         this.socket.removeListener('data', onSocketData);
@@ -350,6 +357,7 @@ export class ClientConn {
       bytesDown: this.bytesDown,
       durationMs: Date.now() - this.startedAt,
       ...(this.via ? { exit: this.via.exit, exitMovedFrom: this.via.movedFrom } : {}),
+      ...(this.protocol === 'socks5-udp' ? { datagramsUp: this.datagramsUp, datagramsDown: this.datagramsDown } : {}),
     });
   }
 

@@ -4,7 +4,7 @@ import { randomBytes } from 'node:crypto';
 import net from 'node:net';
 import ipaddr from 'ipaddr.js';
 import type { ByteBudget } from './relay/byte-budget.js';
-import { DirectDialer, LocatedDialer, PoolDialer, PrefixDialer, type Dialer, type EgressSession, type ExitWish } from './dial/dialer.js';
+import { DirectDialer, LocatedDialer, PoolDialer, PrefixDialer, type Dialer, type EgressSession, type ExitWish, type ResolveOutcome } from './dial/dialer.js';
 import { resolveLimits } from './limits.js';
 import { Tunnels } from './relay/open-tunnels.js';
 import { parseIp } from './dial/target-policy.js';
@@ -76,6 +76,7 @@ export class GatewayCore {
       bytesUp: 0,
       bytesDown: 0,
       egressConnections: {},
+      udp: { associationsOpen: 0, datagramsUp: 0, datagramsDown: 0, bytesUp: 0, bytesDown: 0, dropped: {} },
     };
     const pool = opts.egressPool;
     const prefix = opts.egressPrefix;
@@ -101,6 +102,33 @@ export class GatewayCore {
     this.dialer = opts.exitDialer ?? new LocatedDialer(local, opts.location ?? null);
     /** What an exit's hop dials with: this node's own dialer, whatever the username asked (the entry chose). */
     this.localDialer = local;
+  }
+
+  /** A target resolved and checked against the target policy, as a dial would (UDP datagrams use it). */
+  resolveTarget(host: string, port: number): Promise<ResolveOutcome> {
+    return this.direct.resolve(host, port);
+  }
+
+  private udpNext = 0;
+
+  /**
+   * The local address a UDP association leaves from, as a connection's would: its session's, else the next of
+   * the pool in turn, else a random one of the IPv6 prefix, else --egress-address (undefined: the OS picks).
+   */
+  async udpEgress(session: EgressSession | null): Promise<string | undefined> {
+    const { egressPool: pool, egressPrefix: prefix } = this.opts;
+    if (pool) {
+      if (session) return pool.addresses[(await pool.sessions.assign(session.key, session.minutes)).index];
+      this.udpNext = (this.udpNext + 1) % pool.addresses.length;
+      return pool.addresses[this.udpNext];
+    }
+    if (prefix) return session ? (await prefix.sessions.assign(session.key, session.minutes)).address : prefix.prefix.randomAddress();
+    return this.opts.egressAddress;
+  }
+
+  countUdpDrop(reason: string): void {
+    const d = this.stats.udp.dropped;
+    d[reason] = (d[reason] ?? 0) + 1;
   }
 
   nextRequestId(): string {

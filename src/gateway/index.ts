@@ -113,6 +113,7 @@ export async function startGateway(opts: GatewayOptions): Promise<Gateway> {
         bytesUp,
         bytesDown,
         egressConnections: { ...s.egressConnections },
+        udp: { ...s.udp, dropped: { ...s.udp.dropped } },
       };
     },
     collectUsage: () => core.collectUsage(),
@@ -129,7 +130,7 @@ export async function startGateway(opts: GatewayOptions): Promise<Gateway> {
 
   async function drain(drainMs: number): Promise<void> {
     // Handshakes in progress will not become tunnels any more: cut them now.
-    for (const c of core.conns) if (c.state !== 'tunnel' && c.state !== 'forward' && c.state !== 'dialing') c.destroy();
+    for (const c of core.conns) if (c.state !== 'tunnel' && c.state !== 'forward' && c.state !== 'dialing' && c.state !== 'udp') c.destroy();
     const deadline = Date.now() + drainMs;
     while (core.conns.size > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 25));
     for (const c of [...core.conns]) c.destroy();

@@ -67,7 +67,7 @@ export type LogReason =
   | 'malformed'
   | 'admission_unavailable';
 
-export type LogProtocol = 'http' | 'connect' | 'socks5';
+export type LogProtocol = 'http' | 'connect' | 'socks5' | 'socks5-udp';
 
 /**
  * One connection-log record as the gateway reports it: a refused attempt when it is refused, an admitted
@@ -88,6 +88,9 @@ export interface ConnectionRecord {
   /** An entry node's records: the exit the connection went through, and the exit its session had before when it moved. */
   exit?: string | null;
   exitMovedFrom?: string | null;
+  /** A SOCKS5 UDP association's datagrams each way (its bytes are the datagrams' payloads). */
+  datagramsUp?: number;
+  datagramsDown?: number;
 }
 
 /** Takes records off the connection path: must return at once and never throw (connection-log.ts buffers). */
@@ -171,6 +174,8 @@ export interface GatewayOptions {
         unproven?: { total: number; perSource: number };
       }
     | undefined;
+  /** SOCKS5 UDP ASSOCIATE: the relay ports, how long an association lives without a datagram, how many at most. */
+  udp?: { ports: { lo: number; hi: number }; idleMs: number; maxAssociations: number };
   /** Lookup used to resolve target names (injectable for tests). */
   lookup?: (host: string) => Promise<Array<{ address: string; family: 4 | 6 }>>;
 }
@@ -205,4 +210,6 @@ export interface GatewayStats {
   bytesDown: number;
   /** Outgoing connections by the local address they left from (with an egress address or pool); an IPv6 prefix counts under its name. */
   egressConnections: Record<string, number>;
+  /** SOCKS5 UDP: associations open, datagrams and payload bytes each way, datagrams dropped by cause. */
+  udp: { associationsOpen: number; datagramsUp: number; datagramsDown: number; bytesUp: number; bytesDown: number; dropped: Record<string, number> };
 }

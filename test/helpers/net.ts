@@ -24,3 +24,13 @@ export function freePort(): Promise<number> {
     });
   });
 }
+
+/** A UDP port free on 127.0.0.1 right now. */
+export async function freeUdpPort(): Promise<number> {
+  const { default: dgram } = await import('node:dgram');
+  const s = dgram.createSocket('udp4');
+  await new Promise<void>((r) => s.bind(0, '127.0.0.1', r));
+  const port = s.address().port;
+  await new Promise<void>((r) => s.close(() => r()));
+  return port;
+}

@@ -96,6 +96,18 @@ export class Metrics {
       up: s.bytesUp,
       down: s.bytesDown,
     }));
+    fromGateway('proxyd_udp_datagrams_total', 'SOCKS5 UDP datagrams relayed, by direction (up = client to target)', 'direction', (s) => ({ up: s.udp.datagramsUp, down: s.udp.datagramsDown }));
+    fromGateway('proxyd_udp_bytes_total', 'SOCKS5 UDP payload bytes relayed (without the RFC 1928 header), by direction', 'direction', (s) => ({ up: s.udp.bytesUp, down: s.udp.bytesDown }));
+    fromGateway('proxyd_udp_dropped_total', 'SOCKS5 UDP datagrams dropped, by reason (frag, source, policy, unsolicited, malformed, over_limit)', 'reason', (s) => s.udp.dropped);
+    new Gauge({
+      name: 'proxyd_udp_associations_open',
+      help: 'SOCKS5 UDP associations open now',
+      registers: [this.registry],
+      collect() {
+        const s = self.gatewayStats?.();
+        if (s) this.set(s.udp.associationsOpen);
+      },
+    });
     // The metered bytes are the same bytes: this node's total under the metering name.
     fromGateway('proxyd_relayed_bytes_total', 'Bytes relayed between clients and targets on this node, as metered, by direction', 'direction', (s) => ({
       up: s.bytesUp,

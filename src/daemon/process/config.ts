@@ -60,6 +60,8 @@ export interface ServeConfig {
   connectionLogSink: ConnectionLogSinkConfig;
   /** The database log's size on disk at most (bytes); undefined: no cap. */
   connectionLogMaxSize: number | undefined;
+  /** SOCKS5 UDP ASSOCIATE: relay ports, idle time (ms), associations at most. */
+  udp: { ports: { lo: number; hi: number }; idleMs: number; maxAssociations: number };
   /** How long usage buckets are kept, per period (ms). */
   usageRetentionMs: Record<'minute' | 'hour' | 'day', number>;
 }
@@ -72,6 +74,15 @@ export function parseConnectionLogSink(s: string | undefined): ConnectionLogSink
   if (v === 'db' || v === 'off' || v === 'stdout') return { kind: v };
   if (v.startsWith('jsonl:') && v.length > 'jsonl:'.length) return { kind: 'file', path: path.resolve(v.slice('jsonl:'.length)) };
   throw new ConfigError(`--connection-log-sink: expected db, jsonl:PATH, stdout or off, got "${s}"`);
+}
+
+/** `LO-HI`: a range of ports (1024..65535, LO ≤ HI). */
+function parsePortRange(s: string, what: string): { lo: number; hi: number } {
+  const m = /^(\d{1,5})-(\d{1,5})$/.exec(s.trim());
+  const lo = Number(m?.[1]);
+  const hi = Number(m?.[2]);
+  if (!m || lo < 1024 || hi > 65535 || lo > hi) throw new ConfigError(`${what}: expected a port range LO-HI within 1024-65535, got "${s}"`);
+  return { lo, hi };
 }
 
 /** `--connection-log-max-size SIZE` (`20GiB`, `500MB`, bytes) or `none`: at least 1 MiB. */
@@ -155,6 +166,9 @@ interface RawServeOptions {
   connectionLogRetention?: string;
   connectionLogSink?: string;
   connectionLogMaxSize?: string;
+  udpPorts?: string;
+  udpIdle?: string;
+  udpMaxAssociations?: string;
   usageRetention?: string;
 }
 
@@ -206,6 +220,11 @@ export function toServeConfig(o: RawServeOptions, env: NodeJS.ProcessEnv = proce
     connectionLogRetentionMs: parseDuration(o.connectionLogRetention ?? DEFAULT_CONNECTION_LOG_RETENTION, '--connection-log-retention'),
     connectionLogSink: parseConnectionLogSink(o.connectionLogSink),
     connectionLogMaxSize: parseMaxSize(o.connectionLogMaxSize),
+    udp: {
+      ports: parsePortRange(o.udpPorts ?? '40000-44999', '--udp-ports'),
+      idleMs: intIn(o.udpIdle ?? '120', '--udp-idle', 1, 86_400) * 1000,
+      maxAssociations: intIn(o.udpMaxAssociations ?? '10000', '--udp-max-associations', 1, 1_000_000),
+    },
     usageRetentionMs: parseUsageRetention(o.usageRetention ?? DEFAULT_USAGE_RETENTION),
   };
 }

@@ -323,6 +323,7 @@ export async function startDaemon(cfg: ServeConfig, log: DaemonLog): Promise<Run
     connectionLog: connLog ?? undefined,
     plans,
     limits: gatewayLimits,
+    udp: cfg.udp,
     lookup: dnsServers ? new CachingResolver({ servers: dnsServers }).lookup : undefined,
     log: log.child({ component: 'gateway' }),
   }).catch(abandon);

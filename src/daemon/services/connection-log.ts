@@ -59,6 +59,8 @@ export function connectionJson(r: ConnectionLogRow) {
     duration_ms: r.durationMs,
     // An entry node's records only: the exit, and the exit a moved session had before.
     ...(r.exit ? { exit: r.exit, exit_moved_from: r.exitMovedFrom ?? null } : {}),
+    // A UDP association's records only: its datagrams each way.
+    ...(r.datagramsUp !== undefined ? { datagrams_up: r.datagramsUp, datagrams_down: r.datagramsDown ?? 0 } : {}),
   };
 }
 

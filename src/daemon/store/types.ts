@@ -283,6 +283,9 @@ export interface ConnectionLogEntry {
   /** On an entry node: the exit it went through; the exit its session had before, when it moved. */
   exit?: string | null;
   exitMovedFrom?: string | null;
+  /** A SOCKS5 UDP association: its datagrams each way. */
+  datagramsUp?: number;
+  datagramsDown?: number;
 }
 
 /** A record as read back, with the node that wrote it and its account's email. */

@@ -4,6 +4,8 @@ import { dialTarget, type ClientConn, type ProtocolHandler } from '../conn.js';
 import { formatAuthority, isValidHostName } from '../wire/http-head.js';
 import { failureLogReason, socksFailureReply, type Failure } from '../replies.js';
 import { splice } from '../relay/splice.js';
+import { bindRelay, UDP_DEFAULTS, UdpAssociation } from './socks5-udp.js';
+import { canonicalIp } from '../dial/target-policy.js';
 import {
   AUTH_VERSION,
   Command,
@@ -93,11 +95,32 @@ export class Socks5Handler implements ProtocolHandler {
       }
       conn.queue.consume(r.consumed);
       this.stage = 'done';
-      conn.target = formatAuthority(r.value.address.host, r.value.port);
+      const udp = r.value.command === Command.UdpAssociate;
+      if (udp) conn.protocol = 'socks5-udp';
+      else conn.target = formatAuthority(r.value.address.host, r.value.port);
       if (this.deferred) return conn.refuse(failureLogReason(this.deferred), socksFailureReply(this.deferred));
+      if (udp) return this.associate(r.value);
       if (r.value.command !== Command.Connect) return conn.refuse('malformed', encodeReply(Reply.CommandNotSupported));
       this.connect(r.value);
     }
+  }
+
+  /** UDP ASSOCIATE: a relay port of the range on the listener's address, for as long as this connection lives. */
+  private associate(req: SocksRequest): void {
+    const { conn } = this;
+    const udp = conn.core.opts.udp ?? UDP_DEFAULTS;
+    // Through an entry, datagrams would have to cross the hop to an exit: not carried yet (docs/gateway.md).
+    if (conn.core.opts.exitDialer) return conn.refuse('malformed', encodeReply(Reply.CommandNotSupported));
+    if (conn.core.stats.udp.associationsOpen >= udp.maxAssociations) return conn.refuse('connection_limit', encodeReply(Reply.GeneralFailure));
+    void (async () => {
+      const relay = await bindRelay(canonicalIp(conn.socket.localAddress ?? '127.0.0.1'), udp.ports);
+      if (relay === null) return conn.refuse('connection_limit', encodeReply(Reply.GeneralFailure)); // every port of the range in use
+      const egress = conn.closed ? undefined : await conn.core.udpEgress(conn.egressSession);
+      if (conn.closed || !conn.to('udp')) return void relay.close();
+      const a = relay.address();
+      conn.socket.write(encodeReply(Reply.Succeeded, { address: a.address, port: a.port, family: a.family === 'IPv6' ? 6 : 4 }));
+      new UdpAssociation(conn, relay, { host: req.address.host, port: req.port }, egress, udp.idleMs);
+    })().catch(() => conn.destroy());
   }
 
   private connect(req: SocksRequest): void {

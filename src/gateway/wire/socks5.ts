@@ -94,29 +94,37 @@ export function parseRequest(buf: Uint8Array): ParseResult<SocksRequest, Request
   }
   if (buf[2] !== 0x00) return fail('bad_reserved');
   const command = buf[1] as number;
-  const atyp = buf[3] as number;
+  const at = addressAt(buf, 3);
+  if (at.kind !== 'ok') return at;
+  return { kind: 'ok', value: { command, address: at.value.address, port: at.value.port }, consumed: at.consumed };
+}
+
+/** ATYP, the address and the port, from `i` on: what a request and a UDP datagram's header share. */
+function addressAt(buf: Uint8Array, i: number): ParseResult<{ address: SocksAddress; port: number }, 'bad_address_type' | 'bad_domain'> {
+  if (buf.length < i + 1) return INCOMPLETE;
+  const atyp = buf[i] as number;
   let address: SocksAddress;
   let end: number;
   if (atyp === AddressType.IPv4) {
-    end = 4 + 4;
+    end = i + 1 + 4;
     if (buf.length < end + 2) return INCOMPLETE;
-    address = { type: 'ipv4', host: Array.from(buf.subarray(4, 8)).join('.') };
+    address = { type: 'ipv4', host: Array.from(buf.subarray(i + 1, end)).join('.') };
   } else if (atyp === AddressType.IPv6) {
-    end = 4 + 16;
+    end = i + 1 + 16;
     if (buf.length < end + 2) return INCOMPLETE;
-    address = { type: 'ipv6', host: ipv6Text(buf.subarray(4, 20)) };
+    address = { type: 'ipv6', host: ipv6Text(buf.subarray(i + 1, end)) };
   } else if (atyp === AddressType.Domain) {
-    if (buf.length < 5) return INCOMPLETE;
-    const len = buf[4] as number;
+    if (buf.length < i + 2) return INCOMPLETE;
+    const len = buf[i + 1] as number;
     if (len === 0) return fail('bad_domain');
-    end = 5 + len;
+    end = i + 2 + len;
     if (buf.length < end + 2) return INCOMPLETE;
-    address = { type: 'domain', host: Buffer.from(buf.subarray(5, end)).toString('latin1') };
+    address = { type: 'domain', host: Buffer.from(buf.subarray(i + 2, end)).toString('latin1') };
   } else {
     return fail('bad_address_type');
   }
   const port = ((buf[end] as number) << 8) | (buf[end + 1] as number);
-  return { kind: 'ok', value: { command, address, port }, consumed: end + 2 };
+  return { kind: 'ok', value: { address, port }, consumed: end + 2 };
 }
 
 /** A reply: `05 REP 00 ATYP BND.ADDR BND.PORT`. */
@@ -137,4 +145,31 @@ export function encodeReply(rep: number, bound?: { address: string; port: number
 
 function ipv6Bytes(addr: string): Buffer {
   return Buffer.from(ipaddr.IPv6.parse(addr).toByteArray());
+}
+
+/** An RFC 1928 UDP datagram: the header's fragment number and target, and where its DATA starts. */
+export interface UdpDatagram {
+  frag: number;
+  address: SocksAddress;
+  port: number;
+  /** Offset of DATA in the datagram. */
+  dataAt: number;
+}
+
+export type UdpError = 'bad_reserved' | 'bad_address_type' | 'bad_domain' | 'truncated';
+
+/** Parses the header of one datagram (it is whole: UDP keeps message boundaries). */
+export function parseUdpDatagram(buf: Uint8Array): ParseResult<UdpDatagram, UdpError> {
+  if (buf.length < 4) return fail('truncated');
+  if (buf[0] !== 0 || buf[1] !== 0) return fail('bad_reserved');
+  const at = addressAt(buf, 3);
+  if (at.kind === 'incomplete') return fail('truncated');
+  if (at.kind === 'error') return fail(at.error);
+  return { kind: 'ok', value: { frag: buf[2]!, address: at.value.address, port: at.value.port, dataAt: at.consumed }, consumed: buf.length };
+}
+
+/** The header an answer from `address:port` goes back to the client with (FRAG 0). */
+export function encodeUdpHeader(address: string, family: 4 | 6, port: number): Buffer {
+  const raw = Buffer.from(ipaddr.parse(address).toByteArray());
+  return Buffer.concat([Buffer.from([0, 0, 0, family === 4 ? AddressType.IPv4 : AddressType.IPv6]), raw, Buffer.from([port >> 8, port & 0xff])]);
 }

@@ -44,6 +44,8 @@ export class PgConnectionLogStore extends PgFamily implements ConnectionLogStore
       duration_ms: e.durationMs,
       exit: e.exit ?? null,
       exit_moved_from: e.exitMovedFrom ?? null,
+      datagrams_up: e.datagramsUp ?? null,
+      datagrams_down: e.datagramsDown ?? null,
     }));
     // Idempotent: the deadline may abandon an insert the server still commits, and the writer then sends the
     // batch again; request ids are unique, so the second one adds nothing.

@@ -479,4 +479,9 @@ export const PG_MIGRATIONS: readonly string[] = [
     FROM connection_log_unpartitioned;
   DROP TABLE connection_log_unpartitioned;
   `,
+  // 14: a SOCKS5 UDP association's record counts its datagrams each way (null on every other record).
+  `
+  ALTER TABLE connection_log ADD COLUMN datagrams_up bigint;
+  ALTER TABLE connection_log ADD COLUMN datagrams_down bigint;
+  `,
 ];

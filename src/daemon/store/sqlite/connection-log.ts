@@ -19,12 +19,12 @@ export class SqliteConnectionLogStore implements ConnectionLogStore {
     if (entries.length === 0) return 'ok';
     const db = this.writer();
     const ins = stmt(db,
-      `INSERT OR IGNORE INTO connection_log (started_ms, node, request_id, protocol, source_ip, username, account_id, target, reason, bytes_up, bytes_down, duration_ms, exit, exit_moved_from)
-       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`);
+      `INSERT OR IGNORE INTO connection_log (started_ms, node, request_id, protocol, source_ip, username, account_id, target, reason, bytes_up, bytes_down, duration_ms, exit, exit_moved_from, datagrams_up, datagrams_down)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`);
     try {
       db.transaction(() => {
         for (const e of entries) {
-          ins.run(e.startedAt, node, e.requestId, e.protocol, e.sourceIp, e.username, e.accountId >= 0 ? e.accountId : null, e.target, e.reason, e.bytesUp, e.bytesDown, e.durationMs, e.exit ?? null, e.exitMovedFrom ?? null);
+          ins.run(e.startedAt, node, e.requestId, e.protocol, e.sourceIp, e.username, e.accountId >= 0 ? e.accountId : null, e.target, e.reason, e.bytesUp, e.bytesDown, e.durationMs, e.exit ?? null, e.exitMovedFrom ?? null, e.datagramsUp ?? null, e.datagramsDown ?? null);
         }
       })();
       return 'ok';

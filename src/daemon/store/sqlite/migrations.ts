@@ -245,4 +245,9 @@ export const MIGRATIONS: readonly string[] = [
   ALTER TABLE connection_log ADD COLUMN exit TEXT;
   ALTER TABLE connection_log ADD COLUMN exit_moved_from TEXT;
   `,
+  // 10: a SOCKS5 UDP association's record counts its datagrams each way (null on every other record).
+  `
+  ALTER TABLE connection_log ADD COLUMN datagrams_up INTEGER;
+  ALTER TABLE connection_log ADD COLUMN datagrams_down INTEGER;
+  `,
 ];

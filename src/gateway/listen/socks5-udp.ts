@@ -1,0 +1,162 @@
+// SOCKS5 UDP ASSOCIATE (RFC 1928 section 7): a relay socket on the SOCKS listener's address, from the
+// configured port range, for one admitted control connection. Client datagrams are accepted only from the
+// control connection's address (and the port the request named, if it named one), FRAG ≠ 0 is dropped, each
+// target passes the same resolver and target policy as a CONNECT, and every datagram of the association leaves
+// from one egress address; answers come back wrapped in the header that names their sender, and only from
+// targets the association sent to. The association ends with its control connection, or after its idle time.
+import dgram from 'node:dgram';
+import net from 'node:net';
+import type { ClientConn } from '../conn.js';
+import { canonicalIp } from '../dial/target-policy.js';
+import { encodeUdpHeader, parseUdpDatagram, type SocksAddress } from '../wire/socks5.js';
+
+/** `--udp-ports 40000-44999`, `--udp-idle 120`, `--udp-max-associations 10000` unless given. */
+export const UDP_DEFAULTS = { ports: { lo: 40000, hi: 44999 }, idleMs: 120_000, maxAssociations: 10_000 };
+
+export type UdpDrop = 'frag' | 'source' | 'policy' | 'unsolicited' | 'malformed' | 'over_limit';
+
+/** Ports in use by this process's associations (other processes' are found by EADDRINUSE). */
+const taken = new Set<number>();
+
+/** A relay socket bound on `host` to a free port of the range, or null when none is free. */
+export async function bindRelay(host: string, range: { lo: number; hi: number }): Promise<dgram.Socket | null> {
+  const type = net.isIPv6(host) ? 'udp6' : 'udp4';
+  const span = range.hi - range.lo + 1;
+  const start = Math.floor(Math.random() * span);
+  for (let i = 0; i < span; i++) {
+    const port = range.lo + ((start + i) % span);
+    if (taken.has(port)) continue;
+    const s = dgram.createSocket({ type, reuseAddr: false });
+    const ok = await new Promise<boolean>((resolve) => {
+      s.once('error', () => resolve(false));
+      s.bind({ address: host, port, exclusive: true }, () => resolve(true));
+    });
+    if (ok) {
+      taken.add(port);
+      s.once('close', () => taken.delete(port));
+      return s;
+    }
+    s.close();
+  }
+  return null;
+}
+
+export class UdpAssociation {
+  /** `address:port` of every target this association sent to: the only senders whose answers are relayed. */
+  private readonly sentTo = new Set<string>();
+  /** Egress sockets by family (one address each: the association's). */
+  private readonly egress = new Map<4 | 6, dgram.Socket>();
+  /** Where answers go: the client's port, learned from its first datagram. */
+  private clientPort: number | null;
+  private lastActive = Date.now();
+  private readonly idleTimer: NodeJS.Timeout;
+  private closed = false;
+
+  constructor(
+    private readonly conn: ClientConn,
+    private readonly relay: dgram.Socket,
+    /** The address and port the request named (0.0.0.0:0 or :: 0: any port of the control connection's address). */
+    private readonly expected: { host: string; port: number },
+    private readonly egressAddress: string | undefined,
+    private readonly idleMs: number,
+  ) {
+    this.clientPort = expected.port !== 0 ? expected.port : null;
+    relay.on('message', (msg, rinfo) => this.fromClient(msg, rinfo));
+    relay.on('error', () => conn.destroy());
+    conn.core.stats.udp.associationsOpen++;
+    this.idleTimer = setInterval(() => {
+      if (Date.now() - this.lastActive >= this.idleMs) conn.destroy();
+    }, Math.min(1_000, Math.max(50, Math.floor(idleMs / 4))));
+    this.idleTimer.unref();
+    // The control connection carries nothing more; its end (or loss) ends the association.
+    conn.socket.on('data', () => {});
+    conn.socket.on('end', () => conn.destroy());
+    conn.socket.on('error', () => conn.destroy());
+    conn.socket.once('close', () => this.close());
+    conn.socket.resume();
+  }
+
+  private drop(reason: UdpDrop): void {
+    this.conn.core.countUdpDrop(reason);
+  }
+
+  private fromClient(msg: Buffer, rinfo: dgram.RemoteInfo): void {
+    if (this.closed) return;
+    const from = canonicalIp(rinfo.address);
+    const expectedHost = canonicalIp(this.expected.host);
+    const anyHost = expectedHost === '0.0.0.0' || expectedHost === '::';
+    if (from !== this.conn.clientAddress || (!anyHost && from !== expectedHost) || (this.clientPort !== null && this.expected.port !== 0 && rinfo.port !== this.expected.port)) {
+      return this.drop('source');
+    }
+    const d = parseUdpDatagram(msg);
+    if (d.kind !== 'ok') return this.drop('malformed');
+    if (d.value.frag !== 0) return this.drop('frag');
+    this.clientPort = rinfo.port;
+    const data = msg.subarray(d.value.dataAt);
+    const budget = this.conn.budget;
+    if (budget !== null && budget.available() < data.length) return this.drop('over_limit');
+    void this.send(d.value.address, d.value.port, data);
+  }
+
+  private async send(target: SocksAddress, port: number, data: Buffer): Promise<void> {
+    const resolved = port === 0 ? null : await this.conn.core.resolveTarget(target.host, port);
+    if (this.closed) return;
+    if (!resolved || !resolved.ok) return this.drop('policy');
+    const socket = await this.egressFor(resolved.family);
+    if (!socket || this.closed) return this.drop('policy');
+    this.sentTo.add(`${resolved.address}:${port}`);
+    socket.send(data, port, resolved.address);
+    this.conn.budget?.take(data.length);
+    this.lastActive = Date.now();
+    this.conn.bytesUp += data.length;
+    this.conn.datagramsUp++;
+    const u = this.conn.core.stats.udp;
+    u.datagramsUp++;
+    u.bytesUp += data.length;
+  }
+
+  /** The egress socket of a family (made at its first datagram), bound to the association's egress address. */
+  private async egressFor(family: 4 | 6): Promise<dgram.Socket | null> {
+    const have = this.egress.get(family);
+    if (have) return have;
+    const local = this.egressAddress;
+    if (local && (net.isIPv6(local) ? 6 : 4) !== family) return null; // the egress is of the other family
+    const s = dgram.createSocket(family === 4 ? 'udp4' : 'udp6');
+    const ok = await new Promise<boolean>((resolve) => {
+      s.once('error', () => resolve(false));
+      s.bind({ address: local, port: 0 }, () => resolve(true));
+    });
+    if (!ok || this.closed) {
+      s.close();
+      return null;
+    }
+    s.on('error', () => {});
+    s.on('message', (msg, rinfo) => this.fromTarget(msg, rinfo, family));
+    this.egress.set(family, s);
+    return s;
+  }
+
+  private fromTarget(msg: Buffer, rinfo: dgram.RemoteInfo, family: 4 | 6): void {
+    if (this.closed) return;
+    const from = canonicalIp(rinfo.address);
+    if (!this.sentTo.has(`${from}:${rinfo.port}`)) return this.drop('unsolicited');
+    if (this.clientPort === null) return this.drop('unsolicited');
+    this.relay.send([encodeUdpHeader(from, net.isIPv4(from) ? 4 : family, rinfo.port), msg], this.clientPort, this.conn.clientAddress);
+    this.conn.budget?.take(msg.length);
+    this.lastActive = Date.now();
+    this.conn.bytesDown += msg.length;
+    this.conn.datagramsDown++;
+    const u = this.conn.core.stats.udp;
+    u.datagramsDown++;
+    u.bytesDown += msg.length;
+  }
+
+  close(): void {
+    if (this.closed) return;
+    this.closed = true;
+    clearInterval(this.idleTimer);
+    this.conn.core.stats.udp.associationsOpen--;
+    this.relay.close();
+    for (const s of this.egress.values()) s.close();
+  }
+}

@@ -1,0 +1,192 @@
+// SOCKS5 UDP ASSOCIATE with a raw RFC 1928 client against the in-process gateway: an echo round trip with the
+// right header, metered to the payload bytes and recorded once at the end (socks5-udp, datagram counts); a
+// datagram from another source, one with FRAG, one to a private target (with private targets refused) and one
+// from a target never sent to are dropped and counted; the association ends with its control connection and
+// after its idle time; the port range exhausted and the association cap answer 0x01; a session's datagrams
+// leave from its egress address; through an entry the command is not supported yet (0x07).
+import dgram from 'node:dgram';
+import { afterEach, describe, expect, it } from 'vitest';
+import type { ConnectionRecord } from '../../src/gateway/types.js';
+import { RawClient, startTestGateway, type TestGateway } from './helpers.js';
+import { sleep, waitFor } from '../helpers/wait.js';
+
+const cleanup: Array<() => unknown> = [];
+afterEach(async () => {
+  for (const c of cleanup.splice(0).reverse()) await c();
+});
+
+/** A UDP echo on `host`: answers every datagram with itself; counts what it got and from where. */
+async function udpEcho(host = '127.0.0.1'): Promise<{ port: number; from: string[]; ports: number[]; socket: dgram.Socket }> {
+  const socket = dgram.createSocket('udp4');
+  const from: string[] = [];
+  const ports: number[] = [];
+  socket.on('message', (m, r) => {
+    from.push(r.address);
+    ports.push(r.port);
+    socket.send(m, r.port, r.address);
+  });
+  await new Promise<void>((r) => socket.bind(0, host, r));
+  cleanup.push(() => socket.close());
+  return { port: socket.address().port, from, ports, socket };
+}
+
+/** RFC 1928 datagram header to an IPv4 target (FRAG `frag`), then `data`. */
+function datagram(host: string, port: number, data: Buffer, frag = 0): Buffer {
+  return Buffer.concat([Buffer.from([0, 0, frag, 1, ...host.split('.').map(Number), port >> 8, port & 255]), data]);
+}
+
+/** SOCKS5 handshake with credentials, then UDP ASSOCIATE naming `dst` (default 0.0.0.0:0): the control connection and the relay. */
+async function associate(g: TestGateway, dst: { host: string; port: number } = { host: '0.0.0.0', port: 0 }, user = 'alice', pass = 's3cret:pw') {
+  const c = await RawClient.connect(g.socksPort);
+  cleanup.push(() => c.socket.destroy());
+  c.write(Buffer.from([5, 1, 2]));
+  expect([...(await c.read(2))]).toEqual([5, 2]);
+  c.write(Buffer.concat([Buffer.from([1, user.length]), Buffer.from(user), Buffer.from([pass.length]), Buffer.from(pass)]));
+  expect([...(await c.read(2))]).toEqual([1, 0]);
+  c.write(Buffer.from([5, 3, 0, 1, ...dst.host.split('.').map(Number), dst.port >> 8, dst.port & 255]));
+  const rep = await c.read(10);
+  return { control: c, reply: rep[1]!, relay: { host: rep.subarray(4, 8).join('.'), port: rep.readUInt16BE(8) } };
+}
+
+/** A client UDP socket; `ask` sends one datagram to the relay and waits for one answer (or null). */
+async function client(relay: { host: string; port: number }) {
+  const s = dgram.createSocket('udp4');
+  await new Promise<void>((r) => s.bind(0, '127.0.0.1', r));
+  cleanup.push(() => s.close());
+  const inbox: Buffer[] = [];
+  s.on('message', (m) => inbox.push(m));
+  return {
+    socket: s,
+    inbox,
+    send: (b: Buffer) => s.send(b, relay.port, relay.host),
+    ask: async (b: Buffer, ms = 2_000): Promise<Buffer | null> => {
+      const n = inbox.length;
+      s.send(b, relay.port, relay.host);
+      const t0 = Date.now();
+      while (inbox.length === n && Date.now() - t0 < ms) await sleep(5);
+      return inbox[n] ?? null;
+    },
+  };
+}
+
+describe('SOCKS5 UDP ASSOCIATE', () => {
+  it('an echo round trip: the answer carries the header naming its sender; metered to the payload; one record at the end', async () => {
+    const records: ConnectionRecord[] = [];
+    const g = await startTestGateway({ connectionLog: { record: (r) => records.push(r) } });
+    cleanup.push(() => g.gw.close(0));
+    const echo = await udpEcho();
+    const a = await associate(g);
+    expect(a.reply).toBe(0);
+    expect(a.relay.host).toBe('127.0.0.1');
+    expect(a.relay.port).toBeGreaterThanOrEqual(40000);
+    const c = await client(a.relay);
+    const payloads = [Buffer.from('hello over udp'), Buffer.alloc(1200, 7), Buffer.from('x')];
+    for (const p of payloads) {
+      const answer = await c.ask(datagram('127.0.0.1', echo.port, p));
+      expect(answer).not.toBeNull();
+      expect([...answer!.subarray(0, 4)]).toEqual([0, 0, 0, 1]);
+      expect(answer!.subarray(4, 8).join('.')).toBe('127.0.0.1');
+      expect(answer!.readUInt16BE(8)).toBe(echo.port);
+      expect(answer!.subarray(10).equals(p)).toBe(true);
+    }
+    const total = payloads.reduce((n, p) => n + p.length, 0);
+    // Live, while the association is open: payload bytes only, no header.
+    expect(g.usage.of(1)).toMatchObject({ up: total, down: total });
+    expect(g.gw.stats().udp).toMatchObject({ associationsOpen: 1, datagramsUp: 3, datagramsDown: 3, bytesUp: total, bytesDown: total });
+    expect(records).toEqual([]);
+    a.control.socket.end();
+    await waitFor('the record', () => (records.length > 0 ? records : undefined), 3_000);
+    expect(records).toHaveLength(1);
+    expect(records[0]).toMatchObject({ protocol: 'socks5-udp', username: 'alice', accountId: 1, reason: null, bytesUp: total, bytesDown: total, datagramsUp: 3, datagramsDown: 3, target: null });
+    await waitFor('closed', () => (g.gw.stats().udp.associationsOpen === 0 ? true : undefined), 2_000);
+    // The relay port is released: nothing answers there any more.
+    expect(await c.ask(datagram('127.0.0.1', echo.port, Buffer.from('late')), 300)).toBeNull();
+  });
+
+  it('drops and counts: another source, FRAG, a private target', async () => {
+    const g = await startTestGateway({ allowPrivateTargets: false, lookup: async () => [{ address: '127.0.0.1', family: 4 }] });
+    cleanup.push(() => g.gw.close(0));
+    const echo = await udpEcho();
+    const a = await associate(g);
+    const c = await client(a.relay);
+    // Private targets are refused on this gateway: a loopback echo is never reached.
+    expect(await c.ask(datagram('127.0.0.1', echo.port, Buffer.from('private')), 300)).toBeNull();
+    expect(echo.from).toEqual([]);
+    // FRAG ≠ 0: dropped (fragmentation is not supported).
+    c.send(datagram('127.0.0.1', echo.port, Buffer.from('frag'), 1));
+    // From another source address (127.0.0.2 is not the control connection's).
+    const other = dgram.createSocket('udp4');
+    await new Promise<void>((r) => other.bind(0, '127.0.0.2', r));
+    cleanup.push(() => other.close());
+    other.send(datagram('127.0.0.1', echo.port, Buffer.from('spoof')), a.relay.port, a.relay.host);
+    await sleep(200);
+    expect(g.gw.stats().udp.dropped).toMatchObject({ policy: 1, frag: 1, source: 1 });
+    expect(g.gw.stats().udp.datagramsUp).toBe(0);
+  });
+
+  it('unsolicited answers are dropped; a request naming its client port accepts only that port', async () => {
+    const g = await startTestGateway();
+    cleanup.push(() => g.gw.close(0));
+    const echo = await udpEcho();
+    const c = await client({ host: '127.0.0.1', port: 1 }); // bound first: its port goes in the request
+    const a = await associate(g, { host: '127.0.0.1', port: c.socket.address().port });
+    const talk = await client(a.relay);
+    // Another port of the same host is not the one the request named.
+    talk.send(datagram('127.0.0.1', echo.port, Buffer.from('wrong port')));
+    await sleep(150);
+    expect(g.gw.stats().udp.dropped.source).toBe(1);
+    c.socket.send(datagram('127.0.0.1', echo.port, Buffer.from('right port')), a.relay.port, a.relay.host);
+    await waitFor('answer', () => (c.inbox.length > 0 ? true : undefined), 2_000);
+    // A sender the association never sent to, at the association's egress port: dropped, not relayed.
+    const stranger = dgram.createSocket('udp4');
+    cleanup.push(() => stranger.close());
+    stranger.send(Buffer.from('unsolicited'), echo.ports[0]!, '127.0.0.1');
+    await waitFor('dropped', () => (g.gw.stats().udp.dropped.unsolicited === 1 ? true : undefined), 2_000);
+    expect(c.inbox).toHaveLength(1);
+  });
+
+  it('ends after --udp-idle without a datagram: the control connection is closed', async () => {
+    const g = await startTestGateway({ udp: { ports: { lo: 40000, hi: 44999 }, idleMs: 400, maxAssociations: 10 } });
+    cleanup.push(() => g.gw.close(0));
+    const a = await associate(g);
+    const t0 = Date.now();
+    await a.control.readToEnd(5_000);
+    expect(Date.now() - t0).toBeLessThan(2_000);
+    await waitFor('released', () => (g.gw.stats().udp.associationsOpen === 0 ? true : undefined), 2_000);
+  });
+
+  it('the port range exhausted, or the cap reached: 0x01; a port comes back when its association ends', async () => {
+    const port = 40000 + Math.floor(Math.random() * 4000);
+    const g = await startTestGateway({ udp: { ports: { lo: port, hi: port + 1 }, idleMs: 60_000, maxAssociations: 10 } });
+    cleanup.push(() => g.gw.close(0));
+    const one = await associate(g);
+    const two = await associate(g);
+    expect([one.reply, two.reply]).toEqual([0, 0]);
+    expect(new Set([one.relay.port, two.relay.port])).toEqual(new Set([port, port + 1]));
+    expect((await associate(g)).reply).toBe(1);
+    one.control.socket.destroy();
+    await waitFor('freed', () => (g.gw.stats().udp.associationsOpen === 1 ? true : undefined), 2_000);
+    expect((await associate(g)).reply).toBe(0);
+
+    const capped = await startTestGateway({ udp: { ports: { lo: 40000, hi: 44999 }, idleMs: 60_000, maxAssociations: 1 } });
+    cleanup.push(() => capped.gw.close(0));
+    expect((await associate(capped)).reply).toBe(0);
+    expect((await associate(capped)).reply).toBe(1);
+  });
+
+  it("a session's datagrams leave from its egress address", async () => {
+    const g = await startTestGateway({ egressAddress: '127.0.0.2' });
+    cleanup.push(() => g.gw.close(0));
+    const echo = await udpEcho();
+    const a = await associate(g);
+    const c = await client(a.relay);
+    expect(await c.ask(datagram('127.0.0.1', echo.port, Buffer.from('where from?')))).not.toBeNull();
+    expect(echo.from).toEqual(['127.0.0.2']);
+  });
+
+  it('through an entry node: not carried yet, 0x07', async () => {
+    const g = await startTestGateway({ exitDialer: { dial: async () => ({ ok: false, failure: 'no_exit' }) } });
+    cleanup.push(() => g.gw.close(0));
+    expect((await associate(g)).reply).toBe(7);
+  });
+});
