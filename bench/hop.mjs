@@ -1,32 +1,46 @@
 #!/usr/bin/env node
-// What the entry → exit hop (SPEC 13) costs at set-up and in throughput (docs/BENCHMARKS.md, "Entry → exit
-// hop"). Run after `npm run build`. Every node runs as shipped (`node --max-semi-space-size=8 bin/proxyd
-// serve`, connection log and metering on) on a PostgreSQL 15 cluster of the bench's own (a temp dir, made
-// and destroyed by the run); every tunnel is an HTTP CONNECT with credentials (`bench-user-country-us`).
+// What the entry → exit hop (docs/operations.md, "Entry and exit nodes") costs at set-up and in throughput
+// (docs/BENCHMARKS.md, "Entry → exit hop"). Run after `npm run build`. Every node runs as shipped (`node
+// --max-semi-space-size=8 bin/proxyd serve`, connection log and metering on) on a PostgreSQL 15 cluster of the
+// bench's own (a temp dir, made and destroyed by the run); every tunnel is an HTTP CONNECT with credentials
+// (`bench-user-country-us`).
 //
-//   node bench/hop.mjs [--reps 3] [--lat-n 2000] [--remote-lat-n 200] [--size-mib 256] [--delay-ms 15]
-//                      [--rate-ms 1500] [--link auto|netem|tun] [--no-remote]
+//   node bench/hop.mjs [--reps 3] [--lat-n 2000] [--remote-lat-n 200] [--size-mib 256] [--remote-size-mib N]
+//                      [--delay-ms 15] [--rate-ms 1500] [--setup-gap-ms 0] [--link auto|netem|tun] [--no-remote]
+//                      [--baseline DIR] [--cpu-prof DIR]
 //
-// 1. One host (loopback): a `both` node, and an entry → exit pair. Per round: --lat-n sequential set-ups
-//    (connect → CONNECT → 200 → first echoed byte) through each, interleaved with direct connections to the
-//    target; "added" = proxied percentile − direct percentile; the hop's own = entry/exit − both. Then one
-//    tunnel carrying --size-mib up and one carrying --size-mib down, each as a ratio of a direct transfer
-//    right before it, with each node's CPU s/GiB relayed (/proc); and 8 loops opening tunnels for --rate-ms
-//    (tunnels/s; CPU µs per tunnel of the node(s)).
+// 1. One host (loopback): a `both` node, and an entry → exit pair (and the baseline's, --baseline). Per
+//    round: --lat-n sequential set-ups (connect → CONNECT → 200 → first echoed byte) through each,
+//    interleaved with direct connections to the target (--setup-gap-ms: a pause after each); "added" =
+//    proxied percentile − direct percentile; the hop's own = entry/exit − both; the JSON also has each path's
+//    p50 to the `200` (setupTo200P50). Then one tunnel carrying --size-mib up and one carrying --size-mib
+//    down, each as a ratio of a direct transfer right before it, with each node's CPU s/GiB relayed (/proc);
+//    and 8 loops opening tunnels for --rate-ms (tunnels/s; CPU µs per tunnel of the node(s)).
 // 2. Across "regions": the exit, a `both` node and the target in a network namespace, joined to the root
 //    namespace (entry and client) by a link of --delay-ms one way per direction (2 × that RTT). Set-up and
-//    one-tunnel throughput through entry → exit, against the remote `both` node reached directly across the
-//    same link, and against a direct connection across it (--remote-lat-n set-ups per path per round). The link is a veth pair with `tc netem delay` on
+//    one-tunnel throughput (--remote-size-mib each way, default --size-mib) through entry → exit, against the
+//    remote `both` node reached directly across the same link, and against a direct connection across it
+//    (--remote-lat-n set-ups per path per round). The link is a veth pair with `tc netem delay` on
 //    each end (--link netem); a kernel without sch_netem gets a userspace delay line instead (--link tun: two
 //    TUN devices, MTU 65,000, joined by a small python3 process that holds every packet --delay-ms). Needs
 //    root and `ip netns`; otherwise part 2 is skipped with the reason and part 1 still runs.
+// --baseline DIR: DIR is a checkout of an earlier build of proxyd (`npm run build` done there; e.g. a `git
+//    worktree add` of an older commit with node_modules copied in). Its bin/proxyd runs a second entry → exit
+//    pair in each part, on the same PostgreSQL cluster but in databases of its own (made with its own
+//    `proxyd admin`: migrations differ), measured in the same rounds as the current pair (set-ups interleaved
+//    as above; transfers and tunnels/s in an order rotated each round). The report adds, per round and then
+//    median (range): current − baseline set-up p50 and p99 (and p50 to the `200`), throughput current /
+//    baseline up and down, and each pair's CPU s/GiB (entry + exit).
+// --cpu-prof DIR: the current entry and exit (both parts) run under `node --cpu-prof`; their profiles are
+//    written to DIR at the end and their top functions (self time) printed. The profiler slows them: use a
+//    run of its own, not the figures of that run.
 // --reps rounds alternate the paths; figures are the median over rounds and their range. Prints JSON on
 // stdout and the tables on stderr. Everything it makes (namespace, links, processes, cluster, temp dirs) is
 // removed at exit, on error and on SIGINT/SIGTERM.
 //
 // The target is bench/gateway.mjs's target role, listening on the host given (--host).
 import { spawn, spawnSync } from 'node:child_process';
-import { appendFileSync, chownSync, mkdtempSync, rmSync } from 'node:fs';
+import { appendFileSync, chownSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
@@ -45,10 +59,15 @@ const REPS = Number(opt('reps', 3));
 const LAT_N = Number(opt('lat-n', 2000));
 const REMOTE_LAT_N = Number(opt('remote-lat-n', 200));
 const SIZE = Number(opt('size-mib', 256)) * 2 ** 20;
+const REMOTE_SIZE = Number(opt('remote-size-mib', SIZE / 2 ** 20)) * 2 ** 20;
 const DELAY_MS = Number(opt('delay-ms', 15));
 const RATE_MS = Number(opt('rate-ms', 1500));
+const GAP_MS = Number(opt('setup-gap-ms', 0));
 const LINK = opt('link', 'auto');
 const REMOTE = !argv.includes('--no-remote');
+const BASE_DIR = opt('baseline', null) && path.resolve(opt('baseline', null));
+const BASE_PROXYD = BASE_DIR && path.join(BASE_DIR, 'bin/proxyd');
+const PROF_DIR = opt('cpu-prof', null) && path.resolve(opt('cpu-prof', null));
 const LOOPS = 8;
 const PASSWORD = 'bench hop password 123';
 const USER = 'bench-user-country-us';
@@ -150,17 +169,21 @@ const hostPort = (s) => {
   return { host: s.slice(0, i), port: Number(s.slice(i + 1)) };
 };
 
-function admin(dataDir, dbUrl, args, input = '') {
-  const r = spawnSync(process.execPath, [PROXYD, 'admin', ...args, '--data-dir', dataDir, '--database-url', dbUrl], { input, encoding: 'utf8' });
+function admin(dataDir, dbUrl, args, input = '', proxyd = PROXYD) {
+  const r = spawnSync(process.execPath, [proxyd, 'admin', ...args, '--data-dir', dataDir, '--database-url', dbUrl], { input, encoding: 'utf8' });
   if (r.status !== 0) throw new Error(`proxyd admin ${args.join(' ')}: ${r.stderr}`);
   return JSON.parse(r.stdout);
 }
 
-/** One proxyd node; `ns`: in that network namespace. Listeners on `host`. */
-async function startNode({ name, role, dbUrl, host = '127.0.0.1', ns = null }) {
+/**
+ * One proxyd node; `ns`: in that network namespace. Listeners on `host`. `proxyd`: the build's bin/proxyd
+ * (the baseline's for its pair); `prof`: under --cpu-prof (its profile written to PROF_DIR as it stops).
+ */
+async function startNode({ name, role, dbUrl, host = '127.0.0.1', ns = null, proxyd = PROXYD, prof = false }) {
   const dataDir = tempDir(`proxyd-hop-${name}-`);
   const roleArgs = role === 'exit' ? ['--role', 'exit', '--location', 'us', '--hop-listen', `${host}:0`] : role === 'entry' ? ['--role', 'entry'] : ['--role', 'both', '--location', 'us'];
-  const args = ['--max-semi-space-size=8', PROXYD, 'serve', '--data-dir', dataDir, '--database-url', dbUrl, '--api-listen', '127.0.0.1:0',
+  const profArgs = prof && PROF_DIR ? ['--cpu-prof', `--cpu-prof-dir=${PROF_DIR}`, `--cpu-prof-name=${name}.cpuprofile`] : [];
+  const args = ['--max-semi-space-size=8', ...profArgs, proxyd, 'serve', '--data-dir', dataDir, '--database-url', dbUrl, '--api-listen', '127.0.0.1:0',
     '--http-proxy-listen', `${host}:0`, '--socks-listen', `${host}:0`, '--allow-private-targets', '--log-level', 'warn', '--node-name', name, ...roleArgs];
   const n = await spawnJson(process.execPath, args, { ns, label: name });
   return { ...n, name, http: n.info.httpProxy ? hostPort(n.info.httpProxy) : null, hop: n.info.hop ?? null };
@@ -292,7 +315,8 @@ while True:
 
 /**
  * One connection through `via` (a proxy {host, port}; null: direct) to `target`, then `payload` sent:
- * resolves with the socket once `want` bytes came back after the handshake (0: at once).
+ * resolves with the socket once `want` bytes came back after the handshake (0: at once). Its `answeredAt`:
+ * when the proxy's `200` came (direct: when it connected).
  */
 function open(via, target, payload, want) {
   return new Promise((resolve, reject) => {
@@ -304,6 +328,7 @@ function open(via, target, payload, want) {
     s.on('error', reject);
     const start = () => {
       stage = 'data';
+      s.answeredAt = performance.now();
       s.write(payload);
       if (want === 0) resolve(s);
     };
@@ -328,45 +353,54 @@ function open(via, target, payload, want) {
   });
 }
 
-/** Set-up to the first echoed byte (ms). */
-async function echoOnce(via, target) {
+/** Set-up to the first echoed byte (ms); `heads`: where the time to the `200` goes. */
+async function echoOnce(via, target, heads = null) {
   const t0 = performance.now();
   const s = await open(via, target, Buffer.from('Ex'), 1);
   const ms = performance.now() - t0;
   s.destroy();
+  heads?.push(s.answeredAt - t0);
   return ms;
 }
 
-/** `n` rounds of: a direct set-up, then each path's (their order swapped every round). */
+/**
+ * `n` rounds of: a direct set-up, then each path's (their order swapped every round), each followed by a
+ * pause of --setup-gap-ms. `head`: the same set-ups' times to the `200`.
+ */
 async function setupSample(paths, target, n) {
-  const out = { direct: [], ...Object.fromEntries(paths.map((p) => [p.key, []])) };
+  const keys = ['direct', ...paths.map((p) => p.key)];
+  const out = { ...Object.fromEntries(keys.map((k) => [k, []])), head: Object.fromEntries(keys.map((k) => [k, []])) };
   for (let i = 0; i < n; i++) {
-    out.direct.push(await echoOnce(null, target));
-    for (const p of i % 2 ? [...paths].reverse() : paths) out[p.key].push(await echoOnce(p.via, target));
+    out.direct.push(await echoOnce(null, target, out.head.direct));
+    if (GAP_MS) await sleep(GAP_MS);
+    for (const p of i % 2 ? [...paths].reverse() : paths) {
+      out[p.key].push(await echoOnce(p.via, target, out.head[p.key]));
+      if (GAP_MS) await sleep(GAP_MS);
+    }
   }
   return out;
 }
 
-/** One tunnel: SIZE bytes up (U) or down (D); MB/s. */
-async function transfer(via, target, dir) {
+/** One tunnel: `size` bytes up (U) or down (D); MB/s. */
+async function transfer(via, target, dir, size) {
   const t0 = performance.now();
   if (dir === 'up') {
-    const s = await open(via, target, len64('U', SIZE), 0);
-    await pumpUpload(s, SIZE);
+    const s = await open(via, target, len64('U', size), 0);
+    await pumpUpload(s, size);
   } else {
-    const s = await open(via, target, len64('D', SIZE), 0);
+    const s = await open(via, target, len64('D', size), 0);
     await new Promise((resolve, reject) => {
       let got = 0;
       s.removeAllListeners('data');
       s.on('data', (d) => {
         got += d.length;
-        if (got >= SIZE) (s.destroy(), resolve());
+        if (got >= size) (s.destroy(), resolve());
       });
       s.on('error', reject);
-      s.on('close', () => (got >= SIZE ? resolve() : reject(new Error(`down: ${got} of ${SIZE} bytes`))));
+      s.on('close', () => (got >= size ? resolve() : reject(new Error(`down: ${got} of ${size} bytes`))));
     });
   }
-  return SIZE / 1e6 / ((performance.now() - t0) / 1000);
+  return size / 1e6 / ((performance.now() - t0) / 1000);
 }
 
 /** LOOPS loops opening a tunnel, echoing a byte, closing, for `ms`: tunnels/s and how many. */
@@ -377,14 +411,48 @@ async function rate(via, target, ms) {
 
 // ------------------------------------------------------------------ a fleet on one database
 
-/** A database with the bench's account and proxy user. */
-function makeDatabase(pg, name) {
+/** A database with the bench's account and proxy user, made by `proxyd`'s admin (its migrations). */
+function makeDatabase(pg, name, proxyd = PROXYD) {
   pg.createDb(name);
   const url = pg.url('127.0.0.1', name);
   const dir = tempDir('proxyd-hop-admin-');
-  admin(dir, url, ['account', 'create', '--email', 'bench@example.com', '--password-stdin', '--verified'], 'bench account password 123\n');
-  admin(dir, url, ['proxy-user', 'create', '--email', 'bench@example.com', '--username', 'bench-user', '--password-stdin'], `${PASSWORD}\n`);
+  admin(dir, url, ['account', 'create', '--email', 'bench@example.com', '--password-stdin', '--verified'], 'bench account password 123\n', proxyd);
+  admin(dir, url, ['proxy-user', 'create', '--email', 'bench@example.com', '--username', 'bench-user', '--password-stdin'], `${PASSWORD}\n`, proxyd);
   return url;
+}
+
+/**
+ * An exit (first, so its entry sees it on its first read) and an entry on `dbRoot` (the exit on `dbNs`,
+ * in `ns` on `host` when given); `proxyd`: whose build. Resolves once a CONNECT through the entry is answered.
+ */
+async function startPair({ tag, dbRoot, dbNs = dbRoot, host, ns = null, proxyd = PROXYD, prof = false, via }) {
+  const exit = await startNode({ name: `exit-${tag}`, role: 'exit', dbUrl: dbNs, host, ns, proxyd, prof });
+  const entry = await startNode({ name: `entry-${tag}`, role: 'entry', dbUrl: dbRoot, proxyd, prof });
+  await waitAdmitted(entry.http, via, `entry-${tag}`);
+  return { nodes: [exit, entry], via: entry.http, procs: { entry: entry.p.pid, exit: exit.p.pid } };
+}
+
+/** The baseline build's short commit, when DIR is a git checkout. */
+function baselineRev() {
+  const r = spawnSync('git', ['-C', BASE_DIR, 'rev-parse', '--short', 'HEAD'], { encoding: 'utf8' });
+  return r.status === 0 ? r.stdout.trim() : null;
+}
+
+/** The top functions by self time of a --cpu-prof profile (shares of its busy, non-idle time). */
+function profileTop(file, n = 15) {
+  const prof = JSON.parse(readFileSync(file, 'utf8'));
+  const byId = new Map(prof.nodes.map((x) => [x.id, x.callFrame]));
+  const self = new Map();
+  prof.samples.forEach((id, i) => {
+    const f = byId.get(id);
+    const where = f.url ? `${f.url.replace(/^file:\/\//, '').replace(`${ROOT}/`, '')}:${f.lineNumber + 1}` : '';
+    const key = `${f.functionName || '(anonymous)'} ${where}`.trim();
+    self.set(key, (self.get(key) ?? 0) + (prof.timeDeltas[i] ?? 0));
+  });
+  const total = [...self.values()].reduce((a, b) => a + b, 0);
+  const busy = total - (self.get('(idle)') ?? 0);
+  const top = [...self.entries()].filter(([k]) => k !== '(idle)').sort((a, b) => b[1] - a[1]).slice(0, n);
+  return { file, busySec: +(busy / 1e6).toFixed(2), idlePct: +((1 - busy / total) * 100).toFixed(1), top: top.map(([fn, us]) => ({ fn, pctOfBusy: +((us / busy) * 100).toFixed(1) })) };
 }
 
 /** Until a CONNECT through `via` to `target` is answered 200 (an entry sees its exit within ~1–2 s). */
@@ -405,7 +473,15 @@ async function waitAdmitted(via, target, what) {
 
 const summary = (xs, d = 3) => ({ median: +med(xs).toFixed(d), min: +Math.min(...xs).toFixed(d), max: +Math.max(...xs).toFixed(d) });
 
+/** The paths of each part: the `both` node, the current entry → exit pair, and the baseline's (--baseline). */
+const KEYS = ['both', 'hop', ...(BASE_DIR ? ['base'] : [])];
+/** `xs` started at its `i`-th element: round i puts every path first in turn. */
+const turn = (xs, i) => xs.map((_, j) => xs[(i + j) % xs.length]);
+
 async function main() {
+  if (BASE_DIR && !existsSync(path.join(BASE_DIR, 'dist'))) throw new Error(`--baseline ${BASE_DIR}: no dist/ there (run npm run build in it)`);
+  if (BASE_DIR && !existsSync(BASE_PROXYD)) throw new Error(`--baseline ${BASE_DIR}: no bin/proxyd there`);
+  if (PROF_DIR) mkdirSync(PROF_DIR, { recursive: true });
   const load0 = os.loadavg();
   const t00 = Date.now();
 
@@ -422,41 +498,50 @@ async function main() {
 
   const pg = await startPostgres(region ? ['127.0.0.1', NS_ROOT_IP] : ['127.0.0.1'], region ? [`${NS_ROOT_IP}/30`] : []);
   const localDb = makeDatabase(pg, 'hop_local');
+  /** Every proxyd node, stopped at the end. */
+  const nodes = [];
 
   // ---- part 1: one host
   const target = await startTarget('127.0.0.1');
   const tgt = { host: '127.0.0.1', port: target.port };
-  // The first node migrates nothing (admin did); start the exit first so the entry sees it on its first read.
-  const exit1 = await startNode({ name: 'exit-local', role: 'exit', dbUrl: localDb });
-  const [both1, entry1] = await Promise.all([startNode({ name: 'both-local', role: 'both', dbUrl: localDb }), startNode({ name: 'entry-local', role: 'entry', dbUrl: localDb })]);
+  // The first node migrates nothing (admin did).
+  const both1 = await startNode({ name: 'both-local', role: 'both', dbUrl: localDb });
+  const hop1 = await startPair({ tag: 'local', dbRoot: localDb, host: '127.0.0.1', prof: true, via: tgt });
+  nodes.push(both1, ...hop1.nodes);
   const local = [
     { key: 'both', via: both1.http, procs: { both: both1.p.pid } },
-    { key: 'hop', via: entry1.http, procs: { entry: entry1.p.pid, exit: exit1.p.pid } },
+    { key: 'hop', via: hop1.via, procs: hop1.procs },
   ];
-  await waitAdmitted(entry1.http, tgt, 'local entry');
+  if (BASE_DIR) {
+    const base1 = await startPair({ tag: 'base-local', dbRoot: makeDatabase(pg, 'hop_base_local', BASE_PROXYD), host: '127.0.0.1', proxyd: BASE_PROXYD, via: tgt });
+    nodes.push(...base1.nodes);
+    local.push({ key: 'base', via: base1.via, procs: base1.procs });
+  }
 
   // ---- part 2: across the link
   let remote = null;
   let rtgt = null;
   if (region) {
-    const remoteDbRoot = makeDatabase(pg, 'hop_remote');
-    const remoteDbNs = remoteDbRoot.replace('127.0.0.1', NS_ROOT_IP);
+    const inNs = (url) => url.replace('127.0.0.1', NS_ROOT_IP);
+    const remoteDb = makeDatabase(pg, 'hop_remote');
     const rtarget = await startTarget(NS_IP, region.ns);
     rtgt = { host: NS_IP, port: rtarget.port };
-    const exit2 = await startNode({ name: 'exit-remote', role: 'exit', dbUrl: remoteDbNs, host: NS_IP, ns: region.ns });
-    const [both2, entry2] = await Promise.all([
-      startNode({ name: 'both-remote', role: 'both', dbUrl: remoteDbNs, host: NS_IP, ns: region.ns }),
-      startNode({ name: 'entry-remote', role: 'entry', dbUrl: remoteDbRoot }),
-    ]);
+    const both2 = await startNode({ name: 'both-remote', role: 'both', dbUrl: inNs(remoteDb), host: NS_IP, ns: region.ns });
+    const hop2 = await startPair({ tag: 'remote', dbRoot: remoteDb, dbNs: inNs(remoteDb), host: NS_IP, ns: region.ns, prof: true, via: rtgt });
+    nodes.push(both2, ...hop2.nodes);
     remote = {
       target: rtarget,
-      nodes: [exit2, both2, entry2],
       paths: [
         { key: 'both', via: both2.http, procs: { both: both2.p.pid } },
-        { key: 'hop', via: entry2.http, procs: { entry: entry2.p.pid, exit: exit2.p.pid } },
+        { key: 'hop', via: hop2.via, procs: hop2.procs },
       ],
     };
-    await waitAdmitted(entry2.http, rtgt, 'remote entry');
+    if (BASE_DIR) {
+      const db = makeDatabase(pg, 'hop_base_remote', BASE_PROXYD);
+      const base2 = await startPair({ tag: 'base-remote', dbRoot: db, dbNs: inNs(db), host: NS_IP, ns: region.ns, proxyd: BASE_PROXYD, via: rtgt });
+      nodes.push(...base2.nodes);
+      remote.paths.push({ key: 'base', via: base2.via, procs: base2.procs });
+    }
   }
 
   log('warm-up');
@@ -464,37 +549,45 @@ async function main() {
   for (let i = 0; i < 300; i++) await echoOnce(null, tgt);
   if (remote) for (const p of remote.paths) for (let i = 0; i < 20; i++) await echoOnce(p.via, rtgt);
 
-  const three = () => ({ direct: [], both: [], hop: [] });
-  const acc = () => ({ p50: three(), p99: three(), up: three(), down: three(), ratio: { up: three(), down: three() }, gib: { both: { both: [] }, hop: { entry: [], exit: [] } } });
-  const L = { ...acc(), tps: three(), cpu: { both: [], hop: [] } };
+  const perKey = () => Object.fromEntries(['direct', ...KEYS].map((k) => [k, []]));
+  const acc = () => ({ p50: perKey(), p99: perKey(), head50: perKey(), up: perKey(), down: perKey(), ratio: { up: perKey(), down: perKey() }, gib: {} });
+  const L = { ...acc(), tps: perKey(), cpu: perKey() };
   const R = acc();
 
-  /** One round of single-tunnel transfers, each paired with a direct one right before it; CPU s/GiB per node. */
-  async function transferRound(A, paths, target, r) {
+  /**
+   * One round of single-tunnel transfers, each paired with a direct one right before it; CPU s/GiB per node,
+   * and of a pair together ('pair').
+   */
+  async function transferRound(A, paths, target, r, size) {
     const cpu = Object.fromEntries(paths.map((p) => [p.key, Object.fromEntries(Object.keys(p.procs).map((n) => [n, 0]))]));
     for (const dir of ['up', 'down']) {
-      for (const p of r % 2 ? [...paths].reverse() : paths) {
-        const d = await transfer(null, target, dir);
+      for (const p of turn(paths, r)) {
+        const d = await transfer(null, target, dir, size);
         const c0 = Object.fromEntries(Object.entries(p.procs).map(([n, pid]) => [n, treeCpu([pid])]));
-        const x = await transfer(p.via, target, dir);
+        const x = await transfer(p.via, target, dir, size);
         for (const [n, pid] of Object.entries(p.procs)) cpu[p.key][n] += treeCpu([pid]) - c0[n];
         A[dir].direct.push(d);
         A[dir][p.key].push(x);
         A.ratio[dir][p.key].push(x / d);
       }
     }
-    for (const p of paths) for (const n of Object.keys(p.procs)) A.gib[p.key][n].push(cpu[p.key][n] / ((2 * SIZE) / 2 ** 30));
+    const perGiB = (sec) => sec / ((2 * size) / 2 ** 30);
+    for (const p of paths) {
+      const g = (A.gib[p.key] ??= {});
+      for (const n of Object.keys(p.procs)) (g[n] ??= []).push(perGiB(cpu[p.key][n]));
+      if (Object.keys(p.procs).length > 1) (g.pair ??= []).push(perGiB(Object.values(cpu[p.key]).reduce((a, b) => a + b, 0)));
+    }
   }
 
   for (let r = 0; r < REPS; r++) {
     log(`round ${r + 1}/${REPS}: one host: ${LAT_N} set-ups per path`);
     const s = await setupSample(local, tgt, LAT_N);
-    for (const k of ['direct', 'both', 'hop']) (L.p50[k].push(med(s[k])), L.p99[k].push(pct(s[k], 99)));
+    for (const k of ['direct', ...KEYS]) (L.p50[k].push(med(s[k])), L.p99[k].push(pct(s[k], 99)), L.head50[k].push(med(s.head[k])));
     log(`round ${r + 1}/${REPS}: one host: one tunnel, ${SIZE / 2 ** 20} MiB up and down per path`);
-    await transferRound(L, local, tgt, r);
+    await transferRound(L, local, tgt, r, SIZE);
     log(`round ${r + 1}/${REPS}: one host: tunnels/s, ${LOOPS} loops for ${RATE_MS} ms per path`);
     L.tps.direct.push((await rate(null, tgt, RATE_MS)).perSec);
-    for (const p of r % 2 ? [...local].reverse() : local) {
+    for (const p of turn(local, r)) {
       const pids = Object.values(p.procs);
       const c0 = treeCpu(pids);
       const x = await rate(p.via, tgt, RATE_MS);
@@ -504,21 +597,26 @@ async function main() {
     if (remote) {
       log(`round ${r + 1}/${REPS}: across the link: ${REMOTE_LAT_N} set-ups per path`);
       const t = await setupSample(remote.paths, rtgt, REMOTE_LAT_N);
-      for (const k of ['direct', 'both', 'hop']) (R.p50[k].push(med(t[k])), R.p99[k].push(pct(t[k], 99)));
-      log(`round ${r + 1}/${REPS}: across the link: one tunnel, ${SIZE / 2 ** 20} MiB up and down per path`);
-      await transferRound(R, remote.paths, rtgt, r);
+      for (const k of ['direct', ...KEYS]) (R.p50[k].push(med(t[k])), R.p99[k].push(pct(t[k], 99)), R.head50[k].push(med(t.head[k])));
+      log(`round ${r + 1}/${REPS}: across the link: one tunnel, ${REMOTE_SIZE / 2 ** 20} MiB up and down per path`);
+      await transferRound(R, remote.paths, rtgt, r, REMOTE_SIZE);
     }
   }
   const load1 = os.loadavg();
 
-  // Per round: added = path − direct; the hop's own = entry/exit − both.
-  const added = (A, q, k) => A[q][k].map((x, i) => x - A[q].direct[i]);
-  const hopOwn = (A, q) => A[q].hop.map((x, i) => x - A[q].both[i]);
+  // Per round: added = path − direct; a pair's own = the pair − both; current against baseline = hop − base
+  // (set-up) and hop / base (throughput, CPU).
+  const minus = (xs, ys) => xs.map((x, i) => x - ys[i]);
+  const over = (xs, ys) => xs.map((x, i) => x / ys[i]);
+  const added = (A, q, k) => minus(A[q][k], A[q].direct);
   const mean2 = (R2, k) => R2.up[k].map((x, i) => (x + R2.down[k][i]) / 2);
   const part = (A, extra) => ({
     direct: { setupP50: summary(A.p50.direct), setupP99: summary(A.p99.direct), upMBs: summary(A.up.direct, 0), downMBs: summary(A.down.direct, 0) },
-    rows: ['both', 'hop'].map((k) => ({
+    rows: KEYS.map((k) => ({
       path: k,
+      setupP50: summary(A.p50[k]),
+      setupP99: summary(A.p99[k]),
+      setupTo200P50: summary(A.head50[k]),
       setupAddedP50: summary(added(A, 'p50', k)),
       setupAddedP99: summary(added(A, 'p99', k)),
       upMBs: summary(A.up[k], 0),
@@ -529,51 +627,124 @@ async function main() {
       cpuSecPerGiB: Object.fromEntries(Object.entries(A.gib[k]).map(([n, xs]) => [n, summary(xs, 2)])),
       ...extra(k),
     })),
-    hopAddedP50: summary(hopOwn(A, 'p50')),
-    hopAddedP99: summary(hopOwn(A, 'p99')),
+    hopAddedP50: summary(minus(A.p50.hop, A.p50.both)),
+    hopAddedP99: summary(minus(A.p99.hop, A.p99.both)),
+    ...(BASE_DIR && {
+      baseAddedP50: summary(minus(A.p50.base, A.p50.both)),
+      baseAddedP99: summary(minus(A.p99.base, A.p99.both)),
+      vsBaseline: {
+        setupP50Minus: summary(minus(A.p50.hop, A.p50.base)),
+        setupP99Minus: summary(minus(A.p99.hop, A.p99.base)),
+        setupTo200P50Minus: summary(minus(A.head50.hop, A.head50.base)),
+        upRatio: summary(over(A.up.hop, A.up.base), 2),
+        downRatio: summary(over(A.down.hop, A.down.base), 2),
+        cpuPerGiBRatio: summary(over(A.gib.hop.pair, A.gib.base.pair), 2),
+      },
+    }),
   });
+  const local1 = part(L, (k) => ({ tunnelsPerSec: summary(L.tps[k], 0), cpuUsPerTunnel: summary(L.cpu[k], 0) }));
+  if (BASE_DIR) {
+    Object.assign(local1.vsBaseline, { tunnelsPerSecRatio: summary(over(L.tps.hop, L.tps.base), 2), cpuPerTunnelRatio: summary(over(L.cpu.hop, L.cpu.base), 2) });
+    local1.vsBaseline.setupTargetMet = local1.vsBaseline.setupP50Minus.median <= 0.3;
+    local1.vsBaseline.throughputTargetMet = local1.vsBaseline.upRatio.median >= 0.8 && local1.vsBaseline.downRatio.median >= 0.8;
+  }
+  const remote1 = remote ? { link: region.note, delayMsEachWay: DELAY_MS, latN: REMOTE_LAT_N, sizeMiB: REMOTE_SIZE / 2 ** 20, ...part(R, () => ({})) } : { skipped: skipReason };
+  if (remote) {
+    // No round trip added: through the entry still one round trip (2 × DELAY_MS) faster than the remote `both`
+    // node (half of one is the margin), and, with a baseline, less than half a round trip over the cleartext pair.
+    remote1.noAddedRoundTrip = remote1.hopAddedP50.median <= -DELAY_MS && (!BASE_DIR || remote1.vsBaseline.setupP50Minus.median < DELAY_MS);
+  }
   const report = {
     ...runInfo(argv, load0, load1),
     reps: REPS,
+    setupGapMs: GAP_MS,
+    ...(BASE_DIR && { baseline: { dir: BASE_DIR, rev: baselineRev() } }),
     local: {
       latN: LAT_N,
-      ...part(L, (k) => ({ tunnelsPerSec: summary(L.tps[k], 0), cpuUsPerTunnel: summary(L.cpu[k], 0) })),
+      sizeMiB: SIZE / 2 ** 20,
+      ...local1,
       directTunnelsPerSec: summary(L.tps.direct, 0),
-      hopTargetMet: med(hopOwn(L, 'p50')) <= 1,
+      hopTargetMet: med(minus(L.p50.hop, L.p50.both)) <= 1,
     },
-    remote: remote
-      ? { link: region.note, delayMsEachWay: DELAY_MS, latN: REMOTE_LAT_N, ...part(R, () => ({})) }
-      : { skipped: skipReason },
+    remote: remote1,
     seconds: Math.round((Date.now() - t00) / 1000),
   };
 
-  await Promise.all([both1, entry1, exit1, ...(remote ? remote.nodes : [])].map((n) => n.stop()));
+  await Promise.all(nodes.map((n) => n.stop()));
   await target.stop();
   if (remote) await remote.target.stop();
+  if (PROF_DIR) {
+    report.profiles = {};
+    for (const n of ['entry-local', 'exit-local', 'entry-remote', 'exit-remote']) {
+      const file = path.join(PROF_DIR, `${n}.cpuprofile`);
+      if (existsSync(file)) report.profiles[n] = profileTop(file);
+    }
+  }
   console.log(JSON.stringify(report, null, 2));
   printTables(report);
 }
 
 function printTables(rep) {
   const c = (s, d = 3) => `${s.median.toFixed(d)} (${s.min.toFixed(d)}–${s.max.toFixed(d)})`;
-  const name = { both: '`both` node', hop: 'entry → exit' };
-  const gib = (r) => Object.entries(r.cpuSecPerGiB).map(([n, x]) => `${n} ${c(x, 2)}`).join(' + ');
+  const base = `entry → exit, baseline${rep.baseline?.rev ? ` ${rep.baseline.rev}` : ''}`;
+  const name = { both: '`both` node', hop: 'entry → exit', base };
+  const gib = (r) => {
+    const g = r.cpuSecPerGiB;
+    const each = Object.keys(g).filter((n) => n !== 'pair').map((n) => `${n} ${c(g[n], 2)}`).join(' + ');
+    return g.pair ? `${each} = ${c(g.pair, 2)}` : each;
+  };
+  const row = (p, k) => p.rows.find((r) => r.path === k);
+  /** Current against baseline, one part: each pair's figure and, per round, current − or ÷ baseline. */
+  const versus = (p, out, withRate) => {
+    const [h, b, v] = [row(p, 'hop'), row(p, 'base'), p.vsBaseline];
+    out.push(`\nCurrent pair against the baseline pair (${base}), same rounds:`);
+    out.push('| | current entry → exit | baseline entry → exit | per round: current − baseline (set-up), current ÷ baseline (the rest) |');
+    out.push('|---|---|---|---|');
+    out.push(`| set-up p50 (ms) | ${c(h.setupP50)} | ${c(b.setupP50)} | ${c(v.setupP50Minus)} |`);
+    out.push(`| set-up p99 (ms) | ${c(h.setupP99)} | ${c(b.setupP99)} | ${c(v.setupP99Minus)} |`);
+    out.push(`| of which to the \`200\`, p50 (ms) | ${c(h.setupTo200P50)} | ${c(b.setupTo200P50)} | ${c(v.setupTo200P50Minus)} |`);
+    out.push(`| 1 tunnel up (MB/s) | ${c(h.upMBs, 0)} | ${c(b.upMBs, 0)} | ${c(v.upRatio, 2)} |`);
+    out.push(`| 1 tunnel down (MB/s) | ${c(h.downMBs, 0)} | ${c(b.downMBs, 0)} | ${c(v.downRatio, 2)} |`);
+    out.push(`| CPU s/GiB, entry + exit | ${c(h.cpuSecPerGiB.pair, 2)} | ${c(b.cpuSecPerGiB.pair, 2)} | ${c(v.cpuPerGiBRatio, 2)} |`);
+    if (withRate) {
+      out.push(`| tunnels/s | ${c(h.tunnelsPerSec, 0)} | ${c(b.tunnelsPerSec, 0)} | ${c(v.tunnelsPerSecRatio, 2)} |`);
+      out.push(`| CPU µs per tunnel, entry + exit | ${c(h.cpuUsPerTunnel, 0)} | ${c(b.cpuUsPerTunnel, 0)} | ${c(v.cpuPerTunnelRatio, 2)} |`);
+    }
+  };
   const out = [];
-  out.push(`\nOne host (loopback), ${rep.reps} rounds, median (range); ${rep.local.latN} set-ups per path per round`);
+  const gap = rep.setupGapMs ? `, ${rep.setupGapMs} ms apart` : '';
+  out.push(`\nOne host (loopback), ${rep.reps} rounds, median (range); ${rep.local.latN} set-ups per path per round${gap}; ${rep.local.sizeMiB} MiB per transfer`);
   out.push(`direct set-up p50 ${c(rep.local.direct.setupP50)} ms, p99 ${c(rep.local.direct.setupP99)} ms; direct MB/s up ${c(rep.local.direct.upMBs, 0)}, down ${c(rep.local.direct.downMBs, 0)}`);
   out.push('| path | set-up added p50 (ms) | set-up added p99 (ms) | 1 tunnel up vs direct | 1 tunnel down vs direct | CPU s/GiB relayed | tunnels/s | CPU µs per tunnel |');
   out.push('|---|---|---|---|---|---|---|---|');
   for (const r of rep.local.rows) out.push(`| ${name[r.path]} | ${c(r.setupAddedP50)} | ${c(r.setupAddedP99)} | ${c(r.upVsDirect, 2)} | ${c(r.downVsDirect, 2)} | ${gib(r)} | ${c(r.tunnelsPerSec, 0)} | ${c(r.cpuUsPerTunnel, 0)} |`);
   out.push(`| the hop's own (entry → exit − both) | ${c(rep.local.hopAddedP50)} | ${c(rep.local.hopAddedP99)} | | | | | |`);
+  if (rep.baseline) out.push(`| the baseline hop's own (baseline − both) | ${c(rep.local.baseAddedP50)} | ${c(rep.local.baseAddedP99)} | | | | | |`);
   out.push(`hop adds ≤ 1 ms p50 on one host: ${rep.local.hopTargetMet ? 'met' : 'NOT met'}`);
+  if (rep.baseline) {
+    versus(rep.local, out, true);
+    out.push(`current adds ≤ 0.3 ms p50 to set-up over the baseline: ${rep.local.vsBaseline.setupTargetMet ? 'met' : 'NOT met'}; throughput ≥ 0.8 × the baseline's, up and down: ${rep.local.vsBaseline.throughputTargetMet ? 'met' : 'NOT met'}`);
+  }
   if (rep.remote.skipped) out.push(`\nAcross regions: skipped (${rep.remote.skipped})`);
   else {
-    out.push(`\nAcross regions: ${rep.remote.link}; ${rep.remote.latN} set-ups per path per round`);
+    const rname = { both: '`both` node across the link', hop: 'entry here → exit across the link', base: `${base}, exit across the link` };
+    out.push(`\nAcross regions: ${rep.remote.link}; ${rep.remote.latN} set-ups per path per round${gap}; ${rep.remote.sizeMiB} MiB per transfer`);
     out.push(`direct set-up p50 ${c(rep.remote.direct.setupP50)} ms, p99 ${c(rep.remote.direct.setupP99)} ms; direct MB/s up ${c(rep.remote.direct.upMBs, 0)}, down ${c(rep.remote.direct.downMBs, 0)}`);
     out.push('| path | set-up added p50 (ms) | set-up added p99 (ms) | 1 tunnel up vs direct | 1 tunnel down vs direct | CPU s/GiB relayed |');
     out.push('|---|---|---|---|---|---|');
-    for (const r of rep.remote.rows) out.push(`| ${r.path === 'both' ? '`both` node across the link' : 'entry here → exit across the link'} | ${c(r.setupAddedP50)} | ${c(r.setupAddedP99)} | ${c(r.upVsDirect, 2)} | ${c(r.downVsDirect, 2)} | ${gib(r)} |`);
+    for (const r of rep.remote.rows) out.push(`| ${rname[r.path]} | ${c(r.setupAddedP50)} | ${c(r.setupAddedP99)} | ${c(r.upVsDirect, 2)} | ${c(r.downVsDirect, 2)} | ${gib(r)} |`);
     out.push(`| entry → exit − remote \`both\` | ${c(rep.remote.hopAddedP50)} | ${c(rep.remote.hopAddedP99)} | | | |`);
+    if (rep.baseline) {
+      out.push(`| baseline entry → exit − remote \`both\` | ${c(rep.remote.baseAddedP50)} | ${c(rep.remote.baseAddedP99)} | | | |`);
+      versus(rep.remote, out, false);
+    }
+    out.push(`no round trip added across the link (entry → exit still one faster than the remote \`both\` node${rep.baseline ? ', and under half of one over the baseline pair' : ''}): ${rep.remote.noAddedRoundTrip ? 'met' : 'NOT met'}`);
+  }
+  if (rep.profiles) {
+    for (const [n, p] of Object.entries(rep.profiles)) {
+      out.push(`\nProfile of ${n} (${p.file}): ${p.busySec} s busy, ${p.idlePct} % idle; top self time, % of busy:`);
+      for (const t of p.top) out.push(`  ${String(t.pctOfBusy).padStart(5)}  ${t.fn}`);
+    }
   }
   out.push(`\nload average before ${rep.loadBefore.join(' / ')}, after ${rep.loadAfter.join(' / ')}; ${rep.seconds} s`);
   console.error(out.join('\n'));
