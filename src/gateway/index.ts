@@ -83,6 +83,7 @@ export async function startGateway(opts: GatewayOptions): Promise<Gateway> {
         core,
         onRefused: opts.hop.onRefused,
         unproven: opts.hop.unproven,
+        udp: { resolve: (host, port) => core.resolveTarget(host, port), egress: (session) => core.udpEgress(session), drop: (reason) => core.countUdpDrop(reason) },
       });
     }
   } catch (err) {

@@ -10,6 +10,7 @@
 // recording relay: TLS 1.3 and nothing readable; a replay reaches nothing); the fleet secret and an exit's
 // certificate rotated while a tunnel streams.
 import { execFile, execFileSync } from 'node:child_process';
+import dgram from 'node:dgram';
 import http from 'node:http';
 import net from 'node:net';
 import tls from 'node:tls';
@@ -215,7 +216,7 @@ describe.skipIf(skip)('entry and exit nodes on one PostgreSQL', () => {
     return d;
   };
 
-  type LogRecord = { node: string; exit?: string; exit_moved_from?: string | null; decision: string; reason: string | null; protocol?: string };
+  type LogRecord = { node: string; exit?: string; exit_moved_from?: string | null; decision: string; reason: string | null; protocol?: string; datagrams_up?: number; datagrams_down?: number };
   /** The connection-log records of a username, once `ready` says they are all there (5 s at most). */
   async function recordsOf(user: string, ready: (rs: LogRecord[]) => boolean): Promise<LogRecord[]> {
     const t0 = Date.now();
@@ -632,6 +633,62 @@ describe.skipIf(skip)('entry and exit nodes on one PostgreSQL', () => {
     expect(failures.slice(0, 5), `${failures.length} failures`).toEqual([]);
     expect(made).toBeGreaterThan(10);
   }, 60_000);
+
+  it('SOCKS5 UDP through an entry: the exit is chosen by the username, datagrams leave from its egress, answers come back; recorded on the entry', async () => {
+    const echo = dgram.createSocket('udp4');
+    const from: string[] = [];
+    echo.on('message', (m, r) => {
+      from.push(r.address);
+      echo.send(m, r.port, r.address);
+    });
+    await new Promise<void>((r) => echo.bind(0, '127.0.0.1', r));
+    const client = dgram.createSocket('udp4');
+    await new Promise<void>((r) => client.bind(0, '127.0.0.1', r));
+    const inbox: Buffer[] = [];
+    client.on('message', (m) => inbox.push(m));
+    const [host, port] = entries[1]!.socks.split(':') as [string, string];
+    const control = net.connect(Number(port), host);
+    try {
+      let buf = Buffer.alloc(0);
+      control.on('data', (d: Buffer) => (buf = Buffer.concat([buf, d])));
+      const need = async (n: number) => {
+        const t0 = Date.now();
+        while (buf.length < n) {
+          if (Date.now() - t0 > 5_000) throw new Error(`socks: ${buf.length} of ${n} bytes`);
+          await sleep(5);
+        }
+        const out = buf.subarray(0, n);
+        buf = buf.subarray(n);
+        return out;
+      };
+      control.write(Buffer.from([5, 1, 2]));
+      await need(2);
+      const u = Buffer.from('alice-country-de-session-udp1');
+      const p = Buffer.from(PASSWORD);
+      control.write(Buffer.concat([Buffer.from([1, u.length]), u, Buffer.from([p.length]), p]));
+      expect([...(await need(2))]).toEqual([1, 0]);
+      control.write(Buffer.from([5, 3, 0, 1, 0, 0, 0, 0, 0, 0]));
+      const rep = await need(10);
+      expect(rep[1]).toBe(0);
+      const relayPort = rep.readUInt16BE(8);
+      const ep = (echo.address() as net.AddressInfo).port;
+      for (const text of ['one', 'two', 'three']) {
+        client.send(Buffer.concat([Buffer.from([0, 0, 0, 1, 127, 0, 0, 1, ep >> 8, ep & 255]), Buffer.from(text)]), relayPort, '127.0.0.1');
+        const n = inbox.length;
+        const t0 = Date.now();
+        while (inbox.length === n && Date.now() - t0 < 3_000) await sleep(5);
+        expect(inbox[n]?.subarray(10).toString()).toBe(text);
+      }
+      expect(new Set(from)).toEqual(new Set([EGRESS.de1])); // out of the German exit, not the entry
+    } finally {
+      control.destroy();
+      client.close();
+      echo.close();
+    }
+    const rs = await recordsOf('alice-country-de-session-udp1', (x) => x.length > 0);
+    expect(rs[0]).toMatchObject({ node: 'entry-2', exit: 'exit-de1', protocol: 'socks5-udp', decision: 'admitted' });
+    expect(rs[0]).toMatchObject({ datagrams_up: 3, datagrams_down: 3 });
+  });
 
   it('a killed exit leaves selection within 3 s and its sessions move; a new exit takes traffic within 3 s of its ready line', async () => {
     // Sessions placed on us1 before it dies.

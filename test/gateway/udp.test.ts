@@ -3,7 +3,7 @@
 // datagram from another source, one with FRAG, one to a private target (with private targets refused) and one
 // from a target never sent to are dropped and counted; the association ends with its control connection and
 // after its idle time; the port range exhausted and the association cap answer 0x01; a session's datagrams
-// leave from its egress address; through an entry the command is not supported yet (0x07).
+// leave from its egress address; an entry without a way to an exit answers 0x07 (test/e2e/exits.test.ts: through one).
 import dgram from 'node:dgram';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { ConnectionRecord } from '../../src/gateway/types.js';
@@ -184,7 +184,7 @@ describe('SOCKS5 UDP ASSOCIATE', () => {
     expect(echo.from).toEqual(['127.0.0.2']);
   });
 
-  it('through an entry node: not carried yet, 0x07', async () => {
+  it('an entry whose dialer cannot carry UDP to an exit answers 0x07 (never from its own address)', async () => {
     const g = await startTestGateway({ exitDialer: { dial: async () => ({ ok: false, failure: 'no_exit' }) } });
     cleanup.push(() => g.gw.close(0));
     expect((await associate(g)).reply).toBe(7);

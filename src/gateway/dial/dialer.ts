@@ -70,6 +70,11 @@ export interface DialRequest {
 
 export interface Dialer {
   dial(req: DialRequest): Promise<DialOutcome>;
+  /**
+   * A UDP association carried elsewhere (an entry's: over the hop to an exit chosen like a connection's): the
+   * connection its datagrams travel on. Absent: datagrams leave from this node (dial/udp-out.ts).
+   */
+  associate?(req: DialRequest): Promise<DialOutcome>;
 }
 
 type Lookup = (host: string) => Promise<Array<{ address: string; family: 4 | 6 }>>;

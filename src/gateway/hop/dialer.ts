@@ -1,6 +1,7 @@
 // The entry's dialer: every target through an exit's hop (an entry node dials nothing itself).
 import type { Dialer, DialOutcome, DialRequest, ExitWish } from '../dial/dialer.js';
 import type { ExitDirectory, ExitDirectoryOptions } from './directory.js';
+import type { HopLink } from './link.js';
 
 export class HopDialer implements Dialer {
   constructor(
@@ -8,14 +9,23 @@ export class HopDialer implements Dialer {
     private readonly log?: ExitDirectoryOptions['log'],
   ) {}
 
-  async dial(req: DialRequest): Promise<DialOutcome> {
+  dial(req: DialRequest): Promise<DialOutcome> {
+    return this.through(req, (link) => link.dial(req));
+  }
+
+  /** A UDP association: the exit is chosen as for a connection (targeting, the session's exit). */
+  associate(req: DialRequest): Promise<DialOutcome> {
+    return this.through(req, (link) => link.associate(req));
+  }
+
+  private async through(req: DialRequest, ask: (link: HopLink) => Promise<DialOutcome | 'retry'>): Promise<DialOutcome> {
     const want = req.want ?? null;
     const avoid = new Set<string>();
     // A hop connection that fails before the exit answers (the exit just died) is tried once more elsewhere.
     for (let attempt = 0; attempt < 3; attempt++) {
       const e = this.dir.pick(want, req.session?.key ?? null, avoid);
       if (e === null) break;
-      const out = await e.link.dial(req);
+      const out = await ask(e.link);
       if (out !== 'retry') {
         if (!out?.ok) return out;
         const movedFrom = req.session ? this.dir.notePlacement(req.session.key, e.row.node, req.session.minutes) : null;

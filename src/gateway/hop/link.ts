@@ -249,16 +249,27 @@ export class HopLink {
    * taken) is tried once more on a new one before giving up on the exit.
    */
   async dial(req: DialRequest): Promise<DialOutcome | 'retry'> {
+    const key = req.session ? encodeURIComponent(req.session.key) : '-';
+    return this.ask(req, `DIAL ${req.host} ${req.port} ${key} ${req.session?.minutes ?? 0}\n`);
+  }
+
+  /** A UDP association through this exit: the hop connection its datagrams travel on in frames (hop/udp.ts). */
+  async associate(req: DialRequest): Promise<DialOutcome | 'retry'> {
+    const key = req.session ? encodeURIComponent(req.session.key) : '-';
+    return this.ask(req, `UDP ${key} ${req.session?.minutes ?? 0}\n`);
+  }
+
+  private async ask(req: DialRequest, line: string): Promise<DialOutcome | 'retry'> {
     const got = await this.take();
     if (got === null) return 'retry';
-    const out = await this.dialOn(got.s, req);
+    const out = await this.askOn(got.s, req, line);
     if (out !== 'retry' || !got.warm || this.down) return out;
     // The ready connection failed before the exit answered (closed as it was taken): once more on a new one.
     const fresh = await this.open();
-    return fresh === null ? 'retry' : this.dialOn(fresh, req);
+    return fresh === null ? 'retry' : this.askOn(fresh, req, line);
   }
 
-  private async dialOn(s: tls.TLSSocket, req: DialRequest): Promise<DialOutcome | 'retry'> {
+  private async askOn(s: tls.TLSSocket, req: DialRequest, line: string): Promise<DialOutcome | 'retry'> {
     if (!req.wanted()) {
       s.destroy();
       return null;
@@ -268,8 +279,7 @@ export class HopLink {
       return 'retry';
     }
     req.connecting(s);
-    const key = req.session ? encodeURIComponent(req.session.key) : '-';
-    s.write(`DIAL ${req.host} ${req.port} ${key} ${req.session?.minutes ?? 0}\n`);
+    s.write(line);
     this.waiting.add(s);
     // The exit answers after its own connect; a hung exit fails its probes and abortWaiting() ends this wait.
     const answer = await readLine(s, ANSWER_TIMEOUT_MS);

@@ -6,11 +6,13 @@
 import { createHash } from 'node:crypto';
 import net from 'node:net';
 import tls from 'node:tls';
-import type { Dialer } from '../dial/dialer.js';
+import type { Dialer, EgressSession, ResolveOutcome } from '../dial/dialer.js';
+import { UdpOut } from '../dial/udp-out.js';
 import { destroySelf } from '../relay/sockets.js';
 import { splice, type SpliceOwner } from '../relay/splice.js';
 import type { HopIdentity } from './identity.js';
 import { ALPN, proofAccepted, readLine, sessionBinding } from './wire.js';
+import { readFrames, writeFrame } from './udp.js';
 
 /** From accept to a proved secret (TCP, TLS handshake and the AUTH line), at most. */
 const PROOF_DEADLINE_MS = 10_000;
@@ -38,6 +40,12 @@ export interface HopServerOptions {
   proofDeadlineMs?: number;
   /** This process's share of the exit's bounds on unproven connections (workers split them); default: all of them. */
   unproven?: { total: number; perSource: number };
+  /** UDP associations an entry carries here: resolve and check targets, the egress for a session, drops counted. */
+  udp?: {
+    resolve(host: string, port: number): Promise<ResolveOutcome>;
+    egress(session: EgressSession | null): Promise<string | undefined>;
+    drop(reason: 'policy' | 'unsolicited'): void;
+  };
 }
 
 export interface HopServer {
@@ -172,6 +180,8 @@ async function serveHop(s: tls.TLSSocket, o: HopServerOptions, onTunnel: () => v
       s.write('PONG\n');
       continue;
     }
+    const u = /^UDP (\S+) (\d{1,4})$/.exec(line);
+    if (u) return void carryUdp(s, o, u[1]!, Number(u[2]), onTunnel).catch(() => s.destroy());
     const m = /^DIAL (\S+) (\d{1,5}) (\S+) (\d{1,4})$/.exec(line);
     if (!m || Number(m[2]) > 65535) return void s.destroy();
     onTunnel();
@@ -201,4 +211,27 @@ async function serveHop(s: tls.TLSSocket, o: HopServerOptions, onTunnel: () => v
     splice({ socket: s, upstream: null, budget: null, bytesUp: 0, bytesDown: 0, core: o.core }, out.socket, Buffer.alloc(0));
     return;
   }
+}
+
+/** An entry's UDP association on this hop connection: its datagrams out from this exit, answers back in frames. */
+async function carryUdp(s: tls.TLSSocket, o: HopServerOptions, key: string, minutes: number, onTunnel: () => void): Promise<void> {
+  if (!o.udp) return void s.end('ERR host_unreachable\n', () => s.destroy());
+  onTunnel();
+  let session: EgressSession | null = null;
+  try {
+    session = key === '-' ? null : { key: decodeURIComponent(key), minutes };
+  } catch {
+    return void s.destroy(); // not an encoding an entry makes
+  }
+  const udp = o.udp;
+  const out = new UdpOut({
+    resolve: (host, port) => udp.resolve(host, port),
+    egressAddress: await udp.egress(session),
+    drop: (reason) => udp.drop(reason),
+    onAnswer: (from, data) => void writeFrame(s, { host: from.address, port: from.port }, data),
+  });
+  s.once('close', () => out.close());
+  s.on('end', () => s.end());
+  s.write('OK udp\n');
+  readFrames(s, (f) => void out.send(f.host, f.port, f.data));
 }

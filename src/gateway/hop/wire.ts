@@ -7,7 +7,9 @@
 //   then any number of `PING` → `PONG`, and at most one
 //   entry → `DIAL <host> <port> <session key, URI-encoded, or -> <minutes>`
 //   exit  → `OK <local address>`, and the connection carries the tunnel's bytes both ways (half-close too),
-//           or `ERR <failure>` and the connection closes.
+//           or `ERR <failure>` and the connection closes;
+//   or, for a SOCKS5 UDP association, `UDP <session key or -> <minutes>` → `OK udp`, then datagrams in frames
+//   both ways (hop/udp.ts) until the entry closes it.
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import type net from 'node:net';
 import type tls from 'node:tls';

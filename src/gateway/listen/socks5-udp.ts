@@ -8,7 +8,7 @@ import dgram from 'node:dgram';
 import net from 'node:net';
 import type { ClientConn } from '../conn.js';
 import { canonicalIp } from '../dial/target-policy.js';
-import { encodeUdpHeader, parseUdpDatagram, type SocksAddress } from '../wire/socks5.js';
+import { encodeUdpHeader, parseUdpDatagram } from '../wire/socks5.js';
 
 /** `--udp-ports 40000-44999`, `--udp-idle 120`, `--udp-max-associations 10000` unless given. */
 export const UDP_DEFAULTS = { ports: { lo: 40000, hi: 44999 }, idleMs: 120_000, maxAssociations: 10_000 };
@@ -41,11 +41,15 @@ export async function bindRelay(host: string, range: { lo: number; hi: number })
   return null;
 }
 
+/** Where an association's datagrams go: out from this node (dial/udp-out.ts), or over the hop to an exit. */
+export interface UdpCarrier {
+  /** False when the datagram was dropped (a refused target, a backed-up hop). */
+  send(host: string, port: number, data: Buffer): Promise<boolean> | boolean;
+  close(): void;
+}
+
 export class UdpAssociation {
-  /** `address:port` of every target this association sent to: the only senders whose answers are relayed. */
-  private readonly sentTo = new Set<string>();
-  /** Egress sockets by family (one address each: the association's). */
-  private readonly egress = new Map<4 | 6, dgram.Socket>();
+  private carrier: UdpCarrier | null = null;
   /** Where answers go: the client's port, learned from its first datagram. */
   private clientPort: number | null;
   private lastActive = Date.now();
@@ -57,7 +61,6 @@ export class UdpAssociation {
     private readonly relay: dgram.Socket,
     /** The address and port the request named (0.0.0.0:0 or :: 0: any port of the control connection's address). */
     private readonly expected: { host: string; port: number },
-    private readonly egressAddress: string | undefined,
     private readonly idleMs: number,
   ) {
     this.clientPort = expected.port !== 0 ? expected.port : null;
@@ -76,16 +79,22 @@ export class UdpAssociation {
     conn.socket.resume();
   }
 
+  /** Where its datagrams go from now on. */
+  attach(carrier: UdpCarrier): void {
+    if (this.closed) return carrier.close();
+    this.carrier = carrier;
+  }
+
   private drop(reason: UdpDrop): void {
     this.conn.core.countUdpDrop(reason);
   }
 
   private fromClient(msg: Buffer, rinfo: dgram.RemoteInfo): void {
-    if (this.closed) return;
+    if (this.closed || this.carrier === null) return;
     const from = canonicalIp(rinfo.address);
     const expectedHost = canonicalIp(this.expected.host);
     const anyHost = expectedHost === '0.0.0.0' || expectedHost === '::';
-    if (from !== this.conn.clientAddress || (!anyHost && from !== expectedHost) || (this.clientPort !== null && this.expected.port !== 0 && rinfo.port !== this.expected.port)) {
+    if (from !== this.conn.clientAddress || (!anyHost && from !== expectedHost) || (this.expected.port !== 0 && rinfo.port !== this.expected.port)) {
       return this.drop('source');
     }
     const d = parseUdpDatagram(msg);
@@ -95,60 +104,29 @@ export class UdpAssociation {
     const data = msg.subarray(d.value.dataAt);
     const budget = this.conn.budget;
     if (budget !== null && budget.available() < data.length) return this.drop('over_limit');
-    void this.send(d.value.address, d.value.port, data);
+    void Promise.resolve(this.carrier.send(d.value.address.host, d.value.port, data)).then((sent) => {
+      if (!sent || this.closed) return;
+      this.conn.budget?.take(data.length);
+      this.lastActive = Date.now();
+      this.conn.bytesUp += data.length;
+      this.conn.datagramsUp++;
+      const u = this.conn.core.stats.udp;
+      u.datagramsUp++;
+      u.bytesUp += data.length;
+    });
   }
 
-  private async send(target: SocksAddress, port: number, data: Buffer): Promise<void> {
-    const resolved = port === 0 ? null : await this.conn.core.resolveTarget(target.host, port);
-    if (this.closed) return;
-    if (!resolved || !resolved.ok) return this.drop('policy');
-    const socket = await this.egressFor(resolved.family);
-    if (!socket || this.closed) return this.drop('policy');
-    this.sentTo.add(`${resolved.address}:${port}`);
-    socket.send(data, port, resolved.address);
+  /** An answer from a target: to the client, in the header that names its sender. */
+  answer(from: { address: string; family: 4 | 6; port: number }, data: Buffer): void {
+    if (this.closed || this.clientPort === null) return this.drop('unsolicited');
+    this.relay.send([encodeUdpHeader(from.address, from.family, from.port), data], this.clientPort, this.conn.clientAddress);
     this.conn.budget?.take(data.length);
     this.lastActive = Date.now();
-    this.conn.bytesUp += data.length;
-    this.conn.datagramsUp++;
-    const u = this.conn.core.stats.udp;
-    u.datagramsUp++;
-    u.bytesUp += data.length;
-  }
-
-  /** The egress socket of a family (made at its first datagram), bound to the association's egress address. */
-  private async egressFor(family: 4 | 6): Promise<dgram.Socket | null> {
-    const have = this.egress.get(family);
-    if (have) return have;
-    const local = this.egressAddress;
-    if (local && (net.isIPv6(local) ? 6 : 4) !== family) return null; // the egress is of the other family
-    const s = dgram.createSocket(family === 4 ? 'udp4' : 'udp6');
-    const ok = await new Promise<boolean>((resolve) => {
-      s.once('error', () => resolve(false));
-      s.bind({ address: local, port: 0 }, () => resolve(true));
-    });
-    if (!ok || this.closed) {
-      s.close();
-      return null;
-    }
-    s.on('error', () => {});
-    s.on('message', (msg, rinfo) => this.fromTarget(msg, rinfo, family));
-    this.egress.set(family, s);
-    return s;
-  }
-
-  private fromTarget(msg: Buffer, rinfo: dgram.RemoteInfo, family: 4 | 6): void {
-    if (this.closed) return;
-    const from = canonicalIp(rinfo.address);
-    if (!this.sentTo.has(`${from}:${rinfo.port}`)) return this.drop('unsolicited');
-    if (this.clientPort === null) return this.drop('unsolicited');
-    this.relay.send([encodeUdpHeader(from, net.isIPv4(from) ? 4 : family, rinfo.port), msg], this.clientPort, this.conn.clientAddress);
-    this.conn.budget?.take(msg.length);
-    this.lastActive = Date.now();
-    this.conn.bytesDown += msg.length;
+    this.conn.bytesDown += data.length;
     this.conn.datagramsDown++;
     const u = this.conn.core.stats.udp;
     u.datagramsDown++;
-    u.bytesDown += msg.length;
+    u.bytesDown += data.length;
   }
 
   close(): void {
@@ -157,6 +135,6 @@ export class UdpAssociation {
     clearInterval(this.idleTimer);
     this.conn.core.stats.udp.associationsOpen--;
     this.relay.close();
-    for (const s of this.egress.values()) s.close();
+    this.carrier?.close();
   }
 }

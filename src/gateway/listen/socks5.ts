@@ -4,7 +4,11 @@ import { dialTarget, type ClientConn, type ProtocolHandler } from '../conn.js';
 import { formatAuthority, isValidHostName } from '../wire/http-head.js';
 import { failureLogReason, socksFailureReply, type Failure } from '../replies.js';
 import { splice } from '../relay/splice.js';
-import { bindRelay, UDP_DEFAULTS, UdpAssociation } from './socks5-udp.js';
+import type tls from 'node:tls';
+import { bindRelay, UDP_DEFAULTS, UdpAssociation, type UdpCarrier } from './socks5-udp.js';
+import { UdpOut } from '../dial/udp-out.js';
+import { unmet } from '../dial/dialer.js';
+import { readFrames, writeFrame } from '../hop/udp.js';
 import { canonicalIp } from '../dial/target-policy.js';
 import {
   AUTH_VERSION,
@@ -109,17 +113,46 @@ export class Socks5Handler implements ProtocolHandler {
   private associate(req: SocksRequest): void {
     const { conn } = this;
     const udp = conn.core.opts.udp ?? UDP_DEFAULTS;
-    // Through an entry, datagrams would have to cross the hop to an exit: not carried yet (docs/gateway.md).
-    if (conn.core.opts.exitDialer) return conn.refuse('malformed', encodeReply(Reply.CommandNotSupported));
     if (conn.core.stats.udp.associationsOpen >= udp.maxAssociations) return conn.refuse('connection_limit', encodeReply(Reply.GeneralFailure));
+    const viaHop = conn.core.dialer.associate?.bind(conn.core.dialer);
+    // An entry whose dialer cannot carry UDP to an exit: never from here (an entry has no egress of its own).
+    if (!viaHop && conn.core.opts.exitDialer) return conn.refuse('malformed', encodeReply(Reply.CommandNotSupported));
+    // A `both` node is its own exit: targeting elsewhere gets no_exit, as a CONNECT does.
+    if (!viaHop && unmet(conn.exitWish, conn.core.opts.location ?? null) !== null) return conn.refuse('no_exit', encodeReply(Reply.NetworkUnreachable));
     void (async () => {
       const relay = await bindRelay(canonicalIp(conn.socket.localAddress ?? '127.0.0.1'), udp.ports);
       if (relay === null) return conn.refuse('connection_limit', encodeReply(Reply.GeneralFailure)); // every port of the range in use
-      const egress = conn.closed ? undefined : await conn.core.udpEgress(conn.egressSession);
+      let carrier: (assoc: UdpAssociation) => UdpCarrier;
+      if (viaHop) {
+        // An entry: the exit is chosen now, as for a connection; its datagrams travel to it inside the hop.
+        const out = await viaHop({ host: '-', port: 0, session: conn.egressSession, want: conn.exitWish, wanted: () => !conn.closed, connecting: () => {} });
+        if (!out || !out.ok) {
+          relay.close();
+          if (out && !out.ok) conn.refuse(failureLogReason(out.failure), out.failure === 'no_exit' ? encodeReply(Reply.NetworkUnreachable) : socksFailureReply(out.failure));
+          return;
+        }
+        if (out.via) conn.via = out.via;
+        const hop = out.socket as tls.TLSSocket;
+        carrier = (assoc) => {
+          readFrames(hop, (f) => assoc.answer({ address: f.host, family: f.family ?? 4, port: f.port }, f.data));
+          hop.once('close', () => conn.destroy());
+          return { send: (host, port, data) => writeFrame(hop, { host, port }, data), close: () => hop.destroy() };
+        };
+      } else {
+        const egress = conn.closed ? undefined : await conn.core.udpEgress(conn.egressSession);
+        carrier = (assoc) =>
+          new UdpOut({
+            resolve: (host, port) => conn.core.resolveTarget(host, port),
+            egressAddress: egress,
+            drop: (reason) => conn.core.countUdpDrop(reason),
+            onAnswer: (from, data) => assoc.answer(from, data),
+          });
+      }
       if (conn.closed || !conn.to('udp')) return void relay.close();
       const a = relay.address();
       conn.socket.write(encodeReply(Reply.Succeeded, { address: a.address, port: a.port, family: a.family === 'IPv6' ? 6 : 4 }));
-      new UdpAssociation(conn, relay, { host: req.address.host, port: req.port }, egress, udp.idleMs);
+      const assoc = new UdpAssociation(conn, relay, { host: req.address.host, port: req.port }, udp.idleMs);
+      assoc.attach(carrier(assoc));
     })().catch(() => conn.destroy());
   }
 

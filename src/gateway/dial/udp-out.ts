@@ -1,0 +1,81 @@
+// Datagrams out to their targets, for one UDP association (on a `both` node for its SOCKS5 client; on an exit
+// for an entry's association): each target resolved and checked like a CONNECT's, every datagram from one egress
+// address, answers taken only from targets the association sent to.
+import dgram from 'node:dgram';
+import net from 'node:net';
+import type { ResolveOutcome } from './dialer.js';
+import { canonicalIp } from './target-policy.js';
+
+export interface UdpOutOptions {
+  resolve(host: string, port: number): Promise<ResolveOutcome>;
+  /** The association's egress address (undefined: the OS picks). */
+  egressAddress: string | undefined;
+  /** A datagram dropped here: a refused target, or an answer from a sender never sent to. */
+  drop(reason: 'policy' | 'unsolicited'): void;
+  onAnswer(from: { address: string; family: 4 | 6; port: number }, data: Buffer): void;
+}
+
+export class UdpOut {
+  /** `address:port` of every target sent to: the only senders whose answers are taken. */
+  private readonly sentTo = new Set<string>();
+  /** One socket per family, bound to the egress address (made at the family's first datagram). */
+  private readonly sockets = new Map<4 | 6, Promise<dgram.Socket | null>>();
+  private closed = false;
+
+  constructor(private readonly o: UdpOutOptions) {}
+
+  /** Sends one datagram's data to host:port; false when it was dropped (refused target, no usable socket). */
+  async send(host: string, port: number, data: Buffer): Promise<boolean> {
+    const resolved = port === 0 ? null : await this.o.resolve(host, port);
+    if (this.closed) return false;
+    if (!resolved || !resolved.ok) {
+      this.o.drop('policy');
+      return false;
+    }
+    const socket = await this.socketFor(resolved.family);
+    if (!socket || this.closed) {
+      this.o.drop('policy');
+      return false;
+    }
+    this.sentTo.add(`${resolved.address}:${port}`);
+    socket.send(data, port, resolved.address);
+    return true;
+  }
+
+  private socketFor(family: 4 | 6): Promise<dgram.Socket | null> {
+    let p = this.sockets.get(family);
+    if (!p) {
+      p = this.bind(family);
+      this.sockets.set(family, p);
+    }
+    return p;
+  }
+
+  private async bind(family: 4 | 6): Promise<dgram.Socket | null> {
+    const local = this.o.egressAddress;
+    if (local && (net.isIPv6(local) ? 6 : 4) !== family) return null; // the egress is of the other family
+    const s = dgram.createSocket(family === 4 ? 'udp4' : 'udp6');
+    const ok = await new Promise<boolean>((resolve) => {
+      s.once('error', () => resolve(false));
+      s.bind({ address: local, port: 0 }, () => resolve(true));
+    });
+    if (!ok || this.closed) {
+      s.close();
+      return null;
+    }
+    s.on('error', () => {});
+    s.on('message', (msg, rinfo) => {
+      if (this.closed) return;
+      const from = canonicalIp(rinfo.address);
+      if (!this.sentTo.has(`${from}:${rinfo.port}`)) return this.o.drop('unsolicited');
+      this.o.onAnswer({ address: from, family: net.isIPv4(from) ? 4 : 6, port: rinfo.port }, msg);
+    });
+    return s;
+  }
+
+  close(): void {
+    if (this.closed) return;
+    this.closed = true;
+    for (const p of this.sockets.values()) void p.then((s) => s?.close());
+  }
+}

@@ -1,0 +1,82 @@
+// A UDP association carried over one hop connection (after `UDP <session> <minutes>` → `OK`): datagrams in
+// frames both ways inside the TLS session.
+//   entry → exit: u16 length, then ATYP (1 IPv4, 3 name, 4 IPv6), the address (a name: u8 length first), u16 port, data
+//   exit → entry: u16 length, then ATYP (1 or 4), the sender's address, u16 port, data
+// The exit sends each datagram with its own resolver, target policy and egress (dial/udp-out.ts); the entry
+// admits, meters and logs the association.
+import type tls from 'node:tls';
+import ipaddr from 'ipaddr.js';
+
+/** Bytes queued on a hop connection past which a datagram is dropped rather than buffered (UDP may lose it). */
+export const MAX_QUEUED = 1 << 20;
+
+export function encodeFrame(target: { host: string; port: number }, data: Buffer): Buffer | null {
+  let addr: Buffer;
+  if (ipaddr.IPv4.isValidFourPartDecimal(target.host)) addr = Buffer.from([1, ...ipaddr.IPv4.parse(target.host).toByteArray()]);
+  else if (ipaddr.IPv6.isValid(target.host)) addr = Buffer.from([4, ...ipaddr.IPv6.parse(target.host).toByteArray()]);
+  else {
+    const name = Buffer.from(target.host, 'latin1');
+    if (name.length === 0 || name.length > 255) return null;
+    addr = Buffer.concat([Buffer.from([3, name.length]), name]);
+  }
+  const len = addr.length + 2 + data.length;
+  if (len > 0xffff) return null;
+  const head = Buffer.allocUnsafe(2);
+  head.writeUInt16BE(len);
+  const port = Buffer.from([target.port >> 8, target.port & 0xff]);
+  return Buffer.concat([head, addr, port, data]);
+}
+
+export interface Frame {
+  host: string;
+  family: 4 | 6 | null;
+  port: number;
+  data: Buffer<ArrayBufferLike>;
+}
+
+function decodeFrame(b: Buffer): Frame | null {
+  const atyp = b[0];
+  let host: string;
+  let family: 4 | 6 | null;
+  let at: number;
+  if (atyp === 1 && b.length >= 7) {
+    host = ipaddr.fromByteArray([...b.subarray(1, 5)]).toString();
+    family = 4;
+    at = 5;
+  } else if (atyp === 4 && b.length >= 19) {
+    host = ipaddr.fromByteArray([...b.subarray(1, 17)]).toString();
+    family = 6;
+    at = 17;
+  } else if (atyp === 3 && b.length >= 2 && b.length >= 2 + b[1]! + 2) {
+    host = b.subarray(2, 2 + b[1]!).toString('latin1');
+    family = null;
+    at = 2 + b[1]!;
+  } else return null;
+  return { host, family, port: b.readUInt16BE(at), data: b.subarray(at + 2) };
+}
+
+/** Reads frames off a hop connection; a frame it cannot read ends the connection. */
+export function readFrames(s: tls.TLSSocket, onFrame: (f: Frame) => void): void {
+  let buf: Buffer<ArrayBufferLike> = Buffer.alloc(0);
+  s.on('data', (chunk: Buffer) => {
+    buf = buf.length === 0 ? chunk : Buffer.concat([buf, chunk]);
+    while (buf.length >= 2) {
+      const len = buf.readUInt16BE(0);
+      if (buf.length < 2 + len) break;
+      const f = decodeFrame(buf.subarray(2, 2 + len));
+      buf = buf.subarray(2 + len);
+      if (!f) return void s.destroy();
+      onFrame(f);
+    }
+  });
+  s.resume();
+}
+
+/** Writes one frame unless the connection is backed up (then the datagram is dropped: false). */
+export function writeFrame(s: tls.TLSSocket, target: { host: string; port: number }, data: Buffer): boolean {
+  if (s.destroyed || s.writableLength > MAX_QUEUED) return false;
+  const frame = encodeFrame(target, data);
+  if (!frame) return false;
+  s.write(frame);
+  return true;
+}
