@@ -6,6 +6,11 @@ import net from 'node:net';
 import type { ResolveOutcome } from './dialer.js';
 import { canonicalIp } from './target-policy.js';
 
+/** How long a resolved, allowed target is reused without asking again (the resolver's own cache is longer). */
+const READY_MS = 5_000;
+/** Targets remembered per association at most. */
+const MAX_READY = 1_024;
+
 export interface UdpOutOptions {
   resolve(host: string, port: number): Promise<ResolveOutcome>;
   /** The association's egress address (undefined: the OS picks). */
@@ -24,8 +29,24 @@ export class UdpOut {
 
   constructor(private readonly o: UdpOutOptions) {}
 
-  /** Sends one datagram's data to host:port; false when it was dropped (refused target, no usable socket). */
-  async send(host: string, port: number, data: Buffer): Promise<boolean> {
+  /** Targets resolved and allowed, with their socket, for a few seconds: a datagram to one of them is sent at once. */
+  private readonly ready = new Map<string, { address: string; socket: dgram.Socket; until: number }>();
+
+  /**
+   * Sends one datagram's data to host:port; false when it was dropped (refused target, no usable socket). A
+   * target seen in the last few seconds goes at once (true); a new one is resolved and checked first (a promise).
+   */
+  send(host: string, port: number, data: Buffer): boolean | Promise<boolean> {
+    const key = `${host}\0${port}`;
+    const known = this.ready.get(key);
+    if (known !== undefined && known.until > Date.now()) {
+      known.socket.send(data, port, known.address);
+      return true;
+    }
+    return this.sendNew(key, host, port, data);
+  }
+
+  private async sendNew(key: string, host: string, port: number, data: Buffer): Promise<boolean> {
     const resolved = port === 0 ? null : await this.o.resolve(host, port);
     if (this.closed) return false;
     if (!resolved || !resolved.ok) {
@@ -38,6 +59,8 @@ export class UdpOut {
       return false;
     }
     this.sentTo.add(`${resolved.address}:${port}`);
+    if (this.ready.size >= MAX_READY) this.ready.delete(this.ready.keys().next().value as string);
+    this.ready.set(key, { address: resolved.address, socket, until: Date.now() + READY_MS });
     socket.send(data, port, resolved.address);
     return true;
   }

@@ -50,6 +50,7 @@ export interface UdpCarrier {
 
 export class UdpAssociation {
   private carrier: UdpCarrier | null = null;
+  private readonly headers = new Map<string, Buffer>();
   /** Where answers go: the client's port, learned from its first datagram. */
   private clientPort: number | null;
   private lastActive = Date.now();
@@ -104,22 +105,37 @@ export class UdpAssociation {
     const data = msg.subarray(d.value.dataAt);
     const budget = this.conn.budget;
     if (budget !== null && budget.available() < data.length) return this.drop('over_limit');
-    void Promise.resolve(this.carrier.send(d.value.address.host, d.value.port, data)).then((sent) => {
-      if (!sent || this.closed) return;
-      this.conn.budget?.take(data.length);
-      this.lastActive = Date.now();
-      this.conn.bytesUp += data.length;
-      this.conn.datagramsUp++;
-      const u = this.conn.core.stats.udp;
-      u.datagramsUp++;
-      u.bytesUp += data.length;
-    });
+    const sent = this.carrier.send(d.value.address.host, d.value.port, data);
+    if (sent === true) this.sentUp(data.length);
+    else if (sent !== false) void sent.then((ok) => ok && !this.closed && this.sentUp(data.length));
+  }
+
+  private sentUp(n: number): void {
+    this.conn.budget?.take(n);
+    this.lastActive = Date.now();
+    this.conn.bytesUp += n;
+    this.conn.datagramsUp++;
+    const u = this.conn.core.stats.udp;
+    u.datagramsUp++;
+    u.bytesUp += n;
+  }
+
+  /** The header naming a sender, made once per sender (an association talks to few). */
+  private headerFor(from: { address: string; family: 4 | 6; port: number }): Buffer {
+    const key = `${from.address}:${from.port}`;
+    let h = this.headers.get(key);
+    if (h === undefined) {
+      h = encodeUdpHeader(from.address, from.family, from.port);
+      if (this.headers.size >= 1_024) this.headers.clear();
+      this.headers.set(key, h);
+    }
+    return h;
   }
 
   /** An answer from a target: to the client, in the header that names its sender. */
   answer(from: { address: string; family: 4 | 6; port: number }, data: Buffer): void {
     if (this.closed || this.clientPort === null) return this.drop('unsolicited');
-    this.relay.send([encodeUdpHeader(from.address, from.family, from.port), data], this.clientPort, this.conn.clientAddress);
+    this.relay.send([this.headerFor(from), data], this.clientPort, this.conn.clientAddress);
     this.conn.budget?.take(data.length);
     this.lastActive = Date.now();
     this.conn.bytesDown += data.length;
