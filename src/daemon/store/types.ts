@@ -107,6 +107,24 @@ export interface UsageRow {
   connections: number;
 }
 
+/** A read of an account's buckets of one period in [fromMs, toMs), by time or by subject, optionally of one subject. */
+export interface UsageQuery {
+  accountId: number;
+  period: UsagePeriod;
+  fromMs: number;
+  toMs: number;
+  by: 'time' | 'subject';
+  subject?: string;
+}
+
+/** An account's usage under one registrable domain (`''`: under no named domain, "other"). */
+export interface DomainUsageRow {
+  domain: string;
+  bytesUp: number;
+  bytesDown: number;
+  connections: number;
+}
+
 export interface AccountStore {
   create(email: string, passwordHash: string, verified: boolean): Promise<Account | 'exists'>;
   get(id: number): Promise<Account | null>;
@@ -253,14 +271,17 @@ export interface PlanStore {
 
 export interface UsageStore {
   /**
-   * Adds one flush of a node's deltas to its minute, hour and day buckets of `atMs` (rows of its own, so nodes
+   * Adds one flush of a node's deltas (one per account, subject and registrable domain, in `target`) to its
+   * minute, hour and day buckets of `atMs` and its day's domain rows (rows of its own, so nodes
    * never wait on each other's rows), once: a flush whose id
    * was already applied (sent again after a timeout whose outcome was unknown) adds nothing. `busy` (nothing
    * added) leaves it for the caller to send again, with the same id.
    */
   addFlush(node: string, flushId: string, atMs: number, deltas: readonly UsageDelta[]): Promise<'ok' | 'duplicate' | 'busy'>;
   /** Buckets of one account in [fromMs, toMs), by time (summed over subjects) or by subject (summed over time). */
-  query(q: { accountId: number; period: UsagePeriod; fromMs: number; toMs: number; by: 'time' | 'subject' }): Promise<UsageRow[]>;
+  query(q: UsageQuery): Promise<UsageRow[]>;
+  /** Usage per registrable domain over the days in [fromMs, toMs), optionally of one subject (docs/api.md, "Usage"). */
+  domains(q: { accountId: number; fromMs: number; toMs: number; subject?: string }): Promise<DomainUsageRow[]>;
   /** Day buckets of these accounts since `sinceMs`, summed over nodes: what their plans' periods have used. */
   dailyTotals(accountIds: readonly number[], sinceMs: number): Promise<Array<{ accountId: number; subject: string; startMs: number; bytes: number }>>;
   /** Removes buckets of `period` that start before `beforeMs`, and flush ids older than a day; how many rows. */

@@ -421,4 +421,19 @@ export const PG_MIGRATIONS: readonly string[] = [
   ALTER TABLE fleet_secrets ADD COLUMN previous text;
   ALTER TABLE fleet_secrets ADD COLUMN rotated_at timestamptz;
   `,
+  // 13: usage per registrable domain, as SQLite's migration 10.
+  `
+  CREATE TABLE usage_domains (
+    account_id  integer NOT NULL,
+    day_ms      bigint NOT NULL,
+    subject     text NOT NULL,
+    node        text NOT NULL,
+    domain      text NOT NULL,
+    bytes_up    bigint NOT NULL DEFAULT 0,
+    bytes_down  bigint NOT NULL DEFAULT 0,
+    connections bigint NOT NULL DEFAULT 0,
+    PRIMARY KEY (account_id, day_ms, subject, node, domain)
+  );
+  CREATE INDEX usage_domains_age ON usage_domains(day_ms);
+  `,
 ];

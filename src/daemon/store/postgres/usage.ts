@@ -1,7 +1,19 @@
 // Usage buckets on PostgreSQL: every node flushes into the same buckets; a flush is one transaction that
 // records its id first, so a flush sent again after the client deadline (the first may still commit) adds nothing.
-import type { UsageDelta, UsagePeriod, UsageRow, UsageStore } from '../types.js';
-import { FLUSH_ID_KEEP_MS, PERIODS, bucketStart, toUsageRow, usageQueryText } from '../usage-sql.js';
+import type { DomainUsageRow, UsageDelta, UsagePeriod, UsageQuery, UsageRow, UsageStore } from '../types.js';
+import {
+  FLUSH_ID_KEEP_MS,
+  OTHER_DOMAIN,
+  PERIODS,
+  bucketStart,
+  capDomains,
+  domainQueryText,
+  perSubject,
+  toDomainRow,
+  toUsageRow,
+  usageQueryParams,
+  usageQueryText,
+} from '../usage-sql.js';
 import { guard } from './db.js';
 import { BATCH_MS, unlessBusy, PgFamily } from './family.js';
 
@@ -9,7 +21,7 @@ const ROWS_PER_STATEMENT = 4_000;
 
 export class PgUsageStore extends PgFamily implements UsageStore {
   async addFlush(node: string, flushId: string, atMs: number, deltas: readonly UsageDelta[]): Promise<'ok' | 'duplicate' | 'busy'> {
-    const rows = deltas.flatMap((d) =>
+    const rows = perSubject(deltas).flatMap((d) =>
       PERIODS.map((p) => ({
         account_id: d.accountId,
         period: p,
@@ -32,6 +44,32 @@ export class PgUsageStore extends PgFamily implements UsageStore {
             ON CONFLICT (account_id, period, start_ms, subject, node) DO UPDATE SET bytes_up = usage_buckets.bytes_up + excluded.bytes_up,
               bytes_down = usage_buckets.bytes_down + excluded.bytes_down, connections = usage_buckets.connections + excluded.connections`;
         }
+        // The domain cap: what this node keeps already for these users' day, read once, then rows in batches.
+        const day = bucketStart('day', atMs);
+        const named = deltas.filter((d) => d.target);
+        const keys = JSON.stringify(named.map((d) => ({ a: d.accountId, s: d.subject, dom: d.target })));
+        const seenRows = named.length === 0 ? [] : await tx<{ a: number; s: string; dom: string; present: boolean; kept: string }[]>`
+          SELECT i.a, i.s, i.dom,
+            EXISTS (SELECT 1 FROM usage_domains u WHERE u.account_id = i.a AND u.day_ms = ${day} AND u.subject = i.s AND u.node = ${node} AND u.domain = i.dom) AS present,
+            (SELECT COUNT(*) FROM usage_domains u WHERE u.account_id = i.a AND u.day_ms = ${day} AND u.subject = i.s AND u.node = ${node} AND u.domain <> '') AS kept
+          FROM jsonb_to_recordset(${keys}::text::jsonb) AS i(a integer, s text, dom text)`;
+        const seen = new Map(seenRows.map((r) => [`${r.a}\0${r.s}\0${r.dom}`, { present: r.present, kept: Number(r.kept) }]));
+        const domainRows = capDomains(deltas, (d) => seen.get(`${d.accountId}\0${d.subject}\0${d.target}`) ?? { present: false, kept: 0 }).map((d) => ({
+          account_id: d.accountId,
+          day_ms: day,
+          subject: d.subject,
+          node,
+          domain: d.target ?? OTHER_DOMAIN,
+          bytes_up: d.bytesUp,
+          bytes_down: d.bytesDown,
+          connections: d.connections,
+        }));
+        for (let i = 0; i < domainRows.length; i += ROWS_PER_STATEMENT) {
+          await tx`
+            INSERT INTO usage_domains ${tx(domainRows.slice(i, i + ROWS_PER_STATEMENT))}
+            ON CONFLICT (account_id, day_ms, subject, node, domain) DO UPDATE SET bytes_up = usage_domains.bytes_up + excluded.bytes_up,
+              bytes_down = usage_domains.bytes_down + excluded.bytes_down, connections = usage_domains.connections + excluded.connections`;
+        }
         return 'ok' as const;
       }),
       BATCH_MS, // a flush of thousands of users is one transaction of several statements, like a batch
@@ -39,11 +77,19 @@ export class PgUsageStore extends PgFamily implements UsageStore {
     return r;
   }
 
-  async query(q: { accountId: number; period: UsagePeriod; fromMs: number; toMs: number; by: 'time' | 'subject' }): Promise<UsageRow[]> {
+  async query(q: UsageQuery): Promise<UsageRow[]> {
     let n = 0;
-    const text = usageQueryText(q.by).replace(/\?/g, () => `$${++n}`);
-    const rows = await guard(() => this.sql.unsafe(text, [q.accountId, q.period, q.fromMs, q.toMs]));
+    const text = usageQueryText(q.by, q.subject !== undefined).replace(/\?/g, () => `$${++n}`);
+    const rows = await guard(() => this.sql.unsafe(text, usageQueryParams(q)));
     return (rows as unknown as Parameters<typeof toUsageRow>[0][]).map(toUsageRow);
+  }
+
+  async domains(q: { accountId: number; fromMs: number; toMs: number; subject?: string }): Promise<DomainUsageRow[]> {
+    let n = 0;
+    const text = domainQueryText(q.subject !== undefined).replace(/\?/g, () => `$${++n}`);
+    const params: Array<string | number> = [q.accountId, q.fromMs, q.toMs, ...(q.subject !== undefined ? [q.subject] : [])];
+    const rows = await guard(() => this.sql.unsafe(text, params));
+    return (rows as unknown as Parameters<typeof toDomainRow>[0][]).map(toDomainRow);
   }
 
   async dailyTotals(accountIds: readonly number[], sinceMs: number): Promise<Array<{ accountId: number; subject: string; startMs: number; bytes: number }>> {
@@ -57,6 +103,8 @@ export class PgUsageStore extends PgFamily implements UsageStore {
   async prune(period: UsagePeriod, beforeMs: number): Promise<number | 'busy'> {
     const r = await unlessBusy(() => this.sql`DELETE FROM usage_buckets WHERE period = ${period} AND start_ms < ${beforeMs}`);
     if (r === 'busy') return r;
+    // Domain rows are kept as long as day buckets.
+    if (period === 'day') await unlessBusy(() => this.sql`DELETE FROM usage_domains WHERE day_ms < ${beforeMs}`);
     await unlessBusy(() => this.sql`DELETE FROM usage_flushes WHERE at_ms < ${Date.now() - FLUSH_ID_KEEP_MS}`);
     return r.count;
   }

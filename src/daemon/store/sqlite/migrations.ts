@@ -245,4 +245,20 @@ export const MIGRATIONS: readonly string[] = [
   ALTER TABLE connection_log ADD COLUMN exit TEXT;
   ALTER TABLE connection_log ADD COLUMN exit_moved_from TEXT;
   `,
+  // 10: usage per registrable domain of the target, per day, subject and writing node (as usage_buckets: no two
+  // nodes wait on one row); pruned with the day buckets.
+  `
+  CREATE TABLE IF NOT EXISTS usage_domains (
+    account_id  INTEGER NOT NULL,
+    day_ms      INTEGER NOT NULL,
+    subject     TEXT NOT NULL,
+    node        TEXT NOT NULL,
+    domain      TEXT NOT NULL,
+    bytes_up    INTEGER NOT NULL DEFAULT 0,
+    bytes_down  INTEGER NOT NULL DEFAULT 0,
+    connections INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (account_id, day_ms, subject, node, domain)
+  ) WITHOUT ROWID;
+  CREATE INDEX IF NOT EXISTS usage_domains_age ON usage_domains(day_ms);
+  `,
 ];
