@@ -149,7 +149,7 @@ export function buildProgram(): Command {
     .addOption(new Option('--node-name <name>', 'this node\'s name in the connection log (default: the host name)').env('PROXYD_NODE_NAME'))
     .addOption(new Option('--connection-log-retention <duration>', 'how long connection-log records are kept, e.g. 7d, 48h; 0 turns the log off').env('PROXYD_CONNECTION_LOG_RETENTION').default('7d'))
     .addOption(new Option('--usage-retention <spec>', 'how long usage buckets are kept, e.g. minute=48h,hour=90d,day=2y').env('PROXYD_USAGE_RETENTION').default('minute=48h,hour=90d,day=2y'))
-    .addOption(new Option('--rate-limits <spec>', 'override API limits, e.g. list=60,add=10,delete=10,invalid=20').env('PROXYD_RATE_LIMITS').hideHelp())
+    .addOption(new Option('--rate-limits <spec>', 'override API limits, e.g. list=60,add=10,delete=10,usage=60,invalid=20').env('PROXYD_RATE_LIMITS').hideHelp())
     .addOption(new Option('--log-level <level>', 'log level').env('PROXYD_LOG_LEVEL').default('info').choices(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']))
     .action(async (opts) => {
       const { toServeConfig, ConfigError } = await import('./config.js');
