@@ -7,6 +7,7 @@ import { RATE_LIMITS, USAGE_PATHS } from '../../src/contract/paths.js';
 import { UsageMeter } from '../../src/daemon/metering/meter.js';
 import { makeTestApp, q, type TestApp } from '../helpers/app.js';
 import { LIST } from '../helpers/daemon.js';
+import { BACKENDS } from '../helpers/postgres.js';
 import { RawClient, basic, startTestGateway, type TestGateway } from '../gateway/helpers.js';
 
 const PASSWORD = 'usage-api-pw-1';
@@ -32,7 +33,7 @@ interface Envelope<T = any> {
   data: T;
 }
 
-describe('usage API over metered gateway traffic', () => {
+describe.each(BACKENDS)('usage API over metered gateway traffic (%s)', (backend) => {
   let t: TestApp;
   let g: TestGateway;
   let meter: UsageMeter;
@@ -57,7 +58,7 @@ describe('usage API over metered gateway traffic', () => {
   }
 
   beforeAll(async () => {
-    t = await makeTestApp();
+    t = await makeTestApp({ backend });
     // The meter stamps flushes with the wall clock: the API reads "now" from the same one.
     Object.defineProperty(t.clock, 'now', { get: () => Date.now() });
     a = await t.account('usage-a@example.com');
