@@ -25,6 +25,7 @@ import { RedisWindowStore } from '../ratelimit/redis-store.js';
 import { DatabaseWindowStore } from '../ratelimit/database-store.js';
 import { openStore as openBackend, type Store } from '../store/index.js';
 import { UsageMeter } from '../metering/meter.js';
+import { WebhookSender } from '../webhooks/sender.js';
 import { PlanEnforcer } from '../metering/plans.js';
 import { ExitHeartbeat } from '../fleet/exits.js';
 import { HopIdentityKeeper } from '../fleet/hop-identity.js';
@@ -306,6 +307,9 @@ export async function startDaemon(cfg: ServeConfig, log: DaemonLog): Promise<Run
   gateway = gw;
   gatewayRef = gw;
   meter.start();
+  // Every process sends: a claim in the database decides which one sends each event.
+  const webhooks = new WebhookSender(store, { node: `${cfg.nodeName}:${process.pid}`, allowPrivate: cfg.allowPrivateWebhooks, log });
+  webhooks.start();
   metrics.attachGateway(() => gw.stats());
   metrics.attachMeter(() => ({ flushed: meter.flushed, failed: meter.failedFlushes }));
   metrics.attachAdmissionView(() => view.status());
@@ -340,6 +344,7 @@ export async function startDaemon(cfg: ServeConfig, log: DaemonLog): Promise<Run
       secrets?.stop();
       view.close();
       await meter.stop();
+      await webhooks.stop();
       await plans.stop();
       await connLog?.stop();
       await limits.close();

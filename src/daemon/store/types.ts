@@ -125,6 +125,48 @@ export interface DomainUsageRow {
   connections: number;
 }
 
+/** An account's webhook (docs/operations.md, "Webhooks"): where events go, at which percentages of the plan, signed with `secret`. */
+export interface Webhook {
+  accountId: number;
+  url: string;
+  thresholds: number[];
+  secret: string;
+}
+
+export type WebhookEventState = 'pending' | 'delivered' | 'failed';
+
+/** One event to deliver: its id (the same on every attempt), body, and where its delivery stands. */
+export interface WebhookEvent {
+  id: string;
+  accountId: number;
+  type: string;
+  body: string;
+  state: WebhookEventState;
+  attempts: number;
+  lastStatus: number | null;
+  nextAtMs: number;
+  createdAtMs: number;
+}
+
+export interface WebhookStore {
+  set(w: Webhook): Promise<void>;
+  /** False when the account had none. */
+  remove(accountId: number): Promise<boolean>;
+  get(accountId: number): Promise<Webhook | null>;
+  all(): Promise<Webhook[]>;
+  /**
+   * Records an event once per (account, `onceKey`): false, and nothing added, when that key was recorded
+   * before (by any node): what makes "once per threshold per period" hold fleet-wide.
+   */
+  addEvent(e: { id: string; accountId: number; type: string; onceKey: string; body: string; nowMs: number }): Promise<boolean>;
+  /** Claims up to `max` pending events due by `nowMs` for `node`, for `leaseMs` (no other node takes them meanwhile). */
+  claimDue(node: string, nowMs: number, leaseMs: number, max: number): Promise<WebhookEvent[]>;
+  /** An attempt's outcome, written only while `node` holds the claim. */
+  finish(id: string, node: string, o: { state: WebhookEventState; attempts: number; lastStatus: number | null; nextAtMs: number }): Promise<void>;
+  /** An account's events, newest first. */
+  events(accountId: number, limit: number): Promise<WebhookEvent[]>;
+}
+
 export interface AccountStore {
   create(email: string, passwordHash: string, verified: boolean): Promise<Account | 'exists'>;
   get(id: number): Promise<Account | null>;
@@ -452,6 +494,7 @@ export interface Store {
   readonly sessions: ConsoleSessionStore;
   readonly usage: UsageStore;
   readonly plans: PlanStore;
+  readonly webhooks: WebhookStore;
   /** Exit nodes of an entry/exit fleet; null on SQLite (roles need PostgreSQL). */
   readonly exits: ExitStore | null;
   readonly connectionLog: ConnectionLogStore;

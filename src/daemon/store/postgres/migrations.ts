@@ -436,4 +436,29 @@ export const PG_MIGRATIONS: readonly string[] = [
   );
   CREATE INDEX usage_domains_age ON usage_domains(day_ms);
   `,
+  // 14: webhooks, as SQLite's migration 11.
+  `
+  CREATE TABLE webhooks (
+    account_id integer PRIMARY KEY REFERENCES accounts(id) ON DELETE CASCADE,
+    url        text NOT NULL,
+    thresholds text NOT NULL,
+    secret     text NOT NULL
+  );
+  CREATE TABLE webhook_events (
+    id               text PRIMARY KEY,
+    account_id       integer NOT NULL,
+    type             text NOT NULL,
+    once_key         text NOT NULL,
+    body             text NOT NULL,
+    state            text NOT NULL DEFAULT 'pending',
+    attempts         integer NOT NULL DEFAULT 0,
+    last_status      integer,
+    next_at_ms       bigint NOT NULL,
+    created_at_ms    bigint NOT NULL,
+    claimed_by       text,
+    claimed_until_ms bigint,
+    UNIQUE (account_id, once_key)
+  );
+  CREATE INDEX webhook_events_due ON webhook_events(state, next_at_ms);
+  `,
 ];

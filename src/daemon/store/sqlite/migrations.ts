@@ -261,4 +261,30 @@ export const MIGRATIONS: readonly string[] = [
   ) WITHOUT ROWID;
   CREATE INDEX IF NOT EXISTS usage_domains_age ON usage_domains(day_ms);
   `,
+  // 11: webhooks: one per account, and the events to deliver (once per account and key: a threshold of a period,
+  // an expiry), claimed by one process at a time.
+  `
+  CREATE TABLE IF NOT EXISTS webhooks (
+    account_id INTEGER PRIMARY KEY REFERENCES accounts(id) ON DELETE CASCADE,
+    url        TEXT NOT NULL,
+    thresholds TEXT NOT NULL,
+    secret     TEXT NOT NULL
+  );
+  CREATE TABLE IF NOT EXISTS webhook_events (
+    id               TEXT PRIMARY KEY,
+    account_id       INTEGER NOT NULL,
+    type             TEXT NOT NULL,
+    once_key         TEXT NOT NULL,
+    body             TEXT NOT NULL,
+    state            TEXT NOT NULL DEFAULT 'pending',
+    attempts         INTEGER NOT NULL DEFAULT 0,
+    last_status      INTEGER,
+    next_at_ms       INTEGER NOT NULL,
+    created_at_ms    INTEGER NOT NULL,
+    claimed_by       TEXT,
+    claimed_until_ms INTEGER,
+    UNIQUE (account_id, once_key)
+  );
+  CREATE INDEX IF NOT EXISTS webhook_events_due ON webhook_events(state, next_at_ms);
+  `,
 ];
