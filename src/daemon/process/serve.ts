@@ -156,6 +156,7 @@ export function apiContext(p: {
   log: ServiceLog;
   nowMs?: () => number;
   view?: Pick<AdmissionView, 'status'>;
+  allowPrivateWebhooks?: boolean;
 }): ApiContext {
   const { store, limits, view } = p;
   return {
@@ -164,6 +165,7 @@ export function apiContext(p: {
     limits,
     metrics: p.metrics,
     nowMs: p.nowMs ?? Date.now,
+    allowPrivateWebhooks: p.allowPrivateWebhooks === true,
     health: async () => {
       const down: string[] = [];
       if (!(await store.ping())) down.push('database');
@@ -177,7 +179,7 @@ export function apiContext(p: {
 /** The API (+ console) listening, once the rate-limit store is connected or has been waited for. */
 async function listenApi(cfg: ServeConfig, log: DaemonLog, store: Store, limits: ApiLimits, metrics: Metrics, view: AdmissionView): Promise<FastifyInstance> {
   const [geo] = await Promise.all([openCountryLookup(cfg.geoipDb), limits.ready(DEPENDENCY_WAIT_MS)]);
-  const ctx = apiContext({ store, geo, limits, metrics, log: { error: (o, m) => log.error(o, m) }, view });
+  const ctx = apiContext({ store, geo, limits, metrics, log: { error: (o, m) => log.error(o, m) }, view, allowPrivateWebhooks: cfg.allowPrivateWebhooks });
   const app = await buildApp(ctx, { trustProxy: cfg.trustProxy, logger: log, plugins: [(a: FastifyInstance) => consolePlugin(a, ctx)] });
   try {
     await app.listen({ host: cfg.apiListen.host, port: cfg.apiListen.port });
