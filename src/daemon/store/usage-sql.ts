@@ -62,16 +62,31 @@ export function perSubject(deltas: readonly UsageDelta[]): UsageDelta[] {
   return [...out.values()];
 }
 
+/** An account and subject as a map key. */
+export const subjectKey = (d: Pick<UsageDelta, 'accountId' | 'subject'>): string => `${d.accountId}\0${d.subject}`;
+
+/** How many named domains each account and subject of a flush brings (the cap needs no lookup while they fit). */
+export function namedPerSubject(deltas: readonly UsageDelta[]): Map<string, number> {
+  const n = new Map<string, number>();
+  for (const d of deltas) if (d.target) n.set(subjectKey(d), (n.get(subjectKey(d)) ?? 0) + 1);
+  return n;
+}
+
+/** Subjects whose named domains might not all fit under the cap: only for these is each domain looked up. */
+export function nearCap(named: Map<string, number>, kept: Map<string, number>): Set<string> {
+  return new Set([...named].filter(([k, n]) => (kept.get(k) ?? 0) + n > DOMAINS_PER_USER_DAY).map(([k]) => k));
+}
+
 /**
- * The domain cap, decided for a whole flush: per account and subject, domains the node keeps already for that day
- * stay named (`seen`), new ones are named largest first while DOMAINS_PER_USER_DAY leaves room, the rest go to
- * OTHER_DOMAIN; summed per final domain (one row per key, as one multi-row upsert needs).
+ * The domain cap, decided for a whole flush: per account and subject, with `kept` named domains this node keeps
+ * already for that day, a flush's domains stay named while they fit; past DOMAINS_PER_USER_DAY, the ones kept
+ * already (`present`, asked only then) stay named, new ones are named largest first while room is left, the rest
+ * go to OTHER_DOMAIN. Summed per final domain (one row per key, as one multi-row upsert needs).
  */
-export function capDomains(deltas: readonly UsageDelta[], seen: (d: UsageDelta) => { present: boolean; kept: number }): UsageDelta[] {
+export function capDomains(deltas: readonly UsageDelta[], kept: Map<string, number>, present: (d: UsageDelta) => boolean): UsageDelta[] {
   const out = new Map<string, UsageDelta>();
-  const room = new Map<string, number>();
   const add = (d: UsageDelta, domain: string) => {
-    const key = `${d.accountId}\0${d.subject}\0${domain}`;
+    const key = `${subjectKey(d)}\0${domain}`;
     const o = out.get(key);
     if (!o) out.set(key, { ...d, target: domain });
     else {
@@ -80,20 +95,20 @@ export function capDomains(deltas: readonly UsageDelta[], seen: (d: UsageDelta) 
       o.connections += d.connections;
     }
   };
-  const fresh: Array<[UsageDelta, number]> = [];
+  const near = nearCap(namedPerSubject(deltas), kept);
+  const fresh: UsageDelta[] = [];
   for (const d of deltas) {
-    const domain = d.target ?? OTHER_DOMAIN;
-    const s = domain === OTHER_DOMAIN ? { present: true, kept: 0 } : seen(d);
-    room.set(`${d.accountId}\0${d.subject}`, DOMAINS_PER_USER_DAY - s.kept);
-    if (s.present) add(d, domain);
-    else fresh.push([d, d.bytesUp + d.bytesDown]);
+    if (!d.target) add(d, OTHER_DOMAIN);
+    else if (!near.has(subjectKey(d)) || present(d)) add(d, d.target);
+    else fresh.push(d);
   }
-  fresh.sort((x, y) => y[1] - x[1]);
-  for (const [d] of fresh) {
-    const k = `${d.accountId}\0${d.subject}`;
-    const left = room.get(k) ?? DOMAINS_PER_USER_DAY;
+  fresh.sort((x, y) => y.bytesUp + y.bytesDown - (x.bytesUp + x.bytesDown));
+  const room = new Map<string, number>();
+  for (const d of fresh) {
+    const k = subjectKey(d);
+    const left = room.get(k) ?? DOMAINS_PER_USER_DAY - (kept.get(k) ?? 0);
     room.set(k, left - 1);
-    add(d, left > 0 ? (d.target ?? OTHER_DOMAIN) : OTHER_DOMAIN);
+    add(d, left > 0 ? d.target! : OTHER_DOMAIN);
   }
   return [...out.values()];
 }

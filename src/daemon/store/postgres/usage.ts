@@ -8,6 +8,9 @@ import {
   bucketStart,
   capDomains,
   domainQueryText,
+  namedPerSubject,
+  nearCap,
+  subjectKey,
   perSubject,
   toDomainRow,
   toUsageRow,
@@ -44,17 +47,23 @@ export class PgUsageStore extends PgFamily implements UsageStore {
             ON CONFLICT (account_id, period, start_ms, subject, node) DO UPDATE SET bytes_up = usage_buckets.bytes_up + excluded.bytes_up,
               bytes_down = usage_buckets.bytes_down + excluded.bytes_down, connections = usage_buckets.connections + excluded.connections`;
         }
-        // The domain cap: what this node keeps already for these users' day, read once, then rows in batches.
+        // The domain cap: how many domains this node keeps already for these users' day (one read), and only for
+        // users that might pass the cap, which of this flush's domains are among them.
         const day = bucketStart('day', atMs);
-        const named = deltas.filter((d) => d.target);
-        const keys = JSON.stringify(named.map((d) => ({ a: d.accountId, s: d.subject, dom: d.target })));
-        const seenRows = named.length === 0 ? [] : await tx<{ a: number; s: string; dom: string; present: boolean; kept: string }[]>`
-          SELECT i.a, i.s, i.dom,
-            EXISTS (SELECT 1 FROM usage_domains u WHERE u.account_id = i.a AND u.day_ms = ${day} AND u.subject = i.s AND u.node = ${node} AND u.domain = i.dom) AS present,
-            (SELECT COUNT(*) FROM usage_domains u WHERE u.account_id = i.a AND u.day_ms = ${day} AND u.subject = i.s AND u.node = ${node} AND u.domain <> '') AS kept
-          FROM jsonb_to_recordset(${keys}::text::jsonb) AS i(a integer, s text, dom text)`;
-        const seen = new Map(seenRows.map((r) => [`${r.a}\0${r.s}\0${r.dom}`, { present: r.present, kept: Number(r.kept) }]));
-        const domainRows = capDomains(deltas, (d) => seen.get(`${d.accountId}\0${d.subject}\0${d.target}`) ?? { present: false, kept: 0 }).map((d) => ({
+        const named = namedPerSubject(deltas);
+        const subjects = JSON.stringify([...named.keys()].map((k) => ({ a: Number(k.split('\0')[0]), s: k.slice(k.indexOf('\0') + 1) })));
+        // A count per user through the primary key (a join over the whole table's day would scan it).
+        const keptRows = named.size === 0 ? [] : await tx<{ a: number; s: string; n: string }[]>`
+          SELECT i.a, i.s, (SELECT COUNT(*) FROM usage_domains u WHERE u.account_id = i.a AND u.day_ms = ${day} AND u.subject = i.s AND u.node = ${node} AND u.domain <> '') AS n
+          FROM jsonb_to_recordset(${subjects}::text::jsonb) AS i(a integer, s text)`;
+        const kept = new Map(keptRows.map((r) => [subjectKey({ accountId: r.a, subject: r.s }), Number(r.n)]));
+        const near = nearCap(named, kept);
+        const asked = deltas.filter((d) => d.target && near.has(subjectKey(d))).map((d) => ({ a: d.accountId, s: d.subject, dom: d.target }));
+        const presentRows = asked.length === 0 ? [] : await tx<{ a: number; s: string; dom: string }[]>`
+          SELECT i.a, i.s, i.dom FROM jsonb_to_recordset(${JSON.stringify(asked)}::text::jsonb) AS i(a integer, s text, dom text)
+          WHERE EXISTS (SELECT 1 FROM usage_domains u WHERE u.account_id = i.a AND u.day_ms = ${day} AND u.subject = i.s AND u.node = ${node} AND u.domain = i.dom)`;
+        const present = new Set(presentRows.map((r) => `${r.a}\0${r.s}\0${r.dom}`));
+        const domainRows = capDomains(deltas, kept, (d) => present.has(`${subjectKey(d)}\0${d.target}`)).map((d) => ({
           account_id: d.accountId,
           day_ms: day,
           subject: d.subject,

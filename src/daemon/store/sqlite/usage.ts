@@ -10,6 +10,7 @@ import {
   bucketStart,
   capDomains,
   domainQueryText,
+  namedPerSubject,
   perSubject,
   toDomainRow,
   toUsageRow,
@@ -47,13 +48,12 @@ export class SqliteUsageStore implements UsageStore {
           for (const p of PERIODS) add.run(d.accountId, p, bucketStart(p, atMs), d.subject, node, d.bytesUp, d.bytesDown, d.connections);
         }
         const keptOf = new Map<string, number>();
-        const seen = (d: UsageDelta) => {
-          const k = `${d.accountId}\0${d.subject}`;
-          let n = keptOf.get(k);
-          if (n === undefined) keptOf.set(k, (n = kept.get(d.accountId, day, d.subject, node)!.n));
-          return { present: present.get(d.accountId, day, d.subject, node, d.target) !== undefined, kept: n };
-        };
-        for (const d of capDomains(deltas, seen)) addDomain.run(d.accountId, day, d.subject, node, d.target ?? OTHER_DOMAIN, d.bytesUp, d.bytesDown, d.connections);
+        for (const k of namedPerSubject(deltas).keys()) {
+          const [account, subject] = k.split('\0') as [string, string];
+          keptOf.set(k, kept.get(Number(account), day, subject, node)!.n);
+        }
+        const seen = (d: UsageDelta) => present.get(d.accountId, day, d.subject, node, d.target) !== undefined;
+        for (const d of capDomains(deltas, keptOf, seen)) addDomain.run(d.accountId, day, d.subject, node, d.target ?? OTHER_DOMAIN, d.bytesUp, d.bytesDown, d.connections);
         return 'ok' as const;
       })();
     } catch (e) {
