@@ -113,6 +113,28 @@ describe.each(BACKENDS)('webhooks on %s', (backend) => {
     ]);
   });
 
+  it('a receiver that does not answer in time is an attempt without a status, tried again later', async () => {
+    const { store, account } = await open(backend);
+    const held: http.ServerResponse[] = [];
+    const server = http.createServer((_req, res) => void held.push(res));
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
+    closers.push(() => new Promise((r) => server.close(r)));
+    closers.push(async () => held.forEach((res) => res.destroy()));
+    await setWebhook(store, account.id, { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/slow` }, { allowPrivate: true });
+    await store.plans.set({ accountId: account.id, trafficLimit: null, period: 'month', anchorDay: 1, maxConnections: null, expiresAt: Date.now() - 1 });
+    const s = new WebhookSender(store, { node: 'n', allowPrivate: true, timeoutMs: 300 });
+    await s.detect();
+    const t0 = Date.now();
+    await s.deliverDue();
+    expect(Date.now() - t0).toBeLessThan(2_000);
+    expect(held).toHaveLength(1);
+    const [e] = await store.webhooks.events(account.id, 10);
+    expect(e).toMatchObject({ state: 'pending', attempts: 1, lastStatus: null });
+    // The first retry comes within 30 s.
+    expect(e!.nextAtMs - Date.now()).toBeLessThanOrEqual(30_000);
+    expect(e!.nextAtMs).toBeGreaterThan(Date.now());
+  });
+
   it('plan.expired; a URL that became private is refused at delivery; gives up after the window', async () => {
     const { store, account } = await open(backend);
     const r = await receiver();
