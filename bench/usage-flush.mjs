@@ -4,7 +4,10 @@
 // through the real store (`addFlush`: one transaction, the flush id, three bucket upserts per user). Reports
 // flushes/s, bucket rows written/s, flush latency p50/p99/max, and the database's CPU (all its processes, from
 // /proc) per second of the run. Run after `npm run build`:
-//   node bench/usage-flush.mjs [--nodes 10] [--users 10000] [--secs 20]
+// With --domains K each user's usage is split over K target domains (one domain row per user and domain: the
+// per-domain counting of usage_domains); K = 0 sends deltas without a target (before per-domain counting, only
+// `other` rows).
+//   node bench/usage-flush.mjs [--nodes 10] [--users 10000] [--secs 20] [--domains 1]
 import { readFileSync, readdirSync } from 'node:fs';
 import { execFileSync } from 'node:child_process';
 import { loadavg } from 'node:os';
@@ -16,6 +19,7 @@ const opt = (name, def) => (argv.includes(`--${name}`) ? Number(argv[argv.indexO
 const NODES = opt('nodes', 10);
 const USERS = opt('users', 10_000);
 const SECS = opt('secs', 20);
+const DOMAINS = opt('domains', 1);
 const CLK_TCK = Number(execFileSync('getconf', ['CLK_TCK']).toString()) || 100;
 
 /** CPU seconds of every process of the postgres user (the bench's cluster is the only one it runs here). */
@@ -36,7 +40,7 @@ function postgresCpu() {
 
 const pct = (xs, p) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.max(0, Math.ceil((p / 100) * xs.length) - 1))];
 
-console.log(`nodes ${NODES}, active users per node ${USERS}, ${SECS} s; load average before ${loadavg().map((x) => x.toFixed(2)).join(' ')}`);
+console.log(`nodes ${NODES}, active users per node ${USERS}, domains per user ${DOMAINS}, ${SECS} s; load average before ${loadavg().map((x) => x.toFixed(2)).join(' ')}`);
 const pg = await pgCluster({ shared_buffers: '256MB', synchronous_commit: 'on' });
 try {
   const stores = [];
@@ -53,7 +57,11 @@ try {
       await new Promise((r) => setTimeout(r, (1000 / NODES) * n));
       while (Date.now() - t0 < SECS * 1000) {
         const started = Date.now();
-        const deltas = Array.from({ length: USERS }, (_, u) => ({ accountId: 1 + (u % 5000), subject: `user:u${u}`, bytesUp: 1000 + u, bytesDown: 5000 + u, connections: 1 }));
+        const deltas = Array.from({ length: USERS }, (_, u) =>
+          DOMAINS === 0
+            ? [{ accountId: 1 + (u % 5000), subject: `user:u${u}`, bytesUp: 1000 + u, bytesDown: 5000 + u, connections: 1 }]
+            : Array.from({ length: DOMAINS }, (_, k) => ({ accountId: 1 + (u % 5000), subject: `user:u${u}`, target: `site${k}.example`, bytesUp: 1000 + u, bytesDown: 5000 + u, connections: 1 })),
+        ).flat();
         try {
           const r = await store.usage.addFlush(`node${n}`, `bench-${n}-${++seq}`, started, deltas);
           if (r === 'ok') flushes++;
@@ -71,6 +79,7 @@ try {
   const cpu = postgresCpu() - cpu0;
   console.log(`flushes: ${flushes} in ${elapsed.toFixed(1)} s (${(flushes / elapsed).toFixed(1)}/s; wanted ${NODES}/s), failed ${failed}`);
   console.log(`bucket rows upserted: ${Math.round((flushes * USERS * 3) / elapsed)}/s (${USERS} users × 3 periods per flush)`);
+  console.log(`domain rows upserted: ${Math.round((flushes * USERS * Math.max(1, DOMAINS)) / elapsed)}/s`);
   console.log(`flush latency: p50 ${pct(latencies, 50)} ms, p99 ${pct(latencies, 99)} ms, max ${Math.max(...latencies)} ms`);
   console.log(`database CPU: ${(cpu / elapsed).toFixed(2)} cores on average (2-core machine, shared with this bench)`);
   for (const s of stores) await s.close();

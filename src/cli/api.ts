@@ -10,8 +10,15 @@ import {
   Code,
   EnvelopeSchema,
   ListDataSchema,
+  USAGE_PATHS,
+  UsageDomainsDataSchema,
+  UsageSeriesDataSchema,
+  UsageSummaryDataSchema,
   type BatchResult,
   type ListData,
+  type UsageDomainsData,
+  type UsageSeriesData,
+  type UsageSummaryData,
 } from '../contract/index.js';
 import { scrubSecrets } from './errors.js';
 
@@ -63,11 +70,23 @@ interface AddItem {
   remark?: string;
 }
 
+/** The usage endpoints' query parameters, as the API takes them (docs/api.md, "Usage"). */
+export interface UsageParams {
+  from?: string;
+  to?: string;
+  user?: string;
+  granularity?: 'hour' | 'day';
+  limit?: number;
+}
+
 /** What commands need of the API; the batch engine and tests use this interface. */
 export interface WhitelistApi {
   list(params: ListParams): Promise<{ requestId: string; data: ListData }>;
   add(items: AddItem[]): Promise<BatchResponse>;
   delete(ips: string[]): Promise<BatchResponse>;
+  usageSummary(params: UsageParams): Promise<UsageSummaryData>;
+  usageSeries(params: UsageParams & { granularity: 'hour' | 'day' }): Promise<UsageSeriesData>;
+  usageDomains(params: UsageParams): Promise<UsageDomainsData>;
   close(): Promise<void>;
 }
 
@@ -132,6 +151,28 @@ export class ApiClient implements WhitelistApi {
 
   add(items: AddItem[]): Promise<BatchResponse> {
     return this.#batch(API_PATHS.add, { items });
+  }
+
+  usageSummary(params: UsageParams): Promise<UsageSummaryData> {
+    return this.#read(USAGE_PATHS.summary, params, UsageSummaryDataSchema, 'a usage summary');
+  }
+
+  usageSeries(params: UsageParams & { granularity: 'hour' | 'day' }): Promise<UsageSeriesData> {
+    return this.#read(USAGE_PATHS.series, params, UsageSeriesDataSchema, 'a usage series');
+  }
+
+  usageDomains(params: UsageParams): Promise<UsageDomainsData> {
+    return this.#read(USAGE_PATHS.domains, params, UsageDomainsDataSchema, 'usage per domain');
+  }
+
+  async #read<T>(path: string, params: UsageParams, schema: { safeParse(v: unknown): { success: true; data: T } | { success: false } }, what: string): Promise<T> {
+    const q: Record<string, string> = {};
+    for (const [k, v] of Object.entries(params)) if (v !== undefined) q[k] = String(v);
+    const env = await this.#call('GET', path, q);
+    if (env.code !== Code.OK) throw this.#codeError(env.code, env.message, env.requestId, 200);
+    const data = schema.safeParse(env.data);
+    if (!data.success) throw new ApiError('bad_response', `the API returned ${what} in an unexpected shape`, { requestId: env.requestId, httpStatus: 200 });
+    return data.data;
   }
 
   delete(ips: string[]): Promise<BatchResponse> {

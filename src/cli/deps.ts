@@ -40,6 +40,9 @@ function lazyApi(make: () => Promise<WhitelistApi>): WhitelistApi {
     list: async (params) => (await get()).list(params),
     add: async (items) => (await get()).add(items),
     delete: async (ips) => (await get()).delete(ips),
+    usageSummary: async (params) => (await get()).usageSummary(params),
+    usageSeries: async (params) => (await get()).usageSeries(params),
+    usageDomains: async (params) => (await get()).usageDomains(params),
     close: async () => {
       if (client) await (await client).close();
     },

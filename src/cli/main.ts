@@ -8,7 +8,7 @@ import type { Deps } from './deps.js';
 import { Exit, type ExitCode } from './exit-codes.js';
 import type { Io } from './io.js';
 import { isStrictIPv4 } from '../contract/ipv4-syntax.js';
-import { MAX_PAGE_SIZE } from '../contract/paths.js';
+import { MAX_DOMAINS_LIMIT, MAX_PAGE_SIZE } from '../contract/paths.js';
 import { VERSION } from '../contract/version.js';
 
 interface MainOverrides {
@@ -79,6 +79,7 @@ Examples:
   proxyctl whitelist add --file ips.txt --failed-out failed.txt
   proxyctl whitelist list --all --json
   proxyctl whitelist sync --file ips.txt --dry-run
+  proxyctl usage --by domain --limit 20
   proxyctl check --proxy http://USER:PASS@proxy.example:3128 --repeat 20 --report check.md
   source <(proxyctl completion bash)`,
     );
@@ -200,6 +201,32 @@ Examples:
       run(cmd, async (ctx, deps) =>
         (await import('./commands/whitelist-sync.js')).runSync(
           { ctx, file: opts.file, dryRun: opts.dryRun === true, yes: opts.yes === true, updateRemarks: opts.updateRemarks === true, retry: opts.retry },
+          deps,
+        ),
+      ),
+    );
+
+  program
+    .command('usage')
+    .description('usage of your account: by proxy user (default), day, hour or target domain; a table in binary units, JSON with --json, CSV with --csv')
+    .addOption(new Option('--by <what>', 'rows per user, day, hour or domain').choices(['user', 'day', 'hour', 'domain']).default('user'))
+    .option('--from <iso>', 'start: ISO 8601 date or date-time with a zone (for --by domain a day, YYYY-MM-DD); default: the start of the current period')
+    .option('--to <iso>', 'end (exclusive; for --by domain the last day, inclusive); default: now')
+    .option('--user <user>', 'one proxy user (or ip:A.B.C.D for whitelist traffic), with --by day, hour or domain')
+    .option('--limit <n>', `domains by name with --by domain (1-${MAX_DOMAINS_LIMIT}; the rest as (other))`, int('--limit', 1, MAX_DOMAINS_LIMIT))
+    .option('--csv', 'CSV with a header line and raw byte counts')
+    .action(async (opts: { by: 'user' | 'day' | 'hour' | 'domain'; from?: string; to?: string; user?: string; limit?: number; csv?: boolean }, cmd: Command) =>
+      run(cmd, async (ctx, deps) =>
+        (await import('./commands/usage.js')).runUsage(
+          {
+            ctx,
+            by: opts.by,
+            csv: opts.csv === true,
+            ...(opts.from !== undefined ? { from: opts.from } : {}),
+            ...(opts.to !== undefined ? { to: opts.to } : {}),
+            ...(opts.user !== undefined ? { user: opts.user } : {}),
+            ...(opts.limit !== undefined ? { limit: opts.limit } : {}),
+          },
           deps,
         ),
       ),

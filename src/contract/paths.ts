@@ -7,6 +7,23 @@ export const API_PATHS = {
 
 export type ApiRoute = keyof typeof API_PATHS;
 
+/** The read-only usage endpoints (docs/api.md Usage), under the same token and envelope. */
+export const USAGE_PATHS = {
+  summary: '/openapi/v1/usage/summary',
+  series: '/openapi/v1/usage/series',
+  domains: '/openapi/v1/usage/domains',
+} as const;
+
+export type UsageRoute = keyof typeof USAGE_PATHS;
+
+/** A per-token limit's name: each whitelist route has its own; the three usage routes share `usage`. */
+export type LimitedRoute = ApiRoute | 'usage';
+
+/** At most this many points in one series answer. */
+export const MAX_SERIES_POINTS = 1_000;
+export const DEFAULT_DOMAINS_LIMIT = 100;
+export const MAX_DOMAINS_LIMIT = 1_000;
+
 export const DAEMON_PATHS = {
   healthz: '/healthz',
   metrics: '/metrics',
@@ -22,6 +39,6 @@ export const MAX_PAGE_SIZE = 100;
 export const DEFAULT_PAGE_SIZE = 20;
 
 /** Per-token limits per rolling 60 s (docs/api.md Limits). */
-export const RATE_LIMITS: Record<ApiRoute, number> = { list: 60, add: 10, delete: 10 };
+export const RATE_LIMITS: Record<LimitedRoute, number> = { list: 60, add: 10, delete: 10, usage: 60 };
 export const INVALID_TOKEN_LIMIT = 20;
 export const RATE_WINDOW_MS = 60_000;

@@ -1,6 +1,6 @@
 // zod schemas of requests and responses: validated at the daemon's edge, decoded by the CLI.
 import { z } from 'zod';
-import { DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE } from './paths.js';
+import { DEFAULT_DOMAINS_LIMIT, DEFAULT_PAGE_SIZE, MAX_DOMAINS_LIMIT, MAX_PAGE_SIZE } from './paths.js';
 import { isStrictIPv4 } from './ipv4.js';
 
 // ---- requests ----
@@ -34,6 +34,63 @@ export const ListQuerySchema = z.strictObject({
     .optional(),
 });
 export type ListQuery = z.infer<typeof ListQuerySchema>;
+
+const ISO_TIME = /^(\d{4})-(\d{2})-(\d{2})(?:T(\d{2}):(\d{2})(?::(\d{2})(\.\d{1,3})?)?(Z|[+-]\d{2}:\d{2}))?$/;
+
+/**
+ * An ISO 8601 date (`2026-11-01`, midnight UTC) or date-time with a zone (`2026-11-01T10:00:00Z`,
+ * `…+02:00`) in ms; null for anything else, impossible dates (`2026-02-30`) included.
+ */
+export function parseApiTime(s: string): number | null {
+  const m = ISO_TIME.exec(s);
+  if (!m) return null;
+  const [y, mo, d, h = '0', mi = '0', sec = '0'] = m.slice(1, 7).map((x) => x ?? '0') as string[];
+  const t = Date.UTC(Number(y), Number(mo) - 1, Number(d), Number(h), Number(mi), Number(sec));
+  const back = new Date(t);
+  // Date.UTC rolls over (Feb 30 → Mar 2, 24:00 → next day): only a date that reads back the same is one.
+  if (back.getUTCFullYear() !== Number(y) || back.getUTCMonth() !== Number(mo) - 1 || back.getUTCDate() !== Number(d) || back.getUTCHours() !== Number(h) || back.getUTCMinutes() !== Number(mi) || back.getUTCSeconds() !== Number(sec)) return null;
+  const ms = m[7] ? Math.round(Number(m[7]) * 1000) : 0;
+  const zone = m[8];
+  const offsetMin = !zone || zone === 'Z' ? 0 : (zone[0] === '-' ? -1 : 1) * (Number(zone.slice(1, 3)) * 60 + Number(zone.slice(4, 6)));
+  return t + ms - offsetMin * 60_000;
+}
+
+const isoTime = z
+  .string()
+  .max(40)
+  .refine((s) => parseApiTime(s) !== null, 'an ISO 8601 date or date-time with a time zone')
+  .transform((s) => parseApiTime(s)!);
+const isoDay = z
+  .string()
+  .regex(/^\d{4}-\d{2}-\d{2}$/)
+  .refine((s) => parseApiTime(s) !== null, 'a day, YYYY-MM-DD')
+  .transform((s) => parseApiTime(s)!);
+/** A proxy username, or `ip:A.B.C.D` for whitelist traffic. */
+const usageUser = z.string().min(1).max(128);
+
+/** Query of /usage/summary, without `api_key`: times in ms, `to` exclusive. */
+export const UsageSummaryQuerySchema = z.strictObject({
+  from: isoTime.optional(),
+  to: isoTime.optional(),
+});
+export type UsageSummaryQuery = z.infer<typeof UsageSummaryQuerySchema>;
+
+export const UsageSeriesQuerySchema = z.strictObject({
+  granularity: z.enum(['hour', 'day']),
+  from: isoTime.optional(),
+  to: isoTime.optional(),
+  user: usageUser.optional(),
+});
+export type UsageSeriesQuery = z.infer<typeof UsageSeriesQuerySchema>;
+
+/** Query of /usage/domains: `from` and `to` are days, both inclusive. */
+export const UsageDomainsQuerySchema = z.strictObject({
+  from: isoDay.optional(),
+  to: isoDay.optional(),
+  user: usageUser.optional(),
+  limit: positiveInt(MAX_DOMAINS_LIMIT).optional().default(DEFAULT_DOMAINS_LIMIT),
+});
+export type UsageDomainsQuery = z.infer<typeof UsageDomainsQuerySchema>;
 
 // ---- responses ----
 
@@ -74,6 +131,41 @@ export const BatchResultSchema = z.object({
   failed_items: z.array(FailedItemSchema),
 });
 export type BatchResult = z.infer<typeof BatchResultSchema>;
+
+const UsageTotalsSchema = z.object({
+  bytes_up: z.number().int(),
+  bytes_down: z.number().int(),
+  connections: z.number().int(),
+});
+export type UsageTotals = z.infer<typeof UsageTotalsSchema>;
+
+export const UsageSummaryDataSchema = z.object({
+  from: z.string(),
+  to: z.string(),
+  plan: z
+    .object({
+      traffic_limit: z.number().int().nullable(),
+      period: z.enum(['day', 'month', 'lifetime']),
+      max_connections: z.number().int().nullable(),
+      expires_at: z.string().nullable(),
+    })
+    .nullable(),
+  ...UsageTotalsSchema.shape,
+  users: z.array(z.object({ user: z.string(), ...UsageTotalsSchema.shape })),
+});
+export type UsageSummaryData = z.infer<typeof UsageSummaryDataSchema>;
+
+export const UsageSeriesDataSchema = z.object({
+  granularity: z.enum(['hour', 'day']),
+  points: z.array(z.object({ time: z.string(), ...UsageTotalsSchema.shape })),
+});
+export type UsageSeriesData = z.infer<typeof UsageSeriesDataSchema>;
+
+export const UsageDomainsDataSchema = z.object({
+  domains: z.array(z.object({ domain: z.string(), ...UsageTotalsSchema.shape })),
+  other: UsageTotalsSchema,
+});
+export type UsageDomainsData = z.infer<typeof UsageDomainsDataSchema>;
 
 // A path segment fit to echo back in a message: short and plain (client keys can hold any bytes).
 const plainSegment = (s: PropertyKey): string => (/^[A-Za-z0-9_-]{1,32}$/.test(String(s)) ? String(s) : '(unprintable)');

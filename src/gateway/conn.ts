@@ -119,6 +119,9 @@ export class ClientConn {
   accountId = -1;
   /** What this connection's bytes count for once admitted (`user:NAME` or `ip:A.B.C.D`). */
   meterSubject = '';
+  meterTarget: string | null = null;
+  /** Admitted and not yet counted in the usage (core.meter counts it once its target is known). */
+  connectionUnmetered = false;
   meteredUp = 0;
   meteredDown = 0;
   /** Set when admitted under a traffic limit: the pump takes every relayed byte from it (byte-budget.ts). */
@@ -276,6 +279,7 @@ export class ClientConn {
       // Closed (or answered by the header deadline) while admission ran: give the slot straight back; an
       // admitted connection that never carried a byte still gets its record.
       this.core.releaseSlot(out.accountId, out.subject);
+      this.core.countConnection(out.accountId, out.subject);
       if (!this.logged) {
         this.logged = true;
         this.emit(null, out.accountId);
@@ -285,6 +289,7 @@ export class ClientConn {
     }
     this.accountId = out.accountId; // released when the socket closes
     this.meterSubject = out.subject;
+    this.connectionUnmetered = true;
     this.budget = out.budget ?? null;
     this.egressSession = out.session;
     this.exitWish = out.want ?? null;
@@ -377,7 +382,7 @@ export class ClientConn {
     this.core.stats.bytesUp += this.bytesUp;
     this.core.stats.bytesDown += this.bytesDown;
     if (this.accountId >= 0) {
-      this.core.meter(this);
+      this.core.meter(this, true);
       this.core.releaseSlot(this.accountId, this.meterSubject);
       // Admitted: its record when it ends, with its bytes and duration (unless it was refused later, at the target).
       if (!this.logged) {
@@ -392,6 +397,7 @@ export class ClientConn {
 export async function dialTarget(conn: ClientConn, host: string, port: number): Promise<DialOutcome> {
   // Resolving stays under the header deadline; from the connect on, the connect timeout governs.
   if (!conn.to('resolving')) return null;
+  conn.core.retarget(conn, host);
   const out = await conn.core.dialer.dial({
     host,
     port,

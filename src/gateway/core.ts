@@ -24,6 +24,9 @@ export interface LiveConn {
   /** Admitted: its account (else -1) and what its bytes count for. */
   accountId: number;
   meterSubject: string;
+  /** The host its bytes went to lately (null: none dialled yet), and whether its connection is still to be counted. */
+  meterTarget: string | null;
+  connectionUnmetered: boolean;
   /** The byte budget its bytes pass under (a traffic limit on its account or user), else null. */
   budget: ByteBudget | null;
   /** Bytes already handed to the meter. */
@@ -38,6 +41,9 @@ export interface LiveConn {
  */
 const ID_PREFIX = randomBytes(6).toString('hex');
 
+/** A target host as usage is kept under it: lower-case, without a trailing dot, IPv6 without brackets. */
+export const meterHost = (host: string): string => host.toLowerCase().replace(/^\[(.*)\]$/, '$1').replace(/\.$/, '');
+
 /** One key per account and subject (`user:NAME`, `ip:A.B.C.D`): the gateway's counters and the daemon's meter and plans. */
 export const usageKey = (accountId: number, subject: string): string => `${accountId}\0${subject}`;
 
@@ -50,7 +56,7 @@ export class GatewayCore {
   private readonly perAccount = new Map<number, number>();
   /** Open connections per account and subject, for per-user caps. */
   private readonly perSubject = new Map<string, number>();
-  /** Usage not yet collected: ended connections' last bytes, admissions. Key: account id and subject. */
+  /** Usage not yet collected: ended connections' last bytes, admissions. Key: account id, subject and target. */
   private usage = new Map<string, UsageDelta>();
   private lastAdmissionErrorLog = 0;
   private readonly trusted: Array<[ipaddr.IPv4 | ipaddr.IPv6, number]>;
@@ -203,7 +209,7 @@ export class GatewayCore {
     const { account, user } = open();
     this.perAccount.set(accountId, account + 1);
     this.perSubject.set(key, user + 1);
-    this.usageOf(accountId, subject).connections++;
+    // Its connection is counted by meter(), once the target it asks for is known (or when it ends without one).
     return { ...out, budget: plans?.budgetFor(accountId, subject) ?? null };
   }
 
@@ -257,26 +263,45 @@ export class GatewayCore {
     return n;
   }
 
-  private usageOf(accountId: number, subject: string): UsageDelta {
-    const key = usageKey(accountId, subject);
+  private usageOf(accountId: number, subject: string, target: string | null): UsageDelta {
+    const key = `${usageKey(accountId, subject)}\0${target ?? ''}`;
     let u = this.usage.get(key);
     if (!u) {
-      u = { accountId, subject, bytesUp: 0, bytesDown: 0, connections: 0 };
+      u = { accountId, subject, target, bytesUp: 0, bytesDown: 0, connections: 0 };
       this.usage.set(key, u);
     }
     return u;
   }
 
-  /** Moves a connection's bytes not yet metered into the pending usage. */
-  meter(c: LiveConn): void {
+  /**
+   * Moves a connection's bytes not yet metered into the pending usage, under the target they went to; counts
+   * the connection once its target is known, or when it ends (`final`) without one.
+   */
+  meter(c: LiveConn, final = false): void {
     const up = c.bytesUp - c.meteredUp;
     const down = c.bytesDown - c.meteredDown;
-    if (up === 0 && down === 0) return;
-    const u = this.usageOf(c.accountId, c.meterSubject);
+    const count = c.connectionUnmetered && (c.meterTarget !== null || final);
+    if (up === 0 && down === 0 && !count) return;
+    const u = this.usageOf(c.accountId, c.meterSubject, c.meterTarget);
+    if (count) {
+      u.connections++;
+      c.connectionUnmetered = false;
+    }
     u.bytesUp += up;
     u.bytesDown += down;
     c.meteredUp = c.bytesUp;
     c.meteredDown = c.bytesDown;
+  }
+
+  /** An admitted connection that ended before it asked for a target. */
+  countConnection(accountId: number, subject: string): void {
+    this.usageOf(accountId, subject, null).connections++;
+  }
+
+  /** A connection dials `host` (a keep-alive client may ask for another host per request): what it relayed so far stays with the previous one. */
+  retarget(c: LiveConn, host: string): void {
+    this.meter(c);
+    c.meterTarget = meterHost(host);
   }
 
   /** Everything since the last call: open connections' new bytes, ended ones' last bytes, admissions. */

@@ -15,6 +15,7 @@ export { DEFAULT_LIMITS } from './limits.js';
 export { usageKey } from './core.js';
 export { ByteBudget } from './relay/byte-budget.js';
 export { EgressPrefix } from './dial/egress-prefix.js';
+export { isPublicAddress } from './dial/target-policy.js';
 export { AddressSessionTable, SessionTable } from './dial/sticky-sessions.js';
 export type { ExpiringSessions, HeldAddress, StickyAddresses, StickyAssignment, StickySessions } from './dial/sticky-sessions.js';
 export { CachingResolver } from './dial/resolver.js';

@@ -46,11 +46,14 @@ export interface Admitter {
  * user whose credentials matched; a session username counts for its base user) or `ip:A.B.C.D` (whitelist
  * admission, under the entry's IP). Bytes as relayed between client and target while connections are open
  * (a tunnel's payload after the 200 / SOCKS reply; a forwarded request and response as sent); the gateway's
- * own answers never count. `connections`: connections admitted.
+ * own answers never count. `connections`: connections admitted. `target`: the host the client asked for
+ * (lower-case, no trailing dot, IPv6 without brackets; null: none dialled yet); the daemon's meter replaces it
+ * with the host's registrable domain before it is stored.
  */
 export interface UsageDelta {
   accountId: number;
   subject: string;
+  target?: string | null;
   bytesUp: number;
   bytesDown: number;
   connections: number;

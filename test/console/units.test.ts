@@ -38,6 +38,7 @@ describe('html template', () => {
       byUser: { rows: [{ user: 'alice', ...totals }], total: totals },
       hours: { rows: [], total: totals },
       days: { rows: [], total: totals },
+      domains: { domains: [{ domain: '<b>x</b>.example', ...totals }], other: { bytes_up: 1536, bytes_down: 0, connections: 1 } },
       hourStarts: [0],
       dayStarts: [0],
     }).value;
@@ -50,6 +51,10 @@ describe('html template', () => {
       reasons: [],
     }).value;
     expect(usage).toContain('>50 GiB<');
+    // The Top domains card: the same formatter, a domain as text.
+    expect(usage).toMatch(/data-testid="usage-domain-total">50 GiB</);
+    expect(usage).toMatch(/data-testid="usage-domain-other"[\s\S]*>1\.5 KiB</);
+    expect(usage).toContain('&lt;b&gt;x&lt;/b&gt;.example');
     expect(conns).toContain('↑ 50 GiB ↓ 1.5 KiB');
     for (const page of [usage, conns]) expect(page).not.toMatch(/50\.0+ GiB/);
   });

@@ -20,9 +20,9 @@ describe('console Usage page', () => {
   let target: net.Server;
 
   /** A tunnel that sends `up` bytes and gets `down` back. */
-  async function transfer(user: string, up: number, down: number): Promise<void> {
+  async function transfer(user: string, up: number, down: number, host = '127.0.0.1'): Promise<void> {
     const c = await RawClient.connect(Number(d.httpProxy.split(':')[1]));
-    c.write(`CONNECT 127.0.0.1:${(target.address() as net.AddressInfo).port} HTTP/1.1\r\nProxy-Authorization: ${basic(user, PROXY_PASSWORD)}\r\n\r\n`);
+    c.write(`CONNECT ${host}:${(target.address() as net.AddressInfo).port} HTTP/1.1\r\nProxy-Authorization: ${basic(user, PROXY_PASSWORD)}\r\n\r\n`);
     expect(await c.readUntil('\r\n\r\n')).toMatch(/^HTTP\/1\.1 200 /);
     c.write(`${down}\n`.padEnd(up, ' '));
     expect((await c.readToEnd(10_000)).length).toBe(down);
@@ -76,6 +76,26 @@ describe('console Usage page', () => {
     expect(csv.split('\r\n')[0]).toBe('user,bytes_up,bytes_down,connections');
     expect(csv).toContain('crawler,10000,300000,');
     expect(csv).not.toContain('other-user');
+    await page.close();
+  }, 60_000);
+
+  it('Top domains: a row per domain, largest first, the account\'s own only', async () => {
+    expect((await admin(d.dataDir, ['account', 'create', '--email', 'domains@example.com', '--password-stdin', '--verified'], `${PASSWORD}\n`)).code).toBe(0);
+    expect((await admin(d.dataDir, ['proxy-user', 'create', '--email', 'domains@example.com', '--username', 'surfer', '--password-stdin'], `${PROXY_PASSWORD}\n`)).code).toBe(0);
+    await waitFor('admitted', () => transfer('surfer', 2_000, 200_000, 'localhost').then(() => true, () => false), 5_000);
+    await transfer('surfer', 1_000, 4_000);
+    const page = await browser.newPage();
+    await signIn(page, d.api, 'domains@example.com', PASSWORD);
+    await page.goto(`${d.api}/console/usage`);
+    await waitFor('domains shown', async () => {
+      await page.reload();
+      return (await page.locator('[data-testid=usage-domain-row]').count()) === 2;
+    }, 5_000);
+    const rows = page.locator('[data-testid=usage-domain-row]');
+    expect(await rows.evaluateAll((trs) => trs.map((tr) => tr.getAttribute('data-domain')))).toEqual(['localhost', '127.0.0.1']);
+    expect(await rows.first().locator('[data-testid=usage-domain-total]').textContent()).toBe('197.27 KiB');
+    expect(await rows.nth(1).locator('[data-testid=usage-domain-total]').textContent()).toBe('4.88 KiB');
+    expect(await page.locator('[data-testid=usage-domain-other]').count()).toBe(0);
     await page.close();
   }, 60_000);
 

@@ -48,6 +48,56 @@ describe.each(BACKENDS)('usage store on %s', (backend) => {
   });
 });
 
+describe.each(BACKENDS)('usage per domain on %s', (backend) => {
+  const DAY = 86_400_000;
+  const day = Date.UTC(2026, 10, 25);
+
+  it('per day, subject and domain; a flush twice counts once; summed over nodes; the subject filters; pruned with day buckets', async () => {
+    const { store, accountId } = await open(backend);
+    const d = (subject: string, target: string | null, up: number, down: number, connections = 1): UsageDelta => ({ accountId, subject, target, bytesUp: up, bytesDown: down, connections });
+    const flush = [d('user:alice', 'example.co.uk', 100, 1_000), d('user:alice', '203.0.113.7', 10, 20), d('user:alice', null, 0, 0), d('ip:8.8.4.4', 'example.co.uk', 5, 50)];
+    expect(await store.usage.addFlush('node-a', 'dom-a-1', T, flush)).toBe('ok');
+    expect(await store.usage.addFlush('node-a', 'dom-a-1', T, flush)).toBe('duplicate');
+    expect(await store.usage.addFlush('node-b', 'dom-b-1', T + 60_000, [d('user:alice', 'example.co.uk', 1, 2)])).toBe('ok');
+    expect(await store.usage.addFlush('node-b', 'dom-b-2', T + DAY, [d('user:alice', 'next.example', 7, 7)])).toBe('ok');
+    const sorted = (rows: Awaited<ReturnType<Store['usage']['domains']>>) => rows.map((r) => [r.domain, r.bytesUp, r.bytesDown, r.connections]).sort();
+    expect(sorted(await store.usage.domains({ accountId, fromMs: day, toMs: day + DAY }))).toEqual([
+      ['', 0, 0, 1],
+      ['203.0.113.7', 10, 20, 1],
+      ['example.co.uk', 106, 1_052, 3],
+    ]);
+    expect(sorted(await store.usage.domains({ accountId, fromMs: day, toMs: day + 2 * DAY, subject: 'user:alice' }))).toEqual([
+      ['', 0, 0, 1],
+      ['203.0.113.7', 10, 20, 1],
+      ['example.co.uk', 101, 1_002, 2],
+      ['next.example', 7, 7, 1],
+    ]);
+    // The buckets got each subject once per flush, summed over its domains.
+    const [alice] = await store.usage.query({ accountId, period: 'day', fromMs: day, toMs: day + DAY, by: 'subject', subject: 'user:alice' });
+    expect(alice).toMatchObject({ bytesUp: 111, bytesDown: 1_022, connections: 4 });
+    await store.usage.prune('day', day + DAY);
+    expect(sorted(await store.usage.domains({ accountId, fromMs: 0, toMs: day + 2 * DAY }))).toEqual([['next.example', 7, 7, 1]]);
+  });
+
+  it('a node keeps 1,000 named domains per user and day, the rest under other; the totals stay whole', async () => {
+    const { store, accountId } = await open(backend);
+    const d = (i: number): UsageDelta => ({ accountId, subject: 'user:many', target: `site${i}.example`, bytesUp: i + 1, bytesDown: 1, connections: 1 });
+    // 900 first, then 300 more (200 of them past the cap), then the first ones again (still named).
+    expect(await store.usage.addFlush('node-a', 'cap-1', T, Array.from({ length: 900 }, (_, i) => d(i)))).toBe('ok');
+    expect(await store.usage.addFlush('node-a', 'cap-2', T + 1000, Array.from({ length: 300 }, (_, i) => d(900 + i)))).toBe('ok');
+    expect(await store.usage.addFlush('node-a', 'cap-3', T + 2000, [d(0), d(1)])).toBe('ok');
+    const rows = await store.usage.domains({ accountId, fromMs: day, toMs: day + DAY });
+    const other = rows.find((r) => r.domain === '')!;
+    expect(rows.length).toBe(1_001);
+    expect(other.connections).toBe(200);
+    // Of the 300 new ones, the 100 largest (site1100..site1199) were named.
+    expect(rows.some((r) => r.domain === 'site1199.example')).toBe(true);
+    expect(rows.some((r) => r.domain === 'site900.example')).toBe(false);
+    const sum = rows.reduce((n, r) => n + r.bytesUp, 0);
+    expect(sum).toBe((1200 * 1201) / 2 + 1 + 2);
+  });
+});
+
 describe.each(BACKENDS)('a large flush on %s', (backend) => {
   it('12,000 active users in one flush (36,000 bucket rows) are written, in one transaction', async () => {
     const { store, accountId } = await open(backend);

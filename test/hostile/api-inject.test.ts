@@ -12,7 +12,7 @@ let token: string;
 let secret: string;
 
 beforeAll(async () => {
-  t = await makeTestApp({ limits: { perRoute: { list: 1e9, add: 1e9, delete: 1e9 }, invalidTokenPerIp: 1e9 } });
+  t = await makeTestApp({ limits: { perRoute: { list: 1e9, add: 1e9, delete: 1e9, usage: 1e9 }, invalidTokenPerIp: 1e9 } });
   token = (await t.account('fuzz@example.com')).token;
   secret = token.split('.')[1]!;
 });

@@ -11,7 +11,7 @@ let withConsole: FastifyInstance | null = null;
 let consoleMissing = '';
 
 beforeAll(async () => {
-  t = await makeTestApp({ limits: { perRoute: { list: 1e6, add: 1e6, delete: 1e6 }, invalidTokenPerIp: 1e6 } });
+  t = await makeTestApp({ limits: { perRoute: { list: 1e6, add: 1e6, delete: 1e6, usage: 1e6 }, invalidTokenPerIp: 1e6 } });
   token = (await t.account('headers@example.com')).token;
   try {
     const { consolePlugin } = await import('../../src/daemon/console/index.js');

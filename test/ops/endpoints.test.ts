@@ -1,7 +1,7 @@
 // /openapi.json from the request schemas, and the Redis window store's sliding log against a real Redis.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { AddBodySchema, DeleteBodySchema } from '../../src/contract/schemas.js';
+import { AddBodySchema, DeleteBodySchema, UsageSeriesQuerySchema } from '../../src/contract/schemas.js';
 import { buildOpenApiDocument } from '../../src/daemon/api/routes/openapi.js';
 import { RedisWindowStore } from '../../src/daemon/ratelimit/redis-store.js';
 import { makeTestApp, type TestApp } from '../helpers/app.js';
@@ -14,12 +14,19 @@ describe('GET /openapi.json', () => {
   });
   afterAll(async () => t.close());
 
-  it('is an OpenAPI 3.1 document of the three endpoints, built from the validating schemas', async () => {
+  it('is an OpenAPI 3.1 document of the whitelist and usage endpoints, built from the validating schemas', async () => {
     const res = await t.app.inject({ method: 'GET', url: '/openapi.json' });
     expect(res.statusCode).toBe(200);
     const doc = res.json();
     expect(doc.openapi).toBe('3.1.0');
-    expect(Object.keys(doc.paths).sort()).toEqual(['/openapi/v1/proxy/whitelist/add', '/openapi/v1/proxy/whitelist/delete', '/openapi/v1/proxy/whitelist/list']);
+    expect(Object.keys(doc.paths).sort()).toEqual([
+      '/openapi/v1/proxy/whitelist/add',
+      '/openapi/v1/proxy/whitelist/delete',
+      '/openapi/v1/proxy/whitelist/list',
+      '/openapi/v1/usage/domains',
+      '/openapi/v1/usage/series',
+      '/openapi/v1/usage/summary',
+    ]);
     const strip = (s: object) => {
       const { $schema: _, ...rest } = s as Record<string, unknown>;
       return rest;
@@ -31,6 +38,10 @@ describe('GET /openapi.json', () => {
     expect(doc.components.securitySchemes.apiKey).toEqual({ type: 'apiKey', in: 'query', name: 'api_key' });
     expect(doc.paths['/openapi/v1/proxy/whitelist/add'].post.responses['429'].headers['Retry-After']).toBeDefined();
     expect(doc.paths['/openapi/v1/proxy/whitelist/add'].post.responses['503']).toBeDefined();
+    expect(doc.paths['/openapi/v1/usage/series'].get.parameters.find((p: { name: string }) => p.name === 'granularity').schema).toEqual(
+      (strip(z.toJSONSchema(UsageSeriesQuerySchema, { io: 'input', target: 'draft-2020-12' })) as { properties: Record<string, unknown> }).properties.granularity,
+    );
+    expect(doc.paths['/openapi/v1/usage/summary'].get.responses['200'].content['application/json'].schema.properties.data).toBeDefined();
   });
 
   it('uses <API_KEY> in examples and never a real-looking token', () => {

@@ -7,6 +7,7 @@ import type { Account, AccountStatus, Store } from '../store/index.js';
 import { createProxyUser } from '../services/proxy-users.js';
 import { resetToken } from '../services/tokens.js';
 import { toApiItem } from '../services/whitelist.js';
+import { WebhookError, parseThresholds, setWebhook } from '../services/webhooks.js';
 
 export class AdminError extends Error {
   override name = 'AdminError';
@@ -106,4 +107,33 @@ export async function whitelistSetStatus(deps: AdminDeps, o: { email: string; ip
   const e = await deps.store.whitelist.setStatus(a.id, o.ip, o.status === 'active' ? 1 : 2);
   if (!e) throw new AdminError(`account ${o.email} has no whitelist entry for ${o.ip}`);
   return toApiItem(e);
+}
+
+export async function webhookSet(deps: AdminDeps, o: { email: string; url: string; thresholds: string; allowPrivateWebhooks?: boolean }) {
+  const a = await requireAccount(deps, o.email);
+  try {
+    return await setWebhook(deps.store, a.id, { url: o.url, thresholds: parseThresholds(o.thresholds) }, { allowPrivate: o.allowPrivateWebhooks === true });
+  } catch (e) {
+    if (e instanceof WebhookError) throw new AdminError(`--${e.message}`);
+    throw e;
+  }
+}
+
+export async function webhookRemove(deps: AdminDeps, o: { email: string }) {
+  const a = await requireAccount(deps, o.email);
+  return { removed: await deps.store.webhooks.remove(a.id) };
+}
+
+export async function webhookDeliveries(deps: AdminDeps, o: { email: string; limit: string }) {
+  const a = await requireAccount(deps, o.email);
+  const limit = Number(o.limit);
+  if (!Number.isInteger(limit) || limit < 1 || limit > 10_000) throw new AdminError('--limit: a whole number from 1 to 10000');
+  return (await deps.store.webhooks.events(a.id, limit)).map((e) => ({
+    id: e.id,
+    type: e.type,
+    attempts: e.attempts,
+    state: e.state,
+    last_status: e.lastStatus,
+    created_at: isoSeconds(Math.floor(e.createdAtMs / 1000)),
+  }));
 }

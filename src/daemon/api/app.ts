@@ -4,7 +4,7 @@ import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import { BusinessError, Code } from '../../contract/codes.js';
-import { API_PATHS, MAX_BODY_BYTES } from '../../contract/paths.js';
+import { API_PATHS, MAX_BODY_BYTES, USAGE_PATHS } from '../../contract/paths.js';
 import type { DaemonLog } from '../log.js';
 import { LimiterUnavailableError } from '../ratelimit/limiter.js';
 import { StoreUnavailableError } from '../store/index.js';
@@ -14,6 +14,9 @@ import daemonEndpoints from './routes/daemon-endpoints.js';
 import addRoute from './routes/whitelist-add.js';
 import deleteRoute from './routes/whitelist-delete.js';
 import listRoute from './routes/whitelist-list.js';
+import usageDomainsRoute from './routes/usage-domains.js';
+import usageSeriesRoute from './routes/usage-series.js';
+import usageSummaryRoute from './routes/usage-summary.js';
 
 interface AppOptions {
   trustProxy: string[];
@@ -137,7 +140,17 @@ export async function buildApp(ctx: ApiContext, opts: AppOptions): Promise<Fasti
     listRoute(api, ctx);
     addRoute(api, ctx);
     deleteRoute(api, ctx);
-    const allowed: Record<string, string> = { [API_PATHS.list]: 'GET', [API_PATHS.add]: 'POST', [API_PATHS.delete]: 'POST' };
+    usageSummaryRoute(api, ctx);
+    usageSeriesRoute(api, ctx);
+    usageDomainsRoute(api, ctx);
+    const allowed: Record<string, string> = {
+      [API_PATHS.list]: 'GET',
+      [API_PATHS.add]: 'POST',
+      [API_PATHS.delete]: 'POST',
+      [USAGE_PATHS.summary]: 'GET',
+      [USAGE_PATHS.series]: 'GET',
+      [USAGE_PATHS.domains]: 'GET',
+    };
     for (const [url, method] of Object.entries(allowed)) {
       api.route({
         method: ALL_METHODS.filter((m) => m !== method && !(method === 'GET' && m === 'GET')),

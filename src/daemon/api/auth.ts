@@ -1,7 +1,7 @@
 // api_key authentication and the limits that guard it (docs/api.md Authentication, Limits), run before the body is read.
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { Code } from '../../contract/codes.js';
-import { API_KEY_PARAM, type ApiRoute } from '../../contract/paths.js';
+import { API_KEY_PARAM, type LimitedRoute } from '../../contract/paths.js';
 import { parseToken } from '../../contract/token.js';
 import { badTokenKey, tokenRouteKey, type ApiLimits } from '../ratelimit/api-limits.js';
 import { LimiterUnavailableError } from '../ratelimit/limiter.js';
@@ -66,7 +66,7 @@ type CallerCheck =
   | { kind: 'ok'; caller: ApiCaller; page?: WhitelistPage | undefined };
 
 /** Lock-out, token, and the token's limit, one step each (limits in memory, Redis or SQLite). */
-async function checkStepwise(store: Store, limits: ApiLimits, ip: string, query: URLSearchParams, route: ApiRoute, nowMs: number): Promise<CallerCheck> {
+async function checkStepwise(store: Store, limits: ApiLimits, ip: string, query: URLSearchParams, route: LimitedRoute, nowMs: number): Promise<CallerCheck> {
   const lock = await limits.checkSourceIp(ip);
   if (!lock.allowed) return { kind: 'locked', retryAfterSeconds: lock.retryAfterSeconds };
   const caller = await authenticate(store, query, Math.floor(nowMs / 1000));
@@ -80,7 +80,7 @@ async function checkStepwise(store: Store, limits: ApiLimits, ip: string, query:
 }
 
 /** The same checks as one database call, where the limits live in the store's own database (PostgreSQL). */
-async function checkInOne(checkCall: NonNullable<Store['tokens']['checkCall']>, limits: ApiLimits, ip: string, query: URLSearchParams, route: ApiRoute, nowMs: number, list: ListFilter | undefined): Promise<CallerCheck> {
+async function checkInOne(checkCall: NonNullable<Store['tokens']['checkCall']>, limits: ApiLimits, ip: string, query: URLSearchParams, route: LimitedRoute, nowMs: number, list: ListFilter | undefined): Promise<CallerCheck> {
   const parsed = presentedToken(query);
   const r = await checkCall({
     badKey: badTokenKey(ip),
@@ -101,7 +101,7 @@ async function checkInOne(checkCall: NonNullable<Store['tokens']['checkCall']>, 
 }
 
 /** `prefetchList`: for the list route, the filter of a valid query, so its page can come with the admission. */
-export function makeAuthHook(store: Store, limits: ApiLimits, route: ApiRoute, nowMs: () => number = Date.now, prefetchList?: (request: FastifyRequest) => ListFilter | undefined) {
+export function makeAuthHook(store: Store, limits: ApiLimits, route: LimitedRoute, nowMs: () => number = Date.now, prefetchList?: (request: FastifyRequest) => ListFilter | undefined) {
   const checkCall = store.tokens.checkCall?.bind(store.tokens);
   // One round trip only when the limits' window log is this store's own database (windowStoreFor: PostgreSQL, no Redis).
   const inOne = checkCall !== undefined && limits.storeKind === 'postgres';

@@ -27,7 +27,7 @@ declare module 'fastify' {
     flash?: Flash;
     addResult?: AddResult;
     /** A secret to show once (token or proxy password), sealed with a key only the daemon holds. */
-    reveal?: { kind: 'token' | 'proxy-password'; sealed: string; label?: string };
+    reveal?: { kind: 'token' | 'proxy-password' | 'webhook-secret'; sealed: string; label?: string };
     _csrf?: string;
   }
 }

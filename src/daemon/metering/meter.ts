@@ -7,7 +7,8 @@ import { randomBytes } from 'node:crypto';
 import { usageKey } from '../../gateway/index.js';
 import type { UsageDelta } from '../../gateway/types.js';
 import { StoreUnavailableError, type UsagePeriod, type UsageStore } from '../store/index.js';
-import { DEFAULT_USAGE_RETENTION_MS } from '../store/usage-sql.js';
+import { DEFAULT_USAGE_RETENTION_MS, OTHER_DOMAIN } from '../store/usage-sql.js';
+import { registrableDomain } from './domains.js';
 
 export interface MeterOptions {
   intervalMs?: number;
@@ -18,8 +19,6 @@ export interface MeterOptions {
 
 const PRUNE_EVERY_MS = 600_000;
 
-/** One account's subject (`user:NAME`, `ip:A.B.C.D`) as a map key. */
-
 interface Flush {
   id: string;
   atMs: number;
@@ -29,7 +28,7 @@ interface Flush {
 export class UsageMeter {
   private readonly prefix = randomBytes(6).toString('hex');
   private seq = 0;
-  /** Collected, not yet in a flush; merged per account and subject. */
+  /** Collected, not yet in a flush; merged per account, subject and registrable domain (in `target`). */
   private pending = new Map<string, UsageDelta>();
   /** The flush being sent (or waiting to be sent again, with its id). */
   private outgoing: Flush | null = null;
@@ -61,9 +60,10 @@ export class UsageMeter {
 
   private gather(): void {
     for (const d of this.collect()) {
-      const key = usageKey(d.accountId, d.subject);
+      const domain = d.target ? registrableDomain(d.target) : OTHER_DOMAIN;
+      const key = `${usageKey(d.accountId, d.subject)}\0${domain}`;
       const p = this.pending.get(key);
-      if (!p) this.pending.set(key, { ...d });
+      if (!p) this.pending.set(key, { ...d, target: domain });
       else {
         p.bytesUp += d.bytesUp;
         p.bytesDown += d.bytesDown;

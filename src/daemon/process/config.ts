@@ -27,6 +27,8 @@ export interface ServeConfig {
   /** `--egress-pool` given as one IPv6 prefix (each connection: a random address of it). */
   egressPrefix?: EgressPrefix | undefined;
   allowPrivateTargets: boolean;
+  /** Webhook receivers inside the operator's network: http:// and private addresses allowed. */
+  allowPrivateWebhooks: boolean;
   workers: number;
   redisUrl: string | undefined;
   /** Several daemons on this host serve one data dir (shared lock); rate limits then live in Redis or SQLite. */
@@ -145,6 +147,7 @@ interface RawServeOptions {
   egressAddress?: string;
   egressPool?: string;
   allowPrivateTargets?: boolean | string;
+  allowPrivateWebhooks?: boolean | string;
   workers: string;
   redisUrl?: string;
   sharedDataDir?: boolean | string;
@@ -201,6 +204,7 @@ export function toServeConfig(o: RawServeOptions, env: NodeJS.ProcessEnv = proce
     egressPool: pool,
     egressPrefix: egress && 'prefix' in egress ? egress.prefix : undefined,
     allowPrivateTargets: allow,
+    allowPrivateWebhooks: flagOrEnv(o.allowPrivateWebhooks, env, 'PROXYD_ALLOW_PRIVATE_WEBHOOKS'),
     workers: intIn(o.workers, '--workers', 1, 64),
     redisUrl: o.redisUrl || undefined,
     sharedDataDir: flagOrEnv(o.sharedDataDir, env, 'PROXYD_SHARED_DATA_DIR'),

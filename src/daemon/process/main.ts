@@ -132,6 +132,7 @@ export function buildProgram(): Command {
     .addOption(new Option('--egress-pool <list>', 'egress IPv4 addresses (a,b, ranges a-b, CIDR up to /22) or one IPv6 prefix /48../112, each connection from a random address of it (replaces --egress-address)').env('PROXYD_EGRESS_POOL'))
     // Boolean flags read their env var in config.ts: commander would turn any value, even 0, into true.
     .addOption(new Option('--allow-private-targets', 'let the gateway reach loopback/private/reserved targets (env PROXYD_ALLOW_PRIVATE_TARGETS=1)'))
+    .addOption(new Option('--allow-private-webhooks', 'let webhooks go to http:// and private or loopback receivers (env PROXYD_ALLOW_PRIVATE_WEBHOOKS=1)'))
     .addOption(new Option('--workers <n>', 'worker processes sharing the listeners').env('PROXYD_WORKERS').default('1'))
     .addOption(new Option('--redis-url <url>', 'shared rate-limit store').env('PROXYD_REDIS_URL'))
     .addOption(new Option('--shared-data-dir', 'let several daemons on this host serve one data dir (all must pass it; env PROXYD_SHARED_DATA_DIR=1)'))
@@ -154,7 +155,7 @@ export function buildProgram(): Command {
     .addOption(new Option('--udp-max-associations <n>', 'UDP associations open at most on this node').env('PROXYD_UDP_MAX_ASSOCIATIONS').default('10000'))
     .addOption(new Option('--connection-log-max-size <size>', 'the database connection log\'s size on disk at most (20GiB, 500MB; oldest days dropped first) or none').env('PROXYD_CONNECTION_LOG_MAX_SIZE').default('none'))
     .addOption(new Option('--usage-retention <spec>', 'how long usage buckets are kept, e.g. minute=48h,hour=90d,day=2y').env('PROXYD_USAGE_RETENTION').default('minute=48h,hour=90d,day=2y'))
-    .addOption(new Option('--rate-limits <spec>', 'override API limits, e.g. list=60,add=10,delete=10,invalid=20').env('PROXYD_RATE_LIMITS').hideHelp())
+    .addOption(new Option('--rate-limits <spec>', 'override API limits, e.g. list=60,add=10,delete=10,usage=60,invalid=20').env('PROXYD_RATE_LIMITS').hideHelp())
     .addOption(new Option('--log-level <level>', 'log level').env('PROXYD_LOG_LEVEL').default('info').choices(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']))
     .action(async (opts) => {
       const { toServeConfig, ConfigError } = await import('./config.js');
@@ -220,6 +221,38 @@ export function buildProgram(): Command {
     .addOption(dataDirOption())
     .addOption(databaseUrlOption())
     .action(adminAction((m) => m.tokenDisable));
+
+  const webhook = admin.command('webhook').description("an account's webhook: usage thresholds and plan expiry, signed (docs/admin.md)");
+  webhook
+    .command('set')
+    .description('set the URL and thresholds; prints {"url","thresholds","secret"} (the secret is shown only here)')
+    .requiredOption('--email <email>')
+    .requiredOption('--url <url>', 'https:// and a public address (unless --allow-private-webhooks)')
+    .option('--thresholds <list>', 'percentages of the plan\'s traffic limit', '80,100')
+    .option('--allow-private-webhooks', 'allow http:// and private or loopback receivers (as the daemons that send run with it)')
+    .addOption(dataDirOption())
+    .addOption(databaseUrlOption())
+    .action(adminAction((m) => m.webhookSet));
+  webhook
+    .command('remove')
+    .description('remove the account\'s webhook; prints {"removed":true|false}')
+    .requiredOption('--email <email>')
+    .addOption(dataDirOption())
+    .addOption(databaseUrlOption())
+    .action(adminAction((m) => m.webhookRemove));
+  admin
+    .command('webhooks')
+    .description('the account\'s webhook deliveries, newest first: JSON lines {"id","type","attempts","state","last_status"}')
+    .requiredOption('--email <email>')
+    .option('--limit <n>', 'at most this many', '100')
+    .addOption(dataDirOption())
+    .addOption(databaseUrlOption())
+    .action(
+      withStore(async (store, all, where) => {
+        const { webhookDeliveries } = await import('../admin/commands.js');
+        for (const line of await webhookDeliveries({ store, readStdin, where }, all as unknown as { email: string; limit: string })) process.stdout.write(`${JSON.stringify(line)}\n`);
+      }),
+    );
 
   const plan = admin.command('plan').description('plans: traffic per period, connections, expiry (docs/admin.md)');
   plan

@@ -26,6 +26,7 @@ import { RedisWindowStore } from '../ratelimit/redis-store.js';
 import { DatabaseWindowStore } from '../ratelimit/database-store.js';
 import { openStore as openBackend, type Store } from '../store/index.js';
 import { UsageMeter } from '../metering/meter.js';
+import { WebhookSender } from '../webhooks/sender.js';
 import { PlanEnforcer } from '../metering/plans.js';
 import { ExitHeartbeat } from '../fleet/exits.js';
 import { HopIdentityKeeper } from '../fleet/hop-identity.js';
@@ -158,6 +159,7 @@ export function apiContext(p: {
   log: ServiceLog;
   nowMs?: () => number;
   view?: Pick<AdmissionView, 'status'>;
+  allowPrivateWebhooks?: boolean;
 }): ApiContext {
   const { store, limits, view } = p;
   return {
@@ -166,6 +168,7 @@ export function apiContext(p: {
     limits,
     metrics: p.metrics,
     nowMs: p.nowMs ?? Date.now,
+    allowPrivateWebhooks: p.allowPrivateWebhooks === true,
     health: async () => {
       const down: string[] = [];
       if (!(await store.ping())) down.push('database');
@@ -179,7 +182,7 @@ export function apiContext(p: {
 /** The API (+ console) listening, once the rate-limit store is connected or has been waited for. */
 async function listenApi(cfg: ServeConfig, log: DaemonLog, store: Store, limits: ApiLimits, metrics: Metrics, view: AdmissionView): Promise<FastifyInstance> {
   const [geo] = await Promise.all([openCountryLookup(cfg.geoipDb), limits.ready(DEPENDENCY_WAIT_MS)]);
-  const ctx = apiContext({ store, geo, limits, metrics, log: { error: (o, m) => log.error(o, m) }, view });
+  const ctx = apiContext({ store, geo, limits, metrics, log: { error: (o, m) => log.error(o, m) }, view, allowPrivateWebhooks: cfg.allowPrivateWebhooks });
   const app = await buildApp(ctx, { trustProxy: cfg.trustProxy, logger: log, plugins: [(a: FastifyInstance) => consolePlugin(a, ctx)] });
   try {
     await app.listen({ host: cfg.apiListen.host, port: cfg.apiListen.port });
@@ -330,6 +333,9 @@ export async function startDaemon(cfg: ServeConfig, log: DaemonLog): Promise<Run
   gateway = gw;
   gatewayRef = gw;
   meter.start();
+  // Every process sends: a claim in the database decides which one sends each event.
+  const webhooks = new WebhookSender(store, { node: `${cfg.nodeName}:${process.pid}`, allowPrivate: cfg.allowPrivateWebhooks, log });
+  webhooks.start();
   metrics.attachGateway(() => gw.stats());
   metrics.attachMeter(() => ({ flushed: meter.flushed, failed: meter.failedFlushes }));
   metrics.attachAdmissionView(() => view.status());
@@ -364,6 +370,7 @@ export async function startDaemon(cfg: ServeConfig, log: DaemonLog): Promise<Run
       secrets?.stop();
       view.close();
       await meter.stop();
+      await webhooks.stop();
       await plans.stop();
       await connLog?.stop();
       await limits.close();

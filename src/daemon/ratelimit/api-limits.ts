@@ -1,9 +1,9 @@
 // The API's limits: per token per route, and invalid-token attempts per source IP. Fails closed.
-import { RATE_LIMITS, RATE_WINDOW_MS, INVALID_TOKEN_LIMIT, type ApiRoute } from '../../contract/paths.js';
+import { RATE_LIMITS, RATE_WINDOW_MS, INVALID_TOKEN_LIMIT, type LimitedRoute } from '../../contract/paths.js';
 import { LimiterUnavailableError, retryAfterSeconds, type WindowStore } from './limiter.js';
 
 export interface LimitSettings {
-  perRoute: Record<ApiRoute, number>;
+  perRoute: Record<LimitedRoute, number>;
   invalidTokenPerIp: number;
   windowMs: number;
   /** A store that does not answer within this is treated as down (503). */
@@ -17,7 +17,7 @@ export const DEFAULT_LIMITS: LimitSettings = {
   storeTimeoutMs: 500,
 };
 
-/** `list=60,add=10,delete=10,invalid=20` (operator / bench override). */
+/** `list=60,add=10,delete=10,usage=60,invalid=20` (operator / bench override). */
 export function parseLimitOverrides(s: string | undefined, base: LimitSettings = DEFAULT_LIMITS): LimitSettings {
   const out: LimitSettings = { ...base, perRoute: { ...base.perRoute } };
   if (!s) return out;
@@ -25,7 +25,7 @@ export function parseLimitOverrides(s: string | undefined, base: LimitSettings =
     const [k, v] = part.split('=').map((x) => x.trim());
     const n = Number(v);
     if (!Number.isInteger(n) || n < 1) throw new Error(`bad rate limit "${part}"`);
-    if (k === 'list' || k === 'add' || k === 'delete') out.perRoute[k] = n;
+    if (k === 'list' || k === 'add' || k === 'delete' || k === 'usage') out.perRoute[k] = n;
     else if (k === 'invalid') out.invalidTokenPerIp = n;
     else throw new Error(`unknown rate limit "${k}"`);
   }
@@ -36,7 +36,7 @@ type LimitVerdict = { allowed: true } | { allowed: false; retryAfterSeconds: num
 
 /** The window keys: invalid-token hits per source IP, and hits per token and route. */
 export const badTokenKey = (ip: string): string => `bad:${ip}`;
-export const tokenRouteKey = (accessKey: string, route: ApiRoute): string => `tok:${route}:${accessKey}`;
+export const tokenRouteKey = (accessKey: string, route: LimitedRoute): string => `tok:${route}:${accessKey}`;
 
 export class ApiLimits {
   constructor(
@@ -82,7 +82,7 @@ export class ApiLimits {
     await this.bounded(this.store.record(badTokenKey(ip), this.nowMs(), this.settings.windowMs));
   }
 
-  async consumeToken(accessKey: string, route: ApiRoute): Promise<LimitVerdict> {
+  async consumeToken(accessKey: string, route: LimitedRoute): Promise<LimitVerdict> {
     const now = this.nowMs();
     const d = await this.bounded(this.store.consume(tokenRouteKey(accessKey, route), this.settings.perRoute[route], this.settings.windowMs, now));
     if (d.allowed) return { allowed: true };

@@ -11,5 +11,7 @@ export interface ApiContext {
   limits: ApiLimits;
   metrics: Metrics;
   nowMs: () => number;
+  /** `--allow-private-webhooks`: the console lets owners set http:// and private receivers. */
+  allowPrivateWebhooks: boolean;
   health: () => Promise<HealthReport>;
 }

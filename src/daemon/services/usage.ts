@@ -1,8 +1,11 @@
 // Usage as people read it (docs/admin.md, "usage"): an account's metered usage by proxy user (whitelist traffic under
 // `ip:A.B.C.D`) or by minute, hour or day, as JSON, CSV or a table. `proxyd admin usage` and the console's
 // Usage page both use it.
-import { DEFAULT_USAGE_RETENTION_MS, bucketStart } from '../store/usage-sql.js';
-import type { Store, UsagePeriod, UsageRow } from '../store/index.js';
+import { MAX_SERIES_POINTS } from '../../contract/paths.js';
+import type { UsageDomainsData, UsageDomainsQuery, UsageSeriesData, UsageSeriesQuery, UsageSummaryData, UsageSummaryQuery } from '../../contract/schemas.js';
+import { accountPeriodStart } from '../metering/plans.js';
+import { DEFAULT_USAGE_RETENTION_MS, OTHER_DOMAIN, PERIOD_MS, bucketStart } from '../store/usage-sql.js';
+import type { Plan, Store, UsagePeriod, UsageRow } from '../store/index.js';
 
 export interface UsageTotals {
   bytes_up: number;
@@ -59,4 +62,93 @@ export function usageText(r: UsageReport, format: 'csv' | 'table'): string {
   }
   const widths = lines[0]!.map((_, i) => Math.max(...lines.map((l) => l[i]!.length)));
   return `${lines.map((l) => l.map((c, i) => (i === 0 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join('  ')).join('\n')}\n`;
+}
+
+// ---- the customer's view: the API's /usage endpoints (docs/api.md, "Usage") ----
+
+/** A usage time as the API writes it: ISO 8601 UTC, whole seconds unless the instant has milliseconds. */
+export const apiTime = (ms: number): string => new Date(ms).toISOString().replace(/\.000Z$/, 'Z');
+
+/** `alice` → `user:alice`; whitelist traffic is asked for as `ip:A.B.C.D`, its own subject. */
+export const subjectOf = (user: string): string => (user.startsWith('ip:') ? user : `user:${user}`);
+
+/** A usage query the API refuses: 10400 naming the field. */
+export class UsageQueryError extends Error {
+  constructor(readonly field: string, detail: string) {
+    super(`${field}: ${detail}`);
+    this.name = 'UsageQueryError';
+  }
+}
+
+/**
+ * The range a usage call covers, [from, to): what was asked, else the account's current period (its plan's,
+ * else the calendar month, UTC) up to now. `from` after `to` is refused.
+ */
+export async function usageRange(store: Store, accountId: number, q: { from?: number | undefined; to?: number | undefined }, nowMs: number): Promise<{ plan: Plan | null; from: number; to: number }> {
+  const plan = await store.plans.get(accountId);
+  const from = q.from ?? accountPeriodStart(plan, nowMs);
+  // Up to the end of the current second, so what was relayed "now" is inside.
+  const to = q.to ?? Math.floor(nowMs / 1000) * 1000 + 1000;
+  if (from > to) throw new UsageQueryError('from', 'after to');
+  return { plan, from, to };
+}
+
+export async function usageSummary(store: Store, accountId: number, q: UsageSummaryQuery, nowMs: number): Promise<UsageSummaryData> {
+  const { plan, from, to } = await usageRange(store, accountId, q, nowMs);
+  const report = await usageReport(store, accountId, 'user', from, to, nowMs);
+  return {
+    from: apiTime(from),
+    to: apiTime(to),
+    plan: plan && {
+      traffic_limit: plan.trafficLimit,
+      period: plan.period,
+      max_connections: plan.maxConnections,
+      expires_at: plan.expiresAt === null ? null : apiTime(plan.expiresAt),
+    },
+    ...report.total,
+    users: report.rows.map((r) => ({ user: (r as { user: string }).user, bytes_up: r.bytes_up, bytes_down: r.bytes_down, connections: r.connections })),
+  };
+}
+
+/** Every hour or day bucket from `from`'s to `to`, oldest first, those without traffic as zeros; at most MAX_SERIES_POINTS. */
+export async function usageSeries(store: Store, accountId: number, q: UsageSeriesQuery, nowMs: number): Promise<UsageSeriesData> {
+  const { from, to } = await usageRange(store, accountId, q, nowMs);
+  const step = PERIOD_MS[q.granularity];
+  const first = bucketStart(q.granularity, from);
+  const count = Math.max(0, Math.ceil((to - first) / step));
+  if (count > MAX_SERIES_POINTS) throw new UsageQueryError('from', `the range holds ${count} ${q.granularity}s, at most ${MAX_SERIES_POINTS} points`);
+  const rows = await store.usage.query({ accountId, period: q.granularity, fromMs: first, toMs: to, by: 'time', ...(q.user !== undefined ? { subject: subjectOf(q.user) } : {}) });
+  const byStart = new Map(rows.map((r) => [r.startMs, r]));
+  const points = Array.from({ length: count }, (_, i) => {
+    const start = first + i * step;
+    const r = byStart.get(start);
+    return { time: apiTime(start), bytes_up: r?.bytesUp ?? 0, bytes_down: r?.bytesDown ?? 0, connections: r?.connections ?? 0 };
+  });
+  return { granularity: q.granularity, points };
+}
+
+/**
+ * Usage per registrable domain over whole days (both inclusive; by default those of the current period),
+ * largest first: the `limit` largest by name, the rest summed in `other`, so the two always add up to the totals.
+ */
+export async function usageDomains(store: Store, accountId: number, q: UsageDomainsQuery, nowMs: number): Promise<UsageDomainsData> {
+  const day = PERIOD_MS.day;
+  const { from, to } = await usageRange(store, accountId, { from: q.from, to: q.to === undefined ? undefined : q.to + day - 1 }, nowMs);
+  const rows = await store.usage.domains({ accountId, fromMs: bucketStart('day', from), toMs: bucketStart('day', to) + day, ...(q.user !== undefined ? { subject: subjectOf(q.user) } : {}) });
+  const other: UsageTotals = { bytes_up: 0, bytes_down: 0, connections: 0 };
+  const named = [];
+  for (const r of rows) {
+    if (r.domain === OTHER_DOMAIN) {
+      other.bytes_up += r.bytesUp;
+      other.bytes_down += r.bytesDown;
+      other.connections += r.connections;
+    } else named.push({ domain: r.domain, bytes_up: r.bytesUp, bytes_down: r.bytesDown, connections: r.connections });
+  }
+  named.sort((a, b) => b.bytes_up + b.bytes_down - (a.bytes_up + a.bytes_down) || (a.domain < b.domain ? -1 : 1));
+  for (const r of named.slice(q.limit)) {
+    other.bytes_up += r.bytes_up;
+    other.bytes_down += r.bytes_down;
+    other.connections += r.connections;
+  }
+  return { domains: named.slice(0, q.limit), other };
 }

@@ -107,6 +107,66 @@ export interface UsageRow {
   connections: number;
 }
 
+/** A read of an account's buckets of one period in [fromMs, toMs), by time or by subject, optionally of one subject. */
+export interface UsageQuery {
+  accountId: number;
+  period: UsagePeriod;
+  fromMs: number;
+  toMs: number;
+  by: 'time' | 'subject';
+  subject?: string;
+}
+
+/** An account's usage under one registrable domain (`''`: under no named domain, "other"). */
+export interface DomainUsageRow {
+  domain: string;
+  bytesUp: number;
+  bytesDown: number;
+  connections: number;
+}
+
+/** An account's webhook (docs/operations.md, "Webhooks"): where events go, at which percentages of the plan, signed with `secret`. */
+export interface Webhook {
+  accountId: number;
+  url: string;
+  thresholds: number[];
+  secret: string;
+}
+
+export type WebhookEventState = 'pending' | 'delivered' | 'failed';
+
+/** One event to deliver: its id (the same on every attempt), body, and where its delivery stands. */
+export interface WebhookEvent {
+  id: string;
+  accountId: number;
+  type: string;
+  body: string;
+  state: WebhookEventState;
+  attempts: number;
+  lastStatus: number | null;
+  nextAtMs: number;
+  createdAtMs: number;
+}
+
+export interface WebhookStore {
+  set(w: Webhook): Promise<void>;
+  /** False when the account had none. */
+  remove(accountId: number): Promise<boolean>;
+  get(accountId: number): Promise<Webhook | null>;
+  all(): Promise<Webhook[]>;
+  /**
+   * Records an event once per (account, `onceKey`): false, and nothing added, when that key was recorded
+   * before (by any node): what makes "once per threshold per period" hold fleet-wide.
+   */
+  addEvent(e: { id: string; accountId: number; type: string; onceKey: string; body: string; nowMs: number }): Promise<boolean>;
+  /** Claims up to `max` pending events due by `nowMs` for `node`, for `leaseMs` (no other node takes them meanwhile). */
+  claimDue(node: string, nowMs: number, leaseMs: number, max: number): Promise<WebhookEvent[]>;
+  /** An attempt's outcome, written only while `node` holds the claim. */
+  finish(id: string, node: string, o: { state: WebhookEventState; attempts: number; lastStatus: number | null; nextAtMs: number }): Promise<void>;
+  /** An account's events, newest first. */
+  events(accountId: number, limit: number): Promise<WebhookEvent[]>;
+}
+
 export interface AccountStore {
   create(email: string, passwordHash: string, verified: boolean): Promise<Account | 'exists'>;
   get(id: number): Promise<Account | null>;
@@ -253,14 +313,17 @@ export interface PlanStore {
 
 export interface UsageStore {
   /**
-   * Adds one flush of a node's deltas to its minute, hour and day buckets of `atMs` (rows of its own, so nodes
+   * Adds one flush of a node's deltas (one per account, subject and registrable domain, in `target`) to its
+   * minute, hour and day buckets of `atMs` and its day's domain rows (rows of its own, so nodes
    * never wait on each other's rows), once: a flush whose id
    * was already applied (sent again after a timeout whose outcome was unknown) adds nothing. `busy` (nothing
    * added) leaves it for the caller to send again, with the same id.
    */
   addFlush(node: string, flushId: string, atMs: number, deltas: readonly UsageDelta[]): Promise<'ok' | 'duplicate' | 'busy'>;
   /** Buckets of one account in [fromMs, toMs), by time (summed over subjects) or by subject (summed over time). */
-  query(q: { accountId: number; period: UsagePeriod; fromMs: number; toMs: number; by: 'time' | 'subject' }): Promise<UsageRow[]>;
+  query(q: UsageQuery): Promise<UsageRow[]>;
+  /** Usage per registrable domain over the days in [fromMs, toMs), optionally of one subject (docs/api.md, "Usage"). */
+  domains(q: { accountId: number; fromMs: number; toMs: number; subject?: string }): Promise<DomainUsageRow[]>;
   /** Day buckets of these accounts since `sinceMs`, summed over nodes: what their plans' periods have used. */
   dailyTotals(accountIds: readonly number[], sinceMs: number): Promise<Array<{ accountId: number; subject: string; startMs: number; bytes: number }>>;
   /** Removes buckets of `period` that start before `beforeMs`, and flush ids older than a day; how many rows. */
@@ -441,6 +504,7 @@ export interface Store {
   readonly sessions: ConsoleSessionStore;
   readonly usage: UsageStore;
   readonly plans: PlanStore;
+  readonly webhooks: WebhookStore;
   /** Exit nodes of an entry/exit fleet; null on SQLite (roles need PostgreSQL). */
   readonly exits: ExitStore | null;
   readonly connectionLog: ConnectionLogStore;

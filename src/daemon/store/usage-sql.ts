@@ -1,5 +1,5 @@
 // Usage buckets, shared by both backends: which bucket a flush lands in, and the read queries.
-import type { UsagePeriod, UsageRow } from './types.js';
+import type { DomainUsageRow, UsageDelta, UsagePeriod, UsageQuery, UsageRow } from './types.js';
 
 export const PERIOD_MS: Record<UsagePeriod, number> = { minute: 60_000, hour: 3_600_000, day: 86_400_000 };
 export const PERIODS = Object.keys(PERIOD_MS) as UsagePeriod[];
@@ -19,14 +19,115 @@ export function bucketStart(period: UsagePeriod, atMs: number): number {
   return Math.floor(atMs / PERIOD_MS[period]) * PERIOD_MS[period];
 }
 
-/** `?` placeholders: account, period, from, to. */
-export function usageQueryText(by: 'time' | 'subject'): string {
+/** `?` placeholders: account, period, from, to, and the subject when `oneSubject`. */
+export function usageQueryText(by: 'time' | 'subject', oneSubject = false): string {
   const key = by === 'time' ? 'start_ms' : 'subject';
   const other = by === 'time' ? 'NULL AS subject' : 'MIN(start_ms) AS start_ms';
   return `SELECT ${key}, ${other}, SUM(bytes_up) AS bytes_up, SUM(bytes_down) AS bytes_down, SUM(connections) AS connections
-    FROM usage_buckets WHERE account_id = ? AND period = ? AND start_ms >= ? AND start_ms < ? GROUP BY ${key} ORDER BY ${key}`;
+    FROM usage_buckets WHERE account_id = ? AND period = ? AND start_ms >= ? AND start_ms < ?${oneSubject ? ' AND subject = ?' : ''} GROUP BY ${key} ORDER BY ${key}`;
+}
+
+/** The parameters of `usageQueryText`, in its order. */
+export function usageQueryParams(q: UsageQuery): Array<string | number> {
+  const p: Array<string | number> = [q.accountId, q.period, q.fromMs, q.toMs];
+  if (q.subject !== undefined) p.push(q.subject);
+  return p;
 }
 
 export function toUsageRow(r: { start_ms: number | string; subject: string | null; bytes_up: number | string; bytes_down: number | string; connections: number | string }): UsageRow {
   return { startMs: Number(r.start_ms), subject: r.subject, bytesUp: Number(r.bytes_up), bytesDown: Number(r.bytes_down), connections: Number(r.connections) };
+}
+
+// ---- usage per registrable domain, per day, proxy user and node ----
+
+/** The stored domain of usage under no named domain: past the names kept per user and day, or before any target. */
+export const OTHER_DOMAIN = '';
+
+/** Named domains a node keeps per account, subject and day; later ones are added to OTHER_DOMAIN. */
+export const DOMAINS_PER_USER_DAY = 1_000;
+
+/** The deltas summed per account and subject (a flush carries one delta per domain; a bucket row is per subject). */
+export function perSubject(deltas: readonly UsageDelta[]): UsageDelta[] {
+  const out = new Map<string, UsageDelta>();
+  for (const d of deltas) {
+    const key = `${d.accountId}\0${d.subject}`;
+    const o = out.get(key);
+    if (!o) out.set(key, { accountId: d.accountId, subject: d.subject, bytesUp: d.bytesUp, bytesDown: d.bytesDown, connections: d.connections });
+    else {
+      o.bytesUp += d.bytesUp;
+      o.bytesDown += d.bytesDown;
+      o.connections += d.connections;
+    }
+  }
+  return [...out.values()];
+}
+
+/** An account and subject as a map key. */
+export const subjectKey = (d: Pick<UsageDelta, 'accountId' | 'subject'>): string => `${d.accountId}\0${d.subject}`;
+
+/** How many named domains each account and subject of a flush brings (the cap needs no lookup while they fit). */
+export function namedPerSubject(deltas: readonly UsageDelta[]): Map<string, number> {
+  const n = new Map<string, number>();
+  for (const d of deltas) if (d.target) n.set(subjectKey(d), (n.get(subjectKey(d)) ?? 0) + 1);
+  return n;
+}
+
+/** Subjects whose named domains might not all fit under the cap: only for these is each domain looked up. */
+export function nearCap(named: Map<string, number>, kept: Map<string, number>): Set<string> {
+  return new Set([...named].filter(([k, n]) => (kept.get(k) ?? 0) + n > DOMAINS_PER_USER_DAY).map(([k]) => k));
+}
+
+/**
+ * The domain cap, decided for a whole flush: per account and subject, with `kept` named domains this node keeps
+ * already for that day, a flush's domains stay named while they fit; past DOMAINS_PER_USER_DAY, the ones kept
+ * already (`present`, asked only then) stay named, new ones are named largest first while room is left, the rest
+ * go to OTHER_DOMAIN. Summed per final domain (one row per key, as one multi-row upsert needs).
+ */
+export function capDomains(deltas: readonly UsageDelta[], kept: Map<string, number>, present: (d: UsageDelta) => boolean): UsageDelta[] {
+  const out = new Map<string, UsageDelta>();
+  const add = (d: UsageDelta, domain: string) => {
+    const key = `${subjectKey(d)}\0${domain}`;
+    const o = out.get(key);
+    if (!o) out.set(key, { ...d, target: domain });
+    else {
+      o.bytesUp += d.bytesUp;
+      o.bytesDown += d.bytesDown;
+      o.connections += d.connections;
+    }
+  };
+  const near = nearCap(namedPerSubject(deltas), kept);
+  const fresh: UsageDelta[] = [];
+  for (const d of deltas) {
+    if (!d.target) add(d, OTHER_DOMAIN);
+    else if (!near.has(subjectKey(d)) || present(d)) add(d, d.target);
+    else fresh.push(d);
+  }
+  fresh.sort((x, y) => y.bytesUp + y.bytesDown - (x.bytesUp + x.bytesDown));
+  const room = new Map<string, number>();
+  for (const d of fresh) {
+    const k = subjectKey(d);
+    const left = room.get(k) ?? DOMAINS_PER_USER_DAY - (kept.get(k) ?? 0);
+    room.set(k, left - 1);
+    add(d, left > 0 ? d.target! : OTHER_DOMAIN);
+  }
+  return [...out.values()];
+}
+
+/**
+ * An account's usage per domain over days [from, to), optionally of one subject: per subject and day the
+ * DOMAINS_PER_USER_DAY largest by bytes keep their name, the rest (and OTHER_DOMAIN) are summed as OTHER_DOMAIN.
+ * `?` placeholders: account, from, to, and the subject when `oneSubject`.
+ */
+export function domainQueryText(oneSubject: boolean): string {
+  return `SELECT CASE WHEN domain = '' OR rank > ${DOMAINS_PER_USER_DAY} THEN '' ELSE domain END AS domain,
+      SUM(bytes_up) AS bytes_up, SUM(bytes_down) AS bytes_down, SUM(connections) AS connections
+    FROM (SELECT domain, SUM(bytes_up) AS bytes_up, SUM(bytes_down) AS bytes_down, SUM(connections) AS connections,
+        ROW_NUMBER() OVER (PARTITION BY subject, day_ms ORDER BY CASE WHEN domain = '' THEN 1 ELSE 0 END, SUM(bytes_up + bytes_down) DESC, domain) AS rank
+      FROM usage_domains WHERE account_id = ? AND day_ms >= ? AND day_ms < ?${oneSubject ? ' AND subject = ?' : ''}
+      GROUP BY subject, day_ms, domain) per_day
+    GROUP BY CASE WHEN domain = '' OR rank > ${DOMAINS_PER_USER_DAY} THEN '' ELSE domain END`;
+}
+
+export function toDomainRow(r: { domain: string; bytes_up: number | string; bytes_down: number | string; connections: number | string }): DomainUsageRow {
+  return { domain: r.domain, bytesUp: Number(r.bytes_up), bytesDown: Number(r.bytes_down), connections: Number(r.connections) };
 }

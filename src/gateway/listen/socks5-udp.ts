@@ -51,6 +51,7 @@ export interface UdpCarrier {
 export class UdpAssociation {
   private carrier: UdpCarrier | null = null;
   private readonly headers = new Map<string, Buffer>();
+  private lastHost: string | null = null;
   /** Where answers go: the client's port, learned from its first datagram. */
   private clientPort: number | null;
   private lastActive = Date.now();
@@ -105,12 +106,18 @@ export class UdpAssociation {
     const data = msg.subarray(d.value.dataAt);
     const budget = this.conn.budget;
     if (budget !== null && budget.available() < data.length) return this.drop('over_limit');
-    const sent = this.carrier.send(d.value.address.host, d.value.port, data);
-    if (sent === true) this.sentUp(data.length);
-    else if (sent !== false) void sent.then((ok) => ok && !this.closed && this.sentUp(data.length));
+    const host = d.value.address.host;
+    const sent = this.carrier.send(host, d.value.port, data);
+    if (sent === true) this.sentUp(data.length, host);
+    else if (sent !== false) void sent.then((ok) => ok && !this.closed && this.sentUp(data.length, host));
   }
 
-  private sentUp(n: number): void {
+  private sentUp(n: number, host: string): void {
+    // Usage per target domain: what went before stays with the previous target (rarely more than one).
+    if (host !== this.lastHost) {
+      this.lastHost = host;
+      this.conn.core.retarget(this.conn, host);
+    }
     this.conn.budget?.take(n);
     this.lastActive = Date.now();
     this.conn.bytesUp += n;

@@ -1,10 +1,23 @@
-// GET /openapi.json: OpenAPI 3.1 of the three whitelist endpoints, generated from the very zod schemas
+// GET /openapi.json: OpenAPI 3.1 of the whitelist and usage endpoints, generated from the very zod schemas
 // that validate requests (contract/schemas.ts), so the document cannot drift from the code.
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import { Code, HTTP_STATUS, TOP_MESSAGE } from '../../../contract/codes.js';
-import { API_KEY_PARAM, API_PATHS, DAEMON_PATHS, MAX_BATCH_ITEMS, RATE_LIMITS } from '../../../contract/paths.js';
-import { AddBodySchema, BatchResultSchema, DeleteBodySchema, EnvelopeSchema, ListDataSchema, ListQuerySchema } from '../../../contract/schemas.js';
+import { API_KEY_PARAM, API_PATHS, DAEMON_PATHS, DEFAULT_DOMAINS_LIMIT, MAX_BATCH_ITEMS, MAX_DOMAINS_LIMIT, MAX_SERIES_POINTS, RATE_LIMITS, USAGE_PATHS } from '../../../contract/paths.js';
+import {
+  AddBodySchema,
+  BatchResultSchema,
+  DeleteBodySchema,
+  EnvelopeSchema,
+  ListDataSchema,
+  ListQuerySchema,
+  UsageDomainsDataSchema,
+  UsageDomainsQuerySchema,
+  UsageSeriesDataSchema,
+  UsageSeriesQuerySchema,
+  UsageSummaryDataSchema,
+  UsageSummaryQuerySchema,
+} from '../../../contract/schemas.js';
 import { VERSION } from '../../../contract/version.js';
 
 type Json = Record<string, unknown>;
@@ -43,10 +56,79 @@ function commonErrors(): Json {
   };
 }
 
+/** A GET endpoint's query parameters, from the zod schema that validates them. */
+function queryParameters(schema: z.ZodType, examples: Record<string, unknown>, descriptions: Record<string, string> = {}): Json[] {
+  const q = jsonSchema(schema, 'input') as { properties: Record<string, Json>; required?: string[] };
+  return Object.entries(q.properties).map(([name, s]) => ({
+    name,
+    in: 'query',
+    required: q.required?.includes(name) ?? false,
+    ...(descriptions[name] ? { description: descriptions[name] } : {}),
+    schema: s,
+    example: examples[name],
+  }));
+}
+
 function listParameters(): Json[] {
-  const q = jsonSchema(ListQuerySchema, 'input') as { properties: Record<string, Json> };
-  const examples: Record<string, unknown> = { page: '1', page_size: '20', status: 'active', ip: '203.0.113.7' };
-  return Object.entries(q.properties).map(([name, schema]) => ({ name, in: 'query', required: false, schema, example: examples[name] }));
+  return queryParameters(ListQuerySchema, { page: '1', page_size: '20', status: 'active', ip: '203.0.113.7' });
+}
+
+const RANGE_DESCRIPTIONS = {
+  from: 'ISO 8601 date (midnight UTC) or date-time with a zone; default: the start of the current period (the plan\'s, else this calendar month, UTC)',
+  to: 'ISO 8601, exclusive; default: now',
+  user: 'a proxy username, or ip:A.B.C.D for whitelist traffic',
+};
+
+const totals = { bytes_up: 1_234_567, bytes_down: 9_876_543, connections: 12 };
+
+function usagePaths(): Json {
+  const ok = (what: string, schema: z.ZodType, data: unknown): Json => ({
+    '200': { description: `${what} (code 200), or 10400 naming the field of a bad query`, ...envelope(schema, { code: Code.OK, message: 'success', data }) },
+    ...commonErrors(),
+  });
+  return {
+    [USAGE_PATHS.summary]: {
+      get: {
+        operationId: 'usageSummary',
+        summary: "The account's usage over a range: totals, its plan, and per proxy user (whitelist traffic under ip:A.B.C.D)",
+        parameters: [apiKeyParam, ...queryParameters(UsageSummaryQuerySchema, { from: '2026-11-01', to: '2026-11-21T10:00:00Z' }, RANGE_DESCRIPTIONS)],
+        responses: ok('totals and users', UsageSummaryDataSchema, {
+          from: '2026-11-01T00:00:00Z',
+          to: '2026-11-21T10:00:01Z',
+          plan: { traffic_limit: 53_687_091_200, period: 'month', max_connections: 100, expires_at: null },
+          ...totals,
+          users: [{ user: 'alice', ...totals }],
+        }),
+        'x-codeSamples': curl('GET', USAGE_PATHS.summary),
+      },
+    },
+    [USAGE_PATHS.series]: {
+      get: {
+        operationId: 'usageSeries',
+        summary: `Usage per hour or day, oldest first, buckets without traffic as zeros; at most ${MAX_SERIES_POINTS} points`,
+        parameters: [apiKeyParam, ...queryParameters(UsageSeriesQuerySchema, { granularity: 'day', from: '2026-11-01', to: '2026-11-21', user: 'alice' }, RANGE_DESCRIPTIONS)],
+        responses: ok('the points', UsageSeriesDataSchema, { granularity: 'day', points: [{ time: '2026-11-20T00:00:00Z', ...totals }] }),
+        'x-codeSamples': curl('GET', USAGE_PATHS.series, undefined, '&granularity=day'),
+      },
+    },
+    [USAGE_PATHS.domains]: {
+      get: {
+        operationId: 'usageDomains',
+        summary: 'Usage per registrable domain of the target (eTLD+1), largest first; those past limit are summed in other',
+        parameters: [
+          apiKeyParam,
+          ...queryParameters(UsageDomainsQuerySchema, { from: '2026-11-01', to: '2026-11-21', user: 'alice', limit: '100' }, {
+            ...RANGE_DESCRIPTIONS,
+            from: 'first day, YYYY-MM-DD (UTC); default: the first day of the current period',
+            to: 'last day, YYYY-MM-DD (UTC), inclusive; default: today',
+            limit: `how many domains by name (1..${MAX_DOMAINS_LIMIT}, default ${DEFAULT_DOMAINS_LIMIT})`,
+          }),
+        ],
+        responses: ok('the domains', UsageDomainsDataSchema, { domains: [{ domain: 'example.co.uk', ...totals }], other: { bytes_up: 1024, bytes_down: 4096, connections: 1 } }),
+        'x-codeSamples': curl('GET', USAGE_PATHS.domains, undefined, '&limit=10'),
+      },
+    },
+  };
 }
 
 const apiKeyParam = {
@@ -68,8 +150,8 @@ const batchOk = (what: string) =>
     }),
   }) as Json;
 
-function curl(method: 'GET' | 'POST', path: string, body?: unknown): Json[] {
-  const url = `http://127.0.0.1:8080${path}?${API_KEY_PARAM}=${API_KEY_EXAMPLE}`;
+function curl(method: 'GET' | 'POST', path: string, body?: unknown, extraQuery = ''): Json[] {
+  const url = `http://127.0.0.1:8080${path}?${API_KEY_PARAM}=${API_KEY_EXAMPLE}${extraQuery}`;
   const source =
     method === 'GET'
       ? `curl -s '${url}'`
@@ -84,11 +166,12 @@ export function buildOpenApiDocument(version: string): Json {
     openapi: '3.1.0',
     jsonSchemaDialect: 'https://json-schema.org/draft/2020-12/schema',
     info: {
-      title: 'proxyd whitelist API',
+      title: 'proxyd whitelist and usage API',
       version,
       description:
         `Every response is the envelope {code, message, requestId, data}; the request id is also in X-Request-Id. ` +
-        `Limits per token per rolling 60 s: list ${RATE_LIMITS.list}, add ${RATE_LIMITS.add}, delete ${RATE_LIMITS.delete}. ` +
+        `Limits per token per rolling 60 s: list ${RATE_LIMITS.list}, add ${RATE_LIMITS.add}, delete ${RATE_LIMITS.delete}, ` +
+        `the usage endpoints ${RATE_LIMITS.usage} together. ` +
         `Batches hold 1..${MAX_BATCH_ITEMS} items, each committed on its own.`,
     },
     servers: [{ url: 'http://127.0.0.1:8080', description: 'the --api-listen address' }],
@@ -140,6 +223,7 @@ export function buildOpenApiDocument(version: string): Json {
           'x-codeSamples': curl('POST', API_PATHS.delete, deleteExample),
         },
       },
+      ...usagePaths(),
     },
   };
 }

@@ -1,29 +1,18 @@
 // GET /openapi/v1/proxy/whitelist/list (docs/api.md List)
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import { BusinessError, Code } from '../../../contract/codes.js';
-import { API_KEY_PARAM, API_PATHS } from '../../../contract/paths.js';
-import { firstIssueField, ListQuerySchema, type ListQuery } from '../../../contract/schemas.js';
+import { Code } from '../../../contract/codes.js';
+import { API_PATHS } from '../../../contract/paths.js';
+import { ListQuerySchema, type ListQuery } from '../../../contract/schemas.js';
 import type { ApiContext } from '../../services/context.js';
 import { makeAuthHook, rawQuery } from '../auth.js';
 import { listFilter } from '../../services/whitelist.js';
 import type { ListFilter } from '../../store/index.js';
 import { sendEnvelope } from '../envelope.js';
-import { safeName } from '../body.js';
+import { parseStrictQuery } from './query.js';
 
 /** The query without api_key; a repeated or unknown parameter is an error naming it. */
 export function parseListQuery(raw: string) {
-  const params = new URLSearchParams(raw);
-  // No prototype: `__proto__=1` must become a key (an unknown parameter), not the object's prototype.
-  const obj: Record<string, string> = Object.create(null) as Record<string, string>;
-  for (const key of new Set(params.keys())) {
-    if (key === API_KEY_PARAM) continue;
-    const values = params.getAll(key);
-    if (values.length > 1) throw new BusinessError(Code.INVALID_PARAMS, `invalid parameters: ${safeName(key)} is repeated`);
-    obj[key] = values[0]!;
-  }
-  const r = ListQuerySchema.safeParse(obj);
-  if (!r.success) throw new BusinessError(Code.INVALID_PARAMS, `invalid parameters: ${safeName(firstIssueField(r.error))}`);
-  return r.data;
+  return parseStrictQuery(raw, ListQuerySchema);
 }
 
 export default function listRoute(app: FastifyInstance, ctx: ApiContext): void {

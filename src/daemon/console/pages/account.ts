@@ -12,6 +12,9 @@ interface AccountView {
   token: { accessKey: string; createdAtSec: number } | null;
   /** The full token, only on the response right after it was made. */
   revealedToken: string | null;
+  webhook: { url: string; thresholds: number[] } | null;
+  /** The webhook's signing secret, only on the response right after it was set. */
+  revealedWebhookSecret: string | null;
   sessionCount: number;
   flash?: Flash | undefined;
 }
@@ -54,12 +57,38 @@ function tokenCard(v: AccountView): Html {
 </section>`;
 }
 
+function webhookCard(v: AccountView): Html {
+  return html`<section class="card" aria-labelledby="webhook-title" data-testid="webhook-card">
+<div class="card-head"><div><h2 id="webhook-title">Usage webhook</h2><p class="muted">We POST a signed JSON event to your HTTPS URL when your traffic passes a share of your plan's limit, and when your plan expires (docs: "Webhooks").</p></div></div>
+${
+  v.revealedWebhookSecret
+    ? html`<div class="notice warn" role="status"><p><strong>Copy the signing secret now.</strong> It is shown only this once. Check each request's <code>Proxyd-Signature</code> with it.</p></div>
+<div class="secret"><code id="webhook-secret" data-testid="webhook-secret">${v.revealedWebhookSecret}</code>
+<button type="button" class="btn secondary" data-copy-target="webhook-secret" data-copy-status="webhook-copy-status" hidden>Copy</button></div>
+<p id="webhook-copy-status" class="visually-hidden" role="status" aria-live="polite"></p>`
+    : ''
+}
+${v.webhook ? html`<dl class="facts"><dt>URL</dt><dd><code data-testid="webhook-url">${v.webhook.url}</code></dd><dt>Thresholds</dt><dd data-testid="webhook-thresholds">${v.webhook.thresholds.map((t) => `${t} %`).join(', ')}</dd></dl>` : ''}
+<form method="post" action="/console/webhook">
+${csrfField(v.csrf)}
+<div class="field"><label for="webhook_url">HTTPS URL</label><input type="url" id="webhook_url" name="url" required value="${v.webhook?.url ?? ''}" placeholder="https://example.com/proxyd-events"></div>
+<div class="field"><label for="webhook_thresholds">Thresholds (% of the plan's traffic limit)</label><input type="text" id="webhook_thresholds" name="thresholds" value="${(v.webhook?.thresholds ?? [80, 100]).join(',')}" inputmode="numeric" aria-describedby="webhook_thresholds_hint"><span class="hint" id="webhook_thresholds_hint">Whole percentages, comma-separated. Saving makes a new signing secret.</span></div>
+<div class="form-actions"><button class="btn secondary" type="submit">Save webhook</button></div>
+</form>
+${
+  v.webhook
+    ? html`<form method="post" action="/console/webhook/remove" class="form-actions">${csrfField(v.csrf)}<button class="btn ghost-danger" type="submit">Remove webhook</button></form>`
+    : ''
+}
+</section>`;
+}
+
 export function accountPage(v: AccountView) {
   return shell({
     title: 'Account',
     signedIn: { nav: 'account', csrf: v.csrf, email: v.email },
     flash: v.flash,
-    copyScript: !!v.revealedToken,
+    copyScript: !!v.revealedToken || !!v.revealedWebhookSecret,
     body: html`<div class="page-head"><h1>Account</h1><p class="lead">Your account details, API token and sign-in security.</p></div>
 <div class="stack">
 <section class="card" aria-labelledby="acct-title">
@@ -76,6 +105,7 @@ export function accountPage(v: AccountView) {
 </dl>
 </section>
 ${tokenCard(v)}
+${webhookCard(v)}
 <div class="grid-2">
 <section class="card" aria-labelledby="pw-title">
 <h2 id="pw-title">Change password</h2>

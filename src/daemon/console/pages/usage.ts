@@ -1,10 +1,11 @@
 // Usage page (docs/console.md): the current period's totals and the plan's limit, a server-drawn SVG chart of the last 24
-// hours and 30 days, a row per proxy user, and a CSV download. Works without JavaScript; the chart's bars
+// hours and 30 days, a row per proxy user, the top domains, and a CSV download. Works without JavaScript; the chart's bars
 // carry their figures in <title> (hover, screen readers) and the table repeats them.
 import { formatSize } from '../../../contract/size.js';
 import { escapeHtml as esc, html, raw, type Html } from '../html.js';
 import { shell } from '../layout.js';
 import type { Flash } from '../session.js';
+import type { UsageDomainsData } from '../../../contract/schemas.js';
 import type { UsageReport } from '../../services/usage.js';
 
 interface UsageView {
@@ -16,6 +17,8 @@ interface UsageView {
   byUser: UsageReport;
   hours: UsageReport;
   days: UsageReport;
+  /** The period's top domains and the rest. */
+  domains: UsageDomainsData;
   /** Bucket starts (ms) of the chart's 24 hours and 30 days, oldest first. */
   hourStarts: number[];
   dayStarts: number[];
@@ -65,6 +68,34 @@ function row(r: UsageReport['rows'][number]): Html {
 </tr>`;
 }
 
+function domainRow(r: { domain: string; bytes_up: number; bytes_down: number; connections: number }, max: number, other = false): Html {
+  const total = r.bytes_up + r.bytes_down;
+  return html`<tr data-testid="${other ? 'usage-domain-other' : 'usage-domain-row'}" data-domain="${other ? '' : r.domain}">
+<td data-label="Domain">${other ? html`<span class="muted">Other</span>` : html`<code>${r.domain}</code>`}</td>
+<td data-label="Up" class="num">${formatSize(r.bytes_up)}</td>
+<td data-label="Down" class="num">${formatSize(r.bytes_down)}</td>
+<td data-label="Total" class="num" data-testid="usage-domain-total">${formatSize(total)}</td>
+<td data-label="Share" class="share"><meter min="0" max="${String(max)}" value="${String(total)}" aria-label="share of the largest"></meter></td>
+</tr>`;
+}
+
+function domainsCard(v: UsageView): Html {
+  const { domains, other } = v.domains;
+  const hasOther = other.bytes_up + other.bytes_down + other.connections > 0;
+  const max = Math.max(1, ...domains.map((d) => d.bytes_up + d.bytes_down), other.bytes_up + other.bytes_down);
+  return html`<section class="card flush" aria-labelledby="domains-title" data-testid="usage-domains">
+<div class="card-head"><div><h2 id="domains-title">Top domains</h2><p class="muted small">${v.periodLabel}, by the site's registrable domain (<code>a.b.example.co.uk</code> counts under <code>example.co.uk</code>; an IP address under itself).</p></div></div>
+${
+  domains.length === 0 && !hasOther
+    ? html`<div class="empty">No traffic in this period yet.</div>`
+    : html`<div class="table-wrap"><table class="stack-sm">
+<thead><tr><th scope="col">Domain</th><th scope="col" class="num">Up</th><th scope="col" class="num">Down</th><th scope="col" class="num">Total</th><th scope="col">Share</th></tr></thead>
+<tbody>${domains.map((d) => domainRow(d, max))}${hasOther ? domainRow({ domain: '', ...other }, max, true) : ''}</tbody>
+</table></div>`
+}
+</section>`;
+}
+
 export function usagePage(v: UsageView) {
   const t = v.byUser.total;
   return shell({
@@ -93,6 +124,7 @@ ${
 </table></div>`
 }
 </section>
+${domainsCard(v)}
 </div>`,
   });
 }

@@ -3,6 +3,7 @@ import type { FastifyInstance } from 'fastify';
 import { passwordProblem } from '../../../contract/password.js';
 import { hashPassword, verifyPassword } from '../../secrets.js';
 import { resetToken } from '../../services/tokens.js';
+import { DEFAULT_THRESHOLDS, WebhookError, parseThresholds, setWebhook } from '../../services/webhooks.js';
 import { accountOf, field, seeOther, sendHtml, setFlash, takeFlash, type ConsoleDeps } from '../deps.js';
 import { accountPage, tokenConfirmPage } from '../pages/account.js';
 import { SESSION_COOKIE } from '../session.js';
@@ -17,11 +18,15 @@ export default function accountRoutes(app: FastifyInstance, deps: ConsoleDeps): 
     const account = accountOf(request);
     // The full token lives (sealed) in the session for one redirect only; this read discards it.
     let revealedToken: string | null = null;
+    let revealedSecret: string | null = null;
     const reveal = request.session.reveal;
     if (reveal) {
       delete request.session.reveal;
       if (reveal.kind === 'token') revealedToken = deps.sealer.open(reveal.sealed);
+      if (reveal.kind === 'webhook-secret') revealedSecret = deps.sealer.open(reveal.sealed);
     }
+    const webhook = await store.webhooks.get(account.id);
+    if (revealedSecret && webhook?.secret !== revealedSecret) revealedSecret = null; // set again elsewhere since
     const token = await store.tokens.activeToken(account.id);
     if (revealedToken && token && !revealedToken.startsWith(`${token.access_key}.`)) revealedToken = null; // reset again elsewhere since
     return sendHtml(
@@ -34,6 +39,8 @@ export default function accountRoutes(app: FastifyInstance, deps: ConsoleDeps): 
         createdAtSec: account.created_at,
         token: token ? { accessKey: token.access_key, createdAtSec: token.created_at } : null,
         revealedToken,
+        webhook: webhook ? { url: webhook.url, thresholds: webhook.thresholds } : null,
+        revealedWebhookSecret: revealedSecret,
         sessionCount: await deps.sessions.countForAccount(account.id),
         flash: takeFlash(request),
       }),
@@ -52,6 +59,29 @@ export default function accountRoutes(app: FastifyInstance, deps: ConsoleDeps): 
     const minted = await resetToken(store, account.id);
     request.session.reveal = { kind: 'token', sealed: deps.sealer.seal(minted.token) };
     request.log.info({ event: 'console_token_reset', account_id: account.id, access_key: minted.accessKey }, 'api token made in the console');
+    return seeOther(reply, '/console/account');
+  });
+
+  app.post('/webhook', async (request, reply) => {
+    const account = accountOf(request);
+    const url = field(request.body, 'url').trim();
+    const thresholdsText = field(request.body, 'thresholds').trim();
+    try {
+      const thresholds = thresholdsText ? parseThresholds(thresholdsText) : DEFAULT_THRESHOLDS;
+      const set = await setWebhook(store, account.id, { url, thresholds }, { allowPrivate: deps.ctx.allowPrivateWebhooks });
+      request.session.reveal = { kind: 'webhook-secret', sealed: deps.sealer.seal(set.secret) };
+      request.log.info({ event: 'console_webhook_set', account_id: account.id }, 'webhook set in the console');
+    } catch (e) {
+      if (!(e instanceof WebhookError)) throw e;
+      setFlash(request, 'error', `The webhook was not saved. ${e.message.replace(/^url: /, 'URL: ').replace(/^thresholds: /, 'Thresholds: ')}.`);
+    }
+    return seeOther(reply, '/console/account');
+  });
+
+  app.post('/webhook/remove', async (request, reply) => {
+    const account = accountOf(request);
+    await store.webhooks.remove(account.id);
+    setFlash(request, 'success', 'The webhook was removed.');
     return seeOther(reply, '/console/account');
   });
 

@@ -1,7 +1,7 @@
 // Usage page and its CSV: the signed-in account's own metered usage only (every query is by its account id),
 // both over the account's current period.
 import type { FastifyInstance } from 'fastify';
-import { usageReport, usageText } from '../../services/usage.js';
+import { usageDomains, usageReport, usageText } from '../../services/usage.js';
 import { accountOf, sendHtml, takeFlash, type ConsoleDeps } from '../deps.js';
 import { usagePage } from '../pages/usage.js';
 import { accountPeriodStart } from '../../metering/plans.js';
@@ -10,6 +10,8 @@ import { PERIOD_MS, bucketStart } from '../../store/usage-sql.js';
 import { formatSize } from '../../../contract/size.js';
 
 const HOUR = PERIOD_MS.hour;
+/** Domains the Usage page names; the rest are summed as "Other". */
+const TOP_DOMAINS = 10;
 const DAY = PERIOD_MS.day;
 
 /** The account's plan and where its current period started: what the page and its CSV both cover. */
@@ -29,10 +31,11 @@ export default function usageRoutes(app: FastifyInstance, deps: ConsoleDeps): vo
     const hourStarts = Array.from({ length: 24 }, (_, i) => hourNow - (23 - i) * HOUR);
     const dayStarts = Array.from({ length: 30 }, (_, i) => dayNow - (29 - i) * DAY);
     const { plan, from } = await currentPeriod(store, account.id, now);
-    const [byUser, hours, days] = await Promise.all([
+    const [byUser, hours, days, domains] = await Promise.all([
       usageReport(store, account.id, 'user', from, now + 1, now),
       usageReport(store, account.id, 'hour', hourStarts[0]!, now + 1, now),
       usageReport(store, account.id, 'day', dayStarts[0]!, now + 1, now),
+      usageDomains(store, account.id, { from, limit: TOP_DOMAINS }, now),
     ]);
     const since = new Date(from).toISOString().slice(0, 10);
     const periodLabel = !plan
@@ -44,7 +47,7 @@ export default function usageRoutes(app: FastifyInstance, deps: ConsoleDeps): vo
     const expired = plan?.expiresAt != null && plan.expiresAt <= now;
     return sendHtml(
       reply,
-      usagePage({ csrf: reply.generateCsrf(), email: account.email, periodLabel, limit: expired ? `${limit} (plan expired)` : limit, byUser, hours, days, hourStarts, dayStarts, flash: takeFlash(request) }),
+      usagePage({ csrf: reply.generateCsrf(), email: account.email, periodLabel, limit: expired ? `${limit} (plan expired)` : limit, byUser, hours, days, domains, hourStarts, dayStarts, flash: takeFlash(request) }),
     );
   });
 

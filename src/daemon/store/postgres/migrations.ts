@@ -421,7 +421,47 @@ export const PG_MIGRATIONS: readonly string[] = [
   ALTER TABLE fleet_secrets ADD COLUMN previous text;
   ALTER TABLE fleet_secrets ADD COLUMN rotated_at timestamptz;
   `,
-  // 13: the connection log in daily partitions (UTC days of started_ms): retention and the size cap drop whole
+  // 13: usage per registrable domain, as SQLite's migration 10.
+  `
+  CREATE TABLE usage_domains (
+    account_id  integer NOT NULL,
+    day_ms      bigint NOT NULL,
+    subject     text NOT NULL,
+    node        text NOT NULL,
+    domain      text NOT NULL,
+    bytes_up    bigint NOT NULL DEFAULT 0,
+    bytes_down  bigint NOT NULL DEFAULT 0,
+    connections bigint NOT NULL DEFAULT 0,
+    PRIMARY KEY (account_id, day_ms, subject, node, domain)
+  );
+  CREATE INDEX usage_domains_age ON usage_domains(day_ms);
+  `,
+  // 14: webhooks, as SQLite's migration 11.
+  `
+  CREATE TABLE webhooks (
+    account_id integer PRIMARY KEY REFERENCES accounts(id) ON DELETE CASCADE,
+    url        text NOT NULL,
+    thresholds text NOT NULL,
+    secret     text NOT NULL
+  );
+  CREATE TABLE webhook_events (
+    id               text PRIMARY KEY,
+    account_id       integer NOT NULL,
+    type             text NOT NULL,
+    once_key         text NOT NULL,
+    body             text NOT NULL,
+    state            text NOT NULL DEFAULT 'pending',
+    attempts         integer NOT NULL DEFAULT 0,
+    last_status      integer,
+    next_at_ms       bigint NOT NULL,
+    created_at_ms    bigint NOT NULL,
+    claimed_by       text,
+    claimed_until_ms bigint,
+    UNIQUE (account_id, once_key)
+  );
+  CREATE INDEX webhook_events_due ON webhook_events(state, next_at_ms);
+  `,
+  // 15: the connection log in daily partitions (UTC days of started_ms): retention and the size cap drop whole
   // days in constant time instead of deleting row by row. Rows already there move into their days' partitions.
   // A unique index of a partitioned table must hold the partition key: a batch sent again carries the same
   // (request_id, started_ms), so it still adds nothing.
@@ -479,7 +519,7 @@ export const PG_MIGRATIONS: readonly string[] = [
     FROM connection_log_unpartitioned;
   DROP TABLE connection_log_unpartitioned;
   `,
-  // 14: a SOCKS5 UDP association's record counts its datagrams each way (null on every other record).
+  // 16: a SOCKS5 UDP association's record counts its datagrams each way (null on every other record).
   `
   ALTER TABLE connection_log ADD COLUMN datagrams_up bigint;
   ALTER TABLE connection_log ADD COLUMN datagrams_down bigint;

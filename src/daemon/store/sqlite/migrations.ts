@@ -245,7 +245,49 @@ export const MIGRATIONS: readonly string[] = [
   ALTER TABLE connection_log ADD COLUMN exit TEXT;
   ALTER TABLE connection_log ADD COLUMN exit_moved_from TEXT;
   `,
-  // 10: a SOCKS5 UDP association's record counts its datagrams each way (null on every other record).
+  // 10: usage per registrable domain of the target, per day, subject and writing node (as usage_buckets: no two
+  // nodes wait on one row); pruned with the day buckets.
+  `
+  CREATE TABLE IF NOT EXISTS usage_domains (
+    account_id  INTEGER NOT NULL,
+    day_ms      INTEGER NOT NULL,
+    subject     TEXT NOT NULL,
+    node        TEXT NOT NULL,
+    domain      TEXT NOT NULL,
+    bytes_up    INTEGER NOT NULL DEFAULT 0,
+    bytes_down  INTEGER NOT NULL DEFAULT 0,
+    connections INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (account_id, day_ms, subject, node, domain)
+  ) WITHOUT ROWID;
+  CREATE INDEX IF NOT EXISTS usage_domains_age ON usage_domains(day_ms);
+  `,
+  // 11: webhooks: one per account, and the events to deliver (once per account and key: a threshold of a period,
+  // an expiry), claimed by one process at a time.
+  `
+  CREATE TABLE IF NOT EXISTS webhooks (
+    account_id INTEGER PRIMARY KEY REFERENCES accounts(id) ON DELETE CASCADE,
+    url        TEXT NOT NULL,
+    thresholds TEXT NOT NULL,
+    secret     TEXT NOT NULL
+  );
+  CREATE TABLE IF NOT EXISTS webhook_events (
+    id               TEXT PRIMARY KEY,
+    account_id       INTEGER NOT NULL,
+    type             TEXT NOT NULL,
+    once_key         TEXT NOT NULL,
+    body             TEXT NOT NULL,
+    state            TEXT NOT NULL DEFAULT 'pending',
+    attempts         INTEGER NOT NULL DEFAULT 0,
+    last_status      INTEGER,
+    next_at_ms       INTEGER NOT NULL,
+    created_at_ms    INTEGER NOT NULL,
+    claimed_by       TEXT,
+    claimed_until_ms INTEGER,
+    UNIQUE (account_id, once_key)
+  );
+  CREATE INDEX IF NOT EXISTS webhook_events_due ON webhook_events(state, next_at_ms);
+  `,
+  // 12: a SOCKS5 UDP association's record counts its datagrams each way (null on every other record).
   `
   ALTER TABLE connection_log ADD COLUMN datagrams_up INTEGER;
   ALTER TABLE connection_log ADD COLUMN datagrams_down INTEGER;

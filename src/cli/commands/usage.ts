@@ -1,0 +1,144 @@
+// `proxyctl usage`: the account's usage by user, day, hour or domain (docs/cli.md, "Usage"), read from the usage
+// API; a table in binary units (a bar per row on a terminal), the endpoint's data with --json, CSV with --csv.
+import { parseApiTime } from '../../contract/schemas.js';
+import { formatSize } from '../../contract/size.js';
+import type { UsageParams } from '../api.js';
+import type { Context } from '../context.js';
+import type { Deps } from '../deps.js';
+import { UsageError } from '../errors.js';
+import { Exit, type ExitCode } from '../exit-codes.js';
+import { apiFailure, openSession } from './shared.js';
+
+export type UsageBy = 'user' | 'day' | 'hour' | 'domain';
+
+export interface UsageOptions {
+  ctx: Context;
+  by: UsageBy;
+  from?: string;
+  to?: string;
+  user?: string;
+  limit?: number;
+  csv: boolean;
+}
+
+interface Row {
+  key: string;
+  bytes_up: number;
+  bytes_down: number;
+  connections: number;
+}
+
+/** The key column's name: also the CSV header's first field. */
+const KEY: Record<UsageBy, 'user' | 'time' | 'domain'> = { user: 'user', day: 'time', hour: 'time', domain: 'domain' };
+
+/** What the domains' `other` is called in a table or CSV: no host name holds parentheses. */
+export const OTHER_ROW = '(other)';
+
+const BAR_WIDTH = 24;
+
+function checkOptions(o: UsageOptions): void {
+  if (o.csv && o.ctx.json) throw new UsageError('--csv and --json do not go together');
+  if (o.limit !== undefined && o.by !== 'domain') throw new UsageError('--limit goes with --by domain');
+  if (o.user !== undefined && o.by === 'user') throw new UsageError('--user goes with --by day, hour or domain');
+  for (const [flag, v] of [
+    ['--from', o.from],
+    ['--to', o.to],
+  ] as const) {
+    if (v === undefined) continue;
+    if (o.by === 'domain' ? !/^\d{4}-\d{2}-\d{2}$/.test(v) || parseApiTime(v) === null : parseApiTime(v) === null) {
+      throw new UsageError(o.by === 'domain' ? `${flag} must be a day, YYYY-MM-DD (UTC)` : `${flag} must be an ISO 8601 date (2026-11-01) or date-time with a zone (2026-11-01T10:00:00Z)`);
+    }
+  }
+}
+
+export async function runUsage(opts: UsageOptions, deps: Deps): Promise<ExitCode> {
+  checkOptions(opts);
+  const { ctx } = opts;
+  const { out } = deps;
+  const { api, resolved } = await openSession(ctx, deps);
+  const params: UsageParams = {};
+  if (opts.from !== undefined) params.from = opts.from;
+  if (opts.to !== undefined) params.to = opts.to;
+  if (opts.user !== undefined) params.user = opts.user;
+  let data: unknown;
+  let rows: Row[];
+  let total: Omit<Row, 'key'>;
+  let caption: string;
+  try {
+    if (opts.by === 'user') {
+      const d = await api.usageSummary(params);
+      data = d;
+      rows = d.users.map((u) => ({ key: u.user, bytes_up: u.bytes_up, bytes_down: u.bytes_down, connections: u.connections }));
+      total = { bytes_up: d.bytes_up, bytes_down: d.bytes_down, connections: d.connections };
+      const limit = d.plan?.traffic_limit != null ? ` of ${formatSize(d.plan.traffic_limit)} per ${d.plan.period === 'lifetime' ? 'plan' : d.plan.period}` : '';
+      caption = `${d.from} to ${d.to}: ${formatSize(total.bytes_up + total.bytes_down)}${limit}`;
+    } else if (opts.by === 'domain') {
+      const d = await api.usageDomains({ ...params, ...(opts.limit !== undefined ? { limit: opts.limit } : {}) });
+      data = d;
+      rows = d.domains.map((x) => ({ key: x.domain, bytes_up: x.bytes_up, bytes_down: x.bytes_down, connections: x.connections }));
+      if (d.other.bytes_up + d.other.bytes_down + d.other.connections > 0) rows.push({ key: OTHER_ROW, ...d.other });
+      total = sum(rows);
+      caption = `${rows.length} rows`;
+    } else {
+      const d = await api.usageSeries({ ...params, granularity: opts.by });
+      data = d;
+      rows = d.points.map((p) => ({ key: p.time, bytes_up: p.bytes_up, bytes_down: p.bytes_down, connections: p.connections }));
+      total = sum(rows);
+      caption = `${rows.length} ${opts.by === 'day' ? 'days' : 'hours'}`;
+    }
+  } catch (err) {
+    throw apiFailure(err, resolved.source);
+  } finally {
+    await api.close();
+  }
+
+  if (ctx.json) {
+    out.writeJson(data);
+    return Exit.OK;
+  }
+  if (opts.csv) {
+    deps.io.stdout.write(usageCsv(KEY[opts.by], rows));
+    return Exit.OK;
+  }
+  if (rows.length === 0) {
+    out.line('No usage in this range.');
+    return Exit.OK;
+  }
+  const bars = deps.io.stdoutIsTTY;
+  const max = Math.max(1, ...rows.map((r) => r.bytes_up + r.bytes_down));
+  const label = (k: string) => (opts.by === 'day' ? k.slice(0, 10) : opts.by === 'hour' ? `${k.slice(0, 10)} ${k.slice(11, 16)}` : k);
+  const head = [{ user: 'User', time: 'Time (UTC)', domain: 'Domain' }[KEY[opts.by]], 'Up', 'Down', 'Total', 'Connections', ...(bars ? [''] : [])];
+  const body = rows.map((r) => [
+    label(r.key),
+    formatSize(r.bytes_up),
+    formatSize(r.bytes_down),
+    formatSize(r.bytes_up + r.bytes_down),
+    r.connections,
+    ...(bars ? [out.paint('cyan', bar((r.bytes_up + r.bytes_down) / max))] : []),
+  ]);
+  body.push([out.paint('bold', 'total'), formatSize(total.bytes_up), formatSize(total.bytes_down), formatSize(total.bytes_up + total.bytes_down), total.connections, ...(bars ? [''] : [])]);
+  out.line(out.table(head, body));
+  out.line(out.paint('dim', caption));
+  return Exit.OK;
+}
+
+function sum(rows: Row[]): Omit<Row, 'key'> {
+  return rows.reduce((t, r) => ({ bytes_up: t.bytes_up + r.bytes_up, bytes_down: t.bytes_down + r.bytes_down, connections: t.connections + r.connections }), { bytes_up: 0, bytes_down: 0, connections: 0 });
+}
+
+/** A bar of BAR_WIDTH cells for a share in [0, 1], in eighths; any traffic at all shows at least a sliver. */
+export function bar(share: number): string {
+  const eighths = Math.round(Math.min(1, Math.max(0, share)) * BAR_WIDTH * 8);
+  const n = share > 0 ? Math.max(1, eighths) : 0;
+  return '█'.repeat(Math.floor(n / 8)) + (n % 8 ? '▏▎▍▌▋▊▉'[(n % 8) - 1]! : '');
+}
+
+/** RFC 4180 CSV, raw byte counts; a field a spreadsheet would run as a formula is prefixed with '. */
+export function usageCsv(key: 'user' | 'time' | 'domain', rows: Row[]): string {
+  const cell = (s: string) => {
+    const safe = /^[=+\-@]/.test(s) ? `'${s}` : s;
+    return /[",\r\n]/.test(safe) ? `"${safe.replace(/"/g, '""')}"` : safe;
+  };
+  const lines = [`${key},bytes_up,bytes_down,connections`, ...rows.map((r) => [cell(r.key), r.bytes_up, r.bytes_down, r.connections].join(','))];
+  return `${lines.join('\r\n')}\r\n`;
+}

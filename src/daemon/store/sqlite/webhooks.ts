@@ -1,0 +1,57 @@
+// webhooks / webhook_events on SQLite: a claim is one write transaction, so two processes on one file never take one event.
+import type { Webhook, WebhookEvent, WebhookEventState, WebhookStore } from '../types.js';
+import { EVENT_COLUMNS, toEvent, toWebhook, type EventRow, type WebhookRow } from '../webhooks-sql.js';
+import type { Db } from './db.js';
+import { stmt } from './statements.js';
+
+export class SqliteWebhookStore implements WebhookStore {
+  constructor(private readonly db: Db) {}
+
+  async set(w: Webhook): Promise<void> {
+    stmt(this.db, `INSERT INTO webhooks (account_id, url, thresholds, secret) VALUES (?, ?, ?, ?)
+      ON CONFLICT (account_id) DO UPDATE SET url = excluded.url, thresholds = excluded.thresholds, secret = excluded.secret`).run(w.accountId, w.url, w.thresholds.join(','), w.secret);
+  }
+
+  async remove(accountId: number): Promise<boolean> {
+    return stmt(this.db, 'DELETE FROM webhooks WHERE account_id = ?').run(accountId).changes > 0;
+  }
+
+  async get(accountId: number): Promise<Webhook | null> {
+    const r = stmt<[number], WebhookRow>(this.db, 'SELECT account_id, url, thresholds, secret FROM webhooks WHERE account_id = ?').get(accountId);
+    return r ? toWebhook(r) : null;
+  }
+
+  async all(): Promise<Webhook[]> {
+    return stmt<[], WebhookRow>(this.db, 'SELECT account_id, url, thresholds, secret FROM webhooks').all().map(toWebhook);
+  }
+
+  async addEvent(e: { id: string; accountId: number; type: string; onceKey: string; body: string; nowMs: number }): Promise<boolean> {
+    return (
+      stmt(this.db, `INSERT INTO webhook_events (id, account_id, type, once_key, body, next_at_ms, created_at_ms) VALUES (?, ?, ?, ?, ?, ?, ?)
+        ON CONFLICT (account_id, once_key) DO NOTHING`).run(e.id, e.accountId, e.type, e.onceKey, e.body, e.nowMs, e.nowMs).changes > 0
+    );
+  }
+
+  async claimDue(node: string, nowMs: number, leaseMs: number, max: number): Promise<WebhookEvent[]> {
+    return this.db
+      .transaction(() => {
+        const rows = stmt<[number, number, number], EventRow>(this.db, `SELECT ${EVENT_COLUMNS} FROM webhook_events
+          WHERE state = 'pending' AND next_at_ms <= ? AND (claimed_until_ms IS NULL OR claimed_until_ms < ?) ORDER BY next_at_ms LIMIT ?`).all(nowMs, nowMs, max);
+        const claim = stmt(this.db, 'UPDATE webhook_events SET claimed_by = ?, claimed_until_ms = ? WHERE id = ?');
+        for (const r of rows) claim.run(node, nowMs + leaseMs, r.id);
+        return rows.map(toEvent);
+      })
+      .immediate();
+  }
+
+  async finish(id: string, node: string, o: { state: WebhookEventState; attempts: number; lastStatus: number | null; nextAtMs: number }): Promise<void> {
+    stmt(this.db, `UPDATE webhook_events SET state = ?, attempts = ?, last_status = ?, next_at_ms = ?, claimed_by = NULL, claimed_until_ms = NULL
+      WHERE id = ? AND claimed_by = ?`).run(o.state, o.attempts, o.lastStatus, o.nextAtMs, id, node);
+  }
+
+  async events(accountId: number, limit: number): Promise<WebhookEvent[]> {
+    return stmt<[number, number], EventRow>(this.db, `SELECT ${EVENT_COLUMNS} FROM webhook_events WHERE account_id = ? ORDER BY created_at_ms DESC, id DESC LIMIT ?`)
+      .all(accountId, limit)
+      .map(toEvent);
+  }
+}

@@ -1,0 +1,142 @@
+// `proxyctl usage` against a real API over a real store: --json is the endpoint's data, the table (binary units,
+// a bar per row on a terminal only), the CSV header and raw counts, exit codes, and shell completion listing it.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ApiClient } from '../../src/cli/api.js';
+import type { Deps } from '../../src/cli/deps.js';
+import { main } from '../../src/cli/main.js';
+import { createOutput } from '../../src/cli/output.js';
+import { TokenStore } from '../../src/cli/token-store.js';
+import { USAGE_PATHS } from '../../src/contract/paths.js';
+import { makeTestApp, q, type TestApp } from '../helpers/app.js';
+import { FakeClock, MemoryKeychain, memoryIo, tempConfigDir } from './helpers/fakes.js';
+
+let t: TestApp;
+let base: string;
+let token: string;
+
+async function cli(argv: string[], opts: { tty?: boolean; token?: string } = {}) {
+  const dir = tempConfigDir();
+  const io = memoryIo({ ...(opts.tty !== undefined ? { tty: opts.tty } : {}) });
+  const env: NodeJS.ProcessEnv = { PROXYCTL_CONFIG_DIR: dir, PROXYCTL_BASE_URL: base, PROXYCTL_API_KEY: opts.token ?? token, NO_COLOR: '1' };
+  const code = await main(argv, {
+    io,
+    env,
+    deps: async (ctx): Promise<Deps> => {
+      const out = createOutput(io, { color: ctx.color, json: ctx.json, quiet: ctx.quiet });
+      return {
+        io,
+        env,
+        clock: new FakeClock(),
+        out,
+        tokens: new TokenStore({ env, keychain: new MemoryKeychain(), dir: ctx.configDir, warn: (m) => out.warn(m), quiet: ctx.quiet }),
+        makeApi: (b, tk) => new ApiClient({ baseUrl: b, token: tk, timeoutMs: 5000 }),
+        readSecret: async () => '',
+        progress: async () => null,
+      };
+    },
+  });
+  process.exitCode = 0;
+  const result = { code, stdout: io.out(), stderr: io.err() };
+  expect(result.stdout + result.stderr).not.toContain(token.split('.')[1]!);
+  return result;
+}
+
+async function endpoint(path: string, query = ''): Promise<unknown> {
+  const r = await fetch(`${base}${path}${q(token)}${query ? `&${query}` : ''}`);
+  return ((await r.json()) as { data: unknown }).data;
+}
+
+beforeAll(async () => {
+  t = await makeTestApp();
+  Object.defineProperty(t.clock, 'now', { get: () => Date.now() });
+  const a = await t.account('cli-usage@example.com');
+  token = a.token;
+  const now = Date.now();
+  const d = (subject: string, target: string, up: number, down: number) => ({ accountId: a.accountId, subject, target, bytesUp: up, bytesDown: down, connections: 1 });
+  expect(await t.store.usage.addFlush('n1', 'f1', now, [d('user:alice', 'example.co.uk', 3 * 2 ** 20, 5 * 2 ** 20), d('ip:203.0.113.7', '198.51.100.1', 1024, 2048)])).toBe('ok');
+  expect(await t.store.usage.addFlush('n1', 'f2', now, [d('user:=bob', 'other.example', 10, 20)])).toBe('ok');
+  base = await t.app.listen({ port: 0, host: '127.0.0.1' });
+});
+afterAll(async () => {
+  await t?.close();
+});
+
+describe('proxyctl usage', () => {
+  it('--json prints exactly the endpoint\'s data, for every --by', async () => {
+    const cases: Array<[string[], string, string]> = [
+      [[], USAGE_PATHS.summary, ''],
+      [['--by', 'day'], USAGE_PATHS.series, 'granularity=day'],
+      [['--by', 'hour', '--from', new Date(Date.now() - 5 * 3_600_000).toISOString()], USAGE_PATHS.series, `granularity=hour&from=${new Date(Date.now() - 5 * 3_600_000).toISOString()}`],
+      [['--by', 'domain', '--limit', '1'], USAGE_PATHS.domains, 'limit=1'],
+      [['--by', 'domain', '--user', 'alice'], USAGE_PATHS.domains, 'user=alice'],
+    ];
+    for (const [args, path, query] of cases) {
+      const r = await cli(['usage', '--json', ...args]);
+      expect(r.code, r.stderr).toBe(0);
+      const want = await endpoint(path, query);
+      // A summary's `to` is "now": compare the rest, and `to` within a few seconds.
+      const got = JSON.parse(r.stdout) as Record<string, unknown>;
+      if (path === USAGE_PATHS.summary) {
+        expect(Math.abs(Date.parse(got.to as string) - Date.parse((want as { to: string }).to))).toBeLessThan(5000);
+        expect({ ...got, to: '' }).toEqual({ ...(want as object), to: '' });
+      } else expect(got).toEqual(want);
+    }
+  });
+
+  it('a table in binary units, totals, a bar per row on a terminal and none on a pipe', async () => {
+    const tty = await cli(['usage'], { tty: true });
+    expect(tty.code, tty.stderr).toBe(0);
+    if (process.env.PROXYD_TEST_PRINT) console.log(tty.stdout);
+    expect(tty.stdout).toMatch(/alice.*3 MiB.*5 MiB.*8 MiB.*1.*█/);
+    expect(tty.stdout).toMatch(/ip:203\.0\.113\.7.*1 KiB.*2 KiB.*3 KiB/);
+    expect(tty.stdout).toMatch(/total/);
+    const pipe = await cli(['usage', '--by', 'domain']);
+    expect(pipe.code).toBe(0);
+    expect(pipe.stdout).toMatch(/example\.co\.uk.*3 MiB.*5 MiB/);
+    expect(pipe.stdout).not.toMatch(/█/);
+    const other = await cli(['usage', '--by', 'domain', '--limit', '1']);
+    expect(other.stdout).toMatch(/\(other\)/);
+  });
+
+  it('--csv: the header per --by and raw byte counts; a formula-looking name is defused', async () => {
+    const users = await cli(['usage', '--csv']);
+    expect(users.code).toBe(0);
+    const lines = users.stdout.trimEnd().split('\r\n');
+    expect(lines[0]).toBe('user,bytes_up,bytes_down,connections');
+    expect(lines).toContain(`alice,${3 * 2 ** 20},${5 * 2 ** 20},1`);
+    expect(lines).toContain(`'=bob,10,20,1`);
+    expect((await cli(['usage', '--csv', '--by', 'day'])).stdout.split('\r\n')[0]).toBe('time,bytes_up,bytes_down,connections');
+    const domains = (await cli(['usage', '--csv', '--by', 'domain'])).stdout.split('\r\n');
+    expect(domains[0]).toBe('domain,bytes_up,bytes_down,connections');
+    expect(domains).toContain('198.51.100.1,1024,2048,1');
+  });
+
+  it('exit codes: 2 for usage errors, 4 for a rejected token, 5 when rate limited', async () => {
+    for (const args of [
+      ['usage', '--by', 'week'],
+      ['usage', '--by', 'domain', '--from', '2026-11-01T00:00:00Z'],
+      ['usage', '--from', 'yesterday'],
+      ['usage', '--limit', '5'],
+      ['usage', '--user', 'alice'],
+      ['usage', '--csv', '--json'],
+      ['usage', '--by', 'domain', '--limit', '1001'],
+    ]) {
+      const r = await cli(args);
+      expect({ args, code: r.code }).toEqual({ args, code: 2 });
+    }
+    const bad = await cli(['usage'], { token: `${token.split('.')[0]}.${'x'.repeat(43)}` });
+    expect(bad.code).toBe(4);
+    const limited = await t.account('cli-usage-limited@example.com');
+    for (let i = 0; i < 60; i++) await fetch(`${base}${USAGE_PATHS.summary}${q(limited.token)}`);
+    const r = await cli(['usage'], { token: limited.token });
+    expect(r.code).toBe(5);
+    expect(r.stderr).toMatch(/rate limited/);
+  });
+
+  it('shell completion lists the command and its options', async () => {
+    const r = await cli(['completion', 'bash']);
+    expect(r.stdout).toMatch(/usage/);
+    expect(r.stdout).toMatch(/--by/);
+    expect(r.stdout).toMatch(/user day hour domain/);
+  });
+});
