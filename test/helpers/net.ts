@@ -25,12 +25,19 @@ export function freePort(): Promise<number> {
   });
 }
 
-/** A UDP port free on 127.0.0.1 right now. */
+/** A port free on 127.0.0.1 right now for UDP and for TCP alike (a DNS server binds both). */
 export async function freeUdpPort(): Promise<number> {
   const { default: dgram } = await import('node:dgram');
-  const s = dgram.createSocket('udp4');
-  await new Promise<void>((r) => s.bind(0, '127.0.0.1', r));
-  const port = s.address().port;
-  await new Promise<void>((r) => s.close(() => r()));
-  return port;
+  for (;;) {
+    const s = dgram.createSocket('udp4');
+    await new Promise<void>((r) => s.bind(0, '127.0.0.1', r));
+    const port = s.address().port;
+    await new Promise<void>((r) => s.close(() => r()));
+    const tcpFree = await new Promise<boolean>((resolve) => {
+      const t = net.createServer();
+      t.once('error', () => resolve(false));
+      t.listen(port, '127.0.0.1', () => t.close(() => resolve(true)));
+    });
+    if (tcpFree) return port;
+  }
 }
