@@ -65,15 +65,17 @@ export class Metrics {
         this.set({ state: 'unhealthy' }, v.filter((e) => !e.healthy).length);
       },
     });
-    new Gauge({
-      name: 'proxyd_gateway_connections_open',
-      help: 'Gateway connections open now',
-      registers: [this.registry],
-      collect() {
-        const s = self.gatewayStats?.();
-        if (s) this.set(s.connectionsOpen);
-      },
-    });
+    const gatewayGauge = (name: string, help: string, value: (s: GatewayStats) => number) =>
+      new Gauge({
+        name,
+        help,
+        registers: [this.registry],
+        collect() {
+          const s = self.gatewayStats?.();
+          if (s) this.set(value(s));
+        },
+      });
+    gatewayGauge('proxyd_gateway_connections_open', 'Gateway connections open now', (s) => s.connectionsOpen);
     // Gateway totals are read from the gateway at scrape time, one labelled counter per breakdown.
     const fromGateway = (name: string, help: string, label: string, values: (s: GatewayStats) => Record<string, number>) =>
       new Counter({
@@ -99,15 +101,7 @@ export class Metrics {
     fromGateway('proxyd_udp_datagrams_total', 'SOCKS5 UDP datagrams relayed, by direction (up = client to target)', 'direction', (s) => ({ up: s.udp.datagramsUp, down: s.udp.datagramsDown }));
     fromGateway('proxyd_udp_bytes_total', 'SOCKS5 UDP payload bytes relayed (without the RFC 1928 header), by direction', 'direction', (s) => ({ up: s.udp.bytesUp, down: s.udp.bytesDown }));
     fromGateway('proxyd_udp_dropped_total', 'SOCKS5 UDP datagrams dropped, by reason (frag, source, policy, unsolicited, malformed, over_limit)', 'reason', (s) => s.udp.dropped);
-    new Gauge({
-      name: 'proxyd_udp_associations_open',
-      help: 'SOCKS5 UDP associations open now',
-      registers: [this.registry],
-      collect() {
-        const s = self.gatewayStats?.();
-        if (s) this.set(s.udp.associationsOpen);
-      },
-    });
+    gatewayGauge('proxyd_udp_associations_open', 'SOCKS5 UDP associations open now', (s) => s.udp.associationsOpen);
     // The metered bytes are the same bytes: this node's total under the metering name.
     fromGateway('proxyd_relayed_bytes_total', 'Bytes relayed between clients and targets on this node, as metered, by direction', 'direction', (s) => ({
       up: s.bytesUp,
