@@ -10,6 +10,7 @@ import type { DialOutcome, EgressSession, ExitWish } from './dial/dialer.js';
 import { parseProxyHeader } from './wire/proxy-protocol.js';
 import { failureLogReason, httpFailureReply, httpReply, type Failure } from './replies.js';
 import { canonicalIp } from './dial/target-policy.js';
+import { AddressScreen, judgeTarget } from './dial/target-rules.js';
 import type { LogProtocol, LogReason } from './types.js';
 
 export type ListenerKind = 'http' | 'socks5';
@@ -384,9 +385,17 @@ export class ClientConn {
 export async function dialTarget(conn: ClientConn, host: string, port: number): Promise<DialOutcome> {
   // Resolving stays under the header deadline; from the connect on, the connect timeout governs.
   if (!conn.to('resolving')) return null;
+  // Target rules on the target as asked: a refused one is never resolved nor dialled.
+  const rules = conn.core.opts.targetRules;
+  const judged = rules && conn.accountId >= 0 ? judgeTarget(rules.forAccount(conn.accountId), host) : null;
+  if (judged && !(judged instanceof AddressScreen)) {
+    conn.core.countRefusal(judged.denied);
+    return { ok: false, failure: judged.denied };
+  }
   const out = await conn.core.dialer.dial({
     host,
     port,
+    screen: judged,
     session: conn.egressSession,
     want: conn.exitWish,
     // Not once the header deadline has answered instead (the connection is then `replying`).

@@ -18,6 +18,7 @@ export { EgressPrefix } from './dial/egress-prefix.js';
 export { AddressSessionTable, SessionTable } from './dial/sticky-sessions.js';
 export type { ExpiringSessions, HeldAddress, StickyAddresses, StickyAssignment, StickySessions } from './dial/sticky-sessions.js';
 export { CachingResolver } from './dial/resolver.js';
+export { TargetRuleSet, parseRuleList, MAX_RULE_ITEMS } from './dial/target-rules.js';
 export { ExitDirectory, EXIT_STALE_MS } from './hop/directory.js';
 export { HopDialer } from './hop/dialer.js';
 export { makeHopIdentity, readHopIdentity, FINGERPRINT } from './hop/identity.js';

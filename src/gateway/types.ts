@@ -6,9 +6,20 @@ import type { ByteBudget } from './relay/byte-budget.js';
 import type { Dialer, ExitWish } from './dial/dialer.js';
 import type { HopIdentity } from './hop/identity.js';
 import type { HopRefusal } from './hop/server.js';
+import type { TargetRuleSets } from './dial/target-rules.js';
 
 export type { ExitRow, ExitRegistry, ExitDirectoryOptions } from './hop/directory.js';
-export type { HopIdentity, HopRefusal };
+export type { HopIdentity, HopRefusal, TargetRuleSets };
+export type { TargetDenial, RuleItemProblem } from './dial/target-rules.js';
+
+/**
+ * The target rules in force, from the daemon's in-memory view (synchronous: asked once per connection, before
+ * its target is resolved or dialled).
+ */
+export interface TargetRules {
+  /** The service's rules and the account's (null: none). */
+  forAccount(accountId: number): TargetRuleSets;
+}
 
 // Each admission failure, precisely: the client always gets the same 407 for the first six (no oracle for
 // usernames); the connection log keeps the precise reason for the account owner and support.
@@ -65,7 +76,9 @@ export type LogReason =
   | 'target_timeout'
   | 'no_exit'
   | 'malformed'
-  | 'admission_unavailable';
+  | 'admission_unavailable'
+  | 'target_denied' // the account's target rules
+  | 'target_denied_service'; // the service's target rules (checked first)
 
 export type LogProtocol = 'http' | 'connect' | 'socks5';
 
@@ -148,6 +161,8 @@ export interface GatewayOptions {
   admission: Admitter;
   /** Plans and limits; absent: none. */
   plans?: PlanLimits;
+  /** Account and service target rules (docs/gateway.md, "Target rules"); absent: none. */
+  targetRules?: TargetRules;
   /** Where refused attempts and ended connections are reported (docs/gateway.md, "The connection log"); absent: not logged. */
   connectionLog?: ConnectionLogSink;
   limits?: Partial<GatewayLimits>;
