@@ -1,7 +1,8 @@
 // The admission view (docs/operations.md Fleet): what admits, in memory — proxy users with their password hashes, the IPs
 // held by a live entry, and each account's status — loaded once and kept current from the change log.
 // The gateway's admission reads only this, so a connection never waits for the database.
-import type { AdmissionChangeRows, AdmissionIpRow, AdmissionSnapshotRows, AdmissionUserRow, ProxyUserAuth } from '../store/index.js';
+import { TargetRuleSet, type TargetRuleSets } from '../../gateway/index.js';
+import type { AdmissionChangeRows, AdmissionIpRow, AdmissionSnapshotRows, AdmissionUserRow, ProxyUserAuth, TargetRulesRow } from '../store/index.js';
 
 /** A proxy user as admission needs it; `account_status` is 'active' or why not ('inactive', 'unknown'). */
 type AdmissionUser = Omit<ProxyUserAuth, 'account_status'> & { account_status: string };
@@ -64,6 +65,16 @@ const ipEntry = (r: AdmissionIpRow): number => r.account_id * 2 + (r.status === 
 
 const WAKE_DELAY_MS = 20;
 
+/** A row's rules compiled once (null: none). */
+function ruleSet(r: TargetRulesRow | null): TargetRuleSet | null {
+  if (!r) return null;
+  const set = new TargetRuleSet(r.deny === '' ? [] : r.deny.split(','), r.allow === '' ? [] : r.allow.split(','));
+  return set.empty ? null : set;
+}
+
+/** Stored under this id: the service's rules (no account has it). */
+const SERVICE_ID = 0;
+
 /** Without an error, a view not refreshed for this long is stale all the same (a feed call that hangs). */
 const STALL_MS = 5_000;
 
@@ -72,6 +83,8 @@ export class AdmissionView {
   // ip -> ipEntry()
   private ips = new Map<string, number>();
   private accounts = new Map<number, boolean>();
+  /** Compiled target rules by account id (SERVICE_ID: the service's). */
+  private rules = new Map<number, TargetRuleSet>();
   private seq = 0;
   private lastSyncAt = 0;
   private failing: string | null = null;
@@ -179,6 +192,11 @@ export class AdmissionView {
     return { accountId, entryActive: (e & 1) === 1, accountActive: this.accounts.get(accountId) === true };
   }
 
+  /** The target rules a connection of this account is checked against (docs/gateway.md, "Target rules"). */
+  targetRules(accountId: number): TargetRuleSets {
+    return { service: this.rules.get(SERVICE_ID) ?? null, account: this.rules.get(accountId) ?? null };
+  }
+
   /** Throws AdmissionUnavailable once the feed has failed for longer than the stale window. */
   assertAdmitting(): void {
     if (this.status().state === 'expired') throw new AdmissionUnavailable();
@@ -228,9 +246,15 @@ export class AdmissionView {
     for (const r of snap.ips) ips.set(r.ip, ipEntry(r));
     const accounts = new Map<number, boolean>();
     for (const r of snap.accounts) accounts.set(r.id, r.status === 'active');
+    const rules = new Map<number, TargetRuleSet>();
+    for (const r of snap.rules) {
+      const set = ruleSet(r);
+      if (set) rules.set(r.account_id, set);
+    }
     this.users = users;
     this.ips = ips;
     this.accounts = accounts;
+    this.rules = rules;
     this.seq = snap.seq;
     this.reloads++;
   }
@@ -247,6 +271,11 @@ export class AdmissionView {
     for (const { id, row } of ch.accounts) {
       if (!row) this.accounts.delete(id);
       else this.accounts.set(id, row.status === 'active');
+    }
+    for (const { id, row } of ch.rules) {
+      const set = ruleSet(row);
+      if (set) this.rules.set(id, set);
+      else this.rules.delete(id);
     }
     this.seq = ch.seq;
   }

@@ -297,6 +297,8 @@ export async function startDaemon(cfg: ServeConfig, log: DaemonLog): Promise<Run
     // The API's address; the gateway adds its own listeners' (read once when bound: a getsockname per dial cost ~6 % of set-up CPU).
     ownListeners: () => ownApi,
     admission,
+    // Target rules from the same view: a change reaches new connections as fast as any admission change.
+    targetRules: { forAccount: (id) => view.targetRules(id) },
     connectionLog: connLog ?? undefined,
     plans,
     limits: gatewayLimits,

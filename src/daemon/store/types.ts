@@ -340,11 +340,19 @@ export interface AdmissionAccountRow {
   status: string;
 }
 
+/** An account's target rules (account_id 0: the service's), canonical items joined by commas. */
+export interface TargetRulesRow {
+  account_id: number;
+  deny: string;
+  allow: string;
+}
+
 export interface AdmissionSnapshotRows {
   seq: number;
   users: AdmissionUserRow[];
   ips: AdmissionIpRow[];
   accounts: AdmissionAccountRow[];
+  rules: TargetRulesRow[];
 }
 
 /** Current state of every key named by the log rows read; `null` state: the key no longer admits. */
@@ -356,6 +364,18 @@ export interface AdmissionChangeRows {
   users: Array<{ username: string; row: AdmissionUserRow | null }>;
   ips: Array<{ ip: string; row: AdmissionIpRow | null }>;
   accounts: Array<{ id: number; row: AdmissionAccountRow | null }>;
+  /** Target rules of every account key read (the service's under id 0); null: none. */
+  rules: Array<{ id: number; row: TargetRulesRow | null }>;
+}
+
+/** The service's target rules are stored under this account id (no account has it). */
+export const SERVICE_RULES_ID = 0;
+
+/** Target rules (docs/gateway.md, "Target rules"): canonical items, validated by the caller. */
+export interface TargetRulesStore {
+  get(accountId: number): Promise<{ deny: string[]; allow: string[] }>;
+  /** Replaces both lists (empty lists remove the row). */
+  set(accountId: number, rules: { deny: readonly string[]; allow: readonly string[] }): Promise<void>;
 }
 
 /**
@@ -431,6 +451,7 @@ export interface Store {
   readonly sessions: ConsoleSessionStore;
   readonly usage: UsageStore;
   readonly plans: PlanStore;
+  readonly targetRules: TargetRulesStore;
   /** Exit nodes of an entry/exit fleet; null on SQLite (roles need PostgreSQL). */
   readonly exits: ExitStore | null;
   readonly connectionLog: ConnectionLogStore;

@@ -13,6 +13,7 @@ import { PgConsoleSessionStore } from './sessions.js';
 import { PgTokenStore } from './tokens.js';
 import { PgUsageStore } from './usage.js';
 import { PgPlanStore } from './plans.js';
+import { PgTargetRulesStore } from './target-rules.js';
 import { PgExitStore } from './exits.js';
 import { PgWhitelistStore } from './whitelist.js';
 
@@ -33,6 +34,7 @@ export class PostgresStore implements Store {
   readonly sessions: PgConsoleSessionStore;
   readonly usage: PgUsageStore;
   readonly plans: PgPlanStore;
+  readonly targetRules: PgTargetRulesStore;
   readonly exits: PgExitStore;
   readonly connectionLog: PgConnectionLogStore;
   readonly changeLog: PgChangeLogStore;
@@ -60,6 +62,7 @@ export class PostgresStore implements Store {
     // Every node reads the plans twice a second: on the gateway's lane, so a backlog of these reads after an
     // outage never queues the API's calls.
     this.plans = new PgPlanStore(writes, nowSec);
+    this.targetRules = new PgTargetRulesStore(sql, nowSec);
     // Heartbeats and the entries' reads of them: on the background lane, beside the change feed.
     this.exits = new PgExitStore(background, nowSec);
     this.connectionLog = new PgConnectionLogStore(writes, nowSec);

@@ -13,6 +13,7 @@ import { stmt } from './statements.js';
 import { SqliteTokenStore } from './tokens.js';
 import { SqliteUsageStore } from './usage.js';
 import { SqlitePlanStore } from './plans.js';
+import { SqliteTargetRulesStore } from './target-rules.js';
 import { SqliteWhitelistStore } from './whitelist.js';
 
 interface SqliteStoreOptions {
@@ -30,6 +31,7 @@ export class SqliteStore implements Store {
   readonly sessions: SqliteConsoleSessionStore;
   readonly usage: SqliteUsageStore;
   readonly plans: SqlitePlanStore;
+  readonly targetRules: SqliteTargetRulesStore;
   /** Entry and exit roles need a fleet database (PostgreSQL). */
   readonly exits = null;
   readonly connectionLog: SqliteConnectionLogStore;
@@ -55,6 +57,7 @@ export class SqliteStore implements Store {
     // lock another process holds (an admin command, a backup): their callers keep the data for the next flush.
     this.usage = new SqliteUsageStore(db, () => this.gatewayWriter());
     this.plans = new SqlitePlanStore(db, nowSec);
+    this.targetRules = new SqliteTargetRulesStore(db, nowSec);
     this.changeLog = new SqliteChangeLogStore(db, dataDir);
     this.connectionLog = new SqliteConnectionLogStore(db, () => this.gatewayWriter());
   }
