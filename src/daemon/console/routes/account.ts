@@ -3,6 +3,7 @@ import type { FastifyInstance } from 'fastify';
 import { passwordProblem } from '../../../contract/password.js';
 import { hashPassword, verifyPassword } from '../../secrets.js';
 import { resetToken } from '../../services/tokens.js';
+import { describeProblems, getTargetRules, setTargetRules } from '../../services/target-rules.js';
 import { accountOf, field, seeOther, sendHtml, setFlash, takeFlash, type ConsoleDeps } from '../deps.js';
 import { accountPage, tokenConfirmPage } from '../pages/account.js';
 import { SESSION_COOKIE } from '../session.js';
@@ -35,6 +36,7 @@ export default function accountRoutes(app: FastifyInstance, deps: ConsoleDeps): 
         token: token ? { accessKey: token.access_key, createdAtSec: token.created_at } : null,
         revealedToken,
         sessionCount: await deps.sessions.countForAccount(account.id),
+        rules: await getTargetRules(store, account.id),
         flash: takeFlash(request),
       }),
     );
@@ -52,6 +54,24 @@ export default function accountRoutes(app: FastifyInstance, deps: ConsoleDeps): 
     const minted = await resetToken(store, account.id);
     request.session.reveal = { kind: 'token', sealed: deps.sealer.seal(minted.token) };
     request.log.info({ event: 'console_token_reset', account_id: account.id, access_key: minted.accessKey }, 'api token made in the console');
+    return seeOther(reply, '/console/account');
+  });
+
+  app.post('/target-rules', async (request, reply) => {
+    const account = accountOf(request);
+    // Lines or commas, as typed; an empty box empties its list.
+    const list = (name: string) => {
+      const items = field(request.body, name).split(/[\r\n,]+/).map((i) => i.trim()).filter((i) => i !== '');
+      return items.length ? items.join(',') : 'none';
+    };
+    const r = await setTargetRules(store, account.id, { deny: list('deny'), allow: list('allow') });
+    if (!r.ok) {
+      const which = r.code === 'invalid_items' && r.list === 'allow' ? 'Allowed targets' : 'Denied targets';
+      setFlash(request, 'error', `${which}: ${r.code === 'invalid_items' ? describeProblems(r.problems) : 'not accepted'}. Your target rules were not changed.`);
+      return seeOther(reply, '/console/account');
+    }
+    request.log.info({ event: 'console_target_rules', account_id: account.id, deny: r.rules.deny.length, allow: r.rules.allow.length }, 'target rules saved');
+    setFlash(request, 'success', 'Saved your target rules. Every gateway applies them to new connections within a second.');
     return seeOther(reply, '/console/account');
   });
 
