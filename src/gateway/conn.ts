@@ -5,6 +5,7 @@
 import type net from 'node:net';
 import { ByteQueue } from './wire/byte-queue.js';
 import type { ByteBudget } from './relay/byte-budget.js';
+import type { RateBudget } from './relay/rate-budget.js';
 import type { GatewayCore } from './core.js';
 import type { DialOutcome, EgressSession, ExitWish } from './dial/dialer.js';
 import { parseProxyHeader } from './wire/proxy-protocol.js';
@@ -121,6 +122,8 @@ export class ClientConn {
   meteredDown = 0;
   /** Set when admitted under a traffic limit: the pump takes every relayed byte from it (byte-budget.ts). */
   budget: ByteBudget | null = null;
+  /** Set when admitted under a rate limit: the pump takes every relayed byte from its direction's bucket (rate-budget.ts). */
+  rate: RateBudget | null = null;
   /** The admitted username's sticky session (null: the connection rotates over the egress pool). */
   egressSession: EgressSession | null = null;
   /** The username's targeting (`-country-`, `-city-`), null: any exit. */
@@ -280,6 +283,7 @@ export class ClientConn {
     this.accountId = out.accountId; // released when the socket closes
     this.meterSubject = out.subject;
     this.budget = out.budget ?? null;
+    this.rate = out.rate ?? null;
     this.egressSession = out.session;
     this.exitWish = out.want ?? null;
     return this.closed ? 'gone' : null;

@@ -14,6 +14,8 @@ export type * from './types.js';
 export { DEFAULT_LIMITS } from './limits.js';
 export { usageKey } from './core.js';
 export { ByteBudget } from './relay/byte-budget.js';
+export { RateBucket } from './relay/rate-budget.js';
+export type { RateBudget } from './relay/rate-budget.js';
 export { EgressPrefix } from './dial/egress-prefix.js';
 export { AddressSessionTable, SessionTable } from './dial/sticky-sessions.js';
 export type { ExpiringSessions, HeldAddress, StickyAddresses, StickyAssignment, StickySessions } from './dial/sticky-sessions.js';
@@ -117,6 +119,7 @@ export async function startGateway(opts: GatewayOptions): Promise<Gateway> {
     collectUsage: () => core.collectUsage(),
     closeWhere: (match) => core.closeWhere(match),
     rebudget: (budgetFor) => core.rebudget(budgetFor),
+    rerate: (rateFor) => core.rerate(rateFor),
     openConnections: (accountId, subject) => core.openConnections(accountId, subject),
     close(drainMs: number): Promise<void> {
       closing ??= (async () => {

@@ -3,6 +3,7 @@
 import type { EgressPrefix } from './dial/egress-prefix.js';
 import type { StickyAddresses, StickySessions } from './dial/sticky-sessions.js';
 import type { ByteBudget } from './relay/byte-budget.js';
+import type { RateBudget } from './relay/rate-budget.js';
 import type { Dialer, ExitWish } from './dial/dialer.js';
 import type { HopIdentity } from './hop/identity.js';
 import type { HopRefusal } from './hop/server.js';
@@ -126,6 +127,8 @@ export interface PlanLimits {
   moreSlots(accountId: number, subject: string, open: () => { account: number; user: number }): Promise<void>;
   /** The byte budget connections of this account and subject relay under; null: no traffic limit. */
   budgetFor(accountId: number, subject: string): ByteBudget | null;
+  /** The rate budget this subject's connections on this node share (the user's, under the account's); null: no rate limit. */
+  rateFor?(accountId: number, subject: string): RateBudget | null;
 }
 
 /** What a presented username asks for (the daemon injects the rule that parses it). */
@@ -200,6 +203,8 @@ export interface Gateway {
   closeWhere(match: (accountId: number, subject: string) => boolean): number;
   /** Puts every open admitted connection under the byte budget `budgetFor` gives now (null: none). */
   rebudget(budgetFor: (accountId: number, subject: string) => ByteBudget | null): void;
+  /** Puts every open admitted connection under the rate budget `rateFor` gives now (null: none, parked readers go on). */
+  rerate(rateFor: (accountId: number, subject: string) => RateBudget | null): void;
 }
 
 export interface GatewayStats {

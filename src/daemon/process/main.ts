@@ -230,6 +230,7 @@ export function buildProgram(): Command {
     .addOption(new Option('--period <period>', 'what the traffic limit is per').choices(['day', 'month', 'lifetime']))
     .option('--max-connections <n|none>', 'concurrent connections of the account')
     .option('--expires <iso|never>', 'when the plan ends')
+    .option('--rate-limit <rate|none>', 'bits per second each way for the account\'s connections on each node: 10mbit, 1gbit, 500kbit, or none')
     .addOption(dataDirOption())
     .addOption(databaseUrlOption())
     .action(planAction((m) => m.planSet));
@@ -269,6 +270,7 @@ export function buildProgram(): Command {
     .requiredOption('--username <username>')
     .option('--traffic-limit <size|none>', 'bytes per the account\'s period')
     .option('--max-connections <n|none>', 'concurrent connections of this user')
+    .option('--rate-limit <rate|none>', 'bits per second each way for this user\'s connections on each node: 10mbit, 1gbit, 500kbit, or none')
     .addOption(dataDirOption())
     .addOption(databaseUrlOption())
     .action(planAction((m) => m.proxyUserSet));

@@ -239,6 +239,7 @@ export async function startDaemon(cfg: ServeConfig, log: DaemonLog): Promise<Run
     openConnections: (accountId, subject) => gateway?.openConnections(accountId, subject) ?? 0,
     close: (match) => gateway?.closeWhere(match) ?? 0,
     rebudget: (budgetFor) => gateway?.rebudget(budgetFor),
+    rerate: (rateFor) => gateway?.rerate(rateFor),
     grantBytes: process.env.PROXYD_GRANT_BYTES ? intFromEnv('PROXYD_GRANT_BYTES', 1, 4 * 2 ** 20) : undefined,
     log,
   });

@@ -220,6 +220,8 @@ export interface Plan {
   anchorDay: number;
   maxConnections: number | null;
   expiresAt: number | null;
+  /** Bits per second each way, per node, for the account's connections together (docs/operations.md); null: none. */
+  rateLimit?: number | null;
 }
 
 /** A proxy user's limits inside its account's plan. */
@@ -228,6 +230,8 @@ export interface UserLimits {
   username: string;
   trafficLimit: number | null;
   maxConnections: number | null;
+  /** Bits per second each way, per node, for the user's connections together; null: none. */
+  rateLimit?: number | null;
 }
 
 export interface PlanStore {
@@ -235,7 +239,7 @@ export interface PlanStore {
   /** Creates or replaces the account's plan. */
   set(plan: Plan): Promise<void>;
   /** False when the account has no proxy user of that name. */
-  setUserLimits(accountId: number, username: string, limits: { trafficLimit: number | null; maxConnections: number | null }): Promise<boolean>;
+  setUserLimits(accountId: number, username: string, limits: { trafficLimit: number | null; maxConnections: number | null; rateLimit?: number | null }): Promise<boolean>;
   userLimits(accountId: number): Promise<UserLimits[]>;
   /** Every plan and every user with a limit: what the nodes enforce. */
   all(): Promise<{ plans: Plan[]; users: UserLimits[] }>;

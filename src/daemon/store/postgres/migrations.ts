@@ -433,4 +433,9 @@ export const PG_MIGRATIONS: readonly string[] = [
     FOR EACH ROW EXECUTE FUNCTION proxyd_log_key('account', 'account_id');
   CREATE TRIGGER change_notify_target_rules AFTER INSERT OR UPDATE OR DELETE ON target_rules FOR EACH STATEMENT EXECUTE FUNCTION proxyd_notify_change();
   `,
+  // 14: rate limits, as SQLite's migration 11 (the plan version's statement triggers already fire).
+  `
+  ALTER TABLE plans ADD COLUMN rate_limit bigint;
+  ALTER TABLE user_limits ADD COLUMN rate_limit bigint;
+  `,
 ];

@@ -265,4 +265,10 @@ export const MIGRATIONS: readonly string[] = [
     INSERT INTO change_log (kind, key) VALUES ('account', OLD.account_id);
   END;
   `,
+  // 11: rate limits (bits per second, each direction, per node) on plans and proxy users' limits; the plan
+  // version triggers of migration 8 already fire on these updates.
+  `
+  ALTER TABLE plans ADD COLUMN rate_limit INTEGER;
+  ALTER TABLE user_limits ADD COLUMN rate_limit INTEGER;
+  `,
 ];
