@@ -2,6 +2,7 @@
 // arrive (the target for upload, the client for download: the target's own count of what it sent runs ahead by
 // the kernel's socket buffers, megabytes on loopback); the rate holds each way, a changed rate applies to open
 // tunnels, a lifted one frees them.
+import http from 'node:http';
 import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ByteBudget } from '../../src/gateway/relay/byte-budget.js';
@@ -141,5 +142,29 @@ describe('the pump under a rate budget', () => {
     for (const s of tunnels) s.destroy();
     expect(r3.down).toBeGreaterThan(20 * 125_000);
     expect(r3.up).toBeGreaterThan(20 * 125_000);
+  }, 20_000);
+
+  it('a forwarded (absolute-form) response passes at the rate too', async () => {
+    const body = Buffer.alloc(1_500_000, 0x63);
+    const origin = http.createServer((_req, res) => res.end(body));
+    await new Promise<void>((r) => origin.listen(0, '127.0.0.1', () => r()));
+    limits.rate = { up: new RateBucket(500_000), down: new RateBucket(500_000) };
+    const t0 = performance.now();
+    const got = await new Promise<number>((resolve, reject) => {
+      const req = http.request({ host: '127.0.0.1', port: g.httpPort, path: `http://127.0.0.1:${(origin.address() as net.AddressInfo).port}/`, headers: { 'Proxy-Authorization': basic('alice', 's3cret:pw') } }, (res) => {
+        let n = 0;
+        res.on('data', (c: Buffer) => (n += c.length));
+        res.on('end', () => resolve(n));
+      });
+      req.on('error', reject);
+      req.end();
+    });
+    const secs = (performance.now() - t0) / 1000;
+    limits.rate = null;
+    origin.close();
+    expect(got).toBe(body.length);
+    // One second of burst, then 500 kB/s: about 2 s for 1.5 MB (unlimited: milliseconds).
+    expect(secs).toBeGreaterThan(1.6);
+    expect(secs).toBeLessThan(3.5);
   }, 20_000);
 });
