@@ -1,8 +1,9 @@
 // Rate limits on a daemon, each way counted where the bytes arrive (upload at a target this test runs, download at
 // its clients: what the target hands its socket runs ahead by the kernel's buffers, megabytes on loopback): 8 parallel tunnels of a user limited to 8 Mbit/s
 // hold the rate within ±10 % over 10 s after the first second, downloading and uploading at once (each direction
-// has its own budget); an unlimited user at the same time keeps at least 0.8 of what it gets alone; a changed
-// limit applies to the open tunnels within 1 s, and lifting it frees them at once.
+// has its own budget); an unlimited user beside them keeps at least 0.8 of what it gets alone (paired runs, back
+// to back); a changed limit applies to the open tunnels within 1 s, and lifting it frees them at once; the
+// account's rate holds under a user's higher one.
 import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { admin, startDaemon, type Daemon } from '../helpers/daemon.js';
@@ -113,42 +114,47 @@ describe('rate limits', () => {
     target.server.close();
   });
 
-  it('8 tunnels hold 8 Mbit/s each way within ±10 % over 10 s; an unlimited user keeps ≥ 0.8 of its rate alone', async () => {
-    // The unlimited user's rate, best of several short runs (the machine is shared: one run says little).
-    const freeRate = async (): Promise<number> => {
-      const s = await tunnel(d, target, 'free');
-      await sleep(300);
-      const r = await rateOver(target, 'free', 1_200);
-      s.destroy();
-      await sleep(200);
-      return r.down + r.up;
-    };
-    const alone = [await freeRate(), await freeRate()];
-
+  it('8 tunnels hold 8 Mbit/s each way within ±10 % over 10 s, download and upload at once', async () => {
     const tunnels = await Promise.all(Array.from({ length: 8 }, () => tunnel(d, target, 'limited')));
     await sleep(1_000); // the first second may carry the bucket's one-second burst
     const t0 = performance.now();
     const a = target.count('limited');
-    const beside: number[] = [];
-    for (let i = 0; i < 3; i++) {
-      await sleep(500);
-      beside.push(await freeRate());
-    }
-    await sleep(10_000 - (performance.now() - t0));
+    await sleep(10_000);
     const b = target.count('limited');
     const secs = (performance.now() - t0) / 1000;
     for (const s of tunnels) s.destroy();
-    alone.push(await freeRate(), await freeRate());
     const want = 8_000_000 / 8; // bytes per second
     const down = (b.down - a.down) / secs;
     const up = (b.up - a.up) / secs;
-    const mib = (xs: number[]) => xs.map((x) => (x / 2 ** 20).toFixed(0)).join('/');
-    console.log(`limited: down ${(down / want).toFixed(3)}, up ${(up / want).toFixed(3)} of 8 Mbit/s over ${secs.toFixed(1)} s; unlimited (both ways) alone ${mib(alone)} MiB/s, beside it ${mib(beside)} MiB/s`);
+    console.log(`limited: down ${(down / want).toFixed(3)}, up ${(up / want).toFixed(3)} of 8 Mbit/s over ${secs.toFixed(1)} s`);
     expect(down / want).toBeGreaterThan(0.9);
     expect(down / want).toBeLessThan(1.1);
     expect(up / want).toBeGreaterThan(0.9);
     expect(up / want).toBeLessThan(1.1);
-    expect(Math.max(...beside)).toBeGreaterThanOrEqual(0.8 * Math.max(...alone));
+  }, 60_000);
+
+  it('an unlimited user beside 8 limited tunnels keeps at least 0.8 of its rate alone', async () => {
+    // Pairs, alone then beside, back to back: the shared machine's load drifts more than the tunnels cost.
+    const freeRate = async (): Promise<number> => {
+      const s = await tunnel(d, target, 'free');
+      await sleep(300);
+      const r = await rateOver(target, 'free', 1_000);
+      s.destroy();
+      await sleep(150);
+      return r.down + r.up;
+    };
+    const ratios: number[] = [];
+    for (let i = 0; i < 5; i++) {
+      const alone = await freeRate();
+      const limited = await Promise.all(Array.from({ length: 8 }, () => tunnel(d, target, 'limited')));
+      await sleep(500);
+      const beside = await freeRate();
+      for (const s of limited) s.destroy();
+      ratios.push(beside / alone);
+    }
+    const median = [...ratios].sort((x, y) => x - y)[2]!;
+    console.log(`unlimited beside 8 limited tunnels / alone: ${ratios.map((r) => r.toFixed(2)).join(', ')} (median ${median.toFixed(2)})`);
+    expect(median).toBeGreaterThanOrEqual(0.8);
   }, 60_000);
 
   it('refuses a rate it cannot read, naming the value; plan set takes one too', async () => {
@@ -177,4 +183,20 @@ describe('rate limits', () => {
     expect(lifted.down).toBeGreaterThan(20 * 250_000);
     expect(lifted.up).toBeGreaterThan(20 * 250_000);
   }, 60_000);
+
+  it('where the user and the account both have a rate, the lower holds (the account\'s here)', async () => {
+    expect((await admin(d.dataDir, ['proxy-user', 'set', '--email', EMAIL, '--username', 'limited', '--rate-limit', '8mbit'])).code).toBe(0);
+    expect((await admin(d.dataDir, ['plan', 'set', '--email', EMAIL, '--rate-limit', '4mbit'])).json.rate_limit).toBe(4_000_000);
+    await sleep(1_200);
+    const tunnels = await Promise.all(Array.from({ length: 4 }, () => tunnel(d, target, 'limited')));
+    await sleep(1_500);
+    const r = await rateOver(target, 'limited', 3_000);
+    for (const s of tunnels) s.destroy();
+    expect((await admin(d.dataDir, ['plan', 'set', '--email', EMAIL, '--rate-limit', 'none'])).code).toBe(0);
+    expect(r.down / 500_000).toBeGreaterThan(0.85);
+    expect(r.down / 500_000).toBeLessThan(1.15);
+    expect(r.up / 500_000).toBeGreaterThan(0.85);
+    expect(r.up / 500_000).toBeLessThan(1.15);
+  }, 30_000);
 });
+
