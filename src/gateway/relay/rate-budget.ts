@@ -80,6 +80,8 @@ export class RateBucket {
       this.timer = null;
       this.wake();
     }, ms);
+    // A very low rate waits long: it must not keep a stopping process alive.
+    this.timer.unref();
   }
 
   /** Parked readers look again (they park again while there is no room). */
