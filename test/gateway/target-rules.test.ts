@@ -38,6 +38,21 @@ describe('target rule lists', () => {
   });
 });
 
+describe('hostile lists and targets', () => {
+  it('random input never throws; an accepted item is its own canonical form; a check never throws', () => {
+    const alphabet = 'aZ09.-_*/:,[] \u00fc\u0000ff';
+    let seed = 42;
+    const rnd = (n: number) => ((seed = (seed * 1103515245 + 12345) % 2 ** 31), seed % n);
+    const sets: TargetRuleSets = { service: set('*.x.example,10.0.0.0/8'), account: set('y.example,::ffff:0:0/96', 'z.example,2001:db8::/32') };
+    for (let i = 0; i < 5_000; i++) {
+      const text = Array.from({ length: rnd(40) }, () => alphabet[rnd(alphabet.length)]).join('');
+      const r = parseRuleList(text);
+      if (r.ok) for (const item of r.items) expect(parseRuleList(item)).toEqual({ ok: true, items: [item] });
+      expect(() => judgeTarget(sets, text)).not.toThrow();
+    }
+  });
+});
+
 describe('the matcher', () => {
   it('example.com: it and its subdomains; *.example.com: subdomains only; names case-insensitive without a trailing dot', () => {
     const s: TargetRuleSets = { service: null, account: set('example.com,*.sub.org') };
