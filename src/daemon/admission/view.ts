@@ -2,7 +2,8 @@
 // held by a live entry, and each account's status — loaded once and kept current from the change log.
 // The gateway's admission reads only this, so a connection never waits for the database.
 import { TargetRuleSet, type TargetRuleSets } from '../../gateway/index.js';
-import type { AdmissionChangeRows, AdmissionIpRow, AdmissionSnapshotRows, AdmissionUserRow, ProxyUserAuth, TargetRulesRow } from '../store/index.js';
+import { splitItems } from '../store/target-rules-sql.js';
+import { SERVICE_RULES_ID, type AdmissionChangeRows, type AdmissionIpRow, type AdmissionSnapshotRows, type AdmissionUserRow, type ProxyUserAuth, type TargetRulesRow } from '../store/index.js';
 
 /** A proxy user as admission needs it; `account_status` is 'active' or why not ('inactive', 'unknown'). */
 type AdmissionUser = Omit<ProxyUserAuth, 'account_status'> & { account_status: string };
@@ -68,12 +69,9 @@ const WAKE_DELAY_MS = 20;
 /** A row's rules compiled once (null: none). */
 function ruleSet(r: TargetRulesRow | null): TargetRuleSet | null {
   if (!r) return null;
-  const set = new TargetRuleSet(r.deny === '' ? [] : r.deny.split(','), r.allow === '' ? [] : r.allow.split(','));
+  const set = new TargetRuleSet(splitItems(r.deny), splitItems(r.allow));
   return set.empty ? null : set;
 }
-
-/** Stored under this id: the service's rules (no account has it). */
-const SERVICE_ID = 0;
 
 /** Without an error, a view not refreshed for this long is stale all the same (a feed call that hangs). */
 const STALL_MS = 5_000;
@@ -83,7 +81,7 @@ export class AdmissionView {
   // ip -> ipEntry()
   private ips = new Map<string, number>();
   private accounts = new Map<number, boolean>();
-  /** Compiled target rules by account id (SERVICE_ID: the service's). */
+  /** Compiled target rules by account id (SERVICE_RULES_ID: the service's). */
   private rules = new Map<number, TargetRuleSet>();
   private seq = 0;
   private lastSyncAt = 0;
@@ -194,7 +192,7 @@ export class AdmissionView {
 
   /** The target rules a connection of this account is checked against (docs/gateway.md, "Target rules"). */
   targetRules(accountId: number): TargetRuleSets {
-    return { service: this.rules.get(SERVICE_ID) ?? null, account: this.rules.get(accountId) ?? null };
+    return { service: this.rules.get(SERVICE_RULES_ID) ?? null, account: this.rules.get(accountId) ?? null };
   }
 
   /** Throws AdmissionUnavailable once the feed has failed for longer than the stale window. */
