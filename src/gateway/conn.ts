@@ -5,11 +5,13 @@
 import type net from 'node:net';
 import { ByteQueue } from './wire/byte-queue.js';
 import type { ByteBudget } from './relay/byte-budget.js';
+import type { RateBudget } from './relay/rate-budget.js';
 import type { GatewayCore } from './core.js';
 import type { DialOutcome, EgressSession, ExitWish } from './dial/dialer.js';
 import { parseProxyHeader } from './wire/proxy-protocol.js';
 import { failureLogReason, httpFailureReply, httpReply, type Failure } from './replies.js';
 import { canonicalIp } from './dial/target-policy.js';
+import { AddressScreen, judgeTarget } from './dial/target-rules.js';
 import type { LogProtocol, LogReason } from './types.js';
 
 export type ListenerKind = 'http' | 'socks5';
@@ -126,6 +128,8 @@ export class ClientConn {
   meteredDown = 0;
   /** Set when admitted under a traffic limit: the pump takes every relayed byte from it (byte-budget.ts). */
   budget: ByteBudget | null = null;
+  /** Set when admitted under a rate limit: the pump takes every relayed byte from its direction's bucket (rate-budget.ts). */
+  rate: RateBudget | null = null;
   /** The admitted username's sticky session (null: the connection rotates over the egress pool). */
   egressSession: EgressSession | null = null;
   /** The username's targeting (`-country-`, `-city-`), null: any exit. */
@@ -291,6 +295,7 @@ export class ClientConn {
     this.meterSubject = out.subject;
     this.connectionUnmetered = true;
     this.budget = out.budget ?? null;
+    this.rate = out.rate ?? null;
     this.egressSession = out.session;
     this.exitWish = out.want ?? null;
     return this.closed ? 'gone' : null;
@@ -397,10 +402,18 @@ export class ClientConn {
 export async function dialTarget(conn: ClientConn, host: string, port: number): Promise<DialOutcome> {
   // Resolving stays under the header deadline; from the connect on, the connect timeout governs.
   if (!conn.to('resolving')) return null;
+  // Target rules on the target as asked: a refused one is never resolved nor dialled.
+  const rules = conn.core.opts.targetRules;
+  const judged = rules && conn.accountId >= 0 ? judgeTarget(rules.forAccount(conn.accountId), host) : null;
+  if (judged && !(judged instanceof AddressScreen)) {
+    conn.core.countRefusal(judged.denied);
+    return { ok: false, failure: judged.denied };
+  }
   conn.core.retarget(conn, host);
   const out = await conn.core.dialer.dial({
     host,
     port,
+    screen: judged,
     session: conn.egressSession,
     want: conn.exitWish,
     // Not once the header deadline has answered instead (the connection is then `replying`).

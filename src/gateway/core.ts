@@ -4,6 +4,7 @@ import { randomBytes } from 'node:crypto';
 import net from 'node:net';
 import ipaddr from 'ipaddr.js';
 import type { ByteBudget } from './relay/byte-budget.js';
+import type { RateBudget } from './relay/rate-budget.js';
 import { DirectDialer, LocatedDialer, PoolDialer, PrefixDialer, type Dialer, type EgressSession, type ExitWish, type ResolveOutcome } from './dial/dialer.js';
 import { resolveLimits } from './limits.js';
 import { Tunnels } from './relay/open-tunnels.js';
@@ -13,7 +14,7 @@ import type { AdmitFailure, GatewayLimits, GatewayOptions, GatewayStats, UsageDe
 export type { DialFailure, ResolveOutcome } from './dial/dialer.js';
 
 export type AdmitOutcome =
-  | { ok: true; accountId: number; session: EgressSession | null; subject: string; budget?: ByteBudget | null; want?: ExitWish | null }
+  | { ok: true; accountId: number; session: EgressSession | null; subject: string; budget?: ByteBudget | null; rate?: RateBudget | null; want?: ExitWish | null }
   | { ok: false; reason: AdmitFailure | 'admission_error'; accountId?: number | undefined };
 
 /** What the core tracks of a live client connection (conn.ts's ClientConn), without importing it. */
@@ -29,6 +30,8 @@ export interface LiveConn {
   connectionUnmetered: boolean;
   /** The byte budget its bytes pass under (a traffic limit on its account or user), else null. */
   budget: ByteBudget | null;
+  /** The rate budget its bytes pass under (a rate limit on its user or account), else null. */
+  rate: RateBudget | null;
   /** Bytes already handed to the meter. */
   meteredUp: number;
   meteredDown: number;
@@ -210,7 +213,7 @@ export class GatewayCore {
     this.perAccount.set(accountId, account + 1);
     this.perSubject.set(key, user + 1);
     // Its connection is counted by meter(), once the target it asks for is known (or when it ends without one).
-    return { ...out, budget: plans?.budgetFor(accountId, subject) ?? null };
+    return { ...out, budget: plans?.budgetFor(accountId, subject) ?? null, rate: plans?.rateFor?.(accountId, subject) ?? null };
   }
 
   /** Open connections of an account (and one of its subjects). */
@@ -250,6 +253,11 @@ export class GatewayCore {
   /** Puts every open admitted connection under the byte budget `budgetFor` gives now (a limit set or lifted while it is open). */
   rebudget(budgetFor: (accountId: number, subject: string) => ByteBudget | null): void {
     for (const c of this.conns) if (c.accountId >= 0) c.budget = budgetFor(c.accountId, c.meterSubject);
+  }
+
+  /** Puts every open admitted connection under the rate `rateFor` gives now (a limit set, changed or lifted while it is open). */
+  rerate(rateFor: (accountId: number, subject: string) => RateBudget | null): void {
+    for (const c of this.conns) if (c.accountId >= 0) c.rate = rateFor(c.accountId, c.meterSubject);
   }
 
   closeWhere(match: (accountId: number, subject: string) => boolean): number {

@@ -14,11 +14,14 @@ export type * from './types.js';
 export { DEFAULT_LIMITS } from './limits.js';
 export { usageKey } from './core.js';
 export { ByteBudget } from './relay/byte-budget.js';
+export { RateBucket } from './relay/rate-budget.js';
+export type { RateBudget } from './relay/rate-budget.js';
 export { EgressPrefix } from './dial/egress-prefix.js';
 export { isPublicAddress } from './dial/target-policy.js';
 export { AddressSessionTable, SessionTable } from './dial/sticky-sessions.js';
 export type { ExpiringSessions, HeldAddress, StickyAddresses, StickyAssignment, StickySessions } from './dial/sticky-sessions.js';
 export { CachingResolver } from './dial/resolver.js';
+export { TargetRuleSet, parseRuleList, MAX_RULE_ITEMS } from './dial/target-rules.js';
 export { ExitDirectory, EXIT_STALE_MS } from './hop/directory.js';
 export { HopDialer } from './hop/dialer.js';
 export { MAX_UNPROVEN as HOP_MAX_UNPROVEN, MAX_UNPROVEN_PER_SOURCE as HOP_MAX_UNPROVEN_PER_SOURCE } from './hop/server.js';
@@ -121,6 +124,7 @@ export async function startGateway(opts: GatewayOptions): Promise<Gateway> {
     collectUsage: () => core.collectUsage(),
     closeWhere: (match) => core.closeWhere(match),
     rebudget: (budgetFor) => core.rebudget(budgetFor),
+    rerate: (rateFor) => core.rerate(rateFor),
     openConnections: (accountId, subject) => core.openConnections(accountId, subject),
     close(drainMs: number): Promise<void> {
       closing ??= (async () => {

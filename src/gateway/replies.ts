@@ -3,6 +3,7 @@
 import type { DialFailure, ExitFailure } from './dial/dialer.js';
 import { Reply, encodeReply } from './wire/socks5.js';
 import type { TargetRefusal } from './dial/target-policy.js';
+import type { TargetDenial } from './dial/target-rules.js';
 import type { AdmitFailure, LogReason } from './types.js';
 
 const REASONS: Record<number, string> = {
@@ -64,7 +65,7 @@ export function httpReply(status: number, error: ProxyErrorType, detail: string,
 export const PROXY_AUTHENTICATE = 'Proxy-Authenticate: Basic realm="proxy"';
 
 /** Why a connection gets no tunnel after its handshake: admission, target policy, DNS, or the dial. */
-export type Failure = AdmitFailure | 'admission_error' | TargetRefusal | 'dns_failed' | 'no_usable_address' | DialFailure | ExitFailure;
+export type Failure = AdmitFailure | 'admission_error' | TargetRefusal | TargetDenial | 'dns_failed' | 'no_usable_address' | DialFailure | ExitFailure;
 
 interface FailureAnswer {
   status: number;
@@ -108,6 +109,8 @@ const FAILURES: Record<Failure, FailureAnswer> = {
   host_unreachable: { status: 502, error: 'destination_ip_unroutable', detail: 'target unreachable', socks: Reply.HostUnreachable, log: 'target_refused' },
   timeout: { status: 504, error: 'connection_timeout', detail: 'connecting to the target timed out', socks: Reply.TtlExpired, log: 'target_timeout' },
   no_exit: { status: 502, error: 'destination_unavailable', detail: 'no exit matches', socks: Reply.NetworkUnreachable, log: 'no_exit' },
+  target_denied: { status: 403, error: 'http_request_denied', detail: 'target denied by account policy', socks: Reply.NotAllowed, log: 'target_denied' },
+  target_denied_service: { status: 403, error: 'http_request_denied', detail: 'target denied by service policy', socks: Reply.NotAllowed, log: 'target_denied_service' },
 };
 
 export function failureLogReason(f: Failure): LogReason {

@@ -3,12 +3,24 @@
 import type { EgressPrefix } from './dial/egress-prefix.js';
 import type { StickyAddresses, StickySessions } from './dial/sticky-sessions.js';
 import type { ByteBudget } from './relay/byte-budget.js';
+import type { RateBudget } from './relay/rate-budget.js';
 import type { Dialer, ExitWish } from './dial/dialer.js';
 import type { HopIdentity } from './hop/identity.js';
 import type { HopRefusal } from './hop/server.js';
+import type { TargetRuleSets } from './dial/target-rules.js';
 
 export type { ExitRow, ExitRegistry, ExitDirectoryOptions } from './hop/directory.js';
-export type { HopIdentity, HopRefusal };
+export type { HopIdentity, HopRefusal, TargetRuleSets };
+export type { TargetDenial, RuleItemProblem } from './dial/target-rules.js';
+
+/**
+ * The target rules in force, from the daemon's in-memory view (synchronous: asked once per connection, before
+ * its target is resolved or dialled).
+ */
+export interface TargetRules {
+  /** The service's rules and the account's (null: none). */
+  forAccount(accountId: number): TargetRuleSets;
+}
 
 // Each admission failure, precisely: the client always gets the same 407 for the first six (no oracle for
 // usernames); the connection log keeps the precise reason for the account owner and support.
@@ -68,7 +80,9 @@ export type LogReason =
   | 'target_timeout'
   | 'no_exit'
   | 'malformed'
-  | 'admission_unavailable';
+  | 'admission_unavailable'
+  | 'target_denied' // the account's target rules
+  | 'target_denied_service'; // the service's target rules (checked first)
 
 export type LogProtocol = 'http' | 'connect' | 'socks5' | 'socks5-udp';
 
@@ -119,6 +133,8 @@ export interface PlanLimits {
   moreSlots(accountId: number, subject: string, open: () => { account: number; user: number }): Promise<void>;
   /** The byte budget connections of this account and subject relay under; null: no traffic limit. */
   budgetFor(accountId: number, subject: string): ByteBudget | null;
+  /** The rate budget this subject's connections on this node share (the user's, under the account's); null: no rate limit. */
+  rateFor?(accountId: number, subject: string): RateBudget | null;
 }
 
 /** What a presented username asks for (the daemon injects the rule that parses it). */
@@ -154,6 +170,8 @@ export interface GatewayOptions {
   admission: Admitter;
   /** Plans and limits; absent: none. */
   plans?: PlanLimits;
+  /** Account and service target rules (docs/gateway.md, "Target rules"); absent: none. */
+  targetRules?: TargetRules;
   /** Where refused attempts and ended connections are reported (docs/gateway.md, "The connection log"); absent: not logged. */
   connectionLog?: ConnectionLogSink;
   limits?: Partial<GatewayLimits>;
@@ -202,6 +220,8 @@ export interface Gateway {
   closeWhere(match: (accountId: number, subject: string) => boolean): number;
   /** Puts every open admitted connection under the byte budget `budgetFor` gives now (null: none). */
   rebudget(budgetFor: (accountId: number, subject: string) => ByteBudget | null): void;
+  /** Puts every open admitted connection under the rate budget `rateFor` gives now (null: none, parked readers go on). */
+  rerate(rateFor: (accountId: number, subject: string) => RateBudget | null): void;
 }
 
 export interface GatewayStats {

@@ -51,4 +51,28 @@ describe('console proxy-user form', () => {
     expect(await page.textContent('[data-testid=proxy-username]')).toBe('shop-crawler');
     await page.close();
   }, 60_000);
+
+  it('saves a rate limit per proxy user (10mbit), refuses one it cannot read with a message naming it', async () => {
+    expect((await admin(d.dataDir, ['proxy-user', 'create', '--email', 'form@example.com', '--username', 'rated-user', '--password-stdin'], 'rated-user-password-1\n')).code).toBe(0);
+    const page = await browser.newPage();
+    await signIn(page, d.api, 'form@example.com', PASSWORD);
+    await page.goto(`${d.api}/console/proxy-users`);
+    const field = page.getByLabel('Rate limit of rated-user (for example 10mbit)');
+    await field.fill('10 Mbit');
+    await page.locator('tr[data-username="rated-user"]').getByRole('button', { name: 'Save limits' }).click();
+    await page.waitForURL('**/console/proxy-users');
+    expect(await page.textContent('[data-testid=flash]')).toContain('Saved the limits of rated-user');
+    expect(await page.getByLabel('Rate limit of rated-user (for example 10mbit)').inputValue()).toBe('10mbit');
+    // The operator sees the same value (bits per second).
+    expect((await admin(d.dataDir, ['proxy-user', 'set', '--email', 'form@example.com', '--username', 'rated-user'])).json.rate_limit).toBe(10_000_000);
+
+    await page.getByLabel('Rate limit of rated-user (for example 10mbit)').fill('10mb');
+    await page.locator('tr[data-username="rated-user"]').getByRole('button', { name: 'Save limits' }).click();
+    await page.waitForURL('**/console/proxy-users');
+    const flash = await page.textContent('[data-testid=flash]');
+    expect(flash).toContain('Rate limit: expected a rate such as 10mbit');
+    expect(flash).toContain('"10mb"');
+    expect(await page.getByLabel('Rate limit of rated-user (for example 10mbit)').inputValue()).toBe('10mbit');
+    await page.close();
+  }, 60_000);
 });

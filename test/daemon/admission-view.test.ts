@@ -18,7 +18,7 @@ import { sleep } from '../helpers/wait.js';
 
 /** An in-memory change log in the shape the store serves, with a switch that makes every call fail. */
 class FakeFeed implements AdmissionFeed {
-  state: AdmissionSnapshotRows = { seq: 0, users: [], ips: [], accounts: [] };
+  state: AdmissionSnapshotRows = { seq: 0, users: [], ips: [], accounts: [], rules: [] };
   log: Array<{ seq: number; kind: 'user' | 'ip' | 'account'; key: string }> = [];
   horizon = 0;
   failing = false;
@@ -47,11 +47,14 @@ class FakeFeed implements AdmissionFeed {
     this.check();
     if (seq < this.horizon || seq > this.head()) return 'behind';
     const rows = this.log.filter((r) => r.seq > seq).slice(0, limit);
-    const out: AdmissionChangeRows = { seq: rows.at(-1)?.seq ?? seq, rows: rows.length, users: [], ips: [], accounts: [] };
+    const out: AdmissionChangeRows = { seq: rows.at(-1)?.seq ?? seq, rows: rows.length, users: [], ips: [], accounts: [], rules: [] };
     for (const r of rows) {
       if (r.kind === 'user') out.users.push({ username: r.key, row: structuredClone(this.state.users.find((u) => u.username === r.key) ?? null) });
       if (r.kind === 'ip') out.ips.push({ ip: r.key, row: structuredClone(this.state.ips.find((i) => i.ip === r.key) ?? null) });
-      if (r.kind === 'account') out.accounts.push({ id: Number(r.key), row: structuredClone(this.state.accounts.find((a) => a.id === Number(r.key)) ?? null) });
+      if (r.kind === 'account') {
+        out.accounts.push({ id: Number(r.key), row: structuredClone(this.state.accounts.find((a) => a.id === Number(r.key)) ?? null) });
+        out.rules.push({ id: Number(r.key), row: structuredClone(this.state.rules.find((x) => x.account_id === Number(r.key)) ?? null) });
+      }
     }
     return out;
   }

@@ -1,7 +1,7 @@
 // `proxyd admin plan set|show` and `proxyd admin proxy-user set` (docs/admin.md, "plan"): an account's plan and its proxy
 // users' limits inside it. Sizes as `50GiB`, `500MB` or bytes; `none` removes a limit.
 import { parseIsoTime } from '../../contract/time.js';
-import { countLimit, sizeLimit } from '../services/limits.js';
+import { countLimit, rateLimit, sizeLimit } from '../services/limits.js';
 import { NO_PLAN_PERIOD, periodUsed, planState } from '../metering/plans.js';
 import type { Account, Plan, PlanPeriod, Store } from '../store/index.js';
 import { AdminError } from './commands.js';
@@ -25,6 +25,12 @@ function countOrNone(v: string, what: string): number | null {
   return r.value;
 }
 
+function rateOrNone(v: string, what: string): number | null {
+  const r = rateLimit(v);
+  if (!r.ok) throw new AdminError(`${what}: ${r.problem}`);
+  return r.value;
+}
+
 const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
 
 /** The plan as printed by both commands; an account without one has no limits and a calendar month. */
@@ -39,6 +45,7 @@ async function planJson(store: Store, accountId: number) {
     used,
     max_connections: plan.maxConnections,
     expires_at: iso(plan.expiresAt),
+    rate_limit: plan.rateLimit ?? null,
     state: planState(plan, used, now),
   };
 }
@@ -49,6 +56,7 @@ export interface PlanSetOptions {
   period?: string;
   maxConnections?: string;
   expires?: string;
+  rateLimit?: string;
 }
 
 export async function planSet(store: Store, o: PlanSetOptions) {
@@ -62,6 +70,7 @@ export async function planSet(store: Store, o: PlanSetOptions) {
     plan.period = o.period as PlanPeriod;
   }
   if (o.maxConnections !== undefined) plan.maxConnections = countOrNone(o.maxConnections, '--max-connections');
+  if (o.rateLimit !== undefined) plan.rateLimit = rateOrNone(o.rateLimit, '--rate-limit');
   if (o.expires !== undefined) {
     if (o.expires === 'never') plan.expiresAt = null;
     else {
@@ -79,14 +88,15 @@ export async function planShow(store: Store, o: { email?: string }) {
   return planJson(store, a.id);
 }
 
-export async function proxyUserSet(store: Store, o: { email?: string; username?: string; trafficLimit?: string; maxConnections?: string }) {
+export async function proxyUserSet(store: Store, o: { email?: string; username?: string; trafficLimit?: string; maxConnections?: string; rateLimit?: string }) {
   const a = await requireAccount(store, o.email);
   if (!o.username) throw new AdminError('--username is required');
   const current = (await store.plans.userLimits(a.id)).find((u) => u.username === o.username);
   const limits = {
     trafficLimit: o.trafficLimit !== undefined ? sizeOrNone(o.trafficLimit, '--traffic-limit') : (current?.trafficLimit ?? null),
     maxConnections: o.maxConnections !== undefined ? countOrNone(o.maxConnections, '--max-connections') : (current?.maxConnections ?? null),
+    rateLimit: o.rateLimit !== undefined ? rateOrNone(o.rateLimit, '--rate-limit') : (current?.rateLimit ?? null),
   };
   if (!(await store.plans.setUserLimits(a.id, o.username, limits))) throw new AdminError(`account ${o.email} has no proxy user ${o.username}`);
-  return { username: o.username, traffic_limit: limits.trafficLimit, max_connections: limits.maxConnections };
+  return { username: o.username, traffic_limit: limits.trafficLimit, max_connections: limits.maxConnections, rate_limit: limits.rateLimit };
 }

@@ -1,7 +1,9 @@
 // The admission view (docs/operations.md Fleet): what admits, in memory — proxy users with their password hashes, the IPs
 // held by a live entry, and each account's status — loaded once and kept current from the change log.
 // The gateway's admission reads only this, so a connection never waits for the database.
-import type { AdmissionChangeRows, AdmissionIpRow, AdmissionSnapshotRows, AdmissionUserRow, ProxyUserAuth } from '../store/index.js';
+import { TargetRuleSet, type TargetRuleSets } from '../../gateway/index.js';
+import { splitItems } from '../store/target-rules-sql.js';
+import { SERVICE_RULES_ID, type AdmissionChangeRows, type AdmissionIpRow, type AdmissionSnapshotRows, type AdmissionUserRow, type ProxyUserAuth, type TargetRulesRow } from '../store/index.js';
 
 /** A proxy user as admission needs it; `account_status` is 'active' or why not ('inactive', 'unknown'). */
 type AdmissionUser = Omit<ProxyUserAuth, 'account_status'> & { account_status: string };
@@ -95,6 +97,13 @@ async function inSlices<T>(rows: readonly T[], each: (r: T) => void): Promise<vo
   }
 }
 
+/** A row's rules compiled once (null: none). */
+function ruleSet(r: TargetRulesRow | null): TargetRuleSet | null {
+  if (!r) return null;
+  const set = new TargetRuleSet(splitItems(r.deny), splitItems(r.allow));
+  return set.empty ? null : set;
+}
+
 /** Without an error, a view not refreshed for this long is stale all the same (a feed call that hangs). */
 const STALL_MS = 5_000;
 
@@ -103,6 +112,8 @@ export class AdmissionView {
   // ip -> ipEntry()
   private ips = new Map<string, number>();
   private accounts = new Map<number, boolean>();
+  /** Compiled target rules by account id (SERVICE_RULES_ID: the service's). */
+  private rules = new Map<number, TargetRuleSet>();
   private seq = 0;
   private lastSyncAt = 0;
   private failing: string | null = null;
@@ -211,6 +222,11 @@ export class AdmissionView {
     return { accountId, entryActive: (e & 1) === 1, accountActive: this.accounts.get(accountId) === true };
   }
 
+  /** The target rules a connection of this account is checked against (docs/gateway.md, "Target rules"). */
+  targetRules(accountId: number): TargetRuleSets {
+    return { service: this.rules.get(SERVICE_RULES_ID) ?? null, account: this.rules.get(accountId) ?? null };
+  }
+
   /** Throws AdmissionUnavailable once the feed has failed for longer than the stale window. */
   assertAdmitting(): void {
     if (this.status().state === 'expired') throw new AdmissionUnavailable();
@@ -266,10 +282,16 @@ export class AdmissionView {
     await inSlices(snap.ips, (r) => ips.set(r.ip, ipEntry(r)));
     const accounts = new Map<number, boolean>();
     await inSlices(snap.accounts, (r) => accounts.set(r.id, r.status === 'active'));
+    const rules = new Map<number, TargetRuleSet>();
+    await inSlices(snap.rules, (r) => {
+      const set = ruleSet(r);
+      if (set) rules.set(r.account_id, set);
+    });
     if (this.closed) return;
     this.users = users;
     this.ips = ips;
     this.accounts = accounts;
+    this.rules = rules;
     this.seq = snap.seq;
     this.reloads++;
     if (this.reloads > 1) this.opts.log?.info({ event: 'admission_view_reloaded', users: users.size, ips: ips.size, ms: this.nowMs() - t0 }, 'admission view reloaded in full');
@@ -297,6 +319,11 @@ export class AdmissionView {
     for (const { id, row } of ch.accounts) {
       if (!row) this.accounts.delete(id);
       else this.accounts.set(id, row.status === 'active');
+    }
+    for (const { id, row } of ch.rules) {
+      const set = ruleSet(row);
+      if (set) this.rules.set(id, set);
+      else this.rules.delete(id);
     }
     this.seq = ch.seq;
   }

@@ -114,6 +114,7 @@ dl.facts dd { margin: 0; font-weight: 500; overflow-wrap: anywhere; }
 /* Forms */
 label { display: block; font-weight: 600; font-size: .9rem; margin-bottom: 6px; }
 .field + .field { margin-top: 16px; }
+.grid-2 > .field + .field { margin-top: 0; }
 .hint { display: block; color: var(--muted); font-size: .85rem; margin-top: 6px; font-weight: 400; }
 input[type=text], input[type=email], input[type=password], select {
   display: block; width: 100%; font: inherit; color: var(--text);
@@ -121,6 +122,11 @@ input[type=text], input[type=email], input[type=password], select {
   height: 44px;
 }
 .form-row + .hint { margin-top: 8px; }
+textarea {
+  display: block; width: 100%; font: .9rem/1.5 ui-monospace, monospace; color: var(--text);
+  padding: 8px 12px; border: 1px solid var(--border-strong); border-radius: 8px; background: var(--surface); resize: vertical;
+}
+textarea:focus-visible { outline: 3px solid #7ea2f7; outline-offset: 0; border-color: var(--primary); }
 input:focus-visible, select:focus-visible { outline: 3px solid #7ea2f7; outline-offset: 0; border-color: var(--primary); }
 .form-row { display: flex; gap: 12px; align-items: flex-end; flex-wrap: wrap; }
 .form-row .field { flex: 1 1 200px; margin: 0; }

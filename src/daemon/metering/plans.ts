@@ -22,7 +22,7 @@
 // the cap; a slot freed on one node is free for the others within 0.5 s; a node that dies holds its slots
 // until its lease expires (10 s).
 import type { PlanLimits } from '../../gateway/types.js';
-import { ByteBudget, usageKey, type ByteBudget as Budget } from '../../gateway/index.js';
+import { ByteBudget, RateBucket, usageKey, type ByteBudget as Budget, type RateBudget } from '../../gateway/index.js';
 import type { Plan, PlanPeriod, Store, UserLimits } from '../store/index.js';
 import { bucketStart } from '../store/usage-sql.js';
 
@@ -106,6 +106,8 @@ export interface PlanEnforcerOptions {
   close?: (match: (accountId: number, subject: string) => boolean) => number;
   /** Puts open connections under the budget this gives (the gateway's rebudget), when the plan tables change. */
   rebudget?: (budgetFor: (accountId: number, subject: string) => Budget | null) => void;
+  /** Puts open connections under the rate this gives (the gateway's rerate), when the plan tables change. */
+  rerate?: (rateFor: (accountId: number, subject: string) => RateBudget | null) => void;
   log?: { warn(obj: object, msg?: string): void };
 }
 
@@ -116,6 +118,8 @@ export class PlanEnforcer implements PlanLimits {
   private version = -1;
   /** Byte budgets of limited keys active on this node (`a:ID`, or the user's usage key). */
   private readonly budgets = new Map<string, BudgetEntry>();
+  /** Rate budgets of rate-limited keys active on this node (`a:ID`, or the user's usage key): one per key, shared. */
+  private readonly rates = new Map<string, { rate: RateBudget; accountId: number; subject: string | null }>();
   private readonly leases = new Map<string, SlotLease>();
   private timer: NodeJS.Timeout | null = null;
   private running: Promise<void> | null = null;
@@ -244,6 +248,51 @@ export class PlanEnforcer implements PlanLimits {
       renew.push({ key: l.dbKey, slots: keep });
     }
     await this.store.plans.renewSlots(this.node, renew, LEASE_TTL_MS, this.now());
+  }
+
+  // ---- rate budgets ------------------------------------------------------------------------------------
+
+  /**
+   * The rate budget a subject's connections share on this node: the user's (its buckets draw on the account's
+   * too, so both limits hold), else the account's; null: neither has a rate limit.
+   */
+  rateFor(accountId: number, subject: string): RateBudget | null {
+    const accountBits = this.plans.get(accountId)?.rateLimit ?? null;
+    const account = accountBits === null ? null : this.ratePair(`a:${accountId}`, accountId, null, accountBits, null);
+    const key = usageKey(accountId, subject);
+    const userBits = this.limits.get(key)?.rateLimit ?? null;
+    return userBits === null ? account : this.ratePair(key, accountId, subject, userBits, account);
+  }
+
+  private ratePair(key: string, accountId: number, subject: string | null, bits: number, parent: RateBudget | null): RateBudget {
+    const bytes = bits / 8;
+    const found = this.rates.get(key);
+    if (!found) {
+      const rate = { up: new RateBucket(bytes, parent?.up ?? null), down: new RateBucket(bytes, parent?.down ?? null) };
+      this.rates.set(key, { rate, accountId, subject });
+      return rate;
+    }
+    const { rate } = found;
+    // A changed limit applies to the open connections under it at once.
+    if (rate.up.rate !== bytes) {
+      rate.up.setRate(bytes);
+      rate.down.setRate(bytes);
+    }
+    rate.up.parent = parent?.up ?? null;
+    rate.down.parent = parent?.down ?? null;
+    return rate;
+  }
+
+  /** After the plan tables changed: open connections under the rates they say now; a lifted rate frees its readers. */
+  private rerate(): void {
+    this.opts.rerate?.((accountId, subject) => this.rateFor(accountId, subject));
+    for (const [k, e] of this.rates) {
+      const bits = e.subject === null ? this.plans.get(e.accountId)?.rateLimit : this.limits.get(k)?.rateLimit;
+      if (bits != null) continue;
+      this.rates.delete(k);
+      e.rate.up.setRate(Infinity);
+      e.rate.down.setRate(Infinity);
+    }
   }
 
   // ---- byte budgets ------------------------------------------------------------------------------------
@@ -384,6 +433,7 @@ export class PlanEnforcer implements PlanLimits {
       // Connections already open when a limit is set (or raised, lifted) relay under what it says now: a limit
       // set on an account whose tunnels are streaming stops them too.
       this.opts.rebudget?.((accountId, subject) => this.budgetFor(accountId, subject));
+      this.rerate();
     }
     const now = this.now();
     const open = this.opts.openConnections;
@@ -391,6 +441,10 @@ export class PlanEnforcer implements PlanLimits {
       for (const [k, b] of this.budgets) {
         if (now - b.bornAt < BUDGET_IDLE_MS || b.budget.parked > 0) continue;
         if ((b.subject === null ? open(b.accountId) : open(b.accountId, b.subject)) === 0) this.budgets.delete(k);
+      }
+      for (const [k, e] of this.rates) {
+        if (e.rate.up.parked + e.rate.down.parked > 0) continue;
+        if ((e.subject === null ? open(e.accountId) : open(e.accountId, e.subject)) === 0) this.rates.delete(k);
       }
     }
     // Whoever is refused now (an expiry passed, or over as of the last sync) loses their open connections here.

@@ -31,6 +31,11 @@ function planAction(pick: (m: typeof import('../admin/plans.js')) => (store: imp
   return adminAction(() => (deps, o) => import('../admin/plans.js').then((m) => pick(m)(deps.store, o)));
 }
 
+/** An admin command of admin/policy.ts (it takes the store and the options). */
+function policyAction(pick: (m: typeof import('../admin/policy.js')) => (store: import('../store/index.js').Store, o: any) => Promise<unknown>) {
+  return adminAction(() => (deps, o) => import('../admin/policy.js').then((m) => pick(m)(deps.store, o)));
+}
+
 type AdminOpts = Record<string, unknown> & { dataDir?: string; databaseUrl?: string; format?: string };
 
 /**
@@ -263,6 +268,7 @@ export function buildProgram(): Command {
     .addOption(new Option('--period <period>', 'what the traffic limit is per').choices(['day', 'month', 'lifetime']))
     .option('--max-connections <n|none>', 'concurrent connections of the account')
     .option('--expires <iso|never>', 'when the plan ends')
+    .option('--rate-limit <rate|none>', 'bits per second each way for the account\'s connections on each node: 10mbit, 1gbit, 500kbit, or none')
     .addOption(dataDirOption())
     .addOption(databaseUrlOption())
     .action(planAction((m) => m.planSet));
@@ -274,6 +280,26 @@ export function buildProgram(): Command {
     .addOption(databaseUrlOption())
     .action(planAction((m) => m.planShow));
 
+  const policy = admin.command('policy').description('target rules: domains and CIDRs an account (or the whole service) may not reach (docs/admin.md)');
+  policy
+    .command('set')
+    .description('replace the lists given (none empties one; a list not given is kept); prints the rules')
+    .option('--email <email>', 'the account whose rules change')
+    .option('--global', 'the service\'s rules (checked first, for every account)')
+    .option('--deny <list|none>', 'comma-separated domain patterns (example.com, *.example.com) and CIDRs refused')
+    .option('--allow <list|none>', 'the only domain patterns and CIDRs reachable (an account only)')
+    .addOption(dataDirOption())
+    .addOption(databaseUrlOption())
+    .action(policyAction((m) => m.policySet));
+  policy
+    .command('show')
+    .description('an account\'s target rules (--email) or the service\'s (--global)')
+    .option('--email <email>')
+    .option('--global')
+    .addOption(dataDirOption())
+    .addOption(databaseUrlOption())
+    .action(policyAction((m) => m.policyShow));
+
   const proxyUser = admin.command('proxy-user').description('gateway credentials');
   proxyUser
     .command('set')
@@ -282,6 +308,7 @@ export function buildProgram(): Command {
     .requiredOption('--username <username>')
     .option('--traffic-limit <size|none>', 'bytes per the account\'s period')
     .option('--max-connections <n|none>', 'concurrent connections of this user')
+    .option('--rate-limit <rate|none>', 'bits per second each way for this user\'s connections on each node: 10mbit, 1gbit, 500kbit, or none')
     .addOption(dataDirOption())
     .addOption(databaseUrlOption())
     .action(planAction((m) => m.proxyUserSet));

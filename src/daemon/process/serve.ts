@@ -256,6 +256,7 @@ export async function startDaemon(cfg: ServeConfig, log: DaemonLog): Promise<Run
     openConnections: (accountId, subject) => gateway?.openConnections(accountId, subject) ?? 0,
     close: (match) => gateway?.closeWhere(match) ?? 0,
     rebudget: (budgetFor) => gateway?.rebudget(budgetFor),
+    rerate: (rateFor) => gateway?.rerate(rateFor),
     grantBytes: process.env.PROXYD_GRANT_BYTES ? intFromEnv('PROXYD_GRANT_BYTES', 1, 4 * 2 ** 20) : undefined,
     log,
   });
@@ -323,6 +324,8 @@ export async function startDaemon(cfg: ServeConfig, log: DaemonLog): Promise<Run
     // The API's address; the gateway adds its own listeners' (read once when bound: a getsockname per dial cost ~6 % of set-up CPU).
     ownListeners: () => ownApi,
     admission,
+    // Target rules from the same view: a change reaches new connections as fast as any admission change.
+    targetRules: { forAccount: (id) => view.targetRules(id) },
     connectionLog: connLog ?? undefined,
     plans,
     limits: gatewayLimits,

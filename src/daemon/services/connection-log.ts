@@ -24,6 +24,8 @@ export const REASON_TEXT: Readonly<Record<LogReason, string>> = {
   no_exit: 'No exit node matches the request',
   malformed: 'The client sent a request the gateway could not read',
   admission_unavailable: 'The gateway could not check the login at that moment',
+  target_denied: 'The account’s target rules refuse this target',
+  target_denied_service: 'The service’s target rules refuse this target',
 };
 
 /** Every reason, as the filters of `proxyd admin connections` and the console offer them. */

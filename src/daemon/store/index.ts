@@ -28,4 +28,4 @@ export async function openStore(cfg: StoreConfig): Promise<Store> {
 }
 
 export type * from './types.js';
-export { StoreUnavailableError } from './types.js';
+export { StoreUnavailableError, SERVICE_RULES_ID } from './types.js';

@@ -280,6 +280,8 @@ export interface Plan {
   anchorDay: number;
   maxConnections: number | null;
   expiresAt: number | null;
+  /** Bits per second each way, per node, for the account's connections together (docs/operations.md); null: none. */
+  rateLimit?: number | null;
 }
 
 /** A proxy user's limits inside its account's plan. */
@@ -288,6 +290,8 @@ export interface UserLimits {
   username: string;
   trafficLimit: number | null;
   maxConnections: number | null;
+  /** Bits per second each way, per node, for the user's connections together; null: none. */
+  rateLimit?: number | null;
 }
 
 export interface PlanStore {
@@ -295,7 +299,7 @@ export interface PlanStore {
   /** Creates or replaces the account's plan. */
   set(plan: Plan): Promise<void>;
   /** False when the account has no proxy user of that name. */
-  setUserLimits(accountId: number, username: string, limits: { trafficLimit: number | null; maxConnections: number | null }): Promise<boolean>;
+  setUserLimits(accountId: number, username: string, limits: { trafficLimit: number | null; maxConnections: number | null; rateLimit?: number | null }): Promise<boolean>;
   userLimits(accountId: number): Promise<UserLimits[]>;
   /** Every plan and every user with a limit: what the nodes enforce. */
   all(): Promise<{ plans: Plan[]; users: UserLimits[] }>;
@@ -413,11 +417,19 @@ export interface AdmissionAccountRow {
   status: string;
 }
 
+/** An account's target rules (account_id 0: the service's), canonical items joined by commas. */
+export interface TargetRulesRow {
+  account_id: number;
+  deny: string;
+  allow: string;
+}
+
 export interface AdmissionSnapshotRows {
   seq: number;
   users: AdmissionUserRow[];
   ips: AdmissionIpRow[];
   accounts: AdmissionAccountRow[];
+  rules: TargetRulesRow[];
 }
 
 /** Current state of every key named by the log rows read; `null` state: the key no longer admits. */
@@ -429,6 +441,18 @@ export interface AdmissionChangeRows {
   users: Array<{ username: string; row: AdmissionUserRow | null }>;
   ips: Array<{ ip: string; row: AdmissionIpRow | null }>;
   accounts: Array<{ id: number; row: AdmissionAccountRow | null }>;
+  /** Target rules of every account key read (the service's under id 0); null: none. */
+  rules: Array<{ id: number; row: TargetRulesRow | null }>;
+}
+
+/** The service's target rules are stored under this account id (no account has it). */
+export const SERVICE_RULES_ID = 0;
+
+/** Target rules (docs/gateway.md, "Target rules"): canonical items, validated by the caller. */
+export interface TargetRulesStore {
+  get(accountId: number): Promise<{ deny: string[]; allow: string[] }>;
+  /** Replaces both lists (empty lists remove the row). */
+  set(accountId: number, rules: { deny: readonly string[]; allow: readonly string[] }): Promise<void>;
 }
 
 /**
@@ -505,6 +529,7 @@ export interface Store {
   readonly usage: UsageStore;
   readonly plans: PlanStore;
   readonly webhooks: WebhookStore;
+  readonly targetRules: TargetRulesStore;
   /** Exit nodes of an entry/exit fleet; null on SQLite (roles need PostgreSQL). */
   readonly exits: ExitStore | null;
   readonly connectionLog: ConnectionLogStore;

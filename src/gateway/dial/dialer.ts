@@ -8,10 +8,11 @@ import { destroySelf } from '../relay/sockets.js';
 import { CachingResolver } from './resolver.js';
 import type { StickyAddresses, StickySessions } from './sticky-sessions.js';
 import { canonicalIp, checkTarget, parseIp, type TargetRefusal } from './target-policy.js';
+import type { AddressScreen, TargetDenial } from './target-rules.js';
 
 export type ResolveOutcome =
   | { ok: true; address: string; family: 4 | 6 }
-  | { ok: false; reason: TargetRefusal | 'dns_failed' | 'no_usable_address' };
+  | { ok: false; reason: TargetRefusal | TargetDenial | 'dns_failed' | 'no_usable_address' };
 
 export type DialFailure = 'refused' | 'net_unreachable' | 'host_unreachable' | 'timeout';
 
@@ -31,6 +32,8 @@ const TARGET_FAILURES: Record<TargetFailure, true> = {
   host_unreachable: true,
   timeout: true,
   no_exit: true,
+  target_denied: true,
+  target_denied_service: true,
 };
 
 export function isTargetFailure(name: string): name is TargetFailure {
@@ -62,6 +65,8 @@ export interface DialRequest {
   session: EgressSession | null;
   /** The username's targeting (`-country-CC-city-NAME`); null or absent: any exit. */
   want?: ExitWish | null;
+  /** Target rules on the addresses a name resolves to (target-rules.ts); absent: none. */
+  screen?: AddressScreen | null;
   /** Checked once the target is resolved: false abandons the dial. */
   wanted(): boolean;
   /** The socket while it connects, so the caller can destroy it if its client goes away. */
@@ -88,7 +93,7 @@ export interface DirectDialerOptions {
   ownListeners: () => Array<{ host: string; port: number }>;
   connectTimeoutMs: number;
   lookup?: Lookup | undefined;
-  countRefusal(reason: TargetRefusal): void;
+  countRefusal(reason: TargetRefusal | TargetDenial): void;
   /** Counts each dial by the local address it leaves from (metrics). */
   countEgress(address: string): void;
 }
@@ -107,7 +112,7 @@ export class DirectDialer implements Dialer {
 
   /** `countAs`: the metrics label (an IPv6 prefix counts under its own name, not per random address). */
   async dialFrom(req: DialRequest, localAddress: string | undefined, countAs: string | undefined = localAddress): Promise<DialOutcome> {
-    const resolved = await this.resolve(req.host, req.port);
+    const resolved = await this.resolve(req.host, req.port, req.screen ?? null);
     if (!req.wanted()) return null;
     if (!resolved.ok) return { ok: false, failure: resolved.reason };
     if (countAs) this.o.countEgress(countAs);
@@ -122,8 +127,11 @@ export class DirectDialer implements Dialer {
     });
   }
 
-  /** Resolve a target and pick the first address the policy allows: that is the one to dial. */
-  async resolve(host: string, port: number): Promise<ResolveOutcome> {
+  /**
+   * Resolve a target and pick the first address the policy allows: that is the one to dial. A name any of whose
+   * addresses the target rules refuse is refused (another address of it reaches the same place).
+   */
+  async resolve(host: string, port: number, screen: AddressScreen | null = null): Promise<ResolveOutcome> {
     let candidates: Array<{ address: string; family: 4 | 6 }>;
     const literal = parseIp(host);
     if (literal) {
@@ -139,6 +147,15 @@ export class DirectDialer implements Dialer {
         return { address: text, family: net.isIPv4(text) ? 4 : 6 };
       });
       if (candidates.length === 0) return { ok: false, reason: 'dns_failed' };
+      if (screen) {
+        for (const c of candidates) {
+          const denied = screen.check(c.address);
+          if (denied) {
+            this.o.countRefusal(denied);
+            return { ok: false, reason: denied };
+          }
+        }
+      }
     }
     if (this.o.family) candidates = candidates.filter((c) => c.family === this.o.family);
     if (candidates.length === 0) return { ok: false, reason: 'no_usable_address' };

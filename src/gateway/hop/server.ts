@@ -207,8 +207,8 @@ async function serveHop(s: tls.TLSSocket, o: HopServerOptions, onTunnel: () => v
       return;
     }
     s.write(`OK ${out.socket.localAddress ?? '-'}\n`);
-    // The gateway's own pump (splice.ts): no budget or metering here (the entry counts), the idle sweep alike.
-    splice({ socket: s, upstream: null, budget: null, bytesUp: 0, bytesDown: 0, core: o.core }, out.socket, Buffer.alloc(0));
+    // The gateway's own pump (splice.ts): no budget, rate or metering here (the entry counts), the idle sweep alike.
+    splice({ socket: s, upstream: null, budget: null, rate: null, bytesUp: 0, bytesDown: 0, core: o.core }, out.socket, Buffer.alloc(0));
     return;
   }
 }

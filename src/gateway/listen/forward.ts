@@ -154,37 +154,51 @@ class ForwardExchange {
   private toUpstream(b: Buffer): void {
     this.conn.bytesUp += b.length;
     if (!this.upstream.write(b)) this.client.pause();
-    if (this.conn.budget !== null) this.spend(b.length);
+    if (this.conn.budget !== null || this.conn.rate !== null) this.spend(b.length, 'up');
   }
 
   private toClient(b: Buffer): void {
     this.sentToClient = true;
     this.conn.bytesDown += b.length;
     if (!this.client.write(b)) this.upstream.pause();
-    if (this.conn.budget !== null) this.spend(b.length);
+    if (this.conn.budget !== null || this.conn.rate !== null) this.spend(b.length, 'down');
+  }
+
+  /** Whichever stops this exchange now: its traffic budget or a direction's rate with no room; null: neither. */
+  private short(): { park(resume: () => void): void } | null {
+    const { budget, rate } = this.conn;
+    if (budget !== null && budget.available() <= 0) return budget;
+    if (rate !== null) {
+      if (rate.up.available() <= 0) return rate.up;
+      if (rate.down.available() <= 0) return rate.down;
+    }
+    return null;
   }
 
   /**
-   * Under a traffic limit (byte-budget.ts): a chunk already read goes on whole, then both sides stop reading
-   * until the next grant. So a forwarded exchange passes at most one read (64 KiB) past its node's grant.
+   * Under a traffic limit (byte-budget.ts) or a rate limit (rate-budget.ts): a chunk already read goes on whole,
+   * then both sides stop reading until the next grant or refill. So a forwarded exchange passes at most one read
+   * (64 KiB) past its node's grant, or ahead of its rate.
    */
-  private spend(n: number): void {
-    const budget = this.conn.budget!;
-    budget.take(n);
-    if (this.parked || budget.available() > 0) return;
+  private spend(n: number, direction: 'up' | 'down'): void {
+    this.conn.budget?.take(n);
+    this.conn.rate?.[direction].take(n);
+    if (this.parked) return;
+    const first = this.short();
+    if (first === null) return;
     this.parked = true;
     this.client.pause();
     this.upstream.pause();
     const resume = (): void => {
       if (!this.parked || this.client.destroyed) return;
-      // The budget it relays under now (the plan tables may have changed it, or lifted the limit).
-      const now = this.conn.budget;
-      if (now !== null && now.available() <= 0) return now.park(resume);
+      // What it relays under now (the plan tables may have changed it, or lifted the limit).
+      const still = this.short();
+      if (still !== null) return still.park(resume);
       this.parked = false;
       this.upstream.resume();
       if (!this.bodyDone) this.client.resume();
     };
-    budget.park(resume);
+    first.park(resume);
   }
 
   private onClientData(chunk: Buffer): void {

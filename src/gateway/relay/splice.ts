@@ -12,7 +12,8 @@
 // idle tunnel costs one small object instead of a dozen closures: memory per tunnel is the product too.
 import fs from 'node:fs';
 import net from 'node:net';
-import { ByteBudget } from './byte-budget.js';
+import type { ByteBudget } from './byte-budget.js';
+import type { RateBudget } from './rate-budget.js';
 import type { Tunnels } from './open-tunnels.js';
 import { destroySelf } from './sockets.js';
 
@@ -31,6 +32,8 @@ export interface SpliceOwner {
   upstream: net.Socket | null;
   /** Under a traffic limit: every relayed byte is taken from it (byte-budget.ts); null: none. */
   budget: ByteBudget | null;
+  /** Under a rate limit: every relayed byte is taken from its direction's bucket (rate-budget.ts); null: none. */
+  rate: RateBudget | null;
   bytesUp: number;
   bytesDown: number;
   readonly core: { readonly tunnels: Tunnels; readonly limits: { readonly idleTimeoutMs: number } };
@@ -45,7 +48,7 @@ export interface Tunnel {
   /** Bytes moved since the idle sweep last looked (0: idle during that period). */
   active: number;
   idleSweeps: number;
-  /** Bytes read from the client (heldUp) or the target (heldDown) that wait for the byte budget's next grant. */
+  /** Bytes read from the client (heldUp) or the target (heldDown) that wait for the byte budget's next grant or the rate's refill. */
   heldUp: Buffer | null;
   heldDown: Buffer | null;
 }
@@ -98,19 +101,19 @@ function relay(dst: TunnelSocket, buf: Buffer, n: number): boolean {
 // Called by Node for every read (`this` is the socket); false pauses the reader until the peer drains.
 function onRead(this: TunnelSocket, n: number, buf: Buffer): boolean {
   const t = this[kTunnel] as Tunnel;
-  const budget = t.conn.budget;
-  if (budget !== null) {
-    if (budget.available() < n || held(t, this) !== null) return overBudget(t, this, budget, buf, n);
-    budget.take(n);
+  const conn = t.conn;
+  if (conn.budget !== null || conn.rate !== null) {
+    if (held(t, this) !== null || roomFor(t, this) < n) return overBudget(t, this, buf, n);
+    takeFor(t, this, n);
   }
   t.active += n;
-  if (this === t.client) t.conn.bytesUp += n;
-  else t.conn.bytesDown += n;
+  if (this === t.client) conn.bytesUp += n;
+  else conn.bytesDown += n;
   return relay(otherSide(t, this), buf, n);
 }
 
-// Under a traffic limit (byte-budget.ts): what the grant allows goes on, the rest is held (a copy) and the
-// reader parks until the next grant. Only limited tunnels at the end of a grant come here.
+// Under a traffic limit (byte-budget.ts) or a rate limit (rate-budget.ts): what both allow goes on, the rest is
+// held (a copy of one read) and the reader parks until the next grant or refill. Only limited tunnels come here.
 function held(t: Tunnel, s: TunnelSocket): Buffer | null {
   return s === t.client ? t.heldUp : t.heldDown;
 }
@@ -120,45 +123,68 @@ function setHeld(t: Tunnel, s: TunnelSocket, b: Buffer | null): void {
   else t.heldDown = b;
 }
 
-function pass(t: Tunnel, s: TunnelSocket, budget: ByteBudget, buf: Buffer, n: number): boolean {
-  budget.take(n);
+/** Bytes this side may pass now: the traffic budget's room and its direction's rate, whichever is less. */
+function roomFor(t: Tunnel, s: TunnelSocket): number {
+  const { budget, rate } = t.conn;
+  let room = budget === null ? Infinity : budget.available();
+  if (rate !== null) {
+    const r = (s === t.client ? rate.up : rate.down).available();
+    if (r < room) room = r;
+  }
+  return room;
+}
+
+function takeFor(t: Tunnel, s: TunnelSocket, n: number): void {
+  const { budget, rate } = t.conn;
+  if (budget !== null) budget.take(n);
+  if (rate !== null) (s === t.client ? rate.up : rate.down).take(n);
+}
+
+/** Waits on whichever is short: the traffic budget (its next grant) or the direction's rate (its refill). */
+function parkFor(t: Tunnel, s: TunnelSocket): void {
+  const { budget, rate } = t.conn;
+  const resume = (): void => unpark(t, s);
+  if (budget !== null && budget.available() <= 0) budget.park(resume);
+  else if (rate !== null) (s === t.client ? rate.up : rate.down).park(resume);
+  // Neither is short any more (a limit lifted meanwhile): look again on the next turn.
+  else setImmediate(resume);
+}
+
+function pass(t: Tunnel, s: TunnelSocket, buf: Buffer, n: number): boolean {
+  takeFor(t, s, n);
   t.active += n;
   if (s === t.client) t.conn.bytesUp += n;
   else t.conn.bytesDown += n;
   return relay(otherSide(t, s), buf, n);
 }
 
-function overBudget(t: Tunnel, s: TunnelSocket, budget: ByteBudget, buf: Buffer, n: number): false {
+function overBudget(t: Tunnel, s: TunnelSocket, buf: Buffer, n: number): false {
   const waiting = held(t, s);
   if (waiting !== null) {
     // Already parked (a read that was under way): keep its bytes behind the others.
     setHeld(t, s, Buffer.concat([waiting, buf.subarray(0, n)]));
     return false;
   }
-  const room = Math.max(0, Math.min(budget.available(), n));
-  if (room > 0) pass(t, s, budget, buf, room);
+  const room = Math.max(0, Math.min(roomFor(t, s), n));
+  if (room > 0) pass(t, s, buf, room);
   setHeld(t, s, Buffer.from(buf.subarray(room, n)));
-  budget.park(() => unpark(t, s));
+  parkFor(t, s);
   return false;
 }
-
-const UNLIMITED = new ByteBudget(null, () => {});
-UNLIMITED.remaining = Infinity;
 
 function unpark(t: Tunnel, s: TunnelSocket): void {
   const rest = held(t, s);
   if (rest === null || s.destroyed) return;
-  // The limit was lifted while it waited (the plan tables changed): no budget any more, everything goes on.
-  const budget = t.conn.budget ?? UNLIMITED;
-  const room = Math.min(budget.available(), rest.length);
+  // A limit lifted while it waited (the plan tables changed): no budget or rate any more, everything goes on.
+  const room = Math.min(roomFor(t, s), rest.length);
   if (room <= 0) {
-    budget.park(() => unpark(t, s));
+    parkFor(t, s);
     return;
   }
-  const flowing = pass(t, s, budget, rest, room);
+  const flowing = pass(t, s, rest, room);
   if (room < rest.length) {
     setHeld(t, s, rest.subarray(room));
-    budget.park(() => unpark(t, s));
+    parkFor(t, s);
     return;
   }
   setHeld(t, s, null);
@@ -176,7 +202,7 @@ function onData(this: TunnelSocket, chunk: Buffer): void {
 function onDrain(this: TunnelSocket): void {
   const t = this[kTunnel] as Tunnel;
   const other = otherSide(t, this);
-  // A reader parked on the byte budget stays parked until its grant.
+  // A reader parked on the byte budget or the rate stays parked until its grant or refill.
   if (held(t, other) === null) other.resume();
 }
 
@@ -244,6 +270,7 @@ export function splice(conn: SpliceOwner, upstream: net.Socket, earlyData: Buffe
   if (earlyData.length > 0) {
     conn.bytesUp += earlyData.length;
     conn.budget?.take(earlyData.length); // what came with the request (at most its head's size) is not held
+    conn.rate?.up.take(earlyData.length);
     up.write(earlyData);
   }
   takeOver(client);

@@ -16,6 +16,8 @@ interface AccountView {
   /** The webhook's signing secret, only on the response right after it was set. */
   revealedWebhookSecret: string | null;
   sessionCount: number;
+  /** The account's target rules, canonical items. */
+  rules: { deny: string[]; allow: string[] };
   flash?: Flash | undefined;
 }
 
@@ -83,6 +85,21 @@ ${
 </section>`;
 }
 
+/** The account's target rules (docs/gateway.md, "Target rules"): one item per line, both lists saved at once. */
+function rulesCard(v: AccountView): Html {
+  return html`<section class="card" aria-labelledby="rules-title" data-testid="rules-card">
+<div class="card-head"><div><h2 id="rules-title">Target rules</h2><p class="muted">Which targets your proxy users and whitelisted IPs may reach through the gateway. One item per line (or separated by commas): a domain (<code>example.com</code>: it and its subdomains; <code>*.example.com</code>: subdomains only) or a network (<code>10.0.0.0/8</code>, <code>2001:db8::/32</code>, a single address).</p></div></div>
+<form method="post" action="/console/target-rules">
+${csrfField(v.csrf)}
+<div class="grid-2">
+<div class="field"><label for="rules_deny">Denied targets</label><textarea id="rules_deny" name="deny" rows="6" spellcheck="false" aria-describedby="rules_deny_hint" data-testid="rules-deny">${v.rules.deny.join('\n')}</textarea><span class="hint" id="rules_deny_hint">Always refused.</span></div>
+<div class="field"><label for="rules_allow">Allowed targets only</label><textarea id="rules_allow" name="allow" rows="6" spellcheck="false" aria-describedby="rules_allow_hint" data-testid="rules-allow">${v.rules.allow.join('\n')}</textarea><span class="hint" id="rules_allow_hint">Empty: every target not denied. Otherwise only these.</span></div>
+</div>
+<div class="form-actions"><button class="btn secondary" type="submit">Save target rules</button><span class="muted small">Every gateway applies them to new connections within a second.</span></div>
+</form>
+</section>`;
+}
+
 export function accountPage(v: AccountView) {
   return shell({
     title: 'Account',
@@ -106,6 +123,7 @@ export function accountPage(v: AccountView) {
 </section>
 ${tokenCard(v)}
 ${webhookCard(v)}
+${rulesCard(v)}
 <div class="grid-2">
 <section class="card" aria-labelledby="pw-title">
 <h2 id="pw-title">Change password</h2>

@@ -1,6 +1,7 @@
 import { PROXY_USERNAME_PATTERN, RESERVED_MARKERS_HINT } from '../../../contract/proxy-username.js';
 import type { ProxyUser, UserLimits } from '../../store/index.js';
 import { formatSizeExact } from '../../../contract/size.js';
+import { formatRate } from '../../../contract/rate.js';
 import { html, type Html } from '../html.js';
 import { csrfField, shell, utc } from '../layout.js';
 import type { Flash } from '../session.js';
@@ -38,6 +39,7 @@ function limitsForm(u: ProxyUser, l: UserLimits | undefined, csrf: string): Html
   return html`<form method="post" action="/console/proxy-users/${u.id}/limits" class="limits" data-testid="limits-form">${csrfField(csrf)}
 <label>Traffic limit <input type="text" name="traffic_limit" value="${size}" placeholder="none" size="8" autocomplete="off" spellcheck="false" aria-label="Traffic limit of ${u.username} (for example 50GiB)"></label>
 <label>Max connections <input type="text" name="max_connections" inputmode="numeric" value="${l?.maxConnections != null ? String(l.maxConnections) : ''}" placeholder="none" size="5" autocomplete="off" aria-label="Max connections of ${u.username}"></label>
+<label>Rate limit <input type="text" name="rate_limit" value="${l?.rateLimit != null ? formatRate(l.rateLimit) : ''}" placeholder="none" size="8" autocomplete="off" spellcheck="false" aria-label="Rate limit of ${u.username} (for example 10mbit)"></label>
 <button class="btn secondary sm" type="submit">Save limits</button>
 </form>`;
 }

@@ -4,6 +4,7 @@ import { passwordProblem } from '../../../contract/password.js';
 import { hashPassword, verifyPassword } from '../../secrets.js';
 import { resetToken } from '../../services/tokens.js';
 import { DEFAULT_THRESHOLDS, WebhookError, parseThresholds, setWebhook } from '../../services/webhooks.js';
+import { describeProblems, getTargetRules, setTargetRules } from '../../services/target-rules.js';
 import { accountOf, field, seeOther, sendHtml, setFlash, takeFlash, type ConsoleDeps } from '../deps.js';
 import { accountPage, tokenConfirmPage } from '../pages/account.js';
 import { SESSION_COOKIE } from '../session.js';
@@ -42,6 +43,7 @@ export default function accountRoutes(app: FastifyInstance, deps: ConsoleDeps): 
         webhook: webhook ? { url: webhook.url, thresholds: webhook.thresholds } : null,
         revealedWebhookSecret: revealedSecret,
         sessionCount: await deps.sessions.countForAccount(account.id),
+        rules: await getTargetRules(store, account.id),
         flash: takeFlash(request),
       }),
     );
@@ -82,6 +84,24 @@ export default function accountRoutes(app: FastifyInstance, deps: ConsoleDeps): 
     const account = accountOf(request);
     await store.webhooks.remove(account.id);
     setFlash(request, 'success', 'The webhook was removed.');
+    return seeOther(reply, '/console/account');
+  });
+
+  app.post('/target-rules', async (request, reply) => {
+    const account = accountOf(request);
+    // Lines or commas, as typed; an empty box empties its list.
+    const list = (name: string) => {
+      const items = field(request.body, name).split(/[\r\n,]+/).map((i) => i.trim()).filter((i) => i !== '');
+      return items.length ? items.join(',') : 'none';
+    };
+    const r = await setTargetRules(store, account.id, { deny: list('deny'), allow: list('allow') });
+    if (!r.ok) {
+      const which = r.code === 'invalid_items' && r.list === 'allow' ? 'Allowed targets' : 'Denied targets';
+      setFlash(request, 'error', `${which}: ${r.code === 'invalid_items' ? describeProblems(r.problems) : 'not accepted'}. Your target rules were not changed.`);
+      return seeOther(reply, '/console/account');
+    }
+    request.log.info({ event: 'console_target_rules', account_id: account.id, deny: r.rules.deny.length, allow: r.rules.allow.length }, 'target rules saved');
+    setFlash(request, 'success', 'Saved your target rules. Every gateway applies them to new connections within a second.');
     return seeOther(reply, '/console/account');
   });
 

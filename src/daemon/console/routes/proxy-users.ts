@@ -4,7 +4,7 @@ import { accountOf, field, seeOther, sendHtml, setFlash, takeFlash, type Console
 import { proxyUsersPage } from '../pages/proxy-users.js';
 import { RESERVED_MARKERS_HINT, isProxyUsername, reservedMarkerIn } from '../../../contract/proxy-username.js';
 import { createProxyUser, resetProxyUserPassword } from '../../services/proxy-users.js';
-import { countLimit, sizeLimit } from '../../services/limits.js';
+import { countLimit, rateLimit, sizeLimit } from '../../services/limits.js';
 
 export default function proxyUserRoutes(app: FastifyInstance, deps: ConsoleDeps): void {
   const users = deps.ctx.store.proxyUsers;
@@ -72,11 +72,13 @@ export default function proxyUserRoutes(app: FastifyInstance, deps: ConsoleDeps)
     }
     const traffic = sizeLimit(field(request.body, 'traffic_limit'));
     const conns = countLimit(field(request.body, 'max_connections'));
-    if (!traffic.ok || !conns.ok) {
-      setFlash(request, 'error', !traffic.ok ? `Traffic limit: ${traffic.problem}.` : `Max connections: ${(conns as { problem: string }).problem}.`);
+    const rate = rateLimit(field(request.body, 'rate_limit'));
+    if (!traffic.ok || !conns.ok || !rate.ok) {
+      const problem = !traffic.ok ? `Traffic limit: ${traffic.problem}` : !conns.ok ? `Max connections: ${conns.problem}` : `Rate limit: ${(rate as { problem: string }).problem}`;
+      setFlash(request, 'error', `${problem}.`);
       return seeOther(reply, '/console/proxy-users');
     }
-    await deps.ctx.store.plans.setUserLimits(account.id, user.username, { trafficLimit: traffic.value, maxConnections: conns.value });
+    await deps.ctx.store.plans.setUserLimits(account.id, user.username, { trafficLimit: traffic.value, maxConnections: conns.value, rateLimit: rate.value });
     request.log.info({ event: 'console_proxy_user_limits', account_id: account.id, proxy_user_id: user.id }, 'proxy user limits saved');
     setFlash(request, 'success', `Saved the limits of ${user.username}. Every gateway applies them within a second.`);
     return seeOther(reply, '/console/proxy-users');

@@ -4,7 +4,7 @@
 // that was running when the hole was seen has ended (then it was a rollback), so no committed change is
 // ever skipped, however long its transaction ran. LISTEN/NOTIFY wakes readers early.
 import type {
-  AdmissionAccountRow, AdmissionChangeRows, AdmissionIpRow, AdmissionSnapshotRows, AdmissionUserRow, ChangeKind, ChangeLogStore,
+  AdmissionAccountRow, AdmissionChangeRows, AdmissionIpRow, AdmissionSnapshotRows, AdmissionUserRow, ChangeKind, ChangeLogStore, TargetRulesRow,
 } from '../types.js';
 import type postgres from '#postgres';
 import { guard, type Sql } from './db.js';
@@ -52,6 +52,7 @@ export class PgChangeLogStore implements ChangeLogStore {
             users: await tx<AdmissionUserRow[]>`SELECT username, account_id, password_hash, status FROM proxy_users`,
             ips: await tx<AdmissionIpRow[]>`${this.ipsQuery(tx)}`,
             accounts: await tx<AdmissionAccountRow[]>`SELECT id, status FROM accounts`,
+            rules: await tx<TargetRulesRow[]>`SELECT account_id, deny, allow FROM target_rules`,
           };
         }) as Promise<AdmissionSnapshotRows>,
       SNAPSHOT_TIMEOUT_MS,
@@ -80,7 +81,7 @@ export class PgChangeLogStore implements ChangeLogStore {
           // A position past the head: the database was replaced or restored from a backup.
           if (ahead.length === 0 && log.length === 0) return since > (await this.head(tx)) ? ('behind' as const) : empty(since);
           this.noteHoles(since, ahead, xids.xmax);
-          const out: AdmissionChangeRows = { seq: ahead.length ? ahead[ahead.length - 1]! : since, rows: ahead.length, users: [], ips: [], accounts: [] };
+          const out: AdmissionChangeRows = { seq: ahead.length ? ahead[ahead.length - 1]! : since, rows: ahead.length, users: [], ips: [], accounts: [], rules: [] };
           const keys = { user: new Set<string>(), ip: new Set<string>(), account: new Set<string>() };
           for (const r of log) keys[r.kind].add(r.key);
           if (keys.user.size) {
@@ -100,6 +101,10 @@ export class PgChangeLogStore implements ChangeLogStore {
             const rows = await tx<AdmissionAccountRow[]>`SELECT id, status FROM accounts WHERE id IN (SELECT jsonb_array_elements_text(${JSON.stringify(ids)}::text::jsonb)::int)`;
             const by = new Map(rows.map((r) => [r.id, r]));
             out.accounts = ids.map((id) => ({ id, row: by.get(id) ?? null }));
+            // An account's key also names its target rules (their own changes are logged under it).
+            const rules = await tx<TargetRulesRow[]>`SELECT account_id, deny, allow FROM target_rules WHERE account_id IN (SELECT jsonb_array_elements_text(${JSON.stringify(ids)}::text::jsonb)::int)`;
+            const byRules = new Map(rules.map((r) => [r.account_id, r]));
+            out.rules = ids.map((id) => ({ id, row: byRules.get(id) ?? null }));
           }
           return out;
         }) as Promise<AdmissionChangeRows | 'behind'>,
@@ -200,5 +205,5 @@ export class PgChangeLogStore implements ChangeLogStore {
 }
 
 function empty(seq: number): AdmissionChangeRows {
-  return { seq, rows: 0, users: [], ips: [], accounts: [] };
+  return { seq, rows: 0, users: [], ips: [], accounts: [], rules: [] };
 }

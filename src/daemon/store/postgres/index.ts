@@ -14,6 +14,7 @@ import { PgTokenStore } from './tokens.js';
 import { PgUsageStore } from './usage.js';
 import { PgPlanStore } from './plans.js';
 import { PgWebhookStore } from './webhooks.js';
+import { PgTargetRulesStore } from './target-rules.js';
 import { PgExitStore } from './exits.js';
 import { PgWhitelistStore } from './whitelist.js';
 
@@ -35,6 +36,7 @@ export class PostgresStore implements Store {
   readonly usage: PgUsageStore;
   readonly plans: PgPlanStore;
   readonly webhooks: PgWebhookStore;
+  readonly targetRules: PgTargetRulesStore;
   readonly exits: PgExitStore;
   readonly connectionLog: PgConnectionLogStore;
   readonly changeLog: PgChangeLogStore;
@@ -63,6 +65,7 @@ export class PostgresStore implements Store {
     // outage never queues the API's calls.
     this.plans = new PgPlanStore(writes, nowSec);
     this.webhooks = new PgWebhookStore(writes, nowSec);
+    this.targetRules = new PgTargetRulesStore(sql, nowSec);
     // Heartbeats and the entries' reads of them: on the background lane, beside the change feed.
     this.exits = new PgExitStore(background, nowSec);
     this.connectionLog = new PgConnectionLogStore(writes, nowSec);

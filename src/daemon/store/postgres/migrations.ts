@@ -524,4 +524,21 @@ export const PG_MIGRATIONS: readonly string[] = [
   ALTER TABLE connection_log ADD COLUMN datagrams_up bigint;
   ALTER TABLE connection_log ADD COLUMN datagrams_down bigint;
   `,
+  // 17: target rules, as SQLite's migration 13 (account_id 0: the service's), logged as their account's change.
+  `
+  CREATE TABLE target_rules (
+    account_id integer PRIMARY KEY,
+    deny       text NOT NULL DEFAULT '',
+    allow      text NOT NULL DEFAULT '',
+    updated_at bigint NOT NULL
+  );
+  CREATE TRIGGER change_log_target_rules AFTER INSERT OR DELETE OR UPDATE ON target_rules
+    FOR EACH ROW EXECUTE FUNCTION proxyd_log_key('account', 'account_id');
+  CREATE TRIGGER change_notify_target_rules AFTER INSERT OR UPDATE OR DELETE ON target_rules FOR EACH STATEMENT EXECUTE FUNCTION proxyd_notify_change();
+  `,
+  // 18: rate limits, as SQLite's migration 14 (the plan version's statement triggers already fire).
+  `
+  ALTER TABLE plans ADD COLUMN rate_limit bigint;
+  ALTER TABLE user_limits ADD COLUMN rate_limit bigint;
+  `,
 ];

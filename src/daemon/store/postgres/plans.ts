@@ -7,39 +7,39 @@ import { PgFamily } from './family.js';
 export class PgPlanStore extends PgFamily implements PlanStore {
   async get(accountId: number): Promise<Plan | null> {
     const [r] = await guard(() => this.sql<PlanRow[]>`
-      SELECT account_id, traffic_limit, period, anchor_day, max_connections, expires_at_ms FROM plans WHERE account_id = ${accountId}`);
+      SELECT account_id, traffic_limit, period, anchor_day, max_connections, expires_at_ms, rate_limit FROM plans WHERE account_id = ${accountId}`);
     return r ? toPlan(r) : null;
   }
 
   async set(p: Plan): Promise<void> {
     await guard(() => this.sql`
-      INSERT INTO plans (account_id, traffic_limit, period, anchor_day, max_connections, expires_at_ms, updated_at)
-      VALUES (${p.accountId}, ${p.trafficLimit}, ${p.period}, ${p.anchorDay}, ${p.maxConnections}, ${p.expiresAt}, ${this.nowSec()})
+      INSERT INTO plans (account_id, traffic_limit, period, anchor_day, max_connections, expires_at_ms, rate_limit, updated_at)
+      VALUES (${p.accountId}, ${p.trafficLimit}, ${p.period}, ${p.anchorDay}, ${p.maxConnections}, ${p.expiresAt}, ${p.rateLimit ?? null}, ${this.nowSec()})
       ON CONFLICT (account_id) DO UPDATE SET traffic_limit = excluded.traffic_limit, period = excluded.period, anchor_day = excluded.anchor_day,
-        max_connections = excluded.max_connections, expires_at_ms = excluded.expires_at_ms, updated_at = excluded.updated_at`);
+        max_connections = excluded.max_connections, expires_at_ms = excluded.expires_at_ms, rate_limit = excluded.rate_limit, updated_at = excluded.updated_at`);
   }
 
-  async setUserLimits(accountId: number, username: string, l: { trafficLimit: number | null; maxConnections: number | null }): Promise<boolean> {
+  async setUserLimits(accountId: number, username: string, l: { trafficLimit: number | null; maxConnections: number | null; rateLimit?: number | null }): Promise<boolean> {
     const r = await guard(() => this.sql`
-      INSERT INTO user_limits (proxy_user_id, traffic_limit, max_connections)
-      SELECT id, ${l.trafficLimit}, ${l.maxConnections} FROM proxy_users WHERE account_id = ${accountId} AND username = ${username}
-      ON CONFLICT (proxy_user_id) DO UPDATE SET traffic_limit = excluded.traffic_limit, max_connections = excluded.max_connections`);
+      INSERT INTO user_limits (proxy_user_id, traffic_limit, max_connections, rate_limit)
+      SELECT id, ${l.trafficLimit}, ${l.maxConnections}, ${l.rateLimit ?? null} FROM proxy_users WHERE account_id = ${accountId} AND username = ${username}
+      ON CONFLICT (proxy_user_id) DO UPDATE SET traffic_limit = excluded.traffic_limit, max_connections = excluded.max_connections, rate_limit = excluded.rate_limit`);
     return r.count > 0;
   }
 
   async userLimits(accountId: number): Promise<UserLimits[]> {
     const rows = await guard(() => this.sql<UserRow[]>`
-      SELECT u.account_id, u.username, l.traffic_limit, l.max_connections FROM user_limits l JOIN proxy_users u ON u.id = l.proxy_user_id
+      SELECT u.account_id, u.username, l.traffic_limit, l.max_connections, l.rate_limit FROM user_limits l JOIN proxy_users u ON u.id = l.proxy_user_id
       WHERE u.account_id = ${accountId} ORDER BY u.username`);
     return rows.map(toUserLimits);
   }
 
   async all(): Promise<{ plans: Plan[]; users: UserLimits[] }> {
     const [plans, users] = await Promise.all([
-      guard(() => this.sql<PlanRow[]>`SELECT account_id, traffic_limit, period, anchor_day, max_connections, expires_at_ms FROM plans`),
+      guard(() => this.sql<PlanRow[]>`SELECT account_id, traffic_limit, period, anchor_day, max_connections, expires_at_ms, rate_limit FROM plans`),
       guard(() => this.sql<UserRow[]>`
-        SELECT u.account_id, u.username, l.traffic_limit, l.max_connections FROM user_limits l JOIN proxy_users u ON u.id = l.proxy_user_id
-        WHERE l.traffic_limit IS NOT NULL OR l.max_connections IS NOT NULL`),
+        SELECT u.account_id, u.username, l.traffic_limit, l.max_connections, l.rate_limit FROM user_limits l JOIN proxy_users u ON u.id = l.proxy_user_id
+        WHERE l.traffic_limit IS NOT NULL OR l.max_connections IS NOT NULL OR l.rate_limit IS NOT NULL`),
     ]);
     return { plans: plans.map(toPlan), users: users.map(toUserLimits) };
   }

@@ -3,7 +3,7 @@
 // wakes readers on a watch of the data dir (every commit by any process appends to proxyd.db-wal).
 import { watch } from 'node:fs';
 import type {
-  AdmissionAccountRow, AdmissionChangeRows, AdmissionIpRow, AdmissionSnapshotRows, AdmissionUserRow, ChangeKind, ChangeLogStore,
+  AdmissionAccountRow, AdmissionChangeRows, AdmissionIpRow, AdmissionSnapshotRows, AdmissionUserRow, ChangeKind, ChangeLogStore, TargetRulesRow,
 } from '../types.js';
 import { DB_FILE, type Db } from './db.js';
 import { stmt } from './statements.js';
@@ -14,6 +14,7 @@ const IPS = `SELECT e.ip, e.account_id, e.status FROM ip_claims c
   WHERE c.state = 'held'`;
 const ACCOUNTS = 'SELECT id, status FROM accounts';
 const SNAPSHOT_PAGE = 10_000;
+const RULES = 'SELECT account_id, deny, allow FROM target_rules';
 
 export class SqliteChangeLogStore implements ChangeLogStore {
   private readonly snapshotTx;
@@ -30,6 +31,7 @@ export class SqliteChangeLogStore implements ChangeLogStore {
         users: [],
         ips: stmt<[], AdmissionIpRow>(db, IPS).all(),
         accounts: stmt<[], AdmissionAccountRow>(db, ACCOUNTS).all(),
+        rules: stmt<[], TargetRulesRow>(db, RULES).all(),
       }),
     );
     this.changesTx = db.transaction((since: number, limit: number): AdmissionChangeRows | 'behind' => {
@@ -38,8 +40,8 @@ export class SqliteChangeLogStore implements ChangeLogStore {
         'SELECT seq, kind, key FROM change_log WHERE seq > ? ORDER BY seq LIMIT ?',
       ).all(since, limit);
       // A position past the head: the database was replaced or restored from a backup.
-      if (log.length === 0) return since > this.head() ? 'behind' : { seq: since, rows: 0, users: [], ips: [], accounts: [] };
-      const out: AdmissionChangeRows = { seq: log[log.length - 1]!.seq, rows: log.length, users: [], ips: [], accounts: [] };
+      if (log.length === 0) return since > this.head() ? 'behind' : { seq: since, rows: 0, users: [], ips: [], accounts: [], rules: [] };
+      const out: AdmissionChangeRows = { seq: log[log.length - 1]!.seq, rows: log.length, users: [], ips: [], accounts: [], rules: [] };
       const seen = new Set<string>();
       for (const { kind, key } of log) {
         const k = `${kind}\0${key}`;
@@ -47,7 +49,12 @@ export class SqliteChangeLogStore implements ChangeLogStore {
         seen.add(k);
         if (kind === 'user') out.users.push({ username: key, row: stmt<[string], AdmissionUserRow>(db, `${USERS} WHERE username = ?`).get(key) ?? null });
         else if (kind === 'ip') out.ips.push({ ip: key, row: stmt<[string], AdmissionIpRow>(db, `${IPS} AND c.ip = ?`).get(key) ?? null });
-        else out.accounts.push({ id: Number(key), row: stmt<[number], AdmissionAccountRow>(db, `${ACCOUNTS} WHERE id = ?`).get(Number(key)) ?? null });
+        else {
+          // An account's key also names its target rules (their own changes are logged under it).
+          const id = Number(key);
+          out.accounts.push({ id, row: stmt<[number], AdmissionAccountRow>(db, `${ACCOUNTS} WHERE id = ?`).get(id) ?? null });
+          out.rules.push({ id, row: stmt<[number], TargetRulesRow>(db, `${RULES} WHERE account_id = ?`).get(id) ?? null });
+        }
       }
       return out;
     });

@@ -14,6 +14,7 @@ import { SqliteTokenStore } from './tokens.js';
 import { SqliteUsageStore } from './usage.js';
 import { SqlitePlanStore } from './plans.js';
 import { SqliteWebhookStore } from './webhooks.js';
+import { SqliteTargetRulesStore } from './target-rules.js';
 import { SqliteWhitelistStore } from './whitelist.js';
 
 interface SqliteStoreOptions {
@@ -32,6 +33,7 @@ export class SqliteStore implements Store {
   readonly usage: SqliteUsageStore;
   readonly plans: SqlitePlanStore;
   readonly webhooks: SqliteWebhookStore;
+  readonly targetRules: SqliteTargetRulesStore;
   /** Entry and exit roles need a fleet database (PostgreSQL). */
   readonly exits = null;
   readonly connectionLog: SqliteConnectionLogStore;
@@ -58,6 +60,7 @@ export class SqliteStore implements Store {
     this.usage = new SqliteUsageStore(db, () => this.gatewayWriter());
     this.plans = new SqlitePlanStore(db, nowSec);
     this.webhooks = new SqliteWebhookStore(db);
+    this.targetRules = new SqliteTargetRulesStore(db, nowSec);
     this.changeLog = new SqliteChangeLogStore(db, dataDir);
     this.connectionLog = new SqliteConnectionLogStore(db, () => this.gatewayWriter());
   }

@@ -292,4 +292,30 @@ export const MIGRATIONS: readonly string[] = [
   ALTER TABLE connection_log ADD COLUMN datagrams_up INTEGER;
   ALTER TABLE connection_log ADD COLUMN datagrams_down INTEGER;
   `,
+  // 13: target rules (docs/gateway.md, "Target rules"): an account's deny and allow lists, account_id 0 the
+  // service's; canonical items joined by commas. A change is logged as its account's, so every node's admission
+  // view re-reads the rules with the account (the log's kinds stay as shipped).
+  `
+  CREATE TABLE IF NOT EXISTS target_rules (
+    account_id INTEGER PRIMARY KEY,
+    deny       TEXT NOT NULL DEFAULT '',
+    allow      TEXT NOT NULL DEFAULT '',
+    updated_at INTEGER NOT NULL
+  );
+  CREATE TRIGGER IF NOT EXISTS change_log_target_rules_insert AFTER INSERT ON target_rules BEGIN
+    INSERT INTO change_log (kind, key) VALUES ('account', NEW.account_id);
+  END;
+  CREATE TRIGGER IF NOT EXISTS change_log_target_rules_update AFTER UPDATE ON target_rules BEGIN
+    INSERT INTO change_log (kind, key) VALUES ('account', NEW.account_id);
+  END;
+  CREATE TRIGGER IF NOT EXISTS change_log_target_rules_delete AFTER DELETE ON target_rules BEGIN
+    INSERT INTO change_log (kind, key) VALUES ('account', OLD.account_id);
+  END;
+  `,
+  // 14: rate limits (bits per second, each direction, per node) on plans and proxy users' limits; the plan
+  // version triggers of migration 8 already fire on these updates.
+  `
+  ALTER TABLE plans ADD COLUMN rate_limit INTEGER;
+  ALTER TABLE user_limits ADD COLUMN rate_limit INTEGER;
+  `,
 ];

@@ -4,8 +4,8 @@ import type { Plan, PlanStore, UserLimits } from '../types.js';
 import type { Db } from './db.js';
 import { stmt } from './statements.js';
 
-const PLAN_COLUMNS = 'account_id, traffic_limit, period, anchor_day, max_connections, expires_at_ms';
-const USER_SELECT = 'SELECT u.account_id, u.username, l.traffic_limit, l.max_connections FROM user_limits l JOIN proxy_users u ON u.id = l.proxy_user_id';
+const PLAN_COLUMNS = 'account_id, traffic_limit, period, anchor_day, max_connections, expires_at_ms, rate_limit';
+const USER_SELECT = 'SELECT u.account_id, u.username, l.traffic_limit, l.max_connections, l.rate_limit FROM user_limits l JOIN proxy_users u ON u.id = l.proxy_user_id';
 
 export class SqlitePlanStore implements PlanStore {
   constructor(
@@ -19,17 +19,18 @@ export class SqlitePlanStore implements PlanStore {
   }
 
   async set(p: Plan): Promise<void> {
-    stmt(this.db, `INSERT INTO plans (${PLAN_COLUMNS}, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)
+    stmt(this.db, `INSERT INTO plans (${PLAN_COLUMNS}, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
       ON CONFLICT (account_id) DO UPDATE SET traffic_limit = excluded.traffic_limit, period = excluded.period, anchor_day = excluded.anchor_day,
-        max_connections = excluded.max_connections, expires_at_ms = excluded.expires_at_ms, updated_at = excluded.updated_at`)
-      .run(p.accountId, p.trafficLimit, p.period, p.anchorDay, p.maxConnections, p.expiresAt, this.nowSec());
+        max_connections = excluded.max_connections, expires_at_ms = excluded.expires_at_ms, rate_limit = excluded.rate_limit, updated_at = excluded.updated_at`)
+      .run(p.accountId, p.trafficLimit, p.period, p.anchorDay, p.maxConnections, p.expiresAt, p.rateLimit ?? null, this.nowSec());
   }
 
-  async setUserLimits(accountId: number, username: string, l: { trafficLimit: number | null; maxConnections: number | null }): Promise<boolean> {
+  async setUserLimits(accountId: number, username: string, l: { trafficLimit: number | null; maxConnections: number | null; rateLimit?: number | null }): Promise<boolean> {
     const u = stmt<[number, string], { id: number }>(this.db, 'SELECT id FROM proxy_users WHERE account_id = ? AND username = ?').get(accountId, username);
     if (!u) return false;
-    stmt(this.db, `INSERT INTO user_limits (proxy_user_id, traffic_limit, max_connections) VALUES (?, ?, ?)
-      ON CONFLICT (proxy_user_id) DO UPDATE SET traffic_limit = excluded.traffic_limit, max_connections = excluded.max_connections`).run(u.id, l.trafficLimit, l.maxConnections);
+    stmt(this.db, `INSERT INTO user_limits (proxy_user_id, traffic_limit, max_connections, rate_limit) VALUES (?, ?, ?, ?)
+      ON CONFLICT (proxy_user_id) DO UPDATE SET traffic_limit = excluded.traffic_limit, max_connections = excluded.max_connections, rate_limit = excluded.rate_limit`)
+      .run(u.id, l.trafficLimit, l.maxConnections, l.rateLimit ?? null);
     return true;
   }
 
@@ -40,7 +41,7 @@ export class SqlitePlanStore implements PlanStore {
   async all(): Promise<{ plans: Plan[]; users: UserLimits[] }> {
     return {
       plans: stmt<[], PlanRow>(this.db, `SELECT ${PLAN_COLUMNS} FROM plans`).all().map(toPlan),
-      users: stmt<[], UserRow>(this.db, `${USER_SELECT} WHERE l.traffic_limit IS NOT NULL OR l.max_connections IS NOT NULL`).all().map(toUserLimits),
+      users: stmt<[], UserRow>(this.db, `${USER_SELECT} WHERE l.traffic_limit IS NOT NULL OR l.max_connections IS NOT NULL OR l.rate_limit IS NOT NULL`).all().map(toUserLimits),
     };
   }
 
