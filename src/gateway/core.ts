@@ -7,6 +7,7 @@ import type { ByteBudget } from './relay/byte-budget.js';
 import type { RateBudget } from './relay/rate-budget.js';
 import { DirectDialer, LocatedDialer, PoolDialer, PrefixDialer, type Dialer, type EgressSession, type ExitWish, type ResolveOutcome } from './dial/dialer.js';
 import { resolveLimits } from './limits.js';
+import { AddressScreen, judgeTarget } from './dial/target-rules.js';
 import { Tunnels } from './relay/open-tunnels.js';
 import { parseIp } from './dial/target-policy.js';
 import type { AdmitFailure, GatewayLimits, GatewayOptions, GatewayStats, UsageDelta } from './types.js';
@@ -114,8 +115,22 @@ export class GatewayCore {
   }
 
   /** A target resolved and checked against the target policy, as a dial would (UDP datagrams use it). */
-  resolveTarget(host: string, port: number): Promise<ResolveOutcome> {
-    return this.direct.resolve(host, port);
+  /** Whether the target rules refuse this target as asked (a name or a literal; resolved addresses are the resolver's). */
+  refusesTarget(accountId: number, host: string): boolean {
+    const rules = this.opts.targetRules;
+    const judged = rules && accountId >= 0 ? judgeTarget(rules.forAccount(accountId), host) : null;
+    return judged !== null && !(judged instanceof AddressScreen);
+  }
+
+  resolveTarget(host: string, port: number, accountId = -1): Promise<ResolveOutcome> {
+    // The account's and the service's target rules first, as for a connection (a denied name is not resolved).
+    const rules = this.opts.targetRules;
+    const judged = rules && accountId >= 0 ? judgeTarget(rules.forAccount(accountId), host) : null;
+    if (judged && !(judged instanceof AddressScreen)) {
+      this.countRefusal(judged.denied);
+      return Promise.resolve({ ok: false, reason: judged.denied });
+    }
+    return this.direct.resolve(host, port, judged);
   }
 
   private udpNext = 0;

@@ -7,6 +7,7 @@
 import dgram from 'node:dgram';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { ConnectionRecord } from '../../src/gateway/types.js';
+import { TargetRuleSet } from '../../src/gateway/dial/target-rules.js';
 import { RawClient, startTestGateway, type TestGateway } from './helpers.js';
 import { sleep, waitFor } from '../helpers/wait.js';
 
@@ -143,6 +144,25 @@ describe('SOCKS5 UDP ASSOCIATE', () => {
     stranger.send(Buffer.from('unsolicited'), echo.ports[0]!, '127.0.0.1');
     await waitFor('dropped', () => (g.gw.stats().udp.dropped.unsolicited === 1 ? true : undefined), 2_000);
     expect(c.inbox).toHaveLength(1);
+  });
+
+  it("the account's target rules hold for datagrams: a denied network and a denied name are dropped, others pass", async () => {
+    const g = await startTestGateway({
+      targetRules: { forAccount: (id) => ({ service: null, account: id === 1 ? new TargetRuleSet(['127.0.0.3/32', 'blocked.example'], []) : null }) },
+      lookup: async () => [{ address: '127.0.0.1', family: 4 }],
+    });
+    cleanup.push(() => g.gw.close(0));
+    const allowed = await udpEcho();
+    const denied = await udpEcho('127.0.0.3');
+    const a = await associate(g);
+    const c = await client(a.relay);
+    expect(await c.ask(datagram('127.0.0.3', denied.port, Buffer.from('to a denied network')), 300)).toBeNull();
+    const byName = Buffer.concat([Buffer.from([0, 0, 0, 3, 15]), Buffer.from('blocked.example'), Buffer.from([allowed.port >> 8, allowed.port & 255]), Buffer.from('by name')]);
+    expect(await c.ask(byName, 300)).toBeNull();
+    expect(denied.from).toEqual([]);
+    expect(allowed.from).toEqual([]);
+    expect(g.gw.stats().udp.dropped.policy).toBe(2);
+    expect(await c.ask(datagram('127.0.0.1', allowed.port, Buffer.from('fine')))).not.toBeNull();
   });
 
   it('ends after --udp-idle without a datagram: the control connection is closed', async () => {

@@ -136,13 +136,21 @@ export class Socks5Handler implements ProtocolHandler {
         carrier = (assoc) => {
           readFrames(hop, (f) => assoc.answer({ address: f.host, family: f.family ?? 4, port: f.port }, f.data));
           hop.once('close', () => conn.destroy());
-          return { send: (host, port, data) => writeFrame(hop, { host, port }, data), close: () => hop.destroy() };
+          // The account's target rules here, on the target as asked (the exit knows no account): a denied one never leaves.
+          const send = (host: string, port: number, data: Buffer): boolean => {
+            if (conn.core.refusesTarget(conn.accountId, host)) {
+              conn.core.countUdpDrop('policy');
+              return false;
+            }
+            return writeFrame(hop, { host, port }, data);
+          };
+          return { send, close: () => hop.destroy() };
         };
       } else {
         const egress = conn.closed ? undefined : await conn.core.udpEgress(conn.egressSession);
         carrier = (assoc) =>
           new UdpOut({
-            resolve: (host, port) => conn.core.resolveTarget(host, port),
+            resolve: (host, port) => conn.core.resolveTarget(host, port, conn.accountId),
             egressAddress: egress,
             drop: (reason) => conn.core.countUdpDrop(reason),
             onAnswer: (from, data) => assoc.answer(from, data),
