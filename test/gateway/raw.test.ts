@@ -202,12 +202,10 @@ describe('SOCKS5 framing', () => {
     await g.gw.close(100);
   });
 
-  it('answers BIND and UDP ASSOCIATE 0x07, an unknown address type 0x08, and closes on a bad version', async () => {
-    for (const cmd of [2, 3]) {
-      const c = await RawClient.connect(t.socksPort);
-      expect((await socksOpen(c, socksConnectDomain('localhost', echo.port, cmd)))[1]).toBe(7);
-      await c.waitClosed();
-    }
+  it('answers BIND 0x07 (UDP ASSOCIATE is served: test/gateway/udp.test.ts), an unknown address type 0x08, and closes on a bad version', async () => {
+    const c = await RawClient.connect(t.socksPort);
+    expect((await socksOpen(c, socksConnectDomain('localhost', echo.port, 2)))[1]).toBe(7);
+    await c.waitClosed();
     const d = await RawClient.connect(t.socksPort);
     expect((await socksOpen(d, Buffer.from([5, 1, 0, 9, 1, 2, 3, 4, 0, 80])))[1]).toBe(8);
     const e = await RawClient.connect(t.socksPort);
