@@ -59,7 +59,7 @@ export class SqliteStore implements Store {
     // lock another process holds (an admin command, a backup): their callers keep the data for the next flush.
     this.usage = new SqliteUsageStore(db, () => this.gatewayWriter());
     this.plans = new SqlitePlanStore(db, nowSec);
-    this.webhooks = new SqliteWebhookStore(db);
+    this.webhooks = new SqliteWebhookStore(db, () => this.gatewayWriter());
     this.targetRules = new SqliteTargetRulesStore(db, nowSec);
     this.changeLog = new SqliteChangeLogStore(db, dataDir);
     this.connectionLog = new SqliteConnectionLogStore(db, () => this.gatewayWriter());

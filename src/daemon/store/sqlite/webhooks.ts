@@ -1,11 +1,15 @@
 // webhooks / webhook_events on SQLite: a claim is one write transaction, so two processes on one file never take one event.
 import type { Webhook, WebhookEvent, WebhookEventState, WebhookStore } from '../types.js';
 import { EVENT_COLUMNS, toEvent, toWebhook, type EventRow, type WebhookRow } from '../webhooks-sql.js';
-import type { Db } from './db.js';
+import { isBusyError, type Db } from './db.js';
 import { stmt } from './statements.js';
 
 export class SqliteWebhookStore implements WebhookStore {
-  constructor(private readonly db: Db) {}
+  constructor(
+    private readonly db: Db,
+    /** A connection that never waits for the write lock (the claim runs in the process that relays tunnels). */
+    private readonly writer: () => Db = () => db,
+  ) {}
 
   async set(w: Webhook): Promise<void> {
     stmt(this.db, `INSERT INTO webhooks (account_id, url, thresholds, secret) VALUES (?, ?, ?, ?)
@@ -33,15 +37,26 @@ export class SqliteWebhookStore implements WebhookStore {
   }
 
   async claimDue(node: string, nowMs: number, leaseMs: number, max: number): Promise<WebhookEvent[]> {
-    return this.db
-      .transaction(() => {
-        const rows = stmt<[number, number, number], EventRow>(this.db, `SELECT ${EVENT_COLUMNS} FROM webhook_events
-          WHERE state = 'pending' AND next_at_ms <= ? AND (claimed_until_ms IS NULL OR claimed_until_ms < ?) ORDER BY next_at_ms LIMIT ?`).all(nowMs, nowMs, max);
-        const claim = stmt(this.db, 'UPDATE webhook_events SET claimed_by = ?, claimed_until_ms = ? WHERE id = ?');
-        for (const r of rows) claim.run(node, nowMs + leaseMs, r.id);
-        return rows.map(toEvent);
-      })
-      .immediate();
+    // A read first (WAL readers never wait): with nothing due, no write lock is asked for at all.
+    const due = stmt<[number, number], { n: number }>(this.db, `SELECT count(*) AS n FROM webhook_events
+      WHERE state = 'pending' AND next_at_ms <= ? AND (claimed_until_ms IS NULL OR claimed_until_ms < ?)`).get(nowMs, nowMs);
+    if (!due || due.n === 0) return [];
+    // The claim on the no-wait connection: a lock held elsewhere means "next tick", never a stalled event loop.
+    const w = this.writer();
+    try {
+      return w
+        .transaction(() => {
+          const rows = stmt<[number, number, number], EventRow>(w, `SELECT ${EVENT_COLUMNS} FROM webhook_events
+            WHERE state = 'pending' AND next_at_ms <= ? AND (claimed_until_ms IS NULL OR claimed_until_ms < ?) ORDER BY next_at_ms LIMIT ?`).all(nowMs, nowMs, max);
+          const claim = stmt(w, 'UPDATE webhook_events SET claimed_by = ?, claimed_until_ms = ? WHERE id = ?');
+          for (const r of rows) claim.run(node, nowMs + leaseMs, r.id);
+          return rows.map(toEvent);
+        })
+        .immediate();
+    } catch (e) {
+      if (isBusyError(e)) return [];
+      throw e;
+    }
   }
 
   async finish(id: string, node: string, o: { state: WebhookEventState; attempts: number; lastStatus: number | null; nextAtMs: number }): Promise<void> {
