@@ -22,11 +22,12 @@ export { ExitDirectory, EXIT_STALE_MS } from './hop/directory.js';
 export { HopDialer } from './hop/dialer.js';
 export { makeHopIdentity, readHopIdentity, FINGERPRINT } from './hop/identity.js';
 
-function listen(server: net.Server, host: string, port: number): Promise<void> {
+function listen(server: net.Server, host: string, port: number, reusePort: boolean): Promise<void> {
   return new Promise((resolve, reject) => {
     const onError = (err: Error): void => reject(err);
     server.once('error', onError);
-    server.listen({ host, port, backlog: 4096 }, () => {
+    // exclusive: a cluster worker's own socket, not a handle shared through the primary.
+    server.listen({ host, port, backlog: 4096, ...(reusePort ? { exclusive: true, reusePort: true } : {}) }, () => {
       server.removeListener('error', onError);
       resolve();
     });
@@ -61,7 +62,7 @@ export async function startGateway(opts: GatewayOptions): Promise<Gateway> {
     // allowHalfOpen: a client's FIN must not close our side while the target is still answering.
     const server = net.createServer({ allowHalfOpen: true, pauseOnConnect: false, noDelay: true }, accept(kind));
     server.on('error', (err) => opts.log?.warn({ err: err.message, listener: kind }, 'gateway listener error'));
-    await listen(server, where.host, where.port);
+    await listen(server, where.host, where.port, opts.reusePort ?? false);
     servers.push(server);
     return server;
   };
@@ -81,6 +82,7 @@ export async function startGateway(opts: GatewayOptions): Promise<Gateway> {
         dialer: core.localDialer,
         core,
         onRefused: opts.hop.onRefused,
+        reusePort: opts.reusePort ?? false,
       });
     }
   } catch (err) {

@@ -8,12 +8,15 @@ import { usageKey } from '../../gateway/index.js';
 import type { UsageDelta } from '../../gateway/types.js';
 import { StoreUnavailableError, type UsagePeriod, type UsageStore } from '../store/index.js';
 import { DEFAULT_USAGE_RETENTION_MS } from '../store/usage-sql.js';
+import type { WriteTurns } from '../store/write-turns.js';
 
 export interface MeterOptions {
   intervalMs?: number;
   /** How long buckets are kept, per period (ms). */
   retentionMs?: Record<UsagePeriod, number>;
   log?: { warn(obj: object, msg?: string): void };
+  /** With several workers on one SQLite file: write only in this worker's turn (store/write-turns.ts). */
+  turns?: WriteTurns | null;
 }
 
 const PRUNE_EVERY_MS = 600_000;
@@ -89,6 +92,7 @@ export class UsageMeter {
     const f = this.outgoing;
     let outcome: string;
     try {
+      if (this.opts.turns) await this.opts.turns.wait();
       outcome = await this.store.addFlush(this.prefix, f.id, f.atMs, f.deltas);
     } catch (e) {
       outcome = e instanceof StoreUnavailableError ? 'unavailable' : `error: ${e instanceof Error ? e.message : String(e)}`;

@@ -4,6 +4,7 @@
 // the next flush) and what does not fit is dropped and counted (proxyd_connection_log_dropped_total).
 import type { ConnectionLogSink, ConnectionRecord } from '../../gateway/types.js';
 import { StoreUnavailableError, type ConnectionLogStore } from '../store/index.js';
+import type { WriteTurns } from '../store/write-turns.js';
 
 export interface ConnectionLogOptions {
   /** Records held at most while the database is slow or away (about 300 bytes each). */
@@ -15,6 +16,8 @@ export interface ConnectionLogOptions {
   /** Records older than this are removed (hourly, by whichever node gets there); 0 keeps them. */
   retentionMs?: number;
   log?: { warn(obj: object, msg?: string): void };
+  /** With several workers on one SQLite file: write only in this worker's turn (store/write-turns.ts). */
+  turns?: WriteTurns | null;
 }
 
 const DEFAULTS = { maxBuffered: 20_000, batch: 1_000, intervalMs: 250 };
@@ -38,6 +41,8 @@ export class ConnectionLogWriter implements ConnectionLogSink {
   private lastWarn = 0;
   written = 0;
   dropped = 0;
+  /** Batches the database did not take at once (another writer held its lock): kept and written again. */
+  retried = 0;
   private readonly max: number;
   private readonly batch: number;
   private readonly intervalMs: number;
@@ -100,6 +105,7 @@ export class ConnectionLogWriter implements ConnectionLogSink {
       let ok: boolean;
       let why = 'busy';
       try {
+        if (this.opts.turns) await this.opts.turns.wait();
         ok = (await this.store.insert(this.node, batch)) === 'ok';
       } catch (e) {
         ok = false;
@@ -111,6 +117,7 @@ export class ConnectionLogWriter implements ConnectionLogSink {
           continue;
         }
       }
+      if (!ok) this.retried++;
       if (ok) {
         this.written += batch.length;
         // A synchronous backend (SQLite) writes a batch in one turn: let the sockets run between batches.

@@ -1,8 +1,12 @@
 // `proxyd serve --workers N`: the primary (started by run.ts, which holds the lock and the signals) forks N
-// workers that share the listeners (node:cluster), waits until every one serves, replaces a worker that
+// workers, each listening on a socket of its own on the same ports (SO_REUSEPORT: the kernel spreads
+// connections and none passes through the primary), waits until every one serves, replaces a worker that
 // dies, serves the workers' aggregated metrics, and on shutdown drains every worker.
-// Workers re-run the same command line (cluster re-executes argv), so they parse the same config.
+// Workers re-run the same command line (cluster re-executes argv), so they parse the same config; the
+// primary adds the concrete ports (port 0 is resolved by the first worker) and the worker's write turn.
 import cluster, { type Worker } from 'node:cluster';
+import net from 'node:net';
+import { writeTurnsFor } from '../store/write-turns.js';
 import type { ServeConfig } from './config.js';
 import type { DaemonLog } from '../log.js';
 import { serveStickyAddresses, serveStickySessions } from './egress-pool.js';
@@ -17,6 +21,57 @@ type WorkerMessage =
   | { type: typeof METRICS_REQ; id: number };
 
 const DRAIN = 'proxyd:drain';
+/** Environment the primary gives each worker: the listeners' concrete ports, and its slot (0 … N-1). */
+const PORTS_ENV = 'PROXYD_WORKER_PORTS';
+const SLOT_ENV = 'PROXYD_WORKER_SLOT';
+
+/** The ports every worker binds; null for a listener this node does not open. */
+interface Ports {
+  api: number;
+  httpProxy: number | null;
+  socks: number | null;
+  hop: number | null;
+}
+
+const portOf = (hostPort: string | null | undefined): number | null => (hostPort ? Number(hostPort.slice(hostPort.lastIndexOf(':') + 1)) : null);
+
+/** The ports as configured (0 where the OS is to pick). */
+function configuredPorts(cfg: ServeConfig): Ports {
+  const customer = cfg.role !== 'exit';
+  return {
+    api: cfg.apiListen.port,
+    httpProxy: customer ? cfg.httpProxyListen.port : null,
+    socks: customer ? cfg.socksListen.port : null,
+    hop: cfg.role === 'exit' ? cfg.hopListen.port : null,
+  };
+}
+
+const portsOf = (r: Ready): Ports => ({ api: portOf(r.api)!, httpProxy: portOf(r.httpProxy), socks: portOf(r.socks5), hop: portOf(r.hop) });
+
+/** The configuration a worker serves: the primary's ports in place of 0. */
+export function withWorkerPorts(cfg: ServeConfig, env: NodeJS.ProcessEnv = process.env): ServeConfig {
+  const p = env[PORTS_ENV] ? (JSON.parse(env[PORTS_ENV]) as Ports) : null;
+  if (!p) return cfg;
+  return {
+    ...cfg,
+    apiListen: { ...cfg.apiListen, port: p.api },
+    httpProxyListen: { ...cfg.httpProxyListen, port: p.httpProxy ?? cfg.httpProxyListen.port },
+    socksListen: { ...cfg.socksListen, port: p.socks ?? cfg.socksListen.port },
+    hopListen: { ...cfg.hopListen, port: p.hop ?? cfg.hopListen.port },
+  };
+}
+
+/**
+ * A port taken by another process is refused before any worker binds it: SO_REUSEPORT would otherwise let
+ * our workers share it with another program of the same user (the socket bound without it is closed again).
+ */
+function portTaken(host: string, port: number): Promise<NodeJS.ErrnoException | null> {
+  return new Promise((resolve) => {
+    const s = net.createServer();
+    s.once('error', (e: NodeJS.ErrnoException) => resolve(e));
+    s.listen({ host, port, exclusive: true }, () => s.close(() => resolve(null)));
+  });
+}
 /** How long the primary waits for every worker to drain before it kills the rest. */
 const CLUSTER_DRAIN_MS = TUNNEL_DRAIN_MS + 5_000;
 const START_TIMEOUT_MS = 30_000;
@@ -59,7 +114,10 @@ export async function runWorker(cfg: ServeConfig, log: DaemonLog): Promise<void>
   // The primary is gone (killed): never serve on without the lock holder.
   process.on('disconnect', () => drain('primary gone'));
   try {
-    daemon = await startDaemon(cfg, log);
+    const slot = process.env[SLOT_ENV] === undefined ? undefined : Number(process.env[SLOT_ENV]);
+    // On PostgreSQL rows lock, not the file: writers need no turns there.
+    const turns = cfg.databaseUrl ? null : writeTurnsFor(slot, cfg.workers);
+    daemon = await startDaemon(withWorkerPorts(cfg), log, { reusePort: true, turns });
   } catch (e) {
     const err = e as NodeJS.ErrnoException;
     if (!process.connected) process.exit(1);
@@ -86,10 +144,14 @@ export async function startPrimary(cfg: ServeConfig, log: DaemonLog): Promise<Se
   let stopping = false;
   let crashStreak = 0;
   const bornAt = new Map<number, number>();
+  /** Each worker's write turn; a replacement takes the turn of the worker it replaces. */
+  const slotOf = new Map<number, number>();
+  let ports: Ports = configuredPorts(cfg);
 
-  const fork = (): Worker => {
-    const w = cluster.fork();
+  const fork = (slot: number): Worker => {
+    const w = cluster.fork({ [PORTS_ENV]: JSON.stringify(ports), [SLOT_ENV]: String(slot) });
     bornAt.set(w.id, Date.now());
+    slotOf.set(w.id, slot);
     metrics.workers.set(Object.keys(cluster.workers ?? {}).length);
     return w;
   };
@@ -107,28 +169,43 @@ export async function startPrimary(cfg: ServeConfig, log: DaemonLog): Promise<Se
   });
   cluster.on('exit', (w) => serving.delete(w));
 
-  // Initial start: every worker must come up, on the same ports, or the whole start fails.
-  const readies: Ready[] = [];
-  let settle: { resolve: () => void; reject: (e: StartError) => void } | null = null;
-  const onMessage = (_w: Worker, m: WorkerMessage) => {
-    if (m?.type === 'proxyd:ready') {
-      readies.push(m.ready);
-      if (readies.length === cfg.workers) settle?.resolve();
-    } else if (m?.type === 'proxyd:failed') settle?.reject(new StartError(m.message, m.code));
-  };
-  const onExit = (w: Worker, code: number | null, signal: string | null) =>
-    settle?.reject(new StartError(`worker ${w.process.pid} exited ${signal ?? code} before it was ready`));
-  cluster.on('message', onMessage);
-  cluster.on('exit', onExit);
-  let timer: NodeJS.Timeout | undefined;
-  try {
-    await new Promise<void>((resolve, reject) => {
-      settle = { resolve, reject };
-      timer = setTimeout(() => reject(new StartError('workers did not become ready in time')), START_TIMEOUT_MS);
-      for (let i = 0; i < cfg.workers; i++) fork();
+  /** Forks the worker of one slot and resolves with its ready line, or rejects with why it did not start. */
+  const startOne = (slot: number): Promise<Ready> =>
+    new Promise((resolve, reject) => {
+      const w = fork(slot);
+      const onExit = (code: number | null, signal: string | null) => reject(new StartError(`worker ${w.process.pid} exited ${signal ?? code} before it was ready`));
+      w.on('message', function onMessage(m: WorkerMessage) {
+        if (m?.type !== 'proxyd:ready' && m?.type !== 'proxyd:failed') return;
+        w.off('message', onMessage);
+        w.off('exit', onExit);
+        if (m.type === 'proxyd:ready') resolve(m.ready);
+        else reject(new StartError(m.message, m.code));
+      });
+      w.once('exit', onExit);
     });
-    const [first] = readies;
-    const same = readies.every((r) => r.api === first!.api && r.httpProxy === first!.httpProxy && r.socks5 === first!.socks5);
+
+  // Initial start: every worker must come up, on the same ports, or the whole start fails.
+  let timer: NodeJS.Timeout | undefined;
+  let readies: Ready[];
+  try {
+    const host = { api: cfg.apiListen.host, httpProxy: cfg.httpProxyListen.host, socks: cfg.socksListen.host, hop: cfg.hopListen.host };
+    for (const k of Object.keys(ports) as Array<keyof Ports>) {
+      const port = ports[k];
+      if (!port) continue;
+      const taken = await portTaken(host[k], port);
+      if (taken) throw new StartError(`${host[k]}:${port}: ${taken.message}`, taken.code);
+    }
+    const timeout = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new StartError('workers did not become ready in time')), START_TIMEOUT_MS);
+    });
+    const slots = Array.from({ length: cfg.workers }, (_, i) => i);
+    // Port 0: the first worker's pick is the port every other worker binds.
+    const first = Object.values(ports).includes(0) ? await Promise.race([startOne(0), timeout]) : null;
+    if (first) ports = portsOf(first);
+    const rest = await Promise.race([Promise.all(slots.slice(first ? 1 : 0).map(startOne)), timeout]);
+    readies = first ? [first, ...rest] : rest;
+    const [one] = readies;
+    const same = readies.every((r) => r.api === one!.api && r.httpProxy === one!.httpProxy && r.socks5 === one!.socks5 && r.hop === one!.hop);
     if (!same) throw new StartError(`workers bound different ports (${readies.map((r) => r.api).join(', ')})`);
   } catch (e) {
     stopping = true;
@@ -138,10 +215,7 @@ export async function startPrimary(cfg: ServeConfig, log: DaemonLog): Promise<Se
     if (err.code) out.code = err.code;
     throw out;
   } finally {
-    settle = null;
     clearTimeout(timer);
-    cluster.off('message', onMessage);
-    cluster.off('exit', onExit);
   }
 
   const ready = { ...readies[0]!, pid: process.pid, workers: cfg.workers };
@@ -151,13 +225,15 @@ export async function startPrimary(cfg: ServeConfig, log: DaemonLog): Promise<Se
     metrics.workers.set(Object.keys(cluster.workers ?? {}).length);
     if (stopping) return;
     const lived = Date.now() - (bornAt.get(w.id) ?? 0);
+    const slot = slotOf.get(w.id) ?? 0;
     bornAt.delete(w.id);
+    slotOf.delete(w.id);
     crashStreak = lived > STABLE_MS ? 1 : crashStreak + 1;
     const delay = Math.min(100 * 2 ** (crashStreak - 1), 10_000);
     metrics.restarts.inc();
     log.error({ event: 'worker_exit', worker: w.process.pid, code, signal, restartInMs: delay }, 'worker exited unexpectedly; replacing it');
     setTimeout(() => {
-      if (!stopping) fork();
+      if (!stopping) fork(slot);
     }, delay);
   });
 

@@ -30,6 +30,7 @@ import { ExitHeartbeat } from '../fleet/exits.js';
 import { HopIdentityKeeper } from '../fleet/hop-identity.js';
 import { HopSecrets } from '../fleet/hop-secrets.js';
 import { WhitelistService, type ServiceLog } from '../services/whitelist.js';
+import type { WriteTurns } from '../store/write-turns.js';
 
 export const TUNNEL_DRAIN_MS = 10_000;
 /** How long start-up waits for a configured dependency (Redis) before it serves degraded. */
@@ -173,13 +174,22 @@ export function apiContext(p: {
   };
 }
 
+/** How a cluster worker serves beside its siblings (cluster.ts); a lone process needs none of it. */
+export interface WorkerPart {
+  /** Listen on a socket of its own beside the siblings' (SO_REUSEPORT): the kernel spreads connections. */
+  reusePort: boolean;
+  /** Its turns at the database's write lock, on SQLite. */
+  turns: WriteTurns | null;
+}
+
 /** The API (+ console) listening, once the rate-limit store is connected or has been waited for. */
-async function listenApi(cfg: ServeConfig, log: DaemonLog, store: Store, limits: ApiLimits, metrics: Metrics, view: AdmissionView): Promise<FastifyInstance> {
+async function listenApi(cfg: ServeConfig, log: DaemonLog, store: Store, limits: ApiLimits, metrics: Metrics, view: AdmissionView, reusePort: boolean): Promise<FastifyInstance> {
   const [geo] = await Promise.all([openCountryLookup(cfg.geoipDb), limits.ready(DEPENDENCY_WAIT_MS)]);
   const ctx = apiContext({ store, geo, limits, metrics, log: { error: (o, m) => log.error(o, m) }, view });
   const app = await buildApp(ctx, { trustProxy: cfg.trustProxy, logger: log, plugins: [(a: FastifyInstance) => consolePlugin(a, ctx)] });
   try {
-    await app.listen({ host: cfg.apiListen.host, port: cfg.apiListen.port });
+    // Fastify hands its options to net.Server.listen, whose reusePort its types do not name yet.
+    await app.listen({ host: cfg.apiListen.host, port: cfg.apiListen.port, ...(reusePort ? { exclusive: true, reusePort: true } : {}) } as { host: string; port: number });
   } catch (err) {
     await app.close();
     throw err;
@@ -191,7 +201,7 @@ async function listenApi(cfg: ServeConfig, log: DaemonLog, store: Store, limits:
  * Starts one serving process (the only one, or a cluster worker); the caller holds the data-dir lock.
  * Resolves once it serves: every configured dependency is connected, or waited for and logged as down.
  */
-export async function startDaemon(cfg: ServeConfig, log: DaemonLog): Promise<RunningDaemon> {
+export async function startDaemon(cfg: ServeConfig, log: DaemonLog, worker: WorkerPart = { reusePort: false, turns: null }): Promise<RunningDaemon> {
   const gatewayLimits = parseGatewayLimitOverrides(process.env.PROXYD_GATEWAY_LIMITS); // before anything opens
   const dnsServers = parseDnsServers(process.env.PROXYD_DNS_SERVERS);
   if (cfg.egressPool) await checkBindable(cfg.egressPool);
@@ -207,7 +217,7 @@ export async function startDaemon(cfg: ServeConfig, log: DaemonLog): Promise<Run
   // Whatever fails before the API listens must not leave a Redis client reconnecting: the process would never exit.
   const app = await view
     .start()
-    .then(() => listenApi(cfg, log, store, limits, metrics, view))
+    .then(() => listenApi(cfg, log, store, limits, metrics, view, worker.reusePort))
     .catch(async (err: unknown) => {
       view.close();
       await limits.close();
@@ -224,6 +234,7 @@ export async function startDaemon(cfg: ServeConfig, log: DaemonLog): Promise<Run
         // Hidden knob (tests, very busy nodes): records held while the database is slow; default 20,000.
         maxBuffered: process.env.PROXYD_CONNECTION_LOG_BUFFER ? intFromEnv('PROXYD_CONNECTION_LOG_BUFFER', 1, 10_000_000) : undefined,
         log,
+        turns: worker.turns,
       })
     : null;
   connLog?.start();
@@ -231,7 +242,7 @@ export async function startDaemon(cfg: ServeConfig, log: DaemonLog): Promise<Run
   // A gateway that cannot start (port in use) must not leave the API listening: the process would never exit.
   const admission = new ViewAdmission(view);
   // Usage: collected from the gateway every second, flushed once per second per node (docs/operations.md, Metering).
-  const meter = new UsageMeter(store.usage, () => gateway?.collectUsage() ?? [], { retentionMs: cfg.usageRetentionMs, log });
+  const meter = new UsageMeter(store.usage, () => gateway?.collectUsage() ?? [], { retentionMs: cfg.usageRetentionMs, log, turns: worker.turns });
   // Plans: the tables read again when their version moves, enforced at admission and by closing what is over;
   // byte budgets and connection slots leased from the store hold the limits fleet-wide (metering/plans.ts).
   const plans = new PlanEnforcer(store, {
@@ -284,6 +295,7 @@ export async function startDaemon(cfg: ServeConfig, log: DaemonLog): Promise<Run
   }
   const gw: Gateway = await startGateway({
     httpProxyListen: cfg.role === 'exit' ? null : cfg.httpProxyListen,
+    reusePort: worker.reusePort,
     socksListen: cfg.role === 'exit' ? null : cfg.socksListen,
     location: cfg.location,
     exitDialer: exits ? new HopDialer(exits, log.child({ component: 'exits' })) : undefined,
@@ -312,7 +324,7 @@ export async function startDaemon(cfg: ServeConfig, log: DaemonLog): Promise<Run
   metrics.attachLoginBudget(() => admission.budget.refused);
   const directory = exits as ExitDirectory | null;
   if (directory) metrics.attachExits(() => directory.view());
-  if (connLog) metrics.attachConnectionLog(() => ({ written: connLog.written, dropped: connLog.dropped, buffered: connLog.buffered }));
+  if (connLog) metrics.attachConnectionLog(() => ({ written: connLog.written, dropped: connLog.dropped, buffered: connLog.buffered, retried: connLog.retried }));
 
   const http = gw.httpProxyAddress();
   const socks = gw.socksAddress();
