@@ -1,12 +1,14 @@
 // --workers 2 with SO_REUSEPORT: every worker listens on a socket of its own, accepted client connections belong
 // to worker processes (never the primary: `ss -tnp` names the pid holding each), and one sticky session leaves
-// from one egress address while its connections land on both workers.
+// from one egress address while its connections land on both workers. On SQLite the primary writes usage and
+// the connection log for both workers: every record arrives, none waits on the file's lock.
 import { execFileSync } from 'node:child_process';
 import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { basic } from '../gateway/helpers.js';
 import { hostPort } from '../hostile/net.js';
-import { admin, makeAccount, startDaemon, tempDir, type Daemon } from '../helpers/daemon.js';
+import { admin, inspectDb, makeAccount, startDaemon, tempDir, type Daemon } from '../helpers/daemon.js';
+import { waitFor } from '../helpers/wait.js';
 import { childPids } from './helpers.js';
 
 const PASS = 'reuseport-user-password';
@@ -96,5 +98,26 @@ describe('proxyd serve --workers 2: a socket per worker', () => {
     } finally {
       for (const t of held) t.socket.destroy();
     }
+  }, 60_000);
+
+  it("the primary writes both workers' connection-log records and usage, with no write retried", async () => {
+    const workers = childPids(d.proc.pid!);
+    const held = [];
+    for (let i = 0; i < 20; i++) held.push(await tunnel(d.httpProxy, targetPort, 'carol'));
+    const owners = socketOwners(hostPort(d.httpProxy).port, 'established');
+    expect(new Set(held.map((t) => owners.get(t.localPort)?.[0])).size).toBe(2);
+    for (const t of held) t.socket.destroy();
+    const db = await inspectDb(d.dataDir);
+    try {
+      await waitFor('20 records of user carol', () => db.get<{ n: number }>("SELECT COUNT(*) AS n FROM connection_log WHERE username = 'carol' AND reason IS NULL").n === 20);
+      await waitFor('usage of 20 connections', () => (db.get<{ n: number }>("SELECT SUM(connections) AS n FROM usage_buckets WHERE period = 'minute' AND subject = 'user:carol'").n ?? 0) >= 20);
+    } finally {
+      db.close();
+    }
+    // Only the primary holds a connection that writes; the workers never wrote, so none of them retried.
+    const text = await (await fetch(`${d.api}/metrics`)).text();
+    expect(text).toMatch(/^proxyd_connection_log_write_retries_total 0$/m);
+    expect(text).toMatch(/^proxyd_usage_flush_failures_total 0$/m);
+    expect(workers).toHaveLength(2);
   }, 60_000);
 });

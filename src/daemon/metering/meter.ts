@@ -8,15 +8,12 @@ import { usageKey } from '../../gateway/index.js';
 import type { UsageDelta } from '../../gateway/types.js';
 import { StoreUnavailableError, type UsagePeriod, type UsageStore } from '../store/index.js';
 import { DEFAULT_USAGE_RETENTION_MS } from '../store/usage-sql.js';
-import type { WriteTurns } from '../store/write-turns.js';
 
 export interface MeterOptions {
   intervalMs?: number;
   /** How long buckets are kept, per period (ms). */
   retentionMs?: Record<UsagePeriod, number>;
   log?: { warn(obj: object, msg?: string): void };
-  /** With several workers on one SQLite file: write only in this worker's turn (store/write-turns.ts). */
-  turns?: WriteTurns | null;
 }
 
 const PRUNE_EVERY_MS = 600_000;
@@ -45,7 +42,8 @@ export class UsageMeter {
   failedFlushes = 0;
 
   constructor(
-    private readonly store: UsageStore,
+    /** The database, or (a worker on SQLite) the primary, which writes for every worker. */
+    private readonly store: Pick<UsageStore, 'addFlush' | 'prune'>,
     private readonly collect: () => UsageDelta[],
     private readonly opts: MeterOptions = {},
   ) {}
@@ -92,7 +90,6 @@ export class UsageMeter {
     const f = this.outgoing;
     let outcome: string;
     try {
-      if (this.opts.turns) await this.opts.turns.wait();
       outcome = await this.store.addFlush(this.prefix, f.id, f.atMs, f.deltas);
     } catch (e) {
       outcome = e instanceof StoreUnavailableError ? 'unavailable' : `error: ${e instanceof Error ? e.message : String(e)}`;

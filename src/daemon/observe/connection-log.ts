@@ -4,7 +4,6 @@
 // the next flush) and what does not fit is dropped and counted (proxyd_connection_log_dropped_total).
 import type { ConnectionLogSink, ConnectionRecord } from '../../gateway/types.js';
 import { StoreUnavailableError, type ConnectionLogStore } from '../store/index.js';
-import type { WriteTurns } from '../store/write-turns.js';
 
 export interface ConnectionLogOptions {
   /** Records held at most while the database is slow or away (about 300 bytes each). */
@@ -16,8 +15,6 @@ export interface ConnectionLogOptions {
   /** Records older than this are removed (hourly, by whichever node gets there); 0 keeps them. */
   retentionMs?: number;
   log?: { warn(obj: object, msg?: string): void };
-  /** With several workers on one SQLite file: write only in this worker's turn (store/write-turns.ts). */
-  turns?: WriteTurns | null;
 }
 
 const DEFAULTS = { maxBuffered: 20_000, batch: 1_000, intervalMs: 250 };
@@ -48,7 +45,8 @@ export class ConnectionLogWriter implements ConnectionLogSink {
   private readonly intervalMs: number;
 
   constructor(
-    private readonly store: ConnectionLogStore,
+    /** The database, or (a worker on SQLite) the primary, which writes for every worker. */
+    private readonly store: Pick<ConnectionLogStore, 'insert' | 'prune'>,
     /** The node name every record of this process carries. */
     private readonly node: string,
     private readonly opts: ConnectionLogOptions = {},
@@ -60,6 +58,11 @@ export class ConnectionLogWriter implements ConnectionLogSink {
 
   get buffered(): number {
     return this.buffer.length;
+  }
+
+  /** Whether `n` more records fit in the buffer now. */
+  accepts(n: number): boolean {
+    return this.buffer.length + n <= this.max;
   }
 
   record(r: ConnectionRecord): void {
@@ -105,7 +108,6 @@ export class ConnectionLogWriter implements ConnectionLogSink {
       let ok: boolean;
       let why = 'busy';
       try {
-        if (this.opts.turns) await this.opts.turns.wait();
         ok = (await this.store.insert(this.node, batch)) === 'ok';
       } catch (e) {
         ok = false;

@@ -3,15 +3,17 @@
 // connections and none passes through the primary), waits until every one serves, replaces a worker that
 // dies, serves the workers' aggregated metrics, and on shutdown drains every worker.
 // Workers re-run the same command line (cluster re-executes argv), so they parse the same config; the
-// primary adds the concrete ports (port 0 is resolved by the first worker) and the worker's write turn.
+// primary adds the concrete ports (port 0 is resolved by the first worker). On SQLite the primary writes
+// usage and the connection log for every worker (one-writer.ts).
 import cluster, { type Worker } from 'node:cluster';
 import net from 'node:net';
-import { writeTurnsFor } from '../store/write-turns.js';
+import { primaryWriterSinks, startPrimaryWriter, type PrimaryWriter } from './one-writer.js';
 import type { ServeConfig } from './config.js';
 import type { DaemonLog } from '../log.js';
 import { serveStickyAddresses, serveStickySessions } from './egress-pool.js';
 import { ClusterMetrics, METRICS_REQ, METRICS_RES } from '../observe/metrics.js';
-import { startDaemon, TUNNEL_DRAIN_MS, type RunningDaemon, type Serving } from './serve.js';
+import { openStore, startDaemon, TUNNEL_DRAIN_MS, type RunningDaemon, type Serving } from './serve.js';
+import type { Store } from '../store/index.js';
 
 type Ready = RunningDaemon['ready'];
 
@@ -21,9 +23,8 @@ type WorkerMessage =
   | { type: typeof METRICS_REQ; id: number };
 
 const DRAIN = 'proxyd:drain';
-/** Environment the primary gives each worker: the listeners' concrete ports, and its slot (0 … N-1). */
+/** Environment the primary gives each worker: the listeners' concrete ports. */
 const PORTS_ENV = 'PROXYD_WORKER_PORTS';
-const SLOT_ENV = 'PROXYD_WORKER_SLOT';
 
 /** The ports every worker binds; null for a listener this node does not open. */
 interface Ports {
@@ -114,10 +115,8 @@ export async function runWorker(cfg: ServeConfig, log: DaemonLog): Promise<void>
   // The primary is gone (killed): never serve on without the lock holder.
   process.on('disconnect', () => drain('primary gone'));
   try {
-    const slot = process.env[SLOT_ENV] === undefined ? undefined : Number(process.env[SLOT_ENV]);
-    // On PostgreSQL rows lock, not the file: writers need no turns there.
-    const turns = cfg.databaseUrl ? null : writeTurnsFor(slot, cfg.workers);
-    daemon = await startDaemon(withWorkerPorts(cfg), log, { reusePort: true, turns });
+    // On PostgreSQL rows lock, not the file: every worker writes its own.
+    daemon = await startDaemon(withWorkerPorts(cfg), log, { reusePort: true, sinks: cfg.databaseUrl ? null : primaryWriterSinks() });
   } catch (e) {
     const err = e as NodeJS.ErrnoException;
     if (!process.connected) process.exit(1);
@@ -144,14 +143,11 @@ export async function startPrimary(cfg: ServeConfig, log: DaemonLog): Promise<Se
   let stopping = false;
   let crashStreak = 0;
   const bornAt = new Map<number, number>();
-  /** Each worker's write turn; a replacement takes the turn of the worker it replaces. */
-  const slotOf = new Map<number, number>();
   let ports: Ports = configuredPorts(cfg);
 
-  const fork = (slot: number): Worker => {
-    const w = cluster.fork({ [PORTS_ENV]: JSON.stringify(ports), [SLOT_ENV]: String(slot) });
+  const fork = (): Worker => {
+    const w = cluster.fork({ [PORTS_ENV]: JSON.stringify(ports) });
     bornAt.set(w.id, Date.now());
-    slotOf.set(w.id, slot);
     metrics.workers.set(Object.keys(cluster.workers ?? {}).length);
     return w;
   };
@@ -169,10 +165,10 @@ export async function startPrimary(cfg: ServeConfig, log: DaemonLog): Promise<Se
   });
   cluster.on('exit', (w) => serving.delete(w));
 
-  /** Forks the worker of one slot and resolves with its ready line, or rejects with why it did not start. */
-  const startOne = (slot: number): Promise<Ready> =>
+  /** Forks a worker and resolves with its ready line, or rejects with why it did not start. */
+  const startOne = (): Promise<Ready> =>
     new Promise((resolve, reject) => {
-      const w = fork(slot);
+      const w = fork();
       const onExit = (code: number | null, signal: string | null) => reject(new StartError(`worker ${w.process.pid} exited ${signal ?? code} before it was ready`));
       w.on('message', function onMessage(m: WorkerMessage) {
         if (m?.type !== 'proxyd:ready' && m?.type !== 'proxyd:failed') return;
@@ -187,6 +183,8 @@ export async function startPrimary(cfg: ServeConfig, log: DaemonLog): Promise<Se
   // Initial start: every worker must come up, on the same ports, or the whole start fails.
   let timer: NodeJS.Timeout | undefined;
   let readies: Ready[];
+  let store: Store | null = null;
+  let writer: PrimaryWriter | null = null;
   try {
     const host = { api: cfg.apiListen.host, httpProxy: cfg.httpProxyListen.host, socks: cfg.socksListen.host, hop: cfg.hopListen.host };
     for (const k of Object.keys(ports) as Array<keyof Ports>) {
@@ -198,11 +196,15 @@ export async function startPrimary(cfg: ServeConfig, log: DaemonLog): Promise<Se
     const timeout = new Promise<never>((_, reject) => {
       timer = setTimeout(() => reject(new StartError('workers did not become ready in time')), START_TIMEOUT_MS);
     });
-    const slots = Array.from({ length: cfg.workers }, (_, i) => i);
+    // The one writer first: a worker's first flush may come as soon as it serves.
+    if (!cfg.databaseUrl) {
+      store = await openStore(cfg);
+      writer = startPrimaryWriter(store, cfg, log);
+    }
     // Port 0: the first worker's pick is the port every other worker binds.
-    const first = Object.values(ports).includes(0) ? await Promise.race([startOne(0), timeout]) : null;
+    const first = Object.values(ports).includes(0) ? await Promise.race([startOne(), timeout]) : null;
     if (first) ports = portsOf(first);
-    const rest = await Promise.race([Promise.all(slots.slice(first ? 1 : 0).map(startOne)), timeout]);
+    const rest = await Promise.race([Promise.all(Array.from({ length: cfg.workers - (first ? 1 : 0) }, startOne)), timeout]);
     readies = first ? [first, ...rest] : rest;
     const [one] = readies;
     const same = readies.every((r) => r.api === one!.api && r.httpProxy === one!.httpProxy && r.socks5 === one!.socks5 && r.hop === one!.hop);
@@ -210,6 +212,8 @@ export async function startPrimary(cfg: ServeConfig, log: DaemonLog): Promise<Se
   } catch (e) {
     stopping = true;
     for (const w of Object.values(cluster.workers ?? {})) w?.process.kill('SIGKILL');
+    await writer?.stop();
+    await store?.close();
     const err = e as StartError;
     const out = new Error(err.message) as NodeJS.ErrnoException;
     if (err.code) out.code = err.code;
@@ -225,15 +229,13 @@ export async function startPrimary(cfg: ServeConfig, log: DaemonLog): Promise<Se
     metrics.workers.set(Object.keys(cluster.workers ?? {}).length);
     if (stopping) return;
     const lived = Date.now() - (bornAt.get(w.id) ?? 0);
-    const slot = slotOf.get(w.id) ?? 0;
     bornAt.delete(w.id);
-    slotOf.delete(w.id);
     crashStreak = lived > STABLE_MS ? 1 : crashStreak + 1;
     const delay = Math.min(100 * 2 ** (crashStreak - 1), 10_000);
     metrics.restarts.inc();
     log.error({ event: 'worker_exit', worker: w.process.pid, code, signal, restartInMs: delay }, 'worker exited unexpectedly; replacing it');
     setTimeout(() => {
-      if (!stopping) fork(slot);
+      if (!stopping) fork();
     }, delay);
   });
 
@@ -245,7 +247,12 @@ export async function startPrimary(cfg: ServeConfig, log: DaemonLog): Promise<Se
     const killer = setTimeout(() => {
       for (const w of alive) if (!w.isDead()) w.process.kill('SIGKILL');
     }, CLUSTER_DRAIN_MS);
-    return Promise.all(exits).then(() => clearTimeout(killer));
+    // The workers' last records reach the writer before it stops.
+    return Promise.all(exits).then(async () => {
+      clearTimeout(killer);
+      await writer?.stop();
+      await store?.close();
+    });
   };
   return { ready, shutdown };
 }

@@ -30,7 +30,7 @@ import { ExitHeartbeat } from '../fleet/exits.js';
 import { HopIdentityKeeper } from '../fleet/hop-identity.js';
 import { HopSecrets } from '../fleet/hop-secrets.js';
 import { WhitelistService, type ServiceLog } from '../services/whitelist.js';
-import type { WriteTurns } from '../store/write-turns.js';
+import type { ConnectionLogStore, UsageStore } from '../store/index.js';
 
 export const TUNNEL_DRAIN_MS = 10_000;
 /** How long start-up waits for a configured dependency (Redis) before it serves degraded. */
@@ -178,8 +178,8 @@ export function apiContext(p: {
 export interface WorkerPart {
   /** Listen on a socket of its own beside the siblings' (SO_REUSEPORT): the kernel spreads connections. */
   reusePort: boolean;
-  /** Its turns at the database's write lock, on SQLite. */
-  turns: WriteTurns | null;
+  /** On SQLite: where usage and the connection log go instead of the database (the primary writes for all). */
+  sinks: { connectionLog: Pick<ConnectionLogStore, 'insert' | 'prune'>; usage: Pick<UsageStore, 'addFlush' | 'prune'> } | null;
 }
 
 /** The API (+ console) listening, once the rate-limit store is connected or has been waited for. */
@@ -201,7 +201,7 @@ async function listenApi(cfg: ServeConfig, log: DaemonLog, store: Store, limits:
  * Starts one serving process (the only one, or a cluster worker); the caller holds the data-dir lock.
  * Resolves once it serves: every configured dependency is connected, or waited for and logged as down.
  */
-export async function startDaemon(cfg: ServeConfig, log: DaemonLog, worker: WorkerPart = { reusePort: false, turns: null }): Promise<RunningDaemon> {
+export async function startDaemon(cfg: ServeConfig, log: DaemonLog, worker: WorkerPart = { reusePort: false, sinks: null }): Promise<RunningDaemon> {
   const gatewayLimits = parseGatewayLimitOverrides(process.env.PROXYD_GATEWAY_LIMITS); // before anything opens
   const dnsServers = parseDnsServers(process.env.PROXYD_DNS_SERVERS);
   if (cfg.egressPool) await checkBindable(cfg.egressPool);
@@ -229,12 +229,11 @@ export async function startDaemon(cfg: ServeConfig, log: DaemonLog, worker: Work
   const apiHostPort = { host: cfg.apiListen.host, port: apiPort };
 
   const connLog = cfg.connectionLogRetentionMs > 0
-    ? new ConnectionLogWriter(store.connectionLog, cfg.nodeName, {
+    ? new ConnectionLogWriter(worker.sinks?.connectionLog ?? store.connectionLog, cfg.nodeName, {
         retentionMs: cfg.connectionLogRetentionMs,
         // Hidden knob (tests, very busy nodes): records held while the database is slow; default 20,000.
         maxBuffered: process.env.PROXYD_CONNECTION_LOG_BUFFER ? intFromEnv('PROXYD_CONNECTION_LOG_BUFFER', 1, 10_000_000) : undefined,
         log,
-        turns: worker.turns,
       })
     : null;
   connLog?.start();
@@ -242,7 +241,7 @@ export async function startDaemon(cfg: ServeConfig, log: DaemonLog, worker: Work
   // A gateway that cannot start (port in use) must not leave the API listening: the process would never exit.
   const admission = new ViewAdmission(view);
   // Usage: collected from the gateway every second, flushed once per second per node (docs/operations.md, Metering).
-  const meter = new UsageMeter(store.usage, () => gateway?.collectUsage() ?? [], { retentionMs: cfg.usageRetentionMs, log, turns: worker.turns });
+  const meter = new UsageMeter(worker.sinks?.usage ?? store.usage, () => gateway?.collectUsage() ?? [], { retentionMs: cfg.usageRetentionMs, log });
   // Plans: the tables read again when their version moves, enforced at admission and by closing what is over;
   // byte budgets and connection slots leased from the store hold the limits fleet-wide (metering/plans.ts).
   const plans = new PlanEnforcer(store, {
