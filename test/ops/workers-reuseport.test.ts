@@ -7,7 +7,7 @@ import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { basic } from '../gateway/helpers.js';
 import { hostPort } from '../hostile/net.js';
-import { admin, inspectDb, makeAccount, startDaemon, tempDir, type Daemon } from '../helpers/daemon.js';
+import { admin, inspectDb, makeAccount, PROXYD, run, startDaemon, tempDir, type Daemon } from '../helpers/daemon.js';
 import { waitFor } from '../helpers/wait.js';
 import { childPids } from './helpers.js';
 
@@ -120,4 +120,21 @@ describe('proxyd serve --workers 2: a socket per worker', () => {
     expect(text).toMatch(/^proxyd_usage_flush_failures_total 0$/m);
     expect(workers).toHaveLength(2);
   }, 60_000);
+});
+
+describe('proxyd serve --workers 2 on a port another program holds', () => {
+  // SO_REUSEPORT would let our workers share a port with any program of the same user that set it too.
+  it('refuses to start, naming the address, as one process does', async () => {
+    const other = net.createServer();
+    await new Promise<void>((r) => other.listen({ host: '127.0.0.1', port: 0, reusePort: true }, r));
+    const port = (other.address() as net.AddressInfo).port;
+    try {
+      const r = await run(PROXYD, ['serve', '--data-dir', tempDir(), '--api-listen', '127.0.0.1:0', '--http-proxy-listen', `127.0.0.1:${port}`,
+        '--socks-listen', '127.0.0.1:0', '--workers', '2'], { timeoutMs: 30_000 });
+      expect(r.code).not.toBe(0);
+      expect(r.stderr).toContain(`address in use: 127.0.0.1:${port}`);
+    } finally {
+      other.close();
+    }
+  }, 40_000);
 });

@@ -191,7 +191,7 @@ export async function startPrimary(cfg: ServeConfig, log: DaemonLog): Promise<Se
       const port = ports[k];
       if (!port) continue;
       const taken = await portTaken(host[k], port);
-      if (taken) throw new StartError(`${host[k]}:${port}: ${taken.message}`, taken.code);
+      if (taken) throw new StartError(taken.message, taken.code); // as one process reports it
     }
     const timeout = new Promise<never>((_, reject) => {
       timer = setTimeout(() => reject(new StartError('workers did not become ready in time')), START_TIMEOUT_MS);
