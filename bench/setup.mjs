@@ -6,7 +6,7 @@
 // process. Alternating between proxies (and with a direct connection for set-up) so outside load hits all alike.
 //
 //   node bench/setup.mjs [--reps 5] [--lat-n 2000] [--rate-ms 1500] [--size-mib 256] [--phases setup,rate,64]
-//                        [--no-dante] [--profile DIR] [--strace]
+//                        [--no-dante] [--no-widen] [--profile DIR] [--strace]
 //
 // Per path: set-up added p50/p99 (connect → handshake → first echoed byte, minus a direct connection's,
 // sequential), tunnels/s (8 loops opening a tunnel, echoing a byte, closing), 64 tunnels uploading
@@ -53,6 +53,7 @@ let restoreRange = null;
 /** Widens the ephemeral port range for the run when allowed (restored by restorePorts); else says it will pace. */
 function widenPorts() {
   let before;
+  const widen = !argv.includes('--no-widen');
   try {
     before = readFileSync(PORT_RANGE, 'utf8').trim().split(/\s+/).map(Number);
   } catch {
@@ -60,6 +61,10 @@ function widenPorts() {
     return null;
   }
   if (before[0] <= WIDE[0] && before[1] >= WIDE[1]) return before;
+  if (!widen) {
+    log(`ports: ephemeral range ${before.join('-')} left as it is (--no-widen); pacing on TIME_WAIT instead`);
+    return before;
+  }
   try {
     writeFileSync(PORT_RANGE, `${WIDE[0]} ${WIDE[1]}`);
     restoreRange = before;
