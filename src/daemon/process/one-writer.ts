@@ -6,6 +6,7 @@ import cluster, { type Worker } from 'node:cluster';
 import type { ConnectionRecord, UsageDelta } from '../../gateway/types.js';
 import type { DaemonLog } from '../log.js';
 import type { ServeConfig } from './config.js';
+import { connectionLogBuffer } from './serve.js';
 import { UsageMeter } from '../metering/meter.js';
 import { ConnectionLogWriter } from '../observe/connection-log.js';
 import { StoreUnavailableError, type ConnectionLogStore, type Store, type UsageStore } from '../store/index.js';
@@ -31,7 +32,7 @@ export interface PrimaryWriter {
  * here); a worker's usage flush is written as it comes, with its own id (so one sent twice counts once).
  */
 export function startPrimaryWriter(store: Store, cfg: Pick<ServeConfig, 'nodeName' | 'connectionLogRetentionMs' | 'usageRetentionMs'>, log: DaemonLog): PrimaryWriter {
-  const connLog = cfg.connectionLogRetentionMs > 0 ? new ConnectionLogWriter(store.connectionLog, cfg.nodeName, { retentionMs: cfg.connectionLogRetentionMs, log }) : null;
+  const connLog = cfg.connectionLogRetentionMs > 0 ? new ConnectionLogWriter(store.connectionLog, cfg.nodeName, { retentionMs: cfg.connectionLogRetentionMs, maxBuffered: connectionLogBuffer(), log }) : null;
   connLog?.start();
   // Its own flushes are empty: it is here for retention, which one process runs for all.
   const meter = new UsageMeter(store.usage, () => [], { retentionMs: cfg.usageRetentionMs, log });

@@ -136,6 +136,11 @@ function intFromEnv(name: string, min: number, max: number): number {
   return Number(v);
 }
 
+/** Hidden knob (tests, very busy nodes): connection-log records held while the database is slow; default 20,000. */
+export function connectionLogBuffer(): number | undefined {
+  return process.env.PROXYD_CONNECTION_LOG_BUFFER ? intFromEnv('PROXYD_CONNECTION_LOG_BUFFER', 1, 10_000_000) : undefined;
+}
+
 /** `PROXYD_DNS_SERVERS=ip[:port],…`: the servers the gateway asks for target names instead of /etc/resolv.conf's. */
 export function parseDnsServers(s: string | undefined): string[] | undefined {
   const list = s?.split(',').map((x) => x.trim()).filter(Boolean);
@@ -231,8 +236,7 @@ export async function startDaemon(cfg: ServeConfig, log: DaemonLog, worker: Work
   const connLog = cfg.connectionLogRetentionMs > 0
     ? new ConnectionLogWriter(worker.sinks?.connectionLog ?? store.connectionLog, cfg.nodeName, {
         retentionMs: cfg.connectionLogRetentionMs,
-        // Hidden knob (tests, very busy nodes): records held while the database is slow; default 20,000.
-        maxBuffered: process.env.PROXYD_CONNECTION_LOG_BUFFER ? intFromEnv('PROXYD_CONNECTION_LOG_BUFFER', 1, 10_000_000) : undefined,
+        maxBuffered: connectionLogBuffer(),
         log,
       })
     : null;
