@@ -16,8 +16,36 @@ const WRITTEN = 'proxyd:written';
 /** A worker waits this long for the primary's answer, then keeps its batch for the next flush. */
 const ANSWER_TIMEOUT_MS = 5_000;
 
+/** A record as a tuple on the way to the primary: field names are not serialised once per record. */
+type PackedRecord = [
+  startedAt: number,
+  requestId: string,
+  protocol: ConnectionRecord['protocol'],
+  sourceIp: string,
+  username: string | null,
+  accountId: number,
+  target: string | null,
+  reason: ConnectionRecord['reason'],
+  bytesUp: number,
+  bytesDown: number,
+  durationMs: number,
+  exit: string | null,
+  exitMovedFrom: string | null,
+];
+
+export const packRecord = (r: ConnectionRecord): PackedRecord => [
+  r.startedAt, r.requestId, r.protocol, r.sourceIp, r.username, r.accountId, r.target, r.reason, r.bytesUp, r.bytesDown, r.durationMs, r.exit ?? null, r.exitMovedFrom ?? null,
+];
+
+export function unpackRecord(p: PackedRecord): ConnectionRecord {
+  const [startedAt, requestId, protocol, sourceIp, username, accountId, target, reason, bytesUp, bytesDown, durationMs, exit, exitMovedFrom] = p;
+  const r: ConnectionRecord = { startedAt, requestId, protocol, sourceIp, username, accountId, target, reason, bytesUp, bytesDown, durationMs };
+  if (exit !== null || exitMovedFrom !== null) Object.assign(r, { exit, exitMovedFrom });
+  return r;
+}
+
 type WriteAsk =
-  | { type: typeof WRITE; id: number; kind: 'connection-log'; entries: ConnectionRecord[] }
+  | { type: typeof WRITE; id: number; kind: 'connection-log'; entries: PackedRecord[] }
   | { type: typeof WRITE; id: number; kind: 'usage'; node: string; flushId: string; atMs: number; deltas: UsageDelta[] };
 type Outcome = 'ok' | 'duplicate' | 'busy';
 type WriteAnswer = { type: typeof WRITTEN; id: number; outcome: Outcome | 'unavailable' };
@@ -45,7 +73,7 @@ export function startPrimaryWriter(store: Store, cfg: Pick<ServeConfig, 'nodeNam
     if (m.kind === 'connection-log') {
       // Full here: the worker keeps them (and counts what its own buffer cannot hold).
       if (!connLog || !connLog.accepts(m.entries.length)) return answer(w, m.id, 'busy');
-      for (const r of m.entries) connLog.record(r);
+      for (const p of m.entries) connLog.record(unpackRecord(p));
       return answer(w, m.id, 'ok');
     }
     store.usage.addFlush(m.node, m.flushId, m.atMs, m.deltas).then(
@@ -103,7 +131,7 @@ export function primaryWriterSinks(): {
   const primary = new AskPrimaryWriter();
   return {
     connectionLog: {
-      insert: async (_node, entries) => ((await primary.ask({ kind: 'connection-log', entries: entries as ConnectionRecord[] })) === 'ok' ? 'ok' : 'busy'),
+      insert: async (_node, entries) => ((await primary.ask({ kind: 'connection-log', entries: (entries as ConnectionRecord[]).map(packRecord) })) === 'ok' ? 'ok' : 'busy'),
       prune: async () => 0, // the primary runs retention
     },
     usage: {
