@@ -5,7 +5,8 @@
 // run without auth (bench/peers/). All on loopback; the target is bench/gateway.mjs's target role in its own
 // process. Alternating between proxies (and with a direct connection for set-up) so outside load hits all alike.
 //
-//   node bench/setup.mjs [--reps 5] [--lat-n 2000] [--rate-ms 1500] [--size-mib 256] [--profile DIR] [--strace]
+//   node bench/setup.mjs [--reps 5] [--lat-n 2000] [--rate-ms 1500] [--size-mib 256] [--phases setup,rate,64]
+//                        [--no-dante] [--no-widen] [--profile DIR] [--strace]
 //
 // Per path: set-up added p50/p99 (connect → handshake → first echoed byte, minus a direct connection's,
 // sequential), tunnels/s (8 loops opening a tunnel, echoing a byte, closing), 64 tunnels uploading
@@ -13,6 +14,10 @@
 // --profile DIR: afterwards, one more daemon under --cpu-prof through a tunnels/s run; prints the top entries.
 // --strace: afterwards, system calls per tunnel of each proxy (strace -c on all its threads through one
 // tunnels/s round; strace slows the process, so that round's rate is not reported).
+// Ports: tens of thousands of short connections leave as many in TIME_WAIT. As root it widens
+// /proc/sys/net/ipv4/ip_local_port_range for the run (restored at exit, also on failure); otherwise, before a
+// phase, it waits while TIME_WAIT holds most of the range (pacing). It says which on stderr. Every phase has
+// a deadline: a phase that does not finish ends the run with an error naming it.
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
@@ -33,7 +38,96 @@ const RATE_MS = Number(opt('rate-ms', 1500));
 const SIZE = Number(opt('size-mib', 256)) * 2 ** 20;
 const PROFILE = opt('profile', null);
 const STRACE = argv.includes('--strace');
+const PHASES = new Set(opt('phases', 'setup,rate,64').split(','));
+// dante is optional: left out when not installed (or --no-dante), and said so.
+const DANTE = !argv.includes('--no-dante') && spawnSync('sh', ['-c', 'command -v danted']).status === 0;
 const LOOPS = 8;
+const log = (...a) => console.error('[setup]', ...a);
+
+// ------------------------------------------------------------------ ports and deadlines
+
+const PORT_RANGE = '/proc/sys/net/ipv4/ip_local_port_range';
+const WIDE = [1024, 65535];
+let restoreRange = null;
+
+/** Widens the ephemeral port range for the run when allowed (restored by restorePorts); else says it will pace. */
+function widenPorts() {
+  let before;
+  const widen = !argv.includes('--no-widen');
+  try {
+    before = readFileSync(PORT_RANGE, 'utf8').trim().split(/\s+/).map(Number);
+  } catch {
+    log('ports: cannot read the ephemeral range; pacing on TIME_WAIT instead');
+    return null;
+  }
+  if (before[0] <= WIDE[0] && before[1] >= WIDE[1]) return before;
+  if (!widen) {
+    log(`ports: ephemeral range ${before.join('-')} left as it is (--no-widen); pacing on TIME_WAIT instead`);
+    return before;
+  }
+  try {
+    writeFileSync(PORT_RANGE, `${WIDE[0]} ${WIDE[1]}`);
+    restoreRange = before;
+    log(`ports: ephemeral range widened ${before.join('-')} -> ${WIDE.join('-')} for this run (restored at exit)`);
+    return WIDE;
+  } catch {
+    log(`ports: ephemeral range ${before.join('-')} (not widened: not allowed); pacing on TIME_WAIT instead`);
+    return before;
+  }
+}
+
+function restorePorts() {
+  if (!restoreRange) return;
+  try {
+    writeFileSync(PORT_RANGE, restoreRange.join(' '));
+    log(`ports: ephemeral range restored to ${restoreRange.join('-')}`);
+  } catch (e) {
+    log(`ports: could not restore the ephemeral range to ${restoreRange.join('-')}: ${e.message}`);
+  }
+  restoreRange = null;
+}
+
+/** Sockets in TIME_WAIT now (IPv4 and IPv6), from /proc. */
+function timeWait() {
+  let n = 0;
+  for (const f of ['/proc/net/tcp', '/proc/net/tcp6']) {
+    try {
+      for (const line of readFileSync(f, 'utf8').split('\n')) if (line.split(/\s+/)[4] === '06') n++;
+    } catch {
+      /* no such table */
+    }
+  }
+  return n;
+}
+
+let portRange = null;
+/** Before a phase: wait while TIME_WAIT holds more than half the ephemeral range (loopback connections each use one). */
+async function pace(name) {
+  if (!portRange) return;
+  const room = portRange[1] - portRange[0] + 1;
+  const t0 = Date.now();
+  let said = false;
+  while (timeWait() > room / 2) {
+    if (!said) log(`pacing before ${name}: ${timeWait()} sockets in TIME_WAIT of ${room} ports; waiting for them to expire`);
+    said = true;
+    await sleep(1000);
+  }
+  if (said) log(`pacing: waited ${((Date.now() - t0) / 1000).toFixed(0)} s`);
+}
+
+/** Runs one phase under a deadline: one that does not finish ends the run with an error naming it. */
+async function phase(name, ms, fn) {
+  await pace(name);
+  let timer;
+  const deadline = new Promise((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`phase "${name}" did not finish within ${ms / 1000} s`)), ms);
+  });
+  try {
+    return await Promise.race([fn(), deadline]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
 
 async function waitPort(port, ms = 20_000) {
   const until = Date.now() + ms;
@@ -73,16 +167,29 @@ async function startProxyd(dir, { workers = 1, profileDir = null } = {}) {
     '--socks-listen', '127.0.0.1:0', '--allow-private-targets', '--log-level', 'warn', '--workers', String(workers)], { stdio: ['ignore', 'pipe', 'inherit'] });
   const ready = await new Promise((resolve, reject) => {
     p.once('exit', (c) => reject(new Error(`proxyd exited ${c}`)));
+    setTimeout(() => reject(new Error(`proxyd --workers ${workers} printed no ready line within 60 s`)), 60_000).unref();
     createInterface({ input: p.stdout }).once('line', (l) => resolve(JSON.parse(l)));
   });
   const auth = { user: 'bench-user', password };
   return {
     p,
+    api: ready.api,
     paths: [
       { label: `proxyd${workers > 1 ? ` --workers ${workers}` : ''} CONNECT`, kind: 'connect', port: Number(ready.httpProxy.split(':')[1]), auth },
       { label: `proxyd${workers > 1 ? ` --workers ${workers}` : ''} SOCKS5`, kind: 'socks5', port: Number(ready.socks5.split(':')[1]), auth },
     ],
-    stop: () => new Promise((r) => (p.once('exit', r), p.kill('SIGTERM'))),
+    stop: () => new Promise((r) => (p.exitCode !== null ? r() : (p.once('exit', r), p.kill('SIGTERM')))),
+  };
+}
+
+/** Counters of the daemon's /metrics that show writers meeting on the database's lock. */
+async function lockCounters(api) {
+  const text = await (await fetch(`${api}/metrics`)).text();
+  const get = (name) => Number(new RegExp(`^${name} (\\S+)$`, 'm').exec(text)?.[1] ?? NaN);
+  return {
+    connectionLogWriteRetries: get('proxyd_connection_log_write_retries_total'),
+    usageFlushFailures: get('proxyd_usage_flush_failures_total'),
+    connectionLogRecords: get('proxyd_connection_log_records_total'),
   };
 }
 
@@ -93,7 +200,7 @@ async function startSquid(dir) {
   execFileSync('chmod', ['777', d]);
   const p = spawn('squid', ['-N', '-f', fill('squid.conf', { PORT: port, DIR: d })], { stdio: 'ignore' });
   await waitPort(port);
-  return { p, paths: [{ label: 'squid CONNECT', kind: 'connect', port }], stop: () => new Promise((r) => (p.once('exit', r), p.kill('SIGTERM'))) };
+  return { p, paths: [{ label: 'squid CONNECT', kind: 'connect', port }], stop: () => new Promise((r) => (p.exitCode !== null ? r() : (p.once('exit', r), p.kill('SIGTERM')))) };
 }
 
 async function startDante(dir) {
@@ -102,7 +209,7 @@ async function startDante(dir) {
   mkdirSync(d, { recursive: true });
   const p = spawn('danted', ['-f', fill('danted.conf', { PORT: port, DIR: d }), '-p', path.join(d, 'danted.pid')], { stdio: 'ignore' });
   await waitPort(port);
-  return { p, paths: [{ label: 'dante SOCKS5', kind: 'socks5', port }], stop: () => new Promise((r) => (p.once('exit', r), p.kill('SIGTERM'))) };
+  return { p, paths: [{ label: 'dante SOCKS5', kind: 'socks5', port }], stop: () => new Promise((r) => (p.exitCode !== null ? r() : (p.once('exit', r), p.kill('SIGTERM')))) };
 }
 
 // ------------------------------------------------------------------ client
@@ -272,81 +379,132 @@ function summarizeProfile(file) {
 
 async function main() {
   const load0 = os.loadavg();
+  portRange = widenPorts();
+  if (!DANTE) log('dante: not run (not installed, or --no-dante)');
   const dir = mkdtempSync(path.join(os.tmpdir(), 'setup-bench-'));
+  const running = [];
   const target = spawn(process.execPath, [path.join(ROOT, 'bench/gateway.mjs'), '--role', 'target', '--port', String(await freePort())], { stdio: ['pipe', 'pipe', 'inherit'] });
-  const tport = JSON.parse(await new Promise((r) => createInterface({ input: target.stdout }).once('line', r))).port;
-  const ours = await startProxyd(dir);
-  const ours2 = await startProxyd(dir, { workers: 2 });
-  const squid = await startSquid(dir);
-  const dante = await startDante(dir);
-  const paths = [...ours.paths, ...squid.paths, ...dante.paths];
-  const log = (...a) => console.error('[setup]', ...a);
-  for (const p of [...paths, ...ours2.paths]) for (let i = 0; i < 300; i++) await echoOnce(p, tport); // warm-up
-
-  log(`set-up: ${LAT_N} per path, alternating with direct`);
-  const { res, direct } = await setupSample(paths, tport, LAT_N);
-  log(`tunnels/s: ${REPS} rounds of ${RATE_MS} ms per path (and direct), alternating`);
-  const rates = new Map([...paths, ...ours2.paths, { label: 'direct' }].map((p) => [p.label, []]));
-  const cpuPer = new Map([...paths, ...ours2.paths].map((p) => [p.label, []]));
-  const pidOf = new Map([[ours, ours.p.pid], [ours2, ours2.p.pid], [squid, squid.p.pid], [dante, dante.p.pid]].flatMap(([x, pid]) => x.paths.map((p) => [p.label, pid])));
-  for (let r = 0; r < REPS; r++) {
-    for (const p of [...paths, ...ours2.paths]) {
-      rates.get('direct').push(await rate(null, tport, RATE_MS));
-      const c0 = treeCpu([pidOf.get(p.label)]);
-      rates.get(p.label).push(await rate(p, tport, RATE_MS));
-      cpuPer.get(p.label).push(((treeCpu([pidOf.get(p.label)]) - c0) / rate.last) * 1e6);
-    }
+  const stopAll = () => {
+    target.kill('SIGTERM');
+    for (const x of running) x.p.kill('SIGTERM');
+    restorePorts();
+  };
+  process.once('SIGINT', () => (stopAll(), process.exit(130)));
+  try {
+    const report = await phase('start', 120_000, async () => {
+      const tport = JSON.parse(await new Promise((r) => createInterface({ input: target.stdout }).once('line', r))).port;
+      const ours = await startProxyd(dir);
+      running.push(ours);
+      const ours2 = await startProxyd(dir, { workers: 2 });
+      running.push(ours2);
+      const squid = await startSquid(dir);
+      running.push(squid);
+      const dante = DANTE ? await startDante(dir) : null;
+      if (dante) running.push(dante);
+      return { tport, ours, ours2, squid, dante };
+    }).then((started) => measure(started, load0, dir));
+    console.log(JSON.stringify(report, null, 2));
+  } finally {
+    stopAll();
   }
-  log(`64 tunnels: ${SIZE / 2 ** 20} MiB up in all, ${REPS} rounds, each paired with 64 direct connections`);
+}
+
+async function measure({ tport, ours, ours2, squid, dante }, load0, dir) {
+  const paths = [...ours.paths, ...squid.paths, ...(dante?.paths ?? [])];
+  const all = [...paths, ...ours2.paths];
+  await phase('warm-up', 120_000, async () => {
+    for (const p of all) for (let i = 0; i < 300; i++) await echoOnce(p, tport);
+  });
+  const report = { direct: {}, rows: [] };
+  let res = null;
+  let direct = [];
+  if (PHASES.has('setup')) {
+    log(`set-up: ${LAT_N} per path, alternating with direct`);
+    ({ res, direct } = await phase('set-up', 30_000 + LAT_N * paths.length * 20, () => setupSample(paths, tport, LAT_N)));
+  }
+  const rates = new Map([...all, { label: 'direct' }].map((p) => [p.label, []]));
+  const cpuPer = new Map(all.map((p) => [p.label, []]));
+  const pidOf = new Map([[ours, ours.p.pid], [ours2, ours2.p.pid], [squid, squid.p.pid], ...(dante ? [[dante, dante.p.pid]] : [])].flatMap(([x, pid]) => x.paths.map((p) => [p.label, pid])));
+  let locks = null;
+  if (PHASES.has('rate')) {
+    log(`tunnels/s: ${REPS} rounds of ${RATE_MS} ms per path (and direct), alternating`);
+    const before = await lockCounters(ours2.api);
+    for (let r = 0; r < REPS; r++) {
+      await phase(`tunnels/s round ${r + 1}`, 60_000 + all.length * 2 * (RATE_MS + 20_000), async () => {
+        for (const p of all) {
+          rates.get('direct').push(await rate(null, tport, RATE_MS));
+          const c0 = treeCpu([pidOf.get(p.label)]);
+          rates.get(p.label).push(await rate(p, tport, RATE_MS));
+          cpuPer.get(p.label).push(((treeCpu([pidOf.get(p.label)]) - c0) / rate.last) * 1e6);
+        }
+      });
+    }
+    await sleep(1500); // the last records written
+    const after = await lockCounters(ours2.api);
+    locks = Object.fromEntries(Object.keys(after).map((k) => [k, after[k] - before[k]]));
+    log(`--workers 2 through the tunnels/s rounds: ${JSON.stringify(locks)}`);
+  }
   const up = new Map(paths.map((p) => [p.label, []]));
-  for (let r = 0; r < REPS; r++) {
-    for (const p of paths) {
-      const d = await upload64(null, tport);
-      up.get(p.label).push((await upload64(p, tport)) / d);
+  if (PHASES.has('64')) {
+    log(`64 tunnels: ${SIZE / 2 ** 20} MiB up in all, ${REPS} rounds, each paired with 64 direct connections`);
+    for (let r = 0; r < REPS; r++) {
+      await phase(`64 tunnels round ${r + 1}`, 60_000 + paths.length * 2 * 60_000, async () => {
+        for (const p of paths) {
+          const d = await upload64(null, tport);
+          up.get(p.label).push((await upload64(p, tport)) / d);
+        }
+      });
     }
   }
   const load1 = os.loadavg();
+  const maybe = (xs, f) => (xs && xs.length ? f(xs) : undefined);
   const rows = paths.map((p) => {
-    const xs = res.get(p.label);
+    const xs = res?.get(p.label);
     return {
       path: p.label,
-      setupAddedP50: +(med(xs) - med(direct)).toFixed(3),
-      setupAddedP99: +(pct(xs, 99) - pct(direct, 99)).toFixed(3),
-      tunnelsPerSec: Math.round(med(rates.get(p.label))),
-      tunnelsRange: range(rates.get(p.label), 0),
-      cpuUsPerTunnel: Math.round(med(cpuPer.get(p.label))),
-      conc64VsDirect: +med(up.get(p.label)).toFixed(2),
-      conc64Range: range(up.get(p.label)),
+      setupAddedP50: maybe(xs, (v) => +(med(v) - med(direct)).toFixed(3)),
+      setupAddedP99: maybe(xs, (v) => +(pct(v, 99) - pct(direct, 99)).toFixed(3)),
+      tunnelsPerSec: maybe(rates.get(p.label), (v) => Math.round(med(v))),
+      tunnelsRange: maybe(rates.get(p.label), (v) => range(v, 0)),
+      cpuUsPerTunnel: maybe(cpuPer.get(p.label), (v) => Math.round(med(v))),
+      conc64VsDirect: maybe(up.get(p.label), (v) => +med(v).toFixed(2)),
+      conc64Range: maybe(up.get(p.label), (v) => range(v)),
     };
   });
-  for (const p of ours2.paths) rows.push({ path: p.label, tunnelsPerSec: Math.round(med(rates.get(p.label))), tunnelsRange: range(rates.get(p.label), 0), cpuUsPerTunnel: Math.round(med(cpuPer.get(p.label))) });
-  const report = {
+  for (const p of ours2.paths) rows.push({ path: p.label, tunnelsPerSec: maybe(rates.get(p.label), (v) => Math.round(med(v))), tunnelsRange: maybe(rates.get(p.label), (v) => range(v, 0)), cpuUsPerTunnel: maybe(cpuPer.get(p.label), (v) => Math.round(med(v))) });
+  Object.assign(report, {
     ...runInfo(argv, load0, load1),
-    direct: { p50: +med(direct).toFixed(3), p99: +pct(direct, 99).toFixed(3), tunnelsPerSec: Math.round(med(rates.get('direct'))) },
+    portRange: portRange?.join('-') ?? null,
+    direct: { p50: maybe(direct, (v) => +med(v).toFixed(3)), p99: maybe(direct, (v) => +pct(v, 99).toFixed(3)), tunnelsPerSec: maybe(rates.get('direct'), (v) => Math.round(med(v))) },
     rows,
-  };
+    workers2LockCounters: locks,
+  });
   if (STRACE) {
     report.syscallsPerTunnel = {};
     for (const p of paths) {
-      const r = await straceRound(pidOf.get(p.label), () => rate(p, tport, RATE_MS));
+      const r = await phase(`strace ${p.label}`, 120_000, () => straceRound(pidOf.get(p.label), () => rate(p, tport, RATE_MS)));
       report.syscallsPerTunnel[p.label] = r;
       log(`strace ${p.label}: ${r.total} system calls per tunnel`);
     }
   }
-  for (const x of [ours, ours2, squid, dante]) await x.stop();
+  for (const x of [ours, ours2, squid, dante].filter(Boolean)) await phase('stop', 30_000, () => x.stop());
 
   if (PROFILE) {
     mkdirSync(PROFILE, { recursive: true });
     log('profile: one more daemon under --cpu-prof, 8 loops of CONNECT tunnels with credentials for 5 s');
-    const prof = await startProxyd(dir, { profileDir: PROFILE });
-    for (let i = 0; i < 300; i++) await echoOnce(prof.paths[0], tport);
-    await rate(prof.paths[0], tport, 5000);
-    await prof.stop();
+    await phase('profile', 120_000, async () => {
+      const prof = await startProxyd(dir, { profileDir: PROFILE });
+      for (let i = 0; i < 300; i++) await echoOnce(prof.paths[0], tport);
+      await rate(prof.paths[0], tport, 5000);
+      await prof.stop();
+    });
     const file = readdirSync(PROFILE).filter((f) => f.endsWith('.cpuprofile')).map((f) => path.join(PROFILE, f)).sort().pop();
     report.profile = { file, ...summarizeProfile(file) };
   }
-  target.kill('SIGTERM');
-  console.log(JSON.stringify(report, null, 2));
+  return report;
 }
 
-await main();
+await main().catch((e) => {
+  console.error(`[setup] failed: ${e.message}`);
+  process.exitCode = 1;
+});

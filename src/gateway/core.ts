@@ -194,7 +194,10 @@ export class GatewayCore {
       }
       out = { ok: false, reason: 'admission_error' };
     }
-    if (out.ok) out = await this.takeSlot(out);
+    if (out.ok) {
+      const slot = this.takeSlot(out);
+      out = slot instanceof Promise ? await slot : slot;
+    }
     if (!out.ok) this.countFailure(out.reason);
     return out;
   }
@@ -203,28 +206,47 @@ export class GatewayCore {
    * An admitted connection's slot: refused while its plan is over (403), at a connection cap (429: this node's
    * per-account cap, or the plan's fleet-wide caps through the slots this node leases), else counted here.
    */
-  private async takeSlot(out: AdmitOutcome & { ok: true }): Promise<AdmitOutcome> {
+  private takeSlot(out: AdmitOutcome & { ok: true }): AdmitOutcome | Promise<AdmitOutcome> {
+    const plans = this.opts.plans;
+    const reading = plans?.pending(out.accountId, out.subject) ?? null;
+    // Answered in this turn unless the plan is still being read or the fleet asked for slots.
+    return reading !== null ? reading.then(() => this.decideSlot(out)) : this.decideSlot(out);
+  }
+
+  private decideSlot(out: AdmitOutcome & { ok: true }): AdmitOutcome | Promise<AdmitOutcome> {
     const plans = this.opts.plans;
     const { accountId, subject } = out;
-    const reading = plans?.pending(accountId, subject) ?? null;
-    if (reading !== null) await reading;
     const refusal = plans?.refusal(accountId, subject) ?? null;
     if (refusal) return { ok: false, reason: refusal, accountId };
     const key = usageKey(accountId, subject);
     const open = () => ({ account: this.perAccount.get(accountId) ?? 0, user: this.perSubject.get(key) ?? 0 });
     let free = open().account < this.limits.maxConnectionsPerAccount;
     if (free && plans) {
-      let fits = plans.slotFree(accountId, subject, open());
-      // At the slots this node holds: ask the fleet for more, then decide on the counts as they are then (a
-      // burst of admissions shares each call, and the first ones may take what it brought: ask again).
-      for (let round = 0; fits === null && round < 3; round++) {
-        await plans.moreSlots(accountId, subject, open);
-        fits = open().account < this.limits.maxConnectionsPerAccount ? plans.slotFree(accountId, subject, open()) : false;
-      }
-      free = fits === true;
+      const fits = plans.slotFree(accountId, subject, open());
+      if (fits === null) return this.slotFromFleet(out, open);
+      free = fits;
     }
     if (!free) return { ok: false, reason: 'connection_limit', accountId };
-    const { account, user } = open();
+    return this.countSlot(out, key, open());
+  }
+
+  /** At the slots this node holds: ask the fleet for more, then decide on the counts as they are then. */
+  private async slotFromFleet(out: AdmitOutcome & { ok: true }, open: () => { account: number; user: number }): Promise<AdmitOutcome> {
+    const plans = this.opts.plans!;
+    const { accountId, subject } = out;
+    let fits: boolean | null = null;
+    // A burst of admissions shares each call, and the first ones may take what it brought: ask again.
+    for (let round = 0; fits === null && round < 3; round++) {
+      await plans.moreSlots(accountId, subject, open);
+      fits = open().account < this.limits.maxConnectionsPerAccount ? plans.slotFree(accountId, subject, open()) : false;
+    }
+    if (fits !== true) return { ok: false, reason: 'connection_limit', accountId };
+    return this.countSlot(out, usageKey(accountId, subject), open());
+  }
+
+  private countSlot(out: AdmitOutcome & { ok: true }, key: string, { account, user }: { account: number; user: number }): AdmitOutcome {
+    const { accountId, subject } = out;
+    const plans = this.opts.plans;
     this.perAccount.set(accountId, account + 1);
     this.perSubject.set(key, user + 1);
     // Its connection is counted by meter(), once the target it asks for is known (or when it ends without one).

@@ -27,11 +27,12 @@ export { HopDialer } from './hop/dialer.js';
 export { MAX_UNPROVEN as HOP_MAX_UNPROVEN, MAX_UNPROVEN_PER_SOURCE as HOP_MAX_UNPROVEN_PER_SOURCE } from './hop/server.js';
 export { makeHopIdentity, readHopIdentity, FINGERPRINT } from './hop/identity.js';
 
-function listen(server: net.Server, host: string, port: number): Promise<void> {
+function listen(server: net.Server, host: string, port: number, reusePort: boolean): Promise<void> {
   return new Promise((resolve, reject) => {
     const onError = (err: Error): void => reject(err);
     server.once('error', onError);
-    server.listen({ host, port, backlog: 4096 }, () => {
+    // exclusive: a cluster worker's own socket, not a handle shared through the primary.
+    server.listen({ host, port, backlog: 4096, ...(reusePort ? { exclusive: true, reusePort: true } : {}) }, () => {
       server.removeListener('error', onError);
       resolve();
     });
@@ -66,7 +67,7 @@ export async function startGateway(opts: GatewayOptions): Promise<Gateway> {
     // allowHalfOpen: a client's FIN must not close our side while the target is still answering.
     const server = net.createServer({ allowHalfOpen: true, pauseOnConnect: false, noDelay: true }, accept(kind));
     server.on('error', (err) => opts.log?.warn({ err: err.message, listener: kind }, 'gateway listener error'));
-    await listen(server, where.host, where.port);
+    await listen(server, where.host, where.port, opts.reusePort ?? false);
     servers.push(server);
     return server;
   };
@@ -88,6 +89,7 @@ export async function startGateway(opts: GatewayOptions): Promise<Gateway> {
         onRefused: opts.hop.onRefused,
         unproven: opts.hop.unproven,
         udp: { resolve: (host, port) => core.resolveTarget(host, port), egress: (session) => core.udpEgress(session), drop: (reason) => core.countUdpDrop(reason) },
+        reusePort: opts.reusePort ?? false,
       });
     }
   } catch (err) {

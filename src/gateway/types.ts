@@ -155,6 +155,8 @@ export interface GatewayLimits {
 export interface GatewayOptions {
   httpProxyListen: { host: string; port: number } | null;
   socksListen: { host: string; port: number } | null;
+  /** One of several processes on the same ports: each listens on a socket of its own (SO_REUSEPORT) and the kernel spreads connections. */
+  reusePort?: boolean | undefined;
   egressAddress?: string | undefined;
   /** IPv4 addresses each outgoing connection binds one of (sticky per session, else in turn); replaces egressAddress. */
   egressPool?: { addresses: readonly string[]; sessions: StickySessions } | undefined;

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { ConfigError, flagOrEnv, parseHostPort, toServeConfig } from '../../src/daemon/process/config.js';
+import { ConfigError, flagOrEnv, parseHostPort, parseWorkers, toServeConfig } from '../../src/daemon/process/config.js';
 
 const base = { apiListen: '127.0.0.1:8080', httpProxyListen: '127.0.0.1:3128', socksListen: '127.0.0.1:1080', workers: '1', releaseGrace: '600', logLevel: 'info' };
 
@@ -28,6 +28,16 @@ describe('serve configuration', () => {
     expect(parseHostPort('127.0.0.1:0', 'x')).toEqual({ host: '127.0.0.1', port: 0 });
     expect(parseHostPort('[::1]:8080', 'x')).toEqual({ host: '::1', port: 8080 });
     for (const bad of ['127.0.0.1', ':80', '127.0.0.1:65536', 'a b:1', '127.0.0.1:-1']) expect(() => parseHostPort(bad, 'x')).toThrow(ConfigError);
+  });
+
+  it('--workers auto is one worker per available CPU, at most 64', () => {
+    expect(parseWorkers('auto', () => 2)).toBe(2);
+    expect(parseWorkers('AUTO', () => 1)).toBe(1);
+    expect(parseWorkers('auto', () => 256)).toBe(64);
+    expect(parseWorkers('3', () => 2)).toBe(3);
+    expect(toServeConfig({ ...base, workers: 'auto' }, {}).workers).toBeGreaterThanOrEqual(1);
+    expect(() => parseWorkers('65')).toThrow(/1\.\.64 or auto/);
+    expect(() => parseWorkers('two')).toThrow(/--workers/);
   });
 
   it('refuses bad workers, grace, CIDRs and egress addresses', () => {

@@ -191,3 +191,20 @@ describe('ByteQueue', () => {
     );
   });
 });
+
+describe('request head: line breaks and field whitespace', () => {
+  const parse = (s: string) => parseRequestHead(Buffer.from(s, 'latin1'), 8192);
+  it.each([
+    'CONNECT a:1 HTTP/1.1\r\nHost: a\rb\r\n\r\n',
+    'CONNECT a:1 HTTP/1.1\r\nHost: a\nb\r\n\r\n',
+    'CONNECT a:1 HTTP/1.1\r\nHost: a\r\r\n\r\n',
+    'CONNECT a:1 HTTP/1.1\r\nX: 1\r\n\nY: 2\r\n\r\n',
+  ])('refuses a CR or LF that is not part of a CRLF: %j', (head) => {
+    expect(parse(head)).toMatchObject({ kind: 'error', error: 'bad_header' });
+  });
+  it('trims spaces and tabs around a value, and only those', () => {
+    const r = parse('CONNECT a:1 HTTP/1.1\r\nA: \t x y \t\r\nB:\r\nC:   \r\nD:z\r\n\r\n');
+    expect(r.kind).toBe('ok');
+    if (r.kind === 'ok') expect(r.value.headers).toEqual([['A', 'x y'], ['B', ''], ['C', ''], ['D', 'z']]);
+  });
+});

@@ -1,7 +1,7 @@
 // The gateway's Admitter over the admission view: no database query on the connection path. The view
 // follows the change log, so a change made by any process (API, console, `proxyd admin`, another node)
 // applies to new connections within the poll interval; only verified passwords are cached.
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import type { AdmitResult, Admitter } from '../../gateway/types.js';
 import { verifyPassword } from '../secrets.js';
 import { FailureBudget } from './failure-budget.js';
@@ -27,7 +27,8 @@ export class ViewAdmission implements Admitter {
     let username = written;
     let row = this.view.userForAuth(username);
     if (!row && baseUsername) row = this.view.userForAuth((username = baseUsername));
-    const key = `${username}\0${createHash('sha256').update(password).digest('base64')}`;
+    // One-shot hash: no Hash object per connection.
+    const key = `${username}\0${hash('sha256', password, 'base64')}`;
     if (!row || this.verified.get(key) !== row.password_hash) {
       const hash = row?.password_hash ?? null;
       const ok = await this.budget.run(sourceIp ?? null, username, () => verifyPassword(password, hash));

@@ -41,7 +41,8 @@ export class UsageMeter {
   failedFlushes = 0;
 
   constructor(
-    private readonly store: UsageStore,
+    /** The database, or (a worker on SQLite) the primary, which writes for every worker. */
+    private readonly store: Pick<UsageStore, 'addFlush' | 'prune'>,
     private readonly collect: () => UsageDelta[],
     private readonly opts: MeterOptions = {},
   ) {}

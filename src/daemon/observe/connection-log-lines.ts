@@ -39,6 +39,8 @@ export class ConnectionLogLines implements ConnectionLogSink {
   private lastWarn = 0;
   written = 0;
   dropped = 0;
+  /** Writes sent again (a database's; a file is written once or the batch is dropped). */
+  readonly retried = 0;
 
   constructor(
     private readonly target: LineTarget,

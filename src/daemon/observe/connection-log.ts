@@ -45,12 +45,16 @@ export class ConnectionLogWriter implements ConnectionLogSink {
   private lastWarn = 0;
   written = 0;
   dropped = 0;
+  /** Batches the database did not take at once (another writer held its lock): kept and written again. */
+  retried = 0;
   private readonly max: number;
   private readonly batch: number;
   private readonly intervalMs: number;
 
   constructor(
-    private readonly store: ConnectionLogStore,
+    /** The database, or (a worker on SQLite) the primary, which writes for every worker. */
+    /** The store, or a worker's way to the primary's writer (no size of its own to cap: the primary caps it). */
+    private readonly store: Pick<ConnectionLogStore, 'insert' | 'prune'> & Partial<Pick<ConnectionLogStore, 'sizeBytes' | 'dropOldestDay'>>,
     /** The node name every record of this process carries. */
     private readonly node: string,
     private readonly opts: ConnectionLogOptions = {},
@@ -62,6 +66,11 @@ export class ConnectionLogWriter implements ConnectionLogSink {
 
   get buffered(): number {
     return this.buffer.length;
+  }
+
+  /** Whether `n` more records fit in the buffer now. */
+  accepts(n: number): boolean {
+    return this.buffer.length + n <= this.max;
   }
 
   record(r: ConnectionRecord): void {
@@ -106,8 +115,10 @@ export class ConnectionLogWriter implements ConnectionLogSink {
     this.capping = true;
     let dropped = 0;
     try {
-      while (dropped < MAX_DAYS_PER_CHECK && (await this.store.sizeBytes()) > max) {
-        if (!(await this.store.dropOldestDay(now))) {
+      const { sizeBytes, dropOldestDay } = this.store;
+      if (!sizeBytes || !dropOldestDay) return 0;
+      while (dropped < MAX_DAYS_PER_CHECK && (await sizeBytes.call(this.store)) > max) {
+        if (!(await dropOldestDay.call(this.store, now))) {
           this.warnOnce('connection_log_over_max_size', 'today\'s records alone are over --connection-log-max-size (kept)');
           break;
         }
@@ -152,6 +163,7 @@ export class ConnectionLogWriter implements ConnectionLogSink {
           continue;
         }
       }
+      if (!ok) this.retried++;
       if (ok) {
         this.written += batch.length;
         // A synchronous backend (SQLite) writes a batch in one turn: let the sockets run between batches.

@@ -166,9 +166,10 @@ export class Metrics {
   }
 
   /** The connection log's writer: records written, dropped (buffer full while the database was slow), waiting. */
-  attachConnectionLog(read: () => { written: number; dropped: number; buffered: number }): void {
+  attachConnectionLog(read: () => { written: number; dropped: number; buffered: number; retried: number }): void {
     this.counters(read, [
       ['proxyd_connection_log_records_total', 'Connection-log records written to the database', 'written'],
+      ['proxyd_connection_log_write_retries_total', 'Connection-log batches the database did not take at once (its lock held elsewhere): kept, written again', 'retried'],
       ['proxyd_connection_log_dropped_total', 'Connection-log records dropped because the write buffer was full (database slow or away)', 'dropped'],
     ]);
     new Gauge({

@@ -1,6 +1,6 @@
 // `proxyd serve` configuration: flags with env fallbacks (docs/operations.md Flags and environment), validated into one typed object.
 import { isIP } from 'node:net';
-import { homedir, hostname } from 'node:os';
+import { availableParallelism, homedir, hostname } from 'node:os';
 import path from 'node:path';
 import { parseSize } from '../../contract/size.js';
 import ipaddr from 'ipaddr.js';
@@ -205,7 +205,7 @@ export function toServeConfig(o: RawServeOptions, env: NodeJS.ProcessEnv = proce
     egressPrefix: egress && 'prefix' in egress ? egress.prefix : undefined,
     allowPrivateTargets: allow,
     allowPrivateWebhooks: flagOrEnv(o.allowPrivateWebhooks, env, 'PROXYD_ALLOW_PRIVATE_WEBHOOKS'),
-    workers: intIn(o.workers, '--workers', 1, 64),
+    workers: parseWorkers(o.workers),
     redisUrl: o.redisUrl || undefined,
     sharedDataDir: flagOrEnv(o.sharedDataDir, env, 'PROXYD_SHARED_DATA_DIR'),
     trustProxy: parseCidrList(o.trustProxy, '--trust-proxy'),
@@ -231,6 +231,15 @@ export function toServeConfig(o: RawServeOptions, env: NodeJS.ProcessEnv = proce
     },
     usageRetentionMs: parseUsageRetention(o.usageRetention ?? DEFAULT_USAGE_RETENTION),
   };
+}
+
+export const MAX_WORKERS = 64;
+
+/** `N` (1–64) or `auto`: one worker per CPU this process may run on (os.availableParallelism), at most 64. */
+export function parseWorkers(s: string, cpus: () => number = availableParallelism): number {
+  if (s.trim().toLowerCase() === 'auto') return Math.max(1, Math.min(MAX_WORKERS, cpus()));
+  if (!/^\d+$/.test(s) || Number(s) < 1 || Number(s) > MAX_WORKERS) throw new ConfigError(`--workers: expected an integer 1..${MAX_WORKERS} or auto, got "${s}"`);
+  return Number(s);
 }
 
 function parseRole(s: string | undefined, o: RawServeOptions): ServeConfig['role'] {

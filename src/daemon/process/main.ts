@@ -138,7 +138,7 @@ export function buildProgram(): Command {
     // Boolean flags read their env var in config.ts: commander would turn any value, even 0, into true.
     .addOption(new Option('--allow-private-targets', 'let the gateway reach loopback/private/reserved targets (env PROXYD_ALLOW_PRIVATE_TARGETS=1)'))
     .addOption(new Option('--allow-private-webhooks', 'let webhooks go to http:// and private or loopback receivers (env PROXYD_ALLOW_PRIVATE_WEBHOOKS=1)'))
-    .addOption(new Option('--workers <n>', 'worker processes sharing the listeners').env('PROXYD_WORKERS').default('1'))
+    .addOption(new Option('--workers <n|auto>', 'worker processes, each accepting on its own socket of every listener (auto: one per CPU)').env('PROXYD_WORKERS').default('1'))
     .addOption(new Option('--redis-url <url>', 'shared rate-limit store').env('PROXYD_REDIS_URL'))
     .addOption(new Option('--shared-data-dir', 'let several daemons on this host serve one data dir (all must pass it; env PROXYD_SHARED_DATA_DIR=1)'))
     .addOption(new Option('--trust-proxy <cidrs>', 'peers whose X-Forwarded-For is believed (API)').env('PROXYD_TRUST_PROXY'))

@@ -32,6 +32,7 @@ import { ExitHeartbeat } from '../fleet/exits.js';
 import { HopIdentityKeeper } from '../fleet/hop-identity.js';
 import { HopSecrets } from '../fleet/hop-secrets.js';
 import { WhitelistService, type ServiceLog } from '../services/whitelist.js';
+import type { ConnectionLogStore, UsageStore } from '../store/index.js';
 
 export const TUNNEL_DRAIN_MS = 10_000;
 /** How long start-up waits for a configured dependency (Redis) before it serves degraded. */
@@ -139,6 +140,11 @@ function intFromEnv(name: string, min: number, max: number): number {
   return Number(v);
 }
 
+/** Hidden knob (tests, very busy nodes): connection-log records held while the database is slow; default 20,000. */
+export function connectionLogBuffer(): number | undefined {
+  return process.env.PROXYD_CONNECTION_LOG_BUFFER ? intFromEnv('PROXYD_CONNECTION_LOG_BUFFER', 1, 10_000_000) : undefined;
+}
+
 /** `PROXYD_DNS_SERVERS=ip[:port],…`: the servers the gateway asks for target names instead of /etc/resolv.conf's. */
 export function parseDnsServers(s: string | undefined): string[] | undefined {
   const list = s?.split(',').map((x) => x.trim()).filter(Boolean);
@@ -179,13 +185,22 @@ export function apiContext(p: {
   };
 }
 
+/** How a cluster worker serves beside its siblings (cluster.ts); a lone process needs none of it. */
+export interface WorkerPart {
+  /** Listen on a socket of its own beside the siblings' (SO_REUSEPORT): the kernel spreads connections. */
+  reusePort: boolean;
+  /** On SQLite: where usage and the connection log go instead of the database (the primary writes for all). */
+  sinks: { connectionLog: Pick<ConnectionLogStore, 'insert' | 'prune'>; usage: Pick<UsageStore, 'addFlush' | 'prune'> } | null;
+}
+
 /** The API (+ console) listening, once the rate-limit store is connected or has been waited for. */
-async function listenApi(cfg: ServeConfig, log: DaemonLog, store: Store, limits: ApiLimits, metrics: Metrics, view: AdmissionView): Promise<FastifyInstance> {
+async function listenApi(cfg: ServeConfig, log: DaemonLog, store: Store, limits: ApiLimits, metrics: Metrics, view: AdmissionView, reusePort: boolean): Promise<FastifyInstance> {
   const [geo] = await Promise.all([openCountryLookup(cfg.geoipDb), limits.ready(DEPENDENCY_WAIT_MS)]);
   const ctx = apiContext({ store, geo, limits, metrics, log: { error: (o, m) => log.error(o, m) }, view, allowPrivateWebhooks: cfg.allowPrivateWebhooks });
   const app = await buildApp(ctx, { trustProxy: cfg.trustProxy, logger: log, plugins: [(a: FastifyInstance) => consolePlugin(a, ctx)] });
   try {
-    await app.listen({ host: cfg.apiListen.host, port: cfg.apiListen.port });
+    // Fastify hands its options to net.Server.listen, whose reusePort its types do not name yet.
+    await app.listen({ host: cfg.apiListen.host, port: cfg.apiListen.port, ...(reusePort ? { exclusive: true, reusePort: true } : {}) } as { host: string; port: number });
   } catch (err) {
     await app.close();
     throw err;
@@ -197,7 +212,7 @@ async function listenApi(cfg: ServeConfig, log: DaemonLog, store: Store, limits:
  * Starts one serving process (the only one, or a cluster worker); the caller holds the data-dir lock.
  * Resolves once it serves: every configured dependency is connected, or waited for and logged as down.
  */
-export async function startDaemon(cfg: ServeConfig, log: DaemonLog): Promise<RunningDaemon> {
+export async function startDaemon(cfg: ServeConfig, log: DaemonLog, worker: WorkerPart = { reusePort: false, sinks: null }): Promise<RunningDaemon> {
   const gatewayLimits = parseGatewayLimitOverrides(process.env.PROXYD_GATEWAY_LIMITS); // before anything opens
   const dnsServers = parseDnsServers(process.env.PROXYD_DNS_SERVERS);
   if (cfg.egressPool) await checkBindable(cfg.egressPool);
@@ -213,7 +228,7 @@ export async function startDaemon(cfg: ServeConfig, log: DaemonLog): Promise<Run
   // Whatever fails before the API listens must not leave a Redis client reconnecting: the process would never exit.
   const app = await view
     .start()
-    .then(() => listenApi(cfg, log, store, limits, metrics, view))
+    .then(() => listenApi(cfg, log, store, limits, metrics, view, worker.reusePort))
     .catch(async (err: unknown) => {
       view.close();
       await limits.close();
@@ -229,11 +244,11 @@ export async function startDaemon(cfg: ServeConfig, log: DaemonLog): Promise<Run
     sink.kind === 'off' || cfg.connectionLogRetentionMs === 0
       ? null
       : sink.kind === 'db'
-        ? new ConnectionLogWriter(store.connectionLog, cfg.nodeName, {
+        ? new ConnectionLogWriter(worker.sinks?.connectionLog ?? store.connectionLog, cfg.nodeName, {
             retentionMs: cfg.connectionLogRetentionMs,
-            maxSizeBytes: cfg.connectionLogMaxSize,
-            // Hidden knob (tests, very busy nodes): records held while the database is slow; default 20,000.
-            maxBuffered: process.env.PROXYD_CONNECTION_LOG_BUFFER ? intFromEnv('PROXYD_CONNECTION_LOG_BUFFER', 1, 10_000_000) : undefined,
+            // A worker's records go to the primary's writer, which caps the size for all of them.
+            maxSizeBytes: worker.sinks ? undefined : cfg.connectionLogMaxSize,
+            maxBuffered: connectionLogBuffer(),
             log,
           })
         : new ConnectionLogLines(sink.kind === 'file' ? sink : { kind: 'stdout' }, cfg.nodeName, store.accounts, log);
@@ -248,7 +263,7 @@ export async function startDaemon(cfg: ServeConfig, log: DaemonLog): Promise<Run
   // A gateway that cannot start (port in use) must not leave the API listening: the process would never exit.
   const admission = new ViewAdmission(view);
   // Usage: collected from the gateway every second, flushed once per second per node (docs/operations.md, Metering).
-  const meter = new UsageMeter(store.usage, () => gateway?.collectUsage() ?? [], { retentionMs: cfg.usageRetentionMs, log });
+  const meter = new UsageMeter(worker.sinks?.usage ?? store.usage, () => gateway?.collectUsage() ?? [], { retentionMs: cfg.usageRetentionMs, log });
   // Plans: the tables read again when their version moves, enforced at admission and by closing what is over;
   // byte budgets and connection slots leased from the store hold the limits fleet-wide (metering/plans.ts).
   const plans = new PlanEnforcer(store, {
@@ -302,6 +317,7 @@ export async function startDaemon(cfg: ServeConfig, log: DaemonLog): Promise<Run
   }
   const gw: Gateway = await startGateway({
     httpProxyListen: cfg.role === 'exit' ? null : cfg.httpProxyListen,
+    reusePort: worker.reusePort,
     socksListen: cfg.role === 'exit' ? null : cfg.socksListen,
     location: cfg.location,
     exitDialer: exits ? new HopDialer(exits, log.child({ component: 'exits' })) : undefined,
@@ -345,7 +361,7 @@ export async function startDaemon(cfg: ServeConfig, log: DaemonLog): Promise<Run
   metrics.attachLoginBudget(() => admission.budget.refused);
   const directory = exits as ExitDirectory | null;
   if (directory) metrics.attachExits(() => directory.view());
-  if (connLog) metrics.attachConnectionLog(() => ({ written: connLog.written, dropped: connLog.dropped, buffered: connLog.buffered }));
+  if (connLog) metrics.attachConnectionLog(() => ({ written: connLog.written, dropped: connLog.dropped, buffered: connLog.buffered, retried: connLog.retried }));
 
   const http = gw.httpProxyAddress();
   const socks = gw.socksAddress();

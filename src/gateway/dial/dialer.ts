@@ -112,7 +112,9 @@ export class DirectDialer implements Dialer {
 
   /** `countAs`: the metrics label (an IPv6 prefix counts under its own name, not per random address). */
   async dialFrom(req: DialRequest, localAddress: string | undefined, countAs: string | undefined = localAddress): Promise<DialOutcome> {
-    const resolved = await this.resolve(req.host, req.port, req.screen ?? null);
+    // A dotted-quad target is checked at once: no promise turn for a name that needs no lookup (target rules judged
+    // a literal before the dial; the screen is for what a name resolves to).
+    const resolved = net.isIPv4(req.host) ? this.resolveAddress([{ address: req.host, family: 4 }], req.port) : await this.resolve(req.host, req.port, req.screen ?? null);
     if (!req.wanted()) return null;
     if (!resolved.ok) return { ok: false, failure: resolved.reason };
     if (countAs) this.o.countEgress(countAs);
@@ -157,6 +159,11 @@ export class DirectDialer implements Dialer {
         }
       }
     }
+    return this.resolveAddress(candidates, port);
+  }
+
+  /** The first candidate of the usable family that the policy allows: that is the one to dial. */
+  private resolveAddress(candidates: Array<{ address: string; family: 4 | 6 }>, port: number): ResolveOutcome {
     if (this.o.family) candidates = candidates.filter((c) => c.family === this.o.family);
     if (candidates.length === 0) return { ok: false, reason: 'no_usable_address' };
     let refusal: TargetRefusal | null = null;

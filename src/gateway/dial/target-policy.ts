@@ -28,6 +28,34 @@ const V6_SPECIAL = cidrs([
   '3fff::/20', // documentation
 ]);
 
+/** A plain dotted quad (Node's isIPv4) as an unsigned 32-bit integer. */
+function v4Int(ip: string): number {
+  let n = 0;
+  let octet = 0;
+  for (let i = 0; i < ip.length; i++) {
+    const c = ip.charCodeAt(i);
+    if (c === 46) {
+      n = n * 256 + octet;
+      octet = 0;
+    } else octet = octet * 10 + (c - 48);
+  }
+  return n * 256 + octet;
+}
+
+// The same blocks as integers: the connection path checks a dotted quad without parsing it into objects.
+const V4_SPECIAL_INT = V4_SPECIAL.map(([net, bits]) => {
+  const size = 2 ** (32 - bits);
+  const base = v4Int(net.toString());
+  return [base, base + size - 1] as const;
+});
+
+/** Public IPv4 for a plain dotted quad: outside every special-purpose block (ipaddr's non-unicast ranges are among them). */
+function isPublicV4(ip: string): boolean {
+  const n = v4Int(ip);
+  for (const [lo, hi] of V4_SPECIAL_INT) if (n >= lo && n <= hi) return false;
+  return true;
+}
+
 function inAny(addr: ipaddr.IPv4 | ipaddr.IPv6, list: Cidr[]): boolean {
   for (const [net, bits] of list) {
     if (net.kind() === addr.kind() && addr.match(net, bits)) return true;
@@ -49,6 +77,7 @@ export function parseIp(ip: string): ipaddr.IPv4 | ipaddr.IPv6 | null {
 
 /** Public (globally routable unicast) address? Unparseable counts as not public. */
 export function isPublicAddress(ip: string): boolean {
+  if (isIPv4(ip)) return isPublicV4(ip);
   const a = parseIp(ip);
   if (!a) return false;
   if (a.kind() === 'ipv4') return a.range() === 'unicast' && !inAny(a, V4_SPECIAL);
@@ -80,8 +109,29 @@ export interface TargetPolicyOptions {
   ownListeners: () => Array<{ host: string; port: number }>;
 }
 
+/**
+ * Whether a plain dotted quad on `port` is one of our listeners, when every listener on that port is a plain
+ * IPv4 address other than 0.0.0.0 ('unknown' otherwise: the general check decides).
+ */
+function ownListenerV4(address: string, port: number, listeners: Array<{ host: string; port: number }>): boolean | 'unknown' {
+  let own = false;
+  for (const l of listeners) {
+    if (l.port !== port) continue;
+    if (!isIPv4(l.host) || l.host === '0.0.0.0' || address === '0.0.0.0') return 'unknown';
+    if (l.host === address) own = true;
+  }
+  return own;
+}
+
 /** null: the gateway may dial `address:port`; else why not. `address` must be an IP literal. */
 export function checkTarget(address: string, port: number, opts: TargetPolicyOptions): TargetRefusal | null {
+  if (isIPv4(address)) {
+    const own = ownListenerV4(address, port, opts.ownListeners());
+    if (own !== 'unknown') {
+      if (own) return 'own_listener';
+      return !opts.allowPrivateTargets && !isPublicV4(address) ? 'private_target' : null;
+    }
+  }
   const a = parseIp(address);
   if (!a) return 'private_target';
   const text = a.toString();

@@ -27,6 +27,8 @@ export type HopRefusal = 'limit' | 'handshake' | 'proof';
 
 export interface HopServerOptions {
   listen: { host: string; port: number };
+  /** A socket of its own beside sibling workers' on the same port (SO_REUSEPORT). */
+  reusePort?: boolean;
   identity: HopIdentity;
   /** The fleet secrets a proof may be made with now (the new one, and the old one while a rotation's grace lasts). */
   secrets: () => readonly Buffer[];
@@ -142,7 +144,7 @@ export async function startHopServer(o: HopServerOptions): Promise<HopServer> {
   server.on('error', () => {});
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
-    server.listen({ host: o.listen.host, port: o.listen.port }, () => {
+    server.listen({ host: o.listen.host, port: o.listen.port, ...(o.reusePort ? { exclusive: true, reusePort: true } : {}) }, () => {
       server.removeListener('error', reject);
       resolve();
     });

@@ -5,9 +5,20 @@ import { parseAuthority, type RequestHead } from '../wire/http-head.js';
 import { httpReply } from '../replies.js';
 import { splice } from '../relay/splice.js';
 
-/** The CONNECT `200`, with its request id (support finds an admitted tunnel's record by it too). */
-function established(requestId: string): string {
-  return `HTTP/1.1 200 Connection established\r\nVia: 1.1 proxyd\r\nProxy-Status: proxyd\r\nX-Request-Id: ${requestId}\r\n\r\n`;
+const ESTABLISHED_HEAD = 'HTTP/1.1 200 Connection established\r\nVia: 1.1 proxyd\r\nProxy-Status: proxyd\r\nX-Request-Id: ';
+const PREPARED = Buffer.from(ESTABLISHED_HEAD, 'latin1');
+const HEAD_BYTES = PREPARED.length;
+
+/**
+ * The CONNECT `200`, with its request id (support finds an admitted tunnel's record by it too): the fixed
+ * part copied from a prepared buffer, the id written after it (no string built and encoded per tunnel).
+ */
+export function established(requestId: string): Buffer {
+  const out = Buffer.allocUnsafe(HEAD_BYTES + requestId.length + 4);
+  PREPARED.copy(out, 0);
+  const end = HEAD_BYTES + out.write(requestId, HEAD_BYTES, 'latin1');
+  out.writeUInt32BE(0x0d0a0d0a, end);
+  return out;
 }
 
 export function openConnectTunnel(conn: ClientConn, head: RequestHead): void {
@@ -24,7 +35,7 @@ export function openConnectTunnel(conn: ClientConn, head: RequestHead): void {
     }
     const early = conn.handOff('tunnel');
     if (!early) return void out.socket.destroy();
-    conn.socket.write(established(conn.requestId), 'latin1');
+    conn.socket.write(established(conn.requestId));
     splice(conn, out.socket, early);
   }).catch(() => conn.destroy());
 }

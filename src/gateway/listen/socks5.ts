@@ -25,6 +25,11 @@ import {
 
 type Stage = 'greeting' | 'auth' | 'request' | 'done';
 
+// The handshake's fixed answers, made once: a socket write takes the same buffer every time.
+const CHOSEN_USER_PASS = Buffer.from([SOCKS_VERSION, Method.UserPass]);
+const CHOSEN_NO_AUTH = Buffer.from([SOCKS_VERSION, Method.NoAuth]);
+const AUTH_OK = Buffer.from([AUTH_VERSION, 0x00]);
+
 // Refusals that are not about who the client is: the handshake succeeds and the CONNECT gets 0x02.
 const AFTER_REQUEST = new Set<Failure>(['traffic_limit', 'plan_expired', 'connection_limit']);
 
@@ -50,7 +55,7 @@ export class Socks5Handler implements ProtocolHandler {
       conn.protocol = 'socks5';
       if (r.value.methods.includes(Method.UserPass)) {
         this.stage = 'auth';
-        conn.socket.write(Buffer.from([SOCKS_VERSION, Method.UserPass]));
+        conn.socket.write(CHOSEN_USER_PASS);
         return this.onBytes();
       }
       if (!r.value.methods.includes(Method.NoAuth)) {
@@ -62,7 +67,7 @@ export class Socks5Handler implements ProtocolHandler {
         if (failure && AFTER_REQUEST.has(failure)) this.deferred = failure;
         else if (failure) return conn.refuse(failureLogReason(failure), Buffer.from([SOCKS_VERSION, Method.NoAcceptable]));
         this.stage = 'request';
-        conn.socket.write(Buffer.from([SOCKS_VERSION, Method.NoAuth]));
+        conn.socket.write(CHOSEN_NO_AUTH);
         conn.to('handshake');
       }).catch(() => conn.destroy());
       return;
@@ -81,7 +86,7 @@ export class Socks5Handler implements ProtocolHandler {
         if (failure && AFTER_REQUEST.has(failure)) this.deferred = failure;
         else if (failure) return conn.refuse(failureLogReason(failure), Buffer.from([AUTH_VERSION, 0x01]));
         this.stage = 'request';
-        conn.socket.write(Buffer.from([AUTH_VERSION, 0x00]));
+        conn.socket.write(AUTH_OK);
         conn.to('handshake');
       }).catch(() => conn.destroy());
       return;

@@ -49,18 +49,28 @@ function parseFields(lines: string[]): Header[] | null {
     if (colon <= 0) return null; // also rejects obs-fold lines, which start with SP/HTAB
     const name = line.slice(0, colon);
     if (!TOKEN.test(name)) return null; // no whitespace before the colon (RFC 9112 5.1)
-    const value = line.slice(colon + 1).replace(/^[ \t]+|[ \t]+$/g, '');
+    const value = trimOws(line.slice(colon + 1));
     if (!FIELD_VALUE.test(value)) return null;
     headers.push([name, value]);
   }
   return headers;
 }
 
+// A CR not before LF, or an LF not after CR: a line break other than CRLF.
+const STRAY_BREAK = /\r(?!\n)|(?<!\r)\n/;
+
 function splitLines(buf: Buffer, end: number): string[] | null {
   const text = buf.toString('latin1', 0, end - 4);
-  const lines = text.split('\r\n');
-  for (const l of lines) if (l.includes('\r') || l.includes('\n')) return null;
-  return lines;
+  return STRAY_BREAK.test(text) ? null : text.split('\r\n');
+}
+
+/** Without the optional whitespace (SP, HTAB) around a field value; no regex per header. */
+function trimOws(s: string): string {
+  let a = 0;
+  let b = s.length;
+  while (a < b && (s.charCodeAt(a) === 32 || s.charCodeAt(a) === 9)) a++;
+  while (b > a && (s.charCodeAt(b - 1) === 32 || s.charCodeAt(b - 1) === 9)) b--;
+  return a === 0 && b === s.length ? s : s.slice(a, b);
 }
 
 /** `scanFrom`: bytes already known not to end the head (so byte-by-byte input stays linear). */
