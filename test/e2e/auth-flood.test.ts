@@ -96,10 +96,11 @@ describe('a wrong-password flood', () => {
     // Every wrong attempt got the uniform 407, never a 5xx or a hang.
     expect(refused.every((s) => s === 407), JSON.stringify([...new Set(refused)])).toBe(true);
     // Twice the quiet figure, with a floor for a two-core machine where the flood's own clients share the CPU
-    // (before the change the flooded p50 was ~270 ms). The p99 of 150 samples is the second-worst one: one
-    // scheduler stall of the loaded test machine reaches 25 ms (seen in CI: 25.7), so its floor is 50 ms.
+    // (before the change the flooded p50 was ~270 ms). The p99 of 150 samples is the second-worst one: two
+    // scheduler stalls of a test machine running the whole suite reach 25–72 ms (seen: 25.7 in CI, 72 with the
+    // other suites' daemons busy), so its floor is 150 ms, still well under what the regression looked like.
     expect(figures.flooded.p50, JSON.stringify(figures)).toBeLessThan(Math.max(2 * figures.quiet.p50, 5));
-    expect(figures.flooded.p99, JSON.stringify(figures)).toBeLessThan(Math.max(2 * figures.quiet.p99, 50));
+    expect(figures.flooded.p99, JSON.stringify(figures)).toBeLessThan(Math.max(2 * figures.quiet.p99, 150));
     // The flood was real: several times the 40–50/s of the report, even when a loaded machine slows its clients.
     expect(figures.attemptsPerSec).toBeGreaterThan(120);
   }, 120_000);
