@@ -192,6 +192,7 @@ async function main() {
   };
   d.p.kill('SIGTERM');
   console.log(JSON.stringify(out));
+  setTimeout(() => process.exit(0), 100); // the daemon's pipes must not keep the bench alive
   log(`p99 per ${WINDOW_MS} ms window: quiet median ${out.p99_quiet_ms.median} ms (max ${out.p99_quiet_ms.max}), with a reload median ${out.p99_reload_windows_ms.median} ms (max ${out.p99_reload_windows_ms.max}); moved by at most ${out.p99_moved_ms} ms; ${failed} failed`);
 }
 

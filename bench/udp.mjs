@@ -188,6 +188,7 @@ async function main() {
   }
   target.close();
   console.log(JSON.stringify(out));
+  process.exit(0); // the children (proxyd, danted) go with the exit handler
 }
 
 main().catch((e) => {
