@@ -414,6 +414,7 @@ export async function dialTarget(conn: ClientConn, host: string, port: number): 
     host,
     port,
     screen: judged,
+    accountId: conn.accountId,
     session: conn.egressSession,
     want: conn.exitWish,
     // Not once the header deadline has answered instead (the connection is then `replying`).

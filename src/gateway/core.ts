@@ -115,10 +115,17 @@ export class GatewayCore {
   }
 
   /** A target resolved and checked against the target policy, as a dial would (UDP datagrams use it). */
-  /** Whether the target rules refuse this target as asked (a name or a literal; resolved addresses are the resolver's). */
-  refusesTarget(accountId: number, host: string): boolean {
+  /** The account's and the service's target rules on a target as asked: a refusal, a screen for what it resolves to, or null. */
+  judgeTarget(accountId: number, host: string): ReturnType<typeof judgeTarget> {
     const rules = this.opts.targetRules;
     const judged = rules && accountId >= 0 ? judgeTarget(rules.forAccount(accountId), host) : null;
+    if (judged && !(judged instanceof AddressScreen)) this.countRefusal(judged.denied);
+    return judged;
+  }
+
+  /** Whether the target rules refuse this target as asked (a name or a literal; resolved addresses are the resolver's). */
+  refusesTarget(accountId: number, host: string): boolean {
+    const judged = this.judgeTarget(accountId, host);
     return judged !== null && !(judged instanceof AddressScreen);
   }
 

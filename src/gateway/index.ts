@@ -88,7 +88,8 @@ export async function startGateway(opts: GatewayOptions): Promise<Gateway> {
         core,
         onRefused: opts.hop.onRefused,
         unproven: opts.hop.unproven,
-        udp: { resolve: (host, port) => core.resolveTarget(host, port), egress: (session) => core.udpEgress(session), drop: (reason) => core.countUdpDrop(reason) },
+        screen: (accountId, host) => core.judgeTarget(accountId, host),
+        udp: { resolve: (host, port, accountId) => core.resolveTarget(host, port, accountId), egress: (session) => core.udpEgress(session), drop: (reason) => core.countUdpDrop(reason) },
         reusePort: opts.reusePort ?? false,
       });
     }

@@ -693,6 +693,36 @@ describe.skipIf(skip)('entry and exit nodes on one PostgreSQL', () => {
     expect(rs[0]).toMatchObject({ datagrams_up: 3, datagrams_down: 3 });
   });
 
+  it("through an entry, the account's denied network holds for a name the exit resolves into it (and is lifted again)", async () => {
+    const set = await admin(first, ['policy', 'set', '--email', EMAIL, '--deny', '127.0.0.0/8']);
+    expect(set.code, set.stderr).toBe(0);
+    try {
+      const port = (target.address() as net.AddressInfo).port;
+      // localhost is resolved by the exit (its /etc/hosts): 127.0.0.1, in the denied network.
+      const t0 = Date.now();
+      let r = await viaConnect(entries[0]!, `localhost:${port}`, 'alice-country-de');
+      while (r.ok && Date.now() - t0 < 3_000) {
+        await sleep(100); // the rule reaches the exit's view within a second
+        r = await viaConnect(entries[0]!, `localhost:${port}`, 'alice-country-de');
+      }
+      expect(r.ok).toBe(false);
+      if (!r.ok) {
+        expect(r.status).toBe(403);
+        expect(r.head).toContain('details="target denied by account policy"');
+      }
+      const literal = await viaConnect(entries[1]!, tgt(), 'alice-country-us');
+      expect(literal.ok ? 200 : literal.status).toBe(403); // a literal is judged at the entry already
+    } finally {
+      const off = await admin(first, ['policy', 'set', '--email', EMAIL, '--deny', 'none']);
+      expect(off.code, off.stderr).toBe(0);
+    }
+    const t0 = Date.now();
+    while (!(await viaConnect(entries[0]!, tgt(), 'alice-country-de')).ok) {
+      if (Date.now() - t0 > 5_000) throw new Error('the rule was not lifted');
+      await sleep(100);
+    }
+  });
+
   it('a killed exit leaves selection within 3 s and its sessions move; a new exit takes traffic within 3 s of its ready line', async () => {
     // Sessions placed on us1 before it dies.
     const onUs1: string[] = [];

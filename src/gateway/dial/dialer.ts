@@ -67,6 +67,8 @@ export interface DialRequest {
   want?: ExitWish | null;
   /** Target rules on the addresses a name resolves to (target-rules.ts); absent: none. */
   screen?: AddressScreen | null;
+  /** The admitted account, for an exit to apply its target rules to what a name resolves to (the hop's DIAL carries it). */
+  accountId?: number;
   /** Checked once the target is resolved: false abandons the dial. */
   wanted(): boolean;
   /** The socket while it connects, so the caller can destroy it if its client goes away. */

@@ -17,6 +17,9 @@ const RETIRE_MS = 60_000;
 /** A DIAL's answer is waited for at most this (a hung exit is usually found by its probes well before). */
 const ANSWER_TIMEOUT_MS = 30_000;
 
+/** The admitted account at the end of a DIAL or UDP line: the exit applies its target rules to what it resolves. */
+const accountTail = (req: DialRequest): string => (req.accountId !== undefined && req.accountId >= 0 ? ` ${req.accountId}` : '');
+
 let sharedContext: tls.SecureContext | null = null;
 const clientContext = (): tls.SecureContext => (sharedContext ??= tls.createSecureContext({ minVersion: 'TLSv1.3', maxVersion: 'TLSv1.3' }));
 
@@ -250,13 +253,13 @@ export class HopLink {
    */
   async dial(req: DialRequest): Promise<DialOutcome | 'retry'> {
     const key = req.session ? encodeURIComponent(req.session.key) : '-';
-    return this.ask(req, `DIAL ${req.host} ${req.port} ${key} ${req.session?.minutes ?? 0}\n`);
+    return this.ask(req, `DIAL ${req.host} ${req.port} ${key} ${req.session?.minutes ?? 0}${accountTail(req)}\n`);
   }
 
   /** A UDP association through this exit: the hop connection its datagrams travel on in frames (hop/udp.ts). */
   async associate(req: DialRequest): Promise<DialOutcome | 'retry'> {
     const key = req.session ? encodeURIComponent(req.session.key) : '-';
-    return this.ask(req, `UDP ${key} ${req.session?.minutes ?? 0}\n`);
+    return this.ask(req, `UDP ${key} ${req.session?.minutes ?? 0}${accountTail(req)}\n`);
   }
 
   private async ask(req: DialRequest, line: string): Promise<DialOutcome | 'retry'> {

@@ -8,6 +8,7 @@ import net from 'node:net';
 import tls from 'node:tls';
 import type { Dialer, EgressSession, ResolveOutcome } from '../dial/dialer.js';
 import { UdpOut } from '../dial/udp-out.js';
+import type { AddressScreen, TargetDenial } from '../dial/target-rules.js';
 import { destroySelf } from '../relay/sockets.js';
 import { splice, type SpliceOwner } from '../relay/splice.js';
 import type { HopIdentity } from './identity.js';
@@ -42,9 +43,11 @@ export interface HopServerOptions {
   proofDeadlineMs?: number;
   /** This process's share of the exit's bounds on unproven connections (workers split them); default: all of them. */
   unproven?: { total: number; perSource: number };
-  /** UDP associations an entry carries here: resolve and check targets, the egress for a session, drops counted. */
+  /** The target rules of an account for a target as asked: a refusal, a screen for its resolved addresses, or null. */
+  screen?: (accountId: number, host: string) => { denied: TargetDenial } | AddressScreen | null;
+  /** UDP associations an entry carries here: resolve and check targets (the account's rules too), the egress for a session, drops counted. */
   udp?: {
-    resolve(host: string, port: number): Promise<ResolveOutcome>;
+    resolve(host: string, port: number, accountId: number): Promise<ResolveOutcome>;
     egress(session: EgressSession | null): Promise<string | undefined>;
     drop(reason: 'policy' | 'unsolicited'): void;
   };
@@ -182,10 +185,18 @@ async function serveHop(s: tls.TLSSocket, o: HopServerOptions, onTunnel: () => v
       s.write('PONG\n');
       continue;
     }
-    const u = /^UDP (\S+) (\d{1,4})$/.exec(line);
-    if (u) return void carryUdp(s, o, u[1]!, Number(u[2]), onTunnel).catch(() => s.destroy());
-    const m = /^DIAL (\S+) (\d{1,5}) (\S+) (\d{1,4})$/.exec(line);
+    const u = /^UDP (\S+) (\d{1,4})(?: (\d{1,10}))?$/.exec(line);
+    if (u) return void carryUdp(s, o, u[1]!, Number(u[2]), u[3] === undefined ? -1 : Number(u[3]), onTunnel).catch(() => s.destroy());
+    const m = /^DIAL (\S+) (\d{1,5}) (\S+) (\d{1,4})(?: (\d{1,10}))?$/.exec(line);
     if (!m || Number(m[2]) > 65535) return void s.destroy();
+    // The account's (and the service's) target rules on what the name resolves to here: the entry judged the
+    // target as asked, but only this exit resolves it.
+    const judged = m[5] !== undefined && o.screen ? o.screen(Number(m[5]), m[1]!) : null;
+    if (judged && 'denied' in judged) {
+      onTunnel();
+      s.end(`ERR ${judged.denied}\n`, () => s.destroy());
+      return;
+    }
     onTunnel();
     let session: { key: string; minutes: number } | null = null;
     try {
@@ -197,6 +208,7 @@ async function serveHop(s: tls.TLSSocket, o: HopServerOptions, onTunnel: () => v
     const out = await o.dialer.dial({
       host: m[1]!,
       port: Number(m[2]),
+      screen: judged,
       session,
       wanted: () => !s.destroyed,
       connecting: (u) => (upstream = u),
@@ -216,7 +228,7 @@ async function serveHop(s: tls.TLSSocket, o: HopServerOptions, onTunnel: () => v
 }
 
 /** An entry's UDP association on this hop connection: its datagrams out from this exit, answers back in frames. */
-async function carryUdp(s: tls.TLSSocket, o: HopServerOptions, key: string, minutes: number, onTunnel: () => void): Promise<void> {
+async function carryUdp(s: tls.TLSSocket, o: HopServerOptions, key: string, minutes: number, accountId: number, onTunnel: () => void): Promise<void> {
   if (!o.udp) return void s.end('ERR host_unreachable\n', () => s.destroy());
   onTunnel();
   let session: EgressSession | null = null;
@@ -227,7 +239,7 @@ async function carryUdp(s: tls.TLSSocket, o: HopServerOptions, key: string, minu
   }
   const udp = o.udp;
   const out = new UdpOut({
-    resolve: (host, port) => udp.resolve(host, port),
+    resolve: (host, port) => udp.resolve(host, port, accountId),
     egressAddress: await udp.egress(session),
     drop: (reason) => udp.drop(reason),
     onAnswer: (from, data) => void writeFrame(s, { host: from.address, port: from.port }, data),

@@ -5,10 +5,11 @@
 //                                       a rotation settles); useless in any other TLS session
 //   exit  → `OK`                        (no accepted proof: the connection closes, nothing said)
 //   then any number of `PING` → `PONG`, and at most one
-//   entry → `DIAL <host> <port> <session key, URI-encoded, or -> <minutes>`
+//   entry → `DIAL <host> <port> <session key, URI-encoded, or -> <minutes> [<account id>]` (the account: for the
+//           exit to apply its target rules to the addresses it resolves)
 //   exit  → `OK <local address>`, and the connection carries the tunnel's bytes both ways (half-close too),
 //           or `ERR <failure>` and the connection closes;
-//   or, for a SOCKS5 UDP association, `UDP <session key or -> <minutes>` → `OK udp`, then datagrams in frames
+//   or, for a SOCKS5 UDP association, `UDP <session key or -> <minutes> [<account id>]` → `OK udp`, then datagrams in frames
 //   both ways (hop/udp.ts) until the entry closes it.
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import type net from 'node:net';
