@@ -12,6 +12,8 @@ describe('connection-log records on their way to the primary', () => {
     ['a refusal with no account or user', { ...base, username: null, accountId: -1, target: null, reason: 'not_whitelisted' as const }],
     ["an entry node's record (its exit, and the one its session had)", { ...base, exit: 'exit-b', exitMovedFrom: 'exit-a' }],
     ["an entry node's record whose session never moved", { ...base, exit: 'exit-b', exitMovedFrom: null }],
+    // The datagram counts were left out of the tuple: with workers on SQLite a UDP record lost them.
+    ['a UDP association (its datagrams each way)', { ...base, protocol: 'socks5-udp' as const, target: null, datagramsUp: 3, datagramsDown: 2 }],
   ])('%s arrives as the worker had it, through JSON', (_what, r) => {
     expect(unpackRecord(JSON.parse(JSON.stringify(packRecord(r))))).toEqual(r);
   });

@@ -165,6 +165,26 @@ describe('SOCKS5 UDP ASSOCIATE', () => {
     expect(await c.ask(datagram('127.0.0.1', allowed.port, Buffer.from('fine')))).not.toBeNull();
   });
 
+  it('the cap holds for requests arriving together; an answer too big to wrap is dropped and the association goes on', async () => {
+    const capped = await startTestGateway({ udp: { ports: { lo: 40000, hi: 44999 }, idleMs: 60_000, maxAssociations: 1 } });
+    cleanup.push(() => capped.gw.close(0));
+    const replies = (await Promise.all([associate(capped), associate(capped), associate(capped)])).map((a) => a.reply).sort();
+    expect(replies).toEqual([0, 1, 1]);
+
+    const g = await startTestGateway();
+    cleanup.push(() => g.gw.close(0));
+    // A target that answers "big" with the largest UDP payload (no room for the 10-byte header), anything else with itself.
+    const t = dgram.createSocket('udp4');
+    t.on('message', (m, r) => t.send(m.toString() === 'big' ? Buffer.alloc(65_507) : m, r.port, r.address));
+    await new Promise<void>((r) => t.bind(0, '127.0.0.1', r));
+    cleanup.push(() => t.close());
+    const a = await associate(g);
+    const c = await client(a.relay);
+    expect(await c.ask(datagram('127.0.0.1', t.address().port, Buffer.from('big')), 300)).toBeNull();
+    expect(g.gw.stats().udp.dropped.over_limit).toBe(1);
+    expect((await c.ask(datagram('127.0.0.1', t.address().port, Buffer.from('small'))))?.subarray(10).toString()).toBe('small');
+  });
+
   it('ends after --udp-idle without a datagram: the control connection is closed', async () => {
     const g = await startTestGateway({ udp: { ports: { lo: 40000, hi: 44999 }, idleMs: 400, maxAssociations: 10 } });
     cleanup.push(() => g.gw.close(0));

@@ -303,7 +303,14 @@ export class AdmissionView {
     this.syncing = this.reload()
       .then(() => void (this.lastSyncAt = this.nowMs()))
       .catch((err: unknown) => this.opts.log?.warn({ event: 'admission_view_reload_failed', err: err instanceof Error ? err.message : String(err) }, 'admission view reload failed: keeping the view in use'))
-      .finally(() => (this.syncing = null));
+      .finally(() => {
+        this.syncing = null;
+        // A change signalled during the reload is caught up now, not at the next signal.
+        if (this.again) {
+          this.again = false;
+          this.wake();
+        }
+      });
     await this.syncing;
   }
 

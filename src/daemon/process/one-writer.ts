@@ -31,16 +31,21 @@ type PackedRecord = [
   durationMs: number,
   exit: string | null,
   exitMovedFrom: string | null,
+  /** A UDP association's datagrams each way (null on every other record). */
+  datagramsUp: number | null,
+  datagramsDown: number | null,
 ];
 
 export const packRecord = (r: ConnectionRecord): PackedRecord => [
   r.startedAt, r.requestId, r.protocol, r.sourceIp, r.username, r.accountId, r.target, r.reason, r.bytesUp, r.bytesDown, r.durationMs, r.exit ?? null, r.exitMovedFrom ?? null,
+  r.datagramsUp ?? null, r.datagramsDown ?? null,
 ];
 
 export function unpackRecord(p: PackedRecord): ConnectionRecord {
-  const [startedAt, requestId, protocol, sourceIp, username, accountId, target, reason, bytesUp, bytesDown, durationMs, exit, exitMovedFrom] = p;
+  const [startedAt, requestId, protocol, sourceIp, username, accountId, target, reason, bytesUp, bytesDown, durationMs, exit, exitMovedFrom, datagramsUp, datagramsDown] = p;
   const r: ConnectionRecord = { startedAt, requestId, protocol, sourceIp, username, accountId, target, reason, bytesUp, bytesDown, durationMs };
   if (exit !== null || exitMovedFrom !== null) Object.assign(r, { exit, exitMovedFrom });
+  if (datagramsUp !== null && datagramsUp !== undefined) Object.assign(r, { datagramsUp, datagramsDown: datagramsDown ?? 0 });
   return r;
 }
 

@@ -345,7 +345,8 @@ export async function startDaemon(cfg: ServeConfig, log: DaemonLog, worker: Work
     connectionLog: connLog ?? undefined,
     plans,
     limits: gatewayLimits,
-    udp: cfg.udp,
+    // A node's cap on UDP associations, shared out among its workers (each counts its own).
+    udp: { ...cfg.udp, maxAssociations: Math.max(1, Math.ceil(cfg.udp.maxAssociations / cfg.workers)) },
     lookup: dnsServers ? new CachingResolver({ servers: dnsServers }).lookup : undefined,
     log: log.child({ component: 'gateway' }),
   }).catch(abandon);

@@ -10,6 +10,8 @@ import { canonicalIp } from './target-policy.js';
 const READY_MS = 5_000;
 /** Targets remembered per association at most. */
 const MAX_READY = 1_024;
+/** Targets whose answers are taken, per association at most. */
+const MAX_SENT_TO = 4_096;
 
 export interface UdpOutOptions {
   resolve(host: string, port: number): Promise<ResolveOutcome>;
@@ -58,6 +60,8 @@ export class UdpOut {
       this.o.drop('policy');
       return false;
     }
+    // Bounded: a client spraying targets keeps the newest (answers from the oldest are then dropped).
+    if (this.sentTo.size >= MAX_SENT_TO) this.sentTo.delete(this.sentTo.values().next().value as string);
     this.sentTo.add(`${resolved.address}:${port}`);
     if (this.ready.size >= MAX_READY) this.ready.delete(this.ready.keys().next().value as string);
     this.ready.set(key, { address: resolved.address, socket, until: Date.now() + READY_MS });

@@ -66,7 +66,11 @@ export function readFrames(s: tls.TLSSocket, onFrame: (f: Frame) => void): void 
       const f = decodeFrame(buf.subarray(2, 2 + len));
       buf = buf.subarray(2 + len);
       if (!f) return void s.destroy();
-      onFrame(f);
+      try {
+        onFrame(f);
+      } catch {
+        return void s.destroy(); // a frame its reader cannot use: the peer is not speaking this wire
+      }
     }
   });
   s.resume();

@@ -13,6 +13,11 @@ import { encodeUdpHeader, parseUdpDatagram } from '../wire/socks5.js';
 /** `--udp-ports 40000-44999`, `--udp-idle 120`, `--udp-max-associations 10000` unless given. */
 export const UDP_DEFAULTS = { ports: { lo: 40000, hi: 44999 }, idleMs: 120_000, maxAssociations: 10_000 };
 
+/** The largest UDP payload over IPv4. */
+const MAX_DATAGRAM = 65_507;
+/** A send the kernel refused (an unreachable client, a full buffer): that datagram is lost, the association goes on. */
+function sendFailed(): void {}
+
 export type UdpDrop = 'frag' | 'source' | 'policy' | 'unsolicited' | 'malformed' | 'over_limit';
 
 /** Ports in use by this process's associations (other processes' are found by EADDRINUSE). */
@@ -68,7 +73,6 @@ export class UdpAssociation {
     this.clientPort = expected.port !== 0 ? expected.port : null;
     relay.on('message', (msg, rinfo) => this.fromClient(msg, rinfo));
     relay.on('error', () => conn.destroy());
-    conn.core.stats.udp.associationsOpen++;
     this.idleTimer = setInterval(() => {
       if (Date.now() - this.lastActive >= this.idleMs) conn.destroy();
     }, Math.min(1_000, Math.max(50, Math.floor(idleMs / 4))));
@@ -142,7 +146,9 @@ export class UdpAssociation {
   /** An answer from a target: to the client, in the header that names its sender. */
   answer(from: { address: string; family: 4 | 6; port: number }, data: Buffer): void {
     if (this.closed || this.clientPort === null) return this.drop('unsolicited');
-    this.relay.send([this.headerFor(from), data], this.clientPort, this.conn.clientAddress);
+    // Past what one datagram can carry with the header: dropped here (sending it would fail the relay socket).
+    if (data.length > MAX_DATAGRAM - 22) return this.drop('over_limit');
+    this.relay.send([this.headerFor(from), data], this.clientPort, this.conn.clientAddress, sendFailed);
     this.conn.budget?.take(data.length);
     this.lastActive = Date.now();
     this.conn.bytesDown += data.length;

@@ -118,7 +118,15 @@ export class Socks5Handler implements ProtocolHandler {
   private associate(req: SocksRequest): void {
     const { conn } = this;
     const udp = conn.core.opts.udp ?? UDP_DEFAULTS;
-    if (conn.core.stats.udp.associationsOpen >= udp.maxAssociations) return conn.refuse('connection_limit', encodeReply(Reply.GeneralFailure));
+    // Reserved now, before any wait: concurrent requests cannot all pass the cap. Released when the association
+    // ends, or at once if it never starts.
+    const counts = conn.core.stats.udp;
+    if (counts.associationsOpen >= udp.maxAssociations) return conn.refuse('connection_limit', encodeReply(Reply.GeneralFailure));
+    counts.associationsOpen++;
+    let started = false;
+    conn.socket.once('close', () => {
+      if (!started) counts.associationsOpen--;
+    });
     const viaHop = conn.core.dialer.associate?.bind(conn.core.dialer);
     // An entry whose dialer cannot carry UDP to an exit: never from here (an entry has no egress of its own).
     if (!viaHop && conn.core.opts.exitDialer) return conn.refuse('malformed', encodeReply(Reply.CommandNotSupported));
@@ -128,6 +136,7 @@ export class Socks5Handler implements ProtocolHandler {
       const relay = await bindRelay(canonicalIp(conn.socket.localAddress ?? '127.0.0.1'), udp.ports);
       if (relay === null) return conn.refuse('connection_limit', encodeReply(Reply.GeneralFailure)); // every port of the range in use
       let carrier: (assoc: UdpAssociation) => UdpCarrier;
+      let hopSocket: tls.TLSSocket | null = null;
       if (viaHop) {
         // An entry: the exit is chosen now, as for a connection; its datagrams travel to it inside the hop.
         const out = await viaHop({ host: '-', port: 0, session: conn.egressSession, want: conn.exitWish, wanted: () => !conn.closed, connecting: () => {} });
@@ -138,8 +147,10 @@ export class Socks5Handler implements ProtocolHandler {
         }
         if (out.via) conn.via = out.via;
         const hop = out.socket as tls.TLSSocket;
+        hopSocket = hop;
         carrier = (assoc) => {
-          readFrames(hop, (f) => assoc.answer({ address: f.host, family: f.family ?? 4, port: f.port }, f.data));
+          // An exit answers from addresses only; a named sender is not a frame it makes.
+          readFrames(hop, (f) => (f.family === null ? conn.core.countUdpDrop('malformed') : assoc.answer({ address: f.host, family: f.family, port: f.port }, f.data)));
           hop.once('close', () => conn.destroy());
           // The account's target rules here, on the target as asked (the exit knows no account): a denied one never leaves.
           const send = (host: string, port: number, data: Buffer): boolean => {
@@ -161,9 +172,14 @@ export class Socks5Handler implements ProtocolHandler {
             onAnswer: (from, data) => assoc.answer(from, data),
           });
       }
-      if (conn.closed || !conn.to('udp')) return void relay.close();
+      if (conn.closed || !conn.to('udp')) {
+        relay.close();
+        hopSocket?.destroy();
+        return;
+      }
       const a = relay.address();
       conn.socket.write(encodeReply(Reply.Succeeded, { address: a.address, port: a.port, family: a.family === 'IPv6' ? 6 : 4 }));
+      started = true; // from here the association gives the reservation back when it ends
       const assoc = new UdpAssociation(conn, relay, { host: req.address.host, port: req.port }, udp.idleMs);
       assoc.attach(carrier(assoc));
     })().catch(() => conn.destroy());
