@@ -11,7 +11,7 @@ import type { DialOutcome, EgressSession, ExitWish } from './dial/dialer.js';
 import { parseProxyHeader } from './wire/proxy-protocol.js';
 import { failureLogReason, httpFailureReply, httpReply, type Failure } from './replies.js';
 import { canonicalIp } from './dial/target-policy.js';
-import { AddressScreen, judgeTarget } from './dial/target-rules.js';
+import { AddressScreen } from './dial/target-rules.js';
 import type { LogProtocol, LogReason } from './types.js';
 
 export type ListenerKind = 'http' | 'socks5';
@@ -403,12 +403,8 @@ export async function dialTarget(conn: ClientConn, host: string, port: number): 
   // Resolving stays under the header deadline; from the connect on, the connect timeout governs.
   if (!conn.to('resolving')) return null;
   // Target rules on the target as asked: a refused one is never resolved nor dialled.
-  const rules = conn.core.opts.targetRules;
-  const judged = rules && conn.accountId >= 0 ? judgeTarget(rules.forAccount(conn.accountId), host) : null;
-  if (judged && !(judged instanceof AddressScreen)) {
-    conn.core.countRefusal(judged.denied);
-    return { ok: false, failure: judged.denied };
-  }
+  const judged = conn.core.judgeTarget(conn.accountId, host);
+  if (judged && !(judged instanceof AddressScreen)) return { ok: false, failure: judged.denied };
   conn.core.retarget(conn, host);
   const out = await conn.core.dialer.dial({
     host,

@@ -131,29 +131,18 @@ export class GatewayCore {
 
   resolveTarget(host: string, port: number, accountId = -1): Promise<ResolveOutcome> {
     // The account's and the service's target rules first, as for a connection (a denied name is not resolved).
-    const rules = this.opts.targetRules;
-    const judged = rules && accountId >= 0 ? judgeTarget(rules.forAccount(accountId), host) : null;
-    if (judged && !(judged instanceof AddressScreen)) {
-      this.countRefusal(judged.denied);
-      return Promise.resolve({ ok: false, reason: judged.denied });
-    }
+    const judged = this.judgeTarget(accountId, host);
+    if (judged && !(judged instanceof AddressScreen)) return Promise.resolve({ ok: false, reason: judged.denied });
     return this.direct.resolve(host, port, judged);
   }
 
-  private udpNext = 0;
-
   /**
-   * The local address a UDP association leaves from, as a connection's would: its session's, else the next of
-   * the pool in turn, else a random one of the IPv6 prefix, else --egress-address (undefined: the OS picks).
+   * The local address a UDP association leaves from, as a connection's would (the pool's or the prefix's own
+   * choice, sessions included), else --egress-address (undefined: the OS picks).
    */
   async udpEgress(session: EgressSession | null): Promise<string | undefined> {
-    const { egressPool: pool, egressPrefix: prefix } = this.opts;
-    if (pool) {
-      if (session) return pool.addresses[(await pool.sessions.assign(session.key, session.minutes)).index];
-      this.udpNext = (this.udpNext + 1) % pool.addresses.length;
-      return pool.addresses[this.udpNext];
-    }
-    if (prefix) return session ? (await prefix.sessions.assign(session.key, session.minutes)).address : prefix.prefix.randomAddress();
+    const local = this.localDialer;
+    if (local instanceof PoolDialer || local instanceof PrefixDialer) return local.localFor(session);
     return this.opts.egressAddress;
   }
 

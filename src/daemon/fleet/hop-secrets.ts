@@ -31,8 +31,19 @@ export class HopSecrets {
     this.timer = null;
   }
 
+  /** The secrets as bytes, decoded once per read (every new hop connection asks for them). */
+  private current = Buffer.alloc(0);
+  private previous: Buffer | null = null;
+  private decoded: { current: string; previous: string | null } | null = null;
+
   private async read(): Promise<void> {
-    this.state = await this.store.hopSecret(randomBytes(32).toString('hex'));
+    const s = await this.store.hopSecret(randomBytes(32).toString('hex'));
+    if (s.current !== this.decoded?.current || s.previous !== this.decoded.previous) {
+      this.current = Buffer.from(s.current, 'hex');
+      this.previous = s.previous === null ? null : Buffer.from(s.previous, 'hex');
+      this.decoded = { current: s.current, previous: s.previous };
+    }
+    this.state = s;
     this.readAt = Date.now();
   }
 
@@ -50,18 +61,13 @@ export class HopSecrets {
   }
 
   /** What an entry proves on a new hop connection, the newest first. */
-  readonly offered = (): readonly Buffer[] => {
-    const s = this.state!;
-    const out = [Buffer.from(s.current, 'hex')];
-    if (s.previous !== null && this.sinceRotation() < OFFER_PREVIOUS_MS) out.push(Buffer.from(s.previous, 'hex'));
-    return out;
-  };
+  readonly offered = (): readonly Buffer[] => this.withPrevious(OFFER_PREVIOUS_MS);
 
   /** What an exit accepts a proof of now. */
-  readonly accepted = (): readonly Buffer[] => {
-    const s = this.state!;
-    const out = [Buffer.from(s.current, 'hex')];
-    if (s.previous !== null && this.sinceRotation() < this.o.graceMs) out.push(Buffer.from(s.previous, 'hex'));
-    return out;
-  };
+  readonly accepted = (): readonly Buffer[] => this.withPrevious(this.o.graceMs);
+
+  /** The current secret, and the replaced one while the rotation is younger than `forMs`. */
+  private withPrevious(forMs: number): readonly Buffer[] {
+    return this.previous !== null && this.sinceRotation() < forMs ? [this.current, this.previous] : [this.current];
+  }
 }

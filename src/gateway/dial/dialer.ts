@@ -218,17 +218,23 @@ export class PoolDialer implements Dialer {
     private readonly sessions: StickySessions,
   ) {}
 
-  async dial(req: DialRequest): Promise<DialOutcome> {
-    let index: number;
-    if (req.session) {
-      const held = this.sessions.assign(req.session.key, req.session.minutes);
-      index = (held instanceof Promise ? await held : held).index;
-      if (!req.wanted()) return null;
-    } else {
-      index = this.next;
-      this.next = (index + 1) % this.addresses.length;
+  /** The local address for a connection or a UDP association: its session's, else the next in turn. */
+  localFor(session: EgressSession | null): string | Promise<string> {
+    if (session) {
+      const held = this.sessions.assign(session.key, session.minutes);
+      return held instanceof Promise ? held.then((h) => this.addresses[h.index]!) : this.addresses[held.index]!;
     }
-    return this.base.dialFrom(req, this.addresses[index]);
+    const index = this.next;
+    this.next = (index + 1) % this.addresses.length;
+    return this.addresses[index]!;
+  }
+
+  async dial(req: DialRequest): Promise<DialOutcome> {
+    const local = this.localFor(req.session);
+    if (typeof local === 'string') return this.base.dialFrom(req, local);
+    const address = await local;
+    if (!req.wanted()) return null;
+    return this.base.dialFrom(req, address);
   }
 }
 
@@ -244,13 +250,18 @@ export class PrefixDialer implements Dialer {
     private readonly sessions: StickyAddresses,
   ) {}
 
+  /** The local address for a connection or a UDP association: its session's, else a fresh random one. */
+  localFor(session: EgressSession | null): string | Promise<string> {
+    if (!session) return this.prefix.randomAddress();
+    const held = this.sessions.assign(session.key, session.minutes);
+    return held instanceof Promise ? held.then((h) => h.address) : held.address;
+  }
+
   async dial(req: DialRequest): Promise<DialOutcome> {
-    let address: string;
-    if (req.session) {
-      const held = this.sessions.assign(req.session.key, req.session.minutes);
-      address = (held instanceof Promise ? await held : held).address;
-      if (!req.wanted()) return null;
-    } else address = this.prefix.randomAddress();
+    const local = this.localFor(req.session);
+    if (typeof local === 'string') return this.base.dialFrom(req, local, this.prefix.text);
+    const address = await local;
+    if (!req.wanted()) return null;
     return this.base.dialFrom(req, address, this.prefix.text);
   }
 }

@@ -8,6 +8,8 @@ import net from 'node:net';
 import tls from 'node:tls';
 import type { Dialer, EgressSession, ResolveOutcome } from '../dial/dialer.js';
 import { UdpOut } from '../dial/udp-out.js';
+import { parseIp } from '../dial/target-policy.js';
+import type ipaddr from 'ipaddr.js';
 import type { AddressScreen, TargetDenial } from '../dial/target-rules.js';
 import { destroySelf } from '../relay/sockets.js';
 import { splice, type SpliceOwner } from '../relay/splice.js';
@@ -65,17 +67,10 @@ export interface HopServer {
 
 /** Where unproven connections are counted: an IPv4 address, or the /64 of an IPv6 one (a host holds a whole /64). */
 export function sourceKey(address: string): string {
-  const a = address.startsWith('::ffff:') ? address.slice(7) : address;
-  if (!a.includes(':')) return a;
-  const full = a.includes('::') ? expandV6(a) : a.split(':');
-  return `${full.slice(0, 4).join(':')}::/64`;
-}
-
-function expandV6(a: string): string[] {
-  const [head, tail] = a.split('::') as [string, string];
-  const h = head ? head.split(':') : [];
-  const t = tail ? tail.split(':') : [];
-  return [...h, ...Array<string>(8 - h.length - t.length).fill('0'), ...t];
+  const a = parseIp(address); // an IPv4-mapped address comes back as IPv4
+  if (!a) return address;
+  if (a.kind() === 'ipv4') return a.toString();
+  return `${(a as ipaddr.IPv6).parts.slice(0, 4).map((p) => p.toString(16)).join(':')}::/64`;
 }
 
 /** A context per identity: TLS 1.3 only; session tickets keyed from the private key, so every worker of the exit resumes its entries' sessions. */

@@ -57,6 +57,8 @@ export class UdpAssociation {
   private carrier: UdpCarrier | null = null;
   private readonly headers = new Map<string, Buffer>();
   private lastHost: string | null = null;
+  /** The source address the request named (null: any, the control connection's address decides). */
+  private readonly expectedHost: string | null;
   /** Where answers go: the client's port, learned from its first datagram. */
   private clientPort: number | null;
   private lastActive = Date.now();
@@ -71,6 +73,8 @@ export class UdpAssociation {
     private readonly idleMs: number,
   ) {
     this.clientPort = expected.port !== 0 ? expected.port : null;
+    const named = canonicalIp(expected.host);
+    this.expectedHost = named === '0.0.0.0' || named === '::' ? null : named;
     relay.on('message', (msg, rinfo) => this.fromClient(msg, rinfo));
     relay.on('error', () => conn.destroy());
     this.idleTimer = setInterval(() => {
@@ -98,9 +102,7 @@ export class UdpAssociation {
   private fromClient(msg: Buffer, rinfo: dgram.RemoteInfo): void {
     if (this.closed || this.carrier === null) return;
     const from = canonicalIp(rinfo.address);
-    const expectedHost = canonicalIp(this.expected.host);
-    const anyHost = expectedHost === '0.0.0.0' || expectedHost === '::';
-    if (from !== this.conn.clientAddress || (!anyHost && from !== expectedHost) || (this.expected.port !== 0 && rinfo.port !== this.expected.port)) {
+    if (from !== this.conn.clientAddress || (this.expectedHost !== null && from !== this.expectedHost) || (this.expected.port !== 0 && rinfo.port !== this.expected.port)) {
       return this.drop('source');
     }
     const d = parseUdpDatagram(msg);
