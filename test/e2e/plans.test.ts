@@ -88,7 +88,11 @@ describe('plans and limits (SQLite, one node)', () => {
       }
     })();
     await sleep(100);
-    expect(await plan('set', '--email', email, '--traffic-limit', '2MiB', '--period', 'month')).toMatchObject({ traffic_limit: 2 * 2 ** 20, period: 'month', state: 'ok' });
+    // The state the answer reports is read after the limit is set, while the stream goes on: on a slow
+    // machine the CLI's own start-up can take long enough for the usage to pass the limit already.
+    const set = await plan('set', '--email', email, '--traffic-limit', '2MiB', '--period', 'month');
+    expect(set).toMatchObject({ traffic_limit: 2 * 2 ** 20, period: 'month' });
+    expect(['ok', 'over_traffic']).toContain(set.state);
     // Stream until the gateway closes the tunnel.
     await stream;
     expect(a.c.closed).toBe(true);
