@@ -620,7 +620,7 @@ describe.skipIf(skip)('entry and exit nodes on one PostgreSQL', () => {
       while (!stop) {
         for (const e of entries) {
           const r = await viaConnect(e, tgt(), 'alice-country-us-city-la').catch((err: Error) => ({ ok: false as const, status: 0, head: err.message, ms: 0 }));
-          if (!r.ok) failures.push(`${r.status} ${r.head.split('\r\n')[0]}`);
+          if (!r.ok) failures.push(`${r.status} ${/details="[^"]*"/.exec(r.head)?.[0] ?? r.head.split('\r\n')[0]} at ${new Date().toISOString()}`);
           else made++;
         }
       }
@@ -633,7 +633,7 @@ describe.skipIf(skip)('entry and exit nodes on one PostgreSQL', () => {
       stop = true;
       await newTunnels;
     }
-    expect(failures.slice(0, 5), `${failures.length} failures`).toEqual([]);
+    expect(failures.slice(0, 5), `${failures.length} failures\n${entries.flatMap((e) => e.logs.filter((l) => /exit_|hop_/.test(l)).slice(-8)).join('\n')}`).toEqual([]);
     expect(made).toBeGreaterThan(10);
   }, 60_000);
 

@@ -12,7 +12,8 @@ import { ExitDirectory, type ExitRow } from '../../src/gateway/hop/directory.js'
 import { makeHopIdentity, type HopIdentity } from '../../src/gateway/hop/identity.js';
 import { HopLink, type HopRejection } from '../../src/gateway/hop/link.js';
 import { sourceKey, startHopServer, type HopRefusal, type HopServer } from '../../src/gateway/hop/server.js';
-import { ALPN, hopProof, readLine, sessionBinding } from '../../src/gateway/hop/wire.js';
+import { MuxSession } from '../../src/gateway/hop/mux.js';
+import { ALPN, ALPN_LEGACY, hopProof, readLine, sessionBinding } from '../../src/gateway/hop/wire.js';
 import { Tunnels } from '../../src/gateway/relay/open-tunnels.js';
 import { sleep, waitFor } from '../helpers/wait.js';
 
@@ -115,20 +116,75 @@ describe('the hop', () => {
     cleanup.push(() => target.close());
     expect(await countThrough(link, 3 * 2 ** 20, target)).toBe(`got ${3 * 2 ** 20}\n`);
     const s = await link.open();
-    expect(s?.getProtocol()).toBe('TLSv1.3');
+    expect(s?.socket.getProtocol()).toBe('TLSv1.3');
+    expect(s?.socket.alpnProtocol).toBe(ALPN);
     s?.destroy();
+  });
+
+  it('many tunnels share a few connections; a customer who stops reading holds up only their own tunnel', async () => {
+    const { server, link } = await exit();
+    const target = await counter();
+    // A target that sends 64 MiB as fast as it is taken.
+    const firehose = await listening(
+      net.createServer((c) => {
+        c.on('error', () => {});
+        const chunk = Buffer.alloc(64 * 1024, 2);
+        let sent = 0;
+        const pump = (): void => {
+          while (sent < 64 * 2 ** 20 && c.write(chunk)) sent += chunk.length;
+        };
+        c.on('drain', pump);
+        pump();
+      }),
+    );
+    cleanup.push(() => target.close(), () => firehose.close());
+    // The stalled tunnel: its client reads nothing.
+    const stalled = await link.dial(request('127.0.0.1', firehose.port));
+    if (stalled === null || stalled === 'retry' || !stalled.ok) throw new Error('no tunnel');
+    stalled.socket.pause();
+    await sleep(300);
+    // Forty more tunnels at once on the same exit, each 256 KiB each way and a half-close.
+    const answers = await Promise.all(Array.from({ length: 40 }, () => countThrough(link, 256 * 1024, target)));
+    expect(answers.every((a) => a === `got ${256 * 1024}\n`)).toBe(true);
+    expect(link.connections()).toBeLessThanOrEqual(2);
+    expect(server.open()).toBeLessThanOrEqual(2);
+    // What the stalled tunnel holds in the entry is bounded by its window, not by what the target has.
+    let got = 0;
+    stalled.socket.on('data', (d: Buffer) => (got += d.length));
+    stalled.socket.resume();
+    await waitFor('the stalled tunnel flows again', () => got > 4 * 2 ** 20, 10_000);
+    stalled.socket.destroy();
+    await waitFor('the exit lets the stalled tunnel go', () => server.tunnels() === 0, 5_000);
+  });
+
+  it('an entry of the release before (one tunnel per connection, by lines) is still served', async () => {
+    const { server } = await exit();
+    const target = await counter();
+    cleanup.push(() => target.close());
+    const old = await tlsClient(server.address().port, ALPN_LEGACY);
+    expect(old.alpnProtocol).toBe(ALPN_LEGACY);
+    old.write(`AUTH ${hopProof(SECRET, sessionBinding(old))}\n`);
+    expect(await readLine(old, 2_000)).toBe('OK');
+    old.write('PING\n');
+    expect(await readLine(old, 2_000)).toBe('PONG');
+    old.write(`DIAL 127.0.0.1 ${target.port} - 0\n`);
+    expect(await readLine(old, 2_000)).toMatch(/^OK 127\.0\.0\.1$/);
+    const heard = hear(old);
+    old.end(Buffer.alloc(1000));
+    expect((await heard).said).toBe('got 1000\n');
   });
 
   it('a failed dial leaves no socket behind on the exit, even when the entry keeps its end open', async () => {
     const { server, link } = await exit();
     const port = await refusedPort();
     for (let i = 0; i < 4; i++) expect(await link.dial(request('127.0.0.1', port))).toEqual({ ok: false, failure: 'refused' });
-    // By hand, an entry that says nothing more after the ERR and keeps its socket open.
+    // By hand, an entry that says nothing more after the ERR and keeps its stream and connection open.
     const raw = await link.open();
     if (!raw) throw new Error('no hop connection');
-    raw.write(`DIAL 127.0.0.1 ${port} - 0\n`);
-    expect(await readLine(raw, 5_000)).toBe('ERR refused');
-    link.close(); // the warm ones go too
+    const stream = raw.open(`DIAL 127.0.0.1 ${port} - 0`);
+    expect(await stream.answer(5_000)).toBe('ERR refused');
+    expect(server.tunnels()).toBe(0);
+    link.close(); // connections without a tunnel go too
     await waitFor('the exit holds nothing', () => server.open() === 0, 5_000);
     raw.destroy();
   });
@@ -250,7 +306,8 @@ describe('the hop', () => {
     const { server } = await exit({ secrets: () => accepted });
     const target = await counter();
     cleanup.push(() => target.close());
-    const oldLink = new HopLink(server.address(), { fingerprints: () => [ID.fingerprint], secrets: () => [SECRET] });
+    let entrySecrets = [SECRET];
+    const oldLink = new HopLink(server.address(), { fingerprints: () => [ID.fingerprint], secrets: () => entrySecrets, warm: 1 });
     cleanup.push(() => oldLink.close());
     const open = await oldLink.dial(request('127.0.0.1', target.port));
     if (open === null || open === 'retry' || !open.ok) throw new Error('no tunnel');
@@ -266,6 +323,11 @@ describe('the hop', () => {
     const late = new HopLink(server.address(), { fingerprints: () => [ID.fingerprint], secrets: () => [SECRET] });
     cleanup.push(() => late.close());
     expect(await late.open()).toBeNull();
+    // The entry whose connection proved only the old secret learns the new one: its next tunnel is refused on
+    // that connection (proof_expired) and goes at once over a new one, proved with the new secret.
+    entrySecrets = [OTHER_SECRET, SECRET];
+    expect(await countThrough(oldLink, 100, target)).toBe('got 100\n');
+    expect(await countThrough(both, 100, target)).toBe('got 100\n');
     open.socket.end(Buffer.alloc(1000));
     expect((await heard).said).toBe('got 2000\n');
   });
@@ -335,10 +397,15 @@ describe('the hop', () => {
         c.on('error', () => {});
         const mine = n++;
         void (async () => {
-          if ((await readLine(c, 2_000))?.startsWith('AUTH ')) c.write('OK\n');
-          if (!(await readLine(c, 5_000))?.startsWith('DIAL')) return;
-          if (mine === 0) c.destroy();
-          else c.write('OK 127.0.0.1\n');
+          if (!(await readLine(c, 2_000))?.startsWith('AUTH ')) return;
+          c.write('OK\n');
+          new MuxSession(c, {
+            onOpen: (stream, line) => {
+              if (!line.startsWith('DIAL')) return;
+              if (mine === 0) c.destroy();
+              else stream.reply('OK 127.0.0.1');
+            },
+          });
         })();
       }),
     );

@@ -1,20 +1,24 @@
-// The entry's end of the hop to one exit: TLS 1.3 connections that accept the exit only by the certificate
-// fingerprint its registry row names (pinned from the database: no CA, no name), prove the fleet secret bound
-// to their own TLS session, and are kept ready before a tunnel needs one, so a tunnel's set-up pays one DIAL
-// line and the exit's own dial. A session ticket from a verified exit resumes the next handshake.
+// The entry's end of the hop to one exit: a few TLS 1.3 connections that accept the exit only by the
+// certificate fingerprint its registry row names (pinned from the database: no CA, no name), prove the fleet
+// secret bound to their own TLS session, and carry every tunnel to that exit as a stream (mux.ts). A tunnel's
+// set-up pays one OPEN frame and the exit's own dial: no handshake of its own. A session ticket from a
+// verified exit resumes the next connection's handshake.
 import net from 'node:net';
 import tls from 'node:tls';
 import type { DialOutcome, DialRequest } from '../dial/dialer.js';
 import { isTargetFailure } from '../dial/dialer.js';
 import { destroySelf } from '../relay/sockets.js';
 import { normalFingerprint } from './identity.js';
+import { MuxSession, type MuxStream } from './mux.js';
 import { ALPN, hopProof, readLine, sessionBinding } from './wire.js';
 
-/** Ready hop connections an entry keeps per exit at most. */
-const MAX_WARM = 256;
-/** A ready connection is closed by the entry after this (the exit's own limit on a waiting one is twice it). */
-const RETIRE_MS = 60_000;
-/** A DIAL's answer is waited for at most this (a hung exit is usually found by its probes well before). */
+/** Connections an entry keeps to one exit at most. */
+const MAX_CONNECTIONS = 16;
+/** Streams on the least busy connection past which another connection is opened (up to MAX_CONNECTIONS). */
+const STREAMS_PER_CONNECTION = 512;
+/** A connection takes no new stream after this (a fresh handshake now and then: new keys, a spread over the exit's workers). */
+const RETIRE_MS = 3_600_000;
+/** A stream's answer is waited for at most this (a hung exit is usually found by its probes well before). */
 const ANSWER_TIMEOUT_MS = 30_000;
 
 /** The admitted account at the end of a DIAL or UDP line: the exit applies its target rules to what it resolves. */
@@ -31,40 +35,40 @@ export interface HopLinkOptions {
   fingerprints: () => readonly string[];
   /** The fleet secrets to prove (the newest first). */
   secrets: () => readonly Buffer[];
-  /** A ready connection was closed by the exit (it may have died): the directory probes it now. */
+  /** A connection was closed by the exit (it may have died): the directory probes it now. */
   onLost?: () => void;
   /** A connection was given up before it was ready, and why. */
   onRejected?: (why: HopRejection, detail: string) => void;
-  /** Authenticated connections kept ready at least (default 4); more while tunnels take them faster. */
+  /** Connections kept open and authenticated at least (default 2); more while many tunnels share them. */
   warm?: number;
   connectTimeoutMs?: number;
 }
 
-interface Ready {
-  /** When it last proved itself (made, or answered a PING). */
+/** One authenticated connection to the exit and what it was made with. */
+interface Conn {
+  mux: MuxSession;
   since: number;
-  /** The certificate fingerprint it was made with. */
+  /** The certificate fingerprint it was verified with. */
   fingerprint: string;
+  /** The newest secret it proved (a rotation makes it old: the connection takes no new stream). */
+  secret: Buffer;
+  /** Closed by this end (retired, or the link closed): not a sign of the exit's death. */
+  ours: boolean;
 }
 
 /**
- * An entry's connections to one exit: a few kept authenticated and ready, so a tunnel takes one, sends its
- * DIAL and waits for one line. A taken connection is the tunnel's (it is not given back).
+ * An entry's connections to one exit: a few kept authenticated, each carrying many tunnels as streams. A
+ * tunnel takes the least busy one, sends its OPEN and waits for one REPLY.
  */
 export class HopLink {
-  private readonly idle: tls.TLSSocket[] = [];
-  private readonly ready = new WeakMap<net.Socket, Ready>();
-  private readonly tracked = new WeakSet<net.Socket>();
-  /** Connections whose DIAL waits for the exit's answer. */
-  private readonly waiting = new Set<net.Socket>();
+  private readonly conns: Conn[] = [];
+  /** Streams whose OPEN waits for the exit's answer. */
+  private readonly waiting = new Set<MuxStream>();
   /** Its probes failed (abortWaiting) and none has answered since. */
   private down = false;
   private opening = 0;
   private closed = false;
-  private readonly minWarm: number;
-  /** How many to keep ready now: what tunnels took in the last second (`retune`), at least minWarm. */
-  private warm: number;
-  private taken = 0;
+  private readonly warm: number;
   private readonly timeoutMs: number;
   /** The last session ticket, and the certificate (fingerprint, expiry) its session was verified with. */
   private ticket: { session: Buffer; fingerprint: string; notAfter: number } | null = null;
@@ -73,29 +77,29 @@ export class HopLink {
     readonly hop: { host: string; port: number },
     private readonly o: HopLinkOptions,
   ) {
-    this.minWarm = this.warm = o.warm ?? 4;
+    this.warm = Math.max(1, o.warm ?? 2);
     this.timeoutMs = o.connectTimeoutMs ?? 2_000;
   }
 
-  /** Opens connections until `warm` are ready (in the background); none to an exit no valid fingerprint pins. */
-  fill(): void {
+  /** Connections that take new streams. */
+  private usable(): Conn[] {
+    return this.conns.filter((c) => c.mux.usable());
+  }
+
+  /** Opens connections until `warm` take streams (in the background); none to an exit no valid fingerprint pins. */
+  fill(want = this.warm): void {
     if (this.o.fingerprints().length === 0) return;
-    while (!this.closed && this.idle.length + this.opening < this.warm) {
+    while (!this.closed && this.usable().length + this.opening < Math.min(want, MAX_CONNECTIONS)) {
       this.opening++;
-      void this.open()
-        .then((s) => {
-          if (s === null) return;
-          if (this.closed) return void s.destroy();
-          this.keep(s);
-        })
-        .finally(() => this.opening--);
+      void this.open().finally(() => this.opening--);
     }
   }
 
-  /** A new verified and authenticated connection, or null (refused, timed out, another certificate, wrong secret). */
-  open(): Promise<tls.TLSSocket | null> {
+  /** A new verified and authenticated connection, kept for streams; null (refused, timed out, another certificate, wrong secret). */
+  open(): Promise<MuxSession | null> {
     return new Promise((resolve) => {
       const pinned = this.o.fingerprints();
+      const secrets = this.o.secrets();
       const ticket = this.ticket && pinned.includes(this.ticket.fingerprint) ? this.ticket : null;
       let s: tls.TLSSocket;
       try {
@@ -105,7 +109,7 @@ export class HopLink {
           port: this.hop.port,
           allowHalfOpen: true,
           // One context for every hop connection: tls.connect would otherwise build one per call (with the
-          // default root store), a few milliseconds of CPU each, on every tunnel's refill.
+          // default root store), a few milliseconds of CPU each.
           secureContext: clientContext(),
           ALPNProtocols: [ALPN],
           // The certificate is checked below, against the pinned fingerprints: no CA and no name are involved.
@@ -128,29 +132,44 @@ export class HopLink {
       s.on('session', (session: Buffer) => {
         if (verified !== null) this.ticket = { session, ...verified };
       });
+      const onEarlyClose = (): void => {
+        clearTimeout(timer);
+        // Reached, but no handshake: something else answers on the exit's address (unreachable ones are the probes' to say).
+        if (connected && !handshook && !this.closed) this.o.onRejected?.('handshake_failed', 'no TLS 1.3 handshake with the exit');
+        resolve(null);
+      };
+      s.once('close', onEarlyClose);
       s.once('secureConnect', () => {
         handshook = true;
         verified = this.verify(s, pinned, ticket);
         if (verified === null) return void s.destroy();
         const fingerprint = verified.fingerprint;
         const binding = sessionBinding(s);
-        s.write(`AUTH ${this.o.secrets().map((secret) => hopProof(secret, binding)).join(' ')}\n`);
+        s.write(`AUTH ${secrets.map((secret) => hopProof(secret, binding)).join(' ')}\n`);
         void readLine(s, this.timeoutMs).then((answer) => {
           clearTimeout(timer);
-          if (answer === 'OK') {
-            this.ready.set(s, { since: Date.now(), fingerprint });
-            return resolve(s);
+          if (answer !== 'OK') {
+            if (answer === null && !s.destroyed) this.o.onRejected?.('proof_refused', 'the exit closed the connection after the proof (another fleet secret?)');
+            s.destroy();
+            return resolve(null);
           }
-          if (answer === null && !s.destroyed) this.o.onRejected?.('proof_refused', 'the exit closed the connection after the proof (another fleet secret?)');
-          s.destroy();
-          resolve(null);
+          s.removeListener('close', onEarlyClose);
+          if (this.closed) {
+            s.destroy();
+            return resolve(null);
+          }
+          const c: Conn = { mux: null as unknown as MuxSession, since: Date.now(), fingerprint, secret: secrets[0]!, ours: false };
+          c.mux = new MuxSession(s, {
+            onGoAway: () => {
+              this.retire(c);
+              this.fill();
+            },
+            onIdle: () => this.retireIfDone(c),
+            onClose: () => this.gone(c),
+          });
+          this.conns.push(c);
+          resolve(c.mux);
         });
-      });
-      s.once('close', () => {
-        clearTimeout(timer);
-        // Reached, but no handshake: something else answers on the exit's address (unreachable ones are the probes' to say).
-        if (connected && !handshook && !this.closed) this.o.onRejected?.('handshake_failed', 'no TLS 1.3 handshake with the exit');
-        resolve(null);
       });
     });
   }
@@ -181,51 +200,65 @@ export class HopLink {
     return got;
   }
 
-  /** A ready connection (`warm`: taken from the ready ones, refilled behind it), else a new one. */
-  private async take(): Promise<{ s: tls.TLSSocket; warm: boolean } | null> {
-    this.taken++;
-    if (this.taken > this.warm) this.warm = Math.min(MAX_WARM, this.taken); // a burst: open ahead of it now
-    const s = this.unpark(this.idle.pop());
-    this.fill();
-    if (s) return { s, warm: true };
-    const fresh = await this.open();
-    return fresh && { s: fresh, warm: false };
+  /** The connection closed: forgotten; when the exit closed it, the directory probes the exit now. */
+  private gone(c: Conn): void {
+    const i = this.conns.indexOf(c);
+    if (i >= 0) this.conns.splice(i, 1);
+    if (!c.ours && !this.closed) this.o.onLost?.();
+    if (!this.closed) this.fill();
+  }
+
+  /** Takes no new stream: closed now if none is open on it, else when its last one ends (open tunnels go on). */
+  private retire(c: Conn): void {
+    c.mux.draining = true;
+    this.retireIfDone(c);
+  }
+
+  private retireIfDone(c: Conn): void {
+    if (!c.mux.draining || c.mux.streams.size > 0 || c.mux.closed) return;
+    c.ours = true;
+    c.mux.destroy();
+  }
+
+  /** The least busy connection that takes streams (another is opened behind it when all are busy), else a new one. */
+  private async take(): Promise<MuxSession | null> {
+    let best: MuxSession | null = null;
+    let usable = 0;
+    for (const c of this.conns) {
+      if (!c.mux.usable()) continue;
+      usable++;
+      if (best === null || c.mux.streams.size < best.streams.size) best = c.mux;
+    }
+    if (best !== null) {
+      if (best.streams.size >= STREAMS_PER_CONNECTION) this.fill(usable + 1);
+      return best;
+    }
+    return this.open();
   }
 
   /**
-   * Called every second: keep as many ready as tunnels took in the last second (so a busy entry rarely opens
-   * a hop on a tunnel's set-up path: that costs the exit's round trips twice more), and let the extra go.
+   * Called every second: connections that are old, or proved a secret that is no longer the newest, take no new
+   * stream; enough are kept open.
    */
   retune(): void {
-    this.warm = Math.max(this.minWarm, Math.min(MAX_WARM, this.taken));
-    this.taken = 0;
-    while (this.idle.length > this.warm * 2) this.idle.shift()?.destroy();
-    // Retired well before the exit's own limit on a waiting connection, so none is taken as it closes.
     const old = Date.now() - RETIRE_MS;
-    this.retireIf((r) => r.since < old);
+    const newest = this.o.secrets()[0];
+    for (const c of [...this.conns]) {
+      if (c.since < old || (newest !== undefined && !newest.equals(c.secret))) this.retire(c);
+      else this.retireIfDone(c);
+    }
     this.fill();
   }
 
   /**
-   * The registry names other fingerprints now (a rotated certificate): ready connections made with one it no
-   * longer names close, so every new tunnel goes over the exit's current certificate; open tunnels go on.
+   * The registry names other fingerprints now (a rotated certificate): connections made with one it no longer
+   * names take no new stream, so every new tunnel goes over the exit's current certificate; open tunnels go on.
    */
   repin(): void {
     const pinned = this.o.fingerprints();
     if (this.ticket && !pinned.includes(this.ticket.fingerprint)) this.ticket = null;
-    this.retireIf((r) => !pinned.includes(r.fingerprint));
+    for (const c of [...this.conns]) if (!pinned.includes(c.fingerprint)) this.retire(c);
     this.fill();
-  }
-
-  private retireIf(drop: (r: Ready) => boolean): void {
-    for (let i = this.idle.length - 1; i >= 0; i--) {
-      const s = this.idle[i]!;
-      const r = this.ready.get(s);
-      if (r === undefined || drop(r)) {
-        this.idle.splice(i, 1);
-        s.destroy();
-      }
-    }
   }
 
   /**
@@ -234,113 +267,99 @@ export class HopLink {
    */
   abortWaiting(): void {
     this.down = true;
-    for (const s of this.waiting) s.destroy();
-  }
-
-  /** Out of the ready ones: no longer watched, paused for its next reader. */
-  private unpark(s: tls.TLSSocket | undefined): tls.TLSSocket | null {
-    if (s === undefined) return null;
-    s.removeListener('data', destroySelf);
-    s.removeListener('end', destroySelf);
-    s.pause();
-    return s.destroyed || s.readableEnded ? (s.destroy(), this.unpark(this.idle.pop())) : s;
+    for (const s of [...this.waiting]) s.destroy();
   }
 
   /**
    * The tunnel's dial through this exit; 'retry' when the exit gave no answer (it died, or stopped answering:
-   * another exit may take it). A ready connection that fails before the answer (the exit closed it as it was
-   * taken) is tried once more on a new one before giving up on the exit.
+   * another exit may take it). A connection that fails before the answer (the exit closed it as it was
+   * taken), or whose proof's secret the exit no longer accepts, is tried once more on a new one.
    */
   async dial(req: DialRequest): Promise<DialOutcome | 'retry'> {
     const key = req.session ? encodeURIComponent(req.session.key) : '-';
-    return this.ask(req, `DIAL ${req.host} ${req.port} ${key} ${req.session?.minutes ?? 0}${accountTail(req)}\n`);
+    return this.ask(req, `DIAL ${req.host} ${req.port} ${key} ${req.session?.minutes ?? 0}${accountTail(req)}`);
   }
 
-  /** A UDP association through this exit: the hop connection its datagrams travel on in frames (hop/udp.ts). */
+  /** A UDP association through this exit: the stream its datagrams travel on in frames (hop/udp.ts). */
   async associate(req: DialRequest): Promise<DialOutcome | 'retry'> {
     const key = req.session ? encodeURIComponent(req.session.key) : '-';
-    return this.ask(req, `UDP ${key} ${req.session?.minutes ?? 0}${accountTail(req)}\n`);
+    return this.ask(req, `UDP ${key} ${req.session?.minutes ?? 0}${accountTail(req)}`);
   }
 
   private async ask(req: DialRequest, line: string): Promise<DialOutcome | 'retry'> {
-    const got = await this.take();
-    if (got === null) return 'retry';
-    const out = await this.askOn(got.s, req, line);
-    if (out !== 'retry' || !got.warm || this.down) return out;
-    // The ready connection failed before the exit answered (closed as it was taken): once more on a new one.
+    const mux = await this.take();
+    if (mux === null) return 'retry';
+    const out = await this.askOn(mux, req, line);
+    if (out !== 'again' || this.down) return out === 'again' ? 'retry' : out;
     const fresh = await this.open();
-    return fresh === null ? 'retry' : this.askOn(fresh, req, line);
+    if (fresh === null) return 'retry';
+    const second = await this.askOn(fresh, req, line);
+    return second === 'again' ? 'retry' : second;
   }
 
-  private async askOn(s: tls.TLSSocket, req: DialRequest, line: string): Promise<DialOutcome | 'retry'> {
-    if (!req.wanted()) {
-      s.destroy();
-      return null;
-    }
-    if (this.down) {
-      s.destroy();
-      return 'retry';
-    }
-    req.connecting(s);
-    s.write(line);
-    this.waiting.add(s);
+  private async askOn(mux: MuxSession, req: DialRequest, line: string): Promise<DialOutcome | 'retry' | 'again'> {
+    if (!req.wanted()) return null;
+    if (this.down || mux.closed) return 'retry';
+    const st = mux.open(line);
+    req.connecting(st.asSocket());
+    this.waiting.add(st);
     // The exit answers after its own connect; a hung exit fails its probes and abortWaiting() ends this wait.
-    const answer = await readLine(s, ANSWER_TIMEOUT_MS);
-    this.waiting.delete(s);
+    const answer = await st.answer(ANSWER_TIMEOUT_MS);
+    this.waiting.delete(st);
     if (!req.wanted()) {
-      s.destroy();
+      st.destroy();
       return null;
     }
     if (answer === null) {
-      s.destroy();
-      return 'retry';
+      st.destroy();
+      // The connection went before the exit answered (closed as it was taken): once more on a new one.
+      return mux.closed ? 'again' : 'retry';
     }
-    if (answer.startsWith('OK')) return { ok: true, socket: s };
-    s.destroy();
+    if (answer.startsWith('OK')) return { ok: true, socket: st.asSocket() };
     const f = answer.slice(4);
+    if (f === 'proof_expired') {
+      mux.draining = true; // the exit said so: proved with a secret its grace no longer covers
+      return 'again';
+    }
     return { ok: false, failure: isTargetFailure(f) ? f : 'host_unreachable' };
   }
 
-  /** Whether the exit answers on an authenticated connection within `timeoutMs`. */
-  async ping(timeoutMs = 1_000): Promise<boolean> {
+  /**
+   * Whether the exit answers a PING within `timeoutMs` on every connection that takes streams (one is opened
+   * when none does). A connection this end retired meanwhile (a repin, a rotation) is no sign of the exit.
+   */
+  async ping(timeoutMs = 1_000, fresh = false): Promise<boolean> {
     if (this.o.fingerprints().length === 0) return false; // nothing could verify it: not one handshake a second
-    const s = this.unpark(this.idle.shift()) ?? (await this.open());
-    if (!s) return false;
-    s.write('PING\n');
-    const ok = (await readLine(s, timeoutMs)) === 'PONG';
+    let live = fresh ? [] : this.conns.filter((c) => c.mux.usable());
+    if (live.length === 0) {
+      const m = await this.open();
+      if (m === null) return false;
+      live = this.conns.filter((c) => c.mux === m);
+    }
+    const answers = await Promise.all(live.map((c) => c.mux.ping(timeoutMs)));
+    let ok = true;
+    let counted = 0;
+    live.forEach((c, i) => {
+      if (c.ours) return;
+      counted++;
+      if (answers[i]) return;
+      ok = false;
+      c.mux.destroy(); // a path that went silent: the next probe opens a new connection
+    });
+    if (counted === 0) return fresh ? false : this.ping(timeoutMs, true);
     if (ok) this.down = false;
-    const r = this.ready.get(s);
-    if (ok && r) r.since = Date.now();
-    if (ok && !this.closed && this.idle.length < this.warm && r && this.o.fingerprints().includes(r.fingerprint)) this.keep(s);
-    else s.destroy();
     return ok;
   }
 
-  /**
-   * Back among the ready ones, read while it waits: the exit closing it (it died, or restarted) is seen at
-   * once, not when a tunnel writes its DIAL into it. Dropped from them when it closes.
-   */
-  private keep(s: tls.TLSSocket): void {
-    if (s.destroyed || s.readableEnded) return void s.destroy();
-    this.idle.push(s);
-    // A ready connection hears nothing until its DIAL: any byte, or its end, and it is useless.
-    s.on('data', destroySelf);
-    s.on('end', destroySelf);
-    s.resume();
-    if (this.tracked.has(s)) return;
-    this.tracked.add(s);
-    s.once('close', () => {
-      const i = this.idle.indexOf(s);
-      if (i < 0) return;
-      this.idle.splice(i, 1);
-      if (!this.closed) this.o.onLost?.();
-    });
+  /** Connections open now (for tests and the directory's view). */
+  connections(): number {
+    return this.conns.length;
   }
 
-  /** The exit left the registry (or the entry stops): ready connections close, waiting tunnels go elsewhere. */
+  /** The exit left the registry (or the entry stops): waiting tunnels go elsewhere, idle connections close, open tunnels finish. */
   close(): void {
     this.closed = true;
     this.abortWaiting();
-    for (const s of this.idle.splice(0)) s.destroy();
+    for (const c of [...this.conns]) this.retire(c);
   }
 }

@@ -14,7 +14,8 @@ import type { AddressScreen, TargetDenial } from '../dial/target-rules.js';
 import { destroySelf } from '../relay/sockets.js';
 import { splice, type SpliceOwner } from '../relay/splice.js';
 import type { HopIdentity } from './identity.js';
-import { ALPN, proofAccepted, readLine, sessionBinding } from './wire.js';
+import { MuxSession } from './mux.js';
+import { ALPN, ALPN_LEGACY, proofAccepted, readLine, sessionBinding } from './wire.js';
 import { readFrames, writeFrame } from './udp.js';
 
 /** From accept to a proved secret (TCP, TLS handshake and the AUTH line), at most. */
@@ -23,7 +24,7 @@ const PROOF_DEADLINE_MS = 10_000;
 export const MAX_UNPROVEN = 1_024;
 /** …and at most this many of them from one source (an IPv4 address, an IPv6 /64; more are refused at once). */
 export const MAX_UNPROVEN_PER_SOURCE = 64;
-/** An authenticated connection waiting for its DIAL (a warm one in an entry's pool) is closed after this. */
+/** An authenticated connection that carries nothing and hears nothing (not even its entry's PINGs) is closed after this. */
 const READY_IDLE_MS = 120_000;
 
 export type HopRefusal = 'limit' | 'handshake' | 'proof';
@@ -59,6 +60,8 @@ export interface HopServer {
   address(): { host: string; port: number };
   /** Connections open now (proving, warm and carrying tunnels). */
   open(): number;
+  /** Tunnels and UDP associations carried now. */
+  tunnels(): number;
   /** New connections are served with this identity (open ones keep theirs). */
   setIdentity(id: HopIdentity): void;
   /** Stops accepting, closes warm connections at once, lets tunnels finish for up to `drainMs`. */
@@ -82,8 +85,21 @@ function contextFor(id: HopIdentity): tls.SecureContext {
 
 export async function startHopServer(o: HopServerOptions): Promise<HopServer> {
   const sockets = new Set<net.Socket>();
-  /** The ones carrying a tunnel (the rest are warm, or still proving the secret). */
+  /** Connections of the release before carrying a tunnel (the rest are warm, or still proving the secret). */
   const relaying = new Set<net.Socket>();
+  /** Proved connections carrying streams. */
+  const muxes = new Set<MuxSession>();
+  /** Stopping: no new stream; a connection closes once its last one ends. */
+  const drain = (mux: MuxSession): void => {
+    mux.goAway();
+    if (mux.streams.size === 0) mux.destroy();
+  };
+  // An entry's connections are probed every second: one silent for long (its entry gone without a FIN) is closed.
+  const sweep = setInterval(() => {
+    const old = Date.now() - READY_IDLE_MS;
+    for (const mux of muxes) if (mux.streams.size === 0 && mux.lastHeard < old) mux.destroy();
+  }, 10_000);
+  sweep.unref();
   let closing = false;
   const maxTotal = o.unproven?.total ?? MAX_UNPROVEN;
   const maxPerSource = o.unproven?.perSource ?? MAX_UNPROVEN_PER_SOURCE;
@@ -124,7 +140,7 @@ export async function startHopServer(o: HopServerOptions): Promise<HopServer> {
     const deadline = setTimeout(() => settle('handshake'), o.proofDeadlineMs ?? PROOF_DEADLINE_MS);
     raw.on('error', destroySelf);
     raw.once('close', () => settle(null));
-    const s = new tls.TLSSocket(raw, { isServer: true, secureContext: context, ALPNProtocols: [ALPN] });
+    const s = new tls.TLSSocket(raw, { isServer: true, secureContext: context, ALPNProtocols: [ALPN, ALPN_LEGACY] });
     sockets.add(s);
     // Not TLS, not TLS 1.3, a truncated handshake: refused (counted) before anything of ours is said.
     s.on('error', () => (pending ? settle('handshake') : s.destroy()));
@@ -134,8 +150,18 @@ export async function startHopServer(o: HopServerOptions): Promise<HopServer> {
       raw.destroy();
     });
     s.once('secure', () => {
-      if (s.alpnProtocol !== ALPN) return settle('handshake');
-      void serveHop(s, o, () => relaying.add(s), () => settle(null), () => settle('proof')).catch(() => s.destroy());
+      if (s.alpnProtocol !== ALPN && s.alpnProtocol !== ALPN_LEGACY) return settle('handshake');
+      const hooks: ServeHooks = {
+        proved: () => settle(null),
+        refused: () => settle('proof'),
+        tunnel: (t) => relaying.add(t),
+        streams: (mux) => {
+          muxes.add(mux);
+          s.once('close', () => muxes.delete(mux));
+          if (closing) drain(mux);
+        },
+      };
+      void serveHop(s, o, hooks).catch(() => s.destroy());
     });
   });
   // An accept error (EMFILE, …) is the OS's to retry; it must not end the process.
@@ -151,28 +177,36 @@ export async function startHopServer(o: HopServerOptions): Promise<HopServer> {
   return {
     address: () => ({ host: a.address, port: a.port }),
     open: () => sockets.size,
+    tunnels: () => relaying.size + [...muxes].reduce((n, m) => n + m.streams.size, 0),
     setIdentity(id: HopIdentity): void {
       context = contextFor(id);
     },
     async close(drainMs = 0): Promise<void> {
       closing = true;
+      clearInterval(sweep);
       const closed = new Promise<void>((r) => server.close(() => r()));
-      // Warm connections go now: their entries see it at once and send nothing more here.
-      for (const s of sockets) if (!relaying.has(s)) s.destroy();
+      // Connections without a tunnel go now (their entries see it at once and send nothing more here); the
+      // others take no new stream and close with their last tunnel.
+      for (const mux of muxes) drain(mux);
+      const carrying = new Set<net.Socket>([...relaying, ...[...muxes].map((m) => m.socket)]);
+      for (const s of sockets) if (!carrying.has(s)) s.destroy();
       const deadline = Date.now() + drainMs;
-      while (relaying.size > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 25));
+      while ((relaying.size > 0 || [...muxes].some((m) => m.streams.size > 0)) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 25));
       for (const s of sockets) s.destroy();
       await closed;
     },
   };
 }
 
-async function serveHop(s: tls.TLSSocket, o: HopServerOptions, onTunnel: () => void, onProved: () => void, onRefused: () => void): Promise<void> {
+async function serveHop(s: tls.TLSSocket, o: HopServerOptions, hooks: ServeHooks): Promise<void> {
   const binding = sessionBinding(s);
   const auth = await readLine(s, o.proofDeadlineMs ?? PROOF_DEADLINE_MS);
-  if (!auth?.startsWith('AUTH ') || !proofAccepted(auth.slice(5).split(' ', 4), o.secrets(), binding)) return onRefused();
-  onProved();
+  const given = auth?.startsWith('AUTH ') ? auth.slice(5).split(' ', 4) : [];
+  if (!proofAccepted(given, o.secrets(), binding)) return hooks.refused();
+  hooks.proved();
   s.write('OK\n');
+  if (s.alpnProtocol === ALPN) return serveStreams(s, o, hooks, o.secrets().filter((secret) => proofAccepted(given, [secret], binding)));
+  // An entry of the release before (one tunnel per connection, line by line): served until every entry is upgraded.
   for (;;) {
     const line = await readLine(s, READY_IDLE_MS);
     if (line === null) return void s.destroy();
@@ -180,57 +214,105 @@ async function serveHop(s: tls.TLSSocket, o: HopServerOptions, onTunnel: () => v
       s.write('PONG\n');
       continue;
     }
-    const u = /^UDP (\S+) (\d{1,4})(?: (\d{1,10}))?$/.exec(line);
-    if (u) return void carryUdp(s, o, u[1]!, Number(u[2]), u[3] === undefined ? -1 : Number(u[3]), onTunnel).catch(() => s.destroy());
-    const m = /^DIAL (\S+) (\d{1,5}) (\S+) (\d{1,4})(?: (\d{1,10}))?$/.exec(line);
-    if (!m || Number(m[2]) > 65535) return void s.destroy();
-    // The account's (and the service's) target rules on what the name resolves to here: the entry judged the
-    // target as asked, but only this exit resolves it.
-    const judged = m[5] !== undefined && o.screen ? o.screen(Number(m[5]), m[1]!) : null;
-    if (judged && 'denied' in judged) {
-      onTunnel();
-      s.end(`ERR ${judged.denied}\n`, () => s.destroy());
-      return;
-    }
-    onTunnel();
-    let session: { key: string; minutes: number } | null = null;
-    try {
-      session = m[3] === '-' ? null : { key: decodeURIComponent(m[3]!), minutes: Number(m[4]) };
-    } catch {
-      return void s.destroy(); // not an encoding an entry makes
-    }
-    let upstream: net.Socket | null = null;
-    const out = await o.dialer.dial({
-      host: m[1]!,
-      port: Number(m[2]),
-      screen: judged,
-      session,
-      wanted: () => !s.destroyed,
-      connecting: (u) => (upstream = u),
-    });
-    if (out === null) return void (upstream as net.Socket | null)?.destroy();
-    if (!out.ok) {
-      // The answer, then the connection goes whole (a half-closed socket never read again would stay in
-      // CLOSE_WAIT, one per failed dial).
-      s.end(`ERR ${out.failure}\n`, () => s.destroy());
-      return;
-    }
-    s.write(`OK ${out.socket.localAddress ?? '-'}\n`);
-    // The gateway's own pump (splice.ts): no budget, rate or metering here (the entry counts), the idle sweep alike.
-    splice({ socket: s, upstream: null, budget: null, rate: null, bytesUp: 0, bytesDown: 0, core: o.core }, out.socket, Buffer.alloc(0));
-    return;
+    hooks.tunnel(s);
+    const carrier: Carrier = {
+      socket: s,
+      reply: (answer) => (answer.startsWith('ERR') ? s.end(`${answer}\n`, () => s.destroy()) : s.write(`${answer}\n`)),
+      malformed: () => s.destroy(),
+    };
+    return openTunnel(carrier, line, o);
   }
 }
 
-/** An entry's UDP association on this hop connection: its datagrams out from this exit, answers back in frames. */
-async function carryUdp(s: tls.TLSSocket, o: HopServerOptions, key: string, minutes: number, accountId: number, onTunnel: () => void): Promise<void> {
-  if (!o.udp) return void s.end('ERR host_unreachable\n', () => s.destroy());
-  onTunnel();
+/** What serveHop tells the listener: proved, refused, and the sockets or streams that carry tunnels. */
+interface ServeHooks {
+  proved(): void;
+  refused(): void;
+  /** A legacy connection became a tunnel (it is no longer a warm one). */
+  tunnel(s: tls.TLSSocket): void;
+  /** A connection of streams (drained and closed when the exit stops). */
+  streams(mux: MuxSession): void;
+}
+
+/** What a tunnel is carried on: a stream of a connection (this release), or a whole connection (the release before). */
+interface Carrier {
+  socket: net.Socket;
+  /** The answer to the OPEN (or DIAL line): `OK …` or `ERR <failure>` (which ends it). */
+  reply(answer: string): void;
+  /** A line no entry makes. */
+  malformed(): void;
+}
+
+/** A connection of streams: each OPEN is a tunnel of its own; PINGs answered; a secret past its grace takes no new stream. */
+function serveStreams(s: tls.TLSSocket, o: HopServerOptions, hooks: ServeHooks, proved: readonly Buffer[]): void {
+  const mux: MuxSession = new MuxSession(s, {
+    measureRtt: true,
+    onOpen: (stream, line) => {
+      // Proved with a secret the exit no longer accepts (a rotation's grace ended): no new tunnel on it; the
+      // entry opens a new connection with the current secret (tunnels open on this one go on).
+      const current = o.secrets();
+      if (!proved.some((p) => current.some((c) => c.equals(p)))) {
+        stream.reply('ERR proof_expired');
+        mux.goAway();
+        return;
+      }
+      const carrier: Carrier = { socket: stream.asSocket(), reply: (answer) => stream.reply(answer), malformed: () => stream.reply('ERR host_unreachable') };
+      void openTunnel(carrier, line, o).catch(() => stream.destroy());
+    },
+  });
+  hooks.streams(mux);
+}
+
+/** One DIAL or UDP request, on whatever carries it. */
+async function openTunnel(c: Carrier, line: string, o: HopServerOptions): Promise<void> {
+  const s = c.socket;
+  const u = /^UDP (\S+) (\d{1,4})(?: (\d{1,10}))?$/.exec(line);
+  if (u) {
+    await carryUdp(c, o, u[1]!, Number(u[2]), u[3] === undefined ? -1 : Number(u[3])).catch(() => s.destroy());
+    return;
+  }
+  const m = /^DIAL (\S+) (\d{1,5}) (\S+) (\d{1,4})(?: (\d{1,10}))?$/.exec(line);
+  if (!m || Number(m[2]) > 65535) return c.malformed();
+  // The account's (and the service's) target rules on what the name resolves to here: the entry judged the
+  // target as asked, but only this exit resolves it.
+  const judged = m[5] !== undefined && o.screen ? o.screen(Number(m[5]), m[1]!) : null;
+  if (judged && 'denied' in judged) return c.reply(`ERR ${judged.denied}`);
+  let session: { key: string; minutes: number } | null = null;
+  try {
+    session = m[3] === '-' ? null : { key: decodeURIComponent(m[3]!), minutes: Number(m[4]) };
+  } catch {
+    return c.malformed(); // not an encoding an entry makes
+  }
+  let upstream: net.Socket | null = null;
+  const out = await o.dialer.dial({
+    host: m[1]!,
+    port: Number(m[2]),
+    screen: judged,
+    session,
+    wanted: () => !s.destroyed,
+    connecting: (u) => (upstream = u),
+  });
+  if (out === null) {
+    (upstream as net.Socket | null)?.destroy();
+    return;
+  }
+  // The answer, then (an ERR) the carrier goes whole: a half-closed socket never read again would stay in
+  // CLOSE_WAIT, one per failed dial.
+  if (!out.ok) return c.reply(`ERR ${out.failure}`);
+  c.reply(`OK ${out.socket.localAddress ?? '-'}`);
+  // The gateway's own pump (splice.ts): no budget, rate or metering here (the entry counts), the idle sweep alike.
+  splice({ socket: s, upstream: null, budget: null, rate: null, bytesUp: 0, bytesDown: 0, core: o.core }, out.socket, Buffer.alloc(0));
+}
+
+/** An entry's UDP association on this carrier: its datagrams out from this exit, answers back in frames. */
+async function carryUdp(c: Carrier, o: HopServerOptions, key: string, minutes: number, accountId: number): Promise<void> {
+  const s = c.socket;
+  if (!o.udp) return c.reply('ERR host_unreachable');
   let session: EgressSession | null = null;
   try {
     session = key === '-' ? null : { key: decodeURIComponent(key), minutes };
   } catch {
-    return void s.destroy(); // not an encoding an entry makes
+    return c.malformed(); // not an encoding an entry makes
   }
   const udp = o.udp;
   const out = new UdpOut({
@@ -241,6 +323,6 @@ async function carryUdp(s: tls.TLSSocket, o: HopServerOptions, key: string, minu
   });
   s.once('close', () => out.close());
   s.on('end', () => s.end());
-  s.write('OK udp\n');
+  c.reply('OK udp');
   readFrames(s, (f) => void out.send(f.host, f.port, f.data));
 }

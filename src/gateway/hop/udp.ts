@@ -1,10 +1,10 @@
-// A UDP association carried over one hop connection (after `UDP <session> <minutes>` → `OK`): datagrams in
+// A UDP association carried over one hop stream (after `UDP <session> <minutes>` → `OK udp`): datagrams in
 // frames both ways inside the TLS session.
 //   entry → exit: u16 length, then ATYP (1 IPv4, 3 name, 4 IPv6), the address (a name: u8 length first), u16 port, data
 //   exit → entry: u16 length, then ATYP (1 or 4), the sender's address, u16 port, data
 // The exit sends each datagram with its own resolver, target policy and egress (dial/udp-out.ts); the entry
 // admits, meters and logs the association.
-import type tls from 'node:tls';
+import type net from 'node:net';
 import ipaddr from 'ipaddr.js';
 
 /** Bytes queued on a hop connection past which a datagram is dropped rather than buffered (UDP may lose it). */
@@ -56,7 +56,7 @@ function decodeFrame(b: Buffer): Frame | null {
 }
 
 /** Reads frames off a hop connection; a frame it cannot read ends the connection. */
-export function readFrames(s: tls.TLSSocket, onFrame: (f: Frame) => void): void {
+export function readFrames(s: net.Socket, onFrame: (f: Frame) => void): void {
   let buf: Buffer<ArrayBufferLike> = Buffer.alloc(0);
   s.on('data', (chunk: Buffer) => {
     buf = buf.length === 0 ? chunk : Buffer.concat([buf, chunk]);
@@ -77,7 +77,7 @@ export function readFrames(s: tls.TLSSocket, onFrame: (f: Frame) => void): void 
 }
 
 /** Writes one frame unless the connection is backed up (then the datagram is dropped: false). */
-export function writeFrame(s: tls.TLSSocket, target: { host: string; port: number }, data: Buffer): boolean {
+export function writeFrame(s: net.Socket, target: { host: string; port: number }, data: Buffer): boolean {
   if (s.destroyed || s.writableLength > MAX_QUEUED) return false;
   const frame = encodeFrame(target, data);
   if (!frame) return false;

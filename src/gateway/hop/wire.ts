@@ -1,22 +1,26 @@
-// The hop's wire, both ends (docs/decisions.md "The hop"). Every hop connection is TLS 1.3; then text lines,
-// then raw bytes:
+// The hop's wire, both ends (docs/decisions.md "The hop"). Every hop connection is TLS 1.3 (ALPN
+// `proxyd-hop/3`); first two lines:
 //   entry → `AUTH <proof>[ <proof>]`   a proof: hex HMAC-SHA256(fleet secret, LABEL ‖ the session's exported
 //                                       keying material), one per secret the entry holds (old and new while
 //                                       a rotation settles); useless in any other TLS session
 //   exit  → `OK`                        (no accepted proof: the connection closes, nothing said)
-//   then any number of `PING` → `PONG`, and at most one
-//   entry → `DIAL <host> <port> <session key, URI-encoded, or -> <minutes> [<account id>]` (the account: for the
-//           exit to apply its target rules to the addresses it resolves)
-//   exit  → `OK <local address>`, and the connection carries the tunnel's bytes both ways (half-close too),
-//           or `ERR <failure>` and the connection closes;
-//   or, for a SOCKS5 UDP association, `UDP <session key or -> <minutes> [<account id>]` → `OK udp`, then datagrams in frames
-//   both ways (hop/udp.ts) until the entry closes it.
+// then frames (mux.ts): every tunnel is a stream whose OPEN carries one line and whose REPLY answers it:
+//   `DIAL <host> <port> <session key, URI-encoded, or -> <minutes> [<account id>]` (the account: for the exit to
+//   apply its target rules to the addresses it resolves) → `OK <local address>`, and the stream carries the
+//   tunnel's bytes both ways (half-close too), or `ERR <failure>` and the stream is over;
+//   `UDP <session key or -> <minutes> [<account id>]` → `OK udp`, then datagrams in frames both ways (hop/udp.ts)
+//   until the entry ends the stream.
+// The release before spoke `proxyd-hop/2`: the same two lines, then `PING` → `PONG` lines and at most one DIAL or
+// UDP line per connection, whose bytes followed on the connection itself. An exit still serves it, so exits
+// can be upgraded before entries.
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import type net from 'node:net';
 import type tls from 'node:tls';
 
 /** The ALPN name of this wire (a client speaking anything else gets no application data through). */
-export const ALPN = 'proxyd-hop/2';
+export const ALPN = 'proxyd-hop/3';
+/** The release before's wire (one tunnel per connection), still served by exits. */
+export const ALPN_LEGACY = 'proxyd-hop/2';
 const EKM_LABEL = 'EXPORTER-proxyd-hop-proof';
 export const MAX_LINE = 1024;
 

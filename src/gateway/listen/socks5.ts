@@ -1,10 +1,10 @@
 // SOCKS5 (RFC 1928) with username/password (RFC 1929): greeting -> [auth] -> CONNECT request ->
 // reply -> tunnel. Admission happens at method selection (source IP) or after RFC 1929 (credentials).
+import type net from 'node:net';
 import { dialTarget, type ClientConn, type ProtocolHandler } from '../conn.js';
 import { formatAuthority, isValidHostName } from '../wire/http-head.js';
 import { failureLogReason, socksFailureReply, type Failure } from '../replies.js';
 import { splice } from '../relay/splice.js';
-import type tls from 'node:tls';
 import { bindRelay, UDP_DEFAULTS, UdpAssociation, type UdpCarrier } from './socks5-udp.js';
 import { UdpOut } from '../dial/udp-out.js';
 import { unmet } from '../dial/dialer.js';
@@ -136,7 +136,7 @@ export class Socks5Handler implements ProtocolHandler {
       const relay = await bindRelay(canonicalIp(conn.socket.localAddress ?? '127.0.0.1'), udp.ports);
       if (relay === null) return conn.refuse('connection_limit', encodeReply(Reply.GeneralFailure)); // every port of the range in use
       let carrier: (assoc: UdpAssociation) => UdpCarrier;
-      let hopSocket: tls.TLSSocket | null = null;
+      let hopSocket: net.Socket | null = null;
       if (viaHop) {
         // An entry: the exit is chosen now, as for a connection; its datagrams travel to it inside the hop.
         const out = await viaHop({ host: '-', port: 0, session: conn.egressSession, want: conn.exitWish, wanted: () => !conn.closed, connecting: () => {} });
@@ -146,7 +146,7 @@ export class Socks5Handler implements ProtocolHandler {
           return;
         }
         if (out.via) conn.via = out.via;
-        const hop = out.socket as tls.TLSSocket;
+        const hop = out.socket;
         hopSocket = hop;
         carrier = (assoc) => {
           // An exit answers from addresses only; a named sender is not a frame it makes.

@@ -53,7 +53,7 @@ export interface Tunnel {
   heldDown: Buffer | null;
 }
 
-type TunnelSocket = net.Socket & { [kTunnel]?: Tunnel; _handle?: StreamHandle | null; encrypted?: boolean };
+type TunnelSocket = net.Socket & { [kTunnel]?: Tunnel; _handle?: StreamHandle | null; encrypted?: boolean; writeCopy?: (buf: Buffer, n: number) => boolean };
 interface StreamHandle {
   fd?: number;
   reading?: boolean;
@@ -78,6 +78,8 @@ function otherSide(t: Tunnel, s: TunnelSocket): TunnelSocket {
 
 /** Send bytes on: straight to the kernel when nothing is queued, else (or for what it left) a copy. */
 function relay(dst: TunnelSocket, buf: Buffer, n: number): boolean {
+  // A stream that frames what it writes (a hop stream) copies the bytes into its frames itself: one copy, not two.
+  if (dst.writeCopy !== undefined) return dst.writeCopy(buf, n) && dst.writableLength < MAX_PENDING;
   let written = 0;
   // A TLS socket (the hop) has a descriptor under its TLS layer: bytes written there would skip the encryption.
   const fd = dst.encrypted === true ? -1 : (dst._handle?.fd ?? -1);
