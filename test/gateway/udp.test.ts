@@ -125,6 +125,29 @@ describe('SOCKS5 UDP ASSOCIATE', () => {
     expect(g.gw.stats().udp.datagramsUp).toBe(0);
   });
 
+  it('after the same target and sender repeat (the fast path), another target, a FRAG and another source are still told apart', async () => {
+    const g = await startTestGateway();
+    cleanup.push(() => g.gw.close(0));
+    const [one, two] = [await udpEcho(), await udpEcho()];
+    const a = await associate(g);
+    const c = await client(a.relay);
+    for (const [echo, word] of [[one, 'a'], [one, 'b'], [two, 'c'], [one, 'd'], [two, 'e'], [two, 'f']] as const) {
+      const answer = await c.ask(datagram('127.0.0.1', echo.port, Buffer.from(word)));
+      expect(answer!.readUInt16BE(8), word).toBe(echo.port); // the header names the sender that answered
+      expect(answer!.subarray(10).toString()).toBe(word);
+    }
+    expect([one.from.length, two.from.length]).toEqual([3, 3]);
+    // The header of the last datagram with FRAG set: not the same bytes, so not taken for it.
+    c.send(datagram('127.0.0.1', two.port, Buffer.from('frag'), 1));
+    const other = dgram.createSocket('udp4');
+    await new Promise<void>((r) => other.bind(0, '127.0.0.2', r));
+    cleanup.push(() => other.close());
+    other.send(datagram('127.0.0.1', two.port, Buffer.from('spoof')), a.relay.port, a.relay.host);
+    await sleep(200);
+    expect(g.gw.stats().udp.dropped).toMatchObject({ frag: 1, source: 1 });
+    expect(two.from.length).toBe(3);
+  });
+
   it('unsolicited answers are dropped; a request naming its client port accepts only that port', async () => {
     const g = await startTestGateway();
     cleanup.push(() => g.gw.close(0));

@@ -39,14 +39,22 @@ export class UdpOut {
    * target seen in the last few seconds goes at once (true); a new one is resolved and checked first (a promise).
    */
   send(host: string, port: number, data: Buffer): boolean | Promise<boolean> {
-    const key = `${host}\0${port}`;
-    const known = this.ready.get(key);
+    // The last target again (the usual case: one server per association) skips building its key.
+    let known = this.last !== null && this.last.host === host && this.last.port === port ? this.last.ready : undefined;
+    const key = known === undefined ? `${host}\0${port}` : '';
+    known ??= this.ready.get(key);
     if (known !== undefined && known.until > Date.now()) {
+      this.last = { host, port, ready: known };
       known.socket.send(data, port, known.address);
       return true;
     }
-    return this.sendNew(key, host, port, data);
+    return this.sendNew(key || `${host}\0${port}`, host, port, data);
   }
+
+  /** The target of the last datagram sent at once. */
+  private last: { host: string; port: number; ready: { address: string; socket: dgram.Socket; until: number } } | null = null;
+  /** The last sender an answer was taken from (its address as received, and what onAnswer is given). */
+  private lastFrom: { address: string; port: number; from: { address: string; family: 4 | 6; port: number } } | null = null;
 
   private async sendNew(key: string, host: string, port: number, data: Buffer): Promise<boolean> {
     const resolved = port === 0 ? null : await this.o.resolve(host, port);
@@ -61,7 +69,10 @@ export class UdpOut {
       return false;
     }
     // Bounded: a client spraying targets keeps the newest (answers from the oldest are then dropped).
-    if (this.sentTo.size >= MAX_SENT_TO) this.sentTo.delete(this.sentTo.values().next().value as string);
+    if (this.sentTo.size >= MAX_SENT_TO) {
+      this.sentTo.delete(this.sentTo.values().next().value as string);
+      this.lastFrom = null; // it may have been that one
+    }
     this.sentTo.add(`${resolved.address}:${port}`);
     if (this.ready.size >= MAX_READY) this.ready.delete(this.ready.keys().next().value as string);
     this.ready.set(key, { address: resolved.address, socket, until: Date.now() + READY_MS });
@@ -93,9 +104,13 @@ export class UdpOut {
     s.on('error', () => {});
     s.on('message', (msg, rinfo) => {
       if (this.closed) return;
+      const last = this.lastFrom;
+      if (last !== null && last.address === rinfo.address && last.port === rinfo.port) return this.o.onAnswer(last.from, msg);
       const from = canonicalIp(rinfo.address);
       if (!this.sentTo.has(`${from}:${rinfo.port}`)) return this.o.drop('unsolicited');
-      this.o.onAnswer({ address: from, family: net.isIPv4(from) ? 4 : 6, port: rinfo.port }, msg);
+      const sender = { address: from, family: net.isIPv4(from) ? (4 as const) : (6 as const), port: rinfo.port };
+      this.lastFrom = { address: rinfo.address, port: rinfo.port, from: sender };
+      this.o.onAnswer(sender, msg);
     });
     return s;
   }

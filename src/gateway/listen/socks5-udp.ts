@@ -53,6 +53,14 @@ export interface UdpCarrier {
   close(): void;
 }
 
+/** Whether `msg` starts with the bytes of `head` (a SOCKS5 UDP header, at most 262 bytes). */
+function sameHeader(msg: Buffer, head: Buffer): boolean {
+  const n = head.length;
+  if (msg.length < n) return false;
+  for (let i = 0; i < n; i++) if (msg[i] !== head[i]) return false;
+  return true;
+}
+
 export class UdpAssociation {
   private carrier: UdpCarrier | null = null;
   private readonly headers = new Map<string, Buffer>();
@@ -62,6 +70,13 @@ export class UdpAssociation {
   /** Where answers go: the client's port, learned from its first datagram. */
   private clientPort: number | null;
   private lastActive = Date.now();
+  /** The client address and port that passed the source check last. */
+  private okAddress: string | null = null;
+  private okPort = -1;
+  /** The last datagram's header (its bytes, FRAG 0) and the target it names. */
+  private lastTarget: { head: Buffer; host: string; port: number } | null = null;
+  /** The last sender an answer came from, and its header. */
+  private lastFrom: { from: object; header: Buffer } | null = null;
   private readonly idleTimer: NodeJS.Timeout;
   private closed = false;
 
@@ -101,19 +116,30 @@ export class UdpAssociation {
 
   private fromClient(msg: Buffer, rinfo: dgram.RemoteInfo): void {
     if (this.closed || this.carrier === null) return;
-    const from = canonicalIp(rinfo.address);
-    if (from !== this.conn.clientAddress || (this.expectedHost !== null && from !== this.expectedHost) || (this.expected.port !== 0 && rinfo.port !== this.expected.port)) {
-      return this.drop('source');
+    // The sender checked once per address and port (a client sends from one): the same again skips the check.
+    if (rinfo.address !== this.okAddress || rinfo.port !== this.okPort) {
+      const from = canonicalIp(rinfo.address);
+      if (from !== this.conn.clientAddress || (this.expectedHost !== null && from !== this.expectedHost) || (this.expected.port !== 0 && rinfo.port !== this.expected.port)) {
+        return this.drop('source');
+      }
+      this.okAddress = rinfo.address;
+      this.okPort = rinfo.port;
     }
-    const d = parseUdpDatagram(msg);
-    if (d.kind !== 'ok') return this.drop('malformed');
-    if (d.value.frag !== 0) return this.drop('frag');
+    // The header parsed once per target: a datagram whose header repeats the last one's bytes reuses it.
+    let target = this.lastTarget;
+    if (target === null || !sameHeader(msg, target.head)) {
+      const d = parseUdpDatagram(msg);
+      if (d.kind !== 'ok') return this.drop('malformed');
+      if (d.value.frag !== 0) return this.drop('frag');
+      target = { head: Buffer.from(msg.subarray(0, d.value.dataAt)), host: d.value.address.host, port: d.value.port };
+      this.lastTarget = target;
+    }
     this.clientPort = rinfo.port;
-    const data = msg.subarray(d.value.dataAt);
+    const data = msg.subarray(target.head.length);
     const budget = this.conn.budget;
     if (budget !== null && budget.available() < data.length) return this.drop('over_limit');
-    const host = d.value.address.host;
-    const sent = this.carrier.send(host, d.value.port, data);
+    const host = target.host;
+    const sent = this.carrier.send(host, target.port, data);
     if (sent === true) this.sentUp(data.length, host);
     else if (sent !== false) void sent.then((ok) => ok && !this.closed && this.sentUp(data.length, host));
   }
@@ -135,6 +161,13 @@ export class UdpAssociation {
 
   /** The header naming a sender, made once per sender (an association talks to few). */
   private headerFor(from: { address: string; family: 4 | 6; port: number }): Buffer {
+    if (this.lastFrom?.from === from) return this.lastFrom.header;
+    const header = this.headerOf(from);
+    this.lastFrom = { from, header };
+    return header;
+  }
+
+  private headerOf(from: { address: string; family: 4 | 6; port: number }): Buffer {
     const key = `${from.address}:${from.port}`;
     let h = this.headers.get(key);
     if (h === undefined) {
