@@ -54,6 +54,8 @@ interface Conn {
   secret: Buffer;
   /** Closed by this end (retired, or the link closed): not a sign of the exit's death. */
   ours: boolean;
+  /** PINGs it did not answer in a row. */
+  missed: number;
 }
 
 /**
@@ -158,7 +160,7 @@ export class HopLink {
             s.destroy();
             return resolve(null);
           }
-          const c: Conn = { mux: null as unknown as MuxSession, since: Date.now(), fingerprint, secret: secrets[0]!, ours: false };
+          const c: Conn = { mux: null as unknown as MuxSession, since: Date.now(), fingerprint, secret: secrets[0]!, ours: false, missed: 0 };
           c.mux = new MuxSession(s, {
             onGoAway: () => {
               this.retire(c);
@@ -342,9 +344,12 @@ export class HopLink {
     live.forEach((c, i) => {
       if (c.ours) return;
       counted++;
-      if (answers[i]) return;
+      if (answers[i]) return void (c.missed = 0);
       ok = false;
-      c.mux.destroy(); // a path that went silent: the next probe opens a new connection
+      // Silent twice in a row: given up (a path that went dead); the next probe opens a new connection. Once is
+      // not enough: a paused exit answers on its connections again when it resumes, and the next probe, on the
+      // same connections, takes a second (a new connection to a silent exit waits for its connect timeout).
+      if (++c.missed >= 2) c.mux.destroy();
     });
     if (counted === 0) return fresh ? false : this.ping(timeoutMs, true);
     if (ok) this.down = false;
