@@ -541,4 +541,15 @@ export const PG_MIGRATIONS: readonly string[] = [
   ALTER TABLE plans ADD COLUMN rate_limit bigint;
   ALTER TABLE user_limits ADD COLUMN rate_limit bigint;
   `,
+  // 19: usage writes grow with active users, not periods (docs/decisions.md, "Usage writes"): a flush writes
+  // minute buckets only, adding its deltas to roll_* too (what the minute holds that its hour and day buckets do
+  // not yet); a roll-up on one node at a time folds finished minutes into hour and day buckets (node '') and
+  // zeroes their roll_*. Reads of hours and days add the unfolded minutes (this partial index finds them). Rows
+  // written before this migration have all three periods already: their roll_* are 0.
+  `
+  ALTER TABLE usage_buckets ADD COLUMN roll_up bigint NOT NULL DEFAULT 0,
+    ADD COLUMN roll_down bigint NOT NULL DEFAULT 0,
+    ADD COLUMN roll_conn bigint NOT NULL DEFAULT 0;
+  CREATE INDEX usage_buckets_unrolled ON usage_buckets(account_id, start_ms) WHERE period = 'minute' AND roll_up + roll_down + roll_conn > 0;
+  `,
 ];
