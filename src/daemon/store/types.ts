@@ -408,6 +408,12 @@ export interface ConnectionLogStore {
   sizeBytes(): Promise<number>;
   /** Removes the oldest UTC day of records if it started before `keepFromMs`'s day; false when there is none such. */
   dropOldestDay(keepFromMs: number): Promise<boolean>;
+  /**
+   * Runs `work` (a size check of the log: sizeBytes, dropOldestDay) on this node only if no other node of the fleet
+   * is running one (PostgreSQL: a transaction-scoped advisory lock, tried, held while `work` runs); 'skipped'
+   * otherwise. Absent: one process owns the log (SQLite), `work` runs as is.
+   */
+  alone?<T>(work: () => Promise<T>): Promise<T | 'skipped'>;
 }
 
 /** What changed, by key: a proxy user (username), a whitelisted IP, or an account (id). */
