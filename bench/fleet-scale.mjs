@@ -32,7 +32,7 @@ const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const DIST = path.resolve(process.env.PROXYD_DIST ?? path.join(ROOT, 'dist'));
 const load = (p) => import(pathToFileURL(path.join(DIST, p)).href);
 const { PostgresStore } = await load('daemon/store/postgres/index.js');
-const { UsageMeter } = await load('daemon/metering/meter.js');
+const { UsageMeter, PG_CADENCE } = await load('daemon/metering/meter.js');
 const { ConnectionLogWriter } = await load('daemon/observe/connection-log.js');
 
 const argv = process.argv.slice(2);
@@ -139,7 +139,8 @@ try {
       }
       return r;
     };
-    const meter = new UsageMeter(usage, collect, { urgent: (accountId) => accountId <= limitedUpTo });
+    // The cadence serve.ts gives a node on PostgreSQL (none before it existed: every second, everything).
+    const meter = new UsageMeter(usage, collect, { ...(PG_CADENCE ?? {}), urgent: (accountId) => accountId <= limitedUpTo });
     meters.push(meter);
     if (CONN_RATE > 0) {
       const w = new ConnectionLogWriter(store.connectionLog, `node${n}`, {});

@@ -39,6 +39,8 @@ export interface MeterOptions {
 export const RELAXED_FLUSH_MS = 4_000;
 /** On PostgreSQL: usage per domain is flushed this often (and at the end of each UTC day). */
 export const DOMAIN_FLUSH_MS = 60_000;
+/** The meter's cadence on PostgreSQL (serve.ts; bench/fleet-scale.mjs measures it). */
+export const PG_CADENCE = { relaxedIntervalMs: RELAXED_FLUSH_MS, domainIntervalMs: DOMAIN_FLUSH_MS } as const;
 const PRUNE_EVERY_MS = 600_000;
 const ROLL_UP_EVERY_MS = 60_000;
 

@@ -25,7 +25,7 @@ import { MemoryWindowStore, type WindowStore } from '../ratelimit/limiter.js';
 import { RedisWindowStore } from '../ratelimit/redis-store.js';
 import { DatabaseWindowStore } from '../ratelimit/database-store.js';
 import { openStore as openBackend, type Store } from '../store/index.js';
-import { DOMAIN_FLUSH_MS, RELAXED_FLUSH_MS, UsageMeter } from '../metering/meter.js';
+import { PG_CADENCE, UsageMeter } from '../metering/meter.js';
 import { WebhookSender } from '../webhooks/sender.js';
 import { PlanEnforcer } from '../metering/plans.js';
 import { ExitHeartbeat } from '../fleet/exits.js';
@@ -269,7 +269,7 @@ export async function startDaemon(cfg: ServeConfig, log: DaemonLog, worker: Work
   const meter = new UsageMeter(worker.sinks?.usage ?? store.usage, () => gateway?.collectUsage() ?? [], {
     retentionMs: cfg.usageRetentionMs,
     log,
-    ...(pacedWrites ? { relaxedIntervalMs: RELAXED_FLUSH_MS, domainIntervalMs: DOMAIN_FLUSH_MS, urgent: (accountId: number) => plans.limitsTraffic(accountId) } : {}),
+    ...(pacedWrites ? { ...PG_CADENCE, urgent: (accountId: number) => plans.limitsTraffic(accountId) } : {}),
   });
   // Plans: the tables read again when their version moves, enforced at admission and by closing what is over;
   // byte budgets and connection slots leased from the store hold the limits fleet-wide (metering/plans.ts).
