@@ -147,7 +147,7 @@ try {
       writers.push(w);
     }
   }
-  // Nodes start spread over the first second, as real ones would.
+  // Nodes start spread over the first second (their flush phases: the meter's own).
   for (let n = 0; n < NODES; n++) {
     meters[n].start();
     writers[n]?.start();

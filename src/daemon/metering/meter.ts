@@ -86,6 +86,10 @@ export class UsageMeter {
     private readonly opts: MeterOptions = {},
   ) {
     this.now = opts.nowMs ?? Date.now;
+    // A random phase: nodes started together (a fleet restarted at once) do not all flush in the same second.
+    const now = this.now();
+    this.lastRelaxedMs = now - Math.random() * (opts.relaxedIntervalMs ?? 0);
+    this.lastDomainsMs = now - Math.random() * (opts.domainIntervalMs ?? 0);
   }
 
   start(): void {
