@@ -20,7 +20,7 @@ export function bucketStart(period: UsagePeriod, atMs: number): number {
 }
 
 /** The unfolded part of a minute bucket (PostgreSQL's roll-up: migration 19); this exact text is the partial index's predicate. */
-export const UNROLLED = "period = 'minute' AND roll_up + roll_down + roll_conn > 0";
+export const UNROLLED = "period = 'minute' AND unrolled";
 
 /**
  * An account's buckets of one period in [from, to), by time or by subject. Hours and days are their buckets plus

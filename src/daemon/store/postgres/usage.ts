@@ -44,12 +44,12 @@ export class PgUsageStore extends PgFamily implements UsageStore {
         // One row per user, whatever the flush's size (one JSON parameter); the roll-up adds roll_* to the hour and day.
         if (buckets.length > 0) {
           await tx`
-            INSERT INTO usage_buckets (account_id, period, start_ms, subject, node, bytes_up, bytes_down, connections, roll_up, roll_down, roll_conn)
-            SELECT a, 'minute', ${minute}, s, ${node}, u, d, c, u, d, c
+            INSERT INTO usage_buckets (account_id, period, start_ms, subject, node, bytes_up, bytes_down, connections, roll_up, roll_down, roll_conn, unrolled)
+            SELECT a, 'minute', ${minute}, s, ${node}, u, d, c, u, d, c, true
             FROM jsonb_to_recordset(${rows}::text::jsonb) AS t(a integer, s text, u bigint, d bigint, c bigint)
             ON CONFLICT (account_id, period, start_ms, subject, node) DO UPDATE SET bytes_up = usage_buckets.bytes_up + excluded.bytes_up,
               bytes_down = usage_buckets.bytes_down + excluded.bytes_down, connections = usage_buckets.connections + excluded.connections,
-              roll_up = usage_buckets.roll_up + excluded.roll_up, roll_down = usage_buckets.roll_down + excluded.roll_down, roll_conn = usage_buckets.roll_conn + excluded.roll_conn`;
+              roll_up = usage_buckets.roll_up + excluded.roll_up, roll_down = usage_buckets.roll_down + excluded.roll_down, roll_conn = usage_buckets.roll_conn + excluded.roll_conn, unrolled = true`;
         }
         if (byDomain.deltas.length > 0) await this.addDomains(tx, node, byDomain.atMs, byDomain.deltas);
         return 'ok' as const;
@@ -125,7 +125,7 @@ export class PgUsageStore extends PgFamily implements UsageStore {
                 WHERE ${tx.unsafe(UNROLLED)} AND start_ms < ${cutoff}
                 LIMIT ${ROLLUP_ROWS} FOR UPDATE SKIP LOCKED
               ), cleared AS (
-                UPDATE usage_buckets b SET roll_up = 0, roll_down = 0, roll_conn = 0 FROM m
+                UPDATE usage_buckets b SET roll_up = 0, roll_down = 0, roll_conn = 0, unrolled = false FROM m
                 WHERE b.account_id = m.account_id AND b.period = 'minute' AND b.start_ms = m.start_ms AND b.subject = m.subject AND b.node = m.node
                 RETURNING 1
               ), rolled AS (
@@ -179,7 +179,7 @@ export class PgUsageStore extends PgFamily implements UsageStore {
   async prune(period: UsagePeriod, beforeMs: number): Promise<number | 'busy'> {
     // Minutes are folded into their hours and days before they go (one held by a flush right now stays, for the next prune).
     if (period === 'minute') await this.fold(beforeMs, true);
-    const r = await unlessBusy(() => this.sql`DELETE FROM usage_buckets WHERE period = ${period} AND start_ms < ${beforeMs} AND roll_up + roll_down + roll_conn = 0`);
+    const r = await unlessBusy(() => this.sql`DELETE FROM usage_buckets WHERE period = ${period} AND start_ms < ${beforeMs} AND NOT unrolled`);
     if (r === 'busy') return r;
     // Domain rows are kept as long as day buckets.
     if (period === 'day') await unlessBusy(() => this.sql`DELETE FROM usage_domains WHERE day_ms < ${beforeMs}`);
