@@ -94,6 +94,7 @@ try {
   /** Flush latencies, those carrying per-domain usage apart (on PostgreSQL once a minute per node). */
   const latencies = [];
   const domainLatencies = [];
+  const rollUps = [];
   let flushes = 0;
   let failed = 0;
   const meters = [];
@@ -141,6 +142,15 @@ try {
       }
       return r;
     };
+    // Roll-ups (one node of the fleet at a time), timed.
+    if (store.usage.rollUp) {
+      usage.rollUp = async () => {
+        const t = performance.now();
+        const r = await store.usage.rollUp();
+        if (measuring && r !== 'skipped') rollUps.push({ ms: performance.now() - t, rows: r });
+        return r;
+      };
+    }
     // The cadence serve.ts gives a node on PostgreSQL (none before it existed: every second, everything).
     const meter = new UsageMeter(usage, collect, { ...(PG_CADENCE ?? {}), urgent: (accountId) => accountId <= limitedUpTo });
     meters.push(meter);
@@ -239,6 +249,7 @@ try {
   const lat = (xs) => (xs.length === 0 ? 'none' : `p50 ${pct(xs, 50).toFixed(0)} ms, p99 ${pct(xs, 99).toFixed(0)} ms, max ${Math.max(...xs).toFixed(0)} ms`);
   console.log(`usage flushes: ${flushes} ok (${(flushes / elapsed).toFixed(1)}/s), ${failed} failed; latency ${lat(all)}`);
   if (PG_CADENCE) console.log(`  of which without per-domain usage (${latencies.length}): ${lat(latencies)}; with it (${domainLatencies.length}): ${lat(domainLatencies)}`);
+  if (rollUps.length > 0) console.log(`roll-ups: ${rollUps.length}, minute rows folded ${rollUps.map((r) => r.rows).join(', ')}, in ${rollUps.map((r) => r.ms.toFixed(0)).join(', ')} ms`);
   const unseen = probes.reduce((s, p) => s + p.emitted.length - p.seen, 0);
   console.log(`visibility (probe connection → seen in the hour buckets): p50 ${(pct(visibility, 50) / 1000).toFixed(2)} s, p95 ${(pct(visibility, 95) / 1000).toFixed(2)} s, max ${(Math.max(...visibility) / 1000).toFixed(2)} s (${visibility.length} seen, ${unseen} not yet at the end)`);
   if (CONN_RATE > 0) console.log(`connection log: generated ${generated} (${Math.round(generated / elapsed)}/s), written ${written} (${Math.round(written / elapsed)}/s), dropped ${dropped}, largest buffer ${maxBuffered}`);
