@@ -25,11 +25,16 @@ import type postgres from '#postgres';
 import { guard } from './db.js';
 import { BATCH_MS, unlessBusy, PgFamily } from './family.js';
 
-const ROWS_PER_STATEMENT = 4_000;
 /** The roll-up's advisory lock: any fixed 64-bit number of our own. */
 const ROLLUP_LOCK_KEY = 0x70726f787975; // "proxyu"
-/** Minute rows folded per transaction (a backlog, after the database was away, is folded in several). */
-const ROLLUP_ROWS = 100_000;
+/**
+ * Minute rows folded per transaction, with a pause between transactions: a minute of 60,000 active users folded in
+ * one statement kept a core busy for 5 s and stretched the flushes beside it (docs/BENCHMARKS.md, "Fleet scale").
+ */
+const ROLLUP_ROWS = 5_000;
+const ROLLUP_PAUSE_MS = 250;
+/** Transactions per roll-up at most (the next one, a minute later, goes on). */
+const ROLLUP_ROUNDS = 200;
 
 export class PgUsageStore extends PgFamily implements UsageStore {
   async addFlush(node: string, flushId: string, atMs: number, deltas: readonly UsageDelta[], domains?: FlushDomains): Promise<'ok' | 'duplicate' | 'busy'> {
@@ -77,22 +82,15 @@ export class PgUsageStore extends PgFamily implements UsageStore {
       SELECT i.a, i.s, i.dom FROM jsonb_to_recordset(${JSON.stringify(asked)}::text::jsonb) AS i(a integer, s text, dom text)
       WHERE EXISTS (SELECT 1 FROM usage_domains u WHERE u.account_id = i.a AND u.day_ms = ${day} AND u.subject = i.s AND u.node = ${node} AND u.domain = i.dom)`;
     const present = new Set(presentRows.map((r) => `${r.a}\0${r.s}\0${r.dom}`));
-    const domainRows = capDomains(deltas, kept, (d) => present.has(`${subjectKey(d)}\0${d.target}`)).map((d) => ({
-      account_id: d.accountId,
-      day_ms: day,
-      subject: d.subject,
-      node,
-      domain: d.target ?? OTHER_DOMAIN,
-      bytes_up: d.bytesUp,
-      bytes_down: d.bytesDown,
-      connections: d.connections,
-    }));
-    for (let i = 0; i < domainRows.length; i += ROWS_PER_STATEMENT) {
-      await tx`
-        INSERT INTO usage_domains ${tx(domainRows.slice(i, i + ROWS_PER_STATEMENT))}
-        ON CONFLICT (account_id, day_ms, subject, node, domain) DO UPDATE SET bytes_up = usage_domains.bytes_up + excluded.bytes_up,
-          bytes_down = usage_domains.bytes_down + excluded.bytes_down, connections = usage_domains.connections + excluded.connections`;
-    }
+    const domainRows = JSON.stringify(
+      capDomains(deltas, kept, (d) => present.has(`${subjectKey(d)}\0${d.target}`)).map((d) => ({ a: d.accountId, s: d.subject, dom: d.target ?? OTHER_DOMAIN, u: d.bytesUp, d: d.bytesDown, c: d.connections })),
+    );
+    // One statement, one parameter, whatever the number of rows.
+    await tx`
+      INSERT INTO usage_domains (account_id, day_ms, subject, node, domain, bytes_up, bytes_down, connections)
+      SELECT a, ${day}, s, ${node}, dom, u, d, c FROM jsonb_to_recordset(${domainRows}::text::jsonb) AS t(a integer, s text, dom text, u bigint, d bigint, c bigint)
+      ON CONFLICT (account_id, day_ms, subject, node, domain) DO UPDATE SET bytes_up = usage_domains.bytes_up + excluded.bytes_up,
+        bytes_down = usage_domains.bytes_down + excluded.bytes_down, connections = usage_domains.connections + excluded.connections`;
   }
 
   /**
@@ -109,7 +107,8 @@ export class PgUsageStore extends PgFamily implements UsageStore {
   /** Folds unfolded minutes before `beforeMs` (null: those that ended over 70 s ago by the database's clock). */
   private async fold(beforeMs: number | null, waitForLock = false): Promise<number | 'skipped'> {
     let folded = 0;
-    for (let round = 0; round < 20; round++) {
+    for (let round = 0; round < ROLLUP_ROUNDS; round++) {
+      if (round > 0 && !waitForLock) await new Promise((r) => setTimeout(r, ROLLUP_PAUSE_MS));
       const r = await guard(
         () =>
           this.sql.begin(async (tx) => {
