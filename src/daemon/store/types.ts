@@ -327,7 +327,8 @@ export interface FlushDomains {
 export interface UsageStore {
   /**
    * Adds one flush of a node's deltas (one per account, subject and registrable domain, in `target`) to its
-   * minute, hour and day buckets of `atMs` and its day's domain rows (rows of its own, so nodes
+   * minute, hour and day buckets of `atMs` (PostgreSQL: the minute only, hours and days by `rollUp`; reads count
+   * both alike) and its day's domain rows (from `domains` when given; rows of its own, so nodes
    * never wait on each other's rows), once: a flush whose id
    * was already applied (sent again after a timeout whose outcome was unknown) adds nothing. `busy` (nothing
    * added) leaves it for the caller to send again, with the same id.
