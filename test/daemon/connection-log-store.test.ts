@@ -110,3 +110,40 @@ describe.each(BACKENDS)('connection log store on %s', (backend) => {
     expect(rows[0]!.accountEmail).toBe(`scan-${backend}@example.com`);
   });
 });
+
+describe.skipIf(!BACKENDS.includes('postgres'))('the size cap on PostgreSQL: one node at a time', () => {
+  it("a node's size check is skipped while another node runs one; it runs once that one is done", async () => {
+    const dataDir = await dataDirFor('postgres');
+    const a = await openStore({ dataDir, databaseUrl: databaseUrlOf(dataDir) });
+    const b = await openStore({ dataDir, databaseUrl: databaseUrlOf(dataDir), migrate: false });
+    stores.push(a, b);
+    const now = Date.now();
+    for (const t of [now - 2 * DAY, now]) expect(await a.connectionLog.insert('n1', [entry({ startedAt: t })])).toBe('ok');
+    // Node b: a writer whose store counts the size reads it makes.
+    let reads = 0;
+    const bLog = Object.create(b.connectionLog) as typeof b.connectionLog;
+    bLog.sizeBytes = () => {
+      reads++;
+      return b.connectionLog.sizeBytes();
+    };
+    const writer = new ConnectionLogWriter(bLog, 'n2', { maxSizeBytes: 1 });
+    // Node a holds the check (its own work waits until released).
+    let release!: () => void;
+    const held = new Promise<void>((r) => (release = r));
+    let entered!: () => void;
+    const inside = new Promise<void>((r) => (entered = r));
+    const aCheck = a.connectionLog.alone!(async () => {
+      entered();
+      await held;
+      return 'a';
+    });
+    await inside;
+    expect(await writer.capSize(now)).toBe(0);
+    expect(reads).toBe(0); // skipped: not even the size was read
+    expect(await b.connectionLog.alone!(async () => 'b')).toBe('skipped');
+    release();
+    expect(await aCheck).toBe('a');
+    expect(await writer.capSize(now)).toBe(1); // the day 2 days ago; today stays
+    expect(reads).toBeGreaterThan(0);
+  });
+});

@@ -115,6 +115,8 @@ export class PlanEnforcer implements PlanLimits {
   /** The plan tables as last read (again only when their version moves). */
   private plans = new Map<number, Plan>();
   private limits = new Map<string, UserLimits>();
+  /** Accounts with a traffic limit, their own or one of their users'. */
+  private limited = new Set<number>();
   private version = -1;
   /** Byte budgets of limited keys active on this node (`a:ID`, or the user's usage key). */
   private readonly budgets = new Map<string, BudgetEntry>();
@@ -155,6 +157,11 @@ export class PlanEnforcer implements PlanLimits {
     const back = [...this.leases.values()].filter((l) => l.held > 0).map((l) => ({ key: l.dbKey, slots: 0 }));
     this.leases.clear();
     if (back.length > 0) await this.store.plans.renewSlots(this.node, back, LEASE_TTL_MS, this.now()).catch(() => {});
+  }
+
+  /** Whether the account or one of its users has a traffic limit (its usage is flushed every second: metering/meter.ts). */
+  limitsTraffic(accountId: number): boolean {
+    return this.limited.has(accountId);
   }
 
   refusal(accountId: number, subject: string): 'traffic_limit' | 'plan_expired' | null {
@@ -429,6 +436,7 @@ export class PlanEnforcer implements PlanLimits {
       const { plans, users } = await this.store.plans.all();
       this.plans = new Map(plans.map((p) => [p.accountId, p]));
       this.limits = new Map(users.map((u) => [usageKey(u.accountId, `user:${u.username}`), u]));
+      this.limited = new Set([...plans.filter((p) => p.trafficLimit !== null).map((p) => p.accountId), ...users.filter((u) => u.trafficLimit !== null).map((u) => u.accountId)]);
       this.version = version;
       // Connections already open when a limit is set (or raised, lifted) relay under what it says now: a limit
       // set on an account whose tunnels are streaming stops them too.

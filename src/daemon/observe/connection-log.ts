@@ -54,7 +54,7 @@ export class ConnectionLogWriter implements ConnectionLogSink {
   constructor(
     /** The database, or (a worker on SQLite) the primary, which writes for every worker. */
     /** The store, or a worker's way to the primary's writer (no size of its own to cap: the primary caps it). */
-    private readonly store: Pick<ConnectionLogStore, 'insert' | 'prune'> & Partial<Pick<ConnectionLogStore, 'sizeBytes' | 'dropOldestDay'>>,
+    private readonly store: Pick<ConnectionLogStore, 'insert' | 'prune'> & Partial<Pick<ConnectionLogStore, 'sizeBytes' | 'dropOldestDay' | 'alone'>>,
     /** The node name every record of this process carries. */
     private readonly node: string,
     private readonly opts: ConnectionLogOptions = {},
@@ -117,13 +117,18 @@ export class ConnectionLogWriter implements ConnectionLogSink {
     try {
       const { sizeBytes, dropOldestDay } = this.store;
       if (!sizeBytes || !dropOldestDay) return 0;
-      while (dropped < MAX_DAYS_PER_CHECK && (await sizeBytes.call(this.store)) > max) {
-        if (!(await dropOldestDay.call(this.store, now))) {
-          this.warnOnce('connection_log_over_max_size', 'today\'s records alone are over --connection-log-max-size (kept)');
-          break;
+      const check = async () => {
+        while (dropped < MAX_DAYS_PER_CHECK && (await sizeBytes.call(this.store)) > max) {
+          if (!(await dropOldestDay.call(this.store, now))) {
+            this.warnOnce('connection_log_over_max_size', 'today\'s records alone are over --connection-log-max-size (kept)');
+            break;
+          }
+          dropped++;
         }
-        dropped++;
-      }
+      };
+      // In a fleet one node checks at a time (the others' checks are skipped: the log is the fleet's).
+      if (this.store.alone) await this.store.alone(check);
+      else await check();
     } catch (e) {
       this.warnOnce('connection_log_size_check_failed', e instanceof Error ? e.message : String(e));
     } finally {

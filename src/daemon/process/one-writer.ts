@@ -51,7 +51,7 @@ export function unpackRecord(p: PackedRecord): ConnectionRecord {
 
 type WriteAsk =
   | { type: typeof WRITE; id: number; kind: 'connection-log'; entries: PackedRecord[] }
-  | { type: typeof WRITE; id: number; kind: 'usage'; node: string; flushId: string; atMs: number; deltas: UsageDelta[] };
+  | { type: typeof WRITE; id: number; kind: 'usage'; node: string; flushId: string; atMs: number; deltas: UsageDelta[]; domains?: { atMs: number; deltas: UsageDelta[] } };
 type Outcome = 'ok' | 'duplicate' | 'busy';
 type WriteAnswer = { type: typeof WRITTEN; id: number; outcome: Outcome | 'unavailable' };
 
@@ -89,7 +89,7 @@ export function startPrimaryWriter(
       for (const p of m.entries) connLog.record(unpackRecord(p));
       return answer(w, m.id, 'ok');
     }
-    store.usage.addFlush(m.node, m.flushId, m.atMs, m.deltas).then(
+    store.usage.addFlush(m.node, m.flushId, m.atMs, m.deltas, m.domains).then(
       (outcome) => answer(w, m.id, outcome),
       () => answer(w, m.id, 'unavailable'),
     );
@@ -148,7 +148,7 @@ export function primaryWriterSinks(): {
       prune: async () => 0, // the primary runs retention
     },
     usage: {
-      addFlush: (node, flushId, atMs, deltas) => primary.ask({ kind: 'usage', node, flushId, atMs, deltas: [...deltas] }),
+      addFlush: (node, flushId, atMs, deltas, domains) => primary.ask({ kind: 'usage', node, flushId, atMs, deltas: [...deltas], ...(domains ? { domains: { atMs: domains.atMs, deltas: [...domains.deltas] } } : {}) }),
       prune: async () => 0,
     },
   };

@@ -25,7 +25,7 @@ import { MemoryWindowStore, type WindowStore } from '../ratelimit/limiter.js';
 import { RedisWindowStore } from '../ratelimit/redis-store.js';
 import { DatabaseWindowStore } from '../ratelimit/database-store.js';
 import { openStore as openBackend, type Store } from '../store/index.js';
-import { UsageMeter } from '../metering/meter.js';
+import { PG_CADENCE, UsageMeter } from '../metering/meter.js';
 import { WebhookSender } from '../webhooks/sender.js';
 import { PlanEnforcer } from '../metering/plans.js';
 import { ExitHeartbeat } from '../fleet/exits.js';
@@ -262,8 +262,15 @@ export async function startDaemon(cfg: ServeConfig, log: DaemonLog, worker: Work
   let gateway: Gateway | null = null;
   // A gateway that cannot start (port in use) must not leave the API listening: the process would never exit.
   const admission = new ViewAdmission(view);
-  // Usage: collected from the gateway every second, flushed once per second per node (docs/operations.md, Metering).
-  const meter = new UsageMeter(worker.sinks?.usage ?? store.usage, () => gateway?.collectUsage() ?? [], { retentionMs: cfg.usageRetentionMs, log });
+  // Usage: collected from the gateway every second (docs/operations.md, Metering). On PostgreSQL the database's
+  // metering work grows with active users (docs/decisions.md, "Usage writes"): accounts under a traffic limit are
+  // flushed every second, the others every 4 s, per-domain usage every minute; SQLite writes it all every second.
+  const pacedWrites = store.backend === 'postgres' && !worker.sinks;
+  const meter = new UsageMeter(worker.sinks?.usage ?? store.usage, () => gateway?.collectUsage() ?? [], {
+    retentionMs: cfg.usageRetentionMs,
+    log,
+    ...(pacedWrites ? { ...PG_CADENCE, urgent: (accountId: number) => plans.limitsTraffic(accountId) } : {}),
+  });
   // Plans: the tables read again when their version moves, enforced at admission and by closing what is over;
   // byte budgets and connection slots leased from the store hold the limits fleet-wide (metering/plans.ts).
   const plans = new PlanEnforcer(store, {

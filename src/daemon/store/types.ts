@@ -315,15 +315,31 @@ export interface PlanStore {
   renewSlots(node: string, leases: ReadonlyArray<{ key: string; slots: number }>, ttlMs: number, nowMs: number): Promise<void>;
 }
 
+/**
+ * A flush's usage per registrable domain, sent apart from its buckets (a node writes domains less often than
+ * buckets): the day of `atMs` receives them. Absent, the domain rows come from the flush's own deltas.
+ */
+export interface FlushDomains {
+  atMs: number;
+  deltas: readonly UsageDelta[];
+}
+
 export interface UsageStore {
   /**
    * Adds one flush of a node's deltas (one per account, subject and registrable domain, in `target`) to its
-   * minute, hour and day buckets of `atMs` and its day's domain rows (rows of its own, so nodes
+   * minute, hour and day buckets of `atMs` (PostgreSQL: the minute only, hours and days by `rollUp`; reads count
+   * both alike) and its day's domain rows (from `domains` when given; rows of its own, so nodes
    * never wait on each other's rows), once: a flush whose id
    * was already applied (sent again after a timeout whose outcome was unknown) adds nothing. `busy` (nothing
    * added) leaves it for the caller to send again, with the same id.
    */
-  addFlush(node: string, flushId: string, atMs: number, deltas: readonly UsageDelta[]): Promise<'ok' | 'duplicate' | 'busy'>;
+  addFlush(node: string, flushId: string, atMs: number, deltas: readonly UsageDelta[], domains?: FlushDomains): Promise<'ok' | 'duplicate' | 'busy'>;
+  /**
+   * Folds finished minute buckets into their hour and day buckets (a backend whose flushes write only minute
+   * buckets: PostgreSQL); the reads count what is not folded yet from the minutes, so totals are the same
+   * before and after. One node at a time (the others get 'skipped'); how many minute rows it folded.
+   */
+  rollUp?(): Promise<number | 'skipped'>;
   /** Buckets of one account in [fromMs, toMs), by time (summed over subjects) or by subject (summed over time). */
   query(q: UsageQuery): Promise<UsageRow[]>;
   /** Usage per registrable domain over the days in [fromMs, toMs), optionally of one subject (docs/api.md, "Usage"). */
@@ -393,6 +409,12 @@ export interface ConnectionLogStore {
   sizeBytes(): Promise<number>;
   /** Removes the oldest UTC day of records if it started before `keepFromMs`'s day; false when there is none such. */
   dropOldestDay(keepFromMs: number): Promise<boolean>;
+  /**
+   * Runs `work` (a size check of the log: sizeBytes, dropOldestDay) on this node only if no other node of the fleet
+   * is running one (PostgreSQL: a transaction-scoped advisory lock, tried, held while `work` runs); 'skipped'
+   * otherwise. Absent: one process owns the log (SQLite), `work` runs as is.
+   */
+  alone?<T>(work: () => Promise<T>): Promise<T | 'skipped'>;
 }
 
 /** What changed, by key: a proxy user (username), a whitelisted IP, or an account (id). */

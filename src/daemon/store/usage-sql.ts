@@ -19,19 +19,47 @@ export function bucketStart(period: UsagePeriod, atMs: number): number {
   return Math.floor(atMs / PERIOD_MS[period]) * PERIOD_MS[period];
 }
 
-/** `?` placeholders: account, period, from, to, and the subject when `oneSubject`. */
-export function usageQueryText(by: 'time' | 'subject', oneSubject = false): string {
-  const key = by === 'time' ? 'start_ms' : 'subject';
-  const other = by === 'time' ? 'NULL AS subject' : 'MIN(start_ms) AS start_ms';
-  return `SELECT ${key}, ${other}, SUM(bytes_up) AS bytes_up, SUM(bytes_down) AS bytes_down, SUM(connections) AS connections
-    FROM usage_buckets WHERE account_id = ? AND period = ? AND start_ms >= ? AND start_ms < ?${oneSubject ? ' AND subject = ?' : ''} GROUP BY ${key} ORDER BY ${key}`;
+/** The unfolded part of a minute bucket (PostgreSQL's roll-up: migration 19); this exact text is the partial index's predicate. */
+export const UNROLLED = "period = 'minute' AND unrolled";
+
+/**
+ * An account's buckets of one period in [from, to), by time or by subject. Hours and days are their buckets plus
+ * what the minutes hold that was not folded into them yet (roll_*: on PostgreSQL flushes write minutes only), so a
+ * total is the same before and after a roll-up; both are read in one statement (one snapshot). `?` placeholders.
+ */
+export function usageQuery(q: UsageQuery): { text: string; params: Array<string | number> } {
+  const key = q.by === 'time' ? 'start_ms' : 'subject';
+  const other = q.by === 'time' ? 'NULL AS subject' : 'MIN(start_ms) AS start_ms';
+  const one = q.subject !== undefined ? ' AND subject = ?' : '';
+  const bucketParams: Array<string | number> = [q.accountId, q.period, q.fromMs, q.toMs, ...(q.subject !== undefined ? [q.subject] : [])];
+  const sums = 'SUM(bytes_up) AS bytes_up, SUM(bytes_down) AS bytes_down, SUM(connections) AS connections';
+  if (q.period === 'minute') {
+    return { text: `SELECT ${key}, ${other}, ${sums} FROM usage_buckets WHERE account_id = ? AND period = ? AND start_ms >= ? AND start_ms < ?${one} GROUP BY ${key} ORDER BY ${key}`, params: bucketParams };
+  }
+  const p = PERIOD_MS[q.period];
+  // The minutes whose hour (day) bucket starts in [from, to).
+  const fromMinute = Math.ceil(q.fromMs / p) * p;
+  const toMinute = Math.ceil(q.toMs / p) * p;
+  const text = `SELECT ${key}, ${other}, ${sums} FROM (
+      SELECT start_ms, subject, bytes_up, bytes_down, connections FROM usage_buckets WHERE account_id = ? AND period = ? AND start_ms >= ? AND start_ms < ?${one}
+      UNION ALL
+      SELECT (start_ms / ${p}) * ${p} AS start_ms, subject, roll_up AS bytes_up, roll_down AS bytes_down, roll_conn AS connections FROM usage_buckets
+        WHERE account_id = ? AND ${UNROLLED} AND start_ms >= ? AND start_ms < ?${one}
+    ) b GROUP BY ${key} ORDER BY ${key}`;
+  return { text, params: [...bucketParams, q.accountId, fromMinute, toMinute, ...(q.subject !== undefined ? [q.subject] : [])] };
 }
 
-/** The parameters of `usageQueryText`, in its order. */
-export function usageQueryParams(q: UsageQuery): Array<string | number> {
-  const p: Array<string | number> = [q.accountId, q.period, q.fromMs, q.toMs];
-  if (q.subject !== undefined) p.push(q.subject);
-  return p;
+/**
+ * Day totals (bytes both ways) of some accounts since `sinceMs` (a day's start), per subject and day: day buckets plus
+ * unfolded minutes. `?` placeholders: since, the account ids (a JSON array: `ids` reads it), since again, ids again.
+ */
+export function dailyTotalsText(ids: string): string {
+  return `SELECT account_id, subject, start_ms, SUM(bytes) AS bytes FROM (
+      SELECT account_id, subject, start_ms, bytes_up + bytes_down AS bytes FROM usage_buckets WHERE period = 'day' AND start_ms >= ? AND account_id IN (${ids})
+      UNION ALL
+      SELECT account_id, subject, (start_ms / ${PERIOD_MS.day}) * ${PERIOD_MS.day} AS start_ms, roll_up + roll_down AS bytes FROM usage_buckets
+        WHERE ${UNROLLED} AND start_ms >= ? AND account_id IN (${ids})
+    ) b GROUP BY account_id, subject, start_ms`;
 }
 
 export function toUsageRow(r: { start_ms: number | string; subject: string | null; bytes_up: number | string; bytes_down: number | string; connections: number | string }): UsageRow {

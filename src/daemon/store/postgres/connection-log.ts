@@ -7,6 +7,10 @@ import { guard } from './db.js';
 import { unlessBusy, PgFamily } from './family.js';
 
 const DAY_MS = 86_400_000;
+/** The size cap's advisory lock: any fixed 64-bit number of our own. */
+const CAP_SIZE_LOCK_KEY = 0x70726f787963; // "proxyc"
+/** A size check gives up its lock after this long (the next check, a minute later, goes on). */
+const CAP_SIZE_MAX_MS = 300_000;
 const dayOf = (ms: number): number => Math.floor(ms / DAY_MS) * DAY_MS;
 /** `connection_log_YYYYMMDD` → the day's first millisecond. */
 function partitionDay(name: string): number | null {
@@ -116,6 +120,19 @@ export class PgConnectionLogStore extends PgFamily implements ConnectionLogStore
     const [r] = await guard(() => this.sql<{ bytes: string }[]>`
       SELECT coalesce(sum(pg_total_relation_size(inhrelid)), 0) AS bytes FROM pg_inherits WHERE inhparent = 'connection_log'::regclass`);
     return Number(r?.bytes ?? 0);
+  }
+
+  async alone<T>(work: () => Promise<T>): Promise<T | 'skipped'> {
+    // The lock's transaction stays open (idle) while `work` runs on other connections: one node caps the log at a time.
+    return guard(
+      () =>
+        this.sql.begin(async (tx) => {
+          const [lock] = await tx<{ ok: boolean }[]>`SELECT pg_try_advisory_xact_lock(${CAP_SIZE_LOCK_KEY}) AS ok`;
+          if (!lock?.ok) return 'skipped' as const;
+          return work();
+        }) as Promise<T | 'skipped'>,
+      CAP_SIZE_MAX_MS,
+    );
   }
 
   async dropOldestDay(keepFromMs: number): Promise<boolean> {

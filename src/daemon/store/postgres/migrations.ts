@@ -541,4 +541,19 @@ export const PG_MIGRATIONS: readonly string[] = [
   ALTER TABLE plans ADD COLUMN rate_limit bigint;
   ALTER TABLE user_limits ADD COLUMN rate_limit bigint;
   `,
+  // 19: usage writes grow with active users, not periods (docs/decisions.md, "Usage writes"): a flush writes
+  // minute buckets only, adding its deltas to roll_* too (what the minute holds that its hour and day buckets do
+  // not yet) and marking the row `unrolled`; a roll-up on one node at a time folds finished minutes into hour and
+  // day buckets (node '') and clears both. Reads of hours and days add the unrolled minutes (this partial index
+  // finds them). The flag, not roll_*, is indexed: a flush's update of a minute row changes no indexed column and
+  // stays a heap-only (HOT) update, with room left on each page for it (fillfactor). Rows written before this
+  // migration have all three periods already: not unrolled.
+  `
+  ALTER TABLE usage_buckets ADD COLUMN roll_up bigint NOT NULL DEFAULT 0,
+    ADD COLUMN roll_down bigint NOT NULL DEFAULT 0,
+    ADD COLUMN roll_conn bigint NOT NULL DEFAULT 0,
+    ADD COLUMN unrolled boolean NOT NULL DEFAULT false;
+  ALTER TABLE usage_buckets SET (fillfactor = 70);
+  CREATE INDEX usage_buckets_unrolled ON usage_buckets(account_id, start_ms) WHERE period = 'minute' AND unrolled;
+  `,
 ];

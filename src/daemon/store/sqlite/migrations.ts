@@ -318,4 +318,14 @@ export const MIGRATIONS: readonly string[] = [
   ALTER TABLE plans ADD COLUMN rate_limit INTEGER;
   ALTER TABLE user_limits ADD COLUMN rate_limit INTEGER;
   `,
+  // 15: what a minute bucket holds that its hour and day buckets do not hold yet (PostgreSQL's migration 19, where
+  // flushes write minutes only and a roll-up folds them). Here a flush still writes all three periods, so these
+  // stay 0 (and `unrolled` false); they exist so both backends read with the same queries (usage-sql.ts).
+  `
+  ALTER TABLE usage_buckets ADD COLUMN roll_up INTEGER NOT NULL DEFAULT 0;
+  ALTER TABLE usage_buckets ADD COLUMN roll_down INTEGER NOT NULL DEFAULT 0;
+  ALTER TABLE usage_buckets ADD COLUMN roll_conn INTEGER NOT NULL DEFAULT 0;
+  ALTER TABLE usage_buckets ADD COLUMN unrolled INTEGER NOT NULL DEFAULT 0;
+  CREATE INDEX IF NOT EXISTS usage_buckets_unrolled ON usage_buckets(account_id, start_ms) WHERE period = 'minute' AND unrolled;
+  `,
 ];

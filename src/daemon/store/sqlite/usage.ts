@@ -1,8 +1,10 @@
 // usage_buckets / usage_domains / usage_flushes: metered usage per account and subject in minute, hour and day buckets (and per domain and day),
+// each flush writing all three periods (one node, one file: the row count that PostgreSQL's roll-up saves does not
+// matter here; roll_* stay 0, so the shared reads in usage-sql.ts find nothing unfolded),
 // one flush per node and second, applied once (its id is kept a day). Writes go through the no-wait
 // connection: a lock held elsewhere is `busy` (the meter keeps the flush and sends it again), never a sleep
 // of the event loop that relays tunnels.
-import type { DomainUsageRow, UsageDelta, UsagePeriod, UsageQuery, UsageRow, UsageStore } from '../types.js';
+import type { DomainUsageRow, FlushDomains, UsageDelta, UsagePeriod, UsageQuery, UsageRow, UsageStore } from '../types.js';
 import {
   FLUSH_ID_KEEP_MS,
   OTHER_DOMAIN,
@@ -14,8 +16,8 @@ import {
   perSubject,
   toDomainRow,
   toUsageRow,
-  usageQueryParams,
-  usageQueryText,
+  dailyTotalsText,
+  usageQuery,
 } from '../usage-sql.js';
 import { isBusyError, type Db } from './db.js';
 import { stmt } from './statements.js';
@@ -27,7 +29,8 @@ export class SqliteUsageStore implements UsageStore {
     private readonly writer: () => Db,
   ) {}
 
-  async addFlush(node: string, flushId: string, atMs: number, deltas: readonly UsageDelta[]): Promise<'ok' | 'duplicate' | 'busy'> {
+  async addFlush(node: string, flushId: string, atMs: number, deltas: readonly UsageDelta[], domains?: FlushDomains): Promise<'ok' | 'duplicate' | 'busy'> {
+    const byDomain = domains ?? { atMs, deltas };
     const db = this.writer();
     const mark = stmt(db, 'INSERT OR IGNORE INTO usage_flushes (flush_id, at_ms) VALUES (?, ?)');
     const add = stmt(db,
@@ -40,7 +43,7 @@ export class SqliteUsageStore implements UsageStore {
          bytes_down = bytes_down + excluded.bytes_down, connections = connections + excluded.connections`);
     const present = stmt<unknown[], { one: number }>(db, 'SELECT 1 AS one FROM usage_domains WHERE account_id = ? AND day_ms = ? AND subject = ? AND node = ? AND domain = ?');
     const kept = stmt<unknown[], { n: number }>(db, "SELECT COUNT(*) AS n FROM usage_domains WHERE account_id = ? AND day_ms = ? AND subject = ? AND node = ? AND domain <> ''");
-    const day = bucketStart('day', atMs);
+    const day = bucketStart('day', byDomain.atMs);
     try {
       return db.transaction(() => {
         if (mark.run(flushId, atMs).changes === 0) return 'duplicate' as const;
@@ -48,12 +51,12 @@ export class SqliteUsageStore implements UsageStore {
           for (const p of PERIODS) add.run(d.accountId, p, bucketStart(p, atMs), d.subject, node, d.bytesUp, d.bytesDown, d.connections);
         }
         const keptOf = new Map<string, number>();
-        for (const k of namedPerSubject(deltas).keys()) {
+        for (const k of namedPerSubject(byDomain.deltas).keys()) {
           const [account, subject] = k.split('\0') as [string, string];
           keptOf.set(k, kept.get(Number(account), day, subject, node)!.n);
         }
         const seen = (d: UsageDelta) => present.get(d.accountId, day, d.subject, node, d.target) !== undefined;
-        for (const d of capDomains(deltas, keptOf, seen)) addDomain.run(d.accountId, day, d.subject, node, d.target ?? OTHER_DOMAIN, d.bytesUp, d.bytesDown, d.connections);
+        for (const d of capDomains(byDomain.deltas, keptOf, seen)) addDomain.run(d.accountId, day, d.subject, node, d.target ?? OTHER_DOMAIN, d.bytesUp, d.bytesDown, d.connections);
         return 'ok' as const;
       })();
     } catch (e) {
@@ -63,7 +66,8 @@ export class SqliteUsageStore implements UsageStore {
   }
 
   async query(q: UsageQuery): Promise<UsageRow[]> {
-    return stmt<unknown[], Parameters<typeof toUsageRow>[0]>(this.db, usageQueryText(q.by, q.subject !== undefined)).all(...usageQueryParams(q)).map(toUsageRow);
+    const { text, params } = usageQuery(q);
+    return stmt<unknown[], Parameters<typeof toUsageRow>[0]>(this.db, text).all(...params).map(toUsageRow);
   }
 
   async domains(q: { accountId: number; fromMs: number; toMs: number; subject?: string }): Promise<DomainUsageRow[]> {
@@ -73,10 +77,10 @@ export class SqliteUsageStore implements UsageStore {
 
   async dailyTotals(accountIds: readonly number[], sinceMs: number): Promise<Array<{ accountId: number; subject: string; startMs: number; bytes: number }>> {
     if (accountIds.length === 0) return [];
-    const q = `SELECT account_id, subject, start_ms, SUM(bytes_up + bytes_down) AS bytes FROM usage_buckets
-      WHERE period = 'day' AND start_ms >= ? AND account_id IN (SELECT value FROM json_each(?)) GROUP BY account_id, subject, start_ms`;
-    return stmt<[number, string], { account_id: number; subject: string; start_ms: number; bytes: number }>(this.db, q)
-      .all(sinceMs, JSON.stringify(accountIds))
+    const q = dailyTotalsText('SELECT value FROM json_each(?)');
+    const ids = JSON.stringify(accountIds);
+    return stmt<[number, string, number, string], { account_id: number; subject: string; start_ms: number; bytes: number }>(this.db, q)
+      .all(sinceMs, ids, sinceMs, ids)
       .map((r) => ({ accountId: r.account_id, subject: r.subject, startMs: r.start_ms, bytes: r.bytes }));
   }
 
