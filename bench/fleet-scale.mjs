@@ -20,13 +20,11 @@
 //        [--limited 0] [--conn-rate 0]
 // --limited F: the fraction of accounts with a traffic limit (flushed every second by the meter; the plan
 //   enforcer is not simulated). --conn-rate R: connection-log records per second, fleet-wide.
-import { execFileSync } from 'node:child_process';
-import { readFileSync, readdirSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import postgres from '#postgres';
-import { pgCluster } from './lib/pg-cluster.mjs';
+import { pgCluster, postgresCpu } from './lib/pg-cluster.mjs';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const DIST = path.resolve(process.env.PROXYD_DIST ?? path.join(ROOT, 'dist'));
@@ -46,24 +44,6 @@ const LIMITED = opt('limited', 0);
 const CONN_RATE = opt('conn-rate', 0);
 const USERS_PER_ACCOUNT = 10;
 const PROBE_ACCOUNT = 9_000_000;
-const CLK_TCK = Number(execFileSync('getconf', ['CLK_TCK']).toString()) || 100;
-const la = () => loadavg().map((x) => x.toFixed(2)).join(' ');
-
-/** CPU seconds of every process of the postgres user (the bench's cluster is the only one it runs here). */
-function postgresCpu() {
-  const uid = execFileSync('id', ['-u', 'postgres']).toString().trim();
-  let ticks = 0;
-  for (const pid of readdirSync('/proc').filter((p) => /^\d+$/.test(p))) {
-    try {
-      if (!readFileSync(`/proc/${pid}/status`, 'utf8').includes(`\nUid:\t${uid}\t`)) continue;
-      const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
-      ticks += Number(f[11]) + Number(f[12]);
-    } catch {
-      /* gone */
-    }
-  }
-  return ticks / CLK_TCK;
-}
 
 const pct = (xs, p) => (xs.length === 0 ? NaN : [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.max(0, Math.ceil((p / 100) * xs.length) - 1))]);
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));

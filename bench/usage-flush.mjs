@@ -9,11 +9,9 @@
 // per-domain counting of usage_domains); K = 0 sends deltas without a target (before per-domain counting, only
 // `other` rows).
 //   node bench/usage-flush.mjs [--nodes 10] [--users 10000] [--secs 20] [--domains 1]
-import { readFileSync, readdirSync } from 'node:fs';
-import { execFileSync } from 'node:child_process';
 import { loadavg } from 'node:os';
 import { PostgresStore } from '../dist/daemon/store/postgres/index.js';
-import { pgCluster } from './lib/pg-cluster.mjs';
+import { pgCluster, postgresCpu } from './lib/pg-cluster.mjs';
 
 const argv = process.argv.slice(2);
 const opt = (name, def) => (argv.includes(`--${name}`) ? Number(argv[argv.indexOf(`--${name}`) + 1]) : def);
@@ -21,23 +19,6 @@ const NODES = opt('nodes', 10);
 const USERS = opt('users', 10_000);
 const SECS = opt('secs', 20);
 const DOMAINS = opt('domains', 1);
-const CLK_TCK = Number(execFileSync('getconf', ['CLK_TCK']).toString()) || 100;
-
-/** CPU seconds of every process of the postgres user (the bench's cluster is the only one it runs here). */
-function postgresCpu() {
-  const uid = execFileSync('id', ['-u', 'postgres']).toString().trim();
-  let ticks = 0;
-  for (const pid of readdirSync('/proc').filter((p) => /^\d+$/.test(p))) {
-    try {
-      if (!readFileSync(`/proc/${pid}/status`, 'utf8').includes(`\nUid:\t${uid}\t`)) continue;
-      const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
-      ticks += Number(f[11]) + Number(f[12]);
-    } catch {
-      /* gone */
-    }
-  }
-  return ticks / CLK_TCK;
-}
 
 const pct = (xs, p) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.max(0, Math.ceil((p / 100) * xs.length) - 1))];
 

@@ -2,12 +2,30 @@
 // so a bench can restart or stop it without touching the machine's server. initdb refuses root: as root the
 // server binaries run as `postgres` through runuser.
 import { execFileSync, spawnSync } from 'node:child_process';
-import { chownSync, mkdtempSync, rmSync } from 'node:fs';
+import { chownSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import net from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 
 const BIN = '/usr/lib/postgresql/15/bin';
+
+const CLK_TCK = Number(execFileSync('getconf', ['CLK_TCK']).toString()) || 100;
+
+/** CPU seconds of every process of the postgres user (the bench's cluster is the only one it runs here). */
+export function postgresCpu() {
+  const uid = execFileSync('id', ['-u', 'postgres']).toString().trim();
+  let ticks = 0;
+  for (const pid of readdirSync('/proc').filter((p) => /^\d+$/.test(p))) {
+    try {
+      if (!readFileSync(`/proc/${pid}/status`, 'utf8').includes(`\nUid:\t${uid}\t`)) continue;
+      const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
+      ticks += Number(f[11]) + Number(f[12]);
+    } catch {
+      /* gone */
+    }
+  }
+  return ticks / CLK_TCK;
+}
 
 function pgCtl(cmd, args) {
   const root = process.getuid?.() === 0;
