@@ -2,7 +2,7 @@
 // view for --stale-admission seconds while the feed fails (fake clock, a feed that can be made to fail),
 // then over the real SQLite change log (triggers write the rows, the trim makes a reader behind).
 import net from 'node:net';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { startTestGateway } from '../gateway/helpers.js';
 import { ViewAdmission } from '../../src/daemon/admission/gateway-admission.js';
 import { StoreAdmissionFeed } from '../../src/daemon/admission/feed.js';
@@ -172,6 +172,38 @@ describe('the admission view holds proxy users and IPs in buffers (byte-table.ts
     expect(view2.status()).toMatchObject({ users: feed.state.users.length, reloads: 2 });
     for (let i = 0; i < N; i += 7) expect(view2.userForAuth(`u${i}`)).toEqual(view.userForAuth(`u${i}`));
   }, 60_000);
+
+  it('changes apply while a SIGHUP reload is being built, and hold after its swap', async () => {
+    let gate: (() => void) | null = null;
+    class SlowFeed extends FakeFeed {
+      override async snapshot(onUsers?: (rows: readonly AdmissionUserRow[]) => void | Promise<void>): Promise<AdmissionSnapshotRows> {
+        const snap = await super.snapshot();
+        if (!onUsers) return snap;
+        await onUsers(snap.users);
+        if (this.snapshots > 1) await new Promise<void>((r) => (gate = r)); // the reload waits here
+        return { ...snap, users: [] };
+      }
+    }
+    const feed = new SlowFeed();
+    feed.state.accounts = [{ id: 1, status: 'active' }];
+    feed.state.users = [{ username: 'old', account_id: 1, password_hash: 'h1', status: 'active' }];
+    const { view } = makeView(feed);
+    await view.start();
+    const reload = view.reloadNow();
+    await vi.waitFor(() => expect(gate).not.toBeNull());
+    feed.change('user', 'new', (st) => st.users.push({ username: 'new', account_id: 1, password_hash: 'h2', status: 'active' }));
+    feed.change('user', 'old', (st) => (st.users = st.users.filter((u) => u.username !== 'old')));
+    await view.sync();
+    expect(view.userForAuth('new')?.password_hash).toBe('h2');
+    expect(view.userForAuth('old')).toBeNull();
+    expect(view.status()).toMatchObject({ state: 'current', reloads: 1 });
+    gate!();
+    await reload;
+    await view.sync();
+    expect(view.status()).toMatchObject({ users: 1, reloads: 2 });
+    expect(view.userForAuth('new')?.password_hash).toBe('h2');
+    expect(view.userForAuth('old')).toBeNull();
+  });
 
   it('a full reload (SIGHUP) swaps in the new view and counts; a reload that fails keeps the view in use', async () => {
     const feed = new FakeFeed();

@@ -163,6 +163,10 @@ export class AdmissionView {
   private failing: string | null = null;
   private reloads = 0;
   private syncing: Promise<void> | null = null;
+  /** A SIGHUP reload under way: catch-ups go on beside it (on the tables in use). */
+  private reloading: Promise<void> | null = null;
+  /** Counts swaps of the tables: a catch-up or compaction that began before one discards its work. */
+  private generation = 0;
   private wakeTimer: NodeJS.Timeout | null = null;
   /** A signal arrived inside the current window: wake once more when it closes. */
   private pending = false;
@@ -287,11 +291,16 @@ export class AdmissionView {
     const batch = this.opts.batch ?? 5_000;
     try {
       for (;;) {
+        const gen = this.generation;
         const ch = await this.feed.changesSince(this.seq, batch);
         if (this.closed) return;
+        // A reload swapped its tables in meanwhile: these changes were read for the old ones; the next catch-up
+        // reads on from the reload's own sequence.
+        if (gen !== this.generation) break;
         if (ch === 'behind') {
           this.opts.log?.warn({ event: 'admission_view_behind', seq: this.seq }, 'admission view behind the trimmed change log: reloading in full');
-          await this.reload();
+          if (this.reloading) await this.reloading;
+          else await this.reload();
           break;
         }
         this.apply(ch);
@@ -347,6 +356,7 @@ export class AdmissionView {
     this.accounts = accounts;
     this.rules = rules;
     this.seq = snap.seq;
+    this.generation++;
     this.reloads++;
     if (this.reloads > 1) this.opts.log?.info({ event: 'admission_view_reloaded', users: users.size, ips: ips.size, ms: this.nowMs() - t0 }, 'admission view reloaded in full');
   }
@@ -360,28 +370,29 @@ export class AdmissionView {
     for (const which of ['users', 'ips'] as const) {
       const t = this[which];
       if (t.garbageBytes < COMPACT_MIN_BYTES || t.garbageBytes < t.liveBytes) continue;
+      const gen = this.generation;
       const pacer = new Pacer(this.opts.reloadShare ?? RELOAD_SHARE);
       const copy = await t.copyInSlices(SLICE, () => pacer.turn());
-      if (this.closed) return;
+      if (this.closed || gen !== this.generation) return;
       this[which] = copy;
     }
   }
 
-  /** A full reload now (SIGHUP), after any catch-up under way; resolves when the new view is in use. */
+  /**
+   * A full reload now (SIGHUP); resolves when the new view is in use (a reload already under way is joined).
+   * Catch-ups go on meanwhile, on the tables in use: a reload paced to a share of a core takes seconds at a
+   * million users, and a change must not wait for it (nor the view look stale). At the swap the view's
+   * position becomes the snapshot's, and a catch-up from there follows at once.
+   */
   async reloadNow(): Promise<void> {
-    while (this.syncing) await this.syncing;
-    this.syncing = this.reload()
-      .then(() => void (this.lastSyncAt = this.nowMs()))
+    if (this.reloading) return this.reloading;
+    this.reloading = this.reload()
       .catch((err: unknown) => this.opts.log?.warn({ event: 'admission_view_reload_failed', err: err instanceof Error ? err.message : String(err) }, 'admission view reload failed: keeping the view in use'))
       .finally(() => {
-        this.syncing = null;
-        // A change signalled during the reload is caught up now, not at the next signal.
-        if (this.again) {
-          this.again = false;
-          this.wake();
-        }
+        this.reloading = null;
+        this.wake();
       });
-    await this.syncing;
+    await this.reloading;
   }
 
   private apply(ch: AdmissionChangeRows): void {

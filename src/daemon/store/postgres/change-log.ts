@@ -23,6 +23,12 @@ const SNAPSHOT_MAX_HOLES = 100_000;
 const SNAPSHOT_TIMEOUT_MS = 30_000;
 /** Users per cursor fetch when the reader takes them a page at a time. */
 const STREAM_PAGE = 1_000;
+/**
+ * A snapshot whose reader takes the users a page at a time paces itself (a reload beside a serving view: a
+ * million users take tens of seconds at a quarter of a core); the view follows the log meanwhile, so only a
+ * hung connection is caught by this.
+ */
+const SNAPSHOT_STREAM_TIMEOUT_MS = 10 * 60_000;
 
 export class PgChangeLogStore implements ChangeLogStore {
   /** seq → when it was first seen missing below the reader's position, and that snapshot's xmax (see noteHoles). */
@@ -62,7 +68,7 @@ export class PgChangeLogStore implements ChangeLogStore {
             rules: await tx<TargetRulesRow[]>`SELECT account_id, deny, allow FROM target_rules`,
           };
         }) as Promise<AdmissionSnapshotRows>,
-      SNAPSHOT_TIMEOUT_MS,
+      onUsers ? SNAPSHOT_STREAM_TIMEOUT_MS : SNAPSHOT_TIMEOUT_MS,
     );
   }
 
