@@ -140,13 +140,13 @@ function tunnel(proxy, tport, due) {
       s.destroy();
       resolve(v);
     };
-    s.setTimeout(10_000, () => done(null));
-    s.on('error', () => done(null));
+    s.setTimeout(10_000, () => done('timeout'));
+    s.on('error', (e) => done(e.code ?? 'error'));
     s.on('connect', () => s.write(`CONNECT 127.0.0.1:${tport} HTTP/1.1\r\nProxy-Authorization: Basic ${Buffer.from(`bench:${PASSWORD}`).toString('base64')}\r\n\r\n`));
     s.on('data', (d) => {
       buf += d.toString('latin1');
       const end = buf.indexOf('\r\n\r\n');
-      if (end >= 0 && buf.length > end + 4) done(buf.startsWith('HTTP/1.1 200') ? performance.now() - due : null);
+      if (end >= 0 && buf.length > end + 4) done(buf.startsWith('HTTP/1.1 200') ? performance.now() - due : buf.slice(0, 12));
     });
   });
 }
@@ -203,6 +203,10 @@ async function main() {
   await traffic;
   await Promise.all(pending);
   t.close();
+  // A sample is ms, or why it failed: 'timeout' (10 s), a socket error code, or the answer's status line.
+  const failures = {};
+  for (const s of samples) if (typeof s.ms !== 'number') failures[s.ms] = (failures[s.ms] ?? 0) + 1;
+  for (const s of samples) if (typeof s.ms !== 'number') s.ms = null;
   const failed = samples.filter((s) => s.ms === null).length;
   const windows = new Map();
   for (const s of samples) if (s.ms !== null) (windows.get(Math.floor(s.at / WINDOW_MS)) ?? windows.set(Math.floor(s.at / WINDOW_MS), []).get(Math.floor(s.at / WINDOW_MS))).push(s.ms);
@@ -231,6 +235,7 @@ async function main() {
     reloads: RELOADS,
     reload_s: reloads.map(({ from, to }) => +((to - from) / 1000).toFixed(2)),
     failed,
+    failures,
     samples: samples.length,
     p99_quiet_ms: { median: +pct(quiet, 50).toFixed(2), max: +Math.max(...quiet).toFixed(2), windows: quiet.length },
     p99_reload_windows_ms: { median: +pct(loaded, 50).toFixed(2), max: +Math.max(...loaded).toFixed(2), windows: loaded.length },

@@ -338,6 +338,9 @@ export class AdmissionView {
     const pacer = new Pacer(this.reloads === 0 ? 1 : this.opts.reloadShare ?? RELOAD_SHARE);
     const snap = await this.feed.snapshot((rows) => {
       for (const r of rows) putUser(users, r);
+      // A page is word from the feed: a reload of a million users (paced: tens of seconds) after the view fell
+      // behind the trimmed log does not make it look stale to /healthz and --stale-admission.
+      this.lastSyncAt = this.nowMs();
       return pacer.turn();
     });
     await inSlices(snap.users, (r) => putUser(users, r), pacer);
@@ -364,7 +367,7 @@ export class AdmissionView {
   /**
    * Changed and deleted entries leave their old bytes in a table; once those outweigh the live ones (and 1 MiB) the
    * table is copied without them, a slice per turn like a reload, and swapped in. Runs inside a catch-up, so
-   * nothing changes the table while it is copied.
+   * nothing else changes the table while it is copied (a reload's swap meanwhile discards the copy).
    */
   private async compact(): Promise<void> {
     for (const which of ['users', 'ips'] as const) {
