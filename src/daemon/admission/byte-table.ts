@@ -84,17 +84,35 @@ export class ByteTable {
   /** Where a key is encoded for a lookup (no allocation per lookup). */
   private readonly scratch = Buffer.allocUnsafeSlow(MAX_KEY_BYTES * 3 + 4);
 
-  /** `expected`: entries to size the index for, so that a full build never rehashes (a stall at a million). */
-  constructor(expected = 0) {
+  /**
+   * Arena bytes taken in one allocation up front, handed out a chunk at a time (views of it). V8 counts every
+   * buffer's memory as external and starts a major collection when that grows fast: a reload adding a hundred
+   * 4 MiB chunks one by one set off one every second or so (pauses of 3–15 ms on the gateway's loop), one
+   * allocation sets off one at most. Pages of it not yet written are not resident.
+   */
+  private reserved: Buffer | null = null;
+  private reservedTaken = 0;
+
+  /**
+   * `expected`: entries to size the index for, so that a full build never rehashes (a stall at a million);
+   * `arenaBytes`: the arena to take in one allocation (the size of the table being rebuilt, say).
+   */
+  constructor(expected = 0, arenaBytes = 0) {
     const cap = capacityFor(expected);
     this.slots = new Uint32Array(cap);
     this.hashes = new Uint32Array(cap);
     this.mask = cap - 1;
+    const chunks = Math.ceil(arenaBytes / CHUNK);
+    if (chunks > 1) this.reserved = Buffer.allocUnsafeSlow(chunks * CHUNK);
   }
 
-  /** Bytes held by entries, index and the arena's chunks (touched or not). */
-  get bytes(): number {
-    return this.chunks.length * CHUNK + this.slots.byteLength * 2;
+  private newChunk(): Buffer {
+    const r = this.reserved;
+    if (r && this.reservedTaken + CHUNK <= r.length) {
+      this.reservedTaken += CHUNK;
+      return r.subarray(this.reservedTaken - CHUNK, this.reservedTaken);
+    }
+    return Buffer.allocUnsafeSlow(CHUNK);
   }
 
   get garbageBytes(): number {
@@ -223,7 +241,7 @@ export class ByteTable {
   private reserve(need: number): number {
     if (this.used + need > CHUNK) {
       if (this.chunks.length >= 2 ** (32 - CHUNK_BITS) - 1) throw new RangeError('admission view arena over 4 GiB');
-      this.chunks.push(Buffer.allocUnsafeSlow(CHUNK));
+      this.chunks.push(this.newChunk());
       this.used = 0;
     }
     const ref = ((this.chunks.length - 1) << CHUNK_BITS) | this.used;
@@ -266,7 +284,7 @@ export class ByteTable {
    * meanwhile; the caller must not change it until the copy is done).
    */
   async copyInSlices(slice: number, yieldTurn: () => Promise<void>): Promise<ByteTable> {
-    const t = new ByteTable(this.size);
+    const t = new ByteTable(this.size, this.liveBytes * 1.05);
     const { slots, hashes } = this;
     let n = 0;
     for (let i = 0; i < slots.length; i++) {

@@ -333,7 +333,7 @@ export class AdmissionView {
     const t0 = this.nowMs();
     // Built beside the tables in use, sized for as many entries as they hold (no rehash of a million mid-build);
     // a feed that pages its users hands each page over as it reads it, so no array of a million rows is built.
-    const users = new ByteTable(this.users.size);
+    const users = new ByteTable(this.users.size, this.users.liveBytes * 1.05);
     // The first load at full speed; a reload beside a serving view at a share of a core (Pacer).
     const pacer = new Pacer(this.reloads === 0 ? 1 : this.opts.reloadShare ?? RELOAD_SHARE);
     const snap = await this.feed.snapshot((rows) => {
@@ -344,7 +344,7 @@ export class AdmissionView {
       return pacer.turn();
     });
     await inSlices(snap.users, (r) => putUser(users, r), pacer);
-    const ips = new ByteTable(this.ips.size);
+    const ips = new ByteTable(this.ips.size, this.ips.liveBytes * 1.05);
     await inSlices(snap.ips, (r) => putIp(ips, r), pacer);
     const accounts = new Map<number, boolean>();
     await inSlices(snap.accounts, (r) => accounts.set(r.id, r.status === 'active'), pacer);
