@@ -86,7 +86,7 @@ export class ByteTable {
 
   /**
    * Arena bytes taken in one allocation up front, handed out a chunk at a time (views of it). V8 counts every
-   * buffer's memory as external and starts a major collection when that grows fast: a reload adding a hundred
+   * buffer's memory as external and starts a major collection when that grows fast: a reload adding some 25
    * 4 MiB chunks one by one set off one every second or so (pauses of 3–15 ms on the gateway's loop), one
    * allocation sets off one at most. Pages of it not yet written are not resident.
    */
