@@ -2,7 +2,7 @@
 // view for --stale-admission seconds while the feed fails (fake clock, a feed that can be made to fail),
 // then over the real SQLite change log (triggers write the rows, the trim makes a reader behind).
 import net from 'node:net';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { startTestGateway } from '../gateway/helpers.js';
 import { ViewAdmission } from '../../src/daemon/admission/gateway-admission.js';
 import { StoreAdmissionFeed } from '../../src/daemon/admission/feed.js';
@@ -10,7 +10,7 @@ import { AdmissionUnavailable, AdmissionView, type AdmissionFeed } from '../../s
 import { withViewHealth } from '../../src/daemon/observe/health.js';
 import { makeTestApp } from '../helpers/app.js';
 import { hashPassword } from '../../src/daemon/secrets.js';
-import { openStore, type AdmissionChangeRows, type AdmissionSnapshotRows } from '../../src/daemon/store/index.js';
+import { openStore, type AdmissionChangeRows, type AdmissionSnapshotRows, type AdmissionUserRow } from '../../src/daemon/store/index.js';
 import { databaseUrlOf, dataDirFor, inspectData } from '../helpers/daemon.js';
 import { BACKENDS } from '../helpers/postgres.js';
 import { addrOf, tcpEcho } from '../helpers/net.js';
@@ -72,7 +72,7 @@ function makeView(feed: AdmissionFeed, staleAdmissionSec = 300) {
   return { view, clock, admission: new ViewAdmission(view) };
 }
 
-describe('the admission view packs each proxy user into one string', () => {
+describe('the admission view holds proxy users and IPs in buffers (byte-table.ts)', () => {
   it('gives back the same account, status and hash (standard scrypt, and any other stored text)', async () => {
     const feed = new FakeFeed();
     const standard = await hashPassword('packed password 1');
@@ -92,6 +92,117 @@ describe('the admission view packs each proxy user into one string', () => {
     } finally {
       view.close();
     }
+  });
+
+  it('hands back every stored hash exactly, whatever its shape; IPs with their entry status and account', async () => {
+    const feed = new FakeFeed();
+    const hashes = [
+      await hashPassword('exact 1'),
+      'scrypt$16384$8$1$AAAAAAAAAAAAAAAAAAAAAB$AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAB', // non-canonical base64url ends
+      'scrypt$16384$8$1$short$key',
+      'scrypt$16384$8$1$',
+      'ünïcødé $ hash ✓',
+      '',
+    ];
+    feed.state.users = hashes.map((h, i) => ({ username: `user${i}`, account_id: 2 ** 40 + i, password_hash: h, status: i % 2 ? 'disabled' : 'active' }));
+    feed.state.accounts = [{ id: 2 ** 40, status: 'active' }, { id: 2 ** 40 + 1, status: 'suspended' }];
+    feed.state.ips = [
+      { ip: '203.0.113.7', account_id: 2 ** 40, status: 1 },
+      { ip: '2001:db8::1', account_id: 2 ** 40 + 1, status: 2 },
+    ];
+    const { view, admission } = makeView(feed);
+    await view.start();
+    hashes.forEach((h, i) => expect(view.userForAuth(`user${i}`)).toEqual({ account_id: 2 ** 40 + i, password_hash: h, status: i % 2 ? 'disabled' : 'active', account_status: i === 0 ? 'active' : i === 1 ? 'inactive' : 'unknown' }));
+    expect(view.userForAuth('user')).toBeNull();
+    expect(view.userForAuth('user0 ')).toBeNull();
+    expect(view.admissionByIp('203.0.113.7')).toEqual({ accountId: 2 ** 40, entryActive: true, accountActive: true });
+    expect(view.admissionByIp('2001:db8::1')).toEqual({ accountId: 2 ** 40 + 1, entryActive: false, accountActive: false });
+    expect(await admission.admitBySourceIp('2001:db8::1')).toEqual({ ok: false, reason: 'whitelist_entry_disabled', accountId: 2 ** 40 + 1 });
+    expect(await admission.admitByCredentials('user0', 'exact 1')).toEqual({ ok: true, accountId: 2 ** 40, user: 'user0' });
+    expect(await admission.admitByCredentials('user0', 'exact 2')).toEqual({ ok: false, reason: 'wrong_password', accountId: 2 ** 40 });
+  });
+
+  it('changed and deleted users leave garbage that is compacted away, answers unchanged; a paged feed loads the same', async () => {
+    const feed = new FakeFeed();
+    const N = 4_000;
+    feed.state.accounts = [{ id: 1, status: 'active' }];
+    feed.state.users = Array.from({ length: N }, (_, i) => ({ username: `u${i}`, account_id: 1, password_hash: `h${i}`, status: 'active' as const }));
+    const view = new AdmissionView(feed, { staleAdmissionSec: 300, pollMs: 0, batch: 50_000 });
+    views.push(view);
+    await view.start();
+    const bytesOf = () => (view as unknown as { users: { garbageBytes: number; liveBytes: number } }).users;
+    // Each round gives every user a hash of another length (a new entry each time) and deletes some.
+    for (let round = 1; round <= 4; round++) {
+      for (let i = 0; i < N; i++) {
+        if (i % 10 === round) {
+          feed.change('user', `u${i}`, (st) => (st.users = st.users.filter((u) => u.username !== `u${i}`)));
+          continue;
+        }
+        feed.change('user', `u${i}`, (st) => {
+          const u = st.users.find((x) => x.username === `u${i}`);
+          if (u) u.password_hash = `${'x'.repeat(round * 400)}${i}`;
+        });
+      }
+      await view.sync();
+      // Round 3 leaves more garbage than live bytes (and over 1 MiB): the catch-up compacts.
+      if (round === 3) expect(bytesOf().garbageBytes).toBe(0);
+    }
+    expect(bytesOf().garbageBytes).toBeLessThan(bytesOf().liveBytes);
+    for (let i = 0; i < N; i++) {
+      const want = feed.state.users.find((u) => u.username === `u${i}`);
+      expect(view.userForAuth(`u${i}`)?.password_hash ?? null).toBe(want?.password_hash ?? null);
+    }
+    expect(view.status().users).toBe(feed.state.users.length);
+
+    // The same state through a feed that hands users over a page at a time.
+    class PagedFeed extends FakeFeed {
+      override async snapshot(onUsers?: (rows: readonly AdmissionUserRow[]) => void | Promise<void>): Promise<AdmissionSnapshotRows> {
+        const snap = await super.snapshot();
+        if (!onUsers) return snap;
+        for (let i = 0; i < snap.users.length; i += 700) await onUsers(snap.users.slice(i, i + 700));
+        return { ...snap, users: [] };
+      }
+    }
+    const paged = new PagedFeed();
+    paged.state = structuredClone(feed.state);
+    const view2 = new AdmissionView(paged, { staleAdmissionSec: 300, pollMs: 0, reloadShare: 0.5 });
+    views.push(view2);
+    await view2.start();
+    await view2.reloadNow();
+    expect(view2.status()).toMatchObject({ users: feed.state.users.length, reloads: 2 });
+    for (let i = 0; i < N; i += 7) expect(view2.userForAuth(`u${i}`)).toEqual(view.userForAuth(`u${i}`));
+  }, 60_000);
+
+  it('changes apply while a SIGHUP reload is being built, and hold after its swap', async () => {
+    let gate: (() => void) | null = null;
+    class SlowFeed extends FakeFeed {
+      override async snapshot(onUsers?: (rows: readonly AdmissionUserRow[]) => void | Promise<void>): Promise<AdmissionSnapshotRows> {
+        const snap = await super.snapshot();
+        if (!onUsers) return snap;
+        await onUsers(snap.users);
+        if (this.snapshots > 1) await new Promise<void>((r) => (gate = r)); // the reload waits here
+        return { ...snap, users: [] };
+      }
+    }
+    const feed = new SlowFeed();
+    feed.state.accounts = [{ id: 1, status: 'active' }];
+    feed.state.users = [{ username: 'old', account_id: 1, password_hash: 'h1', status: 'active' }];
+    const { view } = makeView(feed);
+    await view.start();
+    const reload = view.reloadNow();
+    await vi.waitFor(() => expect(gate).not.toBeNull());
+    feed.change('user', 'new', (st) => st.users.push({ username: 'new', account_id: 1, password_hash: 'h2', status: 'active' }));
+    feed.change('user', 'old', (st) => (st.users = st.users.filter((u) => u.username !== 'old')));
+    await view.sync();
+    expect(view.userForAuth('new')?.password_hash).toBe('h2');
+    expect(view.userForAuth('old')).toBeNull();
+    expect(view.status()).toMatchObject({ state: 'current', reloads: 1 });
+    gate!();
+    await reload;
+    await view.sync();
+    expect(view.status()).toMatchObject({ users: 1, reloads: 2 });
+    expect(view.userForAuth('new')?.password_hash).toBe('h2');
+    expect(view.userForAuth('old')).toBeNull();
   });
 
   it('a full reload (SIGHUP) swaps in the new view and counts; a reload that fails keeps the view in use', async () => {

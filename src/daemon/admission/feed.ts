@@ -2,7 +2,7 @@
 // watch on the data dir for SQLite, LISTEN/NOTIFY for PostgreSQL) with the view's short poll as the fallback,
 // and the periodic trim that keeps the log bounded.
 import type { AdmissionFeed } from './view.js';
-import type { ChangeLogStore } from '../store/index.js';
+import type { AdmissionUserRow, ChangeLogStore } from '../store/index.js';
 
 interface FeedOptions {
   /** Log rows kept by the trim (a node further behind than this reloads in full). */
@@ -28,8 +28,8 @@ export class StoreAdmissionFeed implements AdmissionFeed {
     this.trimTimer.unref();
   }
 
-  snapshot() {
-    return this.changeLog.snapshot();
+  snapshot(onUsers?: (rows: readonly AdmissionUserRow[]) => void | Promise<void>) {
+    return this.changeLog.snapshot(onUsers);
   }
 
   changesSince(seq: number, limit: number) {

@@ -1,6 +1,7 @@
 // The admission view (docs/operations.md Fleet): what admits, in memory — proxy users with their password hashes, the IPs
 // held by a live entry, and each account's status — loaded once and kept current from the change log.
 // The gateway's admission reads only this, so a connection never waits for the database.
+import { ByteTable } from './byte-table.js';
 import { TargetRuleSet, type TargetRuleSets } from '../../gateway/index.js';
 import { splitItems } from '../store/target-rules-sql.js';
 import { SERVICE_RULES_ID, type AdmissionChangeRows, type AdmissionIpRow, type AdmissionSnapshotRows, type AdmissionUserRow, type ProxyUserAuth, type TargetRulesRow } from '../store/index.js';
@@ -10,7 +11,11 @@ type AdmissionUser = Omit<ProxyUserAuth, 'account_status'> & { account_status: s
 
 /** Where the view comes from: a snapshot, then the changes after a sequence (either backend's change log). */
 export interface AdmissionFeed {
-  snapshot(): Promise<AdmissionSnapshotRows>;
+  /**
+   * `onUsers`, when the feed pages its proxy users: each page as it is read (then `users` comes back empty), so a
+   * full load never holds all rows at once.
+   */
+  snapshot(onUsers?: (rows: readonly AdmissionUserRow[]) => void | Promise<void>): Promise<AdmissionSnapshotRows>;
   /** 'behind': the log was trimmed past `seq` (or the database replaced); the view reloads in full. */
   changesSince(seq: number, limit: number): Promise<AdmissionChangeRows | 'behind'>;
   /** Calls `cb` when the log may have grown (a file watch on SQLite, LISTEN/NOTIFY on PostgreSQL). */
@@ -42,6 +47,8 @@ interface AdmissionViewOptions {
   pollMs?: number;
   /** Log rows read per feed call. */
   batch?: number;
+  /** Share of one core a full reload may take while the view serves (RELOAD_SHARE unless given; 1: flat out). */
+  reloadShare?: number;
   nowMs?: () => number;
   log?: { info(obj: object, msg?: string): void; warn(obj: object, msg?: string): void };
 }
@@ -55,45 +62,83 @@ export class AdmissionUnavailable extends Error {
 }
 
 /**
- * A proxy user in the view, packed into one string (a provider holds a million: an object and a text hash
- * each cost about twice as much): `A` or `D` (active, disabled), the account id in base 36, `:`, then the
- * password hash, its salt and key as raw bytes when it has the standard scrypt parameters (`=` + 48 latin1
- * characters), else as stored (`$` + the text).
+ * A proxy user in the view: its username is the key of a ByteTable entry (byte-table.ts) whose value is a flags
+ * byte, the account id (6 bytes) and the password hash exactly as stored, in UTF-8, less the standard scrypt
+ * parameters' prefix when it has them (a flag says so). Nothing per user is a JS object; userForAuth()
+ * materializes one on lookup. (Raw salt and key bytes would save 18 bytes a user, but decoding base64 for a
+ * million rows cost a second of the load.)
  */
-type UserEntry = string;
+const USER_ACTIVE = 1;
+const USER_STANDARD_PREFIX = 2;
+const ACCOUNT_BYTES = 6;
+const STANDARD_PREFIX = 'scrypt$16384$8$1$';
 
-const STANDARD_HASH = /^scrypt\$16384\$8\$1\$([A-Za-z0-9_-]{22})\$([A-Za-z0-9_-]{43})$/;
-
-function userEntry(r: AdmissionUserRow): UserEntry {
-  const head = `${r.status === 'active' ? 'A' : 'D'}${r.account_id.toString(36)}:`;
-  const m = STANDARD_HASH.exec(r.password_hash);
-  if (!m) return `${head}$${r.password_hash}`;
-  return `${head}=${Buffer.concat([Buffer.from(m[1]!, 'base64url'), Buffer.from(m[2]!, 'base64url')]).toString('latin1')}`;
+function putUser(t: ByteTable, r: AdmissionUserRow): void {
+  const std = r.password_hash.startsWith(STANDARD_PREFIX);
+  const text = std ? r.password_hash.slice(STANDARD_PREFIX.length) : r.password_hash;
+  const flags = (r.status === 'active' ? USER_ACTIVE : 0) | (std ? USER_STANDARD_PREFIX : 0);
+  // false: a name no client could present as written (over 1 KiB, or not well-formed text); it admits no one, so
+  // leaving it out changes no answer.
+  t.set(r.username, 1 + ACCOUNT_BYTES + Buffer.byteLength(text), (b, o) => {
+    b[o] = flags;
+    b.writeUIntLE(r.account_id, o + 1, ACCOUNT_BYTES);
+    b.write(text, o + 1 + ACCOUNT_BYTES, 'utf8');
+  });
 }
 
-function unpackUser(e: UserEntry): { accountId: number; hash: string; active: boolean } {
-  const colon = e.indexOf(':');
-  const accountId = parseInt(e.slice(1, colon), 36);
-  const rest = e.slice(colon + 1);
-  let hash: string;
-  if (rest[0] === '$') hash = rest.slice(1);
-  else {
-    const raw = Buffer.from(rest.slice(1), 'latin1');
-    hash = `scrypt$16384$8$1$${raw.subarray(0, 16).toString('base64url')}$${raw.subarray(16).toString('base64url')}`;
-  }
-  return { accountId, hash, active: e[0] === 'A' };
+function getUser(t: ByteTable, username: string): { accountId: number; hash: string; active: boolean } | null {
+  const e = t.find(username);
+  if (e < 0) return null;
+  const b = t.chunkOf(e);
+  const o = t.valueAt(e);
+  const flags = b[o]!;
+  const text = b.toString('utf8', o + 1 + ACCOUNT_BYTES, o + t.valueLength(e));
+  return { accountId: b.readUIntLE(o + 1, ACCOUNT_BYTES), hash: flags & USER_STANDARD_PREFIX ? STANDARD_PREFIX + text : text, active: (flags & USER_ACTIVE) !== 0 };
 }
-// accountId * 2 + (entry active ? 1 : 0): no object per IP, the view holds 100,000s of them.
-const ipEntry = (r: AdmissionIpRow): number => r.account_id * 2 + (r.status === 1 ? 1 : 0);
+
+/** An IP in the view: the key of an entry whose value is the entry's status (1 active) and the account id. */
+function putIp(t: ByteTable, r: AdmissionIpRow): void {
+  t.set(r.ip, 1 + ACCOUNT_BYTES, (b, o) => {
+    b[o] = r.status === 1 ? 1 : 0;
+    b.writeUIntLE(r.account_id, o + 1, ACCOUNT_BYTES);
+  });
+}
 
 const WAKE_DELAY_MS = 20;
 /** Rows handled per turn of the event loop while a full load is built. */
 const SLICE = 2_000;
+const nextTurn = (): Promise<void> => new Promise<void>((r) => setImmediate(r));
+/** Garbage in a table (replaced or deleted entries) above which it is rebuilt (and above this share of its live bytes). */
+const COMPACT_MIN_BYTES = 1 << 20;
+/** A reload beside the view in use takes at most this share of a core (a million users: ~4 × its CPU time). */
+const RELOAD_SHARE = 0.25;
 
-async function inSlices<T>(rows: readonly T[], each: (r: T) => void): Promise<void> {
+/**
+ * Keeps a reload to a share of one core: after each slice of work it waits in proportion to the time the slice
+ * took. A full reload of a million users is seconds of CPU; run flat out on a small machine it takes that
+ * CPU from the gateway's own connections (and anything else there), which then queue (docs/decisions.md). The
+ * first load runs at full speed (share 1): nothing is admitted until it is done.
+ */
+class Pacer {
+  private from = performance.now();
+  private owed = 0;
+  constructor(private readonly share: number) {}
+
+  async turn(): Promise<void> {
+    const now = performance.now();
+    if (this.share < 1) this.owed += ((now - this.from) * (1 - this.share)) / this.share;
+    if (this.owed >= 1) {
+      await new Promise<void>((r) => setTimeout(r, this.owed));
+      this.owed = Math.max(0, this.owed - (performance.now() - now));
+    } else await nextTurn();
+    this.from = performance.now();
+  }
+}
+
+async function inSlices<T>(rows: readonly T[], each: (r: T) => void, pacer: Pacer): Promise<void> {
   for (let i = 0; i < rows.length; i++) {
     each(rows[i]!);
-    if (i % SLICE === SLICE - 1) await new Promise<void>((r) => setImmediate(r));
+    if (i % SLICE === SLICE - 1) await pacer.turn();
   }
 }
 
@@ -108,9 +153,8 @@ function ruleSet(r: TargetRulesRow | null): TargetRuleSet | null {
 const STALL_MS = 5_000;
 
 export class AdmissionView {
-  private users = new Map<string, UserEntry>();
-  // ip -> ipEntry()
-  private ips = new Map<string, number>();
+  private users = new ByteTable();
+  private ips = new ByteTable();
   private accounts = new Map<number, boolean>();
   /** Compiled target rules by account id (SERVICE_RULES_ID: the service's). */
   private rules = new Map<number, TargetRuleSet>();
@@ -119,6 +163,10 @@ export class AdmissionView {
   private failing: string | null = null;
   private reloads = 0;
   private syncing: Promise<void> | null = null;
+  /** A SIGHUP reload under way: catch-ups go on beside it (on the tables in use). */
+  private reloading: Promise<void> | null = null;
+  /** Counts swaps of the tables: a catch-up or compaction that began before one discards its work. */
+  private generation = 0;
   private wakeTimer: NodeJS.Timeout | null = null;
   /** A signal arrived inside the current window: wake once more when it closes. */
   private pending = false;
@@ -208,18 +256,20 @@ export class AdmissionView {
 
   /** The proxy user's row as admission needs it, or null (unknown username). */
   userForAuth(username: string): AdmissionUser | null {
-    const packed = this.users.get(username);
-    if (packed === undefined) return null;
-    const u = unpackUser(packed);
+    const u = getUser(this.users, username);
+    if (!u) return null;
     return { account_id: u.accountId, password_hash: u.hash, status: u.active ? 'active' : 'disabled', account_status: this.accountStatus(u.accountId) };
   }
 
   /** The owner of the IP's live entry (held claim), or null. */
   admissionByIp(ip: string): { accountId: number; entryActive: boolean; accountActive: boolean } | null {
-    const e = this.ips.get(ip);
-    if (e === undefined) return null;
-    const accountId = Math.floor(e / 2);
-    return { accountId, entryActive: (e & 1) === 1, accountActive: this.accounts.get(accountId) === true };
+    const t = this.ips;
+    const e = t.find(ip);
+    if (e < 0) return null;
+    const b = t.chunkOf(e);
+    const o = t.valueAt(e);
+    const accountId = b.readUIntLE(o + 1, ACCOUNT_BYTES);
+    return { accountId, entryActive: b[o] === 1, accountActive: this.accounts.get(accountId) === true };
   }
 
   /** The target rules a connection of this account is checked against (docs/gateway.md, "Target rules"). */
@@ -241,16 +291,22 @@ export class AdmissionView {
     const batch = this.opts.batch ?? 5_000;
     try {
       for (;;) {
+        const gen = this.generation;
         const ch = await this.feed.changesSince(this.seq, batch);
         if (this.closed) return;
+        // A reload swapped its tables in meanwhile: these changes were read for the old ones; the next catch-up
+        // reads on from the reload's own sequence.
+        if (gen !== this.generation) break;
         if (ch === 'behind') {
           this.opts.log?.warn({ event: 'admission_view_behind', seq: this.seq }, 'admission view behind the trimmed change log: reloading in full');
-          await this.reload();
+          if (this.reloading) await this.reloading;
+          else await this.reload();
           break;
         }
         this.apply(ch);
         if (ch.rows < batch) break;
       }
+      await this.compact();
       this.lastSyncAt = this.nowMs();
       if (this.failing !== null) {
         this.opts.log?.info({ event: 'admission_view_current', seq: this.seq }, 'admission view current again');
@@ -275,53 +331,81 @@ export class AdmissionView {
    */
   private async reload(): Promise<void> {
     const t0 = this.nowMs();
-    const snap = await this.feed.snapshot();
-    const users = new Map<string, UserEntry>();
-    await inSlices(snap.users, (r) => users.set(r.username, userEntry(r)));
-    const ips = new Map<string, number>();
-    await inSlices(snap.ips, (r) => ips.set(r.ip, ipEntry(r)));
+    // Built beside the tables in use, sized for as many entries as they hold (no rehash of a million mid-build);
+    // a feed that pages its users hands each page over as it reads it, so no array of a million rows is built.
+    const users = new ByteTable(this.users.size, this.users.liveBytes * 1.05);
+    // The first load at full speed; a reload beside a serving view at a share of a core (Pacer).
+    const pacer = new Pacer(this.reloads === 0 ? 1 : this.opts.reloadShare ?? RELOAD_SHARE);
+    const snap = await this.feed.snapshot((rows) => {
+      for (const r of rows) putUser(users, r);
+      // A page is word from the feed: a reload of a million users (paced: tens of seconds) after the view fell
+      // behind the trimmed log does not make it look stale to /healthz and --stale-admission.
+      this.lastSyncAt = this.nowMs();
+      return pacer.turn();
+    });
+    await inSlices(snap.users, (r) => putUser(users, r), pacer);
+    const ips = new ByteTable(this.ips.size, this.ips.liveBytes * 1.05);
+    await inSlices(snap.ips, (r) => putIp(ips, r), pacer);
     const accounts = new Map<number, boolean>();
-    await inSlices(snap.accounts, (r) => accounts.set(r.id, r.status === 'active'));
+    await inSlices(snap.accounts, (r) => accounts.set(r.id, r.status === 'active'), pacer);
     const rules = new Map<number, TargetRuleSet>();
     await inSlices(snap.rules, (r) => {
       const set = ruleSet(r);
       if (set) rules.set(r.account_id, set);
-    });
+    }, pacer);
     if (this.closed) return;
     this.users = users;
     this.ips = ips;
     this.accounts = accounts;
     this.rules = rules;
     this.seq = snap.seq;
+    this.generation++;
     this.reloads++;
     if (this.reloads > 1) this.opts.log?.info({ event: 'admission_view_reloaded', users: users.size, ips: ips.size, ms: this.nowMs() - t0 }, 'admission view reloaded in full');
   }
 
-  /** A full reload now (SIGHUP), after any catch-up under way; resolves when the new view is in use. */
+  /**
+   * Changed and deleted entries leave their old bytes in a table; once those outweigh the live ones (and 1 MiB) the
+   * table is copied without them, a slice per turn like a reload, and swapped in. Runs inside a catch-up, so
+   * nothing else changes the table while it is copied (a reload's swap meanwhile discards the copy).
+   */
+  private async compact(): Promise<void> {
+    for (const which of ['users', 'ips'] as const) {
+      const t = this[which];
+      if (t.garbageBytes < COMPACT_MIN_BYTES || t.garbageBytes < t.liveBytes) continue;
+      const gen = this.generation;
+      const pacer = new Pacer(this.opts.reloadShare ?? RELOAD_SHARE);
+      const copy = await t.copyInSlices(SLICE, () => pacer.turn());
+      if (this.closed || gen !== this.generation) return;
+      this[which] = copy;
+    }
+  }
+
+  /**
+   * A full reload now (SIGHUP); resolves when the new view is in use (a reload already under way is joined).
+   * Catch-ups go on meanwhile, on the tables in use: a reload paced to a share of a core takes seconds at a
+   * million users, and a change must not wait for it (nor the view look stale). At the swap the view's
+   * position becomes the snapshot's, and a catch-up from there follows at once.
+   */
   async reloadNow(): Promise<void> {
-    while (this.syncing) await this.syncing;
-    this.syncing = this.reload()
-      .then(() => void (this.lastSyncAt = this.nowMs()))
+    if (this.reloading) return this.reloading;
+    this.reloading = this.reload()
       .catch((err: unknown) => this.opts.log?.warn({ event: 'admission_view_reload_failed', err: err instanceof Error ? err.message : String(err) }, 'admission view reload failed: keeping the view in use'))
       .finally(() => {
-        this.syncing = null;
-        // A change signalled during the reload is caught up now, not at the next signal.
-        if (this.again) {
-          this.again = false;
-          this.wake();
-        }
+        this.reloading = null;
+        this.wake();
       });
-    await this.syncing;
+    await this.reloading;
   }
 
   private apply(ch: AdmissionChangeRows): void {
     for (const { username, row } of ch.users) {
       if (!row) this.users.delete(username);
-      else this.users.set(username, userEntry(row));
+      else putUser(this.users, row);
     }
     for (const { ip, row } of ch.ips) {
       if (!row) this.ips.delete(ip);
-      else this.ips.set(ip, ipEntry(row));
+      else putIp(this.ips, row);
     }
     for (const { id, row } of ch.accounts) {
       if (!row) this.accounts.delete(id);

@@ -482,8 +482,12 @@ export interface TargetRulesStore {
  * each change that affects admission, in commit order, trimmed to a bounded size.
  */
 export interface ChangeLogStore {
-  /** Everything that admits, and the log sequence it is current to (one consistent read). */
-  snapshot(): Promise<AdmissionSnapshotRows>;
+  /**
+   * Everything that admits, and the log sequence it is current to (one consistent read). With `onUsers`, proxy
+   * users are handed over a page at a time as they are read (the answer's `users` is then empty): a million rows
+   * are never held at once, and the event loop turns between pages.
+   */
+  snapshot(onUsers?: (rows: readonly AdmissionUserRow[]) => void | Promise<void>): Promise<AdmissionSnapshotRows>;
   /** The current state of every key changed after `since` (up to `limit` log rows), or 'behind' when trimmed past it. */
   changesSince(since: number, limit: number): Promise<AdmissionChangeRows | 'behind'>;
   /** Sequence of the newest row (the trim horizon when the log is empty). */

@@ -21,6 +21,14 @@ const HOLE_MAX_AGE_MS = 10 * 60_000;
 /** Memory bound: at most this many gaps (the newest) are kept from a snapshot. */
 const SNAPSHOT_MAX_HOLES = 100_000;
 const SNAPSHOT_TIMEOUT_MS = 30_000;
+/** Users per cursor fetch when the reader takes them a page at a time. */
+const STREAM_PAGE = 1_000;
+/**
+ * A snapshot whose reader takes the users a page at a time paces itself (a reload beside a serving view: a
+ * million users take tens of seconds at a quarter of a core); the view follows the log meanwhile, so only a
+ * hung connection is caught by this.
+ */
+const SNAPSHOT_STREAM_TIMEOUT_MS = 10 * 60_000;
 
 export class PgChangeLogStore implements ChangeLogStore {
   /** seq → when it was first seen missing below the reader's position, and that snapshot's xmax (see noteHoles). */
@@ -31,7 +39,7 @@ export class PgChangeLogStore implements ChangeLogStore {
     private readonly nowMs: () => number = Date.now,
   ) {}
 
-  async snapshot(): Promise<AdmissionSnapshotRows> {
+  async snapshot(onUsers?: (rows: readonly AdmissionUserRow[]) => void | Promise<void>): Promise<AdmissionSnapshotRows> {
     // One REPEATABLE READ transaction: the head and the rows come from the same database snapshot.
     return guard(
       () =>
@@ -49,13 +57,18 @@ export class PgChangeLogStore implements ChangeLogStore {
           }
           return {
             seq,
-            users: await tx<AdmissionUserRow[]>`SELECT username, account_id, password_hash, status FROM proxy_users`,
+            // Streamed through a cursor when the reader takes pages: a million rows are never held at once.
+            users: onUsers
+              ? await tx<AdmissionUserRow[]>`SELECT username, account_id, password_hash, status FROM proxy_users`
+                  .cursor(STREAM_PAGE, (rows) => onUsers(rows))
+                  .then(() => [])
+              : await tx<AdmissionUserRow[]>`SELECT username, account_id, password_hash, status FROM proxy_users`,
             ips: await tx<AdmissionIpRow[]>`${this.ipsQuery(tx)}`,
             accounts: await tx<AdmissionAccountRow[]>`SELECT id, status FROM accounts`,
             rules: await tx<TargetRulesRow[]>`SELECT account_id, deny, allow FROM target_rules`,
           };
         }) as Promise<AdmissionSnapshotRows>,
-      SNAPSHOT_TIMEOUT_MS,
+      onUsers ? SNAPSHOT_STREAM_TIMEOUT_MS : SNAPSHOT_TIMEOUT_MS,
     );
   }
 

@@ -14,6 +14,8 @@ const IPS = `SELECT e.ip, e.account_id, e.status FROM ip_claims c
   WHERE c.state = 'held'`;
 const ACCOUNTS = 'SELECT id, status FROM accounts';
 const SNAPSHOT_PAGE = 10_000;
+/** Users per page when handed over as read: about a millisecond of the event loop each (reading and storing). */
+const STREAM_PAGE = 500;
 const RULES = 'SELECT account_id, deny, allow FROM target_rules';
 
 export class SqliteChangeLogStore implements ChangeLogStore {
@@ -65,15 +67,19 @@ export class SqliteChangeLogStore implements ChangeLogStore {
    * rowid with a turn of the event loop between them, read after the head: a user changed meanwhile is also in
    * the log past that head, and the catch-up that follows reads it again, so the view ends up exact.
    */
-  async snapshot(): Promise<AdmissionSnapshotRows> {
+  async snapshot(onUsers?: (rows: readonly AdmissionUserRow[]) => void | Promise<void>): Promise<AdmissionSnapshotRows> {
     const snap = this.snapshotTx.deferred();
     const page = stmt<[number, number], AdmissionUserRow & { rid: number }>(this.db, `SELECT rowid AS rid, username, account_id, password_hash, status FROM proxy_users WHERE rowid > ? ORDER BY rowid LIMIT ?`);
+    const size = onUsers ? STREAM_PAGE : SNAPSHOT_PAGE;
     for (let after = 0; ; ) {
-      const rows = page.all(after, SNAPSHOT_PAGE);
-      for (const r of rows) snap.users.push({ username: r.username, account_id: r.account_id, password_hash: r.password_hash, status: r.status });
-      if (rows.length < SNAPSHOT_PAGE) break;
+      const rows = page.all(after, size);
+      // The reader's own wait (it paces a reload) stands for the turn of the event loop between pages.
+      const taken = onUsers?.(rows);
+      if (!onUsers) for (const r of rows) snap.users.push({ username: r.username, account_id: r.account_id, password_hash: r.password_hash, status: r.status });
+      if (taken) await taken;
+      if (rows.length < size) break;
       after = rows[rows.length - 1]!.rid;
-      await new Promise<void>((r) => setImmediate(r));
+      if (!taken) await new Promise<void>((r) => setImmediate(r));
     }
     return snap;
   }
