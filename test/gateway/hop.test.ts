@@ -4,6 +4,7 @@
 // refused, an impostor with another certificate learns nothing, an expired certificate is refused; bounded
 // unproven connections; secret and certificate rotation without a cut tunnel; a ready connection the exit
 // closed as it was taken is replaced; a tunnel waiting on an exit that stopped answering goes elsewhere.
+import { once } from 'node:events';
 import net from 'node:net';
 import tls from 'node:tls';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -61,6 +62,15 @@ function tlsClient(port: number, alpn: string | null = ALPN): Promise<tls.TLSSoc
     s.once('secureConnect', () => resolve(s));
     s.once('error', reject);
   });
+}
+
+/** Two ends of a loopback TCP connection (a customer and the gateway's side of it). */
+async function socketPair(): Promise<[net.Socket, net.Socket]> {
+  const srv = await listening(net.createServer({ allowHalfOpen: true }));
+  const a = net.connect(srv.port, '127.0.0.1');
+  const [b] = (await once(srv, 'connection')) as [net.Socket];
+  srv.close();
+  return [a, b];
 }
 
 /** Everything the peer says until it closes (or `ms`), and whether it closed. */
@@ -155,6 +165,86 @@ describe('the hop', () => {
     await waitFor('the stalled tunnel flows again', () => got > 4 * 2 ** 20, 10_000);
     stalled.socket.destroy();
     await waitFor('the exit lets the stalled tunnel go', () => server.tunnels() === 0, 5_000);
+  });
+
+  it('review fixes: tunnels racing a GOAWAY are retried, not failed; one handshake for a burst on a fresh link; a retired connection closes after its last bytes', async () => {
+    // After the grace, ten tunnels at once on a connection proved with the old secret: each is told proof_expired
+    // or going_away and goes over one new connection (before: the nine behind the first failed host_unreachable).
+    let accepted: Buffer[] = [SECRET];
+    const { server } = await exit({ secrets: () => accepted });
+    const target = await counter();
+    cleanup.push(() => target.close());
+    let entrySecrets = [SECRET];
+    const link = new HopLink(server.address(), { fingerprints: () => [ID.fingerprint], secrets: () => entrySecrets, warm: 1 });
+    cleanup.push(() => link.close());
+    expect(await countThrough(link, 10, target)).toBe('got 10\n');
+    accepted = [OTHER_SECRET];
+    entrySecrets = [OTHER_SECRET, SECRET];
+    const after = await Promise.all(Array.from({ length: 10 }, () => countThrough(link, 10, target)));
+    expect(after).toEqual(Array(10).fill('got 10\n'));
+    // An exit that stops (GOAWAY) while tunnels are being opened: those not taken are 'retry' (another exit), never a target failure.
+    const { server: stopping } = await exit();
+    const l2 = new HopLink(stopping.address(), { fingerprints: () => [ID.fingerprint], secrets: () => [SECRET], warm: 1 });
+    cleanup.push(() => l2.close());
+    const keep = await l2.dial(request('127.0.0.1', target.port));
+    const racing = Array.from({ length: 20 }, () => l2.dial(request('127.0.0.1', target.port)));
+    const closing = stopping.close(2_000);
+    for (const o of await Promise.all(racing)) {
+      expect(o === 'retry' || (o !== null && o.ok), JSON.stringify(o)).toBe(true);
+      if (o !== null && o !== 'retry' && o.ok) o.socket.destroy();
+    }
+    if (keep !== null && keep !== 'retry' && keep.ok) keep.socket.destroy();
+    await closing;
+    // A fresh link and a burst: one connection for all of them (before: one handshake per waiting tunnel).
+    const l3 = new HopLink(server.address(), { fingerprints: () => [ID.fingerprint], secrets: () => [OTHER_SECRET], warm: 1 });
+    cleanup.push(() => l3.close());
+    expect(await Promise.all(Array.from({ length: 30 }, () => countThrough(l3, 1, target)))).toEqual(Array(30).fill('got 1\n'));
+    expect(l3.connections()).toBeLessThanOrEqual(2);
+    // Retired while a 16 MiB upload is still queued: the connection closes after it, and the target gets every byte.
+    const l4 = new HopLink(server.address(), { fingerprints: () => [ID.fingerprint], secrets: () => [OTHER_SECRET], warm: 1 });
+    const out = await l4.dial(request('127.0.0.1', target.port));
+    if (out === null || out === 'retry' || !out.ok) throw new Error('no tunnel');
+    const heard = hear(out.socket, 10_000);
+    l4.close();
+    out.socket.end(Buffer.alloc(16 * 2 ** 20, 1));
+    expect((await heard).said).toBe(`got ${16 * 2 ** 20}\n`);
+  });
+
+  it('review fixes: an answer sent just before a reset reaches the customer; a stream reset before the pump takes it closes the customer', async () => {
+    const { link } = await exit();
+    // A target that answers and resets at once (a 413 with the body unread).
+    const answering = await listening(
+      net.createServer((c) => {
+        c.on('error', () => {});
+        // After the exit's dial has answered: the answer and the reset then cross the hop together.
+        setTimeout(() => c.write('HTTP/1.1 413 Payload Too Large\r\n\r\n', () => c.resetAndDestroy()), 30);
+      }),
+    );
+    const resetting = await listening(
+      net.createServer((c) => {
+        c.on('error', () => {});
+        c.resetAndDestroy();
+      }),
+    );
+    cleanup.push(() => answering.close(), () => resetting.close());
+    for (let i = 0; i < 10; i++) {
+      const out = await link.dial(request('127.0.0.1', answering.port));
+      if (out === null || out === 'retry' || !out.ok) throw new Error(`no tunnel: ${JSON.stringify(out)}`);
+      expect((await hear(out.socket)).said).toContain('413');
+    }
+    // Reset right after the connect: taken by the pump even if already gone, the customer's side closes at once.
+    const { splice } = await import('../../src/gateway/relay/splice.js');
+    for (let i = 0; i < 10; i++) {
+      const out = await link.dial(request('127.0.0.1', resetting.port));
+      if (out === null || out === 'retry' || !out.ok) continue; // the reset may come first: a failed dial is fine too
+      const [a, b] = await socketPair();
+      await sleep(20); // the RESET has arrived by now
+      let closed = false;
+      a.on('close', () => (closed = true));
+      a.on('error', () => {});
+      splice({ socket: b, upstream: null, budget: null, rate: null, bytesUp: 0, bytesDown: 0, core }, out.socket, Buffer.alloc(0));
+      await waitFor('the customer closed', () => closed, 2_000);
+    }
   });
 
   it('an entry of the release before (one tunnel per connection, by lines) is still served', async () => {

@@ -9,7 +9,7 @@ import type { DialOutcome, DialRequest } from '../dial/dialer.js';
 import { isTargetFailure } from '../dial/dialer.js';
 import { destroySelf } from '../relay/sockets.js';
 import { normalFingerprint } from './identity.js';
-import { MuxSession, type MuxStream } from './mux.js';
+import { GOING_AWAY, MuxSession, type MuxStream } from './mux.js';
 import { ALPN, hopProof, readLine, sessionBinding } from './wire.js';
 
 /** Connections an entry keeps to one exit at most. */
@@ -219,8 +219,16 @@ export class HopLink {
   private retireIfDone(c: Conn): void {
     if (!c.mux.draining || c.mux.streams.size > 0 || c.mux.closed) return;
     c.ours = true;
-    c.mux.destroy();
+    c.mux.end(); // after its last frames have gone (a tunnel's last bytes and END may still be queued)
   }
+
+  /** A new connection for tunnels that found none usable: one handshake shared by all that wait for it. */
+  private fresh(): Promise<MuxSession | null> {
+    this.pending ??= this.open().finally(() => (this.pending = null));
+    return this.pending;
+  }
+
+  private pending: Promise<MuxSession | null> | null = null;
 
   /** The least busy connection that takes streams (another is opened behind it when all are busy), else a new one. */
   private async take(): Promise<MuxSession | null> {
@@ -235,7 +243,7 @@ export class HopLink {
       if (best.streams.size >= STREAMS_PER_CONNECTION) this.fill(usable + 1);
       return best;
     }
-    return this.open();
+    return this.fresh();
   }
 
   /**
@@ -293,7 +301,7 @@ export class HopLink {
     if (mux === null) return 'retry';
     const out = await this.askOn(mux, req, line);
     if (out !== 'again' || this.down) return out === 'again' ? 'retry' : out;
-    const fresh = await this.open();
+    const fresh = await this.fresh();
     if (fresh === null) return 'retry';
     const second = await this.askOn(fresh, req, line);
     return second === 'again' ? 'retry' : second;
@@ -319,8 +327,10 @@ export class HopLink {
     }
     if (answer.startsWith('OK')) return { ok: true, socket: st.asSocket() };
     const f = answer.slice(4);
-    if (f === 'proof_expired') {
-      mux.draining = true; // the exit said so: proved with a secret its grace no longer covers
+    // Not a target's failure: this connection takes no new stream (proved with a secret whose grace ended, or
+    // the exit is stopping, or the connection is full): the tunnel goes on another one at once.
+    if (f === 'proof_expired' || f === GOING_AWAY) {
+      mux.draining = true;
       return 'again';
     }
     return { ok: false, failure: isTargetFailure(f) ? f : 'host_unreachable' };
@@ -334,7 +344,7 @@ export class HopLink {
     if (this.o.fingerprints().length === 0) return false; // nothing could verify it: not one handshake a second
     let live = fresh ? [] : this.conns.filter((c) => c.mux.usable());
     if (live.length === 0) {
-      const m = await this.open();
+      const m = await this.fresh();
       if (m === null) return false;
       live = this.conns.filter((c) => c.mux === m);
     }

@@ -31,9 +31,11 @@ export const enum Frame {
 const HEADER = 9;
 /** A stream's window at its start (both ends assume it), and the most it grows to. */
 export const INITIAL_WINDOW = 256 * 1024;
-export const MAX_WINDOW = 16 * 1024 * 1024;
+export const MAX_WINDOW = 4 * 1024 * 1024;
 /** The largest DATA frame sent (a larger write goes in several: streams take turns on the connection). */
 const MAX_DATA = 128 * 1024;
+/** The most handed to a stream's reader in one 'data' event. */
+const DELIVER_MAX = 256 * 1024;
 /** The largest control frame accepted (an OPEN line, a REPLY); more ends the connection. */
 const MAX_CONTROL = 4096;
 /** Bytes queued on the TLS connection past which streams hold their writes (and wait for its drain). */
@@ -42,6 +44,9 @@ const CONNECTION_HWM = 1024 * 1024;
 export const MAX_STREAMS = 65_536;
 
 let pingSeq = 0;
+
+/** The REPLY to an OPEN on a connection that takes no new stream (GOAWAY sent, or full): retried elsewhere. */
+export const GOING_AWAY = 'going_away';
 
 export interface MuxOptions {
   /** The exit's side: an OPEN arrived (the stream, its line). */
@@ -132,7 +137,10 @@ export class MuxSession {
     if (this.closed) return Promise.resolve(false);
     return new Promise((resolve) => {
       const seq = ++pingSeq >>> 0;
-      const timer = setTimeout(() => finish(false), timeoutMs);
+      const sentAt = Date.now();
+      // Not answered in time, but frames came meanwhile: the PONG waits behind a busy connection's data, and
+      // the peer is there (a PING goes behind what is queued to send; the answer only says the path is alive).
+      const timer = setTimeout(() => finish(this.lastHeard > sentAt && !this.closed), timeoutMs);
       const finish = (ok: boolean): void => {
         clearTimeout(timer);
         this.pings.delete(seq);
@@ -152,6 +160,17 @@ export class MuxSession {
 
   destroy(): void {
     this.socket.destroy();
+  }
+
+  /**
+   * Closes after what is queued on it has gone (a FIN behind the last frames; the peer closes its side in
+   * turn), or at once after `graceMs` (a peer that never answers the FIN).
+   */
+  end(graceMs = 10_000): void {
+    if (this.closed) return;
+    this.draining = true;
+    this.socket.end();
+    setTimeout(() => this.socket.destroy(), graceMs).unref();
   }
 
   /**
@@ -246,7 +265,8 @@ export class MuxSession {
         return;
       case Frame.Open: {
         if (!this.o.onOpen || id === 0 || this.streams.has(id)) return this.broken();
-        if (this.draining || this.streams.size >= MAX_STREAMS) return this.send(Frame.Reply, id, Buffer.from('ERR host_unreachable', 'latin1'));
+        // Not here (stopping, or full): an answer the entry retries on another connection, not a target's failure.
+        if (this.draining || this.streams.size >= MAX_STREAMS) return this.send(Frame.Reply, id, Buffer.from(`ERR ${GOING_AWAY}`, 'latin1'));
         const s = new MuxStream(this, id);
         this.streams.set(id, s);
         s.opened = true;
@@ -415,20 +435,28 @@ export class MuxStream extends EventEmitter {
   }
 
   /** The session's turn (MuxSession.later): what arrived goes to the reader in one piece, then its END. */
-  deliverNow(): void {
-    if (this.destroyed || this.flowing !== true) return;
-    if (this.inbox.length > 0) {
-      const all = this.inbox.length === 1 ? this.inbox[0]! : Buffer.concat(this.inbox);
-      this.inbox.length = 0;
+  deliverNow(thenEnd = true): void {
+    while (this.inbox.length > 0 && this.flowing === true && !this.destroyed) {
+      // At most DELIVER_MAX at a time: a reader that backs up (and pauses) holds no more than that of it.
+      let n = 0;
+      let k = 0;
+      while (k < this.inbox.length && n + this.inbox[k]!.length <= DELIVER_MAX) n += this.inbox[k++]!.length;
+      if (k === 0) k = 1;
+      const all = k === 1 ? this.inbox[0]! : Buffer.concat(this.inbox.slice(0, k), n);
+      this.inbox.splice(0, k);
       this.deliver(all);
     }
-    if (this.inbox.length === 0 && this.inboxEnd && this.flowing === true && !this.destroyed) this.finishReading();
+    if (thenEnd && this.inbox.length === 0 && this.inboxEnd && this.flowing === true && !this.destroyed) this.finishReading();
+    // The reader keeps up again: what it took since the last WINDOW is given back now.
+    if (this.flowing === true && !this.destroyed && this.consumed >= this.window >>> 1) this.grant();
   }
 
   private deliver(piece: Buffer): void {
     this.emit('data', piece);
     this.consumed += piece.length;
-    if (this.consumed >= this.window >>> 1) this.grant();
+    // Credit goes back only while the reader keeps up: one that paused (its customer stopped reading) gets its
+    // bytes held here, at most the window, and the peer waits; resume() gives the credit back.
+    if (this.consumed >= this.window >>> 1 && this.flowing === true && !this.destroyed) this.grant();
   }
 
   /** Gives the peer back what the reader took; doubles the window while the reader keeps up within a few round trips. */
@@ -608,11 +636,22 @@ export class MuxStream extends EventEmitter {
 
   /** The peer reset it. */
   reset(): void {
+    // What came before the RESET is the reader's (an answer sent just before the target reset, as a direct
+    // connection delivers it): handed on first when the reader takes it now.
+    if (this.inbox.length > 0 && this.flowing === true) this.deliverNow(false); // no 'end': it was reset, not ended
     this.finish(true, false);
   }
 
   /** The connection under it went. */
   lost(): void {
+    // Over on the wire both ways (its END sent, the peer's received): what is left is this end's own, handed
+    // to the reader as usual (a peer closes a connection after its last stream, and that FIN can arrive in the
+    // same read as the stream's last bytes).
+    if (this.inboxEnd && this.endSent) {
+      if (this.flowing === true) this.deliverNow();
+      return;
+    }
+    if (this.inbox.length > 0 && this.flowing === true) this.deliverNow(false); // what arrived before the loss
     this.finish(true, false);
   }
 
@@ -632,7 +671,9 @@ export class MuxStream extends EventEmitter {
     this.outbox.length = 0;
     this.outBytes = 0;
     this.onReply?.(null);
-    process.nextTick(() => {
+    // After this turn's promise continuations (not on the next tick): a stream reset right after its REPLY is
+    // handed to the pump first, which must hear its 'close'.
+    setImmediate(() => {
       if (hadError && this.listenerCount('error') > 0) this.emit('error', Object.assign(new Error('hop stream reset'), { code: 'ECONNRESET' }));
       this.emit('close', hadError);
     });

@@ -92,7 +92,7 @@ export async function startHopServer(o: HopServerOptions): Promise<HopServer> {
   /** Stopping: no new stream; a connection closes once its last one ends. */
   const drain = (mux: MuxSession): void => {
     mux.goAway();
-    if (mux.streams.size === 0) mux.destroy();
+    if (mux.streams.size === 0) mux.end();
   };
   // An entry's connections are probed every second: one silent for long (its entry gone without a FIN) is closed.
   const sweep = setInterval(() => {
@@ -192,6 +192,9 @@ export async function startHopServer(o: HopServerOptions): Promise<HopServer> {
       for (const s of sockets) if (!carrying.has(s)) s.destroy();
       const deadline = Date.now() + drainMs;
       while ((relaying.size > 0 || [...muxes].some((m) => m.streams.size > 0)) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 25));
+      // Their last tunnels ended: each connection closes after its last frames have gone, within the deadline.
+      for (const mux of muxes) mux.end();
+      while (muxes.size > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 25));
       for (const s of sockets) s.destroy();
       await closed;
     },
@@ -247,6 +250,8 @@ interface Carrier {
 function serveStreams(s: tls.TLSSocket, o: HopServerOptions, hooks: ServeHooks, proved: readonly Buffer[]): void {
   const mux: MuxSession = new MuxSession(s, {
     measureRtt: true,
+    // Stopping (GOAWAY sent): the connection closes with its last tunnel.
+    onIdle: () => mux.draining && mux.end(),
     onOpen: (stream, line) => {
       // Proved with a secret the exit no longer accepts (a rotation's grace ended): no new tunnel on it; the
       // entry opens a new connection with the current secret (tunnels open on this one go on).

@@ -145,6 +145,8 @@ class ForwardExchange {
     client.setTimeout(idle, () => this.onIdle());
     upstream.setTimeout(idle, () => this.onIdle());
     if (client.readableEnded && !this.bodyDone) return this.destroyBoth();
+    // Gone before it was taken over (a target that reset right after the connect): its 'close' came and went.
+    if (upstream.destroyed) return this.onUpstreamFailure();
     if (!this.bodyDone && !this.parked) client.resume();
     // A hop connection to an exit comes paused (its answer line was read off it): a 'data' listener alone
     // does not start a stream that was paused by hand, and the response would never be read.

@@ -281,6 +281,8 @@ export function splice(conn: SpliceOwner, upstream: net.Socket, earlyData: Buffe
   // The client's FIN came with its request, before the pump existed: pass it on now.
   if (client.readableEnded && t.heldUp === null) up.end();
   if (t.heldDown === null) up.resume();
+  // Gone before the pump took it (a target that reset right after the connect): its 'close' came and went.
+  if (up.destroyed) destroyBoth.call(up);
 }
 
 /** A shared listener (no closure, so it retains nothing of the dial). */
