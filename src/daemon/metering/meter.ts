@@ -33,6 +33,8 @@ export interface MeterOptions {
   retentionMs?: Record<UsagePeriod, number>;
   log?: { warn(obj: object, msg?: string): void };
   nowMs?: () => number;
+  /** How much of the relaxed and domain intervals counts as gone at start, 0 to 1 (default: random, so nodes started together spread). */
+  phase?: number;
 }
 
 /** On PostgreSQL: accounts without a traffic limit are flushed this often (visible within 5 s, p95: docs/BENCHMARKS.md). */
@@ -88,8 +90,9 @@ export class UsageMeter {
     this.now = opts.nowMs ?? Date.now;
     // A random phase: nodes started together (a fleet restarted at once) do not all flush in the same second.
     const now = this.now();
-    this.lastRelaxedMs = now - Math.random() * (opts.relaxedIntervalMs ?? 0);
-    this.lastDomainsMs = now - Math.random() * (opts.domainIntervalMs ?? 0);
+    const phase = opts.phase ?? Math.random();
+    this.lastRelaxedMs = now - phase * (opts.relaxedIntervalMs ?? 0);
+    this.lastDomainsMs = now - phase * (opts.domainIntervalMs ?? 0);
   }
 
   start(): void {
