@@ -31,6 +31,14 @@ async function udpEcho(host = '127.0.0.1'): Promise<{ port: number; from: string
   return { port: socket.address().port, from, ports, socket };
 }
 
+/** A UDP socket on 127.0.0.2: a source that is not the control connection's address. */
+async function otherSource(): Promise<dgram.Socket> {
+  const other = dgram.createSocket('udp4');
+  await new Promise<void>((r) => other.bind(0, '127.0.0.2', r));
+  cleanup.push(() => other.close());
+  return other;
+}
+
 /** RFC 1928 datagram header to an IPv4 target (FRAG `frag`), then `data`. */
 function datagram(host: string, port: number, data: Buffer, frag = 0): Buffer {
   return Buffer.concat([Buffer.from([0, 0, frag, 1, ...host.split('.').map(Number), port >> 8, port & 255]), data]);
@@ -116,9 +124,7 @@ describe('SOCKS5 UDP ASSOCIATE', () => {
     // FRAG ≠ 0: dropped (fragmentation is not supported).
     c.send(datagram('127.0.0.1', echo.port, Buffer.from('frag'), 1));
     // From another source address (127.0.0.2 is not the control connection's).
-    const other = dgram.createSocket('udp4');
-    await new Promise<void>((r) => other.bind(0, '127.0.0.2', r));
-    cleanup.push(() => other.close());
+    const other = await otherSource();
     other.send(datagram('127.0.0.1', echo.port, Buffer.from('spoof')), a.relay.port, a.relay.host);
     await sleep(200);
     expect(g.gw.stats().udp.dropped).toMatchObject({ policy: 1, frag: 1, source: 1 });
@@ -139,9 +145,7 @@ describe('SOCKS5 UDP ASSOCIATE', () => {
     expect([one.from.length, two.from.length]).toEqual([3, 3]);
     // The header of the last datagram with FRAG set: not the same bytes, so not taken for it.
     c.send(datagram('127.0.0.1', two.port, Buffer.from('frag'), 1));
-    const other = dgram.createSocket('udp4');
-    await new Promise<void>((r) => other.bind(0, '127.0.0.2', r));
-    cleanup.push(() => other.close());
+    const other = await otherSource();
     other.send(datagram('127.0.0.1', two.port, Buffer.from('spoof')), a.relay.port, a.relay.host);
     await sleep(200);
     expect(g.gw.stats().udp.dropped).toMatchObject({ frag: 1, source: 1 });

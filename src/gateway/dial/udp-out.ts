@@ -40,15 +40,14 @@ export class UdpOut {
    */
   send(host: string, port: number, data: Buffer): boolean | Promise<boolean> {
     // The last target again (the usual case: one server per association) skips building its key.
-    let known = this.last !== null && this.last.host === host && this.last.port === port ? this.last.ready : undefined;
-    const key = known === undefined ? `${host}\0${port}` : '';
-    known ??= this.ready.get(key);
+    const last = this.last;
+    const known = last !== null && last.host === host && last.port === port ? last.ready : this.ready.get(`${host}\0${port}`);
     if (known !== undefined && known.until > Date.now()) {
-      this.last = { host, port, ready: known };
+      if (known !== last?.ready) this.last = { host, port, ready: known }; // no object per datagram to the same target
       known.socket.send(data, port, known.address);
       return true;
     }
-    return this.sendNew(key || `${host}\0${port}`, host, port, data);
+    return this.sendNew(`${host}\0${port}`, host, port, data);
   }
 
   /** The target of the last datagram sent at once. */

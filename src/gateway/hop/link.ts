@@ -342,7 +342,7 @@ export class HopLink {
    */
   async ping(timeoutMs = 1_000, fresh = false): Promise<boolean> {
     if (this.o.fingerprints().length === 0) return false; // nothing could verify it: not one handshake a second
-    let live = fresh ? [] : this.conns.filter((c) => c.mux.usable());
+    let live = fresh ? [] : this.usable();
     if (live.length === 0) {
       const m = await this.fresh();
       if (m === null) return false;

@@ -269,7 +269,6 @@ export class MuxSession {
         if (this.draining || this.streams.size >= MAX_STREAMS) return this.send(Frame.Reply, id, Buffer.from(`ERR ${GOING_AWAY}`, 'latin1'));
         const s = new MuxStream(this, id);
         this.streams.set(id, s);
-        s.opened = true;
         this.o.onOpen(s, p.toString('latin1'));
         return;
       }
@@ -327,8 +326,6 @@ export class MuxStream extends EventEmitter {
   destroyed = false;
   readableEnded = false;
   writableEnded = false;
-  /** Exit side: opened by the entry. Entry side: the REPLY arrived. */
-  opened = false;
   /** Entry side: the exit's REPLY, once. */
   private onReply: ((line: string | null) => void) | null = null;
   // Reading: what arrived while paused, and the window given to the peer.
@@ -410,10 +407,8 @@ export class MuxStream extends EventEmitter {
   }
 
   replied(line: string): void {
-    const ok = line.startsWith('OK');
-    if (ok) this.opened = true;
     this.onReply?.(line);
-    if (!ok) this.finish(false, false); // the exit forgot it already
+    if (!line.startsWith('OK')) this.finish(false, false); // the exit forgot it already
   }
 
   // ---- reading
