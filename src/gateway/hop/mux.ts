@@ -103,6 +103,8 @@ export class MuxSession {
   }
 
   private rttTimer: NodeJS.Timeout | null = null;
+  /** end() was called: a FIN is on its way, and the connection goes within its grace. */
+  private ending = false;
 
   /** Streams with bytes for their readers at the end of this turn. */
   private due: MuxStream[] = [];
@@ -167,7 +169,8 @@ export class MuxSession {
    * turn), or at once after `graceMs` (a peer that never answers the FIN).
    */
   end(graceMs = 10_000): void {
-    if (this.closed) return;
+    if (this.closed || this.ending) return;
+    this.ending = true;
     this.draining = true;
     this.socket.end();
     setTimeout(() => this.socket.destroy(), graceMs).unref();

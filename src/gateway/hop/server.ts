@@ -15,7 +15,7 @@ import { destroySelf } from '../relay/sockets.js';
 import { splice, type SpliceOwner } from '../relay/splice.js';
 import type { HopIdentity } from './identity.js';
 import { MuxSession } from './mux.js';
-import { ALPN, ALPN_LEGACY, proofAccepted, readLine, sessionBinding } from './wire.js';
+import { ALPN, ALPN_LEGACY, proves, readLine, sessionBinding } from './wire.js';
 import { readFrames, writeFrame } from './udp.js';
 
 /** From accept to a proved secret (TCP, TLS handshake and the AUTH line), at most. */
@@ -205,10 +205,12 @@ async function serveHop(s: tls.TLSSocket, o: HopServerOptions, hooks: ServeHooks
   const binding = sessionBinding(s);
   const auth = await readLine(s, o.proofDeadlineMs ?? PROOF_DEADLINE_MS);
   const given = auth?.startsWith('AUTH ') ? auth.slice(5).split(' ', 4) : [];
-  if (!proofAccepted(given, o.secrets(), binding)) return hooks.refused();
+  // The secrets the proof matched (each HMAC made once): none refuses; a connection of streams keeps them.
+  const proved = o.secrets().filter((secret) => proves(given, secret, binding));
+  if (proved.length === 0) return hooks.refused();
   hooks.proved();
   s.write('OK\n');
-  if (s.alpnProtocol === ALPN) return serveStreams(s, o, hooks, o.secrets().filter((secret) => proofAccepted(given, [secret], binding)));
+  if (s.alpnProtocol === ALPN) return serveStreams(s, o, hooks, proved);
   // An entry of the release before (one tunnel per connection, line by line): served until every entry is upgraded.
   for (;;) {
     const line = await readLine(s, READY_IDLE_MS);

@@ -33,15 +33,13 @@ export function hopProof(secret: Buffer, binding: Buffer): string {
   return createHmac('sha256', secret).update('proxyd-hop/2:').update(binding).digest('hex');
 }
 
-/** Whether one of `given` proves one of `secrets` for this session (constant time per comparison). */
-export function proofAccepted(given: readonly string[], secrets: readonly Buffer[], binding: Buffer): boolean {
+/** Whether one of `given` proves `secret` for this session (constant time per comparison). */
+export function proves(given: readonly string[], secret: Buffer, binding: Buffer): boolean {
+  const want = Buffer.from(hopProof(secret, binding), 'latin1');
   let ok = false;
-  for (const secret of secrets) {
-    const want = Buffer.from(hopProof(secret, binding), 'latin1');
-    for (const g of given) {
-      const b = Buffer.from(g, 'latin1');
-      if (b.length === want.length && timingSafeEqual(b, want)) ok = true;
-    }
+  for (const g of given) {
+    const b = Buffer.from(g, 'latin1');
+    if (b.length === want.length && timingSafeEqual(b, want)) ok = true;
   }
   return ok;
 }
