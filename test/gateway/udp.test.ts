@@ -257,3 +257,31 @@ describe('SOCKS5 UDP ASSOCIATE', () => {
     expect((await associate(g)).reply).toBe(7);
   });
 });
+
+describe('UdpOut', () => {
+  it('a target used past its reuse time is resolved once more, then sent to at once again (not resolved per datagram)', async () => {
+    const { UdpOut } = await import('../../src/gateway/dial/udp-out.js');
+    const echo = await udpEcho();
+    let resolves = 0;
+    let answers = 0;
+    const out = new UdpOut({
+      resolve: async () => {
+        resolves++;
+        return { ok: true, address: '127.0.0.1', family: 4 };
+      },
+      egressAddress: '127.0.0.1',
+      drop: () => {},
+      onAnswer: () => answers++,
+      readyMs: 40,
+    });
+    cleanup.push(() => out.close());
+    // 200 datagrams over ~400 ms: about ten reuse periods, so about ten resolves (before the fix, one per datagram past the first period).
+    for (let i = 0; i < 200; i++) {
+      await out.send('echo.test', echo.port, Buffer.from([i & 255]));
+      await sleep(2);
+    }
+    await waitFor('the answers', () => answers >= 190);
+    expect(resolves).toBeGreaterThanOrEqual(2);
+    expect(resolves).toBeLessThanOrEqual(30);
+  });
+});

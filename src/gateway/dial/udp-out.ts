@@ -13,6 +13,14 @@ const MAX_READY = 1_024;
 /** Targets whose answers are taken, per association at most. */
 const MAX_SENT_TO = 4_096;
 
+/**
+ * The `lookup` of every UDP socket that sends to addresses already resolved (targets, the client): the address
+ * as it is, at once. dgram's default (dns.lookup) answers an IP literal a tick later, a tick per datagram.
+ */
+export function literalLookup(address: string, family: unknown, cb: (err: Error | null, address: string, family: number) => void): void {
+  cb(null, address, family === 6 ? 6 : 4);
+}
+
 export interface UdpOutOptions {
   resolve(host: string, port: number): Promise<ResolveOutcome>;
   /** The association's egress address (undefined: the OS picks). */
@@ -20,6 +28,8 @@ export interface UdpOutOptions {
   /** A datagram dropped here: a refused target, or an answer from a sender never sent to. */
   drop(reason: 'policy' | 'unsolicited'): void;
   onAnswer(from: { address: string; family: 4 | 6; port: number }, data: Buffer): void;
+  /** How long a resolved target is reused (tests); READY_MS unless given. */
+  readyMs?: number;
 }
 
 export class UdpOut {
@@ -41,13 +51,18 @@ export class UdpOut {
   send(host: string, port: number, data: Buffer): boolean | Promise<boolean> {
     // The last target again (the usual case: one server per association) skips building its key.
     const last = this.last;
-    const known = last !== null && last.host === host && last.port === port ? last.ready : this.ready.get(`${host}\0${port}`);
+    if (last !== null && last.host === host && last.port === port && last.ready.until > Date.now()) {
+      last.ready.socket.send(data, port, last.ready.address);
+      return true;
+    }
+    const key = `${host}\0${port}`;
+    const known = this.ready.get(key);
     if (known !== undefined && known.until > Date.now()) {
-      if (known !== last?.ready) this.last = { host, port, ready: known }; // no object per datagram to the same target
+      this.last = { host, port, ready: known }; // an object per change of target, none per datagram
       known.socket.send(data, port, known.address);
       return true;
     }
-    return this.sendNew(`${host}\0${port}`, host, port, data);
+    return this.sendNew(key, host, port, data);
   }
 
   /** The target of the last datagram sent at once. */
@@ -74,7 +89,10 @@ export class UdpOut {
     }
     this.sentTo.add(`${resolved.address}:${port}`);
     if (this.ready.size >= MAX_READY) this.ready.delete(this.ready.keys().next().value as string);
-    this.ready.set(key, { address: resolved.address, socket, until: Date.now() + READY_MS });
+    const ready = { address: resolved.address, socket, until: Date.now() + (this.o.readyMs ?? READY_MS) };
+    this.ready.set(key, ready);
+    // The fast path takes the fresh entry: left on the expired one, every later datagram would be resolved again.
+    this.last = { host, port, ready };
     socket.send(data, port, resolved.address);
     return true;
   }
@@ -91,7 +109,7 @@ export class UdpOut {
   private async bind(family: 4 | 6): Promise<dgram.Socket | null> {
     const local = this.o.egressAddress;
     if (local && (net.isIPv6(local) ? 6 : 4) !== family) return null; // the egress is of the other family
-    const s = dgram.createSocket(family === 4 ? 'udp4' : 'udp6');
+    const s = dgram.createSocket({ type: family === 4 ? 'udp4' : 'udp6', lookup: literalLookup });
     const ok = await new Promise<boolean>((resolve) => {
       s.once('error', () => resolve(false));
       s.bind({ address: local, port: 0 }, () => resolve(true));

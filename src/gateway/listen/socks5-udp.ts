@@ -8,6 +8,7 @@ import dgram from 'node:dgram';
 import net from 'node:net';
 import type { ClientConn } from '../conn.js';
 import { canonicalIp } from '../dial/target-policy.js';
+import { literalLookup } from '../dial/udp-out.js';
 import { encodeUdpHeader, parseUdpDatagram } from '../wire/socks5.js';
 
 /** `--udp-ports 40000-44999`, `--udp-idle 120`, `--udp-max-associations 10000` unless given. */
@@ -15,8 +16,6 @@ export const UDP_DEFAULTS = { ports: { lo: 40000, hi: 44999 }, idleMs: 120_000, 
 
 /** The largest UDP payload over IPv4. */
 const MAX_DATAGRAM = 65_507;
-/** A send the kernel refused (an unreachable client, a full buffer): that datagram is lost, the association goes on. */
-function sendFailed(): void {}
 
 export type UdpDrop = 'frag' | 'source' | 'policy' | 'unsolicited' | 'malformed' | 'over_limit';
 
@@ -31,7 +30,7 @@ export async function bindRelay(host: string, range: { lo: number; hi: number })
   for (let i = 0; i < span; i++) {
     const port = range.lo + ((start + i) % span);
     if (taken.has(port)) continue;
-    const s = dgram.createSocket({ type, reuseAddr: false });
+    const s = dgram.createSocket({ type, reuseAddr: false, lookup: literalLookup });
     const ok = await new Promise<boolean>((resolve) => {
       s.once('error', () => resolve(false));
       s.bind({ address: host, port, exclusive: true }, () => resolve(true));
@@ -183,7 +182,9 @@ export class UdpAssociation {
     if (this.closed || this.clientPort === null) return this.drop('unsolicited');
     // Past what one datagram can carry with the header: dropped here (sending it would fail the relay socket).
     if (data.length > MAX_DATAGRAM - 22) return this.drop('over_limit');
-    this.relay.send([this.headerFor(from), data], this.clientPort, this.conn.clientAddress, sendFailed);
+    // No callback: a send the kernel refuses (an unreachable client, a full buffer) loses that datagram and
+    // nothing else (dgram reports it only to a callback, which would cost a tick per datagram).
+    this.relay.send([this.headerFor(from), data], this.clientPort, this.conn.clientAddress);
     this.conn.budget?.take(data.length);
     this.lastActive = Date.now();
     this.conn.bytesDown += data.length;
