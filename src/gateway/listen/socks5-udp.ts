@@ -68,6 +68,10 @@ export class UdpAssociation {
   private readonly expectedHost: string | null;
   /** Where answers go: the client's port, learned from its first datagram. */
   private clientPort: number | null;
+  /** Datagrams relayed either way (what the idle check watches: no clock read per datagram). */
+  private relayed = 0;
+  /** `relayed` at the idle check's last look, and when it last changed. */
+  private relayedSeen = 0;
   private lastActive = Date.now();
   /** The client address and port that passed the source check last. */
   private okAddress: string | null = null;
@@ -92,7 +96,11 @@ export class UdpAssociation {
     relay.on('message', (msg, rinfo) => this.fromClient(msg, rinfo));
     relay.on('error', () => conn.destroy());
     this.idleTimer = setInterval(() => {
-      if (Date.now() - this.lastActive >= this.idleMs) conn.destroy();
+      const now = Date.now();
+      if (this.relayed !== this.relayedSeen) {
+        this.relayedSeen = this.relayed;
+        this.lastActive = now;
+      } else if (now - this.lastActive >= this.idleMs) conn.destroy();
     }, Math.min(1_000, Math.max(50, Math.floor(idleMs / 4))));
     this.idleTimer.unref();
     // The control connection carries nothing more; its end (or loss) ends the association.
@@ -150,7 +158,7 @@ export class UdpAssociation {
       this.conn.core.retarget(this.conn, host);
     }
     this.conn.budget?.take(n);
-    this.lastActive = Date.now();
+    this.relayed++;
     this.conn.bytesUp += n;
     this.conn.datagramsUp++;
     const u = this.conn.core.stats.udp;
@@ -186,7 +194,7 @@ export class UdpAssociation {
     // nothing else (dgram reports it only to a callback, which would cost a tick per datagram).
     this.relay.send([this.headerFor(from), data], this.clientPort, this.conn.clientAddress);
     this.conn.budget?.take(data.length);
-    this.lastActive = Date.now();
+    this.relayed++;
     this.conn.bytesDown += data.length;
     this.conn.datagramsDown++;
     const u = this.conn.core.stats.udp;
