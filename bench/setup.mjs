@@ -15,7 +15,8 @@
 // --strace: afterwards, system calls per tunnel of each proxy (strace -c on all its threads through one
 // tunnels/s round; strace slows the process, so that round's rate is not reported).
 // Ports: tens of thousands of short connections leave as many in TIME_WAIT. As root it widens
-// /proc/sys/net/ipv4/ip_local_port_range for the run (restored at exit, also on failure); otherwise, before a
+// /proc/sys/net/ipv4/ip_local_port_range for the run (restored at exit, also on failure; its connections' TIME_WAIT
+// then holds ports of the wide range for a minute, listening ports included, and it says so); otherwise, before a
 // phase, it waits while TIME_WAIT holds most of the range (pacing). It says which on stderr. Every phase has
 // a deadline: a phase that does not finish ends the run with an error naming it.
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
@@ -68,7 +69,7 @@ function widenPorts() {
   try {
     writeFileSync(PORT_RANGE, `${WIDE[0]} ${WIDE[1]}`);
     restoreRange = before;
-    log(`ports: ephemeral range widened ${before.join('-')} -> ${WIDE.join('-')} for this run (restored at exit)`);
+    log(`ports: ephemeral range widened ${before.join('-')} -> ${WIDE.join('-')} for this run (restored at exit); for a minute after it, a port below ${before[0]} that one of its connections used cannot be listened on (TIME_WAIT): a daemon started then on 8080, 3128 or 1080 may fail with "address in use"`);
     return WIDE;
   } catch {
     log(`ports: ephemeral range ${before.join('-')} (not widened: not allowed); pacing on TIME_WAIT instead`);
