@@ -2,9 +2,10 @@
 // held by a live entry, and each account's status — loaded once and kept current from the change log.
 // The gateway's admission reads only this, so a connection never waits for the database.
 import { ByteTable } from './byte-table.js';
+import { getIp, getUser, putIp, putUser } from './entries.js';
 import { TargetRuleSet, type TargetRuleSets } from '../../gateway/index.js';
 import { splitItems } from '../store/target-rules-sql.js';
-import { SERVICE_RULES_ID, type AdmissionChangeRows, type AdmissionIpRow, type AdmissionSnapshotRows, type AdmissionUserRow, type ProxyUserAuth, type TargetRulesRow } from '../store/index.js';
+import { SERVICE_RULES_ID, type AdmissionChangeRows, type AdmissionSnapshotRows, type AdmissionUserRow, type ProxyUserAuth, type TargetRulesRow } from '../store/index.js';
 
 /** A proxy user as admission needs it; `account_status` is 'active' or why not ('inactive', 'unknown'). */
 type AdmissionUser = Omit<ProxyUserAuth, 'account_status'> & { account_status: string };
@@ -59,49 +60,6 @@ export class AdmissionUnavailable extends Error {
   constructor() {
     super('admission view is stale: the database has not been reachable for longer than --stale-admission');
   }
-}
-
-/**
- * A proxy user in the view: its username is the key of a ByteTable entry (byte-table.ts) whose value is a flags
- * byte, the account id (6 bytes) and the password hash exactly as stored, in UTF-8, less the standard scrypt
- * parameters' prefix when it has them (a flag says so). Nothing per user is a JS object; userForAuth()
- * materializes one on lookup. (Raw salt and key bytes would save 18 bytes a user, but decoding base64 for a
- * million rows cost a second of the load.)
- */
-const USER_ACTIVE = 1;
-const USER_STANDARD_PREFIX = 2;
-const ACCOUNT_BYTES = 6;
-const STANDARD_PREFIX = 'scrypt$16384$8$1$';
-
-function putUser(t: ByteTable, r: AdmissionUserRow): void {
-  const std = r.password_hash.startsWith(STANDARD_PREFIX);
-  const text = std ? r.password_hash.slice(STANDARD_PREFIX.length) : r.password_hash;
-  const flags = (r.status === 'active' ? USER_ACTIVE : 0) | (std ? USER_STANDARD_PREFIX : 0);
-  // false: a name no client could present as written (over 1 KiB, or not well-formed text); it admits no one, so
-  // leaving it out changes no answer.
-  t.set(r.username, 1 + ACCOUNT_BYTES + Buffer.byteLength(text), (b, o) => {
-    b[o] = flags;
-    b.writeUIntLE(r.account_id, o + 1, ACCOUNT_BYTES);
-    b.write(text, o + 1 + ACCOUNT_BYTES, 'utf8');
-  });
-}
-
-function getUser(t: ByteTable, username: string): { accountId: number; hash: string; active: boolean } | null {
-  const e = t.find(username);
-  if (e < 0) return null;
-  const b = t.chunkOf(e);
-  const o = t.valueAt(e);
-  const flags = b[o]!;
-  const text = b.toString('utf8', o + 1 + ACCOUNT_BYTES, o + t.valueLength(e));
-  return { accountId: b.readUIntLE(o + 1, ACCOUNT_BYTES), hash: flags & USER_STANDARD_PREFIX ? STANDARD_PREFIX + text : text, active: (flags & USER_ACTIVE) !== 0 };
-}
-
-/** An IP in the view: the key of an entry whose value is the entry's status (1 active) and the account id. */
-function putIp(t: ByteTable, r: AdmissionIpRow): void {
-  t.set(r.ip, 1 + ACCOUNT_BYTES, (b, o) => {
-    b[o] = r.status === 1 ? 1 : 0;
-    b.writeUIntLE(r.account_id, o + 1, ACCOUNT_BYTES);
-  });
 }
 
 const WAKE_DELAY_MS = 20;
@@ -263,13 +221,8 @@ export class AdmissionView {
 
   /** The owner of the IP's live entry (held claim), or null. */
   admissionByIp(ip: string): { accountId: number; entryActive: boolean; accountActive: boolean } | null {
-    const t = this.ips;
-    const e = t.find(ip);
-    if (e < 0) return null;
-    const b = t.chunkOf(e);
-    const o = t.valueAt(e);
-    const accountId = b.readUIntLE(o + 1, ACCOUNT_BYTES);
-    return { accountId, entryActive: b[o] === 1, accountActive: this.accounts.get(accountId) === true };
+    const e = getIp(this.ips, ip);
+    return e && { accountId: e.accountId, entryActive: e.active, accountActive: this.accounts.get(e.accountId) === true };
   }
 
   /** The target rules a connection of this account is checked against (docs/gateway.md, "Target rules"). */
