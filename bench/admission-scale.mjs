@@ -95,6 +95,10 @@ async function start(dataDir) {
   procs.push(p);
   const tail = [];
   const gcLines = [];
+  // --trace-gc prints the collections of every isolate, each line tagged [pid:isolate]. The main thread's print
+  // first (nothing else runs before the ready line); a reload worker's isolate (a thread of its own, which
+  // stalls no connection) prints its own, left out here.
+  let isolate = null;
   createInterface({ input: p.stderr }).on('line', (l) => tail.push(l));
   const ready = await new Promise((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`no ready line in 120 s\n${tail.join('\n')}`)), 120_000);
@@ -103,7 +107,11 @@ async function start(dataDir) {
       if (l.startsWith('{"event":"ready"')) {
         clearTimeout(timer);
         resolve(JSON.parse(l));
-      } else if (!l.includes('Scavenge')) gcLines.push(l);
+      } else {
+        const tag = /^\[\d+:0x[0-9a-f]+\]/.exec(l)?.[0] ?? null;
+        isolate ??= tag;
+        if (tag === isolate && !l.includes('Scavenge')) gcLines.push(l);
+      }
     });
   });
   return { p, ready, loadMs: performance.now() - t0, gcLines, t0 };
