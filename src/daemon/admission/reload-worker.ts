@@ -7,9 +7,8 @@
 import { readlinkSync } from 'node:fs';
 import { getPriority, setPriority } from 'node:os';
 import { parentPort, workerData } from 'node:worker_threads';
-import { ByteTable, type ByteTableState } from './byte-table.js';
-import { putIp, putUser } from './entries.js';
-import { openChangeLogReader, type AdmissionSnapshotRows, type SnapshotSource, type TargetRulesRow } from '../store/index.js';
+import type { ByteTableState } from './byte-table.js';
+import type { AdmissionSnapshotRows, SnapshotSource, TargetRulesRow } from '../store/index.js';
 
 export interface ReloadWorkerData {
   source: SnapshotSource;
@@ -57,6 +56,8 @@ function lowerPriority(): number | null {
 
 async function build(port: NonNullable<typeof parentPort>, data: ReloadWorkerData): Promise<void> {
   const nice = lowerPriority();
+  // Our modules only now, at the lowest priority: loading them (the store's, the SQLite addon) is CPU too.
+  const [{ ByteTable }, { putIp, putUser }, { openChangeLogReader }] = await Promise.all([import('./byte-table.js'), import('./entries.js'), import('../store/index.js')]);
   const users = new ByteTable(data.users.expected, data.users.bytes);
   let said = performance.now();
   // The reader's own connection, closed before the thread posts its tables and ends.
