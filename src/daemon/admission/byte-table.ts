@@ -78,8 +78,8 @@ export interface ByteTableState {
   seed: number;
   slots: Uint32Array;
   hashes: Uint32Array;
-  /** Every ArrayBuffer the arena's chunks are views of (the reserved allocation, and chunks taken one by one). */
-  buffers: ArrayBuffer[];
+  /** Every buffer the arena's chunks are views of (the reserved allocation, and chunks taken one by one). */
+  buffers: Array<ArrayBuffer | SharedArrayBuffer>;
   /** Each chunk in order: its buffer's index in `buffers` and its offset there (a chunk is CHUNK bytes long). */
   chunks: Array<[buffer: number, offset: number]>;
   /** The reserved allocation's chunks not handed out yet: [buffer index, offset of the first, offset past the last]. */
@@ -114,22 +114,38 @@ export class ByteTable {
   private reserved: Buffer | null = null;
   private reservedTaken = 0;
 
+  /** The hash seed: a copy (copyInSlices) keeps its original's, since it copies the hashes. */
+  private readonly seed: number;
+  /** Allocate over SharedArrayBuffers (below, `shared`). */
+  private readonly shared: boolean;
+
   /**
    * `expected`: entries to size the index for, so that a full build never rehashes (a stall at a million);
-   * `arenaBytes`: the arena to take in one allocation (the size of the table being rebuilt, say).
+   * `arenaBytes`: the arena to take in one allocation (the size of the table being rebuilt, say). `shared`: the
+   * reload worker's tables are built over SharedArrayBuffers. V8 counts an ArrayBuffer that arrives in a
+   * thread as new external memory there, and the ~100 MiB of a million users arriving at once set off a major
+   * collection on the gateway's thread at every swap; shared memory arrives without that (and is freed, as the
+   * table it replaces, by a later collection).
    */
-  constructor(
-    expected = 0,
-    arenaBytes = 0,
-    /** The hash seed: a copy (copyInSlices) keeps its original's, since it copies the hashes. */
-    private readonly seed = SEED,
-  ) {
+  constructor(expected = 0, arenaBytes = 0, opts: { seed?: number; shared?: boolean } = {}) {
+    this.seed = opts.seed ?? SEED;
+    this.shared = opts.shared ?? false;
     const cap = capacityFor(expected);
-    this.slots = new Uint32Array(cap);
-    this.hashes = new Uint32Array(cap);
+    this.slots = this.words(cap);
+    this.hashes = this.words(cap);
     this.mask = cap - 1;
     const chunks = Math.ceil(arenaBytes / CHUNK);
-    if (chunks > 1) this.reserved = Buffer.allocUnsafeSlow(chunks * CHUNK);
+    if (chunks > 1) this.reserved = this.bytes(chunks * CHUNK);
+  }
+
+  /** `n` zeroed 32-bit words. */
+  private words(n: number): Uint32Array {
+    return this.shared ? new Uint32Array(new SharedArrayBuffer(n * 4)) : new Uint32Array(n);
+  }
+
+  /** `n` bytes of arena (not zeroed unless shared: every byte handed out is written before it is read). */
+  private bytes(n: number): Buffer {
+    return this.shared ? Buffer.from(new SharedArrayBuffer(n)) : Buffer.allocUnsafeSlow(n);
   }
 
   private newChunk(): Buffer {
@@ -138,7 +154,7 @@ export class ByteTable {
       this.reservedTaken += CHUNK;
       return r.subarray(this.reservedTaken - CHUNK, this.reservedTaken);
     }
-    return Buffer.allocUnsafeSlow(CHUNK);
+    return this.bytes(CHUNK);
   }
 
   get garbageBytes(): number {
@@ -299,8 +315,8 @@ export class ByteTable {
   private growIndex(): void {
     const old = this.slots;
     const oldHashes = this.hashes;
-    this.slots = new Uint32Array(old.length * 2);
-    this.hashes = new Uint32Array(old.length * 2);
+    this.slots = this.words(old.length * 2);
+    this.hashes = this.words(old.length * 2);
     this.mask = this.slots.length - 1;
     for (let i = 0; i < old.length; i++) if (old[i] !== 0) this.place(oldHashes[i]!, old[i]!);
   }
@@ -310,7 +326,7 @@ export class ByteTable {
    * meanwhile; the caller must not change it until the copy is done).
    */
   async copyInSlices(slice: number, yieldTurn: () => Promise<void>): Promise<ByteTable> {
-    const t = new ByteTable(this.size, this.liveBytes * 1.05, this.seed);
+    const t = new ByteTable(this.size, this.liveBytes * 1.05, { seed: this.seed });
     const { slots, hashes } = this;
     let n = 0;
     for (let i = 0; i < slots.length; i++) {
@@ -330,14 +346,15 @@ export class ByteTable {
   }
 
   /**
-   * The table as data over its buffers, and those buffers: post both with the buffers in the transfer list. They
-   * move to the receiver (detached here), so this table must not be used afterwards.
+   * The table as data over its buffers, and those buffers to transfer: post both with them in the transfer list.
+   * They move to the receiver (detached here; shared ones are shared, not transferred), so this table must not be
+   * used afterwards.
    */
   exportState(): { state: ByteTableState; transfer: ArrayBuffer[] } {
-    const buffers: ArrayBuffer[] = [];
-    const index = new Map<ArrayBuffer, number>();
+    const buffers: Array<ArrayBuffer | SharedArrayBuffer> = [];
+    const index = new Map<ArrayBuffer | SharedArrayBuffer, number>();
     const indexOf = (b: Buffer): number => {
-      const ab = b.buffer as ArrayBuffer;
+      const ab = b.buffer;
       let i = index.get(ab);
       if (i === undefined) {
         i = buffers.push(ab) - 1;
@@ -358,7 +375,8 @@ export class ByteTable {
       garbage: this.garbage,
       size: this.size,
     };
-    return { state, transfer: [...buffers, this.slots.buffer as ArrayBuffer, this.hashes.buffer as ArrayBuffer] };
+    const all = [...buffers, this.slots.buffer, this.hashes.buffer];
+    return { state, transfer: all.filter((b): b is ArrayBuffer => !(b instanceof SharedArrayBuffer)) };
   }
 
   /** The table `exportState` described, over the same (transferred) buffers: nothing is copied. */
@@ -370,7 +388,7 @@ export class ByteTable {
       if (!ab || offset < 0 || offset + length > ab.byteLength) throw new RangeError('admission table state: chunk out of its buffer');
       return Buffer.from(ab, offset, length);
     };
-    const t = new ByteTable(0, 0, s.seed >>> 0);
+    const t = new ByteTable(0, 0, { seed: s.seed >>> 0 });
     t.slots = s.slots;
     t.hashes = s.hashes;
     t.mask = cap - 1;
