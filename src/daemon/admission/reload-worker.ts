@@ -1,12 +1,12 @@
 // A full reload of the admission view, built on a thread of its own (docs/decisions.md, "Full reloads in a worker
 // thread"): the snapshot's reads, the row objects and strings of up to a million users, their inserts into the
 // tables and the young-generation collections all that garbage sets off happen here, at the lowest CPU priority,
-// not between the gateway's connections. The tables go back to the view as their buffers (transferred: nothing
-// is copied); accounts go as two typed arrays, target rules as rows (few), and the view builds those itself.
+// not between the gateway's connections. The tables go back to the view as their buffers, shared memory (nothing
+// is copied, and the view's thread is not charged ~100 MiB of new external memory at once: byte-table.ts);
+// accounts go as two typed arrays, target rules as rows (few), and the view builds those itself.
 // Started by view.ts (`new Worker`) from dist/; it reads workerData and posts ReloadWorkerMessages.
-import { readlinkSync } from 'node:fs';
-import { getPriority, setPriority } from 'node:os';
 import { parentPort, workerData } from 'node:worker_threads';
+import { lowerThreadPriority, ownThreadId } from './thread-priority.js';
 import type { ByteTableState } from './byte-table.js';
 import type { AdmissionSnapshotRows, SnapshotSource, TargetRulesRow } from '../store/index.js';
 
@@ -38,27 +38,13 @@ export type ReloadWorkerMessage =
 /** At most one progress message this often. */
 const PROGRESS_MS = 500;
 
-/**
- * Nice 19 for this thread alone: on Linux nice is per thread, and /proc/thread-self is `PID/task/TID` for the
- * thread that reads it. When the cores are contended the gateway's thread (and the host's other work) runs
- * first; the reload takes what is left. Where that fails (not Linux) the thread keeps the process's priority.
- */
-function lowerPriority(): number | null {
-  try {
-    const tid = Number(readlinkSync('/proc/thread-self').split('/').pop());
-    if (!Number.isSafeInteger(tid) || tid <= 0) return null;
-    setPriority(tid, 19);
-    return getPriority(tid);
-  } catch {
-    return null;
-  }
-}
-
 async function build(port: NonNullable<typeof parentPort>, data: ReloadWorkerData): Promise<void> {
-  const nice = lowerPriority();
-  // Our modules only now, at the lowest priority: loading them (the store's, the SQLite addon) is CPU too.
-  const [{ ByteTable }, { putIp, putUser }, { openChangeLogReader }] = await Promise.all([import('./byte-table.js'), import('./entries.js'), import('../store/index.js')]);
-  const users = new ByteTable(data.users.expected, data.users.bytes);
+  // Nice 19 for this thread (the view lowered it as it started it, where it could): when the cores are contended
+  // the gateway's thread and the host's other work run first, and the reload takes what is left.
+  const nice = lowerThreadPriority(ownThreadId());
+  // Our modules only now, at the lowest priority: loading them (the change log's, the SQLite addon) is CPU too.
+  const [{ ByteTable }, { putIp, putUser }, { openChangeLogReader }] = await Promise.all([import('./byte-table.js'), import('./entries.js'), import('../store/reader.js')]);
+  const users = new ByteTable(data.users.expected, data.users.bytes, { shared: true });
   let said = performance.now();
   // The reader's own connection, closed before the thread posts its tables and ends.
   const reader = await openChangeLogReader(data.source);
@@ -75,7 +61,7 @@ async function build(port: NonNullable<typeof parentPort>, data: ReloadWorkerDat
     await reader.close();
   }
   for (const r of snap.users) putUser(users, r);
-  const ips = new ByteTable(data.ips.expected, data.ips.bytes);
+  const ips = new ByteTable(data.ips.expected, data.ips.bytes, { shared: true });
   for (const r of snap.ips) putIp(ips, r);
   const accountIds = new Float64Array(snap.accounts.length);
   const accountActive = new Uint8Array(snap.accounts.length);

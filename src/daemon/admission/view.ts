@@ -8,6 +8,7 @@ import { TargetRuleSet, type TargetRuleSets } from '../../gateway/index.js';
 import { splitItems } from '../store/target-rules-sql.js';
 import { SERVICE_RULES_ID, type AdmissionChangeRows, type AdmissionSnapshotRows, type AdmissionUserRow, type ProxyUserAuth, type SnapshotSource, type TargetRulesRow } from '../store/index.js';
 import type { ReloadWorkerData, ReloadWorkerMessage } from './reload-worker.js';
+import { startLowered } from './thread-priority.js';
 
 /** A proxy user as admission needs it; `account_status` is 'active' or why not ('inactive', 'unknown'). */
 type AdmissionUser = Omit<ProxyUserAuth, 'account_status'> & { account_status: string };
@@ -371,7 +372,7 @@ export class AdmissionView {
 
   /**
    * The load in the reload worker (reload-worker.ts): its own read connection, the same snapshot, the users and IPs
-   * tables built there and handed over as their buffers. Accounts and target rules are few; they are built here,
+   * tables built there and handed over as their (shared) buffers. Accounts and target rules are few; they are built here,
    * paced like a reload on this thread. Null: the view was closed meanwhile. Throws when the worker cannot start,
    * fails, or ends without its tables.
    */
@@ -383,7 +384,8 @@ export class AdmissionView {
     };
     let w: Worker | null = null;
     const msg = await new Promise<Extract<ReloadWorkerMessage, { type: 'built' }>>((resolve, reject) => {
-      w = new Worker(this.opts.reloadWorker ?? RELOAD_WORKER, { workerData: data });
+      const entry = this.opts.reloadWorker ?? RELOAD_WORKER;
+      w = startLowered(() => new Worker(entry, { workerData: data }));
       this.workers.add(w);
       // A reload never keeps the process alive: close() or the end of the process ends it.
       w.unref();
