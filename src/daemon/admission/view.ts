@@ -372,9 +372,9 @@ export class AdmissionView {
 
   /**
    * The load in the reload worker (reload-worker.ts): its own read connection, the same snapshot, the users and IPs
-   * tables built there and handed over as their (shared) buffers. Accounts and target rules are few; they are built here,
-   * paced like a reload on this thread. Null: the view was closed meanwhile. Throws when the worker cannot start,
-   * fails, or ends without its tables.
+   * tables built there and handed over as their (shared) buffers. Accounts and target rules are few; they are
+   * built here, paced like a reload on this thread. Null: the view was closed meanwhile. Throws when the worker
+   * cannot start, fails, or ends without its tables.
    */
   private async buildInWorker(source: SnapshotSource): Promise<{ built: Built; nice: number | null } | null> {
     const data: ReloadWorkerData = {
