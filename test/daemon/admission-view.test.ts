@@ -1,7 +1,9 @@
 // The admission view: loads, follows the change log, reloads when behind, and keeps admitting from its last
 // view for --stale-admission seconds while the feed fails (fake clock, a feed that can be made to fail),
-// then over the real SQLite change log (triggers write the rows, the trim makes a reader behind).
+// then over the real SQLite change log (triggers write the rows, the trim makes a reader behind), and full reloads
+// built in the reload worker (a thread of its own) or, when it cannot run, on the main thread.
 import net from 'node:net';
+import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { startTestGateway } from '../gateway/helpers.js';
 import { ViewAdmission } from '../../src/daemon/admission/gateway-admission.js';
@@ -11,7 +13,7 @@ import { withViewHealth } from '../../src/daemon/observe/health.js';
 import { makeTestApp } from '../helpers/app.js';
 import { hashPassword } from '../../src/daemon/secrets.js';
 import { openStore, type AdmissionChangeRows, type AdmissionSnapshotRows, type AdmissionUserRow } from '../../src/daemon/store/index.js';
-import { databaseUrlOf, dataDirFor, inspectData } from '../helpers/daemon.js';
+import { databaseUrlOf, dataDirFor, inspectData, RELOAD_WORKER } from '../helpers/daemon.js';
 import { BACKENDS } from '../helpers/postgres.js';
 import { addrOf, tcpEcho } from '../helpers/net.js';
 import { sleep } from '../helpers/wait.js';
@@ -64,6 +66,12 @@ const views: AdmissionView[] = [];
 afterEach(() => {
   for (const v of views.splice(0)) v.close();
 });
+
+/** A log that keeps what the view says (info and warn). */
+function recorder() {
+  const lines: Array<{ level: 'info' | 'warn'; event?: string; [k: string]: unknown }> = [];
+  return { lines, log: { info: (o: object) => void lines.push({ level: 'info', ...o }), warn: (o: object) => void lines.push({ level: 'warn', ...o }) } };
+}
 
 function makeView(feed: AdmissionFeed, staleAdmissionSec = 300) {
   const clock = { now: 1_000_000 };
@@ -226,6 +234,63 @@ describe('the admission view holds proxy users and IPs in buffers (byte-table.ts
   });
 });
 
+describe('full reloads in the reload worker, and without it', () => {
+  it('a worker that cannot start or fails falls back to a reload on this thread, with a warning; none is lost', async () => {
+    // A feed that names a data dir with no database: the worker starts, cannot open it, and says so.
+    class NoDbFeed extends FakeFeed {
+      snapshotSource() {
+        return { backend: 'sqlite' as const, dataDir: '/nonexistent/proxyd-data' };
+      }
+    }
+    for (const [why, entry] of [
+      ['a worker file that is not there', new URL('./no-such-reload-worker.js', RELOAD_WORKER)],
+      ['a worker that fails', RELOAD_WORKER],
+    ] as const) {
+      const feed = new NoDbFeed();
+      feed.state.users = [{ username: 'alice', account_id: 1, password_hash: 'h1', status: 'active' }];
+      const { lines, log } = recorder();
+      const view = new AdmissionView(feed, { staleAdmissionSec: 300, pollMs: 0, log, reloadWorker: entry });
+      views.push(view);
+      await view.start();
+      feed.state.users.push({ username: 'late', account_id: 1, password_hash: 'h2', status: 'active' }); // only a reload sees it
+      await view.reloadNow();
+      expect(view.userForAuth('late')?.password_hash, why).toBe('h2');
+      expect(view.status(), why).toMatchObject({ users: 2, reloads: 2, lastReload: 'thread' });
+      expect(lines.find((l) => l.event === 'admission_view_reload_worker_failed'), why).toMatchObject({ level: 'warn' });
+      expect(lines.find((l) => l.event === 'admission_view_reloaded'), why).toMatchObject({ via: 'thread', users: 2 });
+    }
+  });
+
+  it('a view without a source for the worker reloads on this thread, without a warning; close() ends a worker building', async () => {
+    const feed = new FakeFeed();
+    const { lines, log } = recorder();
+    const view = new AdmissionView(feed, { staleAdmissionSec: 300, pollMs: 0, log, reloadWorker: RELOAD_WORKER });
+    views.push(view);
+    await view.start();
+    await view.reloadNow();
+    expect(view.status()).toMatchObject({ reloads: 2, lastReload: 'thread' });
+    expect(lines.filter((l) => l.level === 'warn')).toEqual([]);
+
+    // A worker that would build for a while (a real store of 20,000 users), ended by close(): the reload settles
+    // without a swap, and no worker is left.
+    const dataDir = await dataDirFor('sqlite');
+    const store = await openStore({ dataDir });
+    const a = await store.accounts.create('close@example.com', 'x', true);
+    if (a === 'exists') throw new Error('unexpected');
+    await bulkUsers('sqlite', dataDir, a.id, 20_000);
+    const view2 = new AdmissionView(new StoreAdmissionFeed(store.changeLog, { wake: false }), { staleAdmissionSec: 300, pollMs: 0, log, reloadWorker: RELOAD_WORKER });
+    await view2.start();
+    const workers = (view2 as unknown as { workers: Set<unknown> }).workers;
+    const reload = view2.reloadNow();
+    expect(workers.size).toBe(1);
+    view2.close();
+    await reload;
+    expect(workers.size).toBe(0);
+    expect(view2.status().reloads).toBe(1);
+    await store.close();
+  });
+});
+
 describe('admission view over a fake feed', () => {
   it('loads a snapshot and applies changes in batches', async () => {
     const feed = new FakeFeed();
@@ -339,6 +404,29 @@ describe('admission view over a fake feed', () => {
   });
 });
 
+/** `n` proxy users (`bulk0`, `bulk1`, …) of the account, written by one statement (the triggers log each). */
+async function bulkUsers(backend: string, dataDir: string, accountId: number, n: number): Promise<void> {
+  const raw = await inspectData(dataDir, { write: true });
+  try {
+    if (backend === 'postgres') {
+      await raw.run(
+        `INSERT INTO proxy_users (account_id, username, password_hash, status, created_at, updated_at)
+         SELECT ?, 'bulk' || i, 'scrypt$16384$8$1$' || md5(i::text) || '$' || md5((-i)::text) || md5(i::text), 'active', 0, 0 FROM generate_series(0, ${n - 1}) i`,
+        accountId,
+      );
+    } else {
+      await raw.run(
+        `WITH RECURSIVE s(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM s WHERE i < ${n - 1})
+         INSERT INTO proxy_users (account_id, username, password_hash, status, created_at, updated_at)
+         SELECT ?, 'bulk' || i, 'scrypt$16384$8$1$' || hex(randomblob(16)) || '$' || hex(randomblob(32)), 'active', 0, 0 FROM s`,
+        accountId,
+      );
+    }
+  } finally {
+    await raw.close();
+  }
+}
+
 describe.each(BACKENDS)('admission view over the %s change log', (backend) => {
   async function setup(keepRows?: number) {
     const dataDir = await dataDirFor(backend);
@@ -417,6 +505,68 @@ describe.each(BACKENDS)('admission view over the %s change log', (backend) => {
     expect(woken).toBeGreaterThan(before);
     await store.close();
   });
+});
+
+describe.each(BACKENDS)('a full reload of 100,000 users over the %s change log', (backend) => {
+  it('is built in the reload worker: the event loop stays free, and changes made meanwhile hold after the swap', async () => {
+    const USERS = 100_000;
+    const dataDir = await dataDirFor(backend);
+    const store = await openStore({ dataDir, databaseUrl: databaseUrlOf(dataDir) });
+    try {
+      const a = await store.accounts.create('reload@example.com', 'x', true);
+      if (a === 'exists') throw new Error('unexpected');
+      await bulkUsers(backend, dataDir, a.id, USERS);
+      await store.whitelist.claimIp(a.id, '203.0.113.9', '');
+      const { lines, log } = recorder();
+      const view = new AdmissionView(new StoreAdmissionFeed(store.changeLog, { wake: false }), { staleAdmissionSec: 300, pollMs: 0, log, reloadWorker: RELOAD_WORKER });
+      views.push(view);
+      await view.start();
+      expect(view.status()).toMatchObject({ users: USERS, ips: 1, reloads: 1 });
+      const before = view.userForAuth('bulk3')!.password_hash;
+
+      // The longest the loop waits for a 1 ms timer while the reload runs (and the changes below are made).
+      const delay = monitorEventLoopDelay({ resolution: 1 });
+      delay.enable();
+      const reload = view.reloadNow();
+      // Changes while the worker builds (it takes longer than this to start): applied to the tables in use now,
+      // and, after the swap, by the catch-up from the snapshot's position.
+      const raw = await inspectData(dataDir, { write: true });
+      await raw.run("UPDATE proxy_users SET password_hash = 'changed' WHERE username = 'bulk7'");
+      await raw.run("DELETE FROM proxy_users WHERE username = 'bulk5'");
+      await raw.run("INSERT INTO proxy_users (account_id, username, password_hash, status, created_at, updated_at) VALUES (?, 'fresh', 'new-hash', 'active', 0, 0)", a.id);
+      await raw.close();
+      await view.sync();
+      expect(view.status().reloads).toBe(1); // still building
+      expect(view.userForAuth('bulk7')?.password_hash).toBe('changed');
+      expect(view.userForAuth('bulk5')).toBeNull();
+      await reload;
+      delay.disable();
+      await view.sync();
+
+      expect(view.status()).toMatchObject({ state: 'current', users: USERS, ips: 1, reloads: 2, lastReload: 'worker' });
+      const reloaded = lines.find((l) => l.event === 'admission_view_reloaded');
+      expect(reloaded).toMatchObject({ via: 'worker', users: expect.any(Number) });
+      // Linux: the worker's thread ran at nice 19 (elsewhere it could not be set: null).
+      expect(reloaded!.nice).toBe(process.platform === 'linux' ? 19 : null);
+      expect(lines.filter((l) => l.level === 'warn')).toEqual([]);
+      expect(view.userForAuth('bulk7')?.password_hash).toBe('changed');
+      expect(view.userForAuth('bulk5')).toBeNull();
+      expect(view.userForAuth('fresh')).toEqual({ account_id: a.id, password_hash: 'new-hash', status: 'active', account_status: 'active' });
+      expect(view.userForAuth('bulk3')?.password_hash).toBe(before);
+      expect(view.userForAuth(`bulk${USERS - 1}`)?.account_id).toBe(a.id);
+      expect(view.admissionByIp('203.0.113.9')).toEqual({ accountId: a.id, entryActive: true, accountActive: true });
+      // The tables built on the worker's thread (its own hash seed) take changes here as any other.
+      await store.proxyUsers.create(a.id, 'after', 'after-hash');
+      await view.sync();
+      expect(view.userForAuth('after')?.password_hash).toBe('after-hash');
+      // Built on this thread, a slice per turn, the same reload blocks the loop for a few ms at a time; in the
+      // worker, the loop only ever waits for its own work here (the writes above, the swap). 30 ms: room for a
+      // loaded CI machine.
+      expect(delay.max / 1e6).toBeLessThan(30);
+    } finally {
+      await store.close();
+    }
+  }, 30_000);
 });
 
 describe('a real gateway over an expired view', () => {

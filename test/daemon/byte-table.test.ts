@@ -64,4 +64,41 @@ describe('ByteTable', () => {
     put(c, 'k0', 'back');
     expect(get(c, 'k0')).toBe('back');
   });
+
+  it('moves to another thread as its buffers (transferred or shared, not copied) and answers the same there, seed and all', async () => {
+    // Another thread's seed (the module's is per thread); an arena taken in one allocation, then chunks one by
+    // one past it (6 MiB reserved), or with some of it still to hand out (24 MiB); over ArrayBuffers (moved) or
+    // SharedArrayBuffers (shared, as the reload worker builds them).
+    for (const [reserve, shared] of [[6 << 20, false], [24 << 20, false], [6 << 20, true], [24 << 20, true]] as const) {
+      const t = new ByteTable(1_000, reserve, { seed: 0x9e3779b9, shared });
+      const big = 'h'.repeat(40_000);
+      for (let i = 0; i < 400; i++) put(t, `k${i}`, `${i}${big}`); // ~16 MB
+      for (let i = 0; i < 400; i += 3) t.delete(`k${i}`);
+      const { size, liveBytes, garbageBytes } = t;
+      const { state, transfer } = t.exportState();
+      expect(state.reserved === null).toBe(reserve < 16 << 20);
+      expect(transfer.length).toBe(shared ? 0 : state.buffers.length + 2);
+      const moved = structuredClone(state, { transfer }); // what postMessage does with a transfer list
+      expect(transfer.every((b) => b.byteLength === 0)).toBe(true); // detached here: nothing was copied
+      if (shared) expect(moved.buffers.every((b) => b instanceof SharedArrayBuffer) && moved.slots.buffer instanceof SharedArrayBuffer).toBe(true);
+      const r = ByteTable.fromState(moved);
+      expect([r.size, r.liveBytes, r.garbageBytes]).toEqual([size, liveBytes, garbageBytes]);
+      for (let i = 0; i < 400; i++) expect(get(r, `k${i}`)).toBe(i % 3 ? `${i}${big}` : null);
+      // It goes on taking changes, and a copy of it keeps its seed.
+      put(r, 'k0', 'back');
+      put(r, 'k1', 'short');
+      for (let i = 0; i < 200; i++) put(r, `n${i}`, `${i}${big}`);
+      const c = await r.copyInSlices(100, async () => {});
+      for (const x of [r, c]) {
+        expect(get(x, 'k0')).toBe('back');
+        expect(get(x, 'k1')).toBe('short');
+        expect(get(x, 'k2')).toBe(`2${big}`);
+        expect(get(x, 'n199')).toBe(`199${big}`);
+      }
+      if (reserve > 16 << 20 && !shared) {
+        expect(() => ByteTable.fromState({ ...moved, slots: new Uint32Array(10) })).toThrow(RangeError);
+        expect(() => ByteTable.fromState({ ...moved, chunks: [[0, 1 << 30]] })).toThrow(RangeError);
+      }
+    }
+  });
 });

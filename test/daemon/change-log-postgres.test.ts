@@ -1,13 +1,16 @@
 // The PostgreSQL change log's holes (store/postgres/change-log.ts): a sequence number is handed out when a
 // transaction writes, not when it commits, so a higher seq can be visible before a lower one. With two real
 // connections: the reader must still deliver the late commit (to a following view and to a fresh snapshot),
-// must keep a hole however long its transaction runs and forget it as soon as that transaction rolled back, and nodes trimming at once agree.
+// must keep a hole however long its transaction runs and forget it as soon as that transaction rolled back, a
+// reload built in the reload worker (its own connection) must hand its snapshot's holes over, and nodes trimming
+// at once agree.
 import { describe, expect, it } from 'vitest';
 import { StoreAdmissionFeed } from '../../src/daemon/admission/feed.js';
 import { AdmissionView } from '../../src/daemon/admission/view.js';
 import { connect } from '../../src/daemon/store/postgres/db.js';
 import { PostgresStore } from '../../src/daemon/store/postgres/index.js';
 import { createDatabase, postgresSkipReason } from '../helpers/postgres.js';
+import { RELOAD_WORKER } from '../helpers/daemon.js';
 
 const skip = postgresSkipReason() ?? (process.env.PROXYD_TEST_PG_URL ? null : 'no test PostgreSQL');
 
@@ -56,7 +59,8 @@ async function gapBehind(url: string, store: PostgresStore, early: number, late:
 }
 
 function follow(store: PostgresStore) {
-  const view = new AdmissionView(new StoreAdmissionFeed(store.changeLog, { wake: false }), { staleAdmissionSec: 300, pollMs: 0 });
+  // Reloads (after the first load) in the reload worker, as the daemon runs them.
+  const view = new AdmissionView(new StoreAdmissionFeed(store.changeLog, { wake: false }), { staleAdmissionSec: 300, pollMs: 0, reloadWorker: RELOAD_WORKER });
   return view;
 }
 
@@ -98,6 +102,30 @@ describe.skipIf(skip !== null)(`PostgreSQL change log: holes below the reader's 
       await slow.commit();
       await view.sync();
       expect(view.admissionByIp('9.9.9.9')).toMatchObject({ accountActive: false });
+    } finally {
+      view.close();
+      await store.close();
+    }
+  });
+
+  it("a reload in the worker while a lower seq is in flight hands the hole to the view's reader: delivered at its commit", async () => {
+    const { url, store, early, late } = await setup();
+    const view = follow(store);
+    await view.start();
+    try {
+      const slow = openWriter(url, (tx) => tx`UPDATE accounts SET status = 'suspended' WHERE id = ${early}`);
+      await slow.wrote;
+      await store.whitelist.claimIp(late, '8.8.8.8', '');
+      // The worker's snapshot is past the slow transaction's seq and cannot see it; this reader never read there.
+      await view.reloadNow();
+      expect(view.status()).toMatchObject({ reloads: 2, lastReload: 'worker' });
+      expect(view.admissionByIp('8.8.8.8')).toMatchObject({ accountId: late, accountActive: true });
+      expect(holesOf(store)).toBe(1);
+      await slow.commit();
+      await store.whitelist.claimIp(early, '9.9.9.9', '');
+      await view.sync();
+      expect(view.admissionByIp('9.9.9.9')).toMatchObject({ accountId: early, accountActive: false });
+      expect(holesOf(store)).toBe(0);
     } finally {
       view.close();
       await store.close();

@@ -4,7 +4,7 @@ import { appendFileSync, createWriteStream, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
-import { fileURLToPath } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import { API_PATHS } from '../../src/contract/paths.js';
 import { connect } from '../../src/daemon/store/postgres/db.js';
 import { createDatabase, type BackendName } from './postgres.js';
@@ -12,6 +12,11 @@ import { createDatabase, type BackendName } from './postgres.js';
 export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 export const PROXYD = path.join(ROOT, 'bin/proxyd');
 export const PROXYCTL = path.join(ROOT, 'bin/proxyctl');
+/**
+ * The admission view's reload worker as built (`npm run build`): a worker thread runs JavaScript, and tests run
+ * the view from src/, where its default (reload-worker.js beside view.ts) does not exist.
+ */
+export const RELOAD_WORKER = pathToFileURL(path.join(ROOT, 'dist/daemon/admission/reload-worker.js'));
 
 /** The whitelist API's paths from the contract, under the short names the tests use. */
 export const { list: LIST, add: ADD, delete: DEL } = API_PATHS;

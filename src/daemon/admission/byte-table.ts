@@ -14,12 +14,13 @@ export const MAX_KEY_BYTES = 1024;
 const HEADER = 4;
 /** Index load factor above which it doubles. */
 const MAX_LOAD = 0.7;
-// A per-process seed: keys are chosen by customers, so their collisions must not be predictable.
+// A random seed (per thread; a table keeps the one it was built with): keys are chosen by customers, so their
+// collisions must not be predictable.
 const SEED = randomBytes(4).readUInt32LE(0);
 
 /** murmur3 (32-bit) over `len` bytes of `b` from `off`. */
-function hashBytes(b: Uint8Array, off: number, len: number): number {
-  let h = SEED;
+function hashBytes(seed: number, b: Uint8Array, off: number, len: number): number {
+  let h = seed;
   const end = off + (len & ~3);
   let i = off;
   for (; i < end; i += 4) {
@@ -69,6 +70,26 @@ const LOCAL = CHUNK - 1;
 /** An entry's largest size: a key of MAX_KEY_BYTES and a value of up to 65,535 bytes. */
 const MAX_VALUE_BYTES = 0xffff;
 
+/**
+ * A table as plain data over the buffers that hold it, for `postMessage` with those buffers in its transfer list:
+ * the reload worker (reload-worker.ts) builds a table and hands it to the main thread without a copy.
+ */
+export interface ByteTableState {
+  seed: number;
+  slots: Uint32Array;
+  hashes: Uint32Array;
+  /** Every buffer the arena's chunks are views of (the reserved allocation, and chunks taken one by one). */
+  buffers: Array<ArrayBuffer | SharedArrayBuffer>;
+  /** Each chunk in order: its buffer's index in `buffers` and its offset there (a chunk is CHUNK bytes long). */
+  chunks: Array<[buffer: number, offset: number]>;
+  /** The reserved allocation's chunks not handed out yet: [buffer index, offset of the first, offset past the last]. */
+  reserved: [buffer: number, taken: number, end: number] | null;
+  used: number;
+  stored: number;
+  garbage: number;
+  size: number;
+}
+
 export class ByteTable {
   /** Entry reference + 1 per index slot (0: empty); a reference is chunk << CHUNK_BITS | offset in it. */
   private slots: Uint32Array;
@@ -93,17 +114,38 @@ export class ByteTable {
   private reserved: Buffer | null = null;
   private reservedTaken = 0;
 
+  /** The hash seed: a copy (copyInSlices) keeps its original's, since it copies the hashes. */
+  private readonly seed: number;
+  /** Allocate over SharedArrayBuffers (below, `shared`). */
+  private readonly shared: boolean;
+
   /**
    * `expected`: entries to size the index for, so that a full build never rehashes (a stall at a million);
-   * `arenaBytes`: the arena to take in one allocation (the size of the table being rebuilt, say).
+   * `arenaBytes`: the arena to take in one allocation (the size of the table being rebuilt, say). `shared`: the
+   * reload worker's tables are built over SharedArrayBuffers. V8 counts an ArrayBuffer that arrives in a
+   * thread as new external memory there, and the ~100 MiB of a million users arriving at once set off a major
+   * collection on the gateway's thread at every swap; shared memory arrives without that (and is freed, as the
+   * table it replaces, by a later collection).
    */
-  constructor(expected = 0, arenaBytes = 0) {
+  constructor(expected = 0, arenaBytes = 0, opts: { seed?: number; shared?: boolean } = {}) {
+    this.seed = opts.seed ?? SEED;
+    this.shared = opts.shared ?? false;
     const cap = capacityFor(expected);
-    this.slots = new Uint32Array(cap);
-    this.hashes = new Uint32Array(cap);
+    this.slots = this.words(cap);
+    this.hashes = this.words(cap);
     this.mask = cap - 1;
     const chunks = Math.ceil(arenaBytes / CHUNK);
-    if (chunks > 1) this.reserved = Buffer.allocUnsafeSlow(chunks * CHUNK);
+    if (chunks > 1) this.reserved = this.bytes(chunks * CHUNK);
+  }
+
+  /** `n` zeroed 32-bit words. */
+  private words(n: number): Uint32Array {
+    return this.shared ? new Uint32Array(new SharedArrayBuffer(n * 4)) : new Uint32Array(n);
+  }
+
+  /** `n` bytes of arena (not zeroed unless shared: every byte handed out is written before it is read). */
+  private bytes(n: number): Buffer {
+    return this.shared ? Buffer.from(new SharedArrayBuffer(n)) : Buffer.allocUnsafeSlow(n);
   }
 
   private newChunk(): Buffer {
@@ -112,7 +154,7 @@ export class ByteTable {
       this.reservedTaken += CHUNK;
       return r.subarray(this.reservedTaken - CHUNK, this.reservedTaken);
     }
-    return Buffer.allocUnsafeSlow(CHUNK);
+    return this.bytes(CHUNK);
   }
 
   get garbageBytes(): number {
@@ -163,7 +205,7 @@ export class ByteTable {
   find(key: string): number {
     const len = this.encode(key);
     if (len < 0) return -1;
-    const i = this.slotOf(len, hashBytes(this.scratch, 0, len));
+    const i = this.slotOf(len, hashBytes(this.seed, this.scratch, 0, len));
     return i < 0 ? -1 : this.slots[i]! - 1;
   }
 
@@ -194,7 +236,7 @@ export class ByteTable {
     if (valueLen > MAX_VALUE_BYTES) throw new RangeError(`admission view value of ${valueLen} bytes`);
     const len = this.encode(key);
     if (len < 0) return false;
-    const h = hashBytes(this.scratch, 0, len);
+    const h = hashBytes(this.seed, this.scratch, 0, len);
     const i = this.slotOf(len, h);
     if (i >= 0) {
       const ref = this.slots[i]! - 1;
@@ -217,7 +259,7 @@ export class ByteTable {
   delete(key: string): boolean {
     const len = this.encode(key);
     if (len < 0) return false;
-    let i = this.slotOf(len, hashBytes(this.scratch, 0, len));
+    let i = this.slotOf(len, hashBytes(this.seed, this.scratch, 0, len));
     if (i < 0) return false;
     const ref = this.slots[i]! - 1;
     this.garbage += HEADER + len + this.chunkOf(ref).readUInt16LE((ref & LOCAL) + 2);
@@ -273,8 +315,8 @@ export class ByteTable {
   private growIndex(): void {
     const old = this.slots;
     const oldHashes = this.hashes;
-    this.slots = new Uint32Array(old.length * 2);
-    this.hashes = new Uint32Array(old.length * 2);
+    this.slots = this.words(old.length * 2);
+    this.hashes = this.words(old.length * 2);
     this.mask = this.slots.length - 1;
     for (let i = 0; i < old.length; i++) if (old[i] !== 0) this.place(oldHashes[i]!, old[i]!);
   }
@@ -284,7 +326,7 @@ export class ByteTable {
    * meanwhile; the caller must not change it until the copy is done).
    */
   async copyInSlices(slice: number, yieldTurn: () => Promise<void>): Promise<ByteTable> {
-    const t = new ByteTable(this.size, this.liveBytes * 1.05);
+    const t = new ByteTable(this.size, this.liveBytes * 1.05, { seed: this.seed });
     const { slots, hashes } = this;
     let n = 0;
     for (let i = 0; i < slots.length; i++) {
@@ -300,6 +342,65 @@ export class ByteTable {
       t.size++;
       if (++n % slice === 0) await yieldTurn();
     }
+    return t;
+  }
+
+  /**
+   * The table as data over its buffers, and those buffers to transfer: post both with them in the transfer list.
+   * They move to the receiver (detached here; shared ones are shared, not transferred), so this table must not be
+   * used afterwards.
+   */
+  exportState(): { state: ByteTableState; transfer: ArrayBuffer[] } {
+    const buffers: Array<ArrayBuffer | SharedArrayBuffer> = [];
+    const index = new Map<ArrayBuffer | SharedArrayBuffer, number>();
+    const indexOf = (b: Buffer): number => {
+      const ab = b.buffer;
+      let i = index.get(ab);
+      if (i === undefined) {
+        i = buffers.push(ab) - 1;
+        index.set(ab, i);
+      }
+      return i;
+    };
+    const r = this.reserved;
+    const state: ByteTableState = {
+      seed: this.seed,
+      slots: this.slots,
+      hashes: this.hashes,
+      buffers,
+      chunks: this.chunks.map((c) => [indexOf(c), c.byteOffset]),
+      reserved: r && this.reservedTaken + CHUNK <= r.length ? [indexOf(r), r.byteOffset + this.reservedTaken, r.byteOffset + r.length] : null,
+      used: this.used,
+      stored: this.stored,
+      garbage: this.garbage,
+      size: this.size,
+    };
+    const all = [...buffers, this.slots.buffer, this.hashes.buffer];
+    return { state, transfer: all.filter((b): b is ArrayBuffer => !(b instanceof SharedArrayBuffer)) };
+  }
+
+  /** The table `exportState` described, over the same (transferred) buffers: nothing is copied. */
+  static fromState(s: ByteTableState): ByteTable {
+    const cap = s.slots.length;
+    if (cap < 16 || (cap & (cap - 1)) !== 0 || s.hashes.length !== cap || s.size >= cap) throw new RangeError('admission table state: bad index');
+    const view = (buffer: number, offset: number, length: number): Buffer => {
+      const ab = s.buffers[buffer];
+      if (!ab || offset < 0 || offset + length > ab.byteLength) throw new RangeError('admission table state: chunk out of its buffer');
+      return Buffer.from(ab, offset, length);
+    };
+    const t = new ByteTable(0, 0, { seed: s.seed >>> 0 });
+    t.slots = s.slots;
+    t.hashes = s.hashes;
+    t.mask = cap - 1;
+    for (const [b, off] of s.chunks) t.chunks.push(view(b, off, CHUNK));
+    if (s.reserved) {
+      const [b, from, end] = s.reserved;
+      t.reserved = view(b, from, end - from);
+    }
+    t.used = s.chunks.length ? s.used : CHUNK;
+    t.stored = s.stored;
+    t.garbage = s.garbage;
+    t.size = s.size;
     return t;
   }
 }

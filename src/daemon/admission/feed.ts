@@ -2,7 +2,7 @@
 // watch on the data dir for SQLite, LISTEN/NOTIFY for PostgreSQL) with the view's short poll as the fallback,
 // and the periodic trim that keeps the log bounded.
 import type { AdmissionFeed } from './view.js';
-import type { AdmissionUserRow, ChangeLogStore } from '../store/index.js';
+import type { AdmissionSnapshotRows, AdmissionUserRow, ChangeLogStore } from '../store/index.js';
 
 interface FeedOptions {
   /** Log rows kept by the trim (a node further behind than this reloads in full). */
@@ -34,6 +34,14 @@ export class StoreAdmissionFeed implements AdmissionFeed {
 
   changesSince(seq: number, limit: number) {
     return this.changeLog.changesSince(seq, limit);
+  }
+
+  snapshotSource() {
+    return this.changeLog.snapshotSource();
+  }
+
+  adoptSnapshot(snap: Pick<AdmissionSnapshotRows, 'gaps'>): void {
+    this.changeLog.adoptSnapshot(snap);
   }
 
   onWake(cb: () => void): void {

@@ -1,10 +1,14 @@
 // The admission view (docs/operations.md Fleet): what admits, in memory — proxy users with their password hashes, the IPs
 // held by a live entry, and each account's status — loaded once and kept current from the change log.
 // The gateway's admission reads only this, so a connection never waits for the database.
+import { Worker } from 'node:worker_threads';
 import { ByteTable } from './byte-table.js';
+import { getIp, getUser, putIp, putUser } from './entries.js';
 import { TargetRuleSet, type TargetRuleSets } from '../../gateway/index.js';
 import { splitItems } from '../store/target-rules-sql.js';
-import { SERVICE_RULES_ID, type AdmissionChangeRows, type AdmissionIpRow, type AdmissionSnapshotRows, type AdmissionUserRow, type ProxyUserAuth, type TargetRulesRow } from '../store/index.js';
+import { SERVICE_RULES_ID, type AdmissionChangeRows, type AdmissionSnapshotRows, type AdmissionUserRow, type ProxyUserAuth, type SnapshotSource, type TargetRulesRow } from '../store/index.js';
+import type { ReloadWorkerData, ReloadWorkerMessage } from './reload-worker.js';
+import { startLowered } from './thread-priority.js';
 
 /** A proxy user as admission needs it; `account_status` is 'active' or why not ('inactive', 'unknown'). */
 type AdmissionUser = Omit<ProxyUserAuth, 'account_status'> & { account_status: string };
@@ -20,6 +24,10 @@ export interface AdmissionFeed {
   changesSince(seq: number, limit: number): Promise<AdmissionChangeRows | 'behind'>;
   /** Calls `cb` when the log may have grown (a file watch on SQLite, LISTEN/NOTIFY on PostgreSQL). */
   onWake?(cb: () => void): void;
+  /** Where a worker thread opens its own read connection to take the snapshot (absent or null: reloads run on this thread). */
+  snapshotSource?(): SnapshotSource | null;
+  /** At a swap: the feed follows on from this snapshot (PostgreSQL: the gaps it could not see yet). */
+  adoptSnapshot?(snap: Pick<AdmissionSnapshotRows, 'gaps'>): void;
   close?(): void;
 }
 
@@ -36,6 +44,8 @@ export interface ViewStatus {
   users: number;
   ips: number;
   reloads: number;
+  /** Where the last full reload after the first load was built: in the reload worker, or on this thread (its fallback). */
+  lastReload: 'worker' | 'thread' | null;
 }
 
 interface AdmissionViewOptions {
@@ -47,8 +57,13 @@ interface AdmissionViewOptions {
   pollMs?: number;
   /** Log rows read per feed call. */
   batch?: number;
-  /** Share of one core a full reload may take while the view serves (RELOAD_SHARE unless given; 1: flat out). */
+  /** Share of one core a full reload on this thread may take while the view serves (RELOAD_SHARE unless given; 1: flat out). */
   reloadShare?: number;
+  /**
+   * The reload worker's entry (RELOAD_WORKER unless given: reload-worker.js beside this file); null: full reloads
+   * run on this thread, paced. Tests, which run from src/, point it at dist/ (or at a missing file).
+   */
+  reloadWorker?: URL | null;
   nowMs?: () => number;
   log?: { info(obj: object, msg?: string): void; warn(obj: object, msg?: string): void };
 }
@@ -61,57 +76,16 @@ export class AdmissionUnavailable extends Error {
   }
 }
 
-/**
- * A proxy user in the view: its username is the key of a ByteTable entry (byte-table.ts) whose value is a flags
- * byte, the account id (6 bytes) and the password hash exactly as stored, in UTF-8, less the standard scrypt
- * parameters' prefix when it has them (a flag says so). Nothing per user is a JS object; userForAuth()
- * materializes one on lookup. (Raw salt and key bytes would save 18 bytes a user, but decoding base64 for a
- * million rows cost a second of the load.)
- */
-const USER_ACTIVE = 1;
-const USER_STANDARD_PREFIX = 2;
-const ACCOUNT_BYTES = 6;
-const STANDARD_PREFIX = 'scrypt$16384$8$1$';
-
-function putUser(t: ByteTable, r: AdmissionUserRow): void {
-  const std = r.password_hash.startsWith(STANDARD_PREFIX);
-  const text = std ? r.password_hash.slice(STANDARD_PREFIX.length) : r.password_hash;
-  const flags = (r.status === 'active' ? USER_ACTIVE : 0) | (std ? USER_STANDARD_PREFIX : 0);
-  // false: a name no client could present as written (over 1 KiB, or not well-formed text); it admits no one, so
-  // leaving it out changes no answer.
-  t.set(r.username, 1 + ACCOUNT_BYTES + Buffer.byteLength(text), (b, o) => {
-    b[o] = flags;
-    b.writeUIntLE(r.account_id, o + 1, ACCOUNT_BYTES);
-    b.write(text, o + 1 + ACCOUNT_BYTES, 'utf8');
-  });
-}
-
-function getUser(t: ByteTable, username: string): { accountId: number; hash: string; active: boolean } | null {
-  const e = t.find(username);
-  if (e < 0) return null;
-  const b = t.chunkOf(e);
-  const o = t.valueAt(e);
-  const flags = b[o]!;
-  const text = b.toString('utf8', o + 1 + ACCOUNT_BYTES, o + t.valueLength(e));
-  return { accountId: b.readUIntLE(o + 1, ACCOUNT_BYTES), hash: flags & USER_STANDARD_PREFIX ? STANDARD_PREFIX + text : text, active: (flags & USER_ACTIVE) !== 0 };
-}
-
-/** An IP in the view: the key of an entry whose value is the entry's status (1 active) and the account id. */
-function putIp(t: ByteTable, r: AdmissionIpRow): void {
-  t.set(r.ip, 1 + ACCOUNT_BYTES, (b, o) => {
-    b[o] = r.status === 1 ? 1 : 0;
-    b.writeUIntLE(r.account_id, o + 1, ACCOUNT_BYTES);
-  });
-}
-
 const WAKE_DELAY_MS = 20;
 /** Rows handled per turn of the event loop while a full load is built. */
 const SLICE = 2_000;
 const nextTurn = (): Promise<void> => new Promise<void>((r) => setImmediate(r));
 /** Garbage in a table (replaced or deleted entries) above which it is rebuilt (and above this share of its live bytes). */
 const COMPACT_MIN_BYTES = 1 << 20;
-/** A reload beside the view in use takes at most this share of a core (a million users: ~4 × its CPU time). */
+/** A reload on this thread beside the view in use takes at most this share of a core (a million users: ~4 × its CPU time). */
 const RELOAD_SHARE = 0.25;
+/** Built beside this file in dist/, where the daemon runs from. */
+const RELOAD_WORKER = new URL('./reload-worker.js', import.meta.url);
 
 /**
  * Keeps a reload to a share of one core: after each slice of work it waits in proportion to the time the slice
@@ -135,9 +109,9 @@ class Pacer {
   }
 }
 
-async function inSlices<T>(rows: readonly T[], each: (r: T) => void, pacer: Pacer): Promise<void> {
+async function inSlices<T>(rows: ArrayLike<T>, each: (r: T, i: number) => void, pacer: Pacer): Promise<void> {
   for (let i = 0; i < rows.length; i++) {
-    each(rows[i]!);
+    each(rows[i]!, i);
     if (i % SLICE === SLICE - 1) await pacer.turn();
   }
 }
@@ -152,6 +126,26 @@ function ruleSet(r: TargetRulesRow | null): TargetRuleSet | null {
 /** Without an error, a view not refreshed for this long is stale all the same (a feed call that hangs). */
 const STALL_MS = 5_000;
 
+/** A full load, ready to be swapped in. */
+interface Built {
+  seq: number;
+  gaps: AdmissionSnapshotRows['gaps'];
+  users: ByteTable;
+  ips: ByteTable;
+  accounts: Map<number, boolean>;
+  rules: Map<number, TargetRuleSet>;
+}
+
+/** The target rules rows compiled, a slice per turn. */
+async function compileRules(rows: readonly TargetRulesRow[], pacer: Pacer): Promise<Map<number, TargetRuleSet>> {
+  const rules = new Map<number, TargetRuleSet>();
+  await inSlices(rows, (r) => {
+    const set = ruleSet(r);
+    if (set) rules.set(r.account_id, set);
+  }, pacer);
+  return rules;
+}
+
 export class AdmissionView {
   private users = new ByteTable();
   private ips = new ByteTable();
@@ -162,6 +156,9 @@ export class AdmissionView {
   private lastSyncAt = 0;
   private failing: string | null = null;
   private reloads = 0;
+  private lastReload: ViewStatus['lastReload'] = null;
+  /** Reload workers building (close() ends them): one, but for a SIGHUP's beside a catch-up's that found the view behind. */
+  private readonly workers = new Set<Worker>();
   private syncing: Promise<void> | null = null;
   /** A SIGHUP reload under way: catch-ups go on beside it (on the tables in use). */
   private reloading: Promise<void> | null = null;
@@ -200,6 +197,7 @@ export class AdmissionView {
     this.closed = true;
     if (this.timer) clearInterval(this.timer);
     if (this.wakeTimer) clearTimeout(this.wakeTimer);
+    for (const w of this.workers) void w.terminate();
     this.feed.close?.();
   }
 
@@ -251,7 +249,7 @@ export class AdmissionView {
   status(): ViewStatus {
     const ageMs = Math.max(0, this.nowMs() - this.lastSyncAt);
     const state: ViewState = !this.failing && ageMs <= STALL_MS ? 'current' : ageMs <= this.staleMs ? 'stale' : 'expired';
-    return { state, ageMs, seq: this.seq, users: this.users.size, ips: this.ips.size, reloads: this.reloads };
+    return { state, ageMs, seq: this.seq, users: this.users.size, ips: this.ips.size, reloads: this.reloads, lastReload: this.lastReload };
   }
 
   /** The proxy user's row as admission needs it, or null (unknown username). */
@@ -263,13 +261,8 @@ export class AdmissionView {
 
   /** The owner of the IP's live entry (held claim), or null. */
   admissionByIp(ip: string): { accountId: number; entryActive: boolean; accountActive: boolean } | null {
-    const t = this.ips;
-    const e = t.find(ip);
-    if (e < 0) return null;
-    const b = t.chunkOf(e);
-    const o = t.valueAt(e);
-    const accountId = b.readUIntLE(o + 1, ACCOUNT_BYTES);
-    return { accountId, entryActive: b[o] === 1, accountActive: this.accounts.get(accountId) === true };
+    const e = getIp(this.ips, ip);
+    return e && { accountId: e.accountId, entryActive: e.active, accountActive: this.accounts.get(e.accountId) === true };
   }
 
   /** The target rules a connection of this account is checked against (docs/gateway.md, "Target rules"). */
@@ -325,12 +318,37 @@ export class AdmissionView {
   }
 
   /**
-   * A full load, built beside the view in use and swapped in at the end: a slice of rows per turn of the event
-   * loop, so the gateway keeps admitting from the old view meanwhile (a million users took about a second of
-   * one turn: every connection waited for it).
+   * A full load, built beside the view in use and swapped in at the end. The first is built on this thread at full
+   * speed (nothing is admitted until it is done); every later one (SIGHUP, or the view fell behind the trimmed log)
+   * in the reload worker when the feed can be read from another thread, and on this thread, paced, when it cannot
+   * or the worker fails: a reload is never lost, only slower on the gateway's thread.
    */
   private async reload(): Promise<void> {
     const t0 = this.nowMs();
+    const source = this.reloads > 0 && this.opts.reloadWorker !== null ? (this.feed.snapshotSource?.() ?? null) : null;
+    if (source) {
+      let built: { built: Built; nice: number | null } | null = null;
+      try {
+        built = await this.buildInWorker(source);
+      } catch (err) {
+        if (this.closed) return;
+        this.opts.log?.warn(
+          { event: 'admission_view_reload_worker_failed', err: err instanceof Error ? err.message : String(err) },
+          'admission view reload worker failed: reloading on the main thread, paced',
+        );
+      }
+      if (built) return this.swap(built.built, t0, 'worker', { nice: built.nice });
+    }
+    const built = await this.buildHere();
+    if (built) this.swap(built, t0, 'thread');
+  }
+
+  /**
+   * The load on this thread, a slice of rows per turn of the event loop, so the gateway keeps admitting from the
+   * old view meanwhile (a million users took about a second of one turn: every connection waited for it). Null:
+   * the view was closed meanwhile.
+   */
+  private async buildHere(): Promise<Built | null> {
     // Built beside the tables in use, sized for as many entries as they hold (no rehash of a million mid-build);
     // a feed that pages its users hands each page over as it reads it, so no array of a million rows is built.
     const users = new ByteTable(this.users.size, this.users.liveBytes * 1.05);
@@ -348,20 +366,66 @@ export class AdmissionView {
     await inSlices(snap.ips, (r) => putIp(ips, r), pacer);
     const accounts = new Map<number, boolean>();
     await inSlices(snap.accounts, (r) => accounts.set(r.id, r.status === 'active'), pacer);
-    const rules = new Map<number, TargetRuleSet>();
-    await inSlices(snap.rules, (r) => {
-      const set = ruleSet(r);
-      if (set) rules.set(r.account_id, set);
-    }, pacer);
-    if (this.closed) return;
-    this.users = users;
-    this.ips = ips;
-    this.accounts = accounts;
-    this.rules = rules;
-    this.seq = snap.seq;
+    const rules = await compileRules(snap.rules, pacer);
+    return this.closed ? null : { seq: snap.seq, gaps: snap.gaps, users, ips, accounts, rules };
+  }
+
+  /**
+   * The load in the reload worker (reload-worker.ts): its own read connection, the same snapshot, the users and IPs
+   * tables built there and handed over as their (shared) buffers. Accounts and target rules are few; they are
+   * built here, paced like a reload on this thread. Null: the view was closed meanwhile. Throws when the worker
+   * cannot start, fails, or ends without its tables.
+   */
+  private async buildInWorker(source: SnapshotSource): Promise<{ built: Built; nice: number | null } | null> {
+    const data: ReloadWorkerData = {
+      source,
+      users: { expected: this.users.size, bytes: this.users.liveBytes * 1.05 },
+      ips: { expected: this.ips.size, bytes: this.ips.liveBytes * 1.05 },
+    };
+    let w: Worker | null = null;
+    const msg = await new Promise<Extract<ReloadWorkerMessage, { type: 'built' }>>((resolve, reject) => {
+      const entry = this.opts.reloadWorker ?? RELOAD_WORKER;
+      w = startLowered(() => new Worker(entry, { workerData: data }));
+      this.workers.add(w);
+      // A reload never keeps the process alive: close() or the end of the process ends it.
+      w.unref();
+      w.on('message', (m: ReloadWorkerMessage) => {
+        if (m.type === 'progress') this.lastSyncAt = this.nowMs();
+        else if (m.type === 'failed') reject(new Error(m.error));
+        else resolve(m);
+      });
+      w.on('error', reject);
+      w.on('exit', (code) => reject(new Error(`reload worker exited (code ${code}) without its tables`)));
+    }).finally(() => {
+      // It closed its connection before posting; whatever is left of it is not needed.
+      if (!w) return;
+      void w.terminate();
+      this.workers.delete(w);
+    });
+    if (this.closed) return null;
+    const users = ByteTable.fromState(msg.users);
+    const ips = ByteTable.fromState(msg.ips);
+    const pacer = new Pacer(this.opts.reloadShare ?? RELOAD_SHARE);
+    const accounts = new Map<number, boolean>();
+    await inSlices(msg.accountIds, (id, i) => accounts.set(id, msg.accountActive[i] === 1), pacer);
+    const rules = await compileRules(msg.rules, pacer);
+    return this.closed ? null : { built: { seq: msg.seq, gaps: msg.gaps, users, ips, accounts, rules }, nice: msg.nice };
+  }
+
+  /** The new tables in use; the view follows the log on from the snapshot's position (and its gaps). */
+  private swap(b: Built, t0: number, via: 'worker' | 'thread', extra: object = {}): void {
+    this.users = b.users;
+    this.ips = b.ips;
+    this.accounts = b.accounts;
+    this.rules = b.rules;
+    this.seq = b.seq;
+    this.feed.adoptSnapshot?.(b);
     this.generation++;
     this.reloads++;
-    if (this.reloads > 1) this.opts.log?.info({ event: 'admission_view_reloaded', users: users.size, ips: ips.size, ms: this.nowMs() - t0 }, 'admission view reloaded in full');
+    if (this.reloads > 1) {
+      this.lastReload = via;
+      this.opts.log?.info({ event: 'admission_view_reloaded', users: b.users.size, ips: b.ips.size, ms: this.nowMs() - t0, via, ...extra }, 'admission view reloaded in full');
+    }
   }
 
   /**

@@ -452,7 +452,19 @@ export interface AdmissionSnapshotRows {
   ips: AdmissionIpRow[];
   accounts: AdmissionAccountRow[];
   rules: TargetRulesRow[];
+  /**
+   * PostgreSQL: sequence numbers at or below `seq` that the snapshot could not see (their transactions were still
+   * running), and the snapshot's xmax. The reader reads them again until they fill or are known rolled back; a
+   * snapshot taken on another connection hands them over with `adoptSnapshot`.
+   */
+  gaps?: { seqs: number[]; xmax: number };
 }
+
+/**
+ * Where another thread opens a read connection of its own to the same data (the admission view's reload worker):
+ * the data dir of proxyd.db, or the database URL (with its password: never log it).
+ */
+export type SnapshotSource = { backend: 'sqlite'; dataDir: string } | { backend: 'postgres'; url: string };
 
 /** Current state of every key named by the log rows read; `null` state: the key no longer admits. */
 export interface AdmissionChangeRows {
@@ -498,6 +510,14 @@ export interface ChangeLogStore {
   trim(keep: number): Promise<number>;
   /** Calls `wake` soon after any process commits a change (a hint: the log is the truth); returns the stop function. */
   watch(wake: () => void, onError?: (err: Error) => void): () => void;
+  /** How another thread opens its own read connection to take a snapshot of the same data (null: it cannot). */
+  snapshotSource(): SnapshotSource | null;
+  /**
+   * A snapshot taken on another connection (a worker thread's) is where this reader now follows on from: its
+   * `changesSince` reads the snapshot's gaps again (PostgreSQL), and a read begun before this call leaves the
+   * reader's bookkeeping alone (its answer belongs to the view being replaced).
+   */
+  adoptSnapshot(snap: Pick<AdmissionSnapshotRows, 'gaps'>): void;
 }
 
 type Backend = 'sqlite' | 'postgres';

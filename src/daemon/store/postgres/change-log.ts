@@ -4,7 +4,7 @@
 // that was running when the hole was seen has ended (then it was a rollback), so no committed change is
 // ever skipped, however long its transaction ran. LISTEN/NOTIFY wakes readers early.
 import type {
-  AdmissionAccountRow, AdmissionChangeRows, AdmissionIpRow, AdmissionSnapshotRows, AdmissionUserRow, ChangeKind, ChangeLogStore, TargetRulesRow,
+  AdmissionAccountRow, AdmissionChangeRows, AdmissionIpRow, AdmissionSnapshotRows, AdmissionUserRow, ChangeKind, ChangeLogStore, SnapshotSource, TargetRulesRow,
 } from '../types.js';
 import type postgres from '#postgres';
 import { guard, type Sql } from './db.js';
@@ -33,10 +33,17 @@ const SNAPSHOT_STREAM_TIMEOUT_MS = 10 * 60_000;
 export class PgChangeLogStore implements ChangeLogStore {
   /** seq → when it was first seen missing below the reader's position, and that snapshot's xmax (see noteHoles). */
   private readonly holes = new Map<number, { at: number; xmax: number }>();
+  /**
+   * Counts snapshots adopted (adoptSnapshot): a read of changes begun before one leaves `holes` alone, since it
+   * read on from the position of the view being replaced.
+   */
+  private epoch = 0;
 
   constructor(
     private readonly sql: Sql,
     private readonly nowMs: () => number = Date.now,
+    /** The database URL, for another thread's connection (snapshotSource); null: none can be opened. */
+    private readonly url: string | null = null,
   ) {}
 
   async snapshot(onUsers?: (rows: readonly AdmissionUserRow[]) => void | Promise<void>): Promise<AdmissionSnapshotRows> {
@@ -47,6 +54,7 @@ export class PgChangeLogStore implements ChangeLogStore {
           const xids = await this.snapshotXids(tx);
           const seq = await this.head(tx);
           this.holes.clear();
+          const gaps = { seqs: [] as number[], xmax: xids.xmax };
           // Only a transaction running now can fill a gap later, however far below the head its seq is.
           if (xids.xmin < xids.xmax) {
             const missing = await tx<{ seq: number }[]>`
@@ -54,9 +62,11 @@ export class PgChangeLogStore implements ChangeLogStore {
                WHERE NOT EXISTS (SELECT 1 FROM change_log WHERE change_log.seq = s) ORDER BY s DESC LIMIT ${SNAPSHOT_MAX_HOLES}`;
             const at = this.nowMs();
             for (const r of missing) this.holes.set(r.seq, { at, xmax: xids.xmax });
+            gaps.seqs = missing.map((r) => r.seq);
           }
           return {
             seq,
+            gaps,
             // Streamed through a cursor when the reader takes pages: a million rows are never held at once.
             users: onUsers
               ? await tx<AdmissionUserRow[]>`SELECT username, account_id, password_hash, status FROM proxy_users`
@@ -76,6 +86,7 @@ export class PgChangeLogStore implements ChangeLogStore {
     return guard(
       () =>
         this.sql.begin('isolation level repeatable read read only', async (tx) => {
+          const epoch = this.epoch;
           const xids = await this.snapshotXids(tx);
           const horizon = await this.trimmedThrough(tx);
           if (since < horizon) return 'behind' as const;
@@ -89,11 +100,15 @@ export class PgChangeLogStore implements ChangeLogStore {
               SELECT seq, kind, key FROM change_log WHERE seq <= ${since} AND seq IN (SELECT jsonb_array_elements_text(${JSON.stringify(holes)}::text::jsonb)::bigint)
             ) l ORDER BY seq LIMIT ${limit}`;
           const ahead = log.filter((r) => r.seq > since).map((r) => r.seq);
-          for (const r of log) this.holes.delete(r.seq);
-          this.expireHoles(xids.xmin);
+          // A snapshot adopted meanwhile: its gaps are the ones to follow now, and this answer is discarded.
+          const current = epoch === this.epoch;
+          if (current) {
+            for (const r of log) this.holes.delete(r.seq);
+            this.expireHoles(xids.xmin);
+          }
           // A position past the head: the database was replaced or restored from a backup.
           if (ahead.length === 0 && log.length === 0) return since > (await this.head(tx)) ? ('behind' as const) : empty(since);
-          this.noteHoles(since, ahead, xids.xmax);
+          if (current) this.noteHoles(since, ahead, xids.xmax);
           const out: AdmissionChangeRows = { seq: ahead.length ? ahead[ahead.length - 1]! : since, rows: ahead.length, users: [], ips: [], accounts: [], rules: [] };
           const keys = { user: new Set<string>(), ip: new Set<string>(), account: new Set<string>() };
           for (const r of log) keys[r.kind].add(r.key);
@@ -122,6 +137,21 @@ export class PgChangeLogStore implements ChangeLogStore {
           return out;
         }) as Promise<AdmissionChangeRows | 'behind'>,
     );
+  }
+
+  snapshotSource(): SnapshotSource | null {
+    return this.url === null ? null : { backend: 'postgres', url: this.url };
+  }
+
+  /**
+   * The gaps of a snapshot taken on another connection become the ones this reader reads again; any it held
+   * belonged to the position of the view being replaced (a gap the snapshot saw filled is in its rows already).
+   */
+  adoptSnapshot(snap: Pick<AdmissionSnapshotRows, 'gaps'>): void {
+    this.epoch++;
+    this.holes.clear();
+    const at = this.nowMs();
+    for (const seq of snap.gaps?.seqs ?? []) this.holes.set(seq, { at, xmax: snap.gaps!.xmax });
   }
 
   async headSeq(): Promise<number> {

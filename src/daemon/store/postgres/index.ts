@@ -70,7 +70,7 @@ export class PostgresStore implements Store {
     this.exits = new PgExitStore(background, nowSec);
     this.connectionLog = new PgConnectionLogStore(writes, nowSec);
     this.rateHits = new PgRateHitStore(sql);
-    this.changeLog = new PgChangeLogStore(background, nowMs);
+    this.changeLog = new PgChangeLogStore(background, nowMs, url);
   }
 
   /** Connects and migrates; a server that cannot be reached at start is an error naming the URL (no password). */

@@ -3,7 +3,7 @@
 // wakes readers on a watch of the data dir (every commit by any process appends to proxyd.db-wal).
 import { watch } from 'node:fs';
 import type {
-  AdmissionAccountRow, AdmissionChangeRows, AdmissionIpRow, AdmissionSnapshotRows, AdmissionUserRow, ChangeKind, ChangeLogStore, TargetRulesRow,
+  AdmissionAccountRow, AdmissionChangeRows, AdmissionIpRow, AdmissionSnapshotRows, AdmissionUserRow, ChangeKind, ChangeLogStore, SnapshotSource, TargetRulesRow,
 } from '../types.js';
 import { DB_FILE, type Db } from './db.js';
 import { stmt } from './statements.js';
@@ -112,6 +112,13 @@ export class SqliteChangeLogStore implements ChangeLogStore {
       return () => {};
     }
   }
+
+  snapshotSource(): SnapshotSource {
+    return { backend: 'sqlite', dataDir: this.dataDir };
+  }
+
+  /** Nothing to hand over: one writer at a time commits the log in sequence order, so a snapshot leaves no gaps. */
+  adoptSnapshot(): void {}
 
   private head(): number {
     const r = stmt<[], { seq: number | null }>(this.db, 'SELECT MAX(seq) AS seq FROM change_log').get();

@@ -22,9 +22,9 @@ interface OpenOptions {
 }
 
 /** The addon is built at install; an install that skipped scripts has none: say what to run, not a loader trace. */
-function newDatabase(file: string): Db {
+function newDatabase(file: string, options?: Database.Options): Db {
   try {
-    return pin(new Database(file));
+    return pin(new Database(file, options));
   } catch (e) {
     const msg = (e as Error).message ?? '';
     if (/bindings file|ERR_DLOPEN_FAILED|NODE_MODULE_VERSION|better_sqlite3\.node/.test(`${msg} ${(e as { code?: string }).code ?? ''}`)) {
@@ -44,6 +44,16 @@ export function openDatabase(dataDir: string, opts: OpenOptions = {}): Db {
   db.exec(`PRAGMA busy_timeout = ${opts.busyTimeoutMs ?? 5000}`);
   db.exec('PRAGMA foreign_keys = ON');
   if (opts.migrate !== false) migrate(db);
+  return db;
+}
+
+/**
+ * proxyd.db read-only, for a reader on another thread (the admission view's reload worker): no migrations, and
+ * the file must be there already (the serving process made it).
+ */
+export function openReadOnly(dataDir: string, busyTimeoutMs = 5000): Db {
+  const db = newDatabase(path.join(dataDir, DB_FILE), { readonly: true, fileMustExist: true });
+  db.exec(`PRAGMA busy_timeout = ${busyTimeoutMs}`);
   return db;
 }
 
