@@ -75,7 +75,17 @@ async function build(port: NonNullable<typeof parentPort>, data: ReloadWorkerDat
   port.postMessage(msg, [...u.transfer, ...p.transfer, accountIds.buffer, accountActive.buffer]);
 }
 
-if (parentPort) {
+/** The view's warm-up at start-up: the modules a reload needs, loaded once, and the thread ends. */
+async function warmUp(port: NonNullable<typeof parentPort>): Promise<void> {
+  lowerThreadPriority(ownThreadId());
+  await Promise.all([import('./byte-table.js'), import('./entries.js'), import('../store/reader.js')]);
+  port.postMessage({ type: 'progress' } satisfies ReloadWorkerMessage);
+}
+
+if (parentPort && (workerData as { warmUp?: boolean } | null)?.warmUp === true) {
+  const port = parentPort;
+  warmUp(port).catch(() => port.postMessage({ type: 'progress' } satisfies ReloadWorkerMessage));
+} else if (parentPort) {
   const port = parentPort;
   build(port, workerData as ReloadWorkerData).catch((err: unknown) => {
     port.postMessage({ type: 'failed', error: err instanceof Error ? err.message : String(err) } satisfies ReloadWorkerMessage);
