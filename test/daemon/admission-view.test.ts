@@ -291,6 +291,35 @@ describe('full reloads in the reload worker, and without it', () => {
   });
 });
 
+describe('a view closed during a reload (review fix)', () => {
+  it('close() while the worker\'s tables are taken in takes no fallback snapshot, and a reload asked for after close() does nothing', async () => {
+    // Before the fix, a worker's answer dropped by close() sent the reload on to a snapshot on this thread against a
+    // store that shutdown was about to close; and a SIGHUP after close() started a worker with its own connection.
+    class SourcedFeed extends FakeFeed {
+      snapshotSource() {
+        return { backend: 'sqlite' as const, dataDir: '/nonexistent/proxyd-data' };
+      }
+    }
+    const feed = new SourcedFeed();
+    const entry = new URL('../fixtures/slow-accounts-reload-worker.mjs', import.meta.url);
+    const view = new AdmissionView(feed, { staleAdmissionSec: 300, pollMs: 0, reloadWorker: entry });
+    views.push(view);
+    await view.start();
+    const before = feed.snapshots;
+    const workers = (view as unknown as { workers: Set<unknown> }).workers;
+    const reload = view.reloadNow();
+    await vi.waitFor(() => expect(workers.size).toBe(0), { timeout: 10_000 });
+    await new Promise((r) => setImmediate(r)); // into the accounts' slices
+    view.close();
+    await reload;
+    expect(feed.snapshots - before).toBe(0);
+    expect(view.status().reloads).toBe(1);
+    await view.reloadNow();
+    expect(workers.size).toBe(0);
+    expect(feed.snapshots - before).toBe(0);
+  });
+});
+
 describe('admission view over a fake feed', () => {
   it('loads a snapshot and applies changes in batches', async () => {
     const feed = new FakeFeed();

@@ -218,6 +218,26 @@ describe.skipIf(skip !== null)(`PostgreSQL change log: holes below the reader's 
     }
   });
 
+  it('a read of changes asked for before a snapshot is adopted leaves the adopted gaps alone, though its transaction starts after (review fix)', async () => {
+    // The view notes its generation, asks for changes, and a worker's swap adopts a snapshot with a gap while that
+    // read's BEGIN is still on the wire. The read then returns the gap's seq and is discarded by the view; if it had
+    // counted as current it would have removed the gap, and the change behind it would never be applied.
+    const { store, late } = await setup();
+    try {
+      const since = await store.changeLog.headSeq();
+      await store.whitelist.claimIp(late, '8.8.8.8', '');
+      const gap = await store.changeLog.headSeq();
+      expect(gap).toBeGreaterThan(since);
+      const read = store.changeLog.changesSince(since, 1_000);
+      store.changeLog.adoptSnapshot({ gaps: { seqs: [gap], xmax: Number.MAX_SAFE_INTEGER } });
+      const out = await read;
+      expect(out).not.toBe('behind');
+      expect(holesOf(store)).toBe(1);
+    } finally {
+      await store.close();
+    }
+  });
+
   it('two nodes trimming at once take turns; a reader behind the horizon reloads in full', async () => {
     const { url, store, late } = await setup();
     const other = await PostgresStore.open(url);

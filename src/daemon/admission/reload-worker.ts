@@ -75,7 +75,7 @@ async function build(port: NonNullable<typeof parentPort>, data: ReloadWorkerDat
   port.postMessage(msg, [...u.transfer, ...p.transfer, accountIds.buffer, accountActive.buffer]);
 }
 
-/** The view's warm-up at start-up: the modules a reload needs, loaded once, and the thread ends. */
+/** The view's warm-up at start-up (a first worker thread's one-time cost taken then): it loads and ends. */
 async function warmUp(port: NonNullable<typeof parentPort>): Promise<void> {
   lowerThreadPriority(ownThreadId());
   await Promise.all([import('./byte-table.js'), import('./entries.js'), import('../store/reader.js')]);

@@ -1,6 +1,7 @@
 // The admission view (docs/operations.md Fleet): what admits, in memory — proxy users with their password hashes, the IPs
 // held by a live entry, and each account's status — loaded once and kept current from the change log.
 // The gateway's admission reads only this, so a connection never waits for the database.
+import { randomFill } from 'node:crypto';
 import { Worker } from 'node:worker_threads';
 import { ByteTable } from './byte-table.js';
 import { getIp, getUser, putIp, putUser } from './entries.js';
@@ -325,6 +326,7 @@ export class AdmissionView {
    * or the worker fails: a reload is never lost, only slower on the gateway's thread.
    */
   private async reload(): Promise<void> {
+    if (this.closed) return;
     const t0 = this.nowMs();
     const source = this.reloads > 0 && this.opts.reloadWorker !== null ? (this.feed.snapshotSource?.() ?? null) : null;
     if (source) {
@@ -339,6 +341,8 @@ export class AdmissionView {
         );
       }
       if (built) return this.swap(built.built, t0, 'worker', { nice: built.nice });
+      // Closed meanwhile (the worker's answer was dropped): no fallback snapshot against a store about to close.
+      if (this.closed) return;
     }
     const built = await this.buildHere();
     if (built) this.swap(built, t0, 'thread');
@@ -372,12 +376,15 @@ export class AdmissionView {
   }
 
   /**
-   * Starts the reload worker once before the gateway serves, loading its modules and ending: the first worker a
-   * process starts costs its gateway thread more than later ones (a reload's first second showed p99 up to 8 ms
-   * where later reloads' showed 3–5), and at start-up nothing waits for it. Any failure is left to the first reload.
+   * Starts the reload worker once before the gateway serves, and lets it end: the first worker thread a process
+   * starts costs its gateway thread more than later ones (a reload's first second showed p99 up to 8 ms where
+   * later reloads' showed 3–5), and at start-up nothing waits for it. Any failure is left to the first reload.
    */
   private async warmReloadWorker(): Promise<void> {
     if (this.opts.reloadWorker === null || !this.feed.snapshotSource?.()) return;
+    // libuv's thread pool started from this thread first: a new thread takes its creator's nice value, and a pool
+    // first started by a worker at nice 19 would keep the gateway's lookups, file I/O and password checks there.
+    await new Promise<void>((resolve) => randomFill(Buffer.alloc(1), () => resolve()));
     const entry = this.opts.reloadWorker ?? RELOAD_WORKER;
     await new Promise<void>((resolve) => {
       let w: Worker;
@@ -481,6 +488,7 @@ export class AdmissionView {
    * position becomes the snapshot's, and a catch-up from there follows at once.
    */
   async reloadNow(): Promise<void> {
+    if (this.closed) return;
     if (this.reloading) return this.reloading;
     this.reloading = this.reload()
       .catch((err: unknown) => this.opts.log?.warn({ event: 'admission_view_reload_failed', err: err instanceof Error ? err.message : String(err) }, 'admission view reload failed: keeping the view in use'))

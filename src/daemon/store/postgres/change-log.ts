@@ -83,10 +83,13 @@ export class PgChangeLogStore implements ChangeLogStore {
   }
 
   async changesSince(since: number, limit: number): Promise<AdmissionChangeRows | 'behind'> {
+    // The epoch as the caller asks, not when the transaction gets going: the view notes its generation before this
+    // call, and a snapshot adopted while BEGIN (or a pool connection) was awaited must make this answer stale here
+    // too, or it would clear gaps of the adopted snapshot that the view then discards with the answer.
+    const epoch = this.epoch;
     return guard(
       () =>
         this.sql.begin('isolation level repeatable read read only', async (tx) => {
-          const epoch = this.epoch;
           const xids = await this.snapshotXids(tx);
           const horizon = await this.trimmedThrough(tx);
           if (since < horizon) return 'behind' as const;
