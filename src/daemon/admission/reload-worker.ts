@@ -38,12 +38,14 @@ export type ReloadWorkerMessage =
 /** At most one progress message this often. */
 const PROGRESS_MS = 500;
 
+/** Our modules, loaded only once the thread runs at the lowest priority: loading them is CPU too. */
+const loadModules = () => Promise.all([import('./byte-table.js'), import('./entries.js'), import('../store/reader.js')]);
+
 async function build(port: NonNullable<typeof parentPort>, data: ReloadWorkerData): Promise<void> {
   // Nice 19 for this thread (the view lowered it as it started it, where it could): when the cores are contended
   // the gateway's thread and the host's other work run first, and the reload takes what is left.
   const nice = lowerThreadPriority(ownThreadId());
-  // Our modules only now, at the lowest priority: loading them (the change log's, the SQLite addon) is CPU too.
-  const [{ ByteTable }, { putIp, putUser }, { openChangeLogReader }] = await Promise.all([import('./byte-table.js'), import('./entries.js'), import('../store/reader.js')]);
+  const [{ ByteTable }, { putIp, putUser }, { openChangeLogReader }] = await loadModules();
   const users = new ByteTable(data.users.expected, data.users.bytes, { shared: true });
   let said = performance.now();
   // The reader's own connection, closed before the thread posts its tables and ends.
@@ -78,7 +80,7 @@ async function build(port: NonNullable<typeof parentPort>, data: ReloadWorkerDat
 /** The view's warm-up at start-up (a first worker thread's one-time cost taken then): it loads and ends. */
 async function warmUp(port: NonNullable<typeof parentPort>): Promise<void> {
   lowerThreadPriority(ownThreadId());
-  await Promise.all([import('./byte-table.js'), import('./entries.js'), import('../store/reader.js')]);
+  await loadModules();
   port.postMessage({ type: 'progress' } satisfies ReloadWorkerMessage);
 }
 

@@ -127,6 +127,14 @@ function ruleSet(r: TargetRulesRow | null): TargetRuleSet | null {
 /** Without an error, a view not refreshed for this long is stale all the same (a feed call that hangs). */
 const STALL_MS = 5_000;
 
+/**
+ * A rebuilt table's size: as many entries as the one it replaces and its live bytes with a little room, so a full
+ * build never rehashes a million entries midway.
+ */
+function sizedLike(t: ByteTable): { expected: number; bytes: number } {
+  return { expected: t.size, bytes: t.liveBytes * 1.05 };
+}
+
 /** A full load, ready to be swapped in. */
 interface Built {
   seq: number;
@@ -356,7 +364,8 @@ export class AdmissionView {
   private async buildHere(): Promise<Built | null> {
     // Built beside the tables in use, sized for as many entries as they hold (no rehash of a million mid-build);
     // a feed that pages its users hands each page over as it reads it, so no array of a million rows is built.
-    const users = new ByteTable(this.users.size, this.users.liveBytes * 1.05);
+    const usersSize = sizedLike(this.users);
+    const users = new ByteTable(usersSize.expected, usersSize.bytes);
     // The first load at full speed; a reload beside a serving view at a share of a core (Pacer).
     const pacer = new Pacer(this.reloads === 0 ? 1 : this.opts.reloadShare ?? RELOAD_SHARE);
     const snap = await this.feed.snapshot((rows) => {
@@ -367,7 +376,8 @@ export class AdmissionView {
       return pacer.turn();
     });
     await inSlices(snap.users, (r) => putUser(users, r), pacer);
-    const ips = new ByteTable(this.ips.size, this.ips.liveBytes * 1.05);
+    const ipsSize = sizedLike(this.ips);
+    const ips = new ByteTable(ipsSize.expected, ipsSize.bytes);
     await inSlices(snap.ips, (r) => putIp(ips, r), pacer);
     const accounts = new Map<number, boolean>();
     await inSlices(snap.accounts, (r) => accounts.set(r.id, r.status === 'active'), pacer);
@@ -385,15 +395,13 @@ export class AdmissionView {
     // libuv's thread pool started from this thread first: a new thread takes its creator's nice value, and a pool
     // first started by a worker at nice 19 would keep the gateway's lookups, file I/O and password checks there.
     await new Promise<void>((resolve) => randomFill(Buffer.alloc(1), () => resolve()));
-    const entry = this.opts.reloadWorker ?? RELOAD_WORKER;
     await new Promise<void>((resolve) => {
       let w: Worker;
       try {
-        w = startLowered(() => new Worker(entry, { workerData: { warmUp: true } }));
+        w = this.startWorker({ warmUp: true });
       } catch {
         return resolve();
       }
-      w.unref();
       const done = (): void => {
         clearTimeout(timer);
         void w.terminate();
@@ -407,6 +415,16 @@ export class AdmissionView {
   }
 
   /**
+   * The reload worker's thread, started at nice 19 (thread-priority.ts) and unreferenced: a reload never keeps the
+   * process alive; close() or the end of the process ends it.
+   */
+  private startWorker(workerData: ReloadWorkerData | { warmUp: true }): Worker {
+    const w = startLowered(() => new Worker(this.opts.reloadWorker ?? RELOAD_WORKER, { workerData }));
+    w.unref();
+    return w;
+  }
+
+  /**
    * The load in the reload worker (reload-worker.ts): its own read connection, the same snapshot, the users and IPs
    * tables built there and handed over as their (shared) buffers. Accounts and target rules are few; they are
    * built here, paced like a reload on this thread. Null: the view was closed meanwhile. Throws when the worker
@@ -415,16 +433,13 @@ export class AdmissionView {
   private async buildInWorker(source: SnapshotSource): Promise<{ built: Built; nice: number | null } | null> {
     const data: ReloadWorkerData = {
       source,
-      users: { expected: this.users.size, bytes: this.users.liveBytes * 1.05 },
-      ips: { expected: this.ips.size, bytes: this.ips.liveBytes * 1.05 },
+      users: sizedLike(this.users),
+      ips: sizedLike(this.ips),
     };
     let w: Worker | null = null;
     const msg = await new Promise<Extract<ReloadWorkerMessage, { type: 'built' }>>((resolve, reject) => {
-      const entry = this.opts.reloadWorker ?? RELOAD_WORKER;
-      w = startLowered(() => new Worker(entry, { workerData: data }));
+      w = this.startWorker(data);
       this.workers.add(w);
-      // A reload never keeps the process alive: close() or the end of the process ends it.
-      w.unref();
       w.on('message', (m: ReloadWorkerMessage) => {
         if (m.type === 'progress') this.lastSyncAt = this.nowMs();
         else if (m.type === 'failed') reject(new Error(m.error));

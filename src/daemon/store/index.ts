@@ -27,6 +27,5 @@ export async function openStore(cfg: StoreConfig): Promise<Store> {
   return SqliteStore.open(cfg.dataDir, cfg);
 }
 
-export { openChangeLogReader } from './reader.js';
 export type * from './types.js';
 export { StoreUnavailableError, SERVICE_RULES_ID } from './types.js';
