@@ -68,9 +68,10 @@ export class UdpAssociation {
   private readonly expectedHost: string | null;
   /** Where answers go: the client's port, learned from its first datagram. */
   private clientPort: number | null;
-  /** Datagrams relayed either way (what the idle check watches: no clock read per datagram). */
-  private relayed = 0;
-  /** `relayed` at the idle check's last look, and when it last changed. */
+  /**
+   * The connection's datagrams either way at the idle check's last look, and (lastActive) when that count last
+   * changed: the check watches the count, so no datagram reads the clock.
+   */
   private relayedSeen = 0;
   private lastActive = Date.now();
   /** The client address and port that passed the source check last. */
@@ -97,8 +98,9 @@ export class UdpAssociation {
     relay.on('error', () => conn.destroy());
     this.idleTimer = setInterval(() => {
       const now = Date.now();
-      if (this.relayed !== this.relayedSeen) {
-        this.relayedSeen = this.relayed;
+      const relayed = conn.datagramsUp + conn.datagramsDown;
+      if (relayed !== this.relayedSeen) {
+        this.relayedSeen = relayed;
         this.lastActive = now;
       } else if (now - this.lastActive >= this.idleMs) conn.destroy();
     }, Math.min(1_000, Math.max(50, Math.floor(idleMs / 4))));
@@ -158,7 +160,6 @@ export class UdpAssociation {
       this.conn.core.retarget(this.conn, host);
     }
     this.conn.budget?.take(n);
-    this.relayed++;
     this.conn.bytesUp += n;
     this.conn.datagramsUp++;
     const u = this.conn.core.stats.udp;
@@ -194,7 +195,6 @@ export class UdpAssociation {
     // nothing else (dgram reports it only to a callback, which would cost a tick per datagram).
     this.relay.send([this.headerFor(from), data], this.clientPort, this.conn.clientAddress);
     this.conn.budget?.take(data.length);
-    this.relayed++;
     this.conn.bytesDown += data.length;
     this.conn.datagramsDown++;
     const u = this.conn.core.stats.udp;
