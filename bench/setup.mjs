@@ -6,11 +6,13 @@
 // process. Alternating between proxies (and with a direct connection for set-up) so outside load hits all alike.
 //
 //   node bench/setup.mjs [--reps 5] [--lat-n 2000] [--rate-ms 1500] [--size-mib 256] [--phases setup,rate,64]
-//                        [--no-dante] [--no-widen] [--profile DIR] [--strace]
+//                        [--no-dante] [--no-floor] [--no-widen] [--profile DIR] [--strace]
 //
 // Per path: set-up added p50/p99 (connect → handshake → first echoed byte, minus a direct connection's,
 // sequential), tunnels/s (8 loops opening a tunnel, echoing a byte, closing), 64 tunnels uploading
 // --size-mib in all (ratio to 64 direct connections), and `proxyd --workers 2` tunnels/s beside --workers 1.
+// "node floor" (unless --no-floor) is the least a CONNECT relay on Node's `net` costs (bench/peers/node-floor.mjs:
+// no credentials or bookkeeping), one process and two on SO_REUSEPORT ("node floor x2", beside --workers 2).
 // --profile DIR: afterwards, one more daemon under --cpu-prof through a tunnels/s run; prints the top entries.
 // --strace: afterwards, system calls per tunnel of each proxy (strace -c on all its threads through one
 // tunnels/s round; strace slows the process, so that round's rate is not reported).
@@ -42,6 +44,8 @@ const STRACE = argv.includes('--strace');
 const PHASES = new Set(opt('phases', 'setup,rate,64').split(','));
 // dante is optional: left out when not installed (or --no-dante), and said so.
 const DANTE = !argv.includes('--no-dante') && spawnSync('sh', ['-c', 'command -v danted']).status === 0;
+// The floor of any relay on Node's `net` (bench/peers/node-floor.mjs), one process and two on SO_REUSEPORT.
+const FLOOR = !argv.includes('--no-floor');
 const LOOPS = 8;
 const log = (...a) => console.error('[setup]', ...a);
 
@@ -202,6 +206,32 @@ async function startSquid(dir) {
   const p = spawn('squid', ['-N', '-f', fill('squid.conf', { PORT: port, DIR: d })], { stdio: 'ignore' });
   await waitPort(port);
   return { p, paths: [{ label: 'squid CONNECT', kind: 'connect', port }], stop: () => new Promise((r) => (p.exitCode !== null ? r() : (p.once('exit', r), p.kill('SIGTERM')))) };
+}
+
+/**
+ * The floor of a Node relay (bench/peers/node-floor.mjs): `procs` processes on one port with SO_REUSEPORT when
+ * more than one (as `--workers` does), no credentials, under the same Node flags as proxyd.
+ */
+async function startFloor(procs = 1) {
+  const port = await freePort();
+  const script = path.join(ROOT, 'bench/peers/node-floor.mjs');
+  const ps = [];
+  for (let i = 0; i < procs; i++) {
+    const p = spawn(process.execPath, ['--max-semi-space-size=8', script, String(port), ...(procs > 1 ? ['reuse'] : [])], { stdio: ['ignore', 'pipe', 'inherit'] });
+    ps.push(p);
+    await new Promise((resolve, reject) => {
+      p.once('exit', (c) => reject(new Error(`node floor exited ${c}`)));
+      createInterface({ input: p.stdout }).once('line', resolve);
+    });
+  }
+  const stopOne = (p) => new Promise((r) => (p.exitCode !== null ? r() : (p.once('exit', r), p.kill('SIGTERM'))));
+  return {
+    p: ps[0],
+    pids: ps.map((p) => p.pid),
+    kill: () => ps.forEach((p) => p.kill('SIGTERM')),
+    paths: [{ label: `node floor${procs > 1 ? ` x${procs}` : ''} CONNECT`, kind: 'connect', port }],
+    stop: () => Promise.all(ps.map(stopOne)),
+  };
 }
 
 async function startDante(dir) {
@@ -387,7 +417,7 @@ async function main() {
   const target = spawn(process.execPath, [path.join(ROOT, 'bench/gateway.mjs'), '--role', 'target', '--port', String(await freePort())], { stdio: ['pipe', 'pipe', 'inherit'] });
   const stopAll = () => {
     target.kill('SIGTERM');
-    for (const x of running) x.p.kill('SIGTERM');
+    for (const x of running) (x.kill ?? (() => x.p.kill('SIGTERM')))();
     restorePorts();
   };
   process.once('SIGINT', () => (stopAll(), process.exit(130)));
@@ -402,7 +432,10 @@ async function main() {
       running.push(squid);
       const dante = DANTE ? await startDante(dir) : null;
       if (dante) running.push(dante);
-      return { tport, ours, ours2, squid, dante };
+      const floor = FLOOR ? await startFloor(1) : null;
+      const floor2 = FLOOR ? await startFloor(2) : null;
+      for (const f of [floor, floor2]) if (f) running.push(f);
+      return { tport, ours, ours2, squid, dante, floor, floor2 };
     }).then((started) => measure(started, load0, dir));
     console.log(JSON.stringify(report, null, 2));
   } finally {
@@ -410,9 +443,9 @@ async function main() {
   }
 }
 
-async function measure({ tport, ours, ours2, squid, dante }, load0, dir) {
-  const paths = [...ours.paths, ...squid.paths, ...(dante?.paths ?? [])];
-  const all = [...paths, ...ours2.paths];
+async function measure({ tport, ours, ours2, squid, dante, floor, floor2 }, load0, dir) {
+  const paths = [...ours.paths, ...squid.paths, ...(dante?.paths ?? []), ...(floor?.paths ?? [])];
+  const all = [...paths, ...ours2.paths, ...(floor2?.paths ?? [])];
   await phase('warm-up', 120_000, async () => {
     for (const p of all) for (let i = 0; i < 300; i++) await echoOnce(p, tport);
   });
@@ -425,7 +458,8 @@ async function measure({ tport, ours, ours2, squid, dante }, load0, dir) {
   }
   const rates = new Map([...all, { label: 'direct' }].map((p) => [p.label, []]));
   const cpuPer = new Map(all.map((p) => [p.label, []]));
-  const pidOf = new Map([[ours, ours.p.pid], [ours2, ours2.p.pid], [squid, squid.p.pid], ...(dante ? [[dante, dante.p.pid]] : [])].flatMap(([x, pid]) => x.paths.map((p) => [p.label, pid])));
+  const pidOf = new Map([[ours, [ours.p.pid]], [ours2, [ours2.p.pid]], [squid, [squid.p.pid]], ...(dante ? [[dante, [dante.p.pid]]] : []),
+    ...[floor, floor2].filter(Boolean).map((f) => [f, f.pids])].flatMap(([x, pids]) => x.paths.map((p) => [p.label, pids])));
   let locks = null;
   if (PHASES.has('rate')) {
     log(`tunnels/s: ${REPS} rounds of ${RATE_MS} ms per path (and direct), alternating`);
@@ -434,9 +468,9 @@ async function measure({ tport, ours, ours2, squid, dante }, load0, dir) {
       await phase(`tunnels/s round ${r + 1}`, 60_000 + all.length * 2 * (RATE_MS + 20_000), async () => {
         for (const p of all) {
           rates.get('direct').push(await rate(null, tport, RATE_MS));
-          const c0 = treeCpu([pidOf.get(p.label)]);
+          const c0 = treeCpu(pidOf.get(p.label));
           rates.get(p.label).push(await rate(p, tport, RATE_MS));
-          cpuPer.get(p.label).push(((treeCpu([pidOf.get(p.label)]) - c0) / rate.last) * 1e6);
+          cpuPer.get(p.label).push(((treeCpu(pidOf.get(p.label)) - c0) / rate.last) * 1e6);
         }
       });
     }
@@ -472,7 +506,7 @@ async function measure({ tport, ours, ours2, squid, dante }, load0, dir) {
       conc64Range: maybe(up.get(p.label), (v) => range(v)),
     };
   });
-  for (const p of ours2.paths) rows.push({ path: p.label, tunnelsPerSec: maybe(rates.get(p.label), (v) => Math.round(med(v))), tunnelsRange: maybe(rates.get(p.label), (v) => range(v, 0)), cpuUsPerTunnel: maybe(cpuPer.get(p.label), (v) => Math.round(med(v))) });
+  for (const p of [...ours2.paths, ...(floor2?.paths ?? [])]) rows.push({ path: p.label, tunnelsPerSec: maybe(rates.get(p.label), (v) => Math.round(med(v))), tunnelsRange: maybe(rates.get(p.label), (v) => range(v, 0)), cpuUsPerTunnel: maybe(cpuPer.get(p.label), (v) => Math.round(med(v))) });
   Object.assign(report, {
     ...runInfo(argv, load0, load1),
     portRange: portRange?.join('-') ?? null,
@@ -483,12 +517,12 @@ async function measure({ tport, ours, ours2, squid, dante }, load0, dir) {
   if (STRACE) {
     report.syscallsPerTunnel = {};
     for (const p of paths) {
-      const r = await phase(`strace ${p.label}`, 120_000, () => straceRound(pidOf.get(p.label), () => rate(p, tport, RATE_MS)));
+      const r = await phase(`strace ${p.label}`, 120_000, () => straceRound(pidOf.get(p.label)[0], () => rate(p, tport, RATE_MS)));
       report.syscallsPerTunnel[p.label] = r;
       log(`strace ${p.label}: ${r.total} system calls per tunnel`);
     }
   }
-  for (const x of [ours, ours2, squid, dante].filter(Boolean)) await phase('stop', 30_000, () => x.stop());
+  for (const x of [ours, ours2, squid, dante, floor, floor2].filter(Boolean)) await phase('stop', 30_000, () => x.stop());
 
   if (PROFILE) {
     mkdirSync(PROFILE, { recursive: true });

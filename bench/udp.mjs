@@ -3,12 +3,15 @@
 // connection log and metering on) against Dante's danted (no authentication), side by side. Run after
 // `npm run build`; needs danted (Debian's dante-server) for the peer column (skipped, saying so, without it).
 //
-//   node bench/udp.mjs [--reps 3] [--ms 2000] [--window 16]
+//   node bench/udp.mjs [--reps 3] [--ms 2000] [--window 16] [--cases 64x1,1200x1,64x64,1200x64] [--no-floor]
+//                      [--proxyd-node-flags "--cpu-prof ..."]
 //
 // For each payload size (64 bytes, 1,200 bytes: QUIC-sized) and association count (1, 64): each association
 // keeps --window datagrams in flight to a UDP echo on loopback (closed loop: an answer sends the next), for --ms;
 // datagrams/s is answers per second, CPU per datagram the proxy's process tree (user + system) per answer (a
 // datagram each way). --reps rounds alternate proxyd and danted; figures are the median over rounds (range).
+// "node floor" (unless --no-floor) is the least a SOCKS5 UDP relay on Node's dgram costs: no authentication or
+// bookkeeping (bench/peers/node-floor-udp.mjs).
 // Prints JSON on stdout and a table on stderr. Temp dirs and processes are removed at exit.
 import { spawn, spawnSync } from 'node:child_process';
 import dgram from 'node:dgram';
@@ -27,6 +30,14 @@ const opt = (name, def) => (argv.includes(`--${name}`) ? argv[argv.indexOf(`--${
 const REPS = Number(opt('reps', 3));
 const MS = Number(opt('ms', 2000));
 const WINDOW = Number(opt('window', 16));
+/** Payload bytes x associations, comma-separated (all four unless given). */
+const CASES = opt('cases', '64x1,64x64,1200x1,1200x64').split(',').map((c) => {
+  const [size, n] = c.split('x').map(Number);
+  if (!(size > 0 && n > 0)) throw new Error(`--cases: ${c} is not SIZExASSOCIATIONS`);
+  return { size, n };
+});
+/** Extra Node flags for proxyd (a profile: --cpu-prof, --trace-gc). */
+const PROXYD_NODE_FLAGS = (opt('proxyd-node-flags', '') || '').split(' ').filter(Boolean);
 const PASSWORD = 'bench udp password 1';
 const log = (...a) => console.error('[udp]', ...a);
 
@@ -51,12 +62,20 @@ async function startProxyd() {
   };
   admin(['account', 'create', '--email', 'bench@example.com', '--password-stdin', '--verified'], 'bench console password 1\n');
   admin(['proxy-user', 'create', '--email', 'bench@example.com', '--username', 'bench', '--password-stdin'], `${PASSWORD}\n`);
-  const p = spawn(process.execPath, ['--max-semi-space-size=8', PROXYD, 'serve', '--data-dir', dir, '--api-listen', '127.0.0.1:0', '--http-proxy-listen', '127.0.0.1:0',
+  const p = spawn(process.execPath, ['--max-semi-space-size=8', ...PROXYD_NODE_FLAGS, PROXYD, 'serve', '--data-dir', dir, '--api-listen', '127.0.0.1:0', '--http-proxy-listen', '127.0.0.1:0',
     '--socks-listen', '127.0.0.1:0', '--allow-private-targets', '--log-level', 'warn'], { stdio: ['ignore', 'pipe', 'inherit'] });
   procs.push(p);
   const ready = await new Promise((resolve, reject) => {
     p.once('exit', (c) => reject(new Error(`proxyd exited ${c}`)));
-    createInterface({ input: p.stdout }).once('line', (l) => resolve(JSON.parse(l)));
+    // The first JSON line is the ready line (--trace-gc writes its lines to stdout too).
+    const lines = createInterface({ input: p.stdout });
+    lines.on('line', (l) => {
+      if (l.startsWith('{')) {
+        lines.removeAllListeners('line');
+        lines.on('line', (m) => PROXYD_NODE_FLAGS.length > 0 && console.error(`[proxyd] ${m}`));
+        resolve(JSON.parse(l));
+      }
+    });
   });
   return { name: 'proxyd', pid: p.pid, port: Number(ready.socks5.split(':')[1]), auth: { user: 'bench', pass: PASSWORD } };
 }
@@ -84,6 +103,18 @@ socks pass { from: 0.0.0.0/0 to: 127.0.0.0/8 command: udpreply }
     await sleep(100);
   }
   return { name: 'danted', pid: p.pid, port, auth: null };
+}
+
+/** The floor of any SOCKS5 UDP relay on Node's dgram (bench/peers/node-floor-udp.mjs), under proxyd's Node flags. */
+async function startFloor() {
+  const port = await freePort();
+  const p = spawn(process.execPath, ['--max-semi-space-size=8', path.join(ROOT, 'bench/peers/node-floor-udp.mjs'), String(port)], { stdio: ['ignore', 'pipe', 'inherit'] });
+  procs.push(p);
+  await new Promise((resolve, reject) => {
+    p.once('exit', (c) => reject(new Error(`node floor exited ${c}`)));
+    createInterface({ input: p.stdout }).once('line', resolve);
+  });
+  return { name: 'node floor', pid: p.pid, port, auth: null };
 }
 
 /** A UDP echo in this process (its CPU is not the proxy's). */
@@ -165,14 +196,13 @@ async function measure(proxy, target, n, size) {
 async function main() {
   const loadBefore = os.loadavg();
   const target = await echo();
-  const peers = [await startProxyd(), await startDante()].filter(Boolean);
+  const peers = [await startProxyd(), await startDante(), argv.includes('--no-floor') ? null : await startFloor()].filter(Boolean);
   if (peers.length < 2) log('danted not installed: proxyd alone (apt-get install dante-server for the peer column)');
-  const cases = [];
-  for (const size of [64, 1200]) for (const n of [1, 64]) cases.push({ size, n });
+  const cases = CASES;
   const results = {};
   for (let rep = 0; rep < REPS; rep++) {
     for (const c of cases) {
-      const order = rep % 2 === 0 ? peers : [...peers].reverse();
+      const order = rep % 2 === 0 ? peers : [...peers].reverse(); // alternating who goes first
       for (const p of order) {
         const r = await measure(p, target, c.n, c.size);
         const key = `${p.name} ${c.size}B x${c.n}`;

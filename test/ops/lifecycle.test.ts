@@ -1,5 +1,6 @@
 // Start and stop of a single-worker daemon, as the one start-up path (src/daemon/process/run.ts) runs them: JSON
 // logs on stderr from one logger, --log-level applied to start-up lines too, and a final "stopped" line.
+import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { startDaemon } from '../helpers/daemon.js';
 import { waitFor } from '../helpers/wait.js';
@@ -29,4 +30,21 @@ describe('single-worker daemon lifecycle', () => {
     expect(lines.map((l) => l.event)).toEqual(expect.arrayContaining(['integrity_check', 'shutdown', 'stopped']));
     for (const l of lines) expect(Object.keys(l)).toEqual(expect.arrayContaining(['level', 'time', 'pid', 'hostname', 'msg']));
   });
+
+  it('an idle daemon lets its main thread sleep: a few wake-ups a second, not a timer every 10 ms', async () => {
+    const d = await startDaemon({ args: ['--log-level', 'warn'] });
+    try {
+      // The main thread's voluntary context switches: one per sleep of its event loop.
+      const switches = () => Number(/^voluntary_ctxt_switches:\s+(\d+)/m.exec(readFileSync(`/proc/${d.proc.pid}/status`, 'utf8'))?.[1]);
+      await new Promise((r) => setTimeout(r, 2000)); // past the start-up's own work
+      const before = switches();
+      await new Promise((r) => setTimeout(r, 3000));
+      const perSecond = (switches() - before) / 3;
+      // prom-client's default event-loop delay sampling (10 ms) woke it ~110 times a second; the admission view's
+      // 150 ms poll and the once-a-second timers make ~25.
+      expect(perSecond).toBeLessThan(60);
+    } finally {
+      await d.stop('SIGTERM');
+    }
+  }, 20_000);
 });

@@ -6,6 +6,9 @@ import { AggregatorRegistry, Counter, Gauge, Histogram, Registry, collectDefault
 import type { GatewayStats } from '../../gateway/types.js';
 import type { ViewStatus } from '../admission/view.js';
 
+/** How often the event-loop delay histogram (proxyd_nodejs_eventloop_lag_*) takes a sample. */
+export const EVENT_LOOP_SAMPLE_MS = 100;
+
 export class Metrics {
   readonly registry = new Registry();
   readonly httpRequests: Counter<'route' | 'method' | 'status' | 'code'>;
@@ -25,7 +28,9 @@ export class Metrics {
   }
 
   constructor(opts: { defaultMetrics?: boolean } = {}) {
-    if (opts.defaultMetrics !== false) collectDefaultMetrics({ register: this.registry, prefix: 'proxyd_' });
+    // The event-loop delay histogram samples every 100 ms, not prom-client's 10 ms: its timer woke an idle daemon
+    // a hundred times a second (about 1 % of a core per process, decisions.md "Metrics: event-loop delay sampling").
+    if (opts.defaultMetrics !== false) collectDefaultMetrics({ register: this.registry, prefix: 'proxyd_', eventLoopMonitoringPrecision: EVENT_LOOP_SAMPLE_MS });
     if (cluster.isWorker) this.joinCluster();
     this.httpRequests = new Counter({
       name: 'proxyd_http_requests_total',
