@@ -196,8 +196,9 @@ async function measure(proxy, target, n, size) {
 async function main() {
   const loadBefore = os.loadavg();
   const target = await echo();
-  const peers = [await startProxyd(), await startDante(), argv.includes('--no-floor') ? null : await startFloor()].filter(Boolean);
-  if (peers.length < 2) log('danted not installed: proxyd alone (apt-get install dante-server for the peer column)');
+  const dante = await startDante();
+  if (!dante) log('danted not installed: no peer column (apt-get install dante-server for it)');
+  const peers = [await startProxyd(), dante, argv.includes('--no-floor') ? null : await startFloor()].filter(Boolean);
   const cases = CASES;
   const results = {};
   for (let rep = 0; rep < REPS; rep++) {
