@@ -9,6 +9,25 @@ import type { ViewStatus } from '../admission/view.js';
 /** How often the event-loop delay histogram (proxyd_nodejs_eventloop_lag_*) takes a sample. */
 export const EVENT_LOOP_SAMPLE_MS = 100;
 
+/**
+ * Node's delay histogram records the time between its timer's firings, the sampling interval included (an idle
+ * loop reads 0.100 s at a 100 ms interval). The gauges drawn from it report the delay past each due time instead:
+ * the interval subtracted, never below 0. (`proxyd_nodejs_eventloop_lag_seconds`, measured at each scrape, and
+ * the standard deviation need no such change.)
+ */
+function lagPastSchedule(registry: Registry): void {
+  const interval = EVENT_LOOP_SAMPLE_MS / 1000;
+  for (const stat of ['min', 'max', 'mean', 'p50', 'p90', 'p99']) {
+    const gauge = registry.getSingleMetric(`proxyd_nodejs_eventloop_lag_${stat}_seconds`);
+    if (!gauge) continue;
+    const read = gauge.get.bind(gauge);
+    gauge.get = async () => {
+      const m = await read();
+      return { ...m, values: m.values.map((v) => ({ ...v, value: Math.max(0, v.value - interval) })) };
+    };
+  }
+}
+
 export class Metrics {
   readonly registry = new Registry();
   readonly httpRequests: Counter<'route' | 'method' | 'status' | 'code'>;
@@ -29,8 +48,11 @@ export class Metrics {
 
   constructor(opts: { defaultMetrics?: boolean } = {}) {
     // The event-loop delay histogram samples every 100 ms, not prom-client's 10 ms: its timer woke an idle daemon
-    // a hundred times a second (about 1 % of a core per process, decisions.md "Metrics: event-loop delay sampling").
-    if (opts.defaultMetrics !== false) collectDefaultMetrics({ register: this.registry, prefix: 'proxyd_', eventLoopMonitoringPrecision: EVENT_LOOP_SAMPLE_MS });
+    // a hundred times a second (decisions.md "Metrics: event-loop delay sampling").
+    if (opts.defaultMetrics !== false) {
+      collectDefaultMetrics({ register: this.registry, prefix: 'proxyd_', eventLoopMonitoringPrecision: EVENT_LOOP_SAMPLE_MS });
+      lagPastSchedule(this.registry);
+    }
     if (cluster.isWorker) this.joinCluster();
     this.httpRequests = new Counter({
       name: 'proxyd_http_requests_total',
