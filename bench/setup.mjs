@@ -216,13 +216,18 @@ async function startFloor(procs = 1) {
   const port = await freePort();
   const script = path.join(ROOT, 'bench/peers/node-floor.mjs');
   const ps = [];
-  for (let i = 0; i < procs; i++) {
-    const p = spawn(process.execPath, ['--max-semi-space-size=8', script, String(port), ...(procs > 1 ? ['reuse'] : [])], { stdio: ['ignore', 'pipe', 'inherit'] });
-    ps.push(p);
-    await new Promise((resolve, reject) => {
-      p.once('exit', (c) => reject(new Error(`node floor exited ${c}`)));
-      createInterface({ input: p.stdout }).once('line', resolve);
-    });
+  try {
+    for (let i = 0; i < procs; i++) {
+      const p = spawn(process.execPath, ['--max-semi-space-size=8', script, String(port), ...(procs > 1 ? ['reuse'] : [])], { stdio: ['ignore', 'pipe', 'inherit'] });
+      ps.push(p);
+      await new Promise((resolve, reject) => {
+        p.once('exit', (c) => reject(new Error(`node floor exited ${c}`)));
+        createInterface({ input: p.stdout }).once('line', resolve);
+      });
+    }
+  } catch (e) {
+    for (const p of ps) p.kill('SIGTERM'); // the ones already started go too
+    throw e;
   }
   const stopOne = (p) => new Promise((r) => (p.exitCode !== null ? r() : (p.once('exit', r), p.kill('SIGTERM'))));
   return {
@@ -433,8 +438,9 @@ async function main() {
       const dante = DANTE ? await startDante(dir) : null;
       if (dante) running.push(dante);
       const floor = FLOOR ? await startFloor(1) : null;
+      if (floor) running.push(floor);
       const floor2 = FLOOR ? await startFloor(2) : null;
-      for (const f of [floor, floor2]) if (f) running.push(f);
+      if (floor2) running.push(floor2);
       return { tport, ours, ours2, squid, dante, floor, floor2 };
     }).then((started) => measure(started, load0, dir));
     console.log(JSON.stringify(report, null, 2));
@@ -533,7 +539,9 @@ async function measure({ tport, ours, ours2, squid, dante, floor, floor2 }, load
       await rate(prof.paths[0], tport, 5000);
       await prof.stop();
     });
-    const file = readdirSync(PROFILE).filter((f) => f.endsWith('.cpuprofile')).map((f) => path.join(PROFILE, f)).sort().pop();
+    // The main thread's profile (CPU.<date>.<time>.<pid>.<thread>.<seq>.cpuprofile, thread 0): the reload worker's
+    // thread writes one of its own.
+    const file = readdirSync(PROFILE).filter((f) => /\.0\.\d+\.cpuprofile$/.test(f)).map((f) => path.join(PROFILE, f)).sort().pop();
     report.profile = { file, ...summarizeProfile(file) };
   }
   return report;

@@ -9,7 +9,8 @@
 // For each payload size (64 bytes, 1,200 bytes: QUIC-sized) and association count (1, 64): each association
 // keeps --window datagrams in flight to a UDP echo on loopback (closed loop: an answer sends the next), for --ms;
 // datagrams/s is answers per second, CPU per datagram the proxy's process tree (user + system) per answer (a
-// datagram each way). --reps rounds alternate proxyd and danted; figures are the median over rounds (range).
+// datagram each way). --reps rounds alternate the proxies' order (proxyd, danted, the floor, then reversed);
+// figures are the median over rounds (range).
 // "node floor" (unless --no-floor) is the least a SOCKS5 UDP relay on Node's dgram costs: no authentication or
 // bookkeeping (bench/peers/node-floor-udp.mjs).
 // Prints JSON on stdout and a table on stderr. Temp dirs and processes are removed at exit.
@@ -77,7 +78,7 @@ async function startProxyd() {
       }
     });
   });
-  return { name: 'proxyd', pid: p.pid, port: Number(ready.socks5.split(':')[1]), auth: { user: 'bench', pass: PASSWORD } };
+  return { name: 'proxyd', pid: p.pid, proc: p, port: Number(ready.socks5.split(':')[1]), auth: { user: 'bench', pass: PASSWORD } };
 }
 
 async function startDante() {
@@ -105,7 +106,7 @@ socks pass { from: 0.0.0.0/0 to: 127.0.0.0/8 command: udpreply }
   return { name: 'danted', pid: p.pid, port, auth: null };
 }
 
-/** The floor of any SOCKS5 UDP relay on Node's dgram (bench/peers/node-floor-udp.mjs), under proxyd's Node flags. */
+/** The floor of any SOCKS5 UDP relay on Node's dgram (bench/peers/node-floor-udp.mjs), under bin/proxyd's shebang flag. */
 async function startFloor() {
   const port = await freePort();
   const p = spawn(process.execPath, ['--max-semi-space-size=8', path.join(ROOT, 'bench/peers/node-floor-udp.mjs'), String(port)], { stdio: ['ignore', 'pipe', 'inherit'] });
@@ -223,7 +224,14 @@ async function main() {
   }
   target.close();
   console.log(JSON.stringify(out));
-  process.exit(0); // the children (proxyd, danted) go with the exit handler
+  // proxyd stops on SIGTERM (a --cpu-prof profile is written then; SIGKILL would lose it); the rest go with the exit handler.
+  const ours = peers.find((x) => x.name === 'proxyd');
+  await new Promise((r) => {
+    ours.proc.once('exit', r);
+    ours.proc.kill('SIGTERM');
+    setTimeout(r, 10_000).unref();
+  });
+  process.exit(0);
 }
 
 main().catch((e) => {

@@ -1,8 +1,8 @@
 #!/usr/bin/env node
 // The floor of a SOCKS5 UDP relay written on Node's `dgram` (bench/udp.mjs's "node floor" peer): no
 // authentication, no admission, source check, target policy, metering or log; the method choice and the UDP
-// ASSOCIATE answered at once, then per datagram only what RFC 1928 needs (the IPv4 header read, the payload
-// sent on from one egress socket, an answer sent back behind the header naming its sender). What it costs per
+// ASSOCIATE answered at once, then per datagram less than RFC 1928 requires (no source check: the IPv4 header
+// read, the payload sent on from one egress socket, an answer sent back behind the header naming its sender). What it costs per
 // datagram is what Node's `message` event and `send` cost, below which no relay on `dgram` goes.
 //
 //   node --max-semi-space-size=8 bench/peers/node-floor-udp.mjs PORT
@@ -40,6 +40,8 @@ function associate(control) {
     relay.close();
     out.close();
   };
+  relay.on('error', () => control.destroy());
+  out.on('error', () => control.destroy());
   control.once('close', end);
   out.bind(0, '127.0.0.1');
   relay.bind(0, '127.0.0.1', () => {

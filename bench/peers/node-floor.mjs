@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // The floor of a CONNECT relay written on Node's `net` (bench/setup.mjs's "node floor" peer): no credentials,
 // no admission, no metering or log, no timers; the request head read up to its blank line, the target dialled,
-// the `200` written and both sides piped. What it costs per tunnel is what Node's two `net.Socket`s, their
+// the `200` written and both sides piped, a FIN either way passed on (half-close, as proxyd does). What it costs per tunnel is what Node's two `net.Socket`s, their
 // streams and handles cost, below which no relay on `net` goes; proxyd's figure minus this is proxyd's own.
 //
 //   node --max-semi-space-size=8 bench/peers/node-floor.mjs PORT [reuse]
@@ -14,7 +14,7 @@ const port = Number(process.argv[2]);
 const reusePort = process.argv[3] === 'reuse';
 const OK = Buffer.from('HTTP/1.1 200 Connection established\r\n\r\n');
 
-const server = net.createServer({ noDelay: true }, (client) => {
+const server = net.createServer({ noDelay: true, allowHalfOpen: true }, (client) => {
   let head = null;
   client.on('error', () => {});
   const onData = (chunk) => {
@@ -26,7 +26,7 @@ const server = net.createServer({ noDelay: true }, (client) => {
     const m = /^CONNECT \[?([^\]\s]+?)\]?:(\d+) HTTP\/1\.[01]\r\n/.exec(head.toString('latin1', 0, end + 2));
     if (!m) return client.destroy();
     const rest = head.subarray(end + 4);
-    const target = net.connect({ host: m[1], port: Number(m[2]), noDelay: true }, () => {
+    const target = net.connect({ host: m[1], port: Number(m[2]), noDelay: true, allowHalfOpen: true }, () => {
       client.write(OK);
       if (rest.length > 0) target.write(rest);
       client.pipe(target);
