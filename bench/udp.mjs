@@ -200,10 +200,9 @@ async function main() {
   const dante = await startDante();
   if (!dante) log('danted not installed: no peer column (apt-get install dante-server for it)');
   const peers = [await startProxyd(), dante, argv.includes('--no-floor') ? null : await startFloor()].filter(Boolean);
-  const cases = CASES;
   const results = {};
   for (let rep = 0; rep < REPS; rep++) {
-    for (const c of cases) {
+    for (const c of CASES) {
       const order = rep % 2 === 0 ? peers : [...peers].reverse(); // alternating who goes first
       for (const p of order) {
         const r = await measure(p, target, c.n, c.size);
