@@ -112,6 +112,8 @@ function headerTimedOut(conn: ClientConn): void {
 function discard(): void {}
 
 export class ClientConn {
+  /** Its place in the core's open connections (live-set.ts). */
+  liveIndex = -1;
   state: ConnState = 'proxy-header';
   readonly queue = new ByteQueue();
   /** Source IPv4 used for admission (from a trusted PROXY header, else the peer), if IPv4. */

@@ -9,6 +9,7 @@ import { DirectDialer, LocatedDialer, PoolDialer, PrefixDialer, type Dialer, typ
 import { resolveLimits } from './limits.js';
 import { AddressScreen, judgeTarget } from './dial/target-rules.js';
 import { Tunnels } from './relay/open-tunnels.js';
+import { LiveSet, type LiveMember } from './live-set.js';
 import { parseIp } from './dial/target-policy.js';
 import type { AdmitFailure, GatewayLimits, GatewayOptions, GatewayStats, UsageDelta } from './types.js';
 
@@ -19,7 +20,7 @@ export type AdmitOutcome =
   | { ok: false; reason: AdmitFailure | 'admission_error'; accountId?: number | undefined };
 
 /** What the core tracks of a live client connection (conn.ts's ClientConn), without importing it. */
-export interface LiveConn {
+export interface LiveConn extends LiveMember {
   readonly state: string;
   bytesUp: number;
   bytesDown: number;
@@ -55,7 +56,8 @@ export class GatewayCore {
   private requestSeq = 0;
   readonly limits: GatewayLimits;
   readonly stats: GatewayStats;
-  readonly conns = new Set<LiveConn>();
+  /** Open client connections (not a Set: live-set.ts says why). */
+  readonly conns = new LiveSet<LiveConn>();
   readonly tunnels: Tunnels;
   private readonly perAccount = new Map<number, number>();
   /** Open connections per account and subject, for per-user caps. */
@@ -295,7 +297,7 @@ export class GatewayCore {
 
   closeWhere(match: (accountId: number, subject: string) => boolean): number {
     let n = 0;
-    for (const c of [...this.conns]) {
+    for (const c of this.conns) {
       if (c.accountId >= 0 && match(c.accountId, c.meterSubject)) {
         c.destroy();
         n++;

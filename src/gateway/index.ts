@@ -142,7 +142,7 @@ export async function startGateway(opts: GatewayOptions): Promise<Gateway> {
     for (const c of core.conns) if (c.state !== 'tunnel' && c.state !== 'forward' && c.state !== 'dialing' && c.state !== 'udp') c.destroy();
     const deadline = Date.now() + drainMs;
     while (core.conns.size > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 25));
-    for (const c of [...core.conns]) c.destroy();
+    for (const c of core.conns) c.destroy();
     while (core.conns.size > 0) await new Promise((r) => setTimeout(r, 5));
   }
 }

@@ -2,6 +2,7 @@
 // serving in this process or as a cluster primary with workers (--workers N), the one ready line, and one
 // signal handler that drains, releases the lock and logs the final "stopped" line. Workers start here too.
 import cluster from 'node:cluster';
+import v8 from 'node:v8';
 import { runWorker, startPrimary } from './cluster.js';
 import type { ServeConfig } from './config.js';
 import { ensureDataDir } from './data-dir.js';
@@ -16,7 +17,17 @@ function lockDataDir(cfg: ServeConfig): DataDirLock | null {
   return cfg.sharedDataDir ? acquireSharedLock(cfg.dataDir) : acquireLock(cfg.dataDir);
 }
 
+/**
+ * V8's allocation-site pretenuring off in a serving process (docs/decisions.md, "GC: no pretenuring"). Under a stream
+ * of short tunnels V8 came to allocate some of a connection's objects straight in the old generation; the young
+ * collections then could not free what those objects pointed at once the tunnel closed, and ~3 KiB of every tunnel
+ * (its sockets, buffers and closures) was copied and promoted until the next full collection. Read by V8 as it
+ * allocates, so setting it here, before anything serves, is in time. Also for workers, which run this again.
+ */
+export const V8_FLAGS = '--no-allocation-site-pretenuring';
+
 export async function runServe(cfg: ServeConfig): Promise<void> {
+  v8.setFlagsFromString(V8_FLAGS);
   const log = createLogger(cfg.logLevel);
   // A worker re-runs this command line: the primary holds the lock and the signals.
   if (cluster.isWorker) return runWorker(cfg, log);

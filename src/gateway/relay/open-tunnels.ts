@@ -1,8 +1,9 @@
 // A gateway's open tunnels (splice.ts makes them) and their idle sweep. Apart from splice.ts so that the core
 // can hold them without importing a connection's module.
+import { LiveSet, type LiveMember } from '../live-set.js';
 
 /** What the sweep needs of a tunnel: bytes moved since it last looked, and both sockets. */
-export interface IdleTracked {
+export interface IdleTracked extends LiveMember {
   active: number;
   idleSweeps: number;
   client: { destroy(): void };
@@ -14,7 +15,7 @@ export interface IdleTracked {
  * quarter of the idle time ends tunnels that moved no byte either way for more than four sweeps.
  */
 export class Tunnels {
-  private readonly open = new Set<IdleTracked>();
+  private readonly open = new LiveSet<IdleTracked>();
   private timer: NodeJS.Timeout | null = null;
 
   constructor(private readonly idleTimeoutMs: number) {}

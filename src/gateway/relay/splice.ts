@@ -42,6 +42,8 @@ export interface SpliceOwner {
 }
 
 export interface Tunnel {
+  /** Its place in the open tunnels (live-set.ts). */
+  liveIndex: number;
   conn: SpliceOwner;
   client: TunnelSocket;
   upstream: TunnelSocket;
@@ -254,7 +256,7 @@ export function splice(conn: SpliceOwner, upstream: net.Socket, earlyData: Buffe
   const client = conn.socket as TunnelSocket;
   const up = upstream as TunnelSocket;
   conn.upstream = upstream;
-  const t: Tunnel = { conn, client, upstream: up, active: 0, idleSweeps: 0, heldUp: null, heldDown: null };
+  const t: Tunnel = { liveIndex: -1, conn, client, upstream: up, active: 0, idleSweeps: 0, heldUp: null, heldDown: null };
   client[kTunnel] = t;
   up[kTunnel] = t;
   conn.core.tunnels.add(t);
