@@ -123,6 +123,7 @@ export class ClientConn {
   accountId = -1;
   /** What this connection's bytes count for once admitted (`user:NAME` or `ip:A.B.C.D`). */
   meterSubject = '';
+  slotKey = '';
   meterTarget: string | null = null;
   /** Admitted and not yet counted in the usage (core.meter counts it once its target is known). */
   connectionUnmetered = false;
@@ -295,6 +296,7 @@ export class ClientConn {
     }
     this.accountId = out.accountId; // released when the socket closes
     this.meterSubject = out.subject;
+    this.slotKey = out.key ?? '';
     this.connectionUnmetered = true;
     this.budget = out.budget ?? null;
     this.rate = out.rate ?? null;
@@ -356,6 +358,8 @@ export class ClientConn {
   private emit(reason: LogReason | null, accountId: number): void {
     const sink = this.core.opts.connectionLog;
     if (!sink) return;
+    const via = this.via;
+    const udp = this.protocol === 'socks5-udp';
     sink.record({
       startedAt: this.startedAt,
       requestId: this.requestId,
@@ -368,8 +372,11 @@ export class ClientConn {
       bytesUp: this.bytesUp,
       bytesDown: this.bytesDown,
       durationMs: Date.now() - this.startedAt,
-      ...(this.via ? { exit: this.via.exit, exitMovedFrom: this.via.movedFrom } : {}),
-      ...(this.protocol === 'socks5-udp' ? { datagramsUp: this.datagramsUp, datagramsDown: this.datagramsDown } : {}),
+      // Every record has every field (one shape, no copies of spread objects); undefined: not this kind of record.
+      exit: via === null ? undefined : via.exit,
+      exitMovedFrom: via === null ? undefined : via.movedFrom,
+      datagramsUp: udp ? this.datagramsUp : undefined,
+      datagramsDown: udp ? this.datagramsDown : undefined,
     });
   }
 
@@ -390,7 +397,7 @@ export class ClientConn {
     this.core.stats.bytesDown += this.bytesDown;
     if (this.accountId >= 0) {
       this.core.meter(this, true);
-      this.core.releaseSlot(this.accountId, this.meterSubject);
+      this.core.releaseSlot(this.accountId, this.meterSubject, this.slotKey || undefined);
       // Admitted: its record when it ends, with its bytes and duration (unless it was refused later, at the target).
       if (!this.logged) {
         this.logged = true;

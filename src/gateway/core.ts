@@ -16,7 +16,7 @@ import type { AdmitFailure, GatewayLimits, GatewayOptions, GatewayStats, UsageDe
 export type { DialFailure, ResolveOutcome } from './dial/dialer.js';
 
 export type AdmitOutcome =
-  | { ok: true; accountId: number; session: EgressSession | null; subject: string; budget?: ByteBudget | null; rate?: RateBudget | null; want?: ExitWish | null }
+  | { ok: true; accountId: number; session: EgressSession | null; subject: string; budget?: ByteBudget | null; rate?: RateBudget | null; want?: ExitWish | null; key?: string }
   | { ok: false; reason: AdmitFailure | 'admission_error'; accountId?: number | undefined };
 
 /** What the core tracks of a live client connection (conn.ts's ClientConn), without importing it. */
@@ -27,6 +27,8 @@ export interface LiveConn extends LiveMember {
   /** Admitted: its account (else -1) and what its bytes count for. */
   accountId: number;
   meterSubject: string;
+  /** usageKey(accountId, meterSubject), made once at admission ('' before). */
+  slotKey: string;
   /** The host its bytes went to lately (null: none dialled yet), and whether its connection is still to be counted. */
   meterTarget: string | null;
   connectionUnmetered: boolean;
@@ -47,7 +49,12 @@ export interface LiveConn extends LiveMember {
 const ID_PREFIX = randomBytes(6).toString('hex');
 
 /** A target host as usage is kept under it: lower-case, without a trailing dot, IPv6 without brackets. */
-export const meterHost = (host: string): string => host.toLowerCase().replace(/^\[(.*)\]$/, '$1').replace(/\.$/, '');
+export function meterHost(host: string): string {
+  const h = host.toLowerCase();
+  // Most targets need nothing more (no brackets, no trailing dot): no regex per connection.
+  if (h.charCodeAt(0) !== 0x5b && h.charCodeAt(h.length - 1) !== 0x2e) return h;
+  return h.replace(/^\[(.*)\]$/, '$1').replace(/\.$/, '');
+}
 
 /** One key per account and subject (`user:NAME`, `ip:A.B.C.D`): the gateway's counters and the daemon's meter and plans. */
 export const usageKey = (accountId: number, subject: string): string => `${accountId}\0${subject}`;
@@ -248,7 +255,7 @@ export class GatewayCore {
     this.perAccount.set(accountId, account + 1);
     this.perSubject.set(key, user + 1);
     // Its connection is counted by meter(), once the target it asks for is known (or when it ends without one).
-    return { ...out, budget: plans?.budgetFor(accountId, subject) ?? null, rate: plans?.rateFor?.(accountId, subject) ?? null };
+    return { ...out, key, budget: plans?.budgetFor(accountId, subject) ?? null, rate: plans?.rateFor?.(accountId, subject) ?? null };
   }
 
   /** Open connections of an account (and one of its subjects). */
@@ -275,11 +282,11 @@ export class GatewayCore {
     return { ok: true, accountId: out.accountId, session: null, subject };
   }
 
-  releaseSlot(accountId: number, subject: string): void {
+  /** `key`: usageKey(accountId, subject), when the caller has it. */
+  releaseSlot(accountId: number, subject: string, key = usageKey(accountId, subject)): void {
     const n = (this.perAccount.get(accountId) ?? 1) - 1;
     if (n <= 0) this.perAccount.delete(accountId);
     else this.perAccount.set(accountId, n);
-    const key = usageKey(accountId, subject);
     const m = (this.perSubject.get(key) ?? 1) - 1;
     if (m <= 0) this.perSubject.delete(key);
     else this.perSubject.set(key, m);
@@ -306,8 +313,8 @@ export class GatewayCore {
     return n;
   }
 
-  private usageOf(accountId: number, subject: string, target: string | null): UsageDelta {
-    const key = `${usageKey(accountId, subject)}\0${target ?? ''}`;
+  private usageOf(accountId: number, subject: string, target: string | null, slotKey = usageKey(accountId, subject)): UsageDelta {
+    const key = `${slotKey}\0${target ?? ''}`;
     let u = this.usage.get(key);
     if (!u) {
       u = { accountId, subject, target, bytesUp: 0, bytesDown: 0, connections: 0 };
@@ -325,7 +332,7 @@ export class GatewayCore {
     const down = c.bytesDown - c.meteredDown;
     const count = c.connectionUnmetered && (c.meterTarget !== null || final);
     if (up === 0 && down === 0 && !count) return;
-    const u = this.usageOf(c.accountId, c.meterSubject, c.meterTarget);
+    const u = this.usageOf(c.accountId, c.meterSubject, c.meterTarget, c.slotKey || undefined);
     if (count) {
       u.connections++;
       c.connectionUnmetered = false;

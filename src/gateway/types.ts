@@ -103,11 +103,11 @@ export interface ConnectionRecord {
   bytesDown: number;
   durationMs: number;
   /** An entry node's records: the exit the connection went through, and the exit its session had before when it moved. */
-  exit?: string | null;
-  exitMovedFrom?: string | null;
+  exit?: string | null | undefined;
+  exitMovedFrom?: string | null | undefined;
   /** A SOCKS5 UDP association's datagrams each way (its bytes are the datagrams' payloads). */
-  datagramsUp?: number;
-  datagramsDown?: number;
+  datagramsUp?: number | undefined;
+  datagramsDown?: number | undefined;
 }
 
 /** Takes records off the connection path: must return at once and never throw (connection-log.ts buffers). */

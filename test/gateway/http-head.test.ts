@@ -127,6 +127,23 @@ describe('Proxy-Authorization', () => {
       expect(parseProxyAuthorization(bad)).toBe('invalid');
     }
   });
+
+  it('accepts exactly padded base64 (RFC 4648): every string of its alphabet and a few strays, against the grammar', () => {
+    // The grammar as a regular expression (the parser checks it with a loop instead, once per connection).
+    const grammar = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
+    const alphabet = ['Y', 'T', 'p', 'i', '0', '+', '/', '=', '-', '_', '.', '\u00e9'];
+    let seed = 7;
+    const rand = (n: number) => ((seed = (seed * 1103515245 + 12345) % 2 ** 31), seed % n);
+    for (let i = 0; i < 5000; i++) {
+      let b64 = '';
+      for (let n = rand(13); n > 0; n--) b64 += alphabet[rand(alphabet.length)];
+      const got = parseProxyAuthorization([`Basic ${b64}`]);
+      const decodesToPair = grammar.test(b64) && Buffer.from(b64, 'base64').toString('utf8').includes(':');
+      expect(got !== 'invalid', b64).toBe(decodesToPair);
+    }
+    for (const b64 of ['YTpi', 'YTpiYw==', 'YTpiY2Q=']) expect(parseProxyAuthorization([`Basic ${b64}`])).not.toBe('invalid');
+    for (const b64 of ['====', 'YTp=Yw==', 'YTpiY===', 'YTpiYw=', 'YTpiYw=x']) expect(parseProxyAuthorization([`Basic ${b64}`])).toBe('invalid');
+  });
 });
 
 describe('forwarding helpers', () => {

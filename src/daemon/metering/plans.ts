@@ -117,6 +117,8 @@ export class PlanEnforcer implements PlanLimits {
   private limits = new Map<string, UserLimits>();
   /** Accounts with a traffic limit, their own or one of their users'. */
   private limited = new Set<number>();
+  /** Accounts one of whose users has limits of its own: for any other, no user key is built or looked up per admission. */
+  private usersLimited = new Set<number>();
   private version = -1;
   /** Byte budgets of limited keys active on this node (`a:ID`, or the user's usage key). */
   private readonly budgets = new Map<string, BudgetEntry>();
@@ -167,6 +169,7 @@ export class PlanEnforcer implements PlanLimits {
   refusal(accountId: number, subject: string): 'traffic_limit' | 'plan_expired' | null {
     const expiresAt = this.plans.get(accountId)?.expiresAt ?? null;
     if (expiresAt !== null && this.now() >= expiresAt) return 'plan_expired';
+    if (this.budgets.size === 0) return null; // no limited key active here: nothing can be over
     if (this.budgets.get(`a:${accountId}`)?.over) return 'traffic_limit';
     return this.budgets.get(usageKey(accountId, subject))?.over ? 'traffic_limit' : null;
   }
@@ -193,7 +196,7 @@ export class PlanEnforcer implements PlanLimits {
     const out: Array<[SlotLease, 'account' | 'user']> = [];
     const a = this.plans.get(accountId)?.maxConnections ?? null;
     if (a !== null) out.push([this.lease(`a:${accountId}`, a, accountId, undefined), 'account']);
-    const u = this.limits.get(usageKey(accountId, subject))?.maxConnections ?? null;
+    const u = this.userLimits(accountId, subject)?.maxConnections ?? null;
     if (u !== null) out.push([this.lease(`u:${accountId}:${subject}`, u, accountId, subject), 'user']);
     return out;
   }
@@ -266,9 +269,8 @@ export class PlanEnforcer implements PlanLimits {
   rateFor(accountId: number, subject: string): RateBudget | null {
     const accountBits = this.plans.get(accountId)?.rateLimit ?? null;
     const account = accountBits === null ? null : this.ratePair(`a:${accountId}`, accountId, null, accountBits, null);
-    const key = usageKey(accountId, subject);
-    const userBits = this.limits.get(key)?.rateLimit ?? null;
-    return userBits === null ? account : this.ratePair(key, accountId, subject, userBits, account);
+    const userBits = this.userLimits(accountId, subject)?.rateLimit ?? null;
+    return userBits === null ? account : this.ratePair(usageKey(accountId, subject), accountId, subject, userBits, account);
   }
 
   private ratePair(key: string, accountId: number, subject: string | null, bits: number, parent: RateBudget | null): RateBudget {
@@ -306,9 +308,13 @@ export class PlanEnforcer implements PlanLimits {
 
   budgetFor(accountId: number, subject: string): Budget | null {
     const account = this.plans.get(accountId)?.trafficLimit != null ? this.budget(`a:${accountId}`, accountId, null, null) : null;
-    const key = usageKey(accountId, subject);
-    if (this.limits.get(key)?.trafficLimit == null) return account;
-    return this.budget(key, accountId, subject, account);
+    if (this.userLimits(accountId, subject)?.trafficLimit == null) return account;
+    return this.budget(usageKey(accountId, subject), accountId, subject, account);
+  }
+
+  /** The user's own limits (a subject `user:NAME`), if it has any. */
+  private userLimits(accountId: number, subject: string): UserLimits | undefined {
+    return this.usersLimited.has(accountId) ? this.limits.get(usageKey(accountId, subject)) : undefined;
   }
 
   private budget(key: string, accountId: number, subject: string | null, parent: Budget | null): Budget {
@@ -437,6 +443,7 @@ export class PlanEnforcer implements PlanLimits {
       this.plans = new Map(plans.map((p) => [p.accountId, p]));
       this.limits = new Map(users.map((u) => [usageKey(u.accountId, `user:${u.username}`), u]));
       this.limited = new Set([...plans.filter((p) => p.trafficLimit !== null).map((p) => p.accountId), ...users.filter((u) => u.trafficLimit !== null).map((u) => u.accountId)]);
+      this.usersLimited = new Set(users.map((u) => u.accountId));
       this.version = version;
       // Connections already open when a limit is set (or raised, lifted) relay under what it says now: a limit
       // set on an account whose tunnels are streaming stops them too.

@@ -1,7 +1,7 @@
 // CONNECT host:port: resolve, check the address actually dialled, connect from the egress
 // address, answer 200, then pump bytes (including any the client sent after its head).
 import { dialTarget, type ClientConn } from '../conn.js';
-import { parseAuthority, type RequestHead } from '../wire/http-head.js';
+import type { Authority } from '../wire/http-head.js';
 import { httpReply } from '../replies.js';
 import { splice } from '../relay/splice.js';
 
@@ -21,8 +21,8 @@ export function established(requestId: string): Buffer {
   return out;
 }
 
-export function openConnectTunnel(conn: ClientConn, head: RequestHead): void {
-  const target = parseAuthority(head.target);
+/** `target`: the request's authority as parsed (null: it was not host:port). */
+export function openConnectTunnel(conn: ClientConn, target: Authority | null): void {
   if (!target) {
     conn.refuse('malformed', httpReply(400, 'http_request_error', 'CONNECT target must be host:port', conn.requestId));
     return;

@@ -34,7 +34,9 @@ export class HttpProxyHandler implements ProtocolHandler {
     const isConnect = head.method === 'CONNECT';
     core.stats.connectionsTotal[isConnect ? 'connect' : 'http']++;
     conn.protocol = isConnect ? 'connect' : 'http';
-    conn.target = logTarget(head, isConnect);
+    // Parsed once: for the log here, and for the dial (CONNECT's authority) below.
+    const authority = isConnect ? parseAuthority(head.target) : null;
+    conn.target = isConnect ? (authority ? formatAuthority(authority.host, authority.port) : null) : logTarget(head.target);
     const creds = parseProxyAuthorization(headerValues(head.headers, 'proxy-authorization'));
     if (creds === 'invalid') {
       // Not Basic, bad base64, no colon: the same 407 as wrong credentials; the log says what it was.
@@ -49,13 +51,13 @@ export class HttpProxyHandler implements ProtocolHandler {
       conn.failHttp(failure);
       return;
     }
-    if (isConnect) openConnectTunnel(conn, head);
+    if (isConnect) openConnectTunnel(conn, authority);
     else forwardRequest(conn, head);
   }
 }
 
-/** `host:port` the request names, for the log: never the path or query (they can carry a customer's secrets). */
-function logTarget(head: RequestHead, isConnect: boolean): string | null {
-  const t = isConnect ? parseAuthority(head.target) : parseAbsoluteHttpUrl(head.target);
+/** `host:port` an absolute-form request names, for the log: never the path or query (they can carry a customer's secrets). */
+function logTarget(target: string): string | null {
+  const t = parseAbsoluteHttpUrl(target);
   return t ? formatAuthority(t.host, t.port) : null;
 }

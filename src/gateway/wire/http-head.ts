@@ -214,7 +214,19 @@ export interface Credentials {
   password: string;
 }
 
-const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
+/** Padded base64 (RFC 4648 section 4): groups of four of A-Z a-z 0-9 + /, `=` only as the last one or two. */
+function isBase64(s: string): boolean {
+  const n = s.length;
+  if (n % 4 !== 0) return false;
+  let end = n;
+  if (n > 0 && s.charCodeAt(n - 1) === 0x3d) end = s.charCodeAt(n - 2) === 0x3d ? n - 2 : n - 1;
+  for (let i = 0; i < end; i++) {
+    const c = s.charCodeAt(i);
+    const ok = (c >= 0x41 && c <= 0x5a) || (c >= 0x61 && c <= 0x7a) || (c >= 0x30 && c <= 0x39) || c === 0x2b || c === 0x2f;
+    if (!ok) return false;
+  }
+  return true;
+}
 
 /**
  * Proxy-Authorization values -> credentials. `null`: none given; 'invalid': given but unusable
@@ -226,7 +238,7 @@ export function parseProxyAuthorization(values: string[]): Credentials | null | 
   const m = /^([A-Za-z]+) +([^ ]+) *$/.exec(values[0] as string);
   if (!m || (m[1] as string).toLowerCase() !== 'basic') return 'invalid';
   const b64 = m[2] as string;
-  if (!BASE64.test(b64)) return 'invalid';
+  if (!isBase64(b64)) return 'invalid';
   const decoded = Buffer.from(b64, 'base64').toString('utf8');
   const colon = decoded.indexOf(':');
   if (colon < 0) return 'invalid';

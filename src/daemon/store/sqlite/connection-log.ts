@@ -7,6 +7,55 @@ import { isBusyError, type Db } from './db.js';
 import { stmt } from './statements.js';
 
 const DAY_MS = 86_400_000;
+const COLUMNS = 16;
+/** Records per INSERT statement in a batch (16 columns each: 512 parameters, under SQLite's limit of 32,766). */
+const ROWS = 32;
+
+const insertSql = (rows: number): string =>
+  `INSERT OR IGNORE INTO connection_log (started_ms, node, request_id, protocol, source_ip, username, account_id, target, reason, bytes_up, bytes_down, duration_ms, exit, exit_moved_from, datagrams_up, datagrams_down)
+   VALUES ${Array.from({ length: rows }, () => `(${Array.from({ length: COLUMNS }, () => '?').join(', ')})`).join(', ')}`;
+
+const INSERT_MANY = insertSql(ROWS);
+const INSERT_ONE = insertSql(1);
+
+/** One record's COLUMNS parameters, in insertSql's order, from `at`. */
+function putRow(p: Array<string | number | null>, at: number, node: string, e: ConnectionLogEntry): void {
+  p[at] = e.startedAt;
+  p[at + 1] = node;
+  p[at + 2] = e.requestId;
+  p[at + 3] = e.protocol;
+  p[at + 4] = e.sourceIp;
+  p[at + 5] = e.username;
+  p[at + 6] = e.accountId >= 0 ? e.accountId : null;
+  p[at + 7] = e.target;
+  p[at + 8] = e.reason;
+  p[at + 9] = e.bytesUp;
+  p[at + 10] = e.bytesDown;
+  p[at + 11] = e.durationMs;
+  p[at + 12] = e.exit ?? null;
+  p[at + 13] = e.exitMovedFrom ?? null;
+  p[at + 14] = e.datagramsUp ?? null;
+  p[at + 15] = e.datagramsDown ?? null;
+}
+
+/** A batch in one transaction: ROWS records per statement (one call into SQLite for them), the rest one by one. */
+function batchInsert(db: Db): (node: string, entries: readonly ConnectionLogEntry[]) => void {
+  const many = stmt(db, INSERT_MANY);
+  const one = stmt(db, INSERT_ONE);
+  const rows: Array<string | number | null> = new Array(ROWS * COLUMNS);
+  const row: Array<string | number | null> = new Array(COLUMNS);
+  return db.transaction((node: string, entries: readonly ConnectionLogEntry[]) => {
+    let i = 0;
+    for (; i + ROWS <= entries.length; i += ROWS) {
+      for (let r = 0; r < ROWS; r++) putRow(rows, r * COLUMNS, node, entries[i + r]!);
+      many.run(...rows); // as arguments: better-sqlite3 reads an array's items one property lookup each
+    }
+    for (; i < entries.length; i++) {
+      putRow(row, 0, node, entries[i]!);
+      one.run(...row);
+    }
+  });
+}
 
 export class SqliteConnectionLogStore implements ConnectionLogStore {
   constructor(
@@ -15,18 +64,15 @@ export class SqliteConnectionLogStore implements ConnectionLogStore {
     private readonly writer: () => Db,
   ) {}
 
+  /** The batch insert as one transaction function, made once per writer connection (not per batch). */
+  private tx: { db: Db; run: (node: string, entries: readonly ConnectionLogEntry[]) => void } | null = null;
+
   async insert(node: string, entries: readonly ConnectionLogEntry[]): Promise<'ok' | 'busy'> {
     if (entries.length === 0) return 'ok';
     const db = this.writer();
-    const ins = stmt(db,
-      `INSERT OR IGNORE INTO connection_log (started_ms, node, request_id, protocol, source_ip, username, account_id, target, reason, bytes_up, bytes_down, duration_ms, exit, exit_moved_from, datagrams_up, datagrams_down)
-       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`);
+    if (this.tx?.db !== db) this.tx = { db, run: batchInsert(db) };
     try {
-      db.transaction(() => {
-        for (const e of entries) {
-          ins.run(e.startedAt, node, e.requestId, e.protocol, e.sourceIp, e.username, e.accountId >= 0 ? e.accountId : null, e.target, e.reason, e.bytesUp, e.bytesDown, e.durationMs, e.exit ?? null, e.exitMovedFrom ?? null, e.datagramsUp ?? null, e.datagramsDown ?? null);
-        }
-      })();
+      this.tx.run(node, entries);
       return 'ok';
     } catch (e) {
       if (isBusyError(e)) return 'busy';
