@@ -9,7 +9,7 @@ import { DirectDialer, LocatedDialer, PoolDialer, PrefixDialer, type Dialer, typ
 import { resolveLimits } from './limits.js';
 import { AddressScreen, judgeTarget } from './dial/target-rules.js';
 import { Tunnels } from './relay/open-tunnels.js';
-import { LiveSet, type LiveMember } from './live-set.js';
+import { LiveSet, type LiveMember } from './relay/live-set.js';
 import { parseIp } from './dial/target-policy.js';
 import type { AdmitFailure, GatewayLimits, GatewayOptions, GatewayStats, UsageDelta } from './types.js';
 

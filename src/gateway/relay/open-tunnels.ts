@@ -1,6 +1,6 @@
 // A gateway's open tunnels (splice.ts makes them) and their idle sweep. Apart from splice.ts so that the core
 // can hold them without importing a connection's module.
-import { LiveSet, type LiveMember } from '../live-set.js';
+import { LiveSet, type LiveMember } from './live-set.js';
 
 /** What the sweep needs of a tunnel: bytes moved since it last looked, and both sockets. */
 export interface IdleTracked extends LiveMember {

@@ -1,12 +1,11 @@
 // The gateway's sets of live objects that come and go thousands of times a second (its connections, its open
 // tunnels): an array and each member's own index, so adding and removing one writes no hash table.
 //
-// Why not a `Set`: a long-lived Set sits in V8's old generation, and one that members keep entering and leaving
-// is rebuilt into a new table every few thousand of them. A discarded table still points at its successor and
-// still holds the members it had, and the young-generation collection cannot tell that an old table is dead:
-// each rebuild kept the members of its moment, their sockets and buffers alive through collections and moved them
-// to the old generation. Measured (docs/BENCHMARKS.md, "Where a tunnel's CPU went"): with two such Sets a
-// tunnel left ~3.5 KiB behind in every young collection, and collections took 1.2–2.5 ms instead of 0.3.
+// Why not a `Set`: one that members keep entering and leaving lives in V8's old generation and is rebuilt into a
+// new table as they do; the discarded tables, dead but old, still refer to members, and a young-generation
+// collection counts what the old generation refers to as live. Two such Sets kept every recent tunnel (its
+// sockets, buffers, closures) alive through young collections and promoted it, ~3 KiB a tunnel, until a full
+// collection (docs/decisions.md, "GC: tunnels that outlived young collections").
 
 /**
  * A member carries its place in its set (-1: in none), declared with its other fields so that it never changes the

@@ -1,0 +1,184 @@
+#!/usr/bin/env node
+// Instructions per tunnel of the whole daemon, counted by valgrind (callgrind): user-space instructions do not
+// depend on what else the machine is doing, so a change worth 2 % shows where a timed run's ±10 % hides it.
+// (Kernel time and cache misses are not counted: confirm a cut with bench/setup.mjs before calling it faster.)
+//
+//   node bench/instructions.mjs [--rev REV] [--floor] [--tunnels 2000] [--warm 2000] [--reps 2] [--kind connect|socks5]
+//
+// Measures `proxyd serve` of this tree (run `npm run build` first) and, with --rev, the same at a git revision
+// (built into node_modules/.cache/instructions/REV), and with --floor the bare relay bench/peers/node-floor.mjs
+// (CONNECT without credentials). The daemon runs as bench/setup.mjs runs it (SQLite, metering and the connection
+// log on, credentials on every tunnel); the client and the target run outside valgrind. Per daemon: --warm
+// tunnels uncounted, then counting on for --tunnels (8 loops: connect, handshake, a byte each way, close).
+// A window in which V8 runs a full collection counts ~80k more per tunnel: each of --reps is printed, with the
+// smallest. Needs valgrind (Debian's package).
+import { execFileSync, spawn, spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, symlinkSync } from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
+import { freePort, sleep } from './lib/tunnel-bench.mjs';
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+const argv = process.argv.slice(2);
+const opt = (name, def) => (argv.includes(`--${name}`) ? argv[argv.indexOf(`--${name}`) + 1] : def);
+const REV = opt('rev', null);
+const TUNNELS = Number(opt('tunnels', 2000));
+const WARM = Number(opt('warm', 2000));
+const REPS = Number(opt('reps', 2));
+const KIND = opt('kind', 'connect');
+const log = (...a) => console.error('[instructions]', ...a);
+
+if (spawnSync('sh', ['-c', 'command -v valgrind']).status !== 0) {
+  log('valgrind is not installed (apt-get install valgrind)');
+  process.exit(2);
+}
+
+/** A tree with `dist/` built from the sources at `rev`, node_modules shared with this one. */
+function buildRev(rev) {
+  const sha = execFileSync('git', ['rev-parse', '--short', rev], { cwd: ROOT, encoding: 'utf8' }).trim();
+  const dir = path.join(ROOT, 'node_modules/.cache/instructions', sha);
+  if (existsSync(path.join(dir, 'dist/daemon/process/main.js'))) return dir;
+  rmSync(dir, { recursive: true, force: true });
+  mkdirSync(dir, { recursive: true });
+  execFileSync('sh', ['-c', `git archive ${sha} | tar -x -C ${dir}`], { cwd: ROOT });
+  symlinkSync(path.join(ROOT, 'node_modules'), path.join(dir, 'node_modules'));
+  log(`building ${sha} in ${dir}`);
+  execFileSync(process.execPath, [path.join(ROOT, 'node_modules/typescript/bin/tsc'), '-p', 'tsconfig.build.json'], { cwd: dir, stdio: 'inherit' });
+  return dir;
+}
+
+/** One daemon (or the floor) under callgrind with counting off; resolves with its port and credentials. */
+async function start(tree, dir) {
+  const out = path.join(dir, 'callgrind.out');
+  const vg = ['--tool=callgrind', '--instr-atstart=no', '--smc-check=all-non-file', `--callgrind-out-file=${out}`, process.execPath, '--max-semi-space-size=8'];
+  let auth = null;
+  let args;
+  let port = 0;
+  if (tree === 'floor') {
+    port = await freePort();
+    args = [...vg, path.join(ROOT, 'bench/peers/node-floor.mjs'), String(port)];
+  } else {
+    const proxyd = path.join(tree, 'bin/proxyd');
+    const dataDir = path.join(dir, 'data');
+    mkdirSync(dataDir);
+    const admin = (a, input = '') => {
+      const r = spawnSync(process.execPath, [proxyd, 'admin', ...a, '--data-dir', dataDir], { input, encoding: 'utf8' });
+      if (r.status !== 0) throw new Error(r.stderr);
+      return JSON.parse(r.stdout);
+    };
+    admin(['account', 'create', '--email', 'bench@example.com', '--password-stdin', '--verified'], 'bench password 123\n');
+    auth = { user: 'bench-user', password: admin(['proxy-user', 'create', '--email', 'bench@example.com', '--username', 'bench-user']).password };
+    args = [...vg, proxyd, 'serve', '--data-dir', dataDir, '--api-listen', '127.0.0.1:0', '--http-proxy-listen', '127.0.0.1:0',
+      '--socks-listen', '127.0.0.1:0', '--allow-private-targets', '--log-level', 'warn'];
+  }
+  const p = spawn('valgrind', args, { stdio: ['ignore', 'pipe', 'ignore'] });
+  const ready = await new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error('no ready line within 180 s under valgrind')), 180_000);
+    p.once('exit', (c) => reject(new Error(`exited ${c} under valgrind`)));
+    createInterface({ input: p.stdout }).on('line', (l) => {
+      if (l === 'ready') resolve({ httpProxy: `127.0.0.1:${port}` });
+      else if (l.startsWith('{')) resolve(JSON.parse(l));
+      else return;
+      clearTimeout(timer);
+    });
+  });
+  const at = KIND === 'socks5' && tree !== 'floor' ? ready.socks5 : ready.httpProxy;
+  return { p, out, auth, port: Number(at.slice(at.lastIndexOf(':') + 1)), kind: tree === 'floor' ? 'connect' : KIND };
+}
+
+/** One tunnel: handshake (CONNECT or SOCKS5 with RFC 1929), a byte each way, close. */
+function tunnel(d, tport) {
+  return new Promise((resolve, reject) => {
+    const s = net.connect({ port: d.port, host: '127.0.0.1', noDelay: true });
+    let buf = Buffer.alloc(0);
+    let open = false;
+    let step = 0;
+    s.setTimeout(60_000, () => (s.destroy(), reject(new Error('tunnel timed out'))));
+    s.on('error', reject);
+    const a = d.auth;
+    s.on('connect', () => {
+      if (d.kind === 'connect') {
+        const h = a ? `Proxy-Authorization: Basic ${Buffer.from(`${a.user}:${a.password}`).toString('base64')}\r\n` : '';
+        s.write(`CONNECT 127.0.0.1:${tport} HTTP/1.1\r\nHost: 127.0.0.1:${tport}\r\n${h}\r\n`);
+      } else s.write(Buffer.from([5, 1, 2]));
+    });
+    s.on('data', (chunk) => {
+      if (open) return void (s.destroy(), resolve());
+      buf = Buffer.concat([buf, chunk]);
+      const begin = () => ((open = true), s.write('E'));
+      if (d.kind === 'connect') {
+        if (buf.indexOf('\r\n\r\n') < 0) return;
+        if (!buf.toString('latin1', 0, 12).startsWith('HTTP/1.1 200')) return reject(new Error(buf.toString('latin1', 0, 60)));
+        return begin();
+      }
+      for (;;) {
+        if (step === 0 && buf.length >= 2) {
+          buf = buf.subarray(2);
+          step = 1;
+          const u = Buffer.from(a.user);
+          const pw = Buffer.from(a.password);
+          s.write(Buffer.concat([Buffer.from([1, u.length]), u, Buffer.from([pw.length]), pw]));
+        } else if (step === 1 && buf.length >= 2) {
+          buf = buf.subarray(2);
+          step = 2;
+          s.write(Buffer.from([5, 1, 0, 1, 127, 0, 0, 1, tport >> 8, tport & 255]));
+        } else if (step === 2 && buf.length >= 10) {
+          if (buf[1] !== 0) return reject(new Error(`socks reply ${buf[1]}`));
+          return begin();
+        } else return;
+      }
+    });
+  });
+}
+
+async function tunnels(d, tport, n) {
+  let left = n;
+  await Promise.all(Array.from({ length: 8 }, async () => {
+    while (left-- > 0) await tunnel(d, tport);
+  }));
+}
+
+/** Instructions per tunnel of one daemon: warm, then count through TUNNELS tunnels. */
+async function measure(tree, tport) {
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'instructions-'));
+  const d = await start(tree, dir);
+  try {
+    await tunnels(d, tport, WARM);
+    await sleep(1000);
+    execFileSync('callgrind_control', ['-i', 'on', String(d.p.pid)], { stdio: 'ignore' });
+    await tunnels(d, tport, TUNNELS);
+    execFileSync('callgrind_control', ['-i', 'off', String(d.p.pid)], { stdio: 'ignore' });
+    execFileSync('callgrind_control', ['-d', String(d.p.pid)], { stdio: 'ignore' });
+    await sleep(500);
+    let total = 0;
+    for (const f of readdirSync(dir).filter((n) => n.startsWith('callgrind.out'))) {
+      const m = /^(?:totals|summary): (\d+)/m.exec(readFileSync(path.join(dir, f), 'utf8'));
+      if (m) total += Number(m[1]);
+    }
+    return total / TUNNELS;
+  } finally {
+    d.p.kill('SIGKILL');
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+const trees = [['this tree', ROOT], ...(REV ? [[REV, buildRev(REV)]] : []), ...(argv.includes('--floor') ? [['node floor', 'floor']] : [])];
+const target = spawn(process.execPath, [path.join(ROOT, 'bench/gateway.mjs'), '--role', 'target', '--port', String(await freePort())], { stdio: ['pipe', 'pipe', 'inherit'] });
+try {
+  const tport = JSON.parse(await new Promise((r) => createInterface({ input: target.stdout }).once('line', r))).port;
+  const res = new Map(trees.map(([label]) => [label, []]));
+  for (let r = 0; r < REPS; r++) {
+    for (const [label, tree] of r % 2 ? [...trees].reverse() : trees) {
+      const per = await measure(tree, tport);
+      res.get(label).push(per);
+      log(`${label}: ${(per / 1000).toFixed(1)}k instructions per tunnel`);
+    }
+  }
+  const rows = [...res].map(([label, xs]) => ({ daemon: label, kInstructionsPerTunnel: xs.map((x) => +(x / 1000).toFixed(1)), least: +(Math.min(...xs) / 1000).toFixed(1) }));
+  console.log(JSON.stringify({ kind: KIND, tunnels: TUNNELS, warm: WARM, when: new Date().toISOString(), node: process.version, rows }, null, 2));
+} finally {
+  target.kill('SIGTERM');
+}
