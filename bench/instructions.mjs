@@ -9,7 +9,7 @@
 // (built into node_modules/.cache/instructions/REV), and with --floor the bare relay bench/peers/node-floor.mjs
 // (CONNECT without credentials). The daemon runs as bench/setup.mjs runs it (SQLite, metering and the connection
 // log on, credentials on every tunnel); the client and the target run outside valgrind. Per daemon: --warm
-// tunnels uncounted, then counting on for --tunnels (8 loops: connect, handshake, a byte each way, close).
+// tunnels uncounted, then counting on for --tunnels (8 loops: connect, handshake, a byte echoed, close).
 // A window in which V8 runs a full collection counts ~80k more per tunnel: each of --reps is printed, with the
 // smallest. Needs valgrind (Debian's package).
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
@@ -108,7 +108,7 @@ function tunnel(d, tport) {
     s.on('data', (chunk) => {
       if (open) return void (s.destroy(), resolve());
       buf = Buffer.concat([buf, chunk]);
-      const begin = () => ((open = true), s.write('E'));
+      const begin = () => ((open = true), s.write('Ex')); // E: the target echoes what follows
       if (d.kind === 'connect') {
         if (buf.indexOf('\r\n\r\n') < 0) return;
         if (!buf.toString('latin1', 0, 12).startsWith('HTTP/1.1 200')) return reject(new Error(buf.toString('latin1', 0, 60)));
@@ -152,13 +152,14 @@ async function measure(tree, tport) {
     await tunnels(d, tport, TUNNELS);
     execFileSync('callgrind_control', ['-i', 'off', String(d.p.pid)], { stdio: 'ignore' });
     execFileSync('callgrind_control', ['-d', String(d.p.pid)], { stdio: 'ignore' });
-    await sleep(500);
-    let total = 0;
-    for (const f of readdirSync(dir).filter((n) => n.startsWith('callgrind.out'))) {
-      const m = /^(?:totals|summary): (\d+)/m.exec(readFileSync(path.join(dir, f), 'utf8'));
-      if (m) total += Number(m[1]);
+    // The dump is written by the daemon's next scheduled valgrind turn: wait for its totals line.
+    for (const until = Date.now() + 30_000; Date.now() < until; await sleep(250)) {
+      for (const f of readdirSync(dir).filter((n) => n.startsWith('callgrind.out'))) {
+        const m = /^totals: (\d+)/m.exec(readFileSync(path.join(dir, f), 'utf8'));
+        if (m && Number(m[1]) > 0) return Number(m[1]) / TUNNELS;
+      }
     }
-    return total / TUNNELS;
+    throw new Error('callgrind wrote no totals within 30 s');
   } finally {
     d.p.kill('SIGKILL');
     rmSync(dir, { recursive: true, force: true });
