@@ -13,12 +13,13 @@
 // A window in which V8 runs a full collection counts ~80k more per tunnel: each of --reps is printed, with the
 // smallest. Needs valgrind (Debian's package).
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, symlinkSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
+import { buildRev } from './lib/build-rev.mjs';
 import { freePort, sleep } from './lib/tunnel-bench.mjs';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
@@ -34,20 +35,6 @@ const log = (...a) => console.error('[instructions]', ...a);
 if (spawnSync('sh', ['-c', 'command -v valgrind']).status !== 0) {
   log('valgrind is not installed (apt-get install valgrind)');
   process.exit(2);
-}
-
-/** A tree with `dist/` built from the sources at `rev`, node_modules shared with this one. */
-function buildRev(rev) {
-  const sha = execFileSync('git', ['rev-parse', '--short', rev], { cwd: ROOT, encoding: 'utf8' }).trim();
-  const dir = path.join(ROOT, 'node_modules/.cache/instructions', sha);
-  if (existsSync(path.join(dir, 'dist/daemon/process/main.js'))) return dir;
-  rmSync(dir, { recursive: true, force: true });
-  mkdirSync(dir, { recursive: true });
-  execFileSync('sh', ['-c', `git archive ${sha} | tar -x -C ${dir}`], { cwd: ROOT });
-  symlinkSync(path.join(ROOT, 'node_modules'), path.join(dir, 'node_modules'));
-  log(`building ${sha} in ${dir}`);
-  execFileSync(process.execPath, [path.join(ROOT, 'node_modules/typescript/bin/tsc'), '-p', 'tsconfig.build.json'], { cwd: dir, stdio: 'inherit' });
-  return dir;
 }
 
 /** One daemon (or the floor) under callgrind with counting off; resolves with its port and credentials. */
@@ -166,7 +153,7 @@ async function measure(tree, tport) {
   }
 }
 
-const trees = [['this tree', ROOT], ...(REV ? [[REV, buildRev(REV)]] : []), ...(argv.includes('--floor') ? [['node floor', 'floor']] : [])];
+const trees = [['this tree', ROOT], ...(REV ? [[REV, buildRev(REV, 'instructions')]] : []), ...(argv.includes('--floor') ? [['node floor', 'floor']] : [])];
 const target = spawn(process.execPath, [path.join(ROOT, 'bench/gateway.mjs'), '--role', 'target', '--port', String(await freePort())], { stdio: ['pipe', 'pipe', 'inherit'] });
 try {
   const tport = JSON.parse(await new Promise((r) => createInterface({ input: target.stdout }).once('line', r))).port;

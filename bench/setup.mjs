@@ -6,7 +6,7 @@
 // process. Alternating between proxies (and with a direct connection for set-up) so outside load hits all alike.
 //
 //   node bench/setup.mjs [--reps 5] [--lat-n 2000] [--rate-ms 1500] [--size-mib 256] [--phases setup,rate,64]
-//                        [--no-dante] [--no-floor] [--no-widen] [--profile DIR] [--strace]
+//                        [--no-dante] [--no-floor] [--no-widen] [--warm-ms 2500] [--profile DIR] [--strace]
 //
 // Per path: set-up added p50/p99 (connect → handshake → first echoed byte, minus a direct connection's,
 // sequential), tunnels/s (8 loops opening a tunnel, echoing a byte, closing), 64 tunnels uploading
@@ -28,6 +28,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
+import { portsWidener } from './lib/ports.mjs';
 import { countFor, freePort, med, pct, pumpUpload, range, runInfo, sleep, treeCpu } from './lib/tunnel-bench.mjs';
 import { len64 } from './target-protocol.mjs';
 
@@ -47,50 +48,12 @@ const DANTE = !argv.includes('--no-dante') && spawnSync('sh', ['-c', 'command -v
 // The floor of any relay on Node's `net` (bench/peers/node-floor.mjs), one process and two on SO_REUSEPORT.
 const FLOOR = !argv.includes('--no-floor');
 const LOOPS = 8;
+/** Warm-up per path (ms of the tunnels/s loops). */
+const WARM_MS = Number(opt('warm-ms', 2500));
 const log = (...a) => console.error('[setup]', ...a);
+const { widenPorts, restorePorts } = portsWidener(log, !argv.includes('--no-widen'));
 
 // ------------------------------------------------------------------ ports and deadlines
-
-const PORT_RANGE = '/proc/sys/net/ipv4/ip_local_port_range';
-const WIDE = [1024, 65535];
-let restoreRange = null;
-
-/** Widens the ephemeral port range for the run when allowed (restored by restorePorts); else says it will pace. */
-function widenPorts() {
-  let before;
-  const widen = !argv.includes('--no-widen');
-  try {
-    before = readFileSync(PORT_RANGE, 'utf8').trim().split(/\s+/).map(Number);
-  } catch {
-    log('ports: cannot read the ephemeral range; pacing on TIME_WAIT instead');
-    return null;
-  }
-  if (before[0] <= WIDE[0] && before[1] >= WIDE[1]) return before;
-  if (!widen) {
-    log(`ports: ephemeral range ${before.join('-')} left as it is (--no-widen); pacing on TIME_WAIT instead`);
-    return before;
-  }
-  try {
-    writeFileSync(PORT_RANGE, `${WIDE[0]} ${WIDE[1]}`);
-    restoreRange = before;
-    log(`ports: ephemeral range widened ${before.join('-')} -> ${WIDE.join('-')} for this run (restored at exit); for a minute after it, a port below ${before[0]} that one of its connections used cannot be listened on (TIME_WAIT): a daemon started then on 8080, 3128 or 1080 may fail with "address in use"`);
-    return WIDE;
-  } catch {
-    log(`ports: ephemeral range ${before.join('-')} (not widened: not allowed); pacing on TIME_WAIT instead`);
-    return before;
-  }
-}
-
-function restorePorts() {
-  if (!restoreRange) return;
-  try {
-    writeFileSync(PORT_RANGE, restoreRange.join(' '));
-    log(`ports: ephemeral range restored to ${restoreRange.join('-')}`);
-  } catch (e) {
-    log(`ports: could not restore the ephemeral range to ${restoreRange.join('-')}: ${e.message}`);
-  }
-  restoreRange = null;
-}
 
 /** Sockets in TIME_WAIT now (IPv4 and IPv6), from /proc. */
 function timeWait() {
@@ -452,8 +415,11 @@ async function main() {
 async function measure({ tport, ours, ours2, squid, dante, floor, floor2 }, load0, dir) {
   const paths = [...ours.paths, ...squid.paths, ...(dante?.paths ?? []), ...(floor?.paths ?? [])];
   const all = [...paths, ...ours2.paths, ...(floor2?.paths ?? [])];
-  await phase('warm-up', 120_000, async () => {
-    for (const p of all) for (let i = 0; i < 300; i++) await echoOnce(p, tport);
+  // Warm: every path through WARM_MS of the tunnels/s loops, as a daemon in service has run its connection path hot
+  // (a Node daemon's first ~6,000 tunnels run as unoptimised code, slower and keeping more alive: decisions.md,
+  // "GC: tunnels that outlived young collections"; the peers warm alike).
+  await phase('warm-up', 60_000 + all.length * WARM_MS * 2, async () => {
+    for (const p of all) await countFor(WARM_MS, LOOPS, () => echoOnce(p, tport));
   });
   const report = { direct: {}, rows: [] };
   let res = null;

@@ -1,0 +1,175 @@
+#!/usr/bin/env node
+// A/B of whole daemons on a noisy machine: this tree's `proxyd serve` beside the same at a git revision (and,
+// if asked, squid and the bare relay bench/peers/node-floor.mjs), all running at once, rounds alternating
+// between them (A, B, …, then backwards) so outside load hits every one alike. Per daemon: tunnels/s and CPU
+// per tunnel split into user and system time (/proc/<pid>/stat over each round), medians and ranges.
+//
+//   node bench/daemon-ab.mjs --rev REV [--squid] [--floor] [--reps 8] [--round-ms 1500] [--kind connect|socks5]
+//
+// The daemons run as bench/setup.mjs runs them (SQLite, metering and the connection log on, credentials on every
+// tunnel; squid and the floor without). 8 loops: connect, handshake, a byte echoed, close. Run `npm run build`
+// first; the revision is built into node_modules/.cache/daemon-ab/<sha>.
+import { execFileSync, spawn, spawnSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
+import { buildRev } from './lib/build-rev.mjs';
+import { portsWidener } from './lib/ports.mjs';
+import { countFor, freePort, med, runInfo, sleep } from './lib/tunnel-bench.mjs';
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+const argv = process.argv.slice(2);
+const opt = (name, def) => (argv.includes(`--${name}`) ? argv[argv.indexOf(`--${name}`) + 1] : def);
+const REV = opt('rev', null);
+const REPS = Number(opt('reps', 8));
+const ROUND_MS = Number(opt('round-ms', 1500));
+const KIND = opt('kind', 'connect');
+const CLK_TCK = Number(spawnSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).stdout) || 100;
+if (!REV) {
+  console.error('usage: node bench/daemon-ab.mjs --rev REV [--squid] [--floor] [--reps 8] [--round-ms 1500] [--kind connect|socks5]');
+  process.exit(2);
+}
+
+/** User and system CPU seconds of one process (all its threads). */
+function cpuOf(pid) {
+  const st = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  const f = st.slice(st.lastIndexOf(')') + 2).split(' ');
+  return [Number(f[11]) / CLK_TCK, Number(f[12]) / CLK_TCK];
+}
+
+const dir = mkdtempSync(path.join(os.tmpdir(), 'daemon-ab-'));
+const procs = [];
+
+async function startProxyd(label, tree) {
+  const proxyd = path.join(tree, 'bin/proxyd');
+  const dataDir = path.join(dir, `d${procs.length}`);
+  mkdirSync(dataDir);
+  const admin = (a, input = '') => {
+    const r = spawnSync(process.execPath, [proxyd, 'admin', ...a, '--data-dir', dataDir], { input, encoding: 'utf8' });
+    if (r.status !== 0) throw new Error(r.stderr);
+    return JSON.parse(r.stdout);
+  };
+  admin(['account', 'create', '--email', 'bench@example.com', '--password-stdin', '--verified'], 'bench password 123\n');
+  const password = admin(['proxy-user', 'create', '--email', 'bench@example.com', '--username', 'bench-user']).password;
+  const p = spawn(process.execPath, ['--max-semi-space-size=8', proxyd, 'serve', '--data-dir', dataDir, '--api-listen', '127.0.0.1:0',
+    '--http-proxy-listen', '127.0.0.1:0', '--socks-listen', '127.0.0.1:0', '--allow-private-targets', '--log-level', 'warn'], { stdio: ['ignore', 'pipe', 'inherit'] });
+  procs.push(p);
+  const ready = await new Promise((resolve, reject) => {
+    p.once('exit', (c) => reject(new Error(`${label} exited ${c}`)));
+    createInterface({ input: p.stdout }).once('line', (l) => resolve(JSON.parse(l)));
+  });
+  const at = KIND === 'socks5' ? ready.socks5 : ready.httpProxy;
+  return { label, pid: p.pid, kind: KIND, port: Number(at.slice(at.lastIndexOf(':') + 1)), auth: { user: 'bench-user', password } };
+}
+
+async function startFloor() {
+  const port = await freePort();
+  const p = spawn(process.execPath, ['--max-semi-space-size=8', path.join(ROOT, 'bench/peers/node-floor.mjs'), String(port)], { stdio: ['ignore', 'pipe', 'inherit'] });
+  procs.push(p);
+  await new Promise((resolve) => createInterface({ input: p.stdout }).once('line', resolve));
+  return { label: 'node floor', pid: p.pid, kind: 'connect', port, auth: null };
+}
+
+async function startSquid() {
+  const port = await freePort();
+  const d = path.join(dir, 'squid');
+  mkdirSync(d);
+  execFileSync('chmod', ['777', d]);
+  const conf = readFileSync(path.join(ROOT, 'bench/peers/squid.conf'), 'utf8').replaceAll('{{PORT}}', String(port)).replaceAll('{{DIR}}', d);
+  writeFileSync(path.join(d, 'squid.conf'), conf);
+  const p = spawn('squid', ['-N', '-f', path.join(d, 'squid.conf')], { stdio: 'ignore' });
+  procs.push(p);
+  for (;;) {
+    const up = await new Promise((r) => {
+      const s = net.connect(port, '127.0.0.1', () => (s.destroy(), r(true)));
+      s.on('error', () => r(false));
+    });
+    if (up) break;
+    await sleep(100);
+  }
+  return { label: 'squid', pid: p.pid, kind: 'connect', port, auth: null };
+}
+
+/** One tunnel: handshake (CONNECT, or SOCKS5 with RFC 1929), a byte echoed, close. */
+function tunnel(d, tport) {
+  return new Promise((resolve, reject) => {
+    const s = net.connect({ port: d.port, host: '127.0.0.1', noDelay: true });
+    let buf = Buffer.alloc(0);
+    let open = false;
+    let step = 0;
+    const a = d.auth;
+    s.setTimeout(15_000, () => (s.destroy(), reject(new Error(`${d.label}: tunnel timed out`))));
+    s.on('error', reject);
+    s.on('connect', () => {
+      if (d.kind === 'connect') {
+        const h = a ? `Proxy-Authorization: Basic ${Buffer.from(`${a.user}:${a.password}`).toString('base64')}\r\n` : '';
+        s.write(`CONNECT 127.0.0.1:${tport} HTTP/1.1\r\nHost: 127.0.0.1:${tport}\r\n${h}\r\n`);
+      } else s.write(Buffer.from([5, 1, 2]));
+    });
+    s.on('data', (chunk) => {
+      if (open) return void (s.destroy(), resolve());
+      buf = Buffer.concat([buf, chunk]);
+      const begin = () => ((open = true), s.write('Ex')); // E: the target echoes what follows
+      if (d.kind === 'connect') {
+        if (buf.indexOf('\r\n\r\n') < 0) return;
+        if (!buf.toString('latin1', 0, 12).startsWith('HTTP/1.1 200')) return reject(new Error(`${d.label}: ${buf.toString('latin1', 0, 60)}`));
+        return begin();
+      }
+      for (;;) {
+        if (step === 0 && buf.length >= 2) {
+          buf = buf.subarray(2);
+          step = 1;
+          const u = Buffer.from(a.user);
+          const pw = Buffer.from(a.password);
+          s.write(Buffer.concat([Buffer.from([1, u.length]), u, Buffer.from([pw.length]), pw]));
+        } else if (step === 1 && buf.length >= 2) {
+          buf = buf.subarray(2);
+          step = 2;
+          s.write(Buffer.from([5, 1, 0, 1, 127, 0, 0, 1, tport >> 8, tport & 255]));
+        } else if (step === 2 && buf.length >= 10) {
+          if (buf[1] !== 0) return reject(new Error(`${d.label}: socks reply ${buf[1]}`));
+          return begin();
+        } else return;
+      }
+    });
+  });
+}
+
+const load0 = os.loadavg();
+// Tens of thousands of connections a minute: as root the ephemeral range is widened for the run (else it may run out).
+const { widenPorts, restorePorts } = portsWidener((...a) => console.error('[daemon-ab]', ...a));
+widenPorts();
+process.once('SIGINT', () => (restorePorts(), process.exit(130)));
+const target = spawn(process.execPath, [path.join(ROOT, 'bench/gateway.mjs'), '--role', 'target', '--port', String(await freePort())], { stdio: ['pipe', 'pipe', 'inherit'] });
+procs.push(target);
+try {
+  const tport = JSON.parse(await new Promise((r) => createInterface({ input: target.stdout }).once('line', r))).port;
+  const daemons = [await startProxyd(`${REV}`, buildRev(REV, 'daemon-ab')), await startProxyd('this tree', ROOT)];
+  if (argv.includes('--squid')) daemons.push(await startSquid());
+  if (argv.includes('--floor')) daemons.push(await startFloor());
+  // Warm: past the first thousands of tunnels, which run as unoptimised code (docs/decisions.md, "GC: …").
+  for (const d of daemons) await countFor(3000, 8, () => tunnel(d, tport));
+  const res = new Map(daemons.map((d) => [d.label, { rate: [], cpu: [], user: [], sys: [] }]));
+  for (let r = 0; r < REPS; r++) {
+    for (const d of r % 2 ? [...daemons].reverse() : daemons) {
+      const [u0, s0] = cpuOf(d.pid);
+      const n = await countFor(ROUND_MS, 8, () => tunnel(d, tport));
+      const [u1, s1] = cpuOf(d.pid);
+      const x = res.get(d.label);
+      x.rate.push(n / (ROUND_MS / 1000));
+      x.user.push(((u1 - u0) * 1e6) / n);
+      x.sys.push(((s1 - s0) * 1e6) / n);
+      x.cpu.push(((u1 - u0 + s1 - s0) * 1e6) / n);
+      await sleep(200);
+    }
+  }
+  const sum = (xs) => ({ median: Math.round(med(xs)), range: `${Math.round(Math.min(...xs))}–${Math.round(Math.max(...xs))}` });
+  const rows = [...res].map(([daemon, x]) => ({ daemon, tunnelsPerSec: sum(x.rate), cpuUsPerTunnel: sum(x.cpu), userUs: sum(x.user), systemUs: sum(x.sys) }));
+  console.log(JSON.stringify({ kind: KIND, reps: REPS, roundMs: ROUND_MS, rows, ...runInfo(argv, load0, os.loadavg()) }, null, 2));
+} finally {
+  for (const p of procs) p.kill('SIGTERM');
+  restorePorts();
+}
