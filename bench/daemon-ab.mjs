@@ -18,7 +18,7 @@ import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { buildRev } from './lib/build-rev.mjs';
 import { portsWidener } from './lib/ports.mjs';
-import { countFor, freePort, med, runInfo, sleep } from './lib/tunnel-bench.mjs';
+import { benchUser, countFor, freePort, med, runInfo, sleep, tunnelOnce } from './lib/tunnel-bench.mjs';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const argv = process.argv.slice(2);
@@ -47,13 +47,7 @@ async function startProxyd(label, tree) {
   const proxyd = path.join(tree, 'bin/proxyd');
   const dataDir = path.join(dir, `d${procs.length}`);
   mkdirSync(dataDir);
-  const admin = (a, input = '') => {
-    const r = spawnSync(process.execPath, [proxyd, 'admin', ...a, '--data-dir', dataDir], { input, encoding: 'utf8' });
-    if (r.status !== 0) throw new Error(r.stderr);
-    return JSON.parse(r.stdout);
-  };
-  admin(['account', 'create', '--email', 'bench@example.com', '--password-stdin', '--verified'], 'bench password 123\n');
-  const password = admin(['proxy-user', 'create', '--email', 'bench@example.com', '--username', 'bench-user']).password;
+  const auth = benchUser(proxyd, dataDir);
   const p = spawn(process.execPath, ['--max-semi-space-size=8', proxyd, 'serve', '--data-dir', dataDir, '--api-listen', '127.0.0.1:0',
     '--http-proxy-listen', '127.0.0.1:0', '--socks-listen', '127.0.0.1:0', '--allow-private-targets', '--log-level', 'warn'], { stdio: ['ignore', 'pipe', 'inherit'] });
   procs.push(p);
@@ -62,7 +56,7 @@ async function startProxyd(label, tree) {
     createInterface({ input: p.stdout }).once('line', (l) => resolve(JSON.parse(l)));
   });
   const at = KIND === 'socks5' ? ready.socks5 : ready.httpProxy;
-  return { label, pid: p.pid, kind: KIND, port: Number(at.slice(at.lastIndexOf(':') + 1)), auth: { user: 'bench-user', password } };
+  return { label, pid: p.pid, kind: KIND, port: Number(at.slice(at.lastIndexOf(':') + 1)), auth };
 }
 
 async function startFloor() {
@@ -93,51 +87,6 @@ async function startSquid() {
   return { label: 'squid', pid: p.pid, kind: 'connect', port, auth: null };
 }
 
-/** One tunnel: handshake (CONNECT, or SOCKS5 with RFC 1929), a byte echoed, close. */
-function tunnel(d, tport) {
-  return new Promise((resolve, reject) => {
-    const s = net.connect({ port: d.port, host: '127.0.0.1', noDelay: true });
-    let buf = Buffer.alloc(0);
-    let open = false;
-    let step = 0;
-    const a = d.auth;
-    s.setTimeout(15_000, () => (s.destroy(), reject(new Error(`${d.label}: tunnel timed out`))));
-    s.on('error', reject);
-    s.on('connect', () => {
-      if (d.kind === 'connect') {
-        const h = a ? `Proxy-Authorization: Basic ${Buffer.from(`${a.user}:${a.password}`).toString('base64')}\r\n` : '';
-        s.write(`CONNECT 127.0.0.1:${tport} HTTP/1.1\r\nHost: 127.0.0.1:${tport}\r\n${h}\r\n`);
-      } else s.write(Buffer.from([5, 1, 2]));
-    });
-    s.on('data', (chunk) => {
-      if (open) return void (s.destroy(), resolve());
-      buf = Buffer.concat([buf, chunk]);
-      const begin = () => ((open = true), s.write('Ex')); // E: the target echoes what follows
-      if (d.kind === 'connect') {
-        if (buf.indexOf('\r\n\r\n') < 0) return;
-        if (!buf.toString('latin1', 0, 12).startsWith('HTTP/1.1 200')) return reject(new Error(`${d.label}: ${buf.toString('latin1', 0, 60)}`));
-        return begin();
-      }
-      for (;;) {
-        if (step === 0 && buf.length >= 2) {
-          buf = buf.subarray(2);
-          step = 1;
-          const u = Buffer.from(a.user);
-          const pw = Buffer.from(a.password);
-          s.write(Buffer.concat([Buffer.from([1, u.length]), u, Buffer.from([pw.length]), pw]));
-        } else if (step === 1 && buf.length >= 2) {
-          buf = buf.subarray(2);
-          step = 2;
-          s.write(Buffer.from([5, 1, 0, 1, 127, 0, 0, 1, tport >> 8, tport & 255]));
-        } else if (step === 2 && buf.length >= 10) {
-          if (buf[1] !== 0) return reject(new Error(`${d.label}: socks reply ${buf[1]}`));
-          return begin();
-        } else return;
-      }
-    });
-  });
-}
-
 const load0 = os.loadavg();
 // Tens of thousands of connections a minute: as root the ephemeral range is widened for the run (else it may run out).
 const { widenPorts, restorePorts } = portsWidener((...a) => console.error('[daemon-ab]', ...a));
@@ -151,12 +100,12 @@ try {
   if (argv.includes('--squid')) daemons.push(await startSquid());
   if (argv.includes('--floor')) daemons.push(await startFloor());
   // Warm: past the first thousands of tunnels, which run as unoptimised code (docs/decisions.md, "GC: …").
-  for (const d of daemons) await countFor(3000, 8, () => tunnel(d, tport));
+  for (const d of daemons) await countFor(3000, 8, () => tunnelOnce(d, tport));
   const res = new Map(daemons.map((d) => [d.label, { rate: [], cpu: [], user: [], sys: [] }]));
   for (let r = 0; r < REPS; r++) {
     for (const d of r % 2 ? [...daemons].reverse() : daemons) {
       const [u0, s0] = cpuOf(d.pid);
-      const n = await countFor(ROUND_MS, 8, () => tunnel(d, tport));
+      const n = await countFor(ROUND_MS, 8, () => tunnelOnce(d, tport));
       const [u1, s1] = cpuOf(d.pid);
       const x = res.get(d.label);
       x.rate.push(n / (ROUND_MS / 1000));

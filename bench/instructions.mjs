@@ -20,7 +20,7 @@ import path from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { buildRev } from './lib/build-rev.mjs';
-import { freePort, sleep } from './lib/tunnel-bench.mjs';
+import { benchUser, freePort, sleep, tunnelOnce } from './lib/tunnel-bench.mjs';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const argv = process.argv.slice(2);
@@ -51,13 +51,7 @@ async function start(tree, dir) {
     const proxyd = path.join(tree, 'bin/proxyd');
     const dataDir = path.join(dir, 'data');
     mkdirSync(dataDir);
-    const admin = (a, input = '') => {
-      const r = spawnSync(process.execPath, [proxyd, 'admin', ...a, '--data-dir', dataDir], { input, encoding: 'utf8' });
-      if (r.status !== 0) throw new Error(r.stderr);
-      return JSON.parse(r.stdout);
-    };
-    admin(['account', 'create', '--email', 'bench@example.com', '--password-stdin', '--verified'], 'bench password 123\n');
-    auth = { user: 'bench-user', password: admin(['proxy-user', 'create', '--email', 'bench@example.com', '--username', 'bench-user']).password };
+    auth = benchUser(proxyd, dataDir);
     args = [...vg, proxyd, 'serve', '--data-dir', dataDir, '--api-listen', '127.0.0.1:0', '--http-proxy-listen', '127.0.0.1:0',
       '--socks-listen', '127.0.0.1:0', '--allow-private-targets', '--log-level', 'warn'];
   }
@@ -73,58 +67,13 @@ async function start(tree, dir) {
     });
   });
   const at = KIND === 'socks5' && tree !== 'floor' ? ready.socks5 : ready.httpProxy;
-  return { p, out, auth, port: Number(at.slice(at.lastIndexOf(':') + 1)), kind: tree === 'floor' ? 'connect' : KIND };
-}
-
-/** One tunnel: handshake (CONNECT or SOCKS5 with RFC 1929), a byte each way, close. */
-function tunnel(d, tport) {
-  return new Promise((resolve, reject) => {
-    const s = net.connect({ port: d.port, host: '127.0.0.1', noDelay: true });
-    let buf = Buffer.alloc(0);
-    let open = false;
-    let step = 0;
-    s.setTimeout(60_000, () => (s.destroy(), reject(new Error('tunnel timed out'))));
-    s.on('error', reject);
-    const a = d.auth;
-    s.on('connect', () => {
-      if (d.kind === 'connect') {
-        const h = a ? `Proxy-Authorization: Basic ${Buffer.from(`${a.user}:${a.password}`).toString('base64')}\r\n` : '';
-        s.write(`CONNECT 127.0.0.1:${tport} HTTP/1.1\r\nHost: 127.0.0.1:${tport}\r\n${h}\r\n`);
-      } else s.write(Buffer.from([5, 1, 2]));
-    });
-    s.on('data', (chunk) => {
-      if (open) return void (s.destroy(), resolve());
-      buf = Buffer.concat([buf, chunk]);
-      const begin = () => ((open = true), s.write('Ex')); // E: the target echoes what follows
-      if (d.kind === 'connect') {
-        if (buf.indexOf('\r\n\r\n') < 0) return;
-        if (!buf.toString('latin1', 0, 12).startsWith('HTTP/1.1 200')) return reject(new Error(buf.toString('latin1', 0, 60)));
-        return begin();
-      }
-      for (;;) {
-        if (step === 0 && buf.length >= 2) {
-          buf = buf.subarray(2);
-          step = 1;
-          const u = Buffer.from(a.user);
-          const pw = Buffer.from(a.password);
-          s.write(Buffer.concat([Buffer.from([1, u.length]), u, Buffer.from([pw.length]), pw]));
-        } else if (step === 1 && buf.length >= 2) {
-          buf = buf.subarray(2);
-          step = 2;
-          s.write(Buffer.from([5, 1, 0, 1, 127, 0, 0, 1, tport >> 8, tport & 255]));
-        } else if (step === 2 && buf.length >= 10) {
-          if (buf[1] !== 0) return reject(new Error(`socks reply ${buf[1]}`));
-          return begin();
-        } else return;
-      }
-    });
-  });
+  return { p, out, auth, label: tree, port: Number(at.slice(at.lastIndexOf(':') + 1)), kind: tree === 'floor' ? 'connect' : KIND };
 }
 
 async function tunnels(d, tport, n) {
   let left = n;
   await Promise.all(Array.from({ length: 8 }, async () => {
-    while (left-- > 0) await tunnel(d, tport);
+    while (left-- > 0) await tunnelOnce(d, tport, 60_000);
   }));
 }
 

@@ -1,7 +1,8 @@
-// What the tunnel benches (bench/setup.mjs, bench/hop.mjs) share: a free loopback port, percentiles over
-// samples, loops that repeat a call for a while, a report's opening fields, the CPU seconds of a process tree
-// from /proc, and the client side of an upload to the target (bench/target-protocol.mjs's U: the bytes, then
-// one "K" back). The target itself is bench/gateway.mjs's target role (`--role target [--host H] [--port P]`).
+// What the tunnel benches (bench/setup.mjs, bench/hop.mjs, bench/daemon-ab.mjs, bench/instructions.mjs) share: a
+// free loopback port, percentiles over samples, loops that repeat a call for a while, a report's opening fields, the
+// CPU seconds of a process tree from /proc, the client side of an upload to the target (bench/target-protocol.mjs's
+// U: the bytes, then one "K" back), a daemon's bench user, and one tunnel with a byte echoed. The target itself is
+// bench/gateway.mjs's target role (`--role target [--host H] [--port P]`).
 import { spawnSync } from 'node:child_process';
 import { readFileSync, readdirSync } from 'node:fs';
 import net from 'node:net';
@@ -97,3 +98,64 @@ export function pumpUpload(socket, size) {
     pump();
   });
 }
+
+/** An account and its proxy user `bench-user` in a daemon's data dir (`proxyd admin`): the user's credentials. */
+export function benchUser(proxyd, dataDir) {
+  const admin = (a, input = '') => {
+    const r = spawnSync(process.execPath, [proxyd, 'admin', ...a, '--data-dir', dataDir], { input, encoding: 'utf8' });
+    if (r.status !== 0) throw new Error(r.stderr);
+    return JSON.parse(r.stdout);
+  };
+  admin(['account', 'create', '--email', 'bench@example.com', '--password-stdin', '--verified'], 'bench password 123\n');
+  return { user: 'bench-user', password: admin(['proxy-user', 'create', '--email', 'bench@example.com', '--username', 'bench-user']).password };
+}
+
+/**
+ * One tunnel through `d` ({ label, port, kind: 'connect' | 'socks5', auth: { user, password } | null }) to the
+ * target role on `tport`: the handshake (CONNECT with Basic credentials, or SOCKS5 with RFC 1929), one byte
+ * echoed, close (bench/daemon-ab.mjs, bench/instructions.mjs).
+ */
+export function tunnelOnce(d, tport, timeoutMs = 15_000) {
+  return new Promise((resolve, reject) => {
+    const s = net.connect({ port: d.port, host: '127.0.0.1', noDelay: true });
+    let buf = Buffer.alloc(0);
+    let open = false;
+    let step = 0;
+    const a = d.auth;
+    s.setTimeout(timeoutMs, () => (s.destroy(), reject(new Error(`${d.label}: tunnel timed out`))));
+    s.on('error', reject);
+    s.on('connect', () => {
+      if (d.kind === 'connect') {
+        const h = a ? `Proxy-Authorization: Basic ${Buffer.from(`${a.user}:${a.password}`).toString('base64')}\r\n` : '';
+        s.write(`CONNECT 127.0.0.1:${tport} HTTP/1.1\r\nHost: 127.0.0.1:${tport}\r\n${h}\r\n`);
+      } else s.write(Buffer.from([5, 1, 2]));
+    });
+    s.on('data', (chunk) => {
+      if (open) return void (s.destroy(), resolve());
+      buf = Buffer.concat([buf, chunk]);
+      const begin = () => ((open = true), s.write('Ex')); // E: the target echoes what follows
+      if (d.kind === 'connect') {
+        if (buf.indexOf('\r\n\r\n') < 0) return;
+        if (!buf.toString('latin1', 0, 12).startsWith('HTTP/1.1 200')) return reject(new Error(`${d.label}: ${buf.toString('latin1', 0, 60)}`));
+        return begin();
+      }
+      for (;;) {
+        if (step === 0 && buf.length >= 2) {
+          buf = buf.subarray(2);
+          step = 1;
+          const u = Buffer.from(a.user);
+          const pw = Buffer.from(a.password);
+          s.write(Buffer.concat([Buffer.from([1, u.length]), u, Buffer.from([pw.length]), pw]));
+        } else if (step === 1 && buf.length >= 2) {
+          buf = buf.subarray(2);
+          step = 2;
+          s.write(Buffer.from([5, 1, 0, 1, 127, 0, 0, 1, tport >> 8, tport & 255]));
+        } else if (step === 2 && buf.length >= 10) {
+          if (buf[1] !== 0) return reject(new Error(`${d.label}: socks reply ${buf[1]}`));
+          return begin();
+        } else return;
+      }
+    });
+  });
+}
+

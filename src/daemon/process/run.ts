@@ -18,13 +18,14 @@ function lockDataDir(cfg: ServeConfig): DataDirLock | null {
 }
 
 /**
- * V8's allocation-site pretenuring off in a serving process (docs/decisions.md, "GC: no pretenuring"). Under a stream
- * of short tunnels V8 came to allocate some of a connection's objects straight in the old generation; the young
- * collections then could not free what those objects pointed at once the tunnel closed, and ~3 KiB of every tunnel
- * (its sockets, buffers and closures) was copied and promoted until the next full collection. Read by V8 as it
- * allocates, so setting it here, before anything serves, is in time. Also for workers, which run this again.
+ * V8's allocation-site pretenuring off in a serving process (docs/decisions.md, "GC: tunnels that outlived young
+ * collections"). Under a stream of short tunnels V8 came to allocate some of a connection's objects straight in the
+ * old generation; young collections then could not free what those objects pointed at once the tunnel closed, and
+ * ~3 KiB of every tunnel (its sockets, buffers and closures) was copied and promoted until the next full
+ * collection. V8 reads the flag as it allocates, so setting it here, before anything serves, is in time; workers
+ * run this too.
  */
-export const V8_FLAGS = '--no-allocation-site-pretenuring';
+const V8_FLAGS = '--no-allocation-site-pretenuring';
 
 export async function runServe(cfg: ServeConfig): Promise<void> {
   v8.setFlagsFromString(V8_FLAGS);
