@@ -5,7 +5,7 @@
 // With --database-url (a PostgreSQL server the bench may create a database on), the same run is made on a
 // fresh database there (created, then dropped) right after the SQLite run, and both are printed side by side.
 //
-// The daemon runs with the Node flags of bin/proxyd's shebang (`--max-semi-space-size=8`), as it runs when
+// The daemon runs with the Node flags of bin/proxyd's shebang (`--max-semi-space-size=8 --no-allocation-site-pretenuring`), as it runs when
 // started as `proxyd`.
 //
 //   node bench/api.mjs [--rate 500] [--seconds 10] [--workers 1] [--pin] [--baseline] [--client raw|undici] [--trace F] [--database-url postgres://… [--only sqlite|postgres]]
@@ -46,7 +46,7 @@ function pct(sorted, p) {
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))];
 }
 
-// `#!/usr/bin/env -S node --max-semi-space-size=8`: what follows `node` on bin/proxyd's first line.
+// `#!/usr/bin/env -S node --max-semi-space-size=8 --no-allocation-site-pretenuring`: what follows `node` on bin/proxyd's first line.
 const shebang = readFileSync(PROXYD, 'utf8').split('\n')[0].split(/\s+/);
 const SHEBANG_FLAGS = shebang.includes('node') ? shebang.slice(shebang.indexOf('node') + 1) : [];
 
