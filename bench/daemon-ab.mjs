@@ -9,16 +9,16 @@
 // The daemons run as bench/setup.mjs runs them (SQLite, metering and the connection log on, credentials on every
 // tunnel; squid and the floor without). 8 loops: connect, handshake, a byte echoed, close. Run `npm run build`
 // first; the revision is built into node_modules/.cache/daemon-ab/<sha>.
-import { execFileSync, spawn, spawnSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
-import net from 'node:net';
+import { spawn, spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { buildRev } from './lib/build-rev.mjs';
+import { startFloor, startProxyd, startSquid } from './lib/peers.mjs';
 import { portsWidener } from './lib/ports.mjs';
-import { benchUser, countFor, freePort, med, runInfo, sleep, tunnelOnce } from './lib/tunnel-bench.mjs';
+import { countFor, freePort, med, runInfo, sleep, tunnelOnce } from './lib/tunnel-bench.mjs';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const argv = process.argv.slice(2);
@@ -41,50 +41,14 @@ function cpuOf(pid) {
 }
 
 const dir = mkdtempSync(path.join(os.tmpdir(), 'daemon-ab-'));
+/** What to stop at the end: the target, and every started proxy (its stop()). */
 const procs = [];
 
-async function startProxyd(label, tree) {
-  const proxyd = path.join(tree, 'bin/proxyd');
-  const dataDir = path.join(dir, `d${procs.length}`);
-  mkdirSync(dataDir);
-  const auth = benchUser(proxyd, dataDir);
-  const p = spawn(process.execPath, ['--max-semi-space-size=8', proxyd, 'serve', '--data-dir', dataDir, '--api-listen', '127.0.0.1:0',
-    '--http-proxy-listen', '127.0.0.1:0', '--socks-listen', '127.0.0.1:0', '--allow-private-targets', '--log-level', 'warn'], { stdio: ['ignore', 'pipe', 'inherit'] });
-  procs.push(p);
-  const ready = await new Promise((resolve, reject) => {
-    p.once('exit', (c) => reject(new Error(`${label} exited ${c}`)));
-    createInterface({ input: p.stdout }).once('line', (l) => resolve(JSON.parse(l)));
-  });
-  const at = KIND === 'socks5' ? ready.socks5 : ready.httpProxy;
-  return { label, pid: p.pid, kind: KIND, port: Number(at.slice(at.lastIndexOf(':') + 1)), auth };
-}
-
-async function startFloor() {
-  const port = await freePort();
-  const p = spawn(process.execPath, ['--max-semi-space-size=8', path.join(ROOT, 'bench/peers/node-floor.mjs'), String(port)], { stdio: ['ignore', 'pipe', 'inherit'] });
-  procs.push(p);
-  await new Promise((resolve) => createInterface({ input: p.stdout }).once('line', resolve));
-  return { label: 'node floor', pid: p.pid, kind: 'connect', port, auth: null };
-}
-
-async function startSquid() {
-  const port = await freePort();
-  const d = path.join(dir, 'squid');
-  mkdirSync(d);
-  execFileSync('chmod', ['777', d]);
-  const conf = readFileSync(path.join(ROOT, 'bench/peers/squid.conf'), 'utf8').replaceAll('{{PORT}}', String(port)).replaceAll('{{DIR}}', d);
-  writeFileSync(path.join(d, 'squid.conf'), conf);
-  const p = spawn('squid', ['-N', '-f', path.join(d, 'squid.conf')], { stdio: 'ignore' });
-  procs.push(p);
-  for (;;) {
-    const up = await new Promise((r) => {
-      const s = net.connect(port, '127.0.0.1', () => (s.destroy(), r(true)));
-      s.on('error', () => r(false));
-    });
-    if (up) break;
-    await sleep(100);
-  }
-  return { label: 'squid', pid: p.pid, kind: 'connect', port, auth: null };
+/** A started proxy as a row of this bench: its path of the kind measured, and the pid whose CPU counts. */
+function row(label, started, kind) {
+  procs.push(started);
+  const p = started.paths.find((x) => x.kind === kind) ?? started.paths[0];
+  return { ...p, label, pid: started.p.pid };
 }
 
 const load0 = os.loadavg();
@@ -93,12 +57,15 @@ const { widenPorts, restorePorts } = portsWidener((...a) => console.error('[daem
 widenPorts();
 process.once('SIGINT', () => (restorePorts(), process.exit(130)));
 const target = spawn(process.execPath, [path.join(ROOT, 'bench/gateway.mjs'), '--role', 'target', '--port', String(await freePort())], { stdio: ['pipe', 'pipe', 'inherit'] });
-procs.push(target);
+procs.push({ stop: () => target.kill('SIGTERM') });
 try {
   const tport = JSON.parse(await new Promise((r) => createInterface({ input: target.stdout }).once('line', r))).port;
-  const daemons = [await startProxyd(`${REV}`, buildRev(REV, 'daemon-ab')), await startProxyd('this tree', ROOT)];
-  if (argv.includes('--squid')) daemons.push(await startSquid());
-  if (argv.includes('--floor')) daemons.push(await startFloor());
+  const daemons = [
+    row(REV, await startProxyd(dir, { tree: buildRev(REV, 'daemon-ab'), name: 'rev' }), KIND),
+    row('this tree', await startProxyd(dir, { name: 'tree' }), KIND),
+  ];
+  if (argv.includes('--squid')) daemons.push(row('squid', await startSquid(dir), 'connect'));
+  if (argv.includes('--floor')) daemons.push(row('node floor', await startFloor(1), 'connect'));
   // Warm: past the first thousands of tunnels, which run as unoptimised code (docs/decisions.md, "GC: …").
   for (const d of daemons) await countFor(3000, 8, () => tunnelOnce(d, tport));
   const res = new Map(daemons.map((d) => [d.label, { rate: [], cpu: [], user: [], sys: [] }]));
@@ -119,6 +86,6 @@ try {
   const rows = [...res].map(([daemon, x]) => ({ daemon, tunnelsPerSec: sum(x.rate), cpuUsPerTunnel: sum(x.cpu), userUs: sum(x.user), systemUs: sum(x.sys) }));
   console.log(JSON.stringify({ kind: KIND, reps: REPS, roundMs: ROUND_MS, rows, ...runInfo(argv, load0, os.loadavg()) }, null, 2));
 } finally {
-  for (const p of procs) p.kill('SIGTERM');
+  await Promise.all(procs.map((p) => p.stop()));
   restorePorts();
 }
