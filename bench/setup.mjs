@@ -6,7 +6,7 @@
 // process. Alternating between proxies (and with a direct connection for set-up) so outside load hits all alike.
 //
 //   node bench/setup.mjs [--reps 5] [--lat-n 2000] [--rate-ms 1500] [--size-mib 256] [--phases setup,rate,64]
-//                        [--no-dante] [--no-floor] [--no-widen] [--warm-ms 2500] [--profile DIR] [--strace]
+//                        [--no-dante] [--no-floor] [--no-widen] [--warm-ms 8000] [--profile DIR] [--strace]
 //
 // Per path: set-up added p50/p99 (connect → handshake → first echoed byte, minus a direct connection's,
 // sequential), tunnels/s (8 loops opening a tunnel, echoing a byte, closing), 64 tunnels uploading
@@ -49,7 +49,9 @@ const DANTE = !argv.includes('--no-dante') && spawnSync('sh', ['-c', 'command -v
 const FLOOR = !argv.includes('--no-floor');
 const LOOPS = 8;
 /** Warm-up per path (ms of the tunnels/s loops). */
-const WARM_MS = Number(opt('warm-ms', 2500));
+// 8 s: a fresh Node daemon's tunnels/s climbs for its first ~6 s of these loops (its code still being optimised;
+// the report's `warmUp` shows each path's tunnels/s second by second), squid's and dante's do not.
+const WARM_MS = Number(opt('warm-ms', 8000));
 const log = (...a) => console.error('[setup]', ...a);
 const { widenPorts, restorePorts } = portsWidener(log, !argv.includes('--no-widen'));
 
@@ -323,10 +325,15 @@ async function measure({ tport, ours, ours2, squid, dante, floor, floor2 }, load
   // Warm: every path through WARM_MS of the tunnels/s loops, as a daemon in service has run its connection path hot
   // (a Node daemon's first ~6,000 tunnels run as unoptimised code, slower and keeping more alive: decisions.md,
   // "GC: tunnels that outlived young collections"; the peers warm alike).
+  const warmUp = {};
   await phase('warm-up', 60_000 + all.length * WARM_MS * 2, async () => {
-    for (const p of all) await countFor(WARM_MS, LOOPS, () => echoOnce(p, tport));
+    // In one-second slices, so the report shows when each path stopped getting faster.
+    for (const p of all) {
+      warmUp[p.label] = [];
+      for (let left = WARM_MS; left > 0; left -= 1000) warmUp[p.label].push(Math.round((await countFor(Math.min(1000, left), LOOPS, () => echoOnce(p, tport))) / (Math.min(1000, left) / 1000)));
+    }
   });
-  const report = { direct: {}, rows: [] };
+  const report = { direct: {}, rows: [], warmUp };
   let res = null;
   let direct = [];
   if (PHASES.has('setup')) {

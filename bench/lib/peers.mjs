@@ -34,16 +34,17 @@ function fill(name, vars) {
 
 /**
  * `proxyd serve` of `tree` (this one by default) as the benches run it: SQLite, metering and the connection log on,
- * a bench user whose credentials every tunnel presents; `name` tells data dirs apart when several run at once.
+ * a bench user whose credentials every tunnel presents; `name` tells data dirs apart when several run at once;
+ * `args`: more `serve` options.
  */
-export async function startProxyd(dir, { tree = ROOT, workers = 1, profileDir = null, name = `proxyd-w${workers}${profileDir ? '-prof' : ''}` } = {}) {
+export async function startProxyd(dir, { tree = ROOT, workers = 1, profileDir = null, args = [], name = `proxyd-w${workers}${profileDir ? '-prof' : ''}` } = {}) {
   const PROXYD = path.join(tree, 'bin/proxyd');
   const dataDir = path.join(dir, name);
   mkdirSync(dataDir, { recursive: true });
   const auth = benchUser(PROXYD, dataDir);
-  const node = [process.execPath, '--max-semi-space-size=8', ...(profileDir ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : [])];
+  const node = [process.execPath, '--max-semi-space-size=8', ...(process.env.PROXYD_BENCH_NODE_FLAGS ?? '').split(' ').filter(Boolean), ...(profileDir ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : [])];
   const p = spawn(node[0], [...node.slice(1), PROXYD, 'serve', '--data-dir', dataDir, '--api-listen', '127.0.0.1:0', '--http-proxy-listen', '127.0.0.1:0',
-    '--socks-listen', '127.0.0.1:0', '--allow-private-targets', '--log-level', 'warn', '--workers', String(workers)], { stdio: ['ignore', 'pipe', 'inherit'] });
+    '--socks-listen', '127.0.0.1:0', '--allow-private-targets', '--log-level', 'warn', '--workers', String(workers), ...args], { stdio: ['ignore', 'pipe', 'inherit'] });
   const ready = await new Promise((resolve, reject) => {
     p.once('exit', (c) => reject(new Error(`proxyd exited ${c}`)));
     setTimeout(() => reject(new Error(`proxyd --workers ${workers} printed no ready line within 60 s`)), 60_000).unref();

@@ -6,7 +6,7 @@ import type net from 'node:net';
 import { ByteQueue } from './wire/byte-queue.js';
 import type { ByteBudget } from './relay/byte-budget.js';
 import type { RateBudget } from './relay/rate-budget.js';
-import type { GatewayCore } from './core.js';
+import type { AdmitOutcome, GatewayCore } from './core.js';
 import type { DialOutcome, EgressSession, ExitWish } from './dial/dialer.js';
 import { parseProxyHeader } from './wire/proxy-protocol.js';
 import { failureLogReason, httpFailureReply, httpReply, type Failure } from './replies.js';
@@ -110,6 +110,25 @@ function headerTimedOut(conn: ClientConn): void {
   conn.destroy();
 }
 function discard(): void {}
+
+/** What admission decided for a connection: null (admitted, slot bound), the failure, or 'gone' (nothing more to do). */
+export type AdmitStep = Failure | 'gone' | null;
+
+/**
+ * Goes on with `next` once admission has decided: in this turn when it answered at once, else when its promise
+ * settles. A throw in `next` (or a rejected admission) cuts the connection, as an unexpected error anywhere does.
+ */
+export function afterAdmission(conn: ClientConn, step: AdmitStep | Promise<AdmitStep>, next: (step: AdmitStep) => void): void {
+  if (step instanceof Promise) {
+    step.then(next).catch(() => conn.destroy());
+    return;
+  }
+  try {
+    next(step);
+  } catch {
+    conn.destroy();
+  }
+}
 
 export class ClientConn {
   /** Its place in the core's open connections (live-set.ts). */
@@ -271,10 +290,17 @@ export class ClientConn {
     if (this.state === 'handshake' && this.socket.readableEnded) this.destroy();
   }
 
-  /** Admission for this connection: null when admitted (slot bound), the failure, or 'gone'. */
-  async admit(creds: { username: string; password: string } | null): Promise<Failure | 'gone' | null> {
+  /**
+   * Admission for this connection: null when admitted (slot bound), the failure, or 'gone'. At once when the
+   * gateway's admission answers at once (core.admit), else a promise: `afterAdmission` takes either.
+   */
+  admit(creds: { username: string; password: string } | null): AdmitStep | Promise<AdmitStep> {
     if (!this.to('admitting')) return 'gone';
-    const out = await this.core.admit(creds, this.sourceIp);
+    const out = this.core.admit(creds, this.sourceIp);
+    return out instanceof Promise ? out.then((o) => this.admitted(o)) : this.admitted(out);
+  }
+
+  private admitted(out: AdmitOutcome): AdmitStep {
     if (!out.ok) {
       if (out.accountId !== undefined) this.refusedAccountId = out.accountId;
       if (this.state === 'admitting' && !this.closed) return out.reason;
@@ -408,14 +434,23 @@ export class ClientConn {
 }
 
 /** Resolve and dial a target for an admitted connection, through the gateway's dialer. `null` if the client went away. */
-export async function dialTarget(conn: ClientConn, host: string, port: number): Promise<DialOutcome> {
+export function dialTarget(conn: ClientConn, host: string, port: number): Promise<DialOutcome> {
+  // Not async (its promise is the dial's own), but a throw still arrives as a rejection, as callers expect.
+  try {
+    return dialFrom(conn, host, port);
+  } catch (e) {
+    return Promise.reject(e);
+  }
+}
+
+function dialFrom(conn: ClientConn, host: string, port: number): Promise<DialOutcome> {
   // Resolving stays under the header deadline; from the connect on, the connect timeout governs.
-  if (!conn.to('resolving')) return null;
+  if (!conn.to('resolving')) return Promise.resolve(null);
   // Target rules on the target as asked: a refused one is never resolved nor dialled.
   const judged = conn.core.judgeTarget(conn.accountId, host);
-  if (judged && !(judged instanceof AddressScreen)) return { ok: false, failure: judged.denied };
+  if (judged && !(judged instanceof AddressScreen)) return Promise.resolve({ ok: false, failure: judged.denied });
   conn.core.retarget(conn, host);
-  const out = await conn.core.dialer.dial({
+  return conn.core.dialer.dial({
     host,
     port,
     screen: judged,
@@ -428,8 +463,9 @@ export async function dialTarget(conn: ClientConn, host: string, port: number): 
       conn.to('dialing');
       conn.upstream = socket;
     },
+  }).then((out) => {
+    if (out && !out.ok) conn.upstream = null;
+    if (out?.ok && out.via) conn.via = out.via;
+    return out;
   });
-  if (out && !out.ok) conn.upstream = null;
-  if (out?.ok && out.via) conn.via = out.via;
-  return out;
 }

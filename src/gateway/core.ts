@@ -11,7 +11,7 @@ import { AddressScreen, judgeTarget } from './dial/target-rules.js';
 import { Tunnels } from './relay/open-tunnels.js';
 import { LiveSet, type LiveMember } from './relay/live-set.js';
 import { parseIp } from './dial/target-policy.js';
-import type { AdmitFailure, GatewayLimits, GatewayOptions, GatewayStats, UsageDelta } from './types.js';
+import type { AdmitFailure, AdmitResult, GatewayLimits, GatewayOptions, GatewayStats, UsageDelta, UsernameParams } from './types.js';
 
 export type { DialFailure, ResolveOutcome } from './dial/dialer.js';
 
@@ -58,6 +58,23 @@ export function meterHost(host: string): string {
 
 /** One key per account and subject (`user:NAME`, `ip:A.B.C.D`): the gateway's counters and the daemon's meter and plans. */
 export const usageKey = (accountId: number, subject: string): string => `${accountId}\0${subject}`;
+
+/** What whitelist admission of `sourceIp` gives the gateway. */
+function byIp(r: AdmitResult, sourceIp: string): AdmitOutcome {
+  return r.ok ? { ok: true, accountId: r.accountId, session: null, subject: `ip:${sourceIp}` } : { ok: false, reason: r.reason, accountId: r.accountId };
+}
+
+/** What credentials' admission gives the gateway: metered for the user that matched (a parameterised username's base user). */
+function byUser(out: AdmitResult, username: string, parsed: UsernameParams): AdmitOutcome {
+  if (!out.ok) return { ok: false, reason: out.reason, accountId: out.accountId };
+  const subject = `user:${out.user ?? username}`;
+  if (parsed.kind === 'params' && out.user === parsed.user) {
+    const session = parsed.session === null ? null : { key: `${out.accountId}:${parsed.user}:${parsed.session}`, minutes: parsed.minutes };
+    const want = parsed.country === null && parsed.city === null ? null : { country: parsed.country, city: parsed.city };
+    return { ok: true, accountId: out.accountId, session, subject, want };
+  }
+  return { ok: true, accountId: out.accountId, session: null, subject };
+}
 
 export class GatewayCore {
   private requestSeq = 0;
@@ -180,29 +197,48 @@ export class GatewayCore {
     this.stats.targetRefusals[reason] = (this.stats.targetRefusals[reason] ?? 0) + 1;
   }
 
-  /** Admit a new connection and take one of its account's connection slots. */
-  async admit(creds: { username: string; password: string } | null, sourceIp: string | null): Promise<AdmitOutcome> {
-    let out: AdmitOutcome;
+  /**
+   * Admit a new connection and take one of its account's connection slots. Answered in the caller's turn when
+   * the admitter answers at once (verified credentials, a whitelisted address) and the plan needs no reading:
+   * a promise only when something is awaited (decisions.md, "Admission answered in its own turn").
+   */
+  admit(creds: { username: string; password: string } | null, sourceIp: string | null): AdmitOutcome | Promise<AdmitOutcome> {
+    let out: AdmitOutcome | Promise<AdmitOutcome>;
     try {
-      if (creds) out = await this.admitUser(creds.username, creds.password, sourceIp);
+      if (creds) out = this.admitUser(creds.username, creds.password, sourceIp);
       else if (sourceIp && net.isIPv4(sourceIp)) {
-        const r = await this.opts.admission.admitBySourceIp(sourceIp);
-        out = r.ok ? { ok: true, accountId: r.accountId, session: null, subject: `ip:${sourceIp}` } : { ok: false, reason: r.reason, accountId: r.accountId };
+        const r = this.opts.admission.admitBySourceIp(sourceIp);
+        out = r instanceof Promise ? r.then((x) => byIp(x, sourceIp)) : byIp(r, sourceIp);
       }
       else out = { ok: false, reason: 'not_whitelisted' };
     } catch (err) {
-      // Once per 10 s at most: while the admission view is stale every connection fails the same way.
-      const now = Date.now();
-      if (now - this.lastAdmissionErrorLog >= 10_000) {
-        this.lastAdmissionErrorLog = now;
-        this.opts.log?.warn({ err: err instanceof Error ? err.message : String(err) }, 'gateway admission failed');
-      }
-      out = { ok: false, reason: 'admission_error' };
+      out = this.admissionFailed(err);
     }
+    if (out instanceof Promise) return out.then((o) => this.slotFor(o), (err: unknown) => this.slotFor(this.admissionFailed(err)));
+    return this.slotFor(out);
+  }
+
+  /** The admitter threw (the admission view is stale): logged once per 10 s at most, as every connection fails alike. */
+  private admissionFailed(err: unknown): AdmitOutcome {
+    const now = Date.now();
+    if (now - this.lastAdmissionErrorLog >= 10_000) {
+      this.lastAdmissionErrorLog = now;
+      this.opts.log?.warn({ err: err instanceof Error ? err.message : String(err) }, 'gateway admission failed');
+    }
+    return { ok: false, reason: 'admission_error' };
+  }
+
+  /** An admitted connection takes its slot; a refusal is counted. */
+  private slotFor(out: AdmitOutcome): AdmitOutcome | Promise<AdmitOutcome> {
     if (out.ok) {
       const slot = this.takeSlot(out);
-      out = slot instanceof Promise ? await slot : slot;
+      if (slot instanceof Promise) return slot.then((o) => this.counted(o));
+      out = slot;
     }
+    return this.counted(out);
+  }
+
+  private counted(out: AdmitOutcome): AdmitOutcome {
     if (!out.ok) this.countFailure(out.reason);
     return out;
   }
@@ -255,7 +291,17 @@ export class GatewayCore {
     this.perAccount.set(accountId, account + 1);
     this.perSubject.set(key, user + 1);
     // Its connection is counted by meter(), once the target it asks for is known (or when it ends without one).
-    return { ...out, key, budget: plans?.budgetFor(accountId, subject) ?? null, rate: plans?.rateFor?.(accountId, subject) ?? null };
+    // Written out, not spread: one shape for every admitted connection, no copy of the outcome.
+    return {
+      ok: true,
+      accountId,
+      session: out.session,
+      subject,
+      want: out.want ?? null,
+      key,
+      budget: plans?.budgetFor(accountId, subject) ?? null,
+      rate: plans?.rateFor?.(accountId, subject) ?? null,
+    };
   }
 
   /** Open connections of an account (and one of its subjects). */
@@ -267,19 +313,11 @@ export class GatewayCore {
    * The username as written first (an existing user of that name wins), then the base user its session
    * parameters name. Malformed parameters fail like wrong credentials.
    */
-  private async admitUser(username: string, password: string, sourceIp: string | null): Promise<AdmitOutcome> {
+  private admitUser(username: string, password: string, sourceIp: string | null): AdmitOutcome | Promise<AdmitOutcome> {
     const parsed = this.opts.parseUsername?.(username) ?? { kind: 'plain' as const, user: username };
     const base = parsed.kind === 'params' ? parsed.user : undefined;
-    const out = await this.opts.admission.admitByCredentials(username, password, base, sourceIp);
-    if (!out.ok) return { ok: false, reason: out.reason, accountId: out.accountId };
-    // Metered for the user that matched: a parameterised username's base user.
-    const subject = `user:${out.user ?? username}`;
-    if (parsed.kind === 'params' && out.user === parsed.user) {
-      const session = parsed.session === null ? null : { key: `${out.accountId}:${parsed.user}:${parsed.session}`, minutes: parsed.minutes };
-      const want = parsed.country === null && parsed.city === null ? null : { country: parsed.country, city: parsed.city };
-      return { ok: true, accountId: out.accountId, session, subject, want };
-    }
-    return { ok: true, accountId: out.accountId, session: null, subject };
+    const r = this.opts.admission.admitByCredentials(username, password, base, sourceIp);
+    return r instanceof Promise ? r.then((out) => byUser(out, username, parsed)) : byUser(r, username, parsed);
   }
 
   /** `key`: usageKey(accountId, subject), when the caller has it. */

@@ -47,10 +47,12 @@ export interface Admitter {
    * Credentials given (HTTP Basic or RFC 1929). Must not be slow on repeat (cache verified credentials).
    * `baseUsername` (the user named by session parameters) is tried only when no user `username` exists.
    * `sourceIp`: the client's IPv4 (after any trusted PROXY header), for per-source limits on failures.
+   * Either method may answer at once (the connection goes on in the same turn) or with a promise; either may
+   * throw or reject (the gateway answers `admission_error`).
    */
-  admitByCredentials(username: string, password: string, baseUsername?: string, sourceIp?: string | null): Promise<AdmitResult>;
+  admitByCredentials(username: string, password: string, baseUsername?: string, sourceIp?: string | null): AdmitResult | Promise<AdmitResult>;
   /** No credentials: the connection's source IPv4 (after any trusted PROXY header). */
-  admitBySourceIp(ipv4: string): Promise<AdmitResult>;
+  admitBySourceIp(ipv4: string): AdmitResult | Promise<AdmitResult>;
 }
 
 /**

@@ -4,6 +4,7 @@ import http from 'node:http';
 import net from 'node:net';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Admitter } from '../../src/gateway/types.js';
 import {
   RawClient,
   basic,
@@ -462,6 +463,64 @@ describe('limits and accounting', () => {
     const c = await RawClient.connect(g.httpPort);
     c.write(`CONNECT 127.0.0.1:${echo.port} HTTP/1.1\r\nProxy-Authorization: ${AUTH}\r\n\r\n`);
     expect((await c.readToEnd()).toString()).toMatch(/^HTTP\/1\.1 503 /);
+    await g.gw.close(100);
+  });
+
+  it('an admission that throws at once (not a rejection) gives 503 and SOCKS5 a refusal; the gateway serves on', async () => {
+    const g = await startTestGateway();
+    const answer = g.admission.admitByCredentials.bind(g.admission);
+    g.admission.admitByCredentials = () => {
+      throw new Error('view stale');
+    };
+    const c = await RawClient.connect(g.httpPort);
+    c.write(`CONNECT 127.0.0.1:${echo.port} HTTP/1.1\r\nProxy-Authorization: ${AUTH}\r\n\r\n`);
+    expect((await c.readToEnd()).toString()).toMatch(/^HTTP\/1\.1 503 /);
+    const s = await RawClient.connect(g.socksPort);
+    s.write(Buffer.concat([socksGreetingAuth(), socksConnectV4('127.0.0.1', echo.port)]));
+    const reply = await s.readToEnd();
+    expect([...reply.subarray(0, 2)]).toEqual([5, 2]);
+    expect(reply.length === 4 ? reply[3] : reply[5], 'refused, not admitted').not.toBe(0);
+    g.admission.admitByCredentials = answer;
+    const ok = await RawClient.connect(g.httpPort);
+    ok.write(`CONNECT 127.0.0.1:${echo.port} HTTP/1.1\r\nProxy-Authorization: ${AUTH}\r\n\r\n`);
+    expect(await ok.readUntil('\r\n\r\n')).toMatch(/^HTTP\/1\.1 200 /);
+    ok.socket.destroy();
+    await g.gw.close(100);
+  });
+
+  it('an admission answered at once (a value, not a promise) carries tunnels and counts them, CONNECT, SOCKS5 and whitelist', async () => {
+    // What the daemon's admission does for cached credentials and whitelisted addresses: the answer itself.
+    const admission: Admitter = {
+      admitByCredentials: (u, p) => (u === 'alice' && p === 's3cret:pw' ? { ok: true, accountId: 1, user: 'alice' } : { ok: false, reason: 'wrong_password', accountId: 1 }),
+      admitBySourceIp: (ip) => (ip === '127.0.0.1' ? { ok: true, accountId: 2 } : { ok: false, reason: 'not_whitelisted' }),
+    };
+    const g = await startTestGateway({ admission });
+    const c = await RawClient.connect(g.httpPort);
+    c.write(`CONNECT 127.0.0.1:${echo.port} HTTP/1.1\r\nProxy-Authorization: ${AUTH}\r\n\r\nearly`);
+    expect(await c.readUntil('\r\n\r\n')).toMatch(/^HTTP\/1\.1 200 /);
+    expect((await c.read(5)).toString()).toBe('early');
+    c.socket.end();
+    await c.readToEnd();
+    const s = await RawClient.connect(g.socksPort);
+    s.write(Buffer.concat([socksGreetingAuth(), socksConnectV4('127.0.0.1', echo.port), Buffer.from('socks')]));
+    expect([...(await s.read(4))]).toEqual([5, 2, 1, 0]);
+    expect((await s.read(10))[1]).toBe(0);
+    expect((await s.read(5)).toString()).toBe('socks');
+    s.socket.end();
+    await s.readToEnd();
+    const w = await RawClient.connect(g.httpPort);
+    w.write(`CONNECT 127.0.0.1:${echo.port} HTTP/1.1\r\n\r\nip`);
+    expect(await w.readUntil('\r\n\r\n')).toMatch(/^HTTP\/1\.1 200 /);
+    expect((await w.read(2)).toString()).toBe('ip');
+    w.socket.end();
+    await w.readToEnd();
+    const bad = await RawClient.connect(g.httpPort);
+    bad.write(`CONNECT 127.0.0.1:${echo.port} HTTP/1.1\r\nProxy-Authorization: ${basic('alice', 'nope')}\r\n\r\n`);
+    expect((await bad.readToEnd()).toString()).toMatch(/^HTTP\/1\.1 407 /);
+    await eventually(() => g.gw.stats().connectionsOpen === 0);
+    g.usage.collect();
+    expect(g.usage.of(1)).toMatchObject({ up: 10, down: 10, connections: 2 });
+    expect(g.usage.of(2)).toMatchObject({ up: 2, down: 2, connections: 1 });
     await g.gw.close(100);
   });
 

@@ -5,7 +5,7 @@ import { hash } from 'node:crypto';
 import type { AdmitResult, Admitter } from '../../gateway/types.js';
 import { verifyPassword } from '../secrets.js';
 import { FailureBudget } from './failure-budget.js';
-import type { AdmissionView } from './view.js';
+import type { AdmissionUser, AdmissionView } from './view.js';
 
 // Room for every proxy user of a large fleet (10,000s) with one verified password each.
 const CACHE_MAX = 100_000;
@@ -21,7 +21,8 @@ export class ViewAdmission implements Admitter {
     readonly budget = new FailureBudget(),
   ) {}
 
-  async admitByCredentials(written: string, password: string, baseUsername?: string, sourceIp?: string | null): Promise<AdmitResult> {
+  /** At once for credentials verified before (the cache); a promise only when a password is hashed. */
+  admitByCredentials(written: string, password: string, baseUsername?: string, sourceIp?: string | null): AdmitResult | Promise<AdmitResult> {
     this.view.assertAdmitting();
     // A user named exactly as written wins over the base user its session parameters name.
     let username = written;
@@ -29,24 +30,25 @@ export class ViewAdmission implements Admitter {
     if (!row && baseUsername) row = this.view.userForAuth((username = baseUsername));
     // One-shot hash: no Hash object per connection.
     const key = `${username}\0${hash('sha256', password, 'base64')}`;
-    if (!row || this.verified.get(key) !== row.password_hash) {
-      const hash = row?.password_hash ?? null;
-      const ok = await this.budget.run(sourceIp ?? null, username, () => verifyPassword(password, hash));
-      // The client hears the same 407 for all three; the connection log tells them apart. A refusal whose
-      // password was never compared (the failure budget is spent) is not called a wrong password.
-      if (ok === 'skipped') return { ok: false, reason: 'login_throttled', ...(row ? { accountId: row.account_id } : {}) };
-      if (!row) return { ok: false, reason: 'unknown_user' };
-      if (!ok) return { ok: false, reason: 'wrong_password', accountId: row.account_id };
-      // Cached against the hash just verified: a password change meanwhile leaves the entry unmatched.
-      if (this.verified.size >= CACHE_MAX) this.verified.clear();
-      this.verified.set(key, row.password_hash);
-    }
-    if (row.status !== 'active') return { ok: false, reason: 'user_disabled', accountId: row.account_id };
-    if (row.account_status !== 'active') return { ok: false, reason: 'account_inactive', accountId: row.account_id };
-    return { ok: true, accountId: row.account_id, user: username };
+    if (row && this.verified.get(key) === row.password_hash) return statusOf(row, username);
+    return this.verify(row, username, key, password, sourceIp ?? null);
   }
 
-  async admitBySourceIp(ipv4: string): Promise<AdmitResult> {
+  private async verify(row: AdmissionUser | null, username: string, key: string, password: string, sourceIp: string | null): Promise<AdmitResult> {
+    const stored = row?.password_hash ?? null;
+    const ok = await this.budget.run(sourceIp, username, () => verifyPassword(password, stored));
+    // The client hears the same 407 for all three; the connection log tells them apart. A refusal whose
+    // password was never compared (the failure budget is spent) is not called a wrong password.
+    if (ok === 'skipped') return { ok: false, reason: 'login_throttled', ...(row ? { accountId: row.account_id } : {}) };
+    if (!row) return { ok: false, reason: 'unknown_user' };
+    if (!ok) return { ok: false, reason: 'wrong_password', accountId: row.account_id };
+    // Cached against the hash just verified: a password change meanwhile leaves the entry unmatched.
+    if (this.verified.size >= CACHE_MAX) this.verified.clear();
+    this.verified.set(key, row.password_hash);
+    return statusOf(row, username);
+  }
+
+  admitBySourceIp(ipv4: string): AdmitResult {
     this.view.assertAdmitting();
     const r = this.view.admissionByIp(ipv4);
     if (!r) return { ok: false, reason: 'not_whitelisted' };
@@ -54,4 +56,11 @@ export class ViewAdmission implements Admitter {
     if (!r.accountActive) return { ok: false, reason: 'account_inactive', accountId: r.accountId };
     return { ok: true, accountId: r.accountId };
   }
+}
+
+/** A user whose password matched: admitted unless it or its account is disabled. */
+function statusOf(row: AdmissionUser, username: string): AdmitResult {
+  if (row.status !== 'active') return { ok: false, reason: 'user_disabled', accountId: row.account_id };
+  if (row.account_status !== 'active') return { ok: false, reason: 'account_inactive', accountId: row.account_id };
+  return { ok: true, accountId: row.account_id, user: username };
 }

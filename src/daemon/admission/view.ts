@@ -12,7 +12,7 @@ import type { ReloadWorkerData, ReloadWorkerMessage } from './reload-worker.js';
 import { startLowered } from './thread-priority.js';
 
 /** A proxy user as admission needs it; `account_status` is 'active' or why not ('inactive', 'unknown'). */
-type AdmissionUser = Omit<ProxyUserAuth, 'account_status'> & { account_status: string };
+export type AdmissionUser = Omit<ProxyUserAuth, 'account_status'> & { account_status: string };
 
 /** Where the view comes from: a snapshot, then the changes after a sequence (either backend's change log). */
 export interface AdmissionFeed {

@@ -113,12 +113,16 @@ export class DirectDialer implements Dialer {
   }
 
   /** `countAs`: the metrics label (an IPv6 prefix counts under its own name, not per random address). */
-  async dialFrom(req: DialRequest, localAddress: string | undefined, countAs: string | undefined = localAddress): Promise<DialOutcome> {
+  dialFrom(req: DialRequest, localAddress: string | undefined, countAs: string | undefined = localAddress): Promise<DialOutcome> {
     // A dotted-quad target is checked at once: no promise turn for a name that needs no lookup (target rules judged
-    // a literal before the dial; the screen is for what a name resolves to).
-    const resolved = net.isIPv4(req.host) ? this.resolveAddress([{ address: req.host, family: 4 }], req.port) : await this.resolve(req.host, req.port, req.screen ?? null);
-    if (!req.wanted()) return null;
-    if (!resolved.ok) return { ok: false, failure: resolved.reason };
+    // a literal before the dial; the screen is for what a name resolves to). The connect's is the only promise.
+    if (net.isIPv4(req.host)) return this.connectTo(req, this.resolveAddress([{ address: req.host, family: 4 }], req.port), localAddress, countAs);
+    return this.resolve(req.host, req.port, req.screen ?? null).then((resolved) => this.connectTo(req, resolved, localAddress, countAs));
+  }
+
+  private connectTo(req: DialRequest, resolved: ResolveOutcome, localAddress: string | undefined, countAs: string | undefined): Promise<DialOutcome> {
+    if (!req.wanted()) return Promise.resolve(null);
+    if (!resolved.ok) return Promise.resolve({ ok: false, failure: resolved.reason });
     if (countAs) this.o.countEgress(countAs);
     return new Promise((resolve) => {
       const socket = this.connect(resolved.address, resolved.family, req.port, localAddress, (err) => {
@@ -202,8 +206,9 @@ export class DirectDialer implements Dialer {
       socket.destroy();
       finish('timeout');
     }, this.o.connectTimeoutMs);
-    socket.once('connect', onConnect);
-    socket.once('error', onError);
+    // `on`, not `once` (no wrapper per listener): finish() takes both off.
+    socket.on('connect', onConnect);
+    socket.on('error', onError);
     return socket;
   }
 }

@@ -1,6 +1,6 @@
 // The HTTP proxy listener's protocol: read one request head, admit the connection, then hand it to
 // the CONNECT tunnel or the absolute-form forwarder. One request per connection.
-import type { ClientConn, ProtocolHandler } from '../conn.js';
+import { afterAdmission, type ClientConn, type ProtocolHandler } from '../conn.js';
 import { forwardRequest } from './forward.js';
 import { formatAuthority, headerValues, parseAbsoluteHttpUrl, parseAuthority, parseProxyAuthorization, parseRequestHead, type RequestHead } from '../wire/http-head.js';
 import { httpFailureReply, httpReply } from '../replies.js';
@@ -25,10 +25,15 @@ export class HttpProxyHandler implements ProtocolHandler {
       return;
     }
     conn.queue.consume(r.consumed);
-    this.admitAndRoute(r.value).catch(() => conn.destroy());
+    try {
+      this.admitAndRoute(r.value);
+    } catch {
+      conn.destroy();
+    }
   }
 
-  private async admitAndRoute(head: RequestHead): Promise<void> {
+  /** Admission, then the tunnel or the forwarder: in this turn when admission answers at once (conn.afterAdmission). */
+  private admitAndRoute(head: RequestHead): void {
     const { conn } = this;
     const { core } = conn;
     const isConnect = head.method === 'CONNECT';
@@ -45,14 +50,12 @@ export class HttpProxyHandler implements ProtocolHandler {
       return;
     }
     if (creds) conn.username = creds.username;
-    const failure = await conn.admit(creds);
-    if (failure === 'gone') return;
-    if (failure) {
-      conn.failHttp(failure);
-      return;
-    }
-    if (isConnect) openConnectTunnel(conn, authority);
-    else forwardRequest(conn, head);
+    afterAdmission(conn, conn.admit(creds), (failure) => {
+      if (failure === 'gone') return;
+      if (failure) return conn.failHttp(failure);
+      if (isConnect) openConnectTunnel(conn, authority);
+      else forwardRequest(conn, head);
+    });
   }
 }
 

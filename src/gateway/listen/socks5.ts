@@ -1,7 +1,7 @@
 // SOCKS5 (RFC 1928) with username/password (RFC 1929): greeting -> [auth] -> CONNECT request ->
 // reply -> tunnel. Admission happens at method selection (source IP) or after RFC 1929 (credentials).
 import type net from 'node:net';
-import { dialTarget, type ClientConn, type ProtocolHandler } from '../conn.js';
+import { afterAdmission, dialTarget, type ClientConn, type ProtocolHandler } from '../conn.js';
 import { formatAuthority, isValidHostName } from '../wire/http-head.js';
 import { failureLogReason, socksFailureReply, type Failure } from '../replies.js';
 import { splice } from '../relay/splice.js';
@@ -62,14 +62,14 @@ export class Socks5Handler implements ProtocolHandler {
         conn.core.countFailure('no_acceptable_method');
         return conn.refuse('malformed', Buffer.from([SOCKS_VERSION, Method.NoAcceptable]));
       }
-      void conn.admit(null).then((failure) => {
+      afterAdmission(conn, conn.admit(null), (failure) => {
         if (failure === 'gone') return;
         if (failure && AFTER_REQUEST.has(failure)) this.deferred = failure;
         else if (failure) return conn.refuse(failureLogReason(failure), Buffer.from([SOCKS_VERSION, Method.NoAcceptable]));
         this.stage = 'request';
         conn.socket.write(CHOSEN_NO_AUTH);
         conn.to('handshake');
-      }).catch(() => conn.destroy());
+      });
       return;
     }
     if (this.stage === 'auth') {
@@ -81,14 +81,14 @@ export class Socks5Handler implements ProtocolHandler {
       }
       conn.queue.consume(r.consumed);
       conn.username = r.value.username;
-      void conn.admit(r.value).then((failure) => {
+      afterAdmission(conn, conn.admit(r.value), (failure) => {
         if (failure === 'gone') return;
         if (failure && AFTER_REQUEST.has(failure)) this.deferred = failure;
         else if (failure) return conn.refuse(failureLogReason(failure), Buffer.from([AUTH_VERSION, 0x01]));
         this.stage = 'request';
         conn.socket.write(AUTH_OK);
         conn.to('handshake');
-      }).catch(() => conn.destroy());
+      });
       return;
     }
     if (this.stage === 'request') {
