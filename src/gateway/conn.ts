@@ -115,16 +115,15 @@ function discard(): void {}
 export type AdmitStep = Failure | 'gone' | null;
 
 /**
- * Goes on with `next` once admission has decided: in this turn when it answered at once, else when its promise
- * settles. A throw in `next` (or a rejected admission) cuts the connection, as an unexpected error anywhere does.
+ * Runs `admit` (the connection's admission) and goes on with `next` once it has decided: in this turn when it
+ * answered at once, else when its promise settles. A throw in either, now or later (or a rejected admission),
+ * cuts the connection, as an unexpected error anywhere does: never a throw into the socket's event handler.
  */
-export function afterAdmission(conn: ClientConn, step: AdmitStep | Promise<AdmitStep>, next: (step: AdmitStep) => void): void {
-  if (step instanceof Promise) {
-    step.then(next).catch(() => conn.destroy());
-    return;
-  }
+export function afterAdmission(conn: ClientConn, admit: () => AdmitStep | Promise<AdmitStep>, next: (step: AdmitStep) => void): void {
   try {
-    next(step);
+    const step = admit();
+    if (step instanceof Promise) step.then(next).catch(() => conn.destroy());
+    else next(step);
   } catch {
     conn.destroy();
   }

@@ -59,6 +59,14 @@ export function meterHost(host: string): string {
 /** One key per account and subject (`user:NAME`, `ip:A.B.C.D`): the gateway's counters and the daemon's meter and plans. */
 export const usageKey = (accountId: number, subject: string): string => `${accountId}\0${subject}`;
 
+/**
+ * An `Admitter`'s answer that is still to come: a promise, or any thenable (one from another realm or library),
+ * which `instanceof Promise` would take for an answer.
+ */
+function isThenable<T>(x: T | PromiseLike<T>): x is PromiseLike<T> {
+  return typeof (x as { then?: unknown } | null)?.then === 'function';
+}
+
 /** What whitelist admission of `sourceIp` gives the gateway. */
 function byIp(r: AdmitResult, sourceIp: string): AdmitOutcome {
   return r.ok ? { ok: true, accountId: r.accountId, session: null, subject: `ip:${sourceIp}` } : { ok: false, reason: r.reason, accountId: r.accountId };
@@ -208,7 +216,7 @@ export class GatewayCore {
       if (creds) out = this.admitUser(creds.username, creds.password, sourceIp);
       else if (sourceIp && net.isIPv4(sourceIp)) {
         const r = this.opts.admission.admitBySourceIp(sourceIp);
-        out = r instanceof Promise ? r.then((x) => byIp(x, sourceIp)) : byIp(r, sourceIp);
+        out = isThenable(r) ? Promise.resolve(r).then((x) => byIp(x, sourceIp)) : byIp(r, sourceIp);
       }
       else out = { ok: false, reason: 'not_whitelisted' };
     } catch (err) {
@@ -317,7 +325,7 @@ export class GatewayCore {
     const parsed = this.opts.parseUsername?.(username) ?? { kind: 'plain' as const, user: username };
     const base = parsed.kind === 'params' ? parsed.user : undefined;
     const r = this.opts.admission.admitByCredentials(username, password, base, sourceIp);
-    return r instanceof Promise ? r.then((out) => byUser(out, username, parsed)) : byUser(r, username, parsed);
+    return isThenable(r) ? Promise.resolve(r).then((out) => byUser(out, username, parsed)) : byUser(r, username, parsed);
   }
 
   /** `key`: usageKey(accountId, subject), when the caller has it. */

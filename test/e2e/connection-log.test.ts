@@ -261,6 +261,7 @@ describe('typed answers and the connection log (SQLite, one node)', () => {
     const skipped = reasons.filter((r) => r === 'admission_unavailable').length;
     expect(compared + skipped, reasons.join(',')).toBe(40);
     expect(skipped).toBeGreaterThan(0);
+    expect(compared).toBeGreaterThan(0); // a fresh source's first attempts are compared: wrong passwords are called so
     expect(compared).toBeLessThanOrEqual(20 + Math.ceil(2 * elapsedS) + 1);
   });
 

@@ -50,7 +50,7 @@ export class HttpProxyHandler implements ProtocolHandler {
       return;
     }
     if (creds) conn.username = creds.username;
-    afterAdmission(conn, conn.admit(creds), (failure) => {
+    afterAdmission(conn, () => conn.admit(creds), (failure) => {
       if (failure === 'gone') return;
       if (failure) return conn.failHttp(failure);
       if (isConnect) openConnectTunnel(conn, authority);

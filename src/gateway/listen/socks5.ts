@@ -62,7 +62,7 @@ export class Socks5Handler implements ProtocolHandler {
         conn.core.countFailure('no_acceptable_method');
         return conn.refuse('malformed', Buffer.from([SOCKS_VERSION, Method.NoAcceptable]));
       }
-      afterAdmission(conn, conn.admit(null), (failure) => {
+      afterAdmission(conn, () => conn.admit(null), (failure) => {
         if (failure === 'gone') return;
         if (failure && AFTER_REQUEST.has(failure)) this.deferred = failure;
         else if (failure) return conn.refuse(failureLogReason(failure), Buffer.from([SOCKS_VERSION, Method.NoAcceptable]));
@@ -81,7 +81,7 @@ export class Socks5Handler implements ProtocolHandler {
       }
       conn.queue.consume(r.consumed);
       conn.username = r.value.username;
-      afterAdmission(conn, conn.admit(r.value), (failure) => {
+      afterAdmission(conn, () => conn.admit(r.value), (failure) => {
         if (failure === 'gone') return;
         if (failure && AFTER_REQUEST.has(failure)) this.deferred = failure;
         else if (failure) return conn.refuse(failureLogReason(failure), Buffer.from([AUTH_VERSION, 0x01]));
