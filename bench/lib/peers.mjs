@@ -35,7 +35,8 @@ function fill(name, vars) {
 /**
  * `proxyd serve` of `tree` (this one by default) as the benches run it: SQLite, metering and the connection log on,
  * a bench user whose credentials every tunnel presents; `name` tells data dirs apart when several run at once;
- * `args`: more `serve` options.
+ * `args`: more `serve` options. PROXYD_BENCH_NODE_FLAGS (space-separated) adds Node flags, e.g. `--perf-basic-prof` for
+ * `perf record` to name JavaScript functions.
  */
 export async function startProxyd(dir, { tree = ROOT, workers = 1, profileDir = null, args = [], name = `proxyd-w${workers}${profileDir ? '-prof' : ''}` } = {}) {
   const PROXYD = path.join(tree, 'bin/proxyd');
