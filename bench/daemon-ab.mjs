@@ -55,7 +55,8 @@ const load0 = os.loadavg();
 // Tens of thousands of connections a minute: as root the ephemeral range is widened for the run (else it may run out).
 const { widenPorts, restorePorts } = portsWidener((...a) => console.error('[daemon-ab]', ...a));
 widenPorts();
-process.once('SIGINT', () => (restorePorts(), process.exit(130)));
+// Interrupted or stopped: the proxies go too, and the port range comes back.
+for (const sig of ['SIGINT', 'SIGTERM']) process.once(sig, () => (procs.forEach((p) => void p.stop()), restorePorts(), process.exit(130)));
 const target = spawn(process.execPath, [path.join(ROOT, 'bench/gateway.mjs'), '--role', 'target', '--port', String(await freePort())], { stdio: ['pipe', 'pipe', 'inherit'] });
 procs.push({ stop: () => target.kill('SIGTERM') });
 try {

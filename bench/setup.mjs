@@ -295,7 +295,8 @@ async function main() {
     for (const x of running) (x.kill ?? (() => x.p.kill('SIGTERM')))();
     restorePorts();
   };
-  process.once('SIGINT', () => (stopAll(), process.exit(130)));
+  // Interrupted or stopped (SIGTERM too): every proxy goes and the port range comes back.
+  for (const sig of ['SIGINT', 'SIGTERM']) process.once(sig, () => (stopAll(), process.exit(130)));
   try {
     const report = await phase('start', 120_000, async () => {
       const tport = JSON.parse(await new Promise((r) => createInterface({ input: target.stdout }).once('line', r))).port;
