@@ -4,7 +4,7 @@
 // between them (A, B, …, then backwards) so outside load hits every one alike. Per daemon: tunnels/s and CPU
 // per tunnel split into user and system time (/proc/<pid>/stat over each round), medians and ranges.
 //
-//   node bench/daemon-ab.mjs --rev REV [--squid] [--floor] [--reps 8] [--round-ms 1500] [--kind connect|socks5]
+//   node bench/daemon-ab.mjs --rev REV [--squid] [--floor] [--reps 8] [--round-ms 1500] [--warm-ms 8000] [--kind connect|socks5]
 //
 // The daemons run as bench/setup.mjs runs them (SQLite, metering and the connection log on, credentials on every
 // tunnel; squid and the floor without). 8 loops: connect, handshake, a byte echoed, close. Run `npm run build`
@@ -26,10 +26,12 @@ const opt = (name, def) => (argv.includes(`--${name}`) ? argv[argv.indexOf(`--${
 const REV = opt('rev', null);
 const REPS = Number(opt('reps', 8));
 const ROUND_MS = Number(opt('round-ms', 1500));
+/** Warm-up per daemon (ms of the loops), as bench/setup.mjs: a fresh daemon gets faster for its first ~6 s. */
+const WARM_MS = Number(opt('warm-ms', 8000));
 const KIND = opt('kind', 'connect');
 const CLK_TCK = Number(spawnSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).stdout) || 100;
 if (!REV) {
-  console.error('usage: node bench/daemon-ab.mjs --rev REV [--squid] [--floor] [--reps 8] [--round-ms 1500] [--kind connect|socks5]');
+  console.error('usage: node bench/daemon-ab.mjs --rev REV [--squid] [--floor] [--reps 8] [--round-ms 1500] [--warm-ms 8000] [--kind connect|socks5]');
   process.exit(2);
 }
 
@@ -68,7 +70,7 @@ try {
   if (argv.includes('--squid')) daemons.push(row('squid', await startSquid(dir), 'connect'));
   if (argv.includes('--floor')) daemons.push(row('node floor', await startFloor(1), 'connect'));
   // Warm: past the first thousands of tunnels, which run as unoptimised code (docs/decisions.md, "GC: …").
-  for (const d of daemons) await countFor(3000, 8, () => tunnelOnce(d, tport));
+  for (const d of daemons) await countFor(WARM_MS, 8, () => tunnelOnce(d, tport));
   const res = new Map(daemons.map((d) => [d.label, { rate: [], cpu: [], user: [], sys: [] }]));
   for (let r = 0; r < REPS; r++) {
     for (const d of r % 2 ? [...daemons].reverse() : daemons) {
