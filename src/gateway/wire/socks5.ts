@@ -108,7 +108,8 @@ function addressAt(buf: Uint8Array, i: number): ParseResult<{ address: SocksAddr
   if (atyp === AddressType.IPv4) {
     end = i + 1 + 4;
     if (buf.length < end + 2) return INCOMPLETE;
-    address = { type: 'ipv4', host: Array.from(buf.subarray(i + 1, end)).join('.') };
+    // Dotted quad without an array per request.
+    address = { type: 'ipv4', host: `${buf[i + 1]}.${buf[i + 2]}.${buf[i + 3]}.${buf[i + 4]}` };
   } else if (atyp === AddressType.IPv6) {
     end = i + 1 + 16;
     if (buf.length < end + 2) return INCOMPLETE;
