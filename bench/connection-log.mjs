@@ -18,6 +18,7 @@ import { loadavg, tmpdir } from 'node:os';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
+import { cpuOf } from './lib/tunnel-bench.mjs';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const PROXYD = path.join(ROOT, 'bin/proxyd');
@@ -132,11 +133,10 @@ async function metrics(d) {
   return { buffered: m('proxyd_connection_log_buffered'), dropped: m('proxyd_connection_log_dropped_total'), written: m('proxyd_connection_log_records_total') };
 }
 
-const CLK_TCK = Number(spawnSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).stdout) || 100;
 /** CPU seconds (user + system) a process has used. */
 function cpuSeconds(pid) {
-  const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
-  return (Number(f[11]) + Number(f[12])) / CLK_TCK;
+  const { user, system } = cpuOf(pid);
+  return user + system;
 }
 const rssMiB = (pid) => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))[1]) / 1024;
 

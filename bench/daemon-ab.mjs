@@ -9,8 +9,8 @@
 // The daemons run as bench/setup.mjs runs them (SQLite, metering and the connection log on, credentials on every
 // tunnel; squid and the floor without). 8 loops: connect, handshake, a byte echoed, close. Run `npm run build`
 // first; the revision is built into node_modules/.cache/daemon-ab/<sha>.
-import { spawn, spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { mkdtempSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
@@ -18,7 +18,7 @@ import { fileURLToPath } from 'node:url';
 import { buildRev } from './lib/build-rev.mjs';
 import { startFloor, startProxyd, startSquid } from './lib/peers.mjs';
 import { portsWidener } from './lib/ports.mjs';
-import { countFor, freePort, med, runInfo, sleep, tunnelOnce } from './lib/tunnel-bench.mjs';
+import { countFor, cpuOf, freePort, med, runInfo, sleep, tunnelOnce } from './lib/tunnel-bench.mjs';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const argv = process.argv.slice(2);
@@ -29,17 +29,9 @@ const ROUND_MS = Number(opt('round-ms', 1500));
 /** Warm-up per daemon (ms of the loops), as bench/setup.mjs: a fresh daemon gets faster for its first ~6 s. */
 const WARM_MS = Number(opt('warm-ms', 8000));
 const KIND = opt('kind', 'connect');
-const CLK_TCK = Number(spawnSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).stdout) || 100;
 if (!REV) {
   console.error('usage: node bench/daemon-ab.mjs --rev REV [--squid] [--floor] [--reps 8] [--round-ms 1500] [--warm-ms 8000] [--kind connect|socks5]');
   process.exit(2);
-}
-
-/** User and system CPU seconds of one process (all its threads). */
-function cpuOf(pid) {
-  const st = readFileSync(`/proc/${pid}/stat`, 'utf8');
-  const f = st.slice(st.lastIndexOf(')') + 2).split(' ');
-  return [Number(f[11]) / CLK_TCK, Number(f[12]) / CLK_TCK];
 }
 
 const dir = mkdtempSync(path.join(os.tmpdir(), 'daemon-ab-'));
@@ -74,9 +66,9 @@ try {
   const res = new Map(daemons.map((d) => [d.label, { rate: [], cpu: [], user: [], sys: [] }]));
   for (let r = 0; r < REPS; r++) {
     for (const d of r % 2 ? [...daemons].reverse() : daemons) {
-      const [u0, s0] = cpuOf(d.pid);
+      const { user: u0, system: s0 } = cpuOf(d.pid);
       const n = await countFor(ROUND_MS, 8, () => tunnelOnce(d, tport));
-      const [u1, s1] = cpuOf(d.pid);
+      const { user: u1, system: s1 } = cpuOf(d.pid);
       const x = res.get(d.label);
       x.rate.push(n / (ROUND_MS / 1000));
       x.user.push(((u1 - u0) * 1e6) / n);

@@ -8,12 +8,13 @@
 //
 // A = the gateway sources at a git revision (default HEAD), B = the working tree.
 import { execFileSync, spawn } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, symlinkSync } from 'node:fs';
 import os from 'node:os';
 import net from 'node:net';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
+import { cpuOf } from './lib/tunnel-bench.mjs';
 import { len64 } from './target-protocol.mjs';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
@@ -24,7 +25,6 @@ const SIZE = Number(arg('--size-mib', '256')) * 2 ** 20;
 const REPS = Number(arg('--reps', '6'));
 const CONC = arg('--conc', '1,64').split(',').map(Number);
 const WORK = path.join(ROOT, 'node_modules/.cache/gateway-ab');
-const CLK_TCK = Number(execFileSync('getconf', ['CLK_TCK']).toString()) || 100;
 
 function compile(src, out) {
   execFileSync(process.execPath, [path.join(ROOT, 'node_modules/typescript/bin/tsc'), '--ignoreConfig', path.join(src, 'index.ts'), '--outDir', out,
@@ -49,8 +49,8 @@ async function child(argv) {
 }
 
 const cpu = (pid) => {
-  const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
-  return (Number(f[11]) + Number(f[12])) / CLK_TCK;
+  const { user, system } = cpuOf(pid);
+  return user + system;
 };
 
 async function tunnel(port, target) {

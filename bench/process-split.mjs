@@ -15,7 +15,7 @@ import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { startProxyd } from './lib/peers.mjs';
 import { portsWidener } from './lib/ports.mjs';
-import { countFor, freePort, runInfo, tunnelOnce } from './lib/tunnel-bench.mjs';
+import { countFor, cpuOf, freePort, runInfo, tunnelOnce } from './lib/tunnel-bench.mjs';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const argv = process.argv.slice(2);
@@ -23,12 +23,10 @@ const opt = (name, def) => (argv.includes(`--${name}`) ? argv[argv.indexOf(`--${
 const WARM_MS = Number(opt('warm-ms', 8000));
 const ROUND_MS = Number(opt('round-ms', 4000));
 const KINDS = opt('kinds', 'connect,socks5').split(',');
-const TICK_US = 1e6 / 100; // /proc/PID/stat counts clock ticks (USER_HZ, 100 on Linux)
 
 /** [user µs, system µs, voluntary switches, involuntary switches] of a process, all its threads. */
 function sample(pid) {
-  const f = readFileSync(`/proc/${pid}/stat`, 'utf8');
-  const a = f.slice(f.lastIndexOf(')') + 2).split(' ');
+  const { user, system } = cpuOf(pid);
   let vol = 0;
   let inv = 0;
   for (const t of readdirSync(`/proc/${pid}/task`)) {
@@ -36,7 +34,7 @@ function sample(pid) {
     vol += Number(/\nvoluntary_ctxt_switches:\s+(\d+)/.exec(s)[1]);
     inv += Number(/nonvoluntary_ctxt_switches:\s+(\d+)/.exec(s)[1]);
   }
-  return [Number(a[11]) * TICK_US, Number(a[12]) * TICK_US, vol, inv];
+  return [user * 1e6, system * 1e6, vol, inv];
 }
 const children = (pid) => readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').split(/\s+/).filter(Boolean).map(Number);
 

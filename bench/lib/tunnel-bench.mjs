@@ -50,6 +50,13 @@ export const runInfo = (argv, loadBefore, loadAfter) => ({
 
 const CLK_TCK = Number(spawnSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).stdout) || 100;
 
+/** CPU seconds a process has used (all its threads), user and system apart, from /proc/<pid>/stat. */
+export function cpuOf(pid) {
+  const st = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  const f = st.slice(st.lastIndexOf(')') + 2).split(' ');
+  return { user: Number(f[11]) / CLK_TCK, system: Number(f[12]) / CLK_TCK };
+}
+
 /** CPU seconds (user + system) of the processes `pids` and their live descendants. */
 export function treeCpu(pids) {
   const kids = new Map();
