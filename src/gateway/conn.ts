@@ -436,13 +436,13 @@ export class ClientConn {
 export function dialTarget(conn: ClientConn, host: string, port: number): Promise<DialOutcome> {
   // Not async (its promise is the dial's own), but a throw still arrives as a rejection, as callers expect.
   try {
-    return dialFrom(conn, host, port);
+    return startDial(conn, host, port);
   } catch (e) {
     return Promise.reject(e);
   }
 }
 
-function dialFrom(conn: ClientConn, host: string, port: number): Promise<DialOutcome> {
+function startDial(conn: ClientConn, host: string, port: number): Promise<DialOutcome> {
   // Resolving stays under the header deadline; from the connect on, the connect timeout governs.
   if (!conn.to('resolving')) return Promise.resolve(null);
   // Target rules on the target as asked: a refused one is never resolved nor dialled.
