@@ -334,7 +334,10 @@ async function measure({ tport, ours, ours2, squid, dante, floor, floor2 }, load
       warmUp[p.label] = [];
       // Two processes share a path's tunnels, and each warms up on its own: twice the time, so each sees as many.
       const ms = ours2.paths.includes(p) || (floor2?.paths.includes(p) ?? false) ? 2 * WARM_MS : WARM_MS;
-      for (let left = ms; left > 0; left -= 1000) warmUp[p.label].push(Math.round((await countFor(Math.min(1000, left), LOOPS, () => echoOnce(p, tport))) / (Math.min(1000, left) / 1000)));
+      for (let left = ms; left > 0; left -= 1000) {
+        const slice = Math.min(1000, left);
+        warmUp[p.label].push(Math.round((await countFor(slice, LOOPS, () => echoOnce(p, tport))) / (slice / 1000)));
+      }
     }
   });
   const report = { direct: {}, rows: [], warmUp };
