@@ -65,8 +65,8 @@ export interface RunningDaemon extends Serving {
 }
 
 /** The one place the serving path opens the database: PostgreSQL with `--database-url`, else SQLite in the data dir. */
-export function openStore(cfg: ServeConfig): Promise<Store> {
-  return openBackend({ dataDir: cfg.dataDir, databaseUrl: cfg.databaseUrl, releaseGraceSec: cfg.releaseGraceSec });
+export function openStore(cfg: ServeConfig, asWorker = false): Promise<Store> {
+  return openBackend({ dataDir: cfg.dataDir, databaseUrl: cfg.databaseUrl, releaseGraceSec: cfg.releaseGraceSec, foldWalOnClose: !asWorker });
 }
 
 /** Which window store the API limits use: Redis when given, else the database when several processes serve (always on PostgreSQL), else memory. */
@@ -217,7 +217,8 @@ export async function startDaemon(cfg: ServeConfig, log: DaemonLog, worker: Work
   const dnsServers = parseDnsServers(process.env.PROXYD_DNS_SERVERS);
   if (cfg.egressPool) await checkBindable(cfg.egressPool);
   if (cfg.egressPrefix) await checkPrefixBindable(cfg.egressPrefix);
-  const store = await openStore(cfg);
+  // A cluster worker (it shares the ports) leaves folding the WAL to the primary.
+  const store = await openStore(cfg, worker.reusePort);
   const limits = new ApiLimits(windowStoreFor(cfg, store, log), parseLimitOverrides(cfg.rateLimits));
   const metrics = new Metrics();
   // Gateway admission reads this in-memory view, kept current from the change log (docs/operations.md, fleet).

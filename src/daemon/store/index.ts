@@ -12,6 +12,12 @@ interface StoreConfig {
   releaseGraceSec?: number;
   /** Run migrations (serve and admin do). */
   migrate?: boolean;
+  /**
+   * SQLite: fold the WAL into the main file on close (default). A cluster worker leaves it to the primary, which
+   * closes last: a worker's checkpoint would hold the write lock while it waits for readers, and the primary's
+   * writes for the other workers would find it busy.
+   */
+  foldWalOnClose?: boolean;
 }
 
 function isPostgresUrl(url: string | null | undefined): url is string {

@@ -20,6 +20,8 @@ import { SqliteWhitelistStore } from './whitelist.js';
 interface SqliteStoreOptions {
   nowMs?: () => number;
   releaseGraceSec?: number;
+  /** Fold the WAL into the main file on close (default true; a cluster worker leaves it to the primary). */
+  foldWalOnClose?: boolean;
 }
 
 export class SqliteStore implements Store {
@@ -39,6 +41,7 @@ export class SqliteStore implements Store {
   readonly connectionLog: SqliteConnectionLogStore;
   readonly changeLog: SqliteChangeLogStore;
   private readonly extraConnections: Db[] = [];
+  private readonly foldWalOnClose: boolean;
   private closed = false;
 
   private constructor(
@@ -46,6 +49,7 @@ export class SqliteStore implements Store {
     readonly dataDir: string,
     opts: SqliteStoreOptions,
   ) {
+    this.foldWalOnClose = opts.foldWalOnClose ?? true;
     const nowMs = opts.nowMs ?? Date.now;
     const nowSec = () => Math.floor(nowMs() / 1000);
     const grace = opts.releaseGraceSec ?? DEFAULT_RELEASE_GRACE_SEC;
@@ -111,11 +115,15 @@ export class SqliteStore implements Store {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
-    // Fold the WAL back into the main file so a stopped daemon leaves one self-contained database.
-    try {
-      this.db.exec('PRAGMA wal_checkpoint(TRUNCATE)');
-    } catch {
-      /* another process holds the WAL; it checkpoints on its own close */
+    // Fold the WAL back into the main file so a stopped daemon leaves one self-contained database. Not from a
+    // cluster worker: the checkpoint holds the write lock while it waits for readers, so the primary's writes
+    // for the other workers (their last usage flushes) would find it busy; the primary, closing last, folds it.
+    if (this.foldWalOnClose) {
+      try {
+        this.db.exec('PRAGMA wal_checkpoint(TRUNCATE)');
+      } catch {
+        /* another process holds the WAL; it checkpoints on its own close */
+      }
     }
     for (const db of this.extraConnections) db.close();
     this.db.close();
