@@ -11,8 +11,8 @@
 // Per path: set-up added p50/p99 (connect → handshake → first echoed byte, minus a direct connection's,
 // sequential), tunnels/s (8 loops opening a tunnel, echoing a byte, closing), 64 tunnels uploading
 // --size-mib in all (ratio to 64 direct connections), and `proxyd --workers 2` tunnels/s beside --workers 1.
-// "node floor" (unless --no-floor) is the least a CONNECT relay on Node's `net` costs (bench/peers/node-floor.mjs:
-// no credentials or bookkeeping), one process and two on SO_REUSEPORT ("node floor x2", beside --workers 2).
+// "node floor" (unless --no-floor) is the least a CONNECT or SOCKS5 relay on Node's `net` costs (bench/peers/node-floor.mjs:
+// no credentials checked, no bookkeeping), one process and two on SO_REUSEPORT ("node floor x2", beside --workers 2).
 // --profile DIR: afterwards, one more daemon under --cpu-prof through a tunnels/s run; prints the top entries.
 // --strace: afterwards, system calls per tunnel of each proxy (strace -c on all its threads through one
 // tunnels/s round; strace slows the process, so that round's rate is not reported).
@@ -45,7 +45,7 @@ const STRACE = argv.includes('--strace');
 const PHASES = new Set(opt('phases', 'setup,rate,64').split(','));
 // dante is optional: left out when not installed (or --no-dante), and said so.
 const DANTE = !argv.includes('--no-dante') && spawnSync('sh', ['-c', 'command -v danted']).status === 0;
-// The floor of any relay on Node's `net` (bench/peers/node-floor.mjs), one process and two on SO_REUSEPORT.
+// The floor of any relay on Node's `net` (bench/peers/node-floor.mjs, CONNECT and SOCKS5), one process and two on SO_REUSEPORT.
 const FLOOR = !argv.includes('--no-floor');
 const LOOPS = 8;
 /** Warm-up per path (ms of the tunnels/s loops). */
@@ -309,9 +309,9 @@ async function main() {
       running.push(squid);
       const dante = DANTE ? await startDante(dir) : null;
       if (dante) running.push(dante);
-      const floor = FLOOR ? await startFloor(1) : null;
+      const floor = FLOOR ? await startFloor(1, { socks: true }) : null;
       if (floor) running.push(floor);
-      const floor2 = FLOOR ? await startFloor(2) : null;
+      const floor2 = FLOOR ? await startFloor(2, { socks: true }) : null;
       if (floor2) running.push(floor2);
       return { tport, ours, ours2, squid, dante, floor, floor2 };
     }).then((started) => measure(started, load0, dir));

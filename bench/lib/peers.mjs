@@ -74,15 +74,17 @@ export async function startSquid(dir) {
 
 /**
  * The floor of a Node relay (bench/peers/node-floor.mjs): `procs` processes on one port with SO_REUSEPORT when
- * more than one (as `--workers` does), no credentials, under the same Node flags as proxyd.
+ * more than one (as `--workers` does), no credentials checked, under the same Node flags as proxyd. With
+ * `socks`, a SOCKS5 path too (its own port; the client's RFC 1929 exchange taken unchecked).
  */
-export async function startFloor(procs = 1) {
+export async function startFloor(procs = 1, { socks = false } = {}) {
   const port = await freePort();
+  const socksPort = socks ? await freePort() : 0;
   const script = path.join(ROOT, 'bench/peers/node-floor.mjs');
   const ps = [];
   try {
     for (let i = 0; i < procs; i++) {
-      const p = spawn(process.execPath, ['--max-semi-space-size=8', script, String(port), ...(procs > 1 ? ['reuse'] : [])], { stdio: ['ignore', 'pipe', 'inherit'] });
+      const p = spawn(process.execPath, ['--max-semi-space-size=8', script, String(port), ...(procs > 1 ? ['reuse'] : []), ...(socks ? [`socks=${socksPort}`] : [])], { stdio: ['ignore', 'pipe', 'inherit'] });
       ps.push(p);
       await new Promise((resolve, reject) => {
         p.once('exit', (c) => reject(new Error(`node floor exited ${c}`)));
@@ -98,7 +100,10 @@ export async function startFloor(procs = 1) {
     p: ps[0],
     pids: ps.map((p) => p.pid),
     kill: () => ps.forEach((p) => p.kill('SIGTERM')),
-    paths: [{ label: `node floor${procs > 1 ? ` x${procs}` : ''} CONNECT`, kind: 'connect', port }],
+    paths: [
+      { label: `node floor${procs > 1 ? ` x${procs}` : ''} CONNECT`, kind: 'connect', port },
+      ...(socks ? [{ label: `node floor${procs > 1 ? ` x${procs}` : ''} SOCKS5`, kind: 'socks5', port: socksPort, auth: { user: 'floor', password: 'unchecked' } }] : []),
+    ],
     stop: () => Promise.all(ps.map(stopOne)),
   };
 }
