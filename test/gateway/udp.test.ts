@@ -192,6 +192,30 @@ describe('SOCKS5 UDP ASSOCIATE', () => {
     expect(await c.ask(datagram('127.0.0.1', allowed.port, Buffer.from('fine')))).not.toBeNull();
   });
 
+  it("the gateway's own UDP sockets are never targets: its relay, another association's relay, another's egress socket", async () => {
+    const g = await startTestGateway();
+    cleanup.push(() => g.gw.close(0));
+    const echo = await udpEcho();
+    const a = await associate(g);
+    const b = await associate(g);
+    const c = await client(a.relay);
+    // Its own relay, carrying a second header to the echo: relayed, it came back as the client's and went round
+    // again, a header longer each time (a 34-byte datagram made 6,549 and billed 214 MB).
+    const nested = datagram('127.0.0.1', echo.port, Buffer.from('ping'));
+    expect(await c.ask(datagram('127.0.0.1', a.relay.port, nested), 300)).toBeNull();
+    expect(await c.ask(datagram('127.0.0.1', b.relay.port, nested), 300)).toBeNull(); // another association's relay
+    expect(g.gw.stats().udp.dropped.policy).toBe(2);
+    // The echo learns association a's egress port; b may not send there either (nor to any local address of it).
+    expect(await c.ask(datagram('127.0.0.1', echo.port, Buffer.from('fine')))).not.toBeNull();
+    const egressPort = echo.ports[0]!;
+    const cb = await client(b.relay);
+    expect(await cb.ask(datagram('127.0.0.1', egressPort, Buffer.from('to a gateway socket')), 300)).toBeNull();
+    expect(await cb.ask(datagram('0.0.0.0', egressPort, Buffer.from('to a gateway socket')), 300)).toBeNull();
+    expect(g.gw.stats().udp.dropped.policy).toBe(4);
+    expect(echo.from).toHaveLength(1);
+    expect(g.gw.stats().udp).toMatchObject({ datagramsUp: 1, datagramsDown: 1 });
+  });
+
   it('the cap holds for requests arriving together; an answer too big to wrap is dropped and the association goes on', async () => {
     const capped = await startTestGateway({ udp: { ports: { lo: 40000, hi: 44999 }, idleMs: 60_000, maxAssociations: 1 } });
     cleanup.push(() => capped.gw.close(0));

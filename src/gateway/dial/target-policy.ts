@@ -96,6 +96,13 @@ function isUnspecified(a: ipaddr.IPv4 | ipaddr.IPv6): boolean {
   return a.range() === 'unspecified';
 }
 
+/** Whether `address` (an IP literal) reaches this host: unspecified, loopback, or one of its interfaces' addresses. */
+export function isLocalAddress(address: string): boolean {
+  const a = parseIp(address);
+  if (!a) return false;
+  return isUnspecified(a) || a.range() === 'loopback' || localAddresses().has(a.toString());
+}
+
 function localAddresses(): Set<string> {
   const out = new Set<string>();
   for (const list of Object.values(networkInterfaces())) {

@@ -4,7 +4,7 @@
 import dgram from 'node:dgram';
 import net from 'node:net';
 import type { ResolveOutcome } from './dialer.js';
-import { canonicalIp } from './target-policy.js';
+import { canonicalIp, isLocalAddress } from './target-policy.js';
 
 /** How long a resolved, allowed target is reused without asking again (the resolver's own cache is longer). */
 const READY_MS = 5_000;
@@ -19,6 +19,50 @@ const MAX_SENT_TO = 4_096;
  */
 export function literalLookup(address: string, family: unknown, cb: (err: Error | null, address: string, family: number) => void): void {
   cb(null, address, family === 6 ? 6 : 4);
+}
+
+/**
+ * The gateway's UDP sockets in this process (associations' relay sockets, egress sockets): port → the addresses
+ * bound on it, each with how many sockets. A datagram to one of them is refused like one to the daemon's own
+ * listeners, and one from one of them is not a client's: sent to its own relay, a datagram came back as the
+ * client's and went round again, a header longer each time (one 34-byte datagram made 6,549, 214 MB billed).
+ */
+const ownUdp = new Map<number, Map<string, number>>();
+
+/** A gateway UDP socket bound to `address:port` (given back with releaseUdpPort when it closes). */
+export function holdUdpPort(address: string, port: number): void {
+  const host = canonicalIp(address);
+  const at = ownUdp.get(port) ?? new Map<string, number>();
+  at.set(host, (at.get(host) ?? 0) + 1);
+  ownUdp.set(port, at);
+}
+
+export function releaseUdpPort(address: string, port: number): void {
+  const host = canonicalIp(address);
+  const at = ownUdp.get(port);
+  const n = at?.get(host) ?? 0;
+  if (n > 1) return void at!.set(host, n - 1);
+  at?.delete(host);
+  if (at?.size === 0) ownUdp.delete(port);
+}
+
+/** Whether this process holds `port` for a gateway UDP socket on any address. */
+export function holdsUdpPort(port: number): boolean {
+  return ownUdp.has(port);
+}
+
+/** Whether `address:port` (an IP literal) reaches one of this process's gateway UDP sockets. */
+export function isOwnUdpSocket(address: string, port: number): boolean {
+  const at = ownUdp.get(port);
+  if (at === undefined) return false;
+  const target = canonicalIp(address);
+  for (const host of at.keys()) {
+    // A socket on the unspecified address takes every local address; a target on it reaches any socket.
+    if (host === '0.0.0.0' || host === '::' || target === '0.0.0.0' || target === '::') {
+      if (isLocalAddress(target)) return true;
+    } else if (host === target) return true;
+  }
+  return false;
 }
 
 export interface UdpOutOptions {
@@ -73,7 +117,7 @@ export class UdpOut {
   private async sendNew(key: string, host: string, port: number, data: Buffer): Promise<boolean> {
     const resolved = port === 0 ? null : await this.o.resolve(host, port);
     if (this.closed) return false;
-    if (!resolved || !resolved.ok) {
+    if (!resolved || !resolved.ok || isOwnUdpSocket(resolved.address, port)) {
       this.o.drop('policy');
       return false;
     }
@@ -118,6 +162,9 @@ export class UdpOut {
       s.close();
       return null;
     }
+    const { address, port } = s.address();
+    holdUdpPort(address, port);
+    s.once('close', () => releaseUdpPort(address, port));
     s.on('error', () => {});
     s.on('message', (msg, rinfo) => {
       if (this.closed) return;

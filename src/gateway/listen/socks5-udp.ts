@@ -8,7 +8,7 @@ import dgram from 'node:dgram';
 import net from 'node:net';
 import type { ClientConn } from '../conn.js';
 import { canonicalIp } from '../dial/target-policy.js';
-import { literalLookup } from '../dial/udp-out.js';
+import { holdsUdpPort, holdUdpPort, isOwnUdpSocket, literalLookup, releaseUdpPort } from '../dial/udp-out.js';
 import { encodeUdpHeader, parseUdpDatagram } from '../wire/socks5.js';
 
 /** `--udp-ports 40000-44999`, `--udp-idle 120`, `--udp-max-associations 10000` unless given. */
@@ -19,9 +19,6 @@ const MAX_DATAGRAM = 65_507;
 
 export type UdpDrop = 'frag' | 'source' | 'policy' | 'unsolicited' | 'malformed' | 'over_limit';
 
-/** Ports in use by this process's associations (other processes' are found by EADDRINUSE). */
-const taken = new Set<number>();
-
 /** A relay socket bound on `host` to a free port of the range, or null when none is free. */
 export async function bindRelay(host: string, range: { lo: number; hi: number }): Promise<dgram.Socket | null> {
   const type = net.isIPv6(host) ? 'udp6' : 'udp4';
@@ -29,15 +26,15 @@ export async function bindRelay(host: string, range: { lo: number; hi: number })
   const start = Math.floor(Math.random() * span);
   for (let i = 0; i < span; i++) {
     const port = range.lo + ((start + i) % span);
-    if (taken.has(port)) continue;
+    if (holdsUdpPort(port)) continue; // this process's (other processes' are found by EADDRINUSE)
     const s = dgram.createSocket({ type, reuseAddr: false, lookup: literalLookup });
     const ok = await new Promise<boolean>((resolve) => {
       s.once('error', () => resolve(false));
       s.bind({ address: host, port, exclusive: true }, () => resolve(true));
     });
     if (ok) {
-      taken.add(port);
-      s.once('close', () => taken.delete(port));
+      holdUdpPort(host, port);
+      s.once('close', () => releaseUdpPort(host, port));
       return s;
     }
     s.close();
@@ -131,6 +128,8 @@ export class UdpAssociation {
       if (from !== this.conn.clientAddress || (this.expectedHost !== null && from !== this.expectedHost) || (this.expected.port !== 0 && rinfo.port !== this.expected.port)) {
         return this.drop('source');
       }
+      // One of the gateway's own sockets (a client on the gateway's host shares its address): never a client.
+      if (isOwnUdpSocket(from, rinfo.port)) return this.drop('source');
       this.okAddress = rinfo.address;
       this.okPort = rinfo.port;
     }
