@@ -174,6 +174,7 @@ export class ClientConn {
   /** The account a refusal concerns, when one was matched (wrong password of an existing user, …). */
   private refusedAccountId = -1;
   private logged = false;
+  private slotGivenBack = false;
   private rid: string | null = null;
   private readonly trustedPeer: boolean;
   private headerTimer: NodeJS.Timeout | null;
@@ -319,7 +320,7 @@ export class ClientConn {
       if (!this.closed && this.state !== 'replying') this.destroy();
       return 'gone';
     }
-    this.accountId = out.accountId; // released when the socket closes
+    this.accountId = out.accountId; // its slot given back with the final answer, or when the socket closes
     this.meterSubject = out.subject;
     this.slotKey = out.key ?? '';
     this.connectionUnmetered = true;
@@ -349,6 +350,9 @@ export class ClientConn {
   /** Send a final reply, then close once the client has read it (FIN, see onEnd) or after a short linger. */
   endWithReply(bytes: Buffer | string): void {
     if (this.closed || !this.to('replying')) return;
+    // Refused: it carries nothing more, so it no longer holds one of the account's connections while the
+    // client reads the answer (a client that keeps the socket open would otherwise hold it for the linger).
+    this.giveSlotBack();
     this.upstream?.destroy();
     this.socket.on('data', discard); // read and drop, so the kernel does not reset on close
     this.socket.resume();
@@ -410,6 +414,13 @@ export class ClientConn {
     this.upstream?.destroy();
   }
 
+  /** The account's (and user's) connection slot this connection holds, given back once. */
+  private giveSlotBack(): void {
+    if (this.slotGivenBack || this.accountId < 0) return;
+    this.slotGivenBack = true;
+    this.core.releaseSlot(this.accountId, this.meterSubject, this.slotKey || undefined);
+  }
+
   private release(from: ConnState): void {
     this.clearHeaderTimer();
     this.queue.clear();
@@ -422,7 +433,7 @@ export class ClientConn {
     this.core.stats.bytesDown += this.bytesDown;
     if (this.accountId >= 0) {
       this.core.meter(this, true);
-      this.core.releaseSlot(this.accountId, this.meterSubject, this.slotKey || undefined);
+      this.giveSlotBack();
       // Admitted: its record when it ends, with its bytes and duration (unless it was refused later, at the target).
       if (!this.logged) {
         this.logged = true;

@@ -16,6 +16,7 @@ import {
   startTestGateway,
   type TestGateway,
 } from './helpers.js';
+import { freePort } from '../helpers/net.js';
 
 const AUTH = basic('alice', 's3cret:pw');
 let echo: Awaited<ReturnType<typeof startTcpEcho>>;
@@ -432,6 +433,31 @@ describe('limits and accounting', () => {
     const over = await RawClient.connect(g.httpPort);
     expect((await over.readToEnd()).toString()).toMatch(/^HTTP\/1\.1 503 /);
     for (const c of [...open, ...idle]) c.socket.destroy();
+    await g.gw.close(100);
+  });
+
+  it("a refused connection gives its account slot back with the answer, not when the client closes (HTTP and SOCKS5)", async () => {
+    const g = await startTestGateway({ limits: { maxConnectionsPerAccount: 1 } });
+    const closed = await freePort(); // nothing listens there
+    // Refused at the target (502 / 0x05); the client keeps the socket open and reads nothing more.
+    const held = await RawClient.connect(g.httpPort);
+    held.write(`CONNECT 127.0.0.1:${closed} HTTP/1.1\r\nProxy-Authorization: ${AUTH}\r\n\r\n`);
+    expect(await held.readUntil('\r\n\r\n')).toMatch(/^HTTP\/1\.1 502 /);
+    const s = await RawClient.connect(g.socksPort);
+    expect((await socksOpen(s, socksConnectV4('127.0.0.1', closed)))[1]).toBe(5);
+    // Both refused sockets still open (the linger), yet the account's one slot is free: no 429.
+    expect(g.gw.stats().connectionsOpen).toBe(2);
+    const next = await RawClient.connect(g.httpPort);
+    next.write(`CONNECT 127.0.0.1:${echo.port} HTTP/1.1\r\nProxy-Authorization: ${AUTH}\r\n\r\n`);
+    expect(await next.readUntil('\r\n\r\n')).toMatch(/^HTTP\/1\.1 200 /);
+    // And given back once: with the tunnel open, the account is at its cap after the refused ones close.
+    held.socket.destroy();
+    s.socket.destroy();
+    await eventually(() => g.gw.stats().connectionsOpen === 1);
+    const over = await RawClient.connect(g.httpPort);
+    over.write(`CONNECT 127.0.0.1:${echo.port} HTTP/1.1\r\nProxy-Authorization: ${AUTH}\r\n\r\n`);
+    expect((await over.readToEnd()).toString()).toMatch(/^HTTP\/1\.1 429 /);
+    next.socket.destroy();
     await g.gw.close(100);
   });
 
