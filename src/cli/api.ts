@@ -46,8 +46,13 @@ export class ApiError extends Error {
   }
   /** Message plus code and request id in one trailing parenthesis (docs/cli.md, "Error messages"). */
   describe(): string {
+    return `${this.message}${this.refs()}`;
+  }
+
+  /** ` (code …, request id …)` when the API answered, else '': what ends every error line about an answer. */
+  refs(): string {
     const refs = [this.code !== undefined && this.kind === 'http' ? `code ${this.code}` : '', this.requestId ? `request id ${this.requestId}` : ''].filter(Boolean);
-    return refs.length ? `${this.message} (${refs.join(', ')})` : this.message;
+    return refs.length ? ` (${refs.join(', ')})` : '';
   }
 }
 
@@ -188,7 +193,10 @@ export class ApiClient implements WhitelistApi {
     if (env.code !== Code.OK && env.code !== Code.PARTIAL) throw this.#codeError(env.code, env.message, env.requestId, 200);
     const data = BatchResultSchema.safeParse(env.data);
     if (!data.success) throw new ApiError('bad_response', 'the API returned a batch result in an unexpected shape', { requestId: env.requestId, httpStatus: 200 });
-    return { code: env.code, message: env.message, requestId: env.requestId, data: data.data };
+    // Server text is shown as is, minus anything that looks like our token: the items' reasons too.
+    const tokens = [this.#token];
+    const failed = data.data.failed_items.map((f) => ({ ...f, reason: scrubSecrets(f.reason, tokens) }));
+    return { code: env.code, message: scrubSecrets(env.message, tokens), requestId: env.requestId, data: { ...data.data, failed_items: failed } };
   }
 
   #codeError(code: number, message: string, requestId: string, httpStatus: number, retryAfterMs?: number): ApiError {

@@ -66,6 +66,8 @@ export function buildProgram(commander: Commander, run: (cmd: Command, runner: R
     .configureOutput({
       writeOut: (s) => void io.stdout.write(s),
       writeErr: (s) => void io.stderr.write(s),
+      // One line, as every other error: commander puts its "(Did you mean …?)" on a line of its own.
+      outputError: (s, write) => write(`${s.trimEnd().replace(/\s*\n\s*/g, ' ')}\n`),
     })
     .addHelpText(
       'after',
@@ -319,11 +321,13 @@ async function exitCodeFor(err: unknown, io: Pick<Io, 'stderr'>, env: NodeJS.Pro
     return Exit.USAGE;
   }
   const { CliError, scrubSecrets } = await import('./errors.js');
+  const { printable } = await import('./output.js');
   const secrets = [env.PROXYCTL_API_KEY];
+  // One line, whatever a server's message in it holds.
   if (err instanceof CliError) {
-    io.stderr.write(`error: ${scrubSecrets(err.message, secrets)}\n`);
+    io.stderr.write(`error: ${printable(scrubSecrets(err.message, secrets))}\n`);
     return err.exitCode;
   }
-  io.stderr.write(`error: unexpected: ${scrubSecrets(String((err as Error)?.message ?? err), secrets)}\n`);
+  io.stderr.write(`error: unexpected: ${printable(scrubSecrets(String((err as Error)?.message ?? err), secrets))}\n`);
   return Exit.ERROR;
 }

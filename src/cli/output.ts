@@ -47,11 +47,34 @@ export function createOutput(io: Pick<Io, 'stdout' | 'stderr'>, opts: OutputOpti
     info: (text) => {
       if (!opts.quiet) io.stderr.write(`${text}\n`);
     },
-    warn: (text) => void io.stderr.write(`${errColor ? paint('yellow', 'warning:') : 'warning:'} ${text}\n`),
-    error: (text) => void io.stderr.write(`${errColor ? paint('red', 'error:') : 'error:'} ${text}\n`),
+    // One line each, whatever a server's message in it holds.
+    warn: (text) => void io.stderr.write(`${errColor ? paint('yellow', 'warning:') : 'warning:'} ${printable(text)}\n`),
+    error: (text) => void io.stderr.write(`${errColor ? paint('red', 'error:') : 'error:'} ${printable(text)}\n`),
     writeJson: (doc) => void io.stdout.write(`${JSON.stringify(doc, null, 2)}\n`),
     table: (head, rows) => renderTable(head, rows, opts.color),
   };
+}
+
+// Control characters (C0, DEL, C1) and Unicode's bidirectional controls: from a server's text (a remark, a reason)
+// they would move the cursor, clear the screen, retitle the window or reorder what the terminal shows.
+const CONTROL = /[\u0000-\u001f\u007f-\u009f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/g;
+
+/**
+ * Text from elsewhere made safe to print in a table, a TSV row or a message: a tab or line break becomes a space,
+ * any other control character its escape (`\u{1b}`), so it is seen and never acted on by the terminal.
+ */
+export function printable(text: string): string {
+  return text.replace(CONTROL, (c) => (c === '\t' || c === '\n' || c === '\r' ? ' ' : `\\u{${c.charCodeAt(0).toString(16)}}`));
+}
+
+const SGR_CODES = [...new Set(Object.values(ANSI).flat())].join('|');
+// A cell as paint() makes it: one of its colours on, text without a control character, one of its colours off.
+const PAINTED = new RegExp(`^\u001b\\[(?:${SGR_CODES})m[^\u0000-\u001f\u007f-\u009f]*\u001b\\[(?:${SGR_CODES})m$`);
+
+/** A cell as shown: a painted one kept when colour is on, any other with its control characters made visible. */
+function cellText(c: string | number, color: boolean): string {
+  const text = String(c);
+  return color && PAINTED.test(text) ? text : printable(text);
 }
 
 function renderTable(head: string[], rows: Array<Array<string | number>>, color: boolean): string {
@@ -60,11 +83,11 @@ function renderTable(head: string[], rows: Array<Array<string | number>>, color:
     style: { head: [], border: [], compact: false },
     wordWrap: false,
   });
-  for (const r of rows) t.push(r.map((c) => String(c)));
+  for (const r of rows) t.push(r.map((c) => cellText(c, color)));
   return t.toString();
 }
 
 /** Tab-separated rows for a pipe (no colour, no borders), one record per line. */
 export function renderTsv(rows: Array<Array<string | number>>): string {
-  return rows.map((r) => r.map((c) => String(c).replace(/[\t\r\n]/g, ' ')).join('\t')).join('\n');
+  return rows.map((r) => r.map((c) => printable(String(c))).join('\t')).join('\n');
 }

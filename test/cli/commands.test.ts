@@ -390,6 +390,54 @@ describe('messages (issue 11): what to do next, one format', () => {
     expectOneFormat(r.stderr);
   });
 
+  it('login and auth status with a rejected token end the reason with the code and request id, like every answered error', async () => {
+    const s = await withServer(() => unauthorized);
+    const login = await cli(['login'], { stdin: TOKEN });
+    expect(login.code).toBe(4);
+    expect(login.stderr).toMatch(/^error: the API at .* rejected the token for access key ak0123456789abcdef0123, nothing stored \(code 10401, request id req-\d+\); check /m);
+    expectOneFormat(login.stderr);
+    const keychain = new MemoryKeychain();
+    await keychain.set('proxyctl', s.url, TOKEN);
+    const status = await cli(['auth', 'status'], { keychain });
+    expect(status.code).toBe(4);
+    expect(status.stderr).toMatch(/^error: the API rejects this token \(code 10401, request id req-\d+\); .*proxyctl login/m);
+  });
+
+  it("an unknown command is one error line, commander's suggestion on it", async () => {
+    const r = await cli(['logot']);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toBe("error: unknown command 'logot' (Did you mean logout?)\n");
+  });
+
+  it("a server's text never drives the terminal: control characters in remarks and reasons are shown escaped", async () => {
+    const remark = '\u001b[31mRED\u001b[0m \u001b]0;pwned\u0007\u001b[2J\u202etxt.exe a\u0000b\u009b1m';
+    await withServer((req) =>
+      req.path.endsWith('/add')
+        ? { code: 10431, message: '0 succeeded, 1 failed', data: { success_count: 0, failed_count: 1, failed_items: [{ ip: '8.8.8.8', code: 10420, reason: `bad\u001b[2J ${TOKEN}` }] } }
+        : { code: 200, data: { items: [{ whitelist_id: 7, ip: '8.8.8.8', remark, status: 1, created_at: '2026-11-21T10:00:00Z' }], page: 1, page_size: 20, total: 1 } },
+    );
+    const shown = '\\u{1b}[31mRED\\u{1b}[0m \\u{1b}]0;pwned\\u{7}\\u{1b}[2J\\u{202e}txt.exe a\\u{0}b\\u{9b}1m';
+    const env = { PROXYCTL_API_KEY: TOKEN };
+    // No escape at all without colour (NO_COLOR, a pipe); with colour only ours (the status in green).
+    for (const run of [{ env: { ...env, NO_COLOR: '1' }, tty: true }, { env }]) {
+      const r = await cli(['whitelist', 'list'], run);
+      expect(r.stdout).toContain(shown);
+      expect(r.stdout).not.toMatch(/[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u202e]/);
+    }
+    const coloured = await cli(['whitelist', 'list'], { env, tty: true });
+    expect(coloured.stdout).toContain(shown);
+    expect(coloured.stdout.replace(/\u001b\[(1|2|22|32|39)m/g, '')).not.toMatch(/[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/);
+    // --json keeps the remark exactly as stored (JSON escapes it).
+    expect(JSON.parse((await cli(['whitelist', 'list', '--json'], { env })).stdout).items[0].remark).toBe(remark);
+    // A failed item's reason: escaped, and scrubbed of the token (the server is not trusted with it either).
+    const add = await cli(['whitelist', 'add', '8.8.8.8'], { env, tty: true });
+    expect(add.code).toBe(3);
+    expect(add.stdout).toContain('bad\\u{1b}[2J ****');
+    expect(add.stdout + add.stderr).not.toContain(TOKEN);
+    const json = await cli(['whitelist', 'add', '8.8.8.8', '--json'], { env });
+    expect(JSON.parse(json.stdout).failed_items[0].reason).toBe('bad\u001b[2J ****');
+  });
+
   it('usage errors and business errors share the `error:` prefix', async () => {
     const usage = await cli(['whitelist', 'list', '--page-size', '0']);
     expect(usage.code).toBe(2);

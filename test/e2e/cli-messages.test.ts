@@ -44,6 +44,10 @@ describe('proxyctl messages against proxyd', () => {
     // The API's own /ip answers 200: no failure, but a warning that it did not come through a proxy.
     const ip = await ctl(['--json', 'check', '--proxy', `http://alice:${PASS}@${daemon.api.replace('http://', '')}`, '--target', `${daemon.api}/ip`, '--no-direct']);
     expect(JSON.parse(ip.stdout).diagnosis).toMatch(/^Warning: the answer carries no Via header, so it may not have come through a proxy/);
+    // On a terminal the label says it: "warning: the answer …", not "warning: Warning: the answer …".
+    const human = await ctl(['check', '--proxy', `http://alice:${PASS}@${daemon.api.replace('http://', '')}`, '--target', `${daemon.api}/ip`, '--no-direct']);
+    expect(human.stdout).toMatch(/^warning: the answer carries no Via header/m);
+    expect(human.stdout + human.stderr).not.toMatch(/Warning:/);
   });
 
   it('the gateway marks forwarded requests and responses with Via; check reports it', async () => {

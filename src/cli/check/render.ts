@@ -1,5 +1,6 @@
 // Human output (cli-table3, colour only when allowed) and the --json document.
 import Table from 'cli-table3';
+import { printable } from '../output.js';
 import type { CheckReport, StageStatus } from './types.js';
 
 interface RenderOptions {
@@ -33,7 +34,8 @@ export function renderHuman(report: CheckReport, meta: { proxy: string; target: 
     colAligns: ['left', 'left', 'right', 'left'],
   });
   for (const s of report.stages) {
-    table.push([s.name, paint(s.status, s.status), s.status === 'skipped' ? '' : s.ms.toFixed(1), s.detail]);
+    // A detail may quote what the proxy or the target sent: shown, never acted on by the terminal.
+    table.push([s.name, paint(s.status, s.status), s.status === 'skipped' ? '' : s.ms.toFixed(1), printable(s.detail)]);
   }
   const lines = [`check ${meta.proxy} -> ${meta.target}`, table.toString()];
   if (report.egress_ip !== null || report.direct_ip !== null) {
@@ -45,6 +47,8 @@ export function renderHuman(report: CheckReport, meta: { proxy: string; target: 
   const warn = !failed && report.diagnosis.startsWith('Warning');
   const label = failed ? 'diagnosis' : warn ? 'warning' : 'result';
   const color = failed ? COLORS.fail : warn ? '\x1b[33m' : COLORS.ok;
-  lines.push(`${opts.color ? `${color}${label}:${RESET}` : `${label}:`} ${report.diagnosis}`);
+  // The label says it is a warning: not "warning: Warning: …".
+  const text = printable(warn ? report.diagnosis.replace(/^Warning:\s*/, '') : report.diagnosis);
+  lines.push(`${opts.color ? `${color}${label}:${RESET}` : `${label}:`} ${text}`);
   return `${lines.join('\n')}\n`;
 }

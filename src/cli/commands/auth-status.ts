@@ -31,7 +31,7 @@ export async function runAuthStatus(opts: { ctx: Context }, deps: Deps): Promise
         doc.valid = true;
       } catch (err) {
         if (!isAuthError(err)) throw apiFailure(err);
-        why = `the API rejects this token; ${rejectedTokenHint(resolved.source)}`;
+        why = `the API rejects this token${err.refs()}; ${rejectedTokenHint(resolved.source)}`;
       } finally {
         await api.close();
       }

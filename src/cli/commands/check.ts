@@ -11,6 +11,7 @@ import type { Context } from '../context.js';
 import type { Deps } from '../deps.js';
 import { CliError, UsageError, scrubSecrets } from '../errors.js';
 import { Exit, type ExitCode } from '../exit-codes.js';
+import { printable } from '../output.js';
 import { VERSION } from '../../contract/version.js';
 
 interface CheckCommandOptions {
@@ -99,7 +100,7 @@ async function checkAndReport(opts: CheckCommandOptions, deps: Deps, proxy: Prox
 
   if (summary) printSummary(summary, shown, egress ?? [], ctx, deps);
   else if (ctx.json) deps.io.stdout.write(renderJson(shown.report));
-  else if (ctx.quiet) deps.out.line(shown.report.diagnosis);
+  else if (ctx.quiet) deps.out.line(printable(shown.report.diagnosis));
   else deps.io.stdout.write(renderHuman(shown.report, { proxy: shown.proxy, target: scrubSecrets(shown.target, [deps.env.PROXYCTL_API_KEY]) }, { color: ctx.color, columns: deps.io.stdoutColumns }));
   if (opts.report !== undefined) deps.out.info(`report written to ${opts.report}`);
   return results.every((r) => r.ok) ? Exit.OK : Exit.CHECK_FAILED;
@@ -147,6 +148,6 @@ function printSummary(m: RepeatSummary, shown: CheckResult, egress: Array<{ ip: 
   if (m.failed > 0) {
     const by = Object.entries(m.failures_by_stage).map(([stage, n]) => `${stage} ${n}`).join(', ');
     out.line(`failures by stage: ${by}`);
-    for (const d of m.diagnoses) out.line(`${out.paint('red', 'diagnosis')} (${d.count}×): ${d.diagnosis}`);
+    for (const d of m.diagnoses) out.line(`${out.paint('red', 'diagnosis')} (${d.count}×): ${printable(d.diagnosis)}`);
   }
 }

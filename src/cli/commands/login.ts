@@ -32,7 +32,7 @@ export async function runLogin(opts: LoginOptions, deps: Deps): Promise<ExitCode
   try {
     await api.list({ page: 1, page_size: 1 });
   } catch (err) {
-    if (isAuthError(err)) throw new AuthError(`the API at ${ctx.baseUrl} rejected the token for access key ${parsed.accessKey}, nothing stored; check that it is the current token from the web console (Account page) and that --base-url names this account's API`);
+    if (isAuthError(err)) throw new AuthError(`the API at ${ctx.baseUrl} rejected the token for access key ${parsed.accessKey}, nothing stored${err.refs()}; check that it is the current token from the web console (Account page) and that --base-url names this account's API`);
     throw apiFailure(err);
   } finally {
     await api.close();
