@@ -120,6 +120,30 @@ describe('proxyd serve --workers 2: a socket per worker', () => {
     expect(text).toMatch(/^proxyd_usage_flush_failures_total 0$/m);
     expect(workers).toHaveLength(2);
   }, 60_000);
+
+  it('SIGHUP to the whole group (logrotate\'s `systemctl kill -s HUP`): no worker dies, open tunnels go on', async () => {
+    const workers = childPids(d.proc.pid!);
+    const held = [];
+    for (let i = 0; i < 6; i++) held.push(await tunnel(d.httpProxy, targetPort, 'carol'));
+    const reloads = async () => {
+      const text = await (await fetch(`${d.api}/metrics`)).text();
+      return Number(/^proxyd_admission_reloads_total (\d+)$/m.exec(text)?.[1] ?? NaN);
+    };
+    const before = await reloads();
+    // A worker dies on SIGHUP unless it handles it: every tunnel it carried was cut.
+    for (const pid of [d.proc.pid!, ...workers]) process.kill(pid, 'SIGHUP');
+    // The primary tells each worker once: both reload (not twice each, for the signal each got directly).
+    await waitFor('both workers reloaded', async () => (await reloads()) >= before + 2);
+    await new Promise((r) => setTimeout(r, 500));
+    expect(await reloads()).toBe(before + 2);
+    expect(childPids(d.proc.pid!).sort()).toEqual([...workers].sort());
+    expect(d.logs.some((l) => l.includes('"event":"worker_exit"'))).toBe(false);
+    for (const t of held) {
+      expect(t.socket.destroyed).toBe(false);
+      t.socket.destroy();
+    }
+    expect((await tunnel(d.httpProxy, targetPort, 'carol')).socket.destroy()).toBeTruthy();
+  }, 60_000);
 });
 
 describe('proxyd serve --workers 2 on a port another program holds', () => {

@@ -97,6 +97,9 @@ export async function runWorker(cfg: ServeConfig, log: DaemonLog): Promise<void>
   // reaches the primary too, and it drains us in order.
   process.on('SIGINT', () => {});
   process.on('SIGTERM', () => {});
+  // A SIGHUP to the whole group (logrotate's `systemctl kill -s HUP`) killed every worker and the tunnels it
+  // carried: the primary passes it on (HANGUP below), once per worker, so a worker's own copy is ignored.
+  process.on('SIGHUP', () => {});
   // Listen before starting: a drain can arrive while this worker is still coming up (a replacement).
   let daemon: RunningDaemon | null = null;
   let drainWhy: string | null = null;
