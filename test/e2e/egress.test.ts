@@ -212,6 +212,14 @@ describe('egress pool at start', () => {
     }
   }, 60_000);
 
+  it('refuses to start when --egress-address is not ours, naming it (exit 1): it failed every connection as "target unreachable"', async () => {
+    const r = await run(PROXYD, ['serve', '--data-dir', tempDir(), '--api-listen', '127.0.0.1:0', '--http-proxy-listen', '127.0.0.1:0', '--socks-listen', '127.0.0.1:0',
+      '--egress-address', '192.0.2.77']);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toContain('--egress-address: cannot bind 192.0.2.77');
+    expect(r.stdout).toBe('');
+  }, 30_000);
+
   it('refuses a block larger than /22 and --egress-address next to it (exit 2)', async () => {
     const common = ['serve', '--data-dir', tempDir(), '--api-listen', '127.0.0.1:0', '--http-proxy-listen', '127.0.0.1:0', '--socks-listen', '127.0.0.1:0'];
     const big = await run(PROXYD, [...common, '--egress-pool', '127.0.0.0/21']);

@@ -87,13 +87,13 @@ function bindProblem(address: string): Promise<string | null> {
 }
 
 /** Every pool address must be ours: each must bind. Throws naming the first that fails. */
-export async function checkBindable(addresses: readonly string[]): Promise<void> {
+export async function checkBindable(addresses: readonly string[], flag = '--egress-pool'): Promise<void> {
   for (let i = 0; i < addresses.length; i += 64) {
     const batch = addresses.slice(i, i + 64);
     const errs = await Promise.all(batch.map(bindProblem));
     const bad = errs.findIndex((e) => e !== null);
     if (bad >= 0) {
-      const err = new Error(`--egress-pool: cannot bind ${batch[bad]} (${errs[bad]}): this host does not own it`) as NodeJS.ErrnoException;
+      const err = new Error(`${flag}: cannot bind ${batch[bad]} (${errs[bad]}): this host does not own it`) as NodeJS.ErrnoException;
       err.code = 'EGRESS_UNBINDABLE';
       throw err;
     }

@@ -216,6 +216,8 @@ export async function startDaemon(cfg: ServeConfig, log: DaemonLog, worker: Work
   const gatewayLimits = parseGatewayLimitOverrides(process.env.PROXYD_GATEWAY_LIMITS); // before anything opens
   const dnsServers = parseDnsServers(process.env.PROXYD_DNS_SERVERS);
   if (cfg.egressPool) await checkBindable(cfg.egressPool);
+  // An address this host does not own would start, then fail every connection as if the target were unreachable.
+  if (cfg.egressAddress) await checkBindable([cfg.egressAddress], '--egress-address');
   if (cfg.egressPrefix) await checkPrefixBindable(cfg.egressPrefix);
   // A cluster worker (it shares the ports) leaves folding the WAL to the primary.
   const store = await openStore(cfg, worker.reusePort);
