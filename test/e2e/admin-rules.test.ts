@@ -1,5 +1,8 @@
 // `proxyd admin` and the console share one password rule (src/contract/password.ts); a "no account" error
 // names the database used; a value outside an option's choices is a usage error (exit 2), as docs/admin.md says.
+import { spawnSync } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import net from 'node:net';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { MAX_PASSWORD_BYTES, MIN_PASSWORD_CHARS, passwordProblem } from '../../src/contract/password.js';
@@ -76,5 +79,72 @@ describe('proxyd admin errors', () => {
     const refused = await admin(dir, ['account', 'set', '--email', 'v@example.com', '--verified', 'maybe']);
     expect(refused.code).toBe(1);
     expect(refused.stderr).toMatch(/--verified: expected true or false/);
+    // A required option missing is a usage error too (it exited 1).
+    const noPassword = await admin(dir, ['account', 'create', '--email', 'w@example.com']);
+    expect(noPassword.code).toBe(2);
+    expect(noPassword.stderr).toMatch(/a password is required/);
+    expect((await admin(dir, ['account', 'set', '--email', 'v@example.com'])).code).toBe(2);
+    expect((await admin(dir, ['policy', 'set', '--email', 'v@example.com'])).code).toBe(2);
   });
+
+  it('every command names the data dir when no account matches (plan, usage, connections, policy, proxy-user)', async () => {
+    const dir = tempDir();
+    expect((await admin(dir, ['account', 'create', '--email', 'v@example.com', '--password-stdin'], 'long enough pw\n')).code).toBe(0);
+    for (const args of [['plan', 'show'], ['usage'], ['connections'], ['policy', 'show'], ['proxy-user', 'set', '--username', 'u', '--max-connections', '3'], ['webhooks']]) {
+      const r = await admin(dir, [...args, '--email', 'nobody@example.com']);
+      expect(r.code, args.join(' ')).toBe(1);
+      expect(r.stderr, args.join(' ')).toBe(`proxyd: no account with email nobody@example.com in data dir ${dir}\n`);
+    }
+  });
+
+  it('a command that only reads never creates a data dir or a database: a mistyped --data-dir is named', async () => {
+    const typo = path.join(tempDir(), 'typo');
+    for (const args of [['usage', '--email', 'v@example.com'], ['plan', 'show', '--email', 'v@example.com'], ['connections'], ['policy', 'show', '--global'], ['webhooks', '--email', 'v@example.com']]) {
+      const r = await admin(typo, args);
+      expect(r.code, args.join(' ')).toBe(1);
+      expect(r.stderr, args.join(' ')).toBe(`proxyd: no database in data dir ${typo}: nothing to show (is it the daemon's data dir?)\n`);
+      expect(existsSync(typo), args.join(' ')).toBe(false);
+    }
+  });
+
+  it('the reader of the output going away ends the command quietly (no stack trace)', async () => {
+    const dir = tempDir();
+    expect((await admin(dir, ['account', 'create', '--email', 'v@example.com', '--password-stdin'], 'long enough pw\n')).code).toBe(0);
+    // `| true`: the pipe's reader exits at once; a write then fails with EPIPE.
+    const r = spawnSync('sh', ['-c', `"${process.execPath}" "${PROXYD}" admin usage --data-dir "${dir}" --email v@example.com --by minute --format csv | true`], { encoding: 'utf8' });
+    expect(r.stderr).not.toMatch(/EPIPE|at .*\.js/);
+  });
+
+  it('connections --format table: aligned columns, numbers on the right', async () => {
+    const d = await startDaemon({ args: ['--allow-private-targets'] });
+    try {
+      // Two refused attempts of different lengths (a bad head from two clients) give two records.
+      for (const junk of ['x\r\n\r\n', 'GET / HTTP/1.1\r\nHost: a-much-longer-host-name.example\r\n\r\n']) {
+        const [host, port] = d.httpProxy.split(':') as [string, string];
+        await new Promise<void>((resolve) => {
+          const s = net.connect(Number(port), host, () => s.end(junk));
+          s.on('error', () => resolve());
+          s.on('close', () => resolve());
+          s.resume();
+        });
+      }
+      let lines: string[] = [];
+      for (let i = 0; i < 40 && lines.length < 3; i++) {
+        await new Promise((r) => setTimeout(r, 250));
+        lines = (await admin(d.dataDir, ['connections', '--format', 'table'])).stdout.trimEnd().split('\n');
+      }
+      expect(lines.length).toBeGreaterThanOrEqual(3);
+      // Every column starts at the same offset on every line: the header's words sit above their values.
+      const starts = (l: string) => [...l.matchAll(/(?:^|  )(\S)/g)].map((m) => m.index! + (m[0].length - 1));
+      const header = starts(lines[0]!);
+      for (const l of lines.slice(1)) {
+        const cols = l.split(/ {2,}/).filter(Boolean);
+        expect(cols.length, l).toBe(header.length);
+        expect(l.indexOf(cols[1]!), l).toBe(header[1]); // node
+        expect(l.indexOf(cols[2]!), l).toBe(header[2]); // request_id
+      }
+    } finally {
+      await d.stop();
+    }
+  }, 60_000);
 });

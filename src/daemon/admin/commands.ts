@@ -13,6 +13,19 @@ export class AdminError extends Error {
   override name = 'AdminError';
 }
 
+/** A required option missing, or two that exclude each other: a usage error (exit 2, as commander's own). */
+export class AdminUsageError extends AdminError {
+  override name = 'AdminUsageError';
+}
+
+/** No account has this email: the command's runner adds which database it looked in (a default data dir is easy to miss). */
+export class NoAccountError extends AdminError {
+  override name = 'NoAccountError';
+  constructor(readonly email: string) {
+    super(`no account with email ${email}`);
+  }
+}
+
 const EMAIL_RE = /^[^\s@]{1,64}@[^\s@]{1,253}$/;
 
 export interface AdminDeps {
@@ -34,7 +47,7 @@ function accountJson(a: Account) {
 
 async function requireAccount(deps: AdminDeps, email: string): Promise<Account> {
   const a = await deps.store.accounts.findByEmail(email);
-  if (!a) throw new AdminError(`no account with email ${email} in ${deps.where}`);
+  if (!a) throw new NoAccountError(email);
   return a;
 }
 
@@ -43,11 +56,11 @@ function firstLine(s: string): string {
 }
 
 async function readPassword(deps: AdminDeps, opts: { password?: string; passwordStdin?: boolean }, required: boolean): Promise<string | null> {
-  if (opts.password !== undefined && opts.passwordStdin) throw new AdminError('give --password or --password-stdin, not both');
+  if (opts.password !== undefined && opts.passwordStdin) throw new AdminUsageError('give --password or --password-stdin, not both');
   let pw: string | null = opts.password ?? null;
   if (opts.passwordStdin) pw = firstLine(await deps.readStdin());
   if (pw === null) {
-    if (required) throw new AdminError('a password is required: --password-stdin (recommended) or --password P');
+    if (required) throw new AdminUsageError('a password is required: --password-stdin (recommended) or --password P');
     return null;
   }
   const problem = passwordProblem(pw);
@@ -71,7 +84,7 @@ function parseBool(s: string, what: string): boolean {
 
 export async function accountSet(deps: AdminDeps, o: { email: string; status?: string; verified?: string }) {
   const a = await requireAccount(deps, o.email);
-  if (o.status === undefined && o.verified === undefined) throw new AdminError('nothing to set: give --status and/or --verified');
+  if (o.status === undefined && o.verified === undefined) throw new AdminUsageError('nothing to set: give --status and/or --verified');
   if (o.status !== undefined) {
     if (!['active', 'suspended', 'closed'].includes(o.status)) throw new AdminError(`--status: expected active, suspended or closed, got "${o.status}"`);
     await deps.store.accounts.setStatus(a.id, o.status as AccountStatus);

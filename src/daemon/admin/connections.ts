@@ -4,7 +4,7 @@ import { isIP } from 'node:net';
 import { parseDurationMs, parseIsoTime } from '../../contract/time.js';
 import { DECISIONS, LOG_REASONS, connectionJson, isDecision, isLogReason, type ConnectionJson } from '../services/connection-log.js';
 import type { ConnectionLogFilter, ConnectionLogRow, Store } from '../store/index.js';
-import { AdminError } from './commands.js';
+import { AdminError, NoAccountError } from './commands.js';
 
 export interface ConnectionsOptions {
   email?: string;
@@ -32,7 +32,7 @@ export async function connectionFilter(store: Store, o: ConnectionsOptions, nowM
   const f: Omit<ConnectionLogFilter, 'limit'> = {};
   if (o.email !== undefined) {
     const a = await store.accounts.findByEmail(o.email);
-    if (!a) throw new AdminError(`no account with email ${o.email}`);
+    if (!a) throw new NoAccountError(o.email);
     f.accountId = a.id;
   }
   if (o.user !== undefined) f.username = o.user;
@@ -56,9 +56,17 @@ export async function connectionFilter(store: Store, o: ConnectionsOptions, nowM
 const PAGE = 5_000;
 const COLUMNS = ['time', 'node', 'request_id', 'protocol', 'source_ip', 'username', 'account', 'target', 'decision', 'reason', 'bytes_up', 'bytes_down', 'duration_ms'] as const;
 
-/** One row of `--format table`; anything not printable is escaped (records hold what clients sent). */
-function tableLine(r: ConnectionJson): string {
-  return COLUMNS.map((c) => (r[c] === null ? '-' : String(r[c]).replace(/[\x00-\x1f\x7f-\x9f]/g, (ch) => `\\x${ch.charCodeAt(0).toString(16).padStart(2, '0')}`))).join('  ');
+/** Columns of numbers, aligned on the right. */
+const NUMERIC = new Set<string>(['account', 'bytes_up', 'bytes_down', 'duration_ms']);
+
+/** One row's cells for `--format table`; anything not printable is escaped (records hold what clients sent). */
+function tableCells(r: ConnectionJson): string[] {
+  return COLUMNS.map((c) => (r[c] === null ? '-' : String(r[c]).replace(/[\x00-\x1f\x7f-\x9f]/g, (ch) => `\\x${ch.charCodeAt(0).toString(16).padStart(2, '0')}`)));
+}
+
+/** Cells padded to the columns' widths (a longer value later widens its line, never cut). */
+function alignedLine(cells: readonly string[], widths: readonly number[]): string {
+  return cells.map((c, i) => (NUMERIC.has(COLUMNS[i]!) ? c.padStart(widths[i]!) : c.padEnd(widths[i]!))).join('  ').trimEnd();
 }
 
 /**
@@ -77,12 +85,17 @@ export async function connections(
   const limit = o.limit === undefined ? 100 : Number(o.limit);
   if (!Number.isSafeInteger(limit) || limit < 1 || limit > 100_000) throw new AdminError('--limit: expected an integer 1..100000');
   const filter = await connectionFilter(store, o, Date.now());
+  // The table's widths: the header's and the first records' (those printed by --follow are padded to them).
+  let widths: number[] = COLUMNS.map((c) => c.length);
   const print = (r: ConnectionLogRow) => {
     const j = connectionJson(r);
-    write(format === 'json' ? JSON.stringify(j) : tableLine(j));
+    write(format === 'json' ? JSON.stringify(j) : alignedLine(tableCells(j), widths));
   };
-  if (format === 'table') write(COLUMNS.join('  '));
   const first = (await store.connectionLog.query({ ...filter, limit })).reverse();
+  if (format === 'table') {
+    for (const r of first) widths = tableCells(connectionJson(r)).map((c, i) => Math.max(widths[i]!, c.length));
+    write(alignedLine(COLUMNS, widths));
+  }
   for (const r of first) print(r);
   if (!o.follow) return;
   // Ids seen recently (above `floor`), so the window re-read behind the newest id prints nothing twice.

@@ -4,12 +4,12 @@ import { parseIsoTime } from '../../contract/time.js';
 import { countLimit, rateLimit, sizeLimit } from '../services/limits.js';
 import { NO_PLAN_PERIOD, periodUsed, planState } from '../metering/plans.js';
 import type { Account, Plan, PlanPeriod, Store } from '../store/index.js';
-import { AdminError } from './commands.js';
+import { AdminError, AdminUsageError, NoAccountError } from './commands.js';
 
 async function requireAccount(store: Store, email: string | undefined): Promise<Account> {
-  if (!email) throw new AdminError('--email is required');
+  if (!email) throw new AdminUsageError('--email is required');
   const a = await store.accounts.findByEmail(email);
-  if (!a) throw new AdminError(`no account with email ${email}`);
+  if (!a) throw new NoAccountError(email);
   return a;
 }
 
@@ -90,7 +90,7 @@ export async function planShow(store: Store, o: { email?: string }) {
 
 export async function proxyUserSet(store: Store, o: { email?: string; username?: string; trafficLimit?: string; maxConnections?: string; rateLimit?: string }) {
   const a = await requireAccount(store, o.email);
-  if (!o.username) throw new AdminError('--username is required');
+  if (!o.username) throw new AdminUsageError('--username is required');
   const current = (await store.plans.userLimits(a.id)).find((u) => u.username === o.username);
   const limits = {
     trafficLimit: o.trafficLimit !== undefined ? sizeOrNone(o.trafficLimit, '--traffic-limit') : (current?.trafficLimit ?? null),

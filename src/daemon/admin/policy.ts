@@ -1,7 +1,7 @@
 // `proxyd admin policy set|show` (docs/admin.md, "policy"): an account's target rules, or the service's (--global).
 import type { Store } from '../store/index.js';
 import { describeProblems, getTargetRules, setTargetRules, type TargetRules } from '../services/target-rules.js';
-import { AdminError } from './commands.js';
+import { AdminError, AdminUsageError, NoAccountError } from './commands.js';
 
 export interface PolicyOptions {
   email?: string;
@@ -11,11 +11,11 @@ export interface PolicyOptions {
 }
 
 async function scopeOf(store: Store, o: PolicyOptions): Promise<{ id: number | 'service'; email: string | null }> {
-  if (o.global && o.email) throw new AdminError('give --email or --global, not both');
+  if (o.global && o.email) throw new AdminUsageError('give --email or --global, not both');
   if (o.global) return { id: 'service', email: null };
-  if (!o.email) throw new AdminError('give --email E (an account\'s rules) or --global (the service\'s)');
+  if (!o.email) throw new AdminUsageError('give --email E (an account\'s rules) or --global (the service\'s)');
   const a = await store.accounts.findByEmail(o.email);
-  if (!a) throw new AdminError(`no account with email ${o.email}`);
+  if (!a) throw new NoAccountError(o.email);
   return { id: a.id, email: a.email };
 }
 
@@ -25,7 +25,7 @@ function rulesJson(scope: { id: number | 'service'; email: string | null }, r: T
 
 export async function policySet(store: Store, o: PolicyOptions) {
   const scope = await scopeOf(store, o);
-  if (o.deny === undefined && o.allow === undefined) throw new AdminError('nothing to set: give --deny LIST and/or --allow LIST (none empties a list)');
+  if (o.deny === undefined && o.allow === undefined) throw new AdminUsageError('nothing to set: give --deny LIST and/or --allow LIST (none empties a list)');
   const r = await setTargetRules(store, scope.id, { deny: o.deny, allow: o.allow });
   if (!r.ok) {
     if (r.code === 'service_allow') throw new AdminError('--allow: the service\'s rules are a deny list only (an allow list is per account)');

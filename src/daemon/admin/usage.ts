@@ -3,7 +3,7 @@
 import { parseIsoTime } from '../../contract/time.js';
 import { usageReport, usageText, type UsageBy, type UsageReport } from '../services/usage.js';
 import type { Store } from '../store/index.js';
-import { AdminError } from './commands.js';
+import { AdminError, AdminUsageError, NoAccountError } from './commands.js';
 
 export interface UsageOptions {
   email?: string;
@@ -22,9 +22,9 @@ function parseTime(s: string, what: string): number {
 }
 
 export async function adminUsage(store: Store, o: UsageOptions, nowMs = Date.now()): Promise<UsageReport> {
-  if (!o.email) throw new AdminError('--email is required');
+  if (!o.email) throw new AdminUsageError('--email is required');
   const account = await store.accounts.findByEmail(o.email);
-  if (!account) throw new AdminError(`no account with email ${o.email}`);
+  if (!account) throw new NoAccountError(o.email);
   const by = (o.by ?? 'user') as UsageBy;
   if (!['user', 'minute', 'hour', 'day'].includes(by)) throw new AdminError('--by: expected user, minute, hour or day');
   const toMs = o.to !== undefined ? parseTime(o.to, '--to') : nowMs;

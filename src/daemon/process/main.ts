@@ -26,38 +26,53 @@ function databaseUrlOption(): Option {
 
 type AdminAction = (deps: import('../admin/commands.js').AdminDeps, opts: any) => Promise<unknown>;
 
+/** How an admin command uses the database: `read` only looks (a data dir without a database is an error, never created). */
+type AdminUse = { read?: boolean };
+
 /** An admin command of admin/plans.ts (it takes the store and the options). */
-function planAction(pick: (m: typeof import('../admin/plans.js')) => (store: import('../store/index.js').Store, o: any) => Promise<unknown>) {
-  return adminAction(() => (deps, o) => import('../admin/plans.js').then((m) => pick(m)(deps.store, o)));
+function planAction(pick: (m: typeof import('../admin/plans.js')) => (store: import('../store/index.js').Store, o: any) => Promise<unknown>, use: AdminUse = {}) {
+  return adminAction(() => (deps, o) => import('../admin/plans.js').then((m) => pick(m)(deps.store, o)), use);
 }
 
 /** An admin command of admin/policy.ts (it takes the store and the options). */
-function policyAction(pick: (m: typeof import('../admin/policy.js')) => (store: import('../store/index.js').Store, o: any) => Promise<unknown>) {
-  return adminAction(() => (deps, o) => import('../admin/policy.js').then((m) => pick(m)(deps.store, o)));
+function policyAction(pick: (m: typeof import('../admin/policy.js')) => (store: import('../store/index.js').Store, o: any) => Promise<unknown>, use: AdminUse = {}) {
+  return adminAction(() => (deps, o) => import('../admin/policy.js').then((m) => pick(m)(deps.store, o)), use);
 }
 
 type AdminOpts = Record<string, unknown> & { dataDir?: string; databaseUrl?: string; format?: string };
 
 /**
  * Opens the data dir's database (or `--database-url`), runs `run`, closes it; a failure is one line on stderr
- * and exit 1. Every `proxyd admin` command goes through here.
+ * and exit 1 (2 for a usage error). Every `proxyd admin` command goes through here. A command that only reads
+ * (`use.read`) never creates a data dir or a database: a mistyped --data-dir is named, not filled.
  */
-function withStore(run: (store: import('../store/index.js').Store, all: AdminOpts, where: string) => Promise<void>) {
+function withStore(run: (store: import('../store/index.js').Store, all: AdminOpts, where: string) => Promise<void>, use: AdminUse = {}) {
   return async (opts: Record<string, unknown>, cmd: Command) => {
     const all = { ...cmd.optsWithGlobals(), ...opts } as AdminOpts;
-    const { AdminError } = await import('../admin/commands.js');
+    const { AdminError, AdminUsageError, NoAccountError } = await import('../admin/commands.js');
     const { openStore } = await import('../store/index.js');
     const { checkDatabaseUrl, defaultDataDir } = await import('./config.js');
     let store: import('../store/index.js').Store | null = null;
     const dataDir = all.dataDir || defaultDataDir();
-    const where = all.dataDir ? `data dir ${dataDir}` : `the default data dir ${dataDir} (choose another with --data-dir or PROXYD_DATA_DIR)`;
+    let where = all.dataDir ? `data dir ${dataDir}` : `the default data dir ${dataDir} (choose another with --data-dir or PROXYD_DATA_DIR)`;
+    // The reader of our output went away (`| head`): nothing more to say, and no stack trace.
+    process.stdout.on('error', (e: NodeJS.ErrnoException) => {
+      if (e.code === 'EPIPE') process.exit(process.exitCode ?? 0);
+    });
     try {
       checkDatabaseUrl(all.databaseUrl);
-      if (!all.databaseUrl) (await import('./data-dir.js')).ensureDataDir(dataDir);
+      if (!all.databaseUrl) {
+        const { existsSync } = await import('node:fs');
+        const { DB_FILE } = await import('../store/sqlite/db.js');
+        if (use.read && !existsSync(`${dataDir}/${DB_FILE}`)) throw new AdminError(`no database in ${where}: nothing to show (is it the daemon's data dir?)`);
+        (await import('./data-dir.js')).ensureDataDir(dataDir);
+      }
       store = await openStore({ dataDir, databaseUrl: all.databaseUrl });
-      await run(store, all, all.databaseUrl ? `the database ${store.location}` : where);
+      if (all.databaseUrl) where = `the database ${store.location}`;
+      await run(store, all, where);
     } catch (e) {
-      fail(e instanceof AdminError ? e.message : `${(e as Error).message}`);
+      if (e instanceof NoAccountError) fail(`${e.message} in ${where}`);
+      else fail(e instanceof AdminError ? e.message : `${(e as Error).message}`, e instanceof AdminUsageError ? 2 : 1);
     } finally {
       await store?.close();
     }
@@ -65,12 +80,12 @@ function withStore(run: (store: import('../store/index.js').Store, all: AdminOpt
 }
 
 /** Runs one admin command against the data dir and prints its JSON. */
-function adminAction(pick: (m: typeof import('../admin/commands.js')) => AdminAction) {
+function adminAction(pick: (m: typeof import('../admin/commands.js')) => AdminAction, use: AdminUse = {}) {
   return withStore(async (store, all, where) => {
     const admin = await import('../admin/commands.js');
     const out = await pick(admin)({ store, readStdin, where }, all);
     process.stdout.write(`${JSON.stringify(out)}\n`);
-  });
+  }, use);
 }
 
 /** `admin connections`: JSON lines (or a table) on stdout; with --follow until SIGINT/SIGTERM or a closed pipe. */
@@ -87,7 +102,7 @@ const connectionsAction = withStore(async (store, all) => {
     process.removeListener('SIGINT', onSignal);
     process.removeListener('SIGTERM', onSignal);
   }
-});
+}, { read: true });
 
 /** `admin usage`: the report in its format on stdout. */
 /** `proxyd admin exits`: the exit-node registry (docs/operations.md, "Entry and exit nodes"), one JSON line per exit, or a table. */
@@ -102,7 +117,7 @@ const exitsAction = withStore(async (store, all) => {
     process.stdout.write(`${cols.join('  ')}\n`);
     for (const r of out) process.stdout.write(`${cols.map((c) => r[c] ?? '-').join('  ')}\n`);
   } else for (const r of out) process.stdout.write(`${JSON.stringify(r)}\n`);
-});
+}, { read: true });
 
 /** `proxyd admin fleet …`: one JSON object on stdout. */
 const rotateSecretAction = withStore(async (store) => {
@@ -117,7 +132,7 @@ const rotateCertAction = withStore(async (store, all) => {
 const usageAction = withStore(async (store, all) => {
   const { adminUsage, renderUsage } = await import('../admin/usage.js');
   process.stdout.write(renderUsage(await adminUsage(store, all as import('../admin/usage.js').UsageOptions), all.format));
-});
+}, { read: true });
 
 export function buildProgram(): Command {
   const program = new Command('proxyd')
@@ -256,7 +271,7 @@ export function buildProgram(): Command {
       withStore(async (store, all, where) => {
         const { webhookDeliveries } = await import('../admin/commands.js');
         for (const line of await webhookDeliveries({ store, readStdin, where }, all as unknown as { email: string; limit: string })) process.stdout.write(`${JSON.stringify(line)}\n`);
-      }),
+      }, { read: true }),
     );
 
   const plan = admin.command('plan').description('plans: traffic per period, connections, expiry (docs/admin.md)');
@@ -278,7 +293,7 @@ export function buildProgram(): Command {
     .requiredOption('--email <email>')
     .addOption(dataDirOption())
     .addOption(databaseUrlOption())
-    .action(planAction((m) => m.planShow));
+    .action(planAction((m) => m.planShow, { read: true }));
 
   const policy = admin.command('policy').description('target rules: domains and CIDRs an account (or the whole service) may not reach (docs/admin.md)');
   policy
@@ -298,7 +313,7 @@ export function buildProgram(): Command {
     .option('--global')
     .addOption(dataDirOption())
     .addOption(databaseUrlOption())
-    .action(policyAction((m) => m.policyShow));
+    .action(policyAction((m) => m.policyShow, { read: true }));
 
   const proxyUser = admin.command('proxy-user').description('gateway credentials');
   proxyUser
