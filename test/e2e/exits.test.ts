@@ -763,6 +763,11 @@ describe.skipIf(skip)('entry and exit nodes on one PostgreSQL', () => {
     }));
     expect(byNode.get('exit-us1')).toMatchObject({ state: 'stale', country: 'us' });
     expect(byNode.get('exit-de1')).toMatchObject({ state: 'live', country: 'de', city: 'berlin', hop: exits.get('de1')!.hop });
+    // --format table: aligned columns (the state column starts at one offset on every line).
+    const table = (await admin(first, ['exits', '--format', 'table'])).stdout.trimEnd().split('\n');
+    expect(table.length).toBe(byNode.size + 1);
+    const stateAt = table[0]!.indexOf('state');
+    for (const l of table.slice(1)) expect(l.slice(stateAt), l).toMatch(/^(live|stale)$/);
 
     const us3 = await startExit('us3', 'us');
     const readyAt = Date.now();

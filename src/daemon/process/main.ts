@@ -114,8 +114,9 @@ const exitsAction = withStore(async (store, all) => {
   const out = rows.map((r) => ({ node: r.node, hop: r.hop, country: r.country, city: r.city, heartbeat_age_ms: r.ageMs, state: r.ageMs <= STALE_MS ? 'live' : 'stale', fingerprints: r.fingerprints }));
   if (all.format === 'table') {
     const cols = ['node', 'hop', 'country', 'city', 'heartbeat_age_ms', 'state'] as const;
-    process.stdout.write(`${cols.join('  ')}\n`);
-    for (const r of out) process.stdout.write(`${cols.map((c) => r[c] ?? '-').join('  ')}\n`);
+    const rows = [[...cols], ...out.map((r) => cols.map((c) => String(r[c] ?? '-')))];
+    const widths = cols.map((_, i) => Math.max(...rows.map((row) => row[i]!.length)));
+    for (const row of rows) process.stdout.write(`${row.map((v, i) => v.padEnd(widths[i]!)).join('  ').trimEnd()}\n`);
   } else for (const r of out) process.stdout.write(`${JSON.stringify(r)}\n`);
 }, { read: true });
 
