@@ -4,9 +4,9 @@
 import { mkdtempSync, rmSync, statSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import Database from 'better-sqlite3';
 import { afterEach, describe, expect, it } from 'vitest';
 import { SqliteStore } from '../../src/daemon/store/sqlite/index.js';
+import { inspectDb } from '../helpers/daemon.js';
 
 const dirs: string[] = [];
 afterEach(() => {
@@ -23,9 +23,9 @@ describe('closing a SQLite store', () => {
     const primary = SqliteStore.open(dir);
     expect(await flush(primary, 'f1')).toBe('ok');
     // A reader (another worker's admission view, say) on a snapshot older than the WAL's last frame.
-    const reader = new Database(path.join(dir, 'proxyd.db'), { readonly: true });
-    reader.prepare('BEGIN').run();
-    reader.prepare('SELECT count(*) FROM accounts').get();
+    const reader = await inspectDb(dir);
+    reader.run('BEGIN');
+    reader.get('SELECT count(*) AS n FROM accounts');
     expect(await flush(primary, 'f2')).toBe('ok');
 
     const worker = SqliteStore.open(dir, { foldWalOnClose: false });
@@ -34,7 +34,7 @@ describe('closing a SQLite store', () => {
     expect(Date.now() - t0).toBeLessThan(1000); // folding, it waited out the 5 s busy timeout
     expect(await flush(primary, 'f3')).toBe('ok');
 
-    reader.prepare('COMMIT').run();
+    reader.run('COMMIT');
     reader.close();
     // The primary, closing last, still folds the WAL into the main file.
     await primary.close();
