@@ -118,12 +118,21 @@ async function startFloor() {
   return { name: 'node floor', pid: p.pid, port, auth: null };
 }
 
-/** A UDP echo in this process (its CPU is not the proxy's). */
+/**
+ * A UDP echo in this process (its CPU is not the proxy's), on a port outside proxyd's relay ports (40000-44999 by
+ * default): on a local address those are relays of the gateway, and it refuses them as targets.
+ */
 async function echo() {
-  const s = dgram.createSocket('udp4');
-  s.on('message', (m, r) => s.send(m, r.port, r.address));
-  await new Promise((r) => s.bind(0, '127.0.0.1', r));
-  return s;
+  for (;;) {
+    const s = dgram.createSocket('udp4');
+    await new Promise((r) => s.bind(0, '127.0.0.1', r));
+    const port = s.address().port;
+    if (port < 40000 || port > 44999) {
+      s.on('message', (m, r) => s.send(m, r.port, r.address));
+      return s;
+    }
+    await new Promise((r) => s.close(r));
+  }
 }
 
 /** One association's control connection and relay endpoint. */

@@ -7,6 +7,7 @@ import { GatewayCore } from './core.js';
 import { httpReply } from './replies.js';
 import { HttpProxyHandler } from './listen/http-proxy.js';
 import { Socks5Handler } from './listen/socks5.js';
+import { UDP_DEFAULTS } from './listen/socks5-udp.js';
 import { startHopServer, type HopServer } from './hop/server.js';
 import type { Gateway, GatewayOptions, GatewayStats } from './types.js';
 
@@ -89,7 +90,12 @@ export async function startGateway(opts: GatewayOptions): Promise<Gateway> {
         onRefused: opts.hop.onRefused,
         unproven: opts.hop.unproven,
         screen: (accountId, host) => core.judgeTarget(accountId, host),
-        udp: { resolve: (host, port, accountId) => core.resolveTarget(host, port, accountId), egress: (session) => core.udpEgress(session), drop: (reason) => core.countUdpDrop(reason) },
+        udp: {
+          resolve: (host, port, accountId) => core.resolveTarget(host, port, accountId),
+          egress: (session) => core.udpEgress(session),
+          drop: (reason) => core.countUdpDrop(reason),
+          relayPorts: (opts.udp ?? UDP_DEFAULTS).ports,
+        },
         reusePort: opts.reusePort ?? false,
       });
     }

@@ -10,6 +10,8 @@ import type { ConnectionRecord } from '../../src/gateway/types.js';
 import { TargetRuleSet } from '../../src/gateway/dial/target-rules.js';
 import { RawClient, startTestGateway, type TestGateway } from './helpers.js';
 import { sleep, waitFor } from '../helpers/wait.js';
+import { RELAY_PORTS, udpTargetSocket } from '../helpers/net.js';
+import { holdUdpPort, isOwnUdpSocket, releaseUdpPort } from '../../src/gateway/dial/udp-out.js';
 
 const cleanup: Array<() => unknown> = [];
 afterEach(async () => {
@@ -18,7 +20,7 @@ afterEach(async () => {
 
 /** A UDP echo on `host`: answers every datagram with itself; counts what it got and from where. */
 async function udpEcho(host = '127.0.0.1'): Promise<{ port: number; from: string[]; ports: number[]; socket: dgram.Socket }> {
-  const socket = dgram.createSocket('udp4');
+  const socket = await udpTargetSocket(host);
   const from: string[] = [];
   const ports: number[] = [];
   socket.on('message', (m, r) => {
@@ -26,7 +28,6 @@ async function udpEcho(host = '127.0.0.1'): Promise<{ port: number; from: string
     ports.push(r.port);
     socket.send(m, r.port, r.address);
   });
-  await new Promise<void>((r) => socket.bind(0, host, r));
   cleanup.push(() => socket.close());
   return { port: socket.address().port, from, ports, socket };
 }
@@ -216,6 +217,36 @@ describe('SOCKS5 UDP ASSOCIATE', () => {
     expect(g.gw.stats().udp).toMatchObject({ datagramsUp: 1, datagramsDown: 1 });
   });
 
+  it("a relay port of the node's range on a local address is never a target (another worker's relay, unknown to this process)", async () => {
+    const g = await startTestGateway({ udp: { ports: RELAY_PORTS, idleMs: 60_000, maxAssociations: 100 } });
+    cleanup.push(() => g.gw.close(0));
+    // Another process's socket in the range, standing for another worker's relay: with two workers one datagram
+    // bounced between their relays until it was 64 KiB (6,549 datagrams, 214 MB billed).
+    let otherRelay: dgram.Socket | null = null;
+    for (let port = RELAY_PORTS.hi; otherRelay === null && port >= RELAY_PORTS.lo; port--) {
+      const s = dgram.createSocket('udp4');
+      const ok = await new Promise<boolean>((resolve) => {
+        s.once('error', () => resolve(false));
+        s.bind(port, '127.0.0.1', () => resolve(true));
+      });
+      if (ok) otherRelay = s;
+      else s.close();
+    }
+    cleanup.push(() => otherRelay!.close());
+    const got: Buffer[] = [];
+    otherRelay!.on('message', (m) => got.push(m));
+    const a = await associate(g);
+    const c = await client(a.relay);
+    const port = otherRelay!.address().port;
+    expect(await c.ask(datagram('127.0.0.1', port, Buffer.from('to a relay')), 300)).toBeNull();
+    expect(await c.ask(datagram('127.0.0.5', port, Buffer.from('any loopback address')), 300)).toBeNull();
+    expect(got).toEqual([]);
+    expect(g.gw.stats().udp.dropped.policy).toBe(2);
+    // A port outside the range on the same address is an ordinary target.
+    const echo = await udpEcho();
+    expect(await c.ask(datagram('127.0.0.1', echo.port, Buffer.from('fine')))).not.toBeNull();
+  });
+
   it('the cap holds for requests arriving together; an answer too big to wrap is dropped and the association goes on', async () => {
     const capped = await startTestGateway({ udp: { ports: { lo: 40000, hi: 44999 }, idleMs: 60_000, maxAssociations: 1 } });
     cleanup.push(() => capped.gw.close(0));
@@ -225,9 +256,8 @@ describe('SOCKS5 UDP ASSOCIATE', () => {
     const g = await startTestGateway();
     cleanup.push(() => g.gw.close(0));
     // A target that answers "big" with the largest UDP payload (no room for the 10-byte header), anything else with itself.
-    const t = dgram.createSocket('udp4');
+    const t = await udpTargetSocket();
     t.on('message', (m, r) => t.send(m.toString() === 'big' ? Buffer.alloc(65_507) : m, r.port, r.address));
-    await new Promise<void>((r) => t.bind(0, '127.0.0.1', r));
     cleanup.push(() => t.close());
     const a = await associate(g);
     const c = await client(a.relay);
@@ -279,6 +309,46 @@ describe('SOCKS5 UDP ASSOCIATE', () => {
     const g = await startTestGateway({ exitDialer: { dial: async () => ({ ok: false, failure: 'no_exit' }) } });
     cleanup.push(() => g.gw.close(0));
     expect((await associate(g)).reply).toBe(7);
+  });
+});
+
+describe("the gateway's own UDP sockets (udp-out.ts)", () => {
+  it('matched by address and port: a wildcard socket takes every local address, a target on the unspecified address any socket', () => {
+    holdUdpPort('0.0.0.0', 5555);
+    holdUdpPort('127.0.0.1', 6666);
+    holdUdpPort('127.0.0.1', 6666); // two sockets on one address and port: held until both close
+    try {
+      expect(isOwnUdpSocket('127.0.0.1', 5555)).toBe(true);
+      expect(isOwnUdpSocket('127.0.0.9', 5555)).toBe(true);
+      expect(isOwnUdpSocket('::ffff:127.0.0.1', 5555)).toBe(true);
+      expect(isOwnUdpSocket('192.0.2.1', 5555)).toBe(false); // not this host's
+      expect(isOwnUdpSocket('127.0.0.1', 6666)).toBe(true);
+      expect(isOwnUdpSocket('127.0.0.2', 6666)).toBe(false);
+      expect(isOwnUdpSocket('0.0.0.0', 6666)).toBe(true);
+      expect(isOwnUdpSocket('127.0.0.1', 7777)).toBe(false);
+      releaseUdpPort('127.0.0.1', 6666);
+      expect(isOwnUdpSocket('127.0.0.1', 6666)).toBe(true);
+    } finally {
+      releaseUdpPort('0.0.0.0', 5555);
+      releaseUdpPort('127.0.0.1', 6666);
+    }
+    expect(isOwnUdpSocket('127.0.0.1', 5555)).toBe(false);
+    expect(isOwnUdpSocket('127.0.0.1', 6666)).toBe(false);
+  });
+
+  it("a datagram from one of them is never a client's (dropped as `source`), even from the client's own address", async () => {
+    const g = await startTestGateway();
+    cleanup.push(() => g.gw.close(0));
+    const a = await associate(g);
+    const c = await client(a.relay);
+    const port = c.socket.address().port;
+    holdUdpPort('127.0.0.1', port); // the client's socket stands for a gateway socket on the client's address
+    try {
+      expect(await c.ask(datagram('127.0.0.1', (await udpEcho()).port, Buffer.from('from a gateway socket')), 300)).toBeNull();
+      expect(g.gw.stats().udp.dropped.source).toBe(1);
+    } finally {
+      releaseUdpPort('127.0.0.1', port);
+    }
   });
 });
 

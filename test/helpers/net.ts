@@ -1,5 +1,24 @@
-// Loopback TCP fixtures shared by the suites.
+// Loopback TCP and UDP fixtures shared by the suites.
+import dgram from 'node:dgram';
 import net from 'node:net';
+
+/**
+ * The UDP relay ports a gateway uses unless told (`--udp-ports`, UDP_DEFAULTS): on a local address every one of
+ * them is a relay of some worker, so the gateway refuses them as datagram targets. A test's UDP target on
+ * loopback takes a port outside them (an ephemeral port falls inside about one time in six).
+ */
+export const RELAY_PORTS = { lo: 40000, hi: 44999 } as const;
+const inRelayPorts = (port: number) => port >= RELAY_PORTS.lo && port <= RELAY_PORTS.hi;
+
+/** A UDP socket bound on `host` to an ephemeral port outside RELAY_PORTS (for a target of a SOCKS5 UDP association). */
+export async function udpTargetSocket(host = '127.0.0.1'): Promise<dgram.Socket> {
+  for (;;) {
+    const s = dgram.createSocket(net.isIPv6(host) ? 'udp6' : 'udp4');
+    await new Promise<void>((r) => s.bind(0, host, r));
+    if (!inRelayPorts(s.address().port)) return s;
+    await new Promise<void>((r) => s.close(() => r()));
+  }
+}
 
 /** TCP echo server on 127.0.0.1 (a tunnel's far end). */
 export function tcpEcho(): Promise<net.Server> {
@@ -25,12 +44,10 @@ export function freePort(): Promise<number> {
   });
 }
 
-/** A port free on 127.0.0.1 right now for UDP and for TCP alike (a DNS server binds both). */
+/** A port free on 127.0.0.1 right now for UDP and for TCP alike (a DNS server binds both), outside RELAY_PORTS. */
 export async function freeUdpPort(): Promise<number> {
-  const { default: dgram } = await import('node:dgram');
   for (;;) {
-    const s = dgram.createSocket('udp4');
-    await new Promise<void>((r) => s.bind(0, '127.0.0.1', r));
+    const s = await udpTargetSocket();
     const port = s.address().port;
     await new Promise<void>((r) => s.close(() => r()));
     const tcpFree = await new Promise<boolean>((resolve) => {

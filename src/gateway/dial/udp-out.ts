@@ -74,6 +74,11 @@ export interface UdpOutOptions {
   onAnswer(from: { address: string; family: 4 | 6; port: number }, data: Buffer): void;
   /** How long a resolved target is reused (tests); READY_MS unless given. */
   readyMs?: number;
+  /**
+   * The node's relay port range (`--udp-ports`): on a local address every port of it is a relay, another
+   * worker's too (this process knows only its own sockets), so never a target.
+   */
+  relayPorts?: { lo: number; hi: number };
 }
 
 export class UdpOut {
@@ -117,7 +122,7 @@ export class UdpOut {
   private async sendNew(key: string, host: string, port: number, data: Buffer): Promise<boolean> {
     const resolved = port === 0 ? null : await this.o.resolve(host, port);
     if (this.closed) return false;
-    if (!resolved || !resolved.ok || isOwnUdpSocket(resolved.address, port)) {
+    if (!resolved || !resolved.ok || this.isGatewaySocket(resolved.address, port)) {
       this.o.drop('policy');
       return false;
     }
@@ -139,6 +144,13 @@ export class UdpOut {
     this.last = { host, port, ready };
     socket.send(data, port, resolved.address);
     return true;
+  }
+
+  /** One of the gateway's UDP sockets: this process's (relays, egress), or any relay port of the node on a local address. */
+  private isGatewaySocket(address: string, port: number): boolean {
+    const range = this.o.relayPorts;
+    if (range !== undefined && port >= range.lo && port <= range.hi && isLocalAddress(address)) return true;
+    return isOwnUdpSocket(address, port);
   }
 
   private socketFor(family: 4 | 6): Promise<dgram.Socket | null> {

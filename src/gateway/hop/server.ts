@@ -53,6 +53,8 @@ export interface HopServerOptions {
     resolve(host: string, port: number, accountId: number): Promise<ResolveOutcome>;
     egress(session: EgressSession | null): Promise<string | undefined>;
     drop(reason: 'policy' | 'unsolicited'): void;
+    /** This node's relay port range (an entry on the same host relays there): never a target on a local address. */
+    relayPorts?: { lo: number; hi: number };
   };
 }
 
@@ -326,6 +328,7 @@ async function carryUdp(c: Carrier, o: HopServerOptions, key: string, minutes: n
     resolve: (host, port) => udp.resolve(host, port, accountId),
     egressAddress: await udp.egress(session),
     drop: (reason) => udp.drop(reason),
+    ...(udp.relayPorts ? { relayPorts: udp.relayPorts } : {}),
     onAnswer: (from, data) => void writeFrame(s, { host: from.address, port: from.port }, data),
   });
   s.once('close', () => out.close());

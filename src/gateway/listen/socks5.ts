@@ -168,6 +168,7 @@ export class Socks5Handler implements ProtocolHandler {
           new UdpOut({
             resolve: (host, port) => conn.core.resolveTarget(host, port, conn.accountId),
             egressAddress: egress,
+            relayPorts: udp.ports,
             drop: (reason) => conn.core.countUdpDrop(reason),
             onAnswer: (from, data) => assoc.answer(from, data),
           });
