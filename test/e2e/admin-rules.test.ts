@@ -1,7 +1,7 @@
 // `proxyd admin` and the console share one password rule (src/contract/password.ts); a "no account" error
 // names the database used; a value outside an option's choices is a usage error (exit 2), as docs/admin.md says.
 import { spawnSync } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { existsSync, openSync } from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -110,9 +110,18 @@ describe('proxyd admin errors', () => {
   it('the reader of the output going away ends the command quietly (no stack trace)', async () => {
     const dir = tempDir();
     expect((await admin(dir, ['account', 'create', '--email', 'v@example.com', '--password-stdin'], 'long enough pw\n')).code).toBe(0);
-    // `| true`: the pipe's reader exits at once; a write then fails with EPIPE.
-    const r = spawnSync('sh', ['-c', `"${process.execPath}" "${PROXYD}" admin usage --data-dir "${dir}" --email v@example.com --by minute --format csv | true`], { encoding: 'utf8' });
+    // `| true`: the pipe's reader exits at once; a write then fails with EPIPE. A reading command: exit 0.
+    const r = spawnSync('bash', ['-c', `set -o pipefail; "${process.execPath}" "${PROXYD}" admin usage --data-dir "${dir}" --email v@example.com --by minute --format csv | true`], { encoding: 'utf8' });
     expect(r.stderr).not.toMatch(/EPIPE|at .*\.js/);
+    expect(r.status).toBe(0);
+    // Output that cannot be written at all (a full disk): exit 1 and a line, never a silent 0. A token printed once
+    // and lost so must not look like success.
+    const full = spawnSync(process.execPath, [PROXYD, 'admin', 'token', 'reset', '--data-dir', dir, '--email', 'v@example.com'], { encoding: 'utf8', stdio: ['ignore', openSync('/dev/full', 'w'), 'pipe'] });
+    expect(full.status).toBe(1);
+    expect(full.stderr).toBe('proxyd: cannot write the output (ENOSPC): the command was carried out, its output is lost\n');
+    const fullRead = spawnSync(process.execPath, [PROXYD, 'admin', 'usage', '--data-dir', dir, '--email', 'v@example.com'], { encoding: 'utf8', stdio: ['ignore', openSync('/dev/full', 'w'), 'pipe'] });
+    expect(fullRead.status).toBe(1);
+    expect(fullRead.stderr).toBe('proxyd: cannot write the output (ENOSPC)\n');
   });
 
   it('connections --format table: aligned columns, numbers on the right', async () => {

@@ -55,9 +55,12 @@ function withStore(run: (store: import('../store/index.js').Store, all: AdminOpt
     let store: import('../store/index.js').Store | null = null;
     const dataDir = all.dataDir || defaultDataDir();
     let where = all.dataDir ? `data dir ${dataDir}` : `the default data dir ${dataDir} (choose another with --data-dir or PROXYD_DATA_DIR)`;
-    // The reader of our output went away (`| head`): nothing more to say, and no stack trace.
+    // Output that cannot be written: one line and exit 1, no stack trace. A reader that went away (`| head`) is
+    // fine for a command that only reads; for one that changed something (a token printed once) it is not.
     process.stdout.on('error', (e: NodeJS.ErrnoException) => {
-      if (e.code === 'EPIPE') process.exit(process.exitCode ?? 0);
+      if (e.code === 'EPIPE' && use.read) process.exit(process.exitCode ?? 0);
+      process.stderr.write(`proxyd: cannot write the output (${e.code ?? e.message})${use.read ? '' : ': the command was carried out, its output is lost'}\n`);
+      process.exit(1);
     });
     try {
       checkDatabaseUrl(all.databaseUrl);
