@@ -67,14 +67,18 @@ export function printable(text: string): string {
   return text.replace(CONTROL, (c) => (c === '\t' || c === '\n' || c === '\r' ? ' ' : `\\u{${c.charCodeAt(0).toString(16)}}`));
 }
 
-const SGR_CODES = [...new Set(Object.values(ANSI).flat())].join('|');
-// A cell as paint() makes it: one of its colours on, text without a control character, one of its colours off.
-const PAINTED = new RegExp(`^\u001b\\[(?:${SGR_CODES})m[^\u0000-\u001f\u007f-\u009f]*\u001b\\[(?:${SGR_CODES})m$`);
+// The colours paint() adds: with colour on, the only escapes a cell keeps. Callers pass text from elsewhere
+// through printable() before they colour a cell; this is the net under them.
+const OUR_SGR = new RegExp(`(\u001b\\[(?:${[...new Set(Object.values(ANSI).flat())].join('|')})m)`);
 
-/** A cell as shown: a painted one kept when colour is on, any other with its control characters made visible. */
+/** A cell as shown: every control character made visible, but for paint()'s colours when colour is on. */
 function cellText(c: string | number, color: boolean): string {
   const text = String(c);
-  return color && PAINTED.test(text) ? text : printable(text);
+  if (!color) return printable(text);
+  return text
+    .split(OUR_SGR)
+    .map((part, i) => (i % 2 === 1 ? part : printable(part)))
+    .join('');
 }
 
 function renderTable(head: string[], rows: Array<Array<string | number>>, color: boolean): string {

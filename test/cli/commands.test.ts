@@ -411,10 +411,11 @@ describe('messages (issue 11): what to do next, one format', () => {
 
   it("a server's text never drives the terminal: control characters in remarks and reasons are shown escaped", async () => {
     const remark = '\u001b[31mRED\u001b[0m \u001b]0;pwned\u0007\u001b[2J\u202etxt.exe a\u0000b\u009b1m';
+    let remarkNow = remark;
     await withServer((req) =>
       req.path.endsWith('/add')
         ? { code: 10431, message: '0 succeeded, 1 failed', data: { success_count: 0, failed_count: 1, failed_items: [{ ip: '8.8.8.8', code: 10420, reason: `bad\u001b[2J ${TOKEN}` }] } }
-        : { code: 200, data: { items: [{ whitelist_id: 7, ip: '8.8.8.8', remark, status: 1, created_at: '2026-11-21T10:00:00Z' }], page: 1, page_size: 20, total: 1 } },
+        : { code: 200, data: { items: [{ whitelist_id: 7, ip: '8.8.8.8', remark: remarkNow, status: 1, created_at: '2026-11-21T10:00:00Z' }], page: 1, page_size: 20, total: 1 } },
     );
     const shown = '\\u{1b}[31mRED\\u{1b}[0m \\u{1b}]0;pwned\\u{7}\\u{1b}[2J\\u{202e}txt.exe a\\u{0}b\\u{9b}1m';
     const env = { PROXYCTL_API_KEY: TOKEN };
@@ -427,6 +428,14 @@ describe('messages (issue 11): what to do next, one format', () => {
     const coloured = await cli(['whitelist', 'list'], { env, tty: true });
     expect(coloured.stdout).toContain(shown);
     expect(coloured.stdout.replace(/\u001b\[(1|2|22|32|39)m/g, '')).not.toMatch(/[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/);
+    // A remark shaped like one of our painted cells, with a bidi override inside: shown escaped with colour on too.
+    const painted = '\u001b[32m\u202eexe.txt\u001b[32m';
+    remarkNow = painted;
+    const shaped = await cli(['whitelist', 'list'], { env, tty: true });
+    expect(shaped.stdout).toContain('\\u{1b}[32m\\u{202e}exe.txt\\u{1b}[32m');
+    expect(shaped.stdout).not.toContain('\u202e');
+    expect(shaped.stdout).not.toContain(painted);
+    remarkNow = remark;
     // --json keeps the remark exactly as stored (JSON escapes it).
     expect(JSON.parse((await cli(['whitelist', 'list', '--json'], { env })).stdout).items[0].remark).toBe(remark);
     // A failed item's reason: escaped, and scrubbed of the token (the server is not trusted with it either).

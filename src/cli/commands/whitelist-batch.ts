@@ -7,6 +7,7 @@ import { CliError, UsageError } from '../errors.js';
 import { Exit, type ExitCode } from '../exit-codes.js';
 import { collectItems } from '../input.js';
 import { openSession, rejectedTokenHint } from './shared.js';
+import { printable } from '../output.js';
 
 interface BatchCommandOptions {
   ctx: Context;
@@ -103,6 +104,6 @@ function printSummary(op: BatchOp, s: BatchSummary, deps: Deps, quiet: boolean):
   ];
   out.line(parts.join(', '));
   if (s.failed_count > 0) {
-    out.line(out.table(['IP', 'Code', 'Reason'], s.failed_items.map((f) => [f.ip, f.code, f.reason])));
+    out.line(out.table(['IP', 'Code', 'Reason'], s.failed_items.map((f) => [printable(f.ip), f.code, printable(f.reason)])));
   }
 }

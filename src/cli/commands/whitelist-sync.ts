@@ -10,6 +10,7 @@ import { Exit, type ExitCode } from '../exit-codes.js';
 import { collectItems } from '../input.js';
 import { apiFailure, openSession, rejectedTokenHint } from './shared.js';
 import { listAll } from './whitelist-list.js';
+import { printable } from '../output.js';
 
 interface SyncOptions {
   ctx: Context;
@@ -164,5 +165,5 @@ function printResult(doc: SyncDoc, deps: Deps, quiet: boolean): void {
   const failed = doc.failed_items.length;
   if (quiet && failed === 0) return;
   out.line(`${out.paint('green', `${doc.added} added`)}, ${doc.deleted} deleted, ${doc.unchanged} unchanged, ${failed > 0 ? out.paint('red', `${failed} failed`) : '0 failed'}`);
-  if (failed > 0) out.line(out.table(['IP', 'Code', 'Reason'], doc.failed_items.map((f) => [f.ip, f.code, f.reason])));
+  if (failed > 0) out.line(out.table(['IP', 'Code', 'Reason'], doc.failed_items.map((f) => [printable(f.ip), f.code, printable(f.reason)])));
 }
