@@ -140,6 +140,24 @@ describe('HTTP CONNECT framing', () => {
     expect((await e.readToEnd()).toString()).toMatch(/^HTTP\/1\.1 400 /);
   });
 
+  it('a SOCKS5 greeting or a TLS ClientHello on the HTTP port gets its 400 at once, not at the header deadline', async () => {
+    // t's header timeout is 5 s: an answer within one second is the early one.
+    for (const first of [Buffer.from([5, 1, 2]), Buffer.from([0x16, 3, 1, 0, 0xc8, 1])]) {
+      const c = await RawClient.connect(t.httpPort);
+      const t0 = Date.now();
+      c.write(first);
+      expect((await c.readToEnd()).toString('latin1')).toMatch(/^HTTP\/1\.1 400 /);
+      expect(Date.now() - t0).toBeLessThan(1000);
+    }
+    // A head arriving byte by byte still waits for its end.
+    const slow = await RawClient.connect(t.httpPort);
+    slow.write('C');
+    await sleep(200);
+    slow.write(`ONNECT 127.0.0.1:${echo.port} HTTP/1.1\r\nProxy-Authorization: ${AUTH}\r\n\r\n`);
+    expect(await slow.readUntil('\r\n\r\n')).toMatch(/^HTTP\/1\.1 200 /);
+    slow.socket.destroy();
+  });
+
   it('closes a slow head after the header timeout (slowloris)', async () => {
     const g = await startTestGateway({ limits: { headerTimeoutMs: 400 } });
     const c = await RawClient.connect(g.httpPort);

@@ -2,7 +2,7 @@
 // request for an http:// target) is 407 or not. SOCKS5: method selection plus the RFC 1929 status.
 import { request, type IncomingMessage } from 'node:http';
 import { isIP } from 'node:net';
-import { PeerClosedError, SocketReader, parseProxyReply, printable, realmOf } from './reader.js';
+import { PeerClosedError, SocketReader, fromAProxy, parseProxyReply, printable, proxyErrorOf, realmOf } from './reader.js';
 import { METHOD_NONE_ACCEPTABLE, METHOD_NO_AUTH, METHOD_USER_PASS, SOCKS_VERSION, greeting, hex, userPassRequest } from './socks5.js';
 import { fail, ok, describeNetError, type StageFn } from './stage.js';
 import type { CheckContext, StageOutcome } from './types.js';
@@ -34,11 +34,12 @@ function closedOutcome(err: unknown, during: string): StageOutcome {
 const PROXY_STATUSES = new Set([200, 403, 429, 502, 503, 504]);
 
 /**
- * An answer that cannot have come through a proxy: an error status a proxy does not use, without the
- * `Via` a proxy adds (RFC 9110 7.6.3). Typically the API or another web server's port.
+ * An answer that cannot have come through a proxy: an error status a proxy does not use, with nothing a proxy
+ * marks its answers with (fromAProxy: Via, Proxy-Status, a proxy's Server name, …). Typically the API or
+ * another web server's port. tinyproxy's own 500 and 401 carry only its Server name.
  */
-function notAProxy(ctx: CheckContext, status: number, reason: string, via: string | undefined): StageOutcome | null {
-  if (via !== undefined || PROXY_STATUSES.has(status) || status < 400) return null;
+function notAProxy(ctx: CheckContext, status: number, reason: string, proxyish: boolean): StageOutcome | null {
+  if (proxyish || PROXY_STATUSES.has(status) || status < 400) return null;
   return fail(`${status} ${reason}`.trim() + ` without a Via header: this answer did not come through a proxy (${ctx.proxy.host}:${ctx.proxy.port} looks like a web server or API, not a proxy port)`, {
     kind: 'not_a_proxy',
     status,
@@ -53,6 +54,7 @@ function rejected407(ctx: CheckContext, status: number, reason: string, authenti
     kind: 'proxy_auth_required',
     realm,
     withCredentials,
+    ...(status !== 407 ? { status } : {}),
   });
 }
 
@@ -78,9 +80,14 @@ async function httpConnectAuth(ctx: CheckContext, signal: AbortSignal): Promise<
     const sample = printable(raw, 40);
     return fail(`not an HTTP proxy answer: "${sample}"`, { kind: 'not_http_proxy', sample });
   }
+  // The answer to CONNECT is the proxy's own: its request id is the proxy's.
   keepRequestId(ctx, parsed.headers.get('x-request-id'));
-  if (parsed.status === 407) return rejected407(ctx, parsed.status, printable(parsed.reason, 60), parsed.headers.get('proxy-authenticate')?.[0]);
-  const foreign = notAProxy(ctx, parsed.status, printable(parsed.reason, 60), parsed.headers.get('via')?.[0]);
+  const get = (name: string) => parsed.headers.get(name)?.[0];
+  const proxyish = fromAProxy(get);
+  if (parsed.status === 407) return rejected407(ctx, parsed.status, printable(parsed.reason, 60), get('proxy-authenticate'));
+  // Some proxies (tinyproxy) refuse credentials with 401 and WWW-Authenticate.
+  if (parsed.status === 401 && proxyish) return rejected407(ctx, parsed.status, printable(parsed.reason, 60), get('proxy-authenticate') ?? get('www-authenticate'));
+  const foreign = notAProxy(ctx, parsed.status, printable(parsed.reason, 60), proxyish);
   if (foreign) return foreign;
   let body = '';
   if (parsed.status !== 200) {
@@ -90,7 +97,7 @@ async function httpConnectAuth(ctx: CheckContext, signal: AbortSignal): Promise<
     body = printable(bytes, 200);
   }
   reader.release();
-  ctx.connectAnswer = { status: parsed.status, reason: printable(parsed.reason, 60), body };
+  ctx.connectAnswer = { status: parsed.status, reason: printable(parsed.reason, 60), body, proxyError: proxyErrorOf(get) };
   return ok(`${admittedText(ctx)} (CONNECT answered ${parsed.status})`);
 }
 
@@ -114,15 +121,25 @@ async function httpForwardAuth(ctx: CheckContext, signal: AbortSignal): Promise<
       },
     });
     req.once('response', (res: IncomingMessage) => {
-      // The proxy's id comes last: an origin may send its own X-Request-Id before it.
-      keepRequestId(ctx, res.rawHeaders.filter((_, i) => i % 2 === 1 && /^x-request-id$/i.test(res.rawHeaders[i - 1] ?? '')));
+      const get = (name: string) => headerOne(res.headers[name]);
+      const via = get('via');
+      // A forwarded answer is the target's: an X-Request-Id in it is the target's own, unless proxyd forwarded it
+      // (it adds its id last) or answered itself (its Proxy-Status names it). Through another proxy the
+      // gateway's id is unknown, not the target's.
+      if (/\bproxyd\b/i.test(via ?? '') || /^\s*proxyd\s*;/i.test(get('proxy-status') ?? '')) keepRequestId(ctx, res.rawHeaders.filter((_, i) => i % 2 === 1 && /^x-request-id$/i.test(res.rawHeaders[i - 1] ?? '')));
+      const proxyish = fromAProxy(get);
       if (res.statusCode === 407) {
         res.resume();
-        resolve(rejected407(ctx, 407, printable(res.statusMessage ?? '', 60), headerOne(res.headers['proxy-authenticate'])));
+        resolve(rejected407(ctx, 407, printable(res.statusMessage ?? '', 60), get('proxy-authenticate')));
         return;
       }
-      const via = headerOne(res.headers.via);
-      const foreign = notAProxy(ctx, res.statusCode ?? 0, printable(res.statusMessage ?? '', 60), via);
+      // A 401 the proxy itself sent (tinyproxy refusing credentials): not forwarded (no Via), a proxy's mark on it.
+      if (res.statusCode === 401 && via === undefined && proxyish) {
+        res.resume();
+        resolve(rejected407(ctx, 401, printable(res.statusMessage ?? '', 60), get('proxy-authenticate') ?? get('www-authenticate')));
+        return;
+      }
+      const foreign = notAProxy(ctx, res.statusCode ?? 0, printable(res.statusMessage ?? '', 60), proxyish);
       if (foreign) {
         res.resume();
         resolve(foreign);

@@ -3,8 +3,7 @@
 // request (a gateway refusal 403/502/504 fails here). SOCKS5: the CONNECT reply code, named.
 import { isIP } from 'node:net';
 import { readBody } from './egress-ip.js';
-import { printable } from './reader.js';
-import { PeerClosedError, SocketReader } from './reader.js';
+import { PeerClosedError, SocketReader, printable, proxyErrorOf } from './reader.js';
 import { SOCKS_VERSION, boundAddressLength, connectRequest, formatBound, hex, socksReplyName } from './socks5.js';
 import { fail, ok, type StageFn } from './stage.js';
 import type { CheckContext, StageOutcome } from './types.js';
@@ -14,6 +13,8 @@ const GATEWAY_REFUSAL_STATUSES = new Set([403, 502, 504]);
 
 /** The proxy's explanation without a repeated "403 Forbidden:" prefix. */
 export function explanation(body: string, status: number, reason: string): string {
+  // An HTML error page (squid's, tinyproxy's) says nothing a line can show: its headers and status speak instead.
+  if (/^\s*<|<html[\s>]/i.test(body)) return '';
   const text = printable(body, 160);
   const prefix = `${status} ${reason}`.trim();
   return text.startsWith(prefix) ? text.slice(prefix.length).replace(/^[\s:]+/, '') : text;
@@ -24,23 +25,36 @@ function httpConnectVerdict(ctx: CheckContext): StageOutcome {
   const text = `${a.status} ${a.reason}`.trim();
   if (a.status === 200) return ok(`tunnel to ${ctx.target.hostHeader} open (${text})`);
   const why = explanation(a.body, a.status, a.reason);
-  return fail(`CONNECT ${ctx.target.hostHeader} answered ${text}${why ? `: ${why}` : ''}`, { kind: 'http_connect_status', status: a.status, reason: a.reason, body: why });
+  return fail(`CONNECT ${ctx.target.hostHeader} answered ${text}${why ? `: ${why}` : ''}`, {
+    kind: 'http_connect_status',
+    status: a.status,
+    reason: a.reason,
+    body: why,
+    ...(a.proxyError ? { proxyError: a.proxyError } : {}),
+  });
 }
 
 async function httpForwardVerdict(ctx: CheckContext): Promise<StageOutcome> {
   const res = ctx.forwardResponse!;
   const status = res.statusCode ?? 0;
   const text = `${status} ${printable(res.statusMessage ?? '', 60)}`.trim();
-  if (GATEWAY_REFUSAL_STATUSES.has(status)) {
+  // The proxy saying in a header that it could not reach the target (squid answers 503 so): the proxy's answer.
+  const proxyError = status >= 400 ? proxyErrorOf((name) => headerText(res.headers[name])) : null;
+  if (proxyError || GATEWAY_REFUSAL_STATUSES.has(status)) {
     const why = explanation(await readBody(res).catch(() => ''), status, printable(res.statusMessage ?? '', 60));
-    return fail(`request for ${ctx.target.hostHeader} answered ${text}${why ? `: ${why}` : ''} (from the proxy, unless the target itself sent it)`, {
+    return fail(`request for ${ctx.target.hostHeader} answered ${text}${why ? `: ${why}` : ''}${proxyError ? ' (from the proxy)' : ' (from the proxy, unless the target itself sent it)'}`, {
       kind: 'http_connect_status',
       status,
       reason: printable(res.statusMessage ?? '', 60),
       body: why,
+      ...(proxyError ? { proxyError } : {}),
     });
   }
   return ok(`no tunnel for an http:// target: forwarded as absolute-form request (answered ${text})`);
+}
+
+function headerText(v: string | string[] | undefined): string | undefined {
+  return Array.isArray(v) ? v[0] : v;
 }
 
 async function socksConnect(ctx: CheckContext, signal: AbortSignal): Promise<StageOutcome> {

@@ -18,7 +18,7 @@ export interface DiagnosisInput {
 const TIMEOUT_HINT: Record<StageName, string> = {
   dns: 'the DNS resolver did not answer in time; check the network/DNS settings or use the proxy IP address',
   tcp: 'no answer to the TCP connect: a firewall drops the traffic, or the host is down; check host, port and outbound firewall rules',
-  auth: 'the proxy accepted the connection but never answered the handshake: wrong protocol for this port (HTTP vs SOCKS5), or an overloaded gateway; check the port and the URL scheme',
+  auth: 'the proxy accepted the connection but never answered: it may be stuck reaching the target (an HTTP proxy answers a request for an http:// target only once the target has), this port may speak another protocol (HTTP vs SOCKS5), or the gateway is overloaded; try another target, and check the port and the URL scheme',
   connect: 'the proxy never answered the CONNECT: the target is slow or unreachable from the proxy; try another target or raise --timeout',
   tls: 'the TLS handshake with the target stalled: the target port may not speak TLS, or something in between holds the tunnel; check the target URL scheme and port',
   status: 'the target accepted the request but did not answer in time; try another target or raise --timeout',
@@ -47,8 +47,8 @@ function failureLine(stage: StageName, cause: FailureCause, proxy: ProxySpec, ta
       return `${gw} does not answer like a SOCKS5 proxy: check the port, or use http:// if it is an HTTP proxy port.`;
     case 'proxy_auth_required':
       return cause.withCredentials
-        ? `The proxy rejected the username or password (407): check the proxy user's credentials (reset the password in the console), and that the account is active.`
-        : `Your source IP is not whitelisted (407 without credentials): add this machine's public IP with \`proxyctl whitelist add --current\` (allow up to a second), or put proxy credentials in the URL.`;
+        ? `The proxy rejected the username or password (${cause.status ?? 407}): check the proxy user's credentials (reset the password in the console), and that the account is active.`
+        : `Your source IP is not whitelisted (${cause.status ?? 407} without credentials): add this machine's public IP with \`proxyctl whitelist add --current\` (allow up to a second), or put proxy credentials in the URL.`;
     case 'socks_no_method':
       return cause.withCredentials
         ? 'The SOCKS5 proxy accepts none of the offered methods (0xFF): it may not support username/password; check the proxy address.'
@@ -57,6 +57,13 @@ function failureLine(stage: StageName, cause: FailureCause, proxy: ProxySpec, ta
       return `The SOCKS5 proxy rejected the username or password (RFC 1929 status ${hex(cause.status)}): check the proxy user's credentials (reset the password in the console), and that the account is active.`;
     case 'http_connect_status': {
       const said = cause.body ? `: "${cause.body}"` : '';
+      // What the proxy said in a header (Proxy-Status, X-Squid-Error) outranks what its status usually means.
+      switch (cause.proxyError) {
+        case 'refused': return `The target ${target.hostHeader} refused the proxy's connection (${cause.status}${said}): nothing listens there; check the target port.`;
+        case 'dns': return `The target name ${target.host} does not resolve at the proxy (${cause.status}${said}): check its spelling in the target URL.`;
+        case 'timeout': return `The proxy timed out reaching ${target.hostHeader} (${cause.status}${said}): the target is slow or filtered; try another target.`;
+        case 'unreachable': return `The proxy could not reach ${target.hostHeader} (${cause.status}${said}): the target is down or unroutable from the proxy; check the target.`;
+      }
       if (cause.status === 403) return `The proxy refuses to reach ${target.host} (403${said}): it blocks private, loopback and reserved addresses and its own listeners; use a public target.`;
       if (cause.status === 502) return `The proxy could not reach ${target.hostHeader} (502${said}): the target is down, refuses connections or its name does not resolve at the proxy; check the target URL and port.`;
       if (cause.status === 504) return `The proxy timed out reaching ${target.hostHeader} (504${said}): the target is slow or filtered; try another target.`;

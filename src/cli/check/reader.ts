@@ -139,3 +139,36 @@ export function printable(bytes: Buffer | string, max = 120): string {
   const s = (typeof bytes === 'string' ? bytes : bytes.toString('latin1')).replace(/[^\x20-\x7e]+/g, ' ').trim();
   return s.length > max ? `${s.slice(0, max)}…` : s;
 }
+
+/** Forward-proxy software, by its Server header (their own error pages carry no Via). */
+const PROXY_SERVERS = /\b(squid|tinyproxy|privoxy|polipo|3proxy|ccproxy|mitmproxy|proxyd)\b/i;
+
+/**
+ * Whether an answer shows it came from a proxy: the Via a proxy adds (RFC 9110 7.6.3), a Proxy-Status (RFC
+ * 9209), a Proxy-Authenticate, squid's X-Squid-Error, or a proxy's name in Server.
+ */
+export function fromAProxy(get: (name: string) => string | undefined): boolean {
+  return ['via', 'proxy-status', 'proxy-authenticate', 'x-squid-error'].some((h) => get(h) !== undefined) || PROXY_SERVERS.test(get('server') ?? '');
+}
+
+/** Why a proxy says it could not reach the target, where it says so in a header. */
+export type ProxyError = 'refused' | 'dns' | 'timeout' | 'unreachable';
+
+/** From `Proxy-Status: …; error=<type>` (RFC 9209) or squid's `X-Squid-Error: ERR_… <errno>`; null if neither says. */
+export function proxyErrorOf(get: (name: string) => string | undefined): ProxyError | null {
+  const type = /(?:^|;)\s*error=("?)([a-z_]+)\1/i.exec(get('proxy-status') ?? '')?.[2]?.toLowerCase();
+  if (type) {
+    if (type.startsWith('dns_') || type === 'destination_not_found') return 'dns';
+    if (type === 'connection_refused') return 'refused';
+    if (type.endsWith('timeout')) return 'timeout';
+    if (type === 'destination_ip_unroutable' || type === 'destination_unavailable') return 'unreachable';
+  }
+  const squid = get('x-squid-error');
+  if (squid) {
+    if (/^ERR_DNS_FAIL\b/.test(squid)) return 'dns';
+    if (/^ERR_CONNECT_FAIL 111\b/.test(squid)) return 'refused';
+    if (/^ERR_CONNECT_FAIL 110\b|^ERR_[A-Z_]*TIMEOUT\b/.test(squid)) return 'timeout';
+    if (/^ERR_CONNECT_FAIL\b/.test(squid)) return 'unreachable';
+  }
+  return null;
+}

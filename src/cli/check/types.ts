@@ -1,4 +1,5 @@
 // Shapes shared by the check stages, the runner and the renderer (docs/support.md).
+import type { ProxyError } from './reader.js';
 import type { Socket } from 'node:net';
 import type { IncomingMessage } from 'node:http';
 import type { ProxySpec, TargetSpec } from './urls.js';
@@ -16,10 +17,10 @@ export type FailureCause =
   | { kind: 'not_http_proxy'; sample: string }
   | { kind: 'not_socks5'; firstByte: number }
   | { kind: 'not_a_proxy'; status: number } // an HTTP answer no proxy would give: no Via (RFC 9110 7.6.3), a web server's status
-  | { kind: 'proxy_auth_required'; realm: string | null; withCredentials: boolean } // HTTP 407
+  | { kind: 'proxy_auth_required'; realm: string | null; withCredentials: boolean; status?: number } // HTTP 407 (401 from a proxy that uses it)
   | { kind: 'socks_no_method'; withCredentials: boolean } // method 0xFF
   | { kind: 'socks_auth_failed'; status: number } // RFC 1929 status != 0
-  | { kind: 'http_connect_status'; status: number; reason: string; body: string } // body: the proxy's short explanation
+  | { kind: 'http_connect_status'; status: number; reason: string; body: string; proxyError?: ProxyError } // body: the proxy's short explanation
   | { kind: 'socks_reply'; code: number }
   | { kind: 'target_dns'; code: string } // socks5:// resolves the target locally
   | { kind: 'tls'; code: string; reason: TlsReason }
@@ -84,7 +85,7 @@ export interface CheckContext {
   /** TLS socket to the target through the tunnel (tls stage). */
   tlsSocket?: Socket;
   /** HTTP proxy, CONNECT: the proxy's answer (auth stage reads it, connect stage judges it). */
-  connectAnswer?: { status: number; reason: string; body: string };
+  connectAnswer?: { status: number; reason: string; body: string; proxyError: ProxyError | null };
   /** HTTP proxy, http:// target: the absolute-form response (auth reads it, status finishes it). */
   forwardResponse?: IncomingMessage;
   /** HTTP proxy, http:// target: the forwarded answer had no Via header (auth stage). */

@@ -33,6 +33,19 @@ export function redactUrl(text: string): string {
   return text.replace(/([a-z][a-z0-9+.-]*:\/\/)([^:@/\s]*):([^@/\s]*)@/gi, (_m, scheme: string, user: string) => `${scheme}${user}:****@`);
 }
 
+/**
+ * One URL as given on the command line, with everything between `scheme://` and its last `@` but the username
+ * masked: for a string that does not parse, where a password may hold `/`, `@` or `#` (redactUrl stops at them).
+ */
+export function redactRawUrl(raw: string): string {
+  const scheme = /^[a-z][a-z0-9+.-]*:\/\//i.exec(raw)?.[0] ?? '';
+  const rest = raw.slice(scheme.length);
+  const at = rest.lastIndexOf('@');
+  if (at < 0) return raw;
+  const user = rest.slice(0, at).split(':')[0] ?? '';
+  return `${scheme}${user}:****@${rest.slice(at + 1)}`;
+}
+
 /** Removes a known secret from any text (error messages may echo it decoded). */
 export function scrub(text: string, secret: string | null): string {
   let out = redactUrl(text);
@@ -60,16 +73,22 @@ export function parseProxyUrl(raw: string): ProxySpec {
   try {
     u = new URL(raw.includes('://') ? raw : `http://${raw}`);
   } catch {
-    throw new CheckUsageError(`invalid proxy URL: ${redactUrl(raw)}`);
+    throw new CheckUsageError(`invalid proxy URL: ${redactRawUrl(raw)}`);
   }
   const scheme = u.protocol.replace(/:$/, '').toLowerCase();
   if (scheme !== 'http' && scheme !== 'socks5' && scheme !== 'socks5h') {
     throw new CheckUsageError(`unsupported proxy scheme "${scheme}:": use http://, socks5:// or socks5h://`);
   }
   const protocol = scheme as ProxyProtocol;
-  if (!u.hostname) throw new CheckUsageError(`proxy URL has no host: ${redactUrl(raw)}`);
-  const username = u.username ? decodeURIComponent(u.username) : null;
-  const password = u.password ? decodeURIComponent(u.password) : null;
+  if (!u.hostname) throw new CheckUsageError(`proxy URL has no host: ${redactRawUrl(raw)}`);
+  let username: string | null;
+  let password: string | null;
+  try {
+    username = u.username ? decodeURIComponent(u.username) : null;
+    password = u.password ? decodeURIComponent(u.password) : null;
+  } catch {
+    throw new CheckUsageError('proxy URL: the username or password holds a malformed %-escape (write a literal % as %25)');
+  }
   if (password !== null && username === null) throw new CheckUsageError('proxy URL has a password but no username');
   if (protocol !== 'http' && ((username && Buffer.byteLength(username) > 255) || (password && Buffer.byteLength(password) > 255))) {
     throw new CheckUsageError('SOCKS5 username and password are limited to 255 bytes each (RFC 1929)');
@@ -86,7 +105,7 @@ export function parseTargetUrl(raw: string): TargetSpec {
   try {
     u = new URL(raw);
   } catch {
-    throw new CheckUsageError(`invalid target URL: ${redactUrl(raw)}`);
+    throw new CheckUsageError(`invalid target URL: ${redactRawUrl(raw)}`);
   }
   const scheme = u.protocol.replace(/:$/, '');
   if (scheme !== 'http' && scheme !== 'https') throw new CheckUsageError(`target must be an http:// or https:// URL, not "${scheme}:"`);

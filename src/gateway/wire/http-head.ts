@@ -23,6 +23,8 @@ export interface ResponseHead {
 const CRLFCRLF = Buffer.from('\r\n\r\n', 'latin1');
 // RFC 9110 token characters.
 const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
+/** The bytes TOKEN allows, by value. */
+const TOKEN_BYTE: readonly boolean[] = Array.from({ length: 256 }, (_, b) => TOKEN.test(String.fromCharCode(b)));
 // Field value: visible ASCII, obs-text, SP and HTAB; no CR, LF, NUL or other controls.
 const FIELD_VALUE = /^[\t\x20-\x7e\x80-\xff]*$/;
 // Request target: visible ASCII only (no spaces, controls or raw non-ASCII).
@@ -78,6 +80,9 @@ export function parseRequestHead(buf: Buffer, maxBytes: number, scanFrom = 0): P
   const end = headEnd(buf, maxBytes, scanFrom);
   if (end === 'too_large') return fail('too_large');
   if (end === -1) {
+    // A first byte no method starts with (a SOCKS5 greeting's 0x05, a TLS ClientHello's 0x16): not HTTP, and
+    // never will be; answered at once instead of at the header deadline, so the client learns it is the HTTP port.
+    if (buf.length > 0 && !TOKEN_BYTE[buf[0]!]) return fail('bad_start_line');
     // A bare LF line ending will never produce CRLFCRLF: say so early instead of waiting.
     const lf = buf.indexOf(0x0a);
     if (lf === 0 || (lf > 0 && buf[lf - 1] !== 0x0d)) return fail('bad_start_line');

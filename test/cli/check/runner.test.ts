@@ -164,6 +164,49 @@ describe('HTTP proxy', () => {
     expect(v.failure?.stage).toBe('connect');
   });
 
+  it("real proxies' own answers (review against tinyproxy and squid): not 'not a proxy', the cause they name", async () => {
+    const https_ = `https://127.0.0.1:${https.port}/`;
+    const http_ = `http://127.0.0.1:${http.port}/`;
+    // tinyproxy's 500 "Unable to connect" carries only its Server name: a proxy, failing at connect.
+    const tiny500 = keep(await httpProxyPeer({ kind: 'answer', status: 500, reason: 'Unable to connect', headers: { Server: 'tinyproxy/1.11.1' }, body: '<html><body>Unable to connect</body></html>' }));
+    for (const target of [https_, http_]) {
+      const r = await performCheck(opts({ proxy: `http://127.0.0.1:${tiny500.port}`, target }), { lookup });
+      expect(r.failure?.cause.kind, target).not.toBe('not_a_proxy');
+      expect(r.report.diagnosis, target).not.toMatch(/is not a proxy/);
+    }
+    // tinyproxy refuses credentials with 401 and WWW-Authenticate: the credentials, not "not a proxy".
+    const tiny401 = keep(await httpProxyPeer({ kind: 'answer', status: 401, reason: 'Unauthorized', headers: { Server: 'tinyproxy/1.11.1', 'WWW-Authenticate': 'Basic realm="tinyproxy"' } }));
+    for (const target of [https_, http_]) {
+      const r = await performCheck(opts({ proxy: `http://tim:bad@127.0.0.1:${tiny401.port}`, target }), { lookup });
+      expect(r.failure?.stage, target).toBe('auth');
+      expect(r.failure?.cause, target).toEqual({ kind: 'proxy_auth_required', realm: 'tinyproxy', withCredentials: true, status: 401 });
+      expect(r.report.diagnosis, target).toMatch(/rejected the username or password \(401\)/);
+    }
+    // squid's 503 for a refused target names the cause in X-Squid-Error: the target refused, at connect, over
+    // CONNECT and absolute-form alike (it was "busy or limits this account", and "the target itself answered 503").
+    const squid = keep(await httpProxyPeer({ kind: 'answer', status: 503, reason: 'Service Unavailable', headers: { Server: 'squid/5.7', 'X-Squid-Error': 'ERR_CONNECT_FAIL 111', 'Mime-Version': '1.0' }, body: '<!DOCTYPE html><html><head><title>ERROR</title></head><body>The requested URL could not be retrieved</body></html>' }));
+    for (const target of [https_, http_]) {
+      const r = await performCheck(opts({ proxy: `http://127.0.0.1:${squid.port}`, target }), { lookup });
+      expect(r.failure?.stage, target).toBe('connect');
+      expect(r.report.diagnosis, target).toMatch(/^The target 127\.0\.0\.1:\d+ refused the proxy's connection \(503\): nothing listens there/);
+      expect(r.report.diagnosis, target).not.toMatch(/html|DOCTYPE/i);
+    }
+    // RFC 9209 Proxy-Status says the same for any proxy.
+    const dns = keep(await httpProxyPeer({ kind: 'answer', status: 502, reason: 'Bad Gateway', headers: { 'Proxy-Status': 'edge; error=dns_error; rcode="NXDOMAIN"' } }));
+    const d = await performCheck(opts({ proxy: `http://127.0.0.1:${dns.port}`, target: https_ }), { lookup });
+    expect(d.report.diagnosis).toMatch(/^The target name 127\.0\.0\.1 does not resolve at the proxy \(502\)/);
+  });
+
+  it("a target's X-Request-Id forwarded by another proxy is not called the gateway's request id", async () => {
+    const squid = keep(await httpProxyPeer({ kind: 'answer', status: 200, reason: 'OK', headers: { Via: '1.1 squid', 'X-Request-Id': 'ORIGIN-ID-123' }, body: '{"ip":"127.0.0.9"}' }));
+    const r = await performCheck(opts({ proxy: `http://127.0.0.1:${squid.port}`, target: `http://127.0.0.1:${http.port}/`, direct: false }), { lookup });
+    expect(r.report.request_id).toBeNull();
+    // Through proxyd (its Via), the last X-Request-Id is the gateway's own (it adds it after the target's).
+    const ours = keep(await httpProxyPeer({ kind: 'answer', status: 200, reason: 'OK', headers: { Via: '1.1 proxyd', 'X-Request-Id': 'gw-000001' }, body: '{"ip":"127.0.0.9"}' }));
+    const g = await performCheck(opts({ proxy: `http://127.0.0.1:${ours.port}`, target: `http://127.0.0.1:${http.port}/`, direct: false }), { lookup });
+    expect(g.report.request_id).toBe('gw-000001');
+  });
+
   it('auth: a proxy that closes without answering', async () => {
     const proxy = keep(await httpProxyPeer({ kind: 'close' }));
     const r = await performCheck(opts({ proxy: `http://127.0.0.1:${proxy.port}`, target: `https://127.0.0.1:${https.port}/` }), { lookup });
@@ -245,6 +288,8 @@ describe('stage timeouts', () => {
     expect(performance.now() - t0).toBeLessThan(1500);
     expect(names(r).slice(1, 4)).toEqual(['tcp:ok', 'auth:fail', 'connect:skipped']);
     expect(r.report.stages[2]!.detail).toBe('no answer within 80 ms (stage timeout)');
+    // An HTTP proxy stuck reaching the target looks the same from here: the diagnosis names both.
+    expect(r.report.diagnosis).toMatch(/stuck reaching the target/);
   });
 
   it('tls: a target that accepts the tunnel and never handshakes', async () => {
@@ -387,6 +432,19 @@ describe('runCheck output (the command)', () => {
     for (const n of ['dns', 'tcp', 'auth', 'connect', 'tls', 'status']) expect(text).toMatch(new RegExp(`│ ${n}\\s+│ ok`));
     expect(text).toContain('egress IP via proxy: 127.0.0.2   direct: 127.0.0.1');
     expect(text).toMatch(/\nresult: All stages passed/);
+  });
+
+  it('a proxy URL that does not parse is echoed without its password, whatever the password holds; a bad %-escape is a usage error', async () => {
+    for (const [proxy, secret] of [['http://demo:sec/ret@127.0.0.1:3128', 'sec/ret'], ['http://special:p@ss:w/rd%#x@127.0.0.1:3128', 'ss:w/rd%#x']] as const) {
+      const err = await command({ proxy, target: 'https://127.0.0.1:1/', timeoutMs: 100, direct: false }).code.catch((e: Error & { exitCode: number }) => e);
+      expect(err).toMatchObject({ exitCode: 2 });
+      expect((err as Error).message).not.toContain(secret);
+      expect((err as Error).message).not.toMatch(/ret|rd%/);
+    }
+    const bad = await command({ proxy: 'http://demo:sec%zzret@127.0.0.1:3128', target: 'https://127.0.0.1:1/', timeoutMs: 100, direct: false }).code.catch((e: Error & { exitCode: number }) => e);
+    expect(bad).toMatchObject({ exitCode: 2 });
+    expect((bad as Error).message).toMatch(/malformed %-escape/);
+    expect((bad as Error).message).not.toContain('zzret');
   });
 
   it('a bad proxy URL is a usage error (2) and is echoed redacted', async () => {
