@@ -143,8 +143,9 @@ export class ClientConn {
   meterSubject = '';
   slotKey = '';
   meterTarget: string | null = null;
-  /** Admitted and not yet counted in the usage (core.meter counts it once its target is known). */
+  /** Admitted and not yet counted in the usage (core.meter counts it once it relays, or at its end). */
   connectionUnmetered = false;
+  connectionFate: 'pending' | 'relaying' | 'refused' = 'pending';
   meteredUp = 0;
   meteredDown = 0;
   /** Set when admitted under a traffic limit: the pump takes every relayed byte from it (byte-budget.ts). */
@@ -233,10 +234,13 @@ export class ClientConn {
         // From here the connect timeout governs; the header deadline no longer applies.
         this.clearHeaderTimer();
         break;
-      case 'replying':
       case 'tunnel':
       case 'forward':
       case 'udp':
+        // It reaches its target: counted in the usage from now (core.meter).
+        if (this.connectionFate === 'pending') this.connectionFate = 'relaying';
+      // falls through
+      case 'replying':
         // The handshake is over: its reader and deadline go; the next owner reads the socket.
         this.clearHeaderTimer();
         this.socket.removeListener('data', onSocketData);
@@ -380,6 +384,8 @@ export class ClientConn {
   logRefusal(reason: LogReason): void {
     if (this.logged) return;
     this.logged = true;
+    // The gateway's own answer: not a connection of the account's usage (unless it relayed before).
+    if (this.connectionFate === 'pending') this.connectionFate = 'refused';
     this.emit(reason, this.accountId >= 0 ? this.accountId : this.refusedAccountId);
   }
 

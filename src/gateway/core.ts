@@ -10,7 +10,7 @@ import { resolveLimits } from './limits.js';
 import { AddressScreen, judgeTarget } from './dial/target-rules.js';
 import { Tunnels } from './relay/open-tunnels.js';
 import { LiveSet, type LiveMember } from './relay/live-set.js';
-import { parseIp } from './dial/target-policy.js';
+import { canonicalIp, parseIp } from './dial/target-policy.js';
 import type { AdmitFailure, AdmitResult, GatewayLimits, GatewayOptions, GatewayStats, UsageDelta, UsernameParams } from './types.js';
 
 export type { DialFailure, ResolveOutcome } from './dial/dialer.js';
@@ -32,6 +32,12 @@ export interface LiveConn extends LiveMember {
   /** The host its bytes went to lately (null: none dialled yet), and whether its connection is still to be counted. */
   meterTarget: string | null;
   connectionUnmetered: boolean;
+  /**
+   * `relaying`: it reached its target (a tunnel, a forwarded request, a UDP association); `refused`: it was
+   * answered by the gateway instead (its record says refused). A connection is counted in the usage only as
+   * the connection log calls it admitted: relaying, or ended without asking for a target, never refused.
+   */
+  connectionFate: 'pending' | 'relaying' | 'refused';
   /** The byte budget its bytes pass under (a traffic limit on its account or user), else null. */
   budget: ByteBudget | null;
   /** The rate budget its bytes pass under (a rate limit on its user or account), else null. */
@@ -51,9 +57,11 @@ const ID_PREFIX = randomBytes(6).toString('hex');
 /** A target host as usage is kept under it: lower-case, without a trailing dot, IPv6 without brackets. */
 export function meterHost(host: string): string {
   const h = host.toLowerCase();
-  // Most targets need nothing more (no brackets, no trailing dot): no regex per connection.
-  if (h.charCodeAt(0) !== 0x5b && h.charCodeAt(h.length - 1) !== 0x2e) return h;
-  return h.replace(/^\[(.*)\]$/, '$1').replace(/\.$/, '');
+  // Most targets need nothing more (no brackets, no trailing dot, no colon): no regex per connection.
+  if (h.charCodeAt(0) !== 0x5b && h.charCodeAt(h.length - 1) !== 0x2e && !h.includes(':')) return h;
+  const bare = h.replace(/^\[(.*)\]$/, '$1').replace(/\.$/, '');
+  // An IPv6 literal under one spelling, whichever the client wrote (`0:0::1`, `::1`): RFC 5952's.
+  return bare.includes(':') ? canonicalIp(bare) : bare;
 }
 
 /** One key per account and subject (`user:NAME`, `ip:A.B.C.D`): the gateway's counters and the daemon's meter and plans. */
@@ -371,12 +379,14 @@ export class GatewayCore {
 
   /**
    * Moves a connection's bytes not yet metered into the pending usage, under the target they went to; counts
-   * the connection once its target is known, or when it ends (`final`) without one.
+   * the connection once it relays to its target, or when it ends (`final`) having asked for none. The gateway's
+   * own answers (403, 502, …) are not counted (SPEC 11), nor their target as a domain used.
    */
   meter(c: LiveConn, final = false): void {
     const up = c.bytesUp - c.meteredUp;
     const down = c.bytesDown - c.meteredDown;
-    const count = c.connectionUnmetered && (c.meterTarget !== null || final);
+    const fate = c.connectionFate;
+    const count = c.connectionUnmetered && (fate === 'relaying' ? c.meterTarget !== null || final : final && fate === 'pending');
     if (up === 0 && down === 0 && !count) return;
     const u = this.usageOf(c.accountId, c.meterSubject, c.meterTarget, c.slotKey || undefined);
     if (count) {

@@ -17,6 +17,7 @@ import {
   type TestGateway,
 } from './helpers.js';
 import { freePort } from '../helpers/net.js';
+import { TargetRuleSet } from '../../src/gateway/dial/target-rules.js';
 
 const AUTH = basic('alice', 's3cret:pw');
 let echo: Awaited<ReturnType<typeof startTcpEcho>>;
@@ -203,6 +204,32 @@ describe('SOCKS5 framing', () => {
     expect((await c.read(10))[1]).toBe(0);
     expect((await c.read(10)).toString()).toBe('optimistic');
     c.socket.destroy();
+  });
+
+  it("an IPv6 address is one target however it comes: SOCKS5's address type, an IP literal sent as a name, an HTTP authority", async () => {
+    const g = await startTestGateway();
+    const srv = await startTcpEcho('::1').catch(() => null);
+    if (!srv) return; // no IPv6 loopback here
+    const p = srv.port;
+    const viaSocks = async (req: Buffer) => {
+      const c = await RawClient.connect(g.socksPort);
+      const reply = await socksOpen(c, req);
+      c.socket.destroy();
+      return reply[1];
+    };
+    // Address type 4, and `::1` / `0:0::1` sent as names (they were refused as malformed names, 0x04).
+    expect(await viaSocks(Buffer.from([5, 1, 0, 4, ...new Array(15).fill(0), 1, p >> 8, p & 0xff]))).toBe(0);
+    for (const name of ['::1', '0:0::1']) expect(await viaSocks(Buffer.concat([Buffer.from([5, 1, 0, 3, name.length]), Buffer.from(name), Buffer.from([p >> 8, p & 0xff])])), name).toBe(0);
+    const h = await RawClient.connect(g.httpPort);
+    h.write(`CONNECT [0:0:0:0:0:0:0:1]:${p} HTTP/1.1\r\nProxy-Authorization: ${AUTH}\r\n\r\n`);
+    expect(await h.readUntil('\r\n\r\n')).toMatch(/^HTTP\/1\.1 200 /);
+    h.socket.destroy();
+    await eventually(() => g.gw.stats().connectionsOpen === 0);
+    // One domain row for the four, under RFC 5952's spelling.
+    const rows = g.gw.collectUsage().filter((r) => r.connections > 0);
+    expect(rows.map((r) => [r.target, r.connections])).toEqual([['::1', 4]]);
+    srv.server.close();
+    await g.gw.close(100);
   });
 
   it('IPv6 address type (gateway without an IPv4 egress)', async () => {
@@ -476,6 +503,45 @@ describe('limits and accounting', () => {
     over.write(`CONNECT 127.0.0.1:${echo.port} HTTP/1.1\r\nProxy-Authorization: ${AUTH}\r\n\r\n`);
     expect((await over.readToEnd()).toString()).toMatch(/^HTTP\/1\.1 429 /);
     next.socket.destroy();
+    await g.gw.close(100);
+  });
+
+  it("the gateway's own answers after admission are not connections of the usage, nor their targets domains used (SPEC 11)", async () => {
+    const g = await startTestGateway({
+      targetRules: { forAccount: () => ({ service: null, account: new TargetRuleSet(['denied.example'], []) }) },
+      lookup: async (host: string) => {
+        if (host === 'nowhere.example') throw Object.assign(new Error('ENOTFOUND'), { code: 'ENOTFOUND' });
+        return [{ address: '127.0.0.1', family: 4 }];
+      },
+    });
+    const closed = await freePort();
+    const refusedBy = async (target: string) => {
+      const c = await RawClient.connect(g.httpPort);
+      c.write(`CONNECT ${target} HTTP/1.1\r\nProxy-Authorization: ${AUTH}\r\n\r\n`);
+      return (await c.readToEnd()).toString().slice(0, 12);
+    };
+    expect(await refusedBy('denied.example:443')).toBe('HTTP/1.1 403'); // target rules
+    expect(await refusedBy(`nowhere.example:${closed}`)).toBe('HTTP/1.1 502'); // DNS
+    expect(await refusedBy(`127.0.0.1:${closed}`)).toBe('HTTP/1.1 502'); // refused dial
+    const s = await RawClient.connect(g.socksPort);
+    expect((await socksOpen(s, socksConnectV4('127.0.0.1', closed)))[1]).toBe(5);
+    s.socket.destroy();
+    await eventually(() => g.gw.stats().connectionsOpen === 0);
+    const rows = g.gw.collectUsage();
+    expect(rows.reduce((n, r) => n + r.connections, 0)).toBe(0);
+    expect(rows.filter((r) => r.target !== null)).toEqual([]);
+    // A tunnel that reached its target counts, under its target; one that ended before asking for any counts too.
+    const ok = await RawClient.connect(g.httpPort);
+    ok.write(`CONNECT 127.0.0.1:${echo.port} HTTP/1.1\r\nProxy-Authorization: ${AUTH}\r\n\r\n`);
+    await ok.readUntil('\r\n\r\n');
+    ok.socket.destroy();
+    const quiet = await RawClient.connect(g.socksPort);
+    quiet.write(socksGreetingAuth());
+    await quiet.read(4);
+    quiet.socket.destroy();
+    await eventually(() => g.gw.stats().connectionsOpen === 0);
+    const after = g.gw.collectUsage();
+    expect(after.map((r) => [r.target, r.connections]).sort()).toEqual([[null, 1], ['127.0.0.1', 1]]);
     await g.gw.close(100);
   });
 

@@ -1,6 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { encodeReply, parseGreeting, parseRequest, parseUserPass } from '../../src/gateway/wire/socks5.js';
+import ipaddr from 'ipaddr.js';
+import { encodeReply, ipv6Text, parseGreeting, parseRequest, parseUserPass } from '../../src/gateway/wire/socks5.js';
 import { expectByteByByte, expectTotal, expectWithTrailer } from './parse-harness.js';
 
 const b = (...x: number[]): Buffer => Buffer.from(x);
@@ -42,8 +43,23 @@ describe('SOCKS5 request', () => {
     const d = Buffer.concat([b(5, 1, 0, 3, 11), Buffer.from('example.com'), b(0, 80)]);
     expect(expectByteByByte(parseRequest, d)).toEqual({ command: 1, address: { type: 'domain', host: 'example.com' }, port: 80 });
     const v6 = b(5, 1, 0, 4, 0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0x1f, 0x90);
-    expect(expectByteByByte(parseRequest, v6)).toEqual({ command: 1, address: { type: 'ipv6', host: '2001:db8:0:0:0:0:0:1' }, port: 8080 });
+    expect(expectByteByByte(parseRequest, v6)).toEqual({ command: 1, address: { type: 'ipv6', host: '2001:db8::1' }, port: 8080 });
     expect(expectWithTrailer(parseRequest, d, Buffer.from('GET / HTTP/1.1\r\n'))).toMatchObject({ port: 80 });
+  });
+  it("IPv6 addresses in RFC 5952's text: one spelling for one address (a domain row, a rule, the log)", () => {
+    const v6 = (...groups: number[]) => Uint8Array.from(groups.flatMap((g) => [g >> 8, g & 255]));
+    expect(ipv6Text(v6(0, 0, 0, 0, 0, 0, 0, 1))).toBe('::1');
+    expect(ipv6Text(v6(0, 0, 0, 0, 0, 0, 0, 0))).toBe('::');
+    expect(ipv6Text(v6(0x2001, 0xdb8, 0, 0, 1, 0, 0, 1))).toBe('2001:db8::1:0:0:1'); // the first of equal runs
+    expect(ipv6Text(v6(0x2001, 0xdb8, 0, 1, 0, 0, 0, 1))).toBe('2001:db8:0:1::1'); // the longest run
+    expect(ipv6Text(v6(0x2001, 0xdb8, 1, 2, 3, 4, 0, 5))).toBe('2001:db8:1:2:3:4:0:5'); // one zero group stays
+    expect(ipv6Text(v6(0xfe80, 0, 0, 0, 0, 0, 0, 0))).toBe('fe80::');
+    expect(ipv6Text(v6(0, 0, 0, 0, 0, 0xffff, 0x7f00, 1))).toBe('::ffff:127.0.0.1');
+    // The same text as the gateway's canonical form of any spelling.
+    for (const text of ['0:0:0:0:0:0:0:1', '2001:db8:0:0:1:0:0:1', '2001:db8:0:1:0:0:0:1', 'fe80:0:0:0:0:0:0:0']) {
+      const bytes = Uint8Array.from(ipaddr.parse(text).toByteArray());
+      expect(ipv6Text(bytes), text).toBe(ipaddr.parse(text).toString());
+    }
   });
   it('returns BIND / UDP ASSOCIATE / unknown commands for the caller to refuse', () => {
     for (const cmd of [2, 3, 9]) {

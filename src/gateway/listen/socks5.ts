@@ -1,6 +1,6 @@
 // SOCKS5 (RFC 1928) with username/password (RFC 1929): greeting -> [auth] -> CONNECT request ->
 // reply -> tunnel. Admission happens at method selection (source IP) or after RFC 1929 (credentials).
-import type net from 'node:net';
+import net from 'node:net';
 import { afterAdmission, dialTarget, type ClientConn, type ProtocolHandler } from '../conn.js';
 import { formatAuthority, isValidHostName } from '../wire/http-head.js';
 import { failureLogReason, socksFailureReply, type Failure } from '../replies.js';
@@ -188,7 +188,8 @@ export class Socks5Handler implements ProtocolHandler {
 
   private connect(req: SocksRequest): void {
     const { conn } = this;
-    if (req.port === 0 || (req.address.type === 'domain' && !isValidHostName(req.address.host))) {
+    // A name may be an IP literal (`::1` sent as a domain): it is then that address (SPEC 16), not a bad name.
+    if (req.port === 0 || (req.address.type === 'domain' && !isValidHostName(req.address.host) && net.isIP(req.address.host) === 0)) {
       conn.refuse('malformed', encodeReply(Reply.HostUnreachable));
       return;
     }

@@ -74,10 +74,34 @@ export interface SocksRequest {
   port: number;
 }
 
-function ipv6Text(b: Uint8Array): string {
-  const groups: string[] = [];
-  for (let i = 0; i < 16; i += 2) groups.push((((b[i] as number) << 8) | (b[i + 1] as number)).toString(16));
-  return groups.join(':');
+/**
+ * RFC 5952 text of 16 address bytes: the longest run of two or more zero groups (the first of equals) as `::`,
+ * so `::1` reads the same however the client sent it (an HTTP target, a SOCKS5 address: one domain row, one
+ * rule match, one log spelling).
+ */
+export function ipv6Text(b: Uint8Array): string {
+  const groups: number[] = [];
+  for (let i = 0; i < 16; i += 2) groups.push(((b[i] as number) << 8) | (b[i + 1] as number));
+  let best = -1;
+  let bestLen = 1;
+  for (let i = 0; i < 8; ) {
+    if (groups[i] !== 0) {
+      i++;
+      continue;
+    }
+    let j = i;
+    while (j < 8 && groups[j] === 0) j++;
+    if (j - i > bestLen) {
+      best = i;
+      bestLen = j - i;
+    }
+    i = j;
+  }
+  const hex = (from: number, to: number) => groups.slice(from, to).map((g) => g.toString(16)).join(':');
+  if (best < 0) return hex(0, 8);
+  // IPv4-mapped (::ffff:a.b.c.d) in its dotted form, as RFC 5952 section 5 recommends.
+  if (best === 0 && bestLen === 5 && groups[5] === 0xffff) return `::ffff:${b[12]}.${b[13]}.${b[14]}.${b[15]}`;
+  return `${hex(0, best)}::${hex(best + bestLen, 8)}`;
 }
 
 /**
