@@ -131,6 +131,22 @@ describe('the hop', () => {
     s?.destroy();
   });
 
+  it("a tunnel's local address is the exit's egress socket (a SOCKS5 reply's BND through an entry), not the hop connection's end", async () => {
+    const { link } = await exit();
+    const seen: Array<{ address: string; port: number }> = [];
+    const target = net.createServer((s) => {
+      seen.push({ address: s.remoteAddress!, port: s.remotePort! });
+      s.end();
+    });
+    await new Promise<void>((r) => target.listen(0, '127.0.0.1', r));
+    cleanup.push(() => target.close());
+    const out = await link.dial(request('127.0.0.1', (target.address() as net.AddressInfo).port));
+    if (out === null || out === 'retry' || !out.ok) throw new Error(`no tunnel: ${JSON.stringify(out)}`);
+    await new Promise((r) => setTimeout(r, 50));
+    expect({ address: out.socket.localAddress, port: out.socket.localPort, family: out.socket.localFamily }).toEqual({ ...seen[0], family: 'IPv4' });
+    out.socket.destroy();
+  });
+
   it('many tunnels share a few connections; a customer who stops reading holds up only their own tunnel', async () => {
     const { server, link } = await exit();
     const target = await counter();
@@ -258,7 +274,7 @@ describe('the hop', () => {
     old.write('PING\n');
     expect(await readLine(old, 2_000)).toBe('PONG');
     old.write(`DIAL 127.0.0.1 ${target.port} - 0\n`);
-    expect(await readLine(old, 2_000)).toMatch(/^OK 127\.0\.0\.1$/);
+    expect(await readLine(old, 2_000)).toMatch(/^OK 127\.0\.0\.1 \d+$/);
     const heard = hear(old);
     old.end(Buffer.alloc(1000));
     expect((await heard).said).toBe('got 1000\n');

@@ -2,7 +2,7 @@
 // After the proof (wire.ts), both ends speak frames:
 //   u8 type, u32 stream id, u32 payload length, payload
 //   OPEN    entry → exit   a stream's first line: `DIAL …` or `UDP …` (wire.ts)
-//   REPLY   exit → entry   its answer: `OK <local address>`, `OK udp` or `ERR <failure>` (an ERR ends the stream)
+//   REPLY   exit → entry   its answer: `OK <egress address> [<port>]`, `OK udp` or `ERR <failure>` (an ERR ends the stream)
 //   DATA    both ways      the stream's bytes, at most what the peer's window allows
 //   END     both ways      no more DATA this way (a half-close); a stream is over when both ways ended
 //   RESET   both ways      the stream is over at once (a socket destroyed, an idle timeout)
@@ -13,6 +13,7 @@
 // never the connection, so the others keep flowing. A window starts at INITIAL_WINDOW and doubles while
 // its reader keeps up within a few round trips (a long link needs a large one), as yamux does.
 import { EventEmitter } from 'node:events';
+import { isIP } from 'node:net';
 import type net from 'node:net';
 import type tls from 'node:tls';
 
@@ -331,6 +332,8 @@ export class MuxStream extends EventEmitter {
   writableEnded = false;
   /** Entry side: the exit's REPLY, once. */
   private onReply: ((line: string | null) => void) | null = null;
+  /** Entry side: the exit's egress socket for this tunnel, as its REPLY names it (null: not named). */
+  private egress: { address: string; port: number | undefined } | null = null;
   // Reading: what arrived while paused, and the window given to the peer.
   private flowing: boolean | null = null;
   private readonly inbox: Buffer[] = [];
@@ -363,15 +366,16 @@ export class MuxStream extends EventEmitter {
     });
   }
 
-  // What callers read of a socket: the hop connection's own addresses.
+  // What callers read of a socket. Local: the exit's egress socket, as its REPLY named it (a SOCKS5 reply's BND;
+  // the hop connection's own end would name the entry's side of the hop). Remote: the hop connection's.
   get localAddress(): string | undefined {
-    return this.session.socket.localAddress;
+    return this.egress?.address;
   }
   get localPort(): number | undefined {
-    return this.session.socket.localPort;
+    return this.egress?.port;
   }
   get localFamily(): string | undefined {
-    return this.session.socket.localFamily;
+    return this.egress ? (this.egress.address.includes(':') ? 'IPv6' : 'IPv4') : undefined;
   }
   get remoteAddress(): string | undefined {
     return this.session.socket.remoteAddress;
@@ -410,6 +414,11 @@ export class MuxStream extends EventEmitter {
   }
 
   replied(line: string): void {
+    const [ok, address, port] = line.split(' ');
+    if (ok === 'OK' && address !== undefined && isIP(address) !== 0) {
+      const p = Number(port);
+      this.egress = { address, port: Number.isInteger(p) && p > 0 && p < 65536 ? p : undefined };
+    }
     this.onReply?.(line);
     if (!line.startsWith('OK')) this.finish(false, false); // the exit forgot it already
   }

@@ -308,7 +308,9 @@ async function openTunnel(c: Carrier, line: string, o: HopServerOptions): Promis
   // The answer, then (an ERR) the carrier goes whole: a half-closed socket never read again would stay in
   // CLOSE_WAIT, one per failed dial.
   if (!out.ok) return c.reply(`ERR ${out.failure}`);
-  c.reply(`OK ${out.socket.localAddress ?? '-'}`);
+  // Its egress address and port: what the entry's SOCKS5 reply names as BND (the hop's own would leak the entry's side).
+  const { localAddress, localPort } = out.socket;
+  c.reply(`OK ${localAddress ?? '-'}${localAddress && localPort ? ` ${localPort}` : ''}`);
   // The gateway's own pump (splice.ts): no budget, rate or metering here (the entry counts), the idle sweep alike.
   splice({ socket: s, upstream: null, budget: null, rate: null, bytesUp: 0, bytesDown: 0, core: o.core }, out.socket, Buffer.alloc(0));
 }
