@@ -5,7 +5,7 @@ import net from 'node:net';
 import ipaddr from 'ipaddr.js';
 import type { ByteBudget } from './relay/byte-budget.js';
 import type { RateBudget } from './relay/rate-budget.js';
-import { DirectDialer, LocatedDialer, PoolDialer, PrefixDialer, type Dialer, type EgressSession, type ExitWish, type ResolveOutcome } from './dial/dialer.js';
+import { DirectDialer, LocatedDialer, OwnListenerGuard, PoolDialer, PrefixDialer, type Dialer, type EgressSession, type ExitWish, type ResolveOutcome } from './dial/dialer.js';
 import { resolveLimits } from './limits.js';
 import { AddressScreen, judgeTarget } from './dial/target-rules.js';
 import { Tunnels } from './relay/open-tunnels.js';
@@ -151,7 +151,9 @@ export class GatewayCore {
         ? new PrefixDialer(this.direct, prefix.prefix, prefix.sessions)
         : this.direct;
     // An entry reaches every target through an exit; a `both` node dials here, within its own location.
-    this.dialer = opts.exitDialer ?? new LocatedDialer(local, opts.location ?? null);
+    this.dialer = opts.exitDialer
+      ? new OwnListenerGuard(opts.exitDialer, () => [...this.opts.ownListeners(), ...this.ownAddresses], (r) => this.countRefusal(r))
+      : new LocatedDialer(local, opts.location ?? null);
     /** What an exit's hop dials with: this node's own dialer, whatever the username asked (the entry chose). */
     this.localDialer = local;
   }

@@ -545,6 +545,29 @@ describe('limits and accounting', () => {
     await g.gw.close(100);
   });
 
+  it("an entry refuses its own listeners as targets before any exit is asked (a customer went round through it, every lap metered)", async () => {
+    const asked: string[] = [];
+    const g = await startTestGateway({ exitDialer: { dial: async (req) => (asked.push(`${req.host}:${req.port}`), { ok: false, failure: 'no_exit' }) } });
+    const connect = async (target: string) => {
+      const c = await RawClient.connect(g.httpPort);
+      c.write(`CONNECT ${target} HTTP/1.1\r\nProxy-Authorization: ${AUTH}\r\n\r\n`);
+      return (await c.readToEnd()).toString();
+    };
+    for (const target of [`127.0.0.1:${g.httpPort}`, `localhost:${g.socksPort}`, `[::ffff:127.0.0.1]:${g.httpPort}`, `0.0.0.0:${g.socksPort}`]) {
+      const res = await connect(target);
+      expect(res, target).toMatch(/^HTTP\/1\.1 403 /);
+      expect(res, target).toContain('target is this proxy');
+    }
+    const s = await RawClient.connect(g.socksPort);
+    expect((await socksOpen(s, socksConnectV4('127.0.0.1', g.socksPort)))[1]).toBe(2);
+    s.socket.destroy();
+    expect(asked).toEqual([]);
+    // Anything else is the exit's to resolve and judge.
+    expect(await connect(`127.0.0.1:${echo.port}`)).toMatch(/^HTTP\/1\.1 502 /);
+    expect(asked).toEqual([`127.0.0.1:${echo.port}`]);
+    await g.gw.close(100);
+  });
+
   it('reports per-account bytes and connections to the TrafficSink and stats()', async () => {
     const g = await startTestGateway();
     const c = await RawClient.connect(g.httpPort);

@@ -7,7 +7,7 @@ import type { EgressPrefix } from './egress-prefix.js';
 import { destroySelf } from '../relay/sockets.js';
 import { CachingResolver } from './resolver.js';
 import type { StickyAddresses, StickySessions } from './sticky-sessions.js';
-import { canonicalIp, checkTarget, parseIp, type TargetRefusal } from './target-policy.js';
+import { canonicalIp, checkTarget, ownListenerTarget, parseIp, type TargetRefusal } from './target-policy.js';
 import type { AddressScreen, TargetDenial } from './target-rules.js';
 
 export type ResolveOutcome =
@@ -307,5 +307,30 @@ function dialFailure(code: string | undefined): DialFailure {
       return 'timeout';
     default:
       return 'host_unreachable';
+  }
+}
+
+/**
+ * An entry's dialer (every target through an exit) with its own listeners refused first, as a `both` node refuses
+ * them: an exit resolves and judges the rest, but does not know the entry's listeners (target-policy.ts,
+ * ownListenerTarget). UDP associations pass as they are (their datagrams' targets are the exit's to judge).
+ */
+export class OwnListenerGuard implements Dialer {
+  readonly associate?: (req: DialRequest) => Promise<DialOutcome>;
+
+  constructor(
+    private readonly inner: Dialer,
+    private readonly listeners: () => Array<{ host: string; port: number }>,
+    private readonly countRefusal: (reason: TargetRefusal) => void,
+  ) {
+    if (inner.associate) this.associate = (req) => inner.associate!(req);
+  }
+
+  dial(req: DialRequest): Promise<DialOutcome> {
+    if (ownListenerTarget(req.host, req.port, this.listeners())) {
+      this.countRefusal('own_listener');
+      return Promise.resolve({ ok: false, failure: 'own_listener' });
+    }
+    return this.inner.dial(req);
   }
 }

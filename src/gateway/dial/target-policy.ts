@@ -141,17 +141,35 @@ export function checkTarget(address: string, port: number, opts: TargetPolicyOpt
   }
   const a = parseIp(address);
   if (!a) return 'private_target';
+  if (reachesOwnListener(a, port, opts.ownListeners())) return 'own_listener';
+  if (!opts.allowPrivateTargets && !isPublicAddress(a.toString())) return 'private_target';
+  return null;
+}
+
+/** Whether `a:port` reaches one of `listeners` (a wildcard listener takes loopback, 0.0.0.0 and every local address). */
+function reachesOwnListener(a: ipaddr.IPv4 | ipaddr.IPv6, port: number, listeners: Array<{ host: string; port: number }>): boolean {
   const text = a.toString();
-  for (const l of opts.ownListeners()) {
+  for (const l of listeners) {
     if (l.port !== port) continue;
     const la = parseIp(l.host);
     // Unknown host text, a wildcard listener, or a wildcard target: any local address reaches it.
     if (!la || isUnspecified(la) || isUnspecified(a)) {
-      if (isUnspecified(a) || a.range() === 'loopback' || localAddresses().has(text)) return 'own_listener';
+      if (isUnspecified(a) || a.range() === 'loopback' || localAddresses().has(text)) return true;
       continue;
     }
-    if (la.toString() === text) return 'own_listener';
+    if (la.toString() === text) return true;
   }
-  if (!opts.allowPrivateTargets && !isPublicAddress(text)) return 'private_target';
-  return null;
+  return false;
+}
+
+/**
+ * An entry's check before it sends a target to an exit (which resolves it and applies the rest of the policy):
+ * an IP literal, or `localhost`, that is one of the entry's own listeners. Sent on, the exit would dial the entry
+ * and a customer could go round through it, every lap admitted and metered again.
+ */
+export function ownListenerTarget(host: string, port: number, listeners: Array<{ host: string; port: number }>): boolean {
+  const name = host.toLowerCase().replace(/\.$/, '');
+  if (name === 'localhost' || name.endsWith('.localhost')) return reachesOwnListener(ipaddr.parse('127.0.0.1'), port, listeners) || reachesOwnListener(ipaddr.parse('::1'), port, listeners);
+  const a = parseIp(host);
+  return a !== null && reachesOwnListener(a, port, listeners);
 }
