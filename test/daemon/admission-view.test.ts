@@ -589,10 +589,10 @@ describe.each(BACKENDS)('a full reload of 100,000 users over the %s change log',
       await store.proxyUsers.create(a.id, 'after', 'after-hash');
       await view.sync();
       expect(view.userForAuth('after')?.password_hash).toBe('after-hash');
-      // Built on this thread, a slice per turn, the same reload blocks the loop for a few ms at a time; in the
-      // worker, the loop only ever waits for its own work here (the writes above, the swap). 30 ms: room for a
-      // loaded CI machine.
-      expect(delay.max / 1e6).toBeLessThan(30);
+      // Built on this thread in one go, the same reload held the loop for seconds; in the worker, the loop only
+      // ever waits for its own work here (the writes above, the swap). 100 ms: room for a loaded machine (33 ms
+      // seen with reviewers' daemons and browsers beside the suite), far below a build on this thread.
+      expect(delay.max / 1e6).toBeLessThan(100);
     } finally {
       await store.close();
     }
