@@ -63,6 +63,7 @@ function failureLine(stage: StageName, cause: FailureCause, proxy: ProxySpec, ta
         case 'dns': return `The target name ${target.host} does not resolve at the proxy (${cause.status}${said}): check its spelling in the target URL.`;
         case 'timeout': return `The proxy timed out reaching ${target.hostHeader} (${cause.status}${said}): the target is slow or filtered; try another target.`;
         case 'unreachable': return `The proxy could not reach ${target.hostHeader} (${cause.status}${said}): the target is down or unroutable from the proxy; check the target.`;
+        case 'unavailable': return `The proxy has no way to ${target.hostHeader} now (${cause.status}${said}): with -country-/-city- in the username, no exit serves that location (check the targeting); otherwise retry later.`;
       }
       if (cause.status === 403) return `The proxy refuses to reach ${target.host} (403${said}): it blocks private, loopback and reserved addresses and its own listeners; use a public target.`;
       if (cause.status === 502) return `The proxy could not reach ${target.hostHeader} (502${said}): the target is down, refuses connections or its name does not resolve at the proxy; check the target URL and port.`;

@@ -152,18 +152,27 @@ export function fromAProxy(get: (name: string) => string | undefined): boolean {
 }
 
 /** Why a proxy says it could not reach the target, where it says so in a header. */
-export type ProxyError = 'refused' | 'dns' | 'timeout' | 'unreachable';
+export type ProxyError = 'refused' | 'dns' | 'timeout' | 'unreachable' | 'unavailable';
 
-/** From `Proxy-Status: …; error=<type>` (RFC 9209) or squid's `X-Squid-Error: ERR_… <errno>`; null if neither says. */
+/**
+ * From `Proxy-Status: …; error=<type>` (RFC 9209) or squid's `X-Squid-Error: ERR_… <errno>`; null if neither says.
+ * Only the proxy nearest to us counts: the last `Proxy-Status` member, and none at all when that member says it
+ * forwarded an answer (`received-status`): an error named before it is the target's own reverse proxy's. So is
+ * an `X-Squid-Error` in an answer proxyd forwarded (its `Via`).
+ */
 export function proxyErrorOf(get: (name: string) => string | undefined): ProxyError | null {
-  const type = /(?:^|;)\s*error=("?)([a-z_]+)\1/i.exec(get('proxy-status') ?? '')?.[2]?.toLowerCase();
+  const members = (get('proxy-status') ?? '').split(/,(?=(?:[^"]*"[^"]*")*[^"]*$)/);
+  const nearest = members[members.length - 1] ?? '';
+  if (/;\s*received-status=/i.test(nearest)) return null;
+  const type = /(?:^|;)\s*error=("?)([a-z_]+)\1/i.exec(nearest)?.[2]?.toLowerCase();
   if (type) {
+    if (type.endsWith('timeout')) return 'timeout'; // dns_timeout too: a slow resolver, not a wrong name
     if (type.startsWith('dns_') || type === 'destination_not_found') return 'dns';
     if (type === 'connection_refused') return 'refused';
-    if (type.endsWith('timeout')) return 'timeout';
-    if (type === 'destination_ip_unroutable' || type === 'destination_unavailable') return 'unreachable';
+    if (type === 'destination_ip_unroutable') return 'unreachable';
+    if (type === 'destination_unavailable') return 'unavailable';
   }
-  const squid = get('x-squid-error');
+  const squid = /\bproxyd\b/i.test(get('via') ?? '') ? undefined : get('x-squid-error');
   if (squid) {
     if (/^ERR_DNS_FAIL\b/.test(squid)) return 'dns';
     if (/^ERR_CONNECT_FAIL 111\b/.test(squid)) return 'refused';

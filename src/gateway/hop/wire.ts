@@ -6,7 +6,7 @@
 //   exit  → `OK`                        (no accepted proof: the connection closes, nothing said)
 // then frames (mux.ts): every tunnel is a stream whose OPEN carries one line and whose REPLY answers it:
 //   `DIAL <host> <port> <session key, URI-encoded, or -> <minutes> [<account id>]` (the account: for the exit to
-//   apply its target rules to the addresses it resolves) → `OK <local address>`, and the stream carries the
+//   apply its target rules to the addresses it resolves) → `OK <egress address> <port>`, and the stream carries the
 //   tunnel's bytes both ways (half-close too), or `ERR <failure>` and the stream is over;
 //   `UDP <session key or -> <minutes> [<account id>]` → `OK udp`, then datagrams in frames both ways (hop/udp.ts)
 //   until the entry ends the stream.

@@ -76,8 +76,7 @@ export interface SocksRequest {
 
 /**
  * RFC 5952 text of 16 address bytes: the longest run of two or more zero groups (the first of equals) as `::`,
- * so `::1` reads the same however the client sent it (an HTTP target, a SOCKS5 address: one domain row, one
- * rule match, one log spelling).
+ * as the gateway's canonical IPv6 text elsewhere (the usage's domain rows), never eight groups of zeros.
  */
 export function ipv6Text(b: Uint8Array): string {
   const groups: number[] = [];

@@ -191,6 +191,16 @@ describe('HTTP proxy', () => {
       expect(r.report.diagnosis, target).toMatch(/^The target 127\.0\.0\.1:\d+ refused the proxy's connection \(503\): nothing listens there/);
       expect(r.report.diagnosis, target).not.toMatch(/html|DOCTYPE/i);
     }
+    // Only the proxy nearest to us counts: a target behind its own reverse proxy, forwarded by proxyd, is the target's answer.
+    const forwarded = keep(await httpProxyPeer({ kind: 'answer', status: 503, reason: 'Service Unavailable', headers: { Via: '1.1 proxyd', 'Proxy-Status': 'envoy; error=connection_refused, proxyd; received-status=503', 'X-Squid-Error': 'ERR_CONNECT_FAIL 111' } }));
+    const f = await performCheck(opts({ proxy: `http://127.0.0.1:${forwarded.port}`, target: http_ }), { lookup });
+    expect(f.failure?.stage).toBe('status');
+    expect(f.report.diagnosis).toMatch(/the target itself answered 503/);
+    // proxyd's 504 for a slow resolver is a timeout, not a misspelled name; its 502 with no exit names the targeting.
+    const slowDns = keep(await httpProxyPeer({ kind: 'answer', status: 504, reason: 'Gateway Timeout', headers: { 'Proxy-Status': 'proxyd; error=dns_timeout; details="resolving the target name timed out"' } }));
+    expect((await performCheck(opts({ proxy: `http://127.0.0.1:${slowDns.port}`, target: https_ }), { lookup })).report.diagnosis).toMatch(/^The proxy timed out reaching/);
+    const noExit = keep(await httpProxyPeer({ kind: 'answer', status: 502, reason: 'Bad Gateway', headers: { 'Proxy-Status': 'proxyd; error=destination_unavailable; details="no exit for country fr"' } }));
+    expect((await performCheck(opts({ proxy: `http://127.0.0.1:${noExit.port}`, target: https_ }), { lookup })).report.diagnosis).toMatch(/no exit serves that location/);
     // RFC 9209 Proxy-Status says the same for any proxy.
     const dns = keep(await httpProxyPeer({ kind: 'answer', status: 502, reason: 'Bad Gateway', headers: { 'Proxy-Status': 'edge; error=dns_error; rcode="NXDOMAIN"' } }));
     const d = await performCheck(opts({ proxy: `http://127.0.0.1:${dns.port}`, target: https_ }), { lookup });
