@@ -4,6 +4,7 @@ import { isIP } from 'node:net';
 import { parseDurationMs, parseIsoTime } from '../../contract/time.js';
 import { DECISIONS, LOG_REASONS, connectionJson, isDecision, isLogReason, type ConnectionJson } from '../services/connection-log.js';
 import type { ConnectionLogFilter, ConnectionLogRow, Store } from '../store/index.js';
+import { alignedLine, columnWidths } from '../services/text-table.js';
 import { AdminError, NoAccountError } from './commands.js';
 
 export interface ConnectionsOptions {
@@ -58,15 +59,11 @@ const COLUMNS = ['time', 'node', 'request_id', 'protocol', 'source_ip', 'usernam
 
 /** Columns of numbers, aligned on the right. */
 const NUMERIC = new Set<string>(['account', 'bytes_up', 'bytes_down', 'duration_ms']);
+const numeric = (i: number) => NUMERIC.has(COLUMNS[i]!);
 
 /** One row's cells for `--format table`; anything not printable is escaped (records hold what clients sent). */
 function tableCells(r: ConnectionJson): string[] {
   return COLUMNS.map((c) => (r[c] === null ? '-' : String(r[c]).replace(/[\x00-\x1f\x7f-\x9f]/g, (ch) => `\\x${ch.charCodeAt(0).toString(16).padStart(2, '0')}`)));
-}
-
-/** Cells padded to the columns' widths (a longer value later widens its line, never cut). */
-function alignedLine(cells: readonly string[], widths: readonly number[]): string {
-  return cells.map((c, i) => (NUMERIC.has(COLUMNS[i]!) ? c.padStart(widths[i]!) : c.padEnd(widths[i]!))).join('  ').trimEnd();
 }
 
 /**
@@ -86,15 +83,15 @@ export async function connections(
   if (!Number.isSafeInteger(limit) || limit < 1 || limit > 100_000) throw new AdminError('--limit: expected an integer 1..100000');
   const filter = await connectionFilter(store, o, Date.now());
   // The table's widths: the header's and the first records' (those printed by --follow are padded to them).
-  let widths: number[] = COLUMNS.map((c) => c.length);
+  let widths: number[] = [];
   const print = (r: ConnectionLogRow) => {
     const j = connectionJson(r);
-    write(format === 'json' ? JSON.stringify(j) : alignedLine(tableCells(j), widths));
+    write(format === 'json' ? JSON.stringify(j) : alignedLine(tableCells(j), widths, numeric));
   };
   const first = (await store.connectionLog.query({ ...filter, limit })).reverse();
   if (format === 'table') {
-    for (const r of first) widths = tableCells(connectionJson(r)).map((c, i) => Math.max(widths[i]!, c.length));
-    write(alignedLine(COLUMNS, widths));
+    widths = columnWidths([COLUMNS, ...first.map((r) => tableCells(connectionJson(r)))]);
+    write(alignedLine(COLUMNS, widths, numeric));
   }
   for (const r of first) print(r);
   if (!o.follow) return;

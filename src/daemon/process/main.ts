@@ -116,10 +116,11 @@ const exitsAction = withStore(async (store, all) => {
   const rows = await store.exits.list(365 * 86_400_000); // every row; those past STALE_MS get no traffic
   const out = rows.map((r) => ({ node: r.node, hop: r.hop, country: r.country, city: r.city, heartbeat_age_ms: r.ageMs, state: r.ageMs <= STALE_MS ? 'live' : 'stale', fingerprints: r.fingerprints }));
   if (all.format === 'table') {
+    const { alignedLine, columnWidths } = await import('../services/text-table.js');
     const cols = ['node', 'hop', 'country', 'city', 'heartbeat_age_ms', 'state'] as const;
     const rows = [[...cols], ...out.map((r) => cols.map((c) => String(r[c] ?? '-')))];
-    const widths = cols.map((_, i) => Math.max(...rows.map((row) => row[i]!.length)));
-    for (const row of rows) process.stdout.write(`${row.map((v, i) => v.padEnd(widths[i]!)).join('  ').trimEnd()}\n`);
+    const widths = columnWidths(rows);
+    for (const row of rows) process.stdout.write(`${alignedLine(row, widths)}\n`);
   } else for (const r of out) process.stdout.write(`${JSON.stringify(r)}\n`);
 }, { read: true });
 

@@ -1,6 +1,7 @@
 // Usage as people read it (docs/admin.md, "usage"): an account's metered usage by proxy user (whitelist traffic under
 // `ip:A.B.C.D`) or by minute, hour or day, as JSON, CSV or a table. `proxyd admin usage` and the console's
 // Usage page both use it.
+import { alignedLine, columnWidths } from './text-table.js';
 import { MAX_SERIES_POINTS } from '../../contract/paths.js';
 import type { UsageDomainsData, UsageDomainsQuery, UsageSeriesData, UsageSeriesQuery, UsageSummaryData, UsageSummaryQuery } from '../../contract/schemas.js';
 import { accountPeriodStart } from '../metering/plans.js';
@@ -60,8 +61,8 @@ export function usageText(r: UsageReport, format: 'csv' | 'table'): string {
     };
     return `${lines.map((l) => l.map(cell).join(',')).join('\r\n')}\r\n`;
   }
-  const widths = lines[0]!.map((_, i) => Math.max(...lines.map((l) => l[i]!.length)));
-  return `${lines.map((l) => l.map((c, i) => (i === 0 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join('  ')).join('\n')}\n`;
+  const widths = columnWidths(lines);
+  return `${lines.map((l) => alignedLine(l, widths, (i) => i > 0)).join('\n')}\n`;
 }
 
 // ---- the customer's view: the API's /usage endpoints (docs/api.md, "Usage") ----
