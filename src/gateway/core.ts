@@ -382,7 +382,7 @@ export class GatewayCore {
   /**
    * Moves a connection's bytes not yet metered into the pending usage, under the target they went to; counts
    * the connection once it relays to its target, or when it ends (`final`) having asked for none. The gateway's
-   * own answers (403, 502, …) are not counted (SPEC 11), nor their target as a domain used.
+   * own answers (403, 502, …) are not connections of the account's usage, nor their target a domain used.
    */
   meter(c: LiveConn, final = false): void {
     const up = c.bytesUp - c.meteredUp;

@@ -7,7 +7,7 @@ import type { EgressPrefix } from './egress-prefix.js';
 import { destroySelf } from '../relay/sockets.js';
 import { CachingResolver } from './resolver.js';
 import type { StickyAddresses, StickySessions } from './sticky-sessions.js';
-import { canonicalIp, checkTarget, ownListenerTarget, parseIp, type TargetRefusal } from './target-policy.js';
+import { canonicalIp, checkTarget, parseIp, reachesListener, type TargetRefusal } from './target-policy.js';
 import type { AddressScreen, TargetDenial } from './target-rules.js';
 
 export type ResolveOutcome =
@@ -312,8 +312,9 @@ function dialFailure(code: string | undefined): DialFailure {
 
 /**
  * An entry's dialer (every target through an exit) with its own listeners refused first, as a `both` node refuses
- * them: an exit resolves and judges the rest, but does not know the entry's listeners (target-policy.ts,
- * ownListenerTarget). UDP associations pass as they are (their datagrams' targets are the exit's to judge).
+ * them: an exit resolves and judges the rest, but does not know the entry's listeners. Sent on, an IP literal or
+ * `localhost` naming one would have the exit dial the entry, and a customer could go round through it, every lap
+ * admitted and metered again. UDP associations pass as they are (their datagrams' targets are the exit's to judge).
  */
 export class OwnListenerGuard implements Dialer {
   readonly associate?: (req: DialRequest) => Promise<DialOutcome>;
@@ -327,7 +328,7 @@ export class OwnListenerGuard implements Dialer {
   }
 
   dial(req: DialRequest): Promise<DialOutcome> {
-    if (ownListenerTarget(req.host, req.port, this.listeners())) {
+    if (reachesListener(req.host, req.port, this.listeners())) {
       this.countRefusal('own_listener');
       return Promise.resolve({ ok: false, failure: 'own_listener' });
     }

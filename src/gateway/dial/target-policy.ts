@@ -99,7 +99,10 @@ function isUnspecified(a: ipaddr.IPv4 | ipaddr.IPv6): boolean {
 /** Whether `address` (an IP literal) reaches this host: unspecified, loopback, or one of its interfaces' addresses. */
 export function isLocalAddress(address: string): boolean {
   const a = parseIp(address);
-  if (!a) return false;
+  return a !== null && isLocal(a);
+}
+
+function isLocal(a: ipaddr.IPv4 | ipaddr.IPv6): boolean {
   return isUnspecified(a) || a.range() === 'loopback' || localAddresses().has(a.toString());
 }
 
@@ -154,7 +157,7 @@ function reachesOwnListener(a: ipaddr.IPv4 | ipaddr.IPv6, port: number, listener
     const la = parseIp(l.host);
     // Unknown host text, a wildcard listener, or a wildcard target: any local address reaches it.
     if (!la || isUnspecified(la) || isUnspecified(a)) {
-      if (isUnspecified(a) || a.range() === 'loopback' || localAddresses().has(text)) return true;
+      if (isLocal(a)) return true;
       continue;
     }
     if (la.toString() === text) return true;
@@ -163,11 +166,11 @@ function reachesOwnListener(a: ipaddr.IPv4 | ipaddr.IPv6, port: number, listener
 }
 
 /**
- * An entry's check before it sends a target to an exit (which resolves it and applies the rest of the policy):
- * an IP literal, or `localhost`, that is one of the entry's own listeners. Sent on, the exit would dial the entry
- * and a customer could go round through it, every lap admitted and metered again.
+ * Whether `host:port` reaches one of `listeners` (sockets of ours, matched as checkTarget matches the daemon's):
+ * `host` an IP literal, or `localhost`; a name to resolve reaches none here. An entry asks it before a target goes
+ * to an exit (dialer.ts, OwnListenerGuard), the UDP relay of a datagram's target and sender (udp-out.ts).
  */
-export function ownListenerTarget(host: string, port: number, listeners: Array<{ host: string; port: number }>): boolean {
+export function reachesListener(host: string, port: number, listeners: Array<{ host: string; port: number }>): boolean {
   const name = host.toLowerCase().replace(/\.$/, '');
   if (name === 'localhost' || name.endsWith('.localhost')) return reachesOwnListener(ipaddr.parse('127.0.0.1'), port, listeners) || reachesOwnListener(ipaddr.parse('::1'), port, listeners);
   const a = parseIp(host);

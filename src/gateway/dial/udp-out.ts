@@ -4,7 +4,7 @@
 import dgram from 'node:dgram';
 import net from 'node:net';
 import type { ResolveOutcome } from './dialer.js';
-import { canonicalIp, isLocalAddress } from './target-policy.js';
+import { canonicalIp, isLocalAddress, reachesListener } from './target-policy.js';
 
 /** How long a resolved, allowed target is reused without asking again (the resolver's own cache is longer). */
 const READY_MS = 5_000;
@@ -51,18 +51,10 @@ export function holdsUdpPort(port: number): boolean {
   return ownUdp.has(port);
 }
 
-/** Whether `address:port` (an IP literal) reaches one of this process's gateway UDP sockets. */
+/** Whether `address:port` (an IP literal) reaches one of this process's gateway UDP sockets, matched as listeners are. */
 export function isOwnUdpSocket(address: string, port: number): boolean {
   const at = ownUdp.get(port);
-  if (at === undefined) return false;
-  const target = canonicalIp(address);
-  for (const host of at.keys()) {
-    // A socket on the unspecified address takes every local address; a target on it reaches any socket.
-    if (host === '0.0.0.0' || host === '::' || target === '0.0.0.0' || target === '::') {
-      if (isLocalAddress(target)) return true;
-    } else if (host === target) return true;
-  }
-  return false;
+  return at !== undefined && reachesListener(address, port, [...at.keys()].map((host) => ({ host, port })));
 }
 
 export interface UdpOutOptions {

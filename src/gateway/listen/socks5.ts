@@ -188,7 +188,7 @@ export class Socks5Handler implements ProtocolHandler {
 
   private connect(req: SocksRequest): void {
     const { conn } = this;
-    // A name may be an IP literal (`::1` sent as a domain): it is then that address (SPEC 16), not a bad name.
+    // A name may be an IP literal (`::1` sent as a domain): it is then that address (target rules match it so too), not a bad name.
     if (req.port === 0 || (req.address.type === 'domain' && !isValidHostName(req.address.host) && net.isIP(req.address.host) === 0)) {
       conn.refuse('malformed', encodeReply(Reply.HostUnreachable));
       return;
