@@ -2,7 +2,7 @@
 // request for an http:// target) is 407 or not. SOCKS5: method selection plus the RFC 1929 status.
 import { request, type IncomingMessage } from 'node:http';
 import { isIP } from 'node:net';
-import { PeerClosedError, SocketReader, fromAProxy, parseProxyReply, printable, proxyErrorOf, realmOf } from './reader.js';
+import { PeerClosedError, SocketReader, fromAProxy, headerGetter, parseProxyReply, printable, proxyErrorOf, realmOf } from './reader.js';
 import { METHOD_NONE_ACCEPTABLE, METHOD_NO_AUTH, METHOD_USER_PASS, SOCKS_VERSION, greeting, hex, userPassRequest } from './socks5.js';
 import { fail, ok, describeNetError, type StageFn } from './stage.js';
 import type { CheckContext, StageOutcome } from './types.js';
@@ -121,7 +121,7 @@ async function httpForwardAuth(ctx: CheckContext, signal: AbortSignal): Promise<
       },
     });
     req.once('response', (res: IncomingMessage) => {
-      const get = (name: string) => headerOne(res.headers[name]);
+      const get = headerGetter(res.headers);
       const via = get('via');
       // A forwarded answer is the target's: an X-Request-Id in it is the target's own, unless proxyd forwarded it
       // (it adds its id last) or answered itself (its Proxy-Status names it). Through another proxy the
@@ -164,10 +164,6 @@ async function httpForwardAuth(ctx: CheckContext, signal: AbortSignal): Promise<
 function keepRequestId(ctx: CheckContext, values: readonly string[] | undefined): void {
   const v = values?.[values.length - 1]?.trim();
   if (v && /^[\x21-\x7e]{1,128}$/.test(v)) ctx.requestId = v;
-}
-
-function headerOne(v: string | string[] | undefined): string | undefined {
-  return Array.isArray(v) ? v[0] : v;
 }
 
 async function socksAuth(ctx: CheckContext, signal: AbortSignal): Promise<StageOutcome> {

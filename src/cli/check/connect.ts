@@ -3,7 +3,7 @@
 // request (a gateway refusal 403/502/504 fails here). SOCKS5: the CONNECT reply code, named.
 import { isIP } from 'node:net';
 import { readBody } from './egress-ip.js';
-import { PeerClosedError, SocketReader, printable, proxyErrorOf } from './reader.js';
+import { PeerClosedError, SocketReader, headerGetter, printable, proxyErrorOf } from './reader.js';
 import { SOCKS_VERSION, boundAddressLength, connectRequest, formatBound, hex, socksReplyName } from './socks5.js';
 import { fail, ok, type StageFn } from './stage.js';
 import type { CheckContext, StageOutcome } from './types.js';
@@ -39,7 +39,7 @@ async function httpForwardVerdict(ctx: CheckContext): Promise<StageOutcome> {
   const status = res.statusCode ?? 0;
   const text = `${status} ${printable(res.statusMessage ?? '', 60)}`.trim();
   // The proxy saying in a header that it could not reach the target (squid answers 503 so): the proxy's answer.
-  const proxyError = status >= 400 ? proxyErrorOf((name) => headerText(res.headers[name])) : null;
+  const proxyError = status >= 400 ? proxyErrorOf(headerGetter(res.headers)) : null;
   if (proxyError || GATEWAY_REFUSAL_STATUSES.has(status)) {
     const why = explanation(await readBody(res).catch(() => ''), status, printable(res.statusMessage ?? '', 60));
     return fail(`request for ${ctx.target.hostHeader} answered ${text}${why ? `: ${why}` : ''}${proxyError ? ' (from the proxy)' : ' (from the proxy, unless the target itself sent it)'}`, {
@@ -51,10 +51,6 @@ async function httpForwardVerdict(ctx: CheckContext): Promise<StageOutcome> {
     });
   }
   return ok(`no tunnel for an http:// target: forwarded as absolute-form request (answered ${text})`);
-}
-
-function headerText(v: string | string[] | undefined): string | undefined {
-  return Array.isArray(v) ? v[0] : v;
 }
 
 async function socksConnect(ctx: CheckContext, signal: AbortSignal): Promise<StageOutcome> {

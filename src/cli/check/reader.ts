@@ -140,6 +140,14 @@ export function printable(bytes: Buffer | string, max = 120): string {
   return s.length > max ? `${s.slice(0, max)}…` : s;
 }
 
+/** A header's first value by its lower-case name, from Node's parsed headers (what fromAProxy and proxyErrorOf read). */
+export function headerGetter(headers: Record<string, string | string[] | undefined>): (name: string) => string | undefined {
+  return (name) => {
+    const v = headers[name];
+    return Array.isArray(v) ? v[0] : v;
+  };
+}
+
 /** Forward-proxy software, by its Server header (their own error pages carry no Via). */
 const PROXY_SERVERS = /\b(squid|tinyproxy|privoxy|polipo|3proxy|ccproxy|mitmproxy|proxyd)\b/i;
 
