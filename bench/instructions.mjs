@@ -4,12 +4,14 @@
 // (Kernel time and cache misses are not counted: confirm a cut with bench/setup.mjs before calling it faster.)
 //
 //   node bench/instructions.mjs [--rev REV] [--floor] [--tunnels 2000] [--warm 2000] [--reps 2] [--kind connect|socks5]
+//                               [--idle-ms 1000] [--args "--connection-log-sink off"]
 //
 // Measures `proxyd serve` of this tree (run `npm run build` first) and, with --rev, the same at a git revision
 // (built into node_modules/.cache/instructions/REV), and with --floor the bare relay bench/peers/node-floor.mjs
 // (CONNECT without credentials). The daemon runs as bench/setup.mjs runs it (SQLite, metering and the connection
 // log on, credentials on every tunnel); the client and the target run outside valgrind. Per daemon: --warm
-// tunnels uncounted, then counting on for --tunnels (8 loops: connect, handshake, a byte echoed, close).
+// tunnels uncounted, --idle-ms of nothing, then counting on for --tunnels (8 loops: connect, handshake, a byte
+// echoed, close). --args: more `proxyd serve` options for every daemon measured (not the floor).
 // A window in which V8 runs a full collection counts ~80k more per tunnel: each of --reps is printed, with the
 // smallest. Needs valgrind (Debian's package).
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
@@ -30,6 +32,9 @@ const TUNNELS = Number(opt('tunnels', 2000));
 const WARM = Number(opt('warm', 2000));
 const REPS = Number(opt('reps', 2));
 const KIND = opt('kind', 'connect');
+/** Quiet between the warm tunnels and the counted ones (a longer pause: what the first tunnels after an idle spell cost). */
+const IDLE_MS = Number(opt('idle-ms', 1000));
+const DAEMON_ARGS = (opt('args', '') ?? '').split(' ').filter(Boolean);
 const log = (...a) => console.error('[instructions]', ...a);
 
 if (spawnSync('sh', ['-c', 'command -v valgrind']).status !== 0) {
@@ -53,7 +58,7 @@ async function start(tree, dir) {
     mkdirSync(dataDir);
     auth = benchUser(proxyd, dataDir);
     args = [...vg, proxyd, 'serve', '--data-dir', dataDir, '--api-listen', '127.0.0.1:0', '--http-proxy-listen', '127.0.0.1:0',
-      '--socks-listen', '127.0.0.1:0', '--allow-private-targets', '--log-level', 'warn'];
+      '--socks-listen', '127.0.0.1:0', '--allow-private-targets', '--log-level', 'warn', ...DAEMON_ARGS];
   }
   const p = spawn('valgrind', args, { stdio: ['ignore', 'pipe', 'ignore'] });
   const ready = await new Promise((resolve, reject) => {
@@ -83,7 +88,7 @@ async function measure(tree, tport) {
   const d = await start(tree, dir);
   try {
     await tunnels(d, tport, WARM);
-    await sleep(1000);
+    await sleep(IDLE_MS);
     execFileSync('callgrind_control', ['-i', 'on', String(d.p.pid)], { stdio: 'ignore' });
     await tunnels(d, tport, TUNNELS);
     execFileSync('callgrind_control', ['-i', 'off', String(d.p.pid)], { stdio: 'ignore' });
@@ -115,7 +120,7 @@ try {
     }
   }
   const rows = [...res].map(([label, xs]) => ({ daemon: label, kInstructionsPerTunnel: xs.map((x) => +(x / 1000).toFixed(1)), least: +(Math.min(...xs) / 1000).toFixed(1) }));
-  console.log(JSON.stringify({ kind: KIND, tunnels: TUNNELS, warm: WARM, when: new Date().toISOString(), node: process.version, rows }, null, 2));
+  console.log(JSON.stringify({ kind: KIND, tunnels: TUNNELS, warm: WARM, idleMs: IDLE_MS, args: DAEMON_ARGS.join(' '), when: new Date().toISOString(), node: process.version, rows }, null, 2));
 } finally {
   target.kill('SIGTERM');
 }

@@ -6,10 +6,11 @@
 // process. Alternating between proxies (and with a direct connection for set-up) so outside load hits all alike.
 //
 //   node bench/setup.mjs [--reps 5] [--lat-n 2000] [--rate-ms 1500] [--size-mib 256] [--phases setup,rate,64]
-//                        [--no-dante] [--no-floor] [--no-widen] [--warm-ms 8000] [--profile DIR] [--strace]
+//                        [--no-dante] [--no-floor] [--no-widen] [--warm-ms 8000] [--lead-ms 0] [--profile DIR] [--strace]
 //
 // Per path: set-up added p50/p99 (connect → handshake → first echoed byte, minus a direct connection's,
-// sequential), tunnels/s (8 loops opening a tunnel, echoing a byte, closing), 64 tunnels uploading
+// sequential), tunnels/s (8 loops opening a tunnel, echoing a byte, closing; with --lead-ms, each round of a path
+// opens with that much of the same loops, its rate reported apart as `leadTunnelsPerSec`), 64 tunnels uploading
 // --size-mib in all (ratio to 64 direct connections), and `proxyd --workers 2` tunnels/s beside --workers 1.
 // "node floor" (unless --no-floor) is the least a CONNECT or SOCKS5 relay on Node's `net` costs (bench/peers/node-floor.mjs:
 // no credentials checked, no bookkeeping), one process and two on SO_REUSEPORT ("node floor x2", beside --workers 2).
@@ -53,6 +54,12 @@ const LOOPS = 8;
 // the report's `warmUp` shows each path's tunnels/s second by second), squid's and dante's do not. Paths served by
 // two processes (`--workers 2`, the floor x2) get twice as long: each process warms up on its half of the tunnels.
 const WARM_MS = Number(opt('warm-ms', 8000));
+/**
+ * With --lead-ms, each tunnels/s round of a path opens with that much of the same loops, measured apart. Between
+ * two rounds of a path every other path has its turn (20–30 s): this tells what a process does in the first
+ * second after such a pause from the rate it keeps up (docs/BENCHMARKS.md, "Run V").
+ */
+const LEAD_MS = Number(opt('lead-ms', 0));
 const log = (...a) => console.error('[setup]', ...a);
 const { widenPorts, restorePorts } = portsWidener(log, !argv.includes('--no-widen'));
 
@@ -349,16 +356,18 @@ async function measure({ tport, ours, ours2, squid, dante, floor, floor2 }, load
   }
   const rates = new Map([...all, { label: 'direct' }].map((p) => [p.label, []]));
   const cpuPer = new Map(all.map((p) => [p.label, []]));
+  const leads = new Map(all.map((p) => [p.label, []]));
   const pidOf = new Map([[ours, [ours.p.pid]], [ours2, [ours2.p.pid]], [squid, [squid.p.pid]], ...(dante ? [[dante, [dante.p.pid]]] : []),
     ...[floor, floor2].filter(Boolean).map((f) => [f, f.pids])].flatMap(([x, pids]) => x.paths.map((p) => [p.label, pids])));
   let locks = null;
   if (PHASES.has('rate')) {
-    log(`tunnels/s: ${REPS} rounds of ${RATE_MS} ms per path (and direct), alternating`);
+    log(`tunnels/s: ${REPS} rounds of ${RATE_MS} ms per path (and direct), alternating${LEAD_MS > 0 ? `, each after a lead-in of ${LEAD_MS} ms` : ''}`);
     const before = await lockCounters(ours2.api);
     for (let r = 0; r < REPS; r++) {
-      await phase(`tunnels/s round ${r + 1}`, 60_000 + all.length * 2 * (RATE_MS + 20_000), async () => {
+      await phase(`tunnels/s round ${r + 1}`, 60_000 + all.length * 2 * (LEAD_MS + RATE_MS + 20_000), async () => {
         for (const p of all) {
           rates.get('direct').push(await rate(null, tport, RATE_MS));
+          if (LEAD_MS > 0) leads.get(p.label).push(await rate(p, tport, LEAD_MS));
           const c0 = treeCpu(pidOf.get(p.label));
           rates.get(p.label).push(await rate(p, tport, RATE_MS));
           cpuPer.get(p.label).push(((treeCpu(pidOf.get(p.label)) - c0) / rate.last) * 1e6);
@@ -393,11 +402,15 @@ async function measure({ tport, ours, ours2, squid, dante, floor, floor2 }, load
       tunnelsPerSec: maybe(rates.get(p.label), (v) => Math.round(med(v))),
       tunnelsRange: maybe(rates.get(p.label), (v) => range(v, 0)),
       cpuUsPerTunnel: maybe(cpuPer.get(p.label), (v) => Math.round(med(v))),
+      leadTunnelsPerSec: maybe(leads.get(p.label), (v) => Math.round(med(v))),
       conc64VsDirect: maybe(up.get(p.label), (v) => +med(v).toFixed(2)),
       conc64Range: maybe(up.get(p.label), (v) => range(v)),
     };
   });
-  for (const p of [...ours2.paths, ...(floor2?.paths ?? [])]) rows.push({ path: p.label, tunnelsPerSec: maybe(rates.get(p.label), (v) => Math.round(med(v))), tunnelsRange: maybe(rates.get(p.label), (v) => range(v, 0)), cpuUsPerTunnel: maybe(cpuPer.get(p.label), (v) => Math.round(med(v))) });
+  for (const p of [...ours2.paths, ...(floor2?.paths ?? [])]) {
+    rows.push({ path: p.label, tunnelsPerSec: maybe(rates.get(p.label), (v) => Math.round(med(v))), tunnelsRange: maybe(rates.get(p.label), (v) => range(v, 0)),
+      cpuUsPerTunnel: maybe(cpuPer.get(p.label), (v) => Math.round(med(v))), leadTunnelsPerSec: maybe(leads.get(p.label), (v) => Math.round(med(v))) });
+  }
   Object.assign(report, {
     ...runInfo(argv, load0, load1),
     portRange: portRange?.join('-') ?? null,
