@@ -87,11 +87,13 @@ describe('console Usage page', () => {
     const page = await browser.newPage();
     await signIn(page, d.api, 'domains@example.com', PASSWORD);
     await page.goto(`${d.api}/console/usage`);
-    await waitFor('domains shown', async () => {
-      await page.reload();
-      return (await page.locator('[data-testid=usage-domain-row]').count()) === 2;
-    }, 5_000);
     const rows = page.locator('[data-testid=usage-domain-row]');
+    // Usage is flushed every second: a flush can land between a transfer's upload and its download, so wait for
+    // the totals, not just the rows (a row shown with the upload alone failed this once).
+    await waitFor('domains shown with their totals', async () => {
+      await page.reload();
+      return (await rows.count()) === 2 && (await rows.nth(1).locator('[data-testid=usage-domain-total]').textContent()) === '4.88 KiB';
+    }, 5_000);
     expect(await rows.evaluateAll((trs) => trs.map((tr) => tr.getAttribute('data-domain')))).toEqual(['localhost', '127.0.0.1']);
     expect(await rows.first().locator('[data-testid=usage-domain-total]').textContent()).toBe('197.27 KiB');
     expect(await rows.nth(1).locator('[data-testid=usage-domain-total]').textContent()).toBe('4.88 KiB');
