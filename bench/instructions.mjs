@@ -4,14 +4,16 @@
 // (Kernel time and cache misses are not counted: confirm a cut with bench/setup.mjs before calling it faster.)
 //
 //   node bench/instructions.mjs [--rev REV] [--floor] [--tunnels 2000] [--warm 2000] [--reps 2] [--kind connect|socks5]
-//                               [--idle-ms 1000] [--args "--connection-log-sink off"]
+//                               [--idle-ms 1000] [--args "--connection-log-sink off"] [--keep DIR]
 //
 // Measures `proxyd serve` of this tree (run `npm run build` first) and, with --rev, the same at a git revision
 // (built into node_modules/.cache/instructions/REV), and with --floor the bare relay bench/peers/node-floor.mjs
 // (CONNECT without credentials). The daemon runs as bench/setup.mjs runs it (SQLite, metering and the connection
 // log on, credentials on every tunnel); the client and the target run outside valgrind. Per daemon: --warm
 // tunnels uncounted, --idle-ms of nothing, then counting on for --tunnels (8 loops: connect, handshake, a byte
-// echoed, close). --args: more `proxyd serve` options for every daemon measured (not the floor).
+// echoed, close). --args: more `proxyd serve` options for every daemon measured (not the floor). --keep DIR: each
+// run's callgrind output is kept there (`callgrind_annotate FILE` names the native functions: V8's collector,
+// SQLite, libc; the JIT's code shows as ???).
 // A window in which V8 runs a full collection counts ~80k more per tunnel: each of --reps is printed, with the
 // smallest. Needs valgrind (Debian's package).
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
@@ -35,6 +37,8 @@ const KIND = opt('kind', 'connect');
 /** Quiet between the warm tunnels and the counted ones (a longer pause: what the first tunnels after an idle spell cost). */
 const IDLE_MS = Number(opt('idle-ms', 1000));
 const DAEMON_ARGS = (opt('args', '') ?? '').split(' ').filter(Boolean);
+const KEEP = opt('keep', null) && path.resolve(opt('keep', null));
+let kept = 0;
 const log = (...a) => console.error('[instructions]', ...a);
 
 if (spawnSync('sh', ['-c', 'command -v valgrind']).status !== 0) {
@@ -97,7 +101,15 @@ async function measure(tree, tport) {
     for (const until = Date.now() + 30_000; Date.now() < until; await sleep(250)) {
       for (const f of readdirSync(dir).filter((n) => n.startsWith('callgrind.out'))) {
         const m = /^totals: (\d+)/m.exec(readFileSync(path.join(dir, f), 'utf8'));
-        if (m && Number(m[1]) > 0) return Number(m[1]) / TUNNELS;
+        if (m && Number(m[1]) > 0) {
+          if (KEEP) {
+            mkdirSync(KEEP, { recursive: true });
+            const to = path.join(KEEP, `callgrind.${tree === 'floor' ? 'floor' : path.basename(tree)}.${++kept}.out`);
+            execFileSync('cp', [path.join(dir, f), to]);
+            log(`kept ${to}`);
+          }
+          return Number(m[1]) / TUNNELS;
+        }
       }
     }
     throw new Error('callgrind wrote no totals within 30 s');
