@@ -4,20 +4,21 @@
 // (Kernel time and cache misses are not counted: confirm a cut with bench/setup.mjs before calling it faster.)
 //
 //   node bench/instructions.mjs [--rev REV] [--floor] [--tunnels 2000] [--warm 2000] [--reps 2] [--kind connect|socks5]
-//                               [--idle-ms 1000] [--args "--connection-log-sink off"] [--keep DIR]
+//                               [--idle-ms 1000] [--args "PROXYD OPTIONS"] [--node-flags "NODE FLAGS"] [--keep DIR]
 //
 // Measures `proxyd serve` of this tree (run `npm run build` first) and, with --rev, the same at a git revision
 // (built into node_modules/.cache/instructions/REV), and with --floor the bare relay bench/peers/node-floor.mjs
 // (CONNECT without credentials). The daemon runs as bench/setup.mjs runs it (SQLite, metering and the connection
 // log on, credentials on every tunnel); the client and the target run outside valgrind. Per daemon: --warm
 // tunnels uncounted, --idle-ms of nothing, then counting on for --tunnels (8 loops: connect, handshake, a byte
-// echoed, close). --args: more `proxyd serve` options for every daemon measured (not the floor). --keep DIR: each
-// run's callgrind output is kept there (`callgrind_annotate FILE` names the native functions: V8's collector,
+// echoed, close). --args: more `proxyd serve` options for every daemon measured, not the floor (e.g.
+// "--connection-log-sink off"); --node-flags: more Node/V8 flags for every process measured (e.g.
+// "--no-memory-reducer"). --keep DIR: each run's callgrind output is kept there (`callgrind_annotate FILE` names the native functions: V8's collector,
 // SQLite, libc; the JIT's code shows as ???).
 // A window in which V8 runs a full collection counts ~80k more per tunnel: each of --reps is printed, with the
 // smallest. Needs valgrind (Debian's package).
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
+import { constants as fsConstants, copyFileSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
@@ -37,8 +38,11 @@ const KIND = opt('kind', 'connect');
 /** Quiet between the warm tunnels and the counted ones (a longer pause: what the first tunnels after an idle spell cost). */
 const IDLE_MS = Number(opt('idle-ms', 1000));
 const DAEMON_ARGS = (opt('args', '') ?? '').split(' ').filter(Boolean);
+const NODE_FLAGS = (opt('node-flags', '') ?? '').split(' ').filter(Boolean);
 const KEEP = opt('keep', null) && path.resolve(opt('keep', null));
+/** Runs of this invocation so far (the kept files' names). */
 let kept = 0;
+const stamp = new Date().toISOString().replace(/[:.]/g, '-');
 const log = (...a) => console.error('[instructions]', ...a);
 
 if (spawnSync('sh', ['-c', 'command -v valgrind']).status !== 0) {
@@ -49,7 +53,7 @@ if (spawnSync('sh', ['-c', 'command -v valgrind']).status !== 0) {
 /** One daemon (or the floor) under callgrind with counting off; resolves with its port and credentials. */
 async function start(tree, dir) {
   const out = path.join(dir, 'callgrind.out');
-  const vg = ['--tool=callgrind', '--instr-atstart=no', '--smc-check=all-non-file', `--callgrind-out-file=${out}`, process.execPath, '--max-semi-space-size=8'];
+  const vg = ['--tool=callgrind', '--instr-atstart=no', '--smc-check=all-non-file', `--callgrind-out-file=${out}`, process.execPath, '--max-semi-space-size=8', ...NODE_FLAGS];
   let auth = null;
   let args;
   let port = 0;
@@ -104,8 +108,10 @@ async function measure(tree, tport) {
         if (m && Number(m[1]) > 0) {
           if (KEEP) {
             mkdirSync(KEEP, { recursive: true });
-            const to = path.join(KEEP, `callgrind.${tree === 'floor' ? 'floor' : path.basename(tree)}.${++kept}.out`);
-            execFileSync('cp', [path.join(dir, f), to]);
+            // Named for the daemon and when this invocation started: a later run into the same folder adds, never replaces.
+            const who = tree === 'floor' ? 'floor' : tree === ROOT ? 'tree' : path.basename(tree);
+            const to = path.join(KEEP, `callgrind.${stamp}.${who}.${++kept}.out`);
+            copyFileSync(path.join(dir, f), to, fsConstants.COPYFILE_EXCL);
             log(`kept ${to}`);
           }
           return Number(m[1]) / TUNNELS;
@@ -132,7 +138,7 @@ try {
     }
   }
   const rows = [...res].map(([label, xs]) => ({ daemon: label, kInstructionsPerTunnel: xs.map((x) => +(x / 1000).toFixed(1)), least: +(Math.min(...xs) / 1000).toFixed(1) }));
-  console.log(JSON.stringify({ kind: KIND, tunnels: TUNNELS, warm: WARM, idleMs: IDLE_MS, args: DAEMON_ARGS.join(' '), when: new Date().toISOString(), node: process.version, rows }, null, 2));
+  console.log(JSON.stringify({ kind: KIND, tunnels: TUNNELS, warm: WARM, idleMs: IDLE_MS, args: DAEMON_ARGS.join(' '), nodeFlags: NODE_FLAGS.join(' '), when: new Date().toISOString(), node: process.version, rows }, null, 2));
 } finally {
   target.kill('SIGTERM');
 }

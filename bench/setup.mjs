@@ -56,8 +56,9 @@ const LOOPS = 8;
 const WARM_MS = Number(opt('warm-ms', 8000));
 /**
  * With --lead-ms, each tunnels/s round of a path opens with that much of the same loops, measured apart. Between
- * two rounds of a path every other path has its turn (20–30 s): this tells what a process does in the first
- * second after such a pause from the rate it keeps up (docs/BENCHMARKS.md, "Run V").
+ * two rounds of a path every other path has its turn (about 28 s with every path, more with a lead-in): this tells
+ * what a process does in the first second after such a pause from the rate it keeps up (docs/BENCHMARKS.md,
+ * "Run V"). With a lead-in, tunnels/s and CPU per tunnel are read over the --rate-ms after it, not right after the pause.
  */
 const LEAD_MS = Number(opt('lead-ms', 0));
 const log = (...a) => console.error('[setup]', ...a);
