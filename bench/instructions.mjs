@@ -37,8 +37,8 @@ const REPS = Number(opt('reps', 2));
 const KIND = opt('kind', 'connect');
 /** Quiet between the warm tunnels and the counted ones (a longer pause: what the first tunnels after an idle spell cost). */
 const IDLE_MS = Number(opt('idle-ms', 1000));
-const DAEMON_ARGS = (opt('args', '') ?? '').split(' ').filter(Boolean);
-const NODE_FLAGS = (opt('node-flags', '') ?? '').split(' ').filter(Boolean);
+const DAEMON_ARGS = opt('args', '').split(' ').filter(Boolean);
+const NODE_FLAGS = opt('node-flags', '').split(' ').filter(Boolean);
 const KEEP = opt('keep', null) && path.resolve(opt('keep', null));
 /** Runs of this invocation so far (the kept files' names). */
 let kept = 0;

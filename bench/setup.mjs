@@ -394,24 +394,25 @@ async function measure({ tport, ours, ours2, squid, dante, floor, floor2 }, load
   }
   const load1 = os.loadavg();
   const maybe = (xs, f) => (xs && xs.length ? f(xs) : undefined);
+  /** A path's tunnels/s figures: the same for the single-process paths and the two-process ones. */
+  const rateFields = (label) => ({
+    tunnelsPerSec: maybe(rates.get(label), (v) => Math.round(med(v))),
+    tunnelsRange: maybe(rates.get(label), (v) => range(v, 0)),
+    cpuUsPerTunnel: maybe(cpuPer.get(label), (v) => Math.round(med(v))),
+    leadTunnelsPerSec: maybe(leads.get(label), (v) => Math.round(med(v))),
+  });
   const rows = paths.map((p) => {
     const xs = res?.get(p.label);
     return {
       path: p.label,
       setupAddedP50: maybe(xs, (v) => +(med(v) - med(direct)).toFixed(3)),
       setupAddedP99: maybe(xs, (v) => +(pct(v, 99) - pct(direct, 99)).toFixed(3)),
-      tunnelsPerSec: maybe(rates.get(p.label), (v) => Math.round(med(v))),
-      tunnelsRange: maybe(rates.get(p.label), (v) => range(v, 0)),
-      cpuUsPerTunnel: maybe(cpuPer.get(p.label), (v) => Math.round(med(v))),
-      leadTunnelsPerSec: maybe(leads.get(p.label), (v) => Math.round(med(v))),
+      ...rateFields(p.label),
       conc64VsDirect: maybe(up.get(p.label), (v) => +med(v).toFixed(2)),
       conc64Range: maybe(up.get(p.label), (v) => range(v)),
     };
   });
-  for (const p of [...ours2.paths, ...(floor2?.paths ?? [])]) {
-    rows.push({ path: p.label, tunnelsPerSec: maybe(rates.get(p.label), (v) => Math.round(med(v))), tunnelsRange: maybe(rates.get(p.label), (v) => range(v, 0)),
-      cpuUsPerTunnel: maybe(cpuPer.get(p.label), (v) => Math.round(med(v))), leadTunnelsPerSec: maybe(leads.get(p.label), (v) => Math.round(med(v))) });
-  }
+  for (const p of [...ours2.paths, ...(floor2?.paths ?? [])]) rows.push({ path: p.label, ...rateFields(p.label) });
   Object.assign(report, {
     ...runInfo(argv, load0, load1),
     portRange: portRange?.join('-') ?? null,
