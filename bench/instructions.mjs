@@ -15,8 +15,9 @@
 // "--connection-log-sink off"); --node-flags: more Node/V8 flags for every process measured (e.g.
 // "--no-memory-reducer"). --keep DIR: each run's callgrind output is kept there (`callgrind_annotate FILE` names the native functions: V8's collector,
 // SQLite, libc; the JIT's code shows as ???).
-// A window in which V8 runs a full collection counts ~80k more per tunnel: each of --reps is printed, with the
-// smallest. Needs valgrind (Debian's package).
+// A window in which V8 runs a full collection counts ~65–80k more per tunnel: each of --reps is printed, with the
+// smallest, and each also without its full collections' instructions (kOutsideFullGc: what a change to the code
+// path does, whether or not a collection fell in the window). Needs valgrind (Debian's package).
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { constants as fsConstants, copyFileSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import net from 'node:net';
@@ -90,7 +91,18 @@ async function tunnels(d, tport, n) {
   }));
 }
 
-/** Instructions per tunnel of one daemon: warm, then count through TUNNELS tunnels. */
+/**
+ * Instructions of V8's full (mark-compact) collections in a callgrind output: concurrent marking, sweeping and the
+ * atomic pause (inclusive costs, from callgrind_annotate). Whether one falls in a window is luck of timing (one is
+ * ~130M instructions, 65k a tunnel over 2,000), so runs are also compared without them.
+ */
+function fullGcOf(file) {
+  const out = execFileSync('callgrind_annotate', ['--inclusive=yes', '--threshold=100', file], { encoding: 'utf8', maxBuffer: 1 << 28 });
+  const incl = (re) => Math.max(0, ...out.split('\n').filter((l) => re.test(l)).map((l) => Number(l.trim().split(' ')[0].replaceAll(',', ''))));
+  return incl(/ConcurrentMarking::JobTaskMajor::Run\(/) + incl(/Sweeper::MajorSweeperJob::Run\(/) + incl(/Heap::MarkCompact\(\)/);
+}
+
+/** Instructions per tunnel of one daemon (and of them, its full collections'): warm, then count through TUNNELS tunnels. */
 async function measure(tree, tport) {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'instructions-'));
   const d = await start(tree, dir);
@@ -114,7 +126,7 @@ async function measure(tree, tport) {
             copyFileSync(path.join(dir, f), to, fsConstants.COPYFILE_EXCL);
             log(`kept ${to}`);
           }
-          return Number(m[1]) / TUNNELS;
+          return { total: Number(m[1]) / TUNNELS, fullGc: fullGcOf(path.join(dir, f)) / TUNNELS };
         }
       }
     }
@@ -134,10 +146,17 @@ try {
     for (const [label, tree] of r % 2 ? [...trees].reverse() : trees) {
       const per = await measure(tree, tport);
       res.get(label).push(per);
-      log(`${label}: ${(per / 1000).toFixed(1)}k instructions per tunnel`);
+      log(`${label}: ${(per.total / 1000).toFixed(1)}k instructions per tunnel, ${((per.total - per.fullGc) / 1000).toFixed(1)}k outside full collections`);
     }
   }
-  const rows = [...res].map(([label, xs]) => ({ daemon: label, kInstructionsPerTunnel: xs.map((x) => +(x / 1000).toFixed(1)), least: +(Math.min(...xs) / 1000).toFixed(1) }));
+  const k = (x) => +(x / 1000).toFixed(1);
+  const rows = [...res].map(([label, xs]) => ({
+    daemon: label,
+    kInstructionsPerTunnel: xs.map((x) => k(x.total)),
+    least: k(Math.min(...xs.map((x) => x.total))),
+    kOutsideFullGc: xs.map((x) => k(x.total - x.fullGc)),
+    leastOutsideFullGc: k(Math.min(...xs.map((x) => x.total - x.fullGc))),
+  }));
   console.log(JSON.stringify({ kind: KIND, tunnels: TUNNELS, warm: WARM, idleMs: IDLE_MS, args: DAEMON_ARGS.join(' '), nodeFlags: NODE_FLAGS.join(' '), when: new Date().toISOString(), node: process.version, rows }, null, 2));
 } finally {
   target.kill('SIGTERM');

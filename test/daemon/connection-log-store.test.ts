@@ -1,9 +1,9 @@
 // The connection log's store and writer on each backend: an insert sent twice adds each record once (a batch
 // abandoned at the client deadline may still commit), a record the database refuses costs itself and not
-// the log, control characters are stored escaped, and the console's bounded scan reads only the account's
-// newest records.
+// the log, control characters are stored escaped (and which ones: C0 and DEL, nothing else), and the console's
+// bounded scan reads only the account's newest records.
 import { afterEach, describe, expect, it } from 'vitest';
-import { ConnectionLogWriter } from '../../src/daemon/observe/connection-log.js';
+import { ConnectionLogWriter, printable } from '../../src/daemon/observe/connection-log.js';
 import { openStore, type ConnectionLogEntry, type Store } from '../../src/daemon/store/index.js';
 import type { ConnectionRecord } from '../../src/gateway/types.js';
 import { databaseUrlOf, dataDirFor } from '../helpers/daemon.js';
@@ -145,5 +145,18 @@ describe.skipIf(!BACKENDS.includes('postgres'))('the size cap on PostgreSQL: one
     expect(await aCheck).toBe('a');
     expect(await writer.capSize(now)).toBe(1); // the day 2 days ago; today stays
     expect(reads).toBeGreaterThan(0);
+  });
+});
+
+describe('what the log stores of a client-sent name', () => {
+  it('escapes C0 controls and DEL, and only those, as \\xNN', () => {
+    for (let c = 0; c <= 0x100; c++) {
+      const s = `a${String.fromCharCode(c)}b`;
+      const escaped = c < 0x20 || c === 0x7f;
+      expect(printable(s), `U+${c.toString(16)}`).toBe(escaped ? `a\\x${c.toString(16).padStart(2, '0')}b` : s);
+    }
+    expect(printable('\u0000\u001f\u007f')).toBe('\\x00\\x1f\\x7f');
+    expect(printable('')).toBe('');
+    expect(printable(null)).toBeNull();
   });
 });
