@@ -72,13 +72,16 @@ async function start(tree, dir) {
   const p = spawn('valgrind', args, { stdio: ['ignore', 'pipe', 'ignore'] });
   const ready = await new Promise((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error('no ready line within 180 s under valgrind')), 180_000);
-    p.once('exit', (c) => reject(new Error(`exited ${c} under valgrind`)));
+    p.once('exit', (c) => (clearTimeout(timer), reject(new Error(`exited ${c} under valgrind`))));
     createInterface({ input: p.stdout }).on('line', (l) => {
       if (l === 'ready') resolve({ httpProxy: `127.0.0.1:${port}` });
       else if (l.startsWith('{')) resolve(JSON.parse(l));
       else return;
       clearTimeout(timer);
     });
+  }).catch((e) => {
+    p.kill('SIGKILL'); // not left running when it never said it was ready
+    throw e;
   });
   const at = KIND === 'socks5' && tree !== 'floor' ? ready.socks5 : ready.httpProxy;
   return { p, out, auth, label: tree, port: Number(at.slice(at.lastIndexOf(':') + 1)), kind: tree === 'floor' ? 'connect' : KIND };
@@ -94,7 +97,9 @@ async function tunnels(d, tport, n) {
 /**
  * Instructions of V8's full (mark-compact) collections in a callgrind output: concurrent marking, sweeping and the
  * atomic pause (inclusive costs, from callgrind_annotate). Whether one falls in a window is luck of timing (one is
- * ~130M instructions, 65k a tunnel over 2,000), so runs are also compared without them.
+ * ~130M instructions, 65k a tunnel over 2,000), so runs are also compared without them. An approximation, low:
+ * marking already under way when counting began is not credited to its job, and what else a collection brings
+ * (evacuation on helper threads, incremental steps, write barriers while marking, more young collections) stays in.
  */
 function fullGcOf(file) {
   const out = execFileSync('callgrind_annotate', ['--inclusive=yes', '--threshold=100', file], { encoding: 'utf8', maxBuffer: 1 << 28 });
@@ -105,8 +110,9 @@ function fullGcOf(file) {
 /** Instructions per tunnel of one daemon (and of them, its full collections'): warm, then count through TUNNELS tunnels. */
 async function measure(tree, tport) {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'instructions-'));
-  const d = await start(tree, dir);
+  let d = null;
   try {
+    d = await start(tree, dir);
     await tunnels(d, tport, WARM);
     await sleep(IDLE_MS);
     execFileSync('callgrind_control', ['-i', 'on', String(d.p.pid)], { stdio: 'ignore' });
@@ -132,7 +138,7 @@ async function measure(tree, tport) {
     }
     throw new Error('callgrind wrote no totals within 30 s');
   } finally {
-    d.p.kill('SIGKILL');
+    d?.p.kill('SIGKILL');
     rmSync(dir, { recursive: true, force: true });
   }
 }

@@ -7,13 +7,16 @@
 //   node bench/perf-split.mjs [--reps 3] [--tunnels 40000] [--warm 20000] [--top 30] [--kind connect|socks5] [--json]
 //
 // Each daemon runs as bench/instructions.mjs runs it (proxyd: SQLite, metering and the connection log on,
-// credentials on every tunnel; the floor: CONNECT without credentials): --warm tunnels unrecorded, then
-// `perf record -p PID` over --tunnels tunnels (8 loops: connect, handshake, a byte echoed, close); --reps rounds,
-// the two daemons alternating, each row the median of its rounds. Prints each daemon's µs a tunnel, proxyd's own
-// functions (dist/, inclusive), and the functions both run where proxyd spends more in the function itself (Node's
-// and the kernel's code, which proxyd drives differently: its own samples, not its callees'). Sampled: a row moves by a few tenths of a µs between rounds, a total by several µs (the load
-// generator shares the machine). Needs perf (Debian's linux-perf) and a kernel that lets this user sample its
-// own processes (kernel.perf_event_paranoid ≤ 2).
+// credentials on every tunnel; the floor: no admission, its SOCKS5 taking any RFC 1929 credentials): --warm
+// tunnels unrecorded, then `perf record -p PID` from half a second before --tunnels tunnels (8 loops: connect,
+// handshake, a byte echoed, close) until they are done, so a total also holds the daemon's timers of that
+// half-second; --reps rounds, the two daemons alternating, each row the median of its rounds. Prints each
+// daemon's µs a tunnel, proxyd's own functions (dist/, inclusive, and as a share of proxyd's median), and the
+// functions both run where proxyd spends more in the function itself (Node's and the kernel's code, which proxyd
+// drives differently: its own samples, not its callees'). Sampled, on a machine the load generator shares: a
+// row moves by a few tenths of a µs between rounds, a total by a quarter or more (the shares move far less).
+// Needs perf (Debian's linux-perf) and a kernel that lets this user sample its own processes
+// (kernel.perf_event_paranoid at most 2).
 import { spawn, spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
@@ -38,7 +41,7 @@ if (spawnSync('sh', ['-c', 'command -v perf']).status !== 0) {
   process.exit(2);
 }
 
-/** proxyd (or the floor) with JIT names for perf; resolves once it listens. */
+/** proxyd (or the floor) with JIT names for perf; resolves once it listens (the process is killed if it does not). */
 async function start(which, dir) {
   const node = [process.execPath, '--perf-basic-prof', '--max-semi-space-size=8'];
   let auth = null;
@@ -46,7 +49,10 @@ async function start(which, dir) {
   let args;
   if (which === 'floor') {
     port = await freePort();
-    args = [...node, path.join(ROOT, 'bench/peers/node-floor.mjs'), String(port)];
+    const socks = KIND === 'socks5' ? await freePort() : 0;
+    args = [...node, path.join(ROOT, 'bench/peers/node-floor.mjs'), String(port), ...(socks ? [`socks=${socks}`] : [])];
+    port = socks || port;
+    auth = socks ? { user: 'floor', password: 'floor' } : null; // taken unchecked: the floor's SOCKS5 asks for RFC 1929
   } else {
     const proxyd = path.join(ROOT, 'bin/proxyd');
     const dataDir = path.join(dir, 'data');
@@ -56,19 +62,23 @@ async function start(which, dir) {
       '--socks-listen', '127.0.0.1:0', '--allow-private-targets', '--log-level', 'warn'];
   }
   const p = spawn(args[0], args.slice(1), { stdio: ['ignore', 'pipe', 'ignore'] });
-  const ready = await new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`${which}: no ready line within 30 s`)), 30_000);
-    p.once('exit', (c) => reject(new Error(`${which} exited ${c}`)));
-    createInterface({ input: p.stdout }).on('line', (l) => {
-      if (l === 'ready') resolve({ httpProxy: `127.0.0.1:${port}` });
-      else if (l.startsWith('{')) resolve(JSON.parse(l));
-      else return;
-      clearTimeout(timer);
+  try {
+    const ready = await new Promise((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`${which}: no ready line within 30 s`)), 30_000);
+      p.once('exit', (c) => (clearTimeout(timer), reject(new Error(`${which} exited ${c}`))));
+      createInterface({ input: p.stdout }).on('line', (l) => {
+        if (l === 'ready') resolve({ httpProxy: `127.0.0.1:${port}`, socks5: `127.0.0.1:${port}` });
+        else if (l.startsWith('{')) resolve(JSON.parse(l));
+        else return;
+        clearTimeout(timer);
+      });
     });
-  });
-  const kind = which === 'floor' ? 'connect' : KIND;
-  const at = kind === 'socks5' ? ready.socks5 : ready.httpProxy;
-  return { p, auth, label: which, kind, port: Number(at.slice(at.lastIndexOf(':') + 1)) };
+    const at = KIND === 'socks5' ? ready.socks5 : ready.httpProxy;
+    return { p, auth, label: which, kind: KIND, port: Number(at.slice(at.lastIndexOf(':') + 1)) };
+  } catch (e) {
+    p.kill('SIGKILL');
+    throw e;
+  }
 }
 
 async function tunnels(d, tport, n) {
@@ -116,31 +126,59 @@ async function inclusive(file) {
   return { samples, counts, selfCounts };
 }
 
+/** `promise`, or an error naming `what` after `ms` (the timer cleared either way). */
+async function within(promise, ms, what) {
+  let timer;
+  try {
+    return await Promise.race([promise, new Promise((_, reject) => (timer = setTimeout(() => reject(new Error(`${what}: no end within ${ms / 1000} s`)), ms)))]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
 async function measure(which, tport) {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'perf-split-'));
-  const d = await start(which, dir);
+  let d = null;
+  let rec = null;
   try {
+    d = await start(which, dir);
     await tunnels(d, tport, WARM);
     const file = path.join(dir, 'perf.data');
-    const rec = spawn('perf', ['record', '-e', 'cpu-clock', '-F', String(HZ), '-g', '-p', String(d.p.pid), '-o', file], { stdio: 'ignore' });
-    await sleep(500);
+    rec = spawn('perf', ['record', '-e', 'cpu-clock', '-F', String(HZ), '-g', '-p', String(d.p.pid), '-o', file], { stdio: ['ignore', 'ignore', 'pipe'] });
+    let recErr = '';
+    rec.stderr.on('data', (b) => (recErr += b));
+    // perf ends on our SIGINT by raising it again: that is its normal end.
+    const recorded = new Promise((resolve) => rec.once('exit', (code, signal) => resolve(signal === 'SIGINT' ? 0 : code)));
+    const why = () => recErr.trim().split('\n').pop() ?? '';
+    await sleep(500); // perf attaches
+    if (rec.exitCode !== null) throw new Error(`perf record exited ${rec.exitCode}: ${why()} (sampling needs kernel.perf_event_paranoid at most 2)`);
     const t0 = Date.now();
     await tunnels(d, tport, TUNNELS);
     const ms = Date.now() - t0;
     rec.kill('SIGINT');
-    await new Promise((r) => rec.once('exit', r));
+    const code = await within(recorded, 60_000, 'perf record after SIGINT');
+    if (code !== 0) throw new Error(`perf record exited ${code}: ${why()}`);
     const { samples, counts, selfCounts } = await inclusive(file);
+    if (samples === 0) throw new Error(`${which}: perf recorded no samples`);
     const us = (n) => (n * 1e6) / HZ / TUNNELS;
     log(`${which}: ${TUNNELS} tunnels in ${ms} ms, ${samples} samples, ${us(samples).toFixed(1)} µs a tunnel`);
     return { samples, usPerTunnel: us(samples), tunnelsPerSec: Math.round((TUNNELS * 1000) / ms), us: new Map([...counts].map(([k, v]) => [k, us(v)])), self: new Map([...selfCounts].map(([k, v]) => [k, us(v)])) };
   } finally {
-    d.p.kill('SIGKILL');
-    rmSync(path.join(os.tmpdir(), `perf-${d.p.pid}.map`), { force: true });
+    if (rec && rec.exitCode === null) rec.kill('SIGKILL');
+    if (d) {
+      d.p.kill('SIGKILL');
+      // V8 writes its map of JIT names to /tmp whatever TMPDIR says.
+      rmSync(`/tmp/perf-${d.p.pid}.map`, { force: true });
+    }
     rmSync(dir, { recursive: true, force: true });
   }
 }
 
-const med = (xs) => [...xs].sort((a, b) => a - b)[Math.floor((xs.length - 1) / 2)];
+const med = (xs) => {
+  const s = [...xs].sort((a, b) => a - b);
+  const m = s.length >> 1;
+  return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
+};
 const r2 = (x) => +x.toFixed(2);
 const target = spawn(process.execPath, [path.join(ROOT, 'bench/gateway.mjs'), '--role', 'target', '--port', String(await freePort())], { stdio: ['pipe', 'pipe', 'inherit'] });
 try {
