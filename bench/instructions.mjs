@@ -20,13 +20,12 @@
 // path does, whether or not a collection fell in the window). Needs valgrind (Debian's package).
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { constants as fsConstants, copyFileSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { buildRev } from './lib/build-rev.mjs';
-import { benchUser, freePort, sleep, tunnelOnce } from './lib/tunnel-bench.mjs';
+import { benchDaemon, freePort, readyOf, sleep, tunnelLoops } from './lib/tunnel-bench.mjs';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const argv = process.argv.slice(2);
@@ -62,36 +61,14 @@ async function start(tree, dir) {
     port = await freePort();
     args = [...vg, path.join(ROOT, 'bench/peers/node-floor.mjs'), String(port)];
   } else {
-    const proxyd = path.join(tree, 'bin/proxyd');
-    const dataDir = path.join(dir, 'data');
-    mkdirSync(dataDir);
-    auth = benchUser(proxyd, dataDir);
-    args = [...vg, proxyd, 'serve', '--data-dir', dataDir, '--api-listen', '127.0.0.1:0', '--http-proxy-listen', '127.0.0.1:0',
-      '--socks-listen', '127.0.0.1:0', '--allow-private-targets', '--log-level', 'warn', ...DAEMON_ARGS];
+    const daemon = benchDaemon(path.join(tree, 'bin/proxyd'), dir, DAEMON_ARGS);
+    auth = daemon.auth;
+    args = [...vg, ...daemon.args];
   }
   const p = spawn('valgrind', args, { stdio: ['ignore', 'pipe', 'ignore'] });
-  const ready = await new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error('no ready line within 180 s under valgrind')), 180_000);
-    p.once('exit', (c) => (clearTimeout(timer), reject(new Error(`exited ${c} under valgrind`))));
-    createInterface({ input: p.stdout }).on('line', (l) => {
-      if (l === 'ready') resolve({ httpProxy: `127.0.0.1:${port}` });
-      else if (l.startsWith('{')) resolve(JSON.parse(l));
-      else return;
-      clearTimeout(timer);
-    });
-  }).catch((e) => {
-    p.kill('SIGKILL'); // not left running when it never said it was ready
-    throw e;
-  });
+  const ready = await readyOf(p, `${tree} under valgrind`, 180_000, port);
   const at = KIND === 'socks5' && tree !== 'floor' ? ready.socks5 : ready.httpProxy;
   return { p, out, auth, label: tree, port: Number(at.slice(at.lastIndexOf(':') + 1)), kind: tree === 'floor' ? 'connect' : KIND };
-}
-
-async function tunnels(d, tport, n) {
-  let left = n;
-  await Promise.all(Array.from({ length: 8 }, async () => {
-    while (left-- > 0) await tunnelOnce(d, tport, 60_000);
-  }));
 }
 
 /**
@@ -113,10 +90,10 @@ async function measure(tree, tport) {
   let d = null;
   try {
     d = await start(tree, dir);
-    await tunnels(d, tport, WARM);
+    await tunnelLoops(d, tport, WARM);
     await sleep(IDLE_MS);
     execFileSync('callgrind_control', ['-i', 'on', String(d.p.pid)], { stdio: 'ignore' });
-    await tunnels(d, tport, TUNNELS);
+    await tunnelLoops(d, tport, TUNNELS);
     execFileSync('callgrind_control', ['-i', 'off', String(d.p.pid)], { stdio: 'ignore' });
     execFileSync('callgrind_control', ['-d', String(d.p.pid)], { stdio: 'ignore' });
     // The dump is written by the daemon's next scheduled valgrind turn: wait for its totals line.

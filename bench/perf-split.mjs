@@ -18,12 +18,12 @@
 // Needs perf (Debian's linux-perf) and a kernel that lets this user sample its own processes
 // (kernel.perf_event_paranoid at most 2).
 import { spawn, spawnSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
-import { benchUser, freePort, sleep, tunnelOnce } from './lib/tunnel-bench.mjs';
+import { benchDaemon, freePort, readyOf, sleep, tunnelLoops } from './lib/tunnel-bench.mjs';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const argv = process.argv.slice(2);
@@ -47,45 +47,21 @@ async function start(which, dir) {
   let auth = null;
   let port = 0;
   let args;
+  let socks = 0;
   if (which === 'floor') {
     port = await freePort();
-    const socks = KIND === 'socks5' ? await freePort() : 0;
+    socks = KIND === 'socks5' ? await freePort() : 0;
     args = [...node, path.join(ROOT, 'bench/peers/node-floor.mjs'), String(port), ...(socks ? [`socks=${socks}`] : [])];
-    port = socks || port;
     auth = socks ? { user: 'floor', password: 'floor' } : null; // taken unchecked: the floor's SOCKS5 asks for RFC 1929
   } else {
-    const proxyd = path.join(ROOT, 'bin/proxyd');
-    const dataDir = path.join(dir, 'data');
-    mkdirSync(dataDir);
-    auth = benchUser(proxyd, dataDir);
-    args = [...node, proxyd, 'serve', '--data-dir', dataDir, '--api-listen', '127.0.0.1:0', '--http-proxy-listen', '127.0.0.1:0',
-      '--socks-listen', '127.0.0.1:0', '--allow-private-targets', '--log-level', 'warn'];
+    const daemon = benchDaemon(path.join(ROOT, 'bin/proxyd'), dir);
+    auth = daemon.auth;
+    args = [...node, ...daemon.args];
   }
   const p = spawn(args[0], args.slice(1), { stdio: ['ignore', 'pipe', 'ignore'] });
-  try {
-    const ready = await new Promise((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`${which}: no ready line within 30 s`)), 30_000);
-      p.once('exit', (c) => (clearTimeout(timer), reject(new Error(`${which} exited ${c}`))));
-      createInterface({ input: p.stdout }).on('line', (l) => {
-        if (l === 'ready') resolve({ httpProxy: `127.0.0.1:${port}`, socks5: `127.0.0.1:${port}` });
-        else if (l.startsWith('{')) resolve(JSON.parse(l));
-        else return;
-        clearTimeout(timer);
-      });
-    });
-    const at = KIND === 'socks5' ? ready.socks5 : ready.httpProxy;
-    return { p, auth, label: which, kind: KIND, port: Number(at.slice(at.lastIndexOf(':') + 1)) };
-  } catch (e) {
-    p.kill('SIGKILL');
-    throw e;
-  }
-}
-
-async function tunnels(d, tport, n) {
-  let left = n;
-  await Promise.all(Array.from({ length: 8 }, async () => {
-    while (left-- > 0) await tunnelOnce(d, tport, 60_000);
-  }));
+  const ready = await readyOf(p, which, 30_000, port, socks);
+  const at = KIND === 'socks5' ? ready.socks5 : ready.httpProxy;
+  return { p, auth, label: which, kind: KIND, port: Number(at.slice(at.lastIndexOf(':') + 1)) };
 }
 
 /** A JIT frame's name without its tier mark (`*` optimised, `+` Maglev, `^` baseline, `~` interpreted) or this tree's path. */
@@ -142,7 +118,7 @@ async function measure(which, tport) {
   let rec = null;
   try {
     d = await start(which, dir);
-    await tunnels(d, tport, WARM);
+    await tunnelLoops(d, tport, WARM);
     const file = path.join(dir, 'perf.data');
     rec = spawn('perf', ['record', '-e', 'cpu-clock', '-F', String(HZ), '-g', '-p', String(d.p.pid), '-o', file], { stdio: ['ignore', 'ignore', 'pipe'] });
     let recErr = '';
@@ -153,7 +129,7 @@ async function measure(which, tport) {
     await sleep(500); // perf attaches
     if (rec.exitCode !== null) throw new Error(`perf record exited ${rec.exitCode}: ${why()} (sampling needs kernel.perf_event_paranoid at most 2)`);
     const t0 = Date.now();
-    await tunnels(d, tport, TUNNELS);
+    await tunnelLoops(d, tport, TUNNELS);
     const ms = Date.now() - t0;
     rec.kill('SIGINT');
     const code = await within(recorded, 60_000, 'perf record after SIGINT');
