@@ -35,8 +35,18 @@ function traced(args: string[]): { proc: ChildProcess; ready: Promise<{ httpProx
   return { proc, ready, survived };
 }
 
-/** `n` tunnels over 8 loops: CONNECT (with credentials when given), one byte echoed, closed. */
-async function tunnels(proxyPort: number, targetPort: number, n: number, auth: string | null): Promise<void> {
+/** `promise`, or an error saying what did not finish (a stall names its phase instead of the test's timeout). */
+async function within<T>(promise: Promise<T>, ms: number, what: () => string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    return await Promise.race([promise, new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(what())), ms)))]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** `n` tunnels over 8 loops: CONNECT (with credentials when given), one byte echoed, closed; `phase` names them in a stall. */
+async function tunnels(proxyPort: number, targetPort: number, n: number, auth: string | null, phase: string): Promise<void> {
   const one = () =>
     new Promise<void>((resolve, reject) => {
       const s = net.connect(proxyPort, '127.0.0.1');
@@ -55,16 +65,21 @@ async function tunnels(proxyPort: number, targetPort: number, n: number, auth: s
       });
     });
   let left = n;
-  await Promise.all(Array.from({ length: 8 }, async () => {
-    while (left-- > 0) await one();
+  let done = 0;
+  const loops = Promise.all(Array.from({ length: 8 }, async () => {
+    while (left-- > 0) {
+      await one();
+      done++;
+    }
   }));
+  await within(loops, 50_000, () => `${phase}: ${done} of ${n} tunnels in 50 s`);
 }
 
 /** Bytes surviving young collections per tunnel, once warm (a collection's worth of tunnels at either end may fall outside). */
 async function survivedPerTunnel(t: ReturnType<typeof traced>, proxyPort: number, targetPort: number, auth: string | null): Promise<{ perTunnel: number; collections: number }> {
-  await tunnels(proxyPort, targetPort, WARM, auth);
+  await tunnels(proxyPort, targetPort, WARM, auth, 'warm-up');
   const from = t.survived.length;
-  await tunnels(proxyPort, targetPort, MEASURED, auth);
+  await tunnels(proxyPort, targetPort, MEASURED, auth, 'measured');
   const during = t.survived.slice(from);
   return { perTunnel: during.reduce((a, b) => a + b, 0) / MEASURED, collections: during.length };
 }
@@ -94,7 +109,7 @@ describe('a stream of short tunnels leaves nothing for young collections', () =>
     const t = traced([PROXYD, 'serve', '--data-dir', dataDir, '--api-listen', '127.0.0.1:0', '--http-proxy-listen', '127.0.0.1:0',
       '--socks-listen', '127.0.0.1:0', '--allow-private-targets', '--log-level', 'warn']);
     procs.push(t.proc);
-    const port = Number((await t.ready).httpProxy.split(':')[1]);
+    const port = Number((await within(t.ready, 30_000, () => `no ready line in 30 s (${t.survived.length} young collections traced)`)).httpProxy.split(':')[1]);
     const { perTunnel, collections } = await survivedPerTunnel(t, port, targetPort, basic('gc-user', PASS));
     expect(collections).toBeGreaterThan(3);
     expect(perTunnel, `${Math.round(perTunnel)} B per tunnel over ${collections} young collections`).toBeLessThan(1024);
@@ -103,7 +118,7 @@ describe('a stream of short tunnels leaves nothing for young collections', () =>
   it('the gateway alone, once warm: under 1 KiB per tunnel survives (~3 KiB with its connections in Sets)', async () => {
     const t = traced([path.join(ROOT, 'test/fixtures/gateway-alone.mjs')]);
     procs.push(t.proc);
-    const port = Number((await t.ready).httpProxy.split(':')[1]);
+    const port = Number((await within(t.ready, 30_000, () => `no ready line in 30 s (${t.survived.length} young collections traced)`)).httpProxy.split(':')[1]);
     const { perTunnel, collections } = await survivedPerTunnel(t, port, targetPort, null);
     expect(collections).toBeGreaterThan(3);
     expect(perTunnel, `${Math.round(perTunnel)} B per tunnel over ${collections} young collections`).toBeLessThan(1024);
