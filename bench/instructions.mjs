@@ -61,7 +61,7 @@ async function start(tree, dir) {
     port = await freePort();
     args = [...vg, path.join(ROOT, 'bench/peers/node-floor.mjs'), String(port)];
   } else {
-    const daemon = benchDaemon(path.join(tree, 'bin/proxyd'), dir, DAEMON_ARGS);
+    const daemon = benchDaemon(path.join(tree, 'bin/proxyd'), path.join(dir, 'data'), DAEMON_ARGS);
     auth = daemon.auth;
     args = [...vg, ...daemon.args];
   }

@@ -6,8 +6,8 @@
 //
 //   node bench/perf-split.mjs [--reps 3] [--tunnels 40000] [--warm 20000] [--top 30] [--kind connect|socks5] [--json]
 //
-// Each daemon runs as bench/instructions.mjs runs it (proxyd: SQLite, metering and the connection log on,
-// credentials on every tunnel; the floor: no admission, its SOCKS5 taking any RFC 1929 credentials): --warm
+// Each daemon starts as bench/setup.mjs starts it (bench/lib/peers.mjs; proxyd: SQLite, metering and the connection
+// log on, credentials on every tunnel; the floor: no admission, its SOCKS5 taking any RFC 1929 credentials): --warm
 // tunnels unrecorded, then `perf record -p PID` from half a second before --tunnels tunnels (8 loops: connect,
 // handshake, a byte echoed, close) until they are done, so a total also holds the daemon's timers of that
 // half-second; --reps rounds, the two daemons alternating, each row the median of its rounds. Prints each
@@ -23,7 +23,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
-import { benchDaemon, freePort, readyOf, sleep, tunnelLoops } from './lib/tunnel-bench.mjs';
+import { startFloor, startProxyd } from './lib/peers.mjs';
+import { freePort, sleep, tunnelLoops, within } from './lib/tunnel-bench.mjs';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const argv = process.argv.slice(2);
@@ -35,33 +36,18 @@ const REPS = Number(opt('reps', 3));
 const KIND = opt('kind', 'connect');
 const HZ = 2000;
 const log = (...a) => console.error('[perf-split]', ...a);
+// Every process bench/lib/peers.mjs starts (proxyd and the floor alike) names its JIT code for perf.
+process.env.PROXYD_BENCH_NODE_FLAGS = [process.env.PROXYD_BENCH_NODE_FLAGS, '--perf-basic-prof'].filter(Boolean).join(' ');
 
 if (spawnSync('sh', ['-c', 'command -v perf']).status !== 0) {
   log('perf is not installed (apt-get install linux-perf)');
   process.exit(2);
 }
 
-/** proxyd (or the floor) with JIT names for perf; resolves once it listens (the process is killed if it does not). */
+/** proxyd or the floor (bench/lib/peers.mjs, under --perf-basic-prof for JIT names): its process and the path measured. */
 async function start(which, dir) {
-  const node = [process.execPath, '--perf-basic-prof', '--max-semi-space-size=8'];
-  let auth = null;
-  let port = 0;
-  let args;
-  let socks = 0;
-  if (which === 'floor') {
-    port = await freePort();
-    socks = KIND === 'socks5' ? await freePort() : 0;
-    args = [...node, path.join(ROOT, 'bench/peers/node-floor.mjs'), String(port), ...(socks ? [`socks=${socks}`] : [])];
-    auth = socks ? { user: 'floor', password: 'floor' } : null; // taken unchecked: the floor's SOCKS5 asks for RFC 1929
-  } else {
-    const daemon = benchDaemon(path.join(ROOT, 'bin/proxyd'), dir);
-    auth = daemon.auth;
-    args = [...node, ...daemon.args];
-  }
-  const p = spawn(args[0], args.slice(1), { stdio: ['ignore', 'pipe', 'ignore'] });
-  const ready = await readyOf(p, which, 30_000, port, socks);
-  const at = KIND === 'socks5' ? ready.socks5 : ready.httpProxy;
-  return { p, auth, label: which, kind: KIND, port: Number(at.slice(at.lastIndexOf(':') + 1)) };
+  const x = which === 'floor' ? await startFloor(1, { socks: KIND === 'socks5' }) : await startProxyd(dir);
+  return { p: x.p, d: x.paths.find((path) => path.kind === KIND) };
 }
 
 /** A JIT frame's name without its tier mark (`*` optimised, `+` Maglev, `^` baseline, `~` interpreted) or this tree's path. */
@@ -102,25 +88,16 @@ async function inclusive(file) {
   return { samples, counts, selfCounts };
 }
 
-/** `promise`, or an error naming `what` after `ms` (the timer cleared either way). */
-async function within(promise, ms, what) {
-  let timer;
-  try {
-    return await Promise.race([promise, new Promise((_, reject) => (timer = setTimeout(() => reject(new Error(`${what}: no end within ${ms / 1000} s`)), ms)))]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
-
 async function measure(which, tport) {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'perf-split-'));
-  let d = null;
+  let daemon = null;
   let rec = null;
   try {
-    d = await start(which, dir);
+    daemon = await start(which, dir);
+    const { d } = daemon;
     await tunnelLoops(d, tport, WARM);
     const file = path.join(dir, 'perf.data');
-    rec = spawn('perf', ['record', '-e', 'cpu-clock', '-F', String(HZ), '-g', '-p', String(d.p.pid), '-o', file], { stdio: ['ignore', 'ignore', 'pipe'] });
+    rec = spawn('perf', ['record', '-e', 'cpu-clock', '-F', String(HZ), '-g', '-p', String(daemon.p.pid), '-o', file], { stdio: ['ignore', 'ignore', 'pipe'] });
     let recErr = '';
     rec.stderr.on('data', (b) => (recErr += b));
     // perf ends on our SIGINT by raising it again: that is its normal end.
@@ -132,7 +109,7 @@ async function measure(which, tport) {
     await tunnelLoops(d, tport, TUNNELS);
     const ms = Date.now() - t0;
     rec.kill('SIGINT');
-    const code = await within(recorded, 60_000, 'perf record after SIGINT');
+    const code = await within(recorded, 60_000, 'perf record after SIGINT: no end within 60 s');
     if (code !== 0) throw new Error(`perf record exited ${code}: ${why()}`);
     const { samples, counts, selfCounts } = await inclusive(file);
     if (samples === 0) throw new Error(`${which}: perf recorded no samples`);
@@ -141,10 +118,10 @@ async function measure(which, tport) {
     return { samples, usPerTunnel: us(samples), tunnelsPerSec: Math.round((TUNNELS * 1000) / ms), us: new Map([...counts].map(([k, v]) => [k, us(v)])), self: new Map([...selfCounts].map(([k, v]) => [k, us(v)])) };
   } finally {
     if (rec && rec.exitCode === null) rec.kill('SIGKILL');
-    if (d) {
-      d.p.kill('SIGKILL');
+    if (daemon) {
+      daemon.p.kill('SIGKILL');
       // V8 writes its map of JIT names to /tmp whatever TMPDIR says.
-      rmSync(`/tmp/perf-${d.p.pid}.map`, { force: true });
+      rmSync(`/tmp/perf-${daemon.p.pid}.map`, { force: true });
     }
     rmSync(dir, { recursive: true, force: true });
   }

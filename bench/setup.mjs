@@ -31,7 +31,7 @@ import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { startDante, startFloor, startProxyd, startSquid } from './lib/peers.mjs';
 import { portsWidener } from './lib/ports.mjs';
-import { countFor, freePort, med, pct, pumpUpload, range, runInfo, sleep, treeCpu } from './lib/tunnel-bench.mjs';
+import { countFor, freePort, med, pct, pumpUpload, range, runInfo, sleep, treeCpu, within } from './lib/tunnel-bench.mjs';
 import { len64 } from './target-protocol.mjs';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
@@ -97,15 +97,7 @@ async function pace(name) {
 /** Runs one phase under a deadline: one that does not finish ends the run with an error naming it. */
 async function phase(name, ms, fn) {
   await pace(name);
-  let timer;
-  const deadline = new Promise((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`phase "${name}" did not finish within ${ms / 1000} s`)), ms);
-  });
-  try {
-    return await Promise.race([fn(), deadline]);
-  } finally {
-    clearTimeout(timer);
-  }
+  return within(fn(), ms, `phase "${name}" did not finish within ${ms / 1000} s`);
 }
 
 

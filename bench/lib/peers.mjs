@@ -7,7 +7,7 @@ import net from 'node:net';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
-import { benchUser, freePort, sleep } from './tunnel-bench.mjs';
+import { benchDaemon, freePort, readyOf, sleep } from './tunnel-bench.mjs';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 
@@ -32,6 +32,9 @@ function fill(name, vars) {
   return out;
 }
 
+/** The Node flags of the processes the benches start: the young generation's size, then PROXYD_BENCH_NODE_FLAGS. */
+const nodeFlags = () => ['--max-semi-space-size=8', ...(process.env.PROXYD_BENCH_NODE_FLAGS ?? '').split(' ').filter(Boolean)];
+
 /**
  * `proxyd serve` of `tree` (this one by default) as the benches run it: SQLite, metering and the connection log on,
  * a bench user whose credentials every tunnel presents; `name` tells data dirs apart when several run at once;
@@ -39,18 +42,11 @@ function fill(name, vars) {
  * `perf record` to name JavaScript functions.
  */
 export async function startProxyd(dir, { tree = ROOT, workers = 1, profileDir = null, args = [], name = `proxyd-w${workers}${profileDir ? '-prof' : ''}` } = {}) {
-  const PROXYD = path.join(tree, 'bin/proxyd');
-  const dataDir = path.join(dir, name);
-  mkdirSync(dataDir, { recursive: true });
-  const auth = benchUser(PROXYD, dataDir);
-  const node = [process.execPath, '--max-semi-space-size=8', ...(process.env.PROXYD_BENCH_NODE_FLAGS ?? '').split(' ').filter(Boolean), ...(profileDir ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : [])];
-  const p = spawn(node[0], [...node.slice(1), PROXYD, 'serve', '--data-dir', dataDir, '--api-listen', '127.0.0.1:0', '--http-proxy-listen', '127.0.0.1:0',
-    '--socks-listen', '127.0.0.1:0', '--allow-private-targets', '--log-level', 'warn', '--workers', String(workers), ...args], { stdio: ['ignore', 'pipe', 'inherit'] });
-  const ready = await new Promise((resolve, reject) => {
-    p.once('exit', (c) => reject(new Error(`proxyd exited ${c}`)));
-    setTimeout(() => reject(new Error(`proxyd --workers ${workers} printed no ready line within 60 s`)), 60_000).unref();
-    createInterface({ input: p.stdout }).once('line', (l) => resolve(JSON.parse(l)));
-  });
+  const daemon = benchDaemon(path.join(tree, 'bin/proxyd'), path.join(dir, name), ['--workers', String(workers), ...args]);
+  const auth = daemon.auth;
+  const node = [...nodeFlags(), ...(profileDir ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : [])];
+  const p = spawn(process.execPath, [...node, ...daemon.args], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const ready = await readyOf(p, `proxyd --workers ${workers}`, 60_000);
   return {
     p,
     api: ready.api,
@@ -84,7 +80,7 @@ export async function startFloor(procs = 1, { socks = false } = {}) {
   const ps = [];
   try {
     for (let i = 0; i < procs; i++) {
-      const p = spawn(process.execPath, ['--max-semi-space-size=8', script, String(port), ...(procs > 1 ? ['reuse'] : []), ...(socks ? [`socks=${socksPort}`] : [])], { stdio: ['ignore', 'pipe', 'inherit'] });
+      const p = spawn(process.execPath, [...nodeFlags(), script, String(port), ...(procs > 1 ? ['reuse'] : []), ...(socks ? [`socks=${socksPort}`] : [])], { stdio: ['ignore', 'pipe', 'inherit'] });
       ps.push(p);
       await new Promise((resolve, reject) => {
         p.once('exit', (c) => reject(new Error(`node floor exited ${c}`)));

@@ -1,14 +1,13 @@
 // What the tunnel benches (bench/setup.mjs, bench/hop.mjs, bench/daemon-ab.mjs, bench/instructions.mjs) share: a
 // free loopback port, percentiles over samples, loops that repeat a call for a while, a report's opening fields, the
 // CPU seconds of a process tree from /proc, the client side of an upload to the target (bench/target-protocol.mjs's
-// U: the bytes, then one "K" back), a daemon's bench user and arguments, its ready line, and tunnels with a byte
-// echoed (bench/perf-split.mjs too). The target itself is bench/gateway.mjs's target role (`--role target [--host H]
+// U: the bytes, then one "K" back), a daemon's bench user and arguments, its ready line, a deadline, and tunnels with a
+// byte echoed (bench/perf-split.mjs too). The target itself is bench/gateway.mjs's target role (`--role target [--host H]
 // [--port P]`).
 import { spawnSync } from 'node:child_process';
 import { mkdirSync, readFileSync, readdirSync } from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
-import path from 'node:path';
 import { createInterface } from 'node:readline';
 
 export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
@@ -121,17 +120,29 @@ export function benchUser(proxyd, dataDir) {
 }
 
 /**
- * `proxyd serve` (the script `proxyd`) as the per-tunnel benches run it: SQLite in `dir`/data with metering and the
- * connection log on, every listener on a free loopback port, private targets allowed (the target is on loopback),
+ * `proxyd serve` (the script `proxyd`) as the per-tunnel benches run it: SQLite in `dataDir` (made) with metering and
+ * the connection log on, every listener on a free loopback port, private targets allowed (the target is on loopback),
  * then `more`; with the bench user's credentials.
  */
-export function benchDaemon(proxyd, dir, more = []) {
-  const dataDir = path.join(dir, 'data');
-  mkdirSync(dataDir);
+export function benchDaemon(proxyd, dataDir, more = []) {
+  mkdirSync(dataDir, { recursive: true });
   const auth = benchUser(proxyd, dataDir);
   const args = [proxyd, 'serve', '--data-dir', dataDir, '--api-listen', '127.0.0.1:0', '--http-proxy-listen', '127.0.0.1:0',
     '--socks-listen', '127.0.0.1:0', '--allow-private-targets', '--log-level', 'warn', ...more];
   return { auth, args };
+}
+
+/** `promise`, or an error with `message` once `ms` have passed (the timer cleared either way). */
+export async function within(promise, ms, message) {
+  let timer;
+  const deadline = new Promise((_, reject) => {
+    timer = setTimeout(() => reject(new Error(message)), ms);
+  });
+  try {
+    return await Promise.race([promise, deadline]);
+  } finally {
+    clearTimeout(timer);
+  }
 }
 
 /**
@@ -139,16 +150,14 @@ export function benchDaemon(proxyd, dir, more = []) {
  * (its CONNECT port `port`, its SOCKS5 port `socksPort`). `p` is killed when neither comes within `ms`.
  */
 export function readyOf(p, what, ms, port = 0, socksPort = 0) {
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`${what}: no ready line within ${ms / 1000} s`)), ms);
-    p.once('exit', (c) => (clearTimeout(timer), reject(new Error(`${what} exited ${c}`))));
+  const said = new Promise((resolve, reject) => {
+    p.once('exit', (c) => reject(new Error(`${what} exited ${c}`)));
     createInterface({ input: p.stdout }).on('line', (l) => {
       if (l === 'ready') resolve({ httpProxy: `127.0.0.1:${port}`, socks5: `127.0.0.1:${socksPort}` });
       else if (l.startsWith('{')) resolve(JSON.parse(l));
-      else return;
-      clearTimeout(timer);
     });
-  }).catch((e) => {
+  });
+  return within(said, ms, `${what}: no ready line within ${ms / 1000} s`).catch((e) => {
     p.kill('SIGKILL');
     throw e;
   });

@@ -20,21 +20,6 @@ const PASS = 'gc-churn-user-password';
 const WARM = 10_000;
 const MEASURED = 4_000;
 
-/** A process under V8's GC trace: its ready line (the first JSON line on stdout) and every young collection's figures. */
-function traced(args: string[]): { proc: ChildProcess; ready: Promise<{ httpProxy: string }>; survived: number[] } {
-  const survived: number[] = [];
-  const proc = spawn(process.execPath, ['--max-semi-space-size=8', '--trace-gc-nvp', ...args], { stdio: ['ignore', 'pipe', 'inherit'] });
-  const ready = new Promise<{ httpProxy: string }>((resolve, reject) => {
-    proc.once('exit', (code) => reject(new Error(`exited ${code}`)));
-    createInterface({ input: proc.stdout! }).on('line', (line) => {
-      if (line.startsWith('{')) return resolve(JSON.parse(line));
-      const m = /\bgc=s\b.*\bnew_space_survived=(\d+)/.exec(line);
-      if (m) survived.push(Number(m[1]));
-    });
-  });
-  return { proc, ready, survived };
-}
-
 /** `promise`, or an error saying what did not finish (a stall names its phase instead of the test's timeout). */
 async function within<T>(promise: Promise<T>, ms: number, what: () => string): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
@@ -43,6 +28,22 @@ async function within<T>(promise: Promise<T>, ms: number, what: () => string): P
   } finally {
     clearTimeout(timer);
   }
+}
+
+/** A process under V8's GC trace: its ready line (the first JSON line on stdout, within 30 s) and every young collection's figures. */
+function traced(args: string[]): { proc: ChildProcess; ready: Promise<{ httpProxy: string }>; survived: number[] } {
+  const survived: number[] = [];
+  const proc = spawn(process.execPath, ['--max-semi-space-size=8', '--trace-gc-nvp', ...args], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const said = new Promise<{ httpProxy: string }>((resolve, reject) => {
+    proc.once('exit', (code) => reject(new Error(`exited ${code}`)));
+    createInterface({ input: proc.stdout! }).on('line', (line) => {
+      if (line.startsWith('{')) return resolve(JSON.parse(line));
+      const m = /\bgc=s\b.*\bnew_space_survived=(\d+)/.exec(line);
+      if (m) survived.push(Number(m[1]));
+    });
+  });
+  const ready = within(said, 30_000, () => `no ready line in 30 s (${survived.length} young collections traced)`);
+  return { proc, ready, survived };
 }
 
 /** `n` tunnels over 8 loops: CONNECT (with credentials when given), one byte echoed, closed; `phase` names them in a stall. */
@@ -109,7 +110,7 @@ describe('a stream of short tunnels leaves nothing for young collections', () =>
     const t = traced([PROXYD, 'serve', '--data-dir', dataDir, '--api-listen', '127.0.0.1:0', '--http-proxy-listen', '127.0.0.1:0',
       '--socks-listen', '127.0.0.1:0', '--allow-private-targets', '--log-level', 'warn']);
     procs.push(t.proc);
-    const port = Number((await within(t.ready, 30_000, () => `no ready line in 30 s (${t.survived.length} young collections traced)`)).httpProxy.split(':')[1]);
+    const port = Number((await t.ready).httpProxy.split(':')[1]);
     const { perTunnel, collections } = await survivedPerTunnel(t, port, targetPort, basic('gc-user', PASS));
     expect(collections).toBeGreaterThan(3);
     expect(perTunnel, `${Math.round(perTunnel)} B per tunnel over ${collections} young collections`).toBeLessThan(1024);
@@ -118,7 +119,7 @@ describe('a stream of short tunnels leaves nothing for young collections', () =>
   it('the gateway alone, once warm: under 1 KiB per tunnel survives (~3 KiB with its connections in Sets)', async () => {
     const t = traced([path.join(ROOT, 'test/fixtures/gateway-alone.mjs')]);
     procs.push(t.proc);
-    const port = Number((await within(t.ready, 30_000, () => `no ready line in 30 s (${t.survived.length} young collections traced)`)).httpProxy.split(':')[1]);
+    const port = Number((await t.ready).httpProxy.split(':')[1]);
     const { perTunnel, collections } = await survivedPerTunnel(t, port, targetPort, null);
     expect(collections).toBeGreaterThan(3);
     expect(perTunnel, `${Math.round(perTunnel)} B per tunnel over ${collections} young collections`).toBeLessThan(1024);
