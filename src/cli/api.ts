@@ -31,10 +31,12 @@ export class ApiError extends Error {
   readonly httpStatus: number | undefined;
   readonly requestId: string | undefined;
   readonly retryAfterMs: number | undefined;
+  /** A network error's system code (ECONNREFUSED, …). */
+  readonly errno: string | undefined;
   constructor(
     kind: ApiErrorKind,
     message: string,
-    extra: { code?: number; httpStatus?: number; requestId?: string; retryAfterMs?: number } = {},
+    extra: { code?: number; httpStatus?: number; requestId?: string; retryAfterMs?: number; errno?: string } = {},
   ) {
     super(message);
     this.name = 'ApiError';
@@ -43,6 +45,7 @@ export class ApiError extends Error {
     this.httpStatus = extra.httpStatus;
     this.requestId = extra.requestId;
     this.retryAfterMs = extra.retryAfterMs;
+    this.errno = extra.errno;
   }
   /** Message plus code and request id in one trailing parenthesis (docs/cli.md, "Error messages"). */
   describe(): string {
@@ -280,7 +283,9 @@ export class ApiClient implements WhitelistApi {
     const timeout = typeof e.code === 'string' && /TIMEOUT|TIMEDOUT/i.test(e.code);
     const detail = scrubSecrets(e.code ?? e.message ?? String(err), [this.#token]);
     const where = safeOrigin(this.#baseUrl);
-    return new ApiError(timeout ? 'timeout' : 'network', timeout ? `timed out talking to ${where} (${detail})` : `cannot reach ${where} (${detail})`);
+    return new ApiError(timeout ? 'timeout' : 'network', timeout ? `timed out talking to ${where} (${detail})` : `cannot reach ${where} (${detail})`, {
+      ...(typeof e.code === 'string' ? { errno: e.code } : {}),
+    });
   }
 }
 
@@ -293,6 +298,20 @@ function safeOrigin(baseUrl: string): string {
     return 'the API';
   }
 }
+
+/**
+ * Whether the server may have carried out a request that ended in this error: it answered 500, or the answer never
+ * came (a timeout, a connection cut after the request went). Not when the request never left (the connection was
+ * refused, the name did not resolve) or the server says it executed nothing (10503, 429, 401).
+ */
+export function mayHaveApplied(err: ApiError): boolean {
+  if (err.kind === 'timeout') return true;
+  if (err.kind === 'network') return err.errno === undefined || !NEVER_SENT.has(err.errno);
+  if (err.code === Code.LIMITER_UNAVAILABLE || err.code === Code.RATE_LIMITED || err.code === Code.INVALID_API_KEY) return false;
+  return err.httpStatus === undefined || err.httpStatus >= 500;
+}
+/** Network errors that mean the request was never sent. */
+const NEVER_SENT = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', 'EADDRNOTAVAIL']);
 
 /** True when the error means "the token was rejected". */
 export function isAuthError(err: unknown): err is ApiError {

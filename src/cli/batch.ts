@@ -4,7 +4,7 @@
 // replay the same batch up to --retry times; a 10425 (add) / 10426 (delete) on a resent item is
 // "already done"; 401 stops at once.
 import { Code, MAX_BATCH_ITEMS, RATE_LIMITS, RATE_WINDOW_MS, RETRYABLE_ITEM_CODES, type FailedItem } from '../contract/index.js';
-import { ApiError, isAuthError, isRateLimited, isTransient, type BatchResponse, type WhitelistApi } from './api.js';
+import { ApiError, isAuthError, isRateLimited, isTransient, mayHaveApplied, type BatchResponse, type WhitelistApi } from './api.js';
 import { Exit, type ExitCode } from './exit-codes.js';
 import { RollingWindowPacer, type Clock } from './pacer.js';
 
@@ -73,6 +73,8 @@ interface ItemState {
   item: BatchItem;
   /** Sent before in a request that may have been processed (so 10425/10426 may be our own doing). */
   resent: boolean;
+  /** An earlier attempt may have applied it: a 500, a timeout or a cut connection, or a per-item retryable failure (not a 503/10503). */
+  mayBeDone: boolean;
   retries: number;
 }
 
@@ -93,7 +95,7 @@ export async function runBatches(opts: BatchEngineOptions): Promise<BatchRunResu
   let requests = 0;
   const queue: Unit[] = [];
   for (let i = 0; i < opts.items.length; i += size) {
-    queue.push({ items: opts.items.slice(i, i + size).map((item) => ({ item, resent: false, retries: 0 })), rateLimitedReplays: 0 });
+    queue.push({ items: opts.items.slice(i, i + size).map((item) => ({ item, resent: false, mayBeDone: false, retries: 0 })), rateLimitedReplays: 0 });
   }
 
   const progress = (waiting?: BatchProgress['waiting']) => {
@@ -115,11 +117,14 @@ export async function runBatches(opts: BatchEngineOptions): Promise<BatchRunResu
     progress({ reason, ms });
     await clock.sleep(ms);
   };
-  /** Ends the run: the current unit and everything queued are reported as not processed. */
-  const stopWith = (exitCode: ExitCode, message: string, code: number, current: Unit, currentMayBeDone = false): BatchRunResult => {
+  /**
+   * Ends the run: everything queued is reported as not processed, and so is the current unit, except its items that
+   * a request may have applied (`outcome unknown`): this last one (`lastMayBeDone`) or an earlier one.
+   */
+  const stopWith = (exitCode: ExitCode, message: string, code: number, current: Unit, lastMayBeDone = false): BatchRunResult => {
     const reason = `not processed: ${message}`;
     const unknown = `outcome unknown: ${message}`;
-    for (const s of current.items) fail({ ip: s.item.ip, code, reason: currentMayBeDone && s.resent ? unknown : reason });
+    for (const s of current.items) fail({ ip: s.item.ip, code, reason: lastMayBeDone || s.mayBeDone ? unknown : reason });
     for (const u of queue) for (const s of u.items) fail({ ip: s.item.ip, code, reason });
     queue.length = 0;
     progress();
@@ -150,10 +155,12 @@ export async function runBatches(opts: BatchEngineOptions): Promise<BatchRunResu
       if (isTransient(err)) {
         const worst = Math.max(...unit.items.map((s) => s.retries));
         const code = err.code ?? 0;
-        if (worst >= retry) return stopWith(Exit.ERROR, `${err.describe()}; gave up after ${retry} ${retry === 1 ? 'retry' : 'retries'}`, code, unit, true);
+        const applied = mayHaveApplied(err);
+        if (worst >= retry) return stopWith(Exit.ERROR, `${err.describe()}; gave up after ${retry} ${retry === 1 ? 'retry' : 'retries'}`, code, unit, applied);
         // The server may have processed some of it: mark every item so its replay can read 10425/10426 as done.
         for (const s of unit.items) {
           s.resent = true;
+          s.mayBeDone ||= applied;
           s.retries++;
         }
         await wait(backoff(worst + 1), 'backoff');
@@ -182,6 +189,7 @@ export async function runBatches(opts: BatchEngineOptions): Promise<BatchRunResu
       if (s && RETRYABLE_ITEM_CODES.has(f.code) && s.retries < retry) {
         s.retries++;
         s.resent = true;
+        s.mayBeDone = true;
         again.push(s);
       } else if (s && (s.resent || opts.doneIsDone === true) && f.code === doneCode) {
         summary.already_done++;

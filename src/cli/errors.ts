@@ -24,8 +24,20 @@ export class AuthError extends CliError {
   }
 }
 
-/** Replaces every occurrence of the given secrets, and any `api_key=` value, so a message is safe to print. */
-export function scrubSecrets(text: string, secrets: ReadonlyArray<string | undefined>): string {
+// Anything shaped like an API token (a user's, pasted where it does not belong): its access key stays, the secret goes.
+const TOKEN_SHAPE = /\b(ak[0-9a-f]{20})\.[A-Za-z0-9_-]{43}(?![A-Za-z0-9_-])/g;
+
+/** Whether `text` holds something shaped like an API token (`<accessKey>.<secret>`). */
+export function looksLikeToken(text: string): boolean {
+  return TOKEN_TEST.test(text);
+}
+const TOKEN_TEST = new RegExp(TOKEN_SHAPE.source);
+
+/**
+ * Replaces every occurrence of the given secrets, anything shaped like a token, and any `api_key=` value, so a
+ * message is safe to print.
+ */
+export function scrubSecrets(text: string, secrets: ReadonlyArray<string | undefined> = []): string {
   let out = text;
   for (const s of secrets) {
     if (!s) continue;
@@ -34,5 +46,5 @@ export function scrubSecrets(text: string, secrets: ReadonlyArray<string | undef
     // The secret half alone must not leak either.
     if (dot > 0 && s.length - dot > 8) out = out.split(s.slice(dot + 1)).join('****');
   }
-  return out.replace(/(api_key=)[^&\s"']*/gi, '$1****');
+  return out.replace(TOKEN_SHAPE, '$1.****').replace(/(api_key=)[^&\s"']*/gi, '$1****');
 }

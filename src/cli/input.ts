@@ -1,7 +1,7 @@
 // IP lists from arguments, a file or stdin: one per line, `#` comments, blanks ignored, duplicates folded.
 import { readFile } from 'node:fs/promises';
 import type { BatchItem } from './batch.js';
-import { UsageError } from './errors.js';
+import { looksLikeToken, UsageError } from './errors.js';
 import { readAll } from './io.js';
 
 interface ParsedEntry {
@@ -87,6 +87,8 @@ export async function collectItems(opts: CollectOptions): Promise<Collected> {
   const items: BatchItem[] = [];
   let duplicates = 0;
   for (const e of entries) {
+    // Sent as an IP it would come back in the failed items (and reach the server's request): stop before that.
+    if (looksLikeToken(e.ip)) throw new UsageError('an API token was given where an IP belongs; it was not sent (log in with `proxyctl login`, which reads the token from a prompt or stdin)');
     if (seen.has(e.ip)) {
       duplicates++;
       continue;

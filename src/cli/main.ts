@@ -7,8 +7,9 @@ import type { Context } from './context.js';
 import type { Deps } from './deps.js';
 import { Exit, type ExitCode } from './exit-codes.js';
 import type { Io } from './io.js';
+import { scrubSecrets } from './errors.js';
 import { isStrictIPv4 } from '../contract/ipv4-syntax.js';
-import { MAX_DOMAINS_LIMIT, MAX_PAGE_SIZE } from '../contract/paths.js';
+import { MAX_DOMAINS_LIMIT, MAX_PAGE, MAX_PAGE_SIZE } from '../contract/paths.js';
 import { VERSION } from '../contract/version.js';
 
 interface MainOverrides {
@@ -65,7 +66,9 @@ export function buildProgram(commander: Commander, run: (cmd: Command, runner: R
     .showSuggestionAfterError()
     .configureOutput({
       writeOut: (s) => void io.stdout.write(s),
-      writeErr: (s) => void io.stderr.write(s),
+      // Commander echoes what it could not place (an unknown option's value, an extra argument): a token pasted
+      // there must not reach the terminal or a CI log.
+      writeErr: (s) => void io.stderr.write(scrubSecrets(s)),
       // One line, as every other error: commander puts its "(Did you mean …?)" on a line of its own.
       outputError: (s, write) => write(`${s.trimEnd().replace(/\s*\n\s*/g, ' ')}\n`),
     })
@@ -134,7 +137,7 @@ Examples:
     .description('list entries: a table on a TTY, tab-separated on a pipe, JSON with --json')
     .addOption(new Option('--status <status>', 'filter by status').choices(['all', 'active', 'disabled']))
     .option('--ip <ip>', 'exact IP match', ipOption)
-    .option('--page <n>', 'page number', int('--page', 1))
+    .option('--page <n>', 'page number', int('--page', 1, MAX_PAGE))
     .option('--page-size <n>', `entries per page (1-${MAX_PAGE_SIZE})`, int('--page-size', 1, MAX_PAGE_SIZE))
     .option('--all', 'walk every page')
     .action(async (opts: { status?: 'all' | 'active' | 'disabled'; ip?: string; page?: number; pageSize?: number; all?: boolean }, cmd: Command) =>

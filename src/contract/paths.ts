@@ -36,6 +36,8 @@ export const API_KEY_PARAM = 'api_key';
 export const MAX_BATCH_ITEMS = 100;
 export const MAX_BODY_BYTES = 256 * 1024;
 export const MAX_PAGE_SIZE = 100;
+/** The highest `page` the list endpoint takes (nine digits). */
+export const MAX_PAGE = 999_999_999;
 export const DEFAULT_PAGE_SIZE = 20;
 
 /** Per-token limits per rolling 60 s (docs/api.md Limits). */

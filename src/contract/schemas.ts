@@ -1,6 +1,6 @@
 // zod schemas of requests and responses: validated at the daemon's edge, decoded by the CLI.
 import { z } from 'zod';
-import { DEFAULT_DOMAINS_LIMIT, DEFAULT_PAGE_SIZE, MAX_DOMAINS_LIMIT, MAX_PAGE_SIZE } from './paths.js';
+import { DEFAULT_DOMAINS_LIMIT, DEFAULT_PAGE_SIZE, MAX_DOMAINS_LIMIT, MAX_PAGE, MAX_PAGE_SIZE } from './paths.js';
 import { isStrictIPv4 } from './ipv4.js';
 
 // ---- requests ----
@@ -25,7 +25,7 @@ const positiveInt = (max: number) =>
 
 /** Query of the list endpoint, without `api_key` (checked before this). */
 export const ListQuerySchema = z.strictObject({
-  page: positiveInt(1_000_000_000).optional().default(1),
+  page: positiveInt(MAX_PAGE).optional().default(1),
   page_size: positiveInt(MAX_PAGE_SIZE).optional().default(DEFAULT_PAGE_SIZE),
   status: z.enum(['all', 'active', 'disabled']).optional().default('all'),
   ip: z

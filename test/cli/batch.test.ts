@@ -153,6 +153,34 @@ describe('batch engine', () => {
     expect(r.stop?.message).toMatch(/gave up after 2 retries/);
   });
 
+  it('the last attempt may have been applied (500, a timeout, a cut connection): its batch is `outcome unknown`, the unsent rest `not processed`', async () => {
+    for (const reply of [systemError, { hang: true }, { destroy: true }]) {
+      const { api, clock } = await scripted(() => reply, { timeoutMs: 300 }).then((x) => ({ ...x, clock: new FakeClock() }));
+      const r = await runBatches({ op: 'add', items: items(publicIps(150)), api, clock, retry: 0 });
+      expect(r.exitCode).toBe(Exit.ERROR);
+      const reasons = r.summary.failed_items.map((f) => f.reason.split(':')[0]);
+      expect(reasons.slice(0, 100).every((x) => x === 'outcome unknown')).toBe(true);
+      expect(reasons.slice(100).every((x) => x === 'not processed')).toBe(true);
+    }
+  });
+
+  it('nothing applied (503/10503 every time, or the connection refused): `not processed`, also after replays', async () => {
+    const { api, clock } = await setup(() => unavailable);
+    const r = await runBatches({ op: 'add', items: items(publicIps(3)), api, clock, retry: 2 });
+    expect(r.summary.failed_items.every((f) => f.reason.startsWith('not processed: '))).toBe(true);
+
+    const gone = await setup(() => unavailable);
+    await gone.server.close();
+    const refused = await runBatches({ op: 'add', items: items(publicIps(3)), api: gone.api, clock, retry: 0 });
+    expect(refused.summary.failed_items.map((f) => f.reason.split(':')[0])).toEqual(['not processed', 'not processed', 'not processed']);
+  });
+
+  it('a replay after a 500 ends in a 503: still `outcome unknown` (the first attempt may have applied it)', async () => {
+    const { api, clock } = await setup((_req, i) => (i === 0 ? systemError : unavailable));
+    const r = await runBatches({ op: 'add', items: items(publicIps(2)), api, clock, retry: 1 });
+    expect(r.summary.failed_items.every((f) => f.reason.startsWith('outcome unknown: '))).toBe(true);
+  });
+
   it('401: stops at once, no retry, exit 4', async () => {
     const { server, api, clock } = await setup(() => unauthorized);
     const r = await runBatches({ op: 'add', items: items(publicIps(250)), api, clock, retry: 5 });

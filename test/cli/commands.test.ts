@@ -144,6 +144,31 @@ describe('login / logout / auth status', () => {
     expect(JSON.parse(none.stdout)).toEqual({ source: null, access_key: null, base_url: s.url, valid: false });
   });
 
+  it('auth status --json with the API unreachable: the document (valid null), the error on stderr, exit 1', async () => {
+    const keychain = new MemoryKeychain();
+    const url = 'http://127.0.0.1:9';
+    await keychain.set('proxyctl', url, TOKEN);
+    const r = await cli(['auth', 'status', '--json'], { keychain, env: { PROXYCTL_BASE_URL: url } });
+    expect(r.code).toBe(1);
+    expect(JSON.parse(r.stdout)).toEqual({ source: 'keychain', access_key: 'ak0123456789abcdef0123', base_url: url, valid: null });
+    expect(r.stderr).toMatch(/^error: cannot reach http:\/\/127\.0\.0\.1:9 \(ECONNREFUSED\)\n$/);
+  });
+
+  it('a token pasted where it does not belong: a usage error that shows its access key only, and nothing sent', async () => {
+    const s = await withServer((req) => batchReply(req));
+    for (const argv of [['login', TOKEN], [`--with-token=${TOKEN}`], [TOKEN], ['auth', 'status', TOKEN], ['whitelist', 'list', TOKEN], ['login', '--with-token', TOKEN]]) {
+      const r = await cli(argv, { stdin: '' });
+      expect(r.code, argv.join(' ')).toBe(2);
+      expect(r.stderr).toContain('ak0123456789abcdef0123.****');
+    }
+    for (const argv of [['whitelist', 'add', '8.8.8.8', TOKEN], ['whitelist', 'delete', TOKEN]]) {
+      const r = await cli(argv, { env: { PROXYCTL_API_KEY: OTHER_TOKEN } });
+      expect(r.code).toBe(2);
+      expect(r.stderr).toMatch(/an API token was given where an IP belongs; it was not sent/);
+    }
+    expect(s.requests).toHaveLength(0);
+  });
+
   it('logout removes the stored token', async () => {
     const s = await withServer(() => ({ code: 200, data: listData(0) }));
     const keychain = new MemoryKeychain();
@@ -284,6 +309,17 @@ describe('whitelist add / delete', () => {
     expect(readFileSync(failed, 'utf8').trim().split('\n')).toEqual(ips.slice(100));
   });
 
+  it('--failed-out that cannot be written: a usage error before anything is sent', async () => {
+    const s = await withServer((req) => batchReply(req));
+    for (const where of ['/nonexistent/dir/f.txt', tempConfigDir()]) {
+      const r = await cli(['whitelist', 'add', '8.8.8.8', '--failed-out', where, '--json'], { env: { PROXYCTL_API_KEY: TOKEN } });
+      expect(r.code).toBe(2);
+      expect(r.stderr).toMatch(/^error: --failed-out: cannot write .* \((ENOENT|EISDIR)\)|^error: --failed-out: cannot write .*: (ENOENT|EISDIR)/);
+      expect(r.stdout).toBe('');
+    }
+    expect(s.requests).toHaveLength(0);
+  });
+
   it('no token at all: exit 4 before any request', async () => {
     const s = await withServer((req) => batchReply(req));
     const r = await cli(['whitelist', 'add', '8.8.8.8']);
@@ -296,6 +332,7 @@ describe('usage and config', () => {
   it('usage errors exit 2', async () => {
     for (const argv of [
       ['whitelist', 'list', '--page', '0'],
+      ['whitelist', 'list', '--page', '1000000000'], // the API's nine digits
       ['whitelist', 'list', '--page-size', '101'],
       ['whitelist', 'list', '--status', 'gone'],
       ['whitelist', 'list', '--ip', '08.8.8.8'],

@@ -216,6 +216,9 @@ describe.each(BACKENDS)('whitelist API on %s', (backend) => {
       for (const [url, headers, payload] of [
         [ADD + q(token), { 'content-type': 'text/plain' }, body],
         [ADD + q(token), { 'content-type': 'application/x-www-form-urlencoded' }, body],
+        // JSON is UTF-8: another charset would be decoded wrongly.
+        [ADD + q(token), { 'content-type': 'application/json; charset=latin1' }, body],
+        [ADD + q(token), { 'content-type': 'application/json;charset="ISO-8859-1"' }, body],
         [`${ADD}${q(token)}&debug=1`, json, body],
         [ADD + q(token), json, JSON.stringify({ items: [{ ip: '8.8.8.8', remark: 'x'.repeat(300 * 1024) }] })],
       ] as const) {
@@ -223,6 +226,10 @@ describe.each(BACKENDS)('whitelist API on %s', (backend) => {
         expect(r.json().code).toBe(10400);
       }
       expect(await total(token)).toBe(0);
+      for (const [type, ip] of [['application/json; charset=utf-8', '8.8.8.8'], ['application/json; charset="UTF-8"', '8.8.4.4'], ['application/json;charset=utf8', '9.9.9.9']]) {
+        const r = await t.app.inject({ method: 'POST', url: ADD + q(token), headers: { 'content-type': type! }, payload: JSON.stringify({ items: [{ ip }] }) });
+        expect(r.json().code, type).toBe(200);
+      }
     });
 
     it('accepts application/json with a charset', async () => {

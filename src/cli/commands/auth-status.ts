@@ -10,7 +10,8 @@ interface AuthStatusDoc {
   source: 'env' | 'keychain' | 'file' | null;
   access_key: string | null;
   base_url: string;
-  valid: boolean;
+  /** null: the API could not be asked (unreachable, or an answer that was not one). */
+  valid: boolean | null;
 }
 
 export async function runAuthStatus(opts: { ctx: Context }, deps: Deps): Promise<ExitCode> {
@@ -19,6 +20,7 @@ export async function runAuthStatus(opts: { ctx: Context }, deps: Deps): Promise
   const resolved = await deps.tokens.resolve(ctx.baseUrl);
   const doc: AuthStatusDoc = { source: resolved?.source ?? null, access_key: null, base_url: ctx.baseUrl, valid: false };
   let why = '';
+  let unanswered: Error | null = null;
   if (!resolved) why = 'no token: run `proxyctl login` or set PROXYCTL_API_KEY';
   else {
     const parsed = parseToken(resolved.token);
@@ -30,12 +32,20 @@ export async function runAuthStatus(opts: { ctx: Context }, deps: Deps): Promise
         await api.list({ page: 1, page_size: 1 });
         doc.valid = true;
       } catch (err) {
-        if (!isAuthError(err)) throw apiFailure(err);
-        why = `the API rejects this token${err.refs()}; ${rejectedTokenHint(resolved.source)}`;
+        if (!isAuthError(err)) {
+          if (!ctx.json) throw apiFailure(err);
+          // --json: still the document (where the token comes from is known here), then the error as any command says it.
+          unanswered = apiFailure(err);
+          doc.valid = null;
+        } else why = `the API rejects this token${err.refs()}; ${rejectedTokenHint(resolved.source)}`;
       } finally {
         await api.close();
       }
     }
+  }
+  if (unanswered) {
+    out.writeJson(doc);
+    throw unanswered;
   }
   if (ctx.json) out.writeJson(doc);
   else {

@@ -1,5 +1,7 @@
 // `proxyctl whitelist add|delete`: collect IPs, run the batch engine, print a summary, write --failed-out.
-import { writeFile } from 'node:fs/promises';
+import { constants as fsConstants } from 'node:fs';
+import { access, stat, writeFile } from 'node:fs/promises';
+import path from 'node:path';
 import { runBatches, type BatchItem, type BatchOp, type BatchSummary } from '../batch.js';
 import type { Context } from '../context.js';
 import type { Deps } from '../deps.js';
@@ -58,6 +60,8 @@ export async function runBatchCommand(opts: BatchCommandOptions, deps: Deps): Pr
   if (items.length === 0) throw new UsageError(`no IP addresses given: pass them as arguments${op === 'add' ? ' (IP or IP=REMARK)' : ''}, or use --file FILE (- for stdin)`);
   if (duplicates > 0) out.info(`${duplicates} repeated ${duplicates === 1 ? 'IP' : 'IPs'} folded into ${duplicates === 1 ? 'its' : 'their'} first occurrence`);
 
+  // Found before anything is sent: a run whose failed IPs cannot be kept would lose them.
+  if (opts.failedOut !== undefined) await assertWritable(opts.failedOut);
   const { api, resolved } = await openSession(ctx, deps);
   const progress = await deps.progress();
   const verb = op === 'add' ? 'adding' : 'deleting';
@@ -77,20 +81,35 @@ export async function runBatchCommand(opts: BatchCommandOptions, deps: Deps): Pr
   }
   const { summary } = result;
 
+  // The summary first: what was applied is said even when the file cannot be written after all.
+  if (ctx.json) out.writeJson(summary);
+  else printSummary(op, summary, deps, ctx.quiet);
+  if (result.stop) out.error(result.stop.exitCode === Exit.AUTH ? `${result.stop.message}; ${rejectedTokenHint(resolved.source)}` : result.stop.message);
   if (opts.failedOut !== undefined) {
     const lines = summary.failed_items.map((f) => f.ip);
     try {
       await writeFile(opts.failedOut, lines.length ? `${lines.join('\n')}\n` : '', 'utf8');
     } catch (err) {
-      throw new CliError(`cannot write ${opts.failedOut}: ${(err as NodeJS.ErrnoException).code ?? String(err)}`);
+      out.error(`cannot write ${opts.failedOut}: ${(err as NodeJS.ErrnoException).code ?? String(err)}`);
+      return result.exitCode === Exit.OK ? Exit.ERROR : result.exitCode;
     }
+    if (summary.failed_count > 0) out.info(`${summary.failed_count} failed ${summary.failed_count === 1 ? 'IP' : 'IPs'} written to ${opts.failedOut}`);
   }
-
-  if (ctx.json) out.writeJson(summary);
-  else printSummary(op, summary, deps, ctx.quiet);
-  if (result.stop) out.error(result.stop.exitCode === Exit.AUTH ? `${result.stop.message}; ${rejectedTokenHint(resolved.source)}` : result.stop.message);
-  if (opts.failedOut !== undefined && summary.failed_count > 0) out.info(`${summary.failed_count} failed ${summary.failed_count === 1 ? 'IP' : 'IPs'} written to ${opts.failedOut}`);
   return result.exitCode;
+}
+
+/** A usage error unless `file` can be written: its directory exists and is writable, and so is the file if it exists. */
+async function assertWritable(file: string): Promise<void> {
+  try {
+    const st = await stat(file).catch((e: NodeJS.ErrnoException) => {
+      if (e.code === 'ENOENT') return null;
+      throw e;
+    });
+    if (st?.isDirectory()) throw Object.assign(new Error('EISDIR'), { code: 'EISDIR' });
+    await access(st ? file : path.dirname(path.resolve(file)), fsConstants.W_OK);
+  } catch (err) {
+    throw new UsageError(`--failed-out: cannot write ${file}: ${(err as NodeJS.ErrnoException).code ?? String(err)}`);
+  }
 }
 
 function printSummary(op: BatchOp, s: BatchSummary, deps: Deps, quiet: boolean): void {

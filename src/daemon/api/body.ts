@@ -4,12 +4,16 @@ import { BusinessError, Code } from '../../contract/codes.js';
 import { findDuplicateKey } from '../../contract/json.js';
 
 const JSON_TYPE = /^application\/json\s*(;.*)?$/i;
+// A charset parameter, when given, must be UTF-8 (JSON's only encoding, RFC 8259): another one would be decoded wrongly.
+const CHARSET = /;\s*charset\s*=\s*"?([^";\s]*)"?/i;
 
 export function parseJsonBody(request: FastifyRequest): unknown {
   const type = request.headers['content-type'];
   if (typeof type !== 'string' || !JSON_TYPE.test(type.trim())) {
     throw new BusinessError(Code.INVALID_PARAMS, 'invalid parameters: content-type must be application/json');
   }
+  const charset = CHARSET.exec(type)?.[1];
+  if (charset !== undefined && !/^utf-?8$/i.test(charset)) throw new BusinessError(Code.INVALID_PARAMS, 'invalid parameters: content-type charset must be utf-8');
   const raw = request.body;
   if (!Buffer.isBuffer(raw) || raw.length === 0) throw new BusinessError(Code.INVALID_PARAMS, 'invalid parameters: body is required');
   let text: string;

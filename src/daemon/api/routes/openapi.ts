@@ -3,7 +3,7 @@
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import { Code, HTTP_STATUS, TOP_MESSAGE } from '../../../contract/codes.js';
-import { API_KEY_PARAM, API_PATHS, DAEMON_PATHS, DEFAULT_DOMAINS_LIMIT, MAX_BATCH_ITEMS, MAX_DOMAINS_LIMIT, MAX_SERIES_POINTS, RATE_LIMITS, USAGE_PATHS } from '../../../contract/paths.js';
+import { API_KEY_PARAM, API_PATHS, DAEMON_PATHS, DEFAULT_DOMAINS_LIMIT, MAX_BATCH_ITEMS, MAX_DOMAINS_LIMIT, MAX_PAGE, MAX_PAGE_SIZE, MAX_SERIES_POINTS, RATE_LIMITS, USAGE_PATHS } from '../../../contract/paths.js';
 import {
   AddBodySchema,
   BatchResultSchema,
@@ -70,7 +70,11 @@ function queryParameters(schema: z.ZodType, examples: Record<string, unknown>, d
 }
 
 function listParameters(): Json[] {
-  return queryParameters(ListQuerySchema, { page: '1', page_size: '20', status: 'active', ip: '203.0.113.7' });
+  return queryParameters(
+    ListQuerySchema,
+    { page: '1', page_size: '20', status: 'active', ip: '203.0.113.7' },
+    { page: `page number, 1..${MAX_PAGE}`, page_size: `entries per page, 1..${MAX_PAGE_SIZE}` },
+  );
 }
 
 const RANGE_DESCRIPTIONS = {
