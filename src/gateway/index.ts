@@ -5,6 +5,7 @@ import net from 'node:net';
 import { ClientConn, type ListenerKind } from './conn.js';
 import { GatewayCore } from './core.js';
 import { httpReply } from './replies.js';
+import { canonicalIp } from './dial/target-policy.js';
 import { HttpProxyHandler } from './listen/http-proxy.js';
 import { Socks5Handler } from './listen/socks5.js';
 import { UDP_DEFAULTS } from './listen/socks5-udp.js';
@@ -53,7 +54,27 @@ export async function startGateway(opts: GatewayOptions): Promise<Gateway> {
   const accept = (kind: ListenerKind) => (socket: net.Socket) => {
     if (core.conns.size >= limits.maxConnectionsTotal) {
       socket.on('error', () => {});
-      if (kind === 'http') socket.end(httpReply(503, 'proxy_internal_error', 'too many connections', core.nextRequestId()));
+      // A refused attempt like any other: its record (no account; `connection_limit`) under the id the 503 gives.
+      const requestId = core.nextRequestId();
+      const peer = canonicalIp(socket.remoteAddress ?? '');
+      opts.connectionLog?.record({
+        startedAt: Date.now(),
+        requestId,
+        protocol: kind === 'http' ? 'http' : 'socks5',
+        sourceIp: peer,
+        username: null,
+        accountId: -1,
+        target: null,
+        reason: 'connection_limit',
+        bytesUp: 0,
+        bytesDown: 0,
+        durationMs: 0,
+        exit: undefined,
+        exitMovedFrom: undefined,
+        datagramsUp: undefined,
+        datagramsDown: undefined,
+      });
+      if (kind === 'http') socket.end(httpReply(503, 'proxy_internal_error', 'too many connections', requestId));
       else socket.destroy();
       setTimeout(() => socket.destroy(), 1000).unref();
       return;

@@ -60,6 +60,24 @@ describe('connection log: the gateway side', () => {
     expect(log.all[0]).toMatchObject({ reason: 'dns_error', accountId: 1, target: 'slow-name.example:443' });
   });
 
+  it('over the total connection limit: the 503 (and the SOCKS5 close) each get a record, the 503 under its X-Request-Id', async () => {
+    const log = new Records();
+    const g = await startTestGateway({ connectionLog: log, limits: { maxConnectionsTotal: 1, headerTimeoutMs: 5000 } });
+    open.push(g);
+    const hold = await RawClient.connect(g.httpPort);
+    await waitFor('one open', () => g.gw.stats().connectionsOpen === 1);
+    const over = await RawClient.connect(g.httpPort);
+    const res = (await over.readToEnd()).toString();
+    expect(res).toMatch(/^HTTP\/1\.1 503 /);
+    const id = /\r\nX-Request-Id: ([^\r]+)\r\n/i.exec(res)?.[1];
+    const s = await RawClient.connect(g.socksPort);
+    await s.readToEnd();
+    await waitFor('records', () => log.all.length === 2);
+    expect(log.all[0]).toMatchObject({ requestId: id, protocol: 'http', reason: 'connection_limit', accountId: -1, sourceIp: '127.0.0.1' });
+    expect(log.all[1]).toMatchObject({ protocol: 'socks5', reason: 'connection_limit', accountId: -1 });
+    hold.socket.destroy();
+  });
+
   it('behind a trusted PROXY header the record has the client address, IPv6 included', async () => {
     const log = new Records();
     const echo = await startTcpEcho();

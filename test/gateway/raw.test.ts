@@ -197,6 +197,12 @@ describe('SOCKS5 framing', () => {
     c.socket.destroy();
   });
 
+  it('a greeting that offers no method is answered 0xFF (no acceptable method), then closed', async () => {
+    const c = await RawClient.connect(t.socksPort);
+    c.write(Buffer.from([5, 0]));
+    expect([...(await c.readToEnd())]).toEqual([5, 0xff]);
+  });
+
   it('accepts greeting, auth, request and data in one packet without losing a byte', async () => {
     const c = await RawClient.connect(t.socksPort);
     c.write(Buffer.concat([socksGreetingAuth(), socksConnectDomain('localhost', echo.port), Buffer.from('optimistic')]));
@@ -307,6 +313,21 @@ describe('forward path details', () => {
     srv.close();
   });
 
+  it("a refused head's details say what is wrong: too large, the version, credentials in the URL, no host, a bad port", async () => {
+    const cases: Array<[string, RegExp]> = [
+      [`GET http://127.0.0.1:${echo.port}/ HTTP/1.1\r\nX-Pad: ${'p'.repeat(4000)}\r\n\r\n`, /^HTTP\/1\.1 431 [^]*details="request head too large"/],
+      [`GET http://127.0.0.1:${echo.port}/ HTTP/2.0\r\n\r\n`, /^HTTP\/1\.1 505 [^]*details="HTTP version not supported \(1\.0 and 1\.1 are\)"/],
+      [`GET http://u:pw@127.0.0.1:${echo.port}/ HTTP/1.1\r\nProxy-Authorization: ${AUTH}\r\n\r\n`, /^HTTP\/1\.1 400 [^]*details="credentials in the URL are not accepted/],
+      [`GET http:///x HTTP/1.1\r\nProxy-Authorization: ${AUTH}\r\n\r\n`, /^HTTP\/1\.1 400 [^]*details="the URL has no host"/],
+      [`GET http://127.0.0.1:99999/ HTTP/1.1\r\nProxy-Authorization: ${AUTH}\r\n\r\n`, /^HTTP\/1\.1 400 [^]*details="the URL's host or port is not valid"/],
+    ];
+    for (const [req, want] of cases) {
+      const c = await RawClient.connect(t.httpPort);
+      c.write(req);
+      expect((await c.readToEnd()).toString(), req.slice(0, 40)).toMatch(want);
+    }
+  });
+
   it('does not forward a second, pipelined request', async () => {
     const seen: string[] = [];
     const srv = http.createServer((req, res) => {
@@ -324,6 +345,65 @@ describe('forward path details', () => {
     expect(res.endsWith('one')).toBe(true);
     expect(seen).toEqual(['/a']);
     srv.close();
+  });
+});
+
+describe('forward path: the exchange ends with the response', () => {
+  /** An origin that answers each request with `reply` and then keeps its socket open (never closes it). */
+  async function stubbornOrigin(reply: string) {
+    const sockets: net.Socket[] = [];
+    const srv = net.createServer((s) => {
+      sockets.push(s);
+      s.once('data', () => s.write(reply));
+      s.on('error', () => {});
+    });
+    await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
+    return { port: (srv.address() as net.AddressInfo).port, close: () => (sockets.forEach((s) => s.destroy()), srv.close()) };
+  }
+
+  it('an origin that keeps its socket open after a complete response (Content-Length, chunked, 204, HEAD) holds nothing: the client gets the response and EOF, the slot comes back', async () => {
+    const g = await startTestGateway({ limits: { idleTimeoutMs: 60_000, maxConnectionsPerAccount: 1 } });
+    const cases: Array<[string, string, string]> = [
+      ['GET', 'HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nokEXTRA', 'ok'],
+      ['GET', 'HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\nEXTRA', '2\r\nok\r\n0\r\n\r\n'],
+      ['GET', 'HTTP/1.1 204 No Content\r\n\r\n', ''],
+      ['HEAD', 'HTTP/1.1 200 OK\r\nContent-Length: 99\r\n\r\n', ''],
+    ];
+    try {
+      for (const [method, reply, body] of cases) {
+        const origin = await stubbornOrigin(reply);
+        // One connection per account: a second exchange goes through only once the first gave its slot back.
+        for (let i = 0; i < 2; i++) {
+          const c = await RawClient.connect(g.httpPort);
+          c.write(`${method} http://127.0.0.1:${origin.port}/ HTTP/1.1\r\nProxy-Authorization: ${AUTH}\r\n\r\n`);
+          const res = (await c.readToEnd(3000)).toString();
+          expect(res, `${method} ${reply}`).toMatch(/^HTTP\/1\.1 (200|204) /);
+          expect(res.slice(res.indexOf('\r\n\r\n') + 4), reply).toBe(body);
+          c.socket.destroy();
+          await eventually(() => g.gw.stats().connectionsOpen === 0, 3000);
+        }
+        origin.close();
+      }
+    } finally {
+      await g.gw.close(100);
+    }
+  });
+
+  it('meters the request as the client sent it (its own head, not the rewritten one) and the response as the client got it', async () => {
+    const g = await startTestGateway();
+    const origin = await stubbornOrigin('HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello');
+    try {
+      const req = `POST http://127.0.0.1:${origin.port}/x HTTP/1.1\r\nProxy-Authorization: ${AUTH}\r\nProxy-Connection: keep-alive\r\nX-Pad: ${'p'.repeat(500)}\r\nContent-Length: 3\r\n\r\nabc`;
+      const c = await RawClient.connect(g.httpPort);
+      c.write(req);
+      const res = await c.readToEnd(3000);
+      await eventually(() => g.gw.stats().connectionsOpen === 0, 3000);
+      const u = g.usage.of(1);
+      expect({ up: u.up, down: u.down }).toEqual({ up: Buffer.byteLength(req), down: res.length });
+    } finally {
+      origin.close();
+      await g.gw.close(100);
+    }
   });
 });
 

@@ -152,7 +152,7 @@ export function buildProgram(): Command {
     .addOption(databaseUrlOption())
     .addOption(new Option('--api-listen <host:port>', 'whitelist API, console, /ip, /healthz, /metrics').env('PROXYD_API_LISTEN').default('127.0.0.1:8080'))
     .addOption(new Option('--http-proxy-listen <host:port>', 'HTTP proxy (absolute-form and CONNECT)').env('PROXYD_HTTP_PROXY_LISTEN').default('127.0.0.1:3128'))
-    .addOption(new Option('--socks-listen <host:port>', 'SOCKS5 (TCP CONNECT)').env('PROXYD_SOCKS_LISTEN').default('127.0.0.1:1080'))
+    .addOption(new Option('--socks-listen <host:port>', 'SOCKS5 (CONNECT, UDP ASSOCIATE)').env('PROXYD_SOCKS_LISTEN').default('127.0.0.1:1080'))
     .addOption(new Option('--egress-address <ip>', 'local address outgoing gateway connections bind to').env('PROXYD_EGRESS_ADDRESS'))
     .addOption(new Option('--egress-pool <list>', 'egress IPv4 addresses (a,b, ranges a-b, CIDR up to /22) or one IPv6 prefix /48../112, each connection from a random address of it (replaces --egress-address)').env('PROXYD_EGRESS_POOL'))
     // Boolean flags read their env var in config.ts: commander would turn any value, even 0, into true.

@@ -1,7 +1,8 @@
 // Absolute-form requests (`GET http://host/path HTTP/1.1`): rewrite to origin-form, strip
 // hop-by-hop headers and Proxy-Authorization, relay exactly the request body (Content-Length or
-// chunked, passed through unchanged), then relay the response until the origin closes.
-// One request per connection: both sides get `Connection: close`.
+// chunked, passed through unchanged), then relay the response to its end: its framing's (no body,
+// Content-Length, chunked), else the origin's close. One request per connection: both sides get
+// `Connection: close`, and the exchange ends with the response even when the origin keeps its socket open.
 import type net from 'node:net';
 import { ByteQueue } from '../wire/byte-queue.js';
 import { ChunkedScanner } from '../wire/chunked.js';
@@ -33,6 +34,8 @@ const via = (version: string): string => `Via: ${version} ${VIA_PSEUDONYM}\r\n`;
 const CLOSE_LINGER_MS = 5000;
 
 type BodyFraming = { kind: 'none' } | { kind: 'length'; remaining: number } | { kind: 'chunked'; scanner: ChunkedScanner };
+/** A response body may also run until the origin closes. */
+type ResponseFraming = BodyFraming | { kind: 'close' };
 
 /** How the request body is delimited, or why the request is refused (RFC 9112 6.3). */
 export function requestFraming(head: RequestHead): BodyFraming | { error: string } {
@@ -52,6 +55,21 @@ export function requestFraming(head: RequestHead): BodyFraming | { error: string
     return n === 0 ? { kind: 'none' } : { kind: 'length', remaining: n };
   }
   return { kind: 'none' };
+}
+
+/** How the response body is delimited (RFC 9112 6.3): none after HEAD, 204 or 304; chunked; Content-Length; else until close. */
+export function responseFraming(status: number, headers: Header[], requestMethod: string): ResponseFraming {
+  if (requestMethod === 'HEAD' || status === 204 || status === 304) return { kind: 'none' };
+  const te = headerTokens(headers, 'transfer-encoding');
+  if (te.length > 0) return te[te.length - 1] === 'chunked' ? { kind: 'chunked', scanner: new ChunkedScanner() } : { kind: 'close' };
+  const cl = headerValues(headers, 'content-length');
+  if (cl.length === 0) return { kind: 'close' };
+  const values = cl.flatMap((v) => v.split(',')).map((v) => v.trim());
+  const first = values[0] as string;
+  // A length the client cannot trust either: relayed as it comes, to the origin's close.
+  if (!/^[0-9]{1,15}$/.test(first) || values.some((v) => v !== first)) return { kind: 'close' };
+  const n = Number(first);
+  return n === 0 ? { kind: 'none' } : { kind: 'length', remaining: n };
 }
 
 function withoutHopByHop(headers: Header[], keep: (lower: string) => boolean = () => false): Header[] {
@@ -75,10 +93,11 @@ export function originRequestHead(head: RequestHead, authority: string, path: st
   return Buffer.from(out, 'latin1');
 }
 
-export function forwardRequest(conn: ClientConn, head: RequestHead): void {
+/** `headBytes`: the request head's size as the client sent it (what the meter counts for it, not the rewritten one). */
+export function forwardRequest(conn: ClientConn, head: RequestHead, headBytes: number): void {
   const url = parseAbsoluteHttpUrl(head.target);
   if (!url) {
-    conn.refuse('malformed', httpReply(400, 'http_request_error', 'an absolute http:// URL is required (use CONNECT for https)', conn.requestId));
+    conn.refuse('malformed', httpReply(400, 'http_request_error', urlProblem(head.target), conn.requestId));
     return;
   }
   const framing = requestFraming(head);
@@ -96,9 +115,19 @@ export function forwardRequest(conn: ClientConn, head: RequestHead): void {
       }
       const early = conn.handOff('forward');
       if (!early) return void out.socket.destroy();
-      new ForwardExchange(conn, out.socket, framing).start(originHead, early);
+      new ForwardExchange(conn, out.socket, framing, head.method).start(originHead, headBytes, early);
     })
     .catch(() => conn.destroy());
+}
+
+/** What is wrong with a request target that is not a usable absolute http:// URL (the 400's `details`). */
+function urlProblem(target: string): string {
+  const m = /^[Hh][Tt][Tt][Pp]:\/\/([^/?#]*)/.exec(target);
+  if (!m) return /^https:\/\//i.test(target) ? 'https:// goes through CONNECT, not absolute-form' : 'an absolute http:// URL is required (use CONNECT for https)';
+  const authority = m[1] as string;
+  if (authority.includes('@')) return 'credentials in the URL are not accepted (send Proxy-Authorization)';
+  if (authority === '') return 'the URL has no host';
+  return 'the URL\'s host or port is not valid';
 }
 
 class ForwardExchange {
@@ -107,6 +136,10 @@ class ForwardExchange {
   private readonly responseHead = new ByteQueue();
   private headDone = false;
   private sentToClient = false;
+  /** The response body's framing, once its head has been read. */
+  private response: ResponseFraming | null = null;
+  /** The response was relayed to its end: the exchange is finishing. */
+  private responseDone = false;
   /** Waiting for the byte budget's next grant. */
   private parked = false;
 
@@ -114,14 +147,16 @@ class ForwardExchange {
     private readonly conn: ClientConn,
     private readonly upstream: net.Socket,
     private readonly framing: BodyFraming,
+    private readonly method: string,
   ) {
     this.client = conn.socket;
     this.bodyDone = framing.kind === 'none';
   }
 
-  start(originHead: Buffer, early: Buffer): void {
+  start(originHead: Buffer, headBytes: number, early: Buffer): void {
     const { client, upstream, conn } = this;
-    this.toUpstream(originHead);
+    // Metered as exchanged with the client: its head as it sent it, not as rewritten for the origin.
+    this.toUpstream(originHead, headBytes);
     if (early.length > 0) this.onClientData(early);
     client.on('data', (c: Buffer) => this.onClientData(c));
     client.on('end', () => {
@@ -141,6 +176,8 @@ class ForwardExchange {
     upstream.on('close', () => {
       if (!client.writableEnded) this.onUpstreamFailure();
     });
+    // The client's side closed: the exchange is over, whatever the origin still does.
+    client.on('close', () => upstream.destroy());
     const idle = conn.core.limits.idleTimeoutMs;
     client.setTimeout(idle, () => this.onIdle());
     upstream.setTimeout(idle, () => this.onIdle());
@@ -153,10 +190,11 @@ class ForwardExchange {
     upstream.resume();
   }
 
-  private toUpstream(b: Buffer): void {
-    this.conn.bytesUp += b.length;
+  /** `counted`: what the meter counts for these bytes (the client's own head for the rewritten one). */
+  private toUpstream(b: Buffer, counted = b.length): void {
+    this.conn.bytesUp += counted;
     if (!this.upstream.write(b)) this.client.pause();
-    if (this.conn.budget !== null || this.conn.rate !== null) this.spend(b.length, 'up');
+    if (this.conn.budget !== null || this.conn.rate !== null) this.spend(counted, 'up');
   }
 
   private toClient(b: Buffer): void {
@@ -228,7 +266,7 @@ class ForwardExchange {
 
   private onUpstreamData(chunk: Buffer): void {
     if (this.headDone) {
-      this.toClient(chunk);
+      this.responseBody(chunk);
       return;
     }
     this.responseHead.append(chunk);
@@ -261,10 +299,34 @@ class ForwardExchange {
       this.responseHead.consume(r.consumed);
       const rest = Buffer.from(this.responseHead.takeAll());
       this.headDone = true;
+      this.response = responseFraming(status, r.value.headers, this.method);
       this.toClient(Buffer.from(out, 'latin1'));
-      if (rest.length > 0) this.toClient(rest);
+      if (this.response.kind === 'none') this.finish();
+      else if (rest.length > 0) this.responseBody(rest);
       return;
     }
+  }
+
+  /** Response body bytes: relayed up to the framing's end (anything after it is not), then the exchange ends. */
+  private responseBody(chunk: Buffer): void {
+    const f = this.response;
+    if (this.responseDone || f === null) return;
+    if (f.kind === 'close') return this.toClient(chunk);
+    let take: number;
+    let done: boolean;
+    if (f.kind === 'length') {
+      take = Math.min(f.remaining, chunk.length);
+      f.remaining -= take;
+      done = f.remaining === 0;
+    } else if (f.kind === 'chunked') {
+      const step = f.scanner.feed(chunk);
+      // Mid-response: a reset tells the client the body is broken.
+      if ('error' in step) return this.destroyBoth();
+      take = step.consumed;
+      done = step.done;
+    } else return;
+    if (take > 0) this.toClient(take === chunk.length ? chunk : chunk.subarray(0, take));
+    if (done) this.finish();
   }
 
   private onUpstreamEnd(): void {
@@ -272,14 +334,24 @@ class ForwardExchange {
       this.replyAndClose(502, 'http_response_incomplete', 'the target closed without a complete response');
       return;
     }
-    // The origin ended the response (we asked for Connection: close): end ours, and read on
-    // (discarding) so the client's FIN closes the socket at once instead of after the linger.
+    // The origin ended the response (we asked for Connection: close): ours ends too.
+    this.finish();
+  }
+
+  /**
+   * The response is complete (its framing's end, or the origin's close): end the client's side, and read on
+   * (discarding) so the client's FIN closes the socket at once instead of after the linger. The origin's socket
+   * goes at once: one that stays open after a complete response holds nothing of ours.
+   */
+  private finish(): void {
+    if (this.responseDone) return;
+    this.responseDone = true;
     this.bodyDone = true;
     this.client.removeAllListeners('data');
     this.client.on('data', () => {});
     this.client.resume();
     this.client.end();
-    this.upstream.end();
+    this.upstream.destroy();
     this.client.setTimeout(CLOSE_LINGER_MS, () => this.destroyBoth());
   }
 

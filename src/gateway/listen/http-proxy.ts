@@ -20,20 +20,21 @@ export class HttpProxyHandler implements ProtocolHandler {
       return;
     }
     if (r.kind === 'error') {
-      const status = r.error === 'too_large' ? 431 : r.error === 'bad_version' ? 505 : 400;
-      conn.refuse('malformed', httpReply(status, 'http_request_error', 'malformed request head', conn.requestId));
+      const [status, detail] = r.error === 'too_large' ? [431, 'request head too large'] : r.error === 'bad_version' ? [505, 'HTTP version not supported (1.0 and 1.1 are)'] : [400, 'malformed request head'];
+      conn.refuse('malformed', httpReply(status, 'http_request_error', detail, conn.requestId));
       return;
     }
     conn.queue.consume(r.consumed);
     try {
-      this.admitAndRoute(r.value);
+      this.admitAndRoute(r.value, r.consumed);
     } catch {
       conn.destroy();
     }
   }
 
   /** Admission, then the tunnel or the forwarder: in this turn when admission answers at once (conn.afterAdmission). */
-  private admitAndRoute(head: RequestHead): void {
+  /** `headBytes`: the head's size on the wire (the forwarder meters it). */
+  private admitAndRoute(head: RequestHead, headBytes: number): void {
     const { conn } = this;
     const { core } = conn;
     const isConnect = head.method === 'CONNECT';
@@ -54,7 +55,7 @@ export class HttpProxyHandler implements ProtocolHandler {
       if (failure === 'gone') return;
       if (failure) return conn.failHttp(failure);
       if (isConnect) openConnectTunnel(conn, authority);
-      else forwardRequest(conn, head);
+      else forwardRequest(conn, head, headBytes);
     });
   }
 }

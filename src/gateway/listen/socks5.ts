@@ -47,6 +47,8 @@ export class Socks5Handler implements ProtocolHandler {
       const r = parseGreeting(buf);
       if (r.kind === 'incomplete') return;
       if (r.kind === 'error') {
+        // A SOCKS5 greeting that offers no method: none of them is acceptable (RFC 1928's 0xFF), said before closing.
+        if (r.error === 'no_methods') return conn.refuse('malformed', Buffer.from([SOCKS_VERSION, Method.NoAcceptable]));
         conn.logRefusal('malformed');
         return conn.destroy();
       }
