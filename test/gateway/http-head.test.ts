@@ -55,6 +55,9 @@ describe('request head', () => {
     ];
     for (const s of bad) expect(req(Buffer.from(s, 'latin1')).kind, JSON.stringify(s)).toBe('error');
     expect(req(Buffer.from('GET http://a/ HTTP/2\r\n\r\n'))).toEqual({ kind: 'error', error: 'bad_version' });
+    expect(req(Buffer.from('GET http://a/ HTTP/2.0\r\n\r\n'))).toEqual({ kind: 'error', error: 'bad_version' });
+    // Not an HTTP-version at all (it is case-sensitive, one digit each side): a malformed request line, 400.
+    for (const v of ['http/1.1', 'HTTP/1.10', 'HTTP/1.', 'HTTPS/1.1']) expect(req(Buffer.from(`GET http://a/ ${v}\r\n\r\n`)), v).toEqual({ kind: 'error', error: 'bad_start_line' });
     expect(req(Buffer.from('GET / HTTP/1.1\n\n'))).toEqual({ kind: 'error', error: 'bad_start_line' });
   });
   it('enforces the size limit with and without a complete head', () => {

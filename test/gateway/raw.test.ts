@@ -328,6 +328,22 @@ describe('forward path details', () => {
     }
   });
 
+  it('empty lines before the request line are ignored (RFC 9112 2.2), also when they arrive apart', async () => {
+    const srv = http.createServer((_req, res) => res.end('fine'));
+    await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
+    const port = (srv.address() as net.AddressInfo).port;
+    const c = await RawClient.connect(t.httpPort);
+    c.write('\r');
+    await sleep(20);
+    c.write('\n\r\n');
+    await sleep(20);
+    c.write(`GET http://127.0.0.1:${port}/ HTTP/1.1\r\nProxy-Authorization: ${AUTH}\r\n\r\n`);
+    const res = (await c.readToEnd()).toString();
+    expect(res).toMatch(/^HTTP\/1\.1 200 OK\r\n/);
+    expect(res.endsWith('fine')).toBe(true);
+    srv.close();
+  });
+
   it('does not forward a second, pipelined request', async () => {
     const seen: string[] = [];
     const srv = http.createServer((req, res) => {

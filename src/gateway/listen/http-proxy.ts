@@ -13,7 +13,17 @@ export class HttpProxyHandler implements ProtocolHandler {
 
   onBytes(): void {
     const { conn } = this;
-    const buf = conn.queue.view();
+    let buf = conn.queue.view();
+    // Empty lines before the request line are ignored (RFC 9112 2.2), up to four of them.
+    if (buf[0] === 0x0d && this.scanned === 0) {
+      let i = 0;
+      while (i < 8 && buf[i] === 0x0d && buf[i + 1] === 0x0a) i += 2;
+      if (i > 0) {
+        conn.queue.consume(i);
+        buf = conn.queue.view();
+      }
+      if (buf.length === 1 && buf[0] === 0x0d) return; // the rest of a line break is still to come
+    }
     const r = parseRequestHead(buf, conn.core.limits.maxHeaderBytes, this.scanned);
     if (r.kind === 'incomplete') {
       this.scanned = buf.length;

@@ -96,7 +96,8 @@ export function parseRequestHead(buf: Buffer, maxBytes: number, scanFrom = 0): P
   const [method, target, versionText] = parts as [string, string, string];
   if (!TOKEN.test(method) || !TARGET.test(target)) return fail('bad_start_line');
   const version = parseVersion(versionText);
-  if (!version) return fail('bad_version');
+  // HTTP-version is `HTTP/` DIGIT `.` DIGIT, case-sensitive (RFC 9112 2.3): another version (or `HTTP/2`) is 505, anything else 400.
+  if (!version) return fail(/^HTTP\/[0-9](\.[0-9])?$/.test(versionText) ? 'bad_version' : 'bad_start_line');
   const headers = parseFields(lines.slice(1));
   if (!headers) return fail('bad_header');
   return { kind: 'ok', value: { method, target, version, headers }, consumed: end };
