@@ -152,6 +152,23 @@ describe('console sessions', () => {
     expect((await other.login(await account(), PASSWORD)).status).toBe(303);
   });
 
+  it('guesses at the current password on the password form count as failed log-ins: blocked after the same 10', async () => {
+    const email = await account();
+    const c = await signedIn(email, { 'x-forwarded-for': '198.51.100.10' });
+    for (let i = 0; i < 10; i++) {
+      await c.get('/console/account');
+      await c.post('/console/password', { current_password: `guess ${i} guess`, new_password: 'a much better passphrase' });
+      expect((await c.get('/console/account')).body).toContain('The current password is wrong');
+    }
+    await c.get('/console/account');
+    const blocked = await c.post('/console/password', { current_password: PASSWORD, new_password: 'a much better passphrase' });
+    expect(blocked.status).toBe(303);
+    expect(Number(blocked.headers.get('retry-after'))).toBeGreaterThan(0);
+    expect((await c.get('/console/account')).body).toContain('Too many wrong passwords');
+    // Not changed, and the log-in form is closed to that account too (one count).
+    expect((await new ConsoleClient(daemon.api, { 'x-forwarded-for': '198.51.100.11' }).login(email, PASSWORD)).status).toBe(429);
+  });
+
   it('rate limits failed log-ins per source IP across accounts', async () => {
     const c = new ConsoleClient(daemon.api, { 'x-forwarded-for': '198.51.100.9' });
     for (let i = 0; i < 20; i++) expect((await c.login(`nobody${i}@example.com`, 'wrong')).status).toBe(401);

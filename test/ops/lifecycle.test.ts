@@ -1,8 +1,11 @@
 // Start and stop of a single-worker daemon, as the one start-up path (src/daemon/process/run.ts) runs them: JSON
 // logs on stderr from one logger, --log-level applied to start-up lines too, and a final "stopped" line.
-import { readFileSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { existsSync, readFileSync } from 'node:fs';
+import path from 'node:path';
+import { createInterface } from 'node:readline';
 import { describe, expect, it } from 'vitest';
-import { startDaemon } from '../helpers/daemon.js';
+import { PROXYD, startDaemon, tempDir } from '../helpers/daemon.js';
 import { waitFor } from '../helpers/wait.js';
 
 const parsed = (logs: string[]) => logs.map((l) => JSON.parse(l) as { event?: string; level: number; msg: string; pid: number; signal?: string });
@@ -16,6 +19,28 @@ describe('single-worker daemon lifecycle', () => {
     const lines = parsed(d.logs);
     expect(lines.find((l) => l.event === 'shutdown')).toMatchObject({ signal: 'SIGTERM' });
     expect(lines.at(-1)).toMatchObject({ event: 'stopped', level: 30, pid: d.proc.pid });
+  });
+
+  it('SIGTERM while it is still starting: it starts, then stops as any stop does (exit 0, "stopped", the lock released)', async () => {
+    const dataDir = tempDir();
+    // Two workers: forking them takes long enough that the signal lands before the ready line.
+    const args = [PROXYD, 'serve', '--data-dir', dataDir, '--workers', '2', '--api-listen', '127.0.0.1:0', '--http-proxy-listen', '127.0.0.1:0', '--socks-listen', '127.0.0.1:0', '--hop-listen', '127.0.0.1:0'];
+    const proc = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+    const logs: string[] = [];
+    let stdout = '';
+    proc.stdout!.on('data', (c: Buffer) => (stdout += c.toString()));
+    const exited = new Promise<number | null>((resolve) => proc.on('exit', (code) => resolve(code)));
+    // The first log line comes after the handlers are in place (the integrity check): signal then.
+    await new Promise<void>((resolve) => createInterface({ input: proc.stderr! }).on('line', (l) => {
+      logs.push(l);
+      if (logs.length === 1) resolve();
+    }));
+    proc.kill('SIGTERM');
+    expect(await exited).toBe(0);
+    await waitFor('stopped line', () => parsed(logs).some((l) => l.event === 'stopped'), 3000);
+    expect(parsed(logs).find((l) => l.event === 'shutdown')).toMatchObject({ signal: 'SIGTERM' });
+    expect(stdout).toBe('');
+    expect(existsSync(path.join(dataDir, 'proxyd.lock'))).toBe(false);
   });
 
   it('every start-up line comes from the same logger shape, and --log-level warn hides the info ones', async () => {

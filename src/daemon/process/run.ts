@@ -34,21 +34,19 @@ export async function runServe(cfg: ServeConfig): Promise<void> {
   if (cluster.isWorker) return runWorker(cfg, log);
 
   const lock = lockDataDir(cfg);
-  let serving: Serving;
-  try {
-    await checkAndRepair(cfg, log);
-    serving = cfg.workers > 1 ? await startPrimary(cfg, log) : await startDaemon(cfg, log);
-  } catch (e) {
-    lock?.release();
-    throw e;
-  }
-  let stopping = false;
+  // The handlers come first: a service manager may stop the daemon while it is still starting (a slow database,
+  // a large repair). Such a signal is kept, and the daemon stops as soon as it has started: drained, the database
+  // closed, the lock released and the `stopped` line logged, as for any stop (no ready line then).
+  let serving: Serving | null = null;
+  let stopping: string | null = null;
   const stop = (signal: string) => {
     if (stopping) return;
-    stopping = true;
-    log.info({ event: 'shutdown', signal }, cfg.workers > 1 ? 'stopping: draining every worker' : 'stopping: no new connections, draining');
-    serving
-      .shutdown()
+    stopping = signal;
+    log.info({ event: 'shutdown', signal }, !serving ? 'stopping as soon as started' : cfg.workers > 1 ? 'stopping: draining every worker' : 'stopping: no new connections, draining');
+    if (serving) drainAndExit(serving);
+  };
+  const drainAndExit = (s: Serving) => {
+    s.shutdown()
       .then(
         () => 0,
         (e: Error) => {
@@ -65,11 +63,20 @@ export async function runServe(cfg: ServeConfig): Promise<void> {
   process.once('SIGTERM', () => stop('SIGTERM'));
   process.once('SIGINT', () => stop('SIGINT'));
   // logrotate's signal, and the operator's for a full reload: log files are reopened and the admission view is
-  // loaded again beside the one in use (the primary passes it to its workers).
+  // loaded again beside the one in use (the primary passes it to its workers). Before serving, nothing to reload.
   process.on('SIGHUP', () => {
+    if (!serving) return;
     log.info({ event: 'reopen', signal: 'SIGHUP' }, 'reopening log files, reloading the admission view');
     serving.hangup();
   });
+  try {
+    await checkAndRepair(cfg, log);
+    serving = cfg.workers > 1 ? await startPrimary(cfg, log) : await startDaemon(cfg, log);
+  } catch (e) {
+    lock?.release();
+    throw e;
+  }
+  if (stopping) return drainAndExit(serving);
   // After the handlers: whoever reads this line may signal at once.
   process.stdout.write(`${JSON.stringify(serving.ready)}\n`);
 }

@@ -8,6 +8,7 @@ import { describeProblems, getTargetRules, setTargetRules } from '../../services
 import { accountOf, field, seeOther, sendHtml, setFlash, takeFlash, type ConsoleDeps } from '../deps.js';
 import { accountPage, tokenConfirmPage } from '../pages/account.js';
 import { SESSION_COOKIE } from '../session.js';
+import { LoginLimiter } from '../login-limiter.js';
 
 // Passwords set before the one rule (src/contract/password.ts) could be up to 1024 characters: still checked.
 const MAX_VERIFIED_LENGTH = 1024;
@@ -109,10 +110,23 @@ export default function accountRoutes(app: FastifyInstance, deps: ConsoleDeps): 
     const account = accountOf(request);
     const current = field(request.body, 'current_password');
     const next = field(request.body, 'new_password');
+    // A guess at the current password counts as a failed log-in (same limits, same counts): a session taken
+    // over cannot be used to find the password by trying.
+    const keys = LoginLimiter.keys(account.email, request.ip);
+    const wait = deps.limiter.retryAfterSec(keys);
+    if (wait > 0) {
+      const minutes = Math.ceil(wait / 60);
+      reply.header('retry-after', String(wait));
+      setFlash(request, 'error', `Too many wrong passwords. Try again in ${minutes} ${minutes === 1 ? 'minute' : 'minutes'}. Your password was not changed.`);
+      return seeOther(reply, '/console/account');
+    }
     if (!(await verifyPassword(current.slice(0, MAX_VERIFIED_LENGTH), await store.accounts.passwordHash(account.id)))) {
+      deps.limiter.recordFailure(keys);
+      request.log.info({ event: 'console_password_wrong', account_id: account.id }, 'console: wrong current password');
       setFlash(request, 'error', 'The current password is wrong. Your password was not changed.');
       return seeOther(reply, '/console/account');
     }
+    deps.limiter.recordSuccess(keys);
     const problem = passwordProblem(next);
     if (problem) {
       setFlash(request, 'error', `The new password must be ${problem}. Your password was not changed.`);
