@@ -16,7 +16,11 @@ export function parseDurationMs(s: string, opts: { units?: string; bareSeconds?:
 
 /** An ISO time (at least a date, `2026-11-25` or `2026-11-25T10:00:00Z`) in ms, or null. */
 export function parseIsoTime(s: string): number | null {
-  if (!/^\d{4}-\d{2}-\d{2}/.test(s)) return null;
+  const m = /^(\d{4})-(\d{2})-(\d{2})/.exec(s);
+  if (!m) return null;
+  // A day the month does not have (2026-02-30, 2026-11-31) is refused, not rolled into the next month.
+  const [y, mo, d] = [Number(m[1]), Number(m[2]), Number(m[3])];
+  if (mo < 1 || mo > 12 || d < 1 || d > new Date(Date.UTC(y, mo, 0)).getUTCDate()) return null;
   const t = Date.parse(s);
   return Number.isNaN(t) ? null : t;
 }

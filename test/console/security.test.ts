@@ -1,6 +1,6 @@
 // Console sessions, CSRF, log-in limits and headers, against the built daemon (run `npm run build` first).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { admin, startDaemon, type Daemon } from '../helpers/daemon.js';
+import { admin, inspectDb, startDaemon, type Daemon } from '../helpers/daemon.js';
 import { ConsoleClient, setCookieHeader } from './client.js';
 
 const PASSWORD = 'correct horse battery';
@@ -46,6 +46,29 @@ describe('console sessions', () => {
     await tls.get('/console/login');
     const r2 = await tls.post('/console/login', { email, password: PASSWORD });
     expect(setCookieHeader(r2)).toMatch(/;\s*Secure/i);
+  });
+
+  it('a visitor who has not logged in costs no database row, however often the log-in page is fetched; log-in still works', async () => {
+    const db = await inspectDb(daemon.dataDir);
+    const anonymousRows = () => db.get<{ n: number }>('SELECT count(*) AS n FROM console_sessions WHERE account_id IS NULL').n;
+    const before = anonymousRows();
+    for (let i = 0; i < 40; i++) expect((await new ConsoleClient(daemon.api).get('/console/login')).status).toBe(200);
+    const visitor = new ConsoleClient(daemon.api);
+    await visitor.get('/console/login');
+    await visitor.get('/console/login'); // the same visitor again, with its cookie
+    await visitor.post('/console/login', { email: 'nobody@example.com', password: 'not the one' });
+    expect(anonymousRows()).toBe(before);
+    // The form still needs its own token: another visitor's, or none, is refused.
+    const other = new ConsoleClient(daemon.api);
+    await other.get('/console/login');
+    const email = await account();
+    expect((await other.post('/console/login', { email, password: PASSWORD }, { csrf: visitor.csrf! })).status).toBe(403);
+    expect((await other.post('/console/login', { email, password: PASSWORD }, { csrf: false })).status).toBe(403);
+    const fresh = new ConsoleClient(daemon.api);
+    expect((await fresh.post('/console/login', { email, password: PASSWORD }, { csrf: visitor.csrf! })).status).toBe(403);
+    expect((await other.login(email, PASSWORD)).status).toBe(303);
+    expect((await other.get('/console/account')).status).toBe(200);
+    db.close();
   });
 
   it('refuses a form post without its CSRF token (403), and with a wrong one', async () => {
@@ -103,6 +126,11 @@ describe('console sessions', () => {
     const aCookie = a.cookie;
     const out = await a.post('/console/logout', {});
     expect(out.status).toBe(303);
+    // Cleared with the attributes it was set with.
+    const cleared = setCookieHeader(out)!;
+    expect(cleared).toMatch(/HttpOnly/i);
+    expect(cleared).toMatch(/SameSite=Strict/i);
+    expect(cleared).toMatch(/Path=\/console/);
     expect(out.location).toBe('/console/login?notice=logged-out');
     const dead = new ConsoleClient(daemon.api);
     dead.cookie = aCookie;

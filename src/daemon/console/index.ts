@@ -19,7 +19,7 @@ import connectionRoutes from './routes/connections.js';
 import usageRoutes from './routes/usage.js';
 import proxyUserRoutes from './routes/proxy-users.js';
 import whitelistRoutes from './routes/whitelist.js';
-import { loadSessionSecret, RevealSealer, SESSION_COOKIE, SESSION_IDLE_MS, SESSION_MAX_MS, StoreSessionAdapter } from './session.js';
+import { AnonymousSessions, clearSessionCookie, loadSessionSecret, RevealSealer, SESSION_COOKIE, SESSION_IDLE_MS, SESSION_MAX_MS, StoreSessionAdapter } from './session.js';
 
 export const CSP =
   "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; frame-ancestors 'none'; form-action 'self'; base-uri 'none'";
@@ -33,6 +33,7 @@ interface ConsoleOptions {
 export async function consolePlugin(app: FastifyInstance, ctx: ApiContext, opts: ConsoleOptions = {}): Promise<void> {
   const secret = opts.sessionSecret ?? (await ctx.store.fleetSecret('console_session', randomKey())) ?? loadSessionSecret(ctx.store.location);
   const sessions = ctx.store.sessions;
+  const anonymous = new AnonymousSessions(secret);
   const deps: ConsoleDeps = { ctx, sessions, sealer: new RevealSealer(secret), limiter: new LoginLimiter(opts.loginLimits, ctx.nowMs) };
   const pruner = setInterval(() => {
     sessions.pruneExpired().catch(() => {
@@ -78,7 +79,7 @@ export async function consolePlugin(app: FastifyInstance, ctx: ApiContext, opts:
         await pages.register(fastifySession, {
           secret,
           cookieName: SESSION_COOKIE,
-          store: new StoreSessionAdapter(sessions, ctx.nowMs),
+          store: new StoreSessionAdapter(sessions, ctx.nowMs, anonymous),
           saveUninitialized: false,
           rolling: true,
           cookie: { path: '/console', httpOnly: true, sameSite: 'strict', secure: false, maxAge: SESSION_IDLE_MS },
@@ -88,6 +89,9 @@ export async function consolePlugin(app: FastifyInstance, ctx: ApiContext, opts:
         // `Secure` whenever the console is reached over TLS (directly or via a trusted proxy).
         pages.addHook('onRequest', async (request) => {
           if (request.protocol === 'https' && request.session?.cookie) request.session.cookie.secure = true;
+          // Not logged in: the log-in form's CSRF secret is the one derived from the session id (never stored).
+          const session = request.session;
+          if (session && session.accountId === undefined && session._csrf === undefined) session._csrf = anonymous.csrfSecret(session.sessionId);
         });
 
         // Every request re-checks the account: suspension or closure ends the session at once.
@@ -99,12 +103,12 @@ export async function consolePlugin(app: FastifyInstance, ctx: ApiContext, opts:
           if (!account || account.status !== 'active') {
             await sessions.destroyForAccount(accountId);
             await request.session.destroy();
-            reply.clearCookie(SESSION_COOKIE, { path: '/console' });
+            clearSessionCookie(request, reply);
             return seeOther(reply, '/console/login?notice=inactive');
           }
           if (ctx.nowMs() - (request.session.loginAtMs ?? 0) > SESSION_MAX_MS) {
             await request.session.destroy();
-            reply.clearCookie(SESSION_COOKIE, { path: '/console' });
+            clearSessionCookie(request, reply);
             return seeOther(reply, '/console/login?notice=expired');
           }
           request.consoleAccount = account;

@@ -2,7 +2,7 @@
 import { createCipheriv, createDecipheriv, createHmac, randomBytes } from 'node:crypto';
 import { chmodSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import type { Session } from 'fastify';
+import type { FastifyReply, FastifyRequest, Session } from 'fastify';
 import { randomKey } from '../secrets.js';
 import type { ConsoleSessionStore } from '../store/index.js';
 
@@ -33,6 +33,11 @@ declare module 'fastify' {
 }
 
 export const SESSION_COOKIE = 'proxyd_console';
+
+/** Ends the session cookie with the attributes it was set with (only the value and lifetime differ). */
+export function clearSessionCookie(request: FastifyRequest, reply: FastifyReply): void {
+  reply.clearCookie(SESSION_COOKIE, { path: '/console', httpOnly: true, sameSite: 'strict', secure: request.protocol === 'https' });
+}
 /** Idle timeout: each request pushes the expiry this far out. */
 export const SESSION_IDLE_MS = 2 * 60 * 60 * 1000;
 /** Absolute lifetime of a login. */
@@ -96,14 +101,38 @@ export class RevealSealer {
 
 type Cb = (err?: unknown) => void;
 
+/**
+ * A visitor who has not logged in holds nothing but the CSRF secret of the log-in form, and that secret is derived
+ * from the (signed) session id: such a session is never written to the database, and any session id the daemon
+ * signed is one, on every worker and node alike. So the log-in page costs no database row, however often it is
+ * fetched (it did: every anonymous visit wrote one, kept for two hours).
+ */
+export class AnonymousSessions {
+  private readonly key: Buffer;
+  constructor(secret: string) {
+    this.key = createHmac('sha256', secret).update('proxyd console anonymous csrf').digest();
+  }
+  csrfSecret(sid: string): string {
+    return createHmac('sha256', this.key).update(sid).digest('base64url');
+  }
+  /** A session with nothing in it but its derived CSRF secret: nothing to store. */
+  isBare(sid: string, session: Session): boolean {
+    if (typeof session.accountId === 'number') return false;
+    for (const k of Object.keys(session)) if (k !== 'cookie' && k !== '_csrf') return false;
+    return session._csrf === undefined || session._csrf === this.csrfSecret(sid);
+  }
+}
+
 /** @fastify/session store over the store's console sessions (either backend). */
 export class StoreSessionAdapter {
   constructor(
     private readonly sessions: ConsoleSessionStore,
     private readonly nowMs: () => number = Date.now,
+    private readonly anonymous: AnonymousSessions | null = null,
   ) {}
 
   set(sid: string, session: Session, callback: Cb): void {
+    if (this.anonymous?.isBare(sid, session)) return callback();
     const expires = session.cookie?.expires ? new Date(session.cookie.expires).getTime() : this.nowMs() + SESSION_IDLE_MS;
     this.sessions
       .set(sid, {
@@ -116,7 +145,8 @@ export class StoreSessionAdapter {
 
   get(sid: string, callback: (err: unknown, result?: Session | null) => void): void {
     this.sessions.get(sid).then(
-      (rec) => callback(null, rec ? (JSON.parse(rec.data) as Session) : null),
+      // Not stored: a visitor's bare session (or one that ended), which holds its derived CSRF secret only.
+      (rec) => callback(null, rec ? (JSON.parse(rec.data) as Session) : this.anonymous ? ({ _csrf: this.anonymous.csrfSecret(sid) } as Session) : null),
       (e: unknown) => callback(e),
     );
   }

@@ -7,7 +7,7 @@ import { DEFAULT_THRESHOLDS, WebhookError, parseThresholds, setWebhook } from '.
 import { describeProblems, getTargetRules, setTargetRules } from '../../services/target-rules.js';
 import { accountOf, field, seeOther, sendHtml, setFlash, takeFlash, type ConsoleDeps } from '../deps.js';
 import { accountPage, tokenConfirmPage } from '../pages/account.js';
-import { SESSION_COOKIE } from '../session.js';
+import { clearSessionCookie } from '../session.js';
 import { LoginLimiter } from '../login-limiter.js';
 
 // Passwords set before the one rule (src/contract/password.ts) could be up to 1024 characters: still checked.
@@ -136,6 +136,7 @@ export default function accountRoutes(app: FastifyInstance, deps: ConsoleDeps): 
     // Every other session ends; this one continues under a new id.
     await deps.sessions.destroyOthers(account.id, request.session.sessionId);
     await request.session.regenerate(['accountId', 'loginAtMs']);
+    if (request.protocol === 'https') request.session.cookie.secure = true;
     request.log.info({ event: 'console_password_changed', account_id: account.id }, 'console password changed');
     setFlash(request, 'success', 'Your password has been changed. Other browsers have been logged out.');
     return seeOther(reply, '/console/account');
@@ -145,7 +146,7 @@ export default function accountRoutes(app: FastifyInstance, deps: ConsoleDeps): 
     const account = accountOf(request);
     await deps.sessions.destroyForAccount(account.id);
     await request.session.destroy();
-    reply.clearCookie(SESSION_COOKIE, { path: '/console' });
+    clearSessionCookie(request, reply);
     request.log.info({ event: 'console_logout_everywhere', account_id: account.id }, 'console sessions ended');
     return seeOther(reply, '/console/login?notice=ended-all');
   });

@@ -4,7 +4,7 @@ import { verifyPassword } from '../../secrets.js';
 import { field, seeOther, sendHtml, type ConsoleDeps } from '../deps.js';
 import { LoginLimiter } from '../login-limiter.js';
 import { loginPage } from '../pages/login.js';
-import { SESSION_COOKIE, type Flash } from '../session.js';
+import { clearSessionCookie, type Flash } from '../session.js';
 
 /** Why the log-in page is shown, from `?notice=` (no secret ever travels in a URL). */
 const NOTICES: Record<string, Flash> = {
@@ -57,6 +57,8 @@ export default function authRoutes(app: FastifyInstance, deps: ConsoleDeps): voi
     }
     // A fresh session id at log-in (no fixation); the CSRF secret is new with it.
     await request.session.regenerate();
+    // The new session's cookie starts from the defaults: `Secure` again when reached over TLS.
+    if (request.protocol === 'https') request.session.cookie.secure = true;
     request.session.accountId = account.id;
     request.session.loginAtMs = deps.ctx.nowMs();
     request.log.info({ event: 'console_login', account_id: account.id }, 'console log-in');
@@ -66,7 +68,7 @@ export default function authRoutes(app: FastifyInstance, deps: ConsoleDeps): voi
   app.post('/logout', async (request, reply) => {
     const accountId = request.session.accountId;
     await request.session.destroy();
-    reply.clearCookie(SESSION_COOKIE, { path: '/console' });
+    clearSessionCookie(request, reply);
     if (accountId) request.log.info({ event: 'console_logout', account_id: accountId }, 'console log-out');
     return seeOther(reply, '/console/login?notice=logged-out');
   });
