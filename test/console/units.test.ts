@@ -25,6 +25,10 @@ describe('html template', () => {
 
   it("has one escaper, and it escapes ' too", () => {
     expect(escapeHtml(`<a href='x' title="y">&`)).toBe('&lt;a href=&#39;x&#39; title=&quot;y&quot;&gt;&amp;');
+    // Control characters from elsewhere (a remark) show as escapes: no NUL in a page, no reordering by U+202E.
+    expect(escapeHtml('a\u0000b\u202etxt.exe\u0007')).toBe('a\\u{0}b\\u{202e}txt.exe\\u{7}');
+    // Tab and line breaks stay (a textarea's lines).
+    expect(escapeHtml('one\ntwo\r\n\tthree')).toBe('one\ntwo\r\n\tthree');
   });
 
   it('writes a size the same way on the Usage and the Connections page (one formatter: "50 GiB", not "50.0 GiB")', () => {

@@ -10,9 +10,16 @@ type HtmlValue = Html | string | number | boolean | null | undefined | readonly 
 
 const ESCAPES: Record<string, string> = { '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' };
 
-/** The console's one HTML escaper (`'` too, so a value is safe in either quote); the template below uses it. */
+// Control characters other than tab and line breaks (C0, DEL, C1) and Unicode's bidirectional controls: text from
+// elsewhere (a remark, a username) would make the page invalid (NUL) or reorder what it shows (U+202E).
+const CONTROL = /[\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f-\u009f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/g;
+
+/**
+ * The console's one HTML escaper (`'` too, so a value is safe in either quote); the template below uses it. A control
+ * character shows as its escape, `\u{202e}`, as proxyctl shows it.
+ */
 export function escapeHtml(s: string): string {
-  return s.replace(/[&<>"']/g, (c) => ESCAPES[c]!);
+  return s.replace(/[&<>"']/g, (c) => ESCAPES[c]!).replace(CONTROL, (c) => `\\u{${c.charCodeAt(0).toString(16)}}`);
 }
 
 function render(v: HtmlValue): string {
