@@ -204,3 +204,28 @@ describe.each(BACKENDS)('on %s', (backend) => {
     });
   });
 });
+
+describe('a data dir whose database SQLite cannot read', () => {
+  it('serve and admin say which file, exit non-zero, and never print a stack', async () => {
+    const dir = await dataDirFor('sqlite');
+    writeFileSync(path.join(dir, 'proxyd.db'), 'not a database, just text\n'.repeat(100));
+    const serve = await run(PROXYD, ['serve', '--data-dir', dir, '--api-listen', '127.0.0.1:0', '--http-proxy-listen', '127.0.0.1:0', '--socks-listen', '127.0.0.1:0', '--hop-listen', '127.0.0.1:0']);
+    const adm = await admin(dir, ['account', 'create', '--email', 'x@example.com', '--password-stdin'], 'longenough\n');
+    for (const r of [serve, adm]) {
+      expect(r.code).not.toBe(0);
+      expect(r.stderr).toContain(`${path.join(dir, 'proxyd.db')}: file is not a database`);
+      expect(r.stderr).not.toMatch(/\n\s+at /);
+    }
+  });
+});
+
+describe('a listen address that cannot be had', () => {
+  it('says which address and why, exit non-zero, no stack', async () => {
+    const dir = await dataDirFor('sqlite');
+    // 192.0.2.1 is TEST-NET-1 (RFC 5737): on no interface of a test machine; binding sends nothing.
+    const r = await run(PROXYD, ['serve', '--data-dir', dir, '--api-listen', '192.0.2.1:0', '--http-proxy-listen', '127.0.0.1:0', '--socks-listen', '127.0.0.1:0', '--hop-listen', '127.0.0.1:0']);
+    expect(r.code).not.toBe(0);
+    expect(r.stderr).toMatch(/proxyd: address not on this machine: 192\.0\.2\.1:0/);
+    expect(r.stderr).not.toMatch(/\n\s+at /);
+  });
+});

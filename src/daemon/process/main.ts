@@ -197,7 +197,10 @@ export function buildProgram(): Command {
       } catch (e) {
         const err = e as NodeJS.ErrnoException;
         if (err.code === 'EADDRINUSE') fail(`address in use: ${err.message.replace(/^listen EADDRINUSE: address already in use /, '')}`);
-        else fail(err.message);
+        else if (err.code === 'EADDRNOTAVAIL') fail(`address not on this machine: ${err.message.replace(/^listen EADDRNOTAVAIL: address not available /, '')} (a listen flag names an address no interface has)`);
+        else if ((err.code === 'ENOTFOUND' || err.code === 'EAI_AGAIN') && err.syscall === 'getaddrinfo') {
+          fail(`a listen address does not resolve: ${(err as { hostname?: string }).hostname ?? err.message} (give the --*-listen flags an IP address or a local name)`);
+        } else fail(err.message);
         // Everything opened was closed, but a driver's reconnect timer or a socket still closing must not keep
         // a failed start alive: it exits within a second whatever lingers (the timer does not hold it open).
         setTimeout(() => process.exit(), 1_000).unref();

@@ -36,15 +36,30 @@ function newDatabase(file: string, options?: Database.Options): Db {
 
 export function openDatabase(dataDir: string, opts: OpenOptions = {}): Db {
   mkdirSync(dataDir, { recursive: true, mode: 0o700 });
-  const db = newDatabase(path.join(dataDir, DB_FILE));
-  // exec rather than the pragma method: no throwaway statement objects (see statements.ts).
-  db.exec('PRAGMA journal_mode = WAL');
-  // NORMAL in WAL mode: a committed transaction survives a process crash (kill -9); only an OS crash may lose the last ones.
-  db.exec('PRAGMA synchronous = NORMAL');
-  db.exec(`PRAGMA busy_timeout = ${opts.busyTimeoutMs ?? 5000}`);
-  db.exec('PRAGMA foreign_keys = ON');
-  if (opts.migrate !== false) migrate(db);
-  return db;
+  const file = path.join(dataDir, DB_FILE);
+  try {
+    const db = newDatabase(file);
+    // exec rather than the pragma method: no throwaway statement objects (see statements.ts).
+    db.exec('PRAGMA journal_mode = WAL');
+    // NORMAL in WAL mode: a committed transaction survives a process crash (kill -9); only an OS crash may lose the last ones.
+    db.exec('PRAGMA synchronous = NORMAL');
+    db.exec(`PRAGMA busy_timeout = ${opts.busyTimeoutMs ?? 5000}`);
+    db.exec('PRAGMA foreign_keys = ON');
+    if (opts.migrate !== false) migrate(db);
+    return db;
+  } catch (e) {
+    throw namingFile(e, file);
+  }
+}
+
+/**
+ * SQLite's own words (`file is not a database`, `unable to open database file`, `attempt to write a readonly
+ * database`) name no file: the operator is told which one, the error's code kept (busy stays busy).
+ */
+function namingFile(e: unknown, file: string): unknown {
+  const code = (e as { code?: string }).code;
+  if (typeof code !== 'string' || !code.startsWith('SQLITE_') || isBusyError(e)) return e;
+  return Object.assign(new Error(`${file}: ${(e as Error).message}`), { code });
 }
 
 /**
@@ -52,9 +67,14 @@ export function openDatabase(dataDir: string, opts: OpenOptions = {}): Db {
  * the file must be there already (the serving process made it).
  */
 export function openReadOnly(dataDir: string, busyTimeoutMs = 5000): Db {
-  const db = newDatabase(path.join(dataDir, DB_FILE), { readonly: true, fileMustExist: true });
-  db.exec(`PRAGMA busy_timeout = ${busyTimeoutMs}`);
-  return db;
+  const file = path.join(dataDir, DB_FILE);
+  try {
+    const db = newDatabase(file, { readonly: true, fileMustExist: true });
+    db.exec(`PRAGMA busy_timeout = ${busyTimeoutMs}`);
+    return db;
+  } catch (e) {
+    throw namingFile(e, file);
+  }
 }
 
 export function schemaVersion(db: Db): number {
