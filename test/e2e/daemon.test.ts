@@ -225,7 +225,7 @@ describe('a listen address that cannot be had', () => {
     // 192.0.2.1 is TEST-NET-1 (RFC 5737): on no interface of a test machine; binding sends nothing.
     const r = await run(PROXYD, ['serve', '--data-dir', dir, '--api-listen', '192.0.2.1:0', '--http-proxy-listen', '127.0.0.1:0', '--socks-listen', '127.0.0.1:0', '--hop-listen', '127.0.0.1:0']);
     expect(r.code).not.toBe(0);
-    expect(r.stderr).toMatch(/proxyd: address not on this machine: 192\.0\.2\.1:0/);
+    expect(r.stderr).toMatch(/proxyd: address not on this machine: 192\.0\.2\.1\b/);
     expect(r.stderr).not.toMatch(/\n\s+at /);
   });
 });
