@@ -384,6 +384,8 @@ describe('forward path: the exchange ends with the response', () => {
       ['GET', 'HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\nEXTRA', '2\r\nok\r\n0\r\n\r\n'],
       ['GET', 'HTTP/1.1 204 No Content\r\n\r\n', ''],
       ['HEAD', 'HTTP/1.1 200 OK\r\nContent-Length: 99\r\n\r\n', ''],
+      // 1xx first, then the final response in the same write.
+      ['GET', 'HTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nabcZZ', 'abc'],
     ];
     try {
       for (const [method, reply, body] of cases) {
@@ -393,8 +395,9 @@ describe('forward path: the exchange ends with the response', () => {
           const c = await RawClient.connect(g.httpPort);
           c.write(`${method} http://127.0.0.1:${origin.port}/ HTTP/1.1\r\nProxy-Authorization: ${AUTH}\r\n\r\n`);
           const res = (await c.readToEnd(3000)).toString();
-          expect(res, `${method} ${reply}`).toMatch(/^HTTP\/1\.1 (200|204) /);
-          expect(res.slice(res.indexOf('\r\n\r\n') + 4), reply).toBe(body);
+          expect(res, `${method} ${reply}`).toMatch(/^HTTP\/1\.1 (200|204|103) /);
+          expect(res).toMatch(/(^|\r\n\r\n)HTTP\/1\.1 (200|204) [^]*Connection: close\r\n/);
+          expect(res.slice(res.lastIndexOf('\r\n\r\n', res.length - body.length) + 4), reply).toBe(body);
           c.socket.destroy();
           await eventually(() => g.gw.stats().connectionsOpen === 0, 3000);
         }
@@ -403,6 +406,17 @@ describe('forward path: the exchange ends with the response', () => {
     } finally {
       await g.gw.close(100);
     }
+  });
+
+  it('a chunked response the scanner does not take is still relayed as it comes, to the origin\'s close', async () => {
+    const sloppy = 'HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\nok\n0\n\n';
+    const srv = net.createServer((s) => s.once('data', () => s.end(sloppy)));
+    await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
+    const c = await RawClient.connect(t.httpPort);
+    c.write(`GET http://127.0.0.1:${(srv.address() as net.AddressInfo).port}/ HTTP/1.1\r\nProxy-Authorization: ${AUTH}\r\n\r\n`);
+    const res = (await c.readToEnd(3000)).toString();
+    expect(res.endsWith('\r\n\r\n2\nok\n0\n\n')).toBe(true);
+    srv.close();
   });
 
   it('meters the request as the client sent it (its own head, not the rewritten one) and the response as the client got it', async () => {

@@ -320,8 +320,12 @@ class ForwardExchange {
       done = f.remaining === 0;
     } else if (f.kind === 'chunked') {
       const step = f.scanner.feed(chunk);
-      // Mid-response: a reset tells the client the body is broken.
-      if ('error' in step) return this.destroyBoth();
+      // Framing this scanner does not take (an origin's sloppy chunk line): relayed as it comes, to the origin's
+      // close, as every response was before its end was looked for; the client's parser judges it.
+      if ('error' in step) {
+        this.response = { kind: 'close' };
+        return this.toClient(chunk);
+      }
       take = step.consumed;
       done = step.done;
     } else return;
