@@ -307,8 +307,11 @@ function safeOrigin(baseUrl: string): string {
 export function mayHaveApplied(err: ApiError): boolean {
   if (err.kind === 'timeout') return true;
   if (err.kind === 'network') return err.errno === undefined || !NEVER_SENT.has(err.errno);
+  // Not the API's envelope: a proxy's 5xx (the request may have gone on), or a success whose body we cannot read.
+  if (err.kind === 'bad_response') return err.httpStatus === undefined || err.httpStatus >= 500 || (err.httpStatus >= 200 && err.httpStatus < 300);
+  // An answer with its code says what the API did: only a system failure may have applied part of it.
   if (err.code === Code.LIMITER_UNAVAILABLE || err.code === Code.RATE_LIMITED || err.code === Code.INVALID_API_KEY) return false;
-  return err.httpStatus === undefined || err.httpStatus >= 500;
+  return err.code === Code.SYSTEM || (err.httpStatus !== undefined && err.httpStatus >= 500);
 }
 /** Network errors that mean the request was never sent. */
 const NEVER_SENT = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', 'EADDRNOTAVAIL']);

@@ -1,8 +1,8 @@
 // The batch engine of `whitelist add|delete` (docs/cli.md Whitelist, retry rules):
 // batches of 100, paced to the per-token limit; after a 10431 only failed items with a retryable
 // code are resent, alone; 429 replays the same batch after Retry-After; 500/503/network errors
-// replay the same batch up to --retry times; a 10425 (add) / 10426 (delete) on a resent item is
-// "already done"; 401 stops at once.
+// replay the same batch up to --retry times; a 10425 (add) / 10426 (delete) on an item an earlier attempt may
+// have applied is "already done"; 401 stops at once.
 import { Code, MAX_BATCH_ITEMS, RATE_LIMITS, RATE_WINDOW_MS, RETRYABLE_ITEM_CODES, type FailedItem } from '../contract/index.js';
 import { ApiError, isAuthError, isRateLimited, isTransient, mayHaveApplied, type BatchResponse, type WhitelistApi } from './api.js';
 import { Exit, type ExitCode } from './exit-codes.js';
@@ -71,10 +71,11 @@ function defaultBackoffMs(n: number): number {
 
 interface ItemState {
   item: BatchItem;
-  /** Sent before in a request that may have been processed (so 10425/10426 may be our own doing). */
+  /**
+   * Sent before in a request that may have applied it (so 10425/10426 may be our own doing): a 500, a timeout or a
+   * connection cut after the request went, or a per-item retryable failure; not a 503/10503 or a refused connection.
+   */
   resent: boolean;
-  /** An earlier attempt may have applied it: a 500, a timeout or a cut connection, or a per-item retryable failure (not a 503/10503). */
-  mayBeDone: boolean;
   retries: number;
 }
 
@@ -95,7 +96,7 @@ export async function runBatches(opts: BatchEngineOptions): Promise<BatchRunResu
   let requests = 0;
   const queue: Unit[] = [];
   for (let i = 0; i < opts.items.length; i += size) {
-    queue.push({ items: opts.items.slice(i, i + size).map((item) => ({ item, resent: false, mayBeDone: false, retries: 0 })), rateLimitedReplays: 0 });
+    queue.push({ items: opts.items.slice(i, i + size).map((item) => ({ item, resent: false, retries: 0 })), rateLimitedReplays: 0 });
   }
 
   const progress = (waiting?: BatchProgress['waiting']) => {
@@ -124,7 +125,7 @@ export async function runBatches(opts: BatchEngineOptions): Promise<BatchRunResu
   const stopWith = (exitCode: ExitCode, message: string, code: number, current: Unit, lastMayBeDone = false): BatchRunResult => {
     const reason = `not processed: ${message}`;
     const unknown = `outcome unknown: ${message}`;
-    for (const s of current.items) fail({ ip: s.item.ip, code, reason: lastMayBeDone || s.mayBeDone ? unknown : reason });
+    for (const s of current.items) fail({ ip: s.item.ip, code, reason: lastMayBeDone || s.resent ? unknown : reason });
     for (const u of queue) for (const s of u.items) fail({ ip: s.item.ip, code, reason });
     queue.length = 0;
     progress();
@@ -157,10 +158,10 @@ export async function runBatches(opts: BatchEngineOptions): Promise<BatchRunResu
         const code = err.code ?? 0;
         const applied = mayHaveApplied(err);
         if (worst >= retry) return stopWith(Exit.ERROR, `${err.describe()}; gave up after ${retry} ${retry === 1 ? 'retry' : 'retries'}`, code, unit, applied);
-        // The server may have processed some of it: mark every item so its replay can read 10425/10426 as done.
+        // The server may have processed some of it (unless it said it ran nothing): marked, so that the replay's
+        // 10425/10426 reads as done.
         for (const s of unit.items) {
-          s.resent = true;
-          s.mayBeDone ||= applied;
+          s.resent ||= applied;
           s.retries++;
         }
         await wait(backoff(worst + 1), 'backoff');
@@ -168,7 +169,8 @@ export async function runBatches(opts: BatchEngineOptions): Promise<BatchRunResu
         continue;
       }
       const msg = err instanceof ApiError ? err.describe() : String(err);
-      return stopWith(Exit.ERROR, msg, err instanceof ApiError ? (err.code ?? 0) : 0, unit);
+      // A success whose body could not be read applied the batch, or part of it.
+      return stopWith(Exit.ERROR, msg, err instanceof ApiError ? (err.code ?? 0) : 0, unit, err instanceof ApiError && mayHaveApplied(err));
     }
 
     if (res.code === Code.OK) {
@@ -189,7 +191,6 @@ export async function runBatches(opts: BatchEngineOptions): Promise<BatchRunResu
       if (s && RETRYABLE_ITEM_CODES.has(f.code) && s.retries < retry) {
         s.retries++;
         s.resent = true;
-        s.mayBeDone = true;
         again.push(s);
       } else if (s && (s.resent || opts.doneIsDone === true) && f.code === doneCode) {
         summary.already_done++;

@@ -109,10 +109,23 @@ describe('batch engine', () => {
     expect(clock.sleeps).toEqual([2000, 2000]);
   });
 
-  it('503 then a replay that yields 10425: the item is already done', async () => {
+  it('a 10503 applied nothing: a 10425 on its replay is a failure (the IP was there before), not "already done"', async () => {
+    const { api, clock } = await setup((req, i) => (i === 0 ? unavailable : batchReply(req, { '8.8.8.8': 10425 })));
+    const r = await runBatches({ op: 'add', items: items(['8.8.8.8', '9.9.9.9']), api, clock, retry: 1 });
+    expect(r.summary).toMatchObject({ success_count: 1, already_done: 0, failed_count: 1 });
+  });
+
+  it('a success whose body cannot be read: the batch is `outcome unknown`, not `not processed`', async () => {
+    const { api, clock } = await setup(() => ({ code: 200, data: { nonsense: true } }));
+    const r = await runBatches({ op: 'add', items: items(publicIps(2)), api, clock, retry: 3 });
+    expect(r.exitCode).toBe(Exit.ERROR);
+    expect(r.summary.failed_items.every((f) => f.reason.startsWith('outcome unknown: '))).toBe(true);
+  });
+
+  it('a proxy\'s 503 (not the API\'s envelope) then a replay that yields 10425: the item is already done', async () => {
     const ips = publicIps(100);
     const { server, api, clock } = await setup((req, i) => {
-      if (i === 0) return unavailable;
+      if (i === 0) return { status: 503, raw: '<html>503 Service Unavailable</html>' };
       // The first attempt got through for two items before the 503.
       return batchReply(req, { [ips[0]!]: 10425, [ips[1]!]: 10425 });
     });
