@@ -21,11 +21,12 @@ describe('single-worker daemon lifecycle', () => {
     expect(lines.at(-1)).toMatchObject({ event: 'stopped', level: 30, pid: d.proc.pid });
   });
 
-  it('SIGTERM while it is still starting: it starts, then stops as any stop does (exit 0, "stopped", the lock released)', async () => {
+  it('SIGTERM to the whole process group while it is still starting: it stops at once (exit 0, "stopped", the lock released, no ready line)', async () => {
     const dataDir = tempDir();
-    // Two workers: forking them takes long enough that the signal lands before the ready line.
+    // Two workers: forking them takes long enough that the signal lands before the ready line, while they boot.
     const args = [PROXYD, 'serve', '--data-dir', dataDir, '--workers', '2', '--api-listen', '127.0.0.1:0', '--http-proxy-listen', '127.0.0.1:0', '--socks-listen', '127.0.0.1:0', '--hop-listen', '127.0.0.1:0'];
-    const proc = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+    // Its own process group, signalled as a service manager or a terminal's Ctrl-C does: the workers still booting get it too.
+    const proc = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'pipe'], detached: true });
     const logs: string[] = [];
     let stdout = '';
     proc.stdout!.on('data', (c: Buffer) => (stdout += c.toString()));
@@ -35,7 +36,7 @@ describe('single-worker daemon lifecycle', () => {
       logs.push(l);
       if (logs.length === 1) resolve();
     }));
-    proc.kill('SIGTERM');
+    process.kill(-proc.pid!, 'SIGTERM');
     expect(await exited).toBe(0);
     await waitFor('stopped line', () => parsed(logs).some((l) => l.event === 'stopped'), 3000);
     expect(parsed(logs).find((l) => l.event === 'shutdown')).toMatchObject({ signal: 'SIGTERM' });

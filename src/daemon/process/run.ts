@@ -35,15 +35,22 @@ export async function runServe(cfg: ServeConfig): Promise<void> {
 
   const lock = lockDataDir(cfg);
   // The handlers come first: a service manager may stop the daemon while it is still starting (a slow database,
-  // a large repair). Such a signal is kept, and the daemon stops as soon as it has started: drained, the database
-  // closed, the lock released and the `stopped` line logged, as for any stop (no ready line then).
+  // a long integrity check, workers booting, which a signal to the whole group reaches too). Nothing is served
+  // yet, so there is nothing to drain: start-up is abandoned at once, the lock released and the `stopped` line
+  // logged, exit 0 (SQLite rolls back whatever write it was in, as after any stop of the process).
   let serving: Serving | null = null;
   let stopping: string | null = null;
   const stop = (signal: string) => {
     if (stopping) return;
     stopping = signal;
-    log.info({ event: 'shutdown', signal }, !serving ? 'stopping as soon as started' : cfg.workers > 1 ? 'stopping: draining every worker' : 'stopping: no new connections, draining');
-    if (serving) drainAndExit(serving);
+    if (!serving) {
+      log.info({ event: 'shutdown', signal }, 'stopping while starting: nothing served yet');
+      lock?.release();
+      log.info({ event: 'stopped', exitCode: 0 }, 'stopped');
+      process.exit(0);
+    }
+    log.info({ event: 'shutdown', signal }, cfg.workers > 1 ? 'stopping: draining every worker' : 'stopping: no new connections, draining');
+    drainAndExit(serving);
   };
   const drainAndExit = (s: Serving) => {
     s.shutdown()
@@ -76,7 +83,6 @@ export async function runServe(cfg: ServeConfig): Promise<void> {
     lock?.release();
     throw e;
   }
-  if (stopping) return drainAndExit(serving);
   // After the handlers: whoever reads this line may signal at once.
   process.stdout.write(`${JSON.stringify(serving.ready)}\n`);
 }
