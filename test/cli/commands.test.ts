@@ -161,10 +161,10 @@ describe('login / logout / auth status', () => {
       expect(r.code, argv.join(' ')).toBe(2);
       expect(r.stderr).toContain('ak0123456789abcdef0123.****');
     }
-    for (const argv of [['whitelist', 'add', '8.8.8.8', TOKEN], ['whitelist', 'delete', TOKEN]]) {
+    for (const argv of [['whitelist', 'add', '8.8.8.8', TOKEN], ['whitelist', 'delete', TOKEN], ['whitelist', 'add', `8.8.8.8=${TOKEN}`], ['whitelist', 'add', '8.8.8.8', '--remark', TOKEN]]) {
       const r = await cli(argv, { env: { PROXYCTL_API_KEY: OTHER_TOKEN } });
       expect(r.code).toBe(2);
-      expect(r.stderr).toMatch(/an API token was given where an IP belongs; it was not sent/);
+      expect(r.stderr).toMatch(/an API token was given where an IP or a remark belongs; it was not sent/);
     }
     expect(s.requests).toHaveLength(0);
   });

@@ -27,6 +27,8 @@ describe('html template', () => {
     expect(escapeHtml(`<a href='x' title="y">&`)).toBe('&lt;a href=&#39;x&#39; title=&quot;y&quot;&gt;&amp;');
     // Control characters from elsewhere (a remark) show as escapes: no NUL in a page, no reordering by U+202E.
     expect(escapeHtml('a\u0000b\u202etxt.exe\u0007')).toBe('a\\u{0}b\\u{202e}txt.exe\\u{7}');
+    // The plain right-to-left marks stay (a Hebrew or Arabic remark uses them).
+    expect(escapeHtml('\u05e9\u200f\u0627\u061c')).toBe('\u05e9\u200f\u0627\u061c');
     // Tab and line breaks stay (a textarea's lines).
     expect(escapeHtml('one\ntwo\r\n\tthree')).toBe('one\ntwo\r\n\tthree');
   });

@@ -328,6 +328,28 @@ describe('forward path details', () => {
     }
   });
 
+  it('more than four empty lines before the request line are a malformed head, however they arrive', async () => {
+    const c = await RawClient.connect(t.httpPort);
+    for (let i = 0; i < 5; i++) {
+      c.write('\r\n');
+      await sleep(10);
+    }
+    c.write(`GET http://127.0.0.1:${echo.port}/ HTTP/1.1\r\nProxy-Authorization: ${AUTH}\r\n\r\n`);
+    expect((await c.readToEnd()).toString()).toMatch(/^HTTP\/1\.1 400 /);
+  });
+
+  it('a response with chunked framing and a Content-Length reaches the client without the Content-Length', async () => {
+    const srv = net.createServer((s) => s.once('data', () => s.end('HTTP/1.1 200 OK\r\nContent-Length: 99\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n')));
+    await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
+    const c = await RawClient.connect(t.httpPort);
+    c.write(`GET http://127.0.0.1:${(srv.address() as net.AddressInfo).port}/ HTTP/1.1\r\nProxy-Authorization: ${AUTH}\r\n\r\n`);
+    const res = (await c.readToEnd(3000)).toString();
+    expect(res).toMatch(/\r\nTransfer-Encoding: chunked\r\n/);
+    expect(res).not.toMatch(/content-length/i);
+    expect(res.endsWith('2\r\nok\r\n0\r\n\r\n')).toBe(true);
+    srv.close();
+  });
+
   it('empty lines before the request line are ignored (RFC 9112 2.2), also when they arrive apart', async () => {
     const srv = http.createServer((_req, res) => res.end('fine'));
     await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));

@@ -12,7 +12,8 @@ const ESCAPES: Record<string, string> = { '&': '&amp;', '<': '&lt;', '>': '&gt;'
 
 // Control characters other than tab and line breaks (C0, DEL, C1) and Unicode's bidirectional controls: text from
 // elsewhere (a remark, a username) would make the page invalid (NUL) or reorder what it shows (U+202E).
-const CONTROL = /[\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f-\u009f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/g;
+// The plain marks of right-to-left text (U+200E, U+200F, U+061C) stay: they reorder nothing around them.
+const CONTROL = /[\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f-\u009f\u202a-\u202e\u2066-\u2069]/g;
 
 /**
  * The console's one HTML escaper (`'` too, so a value is safe in either quote); the template below uses it. A control

@@ -290,8 +290,11 @@ class ForwardExchange {
         this.replyAndClose(502, 'http_protocol_error', 'unexpected protocol switch from the target');
         return;
       }
+      this.response = responseFraming(status, r.value.headers, this.method);
+      // Chunked and a Content-Length: the length is not the framing, and goes (RFC 9112 6.3).
+      const dropLength = this.response.kind === 'chunked' && headerValues(r.value.headers, 'content-length').length > 0;
       let out = `HTTP/${r.value.version} ${status} ${r.value.reason}\r\n`;
-      for (const [n, v] of withoutHopByHop(r.value.headers)) out += `${n}: ${v}\r\n`;
+      for (const [n, v] of withoutHopByHop(r.value.headers)) if (!dropLength || n.toLowerCase() !== 'content-length') out += `${n}: ${v}\r\n`;
       out += via(r.value.version);
       // RFC 9209: our member goes last (nearest the client), after any an upstream proxy added.
       out += `Proxy-Status: proxyd; received-status=${status}\r\nX-Request-Id: ${this.conn.requestId}\r\n`;
@@ -299,7 +302,6 @@ class ForwardExchange {
       this.responseHead.consume(r.consumed);
       const rest = Buffer.from(this.responseHead.takeAll());
       this.headDone = true;
-      this.response = responseFraming(status, r.value.headers, this.method);
       this.toClient(Buffer.from(out, 'latin1'));
       if (this.response.kind === 'none') this.finish();
       else if (rest.length > 0) this.responseBody(rest);

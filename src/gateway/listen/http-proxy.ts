@@ -8,6 +8,8 @@ import { openConnectTunnel } from './http-connect.js';
 
 export class HttpProxyHandler implements ProtocolHandler {
   private scanned = 0;
+  /** Bytes of empty lines skipped before the request line (at most four lines in all). */
+  private blank = 0;
 
   constructor(private readonly conn: ClientConn) {}
 
@@ -17,8 +19,9 @@ export class HttpProxyHandler implements ProtocolHandler {
     // Empty lines before the request line are ignored (RFC 9112 2.2), up to four of them.
     if (buf[0] === 0x0d && this.scanned === 0) {
       let i = 0;
-      while (i < 8 && buf[i] === 0x0d && buf[i + 1] === 0x0a) i += 2;
+      while (this.blank + i < 8 && buf[i] === 0x0d && buf[i + 1] === 0x0a) i += 2;
       if (i > 0) {
+        this.blank += i;
         conn.queue.consume(i);
         buf = conn.queue.view();
       }

@@ -37,8 +37,9 @@ function newDatabase(file: string, options?: Database.Options): Db {
 export function openDatabase(dataDir: string, opts: OpenOptions = {}): Db {
   mkdirSync(dataDir, { recursive: true, mode: 0o700 });
   const file = path.join(dataDir, DB_FILE);
+  let db: Db | undefined;
   try {
-    const db = newDatabase(file);
+    db = newDatabase(file);
     // exec rather than the pragma method: no throwaway statement objects (see statements.ts).
     db.exec('PRAGMA journal_mode = WAL');
     // NORMAL in WAL mode: a committed transaction survives a process crash (kill -9); only an OS crash may lose the last ones.
@@ -48,6 +49,12 @@ export function openDatabase(dataDir: string, opts: OpenOptions = {}): Db {
     if (opts.migrate !== false) migrate(db);
     return db;
   } catch (e) {
+    // Opened, then refused (a pragma, a migration): the handle goes too.
+    try {
+      db?.close();
+    } catch {
+      /* closing what failed: nothing more to say */
+    }
     throw namingFile(e, file);
   }
 }
