@@ -148,10 +148,21 @@ describe.skipIf(skip !== null)(`PostgreSQL outage under a serving proxyd${skip ?
       // Inside the stale window the gateway still admits a known client from its last view.
       expect(await viaGateway()).toBe(200);
       expect(await call(ADD, { items: [{ ip: pub(next++) }] })).toMatchObject({ status: 503, code: 10503 });
-      // The console too: its log-in page keeps a server-side session, so it cannot be served either.
+      // The console's log-in page needs nothing of the database (a visitor's session is not stored); logging in
+      // does, and is refused cleanly.
       const page = await fetch(`${d.api}/console/login`, { signal: AbortSignal.timeout(15_000) });
-      expect(page.status).toBe(503);
-      expect(await page.text()).toContain('Nothing was changed');
+      expect(page.status).toBe(200);
+      const csrf = /name="_csrf" value="([^"]+)"/.exec(await page.text())?.[1] ?? '';
+      const cookie = (page.headers.getSetCookie().find((c) => c.startsWith('proxyd_console=')) ?? '').split(';')[0]!;
+      const login = await fetch(`${d.api}/console/login`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/x-www-form-urlencoded', cookie },
+        body: new URLSearchParams({ _csrf: csrf, email: 'someone@example.com', password: 'whatever it is' }).toString(),
+        redirect: 'manual',
+        signal: AbortSignal.timeout(15_000),
+      });
+      expect(login.status).toBe(503);
+      expect(await login.text()).toContain('Nothing was changed');
       const h = await health();
       expect(h.status).toBe(503);
       expect(h.body.down).toContain('database');
