@@ -638,6 +638,43 @@ describe.skipIf(skip)('entry and exit nodes on one PostgreSQL', () => {
     expect(made).toBeGreaterThan(10);
   }, 60_000);
 
+  /** One datagram (its SOCKS5 UDP header included) through a fresh association on `entry`: the answer, or null within 1.5 s. */
+  async function udpOnce(entry: Daemon, user: string, datagram: Buffer): Promise<Buffer | null> {
+    const client = dgram.createSocket('udp4');
+    await new Promise<void>((r) => client.bind(0, '127.0.0.1', r));
+    const [host, port] = entry.socks.split(':') as [string, string];
+    const control = net.connect(Number(port), host);
+    try {
+      let buf = Buffer.alloc(0);
+      control.on('data', (d: Buffer) => (buf = Buffer.concat([buf, d])));
+      const need = async (n: number) => {
+        const t0 = Date.now();
+        while (buf.length < n) {
+          if (Date.now() - t0 > 5_000) throw new Error(`socks: ${buf.length} of ${n} bytes`);
+          await sleep(5);
+        }
+        const out = buf.subarray(0, n);
+        buf = buf.subarray(n);
+        return out;
+      };
+      const u = Buffer.from(user);
+      const p = Buffer.from(PASSWORD);
+      control.write(Buffer.concat([Buffer.from([5, 1, 2, 1, u.length]), u, Buffer.from([p.length]), p, Buffer.from([5, 3, 0, 1, 0, 0, 0, 0, 0, 0])]));
+      await need(4);
+      const rep = await need(10);
+      expect(rep[1]).toBe(0);
+      const answer = new Promise<Buffer | null>((resolve) => {
+        client.once('message', (m) => resolve(m));
+        setTimeout(() => resolve(null), 1_500);
+      });
+      client.send(datagram, rep.readUInt16BE(8), '127.0.0.1');
+      return await answer;
+    } finally {
+      control.destroy();
+      client.close();
+    }
+  }
+
   it('SOCKS5 UDP through an entry: the exit is chosen by the username, datagrams leave from its egress, answers come back; recorded on the entry', async () => {
     const echo = await udpTargetSocket(); // outside the relay ports: a local address there is a relay, refused
     const from: string[] = [];
@@ -712,6 +749,23 @@ describe.skipIf(skip)('entry and exit nodes on one PostgreSQL', () => {
       }
       const literal = await viaConnect(entries[1]!, tgt(), 'alice-country-us');
       expect(literal.ok ? 200 : literal.status).toBe(403); // a literal is judged at the entry already
+      // A SOCKS5 UDP datagram to the same name through the entry: the exit resolves it and drops it too (the
+      // association carries the account to the exit; it did not, and the datagram went out).
+      const echo = await udpTargetSocket();
+      const got: string[] = [];
+      echo.on('message', (m, r) => {
+        got.push(m.toString());
+        echo.send(m, r.port, r.address);
+      });
+      try {
+        const ep = (echo.address() as net.AddressInfo).port;
+        const name = Buffer.from('localhost');
+        const answer = await udpOnce(entries[0]!, 'alice-country-de', Buffer.concat([Buffer.from([0, 0, 0, 3, name.length]), name, Buffer.from([ep >> 8, ep & 255]), Buffer.from('to a denied network')]));
+        expect(answer).toBeNull();
+        expect(got).toEqual([]);
+      } finally {
+        echo.close();
+      }
     } finally {
       const off = await admin(first, ['policy', 'set', '--email', EMAIL, '--deny', 'none']);
       expect(off.code, off.stderr).toBe(0);

@@ -141,7 +141,8 @@ export class Socks5Handler implements ProtocolHandler {
       let hopSocket: net.Socket | null = null;
       if (viaHop) {
         // An entry: the exit is chosen now, as for a connection; its datagrams travel to it inside the hop.
-        const out = await viaHop({ host: '-', port: 0, session: conn.egressSession, want: conn.exitWish, wanted: () => !conn.closed, connecting: () => {} });
+        // The account goes with it: the exit applies the account's target rules to what each name resolves to.
+        const out = await viaHop({ host: '-', port: 0, accountId: conn.accountId, session: conn.egressSession, want: conn.exitWish, wanted: () => !conn.closed, connecting: () => {} });
         if (!out || !out.ok) {
           relay.close();
           if (out && !out.ok) conn.refuse(failureLogReason(out.failure), out.failure === 'no_exit' ? encodeReply(Reply.NetworkUnreachable) : socksFailureReply(out.failure));
