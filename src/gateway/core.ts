@@ -10,7 +10,8 @@ import { resolveLimits } from './limits.js';
 import { AddressScreen, judgeTarget } from './dial/target-rules.js';
 import { Tunnels } from './relay/open-tunnels.js';
 import { LiveSet, type LiveMember } from './relay/live-set.js';
-import { canonicalIp, parseIp } from './dial/target-policy.js';
+import { canonicalIp, isLocalAddress, parseIp, reachesListener } from './dial/target-policy.js';
+import { isOwnUdpSocket } from './dial/udp-out.js';
 import type { AdmitFailure, AdmitResult, GatewayLimits, GatewayOptions, GatewayStats, UsageDelta, UsernameParams } from './types.js';
 
 export type { DialFailure, ResolveOutcome } from './dial/dialer.js';
@@ -171,6 +172,19 @@ export class GatewayCore {
   refusesTarget(accountId: number, host: string): boolean {
     const judged = this.judgeTarget(accountId, host);
     return judged !== null && !(judged instanceof AddressScreen);
+  }
+
+  /**
+   * An entry's check on a datagram's target before it goes to an exit, as a `both` node refuses it: this node's own
+   * listeners, its UDP sockets, and on a local address (or `localhost`) any port of its relay range. The exit cannot
+   * know them; sent on, the datagram came back into another of this node's associations.
+   */
+  isOwnUdpTarget(host: string, port: number, relayPorts: { lo: number; hi: number }): boolean {
+    if (reachesListener(host, port, [...this.opts.ownListeners(), ...this.ownAddresses])) return true;
+    const name = host.toLowerCase().replace(/\.$/, '');
+    const local = name === 'localhost' || name.endsWith('.localhost') || isLocalAddress(host);
+    if (local && port >= relayPorts.lo && port <= relayPorts.hi) return true;
+    return parseIp(host) !== null && isOwnUdpSocket(canonicalIp(host), port);
   }
 
   resolveTarget(host: string, port: number, accountId = -1): Promise<ResolveOutcome> {

@@ -730,6 +730,24 @@ describe.skipIf(skip)('entry and exit nodes on one PostgreSQL', () => {
     expect(rs[0]).toMatchObject({ datagrams_up: 3, datagrams_down: 3 });
   });
 
+  it("through an entry, a datagram to the entry's own listeners or relay ports never leaves (as on a `both` node)", async () => {
+    const policyDrops = async () => {
+      const text = await (await fetch(`${entries[0]!.api}/metrics`)).text();
+      return Number(/^proxyd_udp_dropped_total\{reason="policy"\} (\d+)/m.exec(text)?.[1] ?? 0);
+    };
+    const before = await policyDrops();
+    const header = (host: number[] | string, port: number) => {
+      if (typeof host === 'string') return Buffer.concat([Buffer.from([0, 0, 0, 3, host.length]), Buffer.from(host), Buffer.from([port >> 8, port & 255])]);
+      return Buffer.from([0, 0, 0, 1, ...host, port >> 8, port & 255]);
+    };
+    const socksPort = Number(entries[0]!.socks.split(':')[1]);
+    // Its SOCKS listener, a relay port of its range on a local address (by literal and by `localhost`).
+    for (const h of [header([127, 0, 0, 1], socksPort), header([127, 0, 0, 1], 40_000), header('localhost', 44_999)]) {
+      expect(await udpOnce(entries[0]!, 'alice-country-de', Buffer.concat([h, Buffer.from('to the entry itself')]))).toBeNull();
+    }
+    expect(await policyDrops()).toBe(before + 3);
+  });
+
   it("through an entry, the account's denied network holds for a name the exit resolves into it (and is lifted again)", async () => {
     const set = await admin(first, ['policy', 'set', '--email', EMAIL, '--deny', '127.0.0.0/8']);
     expect(set.code, set.stderr).toBe(0);

@@ -155,9 +155,10 @@ export class Socks5Handler implements ProtocolHandler {
           // An exit answers from addresses only; a named sender is not a frame it makes.
           readFrames(hop, (f) => (f.family === null ? conn.core.countUdpDrop('malformed') : assoc.answer({ address: f.host, family: f.family, port: f.port }, f.data)));
           hop.once('close', () => conn.destroy());
-          // The account's target rules here, on the target as asked (the exit knows no account): a denied one never leaves.
+          // The account's target rules here, on the target as asked, and this node's own sockets (the exit knows
+          // neither): such a datagram never leaves. The exit judges what a name resolves to.
           const send = (host: string, port: number, data: Buffer): boolean => {
-            if (conn.core.refusesTarget(conn.accountId, host)) {
+            if (conn.core.refusesTarget(conn.accountId, host) || conn.core.isOwnUdpTarget(host, port, udp.ports)) {
               conn.core.countUdpDrop('policy');
               return false;
             }
