@@ -229,3 +229,20 @@ describe('a listen address that cannot be had', () => {
     expect(r.stderr).not.toMatch(/\n\s+at /);
   });
 });
+
+describe('proxyd admin: --data-dir against PROXYD_DATA_DIR', () => {
+  it('the flag wins wherever it stands (after the command, or right after `admin`)', async () => {
+    const fromEnv = await dataDirFor('sqlite');
+    const fromFlag = await dataDirFor('sqlite');
+    for (const args of [
+      ['admin', 'account', 'create', '--data-dir', fromFlag, '--email', 'flag1@example.com', '--password-stdin'],
+      ['admin', '--data-dir', fromFlag, 'account', 'create', '--email', 'flag2@example.com', '--password-stdin'],
+    ]) {
+      const r = await run(PROXYD, args, { input: 'longenough1\n', env: { PROXYD_DATA_DIR: fromEnv } });
+      expect(r.code, r.stderr).toBe(0);
+    }
+    expect(readdirSync(fromEnv)).not.toContain('proxyd.db');
+    const shown = await run(PROXYD, ['admin', 'plan', 'show', '--email', 'flag1@example.com', '--data-dir', fromFlag], { env: { PROXYD_DATA_DIR: fromEnv } });
+    expect(shown.code, shown.stderr).toBe(0);
+  });
+});

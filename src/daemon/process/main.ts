@@ -49,6 +49,16 @@ type AdminOpts = Record<string, unknown> & { dataDir?: string; databaseUrl?: str
 function withStore(run: (store: import('../store/index.js').Store, all: AdminOpts, where: string) => Promise<void>, use: AdminUse = {}) {
   return async (opts: Record<string, unknown>, cmd: Command) => {
     const all = { ...cmd.optsWithGlobals(), ...opts } as AdminOpts;
+    // `--data-dir` and `--database-url` are options of `admin` and of each command: commander gives a flag to the
+    // first that knows it (`admin`, wherever it stands), and the environment to the others. A flag wins.
+    for (const key of ['dataDir', 'databaseUrl'] as const) {
+      for (let c: Command | null = cmd; c; c = c.parent) {
+        if (c.getOptionValueSource(key) === 'cli') {
+          all[key] = c.opts()[key] as string;
+          break;
+        }
+      }
+    }
     const { AdminError, AdminUsageError, NoAccountError } = await import('../admin/commands.js');
     const { openStore } = await import('../store/index.js');
     const { checkDatabaseUrl, defaultDataDir } = await import('./config.js');
