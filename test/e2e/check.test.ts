@@ -121,7 +121,7 @@ describe('a failure at each stage stops there', () => {
     it(`${proto} connect: private target refused by policy`, async () => {
       const r = await check({ proxy: url(strict), target: `https://localhost:${https.port}/` });
       expect(names(r).slice(2)).toEqual(['auth:ok', 'connect:fail', 'tls:skipped', 'status:skipped']);
-      expect(r.report.diagnosis).toMatch(proto === 'http' ? /refuses to reach localhost \(403/ : /refuses to reach localhost \(SOCKS5 reply 0x02/);
+      expect(r.report.diagnosis).toMatch(proto === 'http' ? /refuses to reach localhost \(403/ : /does not allow this connection to localhost \(SOCKS5 reply 0x02/);
     });
 
     it(`${proto} connect: target refuses the connection`, async () => {

@@ -65,7 +65,7 @@ function failureLine(stage: StageName, cause: FailureCause, proxy: ProxySpec, ta
         case 'unreachable': return `The proxy could not reach ${target.hostHeader} (${cause.status}${said}): the target is down or unroutable from the proxy; check the target.`;
         case 'unavailable': return `The proxy has no way to ${target.hostHeader} now (${cause.status}${said}): with -country-/-city- in the username, no exit serves that location (check the targeting); otherwise retry later.`;
       }
-      if (cause.status === 403) return `The proxy refuses to reach ${target.host} (403${said}): it blocks private, loopback and reserved addresses and its own listeners; use a public target.`;
+      if (cause.status === 403) return refused403(target.host, cause.body ?? '', said);
       if (cause.status === 502) return `The proxy could not reach ${target.hostHeader} (502${said}): the target is down, refuses connections or its name does not resolve at the proxy; check the target URL and port.`;
       if (cause.status === 504) return `The proxy timed out reaching ${target.hostHeader} (504${said}): the target is slow or filtered; try another target.`;
       if (cause.status === 429 || cause.status === 503) return `The proxy is busy or limits this account (${cause.status}${said}): too many connections at once; retry later or close idle connections.`;
@@ -73,7 +73,8 @@ function failureLine(stage: StageName, cause: FailureCause, proxy: ProxySpec, ta
     }
     case 'socks_reply':
       switch (cause.code) {
-        case 0x02: return `The proxy refuses to reach ${target.host} (SOCKS5 reply 0x02, not allowed): private, loopback and reserved targets are blocked by policy; use a public target.`;
+        // SOCKS5 has one code for every refusal of policy: the connection log has the reason.
+        case 0x02: return `The proxy does not allow this connection to ${target.host} (SOCKS5 reply 0x02, not allowed): a private, loopback or reserved target, the account's or the provider's target rules, an expired plan, a used-up traffic limit, or too many connections at once; the reason is in the connection log (console, Connections page), or try over http:// for the proxy's own words.`;
         case 0x03: case 0x04: return `The proxy could not reach ${target.hostHeader} (SOCKS5 reply ${hex(cause.code)}, ${socksReplyName(cause.code)}): the name may not resolve at the proxy or the host is down; check the target.`;
         case 0x05: return `The target ${target.hostHeader} refused the proxy's connection (SOCKS5 reply 0x05): nothing listens there; check the target port.`;
         case 0x06: return `The proxy timed out reaching ${target.hostHeader} (SOCKS5 reply 0x06): the target is slow or filtered; try another target.`;
@@ -115,4 +116,16 @@ export function diagnose(input: DiagnosisInput): string {
   if (!directIp) return `All stages passed: traffic leaves the proxy as ${egressIp}; the direct answer held no IP, so the egress was not compared.`;
   if (egressIp === directIp) return `Warning: the egress IP ${egressIp} equals your direct IP: traffic may not be going through the proxy (or the proxy exits from this machine's own address); check the proxy settings of the client.`;
   return `All stages passed: traffic leaves the proxy as ${egressIp} (direct: ${directIp}).`;
+}
+
+/**
+ * What a gateway's 403 says it is about: its text (proxyd's `Proxy-Status` details, repeated in the body) names the
+ * cause, each with its own remedy (docs/support.md, the reasons). Another proxy's 403 reads as the usual one.
+ */
+function refused403(host: string, text: string, said: string): string {
+  if (/denied by account policy/i.test(text)) return `The account's target rules deny ${host} (403${said}): the account owner can change them in the console (Account, Target rules); or use another target. The proxy works.`;
+  if (/denied by service policy/i.test(text)) return `The provider's own target rules deny ${host} (403${said}): this target is not allowed on the service; use another target. The proxy works.`;
+  if (/plan has expired/i.test(text)) return `The account's plan has expired (403${said}): renew the plan (the console's Usage page shows it); nothing else is wrong.`;
+  if (/traffic limit/i.test(text)) return `The account has used up its traffic for this period (403${said}): wait for the next period or raise the plan's limit (the console's Usage page shows it).`;
+  return `The proxy refuses to reach ${host} (403${said}): it blocks private, loopback and reserved addresses and its own listeners; use a public target.`;
 }

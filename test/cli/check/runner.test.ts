@@ -383,7 +383,7 @@ describe('SOCKS5 proxy', () => {
   });
 
   for (const [code, name, diag] of [
-    [0x02, 'connection not allowed by ruleset', /refuses to reach localhost \(SOCKS5 reply 0x02/],
+    [0x02, 'connection not allowed by ruleset', /does not allow this connection to localhost \(SOCKS5 reply 0x02/],
     [0x04, 'host unreachable', /could not reach localhost:\d+ \(SOCKS5 reply 0x04/],
     [0x05, 'connection refused', /refused the proxy's connection \(SOCKS5 reply 0x05\)/],
     [0x06, 'TTL expired', /timed out reaching/],

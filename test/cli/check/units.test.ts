@@ -142,6 +142,18 @@ describe('diagnosis', () => {
     expect(line).not.toContain('\n');
     expect(line).not.toContain('pw');
   });
+  it("a gateway's 403 is diagnosed by what it says (target rules, plan, traffic), not always as a private target", () => {
+    const line = (body: string) => diagnose({ failed: { stage: 'connect', cause: { kind: 'http_connect_status', status: 403, reason: 'Forbidden', body } }, proxy, target, egressIp: null, directIp: null, direct: 'skipped' });
+    expect(line('target denied by account policy')).toMatch(/^The account's target rules deny t\.example/);
+    expect(line('target denied by service policy')).toMatch(/^The provider's own target rules deny/);
+    expect(line('the plan has expired')).toMatch(/^The account's plan has expired/);
+    expect(line('the traffic limit for this period is used up')).toMatch(/^The account has used up its traffic/);
+    expect(line('target address not allowed')).toMatch(/blocks private, loopback and reserved addresses/);
+    expect(line('')).toMatch(/blocks private, loopback and reserved addresses/);
+    const socks = diagnose({ failed: { stage: 'connect', cause: { kind: 'socks_reply', code: 2 } }, proxy, target, egressIp: null, directIp: null, direct: 'skipped' });
+    expect(socks).toMatch(/target rules, an expired plan, a used-up traffic limit/);
+  });
+
   it('egress comparisons', () => {
     const base = { failed: null, proxy, target };
     expect(diagnose({ ...base, egressIp: '1.1.1.1', directIp: '1.1.1.1', direct: 'ok' })).toMatch(/^Warning/);
