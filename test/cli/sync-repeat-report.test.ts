@@ -95,6 +95,15 @@ describe('report', () => {
     expect(md).toContain('| time (UTC) | 2026-11-22T10:00:00Z |');
     expect(md).toContain('| auth | fail | 2.0 | echo **** \\| and a pipe and a newline |');
   });
+
+  it('a password standing in the target URL (a path segment, encoded or not) is masked there too', () => {
+    const pass = 'p@ss w0rd';
+    const proxy = parseProxyUrl(`http://alice:${encodeURIComponent(pass)}@proxy.example:3128`);
+    const r = result([['dns', 'ok', 1]]);
+    const md = renderReport({ result: r, proxy, target: `http://echo.example/${encodeURIComponent(pass)}/x`, versions: { proxyctl: '9.9.9', node: 'v24.0.0', platform: 'linux x64' }, startedAt: new Date() });
+    expect(md).not.toContain(encodeURIComponent(pass));
+    expect(md).toContain('| target | http://echo.example/****/x |');
+  });
 });
 
 describe('completion follows the command tree', () => {

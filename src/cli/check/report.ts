@@ -52,7 +52,7 @@ export function renderReport(input: ReportInput): string {
         ['platform', versions.platform],
         ['proxy', `${proxy.protocol}://${proxy.host.includes(':') ? `[${proxy.host}]` : proxy.host}:${proxy.port}`],
         ['proxy user', proxy.username !== null ? `${proxy.username} (password not shown)` : 'none (source-IP whitelist)'],
-        ['target', targetForReport(input.target)],
+        ['target', s(targetForReport(input.target))],
         ['gateway request id', report.request_id ?? 'none (the proxy sent no X-Request-Id)'],
         ['result', result.ok ? 'passed' : `failed at stage ${result.failure?.stage ?? '?'}`],
       ],

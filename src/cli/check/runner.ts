@@ -76,6 +76,7 @@ export async function performCheck(opts: CheckOptions, deps: Partial<CheckDeps> 
     ok: !failure,
     failure,
     proxy: proxy.redacted,
-    target: target.href,
+    // The password may stand in the target too (a path, a query): never shown there either.
+    target: scrub(target.href, proxy.password),
   };
 }

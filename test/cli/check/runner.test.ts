@@ -50,6 +50,10 @@ describe('HTTP proxy', () => {
     expect(r.report.direct_ip).toBe('127.0.0.1');
     expect(r.report.diagnosis).toMatch(/^All stages passed: traffic leaves the proxy as 127\.0\.0\.2 \(direct: 127\.0\.0\.1\)/);
     expect(r.report.stages[0]!.detail).toBe('proxy.test -> 127.0.0.1');
+    // The target as the result shows it: a password standing in it is masked (here: none).
+    expect(r.target).toBe(`https://127.0.0.1:${https.port}/ip`);
+    const named = await performCheck(opts({ proxy: `http://alice:${PASS}@proxy.test:${proxy.port}`, target: `http://127.0.0.1:${http.port}/${PASS}?q=${PASS}`, direct: false }), { lookup });
+    expect(named.target).toBe(`http://127.0.0.1:${http.port}/****?q=****`);
     expect(r.report.stages[4]!.detail).toMatch(/TLSv1\.[23], no SNI \(IP target\), certificate CN=good by CN=proxyctl test CA/);
     expect(proxy.heads[0]).toMatch(/^CONNECT 127\.0\.0\.1:\d+ HTTP\/1\.1/);
     for (const s of r.report.stages) expect(s.ms).toBeGreaterThanOrEqual(0);
