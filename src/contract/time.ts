@@ -14,13 +14,15 @@ export function parseDurationMs(s: string, opts: { units?: string; bareSeconds?:
   return Number(m[1]) * UNIT_MS[unit]!;
 }
 
-/** An ISO time (at least a date, `2026-11-25` or `2026-11-25T10:00:00Z`) in ms, or null. */
+/** An ISO time (at least a date, `2026-11-25` or `2026-11-25T10:00:00Z`; without a zone, UTC) in ms, or null. */
 export function parseIsoTime(s: string): number | null {
   const m = /^(\d{4})-(\d{2})-(\d{2})/.exec(s);
   if (!m) return null;
   // A day the month does not have (2026-02-30, 2026-11-31) is refused, not rolled into the next month.
   const [y, mo, d] = [Number(m[1]), Number(m[2]), Number(m[3])];
   if (mo < 1 || mo > 12 || d < 1 || d > new Date(Date.UTC(y, mo, 0)).getUTCDate()) return null;
-  const t = Date.parse(s);
+  // A date-time without a zone is UTC, as a date alone is (Date.parse would take the host's zone).
+  const zoned = s.length === 10 || /(Z|[+-]\d{2}:?\d{2})$/i.test(s);
+  const t = Date.parse(zoned ? s : `${s}Z`);
   return Number.isNaN(t) ? null : t;
 }

@@ -10,6 +10,13 @@ describe('parseIsoTime', () => {
     expect(parseIsoTime('2026-12-31T23:59:59.999Z')).toBe(Date.UTC(2026, 11, 31, 23, 59, 59, 999));
   });
 
+  it('a date-time without a zone is UTC, whatever the host\'s zone; an offset is honoured', () => {
+    expect(parseIsoTime('2026-11-26T13:44:00')).toBe(Date.UTC(2026, 10, 26, 13, 44));
+    expect(parseIsoTime('2026-11-26T13:44')).toBe(Date.UTC(2026, 10, 26, 13, 44));
+    expect(parseIsoTime('2026-11-26T13:44:00+02:00')).toBe(Date.UTC(2026, 10, 26, 11, 44));
+    expect(parseIsoTime('2026-11-26T13:44:00.5z')).toBe(Date.UTC(2026, 10, 26, 13, 44, 0, 500));
+  });
+
   it('refuses a day the month does not have, instead of rolling it into the next month', () => {
     for (const s of ['2099-02-31', '2026-11-31', '2026-02-30T00:00:00Z', '2026-02-29', '2026-13-01', '2026-00-10', '2026-01-00', '2026-04-31']) {
       expect(parseIsoTime(s), s).toBeNull();
