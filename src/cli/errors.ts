@@ -1,4 +1,5 @@
 // Errors of the CLI as values with their exit status (docs/cli.md Exit codes, Errors and secrets); main prints the message and exits.
+import { TOKEN_SOURCE } from '../contract/token.js';
 import { Exit, type ExitCode } from './exit-codes.js';
 
 export class CliError extends Error {
@@ -25,7 +26,7 @@ export class AuthError extends CliError {
 }
 
 // Anything shaped like an API token (a user's, pasted where it does not belong): its access key stays, the secret goes.
-const TOKEN_SHAPE = /\b(ak[0-9a-f]{20})\.[A-Za-z0-9_-]{43}(?![A-Za-z0-9_-])/g;
+const TOKEN_SHAPE = new RegExp(`\\b${TOKEN_SOURCE}(?![A-Za-z0-9_-])`, 'g');
 
 /** Whether `text` holds something shaped like an API token (`<accessKey>.<secret>`). */
 export function looksLikeToken(text: string): boolean {

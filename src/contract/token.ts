@@ -5,7 +5,9 @@ export const ACCESS_KEY_PREFIX = 'ak';
 export const ACCESS_KEY_BYTES = 10;
 export const SECRET_BYTES = 32;
 
-const TOKEN_RE = /^(ak[0-9a-f]{20})\.([A-Za-z0-9_-]{43})$/;
+/** A token's shape as a regular expression's source: group 1 the access key, group 2 the secret. */
+export const TOKEN_SOURCE = '(ak[0-9a-f]{20})\\.([A-Za-z0-9_-]{43})';
+const TOKEN_RE = new RegExp(`^${TOKEN_SOURCE}$`);
 
 export interface ParsedToken {
   accessKey: string;

@@ -10,8 +10,8 @@ import { resolveLimits } from './limits.js';
 import { AddressScreen, judgeTarget } from './dial/target-rules.js';
 import { Tunnels } from './relay/open-tunnels.js';
 import { LiveSet, type LiveMember } from './relay/live-set.js';
-import { canonicalIp, isLocalAddress, parseIp, reachesListener } from './dial/target-policy.js';
-import { isOwnUdpSocket } from './dial/udp-out.js';
+import { canonicalIp, parseIp, reachesListener } from './dial/target-policy.js';
+import { isGatewayUdpSocket } from './dial/udp-out.js';
 import type { AdmitFailure, AdmitResult, GatewayLimits, GatewayOptions, GatewayStats, UsageDelta, UsernameParams } from './types.js';
 
 export type { DialFailure, ResolveOutcome } from './dial/dialer.js';
@@ -180,11 +180,7 @@ export class GatewayCore {
    * know them; sent on, the datagram came back into another of this node's associations.
    */
   isOwnUdpTarget(host: string, port: number, relayPorts: { lo: number; hi: number }): boolean {
-    if (reachesListener(host, port, [...this.opts.ownListeners(), ...this.ownAddresses])) return true;
-    const name = host.toLowerCase().replace(/\.$/, '');
-    const local = name === 'localhost' || name.endsWith('.localhost') || isLocalAddress(host);
-    if (local && port >= relayPorts.lo && port <= relayPorts.hi) return true;
-    return parseIp(host) !== null && isOwnUdpSocket(canonicalIp(host), port);
+    return reachesListener(host, port, [...this.opts.ownListeners(), ...this.ownAddresses]) || isGatewayUdpSocket(host, port, relayPorts);
   }
 
   resolveTarget(host: string, port: number, accountId = -1): Promise<ResolveOutcome> {

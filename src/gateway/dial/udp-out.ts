@@ -4,7 +4,7 @@
 import dgram from 'node:dgram';
 import net from 'node:net';
 import type { ResolveOutcome } from './dialer.js';
-import { canonicalIp, isLocalAddress, reachesListener } from './target-policy.js';
+import { canonicalIp, isLocalAddress, parseIp, reachesListener } from './target-policy.js';
 
 /** How long a resolved, allowed target is reused without asking again (the resolver's own cache is longer). */
 const READY_MS = 5_000;
@@ -55,6 +55,18 @@ export function holdsUdpPort(port: number): boolean {
 export function isOwnUdpSocket(address: string, port: number): boolean {
   const at = ownUdp.get(port);
   return at !== undefined && reachesListener(address, port, [...at.keys()].map((host) => ({ host, port })));
+}
+
+/**
+ * One of the gateway's UDP sockets as a datagram's target: this process's (relays, egress), or on a local address
+ * (`localhost` included) any port of the node's relay range (another worker's relay, unknown to this process).
+ */
+export function isGatewayUdpSocket(host: string, port: number, relayPorts: { lo: number; hi: number } | undefined): boolean {
+  if (relayPorts !== undefined && port >= relayPorts.lo && port <= relayPorts.hi) {
+    const name = host.toLowerCase().replace(/\.$/, '');
+    if (name === 'localhost' || name.endsWith('.localhost') || isLocalAddress(host)) return true;
+  }
+  return parseIp(host) !== null && isOwnUdpSocket(canonicalIp(host), port);
 }
 
 export interface UdpOutOptions {
@@ -114,7 +126,7 @@ export class UdpOut {
   private async sendNew(key: string, host: string, port: number, data: Buffer): Promise<boolean> {
     const resolved = port === 0 ? null : await this.o.resolve(host, port);
     if (this.closed) return false;
-    if (!resolved || !resolved.ok || this.isGatewaySocket(resolved.address, port)) {
+    if (!resolved || !resolved.ok || isGatewayUdpSocket(resolved.address, port, this.o.relayPorts)) {
       this.o.drop('policy');
       return false;
     }
@@ -136,13 +148,6 @@ export class UdpOut {
     this.last = { host, port, ready };
     socket.send(data, port, resolved.address);
     return true;
-  }
-
-  /** One of the gateway's UDP sockets: this process's (relays, egress), or any relay port of the node on a local address. */
-  private isGatewaySocket(address: string, port: number): boolean {
-    const range = this.o.relayPorts;
-    if (range !== undefined && port >= range.lo && port <= range.hi && isLocalAddress(address)) return true;
-    return isOwnUdpSocket(address, port);
   }
 
   private socketFor(family: 4 | 6): Promise<dgram.Socket | null> {
