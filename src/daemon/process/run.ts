@@ -39,10 +39,10 @@ export async function runServe(cfg: ServeConfig): Promise<void> {
   // yet, so there is nothing to drain: start-up is abandoned at once, the lock released and the `stopped` line
   // logged, exit 0 (SQLite rolls back whatever write it was in, as after any stop of the process).
   let serving: Serving | null = null;
-  let stopping: string | null = null;
+  let stopping = false;
   const stop = (signal: string) => {
     if (stopping) return;
-    stopping = signal;
+    stopping = true;
     if (!serving) {
       log.info({ event: 'shutdown', signal }, 'stopping while starting: nothing served yet');
       lock?.release();
@@ -50,10 +50,8 @@ export async function runServe(cfg: ServeConfig): Promise<void> {
       process.exit(0);
     }
     log.info({ event: 'shutdown', signal }, cfg.workers > 1 ? 'stopping: draining every worker' : 'stopping: no new connections, draining');
-    drainAndExit(serving);
-  };
-  const drainAndExit = (s: Serving) => {
-    s.shutdown()
+    serving
+      .shutdown()
       .then(
         () => 0,
         (e: Error) => {
