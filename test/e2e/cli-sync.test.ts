@@ -125,6 +125,18 @@ describe('whitelist sync', { timeout: 120_000 }, () => {
     expect((await listed()).size).toBe(1000);
   });
 
+  it('a line that is not a dotted-decimal IPv4 (a typo, 008.008.0.1) refuses the whole sync: exit 2, nothing sent, nothing deleted', async () => {
+    const from = daemon.logs.length;
+    const typo = [...A.slice(1), A[0]!.split('.').map((o) => o.padStart(3, '0')).join('.'), 'not-an-ip'];
+    for (const extra of [[], ['--dry-run']]) {
+      const r = await ctl(['whitelist', 'sync', '--file', fileOf('typo.txt', typo), '--yes', ...extra]);
+      expect(r.code).toBe(2);
+      expect(r.stderr).toMatch(/^error: 2 lines are not an IPv4 address in dotted decimal \(0\d\d\.[^,]+, not-an-ip\): nothing was changed$/m);
+    }
+    expect(writes(from)).toEqual([]);
+    expect((await listed()).size).toBe(1000);
+  });
+
   it('not on a terminal and without --yes, a plan with deletes is refused: exit 2, nothing sent', async () => {
     const from = daemon.logs.length;
     const r = await ctl(['whitelist', 'sync', '--file', path.join(work, 'b.txt')]);

@@ -2,6 +2,7 @@
 // unchanged, prints the plan, asks (TTY) or needs --yes (deletes off a TTY), then runs the plan with
 // the batch engine. Every run plans from the live list, so an interrupted run converges when run again.
 import type { FailedItem, WhitelistItem } from '../../contract/index.js';
+import { isStrictIPv4 } from '../../contract/ipv4-syntax.js';
 import { runBatches, type BatchItem, type BatchOp, type BatchRunResult } from '../batch.js';
 import type { Context } from '../context.js';
 import type { Deps } from '../deps.js';
@@ -79,6 +80,13 @@ export async function runSync(opts: SyncOptions, deps: Deps): Promise<ExitCode> 
   const { out } = deps;
   const { items: desired, duplicates } = await collectItems({ args: [], file: opts.file, remarks: true, stdin: deps.io.stdin });
   if (duplicates > 0) out.info(`${duplicates} repeated ${duplicates === 1 ? 'IP' : 'IPs'} folded into ${duplicates === 1 ? 'its' : 'their'} first occurrence`);
+  // The file is the whole whitelist, and deletes go first: a line that is not an IPv4 address as the API writes
+  // it (a typo, `008.008.003.003`) would delete the entry it meant and then fail to add. Refused before anything.
+  const bad = desired.filter((i) => !isStrictIPv4(i.ip));
+  if (bad.length > 0) {
+    const shown = bad.slice(0, 5).map((i) => printable(i.ip)).join(', ');
+    throw new UsageError(`${bad.length} ${bad.length === 1 ? 'line is' : 'lines are'} not an IPv4 address in dotted decimal (${shown}${bad.length > 5 ? ', …' : ''}): nothing was changed`);
+  }
 
   const { api, resolved } = await openSession(ctx, deps);
   try {
