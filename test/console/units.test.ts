@@ -6,6 +6,7 @@ import { connectionsPage } from '../../src/daemon/console/pages/connections.js';
 import { LoginLimiter } from '../../src/daemon/console/login-limiter.js';
 import { whitelistPage } from '../../src/daemon/console/pages/whitelist.js';
 import { proxyUsersPage } from '../../src/daemon/console/pages/proxy-users.js';
+import { lastPage, pager } from '../../src/daemon/console/layout.js';
 import { loadSessionSecret, RevealSealer } from '../../src/daemon/console/session.js';
 import { openStore, type Store } from '../../src/daemon/store/index.js';
 import { hashPassword } from '../../src/daemon/secrets.js';
@@ -71,10 +72,27 @@ describe('html template', () => {
       csrf: 't',
       email: 'a@example.com',
       users: [{ id: 1, account_id: 1, username: 'crawler', status: 'active', created_at: 0 }],
+      total: 1,
+      page: 1,
+      pageSize: 50,
       limits: new Map([['crawler', { accountId: 1, username: 'crawler', trafficLimit: 310_000, maxConnections: null }]]),
       revealed: null,
     }).value;
     expect(page).toContain('name="traffic_limit" value="310kB"');
+  });
+
+  it('the pager: the range shown and previous/next links; nothing when one page holds all', () => {
+    const href = (p: number) => `/x?page=${p}`;
+    expect(pager(1, 20, 20, href)).toBe('');
+    const mid = String(pager(2, 20, 45, href));
+    expect(mid).toContain('Showing 21–40 of 45');
+    expect(mid).toContain('href="/x?page=1" rel="prev"');
+    expect(mid).toContain('href="/x?page=3" rel="next"');
+    const end = String(pager(3, 20, 45, href));
+    expect(end).toContain('Showing 41–45 of 45');
+    expect(end).not.toContain('rel="next"');
+    expect(lastPage(0, 20)).toBe(1);
+    expect(lastPage(45, 20)).toBe(3);
   });
 
   it('renders a remark with markup as text on the whitelist page', () => {

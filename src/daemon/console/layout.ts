@@ -92,3 +92,20 @@ ${body}
 export function utc(sec: number): string {
   return new Date(sec * 1000).toISOString().replace('T', ' ').replace(/:\d\d\.\d{3}Z$/, ' UTC');
 }
+
+/** The last page of `total` items, `pageSize` a page (1 when there are none). */
+export function lastPage(total: number, pageSize: number): number {
+  return Math.max(1, Math.ceil(total / pageSize));
+}
+
+/** Previous and next links with the range shown, for page `page` of `total` items; nothing when one page holds them all. */
+export function pager(page: number, pageSize: number, total: number, href: (page: number) => string): Html | '' {
+  const pages = lastPage(total, pageSize);
+  if (pages <= 1) return '';
+  const first = (page - 1) * pageSize + 1;
+  const last = Math.min(total, page * pageSize);
+  return html`<div class="pager"><span class="muted small">Showing ${first}–${last} of ${total}</span><nav aria-label="Pages">
+${page > 1 ? html`<a class="btn secondary sm" href="${href(page - 1)}" rel="prev">Previous</a>` : ''}
+${page < pages ? html`<a class="btn secondary sm" href="${href(page + 1)}" rel="next">Next</a>` : ''}
+</nav></div>`;
+}

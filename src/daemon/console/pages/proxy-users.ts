@@ -3,13 +3,17 @@ import type { ProxyUser, UserLimits } from '../../store/index.js';
 import { formatSizeExact } from '../../../contract/size.js';
 import { formatRate } from '../../../contract/rate.js';
 import { html, type Html } from '../html.js';
-import { csrfField, shell, utc } from '../layout.js';
+import { csrfField, pager, shell, utc } from '../layout.js';
 import type { Flash } from '../session.js';
 
 interface ProxyUsersView {
   csrf: string;
   email: string;
+  /** The page of users shown, of `total`. */
   users: ProxyUser[];
+  total: number;
+  page: number;
+  pageSize: number;
   /** Each user's limits inside the account's plan, by username (absent: none). */
   limits: Map<string, UserLimits>;
   /** A password shown once, right after create or reset. */
@@ -76,7 +80,7 @@ ${csrfField(v.csrf)}
 <p class="hint" id="username-hint" data-testid="username-hint">3–64 characters: letters, digits, dot, underscore, hyphen. ${RESERVED_MARKERS_HINT}.</p>
 </section>
 <section class="card flush" aria-labelledby="users-title">
-<div class="card-head"><div><h2 id="users-title">Your proxy users</h2><p class="muted small">${v.users.length} ${v.users.length === 1 ? 'user' : 'users'}</p></div></div>
+<div class="card-head"><div><h2 id="users-title">Your proxy users</h2><p class="muted small">${v.total} ${v.total === 1 ? 'user' : 'users'}</p></div></div>
 ${
   v.users.length === 0
     ? html`<div class="empty" data-testid="proxy-users-empty">No proxy users yet.</div>`
@@ -86,6 +90,7 @@ ${
 <tbody>${v.users.map((u) => row(u, v.limits.get(u.username), v.csrf))}</tbody>
 </table></div>`
 }
+${pager(v.page, v.pageSize, v.total, (page) => `/console/proxy-users${page > 1 ? `?page=${page}` : ''}`)}
 </section>
 </div>`,
   });

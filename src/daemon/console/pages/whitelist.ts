@@ -1,7 +1,7 @@
 import { MAX_BATCH_ITEMS } from '../../../contract/paths.js';
 import type { WhitelistItem } from '../../../contract/schemas.js';
 import { html, type Html } from '../html.js';
-import { csrfField, shell } from '../layout.js';
+import { csrfField, pager, shell } from '../layout.js';
 import type { AddResult, Flash } from '../session.js';
 
 export interface WhitelistFilter {
@@ -69,9 +69,6 @@ function row(item: WhitelistItem, csrf: string): Html {
 
 export function whitelistPage(v: WhitelistView) {
   const f = v.filter;
-  const pages = Math.max(1, Math.ceil(v.total / v.pageSize));
-  const first = v.total === 0 ? 0 : (f.page - 1) * v.pageSize + 1;
-  const last = Math.min(v.total, f.page * v.pageSize);
   const filtered = f.status !== 'all' || f.ip !== '';
   const sel = (s: string) => (f.status === s ? html` selected` : '');
   return shell({
@@ -111,14 +108,7 @@ ${
 <tbody>${v.items.map((i) => row(i, v.csrf))}</tbody>
 </table></div>`
 }
-${
-  pages > 1
-    ? html`<div class="pager"><span class="muted small">Showing ${first}–${last} of ${v.total}</span><nav aria-label="Pages">
-${f.page > 1 ? html`<a class="btn secondary sm" href="${query(f, f.page - 1)}" rel="prev">Previous</a>` : ''}
-${f.page < pages ? html`<a class="btn secondary sm" href="${query(f, f.page + 1)}" rel="next">Next</a>` : ''}
-</nav></div>`
-    : ''
-}
+${pager(f.page, v.pageSize, v.total, (page) => query(f, page))}
 </section>
 </div>`,
   });

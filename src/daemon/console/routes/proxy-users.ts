@@ -1,16 +1,23 @@
 // Proxy users page: create (password generated and shown once), reset password, delete.
 import type { FastifyInstance } from 'fastify';
 import { accountOf, field, seeOther, sendHtml, setFlash, takeFlash, type ConsoleDeps } from '../deps.js';
+import { lastPage } from '../layout.js';
 import { proxyUsersPage } from '../pages/proxy-users.js';
 import { RESERVED_MARKERS_HINT, isProxyUsername, reservedMarkerIn } from '../../../contract/proxy-username.js';
 import { createProxyUser, resetProxyUserPassword } from '../../services/proxy-users.js';
 import { countLimit, rateLimit, sizeLimit } from '../../services/limits.js';
 
+const USERS_PAGE_SIZE = 50;
+
 export default function proxyUserRoutes(app: FastifyInstance, deps: ConsoleDeps): void {
   const users = deps.ctx.store.proxyUsers;
 
-  app.get('/proxy-users', async (request, reply) => {
+  app.get<{ Querystring: { page?: string } }>('/proxy-users', async (request, reply) => {
     const account = accountOf(request);
+    const all = await users.listForAccount(account.id);
+    // A page of them (thousands fit no page); one past the end shows the last.
+    const asked = typeof request.query.page === 'string' && /^[1-9][0-9]{0,8}$/.test(request.query.page) ? Number(request.query.page) : 1;
+    const page = Math.min(asked, lastPage(all.length, USERS_PAGE_SIZE));
     let revealed: { username: string; password: string } | null = null;
     const reveal = request.session.reveal;
     if (reveal) {
@@ -23,7 +30,10 @@ export default function proxyUserRoutes(app: FastifyInstance, deps: ConsoleDeps)
       proxyUsersPage({
         csrf: reply.generateCsrf(),
         email: account.email,
-        users: await users.listForAccount(account.id),
+        users: all.slice((page - 1) * USERS_PAGE_SIZE, page * USERS_PAGE_SIZE),
+        total: all.length,
+        page,
+        pageSize: USERS_PAGE_SIZE,
         limits: new Map((await deps.ctx.store.plans.userLimits(account.id)).map((l) => [l.username, l])),
         revealed,
         flash: takeFlash(request),

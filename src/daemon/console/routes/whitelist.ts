@@ -4,6 +4,7 @@ import { BusinessError, Code } from '../../../contract/codes.js';
 import { MAX_BATCH_ITEMS } from '../../../contract/paths.js';
 import { ListQuerySchema } from '../../../contract/schemas.js';
 import { accountOf, field, seeOther, sendHtml, setFlash, takeFlash, type ConsoleDeps } from '../deps.js';
+import { lastPage } from '../layout.js';
 import { whitelistPage, type WhitelistFilter } from '../pages/whitelist.js';
 
 const PAGE_SIZE = 20;
@@ -31,8 +32,15 @@ export default function whitelistRoutes(app: FastifyInstance, deps: ConsoleDeps)
     });
     let data = { items: [] as Awaited<ReturnType<typeof service.list>>['items'], total: 0 };
     let filterError: string | undefined;
-    if (parsed.success) data = await service.list(account.id, parsed.data);
-    else filterError = 'Enter a complete IPv4 address to filter by, such as 203.0.113.7.';
+    if (parsed.success) {
+      data = await service.list(account.id, parsed.data);
+      // Past the last page (a link from before a delete, a page typed by hand): the last page instead.
+      const last = lastPage(data.total, PAGE_SIZE);
+      if (filter.page > last && data.total > 0) {
+        filter.page = last;
+        data = await service.list(account.id, { ...parsed.data, page: last });
+      }
+    } else filterError = 'Enter a complete IPv4 address to filter by, such as 203.0.113.7.';
     const addResult = request.session.addResult;
     if (addResult) delete request.session.addResult;
     return sendHtml(
