@@ -441,11 +441,49 @@ describe('forward path: the exchange ends with the response', () => {
     srv.close();
   });
 
+  it('an origin that resets mid-body: the client gets a reset, not a clean end (a body to the close is not taken as whole)', async () => {
+    const srv = net.createServer((s) => s.once('data', () => {
+      s.write(`HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n\r\n${'q'.repeat(3000)}`);
+      setTimeout(() => s.resetAndDestroy(), 100);
+    }));
+    await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
+    const c = await RawClient.connect(t.httpPort);
+    const reset = new Promise<string>((resolve) => {
+      c.socket.on('error', (e: NodeJS.ErrnoException) => resolve(e.code ?? 'error'));
+      c.socket.on('end', () => resolve('end'));
+    });
+    c.write(`GET http://127.0.0.1:${(srv.address() as net.AddressInfo).port}/ HTTP/1.1\r\nProxy-Authorization: ${AUTH}\r\n\r\n`);
+    expect(await reset).toBe('ECONNRESET');
+    srv.close();
+  });
+
+  it('a Connection header naming the framing: the request is refused (400), the response keeps its framing', async () => {
+    const got: string[] = [];
+    const srv = net.createServer((s) => s.once('data', (d) => {
+      got.push(d.toString('latin1'));
+      s.end('HTTP/1.1 200 OK\r\nConnection: transfer-encoding\r\nTransfer-Encoding: chunked\r\nTrailer: X-A\r\n\r\n4\r\nabcd\r\n0\r\nX-A: 1\r\n\r\n');
+    }));
+    await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
+    const port = (srv.address() as net.AddressInfo).port;
+    const smuggle = await RawClient.connect(t.httpPort);
+    smuggle.write(`POST http://127.0.0.1:${port}/ HTTP/1.1\r\nProxy-Authorization: ${AUTH}\r\nConnection: content-length\r\nContent-Length: 5\r\n\r\nhello`);
+    expect((await smuggle.readToEnd()).toString()).toMatch(/^HTTP\/1\.1 400 [^]*details="Connection names a framing header"/);
+    expect(got).toEqual([]);
+    const c = await RawClient.connect(t.httpPort);
+    c.write(`GET http://127.0.0.1:${port}/ HTTP/1.1\r\nProxy-Authorization: ${AUTH}\r\n\r\n`);
+    const res = (await c.readToEnd(3000)).toString();
+    expect(res).toMatch(/\r\nTransfer-Encoding: chunked\r\n/);
+    expect(res).toMatch(/\r\nTrailer: X-A\r\n/);
+    expect(res.endsWith('\r\n\r\n4\r\nabcd\r\n0\r\nX-A: 1\r\n\r\n')).toBe(true);
+    srv.close();
+  });
+
   it('meters the request as the client sent it (its own head, not the rewritten one) and the response as the client got it', async () => {
     const g = await startTestGateway();
     const origin = await stubbornOrigin('HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello');
     try {
-      const req = `POST http://127.0.0.1:${origin.port}/x HTTP/1.1\r\nProxy-Authorization: ${AUTH}\r\nProxy-Connection: keep-alive\r\nX-Pad: ${'p'.repeat(500)}\r\nContent-Length: 3\r\n\r\nabc`;
+      // Two empty lines first (ignored, but sent: counted).
+      const req = `\r\n\r\nPOST http://127.0.0.1:${origin.port}/x HTTP/1.1\r\nProxy-Authorization: ${AUTH}\r\nProxy-Connection: keep-alive\r\nX-Pad: ${'p'.repeat(500)}\r\nContent-Length: 3\r\n\r\nabc`;
       const c = await RawClient.connect(g.httpPort);
       c.write(req);
       const res = await c.readToEnd(3000);

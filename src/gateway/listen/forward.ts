@@ -17,16 +17,10 @@ import {
 } from '../wire/http-head.js';
 import { httpReply, type ProxyErrorType } from '../replies.js';
 
-const HOP_BY_HOP = new Set([
-  'connection',
-  'keep-alive',
-  'proxy-connection',
-  'proxy-authorization',
-  'proxy-authenticate',
-  'te',
-  'trailer',
-  'upgrade',
-]);
+// `Trailer` is not among them (RFC 9110 6.6.2): the trailers it announces are relayed.
+const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'proxy-authorization', 'proxy-authenticate', 'te', 'upgrade']);
+/** The headers that frame a message: never removed on the way, whatever `Connection` names. */
+const FRAMING = new Set(['content-length', 'transfer-encoding']);
 const MAX_RESPONSE_HEAD = 64 * 1024;
 /** RFC 9110 7.6.3: every hop names itself in `Via`, appended after any earlier hops' entries. */
 const VIA_PSEUDONYM = 'proxyd';
@@ -39,6 +33,8 @@ type ResponseFraming = BodyFraming | { kind: 'close' };
 
 /** How the request body is delimited, or why the request is refused (RFC 9112 6.3). */
 export function requestFraming(head: RequestHead): BodyFraming | { error: string } {
+  // A Connection option naming the framing would strip it on the way, and send the body unframed (smuggling).
+  if (headerTokens(head.headers, 'connection').some((t) => FRAMING.has(t))) return { error: 'Connection names a framing header' };
   const te = headerTokens(head.headers, 'transfer-encoding');
   const cl = headerValues(head.headers, 'content-length');
   if (te.length > 0) {
@@ -72,12 +68,11 @@ export function responseFraming(status: number, headers: Header[], requestMethod
   return n === 0 ? { kind: 'none' } : { kind: 'length', remaining: n };
 }
 
-function withoutHopByHop(headers: Header[], keep: (lower: string) => boolean = () => false): Header[] {
+function withoutHopByHop(headers: Header[]): Header[] {
   const named = new Set(headerTokens(headers, 'connection'));
   return headers.filter(([n]) => {
     const lower = n.toLowerCase();
-    if (keep(lower)) return true;
-    return !HOP_BY_HOP.has(lower) && !named.has(lower);
+    return FRAMING.has(lower) || (!HOP_BY_HOP.has(lower) && !named.has(lower));
   });
 }
 
@@ -364,11 +359,12 @@ class ForwardExchange {
   private onUpstreamFailure(): void {
     if (this.client.writableEnded || this.client.destroyed) return;
     if (!this.sentToClient) this.replyAndClose(502, 'connection_terminated', 'the target connection failed');
-    else this.destroyBoth(); // mid-response: a reset tells the client the body is truncated
+    else this.abort(); // mid-response: a reset tells the client the body is truncated
   }
 
   private onIdle(): void {
     if (!this.sentToClient && !this.client.writableEnded) this.replyAndClose(504, 'http_response_timeout', 'the target did not answer in time');
+    else if (!this.responseDone) this.abort();
     else this.destroyBoth();
   }
 
@@ -387,6 +383,15 @@ class ForwardExchange {
 
   private destroyBoth(): void {
     this.client.destroy();
+    this.upstream.destroy();
+  }
+
+  /**
+   * A response cut short: the client gets a reset, not a FIN, so a body that runs to the close (or a client that
+   * does not check a length) is not taken for complete.
+   */
+  private abort(): void {
+    if (!this.client.destroyed) this.client.resetAndDestroy();
     this.upstream.destroy();
   }
 }

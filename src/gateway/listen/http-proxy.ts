@@ -39,7 +39,8 @@ export class HttpProxyHandler implements ProtocolHandler {
     }
     conn.queue.consume(r.consumed);
     try {
-      this.admitAndRoute(r.value, r.consumed);
+      // The empty lines skipped before it were sent too: the forwarder meters them with the head.
+      this.admitAndRoute(r.value, this.blank + r.consumed);
     } catch {
       conn.destroy();
     }
