@@ -638,6 +638,22 @@ describe.skipIf(skip)('entry and exit nodes on one PostgreSQL', () => {
     expect(made).toBeGreaterThan(10);
   }, 60_000);
 
+  /** The next `n` bytes a socket receives (a SOCKS5 control connection's replies), within 5 s. */
+  function byteReader(s: net.Socket): (n: number) => Promise<Buffer> {
+    let buf = Buffer.alloc(0);
+    s.on('data', (d: Buffer) => (buf = Buffer.concat([buf, d])));
+    return async (n) => {
+      const t0 = Date.now();
+      while (buf.length < n) {
+        if (Date.now() - t0 > 5_000) throw new Error(`socks: ${buf.length} of ${n} bytes`);
+        await sleep(5);
+      }
+      const out = buf.subarray(0, n);
+      buf = buf.subarray(n);
+      return out;
+    };
+  }
+
   /** One datagram (its SOCKS5 UDP header included) through a fresh association on `entry`: the answer, or null within 1.5 s. */
   async function udpOnce(entry: Daemon, user: string, datagram: Buffer): Promise<Buffer | null> {
     const client = dgram.createSocket('udp4');
@@ -645,18 +661,7 @@ describe.skipIf(skip)('entry and exit nodes on one PostgreSQL', () => {
     const [host, port] = entry.socks.split(':') as [string, string];
     const control = net.connect(Number(port), host);
     try {
-      let buf = Buffer.alloc(0);
-      control.on('data', (d: Buffer) => (buf = Buffer.concat([buf, d])));
-      const need = async (n: number) => {
-        const t0 = Date.now();
-        while (buf.length < n) {
-          if (Date.now() - t0 > 5_000) throw new Error(`socks: ${buf.length} of ${n} bytes`);
-          await sleep(5);
-        }
-        const out = buf.subarray(0, n);
-        buf = buf.subarray(n);
-        return out;
-      };
+      const need = byteReader(control);
       const u = Buffer.from(user);
       const p = Buffer.from(PASSWORD);
       control.write(Buffer.concat([Buffer.from([5, 1, 2, 1, u.length]), u, Buffer.from([p.length]), p, Buffer.from([5, 3, 0, 1, 0, 0, 0, 0, 0, 0])]));
@@ -689,18 +694,7 @@ describe.skipIf(skip)('entry and exit nodes on one PostgreSQL', () => {
     const [host, port] = entries[1]!.socks.split(':') as [string, string];
     const control = net.connect(Number(port), host);
     try {
-      let buf = Buffer.alloc(0);
-      control.on('data', (d: Buffer) => (buf = Buffer.concat([buf, d])));
-      const need = async (n: number) => {
-        const t0 = Date.now();
-        while (buf.length < n) {
-          if (Date.now() - t0 > 5_000) throw new Error(`socks: ${buf.length} of ${n} bytes`);
-          await sleep(5);
-        }
-        const out = buf.subarray(0, n);
-        buf = buf.subarray(n);
-        return out;
-      };
+      const need = byteReader(control);
       control.write(Buffer.from([5, 1, 2]));
       await need(2);
       const u = Buffer.from('alice-country-de-session-udp1');
