@@ -28,11 +28,12 @@ export class AuthError extends CliError {
 // Anything shaped like an API token (a user's, pasted where it does not belong): its access key stays, the secret goes.
 const TOKEN_SHAPE = new RegExp(`\\b${TOKEN_SOURCE}(?![A-Za-z0-9_-])`, 'g');
 
+const TOKEN_TEST = new RegExp(TOKEN_SHAPE.source);
+
 /** Whether `text` holds something shaped like an API token (`<accessKey>.<secret>`). */
 export function looksLikeToken(text: string): boolean {
   return TOKEN_TEST.test(text);
 }
-const TOKEN_TEST = new RegExp(TOKEN_SHAPE.source);
 
 /**
  * Replaces every occurrence of the given secrets, anything shaped like a token, and any `api_key=` value, so a

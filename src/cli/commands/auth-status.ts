@@ -20,7 +20,6 @@ export async function runAuthStatus(opts: { ctx: Context }, deps: Deps): Promise
   const resolved = await deps.tokens.resolve(ctx.baseUrl);
   const doc: AuthStatusDoc = { source: resolved?.source ?? null, access_key: null, base_url: ctx.baseUrl, valid: false };
   let why = '';
-  let unanswered: Error | null = null;
   if (!resolved) why = 'no token: run `proxyctl login` or set PROXYCTL_API_KEY';
   else {
     const parsed = parseToken(resolved.token);
@@ -33,19 +32,15 @@ export async function runAuthStatus(opts: { ctx: Context }, deps: Deps): Promise
         doc.valid = true;
       } catch (err) {
         if (!isAuthError(err)) {
-          if (!ctx.json) throw apiFailure(err);
           // --json: still the document (where the token comes from is known here), then the error as any command says it.
-          unanswered = apiFailure(err);
-          doc.valid = null;
-        } else why = `the API rejects this token${err.refs()}; ${rejectedTokenHint(resolved.source)}`;
+          if (ctx.json) out.writeJson({ ...doc, valid: null });
+          throw apiFailure(err);
+        }
+        why = `the API rejects this token${err.refs()}; ${rejectedTokenHint(resolved.source)}`;
       } finally {
         await api.close();
       }
     }
-  }
-  if (unanswered) {
-    out.writeJson(doc);
-    throw unanswered;
   }
   if (ctx.json) out.writeJson(doc);
   else {

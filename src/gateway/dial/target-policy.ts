@@ -165,14 +165,19 @@ function reachesOwnListener(a: ipaddr.IPv4 | ipaddr.IPv6, port: number, listener
   return false;
 }
 
+/** `localhost` or a name under it (RFC 6761), in any case, with or without its final dot: this host's loopback. */
+export function isLocalhostName(host: string): boolean {
+  const name = host.toLowerCase().replace(/\.$/, '');
+  return name === 'localhost' || name.endsWith('.localhost');
+}
+
 /**
  * Whether `host:port` reaches one of `listeners` (sockets of ours, matched as checkTarget matches the daemon's):
  * `host` an IP literal, or `localhost`; a name to resolve reaches none here. An entry asks it before a target goes
  * to an exit (dialer.ts, OwnListenerGuard), the UDP relay of a datagram's target and sender (udp-out.ts).
  */
 export function reachesListener(host: string, port: number, listeners: Array<{ host: string; port: number }>): boolean {
-  const name = host.toLowerCase().replace(/\.$/, '');
-  if (name === 'localhost' || name.endsWith('.localhost')) return reachesOwnListener(ipaddr.parse('127.0.0.1'), port, listeners) || reachesOwnListener(ipaddr.parse('::1'), port, listeners);
+  if (isLocalhostName(host)) return reachesOwnListener(ipaddr.parse('127.0.0.1'), port, listeners) || reachesOwnListener(ipaddr.parse('::1'), port, listeners);
   const a = parseIp(host);
   return a !== null && reachesOwnListener(a, port, listeners);
 }

@@ -4,7 +4,7 @@
 import dgram from 'node:dgram';
 import net from 'node:net';
 import type { ResolveOutcome } from './dialer.js';
-import { canonicalIp, isLocalAddress, parseIp, reachesListener } from './target-policy.js';
+import { canonicalIp, isLocalAddress, isLocalhostName, parseIp, reachesListener } from './target-policy.js';
 
 /** How long a resolved, allowed target is reused without asking again (the resolver's own cache is longer). */
 const READY_MS = 5_000;
@@ -62,10 +62,7 @@ export function isOwnUdpSocket(address: string, port: number): boolean {
  * (`localhost` included) any port of the node's relay range (another worker's relay, unknown to this process).
  */
 export function isGatewayUdpSocket(host: string, port: number, relayPorts: { lo: number; hi: number } | undefined): boolean {
-  if (relayPorts !== undefined && port >= relayPorts.lo && port <= relayPorts.hi) {
-    const name = host.toLowerCase().replace(/\.$/, '');
-    if (name === 'localhost' || name.endsWith('.localhost') || isLocalAddress(host)) return true;
-  }
+  if (relayPorts !== undefined && port >= relayPorts.lo && port <= relayPorts.hi && (isLocalhostName(host) || isLocalAddress(host))) return true;
   return parseIp(host) !== null && isOwnUdpSocket(canonicalIp(host), port);
 }
 
