@@ -4,11 +4,22 @@
 // bypassing; the client reconnects on its own, so service returns without a restart. Only while the first
 // connection is still being made does a command wait for it (within ApiLimits' 500 ms bound).
 import { randomBytes } from 'node:crypto';
-import { Redis, type RedisOptions } from 'ioredis';
+import { createRequire } from 'node:module';
+import type { Redis, RedisOptions } from 'ioredis';
 import type { WindowDecision } from '../store/types.js';
 import type { WindowStore } from './limiter.js';
 
 const REDIS_KEY_PREFIX = 'proxyd:rl:';
+
+/**
+ * ioredis, loaded when a Redis store is made, not with this module: loading it defines a class that extends
+ * `String` (its RESP3 VerbatimString), which turns String.prototype into a dictionary for good, and every
+ * string method call in the process (the gateway's parsing included) then goes through V8's generic lookup
+ * (docs/decisions.md, "ioredis loaded only with --redis-url").
+ */
+function loadRedis(): typeof Redis {
+  return (createRequire(import.meta.url)('ioredis') as typeof import('ioredis')).Redis;
+}
 /** How long a command waits for the first connection: inside ApiLimits' 500 ms bound. */
 const FIRST_CONNECTION_WAIT_MS = 400;
 
@@ -107,7 +118,7 @@ export class RedisWindowStore implements WindowStore {
     private readonly opts: RedisStoreOptions = {},
   ) {
     this.firstConnection = new Promise((resolve) => (this.settleFirst = resolve));
-    this.client = new Redis(url, { ...redisClientOptions(opts.commandTimeoutMs), ...opts.redis });
+    this.client = new (loadRedis())(url, { ...redisClientOptions(opts.commandTimeoutMs), ...opts.redis });
     this.client.defineCommand('proxydWindowConsume', { numberOfKeys: 1, lua: CONSUME_LUA });
     this.client.defineCommand('proxydWindowPeek', { numberOfKeys: 1, lua: PEEK_LUA, readOnly: true });
     this.client.defineCommand('proxydWindowRecord', { numberOfKeys: 1, lua: RECORD_LUA });
