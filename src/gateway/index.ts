@@ -19,7 +19,7 @@ export { ByteBudget } from './relay/byte-budget.js';
 export { RateBucket } from './relay/rate-budget.js';
 export type { RateBudget } from './relay/rate-budget.js';
 export { EgressPrefix } from './dial/egress-prefix.js';
-export { isPublicAddress } from './dial/target-policy.js';
+export { canonicalIp, isPublicAddress } from './dial/target-policy.js';
 export { AddressSessionTable, SessionTable } from './dial/sticky-sessions.js';
 export type { ExpiringSessions, HeldAddress, StickyAddresses, StickyAssignment, StickySessions } from './dial/sticky-sessions.js';
 export { CachingResolver } from './dial/resolver.js';

@@ -109,6 +109,20 @@ describe.each(BACKENDS)('connection log store on %s', (backend) => {
     expect(rows.map((r) => r.requestId)).toEqual(mine.slice(4).reverse().map((r) => r.requestId));
     expect(rows[0]!.accountEmail).toBe(`scan-${backend}@example.com`);
   });
+
+  it('the source IP filter finds a record whichever spelling of the address it is given', async () => {
+    const store = await open(backend);
+    // The gateway records canonical text (RFC 5952 for IPv6, an IPv4-mapped address as IPv4).
+    const v6 = entry({ sourceIp: '2001:db8::1' });
+    const v4 = entry({ sourceIp: '198.51.100.7' });
+    await store.connectionLog.insert('n1', [v6, v4]);
+    for (const spelling of ['2001:db8::1', '2001:DB8::1', '2001:db8:0::1', '2001:0db8:0000:0000:0000:0000:0000:0001']) {
+      expect((await store.connectionLog.query({ sourceIp: spelling, limit: 10 })).map((r) => r.requestId), spelling).toEqual([v6.requestId]);
+    }
+    for (const spelling of ['198.51.100.7', '::ffff:198.51.100.7', '::FFFF:c633:6407']) {
+      expect((await store.connectionLog.query({ sourceIp: spelling, limit: 10 })).map((r) => r.requestId), spelling).toEqual([v4.requestId]);
+    }
+  });
 });
 
 describe.skipIf(!BACKENDS.includes('postgres'))('the size cap on PostgreSQL: one node at a time', () => {
