@@ -131,6 +131,14 @@ describe('Proxy-Authorization', () => {
     }
   });
 
+  it('credentials that are not UTF-8 are ISO-8859-1 (Python requests, Java encode Basic so without a charset)', () => {
+    const latin1 = (s: string) => `Basic ${Buffer.from(s, 'latin1').toString('base64')}`;
+    expect(parseProxyAuthorization([latin1('dora:pässwörd-lang')])).toEqual({ username: 'dora', password: 'pässwörd-lang' });
+    expect(parseProxyAuthorization([latin1('jürgen:geheim')])).toEqual({ username: 'jürgen', password: 'geheim' });
+    // Valid UTF-8 stays UTF-8, even where its bytes would also read as ISO-8859-1.
+    expect(parseProxyAuthorization([`Basic ${Buffer.from('dora:pässwörd-lang').toString('base64')}`])).toEqual({ username: 'dora', password: 'pässwörd-lang' });
+  });
+
   it('accepts exactly padded base64 (RFC 4648): every string of its alphabet and a few strays, against the grammar', () => {
     // The grammar as a regular expression (the parser checks it with a loop instead, once per connection).
     const grammar = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;

@@ -27,6 +27,11 @@ describe('RFC 1929 username/password', () => {
     expect(expectByteByByte(parseUserPass, msg)).toEqual({ username: 'usér', password: 'p:ss wörd' });
     expect(expectWithTrailer(parseUserPass, msg, b(5, 1, 0, 1))).toEqual({ username: 'usér', password: 'p:ss wörd' });
   });
+  it('a username or password that is not UTF-8 is ISO-8859-1 (Java sends them so)', () => {
+    const u = Buffer.from('dora', 'latin1');
+    const p = Buffer.from('pässwörd-lang', 'latin1');
+    expect(expectByteByByte(parseUserPass, Buffer.concat([b(1, u.length), u, b(p.length), p]))).toEqual({ username: 'dora', password: 'pässwörd-lang' });
+  });
   it('subnegotiation version must be 1', () => {
     expect(parseUserPass(b(5, 1, 0x61, 0))).toEqual({ kind: 'error', error: 'bad_auth_version' });
     expect(parseUserPass(b(1, 0, 0))).toEqual({ kind: 'error', error: 'empty_username' });

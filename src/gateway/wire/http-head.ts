@@ -1,5 +1,6 @@
 // Pure HTTP/1.x head parsing for the proxy listener: request heads (absolute-form, CONNECT),
 // response heads (forward path), targets and Basic credentials. Never throws on junk.
+import { isUtf8 } from 'node:buffer';
 import { INCOMPLETE, fail, type ParseResult } from './parse-result.js';
 
 export type HeadError = 'too_large' | 'bad_start_line' | 'bad_version' | 'bad_header';
@@ -245,7 +246,12 @@ export function parseProxyAuthorization(values: string[]): Credentials | null | 
   if (!m || (m[1] as string).toLowerCase() !== 'basic') return 'invalid';
   const b64 = m[2] as string;
   if (!isBase64(b64)) return 'invalid';
-  const decoded = Buffer.from(b64, 'base64').toString('utf8');
+  const raw = Buffer.from(b64, 'base64');
+  // RFC 7617 leaves the charset open: UTF-8 when the bytes are UTF-8, else ISO-8859-1 (what Python's requests
+  // and Java send for a password with accents; bytes that are not UTF-8 cannot be a UTF-8 password). Only a
+  // decoding that needed U+FFFD can have come from bytes that are not UTF-8.
+  let decoded = raw.toString('utf8');
+  if (decoded.includes('\ufffd') && !isUtf8(raw)) decoded = raw.toString('latin1');
   const colon = decoded.indexOf(':');
   if (colon < 0) return 'invalid';
   return { username: decoded.slice(0, colon), password: decoded.slice(colon + 1) };
