@@ -367,6 +367,21 @@ describe('admission view over a fake feed', () => {
     expect(view.userForAuth('alice')).toBeNull();
   });
 
+  it('many connections at once with one password not yet verified (a client pool after a restart): one check, all admitted', async () => {
+    const feed = new FakeFeed();
+    feed.state.accounts.push({ id: 7, status: 'active' });
+    feed.state.users.push({ username: 'alice', account_id: 7, password_hash: await hashPassword('pool-password'), status: 'active' });
+    const { view, admission } = makeView(feed);
+    await view.start();
+    const answers = await Promise.all(Array.from({ length: 100 }, () => admission.admitByCredentials('alice', 'pool-password', undefined, '203.0.113.9')));
+    for (const a of answers) expect(a).toEqual({ ok: true, accountId: 7, user: 'alice' });
+    expect(admission.budget.refused).toBe(0);
+    // The same wrong password many times at once: one check, one failure spent, every attempt refused as wrong.
+    const wrong = await Promise.all(Array.from({ length: 50 }, () => admission.admitByCredentials('alice', 'not-the-password', undefined, '203.0.113.9')));
+    for (const a of wrong) expect(a).toEqual({ ok: false, reason: 'wrong_password', accountId: 7 });
+    expect(admission.budget.refused).toBe(0);
+  });
+
   it('reloads in full when the log was trimmed past its sequence', async () => {
     const feed = new FakeFeed();
     feed.state.accounts.push({ id: 1, status: 'active' });

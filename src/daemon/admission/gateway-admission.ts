@@ -14,6 +14,9 @@ export class ViewAdmission implements Admitter {
   // key: username + SHA-256 of the presented password -> the stored hash it was verified against.
   // A password change alters the stored hash, so a stale entry can never match.
   private readonly verified = new Map<string, string>();
+  // Checks in flight, by that key and the stored hash: connections that present one password at once (a
+  // client's pool reconnecting after a restart) wait for one check instead of each drawing on the budgets.
+  private readonly checking = new Map<string, Promise<boolean | 'skipped'>>();
 
   constructor(
     private readonly view: AdmissionView,
@@ -36,7 +39,13 @@ export class ViewAdmission implements Admitter {
 
   private async verify(row: AdmissionUser | null, username: string, key: string, password: string, sourceIp: string | null): Promise<AdmitResult> {
     const stored = row?.password_hash ?? null;
-    const ok = await this.budget.run(sourceIp, username, () => verifyPassword(password, stored));
+    const same = `${key}\0${stored ?? ''}`;
+    let check = this.checking.get(same);
+    if (!check) {
+      check = this.budget.run(sourceIp, username, () => verifyPassword(password, stored)).finally(() => this.checking.delete(same));
+      this.checking.set(same, check);
+    }
+    const ok = await check;
     // The client hears the same 407 for all three; the connection log tells them apart. A refusal whose
     // password was never compared (the failure budget is spent) is not called a wrong password.
     if (ok === 'skipped') return { ok: false, reason: 'login_throttled', ...(row ? { accountId: row.account_id } : {}) };
