@@ -93,6 +93,17 @@ describe('connection log: the gateway side', () => {
     echo.server.close();
   });
 
+  it('a username of kilobytes in Basic credentials is recorded cut to 255 characters (what RFC 1929 can carry)', async () => {
+    const log = new Records();
+    const g = await startTestGateway({ connectionLog: log });
+    open.push(g);
+    const c = await RawClient.connect(g.httpPort);
+    c.write(`CONNECT 127.0.0.1:9 HTTP/1.1\r\nProxy-Authorization: ${basic('u'.repeat(12_000), 'pw')}\r\n\r\n`);
+    expect(await c.readUntil('\r\n\r\n')).toMatch(/^HTTP\/1\.1 407 /);
+    await waitFor('record', () => log.all.length === 1);
+    expect(log.all[0]!.username).toBe('u'.repeat(255));
+  });
+
   it('a connection cut while admission runs still gets its record (admitted, no bytes)', async () => {
     const log = new Records();
     const g = await startTestGateway({ admission: new SlowAdmitter(200), connectionLog: log });

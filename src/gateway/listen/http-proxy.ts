@@ -6,6 +6,8 @@ import { formatAuthority, headerValues, parseAbsoluteHttpUrl, parseAuthority, pa
 import { httpFailureReply, httpReply } from '../replies.js';
 import { openConnectTunnel } from './http-connect.js';
 
+const MAX_LOGGED_USERNAME = 255;
+
 export class HttpProxyHandler implements ProtocolHandler {
   private scanned = 0;
   /** Bytes of empty lines skipped before the request line (at most four lines in all). */
@@ -64,7 +66,8 @@ export class HttpProxyHandler implements ProtocolHandler {
       conn.refuse('malformed', httpFailureReply('unknown_user', conn.requestId));
       return;
     }
-    if (creds) conn.username = creds.username;
+    // For the log: as presented, but no longer than RFC 1929 can carry (a head may hold a username of kilobytes).
+    if (creds) conn.username = creds.username.length > MAX_LOGGED_USERNAME ? creds.username.slice(0, MAX_LOGGED_USERNAME) : creds.username;
     afterAdmission(conn, () => conn.admit(creds), (failure) => {
       if (failure === 'gone') return;
       if (failure) return conn.failHttp(failure);
