@@ -99,6 +99,19 @@ describe('response head', () => {
     });
     expect(parseResponseHead(Buffer.from('HTTP/1.1 20 OK\r\n\r\n'), MAX).kind).toBe('error');
   });
+
+  it('bare LF line ends from an origin are taken as line ends (RFC 9112 2.2), a bare CR is not', () => {
+    const crlf = parseResponseHead(Buffer.from('HTTP/1.1 200 OK\r\nContent-Length: 2\r\nX-A: b\r\n\r\nok'), MAX);
+    for (const text of ['HTTP/1.1 200 OK\nContent-Length: 2\nX-A: b\n\nok', 'HTTP/1.1 200 OK\r\nContent-Length: 2\nX-A: b\r\n\nok', 'HTTP/1.1 200 OK\nContent-Length: 2\nX-A: b\n\r\nok']) {
+      const buf = Buffer.from(text);
+      const r = parseResponseHead(buf, MAX);
+      expect(r, JSON.stringify(text)).toMatchObject({ kind: 'ok', consumed: buf.length - 2 });
+      if (r.kind === 'ok' && crlf.kind === 'ok') expect(r.value).toEqual(crlf.value);
+      expect(parseResponseHead(buf.subarray(0, buf.length - 3), MAX).kind).toBe('incomplete');
+    }
+    expect(parseResponseHead(Buffer.from('HTTP/1.1 200 OK\rX-A: b\n\n'), MAX).kind).toBe('error');
+    expect(parseResponseHead(Buffer.from(`HTTP/1.1 200 OK\nX: ${'a'.repeat(100)}\n\n`), 64)).toEqual({ kind: 'error', error: 'too_large' });
+  });
 });
 
 describe('targets', () => {

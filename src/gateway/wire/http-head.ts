@@ -104,12 +104,28 @@ export function parseRequestHead(buf: Buffer, maxBytes: number, scanFrom = 0): P
   return { kind: 'ok', value: { method, target, version, headers }, consumed: end };
 }
 
+/**
+ * Where a response head ends, its blank line ended by CRLF or a bare LF: an origin's bare LFs are line ends
+ * (RFC 9112 2.2 allows it; some devices and old CGI send them). `text`: where the last field line's break starts.
+ */
+function responseHeadEnd(buf: Buffer, maxBytes: number, scanFrom: number): { end: number; text: number } | -1 | 'too_large' {
+  for (let i = buf.indexOf(0x0a, Math.max(0, scanFrom - 2)); i !== -1; i = buf.indexOf(0x0a, i + 1)) {
+    const j = buf[i + 1] === 0x0d ? i + 2 : i + 1;
+    if (buf[j] !== 0x0a) continue;
+    if (j + 1 > maxBytes) return 'too_large';
+    return { end: j + 1, text: buf[i - 1] === 0x0d ? i - 1 : i };
+  }
+  return buf.length > maxBytes ? 'too_large' : -1;
+}
+
 export function parseResponseHead(buf: Buffer, maxBytes: number, scanFrom = 0): ParseResult<ResponseHead, HeadError> {
-  const end = headEnd(buf, maxBytes, scanFrom);
-  if (end === 'too_large') return fail('too_large');
-  if (end === -1) return INCOMPLETE;
-  const lines = splitLines(buf, end);
-  if (!lines) return fail('bad_header');
+  const found = responseHeadEnd(buf, maxBytes, scanFrom);
+  if (found === 'too_large') return fail('too_large');
+  if (found === -1) return INCOMPLETE;
+  const end = found.end;
+  // Each line without its CR before the LF; a CR anywhere else is not a line end.
+  const lines = buf.toString('latin1', 0, found.text).split('\n').map((l) => (l.endsWith('\r') ? l.slice(0, -1) : l));
+  if (lines.some((l) => l.includes('\r'))) return fail('bad_header');
   const m = /^(HTTP\/1\.[01]) ([0-9]{3})(?: ([\t\x20-\x7e\x80-\xff]*))?$/.exec(lines[0] ?? '');
   if (!m) return fail('bad_start_line');
   const version = parseVersion(m[1] as string);
