@@ -275,10 +275,11 @@ export class ClientConn {
     if (this.state === 'proxy-header') {
       const r = parseProxyHeader(this.queue.view());
       if (r.kind === 'incomplete') return;
-      if (r.kind === 'error') return this.destroy();
+      // A malformed header, or one from a peer not trusted for it (spoofing, or a load balancer the operator did not
+      // list): closed without a reply, and recorded, so a misconfigured balancer shows in the log.
+      if (r.kind === 'error') return this.refuseProxyHeader();
       if (r.kind === 'ok') {
-        // From an untrusted peer, a PROXY header is a protocol error (spoofing attempt or misconfig).
-        if (!this.trustedPeer) return this.destroy();
+        if (!this.trustedPeer) return this.refuseProxyHeader();
         this.queue.consume(r.consumed);
         if (r.value.source) {
           const src = canonicalIp(r.value.source.address);
@@ -292,6 +293,11 @@ export class ClientConn {
     if (this.queue.length > 0) this.handler?.onBytes();
     // Still wanting bytes, but the client has finished sending.
     if (this.state === 'handshake' && this.socket.readableEnded) this.destroy();
+  }
+
+  private refuseProxyHeader(): void {
+    this.logRefusal('malformed');
+    this.destroy();
   }
 
   /**

@@ -104,6 +104,26 @@ describe('connection log: the gateway side', () => {
     expect(log.all[0]!.username).toBe('u'.repeat(255));
   });
 
+  it('a PROXY header from a peer not trusted for it, or a malformed one from a trusted peer: closed, and recorded as malformed', async () => {
+    const log = new Records();
+    const g = await startTestGateway({ connectionLog: log });
+    const trusting = await startTestGateway({ connectionLog: log, proxyProtocolFrom: ['127.0.0.1'] });
+    open.push(g, trusting);
+    const sends: Array<[number, string, 'http' | 'socks5']> = [
+      [g.httpPort, `PROXY TCP4 198.51.100.23 127.0.0.1 40000 ${g.httpPort}\r\nCONNECT 127.0.0.1:9 HTTP/1.1\r\n\r\n`, 'http'],
+      [g.socksPort, `PROXY TCP4 198.51.100.23 127.0.0.1 40000 ${g.socksPort}\r\n\x05\x01\x00`, 'socks5'],
+      [trusting.httpPort, 'PROXY TCP4 not-an-address 127.0.0.1 40000 80\r\nCONNECT 127.0.0.1:9 HTTP/1.1\r\n\r\n', 'http'],
+    ];
+    for (const [port, bytes, protocol] of sends) {
+      const before = log.all.length;
+      const c = await RawClient.connect(port);
+      c.write(bytes);
+      expect((await c.readToEnd()).length).toBe(0); // closed without a reply
+      await waitFor('record', () => log.all.length === before + 1);
+      expect(log.all.at(-1)).toMatchObject({ protocol, sourceIp: '127.0.0.1', reason: 'malformed', accountId: -1 });
+    }
+  });
+
   it('a connection cut while admission runs still gets its record (admitted, no bytes)', async () => {
     const log = new Records();
     const g = await startTestGateway({ admission: new SlowAdmitter(200), connectionLog: log });
