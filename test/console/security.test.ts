@@ -203,6 +203,12 @@ describe('console sessions', () => {
     expect((await c.login(await account(), PASSWORD)).status).toBe(429);
   });
 
+  it('counts failed log-ins by source IP also when the balancer writes a port with it (ip:port)', async () => {
+    const from = (port: number) => new ConsoleClient(daemon.api, { 'x-forwarded-for': `198.51.100.12:${port}` });
+    for (let i = 0; i < 20; i++) expect((await from(40000 + i).login(`nobody-port${i}@example.com`, 'wrong')).status).toBe(401);
+    expect((await from(41000).login(await account(), PASSWORD)).status).toBe(429);
+  });
+
   it('serves HTML with a strict CSP for every console answer, errors included', async () => {
     const anon = new ConsoleClient(daemon.api);
     const login = await anon.get('/console/login');

@@ -395,3 +395,32 @@ describe('requests the HTTP parser refuses', () => {
     expect(clientErrorResponse(Object.assign(new Error('x'), { code: 'ECONNRESET' }))).toBeNull();
   });
 });
+
+describe('behind a trusted balancer (--trust-proxy)', () => {
+  let t: TestApp;
+  beforeEach(async () => {
+    t = await makeTestApp({ trustProxy: ['127.0.0.1/32'] });
+  });
+  afterEach(async () => {
+    await t.close();
+  });
+  const ip = (xff: string) => t.app.inject({ url: '/ip', headers: { 'x-forwarded-for': xff } }).then((r) => r.json().ip as string);
+
+  it('reads the address of an X-Forwarded-For entry that carries a port (Azure Application Gateway writes ip:port)', async () => {
+    expect(await ip('198.51.100.7')).toBe('198.51.100.7');
+    expect(await ip('198.51.100.7:50123')).toBe('198.51.100.7');
+    expect(await ip('10.0.0.1, 198.51.100.8:443')).toBe('198.51.100.8');
+    expect(await ip('[2001:db8::1]:443')).toBe('2001:db8::1');
+    // An entry naming no address counts as the balancer's own, as a request without the header does.
+    expect(await ip('garbage')).toBe('127.0.0.1');
+  });
+
+  it('locks a source out after 20 invalid tokens whatever port the balancer writes with it', async () => {
+    const { token } = await t.account('a@example.com');
+    const from = (port: number) => ({ 'x-forwarded-for': `198.51.100.7:${port}` });
+    for (let i = 0; i < 20; i++) expect((await t.app.inject({ url: LIST + q('bad'), headers: from(40000 + i) })).statusCode).toBe(401);
+    const r = await t.app.inject({ url: LIST + q(token), headers: from(41000) });
+    expect(r.statusCode).toBe(429);
+    expect(r.json().message).toContain('for source IP 198.51.100.7 ');
+  });
+});

@@ -8,7 +8,7 @@ import { LimiterUnavailableError } from '../ratelimit/limiter.js';
 import { secretMatches, sha256 } from '../secrets.js';
 import type { ListFilter, Store, WhitelistPage } from '../store/index.js';
 import { sendEnvelope } from './envelope.js';
-import { sourceIp } from './source-ip.js';
+import { sourceIp } from '../services/source-ip.js';
 
 interface ApiCaller {
   accountId: number;

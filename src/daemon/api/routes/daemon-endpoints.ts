@@ -2,7 +2,7 @@
 import type { FastifyInstance } from 'fastify';
 import { DAEMON_PATHS } from '../../../contract/paths.js';
 import type { ApiContext } from '../../services/context.js';
-import { sourceIp } from '../source-ip.js';
+import { sourceIp } from '../../services/source-ip.js';
 import openapiRoute from './openapi.js';
 
 export default function daemonEndpoints(app: FastifyInstance, ctx: ApiContext): void {

@@ -1,0 +1,22 @@
+// The caller's address as the API and the console see it (after trusted X-Forwarded-For, which Fastify's trustProxy handles).
+import { isIP } from 'node:net';
+import type { FastifyRequest } from 'fastify';
+
+function normalizeIp(ip: string): string {
+  return ip.startsWith('::ffff:') && ip.includes('.') ? ip.slice(7) : ip;
+}
+
+/**
+ * The address of a forwarded entry as balancers write it: `a.b.c.d`, `a.b.c.d:port` or `[v6]:port` (Azure
+ * Application Gateway adds the client's port); null when it names no address.
+ */
+function addressOf(entry: string): string | null {
+  if (isIP(entry)) return entry;
+  const m = /^(\d{1,3}(?:\.\d{1,3}){3}):\d{1,5}$/.exec(entry) ?? /^\[([0-9A-Fa-f:.]+)\](?::\d{1,5})?$/.exec(entry);
+  return m && isIP(m[1]!) ? m[1]! : null;
+}
+
+export function sourceIp(request: FastifyRequest): string {
+  // An entry naming no address counts as the peer's own (the balancer), as a request without the header does.
+  return normalizeIp(addressOf(request.ip) ?? request.socket.remoteAddress ?? request.ip);
+}
