@@ -44,6 +44,13 @@ describe('GET /openapi.json', () => {
     expect(doc.paths['/openapi/v1/usage/summary'].get.responses['200'].content['application/json'].schema.properties.data).toBeDefined();
   });
 
+  it('names the daemon it was fetched from as its server (a relative URL), not the default --api-listen', async () => {
+    // A client that takes its base URL from the document (Swagger UI's "Try it out", generated clients) sent
+    // every call to 127.0.0.1:8080 whatever address the daemon listened on.
+    const doc = (await t.app.inject({ method: 'GET', url: '/openapi.json' })).json();
+    expect(doc.servers).toEqual([{ url: '/', description: expect.any(String) }]);
+  });
+
   it('uses <API_KEY> in examples and never a real-looking token', () => {
     const text = JSON.stringify(buildOpenApiDocument('test'));
     expect(text).toContain('api_key=<API_KEY>');

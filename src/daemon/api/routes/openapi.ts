@@ -178,7 +178,8 @@ export function buildOpenApiDocument(version: string): Json {
         `the usage endpoints ${RATE_LIMITS.usage} together. ` +
         `Batches hold 1..${MAX_BATCH_ITEMS} items, each committed on its own.`,
     },
-    servers: [{ url: 'http://127.0.0.1:8080', description: 'the --api-listen address' }],
+    // Relative: resolved against where the document was fetched, so it names this daemon, not the default address.
+    servers: [{ url: '/', description: 'the daemon this document was fetched from' }],
     security: [{ apiKey: [] }],
     components: {
       securitySchemes: { apiKey: { type: 'apiKey', in: 'query', name: API_KEY_PARAM } },
