@@ -238,6 +238,16 @@ describe.each(BACKENDS)('whitelist API on %s', (backend) => {
       expect(r.json().code).toBe(200);
     });
 
+    it('stores a remark with a NUL or an unpaired surrogate, as U+FFFD, and fails no other item for it', async () => {
+      // PostgreSQL's text holds neither: the whole batch failed with 10500 (retry), the plain items with it.
+      const { token } = await t.account('a@example.com');
+      const payload = '{"items":[{"ip":"8.8.8.8","remark":"a\\u0000b"},{"ip":"8.8.8.9","remark":"\\ud800x"},{"ip":"8.8.8.10","remark":"ok"}]}';
+      const r = await t.app.inject({ method: 'POST', url: ADD + q(token), headers: json, payload });
+      expect(r.json()).toMatchObject({ code: 200, data: { success_count: 3, failed_items: [] } });
+      const remarks = (await list(token)).json().data.items.map((i: { ip: string; remark: string }) => [i.ip, i.remark]);
+      expect(remarks).toEqual([['8.8.8.10', 'ok'], ['8.8.8.9', '\ufffdx'], ['8.8.8.8', 'a\ufffdb']]);
+    });
+
     it('answers 10413 for 101 items and processes nothing', async () => {
       const { token } = await t.account('a@example.com');
       const r = await add(token, Array.from({ length: 101 }, (_, i) => ({ ip: pub(i) })));
