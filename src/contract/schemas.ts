@@ -65,8 +65,12 @@ const isoDay = z
   .regex(/^\d{4}-\d{2}-\d{2}$/)
   .refine((s) => parseApiTime(s) !== null, 'a day, YYYY-MM-DD')
   .transform((s) => parseApiTime(s)!);
-/** A proxy username, or `ip:A.B.C.D` for whitelist traffic. */
-const usageUser = z.string().min(1).max(128);
+/** A proxy username, or `ip:A.B.C.D` for whitelist traffic; neither holds a control character (PostgreSQL's text holds no NUL). */
+const usageUser = z
+  .string()
+  .min(1)
+  .max(128)
+  .refine((s) => !/[\u0000-\u001f\u007f]/.test(s));
 
 /** Query of /usage/summary, without `api_key`: times in ms, `to` exclusive. */
 export const UsageSummaryQuerySchema = z.strictObject({
