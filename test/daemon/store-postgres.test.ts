@@ -42,6 +42,13 @@ describe.runIf(BACKENDS.includes('postgres'))('PostgreSQL backend across nodes',
     expect(users.filter((u) => u !== 'exists')).toHaveLength(1);
   });
 
+  it('finds no account for an email with a NUL, as SQLite does (the console log-in with one was a 500)', async () => {
+    const [a] = await nodes(await createDatabase(), 1);
+    expect(await a!.accounts.create('nul@example.com', 'hash', true)).not.toBe('exists');
+    expect(await a!.accounts.findByEmail('nul\u0000@example.com')).toBeNull();
+    expect(await a!.accounts.findByEmail('NUL@example.com')).not.toBeNull();
+  });
+
   it('keeps a rate limit exact across nodes: 10 of 30 concurrent hits allowed', async () => {
     const [a, b, c] = await nodes(await createDatabase(), 3);
     const now = Date.now();

@@ -23,6 +23,8 @@ export class PgAccountStore extends PgFamily implements AccountStore {
   }
 
   async findByEmail(email: string): Promise<Account | null> {
+    // PostgreSQL's text holds no NUL, so no email has one; sent, the query would fail instead of finding nobody.
+    if (email.includes('\u0000')) return null;
     const [a] = await guard(() => this.sql<Account[]>`SELECT id, email, status, verified, created_at FROM accounts WHERE lower(email) = lower(${email})`);
     return a ?? null;
   }
