@@ -329,6 +329,16 @@ describe.each(BACKENDS)('whitelist API on %s', (backend) => {
       expect((await list(token, '&status=all')).json().data.total).toBe(2);
     });
 
+    it('answers a page far past the last, up to page 999999999 of 100, with no items and the total', async () => {
+      // On PostgreSQL the offset (99,999,999,800) overflowed an integer: HTTP 500, 10500.
+      const { token } = await t.account('a@example.com');
+      await add(token, [{ ip: pub(1) }]);
+      for (const query of ['&page=999999999&page_size=100', '&page=21474838&page_size=100', '&page=2']) {
+        const r = (await list(token, query)).json();
+        expect({ query, code: r.code, items: r.data?.items, total: r.data?.total }).toEqual({ query, code: 200, items: [], total: 1 });
+      }
+    });
+
     it.each(['&page_size=101', '&page_size=0', '&page=0', '&page=-1', '&page=1.5', '&page=', '&status=on', '&ip=01.2.3.4', '&foo=1', '&page=1&page=2', '&page_size=1e2'])(
       'rejects %s with 10400 naming the field',
       async (query) => {

@@ -20,9 +20,12 @@ export function toApiItem(e: WhitelistEntry): WhitelistItem {
   };
 }
 
+/** Past every entry an account can have: PostgreSQL takes the offset as an integer, which stops here. */
+const MAX_OFFSET = 2 ** 31 - 1;
+
 /** The store's filter for a list query. */
 export function listFilter(q: ListQuery): ListFilter {
-  return { status: q.status === 'active' ? 1 : q.status === 'disabled' ? 2 : undefined, ip: q.ip, limit: q.page_size, offset: (q.page - 1) * q.page_size };
+  return { status: q.status === 'active' ? 1 : q.status === 'disabled' ? 2 : undefined, ip: q.ip, limit: q.page_size, offset: Math.min((q.page - 1) * q.page_size, MAX_OFFSET) };
 }
 
 interface BatchOutcome {
