@@ -58,6 +58,8 @@ export function parseApiTime(s: string): number | null {
 const isoTime = z
   .string()
   .max(40)
+  // A `+` left unencoded in a URL arrives as a space: a trailing ` 02:00` is the offset `+02:00`.
+  .transform((s) => s.replace(/ (\d{2}:\d{2})$/, '+$1'))
   .refine((s) => parseApiTime(s) !== null, 'an ISO 8601 date or date-time with a time zone')
   .transform((s) => parseApiTime(s)!);
 const isoDay = z

@@ -217,6 +217,9 @@ describe.each(BACKENDS)('usage API over metered gateway traffic (%s)', (backend)
     expect((await get(USAGE_PATHS.series, a.token, 'granularity=hour&from=2026-01-01T00:00:00Z&to=2026-02-11T16:00:00Z')).body.data.points).toHaveLength(1000);
     const off = (await get(USAGE_PATHS.summary, a.token, 'from=2026-11-01T02:00:00%2B02:00&to=2026-11-02')).body.data;
     expect(off.from).toBe('2026-11-01T00:00:00Z');
+    // A `+` left unencoded in the URL (as docs/api.md writes the time) arrives as a space: it is read as the `+`.
+    const raw = await get(USAGE_PATHS.summary, a.token, 'from=2026-11-01T02:00:00+02:00&to=2026-11-02');
+    expect({ code: raw.body.code, from: raw.body.data?.from }).toEqual({ code: 200, from: '2026-11-01T00:00:00Z' });
   });
 
   it('401 is the same for every cause, on every usage endpoint', async () => {
