@@ -209,6 +209,13 @@ describe('console sessions', () => {
     expect((await from(41000).login(await account(), PASSWORD)).status).toBe(429);
   });
 
+  it('counts failed log-ins of an IPv6 source by its /64 (one host holds the whole /64)', async () => {
+    const from = (ip: string) => new ConsoleClient(daemon.api, { 'x-forwarded-for': ip });
+    for (let i = 0; i < 20; i++) expect((await from(`2001:db8:7:7::${(i + 1).toString(16)}`).login(`nobody-v6-${i}@example.com`, 'wrong')).status).toBe(401);
+    expect((await from('2001:db8:7:7::ffff').login(await account(), PASSWORD)).status).toBe(429);
+    expect((await from('2001:db8:7:8::1').login(await account(), PASSWORD)).status).toBe(303);
+  });
+
   it('serves HTML with a strict CSP for every console answer, errors included', async () => {
     const anon = new ConsoleClient(daemon.api);
     const login = await anon.get('/console/login');

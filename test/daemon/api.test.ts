@@ -443,4 +443,14 @@ describe('behind a trusted balancer (--trust-proxy)', () => {
     expect(r.statusCode).toBe(429);
     expect(r.json().message).toContain('for source IP 198.51.100.7 ');
   });
+
+  it('counts an IPv6 source by its /64 for the lock-out (one host holds the whole /64); another /64 is apart', async () => {
+    const { token } = await t.account('a@example.com');
+    const from = (ip: string) => ({ 'x-forwarded-for': ip });
+    for (let i = 0; i < 20; i++) expect((await t.app.inject({ url: LIST + q('bad'), headers: from(`2001:db8:1:2::${(i + 1).toString(16)}`) })).statusCode).toBe(401);
+    const r = await t.app.inject({ url: LIST + q(token), headers: from('2001:db8:1:2:ffff:ffff:ffff:ffff') });
+    expect(r.statusCode).toBe(429);
+    expect(r.json().message).toContain('for source IP 2001:db8:1:2:ffff:ffff:ffff:ffff ');
+    expect((await t.app.inject({ url: LIST + q(token), headers: from('2001:db8:1:3::1') })).statusCode).toBe(200);
+  });
 });

@@ -8,7 +8,7 @@ import { LimiterUnavailableError } from '../ratelimit/limiter.js';
 import { secretMatches, sha256 } from '../secrets.js';
 import type { ListFilter, Store, WhitelistPage } from '../store/index.js';
 import { sendEnvelope } from './envelope.js';
-import { sourceIp } from '../services/source-ip.js';
+import { sourceIp, sourceLimitKey } from '../services/source-ip.js';
 
 interface ApiCaller {
   accountId: number;
@@ -109,7 +109,9 @@ export function makeAuthHook(store: Store, limits: ApiLimits, route: LimitedRout
     const ip = sourceIp(request);
     const now = nowMs();
     const query = new URLSearchParams(rawQuery(request));
-    const a = inOne ? await checkInOne(checkCall!, limits, ip, query, route, now, prefetchList?.(request)) : await checkStepwise(store, limits, ip, query, route, now);
+    // Counted by source (an IPv6 one by its /64); the message names the caller's own address.
+    const source = sourceLimitKey(ip);
+    const a = inOne ? await checkInOne(checkCall!, limits, source, query, route, now, prefetchList?.(request)) : await checkStepwise(store, limits, source, query, route, now);
     if (a.kind === 'locked') {
       request.limitedBy = 'source_ip';
       sendEnvelope(request, reply, Code.RATE_LIMITED, null, lockOutMessage(ip, limits.settings.invalidTokenPerIp, a.retryAfterSeconds, now), { retryAfterSeconds: a.retryAfterSeconds });

@@ -1,5 +1,6 @@
 // The caller's address as the API and the console see it (after trusted X-Forwarded-For, which Fastify's trustProxy handles).
 import { isIP } from 'node:net';
+import ipaddr from 'ipaddr.js';
 import type { FastifyRequest } from 'fastify';
 
 function normalizeIp(ip: string): string {
@@ -19,4 +20,15 @@ function addressOf(entry: string): string | null {
 export function sourceIp(request: FastifyRequest): string {
   // An entry naming no address counts as the peer's own (the balancer), as a request without the header does.
   return normalizeIp(addressOf(request.ip) ?? request.socket.remoteAddress ?? request.ip);
+}
+
+/**
+ * What the per-source limits (the invalid-token lock-out, the console's log-in limits) count by: an IPv4
+ * address, or the /64 of an IPv6 one (a host holds a whole /64: by address it had 2^64 fresh counters).
+ */
+export function sourceLimitKey(ip: string): string {
+  if (!isIP(ip)) return ip;
+  const a = ipaddr.process(ip); // an IPv4-mapped address comes back as IPv4
+  if (a.kind() === 'ipv4') return a.toString();
+  return `${(a as ipaddr.IPv6).parts.slice(0, 4).map((p) => p.toString(16)).join(':')}::/64`;
 }

@@ -8,7 +8,7 @@ import { describeProblems, getTargetRules, setTargetRules } from '../../services
 import { accountOf, field, seeOther, sendHtml, setFlash, takeFlash, type ConsoleDeps } from '../deps.js';
 import { accountPage, tokenConfirmPage } from '../pages/account.js';
 import { clearSessionCookie } from '../session.js';
-import { sourceIp } from '../../services/source-ip.js';
+import { sourceIp, sourceLimitKey } from '../../services/source-ip.js';
 import { LoginLimiter } from '../login-limiter.js';
 
 // Passwords set before the one rule (src/contract/password.ts) could be up to 1024 characters: still checked.
@@ -113,7 +113,7 @@ export default function accountRoutes(app: FastifyInstance, deps: ConsoleDeps): 
     const next = field(request.body, 'new_password');
     // A guess at the current password counts as a failed log-in (same limits, same counts): a session taken
     // over cannot be used to find the password by trying.
-    const keys = LoginLimiter.keys(account.email, sourceIp(request));
+    const keys = LoginLimiter.keys(account.email, sourceLimitKey(sourceIp(request)));
     const wait = deps.limiter.retryAfterSec(keys);
     if (wait > 0) {
       const minutes = Math.ceil(wait / 60);

@@ -2,7 +2,7 @@
 import type { FastifyInstance } from 'fastify';
 import { verifyPassword } from '../../secrets.js';
 import { field, seeOther, sendHtml, type ConsoleDeps } from '../deps.js';
-import { sourceIp } from '../../services/source-ip.js';
+import { sourceIp, sourceLimitKey } from '../../services/source-ip.js';
 import { LoginLimiter } from '../login-limiter.js';
 import { loginPage } from '../pages/login.js';
 import { clearSessionCookie, type Flash } from '../session.js';
@@ -35,7 +35,7 @@ export default function authRoutes(app: FastifyInstance, deps: ConsoleDeps): voi
     const again = (status: number, notice: Flash) => sendHtml(reply, loginPage({ csrf: reply.generateCsrf(), email, notice }), status);
     if (!email || !password) return again(400, { kind: 'error', text: 'Enter your email and password.' });
 
-    const keys = LoginLimiter.keys(email, sourceIp(request));
+    const keys = LoginLimiter.keys(email, sourceLimitKey(sourceIp(request)));
     const wait = deps.limiter.retryAfterSec(keys);
     if (wait > 0) {
       reply.header('retry-after', String(wait));
