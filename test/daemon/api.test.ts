@@ -1,4 +1,5 @@
 // The whitelist API contract, on each store backend (SQLite, PostgreSQL): the same tests, parameterised.
+import { gzipSync } from 'node:zlib';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { makeTestApp, q, type TestApp } from '../helpers/app.js';
 import { BACKENDS } from '../helpers/postgres.js';
@@ -230,6 +231,19 @@ describe.each(BACKENDS)('whitelist API on %s', (backend) => {
         const r = await t.app.inject({ method: 'POST', url: ADD + q(token), headers: { 'content-type': type! }, payload: JSON.stringify({ items: [{ ip }] }) });
         expect(r.json().code, type).toBe(200);
       }
+    });
+
+    it('refuses a body in a content encoding other than identity with 10400 naming it, and processes nothing', async () => {
+      // It was ignored: a gzipped body was "not valid UTF-8", a plain one labelled gzip was processed as it came.
+      const { token } = await t.account('a@example.com');
+      const body = JSON.stringify({ items: [{ ip: '8.8.8.8' }] });
+      for (const [encoding, payload] of [['gzip', gzipSync(body)], ['gzip', body], ['br', body]] as const) {
+        const r = await t.app.inject({ method: 'POST', url: ADD + q(token), headers: { ...json, 'content-encoding': encoding }, payload });
+        expect({ encoding, code: r.json().code, message: r.json().message }).toEqual({ encoding, code: 10400, message: 'invalid parameters: content-encoding must be identity' });
+      }
+      expect(await total(token)).toBe(0);
+      const r = await t.app.inject({ method: 'POST', url: ADD + q(token), headers: { ...json, 'content-encoding': 'identity' }, payload: body });
+      expect(r.json().code).toBe(200);
     });
 
     it('accepts application/json with a charset', async () => {
