@@ -51,6 +51,8 @@ export function parseApiTime(s: string): number | null {
   if (back.getUTCFullYear() !== Number(y) || back.getUTCMonth() !== Number(mo) - 1 || back.getUTCDate() !== Number(d) || back.getUTCHours() !== Number(h) || back.getUTCMinutes() !== Number(mi) || back.getUTCSeconds() !== Number(sec)) return null;
   const ms = m[7] ? Math.round(Number(m[7]) * 1000) : 0;
   const zone = m[8];
+  // An offset no clock has (+25:00, +05:60) is not a zone.
+  if (zone && zone !== 'Z' && (Number(zone.slice(1, 3)) > 23 || Number(zone.slice(4, 6)) > 59)) return null;
   const offsetMin = !zone || zone === 'Z' ? 0 : (zone[0] === '-' ? -1 : 1) * (Number(zone.slice(1, 3)) * 60 + Number(zone.slice(4, 6)));
   return t + ms - offsetMin * 60_000;
 }

@@ -116,6 +116,7 @@ describe('proxyctl usage', () => {
       ['usage', '--by', 'week'],
       ['usage', '--by', 'domain', '--from', '2026-11-01T00:00:00Z'],
       ['usage', '--from', 'yesterday'],
+      ['usage', '--by', 'hour', '--from', '2026-11-26T10:00:00+25:00'],
       ['usage', '--limit', '5'],
       ['usage', '--user', 'alice'],
       ['usage', '--csv', '--json'],

@@ -188,6 +188,10 @@ describe.each(BACKENDS)('usage API over metered gateway traffic (%s)', (backend)
       [USAGE_PATHS.summary, 'from=2026-02-30', 'from'],
       [USAGE_PATHS.summary, 'to=yesterday', 'to'],
       [USAGE_PATHS.summary, 'to=2026-11-21T10:00:00', 'to'],
+      // A zone offset no clock has (hours past 23, minutes past 59) is a bad date, not a shift of a day or more.
+      [USAGE_PATHS.summary, 'to=2026-11-21T10:00:00%2B25:00', 'to'],
+      [USAGE_PATHS.summary, 'from=2026-11-21T10:00:00-99:99', 'from'],
+      [USAGE_PATHS.series, 'granularity=hour&from=2026-11-21T10:00:00%2B05:60', 'from'],
       [USAGE_PATHS.summary, 'from=2026-11-02&to=2026-11-01', 'from'],
       [USAGE_PATHS.summary, 'from=2026-11-01&from=2026-11-02', 'from'],
       [USAGE_PATHS.series, '', 'granularity'],
