@@ -5,6 +5,7 @@ import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RATE_LIMITS, USAGE_PATHS } from '../../src/contract/paths.js';
 import { UsageMeter } from '../../src/daemon/metering/meter.js';
+import { adminUsage } from '../../src/daemon/admin/usage.js';
 import { makeTestApp, q, type TestApp } from '../helpers/app.js';
 import { LIST } from '../helpers/daemon.js';
 import { BACKENDS } from '../helpers/postgres.js';
@@ -269,5 +270,34 @@ describe.each(BACKENDS)('usage API over metered gateway traffic (%s)', (backend)
     expect(params(USAGE_PATHS.summary)).toEqual({ api_key: true, from: false, to: false });
     expect(params(USAGE_PATHS.series)).toEqual({ api_key: true, granularity: true, from: false, to: false, user: false });
     expect(params(USAGE_PATHS.domains)).toEqual({ api_key: true, from: false, to: false, user: false, limit: false });
+  });
+});
+
+describe.each(BACKENDS)('usage API on a daemon keeping minutes less than 48 h (%s)', (backend) => {
+  const HOUR = 3_600_000;
+  const DAY = 24 * HOUR;
+
+  it('summary reads the hours where its range starts before the minutes kept (--usage-retention minute=1h)', async () => {
+    const t = await makeTestApp({ backend, usageRetentionMs: { minute: HOUR, hour: 90 * DAY, day: 730 * DAY } });
+    try {
+      const a = await t.account('usage-retention@example.com');
+      const at = t.clock.now - 3 * HOUR;
+      const delta = { accountId: a.accountId, subject: 'user:alice', target: 'example.com', bytesUp: 100, bytesDown: 200, connections: 1 };
+      expect(await t.store.usage.addFlush('node-1', 'flush-1', at, [delta])).toBe('ok');
+      await t.store.usage.rollUp?.();
+      // What the daemon's meter prunes with minute=1h.
+      await t.store.usage.prune('minute', t.clock.now - HOUR);
+      for (const from of [new Date(t.clock.now - 4 * HOUR).toISOString(), '2026-11-21']) {
+        const r = await t.app.inject({ method: 'GET', url: `${USAGE_PATHS.summary}${q(a.token)}&from=${from}` });
+        const d = r.json().data;
+        expect({ from, users: d.users, up: d.bytes_up }).toEqual({ from, users: [{ user: 'alice', bytes_up: 100, bytes_down: 200, connections: 1 }], up: 100 });
+      }
+      // `proxyd admin usage` is told the daemons' retention the same way.
+      const report = await adminUsage(t.store, { email: 'usage-retention@example.com', from: new Date(t.clock.now - 4 * HOUR).toISOString(), usageRetention: 'minute=1h' }, t.clock.now);
+      expect(report.rows).toEqual([{ user: 'alice', bytes_up: 100, bytes_down: 200, connections: 1 }]);
+      await expect(adminUsage(t.store, { email: 'usage-retention@example.com', usageRetention: 'minute=soon' }, t.clock.now)).rejects.toThrow(/--usage-retention/);
+    } finally {
+      await t.close();
+    }
   });
 });

@@ -23,7 +23,14 @@ export interface TestApp {
 }
 
 export async function makeTestApp(
-  opts: { limits?: Partial<LimitSettings>; windowStore?: WindowStore; releaseGraceSec?: number; trustProxy?: string[]; backend?: BackendName } = {},
+  opts: {
+    limits?: Partial<LimitSettings>;
+    windowStore?: WindowStore;
+    releaseGraceSec?: number;
+    trustProxy?: string[];
+    backend?: BackendName;
+    usageRetentionMs?: Record<'minute' | 'hour' | 'day', number>;
+  } = {},
 ): Promise<TestApp> {
   const clock = { now: Date.UTC(2026, 10, 21, 10, 0, 0) };
   const nowMs = () => clock.now;
@@ -35,7 +42,7 @@ export async function makeTestApp(
   const windowStore = opts.windowStore ?? windowStoreFor({ redisUrl: undefined, databaseUrl, workers: 1, sharedDataDir: false }, store, quiet);
   const limits = new ApiLimits(windowStore, { ...DEFAULT_LIMITS, ...opts.limits }, nowMs);
   const metrics = new Metrics({ defaultMetrics: false });
-  const ctx = apiContext({ store, geo, limits, metrics, log: { error: () => {} }, nowMs });
+  const ctx = apiContext({ store, geo, limits, metrics, log: { error: () => {} }, nowMs, ...(opts.usageRetentionMs ? { usageRetentionMs: opts.usageRetentionMs } : {}) });
   const app = await buildApp(ctx, { trustProxy: opts.trustProxy ?? [], logger: false });
   const pwHash = await hashPassword('correct horse battery');
   return {

@@ -3,6 +3,7 @@
 import { parseIsoTime } from '../../contract/time.js';
 import { usageReport, usageText, type UsageBy, type UsageReport } from '../services/usage.js';
 import type { Store } from '../store/index.js';
+import { parseUsageRetention } from '../process/config.js';
 import { AdminError, AdminUsageError, NoAccountError } from './commands.js';
 
 export interface UsageOptions {
@@ -11,6 +12,7 @@ export interface UsageOptions {
   from?: string;
   to?: string;
   format?: string;
+  usageRetention?: string;
 }
 
 const DEFAULT_SPAN_MS: Record<UsageBy, number> = { minute: 3_600_000, hour: 86_400_000, day: 30 * 86_400_000, user: 30 * 86_400_000 };
@@ -19,6 +21,14 @@ function parseTime(s: string, what: string): number {
   const t = parseIsoTime(s);
   if (t === null) throw new AdminError(`${what}: expected an ISO time such as 2026-11-25T00:00:00Z, got "${s}"`);
   return t;
+}
+
+function retentionOf(s: string): ReturnType<typeof parseUsageRetention> {
+  try {
+    return parseUsageRetention(s);
+  } catch (e) {
+    throw new AdminError(e instanceof Error ? e.message : String(e));
+  }
 }
 
 export async function adminUsage(store: Store, o: UsageOptions, nowMs = Date.now()): Promise<UsageReport> {
@@ -30,7 +40,8 @@ export async function adminUsage(store: Store, o: UsageOptions, nowMs = Date.now
   const toMs = o.to !== undefined ? parseTime(o.to, '--to') : nowMs;
   const fromMs = o.from !== undefined ? parseTime(o.from, '--from') : toMs - DEFAULT_SPAN_MS[by];
   if (fromMs >= toMs) throw new AdminError('--from must be before --to');
-  return usageReport(store, account.id, by, fromMs, toMs, nowMs);
+  const retention = o.usageRetention === undefined ? undefined : retentionOf(o.usageRetention);
+  return usageReport(store, account.id, by, fromMs, toMs, nowMs, retention);
 }
 
 /** The report in the format asked for (`json` default, `csv`, `table`). */

@@ -375,6 +375,7 @@ export function buildProgram(): Command {
     .option('--from <iso>', 'start (default: 1 h, 24 h or 30 days before --to, by minute, hour or day/user)')
     .option('--to <iso>', 'end, exclusive (default: now)')
     .addOption(new Option('--format <format>').choices(['json', 'csv', 'table']).default('json'))
+    .addOption(new Option('--usage-retention <spec>', "the daemons' --usage-retention, when not the default (which buckets --by user can still read)").env('PROXYD_USAGE_RETENTION'))
     .addOption(dataDirOption())
     .addOption(databaseUrlOption())
     .action(usageAction);

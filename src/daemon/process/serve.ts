@@ -32,7 +32,8 @@ import { ExitHeartbeat } from '../fleet/exits.js';
 import { HopIdentityKeeper } from '../fleet/hop-identity.js';
 import { HopSecrets } from '../fleet/hop-secrets.js';
 import { WhitelistService, type ServiceLog } from '../services/whitelist.js';
-import type { ConnectionLogStore, UsageStore } from '../store/index.js';
+import type { ConnectionLogStore, UsagePeriod, UsageStore } from '../store/index.js';
+import { DEFAULT_USAGE_RETENTION_MS } from '../store/usage-sql.js';
 
 export const TUNNEL_DRAIN_MS = 10_000;
 /** How long start-up waits for a configured dependency (Redis) before it serves degraded. */
@@ -166,6 +167,7 @@ export function apiContext(p: {
   nowMs?: () => number;
   view?: Pick<AdmissionView, 'status'>;
   allowPrivateWebhooks?: boolean;
+  usageRetentionMs?: Record<UsagePeriod, number>;
 }): ApiContext {
   const { store, limits, view } = p;
   return {
@@ -175,6 +177,7 @@ export function apiContext(p: {
     metrics: p.metrics,
     nowMs: p.nowMs ?? Date.now,
     allowPrivateWebhooks: p.allowPrivateWebhooks === true,
+    usageRetentionMs: p.usageRetentionMs ?? DEFAULT_USAGE_RETENTION_MS,
     health: async () => {
       const down: string[] = [];
       if (!(await store.ping())) down.push('database');
@@ -196,7 +199,7 @@ export interface WorkerPart {
 /** The API (+ console) listening, once the rate-limit store is connected or has been waited for. */
 async function listenApi(cfg: ServeConfig, log: DaemonLog, store: Store, limits: ApiLimits, metrics: Metrics, view: AdmissionView, reusePort: boolean): Promise<FastifyInstance> {
   const [geo] = await Promise.all([openCountryLookup(cfg.geoipDb), limits.ready(DEPENDENCY_WAIT_MS)]);
-  const ctx = apiContext({ store, geo, limits, metrics, log: { error: (o, m) => log.error(o, m) }, view, allowPrivateWebhooks: cfg.allowPrivateWebhooks });
+  const ctx = apiContext({ store, geo, limits, metrics, log: { error: (o, m) => log.error(o, m) }, view, allowPrivateWebhooks: cfg.allowPrivateWebhooks, usageRetentionMs: cfg.usageRetentionMs });
   const app = await buildApp(ctx, { trustProxy: cfg.trustProxy, logger: log, plugins: [(a: FastifyInstance) => consolePlugin(a, ctx)] });
   try {
     // Fastify hands its options to net.Server.listen, whose reusePort its types do not name yet.

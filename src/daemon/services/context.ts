@@ -2,7 +2,7 @@
 import type { HealthReport } from '../observe/health.js';
 import type { ApiLimits } from '../ratelimit/api-limits.js';
 import type { Metrics } from '../observe/metrics.js';
-import type { Store } from '../store/index.js';
+import type { Store, UsagePeriod } from '../store/index.js';
 import type { WhitelistService } from './whitelist.js';
 
 export interface ApiContext {
@@ -13,5 +13,7 @@ export interface ApiContext {
   nowMs: () => number;
   /** `--allow-private-webhooks`: the console lets owners set http:// and private receivers. */
   allowPrivateWebhooks: boolean;
+  /** `--usage-retention`: which buckets a usage report can still read. */
+  usageRetentionMs: Record<UsagePeriod, number>;
   health: () => Promise<HealthReport>;
 }

@@ -17,21 +17,31 @@ export interface UsageTotals {
 export type UsageBy = 'user' | UsagePeriod;
 export type UsageReport = { rows: Array<({ user: string } | { time: string }) & UsageTotals>; total: UsageTotals };
 
-/** Kept by default (--usage-retention): the finest period that still covers a range's start. */
-const FINEST: Array<[UsagePeriod, number]> = [
-  ['minute', DEFAULT_USAGE_RETENTION_MS.minute],
-  ['hour', DEFAULT_USAGE_RETENTION_MS.hour],
-  ['day', Number.POSITIVE_INFINITY],
-];
+/**
+ * The finest period whose buckets, kept `retentionMs` (the daemons' --usage-retention), still hold the bucket
+ * of `fromMs`: an older one has been pruned, and reading it would count nothing.
+ */
+function finestKept(fromMs: number, nowMs: number, retentionMs: Record<UsagePeriod, number>): UsagePeriod {
+  for (const p of ['minute', 'hour'] as const) if (bucketStart(p, fromMs) >= nowMs - retentionMs[p]) return p;
+  return 'day';
+}
 
 /** `user:alice` → `alice`; whitelist traffic stays `ip:A.B.C.D`. */
 export const userOf = (subject: string | null) => (subject?.startsWith('user:') ? subject.slice(5) : (subject ?? ''));
 
 /** Usage of one account in [fromMs, toMs): per user (from the finest buckets that cover it) or per bucket. */
-export async function usageReport(store: Store, accountId: number, by: UsageBy, fromMs: number, toMs: number, nowMs = Date.now()): Promise<UsageReport> {
+export async function usageReport(
+  store: Store,
+  accountId: number,
+  by: UsageBy,
+  fromMs: number,
+  toMs: number,
+  nowMs = Date.now(),
+  retentionMs: Record<UsagePeriod, number> = DEFAULT_USAGE_RETENTION_MS,
+): Promise<UsageReport> {
   let rows: UsageRow[];
   if (by === 'user') {
-    const period = FINEST.find(([, keep]) => fromMs >= nowMs - keep)![0];
+    const period = finestKept(fromMs, nowMs, retentionMs);
     rows = await store.usage.query({ accountId, period, fromMs: bucketStart(period, fromMs), toMs, by: 'subject' });
   } else {
     rows = await store.usage.query({ accountId, period: by, fromMs: bucketStart(by, fromMs), toMs, by: 'time' });
@@ -94,9 +104,15 @@ export async function usageRange(store: Store, accountId: number, q: { from?: nu
   return { plan, from, to };
 }
 
-export async function usageSummary(store: Store, accountId: number, q: UsageSummaryQuery, nowMs: number): Promise<UsageSummaryData> {
+export async function usageSummary(
+  store: Store,
+  accountId: number,
+  q: UsageSummaryQuery,
+  nowMs: number,
+  retentionMs: Record<UsagePeriod, number> = DEFAULT_USAGE_RETENTION_MS,
+): Promise<UsageSummaryData> {
   const { plan, from, to } = await usageRange(store, accountId, q, nowMs);
-  const report = await usageReport(store, accountId, 'user', from, to, nowMs);
+  const report = await usageReport(store, accountId, 'user', from, to, nowMs, retentionMs);
   return {
     from: apiTime(from),
     to: apiTime(to),

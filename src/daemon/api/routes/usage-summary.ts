@@ -12,7 +12,7 @@ import { asInvalidParams, parseStrictQuery } from './query.js';
 export default function usageSummaryRoute(app: FastifyInstance, ctx: ApiContext): void {
   app.get(USAGE_PATHS.summary, { onRequest: makeAuthHook(ctx.store, ctx.limits, 'usage', ctx.nowMs) }, async (request, reply) => {
     const query = parseStrictQuery(rawQuery(request), UsageSummaryQuerySchema);
-    const data = await asInvalidParams(usageSummary(ctx.store, request.caller!.accountId, query, ctx.nowMs()));
+    const data = await asInvalidParams(usageSummary(ctx.store, request.caller!.accountId, query, ctx.nowMs(), ctx.usageRetentionMs));
     return sendEnvelope(request, reply, Code.OK, data);
   });
 }

@@ -32,7 +32,7 @@ export default function usageRoutes(app: FastifyInstance, deps: ConsoleDeps): vo
     const dayStarts = Array.from({ length: 30 }, (_, i) => dayNow - (29 - i) * DAY);
     const { plan, from } = await currentPeriod(store, account.id, now);
     const [byUser, hours, days, domains] = await Promise.all([
-      usageReport(store, account.id, 'user', from, now + 1, now),
+      usageReport(store, account.id, 'user', from, now + 1, now, deps.ctx.usageRetentionMs),
       usageReport(store, account.id, 'hour', hourStarts[0]!, now + 1, now),
       usageReport(store, account.id, 'day', dayStarts[0]!, now + 1, now),
       usageDomains(store, account.id, { from, limit: TOP_DOMAINS }, now),
@@ -55,7 +55,7 @@ export default function usageRoutes(app: FastifyInstance, deps: ConsoleDeps): vo
     const account = accountOf(request);
     const now = Date.now();
     const { plan, from } = await currentPeriod(store, account.id, now);
-    const report = await usageReport(store, account.id, 'user', from, now + 1, now);
+    const report = await usageReport(store, account.id, 'user', from, now + 1, now, deps.ctx.usageRetentionMs);
     // Named by the period: its month without a plan (usage-2026-11.csv), else its first day (usage-2026-11-15.csv).
     const name = plan?.period === 'lifetime' ? 'lifetime' : new Date(from).toISOString().slice(0, plan ? 10 : 7);
     return reply
