@@ -300,6 +300,7 @@ export async function main(argv: string[], overrides: MainOverrides = {}): Promi
   enableCompileCache(env);
   const commander = await import('commander');
   const io = overrides.io ?? (await import('./io.js')).processIo();
+  const stdoutFailed = overrides.io ? () => false : watchStdout(io);
   // Set by our commands and by errors.
   let exitCode: number | undefined;
   const run = async (cmd: Command, runner: Runner) => {
@@ -314,7 +315,24 @@ export async function main(argv: string[], overrides: MainOverrides = {}): Promi
   } catch (err) {
     exitCode = await exitCodeFor(err, io, env, commander.CommanderError);
   }
-  return exitCode ?? Exit.OK;
+  return stdoutFailed() && !exitCode ? Exit.ERROR : (exitCode ?? Exit.OK);
+}
+
+/**
+ * The process's stdout failing. A reader that stopped early (`| head`) closed the pipe: the rest of the output is not
+ * wanted and the command goes on as it would. Any other failure (a full disk) left the output incomplete: one error
+ * line, and the run never ends 0. Whether it failed so.
+ */
+function watchStdout(io: Pick<Io, 'stderr'>): () => boolean {
+  let failed = false;
+  process.stdout.on('error', (err: NodeJS.ErrnoException) => {
+    if (err.code === 'EPIPE' || failed) return;
+    failed = true;
+    io.stderr.write(`error: cannot write the output: ${err.code ?? err.message}\n`);
+    // The error may come after main() returned its code.
+    if (!process.exitCode) process.exitCode = Exit.ERROR;
+  });
+  return () => failed;
 }
 
 async function exitCodeFor(err: unknown, io: Pick<Io, 'stderr'>, env: NodeJS.ProcessEnv, CommanderError: Commander['CommanderError']): Promise<number> {
