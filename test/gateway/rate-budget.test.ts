@@ -167,4 +167,30 @@ describe('the pump under a rate budget', () => {
     expect(secs).toBeGreaterThan(1.6);
     expect(secs).toBeLessThan(3.5);
   }, 20_000);
+
+  it('a forwarded request sent while its rate is spent (other connections took it) still waits for it', async () => {
+    const body = Buffer.alloc(1_000_000, 0x64);
+    const origin = http.createServer((_req, res) => res.end(body));
+    await new Promise<void>((r) => origin.listen(0, '127.0.0.1', () => r()));
+    const down = new RateBucket(500_000);
+    down.take(750_000); // the user's other connections have just used this second's rate, and more (a read passes whole)
+    limits.rate = { up: new RateBucket(500_000), down };
+    const t0 = performance.now();
+    const got = await new Promise<number>((resolve, reject) => {
+      const req = http.request({ host: '127.0.0.1', port: g.httpPort, path: `http://127.0.0.1:${(origin.address() as net.AddressInfo).port}/`, headers: { 'Proxy-Authorization': basic('alice', 's3cret:pw') } }, (res) => {
+        let n = 0;
+        res.on('data', (c: Buffer) => (n += c.length));
+        res.on('end', () => resolve(n));
+      });
+      req.on('error', reject);
+      req.end();
+    });
+    const secs = (performance.now() - t0) / 1000;
+    limits.rate = null;
+    origin.close();
+    expect(got).toBe(body.length);
+    // Half a second in debt, then 1 MB at 500 kB/s: about 2.5 s (the response must not pass unlimited while the head waited).
+    expect(secs).toBeGreaterThan(2.2);
+    expect(secs).toBeLessThan(3.5);
+  }, 20_000);
 });

@@ -181,8 +181,9 @@ class ForwardExchange {
     if (upstream.destroyed) return this.onUpstreamFailure();
     if (!this.bodyDone && !this.parked) client.resume();
     // A hop connection to an exit comes paused (its answer line was read off it): a 'data' listener alone
-    // does not start a stream that was paused by hand, and the response would never be read.
-    upstream.resume();
+    // does not start a stream that was paused by hand, and the response would never be read. Parked (its request
+    // found the rate or the traffic budget spent), it is resumed by the grant or refill instead.
+    if (!this.parked) upstream.resume();
   }
 
   /** `counted`: what the meter counts for these bytes (the client's own head for the rewritten one). */
