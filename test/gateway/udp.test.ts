@@ -5,6 +5,7 @@
 // after its idle time; the port range exhausted and the association cap answer 0x01; a session's datagrams
 // leave from its egress address; an entry without a way to an exit answers 0x07 (test/e2e/exits.test.ts: through one).
 import dgram from 'node:dgram';
+import { domainToASCII } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { ConnectionRecord } from '../../src/gateway/types.js';
 import { TargetRuleSet } from '../../src/gateway/dial/target-rules.js';
@@ -191,6 +192,29 @@ describe('SOCKS5 UDP ASSOCIATE', () => {
     expect(allowed.from).toEqual([]);
     expect(g.gw.stats().udp.dropped.policy).toBe(2);
     expect(await c.ask(datagram('127.0.0.1', allowed.port, Buffer.from('fine')))).not.toBeNull();
+  });
+
+  it('a datagram naming a target that is not a host name is dropped, not resolved past the domain rules', async () => {
+    // The resolver maps a name to ASCII (IDNA) as DNS does: a soft hyphen vanishes, so "bloc\xadked.example" would be
+    // looked up as blocked.example while the rules saw another name.
+    const asked: string[] = [];
+    const g = await startTestGateway({
+      targetRules: { forAccount: (id) => ({ service: null, account: id === 1 ? new TargetRuleSet(['blocked.example'], []) : null }) },
+      lookup: async (host) => {
+        asked.push(host);
+        if (domainToASCII(host) === 'blocked.example') return [{ address: '127.0.0.1', family: 4 }];
+        throw Object.assign(new Error('no address'), { code: 'ENOTFOUND' });
+      },
+    });
+    cleanup.push(() => g.gw.close(0));
+    const echo = await udpEcho();
+    const a = await associate(g);
+    const c = await client(a.relay);
+    const name = Buffer.from('bloc\xadked.example', 'latin1');
+    const byName = Buffer.concat([Buffer.from([0, 0, 0, 3, name.length]), name, Buffer.from([echo.port >> 8, echo.port & 255]), Buffer.from('by name')]);
+    expect(await c.ask(byName, 300)).toBeNull();
+    expect(echo.from).toEqual([]);
+    expect(asked).toEqual([]);
   });
 
   it("the gateway's own UDP sockets are never targets: its relay, another association's relay, another's egress socket", async () => {
