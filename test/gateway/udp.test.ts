@@ -9,6 +9,7 @@ import { domainToASCII } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { ConnectionRecord } from '../../src/gateway/types.js';
 import { TargetRuleSet } from '../../src/gateway/dial/target-rules.js';
+import { RateBucket } from '../../src/gateway/relay/rate-budget.js';
 import { RawClient, startTestGateway, type TestGateway } from './helpers.js';
 import { sleep, waitFor } from '../helpers/wait.js';
 import { RELAY_PORTS, udpTargetSocket } from '../helpers/net.js';
@@ -192,6 +193,37 @@ describe('SOCKS5 UDP ASSOCIATE', () => {
     expect(allowed.from).toEqual([]);
     expect(g.gw.stats().udp.dropped.policy).toBe(2);
     expect(await c.ask(datagram('127.0.0.1', allowed.port, Buffer.from('fine')))).not.toBeNull();
+  });
+
+  it("the user's rate limit holds for datagrams each way: what the bucket has no room for is dropped", async () => {
+    const rate = { up: new RateBucket(100_000), down: new RateBucket(100_000) };
+    const g = await startTestGateway({
+      plans: { refusal: () => null, pending: () => null, slotFree: () => true, moreSlots: async () => {}, budgetFor: () => null, rateFor: () => rate },
+    });
+    cleanup.push(() => g.gw.close(0));
+    const echo = await udpEcho();
+    let echoed = 0;
+    echo.socket.on('message', (m) => (echoed += m.length));
+    const a = await associate(g);
+    const c = await client(a.relay);
+    // 400 kB at once against 100 kB/s (one second of burst): about a quarter may pass, each way.
+    for (let i = 0; i < 400; i++) {
+      c.send(datagram('127.0.0.1', echo.port, Buffer.alloc(1_000, i)));
+      if (i % 20 === 19) await sleep(1);
+    }
+    await sleep(300);
+    const back = c.inbox.reduce((n, m) => n + m.length - 10, 0);
+    expect(echoed).toBeGreaterThan(50_000);
+    expect(echoed).toBeLessThan(130_000);
+    expect(back).toBeLessThanOrEqual(echoed);
+    expect(back).toBeLessThan(130_000);
+    expect(g.gw.stats().udp.dropped.over_limit).toBeGreaterThan(0);
+    // A datagram larger than a second of the rate still passes once the bucket has room again (and is paid back).
+    rate.up.setRate(500);
+    rate.down.setRate(500);
+    await sleep(1_100);
+    const big = await c.ask(datagram('127.0.0.1', echo.port, Buffer.alloc(1_200, 1)));
+    expect(big?.length).toBe(1_210);
   });
 
   it('a datagram naming a target that is not a host name is dropped, not resolved past the domain rules', async () => {

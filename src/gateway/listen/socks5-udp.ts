@@ -151,6 +151,10 @@ export class UdpAssociation {
     const data = msg.subarray(target.head.length);
     const budget = this.conn.budget;
     if (budget !== null && budget.available() < data.length) return this.drop('over_limit');
+    // Under a rate limit the user's bucket is shared with its connections; a datagram cannot wait, so past the rate it is
+    // dropped. One goes whole while the bucket has room (a datagram larger than a second of a low rate still passes).
+    const rate = this.conn.rate;
+    if (rate !== null && rate.up.available() <= 0) return this.drop('over_limit');
     const host = target.host;
     const sent = this.carrier.send(host, target.port, data);
     if (sent === true) this.sentUp(data.length, host);
@@ -164,6 +168,7 @@ export class UdpAssociation {
       this.conn.core.retarget(this.conn, host);
     }
     this.conn.budget?.take(n);
+    this.conn.rate?.up.take(n);
     this.conn.bytesUp += n;
     this.conn.datagramsUp++;
     const u = this.conn.core.stats.udp;
@@ -195,10 +200,13 @@ export class UdpAssociation {
     if (this.closed || this.clientPort === null) return this.drop('unsolicited');
     // Past what one datagram can carry with the header: dropped here (sending it would fail the relay socket).
     if (data.length > MAX_DATAGRAM - 22) return this.drop('over_limit');
+    const rate = this.conn.rate;
+    if (rate !== null && rate.down.available() <= 0) return this.drop('over_limit');
     // No callback: a send the kernel refuses (an unreachable client, a full buffer) loses that datagram and
     // nothing else (dgram reports it only to a callback, which would cost a tick per datagram).
     this.relay.send([this.headerFor(from), data], this.clientPort, this.conn.clientAddress);
     this.conn.budget?.take(data.length);
+    rate?.down.take(data.length);
     this.conn.bytesDown += data.length;
     this.conn.datagramsDown++;
     const u = this.conn.core.stats.udp;
