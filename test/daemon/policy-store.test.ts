@@ -2,6 +2,7 @@
 // lists remove the row, the plan version moves with a rate change; and the plan enforcer's rate budgets: one
 // shared pair per user, drawing on the account's, changed in place, lifted to none with their readers freed.
 import { afterEach, describe, expect, it } from 'vitest';
+import { policySet } from '../../src/daemon/admin/policy.js';
 import { PlanEnforcer } from '../../src/daemon/metering/plans.js';
 import { setTargetRules } from '../../src/daemon/services/target-rules.js';
 import { openStore, type Store } from '../../src/daemon/store/index.js';
@@ -20,19 +21,23 @@ async function open(backend: (typeof BACKENDS)[number]) {
   const dataDir = await dataDirFor(backend);
   const store = await openStore({ dataDir, databaseUrl: databaseUrlOf(dataDir) });
   stores.push(store);
-  const a = await store.accounts.create(`p-${backend}-${Math.random()}@example.com`, 'x', true);
+  const email = `p-${backend}-${Math.random()}@example.com`;
+  const a = await store.accounts.create(email, 'x', true);
   if (a === 'exists') throw new Error('exists');
   if ((await store.proxyUsers.create(a.id, 'alice', 'not-a-real-hash')) === 'exists') throw new Error('exists');
-  return { store, accountId: a.id };
+  return { store, accountId: a.id, email };
 }
 
 describe.each(BACKENDS)('policy in the store on %s', (backend) => {
   it('target rules: set, kept, emptied; a bad item changes nothing; the service\'s apart', async () => {
-    const { store, accountId } = await open(backend);
+    const { store, accountId, email } = await open(backend);
     expect(await setTargetRules(store, accountId, { deny: 'a.example,10.0.0.0/8', allow: '*.b.example' })).toEqual({ ok: true, rules: { deny: ['a.example', '10.0.0.0/8'], allow: ['*.b.example'] } });
     expect(await setTargetRules(store, accountId, { deny: 'c.example' })).toEqual({ ok: true, rules: { deny: ['c.example'], allow: ['*.b.example'] } });
     const bad = await setTargetRules(store, accountId, { deny: 'd.example', allow: 'bad item' });
     expect(bad).toMatchObject({ ok: false, code: 'invalid_items', list: 'allow', problems: [{ item: 'bad item' }] });
+    expect(await store.targetRules.get(accountId)).toEqual({ deny: ['c.example'], allow: ['*.b.example'] });
+    // Both lists bad: every bad item is named, each under its list.
+    await expect(policySet(store, { email, deny: 'bad one,e.example', allow: 'bad item' })).rejects.toThrow('--deny: "bad one": not a domain name; --allow: "bad item": not a domain name; nothing changed');
     expect(await store.targetRules.get(accountId)).toEqual({ deny: ['c.example'], allow: ['*.b.example'] });
     expect(await setTargetRules(store, 'service', { allow: 'x.example' })).toEqual({ ok: false, code: 'service_allow' });
     expect((await setTargetRules(store, 'service', { deny: 'evil.example' })).ok).toBe(true);

@@ -29,7 +29,7 @@ export async function policySet(store: Store, o: PolicyOptions) {
   const r = await setTargetRules(store, scope.id, { deny: o.deny, allow: o.allow });
   if (!r.ok) {
     if (r.code === 'service_allow') throw new AdminError('--allow: the service\'s rules are a deny list only (an allow list is per account)');
-    throw new AdminError(`--${r.list}: ${describeProblems(r.problems)}; nothing changed`);
+    throw new AdminError(`${r.lists.map((l) => `--${l.list}: ${describeProblems(l.problems)}`).join('; ')}; nothing changed`);
   }
   return rulesJson(scope, r.rules);
 }

@@ -15,7 +15,7 @@ export type TargetRulesChange = { [K in RuleListName]?: string };
 
 export type SetRulesResult =
   | { ok: true; rules: TargetRules }
-  | { ok: false; code: 'invalid_items'; list: RuleListName; problems: RuleItemProblem[] }
+  | { ok: false; code: 'invalid_items'; list: RuleListName; problems: RuleItemProblem[]; lists: Array<{ list: RuleListName; problems: RuleItemProblem[] }> }
   | { ok: false; code: 'service_allow' };
 
 /** `"exa mple.com": not a domain name; "10.0.0.1/8": host bits set (…)` */
@@ -33,13 +33,16 @@ export async function setTargetRules(store: Store, accountId: number | 'service'
   if (accountId === 'service' && change.allow !== undefined) return { ok: false, code: 'service_allow' };
   const id = accountId === 'service' ? SERVICE_RULES_ID : accountId;
   const next = await store.targetRules.get(id);
+  const bad: Array<{ list: RuleListName; problems: RuleItemProblem[] }> = [];
   for (const list of ['deny', 'allow'] as const) {
     const given = change[list];
     if (given === undefined) continue;
     const r = parseRuleList(given);
-    if (!r.ok) return { ok: false, code: 'invalid_items', list, problems: r.problems };
-    next[list] = r.items;
+    if (!r.ok) bad.push({ list, problems: r.problems });
+    else next[list] = r.items;
   }
+  // Every bad item of both lists is named, not only the first list's.
+  if (bad.length > 0) return { ok: false, code: 'invalid_items', list: bad[0]!.list, problems: bad[0]!.problems, lists: bad };
   await store.targetRules.set(id, next);
   return { ok: true, rules: next };
 }

@@ -98,8 +98,9 @@ export default function accountRoutes(app: FastifyInstance, deps: ConsoleDeps): 
     };
     const r = await setTargetRules(store, account.id, { deny: list('deny'), allow: list('allow') });
     if (!r.ok) {
-      const which = r.code === 'invalid_items' && r.list === 'allow' ? 'Allowed targets' : 'Denied targets';
-      setFlash(request, 'error', `${which}: ${r.code === 'invalid_items' ? describeProblems(r.problems) : 'not accepted'}. Your target rules were not changed.`);
+      const which = (list: string) => (list === 'allow' ? 'Allowed targets' : 'Denied targets');
+      const text = r.code === 'invalid_items' ? r.lists.map((l) => `${which(l.list)}: ${describeProblems(l.problems)}`).join('; ') : 'Denied targets: not accepted';
+      setFlash(request, 'error', `${text}. Your target rules were not changed.`);
       return seeOther(reply, '/console/account');
     }
     request.log.info({ event: 'console_target_rules', account_id: account.id, deny: r.rules.deny.length, allow: r.rules.allow.length }, 'target rules saved');
