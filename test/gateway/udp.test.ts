@@ -226,6 +226,20 @@ describe('SOCKS5 UDP ASSOCIATE', () => {
     expect(big?.length).toBe(1_210);
   });
 
+  it('a rule saved while an association sends to its target holds for its datagrams within a second', async () => {
+    let rules: TargetRuleSet | null = null;
+    const g = await startTestGateway({ targetRules: { forAccount: () => ({ service: null, account: rules }) } });
+    cleanup.push(() => g.gw.close(0));
+    const echo = await udpEcho();
+    const a = await associate(g);
+    const c = await client(a.relay);
+    expect(await c.ask(datagram('127.0.0.1', echo.port, Buffer.from('before')))).not.toBeNull();
+    rules = new TargetRuleSet(['127.0.0.1/32'], []);
+    await sleep(1_000);
+    expect(await c.ask(datagram('127.0.0.1', echo.port, Buffer.from('after')), 300)).toBeNull();
+    expect(g.gw.stats().udp.dropped.policy).toBe(1);
+  });
+
   it('a datagram naming a target that is not a host name is dropped, not resolved past the domain rules', async () => {
     // The resolver maps a name to ASCII (IDNA) as DNS does: a soft hyphen vanishes, so "bloc\xadked.example" would be
     // looked up as blocked.example while the rules saw another name.

@@ -6,8 +6,11 @@ import net from 'node:net';
 import type { ResolveOutcome } from './dialer.js';
 import { canonicalIp, isLocalAddress, isLocalhostName, parseIp, reachesListener } from './target-policy.js';
 
-/** How long a resolved, allowed target is reused without asking again (the resolver's own cache is longer). */
-const READY_MS = 5_000;
+/**
+ * How long a resolved, allowed target is reused without asking again (the resolver's own cache is longer). Short
+ * enough that a target rule saved meanwhile holds for the association's next datagrams within a second.
+ */
+const READY_MS = 500;
 /** Targets remembered per association at most. */
 const MAX_READY = 1_024;
 /** Targets whose answers are taken, per association at most. */
@@ -91,7 +94,7 @@ export class UdpOut {
 
   constructor(private readonly o: UdpOutOptions) {}
 
-  /** Targets resolved and allowed, with their socket, for a few seconds: a datagram to one of them is sent at once. */
+  /** Targets resolved and allowed, with their socket, for half a second: a datagram to one of them is sent at once. */
   private readonly ready = new Map<string, { address: string; socket: dgram.Socket; until: number }>();
 
   /**
