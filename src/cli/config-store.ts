@@ -27,12 +27,18 @@ export function configFile(dir: string): string {
   return path.join(dir, 'config.json');
 }
 
-/** Reads the config file without `conf`; a missing or unreadable file is an empty config. */
-export function readConfig(dir: string): CliConfig {
+/**
+ * Reads the config file without `conf`; a missing file is an empty config, and so is one that cannot be read or
+ * parsed, which `onInvalid` is told about (its base URL or output format would otherwise vanish without a word).
+ */
+export function readConfig(dir: string, onInvalid?: (message: string) => void): CliConfig {
+  const file = configFile(dir);
   let raw: unknown;
   try {
-    raw = JSON.parse(readFileSync(configFile(dir), 'utf8'));
-  } catch {
+    raw = JSON.parse(readFileSync(file, 'utf8'));
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code !== 'ENOENT') onInvalid?.(`${file} ${code ? `cannot be read (${code})` : 'is not valid JSON'}; its settings are ignored (fix it, or delete it and use \`proxyctl config set\`)`);
     return {};
   }
   const out: CliConfig = {};

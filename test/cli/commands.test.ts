@@ -385,6 +385,22 @@ describe('usage and config', () => {
   });
 });
 
+  it('a config file that is not valid JSON is named in a warning, not silently replaced by the defaults', async () => {
+    const dir = tempConfigDir();
+    const file = path.join(dir, 'config.json');
+    // A hand edit with a trailing comma: its base URL and output format would otherwise vanish without a word.
+    writeFileSync(file, '{"base_url": "http://127.0.0.1:9", "output": "json",}\n');
+    await withServer(() => ({ code: 200, data: listData(1) }));
+    const r = await cli(['whitelist', 'list'], { dir, env: { PROXYCTL_API_KEY: TOKEN } });
+    expect(r.code).toBe(0);
+    expect(r.stderr).toContain(`warning: ${file} is not valid JSON; its settings are ignored`);
+    const quiet = await cli(['whitelist', 'list', '--quiet'], { dir, env: { PROXYCTL_API_KEY: TOKEN } });
+    expect(quiet.stderr).toContain(`warning: ${file} is not valid JSON`);
+    // A missing file is no problem at all.
+    const fresh = await cli(['whitelist', 'list'], { dir: tempConfigDir(), env: { PROXYCTL_API_KEY: TOKEN } });
+    expect(fresh.stderr).toBe('');
+  });
+
 describe('messages (issue 11): what to do next, one format', () => {
   /** Every error line: `error: …`, at most one parenthesis, never nested. */
   const expectOneFormat = (stderr: string) => {
