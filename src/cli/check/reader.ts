@@ -66,7 +66,7 @@ export class SocketReader {
     for (;;) {
       const at = this.buf.indexOf(delim);
       if (at >= 0) return this.read(at + delim.length);
-      if (this.buf.length > max) throw new Error(`no "${JSON.stringify(delim)}" within ${max} bytes`);
+      if (this.buf.length > max) throw new Error(`header not ended within ${max} bytes (no ${JSON.stringify(delim)})`);
       if (this.closed) throw this.closed;
       await this.waitMore();
     }

@@ -228,6 +228,15 @@ describe('HTTP proxy', () => {
     expect(r.report.diagnosis).toMatch(/closed the connection before answering CONNECT/);
   });
 
+  it('auth: an answer whose head never ends within 64 KiB says so in plain words', async () => {
+    const proxy = keep(await httpProxyPeer({ kind: 'answer', status: 200, reason: 'OK', headers: { 'X-Big': 'a'.repeat(300_000) } }));
+    const r = await performCheck(opts({ proxy: `http://127.0.0.1:${proxy.port}`, target: `https://127.0.0.1:${https.port}/` }), { lookup });
+    expect(r.failure?.stage).toBe('auth');
+    const detail = r.report.stages.find((s) => s.name === 'auth')!.detail;
+    expect(detail).toContain('header not ended within 65536 bytes');
+    expect(detail + r.report.diagnosis).not.toContain('""');
+  });
+
   it('auth: an HTTP check against a SOCKS5 port', async () => {
     const socks = keep(await socksPeer({}));
     const r = await performCheck(opts({ proxy: `http://127.0.0.1:${socks.port}`, target: `https://127.0.0.1:${https.port}/` }), { lookup });
