@@ -62,6 +62,8 @@ interface BatchEngineOptions {
   onProgress?: (p: BatchProgress) => void;
   /** 10425 (add) / 10426 (delete) is "already done" on a first send too (sync: the goal is a state, not an action). */
   doneIsDone?: boolean;
+  /** Aborted (Ctrl-C): no new request goes; a request in flight is answered first, the rest is reported not processed. */
+  signal?: AbortSignal;
 }
 
 /** 1 s, 2 s, 4 s … capped at 30 s. */
@@ -116,7 +118,7 @@ export async function runBatches(opts: BatchEngineOptions): Promise<BatchRunResu
   const wait = async (ms: number, reason: NonNullable<BatchProgress['waiting']>['reason']) => {
     if (ms <= 0) return;
     progress({ reason, ms });
-    await clock.sleep(ms);
+    await clock.sleep(ms, opts.signal);
   };
   /**
    * Ends the run: everything queued is reported as not processed, and so is the current unit, except its items that
@@ -135,7 +137,8 @@ export async function runBatches(opts: BatchEngineOptions): Promise<BatchRunResu
   progress();
   while (queue.length > 0) {
     const unit = queue.shift()!;
-    await pacer.acquire((ms) => progress({ reason: 'rate-limit', ms }));
+    await pacer.acquire((ms) => progress({ reason: 'rate-limit', ms }), opts.signal);
+    if (opts.signal?.aborted) return stopWith(Exit.INTERRUPTED, 'interrupted (Ctrl-C)', 0, unit);
     let res: BatchResponse;
     try {
       requests++;

@@ -22,12 +22,40 @@ export interface Deps {
   progress(): Promise<Progress | null>;
   /** Replaces the check's resolver and monotonic clock (tests). */
   check?: Partial<CheckDeps>;
+  /** Calls `handler` on the first Ctrl-C (SIGINT) until the returned function is called; absent: Ctrl-C ends the process. */
+  onInterrupt?(handler: () => void): () => void;
 }
 
 const realClock: Clock = {
   now: () => Date.now(),
-  sleep: (ms) => new Promise((resolve) => setTimeout(resolve, ms)),
+  sleep: (ms, signal) =>
+    new Promise((resolve) => {
+      if (signal?.aborted) return resolve();
+      const done = () => {
+        clearTimeout(timer);
+        signal?.removeEventListener('abort', done);
+        resolve();
+      };
+      const timer = setTimeout(done, ms);
+      signal?.addEventListener('abort', done, { once: true });
+    }),
 };
+
+/** The first Ctrl-C goes to `handler`; a second one ends the process as Ctrl-C would have. */
+function onSigint(handler: () => void): () => void {
+  let first = true;
+  const listener = () => {
+    if (first) {
+      first = false;
+      handler();
+      return;
+    }
+    process.off('SIGINT', listener);
+    process.kill(process.pid, 'SIGINT');
+  };
+  process.on('SIGINT', listener);
+  return () => void process.off('SIGINT', listener);
+}
 
 /**
  * The API client loads zod and the contract's schemas (~150 ms of start-up): it is loaded on a command's
@@ -69,5 +97,6 @@ export async function createDeps(ctx: Context, io: Io = processIo(), env: NodeJS
       const { createSpinner } = await import('./progress.js');
       return createSpinner(io.progressStream, ctx.color);
     },
+    onInterrupt: onSigint,
   };
 }

@@ -7,5 +7,7 @@ export const Exit = {
   AUTH: 4,
   RATE_LIMITED: 5,
   CHECK_FAILED: 6,
+  /** Ctrl-C: 128 + SIGINT, as a shell reports a process that Ctrl-C ended. */
+  INTERRUPTED: 130,
 } as const;
 export type ExitCode = (typeof Exit)[keyof typeof Exit];

@@ -3,7 +3,8 @@
 
 export interface Clock {
   now(): number;
-  sleep(ms: number): Promise<void>;
+  /** Resolves after `ms`, or at once when `signal` is aborted. */
+  sleep(ms: number, signal?: AbortSignal): Promise<void>;
 }
 
 export class RollingWindowPacer {
@@ -30,13 +31,13 @@ export class RollingWindowPacer {
     return Math.max(0, oldest + this.#windowMs + this.#marginMs - now);
   }
 
-  /** Waits until a request may go; `onWait` hears about a wait before it starts. */
-  async acquire(onWait?: (ms: number) => void): Promise<void> {
+  /** Waits until a request may go, or `signal` is aborted; `onWait` hears about a wait before it starts. */
+  async acquire(onWait?: (ms: number) => void, signal?: AbortSignal): Promise<void> {
     for (;;) {
       const d = this.delayMs();
-      if (d <= 0) return;
+      if (d <= 0 || signal?.aborted) return;
       onWait?.(d);
-      await this.#clock.sleep(d);
+      await this.#clock.sleep(d, signal);
     }
   }
 

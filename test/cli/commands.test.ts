@@ -24,6 +24,7 @@ interface RunOpts {
   keychain?: MemoryKeychain;
   dir?: string;
   secret?: string;
+  onInterrupt?: Deps['onInterrupt'];
 }
 
 interface RunOut {
@@ -56,6 +57,7 @@ async function cli(argv: string[], opts: RunOpts = {}): Promise<RunOut> {
         makeApi: (b, t) => new ApiClient({ baseUrl: b, token: t, timeoutMs: 2000 }),
         readSecret: async () => opts.secret ?? '',
         progress: async () => null,
+        ...(opts.onInterrupt ? { onInterrupt: opts.onInterrupt } : {}),
       };
     },
   });
@@ -307,6 +309,32 @@ describe('whitelist add / delete', () => {
     const r = await cli(['whitelist', 'add', ...ips, '--failed-out', failed], { env: { PROXYCTL_API_KEY: TOKEN } });
     expect(r.code).toBe(4);
     expect(readFileSync(failed, 'utf8').trim().split('\n')).toEqual(ips.slice(100));
+  });
+
+  it('Ctrl-C mid-run: no new request, the summary printed, the rest in --failed-out, exit 130', async () => {
+    let fire: (() => void) | undefined;
+    let listening = false;
+    const onInterrupt = (h: () => void) => {
+      fire = h;
+      listening = true;
+      return () => void (listening = false);
+    };
+    // Ctrl-C while the first batch is at the server: that batch is answered and counted, the next never goes.
+    const s = await withServer((req, i) => {
+      if (i === 0) fire!();
+      return batchReply(req);
+    });
+    const failed = path.join(tempConfigDir(), 'f.txt');
+    const ips = publicIps(250);
+    const r = await cli(['whitelist', 'add', ...ips, '--failed-out', failed, '--json'], { env: { PROXYCTL_API_KEY: TOKEN }, onInterrupt });
+    expect(r.code).toBe(130);
+    expect(s.requests).toHaveLength(1);
+    const doc = JSON.parse(r.stdout);
+    expect(doc).toMatchObject({ success_count: 100, already_done: 0, failed_count: 150 });
+    expect(doc.failed_items[0]).toEqual({ ip: ips[100], code: 0, reason: 'not processed: interrupted (Ctrl-C)' });
+    expect(readFileSync(failed, 'utf8').trim().split('\n')).toEqual(ips.slice(100));
+    expect(r.stderr).toContain('warning: interrupted');
+    expect(listening).toBe(false);
   });
 
   it('--failed-out that cannot be written: a usage error before anything is sent', async () => {

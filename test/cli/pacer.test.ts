@@ -29,4 +29,15 @@ describe('RollingWindowPacer', () => {
     }
     for (let i = 10; i < stamps.length; i++) expect(stamps[i]! - stamps[i - 10]!).toBeGreaterThan(60_000);
   });
+
+  it('a wait ends at once when its signal is aborted (Ctrl-C during pacing)', async () => {
+    // A clock whose sleeps last until aborted: only the signal can end the wait.
+    const clock = { now: () => 0, sleep: (_ms: number, signal?: AbortSignal) => new Promise<void>((resolve) => signal?.addEventListener('abort', () => resolve(), { once: true })) };
+    const p = new RollingWindowPacer(1, 60_000, clock, 0);
+    p.record();
+    const stop = new AbortController();
+    const waited = p.acquire(undefined, stop.signal);
+    stop.abort();
+    await expect(waited).resolves.toBeUndefined();
+  });
 });

@@ -65,6 +65,12 @@ export async function runBatchCommand(opts: BatchCommandOptions, deps: Deps): Pr
   const { api, resolved } = await openSession(ctx, deps);
   const progress = await deps.progress();
   const verb = op === 'add' ? 'adding' : 'deleting';
+  // Ctrl-C stops the run between requests, so the summary and --failed-out still say what was done.
+  const interrupt = new AbortController();
+  const stopListening = deps.onInterrupt?.(() => {
+    interrupt.abort();
+    out.warn('interrupted: stopping after the request in flight (Ctrl-C again to quit at once)');
+  });
   let result;
   try {
     result = await runBatches({
@@ -73,9 +79,11 @@ export async function runBatchCommand(opts: BatchCommandOptions, deps: Deps): Pr
       api,
       clock: deps.clock,
       retry: opts.retry,
+      signal: interrupt.signal,
       ...(progress ? { onProgress: (p) => progress.update(p, verb) } : {}),
     });
   } finally {
+    stopListening?.();
     progress?.stop();
     await api.close();
   }
