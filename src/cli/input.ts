@@ -2,7 +2,7 @@
 import { readFile } from 'node:fs/promises';
 import type { BatchItem } from './batch.js';
 import { looksLikeToken, UsageError } from './errors.js';
-import { readAll } from './io.js';
+import { decodeText, readAll } from './io.js';
 
 interface ParsedEntry {
   ip: string;
@@ -76,7 +76,7 @@ export async function collectItems(opts: CollectOptions): Promise<Collected> {
     else {
       let text: string;
       try {
-        text = await (opts.readTextFile ?? ((p) => readFile(p, 'utf8')))(opts.file);
+        text = await (opts.readTextFile ?? (async (p) => decodeText(await readFile(p))))(opts.file);
       } catch (err) {
         throw new UsageError(`cannot read ${opts.file}: ${(err as NodeJS.ErrnoException).code ?? String(err)}`);
       }

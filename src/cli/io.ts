@@ -29,9 +29,22 @@ export function processIo(): Io {
   };
 }
 
-/** Reads a whole stream as UTF-8 text. */
+/** Reads a whole stream as text (see decodeText). */
 export async function readAll(stream: NodeJS.ReadableStream): Promise<string> {
   const chunks: Buffer[] = [];
   for await (const c of stream) chunks.push(typeof c === 'string' ? Buffer.from(c) : (c as Buffer));
-  return Buffer.concat(chunks).toString('utf8');
+  return decodeText(Buffer.concat(chunks));
+}
+
+/**
+ * UTF-8, or UTF-16 when the bytes start with its byte-order mark (a list saved by Windows PowerShell's `>` or
+ * Notepad's "Unicode"), which read as UTF-8 would turn every line into an invalid IP.
+ */
+export function decodeText(buf: Buffer): string {
+  if (buf[0] === 0xff && buf[1] === 0xfe) return buf.subarray(2).toString('utf16le');
+  if (buf[0] === 0xfe && buf[1] === 0xff) {
+    const le = Buffer.from(buf.subarray(2, buf.length - (buf.length % 2)));
+    return le.swap16().toString('utf16le');
+  }
+  return buf.toString('utf8');
 }

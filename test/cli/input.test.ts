@@ -1,3 +1,6 @@
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 import { Readable } from 'node:stream';
 import { describe, expect, it } from 'vitest';
 import { collectItems, parseEntry, parseLines } from '../../src/cli/input.js';
@@ -37,5 +40,21 @@ describe('IP input', () => {
   it('refuses reading stdin twice and reports an unreadable file as a usage error', async () => {
     await expect(collectItems({ args: ['-'], file: '-', remarks: false, stdin: stdin('1.1.1.1') })).rejects.toMatchObject({ exitCode: 2 });
     await expect(collectItems({ args: [], file: '/nonexistent/x', remarks: false, stdin: stdin() })).rejects.toMatchObject({ exitCode: 2, message: expect.stringContaining('ENOENT') });
+  });
+
+  it('reads UTF-16 files and stdin (byte-order mark: what Windows PowerShell `>` writes), UTF-8 with or without BOM', async () => {
+    const text = '8.8.8.8\r\n9.9.9.9=caf\u00e9\r\n';
+    const le = Buffer.concat([Buffer.from([0xff, 0xfe]), Buffer.from(text, 'utf16le')]);
+    const be = Buffer.from(le);
+    be.swap16();
+    const want = [{ ip: '8.8.8.8' }, { ip: '9.9.9.9', remark: 'caf\u00e9' }];
+    const dir = mkdtempSync(path.join(tmpdir(), 'proxyctl-input-'));
+    for (const [name, bytes] of [['le.txt', le], ['be.txt', be], ['bom8.txt', Buffer.from(`\ufeff${text}`)], ['plain.txt', Buffer.from(text)]] as const) {
+      writeFileSync(path.join(dir, name), bytes);
+      const r = await collectItems({ args: [], file: path.join(dir, name), remarks: true, stdin: stdin() });
+      expect(r.items, name).toEqual(want);
+    }
+    const piped = await collectItems({ args: ['-'], remarks: true, stdin: Readable.from([le.subarray(0, 5), le.subarray(5)]) });
+    expect(piped.items).toEqual(want);
   });
 });
