@@ -233,10 +233,13 @@ export class ApiClient implements WhitelistApi {
       // Not an envelope: a proxy or load balancer answered. Keep the HTTP status so 5xx/429 stay retryable.
       const code = res.statusCode === 429 ? Code.RATE_LIMITED : res.statusCode === 401 ? Code.INVALID_API_KEY : undefined;
       // 407 comes from a proxy, never from the API: most likely --base-url names the gateway's port.
+      const moved = res.statusCode >= 300 && res.statusCode < 400 ? redirectTarget(url, path, res.headers.location) : undefined;
       const what =
         res.statusCode === 407
           ? `HTTP 407 Proxy Authentication Required from ${safeOrigin(this.#baseUrl)}: this looks like the proxy port, not the API; use the API address (proxyd --api-listen, default 127.0.0.1:8080) as --base-url`
-          : `unexpected response from the API: HTTP ${res.statusCode}`;
+          : moved
+            ? scrubSecrets(`HTTP ${res.statusCode} redirect to ${moved.shown}: proxyctl does not follow redirects (the token is in the URL)${moved.baseUrl !== undefined ? `; use --base-url ${moved.baseUrl}` : ''}`, [this.#token])
+            : `unexpected response from the API: HTTP ${res.statusCode}`;
       return Promise.reject(
         new ApiError(code !== undefined ? 'http' : 'bad_response', what, {
           httpStatus: res.statusCode,
@@ -290,6 +293,27 @@ export class ApiClient implements WhitelistApi {
 }
 
 /** Origin and path of a URL with nothing secret in it. */
+/**
+ * Where a redirect points, without its query or fragment (a redirect often echoes the request's, api_key
+ * included), and the base URL it implies when it keeps the endpoint's path (http:// to https://, a moved API).
+ */
+function redirectTarget(requestUrl: URL, path: string, location: string | undefined): { shown: string; baseUrl?: string } | undefined {
+  if (!location) return undefined;
+  let u: URL;
+  try {
+    u = new URL(location, requestUrl);
+  } catch {
+    return undefined;
+  }
+  if (u.protocol !== 'http:' && u.protocol !== 'https:') return undefined;
+  const origin = `${u.protocol}//${u.host}`;
+  if (u.pathname.endsWith(path)) {
+    const baseUrl = origin + u.pathname.slice(0, -path.length).replace(/\/+$/, '');
+    return { shown: baseUrl, baseUrl };
+  }
+  return { shown: origin + (u.pathname === '/' ? '' : u.pathname) };
+}
+
 function safeOrigin(baseUrl: string): string {
   try {
     const u = new URL(baseUrl);

@@ -462,6 +462,21 @@ describe('messages (issue 11): what to do next, one format', () => {
     expectOneFormat(r.stderr);
   });
 
+  it('a redirect (http:// to https://, a moved API) names the base URL to use; the token in its query never shows', async () => {
+    // The usual http -> https redirect echoes the request's path and query, api_key included.
+    await withServer((req) => ({ status: 301, raw: '', headers: { location: `https://api.example.test/proxy${req.path}?api_key=${TOKEN}` } }));
+    const r = await cli(['whitelist', 'list'], { env: { PROXYCTL_API_KEY: TOKEN } });
+    expect(r.code).toBe(1);
+    expect(r.stderr).toMatch(/^error: HTTP 301 redirect to https:\/\/api\.example\.test\/proxy: proxyctl does not follow redirects \(the token is in the URL\); use --base-url https:\/\/api\.example\.test\/proxy( \(request id [^)]+\))?$/m);
+    expect(r.stderr).not.toContain(TOKEN.split('.')[0]!);
+    expectOneFormat(r.stderr);
+    // A Location that is not the same endpoint elsewhere (a login page) is named without its query.
+    server!.setHandler(() => ({ status: 302, raw: '', headers: { location: '/login?next=%2Fopenapi&api_key=x' } }));
+    const other = await cli(['whitelist', 'add', '8.8.8.8'], { env: { PROXYCTL_API_KEY: TOKEN } });
+    expect(other.stderr).toMatch(/HTTP 302 redirect to http:\/\/127\.0\.0\.1:\d+\/login: proxyctl does not follow redirects/);
+    expect(other.stderr).not.toContain('next=');
+  });
+
   it('a 429 shows the server message (the invalid-token lock-out, and when it ends) in the one format', async () => {
     const msg = 'rate limited: invalid-token lock-out for source IP 127.0.0.1 after 20 invalid API keys; every request from this IP is refused until 2026-11-22T10:01:00Z, in 60 s';
     await withServer(() => ({ ...rateLimited(60), message: msg }));
