@@ -143,6 +143,36 @@ describe('check --repeat through the command', () => {
   });
 });
 
+describe('check --repeat interrupted by Ctrl-C', () => {
+  it('stops after the run in progress, prints the summary of the runs done and writes the report', async () => {
+    const { readFileSync, mkdtempSync } = await import('node:fs');
+    const { tmpdir } = await import('node:os');
+    const path = await import('node:path');
+    const { closedPort } = await import('./check/peers.js');
+    const { runCheck } = await import('../../src/cli/commands/check.js');
+    const h = harness('http://127.0.0.1:1', { globals: { json: true } });
+    let fire: (() => void) | undefined;
+    let listening = false;
+    h.deps.onInterrupt = (handler) => {
+      fire = handler;
+      listening = true;
+      return () => void (listening = false);
+    };
+    // Ctrl-C during the second pause: the runs done so far are what the user wanted to see.
+    const sleep = h.deps.clock.sleep;
+    let pauses = 0;
+    h.deps.clock = { now: () => h.clock.now(), sleep: async (ms, signal) => (++pauses === 2 ? fire!() : undefined, sleep(ms, signal)) };
+    const report = path.join(mkdtempSync(path.join(tmpdir(), 'proxyctl-report-')), 'r.md');
+    const port = await closedPort();
+    const code = await runCheck({ ctx: h.ctx, proxy: `http://127.0.0.1:${port}`, target: 'http://127.0.0.1:1/', timeoutMs: 2000, direct: false, repeat: 1000, intervalMs: 5, report }, h.deps);
+    expect(code).toBe(6);
+    expect(JSON.parse(h.io.out())).toMatchObject({ runs: 2, ok: 0, failed: 2, failures_by_stage: { tcp: 2 } });
+    expect(readFileSync(report, 'utf8')).toMatch(/Nothing accepts connections/);
+    expect(h.io.err()).toContain('warning: interrupted');
+    expect(listening).toBe(false);
+  });
+});
+
 describe('check --report to a path that cannot be written', () => {
   it('is a usage error (exit 2) before the first run, not an error after all of them', async () => {
     const { closedPort } = await import('./check/peers.js');

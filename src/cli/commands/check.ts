@@ -78,9 +78,19 @@ async function checkAndReport(opts: CheckCommandOptions, deps: Deps, proxy: Prox
   const repeat = opts.repeat ?? 1;
   const results: CheckResult[] = [];
   const progress = repeat > 1 ? await deps.progress() : null;
+  // Ctrl-C during --repeat ends the runs, not the command: the runs done are summarized (and reported).
+  const interrupt = new AbortController();
+  const stopListening =
+    repeat > 1
+      ? deps.onInterrupt?.(() => {
+          interrupt.abort();
+          deps.out.warn('interrupted: stopping after the run in progress, then summarizing the runs done (Ctrl-C again to quit at once)');
+        })
+      : undefined;
   try {
-    for (let i = 0; i < repeat; i++) {
-      if (i > 0) await deps.clock.sleep(opts.intervalMs ?? DEFAULT_INTERVAL_MS);
+    for (let i = 0; i < repeat && !interrupt.signal.aborted; i++) {
+      if (i > 0) await deps.clock.sleep(opts.intervalMs ?? DEFAULT_INTERVAL_MS, interrupt.signal);
+      if (interrupt.signal.aborted) break;
       results.push(await performCheck(checkOpts, deps.check ?? {}));
       const failed = results.filter((r) => !r.ok).length;
       progress?.update({ total: repeat, settled: results.length, succeeded: results.length - failed, alreadyDone: 0, failed }, 'checking');
@@ -90,6 +100,7 @@ async function checkAndReport(opts: CheckCommandOptions, deps: Deps, proxy: Prox
     // Not expected; the message is scrubbed of the proxy password before main prints it.
     throw new CliError(`unexpected error: ${scrub(String((err as Error)?.message ?? err), proxy.password)}`);
   } finally {
+    stopListening?.();
     progress?.stop();
   }
   const summary = repeat > 1 ? summarize(results) : undefined;
@@ -103,7 +114,8 @@ async function checkAndReport(opts: CheckCommandOptions, deps: Deps, proxy: Prox
   else if (ctx.quiet) deps.out.line(printable(shown.report.diagnosis));
   else deps.io.stdout.write(renderHuman(shown.report, { proxy: shown.proxy, target: scrubSecrets(shown.target, [deps.env.PROXYCTL_API_KEY]) }, { color: ctx.color, columns: deps.io.stdoutColumns }));
   if (opts.report !== undefined) deps.out.info(`report written to ${opts.report}`);
-  return results.every((r) => r.ok) ? Exit.OK : Exit.CHECK_FAILED;
+  if (!results.every((r) => r.ok)) return Exit.CHECK_FAILED;
+  return interrupt.signal.aborted ? Exit.INTERRUPTED : Exit.OK;
 }
 
 async function openReport(file: string): Promise<FileHandle> {
