@@ -1,4 +1,5 @@
 // Proxy and target URLs for the check: parsing, validation and password redaction.
+import { looksLikeToken } from '../errors.js';
 import { isIP } from 'node:net';
 
 type ProxyProtocol = 'http' | 'socks5' | 'socks5h';
@@ -69,6 +70,8 @@ function unbracket(hostname: string): string {
 }
 
 export function parseProxyUrl(raw: string): ProxySpec {
+  // As a host it would be printed and sent to DNS (lower-cased, but most of the secret all the same).
+  if (looksLikeToken(raw)) throw new CheckUsageError('an API token was given in --proxy; it was not used (the check needs no API token: give the proxy URL, with a proxy user\'s name and password)');
   let u: URL;
   try {
     u = new URL(raw.includes('://') ? raw : `http://${raw}`);
@@ -101,6 +104,7 @@ export function parseProxyUrl(raw: string): ProxySpec {
 }
 
 export function parseTargetUrl(raw: string): TargetSpec {
+  if (looksLikeToken(raw)) throw new CheckUsageError('an API token was given in the target URL; it was not used (the check needs no API token)');
   let u: URL;
   try {
     u = new URL(raw);

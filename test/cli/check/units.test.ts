@@ -11,6 +11,21 @@ import { STAGE_NAMES, type FailureCause } from '../../../src/cli/check/types.js'
 import { CheckUsageError, parseProxyUrl, parseTargetUrl, redactUrl, scrub } from '../../../src/cli/check/urls.js';
 
 describe('proxy URL', () => {
+  it('refuses an API token pasted as the proxy or the target: never looked up in DNS, never printed', () => {
+    const token = `ak${'0a'.repeat(10)}.${'Ab9_-'.repeat(8)}xyz`;
+    for (const raw of [token, `http://${token}:3128`, `socks5h://${token}`, `http://u:${token}@127.0.0.1:3128`]) {
+      expect(() => parseProxyUrl(raw), raw).toThrow(CheckUsageError);
+      try {
+        parseProxyUrl(raw);
+      } catch (err) {
+        expect((err as Error).message).toMatch(/API token/);
+        expect((err as Error).message.toLowerCase()).not.toContain(token.split('.')[1]!.toLowerCase());
+      }
+    }
+    expect(() => parseTargetUrl(`https://${token}/`)).toThrow(/API token/);
+    expect(() => parseTargetUrl(`https://example.com/?api_key=${token}`)).toThrow(/API token/);
+  });
+
   it('parses http and socks URLs with credentials and redacts the password', () => {
     const p = parseProxyUrl('http://alice:p%40ss@gw.example.com:3128');
     expect(p).toMatchObject({ protocol: 'http', host: 'gw.example.com', port: 3128, username: 'alice', password: 'p@ss', redacted: 'http://alice:****@gw.example.com:3128' });
