@@ -18,22 +18,62 @@ class LockHeldError extends Error {
   }
 }
 
-function alive(pid: number): boolean {
+/**
+ * Linux: a process's state and start time (clock ticks after boot) from /proc; null where there is no /proc or
+ * the process is gone.
+ */
+function procStat(pid: number): { state: string; start: string } | null {
   try {
-    process.kill(pid, 0);
-    return true;
+    const text = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    // After the command name in parentheses (which may hold spaces): state, then 18 more fields, then the start time.
+    const fields = text.slice(text.lastIndexOf(')') + 2).split(' ');
+    return { state: fields[0] ?? '', start: fields[19] ?? '' };
+  } catch {
+    return null;
+  }
+}
+
+/** What a lock file says of its holder: this process's pid and, where /proc tells, its start time. */
+function lockText(): string {
+  const start = procStat(process.pid)?.start;
+  return start ? `${process.pid} ${start}\n` : `${process.pid}\n`;
+}
+
+/**
+ * Whether the holder a lock file names still runs. A zombie (killed, not yet reaped by its parent) holds
+ * nothing; a live process whose start time is not the one recorded is another process that got the pid
+ * after the daemon died (a crash, a container restart): the lock is stale either way.
+ */
+function alive(holder: LockHolder): boolean {
+  try {
+    process.kill(holder.pid, 0);
   } catch (e) {
-    return (e as NodeJS.ErrnoException).code === 'EPERM';
+    if ((e as NodeJS.ErrnoException).code !== 'EPERM') return false;
+  }
+  const st = procStat(holder.pid);
+  if (!st) return true;
+  if (st.state === 'Z' || st.state === 'X') return false;
+  return holder.start === null || st.start === holder.start;
+}
+
+interface LockHolder {
+  pid: number;
+  /** The start time written with the pid (null in a lock written without one). */
+  start: string | null;
+}
+
+function readHolder(file: string): LockHolder | null {
+  try {
+    const [pidText, start] = readFileSync(file, 'utf8').trim().split(/\s+/);
+    const pid = Number.parseInt(pidText ?? '', 10);
+    return Number.isInteger(pid) && pid > 0 ? { pid, start: start && /^\d+$/.test(start) ? start : null } : null;
+  } catch {
+    return null;
   }
 }
 
 function readPid(file: string): number | null {
-  try {
-    const pid = Number.parseInt(readFileSync(file, 'utf8'), 10);
-    return Number.isInteger(pid) && pid > 0 ? pid : null;
-  } catch {
-    return null;
-  }
+  return readHolder(file)?.pid ?? null;
 }
 
 function tryUnlink(file: string): void {
@@ -73,9 +113,9 @@ function liveSharers(dataDir: string): number[] {
   const out: number[] = [];
   for (const name of names) {
     const file = path.join(dir, name);
-    const pid = readPid(file);
-    if (pid === process.pid) continue;
-    if (pid !== null && alive(pid)) out.push(pid);
+    const holder = readHolder(file);
+    if (holder?.pid === process.pid) continue;
+    if (holder && alive(holder)) out.push(holder.pid);
     else tryUnlink(file); // left by a daemon killed with -9
   }
   return out;
@@ -83,8 +123,8 @@ function liveSharers(dataDir: string): number[] {
 
 /** The exclusive lock file's live holder, removing a stale one. */
 function liveExclusiveHolder(file: string): number | null {
-  const pid = readPid(file);
-  if (pid !== null && pid !== process.pid && alive(pid)) return pid;
+  const holder = readHolder(file);
+  if (holder && holder.pid !== process.pid && alive(holder)) return holder.pid;
   return null;
 }
 
@@ -93,7 +133,7 @@ export function acquireLock(dataDir: string): DataDirLock {
   for (let attempt = 0; attempt < 3; attempt++) {
     try {
       const fd = openSync(file, 'wx', 0o600);
-      writeSync(fd, `${process.pid}\n`);
+      writeSync(fd, lockText());
       closeSync(fd);
       // Create first, then look: a sharer that started at the same moment sees this file and backs off too.
       const sharers = liveSharers(dataDir);
@@ -127,7 +167,7 @@ export function acquireSharedLock(dataDir: string): DataDirLock {
   mkdirSync(dir, { recursive: true, mode: 0o700 });
   const mine = path.join(dir, String(process.pid));
   const fd = openSync(mine, 'w', 0o600);
-  writeSync(fd, `${process.pid}\n`);
+  writeSync(fd, lockText());
   closeSync(fd);
   const excl = path.join(dataDir, LOCK_FILE);
   const holder = liveExclusiveHolder(excl);
