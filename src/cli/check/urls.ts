@@ -104,7 +104,11 @@ export function parseProxyUrl(raw: string): ProxySpec {
 }
 
 export function parseTargetUrl(raw: string): TargetSpec {
-  if (looksLikeToken(raw)) throw new CheckUsageError('an API token was given in the target URL; it was not used (the check needs no API token)');
+  // As the host it would be printed and sent to DNS. In the path or query it is a request the target may
+  // expect (an API behind the proxy): it goes there, and the output and the report show it redacted.
+  if (looksLikeToken(raw.replace(/^[a-z][a-z0-9+.-]*:\/\//i, '').replace(/[/?#].*$/s, ''))) {
+    throw new CheckUsageError('an API token was given as the target host; it was not used (the check needs no API token)');
+  }
   let u: URL;
   try {
     u = new URL(raw);
