@@ -2,7 +2,7 @@
 // `--follow` streaming new records from every node as they are written.
 import { isIP } from 'node:net';
 import { parseDurationMs, parseIsoTime } from '../../contract/time.js';
-import { DECISIONS, LOG_REASONS, connectionJson, isDecision, isLogReason, type ConnectionJson } from '../services/connection-log.js';
+import { DECISIONS, LOG_REASONS, connectionJson, isDecision, isLogReason, sourceIpFilter, type ConnectionJson } from '../services/connection-log.js';
 import type { ConnectionLogFilter, ConnectionLogRow, Store } from '../store/index.js';
 import { alignedLine, columnWidths } from '../services/text-table.js';
 import { AdminError, NoAccountError } from './commands.js';
@@ -39,7 +39,7 @@ export async function connectionFilter(store: Store, o: ConnectionsOptions, nowM
   if (o.user !== undefined) f.username = o.user;
   if (o.ip !== undefined) {
     if (!isIP(o.ip)) throw new AdminError(`--ip: not an IP address: ${o.ip}`);
-    f.sourceIp = o.ip;
+    f.sourceIp = sourceIpFilter(o.ip);
   }
   if (o.id !== undefined) f.requestId = o.id;
   if (o.reason !== undefined) {

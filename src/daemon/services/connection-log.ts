@@ -1,5 +1,6 @@
 // The connection log as people read it (docs/support.md): the closed list of reasons and the one record shape that
 // `proxyd admin connections` prints and the console's Connections page shows.
+import { canonicalIp } from '../../gateway/index.js';
 import type { LogReason } from '../../gateway/types.js';
 import type { ConnectionLogRow } from '../store/index.js';
 
@@ -67,3 +68,8 @@ export function connectionJson(r: ConnectionLogRow) {
 }
 
 export type ConnectionJson = ReturnType<typeof connectionJson>;
+
+/** A source-IP filter as the records hold it (the gateway's canonical text): any spelling of an address finds them. */
+export function sourceIpFilter(ip: string): string {
+  return canonicalIp(ip);
+}

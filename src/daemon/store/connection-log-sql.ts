@@ -1,6 +1,5 @@
 // The connection log's read side, shared by both backends: one WHERE clause per filter (`?` placeholders;
 // PostgreSQL numbers them) and one row shape, so SQLite and PostgreSQL answer the same query alike.
-import { canonicalIp } from '../../gateway/index.js';
 import type { ConnectionLogFilter, ConnectionLogRow } from './types.js';
 
 export interface ConnectionLogSqlRow {
@@ -56,8 +55,7 @@ export function connectionLogWhere(f: ConnectionLogFilter): { where: string; par
   };
   if (f.accountId !== undefined) add('c.account_id = ?', f.accountId);
   if (f.username !== undefined) add('c.username = ?', f.username);
-  // Records hold the gateway's canonical text of an address: any spelling of it finds them.
-  if (f.sourceIp !== undefined) add('c.source_ip = ?', canonicalIp(f.sourceIp));
+  if (f.sourceIp !== undefined) add('c.source_ip = ?', f.sourceIp);
   if (f.requestId !== undefined) add('c.request_id = ?', f.requestId);
   if (f.reason !== undefined) add('c.reason = ?', f.reason);
   if (f.decision === 'admitted') conds.push('c.reason IS NULL');

@@ -2,7 +2,7 @@
 // whatever the filter says); attempts that matched no account never show here (operator only).
 import { isIP } from 'node:net';
 import type { FastifyInstance } from 'fastify';
-import { DECISIONS, LOG_REASONS, connectionJson, isDecision, isLogReason } from '../../services/connection-log.js';
+import { DECISIONS, LOG_REASONS, connectionJson, isDecision, isLogReason, sourceIpFilter } from '../../services/connection-log.js';
 import { accountOf, sendHtml, takeFlash, type ConsoleDeps } from '../deps.js';
 import { connectionsPage, type ConnectionsFilter } from '../pages/connections.js';
 
@@ -37,7 +37,7 @@ export default function connectionRoutes(app: FastifyInstance, deps: ConsoleDeps
       : await deps.ctx.store.connectionLog.query({
           accountId: account.id,
           username: filter.user || undefined,
-          sourceIp: filter.ip || undefined,
+          sourceIp: filter.ip ? sourceIpFilter(filter.ip) : undefined,
           decision: filter.decision || undefined,
           reason: filter.reason || undefined,
           sinceMs: Date.now() - WINDOW_MS,
