@@ -67,7 +67,7 @@ export interface RunningDaemon extends Serving {
 
 /** The one place the serving path opens the database: PostgreSQL with `--database-url`, else SQLite in the data dir. */
 export function openStore(cfg: ServeConfig, asWorker = false): Promise<Store> {
-  return openBackend({ dataDir: cfg.dataDir, databaseUrl: cfg.databaseUrl, releaseGraceSec: cfg.releaseGraceSec, foldWalOnClose: !asWorker });
+  return openBackend({ dataDir: cfg.dataDir, databaseUrl: cfg.databaseUrl, releaseGraceSec: cfg.releaseGraceSec, foldWalOnClose: !asWorker, mustWrite: true });
 }
 
 /** Which window store the API limits use: Redis when given, else the database when several processes serve (always on PostgreSQL), else memory. */

@@ -18,6 +18,8 @@ interface StoreConfig {
    * writes for the other workers would find it busy.
    */
   foldWalOnClose?: boolean;
+  /** SQLite: refuse a database file this user may not write (serve does; admin's reading commands need not). */
+  mustWrite?: boolean;
 }
 
 function isPostgresUrl(url: string | null | undefined): url is string {

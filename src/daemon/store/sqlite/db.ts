@@ -19,6 +19,11 @@ interface OpenOptions {
   /** Run migrations (serve and admin do; a read-only tool would not). */
   migrate?: boolean;
   busyTimeoutMs?: number;
+  /**
+   * Refuse a file this user may not write (the serving path): SQLite opens it read-only without a word, and
+   * every write would fail later. A write of the header (the version it has) tells at once.
+   */
+  mustWrite?: boolean;
 }
 
 /** The addon is built at install; an install that skipped scripts has none: say what to run, not a loader trace. */
@@ -47,6 +52,7 @@ export function openDatabase(dataDir: string, opts: OpenOptions = {}): Db {
     db.exec(`PRAGMA busy_timeout = ${opts.busyTimeoutMs ?? 5000}`);
     db.exec('PRAGMA foreign_keys = ON');
     if (opts.migrate !== false) migrate(db);
+    if (opts.mustWrite) db.exec(`PRAGMA user_version = ${schemaVersion(db)}`);
     return db;
   } catch (e) {
     // Opened, then refused (a pragma, a migration): the handle goes too.
@@ -66,7 +72,8 @@ export function openDatabase(dataDir: string, opts: OpenOptions = {}): Db {
 function namingFile(e: unknown, file: string): unknown {
   const code = (e as { code?: string }).code;
   if (typeof code !== 'string' || !code.startsWith('SQLITE_') || isBusyError(e)) return e;
-  return Object.assign(new Error(`${file}: ${(e as Error).message}`), { code });
+  const hint = code.startsWith('SQLITE_READONLY') ? ' (run proxyd as the user that owns the data dir and its files)' : '';
+  return Object.assign(new Error(`${file}: ${(e as Error).message}${hint}`), { code });
 }
 
 /**

@@ -22,6 +22,8 @@ interface SqliteStoreOptions {
   releaseGraceSec?: number;
   /** Fold the WAL into the main file on close (default true; a cluster worker leaves it to the primary). */
   foldWalOnClose?: boolean;
+  /** Refuse a database file this user may not write (the serving path). */
+  mustWrite?: boolean;
 }
 
 export class SqliteStore implements Store {
@@ -70,7 +72,7 @@ export class SqliteStore implements Store {
   }
 
   static open(dataDir: string, opts: SqliteStoreOptions = {}): SqliteStore {
-    return new SqliteStore(openDatabase(dataDir), dataDir, opts);
+    return new SqliteStore(openDatabase(dataDir, { mustWrite: opts.mustWrite }), dataDir, opts);
   }
 
   /**
