@@ -44,6 +44,53 @@ describe('single-worker daemon lifecycle', () => {
     expect(existsSync(path.join(dataDir, 'proxyd.lock'))).toBe(false);
   });
 
+  // Before the modules had loaded (half a second and more), a SIGHUP (a reload right after the start) ended the
+  // daemon by the default action, and SIGTERM/SIGINT were exit 143/130 without a `stopped` line.
+  describe('a signal while the modules still load', () => {
+    const spawnServe = () => {
+      const dataDir = tempDir();
+      const args = [PROXYD, 'serve', '--data-dir', dataDir, '--api-listen', '127.0.0.1:0', '--http-proxy-listen', '127.0.0.1:0', '--socks-listen', '127.0.0.1:0', '--hop-listen', '127.0.0.1:0'];
+      const proc = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+      const out = { stdout: '', stderr: '' };
+      proc.stdout!.on('data', (c: Buffer) => (out.stdout += c.toString()));
+      proc.stderr!.on('data', (c: Buffer) => (out.stderr += c.toString()));
+      const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => proc.on('exit', (code, signal) => resolve({ code, signal })));
+      return { proc, out, exited, dataDir };
+    };
+    // As soon as the process catches SIGHUP (bin/proxyd's first lines), or 300 ms: either is long before the
+    // modules have loaded and run.ts's handlers are in place.
+    const early = async (pid: number) => {
+      const start = Date.now();
+      const caught = () => {
+        const m = /^SigCgt:\s+([0-9a-f]+)$/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+        return m ? (BigInt(`0x${m[1]}`) & 1n) === 1n : false;
+      };
+      while (!caught() && Date.now() - start < 300) await new Promise((r) => setTimeout(r, 2));
+    };
+
+    it('SIGHUP is ignored: it goes on and prints its ready line', async () => {
+      const s = spawnServe();
+      await early(s.proc.pid!);
+      s.proc.kill('SIGHUP');
+      await waitFor('ready line', () => s.out.stdout.includes('"event":"ready"'), 20_000);
+      s.proc.kill('SIGTERM');
+      expect(await s.exited).toEqual({ code: 0, signal: null });
+    });
+
+    it('SIGTERM abandons the start: exit 0, a `stopped` line, no ready line, no lock', async () => {
+      const s = spawnServe();
+      await early(s.proc.pid!);
+      s.proc.kill('SIGTERM');
+      expect(await s.exited).toEqual({ code: 0, signal: null });
+      await waitFor('stopped line', () => s.out.stderr.includes('"event":"stopped"'), 3000);
+      const last = JSON.parse(s.out.stderr.trim().split('\n').at(-1)!);
+      expect(last).toMatchObject({ event: 'stopped', exitCode: 0, level: 30, pid: s.proc.pid });
+      expect(Object.keys(last)).toEqual(expect.arrayContaining(['level', 'time', 'pid', 'hostname', 'msg']));
+      expect(s.out.stdout).toBe('');
+      expect(existsSync(path.join(s.dataDir, 'proxyd.lock'))).toBe(false);
+    });
+  });
+
   it('every start-up line comes from the same logger shape, and --log-level warn hides the info ones', async () => {
     const quiet = await startDaemon({ args: ['--log-level', 'warn'] });
     expect(await quiet.stop('SIGINT')).toBe(0);

@@ -27,11 +27,26 @@ function lockDataDir(cfg: ServeConfig): DataDirLock | null {
  */
 const V8_FLAGS = '--no-allocation-site-pretenuring';
 
+/**
+ * bin/proxyd's handlers for signals that come while the modules load, taken off once the real ones are in place:
+ * removing the last listener of a signal first would stop watching it, and one that had come meanwhile was lost.
+ */
+function dropEarlySignalHandlers(): void {
+  for (const s of ['SIGTERM', 'SIGINT', 'SIGHUP'] as const) {
+    for (const l of process.listeners(s)) if (l.name === 'proxydEarlySignal') process.removeListener(s, l);
+  }
+}
+
 export async function runServe(cfg: ServeConfig): Promise<void> {
   v8.setFlagsFromString(V8_FLAGS);
   const log = createLogger(cfg.logLevel);
-  // A worker re-runs this command line: the primary holds the lock and the signals.
-  if (cluster.isWorker) return runWorker(cfg, log);
+  // A worker re-runs this command line: the primary holds the lock and the signals. Its handlers are in place
+  // when runWorker returns its promise (they come before its first await).
+  if (cluster.isWorker) {
+    const worker = runWorker(cfg, log);
+    dropEarlySignalHandlers();
+    return worker;
+  }
 
   const lock = lockDataDir(cfg);
   // The handlers come first: a service manager may stop the daemon while it is still starting (a slow database,
@@ -74,6 +89,7 @@ export async function runServe(cfg: ServeConfig): Promise<void> {
     log.info({ event: 'reopen', signal: 'SIGHUP' }, 'reopening log files, reloading the admission view');
     serving.hangup();
   });
+  dropEarlySignalHandlers();
   try {
     await checkAndRepair(cfg, log);
     serving = cfg.workers > 1 ? await startPrimary(cfg, log) : await startDaemon(cfg, log);
