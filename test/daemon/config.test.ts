@@ -1,4 +1,7 @@
+import { existsSync } from 'node:fs';
+import path from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { PROXYD, run, tempDir } from '../helpers/daemon.js';
 import { ConfigError, flagOrEnv, parseHostPort, parseWorkers, toServeConfig } from '../../src/daemon/process/config.js';
 
 const base = { apiListen: '127.0.0.1:8080', httpProxyListen: '127.0.0.1:3128', socksListen: '127.0.0.1:1080', workers: '1', releaseGrace: '600', logLevel: 'info' };
@@ -45,6 +48,18 @@ describe('serve configuration', () => {
     expect(() => toServeConfig({ ...base, releaseGrace: '-5' }, {})).toThrow(/--release-grace/);
     expect(() => toServeConfig({ ...base, trustProxy: '10.0.0.0/33' }, {})).toThrow(/--trust-proxy/);
     expect(() => toServeConfig({ ...base, egressAddress: 'example.com' }, {})).toThrow(/--egress-address/);
+  });
+
+  // PROXYD_DNS_SERVERS (docs/operations.md's flag table, env only) was read only where the gateway was built: a bad
+  // value came after the integrity check and was exit 1, where every other bad setting is exit 2 before anything opens.
+  it('refuses a bad PROXYD_DNS_SERVERS as a bad flag: exit 2, before anything opens', async () => {
+    for (const good of ['127.0.0.1', '127.0.0.1:5353, ::1', '[::1]:53']) expect(() => toServeConfig(base, { PROXYD_DNS_SERVERS: good })).not.toThrow();
+    expect(() => toServeConfig(base, { PROXYD_DNS_SERVERS: '127.0.0.1,dns.example' })).toThrow(ConfigError);
+    const dataDir = path.join(tempDir(), 'never-made');
+    const r = await run(PROXYD, ['serve', '--data-dir', dataDir, '--api-listen', '127.0.0.1:0', '--http-proxy-listen', '127.0.0.1:0', '--socks-listen', '127.0.0.1:0'], { env: { PROXYD_DNS_SERVERS: 'foo' } });
+    expect(r.code).toBe(2);
+    expect(r.stderr).toBe('proxyd: PROXYD_DNS_SERVERS: "foo" is not an IP address with an optional port\n');
+    expect(existsSync(dataDir)).toBe(false);
   });
 
   it('takes a postgres:// database URL and refuses anything else', () => {

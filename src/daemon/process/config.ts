@@ -184,10 +184,23 @@ export function flagOrEnv(flag: boolean | string | undefined, env: NodeJS.Proces
   throw new ConfigError(`${name}: expected 1 or 0, got "${v}"`);
 }
 
+/** `PROXYD_DNS_SERVERS=ip[:port],…`: the servers the gateway asks for target names instead of /etc/resolv.conf's. */
+export function parseDnsServers(s: string | undefined): string[] | undefined {
+  const list = s?.split(',').map((x) => x.trim()).filter(Boolean);
+  if (!list?.length) return undefined;
+  for (const x of list) {
+    const bare = x.startsWith('[') && x.endsWith(']') ? x.slice(1, -1) : x;
+    if (!isIP(bare) && !isIP(splitHostPort(x)?.host ?? '')) throw new ConfigError(`PROXYD_DNS_SERVERS: "${x}" is not an IP address with an optional port`);
+  }
+  return list;
+}
+
 export function toServeConfig(o: RawServeOptions, env: NodeJS.ProcessEnv = process.env): ServeConfig {
   if (o.egressAddress && !isIP(o.egressAddress)) throw new ConfigError(`--egress-address: "${o.egressAddress}" is not an IP address`);
   if (o.redisUrl && !/^rediss?:\/\//.test(o.redisUrl)) throw new ConfigError('--redis-url: expected redis://HOST:PORT or rediss://…');
   checkDatabaseUrl(o.databaseUrl);
+  // An env-only setting: read again where the gateway is built, refused here like a bad flag (exit 2).
+  parseDnsServers(env.PROXYD_DNS_SERVERS);
   const allow = flagOrEnv(o.allowPrivateTargets, env, 'PROXYD_ALLOW_PRIVATE_TARGETS');
   const egress = o.egressPool ? parseEgress(o.egressPool) : undefined;
   if (egress && 'error' in egress) throw new ConfigError(`--egress-pool: ${egress.error}`);

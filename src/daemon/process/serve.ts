@@ -1,6 +1,5 @@
 // One serving process: opens the store, the rate-limit store, the API (+ console) and the gateway, and
 // drains them on shutdown. run.ts decides when (lock, signals, ready line); cluster workers run this too.
-import { isIP } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import { CachingResolver, DEFAULT_LIMITS as GATEWAY_DEFAULT_LIMITS, ExitDirectory, HOP_MAX_UNPROVEN, HOP_MAX_UNPROVEN_PER_SOURCE, HopDialer, startGateway } from '../../gateway/index.js';
 import type { Gateway, GatewayLimits, HopIdentity } from '../../gateway/types.js';
@@ -10,8 +9,7 @@ import { AdmissionView } from '../admission/view.js';
 import { buildApp } from '../api/app.js';
 import { consolePlugin } from '../console/index.js';
 import type { ApiContext } from '../services/context.js';
-import { formatHostPort, type ServeConfig } from './config.js';
-import { splitHostPort } from '../../contract/host-port.js';
+import { formatHostPort, parseDnsServers, type ServeConfig } from './config.js';
 import { checkBindable, checkPrefixBindable, stickyAddressesFor, stickySessionsFor } from './egress-pool.js';
 import { parseProxyUsername } from '../../contract/proxy-username.js';
 import { withViewHealth } from '../observe/health.js';
@@ -144,17 +142,6 @@ function intFromEnv(name: string, min: number, max: number): number {
 /** Hidden knob (tests, very busy nodes): connection-log records held while the database is slow; default 20,000. */
 export function connectionLogBuffer(): number | undefined {
   return process.env.PROXYD_CONNECTION_LOG_BUFFER ? intFromEnv('PROXYD_CONNECTION_LOG_BUFFER', 1, 10_000_000) : undefined;
-}
-
-/** `PROXYD_DNS_SERVERS=ip[:port],…`: the servers the gateway asks for target names instead of /etc/resolv.conf's. */
-export function parseDnsServers(s: string | undefined): string[] | undefined {
-  const list = s?.split(',').map((x) => x.trim()).filter(Boolean);
-  if (!list?.length) return undefined;
-  for (const x of list) {
-    const bare = x.startsWith('[') && x.endsWith(']') ? x.slice(1, -1) : x;
-    if (!isIP(bare) && !isIP(splitHostPort(x)?.host ?? '')) throw new Error(`PROXYD_DNS_SERVERS: "${x}" is not an IP address with an optional port`);
-  }
-  return list;
 }
 
 /** What the API and console are built from; the in-process tests build theirs here too (their own clock, no view). */
