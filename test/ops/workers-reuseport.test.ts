@@ -161,4 +161,19 @@ describe('proxyd serve --workers 2 on a port another program holds', () => {
       other.close();
     }
   }, 40_000);
+
+  // Our own listeners set it too: --api-listen and --http-proxy-listen on one port started, printed both on it in
+  // the ready line, and the kernel spread connections over the API and the proxy. One process refuses it (exit 1).
+  it('refuses two of its own listeners on one port, as one process does', async () => {
+    const free = net.createServer();
+    await new Promise<void>((r) => free.listen({ host: '127.0.0.1', port: 0 }, r));
+    const port = (free.address() as net.AddressInfo).port;
+    await new Promise((r) => free.close(r));
+    for (const [api, other] of [[`127.0.0.1:${port}`, ['--http-proxy-listen', `127.0.0.1:${port}`, '--socks-listen', '127.0.0.1:0']], [`0.0.0.0:${port}`, ['--http-proxy-listen', '127.0.0.1:0', '--socks-listen', `127.0.0.1:${port}`]]] as const) {
+      const r = await run(PROXYD, ['serve', '--data-dir', tempDir(), '--api-listen', api, ...other, '--workers', '2'], { timeoutMs: 30_000 });
+      expect(r.stdout).toBe('');
+      expect(r.code).toBe(1);
+      expect(r.stderr).toContain(`address in use: 127.0.0.1:${port}`);
+    }
+  }, 60_000);
 });

@@ -65,13 +65,19 @@ export function withWorkerPorts(cfg: ServeConfig, env: NodeJS.ProcessEnv = proce
 
 /**
  * A port taken by another process is refused before any worker binds it: SO_REUSEPORT would otherwise let
- * our workers share it with another program of the same user (the socket bound without it is closed again).
+ * our workers share it with another program of the same user. The probe sockets (bound without it) stay open
+ * until every listener is probed, so two of our own listeners on one port (`--api-listen` and
+ * `--http-proxy-listen` both on :8080) are refused too, as one process refuses them, instead of the kernel
+ * spreading connections over both services.
  */
-function portTaken(host: string, port: number): Promise<NodeJS.ErrnoException | null> {
+function portTaken(host: string, port: number, held: net.Server[]): Promise<NodeJS.ErrnoException | null> {
   return new Promise((resolve) => {
     const s = net.createServer();
     s.once('error', (e: NodeJS.ErrnoException) => resolve(e));
-    s.listen({ host, port, exclusive: true }, () => s.close(() => resolve(null)));
+    s.listen({ host, port, exclusive: true }, () => {
+      held.push(s);
+      resolve(null);
+    });
   });
 }
 /** How long the primary waits for every worker to drain before it kills the rest. */
@@ -192,11 +198,16 @@ export async function startPrimary(cfg: ServeConfig, log: DaemonLog): Promise<Se
   let writer: PrimaryWriter | null = null;
   try {
     const host = { api: cfg.apiListen.host, httpProxy: cfg.httpProxyListen.host, socks: cfg.socksListen.host, hop: cfg.hopListen.host };
-    for (const k of Object.keys(ports) as Array<keyof Ports>) {
-      const port = ports[k];
-      if (!port) continue;
-      const taken = await portTaken(host[k], port);
-      if (taken) throw new StartError(taken.message, taken.code); // as one process reports it
+    const held: net.Server[] = [];
+    try {
+      for (const k of Object.keys(ports) as Array<keyof Ports>) {
+        const port = ports[k];
+        if (!port) continue;
+        const taken = await portTaken(host[k], port, held);
+        if (taken) throw new StartError(taken.message, taken.code); // as one process reports it
+      }
+    } finally {
+      await Promise.all(held.map((s) => new Promise((r) => s.close(r))));
     }
     const timeout = new Promise<never>((_, reject) => {
       timer = setTimeout(() => reject(new StartError('workers did not become ready in time')), START_TIMEOUT_MS);
