@@ -3,9 +3,11 @@
 import { spawn } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
+import net from 'node:net';
 import { createInterface } from 'node:readline';
 import { describe, expect, it } from 'vitest';
 import { PROXYD, startDaemon, tempDir } from '../helpers/daemon.js';
+import { freePort } from '../helpers/net.js';
 import { waitFor } from '../helpers/wait.js';
 
 const parsed = (logs: string[]) => logs.map((l) => JSON.parse(l) as { event?: string; level: number; msg: string; pid: number; signal?: string });
@@ -90,6 +92,35 @@ describe('single-worker daemon lifecycle', () => {
       expect(existsSync(path.join(s.dataDir, 'proxyd.lock'))).toBe(false);
     });
   });
+
+  // stdout's reader going away (`proxyd serve | head -1`, a log shipper that died under `--connection-log-sink
+  // stdout`) made the next write fail as an unheard 'error' event: the daemon died (exit 1, a stack trace) and
+  // every tunnel with it. It now warns once and serves on; the sink's records are dropped and counted.
+  it('goes on serving when the reader of its stdout goes away, before or after the ready line', async () => {
+    for (const sink of [[], ['--connection-log-sink', 'stdout']]) {
+      const [api, gw] = [await freePort(), await freePort()];
+      const args = [PROXYD, 'serve', '--data-dir', tempDir(), '--api-listen', `127.0.0.1:${api}`, '--http-proxy-listen', `127.0.0.1:${gw}`, '--socks-listen', '127.0.0.1:0', '--hop-listen', '127.0.0.1:0', ...sink];
+      const proc = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+      let stderr = '';
+      proc.stderr!.on('data', (c: Buffer) => (stderr += c.toString()));
+      const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => proc.on('exit', (code, signal) => resolve({ code, signal })));
+      if (sink.length) await new Promise((r) => proc.stdout!.once('data', r)); // the ready line read, then gone
+      proc.stdout!.destroy();
+      await waitFor('healthz', async () => (await fetch(`http://127.0.0.1:${api}/healthz`).catch(() => null))?.status === 200, 20_000);
+      if (sink.length) {
+        // A refused attempt is a record too: written to the closed pipe, dropped.
+        const s = net.connect(gw, '127.0.0.1');
+        s.end('GET http://127.0.0.1:9/ HTTP/1.1\r\nHost: x\r\nProxy-Authorization: Basic bm9ib2R5Om5vcGU=\r\n\r\n');
+        s.on('error', () => {});
+        await waitFor('dropped record counted', async () => /^proxyd_connection_log_dropped_total [1-9]/m.test(await (await fetch(`http://127.0.0.1:${api}/metrics`)).text()), 10_000);
+      } else await waitFor('stdout_closed warning', () => stderr.includes('"event":"stdout_closed"'), 10_000);
+      expect(proc.exitCode).toBeNull();
+      expect((await fetch(`http://127.0.0.1:${api}/healthz`)).status).toBe(200);
+      proc.kill('SIGTERM');
+      expect(await exited).toEqual({ code: 0, signal: null });
+      expect(stderr).not.toContain('Unhandled');
+    }
+  }, 60_000);
 
   it('every start-up line comes from the same logger shape, and --log-level warn hides the info ones', async () => {
     const quiet = await startDaemon({ args: ['--log-level', 'warn'] });

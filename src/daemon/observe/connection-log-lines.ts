@@ -28,6 +28,13 @@ function pipeChunks(text: string): string[] {
   return out;
 }
 
+/** Writes the chunks in order; settles when stdout has taken the last one, or with the first write's error. */
+function writeStdout(chunks: string[]): Promise<void> {
+  return new Promise((resolve, reject) => {
+    chunks.forEach((chunk, i) => process.stdout.write(chunk, (e) => (e ? reject(e) : i === chunks.length - 1 && resolve())));
+  });
+}
+
 export type LineTarget = { kind: 'stdout' } | { kind: 'file'; path: string };
 
 export class ConnectionLogLines implements ConnectionLogSink {
@@ -37,6 +44,8 @@ export class ConnectionLogLines implements ConnectionLogSink {
   private flushing: Promise<void> | null = null;
   private readonly emails = new Map<number, string | null>();
   private lastWarn = 0;
+  /** Why stdout cannot be written any more (its reader went away: EPIPE): later batches are dropped and counted. */
+  private stdoutGone: Error | null = null;
   written = 0;
   dropped = 0;
   /** Writes sent again (a database's; a file is written once or the batch is dropped). */
@@ -56,6 +65,9 @@ export class ConnectionLogLines implements ConnectionLogSink {
   /** Opens the file (appending, created mode 0640); throws a plain message when it cannot. */
   start(): void {
     if (this.target.kind === 'file') this.fd = this.open(this.target.path);
+    // A write to a pipe whose reader went away fails as an 'error' event, not a throw: unheard, it ended the
+    // daemon and every tunnel with it. The records are dropped (counted) and the gateway goes on.
+    if (this.target.kind === 'stdout') process.stdout.on('error', (e: Error) => (this.stdoutGone ??= e));
     this.timer = setInterval(() => void this.flush(), FLUSH_EVERY_MS);
     this.timer.unref();
   }
@@ -108,7 +120,8 @@ export class ConnectionLogLines implements ConnectionLogSink {
       text += `${JSON.stringify(connectionJson({ ...r, id: 0, node: this.node, accountEmail: email }))}\n`;
     }
     try {
-      if (this.target.kind === 'stdout') for (const chunk of pipeChunks(text)) process.stdout.write(chunk);
+      if (this.stdoutGone) throw this.stdoutGone;
+      if (this.target.kind === 'stdout') await writeStdout(pipeChunks(text));
       else {
         const bytes = Buffer.from(text);
         for (let off = 0; off < bytes.length; ) off += writeSync(this.fd!, bytes, off);

@@ -97,6 +97,8 @@ export async function runServe(cfg: ServeConfig): Promise<void> {
     lock?.release();
     throw e;
   }
-  // After the handlers: whoever reads this line may signal at once.
+  // After the handlers: whoever reads this line may signal at once. A reader that took it and went away
+  // (`proxyd serve | head -1`) makes later writes fail as an 'error' event: heard here, the daemon serves on.
+  process.stdout.on('error', (e: Error) => log.warn({ event: 'stdout_closed', detail: e.message }, 'stdout cannot be written (its reader went away)'));
   process.stdout.write(`${JSON.stringify(serving.ready)}\n`);
 }
