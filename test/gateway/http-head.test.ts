@@ -111,6 +111,27 @@ describe('response head', () => {
     }
     expect(parseResponseHead(Buffer.from('HTTP/1.1 200 OK\rX-A: b\n\n'), MAX).kind).toBe('error');
     expect(parseResponseHead(Buffer.from(`HTTP/1.1 200 OK\nX: ${'a'.repeat(100)}\n\n`), 64)).toEqual({ kind: 'error', error: 'too_large' });
+    // A bare CR right before a line break is a bare CR too (each line loses exactly one CR before its LF).
+    for (const text of ['HTTP/1.1 200 OK\r\nX-A: b\r\r\n\r\n', 'HTTP/1.1 200 OK\r\r\n\r\n']) {
+      expect(parseResponseHead(Buffer.from(text), MAX).kind, JSON.stringify(text)).toBe('error');
+    }
+  });
+
+  it('a head fed a byte at a time, each call scanning only what is new (scanFrom), is found whole wherever its end splits', () => {
+    for (const text of ['HTTP/1.1 200 OK\r\nX-A: b\r\n\r\nok', 'HTTP/1.1 200 OK\nX-A: b\n\nok', 'HTTP/1.1 200 OK\nX-A: b\n\r\nok', 'HTTP/1.1 200 OK\r\nX-A: b\r\n\nok']) {
+      const all = Buffer.from(text);
+      let scanned = 0;
+      let found = -1;
+      for (let n = 1; n <= all.length && found < 0; n++) {
+        const r = parseResponseHead(all.subarray(0, n), MAX, scanned);
+        if (r.kind === 'incomplete') scanned = n;
+        else {
+          expect(r, JSON.stringify(text)).toMatchObject({ kind: 'ok', consumed: all.length - 2, value: { status: 200, headers: [['X-A', 'b']] } });
+          found = n;
+        }
+      }
+      expect(found, JSON.stringify(text)).toBe(all.length - 2);
+    }
   });
 });
 

@@ -3,7 +3,7 @@
 import http from 'node:http';
 import net from 'node:net';
 import fc from 'fast-check';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import type { AdmitResult, Admitter, PlanLimits } from '../../src/gateway/types.js';
 import {
   RawClient,
@@ -384,6 +384,43 @@ describe('forward path details', () => {
     expect(seen).toEqual(['/a']);
     srv.close();
   });
+});
+
+describe('forward path: a response head that trickles in', () => {
+  it('is looked through once, not again from its start at every chunk (an origin sending a long head in small pieces costs the gateway linear work)', async () => {
+    const g = await startTestGateway();
+    const LINES = 3000;
+    const head = `HTTP/1.1 200 OK\r\n${'a: b\n'.repeat(LINES)}Content-Length: 2\r\n\r\nok`;
+    let writes = 0;
+    const origin = net.createServer((s) => {
+      s.on('error', () => {});
+      s.once('data', async () => {
+        s.setNoDelay(true);
+        // In pieces of 8 bytes, a turn apart: hundreds of chunks reach the gateway.
+        for (let i = 0; i < head.length && !s.destroyed; i += 8) {
+          s.write(head.slice(i, i + 8));
+          writes++;
+          await new Promise((r) => setImmediate(r));
+        }
+      });
+    });
+    await new Promise<void>((r) => origin.listen(0, '127.0.0.1', r));
+    const spy = vi.spyOn(Buffer.prototype, 'indexOf');
+    try {
+      const c = await RawClient.connect(g.httpPort);
+      c.write(`GET http://127.0.0.1:${(origin.address() as net.AddressInfo).port}/ HTTP/1.1\r\nProxy-Authorization: ${AUTH}\r\n\r\n`);
+      const res = (await c.readToEnd(20_000)).toString('latin1');
+      expect(res).toMatch(/^HTTP\/1\.1 200 OK\r\n/);
+      expect(res.endsWith('\r\n\r\nok')).toBe(true);
+      // Linear: about one search per line break and per chunk. Searching the whole head again at each chunk
+      // made it hundreds of thousands (LINES line breaks times the chunks).
+      expect(spy.mock.calls.length).toBeLessThan(10 * (LINES + writes));
+    } finally {
+      spy.mockRestore();
+      origin.close();
+      await g.gw.close(100);
+    }
+  }, 30_000);
 });
 
 describe('forward path: the exchange ends with the response', () => {

@@ -129,6 +129,8 @@ class ForwardExchange {
   private readonly client: net.Socket;
   private bodyDone: boolean;
   private readonly responseHead = new ByteQueue();
+  /** Bytes of the response head already looked through for its end (each chunk scans only what is new). */
+  private headScanned = 0;
   private headDone = false;
   private sentToClient = false;
   /** The response body's framing, once its head has been read. */
@@ -267,8 +269,12 @@ class ForwardExchange {
     }
     this.responseHead.append(chunk);
     for (;;) {
-      const r = parseResponseHead(this.responseHead.view(), MAX_RESPONSE_HEAD);
-      if (r.kind === 'incomplete') return;
+      const r = parseResponseHead(this.responseHead.view(), MAX_RESPONSE_HEAD, this.headScanned);
+      if (r.kind === 'incomplete') {
+        this.headScanned = this.responseHead.length;
+        return;
+      }
+      this.headScanned = 0;
       if (r.kind === 'error') {
         this.replyAndClose(502, 'http_protocol_error', 'malformed response from the target');
         return;

@@ -106,14 +106,15 @@ export function parseRequestHead(buf: Buffer, maxBytes: number, scanFrom = 0): P
 
 /**
  * Where a response head ends, its blank line ended by CRLF or a bare LF: an origin's bare LFs are line ends
- * (RFC 9112 2.2 allows it; some devices and old CGI send them). `text`: where the last field line's break starts.
+ * (RFC 9112 2.2 allows it; some devices and old CGI send them). `text`: where the last field line's LF is (its
+ * CR, if any, is still part of the text: each line loses exactly one). `scanFrom`: bytes already looked through.
  */
 function responseHeadEnd(buf: Buffer, maxBytes: number, scanFrom: number): { end: number; text: number } | -1 | 'too_large' {
   for (let i = buf.indexOf(0x0a, Math.max(0, scanFrom - 2)); i !== -1; i = buf.indexOf(0x0a, i + 1)) {
     const j = buf[i + 1] === 0x0d ? i + 2 : i + 1;
     if (buf[j] !== 0x0a) continue;
     if (j + 1 > maxBytes) return 'too_large';
-    return { end: j + 1, text: buf[i - 1] === 0x0d ? i - 1 : i };
+    return { end: j + 1, text: i };
   }
   return buf.length > maxBytes ? 'too_large' : -1;
 }
