@@ -487,7 +487,7 @@ function startDial(conn: ClientConn, host: string, port: number): Promise<DialOu
     },
   }).then((out) => {
     if (out && !out.ok) conn.upstream = null;
-    if (out?.ok && out.via) conn.via = out.via;
+    if (out?.via) conn.via = out.via;
     return out;
   });
 }

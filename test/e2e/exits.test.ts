@@ -313,6 +313,17 @@ describe.skipIf(skip)('entry and exit nodes on one PostgreSQL', () => {
     expect([...nodes].sort()).toEqual(['entry-1', 'entry-2']);
   });
 
+  it("a refusal the exit answered (the target's, as that exit saw it) is recorded with the exit too", async () => {
+    const closed = net.createServer();
+    await new Promise<void>((r) => closed.listen(0, '127.0.0.1', () => r()));
+    const port = (closed.address() as net.AddressInfo).port;
+    await new Promise<void>((r) => closed.close(() => r()));
+    const r = await viaConnect(entries[0]!, `127.0.0.1:${port}`, 'alice-country-de-session-log2');
+    expect(r).toMatchObject({ ok: false, status: 502 });
+    const rs = await recordsOf('alice-country-de-session-log2', (x) => x.length > 0);
+    expect(rs[0]).toMatchObject({ node: 'entry-1', decision: 'refused', reason: 'target_refused', exit: 'exit-de1', exit_moved_from: null });
+  });
+
   it('a tunnel through the hop carries bytes both ways and passes a half-close on', async () => {
     const body = Buffer.alloc(3 * 2 ** 20, 7);
     const r = await sendAndHalfClose(entries[0]!, 'alice-country-de', body);

@@ -27,7 +27,8 @@ export class HopDialer implements Dialer {
       if (e === null) break;
       const out = await ask(e.link);
       if (out !== 'retry') {
-        if (!out?.ok) return out;
+        if (out === null) return out;
+        // The exit answered (a tunnel, or the target's failure as the exit saw it): the record names it either way.
         const movedFrom = req.session ? this.dir.notePlacement(req.session.key, e.row.node, req.session.minutes) : null;
         if (movedFrom !== null) this.log?.info({ event: 'session_moved', from: movedFrom, to: e.row.node }, 'a session moved to another exit');
         return { ...out, via: { exit: e.row.node, movedFrom } };

@@ -143,12 +143,12 @@ export class Socks5Handler implements ProtocolHandler {
         // An entry: the exit is chosen now, as for a connection; its datagrams travel to it inside the hop.
         // The account goes with it: the exit applies the account's target rules to what each name resolves to.
         const out = await viaHop({ host: '-', port: 0, accountId: conn.accountId, session: conn.egressSession, want: conn.exitWish, wanted: () => !conn.closed, connecting: () => {} });
+        if (out?.via) conn.via = out.via;
         if (!out || !out.ok) {
           relay.close();
           if (out && !out.ok) conn.refuse(failureLogReason(out.failure), out.failure === 'no_exit' ? encodeReply(Reply.NetworkUnreachable) : socksFailureReply(out.failure));
           return;
         }
-        if (out.via) conn.via = out.via;
         const hop = out.socket;
         hopSocket = hop;
         carrier = (assoc) => {
