@@ -119,4 +119,42 @@ describe('the exit directory', () => {
       ['b', true],
     ]);
   });
+
+  it('the database away and back: exits that still answer stay while their heartbeats catch up; one that does not come back leaves', async () => {
+    const { rows } = await exits([
+      ['a', 'us', null],
+      ['b', 'us', null],
+    ]);
+    let registry: 'up' | 'away' | 'stale' = 'up';
+    const d = await directory(() => {
+      if (registry === 'away') throw new Error('connect ECONNREFUSED');
+      // Back, but no exit has heartbeated since: every row is older than the window (b never comes back).
+      if (registry === 'stale') return [];
+      return rows;
+    });
+    expect(names(d, null)).toEqual(['a', 'b']);
+    registry = 'away';
+    await sleep(3_200); // longer than a heartbeat's window: each row is stale when the database answers again
+    expect(names(d, null)).toEqual(['a', 'b']); // the last view, while it is away
+    registry = 'stale';
+    const back = Date.now();
+    let dropped: number | null = null;
+    while (Date.now() - back < 1_500) {
+      if (names(d, null).length < 2) dropped ??= Date.now() - back;
+      await sleep(20);
+    }
+    expect(dropped).toBeNull(); // no "no exit" while the exits' heartbeats land again
+    registry = 'up';
+    await sleep(1_500);
+    expect(names(d, null)).toEqual(['a', 'b']);
+    // Away again; when it is back only a heartbeats: b leaves once a has had time to, not at the first read.
+    registry = 'away';
+    await sleep(3_200);
+    rows.splice(rows.findIndex((r) => r.node === 'b'), 1);
+    registry = 'up';
+    const t0 = Date.now();
+    await waitFor('b left', () => !names(d, null).includes('b'), 5_000);
+    expect(Date.now() - t0).toBeGreaterThan(1_500);
+    expect(names(d, null)).toEqual(['a']);
+  });
 });

@@ -66,6 +66,9 @@ export class ExitDirectory {
   private timers: NodeJS.Timeout[] = [];
   private lastReadFailureLog = 0;
   private reading = false;
+  /** When the registry was last read, and until when exits missing from it stay (see readOnce). */
+  private lastRead = 0;
+  private keepUntil = 0;
   /** The exit each live session went to on this entry, so a move is said (bounded: oldest dropped). */
   private readonly sessionExit = new Map<string, { node: string; until: number }>();
 
@@ -112,6 +115,11 @@ export class ExitDirectory {
       }
       return;
     }
+    // Unread for a while (the database away or hung): when it answers again every heartbeat is stale through no
+    // exit's fault. Exits that still answer their probes stay until their heartbeats have had time to land.
+    const now = Date.now();
+    if (this.lastRead > 0 && now - this.lastRead > 2 * READ_EVERY_MS) this.keepUntil = now + EXIT_STALE_MS;
+    this.lastRead = now;
     const seen = new Set<string>();
     for (const row of rows) {
       seen.add(row.node);
@@ -148,7 +156,7 @@ export class ExitDirectory {
       void this.probe(e);
     }
     for (const [node, e] of this.exits) {
-      if (seen.has(node)) continue;
+      if (seen.has(node) || (now < this.keepUntil && this.healthy(e))) continue;
       this.o.log?.info({ event: 'exit_left', exit: node }, 'exit node left (no heartbeat)');
       e.link.close();
       this.exits.delete(node);
