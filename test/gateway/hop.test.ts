@@ -464,7 +464,7 @@ describe('the hop', () => {
     expect((await heard).said).toBe('got 1000\n');
   });
 
-  it('the directory: a malformed fingerprint or a truncated handshake is said once and skipped; other exits serve', async () => {
+  it('the directory: a malformed fingerprint or a truncated handshake is said once and skipped (not also as unreachable); other exits serve', async () => {
     const { server } = await exit();
     // Something on an address that accepts and closes after a few bytes (a truncated handshake).
     const truncating = await listening(
@@ -474,13 +474,14 @@ describe('the hop', () => {
       }),
     );
     cleanup.push(() => truncating.close());
-    const warnings: Array<{ exit?: string; why?: string }> = [];
+    const warnings: Array<{ event?: string; exit?: string; why?: string }> = [];
     const rows: ExitRow[] = [
       { node: 'good', hop: `127.0.0.1:${server.address().port}`, country: 'us', city: null, fingerprints: [ID.fingerprint], ageMs: 0 },
       { node: 'bad-pin', hop: `127.0.0.1:${server.address().port}`, country: 'us', city: null, fingerprints: ['not-a-fingerprint'], ageMs: 0 },
       { node: 'truncated', hop: `127.0.0.1:${truncating.port}`, country: 'us', city: null, fingerprints: [ID.fingerprint], ageMs: 0 },
+      { node: 'nobody', hop: `127.0.0.1:${await refusedPort()}`, country: 'us', city: null, fingerprints: [ID.fingerprint], ageMs: 0 },
     ];
-    const dir = new ExitDirectory({ list: async () => rows }, { secrets: () => [SECRET], log: { info: () => {}, warn: (o) => warnings.push(o as { exit?: string; why?: string }) } });
+    const dir = new ExitDirectory({ list: async () => rows }, { secrets: () => [SECRET], log: { info: () => {}, warn: (o) => warnings.push(o as { event?: string; exit?: string; why?: string }) } });
     cleanup.push(() => dir.stop());
     await dir.start();
     await sleep(2_500);
@@ -488,11 +489,15 @@ describe('the hop', () => {
       ['good', true],
       ['bad-pin', false],
       ['truncated', false],
+      ['nobody', false],
     ]);
     for (let i = 0; i < 20; i++) expect(dir.pick(null, null, new Set())?.row.node).toBe('good');
     const said = (exit: string, why: string) => warnings.filter((w) => w.exit === exit && w.why === why).length;
     expect(said('bad-pin', 'bad_fingerprint')).toBe(1);
     expect(said('truncated', 'handshake_failed')).toBe(1);
+    // An exit that answered but was refused is not also said to be unreachable; one that never answers is, once.
+    const unreachable = warnings.filter((w) => w.event === 'exit_unreachable').map((w) => w.exit);
+    expect(unreachable).toEqual(['nobody']);
   });
 
   it('a ready connection the exit closed as it was taken is replaced by a new one', async () => {

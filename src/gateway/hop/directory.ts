@@ -203,9 +203,10 @@ export class ExitDirectory {
       e.neverUp = false;
       e.said.clear();
       e.link.fill();
-    } else if (never && e.failures === PROBE_FAILURES) {
+    } else if (never && e.failures === PROBE_FAILURES && e.said.size === 0) {
       // Registered but never reached: a hop address entries cannot reach (a wildcard, a firewall), or the
-      // wrong secret. Said once; it stays out of selection until it answers.
+      // wrong secret. Said once; it stays out of selection until it answers. An exit refused for a reason
+      // already said (its certificate, its handshake) did answer: not said again as unreachable.
       this.o.log?.warn({ event: 'exit_unreachable', exit: e.row.node, hop: e.row.hop }, 'exit node registered but does not answer on its hop address');
     }
     if (was !== this.healthy(e)) {
