@@ -2,6 +2,7 @@
 // by rendezvous hashing (the same from every entry; when an exit goes, only its sessions move, and the move is
 // said once), health from probes (an exit that stops answering leaves selection at once and comes back), an
 // exit gone from the registry leaves.
+import net from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { DirectDialer } from '../../src/gateway/dial/dialer.js';
 import { ExitDirectory, rendezvousScore, type ExitRow } from '../../src/gateway/hop/directory.js';
@@ -156,5 +157,24 @@ describe('the exit directory', () => {
     await waitFor('b left', () => !names(d, null).includes('b'), 5_000);
     expect(Date.now() - t0).toBeGreaterThan(1_500);
     expect(names(d, null)).toEqual(['a']);
+  });
+
+  it('an exit that has never answered is never a candidate, not even between its first failed probe and its second', async () => {
+    const { rows } = await exits([['a', 'us', null]]);
+    // Something that accepts and never says a word: each probe fails only at its deadline.
+    const silent = net.createServer((c) => c.on('error', () => {}));
+    await new Promise<void>((r) => silent.listen(0, '127.0.0.1', () => r()));
+    cleanup.push(() => silent.close());
+    let listed = rows;
+    const d = await directory(() => listed);
+    // It registers once the entry runs (a new exit joins): the read probes it.
+    listed = [...rows, { node: 'silent', hop: `127.0.0.1:${(silent.address() as net.AddressInfo).port}`, country: 'us', city: null, fingerprints: [ID.fingerprint], ageMs: 0 }];
+    const t0 = Date.now();
+    const seen = new Set<string>();
+    while (Date.now() - t0 < 5_000) {
+      for (const n of names(d, null)) seen.add(n);
+      await sleep(5);
+    }
+    expect([...seen]).toEqual(['a']);
   });
 });

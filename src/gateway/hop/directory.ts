@@ -219,8 +219,9 @@ export class ExitDirectory {
   }
 
   private healthy(e: ExitState): boolean {
-    // Still in the registry (a probe may finish after its exit left), and answering.
-    return this.exits.get(e.row.node) === e && e.failures >= 0 && e.failures < PROBE_FAILURES;
+    // Still in the registry (a probe may finish after its exit left), and answering: it answered once (an exit
+    // that never has is not taken between its first failed probe and its second), and not failed twice since.
+    return this.exits.get(e.row.node) === e && !e.neverUp && e.failures >= 0 && e.failures < PROBE_FAILURES;
   }
 
   /** Exits a connection with this targeting may go to now. */
