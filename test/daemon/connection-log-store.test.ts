@@ -9,7 +9,7 @@ import type { ConnectionRecord } from '../../src/gateway/types.js';
 import { databaseUrlOf, dataDirFor } from '../helpers/daemon.js';
 import { BACKENDS } from '../helpers/postgres.js';
 import { waitFor } from '../helpers/wait.js';
-import { sourceIpFilter } from '../../src/daemon/services/connection-log.js';
+import { connectionFilter } from '../../src/daemon/admin/connections.js';
 
 let seq = 0;
 const entry = (over: Partial<ConnectionRecord> = {}): ConnectionRecord => ({
@@ -111,17 +111,17 @@ describe.each(BACKENDS)('connection log store on %s', (backend) => {
     expect(rows[0]!.accountEmail).toBe(`scan-${backend}@example.com`);
   });
 
-  it('the source IP filter (admin connections --ip, the console) finds a record whichever spelling of the address it is given', async () => {
+  it('the source IP filter of admin connections --ip finds a record whichever spelling of the address it is given', async () => {
     const store = await open(backend);
     // The gateway records canonical text (RFC 5952 for IPv6, an IPv4-mapped address as IPv4).
     const v6 = entry({ sourceIp: '2001:db8::1' });
     const v4 = entry({ sourceIp: '198.51.100.7' });
     await store.connectionLog.insert('n1', [v6, v4]);
     for (const spelling of ['2001:db8::1', '2001:DB8::1', '2001:db8:0::1', '2001:0db8:0000:0000:0000:0000:0000:0001']) {
-      expect((await store.connectionLog.query({ sourceIp: sourceIpFilter(spelling), limit: 10 })).map((r) => r.requestId), spelling).toEqual([v6.requestId]);
+      expect((await store.connectionLog.query({ ...(await connectionFilter(store, { ip: spelling }, Date.now())), limit: 10 })).map((r) => r.requestId), spelling).toEqual([v6.requestId]);
     }
     for (const spelling of ['198.51.100.7', '::ffff:198.51.100.7', '::FFFF:c633:6407']) {
-      expect((await store.connectionLog.query({ sourceIp: sourceIpFilter(spelling), limit: 10 })).map((r) => r.requestId), spelling).toEqual([v4.requestId]);
+      expect((await store.connectionLog.query({ ...(await connectionFilter(store, { ip: spelling }, Date.now())), limit: 10 })).map((r) => r.requestId), spelling).toEqual([v4.requestId]);
     }
   });
 });
