@@ -1,9 +1,8 @@
 // `proxyd admin usage`: an account's metered usage (docs/admin.md), by proxy user or by minute, hour or day,
 // as JSON, CSV or a table (the report itself: services/usage.ts).
 import { parseIsoTime } from '../../contract/time.js';
-import { usageReport, usageText, type UsageBy, type UsageReport } from '../services/usage.js';
+import { readUsageRetention, usageReport, usageText, type UsageBy, type UsageReport } from '../services/usage.js';
 import type { Store } from '../store/index.js';
-import { parseUsageRetention } from '../process/config.js';
 import { AdminError, AdminUsageError, NoAccountError } from './commands.js';
 
 export interface UsageOptions {
@@ -23,12 +22,10 @@ function parseTime(s: string, what: string): number {
   return t;
 }
 
-function retentionOf(s: string): ReturnType<typeof parseUsageRetention> {
-  try {
-    return parseUsageRetention(s);
-  } catch (e) {
-    throw new AdminError(e instanceof Error ? e.message : String(e));
-  }
+function retentionOf(s: string): Record<'minute' | 'hour' | 'day', number> {
+  const r = readUsageRetention(s);
+  if (typeof r === 'string') throw new AdminError(r);
+  return r;
 }
 
 export async function adminUsage(store: Store, o: UsageOptions, nowMs = Date.now()): Promise<UsageReport> {

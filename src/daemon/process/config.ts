@@ -9,7 +9,7 @@ import type { EgressPrefix } from '../../gateway/index.js';
 import { parseEgress } from './egress-pool.js';
 import { parseDurationMs } from '../../contract/time.js';
 import { splitHostPort, type HostPort } from '../../contract/host-port.js';
-import { DEFAULT_USAGE_RETENTION_MS } from '../store/usage-sql.js';
+import { DEFAULT_USAGE_RETENTION, readUsageRetention } from '../services/usage.js';
 
 // The contract's HOST:PORT, as the start-up path (serve.ts) imports it from here.
 export { formatHostPort } from '../../contract/host-port.js';
@@ -284,19 +284,12 @@ export function parseLocation(s: string | undefined): ServeConfig['location'] {
   return { country: m[1]!.toLowerCase(), city: m[2]?.toLowerCase() ?? null };
 }
 
-export const DEFAULT_USAGE_RETENTION = 'minute=48h,hour=90d,day=2y';
 
 /** `minute=48h,hour=90d,day=2y`: any subset; the periods not named keep their default. */
 export function parseUsageRetention(s: string): Record<'minute' | 'hour' | 'day', number> {
-  const out = { ...DEFAULT_USAGE_RETENTION_MS };
-  for (const part of s.split(',').map((x) => x.trim()).filter(Boolean)) {
-    const [k, v] = part.split('=');
-    if ((k !== 'minute' && k !== 'hour' && k !== 'day') || v === undefined) {
-      throw new ConfigError(`--usage-retention: expected minute=DURATION,hour=DURATION,day=DURATION (e.g. ${DEFAULT_USAGE_RETENTION}), got "${part}"`);
-    }
-    out[k] = parseDuration(v, '--usage-retention');
-  }
-  return out;
+  const r = readUsageRetention(s);
+  if (typeof r === 'string') throw new ConfigError(r);
+  return r;
 }
 
 export const DEFAULT_CONNECTION_LOG_RETENTION = '7d';

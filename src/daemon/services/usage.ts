@@ -3,10 +3,28 @@
 // Usage page both use it.
 import { alignedLine, columnWidths } from './text-table.js';
 import { MAX_SERIES_POINTS } from '../../contract/paths.js';
+import { parseDurationMs } from '../../contract/time.js';
 import type { UsageDomainsData, UsageDomainsQuery, UsageSeriesData, UsageSeriesQuery, UsageSummaryData, UsageSummaryQuery } from '../../contract/schemas.js';
 import { accountPeriodStart } from '../metering/plans.js';
 import { DEFAULT_USAGE_RETENTION_MS, OTHER_DOMAIN, PERIOD_MS, bucketStart } from '../store/usage-sql.js';
 import type { Plan, Store, UsagePeriod, UsageRow } from '../store/index.js';
+
+export const DEFAULT_USAGE_RETENTION = 'minute=48h,hour=90d,day=2y';
+
+/** `--usage-retention` (serve, and admin usage, which must read the buckets the daemon keeps): the kept spans, or what is wrong. */
+export function readUsageRetention(s: string): Record<UsagePeriod, number> | string {
+  const out = { ...DEFAULT_USAGE_RETENTION_MS };
+  for (const part of s.split(',').map((x) => x.trim()).filter(Boolean)) {
+    const [k, v] = part.split('=');
+    if ((k !== 'minute' && k !== 'hour' && k !== 'day') || v === undefined) {
+      return `--usage-retention: expected minute=DURATION,hour=DURATION,day=DURATION (e.g. ${DEFAULT_USAGE_RETENTION}), got "${part}"`;
+    }
+    const ms = parseDurationMs(v, { bareSeconds: true });
+    if (ms === null) return `--usage-retention: expected a duration such as 2y, 7d, 48h, 30m or 90s, got "${v}"`;
+    out[k] = ms;
+  }
+  return out;
+}
 
 export interface UsageTotals {
   bytes_up: number;
