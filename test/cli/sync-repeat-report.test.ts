@@ -233,6 +233,39 @@ describe('check --repeat through the command, on a terminal-less stdout', () => 
   });
 });
 
+describe('check --repeat with Ctrl-C during its last run', () => {
+  it('leaves nothing undone: the command ends as it would have (0), not 130', async () => {
+    const net = await import('node:net');
+    const { httpEcho, httpProxyPeer } = await import('./check/peers.js');
+    const { runCheck } = await import('../../src/cli/commands/check.js');
+    const echo = await httpEcho();
+    const proxy = await httpProxyPeer({ kind: 'tunnel', user: 'alice', pass: 'pw-secret-1', egress: '127.0.0.2' });
+    const h = harness('http://127.0.0.1:1');
+    let fire: (() => void) | undefined;
+    h.deps.onInterrupt = (handler) => ((fire = handler), () => {});
+    // A relay in front of the proxy: the second run's connection is Ctrl-C'd as it arrives.
+    let connections = 0;
+    const relay = net.createServer((c) => {
+      if (++connections === 2) fire!();
+      const p = net.connect(proxy.port, '127.0.0.1');
+      c.pipe(p).pipe(c);
+      c.on('error', () => p.destroy());
+      p.on('error', () => c.destroy());
+    });
+    await new Promise<void>((r) => relay.listen(0, '127.0.0.1', r));
+    try {
+      const port = (relay.address() as import('node:net').AddressInfo).port;
+      const code = await runCheck({ ctx: h.ctx, proxy: `http://alice:pw-secret-1@127.0.0.1:${port}`, target: `http://127.0.0.1:${echo.port}/ip`, timeoutMs: 5000, direct: false, repeat: 2, intervalMs: 1 }, h.deps);
+      expect(connections).toBe(2);
+      expect(h.io.err()).toContain('warning: interrupted');
+      expect(code).toBe(0);
+    } finally {
+      relay.close();
+      await Promise.all([echo.close(), proxy.close()]);
+    }
+  });
+});
+
 describe('sync --update-remarks', () => {
   it('adds remark updates back first, so no batch of new IPs waits while they are out of the whitelist', async () => {
     const { ipsOf } = await import('./helpers/scripted-server.js');

@@ -115,7 +115,8 @@ async function checkAndReport(opts: CheckCommandOptions, deps: Deps, proxy: Prox
   else deps.io.stdout.write(renderHuman(shown.report, { proxy: shown.proxy, target: scrubSecrets(shown.target, [deps.env.PROXYCTL_API_KEY]) }, { color: ctx.color, columns: deps.io.stdoutColumns }));
   if (opts.report !== undefined) deps.out.info(`report written to ${opts.report}`);
   if (!results.every((r) => r.ok)) return Exit.CHECK_FAILED;
-  return interrupt.signal.aborted ? Exit.INTERRUPTED : Exit.OK;
+  // 130 when Ctrl-C left runs undone (one pressed during the last run left nothing: the command finished).
+  return results.length < repeat ? Exit.INTERRUPTED : Exit.OK;
 }
 
 async function openReport(file: string): Promise<FileHandle> {
