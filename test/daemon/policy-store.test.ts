@@ -34,7 +34,7 @@ describe.each(BACKENDS)('policy in the store on %s', (backend) => {
     expect(await setTargetRules(store, accountId, { deny: 'a.example,10.0.0.0/8', allow: '*.b.example' })).toEqual({ ok: true, rules: { deny: ['a.example', '10.0.0.0/8'], allow: ['*.b.example'] } });
     expect(await setTargetRules(store, accountId, { deny: 'c.example' })).toEqual({ ok: true, rules: { deny: ['c.example'], allow: ['*.b.example'] } });
     const bad = await setTargetRules(store, accountId, { deny: 'd.example', allow: 'bad item' });
-    expect(bad).toMatchObject({ ok: false, code: 'invalid_items', list: 'allow', problems: [{ item: 'bad item' }] });
+    expect(bad).toMatchObject({ ok: false, code: 'invalid_items', lists: [{ list: 'allow', problems: [{ item: 'bad item' }] }] });
     expect(await store.targetRules.get(accountId)).toEqual({ deny: ['c.example'], allow: ['*.b.example'] });
     // Both lists bad: every bad item is named, each under its list.
     await expect(policySet(store, { email, deny: 'bad one,e.example', allow: 'bad item' })).rejects.toThrow('--deny: "bad one": not a domain name; --allow: "bad item": not a domain name; nothing changed');

@@ -2,10 +2,7 @@
 import { isIP } from 'node:net';
 import ipaddr from 'ipaddr.js';
 import type { FastifyRequest } from 'fastify';
-
-function normalizeIp(ip: string): string {
-  return ip.startsWith('::ffff:') && ip.includes('.') ? ip.slice(7) : ip;
-}
+import { canonicalIp } from '../../gateway/index.js';
 
 /**
  * The address of a forwarded entry as balancers write it: `a.b.c.d`, `a.b.c.d:port` or `[v6]:port` (Azure
@@ -19,7 +16,8 @@ function addressOf(entry: string): string | null {
 
 export function sourceIp(request: FastifyRequest): string {
   // An entry naming no address counts as the peer's own (the balancer), as a request without the header does.
-  return normalizeIp(addressOf(request.ip) ?? request.socket.remoteAddress ?? request.ip);
+  // As the gateway writes addresses (an IPv4-mapped one as IPv4, IPv6 in RFC 5952 form).
+  return canonicalIp(addressOf(request.ip) ?? request.socket.remoteAddress ?? request.ip);
 }
 
 /**

@@ -15,7 +15,7 @@ export type TargetRulesChange = { [K in RuleListName]?: string };
 
 export type SetRulesResult =
   | { ok: true; rules: TargetRules }
-  | { ok: false; code: 'invalid_items'; list: RuleListName; problems: RuleItemProblem[]; lists: Array<{ list: RuleListName; problems: RuleItemProblem[] }> }
+  | { ok: false; code: 'invalid_items'; lists: Array<{ list: RuleListName; problems: RuleItemProblem[] }> }
   | { ok: false; code: 'service_allow' };
 
 /** `"exa mple.com": not a domain name; "10.0.0.1/8": host bits set (…)` */
@@ -42,7 +42,7 @@ export async function setTargetRules(store: Store, accountId: number | 'service'
     else next[list] = r.items;
   }
   // Every bad item of both lists is named, not only the first list's.
-  if (bad.length > 0) return { ok: false, code: 'invalid_items', list: bad[0]!.list, problems: bad[0]!.problems, lists: bad };
+  if (bad.length > 0) return { ok: false, code: 'invalid_items', lists: bad };
   await store.targetRules.set(id, next);
   return { ok: true, rules: next };
 }

@@ -9,8 +9,7 @@ import net from 'node:net';
 import type { ClientConn } from '../conn.js';
 import { canonicalIp } from '../dial/target-policy.js';
 import { holdsUdpPort, holdUdpPort, isOwnUdpSocket, literalLookup, releaseUdpPort } from '../dial/udp-out.js';
-import { isValidHostName } from '../wire/http-head.js';
-import { encodeUdpHeader, parseUdpDatagram } from '../wire/socks5.js';
+import { encodeUdpHeader, isBadNameTarget, parseUdpDatagram } from '../wire/socks5.js';
 
 /** `--udp-ports 40000-44999`, `--udp-idle 120`, `--udp-max-associations 10000` unless given. */
 export const UDP_DEFAULTS = { ports: { lo: 40000, hi: 44999 }, idleMs: 120_000, maxAssociations: 10_000 };
@@ -140,10 +139,7 @@ export class UdpAssociation {
       const d = parseUdpDatagram(msg);
       if (d.kind !== 'ok') return this.drop('malformed');
       if (d.value.frag !== 0) return this.drop('frag');
-      // A name must be a host name as a CONNECT's is (or an IP literal sent as a name): the resolver maps others
-      // to ASCII (a soft hyphen vanishes), so the target rules would judge one name and DNS answer for another.
-      const { address } = d.value;
-      if (address.type === 'domain' && !isValidHostName(address.host) && net.isIP(address.host) === 0) return this.drop('malformed');
+      if (isBadNameTarget(d.value.address)) return this.drop('malformed');
       target = { head: Buffer.from(msg.subarray(0, d.value.dataAt)), host: d.value.address.host, port: d.value.port };
       this.lastTarget = target;
     }

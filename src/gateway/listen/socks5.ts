@@ -2,7 +2,7 @@
 // reply -> tunnel. Admission happens at method selection (source IP) or after RFC 1929 (credentials).
 import net from 'node:net';
 import { afterAdmission, dialTarget, type ClientConn, type ProtocolHandler } from '../conn.js';
-import { formatAuthority, isValidHostName } from '../wire/http-head.js';
+import { formatAuthority } from '../wire/http-head.js';
 import { failureLogReason, socksFailureReply, type Failure } from '../replies.js';
 import { splice } from '../relay/splice.js';
 import { bindRelay, UDP_DEFAULTS, UdpAssociation, type UdpCarrier } from './socks5-udp.js';
@@ -17,6 +17,7 @@ import {
   Reply,
   SOCKS_VERSION,
   encodeReply,
+  isBadNameTarget,
   parseGreeting,
   parseRequest,
   parseUserPass,
@@ -192,8 +193,7 @@ export class Socks5Handler implements ProtocolHandler {
 
   private connect(req: SocksRequest): void {
     const { conn } = this;
-    // A name may be an IP literal (`::1` sent as a domain): it is then that address (target rules match it so too), not a bad name.
-    if (req.port === 0 || (req.address.type === 'domain' && !isValidHostName(req.address.host) && net.isIP(req.address.host) === 0)) {
+    if (req.port === 0 || isBadNameTarget(req.address)) {
       conn.refuse('malformed', encodeReply(Reply.HostUnreachable));
       return;
     }

@@ -2,7 +2,9 @@
 // Each takes the bytes received so far and returns incomplete / a typed error / the message and
 // how many bytes it used. Never throws.
 import { isUtf8 } from 'node:buffer';
+import { isIP } from 'node:net';
 import ipaddr from 'ipaddr.js';
+import { isValidHostName } from './http-head.js';
 import { INCOMPLETE, fail, type ParseResult } from './parse-result.js';
 
 export const SOCKS_VERSION = 0x05;
@@ -75,6 +77,15 @@ export type SocksAddress =
   | { type: 'ipv4'; host: string }
   | { type: 'ipv6'; host: string }
   | { type: 'domain'; host: string };
+
+/**
+ * A name target that is neither a host name (as a CONNECT's must be) nor an IP literal sent as a name (`::1`: it is
+ * then that address, and target rules match it so). Never looked up: the resolver maps other text to ASCII (a soft
+ * hyphen vanishes), so the target rules would judge one name and DNS answer for another.
+ */
+export function isBadNameTarget(a: SocksAddress): boolean {
+  return a.type === 'domain' && !isValidHostName(a.host) && isIP(a.host) === 0;
+}
 
 export interface SocksRequest {
   command: number;
