@@ -292,7 +292,6 @@ export class ApiClient implements WhitelistApi {
   }
 }
 
-/** Origin and path of a URL with nothing secret in it. */
 /**
  * Where a redirect points, without its query or fragment (a redirect often echoes the request's, api_key
  * included), and the base URL it implies when it keeps the endpoint's path (http:// to https://, a moved API).
@@ -314,6 +313,7 @@ function redirectTarget(requestUrl: URL, path: string, location: string | undefi
   return { shown: origin + (u.pathname === '/' ? '' : u.pathname) };
 }
 
+/** Origin and path of a URL with nothing secret in it. */
 function safeOrigin(baseUrl: string): string {
   try {
     const u = new URL(baseUrl);

@@ -93,7 +93,7 @@ describe('connection log: the gateway side', () => {
     echo.server.close();
   });
 
-  it('a username of kilobytes in Basic credentials is recorded cut to 255 characters (what RFC 1929 can carry)', async () => {
+  it('a username of kilobytes in Basic credentials is recorded cut to 255 characters (as long as a SOCKS5 username can be), never inside a surrogate pair', async () => {
     const log = new Records();
     const g = await startTestGateway({ connectionLog: log });
     open.push(g);
@@ -102,6 +102,12 @@ describe('connection log: the gateway side', () => {
     expect(await c.readUntil('\r\n\r\n')).toMatch(/^HTTP\/1\.1 407 /);
     await waitFor('record', () => log.all.length === 1);
     expect(log.all[0]!.username).toBe('u'.repeat(255));
+    // Never cut inside a surrogate pair (a lone half is no text: PostgreSQL would store U+FFFD).
+    const d = await RawClient.connect(g.httpPort);
+    d.write(`CONNECT 127.0.0.1:9 HTTP/1.1\r\nProxy-Authorization: ${basic(`${'u'.repeat(254)}${'😀'.repeat(10)}`, 'pw')}\r\n\r\n`);
+    expect(await d.readUntil('\r\n\r\n')).toMatch(/^HTTP\/1\.1 407 /);
+    await waitFor('record', () => log.all.length === 2);
+    expect(log.all[1]!.username).toBe('u'.repeat(254));
   });
 
   it('a PROXY header from a peer not trusted for it, or a malformed one from a trusted peer: closed, and recorded as malformed', async () => {

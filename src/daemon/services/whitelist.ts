@@ -50,14 +50,13 @@ function outcomeOf(per: Array<{ ip: string; code: ItemCode | null }>): BatchOutc
   );
 }
 
-
-/** The batch limit (10413, nothing processed): the one home of the rule; the API checks it before the body's schema. */
 /**
  * A remark as text either database holds: an unpaired surrogate or a NUL (PostgreSQL's text has neither; one
  * failed the whole batch) becomes U+FFFD, one code point for one, so the length rule reads the same.
  */
 const storableRemark = (remark: string): string => remark.replace(/[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]|\u0000/g, '\uFFFD');
 
+/** The batch limit (10413, nothing processed): the one home of the rule; the API checks it before the body's schema. */
 export function assertBatchSize(n: number): void {
   if (n > MAX_BATCH_ITEMS) throw new BusinessError(Code.TOO_MANY_ITEMS);
 }

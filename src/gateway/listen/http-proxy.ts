@@ -66,8 +66,9 @@ export class HttpProxyHandler implements ProtocolHandler {
       conn.refuse('malformed', httpFailureReply('unknown_user', conn.requestId));
       return;
     }
-    // For the log: as presented, but no longer than RFC 1929 can carry (a head may hold a username of kilobytes).
-    if (creds) conn.username = creds.username.length > MAX_LOGGED_USERNAME ? creds.username.slice(0, MAX_LOGGED_USERNAME) : creds.username;
+    // For the log: as presented, but no longer than 255 characters (as long as RFC 1929 lets a SOCKS5 one be; a
+    // head may hold a username of kilobytes), never cut inside a surrogate pair.
+    if (creds) conn.username = creds.username.length > MAX_LOGGED_USERNAME ? cutUsername(creds.username) : creds.username;
     afterAdmission(conn, () => conn.admit(creds), (failure) => {
       if (failure === 'gone') return;
       if (failure) return conn.failHttp(failure);
@@ -75,6 +76,11 @@ export class HttpProxyHandler implements ProtocolHandler {
       else forwardRequest(conn, head, headBytes);
     });
   }
+}
+
+function cutUsername(u: string): string {
+  const end = (u.charCodeAt(MAX_LOGGED_USERNAME - 1) & 0xfc00) === 0xd800 ? MAX_LOGGED_USERNAME - 1 : MAX_LOGGED_USERNAME;
+  return u.slice(0, end);
 }
 
 /** `host:port` an absolute-form request names, for the log: never the path or query (they can carry a customer's secrets). */
