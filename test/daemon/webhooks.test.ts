@@ -78,12 +78,16 @@ describe.each(BACKENDS)('webhooks on %s', (backend) => {
     const delta = (up: number) => ({ accountId: account.id, subject: 'user:alice', bytesUp: up, bytesDown: 0, connections: 1 });
     expect(await store.usage.addFlush('n', `w-${Math.random()}`, Date.now(), [delta(600)])).toBe('ok');
 
-    const opts = { allowPrivate: true, firstRetryMs: 50 };
+    const said: Array<Record<string, unknown>> = [];
+    const opts = { allowPrivate: true, firstRetryMs: 50, log: { warn: (o: object) => void said.push(o as Record<string, unknown>) } };
     const a = new WebhookSender(store, { ...opts, node: 'node-a' });
     const b = new WebhookSender(store, { ...opts, node: 'node-b' });
     await Promise.all([a.detect(), b.detect()]);
     await Promise.all([a.deliverDue(), b.deliverDue()]);
     expect(r.got).toHaveLength(1); // answered 500
+    // The operator sees why: the status, never the URL.
+    expect(said).toEqual([expect.objectContaining({ event: 'webhook_attempt_failed', status: 500 })]);
+    expect(JSON.stringify(said)).not.toContain(r.url);
     await sleep(80);
     await Promise.all([a.deliverDue(), b.deliverDue()]);
     expect(r.got).toHaveLength(2);

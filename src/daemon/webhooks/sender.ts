@@ -122,8 +122,12 @@ export class WebhookSender {
       await this.store.webhooks.finish(e.id, this.o.node, { state: 'delivered', attempts, lastStatus: status, nextAtMs: now });
       return;
     }
+    // The receiver answered, but not 2xx: said as an attempt that failed, with its status (never the URL, which
+    // may carry the receiver's own secret).
+    if (status !== null) this.o.log?.warn({ event: 'webhook_attempt_failed', id: e.id, status }, `webhook receiver answered HTTP ${status}`);
     const wait = Math.min(this.o.maxRetryMs ?? 3_600_000, (this.o.firstRetryMs ?? 15_000) * 2 ** (attempts - 1));
     const giveUp = !w || now + wait - e.createdAtMs > (this.o.giveUpMs ?? DAY_MS);
+    if (giveUp && w) this.o.log?.warn({ event: 'webhook_given_up', id: e.id, attempts }, 'webhook event given up after its retries');
     await this.store.webhooks.finish(e.id, this.o.node, { state: giveUp ? 'failed' : 'pending', attempts, lastStatus: status, nextAtMs: now + wait });
   }
 }
