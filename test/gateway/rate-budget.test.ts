@@ -144,11 +144,8 @@ describe('the pump under a rate budget', () => {
     expect(r3.up).toBeGreaterThan(20 * 125_000);
   }, 20_000);
 
-  it('a forwarded (absolute-form) response passes at the rate too', async () => {
-    const body = Buffer.alloc(1_500_000, 0x63);
-    const origin = http.createServer((_req, res) => res.end(body));
-    await new Promise<void>((r) => origin.listen(0, '127.0.0.1', () => r()));
-    limits.rate = { up: new RateBucket(500_000), down: new RateBucket(500_000) };
+  /** A GET through the gateway's HTTP proxy to `origin`: the bytes of its body and the seconds it took. */
+  async function fetchThroughGateway(origin: http.Server): Promise<{ got: number; secs: number }> {
     const t0 = performance.now();
     const got = await new Promise<number>((resolve, reject) => {
       const req = http.request({ host: '127.0.0.1', port: g.httpPort, path: `http://127.0.0.1:${(origin.address() as net.AddressInfo).port}/`, headers: { 'Proxy-Authorization': basic('alice', 's3cret:pw') } }, (res) => {
@@ -159,7 +156,15 @@ describe('the pump under a rate budget', () => {
       req.on('error', reject);
       req.end();
     });
-    const secs = (performance.now() - t0) / 1000;
+    return { got, secs: (performance.now() - t0) / 1000 };
+  }
+
+  it('a forwarded (absolute-form) response passes at the rate too', async () => {
+    const body = Buffer.alloc(1_500_000, 0x63);
+    const origin = http.createServer((_req, res) => res.end(body));
+    await new Promise<void>((r) => origin.listen(0, '127.0.0.1', () => r()));
+    limits.rate = { up: new RateBucket(500_000), down: new RateBucket(500_000) };
+    const { got, secs } = await fetchThroughGateway(origin);
     limits.rate = null;
     origin.close();
     expect(got).toBe(body.length);
@@ -175,17 +180,7 @@ describe('the pump under a rate budget', () => {
     const down = new RateBucket(500_000);
     down.take(750_000); // the user's other connections have just used this second's rate, and more (a read passes whole)
     limits.rate = { up: new RateBucket(500_000), down };
-    const t0 = performance.now();
-    const got = await new Promise<number>((resolve, reject) => {
-      const req = http.request({ host: '127.0.0.1', port: g.httpPort, path: `http://127.0.0.1:${(origin.address() as net.AddressInfo).port}/`, headers: { 'Proxy-Authorization': basic('alice', 's3cret:pw') } }, (res) => {
-        let n = 0;
-        res.on('data', (c: Buffer) => (n += c.length));
-        res.on('end', () => resolve(n));
-      });
-      req.on('error', reject);
-      req.end();
-    });
-    const secs = (performance.now() - t0) / 1000;
+    const { got, secs } = await fetchThroughGateway(origin);
     limits.rate = null;
     origin.close();
     expect(got).toBe(body.length);
