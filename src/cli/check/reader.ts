@@ -159,6 +159,17 @@ export function fromAProxy(get: (name: string) => string | undefined): boolean {
   return ['via', 'proxy-status', 'proxy-authenticate', 'x-squid-error'].some((h) => get(h) !== undefined) || PROXY_SERVERS.test(get('server') ?? '');
 }
 
+/** The last `Proxy-Status` member: the one the proxy nearest to us added (RFC 9209). */
+function nearestProxyStatus(get: (name: string) => string | undefined): string {
+  const members = (get('proxy-status') ?? '').split(/,(?=(?:[^"]*"[^"]*")*[^"]*$)/);
+  return members[members.length - 1] ?? '';
+}
+
+/** Whether the nearest proxy says it forwarded the target's own answer (`Proxy-Status: …; received-status=N`). */
+export function forwardedByProxy(get: (name: string) => string | undefined): boolean {
+  return /;\s*received-status=/i.test(nearestProxyStatus(get));
+}
+
 /** Why a proxy says it could not reach the target, where it says so in a header. */
 export type ProxyError = 'refused' | 'dns' | 'timeout' | 'unreachable' | 'unavailable';
 
@@ -169,8 +180,7 @@ export type ProxyError = 'refused' | 'dns' | 'timeout' | 'unreachable' | 'unavai
  * an `X-Squid-Error` in an answer proxyd forwarded (its `Via`).
  */
 export function proxyErrorOf(get: (name: string) => string | undefined): ProxyError | null {
-  const members = (get('proxy-status') ?? '').split(/,(?=(?:[^"]*"[^"]*")*[^"]*$)/);
-  const nearest = members[members.length - 1] ?? '';
+  const nearest = nearestProxyStatus(get);
   if (/;\s*received-status=/i.test(nearest)) return null;
   const type = /(?:^|;)\s*error=("?)([a-z_]+)\1/i.exec(nearest)?.[2]?.toLowerCase();
   if (type) {

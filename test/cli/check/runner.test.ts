@@ -200,6 +200,14 @@ describe('HTTP proxy', () => {
     const f = await performCheck(opts({ proxy: `http://127.0.0.1:${forwarded.port}`, target: http_ }), { lookup });
     expect(f.failure?.stage).toBe('status');
     expect(f.report.diagnosis).toMatch(/the target itself answered 503/);
+    // A 403/502/504 the proxy says it forwarded (received-status) is the target's too, not a gateway refusal.
+    for (const status of [403, 502, 504]) {
+      const own = keep(await httpProxyPeer({ kind: 'answer', status, reason: 'From Target', headers: { Via: '1.1 proxyd', 'Proxy-Status': `proxyd; received-status=${status}` }, body: 'no' }));
+      const o = await performCheck(opts({ proxy: `http://127.0.0.1:${own.port}`, target: http_ }), { lookup });
+      expect(o.failure?.stage, String(status)).toBe('status');
+      expect(o.report.stages.find((s) => s.name === 'connect')?.status, String(status)).toBe('ok');
+      expect(o.report.diagnosis, String(status)).toMatch(new RegExp(`the target itself answered ${status}`));
+    }
     // proxyd's 504 for a slow resolver is a timeout, not a misspelled name; its 502 with no exit names the targeting.
     const slowDns = keep(await httpProxyPeer({ kind: 'answer', status: 504, reason: 'Gateway Timeout', headers: { 'Proxy-Status': 'proxyd; error=dns_timeout; details="resolving the target name timed out"' } }));
     expect((await performCheck(opts({ proxy: `http://127.0.0.1:${slowDns.port}`, target: https_ }), { lookup })).report.diagnosis).toMatch(/^The proxy timed out reaching/);
