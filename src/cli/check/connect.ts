@@ -3,7 +3,7 @@
 // request (a gateway refusal 403/502/504 fails here, unless the proxy marks it as the target's). SOCKS5: the CONNECT reply code, named.
 import { isIP } from 'node:net';
 import { readBody } from './egress-ip.js';
-import { PeerClosedError, SocketReader, forwardedByProxy, headerGetter, printable, proxyErrorOf } from './reader.js';
+import { PeerClosedError, SocketReader, forwardedByProxy, headerGetter, printable, proxyErrorOf, refusedByProxy } from './reader.js';
 import { SOCKS_VERSION, boundAddressLength, connectRequest, formatBound, hex, socksReplyName } from './socks5.js';
 import { fail, ok, type StageFn } from './stage.js';
 import type { CheckContext, StageOutcome } from './types.js';
@@ -41,10 +41,12 @@ async function httpForwardVerdict(ctx: CheckContext): Promise<StageOutcome> {
   // The proxy saying in a header that it could not reach the target (squid answers 503 so): the proxy's answer.
   const get = headerGetter(res.headers);
   const proxyError = status >= 400 ? proxyErrorOf(get) : null;
-  // A 403/502/504 the proxy marks as forwarded (received-status) is the target's own: the status stage judges it.
-  if (proxyError || (GATEWAY_REFUSAL_STATUSES.has(status) && !forwardedByProxy(get))) {
+  // The proxy's own typed refusal (Proxy-Status error=, e.g. a 429 connection limit) fails here; a 403/502/504
+  // the proxy marks as forwarded (received-status) is the target's own: the status stage judges it.
+  const ownRefusal = status >= 400 && refusedByProxy(get);
+  if (proxyError || ownRefusal || (GATEWAY_REFUSAL_STATUSES.has(status) && !forwardedByProxy(get))) {
     const why = explanation(await readBody(res).catch(() => ''), status, printable(res.statusMessage ?? '', 60));
-    return fail(`request for ${ctx.target.hostHeader} answered ${text}${why ? `: ${why}` : ''}${proxyError ? ' (from the proxy)' : ' (from the proxy, unless the target itself sent it)'}`, {
+    return fail(`request for ${ctx.target.hostHeader} answered ${text}${why ? `: ${why}` : ''}${proxyError || ownRefusal ? ' (from the proxy)' : ' (from the proxy, unless the target itself sent it)'}`, {
       kind: 'http_connect_status',
       status,
       reason: printable(res.statusMessage ?? '', 60),

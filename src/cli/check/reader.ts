@@ -170,6 +170,12 @@ export function forwardedByProxy(get: (name: string) => string | undefined): boo
   return /;\s*received-status=/i.test(nearestProxyStatus(get));
 }
 
+/** Whether the nearest proxy says the answer is its own refusal (`Proxy-Status: …; error=…`, not forwarded). */
+export function refusedByProxy(get: (name: string) => string | undefined): boolean {
+  const nearest = nearestProxyStatus(get);
+  return !/;\s*received-status=/i.test(nearest) && /;\s*error=/i.test(nearest);
+}
+
 /** Why a proxy says it could not reach the target, where it says so in a header. */
 export type ProxyError = 'refused' | 'dns' | 'timeout' | 'unreachable' | 'unavailable';
 

@@ -208,6 +208,12 @@ describe('HTTP proxy', () => {
       expect(o.report.stages.find((s) => s.name === 'connect')?.status, String(status)).toBe('ok');
       expect(o.report.diagnosis, String(status)).toMatch(new RegExp(`the target itself answered ${status}`));
     }
+    // proxyd's own 429 (the account's connection limit) to an http:// target is the proxy's answer (its Proxy-Status
+    // names an error and no received-status), not the target's: it fails connect.
+    const limited = keep(await httpProxyPeer({ kind: 'answer', status: 429, reason: 'Too Many Requests', headers: { 'Proxy-Status': 'proxyd; error=http_request_denied; details="too many concurrent connections"', 'X-Request-Id': 'gw-00000x' }, body: '429 Too Many Requests: too many concurrent connections\n' }));
+    const l = await performCheck(opts({ proxy: `http://127.0.0.1:${limited.port}`, target: http_ }), { lookup });
+    expect(l.failure?.stage).toBe('connect');
+    expect(l.report.diagnosis).toMatch(/^The proxy is busy or limits this account \(429: "too many concurrent connections"\)/);
     // proxyd's 504 for a slow resolver is a timeout, not a misspelled name; its 502 with no exit names the targeting.
     const slowDns = keep(await httpProxyPeer({ kind: 'answer', status: 504, reason: 'Gateway Timeout', headers: { 'Proxy-Status': 'proxyd; error=dns_timeout; details="resolving the target name timed out"' } }));
     expect((await performCheck(opts({ proxy: `http://127.0.0.1:${slowDns.port}`, target: https_ }), { lookup })).report.diagnosis).toMatch(/^The proxy timed out reaching/);
