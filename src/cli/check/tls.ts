@@ -19,6 +19,16 @@ const REASONS: Record<string, { reason: TlsReason; text: string }> = {
   CERT_SIGNATURE_FAILURE: { reason: 'untrusted', text: 'certificate signature invalid' },
 };
 
+/**
+ * OpenSSL's reason ("wrong version number"): Node's `reason`, else the field after the function name in its
+ * error-queue line (`…:error:0A00010B:SSL routines:<function>:<reason>:<file>:<line>:`); else the message.
+ */
+function opensslReason(err: Error & { reason?: unknown }): string {
+  if (typeof err.reason === 'string' && err.reason.trim()) return err.reason.trim();
+  const queued = /SSL routines:[^:]*:([^:]+)/.exec(err.message);
+  return (queued ? queued[1]! : err.message).trim();
+}
+
 export function classifyTlsError(err: NodeJS.ErrnoException & { cert?: { subjectaltname?: string } }, host: string): { reason: TlsReason; text: string } {
   const code = err.code ?? '';
   const known = REASONS[code];
@@ -28,7 +38,7 @@ export function classifyTlsError(err: NodeJS.ErrnoException & { cert?: { subject
   }
   if (known) return known;
   if (code.startsWith('ERR_SSL_') || code === 'ECONNRESET' || code === 'EPROTO') {
-    return { reason: 'handshake', text: `handshake failed: ${err.message.replace(/^[^:]*routines:/, '').trim() || code}` };
+    return { reason: 'handshake', text: `handshake failed: ${opensslReason(err) || code}` };
   }
   return { reason: 'other', text: `${code ? `${code}: ` : ''}${err.message}` };
 }

@@ -131,6 +131,14 @@ describe('TLS error reasons', () => {
   ])('%s -> %s', (code, reason) => {
     expect(classifyTlsError(Object.assign(new Error('x'), { code }), 'h').reason).toBe(reason);
   });
+
+  it("a handshake failure names OpenSSL's reason, not its error queue line", () => {
+    // What Node 22/24 throw for an http:// port reached as https://.
+    const message = '40BD64ADC87F0000:error:0A00010B:SSL routines:tls_validate_record_header:wrong version number:../deps/openssl/openssl/ssl/record/methods/tlsany_meth.c:77:\n';
+    expect(classifyTlsError(Object.assign(new Error(message), { code: 'ERR_SSL_WRONG_VERSION_NUMBER', reason: 'wrong version number' }), 'h').text).toBe('handshake failed: wrong version number');
+    expect(classifyTlsError(Object.assign(new Error(message), { code: 'ERR_SSL_WRONG_VERSION_NUMBER' }), 'h').text).toBe('handshake failed: wrong version number');
+    expect(classifyTlsError(Object.assign(new Error('socket hang up'), { code: 'ECONNRESET' }), 'h').text).toBe('handshake failed: socket hang up');
+  });
 });
 
 describe('diagnosis', () => {
