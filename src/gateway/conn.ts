@@ -306,7 +306,9 @@ export class ClientConn {
    */
   admit(creds: { username: string; password: string } | null): AdmitStep | Promise<AdmitStep> {
     if (!this.to('admitting')) return 'gone';
-    const out = this.core.admit(creds, this.sourceIp);
+    // Credentials: the failure budgets count by the client's address in either family (an IPv6 one by its /64);
+    // with none, all IPv6 clients shared one budget, and one of them could lock out the rest.
+    const out = this.core.admit(creds, creds ? this.clientAddress || null : this.sourceIp);
     return out instanceof Promise ? out.then((o) => this.admitted(o)) : this.admitted(out);
   }
 

@@ -46,7 +46,7 @@ export interface Admitter {
   /**
    * Credentials given (HTTP Basic or RFC 1929). Must not be slow on repeat (cache verified credentials).
    * `baseUsername` (the user named by session parameters) is tried only when no user `username` exists.
-   * `sourceIp`: the client's IPv4 (after any trusted PROXY header), for per-source limits on failures.
+   * `sourceIp`: the client's address, IPv4 or IPv6 (after any trusted PROXY header), for per-source limits on failures.
    * Either method may answer at once (the connection goes on in the same turn) or with a promise; either may
    * throw or reject (the gateway answers `admission_error`).
    */

@@ -7,6 +7,7 @@ import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { startTestGateway } from '../gateway/helpers.js';
 import { ViewAdmission } from '../../src/daemon/admission/gateway-admission.js';
+import { FailureBudget } from '../../src/daemon/admission/failure-budget.js';
 import { StoreAdmissionFeed } from '../../src/daemon/admission/feed.js';
 import { AdmissionUnavailable, AdmissionView, type AdmissionFeed } from '../../src/daemon/admission/view.js';
 import { withViewHealth } from '../../src/daemon/observe/health.js';
@@ -715,6 +716,48 @@ describe('/healthz with the view stale, then expired', () => {
       expect(withViewHealth({ ok: false, down: ['database'] }, 'stale')).toEqual({ ok: false, down: ['database'], status: 'degraded' });
     } finally {
       await t.close();
+    }
+  });
+});
+
+describe('wrong proxy passwords from IPv6 clients', () => {
+  it('draw on their own /64\'s source budget: a flood from one /64 neither escapes it nor locks out another /64', async () => {
+    const feed = new FakeFeed();
+    feed.state.accounts.push({ id: 1, status: 'active' });
+    feed.state.users.push({ username: 'alice', account_id: 1, password_hash: await hashPassword('alice-password'), status: 'active' });
+    const clock = { now: 1_000_000 };
+    const view = new AdmissionView(feed, { staleAdmissionSec: 300, pollMs: 0, batch: 2, nowMs: () => clock.now });
+    views.push(view);
+    await view.start();
+    const budget = new FailureBudget({ perSource: { burst: 3, perSec: 0 }, perUser: { burst: 100, perSec: 0 }, perNode: { burst: 100, perSec: 0 } });
+    const admission = new ViewAdmission(view, budget);
+    const echo = await tcpEcho();
+    const target = addrOf(echo);
+    const { gw, httpPort } = await startTestGateway({ admission, proxyProtocolFrom: ['127.0.0.1'] });
+    /** A CONNECT as from `source` (a trusted PROXY header names it), with `password`: the answer's first line. */
+    const connectFrom = (source: string, password: string) =>
+      new Promise<string>((resolve) => {
+        const auth = Buffer.from(`alice:${password}`).toString('base64');
+        const s = net.connect(httpPort, '127.0.0.1');
+        let got = '';
+        s.on('connect', () => s.write(`PROXY TCP6 ${source} 2001:db8::1 40000 3128\r\nCONNECT ${target} HTTP/1.1\r\nProxy-Authorization: Basic ${auth}\r\n\r\n`));
+        s.on('data', (d) => {
+          got += d.toString('latin1');
+          if (got.includes('\r\n')) s.destroy();
+        });
+        s.on('close', () => resolve(got.split('\r\n')[0]!));
+        s.on('error', () => resolve(got.split('\r\n')[0]!));
+      });
+    try {
+      // One host's /64: fresh addresses do not buy fresh budgets. Three compared, three refused without a hash.
+      for (let i = 1; i <= 6; i++) expect(await connectFrom(`2001:db8:7:7::${i}`, 'not-the-password')).toMatch(/^HTTP\/1\.1 407 /);
+      expect(budget.refused).toBe(3);
+      // Another /64 (another customer) is not locked out by that flood: its password is still compared.
+      expect(await connectFrom('2001:db8:7:8::1', 'alice-password')).toMatch(/^HTTP\/1\.1 200 /);
+      expect(budget.refused).toBe(3);
+    } finally {
+      await gw.close(0);
+      echo.close();
     }
   });
 });

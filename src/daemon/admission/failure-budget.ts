@@ -7,6 +7,8 @@
 // whose password is cached is unaffected by any flood; a flood aimed at one username can delay that user's
 // *first* login from a new password for as long as it lasts, never anyone else's.
 
+import { sourceLimitKey } from '../services/source-ip.js';
+
 interface Bucket {
   tokens: number;
   at: number;
@@ -117,7 +119,8 @@ export class FailureBudget {
    */
   async run(source: string | null, username: string, check: () => Promise<boolean>): Promise<boolean | 'skipped'> {
     const now = this.now();
-    const src = source ?? '-';
+    // An IPv6 source by its /64 (a host holds a whole /64: by address it had 2^64 fresh budgets).
+    const src = source === null ? '-' : sourceLimitKey(source);
     if (!this.sources.has(src, now) || !this.users.has(username, now) || !this.node.has('', now) || this.waiting.length >= this.queue) {
       this.refused++;
       return 'skipped';
