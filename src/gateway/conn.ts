@@ -180,15 +180,23 @@ export class ClientConn {
   private readonly trustedPeer: boolean;
   private headerTimer: NodeJS.Timeout | null;
 
+  /** Where this connection counts in core.handshaking until it is admitted or closed; null: not counted. */
+  private handshakeSource: string | null;
+
+  /** `peer` (canonical), `trusted` (a PROXY peer) and `handshakeSource` (where it counts) as the accepting listener found them. */
   constructor(
     readonly core: GatewayCore,
     readonly socket: net.Socket,
     readonly listener: ListenerKind,
+    peer = canonicalIp(socket.remoteAddress ?? ''),
+    trusted = core.isTrustedPeer(peer),
+    handshakeSource: string | null = null,
   ) {
-    const peer = canonicalIp(socket.remoteAddress ?? '');
     this.sourceIp = peer.includes(':') || peer === '' ? null : peer;
     this.clientAddress = peer;
-    this.trustedPeer = core.isTrustedPeer(peer);
+    this.trustedPeer = trusted;
+    this.handshakeSource = handshakeSource;
+    if (handshakeSource !== null) core.handshaking.set(handshakeSource, (core.handshaking.get(handshakeSource) ?? 0) + 1);
     core.conns.add(this);
     core.stats.connectionsOpen++;
     socket.setNoDelay(true);
@@ -218,6 +226,9 @@ export class ClientConn {
       return false;
     }
     this.state = next;
+    // Admitted (on to its target, or back to SOCKS5's request), or closed: out of its source's count. A refusal
+    // still lingering stays in it, or junk answered at once would hold as many connections as idle handshakes.
+    if (this.handshakeSource !== null && (next === 'handshake' ? from === 'admitting' : next !== 'admitting' && next !== 'replying')) this.leaveHandshake();
     switch (next) {
       case 'handshake':
         // Admitted, and the protocol has more to read (SOCKS5): parse what came meanwhile.
@@ -426,6 +437,15 @@ export class ClientConn {
   destroy(): void {
     this.socket.destroy();
     this.upstream?.destroy();
+  }
+
+  /** Admitted or closed: out of its source's count. */
+  private leaveHandshake(): void {
+    const source = this.handshakeSource as string;
+    this.handshakeSource = null;
+    const n = (this.core.handshaking.get(source) ?? 1) - 1;
+    if (n <= 0) this.core.handshaking.delete(source);
+    else this.core.handshaking.set(source, n);
   }
 
   /** The account's (and user's) connection slot this connection holds, given back once. */

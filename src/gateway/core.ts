@@ -99,6 +99,11 @@ export class GatewayCore {
   readonly stats: GatewayStats;
   /** Open client connections (not a Set: live-set.ts says why). */
   readonly conns = new LiveSet<LiveConn>();
+  /**
+   * Connections not admitted yet (in their handshake, or answered with a refusal), by source (hop/server.ts sourceKey; a
+   * trusted PROXY peer's are not counted, it carries many clients): one host's idle or junk connections cannot take the whole total.
+   */
+  readonly handshaking = new Map<string, number>();
   readonly tunnels: Tunnels;
   private readonly perAccount = new Map<number, number>();
   /** Open connections per account and subject, for per-user caps. */

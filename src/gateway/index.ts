@@ -9,7 +9,7 @@ import { canonicalIp } from './dial/target-policy.js';
 import { HttpProxyHandler } from './listen/http-proxy.js';
 import { Socks5Handler } from './listen/socks5.js';
 import { UDP_DEFAULTS } from './listen/socks5-udp.js';
-import { startHopServer, type HopServer } from './hop/server.js';
+import { sourceKey, startHopServer, type HopServer } from './hop/server.js';
 import type { Gateway, GatewayOptions, GatewayStats } from './types.js';
 
 export type * from './types.js';
@@ -52,11 +52,13 @@ export async function startGateway(opts: GatewayOptions): Promise<Gateway> {
   const { limits } = core;
 
   const accept = (kind: ListenerKind) => (socket: net.Socket) => {
-    if (core.conns.size >= limits.maxConnectionsTotal) {
+    const peer = canonicalIp(socket.remoteAddress ?? '');
+    const trusted = core.isTrustedPeer(peer);
+    const source = trusted ? null : net.isIPv4(peer) ? peer : sourceKey(peer);
+    if (core.conns.size >= limits.maxConnectionsTotal || (source !== null && (core.handshaking.get(source) ?? 0) >= limits.maxHandshakesPerSource)) {
       socket.on('error', () => {});
       // A refused attempt like any other: its record (no account; `connection_limit`) under the id the 503 gives.
       const requestId = core.nextRequestId();
-      const peer = canonicalIp(socket.remoteAddress ?? '');
       opts.connectionLog?.record({
         startedAt: Date.now(),
         requestId,
@@ -79,7 +81,7 @@ export async function startGateway(opts: GatewayOptions): Promise<Gateway> {
       setTimeout(() => socket.destroy(), 1000).unref();
       return;
     }
-    const conn = new ClientConn(core, socket, kind);
+    const conn = new ClientConn(core, socket, kind, peer, trusted, source);
     conn.handler = kind === 'http' ? new HttpProxyHandler(conn) : new Socks5Handler(conn);
   };
 

@@ -7,6 +7,8 @@ export const DEFAULT_LIMITS: GatewayLimits = {
   maxHeaderBytes: 16 * 1024,
   maxConnectionsPerAccount: 256,
   maxConnectionsTotal: 10_000,
+  // As many as one account may hold open: past it, a source holding idle handshakes is refused, not everyone.
+  maxHandshakesPerSource: 256,
 };
 
 export function resolveLimits(partial: Partial<GatewayLimits> | undefined): GatewayLimits {

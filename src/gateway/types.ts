@@ -152,6 +152,7 @@ export interface GatewayLimits {
   maxHeaderBytes: number;
   maxConnectionsPerAccount: number;
   maxConnectionsTotal: number;
+  maxHandshakesPerSource: number; // connections not admitted yet (handshake, or a refusal lingering) from one source (IPv4 address, IPv6 /64)
 }
 
 export interface GatewayOptions {

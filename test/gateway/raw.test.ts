@@ -688,6 +688,48 @@ describe('limits and accounting', () => {
     await g.gw.close(100);
   });
 
+  it('caps connections not yet admitted from one source: its idle or junk connections cannot fill the total and lock everyone out', async () => {
+    const g = await startTestGateway({ limits: { maxHandshakesPerSource: 3, maxConnectionsTotal: 100 } });
+    // One source opens connections and never sends a head: past its 3 the next is refused at once, on either port.
+    const idle = [await RawClient.connect(g.httpPort), await RawClient.connect(g.socksPort), await RawClient.connect(g.httpPort)];
+    await eventually(() => g.gw.stats().connectionsOpen === 3);
+    const over = await RawClient.connect(g.httpPort);
+    expect((await over.readToEnd()).toString()).toMatch(/^HTTP\/1\.1 503 /);
+    const overSocks = await RawClient.connect(g.socksPort);
+    expect((await overSocks.readToEnd()).length).toBe(0);
+    // Another source is served meanwhile.
+    const other = await RawClient.connect(g.httpPort, '127.0.0.1', '127.0.0.3');
+    other.write(`CONNECT 127.0.0.1:${echo.port} HTTP/1.1\r\nProxy-Authorization: ${AUTH}\r\n\r\n`);
+    expect(await other.readUntil('\r\n\r\n')).toMatch(/^HTTP\/1\.1 200 /);
+    // A handshake that completes leaves the count: the source may open another.
+    idle[0]!.write(`CONNECT 127.0.0.1:${echo.port} HTTP/1.1\r\nProxy-Authorization: ${AUTH}\r\n\r\n`);
+    expect(await idle[0]!.readUntil('\r\n\r\n')).toMatch(/^HTTP\/1\.1 200 /);
+    const next = await RawClient.connect(g.httpPort);
+    next.write(`CONNECT 127.0.0.1:${echo.port} HTTP/1.1\r\nProxy-Authorization: ${AUTH}\r\n\r\n`);
+    expect(await next.readUntil('\r\n\r\n')).toMatch(/^HTTP\/1\.1 200 /);
+    // Refused connections the client keeps open (junk answered 400, lingering) count until they close.
+    idle[1]!.socket.destroy();
+    idle[2]!.socket.destroy();
+    await eventually(() => g.gw.stats().connectionsOpen === 3); // the three admitted
+    const junk = [await RawClient.connect(g.httpPort), await RawClient.connect(g.httpPort), await RawClient.connect(g.httpPort)];
+    for (const c of junk) {
+      c.write('garbage\r\n\r\n');
+      expect(await c.readUntil('\r\n\r\n')).toMatch(/^HTTP\/1\.1 400 /);
+    }
+    const overJunk = await RawClient.connect(g.httpPort);
+    expect((await overJunk.readToEnd()).toString()).toMatch(/^HTTP\/1\.1 503 /);
+    for (const c of [...idle, other, next, ...junk]) c.socket.destroy();
+    await g.gw.close(100);
+    // A trusted PROXY peer (a load balancer) carries many clients: its connections are not counted.
+    const lb = await startTestGateway({ limits: { maxHandshakesPerSource: 2 }, proxyProtocolFrom: ['127.0.0.1'] });
+    const many = await Promise.all(Array.from({ length: 4 }, () => RawClient.connect(lb.httpPort)));
+    await eventually(() => lb.gw.stats().connectionsOpen === 4);
+    many[3]!.write(`CONNECT 127.0.0.1:${echo.port} HTTP/1.1\r\nProxy-Authorization: ${AUTH}\r\n\r\n`);
+    expect(await many[3]!.readUntil('\r\n\r\n')).toMatch(/^HTTP\/1\.1 200 /);
+    for (const c of many) c.socket.destroy();
+    await lb.gw.close(100);
+  });
+
   it("a refused connection gives its account slot back with the answer, not when the client closes (HTTP and SOCKS5)", async () => {
     const g = await startTestGateway({ limits: { maxConnectionsPerAccount: 1 } });
     const closed = await freePort(); // nothing listens there
