@@ -54,7 +54,7 @@ export async function startGateway(opts: GatewayOptions): Promise<Gateway> {
   const accept = (kind: ListenerKind) => (socket: net.Socket) => {
     const peer = canonicalIp(socket.remoteAddress ?? '');
     const trusted = core.isTrustedPeer(peer);
-    const source = trusted ? null : net.isIPv4(peer) ? peer : sourceKey(peer);
+    const source = trusted ? null : peer.includes(':') ? sourceKey(peer) : peer; // canonical: an IPv4 address has no ':'
     if (core.conns.size >= limits.maxConnectionsTotal || (source !== null && (core.handshaking.get(source) ?? 0) >= limits.maxHandshakesPerSource)) {
       socket.on('error', () => {});
       // A refused attempt like any other: its record (no account; `connection_limit`) under the id the 503 gives.

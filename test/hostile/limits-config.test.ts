@@ -1,6 +1,7 @@
 // The hidden PROXYD_GATEWAY_LIMITS override that lets the hostile suites shrink the gateway's limits.
 import { describe, expect, it } from 'vitest';
 import { parseGatewayLimitOverrides } from '../../src/daemon/process/serve.js';
+import { resolveLimits } from '../../src/gateway/limits.js';
 
 describe('PROXYD_GATEWAY_LIMITS', () => {
   it('parses known keys to positive integers; absent means the defaults', () => {
@@ -11,6 +12,13 @@ describe('PROXYD_GATEWAY_LIMITS', () => {
       maxConnectionsPerAccount: 5,
       maxConnectionsTotal: 50,
     });
+  });
+
+  it('connections not admitted yet per source: 256, or as many as one account may hold when that cap is raised', () => {
+    expect(resolveLimits(undefined).maxHandshakesPerSource).toBe(256);
+    expect(resolveLimits({ maxConnectionsPerAccount: 5 }).maxHandshakesPerSource).toBe(256);
+    expect(resolveLimits({ maxConnectionsPerAccount: 2000 }).maxHandshakesPerSource).toBe(2000);
+    expect(resolveLimits({ maxConnectionsPerAccount: 2000, maxHandshakesPerSource: 300 }).maxHandshakesPerSource).toBe(300);
   });
 
   it('refuses unknown keys, prototype keys and values that are not positive integers', () => {
