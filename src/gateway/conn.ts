@@ -227,8 +227,9 @@ export class ClientConn {
     }
     this.state = next;
     // Admitted (on to its target, or back to SOCKS5's request), or closed: out of its source's count. A refusal
-    // still lingering stays in it, or junk answered at once would hold as many connections as idle handshakes.
-    if (this.handshakeSource !== null && (next === 'handshake' ? from === 'admitting' : next !== 'admitting' && next !== 'replying')) this.leaveHandshake();
+    // still lingering stays in it, or junk answered at once would hold as many connections as idle handshakes; so
+    // does a SOCKS5 refusal deferred to the request (auth answered OK, no account slot: accountId stays -1).
+    if (this.handshakeSource !== null && (next === 'handshake' ? from === 'admitting' && this.accountId >= 0 : next !== 'admitting' && next !== 'replying')) this.leaveHandshake();
     switch (next) {
       case 'handshake':
         // Admitted, and the protocol has more to read (SOCKS5): parse what came meanwhile.

@@ -730,6 +730,30 @@ describe('limits and accounting', () => {
     await lb.gw.close(100);
   });
 
+  it('a SOCKS5 refusal deferred to the request (the account at its cap: auth answered OK) still counts for its source', async () => {
+    const g = await startTestGateway({ limits: { maxHandshakesPerSource: 2, maxConnectionsPerAccount: 1, maxConnectionsTotal: 100 } });
+    const u = Buffer.from('alice');
+    const pw = Buffer.from('s3cret:pw');
+    const greet = Buffer.concat([Buffer.from([5, 1, 2, 1, u.length]), u, Buffer.from([pw.length]), pw]);
+    const a = await RawClient.connect(g.socksPort);
+    a.write(greet);
+    expect([...(await a.read(4))]).toEqual([5, 2, 1, 0]);
+    a.write(Buffer.from([5, 1, 0, 1, 127, 0, 0, 1, echo.port >> 8, echo.port & 0xff]));
+    expect((await a.read(10))[1]).toBe(0); // admitted: holds the account's one slot
+    // Over the cap: auth is answered OK (the refusal comes with the request), and these stay in the source's count.
+    const held: RawClient[] = [];
+    for (let i = 0; i < 2; i++) {
+      const c = await RawClient.connect(g.socksPort);
+      c.write(greet);
+      expect([...(await c.read(4))]).toEqual([5, 2, 1, 0]);
+      held.push(c);
+    }
+    const over = await RawClient.connect(g.socksPort);
+    expect((await over.readToEnd()).length).toBe(0); // past the source's 2: closed at once
+    for (const c of [a, ...held, over]) c.socket.destroy();
+    await g.gw.close(100);
+  });
+
   it("a refused connection gives its account slot back with the answer, not when the client closes (HTTP and SOCKS5)", async () => {
     const g = await startTestGateway({ limits: { maxConnectionsPerAccount: 1 } });
     const closed = await freePort(); // nothing listens there
