@@ -100,7 +100,7 @@ export class GatewayCore {
   /** Open client connections (not a Set: live-set.ts says why). */
   readonly conns = new LiveSet<LiveConn>();
   /**
-   * Connections not admitted yet (in their handshake, or answered with a refusal), by source (hop/server.ts sourceKey; a
+   * Connections not admitted yet (in their handshake, or answered with a refusal), by source (target-policy.ts sourceKey; a
    * trusted PROXY peer's are not counted, it carries many clients): one host's idle or junk connections cannot take the whole total.
    */
   readonly handshaking = new Map<string, number>();

@@ -1,6 +1,5 @@
 // The caller's address as the API and the console see it (after trusted X-Forwarded-For, which Fastify's trustProxy handles).
 import { isIP } from 'node:net';
-import ipaddr from 'ipaddr.js';
 import type { FastifyRequest } from 'fastify';
 import { canonicalIp } from '../../gateway/index.js';
 
@@ -21,12 +20,7 @@ export function sourceIp(request: FastifyRequest): string {
 }
 
 /**
- * What the per-source limits (the invalid-token lock-out, the console's log-in limits) count by: an IPv4
- * address, or the /64 of an IPv6 one (a host holds a whole /64: by address it had 2^64 fresh counters).
+ * What the per-source limits (the invalid-token lock-out, the console's log-in limits, the failed-login budgets)
+ * count by: the gateway's per-source key (an IPv4 address, or the /64 of an IPv6 one).
  */
-export function sourceLimitKey(ip: string): string {
-  if (!isIP(ip)) return ip;
-  const a = ipaddr.process(ip); // an IPv4-mapped address comes back as IPv4
-  if (a.kind() === 'ipv4') return a.toString();
-  return `${(a as ipaddr.IPv6).parts.slice(0, 4).map((p) => p.toString(16)).join(':')}::/64`;
-}
+export { sourceKey as sourceLimitKey } from '../../gateway/index.js';

@@ -92,6 +92,18 @@ export function canonicalIp(ip: string): string {
   return parseIp(ip)?.toString() ?? ip;
 }
 
+/**
+ * What a per-source limit counts by: an IPv4 address, or the /64 of an IPv6 one (a host holds a whole /64: by
+ * address it had 2^64 fresh counters). The hop's unproven connections, the gateway's handshakes, and (through the
+ * gateway's face) the daemon's failed-login budgets, API lock-out and console log-in limits.
+ */
+export function sourceKey(address: string): string {
+  const a = parseIp(address); // an IPv4-mapped address comes back as IPv4
+  if (!a) return address;
+  if (a.kind() === 'ipv4') return a.toString();
+  return `${(a as ipaddr.IPv6).parts.slice(0, 4).map((p) => p.toString(16)).join(':')}::/64`;
+}
+
 function isUnspecified(a: ipaddr.IPv4 | ipaddr.IPv6): boolean {
   return a.range() === 'unspecified';
 }

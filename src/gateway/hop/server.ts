@@ -8,8 +8,7 @@ import net from 'node:net';
 import tls from 'node:tls';
 import type { Dialer, EgressSession, ResolveOutcome } from '../dial/dialer.js';
 import { UdpOut } from '../dial/udp-out.js';
-import { parseIp } from '../dial/target-policy.js';
-import type ipaddr from 'ipaddr.js';
+import { sourceKey } from '../dial/target-policy.js';
 import type { AddressScreen, TargetDenial } from '../dial/target-rules.js';
 import { destroySelf } from '../relay/sockets.js';
 import { splice, type SpliceOwner } from '../relay/splice.js';
@@ -68,14 +67,6 @@ export interface HopServer {
   setIdentity(id: HopIdentity): void;
   /** Stops accepting, closes warm connections at once, lets tunnels finish for up to `drainMs`. */
   close(drainMs?: number): Promise<void>;
-}
-
-/** Where unproven connections are counted: an IPv4 address, or the /64 of an IPv6 one (a host holds a whole /64). */
-export function sourceKey(address: string): string {
-  const a = parseIp(address); // an IPv4-mapped address comes back as IPv4
-  if (!a) return address;
-  if (a.kind() === 'ipv4') return a.toString();
-  return `${(a as ipaddr.IPv6).parts.slice(0, 4).map((p) => p.toString(16)).join(':')}::/64`;
 }
 
 /** A context per identity: TLS 1.3 only; session tickets keyed from the private key, so every worker of the exit resumes its entries' sessions. */
