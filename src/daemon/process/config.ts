@@ -284,7 +284,6 @@ export function parseLocation(s: string | undefined): ServeConfig['location'] {
   return { country: m[1]!.toLowerCase(), city: m[2]?.toLowerCase() ?? null };
 }
 
-
 /** `minute=48h,hour=90d,day=2y`: any subset; the periods not named keep their default. */
 export function parseUsageRetention(s: string): Record<'minute' | 'hour' | 'day', number> {
   const r = readUsageRetention(s);

@@ -253,6 +253,16 @@ function isBase64(s: string): boolean {
 }
 
 /**
+ * Credentials' bytes as text (Basic and RFC 1929 alike): UTF-8 when they are UTF-8, else ISO-8859-1, what Python's
+ * requests and Java send for a password with accents (bytes that are not UTF-8 cannot be a UTF-8 password). Only a
+ * decoding that needed U+FFFD can have come from bytes that are not UTF-8.
+ */
+export function credentialText(b: Buffer, from: number, to: number): string {
+  const s = b.toString('utf8', from, to);
+  return s.includes('\ufffd') && !isUtf8(b.subarray(from, to)) ? b.toString('latin1', from, to) : s;
+}
+
+/**
  * Proxy-Authorization values -> credentials. `null`: none given; 'invalid': given but unusable
  * (several headers, another scheme, bad base64, no colon) — treated as wrong credentials.
  */
@@ -264,11 +274,8 @@ export function parseProxyAuthorization(values: string[]): Credentials | null | 
   const b64 = m[2] as string;
   if (!isBase64(b64)) return 'invalid';
   const raw = Buffer.from(b64, 'base64');
-  // RFC 7617 leaves the charset open: UTF-8 when the bytes are UTF-8, else ISO-8859-1 (what Python's requests
-  // and Java send for a password with accents; bytes that are not UTF-8 cannot be a UTF-8 password). Only a
-  // decoding that needed U+FFFD can have come from bytes that are not UTF-8.
-  let decoded = raw.toString('utf8');
-  if (decoded.includes('\ufffd') && !isUtf8(raw)) decoded = raw.toString('latin1');
+  // RFC 7617 leaves the charset open.
+  const decoded = credentialText(raw, 0, raw.length);
   const colon = decoded.indexOf(':');
   if (colon < 0) return 'invalid';
   return { username: decoded.slice(0, colon), password: decoded.slice(colon + 1) };

@@ -1,10 +1,9 @@
 // Pure SOCKS5 message parsers (RFC 1928 greeting and request, RFC 1929 username/password).
 // Each takes the bytes received so far and returns incomplete / a typed error / the message and
 // how many bytes it used. Never throws.
-import { isUtf8 } from 'node:buffer';
 import { isIP } from 'node:net';
 import ipaddr from 'ipaddr.js';
-import { isValidHostName } from './http-head.js';
+import { credentialText, isValidHostName } from './http-head.js';
 import { INCOMPLETE, fail, type ParseResult } from './parse-result.js';
 
 export const SOCKS_VERSION = 0x05;
@@ -48,13 +47,6 @@ export interface UserPass {
   password: string;
 }
 
-/** UTF-8 when the bytes are UTF-8, else ISO-8859-1 (Java's SOCKS client sends a password with accents so). */
-function fieldText(b: Buffer, from: number, to: number): string {
-  const s = b.toString('utf8', from, to);
-  // Only a decoding that needed U+FFFD can have come from bytes that are not UTF-8.
-  return s.includes('\ufffd') && !isUtf8(b.subarray(from, to)) ? b.toString('latin1', from, to) : s;
-}
-
 export function parseUserPass(buf: Uint8Array): ParseResult<UserPass, AuthError> {
   if (buf.length < 1) return INCOMPLETE;
   if (buf[0] !== AUTH_VERSION) return fail('bad_auth_version');
@@ -68,7 +60,7 @@ export function parseUserPass(buf: Uint8Array): ParseResult<UserPass, AuthError>
   const b = Buffer.from(buf.buffer, buf.byteOffset, buf.byteLength);
   return {
     kind: 'ok',
-    value: { username: fieldText(b, 2, 2 + ulen), password: fieldText(b, 3 + ulen, total) },
+    value: { username: credentialText(b, 2, 2 + ulen), password: credentialText(b, 3 + ulen, total) },
     consumed: total,
   };
 }
