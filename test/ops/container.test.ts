@@ -1,16 +1,18 @@
 // The container image as an operator builds and runs it, on Podman: built from the Containerfile on a Node 24
 // base image (`--build-arg BASE=`), started with its settings by environment only, healthy by its own
 // HEALTHCHECK (`proxyd health`), a CONNECT and a SOCKS5 tunnel through it to a loopback target, stopped by
-// SIGTERM with a clean exit, its data kept in the volume.
+// SIGTERM with a clean exit, its data kept in the volume. And the systemd unit under a real systemd, in a
+// privileged container of the same base: started once healthy, its sandbox, proxyd admin, reload and stop.
 //
 // No registry is reachable from here, so the base is made locally the way node:24-bookworm-slim is made: a
 // Debian bookworm minbase (mmdebstrap, from the Debian mirror) with this machine's Node 24 (binary, headers, npm)
 // in /usr/local, and this machine's CA bundle for its network's TLS proxy. The image build runs `npm ci` against
 // the npm registry and compiles better-sqlite3 in its build stage. Podman keeps the base image and the build's
-// layers between runs: the first run takes 3-5 minutes (base ~1 min, apt-get and npm ci ~2-3 min), later runs
-// about one (the TypeScript build and the container). Runs as root only; skipped, saying why, elsewhere.
+// layers between runs: the first run takes 4-6 minutes (base ~1 min, apt-get and npm ci ~2-3 min, systemd's
+// image ~1 min), later runs about one (the TypeScript build and the containers). Runs as root only; skipped,
+// saying why, elsewhere.
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { existsSync, readFileSync, realpathSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdtempSync, readFileSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
 import { tmpdir } from 'node:os';
 import type { AddressInfo } from 'node:net';
@@ -78,8 +80,8 @@ class PodmanNamespace {
       const p = spawn('nsenter', ['-t', String(this.holder.pid), '-m', 'podman', ...args], { stdio: [opts.input === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'] });
       let stdout = '';
       let stderr = '';
-      p.stdout.on('data', (b) => (stdout += b));
-      p.stderr.on('data', (b) => (stderr += b));
+      p.stdout!.on('data', (b) => (stdout += b));
+      p.stderr!.on('data', (b) => (stderr += b));
       const t = setTimeout(() => {
         p.kill('SIGKILL');
         reject(new Error(`podman ${args.join(' ')} took over ${opts.timeoutMs} ms\n${stderr.slice(-3000)}`));
@@ -218,4 +220,77 @@ describe.skipIf(skip !== null)('the container image (Podman)', () => {
     const again = await podman(['run', '--rm', '--network', 'host', ...limits, '-v', `${volume}:/var/lib/proxyd`, IMAGE, 'admin', 'plan', 'show', '--email', 'ops@example.com']);
     expect(again.code, again.stderr).toBe(0);
   }, 300_000);
+
+  // packaging/systemd/proxyd.service under a real systemd (PID 1 of a privileged container, its own network): the
+  // package installed where `npm install -g` puts it, the unit and env file installed as docs/operations.md says.
+  it('the systemd unit under systemd: started once healthy, a dynamic user with one capability, proxyd admin through systemd-run, a tunnel, reload and stop', async () => {
+    if (baseSkip) return;
+    const dir = mkdtempSync(path.join(tmpdir(), 'proxyd-unit-image-'));
+    for (const f of ['proxyd.service', 'proxyd.env']) copyFileSync(path.join(ROOT, 'packaging/systemd', f), path.join(dir, f));
+    writeFileSync(
+      path.join(dir, 'Containerfile'),
+      [
+        `FROM ${BASE}`,
+        'RUN apt-get update && apt-get install -y --no-install-recommends systemd systemd-sysv dbus && rm -rf /var/lib/apt/lists/*',
+        `COPY --from=${IMAGE} /opt/proxyd /usr/local/lib/node_modules/proxyctl`,
+        'RUN ln -s ../lib/node_modules/proxyctl/bin/proxyd /usr/local/bin/proxyd',
+        'COPY proxyd.service /etc/systemd/system/proxyd.service',
+        'RUN install -d -m 0755 /etc/proxyd',
+        'COPY proxyd.env /etc/proxyd/proxyd.env',
+        // The one change for the test: the loopback target is a private one.
+        'RUN chmod 0600 /etc/proxyd/proxyd.env && echo PROXYD_ALLOW_PRIVATE_TARGETS=1 >> /etc/proxyd/proxyd.env && systemctl enable proxyd',
+        'CMD ["/lib/systemd/systemd"]',
+        'STOPSIGNAL SIGRTMIN+3',
+      ].join('\n'),
+    );
+    const unitImage = 'localhost/proxyd-test-unit:latest';
+    await podman(['rmi', '-f', unitImage]);
+    const built = await podman(['build', '--format', 'docker', '--network', 'host', ...limits, '-t', unitImage, '-f', path.join(dir, 'Containerfile'), dir], { timeoutMs: 600_000 });
+    rmSync(dir, { recursive: true, force: true });
+    expect(built.code, built.stderr.slice(-3000)).toBe(0);
+    const unitName = `${name}-unit`;
+    const started = await podman(['run', '-d', '--name', unitName, '--privileged', '--systemd=always', ...limits, unitImage]);
+    expect(started.code, started.stderr).toBe(0);
+    try {
+      const sh = (script: string, input?: string) => podman(['exec', ...(input === undefined ? [] : ['-i']), unitName, 'sh', '-c', script], { input, timeoutMs: 120_000 });
+      // `systemctl is-active` says active only after ExecStartPost (proxyd health --wait) saw /healthz answer 200.
+      const until = Date.now() + 120_000;
+      let state = '';
+      while (Date.now() < until && state !== 'active' && state !== 'failed') {
+        await sleep(500);
+        state = (await sh('systemctl is-active proxyd')).stdout.trim();
+      }
+      expect(state, (await sh('journalctl -u proxyd -o cat --no-pager -n 30')).stdout).toBe('active');
+      const log = (await sh('journalctl -u proxyd -o cat --no-pager')).stdout;
+      expect(log).toContain('{"status":"ok"}'); // the start-up check's answer, before systemd said Started
+      expect(log.indexOf('{"status":"ok"}')).toBeLessThan(log.indexOf('Started proxyd.service'));
+      // Its own user, ambient CAP_NET_BIND_SERVICE (bit 10) alone, no new privileges, a system-call filter.
+      const status = (await sh('grep -E "^(Uid|CapEff|CapAmb|NoNewPrivs|Seccomp):" /proc/$(systemctl show -p MainPID --value proxyd)/status')).stdout;
+      const field = (k: string) => new RegExp(`^${k}:\\s+(\\S+)`, 'm').exec(status)?.[1];
+      expect(Number(field('Uid'))).toBeGreaterThan(0);
+      expect([field('CapEff'), field('CapAmb'), field('NoNewPrivs'), field('Seccomp')]).toEqual(['0000000000000400', '0000000000000400', '1', '2']);
+
+      // proxyd admin as docs/operations.md gives it: the unit's dynamic user, through systemd-run.
+      const admin = `systemd-run --quiet --wait --pipe --collect -p DynamicUser=yes -p User=proxyd -p Group=proxyd -p StateDirectory=proxyd -p EnvironmentFile=/etc/proxyd/proxyd.env -E PROXYD_DATA_DIR=/var/lib/proxyd /usr/local/bin/proxyd admin`;
+      const account = await sh(`${admin} account create --email unit@example.com --password-stdin --verified`, 'a-console-password\n');
+      expect(account.stdout, account.stderr).toMatch(/^\{"account_id":1,/);
+      const user = await sh(`${admin} proxy-user create --email unit@example.com --username demo`);
+      const password = (JSON.parse(user.stdout) as { password: string }).password;
+      expect((await sh('stat -c %u /var/lib/private/proxyd/proxyd.db')).stdout.trim()).toBe(field('Uid'));
+      // A CONNECT through the unit's gateway (0.0.0.0:3128 of the env file) to a target in the container.
+      const tunnel = await sh(
+        `node -e "const http=require('http');const t=http.createServer((q,s)=>s.end('through the unit')).listen(18081,'127.0.0.1',()=>{http.request({host:'127.0.0.1',port:3128,method:'CONNECT',path:'127.0.0.1:18081',headers:{'proxy-authorization':'Basic '+Buffer.from('demo:'+process.argv[1]).toString('base64')}}).on('connect',(r,s)=>{s.end('GET / HTTP/1.1\\r\\nHost: t\\r\\nConnection: close\\r\\n\\r\\n');let b='';s.on('data',d=>b+=d).on('end',()=>{console.log(r.statusCode,b.split('\\r\\n\\r\\n')[1]);t.close()})}).end()})" ${password}`,
+      );
+      expect(tunnel.stdout.trim(), tunnel.stderr).toBe('200 through the unit');
+      // reload: SIGHUP (the admission view reloaded, its thread at nice 19: setpriority is not filtered); stop: drained, exit 0.
+      await sh('systemctl reload proxyd');
+      const reloaded = async () => (await sh('journalctl -u proxyd -o cat --no-pager')).stdout.includes('"event":"admission_view_reloaded"');
+      for (const t0 = Date.now(); !(await reloaded()) && Date.now() - t0 < 20_000; ) await sleep(250);
+      expect((await sh('journalctl -u proxyd -o cat --no-pager')).stdout).toMatch(/"event":"admission_view_reloaded".*"nice":19/);
+      await sh('systemctl stop proxyd');
+      expect((await sh('systemctl show proxyd -p Result -p ExecMainStatus')).stdout.split('\n').filter(Boolean).sort()).toEqual(['ExecMainStatus=0', 'Result=success']);
+    } finally {
+      await podman(['rm', '-f', unitName]);
+    }
+  }, 900_000);
 });
