@@ -126,31 +126,27 @@ export class Metrics {
       help: 'Connections to this exit\'s hop listener that did not prove the fleet secret',
       registers: [this.registry],
     });
-    new Gauge({
-      name: 'proxyd_exit_nodes',
-      help: 'Exit nodes this entry knows, by health (healthy: heartbeat fresh and probes answered)',
-      labelNames: ['state'],
-      registers: [this.registry],
-      collect() {
-        const v = self.exitView?.();
-        if (!v) return;
-        this.reset();
-        this.set({ state: 'healthy' }, v.filter((e) => e.healthy).length);
-        this.set({ state: 'unhealthy' }, v.filter((e) => !e.healthy).length);
-      },
-    });
-    new Gauge({
-      name: 'proxyd_hop_links',
-      help: 'Hop connections of this entry to each exit, verified, authenticated and taking new tunnels (0: none, the exit unreachable)',
-      labelNames: ['exit'],
-      registers: [this.registry],
-      collect() {
-        const v = self.exitView?.();
-        if (!v) return;
-        this.reset();
-        for (const e of v) this.set({ exit: e.node }, e.links);
-      },
-    });
+    // An entry's view of its exits, one series per label value, read at scrape time (no series on another role).
+    const exitGauge = (name: string, help: string, label: string, values: (v: Array<{ node: string; healthy: boolean; links: number }>) => Array<[string, number]>) =>
+      new Gauge({
+        name,
+        help,
+        labelNames: [label],
+        registers: [this.registry],
+        collect() {
+          const v = self.exitView?.();
+          if (!v) return;
+          this.reset();
+          for (const [value, n] of values(v)) this.set({ [label]: value }, n);
+        },
+      });
+    exitGauge('proxyd_exit_nodes', 'Exit nodes this entry knows, by health (healthy: heartbeat fresh and probes answered)', 'state', (v) => [
+      ['healthy', v.filter((e) => e.healthy).length],
+      ['unhealthy', v.filter((e) => !e.healthy).length],
+    ]);
+    exitGauge('proxyd_hop_links', 'Hop connections of this entry to each exit, verified, authenticated and taking new tunnels (0: none, the exit unreachable)', 'exit', (v) =>
+      v.map((e) => [e.node, e.links]),
+    );
     const gatewayGauge = (name: string, help: string, value: (s: GatewayStats) => number) =>
       new Gauge({
         name,
