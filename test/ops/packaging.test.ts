@@ -139,13 +139,15 @@ describe('Containerfile', () => {
     expect(exposed.sort()).toEqual(listens.map((l) => l!.split(':')[1]!).sort());
   });
 
-  it('.containerignore lets only what the build copies reach it', () => {
+  it('.containerignore (and .dockerignore, alike) lets only what the build copies reach it', () => {
     const patterns = read('.containerignore').split('\n').filter((l) => l.trim() && !l.startsWith('#'));
     expect(patterns[0]).toBe('*');
     const allowed = patterns.slice(1).map((p) => p.replace(/^!/, '').replace(/\/$/, ''));
     const copied = ins.filter((i) => i.op === 'COPY' && !i.args.startsWith('--from')).flatMap((i) => i.args.split(' ').slice(0, -1));
     for (const c of copied) expect(allowed, c).toContain(c);
     for (const never of ['node_modules', 'dist', '.git', 'test']) expect(allowed).not.toContain(never);
+    // Docker reads .dockerignore (Podman .containerignore first): the same patterns.
+    expect(read('.dockerignore').split('\n').filter((l) => l.trim() && !l.startsWith('#'))).toEqual(patterns);
   });
 });
 
