@@ -175,6 +175,8 @@ export class ClientConn {
   /** The account a refusal concerns, when one was matched (wrong password of an existing user, …). */
   private refusedAccountId = -1;
   private logged = false;
+  /** Refused because its source or username was past its failed-login budget: counted apart from the log's reason (metrics). */
+  private throttled = false;
   private slotGivenBack = false;
   private rid: string | null = null;
   private readonly trustedPeer: boolean;
@@ -249,8 +251,11 @@ export class ClientConn {
       case 'tunnel':
       case 'forward':
       case 'udp':
-        // It reaches its target: counted in the usage from now (core.meter).
-        if (this.connectionFate === 'pending') this.connectionFate = 'relaying';
+        // It reaches its target: counted in the usage from now (core.meter), and its set-up time once.
+        if (this.connectionFate === 'pending') {
+          this.connectionFate = 'relaying';
+          this.core.countSetup(Date.now() - this.startedAt);
+        }
       // falls through
       case 'replying':
         // The handshake is over: its reader and deadline go; the next owner reads the socket.
@@ -327,6 +332,7 @@ export class ClientConn {
   private admitted(out: AdmitOutcome): AdmitStep {
     if (!out.ok) {
       if (out.accountId !== undefined) this.refusedAccountId = out.accountId;
+      this.throttled = out.reason === 'login_throttled';
       if (this.state === 'admitting' && !this.closed) return out.reason;
       // Gone meanwhile (or answered by the header deadline): the decision is still the record's.
       this.logRefusal(failureLogReason(out.reason));
@@ -406,6 +412,8 @@ export class ClientConn {
     this.logged = true;
     // The gateway's own answer: not a connection of the account's usage (unless it relayed before).
     if (this.connectionFate === 'pending') this.connectionFate = 'refused';
+    // The log says a throttled login's check was unavailable; the metric tells it from the gateway failing to decide.
+    this.core.countRefused(this.throttled ? 'login_throttled' : reason);
     this.emit(reason, this.accountId >= 0 ? this.accountId : this.refusedAccountId);
   }
 

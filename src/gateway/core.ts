@@ -12,7 +12,7 @@ import { Tunnels } from './relay/open-tunnels.js';
 import { LiveSet, type LiveMember } from './relay/live-set.js';
 import { canonicalIp, parseIp, reachesListener } from './dial/target-policy.js';
 import { isGatewayUdpSocket } from './dial/udp-out.js';
-import type { AdmitFailure, AdmitResult, GatewayLimits, GatewayOptions, GatewayStats, UsageDelta, UsernameParams } from './types.js';
+import type { AdmitFailure, AdmitResult, GatewayLimits, GatewayOptions, GatewayStats, RefusalReason, UsageDelta, UsernameParams } from './types.js';
 
 export type { DialFailure, ResolveOutcome } from './dial/dialer.js';
 
@@ -54,6 +54,9 @@ export interface LiveConn extends LiveMember {
  * coordination and cost one string per connection. Support searches the connection log by it.
  */
 const ID_PREFIX = randomBytes(6).toString('hex');
+
+/** Upper bounds (ms) of the set-up time histogram (accept to relaying; /metrics `proxyd_gateway_setup_seconds`). */
+export const SETUP_BOUNDS_MS: readonly number[] = [1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000];
 
 /** A target host as usage is kept under it: lower-case, without a trailing dot, IPv6 without brackets. */
 export function meterHost(host: string): string {
@@ -131,6 +134,8 @@ export class GatewayCore {
       connectionsTotal: { http: 0, connect: 0, socks5: 0 },
       admissionFailures: {},
       targetRefusals: {},
+      refusals: {},
+      setup: { boundsMs: SETUP_BOUNDS_MS, counts: new Array<number>(SETUP_BOUNDS_MS.length + 1).fill(0), sumMs: 0 },
       bytesUp: 0,
       bytesDown: 0,
       egressConnections: {},
@@ -228,6 +233,21 @@ export class GatewayCore {
 
   countRefusal(reason: string): void {
     this.stats.targetRefusals[reason] = (this.stats.targetRefusals[reason] ?? 0) + 1;
+  }
+
+  /** A connection refused, by its log reason (every refusal, whichever check made it); a throttled login apart. */
+  countRefused(reason: RefusalReason): void {
+    const r = this.stats.refusals;
+    r[reason] = (r[reason] ?? 0) + 1;
+  }
+
+  /** A connection reached its target `ms` after it was accepted. */
+  countSetup(ms: number): void {
+    const s = this.stats.setup;
+    let i = 0;
+    while (i < SETUP_BOUNDS_MS.length && ms > SETUP_BOUNDS_MS[i]!) i++;
+    s.counts[i]!++;
+    s.sumMs += ms;
   }
 
   /**

@@ -147,6 +147,8 @@ export async function startGateway(opts: GatewayOptions): Promise<Gateway> {
         connectionsTotal: { ...s.connectionsTotal },
         admissionFailures: { ...s.admissionFailures },
         targetRefusals: { ...s.targetRefusals },
+        refusals: { ...s.refusals },
+        setup: { boundsMs: s.setup.boundsMs, counts: [...s.setup.counts], sumMs: s.setup.sumMs },
         bytesUp,
         bytesDown,
         egressConnections: { ...s.egressConnections },

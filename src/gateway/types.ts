@@ -86,6 +86,13 @@ export type LogReason =
   | 'target_denied' // the account's target rules
   | 'target_denied_service'; // the service's target rules (checked first)
 
+/**
+ * Why a connection was refused, as /metrics counts it: the log's reason, except a login refused unchecked because
+ * its source or username was past its failure budget (`login_throttled`; the log says `admission_unavailable`),
+ * so that reason alone means the gateway could not decide.
+ */
+export type RefusalReason = LogReason | 'login_throttled';
+
 export type LogProtocol = 'http' | 'connect' | 'socks5' | 'socks5-udp';
 
 /**
@@ -229,11 +236,25 @@ export interface Gateway {
   rerate(rateFor: (accountId: number, subject: string) => RateBudget | null): void;
 }
 
+/**
+ * A histogram of set-up times: `counts[i]` connections took at most `boundsMs[i]` (and more than the bound before),
+ * the last count those over every bound; `sumMs` their total.
+ */
+export interface SetupTimes {
+  readonly boundsMs: readonly number[];
+  counts: number[];
+  sumMs: number;
+}
+
 export interface GatewayStats {
   connectionsOpen: number;
   connectionsTotal: Record<'http' | 'connect' | 'socks5', number>;
   admissionFailures: Record<string, number>;
   targetRefusals: Record<string, number>;
+  /** Connections refused (HTTP answered with an error, SOCKS5 with a failure reply), by why. */
+  refusals: Partial<Record<RefusalReason, number>>;
+  /** Time from accept to relaying (the target reached, the tunnel or forward under way): counts per bucket. */
+  setup: SetupTimes;
   bytesUp: number;
   bytesDown: number;
   /** Outgoing connections by the local address they left from (with an egress address or pool); an IPv6 prefix counts under its name. */

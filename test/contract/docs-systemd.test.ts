@@ -1,25 +1,38 @@
-// The systemd unit and the logrotate stanza in docs/operations.md are copied by operators as they are: systemd
-// takes no comment at the end of a line (`EnvironmentFile=-/etc/proxyd/env  # …` named a file that does not
-// exist, and the '-' skipped it without a word), and logrotate's signal must reach the daemon as a reload.
+// The systemd unit and its environment file (packaging/systemd/, which docs/operations.md tells operators to install
+// as they are) and the logrotate stanza in docs/operations.md are copied by operators as they are: systemd takes no
+// comment at the end of a line (`EnvironmentFile=-/etc/proxyd/env  # …` named a file that does not exist, and the
+// '-' skipped it without a word; `PROXYD_X=1 # …` in an environment file is a value with the comment in it), and
+// logrotate's signal must reach the daemon as a reload. (The unit used to be a block in docs/operations.md; it
+// ships as a file now, and this checks the file.)
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 
-const doc = readFileSync(path.join(import.meta.dirname, '../../docs/operations.md'), 'utf8');
+const root = path.join(import.meta.dirname, '../..');
+const doc = readFileSync(path.join(root, 'docs/operations.md'), 'utf8');
 const block = (start: string): string => {
   const at = doc.indexOf(start);
   expect(at, start).toBeGreaterThanOrEqual(0);
   return doc.slice(at, doc.indexOf('```', at));
 };
 
-describe('docs/operations.md: what operators copy', () => {
-  it('the unit file: every setting on a line of its own, no comment after a value', () => {
-    const unit = block('# /etc/systemd/system/proxyd.service');
+describe('what operators copy: the unit, its environment file, the logrotate stanza', () => {
+  it('the unit file: every setting on a line of its own, no comment after a value; its settings file is required', () => {
+    const unit = readFileSync(path.join(root, 'packaging/systemd/proxyd.service'), 'utf8');
     const settings = unit.split('\n').filter((l) => /^[A-Za-z]+=/.test(l));
     expect(settings.length).toBeGreaterThan(10);
     for (const l of settings) expect(l, l).not.toMatch(/\s[#;]/);
-    expect(settings).toContain('EnvironmentFile=-/etc/proxyd/env');
-    expect(settings).toContain('ExecReload=/bin/kill -HUP $MAINPID');
+    // Without its '-', a missing file fails the start with a message, rather than serving on the defaults.
+    expect(settings).toContain('EnvironmentFile=/etc/proxyd/proxyd.env');
+    expect(settings).toContain(`ExecReload=/bin/sh -c 'kill -HUP "$MAINPID"'`);
+    expect(doc).toContain('sudo install -m 0600 packaging/systemd/proxyd.env /etc/proxyd/');
+  });
+
+  it('the environment file: VARIABLE=value lines, no comment after a value', () => {
+    const env = readFileSync(path.join(root, 'packaging/systemd/proxyd.env'), 'utf8');
+    const lines = env.split('\n').filter((l) => l.trim() && !l.startsWith('#'));
+    expect(lines.length).toBeGreaterThan(3);
+    for (const l of lines) expect(l, l).toMatch(/^PROXYD_[A-Z_]+=[^\s#]*$/);
   });
 
   it('logrotate reloads the service (SIGHUP to the main process, which tells its workers)', () => {

@@ -133,6 +133,39 @@ describe('the meter over SQLite', () => {
   });
 });
 
+describe('the meter\'s flush lag (/metrics proxyd_usage_flush_lag_seconds)', () => {
+  it('is how long the oldest usage not yet in the database has waited: 0 when all is written, growing while the database is locked', async () => {
+    const { store, dataDir, accountId } = await open('sqlite');
+    let now = T;
+    let next: UsageDelta[] = [];
+    const meter = new UsageMeter(store.usage, () => {
+      const out = next;
+      next = [];
+      return out;
+    }, { nowMs: () => now });
+    expect(meter.lagMs()).toBe(0);
+    await meter.tick(); // nothing collected: nothing waits
+    expect(meter.lagMs()).toBe(0);
+    const lock = await inspectDb(dataDir, { write: true });
+    lock.run('BEGIN IMMEDIATE');
+    next = [{ accountId, subject: 'user:bob', bytesUp: 10, bytesDown: 20, connections: 1 }];
+    await meter.tick(); // collected at T, not written
+    now += 4_000;
+    next = [{ accountId, subject: 'user:bob', bytesUp: 1, bytesDown: 2, connections: 0 }];
+    await meter.tick(); // more, still not written: the oldest is what counts
+    expect(meter.lagMs()).toBe(4_000);
+    now += 30_000;
+    expect(meter.lagMs()).toBe(34_000);
+    lock.run('COMMIT');
+    lock.close();
+    await meter.tick(); // the first flush goes; what came at T+4 s still waits
+    expect(meter.lagMs()).toBe(30_000);
+    await meter.tick();
+    expect(meter.flushed).toBe(2);
+    expect(meter.lagMs()).toBe(0);
+  });
+});
+
 describe.each(BACKENDS)('plan reads and connection slot leases on %s', (backend) => {
   it('dailyTotals sums the day buckets of the accounts asked for, over nodes (what plans and budgets read)', async () => {
     const { store, accountId } = await open(backend);

@@ -83,8 +83,11 @@ describe.each(BACKENDS)('webhooks on %s', (backend) => {
     const a = new WebhookSender(store, { ...opts, node: 'node-a' });
     const b = new WebhookSender(store, { ...opts, node: 'node-b' });
     await Promise.all([a.detect(), b.detect()]);
+    expect(await store.webhooks.pendingCount()).toBe(1);
     await Promise.all([a.deliverDue(), b.deliverDue()]);
     expect(r.got).toHaveLength(1); // answered 500
+    expect(await store.webhooks.pendingCount()).toBe(1); // to be tried again
+    expect([a.attempts.failed + b.attempts.failed, a.attempts.delivered + b.attempts.delivered]).toEqual([1, 0]);
     // The operator sees why: the status, never the URL.
     expect(said).toEqual([expect.objectContaining({ event: 'webhook_attempt_failed', status: 500 })]);
     expect(JSON.stringify(said)).not.toContain(r.url);
@@ -115,6 +118,8 @@ describe.each(BACKENDS)('webhooks on %s', (backend) => {
       ['usage.threshold', 'delivered', 1, 200],
       ['usage.threshold', 'delivered', 2, 200],
     ]);
+    expect(await store.webhooks.pendingCount()).toBe(0);
+    expect(a.attempts.delivered + b.attempts.delivered).toBe(2);
   });
 
   it('a receiver that does not answer in time is an attempt without a status, tried again later', async () => {
@@ -154,6 +159,8 @@ describe.each(BACKENDS)('webhooks on %s', (backend) => {
     await strict.deliverDue();
     const [e] = await store.webhooks.events(account.id, 10);
     expect(e).toMatchObject({ type: 'plan.expired', state: 'failed', attempts: 2, lastStatus: null });
+    expect(strict.attempts).toEqual({ delivered: 0, failed: 1, given_up: 1 });
+    expect(await store.webhooks.pendingCount()).toBe(0);
     expect(JSON.parse(e!.body)).toMatchObject({ type: 'plan.expired', account: account.email, expires_at: new Date(Math.floor(expiresAt / 1000) * 1000).toISOString().replace('.000Z', 'Z') });
     // Once per expiry: checking again records nothing new.
     await strict.detect();

@@ -384,6 +384,12 @@ describe.skipIf(skip)('entry and exit nodes on one PostgreSQL', () => {
       if (reason === undefined) await sleep(200);
     }
     expect(reason).toBe('no_exit');
+    // /metrics on the entry: the refusals by reason, and its hop links to each exit it knows (what the alerts read).
+    const metrics = await (await fetch(`${entries[0]!.api}/metrics`)).text();
+    expect(Number(/^proxyd_gateway_refusals_total\{reason="no_exit"\} (\d+)/m.exec(metrics)?.[1] ?? 0)).toBeGreaterThanOrEqual(1);
+    const links = [...metrics.matchAll(/^proxyd_hop_links\{exit="([^"]+)"\} (\d+)/gm)].map((m) => [m[1], Number(m[2])] as const);
+    expect(links.map(([exit]) => exit).sort()).toEqual([...exits.keys()].map((name) => `exit-${name}`).sort());
+    for (const [exit, n] of links) expect(n, exit).toBeGreaterThanOrEqual(1);
   });
 
   it('a second exit of the same name does not start (exit 1, naming it)', async () => {

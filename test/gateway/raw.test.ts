@@ -1014,6 +1014,38 @@ describe('limits and accounting', () => {
     await g.gw.close(100);
   });
 
+  it('stats: every refusal by its log reason (a throttled login apart), and the set-up time of each connection that reached its target', async () => {
+    const admission = {
+      admitByCredentials: (u: string, p: string) =>
+        u === 'alice' && p === 's3cret:pw'
+          ? { ok: true, accountId: 1, user: 'alice' }
+          : u === 'carol'
+            ? { ok: false, reason: 'login_throttled' }
+            : { ok: false, reason: 'wrong_password', accountId: 1 },
+      admitBySourceIp: () => ({ ok: false, reason: 'not_whitelisted' }),
+    } as unknown as Admitter;
+    const g = await startTestGateway({ admission });
+    const answer = async (auth: string, target: string) => {
+      const c = await RawClient.connect(g.httpPort);
+      c.write(`CONNECT ${target} HTTP/1.1\r\nProxy-Authorization: ${auth}\r\n\r\n`);
+      const head = await c.readUntil('\r\n\r\n');
+      c.socket.destroy();
+      return head.split(' ')[1];
+    };
+    expect(await answer(basic('alice', 'nope'), `127.0.0.1:${echo.port}`)).toBe('407');
+    expect(await answer(basic('carol', 'x'), `127.0.0.1:${echo.port}`)).toBe('407');
+    expect(await answer(AUTH, `127.0.0.1:${await freePort()}`)).toBe('502');
+    expect(await answer(AUTH, `127.0.0.1:${echo.port}`)).toBe('200');
+    expect(await answer(AUTH, `127.0.0.1:${echo.port}`)).toBe('200');
+    const s = g.gw.stats();
+    // The log says `admission_unavailable` for the throttled login; the metric keeps that reason for the gateway failing to decide.
+    expect(s.refusals).toEqual({ wrong_password: 1, login_throttled: 1, target_refused: 1 });
+    expect(s.setup.counts.reduce((a, b) => a + b, 0)).toBe(2);
+    expect(s.setup.counts).toHaveLength(s.setup.boundsMs.length + 1);
+    expect(s.setup.sumMs).toBeGreaterThanOrEqual(0);
+    await g.gw.close(100);
+  });
+
   it('close(drainMs) lets tunnels drain, then ends them', async () => {
     const g = await startTestGateway();
     const c = await RawClient.connect(g.httpPort);

@@ -85,12 +85,14 @@ export interface StartOptions {
   args?: string[];
   env?: Record<string, string>;
   timeoutMs?: number;
+  /** Another `proxyd` than this checkout's (an installed one). */
+  bin?: string;
 }
 
 export async function startDaemon(opts: StartOptions = {}): Promise<Daemon> {
   const dataDir = opts.dataDir ?? (await dataDirFor(opts.backend));
   const args = [
-    PROXYD, 'serve', '--data-dir', dataDir, ...databaseArgs(dataDir),
+    opts.bin ?? PROXYD, 'serve', '--data-dir', dataDir, ...databaseArgs(dataDir),
     '--api-listen', '127.0.0.1:0', '--http-proxy-listen', '127.0.0.1:0', '--socks-listen', '127.0.0.1:0',
     ...(opts.args ?? []),
   ];

@@ -129,10 +129,14 @@ describe.skipIf(skip !== null)(`PostgreSQL outage under a serving proxyd${skip ?
       const h = await health();
       expect(h.status).toBe(503);
       expect(h.body.down).toContain('database');
+      // What ProxydDatabaseUnreachable reads: a scrape answers (within its bound) and says the database is down.
+      const metrics = await (await fetch(`${d.api}/metrics`, { signal: AbortSignal.timeout(15_000) })).text();
+      expect(metrics).toMatch(/^proxyd_dependency_up\{dependency="database"\} 0$/m);
     } finally {
       pg.resume();
     }
     await recovered();
+    expect(await (await fetch(`${d.api}/metrics`)).text()).toMatch(/^proxyd_dependency_up\{dependency="database"\} 1$/m);
     await loop.stop();
     expect(loop.answers.every((c) => c === 200 || c === 10431 || c === 10503)).toBe(true);
     await assertWhole(loop.acked, loop.sent);

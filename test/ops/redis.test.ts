@@ -31,6 +31,7 @@ describe('proxyd serve --redis-url: Redis outage', () => {
   it('serves and reports healthy while Redis is up', async () => {
     expect((await api(d.api, LIST, token)).json.code).toBe(200);
     expect(await (await fetch(`${d.api}/healthz`)).json()).toEqual({ status: 'ok' });
+    expect(await (await fetch(`${d.api}/metrics`)).text()).toMatch(/^proxyd_dependency_up\{dependency="redis"\} 1$/m);
   });
 
   it('Redis killed: every whitelist request is 503/10503 within 500 ms and nothing is executed', async () => {
@@ -49,6 +50,10 @@ describe('proxyd serve --redis-url: Redis outage', () => {
     const h = await fetch(`${d.api}/healthz`);
     expect(h.status).toBe(503);
     expect(await h.json()).toEqual({ status: 'unavailable', down: ['redis'] });
+    // What ProxydRedisUnreachable reads.
+    const metrics = await (await fetch(`${d.api}/metrics`)).text();
+    expect(metrics).toMatch(/^proxyd_dependency_up\{dependency="redis"\} 0$/m);
+    expect(metrics).toMatch(/^proxyd_dependency_up\{dependency="database"\} 1$/m);
   });
 
   it('comes back by itself when Redis returns', async () => {

@@ -53,6 +53,8 @@ interface Flush {
   deltas: UsageDelta[];
   /** One per account, subject and registrable domain (in `target`): the domain rows, in the day of their `atMs`. */
   domains: FlushDomains;
+  /** When the oldest usage in `deltas` was collected (null: only domain rows). */
+  sinceMs: number | null;
 }
 
 export class UsageMeter {
@@ -60,6 +62,8 @@ export class UsageMeter {
   private seq = 0;
   /** Collected, not yet in a flush: per account and subject (the buckets)… */
   private pending = new Map<string, UsageDelta>();
+  /** When the oldest usage in `pending` was collected (null: nothing pending). */
+  private pendingSinceMs: number | null = null;
   /** …and per account, subject and registrable domain (in `target`), written less often (`domainIntervalMs`). */
   private pendingDomains = new Map<string, UsageDelta>();
   /** Domain usage of a UTC day that ended, waiting for the next flush (in that day's rows). */
@@ -129,7 +133,9 @@ export class UsageMeter {
       this.pendingDomains = new Map();
     }
     this.lastGatherMs = now;
-    for (const d of this.collect()) {
+    const collected = this.collect();
+    if (collected.length > 0) this.pendingSinceMs ??= now;
+    for (const d of collected) {
       const domain = d.target ? registrableDomain(d.target) : OTHER_DOMAIN;
       add(this.pending, usageKey(d.accountId, d.subject), d, undefined);
       add(this.pendingDomains, `${usageKey(d.accountId, d.subject)}\0${domain}`, d, domain);
@@ -173,7 +179,7 @@ export class UsageMeter {
       this.lastDomainsMs = now;
     }
     if (deltas.length === 0 && domains.deltas.length === 0) return null;
-    return { id: `${this.prefix}-${++this.seq}`, atMs: now, deltas, domains };
+    return { id: `${this.prefix}-${++this.seq}`, atMs: now, deltas, domains, sinceMs: this.tookPending(deltas) };
   }
 
   private async send(): Promise<void> {
@@ -227,13 +233,31 @@ export class UsageMeter {
       }
       if (picked.length === 0) return true;
       const now = this.now();
-      this.outgoing = { id: `${this.prefix}-${++this.seq}`, atMs: now, deltas: picked, domains: { atMs: now, deltas: [] } };
+      this.outgoing = { id: `${this.prefix}-${++this.seq}`, atMs: now, deltas: picked, domains: { atMs: now, deltas: [] }, sinceMs: this.tookPending(picked) };
       await (this.sending = this.send().finally(() => {
         this.sending = null;
       }));
       return this.outgoing === null;
     }
     return false;
+  }
+
+  /** When the usage just taken from `pending` was collected at the earliest; what stays pending keeps its time. */
+  private tookPending(taken: UsageDelta[]): number | null {
+    const since = taken.length > 0 ? this.pendingSinceMs : null;
+    if (this.pending.size === 0) this.pendingSinceMs = null;
+    return since;
+  }
+
+  /**
+   * How long the oldest usage collected and not yet in the database has waited (ms; 0: all written). Domain rows,
+   * written once a minute by design, are not counted. /metrics `proxyd_usage_flush_lag_seconds`.
+   */
+  lagMs(): number {
+    const a = this.outgoing?.sinceMs ?? null;
+    const b = this.pendingSinceMs;
+    const oldest = a === null ? b : b === null ? a : Math.min(a, b);
+    return oldest === null ? 0 : Math.max(0, this.now() - oldest);
   }
 
   /** Usage collected but not yet written (pending and the flush in flight), bytes per account and subject. */

@@ -3,7 +3,8 @@
 // primary for the sum over all workers (prom-client's AggregatorRegistry), so a scrape sees the daemon.
 import cluster from 'node:cluster';
 import { AggregatorRegistry, Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
-import type { GatewayStats } from '../../gateway/types.js';
+import { statfs } from 'node:fs/promises';
+import type { GatewayStats, SetupTimes } from '../../gateway/types.js';
 import type { ViewStatus } from '../admission/view.js';
 
 /** How often the event-loop delay histogram (proxyd_nodejs_eventloop_lag_*) takes a sample. */
@@ -28,6 +29,52 @@ function lagPastSchedule(registry: Registry): void {
   }
 }
 
+/**
+ * A histogram counted elsewhere (the gateway's set-up times, in ms), read at scrape time and written in seconds.
+ * prom-client's Histogram observes values itself; this hands the registry the buckets as they are, in the shape
+ * its own histograms take (so a cluster primary sums the workers' alike).
+ */
+class ReadHistogram {
+  readonly type = 'histogram';
+  readonly aggregator = 'sum';
+  constructor(
+    readonly name: string,
+    readonly help: string,
+    private readonly read: () => SetupTimes | null,
+  ) {}
+
+  async get(): Promise<{ name: string; help: string; type: string; aggregator: string; values: Array<{ labels: Record<string, string | number>; value: number; metricName: string }> }> {
+    const h = this.read();
+    const values: Array<{ labels: Record<string, string | number>; value: number; metricName: string }> = [];
+    if (h) {
+      let cumulative = 0;
+      h.boundsMs.forEach((bound, i) => {
+        cumulative += h.counts[i] ?? 0;
+        values.push({ labels: { le: bound / 1000 }, value: cumulative, metricName: `${this.name}_bucket` });
+      });
+      cumulative += h.counts[h.boundsMs.length] ?? 0;
+      values.push({ labels: { le: '+Inf' }, value: cumulative, metricName: `${this.name}_bucket` });
+      values.push({ labels: {}, value: h.sumMs / 1000, metricName: `${this.name}_sum` });
+      values.push({ labels: {}, value: cumulative, metricName: `${this.name}_count` });
+    }
+    return { name: this.name, help: this.help, type: this.type, aggregator: this.aggregator, values };
+  }
+
+  reset(): void {}
+}
+
+/** A promise's value, or `fallback` when it fails or takes longer than `ms` (a scrape never waits on a hung dependency). */
+async function within<T>(p: Promise<T>, ms: number, fallback: T): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    return await Promise.race([p, new Promise<T>((resolve) => (timer = setTimeout(resolve, ms, fallback)))]);
+  } catch {
+    return fallback;
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
 export class Metrics {
   readonly registry = new Registry();
   readonly httpRequests: Counter<'route' | 'method' | 'status' | 'code'>;
@@ -35,14 +82,14 @@ export class Metrics {
   readonly rateLimited: Counter<'route' | 'reason'>;
   private gatewayStats: (() => GatewayStats) | null = null;
   private readonly hopRefused: Counter;
-  private exitView: (() => Array<{ node: string; healthy: boolean }>) | null = null;
+  private exitView: (() => Array<{ node: string; healthy: boolean; links: number }>) | null = null;
   private viewStatus: (() => ViewStatus) | null = null;
 
   countHopRefused(): void {
     this.hopRefused.inc();
   }
 
-  attachExits(view: () => Array<{ node: string; healthy: boolean }>): void {
+  attachExits(view: () => Array<{ node: string; healthy: boolean; links: number }>): void {
     this.exitView = view;
   }
 
@@ -79,19 +126,27 @@ export class Metrics {
       help: 'Connections to this exit\'s hop listener that did not prove the fleet secret',
       registers: [this.registry],
     });
-    new Gauge({
-      name: 'proxyd_exit_nodes',
-      help: 'Exit nodes this entry knows, by health (healthy: heartbeat fresh and probes answered)',
-      labelNames: ['state'],
-      registers: [this.registry],
-      collect() {
-        const v = self.exitView?.();
-        if (!v) return;
-        this.reset();
-        this.set({ state: 'healthy' }, v.filter((e) => e.healthy).length);
-        this.set({ state: 'unhealthy' }, v.filter((e) => !e.healthy).length);
-      },
-    });
+    // An entry's view of its exits, one series per label value, read at scrape time (no series on another role).
+    const exitGauge = (name: string, help: string, label: string, values: (v: Array<{ node: string; healthy: boolean; links: number }>) => Array<[string, number]>) =>
+      new Gauge({
+        name,
+        help,
+        labelNames: [label],
+        registers: [this.registry],
+        collect() {
+          const v = self.exitView?.();
+          if (!v) return;
+          this.reset();
+          for (const [value, n] of values(v)) this.set({ [label]: value }, n);
+        },
+      });
+    exitGauge('proxyd_exit_nodes', 'Exit nodes this entry knows, by health (healthy: heartbeat fresh and probes answered)', 'state', (v) => [
+      ['healthy', v.filter((e) => e.healthy).length],
+      ['unhealthy', v.filter((e) => !e.healthy).length],
+    ]);
+    exitGauge('proxyd_hop_links', 'Hop connections of this entry to each exit, verified, authenticated and taking new tunnels (0: none, the exit unreachable)', 'exit', (v) =>
+      v.map((e) => [e.node, e.links]),
+    );
     const gatewayGauge = (name: string, help: string, value: (s: GatewayStats) => number) =>
       new Gauge({
         name,
@@ -120,6 +175,10 @@ export class Metrics {
     fromGateway('proxyd_gateway_connections_total', 'Gateway connections accepted, by protocol path', 'path', (s) => s.connectionsTotal);
     fromGateway('proxyd_gateway_admission_failures_total', 'Gateway connections refused at admission, by reason', 'reason', (s) => s.admissionFailures);
     fromGateway('proxyd_gateway_target_refusals_total', 'Gateway targets refused, by reason', 'reason', (s) => s.targetRefusals);
+    fromGateway('proxyd_gateway_refusals_total', 'Gateway connections refused, by the connection log\'s reason (admission_unavailable: the gateway could not decide, an internal failure; no_exit: no healthy exit matched), a login past its failure budget as login_throttled', 'reason', (s) => s.refusals as Record<string, number>);
+    this.registry.registerMetric(
+      new ReadHistogram('proxyd_gateway_setup_seconds', 'Time from accepting a gateway connection to relaying it (target reached; the client\'s own handshake included); its count is the connections opened', () => self.gatewayStats?.().setup ?? null) as never,
+    );
     fromGateway('proxyd_gateway_egress_connections_total', 'Outgoing gateway connections by the egress address they left from (an IPv6 prefix pool: the prefix)', 'address', (s) => s.egressConnections);
     fromGateway('proxyd_gateway_bytes_total', 'Bytes relayed by the gateway, by direction (up = client to target)', 'direction', (s) => ({
       up: s.bytesUp,
@@ -136,12 +195,83 @@ export class Metrics {
     }));
   }
 
-  /** The usage meter: flushes written, and flushes the database did not take (sent again). */
-  attachMeter(read: () => { flushed: number; failed: number }): void {
+  /** The usage meter: flushes written, flushes the database did not take (sent again), and how long usage has waited. */
+  attachMeter(read: () => { flushed: number; failed: number; lagMs: number }): void {
     this.counters(read, [
       ['proxyd_usage_flushes_total', 'Usage flushes written to the database', 'flushed'],
       ['proxyd_usage_flush_failures_total', 'Usage flushes the database did not take (kept and sent again)', 'failed'],
     ]);
+    new Gauge({
+      name: 'proxyd_usage_flush_lag_seconds',
+      help: 'How long the oldest usage collected and not yet written to the database has waited (0: all written)',
+      aggregator: 'max',
+      registers: [this.registry],
+      collect() {
+        this.set(read().lagMs / 1000);
+      },
+    });
+  }
+
+  /**
+   * What /healthz depends on, 1 up or 0 down: `database`, and the rate-limit store (`redis`, or `rate_limit_store`
+   * for the database's or memory's). Across workers the worst (min).
+   */
+  attachDependencies(read: () => Promise<Record<string, boolean>>): void {
+    new Gauge({
+      name: 'proxyd_dependency_up',
+      help: 'Whether a dependency answers: database, redis (with --redis-url) or rate_limit_store; 1 up, 0 down',
+      labelNames: ['dependency'],
+      aggregator: 'min',
+      registers: [this.registry],
+      async collect() {
+        const up = await within(read(), 3_000, null);
+        this.reset();
+        if (up) for (const [dependency, ok] of Object.entries(up)) this.set({ dependency }, ok ? 1 : 0);
+        else this.set({ dependency: 'database' }, 0);
+      },
+    });
+  }
+
+  /** The data dir's file system: free and total bytes (the SQLite database, its WAL, the hop identity live there). */
+  attachDataDir(dir: string): void {
+    const read = () => within(statfs(dir).then((s) => ({ free: s.bavail * s.bsize, size: s.blocks * s.bsize })), 2_000, null);
+    const gauge = (name: string, help: string, pick: (s: { free: number; size: number }) => number) =>
+      new Gauge({
+        name,
+        help,
+        aggregator: 'max',
+        registers: [this.registry],
+        async collect() {
+          const s = await read();
+          if (s) this.set(pick(s));
+        },
+      });
+    gauge('proxyd_data_dir_free_bytes', 'Bytes free to this daemon on the data dir\'s file system', (s) => s.free);
+    gauge('proxyd_data_dir_size_bytes', 'Size of the data dir\'s file system in bytes', (s) => s.size);
+  }
+
+  /** Webhook deliveries: this process's attempts by outcome, and the events still to deliver (fleet-wide, from the database). */
+  attachWebhooks(attempts: () => Record<string, number>, pending: () => Promise<number>): void {
+    new Counter({
+      name: 'proxyd_webhook_attempts_total',
+      help: 'Webhook delivery attempts by outcome: delivered, failed (tried again later), given_up (after 24 h of retries)',
+      labelNames: ['outcome'],
+      registers: [this.registry],
+      collect() {
+        this.reset();
+        for (const [outcome, n] of Object.entries(attempts())) this.inc({ outcome }, n);
+      },
+    });
+    new Gauge({
+      name: 'proxyd_webhooks_pending',
+      help: 'Webhook events still to be delivered, first attempts and retries, of every account (read from the database: the same on every node)',
+      aggregator: 'max',
+      registers: [this.registry],
+      async collect() {
+        const n = await within(pending(), 2_000, null);
+        if (n !== null) this.set(n);
+      },
+    });
   }
 
   /**

@@ -104,6 +104,11 @@ export function defaultDataDir(env: NodeJS.ProcessEnv = process.env): string {
   return path.join(base, 'proxyd');
 }
 
+/** A listen host that accepts on every address of its family (`0.0.0.0`, `::`, or any spelling of them). */
+export function isWildcardHost(host: string): boolean {
+  return isIP(host) !== 0 && ipaddr.parse(host).range() === 'unspecified';
+}
+
 export function parseHostPort(s: string, what: string): HostPort {
   const hp = splitHostPort(s);
   if (!hp) throw new ConfigError(`${what}: expected HOST:PORT (port 0 picks a free one), got "${s}"`);
@@ -267,10 +272,10 @@ function parseRole(s: string | undefined, o: RawServeOptions): ServeConfig['role
 function hopAddresses(role: ServeConfig['role'], o: RawServeOptions): Pick<ServeConfig, 'hopListen' | 'hopAdvertise'> {
   const hopListen = parseHostPort(o.hopListen ?? '127.0.0.1:3129', '--hop-listen');
   const hopAdvertise = o.hopAdvertise ? parseHostPort(o.hopAdvertise, '--hop-advertise') : undefined;
-  if (hopAdvertise && (hopAdvertise.port === 0 || ['0.0.0.0', '::'].includes(hopAdvertise.host))) {
+  if (hopAdvertise && (hopAdvertise.port === 0 || isWildcardHost(hopAdvertise.host))) {
     throw new ConfigError(`--hop-advertise: the address and port entries dial (not a wildcard or port 0), got "${o.hopAdvertise}"`);
   }
-  if (role === 'exit' && !hopAdvertise && ['0.0.0.0', '::'].includes(hopListen.host)) {
+  if (role === 'exit' && !hopAdvertise && isWildcardHost(hopListen.host)) {
     throw new ConfigError(`--hop-listen ${o.hopListen}: entries cannot dial a wildcard address; give --hop-advertise HOST:PORT (what they reach this exit on)`);
   }
   return { hopListen, hopAdvertise };

@@ -20,6 +20,11 @@ function dataDirOption(): Option {
   return new Option('--data-dir <dir>', 'data directory holding proxyd.db').env('PROXYD_DATA_DIR');
 }
 
+/** The API listener: `serve` listens on it, `health` asks it. */
+function apiListenOption(): Option {
+  return new Option('--api-listen <host:port>', 'whitelist API, console, /ip, /healthz, /metrics').env('PROXYD_API_LISTEN').default('127.0.0.1:8080');
+}
+
 function databaseUrlOption(): Option {
   return new Option('--database-url <url>', 'postgres://… : a shared PostgreSQL instead of SQLite in the data dir').env('PROXYD_DATABASE_URL');
 }
@@ -160,7 +165,7 @@ export function buildProgram(): Command {
     .description('run the daemon (prints one JSON ready line on stdout; JSON logs on stderr)')
     .addOption(dataDirOption())
     .addOption(databaseUrlOption())
-    .addOption(new Option('--api-listen <host:port>', 'whitelist API, console, /ip, /healthz, /metrics').env('PROXYD_API_LISTEN').default('127.0.0.1:8080'))
+    .addOption(apiListenOption())
     .addOption(new Option('--http-proxy-listen <host:port>', 'HTTP proxy (absolute-form and CONNECT)').env('PROXYD_HTTP_PROXY_LISTEN').default('127.0.0.1:3128'))
     .addOption(new Option('--socks-listen <host:port>', 'SOCKS5 (CONNECT, UDP ASSOCIATE)').env('PROXYD_SOCKS_LISTEN').default('127.0.0.1:1080'))
     .addOption(new Option('--egress-address <ip>', 'local address outgoing gateway connections bind to').env('PROXYD_EGRESS_ADDRESS'))
@@ -215,6 +220,17 @@ export function buildProgram(): Command {
         // a failed start alive: it exits within a second whatever lingers (the timer does not hold it open).
         setTimeout(() => process.exit(), 1_000).unref();
       }
+    });
+
+  program
+    .command('health')
+    .description('ask the daemon on --api-listen for GET /healthz: exit 0 when it answers 200, else 1 (a 0.0.0.0 or :: address is asked on loopback)')
+    .addOption(apiListenOption())
+    .option('--timeout <seconds>', 'how long one request may take', '5')
+    .option('--wait <seconds>', 'keep asking until it answers 200, for at most this long (a unit\'s start-up)', '0')
+    .action(async (opts) => {
+      const { runHealth } = await import('./health-probe.js');
+      process.exitCode = await runHealth(opts, { stdout: (s) => void process.stdout.write(s), stderr: (s) => void process.stderr.write(s) });
     });
 
   const admin = program

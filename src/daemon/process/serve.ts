@@ -12,7 +12,7 @@ import type { ApiContext } from '../services/context.js';
 import { formatHostPort, parseDnsServers, type ServeConfig } from './config.js';
 import { checkBindable, checkPrefixBindable, stickyAddressesFor, stickySessionsFor } from './egress-pool.js';
 import { parseProxyUsername } from '../../contract/proxy-username.js';
-import { withViewHealth } from '../observe/health.js';
+import { dependenciesUp, withViewHealth } from '../observe/health.js';
 import { openCountryLookup, type CountryLookup } from '../services/geo.js';
 import type { DaemonLog } from '../log.js';
 import { Metrics } from '../observe/metrics.js';
@@ -166,9 +166,8 @@ export function apiContext(p: {
     allowPrivateWebhooks: p.allowPrivateWebhooks === true,
     usageRetentionMs: p.usageRetentionMs ?? DEFAULT_USAGE_RETENTION_MS,
     health: async () => {
-      const down: string[] = [];
-      if (!(await store.ping())) down.push('database');
-      if (!(await limits.healthy())) down.push(limits.storeKind === 'redis' ? 'redis' : 'rate_limit_store');
+      const up = await dependenciesUp(store, limits);
+      const down = Object.keys(up).filter((name) => !up[name]);
       const report = { ok: down.length === 0, down };
       return view ? withViewHealth(report, view.status().state) : report;
     },
@@ -357,7 +356,10 @@ export async function startDaemon(cfg: ServeConfig, log: DaemonLog, worker: Work
   const webhooks = new WebhookSender(store, { node: `${cfg.nodeName}:${process.pid}`, allowPrivate: cfg.allowPrivateWebhooks, log });
   webhooks.start();
   metrics.attachGateway(() => gw.stats());
-  metrics.attachMeter(() => ({ flushed: meter.flushed, failed: meter.failedFlushes }));
+  metrics.attachMeter(() => ({ flushed: meter.flushed, failed: meter.failedFlushes, lagMs: meter.lagMs() }));
+  metrics.attachDependencies(() => dependenciesUp(store, limits));
+  metrics.attachDataDir(cfg.dataDir);
+  metrics.attachWebhooks(() => webhooks.attempts, () => store.webhooks.pendingCount());
   metrics.attachAdmissionView(() => view.status());
   metrics.attachLoginBudget(() => admission.budget.refused);
   const directory = exits as ExitDirectory | null;

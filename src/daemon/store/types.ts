@@ -165,6 +165,8 @@ export interface WebhookStore {
   finish(id: string, node: string, o: { state: WebhookEventState; attempts: number; lastStatus: number | null; nextAtMs: number }): Promise<void>;
   /** An account's events, newest first. */
   events(accountId: number, limit: number): Promise<WebhookEvent[]>;
+  /** Events of every account still to be delivered (first attempts and retries), fleet-wide: /metrics. */
+  pendingCount(): Promise<number>;
 }
 
 export interface AccountStore {

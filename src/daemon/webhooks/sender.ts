@@ -34,6 +34,8 @@ export class WebhookSender {
   private detecting: Promise<void> | null = null;
   private delivering: Promise<void> | null = null;
   private readonly now: () => number;
+  /** This process's delivery attempts by outcome (/metrics): delivered, failed (tried again later), given up. */
+  readonly attempts: Record<'delivered' | 'failed' | 'given_up', number> = { delivered: 0, failed: 0, given_up: 0 };
 
   constructor(
     private readonly store: Store,
@@ -119,6 +121,7 @@ export class WebhookSender {
     const attempts = e.attempts + 1;
     const now = this.now();
     if (status !== null && status >= 200 && status < 300) {
+      this.attempts.delivered++;
       await this.store.webhooks.finish(e.id, this.o.node, { state: 'delivered', attempts, lastStatus: status, nextAtMs: now });
       return;
     }
@@ -127,6 +130,7 @@ export class WebhookSender {
     if (status !== null) this.o.log?.warn({ event: 'webhook_attempt_failed', id: e.id, status }, `webhook receiver answered HTTP ${status}`);
     const wait = Math.min(this.o.maxRetryMs ?? 3_600_000, (this.o.firstRetryMs ?? 15_000) * 2 ** (attempts - 1));
     const giveUp = !w || now + wait - e.createdAtMs > (this.o.giveUpMs ?? DAY_MS);
+    this.attempts[giveUp ? 'given_up' : 'failed']++;
     if (giveUp && w) this.o.log?.warn({ event: 'webhook_given_up', id: e.id, attempts }, 'webhook event given up after its retries');
     await this.store.webhooks.finish(e.id, this.o.node, { state: giveUp ? 'failed' : 'pending', attempts, lastStatus: status, nextAtMs: now + wait });
   }

@@ -232,8 +232,8 @@ export class ExitDirectory {
   }
 
   /** What the directory holds, for /metrics and the ready check. */
-  view(): Array<{ node: string; hop: string; country: string | null; city: string | null; healthy: boolean }> {
-    return [...this.exits.values()].map((e) => ({ node: e.row.node, hop: e.row.hop, country: e.row.country, city: e.row.city, healthy: this.healthy(e) }));
+  view(): Array<{ node: string; hop: string; country: string | null; city: string | null; healthy: boolean; links: number }> {
+    return [...this.exits.values()].map((e) => ({ node: e.row.node, hop: e.row.hop, country: e.row.country, city: e.row.city, healthy: this.healthy(e), links: e.link.linksUp() }));
   }
 
   /**

@@ -88,6 +88,11 @@ export class HopLink {
     return this.conns.filter((c) => c.mux.usable());
   }
 
+  /** How many verified and authenticated connections take new tunnels now (/metrics: hop links per exit). */
+  linksUp(): number {
+    return this.usable().length;
+  }
+
   /** Opens connections until `warm` take streams (in the background); none to an exit no valid fingerprint pins. */
   fill(want = this.warm): void {
     if (this.o.fingerprints().length === 0) return;

@@ -40,6 +40,11 @@ export class PgWebhookStore extends PgFamily implements WebhookStore {
     return rows.map(toEvent);
   }
 
+  async pendingCount(): Promise<number> {
+    const [r] = await guard(() => this.sql<{ n: number }[]>`SELECT count(*)::int AS n FROM webhook_events WHERE state = 'pending'`);
+    return r?.n ?? 0;
+  }
+
   async finish(id: string, node: string, o: { state: WebhookEventState; attempts: number; lastStatus: number | null; nextAtMs: number }): Promise<void> {
     await guard(() => this.sql`UPDATE webhook_events SET state = ${o.state}, attempts = ${o.attempts}, last_status = ${o.lastStatus}, next_at_ms = ${o.nextAtMs},
       claimed_by = NULL, claimed_until_ms = NULL WHERE id = ${id} AND claimed_by = ${node}`);

@@ -59,6 +59,10 @@ export class SqliteWebhookStore implements WebhookStore {
     }
   }
 
+  async pendingCount(): Promise<number> {
+    return stmt<[], { n: number }>(this.db, "SELECT count(*) AS n FROM webhook_events WHERE state = 'pending'").get()?.n ?? 0;
+  }
+
   async finish(id: string, node: string, o: { state: WebhookEventState; attempts: number; lastStatus: number | null; nextAtMs: number }): Promise<void> {
     stmt(this.db, `UPDATE webhook_events SET state = ?, attempts = ?, last_status = ?, next_at_ms = ?, claimed_by = NULL, claimed_until_ms = NULL
       WHERE id = ? AND claimed_by = ?`).run(o.state, o.attempts, o.lastStatus, o.nextAtMs, id, node);

@@ -1,0 +1,90 @@
+// `proxyd health`: asks a running daemon's GET /healthz on the API address `serve` would listen on (the same flag,
+// env and default) and exits 0 when it answers 200, else 1. A container's HEALTHCHECK runs it (no curl in the
+// image), and a systemd unit's ExecStartPost waits with it (`--wait`) until the daemon serves.
+import http from 'node:http';
+import { formatHostPort, type HostPort } from '../../contract/host-port.js';
+import { DAEMON_PATHS } from '../../contract/paths.js';
+import { ConfigError, isWildcardHost, parseHostPort } from './config.js';
+
+/** The most of an answer's body kept (a /healthz body is a few dozen bytes). */
+const MAX_BODY = 4096;
+const RETRY_EVERY_MS = 250;
+
+export interface HealthOptions {
+  apiListen: string;
+  /** Seconds one request may take. */
+  timeout: string;
+  /** Seconds to keep asking until the daemon answers 200 (0: ask once). */
+  wait: string;
+}
+
+export interface HealthAnswer {
+  /** The HTTP status, or null when nothing answered. */
+  status: number | null;
+  /** The body (cut at 4 KiB), or why nothing answered. */
+  text: string;
+}
+
+/** Where to ask: a wildcard listen address (0.0.0.0, ::) accepts on loopback, so it is asked there. */
+export function probeAddress(listen: HostPort): HostPort {
+  if (!isWildcardHost(listen.host)) return listen;
+  return { host: listen.host.includes(':') ? '::1' : '127.0.0.1', port: listen.port };
+}
+
+/** One GET /healthz with a deadline; never throws. */
+export function askHealth(at: HostPort, timeoutMs: number): Promise<HealthAnswer> {
+  return new Promise((resolve) => {
+    const req = http.get({ host: at.host, port: at.port, path: DAEMON_PATHS.healthz, timeout: timeoutMs, headers: { 'user-agent': 'proxyd-health' } }, (res) => {
+      let text = '';
+      res.setEncoding('utf8');
+      res.on('data', (chunk: string) => {
+        if (text.length < MAX_BODY) text += chunk.slice(0, MAX_BODY - text.length);
+      });
+      res.on('end', () => resolve({ status: res.statusCode ?? null, text: text.trim() }));
+      res.on('error', (e) => resolve({ status: null, text: e.message }));
+    });
+    req.on('timeout', () => req.destroy(new Error(`no answer within ${timeoutMs} ms`)));
+    req.on('error', (e: NodeJS.ErrnoException) => resolve({ status: null, text: e.code ?? e.message }));
+  });
+}
+
+function seconds(s: string, what: string, min: number, max: number): number {
+  const n = Number(s);
+  if (!/^\d+(\.\d+)?$/.test(s.trim()) || n < min || n > max) throw new ConfigError(`${what}: expected seconds, ${min} to ${max}, got "${s}"`);
+  return n;
+}
+
+/**
+ * The command: one line on stdout with the daemon's answer when it is healthy (exit 0), one on stderr saying what
+ * it answered or why nothing did (exit 1); a bad flag is exit 2.
+ */
+export async function runHealth(o: HealthOptions, out: { stdout: (s: string) => void; stderr: (s: string) => void }, nowMs: () => number = Date.now): Promise<number> {
+  let at: HostPort;
+  let timeoutMs: number;
+  let waitMs: number;
+  try {
+    const listen = parseHostPort(o.apiListen, '--api-listen');
+    if (listen.port === 0) throw new ConfigError('--api-listen: port 0 is picked when the daemon starts; give the port its ready line names');
+    at = probeAddress(listen);
+    timeoutMs = seconds(o.timeout, '--timeout', 0.1, 300) * 1000;
+    waitMs = seconds(o.wait, '--wait', 0, 3600) * 1000;
+  } catch (e) {
+    if (!(e instanceof ConfigError)) throw e;
+    out.stderr(`proxyd: ${e.message}\n`);
+    return 2;
+  }
+  const url = `http://${formatHostPort(at)}${DAEMON_PATHS.healthz}`;
+  const until = nowMs() + waitMs;
+  for (;;) {
+    const a = await askHealth(at, timeoutMs);
+    if (a.status === 200) {
+      out.stdout(`${a.text}\n`);
+      return 0;
+    }
+    if (nowMs() + RETRY_EVERY_MS > until) {
+      out.stderr(a.status === null ? `proxyd: health: no answer from ${url} (${a.text})\n` : `proxyd: health: ${url} answered ${a.status}: ${a.text}\n`);
+      return 1;
+    }
+    await new Promise((r) => setTimeout(r, RETRY_EVERY_MS));
+  }
+}
