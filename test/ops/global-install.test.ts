@@ -1,11 +1,11 @@
 // The npm package as a user installs it: `npm pack`, then `npm install -g` of the tarball into a prefix of its own.
-// npm says nothing about scripts the packed package does not need (its own build runs at pack time, `prepack`, not
-// at install: no `prepare`), and with better-sqlite3's build allowed as docs/operations.md says
+// npm says nothing about scripts the packed package does not need (in a checkout `npm install` builds dist/ through
+// `prepare`; `npm pack` builds it too and packs a manifest without `prepare`, scripts/pack-manifest.mjs), and with better-sqlite3's build allowed as docs/operations.md says
 // (`--allow-scripts=better-sqlite3`, npm 11's install-script policy) nothing at all; both programs print the
 // package's version, and the installed daemon serves. About 30-60 s: two installs (150 packages from the registry).
 import { spawnSync, type SpawnSyncReturns } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { mkdirSync, readFileSync, rmSync } from 'node:fs';
+import { cpSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -26,11 +26,18 @@ describe('the npm package installed globally', () => {
   const daemons: Daemon[] = [];
 
   beforeAll(() => {
-    // `npm test` built dist/ already; `prepack` builds it again on a plain `npm pack`, which here would rewrite the
-    // files other suites' daemons are loading, so the build is skipped and the packed dist/ is this run's.
-    const packed = npm(['pack', '--ignore-scripts', '--json', '--pack-destination', work]);
+    // `npm test` built dist/ already; `prepack` builds it again, which here would rewrite the files other suites'
+    // daemons are loading. So the package is packed from a copy of what it ships, whose build step does nothing:
+    // the rest of npm pack's lifecycle (prepack's manifest without `prepare`, postpack's restore) runs as it is.
+    const copy = path.join(work, 'package');
+    for (const part of ['bin', 'dist', 'vendor', 'scripts', 'README.md', 'LICENSE']) cpSync(path.join(ROOT, part), path.join(copy, part), { recursive: true });
+    const manifest = JSON.stringify({ ...pkg, scripts: { ...pkg.scripts, build: 'node -e 0' } }, null, 2) + '\n';
+    writeFileSync(path.join(copy, 'package.json'), manifest);
+    const packed = npm(['pack', '--json', '--pack-destination', work], { cwd: copy });
     expect(packed.status, packed.stderr).toBe(0);
-    tarball = path.join(work, (JSON.parse(packed.stdout) as Array<{ filename: string }>)[0]!.filename);
+    expect(readFileSync(path.join(copy, 'package.json'), 'utf8')).toBe(manifest); // postpack put it back
+    expect(existsSync(path.join(copy, '.package.json.before-pack'))).toBe(false);
+    tarball = path.join(work, (JSON.parse(packed.stdout.slice(packed.stdout.indexOf('['))) as Array<{ filename: string }>)[0]!.filename);
     // better-sqlite3's install script takes the prebuilt binary it downloads (from GitHub, on a user's machine),
     // else compiles it (minutes here, where GitHub is out of reach). This machine's build goes into a private npm
     // cache where prebuild-install keeps its downloads, as if downloaded: the install takes seconds, and nothing of
@@ -51,9 +58,14 @@ describe('the npm package installed globally', () => {
     rmSync(work, { recursive: true, force: true });
   });
 
-  it('the package builds when packed, not when installed: prepack, no prepare or install script of its own', () => {
-    expect(pkg.scripts.prepack).toBe('npm run build');
-    for (const s of ['prepare', 'preinstall', 'install', 'postinstall']) expect(pkg.scripts[s], s).toBeUndefined();
+  it('the package builds on npm install in a checkout and when packed; the packed manifest has no script to run at install', () => {
+    expect(pkg.scripts.prepare).toBe('npm run build');
+    expect(pkg.scripts.prepack).toBe('npm run build && node scripts/pack-manifest.mjs strip');
+    expect(pkg.scripts.postpack).toBe('node scripts/pack-manifest.mjs restore');
+    for (const s of ['preinstall', 'install', 'postinstall']) expect(pkg.scripts[s], s).toBeUndefined();
+    const packedPkg = JSON.parse(spawnSync('tar', ['-xzOf', tarball, 'package/package.json'], { encoding: 'utf8' }).stdout) as typeof pkg;
+    for (const s of ['prepare', 'preinstall', 'install', 'postinstall']) expect(packedPkg.scripts[s], s).toBeUndefined();
+    expect(packedPkg.version).toBe(pkg.version);
     const list = spawnSync('tar', ['-tzf', tarball], { encoding: 'utf8' }).stdout.split('\n');
     expect(list).toContain('package/dist/daemon/process/main.js');
     expect(list).toContain('package/bin/proxyd');
