@@ -11,6 +11,8 @@ import type { ConnectionLogRow } from '../store/index.js';
 export const REASON_TEXT: Readonly<Record<LogReason, string>> = {
   unknown_user: 'No proxy user has this username',
   wrong_password: 'Wrong password for this proxy user',
+  bad_username_params:
+    'The username’s parameters are not valid: -country- takes a two-letter code (us), -city- letters, digits and _, -session- 1–32 of them, -sesstime- minutes from 1 to 1440, in that order',
   user_disabled: 'This proxy user is disabled',
   account_inactive: 'The account is suspended or closed',
   not_whitelisted: 'The source IP is not on the whitelist',
@@ -31,6 +33,15 @@ export const REASON_TEXT: Readonly<Record<LogReason, string>> = {
 
 /** Every reason, as the filters of `proxyd admin connections` and the console offer them. */
 export const LOG_REASONS = Object.keys(REASON_TEXT) as LogReason[];
+
+/**
+ * Reasons only an attempt that matched no account is refused for (a username no proxy user has, a source IP on no
+ * whitelist): such records are the operator's, so no customer ever sees one.
+ */
+export const NO_ACCOUNT_REASONS: readonly LogReason[] = ['unknown_user', 'not_whitelisted'];
+
+/** The reasons an account's own records can carry: the console's Reason filter. */
+export const ACCOUNT_REASONS: readonly LogReason[] = LOG_REASONS.filter((r) => !NO_ACCOUNT_REASONS.includes(r));
 
 export function isLogReason(s: string): s is LogReason {
   return Object.hasOwn(REASON_TEXT, s);
