@@ -117,4 +117,21 @@ describe.each(BACKENDS)('console Connections page on %s', (backend) => {
     expect(alert).toContain('"bogus"');
     await page.close();
   }, 60_000);
+
+  it('offers in its Reason filter only reasons an account\'s records can carry (no unknown_user, no not_whitelisted)', async () => {
+    const page = await browser.newPage();
+    await signIn(page, d.api, 'mine@example.com', PASSWORD);
+    await page.goto(`${d.api}/console/connections`);
+    const options = await page.locator('#f-reason option').evaluateAll((os) => os.map((o) => (o as HTMLOptionElement).value));
+    expect(options).toContain('wrong_password');
+    expect(options).toContain('bad_username_params');
+    expect(options).not.toContain('unknown_user');
+    expect(options).not.toContain('not_whitelisted');
+    // Asked for anyway (an old link): explained like any value the filter does not offer.
+    await page.goto(`${d.api}/console/connections?reason=unknown_user`);
+    const alert = await page.textContent('[data-testid=conn-filter-error]');
+    expect(alert).toContain('"unknown_user"');
+    expect(alert).not.toMatch(/choose one of[^"]*unknown_user/);
+    await page.close();
+  }, 60_000);
 });

@@ -75,4 +75,22 @@ describe('console proxy-user form', () => {
     expect(await page.getByLabel('Rate limit of rated-user (for example 10mbit)').inputValue()).toBe('10mbit');
     await page.close();
   }, 60_000);
+
+  it('shows under each limit field the formats it takes, and "no limit" when it is empty', async () => {
+    expect((await admin(d.dataDir, ['proxy-user', 'create', '--email', 'form@example.com', '--username', 'formats-user', '--password-stdin'], 'formats-user-password-1\n')).code).toBe(0);
+    const page = await browser.newPage();
+    await signIn(page, d.api, 'form@example.com', PASSWORD);
+    await page.goto(`${d.api}/console/proxy-users`);
+    const form = page.locator('tr[data-username="formats-user"] [data-testid=limits-form]');
+    // What a person sees (innerText: rendered text only, no aria-labels, no placeholders).
+    const text = await form.innerText();
+    expect(text).toMatch(/50GiB/);
+    expect(text).toMatch(/500MB/);
+    expect(text).toMatch(/10mbit/);
+    for (const name of ['traffic_limit', 'max_connections', 'rate_limit']) {
+      expect(await form.locator(`input[name=${name}]`).getAttribute('placeholder')).toBe('no limit');
+      expect(await form.locator(`input[name=${name}] + [data-testid=limit-format]`).isVisible()).toBe(true);
+    }
+    await page.close();
+  }, 60_000);
 });

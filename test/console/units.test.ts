@@ -81,6 +81,44 @@ describe('html template', () => {
     expect(page).toContain('name="traffic_limit" value="310kB"');
   });
 
+  it('the proxy-user limits form says what each field takes, in text on the page (not only in aria-labels)', () => {
+    const page = proxyUsersPage({
+      csrf: 't',
+      email: 'a@example.com',
+      users: [{ id: 1, account_id: 1, username: 'crawler', status: 'active', created_at: 0 }],
+      total: 1,
+      page: 1,
+      pageSize: 50,
+      limits: new Map(),
+      revealed: null,
+    }).value;
+    const visible = page.replace(/aria-label="[^"]*"/g, '');
+    expect(visible).toMatch(/data-testid="limit-format">[^<]*50GiB/);
+    expect(visible).toMatch(/data-testid="limit-format">[^<]*10mbit/);
+    expect(page).not.toContain('placeholder="none"');
+    expect(page).toContain('placeholder="no limit"');
+  });
+
+  it("the Top domains' share is of all the period's traffic, not of the largest domain", () => {
+    const t = (n: number) => ({ bytes_up: n, bytes_down: 0, connections: 1 });
+    const page = usagePage({
+      csrf: 't',
+      email: 'a@example.com',
+      periodLabel: 'This month',
+      limit: 'No limit',
+      byUser: { rows: [], total: t(0) },
+      hours: { rows: [], total: t(0) },
+      days: { rows: [], total: t(0) },
+      // 600 + 300 + 100 (other) = 1,000: the largest domain is 60 % of it, not a full bar.
+      domains: { domains: [{ domain: 'big.example', ...t(600) }, { domain: 'small.example', ...t(300) }], other: t(100) },
+      hourStarts: [0],
+      dayStarts: [0],
+    }).value;
+    const meters = [...page.matchAll(/<meter min="0" max="(\d+)" value="(\d+)"/g)].map((m) => [Number(m[1]), Number(m[2])]);
+    expect(meters).toEqual([[1000, 600], [1000, 300], [1000, 100]]);
+    expect([...page.matchAll(/data-testid="usage-domain-share">([^<]+)</g)].map((m) => m[1])).toEqual(['60 %', '30 %', '10 %']);
+  });
+
   it('the pager: the range shown and previous/next links; nothing when one page holds all', () => {
     const href = (p: number) => `/x?page=${p}`;
     expect(pager(1, 20, 20, href)).toBe('');
