@@ -24,20 +24,21 @@ function parseTime(s: string, what: string): number {
 
 function retentionOf(s: string): Record<'minute' | 'hour' | 'day', number> {
   const r = readUsageRetention(s);
-  if (typeof r === 'string') throw new AdminError(r);
+  if (typeof r === 'string') throw new AdminUsageError(r);
   return r;
 }
 
 export async function adminUsage(store: Store, o: UsageOptions, nowMs = Date.now()): Promise<UsageReport> {
   if (!o.email) throw new AdminUsageError('--email is required');
-  const account = await store.accounts.findByEmail(o.email);
-  if (!account) throw new NoAccountError(o.email);
+  // What the options say is checked before the account is looked up: a bad option is said as such.
   const by = (o.by ?? 'user') as UsageBy;
   if (!['user', 'minute', 'hour', 'day'].includes(by)) throw new AdminError('--by: expected user, minute, hour or day');
   const toMs = o.to !== undefined ? parseTime(o.to, '--to') : nowMs;
   const fromMs = o.from !== undefined ? parseTime(o.from, '--from') : toMs - DEFAULT_SPAN_MS[by];
   if (fromMs >= toMs) throw new AdminError('--from must be before --to');
   const retention = o.usageRetention === undefined ? undefined : retentionOf(o.usageRetention);
+  const account = await store.accounts.findByEmail(o.email);
+  if (!account) throw new NoAccountError(o.email);
   return usageReport(store, account.id, by, fromMs, toMs, nowMs, retention);
 }
 

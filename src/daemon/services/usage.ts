@@ -11,19 +11,57 @@ import type { Plan, Store, UsagePeriod, UsageRow } from '../store/index.js';
 
 export const DEFAULT_USAGE_RETENTION = 'minute=48h,hour=90d,day=2y';
 
-/** `--usage-retention` (serve, and admin usage, which must read the buckets the daemon keeps): the kept spans, or what is wrong. */
+const UNIT_WORDS: Record<string, string> = { s: 'second', m: 'minute', h: 'hour', d: 'day', y: 'year' };
+const PERIODS: readonly UsagePeriod[] = ['minute', 'hour', 'day'];
+
+/** `48h` → "48 hours": what an operator's duration means, said back in words (`1m` is a minute, not a month). */
+function inWords(v: string): string {
+  const m = /^(\d+)([a-z])$/.exec(v)!;
+  return `${m[1]} ${UNIT_WORDS[m[2]!]}${m[1] === '1' ? '' : 's'}`;
+}
+
+/**
+ * `--usage-retention` (serve, and admin usage, which must read the buckets the daemon keeps): the kept spans, or
+ * what is wrong, saying the unit it read. Refused: a number without a unit (`minute=48`), a span that keeps not
+ * even one bucket (`hour=1m`: one minute, as `m` is minutes; `minute=0`), and spans out of order (minutes kept
+ * longer than hours, hours longer than days: the coarser buckets are what remains of the finer ones).
+ */
 export function readUsageRetention(s: string): Record<UsagePeriod, number> | string {
   const out = { ...DEFAULT_USAGE_RETENTION_MS };
+  const given: Partial<Record<UsagePeriod, string>> = {};
+  const flag = '--usage-retention';
   for (const part of s.split(',').map((x) => x.trim()).filter(Boolean)) {
-    const [k, v] = part.split('=');
-    if ((k !== 'minute' && k !== 'hour' && k !== 'day') || v === undefined) {
-      return `--usage-retention: expected minute=DURATION,hour=DURATION,day=DURATION (e.g. ${DEFAULT_USAGE_RETENTION}), got "${part}"`;
+    const [k, v, extra] = part.split('=').map((x) => x.trim());
+    if ((k !== 'minute' && k !== 'hour' && k !== 'day') || v === undefined || extra !== undefined) {
+      return `${flag}: expected minute=DURATION,hour=DURATION,day=DURATION (e.g. ${DEFAULT_USAGE_RETENTION}), got "${part}"`;
     }
-    const ms = parseDurationMs(v, { bareSeconds: true });
-    if (ms === null) return `--usage-retention: expected a duration such as 2y, 7d, 48h, 30m or 90s, got "${v}"`;
+    if (given[k] !== undefined) return `${flag}: ${k} is given twice ("${k}=${given[k]}" and "${part}")`;
+    const least = 'keep each period at least one bucket (minute=1m, hour=1h, day=1d)';
+    if (/^0+[a-z]?$/.test(v)) return `${flag}: "${part}" keeps nothing: ${least}`;
+    if (/^\d+$/.test(v)) return `${flag}: "${part}" has no unit: write ${v}h for ${v} hours, ${v}d for ${v} days, ${v}m for ${v} minutes (units: s, m, h, d, y)`;
+    const ms = parseDurationMs(v);
+    if (ms === null) return `${flag}: "${part}": expected a duration such as 2y, 90d, 48h, 30m or 90s (m is minutes; there is no month unit: write 30d), got "${v}"`;
+    if (ms < PERIOD_MS[k]) {
+      const months = v.endsWith('m') && k !== 'minute' ? ' (m is minutes; there is no month unit: write 30d)' : '';
+      return `${flag}: "${part}" keeps ${k} buckets ${inWords(v)}${months}, less than one ${k}: ${least}`;
+    }
+    given[k] = v;
     out[k] = ms;
   }
+  // Finer buckets kept longer than coarser ones would be read in place of them and then vanish first.
+  for (let i = 0; i + 1 < PERIODS.length; i++) {
+    const [fine, coarse] = [PERIODS[i]!, PERIODS[i + 1]!];
+    if (out[fine] > out[coarse]) {
+      const say = (p: UsagePeriod) => `${p} buckets ${given[p] !== undefined ? `${inWords(given[p])} (${p}=${given[p]})` : `${inWords(defaultOf(p))} (the default, ${p}=${defaultOf(p)})`}`;
+      return `${flag}: ${say(fine)} would be kept longer than ${say(coarse)}: keep minutes no longer than hours, and hours no longer than days`;
+    }
+  }
   return out;
+}
+
+/** The default span of one period as written in DEFAULT_USAGE_RETENTION (`48h`). */
+function defaultOf(p: UsagePeriod): string {
+  return new RegExp(`${p}=(\\w+)`).exec(DEFAULT_USAGE_RETENTION)![1]!;
 }
 
 export interface UsageTotals {
