@@ -122,7 +122,7 @@ describe.each(BACKENDS)('console Connections page on %s', (backend) => {
     const page = await browser.newPage();
     await signIn(page, d.api, 'mine@example.com', PASSWORD);
     await page.goto(`${d.api}/console/connections`);
-    const options = await page.locator('#f-reason option').evaluateAll((os) => os.map((o) => (o as HTMLOptionElement).value));
+    const options = await page.locator('#f-reason option').evaluateAll((os) => os.map((o: any) => o.value));
     expect(options).toContain('wrong_password');
     expect(options).toContain('bad_username_params');
     expect(options).not.toContain('unknown_user');

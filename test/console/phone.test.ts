@@ -32,38 +32,41 @@ interface Layout {
   logout: { visible: boolean; hit: boolean } | null;
 }
 
-/** Measures the page as laid out (runs in the browser). */
+/** Measures the page as laid out (runs in the browser: the test's TypeScript has no DOM types, so the page's globals are untyped here). */
 function measure(width: number, height: number): Layout {
-  const name = (el: Element) => {
+  const page = globalThis as any;
+  const document = page.document;
+  const getComputedStyle = page.getComputedStyle as (e: any) => any;
+  const name = (el: any) => {
     const id = el.id ? `#${el.id}` : '';
     const testid = el.getAttribute('data-testid');
     const cls = typeof el.className === 'string' && el.className ? `.${el.className.trim().split(/\s+/).join('.')}` : '';
     return `${el.tagName.toLowerCase()}${id}${cls}${testid ? `[data-testid=${testid}]` : ''} "${(el.textContent ?? '').trim().slice(0, 40)}"`;
   };
   const offEdge: string[] = [];
-  for (const el of Array.from(document.querySelectorAll('body *'))) {
+  for (const el of Array.from(document.querySelectorAll('body *')) as any[]) {
     const r = el.getBoundingClientRect();
     if (r.width <= 1 || r.height <= 1) continue; // nothing drawn, or visually hidden (clipped to 1 px)
     const cs = getComputedStyle(el);
     if (cs.visibility === 'hidden' || cs.display === 'none') continue;
     // Inside something clipped away for screen readers only (a stacked table's header row, `.visually-hidden`).
     let clipped = false;
-    for (let a: Element | null = el; a && !clipped; a = a.parentElement) clipped = getComputedStyle(a).clipPath !== 'none' || getComputedStyle(a).clip !== 'auto';
+    for (let a = el; a && !clipped; a = a.parentElement) clipped = getComputedStyle(a).clipPath !== 'none' || getComputedStyle(a).clip !== 'auto';
     if (clipped) continue;
     if (r.left < -0.5 || r.right > width + 0.5) offEdge.push(`${name(el)} [${Math.round(r.left)}, ${Math.round(r.right)}]`);
   }
-  const badBadges = Array.from(document.querySelectorAll('.badge'))
+  const badBadges = (Array.from(document.querySelectorAll('.badge')) as any[])
     .filter((b) => {
       const r = b.getBoundingClientRect();
       return r.width > 0 && (b.getClientRects().length > 1 || r.height > 2 * parseFloat(getComputedStyle(b).fontSize) * 1.6 || r.width < r.height);
     })
     .map((b) => `${name(b)} ${Math.round(b.getBoundingClientRect().width)}×${Math.round(b.getBoundingClientRect().height)}`);
-  const smallChartText = Array.from(document.querySelectorAll('svg text'))
-    .map((t) => ({ t, px: parseFloat(getComputedStyle(t).fontSize) * ((t as SVGTextElement).getScreenCTM()?.a ?? 1) }))
+  const smallChartText = (Array.from(document.querySelectorAll('svg text')) as any[])
+    .map((t) => ({ t, px: parseFloat(getComputedStyle(t).fontSize) * (t.getScreenCTM()?.a ?? 1) }))
     .filter((x) => x.px < 9)
     .map((x) => `${name(x.t)} ${x.px.toFixed(1)} px`);
   // A reason at this width needs at most ceil(its one-line width / the cell's width) + 1 lines; one word a line is far more.
-  const squeezedReasons = Array.from(document.querySelectorAll('[data-testid=conn-reason]'))
+  const squeezedReasons = (Array.from(document.querySelectorAll('[data-testid=conn-reason]')) as any[])
     .filter((e) => {
       const lh = parseFloat(getComputedStyle(e).lineHeight) || parseFloat(getComputedStyle(e).fontSize) * 1.5;
       const lines = Math.round(e.getBoundingClientRect().height / lh);
@@ -71,7 +74,7 @@ function measure(width: number, height: number): Layout {
       return lines > 2 && lines >= words - 1;
     })
     .map((e) => `${name(e)} ${Math.round(e.getBoundingClientRect().width)} px wide`);
-  const button = Array.from(document.querySelectorAll('button')).find((b) => b.textContent?.trim() === 'Log out');
+  const button = (Array.from(document.querySelectorAll('button')) as any[]).find((b) => b.textContent?.trim() === 'Log out');
   let logout: Layout['logout'] = null;
   if (button) {
     const r = button.getBoundingClientRect();
@@ -79,7 +82,7 @@ function measure(width: number, height: number): Layout {
     const hit = visible && button.contains(document.elementFromPoint(r.left + r.width / 2, r.top + r.height / 2));
     logout = { visible, hit };
   }
-  return { scrollWidth: document.documentElement.scrollWidth, innerWidth: window.innerWidth, offEdge, badBadges, smallChartText, squeezedReasons, logout };
+  return { scrollWidth: document.documentElement.scrollWidth, innerWidth: page.innerWidth, offEdge, badBadges, smallChartText, squeezedReasons, logout };
 }
 
 describe('console at phone width (390 × 844)', () => {

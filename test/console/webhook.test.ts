@@ -70,7 +70,7 @@ describe('console webhook card', () => {
       const thresholds = card.locator('input[name=thresholds]');
       // The same box as the thresholds field below it: height, font, border, width.
       const style = (l: typeof url) => l.evaluate((e) => {
-        const cs = getComputedStyle(e);
+        const cs = (globalThis as any).getComputedStyle(e);
         return { height: cs.height, fontSize: cs.fontSize, border: cs.borderTopWidth, radius: cs.borderTopLeftRadius, width: e.getBoundingClientRect().width };
       });
       expect(await style(url)).toEqual(await style(thresholds));
@@ -79,7 +79,7 @@ describe('console webhook card', () => {
       // A long URL is shown whole in the field's width at desktop size (no truncation to a dozen characters).
       const long = 'https://hooks.example.com/proxyd/events/northwind-trading';
       await url.fill(long);
-      if (viewport.width > 400) expect(await url.evaluate((e: HTMLInputElement) => e.scrollWidth <= e.clientWidth)).toBe(true);
+      if (viewport.width > 400) expect(await url.evaluate((e: any) => e.scrollWidth <= e.clientWidth)).toBe(true);
       const signing = await card.locator('[data-testid=webhook-signing]').innerText();
       expect(signing).toContain('Proxyd-Signature: t=UNIX,v1=HEX');
       expect(signing).toContain('HMAC-SHA256');
