@@ -1,7 +1,7 @@
 // `proxyd admin connections`: the connection log (docs/admin.md) for the operator, as JSON lines or a table, with
 // `--follow` streaming new records from every node as they are written.
 import { isIP } from 'node:net';
-import { parseDurationMs, parseIsoTime } from '../../contract/time.js';
+import { parseDurationMs, parseIsoTime, timeFlagProblem } from '../../contract/time.js';
 import { DECISIONS, LOG_REASONS, connectionJson, isDecision, isLogReason, sourceIpFilter, type ConnectionJson } from '../services/connection-log.js';
 import type { ConnectionLogFilter, ConnectionLogRow, Store } from '../store/index.js';
 import { alignedLine, columnWidths } from '../services/text-table.js';
@@ -25,7 +25,7 @@ export function parseSince(s: string, nowMs: number): number {
   const back = parseDurationMs(s, { units: 'smhd' });
   if (back !== null) return nowMs - back;
   const t = parseIsoTime(s);
-  if (t === null) throw new AdminError(`--since: expected a duration (15m, 2h, 7d) or an ISO time, got "${s}"`);
+  if (t === null) throw new AdminError(timeFlagProblem('--since', s, 'a duration (15m, 2h, 7d) or an ISO time'));
   return t;
 }
 

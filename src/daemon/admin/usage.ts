@@ -1,6 +1,6 @@
 // `proxyd admin usage`: an account's metered usage (docs/admin.md), by proxy user or by minute, hour or day,
 // as JSON, CSV or a table (the report itself: services/usage.ts).
-import { parseIsoTime } from '../../contract/time.js';
+import { parseIsoTime, timeFlagProblem } from '../../contract/time.js';
 import { readUsageRetention, usageReport, usageText, type UsageBy, type UsageReport } from '../services/usage.js';
 import type { Store } from '../store/index.js';
 import { AdminError, AdminUsageError, NoAccountError } from './commands.js';
@@ -18,7 +18,7 @@ const DEFAULT_SPAN_MS: Record<UsageBy, number> = { minute: 3_600_000, hour: 86_4
 
 function parseTime(s: string, what: string): number {
   const t = parseIsoTime(s);
-  if (t === null) throw new AdminError(`${what}: expected an ISO time such as 2026-11-25T00:00:00Z, got "${s}"`);
+  if (t === null) throw new AdminError(timeFlagProblem(what, s, 'an ISO time such as 2026-11-25 or 2026-11-25T00:00:00Z'));
   return t;
 }
 

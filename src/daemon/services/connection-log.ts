@@ -1,5 +1,6 @@
 // The connection log as people read it (docs/support.md): the closed list of reasons and the one record shape that
 // `proxyd admin connections` prints and the console's Connections page shows.
+import { formatIsoTime } from '../../contract/schemas.js';
 import { canonicalIp } from '../../gateway/index.js';
 import type { LogReason } from '../../gateway/types.js';
 import type { ConnectionLogRow } from '../store/index.js';
@@ -58,7 +59,7 @@ export function isDecision(s: string): s is Decision {
 /** A record as printed and as the console shows it: one shape everywhere (docs/support.md). */
 export function connectionJson(r: ConnectionLogRow) {
   return {
-    time: new Date(r.startedAt).toISOString(),
+    time: formatIsoTime(r.startedAt),
     node: r.node,
     request_id: r.requestId,
     protocol: r.protocol,

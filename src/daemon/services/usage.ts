@@ -4,8 +4,8 @@
 import { alignedLine, columnWidths } from './text-table.js';
 import { MAX_SERIES_POINTS } from '../../contract/paths.js';
 import { parseDurationMs } from '../../contract/time.js';
-import type { UsageDomainsData, UsageDomainsQuery, UsageSeriesData, UsageSeriesQuery, UsageSummaryData, UsageSummaryQuery } from '../../contract/schemas.js';
-import { accountPeriodStart } from '../metering/plans.js';
+import { formatIsoTime, type UsageDomainsData, type UsageDomainsQuery, type UsageSeriesData, type UsageSeriesQuery, type UsageSummaryData, type UsageSummaryQuery } from '../../contract/schemas.js';
+import { shownPeriodStart } from '../metering/plans.js';
 import { DEFAULT_USAGE_RETENTION_MS, OTHER_DOMAIN, PERIOD_MS, bucketStart } from '../store/usage-sql.js';
 import type { Plan, Store, UsagePeriod, UsageRow } from '../store/index.js';
 
@@ -108,7 +108,7 @@ export async function usageReport(
     total.bytes_down += r.bytesDown;
     total.connections += r.connections;
     const t: UsageTotals = { bytes_up: r.bytesUp, bytes_down: r.bytesDown, connections: r.connections };
-    return by === 'user' ? { user: userOf(r.subject), ...t } : { time: new Date(r.startMs).toISOString(), ...t };
+    return by === 'user' ? { user: userOf(r.subject), ...t } : { time: formatIsoTime(r.startMs), ...t };
   });
   return { rows: out, total };
 }
@@ -133,9 +133,6 @@ export function usageText(r: UsageReport, format: 'csv' | 'table'): string {
 
 // ---- the customer's view: the API's /usage endpoints (docs/api.md, "Usage") ----
 
-/** A usage time as the API writes it: ISO 8601 UTC, whole seconds unless the instant has milliseconds. */
-export const apiTime = (ms: number): string => new Date(ms).toISOString().replace(/\.000Z$/, 'Z');
-
 /** `alice` → `user:alice`; whitelist traffic is asked for as `ip:A.B.C.D`, its own subject. */
 export const subjectOf = (user: string): string => (user.startsWith('ip:') ? user : `user:${user}`);
 
@@ -149,11 +146,12 @@ export class UsageQueryError extends Error {
 
 /**
  * The range a usage call covers, [from, to): what was asked, else the account's current period (its plan's,
- * else the calendar month, UTC) up to now. `from` after `to` is refused.
+ * else the calendar month, UTC; a lifetime plan's from the account's first usage or creation) up to now. `from`
+ * after `to` is refused.
  */
 export async function usageRange(store: Store, accountId: number, q: { from?: number | undefined; to?: number | undefined }, nowMs: number): Promise<{ plan: Plan | null; from: number; to: number }> {
   const plan = await store.plans.get(accountId);
-  const from = q.from ?? accountPeriodStart(plan, nowMs);
+  const from = q.from ?? (await shownPeriodStart(store, accountId, plan, nowMs));
   // Up to the end of the current second, so what was relayed "now" is inside.
   const to = q.to ?? Math.floor(nowMs / 1000) * 1000 + 1000;
   if (from > to) throw new UsageQueryError('from', 'after to');
@@ -170,32 +168,45 @@ export async function usageSummary(
   const { plan, from, to } = await usageRange(store, accountId, q, nowMs);
   const report = await usageReport(store, accountId, 'user', from, to, nowMs, retentionMs);
   return {
-    from: apiTime(from),
-    to: apiTime(to),
+    from: formatIsoTime(from),
+    to: formatIsoTime(to),
     plan: plan && {
       traffic_limit: plan.trafficLimit,
       period: plan.period,
       max_connections: plan.maxConnections,
-      expires_at: plan.expiresAt === null ? null : apiTime(plan.expiresAt),
+      expires_at: plan.expiresAt === null ? null : formatIsoTime(plan.expiresAt),
     },
     ...report.total,
     users: report.rows.map((r) => ({ user: (r as { user: string }).user, bytes_up: r.bytes_up, bytes_down: r.bytes_down, connections: r.connections })),
   };
 }
 
-/** Every hour or day bucket from `from`'s to `to`, oldest first, those without traffic as zeros; at most MAX_SERIES_POINTS. */
+/**
+ * Every hour or day bucket from `from`'s to `to`, oldest first, those without traffic as zeros; at most
+ * MAX_SERIES_POINTS. Without `from`, the current period's buckets, or the last MAX_SERIES_POINTS of them when it
+ * holds more (a lifetime plan by hour); a `from` that asks for more is refused, saying what would fit.
+ */
 export async function usageSeries(store: Store, accountId: number, q: UsageSeriesQuery, nowMs: number): Promise<UsageSeriesData> {
   const { from, to } = await usageRange(store, accountId, q, nowMs);
-  const step = PERIOD_MS[q.granularity];
-  const first = bucketStart(q.granularity, from);
-  const count = Math.max(0, Math.ceil((to - first) / step));
-  if (count > MAX_SERIES_POINTS) throw new UsageQueryError('from', `the range holds ${count} ${q.granularity}s, at most ${MAX_SERIES_POINTS} points`);
+  const g = q.granularity;
+  const step = PERIOD_MS[g];
+  let first = bucketStart(g, from);
+  let count = Math.max(0, Math.ceil((to - first) / step));
+  if (count > MAX_SERIES_POINTS && q.from === undefined) {
+    first = bucketStart(g, to - 1) - (MAX_SERIES_POINTS - 1) * step;
+    count = MAX_SERIES_POINTS;
+  }
+  if (count > MAX_SERIES_POINTS) {
+    const latest = formatIsoTime(bucketStart(g, to - 1) - (MAX_SERIES_POINTS - 1) * step);
+    const coarser = g === 'hour' ? ', or granularity day' : '';
+    throw new UsageQueryError('from', `the range holds ${count} ${g}s, at most ${MAX_SERIES_POINTS} points: give a from of ${latest} or later (or an earlier to)${coarser}`);
+  }
   const rows = await store.usage.query({ accountId, period: q.granularity, fromMs: first, toMs: to, by: 'time', ...(q.user !== undefined ? { subject: subjectOf(q.user) } : {}) });
   const byStart = new Map(rows.map((r) => [r.startMs, r]));
   const points = Array.from({ length: count }, (_, i) => {
     const start = first + i * step;
     const r = byStart.get(start);
-    return { time: apiTime(start), bytes_up: r?.bytesUp ?? 0, bytes_down: r?.bytesDown ?? 0, connections: r?.connections ?? 0 };
+    return { time: formatIsoTime(start), bytes_up: r?.bytesUp ?? 0, bytes_down: r?.bytesDown ?? 0, connections: r?.connections ?? 0 };
   });
   return { granularity: q.granularity, points };
 }
