@@ -52,8 +52,8 @@ const publicLookup = async () => [{ address: '93.184.216.34', family: 4 }];
 describe('the webhook URL rule', () => {
   it('https:// to public addresses only, unless private receivers are allowed', async () => {
     await expect(checkWebhookUrl('https://hooks.example.com/x', false, publicLookup)).resolves.toMatchObject({ address: '93.184.216.34' });
-    await expect(checkWebhookUrl('http://hooks.example.com/x', false, publicLookup)).rejects.toThrow(/must be https/);
-    await expect(checkWebhookUrl('https://127.0.0.1/x', false)).rejects.toThrow(/private or reserved/);
+    await expect(checkWebhookUrl('http://hooks.example.com/x', false, publicLookup)).rejects.toThrow(/must be https:\/\/ \(.*--allow-private-webhooks\)$/);
+    await expect(checkWebhookUrl('https://127.0.0.1/x', false)).rejects.toThrow(/private or reserved address \(.*--allow-private-webhooks\)$/);
     await expect(checkWebhookUrl('https://[::1]/x', false)).rejects.toThrow(/private or reserved/);
     await expect(checkWebhookUrl('https://10.0.0.8/x', false)).rejects.toThrow(/private or reserved/);
     // A name with one private answer among public ones is refused.
