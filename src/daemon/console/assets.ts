@@ -205,6 +205,7 @@ form.limits .btn { margin-top: 22px; }
 .signing p { margin: 0 0 8px; }
 .signing pre { margin: 0 0 8px; padding: 10px 12px; border-radius: 8px; background: var(--bg); white-space: pre-wrap; overflow-wrap: anywhere; }
 td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
+td.nowrap { white-space: nowrap; }
 .card.flush { padding: 0; overflow: hidden; }
 .card.flush .card-head { padding: 20px 24px 0; }
 .card.flush .filters { padding: 0 24px 20px; border-bottom: 1px solid var(--border); }

@@ -12,8 +12,7 @@ import type { ConnectionLogRow } from '../store/index.js';
 export const REASON_TEXT: Readonly<Record<LogReason, string>> = {
   unknown_user: 'No proxy user has this username',
   wrong_password: 'Wrong password for this proxy user',
-  bad_username_params:
-    'The username’s parameters are not valid: -country- takes a two-letter code (us), -city- letters, digits and _, -session- 1–32 of them, -sesstime- minutes from 1 to 1440, in that order',
+  bad_username_params: 'The parameters after the username are not valid: USER-country-CC-city-NAME-session-ID-sesstime-MIN, CC two letters, MIN 1 to 1440',
   user_disabled: 'This proxy user is disabled',
   account_inactive: 'The account is suspended or closed',
   not_whitelisted: 'The source IP is not on the whitelist',
