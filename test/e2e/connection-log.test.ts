@@ -12,6 +12,7 @@ import { admin, databaseArgs, dataDirFor, inspectDb, makeAccount, PROXYD, run, s
 import { BACKENDS } from '../helpers/postgres.js';
 import { RawClient, basic, startBlackhole, startTcpEcho } from '../gateway/helpers.js';
 import { sleep, waitFor } from '../helpers/wait.js';
+import { patient } from '../helpers/patience.js';
 
 const PASSWORD = 'alice-password-123';
 
@@ -52,7 +53,7 @@ describe('typed answers and the connection log (SQLite, one node)', () => {
     const t0 = Date.now();
     type Row = { reason: string | null; email: string | null; username: string | null; source_ip: string; target: string | null; protocol: string; bytes_up: number; bytes_down: number; duration_ms: number; node: string };
     const row = await waitFor(`record ${requestId}`, () => db.get<Row | undefined>('SELECT c.*, a.email FROM connection_log c LEFT JOIN accounts a ON a.id = c.account_id WHERE request_id = ?', requestId), 4000);
-    expect(Date.now() - t0).toBeLessThan(2000);
+    expect(Date.now() - t0).toBeLessThan(patient(2000));
     return row;
   }
 

@@ -9,6 +9,7 @@ import { tcpEcho, addrOf } from '../helpers/net.js';
 import { probe } from './fleet-probe.js';
 import { makeTemplate, postgresSkipReason, startPostgres, type PgCluster } from '../helpers/postgres.js';
 import { sleep } from '../helpers/wait.js';
+import { patient } from '../helpers/patience.js';
 
 const skip = postgresSkipReason();
 const STALE_S = 2;
@@ -30,16 +31,17 @@ async function listStatus(node: Daemon): Promise<number> {
 
 /** Polls every 25 ms from `t0` until `probe` answers 200: the ms it took. */
 async function firstOk(t0: number, probe: () => Promise<number>, limitMs = 30_000): Promise<number> {
+  const limit = patient(limitMs);
   for (;;) {
     if ((await probe()) === 200) return Date.now() - t0;
-    if (Date.now() - t0 > limitMs) throw new Error(`no 200 within ${limitMs} ms`);
+    if (Date.now() - t0 > limit) throw new Error(`no 200 within ${limit} ms`);
     await sleep(25);
   }
 }
 
 /** Every node's gateway refuses (the stale window has run out). */
 async function allRefusing(): Promise<void> {
-  const until = Date.now() + 20_000;
+  const until = Date.now() + patient(20_000);
   for (const node of nodes) {
     while ((await connectStatus(node)) !== 503) {
       if (Date.now() > until) throw new Error(`${node.api}: gateway still admitting past --stale-admission`);

@@ -13,6 +13,7 @@ import { createInterface } from 'node:readline';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { basic } from '../gateway/helpers.js';
 import { admin, makeAccount, PROXYD, ROOT, tempDir } from '../helpers/daemon.js';
+import { patient } from '../helpers/patience.js';
 
 const PASS = 'gc-churn-user-password';
 // Warm until the connection path runs optimised (TurboFan): before that, V8's unoptimised code keeps recent tunnels
@@ -42,7 +43,8 @@ function traced(args: string[]): { proc: ChildProcess; ready: Promise<{ httpProx
       if (m) survived.push(Number(m[1]));
     });
   });
-  const ready = within(said, 30_000, () => `no ready line in 30 s (${survived.length} young collections traced)`);
+  const wait = patient(30_000);
+  const ready = within(said, wait, () => `no ready line in ${wait} ms (${survived.length} young collections traced)`);
   return { proc, ready, survived };
 }
 
