@@ -66,32 +66,26 @@ describe('html template', () => {
     for (const page of [usage, conns]) expect(page).not.toMatch(/50\.0+ GiB/);
   });
 
-  it('the proxy-user limits form shows a limit exactly (saved unchanged, it stays to the byte)', () => {
-    // 310,000 bytes was shown as "302.73KiB", which saved back unchanged became 309,996.
-    const page = proxyUsersPage({
+  /** The Proxy users page of one user, `crawler`, with these limits (none when absent). */
+  const crawlerPage = (trafficLimit?: number) =>
+    proxyUsersPage({
       csrf: 't',
       email: 'a@example.com',
       users: [{ id: 1, account_id: 1, username: 'crawler', status: 'active', created_at: 0 }],
       total: 1,
       page: 1,
       pageSize: 50,
-      limits: new Map([['crawler', { accountId: 1, username: 'crawler', trafficLimit: 310_000, maxConnections: null }]]),
+      limits: new Map(trafficLimit === undefined ? [] : [['crawler', { accountId: 1, username: 'crawler', trafficLimit, maxConnections: null }]]),
       revealed: null,
     }).value;
-    expect(page).toContain('name="traffic_limit" value="310kB"');
+
+  it('the proxy-user limits form shows a limit exactly (saved unchanged, it stays to the byte)', () => {
+    // 310,000 bytes was shown as "302.73KiB", which saved back unchanged became 309,996.
+    expect(crawlerPage(310_000)).toContain('name="traffic_limit" value="310kB"');
   });
 
   it('the proxy-user limits form says what each field takes, in text on the page (not only in aria-labels)', () => {
-    const page = proxyUsersPage({
-      csrf: 't',
-      email: 'a@example.com',
-      users: [{ id: 1, account_id: 1, username: 'crawler', status: 'active', created_at: 0 }],
-      total: 1,
-      page: 1,
-      pageSize: 50,
-      limits: new Map(),
-      revealed: null,
-    }).value;
+    const page = crawlerPage();
     const visible = page.replace(/aria-label="[^"]*"/g, '');
     expect(visible).toMatch(/data-testid="limit-format">[^<]*50GiB/);
     expect(visible).toMatch(/data-testid="limit-format">[^<]*10mbit/);
