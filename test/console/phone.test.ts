@@ -10,6 +10,7 @@ import { admin, startDaemon, type Daemon } from '../helpers/daemon.js';
 import { launchChromium } from '../helpers/browser.js';
 import { RawClient, basic } from '../gateway/helpers.js';
 import { waitFor } from '../helpers/wait.js';
+import { patient } from '../helpers/patience.js';
 
 const WIDTH = 390;
 const HEIGHT = 844;
@@ -143,7 +144,7 @@ describe('console at phone width (390 × 844)', () => {
     browser = await launchChromium();
     context = await browser.newContext({ viewport: { width: WIDTH, height: HEIGHT }, deviceScaleFactor: 2, isMobile: true, hasTouch: true });
     page = await context.newPage();
-  }, 120_000);
+  }, patient(120_000));
 
   afterAll(async () => {
     await context?.close();
@@ -202,5 +203,5 @@ describe('console at phone width (390 × 844)', () => {
     await page.goto(`${d.api}/console/account`);
     await page.getByRole('button', { name: 'Log out', exact: true }).click();
     await page.waitForURL('**/console/login?notice=logged-out');
-  }, 120_000);
+  }, patient(120_000));
 });

@@ -5,6 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { admin, databaseUrlOf, startDaemon, type Daemon } from '../helpers/daemon.js';
 import { launchChromium, signIn } from '../helpers/browser.js';
 import { openStore } from '../../src/daemon/store/index.js';
+import { patient } from '../helpers/patience.js';
 
 const PASSWORD = 'correct horse battery';
 
@@ -16,7 +17,7 @@ describe('console webhook card', () => {
     d = await startDaemon();
     expect((await admin(d.dataDir, ['account', 'create', '--email', 'hook-owner@example.com', '--password-stdin', '--verified'], `${PASSWORD}\n`)).code).toBe(0);
     browser = await launchChromium();
-  }, 60_000);
+  }, patient(60_000));
   afterAll(async () => {
     await browser?.close();
     await d?.stop();
@@ -58,7 +59,7 @@ describe('console webhook card', () => {
     expect(await page.textContent('[data-testid=flash]')).toContain('removed');
     expect(await page.locator('[data-testid=webhook-url]').count()).toBe(0);
     await page.close();
-  }, 60_000);
+  }, patient(60_000));
 
   it('draws the URL field like the other fields, as wide as the card, and shows how requests are signed', async () => {
     for (const viewport of [{ width: 1280, height: 860 }, { width: 390, height: 844 }]) {
@@ -88,5 +89,5 @@ describe('console webhook card', () => {
       expect(signing).toContain('Proxyd-Event-Id');
       await page.close();
     }
-  }, 60_000);
+  }, patient(60_000));
 });

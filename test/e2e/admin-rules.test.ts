@@ -8,6 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { MAX_PASSWORD_BYTES, MIN_PASSWORD_CHARS, passwordProblem } from '../../src/contract/password.js';
 import { ConsoleClient } from '../console/client.js';
 import { admin, makeAccount, PROXYD, run, startDaemon, tempDir, waitForProxyUsers, type Daemon } from '../helpers/daemon.js';
+import { patient } from '../helpers/patience.js';
 
 describe('the password rule', () => {
   it('is at least 10 characters (code points) and at most 255 bytes', () => {
@@ -170,5 +171,5 @@ describe('proxyd admin errors', () => {
     } finally {
       await d.stop();
     }
-  }, 60_000);
+  }, patient(60_000));
 });

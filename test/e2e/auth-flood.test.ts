@@ -57,7 +57,7 @@ describe('a wrong-password flood', () => {
     good = Buffer.from(`gooduser:${pu.json.password}`).toString('base64');
     echo = await tcpEcho();
     for (let i = 0; i < 100 && (await connectOnce(good)).status !== 200; i++) await new Promise((r) => setTimeout(r, 50));
-  }, 60_000);
+  }, patient(60_000));
 
   afterAll(async () => {
     await d?.stop();
@@ -106,5 +106,5 @@ describe('a wrong-password flood', () => {
     // The flood was real: several times the 40–50/s of the report on an idle machine; a loaded one slows the
     // flood's own clients (112/s seen at load 12 on two cores), so the floor shrinks with the load.
     expect(figures.attemptsPerSec, JSON.stringify(figures)).toBeGreaterThan(120 / loadFactor());
-  }, 120_000);
+  }, patient(120_000));
 });

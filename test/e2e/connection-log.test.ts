@@ -91,7 +91,7 @@ describe('typed answers and the connection log (SQLite, one node)', () => {
     // No command disables a proxy user yet (the console and admin delete them): the row's status, as a future one would.
     db.run("UPDATE proxy_users SET status = 'disabled' WHERE username = 'bob'");
     await sleep(300); // the admission view follows the change log
-  }, 60_000);
+  }, patient(60_000));
 
   afterAll(async () => {
     for (const c of closed) await c();
@@ -338,5 +338,5 @@ describe.skipIf(!BACKENDS.includes('postgres'))('the connection log across a fle
     // Every node's records are found from any node's database view: the same query by id.
     const byId = await run(PROXYD, ['admin', 'connections', '--data-dir', dataDir, ...databaseArgs(dataDir), '--id', [...seen.keys()][0]!]);
     expect(JSON.parse(byId.stdout.trim())).toMatchObject({ account: 'fleet@example.com', node: 'node-2' });
-  }, 60_000);
+  }, patient(60_000));
 });

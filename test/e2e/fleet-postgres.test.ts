@@ -112,7 +112,7 @@ describe.skipIf(skip !== null)(`three proxyd nodes on one PostgreSQL and one Red
     nodes.push(...(await Promise.all([1, 2].map(() => startDaemon({ dataDir: tempDir(), args: [...shared, '--database-url', url] })))));
     const toks = await Promise.all(['a@example.com', 'b@example.com', 'c@example.com', 'k@example.com'].map(async (e) => (await makeAccount(adminDir, e)).token));
     [tokA, tokB, tokC, tokK] = toks as [string, string, string, string];
-  }, 120_000);
+  }, patient(120_000));
 
   afterAll(async () => {
     for (const d of nodes) d.proc.kill('SIGCONT');
@@ -136,7 +136,7 @@ describe.skipIf(skip !== null)(`three proxyd nodes on one PostgreSQL and one Red
     report('api add/delete on node 1 -> gateways of nodes 2 and 3', ms);
     expect(Math.max(...ms)).toBeLessThan(patient(3000));
     expect(percentile(ms, 50)).toBeLessThan(patient(1000));
-  }, 120_000);
+  }, patient(120_000));
 
   it('proxyd admin changes (proxy user, account status, token reset) apply on every node', async () => {
     const ms: number[] = [];
@@ -160,7 +160,7 @@ describe.skipIf(skip !== null)(`three proxyd nodes on one PostgreSQL and one Red
       expect((await api(n.api, LIST, reset.json.token)).status).toBe(200);
     }
     tokA = reset.json.token;
-  }, 60_000);
+  }, patient(60_000));
 
   it('a console add / disable / delete through node 1 admits/refuses on nodes 2 and 3', async () => {
     const c = new ConsoleClient(nodes[0]!.api);
@@ -180,7 +180,7 @@ describe.skipIf(skip !== null)(`three proxyd nodes on one PostgreSQL and one Red
     }
     report('console on node 1 -> gateways of nodes 2 and 3', ms);
     expect(Math.max(...ms)).toBeLessThan(patient(3000));
-  }, 30_000);
+  }, patient(30_000));
 
   it('two nodes racing for the same 200 IPs: one winner each, seen by the third', async () => {
     const ips = Array.from({ length: 200 }, (_, i) => pub(2000 + i));
@@ -210,13 +210,13 @@ describe.skipIf(skip !== null)(`three proxyd nodes on one PostgreSQL and one Red
     // Node 3 took part in nothing: its gateway admits every one of the 200.
     const n3 = nodes[2]!;
     await waitFor('node 3 to hold all 200', () => admitsAll(n3.httpProxy, ips), 10_000);
-  }, 60_000);
+  }, patient(60_000));
 
   it('rate limits are exact across nodes (Redis): 90 parallel lists with one token over 3 nodes, exactly 30 pass', async () => {
     const rs = await Promise.all(Array.from({ length: 90 }, (_, i) => api(nodes[i % 3]!.api, LIST, tokC)));
     expect(rs.filter((r) => r.status === 200)).toHaveLength(30);
     expect(rs.filter((r) => r.status === 429)).toHaveLength(60);
-  }, 30_000);
+  }, patient(30_000));
 
   it('PostgreSQL stopped: 503/10503 everywhere, gateways admit for the stale window then refuse; back: every node catches up, a frozen one too', async () => {
     const cred = { source: '8.8.4.4' };
@@ -270,7 +270,7 @@ describe.skipIf(skip !== null)(`three proxyd nodes on one PostgreSQL and one Red
       nodes[2]!.proc.kill('SIGCONT');
       if (!restarted) pg.start();
     }
-  }, 90_000);
+  }, patient(90_000));
 
   it('a node SIGKILLed mid-batch loses nothing committed; the others go on and see every committed IP', async () => {
     const acked = new Set<string>();
@@ -305,7 +305,7 @@ describe.skipIf(skip !== null)(`three proxyd nodes on one PostgreSQL and one Red
       await waitFor('the API answering', async () => (await call(n.api, LIST, tokK)).status === 200, 10_000);
       await waitFor(`node's view to hold all ${live.size}`, () => admitsAll(n.httpProxy, live), 15_000);
     }
-  }, 60_000);
+  }, patient(60_000));
 });
 
 async function heldBy(email: string): Promise<{ email: string; ip: string } | null> {

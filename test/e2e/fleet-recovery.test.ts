@@ -85,7 +85,7 @@ describe.skipIf(skip !== null)(`recovery after a PostgreSQL outage, three nodes$
       nodes.push(await startDaemon({ dataDir: dir, args: [...args, '--database-url', url] }));
     }
     for (const node of nodes) await firstOk(Date.now(), () => connectStatus(node), 10_000);
-  }, 120_000);
+  }, patient(120_000));
 
   afterAll(async () => {
     for (const node of nodes) await node.stop();
@@ -102,7 +102,7 @@ describe.skipIf(skip !== null)(`recovery after a PostgreSQL outage, three nodes$
       pg.start();
     }
     assertBounded(await wayBack(Date.now()));
-  }, 90_000);
+  }, patient(90_000));
 
   it('a frozen server (SIGSTOP) past the stale window, then SIGCONT: back within 1 s', async () => {
     pg.pause();
@@ -113,5 +113,5 @@ describe.skipIf(skip !== null)(`recovery after a PostgreSQL outage, three nodes$
       pg.resume();
     }
     assertBounded(await wayBack(Date.now()));
-  }, 90_000);
+  }, patient(90_000));
 });

@@ -11,6 +11,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { ROOT, isolatedCliEnv, tempDir, type Ready } from '../helpers/daemon.js';
 import { freePort } from '../helpers/net.js';
 import { waitFor } from '../helpers/wait.js';
+import { patient } from '../helpers/patience.js';
 
 /** The quick start's `sh` blocks, in order (steps 1 to 5). */
 function quickStartBlocks(): string[] {
@@ -103,5 +104,5 @@ describe('README quick start, as written', () => {
     // Stopped with SIGTERM (the README's Ctrl-C): it drains and exits 0.
     daemon.kill('SIGTERM');
     expect(await waitFor('the daemon to stop', () => (daemon.exitCode !== null ? { code: daemon.exitCode } : null), 20_000)).toEqual({ code: 0 });
-  }, 120_000);
+  }, patient(120_000));
 });

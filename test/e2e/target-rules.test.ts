@@ -132,7 +132,7 @@ describe.skipIf(skip !== null)(`target rules across two nodes on one PostgreSQL$
     target = await echoTarget();
     nodes.push(await startDaemon({ dataDir: first, args: ['--allow-private-targets'] }));
     nodes.push(await startDaemon({ dataDir: await dataDirFor('sqlite'), args: ['--allow-private-targets', '--database-url', nodes[0]!.databaseUrl!] }));
-  }, 60_000);
+  }, patient(60_000));
   afterAll(async () => {
     for (const n of nodes) await n.stop();
     target?.close();

@@ -55,7 +55,7 @@ describe('webhooks (SQLite, one node)', () => {
     expect((await admin(d.dataDir, ['proxy-user', 'create', '--email', email, '--username', 'hooked', '--password-stdin'], `${PASSWORD}\n`)).code).toBe(0);
     expect((await admin(d.dataDir, ['plan', 'set', '--email', email, '--traffic-limit', '100000', '--period', 'month'])).code).toBe(0);
     await waitForProxyUsers(d, 1);
-  }, 60_000);
+  }, patient(60_000));
   afterAll(async () => {
     await d?.stop();
     receiver?.close();
@@ -105,5 +105,5 @@ describe('webhooks (SQLite, one node)', () => {
     const lines = list.stdout.trim().split('\n').map((l) => JSON.parse(l));
     expect(lines).toEqual([expect.objectContaining({ id: body.id, type: 'usage.threshold', attempts: 1, state: 'delivered', last_status: 200 })]);
     expect((await admin(d.dataDir, ['webhook', 'remove', '--email', email])).json).toEqual({ removed: true });
-  }, 60_000);
+  }, patient(60_000));
 });

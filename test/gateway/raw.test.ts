@@ -421,7 +421,7 @@ describe('forward path: a response head that trickles in', () => {
       origin.close();
       await g.gw.close(100);
     }
-  }, 30_000);
+  }, patient(30_000));
 });
 
 describe('forward path: the exchange ends with the response', () => {

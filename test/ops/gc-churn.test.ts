@@ -116,7 +116,7 @@ describe('a stream of short tunnels leaves nothing for young collections', () =>
     const { perTunnel, collections } = await survivedPerTunnel(t, port, targetPort, basic('gc-user', PASS));
     expect(collections).toBeGreaterThan(3);
     expect(perTunnel, `${Math.round(perTunnel)} B per tunnel over ${collections} young collections`).toBeLessThan(1024);
-  }, 120_000);
+  }, patient(120_000));
 
   it('the gateway alone, once warm: under 1 KiB per tunnel survives (~3 KiB with its connections in Sets)', async () => {
     const t = traced([path.join(ROOT, 'test/fixtures/gateway-alone.mjs')]);
@@ -125,5 +125,5 @@ describe('a stream of short tunnels leaves nothing for young collections', () =>
     const { perTunnel, collections } = await survivedPerTunnel(t, port, targetPort, null);
     expect(collections).toBeGreaterThan(3);
     expect(perTunnel, `${Math.round(perTunnel)} B per tunnel over ${collections} young collections`).toBeLessThan(1024);
-  }, 120_000);
+  }, patient(120_000));
 });

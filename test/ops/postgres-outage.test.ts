@@ -102,7 +102,7 @@ describe.skipIf(skip !== null)(`PostgreSQL outage under a serving proxyd${skip ?
     proxyUser = `outage:${pu.json.password}`;
     target = createServer((_req, res) => res.end('ok'));
     await new Promise<void>((r) => target.listen(0, '127.0.0.1', r));
-  }, 120_000);
+  }, patient(120_000));
 
   afterAll(async () => {
     for (const l of loops) await l.stop();
