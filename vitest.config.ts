@@ -1,12 +1,19 @@
 import { defineConfig } from 'vitest/config';
+import { PATIENCE_ENV, loadFactor } from './test/helpers/patience.js';
+
+// The machine's load per core when the run starts (at least 1): every worker inherits it, so deadlines in
+// test/helpers grow with the load (test/helpers/patience.ts), and so do the default test and hook timeouts.
+const factor = loadFactor();
+process.env[PATIENCE_ENV] ??= String(Math.round(factor * 10) / 10);
 
 export default defineConfig({
   test: {
     include: ['test/**/*.test.ts'],
     globalSetup: ['test/global-setup.ts'],
     pool: 'forks',
-    testTimeout: 30_000,
-    hookTimeout: 30_000,
+    testTimeout: Math.round(30_000 * factor),
+    // A hook starts daemons, clusters and browsers: generous, as it returns as soon as they are up.
+    hookTimeout: Math.round(60_000 * factor),
     // The e2e suites spawn daemons and browsers; two cores run two files at a time.
     maxWorkers: 2,
     fileParallelism: true,

@@ -239,7 +239,7 @@ export class ApiClient implements WhitelistApi {
           ? `HTTP 407 Proxy Authentication Required from ${safeOrigin(this.#baseUrl)}: this looks like the proxy port, not the API; use the API address (proxyd --api-listen, default 127.0.0.1:8080) as --base-url`
           : moved
             ? scrubSecrets(`HTTP ${res.statusCode} redirect to ${moved.shown}: proxyctl does not follow redirects (the token is in the URL)${moved.baseUrl !== undefined ? `; use --base-url ${moved.baseUrl}` : ''}`, [this.#token])
-            : `unexpected response from the API: HTTP ${res.statusCode}`;
+            : notProxydAnswer(res.statusCode, safeOrigin(this.#baseUrl));
       return Promise.reject(
         new ApiError(code !== undefined ? 'http' : 'bad_response', what, {
           httpStatus: res.statusCode,
@@ -355,4 +355,13 @@ export function isTransient(err: unknown): err is ApiError {
   if (err.kind === 'network' || err.kind === 'timeout') return true;
   if (err.code === Code.SYSTEM || err.code === Code.LIMITER_UNAVAILABLE) return true;
   return err.httpStatus !== undefined && err.httpStatus >= 500;
+}
+
+/**
+ * An answer without proxyd's envelope, said so: a 5xx most likely from something in front of the API (retried as
+ * such), anything else from a server that is not proxyd's API at all: the base URL names another server or port.
+ */
+function notProxydAnswer(status: number, origin: string): string {
+  if (status >= 500) return `HTTP ${status} from ${origin} without proxyd's JSON envelope: a proxy or load balancer in front of the API answered, or --base-url names another server`;
+  return `HTTP ${status} from ${origin} does not look like proxyd's API (no JSON envelope {"code","message","requestId","data"}): --base-url (or PROXYCTL_BASE_URL) must be the address proxyd serves its API on (--api-listen, default http://127.0.0.1:8080)`;
 }

@@ -40,12 +40,14 @@ export function reservedMarkerIn(s: string): (typeof RESERVED_MARKERS)[number] |
  * What a presented username asks for: `USER[-country-CC][-city-NAME][-session-ID[-sesstime-MIN]]`, in that
  * order. `plain`: no parameters; `params`: the base user and what it asks (country and city lower-case, null
  * when not asked; the session and its length in minutes); `malformed`: it carries a marker but no split of it
- * parses. The caller still tries the username as written first: an existing user of that name wins.
+ * parses, and `user` is the base user it names (the part before its first marker, when that is a username), so
+ * a bad value (`alice-country-usa`) can be told to alice's account rather than taken for an unknown user. The
+ * caller still tries the username as written first: an existing user of that name wins.
  */
 export type ProxyUsername =
   | { kind: 'plain'; user: string }
   | { kind: 'params'; user: string; country: string | null; city: string | null; session: string | null; minutes: number }
-  | { kind: 'malformed' };
+  | { kind: 'malformed'; user?: string };
 
 // What follows the base user, whole. Session IDs and city names hold no `-`, so a split parses at most one way.
 const PARAMS_RE = /^(?:-country-([A-Za-z]{2}))?(?:-city-([A-Za-z0-9_]{1,64}))?(?:-session-([A-Za-z0-9_]{1,32})(?:-sesstime-([1-9][0-9]{0,3}))?)?$/;
@@ -54,15 +56,19 @@ export function parseProxyUsername(name: string): ProxyUsername {
   if (!MARKERS.some((m) => name.includes(m))) return { kind: 'plain', user: name };
   // The base user is the shortest prefix after which the rest parses (`alice-country-us-session-x` is alice
   // in the US, not a user `alice-country-us`); a base user may itself hold `-` and even a marker.
+  let named: string | undefined;
   for (let i = name.indexOf('-', 1); i > 0; i = name.indexOf('-', i + 1)) {
     if (!MARKERS.some((m) => name.startsWith(m, i))) continue;
+    const user = name.slice(0, i);
+    if (named === undefined && isProxyUsername(user)) named = user;
     const m = PARAMS_RE.exec(name.slice(i));
     if (!m || m[0] === '') continue;
-    const user = name.slice(0, i);
     const [, country, city, session, min] = m;
     const minutes = min === undefined ? SESSION_MINUTES_DEFAULT : Number(min);
-    if (minutes > SESSION_MINUTES_MAX || !isProxyUsername(user)) return { kind: 'malformed' };
+    if (minutes > SESSION_MINUTES_MAX || !isProxyUsername(user)) return malformed(named);
     return { kind: 'params', user, country: country?.toLowerCase() ?? null, city: city?.toLowerCase() ?? null, session: session ?? null, minutes };
   }
-  return { kind: 'malformed' };
+  return malformed(named);
 }
+
+const malformed = (user: string | undefined): ProxyUsername => (user === undefined ? { kind: 'malformed' } : { kind: 'malformed', user });

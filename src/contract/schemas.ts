@@ -2,6 +2,7 @@
 import { z } from 'zod';
 import { DEFAULT_DOMAINS_LIMIT, DEFAULT_PAGE_SIZE, MAX_DOMAINS_LIMIT, MAX_PAGE, MAX_PAGE_SIZE } from './paths.js';
 import { isStrictIPv4 } from './ipv4.js';
+import { isoTimeProblem } from './time.js';
 
 // ---- requests ----
 
@@ -57,17 +58,23 @@ export function parseApiTime(s: string): number | null {
   return t + ms - offsetMin * 60_000;
 }
 
+/** Why the API refuses a time, naming the part that is wrong (the 10400's words after the field). */
+export function apiTimeProblem(s: string, day = false): string {
+  if (day && !/^\d{4}-\d{2}-\d{2}$/.test(s)) return 'expected a day, YYYY-MM-DD';
+  return isoTimeProblem(s, 'required') ?? 'expected an ISO 8601 date (2026-11-01) or date-time with a zone (2026-11-01T10:00:00Z)';
+}
+
 const isoTime = z
   .string()
   .max(40)
   // A `+` left unencoded in a URL arrives as a space: a trailing ` 02:00` is the offset `+02:00`.
   .transform((s) => s.replace(/ (\d{2}:\d{2})$/, '+$1'))
-  .refine((s) => parseApiTime(s) !== null, 'an ISO 8601 date or date-time with a time zone')
+  .refine((s) => parseApiTime(s) !== null, { error: (i) => apiTimeProblem(String(i.input)) })
   .transform((s) => parseApiTime(s)!);
 const isoDay = z
   .string()
-  .regex(/^\d{4}-\d{2}-\d{2}$/)
-  .refine((s) => parseApiTime(s) !== null, 'a day, YYYY-MM-DD')
+  .max(40)
+  .refine((s) => /^\d{4}-\d{2}-\d{2}$/.test(s) && parseApiTime(s) !== null, { error: (i) => apiTimeProblem(String(i.input), true) })
   .transform((s) => parseApiTime(s)!);
 /** A proxy username, or `ip:A.B.C.D` for whitelist traffic; neither holds a control character (PostgreSQL's text holds no NUL). */
 const usageUser = z
@@ -181,15 +188,32 @@ const plainSegment = (s: PropertyKey): string => (/^[A-Za-z0-9_-]{1,32}$/.test(S
 // isoSeconds' answers: entries of one batch share a second, so a small cache saves most of the formatting.
 const isoCache = new Map<number, string>();
 
+/**
+ * An instant (ms) as the API and `proxyd admin` write it: ISO 8601 UTC with a `Z`, whole seconds unless it has
+ * milliseconds (`2026-11-21T10:00:00Z`, `2026-11-21T10:00:00.112Z`), never a `.000Z`.
+ */
+export function formatIsoTime(ms: number): string {
+  return new Date(ms).toISOString().replace(/\.000Z$/, 'Z');
+}
+
 /** Unix seconds as ISO 8601 UTC with whole seconds and a `Z` (`2026-11-21T10:00:00Z`). */
 export function isoSeconds(unixSeconds: number): string {
   let s = isoCache.get(unixSeconds);
   if (s === undefined) {
-    s = new Date(unixSeconds * 1000).toISOString().replace(/\.\d{3}Z$/, 'Z');
+    s = formatIsoTime(unixSeconds * 1000);
     if (isoCache.size >= 4096) isoCache.clear();
     isoCache.set(unixSeconds, s);
   }
   return s;
+}
+
+/**
+ * What is wrong with the first offending field of a zod error, when one of our refinements said it (`November
+ * 2026 has 30 days`), for a 10400 message after the field's name; zod's own words stay out (types, not fixes).
+ */
+export function firstIssueDetail(err: z.ZodError): string | null {
+  const issue = err.issues[0];
+  return issue?.code === 'custom' && issue.message && issue.message !== 'Invalid input' ? issue.message : null;
 }
 
 /** Name of the first offending field in a zod error, for a 10400 message. */

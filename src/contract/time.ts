@@ -26,3 +26,36 @@ export function parseIsoTime(s: string): number | null {
   const t = Date.parse(zoned ? s : `${s}Z`);
   return Number.isNaN(t) ? null : t;
 }
+
+const MONTHS = ['January', 'February', 'March', 'April', 'May', 'June', 'July', 'August', 'September', 'October', 'November', 'December'];
+
+/**
+ * What is wrong with a time its parser refused, in words that name the part (`November 2026 has 30 days`,
+ * `no time zone: …`), or null when nothing specific is (then the caller's "expected …" says it). `zone`:
+ * whether a date-time must carry one (the API), or is read as UTC without (operators' flags).
+ */
+export function isoTimeProblem(s: string, zone: 'required' | 'optional'): string | null {
+  const m = /^(\d{4})-(\d{2})-(\d{2})(?:[Tt](\d{2}):(\d{2})(?::(\d{2})(?:\.\d+)?)?([Zz]|[+-]\d{2}:?\d{2})?)?$/.exec(s.trim());
+  if (!m) return null;
+  const [y, mo, d] = [Number(m[1]), Number(m[2]), Number(m[3])];
+  if (mo < 1 || mo > 12) return `there is no month ${m[2]} (01 to 12)`;
+  const days = new Date(Date.UTC(y, mo, 0)).getUTCDate();
+  if (d < 1 || d > days) return `${MONTHS[mo - 1]} ${y} has ${days} days`;
+  if (m[4] === undefined) return null;
+  if (Number(m[4]) > 23) return `there is no hour ${m[4]} (00 to 23)`;
+  if (Number(m[5]) > 59) return `there is no minute ${m[5]} (00 to 59)`;
+  if (m[6] !== undefined && Number(m[6]) > 59) return `there is no second ${m[6]} (00 to 59)`;
+  const z = m[7];
+  if (z === undefined) return zone === 'required' ? 'no time zone: add Z for UTC, or an offset such as +02:00' : null;
+  if (!/^[Zz]$/.test(z)) {
+    const [hh, mm] = [Number(z.slice(1, 3)), Number(z.slice(-2))];
+    if (hh > 23 || mm > 59) return `${z} is not a time-zone offset (at most ±23:59)`;
+  }
+  return null;
+}
+
+/** A refused time flag, said once for every command: what is wrong with it when that is known, and what was expected. */
+export function timeFlagProblem(flag: string, value: string, expected: string, zone: 'required' | 'optional' = 'optional'): string {
+  const why = isoTimeProblem(value, zone);
+  return why ? `${flag}: "${value}": ${why} (expected ${expected})` : `${flag}: expected ${expected}, got "${value}"`;
+}

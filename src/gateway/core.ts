@@ -87,6 +87,8 @@ function byIp(r: AdmitResult, sourceIp: string): AdmitOutcome {
 /** What credentials' admission gives the gateway: metered for the user that matched (a parameterised username's base user). */
 function byUser(out: AdmitResult, username: string, parsed: UsernameParams): AdmitOutcome {
   if (!out.ok) return { ok: false, reason: out.reason, accountId: out.accountId };
+  // The base user of parameters that do not parse: its password matched, so its account hears why (same 407).
+  if (parsed.kind === 'malformed' && out.user !== username) return { ok: false, reason: 'bad_username_params', accountId: out.accountId };
   const subject = `user:${out.user ?? username}`;
   if (parsed.kind === 'params' && out.user === parsed.user) {
     const session = parsed.session === null ? null : { key: `${out.accountId}:${parsed.user}:${parsed.session}`, minutes: parsed.minutes };
@@ -363,12 +365,13 @@ export class GatewayCore {
   }
 
   /**
-   * The username as written first (an existing user of that name wins), then the base user its session
-   * parameters name. Malformed parameters fail like wrong credentials.
+   * The username as written first (an existing user of that name wins), then the base user its parameters
+   * name. Parameters that do not parse fail like wrong credentials (407); the base user's password is still
+   * checked, so the record names its account and says which: a wrong password, or `bad_username_params`.
    */
   private admitUser(username: string, password: string, sourceIp: string | null): AdmitOutcome | Promise<AdmitOutcome> {
     const parsed = this.opts.parseUsername?.(username) ?? { kind: 'plain' as const, user: username };
-    const base = parsed.kind === 'params' ? parsed.user : undefined;
+    const base = parsed.kind === 'plain' ? undefined : parsed.user;
     const r = this.opts.admission.admitByCredentials(username, password, base, sourceIp);
     return isThenable(r) ? Promise.resolve(r).then((out) => byUser(out, username, parsed)) : byUser(r, username, parsed);
   }

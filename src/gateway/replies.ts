@@ -90,6 +90,7 @@ const denied = (log: LogReason): FailureAnswer => ({
 const FAILURES: Record<Failure, FailureAnswer> = {
   unknown_user: denied('unknown_user'),
   wrong_password: denied('wrong_password'),
+  bad_username_params: denied('bad_username_params'),
   // The password was never compared, so the log does not call it wrong: the check was not available.
   login_throttled: denied('admission_unavailable'),
   user_disabled: denied('user_disabled'),

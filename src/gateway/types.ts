@@ -34,7 +34,8 @@ export type AdmitFailure =
   | 'whitelist_entry_disabled' // the source IP's entry is disabled (status 2)
   | 'connection_limit' // the account's (or the user's) concurrent connections are at the cap
   | 'traffic_limit' // the plan's (or the user's) traffic for the period is used up
-  | 'plan_expired';
+  | 'plan_expired'
+  | 'bad_username_params'; // the base user's password matched, but the username's parameters do not parse (`alice-country-usa`)
 
 /**
  * `user`: the proxy user whose credentials matched (absent for whitelist admission). A failure names the
@@ -146,11 +147,14 @@ export interface PlanLimits {
   rateFor?(accountId: number, subject: string): RateBudget | null;
 }
 
-/** What a presented username asks for (the daemon injects the rule that parses it). */
+/**
+ * What a presented username asks for (the daemon injects the rule that parses it). `malformed`: its parameters
+ * do not parse; `user`, the base user it names, if any (its account is told, not the unknown-user log).
+ */
 export type UsernameParams =
   | { kind: 'plain'; user: string }
   | { kind: 'params'; user: string; country: string | null; city: string | null; session: string | null; minutes: number }
-  | { kind: 'malformed' };
+  | { kind: 'malformed'; user?: string };
 
 export interface GatewayLimits {
   headerTimeoutMs: number; // HTTP head / SOCKS handshake must complete within this

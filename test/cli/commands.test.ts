@@ -462,6 +462,17 @@ describe('messages (issue 11): what to do next, one format', () => {
     expectOneFormat(r.stderr);
   });
 
+  it('a server that is not proxyd (an HTML page, a JSON of its own) says it does not look like proxyd\'s API and which setting to fix', async () => {
+    for (const answer of [{ status: 200, raw: '<!doctype html><title>It works</title>' }, { status: 200, raw: '{"ok":true}' }, { status: 404, raw: 'Not Found' }]) {
+      const s = await withServer(() => answer);
+      const r = await cli(['whitelist', 'list'], { env: { PROXYCTL_API_KEY: TOKEN } });
+      expect(r.code).toBe(1);
+      expect(r.stderr).toMatch(new RegExp(`^error: HTTP ${answer.status} from ${s.url.replace(/[.]/g, '\\.')} does not look like proxyd's API \\(no JSON envelope .*\\): --base-url \\(or PROXYCTL_BASE_URL\\) must be the address proxyd serves its API on`, 'm'));
+      expect(r.stderr).not.toContain(TOKEN);
+      expectOneFormat(r.stderr);
+    }
+  });
+
   it('a redirect (http:// to https://, a moved API) names the base URL to use; the token in its query never shows', async () => {
     // The usual http -> https redirect echoes the request's path and query, api_key included.
     await withServer((req) => ({ status: 301, raw: '', headers: { location: `https://api.example.test/proxy${req.path}?api_key=${TOKEN}` } }));

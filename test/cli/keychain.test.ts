@@ -13,6 +13,7 @@ import { KEYCHAIN_SERVICE, TokenStore, osKeychain } from '../../src/cli/token-st
 import { OTHER_TOKEN, TOKEN, tempConfigDir } from './helpers/fakes.js';
 import { startScriptedServer } from './helpers/scripted-server.js';
 import { sleep } from '../helpers/wait.js';
+import { patient } from '../helpers/patience.js';
 
 const ROOT = path.resolve(path.dirname(new URL(import.meta.url).pathname), '../..');
 const BUILT = existsSync(path.join(ROOT, 'dist/cli/main.js'));
@@ -60,7 +61,7 @@ describe.skipIf(SKIP_REASON !== '')('keychain: real Secret Service (gnome-keyrin
     process.env.DBUS_SESSION_BUS_ADDRESS = address;
     process.env.HOME = home;
     process.env.XDG_RUNTIME_DIR = runtime;
-  }, 30_000);
+  }, patient(30_000));
 
   afterAll(() => {
     process.env = savedEnv;

@@ -227,6 +227,16 @@ describe('check --repeat through the command, on a terminal-less stdout', () => 
       const code = await runCheck({ ctx: h.ctx, proxy: `http://alice:pw-secret-1@127.0.0.1:${proxy.port}`, target: `http://127.0.0.1:${echo.port}/ip`, timeoutMs: 5000, direct: false, repeat: 2, intervalMs: 1 }, h.deps);
       expect(code).toBe(0);
       expect(h.io.out()).toContain('egress IP via proxy: 127.0.0.2 (2×)');
+      // The statistics are drawn as one run's stages are: compact (one rule, under the head), numbers on the right.
+      const one = harness('http://127.0.0.1:1');
+      expect(await runCheck({ ctx: one.ctx, proxy: `http://alice:pw-secret-1@127.0.0.1:${proxy.port}`, target: `http://127.0.0.1:${echo.port}/ip`, timeoutMs: 5000, direct: false }, one.deps)).toBe(0);
+      const tableOf = (text: string) => text.split('\n').filter((l) => /^[┌├└│]/.test(l));
+      const [single, repeated] = [tableOf(one.io.out()), tableOf(h.io.out())];
+      for (const t of [single, repeated]) expect(t.filter((l) => l.startsWith('├'))).toHaveLength(1);
+      expect(single[0]![0]).toBe(repeated[0]![0]);
+      const tcp = repeated.find((l) => l.startsWith('│ tcp'))!.split('│').map((c) => c);
+      expect(tcp[2]).toMatch(/^ +2 $/); // runs, right-aligned under its head
+      expect(tcp[2]!.length).toBe(repeated[1]!.split('│')[2]!.length);
     } finally {
       await Promise.all([echo.close(), proxy.close()]);
     }

@@ -141,3 +141,51 @@ describe('proxyctl usage', () => {
     expect(r.stdout).toMatch(/user day hour domain/);
   });
 });
+
+describe('proxyctl usage: captions and a lifetime plan', () => {
+  let lifetime: { accountId: number; token: string };
+  beforeAll(async () => {
+    lifetime = await t.account('cli-usage-lifetime@example.com');
+    await t.store.plans.set({ accountId: lifetime.accountId, trafficLimit: 100 * 2 ** 30, period: 'lifetime', anchorDay: 1, maxConnections: null, expiresAt: null });
+    const d = (at: number, id: string) => t.store.usage.addFlush('n1', id, at, [{ accountId: lifetime.accountId, subject: 'user:carol', target: 'example.com', bytesUp: 100, bytesDown: 200, connections: 1 }]);
+    expect(await d(Date.now() - 50 * 86_400_000, 'lt1')).toBe('ok');
+    expect(await d(Date.now(), 'lt2')).toBe('ok');
+  });
+
+  it('a lifetime plan\'s range starts at the first usage, not 1970; --by day fits by default; --by hour is the latest 1,000 hours', async () => {
+    const summary = await cli(['usage'], { token: lifetime.token });
+    expect(summary.code, summary.stderr).toBe(0);
+    const firstDay = new Date(Math.floor((Date.now() - 50 * 86_400_000) / 86_400_000) * 86_400_000).toISOString().replace('.000Z', 'Z');
+    expect(summary.stdout).toContain(`${firstDay} to `);
+    expect(summary.stdout).not.toContain('1970');
+    expect(summary.stdout).toMatch(/of 100 GiB for the plan's lifetime/);
+    const days = await cli(['usage', '--by', 'day'], { token: lifetime.token });
+    expect(days.code, days.stderr).toBe(0);
+    expect(days.stdout).toMatch(/\n51 days\n?$/);
+    const hours = await cli(['usage', '--by', 'hour', '--json'], { token: lifetime.token });
+    expect(hours.code, hours.stderr).toBe(0);
+    expect((JSON.parse(hours.stdout) as { points: unknown[] }).points).toHaveLength(1000);
+    // Asked for more than fits: the API's 10400 says which from would.
+    const far = await cli(['usage', '--by', 'day', '--from', '1970-01-01'], { token: lifetime.token });
+    expect(far.code).toBe(1);
+    expect(far.stderr).toMatch(/at most 1000 points: give a from of \d{4}-\d{2}-\d{2}T00:00:00Z or later/);
+  });
+
+  it('captions count in words: "1 domain", not "1 rows"', async () => {
+    const one = await cli(['usage', '--by', 'domain'], { token: lifetime.token });
+    expect(one.stdout).toMatch(/\n1 domain\n?$/);
+    const two = await cli(['usage', '--by', 'domain', '--limit', '1']);
+    expect(two.stdout).toMatch(/\n1 domain, the rest as \(other\)\n?$/);
+    const all = await cli(['usage', '--by', 'domain']);
+    expect(all.stdout).toMatch(/\n3 domains\n?$/);
+  });
+
+  it('a bad --from says which part is wrong (exit 2)', async () => {
+    const r = await cli(['usage', '--by', 'hour', '--from', '2026-11-31T10:00:00Z']);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain('November 2026 has 30 days');
+    const zone = await cli(['usage', '--by', 'hour', '--from', '2026-12-01T10:00:00']);
+    expect(zone.code).toBe(2);
+    expect(zone.stderr).toContain('no time zone');
+  });
+});

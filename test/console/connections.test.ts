@@ -8,6 +8,7 @@ import { BACKENDS } from '../helpers/postgres.js';
 import { RawClient, basic, startTcpEcho } from '../gateway/helpers.js';
 import { waitFor } from '../helpers/wait.js';
 import { launchChromium, signIn } from '../helpers/browser.js';
+import { patient } from '../helpers/patience.js';
 
 const PASSWORD = 'correct horse battery';
 const PROXY_PASSWORD = 'proxy-password-12345';
@@ -39,7 +40,7 @@ describe.each(BACKENDS)('console Connections page on %s', (backend) => {
     ids.theirs = await attempt('their-user', 'not-their-password');
     ids.nobody = await attempt('nobody-at-all', 'whatever');
     browser = await launchChromium();
-  }, 60_000);
+  }, patient(60_000));
 
   afterAll(async () => {
     await browser?.close();
@@ -85,7 +86,7 @@ describe.each(BACKENDS)('console Connections page on %s', (backend) => {
     await page.goto(`${d.api}/console/connections?ip=${encodeURIComponent('::FFFF:127.0.0.1')}`);
     expect(await page.locator(`[data-testid=conn-row][data-request-id="${ids.wrong}"]`).count()).toBe(1);
     await page.close();
-  }, 60_000);
+  }, patient(60_000));
 
   it('explains a filter value it does not know instead of showing every record unfiltered', async () => {
     const page = await browser.newPage();
@@ -116,5 +117,22 @@ describe.each(BACKENDS)('console Connections page on %s', (backend) => {
     expect(alert).toContain('"maybe"');
     expect(alert).toContain('"bogus"');
     await page.close();
-  }, 60_000);
+  }, patient(60_000));
+
+  it('offers in its Reason filter only reasons an account\'s records can carry (no unknown_user, no not_whitelisted)', async () => {
+    const page = await browser.newPage();
+    await signIn(page, d.api, 'mine@example.com', PASSWORD);
+    await page.goto(`${d.api}/console/connections`);
+    const options = await page.locator('#f-reason option').evaluateAll((os) => os.map((o: any) => o.value));
+    expect(options).toContain('wrong_password');
+    expect(options).toContain('bad_username_params');
+    expect(options).not.toContain('unknown_user');
+    expect(options).not.toContain('not_whitelisted');
+    // Asked for anyway (an old link): explained like any value the filter does not offer.
+    await page.goto(`${d.api}/console/connections?reason=unknown_user`);
+    const alert = await page.textContent('[data-testid=conn-filter-error]');
+    expect(alert).toContain('"unknown_user"');
+    expect(alert).not.toMatch(/choose one of[^"]*unknown_user/);
+    await page.close();
+  }, patient(60_000));
 });

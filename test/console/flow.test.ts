@@ -8,6 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { admin, startDaemon, type Daemon } from '../helpers/daemon.js';
 import { BACKENDS } from '../helpers/postgres.js';
 import { launchChromium } from '../helpers/browser.js';
+import { patient } from '../helpers/patience.js';
 
 const execFileP = promisify(execFile);
 const EMAIL = 'flow@example.com';
@@ -51,7 +52,7 @@ describe.each(BACKENDS)('console on %s', (backend) => {
     const created = await admin(daemon.dataDir, ['account', 'create', '--email', EMAIL, '--password-stdin', '--verified'], `${PASSWORD}\n`);
     expect(created.code, created.stderr).toBe(0);
     browser = await launchChromium();
-  }, 60_000);
+  }, patient(60_000));
 
   afterAll(async () => {
     await browser?.close();

@@ -3,6 +3,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { admin, startDaemon, type Daemon } from '../helpers/daemon.js';
 import { ConsoleClient } from './client.js';
+import { patient } from '../helpers/patience.js';
 
 const PASSWORD = 'correct horse battery';
 let d: Daemon;
@@ -13,7 +14,7 @@ beforeAll(async () => {
   expect((await admin(d.dataDir, ['account', 'create', '--email', 'many@example.com', '--password-stdin', '--verified'], `${PASSWORD}\n`)).code).toBe(0);
   c = new ConsoleClient(d.api);
   expect((await c.login('many@example.com', PASSWORD)).status).toBe(303);
-}, 60_000);
+}, patient(60_000));
 afterAll(async () => {
   await d?.stop();
 });
@@ -37,7 +38,7 @@ describe('console paging', () => {
       expect(last.body).toContain('Showing 51–55 of 55');
     }
     expect(rows((await c.get('/console/proxy-users?page=abc')).body)).toBe(50);
-  }, 120_000);
+  }, patient(120_000));
 
   it('whitelist: a page past the end shows the last page, not an empty range', async () => {
     await c.get('/console/whitelist');

@@ -5,6 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RESERVED_MARKERS } from '../../src/contract/proxy-username.js';
 import { admin, startDaemon, type Daemon } from '../helpers/daemon.js';
 import { launchChromium, signIn } from '../helpers/browser.js';
+import { patient } from '../helpers/patience.js';
 
 const PASSWORD = 'correct horse battery';
 
@@ -16,7 +17,7 @@ describe('console proxy-user form', () => {
     d = await startDaemon();
     expect((await admin(d.dataDir, ['account', 'create', '--email', 'form@example.com', '--password-stdin', '--verified'], `${PASSWORD}\n`)).code).toBe(0);
     browser = await launchChromium();
-  }, 60_000);
+  }, patient(60_000));
 
   afterAll(async () => {
     await browser?.close();
@@ -50,7 +51,7 @@ describe('console proxy-user form', () => {
     await page.waitForURL('**/console/proxy-users');
     expect(await page.textContent('[data-testid=proxy-username]')).toBe('shop-crawler');
     await page.close();
-  }, 60_000);
+  }, patient(60_000));
 
   it('saves a rate limit per proxy user (10mbit), refuses one it cannot read with a message naming it', async () => {
     expect((await admin(d.dataDir, ['proxy-user', 'create', '--email', 'form@example.com', '--username', 'rated-user', '--password-stdin'], 'rated-user-password-1\n')).code).toBe(0);
@@ -74,5 +75,23 @@ describe('console proxy-user form', () => {
     expect(flash).toContain('"10mb"');
     expect(await page.getByLabel('Rate limit of rated-user (for example 10mbit)').inputValue()).toBe('10mbit');
     await page.close();
-  }, 60_000);
+  }, patient(60_000));
+
+  it('shows under each limit field the formats it takes, and "no limit" when it is empty', async () => {
+    expect((await admin(d.dataDir, ['proxy-user', 'create', '--email', 'form@example.com', '--username', 'formats-user', '--password-stdin'], 'formats-user-password-1\n')).code).toBe(0);
+    const page = await browser.newPage();
+    await signIn(page, d.api, 'form@example.com', PASSWORD);
+    await page.goto(`${d.api}/console/proxy-users`);
+    const form = page.locator('tr[data-username="formats-user"] [data-testid=limits-form]');
+    // What a person sees (innerText: rendered text only, no aria-labels, no placeholders).
+    const text = await form.innerText();
+    expect(text).toMatch(/50GiB/);
+    expect(text).toMatch(/500MB/);
+    expect(text).toMatch(/10mbit/);
+    for (const name of ['traffic_limit', 'max_connections', 'rate_limit']) {
+      expect(await form.locator(`input[name=${name}]`).getAttribute('placeholder')).toBe('no limit');
+      expect(await form.locator(`input[name=${name}] + [data-testid=limit-format]`).isVisible()).toBe(true);
+    }
+    await page.close();
+  }, patient(60_000));
 });

@@ -2,6 +2,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { admin, inspectDb, startDaemon, type Daemon } from '../helpers/daemon.js';
 import { ConsoleClient, setCookieHeader } from './client.js';
+import { patient } from '../helpers/patience.js';
 
 const PASSWORD = 'correct horse battery';
 
@@ -280,5 +281,5 @@ describe('console with several workers', () => {
     } finally {
       await d.stop();
     }
-  }, 60_000);
+  }, patient(60_000));
 });

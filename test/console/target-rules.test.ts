@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { admin, startDaemon, type Daemon } from '../helpers/daemon.js';
 import { launchChromium, signIn } from '../helpers/browser.js';
 import { sleep } from '../helpers/wait.js';
+import { patient } from '../helpers/patience.js';
 
 const PASSWORD = 'correct horse battery';
 const PROXY_PASSWORD = 'rules-proxy-password-1';
@@ -38,7 +39,7 @@ describe('console target rules card', () => {
     target = net.createServer((s) => s.on('error', () => {}).pipe(s));
     await new Promise<void>((r) => target.listen(0, '127.0.0.1', r));
     browser = await launchChromium();
-  }, 60_000);
+  }, patient(60_000));
 
   afterAll(async () => {
     await browser?.close();
@@ -93,5 +94,5 @@ describe('console target rules card', () => {
     }
     expect(head).toMatch(/^HTTP\/1\.1 200 /);
     await page.close();
-  }, 60_000);
+  }, patient(60_000));
 });

@@ -66,19 +66,51 @@ describe('html template', () => {
     for (const page of [usage, conns]) expect(page).not.toMatch(/50\.0+ GiB/);
   });
 
-  it('the proxy-user limits form shows a limit exactly (saved unchanged, it stays to the byte)', () => {
-    // 310,000 bytes was shown as "302.73KiB", which saved back unchanged became 309,996.
-    const page = proxyUsersPage({
+  /** The Proxy users page of one user, `crawler`, with these limits (none when absent). */
+  const crawlerPage = (trafficLimit?: number) =>
+    proxyUsersPage({
       csrf: 't',
       email: 'a@example.com',
       users: [{ id: 1, account_id: 1, username: 'crawler', status: 'active', created_at: 0 }],
       total: 1,
       page: 1,
       pageSize: 50,
-      limits: new Map([['crawler', { accountId: 1, username: 'crawler', trafficLimit: 310_000, maxConnections: null }]]),
+      limits: new Map(trafficLimit === undefined ? [] : [['crawler', { accountId: 1, username: 'crawler', trafficLimit, maxConnections: null }]]),
       revealed: null,
     }).value;
-    expect(page).toContain('name="traffic_limit" value="310kB"');
+
+  it('the proxy-user limits form shows a limit exactly (saved unchanged, it stays to the byte)', () => {
+    // 310,000 bytes was shown as "302.73KiB", which saved back unchanged became 309,996.
+    expect(crawlerPage(310_000)).toContain('name="traffic_limit" value="310kB"');
+  });
+
+  it('the proxy-user limits form says what each field takes, in text on the page (not only in aria-labels)', () => {
+    const page = crawlerPage();
+    const visible = page.replace(/aria-label="[^"]*"/g, '');
+    expect(visible).toMatch(/data-testid="limit-format">[^<]*50GiB/);
+    expect(visible).toMatch(/data-testid="limit-format">[^<]*10mbit/);
+    expect(page).not.toContain('placeholder="none"');
+    expect(page).toContain('placeholder="no limit"');
+  });
+
+  it("the Top domains' share is of all the period's traffic, not of the largest domain", () => {
+    const t = (n: number) => ({ bytes_up: n, bytes_down: 0, connections: 1 });
+    const page = usagePage({
+      csrf: 't',
+      email: 'a@example.com',
+      periodLabel: 'This month',
+      limit: 'No limit',
+      byUser: { rows: [], total: t(0) },
+      hours: { rows: [], total: t(0) },
+      days: { rows: [], total: t(0) },
+      // 600 + 300 + 100 (other) = 1,000: the largest domain is 60 % of it, not a full bar.
+      domains: { domains: [{ domain: 'big.example', ...t(600) }, { domain: 'small.example', ...t(300) }], other: t(100) },
+      hourStarts: [0],
+      dayStarts: [0],
+    }).value;
+    const meters = [...page.matchAll(/<meter min="0" max="(\d+)" value="(\d+)"/g)].map((m) => [Number(m[1]), Number(m[2])]);
+    expect(meters).toEqual([[1000, 600], [1000, 300], [1000, 100]]);
+    expect([...page.matchAll(/data-testid="usage-domain-share">([^<]+)</g)].map((m) => m[1])).toEqual(['60 %', '30 %', '10 %']);
   });
 
   it('the pager: the range shown and previous/next links; nothing when one page holds all', () => {

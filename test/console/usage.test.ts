@@ -10,6 +10,7 @@ import { openStore } from '../../src/daemon/store/index.js';
 import { launchChromium, signIn } from '../helpers/browser.js';
 import { RawClient, basic } from '../gateway/helpers.js';
 import { waitFor } from '../helpers/wait.js';
+import { patient } from '../helpers/patience.js';
 
 const PASSWORD = 'correct horse battery';
 const PROXY_PASSWORD = 'usage-proxy-pass-1';
@@ -48,7 +49,7 @@ describe('console Usage page', () => {
     await waitFor('admitted', () => transfer('crawler', 10_000, 300_000).then(() => true, () => false), 5_000);
     await transfer('other-user', 5_000, 7_000);
     browser = await launchChromium();
-  }, 60_000);
+  }, patient(60_000));
 
   afterAll(async () => {
     await browser?.close();
@@ -77,7 +78,7 @@ describe('console Usage page', () => {
     expect(csv).toContain('crawler,10000,300000,');
     expect(csv).not.toContain('other-user');
     await page.close();
-  }, 60_000);
+  }, patient(60_000));
 
   it('Top domains: a row per domain, largest first, the account\'s own only', async () => {
     expect((await admin(d.dataDir, ['account', 'create', '--email', 'domains@example.com', '--password-stdin', '--verified'], `${PASSWORD}\n`)).code).toBe(0);
@@ -99,7 +100,7 @@ describe('console Usage page', () => {
     expect(await rows.nth(1).locator('[data-testid=usage-domain-total]').textContent()).toBe('4.88 KiB');
     expect(await page.locator('[data-testid=usage-domain-other]').count()).toBe(0);
     await page.close();
-  }, 60_000);
+  }, patient(60_000));
 
   it("the CSV covers the page's period when the plan is anchored mid-month", async () => {
     const DAY = 86_400_000;
@@ -142,7 +143,7 @@ describe('console Usage page', () => {
     expect(Number(total[1]) + Number(total[2])).toBe(shown);
     expect(csv.includes('anchored-user,123456,')).toBe(inPeriod);
     await page.close();
-  }, 60_000);
+  }, patient(60_000));
 
   it('Proxy users: "Save limits" stores a user\'s limits, the gateway applies them, bad values are explained', async () => {
     const page = await browser.newPage();
@@ -168,5 +169,5 @@ describe('console Usage page', () => {
     }, 3_000);
     await page.goto(`${d.api}/console/usage`);
     await page.close();
-  }, 60_000);
+  }, patient(60_000));
 });

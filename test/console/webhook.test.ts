@@ -5,6 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { admin, databaseUrlOf, startDaemon, type Daemon } from '../helpers/daemon.js';
 import { launchChromium, signIn } from '../helpers/browser.js';
 import { openStore } from '../../src/daemon/store/index.js';
+import { patient } from '../helpers/patience.js';
 
 const PASSWORD = 'correct horse battery';
 
@@ -16,7 +17,7 @@ describe('console webhook card', () => {
     d = await startDaemon();
     expect((await admin(d.dataDir, ['account', 'create', '--email', 'hook-owner@example.com', '--password-stdin', '--verified'], `${PASSWORD}\n`)).code).toBe(0);
     browser = await launchChromium();
-  }, 60_000);
+  }, patient(60_000));
   afterAll(async () => {
     await browser?.close();
     await d?.stop();
@@ -58,5 +59,35 @@ describe('console webhook card', () => {
     expect(await page.textContent('[data-testid=flash]')).toContain('removed');
     expect(await page.locator('[data-testid=webhook-url]').count()).toBe(0);
     await page.close();
-  }, 60_000);
+  }, patient(60_000));
+
+  it('draws the URL field like the other fields, as wide as the card, and shows how requests are signed', async () => {
+    for (const viewport of [{ width: 1280, height: 860 }, { width: 390, height: 844 }]) {
+      const page = await browser.newPage({ viewport });
+      await signIn(page, d.api, 'hook-owner@example.com', PASSWORD);
+      await page.goto(`${d.api}/console/account`);
+      const card = page.locator('[data-testid=webhook-card]');
+      const url = card.locator('input[name=url]');
+      const thresholds = card.locator('input[name=thresholds]');
+      // The same box as the thresholds field below it: height, font, border, width.
+      const style = (l: typeof url) => l.evaluate((e) => {
+        const cs = (globalThis as any).getComputedStyle(e);
+        return { height: cs.height, fontSize: cs.fontSize, border: cs.borderTopWidth, radius: cs.borderTopLeftRadius, width: e.getBoundingClientRect().width };
+      });
+      expect(await style(url)).toEqual(await style(thresholds));
+      const cardBox = (await card.boundingBox())!;
+      expect((await url.boundingBox())!.width).toBeGreaterThan(cardBox.width * 0.8);
+      // A long URL is shown whole in the field's width at desktop size (no truncation to a dozen characters).
+      const long = 'https://hooks.example.com/proxyd/events/northwind-trading';
+      await url.fill(long);
+      if (viewport.width > 400) expect(await url.evaluate((e: any) => e.scrollWidth <= e.clientWidth)).toBe(true);
+      const signing = await card.locator('[data-testid=webhook-signing]').innerText();
+      expect(signing).toContain('Proxyd-Signature: t=UNIX,v1=HEX');
+      expect(signing).toContain('HMAC-SHA256');
+      expect(signing).toContain('whsec_');
+      expect(signing).toMatch(/prefix included/);
+      expect(signing).toContain('Proxyd-Event-Id');
+      await page.close();
+    }
+  }, patient(60_000));
 });

@@ -45,7 +45,13 @@ describe('session parameters in the username', () => {
     `${'u'.repeat(65)}-session-x`,
     '-session-x',
     'al:ce-session-x',
-  ])('%s is malformed', (s) => expect(parseProxyUsername(s)).toEqual({ kind: 'malformed' }));
+  ])('%s is malformed', (s) => expect(parseProxyUsername(s)).toMatchObject({ kind: 'malformed' }));
+  it('a malformed name still names its base user when the part before its first marker is a username', () => {
+    expect(parseProxyUsername('alice-session-x-sesstime-1441')).toEqual({ kind: 'malformed', user: 'alice' });
+    expect(parseProxyUsername('my-team-session-bad.id')).toEqual({ kind: 'malformed', user: 'my-team' });
+    // No username before the marker: nobody's.
+    for (const s of ['ab-session-x', `${'u'.repeat(65)}-session-x`, '-session-x', 'al:ce-session-x']) expect(parseProxyUsername(s)).toEqual({ kind: 'malformed' });
+  });
 });
 
 describe('targeting in the username', () => {
@@ -76,7 +82,7 @@ describe('targeting in the username', () => {
     'alice-city-',
     'alice-city-new-york',
     'alice-country-us-sesstime-5',
-  ])('%s is malformed', (s) => expect(parseProxyUsername(s)).toEqual({ kind: 'malformed' }));
+  ])('%s is malformed, naming its base user alice', (s) => expect(parseProxyUsername(s)).toEqual({ kind: 'malformed', user: 'alice' }));
 });
 
 describe('names for new proxy users', () => {

@@ -18,6 +18,7 @@ import { databaseUrlOf, dataDirFor, inspectData, RELOAD_WORKER } from '../helper
 import { BACKENDS } from '../helpers/postgres.js';
 import { addrOf, tcpEcho } from '../helpers/net.js';
 import { sleep } from '../helpers/wait.js';
+import { patient } from '../helpers/patience.js';
 
 /** An in-memory change log in the shape the store serves, with a switch that makes every call fail. */
 class FakeFeed implements AdmissionFeed {
@@ -180,7 +181,7 @@ describe('the admission view holds proxy users and IPs in buffers (byte-table.ts
     await view2.reloadNow();
     expect(view2.status()).toMatchObject({ users: feed.state.users.length, reloads: 2 });
     for (let i = 0; i < N; i += 7) expect(view2.userForAuth(`u${i}`)).toEqual(view.userForAuth(`u${i}`));
-  }, 60_000);
+  }, patient(60_000));
 
   it('changes apply while a SIGHUP reload is being built, and hold after its swap', async () => {
     let gate: (() => void) | null = null;
@@ -591,6 +592,12 @@ describe.each(BACKENDS)('a full reload of 100,000 users over the %s change log',
       expect(view.status()).toMatchObject({ users: USERS, ips: 1, reloads: 1 });
       const before = view.userForAuth('bulk3')!.password_hash;
 
+      // The longest the loop waits for a 1 ms timer with nothing to do, over 2 s: what this machine's load alone
+      // costs it now (on a loaded machine, hundreds of ms), the baseline for the figure below.
+      const quiet = monitorEventLoopDelay({ resolution: 1 });
+      quiet.enable();
+      await sleep(2_000);
+      quiet.disable();
       // The longest the loop waits for a 1 ms timer while the reload runs (and the changes below are made).
       const delay = monitorEventLoopDelay({ resolution: 1 });
       delay.enable();
@@ -627,13 +634,14 @@ describe.each(BACKENDS)('a full reload of 100,000 users over the %s change log',
       await view.sync();
       expect(view.userForAuth('after')?.password_hash).toBe('after-hash');
       // Built on this thread in one go, the same reload held the loop for seconds; in the worker, the loop only
-      // ever waits for its own work here (the writes above, the swap). 100 ms: room for a loaded machine (33 ms
-      // seen with reviewers' daemons and browsers beside the suite), far below a build on this thread.
-      expect(delay.max / 1e6).toBeLessThan(100);
+      // ever waits for its own work here (the writes above, the swap). 100 ms, or three times what the load alone
+      // cost the idle loop just before (890 ms seen with three busy loops beside the suite on two cores): far below
+      // a build on this thread, which grows with the load too.
+      expect(delay.max / 1e6, `quiet max ${(quiet.max / 1e6).toFixed(1)} ms`).toBeLessThan(Math.max(patient(100), (3 * quiet.max) / 1e6));
     } finally {
       await store.close();
     }
-  }, 30_000);
+  }, patient(30_000));
 });
 
 describe('a real gateway over an expired view', () => {

@@ -72,6 +72,49 @@ describe('serve configuration', () => {
   });
 });
 
+describe('--usage-retention', () => {
+  const H = 3_600_000;
+  const D = 24 * H;
+  it('takes any subset of minute, hour and day in order, and the defaults', () => {
+    expect(toServeConfig(base, {}).usageRetentionMs).toEqual({ minute: 48 * H, hour: 90 * D, day: 730 * D });
+    expect(toServeConfig({ ...base, usageRetention: 'minute=1h' }, {}).usageRetentionMs).toEqual({ minute: H, hour: 90 * D, day: 730 * D });
+    expect(toServeConfig({ ...base, usageRetention: 'minute=30m, hour=7d, day=1y' }, {}).usageRetentionMs).toEqual({ minute: 30 * 60_000, hour: 7 * D, day: 365 * D });
+  });
+
+  // What an operator misreads: `m` taken for months, a number without a unit, nothing kept, minutes past hours.
+  it.each([
+    ['hour=1m', /"hour=1m" keeps hour buckets 1 minute \(m is minutes; there is no month unit: write 30d\), less than one hour/],
+    ['minute=48', /"minute=48" has no unit: write 48h for 48 hours/],
+    ['minute=0', /"minute=0" keeps nothing/],
+    ['day=0d', /"day=0d" keeps nothing/],
+    ['minute=30s', /"minute=30s" keeps minute buckets 30 seconds, less than one minute/],
+    ['minute=1y', /minute buckets 1 year \(minute=1y\) would be kept longer than hour buckets 90 days \(the default, hour=90d\)/],
+    ['hour=2y,day=1y', /hour buckets 2 years \(hour=2y\) would be kept longer than day buckets 1 year \(day=1y\)/],
+    ['hour=3mo', /"hour=3mo": expected a duration such as 2y, 90d, 48h, 30m or 90s \(m is minutes; there is no month unit/],
+    ['minute=1h,minute=2h', /minute is given twice/],
+    ['week=1d', /expected minute=DURATION,hour=DURATION,day=DURATION/],
+  ])('refuses %s, saying the unit it read', (v, why) => {
+    expect(() => toServeConfig({ ...base, usageRetention: v }, {})).toThrow(ConfigError);
+    expect(() => toServeConfig({ ...base, usageRetention: v }, {})).toThrow(why);
+  });
+
+  it('a refused value stops serve and admin usage with exit 2, before anything opens', async () => {
+    const dataDir = path.join(tempDir(), 'never-made');
+    const serve = await run(PROXYD, ['serve', '--data-dir', dataDir, '--api-listen', '127.0.0.1:0', '--http-proxy-listen', '127.0.0.1:0', '--socks-listen', '127.0.0.1:0', '--usage-retention', 'hour=1m']);
+    expect(serve.code).toBe(2);
+    expect(serve.stderr).toMatch(/^proxyd: --usage-retention: "hour=1m" keeps hour buckets 1 minute/);
+    expect(existsSync(dataDir)).toBe(false);
+    const env = await run(PROXYD, ['serve', '--data-dir', dataDir, '--api-listen', '127.0.0.1:0', '--http-proxy-listen', '127.0.0.1:0', '--socks-listen', '127.0.0.1:0'], { env: { PROXYD_USAGE_RETENTION: 'minute=48' } });
+    expect(env.code).toBe(2);
+    expect(env.stderr).toContain('has no unit');
+    const made = tempDir();
+    expect((await run(PROXYD, ['admin', 'account', 'create', '--email', 'a@example.com', '--password-stdin', '--data-dir', made], { input: 'correct horse battery\n' })).code).toBe(0);
+    const adminRun = await run(PROXYD, ['admin', 'usage', '--email', 'a@example.com', '--data-dir', made, '--usage-retention', 'minute=1y']);
+    expect(adminRun.code).toBe(2);
+    expect(adminRun.stderr).toContain('would be kept longer than hour buckets');
+  });
+});
+
 describe('--stale-admission', () => {
   it('defaults to 300 s, takes 0, and refuses junk with the flag named', () => {
     expect(toServeConfig(base, {}).staleAdmissionSec).toBe(300);

@@ -5,6 +5,7 @@ import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { ensureDataDir } from '../../src/daemon/process/data-dir.js';
 import { admin, PROXYD, run, tempDir } from '../helpers/daemon.js';
+import { patient } from '../helpers/patience.js';
 
 describe('ensureDataDir', () => {
   it('creates missing parents with mode 0700 and accepts an existing dir', () => {
@@ -35,7 +36,7 @@ describe('proxyd with --data-dir under /proc', () => {
     const s = await run(PROXYD, ['serve', '--data-dir', '/proc/proxyd-test', '--api-listen', '127.0.0.1:0', '--http-proxy-listen', '127.0.0.1:0', '--socks-listen', '127.0.0.1:0'], { timeoutMs: 20_000 });
     expect(s.code).toBe(1);
     expect(s.stderr).toContain('cannot create the data dir /proc/proxyd-test: ENOENT');
-  }, 45_000);
+  }, patient(45_000));
 });
 
 // A proxyd.db this user may not write (made by root with `proxyd admin`, then served as the service's user):
@@ -66,5 +67,5 @@ describe.skipIf(process.getuid?.() !== 0)('serve on a database file it may not w
     expect(s.stderr).toContain(`${dir}/proxyd.db: attempt to write a readonly database (run proxyd as the user that owns the data dir and its files)`);
     const show = asNobody(['admin', 'plan', 'show', '--email', 'ro@example.com', '--data-dir', dir]);
     expect(show.status, show.stderr).toBe(0);
-  }, 60_000);
+  }, patient(60_000));
 });

@@ -11,6 +11,7 @@ import { promisify } from 'node:util';
 import postgres from '#postgres';
 import { describe, expect, it } from 'vitest';
 import { createDatabase, PG_TEST_URL_ENV } from '../helpers/postgres.js';
+import { patient } from '../helpers/patience.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const pkg = path.join(ROOT, 'vendor/postgres');
@@ -88,6 +89,6 @@ describe.skipIf(!process.env[PG_TEST_URL_ENV])('postgres.js queries on a real se
     expect(scavenges.every((l) => / promoted=\d+/.test(l))).toBe(true);
     const promoted = scavenges.reduce((sum, l) => sum + Number(/ promoted=(\d+)/.exec(l)![1]), 0);
     expect(promoted).toBeLessThan(4 << 20);
-  }, 90_000);
+  }, patient(90_000));
 });
 

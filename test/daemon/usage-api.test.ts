@@ -10,6 +10,7 @@ import { makeTestApp, q, type TestApp } from '../helpers/app.js';
 import { LIST } from '../helpers/daemon.js';
 import { BACKENDS } from '../helpers/postgres.js';
 import { RawClient, basic, startTestGateway, type TestGateway } from '../gateway/helpers.js';
+import { patient } from '../helpers/patience.js';
 
 const PASSWORD = 'usage-api-pw-1';
 
@@ -87,7 +88,7 @@ describe.each(BACKENDS)('usage API over metered gateway traffic (%s)', (backend)
     expect(await tunnel(named, 1000, basic('alice', PASSWORD), 'C.Example.CO.UK.')).toBe(500);
     expect(await tunnel(named, 1000, basic('alice', PASSWORD), 'localhost')).toBe(500);
     await meter.tick();
-  }, 30_000);
+  }, patient(30_000));
 
   afterAll(async () => {
     for (const s of servers) s.close();

@@ -9,6 +9,7 @@ import { UsageMeter } from '../../src/daemon/metering/meter.js';
 import { openStore, type FlushDomains, type Store, type UsageDelta, type UsageStore } from '../../src/daemon/store/index.js';
 import { databaseUrlOf, dataDirFor } from '../helpers/daemon.js';
 import { BACKENDS } from '../helpers/postgres.js';
+import { patient } from '../helpers/patience.js';
 
 const stores: Store[] = [];
 const sqls: Array<ReturnType<typeof postgres>> = [];
@@ -148,7 +149,7 @@ describe.skipIf(!BACKENDS.includes('postgres'))('usage roll-up on PostgreSQL', (
     expect(await total('hour')).toBe(expected);
     expect(await total('day')).toBe(expected);
     expect((await a.usage.dailyTotals([accountId], T - DAY)).reduce((n, r) => n + r.bytes, 0)).toBe(expected);
-  }, 60_000);
+  }, patient(60_000));
 
   it('pruning minutes folds them first: hours and days keep their counts', async () => {
     const { a, accountId } = await open();

@@ -7,6 +7,7 @@ import { openStore, type Store, type UsageDelta } from '../../src/daemon/store/i
 import { databaseUrlOf, dataDirFor, inspectDb } from '../helpers/daemon.js';
 import { BACKENDS } from '../helpers/postgres.js';
 import { waitFor } from '../helpers/wait.js';
+import { patient } from '../helpers/patience.js';
 
 const stores: Store[] = [];
 afterEach(async () => {
@@ -105,7 +106,7 @@ describe.each(BACKENDS)('a large flush on %s', (backend) => {
     expect(await store.usage.addFlush('node-a', 'big-1', T, deltas)).toBe('ok');
     const [row] = await store.usage.query({ accountId, period: 'day', fromMs: T - 86_400_000, toMs: T + 86_400_000, by: 'time' });
     expect(row).toMatchObject({ bytesUp: (11_999 * 12_000) / 2, connections: 12_000 });
-  }, 60_000);
+  }, patient(60_000));
 });
 
 describe('the meter over SQLite', () => {

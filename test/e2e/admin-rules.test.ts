@@ -7,7 +7,8 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { MAX_PASSWORD_BYTES, MIN_PASSWORD_CHARS, passwordProblem } from '../../src/contract/password.js';
 import { ConsoleClient } from '../console/client.js';
-import { admin, PROXYD, run, startDaemon, tempDir, type Daemon } from '../helpers/daemon.js';
+import { admin, makeAccount, PROXYD, run, startDaemon, tempDir, waitForProxyUsers, type Daemon } from '../helpers/daemon.js';
+import { patient } from '../helpers/patience.js';
 
 describe('the password rule', () => {
   it('is at least 10 characters (code points) and at most 255 bytes', () => {
@@ -124,9 +125,20 @@ describe('proxyd admin errors', () => {
     expect(fullRead.stderr).toBe('proxyd: cannot write the output (ENOSPC)\n');
   });
 
-  it('connections --format table: aligned columns, numbers on the right', async () => {
+  it('connections --format table: aligned columns, numbers on the right, the account (an email) on the left, an exit column', async () => {
     const d = await startDaemon({ args: ['--allow-private-targets'] });
     try {
+      // A refusal recorded with an account (a wrong password for an existing user): its email is text, left-aligned.
+      await makeAccount(d.dataDir, 'table@example.com');
+      expect((await admin(d.dataDir, ['proxy-user', 'create', '--email', 'table@example.com', '--username', 'tabled', '--password-stdin'], 'tabled-password-1\n')).code).toBe(0);
+      await waitForProxyUsers(d, 1);
+      await new Promise<void>((resolve) => {
+        const [host, port] = d.httpProxy.split(':') as [string, string];
+        const s = net.connect(Number(port), host, () => s.write(`CONNECT 127.0.0.1:9 HTTP/1.1\r\nProxy-Authorization: Basic ${Buffer.from('tabled:wrong').toString('base64')}\r\n\r\n`));
+        s.on('data', () => s.end());
+        s.on('error', () => resolve());
+        s.on('close', () => resolve());
+      });
       // Two refused attempts of different lengths (a bad head from two clients) give two records.
       for (const junk of ['x\r\n\r\n', 'GET / HTTP/1.1\r\nHost: a-much-longer-host-name.example\r\n\r\n']) {
         const [host, port] = d.httpProxy.split(':') as [string, string];
@@ -138,11 +150,15 @@ describe('proxyd admin errors', () => {
         });
       }
       let lines: string[] = [];
-      for (let i = 0; i < 40 && lines.length < 3; i++) {
+      for (let i = 0; i < 40 && lines.length < 4; i++) {
         await new Promise((r) => setTimeout(r, 250));
         lines = (await admin(d.dataDir, ['connections', '--format', 'table'])).stdout.trimEnd().split('\n');
       }
-      expect(lines.length).toBeGreaterThanOrEqual(3);
+      expect(lines.length).toBeGreaterThanOrEqual(4);
+      expect(lines[0]!.split(/ +/)).toEqual(['time', 'node', 'request_id', 'protocol', 'source_ip', 'username', 'account', 'target', 'exit', 'decision', 'reason', 'bytes_up', 'bytes_down', 'duration_ms']);
+      // The account column starts where its header does (left-aligned), on the line that has one.
+      const withAccount = lines.find((l) => l.includes('table@example.com'))!;
+      expect(withAccount.indexOf('table@example.com')).toBe(lines[0]!.indexOf('account'));
       // Every column starts at the same offset on every line: the header's words sit above their values.
       const starts = (l: string) => [...l.matchAll(/(?:^|  )(\S)/g)].map((m) => m.index! + (m[0].length - 1));
       const header = starts(lines[0]!);
@@ -155,5 +171,5 @@ describe('proxyd admin errors', () => {
     } finally {
       await d.stop();
     }
-  }, 60_000);
+  }, patient(60_000));
 });

@@ -10,6 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { admin, dataDirFor, makeAccount, startDaemon, type Daemon } from '../helpers/daemon.js';
 import { RawClient, basic, startTcpEcho } from '../gateway/helpers.js';
 import { waitFor } from '../helpers/wait.js';
+import { patient } from '../helpers/patience.js';
 
 const USERS = 100_000;
 const PASSWORD = 'scale-password-123';
@@ -35,7 +36,7 @@ describe('admission view with 100,000 proxy users', () => {
     writer = db;
     echo = await startTcpEcho();
     d = await startDaemon({ dataDir, args: ['--allow-private-targets'], timeoutMs: 60_000 });
-  }, 120_000);
+  }, patient(120_000));
 
   afterAll(async () => {
     await d?.stop();
@@ -65,5 +66,5 @@ describe('admission view with 100,000 proxy users', () => {
     }
     expect(heads.filter((h) => h !== 'HTTP/1.1 200')).toEqual([]);
     expect(await metric('proxyd_admission_view_proxy_users')).toBe(USERS + 2);
-  }, 90_000);
+  }, patient(90_000));
 });

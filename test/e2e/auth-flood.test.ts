@@ -7,6 +7,7 @@ import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { admin, makeAccount, startDaemon, type Daemon } from '../helpers/daemon.js';
 import { tcpEcho } from '../helpers/net.js';
+import { loadFactor, patient } from '../helpers/patience.js';
 
 let d: Daemon;
 let echo: net.Server;
@@ -56,7 +57,7 @@ describe('a wrong-password flood', () => {
     good = Buffer.from(`gooduser:${pu.json.password}`).toString('base64');
     echo = await tcpEcho();
     for (let i = 0; i < 100 && (await connectOnce(good)).status !== 200; i++) await new Promise((r) => setTimeout(r, 50));
-  }, 60_000);
+  }, patient(60_000));
 
   afterAll(async () => {
     await d?.stop();
@@ -99,9 +100,11 @@ describe('a wrong-password flood', () => {
     // (before the change the flooded p50 was ~270 ms). The p99 of 150 samples is the second-worst one: two
     // scheduler stalls of a test machine running the whole suite reach 25–72 ms (seen: 25.7 in CI, 72 with the
     // other suites' daemons busy), so its floor is 150 ms, still well under what the regression looked like.
-    expect(figures.flooded.p50, JSON.stringify(figures)).toBeLessThan(Math.max(2 * figures.quiet.p50, 5));
-    expect(figures.flooded.p99, JSON.stringify(figures)).toBeLessThan(Math.max(2 * figures.quiet.p99, 150));
-    // The flood was real: several times the 40–50/s of the report, even when a loaded machine slows its clients.
-    expect(figures.attemptsPerSec).toBeGreaterThan(120);
-  }, 120_000);
+    // The floors grow with the machine's load (patience.ts), as the quiet figure itself does.
+    expect(figures.flooded.p50, JSON.stringify(figures)).toBeLessThan(Math.max(2 * figures.quiet.p50, patient(5)));
+    expect(figures.flooded.p99, JSON.stringify(figures)).toBeLessThan(Math.max(2 * figures.quiet.p99, patient(150)));
+    // The flood was real: several times the 40–50/s of the report on an idle machine; a loaded one slows the
+    // flood's own clients (112/s seen at load 12 on two cores), so the floor shrinks with the load.
+    expect(figures.attemptsPerSec, JSON.stringify(figures)).toBeGreaterThan(120 / loadFactor());
+  }, patient(120_000));
 });

@@ -9,6 +9,7 @@ import { makeCerts, type Certs } from '../helpers/tls.js';
 import { closedPort, httpEcho, httpsEcho, silentServer, type Closable } from '../cli/check/peers.js';
 import { PROXYCTL, PROXYD, admin, run, startDaemon, type Daemon } from '../helpers/daemon.js';
 import { waitFor } from '../helpers/wait.js';
+import { patient } from '../helpers/patience.js';
 
 const PASS = 'e2e-Proxy-Pa55word';
 let open: Daemon; // --allow-private-targets, egress 127.0.0.2
@@ -48,7 +49,7 @@ beforeAll(async () => {
   https = await httpsEcho(certs.good);
   http = await httpEcho();
   servers.push(https, http);
-}, 60_000);
+}, patient(60_000));
 
 afterAll(async () => {
   await Promise.all(servers.map((s) => s.close()));

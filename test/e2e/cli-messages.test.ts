@@ -3,6 +3,7 @@
 import { createServer, request } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PROXYCTL, admin, isolatedCliEnv, makeAccount, run, startDaemon, tempDir, type Daemon } from '../helpers/daemon.js';
+import { patient } from '../helpers/patience.js';
 
 const PASS = 'e2e-Proxy-Pa55word';
 let daemon: Daemon;
@@ -19,7 +20,7 @@ beforeAll(async () => {
   ({ token } = await makeAccount(daemon.dataDir, 'msg@example.test'));
   const pu = await admin(daemon.dataDir, ['proxy-user', 'create', '--email', 'msg@example.test', '--username', 'alice', '--password-stdin'], `${PASS}\n`);
   if (pu.code !== 0) throw new Error(pu.stderr);
-}, 60_000);
+}, patient(60_000));
 
 afterAll(async () => {
   await daemon?.stop();

@@ -4,6 +4,7 @@ import { spawn } from 'node:child_process';
 import { closeSync, openSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PROXYCTL, isolatedCliEnv, makeAccount, startDaemon, tempDir, type Daemon } from '../helpers/daemon.js';
+import { patient } from '../helpers/patience.js';
 
 let daemon: Daemon;
 let token: string;
@@ -13,7 +14,7 @@ beforeAll(async () => {
   work = tempDir('proxyctl-out-');
   daemon = await startDaemon();
   ({ token } = await makeAccount(daemon.dataDir, 'out@example.test'));
-}, 60_000);
+}, patient(60_000));
 
 afterAll(async () => {
   await daemon?.stop();

@@ -8,6 +8,7 @@ import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { PROXYCTL, ROOT, admin, isolatedCliEnv, makeAccount, run, startDaemon, tempDir, type Daemon, type RunResult } from '../helpers/daemon.js';
+import { patient } from '../helpers/patience.js';
 
 const PASS = 'e2e-Sync-Pa55word';
 const EMAIL = 'sync@example.test';
@@ -80,7 +81,7 @@ beforeAll(async () => {
   });
   await new Promise<void>((ok) => echo.listen(0, '127.0.0.1', ok));
   echoPort = (echo.address() as AddressInfo).port;
-}, 60_000);
+}, patient(60_000));
 
 afterAll(async () => {
   echo?.close();

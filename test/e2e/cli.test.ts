@@ -6,6 +6,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PROXYCTL, admin, makeAccount, run, startDaemon, tempDir, type Daemon, type RunResult, isolatedCliEnv } from '../helpers/daemon.js';
 import { BACKENDS } from '../helpers/postgres.js';
+import { patient } from '../helpers/patience.js';
 
 let daemon: Daemon;
 let token: string;
@@ -39,7 +40,7 @@ describe.each(BACKENDS)('proxyctl on %s', (backend) => {
     daemon = await startDaemon({ backend });
     ({ token } = await makeAccount(daemon.dataDir, 'cli@example.test'));
     tokens.push(token);
-  }, 60_000);
+  }, patient(60_000));
 
   afterAll(async () => {
     await daemon?.stop();

@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { admin, inspectDb, makeAccount, startDaemon, waitForProxyUsers, type Daemon } from '../helpers/daemon.js';
 import { RawClient, basic, startTcpEcho } from '../gateway/helpers.js';
 import { waitFor } from '../helpers/wait.js';
+import { patient } from '../helpers/patience.js';
 
 const BOUND = 500;
 const FLOOD = 3_000;
@@ -26,7 +27,7 @@ describe('connection log: bounded buffer under a flood, database locked', () => 
     await makeAccount(d.dataDir, 'flood@example.com');
     await admin(d.dataDir, ['proxy-user', 'create', '--email', 'flood@example.com', '--username', 'alice', '--password-stdin'], `${PASSWORD}\n`);
     await waitForProxyUsers(d, 1);
-  }, 30_000);
+  }, patient(30_000));
   afterAll(async () => {
     await d?.stop();
     echo?.server.close();
@@ -81,5 +82,5 @@ describe('connection log: bounded buffer under a flood, database locked', () => 
     expect(rows).toBe(written);
     expect(written).toBeLessThanOrEqual(BOUND + 2);
     db.close();
-  }, 60_000);
+  }, patient(60_000));
 });

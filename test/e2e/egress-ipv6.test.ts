@@ -10,6 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RawClient, basic } from '../gateway/helpers.js';
 import { hostPort, pool } from '../hostile/net.js';
 import { admin, makeAccount, PROXYD, run, startDaemon, tempDir, waitForProxyUsers, type Daemon } from '../helpers/daemon.js';
+import { patient } from '../helpers/patience.js';
 
 const PREFIX = 'fd7a:5c1e:ab00:1::/64';
 /** Not routed here: the start-up check must refuse it. */
@@ -128,7 +129,7 @@ describe.skipIf(skip !== null)(`IPv6 egress prefix, two workers${skip ? ` (skipp
     expect(r.code, r.stderr).toBe(0);
     d = await startDaemon({ dataDir, args: ['--egress-pool', PREFIX, '--allow-private-targets', '--workers', '2'], timeoutMs: 30_000 });
     await waitForProxyUsers(d, 1);
-  }, 60_000);
+  }, patient(60_000));
 
   afterAll(async () => {
     await d?.stop();
@@ -146,7 +147,7 @@ describe.skipIf(skip !== null)(`IPv6 egress prefix, two workers${skip ? ` (skipp
     expect(new Set(from).size).toBe(N);
     for (const a of from) expect(inPrefix(a), a).toBe(true);
     expect(seen.slice(-N).sort()).toEqual([...from].sort()); // what the target saw is what came back
-  }, 60_000);
+  }, patient(60_000));
 
   it('a session leaves from one address over both workers, HTTP and SOCKS5; another session from another', async () => {
     const user = 'alice-session-v6one-sesstime-30';
@@ -159,7 +160,7 @@ describe.skipIf(skip !== null)(`IPv6 egress prefix, two workers${skip ? ` (skipp
     expect(inPrefix(other)).toBe(true);
     expect(other).not.toBe(from[0]);
     expect(await viaSocks(d!.socks, port, 'alice-session-v6two').then((x) => x.from)).toBe(other);
-  }, 60_000);
+  }, patient(60_000));
 
   it('an IPv4 target has no address of the pool\'s family (refused, nothing dialled)', async () => {
     const v4 = net.createServer((s) => s.destroy());
@@ -174,7 +175,7 @@ describe.skipIf(skip !== null)(`IPv6 egress prefix, two workers${skip ? ` (skipp
     } finally {
       v4.close();
     }
-  }, 30_000);
+  }, patient(30_000));
 
   it('/metrics counts egress connections under the prefix, not per address', async () => {
     const text = await (await fetch(`${d!.api}/metrics`)).text();
@@ -194,7 +195,7 @@ describe.skipIf(skip !== null)(`IPv6 egress prefix, two workers${skip ? ` (skipp
       expect(r.stderr).toContain('sysctl -w net.ipv6.ip_nonlocal_bind=1');
       expect(r.stdout).toBe('');
     }
-  }, 60_000);
+  }, patient(60_000));
 
   it('refuses to start when non-local binds are off, naming the prefix (the route alone is not enough)', async () => {
     writeFileSync(SYSCTL, '0\n');
@@ -208,5 +209,5 @@ describe.skipIf(skip !== null)(`IPv6 egress prefix, two workers${skip ? ` (skipp
     } finally {
       writeFileSync(SYSCTL, '1\n');
     }
-  }, 30_000);
+  }, patient(30_000));
 });

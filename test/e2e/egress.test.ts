@@ -7,6 +7,7 @@ import { basic, curl } from '../gateway/helpers.js';
 import { pool } from '../hostile/net.js';
 import { admin, inspectDb, makeAccount, PROXYCTL, PROXYD, run, startDaemon, tempDir, type Daemon } from '../helpers/daemon.js';
 import { hostPort } from '../hostile/net.js';
+import { patient } from '../helpers/patience.js';
 
 const POOL = Array.from({ length: 8 }, (_, i) => `127.0.0.${i + 2}`);
 
@@ -109,7 +110,7 @@ describe('egress pool with sticky sessions (two workers)', () => {
     db.run("UPDATE proxy_users SET username = 'alice-session-literal' WHERE username = 'alice-literal'");
     db.close();
     d = await startDaemon({ dataDir, args: ['--egress-pool', '127.0.0.2-127.0.0.9', '--allow-private-targets', '--workers', '2'], timeoutMs: 30_000 });
-  }, 60_000);
+  }, patient(60_000));
 
   afterAll(async () => {
     await d?.stop();
@@ -122,7 +123,7 @@ describe('egress pool with sticky sessions (two workers)', () => {
     for (const ip of ips) count[ip] = (count[ip] ?? 0) + 1;
     expect(Object.keys(count).sort()).toEqual([...POOL].sort());
     for (const n of Object.values(count)) expect(n).toBeLessThanOrEqual(200);
-  }, 120_000);
+  }, patient(120_000));
 
   it('each new session gets an address of its own while free ones remain', async () => {
     // Fresh sessions, all started at once so they race across both workers: 8 sessions, 8 addresses.
@@ -131,7 +132,7 @@ describe('egress pool with sticky sessions (two workers)', () => {
     expect(new Set(ips).size).toBe(8);
     const again = await Promise.all(ids.map((id) => viaHttp(d.httpProxy, port, `alice-session-${id}`, PASS).then(ipOf)));
     expect(again).toEqual(ips);
-  }, 60_000);
+  }, patient(60_000));
 
   it('50 connections of one session, over HTTP and SOCKS5 and both workers, leave from one address', async () => {
     // After the sessions above, so a worker deciding alone would not land on the same address by chance.
@@ -139,13 +140,13 @@ describe('egress pool with sticky sessions (two workers)', () => {
     const ips = await pool(Array.from({ length: 50 }), 10, (_, i) => (i % 2 ? viaSocks(d.socks, port, user, PASS) : viaHttp(d.httpProxy, port, user, PASS)).then(ipOf));
     expect(new Set(ips).size).toBe(1);
     expect(POOL).toContain(ips[0]);
-  }, 60_000);
+  }, patient(60_000));
 
   it('a base user holding "-" takes session parameters too', async () => {
     const a = ipOf(await viaHttp(d.httpProxy, port, 'my-team-session-x1', PASS));
     const b = ipOf(await viaSocks(d.socks, port, 'my-team-session-x1', PASS));
     expect(b).toBe(a);
-  }, 30_000);
+  }, patient(30_000));
 
   it('a username that exists as written wins over parsing', async () => {
     // "alice-session-literal" is a user of its own: its password admits (rotation), alice's does not.
@@ -153,7 +154,7 @@ describe('egress pool with sticky sessions (two workers)', () => {
     expect(await viaSocks(d.socks, port, 'alice-session-literal', PASS)).toEqual({ socksAuth: 1 });
     const ips = await pool(Array.from({ length: 8 }), 4, () => viaHttp(d.httpProxy, port, 'alice-session-literal', 'the-literal-users-password').then(ipOf));
     expect(new Set(ips).size).toBeGreaterThan(1); // not a session: it rotates
-  }, 30_000);
+  }, patient(30_000));
 
   it.each(['alice-session-bad.id', 'alice-session-x-sesstime-0', 'alice-session-x-sesstime-1441', 'alice-session-', `alice-session-${'i'.repeat(33)}`])(
     'refuses malformed parameters %s (HTTP 407, SOCKS 0x01)',
@@ -167,7 +168,7 @@ describe('egress pool with sticky sessions (two workers)', () => {
   it('a wrong password with session parameters is refused like any other', async () => {
     expect(await viaHttp(d.httpProxy, port, 'alice-session-s9', 'wrong-password')).toEqual({ status: 407 });
     expect(await viaSocks(d.socks, port, 'alice-session-s9', 'wrong-password')).toEqual({ socksAuth: 1 });
-  }, 30_000);
+  }, patient(30_000));
 
   it('proxyctl check with a session username shows the same egress twice, a new session another', async () => {
     const env = { XDG_CONFIG_HOME: tempDir(), NO_COLOR: '1' };
@@ -181,7 +182,7 @@ describe('egress pool with sticky sessions (two workers)', () => {
     expect(POOL).toContain(first);
     expect(await check('alice-session-chk1-sesstime-5', 'socks5h', d.socks)).toBe(first);
     expect(await check('alice-session-chk1-sesstime-5', 'http', d.httpProxy)).toBe(first);
-  }, 60_000);
+  }, patient(60_000));
 
   it('curl as the client: one session over the HTTP proxy and socks5h leaves from one address', async () => {
     const user = 'alice-session-curl1-sesstime-15';
@@ -193,7 +194,7 @@ describe('egress pool with sticky sessions (two workers)', () => {
     expect(POOL).toContain(first);
     expect(await via(`socks5h://${user}:${PASS}@${d.socks}`)).toBe(first);
     expect(await via(`http://${user}:${PASS}@${d.httpProxy}`)).toBe(first);
-  }, 30_000);
+  }, patient(30_000));
 
   it('/metrics counts connections per egress address', async () => {
     const text = await (await fetch(`${d.api}/metrics`)).text();
@@ -210,7 +211,7 @@ describe('egress pool at start', () => {
       expect(r.stderr).toContain('192.0.2.1');
       expect(r.stdout).toBe('');
     }
-  }, 60_000);
+  }, patient(60_000));
 
   it('refuses to start when --egress-address is not ours, naming it (exit 1): it failed every connection as "target unreachable"', async () => {
     const r = await run(PROXYD, ['serve', '--data-dir', tempDir(), '--api-listen', '127.0.0.1:0', '--http-proxy-listen', '127.0.0.1:0', '--socks-listen', '127.0.0.1:0',
@@ -218,7 +219,7 @@ describe('egress pool at start', () => {
     expect(r.code).toBe(1);
     expect(r.stderr).toContain('--egress-address: cannot bind 192.0.2.77');
     expect(r.stdout).toBe('');
-  }, 30_000);
+  }, patient(30_000));
 
   it('refuses a block larger than /22 and --egress-address next to it (exit 2)', async () => {
     const common = ['serve', '--data-dir', tempDir(), '--api-listen', '127.0.0.1:0', '--http-proxy-listen', '127.0.0.1:0', '--socks-listen', '127.0.0.1:0'];
@@ -230,5 +231,5 @@ describe('egress pool at start', () => {
     const env = await run(PROXYD, common, { env: { PROXYD_EGRESS_POOL: '127.0.0.2-nope' } });
     expect(env.code).toBe(2);
     expect(env.stderr).toContain('--egress-pool');
-  }, 60_000);
+  }, patient(60_000));
 });

@@ -19,6 +19,7 @@ import { admin, dataDirFor, makeAccount, startDaemon, waitForProxyUsers, type Da
 import { makeTemplate, postgresSkipReason, startPostgres, type PgCluster } from '../helpers/postgres.js';
 import { sleep } from '../helpers/wait.js';
 import { udpTargetSocket } from '../helpers/net.js';
+import { patient } from '../helpers/patience.js';
 
 const skip = postgresSkipReason();
 const PASSWORD = 'exits-password-123';
@@ -264,7 +265,7 @@ describe.skipIf(skip)('entry and exit nodes on one PostgreSQL', () => {
         await sleep(200);
       }
     }
-  }, 120_000);
+  }, patient(120_000));
 
   afterAll(async () => {
     await Promise.all([...entries, ...exits.values()].map((d) => d.stop()));
@@ -551,7 +552,7 @@ describe.skipIf(skip)('entry and exit nodes on one PostgreSQL', () => {
       relays.push(relay); // the fr exit is reached through it from now on (the rotation test below)
       origin.close();
     }
-  }, 60_000);
+  }, patient(60_000));
 
   it('rotate-secret and rotate-cert while a tunnel streams: it is not cut, new tunnels keep working, entries pin the new certificate within 2 s', async () => {
     // A tunnel through the fr exit that streams in the background all along.
@@ -628,7 +629,7 @@ describe.skipIf(skip)('entry and exit nodes on one PostgreSQL', () => {
     expect(got.slice(got.indexOf('\r\n\r\n') + 4)).toBe(`got ${sent}\n`);
     // New tunnels after both rotations.
     expect((await viaConnect(entries[1]!, tgt(), 'alice-country-fr')).ok).toBe(true);
-  }, 60_000);
+  }, patient(60_000));
 
   it('rotate-cert on an exit with two workers sharing its data dir: no new tunnel fails, both serve the new certificate', async () => {
     let stop = false;
@@ -653,7 +654,7 @@ describe.skipIf(skip)('entry and exit nodes on one PostgreSQL', () => {
     }
     expect(failures.slice(0, 5), `${failures.length} failures\n${entries.flatMap((e) => e.logs.filter((l) => /exit_|hop_/.test(l)).slice(-8)).join('\n')}`).toEqual([]);
     expect(made).toBeGreaterThan(10);
-  }, 60_000);
+  }, patient(60_000));
 
   /** The next `n` bytes a socket receives (a SOCKS5 control connection's replies), within 5 s. */
   function byteReader(s: net.Socket): (n: number) => Promise<Buffer> {
@@ -864,7 +865,7 @@ describe.skipIf(skip)('entry and exit nodes on one PostgreSQL', () => {
     }
     expect(firstAt).toBeGreaterThanOrEqual(0);
     expect(firstAt).toBeLessThan(3_000);
-  }, 60_000);
+  }, patient(60_000));
 
   it('an exit that stops answering (SIGSTOP, its sockets still open) leaves selection within 3 s; tunnels waiting on it go elsewhere', async () => {
     const us3 = exits.get('us3')!;
@@ -894,5 +895,5 @@ describe.skipIf(skip)('entry and exit nodes on one PostgreSQL', () => {
     let back = false;
     while (!back && Date.now() - t0 < 6_000) back = (await spread(entries[0]!, 'alice-country-us', 4)).includes('us3');
     expect(back).toBe(true);
-  }, 30_000);
+  }, patient(30_000));
 });

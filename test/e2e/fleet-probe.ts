@@ -1,6 +1,7 @@
 // Shared by the fleet e2e files: one CONNECT through a node's HTTP gateway, and the propagation figures
 // (time until a check holds, percentiles, one JSON log line). The echo target is test/helpers/net.ts's.
 import net from 'node:net';
+import { patient } from '../helpers/patience.js';
 
 /** One CONNECT through the gateway, as `source` (PROXY v1 header) or with credentials: the reply's status code (0: none). */
 export function probe(gateway: string, target: string, as: { source: string } | { user: string; password: string }): Promise<number> {
@@ -30,7 +31,8 @@ export function probe(gateway: string, target: string, as: { source: string } | 
 
 /** Milliseconds from `t0` until `check` holds (polled back to back), or Infinity after `limitMs`. */
 export async function until(t0: number, check: () => Promise<boolean>, limitMs = 5000): Promise<number> {
-  while (performance.now() - t0 < limitMs) if (await check()) return performance.now() - t0;
+  const limit = patient(limitMs);
+  while (performance.now() - t0 < limit) if (await check()) return performance.now() - t0;
   return Infinity;
 }
 

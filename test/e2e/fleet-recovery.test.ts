@@ -9,6 +9,7 @@ import { tcpEcho, addrOf } from '../helpers/net.js';
 import { probe } from './fleet-probe.js';
 import { makeTemplate, postgresSkipReason, startPostgres, type PgCluster } from '../helpers/postgres.js';
 import { sleep } from '../helpers/wait.js';
+import { patient } from '../helpers/patience.js';
 
 const skip = postgresSkipReason();
 const STALE_S = 2;
@@ -30,16 +31,17 @@ async function listStatus(node: Daemon): Promise<number> {
 
 /** Polls every 25 ms from `t0` until `probe` answers 200: the ms it took. */
 async function firstOk(t0: number, probe: () => Promise<number>, limitMs = 30_000): Promise<number> {
+  const limit = patient(limitMs);
   for (;;) {
     if ((await probe()) === 200) return Date.now() - t0;
-    if (Date.now() - t0 > limitMs) throw new Error(`no 200 within ${limitMs} ms`);
+    if (Date.now() - t0 > limit) throw new Error(`no 200 within ${limit} ms`);
     await sleep(25);
   }
 }
 
 /** Every node's gateway refuses (the stale window has run out). */
 async function allRefusing(): Promise<void> {
-  const until = Date.now() + 20_000;
+  const until = Date.now() + patient(20_000);
   for (const node of nodes) {
     while ((await connectStatus(node)) !== 503) {
       if (Date.now() > until) throw new Error(`${node.api}: gateway still admitting past --stale-admission`);
@@ -83,7 +85,7 @@ describe.skipIf(skip !== null)(`recovery after a PostgreSQL outage, three nodes$
       nodes.push(await startDaemon({ dataDir: dir, args: [...args, '--database-url', url] }));
     }
     for (const node of nodes) await firstOk(Date.now(), () => connectStatus(node), 10_000);
-  }, 120_000);
+  }, patient(120_000));
 
   afterAll(async () => {
     for (const node of nodes) await node.stop();
@@ -100,7 +102,7 @@ describe.skipIf(skip !== null)(`recovery after a PostgreSQL outage, three nodes$
       pg.start();
     }
     assertBounded(await wayBack(Date.now()));
-  }, 90_000);
+  }, patient(90_000));
 
   it('a frozen server (SIGSTOP) past the stale window, then SIGCONT: back within 1 s', async () => {
     pg.pause();
@@ -111,5 +113,5 @@ describe.skipIf(skip !== null)(`recovery after a PostgreSQL outage, three nodes$
       pg.resume();
     }
     assertBounded(await wayBack(Date.now()));
-  }, 90_000);
+  }, patient(90_000));
 });

@@ -8,6 +8,7 @@ import { ADD, admin, DEL, makeAccount, startDaemon, tempDir, type Daemon } from 
 import { addrOf, tcpEcho } from '../helpers/net.js';
 import { api } from '../ops/helpers.js';
 import { percentile, probe, report, until } from './fleet-probe.js';
+import { patient } from '../helpers/patience.js';
 
 const LIMITS = ['--rate-limits', 'list=10000,add=10000,delete=10000,invalid=10000'];
 const GW = ['--allow-private-targets', '--proxy-protocol-from', '127.0.0.1/32', ...LIMITS];
@@ -26,7 +27,7 @@ describe('two daemons on one shared data dir', () => {
     a = await startDaemon({ dataDir: dir, args: ['--shared-data-dir', ...GW] });
     b = await startDaemon({ dataDir: dir, args: ['--shared-data-dir', ...GW] });
     ({ token } = await makeAccount(dir, 'fleet@example.com'));
-  }, 60_000);
+  }, patient(60_000));
   afterAll(async () => {
     await Promise.all([a?.stop(), b?.stop()]);
     echo?.close();
@@ -45,7 +46,7 @@ describe('two daemons on one shared data dir', () => {
     report('api on daemon A -> gateway of daemon B', ms);
     expect(Math.max(...ms)).toBeLessThan(5000);
     expect(percentile(ms, 50)).toBeLessThan(1000);
-  }, 120_000);
+  }, patient(120_000));
 
   it('and the other way round: a change through B applies on A', async () => {
     const ip = '8.8.8.8';
@@ -129,5 +130,5 @@ describe('--workers 2: each worker holds its own view', () => {
       await d.stop();
       echo.close();
     }
-  }, 120_000);
+  }, patient(120_000));
 });

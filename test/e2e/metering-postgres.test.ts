@@ -7,6 +7,7 @@ import { admin, dataDirFor, makeAccount, startDaemon, type Daemon } from '../hel
 import { makeTemplate, postgresSkipReason, startPostgres, type PgCluster } from '../helpers/postgres.js';
 import { RawClient, basic } from '../gateway/helpers.js';
 import { sleep, waitFor } from '../helpers/wait.js';
+import { patient } from '../helpers/patience.js';
 
 const skip = postgresSkipReason();
 const PASSWORD = 'pg-metering-pass-1';
@@ -26,7 +27,7 @@ describe.skipIf(skip !== null)(`usage metering with PostgreSQL paused${skip ? ` 
     echo = net.createServer((s) => s.on('error', () => {}).pipe(s));
     await new Promise<void>((r) => echo.listen(0, '127.0.0.1', () => r()));
     d = await startDaemon({ dataDir: dir, args: ['--allow-private-targets'] });
-  }, 120_000);
+  }, patient(120_000));
 
   afterAll(async () => {
     await d?.stop();
@@ -69,5 +70,5 @@ describe.skipIf(skip !== null)(`usage metering with PostgreSQL paused${skip ? ` 
     }, 15_000);
     expect(used).toMatchObject({ bytes_up: total, bytes_down: total });
     expect(d.proc.exitCode).toBeNull();
-  }, 90_000);
+  }, patient(90_000));
 });

@@ -7,6 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { admin, makeAccount, startDaemon, waitForProxyUsers, type Daemon } from '../helpers/daemon.js';
 import { RawClient, basic } from '../gateway/helpers.js';
 import { sleep, waitFor } from '../helpers/wait.js';
+import { patient } from '../helpers/patience.js';
 
 const PASSWORD = 'metering-password-1';
 
@@ -54,7 +55,7 @@ describe('usage metering (SQLite, one node)', () => {
     });
     expect(((await add.json()) as { code: number }).code).toBe(200);
     await sleep(300);
-  }, 60_000);
+  }, patient(60_000));
   afterAll(async () => {
     for (const s of servers) s.close();
     await d?.stop();
@@ -229,5 +230,5 @@ describe('usage metering: a node killed with SIGKILL', () => {
     } finally {
       sinkServer.close();
     }
-  }, 30_000);
+  }, patient(30_000));
 });

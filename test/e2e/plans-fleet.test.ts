@@ -12,6 +12,7 @@ import { admin, dataDirFor, makeAccount, startDaemon, type Daemon } from '../hel
 import { makeTemplate, postgresSkipReason, startPostgres, type PgCluster } from '../helpers/postgres.js';
 import { probe } from './fleet-probe.js';
 import { sleep } from '../helpers/wait.js';
+import { patient } from '../helpers/patience.js';
 
 const skip = postgresSkipReason();
 const MiB = 2 ** 20;
@@ -171,7 +172,7 @@ describe.skipIf(skip !== null)(`plans across three nodes on PostgreSQL${skip ? `
     nodes.push(await startDaemon({ dataDir: first, args }));
     for (let i = 1; i < NODES; i++) nodes.push(await startDaemon({ dataDir: await dataDirFor('sqlite'), args: [...args, '--database-url', nodes[0]!.databaseUrl!] }));
     await everyNode('alpha', 200, performance.now(), 15_000);
-  }, 120_000);
+  }, patient(120_000));
 
   afterAll(async () => {
     for (const n of nodes) await n.stop();
@@ -192,7 +193,7 @@ describe.skipIf(skip !== null)(`plans across three nodes on PostgreSQL${skip ? `
     await plan('--traffic-limit', '1GiB'); // committed when the command returns
     expect(await everyNode('alpha', 200, performance.now(), 3_000)).toBeLessThan(1_250); // 1 s, and a probe's own time
     await plan('--traffic-limit', 'none');
-  }, 90_000);
+  }, patient(90_000));
 
   it("a proxy user's own limit: that user stops within the bound on three nodes, the others go on", async () => {
     const limit = 8 * MiB;
@@ -207,7 +208,7 @@ describe.skipIf(skip !== null)(`plans across three nodes on PostgreSQL${skip ? `
     await everyNode('beta', 200, performance.now(), 1_000);
     await admin(first, ['proxy-user', 'set', '--email', EMAIL, '--username', 'gamma', '--traffic-limit', 'none']);
     expect(await everyNode('gamma', 200, performance.now(), 3_000)).toBeLessThan(1_250);
-  }, 90_000);
+  }, patient(90_000));
 
   it('an expired plan: idle tunnels closed within 2 s on every node, 403 everywhere; renewed → admitted within 1 s', async () => {
     const idle = await Promise.all(nodes.map((n) => openTunnel(n, sink.addr, 'delta')));
@@ -219,7 +220,7 @@ describe.skipIf(skip !== null)(`plans across three nodes on PostgreSQL${skip ? `
     await everyNode('delta', 403, performance.now(), 1_000);
     await plan('--expires', 'never');
     expect(await everyNode('delta', 200, performance.now(), 3_000)).toBeLessThan(1_250);
-  }, 60_000);
+  }, patient(60_000));
 
   it('a connection cap holds fleet-wide: 30 at once through three nodes, at most max + nodes − 1 open; 429 for the rest', async () => {
     const max = 5;
@@ -245,5 +246,5 @@ describe.skipIf(skip !== null)(`plans across three nodes on PostgreSQL${skip ? `
     for (const a of all) if ('socket' in a) a.socket.destroy();
     await plan('--max-connections', 'none');
     for (const n of nodes) expect(n.proc.exitCode, n.logs.slice(-20).join('\n')).toBeNull();
-  }, 60_000);
+  }, patient(60_000));
 });

@@ -7,6 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { admin, inspectDb, makeAccount, startDaemon, type Daemon } from '../helpers/daemon.js';
 import { RawClient, basic } from '../gateway/helpers.js';
 import { sleep, waitFor } from '../helpers/wait.js';
+import { patient } from '../helpers/patience.js';
 
 const PASSWORD = 'plans-password-123';
 
@@ -68,7 +69,7 @@ describe('plans and limits (SQLite, one node)', () => {
       a.c.socket.destroy();
       return a.status === 200;
     }, 5_000);
-  }, 60_000);
+  }, patient(60_000));
   afterAll(async () => {
     await d?.stop();
     echo?.close();
@@ -112,7 +113,7 @@ describe('plans and limits (SQLite, one node)', () => {
       return x.status === 200 ? Date.now() : null;
     }, 5_000);
     expect(again - raisedAt).toBeLessThan(1_500);
-  }, 30_000);
+  }, patient(30_000));
 
   it('an expired plan refuses with plan_expired; never admits again', async () => {
     await plan('set', '--email', email, '--expires', '2020-01-01T00:00:00Z');

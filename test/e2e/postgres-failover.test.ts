@@ -13,6 +13,7 @@ import { postgresSkipReason, startPostgres, type PgCluster } from '../helpers/po
 import { sleep } from '../helpers/wait.js';
 import { pub } from '../ops/helpers.js';
 import postgres from '#postgres';
+import { patient } from '../helpers/patience.js';
 
 const skip = postgresSkipReason();
 let primary: PgCluster;
@@ -75,7 +76,7 @@ describe.skipIf(skip !== null)(`failover to a promoted synchronous standby${skip
     const pu = await admin(dir, withUrl(['proxy-user', 'create', '--email', 'ha@example.com', '--username', 'hauser']));
     password = pu.json.password;
     for (const node of nodes) await firstOk(Date.now(), async () => (await connectStatus(node)) === 200);
-  }, 120_000);
+  }, patient(120_000));
 
   afterAll(async () => {
     for (const node of nodes) await node.stop();
@@ -124,5 +125,5 @@ describe.skipIf(skip !== null)(`failover to a promoted synchronous standby${skip
     // Writes work after, through either node.
     for (const node of nodes) expect(await call(node, ADD, { items: [{ ip: pub(next++) }] })).toMatchObject({ status: 200, code: 200 });
     for (const node of nodes) expect(node.proc.exitCode, node.logs.slice(-20).join('\n')).toBeNull();
-  }, 120_000);
+  }, patient(120_000));
 });

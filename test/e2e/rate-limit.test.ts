@@ -8,6 +8,7 @@ import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { admin, startDaemon, type Daemon } from '../helpers/daemon.js';
 import { sleep } from '../helpers/wait.js';
+import { patient } from '../helpers/patience.js';
 
 const PASSWORD = 'rate-limit-password-1';
 const EMAIL = 'rates@example.com';
@@ -107,7 +108,7 @@ describe('rate limits', () => {
     const set = await admin(d.dataDir, ['proxy-user', 'set', '--email', EMAIL, '--username', 'limited', '--rate-limit', '8mbit']);
     expect(set.json, set.stderr).toEqual({ username: 'limited', traffic_limit: null, max_connections: null, rate_limit: 8_000_000 });
     await sleep(1_200); // the daemon reads the plan tables every 500 ms
-  }, 30_000);
+  }, patient(30_000));
 
   afterAll(async () => {
     await d?.stop();
@@ -131,7 +132,7 @@ describe('rate limits', () => {
     expect(down / want).toBeLessThan(1.1);
     expect(up / want).toBeGreaterThan(0.9);
     expect(up / want).toBeLessThan(1.1);
-  }, 60_000);
+  }, patient(60_000));
 
   it('an unlimited user beside 8 limited tunnels keeps at least 0.8 of its rate alone', async () => {
     // Pairs, alone then beside, back to back: the shared machine's load drifts more than the tunnels cost.
@@ -155,7 +156,7 @@ describe('rate limits', () => {
     const median = [...ratios].sort((x, y) => x - y)[2]!;
     console.log(`unlimited beside 8 limited tunnels / alone: ${ratios.map((r) => r.toFixed(2)).join(', ')} (median ${median.toFixed(2)})`);
     expect(median).toBeGreaterThanOrEqual(0.8);
-  }, 60_000);
+  }, patient(60_000));
 
   it('refuses a rate it cannot read, naming the value; plan set takes one too', async () => {
     const bad = await admin(d.dataDir, ['proxy-user', 'set', '--email', EMAIL, '--username', 'free', '--rate-limit', '10mb']);
@@ -182,7 +183,7 @@ describe('rate limits', () => {
     for (const s of tunnels) s.destroy();
     expect(lifted.down).toBeGreaterThan(20 * 250_000);
     expect(lifted.up).toBeGreaterThan(20 * 250_000);
-  }, 60_000);
+  }, patient(60_000));
 
   it('where the user and the account both have a rate, the lower holds (the account\'s here)', async () => {
     expect((await admin(d.dataDir, ['proxy-user', 'set', '--email', EMAIL, '--username', 'limited', '--rate-limit', '8mbit'])).code).toBe(0);
@@ -197,6 +198,6 @@ describe('rate limits', () => {
     expect(r.down / 500_000).toBeLessThan(1.15);
     expect(r.up / 500_000).toBeGreaterThan(0.85);
     expect(r.up / 500_000).toBeLessThan(1.15);
-  }, 30_000);
+  }, patient(30_000));
 });
 

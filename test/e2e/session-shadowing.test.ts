@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ConsoleClient } from '../console/client.js';
 import { curl } from '../gateway/helpers.js';
 import { admin, makeAccount, startDaemon, type Daemon } from '../helpers/daemon.js';
+import { patient } from '../helpers/patience.js';
 
 describe('a session username cannot be taken by another account', () => {
   let d: Daemon;
@@ -23,7 +24,7 @@ describe('a session username cannot be taken by another account', () => {
     const u = await admin(d.dataDir, ['proxy-user', 'create', '--email', 'alice@example.com', '--username', 'alice']);
     expect(u.code, u.stderr).toBe(0);
     alicePassword = u.json.password;
-  }, 60_000);
+  }, patient(60_000));
   afterAll(async () => {
     echo?.close();
     await d?.stop();
@@ -35,7 +36,7 @@ describe('a session username cannot be taken by another account', () => {
     const r = await admin(d.dataDir, ['proxy-user', 'create', '--email', 'mallory@example.com', '--username', 'alice-session-x']);
     expect(r.code).toBe(1);
     expect(r.stderr).toBe('proxyd: username: "-session-" is reserved for session parameters (USER-session-ID)\n');
-  }, 30_000);
+  }, patient(30_000));
 
   it('the console refuses it too', async () => {
     const c = new ConsoleClient(d.api);
@@ -45,9 +46,9 @@ describe('a session username cannot be taken by another account', () => {
     const page = await c.get('/console/proxy-users');
     expect(page.body).toContain('may not contain &quot;-session-&quot;');
     expect(page.body).not.toMatch(/<td[^>]*>alice-session-x</);
-  }, 30_000);
+  }, patient(30_000));
 
   it("alice's session still logs in with her password", async () => {
     expect((await viaSession()).stdout).toBe('200');
-  }, 30_000);
+  }, patient(30_000));
 });

@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { admin, dataDirFor, makeAccount, startDaemon, waitForProxyUsers, type Daemon } from '../helpers/daemon.js';
 import { RawClient, basic } from '../gateway/helpers.js';
 import { sleep, waitFor } from '../helpers/wait.js';
+import { patient } from '../helpers/patience.js';
 
 const PASSWORD = 'fleet-hook-pass-1';
 const EMAIL = 'fleet-hooks@example.com';
@@ -42,7 +43,7 @@ describe('webhooks on a fleet (PostgreSQL, three nodes)', () => {
     nodes.push(await startDaemon({ dataDir: first, args }));
     for (let i = 1; i < 3; i++) nodes.push(await startDaemon({ dataDir: await dataDirFor('sqlite'), args: [...args, '--database-url', nodes[0]!.databaseUrl!] }));
     await waitForProxyUsers(nodes[0]!, 1);
-  }, 90_000);
+  }, patient(90_000));
   afterAll(async () => {
     for (const n of nodes) await n.stop();
     receiver?.close();
@@ -61,5 +62,5 @@ describe('webhooks on a fleet (PostgreSQL, three nodes)', () => {
     expect(new Set(got.map((g) => g.id)).size).toBe(3);
     const list = await admin(nodes[0]!.dataDir, ['webhooks', '--email', EMAIL]);
     expect(list.stdout.trim().split('\n').map((l) => JSON.parse(l).state)).toEqual(['delivered', 'delivered', 'delivered']);
-  }, 60_000);
+  }, patient(60_000));
 });

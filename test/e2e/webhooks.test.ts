@@ -2,14 +2,30 @@
 // webhook set`, traffic through the gateway past a threshold of the plan; the receiver gets the signed event
 // within 10 s, once; `proxyd admin webhooks` lists the delivery; a private URL without the flag is refused.
 import { createHmac } from 'node:crypto';
+import { readFileSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
 import net from 'node:net';
+import path from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { admin, makeAccount, startDaemon, waitForProxyUsers, type Daemon } from '../helpers/daemon.js';
+import { ROOT, admin, makeAccount, startDaemon, tempDir, waitForProxyUsers, type Daemon } from '../helpers/daemon.js';
 import { RawClient, basic } from '../gateway/helpers.js';
 import { sleep, waitFor } from '../helpers/wait.js';
+import { patient } from '../helpers/patience.js';
 
 const PASSWORD = 'webhook-proxy-pass-1';
+
+type Verifier = (secret: string, header: string, body: string, nowSeconds?: number) => boolean;
+
+/** The receiver's check from docs/operations.md ("Webhooks"), loaded from the doc's code block as written. */
+async function documentedVerifier(): Promise<Verifier> {
+  const doc = readFileSync(path.join(ROOT, 'docs/operations.md'), 'utf8');
+  const code = /<!-- webhook-verify:[^>]*-->\n```js\n([\s\S]*?)```/.exec(doc)?.[1];
+  if (!code) throw new Error('docs/operations.md has no webhook-verify block');
+  const file = path.join(tempDir('proxyd-verify-'), 'verify.mjs');
+  writeFileSync(file, `${code}\nexport { verifyProxydSignature };\n`);
+  return ((await import(pathToFileURL(file).href)) as { verifyProxydSignature: Verifier }).verifyProxydSignature;
+}
 
 describe('webhooks (SQLite, one node)', () => {
   let d: Daemon;
@@ -39,7 +55,7 @@ describe('webhooks (SQLite, one node)', () => {
     expect((await admin(d.dataDir, ['proxy-user', 'create', '--email', email, '--username', 'hooked', '--password-stdin'], `${PASSWORD}\n`)).code).toBe(0);
     expect((await admin(d.dataDir, ['plan', 'set', '--email', email, '--traffic-limit', '100000', '--period', 'month'])).code).toBe(0);
     await waitForProxyUsers(d, 1);
-  }, 60_000);
+  }, patient(60_000));
   afterAll(async () => {
     await d?.stop();
     receiver?.close();
@@ -51,6 +67,11 @@ describe('webhooks (SQLite, one node)', () => {
     const refused = await admin(d.dataDir, ['webhook', 'set', '--email', email, '--url', url]);
     expect(refused.code).toBe(1);
     expect(refused.stderr).toMatch(/https/);
+    // The refusal names the switch that allows such a receiver.
+    expect(refused.stderr).toContain('--allow-private-webhooks');
+    const loopback = await admin(d.dataDir, ['webhook', 'set', '--email', email, '--url', url.replace('http:', 'https:')]);
+    expect(loopback.code).toBe(1);
+    expect(loopback.stderr).toMatch(/private or reserved address .*--allow-private-webhooks/);
     const r = await admin(d.dataDir, ['webhook', 'set', '--email', email, '--url', url, '--thresholds', '50,100', '--allow-private-webhooks']);
     expect(r.code, r.stderr).toBe(0);
     expect(r.json).toMatchObject({ url, thresholds: [50, 100], secret: expect.stringMatching(/^whsec_/) });
@@ -63,11 +84,19 @@ describe('webhooks (SQLite, one node)', () => {
     c.socket.end();
     expect((await c.readToEnd(10_000)).length).toBe(60_000);
     await waitFor('event delivered', () => got.length >= 1, 10_000);
-    expect(got[0]!.at - crossed).toBeLessThan(10_000);
+    expect(got[0]!.at - crossed).toBeLessThan(patient(10_000));
     const body = JSON.parse(got[0]!.body);
     expect(body).toMatchObject({ type: 'usage.threshold', account: email, threshold: 50, limit: 100_000 });
     const [, t, v1] = /^t=(\d+),v1=([0-9a-f]{64})$/.exec(String(got[0]!.headers['proxyd-signature']))!;
     expect(v1).toBe(createHmac('sha256', r.json.secret).update(`${t}.${got[0]!.body}`).digest('hex'));
+    // docs/operations.md's verification function, run as written: the whole secret (whsec_ included) verifies the
+    // delivery; the secret without its prefix, a changed body, or an old t do not.
+    const verify = await documentedVerifier();
+    const header = String(got[0]!.headers['proxyd-signature']);
+    expect(verify(r.json.secret, header, got[0]!.body)).toBe(true);
+    expect(verify(r.json.secret.slice('whsec_'.length), header, got[0]!.body)).toBe(false);
+    expect(verify(r.json.secret, header, `${got[0]!.body} `)).toBe(false);
+    expect(verify(r.json.secret, header, got[0]!.body, Number(t) + 3600)).toBe(false);
     expect(got[0]!.headers['proxyd-event-id']).toBe(body.id);
     await sleep(3_000);
     expect(got).toHaveLength(1);
@@ -76,5 +105,5 @@ describe('webhooks (SQLite, one node)', () => {
     const lines = list.stdout.trim().split('\n').map((l) => JSON.parse(l));
     expect(lines).toEqual([expect.objectContaining({ id: body.id, type: 'usage.threshold', attempts: 1, state: 'delivered', last_status: 200 })]);
     expect((await admin(d.dataDir, ['webhook', 'remove', '--email', email])).json).toEqual({ removed: true });
-  }, 60_000);
+  }, patient(60_000));
 });

@@ -12,6 +12,7 @@ import { startGateway } from '../../src/gateway/index.js';
 import type { AdmitResult, Admitter, Gateway, GatewayOptions } from '../../src/gateway/types.js';
 import { selfSignedCert } from '../helpers/tls.js';
 import { sleep, waitFor } from '../helpers/wait.js';
+import { patient } from '../helpers/patience.js';
 
 export class TestAdmitter implements Admitter {
   users = new Map<string, { password: string; accountId: number }>();
@@ -216,7 +217,7 @@ export class RawClient {
 
   /** Wait until `n` bytes are in the inbox (or the socket ended) and take them. */
   async read(n: number, timeoutMs = 5000): Promise<Buffer> {
-    const deadline = Date.now() + timeoutMs;
+    const deadline = Date.now() + patient(timeoutMs);
     while (this.inbox.length < n && !this.ended && !this.closed) {
       const left = deadline - Date.now();
       if (left <= 0) throw new Error(`timed out waiting for ${n} bytes (have ${this.inbox.length})`);
@@ -235,7 +236,7 @@ export class RawClient {
 
   /** Wait for a string to appear in the inbox, take everything up to and including it. */
   async readUntil(marker: string, timeoutMs = 5000): Promise<string> {
-    const deadline = Date.now() + timeoutMs;
+    const deadline = Date.now() + patient(timeoutMs);
     for (;;) {
       const i = this.inbox.indexOf(marker);
       if (i >= 0) {
@@ -258,7 +259,7 @@ export class RawClient {
 
   /** Everything until the peer ends or closes. */
   async readToEnd(timeoutMs = 5000): Promise<Buffer> {
-    const deadline = Date.now() + timeoutMs;
+    const deadline = Date.now() + patient(timeoutMs);
     while (!this.ended && !this.closed) {
       const left = deadline - Date.now();
       if (left <= 0) throw new Error('timed out waiting for end');
@@ -276,7 +277,7 @@ export class RawClient {
   }
 
   async waitClosed(timeoutMs = 5000): Promise<void> {
-    const deadline = Date.now() + timeoutMs;
+    const deadline = Date.now() + patient(timeoutMs);
     while (!this.closed && !this.ended) {
       if (Date.now() > deadline) throw new Error('still open');
       await new Promise((r) => setTimeout(r, 10));

@@ -10,6 +10,7 @@ import { RateBucket, type RateBudget } from '../../src/gateway/relay/rate-budget
 import type { PlanLimits } from '../../src/gateway/types.js';
 import { sleep } from '../helpers/wait.js';
 import { basic, startTestGateway, type TestGateway } from './helpers.js';
+import { patient } from '../helpers/patience.js';
 
 class Limits implements PlanLimits {
   rate: RateBudget | null = null;
@@ -61,7 +62,7 @@ describe('a rate bucket', () => {
     });
     expect(account.parked).toBe(1);
     expect(user.parked).toBe(0);
-    expect(await woke).toBeLessThan(200); // a quantum of 100 kB/s is 2 kB: 20 ms
+    expect(await woke).toBeLessThan(patient(200)); // a quantum of 100 kB/s is 2 kB: 20 ms
   });
 });
 
@@ -142,7 +143,7 @@ describe('the pump under a rate budget', () => {
     for (const s of tunnels) s.destroy();
     expect(r3.down).toBeGreaterThan(20 * 125_000);
     expect(r3.up).toBeGreaterThan(20 * 125_000);
-  }, 20_000);
+  }, patient(20_000));
 
   /** A GET through the gateway's HTTP proxy to `origin`: the bytes of its body and the seconds it took. */
   async function fetchThroughGateway(origin: http.Server): Promise<{ got: number; secs: number }> {
@@ -171,7 +172,7 @@ describe('the pump under a rate budget', () => {
     // One second of burst, then 500 kB/s: about 2 s for 1.5 MB (unlimited: milliseconds).
     expect(secs).toBeGreaterThan(1.6);
     expect(secs).toBeLessThan(3.5);
-  }, 20_000);
+  }, patient(20_000));
 
   it('a forwarded request sent while its rate is spent (other connections took it) still waits for it', async () => {
     const body = Buffer.alloc(1_000_000, 0x64);
@@ -187,5 +188,5 @@ describe('the pump under a rate budget', () => {
     // Half a second in debt, then 1 MB at 500 kB/s: about 2.5 s (the response must not pass unlimited while the head waited).
     expect(secs).toBeGreaterThan(2.2);
     expect(secs).toBeLessThan(3.5);
-  }, 20_000);
+  }, patient(20_000));
 });

@@ -18,6 +18,7 @@ import {
 } from './helpers.js';
 import { freePort } from '../helpers/net.js';
 import { TargetRuleSet } from '../../src/gateway/dial/target-rules.js';
+import { patient } from '../helpers/patience.js';
 
 const AUTH = basic('alice', 's3cret:pw');
 let echo: Awaited<ReturnType<typeof startTcpEcho>>;
@@ -148,7 +149,7 @@ describe('HTTP CONNECT framing', () => {
       const t0 = Date.now();
       c.write(first);
       expect((await c.readToEnd()).toString('latin1')).toMatch(/^HTTP\/1\.1 400 /);
-      expect(Date.now() - t0).toBeLessThan(1000);
+      expect(Date.now() - t0).toBeLessThan(patient(1000));
     }
     // A head arriving byte by byte still waits for its end.
     const slow = await RawClient.connect(t.httpPort);
@@ -167,7 +168,7 @@ describe('HTTP CONNECT framing', () => {
     const drip = setInterval(() => c.socket.writable && c.write('X'), 50);
     await c.waitClosed(3000);
     clearInterval(drip);
-    expect(Date.now() - started).toBeLessThan(1500);
+    expect(Date.now() - started).toBeLessThan(patient(1500));
     // Same for a SOCKS5 handshake that stops half-way.
     const s = await RawClient.connect(g.socksPort);
     s.write(Buffer.from([5, 2, 0]));
@@ -420,7 +421,7 @@ describe('forward path: a response head that trickles in', () => {
       origin.close();
       await g.gw.close(100);
     }
-  }, 30_000);
+  }, patient(30_000));
 });
 
 describe('forward path: the exchange ends with the response', () => {

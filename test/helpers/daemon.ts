@@ -7,6 +7,7 @@ import { createInterface } from 'node:readline';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { API_PATHS } from '../../src/contract/paths.js';
 import { connect } from '../../src/daemon/store/postgres/db.js';
+import { patient } from './patience.js';
 import { createDatabase, type BackendName } from './postgres.js';
 
 export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
@@ -84,6 +85,7 @@ export interface StartOptions {
   /** Extra `proxyd serve` flags. */
   args?: string[];
   env?: Record<string, string>;
+  /** How long to wait for the ready line (default 20 s on an idle machine, scaled by its load: patience.ts). */
   timeoutMs?: number;
   /** Another `proxyd` than this checkout's (an installed one). */
   bin?: string;
@@ -112,7 +114,7 @@ export async function startDaemon(opts: StartOptions = {}): Promise<Daemon> {
     const timer = setTimeout(() => {
       proc.kill('SIGKILL');
       reject(new Error(`proxyd did not become ready:\n${logs.join('\n')}`));
-    }, opts.timeoutMs ?? 15_000);
+    }, opts.timeoutMs ?? patient(20_000));
     const rl = createInterface({ input: proc.stdout! });
     rl.once('line', (line) => {
       clearTimeout(timer);
@@ -141,7 +143,7 @@ export async function startDaemon(opts: StartOptions = {}): Promise<Daemon> {
     async stop(signal: NodeJS.Signals = 'SIGTERM') {
       if (proc.exitCode !== null || proc.signalCode !== null) return proc.exitCode;
       proc.kill(signal);
-      const t = setTimeout(() => proc.kill('SIGKILL'), 15_000);
+      const t = setTimeout(() => proc.kill('SIGKILL'), patient(15_000));
       const code = await exited;
       clearTimeout(t);
       return code;
@@ -165,7 +167,7 @@ export function run(bin: string, args: string[], opts: { input?: string; env?: R
     const t = setTimeout(() => {
       proc.kill('SIGKILL');
       reject(new Error(`${path.basename(bin)} ${args.join(' ')} timed out\n${stderr}`));
-    }, opts.timeoutMs ?? 30_000);
+    }, opts.timeoutMs ?? patient(30_000));
     proc.on('exit', (code) => {
       clearTimeout(t);
       resolve({ code, stdout, stderr });
@@ -262,10 +264,11 @@ export function isolatedCliEnv(work: string, baseUrl: string, extra: Record<stri
  */
 export async function waitForProxyUsers(d: Daemon, n: number, timeoutMs = 10_000): Promise<void> {
   const t0 = Date.now();
+  const deadline = patient(timeoutMs);
   for (;;) {
     const text = await fetch(`${d.api}/metrics`).then((r) => r.text()).catch(() => '');
     if (Number(/^proxyd_admission_view_proxy_users (\d+)/m.exec(text)?.[1] ?? -1) >= n) return;
-    if (Date.now() - t0 > timeoutMs) throw new Error(`the admission view did not reach ${n} proxy users in ${timeoutMs} ms`);
+    if (Date.now() - t0 > deadline) throw new Error(`the admission view did not reach ${n} proxy users in ${deadline} ms`);
     await new Promise((r) => setTimeout(r, 50));
   }
 }

@@ -11,6 +11,7 @@ import { addrOf, tcpEcho } from '../helpers/net.js';
 import { sleep } from '../helpers/wait.js';
 import { connectTunnel, echoRoundTrip, exchange, httpRequest, hostPort, pool, procStats } from './net.js';
 import { OPS_PATHS, randomRequest } from './requests.js';
+import { patient } from '../helpers/patience.js';
 
 const HEADER_TIMEOUT_MS = 1500;
 const PER_ACCOUNT = 5;
@@ -105,7 +106,7 @@ describe.each(BACKENDS)('hostile on %s', (backend) => {
     expect(pu.code, pu.stderr).toBe(0);
     proxyUser = { username: pu.json.username, password: pu.json.password };
     agent = new http.Agent({ keepAlive: true, maxSockets: 16 });
-  }, 60_000);
+  }, patient(60_000));
 
   afterAll(async () => {
     agent?.destroy();
@@ -207,7 +208,7 @@ describe.each(BACKENDS)('hostile on %s', (backend) => {
       await settle();
       baseline = procStats(d.proc.pid!);
       expect(baseline.fds).toBeGreaterThan(0);
-    }, 60_000);
+    }, patient(60_000));
 
     it(`thousands of random API requests: never a 5xx, always an envelope`, async () => {
       await randomApiRound(2000 * E2E_SCALE);
@@ -229,7 +230,7 @@ describe.each(BACKENDS)('hostile on %s', (backend) => {
         expect(text, name).not.toContain(secretOf());
       }
       expect((await httpRequest(d.api, { method: 'GET', url: '/healthz' })).status).toBe(200);
-    }, 60_000);
+    }, patient(60_000));
 
     it('gateway limits: over-long heads 431, junk 400, a PROXY header from an untrusted peer is closed, own listeners refused', async () => {
       const auth = `Proxy-Authorization: Basic ${Buffer.from(`${proxyUser.username}:${proxyUser.password}`).toString('base64')}\r\n`;
@@ -259,7 +260,7 @@ describe.each(BACKENDS)('hostile on %s', (backend) => {
       expect(viaLb).toMatch(/^HTTP\/1\.1 200 [^]*ping$/);
       const notListed = await exchange(d.httpProxy, Buffer.from(`PROXY TCP4 8.8.4.4 127.0.0.1 40000 3128\r\nCONNECT ${addrOf(echo)} HTTP/1.1\r\n\r\n`), { waitMs: 2000, localAddress: TRUSTED_PEER });
       expect(notListed.data.toString('latin1')).toMatch(/^HTTP\/1\.1 407 /);
-    }, 60_000);
+    }, patient(60_000));
 
     it('random bytes and truncated handshakes on the gateway ports: every connection closed, the gateway still serves', async () => {
       await junkRound(300 * E2E_SCALE);
@@ -296,14 +297,14 @@ describe.each(BACKENDS)('hostile on %s', (backend) => {
       }
       const results = await Promise.all(slow);
       expect(served.length).toBeGreaterThan(4);
-      expect(Math.max(...served)).toBeLessThan(1000);
+      expect(Math.max(...served)).toBeLessThan(patient(1000));
       for (const r of results) {
         expect(r.closedByServer).toBe(true);
         // Cut by the deadline, not before it and not long after.
         expect(r.ms).toBeGreaterThanOrEqual(HEADER_TIMEOUT_MS - 100);
-        expect(r.ms).toBeLessThan(HEADER_TIMEOUT_MS + 2500);
+        expect(r.ms).toBeLessThan(patient(HEADER_TIMEOUT_MS + 2500));
       }
-    }, 60_000);
+    }, patient(60_000));
 
     it(`over ${PER_ACCOUNT} connections of one account are refused cleanly (HTTP 429, SOCKS CONNECT 0x02), a freed slot is reusable`, async () => {
       const open = [];
@@ -327,7 +328,7 @@ describe.each(BACKENDS)('hostile on %s', (backend) => {
       expect(again).toMatchObject({ auth: 0, reply: 0 });
       again.socket.destroy();
       for (const s of open) s.destroy();
-    }, 60_000);
+    }, patient(60_000));
 
     it(`over ${TOTAL} connections in total are refused cleanly, and the gateway recovers`, async () => {
       await settle();
@@ -347,8 +348,8 @@ describe.each(BACKENDS)('hostile on %s', (backend) => {
       expect(answers.every((a) => a.startsWith('HTTP/1.1 503'))).toBe(true);
       for (const s of sockets) s.destroy();
       await settle();
-      expect(await servedTunnel()).toBeLessThan(1000);
-    }, 60_000);
+      expect(await servedTunnel()).toBeLessThan(patient(1000));
+    }, patient(60_000));
 
     it('afterwards: file descriptors and RSS back to baseline, no crash, no 5xx in the logs', async () => {
       agent.destroy();
@@ -370,6 +371,6 @@ describe.each(BACKENDS)('hostile on %s', (backend) => {
         }
       });
       expect(bad.slice(0, 5)).toEqual([]);
-    }, 30_000);
+    }, patient(30_000));
   });
 });

@@ -2,6 +2,7 @@
 import { describe, expect, it } from 'vitest';
 import { parseGatewayLimitOverrides } from '../../src/daemon/process/serve.js';
 import { resolveLimits } from '../../src/gateway/limits.js';
+import { patient } from '../helpers/patience.js';
 
 describe('PROXYD_GATEWAY_LIMITS', () => {
   it('parses known keys to positive integers; absent means the defaults', () => {
@@ -48,5 +49,5 @@ describe('a daemon that cannot start exits instead of hanging', () => {
     } finally {
       blocker.close();
     }
-  }, 40_000);
+  }, patient(40_000));
 });

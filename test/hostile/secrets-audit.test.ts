@@ -11,6 +11,7 @@ import { admin, makeAccount, PROXYCTL, ROOT, run, startDaemon, tempDir, type Dae
 import { tcpEcho } from '../helpers/net.js';
 import { sleep } from '../helpers/wait.js';
 import { connectTunnel, exchange, hostPort, httpRequest } from './net.js';
+import { patient } from '../helpers/patience.js';
 
 const EMAIL = 'audit@example.com';
 const CONSOLE_PASSWORD = 'Console-Pw-7f3a9c2e1b5d';
@@ -74,7 +75,7 @@ beforeAll(async () => {
   echoTcp = await tcpEcho();
   d = await startDaemon({ args: ['--allow-private-targets', '--log-level', 'debug', '--rate-limits', 'list=10000,add=10000,delete=10000,invalid=10000'] });
   ({ token } = await makeAccount(d.dataDir, EMAIL, { password: CONSOLE_PASSWORD }));
-}, 60_000);
+}, patient(60_000));
 
 afterAll(async () => {
   await d?.stop();
@@ -104,7 +105,7 @@ describe('secrets audit', () => {
     collect('proxyd admin proxy-user create (stderr)', pu.stderr);
     const again = await admin(d.dataDir, ['proxy-user', 'create', '--email', EMAIL, '--username', PROXY_USER, '--password-stdin'], `${PROXY_PASSWORD}\n`);
     collectRun('proxyd admin proxy-user create (duplicate)', again);
-  }, 60_000);
+  }, patient(60_000));
 
   it('the API: success, every 401 cause, token in headers, paths, bodies and parameter names', async () => {
     const secret = secretPart(token);
@@ -141,7 +142,7 @@ describe('secrets audit', () => {
     const api = new URL(d.api).host;
     collect('API malformed request line', (await exchange(api, Buffer.from(`GET /?api_key=${token} HTTP/1.1 junk\r\n\r\n`), { waitMs: 2000 })).data);
     collect('API oversized header', (await exchange(api, Buffer.from(`GET /?api_key=${token} HTTP/1.1\r\nX: ${'a'.repeat(20_000)}\r\n\r\n`), { waitMs: 2000 })).data);
-  }, 60_000);
+  }, patient(60_000));
 
   it('the gateway: right and wrong proxy passwords over HTTP forward, CONNECT and SOCKS5; the target never sees them', async () => {
     const good = basic(PROXY_USER, PROXY_PASSWORD);
@@ -171,7 +172,7 @@ describe('secrets audit', () => {
     await sleep(200);
     expect(targetSaw.length).toBeGreaterThan(0);
     for (const h of targetSaw) collect('request head seen by the target', h.replace(`api_key=${token}`, '').replace(`Bearer ${token}`, ''));
-  }, 60_000);
+  }, patient(60_000));
 
   it('the operational endpoints: /metrics, /healthz, /ip, /openapi.json', async () => {
     for (const p of ['/metrics', '/healthz', '/ip', '/openapi.json']) collectHttp(p, await httpRequest(d.api, { method: 'GET', url: p }));
@@ -214,7 +215,7 @@ describe('secrets audit', () => {
     await ctl(['check', '--proxy', proxyUrl(PROXY_PASSWORD, 'socks5h'), '--target', target, '--timeout', '3000', '--json']);
     await ctl(['check', '--proxy', proxyUrl(`${PROXY_PASSWORD}x`, 'socks5h'), '--target', target, '--timeout', '3000']);
     await ctl(['check', '--proxy', `http://${PROXY_USER}:${PROXY_PASSWORD}@127.0.0.1:1`, '--target', target, '--timeout', '1000']);
-  }, 180_000);
+  }, patient(180_000));
 
   it('the console: log in (wrong, then right), the pages, a token reset; only the reveal shows the token', async (ctx) => {
     const probe = await httpRequest(d.api, { method: 'GET', url: '/console/login' });
@@ -270,7 +271,7 @@ describe('secrets audit', () => {
     await page('/console/account');
     // The new token works on the API, and that request is audited too.
     collectHttp('API with the console token', await httpRequest(d.api, { method: 'GET', url: `/openapi/v1/proxy/whitelist/list?api_key=${shown}` }));
-  }, 60_000);
+  }, patient(60_000));
 
   it('finds no secret in any output, error, page, metric or log line', async () => {
     // Metrics once more (after everything), then stop the daemon so every log line is flushed.
@@ -284,5 +285,5 @@ describe('secrets audit', () => {
     }
     console.info(`secrets audit: ${collected.length} outputs scanned (${d.logs.length} log lines), ${needles().length} secret values`);
     expect(hits).toEqual([]);
-  }, 60_000);
+  }, patient(60_000));
 });

@@ -11,6 +11,7 @@ import path from 'node:path';
 import { createInterface } from 'node:readline';
 import { afterAll, describe, expect, it } from 'vitest';
 import { admin, makeAccount, PROXYD, tempDir } from '../helpers/daemon.js';
+import { patient } from '../helpers/patience.js';
 
 // Natives syntax is a parse error without --allow-natives-syntax, so the probe is written out and --import'ed.
 const PROBE = `
@@ -74,5 +75,5 @@ describe('built-in prototypes in the daemon', () => {
     await new Promise((r) => setTimeout(r, 300));
     expect(JSON.parse(readFileSync(out, 'utf8'))).toEqual([]);
     target.close();
-  }, 30_000);
+  }, patient(30_000));
 });

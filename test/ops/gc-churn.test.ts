@@ -13,6 +13,7 @@ import { createInterface } from 'node:readline';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { basic } from '../gateway/helpers.js';
 import { admin, makeAccount, PROXYD, ROOT, tempDir } from '../helpers/daemon.js';
+import { patient } from '../helpers/patience.js';
 
 const PASS = 'gc-churn-user-password';
 // Warm until the connection path runs optimised (TurboFan): before that, V8's unoptimised code keeps recent tunnels
@@ -42,7 +43,8 @@ function traced(args: string[]): { proc: ChildProcess; ready: Promise<{ httpProx
       if (m) survived.push(Number(m[1]));
     });
   });
-  const ready = within(said, 30_000, () => `no ready line in 30 s (${survived.length} young collections traced)`);
+  const wait = patient(30_000);
+  const ready = within(said, wait, () => `no ready line in ${wait} ms (${survived.length} young collections traced)`);
   return { proc, ready, survived };
 }
 
@@ -114,7 +116,7 @@ describe('a stream of short tunnels leaves nothing for young collections', () =>
     const { perTunnel, collections } = await survivedPerTunnel(t, port, targetPort, basic('gc-user', PASS));
     expect(collections).toBeGreaterThan(3);
     expect(perTunnel, `${Math.round(perTunnel)} B per tunnel over ${collections} young collections`).toBeLessThan(1024);
-  }, 120_000);
+  }, patient(120_000));
 
   it('the gateway alone, once warm: under 1 KiB per tunnel survives (~3 KiB with its connections in Sets)', async () => {
     const t = traced([path.join(ROOT, 'test/fixtures/gateway-alone.mjs')]);
@@ -123,5 +125,5 @@ describe('a stream of short tunnels leaves nothing for young collections', () =>
     const { perTunnel, collections } = await survivedPerTunnel(t, port, targetPort, null);
     expect(collections).toBeGreaterThan(3);
     expect(perTunnel, `${Math.round(perTunnel)} B per tunnel over ${collections} young collections`).toBeLessThan(1024);
-  }, 120_000);
+  }, patient(120_000));
 });

@@ -4,6 +4,7 @@ import net from 'node:net';
 import { recordBody, type Daemon } from '../helpers/daemon.js';
 import { freePort } from '../helpers/net.js';
 import { sleep } from '../helpers/wait.js';
+import { patient } from '../helpers/patience.js';
 
 function ping(port: number): Promise<boolean> {
   return new Promise((resolve) => {
@@ -36,7 +37,7 @@ export interface RedisServer {
 
 async function spawnRedis(port: number): Promise<ChildProcess> {
   const proc = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: 'ignore' });
-  const until = Date.now() + 10_000;
+  const until = Date.now() + patient(10_000);
   while (Date.now() < until) {
     if (await ping(port)) return proc;
     if (proc.exitCode !== null) throw new Error(`redis-server exited ${proc.exitCode}`);

@@ -9,6 +9,7 @@ import { describe, expect, it } from 'vitest';
 import { PROXYD, startDaemon, tempDir } from '../helpers/daemon.js';
 import { freePort } from '../helpers/net.js';
 import { waitFor } from '../helpers/wait.js';
+import { patient } from '../helpers/patience.js';
 
 const parsed = (logs: string[]) => logs.map((l) => JSON.parse(l) as { event?: string; level: number; msg: string; pid: number; signal?: string });
 
@@ -120,7 +121,7 @@ describe('single-worker daemon lifecycle', () => {
       expect(await exited).toEqual({ code: 0, signal: null });
       expect(stderr).not.toContain('Unhandled');
     }
-  }, 60_000);
+  }, patient(60_000));
 
   it('every start-up line comes from the same logger shape, and --log-level warn hides the info ones', async () => {
     const quiet = await startDaemon({ args: ['--log-level', 'warn'] });

@@ -10,6 +10,7 @@ import { admin, dataDirFor, inspectData, makeAccount, startDaemon, type Daemon, 
 import { makeTemplate, postgresSkipReason, startPostgres, type PgCluster } from '../helpers/postgres.js';
 import { sleep } from '../helpers/wait.js';
 import { pub } from './helpers.js';
+import { patient } from '../helpers/patience.js';
 
 const skip = postgresSkipReason();
 let pg: PgCluster;
@@ -101,7 +102,7 @@ describe.skipIf(skip !== null)(`PostgreSQL outage under a serving proxyd${skip ?
     proxyUser = `outage:${pu.json.password}`;
     target = createServer((_req, res) => res.end('ok'));
     await new Promise<void>((r) => target.listen(0, '127.0.0.1', r));
-  }, 120_000);
+  }, patient(120_000));
 
   afterAll(async () => {
     for (const l of loops) await l.stop();
@@ -125,7 +126,7 @@ describe.skipIf(skip !== null)(`PostgreSQL outage under a serving proxyd${skip ?
       const t0 = Date.now();
       const r = await call(LIST);
       expect(r).toMatchObject({ status: 503, code: 10503 });
-      expect(Date.now() - t0).toBeLessThan(10_000); // short deadlines: a paused server does not hang requests
+      expect(Date.now() - t0).toBeLessThan(patient(10_000)); // short deadlines: a paused server does not hang requests
       const h = await health();
       expect(h.status).toBe(503);
       expect(h.body.down).toContain('database');

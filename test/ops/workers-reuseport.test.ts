@@ -10,6 +10,7 @@ import { hostPort } from '../hostile/net.js';
 import { admin, inspectDb, makeAccount, PROXYD, run, startDaemon, tempDir, type Daemon } from '../helpers/daemon.js';
 import { waitFor } from '../helpers/wait.js';
 import { childPids } from './helpers.js';
+import { patient } from '../helpers/patience.js';
 
 const PASS = 'reuseport-user-password';
 
@@ -63,7 +64,7 @@ describe('proxyd serve --workers 2: a socket per worker', () => {
     const r = await admin(dataDir, ['proxy-user', 'create', '--email', 'reuseport@example.com', '--username', 'carol', '--password-stdin'], `${PASS}\n`);
     expect(r.code, r.stderr).toBe(0);
     d = await startDaemon({ dataDir, args: ['--egress-pool', '127.0.0.2-127.0.0.9', '--allow-private-targets', '--workers', '2'], timeoutMs: 30_000 });
-  }, 60_000);
+  }, patient(60_000));
 
   afterAll(async () => {
     await d?.stop();
@@ -98,7 +99,7 @@ describe('proxyd serve --workers 2: a socket per worker', () => {
     } finally {
       for (const t of held) t.socket.destroy();
     }
-  }, 60_000);
+  }, patient(60_000));
 
   it("the primary writes both workers' connection-log records and usage, with no write retried", async () => {
     const workers = childPids(d.proc.pid!);
@@ -119,7 +120,7 @@ describe('proxyd serve --workers 2: a socket per worker', () => {
     expect(text).toMatch(/^proxyd_connection_log_write_retries_total 0$/m);
     expect(text).toMatch(/^proxyd_usage_flush_failures_total 0$/m);
     expect(workers).toHaveLength(2);
-  }, 60_000);
+  }, patient(60_000));
 
   it('SIGHUP to the whole group (logrotate\'s `systemctl kill -s HUP`): no worker dies, open tunnels go on', async () => {
     const workers = childPids(d.proc.pid!);
@@ -143,7 +144,7 @@ describe('proxyd serve --workers 2: a socket per worker', () => {
       t.socket.destroy();
     }
     expect((await tunnel(d.httpProxy, targetPort, 'carol')).socket.destroy()).toBeTruthy();
-  }, 60_000);
+  }, patient(60_000));
 });
 
 describe('proxyd serve --workers 2 on a port another program holds', () => {
@@ -160,7 +161,7 @@ describe('proxyd serve --workers 2 on a port another program holds', () => {
     } finally {
       other.close();
     }
-  }, 40_000);
+  }, patient(40_000));
 
   // Our own listeners set it too: --api-listen and --http-proxy-listen on one port started, printed both on it in
   // the ready line, and the kernel spread connections over the API and the proxy. One process refuses it (exit 1).
@@ -175,5 +176,5 @@ describe('proxyd serve --workers 2 on a port another program holds', () => {
       expect(r.code).toBe(1);
       expect(r.stderr).toContain(`address in use: 127.0.0.1:${port}`);
     }
-  }, 60_000);
+  }, patient(60_000));
 });

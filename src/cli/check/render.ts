@@ -23,21 +23,29 @@ export function renderJson(report: CheckReport): string {
   return `${JSON.stringify(doc, null, 2)}\n`;
 }
 
+/**
+ * The check's tables, one run's stages and `--repeat`'s statistics, drawn alike: compact (no rule between rows),
+ * the head in bold when colour is on, the columns `right` says (milliseconds, counts) aligned on the right.
+ */
+export function checkTable(head: string[], rows: string[][], o: { color: boolean; right: readonly boolean[]; colWidths?: number[] | undefined }): string {
+  const table = new Table({
+    head,
+    style: { head: o.color ? ['bold'] : [], border: [], compact: true },
+    ...(o.colWidths ? { colWidths: o.colWidths, wordWrap: true, wrapOnWordBoundary: true } : {}),
+    colAligns: o.right.map((r) => (r ? 'right' : 'left')),
+  });
+  for (const r of rows) table.push(r);
+  return table.toString();
+}
+
 export function renderHuman(report: CheckReport, meta: { proxy: string; target: string }, opts: RenderOptions): string {
   const paint = (s: StageStatus, text: string) => (opts.color ? `${COLORS[s]}${text}${RESET}` : text);
   const fixed = 9 + 9 + 9 + 5; // stage, result, ms columns plus borders
   const wrap = opts.columns && opts.columns > fixed + 30 ? opts.columns - fixed : undefined;
-  const table = new Table({
-    head: ['stage', 'result', 'ms', 'detail'],
-    style: { head: opts.color ? ['bold'] : [], border: [], compact: true },
-    ...(wrap ? { colWidths: [9, 9, 9, wrap], wordWrap: true, wrapOnWordBoundary: true } : {}),
-    colAligns: ['left', 'left', 'right', 'left'],
-  });
-  for (const s of report.stages) {
-    // A detail may quote what the proxy or the target sent: shown, never acted on by the terminal.
-    table.push([s.name, paint(s.status, s.status), s.status === 'skipped' ? '' : s.ms.toFixed(1), printable(s.detail)]);
-  }
-  const lines = [`check ${meta.proxy} -> ${meta.target}`, table.toString()];
+  // A detail may quote what the proxy or the target sent: shown, never acted on by the terminal.
+  const rows = report.stages.map((s) => [s.name, paint(s.status, s.status), s.status === 'skipped' ? '' : s.ms.toFixed(1), printable(s.detail)]);
+  const table = checkTable(['stage', 'result', 'ms', 'detail'], rows, { color: opts.color, right: [false, false, true, false], colWidths: wrap ? [9, 9, 9, wrap] : undefined });
+  const lines = [`check ${meta.proxy} -> ${meta.target}`, table];
   if (report.egress_ip !== null || report.direct_ip !== null) {
     lines.push(`egress IP via proxy: ${report.egress_ip ?? '-'}   direct: ${report.direct_ip ?? '-'}`);
   }

@@ -1,7 +1,7 @@
 // `proxyctl check`: the staged connectivity check (src/cli/check) as a command like the others:
 // options in, output through deps, an exit status back. Also --repeat N and --report FILE.
 import { open, readFile, type FileHandle } from 'node:fs/promises';
-import { renderHuman, renderJson } from '../check/render.js';
+import { checkTable, renderHuman, renderJson } from '../check/render.js';
 import { egressCounts, summarize, type RepeatSummary } from '../check/repeat.js';
 import { renderReport } from '../check/report.js';
 import { DEFAULT_TARGET, performCheck, type CheckResult } from '../check/runner.js';
@@ -156,7 +156,10 @@ function printSummary(m: RepeatSummary, shown: CheckResult, egress: Array<{ ip: 
   if (!ctx.quiet || m.failed > 0) {
     out.line(`check ${shown.proxy} -> ${scrubSecrets(shown.target, [deps.env.PROXYCTL_API_KEY])}: ${m.runs} runs, ${out.paint('green', `${m.ok} ok`)}, ${m.failed > 0 ? out.paint('red', `${m.failed} failed`) : '0 failed'}`);
   }
-  if (!ctx.quiet) out.line(out.table(['stage', 'runs', 'failed', 'p50 ms', 'p95 ms', 'max ms'], m.stages.map((s) => [s.name, s.runs, s.failed, fmt(s.p50_ms), fmt(s.p95_ms), fmt(s.max_ms)])));
+  if (!ctx.quiet) {
+    const rows = m.stages.map((s) => [printable(s.name), String(s.runs), String(s.failed), fmt(s.p50_ms), fmt(s.p95_ms), fmt(s.max_ms)]);
+    out.line(checkTable(['stage', 'runs', 'failed', 'p50 ms', 'p95 ms', 'max ms'], rows, { color: ctx.color, right: [false, true, true, true, true, true] }));
+  }
   if (!ctx.quiet && egress.length > 0) out.line(`egress IP via proxy: ${egress.map((e) => `${e.ip} (${e.count}×)`).join(', ')}`);
   if (m.failed > 0) {
     const by = Object.entries(m.failures_by_stage).map(([stage, n]) => `${stage} ${n}`).join(', ');

@@ -2,6 +2,7 @@
 // API; a table in binary units (a bar per row on a terminal), the endpoint's data with --json, CSV with --csv.
 import { parseApiTime } from '../../contract/schemas.js';
 import { formatSize } from '../../contract/size.js';
+import { timeFlagProblem } from '../../contract/time.js';
 import type { UsageParams } from '../api.js';
 import type { Context } from '../context.js';
 import type { Deps } from '../deps.js';
@@ -47,7 +48,7 @@ function checkOptions(o: UsageOptions): void {
   ] as const) {
     if (v === undefined) continue;
     if (o.by === 'domain' ? !/^\d{4}-\d{2}-\d{2}$/.test(v) || parseApiTime(v) === null : parseApiTime(v) === null) {
-      throw new UsageError(o.by === 'domain' ? `${flag} must be a day, YYYY-MM-DD (UTC)` : `${flag} must be an ISO 8601 date (2026-11-01) or date-time with a zone (2026-11-01T10:00:00Z)`);
+      throw new UsageError(timeFlagProblem(flag, v, o.by === 'domain' ? 'a day, YYYY-MM-DD (UTC)' : 'an ISO 8601 date (2026-11-01) or date-time with a zone (2026-11-01T10:00:00Z)', 'required'));
     }
   }
 }
@@ -71,21 +72,22 @@ export async function runUsage(opts: UsageOptions, deps: Deps): Promise<ExitCode
       data = d;
       rows = d.users.map((u) => ({ key: u.user, bytes_up: u.bytes_up, bytes_down: u.bytes_down, connections: u.connections }));
       total = { bytes_up: d.bytes_up, bytes_down: d.bytes_down, connections: d.connections };
-      const limit = d.plan?.traffic_limit != null ? ` of ${formatSize(d.plan.traffic_limit)} per ${d.plan.period === 'lifetime' ? 'plan' : d.plan.period}` : '';
+      const limit = d.plan?.traffic_limit != null ? ` of ${formatSize(d.plan.traffic_limit)} ${d.plan.period === 'lifetime' ? 'for the plan\'s lifetime' : `per ${d.plan.period}`}` : '';
       caption = `${d.from} to ${d.to}: ${formatSize(total.bytes_up + total.bytes_down)}${limit}`;
     } else if (opts.by === 'domain') {
       const d = await api.usageDomains({ ...params, ...(opts.limit !== undefined ? { limit: opts.limit } : {}) });
       data = d;
       rows = d.domains.map((x) => ({ key: x.domain, bytes_up: x.bytes_up, bytes_down: x.bytes_down, connections: x.connections }));
-      if (d.other.bytes_up + d.other.bytes_down + d.other.connections > 0) rows.push({ key: OTHER_ROW, ...d.other });
+      const other = d.other.bytes_up + d.other.bytes_down + d.other.connections > 0;
+      if (other) rows.push({ key: OTHER_ROW, ...d.other });
       total = sum(rows);
-      caption = `${rows.length} rows`;
+      caption = `${count(d.domains.length, 'domain')}${other ? `, the rest as ${OTHER_ROW}` : ''}`;
     } else {
       const d = await api.usageSeries({ ...params, granularity: opts.by });
       data = d;
       rows = d.points.map((p) => ({ key: p.time, bytes_up: p.bytes_up, bytes_down: p.bytes_down, connections: p.connections }));
       total = sum(rows);
-      caption = `${rows.length} ${opts.by === 'day' ? 'days' : 'hours'}`;
+      caption = count(rows.length, opts.by);
     }
   } catch (err) {
     throw apiFailure(err, resolved.source);
@@ -122,6 +124,9 @@ export async function runUsage(opts: UsageOptions, deps: Deps): Promise<ExitCode
   out.line(out.paint('dim', caption));
   return Exit.OK;
 }
+
+/** `1 domain`, `3 days`. */
+const count = (n: number, what: string): string => `${n} ${what}${n === 1 ? '' : 's'}`;
 
 function sum(rows: Row[]): Omit<Row, 'key'> {
   return rows.reduce((t, r) => ({ bytes_up: t.bytes_up + r.bytes_up, bytes_down: t.bytes_down + r.bytes_down, connections: t.connections + r.connections }), { bytes_up: 0, bytes_down: 0, connections: 0 });

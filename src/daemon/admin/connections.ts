@@ -1,7 +1,7 @@
 // `proxyd admin connections`: the connection log (docs/admin.md) for the operator, as JSON lines or a table, with
 // `--follow` streaming new records from every node as they are written.
 import { isIP } from 'node:net';
-import { parseDurationMs, parseIsoTime } from '../../contract/time.js';
+import { parseDurationMs, parseIsoTime, timeFlagProblem } from '../../contract/time.js';
 import { DECISIONS, LOG_REASONS, connectionJson, isDecision, isLogReason, sourceIpFilter, type ConnectionJson } from '../services/connection-log.js';
 import type { ConnectionLogFilter, ConnectionLogRow, Store } from '../store/index.js';
 import { alignedLine, columnWidths } from '../services/text-table.js';
@@ -25,7 +25,7 @@ export function parseSince(s: string, nowMs: number): number {
   const back = parseDurationMs(s, { units: 'smhd' });
   if (back !== null) return nowMs - back;
   const t = parseIsoTime(s);
-  if (t === null) throw new AdminError(`--since: expected a duration (15m, 2h, 7d) or an ISO time, got "${s}"`);
+  if (t === null) throw new AdminError(timeFlagProblem('--since', s, 'a duration (15m, 2h, 7d) or an ISO time'));
   return t;
 }
 
@@ -55,15 +55,16 @@ export async function connectionFilter(store: Store, o: ConnectionsOptions, nowM
 }
 
 const PAGE = 5_000;
-const COLUMNS = ['time', 'node', 'request_id', 'protocol', 'source_ip', 'username', 'account', 'target', 'decision', 'reason', 'bytes_up', 'bytes_down', 'duration_ms'] as const;
+/** The table's columns: every field of a record (`exit`: the exit an entry node's connection went through). */
+const COLUMNS = ['time', 'node', 'request_id', 'protocol', 'source_ip', 'username', 'account', 'target', 'exit', 'decision', 'reason', 'bytes_up', 'bytes_down', 'duration_ms'] as const;
 
-/** Columns of numbers, aligned on the right. */
-const NUMERIC = new Set<string>(['account', 'bytes_up', 'bytes_down', 'duration_ms']);
+/** Columns of numbers, aligned on the right (an account is an email: text, on the left). */
+const NUMERIC = new Set<string>(['bytes_up', 'bytes_down', 'duration_ms']);
 const numeric = (i: number) => NUMERIC.has(COLUMNS[i]!);
 
 /** One row's cells for `--format table`; anything not printable is escaped (records hold what clients sent). */
 function tableCells(r: ConnectionJson): string[] {
-  return COLUMNS.map((c) => (r[c] === null ? '-' : String(r[c]).replace(/[\x00-\x1f\x7f-\x9f]/g, (ch) => `\\x${ch.charCodeAt(0).toString(16).padStart(2, '0')}`)));
+  return COLUMNS.map((c) => (r[c] == null ? '-' : String(r[c]).replace(/[\x00-\x1f\x7f-\x9f]/g, (ch) => `\\x${ch.charCodeAt(0).toString(16).padStart(2, '0')}`)));
 }
 
 /**

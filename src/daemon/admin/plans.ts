@@ -1,8 +1,9 @@
 // `proxyd admin plan set|show` and `proxyd admin proxy-user set` (docs/admin.md, "plan"): an account's plan and its proxy
 // users' limits inside it. Sizes as `50GiB`, `500MB` or bytes; `none` removes a limit.
-import { parseIsoTime } from '../../contract/time.js';
+import { formatIsoTime } from '../../contract/schemas.js';
+import { parseIsoTime, timeFlagProblem } from '../../contract/time.js';
 import { countLimit, rateLimit, sizeLimit } from '../services/limits.js';
-import { NO_PLAN_PERIOD, periodUsed, planState } from '../metering/plans.js';
+import { NO_PLAN_PERIOD, periodUsed, planState, shownPeriodStart } from '../metering/plans.js';
 import type { Account, Plan, PlanPeriod, Store } from '../store/index.js';
 import { AdminError, AdminUsageError, NoAccountError } from './commands.js';
 
@@ -31,17 +32,17 @@ function rateOrNone(v: string, what: string): number | null {
   return r.value;
 }
 
-const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
+const iso = (ms: number | null) => (ms === null ? null : formatIsoTime(ms));
 
 /** The plan as printed by both commands; an account without one has no limits and a calendar month. */
 async function planJson(store: Store, accountId: number) {
   const now = Date.now();
   const plan = (await store.plans.get(accountId)) ?? { accountId, trafficLimit: null, ...NO_PLAN_PERIOD, maxConnections: null, expiresAt: null };
-  const { start, used } = await periodUsed(store, plan, now);
+  const { used } = await periodUsed(store, plan, now);
   return {
     traffic_limit: plan.trafficLimit,
     period: plan.period,
-    period_start: iso(start),
+    period_start: iso(await shownPeriodStart(store, accountId, plan, now)),
     used,
     max_connections: plan.maxConnections,
     expires_at: iso(plan.expiresAt),
@@ -75,7 +76,7 @@ export async function planSet(store: Store, o: PlanSetOptions) {
     if (o.expires === 'never') plan.expiresAt = null;
     else {
       const t = parseIsoTime(o.expires);
-      if (t === null) throw new AdminError(`--expires: expected an ISO time or never; got "${o.expires}"`);
+      if (t === null) throw new AdminError(timeFlagProblem('--expires', o.expires, 'an ISO time such as 2027-01-31 or 2027-01-31T23:59:59Z, or never'));
       plan.expiresAt = t;
     }
   }

@@ -1,6 +1,6 @@
 // `proxyd admin usage`: an account's metered usage (docs/admin.md), by proxy user or by minute, hour or day,
 // as JSON, CSV or a table (the report itself: services/usage.ts).
-import { parseIsoTime } from '../../contract/time.js';
+import { parseIsoTime, timeFlagProblem } from '../../contract/time.js';
 import { readUsageRetention, usageReport, usageText, type UsageBy, type UsageReport } from '../services/usage.js';
 import type { Store } from '../store/index.js';
 import { AdminError, AdminUsageError, NoAccountError } from './commands.js';
@@ -18,26 +18,27 @@ const DEFAULT_SPAN_MS: Record<UsageBy, number> = { minute: 3_600_000, hour: 86_4
 
 function parseTime(s: string, what: string): number {
   const t = parseIsoTime(s);
-  if (t === null) throw new AdminError(`${what}: expected an ISO time such as 2026-11-25T00:00:00Z, got "${s}"`);
+  if (t === null) throw new AdminError(timeFlagProblem(what, s, 'an ISO time such as 2026-11-25 or 2026-11-25T00:00:00Z'));
   return t;
 }
 
 function retentionOf(s: string): Record<'minute' | 'hour' | 'day', number> {
   const r = readUsageRetention(s);
-  if (typeof r === 'string') throw new AdminError(r);
+  if (typeof r === 'string') throw new AdminUsageError(r);
   return r;
 }
 
 export async function adminUsage(store: Store, o: UsageOptions, nowMs = Date.now()): Promise<UsageReport> {
   if (!o.email) throw new AdminUsageError('--email is required');
-  const account = await store.accounts.findByEmail(o.email);
-  if (!account) throw new NoAccountError(o.email);
+  // What the options say is checked before the account is looked up: a bad option is said as such.
   const by = (o.by ?? 'user') as UsageBy;
   if (!['user', 'minute', 'hour', 'day'].includes(by)) throw new AdminError('--by: expected user, minute, hour or day');
   const toMs = o.to !== undefined ? parseTime(o.to, '--to') : nowMs;
   const fromMs = o.from !== undefined ? parseTime(o.from, '--from') : toMs - DEFAULT_SPAN_MS[by];
   if (fromMs >= toMs) throw new AdminError('--from must be before --to');
   const retention = o.usageRetention === undefined ? undefined : retentionOf(o.usageRetention);
+  const account = await store.accounts.findByEmail(o.email);
+  if (!account) throw new NoAccountError(o.email);
   return usageReport(store, account.id, by, fromMs, toMs, nowMs, retention);
 }
 

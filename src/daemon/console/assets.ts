@@ -116,7 +116,7 @@ label { display: block; font-weight: 600; font-size: .9rem; margin-bottom: 6px; 
 .field + .field { margin-top: 16px; }
 .grid-2 > .field + .field { margin-top: 0; }
 .hint { display: block; color: var(--muted); font-size: .85rem; margin-top: 6px; font-weight: 400; }
-input[type=text], input[type=email], input[type=password], select {
+input[type=text], input[type=email], input[type=password], input[type=url], select {
   display: block; width: 100%; font: inherit; color: var(--text);
   padding: 0 12px; border: 1px solid var(--border-strong); border-radius: 8px; background: var(--surface);
   height: 44px;
@@ -188,16 +188,24 @@ td.actions .btn { min-width: 84px; }
 .notice td, .notice th { border-color: #f7d4d0; }
 .remark { color: var(--muted); overflow-wrap: anywhere; }
 .empty { text-align: center; padding: 40px 16px; color: var(--muted); }
-.usage-chart { display: block; width: 100%; height: auto; margin-top: 20px; }
+.usage-period { display: grid; grid-template-columns: minmax(0, 1fr) minmax(0, 420px); gap: 24px 32px; align-items: start; }
+.usage-chart { display: block; width: 100%; height: auto; }
 .usage-chart .bar { fill: var(--primary); }
 .usage-chart .bar:hover { opacity: 0.75; }
 .usage-chart .axis { stroke: #d0d5dd; stroke-width: 1; }
 .usage-chart .tick, .usage-chart .chart-title { font: 11px system-ui, sans-serif; fill: #667085; }
 .usage-chart .chart-title { font-weight: 600; fill: #344054; }
-form.limits { display: flex; flex-wrap: wrap; gap: 6px 10px; align-items: center; }
-form.limits label { display: flex; gap: 6px; align-items: center; font-size: 13px; color: var(--muted); margin: 0; }
-form.limits input { width: auto; min-width: 0; padding: 4px 8px; font-size: 13px; }
+form.limits { display: flex; flex-wrap: wrap; gap: 8px 12px; align-items: flex-start; }
+form.limits label { display: flex; flex-direction: column; align-items: flex-start; gap: 3px; font-size: 13px; color: var(--muted); margin: 0; }
+form.limits input { width: auto; min-width: 0; height: 34px; padding: 4px 8px; font-size: 13px; }
+form.limits .fmt { font-size: 12px; font-weight: 400; }
+form.limits .btn { margin-top: 22px; }
+.signing { margin-top: 20px; padding-top: 16px; border-top: 1px solid var(--border); }
+.signing h3 { font-size: 1rem; margin: 0 0 6px; }
+.signing p { margin: 0 0 8px; }
+.signing pre { margin: 0 0 8px; padding: 10px 12px; border-radius: 8px; background: var(--bg); white-space: pre-wrap; overflow-wrap: anywhere; }
 td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
+td.nowrap { white-space: nowrap; }
 .card.flush { padding: 0; overflow: hidden; }
 .card.flush .card-head { padding: 20px 24px 0; }
 .card.flush .filters { padding: 0 24px 20px; border-bottom: 1px solid var(--border); }
@@ -218,7 +226,8 @@ td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
 @media (max-width: 720px) {
   .wrap { padding: 0 16px; }
   .topbar .wrap { flex-wrap: wrap; gap: 4px 12px; padding-top: 10px; padding-bottom: 6px; min-height: 0; }
-  .nav { margin-left: -10px; width: calc(100% + 10px); gap: 0; flex-wrap: nowrap; overflow-x: auto; }
+  /* Every link and "Log out" on screen: the nav wraps to a second line rather than scrolling sideways. */
+  .nav { margin-left: -10px; width: calc(100% + 10px); gap: 0; }
   .nav a, .nav button { padding: 8px 10px; font-size: .9rem; white-space: nowrap; }
   main.wrap { padding-top: 24px; padding-bottom: 40px; }
   h1 { font-size: 1.45rem; }
@@ -226,7 +235,7 @@ td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
   .card.flush .card-head { padding: 16px 18px 0; }
   .card.flush .filters { padding: 0 18px 16px; }
   .pager { padding: 12px 18px; }
-  .grid-2 { grid-template-columns: 1fr; }
+  .grid-2, .usage-period { grid-template-columns: 1fr; }
   .card-head { flex-direction: column; }
   dl.facts { grid-template-columns: 1fr; gap: 2px; }
   dl.facts dd { margin-bottom: 10px; }
@@ -237,9 +246,13 @@ td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
   table.stack-sm, table.stack-sm tbody, table.stack-sm tr, table.stack-sm td { display: block; width: 100%; }
   table.stack-sm tr { padding: 12px 18px; border-bottom: 1px solid var(--border); }
   table.stack-sm tbody tr:last-child { border-bottom: 0; }
-  table.stack-sm td { border: 0; padding: 3px 0; display: flex; gap: 12px; justify-content: space-between; text-align: right; }
-  table.stack-sm td::before { content: attr(data-label); color: var(--muted); font-size: .85rem; text-align: left; flex: none; }
-  table.stack-sm td.actions { justify-content: flex-start; padding-top: 10px; flex-wrap: wrap; gap: 8px; }
+  /* A cell's label floats left and its content flows beside it, right-aligned: a cell of several parts (a badge, a
+     reason and its code) stays one text, not a row of squeezed columns. */
+  table.stack-sm td { border: 0; padding: 3px 0; text-align: right; overflow-wrap: anywhere; }
+  table.stack-sm td::before { content: attr(data-label); float: left; margin-right: 12px; color: var(--muted); font-size: .85rem; text-align: left; }
+  table.stack-sm td::after { content: ""; display: block; clear: both; }
+  table.stack-sm td.actions { display: flex; justify-content: flex-start; padding-top: 10px; flex-wrap: wrap; gap: 8px; }
+  table.stack-sm td.actions::after { content: none; }
   table.stack-sm td.actions::before { content: none; }
   table.stack-sm td.actions form { margin: 0; }
   .auth .card { padding: 24px; }

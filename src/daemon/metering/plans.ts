@@ -44,6 +44,20 @@ export function accountPeriodStart(plan: Pick<Plan, 'period' | 'anchorDay'> | nu
   return periodStart(p.period, p.anchorDay, nowMs);
 }
 
+/**
+ * Where the account's current period starts as people are shown it (the usage API's default range, the console,
+ * `proxyd admin plan show`): as `accountPeriodStart`, but a lifetime plan's period starts on the day of the
+ * account's first usage kept, else the day it was created, not at the epoch (which the enforcer may sum from:
+ * there is no usage before either, so the totals agree).
+ */
+export async function shownPeriodStart(store: Store, accountId: number, plan: Pick<Plan, 'period' | 'anchorDay'> | null | undefined, nowMs: number): Promise<number> {
+  if (plan?.period !== 'lifetime') return accountPeriodStart(plan, nowMs);
+  const first = await store.usage.firstUsage(accountId);
+  if (first !== null) return bucketStart('day', first);
+  const account = await store.accounts.get(accountId);
+  return account ? bucketStart('day', account.created_at * 1000) : bucketStart('day', nowMs);
+}
+
 export type PlanState = 'ok' | 'over_traffic' | 'expired';
 
 /** A plan's state, given what its current period has used. */

@@ -1,5 +1,6 @@
 // The connection log as people read it (docs/support.md): the closed list of reasons and the one record shape that
 // `proxyd admin connections` prints and the console's Connections page shows.
+import { formatIsoTime } from '../../contract/schemas.js';
 import { canonicalIp } from '../../gateway/index.js';
 import type { LogReason } from '../../gateway/types.js';
 import type { ConnectionLogRow } from '../store/index.js';
@@ -11,6 +12,7 @@ import type { ConnectionLogRow } from '../store/index.js';
 export const REASON_TEXT: Readonly<Record<LogReason, string>> = {
   unknown_user: 'No proxy user has this username',
   wrong_password: 'Wrong password for this proxy user',
+  bad_username_params: 'The parameters after the username are not valid: USER-country-CC-city-NAME-session-ID-sesstime-MIN, CC two letters, MIN 1 to 1440',
   user_disabled: 'This proxy user is disabled',
   account_inactive: 'The account is suspended or closed',
   not_whitelisted: 'The source IP is not on the whitelist',
@@ -32,6 +34,15 @@ export const REASON_TEXT: Readonly<Record<LogReason, string>> = {
 /** Every reason, as the filters of `proxyd admin connections` and the console offer them. */
 export const LOG_REASONS = Object.keys(REASON_TEXT) as LogReason[];
 
+/**
+ * Reasons only an attempt that matched no account is refused for (a username no proxy user has, a source IP on no
+ * whitelist): such records are the operator's, so no customer ever sees one.
+ */
+export const NO_ACCOUNT_REASONS: readonly LogReason[] = ['unknown_user', 'not_whitelisted'];
+
+/** The reasons an account's own records can carry: the console's Reason filter. */
+export const ACCOUNT_REASONS: readonly LogReason[] = LOG_REASONS.filter((r) => !NO_ACCOUNT_REASONS.includes(r));
+
 export function isLogReason(s: string): s is LogReason {
   return Object.hasOwn(REASON_TEXT, s);
 }
@@ -47,7 +58,7 @@ export function isDecision(s: string): s is Decision {
 /** A record as printed and as the console shows it: one shape everywhere (docs/support.md). */
 export function connectionJson(r: ConnectionLogRow) {
   return {
-    time: new Date(r.startedAt).toISOString(),
+    time: formatIsoTime(r.startedAt),
     node: r.node,
     request_id: r.requestId,
     protocol: r.protocol,

@@ -4,26 +4,64 @@
 import { alignedLine, columnWidths } from './text-table.js';
 import { MAX_SERIES_POINTS } from '../../contract/paths.js';
 import { parseDurationMs } from '../../contract/time.js';
-import type { UsageDomainsData, UsageDomainsQuery, UsageSeriesData, UsageSeriesQuery, UsageSummaryData, UsageSummaryQuery } from '../../contract/schemas.js';
-import { accountPeriodStart } from '../metering/plans.js';
+import { formatIsoTime, type UsageDomainsData, type UsageDomainsQuery, type UsageSeriesData, type UsageSeriesQuery, type UsageSummaryData, type UsageSummaryQuery } from '../../contract/schemas.js';
+import { shownPeriodStart } from '../metering/plans.js';
 import { DEFAULT_USAGE_RETENTION_MS, OTHER_DOMAIN, PERIOD_MS, bucketStart } from '../store/usage-sql.js';
 import type { Plan, Store, UsagePeriod, UsageRow } from '../store/index.js';
 
 export const DEFAULT_USAGE_RETENTION = 'minute=48h,hour=90d,day=2y';
 
-/** `--usage-retention` (serve, and admin usage, which must read the buckets the daemon keeps): the kept spans, or what is wrong. */
+const UNIT_WORDS: Record<string, string> = { s: 'second', m: 'minute', h: 'hour', d: 'day', y: 'year' };
+const PERIODS: readonly UsagePeriod[] = ['minute', 'hour', 'day'];
+
+/** `48h` → "48 hours": what an operator's duration means, said back in words (`1m` is a minute, not a month). */
+function inWords(v: string): string {
+  const m = /^(\d+)([a-z])$/.exec(v)!;
+  return `${m[1]} ${UNIT_WORDS[m[2]!]}${m[1] === '1' ? '' : 's'}`;
+}
+
+/**
+ * `--usage-retention` (serve, and admin usage, which must read the buckets the daemon keeps): the kept spans, or
+ * what is wrong, saying the unit it read. Refused: a number without a unit (`minute=48`), a span that keeps not
+ * even one bucket (`hour=1m`: one minute, as `m` is minutes; `minute=0`), and spans out of order (minutes kept
+ * longer than hours, hours longer than days: the coarser buckets are what remains of the finer ones).
+ */
 export function readUsageRetention(s: string): Record<UsagePeriod, number> | string {
   const out = { ...DEFAULT_USAGE_RETENTION_MS };
+  const given: Partial<Record<UsagePeriod, string>> = {};
+  const flag = '--usage-retention';
   for (const part of s.split(',').map((x) => x.trim()).filter(Boolean)) {
-    const [k, v] = part.split('=');
-    if ((k !== 'minute' && k !== 'hour' && k !== 'day') || v === undefined) {
-      return `--usage-retention: expected minute=DURATION,hour=DURATION,day=DURATION (e.g. ${DEFAULT_USAGE_RETENTION}), got "${part}"`;
+    const [k, v, extra] = part.split('=').map((x) => x.trim());
+    if ((k !== 'minute' && k !== 'hour' && k !== 'day') || v === undefined || extra !== undefined) {
+      return `${flag}: expected minute=DURATION,hour=DURATION,day=DURATION (e.g. ${DEFAULT_USAGE_RETENTION}), got "${part}"`;
     }
-    const ms = parseDurationMs(v, { bareSeconds: true });
-    if (ms === null) return `--usage-retention: expected a duration such as 2y, 7d, 48h, 30m or 90s, got "${v}"`;
+    if (given[k] !== undefined) return `${flag}: ${k} is given twice ("${k}=${given[k]}" and "${part}")`;
+    const least = 'keep each period at least one bucket (minute=1m, hour=1h, day=1d)';
+    if (/^0+[a-z]?$/.test(v)) return `${flag}: "${part}" keeps nothing: ${least}`;
+    if (/^\d+$/.test(v)) return `${flag}: "${part}" has no unit: write ${v}h for ${v} hours, ${v}d for ${v} days, ${v}m for ${v} minutes (units: s, m, h, d, y)`;
+    const ms = parseDurationMs(v);
+    if (ms === null) return `${flag}: "${part}": expected a duration such as 2y, 90d, 48h, 30m or 90s (m is minutes; there is no month unit: write 30d), got "${v}"`;
+    if (ms < PERIOD_MS[k]) {
+      const months = v.endsWith('m') && k !== 'minute' ? ' (m is minutes; there is no month unit: write 30d)' : '';
+      return `${flag}: "${part}" keeps ${k} buckets ${inWords(v)}${months}, less than one ${k}: ${least}`;
+    }
+    given[k] = v;
     out[k] = ms;
   }
+  // Finer buckets kept longer than coarser ones would be read in place of them and then vanish first.
+  for (let i = 0; i + 1 < PERIODS.length; i++) {
+    const [fine, coarse] = [PERIODS[i]!, PERIODS[i + 1]!];
+    if (out[fine] > out[coarse]) {
+      const say = (p: UsagePeriod) => `${p} buckets ${given[p] !== undefined ? `${inWords(given[p])} (${p}=${given[p]})` : `${inWords(defaultOf(p))} (the default, ${p}=${defaultOf(p)})`}`;
+      return `${flag}: ${say(fine)} would be kept longer than ${say(coarse)}: keep minutes no longer than hours, and hours no longer than days`;
+    }
+  }
   return out;
+}
+
+/** The default span of one period as written in DEFAULT_USAGE_RETENTION (`48h`). */
+function defaultOf(p: UsagePeriod): string {
+  return new RegExp(`${p}=(\\w+)`).exec(DEFAULT_USAGE_RETENTION)![1]!;
 }
 
 export interface UsageTotals {
@@ -70,7 +108,7 @@ export async function usageReport(
     total.bytes_down += r.bytesDown;
     total.connections += r.connections;
     const t: UsageTotals = { bytes_up: r.bytesUp, bytes_down: r.bytesDown, connections: r.connections };
-    return by === 'user' ? { user: userOf(r.subject), ...t } : { time: new Date(r.startMs).toISOString(), ...t };
+    return by === 'user' ? { user: userOf(r.subject), ...t } : { time: formatIsoTime(r.startMs), ...t };
   });
   return { rows: out, total };
 }
@@ -95,9 +133,6 @@ export function usageText(r: UsageReport, format: 'csv' | 'table'): string {
 
 // ---- the customer's view: the API's /usage endpoints (docs/api.md, "Usage") ----
 
-/** A usage time as the API writes it: ISO 8601 UTC, whole seconds unless the instant has milliseconds. */
-export const apiTime = (ms: number): string => new Date(ms).toISOString().replace(/\.000Z$/, 'Z');
-
 /** `alice` → `user:alice`; whitelist traffic is asked for as `ip:A.B.C.D`, its own subject. */
 export const subjectOf = (user: string): string => (user.startsWith('ip:') ? user : `user:${user}`);
 
@@ -111,11 +146,12 @@ export class UsageQueryError extends Error {
 
 /**
  * The range a usage call covers, [from, to): what was asked, else the account's current period (its plan's,
- * else the calendar month, UTC) up to now. `from` after `to` is refused.
+ * else the calendar month, UTC; a lifetime plan's from the account's first usage or creation) up to now. `from`
+ * after `to` is refused.
  */
 export async function usageRange(store: Store, accountId: number, q: { from?: number | undefined; to?: number | undefined }, nowMs: number): Promise<{ plan: Plan | null; from: number; to: number }> {
   const plan = await store.plans.get(accountId);
-  const from = q.from ?? accountPeriodStart(plan, nowMs);
+  const from = q.from ?? (await shownPeriodStart(store, accountId, plan, nowMs));
   // Up to the end of the current second, so what was relayed "now" is inside.
   const to = q.to ?? Math.floor(nowMs / 1000) * 1000 + 1000;
   if (from > to) throw new UsageQueryError('from', 'after to');
@@ -132,32 +168,45 @@ export async function usageSummary(
   const { plan, from, to } = await usageRange(store, accountId, q, nowMs);
   const report = await usageReport(store, accountId, 'user', from, to, nowMs, retentionMs);
   return {
-    from: apiTime(from),
-    to: apiTime(to),
+    from: formatIsoTime(from),
+    to: formatIsoTime(to),
     plan: plan && {
       traffic_limit: plan.trafficLimit,
       period: plan.period,
       max_connections: plan.maxConnections,
-      expires_at: plan.expiresAt === null ? null : apiTime(plan.expiresAt),
+      expires_at: plan.expiresAt === null ? null : formatIsoTime(plan.expiresAt),
     },
     ...report.total,
     users: report.rows.map((r) => ({ user: (r as { user: string }).user, bytes_up: r.bytes_up, bytes_down: r.bytes_down, connections: r.connections })),
   };
 }
 
-/** Every hour or day bucket from `from`'s to `to`, oldest first, those without traffic as zeros; at most MAX_SERIES_POINTS. */
+/**
+ * Every hour or day bucket from `from`'s to `to`, oldest first, those without traffic as zeros; at most
+ * MAX_SERIES_POINTS. Without `from`, the current period's buckets, or the last MAX_SERIES_POINTS of them when it
+ * holds more (a lifetime plan by hour); a `from` that asks for more is refused, saying what would fit.
+ */
 export async function usageSeries(store: Store, accountId: number, q: UsageSeriesQuery, nowMs: number): Promise<UsageSeriesData> {
   const { from, to } = await usageRange(store, accountId, q, nowMs);
-  const step = PERIOD_MS[q.granularity];
-  const first = bucketStart(q.granularity, from);
-  const count = Math.max(0, Math.ceil((to - first) / step));
-  if (count > MAX_SERIES_POINTS) throw new UsageQueryError('from', `the range holds ${count} ${q.granularity}s, at most ${MAX_SERIES_POINTS} points`);
+  const g = q.granularity;
+  const step = PERIOD_MS[g];
+  let first = bucketStart(g, from);
+  let count = Math.max(0, Math.ceil((to - first) / step));
+  if (count > MAX_SERIES_POINTS && q.from === undefined) {
+    first = bucketStart(g, to - 1) - (MAX_SERIES_POINTS - 1) * step;
+    count = MAX_SERIES_POINTS;
+  }
+  if (count > MAX_SERIES_POINTS) {
+    const latest = formatIsoTime(bucketStart(g, to - 1) - (MAX_SERIES_POINTS - 1) * step);
+    const coarser = g === 'hour' ? ', or granularity day' : '';
+    throw new UsageQueryError('from', `the range holds ${count} ${g}s, at most ${MAX_SERIES_POINTS} points: give a from of ${latest} or later (or an earlier to)${coarser}`);
+  }
   const rows = await store.usage.query({ accountId, period: q.granularity, fromMs: first, toMs: to, by: 'time', ...(q.user !== undefined ? { subject: subjectOf(q.user) } : {}) });
   const byStart = new Map(rows.map((r) => [r.startMs, r]));
   const points = Array.from({ length: count }, (_, i) => {
     const start = first + i * step;
     const r = byStart.get(start);
-    return { time: apiTime(start), bytes_up: r?.bytesUp ?? 0, bytes_down: r?.bytesDown ?? 0, connections: r?.connections ?? 0 };
+    return { time: formatIsoTime(start), bytes_up: r?.bytesUp ?? 0, bytes_down: r?.bytesDown ?? 0, connections: r?.connections ?? 0 };
   });
   return { granularity: q.granularity, points };
 }

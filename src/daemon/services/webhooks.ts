@@ -13,6 +13,9 @@ export type Lookup = (host: string) => Promise<Array<{ address: string; family: 
 
 const systemLookup: Lookup = (host) => dnsLookup(host, { all: true, verbatim: true });
 
+/** What a refusal of an http:// or private receiver adds: the one switch that allows it, and whose it is. */
+const PRIVATE_HINT = 'http:// and private or loopback receivers are allowed only when the operator runs proxyd serve, or proxyd admin webhook set, with --allow-private-webhooks';
+
 /** A webhook the rules refuse; the message says why (never carries the secret). */
 export class WebhookError extends Error {
   override name = 'WebhookError';
@@ -37,7 +40,7 @@ export async function checkWebhookUrl(url: string, allowPrivate: boolean, lookup
     throw new WebhookError('url: not a URL');
   }
   if (u.username || u.password) throw new WebhookError('url: no credentials in the URL (requests are signed)');
-  if (u.protocol !== 'https:' && !(allowPrivate && u.protocol === 'http:')) throw new WebhookError(allowPrivate ? 'url: http:// or https:// only' : 'url: must be https://');
+  if (u.protocol !== 'https:' && !(allowPrivate && u.protocol === 'http:')) throw new WebhookError(allowPrivate ? 'url: http:// or https:// only' : `url: must be https:// (${PRIVATE_HINT})`);
   const host = u.hostname.replace(/^\[(.*)\]$/, '$1');
   let addresses: Array<{ address: string; family: number }>;
   try {
@@ -47,7 +50,7 @@ export async function checkWebhookUrl(url: string, allowPrivate: boolean, lookup
   }
   if (addresses.length === 0) throw new WebhookError(`url: ${host} does not resolve`);
   // Every answer must be public: an attacker's name may answer a private address among public ones.
-  if (!allowPrivate && addresses.some((a) => !isPublicAddress(a.address))) throw new WebhookError(`url: ${host} resolves to a private or reserved address`);
+  if (!allowPrivate && addresses.some((a) => !isPublicAddress(a.address))) throw new WebhookError(`url: ${host} resolves to a private or reserved address (${PRIVATE_HINT})`);
   return { ...addresses[0]!, url: u };
 }
 

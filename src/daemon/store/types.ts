@@ -346,6 +346,8 @@ export interface UsageStore {
   query(q: UsageQuery): Promise<UsageRow[]>;
   /** Usage per registrable domain over the days in [fromMs, toMs), optionally of one subject (docs/api.md, "Usage"). */
   domains(q: { accountId: number; fromMs: number; toMs: number; subject?: string }): Promise<DomainUsageRow[]>;
+  /** When the account's kept usage starts (its earliest bucket, ms), or null when it has none. */
+  firstUsage(accountId: number): Promise<number | null>;
   /** Day buckets of these accounts since `sinceMs`, summed over nodes: what their plans' periods have used. */
   dailyTotals(accountIds: readonly number[], sinceMs: number): Promise<Array<{ accountId: number; subject: string; startMs: number; bytes: number }>>;
   /** Removes buckets of `period` that start before `beforeMs`, and flush ids older than a day; how many rows. */

@@ -62,6 +62,16 @@ export function dailyTotalsText(ids: string): string {
     ) b GROUP BY account_id, subject, start_ms`;
 }
 
+/**
+ * Where an account's kept usage starts: its earliest day bucket, or an earlier minute one (on PostgreSQL a minute
+ * not folded into its day yet); each a seek of the primary key. One parameter, the account id, twice.
+ */
+export const FIRST_USAGE_TEXT = `SELECT MIN(m) AS first_ms FROM (
+    SELECT MIN(start_ms) AS m FROM usage_buckets WHERE account_id = ? AND period = 'day'
+    UNION ALL
+    SELECT MIN(start_ms) AS m FROM usage_buckets WHERE account_id = ? AND period = 'minute'
+  ) f`;
+
 export function toUsageRow(r: { start_ms: number | string; subject: string | null; bytes_up: number | string; bytes_down: number | string; connections: number | string }): UsageRow {
   return { startMs: Number(r.start_ms), subject: r.subject, bytesUp: Number(r.bytes_up), bytesDown: Number(r.bytes_down), connections: Number(r.connections) };
 }

@@ -4,7 +4,7 @@ import { BusinessError, Code } from '../../../contract/codes.js';
 import { API_KEY_PARAM } from '../../../contract/paths.js';
 import { assertBatchSize } from '../../services/whitelist.js';
 import { UsageQueryError } from '../../services/usage.js';
-import { firstIssueField } from '../../../contract/schemas.js';
+import { firstIssueDetail, firstIssueField } from '../../../contract/schemas.js';
 import { rawQuery } from '../auth.js';
 import { safeName } from '../body.js';
 
@@ -22,7 +22,10 @@ export function parseStrictQuery<S extends z.ZodType>(raw: string, schema: S): z
     obj[key] = values[0]!;
   }
   const r = schema.safeParse(obj);
-  if (!r.success) throw new BusinessError(Code.INVALID_PARAMS, `invalid parameters: ${safeName(firstIssueField(r.error))}`);
+  if (!r.success) {
+    const detail = firstIssueDetail(r.error);
+    throw new BusinessError(Code.INVALID_PARAMS, `invalid parameters: ${safeName(firstIssueField(r.error))}${detail ? ` (${detail})` : ''}`);
+  }
   return r.data;
 }
 

@@ -61,7 +61,7 @@ function tokenCard(v: AccountView): Html {
 
 function webhookCard(v: AccountView): Html {
   return html`<section class="card" aria-labelledby="webhook-title" data-testid="webhook-card">
-<div class="card-head"><div><h2 id="webhook-title">Usage webhook</h2><p class="muted">We POST a signed JSON event to your HTTPS URL when your traffic passes a share of your plan's limit, and when your plan expires (docs: "Webhooks").</p></div></div>
+<div class="card-head"><div><h2 id="webhook-title">Usage webhook</h2><p class="muted">We POST a signed JSON event to your HTTPS URL when your traffic passes a share of your plan's limit, and when your plan expires.</p></div></div>
 ${
   v.revealedWebhookSecret
     ? html`<div class="notice warn" role="status"><p><strong>Copy the signing secret now.</strong> It is shown only this once. Check each request's <code>Proxyd-Signature</code> with it.</p></div>
@@ -77,6 +77,12 @@ ${csrfField(v.csrf)}
 <div class="field"><label for="webhook_thresholds">Thresholds (% of the plan's traffic limit)</label><input type="text" id="webhook_thresholds" name="thresholds" value="${(v.webhook?.thresholds ?? [80, 100]).join(',')}" inputmode="numeric" aria-describedby="webhook_thresholds_hint"><span class="hint" id="webhook_thresholds_hint">Whole percentages, comma-separated. Saving makes a new signing secret.</span></div>
 <div class="form-actions"><button class="btn secondary" type="submit">Save webhook</button></div>
 </form>
+<div class="signing" data-testid="webhook-signing">
+<h3>Checking a request</h3>
+<p class="small">Each request carries <code>Proxyd-Signature: t=UNIX,v1=HEX</code>, where <code>HEX</code> is the HMAC-SHA256, in lower-case hex, of <code>t</code>, a dot and the raw request body, keyed with your whole signing secret, <code>whsec_</code> prefix included:</p>
+<pre class="small"><code>HEX = hex(HMAC-SHA256(key = "whsec_…", message = t + "." + body))</code></pre>
+<p class="small muted">Compare in constant time and refuse a <code>t</code> more than 5 minutes old. A retry carries the same <code>Proxyd-Event-Id</code> and body: use the id to drop duplicates.</p>
+</div>
 ${
   v.webhook
     ? html`<form method="post" action="/console/webhook/remove" class="form-actions">${csrfField(v.csrf)}<button class="btn ghost-danger" type="submit">Remove webhook</button></form>`

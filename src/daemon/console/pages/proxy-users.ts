@@ -40,10 +40,11 @@ function revealCard(r: { username: string; password: string }): Html {
 function limitsForm(u: ProxyUser, l: UserLimits | undefined, csrf: string): Html {
   // Exact (a rounded figure saved back unchanged would move the limit by a few bytes).
   const size = l?.trafficLimit != null ? formatSizeExact(l.trafficLimit) : '';
+  // Each field says what it takes under it: the formats are not only in the aria-labels.
   return html`<form method="post" action="/console/proxy-users/${u.id}/limits" class="limits" data-testid="limits-form">${csrfField(csrf)}
-<label>Traffic limit <input type="text" name="traffic_limit" value="${size}" placeholder="none" size="8" autocomplete="off" spellcheck="false" aria-label="Traffic limit of ${u.username} (for example 50GiB)"></label>
-<label>Max connections <input type="text" name="max_connections" inputmode="numeric" value="${l?.maxConnections != null ? String(l.maxConnections) : ''}" placeholder="none" size="5" autocomplete="off" aria-label="Max connections of ${u.username}"></label>
-<label>Rate limit <input type="text" name="rate_limit" value="${l?.rateLimit != null ? formatRate(l.rateLimit) : ''}" placeholder="none" size="8" autocomplete="off" spellcheck="false" aria-label="Rate limit of ${u.username} (for example 10mbit)"></label>
+<label>Traffic limit <input type="text" name="traffic_limit" value="${size}" placeholder="no limit" size="8" autocomplete="off" spellcheck="false" aria-label="Traffic limit of ${u.username} (for example 50GiB)"><span class="fmt" data-testid="limit-format">a size: 500MB, 50GiB</span></label>
+<label>Max connections <input type="text" name="max_connections" inputmode="numeric" value="${l?.maxConnections != null ? String(l.maxConnections) : ''}" placeholder="no limit" size="5" autocomplete="off" aria-label="Max connections of ${u.username}"><span class="fmt" data-testid="limit-format">a number: 20</span></label>
+<label>Rate limit <input type="text" name="rate_limit" value="${l?.rateLimit != null ? formatRate(l.rateLimit) : ''}" placeholder="no limit" size="8" autocomplete="off" spellcheck="false" aria-label="Rate limit of ${u.username} (for example 10mbit)"><span class="fmt" data-testid="limit-format">each way: 500kbit, 10mbit, 1gbit</span></label>
 <button class="btn secondary sm" type="submit">Save limits</button>
 </form>`;
 }
@@ -86,7 +87,7 @@ ${
     ? html`<div class="empty" data-testid="proxy-users-empty">No proxy users yet.</div>`
     : html`<div class="table-wrap"><table class="stack-sm" data-testid="proxy-users-table">
 <caption class="visually-hidden">Proxy users</caption>
-<thead><tr><th scope="col">Username</th><th scope="col">Status</th><th scope="col">Created</th><th scope="col">Limits <span class="muted small">(in the account's period; empty: none)</span></th><th scope="col"><span class="visually-hidden">Actions</span></th></tr></thead>
+<thead><tr><th scope="col">Username</th><th scope="col">Status</th><th scope="col">Created</th><th scope="col">Limits <span class="muted small">(in the account's period; empty: no limit)</span></th><th scope="col"><span class="visually-hidden">Actions</span></th></tr></thead>
 <tbody>${v.users.map((u) => row(u, v.limits.get(u.username), v.csrf))}</tbody>
 </table></div>`
 }

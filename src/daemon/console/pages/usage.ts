@@ -25,33 +25,40 @@ interface UsageView {
   flash?: Flash | undefined;
 }
 
-/** One panel: a bar per bucket (up + down), tallest scaled to the panel's height. */
-function panel(title: string, starts: number[], report: UsageReport, label: (ms: number) => string, x0: number, width: number): string {
+// The chart's panels are stacked in one SVG 360 units wide: on a phone's ~320 px its 11-unit text is still ~10 px
+// on screen (side by side, the two panels shrank it to 5 px); on a wide screen the chart sits beside the totals.
+const CHART_WIDTH = 360;
+const PANEL_HEIGHT = 160;
+const PANEL_GAP = 20;
+
+/** One panel: a bar per bucket (up + down), tallest scaled to the panel's height; `y0`: its top. */
+function panel(title: string, starts: number[], report: UsageReport, label: (ms: number) => string, y0: number): string {
   const byStart = new Map(report.rows.map((r) => ['time' in r ? Date.parse(r.time) : 0, r.bytes_up + r.bytes_down]));
   const values = starts.map((s) => byStart.get(s) ?? 0);
   const max = Math.max(1, ...values);
-  const h = 120;
-  const top = 28;
+  const width = CHART_WIDTH;
+  const h = 110;
+  const top = y0 + 28;
   const gap = 2;
   const bw = (width - gap * (starts.length - 1)) / starts.length;
   const bars = values
     .map((v, i) => {
       const bh = v === 0 ? 0 : Math.max(1, (v / max) * h);
-      const x = x0 + i * (bw + gap);
+      const x = i * (bw + gap);
       return `<rect class="bar" x="${x.toFixed(1)}" y="${(top + h - bh).toFixed(1)}" width="${bw.toFixed(1)}" height="${bh.toFixed(1)}"><title>${esc(`${label(starts[i]!)}: ${formatSize(v)}`)}</title></rect>`;
     })
     .join('');
-  return `<g><text class="chart-title" x="${x0}" y="16">${esc(title)} · peak ${esc(formatSize(values.length ? Math.max(...values) : 0))}</text>
-<line class="axis" x1="${x0}" y1="${top + h + 0.5}" x2="${x0 + width}" y2="${top + h + 0.5}"/>${bars}
-<text class="tick" x="${x0}" y="${top + h + 16}">${esc(label(starts[0]!))}</text><text class="tick" x="${x0 + width}" y="${top + h + 16}" text-anchor="end">${esc(label(starts[starts.length - 1]!))}</text></g>`;
+  return `<g><text class="chart-title" x="0" y="${y0 + 16}">${esc(title)} · peak ${esc(formatSize(values.length ? Math.max(...values) : 0))}</text>
+<line class="axis" x1="0" y1="${top + h + 0.5}" x2="${width}" y2="${top + h + 0.5}"/>${bars}
+<text class="tick" x="0" y="${top + h + 16}">${esc(label(starts[0]!))}</text><text class="tick" x="${width}" y="${top + h + 16}" text-anchor="end">${esc(label(starts[starts.length - 1]!))}</text></g>`;
 }
 
 function chart(v: UsageView): Html {
   const hourLabel = (ms: number) => new Date(ms).toISOString().slice(11, 16) + ' UTC';
   const dayLabel = (ms: number) => new Date(ms).toISOString().slice(5, 10);
-  const svg = `<svg data-testid="usage-chart" class="usage-chart" viewBox="0 0 720 180" role="img" aria-label="Traffic in the last 24 hours and the last 30 days" xmlns="http://www.w3.org/2000/svg">
-${panel('Last 24 hours, per hour', v.hourStarts, v.hours, hourLabel, 0, 340)}
-${panel('Last 30 days, per day', v.dayStarts, v.days, dayLabel, 380, 340)}
+  const svg = `<svg data-testid="usage-chart" class="usage-chart" viewBox="0 0 ${CHART_WIDTH} ${2 * PANEL_HEIGHT + PANEL_GAP}" role="img" aria-label="Traffic in the last 24 hours and the last 30 days" xmlns="http://www.w3.org/2000/svg">
+${panel('Last 24 hours, per hour', v.hourStarts, v.hours, hourLabel, 0)}
+${panel('Last 30 days, per day', v.dayStarts, v.days, dayLabel, PANEL_HEIGHT + PANEL_GAP)}
 </svg>`;
   return raw(svg);
 }
@@ -68,21 +75,23 @@ function row(r: UsageReport['rows'][number]): Html {
 </tr>`;
 }
 
-function domainRow(r: { domain: string; bytes_up: number; bytes_down: number; connections: number }, max: number, other = false): Html {
+/** A domain's row; its share is of `all`, the period's traffic over every domain and the rest (not of the largest). */
+function domainRow(r: { domain: string; bytes_up: number; bytes_down: number; connections: number }, all: number, other = false): Html {
   const total = r.bytes_up + r.bytes_down;
+  const percent = (100 * total) / all;
   return html`<tr data-testid="${other ? 'usage-domain-other' : 'usage-domain-row'}" data-domain="${other ? '' : r.domain}">
 <td data-label="Domain">${other ? html`<span class="muted">Other</span>` : html`<code>${r.domain}</code>`}</td>
 <td data-label="Up" class="num">${formatSize(r.bytes_up)}</td>
 <td data-label="Down" class="num">${formatSize(r.bytes_down)}</td>
 <td data-label="Total" class="num" data-testid="usage-domain-total">${formatSize(total)}</td>
-<td data-label="Share" class="share"><meter min="0" max="${String(max)}" value="${String(total)}" aria-label="share of the largest"></meter></td>
+<td data-label="Share" class="share"><meter min="0" max="${String(all)}" value="${String(total)}" aria-label="share of all traffic"></meter> <span class="small muted" data-testid="usage-domain-share">${percent < 1 && total > 0 ? '<1' : String(Math.round(percent))} %</span></td>
 </tr>`;
 }
 
 function domainsCard(v: UsageView): Html {
   const { domains, other } = v.domains;
   const hasOther = other.bytes_up + other.bytes_down + other.connections > 0;
-  const max = Math.max(1, ...domains.map((d) => d.bytes_up + d.bytes_down), other.bytes_up + other.bytes_down);
+  const all = Math.max(1, domains.reduce((n, d) => n + d.bytes_up + d.bytes_down, 0) + other.bytes_up + other.bytes_down);
   return html`<section class="card flush" aria-labelledby="domains-title" data-testid="usage-domains">
 <div class="card-head"><div><h2 id="domains-title">Top domains</h2><p class="muted small">${v.periodLabel}, by the site's registrable domain (<code>a.b.example.co.uk</code> counts under <code>example.co.uk</code>; an IP address under itself).</p></div></div>
 ${
@@ -90,7 +99,7 @@ ${
     ? html`<div class="empty">No traffic in this period yet.</div>`
     : html`<div class="table-wrap"><table class="stack-sm">
 <thead><tr><th scope="col">Domain</th><th scope="col" class="num">Up</th><th scope="col" class="num">Down</th><th scope="col" class="num">Total</th><th scope="col">Share</th></tr></thead>
-<tbody>${domains.map((d) => domainRow(d, max))}${hasOther ? domainRow({ domain: '', ...other }, max, true) : ''}</tbody>
+<tbody>${domains.map((d) => domainRow(d, all))}${hasOther ? domainRow({ domain: '', ...other }, all, true) : ''}</tbody>
 </table></div>`
 }
 </section>`;
@@ -106,12 +115,14 @@ export function usagePage(v: UsageView) {
 <div class="stack">
 <section class="card" aria-labelledby="period-title">
 <div class="card-head"><div><h2 id="period-title">${v.periodLabel}</h2></div><a class="btn secondary sm" href="/console/usage.csv" data-testid="usage-csv" download>Download CSV</a></div>
+<div class="usage-period">
 <dl class="facts">
 <dt>Used</dt><dd data-testid="usage-total" data-bytes="${String(t.bytes_up + t.bytes_down)}">${formatSize(t.bytes_up + t.bytes_down)}</dd>
 <dt>Limit</dt><dd data-testid="usage-limit">${v.limit}</dd>
 <dt>Connections</dt><dd>${t.connections}</dd>
 </dl>
 ${chart(v)}
+</div>
 </section>
 <section class="card flush" aria-labelledby="users-title">
 <div class="card-head"><div><h2 id="users-title">By proxy user</h2><p class="muted small">${v.periodLabel}. Traffic admitted by your IP whitelist is listed under its IP address.</p></div></div>

@@ -2,7 +2,7 @@
 // whatever the filter says); attempts that matched no account never show here (operator only).
 import { isIP } from 'node:net';
 import type { FastifyInstance } from 'fastify';
-import { DECISIONS, LOG_REASONS, connectionJson, isDecision, isLogReason, sourceIpFilter } from '../../services/connection-log.js';
+import { ACCOUNT_REASONS, DECISIONS, connectionJson, isDecision, sourceIpFilter } from '../../services/connection-log.js';
 import { accountOf, sendHtml, takeFlash, type ConsoleDeps } from '../deps.js';
 import { connectionsPage, type ConnectionsFilter } from '../pages/connections.js';
 
@@ -24,12 +24,13 @@ export default function connectionRoutes(app: FastifyInstance, deps: ConsoleDeps
       user: str(q.user, 128),
       ip: str(q.ip, 64),
       decision: isDecision(decision) ? decision : '',
-      reason: isLogReason(reason) ? reason : '',
+      // Only reasons the account's records can carry (never one of an attempt that matched no account).
+      reason: (ACCOUNT_REASONS as readonly string[]).includes(reason) ? reason : '',
     };
     // A value the filter does not know is explained, not dropped (which would show every record as if filtered).
     const problems: string[] = [];
     if (decision !== '' && filter.decision === '') problems.push(`There is no result "${decision}": choose ${DECISIONS.join(' or ')}.`);
-    if (reason !== '' && filter.reason === '') problems.push(`There is no reason "${reason}": choose one of ${LOG_REASONS.join(', ')}.`);
+    if (reason !== '' && filter.reason === '') problems.push(`There is no reason "${reason}": choose one of ${ACCOUNT_REASONS.join(', ')}.`);
     if (filter.ip && !isIP(filter.ip)) problems.push('Enter a complete IP address to filter by, such as 203.0.113.7.');
     const filterError = problems.length > 0 ? problems.join(' ') : undefined;
     const rows = filterError
@@ -53,7 +54,7 @@ export default function connectionRoutes(app: FastifyInstance, deps: ConsoleDeps
         filterError,
         rows: rows.map(connectionJson),
         limit: LIMIT,
-        reasons: LOG_REASONS,
+        reasons: ACCOUNT_REASONS,
         flash: takeFlash(request),
       }),
     );

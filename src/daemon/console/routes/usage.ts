@@ -4,7 +4,7 @@ import type { FastifyInstance } from 'fastify';
 import { usageDomains, usageReport, usageText } from '../../services/usage.js';
 import { accountOf, sendHtml, takeFlash, type ConsoleDeps } from '../deps.js';
 import { usagePage } from '../pages/usage.js';
-import { accountPeriodStart } from '../../metering/plans.js';
+import { shownPeriodStart } from '../../metering/plans.js';
 import type { Plan, Store } from '../../store/index.js';
 import { PERIOD_MS, bucketStart } from '../../store/usage-sql.js';
 import { formatSize } from '../../../contract/size.js';
@@ -17,7 +17,7 @@ const DAY = PERIOD_MS.day;
 /** The account's plan and where its current period started: what the page and its CSV both cover. */
 async function currentPeriod(store: Store, accountId: number, nowMs: number): Promise<{ plan: Plan | null; from: number }> {
   const plan = await store.plans.get(accountId);
-  return { plan, from: accountPeriodStart(plan, nowMs) };
+  return { plan, from: await shownPeriodStart(store, accountId, plan, nowMs) };
 }
 
 export default function usageRoutes(app: FastifyInstance, deps: ConsoleDeps): void {
@@ -41,7 +41,7 @@ export default function usageRoutes(app: FastifyInstance, deps: ConsoleDeps): vo
     const periodLabel = !plan
       ? `This month (${new Date(from).toISOString().slice(0, 7)}, UTC)`
       : plan.period === 'lifetime'
-        ? 'Since the plan began'
+        ? `Since ${since} (lifetime plan, UTC)`
         : `This ${plan.period === 'day' ? 'day' : 'billing month'} (since ${since}, UTC)`;
     const limit = plan?.trafficLimit != null ? `${formatSize(plan.trafficLimit)} per ${plan.period === 'lifetime' ? 'plan' : plan.period}` : 'No limit';
     const expired = plan?.expiresAt != null && plan.expiresAt <= now;

@@ -18,6 +18,7 @@ import {
   perSubject,
   toDomainRow,
   toUsageRow,
+  FIRST_USAGE_TEXT,
   dailyTotalsText,
   usageQuery,
 } from '../usage-sql.js';
@@ -161,6 +162,12 @@ export class PgUsageStore extends PgFamily implements UsageStore {
     const params: Array<string | number> = [q.accountId, q.fromMs, q.toMs, ...(q.subject !== undefined ? [q.subject] : [])];
     const rows = await guard(() => this.sql.unsafe(text, params));
     return (rows as unknown as Parameters<typeof toDomainRow>[0][]).map(toDomainRow);
+  }
+
+  async firstUsage(accountId: number): Promise<number | null> {
+    const rows = await guard(() => this.sql.unsafe(FIRST_USAGE_TEXT.replace(/\?/g, '$1'), [accountId]));
+    const first = (rows as unknown as Array<{ first_ms: number | string | null }>)[0]?.first_ms;
+    return first == null ? null : Number(first);
   }
 
   async dailyTotals(accountIds: readonly number[], sinceMs: number): Promise<Array<{ accountId: number; subject: string; startMs: number; bytes: number }>> {

@@ -16,6 +16,7 @@ import {
   perSubject,
   toDomainRow,
   toUsageRow,
+  FIRST_USAGE_TEXT,
   dailyTotalsText,
   usageQuery,
 } from '../usage-sql.js';
@@ -73,6 +74,11 @@ export class SqliteUsageStore implements UsageStore {
   async domains(q: { accountId: number; fromMs: number; toMs: number; subject?: string }): Promise<DomainUsageRow[]> {
     const params: Array<string | number> = [q.accountId, q.fromMs, q.toMs, ...(q.subject !== undefined ? [q.subject] : [])];
     return stmt<unknown[], Parameters<typeof toDomainRow>[0]>(this.db, domainQueryText(q.subject !== undefined)).all(...params).map(toDomainRow);
+  }
+
+  async firstUsage(accountId: number): Promise<number | null> {
+    const r = stmt<[number, number], { first_ms: number | null }>(this.db, FIRST_USAGE_TEXT).get(accountId, accountId);
+    return r?.first_ms ?? null;
   }
 
   async dailyTotals(accountIds: readonly number[], sinceMs: number): Promise<Array<{ accountId: number; subject: string; startMs: number; bytes: number }>> {
