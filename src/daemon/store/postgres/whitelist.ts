@@ -1,5 +1,7 @@
 // Whitelist entries and the global IP claims (PostgreSQL): claims and releases are server-side functions.
-import type { ClaimOutcome, Inconsistencies, ListFilter, ReleaseOutcome, Repairs, WhitelistEntry, WhitelistStore } from '../types.js';
+import { batchRecord } from '../audit-sql.js';
+import type { AuditDraft, ClaimOutcome, Inconsistencies, ListFilter, ReleaseOutcome, Repairs, WhitelistEntry, WhitelistStore } from '../types.js';
+import { audited } from './audit.js';
 import { guard, type Sql } from './db.js';
 import { type NowSec, BATCH_MS, START_CHECK_MS, unlessBusy, PgFamily } from './family.js';
 
@@ -10,8 +12,9 @@ export class PgWhitelistStore extends PgFamily implements WhitelistStore {
     private readonly releaseGraceSec: number,
     /** The background lane (db.ts): a batch holds its connection for tens of ms and must not hold up calls. */
     private readonly background: Sql,
+    nowMs: () => number,
   ) {
-    super(sql, nowSec);
+    super(sql, nowSec, nowMs);
   }
 
   async claimIp(accountId: number, ip: string, remark: string): Promise<ClaimOutcome> {
@@ -22,9 +25,22 @@ export class PgWhitelistStore extends PgFamily implements WhitelistStore {
     return r === 'busy' ? r : r[0]!.r;
   }
 
-  async claimIps(accountId: number, items: ReadonlyArray<{ ip: string; remark: string }>): Promise<ClaimOutcome[]> {
+  async claimIps(accountId: number, items: ReadonlyArray<{ ip: string; remark: string }>, audit?: AuditDraft): Promise<ClaimOutcome[]> {
     if (items.length === 0) return [];
     const payload = JSON.stringify(items.map((i) => [i.ip, i.remark]));
+    if (audit) {
+      // With its record: one transaction, each item in a subtransaction (migration 20), the record last.
+      const [row] = await audited(
+        this.background,
+        this.nowMs,
+        accountId,
+        audit,
+        (q) => q<{ outcomes: ClaimOutcome[] }[]>`SELECT proxyd_claim_items(${accountId}::int, ${payload}::text::jsonb, ${this.nowSec()}::bigint, ${this.releaseGraceSec}::bigint) AS outcomes`,
+        (r) => batchRecord(audit, items.map((i) => i.ip), r[0]!.outcomes, 'added'),
+        BATCH_MS,
+      );
+      return row!.outcomes;
+    }
     const [row] = await guard(
       () => this.background<{ outcomes: ClaimOutcome[] }[]>`
         CALL proxyd_claim_batch(${accountId}::int, ${payload}::text::jsonb, ${this.nowSec()}::bigint, ${this.releaseGraceSec}::bigint, NULL)`,
@@ -33,8 +49,20 @@ export class PgWhitelistStore extends PgFamily implements WhitelistStore {
     return row!.outcomes;
   }
 
-  async releaseIps(accountId: number, ips: readonly string[]): Promise<ReleaseOutcome[]> {
+  async releaseIps(accountId: number, ips: readonly string[], audit?: AuditDraft): Promise<ReleaseOutcome[]> {
     if (ips.length === 0) return [];
+    if (audit) {
+      const [row] = await audited(
+        this.background,
+        this.nowMs,
+        accountId,
+        audit,
+        (q) => q<{ outcomes: ReleaseOutcome[] }[]>`SELECT proxyd_release_items(${accountId}::int, ${JSON.stringify(ips)}::text::jsonb, ${this.nowSec()}::bigint) AS outcomes`,
+        (r) => batchRecord(audit, ips, r[0]!.outcomes, 'deleted'),
+        BATCH_MS,
+      );
+      return row!.outcomes;
+    }
     const [row] = await guard(
       () => this.background<{ outcomes: ReleaseOutcome[] }[]>`
         CALL proxyd_release_batch(${accountId}::int, ${JSON.stringify(ips)}::text::jsonb, ${this.nowSec()}::bigint, NULL)`,
@@ -76,11 +104,16 @@ export class PgWhitelistStore extends PgFamily implements WhitelistStore {
     return { items, total };
   }
 
-  async setStatus(accountId: number, ip: string, status: 1 | 2): Promise<WhitelistEntry | null> {
-    const [e] = await guard(
-      () => this.sql<WhitelistEntry[]>`
+  async setStatus(accountId: number, ip: string, status: 1 | 2, audit?: AuditDraft): Promise<WhitelistEntry | null> {
+    const [e] = await audited(
+      this.sql,
+      this.nowMs,
+      accountId,
+      audit,
+      (q) => q<WhitelistEntry[]>`
         UPDATE whitelist_entries SET status = ${status} WHERE account_id = ${accountId} AND ip = ${ip} AND deleted_at IS NULL
         RETURNING id, account_id, ip, remark, status, created_at`,
+      (r) => (r.length ? audit! : null),
     );
     return e ?? null;
   }
