@@ -115,13 +115,14 @@ export class PgAuditStore implements AuditStore {
     const account = q.accountId ?? null;
     const from = q.fromMs ?? null;
     const to = q.toMs ?? null;
-    const actions = q.actions?.length ? [...q.actions] : null;
+    // As JSON text: the pool reads no type catalogue (fetch_types off), so a JS array is no text[] parameter.
+    const actions = q.actions?.length ? JSON.stringify(q.actions) : null;
     const rows = await guard(
       () => this.sql<Array<AuditRow & { total: number }>>`
         SELECT id, account_id, seq, time_ms, actor_type, actor_id, source_ip, request_id, action, target, details, prev_hash, hash, count(*) OVER ()::int AS total FROM audit_log
          WHERE (${account}::int IS NULL OR account_id = ${account}::int)
            AND (${from}::bigint IS NULL OR time_ms >= ${from}::bigint) AND (${to}::bigint IS NULL OR time_ms < ${to}::bigint)
-           AND (${actions}::text[] IS NULL OR action = ANY(${actions}::text[]))
+           AND (${actions}::text::jsonb IS NULL OR action IN (SELECT jsonb_array_elements_text(${actions}::text::jsonb)))
          ORDER BY (CASE WHEN ${q.order === 'oldest'} THEN id END) ASC, id DESC LIMIT ${q.limit} OFFSET ${q.offset}`,
     );
     let total = rows[0]?.total ?? 0;
@@ -131,7 +132,7 @@ export class PgAuditStore implements AuditStore {
           SELECT count(*)::int AS n FROM audit_log
            WHERE (${account}::int IS NULL OR account_id = ${account}::int)
              AND (${from}::bigint IS NULL OR time_ms >= ${from}::bigint) AND (${to}::bigint IS NULL OR time_ms < ${to}::bigint)
-             AND (${actions}::text[] IS NULL OR action = ANY(${actions}::text[]))`,
+             AND (${actions}::text::jsonb IS NULL OR action IN (SELECT jsonb_array_elements_text(${actions}::text::jsonb)))`,
       );
       total = c!.n;
     }

@@ -48,7 +48,7 @@ export class PgSecondFactorStore extends PgFamily implements SecondFactorStore {
 
   private async putCodes(q: Sql, accountId: number, hashes: readonly string[]): Promise<void> {
     await q`DELETE FROM recovery_codes WHERE account_id = ${accountId}`;
-    if (hashes.length) await q`INSERT INTO recovery_codes (account_id, code_hash) SELECT ${accountId}, unnest(${[...hashes]}::text[])`;
+    if (hashes.length) await q`INSERT INTO recovery_codes (account_id, code_hash) SELECT ${accountId}, jsonb_array_elements_text(${JSON.stringify(hashes)}::text::jsonb)`;
   }
 
   private tx<T>(work: (q: Sql) => Promise<T>): Promise<T> {
