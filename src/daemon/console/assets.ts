@@ -364,8 +364,11 @@ export const PASSKEY_JS = `'use strict';
         })
         .then(function (j) {
           var form = btn.getAttribute('data-form');
-          if (form) document.getElementById(form).submit();
-          else location.href = j.next || location.href;
+          if (form) return document.getElementById(form).submit();
+          // The same page again (a fragment alone would not reload it): reload, so it shows what changed.
+          var next = new URL(j.next || location.href, location.href);
+          if (next.pathname + next.search === location.pathname + location.search) location.reload();
+          else location.assign(next.href);
         })
         .catch(function (e) {
           btn.disabled = false;
