@@ -6,7 +6,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { base32Decode, hotp, totpStep } from '../../src/daemon/services/totp.js';
 import { admin, inspectDb, startDaemon, type Daemon } from '../helpers/daemon.js';
-import { ConsoleClient } from './client.js';
+import { ConsoleClient, nextTotpCode as next, testid } from './client.js';
 
 const PASSWORD = 'correct horse battery';
 let daemon: Daemon;
@@ -34,10 +34,6 @@ async function signedIn(email: string): Promise<ConsoleClient> {
   return c;
 }
 
-/** The text inside the element with this data-testid (its inner tags dropped). */
-const testid = (body: string, id: string): string | null =>
-  new RegExp(`data-testid="${id}"[^>]*>(.*?)</(?:div|span|code|p|dd|ol|td)>`, 's').exec(body)?.[1]?.replace(/<[^>]+>/g, '').trim() ?? null;
-
 /** Turns TOTP on from the page's secret; the secret, the recovery codes and the steps used. */
 async function enableTotp(c: ConsoleClient) {
   await c.post('/console/2fa/totp/start', {});
@@ -50,11 +46,6 @@ async function enableTotp(c: ConsoleClient) {
   const codes = [...(await c.get('/console/account')).body.matchAll(/<li><code>([a-z2-7-]+)<\/code><\/li>/g)].map((m) => m[1]!);
   expect(codes).toHaveLength(10);
   return { secret, codes, used };
-}
-
-function next(secret: string, used: { step: number }): string {
-  used.step = Math.max(totpStep(Date.now()) - 1, used.step + 1);
-  return hotp(base32Decode(secret)!, used.step);
 }
 
 /** Makes the session's last authentication `minutes` old, as time passing would. */

@@ -3,10 +3,9 @@
 // the token, proxy passwords, the TOTP secret, recovery codes, the webhook secret) is in any record or log line.
 // Against the built daemon (run `npm run build` first).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { base32Decode, hotp, totpStep } from '../../src/daemon/services/totp.js';
 import { admin, PROXYD, run, startDaemon, type Daemon } from '../helpers/daemon.js';
 import { BACKENDS } from '../helpers/postgres.js';
-import { ConsoleClient, type Page } from './client.js';
+import { ConsoleClient, nextTotpCode, testid, type Page } from './client.js';
 
 const PASSWORD = 'correct horse battery';
 const NEW_PASSWORD = 'another horse, stapled';
@@ -22,19 +21,6 @@ interface AuditLine {
   action: string;
   target: string | null;
   details: Record<string, unknown>;
-}
-
-const testid = (body: string, id: string): string | null => {
-  const m = new RegExp(`data-testid="${id}"[^>]*>([^<]*)<`).exec(body);
-  return m ? m[1]!.trim() : null;
-};
-
-/** A code of the account's TOTP for a step after every one used (the window allows the next step). */
-function codeAfter(secret: string, used: { step: number }): string {
-  const step = Math.max(totpStep(Date.now()) - 1, used.step + 1);
-  if (step > totpStep(Date.now()) + 1) throw new Error('no unused step in the window: wait for the next one');
-  used.step = step;
-  return hotp(base32Decode(secret)!, step);
 }
 
 describe.each(BACKENDS)('audit records of every action, on %s', (backend) => {
@@ -171,7 +157,7 @@ describe.each(BACKENDS)('audit records of every action, on %s', (backend) => {
     secrets.push(secret, testid(page, 'totp-secret')!);
     const nonce = /name="enroll" value="([^"]+)"/.exec(page)![1]!;
     const used = { step: 0 };
-    p = await c.post('/console/2fa/totp/enable', { enroll: nonce, code: codeAfter(secret, used) });
+    p = await c.post('/console/2fa/totp/enable', { enroll: nonce, code: nextTotpCode(secret, used) });
     fromConsole((await fresh('2fa.enabled'))[0]!, p);
     page = (await c.get('/console/account')).body;
     const codes = [...page.matchAll(/<li><code>([a-z2-7-]+)<\/code><\/li>/g)].map((m) => m[1]!);
@@ -200,7 +186,7 @@ describe.each(BACKENDS)('audit records of every action, on %s', (backend) => {
     await other.get('/console/login');
     await other.post('/console/login', { email, password: NEW_PASSWORD });
     await other.get('/console/login/2fa');
-    expect((await other.post('/console/login/2fa', { code: codeAfter(secret, used) })).location).toBe('/console/account');
+    expect((await other.post('/console/login/2fa', { code: nextTotpCode(secret, used) })).location).toBe('/console/account');
     await fresh('console.login');
     page = (await c.get('/console/account')).body;
     const handles = [...page.matchAll(/data-testid="session-row-([0-9a-f]{16})"(?! data-current)/g)].map((m) => m[1]!);
@@ -213,7 +199,7 @@ describe.each(BACKENDS)('audit records of every action, on %s', (backend) => {
     p = await c.post('/console/2fa/disable', {});
     expect(p.location).toBe('/console/confirm');
     await c.get('/console/confirm');
-    p = await c.post('/console/confirm', { code: codeAfter(secret, used) });
+    p = await c.post('/console/confirm', { code: nextTotpCode(secret, used) });
     expect(p.location).toBe('/console/account#two-factor');
     fromConsole((await fresh('2fa.disabled'))[0]!, p);
 

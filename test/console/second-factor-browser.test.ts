@@ -5,9 +5,9 @@
 // listed and ended from another browser context.
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { base32Decode, hotp, totpStep } from '../../src/daemon/services/totp.js';
 import { admin, startDaemon, type Daemon } from '../helpers/daemon.js';
 import { launchChromium } from '../helpers/browser.js';
+import { nextTotpCode as codeFor } from './client.js';
 
 const PASSWORD = 'correct horse battery';
 
@@ -47,11 +47,6 @@ async function passwordStep(page: Page, email: string): Promise<void> {
   await page.getByLabel('Email').fill(email);
   await page.getByLabel('Password').fill(PASSWORD);
   await page.getByRole('button', { name: 'Log in' }).click();
-}
-
-function codeFor(secret: string, used: { step: number }): string {
-  used.step = Math.max(totpStep(Date.now()) - 1, used.step + 1);
-  return hotp(base32Decode(secret)!, used.step);
 }
 
 async function secondStep(page: Page, code: string): Promise<string> {

@@ -78,22 +78,34 @@ export async function registrationOptions(rp: RelyingParty, account: { id: numbe
   });
 }
 
-/** The credential a registration answer proves, or a PasskeyError saying why not. */
-export async function verifyRegistration(rp: RelyingParty, pending: PendingChallenge, response: unknown): Promise<{ credentialId: string; publicKey: Buffer; counter: number; transports: string[] }> {
+/**
+ * Runs the library's check of an answer once its shape and its challenge are ours (an answer to another request is
+ * refused before any signature is looked at); the library's refusal becomes a PasskeyError.
+ */
+async function checked<T extends { verified: boolean }>(pending: PendingChallenge, response: unknown, verify: () => Promise<T>): Promise<T> {
   checkShape(response);
   if (answeredChallenge(response) !== pending.challenge) throw new PasskeyError('The passkey answer is for another request. Start again.');
-  let v;
+  let v: T;
   try {
-    v = await verifyRegistrationResponse({
-      response: response as unknown as RegistrationResponseJSON,
+    v = await verify();
+  } catch (e) {
+    throw new PasskeyError(`The passkey could not be verified: ${(e as Error).message.slice(0, 200)}`);
+  }
+  if (!v.verified) throw new PasskeyError('The passkey could not be verified.');
+  return v;
+}
+
+/** The credential a registration answer proves, or a PasskeyError saying why not. */
+export async function verifyRegistration(rp: RelyingParty, pending: PendingChallenge, response: unknown): Promise<{ credentialId: string; publicKey: Buffer; counter: number; transports: string[] }> {
+  const v = await checked(pending, response, () =>
+    verifyRegistrationResponse({
+      response: response as RegistrationResponseJSON,
       expectedChallenge: pending.challenge,
       expectedOrigin: rp.origin,
       expectedRPID: rp.rpId,
       requireUserVerification: false,
-    });
-  } catch (e) {
-    throw new PasskeyError(`The passkey could not be verified: ${(e as Error).message.slice(0, 200)}`);
-  }
+    }),
+  );
   if (!v.verified) throw new PasskeyError('The passkey could not be verified.');
   const c = v.registrationInfo.credential;
   return { credentialId: c.id, publicKey: Buffer.from(c.publicKey), counter: c.counter, transports: c.transports ?? [] };
@@ -115,21 +127,15 @@ export function assertionCredential(response: unknown): string {
 
 /** Checks an assertion against the passkey it names; its new signature counter, or a PasskeyError. */
 export async function verifyAssertion(rp: RelyingParty, pending: PendingChallenge, response: unknown, passkey: Passkey): Promise<number> {
-  checkShape(response);
-  if (answeredChallenge(response) !== pending.challenge) throw new PasskeyError('The passkey answer is for another request. Start again.');
-  let v;
-  try {
-    v = await verifyAuthenticationResponse({
-      response: response as unknown as AuthenticationResponseJSON,
+  const v = await checked(pending, response, () =>
+    verifyAuthenticationResponse({
+      response: response as AuthenticationResponseJSON,
       expectedChallenge: pending.challenge,
       expectedOrigin: rp.origin,
       expectedRPID: rp.rpId,
       credential: { id: passkey.credentialId, publicKey: new Uint8Array(passkey.publicKey), counter: passkey.counter, transports: passkey.transports },
       requireUserVerification: false,
-    });
-  } catch (e) {
-    throw new PasskeyError(`The passkey could not be verified: ${(e as Error).message.slice(0, 200)}`);
-  }
-  if (!v.verified) throw new PasskeyError('The passkey could not be verified.');
+    }),
+  );
   return v.authenticationInfo.newCounter;
 }

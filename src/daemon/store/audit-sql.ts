@@ -1,5 +1,56 @@
-// What both backends share about audit records beyond the chain itself.
-import type { AuditDraft } from './types.js';
+// What both backends share about audit records beyond the chain itself: the row as stored, read back.
+import type { AuditChainRow, AuditDraft, AuditRecord } from './types.js';
+
+/** An audit_log row as either backend returns it. */
+export interface AuditRow {
+  id: number;
+  account_id: number;
+  seq: number;
+  time_ms: number;
+  actor_type: AuditRecord['actor']['type'];
+  actor_id: string | null;
+  source_ip: string | null;
+  request_id: string | null;
+  action: string;
+  target: string | null;
+  details: string;
+  prev_hash: string;
+  hash: string;
+}
+
+/** The row as the chain check reads it: `details` as its stored text. */
+export function chainRow(r: AuditRow): AuditChainRow {
+  return {
+    id: r.id,
+    accountId: r.account_id,
+    seq: r.seq,
+    timeMs: r.time_ms,
+    actor: { type: r.actor_type, id: r.actor_id },
+    sourceIp: r.source_ip,
+    requestId: r.request_id,
+    action: r.action,
+    target: r.target,
+    detailsJson: r.details,
+    prevHash: r.prev_hash,
+    hash: r.hash,
+  };
+}
+
+export function auditRecord(r: AuditRow): AuditRecord {
+  const { detailsJson, ...rest } = chainRow(r);
+  return { ...rest, details: JSON.parse(detailsJson) as Record<string, unknown> };
+}
+
+/** A chain's head row. */
+export interface HeadRow {
+  account_id: number;
+  seq: number;
+  hash: string;
+  anchor_seq: number;
+  anchor_hash: string;
+}
+
+export const headOf = (h: HeadRow) => ({ accountId: h.account_id, seq: h.seq, hash: h.hash, anchorSeq: h.anchor_seq, anchorHash: h.anchor_hash });
 
 /**
  * The one record of a whitelist batch: the IPs it changed in `details.ips`, in item order; null when no item
@@ -13,8 +64,3 @@ export function batchRecord<T extends string>(draft: AuditDraft, ips: readonly s
 
 /** The record of sessions ended at once, with how many. */
 export const withCount = (d: AuditDraft, n: number): AuditDraft => ({ ...d, details: { ...d.details, sessions: n } });
-
-/** Failures of the second step kept as a comma list of times (ms): those still in the window, the new one last. */
-export function failuresAfter(stored: string, nowMs: number, windowMs: number): number[] {
-  return [...stored.split(',').filter((t) => t !== '').map(Number).filter((t) => Number.isFinite(t) && t > nowMs - windowMs), nowMs];
-}

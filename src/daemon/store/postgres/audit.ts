@@ -2,44 +2,10 @@
 // chain head is locked first (INSERT … ON CONFLICT DO UPDATE takes the row lock), so two nodes writing one
 // account's records at once queue on it and leave one chain; the record's id is drawn in the same statement.
 import { GENESIS_HASH, sealRecord, type AuditChainRow, type AuditEntry, type AuditHead, type AuditRecord } from '../audit-chain.js';
+import { auditRecord, chainRow, headOf, type AuditRow, type HeadRow } from '../audit-sql.js';
 import type { AuditDraft, AuditQuery, AuditStore } from '../types.js';
 import { guard, type Sql } from './db.js';
 
-interface AuditRow {
-  id: number;
-  account_id: number;
-  seq: number;
-  time_ms: number;
-  actor_type: AuditRecord['actor']['type'];
-  actor_id: string | null;
-  source_ip: string | null;
-  request_id: string | null;
-  action: string;
-  target: string | null;
-  details: string;
-  prev_hash: string;
-  hash: string;
-}
-
-const chainRow = (r: AuditRow): AuditChainRow => ({
-  id: r.id,
-  accountId: r.account_id,
-  seq: r.seq,
-  timeMs: r.time_ms,
-  actor: { type: r.actor_type, id: r.actor_id },
-  sourceIp: r.source_ip,
-  requestId: r.request_id,
-  action: r.action,
-  target: r.target,
-  detailsJson: r.details,
-  prevHash: r.prev_hash,
-  hash: r.hash,
-});
-
-function auditRecord(r: AuditRow): AuditRecord {
-  const { detailsJson, ...rest } = chainRow(r);
-  return { ...rest, details: JSON.parse(detailsJson) as Record<string, unknown> };
-}
 
 /**
  * Appends `entry` to its account's chain on `tx`, which must be a transaction (the head stays locked until it
@@ -153,10 +119,10 @@ export class PgAuditStore implements AuditStore {
 
   async heads(accountId?: number): Promise<AuditHead[]> {
     const rows = await guard(
-      () => this.sql<Array<{ account_id: number; seq: number; hash: string; anchor_seq: number; anchor_hash: string }>>`
+      () => this.sql<HeadRow[]>`
         SELECT account_id, seq, hash, anchor_seq, anchor_hash FROM audit_heads WHERE ${accountId ?? null}::int IS NULL OR account_id = ${accountId ?? null}::int ORDER BY account_id`,
     );
-    return rows.map((h) => ({ accountId: h.account_id, seq: h.seq, hash: h.hash, anchorSeq: h.anchor_seq, anchorHash: h.anchor_hash }));
+    return rows.map(headOf);
   }
 
   async prune(beforeMs: number): Promise<number> {

@@ -34,6 +34,30 @@ function batchProcedure(name: string, params: string, items: string, step: strin
 }
 
 /**
+ * Migration 20's batch function: `step` for every element of `items` inside the caller's transaction (with the
+ * request's audit record), each in a subtransaction: a lost lock race is that item's `busy` and undoes only it.
+ * Part of a shipped migration: never change what it produces.
+ */
+function itemsFunction(name: string, params: string, items: string, step: string): string {
+  return `CREATE FUNCTION ${name}(p_account integer, ${params}) RETURNS jsonb
+  LANGUAGE plpgsql AS $$
+  DECLARE
+    r text;
+    outcomes jsonb := '[]'::jsonb;
+  BEGIN
+    FOR i IN 0 .. jsonb_array_length(${items}) - 1 LOOP
+      BEGIN
+        r := ${step};
+      EXCEPTION WHEN deadlock_detected OR lock_not_available OR serialization_failure THEN
+        r := 'busy';
+      END;
+      outcomes := outcomes || to_jsonb(r);
+    END LOOP;
+    RETURN outcomes;
+  END $$;`;
+}
+
+/**
  * The text of `proxyd_api_admit` (migrations 3 and 4): an API call's admission in one round trip, its page
  * built as `page` (jsonb in migration 3, json from 4). Part of shipped migrations: never change what it produces.
  */
@@ -614,38 +638,8 @@ export const PG_MIGRATIONS: readonly string[] = [
   );
   CREATE INDEX passkeys_account ON passkeys(account_id);
 
-  CREATE FUNCTION proxyd_claim_items(p_account integer, p_items jsonb, p_now bigint, p_grace bigint) RETURNS jsonb
-  LANGUAGE plpgsql AS $$
-  DECLARE
-    r text;
-    outcomes jsonb := '[]'::jsonb;
-  BEGIN
-    FOR i IN 0 .. jsonb_array_length(p_items) - 1 LOOP
-      BEGIN
-        r := proxyd_claim_ip(p_account, p_items -> i ->> 0, p_items -> i ->> 1, p_now, p_grace, NULL);
-      EXCEPTION WHEN deadlock_detected OR lock_not_available OR serialization_failure THEN
-        r := 'busy';
-      END;
-      outcomes := outcomes || to_jsonb(r);
-    END LOOP;
-    RETURN outcomes;
-  END $$;
+  ${itemsFunction('proxyd_claim_items', 'p_items jsonb, p_now bigint, p_grace bigint', 'p_items', 'proxyd_claim_ip(p_account, p_items -> i ->> 0, p_items -> i ->> 1, p_now, p_grace, NULL)')}
 
-  CREATE FUNCTION proxyd_release_items(p_account integer, p_ips jsonb, p_now bigint) RETURNS jsonb
-  LANGUAGE plpgsql AS $$
-  DECLARE
-    r text;
-    outcomes jsonb := '[]'::jsonb;
-  BEGIN
-    FOR i IN 0 .. jsonb_array_length(p_ips) - 1 LOOP
-      BEGIN
-        r := proxyd_release_ip(p_account, p_ips ->> i, p_now);
-      EXCEPTION WHEN deadlock_detected OR lock_not_available OR serialization_failure THEN
-        r := 'busy';
-      END;
-      outcomes := outcomes || to_jsonb(r);
-    END LOOP;
-    RETURN outcomes;
-  END $$;
+  ${itemsFunction('proxyd_release_items', 'p_ips jsonb, p_now bigint', 'p_ips', 'proxyd_release_ip(p_account, p_ips ->> i, p_now)')}
   `,
 ];

@@ -1,34 +1,11 @@
 // The second factor on PostgreSQL (migration 20): the same rows as SQLite's. A TOTP step and a recovery code are
 // taken by one conditional UPDATE each, so two nodes given the same code accept it once.
-import { failuresAfter } from '../audit-sql.js';
+import { failuresAfter, toPasskey, type PasskeyRow } from '../second-factor-sql.js';
 import type { AuditDraft, Passkey, SecondFactorLockRule, SecondFactorState, SecondFactorStore } from '../types.js';
 import { appendAudit, audited } from './audit.js';
 import { guard, type Sql } from './db.js';
 import { PgFamily } from './family.js';
 
-interface PasskeyRow {
-  id: number;
-  account_id: number;
-  credential_id: string;
-  public_key: Buffer;
-  counter: number;
-  transports: string;
-  name: string;
-  created_ms: number;
-  last_used_ms: number | null;
-}
-
-const toPasskey = (r: PasskeyRow): Passkey => ({
-  id: r.id,
-  accountId: r.account_id,
-  credentialId: r.credential_id,
-  publicKey: Buffer.from(r.public_key),
-  counter: r.counter,
-  transports: r.transports ? r.transports.split(',') : [],
-  name: r.name,
-  createdAtMs: r.created_ms,
-  lastUsedAtMs: r.last_used_ms,
-});
 
 export class PgSecondFactorStore extends PgFamily implements SecondFactorStore {
   async state(accountId: number): Promise<SecondFactorState> {

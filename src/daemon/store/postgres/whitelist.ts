@@ -29,17 +29,10 @@ export class PgWhitelistStore extends PgFamily implements WhitelistStore {
     if (items.length === 0) return [];
     const payload = JSON.stringify(items.map((i) => [i.ip, i.remark]));
     if (audit) {
-      // With its record: one transaction, each item in a subtransaction (migration 20), the record last.
-      const [row] = await audited(
-        this.background,
-        this.nowMs,
-        accountId,
-        audit,
-        (q) => q<{ outcomes: ClaimOutcome[] }[]>`SELECT proxyd_claim_items(${accountId}::int, ${payload}::text::jsonb, ${this.nowSec()}::bigint, ${this.releaseGraceSec}::bigint) AS outcomes`,
-        (r) => batchRecord(audit, items.map((i) => i.ip), r[0]!.outcomes, 'added'),
-        BATCH_MS,
+      const grace = this.releaseGraceSec;
+      return this.withRecord(accountId, audit, items.map((i) => i.ip), 'added', (q, now) =>
+        q<{ outcomes: ClaimOutcome[] }[]>`SELECT proxyd_claim_items(${accountId}::int, ${payload}::text::jsonb, ${now}::bigint, ${grace}::bigint) AS outcomes`,
       );
-      return row!.outcomes;
     }
     const [row] = await guard(
       () => this.background<{ outcomes: ClaimOutcome[] }[]>`
@@ -52,22 +45,28 @@ export class PgWhitelistStore extends PgFamily implements WhitelistStore {
   async releaseIps(accountId: number, ips: readonly string[], audit?: AuditDraft): Promise<ReleaseOutcome[]> {
     if (ips.length === 0) return [];
     if (audit) {
-      const [row] = await audited(
-        this.background,
-        this.nowMs,
-        accountId,
-        audit,
-        (q) => q<{ outcomes: ReleaseOutcome[] }[]>`SELECT proxyd_release_items(${accountId}::int, ${JSON.stringify(ips)}::text::jsonb, ${this.nowSec()}::bigint) AS outcomes`,
-        (r) => batchRecord(audit, ips, r[0]!.outcomes, 'deleted'),
-        BATCH_MS,
+      const payload = JSON.stringify(ips);
+      return this.withRecord(accountId, audit, ips, 'deleted', (q, now) =>
+        q<{ outcomes: ReleaseOutcome[] }[]>`SELECT proxyd_release_items(${accountId}::int, ${payload}::text::jsonb, ${now}::bigint) AS outcomes`,
       );
-      return row!.outcomes;
     }
     const [row] = await guard(
       () => this.background<{ outcomes: ReleaseOutcome[] }[]>`
         CALL proxyd_release_batch(${accountId}::int, ${JSON.stringify(ips)}::text::jsonb, ${this.nowSec()}::bigint, NULL)`,
       BATCH_MS,
     );
+    return row!.outcomes;
+  }
+
+  /** A batch with its record: one transaction, each item in a subtransaction (migration 20), the record last. */
+  private async withRecord<T extends string>(
+    accountId: number,
+    audit: AuditDraft,
+    ips: readonly string[],
+    done: T,
+    call: (q: Sql, nowSec: number) => Promise<ReadonlyArray<{ outcomes: T[] }>>,
+  ): Promise<T[]> {
+    const [row] = await audited(this.background, this.nowMs, accountId, audit, (q) => call(q, this.nowSec()), (r) => batchRecord(audit, ips, r[0]!.outcomes, done), BATCH_MS);
     return row!.outcomes;
   }
 

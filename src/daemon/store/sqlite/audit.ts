@@ -1,47 +1,11 @@
 // audit_log + audit_heads (migration 16): records chained per account, written inside the transaction of the
 // change they record. SQLite serialises writers (IMMEDIATE), so reading the head and writing after it is safe.
 import { GENESIS_HASH, sealRecord, type AuditChainRow, type AuditEntry, type AuditHead, type AuditRecord } from '../audit-chain.js';
+import { auditRecord, chainRow, headOf, type AuditRow, type HeadRow } from '../audit-sql.js';
 import type { AuditDraft, AuditQuery, AuditStore } from '../types.js';
 import type { Db } from './db.js';
 import { stmt } from './statements.js';
 
-interface AuditRow {
-  id: number;
-  account_id: number;
-  seq: number;
-  time_ms: number;
-  actor_type: AuditRecord['actor']['type'];
-  actor_id: string | null;
-  source_ip: string | null;
-  request_id: string | null;
-  action: string;
-  target: string | null;
-  details: string;
-  prev_hash: string;
-  hash: string;
-}
-
-export function chainRow(r: AuditRow): AuditChainRow {
-  return {
-    id: r.id,
-    accountId: r.account_id,
-    seq: r.seq,
-    timeMs: r.time_ms,
-    actor: { type: r.actor_type, id: r.actor_id },
-    sourceIp: r.source_ip,
-    requestId: r.request_id,
-    action: r.action,
-    target: r.target,
-    detailsJson: r.details,
-    prevHash: r.prev_hash,
-    hash: r.hash,
-  };
-}
-
-export function auditRecord(r: AuditRow): AuditRecord {
-  const { detailsJson, ...rest } = chainRow(r);
-  return { ...rest, details: JSON.parse(detailsJson) as Record<string, unknown> };
-}
 
 const COLUMNS = 'id, account_id, seq, time_ms, actor_type, actor_id, source_ip, request_id, action, target, details, prev_hash, hash';
 
@@ -147,13 +111,3 @@ export class SqliteAuditStore implements AuditStore {
       .immediate();
   }
 }
-
-interface HeadRow {
-  account_id: number;
-  seq: number;
-  hash: string;
-  anchor_seq: number;
-  anchor_hash: string;
-}
-
-export const headOf = (h: HeadRow): AuditHead => ({ accountId: h.account_id, seq: h.seq, hash: h.hash, anchorSeq: h.anchor_seq, anchorHash: h.anchor_hash });

@@ -1,6 +1,6 @@
 // second_factors, recovery_codes, passkeys (migration 16): an account's TOTP (secret sealed by the console, never
 // in clear here), its one-time recovery codes by hash, its passkeys, and the lock after wrong second factors.
-import { failuresAfter } from '../audit-sql.js';
+import { failuresAfter, toPasskey, type PasskeyRow } from '../second-factor-sql.js';
 import type { AuditDraft, Passkey, SecondFactorLockRule, SecondFactorState, SecondFactorStore } from '../types.js';
 import type { SqliteAuditLog } from './audit.js';
 import type { Db } from './db.js';
@@ -14,29 +14,6 @@ interface FactorRow {
   locked_until_ms: number;
 }
 
-interface PasskeyRow {
-  id: number;
-  account_id: number;
-  credential_id: string;
-  public_key: Buffer;
-  counter: number;
-  transports: string;
-  name: string;
-  created_ms: number;
-  last_used_ms: number | null;
-}
-
-export const toPasskey = (r: PasskeyRow): Passkey => ({
-  id: r.id,
-  accountId: r.account_id,
-  credentialId: r.credential_id,
-  publicKey: Buffer.from(r.public_key),
-  counter: r.counter,
-  transports: r.transports ? r.transports.split(',') : [],
-  name: r.name,
-  createdAtMs: r.created_ms,
-  lastUsedAtMs: r.last_used_ms,
-});
 
 export class SqliteSecondFactorStore implements SecondFactorStore {
   constructor(
