@@ -22,7 +22,7 @@ import usageRoutes from './routes/usage.js';
 import proxyUserRoutes from './routes/proxy-users.js';
 import securityRoutes from './routes/security.js';
 import activityRoutes from './routes/activity.js';
-import sudoRoutes from './sudo.js';
+import sudoRoutes, { dropStalePending } from './sudo.js';
 import whitelistRoutes from './routes/whitelist.js';
 import { AnonymousSessions, clearSessionCookie, loadSessionSecret, RevealSealer, SESSION_COOKIE, SESSION_IDLE_MS, SESSION_MAX_MS, StoreSessionAdapter } from './session.js';
 
@@ -126,6 +126,7 @@ export async function consolePlugin(app: FastifyInstance, ctx: ApiContext, opts:
           }
           // The Sessions card's "last seen" and address (the session is written back on every request anyway).
           request.session.seenAtMs = ctx.nowMs();
+          dropStalePending(request, ctx.nowMs());
           request.session.ip = sourceIp(request);
           request.consoleAccount = account;
         });

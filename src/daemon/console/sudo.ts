@@ -78,6 +78,12 @@ async function stillNeeded(request: FastifyRequest, deps: ConsoleDeps, action: S
   };
 }
 
+/** An action left waiting (the person went elsewhere) does not keep its sealed fields in the session past its time. */
+export function dropStalePending(request: FastifyRequest, nowMs: number): void {
+  const sudo = request.session?.sudo;
+  if (sudo && nowMs - sudo.atMs > PENDING_MS) delete request.session.sudo;
+}
+
 export default function sudoRoutes(app: FastifyInstance, deps: ConsoleDeps): void {
   const pendingAction = (request: FastifyRequest): SensitiveAction | null => {
     const sudo = request.session.sudo;

@@ -83,13 +83,16 @@ export class PgAuditStore implements AuditStore {
     const to = q.toMs ?? null;
     // As JSON text: the pool reads no type catalogue (fetch_types off), so a JS array is no text[] parameter.
     const actions = q.actions?.length ? JSON.stringify(q.actions) : null;
+    // One account's records by their place in its chain (its index); every account's by id.
+    const by = account === null ? 'id' : 'seq';
+    const order = this.sql`ORDER BY ${this.sql(by)} ${q.order === 'oldest' ? this.sql`ASC` : this.sql`DESC`}`;
     const rows = await guard(
       () => this.sql<Array<AuditRow & { total: number }>>`
         SELECT id, account_id, seq, time_ms, actor_type, actor_id, source_ip, request_id, action, target, details, prev_hash, hash, count(*) OVER ()::int AS total FROM audit_log
          WHERE (${account}::int IS NULL OR account_id = ${account}::int)
            AND (${from}::bigint IS NULL OR time_ms >= ${from}::bigint) AND (${to}::bigint IS NULL OR time_ms < ${to}::bigint)
            AND (${actions}::text::jsonb IS NULL OR action IN (SELECT jsonb_array_elements_text(${actions}::text::jsonb)))
-         ORDER BY (CASE WHEN ${q.order === 'oldest'} THEN id END) ASC, id DESC LIMIT ${q.limit} OFFSET ${q.offset}`,
+         ${order} LIMIT ${q.limit} OFFSET ${q.offset}`,
     );
     let total = rows[0]?.total ?? 0;
     if (rows.length === 0 && q.offset > 0) {

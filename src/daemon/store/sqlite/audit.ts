@@ -74,7 +74,9 @@ export class SqliteAuditStore implements AuditStore {
     if (q.actions?.length) (where.push(`action IN (${q.actions.map(() => '?').join(',')})`), params.push(...q.actions));
     const w = where.length ? `WHERE ${where.join(' AND ')}` : '';
     const total = stmt<unknown[], { n: number }>(this.db, `SELECT count(*) AS n FROM audit_log ${w}`).get(...params)!.n;
-    const rows = stmt<unknown[], AuditRow>(this.db, `SELECT ${COLUMNS} FROM audit_log ${w} ORDER BY id ${q.order === 'oldest' ? 'ASC' : 'DESC'} LIMIT ? OFFSET ?`).all(...params, q.limit, q.offset);
+    // One account's records by their place in its chain (its index); every account's by id.
+    const by = q.accountId !== undefined ? 'seq' : 'id';
+    const rows = stmt<unknown[], AuditRow>(this.db, `SELECT ${COLUMNS} FROM audit_log ${w} ORDER BY ${by} ${q.order === 'oldest' ? 'ASC' : 'DESC'} LIMIT ? OFFSET ?`).all(...params, q.limit, q.offset);
     return { rows: rows.map(auditRecord), total };
   }
 
@@ -82,9 +84,9 @@ export class SqliteAuditStore implements AuditStore {
     const rows =
       onlyAccount !== undefined
         ? stmt<[number, number, number], AuditRow>(this.db, `SELECT ${COLUMNS} FROM audit_log WHERE account_id = ? AND seq > ? ORDER BY seq LIMIT ?`).all(onlyAccount, onlyAccount === after.accountId ? after.seq : -1, limit)
-        : stmt<[number, number, number, number], AuditRow>(this.db,
-            `SELECT ${COLUMNS} FROM audit_log WHERE account_id > ? OR (account_id = ? AND seq > ?) ORDER BY account_id, seq LIMIT ?`,
-          ).all(after.accountId, after.accountId, after.seq, limit);
+        : stmt<[number, number, number], AuditRow>(this.db,
+            `SELECT ${COLUMNS} FROM audit_log WHERE (account_id, seq) > (?, ?) ORDER BY account_id, seq LIMIT ?`,
+          ).all(after.accountId, after.seq, limit);
     return rows.map(chainRow);
   }
 
