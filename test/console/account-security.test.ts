@@ -201,6 +201,22 @@ describe('TOTP', () => {
     fix.run('UPDATE audit_log SET source_ip = NULL WHERE id = ?', row.id);
     fix.close();
     expect((await admin(daemon.dataDir, ['audit', 'verify'])).code).toBe(0);
+
+    // The head to keep elsewhere, checked later; the log filtered by a family; an unknown action refused.
+    const head = await admin(daemon.dataDir, ['audit', 'head', '--email', email]);
+    expect(head.code, head.stderr).toBe(0);
+    expect(head.json).toMatchObject({ account: email, anchor_seq: 0 });
+    expect(head.json.seq).toBeGreaterThan(row.seq); // the log-in after the reset came after it
+    expect(head.json.hash).toMatch(/^[0-9a-f]{64}$/);
+    const kept = `${daemon.dataDir}/heads.jsonl`;
+    (await import('node:fs')).writeFileSync(kept, head.stdout);
+    const withHeads = await admin(daemon.dataDir, ['audit', 'verify', '--heads', kept]);
+    expect(withHeads.code, withHeads.stderr).toBe(0);
+    const family = await admin(daemon.dataDir, ['audit', '--email', email, '--action', '2fa']);
+    expect(family.stdout.trim().split('\n').map((l) => (JSON.parse(l) as { action: string }).action)).toEqual(['2fa.enabled', '2fa.reset']);
+    const unknown = await admin(daemon.dataDir, ['audit', '--action', 'nope']);
+    expect(unknown.code).toBe(1);
+    expect(unknown.stderr).toContain('--action: no action "nope"');
   });
 });
 
