@@ -138,6 +138,14 @@ describe('the second factor in a browser', () => {
     const records = r.stdout.split('\n').filter(Boolean).map((l) => JSON.parse(l) as { action: string; target: string | null; details: { method?: string } });
     expect(records.filter((x) => x.action === '2fa.passkey_added').map((x) => x.target)).toEqual(['Test laptop']);
     expect(records.filter((x) => x.action === 'console.login').map((x) => x.details.method)).toEqual(['password', 'passkey']);
+
+    // Turning it off asks for a fresh second factor: the passkey again, on the confirmation page.
+    await page.getByRole('button', { name: 'Turn off two-factor authentication' }).click();
+    await page.waitForURL('**/console/confirm');
+    await page.getByTestId('use-passkey').click();
+    await page.waitForURL(/\/console\/account(#two-factor)?$/);
+    expect(await page.textContent('[data-testid=two-factor-state]')).toBe('Off');
+    expect(await page.textContent('[data-testid=flash]')).toContain('Two-factor authentication is off');
     expect(errors).toEqual([]);
     await context.close();
   });
