@@ -72,12 +72,13 @@ export class PgAccountStore extends PgFamily implements AccountStore {
     const now = this.nowSec();
     await guard(() =>
       this.sql.begin(async (tx) => {
-        if (audit) await appendAudit(tx as unknown as Sql, this.nowMs(), { ...audit, accountId: id });
         await tx`UPDATE accounts SET status = ${status}, updated_at = ${now} WHERE id = ${id}`;
         if (status === 'closed') {
           await tx`UPDATE ip_claims SET state = 'releasing', releasing_since = ${now}, version = version + 1 WHERE account_id = ${id} AND state = 'held'`;
           await tx`UPDATE whitelist_entries SET deleted_at = ${now} WHERE account_id = ${id} AND deleted_at IS NULL`;
         }
+        // The chain's head last, as every writer takes it: after the change's own rows (no lock-order deadlock).
+        if (audit) await appendAudit(tx as unknown as Sql, this.nowMs(), { ...audit, accountId: id });
       }),
     );
   }

@@ -87,13 +87,13 @@ export class SqliteAccountStore implements AccountStore {
   async setStatus(id: number, status: AccountStatus, audit?: AuditDraft): Promise<void> {
     const now = this.nowSec();
     this.db.transaction(() => {
-      if (audit) this.audit.write({ ...audit, accountId: id });
       stmt(this.db, 'UPDATE accounts SET status = ?, updated_at = ? WHERE id = ?').run(status, now, id);
       if (status === 'closed') {
         stmt(this.db, "UPDATE ip_claims SET state = 'releasing', releasing_since = ?, version = version + 1 WHERE account_id = ? AND state = 'held'")
           .run(now, id);
         stmt(this.db, 'UPDATE whitelist_entries SET deleted_at = ? WHERE account_id = ? AND deleted_at IS NULL').run(now, id);
       }
+      if (audit) this.audit.write({ ...audit, accountId: id });
     }).immediate();
   }
 }

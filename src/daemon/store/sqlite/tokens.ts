@@ -30,10 +30,10 @@ export class SqliteTokenStore implements TokenStore {
 
   async replace(accountId: number, accessKey: string, secretHash: Buffer, expiresAt: number | null = null, audit?: AuditDraft): Promise<void> {
     this.db.transaction(() => {
-      if (audit) this.audit.write({ ...audit, accountId });
       stmt(this.db, "UPDATE api_tokens SET status = 'disabled' WHERE account_id = ? AND status = 'active'").run(accountId);
       stmt(this.db, "INSERT INTO api_tokens (account_id, access_key, secret_hash, status, expires_at, created_at) VALUES (?, ?, ?, 'active', ?, ?)")
         .run(accountId, accessKey, secretHash, expiresAt, this.nowSec());
+      if (audit) this.audit.write({ ...audit, accountId });
     }).immediate();
   }
 
