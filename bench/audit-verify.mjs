@@ -4,7 +4,10 @@
 // directly (sealed as the store seals records) over `--accounts` chains, then checked; SQLite always, PostgreSQL
 // too with --database-url (a database of the bench's own, created then dropped).
 //
-//   node bench/audit-verify.mjs [--records 1000000] [--accounts 1000] [--runs 3] [--database-url postgres://…]
+// Also the cost of one record on its own: `--appends N` records appended through the store one by one (each its own
+// transaction: the head's lock, the record, the new head), p50/p99.
+//
+//   node bench/audit-verify.mjs [--records 1000000] [--accounts 1000] [--runs 3] [--appends 2000] [--database-url postgres://…]
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -17,6 +20,7 @@ const args = Object.fromEntries(process.argv.slice(2).reduce((acc, a, i, all) =>
 const RECORDS = Number(args.records ?? 1_000_000);
 const ACCOUNTS = Number(args.accounts ?? 1_000);
 const RUNS = Number(args.runs ?? 3);
+const APPENDS = Number(args.appends ?? 2000);
 
 const { openStore } = await import(path.join(ROOT, 'dist/daemon/store/index.js'));
 const { sealRecord, GENESIS_HASH } = await import(path.join(ROOT, 'dist/daemon/store/audit-chain.js'));
@@ -43,6 +47,24 @@ function* records() {
   }
 }
 
+/** `APPENDS` records through the store (one account per ten, as a busy fleet's), each timed. */
+async function appendTimes(store) {
+  const ids = [];
+  for (let i = 0; i < Math.max(1, APPENDS / 10); i++) {
+    const a = await store.accounts.create(`append${i}@example.com`, 'x', true);
+    ids.push(a.id);
+  }
+  const ms = [];
+  for (let i = 0; i < APPENDS; i++) {
+    const t0 = performance.now();
+    await store.audit.append({ accountId: ids[i % ids.length], actor: { type: 'console', id: 'a1b2c3d4e5f60718' }, sourceIp: '198.51.100.7', requestId: `r-${i}`, action: 'console.login', target: null, details: { method: 'password' } });
+    ms.push(performance.now() - t0);
+  }
+  ms.sort((a, b) => a - b);
+  const pct = (p) => +ms[Math.min(ms.length - 1, Math.floor((p / 100) * ms.length))].toFixed(3);
+  return { appends: APPENDS, p50_ms: pct(50), p99_ms: pct(99) };
+}
+
 function verifyRuns(argsFor) {
   const out = [];
   for (let r = 0; r < RUNS; r++) {
@@ -58,6 +80,11 @@ function verifyRuns(argsFor) {
 
 async function sqliteRun() {
   const dataDir = mkdtempSync(path.join(tmpdir(), 'proxyd-bench-audit-'));
+  const appendDir = mkdtempSync(path.join(tmpdir(), 'proxyd-bench-append-'));
+  const appendStore = await openStore({ dataDir: appendDir });
+  const append = await appendTimes(appendStore);
+  await appendStore.close();
+  rmSync(appendDir, { recursive: true, force: true });
   await (await openStore({ dataDir })).close();
   const { default: Database } = await import('better-sqlite3');
   // Statements and the database are pinned, as the store does (src/daemon/store/sqlite/statements.ts says why).
@@ -88,7 +115,7 @@ async function sqliteRun() {
   const writeS = (performance.now() - t0) / 1000;
   const runs = verifyRuns(['--data-dir', dataDir]);
   rmSync(dataDir, { recursive: true, force: true });
-  return { backend: 'sqlite', records: RECORDS, accounts: ACCOUNTS, written_in_s: +writeS.toFixed(1), verify: runs };
+  return { backend: 'sqlite', append, records: RECORDS, accounts: ACCOUNTS, written_in_s: +writeS.toFixed(1), verify: runs };
 }
 
 async function postgresRun(serverUrl) {
@@ -100,8 +127,11 @@ async function postgresRun(serverUrl) {
   u.pathname = `/${name}`;
   const url = u.toString();
   try {
-    await (await openStore({ dataDir: tmpdir(), databaseUrl: url })).close();
+    const appendStore = await openStore({ dataDir: tmpdir(), databaseUrl: url });
+    const append = await appendTimes(appendStore);
+    await appendStore.close();
     const sql = connect(url, 1);
+    await sql.unsafe('TRUNCATE audit_log, audit_heads');
     const t0 = performance.now();
     let heads = null;
     let batch = [];
@@ -125,7 +155,7 @@ async function postgresRun(serverUrl) {
     await sql.unsafe('VACUUM ANALYZE audit_log');
     await sql.end();
     const writeS = (performance.now() - t0) / 1000;
-    return { backend: 'postgres', records: RECORDS, accounts: ACCOUNTS, written_in_s: +writeS.toFixed(1), verify: verifyRuns(['--database-url', url]) };
+    return { backend: 'postgres', append, records: RECORDS, accounts: ACCOUNTS, written_in_s: +writeS.toFixed(1), verify: verifyRuns(['--database-url', url]) };
   } finally {
     await admin.unsafe(`DROP DATABASE ${name} WITH (FORCE)`);
     await admin.end();
