@@ -34,11 +34,14 @@ export function csrfField(csrf: string): Html {
   return html`<input type="hidden" name="_csrf" value="${csrf}">`;
 }
 
-function flashNotice(flash: Flash | undefined): Html {
+/** A message box (an error is an alert, anything else a status), or nothing. */
+export function noticeBox(flash: Flash | undefined, testid: string): Html {
   if (!flash) return html``;
   const role = flash.kind === 'error' ? 'alert' : 'status';
-  return html`<div class="notice ${flash.kind}" role="${role}" data-testid="flash"><p>${flash.text}</p></div>`;
+  return html`<div class="notice ${flash.kind}" role="${role}" data-testid="${testid}"><p>${flash.text}</p></div>`;
 }
+
+const flashNotice = (flash: Flash | undefined): Html => noticeBox(flash, 'flash');
 
 function head(title: string, copyScript: boolean, passkeyScript = false): Html {
   return html`<!doctype html>

@@ -1,7 +1,7 @@
 // The re-authentication page before a sensitive action: the password (when the last entry is older than 10 min),
 // then a second factor (when on): a code, a recovery code, or a passkey. Then the action waiting is carried out.
 import { html, type Html } from '../html.js';
-import { csrfField, shell } from '../layout.js';
+import { csrfField, noticeBox, shell } from '../layout.js';
 import type { Flash } from '../session.js';
 
 interface ConfirmView {
@@ -37,7 +37,7 @@ export function confirmPage(v: ConfirmView) {
     body: html`<div class="page-head"><h1>Confirm it is you</h1><p class="lead">${v.label} is a sensitive action: enter your ${v.askPassword ? 'password' : 'second factor'} again to continue.</p></div>
 <section class="card" aria-labelledby="confirm-title">
 <h2 id="confirm-title" class="visually-hidden">Confirm</h2>
-${n ? html`<div class="notice ${n.kind}" role="${n.kind === 'error' ? 'alert' : 'status'}" data-testid="confirm-message"><p>${n.text}</p></div>` : ''}
+${noticeBox(n, 'confirm-message')}
 <form method="post" action="/console/confirm" id="confirm-form" data-testid="confirm-form">
 ${csrfField(v.csrf)}
 <input type="text" name="username" autocomplete="username" value="${v.email}" hidden>

@@ -1,5 +1,5 @@
 import { html } from '../html.js';
-import { authShell, csrfField } from '../layout.js';
+import { authShell, csrfField, noticeBox } from '../layout.js';
 import type { Flash } from '../session.js';
 import { secondFactorFields } from './confirm.js';
 
@@ -17,7 +17,7 @@ export function loginPage(v: LoginView) {
     html`<section class="card" aria-labelledby="login-title">
 <h1 id="login-title">Log in to your account</h1>
 <p class="lead">Manage your API token, IP whitelist and proxy users.</p>
-${n ? html`<div class="notice ${n.kind}" role="${n.kind === 'error' ? 'alert' : 'status'}" data-testid="login-message"><p>${n.text}</p></div>` : ''}
+${noticeBox(n, 'login-message')}
 <form method="post" action="/console/login" novalidate>
 ${csrfField(v.csrf)}
 <div class="field">
@@ -49,7 +49,7 @@ export function secondStepPage(v: SecondStepView) {
     html`<section class="card" aria-labelledby="second-title">
 <h1 id="second-title">Two-factor authentication</h1>
 <p class="lead">Your password was right. Now confirm it is you with your second factor.</p>
-${n ? html`<div class="notice ${n.kind}" role="${n.kind === 'error' ? 'alert' : 'status'}" data-testid="login-message"><p>${n.text}</p></div>` : ''}
+${noticeBox(n, 'login-message')}
 <form method="post" action="/console/login/2fa" id="second-step-form" novalidate>
 ${csrfField(v.csrf)}
 ${secondFactorFields({ csrf: v.csrf, totp: v.totp, passkeys: v.passkeys, formId: 'second-step-form', optionsUrl: '/console/login/passkey/options', verifyUrl: '/console/login/passkey' })}
