@@ -1,4 +1,6 @@
-// A cookie-keeping HTTP client for the console (no browser): GET pages, post forms with their CSRF token.
+// A cookie-keeping HTTP client for the console (no browser): GET pages, post forms with their CSRF token; reading a
+// value a page shows, and the next TOTP code of an authenticator (the tests' own phone).
+import { base32Decode, hotp, totpStep } from '../../src/daemon/services/totp.js';
 
 export interface Page {
   status: number;
@@ -53,4 +55,16 @@ export class ConsoleClient {
 
 export function setCookieHeader(p: Page): string | undefined {
   return p.headers.getSetCookie().find((c) => c.startsWith('proxyd_console='));
+}
+
+/** The text inside the element with this data-testid (its inner tags dropped); null when the page has none. */
+export function testid(body: string, id: string): string | null {
+  return new RegExp(`data-testid="${id}"[^>]*>(.*?)</(?:div|span|code|p|dd|ol|td)>`, 's').exec(body)?.[1]?.replace(/<[^>]+>/g, '').trim() ?? null;
+}
+
+/** A code of `secret` for a time step after every one `used` so far (the window allows now - 1 … now + 1). */
+export function nextTotpCode(secret: string, used: { step: number }): string {
+  used.step = Math.max(totpStep(Date.now()) - 1, used.step + 1);
+  if (used.step > totpStep(Date.now()) + 1) throw new Error('no unused TOTP step in the window: the test used three in 30 s');
+  return hotp(base32Decode(secret)!, used.step);
 }

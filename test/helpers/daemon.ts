@@ -205,6 +205,8 @@ export async function inspectDb(dataDir: string, opts: { write?: boolean } = {})
   if (opts.write) db.exec('PRAGMA busy_timeout = 5000');
   return {
     run: (sql: string, ...params: unknown[]) => stmt<unknown[]>(db, sql).run(...params),
+    /** Statements of the test's own (triggers, several at once), not cached. */
+    exec: (sql: string): void => void db.exec(sql),
     get: <T = any>(sql: string, ...params: unknown[]) => stmt<unknown[], T>(db, sql).get(...params) as T,
     all: <T = any>(sql: string, ...params: unknown[]) => stmt<unknown[], T>(db, sql).all(...params) as T[],
     integrity: () => pragmaValue(db, 'integrity_check'),

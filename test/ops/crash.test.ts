@@ -1,4 +1,5 @@
-// kill -9 in the middle of 100-item adds: every item is either fully present (entry and claim) or absent,
+// kill -9 in the middle of 100-item adds: every item is either fully present (entry and claim) or absent, and
+// present exactly when its request's audit record is (a batch and its record commit together: neither or both),
 // nothing acknowledged is lost, the database passes PRAGMA integrity_check, and the next start checks it.
 // On each store backend.
 import { describe, expect, it } from 'vitest';
@@ -40,7 +41,12 @@ async function state(dataDir: string, ips: string[]) {
         claim: await count("SELECT COUNT(*) AS n FROM ip_claims WHERE ip = ? AND state = 'held'", ip),
       });
     }
-    return { per, integrity: await db.integrity() };
+    // The IPs the audit records say were added (the account's records: one per acknowledged or committed batch).
+    const recorded = new Set<string>();
+    for (const r of await db.all<{ details: string }>("SELECT details FROM audit_log WHERE action = 'whitelist.added'")) {
+      for (const ip of (JSON.parse(r.details) as { ips: string[] }).ips) recorded.add(ip);
+    }
+    return { per, recorded, integrity: await db.integrity() };
   } finally {
     await db.close();
   }
@@ -88,6 +94,8 @@ describe.each(BACKENDS)('crash safety on %s', (backend) => {
     expect(torn).toEqual([]);
     const present = after.per.filter((p) => p.entry === 1).map((p) => p.ip);
     for (const ip of acked) expect(present).toContain(ip);
+    // No IP without its record, no record without its IPs.
+    expect([...after.recorded].sort()).toEqual([...present].sort());
     // The kill landed while batches were unanswered: some of what was sent was never acknowledged. On SQLite the
     // daemon commits each item itself, so the kill leaves some absent. On PostgreSQL a batch the server had
     // already received runs to its end after the daemon is gone, so all of them may be present (seen: 600 of 600).

@@ -1,13 +1,15 @@
 // `proxyd admin …`: operator commands working directly on the database (also while daemons serve it).
+import { isEmailAddress } from '../../contract/email.js';
 import { isStrictIPv4 } from '../../contract/ipv4.js';
 import { passwordProblem } from '../../contract/password.js';
 import { isoSeconds } from '../../contract/schemas.js';
-import { hashPassword } from '../secrets.js';
 import type { Account, AccountStatus, Store } from '../store/index.js';
+import { createAccount, setAccountStatus, setVerification } from '../services/account.js';
+import { auditDraft, operatorContext } from '../services/audit.js';
 import { createProxyUser } from '../services/proxy-users.js';
-import { resetToken } from '../services/tokens.js';
+import { disableToken, resetToken } from '../services/tokens.js';
 import { toApiItem } from '../services/whitelist.js';
-import { WebhookError, parseThresholds, setWebhook } from '../services/webhooks.js';
+import { WebhookError, parseThresholds, removeWebhook, setWebhook } from '../services/webhooks.js';
 
 export class AdminError extends Error {
   override name = 'AdminError';
@@ -25,8 +27,6 @@ export class NoAccountError extends AdminError {
     super(`no account with email ${email}`);
   }
 }
-
-const EMAIL_RE = /^[^\s@]{1,64}@[^\s@]{1,253}$/;
 
 export interface AdminDeps {
   store: Store;
@@ -69,9 +69,9 @@ async function readPassword(deps: AdminDeps, opts: { password?: string; password
 }
 
 export async function accountCreate(deps: AdminDeps, o: { email: string; password?: string; passwordStdin?: boolean; verified?: boolean }) {
-  if (!EMAIL_RE.test(o.email)) throw new AdminError(`not an email address: ${o.email}`);
+  if (!isEmailAddress(o.email)) throw new AdminError(`not an email address: ${o.email}`);
   const pw = (await readPassword(deps, o, true))!;
-  const created = await deps.store.accounts.create(o.email, await hashPassword(pw), o.verified === true);
+  const created = await createAccount(deps.store, o.email, pw, o.verified === true, operatorContext());
   if (created === 'exists') throw new AdminError(`an account with email ${o.email} already exists`);
   return { account_id: created.id, email: created.email };
 }
@@ -85,22 +85,30 @@ function parseBool(s: string, what: string): boolean {
 export async function accountSet(deps: AdminDeps, o: { email: string; status?: string; verified?: string }) {
   const a = await requireAccount(deps, o.email);
   if (o.status === undefined && o.verified === undefined) throw new AdminUsageError('nothing to set: give --status and/or --verified');
+  const ctx = operatorContext();
   if (o.status !== undefined) {
     if (!['active', 'suspended', 'closed'].includes(o.status)) throw new AdminError(`--status: expected active, suspended or closed, got "${o.status}"`);
-    await deps.store.accounts.setStatus(a.id, o.status as AccountStatus);
+    await setAccountStatus(deps.store, a, o.status as AccountStatus, ctx);
   }
-  if (o.verified !== undefined) await deps.store.accounts.setVerified(a.id, parseBool(o.verified, '--verified'));
+  if (o.verified !== undefined) await setVerification(deps.store, a, parseBool(o.verified, '--verified'), ctx);
   return accountJson((await deps.store.accounts.get(a.id))!);
+}
+
+/** Turns the account's second factor off (a customer who lost every factor and recovery code); recorded. */
+export async function accountReset2fa(deps: AdminDeps, o: { email: string }) {
+  const a = await requireAccount(deps, o.email);
+  const was = await deps.store.secondFactors.disable(a.id, auditDraft(operatorContext(), '2fa.reset'));
+  return { email: a.email, second_factor: 'off', was_on: was };
 }
 
 export async function tokenReset(deps: AdminDeps, o: { email: string }) {
   const a = await requireAccount(deps, o.email);
-  return { token: (await resetToken(deps.store, a.id)).token };
+  return { token: (await resetToken(deps.store, a.id, operatorContext())).token };
 }
 
 export async function tokenDisable(deps: AdminDeps, o: { email: string }) {
   const a = await requireAccount(deps, o.email);
-  const key = await deps.store.tokens.disable(a.id);
+  const key = await disableToken(deps.store, a.id, operatorContext());
   if (!key) throw new AdminError(`account ${o.email} has no active token`);
   return { access_key: key, status: 'disabled' };
 }
@@ -108,7 +116,7 @@ export async function tokenDisable(deps: AdminDeps, o: { email: string }) {
 export async function proxyUserCreate(deps: AdminDeps, o: { email: string; username: string; passwordStdin?: boolean }) {
   const a = await requireAccount(deps, o.email);
   const given = await readPassword(deps, { passwordStdin: o.passwordStdin }, false);
-  const r = await createProxyUser(deps.store, a.id, o.username, given);
+  const r = await createProxyUser(deps.store, a.id, o.username, given, operatorContext());
   if (!r.ok) throw new AdminError(r.problem === 'exists' ? `proxy user ${o.username} already exists` : `username: ${r.detail}`);
   return { username: o.username, password: r.password };
 }
@@ -117,7 +125,8 @@ export async function whitelistSetStatus(deps: AdminDeps, o: { email: string; ip
   const a = await requireAccount(deps, o.email);
   if (!isStrictIPv4(o.ip)) throw new AdminError(`--ip: not a valid IPv4 address: ${o.ip}`);
   if (o.status !== 'active' && o.status !== 'disabled') throw new AdminError(`--status: expected active or disabled, got "${o.status}"`);
-  const e = await deps.store.whitelist.setStatus(a.id, o.ip, o.status === 'active' ? 1 : 2);
+  const status = o.status === 'active' ? 1 : 2;
+  const e = await deps.store.whitelist.setStatus(a.id, o.ip, status, auditDraft(operatorContext(), 'whitelist.status_changed', o.ip, { status: o.status }));
   if (!e) throw new AdminError(`account ${o.email} has no whitelist entry for ${o.ip}`);
   return toApiItem(e);
 }
@@ -125,7 +134,7 @@ export async function whitelistSetStatus(deps: AdminDeps, o: { email: string; ip
 export async function webhookSet(deps: AdminDeps, o: { email: string; url: string; thresholds: string; allowPrivateWebhooks?: boolean }) {
   const a = await requireAccount(deps, o.email);
   try {
-    return await setWebhook(deps.store, a.id, { url: o.url, thresholds: parseThresholds(o.thresholds) }, { allowPrivate: o.allowPrivateWebhooks === true });
+    return await setWebhook(deps.store, a.id, { url: o.url, thresholds: parseThresholds(o.thresholds) }, { allowPrivate: o.allowPrivateWebhooks === true }, operatorContext());
   } catch (e) {
     if (e instanceof WebhookError) throw new AdminError(`--${e.message}`);
     throw e;
@@ -134,7 +143,7 @@ export async function webhookSet(deps: AdminDeps, o: { email: string; url: strin
 
 export async function webhookRemove(deps: AdminDeps, o: { email: string }) {
   const a = await requireAccount(deps, o.email);
-  return { removed: await deps.store.webhooks.remove(a.id) };
+  return { removed: await removeWebhook(deps.store, a.id, operatorContext()) };
 }
 
 export async function webhookDeliveries(deps: AdminDeps, o: { email: string; limit: string }) {

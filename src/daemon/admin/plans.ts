@@ -5,6 +5,8 @@ import { parseIsoTime, timeFlagProblem } from '../../contract/time.js';
 import { countLimit, rateLimit, sizeLimit } from '../services/limits.js';
 import { NO_PLAN_PERIOD, periodUsed, planState, shownPeriodStart } from '../metering/plans.js';
 import type { Account, Plan, PlanPeriod, Store } from '../store/index.js';
+import { auditDraft, operatorContext } from '../services/audit.js';
+import { setProxyUserLimits } from '../services/proxy-users.js';
 import { AdminError, AdminUsageError, NoAccountError } from './commands.js';
 
 async function requireAccount(store: Store, email: string | undefined): Promise<Account> {
@@ -80,7 +82,8 @@ export async function planSet(store: Store, o: PlanSetOptions) {
       plan.expiresAt = t;
     }
   }
-  await store.plans.set(plan);
+  const details = { traffic_limit: plan.trafficLimit, period: plan.period, max_connections: plan.maxConnections, expires_at: iso(plan.expiresAt), rate_limit: plan.rateLimit ?? null };
+  await store.plans.set(plan, auditDraft(operatorContext(), 'plan.changed', null, details));
   return planJson(store, a.id);
 }
 
@@ -98,6 +101,6 @@ export async function proxyUserSet(store: Store, o: { email?: string; username?:
     maxConnections: o.maxConnections !== undefined ? countOrNone(o.maxConnections, '--max-connections') : (current?.maxConnections ?? null),
     rateLimit: o.rateLimit !== undefined ? rateOrNone(o.rateLimit, '--rate-limit') : (current?.rateLimit ?? null),
   };
-  if (!(await store.plans.setUserLimits(a.id, o.username, limits))) throw new AdminError(`account ${o.email} has no proxy user ${o.username}`);
+  if (!(await setProxyUserLimits(store, a.id, o.username, limits, operatorContext()))) throw new AdminError(`account ${o.email} has no proxy user ${o.username}`);
   return { username: o.username, traffic_limit: limits.trafficLimit, max_connections: limits.maxConnections, rate_limit: limits.rateLimit };
 }

@@ -1,5 +1,6 @@
 // `proxyd admin policy set|show` (docs/admin.md, "policy"): an account's target rules, or the service's (--global).
 import type { Store } from '../store/index.js';
+import { operatorContext } from '../services/audit.js';
 import { describeProblems, getTargetRules, setTargetRules, type TargetRules } from '../services/target-rules.js';
 import { AdminError, AdminUsageError, NoAccountError } from './commands.js';
 
@@ -26,7 +27,7 @@ function rulesJson(scope: { id: number | 'service'; email: string | null }, r: T
 export async function policySet(store: Store, o: PolicyOptions) {
   const scope = await scopeOf(store, o);
   if (o.deny === undefined && o.allow === undefined) throw new AdminUsageError('nothing to set: give --deny LIST and/or --allow LIST (none empties a list)');
-  const r = await setTargetRules(store, scope.id, { deny: o.deny, allow: o.allow });
+  const r = await setTargetRules(store, scope.id, { deny: o.deny, allow: o.allow }, operatorContext());
   if (!r.ok) {
     if (r.code === 'service_allow') throw new AdminError('--allow: the service\'s rules are a deny list only (an allow list is per account)');
     throw new AdminError(`${r.lists.map((l) => `--${l.list}: ${describeProblems(l.problems)}`).join('; ')}; nothing changed`);

@@ -7,6 +7,7 @@ import { badTokenKey, tokenRouteKey, type ApiLimits } from '../ratelimit/api-lim
 import { LimiterUnavailableError } from '../ratelimit/limiter.js';
 import { secretMatches, sha256 } from '../secrets.js';
 import type { ListFilter, Store, WhitelistPage } from '../store/index.js';
+import type { AuditContext } from '../services/audit.js';
 import { sendEnvelope } from './envelope.js';
 import { sourceIp, sourceLimitKey } from '../services/source-ip.js';
 
@@ -23,6 +24,14 @@ declare module 'fastify' {
     /** A list call's page, read in the same round trip as its admission. */
     prefetchedPage?: WhitelistPage;
   }
+}
+
+/**
+ * Who acts in an authenticated API call, for its audit record: the token by its access key (never the token), from
+ * the caller's address, in this request. An endpoint authenticated by an API key names `{ type: 'key', id: <key id> }`.
+ */
+export function callerAudit(request: FastifyRequest): AuditContext {
+  return { actor: { type: 'token', id: request.caller!.accessKey }, sourceIp: sourceIp(request), requestId: request.id };
 }
 
 /** The raw query string of a request (never logged). */

@@ -257,6 +257,11 @@ td.nowrap { white-space: nowrap; }
   table.stack-sm td.actions form { margin: 0; }
   .auth .card { padding: 24px; }
 }
+.qr svg { width: 200px; height: 200px; background: #fff; }
+.codes { columns: 2; font-size: 0.95rem; padding-left: 1.5rem; }
+ul.plain { list-style: none; padding: 0; }
+ul.plain li { margin: 0.4rem 0; }
+.card h3 { font-size: 1rem; margin: 1rem 0 0.4rem; }
 `;
 
 export const COPY_JS = `'use strict';
@@ -290,6 +295,98 @@ export const COPY_JS = `'use strict';
       } else {
         fallback();
       }
+    });
+  });
+})();
+`;
+
+/**
+ * Passkeys (WebAuthn) need the browser's navigator.credentials: each `[data-passkey]` button (hidden without
+ * JavaScript) asks the console for options, lets the browser make or use a credential, and posts its answer (JSON,
+ * with the form's CSRF token); then it submits `data-form` (the step that completes a log-in or an action) or
+ * reloads. A failure is shown in `data-status`.
+ */
+export const PASSKEY_JS = `'use strict';
+(function () {
+  function enc(buf) {
+    var b = new Uint8Array(buf), s = '';
+    for (var i = 0; i < b.length; i++) s += String.fromCharCode(b[i]);
+    return btoa(s).replace(/\\+/g, '-').replace(/\\//g, '_').replace(/=+$/, '');
+  }
+  function dec(s) {
+    s = s.replace(/-/g, '+').replace(/_/g, '/');
+    while (s.length % 4) s += '=';
+    var bin = atob(s), out = new Uint8Array(bin.length);
+    for (var i = 0; i < bin.length; i++) out[i] = bin.charCodeAt(i);
+    return out.buffer;
+  }
+  function creationOptions(o) {
+    o.challenge = dec(o.challenge);
+    o.user.id = dec(o.user.id);
+    (o.excludeCredentials || []).forEach(function (c) { c.id = dec(c.id); });
+    return o;
+  }
+  function requestOptions(o) {
+    o.challenge = dec(o.challenge);
+    (o.allowCredentials || []).forEach(function (c) { c.id = dec(c.id); });
+    return o;
+  }
+  function answer(c) {
+    var r = c.response;
+    var out = { id: c.id, rawId: enc(c.rawId), type: c.type, clientExtensionResults: c.getClientExtensionResults ? c.getClientExtensionResults() : {}, response: { clientDataJSON: enc(r.clientDataJSON) } };
+    if (c.authenticatorAttachment) out.authenticatorAttachment = c.authenticatorAttachment;
+    if (r.attestationObject) {
+      out.response.attestationObject = enc(r.attestationObject);
+      if (r.getTransports) out.response.transports = r.getTransports();
+    }
+    if (r.authenticatorData) {
+      out.response.authenticatorData = enc(r.authenticatorData);
+      out.response.signature = enc(r.signature);
+      if (r.userHandle) out.response.userHandle = enc(r.userHandle);
+    }
+    return out;
+  }
+  function post(url, body) {
+    return fetch(url, { method: 'POST', credentials: 'same-origin', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) })
+      .then(function (res) {
+        return res.json().catch(function () { return {}; }).then(function (j) {
+          if (!res.ok) throw new Error(j.message || ('The console answered ' + res.status + '.'));
+          return j;
+        });
+      });
+  }
+  Array.prototype.forEach.call(document.querySelectorAll('[data-passkey]'), function (btn) {
+    if (!window.PublicKeyCredential) return;
+    btn.hidden = false;
+    btn.addEventListener('click', function (ev) {
+      ev.preventDefault();
+      var status = document.getElementById(btn.getAttribute('data-status'));
+      var csrf = btn.getAttribute('data-csrf');
+      var kind = btn.getAttribute('data-passkey');
+      var nameField = btn.getAttribute('data-name') ? document.getElementById(btn.getAttribute('data-name')) : null;
+      btn.disabled = true;
+      if (status) { status.textContent = 'Waiting for your passkey…'; status.hidden = false; }
+      post(btn.getAttribute('data-options-url'), { _csrf: csrf })
+        .then(function (opts) {
+          return kind === 'register' ? navigator.credentials.create({ publicKey: creationOptions(opts) }) : navigator.credentials.get({ publicKey: requestOptions(opts) });
+        })
+        .then(function (cred) {
+          var body = { _csrf: csrf, response: answer(cred) };
+          if (nameField) body.name = nameField.value;
+          return post(btn.getAttribute('data-verify-url'), body);
+        })
+        .then(function (j) {
+          var form = btn.getAttribute('data-form');
+          if (form) return document.getElementById(form).submit();
+          // The same page again (a fragment alone would not reload it): reload, so it shows what changed.
+          var next = new URL(j.next || location.href, location.href);
+          if (next.pathname + next.search === location.pathname + location.search) location.reload();
+          else location.assign(next.href);
+        })
+        .catch(function (e) {
+          btn.disabled = false;
+          if (status) status.textContent = (e && e.message) || String(e);
+        });
     });
   });
 })();

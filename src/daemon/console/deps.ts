@@ -1,6 +1,9 @@
 // What the console routes are built from, and small helpers they share.
 import type { FastifyReply, FastifyRequest } from 'fastify';
+import { sessionHandle, type AuditContext } from '../services/audit.js';
 import type { ApiContext } from '../services/context.js';
+import type { SecondFactorService } from '../services/second-factor.js';
+import { sourceIp } from '../services/source-ip.js';
 import type { Account, ConsoleSessionStore } from '../store/index.js';
 import type { Html } from './html.js';
 import type { LoginLimiter } from './login-limiter.js';
@@ -11,6 +14,13 @@ export interface ConsoleDeps {
   sessions: ConsoleSessionStore;
   sealer: RevealSealer;
   limiter: LoginLimiter;
+  secondFactor: SecondFactorService;
+}
+
+/** Who acts in a console request, for its audit record: the session by its handle, from the caller's address, in this request. */
+export function consoleAudit(request: FastifyRequest, signedIn = true): AuditContext {
+  const sid = request.session?.sessionId;
+  return { actor: { type: 'console', id: signedIn && sid ? sessionHandle(sid) : null }, sourceIp: sourceIp(request), requestId: request.id };
 }
 
 declare module 'fastify' {

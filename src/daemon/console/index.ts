@@ -8,8 +8,10 @@ import fastifySession from '@fastify/session';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { ApiContext } from '../services/context.js';
 import { randomKey } from '../secrets.js';
+import { SecondFactorService } from '../services/second-factor.js';
+import { sourceIp } from '../services/source-ip.js';
 import { StoreUnavailableError } from '../store/index.js';
-import { CONSOLE_CSS, COPY_JS, LOGO_SVG } from './assets.js';
+import { CONSOLE_CSS, COPY_JS, LOGO_SVG, PASSKEY_JS } from './assets.js';
 import { seeOther, sendHtml, type ConsoleDeps } from './deps.js';
 import { LoginLimiter, type LoginLimits } from './login-limiter.js';
 import { errorPage } from './pages/errors.js';
@@ -18,6 +20,9 @@ import authRoutes from './routes/auth.js';
 import connectionRoutes from './routes/connections.js';
 import usageRoutes from './routes/usage.js';
 import proxyUserRoutes from './routes/proxy-users.js';
+import securityRoutes from './routes/security.js';
+import activityRoutes from './routes/activity.js';
+import sudoRoutes, { dropStalePending } from './sudo.js';
 import whitelistRoutes from './routes/whitelist.js';
 import { AnonymousSessions, clearSessionCookie, loadSessionSecret, RevealSealer, SESSION_COOKIE, SESSION_IDLE_MS, SESSION_MAX_MS, StoreSessionAdapter } from './session.js';
 
@@ -34,7 +39,14 @@ export async function consolePlugin(app: FastifyInstance, ctx: ApiContext, opts:
   const secret = opts.sessionSecret ?? (await ctx.store.fleetSecret('console_session', randomKey())) ?? loadSessionSecret(ctx.store.location);
   const sessions = ctx.store.sessions;
   const anonymous = new AnonymousSessions(secret);
-  const deps: ConsoleDeps = { ctx, sessions, sealer: new RevealSealer(secret), limiter: new LoginLimiter(opts.loginLimits, ctx.nowMs) };
+  const deps: ConsoleDeps = {
+    ctx,
+    sessions,
+    sealer: new RevealSealer(secret),
+    limiter: new LoginLimiter(opts.loginLimits, ctx.nowMs),
+    // TOTP secrets at rest are sealed with a key of their own derived from the same secret (docs/decisions.md).
+    secondFactor: new SecondFactorService(ctx.store, new RevealSealer(secret, RevealSealer.TOTP), ctx.nowMs),
+  };
   const pruner = setInterval(() => {
     sessions.pruneExpired().catch(() => {
       /* busy or unreachable: next round */
@@ -70,6 +82,7 @@ export async function consolePlugin(app: FastifyInstance, ctx: ApiContext, opts:
           assets.get(`/assets/${file}`, async (_request, reply) => reply.header('cache-control', 'public, max-age=3600').type(type).send(body));
         asset('console.css', 'text/css; charset=utf-8', CONSOLE_CSS);
         asset('copy.js', 'text/javascript; charset=utf-8', COPY_JS);
+        asset('passkey.js', 'text/javascript; charset=utf-8', PASSKEY_JS);
         asset('favicon.svg', 'image/svg+xml', LOGO_SVG);
       });
 
@@ -111,6 +124,10 @@ export async function consolePlugin(app: FastifyInstance, ctx: ApiContext, opts:
             clearSessionCookie(request, reply);
             return seeOther(reply, '/console/login?notice=expired');
           }
+          // The Sessions card's "last seen" and address (the session is written back on every request anyway).
+          request.session.seenAtMs = ctx.nowMs();
+          dropStalePending(request, ctx.nowMs());
+          request.session.ip = sourceIp(request);
           request.consoleAccount = account;
         });
 
@@ -126,6 +143,9 @@ export async function consolePlugin(app: FastifyInstance, ctx: ApiContext, opts:
         proxyUserRoutes(pages, deps);
         usageRoutes(pages, deps);
         connectionRoutes(pages, deps);
+        securityRoutes(pages, deps);
+        sudoRoutes(pages, deps);
+        activityRoutes(pages, deps);
       });
     },
     { prefix: '/console' },

@@ -3,7 +3,7 @@ import { html, raw, type Html } from './html.js';
 import { LOGO_SVG } from './assets.js';
 import type { Flash } from './session.js';
 
-type NavKey = 'account' | 'whitelist' | 'proxy-users' | 'usage' | 'connections';
+type NavKey = 'account' | 'whitelist' | 'proxy-users' | 'usage' | 'connections' | 'activity';
 
 interface ShellOptions {
   title: string;
@@ -12,6 +12,8 @@ interface ShellOptions {
   flash?: Flash | undefined;
   /** Load the copy-button script (pages that show a secret once). */
   copyScript?: boolean;
+  /** Load the passkey script (pages with a passkey button). */
+  passkeyScript?: boolean;
   body: Html;
 }
 
@@ -25,19 +27,23 @@ const NAV: Array<{ key: NavKey; href: string; label: string }> = [
   { key: 'proxy-users', href: '/console/proxy-users', label: 'Proxy users' },
   { key: 'usage', href: '/console/usage', label: 'Usage' },
   { key: 'connections', href: '/console/connections', label: 'Connections' },
+  { key: 'activity', href: '/console/activity', label: 'Activity' },
 ];
 
 export function csrfField(csrf: string): Html {
   return html`<input type="hidden" name="_csrf" value="${csrf}">`;
 }
 
-function flashNotice(flash: Flash | undefined): Html {
+/** A message box (an error is an alert, anything else a status), or nothing. */
+export function noticeBox(flash: Flash | undefined, testid: string): Html {
   if (!flash) return html``;
   const role = flash.kind === 'error' ? 'alert' : 'status';
-  return html`<div class="notice ${flash.kind}" role="${role}" data-testid="flash"><p>${flash.text}</p></div>`;
+  return html`<div class="notice ${flash.kind}" role="${role}" data-testid="${testid}"><p>${flash.text}</p></div>`;
 }
 
-function head(title: string, copyScript: boolean): Html {
+const flashNotice = (flash: Flash | undefined): Html => noticeBox(flash, 'flash');
+
+function head(title: string, copyScript: boolean, passkeyScript = false): Html {
   return html`<!doctype html>
 <html lang="en">
 <head>
@@ -49,6 +55,7 @@ function head(title: string, copyScript: boolean): Html {
 <link rel="icon" href="/console/assets/favicon.svg" type="image/svg+xml">
 <link rel="stylesheet" href="/console/assets/console.css">
 ${copyScript ? html`<script src="/console/assets/copy.js" defer></script>` : ''}
+${passkeyScript ? html`<script src="/console/assets/passkey.js" defer></script>` : ''}
 </head>`;
 }
 
@@ -60,7 +67,7 @@ ${NAV.map((n) => html`<a href="${n.href}"${n.key === s.nav ? raw(' aria-current=
 <form method="post" action="/console/logout">${csrfField(s.csrf)}<button type="submit">Log out</button></form>
 </nav>`
     : '';
-  return html`${head(o.title, !!o.copyScript)}
+  return html`${head(o.title, !!o.copyScript, !!o.passkeyScript)}
 <body>
 <a class="skip" href="#main">Skip to content</a>
 <header class="topbar"><div class="wrap">${brand(s ? '/console/account' : '/console/login')}${nav}</div></header>
@@ -75,8 +82,8 @@ ${s ? html`<footer class="site-foot wrap"><p>Signed in as <span data-testid="sig
 }
 
 /** The log-in page has no header navigation: a centred card. */
-export function authShell(title: string, body: Html): Html {
-  return html`${head(title, false)}
+export function authShell(title: string, body: Html, passkeyScript = false): Html {
+  return html`${head(title, false, passkeyScript)}
 <body>
 <main id="main" class="auth">
 ${brand('/console/login')}

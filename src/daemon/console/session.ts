@@ -4,7 +4,8 @@ import { chmodSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import type { FastifyReply, FastifyRequest, Session } from 'fastify';
 import { randomKey } from '../secrets.js';
-import type { ConsoleSessionStore } from '../store/index.js';
+import type { PendingChallenge } from '../services/passkeys.js';
+import type { ConsoleSessionStore, SessionRecord } from '../store/index.js';
 
 type FlashKind = 'success' | 'error' | 'info' | 'warn';
 
@@ -24,11 +25,27 @@ declare module 'fastify' {
     accountId?: number;
     /** When the user logged in (ms epoch): sessions end after an absolute lifetime. */
     loginAtMs?: number;
+    /** When the password (and the second factor, when on) was last entered: sensitive actions need it recent. */
+    authAtMs?: number;
+    /** The Sessions card: the browser (User-Agent, cut short), its last address, its last request (ms epoch). */
+    ua?: string;
+    ip?: string;
+    seenAtMs?: number;
+    /** The password was right and a second factor is due (the session is not signed in yet). */
+    pending2fa?: { accountId: number; atMs: number; passkeyOkAtMs?: number };
+    /** A TOTP set-up in progress: its secret (sealed), and the nonce its form carries. */
+    enrollTotp?: { sealed: string; nonce: string; expiresAtMs: number };
+    /** A passkey challenge handed to this browser. */
+    webauthn?: PendingChallenge;
+    /** A sensitive action waiting for the password (and second factor) again: what it was, sealed. */
+    sudo?: { action: string; sealed: string; atMs: number; passwordOk?: boolean; passkeyOkAtMs?: number };
     flash?: Flash;
     addResult?: AddResult;
-    /** A secret to show once (token or proxy password), sealed with a key only the daemon holds. */
-    reveal?: { kind: 'token' | 'proxy-password' | 'webhook-secret'; sealed: string; label?: string };
+    /** A secret to show once (token, proxy password, webhook secret, recovery codes), sealed with a key only the daemon holds. */
+    reveal?: { kind: 'token' | 'proxy-password' | 'webhook-secret' | 'recovery-codes'; sealed: string; label?: string };
     _csrf?: string;
+    /** Set on a session read from the store: it is written back only while it still exists there. */
+    _row?: 1;
   }
 }
 
@@ -74,11 +91,15 @@ export function loadSessionSecret(dbFile: string): string {
   throw new Error(`console session secret in ${file} is unreadable or too short`);
 }
 
-/** Seals a one-time secret so the sessions table never holds it in clear text. */
+/**
+ * Seals a secret with a key derived from the console's secret, one key per purpose: a one-time secret so the sessions
+ * table never holds it in clear text (the default), or a TOTP secret at rest (`SecretSealer.TOTP`).
+ */
 export class RevealSealer {
+  static readonly TOTP = 'proxyd console totp secret v1';
   private readonly key: Buffer;
-  constructor(sessionSecret: string) {
-    this.key = createHmac('sha256', sessionSecret).update('proxyd console reveal v1').digest();
+  constructor(sessionSecret: string, purpose = 'proxyd console reveal v1') {
+    this.key = createHmac('sha256', sessionSecret).update(purpose).digest();
   }
   seal(plain: string): string {
     const iv = randomBytes(12);
@@ -117,10 +138,21 @@ export class AnonymousSessions {
   }
   /** A session with nothing in it but its derived CSRF secret: nothing to store. */
   isBare(sid: string, session: Session): boolean {
+    if (session._row) return false;
     if (typeof session.accountId === 'number') return false;
     for (const k of Object.keys(session)) if (k !== 'cookie' && k !== '_csrf') return false;
     return session._csrf === undefined || session._csrf === this.csrfSecret(sid);
   }
+}
+
+/** The row a session is stored as (its mark of having been read from the store left out). */
+export function sessionRecord(session: Session, nowMs: () => number): SessionRecord {
+  const expires = session.cookie?.expires ? new Date(session.cookie.expires).getTime() : nowMs() + SESSION_IDLE_MS;
+  return {
+    accountId: typeof session.accountId === 'number' ? session.accountId : null,
+    data: JSON.stringify(session, (k, v: unknown) => (k === '_row' ? undefined : v)),
+    expiresAtSec: Math.ceil(expires / 1000),
+  };
 }
 
 /** @fastify/session store over the store's console sessions (either backend). */
@@ -133,20 +165,16 @@ export class StoreSessionAdapter {
 
   set(sid: string, session: Session, callback: Cb): void {
     if (this.anonymous?.isBare(sid, session)) return callback();
-    const expires = session.cookie?.expires ? new Date(session.cookie.expires).getTime() : this.nowMs() + SESSION_IDLE_MS;
-    this.sessions
-      .set(sid, {
-        accountId: typeof session.accountId === 'number' ? session.accountId : null,
-        data: JSON.stringify(session),
-        expiresAtSec: Math.ceil(expires / 1000),
-      })
-      .then(() => callback(), callback);
+    const rec = sessionRecord(session, this.nowMs);
+    // A session read from the store is written back only if it is still there: one signed out elsewhere while this
+    // request ran stays ended (an upsert would bring it back).
+    (session._row ? this.sessions.update(sid, rec).then(() => undefined) : this.sessions.set(sid, rec)).then(() => callback(), callback);
   }
 
   get(sid: string, callback: (err: unknown, result?: Session | null) => void): void {
     this.sessions.get(sid).then(
       // Not stored: a visitor's bare session (or one that ended), which holds its derived CSRF secret only.
-      (rec) => callback(null, rec ? (JSON.parse(rec.data) as Session) : this.anonymous ? ({ _csrf: this.anonymous.csrfSecret(sid) } as Session) : null),
+      (rec) => callback(null, rec ? ({ ...(JSON.parse(rec.data) as Session), _row: 1 } as Session) : this.anonymous ? ({ _csrf: this.anonymous.csrfSecret(sid) } as Session) : null),
       (e: unknown) => callback(e),
     );
   }

@@ -58,6 +58,10 @@ export interface ServeConfig {
   hopGraceMs: number;
   /** How long connection-log records are kept (ms); 0: the gateway keeps no connection log. */
   connectionLogRetentionMs: number;
+  /** How long audit records are kept (ms; pruning keeps each chain verifiable from its anchor). */
+  auditRetentionMs: number;
+  /** `--console-origin`: the console's public origin (`https://console.example.com`), the passkeys' relying party; null: as each browser reached it. */
+  consoleOrigin: string | null;
   /** Where connection-log records go: the database, JSON lines (a file or stdout), or nowhere. */
   connectionLogSink: ConnectionLogSinkConfig;
   /** The database log's size on disk at most (bytes); undefined: no cap. */
@@ -172,6 +176,8 @@ interface RawServeOptions {
   hopCertLifetime?: string;
   hopGrace?: string;
   connectionLogRetention?: string;
+  auditRetention?: string;
+  consoleOrigin?: string;
   connectionLogSink?: string;
   connectionLogMaxSize?: string;
   udpPorts?: string;
@@ -240,6 +246,8 @@ export function toServeConfig(o: RawServeOptions, env: NodeJS.ProcessEnv = proce
     hopCertLifetimeMs: parseDays(o.hopCertLifetime ?? '90', '--hop-cert-lifetime', 3650) * 86_400_000,
     hopGraceMs: intIn(o.hopGrace ?? '600', '--hop-grace', 5, 7 * 24 * 3600) * 1000,
     connectionLogRetentionMs: parseDuration(o.connectionLogRetention ?? DEFAULT_CONNECTION_LOG_RETENTION, '--connection-log-retention'),
+    auditRetentionMs: parseAuditRetention(o.auditRetention ?? DEFAULT_AUDIT_RETENTION),
+    consoleOrigin: parseConsoleOrigin(o.consoleOrigin),
     connectionLogSink: parseConnectionLogSink(o.connectionLogSink),
     connectionLogMaxSize: parseMaxSize(o.connectionLogMaxSize),
     udp: {
@@ -297,6 +305,30 @@ export function parseUsageRetention(s: string): Record<'minute' | 'hour' | 'day'
 }
 
 export const DEFAULT_CONNECTION_LOG_RETENTION = '7d';
+export const DEFAULT_AUDIT_RETENTION = '400d';
+
+/** `--audit-retention`: a duration of at least a day (records younger than a day are never pruned). */
+function parseAuditRetention(s: string): number {
+  const ms = parseDuration(s, '--audit-retention');
+  if (ms < 86_400_000) throw new ConfigError(`--audit-retention: at least 1d, got "${s}"`);
+  return ms;
+}
+
+/** `--console-origin`: scheme and host (and port) only, such as https://console.example.com; browsers refuse an IP literal for passkeys. */
+export function parseConsoleOrigin(s: string | undefined): string | null {
+  if (s === undefined || s.trim() === '') return null;
+  let u: URL;
+  try {
+    u = new URL(s.trim());
+  } catch {
+    throw new ConfigError(`--console-origin: expected an origin such as https://console.example.com, got "${s}"`);
+  }
+  if ((u.protocol !== 'https:' && u.protocol !== 'http:') || u.pathname !== '/' || u.search || u.hash || u.username || u.password || s.trim().replace(/\/$/, '') !== u.origin) {
+    throw new ConfigError(`--console-origin: scheme and host only (https://console.example.com), got "${s}"`);
+  }
+  if (/^[\d.]+$|^\[/.test(u.hostname)) throw new ConfigError(`--console-origin: a host name, not an IP address (browsers refuse passkeys on IP addresses), got "${s}"`);
+  return u.origin;
+}
 /** `90s`, `30m`, `48h`, `7d`, `2y`, or plain seconds; `0` is zero. */
 export function parseDuration(s: string, what: string): number {
   const ms = parseDurationMs(s, { bareSeconds: true });

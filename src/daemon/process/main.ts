@@ -189,6 +189,8 @@ export function buildProgram(): Command {
     .addOption(new Option('--hop-grace <seconds>', 'how long an exit accepts the replaced fleet secret after `proxyd admin fleet rotate-secret`').env('PROXYD_HOP_GRACE').default('600'))
     .addOption(new Option('--node-name <name>', 'this node\'s name in the connection log (default: the host name)').env('PROXYD_NODE_NAME'))
     .addOption(new Option('--connection-log-retention <duration>', 'how long connection-log records are kept, e.g. 7d, 48h; 0 turns the log off').env('PROXYD_CONNECTION_LOG_RETENTION').default('7d'))
+    .addOption(new Option('--audit-retention <duration>', 'how long audit records are kept, e.g. 400d, 2y (at least 1d); the chains stay verifiable').env('PROXYD_AUDIT_RETENTION').default('400d'))
+    .addOption(new Option('--console-origin <origin>', "the console's public origin for passkeys (https://console.example.com); default: the host each browser reached").env('PROXYD_CONSOLE_ORIGIN'))
     .addOption(new Option('--connection-log-sink <sink>', 'where connection-log records go: db, jsonl:PATH (reopened on SIGHUP), stdout or off').env('PROXYD_CONNECTION_LOG_SINK').default('db'))
     .addOption(new Option('--udp-ports <lo-hi>', 'SOCKS5 UDP ASSOCIATE relay ports').env('PROXYD_UDP_PORTS').default('40000-44999'))
     .addOption(new Option('--udp-idle <seconds>', 'a UDP association ends this long after its last datagram').env('PROXYD_UDP_IDLE').default('120'))
@@ -259,6 +261,57 @@ export function buildProgram(): Command {
     .addOption(dataDirOption())
     .addOption(databaseUrlOption())
     .action(adminAction((m) => m.accountSet));
+
+  account
+    .command('reset-2fa')
+    .description("turn the account's second factor off (TOTP, passkeys, recovery codes) for a customer who lost them; recorded")
+    .requiredOption('--email <email>')
+    .addOption(dataDirOption())
+    .addOption(databaseUrlOption())
+    .action(adminAction((m) => m.accountReset2fa));
+
+  const audit = admin
+    .command('audit')
+    .description('the audit log: one JSON line per record, oldest first (docs/admin.md, "audit")')
+    .option('--email <email>', 'records of this account')
+    .option('--since <duration|iso>', 'records since, e.g. 24h, 30d or 2026-11-25T10:00:00Z')
+    .option('--action <action>', 'records of this action (whitelist.added) or family (whitelist)')
+    .option('--limit <n>', 'at most this many')
+    .addOption(dataDirOption())
+    .addOption(databaseUrlOption())
+    .action(
+      withStore(async (store, all) => {
+        const { auditList } = await import('../admin/audit.js');
+        await auditList(store, all as import('../admin/audit.js').AuditOptions, (line) => void process.stdout.write(`${line}\n`));
+      }, { read: true }),
+    );
+  audit
+    .command('verify')
+    .description('check every hash chain (or one account\'s): exit 0 when all hold, 1 naming the first broken record')
+    .option('--email <email>', 'only this account\'s chain')
+    .option('--heads <file>', 'also check heads kept earlier (lines of `proxyd admin audit head`) are still in their chains')
+    .addOption(dataDirOption())
+    .addOption(databaseUrlOption())
+    .action(
+      withStore(async (store, all) => {
+        const { auditVerify } = await import('../admin/audit.js');
+        const r = await auditVerify(store, all as { email?: string; heads?: string });
+        process.stdout.write(`${JSON.stringify(r.json)}\n`);
+        if (r.message) fail(r.message);
+      }, { read: true }),
+    );
+  audit
+    .command('head')
+    .description('each chain\'s head (seq and hash) as JSON lines: keep them elsewhere (an external log, a cron job) to prove later that no chain was rewritten')
+    .option('--email <email>', 'only this account\'s head')
+    .addOption(dataDirOption())
+    .addOption(databaseUrlOption())
+    .action(
+      withStore(async (store, all) => {
+        const { auditHeads } = await import('../admin/audit.js');
+        for (const h of await auditHeads(store, all as { email?: string })) process.stdout.write(`${JSON.stringify(h)}\n`);
+      }, { read: true }),
+    );
 
   const token = admin.command('token').description('API tokens');
   token

@@ -25,11 +25,13 @@ import { DatabaseWindowStore } from '../ratelimit/database-store.js';
 import { openStore as openBackend, type Store } from '../store/index.js';
 import { PG_CADENCE, UsageMeter } from '../metering/meter.js';
 import { WebhookSender } from '../webhooks/sender.js';
+import { AuditKeeper } from '../services/audit-keeper.js';
 import { PlanEnforcer } from '../metering/plans.js';
 import { ExitHeartbeat } from '../fleet/exits.js';
 import { HopIdentityKeeper } from '../fleet/hop-identity.js';
 import { HopSecrets } from '../fleet/hop-secrets.js';
 import { WhitelistService, type ServiceLog } from '../services/whitelist.js';
+import { AuditService } from '../services/audit.js';
 import type { ConnectionLogStore, UsagePeriod, UsageStore } from '../store/index.js';
 import { DEFAULT_USAGE_RETENTION_MS } from '../store/usage-sql.js';
 
@@ -154,6 +156,7 @@ export function apiContext(p: {
   nowMs?: () => number;
   view?: Pick<AdmissionView, 'status'>;
   allowPrivateWebhooks?: boolean;
+  consoleOrigin?: string | null;
   usageRetentionMs?: Record<UsagePeriod, number>;
 }): ApiContext {
   const { store, limits, view } = p;
@@ -164,6 +167,8 @@ export function apiContext(p: {
     metrics: p.metrics,
     nowMs: p.nowMs ?? Date.now,
     allowPrivateWebhooks: p.allowPrivateWebhooks === true,
+    consoleOrigin: p.consoleOrigin ?? null,
+    audit: new AuditService(store),
     usageRetentionMs: p.usageRetentionMs ?? DEFAULT_USAGE_RETENTION_MS,
     health: async () => {
       const up = await dependenciesUp(store, limits);
@@ -185,7 +190,7 @@ export interface WorkerPart {
 /** The API (+ console) listening, once the rate-limit store is connected or has been waited for. */
 async function listenApi(cfg: ServeConfig, log: DaemonLog, store: Store, limits: ApiLimits, metrics: Metrics, view: AdmissionView, reusePort: boolean): Promise<FastifyInstance> {
   const [geo] = await Promise.all([openCountryLookup(cfg.geoipDb), limits.ready(DEPENDENCY_WAIT_MS)]);
-  const ctx = apiContext({ store, geo, limits, metrics, log: { error: (o, m) => log.error(o, m) }, view, allowPrivateWebhooks: cfg.allowPrivateWebhooks, usageRetentionMs: cfg.usageRetentionMs });
+  const ctx = apiContext({ store, geo, limits, metrics, log: { error: (o, m) => log.error(o, m) }, view, allowPrivateWebhooks: cfg.allowPrivateWebhooks, consoleOrigin: cfg.consoleOrigin, usageRetentionMs: cfg.usageRetentionMs });
   const app = await buildApp(ctx, { trustProxy: cfg.trustProxy, logger: log, plugins: [(a: FastifyInstance) => consolePlugin(a, ctx)] });
   try {
     // Fastify hands its options to net.Server.listen, whose reusePort its types do not name yet.
@@ -355,6 +360,9 @@ export async function startDaemon(cfg: ServeConfig, log: DaemonLog, worker: Work
   // Every process sends: a claim in the database decides which one sends each event.
   const webhooks = new WebhookSender(store, { node: `${cfg.nodeName}:${process.pid}`, allowPrivate: cfg.allowPrivateWebhooks, log });
   webhooks.start();
+  // The service's own audit records (plan expiry) and the log's retention.
+  const auditKeeper = new AuditKeeper(store, { node: cfg.nodeName, retentionMs: cfg.auditRetentionMs, log });
+  auditKeeper.start();
   metrics.attachGateway(() => gw.stats());
   metrics.attachMeter(() => ({ flushed: meter.flushed, failed: meter.failedFlushes, lagMs: meter.lagMs() }));
   metrics.attachDependencies(() => dependenciesUp(store, limits));
@@ -393,6 +401,7 @@ export async function startDaemon(cfg: ServeConfig, log: DaemonLog, worker: Work
       view.close();
       await meter.stop();
       await webhooks.stop();
+      await auditKeeper.stop();
       await plans.stop();
       await connLog?.stop();
       await limits.close();

@@ -3,6 +3,7 @@
 // one bad item refuses the whole change, naming every bad item.
 import { parseRuleList, type RuleItemProblem } from '../../gateway/index.js';
 import { SERVICE_RULES_ID, type Store } from '../store/index.js';
+import { auditDraft, type AuditContext } from './audit.js';
 
 export type RuleListName = 'deny' | 'allow';
 
@@ -28,7 +29,7 @@ export function getTargetRules(store: Store, accountId: number | 'service'): Pro
 }
 
 /** Checks every list given, then writes both lists at once (nothing changes when an item is bad). */
-export async function setTargetRules(store: Store, accountId: number | 'service', change: TargetRulesChange): Promise<SetRulesResult> {
+export async function setTargetRules(store: Store, accountId: number | 'service', change: TargetRulesChange, ctx?: AuditContext): Promise<SetRulesResult> {
   // The service's rules are a deny list: an allow list there would refuse every target no account named.
   if (accountId === 'service' && change.allow !== undefined) return { ok: false, code: 'service_allow' };
   const id = accountId === 'service' ? SERVICE_RULES_ID : accountId;
@@ -43,6 +44,7 @@ export async function setTargetRules(store: Store, accountId: number | 'service'
   }
   // Every bad item of both lists is named, not only the first list's.
   if (bad.length > 0) return { ok: false, code: 'invalid_items', lists: bad };
-  await store.targetRules.set(id, next);
+  // The service's rules belong to no account: no account's chain records them (the operator's own log does).
+  await store.targetRules.set(id, next, ctx && accountId !== 'service' ? auditDraft(ctx, 'rules.changed', null, { deny: next.deny, allow: next.allow }) : undefined);
   return { ok: true, rules: next };
 }

@@ -6,6 +6,7 @@ import { lookup as dnsLookup } from 'node:dns/promises';
 import { isIP } from 'node:net';
 import { isPublicAddress } from '../../gateway/index.js';
 import type { Store } from '../store/index.js';
+import { auditDraft, type AuditContext } from './audit.js';
 
 export const DEFAULT_THRESHOLDS = [80, 100];
 
@@ -67,10 +68,17 @@ export async function setWebhook(
   accountId: number,
   o: { url: string; thresholds?: number[] },
   opts: { allowPrivate: boolean; lookup?: Lookup },
+  ctx?: AuditContext,
 ): Promise<{ url: string; thresholds: number[]; secret: string }> {
   await checkWebhookUrl(o.url, opts.allowPrivate, opts.lookup);
   const thresholds = o.thresholds ?? DEFAULT_THRESHOLDS;
   const secret = newWebhookSecret();
-  await store.webhooks.set({ accountId, url: o.url, thresholds, secret });
+  // The record names the URL and thresholds, never the signing secret.
+  await store.webhooks.set({ accountId, url: o.url, thresholds, secret }, ctx && auditDraft(ctx, 'webhook.set', o.url, { thresholds }));
   return { url: o.url, thresholds, secret };
+}
+
+/** Removes the account's webhook; false when it had none (nothing recorded). */
+export function removeWebhook(store: Store, accountId: number, ctx?: AuditContext): Promise<boolean> {
+  return store.webhooks.remove(accountId, ctx && auditDraft(ctx, 'webhook.removed'));
 }

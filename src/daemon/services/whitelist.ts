@@ -3,6 +3,7 @@ import { BusinessError, Code, ITEM_REASON, partialMessage, type ItemCode } from 
 import { checkWhitelistIpv4, codePointLength, isStrictIPv4, MAX_REMARK_CODE_POINTS } from '../../contract/ipv4.js';
 import { MAX_BATCH_ITEMS } from '../../contract/paths.js';
 import { isoSeconds, type BatchResult, type FailedItem, type ListData, type ListQuery, type WhitelistItem } from '../../contract/schemas.js';
+import { auditDraft, type AuditContext } from './audit.js';
 import { isMainlandChina, type CountryLookup } from './geo.js';
 import { StoreUnavailableError, type ListFilter, type Store, type WhitelistEntry, type WhitelistPage } from '../store/index.js';
 
@@ -84,10 +85,11 @@ export class WhitelistService {
   }
 
   /**
-   * Adds items, each committed on its own, with the outcome of processing them one by one in order.
-   * Verification is checked here, before any item. Database out of reach: 503.
+   * Adds items with the outcome of processing them one by one in order (a failing item undoes nothing). With `ctx`,
+   * the request's one record (the IPs added) commits with them. Verification is checked here, before any item.
+   * Database out of reach: 503.
    */
-  async add(accountId: number, items: ReadonlyArray<{ ip: string; remark?: string | undefined }>): Promise<BatchOutcome> {
+  async add(accountId: number, items: ReadonlyArray<{ ip: string; remark?: string | undefined }>, ctx?: AuditContext): Promise<BatchOutcome> {
     assertBatchSize(items.length);
     const account = await this.store.accounts.get(accountId);
     if (!account || account.status !== 'active') throw new BusinessError(Code.INVALID_API_KEY);
@@ -95,7 +97,12 @@ export class WhitelistService {
     const problems = items.map((item) => this.itemProblem(item.ip, item.remark ?? ''));
     const results = await this.batch(
       problems,
-      (sent) => this.store.whitelist.claimIps(accountId, sent.map((i) => ({ ip: items[i]!.ip, remark: storableRemark(items[i]!.remark ?? '') }))),
+      (sent) =>
+        this.store.whitelist.claimIps(
+          accountId,
+          sent.map((i) => ({ ip: items[i]!.ip, remark: storableRemark(items[i]!.remark ?? '') })),
+          ctx && auditDraft(ctx, 'whitelist.added', null, { requested: items.length }),
+        ),
       'whitelist add failed',
     );
     return outcomeOf(
@@ -107,10 +114,14 @@ export class WhitelistService {
     );
   }
 
-  async delete(accountId: number, ips: readonly string[]): Promise<BatchOutcome> {
+  async delete(accountId: number, ips: readonly string[], ctx?: AuditContext): Promise<BatchOutcome> {
     assertBatchSize(ips.length);
     const problems = ips.map((ip) => (isStrictIPv4(ip) ? null : Code.INVALID_IPV4));
-    const results = await this.batch(problems, (sent) => this.store.whitelist.releaseIps(accountId, sent.map((i) => ips[i]!)), 'whitelist delete failed');
+    const results = await this.batch(
+      problems,
+      (sent) => this.store.whitelist.releaseIps(accountId, sent.map((i) => ips[i]!), ctx && auditDraft(ctx, 'whitelist.deleted', null, { requested: ips.length })),
+      'whitelist delete failed',
+    );
     return outcomeOf(
       ips.map((ip, i) => {
         const r = results[i];
@@ -141,8 +152,8 @@ export class WhitelistService {
     return out;
   }
 
-  async setStatus(accountId: number, ip: string, status: 1 | 2): Promise<WhitelistItem | null> {
-    const e = await this.store.whitelist.setStatus(accountId, ip, status);
+  async setStatus(accountId: number, ip: string, status: 1 | 2, ctx?: AuditContext): Promise<WhitelistItem | null> {
+    const e = await this.store.whitelist.setStatus(accountId, ip, status, ctx && auditDraft(ctx, 'whitelist.status_changed', ip, { status: status === 1 ? 'active' : 'disabled' }));
     return e ? toApiItem(e) : null;
   }
 }

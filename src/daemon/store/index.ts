@@ -37,3 +37,4 @@ export async function openStore(cfg: StoreConfig): Promise<Store> {
 
 export type * from './types.js';
 export { StoreUnavailableError, SERVICE_RULES_ID } from './types.js';
+export { AUDIT_ACTOR_TYPES, ChainVerifier, GENESIS_HASH, canonicalJson, type ChainProblem } from './audit-chain.js';

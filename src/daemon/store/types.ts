@@ -1,6 +1,16 @@
 // The store's seam: one async interface per table family, domain types in and out, failures as values.
 // Backends (sqlite/, postgres/) implement it; nothing outside store/ sees a driver, a row or an SQL error.
 import type { UsageDelta } from '../../gateway/types.js';
+import type { AuditChainRow, AuditEntry, AuditHead, AuditRecord } from './audit-chain.js';
+
+export type { AuditActor, AuditActorType, AuditChainRow, AuditEntry, AuditHead, AuditRecord } from './audit-chain.js';
+
+/**
+ * The audit record of an account-changing store call (docs/security.md, "Audit log"), written in the call's own
+ * transaction onto the account's chain: no change without its record. The store fills in the account the call
+ * changes (a record can never name another), the time, and for a batch the items it changed.
+ */
+export type AuditDraft = Omit<AuditEntry, 'accountId'>;
 
 export type AccountStatus = 'active' | 'suspended' | 'closed';
 
@@ -149,9 +159,9 @@ export interface WebhookEvent {
 }
 
 export interface WebhookStore {
-  set(w: Webhook): Promise<void>;
-  /** False when the account had none. */
-  remove(accountId: number): Promise<boolean>;
+  set(w: Webhook, audit?: AuditDraft): Promise<void>;
+  /** False when the account had none (nothing recorded). */
+  remove(accountId: number, audit?: AuditDraft): Promise<boolean>;
   get(accountId: number): Promise<Webhook | null>;
   all(): Promise<Webhook[]>;
   /**
@@ -170,14 +180,16 @@ export interface WebhookStore {
 }
 
 export interface AccountStore {
-  create(email: string, passwordHash: string, verified: boolean): Promise<Account | 'exists'>;
+  create(email: string, passwordHash: string, verified: boolean, audit?: AuditDraft): Promise<Account | 'exists'>;
   get(id: number): Promise<Account | null>;
   findByEmail(email: string): Promise<Account | null>;
   passwordHash(id: number): Promise<string | null>;
-  setVerified(id: number, verified: boolean): Promise<void>;
-  setPasswordHash(id: number, hash: string): Promise<void>;
+  setVerified(id: number, verified: boolean, audit?: AuditDraft): Promise<void>;
+  setPasswordHash(id: number, hash: string, audit?: AuditDraft): Promise<void>;
+  /** A new email (unique case-insensitively); 'exists' when another account has it, nothing changed. */
+  setEmail(id: number, email: string, audit?: AuditDraft): Promise<'ok' | 'exists'>;
   /** Closing moves every IP the account holds to "being released" and ends its entries, atomically. */
-  setStatus(id: number, status: AccountStatus): Promise<void>;
+  setStatus(id: number, status: AccountStatus, audit?: AuditDraft): Promise<void>;
 }
 
 /**
@@ -215,50 +227,68 @@ export interface TokenStore {
   checkCall?(req: ApiCallCheck): Promise<ApiCallVerdict | 'busy'>;
   activeToken(accountId: number): Promise<ApiToken | null>;
   /** Disables every active token of the account and stores the new one, atomically. */
-  replace(accountId: number, accessKey: string, secretHash: Buffer, expiresAt?: number | null): Promise<void>;
-  /** Disables the active token; its access key, or null when there was none. */
-  disable(accountId: number): Promise<string | null>;
+  replace(accountId: number, accessKey: string, secretHash: Buffer, expiresAt?: number | null, audit?: AuditDraft): Promise<void>;
+  /** Disables the active token; its access key, or null when there was none (then nothing is recorded). */
+  disable(accountId: number, audit?: AuditDraft): Promise<string | null>;
 }
 
 export interface WhitelistStore {
   /** Claims the IP for the account and records the entry, or says why not. One transaction. */
   claimIp(accountId: number, ip: string, remark: string): Promise<ClaimOutcome>;
   /**
-   * A batch of claims, one by one in item order, each committed on its own (a failing item undoes nothing);
-   * one outcome per item. Durable when it resolves. Throws StoreUnavailableError when the database went away
-   * during the batch: items before that point may have been committed.
+   * A batch of claims, one by one in item order (a failing item undoes nothing); one outcome per item. Durable
+   * when it resolves. Without `audit`, each item is committed on its own; with it, the items and the one record
+   * of the request (its `details.ips`: the IPs added; none added, no record) commit together, each item in a
+   * savepoint of that transaction. Throws StoreUnavailableError when the database went away during the batch:
+   * without `audit`, items before that point may have been committed; with it, none was.
    */
-  claimIps(accountId: number, items: ReadonlyArray<{ ip: string; remark: string }>): Promise<ClaimOutcome[]>;
+  claimIps(accountId: number, items: ReadonlyArray<{ ip: string; remark: string }>, audit?: AuditDraft): Promise<ClaimOutcome[]>;
   /** Soft-deletes the account's entry and releases the global claim at once. */
   releaseClaim(accountId: number, ip: string): Promise<ReleaseOutcome>;
-  /** A batch of releases with the same rules as claimIps. */
-  releaseIps(accountId: number, ips: readonly string[]): Promise<ReleaseOutcome[]>;
+  /** A batch of releases with the same rules as claimIps (`details.ips`: the IPs deleted). */
+  releaseIps(accountId: number, ips: readonly string[], audit?: AuditDraft): Promise<ReleaseOutcome[]>;
   list(accountId: number, f: ListFilter): Promise<WhitelistPage>;
-  setStatus(accountId: number, ip: string, status: 1 | 2): Promise<WhitelistEntry | null>;
+  /** Recorded only when the entry exists. */
+  setStatus(accountId: number, ip: string, status: 1 | 2, audit?: AuditDraft): Promise<WhitelistEntry | null>;
   /** Claims with no live entry, or live entries with no claim: what a crash must never leave. */
   inconsistencies(): Promise<Inconsistencies>;
   /** Start-up repair (the claim is the owner of record); one transaction. */
   repair(): Promise<Repairs>;
 }
 
+/** Each change is recorded only when it happened (a user of another account, or none, changes nothing). */
 export interface ProxyUserStore {
-  create(accountId: number, username: string, passwordHash: string): Promise<ProxyUser | 'exists'>;
+  create(accountId: number, username: string, passwordHash: string, audit?: AuditDraft): Promise<ProxyUser | 'exists'>;
   get(id: number): Promise<ProxyUser | null>;
   listForAccount(accountId: number): Promise<ProxyUser[]>;
-  setPassword(accountId: number, id: number, passwordHash: string): Promise<boolean>;
-  delete(accountId: number, id: number): Promise<boolean>;
+  setPassword(accountId: number, id: number, passwordHash: string, audit?: AuditDraft): Promise<boolean>;
+  delete(accountId: number, id: number, audit?: AuditDraft): Promise<boolean>;
+}
+
+/** A live console session of an account, as the Sessions card lists it. */
+export interface SessionListing extends SessionRecord {
+  sid: string;
 }
 
 export interface ConsoleSessionStore {
   /** The live session, or null when absent or expired (an expired row is removed). */
   get(sid: string): Promise<SessionRecord | null>;
-  set(sid: string, rec: SessionRecord): Promise<void>;
-  destroy(sid: string): Promise<void>;
+  /** Writes the session, made if absent (a log-in; `audit`: its record, in the same transaction). */
+  set(sid: string, rec: SessionRecord, audit?: AuditDraft): Promise<void>;
+  /**
+   * Writes a session that exists; false, and nothing written, when it has ended meanwhile: a request still in
+   * flight when its session was signed out elsewhere never brings it back.
+   */
+  update(sid: string, rec: SessionRecord): Promise<boolean>;
+  /** Ends one session; `audit` is recorded on the session's account when it had one. */
+  destroy(sid: string, audit?: AuditDraft): Promise<void>;
   /** Ends every session of the account (logout everywhere, password change, suspension). */
-  destroyForAccount(accountId: number): Promise<number>;
+  destroyForAccount(accountId: number, audit?: AuditDraft): Promise<number>;
   /** Ends every session of the account but one (the one that changed the password). */
-  destroyOthers(accountId: number, keepSid: string): Promise<number>;
+  destroyOthers(accountId: number, keepSid: string, audit?: AuditDraft): Promise<number>;
   countForAccount(accountId: number): Promise<number>;
+  /** The account's live sessions, newest first. */
+  listForAccount(accountId: number): Promise<SessionListing[]>;
   pruneExpired(): Promise<number>;
 }
 
@@ -299,9 +329,9 @@ export interface UserLimits {
 export interface PlanStore {
   get(accountId: number): Promise<Plan | null>;
   /** Creates or replaces the account's plan. */
-  set(plan: Plan): Promise<void>;
-  /** False when the account has no proxy user of that name. */
-  setUserLimits(accountId: number, username: string, limits: { trafficLimit: number | null; maxConnections: number | null; rateLimit?: number | null }): Promise<boolean>;
+  set(plan: Plan, audit?: AuditDraft): Promise<void>;
+  /** False when the account has no proxy user of that name (nothing recorded). */
+  setUserLimits(accountId: number, username: string, limits: { trafficLimit: number | null; maxConnections: number | null; rateLimit?: number | null }, audit?: AuditDraft): Promise<boolean>;
   userLimits(accountId: number): Promise<UserLimits[]>;
   /** Every plan and every user with a limit: what the nodes enforce. */
   all(): Promise<{ plans: Plan[]; users: UserLimits[] }>;
@@ -490,7 +520,92 @@ export const SERVICE_RULES_ID = 0;
 export interface TargetRulesStore {
   get(accountId: number): Promise<{ deny: string[]; allow: string[] }>;
   /** Replaces both lists (empty lists remove the row). */
-  set(accountId: number, rules: { deny: readonly string[]; allow: readonly string[] }): Promise<void>;
+  set(accountId: number, rules: { deny: readonly string[]; allow: readonly string[] }, audit?: AuditDraft): Promise<void>;
+}
+
+/** A read of audit records: one account's (the console, the API) or every account's (the operator), newest first. */
+export interface AuditQuery {
+  accountId?: number | undefined;
+  /** Time range [fromMs, toMs). */
+  fromMs?: number | undefined;
+  toMs?: number | undefined;
+  actions?: readonly string[] | undefined;
+  limit: number;
+  offset: number;
+  /** Default newest first (by id); `oldest` for a log read forwards. */
+  order?: 'newest' | 'oldest';
+}
+
+export interface AuditStore {
+  /**
+   * A record on its own, for an action that changes no other row (a failed log-in) or the service's own (a plan
+   * that expired). With `onceKey`, at most one record per account and key, fleet-wide: false when there is one.
+   */
+  append(entry: AuditEntry, onceKey?: string): Promise<boolean>;
+  list(q: AuditQuery): Promise<{ rows: AuditRecord[]; total: number }>;
+  /** Records in chain order (account, then seq) after `after`, at most `limit`; of one account with `onlyAccount`. */
+  chain(after: { accountId: number; seq: number }, limit: number, onlyAccount?: number): Promise<AuditChainRow[]>;
+  /** Every chain's head and anchor (or one account's). */
+  heads(accountId?: number): Promise<AuditHead[]>;
+  /**
+   * Removes each account's records up to its newest one older than `beforeMs` (a prefix of its chain: clocks of
+   * several nodes may disagree a little), and keeps the last removed record's seq and hash as the chain's anchor,
+   * so what is left still verifies. How many records went.
+   */
+  prune(beforeMs: number): Promise<number>;
+}
+
+/** A registered passkey (WebAuthn credential) of an account. */
+export interface Passkey {
+  id: number;
+  accountId: number;
+  /** base64url, as the browser names it. */
+  credentialId: string;
+  publicKey: Buffer;
+  counter: number;
+  transports: string[];
+  name: string;
+  createdAtMs: number;
+  lastUsedAtMs: number | null;
+}
+
+/** An account's second factor as the console reads it. */
+export interface SecondFactorState {
+  /** The TOTP secret sealed with the console's key (never in clear at rest), and the newest time step accepted. */
+  totp: { sealedSecret: string; enabledAtMs: number; lastStep: number } | null;
+  recoveryCodesLeft: number;
+  passkeys: Passkey[];
+  /** The second step is refused until then (ms epoch; 0: not locked). */
+  lockedUntilMs: number;
+}
+
+/** The lock after wrong second factors: `max` within `windowMs` lock the second step for `lockMs`. */
+export interface SecondFactorLockRule {
+  max: number;
+  windowMs: number;
+  lockMs: number;
+}
+
+export interface SecondFactorStore {
+  state(accountId: number): Promise<SecondFactorState>;
+  /** TOTP on (replacing a TOTP secret), its first code's step taken, and new recovery codes (by hash) replacing any. */
+  enableTotp(accountId: number, sealedSecret: string, step: number, recoveryCodeHashes: readonly string[], audit?: AuditDraft): Promise<void>;
+  /** Takes a time step of the account's TOTP: false when it, or a later one, was taken (a replayed code). */
+  takeTotpStep(accountId: number, step: number): Promise<boolean>;
+  /** Spends one recovery code by its hash: false when there is no such unused code. */
+  useRecoveryCode(accountId: number, codeHash: string, audit?: AuditDraft): Promise<boolean>;
+  /** New recovery codes, replacing every old one. */
+  replaceRecoveryCodes(accountId: number, codeHashes: readonly string[], audit?: AuditDraft): Promise<void>;
+  /** Registers a passkey; with `recoveryCodeHashes`, the account's recovery codes are replaced too (its first factor). */
+  addPasskey(p: { accountId: number; credentialId: string; publicKey: Buffer; counter: number; transports: string[]; name: string }, recoveryCodeHashes: readonly string[] | null, audit?: AuditDraft): Promise<Passkey | 'exists'>;
+  passkeyByCredential(credentialId: string): Promise<Passkey | null>;
+  /** A passkey's signature counter after a log-in with it. */
+  passkeyUsed(id: number, counter: number): Promise<void>;
+  removePasskey(accountId: number, id: number, audit?: AuditDraft): Promise<boolean>;
+  /** Every second factor off: TOTP, recovery codes, passkeys, the lock. False (nothing recorded) when none was on. */
+  disable(accountId: number, audit?: AuditDraft): Promise<boolean>;
+  /** A wrong second factor, counted with its record; returns when the second step is locked until (0: not locked). */
+  fail(accountId: number, rule: SecondFactorLockRule, audit?: AuditDraft): Promise<number>;
 }
 
 /**
@@ -580,6 +695,8 @@ export interface Store {
   readonly plans: PlanStore;
   readonly webhooks: WebhookStore;
   readonly targetRules: TargetRulesStore;
+  readonly audit: AuditStore;
+  readonly secondFactors: SecondFactorStore;
   /** Exit nodes of an entry/exit fleet; null on SQLite (roles need PostgreSQL). */
   readonly exits: ExitStore | null;
   readonly connectionLog: ConnectionLogStore;

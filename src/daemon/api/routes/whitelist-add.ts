@@ -3,7 +3,7 @@ import type { FastifyInstance } from 'fastify';
 import { API_PATHS } from '../../../contract/paths.js';
 import { AddBodySchema } from '../../../contract/schemas.js';
 import type { ApiContext } from '../../services/context.js';
-import { makeAuthHook } from '../auth.js';
+import { callerAudit, makeAuthHook } from '../auth.js';
 import { parseJsonBody } from '../body.js';
 import { sendEnvelope } from '../envelope.js';
 import { parseBatchBody, rejectExtraQuery } from './query.js';
@@ -16,7 +16,7 @@ export default function addRoute(app: FastifyInstance, ctx: ApiContext): void {
   app.post(API_PATHS.add, { onRequest: makeAuthHook(ctx.store, ctx.limits, 'add', ctx.nowMs) }, async (request, reply) => {
     rejectExtraQuery(request);
     const body = parseAddBody(parseJsonBody(request));
-    const out = await ctx.whitelist.add(request.caller!.accountId, body.items);
+    const out = await ctx.whitelist.add(request.caller!.accountId, body.items, callerAudit(request));
     return sendEnvelope(request, reply, out.code, out.data, out.message);
   });
 }

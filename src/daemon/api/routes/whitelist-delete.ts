@@ -3,7 +3,7 @@ import type { FastifyInstance } from 'fastify';
 import { API_PATHS } from '../../../contract/paths.js';
 import { DeleteBodySchema } from '../../../contract/schemas.js';
 import type { ApiContext } from '../../services/context.js';
-import { makeAuthHook } from '../auth.js';
+import { callerAudit, makeAuthHook } from '../auth.js';
 import { parseJsonBody } from '../body.js';
 import { sendEnvelope } from '../envelope.js';
 import { parseBatchBody, rejectExtraQuery } from './query.js';
@@ -16,7 +16,7 @@ export default function deleteRoute(app: FastifyInstance, ctx: ApiContext): void
   app.post(API_PATHS.delete, { onRequest: makeAuthHook(ctx.store, ctx.limits, 'delete', ctx.nowMs) }, async (request, reply) => {
     rejectExtraQuery(request);
     const body = parseDeleteBody(parseJsonBody(request));
-    const out = await ctx.whitelist.delete(request.caller!.accountId, body.ips);
+    const out = await ctx.whitelist.delete(request.caller!.accountId, body.ips, callerAudit(request));
     return sendEnvelope(request, reply, out.code, out.data, out.message);
   });
 }

@@ -1,7 +1,31 @@
 import { MIN_PASSWORD_CHARS } from '../../../contract/password.js';
-import { html, type Html } from '../html.js';
+import { html, raw, type Html } from '../html.js';
 import { csrfField, shell, utc } from '../layout.js';
 import type { Flash } from '../session.js';
+
+/** A live console session as the Sessions card lists it. */
+export interface SessionRow {
+  handle: string;
+  current: boolean;
+  createdAtMs: number | null;
+  seenAtMs: number | null;
+  ip: string | null;
+  browser: string;
+}
+
+/** The second factor and sessions, as the Account page shows them. */
+export interface SecurityView {
+  on: boolean;
+  totpSinceMs: number | null;
+  recoveryCodesLeft: number;
+  passkeys: Array<{ id: number; name: string; createdAtMs: number; lastUsedAtMs: number | null }>;
+  lockedUntilMs: number;
+  /** A TOTP set-up open in this browser: the secret, its QR code (an SVG made here) and the nonce its form carries. */
+  enrollment: { secret: string; uri: string; svg: string; nonce: string } | null;
+  /** Recovery codes, only on the response right after they were made. */
+  recoveryCodes: string[] | null;
+  sessions: SessionRow[];
+}
 
 interface AccountView {
   csrf: string;
@@ -18,7 +42,85 @@ interface AccountView {
   sessionCount: number;
   /** The account's target rules, canonical items. */
   rules: { deny: string[]; allow: string[] };
+  security: SecurityView;
   flash?: Flash | undefined;
+}
+
+const msUtc = (ms: number | null) => (ms === null ? '—' : utc(Math.floor(ms / 1000)));
+
+function twoFactorCard(v: AccountView): Html {
+  const s = v.security;
+  const codes = s.recoveryCodes
+    ? html`<div class="notice warn" role="status"><p><strong>Save your recovery codes now.</strong> They are shown only this once. Each works once, in place of a code from your app, if you lose your phone.</p></div>
+<ol class="codes" id="recovery-codes" data-testid="recovery-codes">${s.recoveryCodes.map((c) => html`<li><code>${c}</code></li>`)}</ol>
+<button type="button" class="btn secondary" data-copy-target="recovery-codes" data-copy-status="codes-copy-status" hidden>Copy</button>
+<p id="codes-copy-status" class="visually-hidden" role="status" aria-live="polite"></p>`
+    : '';
+  const enroll = s.enrollment
+    ? html`<div data-testid="totp-enrollment">
+<p>Scan this code with your authenticator app (or enter the secret by hand), then type the 6-digit code it shows.</p>
+<div class="qr" data-testid="totp-qr" role="img" aria-label="QR code of the authenticator secret">${raw(s.enrollment.svg)}</div>
+<p class="muted small">Secret: <code data-testid="totp-secret">${s.enrollment.secret.match(/.{1,4}/g)!.join(' ')}</code></p>
+<form method="post" action="/console/2fa/totp/enable">
+${csrfField(v.csrf)}
+<input type="hidden" name="enroll" value="${s.enrollment.nonce}">
+<div class="field"><label for="totp_code">Code from your app</label><input type="text" id="totp_code" name="code" inputmode="numeric" autocomplete="one-time-code" required data-testid="totp-code"></div>
+<div class="form-actions"><button class="btn" type="submit">Turn on</button></div>
+</form>
+<form method="post" action="/console/2fa/totp/cancel" class="form-actions">${csrfField(v.csrf)}<button class="btn secondary" type="submit">Cancel</button></form>
+</div>`
+    : '';
+  const totp =
+    s.totpSinceMs !== null
+      ? html`<p data-testid="totp-status"><span class="badge ok">On</span> Authenticator app, since ${msUtc(s.totpSinceMs)}.</p>`
+      : s.enrollment
+        ? enroll
+        : html`<form method="post" action="/console/2fa/totp/start" class="form-actions">${csrfField(v.csrf)}<button class="btn secondary" type="submit">Set up an authenticator app</button></form>`;
+  const passkeys = html`<h3>Passkeys</h3>
+${
+  s.passkeys.length
+    ? html`<ul class="plain" data-testid="passkeys">${s.passkeys.map(
+        (p) => html`<li data-testid="passkey-row-${p.id}">${p.name} <span class="muted small">added ${msUtc(p.createdAtMs)}${p.lastUsedAtMs ? html`, last used ${msUtc(p.lastUsedAtMs)}` : ''}</span>
+<form method="post" action="/console/2fa/passkey/${p.id}/remove" class="inline">${csrfField(v.csrf)}<button class="btn ghost-danger sm" type="submit">Remove</button></form></li>`,
+      )}</ul>`
+    : html`<p class="muted small">No passkey yet. A passkey (your device's screen lock or a security key) can be your second factor instead of codes.</p>`
+}
+<div class="field"><label for="passkey_name">Name of the new passkey</label><input type="text" id="passkey_name" maxlength="64" placeholder="Laptop"></div>
+<div class="form-actions"><button type="button" class="btn secondary" hidden data-passkey="register" data-csrf="${v.csrf}" data-options-url="/console/2fa/passkey/options" data-verify-url="/console/2fa/passkey/register" data-name="passkey_name" data-status="passkey-status" data-testid="add-passkey">Add a passkey</button></div>
+<p id="passkey-status" class="muted small" role="status" aria-live="polite" hidden></p>
+<noscript><p class="muted small">Adding a passkey needs JavaScript.</p></noscript>`;
+  return html`<section class="card" id="two-factor" aria-labelledby="tfa-title" data-testid="two-factor-card">
+<div class="card-head"><div><h2 id="tfa-title">Two-factor authentication</h2><p class="muted">After your password, signing in asks for a code from an authenticator app, a recovery code, or a passkey.</p></div>
+<span class="badge ${s.on ? 'ok' : 'warn'}" data-testid="two-factor-state">${s.on ? 'On' : 'Off'}</span></div>
+${s.lockedUntilMs ? html`<div class="notice error" role="status"><p>Too many wrong codes: the second step is locked until ${msUtc(s.lockedUntilMs)}.</p></div>` : ''}
+${codes}
+<h3>Authenticator app</h3>
+${totp}
+${passkeys}
+${
+  s.on
+    ? html`<h3>Recovery codes</h3><p class="muted small"><span data-testid="recovery-codes-left">${s.recoveryCodesLeft}</span> unused.</p>
+<form method="post" action="/console/2fa/recovery-codes" class="form-actions">${csrfField(v.csrf)}<button class="btn secondary" type="submit">Make new recovery codes</button></form>
+<form method="post" action="/console/2fa/disable" class="form-actions">${csrfField(v.csrf)}<button class="btn ghost-danger" type="submit">Turn off two-factor authentication</button><span class="muted small">Asks for a second factor first.</span></form>`
+    : ''
+}
+</section>`;
+}
+
+function sessionsCard(v: AccountView): Html {
+  return html`<section class="card" id="sessions" aria-labelledby="sess-title" data-testid="sessions-card">
+<div class="card-head"><div><h2 id="sess-title">Sessions</h2><p class="muted small">You are signed in on <span data-testid="session-count">${v.sessionCount}</span> ${v.sessionCount === 1 ? 'browser' : 'browsers'}. Signing one out ends it at once, on every server.</p></div></div>
+<div class="table-wrap"><table>
+<thead><tr><th scope="col">Browser</th><th scope="col">Source IP</th><th scope="col">Signed in</th><th scope="col">Last seen</th><th scope="col"><span class="visually-hidden">Action</span></th></tr></thead>
+<tbody>${v.security.sessions.map(
+    (s) => html`<tr data-testid="session-row-${s.handle}"${s.current ? raw(' data-current="true"') : ''}><td>${s.browser}${s.current ? html` <span class="badge ok">This browser</span>` : ''}</td><td><code>${s.ip ?? '—'}</code></td><td>${msUtc(s.createdAtMs)}</td><td>${msUtc(s.seenAtMs)}</td>
+<td>${s.current ? '' : html`<form method="post" action="/console/sessions/${s.handle}/end" class="inline">${csrfField(v.csrf)}<button class="btn ghost-danger sm" type="submit">Sign out</button></form>`}</td></tr>`,
+  )}</tbody></table></div>
+<div class="form-actions">
+<form method="post" action="/console/sessions/end-others" class="inline">${csrfField(v.csrf)}<button class="btn secondary" type="submit">Sign out everywhere else</button></form>
+<form method="post" action="/console/sessions/end-all" class="inline">${csrfField(v.csrf)}<button class="btn ghost-danger" type="submit">Log out everywhere</button></form>
+</div>
+</section>`;
 }
 
 const statusBadge = (s: string) => html`<span class="badge ${s === 'active' ? 'ok' : 'bad'}" data-testid="account-status">${s[0]!.toUpperCase() + s.slice(1)}</span>`;
@@ -111,7 +213,8 @@ export function accountPage(v: AccountView) {
     title: 'Account',
     signedIn: { nav: 'account', csrf: v.csrf, email: v.email },
     flash: v.flash,
-    copyScript: !!v.revealedToken || !!v.revealedWebhookSecret,
+    copyScript: !!v.revealedToken || !!v.revealedWebhookSecret || !!v.security.recoveryCodes,
+    passkeyScript: true,
     body: html`<div class="page-head"><h1>Account</h1><p class="lead">Your account details, API token and sign-in security.</p></div>
 <div class="stack">
 <section class="card" aria-labelledby="acct-title">
@@ -128,6 +231,7 @@ export function accountPage(v: AccountView) {
 </dl>
 </section>
 ${tokenCard(v)}
+${twoFactorCard(v)}
 ${webhookCard(v)}
 ${rulesCard(v)}
 <div class="grid-2">
@@ -142,15 +246,17 @@ ${csrfField(v.csrf)}
 <div class="form-actions"><button class="btn secondary" type="submit">Change password</button></div>
 </form>
 </section>
-<section class="card" aria-labelledby="sess-title">
-<h2 id="sess-title">Sessions</h2>
-<p class="muted small">You are signed in on <span data-testid="session-count">${v.sessionCount}</span> ${v.sessionCount === 1 ? 'browser' : 'browsers'}.</p>
-<form method="post" action="/console/sessions/end-all">
+<section class="card" aria-labelledby="email-title">
+<h2 id="email-title">Change email</h2>
+<p class="muted small">The email you sign in with. Asks for your password again when your last sign-in is older than 10 minutes.</p>
+<form method="post" action="/console/email">
 ${csrfField(v.csrf)}
-<div class="form-actions"><button class="btn ghost-danger" type="submit">Log out everywhere</button></div>
+<div class="field"><label for="new_email">New email</label><input type="email" id="new_email" name="email" autocomplete="email" required maxlength="320"></div>
+<div class="form-actions"><button class="btn secondary" type="submit">Change email</button></div>
 </form>
 </section>
 </div>
+${sessionsCard(v)}
 </div>`,
   });
 }

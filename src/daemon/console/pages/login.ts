@@ -1,6 +1,7 @@
 import { html } from '../html.js';
-import { authShell, csrfField } from '../layout.js';
+import { authShell, csrfField, noticeBox } from '../layout.js';
 import type { Flash } from '../session.js';
+import { secondFactorFields } from './confirm.js';
 
 interface LoginView {
   csrf: string;
@@ -16,7 +17,7 @@ export function loginPage(v: LoginView) {
     html`<section class="card" aria-labelledby="login-title">
 <h1 id="login-title">Log in to your account</h1>
 <p class="lead">Manage your API token, IP whitelist and proxy users.</p>
-${n ? html`<div class="notice ${n.kind}" role="${n.kind === 'error' ? 'alert' : 'status'}" data-testid="login-message"><p>${n.text}</p></div>` : ''}
+${noticeBox(n, 'login-message')}
 <form method="post" action="/console/login" novalidate>
 ${csrfField(v.csrf)}
 <div class="field">
@@ -30,5 +31,32 @@ ${csrfField(v.csrf)}
 <div class="form-actions"><button class="btn block" type="submit">Log in</button></div>
 </form>
 </section>`,
+  );
+}
+
+interface SecondStepView {
+  csrf: string;
+  totp: boolean;
+  passkeys: boolean;
+  notice?: Flash | undefined;
+}
+
+/** After the password, when a second factor is on: a code, a recovery code, or a passkey. */
+export function secondStepPage(v: SecondStepView) {
+  const n = v.notice;
+  return authShell(
+    'Two-factor authentication',
+    html`<section class="card" aria-labelledby="second-title">
+<h1 id="second-title">Two-factor authentication</h1>
+<p class="lead">Your password was right. Now confirm it is you with your second factor.</p>
+${noticeBox(n, 'login-message')}
+<form method="post" action="/console/login/2fa" id="second-step-form" novalidate>
+${csrfField(v.csrf)}
+${secondFactorFields({ csrf: v.csrf, totp: v.totp, passkeys: v.passkeys, formId: 'second-step-form', optionsUrl: '/console/login/passkey/options', verifyUrl: '/console/login/passkey' })}
+<div class="form-actions"><button class="btn block" type="submit">Verify</button></div>
+</form>
+<p class="muted small"><a href="/console/login">Start again</a></p>
+</section>`,
+    v.passkeys,
   );
 }

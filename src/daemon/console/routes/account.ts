@@ -1,15 +1,20 @@
-// Account page: details, the API token card (create/reset with a confirmation step, shown once), password, sessions.
+// Account page: details, the API token card (create/reset with a confirmation step, shown once), webhook, target
+// rules, password and email (sensitive actions: sudo.ts), the second factor and sessions (routes/security.ts).
 import type { FastifyInstance } from 'fastify';
 import { passwordProblem } from '../../../contract/password.js';
-import { hashPassword, verifyPassword } from '../../secrets.js';
+import { verifyPassword } from '../../secrets.js';
+import { changeEmail, changePassword } from '../../services/account.js';
+import { auditDraft } from '../../services/audit.js';
 import { resetToken } from '../../services/tokens.js';
-import { DEFAULT_THRESHOLDS, WebhookError, parseThresholds, setWebhook } from '../../services/webhooks.js';
+import { DEFAULT_THRESHOLDS, WebhookError, parseThresholds, removeWebhook, setWebhook } from '../../services/webhooks.js';
 import { describeProblems, getTargetRules, setTargetRules } from '../../services/target-rules.js';
-import { accountOf, field, seeOther, sendHtml, setFlash, takeFlash, type ConsoleDeps } from '../deps.js';
+import { accountOf, consoleAudit, field, seeOther, sendHtml, setFlash, takeFlash, type ConsoleDeps } from '../deps.js';
 import { accountPage, tokenConfirmPage } from '../pages/account.js';
 import { clearSessionCookie } from '../session.js';
 import { sourceIp, sourceLimitKey } from '../../services/source-ip.js';
 import { LoginLimiter } from '../login-limiter.js';
+import { sensitiveAction } from '../sudo.js';
+import { securityView } from './security.js';
 
 // Passwords set before the one rule (src/contract/password.ts) could be up to 1024 characters: still checked.
 const MAX_VERIFIED_LENGTH = 1024;
@@ -22,11 +27,13 @@ export default function accountRoutes(app: FastifyInstance, deps: ConsoleDeps): 
     // The full token lives (sealed) in the session for one redirect only; this read discards it.
     let revealedToken: string | null = null;
     let revealedSecret: string | null = null;
+    let recoveryCodes: string[] | null = null;
     const reveal = request.session.reveal;
     if (reveal) {
       delete request.session.reveal;
       if (reveal.kind === 'token') revealedToken = deps.sealer.open(reveal.sealed);
       if (reveal.kind === 'webhook-secret') revealedSecret = deps.sealer.open(reveal.sealed);
+      if (reveal.kind === 'recovery-codes') recoveryCodes = JSON.parse(deps.sealer.open(reveal.sealed) ?? 'null') as string[] | null;
     }
     const webhook = await store.webhooks.get(account.id);
     if (revealedSecret && webhook?.secret !== revealedSecret) revealedSecret = null; // set again elsewhere since
@@ -46,6 +53,7 @@ export default function accountRoutes(app: FastifyInstance, deps: ConsoleDeps): 
         revealedWebhookSecret: revealedSecret,
         sessionCount: await deps.sessions.countForAccount(account.id),
         rules: await getTargetRules(store, account.id),
+        security: await securityView(request, deps, account, recoveryCodes),
         flash: takeFlash(request),
       }),
     );
@@ -57,22 +65,22 @@ export default function accountRoutes(app: FastifyInstance, deps: ConsoleDeps): 
     return sendHtml(reply, tokenConfirmPage({ csrf: reply.generateCsrf(), email: account.email, existingAccessKey: token?.access_key ?? null }));
   });
 
-  app.post('/token', async (request, reply) => {
+  sensitiveAction(app, deps, '/token', 'token.reset', { label: 'Making a new API token' }, async (request, reply) => {
     const account = accountOf(request);
     // Disables the old token and stores the new one in one transaction: the old one gets 401 at once.
-    const minted = await resetToken(store, account.id);
+    const minted = await resetToken(store, account.id, consoleAudit(request));
     request.session.reveal = { kind: 'token', sealed: deps.sealer.seal(minted.token) };
     request.log.info({ event: 'console_token_reset', account_id: account.id, access_key: minted.accessKey }, 'api token made in the console');
     return seeOther(reply, '/console/account');
   });
 
-  app.post('/webhook', async (request, reply) => {
+  sensitiveAction(app, deps, '/webhook', 'webhook.set', { label: 'Setting the webhook' }, async (request, reply, { fields }) => {
     const account = accountOf(request);
-    const url = field(request.body, 'url').trim();
-    const thresholdsText = field(request.body, 'thresholds').trim();
+    const url = (fields.url ?? '').trim();
+    const thresholdsText = (fields.thresholds ?? '').trim();
     try {
       const thresholds = thresholdsText ? parseThresholds(thresholdsText) : DEFAULT_THRESHOLDS;
-      const set = await setWebhook(store, account.id, { url, thresholds }, { allowPrivate: deps.ctx.allowPrivateWebhooks });
+      const set = await setWebhook(store, account.id, { url, thresholds }, { allowPrivate: deps.ctx.allowPrivateWebhooks }, consoleAudit(request));
       request.session.reveal = { kind: 'webhook-secret', sealed: deps.sealer.seal(set.secret) };
       request.log.info({ event: 'console_webhook_set', account_id: account.id }, 'webhook set in the console');
     } catch (e) {
@@ -82,9 +90,9 @@ export default function accountRoutes(app: FastifyInstance, deps: ConsoleDeps): 
     return seeOther(reply, '/console/account');
   });
 
-  app.post('/webhook/remove', async (request, reply) => {
+  sensitiveAction(app, deps, '/webhook/remove', 'webhook.remove', { label: 'Removing the webhook' }, async (request, reply) => {
     const account = accountOf(request);
-    await store.webhooks.remove(account.id);
+    await removeWebhook(store, account.id, consoleAudit(request));
     setFlash(request, 'success', 'The webhook was removed.');
     return seeOther(reply, '/console/account');
   });
@@ -96,7 +104,7 @@ export default function accountRoutes(app: FastifyInstance, deps: ConsoleDeps): 
       const items = field(request.body, name).split(/[\r\n,]+/).map((i) => i.trim()).filter((i) => i !== '');
       return items.length ? items.join(',') : 'none';
     };
-    const r = await setTargetRules(store, account.id, { deny: list('deny'), allow: list('allow') });
+    const r = await setTargetRules(store, account.id, { deny: list('deny'), allow: list('allow') }, consoleAudit(request));
     if (!r.ok) {
       const which = (list: string) => (list === 'allow' ? 'Allowed targets' : 'Denied targets');
       const text = r.code === 'invalid_items' ? r.lists.map((l) => `${which(l.list)}: ${describeProblems(l.problems)}`).join('; ') : 'Denied targets: not accepted';
@@ -108,10 +116,10 @@ export default function accountRoutes(app: FastifyInstance, deps: ConsoleDeps): 
     return seeOther(reply, '/console/account');
   });
 
-  app.post('/password', async (request, reply) => {
+  sensitiveAction(app, deps, '/password', 'account.password', { label: 'Changing your password' }, async (request, reply, { fields }) => {
     const account = accountOf(request);
-    const current = field(request.body, 'current_password');
-    const next = field(request.body, 'new_password');
+    const current = fields.current_password ?? '';
+    const next = fields.new_password ?? '';
     // A guess at the current password counts as a failed log-in (same limits, same counts): a session taken
     // over cannot be used to find the password by trying.
     const keys = LoginLimiter.keys(account.email, sourceLimitKey(sourceIp(request)));
@@ -134,19 +142,33 @@ export default function accountRoutes(app: FastifyInstance, deps: ConsoleDeps): 
       setFlash(request, 'error', `The new password must be ${problem}. Your password was not changed.`);
       return seeOther(reply, '/console/account');
     }
-    await store.accounts.setPasswordHash(account.id, await hashPassword(next));
+    await changePassword(store, account.id, next, consoleAudit(request));
     // Every other session ends; this one continues under a new id.
     await deps.sessions.destroyOthers(account.id, request.session.sessionId);
-    await request.session.regenerate(['accountId', 'loginAtMs']);
+    await request.session.regenerate(['accountId', 'loginAtMs', 'authAtMs', 'ua', 'ip', 'seenAtMs']);
     if (request.protocol === 'https') request.session.cookie.secure = true;
     request.log.info({ event: 'console_password_changed', account_id: account.id }, 'console password changed');
     setFlash(request, 'success', 'Your password has been changed. Other browsers have been logged out.');
     return seeOther(reply, '/console/account');
   });
 
+  sensitiveAction(app, deps, '/email', 'account.email', { label: 'Changing your email' }, async (request, reply, { fields }) => {
+    const account = accountOf(request);
+    const email = (fields.email ?? '').trim();
+    const r = await changeEmail(store, account, email, consoleAudit(request));
+    if (!r.ok) {
+      const why = r.problem === 'invalid' ? 'That is not an email address.' : r.problem === 'same' ? 'That is your email already.' : 'Another account uses that email.';
+      setFlash(request, 'error', `${why} Your email was not changed.`);
+      return seeOther(reply, '/console/account');
+    }
+    request.log.info({ event: 'console_email_changed', account_id: account.id }, 'console email changed');
+    setFlash(request, 'success', `Your email is now ${email}. Use it to sign in from now on.`);
+    return seeOther(reply, '/console/account');
+  });
+
   app.post('/sessions/end-all', async (request, reply) => {
     const account = accountOf(request);
-    await deps.sessions.destroyForAccount(account.id);
+    await deps.sessions.destroyForAccount(account.id, auditDraft(consoleAudit(request), 'console.sessions_ended', null, { including_this: true }));
     await request.session.destroy();
     clearSessionCookie(request, reply);
     request.log.info({ event: 'console_logout_everywhere', account_id: account.id }, 'console sessions ended');

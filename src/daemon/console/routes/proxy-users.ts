@@ -1,10 +1,10 @@
 // Proxy users page: create (password generated and shown once), reset password, delete.
 import type { FastifyInstance } from 'fastify';
-import { accountOf, field, seeOther, sendHtml, setFlash, takeFlash, type ConsoleDeps } from '../deps.js';
+import { accountOf, consoleAudit, field, seeOther, sendHtml, setFlash, takeFlash, type ConsoleDeps } from '../deps.js';
 import { lastPage } from '../layout.js';
 import { proxyUsersPage } from '../pages/proxy-users.js';
 import { RESERVED_MARKERS_HINT, isProxyUsername, reservedMarkerIn } from '../../../contract/proxy-username.js';
-import { createProxyUser, resetProxyUserPassword } from '../../services/proxy-users.js';
+import { createProxyUser, deleteProxyUser, resetProxyUserPassword, setProxyUserLimits } from '../../services/proxy-users.js';
 import { countLimit, rateLimit, sizeLimit } from '../../services/limits.js';
 
 const USERS_PAGE_SIZE = 50;
@@ -44,7 +44,7 @@ export default function proxyUserRoutes(app: FastifyInstance, deps: ConsoleDeps)
   app.post('/proxy-users', async (request, reply) => {
     const account = accountOf(request);
     const username = field(request.body, 'username').trim();
-    const created = await createProxyUser(deps.ctx.store, account.id, username);
+    const created = await createProxyUser(deps.ctx.store, account.id, username, null, consoleAudit(request));
     if (!created.ok) {
       const message =
         created.problem === 'exists'
@@ -67,7 +67,7 @@ export default function proxyUserRoutes(app: FastifyInstance, deps: ConsoleDeps)
       setFlash(request, 'error', 'That proxy user does not exist.');
       return seeOther(reply, '/console/proxy-users');
     }
-    const password = await resetProxyUserPassword(deps.ctx.store, account.id, user.id);
+    const password = await resetProxyUserPassword(deps.ctx.store, account.id, user, consoleAudit(request));
     request.session.reveal = { kind: 'proxy-password', sealed: deps.sealer.seal(password), label: user.username };
     request.log.info({ event: 'console_proxy_user_reset', account_id: account.id, proxy_user_id: user.id }, 'proxy user password reset');
     return seeOther(reply, '/console/proxy-users');
@@ -88,7 +88,7 @@ export default function proxyUserRoutes(app: FastifyInstance, deps: ConsoleDeps)
       setFlash(request, 'error', `${problem}.`);
       return seeOther(reply, '/console/proxy-users');
     }
-    await deps.ctx.store.plans.setUserLimits(account.id, user.username, { trafficLimit: traffic.value, maxConnections: conns.value, rateLimit: rate.value });
+    await setProxyUserLimits(deps.ctx.store, account.id, user.username, { trafficLimit: traffic.value, maxConnections: conns.value, rateLimit: rate.value }, consoleAudit(request));
     request.log.info({ event: 'console_proxy_user_limits', account_id: account.id, proxy_user_id: user.id }, 'proxy user limits saved');
     setFlash(request, 'success', `Saved the limits of ${user.username}. Every gateway applies them within a second.`);
     return seeOther(reply, '/console/proxy-users');
@@ -97,7 +97,7 @@ export default function proxyUserRoutes(app: FastifyInstance, deps: ConsoleDeps)
   app.post<{ Params: { id: string } }>('/proxy-users/:id/delete', async (request, reply) => {
     const account = accountOf(request);
     const user = await ownUser(request.params.id, account.id);
-    if (!user || !(await users.delete(account.id, user.id))) setFlash(request, 'error', 'That proxy user does not exist.');
+    if (!user || !(await deleteProxyUser(deps.ctx.store, account.id, user, consoleAudit(request)))) setFlash(request, 'error', 'That proxy user does not exist.');
     else setFlash(request, 'success', `Deleted proxy user ${user.username}. New gateway connections with it are refused.`);
     return seeOther(reply, '/console/proxy-users');
   });

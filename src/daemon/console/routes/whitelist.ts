@@ -3,7 +3,7 @@ import type { FastifyInstance } from 'fastify';
 import { BusinessError, Code } from '../../../contract/codes.js';
 import { MAX_BATCH_ITEMS } from '../../../contract/paths.js';
 import { ListQuerySchema } from '../../../contract/schemas.js';
-import { accountOf, field, seeOther, sendHtml, setFlash, takeFlash, type ConsoleDeps } from '../deps.js';
+import { accountOf, consoleAudit, field, seeOther, sendHtml, setFlash, takeFlash, type ConsoleDeps } from '../deps.js';
 import { lastPage } from '../layout.js';
 import { whitelistPage, type WhitelistFilter } from '../pages/whitelist.js';
 
@@ -72,6 +72,7 @@ export default function whitelistRoutes(app: FastifyInstance, deps: ConsoleDeps)
       const out = await service.add(
         account.id,
         ips.map((ip) => ({ ip, remark })),
+        consoleAudit(request),
       );
       request.session.addResult = { successCount: out.data.success_count, failedItems: out.data.failed_items };
     } catch (e) {
@@ -86,7 +87,7 @@ export default function whitelistRoutes(app: FastifyInstance, deps: ConsoleDeps)
   app.post('/whitelist/delete', async (request, reply) => {
     const account = accountOf(request);
     const ip = field(request.body, 'ip').trim();
-    const out = await service.delete(account.id, [ip]);
+    const out = await service.delete(account.id, [ip], consoleAudit(request));
     const failed = out.data.failed_items[0];
     if (failed) setFlash(request, 'error', `${failed.code}: ${failed.reason} (${failed.ip}).`);
     else setFlash(request, 'success', `Deleted ${ip}. New gateway connections from it are refused.`);
@@ -101,7 +102,7 @@ export default function whitelistRoutes(app: FastifyInstance, deps: ConsoleDeps)
       setFlash(request, 'error', 'Choose enable or disable.');
       return seeOther(reply, '/console/whitelist');
     }
-    const item = await service.setStatus(account.id, ip, status === 'active' ? 1 : 2);
+    const item = await service.setStatus(account.id, ip, status === 'active' ? 1 : 2, consoleAudit(request));
     if (!item) setFlash(request, 'error', `${Code.NO_SUCH_WHITELIST}: whitelist does not exist (${ip}).`);
     else setFlash(request, 'success', status === 'active' ? `Enabled ${ip}.` : `Disabled ${ip}. The gateway refuses new connections from it.`);
     return seeOther(reply, '/console/whitelist');

@@ -20,10 +20,11 @@ export async function unlessBusy<T>(op: () => Promise<T>, timeoutMs?: number): P
   }
 }
 
-/** What every table family works with: the pool and the clock. */
+/** What every table family works with: the pool and the clock (seconds; milliseconds for audit records). */
 export abstract class PgFamily {
   constructor(
     protected readonly sql: Sql,
     protected readonly nowSec: NowSec,
+    protected readonly nowMs: () => number = () => nowSec() * 1000,
   ) {}
 }

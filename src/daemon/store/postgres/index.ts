@@ -4,6 +4,8 @@
 import type { RateHitStore, Store } from '../types.js';
 import { DEFAULT_RELEASE_GRACE_SEC } from '../types.js';
 import { PgAccountStore } from './accounts.js';
+import { PgAuditStore } from './audit.js';
+import { PgSecondFactorStore } from './second-factors.js';
 import { PgChangeLogStore } from './change-log.js';
 import { PgConnectionLogStore } from './connection-log.js';
 import { BACKGROUND_POOL_SIZE, connect, guard, migrate, redactUrl, type Sql } from './db.js';
@@ -37,6 +39,8 @@ export class PostgresStore implements Store {
   readonly plans: PgPlanStore;
   readonly webhooks: PgWebhookStore;
   readonly targetRules: PgTargetRulesStore;
+  readonly audit: PgAuditStore;
+  readonly secondFactors: PgSecondFactorStore;
   readonly exits: PgExitStore;
   readonly connectionLog: PgConnectionLogStore;
   readonly changeLog: PgChangeLogStore;
@@ -55,17 +59,20 @@ export class PostgresStore implements Store {
     const nowMs = opts.nowMs ?? Date.now;
     const nowSec = () => Math.floor(nowMs() / 1000);
     this.location = redactUrl(url);
-    this.accounts = new PgAccountStore(sql, nowSec);
-    this.tokens = new PgTokenStore(sql, nowSec);
-    this.whitelist = new PgWhitelistStore(sql, nowSec, opts.releaseGraceSec ?? DEFAULT_RELEASE_GRACE_SEC, background);
-    this.proxyUsers = new PgProxyUserStore(sql, nowSec);
-    this.sessions = new PgConsoleSessionStore(sql, nowSec);
+    // Account-changing writes record themselves in their own transactions (audit.ts), with this clock.
+    this.audit = new PgAuditStore(sql, nowMs);
+    this.secondFactors = new PgSecondFactorStore(sql, nowSec, nowMs);
+    this.accounts = new PgAccountStore(sql, nowSec, nowMs);
+    this.tokens = new PgTokenStore(sql, nowSec, nowMs);
+    this.whitelist = new PgWhitelistStore(sql, nowSec, opts.releaseGraceSec ?? DEFAULT_RELEASE_GRACE_SEC, background, nowMs);
+    this.proxyUsers = new PgProxyUserStore(sql, nowSec, nowMs);
+    this.sessions = new PgConsoleSessionStore(sql, nowSec, nowMs);
     this.usage = new PgUsageStore(writes, nowSec);
     // Every node reads the plans twice a second: on the gateway's lane, so a backlog of these reads after an
     // outage never queues the API's calls.
-    this.plans = new PgPlanStore(writes, nowSec);
-    this.webhooks = new PgWebhookStore(writes, nowSec);
-    this.targetRules = new PgTargetRulesStore(sql, nowSec);
+    this.plans = new PgPlanStore(writes, nowSec, nowMs);
+    this.webhooks = new PgWebhookStore(writes, nowSec, nowMs);
+    this.targetRules = new PgTargetRulesStore(sql, nowSec, nowMs);
     // Heartbeats and the entries' reads of them: on the background lane, beside the change feed.
     this.exits = new PgExitStore(background, nowSec);
     this.connectionLog = new PgConnectionLogStore(writes, nowSec);

@@ -1,5 +1,6 @@
 // Plans and proxy-user limits on PostgreSQL: the same rows as SQLite's.
-import type { Plan, PlanStore, UserLimits } from '../types.js';
+import type { AuditDraft, Plan, PlanStore, UserLimits } from '../types.js';
+import { audited } from './audit.js';
 import { toPlan, toUserLimits, type PlanRow, type UserRow } from '../plans-sql.js';
 import { guard } from './db.js';
 import { PgFamily } from './family.js';
@@ -11,19 +12,20 @@ export class PgPlanStore extends PgFamily implements PlanStore {
     return r ? toPlan(r) : null;
   }
 
-  async set(p: Plan): Promise<void> {
-    await guard(() => this.sql`
+  async set(p: Plan, audit?: AuditDraft): Promise<void> {
+    await audited(this.sql, this.nowMs, p.accountId, audit, (q) => q`
       INSERT INTO plans (account_id, traffic_limit, period, anchor_day, max_connections, expires_at_ms, rate_limit, updated_at)
       VALUES (${p.accountId}, ${p.trafficLimit}, ${p.period}, ${p.anchorDay}, ${p.maxConnections}, ${p.expiresAt}, ${p.rateLimit ?? null}, ${this.nowSec()})
       ON CONFLICT (account_id) DO UPDATE SET traffic_limit = excluded.traffic_limit, period = excluded.period, anchor_day = excluded.anchor_day,
         max_connections = excluded.max_connections, expires_at_ms = excluded.expires_at_ms, rate_limit = excluded.rate_limit, updated_at = excluded.updated_at`);
   }
 
-  async setUserLimits(accountId: number, username: string, l: { trafficLimit: number | null; maxConnections: number | null; rateLimit?: number | null }): Promise<boolean> {
-    const r = await guard(() => this.sql`
+  async setUserLimits(accountId: number, username: string, l: { trafficLimit: number | null; maxConnections: number | null; rateLimit?: number | null }, audit?: AuditDraft): Promise<boolean> {
+    const r = await audited(this.sql, this.nowMs, accountId, audit, (q) => q`
       INSERT INTO user_limits (proxy_user_id, traffic_limit, max_connections, rate_limit)
       SELECT id, ${l.trafficLimit}, ${l.maxConnections}, ${l.rateLimit ?? null} FROM proxy_users WHERE account_id = ${accountId} AND username = ${username}
-      ON CONFLICT (proxy_user_id) DO UPDATE SET traffic_limit = excluded.traffic_limit, max_connections = excluded.max_connections, rate_limit = excluded.rate_limit`);
+      ON CONFLICT (proxy_user_id) DO UPDATE SET traffic_limit = excluded.traffic_limit, max_connections = excluded.max_connections, rate_limit = excluded.rate_limit`,
+      (r) => (r.count > 0 ? audit! : null));
     return r.count > 0;
   }
 

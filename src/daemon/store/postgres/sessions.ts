@@ -1,6 +1,8 @@
 // Console sessions (PostgreSQL).
-import type { ConsoleSessionStore, SessionRecord } from '../types.js';
-import { guard } from './db.js';
+import { withCount } from '../audit-sql.js';
+import type { AuditDraft, ConsoleSessionStore, SessionListing, SessionRecord } from '../types.js';
+import { appendAudit, audited } from './audit.js';
+import { guard, type Sql } from './db.js';
 import { PgFamily } from './family.js';
 
 export class PgConsoleSessionStore extends PgFamily implements ConsoleSessionStore {
@@ -15,22 +17,51 @@ export class PgConsoleSessionStore extends PgFamily implements ConsoleSessionSto
     return { accountId: r.account_id, data: r.data, expiresAtSec: r.expires_at };
   }
 
-  async set(sid: string, rec: SessionRecord): Promise<void> {
-    await guard(() => this.sql`
+  async set(sid: string, rec: SessionRecord, audit?: AuditDraft): Promise<void> {
+    await audited(this.sql, this.nowMs, rec.accountId ?? 0, rec.accountId === null ? undefined : audit, (q) => q`
       INSERT INTO console_sessions (sid, account_id, data, expires_at) VALUES (${sid}, ${rec.accountId}, ${rec.data}, ${rec.expiresAtSec})
       ON CONFLICT (sid) DO UPDATE SET account_id = excluded.account_id, data = excluded.data, expires_at = excluded.expires_at`);
   }
 
-  async destroy(sid: string): Promise<void> {
-    await guard(() => this.sql`DELETE FROM console_sessions WHERE sid = ${sid}`);
+  async update(sid: string, rec: SessionRecord): Promise<boolean> {
+    const r = await guard(() => this.sql`UPDATE console_sessions SET account_id = ${rec.accountId}, data = ${rec.data}, expires_at = ${rec.expiresAtSec} WHERE sid = ${sid}`);
+    return r.count === 1;
   }
 
-  async destroyForAccount(accountId: number): Promise<number> {
-    return (await guard(() => this.sql`DELETE FROM console_sessions WHERE account_id = ${accountId}`)).count;
+  async destroy(sid: string, audit?: AuditDraft): Promise<void> {
+    if (!audit) {
+      await guard(() => this.sql`DELETE FROM console_sessions WHERE sid = ${sid}`);
+      return;
+    }
+    await guard(() =>
+      this.sql.begin(async (tx) => {
+        const [r] = await tx<{ account_id: number | null }[]>`DELETE FROM console_sessions WHERE sid = ${sid} RETURNING account_id`;
+        if (r?.account_id) await appendAudit(tx as unknown as Sql, this.nowMs(), { ...audit, accountId: r.account_id });
+      }),
+    );
   }
 
-  async destroyOthers(accountId: number, keepSid: string): Promise<number> {
-    return (await guard(() => this.sql`DELETE FROM console_sessions WHERE account_id = ${accountId} AND sid <> ${keepSid}`)).count;
+  async destroyForAccount(accountId: number, audit?: AuditDraft): Promise<number> {
+    const r = await audited(this.sql, this.nowMs, accountId, audit, (q) => q`DELETE FROM console_sessions WHERE account_id = ${accountId}`, (r) => (r.count > 0 ? withCount(audit!, r.count) : null));
+    return r.count;
+  }
+
+  async destroyOthers(accountId: number, keepSid: string, audit?: AuditDraft): Promise<number> {
+    const r = await audited(
+      this.sql,
+      this.nowMs,
+      accountId,
+      audit,
+      (q) => q`DELETE FROM console_sessions WHERE account_id = ${accountId} AND sid <> ${keepSid}`,
+      (r) => (r.count > 0 ? withCount(audit!, r.count) : null),
+    );
+    return r.count;
+  }
+
+  async listForAccount(accountId: number): Promise<SessionListing[]> {
+    const rows = await guard(() => this.sql<{ sid: string; account_id: number; data: string; expires_at: number }[]>`
+      SELECT sid, account_id, data, expires_at FROM console_sessions WHERE account_id = ${accountId} AND expires_at > ${this.nowSec()}`);
+    return rows.map((r) => ({ sid: r.sid, accountId: r.account_id, data: r.data, expiresAtSec: r.expires_at }));
   }
 
   async countForAccount(accountId: number): Promise<number> {

@@ -1,6 +1,7 @@
 // API tokens and the one-call check of an API call (PostgreSQL).
-import type { ApiCallVerdict, ApiCallCheck, ApiToken, ApiTokenWithAccount, TokenStore } from '../types.js';
-import { guard } from './db.js';
+import type { ApiCallVerdict, ApiCallCheck, ApiToken, ApiTokenWithAccount, AuditDraft, TokenStore } from '../types.js';
+import { appendAudit, audited } from './audit.js';
+import { guard, type Sql } from './db.js';
 import { ADMIT_MS, unlessBusy, PgFamily } from './family.js';
 
 /** What proxyd_api_admit answers; a page row is [id, ip, remark, status, created_at]. */
@@ -57,7 +58,7 @@ export class PgTokenStore extends PgFamily implements TokenStore {
     return t ?? null;
   }
 
-  async replace(accountId: number, accessKey: string, secretHash: Buffer, expiresAt: number | null = null): Promise<void> {
+  async replace(accountId: number, accessKey: string, secretHash: Buffer, expiresAt: number | null = null, audit?: AuditDraft): Promise<void> {
     const now = this.nowSec();
     await guard(() =>
       this.sql.begin(async (tx) => {
@@ -66,16 +67,22 @@ export class PgTokenStore extends PgFamily implements TokenStore {
         await tx`UPDATE api_tokens SET status = 'disabled' WHERE account_id = ${accountId} AND status = 'active'`;
         await tx`INSERT INTO api_tokens (account_id, access_key, secret_hash, status, expires_at, created_at)
                  VALUES (${accountId}, ${accessKey}, ${secretHash}, 'active', ${expiresAt}, ${now})`;
+        if (audit) await appendAudit(tx as unknown as Sql, this.nowMs(), { ...audit, accountId });
       }),
     );
   }
 
-  async disable(accountId: number): Promise<string | null> {
-    const rows = await guard(
-      () => this.sql<{ access_key: string }[]>`
+  async disable(accountId: number, audit?: AuditDraft): Promise<string | null> {
+    const rows = await audited(
+      this.sql,
+      this.nowMs,
+      accountId,
+      audit,
+      (q) => q<{ access_key: string }[]>`
         UPDATE api_tokens SET status = 'disabled'
          WHERE id = (SELECT id FROM api_tokens WHERE account_id = ${accountId} AND status = 'active' ORDER BY id DESC LIMIT 1 FOR UPDATE)
         RETURNING access_key`,
+      (r) => (r[0] ? { ...audit!, target: audit!.target ?? r[0].access_key } : null),
     );
     return rows[0]?.access_key ?? null;
   }

@@ -1,18 +1,19 @@
 // webhooks / webhook_events on PostgreSQL: a claim skips rows another node is claiming (SKIP LOCKED), so each
 // event is sent by one node of the fleet at a time.
-import type { Webhook, WebhookEvent, WebhookEventState, WebhookStore } from '../types.js';
+import type { AuditDraft, Webhook, WebhookEvent, WebhookEventState, WebhookStore } from '../types.js';
+import { audited } from './audit.js';
 import { toEvent, toWebhook, type EventRow, type WebhookRow } from '../webhooks-sql.js';
 import { guard } from './db.js';
 import { PgFamily } from './family.js';
 
 export class PgWebhookStore extends PgFamily implements WebhookStore {
-  async set(w: Webhook): Promise<void> {
-    await guard(() => this.sql`INSERT INTO webhooks (account_id, url, thresholds, secret) VALUES (${w.accountId}, ${w.url}, ${w.thresholds.join(',')}, ${w.secret})
+  async set(w: Webhook, audit?: AuditDraft): Promise<void> {
+    await audited(this.sql, this.nowMs, w.accountId, audit, (q) => q`INSERT INTO webhooks (account_id, url, thresholds, secret) VALUES (${w.accountId}, ${w.url}, ${w.thresholds.join(',')}, ${w.secret})
       ON CONFLICT (account_id) DO UPDATE SET url = excluded.url, thresholds = excluded.thresholds, secret = excluded.secret`);
   }
 
-  async remove(accountId: number): Promise<boolean> {
-    const r = await guard(() => this.sql`DELETE FROM webhooks WHERE account_id = ${accountId}`);
+  async remove(accountId: number, audit?: AuditDraft): Promise<boolean> {
+    const r = await audited(this.sql, this.nowMs, accountId, audit, (q) => q`DELETE FROM webhooks WHERE account_id = ${accountId}`, (r) => (r.count > 0 ? audit! : null));
     return r.count > 0;
   }
 

@@ -1,5 +1,7 @@
 // Whitelist entries and the global IP claims (PostgreSQL): claims and releases are server-side functions.
-import type { ClaimOutcome, Inconsistencies, ListFilter, ReleaseOutcome, Repairs, WhitelistEntry, WhitelistStore } from '../types.js';
+import { batchRecord } from '../audit-sql.js';
+import type { AuditDraft, ClaimOutcome, Inconsistencies, ListFilter, ReleaseOutcome, Repairs, WhitelistEntry, WhitelistStore } from '../types.js';
+import { audited } from './audit.js';
 import { guard, type Sql } from './db.js';
 import { type NowSec, BATCH_MS, START_CHECK_MS, unlessBusy, PgFamily } from './family.js';
 
@@ -10,8 +12,9 @@ export class PgWhitelistStore extends PgFamily implements WhitelistStore {
     private readonly releaseGraceSec: number,
     /** The background lane (db.ts): a batch holds its connection for tens of ms and must not hold up calls. */
     private readonly background: Sql,
+    nowMs: () => number,
   ) {
-    super(sql, nowSec);
+    super(sql, nowSec, nowMs);
   }
 
   async claimIp(accountId: number, ip: string, remark: string): Promise<ClaimOutcome> {
@@ -22,9 +25,15 @@ export class PgWhitelistStore extends PgFamily implements WhitelistStore {
     return r === 'busy' ? r : r[0]!.r;
   }
 
-  async claimIps(accountId: number, items: ReadonlyArray<{ ip: string; remark: string }>): Promise<ClaimOutcome[]> {
+  async claimIps(accountId: number, items: ReadonlyArray<{ ip: string; remark: string }>, audit?: AuditDraft): Promise<ClaimOutcome[]> {
     if (items.length === 0) return [];
     const payload = JSON.stringify(items.map((i) => [i.ip, i.remark]));
+    if (audit) {
+      const grace = this.releaseGraceSec;
+      return this.withRecord(accountId, audit, items.map((i) => i.ip), 'added', (q, now) =>
+        q<{ outcomes: ClaimOutcome[] }[]>`SELECT proxyd_claim_items(${accountId}::int, ${payload}::text::jsonb, ${now}::bigint, ${grace}::bigint) AS outcomes`,
+      );
+    }
     const [row] = await guard(
       () => this.background<{ outcomes: ClaimOutcome[] }[]>`
         CALL proxyd_claim_batch(${accountId}::int, ${payload}::text::jsonb, ${this.nowSec()}::bigint, ${this.releaseGraceSec}::bigint, NULL)`,
@@ -33,13 +42,31 @@ export class PgWhitelistStore extends PgFamily implements WhitelistStore {
     return row!.outcomes;
   }
 
-  async releaseIps(accountId: number, ips: readonly string[]): Promise<ReleaseOutcome[]> {
+  async releaseIps(accountId: number, ips: readonly string[], audit?: AuditDraft): Promise<ReleaseOutcome[]> {
     if (ips.length === 0) return [];
+    if (audit) {
+      const payload = JSON.stringify(ips);
+      return this.withRecord(accountId, audit, ips, 'deleted', (q, now) =>
+        q<{ outcomes: ReleaseOutcome[] }[]>`SELECT proxyd_release_items(${accountId}::int, ${payload}::text::jsonb, ${now}::bigint) AS outcomes`,
+      );
+    }
     const [row] = await guard(
       () => this.background<{ outcomes: ReleaseOutcome[] }[]>`
         CALL proxyd_release_batch(${accountId}::int, ${JSON.stringify(ips)}::text::jsonb, ${this.nowSec()}::bigint, NULL)`,
       BATCH_MS,
     );
+    return row!.outcomes;
+  }
+
+  /** A batch with its record: one transaction, each item in a subtransaction (migration 20), the record last. */
+  private async withRecord<T extends string>(
+    accountId: number,
+    audit: AuditDraft,
+    ips: readonly string[],
+    done: T,
+    call: (q: Sql, nowSec: number) => Promise<ReadonlyArray<{ outcomes: T[] }>>,
+  ): Promise<T[]> {
+    const [row] = await audited(this.background, this.nowMs, accountId, audit, (q) => call(q, this.nowSec()), (r) => batchRecord(audit, ips, r[0]!.outcomes, done), BATCH_MS);
     return row!.outcomes;
   }
 
@@ -76,11 +103,16 @@ export class PgWhitelistStore extends PgFamily implements WhitelistStore {
     return { items, total };
   }
 
-  async setStatus(accountId: number, ip: string, status: 1 | 2): Promise<WhitelistEntry | null> {
-    const [e] = await guard(
-      () => this.sql<WhitelistEntry[]>`
+  async setStatus(accountId: number, ip: string, status: 1 | 2, audit?: AuditDraft): Promise<WhitelistEntry | null> {
+    const [e] = await audited(
+      this.sql,
+      this.nowMs,
+      accountId,
+      audit,
+      (q) => q<WhitelistEntry[]>`
         UPDATE whitelist_entries SET status = ${status} WHERE account_id = ${accountId} AND ip = ${ip} AND deleted_at IS NULL
         RETURNING id, account_id, ip, remark, status, created_at`,
+      (r) => (r.length ? audit! : null),
     );
     return e ?? null;
   }

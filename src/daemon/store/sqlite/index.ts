@@ -3,6 +3,8 @@
 import path from 'node:path';
 import { DEFAULT_RELEASE_GRACE_SEC, type RateHitStore, type Store } from '../types.js';
 import { SqliteAccountStore } from './accounts.js';
+import { SqliteAuditLog, SqliteAuditStore } from './audit.js';
+import { SqliteSecondFactorStore } from './second-factors.js';
 import { SqliteChangeLogStore } from './change-log.js';
 import { SqliteConnectionLogStore } from './connection-log.js';
 import { DB_FILE, integrityProblems, openDatabase, type Db } from './db.js';
@@ -38,6 +40,8 @@ export class SqliteStore implements Store {
   readonly plans: SqlitePlanStore;
   readonly webhooks: SqliteWebhookStore;
   readonly targetRules: SqliteTargetRulesStore;
+  readonly audit: SqliteAuditStore;
+  readonly secondFactors: SqliteSecondFactorStore;
   /** Entry and exit roles need a fleet database (PostgreSQL). */
   readonly exits = null;
   readonly connectionLog: SqliteConnectionLogStore;
@@ -56,17 +60,21 @@ export class SqliteStore implements Store {
     const nowSec = () => Math.floor(nowMs() / 1000);
     const grace = opts.releaseGraceSec ?? DEFAULT_RELEASE_GRACE_SEC;
     this.location = path.join(dataDir, DB_FILE);
-    this.accounts = new SqliteAccountStore(db, nowSec);
-    this.tokens = new SqliteTokenStore(db, nowSec);
-    this.whitelist = new SqliteWhitelistStore(db, nowSec, () => grace);
-    this.proxyUsers = new SqliteProxyUserStore(db, nowSec);
-    this.sessions = new SqliteConsoleSessionStore(db, nowSec);
+    // Every account-changing write records itself on the main connection, in its own transaction.
+    const audit = new SqliteAuditLog(db, nowMs);
+    this.audit = new SqliteAuditStore(db, audit);
+    this.secondFactors = new SqliteSecondFactorStore(db, nowMs, audit);
+    this.accounts = new SqliteAccountStore(db, nowSec, audit);
+    this.tokens = new SqliteTokenStore(db, nowSec, audit);
+    this.whitelist = new SqliteWhitelistStore(db, nowSec, () => grace, audit);
+    this.proxyUsers = new SqliteProxyUserStore(db, nowSec, audit);
+    this.sessions = new SqliteConsoleSessionStore(db, nowSec, audit);
     // The gateway's own writes (usage, connection log) answer `busy` instead of sleeping the event loop on a
     // lock another process holds (an admin command, a backup): their callers keep the data for the next flush.
     this.usage = new SqliteUsageStore(db, () => this.gatewayWriter());
-    this.plans = new SqlitePlanStore(db, nowSec);
-    this.webhooks = new SqliteWebhookStore(db, () => this.gatewayWriter());
-    this.targetRules = new SqliteTargetRulesStore(db, nowSec);
+    this.plans = new SqlitePlanStore(db, nowSec, audit);
+    this.webhooks = new SqliteWebhookStore(db, audit, () => this.gatewayWriter());
+    this.targetRules = new SqliteTargetRulesStore(db, nowSec, audit);
     this.changeLog = new SqliteChangeLogStore(db, dataDir);
     this.connectionLog = new SqliteConnectionLogStore(db, () => this.gatewayWriter());
   }

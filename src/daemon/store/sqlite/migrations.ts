@@ -328,4 +328,63 @@ export const MIGRATIONS: readonly string[] = [
   ALTER TABLE usage_buckets ADD COLUMN unrolled INTEGER NOT NULL DEFAULT 0;
   CREATE INDEX IF NOT EXISTS usage_buckets_unrolled ON usage_buckets(account_id, start_ms) WHERE period = 'minute' AND unrolled;
   `,
+  // 16: account security (docs/security.md): the audit log, one hash chain per account (a record's seq is its
+  // place in its chain; its hash covers the previous record's hash and its own canonical JSON), each chain's head
+  // (locked by every write of the chain) and anchor (where verification starts once retention removed records);
+  // the second factor: a TOTP secret sealed with the console's key, the newest time step taken (a code is
+  // accepted once), the wrong attempts that lock the second step, hashed recovery codes, and passkeys.
+  `
+  CREATE TABLE IF NOT EXISTS audit_log (
+    id          INTEGER PRIMARY KEY AUTOINCREMENT,
+    account_id  INTEGER NOT NULL,
+    seq         INTEGER NOT NULL,
+    time_ms     INTEGER NOT NULL,
+    actor_type  TEXT NOT NULL,
+    actor_id    TEXT,
+    source_ip   TEXT,
+    request_id  TEXT,
+    action      TEXT NOT NULL,
+    target      TEXT,
+    details     TEXT NOT NULL,
+    prev_hash   TEXT NOT NULL,
+    hash        TEXT NOT NULL,
+    once_key    TEXT,
+    UNIQUE (account_id, seq)
+  );
+  CREATE UNIQUE INDEX IF NOT EXISTS audit_log_once ON audit_log(account_id, once_key) WHERE once_key IS NOT NULL;
+  CREATE INDEX IF NOT EXISTS audit_log_time ON audit_log(time_ms);
+  CREATE TABLE IF NOT EXISTS audit_heads (
+    account_id  INTEGER PRIMARY KEY,
+    seq         INTEGER NOT NULL,
+    hash        TEXT NOT NULL,
+    anchor_seq  INTEGER NOT NULL,
+    anchor_hash TEXT NOT NULL
+  );
+  CREATE TABLE IF NOT EXISTS second_factors (
+    account_id      INTEGER PRIMARY KEY REFERENCES accounts(id),
+    totp_secret     TEXT,
+    totp_enabled_ms INTEGER,
+    totp_last_step  INTEGER NOT NULL DEFAULT 0,
+    fail_times      TEXT NOT NULL DEFAULT '',
+    locked_until_ms INTEGER NOT NULL DEFAULT 0
+  );
+  CREATE TABLE IF NOT EXISTS recovery_codes (
+    account_id INTEGER NOT NULL REFERENCES accounts(id),
+    code_hash  TEXT NOT NULL,
+    used_ms    INTEGER,
+    PRIMARY KEY (account_id, code_hash)
+  ) WITHOUT ROWID;
+  CREATE TABLE IF NOT EXISTS passkeys (
+    id            INTEGER PRIMARY KEY,
+    account_id    INTEGER NOT NULL REFERENCES accounts(id),
+    credential_id TEXT NOT NULL UNIQUE,
+    public_key    BLOB NOT NULL,
+    counter       INTEGER NOT NULL,
+    transports    TEXT NOT NULL DEFAULT '',
+    name          TEXT NOT NULL,
+    created_ms    INTEGER NOT NULL,
+    last_used_ms  INTEGER
+  );
+  CREATE INDEX IF NOT EXISTS passkeys_account ON passkeys(account_id);
+  `,
 ];

@@ -1,6 +1,7 @@
 // plans / user_limits: an account's plan and its proxy users' limits inside it.
 import { toPlan, toUserLimits, type PlanRow, type UserRow } from '../plans-sql.js';
-import type { Plan, PlanStore, UserLimits } from '../types.js';
+import type { AuditDraft, Plan, PlanStore, UserLimits } from '../types.js';
+import type { SqliteAuditLog } from './audit.js';
 import type { Db } from './db.js';
 import { stmt } from './statements.js';
 
@@ -11,6 +12,7 @@ export class SqlitePlanStore implements PlanStore {
   constructor(
     private readonly db: Db,
     private readonly nowSec: () => number,
+    private readonly audit: SqliteAuditLog,
   ) {}
 
   async get(accountId: number): Promise<Plan | null> {
@@ -18,20 +20,31 @@ export class SqlitePlanStore implements PlanStore {
     return r ? toPlan(r) : null;
   }
 
-  async set(p: Plan): Promise<void> {
+  async set(p: Plan, audit?: AuditDraft): Promise<void> {
+    this.audit.audited(p.accountId, audit, () => this.write(p));
+  }
+
+  private write(p: Plan): void {
     stmt(this.db, `INSERT INTO plans (${PLAN_COLUMNS}, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
       ON CONFLICT (account_id) DO UPDATE SET traffic_limit = excluded.traffic_limit, period = excluded.period, anchor_day = excluded.anchor_day,
         max_connections = excluded.max_connections, expires_at_ms = excluded.expires_at_ms, rate_limit = excluded.rate_limit, updated_at = excluded.updated_at`)
       .run(p.accountId, p.trafficLimit, p.period, p.anchorDay, p.maxConnections, p.expiresAt, p.rateLimit ?? null, this.nowSec());
   }
 
-  async setUserLimits(accountId: number, username: string, l: { trafficLimit: number | null; maxConnections: number | null; rateLimit?: number | null }): Promise<boolean> {
-    const u = stmt<[number, string], { id: number }>(this.db, 'SELECT id FROM proxy_users WHERE account_id = ? AND username = ?').get(accountId, username);
-    if (!u) return false;
-    stmt(this.db, `INSERT INTO user_limits (proxy_user_id, traffic_limit, max_connections, rate_limit) VALUES (?, ?, ?, ?)
-      ON CONFLICT (proxy_user_id) DO UPDATE SET traffic_limit = excluded.traffic_limit, max_connections = excluded.max_connections, rate_limit = excluded.rate_limit`)
-      .run(u.id, l.trafficLimit, l.maxConnections, l.rateLimit ?? null);
-    return true;
+  async setUserLimits(accountId: number, username: string, l: { trafficLimit: number | null; maxConnections: number | null; rateLimit?: number | null }, audit?: AuditDraft): Promise<boolean> {
+    return this.audit.audited(
+      accountId,
+      audit,
+      () => {
+        const u = stmt<[number, string], { id: number }>(this.db, 'SELECT id FROM proxy_users WHERE account_id = ? AND username = ?').get(accountId, username);
+        if (!u) return false;
+        stmt(this.db, `INSERT INTO user_limits (proxy_user_id, traffic_limit, max_connections, rate_limit) VALUES (?, ?, ?, ?)
+          ON CONFLICT (proxy_user_id) DO UPDATE SET traffic_limit = excluded.traffic_limit, max_connections = excluded.max_connections, rate_limit = excluded.rate_limit`)
+          .run(u.id, l.trafficLimit, l.maxConnections, l.rateLimit ?? null);
+        return true;
+      },
+      (found) => (found ? audit! : null),
+    );
   }
 
   async userLimits(accountId: number): Promise<UserLimits[]> {

@@ -1,5 +1,7 @@
 // console_sessions: server-side web console sessions, so logout, password change and suspension end them at once.
-import type { ConsoleSessionStore, SessionRecord } from '../types.js';
+import type { AuditDraft, ConsoleSessionStore, SessionListing, SessionRecord } from '../types.js';
+import { withCount } from '../audit-sql.js';
+import type { SqliteAuditLog } from './audit.js';
 import type { Db } from './db.js';
 import { stmt } from './statements.js';
 
@@ -19,8 +21,9 @@ export class SqliteConsoleSessionStore implements ConsoleSessionStore {
   private readonly countForAccountStmt;
 
   constructor(
-    db: Db,
-    private readonly nowSec: () => number = () => Math.floor(Date.now() / 1000),
+    private readonly db: Db,
+    private readonly nowSec: () => number,
+    private readonly audit: SqliteAuditLog,
   ) {
     this.getStmt = stmt<[string], SessionRow>(db, 'SELECT account_id, data, expires_at FROM console_sessions WHERE sid = ?');
     this.upsertStmt = stmt<[string, number | null, string, number]>(db,
@@ -46,20 +49,43 @@ export class SqliteConsoleSessionStore implements ConsoleSessionStore {
     return { accountId: row.account_id, data: row.data, expiresAtSec: row.expires_at };
   }
 
-  async set(sid: string, rec: SessionRecord): Promise<void> {
-    this.upsertStmt.run(sid, rec.accountId, rec.data, rec.expiresAtSec);
+  async set(sid: string, rec: SessionRecord, audit?: AuditDraft): Promise<void> {
+    if (audit && rec.accountId !== null) this.audit.audited(rec.accountId, audit, () => this.upsertStmt.run(sid, rec.accountId, rec.data, rec.expiresAtSec));
+    else this.upsertStmt.run(sid, rec.accountId, rec.data, rec.expiresAtSec);
   }
 
-  async destroy(sid: string): Promise<void> {
-    this.deleteStmt.run(sid);
+  async update(sid: string, rec: SessionRecord): Promise<boolean> {
+    return stmt(this.db, 'UPDATE console_sessions SET account_id = ?, data = ?, expires_at = ? WHERE sid = ?').run(rec.accountId, rec.data, rec.expiresAtSec, sid).changes === 1;
   }
 
-  async destroyForAccount(accountId: number): Promise<number> {
-    return this.deleteForAccountStmt.run(accountId).changes;
+  async destroy(sid: string, audit?: AuditDraft): Promise<void> {
+    if (!audit) {
+      this.deleteStmt.run(sid);
+      return;
+    }
+    this.db
+      .transaction(() => {
+        const row = this.getStmt.get(sid);
+        this.deleteStmt.run(sid);
+        if (row?.account_id) this.audit.write({ ...audit, accountId: row.account_id });
+      })
+      .immediate();
   }
 
-  async destroyOthers(accountId: number, keepSid: string): Promise<number> {
-    return this.deleteOthersStmt.run(accountId, keepSid).changes;
+  async destroyForAccount(accountId: number, audit?: AuditDraft): Promise<number> {
+    return this.audit.audited(accountId, audit, () => this.deleteForAccountStmt.run(accountId).changes, (n) => (n > 0 ? withCount(audit!, n) : null));
+  }
+
+  async destroyOthers(accountId: number, keepSid: string, audit?: AuditDraft): Promise<number> {
+    return this.audit.audited(accountId, audit, () => this.deleteOthersStmt.run(accountId, keepSid).changes, (n) => (n > 0 ? withCount(audit!, n) : null));
+  }
+
+  async listForAccount(accountId: number): Promise<SessionListing[]> {
+    return stmt<[number, number], { sid: string; account_id: number; data: string; expires_at: number }>(this.db,
+      'SELECT sid, account_id, data, expires_at FROM console_sessions WHERE account_id = ? AND expires_at > ?',
+    )
+      .all(accountId, this.nowSec())
+      .map((r) => ({ sid: r.sid, accountId: r.account_id, data: r.data, expiresAtSec: r.expires_at }));
   }
 
   async countForAccount(accountId: number): Promise<number> {

@@ -1,6 +1,7 @@
 // target_rules (migration 10): an account's deny and allow lists; account 0 holds the service's.
 import { joinItems, splitItems } from '../target-rules-sql.js';
-import type { TargetRulesStore } from '../types.js';
+import type { AuditDraft, TargetRulesStore } from '../types.js';
+import type { SqliteAuditLog } from './audit.js';
 import type { Db } from './db.js';
 import { stmt } from './statements.js';
 
@@ -8,6 +9,7 @@ export class SqliteTargetRulesStore implements TargetRulesStore {
   constructor(
     private readonly db: Db,
     private readonly nowSec: () => number,
+    private readonly audit: SqliteAuditLog,
   ) {}
 
   async get(accountId: number): Promise<{ deny: string[]; allow: string[] }> {
@@ -15,7 +17,11 @@ export class SqliteTargetRulesStore implements TargetRulesStore {
     return { deny: splitItems(r?.deny ?? ''), allow: splitItems(r?.allow ?? '') };
   }
 
-  async set(accountId: number, rules: { deny: readonly string[]; allow: readonly string[] }): Promise<void> {
+  async set(accountId: number, rules: { deny: readonly string[]; allow: readonly string[] }, audit?: AuditDraft): Promise<void> {
+    this.audit.audited(accountId, audit, () => this.write(accountId, rules));
+  }
+
+  private write(accountId: number, rules: { deny: readonly string[]; allow: readonly string[] }): void {
     if (rules.deny.length === 0 && rules.allow.length === 0) {
       stmt<[number]>(this.db, 'DELETE FROM target_rules WHERE account_id = ?').run(accountId);
       return;

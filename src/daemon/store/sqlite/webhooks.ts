@@ -1,5 +1,6 @@
 // webhooks / webhook_events on SQLite: a claim is one write transaction, so two processes on one file never take one event.
-import type { Webhook, WebhookEvent, WebhookEventState, WebhookStore } from '../types.js';
+import type { AuditDraft, Webhook, WebhookEvent, WebhookEventState, WebhookStore } from '../types.js';
+import type { SqliteAuditLog } from './audit.js';
 import { EVENT_COLUMNS, toEvent, toWebhook, type EventRow, type WebhookRow } from '../webhooks-sql.js';
 import { isBusyError, type Db } from './db.js';
 import { stmt } from './statements.js';
@@ -7,17 +8,27 @@ import { stmt } from './statements.js';
 export class SqliteWebhookStore implements WebhookStore {
   constructor(
     private readonly db: Db,
+    private readonly audit: SqliteAuditLog,
     /** A connection that never waits for the write lock (the claim runs in the process that relays tunnels). */
     private readonly writer: () => Db = () => db,
   ) {}
 
-  async set(w: Webhook): Promise<void> {
+  async set(w: Webhook, audit?: AuditDraft): Promise<void> {
+    this.audit.audited(w.accountId, audit, () => this.write(w));
+  }
+
+  private write(w: Webhook): void {
     stmt(this.db, `INSERT INTO webhooks (account_id, url, thresholds, secret) VALUES (?, ?, ?, ?)
       ON CONFLICT (account_id) DO UPDATE SET url = excluded.url, thresholds = excluded.thresholds, secret = excluded.secret`).run(w.accountId, w.url, w.thresholds.join(','), w.secret);
   }
 
-  async remove(accountId: number): Promise<boolean> {
-    return stmt(this.db, 'DELETE FROM webhooks WHERE account_id = ?').run(accountId).changes > 0;
+  async remove(accountId: number, audit?: AuditDraft): Promise<boolean> {
+    return this.audit.audited(
+      accountId,
+      audit,
+      () => stmt(this.db, 'DELETE FROM webhooks WHERE account_id = ?').run(accountId).changes > 0,
+      (removed) => (removed ? audit! : null),
+    );
   }
 
   async get(accountId: number): Promise<Webhook | null> {

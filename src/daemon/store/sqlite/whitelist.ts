@@ -1,6 +1,8 @@
 // whitelist_entries + ip_claims: each item is claimed and recorded in its own IMMEDIATE transaction,
 // so two accounts (or two processes) racing for one IP always leave exactly one owner.
-import type { ClaimOutcome, Inconsistencies, ListFilter, ReleaseOutcome, Repairs, WhitelistEntry, WhitelistStore } from '../types.js';
+import { batchRecord } from '../audit-sql.js';
+import type { AuditDraft, ClaimOutcome, Inconsistencies, ListFilter, ReleaseOutcome, Repairs, WhitelistEntry, WhitelistStore } from '../types.js';
+import type { SqliteAuditLog } from './audit.js';
 import { isBusyError, type Db } from './db.js';
 import { stmt } from './statements.js';
 
@@ -28,6 +30,7 @@ export class SqliteWhitelistStore implements WhitelistStore {
     private readonly nowSec: () => number,
     /** Seconds an IP of a closed account stays "being released". */
     private readonly releaseGraceSec: () => number,
+    private readonly audit: SqliteAuditLog,
   ) {
     this.claimOf = stmt<[string], ClaimRow>(db, 'SELECT * FROM ip_claims WHERE ip = ?');
     this.insertClaim = stmt(db, "INSERT INTO ip_claims (ip, account_id, state, releasing_since, version) VALUES (?, ?, 'held', NULL, 1)");
@@ -78,16 +81,33 @@ export class SqliteWhitelistStore implements WhitelistStore {
     }
   }
 
-  async claimIps(accountId: number, items: ReadonlyArray<{ ip: string; remark: string }>): Promise<ClaimOutcome[]> {
+  async claimIps(accountId: number, items: ReadonlyArray<{ ip: string; remark: string }>, audit?: AuditDraft): Promise<ClaimOutcome[]> {
+    if (audit) return this.batchWithRecord(accountId, items.map((i) => i.ip), (k) => this.claimTx(accountId, items[k]!.ip, items[k]!.remark), 'added', audit);
     const out: ClaimOutcome[] = [];
     for (const item of items) out.push(await this.claimIp(accountId, item.ip, item.remark));
     return out;
   }
 
-  async releaseIps(accountId: number, ips: readonly string[]): Promise<ReleaseOutcome[]> {
+  async releaseIps(accountId: number, ips: readonly string[], audit?: AuditDraft): Promise<ReleaseOutcome[]> {
+    if (audit) return this.batchWithRecord(accountId, ips, (k) => this.releaseTx(accountId, ips[k]!), 'deleted', audit);
     const out: ReleaseOutcome[] = [];
     for (const ip of ips) out.push(await this.releaseClaim(accountId, ip));
     return out;
+  }
+
+  /** A batch and its one record in one IMMEDIATE transaction, each item in a savepoint of it (its own transaction function, nested). */
+  private batchWithRecord<T extends string>(accountId: number, ips: readonly string[], item: (k: number) => T, done: T, audit: AuditDraft): T[] {
+    try {
+      return this.audit.audited(
+        accountId,
+        audit,
+        () => ips.map((_, k) => item(k)),
+        (outcomes) => batchRecord(audit, ips, outcomes, done),
+      );
+    } catch (e) {
+      if (isBusyError(e)) return ips.map(() => 'busy' as T);
+      throw e;
+    }
   }
 
   async releaseClaim(accountId: number, ip: string): Promise<ReleaseOutcome> {
@@ -129,10 +149,16 @@ export class SqliteWhitelistStore implements WhitelistStore {
     );
   }
 
-  async setStatus(accountId: number, ip: string, status: 1 | 2): Promise<WhitelistEntry | null> {
-    const changed = stmt(this.db, 'UPDATE whitelist_entries SET status = ? WHERE account_id = ? AND ip = ? AND deleted_at IS NULL')
-      .run(status, accountId, ip).changes;
-    return changed ? this.live(accountId, ip) : null;
+  async setStatus(accountId: number, ip: string, status: 1 | 2, audit?: AuditDraft): Promise<WhitelistEntry | null> {
+    return this.audit.audited(
+      accountId,
+      audit,
+      () => {
+        const changed = stmt(this.db, 'UPDATE whitelist_entries SET status = ? WHERE account_id = ? AND ip = ? AND deleted_at IS NULL').run(status, accountId, ip).changes;
+        return changed ? this.live(accountId, ip) : null;
+      },
+      (e) => (e ? audit! : null),
+    );
   }
 
   async inconsistencies(): Promise<Inconsistencies> {
