@@ -169,6 +169,15 @@ describe('console at phone width (390 × 844)', () => {
     await page.getByRole('button', { name: 'Confirm' }).click();
     await page.waitForSelector('[data-testid=api-token]');
     await check('token shown');
+    await page.goto(`${d.api}/console/account`);
+    await page.getByRole('button', { name: 'Set up an authenticator app' }).click();
+    await page.waitForSelector('[data-testid=totp-qr]');
+    await page.evaluate(() => window.scrollTo(0, 0)); // the answer lands on the card's anchor, below the nav
+    await check('two-factor set-up (QR code and secret)');
+    await page.goto(`${d.api}/console/confirm`);
+    await check('confirm (re-authentication)');
+    await page.goto(`${d.api}/console/activity`);
+    await check('activity');
 
     await page.goto(`${d.api}/console/whitelist`);
     await page.fill('input[name=ip]', '8.8.4.4 10.0.0.8 1.1.1.1');

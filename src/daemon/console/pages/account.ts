@@ -110,11 +110,11 @@ ${
 function sessionsCard(v: AccountView): Html {
   return html`<section class="card" id="sessions" aria-labelledby="sess-title" data-testid="sessions-card">
 <div class="card-head"><div><h2 id="sess-title">Sessions</h2><p class="muted small">You are signed in on <span data-testid="session-count">${v.sessionCount}</span> ${v.sessionCount === 1 ? 'browser' : 'browsers'}. Signing one out ends it at once, on every server.</p></div></div>
-<div class="table-wrap"><table>
+<div class="table-wrap"><table class="stack-sm" data-testid="sessions-table">
 <thead><tr><th scope="col">Browser</th><th scope="col">Source IP</th><th scope="col">Signed in</th><th scope="col">Last seen</th><th scope="col"><span class="visually-hidden">Action</span></th></tr></thead>
 <tbody>${v.security.sessions.map(
-    (s) => html`<tr data-testid="session-row-${s.handle}"${s.current ? raw(' data-current="true"') : ''}><td>${s.browser}${s.current ? html` <span class="badge ok">This browser</span>` : ''}</td><td><code>${s.ip ?? '—'}</code></td><td>${msUtc(s.createdAtMs)}</td><td>${msUtc(s.seenAtMs)}</td>
-<td>${s.current ? '' : html`<form method="post" action="/console/sessions/${s.handle}/end" class="inline">${csrfField(v.csrf)}<button class="btn ghost-danger sm" type="submit">Sign out</button></form>`}</td></tr>`,
+    (s) => html`<tr data-testid="session-row-${s.handle}"${s.current ? raw(' data-current="true"') : ''}><td data-label="Browser">${s.browser}${s.current ? html` <span class="badge ok">This browser</span>` : ''}</td><td data-label="Source IP"><code>${s.ip ?? '—'}</code></td><td data-label="Signed in">${msUtc(s.createdAtMs)}</td><td data-label="Last seen">${msUtc(s.seenAtMs)}</td>
+<td class="actions">${s.current ? '' : html`<form method="post" action="/console/sessions/${s.handle}/end" class="inline">${csrfField(v.csrf)}<button class="btn ghost-danger sm" type="submit">Sign out</button></form>`}</td></tr>`,
   )}</tbody></table></div>
 <div class="form-actions">
 <form method="post" action="/console/sessions/end-others" class="inline">${csrfField(v.csrf)}<button class="btn secondary" type="submit">Sign out everywhere else</button></form>
