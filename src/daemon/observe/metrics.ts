@@ -63,6 +63,27 @@ class ReadHistogram {
   reset(): void {}
 }
 
+/**
+ * A gauge read at scrape time that has no sample while its value is unknown (prom-client's own gauge without labels
+ * always says a number: 0 where nothing could be read). Across workers the largest.
+ */
+class ReadGauge {
+  readonly type = 'gauge';
+  readonly aggregator = 'max';
+  constructor(
+    readonly name: string,
+    readonly help: string,
+    private readonly read: () => Promise<number | null>,
+  ) {}
+
+  async get(): Promise<{ name: string; help: string; type: string; aggregator: string; values: Array<{ labels: Record<string, string>; value: number }> }> {
+    const value = await this.read();
+    return { name: this.name, help: this.help, type: this.type, aggregator: this.aggregator, values: value === null ? [] : [{ labels: {}, value }] };
+  }
+
+  reset(): void {}
+}
+
 /** A promise's value, or `fallback` when it fails or takes longer than `ms` (a scrape never waits on a hung dependency). */
 async function within<T>(p: Promise<T>, ms: number, fallback: T): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
@@ -232,20 +253,17 @@ export class Metrics {
     });
   }
 
-  /** The data dir's file system: free and total bytes (the SQLite database, its WAL, the hop identity live there). */
+  /**
+   * The data dir's file system: free and total bytes (the SQLite database, its WAL, the hop identity live there). No
+   * sample when it cannot be read: a node on PostgreSQL that keeps nothing there has no data dir at all.
+   */
   attachDataDir(dir: string): void {
     const read = () => within(statfs(dir).then((s) => ({ free: s.bavail * s.bsize, size: s.blocks * s.bsize })), 2_000, null);
     const gauge = (name: string, help: string, pick: (s: { free: number; size: number }) => number) =>
-      new Gauge({
-        name,
-        help,
-        aggregator: 'max',
-        registers: [this.registry],
-        async collect() {
-          const s = await read();
-          if (s) this.set(pick(s));
-        },
-      });
+      this.registry.registerMetric(new ReadGauge(name, help, async () => {
+        const s = await read();
+        return s && pick(s);
+      }) as never);
     gauge('proxyd_data_dir_free_bytes', 'Bytes free to this daemon on the data dir\'s file system', (s) => s.free);
     gauge('proxyd_data_dir_size_bytes', 'Size of the data dir\'s file system in bytes', (s) => s.size);
   }
