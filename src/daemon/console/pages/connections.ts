@@ -41,7 +41,7 @@ interface ConnectionsView {
 function row(r: ConnectionRowView): Html {
   const refused = r.decision === 'refused';
   return html`<tr data-testid="conn-row" data-request-id="${r.request_id}" data-reason="${r.reason ?? ''}">
-<td data-label="Time" class="nowrap"><time datetime="${r.time}">${r.time.replace('T', ' ').replace(/\.\d{3}Z$/, ' UTC')}</time></td>
+<td data-label="Time" class="nowrap"><time datetime="${r.time}">${r.time.replace('T', ' ').replace(/(\.\d+)?Z$/, ' UTC')}</time></td>
 <td data-label="Result"><span class="badge ${refused ? 'off' : 'ok'}" data-testid="conn-decision">${refused ? 'Refused' : 'Admitted'}</span>${
     refused ? html`<br><span class="small" data-testid="conn-reason" title="${r.reason ?? ''}">${r.reason !== null && isLogReason(r.reason) ? REASON_TEXT[r.reason] : (r.reason ?? '')}</span> <code class="small">${r.reason ?? ''}</code>` : ''
   }</td>
