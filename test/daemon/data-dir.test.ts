@@ -1,11 +1,9 @@
-// `--data-dir` under /proc made Node's recursive mkdir spin forever at full CPU (proxyd admin and serve hung); the data
-// dir's disk in /metrics.
+// `--data-dir` under /proc made Node's recursive mkdir spin forever at full CPU (proxyd admin and serve hung).
 import { execFileSync, spawnSync } from 'node:child_process';
 import { chmodSync, copyFileSync, linkSync, mkdirSync, statSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { ensureDataDir } from '../../src/daemon/process/data-dir.js';
-import { Metrics } from '../../src/daemon/observe/metrics.js';
 import { admin, PROXYD, run, tempDir } from '../helpers/daemon.js';
 import { patient } from '../helpers/patience.js';
 
@@ -70,22 +68,4 @@ describe.skipIf(process.getuid?.() !== 0)('serve on a database file it may not w
     const show = asNobody(['admin', 'plan', 'show', '--email', 'ro@example.com', '--data-dir', dir]);
     expect(show.status, show.stderr).toBe(0);
   }, patient(60_000));
-});
-
-describe("the data dir's disk in /metrics", () => {
-  it('free and total bytes of its file system; no sample (not 0) where there is no data dir, as on PostgreSQL', async () => {
-    const sample = (text: string, name: string) => new RegExp(`^${name} (\\S+)$`, 'm').exec(text)?.[1];
-    const here = new Metrics({ defaultMetrics: false });
-    here.attachDataDir(tempDir());
-    const text = await here.registry.metrics();
-    const [free, size] = [Number(sample(text, 'proxyd_data_dir_free_bytes')), Number(sample(text, 'proxyd_data_dir_size_bytes'))];
-    expect(free).toBeGreaterThan(0);
-    expect(size).toBeGreaterThanOrEqual(free);
-    const none = new Metrics({ defaultMetrics: false });
-    none.attachDataDir(path.join(tempDir(), 'never-made'));
-    const absent = await none.registry.metrics();
-    expect(absent).toContain('# TYPE proxyd_data_dir_free_bytes gauge');
-    expect(sample(absent, 'proxyd_data_dir_free_bytes')).toBeUndefined();
-    expect(sample(absent, 'proxyd_data_dir_size_bytes')).toBeUndefined();
-  });
 });
