@@ -58,10 +58,19 @@ export function parseApiTime(s: string): number | null {
   return t + ms - offsetMin * 60_000;
 }
 
+/** What the usage endpoints take as a time, and as a day (`domains`), as their refusals and proxyctl's say it. */
+export const API_TIME_EXPECTED = 'an ISO 8601 date (2026-11-01) or date-time with a zone (2026-11-01T10:00:00Z)';
+export const API_DAY_EXPECTED = 'a day, YYYY-MM-DD';
+
+/** A day as the `domains` endpoint takes it (`2026-11-01`: its midnight UTC) in ms; null for anything else. */
+export function parseApiDay(s: string): number | null {
+  return /^\d{4}-\d{2}-\d{2}$/.test(s) ? parseApiTime(s) : null;
+}
+
 /** Why the API refuses a time, naming the part that is wrong (the 10400's words after the field). */
 export function apiTimeProblem(s: string, day = false): string {
-  if (day && !/^\d{4}-\d{2}-\d{2}$/.test(s)) return 'expected a day, YYYY-MM-DD';
-  return isoTimeProblem(s, 'required') ?? 'expected an ISO 8601 date (2026-11-01) or date-time with a zone (2026-11-01T10:00:00Z)';
+  if (day && !/^\d{4}-\d{2}-\d{2}$/.test(s)) return `expected ${API_DAY_EXPECTED}`;
+  return isoTimeProblem(s, 'required') ?? `expected ${API_TIME_EXPECTED}`;
 }
 
 const isoTime = z
@@ -74,8 +83,8 @@ const isoTime = z
 const isoDay = z
   .string()
   .max(40)
-  .refine((s) => /^\d{4}-\d{2}-\d{2}$/.test(s) && parseApiTime(s) !== null, { error: (i) => apiTimeProblem(String(i.input), true) })
-  .transform((s) => parseApiTime(s)!);
+  .refine((s) => parseApiDay(s) !== null, { error: (i) => apiTimeProblem(String(i.input), true) })
+  .transform((s) => parseApiDay(s)!);
 /** A proxy username, or `ip:A.B.C.D` for whitelist traffic; neither holds a control character (PostgreSQL's text holds no NUL). */
 const usageUser = z
   .string()

@@ -3,11 +3,13 @@
 // password shown once), measured as it lays out: nothing wider than the viewport (the page, and no element
 // running off its edge, also inside a scrolling strip), "Log out" on screen and clickable without scrolling,
 // badges kept as one-line pills, refusal reasons in lines of words, and the Usage chart's text at least 9 px.
+// Names that do not break (an IPv6 address pasted into the whitelist form, an IPv6 literal or a long host name as a
+// target) wrap in their cell, on a phone and on a desktop's screen alike.
 import net from 'node:net';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { admin, startDaemon, type Daemon } from '../helpers/daemon.js';
-import { launchChromium } from '../helpers/browser.js';
+import { launchChromium, signIn } from '../helpers/browser.js';
 import { RawClient, basic } from '../gateway/helpers.js';
 import { waitFor } from '../helpers/wait.js';
 import { patient } from '../helpers/patience.js';
@@ -17,6 +19,9 @@ const HEIGHT = 844;
 const EMAIL = 'phone@example.com';
 const PASSWORD = 'correct horse battery';
 const PROXY_PASSWORD = 'phone-proxy-pass-1';
+const DESKTOP = { width: 1280, height: 900 };
+// Targets the service's rules refuse at once (never dialled): the longest names a record's target cell shows.
+const LONG_TARGETS = ['[2001:db8:1234:5678:abcd:ef01:2345:6789]', 'averyveryverylonghostnamewithoutanyhyphensthatgoesonandonandon.blocked.example'];
 
 interface Layout {
   scrollWidth: number;
@@ -107,11 +112,11 @@ describe('console at phone width (390 × 844)', () => {
   }
 
   /** `signedIn`: a page with the navigation and "Log out" (not log-in, nor an error page, which has no navigation). */
-  async function check(label: string, signedIn = true): Promise<void> {
-    if (process.env.PHONE_SHOTS) await page.screenshot({ path: `${process.env.PHONE_SHOTS}/${label.replace(/\W+/g, '-')}.png`, fullPage: true });
-    const l = (await page.evaluate(`(${measure.toString()})(${WIDTH}, ${HEIGHT})`)) as Layout;
-    expect.soft(l.innerWidth, `${label}: the page zoomed out to fit something wider`).toBe(WIDTH);
-    expect.soft(l.scrollWidth, `${label}: the page scrolls sideways`).toBeLessThanOrEqual(WIDTH);
+  async function check(label: string, signedIn = true, on: Page = page, { width, height } = { width: WIDTH, height: HEIGHT }): Promise<void> {
+    if (process.env.PHONE_SHOTS) await on.screenshot({ path: `${process.env.PHONE_SHOTS}/${label.replace(/\W+/g, '-')}.png`, fullPage: true });
+    const l = (await on.evaluate(`(${measure.toString()})(${width}, ${height})`)) as Layout;
+    expect.soft(l.innerWidth, `${label}: the page zoomed out to fit something wider`).toBe(width);
+    expect.soft(l.scrollWidth, `${label}: the page scrolls sideways`).toBeLessThanOrEqual(width);
     expect.soft(l.offEdge, `${label}: elements off the edge`).toEqual([]);
     expect.soft(l.badBadges, `${label}: badges not one-line pills`).toEqual([]);
     expect.soft(l.smallChartText, `${label}: chart text under 9 px`).toEqual([]);
@@ -136,11 +141,12 @@ describe('console at phone width (390 × 844)', () => {
     expect((await admin(d.dataDir, ['plan', 'set', '--email', EMAIL, '--traffic-limit', '100GiB', '--period', 'month'])).code).toBe(0);
     expect((await admin(d.dataDir, ['webhook', 'set', '--email', EMAIL, '--url', 'http://127.0.0.1:9/hooks/proxyd/usage-events-for-the-northwind-trading-account', '--allow-private-webhooks'])).code).toBe(0);
     // A target the service denies: the longest reason code a customer sees.
-    expect((await admin(d.dataDir, ['policy', 'set', '--global', '--deny', 'blocked.example'])).code).toBe(0);
+    expect((await admin(d.dataDir, ['policy', 'set', '--global', '--deny', 'blocked.example,2001:db8::/32'])).code).toBe(0);
     await waitFor('admitted', async () => /^HTTP\/1\.1 200 /.test(await connect('crawler-eu-frankfurt-01', PROXY_PASSWORD)), 10_000);
     await connect('monitoring', PROXY_PASSWORD);
     await connect('crawler-eu-frankfurt-01', 'not the password');
     await waitFor('the service policy refuses', async () => /^HTTP\/1\.1 403 /.test(await connect('monitoring', PROXY_PASSWORD, 'blocked.example')), 10_000);
+    for (const host of LONG_TARGETS) expect(await connect('monitoring', PROXY_PASSWORD, host)).toMatch(/^HTTP\/1\.1 403 /);
     browser = await launchChromium();
     context = await browser.newContext({ viewport: { width: WIDTH, height: HEIGHT }, deviceScaleFactor: 2, isMobile: true, hasTouch: true });
     page = await context.newPage();
@@ -180,7 +186,7 @@ describe('console at phone width (390 × 844)', () => {
     await check('activity');
 
     await page.goto(`${d.api}/console/whitelist`);
-    await page.fill('input[name=ip]', '8.8.4.4 10.0.0.8 1.1.1.1');
+    await page.fill('input[name=ip]', '8.8.4.4 10.0.0.8 1.1.1.1 2001:0db8:85a3:0000:0000:8a2e:0370:7334');
     await page.fill('input[name=remark]', 'Build server in the Frankfurt office, second rack');
     await page.getByRole('button', { name: 'Add' }).click();
     await check('whitelist (with a failure table)');
@@ -201,7 +207,7 @@ describe('console at phone width (390 × 844)', () => {
     await page.goto(`${d.api}/console/connections`);
     await waitFor('refusals shown', async () => {
       await page.reload();
-      return (await page.locator('[data-testid=conn-row][data-reason=target_denied_service]').count()) > 0 && (await page.locator('[data-testid=conn-row][data-reason=wrong_password]').count()) > 0;
+      return (await page.locator('[data-testid=conn-row][data-reason=target_denied_service]').count()) > LONG_TARGETS.length && (await page.locator('[data-testid=conn-row][data-reason=wrong_password]').count()) > 0;
     }, 10_000);
     await check('connections');
     await page.goto(`${d.api}/console/connections?decision=refused&reason=wrong_password`);
@@ -213,4 +219,25 @@ describe('console at phone width (390 × 844)', () => {
     await page.getByRole('button', { name: 'Log out', exact: true }).click();
     await page.waitForURL('**/console/login?notice=logged-out');
   }, patient(120_000));
+
+  it('on a desktop screen too, a long target or an IPv6 address wraps in its cell: no table wider than its card', async () => {
+    const wide = await browser.newContext({ viewport: DESKTOP });
+    try {
+      const p = await wide.newPage();
+      await signIn(p, d.api, EMAIL, PASSWORD);
+      await p.goto(`${d.api}/console/whitelist`);
+      await p.fill('input[name=ip]', '9.9.9.9 2001:0db8:85a3:0000:0000:8a2e:0370:7334');
+      await p.getByRole('button', { name: 'Add' }).click();
+      await check('desktop whitelist (with a failure table)', true, p, DESKTOP);
+      await p.goto(`${d.api}/console/connections`);
+      expect(await p.locator('[data-testid=conn-row][data-reason=target_denied_service]').count()).toBeGreaterThan(LONG_TARGETS.length);
+      await check('desktop connections', true, p, DESKTOP);
+      for (const where of ['usage', 'proxy-users', 'account']) {
+        await p.goto(`${d.api}/console/${where}`);
+        await check(`desktop ${where}`, true, p, DESKTOP);
+      }
+    } finally {
+      await wide.close();
+    }
+  }, patient(60_000));
 });

@@ -3,6 +3,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { escapeHtml, html, raw } from '../../src/daemon/console/html.js';
 import { usagePage } from '../../src/daemon/console/pages/usage.js';
 import { connectionsPage } from '../../src/daemon/console/pages/connections.js';
+import { connectionJson } from '../../src/daemon/services/connection-log.js';
 import { LoginLimiter } from '../../src/daemon/console/login-limiter.js';
 import { whitelistPage } from '../../src/daemon/console/pages/whitelist.js';
 import { proxyUsersPage } from '../../src/daemon/console/pages/proxy-users.js';
@@ -64,6 +65,17 @@ describe('html template', () => {
     expect(usage).toContain('&lt;b&gt;x&lt;/b&gt;.example');
     expect(conns).toContain('↑ 50 GiB ↓ 1.5 KiB');
     for (const page of [usage, conns]) expect(page).not.toMatch(/50\.0+ GiB/);
+  });
+
+  it('shows a record\'s time as "2026-11-25 10:00:00 UTC" whether it started on a whole second or not', () => {
+    const record = (startedAt: number) =>
+      connectionJson({ id: 1, node: 'n', accountEmail: 'a@example.com', startedAt, requestId: `r${startedAt}`, protocol: 'connect', sourceIp: '203.0.113.7', username: 'alice', accountId: 1, target: 'example.com:443', reason: null, bytesUp: 1, bytesDown: 1, durationMs: 5 });
+    const at = Date.UTC(2026, 10, 25, 10, 0, 0);
+    const page = connectionsPage({ csrf: 't', email: 'a@example.com', filter: { user: '', ip: '', decision: '', reason: '' }, rows: [record(at), record(at + 112)], limit: 200, reasons: [] }).value;
+    expect([...page.matchAll(/<time datetime="([^"]+)">([^<]+)<\/time>/g)].map((m) => [m[1], m[2]])).toEqual([
+      ['2026-11-25T10:00:00Z', '2026-11-25 10:00:00 UTC'],
+      ['2026-11-25T10:00:00.112Z', '2026-11-25 10:00:00 UTC'],
+    ]);
   });
 
   /** The Proxy users page of one user, `crawler`, with these limits (none when absent). */

@@ -1,6 +1,6 @@
 // The console's Usage page in Debian's chromium: the month's total, the SVG chart, a row per proxy user
 // (whitelist traffic under its IP), and the CSV download, for the signed-in account only; the CSV covers the
-// period the page shows, also when a plan's period does not start on the 1st.
+// period the page shows, also when a plan's period does not start on the 1st; a lifetime plan's period and limit.
 import net from 'node:net';
 import { readFileSync } from 'node:fs';
 import type { Browser } from 'playwright-core';
@@ -168,6 +168,17 @@ describe('console Usage page', () => {
       return head.startsWith('HTTP/1.1 403 ');
     }, 3_000);
     await page.goto(`${d.api}/console/usage`);
+    await page.close();
+  }, patient(60_000));
+
+  it('a lifetime plan: the period since the account began (no usage yet) and its limit for the plan\'s lifetime, as proxyctl usage says it', async () => {
+    expect((await admin(d.dataDir, ['account', 'create', '--email', 'lifetime@example.com', '--password-stdin', '--verified'], `${PASSWORD}\n`)).code).toBe(0);
+    expect((await admin(d.dataDir, ['plan', 'set', '--email', 'lifetime@example.com', '--traffic-limit', '1GiB', '--period', 'lifetime'])).code).toBe(0);
+    const page = await browser.newPage();
+    await signIn(page, d.api, 'lifetime@example.com', PASSWORD);
+    await page.goto(`${d.api}/console/usage`);
+    expect(await page.textContent('#period-title')).toBe(`Since ${new Date().toISOString().slice(0, 10)} (lifetime plan, UTC)`);
+    expect(await page.textContent('[data-testid=usage-limit]')).toBe("1 GiB for the plan's lifetime");
     await page.close();
   }, patient(60_000));
 });

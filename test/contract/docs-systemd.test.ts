@@ -28,6 +28,18 @@ describe('what operators copy: the unit, its environment file, the logrotate sta
     expect(doc).toContain('sudo install -m 0600 packaging/systemd/proxyd.env /etc/proxyd/');
   });
 
+  it('where proxyd is elsewhere, the docs and the unit name every setting that holds its path, and where Node must be', () => {
+    const unit = readFileSync(path.join(root, 'packaging/systemd/proxyd.service'), 'utf8');
+    const holding = unit.split('\n').filter((l) => /^[A-Za-z]+=.*\/usr\/local\/bin\/proxyd/.test(l)).map((l) => l.slice(0, l.indexOf('=') + 1));
+    expect(holding).toEqual(['ExecStart=', 'ExecStartPost=']);
+    const said = /change its path in `ExecStart=` and\s+`ExecStartPost=`/;
+    expect(doc).toMatch(said);
+    expect(unit).toMatch(/change its path in ExecStart= and\n# ExecStartPost=/);
+    // The service sees no home directory: a Node there (nvm's) is not on its PATH.
+    expect(unit).toContain('ProtectHome=yes');
+    expect(doc).toMatch(/does not\s+see home directories \(`ProtectHome=yes`\)/);
+  });
+
   it('the environment file: VARIABLE=value lines, no comment after a value', () => {
     const env = readFileSync(path.join(root, 'packaging/systemd/proxyd.env'), 'utf8');
     const lines = env.split('\n').filter((l) => l.trim() && !l.startsWith('#'));

@@ -1,11 +1,14 @@
 // A lifetime plan's period as people are shown it, on each backend: it starts on the day of the account's first
 // usage (else the day it was created), not at 1970; the usage reports' default ranges fit it (a series without
-// `from` is the latest 1,000 points at most), and a `from` that asks for too many says what would fit.
+// `from` is the latest 1,000 points at most), and a `from` that asks for too many says what would fit; a
+// usage.threshold webhook names the same period start.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openStore, type Store } from '../../src/daemon/store/index.js';
 import { shownPeriodStart } from '../../src/daemon/metering/plans.js';
 import { UsageQueryError, usageSeries, usageSummary } from '../../src/daemon/services/usage.js';
 import { planShow } from '../../src/daemon/admin/plans.js';
+import { setWebhook } from '../../src/daemon/services/webhooks.js';
+import { WebhookSender } from '../../src/daemon/webhooks/sender.js';
 import { tempDir } from '../helpers/daemon.js';
 import { BACKENDS, emptyDatabase } from '../helpers/postgres.js';
 
@@ -75,5 +78,14 @@ describe.each(BACKENDS)('a lifetime plan\'s period (%s)', (backend) => {
     expect((err as Error).message).toBe(`from: the range holds 20795 days, at most 1000 points: give a from of ${new Date(Date.UTC(2026, 11, 7) - 999 * DAY).toISOString().replace('.000Z', 'Z')} or later (or an earlier to)`);
     const byHour = await usageSeries(store, used, { granularity: 'hour', from: Date.UTC(2026, 9, 20) }, clock).catch((e: unknown) => e);
     expect((byHour as Error).message).toMatch(/at most 1000 points: give a from of .* or later \(or an earlier to\), or granularity day$/);
+  });
+
+  it('a usage.threshold webhook event says the period started when plan show says it did', async () => {
+    await setWebhook(store, used, { url: 'http://127.0.0.1:9/hook', thresholds: [50] }, { allowPrivate: true });
+    await store.plans.set({ accountId: used, trafficLimit: 4_000, period: 'lifetime', anchorDay: 1, maxConnections: null, expiresAt: null });
+    await new WebhookSender(store, { node: 'test', allowPrivate: true, nowMs: () => clock }).detect();
+    const [event] = await store.webhooks.events(used, 10);
+    expect(JSON.parse(event!.body)).toMatchObject({ type: 'usage.threshold', threshold: 50, used: 3_000, limit: 4_000, period_start: '2026-10-20T00:00:00Z' });
+    expect(await planShow(store, { email: 'lifetime-used@example.com' })).toMatchObject({ period_start: '2026-10-20T00:00:00Z' });
   });
 });

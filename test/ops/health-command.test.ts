@@ -1,7 +1,10 @@
 // `proxyd health` (a container's HEALTHCHECK, a unit's start-up wait): exit 0 when the daemon on the API address
-// `serve` would use (flag, PROXYD_API_LISTEN, default) answers GET /healthz with 200; 1 when it answers anything
-// else or nothing answers, saying which; 2 for a bad flag. `--wait` keeps asking until the daemon serves.
+// `serve` would use (flag, PROXYD_API_LISTEN, default) answers GET /healthz with 200 {"status":"ok"}; 1 when it
+// answers anything else (another server's 200 too) or nothing answers, saying which; 2 for a bad flag. `--wait`
+// keeps asking until the daemon serves.
 import { spawn } from 'node:child_process';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { afterAll, describe, expect, it } from 'vitest';
 import { probeAddress } from '../../src/daemon/process/health-probe.js';
 import { buildProgram } from '../../src/daemon/process/main.js';
@@ -49,6 +52,19 @@ describe('proxyd health', () => {
     expect(r.code).toBe(1);
     expect(r.stdout).toBe('');
     expect(r.stderr).toBe(`proxyd: health: http://${hostPort(d)}/healthz answered 503: {"status":"unavailable","down":["redis"]}\n`);
+  });
+
+  it('exit 1 when another server answers 200 (not proxyd\'s {"status":"ok"}): the API address is wrong; what it said escaped', async () => {
+    const other = http.createServer((_req, res) => res.end('<html>\u001b[2Jwelcome</html>'));
+    await new Promise<void>((r) => other.listen(0, '127.0.0.1', () => r()));
+    try {
+      const at = `127.0.0.1:${(other.address() as AddressInfo).port}`;
+      const r = await run(PROXYD, ['health', '--api-listen', at]);
+      expect(r).toMatchObject({ code: 1, stdout: '' });
+      expect(r.stderr).toBe(`proxyd: health: http://${at}/healthz answered 200 but not as proxyd does ({"status":"ok"}): is it the address proxyd serves its API on (--api-listen, PROXYD_API_LISTEN)? It said: <html>\\x1b[2Jwelcome</html>\n`);
+    } finally {
+      other.close();
+    }
   });
 
   it('exit 1 when nothing answers, naming the address it asked; exit 2 for port 0 or a bad address', async () => {

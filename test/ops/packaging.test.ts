@@ -238,6 +238,12 @@ describe('Prometheus alerts and the Grafana dashboard', () => {
     expect(test.status, test.stdout + test.stderr).toBe(0);
   });
 
+  it('alerts.test.yml shows every alert firing (an example whose exp_alerts is not empty), not only quiet', () => {
+    const examples = read('packaging/prometheus/alerts.test.yml');
+    const firing = new Set([...examples.matchAll(/alertname: (\w+)\n\s+exp_alerts:\n\s+- exp_labels:/g)].map((m) => m[1]!));
+    expect(rules.map((r) => r.alert).filter((a) => !firing.has(a))).toEqual([]);
+  });
+
   it('alerts on what an operator must hear of, each with a severity and a runbook line in docs/operations.md', () => {
     const names = rules.map((r) => r.alert);
     for (const a of ['ProxydDown', 'ProxydDatabaseUnreachable', 'ProxydAdmissionViewStale', 'ProxydInternalRefusals', 'ProxydNoExitRefusals', 'ProxydUsageFlushLagging', 'ProxydHopLinkDown', 'ProxydConnectionLogDropping', 'ProxydDataDirDiskLow']) {

@@ -1,6 +1,6 @@
 // `proxyctl usage`: the account's usage by user, day, hour or domain (docs/cli.md, "Usage"), read from the usage
 // API; a table in binary units (a bar per row on a terminal), the endpoint's data with --json, CSV with --csv.
-import { parseApiTime } from '../../contract/schemas.js';
+import { API_DAY_EXPECTED, API_TIME_EXPECTED, parseApiDay, parseApiTime } from '../../contract/schemas.js';
 import { formatSize } from '../../contract/size.js';
 import { timeFlagProblem } from '../../contract/time.js';
 import type { UsageParams } from '../api.js';
@@ -47,8 +47,9 @@ function checkOptions(o: UsageOptions): void {
     ['--to', o.to],
   ] as const) {
     if (v === undefined) continue;
-    if (o.by === 'domain' ? !/^\d{4}-\d{2}-\d{2}$/.test(v) || parseApiTime(v) === null : parseApiTime(v) === null) {
-      throw new UsageError(timeFlagProblem(flag, v, o.by === 'domain' ? 'a day, YYYY-MM-DD (UTC)' : 'an ISO 8601 date (2026-11-01) or date-time with a zone (2026-11-01T10:00:00Z)', 'required'));
+    const day = o.by === 'domain';
+    if ((day ? parseApiDay(v) : parseApiTime(v)) === null) {
+      throw new UsageError(timeFlagProblem(flag, v, day ? `${API_DAY_EXPECTED} (UTC)` : API_TIME_EXPECTED, 'required'));
     }
   }
 }

@@ -206,6 +206,9 @@ form.limits .btn { margin-top: 22px; }
 .signing pre { margin: 0 0 8px; padding: 10px 12px; border-radius: 8px; background: var(--bg); white-space: pre-wrap; overflow-wrap: anywhere; }
 td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
 td.nowrap { white-space: nowrap; }
+/* Names without a break (an IPv6 literal, a long host or username) wrap anywhere rather than widen the table; the
+   column keeps room for a short name on one line (anywhere alone would let it shrink to a letter a line). */
+td.wrap-any { overflow-wrap: anywhere; min-width: 10em; }
 .card.flush { padding: 0; overflow: hidden; }
 .card.flush .card-head { padding: 20px 24px 0; }
 .card.flush .filters { padding: 0 24px 20px; border-bottom: 1px solid var(--border); }
@@ -246,6 +249,7 @@ td.nowrap { white-space: nowrap; }
   table.stack-sm, table.stack-sm tbody, table.stack-sm tr, table.stack-sm td { display: block; width: 100%; }
   table.stack-sm tr { padding: 12px 18px; border-bottom: 1px solid var(--border); }
   table.stack-sm tbody tr:last-child { border-bottom: 0; }
+  .notice table.stack-sm tr { padding: 8px 0; }
   /* A cell's label floats left and its content flows beside it, right-aligned: a cell of several parts (a badge, a
      reason and its code) stays one text, not a row of squeezed columns. */
   table.stack-sm td { border: 0; padding: 3px 0; text-align: right; overflow-wrap: anywhere; }

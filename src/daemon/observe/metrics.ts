@@ -29,38 +29,49 @@ function lagPastSchedule(registry: Registry): void {
   }
 }
 
+type Sample = { labels: Record<string, string | number>; value: number; metricName?: string };
+
 /**
- * A histogram counted elsewhere (the gateway's set-up times, in ms), read at scrape time and written in seconds.
- * prom-client's Histogram observes values itself; this hands the registry the buckets as they are, in the shape
- * its own histograms take (so a cluster primary sums the workers' alike).
+ * A metric whose samples are read at scrape time, in the shape prom-client's own metrics hand the registry (so a
+ * cluster primary aggregates the workers' alike), and with no sample while there is nothing to say (prom-client's
+ * gauge without labels always says a number: 0 where nothing could be read).
  */
-class ReadHistogram {
-  readonly type = 'histogram';
-  readonly aggregator = 'sum';
+class ReadMetric {
   constructor(
     readonly name: string,
     readonly help: string,
-    private readonly read: () => SetupTimes | null,
+    readonly type: 'gauge' | 'histogram',
+    readonly aggregator: 'sum' | 'max',
+    private readonly samples: () => Promise<Sample[]>,
   ) {}
 
-  async get(): Promise<{ name: string; help: string; type: string; aggregator: string; values: Array<{ labels: Record<string, string | number>; value: number; metricName: string }> }> {
-    const h = this.read();
-    const values: Array<{ labels: Record<string, string | number>; value: number; metricName: string }> = [];
-    if (h) {
-      let cumulative = 0;
-      h.boundsMs.forEach((bound, i) => {
-        cumulative += h.counts[i] ?? 0;
-        values.push({ labels: { le: bound / 1000 }, value: cumulative, metricName: `${this.name}_bucket` });
-      });
-      cumulative += h.counts[h.boundsMs.length] ?? 0;
-      values.push({ labels: { le: '+Inf' }, value: cumulative, metricName: `${this.name}_bucket` });
-      values.push({ labels: {}, value: h.sumMs / 1000, metricName: `${this.name}_sum` });
-      values.push({ labels: {}, value: cumulative, metricName: `${this.name}_count` });
-    }
-    return { name: this.name, help: this.help, type: this.type, aggregator: this.aggregator, values };
+  async get(): Promise<{ name: string; help: string; type: string; aggregator: string; values: Sample[] }> {
+    return { name: this.name, help: this.help, type: this.type, aggregator: this.aggregator, values: await this.samples() };
   }
 
   reset(): void {}
+}
+
+/**
+ * A histogram counted elsewhere (the gateway's set-up times, in ms), written in seconds: prom-client's Histogram
+ * observes values itself, this hands over the buckets as they are (summed across workers).
+ */
+function readHistogram(name: string, help: string, read: () => SetupTimes | null): ReadMetric {
+  return new ReadMetric(name, help, 'histogram', 'sum', async () => {
+    const h = read();
+    if (!h) return [];
+    const values: Sample[] = [];
+    let cumulative = 0;
+    h.boundsMs.forEach((bound, i) => {
+      cumulative += h.counts[i] ?? 0;
+      values.push({ labels: { le: bound / 1000 }, value: cumulative, metricName: `${name}_bucket` });
+    });
+    cumulative += h.counts[h.boundsMs.length] ?? 0;
+    values.push({ labels: { le: '+Inf' }, value: cumulative, metricName: `${name}_bucket` });
+    values.push({ labels: {}, value: h.sumMs / 1000, metricName: `${name}_sum` });
+    values.push({ labels: {}, value: cumulative, metricName: `${name}_count` });
+    return values;
+  });
 }
 
 /** A promise's value, or `fallback` when it fails or takes longer than `ms` (a scrape never waits on a hung dependency). */
@@ -177,7 +188,7 @@ export class Metrics {
     fromGateway('proxyd_gateway_target_refusals_total', 'Gateway targets refused, by reason', 'reason', (s) => s.targetRefusals);
     fromGateway('proxyd_gateway_refusals_total', 'Gateway connections refused, by the connection log\'s reason (admission_unavailable: the gateway could not decide, an internal failure; no_exit: no healthy exit matched), a login past its failure budget as login_throttled', 'reason', (s) => s.refusals as Record<string, number>);
     this.registry.registerMetric(
-      new ReadHistogram('proxyd_gateway_setup_seconds', 'Time from accepting a gateway connection to relaying it (target reached; the client\'s own handshake included); its count is the connections opened', () => self.gatewayStats?.().setup ?? null) as never,
+      readHistogram('proxyd_gateway_setup_seconds', 'Time from accepting a gateway connection to relaying it (target reached; the client\'s own handshake included); its count is the connections opened', () => self.gatewayStats?.().setup ?? null) as never,
     );
     fromGateway('proxyd_gateway_egress_connections_total', 'Outgoing gateway connections by the egress address they left from (an IPv6 prefix pool: the prefix)', 'address', (s) => s.egressConnections);
     fromGateway('proxyd_gateway_bytes_total', 'Bytes relayed by the gateway, by direction (up = client to target)', 'direction', (s) => ({
@@ -232,20 +243,17 @@ export class Metrics {
     });
   }
 
-  /** The data dir's file system: free and total bytes (the SQLite database, its WAL, the hop identity live there). */
+  /**
+   * The data dir's file system: free and total bytes (the SQLite database, its WAL, the hop identity live there). No
+   * sample when it cannot be read: a node on PostgreSQL that keeps nothing there has no data dir at all.
+   */
   attachDataDir(dir: string): void {
     const read = () => within(statfs(dir).then((s) => ({ free: s.bavail * s.bsize, size: s.blocks * s.bsize })), 2_000, null);
     const gauge = (name: string, help: string, pick: (s: { free: number; size: number }) => number) =>
-      new Gauge({
-        name,
-        help,
-        aggregator: 'max',
-        registers: [this.registry],
-        async collect() {
-          const s = await read();
-          if (s) this.set(pick(s));
-        },
-      });
+      this.registry.registerMetric(new ReadMetric(name, help, 'gauge', 'max', async () => {
+        const s = await read();
+        return s ? [{ labels: {}, value: pick(s) }] : [];
+      }) as never);
     gauge('proxyd_data_dir_free_bytes', 'Bytes free to this daemon on the data dir\'s file system', (s) => s.free);
     gauge('proxyd_data_dir_size_bytes', 'Size of the data dir\'s file system in bytes', (s) => s.size);
   }

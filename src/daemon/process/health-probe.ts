@@ -1,9 +1,11 @@
 // `proxyd health`: asks a running daemon's GET /healthz on the API address `serve` would listen on (the same flag,
-// env and default) and exits 0 when it answers 200, else 1. A container's HEALTHCHECK runs it (no curl in the
-// image), and a systemd unit's ExecStartPost waits with it (`--wait`) until the daemon serves.
+// env and default) and exits 0 when it answers 200 as proxyd does ({"status":"ok"}), else 1. A container's
+// HEALTHCHECK runs it (no curl in the image), and a systemd unit's ExecStartPost waits with it (`--wait`) until
+// the daemon serves.
 import http from 'node:http';
 import { formatHostPort, type HostPort } from '../../contract/host-port.js';
 import { DAEMON_PATHS } from '../../contract/paths.js';
+import { printable } from '../observe/connection-log.js';
 import { ConfigError, isWildcardHost, parseHostPort } from './config.js';
 
 /** The most of an answer's body kept (a /healthz body is a few dozen bytes). */
@@ -48,6 +50,24 @@ export function askHealth(at: HostPort, timeoutMs: number): Promise<HealthAnswer
   });
 }
 
+/** Whether an answer is proxyd's own "healthy": 200 with `{"status":"ok"}` (another server's 200 is not). */
+function healthy(a: HealthAnswer): boolean {
+  if (a.status !== 200) return false;
+  try {
+    return (JSON.parse(a.text) as { status?: unknown } | null)?.status === 'ok';
+  } catch {
+    return false;
+  }
+}
+
+/** Why an answer is not healthy, in a line (what it said, escaped: it may come from any server). */
+function notHealthy(a: HealthAnswer, url: string): string {
+  if (a.status === null) return `no answer from ${url} (${a.text})`;
+  const said = printable(a.text.slice(0, 300));
+  if (a.status === 200) return `${url} answered 200 but not as proxyd does ({"status":"ok"}): is it the address proxyd serves its API on (--api-listen, PROXYD_API_LISTEN)? It said: ${said}`;
+  return `${url} answered ${a.status}: ${said}`;
+}
+
 function seconds(s: string, what: string, min: number, max: number): number {
   const n = Number(s);
   if (!/^\d+(\.\d+)?$/.test(s.trim()) || n < min || n > max) throw new ConfigError(`${what}: expected seconds, ${min} to ${max}, got "${s}"`);
@@ -77,12 +97,12 @@ export async function runHealth(o: HealthOptions, out: { stdout: (s: string) => 
   const until = nowMs() + waitMs;
   for (;;) {
     const a = await askHealth(at, timeoutMs);
-    if (a.status === 200) {
+    if (healthy(a)) {
       out.stdout(`${a.text}\n`);
       return 0;
     }
     if (nowMs() + RETRY_EVERY_MS > until) {
-      out.stderr(a.status === null ? `proxyd: health: no answer from ${url} (${a.text})\n` : `proxyd: health: ${url} answered ${a.status}: ${a.text}\n`);
+      out.stderr(`proxyd: health: ${notHealthy(a, url)}\n`);
       return 1;
     }
     await new Promise((r) => setTimeout(r, RETRY_EVERY_MS));

@@ -8,7 +8,7 @@ import http from 'node:http';
 import https from 'node:https';
 import type { LookupFunction } from 'node:net';
 import { isoSeconds } from '../../contract/schemas.js';
-import { periodUsed } from '../metering/plans.js';
+import { periodUsed, shownPeriodStart } from '../metering/plans.js';
 import { checkWebhookUrl, signature, type Lookup } from '../services/webhooks.js';
 import type { Store, WebhookEvent } from '../store/index.js';
 
@@ -78,10 +78,14 @@ export class WebhookSender {
       const now = this.now();
       if (plan.trafficLimit !== null && plan.trafficLimit > 0) {
         const { start, used } = await periodUsed(this.store, plan, now);
+        // The body names the period's start as the customer is shown it (a lifetime plan's first usage, not the
+        // epoch); the once-per-period key keeps the enforcer's, so an event is still sent once.
+        let shown: number | undefined;
         for (const t of w.thresholds) {
           if (used * 100 < plan.trafficLimit * t) continue;
+          shown ??= await shownPeriodStart(this.store, w.accountId, plan, now);
           const id = eventId();
-          const body = { id, type: 'usage.threshold', account: account.email, threshold: t, used, limit: plan.trafficLimit, period_start: isoSeconds(Math.floor(start / 1000)), time: isoSeconds(Math.floor(now / 1000)) };
+          const body = { id, type: 'usage.threshold', account: account.email, threshold: t, used, limit: plan.trafficLimit, period_start: isoSeconds(Math.floor(shown / 1000)), time: isoSeconds(Math.floor(now / 1000)) };
           await this.store.webhooks.addEvent({ id, accountId: w.accountId, type: body.type, onceKey: `usage.threshold:${t}:${start}`, body: JSON.stringify(body), nowMs: now });
         }
       }

@@ -41,12 +41,12 @@ interface ConnectionsView {
 function row(r: ConnectionRowView): Html {
   const refused = r.decision === 'refused';
   return html`<tr data-testid="conn-row" data-request-id="${r.request_id}" data-reason="${r.reason ?? ''}">
-<td data-label="Time" class="nowrap"><time datetime="${r.time}">${r.time.replace('T', ' ').replace(/\.\d{3}Z$/, ' UTC')}</time></td>
+<td data-label="Time" class="nowrap"><time datetime="${r.time}">${r.time.replace('T', ' ').replace(/(\.\d+)?Z$/, ' UTC')}</time></td>
 <td data-label="Result"><span class="badge ${refused ? 'off' : 'ok'}" data-testid="conn-decision">${refused ? 'Refused' : 'Admitted'}</span>${
     refused ? html`<br><span class="small" data-testid="conn-reason" title="${r.reason ?? ''}">${r.reason !== null && isLogReason(r.reason) ? REASON_TEXT[r.reason] : (r.reason ?? '')}</span> <code class="small">${r.reason ?? ''}</code>` : ''
   }</td>
-<td data-label="User / source"><span data-testid="conn-user">${r.username ?? html`<span class="muted">whitelist</span>`}</span><br><code class="small">${r.source_ip}</code></td>
-<td data-label="Target"><code>${r.target ?? '—'}</code> <span class="muted small">${r.protocol}</span></td>
+<td data-label="User / source" class="wrap-any"><span data-testid="conn-user">${r.username ?? html`<span class="muted">whitelist</span>`}</span><br><code class="small">${r.source_ip}</code></td>
+<td data-label="Target" class="wrap-any"><code>${r.target ?? '—'}</code> <span class="muted small">${r.protocol}</span></td>
 <td data-label="Traffic">${refused ? html`<span class="muted">—</span>` : html`↑ ${formatSize(r.bytes_up)} ↓ ${formatSize(r.bytes_down)}<br><span class="muted small">${r.duration_ms} ms</span>`}</td>
 <td data-label="Request id" class="nowrap"><code class="small" data-testid="conn-request-id">${r.request_id}</code></td>
 </tr>`;

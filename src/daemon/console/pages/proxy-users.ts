@@ -51,7 +51,7 @@ function limitsForm(u: ProxyUser, l: UserLimits | undefined, csrf: string): Html
 
 function row(u: ProxyUser, l: UserLimits | undefined, csrf: string): Html {
   return html`<tr data-testid="proxy-user-row" data-username="${u.username}">
-<td data-label="Username"><code>${u.username}</code></td>
+<td data-label="Username" class="wrap-any"><code>${u.username}</code></td>
 <td data-label="Status"><span class="badge ${u.status === 'active' ? 'ok' : 'off'}">${u.status === 'active' ? 'Active' : 'Disabled'}</span></td>
 <td data-label="Created">${utc(u.created_at)}</td>
 <td data-label="Limits">${limitsForm(u, l, csrf)}</td>

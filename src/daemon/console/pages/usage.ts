@@ -67,7 +67,7 @@ function row(r: UsageReport['rows'][number]): Html {
   const user = 'user' in r ? r.user : '';
   const whitelist = user.startsWith('ip:');
   return html`<tr data-testid="usage-row-${user}">
-<td data-label="User">${whitelist ? html`<span class="muted">whitelist</span> <code>${user.slice(3)}</code>` : html`<code>${user}</code>`}</td>
+<td data-label="User" class="wrap-any">${whitelist ? html`<span class="muted">whitelist</span> <code>${user.slice(3)}</code>` : html`<code>${user}</code>`}</td>
 <td data-label="Up" class="num">${formatSize(r.bytes_up)}</td>
 <td data-label="Down" class="num">${formatSize(r.bytes_down)}</td>
 <td data-label="Total" class="num" data-testid="usage-row-total">${formatSize(r.bytes_up + r.bytes_down)}</td>
@@ -80,7 +80,7 @@ function domainRow(r: { domain: string; bytes_up: number; bytes_down: number; co
   const total = r.bytes_up + r.bytes_down;
   const percent = (100 * total) / all;
   return html`<tr data-testid="${other ? 'usage-domain-other' : 'usage-domain-row'}" data-domain="${other ? '' : r.domain}">
-<td data-label="Domain">${other ? html`<span class="muted">Other</span>` : html`<code>${r.domain}</code>`}</td>
+<td data-label="Domain" class="wrap-any">${other ? html`<span class="muted">Other</span>` : html`<code>${r.domain}</code>`}</td>
 <td data-label="Up" class="num">${formatSize(r.bytes_up)}</td>
 <td data-label="Down" class="num">${formatSize(r.bytes_down)}</td>
 <td data-label="Total" class="num" data-testid="usage-domain-total">${formatSize(total)}</td>

@@ -43,11 +43,11 @@ function addResultNotice(r: AddResult | undefined): Html {
   }
   return html`<div class="notice error" role="alert" data-testid="add-result">
 <p><strong>${r.successCount} succeeded, ${failed} failed.</strong> ${failed === 1 ? 'This item was' : 'These items were'} not added:</p>
-<div class="table-wrap"><table data-testid="failed-items">
+<div class="table-wrap"><table class="stack-sm" data-testid="failed-items">
 <thead><tr><th scope="col">IP</th><th scope="col">Code</th><th scope="col">Reason</th></tr></thead>
 <tbody>
 ${r.failedItems.map(
-  (f) => html`<tr data-testid="failed-item"><td><code>${f.ip}</code></td><td data-testid="failed-code">${f.code}</td><td data-testid="failed-reason">${f.reason}</td></tr>`,
+  (f) => html`<tr data-testid="failed-item"><td data-label="IP" class="wrap-any"><code>${f.ip}</code></td><td data-label="Code" data-testid="failed-code">${f.code}</td><td data-label="Reason" data-testid="failed-reason">${f.reason}</td></tr>`,
 )}
 </tbody></table></div>
 </div>`;

@@ -43,7 +43,7 @@ export default function usageRoutes(app: FastifyInstance, deps: ConsoleDeps): vo
       : plan.period === 'lifetime'
         ? `Since ${since} (lifetime plan, UTC)`
         : `This ${plan.period === 'day' ? 'day' : 'billing month'} (since ${since}, UTC)`;
-    const limit = plan?.trafficLimit != null ? `${formatSize(plan.trafficLimit)} per ${plan.period === 'lifetime' ? 'plan' : plan.period}` : 'No limit';
+    const limit = plan?.trafficLimit != null ? `${formatSize(plan.trafficLimit)} ${plan.period === 'lifetime' ? "for the plan's lifetime" : `per ${plan.period}`}` : 'No limit';
     const expired = plan?.expiresAt != null && plan.expiresAt <= now;
     return sendHtml(
       reply,
