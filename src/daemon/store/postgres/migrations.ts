@@ -642,4 +642,23 @@ export const PG_MIGRATIONS: readonly string[] = [
 
   ${itemsFunction('proxyd_release_items', 'p_ips jsonb, p_now bigint', 'p_ips', 'proxyd_release_ip(p_account, p_ips ->> i, p_now)')}
   `,
+  // 22: the customer API, as SQLite's migration 18: a proxy user's own expiry and target rules beside its limits
+  // (the plan version's statement trigger fires on them), and Idempotency-Key answers.
+  `
+  ALTER TABLE user_limits ADD COLUMN expires_at_ms bigint;
+  ALTER TABLE user_limits ADD COLUMN allow text NOT NULL DEFAULT '';
+  ALTER TABLE user_limits ADD COLUMN deny text NOT NULL DEFAULT '';
+  CREATE TABLE idempotency_keys (
+    account_id    integer NOT NULL,
+    key           text NOT NULL,
+    method        text NOT NULL,
+    path          text NOT NULL,
+    body_hash     text NOT NULL,
+    status        integer,
+    response      text,
+    created_at_ms bigint NOT NULL,
+    PRIMARY KEY (account_id, key)
+  );
+  CREATE INDEX idempotency_keys_age ON idempotency_keys(created_at_ms);
+  `,
 ];

@@ -1,5 +1,6 @@
 // The SQLite backend (embedded default): one file in the data dir, synchronous better-sqlite3 inside,
 // values handed back through the async seam; no extra round trips.
+import { SqliteIdempotencyStore } from './idempotency.js';
 import path from 'node:path';
 import { DEFAULT_RELEASE_GRACE_SEC, type RateHitStore, type Store } from '../types.js';
 import { SqliteAccountStore } from './accounts.js';
@@ -35,6 +36,7 @@ export class SqliteStore implements Store {
   readonly tokens: SqliteTokenStore;
   readonly whitelist: SqliteWhitelistStore;
   readonly proxyUsers: SqliteProxyUserStore;
+  readonly idempotency: SqliteIdempotencyStore;
   readonly sessions: SqliteConsoleSessionStore;
   readonly usage: SqliteUsageStore;
   readonly plans: SqlitePlanStore;
@@ -68,6 +70,7 @@ export class SqliteStore implements Store {
     this.tokens = new SqliteTokenStore(db, nowSec, audit);
     this.whitelist = new SqliteWhitelistStore(db, nowSec, () => grace, audit);
     this.proxyUsers = new SqliteProxyUserStore(db, nowSec, audit);
+    this.idempotency = new SqliteIdempotencyStore(db);
     this.sessions = new SqliteConsoleSessionStore(db, nowSec, audit);
     // The gateway's own writes (usage, connection log) answer `busy` instead of sleeping the event loop on a
     // lock another process holds (an admin command, a backup): their callers keep the data for the next flush.
