@@ -394,3 +394,36 @@ describe.each(BACKENDS)('proxy users over the API (%s)', (backend) => {
     expect((await verifyChains(t.store, acc.accountId)).problems).toEqual([]);
   });
 });
+
+describe('/openapi.json: the proxy users, rules and gateway endpoints', () => {
+  it('each with the bearer scheme and its scope, its request schema, 404 where a user is named, Idempotency-Key on writes', async () => {
+    const t = await makeTestApp();
+    try {
+      const doc = (await t.app.inject({ method: 'GET', url: '/openapi.json' })).json();
+      const ops: Array<[string, string, string]> = [
+        ['/openapi/v1/proxy/users', 'get', 'users:read'],
+        ['/openapi/v1/proxy/users', 'post', 'users:write'],
+        ['/openapi/v1/proxy/users/batch', 'post', 'users:write'],
+        ['/openapi/v1/proxy/users/{username}', 'get', 'users:read'],
+        ['/openapi/v1/proxy/users/{username}', 'patch', 'users:write'],
+        ['/openapi/v1/proxy/users/{username}', 'delete', 'users:write'],
+        ['/openapi/v1/proxy/users/{username}/password', 'post', 'users:write'],
+        ['/openapi/v1/proxy/rules', 'get', 'rules:read'],
+        ['/openapi/v1/proxy/rules', 'put', 'rules:write'],
+        ['/openapi/v1/proxy/gateway', 'get', 'any'],
+      ];
+      for (const [path, method, scope] of ops) {
+        const op = doc.paths[path][method];
+        expect({ path, method, security: op.security, scope: op['x-scope'] }).toEqual({ path, method, security: [{ bearer: scope === 'any' ? [] : [scope] }], scope });
+        const params = (op.parameters ?? []).map((p: { name: string }) => p.name);
+        if (method !== 'get') expect(params, `${method} ${path}`).toContain('Idempotency-Key');
+        if (path.includes('{username}')) expect(op.responses['404'], `${method} ${path}`).toBeDefined();
+        expect(JSON.stringify(op['x-codeSamples'])).toContain('Authorization: Bearer <API_KEY>');
+      }
+      expect(doc.paths['/openapi/v1/proxy/users'].post.requestBody.content['application/json'].schema.properties.username).toBeDefined();
+      expect(doc.paths['/openapi/v1/proxy/users'].get.parameters.map((p: { name: string }) => p.name)).toEqual(['page', 'page_size', 'status', 'q']);
+    } finally {
+      await t.close();
+    }
+  });
+});

@@ -20,6 +20,7 @@ import {
 } from '../../../contract/schemas.js';
 import { SCOPES, type Scope } from '../../../contract/scopes.js';
 import { VERSION } from '../../../contract/version.js';
+import { proxyPaths } from './openapi-proxy.js';
 
 type Json = Record<string, unknown>;
 
@@ -268,6 +269,7 @@ export function buildOpenApiDocument(version: string): Json {
         },
       },
       ...usagePaths(),
+      ...proxyPaths({ envelope, jsonSchema, queryParameters, keyOperation, keyErrors, bearerCurl }),
     },
   };
 }
