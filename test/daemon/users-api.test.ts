@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PROXY_PATHS } from '../../src/contract/paths.js';
 import { verifyChains } from '../../src/daemon/services/audit.js';
 import { bearer, makeTestApp, type TestApp } from '../helpers/app.js';
+import { inspectDb } from '../helpers/daemon.js';
 import { BACKENDS } from '../helpers/postgres.js';
 
 const USERS = PROXY_PATHS.users;
@@ -331,6 +332,18 @@ describe.each(BACKENDS)('proxy users over the API (%s)', (backend) => {
     expect(again.headers['idempotent-replayed']).toBe('true');
     expect(again.body).toEqual(first.body); // the first answer, its password and request id included
     expect(await total()).toBe(before + 1);
+    if (t.store.dataDir && backend === 'sqlite') {
+      // The kept answer is sealed: the password shown once is not in the database in the clear.
+      const db = await inspectDb(t.store.dataDir);
+      try {
+        const rows = db.all<{ response: string }>('SELECT response FROM idempotency_keys');
+        expect(rows.length).toBeGreaterThan(0);
+        for (const r of rows) expect(r.response).not.toContain(first.body.data.password);
+        expect(rows.map((r) => r.response).join('')).not.toContain('"password"');
+      } finally {
+        db.close();
+      }
+    }
     const other = await call('POST', USERS, { username: 'frank2' }, idem);
     expect({ status: other.status, code: other.body.code }).toEqual({ status: 409, code: 10409 });
     expect(other.body.message).toContain('Idempotency-Key');
