@@ -16,6 +16,9 @@ export const USAGE_PATHS = {
 
 export type UsageRoute = keyof typeof USAGE_PATHS;
 
+/** The customer's audit log (docs/api.md, "Audit log"): an API key with `audit:read`. */
+export const AUDIT_PATH = '/openapi/v1/audit';
+
 /** A per-token limit's name: each whitelist route has its own; the three usage routes share `usage`. */
 export type LimitedRoute = ApiRoute | 'usage';
 

@@ -4,7 +4,7 @@ import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import { BusinessError, Code } from '../../contract/codes.js';
-import { API_PATHS, MAX_BODY_BYTES, USAGE_PATHS } from '../../contract/paths.js';
+import { API_PATHS, AUDIT_PATH, MAX_BODY_BYTES, USAGE_PATHS } from '../../contract/paths.js';
 import type { DaemonLog } from '../log.js';
 import { LimiterUnavailableError } from '../ratelimit/limiter.js';
 import { StoreUnavailableError } from '../store/index.js';
@@ -18,6 +18,7 @@ import listRoute from './routes/whitelist-list.js';
 import usageDomainsRoute from './routes/usage-domains.js';
 import usageSeriesRoute from './routes/usage-series.js';
 import usageSummaryRoute from './routes/usage-summary.js';
+import auditRoute from './routes/audit.js';
 
 interface AppOptions {
   trustProxy: string[];
@@ -148,6 +149,7 @@ export async function buildApp(ctx: ApiContext, opts: AppOptions): Promise<Fasti
     usageSummaryRoute(api, ctx);
     usageSeriesRoute(api, ctx);
     usageDomainsRoute(api, ctx);
+    auditRoute(api, ctx);
     const allowed: Record<string, string> = {
       [API_PATHS.list]: 'GET',
       [API_PATHS.add]: 'POST',
@@ -155,6 +157,7 @@ export async function buildApp(ctx: ApiContext, opts: AppOptions): Promise<Fasti
       [USAGE_PATHS.summary]: 'GET',
       [USAGE_PATHS.series]: 'GET',
       [USAGE_PATHS.domains]: 'GET',
+      [AUDIT_PATH]: 'GET',
     };
     for (const [url, method] of Object.entries(allowed)) {
       api.route({
