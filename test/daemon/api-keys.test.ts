@@ -277,6 +277,8 @@ describe.each(MODES)('per-key limits ($name)', (mode) => {
     expect(Number(r.headers['retry-after'])).toBeGreaterThanOrEqual(1);
     expect(Number(r.headers['retry-after'])).toBeLessThanOrEqual(60);
     expect((await t.app.inject({ method: 'GET', url: USAGE_PATHS.summary, headers: bearer(k2.key) })).statusCode).toBe(200);
+    // The refusal is counted under its own reason.
+    expect((await t.app.inject({ method: 'GET', url: '/metrics' })).body).toMatch(/proxyd_rate_limit_rejections_total\{route="\/openapi\/v1\/usage\/summary",reason="key"\} 1/);
     // The window rolls: a minute on, the key works again.
     t.clock.now += 60_001;
     expect((await t.app.inject({ method: 'GET', url: USAGE_PATHS.summary, headers: bearer(k1.key) })).statusCode).toBe(200);
