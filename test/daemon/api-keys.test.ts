@@ -214,7 +214,8 @@ describe.each(MODES)('API keys ($name)', (mode) => {
     await expect(keys.create(owner.accountId, { name: 'one too many', scopes: 'usage:read' }, ctx)).rejects.toBeInstanceOf(KeyLimitError);
     expect(await t.store.apiKeys.list(owner.accountId)).toHaveLength(20);
     await keys.revoke(owner.accountId, made[0]!, ctx);
-    await keys.create(owner.accountId, { name: 'in the freed place', scopes: 'usage:read' }, ctx);
+    // A name is printable text: an emoji with its zero-width joiners is one.
+    await keys.create(owner.accountId, { name: 'in the freed place 👩‍💻', scopes: 'usage:read' }, ctx);
     t.clock.now += 5_000;
     try {
       await keys.create(owner.accountId, { name: 'after the expiry', scopes: 'usage:read' }, ctx);
@@ -228,6 +229,8 @@ describe.each(MODES)('API keys ($name)', (mode) => {
       { name: '', scopes: 'usage:read' },
       { name: 'x'.repeat(65), scopes: 'usage:read' },
       { name: 'tab\there', scopes: 'usage:read' },
+      { name: 'right\u202eto left', scopes: 'usage:read' },
+      { name: '   ', scopes: 'usage:read' },
       { name: 'ok', scopes: '' },
       { name: 'ok', scopes: 'usage:read,root' },
       { name: 'ok', scopes: 'usage:read', expiresAtMs: t.clock.now - 1 },
