@@ -262,10 +262,12 @@ describe.each(MODES)('API keys ($name)', (mode) => {
 
 describe.each(MODES)('per-key limits ($name)', (mode) => {
   let t: TestApp;
+  beforeAll(async () => {
+    t = await appFor(mode, { limits: { keyReads: 5, keyWrites: 2 } });
+  });
   afterAll(async () => t?.close());
 
   it('reads past the key\'s limit are 10429 with Retry-After; another key of the account keeps its own', async () => {
-    t = await appFor(mode, { limits: { keyReads: 5, keyWrites: 2 } });
     const acc = await t.account('keys-limit@example.com');
     const k1 = await t.key(acc.accountId, ['usage:read']);
     const k2 = await t.key(acc.accountId, ['usage:read']);
@@ -285,6 +287,17 @@ describe.each(MODES)('per-key limits ($name)', (mode) => {
     // The window rolls: a minute on, the key works again.
     t.clock.now += 60_001;
     expect((await t.app.inject({ method: 'GET', url: USAGE_PATHS.summary, headers: bearer(k1.key) })).statusCode).toBe(200);
+  });
+
+  it('writes have their own window per key: 2 here, then refused, while reads go on', async () => {
+    const limits = t.ctx.limits;
+    expect((await limits.consumeKey('writer', 'write')).allowed).toBe(true);
+    expect((await limits.consumeKey('writer', 'write')).allowed).toBe(true);
+    const refused = await limits.consumeKey('writer', 'write');
+    expect(refused.allowed).toBe(false);
+    expect(refused.allowed ? 0 : refused.retryAfterSeconds).toBeGreaterThanOrEqual(1);
+    expect((await limits.consumeKey('writer', 'read')).allowed).toBe(true);
+    expect((await limits.consumeKey('another writer', 'write')).allowed).toBe(true);
   });
 });
 
