@@ -30,6 +30,9 @@ export const PROXY_PATHS = {
 export const IDEMPOTENCY_KEY_HEADER = 'idempotency-key';
 export const IDEMPOTENT_REPLAYED_HEADER = 'idempotent-replayed';
 
+/** The customer's audit log (docs/api.md, "Audit log"): an API key with `audit:read`. */
+export const AUDIT_PATH = '/openapi/v1/audit';
+
 /** A per-token limit's name: each whitelist route has its own; the three usage routes share `usage`. */
 export type LimitedRoute = ApiRoute | 'usage';
 

@@ -2,10 +2,11 @@
 // budget the whitelist's tokens share; 10403 naming a missing scope; the per-key limits; the token refused off the
 // whitelist and a key refused on it; the 20-key limit; last use recorded without a write per request.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { API_PATHS, USAGE_PATHS } from '../../src/contract/paths.js';
+import { API_PATHS, AUDIT_PATH, USAGE_PATHS } from '../../src/contract/paths.js';
 import { SCOPES, parseAllowedIps, parseApiKey, parseScopes, sourceAllowed, type Scope } from '../../src/contract/scopes.js';
 import { ApiKeyService, KeyLimitError } from '../../src/daemon/services/api-keys.js';
 import { bearer, makeTestApp, q, type TestApp } from '../helpers/app.js';
+import { MemoryWindowStore } from '../../src/daemon/ratelimit/limiter.js';
 import { BACKENDS } from '../helpers/postgres.js';
 
 const UNIFORM_401 = JSON.stringify({ code: 10401, message: 'invalid api key', requestId: '', data: null });
@@ -16,6 +17,7 @@ const KEY_ENDPOINTS: Array<{ url: string; scope: Scope }> = [
   { url: USAGE_PATHS.summary, scope: 'usage:read' },
   { url: `${USAGE_PATHS.series}?granularity=day`, scope: 'usage:read' },
   { url: USAGE_PATHS.domains, scope: 'usage:read' },
+  { url: AUDIT_PATH, scope: 'audit:read' },
 ];
 
 describe('the key format and field rules (contract)', () => {
@@ -40,7 +42,18 @@ describe('the key format and field rules (contract)', () => {
   });
 });
 
-describe.each(BACKENDS)('API keys (%s)', (backend) => {
+/**
+ * Each backend, and PostgreSQL twice: with its limits in the database (the lock-out, the key, the scope and the
+ * limits in one call, proxyd_key_admit) and in memory (the stepwise checks), which must answer alike.
+ */
+type Mode = { name: string; backend: (typeof BACKENDS)[number]; stepwise: boolean };
+const MODES: Mode[] = BACKENDS.flatMap((backend): Mode[] =>
+  backend === 'postgres' ? [{ name: 'postgres, one call', backend, stepwise: false }, { name: 'postgres, stepwise', backend, stepwise: true }] : [{ name: backend, backend, stepwise: true }],
+);
+const appFor = (m: Mode, o: Parameters<typeof makeTestApp>[0] = {}) =>
+  makeTestApp({ ...o, backend: m.backend, ...(m.stepwise && m.backend === 'postgres' ? { windowStore: new MemoryWindowStore() } : {}) });
+
+describe.each(MODES)('API keys ($name)', (mode) => {
   let t: TestApp;
   let acc: { accountId: number; token: string };
   let full: { key: string; id: string };
@@ -54,7 +67,7 @@ describe.each(BACKENDS)('API keys (%s)', (backend) => {
   }
 
   beforeAll(async () => {
-    t = await makeTestApp({ backend });
+    t = await appFor(mode);
     acc = await t.account('keys@example.com');
     full = await t.key(acc.accountId, 'all');
   });
@@ -201,7 +214,8 @@ describe.each(BACKENDS)('API keys (%s)', (backend) => {
     await expect(keys.create(owner.accountId, { name: 'one too many', scopes: 'usage:read' }, ctx)).rejects.toBeInstanceOf(KeyLimitError);
     expect(await t.store.apiKeys.list(owner.accountId)).toHaveLength(20);
     await keys.revoke(owner.accountId, made[0]!, ctx);
-    await keys.create(owner.accountId, { name: 'in the freed place', scopes: 'usage:read' }, ctx);
+    // A name is printable text: an emoji with its zero-width joiners is one.
+    await keys.create(owner.accountId, { name: 'in the freed place 👩‍💻', scopes: 'usage:read' }, ctx);
     t.clock.now += 5_000;
     try {
       await keys.create(owner.accountId, { name: 'after the expiry', scopes: 'usage:read' }, ctx);
@@ -215,6 +229,8 @@ describe.each(BACKENDS)('API keys (%s)', (backend) => {
       { name: '', scopes: 'usage:read' },
       { name: 'x'.repeat(65), scopes: 'usage:read' },
       { name: 'tab\there', scopes: 'usage:read' },
+      { name: 'right\u202eto left', scopes: 'usage:read' },
+      { name: '   ', scopes: 'usage:read' },
       { name: 'ok', scopes: '' },
       { name: 'ok', scopes: 'usage:read,root' },
       { name: 'ok', scopes: 'usage:read', expiresAtMs: t.clock.now - 1 },
@@ -244,15 +260,21 @@ describe.each(BACKENDS)('API keys (%s)', (backend) => {
   });
 });
 
-describe.each(BACKENDS)('per-key limits (%s)', (backend) => {
+describe.each(MODES)('per-key limits ($name)', (mode) => {
   let t: TestApp;
+  beforeAll(async () => {
+    t = await appFor(mode, { limits: { keyReads: 5, keyWrites: 2 } });
+  });
   afterAll(async () => t?.close());
 
   it('reads past the key\'s limit are 10429 with Retry-After; another key of the account keeps its own', async () => {
-    t = await makeTestApp({ backend, limits: { keyReads: 5, keyWrites: 2 } });
     const acc = await t.account('keys-limit@example.com');
     const k1 = await t.key(acc.accountId, ['usage:read']);
     const k2 = await t.key(acc.accountId, ['usage:read']);
+    // A refused scope spends none of the key's requests.
+    const other = await t.key(acc.accountId, ['audit:read']);
+    expect((await t.app.inject({ method: 'GET', url: USAGE_PATHS.summary, headers: bearer(other.key) })).statusCode).toBe(403);
+    for (let i = 0; i < 5; i++) expect((await t.app.inject({ method: 'GET', url: AUDIT_PATH, headers: bearer(other.key) })).statusCode).toBe(200);
     for (let i = 0; i < 5; i++) expect((await t.app.inject({ method: 'GET', url: USAGE_PATHS.summary, headers: bearer(k1.key) })).statusCode).toBe(200);
     const r = await t.app.inject({ method: 'GET', url: USAGE_PATHS.summary, headers: bearer(k1.key) });
     expect(r.statusCode).toBe(429);
@@ -260,8 +282,96 @@ describe.each(BACKENDS)('per-key limits (%s)', (backend) => {
     expect(Number(r.headers['retry-after'])).toBeGreaterThanOrEqual(1);
     expect(Number(r.headers['retry-after'])).toBeLessThanOrEqual(60);
     expect((await t.app.inject({ method: 'GET', url: USAGE_PATHS.summary, headers: bearer(k2.key) })).statusCode).toBe(200);
+    // The refusal is counted under its own reason.
+    expect((await t.app.inject({ method: 'GET', url: '/metrics' })).body).toMatch(/proxyd_rate_limit_rejections_total\{route="\/openapi\/v1\/usage\/summary",reason="key"\} 1/);
     // The window rolls: a minute on, the key works again.
     t.clock.now += 60_001;
     expect((await t.app.inject({ method: 'GET', url: USAGE_PATHS.summary, headers: bearer(k1.key) })).statusCode).toBe(200);
+  });
+
+  it('writes have their own window per key: 2 here, then refused, while reads go on', async () => {
+    const limits = t.ctx.limits;
+    expect((await limits.consumeKey('writer', 'write')).allowed).toBe(true);
+    expect((await limits.consumeKey('writer', 'write')).allowed).toBe(true);
+    const refused = await limits.consumeKey('writer', 'write');
+    expect(refused.allowed).toBe(false);
+    expect(refused.allowed ? 0 : refused.retryAfterSeconds).toBeGreaterThanOrEqual(1);
+    expect((await limits.consumeKey('writer', 'read')).allowed).toBe(true);
+    expect((await limits.consumeKey('another writer', 'write')).allowed).toBe(true);
+  });
+});
+
+describe.each(BACKENDS)('GET /openapi/v1/audit (%s)', (backend) => {
+  let t: TestApp;
+  let a: { accountId: number; token: string };
+  let key: string;
+
+  async function audit(query = '', k = key) {
+    const r = await t.app.inject({ method: 'GET', url: `${AUDIT_PATH}${query ? `?${query}` : ''}`, headers: bearer(k) });
+    return { status: r.statusCode, body: r.json() as { code: number; message: string; data: any } };
+  }
+
+  beforeAll(async () => {
+    t = await makeTestApp({ backend });
+    a = await t.account('audit-api@example.com');
+    const b = await t.account('audit-api-other@example.com');
+    key = (await t.key(a.accountId, ['audit:read'])).key;
+    // Records: the key's creation (setup), a whitelist add by the token; another account's add must never show.
+    const add = (token: string, ip: string) => t.app.inject({ method: 'POST', url: `${API_PATHS.add}${q(token)}`, headers: { 'content-type': 'application/json' }, payload: { items: [{ ip }] } });
+    expect((await add(a.token, '8.8.8.10')).json().code).toBe(200);
+    t.clock.now += 3_600_000;
+    expect((await add(a.token, '8.8.8.11')).json().code).toBe(200);
+    expect((await add(b.token, '8.8.8.12')).json().code).toBe(200);
+  });
+  afterAll(async () => t?.close());
+
+  it("lists the key's account's records only, newest first, with who did it", async () => {
+    const r = await audit();
+    expect(r.body.code).toBe(200);
+    const items = r.body.data.items as Array<{ action: string; actor: { type: string; id: string }; details: { ips?: string[] }; account: string; source_ip: string }>;
+    expect(items.map((i) => i.action)).toEqual(['whitelist.added', 'whitelist.added', 'api_key.created']);
+    expect(items[0]!.details.ips).toEqual(['8.8.8.11']);
+    expect(items[0]!.actor.type).toBe('token');
+    expect(items.every((i) => i.account === 'audit-api@example.com')).toBe(true);
+    expect(JSON.stringify(r.body)).not.toContain('8.8.8.12');
+    expect(r.body.data).toMatchObject({ page: 1, page_size: 20, total: 3 });
+  });
+
+  it('filters by action or family and by time; pages', async () => {
+    expect((await audit('action=whitelist')).body.data.total).toBe(2);
+    expect((await audit('action=api_key.created')).body.data.total).toBe(1);
+    expect((await audit('action=plan.changed')).body.data.total).toBe(0);
+    const from = new Date(t.clock.now - 1_800_000).toISOString();
+    const recent = (await audit(`from=${from}`)).body.data;
+    expect(recent.items.map((i: { details: { ips?: string[] } }) => i.details.ips)).toEqual([['8.8.8.11']]);
+    expect((await audit(`to=${from}`)).body.data.total).toBe(2);
+    const p2 = (await audit('page=2&page_size=2')).body.data;
+    expect({ n: p2.items.length, page: p2.page, page_size: p2.page_size, total: p2.total }).toEqual({ n: 1, page: 2, page_size: 2, total: 3 });
+  });
+
+  it('bad parameters are 10400 naming them', async () => {
+    const cases: Array<[string, string]> = [
+      ['from=yesterday', 'from'],
+      ['to=2026-02-30', 'to'],
+      ['from=2026-11-02&to=2026-11-01', 'from'],
+      ['action=nope.nothing', 'action'],
+      ['action=Whitelist!', 'action'],
+      ['page=0', 'page'],
+      ['page_size=101', 'page_size'],
+      ['page=1&page=2', 'page'],
+      ['user=alice', 'user'],
+    ];
+    for (const [query, field] of cases) {
+      const r = await audit(query);
+      expect({ query, status: r.status, code: r.body.code }).toEqual({ query, status: 200, code: 10400 });
+      expect(r.body.message, query).toMatch(new RegExp(`^invalid parameters: ${field}\\b`));
+    }
+  });
+
+  it('the account token is refused; a key of another scope is 10403', async () => {
+    const r = await t.app.inject({ method: 'GET', url: `${AUDIT_PATH}${q(a.token)}` });
+    expect(r.statusCode).toBe(401);
+    const usage = (await t.key(a.accountId, ['usage:read'])).key;
+    expect((await audit('', usage)).body).toMatchObject({ code: 10403, message: 'the key lacks scope audit:read' });
   });
 });
