@@ -73,7 +73,7 @@ describe('console API keys card', () => {
     await page.waitForURL('**/console/account#api-keys');
     expect(await usage(d, key)).toBe(200);
     await page.locator(`[data-testid=api-key-row-${id}]`).getByRole('button', { name: /Revoke/ }).click();
-    await page.getByRole('button', { name: 'Revoke key' }).click();
+    await page.getByRole('button', { name: 'Confirm and revoke' }).click();
     await page.waitForURL('**/console/account#api-keys');
     expect(await page.textContent('[data-testid=flash]')).toContain('revoked');
     expect(await page.locator(`[data-testid=api-key-row-${id}]`).count()).toBe(0);
