@@ -1,4 +1,5 @@
-// The customer API's proxy users on real daemons: two proxyd nodes on one PostgreSQL, API keys made in the store.
+// The customer API's proxy users on real daemons: two proxyd nodes on one PostgreSQL (API keys made in the store), and
+// one node on SQLite (its key from `proxyd admin key create`).
 //
 // - An idempotent batch create whose client drops the connection before the answer, sent again with the same key,
 //   makes its users once and gets the first answer (`Idempotent-Replayed: true`).
@@ -229,4 +230,50 @@ describe.skipIf(skip !== null)(`proxy users over the API on two nodes on Postgre
     for (const p of passwords) expect(logs).not.toContain(p);
     expect(logs).not.toContain(key);
   });
+});
+
+describe('proxy users over the API on one node on SQLite', () => {
+  let node: Daemon;
+  let echo: net.Server;
+  let key: string;
+
+  beforeAll(async () => {
+    node = await startDaemon({ args: ['--allow-private-targets'] });
+    const { accountId } = await makeAccount(node.dataDir, 'users-api-sqlite@example.com');
+    const made = await admin(node.dataDir, ['key', 'create', '--email', 'users-api-sqlite@example.com', '--name', 'e2e', '--scopes', 'users:read,users:write']);
+    expect(made.code, made.stderr).toBe(0);
+    expect(accountId).toBeGreaterThan(0);
+    key = made.json.key;
+    echo = await tcpEcho();
+  }, patient(60_000));
+
+  afterAll(async () => {
+    await node?.stop();
+    echo?.close();
+  });
+
+  it('a disabled user loses its tunnel within 2 s; a rotated password is refused within 1 s; no password in the log', async () => {
+    const call = async (method: string, path: string, body?: unknown) =>
+      (await fetch(`${node.api}${path}`, { method, headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' }, ...(body !== undefined ? { body: JSON.stringify(body) } : {}) })).json() as Promise<{ code: number; data: any }>;
+    const made = await call('POST', PROXY_PATHS.users, { username: 'solo' });
+    expect(made.code).toBe(200);
+    const password = made.data.password as string;
+    const target = addrOf(echo);
+    const t = await openTunnel(node, target, 'solo', password);
+    expect('socket' in t, JSON.stringify(t)).toBe(true);
+    const t0 = performance.now();
+    expect((await call('PATCH', `${PROXY_PATHS.users}/solo`, { status: 'disabled' })).code).toBe(200);
+    expect((await (t as { closedAt: Promise<number> }).closedAt) - t0).toBeLessThan(2_000);
+    expect((await call('PATCH', `${PROXY_PATHS.users}/solo`, { status: 'active' })).code).toBe(200);
+    const rotated = await call('POST', `${PROXY_PATHS.users}/solo/password`, {});
+    const t1 = performance.now();
+    for (;;) {
+      if ((await probe(node.httpProxy, target, { user: 'solo', password })) === 407) break;
+      expect(performance.now() - t1).toBeLessThan(patient(1_250));
+      await sleep(20);
+    }
+    expect(await probe(node.httpProxy, target, { user: 'solo', password: rotated.data.password })).toBe(200);
+    const logs = node.logs.join('\n');
+    for (const p of [password, rotated.data.password, key]) expect(logs).not.toContain(p);
+  }, patient(30_000));
 });
