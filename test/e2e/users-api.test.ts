@@ -238,7 +238,7 @@ describe('proxy users over the API on one node on SQLite', () => {
   let key: string;
 
   beforeAll(async () => {
-    node = await startDaemon({ args: ['--allow-private-targets'] });
+    node = await startDaemon({ args: ['--allow-private-targets', '--public-host', 'proxy.example.com', '--location', 'us:nyc'] });
     const { accountId } = await makeAccount(node.dataDir, 'users-api-sqlite@example.com');
     const made = await admin(node.dataDir, ['key', 'create', '--email', 'users-api-sqlite@example.com', '--name', 'e2e', '--scopes', 'users:read,users:write']);
     expect(made.code, made.stderr).toBe(0);
@@ -276,4 +276,13 @@ describe('proxy users over the API on one node on SQLite', () => {
     const logs = node.logs.join('\n');
     for (const p of [password, rotated.data.password, key]) expect(logs).not.toContain(p);
   }, patient(30_000));
+
+  it('GET /proxy/gateway: the listeners as customers reach them (--public-host with the bound ports), UDP, the node\'s location', async () => {
+    const r = (await (await fetch(`${node.api}${PROXY_PATHS.gateway}`, { headers: { authorization: `Bearer ${key}` } })).json()) as { code: number; data: unknown };
+    const port = (hp: string) => hp.split(':')[1];
+    expect(r).toMatchObject({
+      code: 200,
+      data: { http: `proxy.example.com:${port(node.httpProxy)}`, socks5: `proxy.example.com:${port(node.socks)}`, udp: true, locations: [{ country: 'us', cities: ['nyc'], exits: 1 }] },
+    });
+  });
 });
