@@ -285,4 +285,18 @@ describe('proxy users over the API on one node on SQLite', () => {
       data: { http: `proxy.example.com:${port(node.httpProxy)}`, socks5: `proxy.example.com:${port(node.socks)}`, udp: true, locations: [{ country: 'us', cities: ['nyc'], exits: 1 }] },
     });
   });
+
+  it('the operator sets the same expiry and rules (proxyd admin proxy-user set); the API shows them; a bad item exits 1, nothing changed', async () => {
+    const email = 'users-api-sqlite@example.com';
+    expect((await fetch(`${node.api}${PROXY_PATHS.users}`, { method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' }, body: '{"username":"operated"}' })).status).toBe(200);
+    const set = await admin(node.dataDir, ['proxy-user', 'set', '--email', email, '--username', 'operated', '--expires', '2027-01-01T00:00:00Z', '--deny', 'Ads.Example,10.0.0.0/8', '--max-connections', '3']);
+    expect(set.code, set.stderr).toBe(0);
+    expect(set.json).toEqual({ username: 'operated', traffic_limit: null, max_connections: 3, rate_limit: null, expires_at: '2027-01-01T00:00:00Z', allow: [], deny: ['ads.example', '10.0.0.0/8'] });
+    const bad = await admin(node.dataDir, ['proxy-user', 'set', '--email', email, '--username', 'operated', '--allow', 'ok.example,not a name', '--expires', 'never']);
+    expect(bad.code).toBe(1);
+    expect(bad.stderr).toContain('--allow');
+    expect(bad.stderr).toContain('not a name');
+    const shown = (await (await fetch(`${node.api}${PROXY_PATHS.users}/operated`, { headers: { authorization: `Bearer ${key}` } })).json()) as { data: Record<string, unknown> };
+    expect(shown.data).toMatchObject({ max_connections: 3, expires_at: '2027-01-01T00:00:00Z', allow: [], deny: ['ads.example', '10.0.0.0/8'] });
+  });
 });
