@@ -29,6 +29,7 @@ async function cli(argv: string[], opts: { tty?: boolean; token?: string } = {})
         clock: new FakeClock(),
         out,
         tokens: new TokenStore({ env, keychain: new MemoryKeychain(), dir: ctx.configDir, warn: (m) => out.warn(m), quiet: ctx.quiet }),
+        keys: new TokenStore({ env, keychain: new MemoryKeychain(), dir: ctx.configDir, warn: (m) => out.warn(m), quiet: ctx.quiet, kind: 'key' }),
         makeApi: (b, tk) => new ApiClient({ baseUrl: b, token: tk, timeoutMs: 5000 }),
         readSecret: async () => '',
         progress: async () => null,
