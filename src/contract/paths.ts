@@ -43,4 +43,6 @@ export const DEFAULT_PAGE_SIZE = 20;
 /** Per-token limits per rolling 60 s (docs/api.md Limits). */
 export const RATE_LIMITS: Record<LimitedRoute, number> = { list: 60, add: 10, delete: 10, usage: 60 };
 export const INVALID_TOKEN_LIMIT = 20;
+/** Per API key per rolling 60 s (docs/api.md Limits; `proxyd serve --key-limits READS,WRITES`). */
+export const KEY_LIMITS = { reads: 120, writes: 30 } as const;
 export const RATE_WINDOW_MS = 60_000;

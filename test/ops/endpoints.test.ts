@@ -35,7 +35,15 @@ describe('GET /openapi.json', () => {
     expect(doc.paths['/openapi/v1/proxy/whitelist/delete'].post.requestBody.content['application/json'].schema).toEqual(strip(z.toJSONSchema(DeleteBodySchema, { io: 'input' })));
     const params = doc.paths['/openapi/v1/proxy/whitelist/list'].get.parameters.map((p: { name: string }) => p.name);
     expect(params).toEqual(['api_key', 'page', 'page_size', 'status', 'ip']);
-    expect(doc.components.securitySchemes.apiKey).toEqual({ type: 'apiKey', in: 'query', name: 'api_key' });
+    expect(doc.components.securitySchemes.api_key).toMatchObject({ type: 'apiKey', in: 'query', name: 'api_key' });
+    expect(doc.components.securitySchemes.bearer).toMatchObject({ type: 'http', scheme: 'bearer' });
+    // The whitelist takes the token; every other endpoint a key with its scope.
+    expect(doc.paths['/openapi/v1/proxy/whitelist/list'].get.security).toEqual([{ api_key: [] }]);
+    for (const p of ['/openapi/v1/usage/summary', '/openapi/v1/usage/series', '/openapi/v1/usage/domains']) {
+      expect(doc.paths[p].get.security).toEqual([{ bearer: ['usage:read'] }]);
+      expect(doc.paths[p].get['x-scope']).toBe('usage:read');
+      expect(doc.paths[p].get.parameters.map((x: { name: string }) => x.name)).not.toContain('api_key');
+    }
     expect(doc.paths['/openapi/v1/proxy/whitelist/add'].post.responses['429'].headers['Retry-After']).toBeDefined();
     expect(doc.paths['/openapi/v1/proxy/whitelist/add'].post.responses['503']).toBeDefined();
     expect(doc.paths['/openapi/v1/usage/series'].get.parameters.find((p: { name: string }) => p.name === 'granularity').schema).toEqual(

@@ -10,6 +10,7 @@ import { LimiterUnavailableError } from '../ratelimit/limiter.js';
 import { StoreUnavailableError } from '../store/index.js';
 import type { ApiContext } from '../services/context.js';
 import { sendEnvelope } from './envelope.js';
+import { KeyAuthenticator } from './key-auth.js';
 import daemonEndpoints from './routes/daemon-endpoints.js';
 import addRoute from './routes/whitelist-add.js';
 import deleteRoute from './routes/whitelist-delete.js';
@@ -67,7 +68,9 @@ export async function buildApp(ctx: ApiContext, opts: AppOptions): Promise<Fasti
     ctx.metrics.httpDuration.observe({ route }, reply.elapsedTime / 1000);
     if (code === Code.RATE_LIMITED) ctx.metrics.rateLimited.inc({ route, reason: request.limitedBy ?? 'token' });
     if (code === Code.LIMITER_UNAVAILABLE) ctx.metrics.rateLimited.inc({ route, reason: 'store_unavailable' });
-    request.log.info({ method: request.method, route, status, code, ms: Math.round(reply.elapsedTime * 100) / 100 }, 'request');
+    // An API key by its id only (never the key); the URL never (its query string may hold a secret).
+    const key = request.apiKey ? { key: request.apiKey.id } : {};
+    request.log.info({ method: request.method, route, status, code, ...key, ms: Math.round(reply.elapsedTime * 100) / 100 }, 'request');
   };
   const app = Fastify({
     ...(opts.logger ? { loggerInstance: opts.logger as FastifyBaseLogger } : { logger: false }),
@@ -95,6 +98,8 @@ export async function buildApp(ctx: ApiContext, opts: AppOptions): Promise<Fasti
       else socket.destroy();
     },
   });
+
+  app.decorate('keyAuth', new KeyAuthenticator(ctx.store, ctx.limits, ctx.nowMs));
 
   app.addHook('onSend', async (request, reply, payload) => {
     reply.header('x-request-id', request.id);

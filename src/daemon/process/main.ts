@@ -197,6 +197,7 @@ export function buildProgram(): Command {
     .addOption(new Option('--udp-max-associations <n>', 'UDP associations open at most on this node').env('PROXYD_UDP_MAX_ASSOCIATIONS').default('10000'))
     .addOption(new Option('--connection-log-max-size <size>', 'the database connection log\'s size on disk at most (20GiB, 500MB; oldest days dropped first) or none').env('PROXYD_CONNECTION_LOG_MAX_SIZE').default('none'))
     .addOption(new Option('--usage-retention <spec>', 'how long usage buckets are kept, e.g. minute=48h,hour=90d,day=2y').env('PROXYD_USAGE_RETENTION').default('minute=48h,hour=90d,day=2y'))
+    .addOption(new Option('--key-limits <reads,writes>', 'requests per API key per rolling 60 s: reads,writes').env('PROXYD_KEY_LIMITS').default('120,30'))
     .addOption(new Option('--rate-limits <spec>', 'override API limits, e.g. list=60,add=10,delete=10,usage=60,invalid=20').env('PROXYD_RATE_LIMITS').hideHelp())
     .addOption(new Option('--log-level <level>', 'log level').env('PROXYD_LOG_LEVEL').default('info').choices(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']))
     .action(async (opts) => {
