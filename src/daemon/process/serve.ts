@@ -32,6 +32,7 @@ import { HopIdentityKeeper } from '../fleet/hop-identity.js';
 import { HopSecrets } from '../fleet/hop-secrets.js';
 import { WhitelistService, type ServiceLog } from '../services/whitelist.js';
 import { AuditService } from '../services/audit.js';
+import { NO_GATEWAY, type GatewayFacts } from '../services/gateway-info.js';
 import type { ConnectionLogStore, UsagePeriod, UsageStore } from '../store/index.js';
 import { DEFAULT_USAGE_RETENTION_MS } from '../store/usage-sql.js';
 
@@ -158,6 +159,8 @@ export function apiContext(p: {
   allowPrivateWebhooks?: boolean;
   consoleOrigin?: string | null;
   usageRetentionMs?: Record<UsagePeriod, number>;
+  /** Filled in by serve once the gateway listens (the same object). */
+  gateway?: GatewayFacts;
 }): ApiContext {
   const { store, limits, view } = p;
   return {
@@ -170,6 +173,7 @@ export function apiContext(p: {
     consoleOrigin: p.consoleOrigin ?? null,
     audit: new AuditService(store),
     usageRetentionMs: p.usageRetentionMs ?? DEFAULT_USAGE_RETENTION_MS,
+    gateway: p.gateway ?? { ...NO_GATEWAY },
     health: async () => {
       const up = await dependenciesUp(store, limits);
       const down = Object.keys(up).filter((name) => !up[name]);
@@ -188,9 +192,9 @@ export interface WorkerPart {
 }
 
 /** The API (+ console) listening, once the rate-limit store is connected or has been waited for. */
-async function listenApi(cfg: ServeConfig, log: DaemonLog, store: Store, limits: ApiLimits, metrics: Metrics, view: AdmissionView, reusePort: boolean): Promise<FastifyInstance> {
+async function listenApi(cfg: ServeConfig, log: DaemonLog, store: Store, limits: ApiLimits, metrics: Metrics, view: AdmissionView, reusePort: boolean, gateway: GatewayFacts): Promise<FastifyInstance> {
   const [geo] = await Promise.all([openCountryLookup(cfg.geoipDb), limits.ready(DEPENDENCY_WAIT_MS)]);
-  const ctx = apiContext({ store, geo, limits, metrics, log: { error: (o, m) => log.error(o, m) }, view, allowPrivateWebhooks: cfg.allowPrivateWebhooks, consoleOrigin: cfg.consoleOrigin, usageRetentionMs: cfg.usageRetentionMs });
+  const ctx = apiContext({ store, geo, limits, metrics, log: { error: (o, m) => log.error(o, m) }, view, allowPrivateWebhooks: cfg.allowPrivateWebhooks, consoleOrigin: cfg.consoleOrigin, usageRetentionMs: cfg.usageRetentionMs, gateway });
   const app = await buildApp(ctx, { trustProxy: cfg.trustProxy, logger: log, plugins: [(a: FastifyInstance) => consolePlugin(a, ctx)] });
   try {
     // Fastify hands its options to net.Server.listen, whose reusePort its types do not name yet.
@@ -222,10 +226,12 @@ export async function startDaemon(cfg: ServeConfig, log: DaemonLog, worker: Work
     staleAdmissionSec: cfg.staleAdmissionSec,
     log,
   });
+  // The gateway as customers reach it (GET /openapi/v1/proxy/gateway): its addresses once it listens.
+  const gatewayFacts: GatewayFacts = { role: cfg.role, publicHost: cfg.publicHost, http: null, socks5: null, location: cfg.location };
   // Whatever fails before the API listens must not leave a Redis client reconnecting: the process would never exit.
   const app = await view
     .start()
-    .then(() => listenApi(cfg, log, store, limits, metrics, view, worker.reusePort))
+    .then(() => listenApi(cfg, log, store, limits, metrics, view, worker.reusePort, gatewayFacts))
     .catch(async (err: unknown) => {
       view.close();
       await limits.close();
@@ -345,7 +351,8 @@ export async function startDaemon(cfg: ServeConfig, log: DaemonLog, worker: Work
     ownListeners: () => ownApi,
     admission,
     // Target rules from the same view: a change reaches new connections as fast as any admission change.
-    targetRules: { forAccount: (id) => view.targetRules(id) },
+    // A proxy user's own rules come with its limits (the plan tables, re-read when they change).
+    targetRules: { forAccount: (id) => view.targetRules(id), forUser: (id, subject) => plans.userRules(id, subject) },
     connectionLog: connLog ?? undefined,
     plans,
     limits: gatewayLimits,
@@ -356,6 +363,11 @@ export async function startDaemon(cfg: ServeConfig, log: DaemonLog, worker: Work
   }).catch(abandon);
   gateway = gw;
   gatewayRef = gw;
+  // A proxy user disabled or deleted (by any node) loses its open connections here as soon as the view hears of it.
+  view.onUsersRevoked = (names) => {
+    const n = gw.closeWhere((_accountId, subject) => subject.startsWith('user:') && names.has(subject.slice(5)));
+    if (n > 0) log.info({ event: 'proxy_user_connections_closed', users: names.size, connections: n }, 'closed the open connections of disabled or deleted proxy users');
+  };
   meter.start();
   // Every process sends: a claim in the database decides which one sends each event.
   const webhooks = new WebhookSender(store, { node: `${cfg.nodeName}:${process.pid}`, allowPrivate: cfg.allowPrivateWebhooks, log });
@@ -377,6 +389,7 @@ export async function startDaemon(cfg: ServeConfig, log: DaemonLog, worker: Work
   const http = gw.httpProxyAddress();
   const socks = gw.socksAddress();
   const hop = gw.hopAddress();
+  Object.assign(gatewayFacts, { http, socks5: socks });
   // An exit is in the registry before it says ready: entries may send it traffic from the next read on.
   const heartbeat =
     hop && store.exits && identity

@@ -4,6 +4,7 @@ import type { ApiLimits } from '../ratelimit/api-limits.js';
 import type { Metrics } from '../observe/metrics.js';
 import type { Store, UsagePeriod } from '../store/index.js';
 import type { AuditService } from './audit.js';
+import type { GatewayFacts } from './gateway-info.js';
 import type { WhitelistService } from './whitelist.js';
 
 export interface ApiContext {
@@ -21,4 +22,6 @@ export interface ApiContext {
   /** `--usage-retention`: which buckets a usage report can still read. */
   usageRetentionMs: Record<UsagePeriod, number>;
   health: () => Promise<HealthReport>;
+  /** The node's gateway as customers reach it (GET /openapi/v1/proxy/gateway); filled in once it listens. */
+  gateway: GatewayFacts;
 }

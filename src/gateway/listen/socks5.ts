@@ -159,7 +159,7 @@ export class Socks5Handler implements ProtocolHandler {
           // The account's target rules here, on the target as asked, and this node's own sockets (the exit knows
           // neither): such a datagram never leaves. The exit judges what a name resolves to.
           const send = (host: string, port: number, data: Buffer): boolean => {
-            if (conn.core.refusesTarget(conn.accountId, host) || conn.core.isOwnUdpTarget(host, port, udp.ports)) {
+            if (conn.core.refusesTarget(conn.accountId, host, conn.meterSubject) || conn.core.isOwnUdpTarget(host, port, udp.ports)) {
               conn.core.countUdpDrop('policy');
               return false;
             }
@@ -171,7 +171,7 @@ export class Socks5Handler implements ProtocolHandler {
         const egress = conn.closed ? undefined : await conn.core.udpEgress(conn.egressSession);
         carrier = (assoc) =>
           new UdpOut({
-            resolve: (host, port) => conn.core.resolveTarget(host, port, conn.accountId),
+            resolve: (host, port) => conn.core.resolveTarget(host, port, conn.accountId, conn.meterSubject),
             egressAddress: egress,
             relayPorts: udp.ports,
             drop: (reason) => conn.core.countUdpDrop(reason),

@@ -660,4 +660,23 @@ export const PG_MIGRATIONS: readonly string[] = [
   );
   CREATE INDEX api_keys_account ON api_keys(account_id, created_at);
   `,
+  // 22: the customer API, as SQLite's migration 18: a proxy user's own expiry and target rules beside its limits
+  // (the plan version's statement trigger fires on them), and Idempotency-Key answers.
+  `
+  ALTER TABLE user_limits ADD COLUMN expires_at_ms bigint;
+  ALTER TABLE user_limits ADD COLUMN allow text NOT NULL DEFAULT '';
+  ALTER TABLE user_limits ADD COLUMN deny text NOT NULL DEFAULT '';
+  CREATE TABLE idempotency_keys (
+    account_id    integer NOT NULL,
+    key           text NOT NULL,
+    method        text NOT NULL,
+    path          text NOT NULL,
+    body_hash     text NOT NULL,
+    status        integer,
+    response      text,
+    created_at_ms bigint NOT NULL,
+    PRIMARY KEY (account_id, key)
+  );
+  CREATE INDEX idempotency_keys_age ON idempotency_keys(created_at_ms);
+  `,
 ];

@@ -406,4 +406,24 @@ export const MIGRATIONS: readonly string[] = [
   ) WITHOUT ROWID;
   CREATE INDEX IF NOT EXISTS api_keys_account ON api_keys(account_id, created_at);
   `,
+  // 18: the customer API (docs/api.md, "Proxy users"): a proxy user's own expiry and target rules beside its limits
+  // (the plan version's triggers of migration 8 fire on them), and Idempotency-Key answers, per account and key,
+  // kept 24 h (status null: claimed, its request still running).
+  `
+  ALTER TABLE user_limits ADD COLUMN expires_at_ms INTEGER;
+  ALTER TABLE user_limits ADD COLUMN allow TEXT NOT NULL DEFAULT '';
+  ALTER TABLE user_limits ADD COLUMN deny TEXT NOT NULL DEFAULT '';
+  CREATE TABLE IF NOT EXISTS idempotency_keys (
+    account_id    INTEGER NOT NULL,
+    key           TEXT NOT NULL,
+    method        TEXT NOT NULL,
+    path          TEXT NOT NULL,
+    body_hash     TEXT NOT NULL,
+    status        INTEGER,
+    response      TEXT,
+    created_at_ms INTEGER NOT NULL,
+    PRIMARY KEY (account_id, key)
+  ) WITHOUT ROWID;
+  CREATE INDEX IF NOT EXISTS idempotency_keys_age ON idempotency_keys(created_at_ms);
+  `,
 ];
