@@ -3,59 +3,31 @@
 // that a resend is exact (the server answers a repeat with its first answer).
 import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
+import { PROXY_PATHS } from '../contract/paths.js';
+import {
+  GatewayDataSchema,
+  PasswordDataSchema,
+  ProxyUserSchema,
+  ProxyUsersBatchResultSchema,
+  ProxyUsersPageSchema,
+  type GatewayData,
+  type ProxyUsersBatchResult,
+} from '../contract/proxy-schemas.js';
 import { ApiError, isRateLimited, isTransient, mayHaveApplied, type HttpMethod, type WhitelistApi } from './api.js';
 import type { Clock } from './pacer.js';
 
-export const CUSTOMER_PATHS = {
-  users: '/openapi/v1/proxy/users',
-  usersBatch: '/openapi/v1/proxy/users/batch',
-  gateway: '/openapi/v1/proxy/gateway',
-} as const;
+export const CUSTOMER_PATHS = PROXY_PATHS;
 
-export const userPath = (username: string): string => `${CUSTOMER_PATHS.users}/${encodeURIComponent(username)}`;
+export const userPath = (username: string): string => `${PROXY_PATHS.users}/${encodeURIComponent(username)}`;
 
-const nullableNum = z.number().nullable().optional();
-
-export const UserSchema = z
-  .object({
-    username: z.string(),
-    status: z.string(),
-    created_at: z.string().optional(),
-    traffic_limit: nullableNum,
-    max_connections: nullableNum,
-    rate_limit: z.string().nullable().optional(),
-    expires_at: z.string().nullable().optional(),
-    allow: z.array(z.string()).optional(),
-    deny: z.array(z.string()).optional(),
-    used: z.object({ bytes_up: z.number(), bytes_down: z.number(), period_start: z.string().nullable().optional() }).partial().nullable().optional(),
-    password: z.string().optional(),
-  })
-  .passthrough();
+// The contract's shapes (proxyd answers with them); a made password rides on a created user.
+export const UserSchema = ProxyUserSchema.extend({ password: z.string().optional() });
 export type User = z.infer<typeof UserSchema>;
-
-export const UserListSchema = z.object({ items: z.array(UserSchema), page: z.number(), page_size: z.number(), total: z.number() });
-export type UserList = z.infer<typeof UserListSchema>;
-
-const CredentialSchema = z.object({ username: z.string(), password: z.string() });
-export type Credential = z.infer<typeof CredentialSchema>;
-
-export const UserBatchSchema = z.object({
-  success_count: z.number(),
-  failed_count: z.number(),
-  failed_items: z.array(z.object({ username: z.string(), code: z.number(), reason: z.string() }).passthrough()),
-  created: z.array(CredentialSchema).default([]),
-});
-export type UserBatch = z.infer<typeof UserBatchSchema>;
-
-export const GatewaySchema = z
-  .object({
-    http: z.string(),
-    socks5: z.string().nullable().optional(),
-    udp: z.boolean().optional(),
-    locations: z.array(z.object({ country: z.string(), cities: z.array(z.string()).default([]), exits: z.number().optional() })).default([]),
-  })
-  .passthrough();
-export type Gateway = z.infer<typeof GatewaySchema>;
+export const UserListSchema = ProxyUsersPageSchema;
+export type UserList = { items: User[]; page: number; page_size: number; total: number };
+export type Credential = z.infer<typeof PasswordDataSchema>;
+export type UserBatch = ProxyUsersBatchResult;
+export type Gateway = GatewayData;
 
 /** The writable fields of a user (create and PATCH). */
 export interface UserFields {
@@ -146,7 +118,7 @@ export async function getUser(api: WhitelistApi, username: string): Promise<User
 }
 
 export async function getGateway(api: WhitelistApi): Promise<Gateway> {
-  return parse(GatewaySchema, (await api.request('GET', CUSTOMER_PATHS.gateway)).data, 'the gateway');
+  return parse(GatewayDataSchema, (await api.request('GET', CUSTOMER_PATHS.gateway)).data, 'the gateway');
 }
 
 export async function createUser(api: WhitelistApi, username: string, fields: UserFields, opts: WriteOptions): Promise<User> {
@@ -159,7 +131,7 @@ export async function patchUser(api: WhitelistApi, username: string, fields: Use
 
 export async function setPassword(api: WhitelistApi, username: string, password: string | undefined, opts: WriteOptions): Promise<Credential> {
   const body = password !== undefined ? { password } : {};
-  return parse(CredentialSchema, (await write(api, 'POST', `${userPath(username)}/password`, body, opts))!.data, 'a password');
+  return parse(PasswordDataSchema, (await write(api, 'POST', `${userPath(username)}/password`, body, opts))!.data, 'a password');
 }
 
 export async function deleteUser(api: WhitelistApi, username: string, opts: WriteOptions): Promise<void> {
@@ -168,5 +140,5 @@ export async function deleteUser(api: WhitelistApi, username: string, opts: Writ
 }
 
 export function parseUserBatch(data: unknown): UserBatch {
-  return parse(UserBatchSchema, data, 'a batch result');
+  return parse(ProxyUsersBatchResultSchema, data, 'a batch result');
 }

@@ -4,6 +4,7 @@
 // had done it (the created passwords included); only items that failed retryably (10500) are resent, alone, as a new
 // write. A 10409 on an item an earlier attempt may have created is "already done" (its password was not seen).
 import { Code, RETRYABLE_ITEM_CODES } from '../contract/codes.js';
+import { KEY_LIMITS, RATE_WINDOW_MS } from '../contract/paths.js';
 import { ApiError, isAuthError, isRateLimited, isTransient, mayHaveApplied, type WhitelistApi } from './api.js';
 import { CUSTOMER_PATHS, newIdempotencyKey, parseUserBatch, type Credential } from './customer-api.js';
 import type { BatchProgress } from './batch.js';
@@ -12,9 +13,9 @@ import { RollingWindowPacer, type Clock } from './pacer.js';
 import type { NewUser } from './user-input.js';
 
 /** The key's write limit (SPEC 19: 30 per rolling 60 s by default). */
-export const KEY_WRITE_LIMIT = 30;
-const WINDOW_MS = 60_000;
-const CONFLICT = 10409;
+export const KEY_WRITE_LIMIT = KEY_LIMITS.writes;
+const WINDOW_MS = RATE_WINDOW_MS;
+const CONFLICT = Code.CONFLICT;
 const BATCH = 100;
 
 export interface UserFailure {
@@ -152,20 +153,19 @@ export async function runUserBatches(opts: UserBatchOptions): Promise<UserBatchR
     const again: ItemState[] = [];
     let failedHere = 0;
     for (const f of data.failed_items) {
-      const s = byName.get(f.username);
-      if (s) {
-        byName.delete(f.username);
-        failedHere++;
-      }
+      const s = f.username === null ? undefined : byName.get(f.username);
+      if (s) byName.delete(s.user.username);
+      // One of ours either way (a null username: an item the server could not name).
+      failedHere++;
       if (s && RETRYABLE_ITEM_CODES.has(f.code) && s.retries < retry) {
         s.retries++;
         s.maybeDone = true;
         again.push(s);
       } else if (s && s.maybeDone && f.code === CONFLICT) {
         summary.already_done++;
-      } else fail({ username: f.username, code: f.code, reason: f.reason });
+      } else fail({ username: f.username ?? '(no username)', code: f.code, reason: f.reason });
     }
-    summary.success_count += unit.items.length - failedHere;
+    summary.success_count += Math.max(0, unit.items.length - failedHere);
     progress();
     if (again.length > 0) {
       await wait(backoff(Math.max(...again.map((s) => s.retries))), 'backoff');

@@ -2,6 +2,7 @@
 // users through the customer API with the API key. Every write carries an Idempotency-Key and is resent with the same
 // key after a timeout, a cut connection or a 5xx; a password the server makes is printed once.
 import { readFile } from 'node:fs/promises';
+import { KEY_LIMITS, RATE_WINDOW_MS } from '../../contract/paths.js';
 import { formatSize } from '../../contract/size.js';
 import type { WhitelistApi } from '../api.js';
 import type { Context } from '../context.js';
@@ -101,8 +102,8 @@ export async function runUsersList(opts: ListUsersOptions, deps: Deps): Promise<
   const q = { ...(opts.status ? { status: opts.status } : {}), ...(opts.prefix !== undefined ? { q: opts.prefix } : {}) };
   const doc = await withKey(ctx, deps, async (api) => {
     if (!opts.all) return listUsers(api, { ...q, page: opts.page ?? 1, page_size: opts.pageSize ?? 20 });
-    // Every page, paced under the key's read limit (120 a minute).
-    const pacer = new RollingWindowPacer(120, 60_000, deps.clock);
+    // Every page, paced under the key's read limit (120 a minute by default).
+    const pacer = new RollingWindowPacer(KEY_LIMITS.reads, RATE_WINDOW_MS, deps.clock);
     const items: User[] = [];
     const seen = new Set<string>();
     for (let page = 1; ; page++) {
