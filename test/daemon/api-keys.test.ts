@@ -2,7 +2,7 @@
 // budget the whitelist's tokens share; 10403 naming a missing scope; the per-key limits; the token refused off the
 // whitelist and a key refused on it; the 20-key limit; last use recorded without a write per request.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { API_PATHS, USAGE_PATHS } from '../../src/contract/paths.js';
+import { API_PATHS, AUDIT_PATH, USAGE_PATHS } from '../../src/contract/paths.js';
 import { SCOPES, parseAllowedIps, parseApiKey, parseScopes, sourceAllowed, type Scope } from '../../src/contract/scopes.js';
 import { ApiKeyService, KeyLimitError } from '../../src/daemon/services/api-keys.js';
 import { bearer, makeTestApp, q, type TestApp } from '../helpers/app.js';
@@ -16,6 +16,7 @@ const KEY_ENDPOINTS: Array<{ url: string; scope: Scope }> = [
   { url: USAGE_PATHS.summary, scope: 'usage:read' },
   { url: `${USAGE_PATHS.series}?granularity=day`, scope: 'usage:read' },
   { url: USAGE_PATHS.domains, scope: 'usage:read' },
+  { url: AUDIT_PATH, scope: 'audit:read' },
 ];
 
 describe('the key format and field rules (contract)', () => {
@@ -263,5 +264,80 @@ describe.each(BACKENDS)('per-key limits (%s)', (backend) => {
     // The window rolls: a minute on, the key works again.
     t.clock.now += 60_001;
     expect((await t.app.inject({ method: 'GET', url: USAGE_PATHS.summary, headers: bearer(k1.key) })).statusCode).toBe(200);
+  });
+});
+
+describe.each(BACKENDS)('GET /openapi/v1/audit (%s)', (backend) => {
+  let t: TestApp;
+  let a: { accountId: number; token: string };
+  let key: string;
+
+  async function audit(query = '', k = key) {
+    const r = await t.app.inject({ method: 'GET', url: `${AUDIT_PATH}${query ? `?${query}` : ''}`, headers: bearer(k) });
+    return { status: r.statusCode, body: r.json() as { code: number; message: string; data: any } };
+  }
+
+  beforeAll(async () => {
+    t = await makeTestApp({ backend });
+    a = await t.account('audit-api@example.com');
+    const b = await t.account('audit-api-other@example.com');
+    key = (await t.key(a.accountId, ['audit:read'])).key;
+    // Records: the key's creation (setup), a whitelist add by the token; another account's add must never show.
+    const add = (token: string, ip: string) => t.app.inject({ method: 'POST', url: `${API_PATHS.add}${q(token)}`, headers: { 'content-type': 'application/json' }, payload: { items: [{ ip }] } });
+    expect((await add(a.token, '8.8.8.10')).json().code).toBe(200);
+    t.clock.now += 3_600_000;
+    expect((await add(a.token, '8.8.8.11')).json().code).toBe(200);
+    expect((await add(b.token, '8.8.8.12')).json().code).toBe(200);
+  });
+  afterAll(async () => t?.close());
+
+  it("lists the key's account's records only, newest first, with who did it", async () => {
+    const r = await audit();
+    expect(r.body.code).toBe(200);
+    const items = r.body.data.items as Array<{ action: string; actor: { type: string; id: string }; details: { ips?: string[] }; account: string; source_ip: string }>;
+    expect(items.map((i) => i.action)).toEqual(['whitelist.added', 'whitelist.added', 'api_key.created']);
+    expect(items[0]!.details.ips).toEqual(['8.8.8.11']);
+    expect(items[0]!.actor.type).toBe('token');
+    expect(items.every((i) => i.account === 'audit-api@example.com')).toBe(true);
+    expect(JSON.stringify(r.body)).not.toContain('8.8.8.12');
+    expect(r.body.data).toMatchObject({ page: 1, page_size: 20, total: 3 });
+  });
+
+  it('filters by action or family and by time; pages', async () => {
+    expect((await audit('action=whitelist')).body.data.total).toBe(2);
+    expect((await audit('action=api_key.created')).body.data.total).toBe(1);
+    expect((await audit('action=plan.changed')).body.data.total).toBe(0);
+    const from = new Date(t.clock.now - 1_800_000).toISOString();
+    const recent = (await audit(`from=${from}`)).body.data;
+    expect(recent.items.map((i: { details: { ips?: string[] } }) => i.details.ips)).toEqual([['8.8.8.11']]);
+    expect((await audit(`to=${from}`)).body.data.total).toBe(2);
+    const p2 = (await audit('page=2&page_size=2')).body.data;
+    expect({ n: p2.items.length, page: p2.page, page_size: p2.page_size, total: p2.total }).toEqual({ n: 1, page: 2, page_size: 2, total: 3 });
+  });
+
+  it('bad parameters are 10400 naming them', async () => {
+    const cases: Array<[string, string]> = [
+      ['from=yesterday', 'from'],
+      ['to=2026-02-30', 'to'],
+      ['from=2026-11-02&to=2026-11-01', 'from'],
+      ['action=nope.nothing', 'action'],
+      ['action=Whitelist!', 'action'],
+      ['page=0', 'page'],
+      ['page_size=101', 'page_size'],
+      ['page=1&page=2', 'page'],
+      ['user=alice', 'user'],
+    ];
+    for (const [query, field] of cases) {
+      const r = await audit(query);
+      expect({ query, status: r.status, code: r.body.code }).toEqual({ query, status: 200, code: 10400 });
+      expect(r.body.message, query).toMatch(new RegExp(`^invalid parameters: ${field}\\b`));
+    }
+  });
+
+  it('the account token is refused; a key of another scope is 10403', async () => {
+    const r = await t.app.inject({ method: 'GET', url: `${AUDIT_PATH}${q(a.token)}` });
+    expect(r.statusCode).toBe(401);
+    const usage = (await t.key(a.accountId, ['usage:read'])).key;
+    expect((await audit('', usage)).body).toMatchObject({ code: 10403, message: 'the key lacks scope audit:read' });
   });
 });

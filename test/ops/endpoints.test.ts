@@ -20,6 +20,7 @@ describe('GET /openapi.json', () => {
     const doc = res.json();
     expect(doc.openapi).toBe('3.1.0');
     expect(Object.keys(doc.paths).sort()).toEqual([
+      '/openapi/v1/audit',
       '/openapi/v1/proxy/whitelist/add',
       '/openapi/v1/proxy/whitelist/delete',
       '/openapi/v1/proxy/whitelist/list',
@@ -39,9 +40,10 @@ describe('GET /openapi.json', () => {
     expect(doc.components.securitySchemes.bearer).toMatchObject({ type: 'http', scheme: 'bearer' });
     // The whitelist takes the token; every other endpoint a key with its scope.
     expect(doc.paths['/openapi/v1/proxy/whitelist/list'].get.security).toEqual([{ api_key: [] }]);
-    for (const p of ['/openapi/v1/usage/summary', '/openapi/v1/usage/series', '/openapi/v1/usage/domains']) {
-      expect(doc.paths[p].get.security).toEqual([{ bearer: ['usage:read'] }]);
-      expect(doc.paths[p].get['x-scope']).toBe('usage:read');
+    for (const [p, scope] of [['/openapi/v1/usage/summary', 'usage:read'], ['/openapi/v1/usage/series', 'usage:read'], ['/openapi/v1/usage/domains', 'usage:read'], ['/openapi/v1/audit', 'audit:read']] as const) {
+      expect(doc.paths[p].get.security).toEqual([{ bearer: [scope] }]);
+      expect(doc.paths[p].get['x-scope']).toBe(scope);
+      expect(doc.paths[p].get.responses['403']).toBeDefined();
       expect(doc.paths[p].get.parameters.map((x: { name: string }) => x.name)).not.toContain('api_key');
     }
     expect(doc.paths['/openapi/v1/proxy/whitelist/add'].post.responses['429'].headers['Retry-After']).toBeDefined();

@@ -4,7 +4,7 @@ import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import { BusinessError, Code } from '../../contract/codes.js';
-import { API_PATHS, MAX_BODY_BYTES, USAGE_PATHS } from '../../contract/paths.js';
+import { API_PATHS, AUDIT_PATH, MAX_BODY_BYTES, USAGE_PATHS } from '../../contract/paths.js';
 import type { DaemonLog } from '../log.js';
 import { LimiterUnavailableError } from '../ratelimit/limiter.js';
 import { StoreUnavailableError } from '../store/index.js';
@@ -20,6 +20,7 @@ import usageSeriesRoute from './routes/usage-series.js';
 import usageSummaryRoute from './routes/usage-summary.js';
 import proxyRoutes from './routes/proxy-routes.js';
 import { IDEMPOTENCY_TTL_MS } from './idempotency.js';
+import auditRoute from './routes/audit.js';
 
 interface AppOptions {
   trustProxy: string[];
@@ -151,6 +152,7 @@ export async function buildApp(ctx: ApiContext, opts: AppOptions): Promise<Fasti
     usageSeriesRoute(api, ctx);
     usageDomainsRoute(api, ctx);
     proxyRoutes(api, ctx);
+    auditRoute(api, ctx);
     const allowed: Record<string, string> = {
       [API_PATHS.list]: 'GET',
       [API_PATHS.add]: 'POST',
@@ -158,6 +160,7 @@ export async function buildApp(ctx: ApiContext, opts: AppOptions): Promise<Fasti
       [USAGE_PATHS.summary]: 'GET',
       [USAGE_PATHS.series]: 'GET',
       [USAGE_PATHS.domains]: 'GET',
+      [AUDIT_PATH]: 'GET',
     };
     for (const [url, method] of Object.entries(allowed)) {
       api.route({

@@ -136,6 +136,11 @@ export function actionsMatching(filter: string | undefined): string[] | undefine
   return family.length ? family : [filter];
 }
 
+/** Whether a filter names an action (`whitelist.added`) or a family of them (`whitelist`). */
+export function actionsKnown(filter: string): boolean {
+  return isAuditAction(filter) || Object.keys(AUDIT_ACTIONS).some((a) => a.startsWith(`${filter}.`));
+}
+
 /**
  * One account's records, newest first, a page at a time: the console's Activity page and the customer API read
  * through here (the account id comes from the session or the key, never from the caller's input).

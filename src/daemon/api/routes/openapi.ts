@@ -3,9 +3,11 @@
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import { Code, HTTP_STATUS, TOP_MESSAGE } from '../../../contract/codes.js';
-import { API_KEY_PARAM, API_PATHS, KEY_LIMITS, DAEMON_PATHS, DEFAULT_DOMAINS_LIMIT, MAX_BATCH_ITEMS, MAX_DOMAINS_LIMIT, MAX_PAGE, MAX_PAGE_SIZE, MAX_SERIES_POINTS, RATE_LIMITS, USAGE_PATHS } from '../../../contract/paths.js';
+import { API_KEY_PARAM, API_PATHS, AUDIT_PATH, KEY_LIMITS, DAEMON_PATHS, DEFAULT_DOMAINS_LIMIT, MAX_BATCH_ITEMS, MAX_DOMAINS_LIMIT, MAX_PAGE, MAX_PAGE_SIZE, MAX_SERIES_POINTS, RATE_LIMITS, USAGE_PATHS } from '../../../contract/paths.js';
 import {
   AddBodySchema,
+  AuditDataSchema,
+  AuditQuerySchema,
   BatchResultSchema,
   DeleteBodySchema,
   EnvelopeSchema,
@@ -158,6 +160,56 @@ function usagePaths(): Json {
   };
 }
 
+function auditPaths(): Json {
+  return {
+    [AUDIT_PATH]: {
+      get: {
+        operationId: 'auditLog',
+        summary: "The account's audit log, newest first: who changed what, from where (the account is the key's)",
+        ...keyOperation('audit:read'),
+        parameters: queryParameters(AuditQuerySchema, { from: '2026-11-01', to: '2026-11-21T10:00:00Z', action: 'whitelist', page: '1', page_size: '20' }, {
+          from: 'ISO 8601 date or date-time with a zone; records at or after it',
+          to: 'ISO 8601, exclusive',
+          action: 'an action (whitelist.added) or a family (whitelist: every whitelist.*)',
+          page: `page number, 1..${MAX_PAGE}`,
+          page_size: `records per page, 1..${MAX_PAGE_SIZE}`,
+        }),
+        responses: {
+          '200': {
+            description: 'a page of records (code 200), or 10400 naming the field of a bad query',
+            ...envelope(AuditDataSchema, {
+              code: Code.OK,
+              message: 'success',
+              data: {
+                items: [
+                  {
+                    id: 812,
+                    time: '2026-11-21T10:00:00.112Z',
+                    account: 'owner@example.com',
+                    actor: { type: 'token', id: 'ak0123456789abcdef0123' },
+                    source_ip: '203.0.113.7',
+                    request_id: '4f6c1f3e-3a0e-4c49-9d55-0f8e1c2b7a10',
+                    action: 'whitelist.added',
+                    target: null,
+                    details: { ips: ['203.0.113.7'] },
+                    seq: 41,
+                    hash: 'c0ffee…',
+                  },
+                ],
+                page: 1,
+                page_size: 20,
+                total: 1,
+              },
+            }),
+          },
+          ...keyErrors('audit:read'),
+        },
+        'x-codeSamples': bearerCurl('GET', AUDIT_PATH, undefined, '?action=whitelist&page_size=50'),
+      },
+    },
+  };
+}
+
 const apiKeyParam = {
   name: API_KEY_PARAM,
   in: 'query',
@@ -268,6 +320,7 @@ export function buildOpenApiDocument(version: string): Json {
         },
       },
       ...usagePaths(),
+      ...auditPaths(),
     },
   };
 }
