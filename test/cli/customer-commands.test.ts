@@ -562,3 +562,22 @@ describe('completion', () => {
     for (const w of ['users', 'proxies', 'key', '--password-stdin', '--traffic-limit', '--sticky', 'hostport-at', 'socks5h', 'forget']) expect(r.stdout).toContain(w);
   });
 });
+
+describe('PROXYCTL_API_KEY holding a key, for the whitelist commands', () => {
+  it('is not taken as the token: the stored token serves the whitelist; without one the error says the key does not open it', async () => {
+    const s = await serve((req) => (req.apiKey === TOKEN ? { data: { items: [], page: 1, page_size: 20, total: 0 } } : unauthorized));
+    const none = await cli(['whitelist', 'list'], { env: { PROXYCTL_API_KEY: KEY } });
+    expect(none.code).toBe(4);
+    expect(none.stderr).toContain('holds an API key, which does not open the whitelist');
+    expect(s.requests).toHaveLength(0);
+    const keychain = new MemoryKeychain();
+    keychain.entries.set(`proxyctl|${s.url}`, TOKEN);
+    const listed = await cli(['whitelist', 'list', '--json'], { env: { PROXYCTL_API_KEY: KEY }, keychain });
+    expect(listed.code, listed.stderr).toBe(0);
+    expect(s.requests[0]!.apiKey).toBe(TOKEN);
+    expect(s.requests[0]!.headers.authorization).toBeUndefined();
+    const login = await cli(['login'], { env: { PROXYCTL_API_KEY: KEY }, stdin: TOKEN, keychain });
+    expect(login.code).toBe(0);
+    expect(login.stderr).not.toContain('takes precedence');
+  });
+});

@@ -6,7 +6,7 @@ import type { Deps } from '../deps.js';
 import { AuthError } from '../errors.js';
 import { Exit, type ExitCode } from '../exit-codes.js';
 import { readAll } from '../io.js';
-import { apiFailure, warnIfPlainHttp } from './shared.js';
+import { apiFailure, envToken, warnIfPlainHttp } from './shared.js';
 
 interface LoginOptions {
   ctx: Context;
@@ -39,7 +39,7 @@ export async function runLogin(opts: LoginOptions, deps: Deps): Promise<ExitCode
   }
 
   const saved = await deps.tokens.save(ctx.baseUrl, raw);
-  if (deps.env.PROXYCTL_API_KEY) out.warn('PROXYCTL_API_KEY is set and takes precedence over the stored token');
+  if (envToken(deps.env)) out.warn('PROXYCTL_API_KEY is set and takes precedence over the stored token');
   if (ctx.json) {
     out.writeJson({
       base_url: ctx.baseUrl,

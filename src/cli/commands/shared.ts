@@ -5,7 +5,7 @@ import type { Context } from '../context.js';
 import type { Deps } from '../deps.js';
 import { AuthError, CliError } from '../errors.js';
 import { Exit } from '../exit-codes.js';
-import { apiKeyId } from '../key-format.js';
+import { apiKeyId, isApiKeyShaped } from '../key-format.js';
 import type { ResolvedToken, TokenSource } from '../token-store.js';
 
 export interface Session {
@@ -16,12 +16,24 @@ export interface Session {
 /** The token for this base URL and a client, or exit 4 when there is none. */
 export async function openSession(ctx: Context, deps: Deps): Promise<Session> {
   const resolved = await deps.tokens.resolve(ctx.baseUrl);
-  if (!resolved) throw new AuthError(`no API token for ${ctx.baseUrl}; run \`proxyctl login\` or set PROXYCTL_API_KEY`);
+  if (!resolved) throw new AuthError(`no API token for ${ctx.baseUrl}${envKeyNote(deps.env)}; run \`proxyctl login\` or set PROXYCTL_API_KEY`);
   if (!parseToken(resolved.token)) {
     throw new AuthError(`the API token from ${resolved.source === 'env' ? 'PROXYCTL_API_KEY' : `the ${resolved.source}`} is not in the <accessKey>.<secret> format`);
   }
   warnIfPlainHttp(ctx, deps);
   return { resolved, api: deps.makeApi(ctx.baseUrl, resolved.token) };
+}
+
+/** PROXYCTL_API_KEY when it holds a token (not a `pxk_` key): what the whitelist commands take from it. */
+export function envToken(env: NodeJS.ProcessEnv): string | undefined {
+  const v = env.PROXYCTL_API_KEY?.trim();
+  return v && !isApiKeyShaped(v) ? v : undefined;
+}
+
+/** Said when no token was found but PROXYCTL_API_KEY holds an API key: it does not open the whitelist. */
+export function envKeyNote(env: NodeJS.ProcessEnv): string {
+  const v = env.PROXYCTL_API_KEY?.trim();
+  return v && isApiKeyShaped(v) ? ' (PROXYCTL_API_KEY holds an API key, which does not open the whitelist: the whitelist takes the account token)' : '';
 }
 
 /** The token rides in the query string: over plain HTTP to another host anyone on the path can read it. */
