@@ -581,3 +581,14 @@ describe('PROXYCTL_API_KEY holding a key, for the whitelist commands', () => {
     expect(login.stderr).not.toContain('takes precedence');
   });
 });
+
+describe('the key shape', () => {
+  it('proxyctl\'s prefix test is the contract\'s prefix; the id is the contract parser\'s', async () => {
+    const { KEY_PREFIX, parseApiKey } = await import('../../src/contract/scopes.js');
+    const { isApiKeyShaped } = await import('../../src/cli/key-format.js');
+    const { apiKeyId } = await import('../../src/cli/key-id.js');
+    expect(isApiKeyShaped(`${KEY_PREFIX}abc_${'x'.repeat(22)}`)).toBe(true);
+    expect(isApiKeyShaped(TOKEN)).toBe(false);
+    expect(apiKeyId(KEY)).toBe(parseApiKey(KEY)!.id);
+  });
+});

@@ -8,7 +8,8 @@ import type { Deps } from '../deps.js';
 import { AuthError } from '../errors.js';
 import { Exit, type ExitCode } from '../exit-codes.js';
 import { readAll } from '../io.js';
-import { apiKeyId, isApiKeyShaped } from '../key-format.js';
+import { apiKeyId } from '../key-id.js';
+import { isApiKeyShaped } from '../key-format.js';
 import { apiFailure, KEY_HINT, warnIfPlainHttp } from './shared.js';
 
 const KEY_FORMAT = 'pxk_<id>_<secret>, as the web console (Account page, API keys) shows it once';

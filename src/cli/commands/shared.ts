@@ -5,7 +5,8 @@ import type { Context } from '../context.js';
 import type { Deps } from '../deps.js';
 import { AuthError, CliError } from '../errors.js';
 import { Exit } from '../exit-codes.js';
-import { apiKeyId, isApiKeyShaped } from '../key-format.js';
+import { apiKeyId } from '../key-id.js';
+import { isApiKeyShaped } from '../key-format.js';
 import type { ResolvedToken, TokenSource } from '../token-store.js';
 
 export interface Session {
