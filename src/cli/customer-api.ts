@@ -60,6 +60,14 @@ export interface WriteOptions {
 
 const defaultBackoff = (n: number) => Math.min(30_000, 1000 * 2 ** Math.max(0, n - 1));
 
+/**
+ * The API's answer to a resend whose first request is still running (it waited 10 s for it): 409 "still in
+ * progress". The same request under the same key is sent again after a pause; it gets the first answer once there.
+ */
+export function isStillInProgress(err: unknown): err is ApiError {
+  return err instanceof ApiError && err.httpStatus === 409 && /still in progress/i.test(err.message);
+}
+
 /** A fresh Idempotency-Key: one per logical write. */
 export const newIdempotencyKey = (): string => `proxyctl-${randomUUID()}`;
 
@@ -87,14 +95,14 @@ export async function write(
     } catch (err) {
       if (maybeDone && doneIf?.(err)) return null;
       if (attempt >= retry) throw err;
-      if (err instanceof ApiError && isTransient(err) && mayHaveApplied(err)) maybeDone = true;
+      if (err instanceof ApiError && ((isTransient(err) && mayHaveApplied(err)) || isStillInProgress(err))) maybeDone = true;
       if (isRateLimited(err)) {
         const ms = err.retryAfterMs ?? 1000;
         opts.onWait?.(ms, 'retry-after');
         await opts.clock.sleep(ms);
         continue;
       }
-      if (!isTransient(err)) throw err;
+      if (!isTransient(err) && !isStillInProgress(err)) throw err;
       const ms = backoff(attempt + 1);
       opts.onWait?.(ms, 'backoff');
       await opts.clock.sleep(ms);

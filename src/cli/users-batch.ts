@@ -6,7 +6,7 @@
 import { Code, RETRYABLE_ITEM_CODES } from '../contract/codes.js';
 import { KEY_LIMITS, RATE_WINDOW_MS } from '../contract/paths.js';
 import { ApiError, isAuthError, isRateLimited, isTransient, mayHaveApplied, type WhitelistApi } from './api.js';
-import { CUSTOMER_PATHS, newIdempotencyKey, parseUserBatch, type Credential } from './customer-api.js';
+import { CUSTOMER_PATHS, isStillInProgress, newIdempotencyKey, parseUserBatch, type Credential } from './customer-api.js';
 import type { BatchProgress } from './batch.js';
 import { Exit, type ExitCode } from './exit-codes.js';
 import { RollingWindowPacer, type Clock } from './pacer.js';
@@ -132,9 +132,10 @@ export async function runUserBatches(opts: UserBatchOptions): Promise<UserBatchR
         queue.unshift(unit);
         continue;
       }
-      if (isTransient(err)) {
+      // A timeout, a cut connection, a 5xx, or our earlier send of this very request still running on the server.
+      if (isTransient(err) || isStillInProgress(err)) {
         const worst = Math.max(...unit.items.map((s) => s.retries));
-        const applied = mayHaveApplied(err);
+        const applied = isStillInProgress(err) || mayHaveApplied(err);
         if (worst >= retry) return stopWith(Exit.ERROR, `${err.describe()}; gave up after ${retry} ${retry === 1 ? 'retry' : 'retries'}`, err.code ?? 0, unit, applied);
         for (const s of unit.items) {
           s.maybeDone ||= applied;

@@ -417,6 +417,28 @@ describe('proxyctl users create --file', () => {
     expect(posts[0]!.body.items[0]).toEqual({ username: 'user0000', traffic_limit: 2 ** 30, allow: ['a.example', 'b.example'] });
   });
 
+  it('a batch that times out, then meets its own first send still running (409 in progress), is sent again under the same key until answered', async () => {
+    const api = fakeApi();
+    let n = 0;
+    const s = await serve((req, i) => {
+      if (req.path === '/openapi/v1/proxy/users/batch') {
+        n++;
+        if (n === 1) return { hang: true };
+        if (n === 2) return { status: 409, code: 10409, message: 'conflict: a request with this Idempotency-Key is still in progress' };
+      }
+      return api.handler(req, i);
+    });
+    const dir = tempConfigDir();
+    const file = path.join(dir, 'u.csv');
+    writeFileSync(file, csv(3));
+    const r = await cli(['users', 'create', '--file', file, '--json'], { env, dir });
+    expect(r.code, r.stderr).toBe(0);
+    expect(JSON.parse(r.stdout)).toMatchObject({ success_count: 3, failed_count: 0 });
+    const posts = s.requests.filter((q) => q.path === '/openapi/v1/proxy/users/batch');
+    expect(posts).toHaveLength(3);
+    expect(new Set(posts.map((p) => p.headers['idempotency-key'])).size).toBe(1);
+  });
+
   it('only items that failed retryably (10500) are resent, alone, under a new key; final codes are reported: exit 3', async () => {
     const api = fakeApi();
     let flaky = true;
