@@ -566,6 +566,10 @@ describe('proxyctl proxies export', () => {
     const de = await cli(['proxies', 'export', '--user', 'bob', '--country', 'de'], { env, stdin: 'simple-password' });
     expect(de.code).toBe(0);
     expect(de.stderr).toContain('no exit serves country de');
+    const paris = await cli(['proxies', 'export', '--user', 'bob', '--city', 'paris'], { env, stdin: 'simple-password' });
+    expect(paris.stderr).toContain('no exit serves city paris');
+    const nyc = await cli(['proxies', 'export', '--user', 'bob', '--country', 'us', '--city', 'nyc'], { env, stdin: 'simple-password' });
+    expect(nyc.stderr).toBe('');
   });
 
   it('a key without users:read still exports (the lookup is skipped); no key is exit 4', async () => {

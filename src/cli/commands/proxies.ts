@@ -68,11 +68,16 @@ export async function runProxiesExport(opts: ExportOptions, deps: Deps): Promise
   if (!addrText) throw new CliError(`this service has no ${opts.protocol === 'socks5h' ? 'SOCKS5' : 'HTTP'} proxy address (the gateway endpoint names none)`);
   const address = splitHostPort(addrText);
   if (!address) throw new CliError(`the API returned a gateway address that is not HOST:PORT: "${addrText}"`);
-  if (opts.country !== undefined && gw.locations.length > 0) {
-    const cc = opts.country.toLowerCase();
-    const loc = gw.locations.find((l) => l.country.toLowerCase() === cc);
-    if (!loc) out.warn(`no exit serves country ${cc} now (the gateway knows: ${gw.locations.map((l) => l.country).join(', ') || 'none'}); connections will be refused until one does`);
-    else if (opts.city !== undefined && !loc.cities.map((c) => c.toLowerCase()).includes(opts.city.toLowerCase())) out.warn(`no exit serves city ${opts.city.toLowerCase()} in ${cc} now (cities: ${loc.cities.join(', ') || 'none'})`);
+  // Targeting no exit serves is refused by the gateway (502 "no exit for country …"): said now, not by every tool.
+  if (opts.country !== undefined || opts.city !== undefined) {
+    const cc = opts.country?.toLowerCase();
+    const city = opts.city?.toLowerCase();
+    const known = gw.locations.map((l) => l.country).join(', ') || 'none';
+    const loc = cc === undefined ? undefined : gw.locations.find((l) => l.country.toLowerCase() === cc);
+    if (cc !== undefined && !loc) out.warn(`no exit serves country ${cc} now (the gateway's countries: ${known}); connections through these lines are refused until one does`);
+    else if (city !== undefined && !(loc ? [loc] : gw.locations).some((l) => l.cities.map((c) => c.toLowerCase()).includes(city))) {
+      out.warn(`no exit serves city ${city}${cc ? ` in ${cc}` : ''} now; connections through these lines are refused until one does`);
+    }
   }
 
   const lines = buildLines(address, {
