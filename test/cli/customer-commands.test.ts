@@ -280,8 +280,9 @@ describe('proxyctl users', () => {
     expect(body).toEqual({ username: 'alice', traffic_limit: 50 * 2 ** 30, max_connections: 10, rate_limit: '10mbit', expires_at: '2027-01-01T00:00:00Z', allow: ['a.example', 'b.example'], deny: ['c.example'] });
     expect(s.requests.at(-1)!.headers['idempotency-key']).toMatch(/^proxyctl-[0-9a-f-]{36}$/);
 
-    const given = await cli(['users', 'create', 'bob', '--password-stdin', '--json'], { env, stdin: `${PASSWORD}\n`, allow: [PASSWORD] });
+    const given = await cli(['users', 'create', 'bob', '--password-stdin', '--json'], { env, stdin: `${PASSWORD}\n` });
     expect(given.code, given.stderr).toBe(0);
+    expect(JSON.parse(given.stdout)).not.toHaveProperty('password');
     expect(s.requests.at(-1)!.body).toEqual({ username: 'bob', password: PASSWORD });
     const human = await cli(['users', 'create', 'carol', '--password-stdin'], { env, stdin: `${PASSWORD}\n` });
     expect(human.code).toBe(0);
@@ -349,6 +350,8 @@ describe('proxyctl users', () => {
     expect(JSON.parse(pw.stdout)).toEqual({ username: 'alice', password: expect.stringMatching(/^made-/) });
     const pw2 = await cli(['users', 'passwd', 'alice', '--password-stdin'], { env, stdin: PASSWORD });
     expect(pw2.code).toBe(0);
+    const pw3 = await cli(['users', 'passwd', 'alice', '--password-stdin', '--json'], { env, stdin: PASSWORD });
+    expect(JSON.parse(pw3.stdout)).toEqual({ username: 'alice' });
     expect(s.requests.at(-1)!.body).toEqual({ password: PASSWORD });
 
     const del = await cli(['users', 'delete', 'bob', '--yes', '--json'], { env });

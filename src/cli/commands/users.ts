@@ -187,15 +187,21 @@ export async function runUsersCreate(opts: CreateOptions, deps: Deps): Promise<E
   checkUsername(opts.username, 'USERNAME');
   const fields = fieldsFromFlags(opts, false);
   if (opts.passwordStdin) Object.assign(fields, fieldFromText('password', await passwordFromStdin(deps), '--password-stdin', false));
-  const u = await withKey(ctx, deps, (api) => createUser(api, opts.username!, fields, writeOptions(deps)));
+  const u = await withKey(ctx, deps, (api) => createUser(api, opts.username!, fields, { ...writeOptions(deps), retry: opts.retry }));
   if (ctx.json) {
-    deps.out.writeJson(u);
+    // A password the user gave is not printed back (only one the service made is shown, once).
+    deps.out.writeJson(opts.passwordStdin ? withoutPassword(u) : u);
     return Exit.OK;
   }
   deps.out.line(`${deps.out.paint('green', '✓')} Created proxy user ${printable(u.username)}`);
   // A password the server made is shown this once; one the user gave is theirs already.
   if (!opts.passwordStdin && u.password !== undefined) printPasswords([{ username: u.username, password: u.password }], deps.out);
   return Exit.OK;
+}
+
+function withoutPassword<T extends { password?: string }>(x: T): Omit<T, 'password'> {
+  const { password: _given, ...rest } = x;
+  return rest;
 }
 
 function printPasswords(creds: Credential[], out: Output): void {
@@ -277,7 +283,7 @@ export async function runUsersPasswd(opts: { ctx: Context; username: string; pas
   let password: string | undefined;
   if (opts.passwordStdin) password = fieldFromText('password', await passwordFromStdin(deps), '--password-stdin', false).password;
   const c = await withKey(opts.ctx, deps, (api) => setPassword(api, opts.username, password, writeOptions(deps)));
-  if (opts.ctx.json) deps.out.writeJson(c);
+  if (opts.ctx.json) deps.out.writeJson(password === undefined ? c : withoutPassword(c));
   else {
     deps.out.line(`${deps.out.paint('green', '✓')} New password set for ${printable(c.username)} (the old one stops working within 1 s)`);
     if (password === undefined) printPasswords([c], deps.out);
