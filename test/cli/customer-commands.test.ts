@@ -479,6 +479,9 @@ describe('proxyctl users create --file', () => {
     writeFileSync(jl, '{"username":"jay","traffic_limit":1048576,"allow":["x.example"]}\n\n{"username":"kay","rate_limit":"5mbit","password":"long-enough-pw"}\n');
     const ok = await cli(['users', 'create', '--file', jl, '--json'], { env, dir });
     expect(ok.code, ok.stderr).toBe(0);
+    // kay's password came from the file: not printed back; jay's was made: shown once.
+    expect(JSON.parse(ok.stdout).created).toEqual([{ username: 'jay', password: expect.stringMatching(/^made-/) }, { username: 'kay' }]);
+    expect(ok.stdout).not.toContain('long-enough-pw');
     expect(s.requests[0]!.body.items).toEqual([
       { username: 'jay', traffic_limit: 1048576, allow: ['x.example'] },
       { username: 'kay', rate_limit: '5mbit', password: 'long-enough-pw' },

@@ -243,8 +243,11 @@ async function createFromFile(opts: CreateOptions, deps: Deps): Promise<ExitCode
     await session.api.close();
   }
   const { summary } = result;
-  if (ctx.json) out.writeJson(summary);
-  else printBatchSummary(summary, out);
+  // Passwords from the file are the user's own: not printed back; those the service made are shown, once.
+  const given = new Set(users.filter((u) => u.password !== undefined).map((u) => u.username));
+  const made = summary.created.filter((c) => !given.has(c.username));
+  if (ctx.json) out.writeJson({ ...summary, created: summary.created.map((c) => (given.has(c.username) ? { username: c.username } : c)) });
+  else printBatchSummary({ ...summary, created: made }, out);
   if (result.stop) out.error(result.exitCode === Exit.AUTH ? keyFailureText(result.stop) : result.stop);
   return result.exitCode;
 }
