@@ -1,13 +1,16 @@
 // Idempotency-Key on the customer API's writes (docs/api.md, "Idempotency"): the first request with a key runs and
 // its answer is kept (in the database: every node of a fleet sees it) for 24 h; the same key with the same method,
 // path and body gets that answer again with `Idempotent-Replayed: true`, nothing done; with anything else, 409/10409.
-// Two requests with one key at once: one claims it (atomically, in the store), the other waits for its answer.
+// Two requests with one key at once: one claims it (atomically, in the store), the other waits for its answer. A kept
+// answer is sealed (AES-256-GCM): a create's holds the password shown once, never stored in the clear.
 //
 // Spread `idempotentRoute(...)` into a route's options after its authentication hooks (`withHooks` joins them).
 import { createHash } from 'node:crypto';
 import type { FastifyReply, FastifyRequest, onSendHookHandler, preHandlerHookHandler } from 'fastify';
 import { BusinessError, Code } from '../../contract/codes.js';
 import { IDEMPOTENCY_KEY_HEADER, IDEMPOTENT_REPLAYED_HEADER } from '../../contract/paths.js';
+import { loadSessionSecret, RevealSealer } from '../console/session.js';
+import { randomKey } from '../secrets.js';
 import type { Store } from '../store/index.js';
 import { sendEnvelope } from './envelope.js';
 
@@ -31,6 +34,22 @@ const KEY_RE = /^[\x20-\x7e]{1,255}$/;
 const NOT_KEPT: ReadonlySet<number> = new Set([Code.RATE_LIMITED, Code.SYSTEM, Code.LIMITER_UNAVAILABLE, Code.INVALID_API_KEY]);
 
 type Hooks = { preHandler: preHandlerHookHandler[]; onSend: onSendHookHandler[] };
+
+/** What a kept answer is sealed for: a create's answer holds the password, which is never stored in the clear. */
+const SEAL_PURPOSE = 'proxyd idempotent answers v1';
+const sealers = new WeakMap<Store, Promise<RevealSealer>>();
+
+/** The sealer of kept answers: keyed from the console's secret (the fleet's in PostgreSQL, the data dir's on SQLite). */
+function sealerFor(store: Store): Promise<RevealSealer> {
+  let s = sealers.get(store);
+  if (!s) {
+    s = store.fleetSecret('console_session', randomKey()).then((secret) => new RevealSealer(secret ?? loadSessionSecret(store.location), SEAL_PURPOSE));
+    // A failure (the database away) is not kept: the next request asks again.
+    s.catch(() => sealers.delete(store));
+    sealers.set(store, s);
+  }
+  return s;
+}
 
 /** The Idempotency-Key header's value, or null when absent; 10400 when it is not 1–255 printable characters. */
 export function idempotencyKeyOf(request: FastifyRequest): string | null {
@@ -78,9 +97,12 @@ export function idempotentRoute(store: Store, opts: { accountOf?: (r: FastifyReq
         return sendEnvelope(request, reply, Code.CONFLICT, null, 'conflict: this Idempotency-Key was used with another request (method, path or body)');
       }
       if (c.kind === 'replay') {
-        reply.businessCode = codeOf(c.body);
+        const body = (await sealerFor(store)).open(c.body);
+        // Sealed under a secret this node no longer has: the answer cannot be given, and the request is not run again.
+        if (body === null) return sendEnvelope(request, reply, Code.CONFLICT, null, 'conflict: the answer kept for this Idempotency-Key cannot be read; use a new key');
+        reply.businessCode = codeOf(body);
         reply.header(IDEMPOTENT_REPLAYED_HEADER, 'true');
-        return reply.code(c.status).type('application/json; charset=utf-8').send(c.body);
+        return reply.code(c.status).type('application/json; charset=utf-8').send(body);
       }
       // Its first request is still running (here or on another node): wait for its answer.
       if (now() >= deadline) return sendEnvelope(request, reply, Code.CONFLICT, null, 'conflict: a request with this Idempotency-Key is still in progress');
@@ -95,7 +117,7 @@ export function idempotentRoute(store: Store, opts: { accountOf?: (r: FastifyReq
     const code = reply.businessCode;
     try {
       if (code === undefined || NOT_KEPT.has(code) || typeof payload !== 'string') await store.idempotency.release(claimed.accountId, claimed.key);
-      else await store.idempotency.finish(claimed.accountId, claimed.key, reply.statusCode, payload);
+      else await store.idempotency.finish(claimed.accountId, claimed.key, reply.statusCode, (await sealerFor(store)).seal(payload));
     } catch (e) {
       request.log.warn({ event: 'idempotency_store_failed', err: e instanceof Error ? e.message : String(e) }, 'Idempotency-Key answer not stored');
     }

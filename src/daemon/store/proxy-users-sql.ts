@@ -62,3 +62,8 @@ export function limitValues(s: ProxyUserSettings): [number | null, number | null
 
 /** A user with no settings of its own. */
 export const NO_SETTINGS: ProxyUserSettings = Object.freeze({ trafficLimit: null, maxConnections: null, rateLimit: null, expiresAt: null, allow: [], deny: [] }) as ProxyUserSettings;
+
+/** Whether a patch changes any setting (a status change alone leaves user_limits, and the plan version, alone). */
+export function touchesSettings(p: ProxyUserPatch): boolean {
+  return p.trafficLimit !== undefined || p.maxConnections !== undefined || p.rateLimit !== undefined || p.expiresAt !== undefined || p.allow !== undefined || p.deny !== undefined;
+}

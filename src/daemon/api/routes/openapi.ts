@@ -22,6 +22,7 @@ import {
 } from '../../../contract/schemas.js';
 import { SCOPES, type Scope } from '../../../contract/scopes.js';
 import { VERSION } from '../../../contract/version.js';
+import { proxyPaths } from './openapi-proxy.js';
 
 type Json = Record<string, unknown>;
 
@@ -321,6 +322,7 @@ export function buildOpenApiDocument(version: string): Json {
       },
       ...usagePaths(),
       ...auditPaths(),
+      ...proxyPaths({ envelope, jsonSchema, queryParameters, keyOperation, keyErrors, bearerCurl }),
     },
   };
 }

@@ -1,5 +1,5 @@
 // Proxy users (PostgreSQL).
-import { hasSettings, limitValues, patched, toDetail, type DetailRow } from '../proxy-users-sql.js';
+import { hasSettings, limitValues, patched, toDetail, touchesSettings, type DetailRow } from '../proxy-users-sql.js';
 import type { AuditDraft, ProxyUser, ProxyUserDetail, ProxyUserFilter, ProxyUserPatch, ProxyUserSettings, ProxyUserStore } from '../types.js';
 import { audited } from './audit.js';
 import { guard, type Sql } from './db.js';
@@ -78,8 +78,10 @@ export class PgProxyUserStore extends PgFamily implements ProxyUserStore {
         await q`UPDATE proxy_users SET status = ${patch.status}, updated_at = ${this.nowSec()} WHERE id = ${was.id}`;
       }
       const next = patched(was, patch);
-      if (hasSettings(next)) await putSettings(q, was.id, next);
-      else await q`DELETE FROM user_limits WHERE proxy_user_id = ${was.id}`;
+      // user_limits written only when a setting changes, and a row removed only when there was one: the plan version's
+      // statement trigger makes every node read the plan tables again on any statement there.
+      if (touchesSettings(patch) && hasSettings(next)) await putSettings(q, was.id, next);
+      else if (touchesSettings(patch) && hasSettings(was)) await q`DELETE FROM user_limits WHERE proxy_user_id = ${was.id}`;
       return detailWhere(q, was.id);
     };
     return audit

@@ -1,5 +1,5 @@
 // proxy_users: gateway credentials of an account.
-import { DETAIL_COLUMNS, hasSettings, limitValues, patched, toDetail, type DetailRow } from '../proxy-users-sql.js';
+import { DETAIL_COLUMNS, hasSettings, limitValues, patched, toDetail, touchesSettings, type DetailRow } from '../proxy-users-sql.js';
 import type { AuditDraft, ProxyUser, ProxyUserDetail, ProxyUserFilter, ProxyUserPatch, ProxyUserSettings, ProxyUserStore } from '../types.js';
 import type { SqliteAuditLog } from './audit.js';
 import type { Db } from './db.js';
@@ -90,8 +90,9 @@ export class SqliteProxyUserStore implements ProxyUserStore {
             stmt(this.db, 'UPDATE proxy_users SET status = ?, updated_at = ? WHERE id = ?').run(patch.status, this.nowSec(), was.id);
           }
           const next = patched(was, patch);
-          if (hasSettings(next)) this.putSettings(was.id, next);
-          else stmt(this.db, 'DELETE FROM user_limits WHERE proxy_user_id = ?').run(was.id);
+          // user_limits written only when a setting changes (each write moves the plan version: every node re-reads).
+          if (touchesSettings(patch) && hasSettings(next)) this.putSettings(was.id, next);
+          else if (touchesSettings(patch) && hasSettings(was)) stmt(this.db, 'DELETE FROM user_limits WHERE proxy_user_id = ?').run(was.id);
           return this.detailById(was.id);
         })(),
       (found) => (found ? audit! : null),
