@@ -70,7 +70,34 @@ export interface NewApiKey {
   allowedIps: readonly string[];
 }
 
+/** A key-authenticated call's admission in one database call (PostgreSQL, where the limits' window log lives too). */
+export interface KeyCallCheck {
+  badKey: string;
+  badLimit: number;
+  keyId: string;
+  secretHash: Buffer;
+  /** The caller's address (canonical), for the key's allowed sources; null when it is not an address. */
+  source: string | null;
+  /** null: any scope. */
+  scope: string | null;
+  rateKey: string;
+  rateLimit: number;
+  /** A route's own limit per key on top (usage), or null. */
+  rate2Key: string | null;
+  rate2Limit: number;
+  windowMs: number;
+  nowMs: number;
+}
+
+export type KeyCallVerdict =
+  | { kind: 'locked'; oldestAtMs: number | null }
+  | { kind: 'invalid' }
+  | { kind: 'scope' | 'ok'; keyId: string; accountId: number; scopes: string[] }
+  | { kind: 'limited'; keyId: string; accountId: number; scopes: string[]; oldestAtMs: number | null };
+
 export interface ApiKeyStore {
+  /** The lock-out, the key, its scope and its limits in one call (PostgreSQL); absent where they cannot be one. */
+  checkCall?(q: KeyCallCheck): Promise<KeyCallVerdict | 'busy'>;
   /**
    * A new key, unless the account already holds `max` live keys (neither revoked nor expired): 'too_many'; an id
    * already taken (a collision of random ids): 'exists'. Counted and inserted in one transaction.
