@@ -608,6 +608,9 @@ describe('PROXYCTL_API_KEY holding a key, for the whitelist commands', () => {
     expect(listed.code, listed.stderr).toBe(0);
     expect(s.requests[0]!.apiKey).toBe(TOKEN);
     expect(s.requests[0]!.headers.authorization).toBeUndefined();
+    const wrong = await cli(['login'], { stdin: KEY, keychain: new MemoryKeychain() });
+    expect(wrong.code).toBe(4);
+    expect(wrong.stderr).toContain('proxyctl key set');
     const login = await cli(['login'], { env: { PROXYCTL_API_KEY: KEY }, stdin: TOKEN, keychain });
     expect(login.code).toBe(0);
     expect(login.stderr).not.toContain('takes precedence');

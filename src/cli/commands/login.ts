@@ -6,6 +6,7 @@ import type { Deps } from '../deps.js';
 import { AuthError } from '../errors.js';
 import { Exit, type ExitCode } from '../exit-codes.js';
 import { readAll } from '../io.js';
+import { isApiKeyShaped } from '../key-format.js';
 import { apiFailure, envToken, warnIfPlainHttp } from './shared.js';
 
 interface LoginOptions {
@@ -25,6 +26,7 @@ export async function runLogin(opts: LoginOptions, deps: Deps): Promise<ExitCode
   }
   if (raw === '') throw new AuthError('no token given');
   const parsed = parseToken(raw);
+  if (!parsed && isApiKeyShaped(raw)) throw new AuthError('that is an API key (pxk_…), which does not open the whitelist: store it with `proxyctl key set`; `proxyctl login` takes the account token (<accessKey>.<secret>)');
   if (!parsed) throw new AuthError('that is not an API token: expected <accessKey>.<secret> (ak + 20 hex digits, a dot, 43 base64url characters)');
 
   warnIfPlainHttp(ctx, deps);
