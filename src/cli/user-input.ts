@@ -8,6 +8,7 @@ import { formatRate, parseRate } from '../contract/rate.js';
 import { parseSize } from '../contract/size.js';
 import type { UserFields } from './customer-api.js';
 import { looksLikeToken, UsageError } from './errors.js';
+import { isApiKeyShaped } from './key-format.js';
 
 export const CSV_COLUMNS = ['username', 'password', 'traffic_limit', 'max_connections', 'rate_limit', 'expires_at', 'allow', 'deny'] as const;
 type Column = (typeof CSV_COLUMNS)[number];
@@ -65,7 +66,14 @@ export function splitList(v: string): string[] {
     .filter((s) => s !== '');
 }
 
+/** A name that names an existing user: any the API has, but never a pasted key or token (it would go in the path). */
+export function checkNotSecret(name: string, where: string): void {
+  // A key (pxk_<id>_<secret>) even passes the username rule: a pasted secret must not become a user's name.
+  if (looksLikeToken(name) || isApiKeyShaped(name)) throw new UsageError(`${where}: an API key or token was given where a username belongs; it was not sent`);
+}
+
 export function checkUsername(name: string, where: string): void {
+  checkNotSecret(name, where);
   const why = newProxyUsernameProblem(name);
   if (why) throw new UsageError(`${where}: username "${name}": ${why}`);
 }

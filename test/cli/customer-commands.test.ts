@@ -303,6 +303,12 @@ describe('proxyctl users', () => {
       [['users', 'create', 'a'], 'USERNAME'],
       [['users', 'set', 'alice'], 'nothing to change'],
       [['users', 'delete', 'alice'], '--yes'],
+      // A key passes the username rule (64 of A-Z a-z 0-9 _): pasted there, it must not become a user's name.
+      [['users', 'create', KEY], 'an API key or token was given where a username belongs'],
+      [['users', 'show', KEY], 'an API key or token was given where a username belongs'],
+      [['proxies', 'export', '--user', KEY], 'an API key or token was given where a username belongs'],
+      [['users', 'set', 'alice', '--allow', `a.example,${KEY}`], '--allow: an API key or token was given where a value belongs'],
+      [['users', 'delete', TOKEN, '--yes'], 'an API key or token was given where a username belongs'],
     ] as Array<[string[], string]>) {
       const r = await cli(args, { env });
       expect(r.code, args.join(' ')).toBe(2);

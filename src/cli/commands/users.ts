@@ -21,12 +21,12 @@ import {
   type WriteOptions,
 } from '../customer-api.js';
 import type { Deps } from '../deps.js';
-import { CliError, UsageError } from '../errors.js';
+import { CliError, looksLikeToken, UsageError } from '../errors.js';
 import { Exit, type ExitCode } from '../exit-codes.js';
 import { decodeText, readAll } from '../io.js';
 import { printable, renderTsv, type Output } from '../output.js';
 import { RollingWindowPacer } from '../pacer.js';
-import { checkUsername, fieldFromText, parseUsersFile } from '../user-input.js';
+import { checkNotSecret, checkUsername, fieldFromText, parseUsersFile } from '../user-input.js';
 import { runUserBatches, type UserBatchSummary } from '../users-batch.js';
 import { keyFailure, openKeySession, type KeySession } from './shared.js';
 
@@ -54,7 +54,9 @@ export function fieldsFromFlags(f: FieldFlags, clearable: boolean): UserFields {
   const out: UserFields = {};
   for (const [k, flag, field] of FLAG_FIELDS) {
     const v = f[k];
-    if (v !== undefined) Object.assign(out, fieldFromText(field, v, flag, clearable));
+    if (v === undefined) continue;
+    if (looksLikeToken(v)) throw new UsageError(`${flag}: an API key or token was given where a value belongs; it was not sent`);
+    Object.assign(out, fieldFromText(field, v, flag, clearable));
   }
   return out;
 }
@@ -160,6 +162,7 @@ function printUser(u: User, out: Output): void {
 }
 
 export async function runUsersShow(opts: { ctx: Context; username: string }, deps: Deps): Promise<ExitCode> {
+  checkNotSecret(opts.username, 'USERNAME');
   const u = await withKey(opts.ctx, deps, (api) => getUser(api, opts.username));
   if (opts.ctx.json) deps.out.writeJson(u);
   else printUser(u, deps.out);
@@ -269,6 +272,7 @@ function printBatchSummary(s: UserBatchSummary, out: Output): void {
 // ---- set / enable / disable / passwd / delete ------------------------------------------------------------------
 
 export async function runUsersSet(opts: FieldFlags & { ctx: Context; username: string; status?: 'active' | 'disabled' }, deps: Deps): Promise<ExitCode> {
+  checkNotSecret(opts.username, 'USERNAME');
   const fields = fieldsFromFlags(opts, true);
   if (opts.status !== undefined) fields.status = opts.status;
   if (Object.keys(fields).length === 0) throw new UsageError('nothing to change: give at least one of --traffic-limit, --max-connections, --rate-limit, --expires, --allow, --deny');
@@ -283,6 +287,7 @@ export async function runUsersSet(opts: FieldFlags & { ctx: Context; username: s
 }
 
 export async function runUsersPasswd(opts: { ctx: Context; username: string; passwordStdin: boolean }, deps: Deps): Promise<ExitCode> {
+  checkNotSecret(opts.username, 'USERNAME');
   let password: string | undefined;
   if (opts.passwordStdin) password = fieldFromText('password', await passwordFromStdin(deps), '--password-stdin', false).password;
   const c = await withKey(opts.ctx, deps, (api) => setPassword(api, opts.username, password, writeOptions(deps)));
@@ -295,6 +300,7 @@ export async function runUsersPasswd(opts: { ctx: Context; username: string; pas
 }
 
 export async function runUsersDelete(opts: { ctx: Context; username: string; yes: boolean }, deps: Deps): Promise<ExitCode> {
+  checkNotSecret(opts.username, 'USERNAME');
   const { ctx } = opts;
   if (!opts.yes) {
     if (!deps.io.stdinIsTTY || !deps.io.stderrIsTTY) throw new UsageError(`deleting ${opts.username} needs --yes when not on a terminal`);
