@@ -272,7 +272,7 @@ export class ApiClient implements WhitelistApi {
         res.statusCode === 407
           ? `HTTP 407 Proxy Authentication Required from ${safeOrigin(this.#baseUrl)}: this looks like the proxy port, not the API; use the API address (proxyd --api-listen, default 127.0.0.1:8080) as --base-url`
           : moved
-            ? scrubSecrets(`HTTP ${res.statusCode} redirect to ${moved.shown}: proxyctl does not follow redirects (the token is in the URL)${moved.baseUrl !== undefined ? `; use --base-url ${moved.baseUrl}` : ''}`, [this.#token])
+            ? scrubSecrets(`HTTP ${res.statusCode} redirect to ${moved.shown}: proxyctl does not follow redirects (${bearer ? 'the API key would go to another server' : 'the token is in the URL'})${moved.baseUrl !== undefined ? `; use --base-url ${moved.baseUrl}` : ''}`, [this.#token])
             : notProxydAnswer(res.statusCode, safeOrigin(this.#baseUrl));
       return Promise.reject(
         new ApiError(code !== undefined ? 'http' : 'bad_response', what, {
