@@ -6,7 +6,8 @@
 //
 //   npm run build && node bench/users-batch.mjs [--users 10000] [--concurrency 2] [--only sqlite|postgres]
 //
-// Prints one JSON line per backend: users, seconds, users/s, the batches' p50/p99 in ms, and that the count is exact.
+// Prints what one password hash costs alone, then one JSON line per backend: users, seconds, users/s, the batches'
+// p50/p99 in ms, and that the count is exact.
 import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -75,6 +76,15 @@ async function runOne(backend, databaseUrl) {
   rmSync(dataDir, { recursive: true, force: true });
   times.sort((a, b) => a - b);
   return { backend, users: USERS, concurrency: CONCURRENCY, seconds: Number(seconds.toFixed(1)), users_per_s: Math.round(created / seconds), batch_p50_ms: Math.round(pct(times, 50)), batch_p99_ms: Math.round(pct(times, 99)), exact: created === USERS && total === USERS };
+}
+
+// What one password hash costs here (scrypt N=16384, r=8: the production parameters), alone: the ceiling of users/s
+// is about the cores free divided by it.
+{
+  const n = 20;
+  const t = performance.now();
+  for (let i = 0; i < n; i++) await hashPassword(`bench password ${i}`);
+  console.log(JSON.stringify({ scrypt_ms_per_hash: Number(((performance.now() - t) / n).toFixed(1)) }));
 }
 
 if (args.only !== 'postgres') console.log(JSON.stringify(await runOne('sqlite')));

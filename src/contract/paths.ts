@@ -29,6 +29,7 @@ export const PROXY_PATHS = {
 /** The header a write may carry to be sent again safely, and the one a replayed answer has (docs/api.md, "Idempotency"). */
 export const IDEMPOTENCY_KEY_HEADER = 'idempotency-key';
 export const IDEMPOTENT_REPLAYED_HEADER = 'idempotent-replayed';
+
 /** The customer's audit log (docs/api.md, "Audit log"): an API key with `audit:read`. */
 export const AUDIT_PATH = '/openapi/v1/audit';
 

@@ -214,7 +214,8 @@ describe.each(MODES)('API keys ($name)', (mode) => {
     await expect(keys.create(owner.accountId, { name: 'one too many', scopes: 'usage:read' }, ctx)).rejects.toBeInstanceOf(KeyLimitError);
     expect(await t.store.apiKeys.list(owner.accountId)).toHaveLength(20);
     await keys.revoke(owner.accountId, made[0]!, ctx);
-    await keys.create(owner.accountId, { name: 'in the freed place', scopes: 'usage:read' }, ctx);
+    // A name is printable text: an emoji with its zero-width joiners is one.
+    await keys.create(owner.accountId, { name: 'in the freed place 👩‍💻', scopes: 'usage:read' }, ctx);
     t.clock.now += 5_000;
     try {
       await keys.create(owner.accountId, { name: 'after the expiry', scopes: 'usage:read' }, ctx);
@@ -228,6 +229,8 @@ describe.each(MODES)('API keys ($name)', (mode) => {
       { name: '', scopes: 'usage:read' },
       { name: 'x'.repeat(65), scopes: 'usage:read' },
       { name: 'tab\there', scopes: 'usage:read' },
+      { name: 'right\u202eto left', scopes: 'usage:read' },
+      { name: '   ', scopes: 'usage:read' },
       { name: 'ok', scopes: '' },
       { name: 'ok', scopes: 'usage:read,root' },
       { name: 'ok', scopes: 'usage:read', expiresAtMs: t.clock.now - 1 },
@@ -259,10 +262,12 @@ describe.each(MODES)('API keys ($name)', (mode) => {
 
 describe.each(MODES)('per-key limits ($name)', (mode) => {
   let t: TestApp;
+  beforeAll(async () => {
+    t = await appFor(mode, { limits: { keyReads: 5, keyWrites: 2 } });
+  });
   afterAll(async () => t?.close());
 
   it('reads past the key\'s limit are 10429 with Retry-After; another key of the account keeps its own', async () => {
-    t = await appFor(mode, { limits: { keyReads: 5, keyWrites: 2 } });
     const acc = await t.account('keys-limit@example.com');
     const k1 = await t.key(acc.accountId, ['usage:read']);
     const k2 = await t.key(acc.accountId, ['usage:read']);
@@ -282,6 +287,17 @@ describe.each(MODES)('per-key limits ($name)', (mode) => {
     // The window rolls: a minute on, the key works again.
     t.clock.now += 60_001;
     expect((await t.app.inject({ method: 'GET', url: USAGE_PATHS.summary, headers: bearer(k1.key) })).statusCode).toBe(200);
+  });
+
+  it('writes have their own window per key: 2 here, then refused, while reads go on', async () => {
+    const limits = t.ctx.limits;
+    expect((await limits.consumeKey('writer', 'write')).allowed).toBe(true);
+    expect((await limits.consumeKey('writer', 'write')).allowed).toBe(true);
+    const refused = await limits.consumeKey('writer', 'write');
+    expect(refused.allowed).toBe(false);
+    expect(refused.allowed ? 0 : refused.retryAfterSeconds).toBeGreaterThanOrEqual(1);
+    expect((await limits.consumeKey('writer', 'read')).allowed).toBe(true);
+    expect((await limits.consumeKey('another writer', 'write')).allowed).toBe(true);
   });
 });
 

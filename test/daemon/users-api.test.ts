@@ -440,3 +440,47 @@ describe('/openapi.json: the proxy users, rules and gateway endpoints', () => {
     }
   });
 });
+
+describe('hostile bodies on the proxy-user endpoints, with a good key (SQLite)', () => {
+  it('any JSON or bytes to any write: an envelope, never a 5xx, and nothing made from a malformed request', async () => {
+    const fc = await import('fast-check');
+    const t = await makeTestApp({ limits: { keyReads: 1_000_000, keyWrites: 1_000_000 } });
+    try {
+      const acc = await t.account('hostile-users@example.com');
+      const { key } = await t.key(acc.accountId, 'all');
+      const field = fc.constantFrom('username', 'password', 'status', 'traffic_limit', 'max_connections', 'rate_limit', 'expires_at', 'allow', 'deny', 'items', '__proto__', 'constructor');
+      const value = fc.oneof(fc.jsonValue({ maxDepth: 3 }), fc.string({ maxLength: 80 }), fc.constantFrom('alice', 'x-session-y', '50GiB', '10mbit', '2027-01-01', ['example.com'], ['10.0.0.1/8'], -1, 1e308, null));
+      const userish = fc.dictionary(field, value, { maxKeys: 6 });
+      const body = fc.oneof(
+        userish.map((o) => JSON.stringify(o)),
+        fc.array(userish, { maxLength: 5 }).map((items) => JSON.stringify({ items })),
+        fc.jsonValue({ maxDepth: 4 }).map((v) => JSON.stringify(v)),
+        fc.string({ maxLength: 200 }),
+        fc.constantFrom('{"username":"a1b","username":"c2d"}', '{"items":[{"username":"zz1"}]}{}', '{"__proto__":{"status":"disabled"},"username":"proto1"}', `{"items":${'['.repeat(10_000)}${']'.repeat(10_000)}}`),
+      );
+      const target = fc.constantFrom<[string, string]>(
+        ['POST', USERS],
+        ['POST', PROXY_PATHS.usersBatch],
+        ['PATCH', `${USERS}/fuzzed`],
+        ['POST', `${USERS}/fuzzed/password`],
+        ['PUT', PROXY_PATHS.rules],
+        ['DELETE', `${USERS}/fuzzed`],
+      );
+      await t.app.inject({ method: 'POST', url: USERS, headers: { ...bearer(key), 'content-type': 'application/json' }, payload: '{"username":"fuzzed"}' });
+      await fc.assert(
+        fc.asyncProperty(target, body, fc.option(fc.constantFrom('application/json', 'text/plain', 'application/json; charset=latin1')), async ([method, url], payload, type) => {
+          const r = await t.app.inject({ method: method as 'POST', url, headers: { ...bearer(key), ...(type ? { 'content-type': type } : {}) }, payload });
+          expect(r.statusCode).toBeLessThan(500);
+          const env = r.json();
+          expect(Object.keys(env).sort()).toEqual(['code', 'data', 'message', 'requestId']);
+          expect([200, 10400, 10404, 10409, 10413, 10431]).toContain(env.code);
+        }),
+        { numRuns: Number(process.env.FUZZ_RUNS ?? 300) },
+      );
+      // Nothing reached the prototype.
+      expect(({} as Record<string, unknown>).status).toBeUndefined();
+    } finally {
+      await t.close();
+    }
+  }, 120_000);
+});

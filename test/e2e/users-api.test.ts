@@ -146,6 +146,25 @@ describe.skipIf(skip !== null)(`proxy users over the API on two nodes on Postgre
     expect(list.body.data.total).toBe(40);
   }, patient(30_000));
 
+  it('a single create dropped right after it was sent, then sent again with its key: one user, the answer of the one that ran', async () => {
+    const body = JSON.stringify({ username: 'resent-one', password: 'resent-one-password' });
+    passwords.push('resent-one-password');
+    const [host, port] = new URL(nodes[0]!.api).host.split(':') as [string, string];
+    const head = `POST ${PROXY_PATHS.users} HTTP/1.1\r\nHost: ${host}\r\nAuthorization: Bearer ${key}\r\nContent-Type: application/json\r\nIdempotency-Key: create-resent-one\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n`;
+    for (const dropAfterMs of [0, 30]) {
+      await new Promise<void>((resolve) => {
+        const s = net.connect(Number(port), host, () => s.write(head + body, () => setTimeout(() => (s.destroy(), resolve()), dropAfterMs)));
+        s.on('error', () => resolve());
+      });
+    }
+    for (const n of nodes) {
+      const again = await api(n, 'POST', PROXY_PATHS.users, { username: 'resent-one', password: 'resent-one-password' }, { 'idempotency-key': 'create-resent-one' });
+      expect(again.body.code, again.body.message).toBe(200);
+      expect(again.body.data).toMatchObject({ username: 'resent-one', password: 'resent-one-password' });
+    }
+    expect((await api(nodes[1]!, 'GET', `${PROXY_PATHS.users}?q=resent-one`)).body.data.total).toBe(1);
+  }, patient(30_000));
+
   it('a user disabled mid-tunnel loses its tunnels on both nodes within 2 s; deleted, the same', async () => {
     const password = await user('tunneler');
     await everyNode('tunneler', password, 200, performance.now(), 10_000);

@@ -9,8 +9,7 @@ import { createHash } from 'node:crypto';
 import type { FastifyReply, FastifyRequest, onSendHookHandler, preHandlerHookHandler } from 'fastify';
 import { BusinessError, Code } from '../../contract/codes.js';
 import { IDEMPOTENCY_KEY_HEADER, IDEMPOTENT_REPLAYED_HEADER } from '../../contract/paths.js';
-import { loadSessionSecret, RevealSealer } from '../console/session.js';
-import { randomKey } from '../secrets.js';
+import type { AnswerSealer } from '../services/context.js';
 import type { Store } from '../store/index.js';
 import { sendEnvelope } from './envelope.js';
 
@@ -35,22 +34,6 @@ const NOT_KEPT: ReadonlySet<number> = new Set([Code.RATE_LIMITED, Code.SYSTEM, C
 
 type Hooks = { preHandler: preHandlerHookHandler[]; onSend: onSendHookHandler[] };
 
-/** What a kept answer is sealed for: a create's answer holds the password, which is never stored in the clear. */
-const SEAL_PURPOSE = 'proxyd idempotent answers v1';
-const sealers = new WeakMap<Store, Promise<RevealSealer>>();
-
-/** The sealer of kept answers: keyed from the console's secret (the fleet's in PostgreSQL, the data dir's on SQLite). */
-function sealerFor(store: Store): Promise<RevealSealer> {
-  let s = sealers.get(store);
-  if (!s) {
-    s = store.fleetSecret('console_session', randomKey()).then((secret) => new RevealSealer(secret ?? loadSessionSecret(store.location), SEAL_PURPOSE));
-    // A failure (the database away) is not kept: the next request asks again.
-    s.catch(() => sealers.delete(store));
-    sealers.set(store, s);
-  }
-  return s;
-}
-
 /** The Idempotency-Key header's value, or null when absent; 10400 when it is not 1–255 printable characters. */
 export function idempotencyKeyOf(request: FastifyRequest): string | null {
   const raw = request.headers[IDEMPOTENCY_KEY_HEADER];
@@ -66,10 +49,14 @@ function bodyHash(request: FastifyRequest): string {
 }
 
 /**
- * Route hooks that make a write idempotent under an Idempotency-Key. `accountOf` names the caller's account (after
- * authentication: an API key's, by default).
+ * Route hooks that make a write idempotent under an Idempotency-Key. `sealer` seals the kept answers (ApiContext's
+ * `answerSealer`); `accountOf` names the caller's account (after authentication: an API key's, by default).
  */
-export function idempotentRoute(store: Store, opts: { accountOf?: (r: FastifyRequest) => number | null; nowMs?: () => number } = {}): Hooks {
+export function idempotentRoute(
+  store: Store,
+  sealer: () => Promise<AnswerSealer>,
+  opts: { accountOf?: (r: FastifyRequest) => number | null; nowMs?: () => number } = {},
+): Hooks {
   const accountOf = opts.accountOf ?? ((r: FastifyRequest) => (r as FastifyRequest & { apiKey?: { accountId: number } }).apiKey?.accountId ?? null);
   const now = opts.nowMs ?? Date.now;
   const preHandler: preHandlerHookHandler = async function (request: FastifyRequest, reply: FastifyReply) {
@@ -97,7 +84,7 @@ export function idempotentRoute(store: Store, opts: { accountOf?: (r: FastifyReq
         return sendEnvelope(request, reply, Code.CONFLICT, null, 'conflict: this Idempotency-Key was used with another request (method, path or body)');
       }
       if (c.kind === 'replay') {
-        const body = (await sealerFor(store)).open(c.body);
+        const body = (await sealer()).open(c.body);
         // Sealed under a secret this node no longer has: the answer cannot be given, and the request is not run again.
         if (body === null) return sendEnvelope(request, reply, Code.CONFLICT, null, 'conflict: the answer kept for this Idempotency-Key cannot be read; use a new key');
         reply.businessCode = codeOf(body);
@@ -117,7 +104,7 @@ export function idempotentRoute(store: Store, opts: { accountOf?: (r: FastifyReq
     const code = reply.businessCode;
     try {
       if (code === undefined || NOT_KEPT.has(code) || typeof payload !== 'string') await store.idempotency.release(claimed.accountId, claimed.key);
-      else await store.idempotency.finish(claimed.accountId, claimed.key, reply.statusCode, (await sealerFor(store)).seal(payload));
+      else await store.idempotency.finish(claimed.accountId, claimed.key, reply.statusCode, (await sealer()).seal(payload));
     } catch (e) {
       request.log.warn({ event: 'idempotency_store_failed', err: e instanceof Error ? e.message : String(e) }, 'Idempotency-Key answer not stored');
     }

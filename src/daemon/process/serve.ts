@@ -8,7 +8,9 @@ import { StoreAdmissionFeed } from '../admission/feed.js';
 import { AdmissionView } from '../admission/view.js';
 import { buildApp } from '../api/app.js';
 import { consolePlugin } from '../console/index.js';
-import type { ApiContext } from '../services/context.js';
+import { loadSessionSecret, RevealSealer } from '../console/session.js';
+import { randomKey } from '../secrets.js';
+import type { AnswerSealer, ApiContext } from '../services/context.js';
 import { formatHostPort, parseDnsServers, type ServeConfig } from './config.js';
 import { checkBindable, checkPrefixBindable, stickyAddressesFor, stickySessionsFor } from './egress-pool.js';
 import { parseProxyUsername } from '../../contract/proxy-username.js';
@@ -147,6 +149,19 @@ export function connectionLogBuffer(): number | undefined {
   return process.env.PROXYD_CONNECTION_LOG_BUFFER ? intFromEnv('PROXYD_CONNECTION_LOG_BUFFER', 1, 10_000_000) : undefined;
 }
 
+/**
+ * Kept Idempotency-Key answers are sealed with a key of their own derived from the console's secret (the fleet's in
+ * PostgreSQL, `console-session.key` beside proxyd.db on SQLite): a create's answer holds the password shown once.
+ */
+function answerSealerOf(store: Store): () => Promise<AnswerSealer> {
+  let made: Promise<AnswerSealer> | null = null;
+  return () =>
+    (made ??= store.fleetSecret('console_session', randomKey()).then((secret) => new RevealSealer(secret ?? loadSessionSecret(store.location), 'proxyd idempotent answers v1')).catch((e: unknown) => {
+      made = null; // the database away: the next request asks again
+      throw e;
+    }));
+}
+
 /** What the API and console are built from; the in-process tests build theirs here too (their own clock, no view). */
 export function apiContext(p: {
   store: Store;
@@ -174,6 +189,7 @@ export function apiContext(p: {
     audit: new AuditService(store),
     usageRetentionMs: p.usageRetentionMs ?? DEFAULT_USAGE_RETENTION_MS,
     gateway: p.gateway ?? { ...NO_GATEWAY },
+    answerSealer: answerSealerOf(store),
     health: async () => {
       const up = await dependenciesUp(store, limits);
       const down = Object.keys(up).filter((name) => !up[name]);

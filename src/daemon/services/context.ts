@@ -7,6 +7,13 @@ import type { AuditService } from './audit.js';
 import type { GatewayFacts } from './gateway-info.js';
 import type { WhitelistService } from './whitelist.js';
 
+/** Seals what the daemon keeps of an answer (AES-256-GCM): a kept Idempotency-Key answer may hold a password shown once. */
+export interface AnswerSealer {
+  seal(plain: string): string;
+  /** null: not sealed by this fleet's (or data dir's) secret. */
+  open(sealed: string): string | null;
+}
+
 export interface ApiContext {
   store: Store;
   whitelist: WhitelistService;
@@ -24,4 +31,6 @@ export interface ApiContext {
   health: () => Promise<HealthReport>;
   /** The node's gateway as customers reach it (GET /openapi/v1/proxy/gateway); filled in once it listens. */
   gateway: GatewayFacts;
+  /** The sealer of kept Idempotency-Key answers, keyed from the console's secret (made on first use). */
+  answerSealer: () => Promise<AnswerSealer>;
 }

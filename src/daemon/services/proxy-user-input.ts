@@ -39,9 +39,12 @@ type Result<T> = { ok: true; value: T } | { ok: false; problem: UserInputProblem
 const shape = (field: string, problem: string): { ok: false; problem: UserInputProblem } => ({ ok: false, problem: { kind: 'shape', field, problem } });
 const value = (field: string, problem: string): { ok: false; problem: UserInputProblem } => ({ ok: false, problem: { kind: 'value', field, problem } });
 
-/** A field name fit to echo back. */
+/**
+ * An unknown field's name fit to echo back: one shaped like a field (`colour`, `max_conns`), else a placeholder. A
+ * client that put a secret where a name goes (a password as a key) must not read it back in an error or a log.
+ */
 export function plainField(key: string): string {
-  return /^[A-Za-z0-9_.-]{1,40}$/.test(key) ? key : '(unprintable)';
+  return /^[a-z][a-z0-9_]{0,31}$/.test(key) ? key : '(a name not shown)';
 }
 
 function isObject(v: unknown): v is Record<string, unknown> {

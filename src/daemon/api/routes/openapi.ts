@@ -321,8 +321,8 @@ export function buildOpenApiDocument(version: string): Json {
         },
       },
       ...usagePaths(),
-      ...auditPaths(),
       ...proxyPaths({ envelope, jsonSchema, queryParameters, keyOperation, keyErrors, bearerCurl }),
+      ...auditPaths(),
     },
   };
 }

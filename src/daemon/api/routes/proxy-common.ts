@@ -20,7 +20,7 @@ export function readRoute(scope: Scope | 'any') {
 
 /** A write under `scope`: the key first, then its Idempotency-Key (after the body is read: its hash is part of it). */
 export function writeRoute(ctx: ApiContext, scope: Scope) {
-  return withHooks(keyRoute(scope, 'write'), idempotentRoute(ctx.store, { nowMs: ctx.nowMs }));
+  return withHooks(keyRoute(scope, 'write'), idempotentRoute(ctx.store, ctx.answerSealer, { nowMs: ctx.nowMs }));
 }
 
 /** The key's account (keyRoute has admitted the request). */
