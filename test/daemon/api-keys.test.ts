@@ -111,7 +111,7 @@ describe.each(MODES)('API keys ($name)', (mode) => {
     const from = source();
     for (const [cause, headers, query] of causes) {
       const r = await call(`${USAGE_PATHS.summary}${query ?? ''}`, headers, from);
-      expect({ cause, status: r.status }).toEqual({ cause, status: 401 });
+      expect({ cause, status: r.status, challenge: r.headers['www-authenticate'] }).toEqual({ cause, status: 401, challenge: 'Bearer realm="proxyd"' });
       bodies.add(JSON.stringify({ ...r.body, requestId: '' }));
     }
     // Expiry: it works until then, not a second after.

@@ -148,8 +148,12 @@ export class KeyAuthenticator {
   }
 }
 
-/** The one answer of a refused key: 401, 10401, `invalid api key`, whatever the cause. */
+/**
+ * The one answer of a refused key: 401, 10401, `invalid api key`, whatever the cause; the challenge of RFC 6750
+ * names the scheme only (its `error` attribute would tell a missing key from a bad one).
+ */
 function refuse(request: FastifyRequest, reply: FastifyReply): FastifyReply {
+  reply.header('www-authenticate', 'Bearer realm="proxyd"');
   return sendEnvelope(request, reply, Code.INVALID_API_KEY);
 }
 
