@@ -1,6 +1,7 @@
 // proxyctl key / users / proxies / usage-on-the-key, in-process through main() against a real scripted HTTP server on
 // 127.0.0.1: where the credential goes (Bearer only), exit codes (4 for a missing, rejected or scope-less key), the
 // keychain-less fallback, PROXYCTL_API_KEY, Idempotency-Key on writes and on resends, and no secret in any output.
+import { spawnSync } from 'node:child_process';
 import { existsSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -595,9 +596,32 @@ describe('proxyctl proxies export', () => {
 });
 
 describe('completion', () => {
-  it('lists the new commands and their options', async () => {
+  it('bash completes the new commands, their options and choices (a real bash)', async () => {
     const r = await cli(['completion', 'bash']);
-    for (const w of ['users', 'proxies', 'key', '--password-stdin', '--traffic-limit', '--sticky', 'hostport-at', 'socks5h', 'forget']) expect(r.stdout).toContain(w);
+    const file = path.join(tempConfigDir(), 'proxyctl.bash');
+    writeFileSync(file, r.stdout);
+    const probe = `
+source ${JSON.stringify(file)}
+t() { COMP_WORDS=("$@"); COMP_CWORD=$((\${#COMP_WORDS[@]} - 1)); _proxyctl; echo "$*=>\${COMPREPLY[*]}"; }
+t proxyctl ''
+t proxyctl key ''
+t proxyctl users ''
+t proxyctl users create --pa
+t proxyctl proxies export --format ''
+t proxyctl proxies export --protocol ''
+t proxyctl users list --status ''
+`;
+    const b = spawnSync('bash', ['--norc', '--noprofile', '-c', probe], { encoding: 'utf8' });
+    expect(b.status, b.stderr).toBe(0);
+    const out = b.stdout.split('\n');
+    const got = (prefix: string) => out.find((l) => l.startsWith(`${prefix}=>`))!.slice(prefix.length + 2).split(' ');
+    expect(got('proxyctl ')).toEqual(expect.arrayContaining(['key', 'users', 'proxies', 'usage']));
+    expect(got('proxyctl key ')).toEqual(expect.arrayContaining(['set', 'status', 'forget']));
+    expect(got('proxyctl users ')).toEqual(expect.arrayContaining(['list', 'show', 'create', 'set', 'passwd', 'disable', 'enable', 'delete']));
+    expect(got('proxyctl users create --pa')).toEqual(['--password-stdin']);
+    expect(got('proxyctl proxies export --format ')).toEqual(['url', 'hostport', 'hostport-at', 'json']);
+    expect(got('proxyctl proxies export --protocol ')).toEqual(['http', 'socks5h']);
+    expect(got('proxyctl users list --status ')).toEqual(['all', 'active', 'disabled']);
   });
 });
 
