@@ -1,6 +1,7 @@
-// The whitelist API client (docs/api.md) on Node's own http/https (no HTTP library to load: start-up is
-// most of a command's time): envelopes decoded with the contract's zod schemas, the token only in
-// the `api_key` query parameter, and never in an error message.
+// The API client (docs/api.md) on Node's own http/https (no HTTP library to load: start-up is
+// most of a command's time): envelopes decoded with the contract's zod schemas. The credential decides where it
+// goes: an account token only in the `api_key` query parameter (the whitelist), an API key (`pxk_…`) only in
+// `Authorization: Bearer` (every other endpoint); neither ever in an error message.
 import http from 'node:http';
 import https from 'node:https';
 import {
@@ -21,6 +22,24 @@ import {
   type UsageSummaryData,
 } from '../contract/index.js';
 import { scrubSecrets } from './errors.js';
+import { isApiKeyShaped } from './key-format.js';
+
+export type HttpMethod = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
+
+/** One answer of the customer API with a success code (200, or 10431 for a batch). */
+export interface Envelope {
+  code: number;
+  message: string;
+  requestId: string;
+  data: unknown;
+}
+
+export interface RequestOptions {
+  query?: Record<string, string | undefined>;
+  body?: unknown;
+  /** Sent as `Idempotency-Key` (writes of the customer API). */
+  idempotencyKey?: string;
+}
 
 type ApiErrorKind = 'http' | 'network' | 'timeout' | 'bad_response';
 
@@ -95,11 +114,14 @@ export interface WhitelistApi {
   usageSummary(params: UsageParams): Promise<UsageSummaryData>;
   usageSeries(params: UsageParams & { granularity: 'hour' | 'day' }): Promise<UsageSeriesData>;
   usageDomains(params: UsageParams): Promise<UsageDomainsData>;
+  /** Any endpoint: the envelope of a 200 or 10431 answer; anything else is an ApiError. */
+  request(method: HttpMethod, path: string, opts?: RequestOptions): Promise<Envelope>;
   close(): Promise<void>;
 }
 
 interface ApiClientOptions {
   baseUrl: string;
+  /** An account token (`ak….…`, sent as api_key) or an API key (`pxk_…`, sent as a Bearer credential). */
   token: string;
   /** Per request: connect, headers and body each. */
   timeoutMs?: number;
@@ -187,6 +209,14 @@ export class ApiClient implements WhitelistApi {
     return this.#batch(API_PATHS.delete, { ips });
   }
 
+  async request(method: HttpMethod, path: string, opts: RequestOptions = {}): Promise<Envelope> {
+    const q: Record<string, string> = {};
+    for (const [k, v] of Object.entries(opts.query ?? {})) if (v !== undefined) q[k] = v;
+    const env = await this.#call(method, path, q, opts.body, opts.idempotencyKey);
+    if (env.code !== Code.OK && env.code !== Code.PARTIAL) throw this.#codeError(env.code, env.message, env.requestId, 200);
+    return { code: env.code, message: scrubSecrets(env.message, [this.#token]), requestId: env.requestId, data: env.data };
+  }
+
   async close(): Promise<void> {
     this.#agent.destroy();
   }
@@ -208,13 +238,17 @@ export class ApiClient implements WhitelistApi {
     return new ApiError('http', safe, { code, httpStatus, requestId, ...(retryAfterMs !== undefined ? { retryAfterMs } : {}) });
   }
 
-  async #call(method: 'GET' | 'POST', path: string, query: Record<string, string>, body?: unknown) {
+  async #call(method: HttpMethod, path: string, query: Record<string, string>, body?: unknown, idempotencyKey?: string) {
     const url = new URL(this.#baseUrl + path);
     for (const [k, v] of Object.entries(query)) url.searchParams.set(k, v);
-    url.searchParams.set(API_KEY_PARAM, this.#token);
+    const bearer = isApiKeyShaped(this.#token);
+    if (!bearer) url.searchParams.set(API_KEY_PARAM, this.#token);
+    const headers: Record<string, string> = {};
+    if (bearer) headers.authorization = `Bearer ${this.#token}`;
+    if (idempotencyKey !== undefined) headers['idempotency-key'] = idempotencyKey;
     let res: RawResponse;
     try {
-      res = await this.#send(url, method, body !== undefined ? JSON.stringify(body) : undefined);
+      res = await this.#send(url, method, body !== undefined ? JSON.stringify(body) : undefined, headers);
     } catch (err) {
       throw this.#networkError(err);
     }
@@ -238,7 +272,7 @@ export class ApiClient implements WhitelistApi {
         res.statusCode === 407
           ? `HTTP 407 Proxy Authentication Required from ${safeOrigin(this.#baseUrl)}: this looks like the proxy port, not the API; use the API address (proxyd --api-listen, default 127.0.0.1:8080) as --base-url`
           : moved
-            ? scrubSecrets(`HTTP ${res.statusCode} redirect to ${moved.shown}: proxyctl does not follow redirects (the token is in the URL)${moved.baseUrl !== undefined ? `; use --base-url ${moved.baseUrl}` : ''}`, [this.#token])
+            ? scrubSecrets(`HTTP ${res.statusCode} redirect to ${moved.shown}: proxyctl does not follow redirects (${bearer ? 'the API key would go to another server' : 'the token is in the URL'})${moved.baseUrl !== undefined ? `; use --base-url ${moved.baseUrl}` : ''}`, [this.#token])
             : notProxydAnswer(res.statusCode, safeOrigin(this.#baseUrl));
       return Promise.reject(
         new ApiError(code !== undefined ? 'http' : 'bad_response', what, {
@@ -255,7 +289,7 @@ export class ApiClient implements WhitelistApi {
   }
 
   /** One request; the timeout covers the connect and every wait for bytes (socket idle). */
-  #send(url: URL, method: 'GET' | 'POST', body: string | undefined): Promise<RawResponse> {
+  #send(url: URL, method: HttpMethod, body: string | undefined, extraHeaders: Record<string, string> = {}): Promise<RawResponse> {
     return new Promise((resolve, reject) => {
       const request = url.protocol === 'https:' ? https.request : http.request;
       const req = request(url, {
@@ -264,6 +298,7 @@ export class ApiClient implements WhitelistApi {
         headers: {
           accept: 'application/json',
           'user-agent': this.#userAgent,
+          ...extraHeaders,
           ...(body !== undefined ? { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } : {}),
         },
         timeout: this.#timeoutMs,

@@ -30,7 +30,7 @@ export interface BatchProgress {
   alreadyDone: number;
   failed: number;
   /** Set while waiting: what for, and for how long. */
-  waiting?: { reason: 'rate-limit' | 'retry-after' | 'backoff'; ms: number };
+  waiting?: { reason: 'rate-limit' | 'retry-after' | 'backoff'; ms: number; /** The client-side limit, in words (default the whitelist's 10 requests/min). */ limit?: string };
 }
 
 interface BatchStop {

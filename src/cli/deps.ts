@@ -15,6 +15,9 @@ export interface Deps {
   clock: Clock;
   out: Output;
   tokens: TokenStore;
+  /** The API key (`pxk_…`) store: beside the token, the same fallback. */
+  keys: TokenStore;
+  /** A client for a credential: a token goes as api_key, an API key as a Bearer credential. */
   makeApi(baseUrl: string, token: string): WhitelistApi;
   /** Hidden prompt on a TTY. */
   readSecret(question: string): Promise<string>;
@@ -71,6 +74,7 @@ function lazyApi(make: () => Promise<WhitelistApi>): WhitelistApi {
     usageSummary: async (params) => (await get()).usageSummary(params),
     usageSeries: async (params) => (await get()).usageSeries(params),
     usageDomains: async (params) => (await get()).usageDomains(params),
+    request: async (method, path, opts) => (await get()).request(method, path, opts),
     close: async () => {
       if (client) await (await client).close();
     },
@@ -80,12 +84,14 @@ function lazyApi(make: () => Promise<WhitelistApi>): WhitelistApi {
 export async function createDeps(ctx: Context, io: Io = processIo(), env: NodeJS.ProcessEnv = process.env): Promise<Deps> {
   const { osKeychain } = await import('./token-store.js');
   const out = createOutput(io, { color: ctx.color, json: ctx.json, quiet: ctx.quiet });
+  const keychain = osKeychain();
   return {
     io,
     env,
     clock: realClock,
     out,
-    tokens: new TokenStore({ env, keychain: osKeychain(), dir: ctx.configDir, warn: (m) => out.warn(m), quiet: ctx.quiet }),
+    tokens: new TokenStore({ env, keychain, dir: ctx.configDir, warn: (m) => out.warn(m), quiet: ctx.quiet }),
+    keys: new TokenStore({ env, keychain, dir: ctx.configDir, warn: (m) => out.warn(m), quiet: ctx.quiet, kind: 'key' }),
     makeApi: (baseUrl, token) =>
       lazyApi(async () => {
         const { ApiClient } = await import('./api.js');

@@ -56,7 +56,7 @@ export function buildProgram(commander: Commander, run: (cmd: Command, runner: R
   };
   const program = new Command('proxyctl');
   program
-    .description('Manage the source-IP whitelist of your proxy account and check connectivity')
+    .description('Manage your proxy account: its source-IP whitelist, proxy users, proxy lists and usage; check connectivity')
     .version(VERSION, '-V, --version')
     .option('--base-url <url>', 'API base URL (env PROXYCTL_BASE_URL, then config, default http://127.0.0.1:8080)')
     .option('--json', 'machine output: one JSON document on stdout')
@@ -75,8 +75,8 @@ export function buildProgram(commander: Commander, run: (cmd: Command, runner: R
     .addHelpText(
       'after',
       `
-Exit codes: 0 done, 1 error, 2 usage error, 3 some items failed, 4 token missing or rejected,
-            5 rate limited and out of retries, 6 connectivity check failed.
+Exit codes: 0 done, 1 error, 2 usage error, 3 some items failed, 4 token or API key missing or rejected
+            (or the key lacks the scope), 5 rate limited and out of retries, 6 connectivity check failed.
 
 Examples:
   proxyctl login < token.txt
@@ -84,6 +84,10 @@ Examples:
   proxyctl whitelist add --file ips.txt --failed-out failed.txt
   proxyctl whitelist list --all --json
   proxyctl whitelist sync --file ips.txt --dry-run
+  proxyctl key set < key.txt
+  proxyctl users create alice --traffic-limit 50GiB
+  proxyctl users create --file users.csv
+  proxyctl proxies export --user alice --country us --count 10 --password-stdin < pass.txt
   proxyctl usage --by domain --limit 20
   proxyctl check --proxy http://USER:PASS@proxy.example:3128 --repeat 20 --report check.md
   source <(proxyctl completion bash)`,
@@ -209,6 +213,167 @@ Examples:
           deps,
         ),
       ),
+    );
+
+  const key = program.command('key').description('the API key (pxk_…) that opens proxy users, proxy lists and usage (the token opens only the whitelist)');
+  key
+    .command('set')
+    .description('store an API key (hidden prompt on a TTY, else read from stdin) after the API accepts it')
+    .option('--stdin', 'read the key from stdin (also the default when stdin is not a terminal)')
+    .action(async (opts: { stdin?: boolean }, cmd: Command) =>
+      run(cmd, async (ctx, deps) => (await import('./commands/key.js')).runKeySet({ ctx, stdin: opts.stdin === true }, deps)),
+    );
+  key
+    .command('status')
+    .description('where the API key comes from, its id, and whether the API accepts it (exit 4 if not); never prints the key')
+    .action(async (_opts: unknown, cmd: Command) => run(cmd, async (ctx, deps) => (await import('./commands/key.js')).runKeyStatus({ ctx }, deps)));
+  key
+    .command('forget')
+    .description('remove the stored API key for the base URL')
+    .action(async (_opts: unknown, cmd: Command) => run(cmd, async (ctx, deps) => (await import('./commands/key.js')).runKeyForget({ ctx }, deps)));
+
+  type FieldOpts = { trafficLimit?: string; maxConnections?: string; rateLimit?: string; expires?: string; allow?: string; deny?: string };
+  const fieldOptions = (c: Command, clearable: boolean): Command => {
+    const none = clearable ? '; none clears it' : '';
+    return c
+      .option('--traffic-limit <size>', `traffic per plan period, e.g. 50GiB, 500MB${none}`)
+      .option('--max-connections <n>', `open connections at once${none}`)
+      .option('--rate-limit <rate>', `bandwidth, e.g. 10mbit${none}`)
+      .option('--expires <iso>', `when the user stops working, ISO 8601 with a zone${none}`)
+      .option('--allow <list>', 'target rules the user may reach, separated by , or ; (empty clears)')
+      .option('--deny <list>', 'target rules the user may not reach, separated by , or ; (empty clears)');
+  };
+  const pickFields = (o: FieldOpts): FieldOpts => {
+    const out: FieldOpts = {};
+    for (const k of ['trafficLimit', 'maxConnections', 'rateLimit', 'expires', 'allow', 'deny'] as const) if (o[k] !== undefined) out[k] = o[k];
+    return out;
+  };
+  const users = program.command('users').description('the proxy users of your account (API key with users:read / users:write)');
+  users
+    .command('list')
+    .description('list proxy users: a table on a TTY, tab-separated on a pipe, JSON with --json')
+    .addOption(new Option('--status <status>', 'filter by status').choices(['all', 'active', 'disabled']))
+    .option('--prefix <text>', 'usernames starting with this')
+    .option('--page <n>', 'page number', int('--page', 1, MAX_PAGE))
+    .option('--page-size <n>', `users per page (1-${MAX_PAGE_SIZE})`, int('--page-size', 1, MAX_PAGE_SIZE))
+    .option('--all', 'walk every page')
+    .action(async (opts: { status?: 'all' | 'active' | 'disabled'; prefix?: string; page?: number; pageSize?: number; all?: boolean }, cmd: Command) =>
+      run(cmd, async (ctx, deps) =>
+        (await import('./commands/users.js')).runUsersList(
+          {
+            ctx,
+            all: opts.all === true,
+            ...(opts.status ? { status: opts.status } : {}),
+            ...(opts.prefix !== undefined ? { prefix: opts.prefix } : {}),
+            ...(opts.page !== undefined ? { page: opts.page } : {}),
+            ...(opts.pageSize !== undefined ? { pageSize: opts.pageSize } : {}),
+          },
+          deps,
+        ),
+      ),
+    );
+  users
+    .command('show')
+    .description('one proxy user: limits, rules and use this period')
+    .argument('<username>')
+    .action(async (username: string, _o: unknown, cmd: Command) =>
+      run(cmd, async (ctx, deps) => (await import('./commands/users.js')).runUsersShow({ ctx, username }, deps)),
+    );
+  fieldOptions(
+    users
+      .command('create')
+      .description('create a proxy user (its password made by the service and shown once, or --password-stdin), or many from --file (CSV or JSON lines, batches of 100)')
+      .argument('[username]')
+      .option('--password-stdin', 'read the password from stdin (first line) instead of having one made')
+      .option('-f, --file <file>', 'users from a CSV file with a header (username,password,traffic_limit,max_connections,rate_limit,expires_at,allow,deny) or JSON lines; - for stdin'),
+    false,
+  )
+    .option('--retry <n>', 'resends after server or network errors, per item', int('--retry', 0, 100), 3)
+    .action(async (username: string | undefined, opts: FieldOpts & { passwordStdin?: boolean; file?: string; retry: number }, cmd: Command) =>
+      run(cmd, async (ctx, deps) =>
+        (await import('./commands/users.js')).runUsersCreate(
+          {
+            ctx,
+            ...(username !== undefined ? { username } : {}),
+            ...(opts.file !== undefined ? { file: opts.file } : {}),
+            passwordStdin: opts.passwordStdin === true,
+            retry: opts.retry,
+            ...pickFields(opts),
+          },
+          deps,
+        ),
+      ),
+    );
+  fieldOptions(users.command('set').description('change a proxy user\'s limits, expiry or rules').argument('<username>'), true).action(
+    async (username: string, opts: FieldOpts, cmd: Command) =>
+      run(cmd, async (ctx, deps) => (await import('./commands/users.js')).runUsersSet({ ctx, username, ...pickFields(opts) }, deps)),
+  );
+  users
+    .command('passwd')
+    .description('give a proxy user a new password (made by the service and shown once, or --password-stdin); the old one stops working')
+    .argument('<username>')
+    .option('--password-stdin', 'read the new password from stdin (first line)')
+    .action(async (username: string, opts: { passwordStdin?: boolean }, cmd: Command) =>
+      run(cmd, async (ctx, deps) => (await import('./commands/users.js')).runUsersPasswd({ ctx, username, passwordStdin: opts.passwordStdin === true }, deps)),
+    );
+  for (const [name, status, what] of [
+    ['disable', 'disabled', 'refuse a proxy user\'s new connections and close its open ones'],
+    ['enable', 'active', 'let a disabled proxy user connect again'],
+  ] as const) {
+    users
+      .command(name)
+      .description(what)
+      .argument('<username>')
+      .action(async (username: string, _o: unknown, cmd: Command) =>
+        run(cmd, async (ctx, deps) => (await import('./commands/users.js')).runUsersSet({ ctx, username, status }, deps)),
+      );
+  }
+  users
+    .command('delete')
+    .description('delete a proxy user (its open connections are closed; its usage stays in the history)')
+    .argument('<username>')
+    .option('-y, --yes', 'no question; needed when not on a terminal')
+    .action(async (username: string, opts: { yes?: boolean }, cmd: Command) =>
+      run(cmd, async (ctx, deps) => (await import('./commands/users.js')).runUsersDelete({ ctx, username, yes: opts.yes === true }, deps)),
+    );
+
+  const proxies = program.command('proxies').description('proxy lists for your tools');
+  proxies
+    .command('export')
+    .description('proxy lines for a proxy user (the gateway\'s address from the API, the password typed or piped in): a sticky session per line by default')
+    .requiredOption('--user <username>', 'the proxy user')
+    .option('--password-stdin', 'read the user\'s password from stdin (first line); on a terminal it is asked for')
+    .addOption(new Option('--protocol <protocol>', 'http, or socks5h (the proxy resolves names)').choices(['http', 'socks5h']).default('http'))
+    .option('--country <cc>', 'exits in this country (ISO 3166 alpha-2, e.g. us)')
+    .option('--city <city>', 'exits in this city (e.g. nyc)')
+    .option('--sticky <minutes>', 'each line a session that keeps its exit address for this many minutes (1-1440; default: the gateway\'s 10)', int('--sticky', 1, 1440))
+    .option('--rotating', 'no session: each connection may leave from another address')
+    .option('--count <n>', 'lines (each with its own session)', int('--count', 1, 100_000), 1)
+    .addOption(new Option('--format <format>', 'url (scheme://USER:PASS@HOST:PORT), hostport (HOST:PORT:USER:PASS), hostport-at (USER:PASS@HOST:PORT) or json').choices(['url', 'hostport', 'hostport-at', 'json']))
+    .option('-o, --out <file>', 'write the lines to FILE (mode 0600) instead of stdout')
+    .action(
+      async (
+        opts: { user: string; passwordStdin?: boolean; protocol: 'http' | 'socks5h'; country?: string; city?: string; sticky?: number; rotating?: boolean; count: number; format?: 'url' | 'hostport' | 'hostport-at' | 'json'; out?: string },
+        cmd: Command,
+      ) =>
+        run(cmd, async (ctx, deps) =>
+          (await import('./commands/proxies.js')).runProxiesExport(
+            {
+              ctx,
+              user: opts.user,
+              passwordStdin: opts.passwordStdin === true,
+              protocol: opts.protocol,
+              rotating: opts.rotating === true,
+              count: opts.count,
+              ...(opts.country !== undefined ? { country: opts.country } : {}),
+              ...(opts.city !== undefined ? { city: opts.city } : {}),
+              ...(opts.sticky !== undefined ? { sticky: opts.sticky } : {}),
+              ...(opts.format !== undefined ? { format: opts.format } : {}),
+              ...(opts.out !== undefined ? { out: opts.out } : {}),
+            },
+            deps,
+          ),
+        ),
     );
 
   program

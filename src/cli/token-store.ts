@@ -1,7 +1,11 @@
 // Where the API token lives (docs/cli.md Where the token comes from): env PROXYCTL_API_KEY, then the OS keychain (service `proxyctl`,
-// account = base URL), then a 0600 file in the config dir used only when no keychain answers.
+// account = base URL), then a 0600 file in the config dir used only when no keychain answers. An API key (`pxk_…`, docs/cli.md
+// "API keys") lives beside it the same way: PROXYCTL_API_KEY when it holds a key, the keychain's account
+// `api-key:<base URL>`, the same file's `keys`. The env variable serves both: a value starting with `pxk_` is a key,
+// anything else a token (docs/decisions.md).
 import { chmod, mkdir, readFile, rename, stat, unlink, writeFile } from 'node:fs/promises';
 import path from 'node:path';
+import { isApiKeyShaped } from './key-format.js';
 
 export const KEYCHAIN_SERVICE = 'proxyctl';
 const TOKEN_FILE_NAME = 'credentials.json';
@@ -80,7 +84,13 @@ interface TokenFile {
   tokens: Record<string, string>;
   /** Base URLs whose stored token has been announced once ("using the token stored in …"). */
   noticed?: string[];
+  /** API keys by base URL, and those announced once. */
+  keys?: Record<string, string>;
+  noticed_keys?: string[];
 }
+
+/** What a store holds: the account token (whitelist) or an API key (every other endpoint). */
+export type CredentialKind = 'token' | 'key';
 
 interface TokenStoreOptions {
   env: NodeJS.ProcessEnv;
@@ -91,14 +101,39 @@ interface TokenStoreOptions {
   warn: (msg: string) => void;
   /** --quiet: the one-time fallback-file notice is not shown (and stays due). */
   quiet?: boolean;
+  /** Default `token`. */
+  kind?: CredentialKind;
 }
 
 type SaveResult = { where: 'keychain' } | { where: 'file'; file: string; reason: string };
 
 export class TokenStore {
   readonly #opts: TokenStoreOptions;
+  readonly #kind: CredentialKind;
   constructor(opts: TokenStoreOptions) {
     this.#opts = opts;
+    this.#kind = opts.kind ?? 'token';
+  }
+
+  /** The keychain's account name for this base URL. */
+  #account(baseUrl: string): string {
+    return this.#kind === 'key' ? `api-key:${baseUrl}` : baseUrl;
+  }
+
+  /** This kind's map in the file, and its notice list (created when absent). */
+  #map(data: TokenFile): Record<string, string> {
+    if (this.#kind === 'token') return data.tokens;
+    return (data.keys ??= {});
+  }
+  #noticed(data: TokenFile): string[] | undefined {
+    return this.#kind === 'token' ? data.noticed : data.noticed_keys;
+  }
+  #setNoticed(data: TokenFile, list: string[] | undefined): void {
+    if (this.#kind === 'token') data.noticed = list;
+    else data.noticed_keys = list;
+  }
+  get #what(): string {
+    return this.#kind === 'token' ? 'API token' : 'API key';
   }
 
   get file(): string {
@@ -108,20 +143,22 @@ export class TokenStore {
   /** First hit wins: env, keychain, fallback file. Null when none holds a token. */
   async resolve(baseUrl: string): Promise<ResolvedToken | null> {
     const fromEnv = this.#opts.env.PROXYCTL_API_KEY?.trim();
-    if (fromEnv) return { token: fromEnv, source: 'env' };
+    // One variable for both: a `pxk_` value is a key, anything else a token.
+    if (fromEnv && isApiKeyShaped(fromEnv) === (this.#kind === 'key')) return { token: fromEnv, source: 'env' };
     try {
-      const t = await this.#opts.keychain.get(KEYCHAIN_SERVICE, baseUrl);
+      const t = await this.#opts.keychain.get(KEYCHAIN_SERVICE, this.#account(baseUrl));
       if (t) return { token: t, source: 'keychain' };
     } catch (err) {
       if (!(err instanceof KeychainUnavailable)) throw err;
     }
     const data = await this.#readFile();
-    const t = data.tokens[baseUrl];
+    const t = this.#map(data)[baseUrl];
     if (!t) return null;
     // Once per stored token, not on every command: after that the user knows where it lives.
-    if (!this.#opts.quiet && !data.noticed?.includes(baseUrl)) {
-      this.#opts.warn(`using the API token stored in ${this.file} (no keychain available); this notice is shown once`);
-      data.noticed = [...(data.noticed ?? []), baseUrl];
+    const noticed = this.#noticed(data);
+    if (!this.#opts.quiet && !noticed?.includes(baseUrl)) {
+      this.#opts.warn(`using the ${this.#what} stored in ${this.file} (no keychain available); this notice is shown once`);
+      this.#setNoticed(data, [...(noticed ?? []), baseUrl]);
       await this.#writeAll(data).catch(() => {});
     }
     return { token: t, source: 'file', file: this.file };
@@ -130,14 +167,14 @@ export class TokenStore {
   /** Stores in the keychain when one answers, else in the 0600 file (with a warning naming it). */
   async save(baseUrl: string, token: string): Promise<SaveResult> {
     try {
-      await this.#opts.keychain.set(KEYCHAIN_SERVICE, baseUrl, token);
+      await this.#opts.keychain.set(KEYCHAIN_SERVICE, this.#account(baseUrl), token);
       // A stale file copy would shadow nothing, but must not linger with an old secret.
       await this.#removeFileToken(baseUrl);
       return { where: 'keychain' };
     } catch (err) {
       if (!(err instanceof KeychainUnavailable)) throw err;
       await this.#writeFileToken(baseUrl, token);
-      this.#opts.warn(`no keychain available; the API token is stored in ${this.file} (mode 0600)`);
+      this.#opts.warn(`no keychain available; the ${this.#what} is stored in ${this.file} (mode 0600)`);
       return { where: 'file', file: this.file, reason: err.message };
     }
   }
@@ -146,7 +183,7 @@ export class TokenStore {
   async remove(baseUrl: string): Promise<{ keychain: boolean; file: boolean }> {
     let keychain = false;
     try {
-      keychain = await this.#opts.keychain.delete(KEYCHAIN_SERVICE, baseUrl);
+      keychain = await this.#opts.keychain.delete(KEYCHAIN_SERVICE, this.#account(baseUrl));
     } catch (err) {
       if (!(err instanceof KeychainUnavailable)) throw err;
     }
@@ -169,12 +206,15 @@ export class TokenStore {
     }
     try {
       const parsed = JSON.parse(text) as Partial<TokenFile>;
-      const tokens: Record<string, string> = {};
-      if (parsed && typeof parsed.tokens === 'object' && parsed.tokens) {
-        for (const [k, v] of Object.entries(parsed.tokens)) if (typeof v === 'string') tokens[k] = v;
-      }
-      const noticed = Array.isArray(parsed.noticed) ? parsed.noticed.filter((u): u is string => typeof u === 'string' && u in tokens) : [];
-      return { version: 1, tokens, noticed };
+      const strings = (m: unknown): Record<string, string> => {
+        const out: Record<string, string> = {};
+        if (m && typeof m === 'object') for (const [k, v] of Object.entries(m)) if (typeof v === 'string') out[k] = v;
+        return out;
+      };
+      const tokens = strings(parsed?.tokens);
+      const keys = strings(parsed?.keys);
+      const urls = (l: unknown, of: Record<string, string>) => (Array.isArray(l) ? l.filter((u): u is string => typeof u === 'string' && u in of) : []);
+      return { version: 1, tokens, noticed: urls(parsed?.noticed, tokens), keys, noticed_keys: urls(parsed?.noticed_keys, keys) };
     } catch {
       this.#opts.warn(`${this.file} is not valid JSON; ignoring it`);
       return { version: 1, tokens: {} };
@@ -183,17 +223,18 @@ export class TokenStore {
 
   async #writeFileToken(baseUrl: string, token: string): Promise<void> {
     const data = await this.#readFile();
-    data.tokens[baseUrl] = token;
-    data.noticed = data.noticed?.filter((u) => u !== baseUrl);
+    this.#map(data)[baseUrl] = token;
+    this.#setNoticed(data, this.#noticed(data)?.filter((u) => u !== baseUrl));
     await this.#writeAll(data);
   }
 
   async #removeFileToken(baseUrl: string): Promise<boolean> {
     const data = await this.#readFile();
-    if (!(baseUrl in data.tokens)) return false;
-    delete data.tokens[baseUrl];
-    data.noticed = data.noticed?.filter((u) => u !== baseUrl);
-    if (Object.keys(data.tokens).length === 0) await unlink(this.file).catch(() => {});
+    const map = this.#map(data);
+    if (!(baseUrl in map)) return false;
+    delete map[baseUrl];
+    this.#setNoticed(data, this.#noticed(data)?.filter((u) => u !== baseUrl));
+    if (Object.keys(data.tokens).length === 0 && Object.keys(data.keys ?? {}).length === 0) await unlink(this.file).catch(() => {});
     else await this.#writeAll(data);
     return true;
   }
@@ -202,7 +243,10 @@ export class TokenStore {
     await mkdir(this.#opts.dir, { recursive: true, mode: 0o700 });
     // Written under a temp name created 0600, then renamed: never a moment with wider permissions.
     const tmp = `${this.file}.${process.pid}.tmp`;
-    await writeFile(tmp, `${JSON.stringify(data, null, 2)}\n`, { mode: 0o600, flag: 'w' });
+    // A file of tokens only keeps its old shape: `keys` appears once a key is stored.
+    const { keys, noticed_keys, ...rest } = data;
+    const doc = keys && Object.keys(keys).length > 0 ? { ...rest, keys, ...(noticed_keys?.length ? { noticed_keys } : {}) } : rest;
+    await writeFile(tmp, `${JSON.stringify(doc, null, 2)}\n`, { mode: 0o600, flag: 'w' });
     await chmod(tmp, 0o600);
     await rename(tmp, this.file);
   }

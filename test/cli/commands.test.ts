@@ -54,6 +54,7 @@ async function cli(argv: string[], opts: RunOpts = {}): Promise<RunOut> {
         clock,
         out,
         tokens: new TokenStore({ env, keychain, dir: ctx.configDir, warn: (m) => out.warn(m), quiet: ctx.quiet }),
+        keys: new TokenStore({ env, keychain, dir: ctx.configDir, warn: (m) => out.warn(m), quiet: ctx.quiet, kind: 'key' }),
         makeApi: (b, t) => new ApiClient({ baseUrl: b, token: t, timeoutMs: 2000 }),
         readSecret: async () => opts.secret ?? '',
         progress: async () => null,

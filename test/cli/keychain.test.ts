@@ -124,4 +124,40 @@ describe.skipIf(SKIP_REASON !== '')('keychain: real Secret Service (gnome-keyrin
       await server.close();
     }
   });
+
+  it.skipIf(!BUILT)('the built proxyctl: key set stores the API key beside the token (account api-key:<base URL>), key status reads it, key forget removes it', async () => {
+    const KEY = 'pxk_kc1_' + 'K'.repeat(30);
+    const server = await startScriptedServer((req) =>
+      req.headers.authorization === `Bearer ${KEY}` ? { code: 200, data: { http: '127.0.0.1:3128', socks5: '127.0.0.1:1080', udp: false, locations: [] } } : { status: 401, code: 10401, message: 'invalid api key' },
+    );
+    try {
+      const config = mkdtempSync(path.join(tmpdir(), 'proxyctl-kc-config-'));
+      const env = { ...keyringEnv, XDG_CONFIG_HOME: config, PROXYCTL_BASE_URL: server.url, PROXYCTL_API_KEY: '', PROXYCTL_CONFIG_DIR: '' };
+      const cli = (args: string[], input = '') =>
+        new Promise<{ code: number | null; out: string; err: string }>((resolve) => {
+          const p = spawn(process.execPath, [path.join(ROOT, 'bin/proxyctl'), ...args], { env, stdio: ['pipe', 'pipe', 'pipe'] });
+          let out = '';
+          let err = '';
+          p.stdout.on('data', (d) => (out += d));
+          p.stderr.on('data', (d) => (err += d));
+          p.on('exit', (code) => resolve({ code, out, err }));
+          p.stdin.end(input);
+        });
+      const set = await cli(['key', 'set', '--json'], `${KEY}\n`);
+      expect(set.code, set.err).toBe(0);
+      expect(JSON.parse(set.out)).toEqual({ base_url: server.url, key_id: 'kc1', stored: 'keychain' });
+      expect(set.err).toBe('');
+      expect(existsSync(path.join(config, 'proxyctl', 'credentials.json'))).toBe(false);
+      expect(lookup(`api-key:${server.url}`).stdout).toBe(KEY);
+      // The token's entry (account = base URL) is another one.
+      expect(lookup(server.url).status).not.toBe(0);
+      const status = await cli(['key', 'status', '--json']);
+      expect(JSON.parse(status.out)).toEqual({ source: 'keychain', key_id: 'kc1', base_url: server.url, valid: true });
+      expect((await cli(['key', 'forget'])).code).toBe(0);
+      expect(lookup(`api-key:${server.url}`).status).not.toBe(0);
+      for (const r of [set, status]) expect(r.out + r.err).not.toContain('K'.repeat(30));
+    } finally {
+      await server.close();
+    }
+  });
 });

@@ -1,5 +1,6 @@
-// `proxyctl usage` against a real API over a real store: --json is the endpoint's data, the table (binary units,
-// a bar per row on a terminal only), the CSV header and raw counts, exit codes, and shell completion listing it.
+// `proxyctl usage` against a real API over a real store, with an API key (usage:read; the account token alone is exit 4):
+// --json is the endpoint's data, the table (binary units, a bar per row on a terminal only), the CSV header and raw
+// counts, exit codes, and shell completion listing it.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ApiClient } from '../../src/cli/api.js';
 import type { Deps } from '../../src/cli/deps.js';
@@ -7,17 +8,19 @@ import { main } from '../../src/cli/main.js';
 import { createOutput } from '../../src/cli/output.js';
 import { TokenStore } from '../../src/cli/token-store.js';
 import { USAGE_PATHS } from '../../src/contract/paths.js';
-import { makeTestApp, q, type TestApp } from '../helpers/app.js';
+import { bearer, makeTestApp, type TestApp } from '../helpers/app.js';
 import { FakeClock, MemoryKeychain, memoryIo, tempConfigDir } from './helpers/fakes.js';
 
 let t: TestApp;
 let base: string;
 let token: string;
+/** The account's API key with usage:read: what proxyctl usage takes. */
+let key: string;
 
-async function cli(argv: string[], opts: { tty?: boolean; token?: string } = {}) {
+async function cli(argv: string[], opts: { tty?: boolean; key?: string } = {}) {
   const dir = tempConfigDir();
   const io = memoryIo({ ...(opts.tty !== undefined ? { tty: opts.tty } : {}) });
-  const env: NodeJS.ProcessEnv = { PROXYCTL_CONFIG_DIR: dir, PROXYCTL_BASE_URL: base, PROXYCTL_API_KEY: opts.token ?? token, NO_COLOR: '1' };
+  const env: NodeJS.ProcessEnv = { PROXYCTL_CONFIG_DIR: dir, PROXYCTL_BASE_URL: base, PROXYCTL_API_KEY: opts.key ?? key, NO_COLOR: '1' };
   const code = await main(argv, {
     io,
     env,
@@ -29,6 +32,7 @@ async function cli(argv: string[], opts: { tty?: boolean; token?: string } = {})
         clock: new FakeClock(),
         out,
         tokens: new TokenStore({ env, keychain: new MemoryKeychain(), dir: ctx.configDir, warn: (m) => out.warn(m), quiet: ctx.quiet }),
+        keys: new TokenStore({ env, keychain: new MemoryKeychain(), dir: ctx.configDir, warn: (m) => out.warn(m), quiet: ctx.quiet, kind: 'key' }),
         makeApi: (b, tk) => new ApiClient({ baseUrl: b, token: tk, timeoutMs: 5000 }),
         readSecret: async () => '',
         progress: async () => null,
@@ -38,11 +42,12 @@ async function cli(argv: string[], opts: { tty?: boolean; token?: string } = {})
   process.exitCode = 0;
   const result = { code, stdout: io.out(), stderr: io.err() };
   expect(result.stdout + result.stderr).not.toContain(token.split('.')[1]!);
+  expect(result.stdout + result.stderr).not.toContain(key.slice(key.lastIndexOf('_') + 1));
   return result;
 }
 
 async function endpoint(path: string, query = ''): Promise<unknown> {
-  const r = await fetch(`${base}${path}${q(token)}${query ? `&${query}` : ''}`);
+  const r = await fetch(`${base}${path}${query ? `?${query}` : ''}`, { headers: bearer(key) });
   return ((await r.json()) as { data: unknown }).data;
 }
 
@@ -51,6 +56,7 @@ beforeAll(async () => {
   Object.defineProperty(t.clock, 'now', { get: () => Date.now() });
   const a = await t.account('cli-usage@example.com');
   token = a.token;
+  key = (await t.key(a.accountId, ['usage:read'])).key;
   const now = Date.now();
   const d = (subject: string, target: string, up: number, down: number) => ({ accountId: a.accountId, subject, target, bytesUp: up, bytesDown: down, connections: 1 });
   expect(await t.store.usage.addFlush('n1', 'f1', now, [d('user:alice', 'example.co.uk', 3 * 2 ** 20, 5 * 2 ** 20), d('ip:203.0.113.7', '198.51.100.1', 1024, 2048)])).toBe('ok');
@@ -111,7 +117,7 @@ describe('proxyctl usage', () => {
     expect(domains).toContain('198.51.100.1,1024,2048,1');
   });
 
-  it('exit codes: 2 for usage errors, 4 for a rejected token, 5 when rate limited', async () => {
+  it('exit codes: 2 for usage errors, 4 for a rejected key, 5 when rate limited', async () => {
     for (const args of [
       ['usage', '--by', 'week'],
       ['usage', '--by', 'domain', '--from', '2026-11-01T00:00:00Z'],
@@ -125,11 +131,13 @@ describe('proxyctl usage', () => {
       const r = await cli(args);
       expect({ args, code: r.code }).toEqual({ args, code: 2 });
     }
-    const bad = await cli(['usage'], { token: `${token.split('.')[0]}.${'x'.repeat(43)}` });
+    const bad = await cli(['usage'], { key: `${key.slice(0, key.lastIndexOf('_'))}_${'x'.repeat(43)}` });
     expect(bad.code).toBe(4);
+    expect(bad.stderr).toContain('rejected the API key');
     const limited = await t.account('cli-usage-limited@example.com');
-    for (let i = 0; i < 60; i++) await fetch(`${base}${USAGE_PATHS.summary}${q(limited.token)}`);
-    const r = await cli(['usage'], { token: limited.token });
+    const limitedKey = (await t.key(limited.accountId, ['usage:read'])).key;
+    for (let i = 0; i < 60; i++) await fetch(`${base}${USAGE_PATHS.summary}`, { headers: bearer(limitedKey) });
+    const r = await cli(['usage'], { key: limitedKey });
     expect(r.code).toBe(5);
     expect(r.stderr).toMatch(/rate limited/);
   });
@@ -142,10 +150,29 @@ describe('proxyctl usage', () => {
   });
 });
 
+describe('proxyctl usage: the API key, not the token', () => {
+  it('the account token alone is exit 4 saying to run proxyctl key set; nothing is asked of the API', async () => {
+    const r = await cli(['usage'], { key: token });
+    expect(r.code).toBe(4);
+    expect(r.stderr).toContain('proxyctl key set');
+    expect(r.stderr).toContain('opens only the whitelist');
+  });
+
+  it('a key without usage:read is exit 4 naming the scope', async () => {
+    const a = await t.account('cli-usage-scope@example.com');
+    const users = (await t.key(a.accountId, ['users:read'])).key;
+    const r = await cli(['usage'], { key: users });
+    expect(r.code).toBe(4);
+    expect(r.stderr).toContain('usage:read');
+    expect(r.stderr).not.toContain(users.slice(users.lastIndexOf('_') + 1));
+  });
+});
+
 describe('proxyctl usage: captions and a lifetime plan', () => {
-  let lifetime: { accountId: number; token: string };
+  let lifetime: { accountId: number; token: string; key: string };
   beforeAll(async () => {
-    lifetime = await t.account('cli-usage-lifetime@example.com');
+    const acct = await t.account('cli-usage-lifetime@example.com');
+    lifetime = { ...acct, key: (await t.key(acct.accountId, ['usage:read'])).key };
     await t.store.plans.set({ accountId: lifetime.accountId, trafficLimit: 100 * 2 ** 30, period: 'lifetime', anchorDay: 1, maxConnections: null, expiresAt: null });
     const d = (at: number, id: string) => t.store.usage.addFlush('n1', id, at, [{ accountId: lifetime.accountId, subject: 'user:carol', target: 'example.com', bytesUp: 100, bytesDown: 200, connections: 1 }]);
     expect(await d(Date.now() - 50 * 86_400_000, 'lt1')).toBe('ok');
@@ -153,26 +180,26 @@ describe('proxyctl usage: captions and a lifetime plan', () => {
   });
 
   it('a lifetime plan\'s range starts at the first usage, not 1970; --by day fits by default; --by hour is the latest 1,000 hours', async () => {
-    const summary = await cli(['usage'], { token: lifetime.token });
+    const summary = await cli(['usage'], { key: lifetime.key });
     expect(summary.code, summary.stderr).toBe(0);
     const firstDay = new Date(Math.floor((Date.now() - 50 * 86_400_000) / 86_400_000) * 86_400_000).toISOString().replace('.000Z', 'Z');
     expect(summary.stdout).toContain(`${firstDay} to `);
     expect(summary.stdout).not.toContain('1970');
     expect(summary.stdout).toMatch(/of 100 GiB for the plan's lifetime/);
-    const days = await cli(['usage', '--by', 'day'], { token: lifetime.token });
+    const days = await cli(['usage', '--by', 'day'], { key: lifetime.key });
     expect(days.code, days.stderr).toBe(0);
     expect(days.stdout).toMatch(/\n51 days\n?$/);
-    const hours = await cli(['usage', '--by', 'hour', '--json'], { token: lifetime.token });
+    const hours = await cli(['usage', '--by', 'hour', '--json'], { key: lifetime.key });
     expect(hours.code, hours.stderr).toBe(0);
     expect((JSON.parse(hours.stdout) as { points: unknown[] }).points).toHaveLength(1000);
     // Asked for more than fits: the API's 10400 says which from would.
-    const far = await cli(['usage', '--by', 'day', '--from', '1970-01-01'], { token: lifetime.token });
+    const far = await cli(['usage', '--by', 'day', '--from', '1970-01-01'], { key: lifetime.key });
     expect(far.code).toBe(1);
     expect(far.stderr).toMatch(/at most 1000 points: give a from of \d{4}-\d{2}-\d{2}T00:00:00Z or later/);
   });
 
   it('captions count in words: "1 domain", not "1 rows"', async () => {
-    const one = await cli(['usage', '--by', 'domain'], { token: lifetime.token });
+    const one = await cli(['usage', '--by', 'domain'], { key: lifetime.key });
     expect(one.stdout).toMatch(/\n1 domain\n?$/);
     const two = await cli(['usage', '--by', 'domain', '--limit', '1']);
     expect(two.stdout).toMatch(/\n1 domain, the rest as \(other\)\n?$/);

@@ -3,17 +3,21 @@
 import { spawn } from 'node:child_process';
 import { closeSync, openSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { PROXYCTL, isolatedCliEnv, makeAccount, startDaemon, tempDir, type Daemon } from '../helpers/daemon.js';
+import { PROXYCTL, admin, isolatedCliEnv, makeAccount, startDaemon, tempDir, type Daemon } from '../helpers/daemon.js';
 import { patient } from '../helpers/patience.js';
 
 let daemon: Daemon;
-let token: string;
+/** An API key with usage:read: what proxyctl usage takes. */
+let key: string;
 let work: string;
 
 beforeAll(async () => {
   work = tempDir('proxyctl-out-');
   daemon = await startDaemon();
-  ({ token } = await makeAccount(daemon.dataDir, 'out@example.test'));
+  await makeAccount(daemon.dataDir, 'out@example.test');
+  const k = await admin(daemon.dataDir, ['key', 'create', '--email', 'out@example.test', '--name', 'usage', '--scopes', 'usage:read']);
+  if (k.code !== 0) throw new Error(`key create failed: ${k.stderr}`);
+  key = k.json.key;
 }, patient(60_000));
 
 afterAll(async () => {
@@ -23,7 +27,7 @@ afterAll(async () => {
 /** Runs the built proxyctl with stdout on a pipe closed before it writes, or on a file descriptor. */
 function ctlTo(args: string[], stdout: 'closed-pipe' | number): Promise<{ code: number | null; stderr: string }> {
   return new Promise((resolve, reject) => {
-    const env = { ...process.env, ...isolatedCliEnv(work, daemon.api, { PROXYCTL_API_KEY: token, NO_COLOR: '1' }) };
+    const env = { ...process.env, ...isolatedCliEnv(work, daemon.api, { PROXYCTL_API_KEY: key, NO_COLOR: '1' }) };
     const proc = spawn(process.execPath, [PROXYCTL, ...args], { env, stdio: ['ignore', stdout === 'closed-pipe' ? 'pipe' : stdout, 'pipe'] });
     // What `| head -0` does: the reader is gone before the first line.
     if (stdout === 'closed-pipe') proc.stdout!.destroy();

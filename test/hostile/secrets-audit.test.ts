@@ -2,7 +2,7 @@
 // password values; every log line, error, metric, console page, gateway answer and CLI output is
 // collected, and none may contain any of them. Only the documented one-time reveals are exempt
 // (`proxyd admin token reset` / `proxy-user create` / `key create` stdout, the console's token reveal page).
-import { existsSync } from 'node:fs';
+import { existsSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
 import type net from 'node:net';
 import path from 'node:path';
@@ -301,6 +301,52 @@ describe('secrets audit', () => {
     await ctl(['check', '--proxy', proxyUrl(`${PROXY_PASSWORD}x`, 'socks5h'), '--target', target, '--timeout', '3000']);
     await ctl(['check', '--proxy', `http://${PROXY_USER}:${PROXY_PASSWORD}@127.0.0.1:1`, '--target', target, '--timeout', '1000']);
   }, patient(180_000));
+
+  it('proxyctl: key set/status/forget, usage on the key, users, proxies export (outputs and errors)', async (ctx) => {
+    if (!existsSync(path.join(ROOT, 'dist/cli/main.js'))) ctx.skip('proxyctl is not built (dist/cli/main.js missing)');
+    const made = await admin(d.dataDir, ['key', 'create', '--email', EMAIL, '--name', 'cli audit', '--scopes', 'usage:read,users:read,users:write']);
+    expect(made.code, made.stderr).toBe(0);
+    collect('proxyd admin key create (stderr)', made.stderr);
+    const key: string = made.json.key;
+    apiKeys.push(key);
+    const wrong = `${key.slice(0, -1)}${key.endsWith('A') ? 'B' : 'A'}`;
+    expect((await ctl(['key', 'set'], { input: `${key}\n` })).code).toBe(0);
+    await ctl(['key', 'status']);
+    await ctl(['key', 'status', '--json']);
+    await ctl(['key', 'set'], { input: `${wrong}\n` });
+    await ctl(['key', 'set'], { input: `${token}\n` });
+    await ctl(['login', '--with-token'], { input: `${key}\n` });
+    await ctl(['usage']);
+    await ctl(['usage', '--json']);
+    await ctl(['usage'], { env: { PROXYCTL_API_KEY: wrong } });
+    await ctl(['usage'], { env: { PROXYCTL_API_KEY: token } });
+    await ctl(['users', 'list']);
+    await ctl(['users', 'list', '--json']);
+    await ctl(['users', 'show', PROXY_USER, '--json']);
+    // A password given is never printed back, in a table or in --json.
+    expect((await ctl(['users', 'create', 'audit-cli-1', '--password-stdin', '--json'], { input: `${PROXY_PASSWORD}\n` })).code).toBe(0);
+    expect((await ctl(['users', 'create', 'audit-cli-2', '--password-stdin'], { input: `${PROXY_PASSWORD}\n` })).code).toBe(0);
+    await ctl(['users', 'create', 'audit-cli-1', '--password-stdin'], { input: `${PROXY_PASSWORD}\n` });
+    await ctl(['users', 'passwd', 'audit-cli-2', '--password-stdin', '--json'], { input: `${PROXY_PASSWORD}\n` });
+    await ctl(['users', 'passwd', 'audit-cli-2', '--password-stdin'], { input: `${PROXY_PASSWORD}\n` });
+    const file = path.join(work, 'audit-users.csv');
+    writeFileSync(file, `username,password\naudit-cli-3,${PROXY_PASSWORD}\naudit-cli-1,${PROXY_PASSWORD}\n`);
+    await ctl(['users', 'create', '--file', file]);
+    await ctl(['users', 'create', '--file', file, '--json']);
+    // A secret pasted where a name belongs: refused, and shown redacted.
+    await ctl(['users', 'show', key]);
+    await ctl(['users', 'create', key]);
+    await ctl(['proxies', 'export', '--user', key], { input: `${PROXY_PASSWORD}\n` });
+    await ctl(['proxies', 'export', '--user', PROXY_USER], { input: `${key}\n` });
+    await ctl(['users', 'set', 'audit-cli-1', '--allow', key]);
+    // The exported lines are what was asked for (they hold the password): their stdout is exempt, stderr is not.
+    const lines = await run(PROXYCTL, ['proxies', 'export', '--user', PROXY_USER, '--count', '2'], { input: `${PROXY_PASSWORD}\n`, env: ctlEnv() });
+    expect(lines.code, lines.stderr).toBe(0);
+    collect('proxyctl proxies export (stderr)', lines.stderr);
+    await ctl(['users', 'delete', 'audit-cli-2', '--yes']);
+    await ctl(['key', 'forget']);
+    await ctl(['users', 'list']);
+  }, patient(120_000));
 
   it('the console: log in (wrong, then right), the pages, a token reset; only the reveal shows the token', async (ctx) => {
     const probe = await httpRequest(d.api, { method: 'GET', url: '/console/login' });

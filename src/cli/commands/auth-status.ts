@@ -4,7 +4,7 @@ import { isAuthError } from '../api.js';
 import type { Context } from '../context.js';
 import type { Deps } from '../deps.js';
 import { Exit, type ExitCode } from '../exit-codes.js';
-import { apiFailure, rejectedTokenHint } from './shared.js';
+import { apiFailure, envKeyNote, rejectedTokenHint } from './shared.js';
 
 interface AuthStatusDoc {
   source: 'env' | 'keychain' | 'file' | null;
@@ -20,7 +20,7 @@ export async function runAuthStatus(opts: { ctx: Context }, deps: Deps): Promise
   const resolved = await deps.tokens.resolve(ctx.baseUrl);
   const doc: AuthStatusDoc = { source: resolved?.source ?? null, access_key: null, base_url: ctx.baseUrl, valid: false };
   let why = '';
-  if (!resolved) why = 'no token: run `proxyctl login` or set PROXYCTL_API_KEY';
+  if (!resolved) why = `no token${envKeyNote(deps.env)}: run \`proxyctl login\` or set PROXYCTL_API_KEY`;
   else {
     const parsed = parseToken(resolved.token);
     if (!parsed) why = 'the token is not in the <accessKey>.<secret> format';

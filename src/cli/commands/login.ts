@@ -6,7 +6,8 @@ import type { Deps } from '../deps.js';
 import { AuthError } from '../errors.js';
 import { Exit, type ExitCode } from '../exit-codes.js';
 import { readAll } from '../io.js';
-import { apiFailure, warnIfPlainHttp } from './shared.js';
+import { isApiKeyShaped } from '../key-format.js';
+import { apiFailure, envToken, warnIfPlainHttp } from './shared.js';
 
 interface LoginOptions {
   ctx: Context;
@@ -25,6 +26,7 @@ export async function runLogin(opts: LoginOptions, deps: Deps): Promise<ExitCode
   }
   if (raw === '') throw new AuthError('no token given');
   const parsed = parseToken(raw);
+  if (!parsed && isApiKeyShaped(raw)) throw new AuthError('that is an API key (pxk_…), which does not open the whitelist: store it with `proxyctl key set`; `proxyctl login` takes the account token (<accessKey>.<secret>)');
   if (!parsed) throw new AuthError('that is not an API token: expected <accessKey>.<secret> (ak + 20 hex digits, a dot, 43 base64url characters)');
 
   warnIfPlainHttp(ctx, deps);
@@ -39,7 +41,7 @@ export async function runLogin(opts: LoginOptions, deps: Deps): Promise<ExitCode
   }
 
   const saved = await deps.tokens.save(ctx.baseUrl, raw);
-  if (deps.env.PROXYCTL_API_KEY) out.warn('PROXYCTL_API_KEY is set and takes precedence over the stored token');
+  if (envToken(deps.env)) out.warn('PROXYCTL_API_KEY is set and takes precedence over the stored token');
   if (ctx.json) {
     out.writeJson({
       base_url: ctx.baseUrl,

@@ -2,6 +2,7 @@
 import type { Context } from '../context.js';
 import type { Deps } from '../deps.js';
 import { Exit, type ExitCode } from '../exit-codes.js';
+import { envToken } from './shared.js';
 
 export async function runLogout(opts: { ctx: Context }, deps: Deps): Promise<ExitCode> {
   const { ctx } = opts;
@@ -10,6 +11,6 @@ export async function runLogout(opts: { ctx: Context }, deps: Deps): Promise<Exi
   const any = removed.keychain || removed.file;
   if (ctx.json) out.writeJson({ base_url: ctx.baseUrl, removed: any });
   else if (!ctx.quiet) out.line(any ? `Logged out of ${ctx.baseUrl}: stored token removed` : `No token was stored for ${ctx.baseUrl}`);
-  if (deps.env.PROXYCTL_API_KEY) out.warn('PROXYCTL_API_KEY is still set and still provides a token');
+  if (envToken(deps.env)) out.warn('PROXYCTL_API_KEY is still set and still provides a token');
   return Exit.OK;
 }

@@ -1,5 +1,5 @@
 // `proxyctl usage`: the account's usage by user, day, hour or domain (docs/cli.md, "Usage"), read from the usage
-// API; a table in binary units (a bar per row on a terminal), the endpoint's data with --json, CSV with --csv.
+// API with the API key; a table in binary units (a bar per row on a terminal), the endpoint's data with --json, CSV with --csv.
 import { API_DAY_EXPECTED, API_TIME_EXPECTED, parseApiDay, parseApiTime } from '../../contract/schemas.js';
 import { formatSize } from '../../contract/size.js';
 import { timeFlagProblem } from '../../contract/time.js';
@@ -8,7 +8,7 @@ import type { Context } from '../context.js';
 import type { Deps } from '../deps.js';
 import { UsageError } from '../errors.js';
 import { Exit, type ExitCode } from '../exit-codes.js';
-import { apiFailure, openSession } from './shared.js';
+import { keyFailure, openKeySession } from './shared.js';
 import { printable } from '../output.js';
 
 export type UsageBy = 'user' | 'day' | 'hour' | 'domain';
@@ -58,7 +58,9 @@ export async function runUsage(opts: UsageOptions, deps: Deps): Promise<ExitCode
   checkOptions(opts);
   const { ctx } = opts;
   const { out } = deps;
-  const { api, resolved } = await openSession(ctx, deps);
+  // The usage endpoints take an API key with usage:read (the account token opens only the whitelist).
+  const session = await openKeySession(ctx, deps);
+  const { api } = session;
   const params: UsageParams = {};
   if (opts.from !== undefined) params.from = opts.from;
   if (opts.to !== undefined) params.to = opts.to;
@@ -91,7 +93,7 @@ export async function runUsage(opts: UsageOptions, deps: Deps): Promise<ExitCode
       caption = count(rows.length, opts.by);
     }
   } catch (err) {
-    throw apiFailure(err, resolved.source);
+    throw keyFailure(err, session);
   } finally {
     await api.close();
   }

@@ -92,6 +92,7 @@ export function harness(
     clock,
     out,
     tokens: new TokenStore({ env, keychain, dir, warn: (m) => out.warn(m) }),
+    keys: new TokenStore({ env, keychain, dir, warn: (m) => out.warn(m), kind: 'key' }),
     makeApi: (b, t) => new ApiClient({ baseUrl: b, token: t, timeoutMs: 2000 }),
     readSecret: async () => opts.secret ?? '',
     progress: async () => null,
