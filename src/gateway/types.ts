@@ -17,6 +17,23 @@ export type { TargetDenial, RuleItemProblem } from './dial/target-rules.js';
  * The target rules in force, from the daemon's in-memory view (synchronous: asked once per connection, before
  * its target is resolved or dialled).
  */
+/**
+ * Dedicated egress addresses (docs/gateway.md, "Dedicated addresses") from the daemon's in-memory view, asked
+ * synchronously per connection: an account that holds addresses leaves only from them; nobody else does.
+ */
+export interface DedicatedEgress {
+  /** This node's addresses the account holds (empty: none here). */
+  here(accountId: number): readonly string[];
+  /** Whether the account holds an address anywhere in the fleet (then it never leaves from a shared address). */
+  holdsAny(accountId: number): boolean;
+  /** Whether this address is out of the shared rotation (assigned or quarantined). */
+  reserved(address: string): boolean;
+  /** The node the account's address `ip` is on; null when it is not the account's. */
+  nodeOf(accountId: number, ip: string): string | null;
+  /** The nodes holding the account's addresses. */
+  nodesOf(accountId: number): ReadonlySet<string>;
+}
+
 export interface TargetRules {
   /** The service's rules and the account's (null: none). */
   forAccount(accountId: number): TargetRuleSets;
@@ -35,7 +52,8 @@ export type AdmitFailure =
   | 'connection_limit' // the account's (or the user's) concurrent connections are at the cap
   | 'traffic_limit' // the plan's (or the user's) traffic for the period is used up
   | 'plan_expired'
-  | 'bad_username_params'; // the base user's password matched, but the username's parameters do not parse (`alice-country-usa`)
+  | 'bad_username_params' // the base user's password matched, but the username's parameters do not parse (`alice-country-usa`)
+  | 'bad_ip_parameter'; // the username's `-ip-A.B.C.D` names no dedicated address of the account
 
 /**
  * `user`: the proxy user whose credentials matched (absent for whitelist admission). A failure names the
@@ -153,7 +171,7 @@ export interface PlanLimits {
  */
 export type UsernameParams =
   | { kind: 'plain'; user: string }
-  | { kind: 'params'; user: string; country: string | null; city: string | null; session: string | null; minutes: number }
+  | { kind: 'params'; user: string; country: string | null; city: string | null; session: string | null; minutes: number; ip?: string }
   | { kind: 'malformed'; user?: string };
 
 export interface GatewayLimits {
@@ -186,6 +204,8 @@ export interface GatewayOptions {
   admission: Admitter;
   /** Plans and limits; absent: none. */
   plans?: PlanLimits;
+  /** Dedicated egress addresses (docs/gateway.md, "Dedicated addresses"); absent: none. */
+  dedicated?: DedicatedEgress;
   /** Account and service target rules (docs/gateway.md, "Target rules"); absent: none. */
   targetRules?: TargetRules;
   /** Where refused attempts and ended connections are reported (docs/gateway.md, "The connection log"); absent: not logged. */
@@ -234,6 +254,11 @@ export interface Gateway {
   openConnections(accountId: number, subject?: string): number;
   /** Closes every open admitted connection whose account and subject `match` says; how many. */
   closeWhere(match: (accountId: number, subject: string) => boolean): number;
+  /**
+   * Closes every open outgoing connection (and UDP association) leaving from a local address that `match` says
+   * (its address, the account it carries; -1: unknown); how many.
+   */
+  closeEgressWhere(match: (address: string, accountId: number) => boolean): number;
   /** Puts every open admitted connection under the byte budget `budgetFor` gives now (null: none). */
   rebudget(budgetFor: (accountId: number, subject: string) => ByteBudget | null): void;
   /** Puts every open admitted connection under the rate budget `rateFor` gives now (null: none, parked readers go on). */

@@ -27,6 +27,7 @@ import { PG_CADENCE, UsageMeter } from '../metering/meter.js';
 import { WebhookSender } from '../webhooks/sender.js';
 import { AuditKeeper } from '../services/audit-keeper.js';
 import { PlanEnforcer } from '../metering/plans.js';
+import { DedicatedView, offeredAddresses } from '../admission/dedicated.js';
 import { ExitHeartbeat } from '../fleet/exits.js';
 import { HopIdentityKeeper } from '../fleet/hop-identity.js';
 import { HopSecrets } from '../fleet/hop-secrets.js';
@@ -280,6 +281,21 @@ export async function startDaemon(cfg: ServeConfig, log: DaemonLog, worker: Work
     log,
   });
   await plans.start();
+  // Dedicated egress addresses: this node's offer registered (a both or exit node), the fleet's table in memory.
+  const dedicated = new DedicatedView(store, { node: cfg.nodeName, close: (match) => gateway?.closeEgressWhere(match) ?? 0, log });
+  try {
+    if (cfg.role !== 'entry' && !cfg.egressPrefix) {
+      await store.egress.register(cfg.nodeName, offeredAddresses(cfg.egressPool ?? null, cfg.egressAddress), { country: cfg.location?.country ?? null, city: cfg.location?.city ?? null });
+    }
+    await dedicated.start();
+  } catch (e) {
+    await plans.stop();
+    await connLog?.stop();
+    await app.close();
+    await limits.close();
+    await store.close();
+    throw e;
+  }
   const ownApi = [apiHostPort];
   // Entry and exit nodes: an entry reaches every target through an exit's hop (TLS 1.3, the exit pinned by the
   // fingerprint it registers, the entry proving the fleet secret); an exit listens for its entries only. The
@@ -290,6 +306,7 @@ export async function startDaemon(cfg: ServeConfig, log: DaemonLog, worker: Work
   const abandon = async (err: unknown): Promise<never> => {
     exits?.stop();
     secrets?.stop();
+    dedicated.stop();
     view.close();
     await plans.stop();
     await connLog?.stop();
@@ -346,6 +363,7 @@ export async function startDaemon(cfg: ServeConfig, log: DaemonLog, worker: Work
     admission,
     // Target rules from the same view: a change reaches new connections as fast as any admission change.
     targetRules: { forAccount: (id) => view.targetRules(id) },
+    dedicated,
     connectionLog: connLog ?? undefined,
     plans,
     limits: gatewayLimits,
@@ -369,6 +387,7 @@ export async function startDaemon(cfg: ServeConfig, log: DaemonLog, worker: Work
   metrics.attachDataDir(cfg.dataDir);
   metrics.attachWebhooks(() => webhooks.attempts, () => store.webhooks.pendingCount());
   metrics.attachAdmissionView(() => view.status());
+  metrics.attachEgressAddresses(() => dedicated.counts());
   metrics.attachLoginBudget(() => admission.budget.refused);
   const directory = exits as ExitDirectory | null;
   if (directory) metrics.attachExits(() => directory.view());
@@ -398,6 +417,7 @@ export async function startDaemon(cfg: ServeConfig, log: DaemonLog, worker: Work
       await Promise.all([app.close(), gateway?.close(TUNNEL_DRAIN_MS)]);
       exits?.stop();
       secrets?.stop();
+      dedicated.stop();
       view.close();
       await meter.stop();
       await webhooks.stop();

@@ -22,7 +22,8 @@ const RETIRE_MS = 3_600_000;
 const ANSWER_TIMEOUT_MS = 30_000;
 
 /** The admitted account at the end of a DIAL or UDP line: the exit applies its target rules to what it resolves. */
-const accountTail = (req: DialRequest): string => (req.accountId !== undefined && req.accountId >= 0 ? ` ${req.accountId}` : '');
+const accountTail = (req: DialRequest): string =>
+  req.accountId !== undefined && req.accountId >= 0 ? ` ${req.accountId}${req.pin ? ` ${req.pin}` : ''}` : '';
 
 let sharedContext: tls.SecureContext | null = null;
 const clientContext = (): tls.SecureContext => (sharedContext ??= tls.createSecureContext({ minVersion: 'TLSv1.3', maxVersion: 'TLSv1.3' }));

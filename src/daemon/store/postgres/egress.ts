@@ -1,0 +1,129 @@
+// egress_addresses on PostgreSQL (migration 21): the same rows as SQLite's. Writes lock the rows they read
+// (FOR UPDATE), so two operators (or an operator and a customer's replacement) racing for one address leave one holder.
+import { byAddress, EGRESS_COLUMNS, egressRow, egressState, type EgressRow } from '../egress-sql.js';
+import type { AssignRefusal, AuditDraft, EgressAddressRow, EgressStore, ReplaceOutcome } from '../types.js';
+import { appendAudit } from './audit.js';
+import { guard, type Sql } from './db.js';
+import { BATCH_MS, PgFamily } from './family.js';
+
+type Bare = Pick<EgressRow, 'address' | 'node' | 'account_id' | 'quarantine_until' | 'country'>;
+
+export class PgEgressStore extends PgFamily implements EgressStore {
+  private tx<T>(work: (q: Sql) => Promise<T>): Promise<T> {
+    return guard(() => this.sql.begin((tx) => work(tx as unknown as Sql)) as Promise<T>, BATCH_MS);
+  }
+
+  async register(node: string, addresses: readonly string[], loc: { country: string | null; city: string | null }): Promise<void> {
+    const now = this.nowSec();
+    await this.tx(async (q) => {
+      for (let i = 0; i < addresses.length; i += 1000) {
+        const chunk = addresses.slice(i, i + 1000);
+        await q`
+          INSERT INTO egress_addresses (address, node, country, city, registered_at)
+          SELECT a, ${node}, ${loc.country}, ${loc.city}, ${now} FROM unnest(${chunk as string[]}::text[]) AS a
+          ON CONFLICT (address) DO UPDATE SET node = excluded.node, country = excluded.country, city = excluded.city
+          WHERE egress_addresses.node IS DISTINCT FROM excluded.node OR egress_addresses.country IS DISTINCT FROM excluded.country
+             OR egress_addresses.city IS DISTINCT FROM excluded.city`;
+      }
+    });
+  }
+
+  async nodeKnown(node: string): Promise<boolean> {
+    const rows = await guard(() => this.sql`SELECT 1 FROM egress_addresses WHERE node = ${node} LIMIT 1`);
+    return rows.length > 0;
+  }
+
+  private async lockRows(q: Sql, addresses: readonly string[]): Promise<Map<string, Bare>> {
+    const rows = await q<Bare[]>`
+      SELECT address, node, account_id, quarantine_until, country FROM egress_addresses WHERE address = ANY(${addresses as string[]}::text[])
+      ORDER BY address FOR UPDATE`;
+    return new Map(rows.map((r) => [r.address, { ...r, account_id: r.account_id === null ? null : Number(r.account_id), quarantine_until: r.quarantine_until === null ? null : Number(r.quarantine_until) }]));
+  }
+
+  async assign(accountId: number, node: string, addresses: readonly string[], audit?: AuditDraft): Promise<AssignRefusal | null> {
+    const now = this.nowSec();
+    return this.tx(async (q) => {
+      const rows = await this.lockRows(q, addresses);
+      const fresh: string[] = [];
+      for (const a of addresses) {
+        const r = rows.get(a);
+        if (!r || r.node !== node) return { why: 'not_on_node', address: a } as const;
+        if (r.account_id !== null && r.account_id !== accountId) return { why: 'held', address: a } as const;
+        if (egressState(r, now) === 'quarantined') return { why: 'quarantined', address: a, until: r.quarantine_until! } as const;
+        if (r.account_id === null) fresh.push(a);
+      }
+      if (fresh.length === 0) return null;
+      await q`UPDATE egress_addresses SET account_id = ${accountId}, assigned_at = ${now}, quarantine_until = NULL WHERE address = ANY(${fresh}::text[])`;
+      if (audit) await appendAudit(q, this.nowMs(), { ...audit, details: { ...audit.details, addresses: fresh }, accountId });
+      return null;
+    });
+  }
+
+  async release(addresses: readonly string[], quarantineUntil: number | null, audit?: (accountId: number, addresses: string[]) => AuditDraft): Promise<{ unknown: string[]; released: number }> {
+    return this.tx(async (q) => {
+      const rows = await this.lockRows(q, addresses);
+      const unknown = addresses.filter((a) => !rows.has(a));
+      if (unknown.length > 0) return { unknown, released: 0 };
+      const byAccount = new Map<number, string[]>();
+      for (const a of addresses) {
+        const owner = rows.get(a)!.account_id;
+        if (owner !== null) byAccount.set(owner, [...(byAccount.get(owner) ?? []), a]);
+      }
+      await q`UPDATE egress_addresses SET account_id = NULL, assigned_at = NULL, quarantine_until = ${quarantineUntil} WHERE address = ANY(${addresses as string[]}::text[])`;
+      if (audit) for (const [accountId, list] of byAccount) await appendAudit(q, this.nowMs(), { ...audit(accountId, list), accountId });
+      return { unknown, released: [...byAccount.values()].reduce((n, l) => n + l.length, 0) };
+    });
+  }
+
+  async list(filter: { accountId?: number | undefined; node?: string | undefined }): Promise<EgressAddressRow[]> {
+    const acc = filter.accountId ?? null;
+    const node = filter.node ?? null;
+    const rows = await guard(() => this.sql.unsafe<EgressRow[]>(
+      `SELECT ${EGRESS_COLUMNS} FROM egress_addresses e LEFT JOIN accounts a ON a.id = e.account_id
+       WHERE ($1::bigint IS NULL OR e.account_id = $1) AND ($2::text IS NULL OR e.node = $2)`,
+      [acc, node],
+    ));
+    const now = this.nowSec();
+    return rows.map((r) => egressRow(r, now)).sort(byAddress);
+  }
+
+  async replace(accountId: number, address: string, o: { month: string; max: number; quarantineUntil: number }, audit?: (r: { old: string; new: string }) => AuditDraft): Promise<ReplaceOutcome> {
+    const now = this.nowSec();
+    return this.tx(async (q): Promise<ReplaceOutcome> => {
+      const old = (await this.lockRows(q, [address])).get(address);
+      if (!old || old.account_id !== accountId) return { ok: false, why: 'not_yours' };
+      // The account's allowance row is locked too: two replacements at once count one after the other.
+      await q`INSERT INTO egress_replacements (account_id, month, count) VALUES (${accountId}, ${o.month}, 0) ON CONFLICT DO NOTHING`;
+      const [u] = await q<{ count: number }[]>`SELECT count FROM egress_replacements WHERE account_id = ${accountId} AND month = ${o.month} FOR UPDATE`;
+      const used = Number(u?.count ?? 0);
+      if (used >= o.max) return { ok: false, why: 'allowance', used };
+      const free = async (where: 'node' | 'country'): Promise<string | null> => {
+        const rows = await q<{ address: string }[]>`
+          SELECT address FROM egress_addresses
+          WHERE account_id IS NULL AND (quarantine_until IS NULL OR quarantine_until <= ${now})
+            AND ${where === 'node' ? q`node = ${old.node}` : q`country = ${old.country}`}
+          FOR UPDATE SKIP LOCKED`;
+        return rows.length === 0 ? null : rows.sort(byAddress)[0]!.address;
+      };
+      const fresh = (await free('node')) ?? (old.country !== null ? await free('country') : null);
+      if (fresh === null) return { ok: false, why: 'no_free' };
+      await q`UPDATE egress_addresses SET account_id = NULL, assigned_at = NULL, quarantine_until = ${o.quarantineUntil} WHERE address = ${address}`;
+      await q`UPDATE egress_addresses SET account_id = ${accountId}, assigned_at = ${now}, quarantine_until = NULL WHERE address = ${fresh}`;
+      await q`UPDATE egress_replacements SET count = count + 1 WHERE account_id = ${accountId} AND month = ${o.month}`;
+      const swap = { old: address, new: fresh };
+      const d = audit?.(swap);
+      if (d) await appendAudit(q, this.nowMs(), { ...d, accountId });
+      return { ok: true, ...swap };
+    });
+  }
+
+  async replacementsUsed(accountId: number, month: string): Promise<number> {
+    const [r] = await guard(() => this.sql<{ count: number }[]>`SELECT count FROM egress_replacements WHERE account_id = ${accountId} AND month = ${month}`);
+    return Number(r?.count ?? 0);
+  }
+
+  async version(): Promise<number> {
+    const [r] = await guard(() => this.sql<{ seq: string }[]>`SELECT seq FROM egress_version WHERE id = 1`);
+    return Number(r?.seq ?? 0);
+  }
+}
