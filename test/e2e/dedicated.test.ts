@@ -9,6 +9,7 @@ import { hostPort, pool } from '../hostile/net.js';
 import { admin, makeAccount, startDaemon, tempDir, type Daemon } from '../helpers/daemon.js';
 import { patient } from '../helpers/patience.js';
 import { waitFor } from '../helpers/wait.js';
+import { udpFrom } from '../helpers/net.js';
 
 const PASS = 'dedicated-user-password';
 
@@ -77,9 +78,11 @@ describe('dedicated egress addresses (SQLite, one node)', () => {
     dataDir = tempDir();
     await makeAccount(dataDir, 'owner@example.com');
     await makeAccount(dataDir, 'other@example.com');
+    await makeAccount(dataDir, 'third@example.com');
     for (const [email, username] of [
       ['owner@example.com', 'alice'],
       ['other@example.com', 'bob'],
+      ['third@example.com', 'carol'],
     ]) {
       const r = await admin(dataDir, ['proxy-user', 'create', '--email', email!, '--username', username!, '--password-stdin'], `${PASS}\n`);
       expect(r.code, r.stderr).toBe(0);
@@ -193,6 +196,22 @@ describe('dedicated egress addresses (SQLite, one node)', () => {
     else t.destroy();
     const ips = await pool(Array.from({ length: 10 }), 5, () => via(d.httpProxy, echoPort, 'bob').then(ipOf));
     expect(new Set(ips)).toEqual(new Set(['127.0.0.9']));
+  }, patient(60_000));
+
+  it('UDP associations obey the same rules', async () => {
+    // Now alice holds 127.0.0.3, bob 127.0.0.9; carol none.
+    expect(await udpFrom(d.socks, PASS, 'alice', 3)).toEqual(['127.0.0.3', '127.0.0.3', '127.0.0.3']);
+    expect(await udpFrom(d.socks, PASS, 'bob-session-u1', 2)).toEqual(['127.0.0.9', '127.0.0.9']);
+    expect(await udpFrom(d.socks, PASS, 'alice-ip-127.0.0.3', 1)).toEqual(['127.0.0.3']);
+    const seen = new Set<string>();
+    for (let i = 0; i < 12; i++) {
+      const r = await udpFrom(d.socks, PASS, i % 2 ? 'carol' : `carol-session-c${i}`, 1);
+      if (!Array.isArray(r)) throw new Error(JSON.stringify(r));
+      for (const a of r) seen.add(a);
+    }
+    expect(seen.has('127.0.0.3')).toBe(false);
+    expect(seen.has('127.0.0.9')).toBe(false);
+    expect(seen.size).toBeGreaterThan(1);
   }, patient(60_000));
 
   it('/metrics counts this node\'s addresses by state', async () => {

@@ -20,7 +20,7 @@ export class PgEgressStore extends PgFamily implements EgressStore {
         const chunk = addresses.slice(i, i + 1000);
         await q`
           INSERT INTO egress_addresses (address, node, country, city, registered_at)
-          SELECT a, ${node}, ${loc.country}, ${loc.city}, ${now} FROM unnest(${chunk as string[]}::text[]) AS a
+          SELECT a, ${node}, ${loc.country}, ${loc.city}, ${now} FROM jsonb_array_elements_text(${JSON.stringify(chunk)}::text::jsonb) AS a
           ON CONFLICT (address) DO UPDATE SET node = excluded.node, country = excluded.country, city = excluded.city
           WHERE egress_addresses.node IS DISTINCT FROM excluded.node OR egress_addresses.country IS DISTINCT FROM excluded.country
              OR egress_addresses.city IS DISTINCT FROM excluded.city`;
@@ -35,7 +35,7 @@ export class PgEgressStore extends PgFamily implements EgressStore {
 
   private async lockRows(q: Sql, addresses: readonly string[]): Promise<Map<string, Bare>> {
     const rows = await q<Bare[]>`
-      SELECT address, node, account_id, quarantine_until, country FROM egress_addresses WHERE address = ANY(${addresses as string[]}::text[])
+      SELECT address, node, account_id, quarantine_until, country FROM egress_addresses WHERE address = ANY(ARRAY(SELECT jsonb_array_elements_text(${JSON.stringify(addresses)}::text::jsonb)))
       ORDER BY address FOR UPDATE`;
     return new Map(rows.map((r) => [r.address, { ...r, account_id: r.account_id === null ? null : Number(r.account_id), quarantine_until: r.quarantine_until === null ? null : Number(r.quarantine_until) }]));
   }
@@ -53,7 +53,7 @@ export class PgEgressStore extends PgFamily implements EgressStore {
         if (r.account_id === null) fresh.push(a);
       }
       if (fresh.length === 0) return null;
-      await q`UPDATE egress_addresses SET account_id = ${accountId}, assigned_at = ${now}, quarantine_until = NULL WHERE address = ANY(${fresh}::text[])`;
+      await q`UPDATE egress_addresses SET account_id = ${accountId}, assigned_at = ${now}, quarantine_until = NULL WHERE address = ANY(ARRAY(SELECT jsonb_array_elements_text(${JSON.stringify(fresh)}::text::jsonb)))`;
       if (audit) await appendAudit(q, this.nowMs(), { ...audit, details: { ...audit.details, addresses: fresh }, accountId });
       return null;
     });
@@ -69,7 +69,7 @@ export class PgEgressStore extends PgFamily implements EgressStore {
         const owner = rows.get(a)!.account_id;
         if (owner !== null) byAccount.set(owner, [...(byAccount.get(owner) ?? []), a]);
       }
-      await q`UPDATE egress_addresses SET account_id = NULL, assigned_at = NULL, quarantine_until = ${quarantineUntil} WHERE address = ANY(${addresses as string[]}::text[])`;
+      await q`UPDATE egress_addresses SET account_id = NULL, assigned_at = NULL, quarantine_until = ${quarantineUntil} WHERE address = ANY(ARRAY(SELECT jsonb_array_elements_text(${JSON.stringify(addresses)}::text::jsonb)))`;
       if (audit) for (const [accountId, list] of byAccount) await appendAudit(q, this.nowMs(), { ...audit(accountId, list), accountId });
       return { unknown, released: [...byAccount.values()].reduce((n, l) => n + l.length, 0) };
     });
