@@ -176,6 +176,8 @@ export const UsageSummaryDataSchema = z.object({
     .nullable(),
   ...UsageTotalsSchema.shape,
   users: z.array(z.object({ user: z.string(), ...UsageTotalsSchema.shape })),
+  /** By dedicated egress address, when the account holds any (docs/api.md). */
+  ips: z.array(z.object({ address: z.string(), ...UsageTotalsSchema.shape })).optional(),
 });
 export type UsageSummaryData = z.infer<typeof UsageSummaryDataSchema>;
 

@@ -148,6 +148,8 @@ export class ClientConn {
   connectionFate: 'pending' | 'relaying' | 'refused' = 'pending';
   meteredUp = 0;
   meteredDown = 0;
+  /** The dedicated address it leaves from, when its account holds some (usage by address). */
+  egressAddress: string | null = null;
   /** Set when admitted under a traffic limit: the pump takes every relayed byte from it (byte-budget.ts). */
   budget: ByteBudget | null = null;
   /** Set when admitted under a rate limit: the pump takes every relayed byte from its direction's bucket (rate-budget.ts). */
@@ -538,6 +540,7 @@ function startDial(conn: ClientConn, host: string, port: number): Promise<DialOu
   }).then((out) => {
     if (out && !out.ok) conn.upstream = null;
     if (out?.via) conn.via = out.via;
+    if (out?.ok && conn.core.countsByAddress(conn.accountId)) conn.egressAddress = out.egress ?? (out.via ? null : (out.socket.localAddress ?? null));
     return out;
   });
 }

@@ -12,7 +12,7 @@ import { Tunnels } from './relay/open-tunnels.js';
 import { LiveSet, type LiveMember } from './relay/live-set.js';
 import { canonicalIp, parseIp, reachesListener } from './dial/target-policy.js';
 import { isGatewayUdpSocket } from './dial/udp-out.js';
-import type { AdmitFailure, AdmitResult, DedicatedEgress, GatewayLimits, GatewayOptions, GatewayStats, RefusalReason, UsageDelta, UsernameParams } from './types.js';
+import type { AdmitFailure, AdmitResult, DedicatedEgress, EgressUsageDelta, GatewayLimits, GatewayOptions, GatewayStats, RefusalReason, UsageDelta, UsernameParams } from './types.js';
 
 export type { DialFailure, ResolveOutcome } from './dial/dialer.js';
 
@@ -43,6 +43,8 @@ export interface LiveConn extends LiveMember {
   budget: ByteBudget | null;
   /** The rate budget its bytes pass under (a rate limit on its user or account), else null. */
   rate: RateBudget | null;
+  /** The dedicated address it leaves from (an account holding some; null: none, or not counted by address). */
+  egressAddress: string | null;
   /** Bytes already handed to the meter. */
   meteredUp: number;
   meteredDown: number;
@@ -122,6 +124,8 @@ export class GatewayCore {
   private readonly perSubject = new Map<string, number>();
   /** Usage not yet collected: ended connections' last bytes, admissions. Key: account id, subject and target. */
   private usage = new Map<string, UsageDelta>();
+  /** Usage by dedicated address not yet collected (collectUsage moves it out with the rest). Key: account id and address. */
+  private egressUsage = new Map<string, EgressUsageDelta>();
   private lastAdmissionErrorLog = 0;
   private readonly trusted: Array<[ipaddr.IPv4 | ipaddr.IPv6, number]>;
   /** How every handler reaches a target (forward, CONNECT, SOCKS5). */
@@ -474,6 +478,14 @@ export class GatewayCore {
     }
     u.bytesUp += up;
     u.bytesDown += down;
+    if (c.egressAddress !== null) {
+      const k = `${c.accountId}\0${c.egressAddress}`;
+      let e = this.egressUsage.get(k);
+      if (!e) this.egressUsage.set(k, (e = { accountId: c.accountId, address: c.egressAddress, bytesUp: 0, bytesDown: 0, connections: 0 }));
+      e.bytesUp += up;
+      e.bytesDown += down;
+      if (count) e.connections++;
+    }
     c.meteredUp = c.bytesUp;
     c.meteredDown = c.bytesDown;
   }
@@ -495,5 +507,17 @@ export class GatewayCore {
     const out = [...this.usage.values()];
     this.usage = new Map();
     return out;
+  }
+
+  /** Usage by dedicated address since the last call (what collectUsage metered; call it after collectUsage). */
+  collectEgressUsage(): EgressUsageDelta[] {
+    const out = [...this.egressUsage.values()];
+    this.egressUsage = new Map();
+    return out;
+  }
+
+  /** Whether this connection's bytes are counted by the address it leaves from too (its account holds dedicated addresses). */
+  countsByAddress(accountId: number): boolean {
+    return accountId >= 0 && this.opts.dedicated !== undefined && this.opts.dedicated.holdsAny(accountId);
   }
 }

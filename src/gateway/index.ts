@@ -159,6 +159,7 @@ export async function startGateway(opts: GatewayOptions): Promise<Gateway> {
     collectUsage: () => core.collectUsage(),
     closeWhere: (match) => core.closeWhere(match),
     closeEgressWhere: (match) => core.closeEgressWhere(match),
+    collectEgressUsage: () => core.collectEgressUsage(),
     rebudget: (budgetFor) => core.rebudget(budgetFor),
     rerate: (rateFor) => core.rerate(rateFor),
     openConnections: (accountId, subject) => core.openConnections(accountId, subject),

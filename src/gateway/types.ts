@@ -92,6 +92,15 @@ export interface UsageDelta {
   connections: number;
 }
 
+/** Usage of an account by the dedicated address its connections left from (docs/api.md, usage summary `ips`). */
+export interface EgressUsageDelta {
+  accountId: number;
+  address: string;
+  bytesUp: number;
+  bytesDown: number;
+  connections: number;
+}
+
 /** Why a connection was refused, as the connection log says it (a closed list: docs/support.md). */
 export type LogReason =
   | Exclude<AdmitFailure, 'login_throttled'>
@@ -250,6 +259,8 @@ export interface Gateway {
   stats(): GatewayStats;
   /** Usage since the last call, open connections included (the daemon's meter calls it every second). */
   collectUsage(): UsageDelta[];
+  /** Usage by dedicated address metered by the calls of collectUsage since the last call of this one. */
+  collectEgressUsage(): EgressUsageDelta[];
   /** Connections open on this node for an account (and one of its subjects, when given). */
   openConnections(accountId: number, subject?: string): number;
   /** Closes every open admitted connection whose account and subject `match` says; how many. */

@@ -187,6 +187,8 @@ export function buildProgram(): Command {
     .addOption(new Option('--hop-listen <host:port>', 'an exit\'s TLS listener for its entries (fleet secret; port 0 picks one)').env('PROXYD_HOP_LISTEN').default('127.0.0.1:3129'))
     .addOption(new Option('--hop-cert-lifetime <days>', 'an exit\'s hop certificate lifetime, renewed at two thirds of it').env('PROXYD_HOP_CERT_LIFETIME').default('90'))
     .addOption(new Option('--hop-grace <seconds>', 'how long an exit accepts the replaced fleet secret after `proxyd admin fleet rotate-secret`').env('PROXYD_HOP_GRACE').default('600'))
+    .addOption(new Option('--ip-replacements <n>', 'dedicated addresses a customer may replace per calendar month').env('PROXYD_IP_REPLACEMENTS').default('3'))
+    .addOption(new Option('--ip-quarantine <days>', 'how long a replaced dedicated address is kept from every account and the shared rotation').env('PROXYD_IP_QUARANTINE').default('30'))
     .addOption(new Option('--node-name <name>', 'this node\'s name in the connection log (default: the host name)').env('PROXYD_NODE_NAME'))
     .addOption(new Option('--connection-log-retention <duration>', 'how long connection-log records are kept, e.g. 7d, 48h; 0 turns the log off').env('PROXYD_CONNECTION_LOG_RETENTION').default('7d'))
     .addOption(new Option('--audit-retention <duration>', 'how long audit records are kept, e.g. 400d, 2y (at least 1d); the chains stay verifiable').env('PROXYD_AUDIT_RETENTION').default('400d'))

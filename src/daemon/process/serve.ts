@@ -28,6 +28,8 @@ import { WebhookSender } from '../webhooks/sender.js';
 import { AuditKeeper } from '../services/audit-keeper.js';
 import { PlanEnforcer } from '../metering/plans.js';
 import { DedicatedView, offeredAddresses } from '../admission/dedicated.js';
+import { EgressUsageWriter } from '../metering/egress-usage.js';
+import { DEFAULT_IP_QUARANTINE_DAYS, DEFAULT_IP_REPLACEMENTS } from '../services/dedicated.js';
 import { ExitHeartbeat } from '../fleet/exits.js';
 import { HopIdentityKeeper } from '../fleet/hop-identity.js';
 import { HopSecrets } from '../fleet/hop-secrets.js';
@@ -159,6 +161,7 @@ export function apiContext(p: {
   allowPrivateWebhooks?: boolean;
   consoleOrigin?: string | null;
   usageRetentionMs?: Record<UsagePeriod, number>;
+  dedicated?: { replacementsPerMonth: number; quarantineDays: number };
 }): ApiContext {
   const { store, limits, view } = p;
   return {
@@ -171,6 +174,7 @@ export function apiContext(p: {
     consoleOrigin: p.consoleOrigin ?? null,
     audit: new AuditService(store),
     usageRetentionMs: p.usageRetentionMs ?? DEFAULT_USAGE_RETENTION_MS,
+    dedicated: p.dedicated ?? { replacementsPerMonth: DEFAULT_IP_REPLACEMENTS, quarantineDays: DEFAULT_IP_QUARANTINE_DAYS },
     health: async () => {
       const up = await dependenciesUp(store, limits);
       const down = Object.keys(up).filter((name) => !up[name]);
@@ -191,7 +195,7 @@ export interface WorkerPart {
 /** The API (+ console) listening, once the rate-limit store is connected or has been waited for. */
 async function listenApi(cfg: ServeConfig, log: DaemonLog, store: Store, limits: ApiLimits, metrics: Metrics, view: AdmissionView, reusePort: boolean): Promise<FastifyInstance> {
   const [geo] = await Promise.all([openCountryLookup(cfg.geoipDb), limits.ready(DEPENDENCY_WAIT_MS)]);
-  const ctx = apiContext({ store, geo, limits, metrics, log: { error: (o, m) => log.error(o, m) }, view, allowPrivateWebhooks: cfg.allowPrivateWebhooks, consoleOrigin: cfg.consoleOrigin, usageRetentionMs: cfg.usageRetentionMs });
+  const ctx = apiContext({ store, geo, limits, metrics, log: { error: (o, m) => log.error(o, m) }, view, allowPrivateWebhooks: cfg.allowPrivateWebhooks, consoleOrigin: cfg.consoleOrigin, usageRetentionMs: cfg.usageRetentionMs, dedicated: { replacementsPerMonth: cfg.ipReplacements, quarantineDays: cfg.ipQuarantineDays } });
   const app = await buildApp(ctx, { trustProxy: cfg.trustProxy, logger: log, plugins: [(a: FastifyInstance) => consolePlugin(a, ctx)] });
   try {
     // Fastify hands its options to net.Server.listen, whose reusePort its types do not name yet.
@@ -264,7 +268,14 @@ export async function startDaemon(cfg: ServeConfig, log: DaemonLog, worker: Work
   // metering work grows with active users (docs/decisions.md, "Usage writes"): accounts under a traffic limit are
   // flushed every second, the others every 4 s, per-domain usage every minute; SQLite writes it all every second.
   const pacedWrites = store.backend === 'postgres' && !worker.sinks;
-  const meter = new UsageMeter(worker.sinks?.usage ?? store.usage, () => gateway?.collectUsage() ?? [], {
+  // Usage by dedicated address: metered with the rest, written beside it (metering/egress-usage.ts).
+  const egressUsage = new EgressUsageWriter(store, { retentionMs: cfg.usageRetentionMs.day, log });
+  const collect = () => {
+    const usage = gateway?.collectUsage() ?? [];
+    egressUsage.add(gateway?.collectEgressUsage() ?? []);
+    return usage;
+  };
+  const meter = new UsageMeter(worker.sinks?.usage ?? store.usage, collect, {
     retentionMs: cfg.usageRetentionMs,
     log,
     ...(pacedWrites ? { ...PG_CADENCE, urgent: (accountId: number) => plans.limitsTraffic(accountId) } : {}),
@@ -375,6 +386,7 @@ export async function startDaemon(cfg: ServeConfig, log: DaemonLog, worker: Work
   gateway = gw;
   gatewayRef = gw;
   meter.start();
+  egressUsage.start();
   // Every process sends: a claim in the database decides which one sends each event.
   const webhooks = new WebhookSender(store, { node: `${cfg.nodeName}:${process.pid}`, allowPrivate: cfg.allowPrivateWebhooks, log });
   webhooks.start();
@@ -420,6 +432,7 @@ export async function startDaemon(cfg: ServeConfig, log: DaemonLog, worker: Work
       dedicated.stop();
       view.close();
       await meter.stop();
+      await egressUsage.stop();
       await webhooks.stop();
       await auditKeeper.stop();
       await plans.stop();

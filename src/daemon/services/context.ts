@@ -21,4 +21,6 @@ export interface ApiContext {
   /** `--usage-retention`: which buckets a usage report can still read. */
   usageRetentionMs: Record<UsagePeriod, number>;
   health: () => Promise<HealthReport>;
+  /** Dedicated addresses (`--ip-replacements`, `--ip-quarantine`): replacements per account and calendar month, days a replaced address is quarantined. */
+  dedicated: { replacementsPerMonth: number; quarantineDays: number };
 }

@@ -2,7 +2,8 @@
 // commands, the console and the API share. An address belongs to at most one account; replacing one takes a free
 // address of the same node (else the same country), at most N per calendar month, the old one quarantined.
 import { isNodeName, parseAddressList } from '../../contract/address-list.js';
-import { isoSeconds } from '../../contract/schemas.js';
+import { formatIsoTime, isoSeconds } from '../../contract/schemas.js';
+import { usageRange } from './usage.js';
 import type { EgressAddressRow, Store } from '../store/index.js';
 import { auditDraft, type AuditContext } from './audit.js';
 
@@ -100,12 +101,15 @@ export interface CustomerIp {
   bytes_down: number;
 }
 
-export async function customerIps(store: Store, accountId: number, bytes: (address: string) => { up: number; down: number } = () => ({ up: 0, down: 0 })): Promise<CustomerIp[]> {
-  const rows = await store.egress.list({ accountId });
-  return rows
+/** The account's addresses with their bytes in the usage summary's default period (the plan's, else this calendar month). */
+export async function customerIps(store: Store, accountId: number, nowMs: number): Promise<{ period_start: string; items: CustomerIp[] }> {
+  const { from, to } = await usageRange(store, accountId, {}, nowMs);
+  const [rows, used] = await Promise.all([store.egress.list({ accountId }), store.egress.usageByAddress(accountId, from, to)]);
+  const items = rows
     .filter((r) => r.state === 'assigned')
     .map((r) => {
-      const b = bytes(r.address);
-      return { address: r.address, country: r.country, city: r.city, since: isoSeconds(r.assignedAt ?? 0), bytes_up: b.up, bytes_down: b.down };
+      const u = used.find((x) => x.address === r.address);
+      return { address: r.address, country: r.country, city: r.city, since: isoSeconds(r.assignedAt ?? 0), bytes_up: u?.bytesUp ?? 0, bytes_down: u?.bytesDown ?? 0 };
     });
+  return { period_start: formatIsoTime(from), items };
 }

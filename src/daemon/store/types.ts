@@ -640,6 +640,16 @@ export interface ChangeLogStore {
 }
 
 
+export type { EgressUsageDelta } from '../../gateway/types.js';
+import type { EgressUsageDelta } from '../../gateway/types.js';
+
+export interface EgressUsageRow {
+  address: string;
+  bytesUp: number;
+  bytesDown: number;
+  connections: number;
+}
+
 /** A dedicated egress address's state (docs/admin.md, "ip"): quarantined ones come back free at `quarantineUntil`. */
 export type EgressState = 'assigned' | 'quarantined' | 'free';
 
@@ -688,6 +698,12 @@ export interface EgressStore {
   replacementsUsed(accountId: number, month: string): Promise<number>;
   /** Grows with every change of any address: a node reloads when it moved. */
   version(): Promise<number>;
+  /** Adds usage by dedicated address to the UTC day starting at `dayMs`. */
+  addUsage(rows: readonly EgressUsageDelta[], dayMs: number): Promise<void>;
+  /** An account's usage by address over the UTC days that overlap [fromMs, toMs), largest first. */
+  usageByAddress(accountId: number, fromMs: number, toMs: number): Promise<EgressUsageRow[]>;
+  /** Removes usage by address of days before `beforeMs`. */
+  pruneUsage(beforeMs: number): Promise<number>;
 }
 
 type Backend = 'sqlite' | 'postgres';

@@ -43,7 +43,7 @@ export function isTargetFailure(name: string): name is TargetFailure {
 
 /** `null`: the caller no longer wanted it (its client went away); the socket, if any, is destroyed. */
 export type DialOutcome =
-  | { ok: true; socket: net.Socket; via?: { exit: string; movedFrom: string | null } }
+  | { ok: true; socket: net.Socket; via?: { exit: string; movedFrom: string | null }; egress?: string }
   | { ok: false; failure: TargetFailure; detail?: string; via?: { exit: string; movedFrom: string | null } }
   | null;
 

@@ -333,6 +333,7 @@ async function carryUdp(c: Carrier, o: HopServerOptions, key: string, minutes: n
   });
   s.once('close', () => out.close());
   s.on('end', () => s.end());
-  c.reply('OK udp');
+  // The address it leaves from, when bound to one: the entry counts usage by dedicated address.
+  c.reply(egress === undefined ? 'OK udp' : `OK udp ${egress}`);
   readFrames(s, (f) => void out.send(f.host, f.port, f.data));
 }

@@ -9,7 +9,7 @@
 //   account: for the exit to apply its target rules to the addresses it resolves and to leave from the account's
 //   dedicated addresses; the address: the username's `-ip-`) → `OK <egress address> <port>`, and the stream carries the
 //   tunnel's bytes both ways (half-close too), or `ERR <failure>` and the stream is over;
-//   `UDP <session key or -> <minutes> [<account id> [<dedicated address>]]` → `OK udp`, then datagrams in frames both ways (hop/udp.ts)
+//   `UDP <session key or -> <minutes> [<account id> [<dedicated address>]]` → `OK udp [<egress address>]`, then datagrams in frames both ways (hop/udp.ts)
 //   until the entry ends the stream.
 // The release before spoke `proxyd-hop/2`: the same two lines, then `PING` → `PONG` lines and at most one DIAL or
 // UDP line per connection, whose bytes followed on the connection itself. An exit still serves it, so exits

@@ -162,6 +162,7 @@ export class Socks5Handler implements ProtocolHandler {
         }
         const hop = out.socket;
         hopSocket = hop;
+        if (out.egress && conn.core.countsByAddress(conn.accountId)) conn.egressAddress = out.egress;
         carrier = (assoc) => {
           // An exit answers from addresses only; a named sender is not a frame it makes.
           readFrames(hop, (f) => (f.family === null ? conn.core.countUdpDrop('malformed') : assoc.answer({ address: f.host, family: f.family, port: f.port }, f.data)));
@@ -184,6 +185,7 @@ export class Socks5Handler implements ProtocolHandler {
           return conn.refuse('no_exit', encodeReply(Reply.NetworkUnreachable));
         }
         // Dedicated addresses changing hands end the association (its control connection) within 2 s.
+        if (egress !== undefined && conn.core.countsByAddress(conn.accountId)) conn.egressAddress = egress;
         if (egress !== undefined && conn.core.opts.dedicated) conn.core.trackEgress({ destroy: () => conn.destroy(), once: (e, f) => conn.socket.once(e, f) }, egress, conn.accountId);
         carrier = (assoc) =>
           new UdpOut({

@@ -1,7 +1,7 @@
 // egress_addresses on PostgreSQL (migration 21): the same rows as SQLite's. Writes lock the rows they read
 // (FOR UPDATE), so two operators (or an operator and a customer's replacement) racing for one address leave one holder.
 import { byAddress, EGRESS_COLUMNS, egressRow, egressState, type EgressRow } from '../egress-sql.js';
-import type { AssignRefusal, AuditDraft, EgressAddressRow, EgressStore, ReplaceOutcome } from '../types.js';
+import type { AssignRefusal, AuditDraft, EgressAddressRow, EgressStore, EgressUsageDelta, EgressUsageRow, ReplaceOutcome } from '../types.js';
 import { appendAudit } from './audit.js';
 import { guard, type Sql } from './db.js';
 import { BATCH_MS, PgFamily } from './family.js';
@@ -15,6 +15,12 @@ export class PgEgressStore extends PgFamily implements EgressStore {
 
   async register(node: string, addresses: readonly string[], loc: { country: string | null; city: string | null }): Promise<void> {
     const now = this.nowSec();
+    // Nothing new (a node starting again): no write, so the version (a statement trigger) stays and no node reloads.
+    const [same] = await guard(() => this.sql<{ n: number }[]>`
+      SELECT count(*)::int AS n FROM egress_addresses
+      WHERE address = ANY(ARRAY(SELECT jsonb_array_elements_text(${JSON.stringify(addresses)}::text::jsonb)))
+        AND node = ${node} AND country IS NOT DISTINCT FROM ${loc.country} AND city IS NOT DISTINCT FROM ${loc.city}`);
+    if (Number(same?.n ?? 0) === new Set(addresses).size) return;
     await this.tx(async (q) => {
       for (let i = 0; i < addresses.length; i += 1000) {
         const chunk = addresses.slice(i, i + 1000);
@@ -120,6 +126,30 @@ export class PgEgressStore extends PgFamily implements EgressStore {
   async replacementsUsed(accountId: number, month: string): Promise<number> {
     const [r] = await guard(() => this.sql<{ count: number }[]>`SELECT count FROM egress_replacements WHERE account_id = ${accountId} AND month = ${month}`);
     return Number(r?.count ?? 0);
+  }
+
+  async addUsage(rows: readonly EgressUsageDelta[], dayMs: number): Promise<void> {
+    if (rows.length === 0) return;
+    const json = JSON.stringify(rows.map((r) => ({ a: r.accountId, ip: r.address, u: r.bytesUp, d: r.bytesDown, c: r.connections })));
+    await guard(() => this.sql`
+      INSERT INTO egress_usage (account_id, address, day_ms, bytes_up, bytes_down, connections)
+      SELECT a, ip, ${dayMs}, u, d, c FROM jsonb_to_recordset(${json}::text::jsonb) AS t(a integer, ip text, u bigint, d bigint, c bigint)
+      ON CONFLICT (account_id, day_ms, address) DO UPDATE SET bytes_up = egress_usage.bytes_up + excluded.bytes_up,
+        bytes_down = egress_usage.bytes_down + excluded.bytes_down, connections = egress_usage.connections + excluded.connections`);
+  }
+
+  async usageByAddress(accountId: number, fromMs: number, toMs: number): Promise<EgressUsageRow[]> {
+    const from = fromMs - (fromMs % 86_400_000);
+    const rows = await guard(() => this.sql<{ address: string; up: string; down: string; conns: string }[]>`
+      SELECT address, sum(bytes_up) AS up, sum(bytes_down) AS down, sum(connections) AS conns FROM egress_usage
+      WHERE account_id = ${accountId} AND day_ms >= ${from} AND day_ms < ${toMs}
+      GROUP BY address ORDER BY sum(bytes_up) + sum(bytes_down) DESC, address`);
+    return rows.map((r) => ({ address: r.address, bytesUp: Number(r.up), bytesDown: Number(r.down), connections: Number(r.conns) }));
+  }
+
+  async pruneUsage(beforeMs: number): Promise<number> {
+    const r = await guard(() => this.sql`DELETE FROM egress_usage WHERE day_ms < ${beforeMs}`);
+    return r.count;
   }
 
   async version(): Promise<number> {

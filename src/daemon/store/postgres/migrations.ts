@@ -662,6 +662,15 @@ export const PG_MIGRATIONS: readonly string[] = [
     count      integer NOT NULL,
     PRIMARY KEY (account_id, month)
   );
+  CREATE TABLE egress_usage (
+    account_id  integer NOT NULL,
+    address     text NOT NULL,
+    day_ms      bigint NOT NULL,
+    bytes_up    bigint NOT NULL,
+    bytes_down  bigint NOT NULL,
+    connections bigint NOT NULL,
+    PRIMARY KEY (account_id, day_ms, address)
+  );
   CREATE TABLE egress_version (id integer PRIMARY KEY, seq bigint NOT NULL);
   INSERT INTO egress_version (id, seq) VALUES (1, 0);
   CREATE FUNCTION proxyd_egress_version_bump() RETURNS trigger LANGUAGE plpgsql AS $$

@@ -1,6 +1,6 @@
 // egress_addresses (migration 17): dedicated egress addresses, what each node offers and who holds it.
 import { byAddress, EGRESS_COLUMNS, egressRow, egressState, type EgressRow } from '../egress-sql.js';
-import type { AssignRefusal, AuditDraft, EgressAddressRow, EgressStore, ReplaceOutcome } from '../types.js';
+import type { AssignRefusal, AuditDraft, EgressAddressRow, EgressStore, EgressUsageDelta, EgressUsageRow, ReplaceOutcome } from '../types.js';
 import type { SqliteAuditLog } from './audit.js';
 import type { Db } from './db.js';
 import { stmt } from './statements.js';
@@ -115,6 +115,25 @@ export class SqliteEgressStore implements EgressStore {
 
   async replacementsUsed(accountId: number, month: string): Promise<number> {
     return this.used(accountId, month);
+  }
+
+  async addUsage(rows: readonly EgressUsageDelta[], dayMs: number): Promise<void> {
+    const add = stmt(this.db, `INSERT INTO egress_usage (account_id, address, day_ms, bytes_up, bytes_down, connections) VALUES (?, ?, ?, ?, ?, ?)
+      ON CONFLICT (account_id, day_ms, address) DO UPDATE SET bytes_up = bytes_up + excluded.bytes_up, bytes_down = bytes_down + excluded.bytes_down,
+        connections = connections + excluded.connections`);
+    this.db.transaction(() => {
+      for (const r of rows) add.run(r.accountId, r.address, dayMs, r.bytesUp, r.bytesDown, r.connections);
+    }).immediate();
+  }
+
+  async usageByAddress(accountId: number, fromMs: number, toMs: number): Promise<EgressUsageRow[]> {
+    const from = fromMs - (fromMs % 86_400_000);
+    return stmt<[number, number, number], EgressUsageRow>(this.db, `SELECT address, sum(bytes_up) AS bytesUp, sum(bytes_down) AS bytesDown, sum(connections) AS connections
+      FROM egress_usage WHERE account_id = ? AND day_ms >= ? AND day_ms < ? GROUP BY address ORDER BY sum(bytes_up) + sum(bytes_down) DESC, address`).all(accountId, from, toMs);
+  }
+
+  async pruneUsage(beforeMs: number): Promise<number> {
+    return stmt(this.db, 'DELETE FROM egress_usage WHERE day_ms < ?').run(beforeMs).changes;
   }
 
   async version(): Promise<number> {

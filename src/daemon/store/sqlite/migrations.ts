@@ -389,7 +389,8 @@ export const MIGRATIONS: readonly string[] = [
   `,
   // 17: dedicated egress addresses (docs/admin.md, "ip"): what each node offers (its pool, else its local
   // addresses) with its location, the account holding each (assigned), or a quarantine until a time (seconds);
-  // replacements per account and calendar month; a version every node polls, bumped by any change of an address.
+  // replacements per account and calendar month; usage by address and UTC day (docs/api.md, usage summary `ips`);
+  // a version every node polls, bumped by any change of an address.
   `
   CREATE TABLE IF NOT EXISTS egress_addresses (
     address          TEXT PRIMARY KEY,
@@ -408,6 +409,15 @@ export const MIGRATIONS: readonly string[] = [
     month      TEXT NOT NULL,
     count      INTEGER NOT NULL,
     PRIMARY KEY (account_id, month)
+  ) WITHOUT ROWID;
+  CREATE TABLE IF NOT EXISTS egress_usage (
+    account_id  INTEGER NOT NULL,
+    address     TEXT NOT NULL,
+    day_ms      INTEGER NOT NULL,
+    bytes_up    INTEGER NOT NULL,
+    bytes_down  INTEGER NOT NULL,
+    connections INTEGER NOT NULL,
+    PRIMARY KEY (account_id, day_ms, address)
   ) WITHOUT ROWID;
   CREATE TABLE IF NOT EXISTS egress_version (id INTEGER PRIMARY KEY, seq INTEGER NOT NULL);
   INSERT OR IGNORE INTO egress_version (id, seq) VALUES (1, 0);
