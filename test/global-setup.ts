@@ -1,6 +1,6 @@
 // Suite-wide PostgreSQL cluster and secret scan: every daemon spawned by test/helpers/daemon.ts saves its stderr
 // (JSON logs) under PROXYD_TEST_LOG_DIR, and response bodies the tests receive are saved there too (recordBody);
-// after the whole suite, no log or body may hold a token or an api_key value.
+// after the whole suite, no log or body may hold a token, an api_key value or an API key.
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -8,6 +8,8 @@ import { makeTemplate, PG_TEST_SOCKET_ENV, PG_TEST_URL_ENV, postgresSkipReason, 
 
 const TOKEN_RE = /ak[0-9a-f]{20}\.[A-Za-z0-9_-]{43}/;
 const API_KEY_VALUE_RE = /api_key=(?!<API_KEY>)[^&\s"']+/;
+/** An API key (pxk_<id>_<secret>): logs carry its id only. */
+const PXK_RE = /pxk_[A-Za-z0-9]+_[A-Za-z0-9_-]{22,}/;
 
 let pg: PgCluster | null = null;
 
@@ -35,10 +37,10 @@ export function teardown(): void {
     files++;
     const text = readFileSync(path.join(dir, f), 'utf8');
     for (const [i, line] of text.split('\n').entries()) {
-      if (TOKEN_RE.test(line) || API_KEY_VALUE_RE.test(line)) leaks.push(`${f}:${i + 1}: ${line.slice(0, 200)}`);
+      if (TOKEN_RE.test(line) || API_KEY_VALUE_RE.test(line) || PXK_RE.test(line)) leaks.push(`${f}:${i + 1}: ${line.slice(0, 200)}`);
     }
   }
-  if (leaks.length) throw new Error(`secret scan: ${leaks.length} log lines (logs or response bodies) carry a token or api_key value:\n${leaks.slice(0, 20).join('\n')}`);
-  process.stdout.write(`secret scan: ${files} daemon logs and recorded response bodies scanned, no token or api_key value found\n`);
+  if (leaks.length) throw new Error(`secret scan: ${leaks.length} log lines (logs or response bodies) carry a token, api_key value or API key:\n${leaks.slice(0, 20).join('\n')}`);
+  process.stdout.write(`secret scan: ${files} daemon logs and recorded response bodies scanned, no token, api_key value or API key found\n`);
   rmSync(dir, { recursive: true, force: true });
 }

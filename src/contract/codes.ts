@@ -8,6 +8,8 @@ export const Code = {
   TOO_MANY_ITEMS: 10413,
   INVALID_API_KEY: 10401,
   NOT_VERIFIED: 10403,
+  /** The API key lacks the endpoint's scope (same code as NOT_VERIFIED: 403, the caller may not do this). */
+  MISSING_SCOPE: 10403,
   NOT_FOUND: 10404,
   METHOD_NOT_ALLOWED: 10405,
   RATE_LIMITED: 10429,

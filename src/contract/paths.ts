@@ -16,6 +16,9 @@ export const USAGE_PATHS = {
 
 export type UsageRoute = keyof typeof USAGE_PATHS;
 
+/** The customer's audit log (docs/api.md, "Audit log"): an API key with `audit:read`. */
+export const AUDIT_PATH = '/openapi/v1/audit';
+
 /** A per-token limit's name: each whitelist route has its own; the three usage routes share `usage`. */
 export type LimitedRoute = ApiRoute | 'usage';
 
@@ -43,4 +46,6 @@ export const DEFAULT_PAGE_SIZE = 20;
 /** Per-token limits per rolling 60 s (docs/api.md Limits). */
 export const RATE_LIMITS: Record<LimitedRoute, number> = { list: 60, add: 10, delete: 10, usage: 60 };
 export const INVALID_TOKEN_LIMIT = 20;
+/** Per API key per rolling 60 s (docs/api.md Limits; `proxyd serve --key-limits READS,WRITES`). */
+export const KEY_LIMITS = { reads: 120, writes: 30 } as const;
 export const RATE_WINDOW_MS = 60_000;

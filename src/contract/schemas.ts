@@ -116,6 +116,19 @@ export const UsageDomainsQuerySchema = z.strictObject({
 });
 export type UsageDomainsQuery = z.infer<typeof UsageDomainsQuerySchema>;
 
+/** Query of /audit: a time range [from, to) (ISO 8601), an action or a family of them (`whitelist`), a page. */
+export const AuditQuerySchema = z.strictObject({
+  from: isoTime.optional(),
+  to: isoTime.optional(),
+  action: z
+    .string()
+    .regex(/^[a-z0-9_]{1,32}(\.[a-z0-9_]{1,32})?$/, { error: 'expected an action such as whitelist.added, or a family such as whitelist' })
+    .optional(),
+  page: positiveInt(MAX_PAGE).optional().default(1),
+  page_size: positiveInt(MAX_PAGE_SIZE).optional().default(DEFAULT_PAGE_SIZE),
+});
+export type AuditQuery = z.infer<typeof AuditQuerySchema>;
+
 // ---- responses ----
 
 export const EnvelopeSchema = z.object({
@@ -192,6 +205,28 @@ export const UsageDomainsDataSchema = z.object({
   other: UsageTotalsSchema,
 });
 export type UsageDomainsData = z.infer<typeof UsageDomainsDataSchema>;
+
+export const AuditDataSchema = z.object({
+  items: z.array(
+    z.object({
+      id: z.number().int(),
+      time: z.string(),
+      account: z.string().nullable(),
+      actor: z.object({ type: z.enum(['console', 'token', 'key', 'operator', 'system']), id: z.string().nullable() }),
+      source_ip: z.string().nullable(),
+      request_id: z.string().nullable(),
+      action: z.string(),
+      target: z.string().nullable(),
+      details: z.record(z.string(), z.unknown()),
+      seq: z.number().int(),
+      hash: z.string(),
+    }),
+  ),
+  page: z.number().int(),
+  page_size: z.number().int(),
+  total: z.number().int(),
+});
+export type AuditData = z.infer<typeof AuditDataSchema>;
 
 // A path segment fit to echo back in a message: short and plain (client keys can hold any bytes).
 const plainSegment = (s: PropertyKey): string => (/^[A-Za-z0-9_-]{1,32}$/.test(String(s)) ? String(s) : '(unprintable)');

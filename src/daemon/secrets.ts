@@ -1,5 +1,6 @@
 // Password hashing (scrypt) and API token minting/verification. No secret ever leaves this module in a log.
 import { createHash, randomBytes, scrypt as scryptCb, timingSafeEqual, type ScryptOptions } from 'node:crypto';
+import { KEY_PREFIX } from '../contract/scopes.js';
 import { ACCESS_KEY_BYTES, ACCESS_KEY_PREFIX, SECRET_BYTES, formatToken, type ParsedToken } from '../contract/token.js';
 
 const SCRYPT = { N: 16384, r: 8, p: 1, keylen: 32 } as const;
@@ -42,6 +43,21 @@ export function mintToken(): MintedToken {
   const accessKey = `${ACCESS_KEY_PREFIX}${randomBytes(ACCESS_KEY_BYTES).toString('hex')}`;
   const secret = randomKey();
   return { accessKey, secret, token: formatToken({ accessKey, secret }), secretHash: sha256(secret) };
+}
+
+interface MintedApiKey {
+  /** The public id: 16 hex digits (64 random bits; a collision is retried by the caller). */
+  id: string;
+  /** `pxk_<id>_<secret>`: shown once. */
+  key: string;
+  /** SHA-256 of the secret (256 random bits, base64url): all that is stored. */
+  secretHash: Buffer;
+}
+
+export function mintApiKey(): MintedApiKey {
+  const id = randomBytes(8).toString('hex');
+  const secret = randomKey();
+  return { id, key: `${KEY_PREFIX}${id}_${secret}`, secretHash: sha256(secret) };
 }
 
 /** 32 random bytes, base64url: a token's secret, the console's cookie key, a fleet secret. */

@@ -11,6 +11,8 @@ import { hashPassword, mintToken } from '../../src/daemon/secrets.js';
 import { apiContext, windowStoreFor } from '../../src/daemon/process/serve.js';
 import { openStore, type Store } from '../../src/daemon/store/index.js';
 import { tempDir } from './daemon.js';
+import { SCOPES, type Scope } from '../../src/contract/scopes.js';
+import { ApiKeyService } from '../../src/daemon/services/api-keys.js';
 import { emptyDatabase, type BackendName } from './postgres.js';
 
 export interface TestApp {
@@ -19,6 +21,8 @@ export interface TestApp {
   ctx: ApiContext;
   clock: { now: number };
   account(email: string, opts?: { verified?: boolean }): Promise<{ accountId: number; token: string }>;
+  /** An API key of the account (as the console makes them): `pxk_…`, and its id. */
+  key(accountId: number, scopes: readonly Scope[] | 'all', opts?: { expiresAtMs?: number; allowedIps?: string[]; name?: string }): Promise<{ key: string; id: string }>;
   close(): Promise<void>;
 }
 
@@ -57,6 +61,12 @@ export async function makeTestApp(
       await store.tokens.replace(a.id, t.accessKey, t.secretHash);
       return { accountId: a.id, token: t.token };
     },
+    async key(accountId, scopes, o = {}) {
+      const keys = new ApiKeyService(store, nowMs);
+      const ctx = { actor: { type: 'operator' as const, id: 'test' }, sourceIp: null, requestId: null };
+      const r = await keys.create(accountId, { name: o.name ?? 'test key', scopes: scopes === 'all' ? [...SCOPES] : scopes, expiresAtMs: o.expiresAtMs ?? null, allowedIps: o.allowedIps ?? [] }, ctx);
+      return { key: r.key, id: r.info.id };
+    },
     async close() {
       await app.close();
       await limits.close();
@@ -65,6 +75,11 @@ export async function makeTestApp(
   };
 }
 
+
+/** The header an API key goes in. */
+export function bearer(key: string): Record<string, string> {
+  return { authorization: `Bearer ${key}` };
+}
 
 export function q(token: string): string {
   return `?api_key=${encodeURIComponent(token)}`;

@@ -1,7 +1,7 @@
 // Secrets audit: every command and endpoint runs with known token, console password and proxy
 // password values; every log line, error, metric, console page, gateway answer and CLI output is
 // collected, and none may contain any of them. Only the documented one-time reveals are exempt
-// (`proxyd admin token reset` / `proxy-user create` stdout, the console's token reveal page).
+// (`proxyd admin token reset` / `proxy-user create` / `key create` stdout, the console's token reveal page).
 import { existsSync } from 'node:fs';
 import http from 'node:http';
 import type net from 'node:net';
@@ -22,6 +22,8 @@ let d: Daemon;
 let token: string;
 /** Tokens made later (console reset): secrets from then on. */
 const laterTokens: string[] = [];
+/** API keys made by `proxyd admin key create` (its stdout is the one-time reveal): secrets everywhere else. */
+const apiKeys: string[] = [];
 let echoHttp: http.Server;
 let echoTcp: net.Server;
 let work: string;
@@ -50,6 +52,7 @@ function needles(): Array<[string, string]> {
   for (const t of [token, ...laterTokens]) {
     out.push(['API token', t], ['API token secret', secretPart(t)]);
   }
+  for (const k of apiKeys) out.push(['API key', k], ['API key secret', k.split('_').slice(2).join('_')]);
   return out;
 }
 
@@ -142,6 +145,37 @@ describe('secrets audit', () => {
     const api = new URL(d.api).host;
     collect('API malformed request line', (await exchange(api, Buffer.from(`GET /?api_key=${token} HTTP/1.1 junk\r\n\r\n`), { waitMs: 2000 })).data);
     collect('API oversized header', (await exchange(api, Buffer.from(`GET /?api_key=${token} HTTP/1.1\r\nX: ${'a'.repeat(20_000)}\r\n\r\n`), { waitMs: 2000 })).data);
+  }, patient(60_000));
+
+  it('API keys: made by the operator, used right and wrong on every kind of endpoint, in headers, queries and paths', async () => {
+    const made = await admin(d.dataDir, ['key', 'create', '--email', EMAIL, '--name', 'audit', '--scopes', 'usage:read,audit:read']);
+    expect(made.code, made.stderr).toBe(0);
+    collect('proxyd admin key create (stderr)', made.stderr);
+    const key: string = made.json.key;
+    apiKeys.push(key);
+    const secret = key.split('_').slice(2).join('_');
+    const wrong = `${key.slice(0, -1)}${key.endsWith('A') ? 'B' : 'A'}`;
+    collectRun('proxyd admin key list', await admin(d.dataDir, ['key', 'list', '--email', EMAIL]));
+    collectRun('proxyd admin key create (bad scope)', await admin(d.dataDir, ['key', 'create', '--email', EMAIL, '--name', secret, '--scopes', secret]));
+    const U = '/openapi/v1/usage/summary';
+    const reqs: Array<{ method: string; url: string; headers?: Record<string, string>; body?: Buffer }> = [
+      { method: 'GET', url: U, headers: { authorization: `Bearer ${key}` } },
+      { method: 'GET', url: '/openapi/v1/audit', headers: { authorization: `Bearer ${key}` } },
+      { method: 'GET', url: `/openapi/v1/audit?action=${secret}`, headers: { authorization: `Bearer ${key}` } },
+      { method: 'GET', url: `${U}?${secret}=1`, headers: { authorization: `Bearer ${key}` } },
+      { method: 'GET', url: `${U}?api_key=${key}`, headers: { authorization: `Bearer ${key}` } },
+      { method: 'GET', url: U, headers: { authorization: `Bearer ${wrong}` } },
+      { method: 'GET', url: `${U}?api_key=${key}` },
+      { method: 'GET', url: U, headers: { 'x-api-key': key } },
+      { method: 'GET', url: `${U}/${key}`, headers: { authorization: `Bearer ${key}` } },
+      { method: 'GET', url: `/openapi/v1/proxy/whitelist/list?api_key=${key}` },
+      { method: 'GET', url: '/openapi/v1/proxy/whitelist/list', headers: { authorization: `Bearer ${key}` } },
+      { method: 'POST', url: U, headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' }, body: Buffer.from(`{"k":"${key}"}`) },
+    ];
+    for (const r of reqs) collectHttp(`API (key) ${r.method} ${r.url.slice(0, 40)}`, await httpRequest(d.api, r));
+    const revoked = await admin(d.dataDir, ['key', 'revoke', '--email', EMAIL, '--id', made.json.id]);
+    collectRun('proxyd admin key revoke', revoked);
+    collectHttp('API revoked key', await httpRequest(d.api, { method: 'GET', url: U, headers: { authorization: `Bearer ${key}` } }));
   }, patient(60_000));
 
   it('the gateway: right and wrong proxy passwords over HTTP forward, CONNECT and SOCKS5; the target never sees them', async () => {

@@ -20,6 +20,7 @@ describe('GET /openapi.json', () => {
     const doc = res.json();
     expect(doc.openapi).toBe('3.1.0');
     expect(Object.keys(doc.paths).sort()).toEqual([
+      '/openapi/v1/audit',
       '/openapi/v1/proxy/whitelist/add',
       '/openapi/v1/proxy/whitelist/delete',
       '/openapi/v1/proxy/whitelist/list',
@@ -35,7 +36,16 @@ describe('GET /openapi.json', () => {
     expect(doc.paths['/openapi/v1/proxy/whitelist/delete'].post.requestBody.content['application/json'].schema).toEqual(strip(z.toJSONSchema(DeleteBodySchema, { io: 'input' })));
     const params = doc.paths['/openapi/v1/proxy/whitelist/list'].get.parameters.map((p: { name: string }) => p.name);
     expect(params).toEqual(['api_key', 'page', 'page_size', 'status', 'ip']);
-    expect(doc.components.securitySchemes.apiKey).toEqual({ type: 'apiKey', in: 'query', name: 'api_key' });
+    expect(doc.components.securitySchemes.api_key).toMatchObject({ type: 'apiKey', in: 'query', name: 'api_key' });
+    expect(doc.components.securitySchemes.bearer).toMatchObject({ type: 'http', scheme: 'bearer' });
+    // The whitelist takes the token; every other endpoint a key with its scope.
+    expect(doc.paths['/openapi/v1/proxy/whitelist/list'].get.security).toEqual([{ api_key: [] }]);
+    for (const [p, scope] of [['/openapi/v1/usage/summary', 'usage:read'], ['/openapi/v1/usage/series', 'usage:read'], ['/openapi/v1/usage/domains', 'usage:read'], ['/openapi/v1/audit', 'audit:read']] as const) {
+      expect(doc.paths[p].get.security).toEqual([{ bearer: [scope] }]);
+      expect(doc.paths[p].get['x-scope']).toBe(scope);
+      expect(doc.paths[p].get.responses['403']).toBeDefined();
+      expect(doc.paths[p].get.parameters.map((x: { name: string }) => x.name)).not.toContain('api_key');
+    }
     expect(doc.paths['/openapi/v1/proxy/whitelist/add'].post.responses['429'].headers['Retry-After']).toBeDefined();
     expect(doc.paths['/openapi/v1/proxy/whitelist/add'].post.responses['503']).toBeDefined();
     expect(doc.paths['/openapi/v1/usage/series'].get.parameters.find((p: { name: string }) => p.name === 'granularity').schema).toEqual(

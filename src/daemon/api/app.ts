@@ -4,12 +4,13 @@ import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import { BusinessError, Code } from '../../contract/codes.js';
-import { API_PATHS, MAX_BODY_BYTES, USAGE_PATHS } from '../../contract/paths.js';
+import { API_PATHS, AUDIT_PATH, MAX_BODY_BYTES, USAGE_PATHS } from '../../contract/paths.js';
 import type { DaemonLog } from '../log.js';
 import { LimiterUnavailableError } from '../ratelimit/limiter.js';
 import { StoreUnavailableError } from '../store/index.js';
 import type { ApiContext } from '../services/context.js';
 import { sendEnvelope } from './envelope.js';
+import { KeyAuthenticator } from './key-auth.js';
 import daemonEndpoints from './routes/daemon-endpoints.js';
 import addRoute from './routes/whitelist-add.js';
 import deleteRoute from './routes/whitelist-delete.js';
@@ -17,6 +18,7 @@ import listRoute from './routes/whitelist-list.js';
 import usageDomainsRoute from './routes/usage-domains.js';
 import usageSeriesRoute from './routes/usage-series.js';
 import usageSummaryRoute from './routes/usage-summary.js';
+import auditRoute from './routes/audit.js';
 
 interface AppOptions {
   trustProxy: string[];
@@ -67,7 +69,9 @@ export async function buildApp(ctx: ApiContext, opts: AppOptions): Promise<Fasti
     ctx.metrics.httpDuration.observe({ route }, reply.elapsedTime / 1000);
     if (code === Code.RATE_LIMITED) ctx.metrics.rateLimited.inc({ route, reason: request.limitedBy ?? 'token' });
     if (code === Code.LIMITER_UNAVAILABLE) ctx.metrics.rateLimited.inc({ route, reason: 'store_unavailable' });
-    request.log.info({ method: request.method, route, status, code, ms: Math.round(reply.elapsedTime * 100) / 100 }, 'request');
+    // An API key by its id only (never the key); the URL never (its query string may hold a secret).
+    const key = request.apiKey ? { key: request.apiKey.id } : {};
+    request.log.info({ method: request.method, route, status, code, ...key, ms: Math.round(reply.elapsedTime * 100) / 100 }, 'request');
   };
   const app = Fastify({
     ...(opts.logger ? { loggerInstance: opts.logger as FastifyBaseLogger } : { logger: false }),
@@ -95,6 +99,8 @@ export async function buildApp(ctx: ApiContext, opts: AppOptions): Promise<Fasti
       else socket.destroy();
     },
   });
+
+  app.decorate('keyAuth', new KeyAuthenticator(ctx.store, ctx.limits, ctx.nowMs));
 
   app.addHook('onSend', async (request, reply, payload) => {
     reply.header('x-request-id', request.id);
@@ -143,6 +149,7 @@ export async function buildApp(ctx: ApiContext, opts: AppOptions): Promise<Fasti
     usageSummaryRoute(api, ctx);
     usageSeriesRoute(api, ctx);
     usageDomainsRoute(api, ctx);
+    auditRoute(api, ctx);
     const allowed: Record<string, string> = {
       [API_PATHS.list]: 'GET',
       [API_PATHS.add]: 'POST',
@@ -150,6 +157,7 @@ export async function buildApp(ctx: ApiContext, opts: AppOptions): Promise<Fasti
       [USAGE_PATHS.summary]: 'GET',
       [USAGE_PATHS.series]: 'GET',
       [USAGE_PATHS.domains]: 'GET',
+      [AUDIT_PATH]: 'GET',
     };
     for (const [url, method] of Object.entries(allowed)) {
       api.route({

@@ -20,7 +20,7 @@ declare module 'fastify' {
   interface FastifyRequest {
     caller?: ApiCaller;
     /** Which limit refused the request, for the rate-limit metric. */
-    limitedBy?: 'token' | 'source_ip';
+    limitedBy?: 'token' | 'source_ip' | 'key';
     /** A list call's page, read in the same round trip as its admission. */
     prefetchedPage?: WhitelistPage;
   }
@@ -61,7 +61,7 @@ export async function authenticate(store: Store, query: URLSearchParams, nowSec:
 }
 
 /** The 429 text of the invalid-token lock-out: which limit, for which source, and when it ends. */
-function lockOutMessage(ip: string, limit: number, retryAfterSeconds: number | undefined, nowMs: number): string {
+export function lockOutMessage(ip: string, limit: number, retryAfterSeconds: number | undefined, nowMs: number): string {
   const secs = Math.max(1, retryAfterSeconds ?? 60);
   const until = new Date(nowMs + secs * 1000).toISOString().replace(/\.\d+Z$/, 'Z');
   return `rate limited: invalid-token lock-out for source IP ${ip} after ${limit} invalid API keys; every request from this IP is refused until ${until}, in ${secs} s`;

@@ -116,12 +116,16 @@ label { display: block; font-weight: 600; font-size: .9rem; margin-bottom: 6px; 
 .field + .field { margin-top: 16px; }
 .grid-2 > .field + .field { margin-top: 0; }
 .hint { display: block; color: var(--muted); font-size: .85rem; margin-top: 6px; font-weight: 400; }
-input[type=text], input[type=email], input[type=password], input[type=url], select {
+input[type=text], input[type=email], input[type=password], input[type=url], input[type=date], select {
   display: block; width: 100%; font: inherit; color: var(--text);
   padding: 0 12px; border: 1px solid var(--border-strong); border-radius: 8px; background: var(--surface);
   height: 44px;
 }
 .form-row + .hint { margin-top: 8px; }
+fieldset { border: 0; padding: 0; margin: 16px 0 0; min-width: 0; }
+legend { font-weight: 600; font-size: .9rem; margin-bottom: 6px; padding: 0; }
+label.check { display: flex; gap: 8px; align-items: baseline; font-weight: 400; margin: 6px 0; }
+label.check input { flex: none; width: 18px; height: 18px; }
 textarea {
   display: block; width: 100%; font: .9rem/1.5 ui-monospace, monospace; color: var(--text);
   padding: 8px 12px; border: 1px solid var(--border-strong); border-radius: 8px; background: var(--surface); resize: vertical;

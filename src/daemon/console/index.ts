@@ -16,6 +16,7 @@ import { seeOther, sendHtml, type ConsoleDeps } from './deps.js';
 import { LoginLimiter, type LoginLimits } from './login-limiter.js';
 import { errorPage } from './pages/errors.js';
 import accountRoutes from './routes/account.js';
+import apiKeyRoutes from './routes/api-keys.js';
 import authRoutes from './routes/auth.js';
 import connectionRoutes from './routes/connections.js';
 import ipRoutes from './routes/ips.js';
@@ -140,6 +141,7 @@ export async function consolePlugin(app: FastifyInstance, ctx: ApiContext, opts:
 
         authRoutes(pages, deps);
         accountRoutes(pages, deps);
+        apiKeyRoutes(pages, deps);
         whitelistRoutes(pages, deps);
         proxyUserRoutes(pages, deps);
         usageRoutes(pages, deps);

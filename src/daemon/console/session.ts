@@ -41,8 +41,8 @@ declare module 'fastify' {
     sudo?: { action: string; sealed: string; atMs: number; passwordOk?: boolean; passkeyOkAtMs?: number };
     flash?: Flash;
     addResult?: AddResult;
-    /** A secret to show once (token, proxy password, webhook secret, recovery codes), sealed with a key only the daemon holds. */
-    reveal?: { kind: 'token' | 'proxy-password' | 'webhook-secret' | 'recovery-codes'; sealed: string; label?: string };
+    /** A secret to show once (token, proxy password, webhook secret, recovery codes, an API key), sealed with a key only the daemon holds. */
+    reveal?: { kind: 'token' | 'proxy-password' | 'webhook-secret' | 'recovery-codes' | 'api-key'; sealed: string; label?: string };
     _csrf?: string;
     /** Set on a session read from the store: it is written back only while it still exists there. */
     _row?: 1;

@@ -1,4 +1,6 @@
 // `proxyd serve` configuration: flags with env fallbacks (docs/operations.md Flags and environment), validated into one typed object.
+import { KEY_LIMITS } from '../../contract/paths.js';
+import { parseKeyLimits } from '../ratelimit/api-limits.js';
 import { isIP } from 'node:net';
 import { availableParallelism, homedir, hostname } from 'node:os';
 import path from 'node:path';
@@ -41,6 +43,8 @@ export interface ServeConfig {
   geoipDb: string | undefined;
   /** Operator override of the API limits, `list=60,add=10,delete=10,invalid=20`. */
   rateLimits: string | undefined;
+  /** `--key-limits READS,WRITES`: requests per API key per rolling 60 s. */
+  keyLimits: { reads: number; writes: number };
   logLevel: string;
   /** The name this node's connection-log records carry (`--node-name`, default the host name); an exit's name in the registry. */
   nodeName: string;
@@ -170,6 +174,8 @@ interface RawServeOptions {
   proxyProtocolFrom?: string;
   geoipDb?: string;
   rateLimits?: string;
+  /** Absent in callers that predate it: the default applies. */
+  keyLimits?: string;
   logLevel: string;
   nodeName?: string;
   role?: string;
@@ -243,6 +249,7 @@ export function toServeConfig(o: RawServeOptions, env: NodeJS.ProcessEnv = proce
     proxyProtocolFrom: parseCidrList(o.proxyProtocolFrom, '--proxy-protocol-from'),
     geoipDb: o.geoipDb || undefined,
     rateLimits: o.rateLimits || undefined,
+    keyLimits: parseKeyLimitsFlag(o.keyLimits),
     logLevel: o.logLevel,
     nodeName: parseNodeName(o.nodeName),
     role,
@@ -264,6 +271,14 @@ export function toServeConfig(o: RawServeOptions, env: NodeJS.ProcessEnv = proce
     },
     usageRetentionMs: parseUsageRetention(o.usageRetention ?? DEFAULT_USAGE_RETENTION),
   };
+}
+
+/** `--key-limits READS,WRITES` (default 120,30): each an integer 1..1000000. */
+function parseKeyLimitsFlag(s: string | undefined): { reads: number; writes: number } {
+  if (s === undefined) return { ...KEY_LIMITS };
+  const l = parseKeyLimits(s);
+  if (!l) throw new ConfigError(`--key-limits: expected READS,WRITES (two integers 1..1000000, e.g. 120,30), got "${s}"`);
+  return l;
 }
 
 export const MAX_WORKERS = 64;

@@ -199,6 +199,7 @@ export function buildProgram(): Command {
     .addOption(new Option('--udp-max-associations <n>', 'UDP associations open at most on this node').env('PROXYD_UDP_MAX_ASSOCIATIONS').default('10000'))
     .addOption(new Option('--connection-log-max-size <size>', 'the database connection log\'s size on disk at most (20GiB, 500MB; oldest days dropped first) or none').env('PROXYD_CONNECTION_LOG_MAX_SIZE').default('none'))
     .addOption(new Option('--usage-retention <spec>', 'how long usage buckets are kept, e.g. minute=48h,hour=90d,day=2y').env('PROXYD_USAGE_RETENTION').default('minute=48h,hour=90d,day=2y'))
+    .addOption(new Option('--key-limits <reads,writes>', 'requests per API key per rolling 60 s: reads,writes').env('PROXYD_KEY_LIMITS').default('120,30'))
     .addOption(new Option('--rate-limits <spec>', 'override API limits, e.g. list=60,add=10,delete=10,usage=60,invalid=20').env('PROXYD_RATE_LIMITS').hideHelp())
     .addOption(new Option('--log-level <level>', 'log level').env('PROXYD_LOG_LEVEL').default('info').choices(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']))
     .action(async (opts) => {
@@ -330,6 +331,45 @@ export function buildProgram(): Command {
     .addOption(dataDirOption())
     .addOption(databaseUrlOption())
     .action(adminAction((m) => m.tokenDisable));
+
+  const key = admin.command('key').description('API keys with scopes for every customer endpoint but the whitelist (docs/admin.md, "API keys")');
+  key
+    .command('create')
+    .description('make a key; prints {"id","key",…} (the key is shown only here)')
+    .requiredOption('--email <email>')
+    .requiredOption('--name <name>', '1-64 printable characters')
+    .requiredOption('--scopes <list>', 'comma-separated: usage:read, users:read, users:write, rules:read, rules:write, audit:read')
+    .option('--expires <iso>', 'when the key stops working (ISO 8601; without a zone, UTC)')
+    .option('--allowed-ips <list>', 'comma-separated IPv4/IPv6 addresses and CIDRs the key works from (default: anywhere)')
+    .addOption(dataDirOption())
+    .addOption(databaseUrlOption())
+    .action(withStore(async (store, all, where) => {
+      const { keyCreate } = await import('../admin/keys.js');
+      process.stdout.write(`${JSON.stringify(await keyCreate({ store, readStdin, where }, all as unknown as Parameters<typeof keyCreate>[1]))}\n`);
+    }));
+  key
+    .command('list')
+    .description('the account\'s keys, newest first: JSON lines {"id","name","scopes","created_at","expires_at","allowed_ips","revoked_at","last_used_at","last_used_ip","state"}')
+    .requiredOption('--email <email>')
+    .addOption(dataDirOption())
+    .addOption(databaseUrlOption())
+    .action(
+      withStore(async (store, all, where) => {
+        const { keyList } = await import('../admin/keys.js');
+        for (const line of await keyList({ store, readStdin, where }, all as unknown as { email: string })) process.stdout.write(`${JSON.stringify(line)}\n`);
+      }, { read: true }),
+    );
+  key
+    .command('revoke')
+    .description('revoke a key by its id: refused on every node within 1 s; prints the key (state "revoked")')
+    .requiredOption('--email <email>')
+    .requiredOption('--id <id>', 'the key\'s id (from key list, or the part after pxk_)')
+    .addOption(dataDirOption())
+    .addOption(databaseUrlOption())
+    .action(withStore(async (store, all, where) => {
+      const { keyRevoke } = await import('../admin/keys.js');
+      process.stdout.write(`${JSON.stringify(await keyRevoke({ store, readStdin, where }, all as unknown as { email: string; id: string }))}\n`);
+    }));
 
   const webhook = admin.command('webhook').description("an account's webhook: usage thresholds and plan expiry, signed (docs/admin.md)");
   webhook

@@ -220,7 +220,7 @@ export async function startDaemon(cfg: ServeConfig, log: DaemonLog, worker: Work
   if (cfg.egressPrefix) await checkPrefixBindable(cfg.egressPrefix);
   // A cluster worker (it shares the ports) leaves folding the WAL to the primary.
   const store = await openStore(cfg, worker.reusePort);
-  const limits = new ApiLimits(windowStoreFor(cfg, store, log), parseLimitOverrides(cfg.rateLimits));
+  const limits = new ApiLimits(windowStoreFor(cfg, store, log), { ...parseLimitOverrides(cfg.rateLimits), keyReads: cfg.keyLimits.reads, keyWrites: cfg.keyLimits.writes });
   const metrics = new Metrics();
   // Gateway admission reads this in-memory view, kept current from the change log (docs/operations.md, fleet).
   const view = new AdmissionView(new StoreAdmissionFeed(store.changeLog, { log }), {

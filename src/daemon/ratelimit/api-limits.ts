@@ -1,10 +1,13 @@
 // The API's limits: per token per route, and invalid-token attempts per source IP. Fails closed.
-import { RATE_LIMITS, RATE_WINDOW_MS, INVALID_TOKEN_LIMIT, type LimitedRoute } from '../../contract/paths.js';
+import { KEY_LIMITS, RATE_LIMITS, RATE_WINDOW_MS, INVALID_TOKEN_LIMIT, type LimitedRoute } from '../../contract/paths.js';
 import { LimiterUnavailableError, retryAfterSeconds, type WindowStore } from './limiter.js';
 
 export interface LimitSettings {
   perRoute: Record<LimitedRoute, number>;
   invalidTokenPerIp: number;
+  /** Per API key per rolling window: reads and writes (`--key-limits READS,WRITES`). */
+  keyReads: number;
+  keyWrites: number;
   windowMs: number;
   /** A store that does not answer within this is treated as down (503). */
   storeTimeoutMs: number;
@@ -13,6 +16,8 @@ export interface LimitSettings {
 export const DEFAULT_LIMITS: LimitSettings = {
   perRoute: { ...RATE_LIMITS },
   invalidTokenPerIp: INVALID_TOKEN_LIMIT,
+  keyReads: KEY_LIMITS.reads,
+  keyWrites: KEY_LIMITS.writes,
   windowMs: RATE_WINDOW_MS,
   storeTimeoutMs: 500,
 };
@@ -37,6 +42,17 @@ type LimitVerdict = { allowed: true } | { allowed: false; retryAfterSeconds: num
 /** The window keys: invalid-token hits per source IP, and hits per token and route. */
 export const badTokenKey = (ip: string): string => `bad:${ip}`;
 export const tokenRouteKey = (accessKey: string, route: LimitedRoute): string => `tok:${route}:${accessKey}`;
+/** Hits per API key, reads and writes apart, and per key on a route with a limit of its own (usage). */
+export const keyKindKey = (keyId: string, kind: 'read' | 'write'): string => `key:${kind === 'read' ? 'r' : 'w'}:${keyId}`;
+export const keyRouteKey = (keyId: string, route: LimitedRoute): string => `key:${route}:${keyId}`;
+
+/** `--key-limits READS,WRITES`: two integers 1..1000000; null when it is not that. */
+export function parseKeyLimits(s: string): { reads: number; writes: number } | null {
+  const m = /^\s*(\d{1,7})\s*,\s*(\d{1,7})\s*$/.exec(s);
+  if (!m) return null;
+  const [reads, writes] = [Number(m[1]), Number(m[2])];
+  return reads >= 1 && writes >= 1 && reads <= 1_000_000 && writes <= 1_000_000 ? { reads, writes } : null;
+}
 
 export class ApiLimits {
   constructor(
@@ -87,6 +103,18 @@ export class ApiLimits {
     const d = await this.bounded(this.store.consume(tokenRouteKey(accessKey, route), this.settings.perRoute[route], this.settings.windowMs, now));
     if (d.allowed) return { allowed: true };
     return { allowed: false, retryAfterSeconds: retryAfterSeconds(d, this.settings.windowMs, now) };
+  }
+
+  /** A request of an API key: its reads or writes per rolling window, then (`route`) a route's own limit per key. */
+  async consumeKey(keyId: string, kind: 'read' | 'write', route?: LimitedRoute): Promise<LimitVerdict> {
+    const now = this.nowMs();
+    const limit = kind === 'read' ? this.settings.keyReads : this.settings.keyWrites;
+    const d = await this.bounded(this.store.consume(keyKindKey(keyId, kind), limit, this.settings.windowMs, now));
+    if (!d.allowed) return { allowed: false, retryAfterSeconds: retryAfterSeconds(d, this.settings.windowMs, now) };
+    if (route === undefined) return { allowed: true };
+    const r = await this.bounded(this.store.consume(keyRouteKey(keyId, route), this.settings.perRoute[route], this.settings.windowMs, now));
+    if (r.allowed) return { allowed: true };
+    return { allowed: false, retryAfterSeconds: retryAfterSeconds(r, this.settings.windowMs, now) };
   }
 
   healthy(): Promise<boolean> {

@@ -29,8 +29,8 @@ export const AUDIT_ACTIONS = {
   'account.verification_changed': 'Real-name verification changed',
   'token.reset': 'API token made',
   'token.disabled': 'API token disabled',
-  'key.created': 'API key created',
-  'key.revoked': 'API key revoked',
+  'api_key.created': 'API key created',
+  'api_key.revoked': 'API key revoked',
   'whitelist.added': 'Whitelist entries added',
   'whitelist.deleted': 'Whitelist entries deleted',
   'whitelist.status_changed': 'Whitelist entry enabled or disabled',
@@ -137,6 +137,11 @@ export function actionsMatching(filter: string | undefined): string[] | undefine
   if (isAuditAction(filter)) return [filter];
   const family = Object.keys(AUDIT_ACTIONS).filter((a) => a.startsWith(`${filter}.`));
   return family.length ? family : [filter];
+}
+
+/** Whether a filter names an action (`whitelist.added`) or a family of them (`whitelist`). */
+export function actionsKnown(filter: string): boolean {
+  return isAuditAction(filter) || Object.keys(AUDIT_ACTIONS).some((a) => a.startsWith(`${filter}.`));
 }
 
 /**

@@ -36,6 +36,56 @@ export interface ApiTokenWithAccount extends ApiToken {
   account_status: AccountStatus;
 }
 
+/** An API key as stored (docs/api.md, "Authentication"): the secret only as its SHA-256; times in seconds. */
+export interface ApiKeyInfo {
+  /** The public id (the part of the key between `pxk_` and the secret). */
+  id: string;
+  account_id: number;
+  name: string;
+  scopes: string[];
+  created_at: number;
+  expires_at: number | null;
+  /** Addresses and CIDRs the key works from (canonical); empty: anywhere. */
+  allowed_ips: string[];
+  revoked_at: number | null;
+  last_used_at: number | null;
+  last_used_ip: string | null;
+}
+
+export interface ApiKeyRow extends ApiKeyInfo {
+  secret_hash: Buffer;
+}
+
+export interface ApiKeyWithAccount extends ApiKeyRow {
+  account_status: AccountStatus;
+}
+
+export interface NewApiKey {
+  id: string;
+  accountId: number;
+  name: string;
+  scopes: readonly string[];
+  secretHash: Buffer;
+  expiresAt: number | null;
+  allowedIps: readonly string[];
+}
+
+export interface ApiKeyStore {
+  /**
+   * A new key, unless the account already holds `max` live keys (neither revoked nor expired): 'too_many'; an id
+   * already taken (a collision of random ids): 'exists'. Counted and inserted in one transaction.
+   */
+  create(k: NewApiKey, max: number, audit?: AuditDraft): Promise<ApiKeyInfo | 'too_many' | 'exists'>;
+  /** The key of this public id with its account's status, for one request's check (no cache: a revocation counts at once). */
+  forAuth(id: string): Promise<ApiKeyWithAccount | null>;
+  /** Every key of the account, revoked ones too, newest first (never the hash). */
+  list(accountId: number): Promise<ApiKeyInfo[]>;
+  /** Revokes the account's key; null when it has no such key or it was revoked already (nothing written). */
+  revoke(accountId: number, id: string, audit?: AuditDraft): Promise<ApiKeyInfo | null>;
+  /** Records a use (at most about once a minute per key and node: the caller throttles). */
+  touch(id: string, atSec: number, ip: string): Promise<void>;
+}
+
 export interface WhitelistEntry {
   id: number;
   account_id: number;
@@ -755,6 +805,7 @@ export interface Store {
   readonly location: string;
   readonly accounts: AccountStore;
   readonly tokens: TokenStore;
+  readonly apiKeys: ApiKeyStore;
   readonly whitelist: WhitelistStore;
   readonly proxyUsers: ProxyUserStore;
   readonly sessions: ConsoleSessionStore;

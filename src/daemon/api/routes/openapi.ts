@@ -1,11 +1,13 @@
-// GET /openapi.json: OpenAPI 3.1 of the whitelist and usage endpoints, generated from the very zod schemas
+// GET /openapi.json: OpenAPI 3.1 of the customer endpoints (whitelist, usage, and those of API keys), generated from the very zod schemas
 // that validate requests (contract/schemas.ts), so the document cannot drift from the code.
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import { Code, HTTP_STATUS, TOP_MESSAGE } from '../../../contract/codes.js';
-import { API_KEY_PARAM, API_PATHS, DAEMON_PATHS, DEFAULT_DOMAINS_LIMIT, MAX_BATCH_ITEMS, MAX_DOMAINS_LIMIT, MAX_PAGE, MAX_PAGE_SIZE, MAX_SERIES_POINTS, RATE_LIMITS, USAGE_PATHS } from '../../../contract/paths.js';
+import { API_KEY_PARAM, API_PATHS, AUDIT_PATH, KEY_LIMITS, DAEMON_PATHS, DEFAULT_DOMAINS_LIMIT, MAX_BATCH_ITEMS, MAX_DOMAINS_LIMIT, MAX_PAGE, MAX_PAGE_SIZE, MAX_SERIES_POINTS, RATE_LIMITS, USAGE_PATHS } from '../../../contract/paths.js';
 import {
   AddBodySchema,
+  AuditDataSchema,
+  AuditQuerySchema,
   BatchResultSchema,
   DeleteBodySchema,
   EnvelopeSchema,
@@ -18,6 +20,7 @@ import {
   UsageSummaryDataSchema,
   UsageSummaryQuerySchema,
 } from '../../../contract/schemas.js';
+import { SCOPES, type Scope } from '../../../contract/scopes.js';
 import { VERSION } from '../../../contract/version.js';
 
 type Json = Record<string, unknown>;
@@ -56,6 +59,26 @@ function commonErrors(): Json {
   };
 }
 
+/**
+ * What an endpoint authenticated by an API key (docs/api.md, "Authentication") declares: the `bearer` scheme with
+ * the scope it needs (`any`: every key), and the 403 of a key without it. Spread into the operation.
+ */
+export function keyOperation(scope: Scope | 'any'): Json {
+  return {
+    security: [{ bearer: scope === 'any' ? [] : [scope] }],
+    'x-scope': scope,
+  };
+}
+
+/** The errors of an API key endpoint: those of every endpoint, and 403/10403 naming the missing scope. */
+export function keyErrors(scope: Scope | 'any'): Json {
+  const missing = `the key lacks scope ${scope === 'any' ? 'usage:read' : scope}`;
+  return {
+    ...commonErrors(),
+    ...(scope === 'any' ? {} : { '403': { description: 'the key lacks the scope', ...envelope(null, { code: Code.MISSING_SCOPE, message: missing, data: null }) } }),
+  };
+}
+
 /** A GET endpoint's query parameters, from the zod schema that validates them. */
 function queryParameters(schema: z.ZodType, examples: Record<string, unknown>, descriptions: Record<string, string> = {}): Json[] {
   const q = jsonSchema(schema, 'input') as { properties: Record<string, Json>; required?: string[] };
@@ -88,14 +111,15 @@ const totals = { bytes_up: 1_234_567, bytes_down: 9_876_543, connections: 12 };
 function usagePaths(): Json {
   const ok = (what: string, schema: z.ZodType, data: unknown): Json => ({
     '200': { description: `${what} (code 200), or 10400 naming the field of a bad query`, ...envelope(schema, { code: Code.OK, message: 'success', data }) },
-    ...commonErrors(),
+    ...keyErrors('usage:read'),
   });
   return {
     [USAGE_PATHS.summary]: {
       get: {
         operationId: 'usageSummary',
         summary: "The account's usage over a range: totals, its plan, and per proxy user (whitelist traffic under ip:A.B.C.D)",
-        parameters: [apiKeyParam, ...queryParameters(UsageSummaryQuerySchema, { from: '2026-11-01', to: '2026-11-21T10:00:00Z' }, RANGE_DESCRIPTIONS)],
+        ...keyOperation('usage:read'),
+        parameters: [...queryParameters(UsageSummaryQuerySchema, { from: '2026-11-01', to: '2026-11-21T10:00:00Z' }, RANGE_DESCRIPTIONS)],
         responses: ok('totals and users', UsageSummaryDataSchema, {
           from: '2026-11-01T00:00:00Z',
           to: '2026-11-21T10:00:01Z',
@@ -103,24 +127,25 @@ function usagePaths(): Json {
           ...totals,
           users: [{ user: 'alice', ...totals }],
         }),
-        'x-codeSamples': curl('GET', USAGE_PATHS.summary),
+        'x-codeSamples': bearerCurl('GET', USAGE_PATHS.summary),
       },
     },
     [USAGE_PATHS.series]: {
       get: {
         operationId: 'usageSeries',
         summary: `Usage per hour or day, oldest first, buckets without traffic as zeros; at most ${MAX_SERIES_POINTS} points`,
-        parameters: [apiKeyParam, ...queryParameters(UsageSeriesQuerySchema, { granularity: 'day', from: '2026-11-01', to: '2026-11-21', user: 'alice' }, RANGE_DESCRIPTIONS)],
+        ...keyOperation('usage:read'),
+        parameters: [...queryParameters(UsageSeriesQuerySchema, { granularity: 'day', from: '2026-11-01', to: '2026-11-21', user: 'alice' }, RANGE_DESCRIPTIONS)],
         responses: ok('the points', UsageSeriesDataSchema, { granularity: 'day', points: [{ time: '2026-11-20T00:00:00Z', ...totals }] }),
-        'x-codeSamples': curl('GET', USAGE_PATHS.series, undefined, '&granularity=day'),
+        'x-codeSamples': bearerCurl('GET', USAGE_PATHS.series, undefined, '?granularity=day'),
       },
     },
     [USAGE_PATHS.domains]: {
       get: {
         operationId: 'usageDomains',
         summary: 'Usage per registrable domain of the target (eTLD+1), largest first; those past limit are summed in other',
+        ...keyOperation('usage:read'),
         parameters: [
-          apiKeyParam,
           ...queryParameters(UsageDomainsQuerySchema, { from: '2026-11-01', to: '2026-11-21', user: 'alice', limit: '100' }, {
             ...RANGE_DESCRIPTIONS,
             from: 'first day, YYYY-MM-DD (UTC); default: the first day of the current period',
@@ -129,7 +154,57 @@ function usagePaths(): Json {
           }),
         ],
         responses: ok('the domains', UsageDomainsDataSchema, { domains: [{ domain: 'example.co.uk', ...totals }], other: { bytes_up: 1024, bytes_down: 4096, connections: 1 } }),
-        'x-codeSamples': curl('GET', USAGE_PATHS.domains, undefined, '&limit=10'),
+        'x-codeSamples': bearerCurl('GET', USAGE_PATHS.domains, undefined, '?limit=10'),
+      },
+    },
+  };
+}
+
+function auditPaths(): Json {
+  return {
+    [AUDIT_PATH]: {
+      get: {
+        operationId: 'auditLog',
+        summary: "The account's audit log, newest first: who changed what, from where (the account is the key's)",
+        ...keyOperation('audit:read'),
+        parameters: queryParameters(AuditQuerySchema, { from: '2026-11-01', to: '2026-11-21T10:00:00Z', action: 'whitelist', page: '1', page_size: '20' }, {
+          from: 'ISO 8601 date or date-time with a zone; records at or after it',
+          to: 'ISO 8601, exclusive',
+          action: 'an action (whitelist.added) or a family (whitelist: every whitelist.*)',
+          page: `page number, 1..${MAX_PAGE}`,
+          page_size: `records per page, 1..${MAX_PAGE_SIZE}`,
+        }),
+        responses: {
+          '200': {
+            description: 'a page of records (code 200), or 10400 naming the field of a bad query',
+            ...envelope(AuditDataSchema, {
+              code: Code.OK,
+              message: 'success',
+              data: {
+                items: [
+                  {
+                    id: 812,
+                    time: '2026-11-21T10:00:00.112Z',
+                    account: 'owner@example.com',
+                    actor: { type: 'token', id: 'ak0123456789abcdef0123' },
+                    source_ip: '203.0.113.7',
+                    request_id: '4f6c1f3e-3a0e-4c49-9d55-0f8e1c2b7a10',
+                    action: 'whitelist.added',
+                    target: null,
+                    details: { ips: ['203.0.113.7'] },
+                    seq: 41,
+                    hash: 'c0ffee…',
+                  },
+                ],
+                page: 1,
+                page_size: 20,
+                total: 1,
+              },
+            }),
+          },
+          ...keyErrors('audit:read'),
+        },
+        'x-codeSamples': bearerCurl('GET', AUDIT_PATH, undefined, '?action=whitelist&page_size=50'),
       },
     },
   };
@@ -163,6 +238,14 @@ function curl(method: 'GET' | 'POST', path: string, body?: unknown, extraQuery =
   return [{ lang: 'shell', label: 'curl', source }];
 }
 
+/** curl of an API key endpoint: the key in the Authorization header, never in the URL. */
+export function bearerCurl(method: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE', path: string, body?: unknown, query = ''): Json[] {
+  const url = `http://127.0.0.1:8080${path}${query}`;
+  const head = `curl -s${method === 'GET' ? '' : ` -X ${method}`} -H 'Authorization: Bearer ${API_KEY_EXAMPLE}'`;
+  const source = body === undefined ? `${head} '${url}'` : `${head} -H 'Content-Type: application/json' '${url}' -d '${JSON.stringify(body)}'`;
+  return [{ lang: 'shell', label: 'curl', source }];
+}
+
 export function buildOpenApiDocument(version: string): Json {
   const addExample = { items: [{ ip: '203.0.113.7', remark: 'office' }] };
   const deleteExample = { ips: ['203.0.113.7'] };
@@ -170,24 +253,30 @@ export function buildOpenApiDocument(version: string): Json {
     openapi: '3.1.0',
     jsonSchemaDialect: 'https://json-schema.org/draft/2020-12/schema',
     info: {
-      title: 'proxyd whitelist and usage API',
+      title: 'proxyd customer API',
       version,
       description:
         `Every response is the envelope {code, message, requestId, data}; the request id is also in X-Request-Id. ` +
-        `Limits per token per rolling 60 s: list ${RATE_LIMITS.list}, add ${RATE_LIMITS.add}, delete ${RATE_LIMITS.delete}, ` +
-        `the usage endpoints ${RATE_LIMITS.usage} together. ` +
+        `The three whitelist endpoints take the account API token in the api_key query parameter (security scheme api_key); ` +
+        `every other endpoint takes an API key pxk_… in Authorization: Bearer (scheme bearer), holding the scope the ` +
+        `endpoint names (x-scope; 403/10403 names a missing one). The token and a key never open each other's endpoints. ` +
+        `Limits per token per rolling 60 s: list ${RATE_LIMITS.list}, add ${RATE_LIMITS.add}, delete ${RATE_LIMITS.delete}; ` +
+        `per API key: ${KEY_LIMITS.reads} reads and ${KEY_LIMITS.writes} writes (operator's --key-limits), the usage endpoints ${RATE_LIMITS.usage} together. ` +
         `Batches hold 1..${MAX_BATCH_ITEMS} items, each committed on its own.`,
     },
     // Relative: resolved against where the document was fetched, so it names this daemon, not the default address.
     servers: [{ url: '/', description: 'the daemon this document was fetched from' }],
-    security: [{ apiKey: [] }],
     components: {
-      securitySchemes: { apiKey: { type: 'apiKey', in: 'query', name: API_KEY_PARAM } },
+      securitySchemes: {
+        api_key: { type: 'apiKey', in: 'query', name: API_KEY_PARAM, description: 'the account API token <accessKey>.<secret>: the three whitelist endpoints only' },
+        bearer: { type: 'http', scheme: 'bearer', bearerFormat: 'pxk_<id>_<secret>', description: `an API key with scopes (${SCOPES.join(', ')}): every other endpoint` },
+      },
     },
     paths: {
       [API_PATHS.list]: {
         get: {
           operationId: 'listWhitelist',
+          security: [{ api_key: [] }],
           summary: "List the account's whitelist, newest first",
           parameters: [apiKeyParam, ...listParameters()],
           responses: {
@@ -207,6 +296,7 @@ export function buildOpenApiDocument(version: string): Json {
       [API_PATHS.add]: {
         post: {
           operationId: 'addWhitelist',
+          security: [{ api_key: [] }],
           summary: 'Add IPv4 addresses to the whitelist',
           parameters: [apiKeyParam],
           requestBody: { required: true, content: { 'application/json': { schema: jsonSchema(AddBodySchema, 'input'), example: addExample } } },
@@ -221,6 +311,7 @@ export function buildOpenApiDocument(version: string): Json {
       [API_PATHS.delete]: {
         post: {
           operationId: 'deleteWhitelist',
+          security: [{ api_key: [] }],
           summary: 'Remove IPv4 addresses from the whitelist',
           parameters: [apiKeyParam],
           requestBody: { required: true, content: { 'application/json': { schema: jsonSchema(DeleteBodySchema, 'input'), example: deleteExample } } },
@@ -229,6 +320,7 @@ export function buildOpenApiDocument(version: string): Json {
         },
       },
       ...usagePaths(),
+      ...auditPaths(),
     },
   };
 }

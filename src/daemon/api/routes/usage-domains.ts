@@ -5,14 +5,15 @@ import { USAGE_PATHS } from '../../../contract/paths.js';
 import { UsageDomainsQuerySchema } from '../../../contract/schemas.js';
 import type { ApiContext } from '../../services/context.js';
 import { usageDomains } from '../../services/usage.js';
-import { makeAuthHook, rawQuery } from '../auth.js';
+import { rawQuery } from '../auth.js';
+import { keyRoute } from '../key-auth.js';
 import { sendEnvelope } from '../envelope.js';
 import { asInvalidParams, parseStrictQuery } from './query.js';
 
 export default function usageDomainsRoute(app: FastifyInstance, ctx: ApiContext): void {
-  app.get(USAGE_PATHS.domains, { onRequest: makeAuthHook(ctx.store, ctx.limits, 'usage', ctx.nowMs) }, async (request, reply) => {
+  app.get(USAGE_PATHS.domains, keyRoute('usage:read', 'read', { route: 'usage' }), async (request, reply) => {
     const query = parseStrictQuery(rawQuery(request), UsageDomainsQuerySchema);
-    const data = await asInvalidParams(usageDomains(ctx.store, request.caller!.accountId, query, ctx.nowMs()));
+    const data = await asInvalidParams(usageDomains(ctx.store, request.apiKey!.accountId, query, ctx.nowMs()));
     return sendEnvelope(request, reply, Code.OK, data);
   });
 }

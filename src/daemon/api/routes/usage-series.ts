@@ -5,14 +5,15 @@ import { USAGE_PATHS } from '../../../contract/paths.js';
 import { UsageSeriesQuerySchema } from '../../../contract/schemas.js';
 import type { ApiContext } from '../../services/context.js';
 import { usageSeries } from '../../services/usage.js';
-import { makeAuthHook, rawQuery } from '../auth.js';
+import { rawQuery } from '../auth.js';
+import { keyRoute } from '../key-auth.js';
 import { sendEnvelope } from '../envelope.js';
 import { asInvalidParams, parseStrictQuery } from './query.js';
 
 export default function usageSeriesRoute(app: FastifyInstance, ctx: ApiContext): void {
-  app.get(USAGE_PATHS.series, { onRequest: makeAuthHook(ctx.store, ctx.limits, 'usage', ctx.nowMs) }, async (request, reply) => {
+  app.get(USAGE_PATHS.series, keyRoute('usage:read', 'read', { route: 'usage' }), async (request, reply) => {
     const query = parseStrictQuery(rawQuery(request), UsageSeriesQuerySchema);
-    const data = await asInvalidParams(usageSeries(ctx.store, request.caller!.accountId, query, ctx.nowMs()));
+    const data = await asInvalidParams(usageSeries(ctx.store, request.apiKey!.accountId, query, ctx.nowMs()));
     return sendEnvelope(request, reply, Code.OK, data);
   });
 }

@@ -2,6 +2,7 @@ import { MIN_PASSWORD_CHARS } from '../../../contract/password.js';
 import { html, raw, type Html } from '../html.js';
 import { csrfField, shell, utc } from '../layout.js';
 import type { Flash } from '../session.js';
+import { apiKeysCard, type ApiKeysView } from './api-keys.js';
 
 /** A live console session as the Sessions card lists it. */
 export interface SessionRow {
@@ -43,6 +44,8 @@ interface AccountView {
   /** The account's target rules, canonical items. */
   rules: { deny: string[]; allow: string[] };
   security: SecurityView;
+  /** The API keys card (its csrf is the page's). */
+  apiKeys: ApiKeysView;
   flash?: Flash | undefined;
 }
 
@@ -213,9 +216,9 @@ export function accountPage(v: AccountView) {
     title: 'Account',
     signedIn: { nav: 'account', csrf: v.csrf, email: v.email },
     flash: v.flash,
-    copyScript: !!v.revealedToken || !!v.revealedWebhookSecret || !!v.security.recoveryCodes,
+    copyScript: !!v.revealedToken || !!v.revealedWebhookSecret || !!v.security.recoveryCodes || !!v.apiKeys.revealed,
     passkeyScript: true,
-    body: html`<div class="page-head"><h1>Account</h1><p class="lead">Your account details, API token and sign-in security.</p></div>
+    body: html`<div class="page-head"><h1>Account</h1><p class="lead">Your account details, API token and keys, and sign-in security.</p></div>
 <div class="stack">
 <section class="card" aria-labelledby="acct-title">
 <h2 id="acct-title" class="visually-hidden">Account details</h2>
@@ -231,6 +234,7 @@ export function accountPage(v: AccountView) {
 </dl>
 </section>
 ${tokenCard(v)}
+${apiKeysCard({ ...v.apiKeys, csrf: v.csrf })}
 ${twoFactorCard(v)}
 ${webhookCard(v)}
 ${rulesCard(v)}

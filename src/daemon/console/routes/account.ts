@@ -1,9 +1,11 @@
-// Account page: details, the API token card (create/reset with a confirmation step, shown once), webhook, target
+// Account page: details, the API token card (create/reset with a confirmation step, shown once), API keys
+// (routes/api-keys.ts), webhook, target
 // rules, password and email (sensitive actions: sudo.ts), the second factor and sessions (routes/security.ts).
 import type { FastifyInstance } from 'fastify';
 import { passwordProblem } from '../../../contract/password.js';
 import { verifyPassword } from '../../secrets.js';
 import { changeEmail, changePassword } from '../../services/account.js';
+import { ApiKeyService } from '../../services/api-keys.js';
 import { auditDraft } from '../../services/audit.js';
 import { resetToken } from '../../services/tokens.js';
 import { DEFAULT_THRESHOLDS, WebhookError, parseThresholds, removeWebhook, setWebhook } from '../../services/webhooks.js';
@@ -28,11 +30,16 @@ export default function accountRoutes(app: FastifyInstance, deps: ConsoleDeps): 
     let revealedToken: string | null = null;
     let revealedSecret: string | null = null;
     let recoveryCodes: string[] | null = null;
+    let revealedKey: { id: string; key: string } | null = null;
     const reveal = request.session.reveal;
     if (reveal) {
       delete request.session.reveal;
       if (reveal.kind === 'token') revealedToken = deps.sealer.open(reveal.sealed);
       if (reveal.kind === 'webhook-secret') revealedSecret = deps.sealer.open(reveal.sealed);
+      if (reveal.kind === 'api-key') {
+        const key = deps.sealer.open(reveal.sealed);
+        if (key && reveal.label) revealedKey = { id: reveal.label, key };
+      }
       if (reveal.kind === 'recovery-codes') recoveryCodes = JSON.parse(deps.sealer.open(reveal.sealed) ?? 'null') as string[] | null;
     }
     const webhook = await store.webhooks.get(account.id);
@@ -53,6 +60,7 @@ export default function accountRoutes(app: FastifyInstance, deps: ConsoleDeps): 
         revealedWebhookSecret: revealedSecret,
         sessionCount: await deps.sessions.countForAccount(account.id),
         rules: await getTargetRules(store, account.id),
+        apiKeys: { csrf: '', keys: await new ApiKeyService(store, deps.ctx.nowMs).list(account.id), revealed: revealedKey },
         security: await securityView(request, deps, account, recoveryCodes),
         flash: takeFlash(request),
       }),

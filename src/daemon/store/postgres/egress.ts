@@ -1,4 +1,4 @@
-// egress_addresses on PostgreSQL (migration 21): the same rows as SQLite's. Writes lock the rows they read
+// egress_addresses on PostgreSQL (migration 22): the same rows as SQLite's. Writes lock the rows they read
 // (FOR UPDATE), so two operators (or an operator and a customer's replacement) racing for one address leave one holder.
 import { byAddress, EGRESS_COLUMNS, egressRow, egressState, type EgressRow } from '../egress-sql.js';
 import type { AssignRefusal, AuditDraft, EgressAddressRow, EgressStore, EgressUsageDelta, EgressUsageRow, ReplaceOutcome } from '../types.js';

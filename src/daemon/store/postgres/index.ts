@@ -4,6 +4,7 @@
 import type { RateHitStore, Store } from '../types.js';
 import { DEFAULT_RELEASE_GRACE_SEC } from '../types.js';
 import { PgAccountStore } from './accounts.js';
+import { PgApiKeyStore } from './api-keys.js';
 import { PgAuditStore } from './audit.js';
 import { PgSecondFactorStore } from './second-factors.js';
 import { PgChangeLogStore } from './change-log.js';
@@ -33,6 +34,7 @@ export class PostgresStore implements Store {
   readonly location: string;
   readonly accounts: PgAccountStore;
   readonly tokens: PgTokenStore;
+  readonly apiKeys: PgApiKeyStore;
   readonly whitelist: PgWhitelistStore;
   readonly proxyUsers: PgProxyUserStore;
   readonly sessions: PgConsoleSessionStore;
@@ -66,6 +68,7 @@ export class PostgresStore implements Store {
     this.secondFactors = new PgSecondFactorStore(sql, nowSec, nowMs);
     this.accounts = new PgAccountStore(sql, nowSec, nowMs);
     this.tokens = new PgTokenStore(sql, nowSec, nowMs);
+    this.apiKeys = new PgApiKeyStore(sql, nowSec, nowMs);
     this.whitelist = new PgWhitelistStore(sql, nowSec, opts.releaseGraceSec ?? DEFAULT_RELEASE_GRACE_SEC, background, nowMs);
     this.proxyUsers = new PgProxyUserStore(sql, nowSec, nowMs);
     this.sessions = new PgConsoleSessionStore(sql, nowSec, nowMs);

@@ -642,7 +642,25 @@ export const PG_MIGRATIONS: readonly string[] = [
 
   ${itemsFunction('proxyd_release_items', 'p_ips jsonb, p_now bigint', 'p_ips', 'proxyd_release_ip(p_account, p_ips ->> i, p_now)')}
   `,
-  // 21: dedicated egress addresses, as SQLite's migration 17 (a statement trigger bumps the version).
+  // 21: API keys, as SQLite's migration 17. Read once per request by the public id (the primary key); a revocation
+  // is a committed update every node reads on its next request.
+  `
+  CREATE TABLE api_keys (
+    id           text PRIMARY KEY,
+    account_id   integer NOT NULL REFERENCES accounts(id),
+    name         text NOT NULL,
+    scopes       text NOT NULL,
+    secret_hash  bytea NOT NULL,
+    created_at   bigint NOT NULL,
+    expires_at   bigint,
+    allowed_ips  text NOT NULL DEFAULT '',
+    revoked_at   bigint,
+    last_used_at bigint,
+    last_used_ip text
+  );
+  CREATE INDEX api_keys_account ON api_keys(account_id, created_at);
+  `,
+  // 22: dedicated egress addresses, as SQLite's migration 18 (a statement trigger bumps the version).
   `
   CREATE TABLE egress_addresses (
     address          text PRIMARY KEY,

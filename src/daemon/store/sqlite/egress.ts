@@ -1,4 +1,4 @@
-// egress_addresses (migration 17): dedicated egress addresses, what each node offers and who holds it.
+// egress_addresses (migration 18): dedicated egress addresses, what each node offers and who holds it.
 import { byAddress, EGRESS_COLUMNS, egressRow, egressState, type EgressRow } from '../egress-sql.js';
 import type { AssignRefusal, AuditDraft, EgressAddressRow, EgressStore, EgressUsageDelta, EgressUsageRow, ReplaceOutcome } from '../types.js';
 import type { SqliteAuditLog } from './audit.js';

@@ -3,6 +3,7 @@
 import path from 'node:path';
 import { DEFAULT_RELEASE_GRACE_SEC, type RateHitStore, type Store } from '../types.js';
 import { SqliteAccountStore } from './accounts.js';
+import { SqliteApiKeyStore } from './api-keys.js';
 import { SqliteAuditLog, SqliteAuditStore } from './audit.js';
 import { SqliteSecondFactorStore } from './second-factors.js';
 import { SqliteChangeLogStore } from './change-log.js';
@@ -34,6 +35,7 @@ export class SqliteStore implements Store {
   readonly location: string;
   readonly accounts: SqliteAccountStore;
   readonly tokens: SqliteTokenStore;
+  readonly apiKeys: SqliteApiKeyStore;
   readonly whitelist: SqliteWhitelistStore;
   readonly proxyUsers: SqliteProxyUserStore;
   readonly sessions: SqliteConsoleSessionStore;
@@ -68,6 +70,7 @@ export class SqliteStore implements Store {
     this.secondFactors = new SqliteSecondFactorStore(db, nowMs, audit);
     this.accounts = new SqliteAccountStore(db, nowSec, audit);
     this.tokens = new SqliteTokenStore(db, nowSec, audit);
+    this.apiKeys = new SqliteApiKeyStore(db, nowSec, audit, () => this.gatewayWriter());
     this.whitelist = new SqliteWhitelistStore(db, nowSec, () => grace, audit);
     this.proxyUsers = new SqliteProxyUserStore(db, nowSec, audit);
     this.sessions = new SqliteConsoleSessionStore(db, nowSec, audit);

@@ -387,7 +387,26 @@ export const MIGRATIONS: readonly string[] = [
   );
   CREATE INDEX IF NOT EXISTS passkeys_account ON passkeys(account_id);
   `,
-  // 17: dedicated egress addresses (docs/admin.md, "ip"): what each node offers (its pool, else its local
+  // 17: API keys (docs/api.md, "Authentication"): the public id is the primary key (what a request names), the
+  // secret only as its SHA-256 (256 random bits: a fast hash is enough), scopes and allowed sources as
+  // comma-separated canonical lists, times in seconds. Revoked keys stay (the console and `admin key list` show them).
+  `
+  CREATE TABLE IF NOT EXISTS api_keys (
+    id           TEXT PRIMARY KEY,
+    account_id   INTEGER NOT NULL REFERENCES accounts(id),
+    name         TEXT NOT NULL,
+    scopes       TEXT NOT NULL,
+    secret_hash  BLOB NOT NULL,
+    created_at   INTEGER NOT NULL,
+    expires_at   INTEGER,
+    allowed_ips  TEXT NOT NULL DEFAULT '',
+    revoked_at   INTEGER,
+    last_used_at INTEGER,
+    last_used_ip TEXT
+  ) WITHOUT ROWID;
+  CREATE INDEX IF NOT EXISTS api_keys_account ON api_keys(account_id, created_at);
+  `,
+  // 18: dedicated egress addresses (docs/admin.md, "ip"): what each node offers (its pool, else its local
   // addresses) with its location, the account holding each (assigned), or a quarantine until a time (seconds);
   // replacements per account and calendar month; usage by address and UTC day (docs/api.md, usage summary `ips`);
   // a version every node polls, bumped by any change of an address.

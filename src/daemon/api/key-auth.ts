@@ -1,0 +1,145 @@
+// API key authentication (docs/api.md, "Authentication"): every customer endpoint but the three whitelist ones.
+// Only `Authorization: Bearer pxk_…` is read; every refusal is the one 10401 body, checked in constant time, and
+// counts in the per-source invalid-credential budget the whitelist's tokens use. No cache: each request reads its
+// key's row, so a revocation or expiry holds on every node of a fleet at its next request.
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { Code } from '../../contract/codes.js';
+import { API_KEY_PARAM, type LimitedRoute } from '../../contract/paths.js';
+import { parseApiKey, sourceAllowed, type Scope } from '../../contract/scopes.js';
+import type { ApiLimits } from '../ratelimit/api-limits.js';
+import { secretMatches } from '../secrets.js';
+import type { AuditContext } from '../services/audit.js';
+import { sourceIp, sourceLimitKey } from '../services/source-ip.js';
+import type { Store } from '../store/index.js';
+import { lockOutMessage, rawQuery } from './auth.js';
+import { sendEnvelope } from './envelope.js';
+
+export interface ApiKeyCaller {
+  id: string;
+  accountId: number;
+  scopes: Scope[];
+}
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** The API key a request was authenticated by (keyRoute). */
+    apiKey?: ApiKeyCaller;
+  }
+  interface FastifyInstance {
+    /** What keyRoute's hooks check keys with (buildApp decorates the app with it). */
+    keyAuth: KeyAuthenticator;
+  }
+}
+
+// Syntactically a key id, never issued (ids are 16 hex digits): a malformed key does the same lookup and hash work.
+const DUMMY_KEY_ID = 'none0000000000000000';
+/** A key's use is written at most once a minute per node (or when its source changes, at most once a second). */
+const TOUCH_EVERY_MS = 60_000;
+const TOUCH_NEW_SOURCE_MS = 1_000;
+const MAX_TOUCHED = 10_000;
+
+/** The key of `Authorization: Bearer <key>` (scheme case-insensitive); null for anything else. */
+function bearerKey(request: FastifyRequest): string | null {
+  const h = request.headers.authorization;
+  if (typeof h !== 'string') return null;
+  const m = /^Bearer +([!-~]+) *$/i.exec(h);
+  return m ? m[1]! : null;
+}
+
+type KeyCheck = { kind: 'locked'; retryAfterSeconds: number } | { kind: 'invalid' } | { kind: 'ok'; caller: ApiKeyCaller };
+
+export class KeyAuthenticator {
+  private readonly touched = new Map<string, { atMs: number; ip: string }>();
+
+  constructor(
+    private readonly store: Store,
+    readonly limits: ApiLimits,
+    readonly nowMs: () => number = Date.now,
+  ) {}
+
+  /** The lock-out, then the key: every failure cause is `invalid`, after the same lookup and hash comparison. */
+  async check(request: FastifyRequest, ip: string, source: string): Promise<KeyCheck> {
+    const lock = await this.limits.checkSourceIp(source);
+    if (!lock.allowed) return { kind: 'locked', retryAfterSeconds: lock.retryAfterSeconds };
+    const raw = bearerKey(request);
+    const parsed = raw === null ? null : parseApiKey(raw);
+    const row = await this.store.apiKeys.forAuth(parsed?.id ?? DUMMY_KEY_ID);
+    const matches = secretMatches(parsed?.secret ?? '', row?.secret_hash ?? null);
+    const nowSec = Math.floor(this.nowMs() / 1000);
+    const live =
+      row !== null &&
+      row.revoked_at === null &&
+      (row.expires_at === null || row.expires_at > nowSec) &&
+      row.account_status === 'active' &&
+      sourceAllowed(ip, row.allowed_ips);
+    if (!parsed || !row || !matches || !live) {
+      await this.limits.recordInvalidToken(source);
+      return { kind: 'invalid' };
+    }
+    return { kind: 'ok', caller: { id: row.id, accountId: row.account_id, scopes: row.scopes as Scope[] } };
+  }
+
+  /** Records the key's last use, throttled: not a write per request. */
+  touch(keyId: string, ip: string): void {
+    const now = this.nowMs();
+    const prev = this.touched.get(keyId);
+    if (prev && (prev.ip === ip ? now - prev.atMs < TOUCH_EVERY_MS : now - prev.atMs < TOUCH_NEW_SOURCE_MS)) return;
+    if (this.touched.size >= MAX_TOUCHED) this.touched.clear();
+    this.touched.set(keyId, { atMs: now, ip });
+    this.store.apiKeys.touch(keyId, Math.floor(now / 1000), ip).catch(() => {
+      /* busy or unreachable: the next use records itself */
+    });
+  }
+}
+
+/** The one answer of a refused key: 401, 10401, `invalid api key`, whatever the cause. */
+function refuse(request: FastifyRequest, reply: FastifyReply): FastifyReply {
+  return sendEnvelope(request, reply, Code.INVALID_API_KEY);
+}
+
+/**
+ * Route options (spread them into a route's) that authenticate the request by its API key and admit it when the key
+ * holds `scope` (`any`: every key) and has requests of this `kind` left. `opts.route`: a limit of the route's own
+ * per key on top (the usage endpoints' 60 per minute). Sets `request.apiKey`.
+ */
+export function keyRoute(scope: Scope | 'any', kind: 'read' | 'write', opts: { route?: LimitedRoute } = {}) {
+  async function keyAuthHook(request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply | undefined> {
+    const auth = (request.server as FastifyInstance).keyAuth;
+    const ip = sourceIp(request);
+    // Counted by source (an IPv6 one by its /64), as invalid tokens are: one budget for both.
+    const source = sourceLimitKey(ip);
+    const a = await auth.check(request, ip, source);
+    if (a.kind === 'locked') {
+      request.limitedBy = 'source_ip';
+      const message = lockOutMessage(ip, auth.limits.settings.invalidTokenPerIp, a.retryAfterSeconds, auth.nowMs());
+      return sendEnvelope(request, reply, Code.RATE_LIMITED, null, message, { retryAfterSeconds: a.retryAfterSeconds });
+    }
+    if (a.kind === 'invalid') {
+      return refuse(request, reply);
+    }
+    const key = a.caller;
+    if (scope !== 'any' && !key.scopes.includes(scope)) {
+      request.apiKey = key; // for the log line: which key was refused
+      return sendEnvelope(request, reply, Code.MISSING_SCOPE, null, `the key lacks scope ${scope}`);
+    }
+    // The account token's parameter is never read here; a key put there would sit in access logs: say so.
+    if (new URLSearchParams(rawQuery(request)).has(API_KEY_PARAM)) {
+      request.apiKey = key;
+      return sendEnvelope(request, reply, Code.INVALID_PARAMS, null, `invalid parameters: ${API_KEY_PARAM} (not read here: send the API key in Authorization: Bearer, never in the URL)`);
+    }
+    const quota = await auth.limits.consumeKey(key.id, kind, opts.route);
+    request.apiKey = key;
+    if (!quota.allowed) {
+      request.limitedBy = 'key';
+      return sendEnvelope(request, reply, Code.RATE_LIMITED, null, undefined, { retryAfterSeconds: quota.retryAfterSeconds });
+    }
+    auth.touch(key.id, ip);
+    return undefined;
+  }
+  return { onRequest: [keyAuthHook] };
+}
+
+/** Who acts in a key-authenticated call, for its audit record: the key by its id (never the key), from where, in which request. */
+export function keyAudit(request: FastifyRequest): AuditContext {
+  return { actor: { type: 'key', id: request.apiKey!.id }, sourceIp: sourceIp(request), requestId: request.id };
+}
