@@ -21,6 +21,8 @@ describe('GET /openapi.json', () => {
     expect(doc.openapi).toBe('3.1.0');
     expect(Object.keys(doc.paths).sort()).toEqual([
       '/openapi/v1/audit',
+      '/openapi/v1/proxy/ips',
+      '/openapi/v1/proxy/ips/replace',
       '/openapi/v1/proxy/whitelist/add',
       '/openapi/v1/proxy/whitelist/delete',
       '/openapi/v1/proxy/whitelist/list',
@@ -46,6 +48,8 @@ describe('GET /openapi.json', () => {
       expect(doc.paths[p].get.responses['403']).toBeDefined();
       expect(doc.paths[p].get.parameters.map((x: { name: string }) => x.name)).not.toContain('api_key');
     }
+    expect(doc.paths['/openapi/v1/proxy/ips'].get.security).toEqual([{ bearer: ['users:read'] }]);
+    expect(doc.paths['/openapi/v1/proxy/ips/replace'].post.security).toEqual([{ bearer: ['users:write'] }]);
     expect(doc.paths['/openapi/v1/proxy/whitelist/add'].post.responses['429'].headers['Retry-After']).toBeDefined();
     expect(doc.paths['/openapi/v1/proxy/whitelist/add'].post.responses['503']).toBeDefined();
     expect(doc.paths['/openapi/v1/usage/series'].get.parameters.find((p: { name: string }) => p.name === 'granularity').schema).toEqual(

@@ -19,6 +19,8 @@ import usageDomainsRoute from './routes/usage-domains.js';
 import usageSeriesRoute from './routes/usage-series.js';
 import usageSummaryRoute from './routes/usage-summary.js';
 import auditRoute from './routes/audit.js';
+import ipsListRoute from './routes/ips-list.js';
+import ipsReplaceRoute from './routes/ips-replace.js';
 
 interface AppOptions {
   trustProxy: string[];
@@ -150,6 +152,8 @@ export async function buildApp(ctx: ApiContext, opts: AppOptions): Promise<Fasti
     usageSeriesRoute(api, ctx);
     usageDomainsRoute(api, ctx);
     auditRoute(api, ctx);
+    ipsListRoute(api, ctx);
+    ipsReplaceRoute(api, ctx);
     const allowed: Record<string, string> = {
       [API_PATHS.list]: 'GET',
       [API_PATHS.add]: 'POST',
