@@ -214,9 +214,49 @@ describe('dedicated egress addresses (SQLite, one node)', () => {
     expect(seen.size).toBeGreaterThan(1);
   }, patient(60_000));
 
+  it('a replacement through the API ends open tunnels from the old address within 2 s; the new one serves its owner', async () => {
+    const made = await admin(dataDir, ['key', 'create', '--email', 'owner@example.com', '--name', 'ips', '--scopes', 'users:read,users:write']);
+    expect(made.code, made.stderr).toBe(0);
+    const key = made.json.key as string;
+    const before = heldFrom.length;
+    const t = await tunnel(d.httpProxy, holdPort, 'alice-ip-127.0.0.3');
+    await waitFor('the held connection arrived', () => heldFrom.length > before, patient(2_000));
+    expect(heldFrom.at(-1)).toBe('127.0.0.3');
+    const closed = new Promise<number>((r) => t.once('close', () => r(Date.now())));
+    const res = await fetch(`${d.api}/openapi/v1/proxy/ips/replace`, { method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' }, body: JSON.stringify({ address: '127.0.0.3' }) });
+    const t0 = Date.now();
+    const body = (await res.json()) as { code: number; data: { old: string; new: string } };
+    expect(body.code).toBe(200);
+    expect(body.data).toEqual({ old: '127.0.0.3', new: '127.0.0.2' }); // the lowest free address of the node
+    const at = await Promise.race([closed, new Promise<number>((r) => setTimeout(() => r(-1), patient(4_000)))]);
+    expect(at).toBeGreaterThan(0);
+    expect(at - t0).toBeLessThan(patient(2_000));
+    await waitFor('the owner leaves from its new address', async () => ipOf(await via(d.httpProxy, echoPort, 'alice')) === '127.0.0.2', patient(2_000));
+    expect(await via(d.httpProxy, echoPort, 'alice-ip-127.0.0.3')).toEqual({ status: 407 });
+    const list = await fetch(`${d.api}/openapi/v1/proxy/ips`, { headers: { authorization: `Bearer ${key}` } });
+    const listed = (await list.json()) as { data: { items: Array<{ address: string; bytes_up: number; bytes_down: number }> } };
+    expect(listed.data.items.map((i) => i.address)).toEqual(['127.0.0.2']);
+    // Nobody else leaves from the quarantined one.
+    const others = await pool(Array.from({ length: 30 }), 6, () => via(d.httpProxy, echoPort, 'carol').then(ipOf));
+    expect(others).not.toContain('127.0.0.3');
+    expect(others).not.toContain('127.0.0.2');
+  }, patient(60_000));
+
+  it('usage by address reaches the summary\'s "ips"', async () => {
+    const made = await admin(dataDir, ['key', 'create', '--email', 'owner@example.com', '--name', 'usage', '--scopes', 'usage:read']);
+    const key = made.json.key as string;
+    await waitFor('bytes by address', async () => {
+      const r = (await (await fetch(`${d.api}/openapi/v1/usage/summary`, { headers: { authorization: `Bearer ${key}` } })).json()) as { data: { ips?: Array<{ address: string; bytes_down: number; connections: number }> } };
+      const two = r.data.ips?.find((i) => i.address === '127.0.0.2');
+      const three = r.data.ips?.find((i) => i.address === '127.0.0.3');
+      return two !== undefined && two.bytes_down > 0 && three !== undefined && three.connections > 0;
+    }, patient(5_000));
+  }, patient(30_000));
+
   it('/metrics counts this node\'s addresses by state', async () => {
     const text = await (await fetch(`${d.api}/metrics`)).text();
     expect(text).toMatch(/proxyd_egress_addresses\{state="assigned"\} 2/);
-    expect(text).toMatch(/proxyd_egress_addresses\{state="free"\} 6/);
+    expect(text).toMatch(/proxyd_egress_addresses\{state="quarantined"\} 1/);
+    expect(text).toMatch(/proxyd_egress_addresses\{state="free"\} 5/);
   });
 });
