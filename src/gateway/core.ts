@@ -175,7 +175,7 @@ export class GatewayCore {
     });
     const dedicated = opts.dedicated;
     const shared = pool
-      ? new PoolDialer(this.direct, pool.addresses, pool.sessions, dedicated ? (a) => dedicated.reserved(a) : undefined)
+      ? new PoolDialer(this.direct, pool.addresses, pool.sessions, dedicated ?? null)
       : prefix
         ? new PrefixDialer(this.direct, prefix.prefix, prefix.sessions)
         : this.direct;

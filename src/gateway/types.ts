@@ -28,6 +28,8 @@ export interface DedicatedEgress {
   holdsAny(accountId: number): boolean;
   /** Whether this address is out of the shared rotation (assigned or quarantined). */
   reserved(address: string): boolean;
+  /** Moves whenever what `reserved` says may have changed (an assignment, a release, a quarantine that ended). */
+  generation(): number;
   /** The node the account's address `ip` is on; null when it is not the account's. */
   nodeOf(accountId: number, ip: string): string | null;
   /** The nodes holding the account's addresses. */

@@ -32,6 +32,10 @@ export class DedicatedView implements DedicatedEgress {
   /** Nodes per account, fleet-wide. */
   private nodes = new Map<number, Set<string>>();
   private version = -1;
+  /** Moves with every table read that changed something, and when a quarantine ends (PoolDialer rebuilds its free list). */
+  private gen = 0;
+  /** The earliest quarantine end still ahead (ms; Infinity: none). */
+  private nextQuarantineEnd = Infinity;
   private timer: NodeJS.Timeout | null = null;
   private running: Promise<void> | null = null;
   private lastWarn = 0;
@@ -67,6 +71,19 @@ export class DedicatedView implements DedicatedEgress {
   reserved(address: string): boolean {
     const h = this.byAddress.get(address);
     return h !== undefined && (h.accountId !== null || h.quarantineUntilMs > this.now());
+  }
+
+  generation(): number {
+    if (this.now() >= this.nextQuarantineEnd) this.quarantinesEnded();
+    return this.gen;
+  }
+
+  private quarantinesEnded(): void {
+    const now = this.now();
+    let next = Infinity;
+    for (const h of this.byAddress.values()) if (h.quarantineUntilMs > now && h.quarantineUntilMs < next) next = h.quarantineUntilMs;
+    this.nextQuarantineEnd = next;
+    this.gen++;
   }
 
   nodeOf(accountId: number, ip: string): string | null {
@@ -124,7 +141,11 @@ export class DedicatedView implements DedicatedEgress {
       let set = nodes.get(r.accountId);
       if (!set) nodes.set(r.accountId, (set = new Set()));
       set.add(r.node);
-      if (r.node === this.o.node) mine.set(r.accountId, [...(mine.get(r.accountId) ?? []), r.address]);
+      if (r.node === this.o.node) {
+        const list = mine.get(r.accountId);
+        if (list) list.push(r.address);
+        else mine.set(r.accountId, [r.address]);
+      }
     }
     const changed = new Set<string>();
     for (const [a, h] of byAddress) {
@@ -135,6 +156,7 @@ export class DedicatedView implements DedicatedEgress {
     this.byAddress = byAddress;
     this.mine = mine;
     this.nodes = nodes;
+    this.quarantinesEnded(); // a new generation, and the next quarantine end
     if (!this.o.close || this.version < 0) return;
     const closed = this.o.close((address, accountId) => {
       const owner = byAddress.get(address)?.accountId ?? null;

@@ -1,9 +1,11 @@
 // Usage by dedicated address (docs/api.md, usage summary `ips`): what the gateway metered for accounts holding
-// dedicated addresses, by the address their connections left from, written every second to the UTC day's row.
+// dedicated addresses, by the address their connections left from, written every 5 s to the UTC day's row.
 // A write that fails keeps its deltas for the next one (added, never counted twice: one writer per process).
 import type { EgressUsageDelta, Store } from '../store/index.js';
 
 const DAY_MS = 86_400_000;
+/** How often it writes: usage by address is not what limits enforce, so it need not cost a commit every second. */
+export const DEFAULT_FLUSH_MS = 5_000;
 
 export class EgressUsageWriter {
   private pending = new Map<string, EgressUsageDelta>();
@@ -15,7 +17,7 @@ export class EgressUsageWriter {
 
   constructor(
     private readonly store: Store,
-    private readonly o: { retentionMs: number; now?: () => number; log?: { warn(obj: object, msg?: string): void } },
+    private readonly o: { retentionMs: number; flushMs?: number; now?: () => number; log?: { warn(obj: object, msg?: string): void } },
   ) {}
 
   /** Deltas just collected from the gateway (with the rest of the usage). */
@@ -42,7 +44,7 @@ export class EgressUsageWriter {
   }
 
   start(): void {
-    this.timer = setInterval(() => void this.flush(), 1_000);
+    this.timer = setInterval(() => void this.flush(), this.o.flushMs ?? DEFAULT_FLUSH_MS);
     this.timer.unref();
   }
 

@@ -269,7 +269,11 @@ export async function startDaemon(cfg: ServeConfig, log: DaemonLog, worker: Work
   // flushed every second, the others every 4 s, per-domain usage every minute; SQLite writes it all every second.
   const pacedWrites = store.backend === 'postgres' && !worker.sinks;
   // Usage by dedicated address: metered with the rest, written beside it (metering/egress-usage.ts).
-  const egressUsage = new EgressUsageWriter(store, { retentionMs: cfg.usageRetentionMs.day, log });
+  const egressUsage = new EgressUsageWriter(store, {
+    retentionMs: cfg.usageRetentionMs.day,
+    flushMs: process.env.PROXYD_EGRESS_USAGE_FLUSH_MS ? intFromEnv('PROXYD_EGRESS_USAGE_FLUSH_MS', 100, 3_600_000) : undefined,
+    log,
+  });
   const collect = () => {
     const usage = gateway?.collectUsage() ?? [];
     egressUsage.add(gateway?.collectEgressUsage() ?? []);

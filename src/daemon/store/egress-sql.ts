@@ -1,4 +1,5 @@
 // egress_addresses rows as both backends read them: the state as of `nowSec` (a quarantine that ended reads free).
+import { ipv4ToInt } from '../../contract/address-list.js';
 import type { EgressAddressRow, EgressState } from './types.js';
 
 export interface EgressRow {
@@ -36,8 +37,12 @@ export function egressRow(r: EgressRow, nowSec: number): EgressAddressRow {
 
 /** Addresses in numeric order (10.0.0.9 before 10.0.0.10). */
 export function byAddress(a: { address: string }, b: { address: string }): number {
-  const x = a.address.split('.').map(Number);
-  const y = b.address.split('.').map(Number);
-  for (let i = 0; i < 4; i++) if (x[i] !== y[i]) return (x[i] ?? 0) - (y[i] ?? 0);
-  return 0;
+  return ipv4ToInt(a.address) - ipv4ToInt(b.address);
+}
+
+/** `rows` in address order, each address read once (a fleet's table holds tens of thousands). */
+export function sortByAddress<T extends { address: string }>(rows: T[]): T[] {
+  const keyed = rows.map((r) => ({ k: ipv4ToInt(r.address), r }));
+  keyed.sort((a, b) => a.k - b.k);
+  return keyed.map((x) => x.r);
 }

@@ -748,7 +748,7 @@ export interface EgressStore {
   replacementsUsed(accountId: number, month: string): Promise<number>;
   /** Grows with every change of any address: a node reloads when it moved. */
   version(): Promise<number>;
-  /** Adds usage by dedicated address to the UTC day starting at `dayMs`. */
+  /** Adds usage by dedicated address to the UTC day starting at `dayMs` (throws when the database is busy: the caller keeps it). */
   addUsage(rows: readonly EgressUsageDelta[], dayMs: number): Promise<void>;
   /** An account's usage by address over the UTC days that overlap [fromMs, toMs), largest first. */
   usageByAddress(accountId: number, fromMs: number, toMs: number): Promise<EgressUsageRow[]>;

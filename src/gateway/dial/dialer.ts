@@ -230,13 +230,30 @@ export class DirectDialer implements Dialer {
  */
 export class PoolDialer implements Dialer {
   private next = 0;
+  /** The addresses not reserved, as of `freeGeneration` (rebuilt when the reservations move, never per connection). */
+  private free: readonly string[];
+  private freeGeneration = -1;
 
   constructor(
     private readonly base: DirectDialer,
     private readonly addresses: readonly string[],
     private readonly sessions: StickySessions,
-    private readonly reserved: (address: string) => boolean = () => false,
-  ) {}
+    private readonly reservations: { reserved(address: string): boolean; generation(): number } | null = null,
+  ) {
+    this.free = addresses;
+  }
+
+  /** The pool without its reserved addresses: the same array while nothing changed. */
+  private freeAddresses(): readonly string[] {
+    const r = this.reservations;
+    if (r === null) return this.addresses;
+    const g = r.generation();
+    if (g !== this.freeGeneration) {
+      this.free = this.addresses.filter((a) => !r.reserved(a));
+      this.freeGeneration = g;
+    }
+    return this.free;
+  }
 
   /** The local address for a connection or a UDP association: its session's, else the next in turn. */
   localFor(session: EgressSession | null): string | null | Promise<string | null> {
@@ -244,17 +261,18 @@ export class PoolDialer implements Dialer {
       const held = this.sessions.assign(session.key, session.minutes);
       return held instanceof Promise ? held.then((h) => this.unreserved(this.addresses[h.index]!, session.key)) : this.unreserved(this.addresses[held.index]!, session.key);
     }
-    for (let tries = 0; tries < this.addresses.length; tries++) {
-      const index = this.next;
-      this.next = (index + 1) % this.addresses.length;
-      const a = this.addresses[index]!;
-      if (!this.reserved(a)) return a;
-    }
-    return null;
+    const free = this.freeAddresses();
+    if (free.length === 0) return null;
+    const index = this.next % free.length;
+    this.next = index + 1;
+    return free[index]!;
   }
 
+  /** A session's address, or (when it became reserved) the free one its key hashes to: O(1), the same on every worker. */
   private unreserved(address: string, key: string): string | null {
-    return this.reserved(address) ? rendezvousPick(this.addresses.filter((a) => !this.reserved(a)), key) : address;
+    if (this.reservations === null || !this.reservations.reserved(address)) return address;
+    const free = this.freeAddresses();
+    return free.length === 0 ? null : free[keyHash(key) % free.length]!;
   }
 
   async dial(req: DialRequest): Promise<DialOutcome> {
@@ -269,21 +287,25 @@ export class PoolDialer implements Dialer {
 export const NO_SHARED_ADDRESS = 'no shared egress address free';
 export const NO_DEDICATED_EXIT = 'no exit holds your dedicated addresses';
 
+/** 32-bit FNV-1a of a string, mixed (murmur3's fmix32 in part): spreads keys that differ in their last character. */
+function keyHash(s: string): number {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < s.length; i++) {
+    h ^= s.charCodeAt(i);
+    h = Math.imul(h, 0x01000193);
+  }
+  h ^= h >>> 16;
+  h = Math.imul(h, 0x85ebca6b);
+  h ^= h >>> 13;
+  return h >>> 0;
+}
+
 /** The address `key` ranks first among `addresses` (rendezvous hashing: stable while the list changes little); null when empty. */
 export function rendezvousPick(addresses: readonly string[], key: string): string | null {
   let best: string | null = null;
   let bestScore = -1;
   for (const a of addresses) {
-    let h = 0x811c9dc5;
-    const s = `${key}\0${a}`;
-    for (let i = 0; i < s.length; i++) {
-      h ^= s.charCodeAt(i);
-      h = Math.imul(h, 0x01000193);
-    }
-    h ^= h >>> 16;
-    h = Math.imul(h, 0x85ebca6b);
-    h ^= h >>> 13;
-    const score = h >>> 0;
+    const score = keyHash(`${key}\0${a}`);
     if (score > bestScore) [best, bestScore] = [a, score];
   }
   return best;

@@ -1,6 +1,6 @@
 // egress_addresses on PostgreSQL (migration 22): the same rows as SQLite's. Writes lock the rows they read
 // (FOR UPDATE), so two operators (or an operator and a customer's replacement) racing for one address leave one holder.
-import { byAddress, EGRESS_COLUMNS, egressRow, egressState, type EgressRow } from '../egress-sql.js';
+import { byAddress, EGRESS_COLUMNS, sortByAddress, egressRow, egressState, type EgressRow } from '../egress-sql.js';
 import type { AssignRefusal, AuditDraft, EgressAddressRow, EgressStore, EgressUsageDelta, EgressUsageRow, ReplaceOutcome } from '../types.js';
 import { appendAudit } from './audit.js';
 import { guard, type Sql } from './db.js';
@@ -90,7 +90,7 @@ export class PgEgressStore extends PgFamily implements EgressStore {
       [acc, node],
     ));
     const now = this.nowSec();
-    return rows.map((r) => egressRow(r, now)).sort(byAddress);
+    return sortByAddress(rows.map((r) => egressRow(r, now)));
   }
 
   async replace(accountId: number, address: string, o: { month: string; max: number; quarantineUntil: number }, audit?: (r: { old: string; new: string }) => AuditDraft): Promise<ReplaceOutcome> {

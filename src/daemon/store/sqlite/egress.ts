@@ -1,5 +1,5 @@
 // egress_addresses (migration 18): dedicated egress addresses, what each node offers and who holds it.
-import { byAddress, EGRESS_COLUMNS, egressRow, egressState, type EgressRow } from '../egress-sql.js';
+import { byAddress, EGRESS_COLUMNS, sortByAddress, egressRow, egressState, type EgressRow } from '../egress-sql.js';
 import type { AssignRefusal, AuditDraft, EgressAddressRow, EgressStore, EgressUsageDelta, EgressUsageRow, ReplaceOutcome } from '../types.js';
 import type { SqliteAuditLog } from './audit.js';
 import type { Db } from './db.js';
@@ -12,6 +12,8 @@ export class SqliteEgressStore implements EgressStore {
     private readonly db: Db,
     private readonly nowSec: () => number,
     private readonly audit: SqliteAuditLog,
+    /** The gateway's no-wait connection for usage by address: a lock held elsewhere throws at once, never sleeps the event loop. */
+    private readonly writer: () => Db = () => db,
   ) {}
 
   async register(node: string, addresses: readonly string[], loc: { country: string | null; city: string | null }): Promise<void> {
@@ -79,7 +81,7 @@ export class SqliteEgressStore implements EgressStore {
     const w = where.length ? `WHERE ${where.join(' AND ')}` : '';
     const rows = stmt<unknown[], EgressRow>(this.db, `SELECT ${EGRESS_COLUMNS} FROM egress_addresses e LEFT JOIN accounts a ON a.id = e.account_id ${w}`).all(...params);
     const now = this.nowSec();
-    return rows.map((r) => egressRow(r, now)).sort(byAddress);
+    return sortByAddress(rows.map((r) => egressRow(r, now)));
   }
 
   async replace(accountId: number, address: string, o: { month: string; max: number; quarantineUntil: number }, audit?: (r: { old: string; new: string }) => AuditDraft): Promise<ReplaceOutcome> {
@@ -118,10 +120,11 @@ export class SqliteEgressStore implements EgressStore {
   }
 
   async addUsage(rows: readonly EgressUsageDelta[], dayMs: number): Promise<void> {
-    const add = stmt(this.db, `INSERT INTO egress_usage (account_id, address, day_ms, bytes_up, bytes_down, connections) VALUES (?, ?, ?, ?, ?, ?)
+    const db = this.writer();
+    const add = stmt(db, `INSERT INTO egress_usage (account_id, address, day_ms, bytes_up, bytes_down, connections) VALUES (?, ?, ?, ?, ?, ?)
       ON CONFLICT (account_id, day_ms, address) DO UPDATE SET bytes_up = bytes_up + excluded.bytes_up, bytes_down = bytes_down + excluded.bytes_down,
         connections = connections + excluded.connections`);
-    this.db.transaction(() => {
+    db.transaction(() => {
       for (const r of rows) add.run(r.accountId, r.address, dayMs, r.bytesUp, r.bytesDown, r.connections);
     }).immediate();
   }
@@ -133,7 +136,7 @@ export class SqliteEgressStore implements EgressStore {
   }
 
   async pruneUsage(beforeMs: number): Promise<number> {
-    return stmt(this.db, 'DELETE FROM egress_usage WHERE day_ms < ?').run(beforeMs).changes;
+    return stmt(this.writer(), 'DELETE FROM egress_usage WHERE day_ms < ?').run(beforeMs).changes;
   }
 
   async version(): Promise<number> {

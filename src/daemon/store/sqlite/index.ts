@@ -80,7 +80,7 @@ export class SqliteStore implements Store {
     this.plans = new SqlitePlanStore(db, nowSec, audit);
     this.webhooks = new SqliteWebhookStore(db, audit, () => this.gatewayWriter());
     this.targetRules = new SqliteTargetRulesStore(db, nowSec, audit);
-    this.egress = new SqliteEgressStore(db, nowSec, audit);
+    this.egress = new SqliteEgressStore(db, nowSec, audit, () => this.gatewayWriter());
     this.changeLog = new SqliteChangeLogStore(db, dataDir);
     this.connectionLog = new SqliteConnectionLogStore(db, () => this.gatewayWriter());
   }
