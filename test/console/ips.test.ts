@@ -62,7 +62,7 @@ describe.each(BACKENDS)('console IPs page on %s', (backend) => {
     await waitFor('bytes by address shown', async () => {
       await page.reload();
       return /↑ 1000 B ↓ 1000 B|↑ 1,000 B|1000 B/.test((await page.locator('[data-testid="ip-row-127.0.0.2"] [data-testid=ip-bytes]').textContent()) ?? '');
-    }, patient(8_000));
+    }, patient(15_000));
     expect(await page.locator('[data-testid="ip-row-127.0.0.3"] [data-testid=ip-bytes]').textContent()).toContain('0 B');
     expect(await page.textContent('[data-testid=ip-replacements-left]')).toBe('1');
 

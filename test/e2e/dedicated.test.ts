@@ -250,7 +250,7 @@ describe('dedicated egress addresses (SQLite, one node)', () => {
       const two = r.data.ips?.find((i) => i.address === '127.0.0.2');
       const three = r.data.ips?.find((i) => i.address === '127.0.0.3');
       return two !== undefined && two.bytes_down > 0 && three !== undefined && three.connections > 0;
-    }, patient(5_000));
+    }, patient(15_000)); // written every 5 s
   }, patient(30_000));
 
   it('/metrics counts this node\'s addresses by state', async () => {
