@@ -4,7 +4,8 @@ import type { EgressPrefix } from './dial/egress-prefix.js';
 import type { StickyAddresses, StickySessions } from './dial/sticky-sessions.js';
 import type { ByteBudget } from './relay/byte-budget.js';
 import type { RateBudget } from './relay/rate-budget.js';
-import type { Dialer, ExitWish } from './dial/dialer.js';
+import type { DedicatedEgress, Dialer, ExitWish } from './dial/dialer.js';
+export type { DedicatedEgress };
 import type { HopIdentity } from './hop/identity.js';
 import type { HopRefusal } from './hop/server.js';
 import type { TargetRuleSets } from './dial/target-rules.js';
@@ -17,25 +18,6 @@ export type { TargetDenial, RuleItemProblem } from './dial/target-rules.js';
  * The target rules in force, from the daemon's in-memory view (synchronous: asked once per connection, before
  * its target is resolved or dialled).
  */
-/**
- * Dedicated egress addresses (docs/gateway.md, "Dedicated addresses") from the daemon's in-memory view, asked
- * synchronously per connection: an account that holds addresses leaves only from them; nobody else does.
- */
-export interface DedicatedEgress {
-  /** This node's addresses the account holds (empty: none here). */
-  here(accountId: number): readonly string[];
-  /** Whether the account holds an address anywhere in the fleet (then it never leaves from a shared address). */
-  holdsAny(accountId: number): boolean;
-  /** Whether this address is out of the shared rotation (assigned or quarantined). */
-  reserved(address: string): boolean;
-  /** Moves whenever what `reserved` says may have changed (an assignment, a release, a quarantine that ended). */
-  generation(): number;
-  /** The node the account's address `ip` is on; null when it is not the account's. */
-  nodeOf(accountId: number, ip: string): string | null;
-  /** The nodes holding the account's addresses. */
-  nodesOf(accountId: number): ReadonlySet<string>;
-}
-
 export interface TargetRules {
   /** The service's rules and the account's (null: none). */
   forAccount(accountId: number): TargetRuleSets;

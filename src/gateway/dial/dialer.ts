@@ -9,7 +9,25 @@ import { CachingResolver } from './resolver.js';
 import type { StickyAddresses, StickySessions } from './sticky-sessions.js';
 import { canonicalIp, checkTarget, parseIp, reachesListener, type TargetRefusal } from './target-policy.js';
 import type { AddressScreen, TargetDenial } from './target-rules.js';
-import type { DedicatedEgress } from '../types.js';
+
+/**
+ * Dedicated egress addresses (docs/gateway.md, "Dedicated addresses") from the daemon's in-memory view, asked
+ * synchronously per connection: an account that holds addresses leaves only from them; nobody else does.
+ */
+export interface DedicatedEgress {
+  /** This node's addresses the account holds (empty: none here). */
+  here(accountId: number): readonly string[];
+  /** Whether the account holds an address anywhere in the fleet (then it never leaves from a shared address). */
+  holdsAny(accountId: number): boolean;
+  /** Whether this address is out of the shared rotation (assigned or quarantined). */
+  reserved(address: string): boolean;
+  /** Moves whenever what `reserved` says may have changed (an assignment, a release, a quarantine that ended). */
+  generation(): number;
+  /** The node the account's address `ip` is on; null when it is not the account's. */
+  nodeOf(accountId: number, ip: string): string | null;
+  /** The nodes holding the account's addresses. */
+  nodesOf(accountId: number): ReadonlySet<string>;
+}
 
 export type ResolveOutcome =
   | { ok: true; address: string; family: 4 | 6 }
