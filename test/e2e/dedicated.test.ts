@@ -157,6 +157,23 @@ describe('dedicated egress addresses (SQLite, one node)', () => {
     // Not the account's: a shared address, the other account's way in, or none of the pool.
     expect(await via(d.httpProxy, echoPort, 'alice-ip-127.0.0.5')).toEqual({ status: 407 });
     expect(await via(d.httpProxy, echoPort, 'bob-ip-127.0.0.2')).toEqual({ status: 407 });
+    // SOCKS5: RFC 1929 status 0x01, as wrong credentials.
+    const { host, port } = hostPort(d.socks);
+    const s = net.connect(port, host);
+    s.on('error', () => {});
+    const u = Buffer.from('alice-ip-127.0.0.5');
+    const p = Buffer.from(PASS);
+    s.write(Buffer.concat([Buffer.from([5, 1, 2, 1, u.length]), u, Buffer.from([p.length]), p]));
+    const got = await new Promise<Buffer>((resolve) => {
+      let buf = Buffer.alloc(0);
+      s.on('data', (x: Buffer) => {
+        buf = Buffer.concat([buf, x]);
+        if (buf.length >= 4) resolve(buf);
+      });
+      s.on('close', () => resolve(buf));
+    });
+    s.destroy();
+    expect([...got.subarray(0, 4)]).toEqual([5, 2, 1, 1]);
     await waitFor('the refusal is in the connection log', async () => {
       const r = await admin(dataDir, ['connections', '--reason', 'bad_ip_parameter', '--email', 'owner@example.com']);
       return r.stdout.includes('"username":"alice-ip-127.0.0.5"') && r.stdout.includes('"reason":"bad_ip_parameter"');
