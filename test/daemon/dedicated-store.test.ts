@@ -161,3 +161,24 @@ describe.each(BACKENDS)('dedicated addresses on %s', (backend) => {
     expect(new DedicatedError('x')).toBeInstanceOf(Error);
   });
 });
+
+describe.each(BACKENDS)('replacements racing on %s', (backend) => {
+  it('eight accounts replacing at once while eight addresses are free: each gets its own, none 10503', async () => {
+    const dataDir = await dataDirFor(backend);
+    const store = await openStore({ dataDir, databaseUrl: databaseUrlOf(dataDir) });
+    stores.push(store);
+    const held = Array.from({ length: 8 }, (_, i) => `192.0.2.${i + 1}`);
+    const free = Array.from({ length: 8 }, (_, i) => `192.0.2.${i + 101}`);
+    await store.egress.register('r-1', [...held, ...free], { country: 'nl', city: null });
+    const ids: number[] = [];
+    for (let i = 0; i < 8; i++) {
+      const a = await store.accounts.create(`race-${i}-${backend}-${Math.random()}@example.com`, 'x', true);
+      if (a === 'exists') throw new Error('exists');
+      ids.push(a.id);
+      await assignAddresses(store, a.id, 'r-1', held[i]!, ctx);
+    }
+    const out = await Promise.all(ids.map((id, i) => replaceAddress(store, id, held[i]!, opts(), ctx)));
+    expect(out.every((r) => r.ok)).toBe(true);
+    expect(new Set(out.map((r) => (r as { new: string }).new))).toEqual(new Set(free));
+  });
+});

@@ -1,6 +1,6 @@
 // egress_addresses on PostgreSQL (migration 22): the same rows as SQLite's. Writes lock the rows they read
 // (FOR UPDATE), so two operators (or an operator and a customer's replacement) racing for one address leave one holder.
-import { byAddress, EGRESS_COLUMNS, sortByAddress, egressRow, egressState, type EgressRow } from '../egress-sql.js';
+import { EGRESS_COLUMNS, sortByAddress, egressRow, egressState, type EgressRow } from '../egress-sql.js';
 import type { AssignRefusal, AuditDraft, EgressAddressRow, EgressStore, EgressUsageDelta, EgressUsageRow, ReplaceOutcome } from '../types.js';
 import { appendAudit } from './audit.js';
 import { guard, type Sql } from './db.js';
@@ -104,12 +104,14 @@ export class PgEgressStore extends PgFamily implements EgressStore {
       const used = Number(u?.count ?? 0);
       if (used >= o.max) return { ok: false, why: 'allowance', used };
       const free = async (where: 'node' | 'country'): Promise<string | null> => {
+        // The lowest free address not being taken by another replacement right now: one row locked, not all.
         const rows = await q<{ address: string }[]>`
           SELECT address FROM egress_addresses
           WHERE account_id IS NULL AND (quarantine_until IS NULL OR quarantine_until <= ${now})
             AND ${where === 'node' ? q`node = ${old.node}` : q`country = ${old.country}`}
+          ORDER BY address::inet LIMIT 1
           FOR UPDATE SKIP LOCKED`;
-        return rows.length === 0 ? null : rows.sort(byAddress)[0]!.address;
+        return rows[0]?.address ?? null;
       };
       const fresh = (await free('node')) ?? (old.country !== null ? await free('country') : null);
       if (fresh === null) return { ok: false, why: 'no_free' };
