@@ -182,3 +182,20 @@ describe.each(BACKENDS)('replacements racing on %s', (backend) => {
     expect(new Set(out.map((r) => (r as { new: string }).new))).toEqual(new Set(free));
   });
 });
+
+describe.each(BACKENDS)('assignments racing on %s', (backend) => {
+  it('two accounts assigned one address at once: exactly one holds it, the other is told it is held', async () => {
+    const { store, a, b } = await open(backend);
+    for (let round = 0; round < 5; round++) {
+      const address = `203.0.113.${round + 1}`;
+      if (round > 0) await store.egress.register('ny-1', [address], { country: 'us', city: 'nyc' });
+      const out = await Promise.allSettled([assignAddresses(store, a, 'ny-1', address, ctx), assignAddresses(store, b, 'ny-1', address, ctx)]);
+      expect(out.filter((r) => r.status === 'fulfilled')).toHaveLength(1);
+      const lost = out.find((r) => r.status === 'rejected') as PromiseRejectedResult;
+      expect(String(lost.reason)).toMatch(new RegExp(`${address.replace(/\./g, '\\.')} is held by another account`));
+      const rows = (await store.egress.list({ node: 'ny-1' })).filter((r) => r.address === address);
+      expect(rows).toHaveLength(1);
+      expect([a, b]).toContain(rows[0]!.accountId);
+    }
+  });
+});
