@@ -5,7 +5,7 @@
 // addresses here but left from another one.
 import { networkInterfaces } from 'node:os';
 import type { DedicatedEgress } from '../../gateway/types.js';
-import type { EgressAddressRow, Store } from '../store/index.js';
+import type { EgressHolderRow, Store } from '../store/index.js';
 
 const POLL_MS = 250;
 
@@ -124,13 +124,13 @@ export class DedicatedView implements DedicatedEgress {
   private async load(): Promise<void> {
     const version = await this.store.egress.version();
     if (version === this.version) return;
-    const rows = await this.store.egress.list({});
+    const rows = await this.store.egress.holders();
     this.apply(rows);
     this.version = version;
   }
 
   /** The table as read; connections that may no longer leave as they do are closed. */
-  apply(rows: readonly EgressAddressRow[]): void {
+  apply(rows: readonly EgressHolderRow[]): void {
     const before = this.byAddress;
     const byAddress = new Map<string, Held>();
     const mine = new Map<number, string[]>();

@@ -693,6 +693,13 @@ export interface ChangeLogStore {
 export type { EgressUsageDelta } from '../../gateway/types.js';
 import type { EgressUsageDelta } from '../../gateway/types.js';
 
+export interface EgressHolderRow {
+  address: string;
+  node: string;
+  accountId: number | null;
+  quarantineUntil: number | null;
+}
+
 export interface EgressUsageRow {
   address: string;
   bytesUp: number;
@@ -742,6 +749,8 @@ export interface EgressStore {
    */
   release(addresses: readonly string[], quarantineUntil: number | null, audit?: (accountId: number, addresses: string[]) => AuditDraft): Promise<{ unknown: string[]; released: number }>;
   list(filter: { accountId?: number | undefined; node?: string | undefined }): Promise<EgressAddressRow[]>;
+  /** Every address with its node, holder and quarantine (seconds), unordered: what a node's view holds (no join, no sort). */
+  holders(): Promise<EgressHolderRow[]>;
   /** Swaps one of the account's addresses for a free one (same node, else same country), at most `max` per `month` (YYYY-MM). */
   replace(accountId: number, address: string, o: { month: string; max: number; quarantineUntil: number }, audit?: (r: { old: string; new: string }) => AuditDraft): Promise<ReplaceOutcome>;
   /** Replacements the account made in `month` (YYYY-MM). */

@@ -1,7 +1,7 @@
 // egress_addresses on PostgreSQL (migration 22): the same rows as SQLite's. Writes lock the rows they read
 // (FOR UPDATE), so two operators (or an operator and a customer's replacement) racing for one address leave one holder.
 import { EGRESS_COLUMNS, sortByAddress, egressRow, egressState, type EgressRow } from '../egress-sql.js';
-import type { AssignRefusal, AuditDraft, EgressAddressRow, EgressStore, EgressUsageDelta, EgressUsageRow, ReplaceOutcome } from '../types.js';
+import type { AssignRefusal, AuditDraft, EgressAddressRow, EgressHolderRow, EgressStore, EgressUsageDelta, EgressUsageRow, ReplaceOutcome } from '../types.js';
 import { appendAudit } from './audit.js';
 import { guard, type Sql } from './db.js';
 import { BATCH_MS, PgFamily } from './family.js';
@@ -91,6 +91,12 @@ export class PgEgressStore extends PgFamily implements EgressStore {
     ));
     const now = this.nowSec();
     return sortByAddress(rows.map((r) => egressRow(r, now)));
+  }
+
+  async holders(): Promise<EgressHolderRow[]> {
+    const rows = await guard(() => this.sql<{ address: string; node: string; account_id: number | null; quarantine_until: string | null }[]>`
+      SELECT address, node, account_id, quarantine_until FROM egress_addresses`);
+    return rows.map((r) => ({ address: r.address, node: r.node, accountId: r.account_id === null ? null : Number(r.account_id), quarantineUntil: r.quarantine_until === null ? null : Number(r.quarantine_until) }));
   }
 
   async replace(accountId: number, address: string, o: { month: string; max: number; quarantineUntil: number }, audit?: (r: { old: string; new: string }) => AuditDraft): Promise<ReplaceOutcome> {

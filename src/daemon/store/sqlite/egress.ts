@@ -1,6 +1,6 @@
 // egress_addresses (migration 18): dedicated egress addresses, what each node offers and who holds it.
 import { byAddress, EGRESS_COLUMNS, sortByAddress, egressRow, egressState, type EgressRow } from '../egress-sql.js';
-import type { AssignRefusal, AuditDraft, EgressAddressRow, EgressStore, EgressUsageDelta, EgressUsageRow, ReplaceOutcome } from '../types.js';
+import type { AssignRefusal, AuditDraft, EgressAddressRow, EgressHolderRow, EgressStore, EgressUsageDelta, EgressUsageRow, ReplaceOutcome } from '../types.js';
 import type { SqliteAuditLog } from './audit.js';
 import type { Db } from './db.js';
 import { stmt } from './statements.js';
@@ -82,6 +82,10 @@ export class SqliteEgressStore implements EgressStore {
     const rows = stmt<unknown[], EgressRow>(this.db, `SELECT ${EGRESS_COLUMNS} FROM egress_addresses e LEFT JOIN accounts a ON a.id = e.account_id ${w}`).all(...params);
     const now = this.nowSec();
     return sortByAddress(rows.map((r) => egressRow(r, now)));
+  }
+
+  async holders(): Promise<EgressHolderRow[]> {
+    return stmt<[], EgressHolderRow>(this.db, 'SELECT address, node, account_id AS accountId, quarantine_until AS quarantineUntil FROM egress_addresses').all();
   }
 
   async replace(accountId: number, address: string, o: { month: string; max: number; quarantineUntil: number }, audit?: (r: { old: string; new: string }) => AuditDraft): Promise<ReplaceOutcome> {
