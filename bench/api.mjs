@@ -1,6 +1,7 @@
 #!/usr/bin/env node
-// API latency against a running daemon on loopback: list p50/p99 under a fixed open-loop rate, and the
-// duration of a 100-item add. Starts its own `proxyd serve` with the production limits and spreads the
+// API latency against a running daemon on loopback: list p50/p99 under a fixed open-loop rate (the account token),
+// the same load on a full audit page and on a key refused for its scope (API keys: what key authentication costs
+// next to the token), and the duration of a 100-item add. Starts its own `proxyd serve` with the production limits and spreads the
 // load over enough accounts that no token passes its limit (60 lists / 10 adds per rolling minute).
 // With --database-url (a PostgreSQL server the bench may create a database on), the same run is made on a
 // fresh database there (created, then dropped) right after the SQLite run, and both are printed side by side.
@@ -88,8 +89,29 @@ async function startDaemon(dataDir, logFile, databaseUrl, backend) {
 
 if (pin) spawnSync('taskset', ['-cp', '1', String(process.pid)]);
 const { openStore } = await import(path.join(ROOT, 'dist/daemon/store/index.js'));
-const { hashPassword, mintToken } = await import(path.join(ROOT, 'dist/daemon/secrets.js'));
+const { hashPassword, mintApiKey, mintToken } = await import(path.join(ROOT, 'dist/daemon/secrets.js'));
 const pwHash = await hashPassword('bench-password');
+
+/** Client-side latency of an open-loop phase and the daemon's own handling time of its route (its log lines). */
+function phaseStats(r, logFile, route) {
+  const lat = [...r.fromDue].sort((a, b) => a - b);
+  const serverMs = readFileSync(logFile, 'utf8')
+    .split('\n')
+    .filter((l) => l.includes(`"route":"${route}"`))
+    .map((l) => JSON.parse(l))
+    .filter((l) => l.time >= r.startedAt && l.time <= r.endedAt + 1000 && typeof l.ms === 'number')
+    .map((l) => l.ms)
+    .sort((a, b) => a - b);
+  return {
+    achieved_rps: Math.round(lat.length / (r.elapsedMs / 1000)),
+    requests: lat.length,
+    errors: r.errors,
+    p50_ms: +pct(lat, 50).toFixed(3),
+    p99_ms: +pct(lat, 99).toFixed(3),
+    server_p50_ms: serverMs.length ? pct(serverMs, 50) : null,
+    server_p99_ms: serverMs.length ? pct(serverMs, 99) : null,
+  };
+}
 
 /** One full run (seed, adds, open-loop lists) against a daemon on SQLite, or on PostgreSQL at databaseUrl. */
 async function runOne(databaseUrl) {
@@ -114,7 +136,23 @@ async function runOne(databaseUrl) {
   for (let i = 0; i < Math.ceil((rate * seconds + 500) / 55) + 1; i++) listTokens.push(await newToken(i));
   const addTokens = [];
   for (let i = 0; i < addRounds + 2; i++) addTokens.push(await newToken(10_000 + i));
+  // API keys (audit:read) for the key phase, each used at most 110 times (120 reads per key per rolling minute),
+  // on accounts of their own holding 20 audit records, so an audit page is as full as a list page.
+  const keyHeaders = [];
+  const keyAccounts = Math.ceil((rate * seconds + 500) / 110) + 1;
+  for (let i = 0; i < keyAccounts; i++) {
+    const a = await store.accounts.create(`bench-key${i}@example.com`, pwHash, true);
+    for (let k = 0; k < 20; k++) {
+      await store.audit.append({ accountId: a.id, actor: { type: 'system', id: 'bench' }, sourceIp: null, requestId: null, action: 'plan.changed', target: null, details: { k } });
+    }
+    const m = mintApiKey();
+    const made = await store.apiKeys.create({ id: m.id, accountId: a.id, name: 'bench', scopes: ['audit:read'], secretHash: m.secretHash, expiresAt: null, allowedIps: [] }, 20);
+    if (typeof made === 'string') throw new Error(`key: ${made}`);
+    keyHeaders.push(`Authorization: Bearer ${m.key}\r\n`);
+  }
   await store.close();
+  let keyCalls = 0;
+  const kh = () => keyHeaders[Math.floor(keyCalls++ / 110)];
   let listCalls = 0;
   const q = () => listTokens[Math.floor(listCalls++ / 55)];
 
@@ -190,6 +228,22 @@ async function runOne(databaseUrl) {
   }
   const after = await scrape();
   gcLog?.write('--- bench: list phase ends ---\n');
+
+  // The key phases, at the same rate on the same daemon right after: a full audit page (20 records) with a key
+  // (its counterpart of the token's list page), then the key's authentication alone (a key without the scope: 403
+  // after the lock-out check and the key's read, no limit spent, no handler).
+  const keyPhase = async (pathFor, headersFor, expect, expectStatus = 200) => {
+    for (let i = 0; i < 200; i++) await request(`${base}${pathFor(i)}`, { dispatcher, headers: { authorization: headersFor(i).slice('Authorization: '.length, -2) } }).then((r) => r.body.text());
+    const { hostname, port } = new URL(base);
+    const startedAt = Date.now();
+    const r = await openLoop({ host: hostname, port: Number(port), rate, total, pathFor, headersFor, expectPrefix: expect, expectStatus });
+    if (r.errors > 0 && r.fromDue.length === 0) throw new Error(`every request of ${pathFor(0)} failed`);
+    return { ...r, startedAt, endedAt: Date.now() };
+  };
+  const keyAudit = baseline ? null : await keyPhase(() => '/openapi/v1/audit?page_size=20', kh, '{"code":200,');
+  // A key of the last account without usage:read, for the 403 phase (403s spend none of its requests).
+  const scopeRefused = keyHeaders[keyHeaders.length - 1];
+  const keyAuthOnly = baseline ? null : await keyPhase(() => '/openapi/v1/usage/summary', () => scopeRefused, '{"code":10403,', 403);
   await new Promise((r) => setTimeout(r, 200));
   // The daemon's own per-request line carries its handling time: the server side of the latency.
   const serverMs = readFileSync(logFile, 'utf8')
@@ -214,6 +268,8 @@ async function runOne(databaseUrl) {
     list_from_send: { p50_ms: +pct(latFromSend, 50).toFixed(3), p99_ms: +pct(latFromSend, 99).toFixed(3) },
     list_server_side: { requests: serverMs.length, p50_ms: serverMs.length ? pct(serverMs, 50) : null, p99_ms: serverMs.length ? pct(serverMs, 99) : null },
     daemon_during_list: { gc_ms_by_kind: Object.fromEntries(Object.entries(after.byKind).map(([k, x]) => [k, +((x - (before.byKind[k] ?? 0)) * 1000).toFixed(1)])), gc_ms: +((after.gcSeconds - before.gcSeconds) * 1000).toFixed(1), gc_pauses: after.gcCount - before.gcCount, event_loop_delay_p99_ms: +(after.lagP99 * 1000).toFixed(2), event_loop_delay_max_ms: +(after.lagMax * 1000).toFixed(2) },
+    ...(keyAudit ? { key_audit_page: phaseStats(keyAudit, logFile, '/openapi/v1/audit') } : {}),
+    ...(keyAuthOnly ? { key_auth_only_403: phaseStats(keyAuthOnly, logFile, '/openapi/v1/usage/summary') } : {}),
     add100: { rounds: addMs.length, p50_ms: +pct(addMs, 50).toFixed(2), p99_ms: +pct(addMs, 99).toFixed(2), max_ms: +addMs[addMs.length - 1].toFixed(2) },
   };
   proc.kill('SIGTERM');

@@ -15,10 +15,12 @@ const REOPEN_DELAY_MS = 50;
  * { fromDue, fromSend, errors, elapsedMs, startMonoMs }: latencies in ms, unsorted (fromDue: from when the
  * request was due, or from its send when that was earlier). A reply that is not a 200 whose body starts
  * with `expectPrefix`, a reply without Content-Length, a connection lost mid-request, a reply later than
- * 10 s, and a request due while no connection is open count as errors.
+ * 10 s, and a request due while no connection is open count as errors. `headersFor(i)`, when given, adds header
+ * lines (each ending in CRLF) to the i-th request (an `Authorization: Bearer` key); `expectStatus` (default 200) is
+ * the status a reply must have.
  * `trace`, an array, gets [ms since start when due, latency] per reply.
  */
-export async function openLoop({ host, port, rate, total, pathFor, expectPrefix, connections = 32, trace }) {
+export async function openLoop({ host, port, rate, total, pathFor, headersFor, expectPrefix, expectStatus = 200, connections = 32, trace }) {
   if (total <= 0) return { fromDue: [], fromSend: [], errors: 0, elapsedMs: 0, startMonoMs: Number(process.hrtime.bigint()) / 1e6 };
   const idle = [];
   const backlog = [];
@@ -74,7 +76,7 @@ export async function openLoop({ host, port, rate, total, pathFor, expectPrefix,
     const job = conn.current;
     conn.current = null;
     clearTimeout(conn.timer);
-    settle(job, head.startsWith('HTTP/1.1 200') && body.startsWith(expectPrefix));
+    settle(job, head.startsWith(`HTTP/1.1 ${expectStatus}`) && body.startsWith(expectPrefix));
     if (/\r\nconnection:\s*close/i.test(head)) conn.socket.destroy();
     else release(conn);
   }
@@ -132,7 +134,7 @@ export async function openLoop({ host, port, rate, total, pathFor, expectPrefix,
     // Everything due within the timer's 1 ms resolution goes out, in order: one sent early counts from its
     // send, one sent late (a late timer) from when it was due.
     while (i < total && start + (i * 1000) / rate <= now + 1) {
-      const job = { due: start + (i * 1000) / rate, sent: 0, bytes: Buffer.from(`GET ${pathFor(i)} HTTP/1.1\r\nHost: ${host}:${port}\r\n\r\n`, 'latin1') };
+      const job = { due: start + (i * 1000) / rate, sent: 0, bytes: Buffer.from(`GET ${pathFor(i)} HTTP/1.1\r\nHost: ${host}:${port}\r\n${headersFor ? headersFor(i) : ''}\r\n`, 'latin1') };
       i++;
       // Oldest idle connection first: every connection stays in use, none sits out the server's keep-alive timeout.
       const conn = idle.shift();

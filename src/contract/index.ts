@@ -5,3 +5,4 @@ export * from './paths.js';
 export * from './password.js';
 export * from './schemas.js';
 export * from './proxy-username.js';
+export * from './scopes.js';

@@ -16,6 +16,20 @@ export const USAGE_PATHS = {
 
 export type UsageRoute = keyof typeof USAGE_PATHS;
 
+/** The customer API's proxy users, target rules and gateway endpoints (docs/api.md, "Proxy users"), under an API key. */
+export const PROXY_PATHS = {
+  users: '/openapi/v1/proxy/users',
+  usersBatch: '/openapi/v1/proxy/users/batch',
+  user: '/openapi/v1/proxy/users/:username',
+  userPassword: '/openapi/v1/proxy/users/:username/password',
+  rules: '/openapi/v1/proxy/rules',
+  gateway: '/openapi/v1/proxy/gateway',
+} as const;
+
+/** The header a write may carry to be sent again safely, and the one a replayed answer has (docs/api.md, "Idempotency"). */
+export const IDEMPOTENCY_KEY_HEADER = 'idempotency-key';
+export const IDEMPOTENT_REPLAYED_HEADER = 'idempotent-replayed';
+
 /** The customer's audit log (docs/api.md, "Audit log"): an API key with `audit:read`. */
 export const AUDIT_PATH = '/openapi/v1/audit';
 

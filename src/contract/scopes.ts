@@ -55,7 +55,9 @@ export function checkKeyName(name: unknown): string {
   if (typeof name !== 'string') throw new KeyFieldError('name', 'expected a string');
   const n = [...name].length;
   if (n < 1 || n > MAX_KEY_NAME) throw new KeyFieldError('name', `expected 1 to ${MAX_KEY_NAME} characters, got ${n}`);
-  if (/[\p{Cc}\p{Cf}\p{Zl}\p{Zp}]/u.test(name)) throw new KeyFieldError('name', 'control characters are not allowed');
+  // Control characters, line breaks and the bidirectional controls (which reorder what a page shows around them);
+  // other format characters stay (an emoji's zero-width joiner is printable text).
+  if (/[\p{Cc}\p{Zl}\p{Zp}\u202a-\u202e\u2066-\u2069]/u.test(name)) throw new KeyFieldError('name', 'control characters are not allowed');
   if (name.trim() === '') throw new KeyFieldError('name', 'must not be blank');
   return name;
 }

@@ -519,7 +519,7 @@ function startDial(conn: ClientConn, host: string, port: number): Promise<DialOu
   // Resolving stays under the header deadline; from the connect on, the connect timeout governs.
   if (!conn.to('resolving')) return Promise.resolve(null);
   // Target rules on the target as asked: a refused one is never resolved nor dialled.
-  const judged = conn.core.judgeTarget(conn.accountId, host);
+  const judged = conn.core.judgeTarget(conn.accountId, host, conn.meterSubject);
   if (judged && !(judged instanceof AddressScreen)) return Promise.resolve({ ok: false, failure: judged.denied });
   conn.core.retarget(conn, host);
   return conn.core.dialer.dial({

@@ -192,16 +192,21 @@ export class GatewayCore {
 
   /** A target resolved and checked against the target policy, as a dial would (UDP datagrams use it). */
   /** The account's and the service's target rules on a target as asked: a refusal, a screen for what it resolves to, or null. */
-  judgeTarget(accountId: number, host: string): ReturnType<typeof judgeTarget> {
+  judgeTarget(accountId: number, host: string, subject?: string): ReturnType<typeof judgeTarget> {
     const rules = this.opts.targetRules;
-    const judged = rules && accountId >= 0 ? judgeTarget(rules.forAccount(accountId), host) : null;
+    let judged: ReturnType<typeof judgeTarget> = null;
+    if (rules && accountId >= 0) {
+      const sets = rules.forAccount(accountId);
+      const user = subject && rules.forUser ? rules.forUser(accountId, subject) : null;
+      judged = judgeTarget(user ? { ...sets, user } : sets, host);
+    }
     if (judged && !(judged instanceof AddressScreen)) this.countRefusal(judged.denied);
     return judged;
   }
 
   /** Whether the target rules refuse this target as asked (a name or a literal; resolved addresses are the resolver's). */
-  refusesTarget(accountId: number, host: string): boolean {
-    const judged = this.judgeTarget(accountId, host);
+  refusesTarget(accountId: number, host: string, subject?: string): boolean {
+    const judged = this.judgeTarget(accountId, host, subject);
     return judged !== null && !(judged instanceof AddressScreen);
   }
 
@@ -214,9 +219,9 @@ export class GatewayCore {
     return reachesListener(host, port, [...this.opts.ownListeners(), ...this.ownAddresses]) || isGatewayUdpSocket(host, port, relayPorts);
   }
 
-  resolveTarget(host: string, port: number, accountId = -1): Promise<ResolveOutcome> {
+  resolveTarget(host: string, port: number, accountId = -1, subject?: string): Promise<ResolveOutcome> {
     // The account's and the service's target rules first, as for a connection (a denied name is not resolved).
-    const judged = this.judgeTarget(accountId, host);
+    const judged = this.judgeTarget(accountId, host, subject);
     if (judged && !(judged instanceof AddressScreen)) return Promise.resolve({ ok: false, reason: judged.denied });
     return this.direct.resolve(host, port, judged);
   }

@@ -21,6 +21,8 @@ export type { TargetDenial, RuleItemProblem } from './dial/target-rules.js';
 export interface TargetRules {
   /** The service's rules and the account's (null: none). */
   forAccount(accountId: number): TargetRuleSets;
+  /** A proxy user's own rules (`subject` `user:NAME`), checked after its account's; null: none. */
+  forUser?(accountId: number, subject: string): TargetRuleSets['account'];
 }
 
 // Each admission failure, precisely: the client always gets the same 407 for the first six (no oracle for

@@ -73,7 +73,7 @@ describe('console API keys card', () => {
     await page.waitForURL('**/console/account#api-keys');
     expect(await usage(d, key)).toBe(200);
     await page.locator(`[data-testid=api-key-row-${id}]`).getByRole('button', { name: /Revoke/ }).click();
-    await page.getByRole('button', { name: 'Revoke key' }).click();
+    await page.getByRole('button', { name: 'Confirm and revoke' }).click();
     await page.waitForURL('**/console/account#api-keys');
     expect(await page.textContent('[data-testid=flash]')).toContain('revoked');
     expect(await page.locator(`[data-testid=api-key-row-${id}]`).count()).toBe(0);
@@ -157,10 +157,17 @@ describe('console API keys over HTTP: re-authentication, limits, audit', () => {
     expect(r.location).toBe('/console/account#api-keys');
     expect(await usage(d, key)).toBe(401);
 
+    // A form that names its scopes in one field (or repeats it) is read too.
+    await c.post('/console/api-keys', { name: 'listed', scopes: 'audit:read,usage:read' });
+    expect((await keysOf(d, email)).find((k) => k.name === 'listed')).toMatchObject({ scopes: ['usage:read', 'audit:read'] });
+    await c.get('/console/account');
+    await c.post('/console/api-keys', { name: 'nonsense', scopes: 'usage:read,root' });
+    expect(testid((await c.get('/console/account')).body, 'flash')).toMatch(/Scopes: unknown scope (&quot;|")root/);
+
     // Recorded, never with the key.
     const records = (await admin(d.dataDir, ['audit', '--email', email])).stdout;
     const actions = records.split('\n').filter(Boolean).map((l) => JSON.parse(l) as { action: string; target: string; actor: { type: string } });
-    expect(actions.filter((a) => a.action.startsWith('api_key.')).map((a) => [a.action, a.target, a.actor.type])).toEqual([
+    expect(actions.filter((a) => a.action.startsWith('api_key.') && a.target === made!.id).map((a) => [a.action, a.target, a.actor.type])).toEqual([
       ['api_key.created', made!.id, 'console'],
       ['api_key.revoked', made!.id, 'console'],
     ]);

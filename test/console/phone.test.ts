@@ -1,5 +1,5 @@
 // The console on a phone (390 × 844 CSS px, as an iPhone 12–15 shows it) in Debian's chromium: every page, with
-// real data in it (usage, refused and admitted connections, long reason codes, limits, a webhook, a token and a
+// real data in it (usage, refused and admitted connections, long reason codes, limits, a webhook, an API key, a token and a
 // password shown once), measured as it lays out: nothing wider than the viewport (the page, and no element
 // running off its edge, also inside a scrolling strip), "Log out" on screen and clickable without scrolling,
 // badges kept as one-line pills, refusal reasons in lines of words, and the Usage chart's text at least 9 px.
@@ -141,6 +141,8 @@ describe('console at phone width (390 × 844)', () => {
     expect((await admin(d.dataDir, ['plan', 'set', '--email', EMAIL, '--traffic-limit', '100GiB', '--period', 'month'])).code).toBe(0);
     // Two dedicated addresses (the IPs page): the account's traffic leaves from them.
     expect((await admin(d.dataDir, ['ip', 'assign', '--email', EMAIL, '--node', 'phone-node', '--addresses', '127.0.0.2-127.0.0.3'])).code).toBe(0);
+    // An API key with every scope and long sources: its row on the Account page.
+    expect((await admin(d.dataDir, ['key', 'create', '--email', EMAIL, '--name', 'nightly reporting script of the northwind-trading account', '--scopes', 'usage:read,users:read,users:write,rules:read,rules:write,audit:read', '--allowed-ips', '2001:db8:1234:5678::/64,203.0.113.0/24', '--expires', '2030-01-01'])).code).toBe(0);
     expect((await admin(d.dataDir, ['webhook', 'set', '--email', EMAIL, '--url', 'http://127.0.0.1:9/hooks/proxyd/usage-events-for-the-northwind-trading-account', '--allow-private-webhooks'])).code).toBe(0);
     // A target the service denies: the longest reason code a customer sees.
     expect((await admin(d.dataDir, ['policy', 'set', '--global', '--deny', 'blocked.example,2001:db8::/32'])).code).toBe(0);

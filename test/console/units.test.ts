@@ -91,6 +91,30 @@ describe('html template', () => {
       revealed: null,
     }).value;
 
+  it("shows a user's own expiry and target rules (set with the API), and says when it has expired", () => {
+    const page = (expiresAt: number | null, allow: string[], deny: string[]) =>
+      proxyUsersPage({
+        csrf: 't',
+        email: 'a@example.com',
+        users: [{ id: 1, account_id: 1, username: 'crawler', status: 'active', created_at: 0 }],
+        total: 1,
+        page: 1,
+        pageSize: 50,
+        limits: new Map([['crawler', { accountId: 1, username: 'crawler', trafficLimit: null, maxConnections: null, expiresAt, allow, deny }]]),
+        revealed: null,
+        nowMs: Date.UTC(2026, 10, 25),
+      }).value;
+    const set = page(Date.UTC(2026, 11, 1, 12), ['example.com'], ['*.ads.example', '192.0.2.0/24']);
+    expect(set).toMatch(/data-testid="user-expires"><time datetime="2026-12-01T12:00:00.000Z">2026-12-01 12:00 UTC<\/time><\/dd>/);
+    expect(set).toMatch(/data-testid="user-allow"><code[^>]*>example.com<\/code>/);
+    expect(set).toMatch(/data-testid="user-deny"><code[^>]*>\*.ads.example, 192.0.2.0\/24<\/code>/);
+    expect(set).not.toContain('user-expired');
+    expect(page(Date.UTC(2026, 10, 1), [], [])).toContain('data-testid="user-expired">Expired');
+    const none = crawlerPage();
+    expect(none).toMatch(/data-testid="user-expires"><span class="muted">never/);
+    expect(none).toMatch(/data-testid="user-deny"><span class="muted">none of its own/);
+  });
+
   it('the proxy-user limits form shows a limit exactly (saved unchanged, it stays to the byte)', () => {
     // 310,000 bytes was shown as "302.73KiB", which saved back unchanged became 309,996.
     expect(crawlerPage(310_000)).toContain('name="traffic_limit" value="310kB"');

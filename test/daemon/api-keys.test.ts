@@ -6,6 +6,7 @@ import { API_PATHS, AUDIT_PATH, USAGE_PATHS } from '../../src/contract/paths.js'
 import { SCOPES, parseAllowedIps, parseApiKey, parseScopes, sourceAllowed, type Scope } from '../../src/contract/scopes.js';
 import { ApiKeyService, KeyLimitError } from '../../src/daemon/services/api-keys.js';
 import { bearer, makeTestApp, q, type TestApp } from '../helpers/app.js';
+import { MemoryWindowStore } from '../../src/daemon/ratelimit/limiter.js';
 import { BACKENDS } from '../helpers/postgres.js';
 
 const UNIFORM_401 = JSON.stringify({ code: 10401, message: 'invalid api key', requestId: '', data: null });
@@ -41,7 +42,18 @@ describe('the key format and field rules (contract)', () => {
   });
 });
 
-describe.each(BACKENDS)('API keys (%s)', (backend) => {
+/**
+ * Each backend, and PostgreSQL twice: with its limits in the database (the lock-out, the key, the scope and the
+ * limits in one call, proxyd_key_admit) and in memory (the stepwise checks), which must answer alike.
+ */
+type Mode = { name: string; backend: (typeof BACKENDS)[number]; stepwise: boolean };
+const MODES: Mode[] = BACKENDS.flatMap((backend): Mode[] =>
+  backend === 'postgres' ? [{ name: 'postgres, one call', backend, stepwise: false }, { name: 'postgres, stepwise', backend, stepwise: true }] : [{ name: backend, backend, stepwise: true }],
+);
+const appFor = (m: Mode, o: Parameters<typeof makeTestApp>[0] = {}) =>
+  makeTestApp({ ...o, backend: m.backend, ...(m.stepwise && m.backend === 'postgres' ? { windowStore: new MemoryWindowStore() } : {}) });
+
+describe.each(MODES)('API keys ($name)', (mode) => {
   let t: TestApp;
   let acc: { accountId: number; token: string };
   let full: { key: string; id: string };
@@ -55,7 +67,7 @@ describe.each(BACKENDS)('API keys (%s)', (backend) => {
   }
 
   beforeAll(async () => {
-    t = await makeTestApp({ backend });
+    t = await appFor(mode);
     acc = await t.account('keys@example.com');
     full = await t.key(acc.accountId, 'all');
   });
@@ -99,7 +111,7 @@ describe.each(BACKENDS)('API keys (%s)', (backend) => {
     const from = source();
     for (const [cause, headers, query] of causes) {
       const r = await call(`${USAGE_PATHS.summary}${query ?? ''}`, headers, from);
-      expect({ cause, status: r.status }).toEqual({ cause, status: 401 });
+      expect({ cause, status: r.status, challenge: r.headers['www-authenticate'] }).toEqual({ cause, status: 401, challenge: 'Bearer realm="proxyd"' });
       bodies.add(JSON.stringify({ ...r.body, requestId: '' }));
     }
     // Expiry: it works until then, not a second after.
@@ -202,7 +214,8 @@ describe.each(BACKENDS)('API keys (%s)', (backend) => {
     await expect(keys.create(owner.accountId, { name: 'one too many', scopes: 'usage:read' }, ctx)).rejects.toBeInstanceOf(KeyLimitError);
     expect(await t.store.apiKeys.list(owner.accountId)).toHaveLength(20);
     await keys.revoke(owner.accountId, made[0]!, ctx);
-    await keys.create(owner.accountId, { name: 'in the freed place', scopes: 'usage:read' }, ctx);
+    // A name is printable text: an emoji with its zero-width joiners is one.
+    await keys.create(owner.accountId, { name: 'in the freed place 👩‍💻', scopes: 'usage:read' }, ctx);
     t.clock.now += 5_000;
     try {
       await keys.create(owner.accountId, { name: 'after the expiry', scopes: 'usage:read' }, ctx);
@@ -216,6 +229,8 @@ describe.each(BACKENDS)('API keys (%s)', (backend) => {
       { name: '', scopes: 'usage:read' },
       { name: 'x'.repeat(65), scopes: 'usage:read' },
       { name: 'tab\there', scopes: 'usage:read' },
+      { name: 'right\u202eto left', scopes: 'usage:read' },
+      { name: '   ', scopes: 'usage:read' },
       { name: 'ok', scopes: '' },
       { name: 'ok', scopes: 'usage:read,root' },
       { name: 'ok', scopes: 'usage:read', expiresAtMs: t.clock.now - 1 },
@@ -245,15 +260,21 @@ describe.each(BACKENDS)('API keys (%s)', (backend) => {
   });
 });
 
-describe.each(BACKENDS)('per-key limits (%s)', (backend) => {
+describe.each(MODES)('per-key limits ($name)', (mode) => {
   let t: TestApp;
+  beforeAll(async () => {
+    t = await appFor(mode, { limits: { keyReads: 5, keyWrites: 2 } });
+  });
   afterAll(async () => t?.close());
 
   it('reads past the key\'s limit are 10429 with Retry-After; another key of the account keeps its own', async () => {
-    t = await makeTestApp({ backend, limits: { keyReads: 5, keyWrites: 2 } });
     const acc = await t.account('keys-limit@example.com');
     const k1 = await t.key(acc.accountId, ['usage:read']);
     const k2 = await t.key(acc.accountId, ['usage:read']);
+    // A refused scope spends none of the key's requests.
+    const other = await t.key(acc.accountId, ['audit:read']);
+    expect((await t.app.inject({ method: 'GET', url: USAGE_PATHS.summary, headers: bearer(other.key) })).statusCode).toBe(403);
+    for (let i = 0; i < 5; i++) expect((await t.app.inject({ method: 'GET', url: AUDIT_PATH, headers: bearer(other.key) })).statusCode).toBe(200);
     for (let i = 0; i < 5; i++) expect((await t.app.inject({ method: 'GET', url: USAGE_PATHS.summary, headers: bearer(k1.key) })).statusCode).toBe(200);
     const r = await t.app.inject({ method: 'GET', url: USAGE_PATHS.summary, headers: bearer(k1.key) });
     expect(r.statusCode).toBe(429);
@@ -261,9 +282,22 @@ describe.each(BACKENDS)('per-key limits (%s)', (backend) => {
     expect(Number(r.headers['retry-after'])).toBeGreaterThanOrEqual(1);
     expect(Number(r.headers['retry-after'])).toBeLessThanOrEqual(60);
     expect((await t.app.inject({ method: 'GET', url: USAGE_PATHS.summary, headers: bearer(k2.key) })).statusCode).toBe(200);
+    // The refusal is counted under its own reason.
+    expect((await t.app.inject({ method: 'GET', url: '/metrics' })).body).toMatch(/proxyd_rate_limit_rejections_total\{route="\/openapi\/v1\/usage\/summary",reason="key"\} 1/);
     // The window rolls: a minute on, the key works again.
     t.clock.now += 60_001;
     expect((await t.app.inject({ method: 'GET', url: USAGE_PATHS.summary, headers: bearer(k1.key) })).statusCode).toBe(200);
+  });
+
+  it('writes have their own window per key: 2 here, then refused, while reads go on', async () => {
+    const limits = t.ctx.limits;
+    expect((await limits.consumeKey('writer', 'write')).allowed).toBe(true);
+    expect((await limits.consumeKey('writer', 'write')).allowed).toBe(true);
+    const refused = await limits.consumeKey('writer', 'write');
+    expect(refused.allowed).toBe(false);
+    expect(refused.allowed ? 0 : refused.retryAfterSeconds).toBeGreaterThanOrEqual(1);
+    expect((await limits.consumeKey('writer', 'read')).allowed).toBe(true);
+    expect((await limits.consumeKey('another writer', 'write')).allowed).toBe(true);
   });
 });
 

@@ -72,8 +72,13 @@ describe.each(BACKENDS)('dedicated-address endpoints (%s)', (backend) => {
 
   it('replaces within the allowance, then 10429 with Retry-After to the month\'s end; another account\'s address is 10404; none free is 10503', async () => {
     expect((await call('POST', IPS_PATHS.replace, writer, { address: '198.51.100.1' })).body).toMatchObject({ code: 10404 });
-    const first = await call('POST', IPS_PATHS.replace, writer, { address: '203.0.113.1' });
+    const idem = { 'idempotency-key': 'replace-203.0.113.1' };
+    const first = await call('POST', IPS_PATHS.replace, writer, { address: '203.0.113.1' }, idem);
     expect([first.status, first.body.data]).toEqual([200, { old: '203.0.113.1', new: '203.0.113.2' }]);
+    // A resend after a timeout (the same Idempotency-Key) answers the first answer again and uses no replacement.
+    const resent = await call('POST', IPS_PATHS.replace, writer, { address: '203.0.113.1' }, idem);
+    expect([resent.status, resent.headers['idempotent-replayed'], resent.body]).toEqual([200, 'true', first.body]);
+    expect((await call('POST', IPS_PATHS.replace, writer, { address: '203.0.113.2' }, idem)).body.code).toBe(10409);
     const second = await call('POST', IPS_PATHS.replace, writer, { address: '203.0.113.2' });
     expect(second.body.data).toEqual({ old: '203.0.113.2', new: '203.0.113.3' });
     const third = await call('POST', IPS_PATHS.replace, writer, { address: '203.0.113.3' });

@@ -57,7 +57,7 @@ describe.each(BACKENDS)('policy in the store on %s', (backend) => {
     expect(await store.plans.version()).toBeGreaterThan(v0);
     expect((await store.plans.get(accountId))?.rateLimit).toBe(4_000_000);
     const all = await store.plans.all();
-    expect(all.users).toEqual([{ accountId, username: 'alice', trafficLimit: null, maxConnections: null, rateLimit: 8_000_000 }]);
+    expect(all.users).toEqual([{ accountId, username: 'alice', trafficLimit: null, maxConnections: null, rateLimit: 8_000_000, expiresAt: null, allow: [], deny: [] }]);
 
     let rerated: Array<RateBudget | null> = [];
     const e = new PlanEnforcer(store, { rerate: (rateFor) => (rerated = [rateFor(accountId, 'user:alice')]) });

@@ -24,6 +24,8 @@ let token: string;
 const laterTokens: string[] = [];
 /** API keys made by `proxyd admin key create` (its stdout is the one-time reveal): secrets everywhere else. */
 const apiKeys: string[] = [];
+/** Proxy passwords given or generated through the customer API (shown once: secrets everywhere else). */
+const apiPasswords: string[] = [];
 let echoHttp: http.Server;
 let echoTcp: net.Server;
 let work: string;
@@ -53,6 +55,7 @@ function needles(): Array<[string, string]> {
     out.push(['API token', t], ['API token secret', secretPart(t)]);
   }
   for (const k of apiKeys) out.push(['API key', k], ['API key secret', k.split('_').slice(2).join('_')]);
+  for (const p of apiPasswords) out.push(['proxy password set through the API', p]);
   return out;
 }
 
@@ -145,6 +148,54 @@ describe('secrets audit', () => {
     const api = new URL(d.api).host;
     collect('API malformed request line', (await exchange(api, Buffer.from(`GET /?api_key=${token} HTTP/1.1 junk\r\n\r\n`), { waitMs: 2000 })).data);
     collect('API oversized header', (await exchange(api, Buffer.from(`GET /?api_key=${token} HTTP/1.1\r\nX: ${'a'.repeat(20_000)}\r\n\r\n`), { waitMs: 2000 })).data);
+  }, patient(60_000));
+
+  it('the customer API: proxy users made, changed, rotated, refused; only the create and rotation answers show a password', async () => {
+    const { openStore } = await import('../../src/daemon/store/index.js');
+    const { ApiKeyService } = await import('../../src/daemon/services/api-keys.js');
+    let key = '';
+    const store = await openStore({ dataDir: d.dataDir });
+    try {
+      const account = await store.accounts.findByEmail(EMAIL);
+      const made = await new ApiKeyService(store).create(account!.id, { name: 'audit', scopes: ['users:read', 'users:write', 'rules:read', 'rules:write'], expiresAtMs: null, allowedIps: [] }, { actor: { type: 'operator', id: 'audit' }, sourceIp: null, requestId: null });
+      apiKeys.push(made.key);
+      key = made.key;
+    } finally {
+      await store.close();
+    }
+    const chosen = 'ApiUserPwKnown3c4d5e6f7a';
+    const rotated = 'ApiUserPwRotated8b9c0d1e';
+    apiPasswords.push(chosen, rotated);
+    const auth = { authorization: `Bearer ${key}`, 'content-type': 'application/json' };
+    const U = '/openapi/v1/proxy/users';
+    const send = (method: string, url: string, body?: unknown, headers: Record<string, string> = auth) =>
+      httpRequest(d.api, { method, url, headers, ...(body !== undefined ? { body: Buffer.from(typeof body === 'string' ? body : JSON.stringify(body)) } : {}) });
+    // The one-time reveals: the create's and the rotation's answers (exempt), their passwords secrets from then on.
+    const created = await send('POST', U, { username: 'api-audit-user', password: chosen }, { ...auth, 'idempotency-key': 'audit-create' });
+    expect(created.status).toBe(200);
+    const generated = JSON.parse((await send('POST', `${U}/batch`, { items: [{ username: 'api-audit-gen' }] })).body).data.created[0].password as string;
+    apiPasswords.push(generated);
+    expect((await send('POST', `${U}/api-audit-user/password`, { password: rotated })).status).toBe(200);
+    // Everything else is audited: reads, changes, refusals that carry a password in the request, the replay's conflict.
+    const audited: Array<[string, string, unknown?, Record<string, string>?]> = [
+      ['GET', U],
+      ['GET', `${U}/api-audit-user`],
+      ['PATCH', `${U}/api-audit-user`, { password: chosen }],
+      ['PATCH', `${U}/api-audit-user`, { status: 'disabled', deny: ['example.com'] }],
+      ['POST', U, { username: 'api-audit-user', password: chosen }],
+      ['POST', U, { username: 'api-audit-2', password: `${chosen}\n` }],
+      ['POST', U, { username: 'api-audit-3', password: chosen, [chosen]: 1 }],
+      ['POST', U, { username: 'api-audit-user', password: rotated }, { ...auth, 'idempotency-key': 'audit-create' }],
+      ['POST', `${U}/batch`, { items: [{ username: 'api-audit-user', password: chosen }, { username: 'x-session-y', password: rotated }] }],
+      ['POST', `${U}/nobody/password`, { password: chosen }],
+      ['POST', `${U}/api-audit-user/password`, { password: 'short' }],
+      ['POST', U, `{"username":"api-audit-4","password":"${chosen}"`],
+      ['GET', U, undefined, { authorization: `Bearer ${key}x` }],
+      ['GET', `${U}?q=${key}`],
+      ['GET', `/openapi/v1/proxy/rules?api_key=${key}`],
+      ['DELETE', `${U}/api-audit-user`],
+    ];
+    for (const [method, url, body, headers] of audited) collectHttp(`customer API ${method} ${url.slice(0, 50)}`, await send(method, url, body, headers));
   }, patient(60_000));
 
   it('API keys: made by the operator, used right and wrong on every kind of endpoint, in headers, queries and paths', async () => {

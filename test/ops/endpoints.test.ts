@@ -21,8 +21,14 @@ describe('GET /openapi.json', () => {
     expect(doc.openapi).toBe('3.1.0');
     expect(Object.keys(doc.paths).sort()).toEqual([
       '/openapi/v1/audit',
+      '/openapi/v1/proxy/gateway',
       '/openapi/v1/proxy/ips',
       '/openapi/v1/proxy/ips/replace',
+      '/openapi/v1/proxy/rules',
+      '/openapi/v1/proxy/users',
+      '/openapi/v1/proxy/users/batch',
+      '/openapi/v1/proxy/users/{username}',
+      '/openapi/v1/proxy/users/{username}/password',
       '/openapi/v1/proxy/whitelist/add',
       '/openapi/v1/proxy/whitelist/delete',
       '/openapi/v1/proxy/whitelist/list',

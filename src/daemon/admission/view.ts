@@ -181,6 +181,8 @@ export class AdmissionView {
   private closed = false;
   private readonly nowMs: () => number;
   private readonly staleMs: number;
+  /** Told of the proxy users a catch-up found disabled or deleted (their open connections are closed). */
+  onUsersRevoked: ((usernames: ReadonlySet<string>) => void) | null = null;
 
   constructor(
     private readonly feed: AdmissionFeed,
@@ -515,9 +517,11 @@ export class AdmissionView {
   }
 
   private apply(ch: AdmissionChangeRows): void {
+    let revoked: Set<string> | null = null;
     for (const { username, row } of ch.users) {
       if (!row) this.users.delete(username);
       else putUser(this.users, row);
+      if (!row || row.status !== 'active') (revoked ??= new Set()).add(username);
     }
     for (const { ip, row } of ch.ips) {
       if (!row) this.ips.delete(ip);
@@ -533,5 +537,12 @@ export class AdmissionView {
       else this.rules.delete(id);
     }
     this.seq = ch.seq;
+    if (revoked && this.onUsersRevoked) {
+      try {
+        this.onUsersRevoked(revoked);
+      } catch (err) {
+        this.opts.log?.warn({ event: 'revoke_failed', err: err instanceof Error ? err.message : String(err) }, 'closing connections of revoked proxy users failed');
+      }
+    }
   }
 }

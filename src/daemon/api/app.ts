@@ -18,6 +18,8 @@ import listRoute from './routes/whitelist-list.js';
 import usageDomainsRoute from './routes/usage-domains.js';
 import usageSeriesRoute from './routes/usage-series.js';
 import usageSummaryRoute from './routes/usage-summary.js';
+import proxyRoutes from './routes/proxy-routes.js';
+import { IDEMPOTENCY_TTL_MS } from './idempotency.js';
 import auditRoute from './routes/audit.js';
 import ipsListRoute from './routes/ips-list.js';
 import ipsReplaceRoute from './routes/ips-replace.js';
@@ -151,6 +153,7 @@ export async function buildApp(ctx: ApiContext, opts: AppOptions): Promise<Fasti
     usageSummaryRoute(api, ctx);
     usageSeriesRoute(api, ctx);
     usageDomainsRoute(api, ctx);
+    proxyRoutes(api, ctx);
     auditRoute(api, ctx);
     ipsListRoute(api, ctx);
     ipsReplaceRoute(api, ctx);
@@ -174,6 +177,11 @@ export async function buildApp(ctx: ApiContext, opts: AppOptions): Promise<Fasti
       });
     }
   });
+
+  // Idempotency-Key answers are kept 24 h (docs/api.md, "Idempotency"); any node may forget the old ones.
+  const pruneIdempotency = setInterval(() => void ctx.store.idempotency.prune(ctx.nowMs() - IDEMPOTENCY_TTL_MS).catch(() => {}), 10 * 60_000);
+  pruneIdempotency.unref();
+  app.addHook('onClose', async () => clearInterval(pruneIdempotency));
 
   daemonEndpoints(app, ctx);
   for (const plugin of opts.plugins ?? []) await app.register(plugin);

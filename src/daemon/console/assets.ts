@@ -204,6 +204,10 @@ form.limits label { display: flex; flex-direction: column; align-items: flex-sta
 form.limits input { width: auto; min-width: 0; height: 34px; padding: 4px 8px; font-size: 13px; }
 form.limits .fmt { font-size: 12px; font-weight: 400; }
 form.limits .btn { margin-top: 22px; }
+dl.user-policy { display: grid; grid-template-columns: max-content 1fr; gap: 2px 10px; margin: 8px 0 0; }
+dl.user-policy > div { display: contents; }
+dl.user-policy dt { color: var(--muted); }
+dl.user-policy dd { margin: 0; min-width: 0; overflow-wrap: anywhere; }
 .signing { margin-top: 20px; padding-top: 16px; border-top: 1px solid var(--border); }
 .signing h3 { font-size: 1rem; margin: 0 0 6px; }
 .signing p { margin: 0 0 8px; }

@@ -39,7 +39,14 @@ const ACTIONS = new Map<string, SensitiveAction>();
 
 function formFields(body: unknown): Record<string, string> {
   const out: Record<string, string> = {};
-  if (body && typeof body === 'object') for (const [k, v] of Object.entries(body as Record<string, unknown>)) if (k !== '_csrf' && typeof v === 'string') out[k] = v;
+  if (body && typeof body === 'object') {
+    for (const [k, v] of Object.entries(body as Record<string, unknown>)) {
+      if (k === '_csrf') continue;
+      if (typeof v === 'string') out[k] = v;
+      // A field sent more than once (checkboxes sharing a name): its values, comma-separated.
+      else if (Array.isArray(v) && v.every((x) => typeof x === 'string')) out[k] = v.join(',');
+    }
+  }
   return out;
 }
 

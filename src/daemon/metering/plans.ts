@@ -22,7 +22,7 @@
 // the cap; a slot freed on one node is free for the others within 0.5 s; a node that dies holds its slots
 // until its lease expires (10 s).
 import type { PlanLimits } from '../../gateway/types.js';
-import { ByteBudget, RateBucket, usageKey, type ByteBudget as Budget, type RateBudget } from '../../gateway/index.js';
+import { ByteBudget, RateBucket, TargetRuleSet, usageKey, type ByteBudget as Budget, type RateBudget } from '../../gateway/index.js';
 import type { Plan, PlanPeriod, Store, UserLimits } from '../store/index.js';
 import { bucketStart } from '../store/usage-sql.js';
 
@@ -129,6 +129,8 @@ export class PlanEnforcer implements PlanLimits {
   /** The plan tables as last read (again only when their version moves). */
   private plans = new Map<number, Plan>();
   private limits = new Map<string, UserLimits>();
+  /** Users' own target rules, compiled when first asked for (cleared when the plan tables are read again). */
+  private ruleSets = new Map<string, TargetRuleSet>();
   /** Accounts with a traffic limit, their own or one of their users'. */
   private limited = new Set<number>();
   /** Accounts one of whose users has limits of its own: for any other, no user key is built or looked up per admission. */
@@ -183,6 +185,9 @@ export class PlanEnforcer implements PlanLimits {
   refusal(accountId: number, subject: string): 'traffic_limit' | 'plan_expired' | null {
     const expiresAt = this.plans.get(accountId)?.expiresAt ?? null;
     if (expiresAt !== null && this.now() >= expiresAt) return 'plan_expired';
+    // A proxy user's own expiry behaves as its plan's (docs/api.md, "Proxy users").
+    const userExpires = this.userLimits(accountId, subject)?.expiresAt ?? null;
+    if (userExpires !== null && this.now() >= userExpires) return 'plan_expired';
     if (this.budgets.size === 0) return null; // no limited key active here: nothing can be over
     if (this.budgets.get(`a:${accountId}`)?.over) return 'traffic_limit';
     return this.budgets.get(usageKey(accountId, subject))?.over ? 'traffic_limit' : null;
@@ -326,6 +331,16 @@ export class PlanEnforcer implements PlanLimits {
     return this.budget(usageKey(accountId, subject), accountId, subject, account);
   }
 
+  /** A proxy user's own target rules (`subject` `user:NAME`), compiled once per read of the plan tables; null: none. */
+  userRules(accountId: number, subject: string): TargetRuleSet | null {
+    const l = this.userLimits(accountId, subject);
+    if (!l || (!l.allow?.length && !l.deny?.length)) return null;
+    const key = usageKey(accountId, subject);
+    let set = this.ruleSets.get(key);
+    if (set === undefined) this.ruleSets.set(key, (set = new TargetRuleSet(l.deny ?? [], l.allow ?? [])));
+    return set.empty ? null : set;
+  }
+
   /** The user's own limits (a subject `user:NAME`), if it has any. */
   private userLimits(accountId: number, subject: string): UserLimits | undefined {
     return this.usersLimited.has(accountId) ? this.limits.get(usageKey(accountId, subject)) : undefined;
@@ -456,6 +471,7 @@ export class PlanEnforcer implements PlanLimits {
       const { plans, users } = await this.store.plans.all();
       this.plans = new Map(plans.map((p) => [p.accountId, p]));
       this.limits = new Map(users.map((u) => [usageKey(u.accountId, `user:${u.username}`), u]));
+      this.ruleSets = new Map();
       this.limited = new Set([...plans.filter((p) => p.trafficLimit !== null).map((p) => p.accountId), ...users.filter((u) => u.trafficLimit !== null).map((u) => u.accountId)]);
       this.usersLimited = new Set(users.map((u) => u.accountId));
       this.version = version;

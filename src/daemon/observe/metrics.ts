@@ -127,7 +127,7 @@ export class Metrics {
     });
     this.rateLimited = new Counter({
       name: 'proxyd_rate_limit_rejections_total',
-      help: 'Requests refused by a rate limit, by route and reason (token, source_ip, store_unavailable)',
+      help: 'Requests refused by a rate limit, by route and reason (token, key, source_ip, store_unavailable)',
       labelNames: ['route', 'reason'],
       registers: [this.registry],
     });

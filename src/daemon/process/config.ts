@@ -69,6 +69,8 @@ export interface ServeConfig {
   auditRetentionMs: number;
   /** `--console-origin`: the console's public origin (`https://console.example.com`), the passkeys' relying party; null: as each browser reached it. */
   consoleOrigin: string | null;
+  /** `--public-host`: the host customers reach the gateway at (GET /openapi/v1/proxy/gateway); null: the listeners' own. */
+  publicHost: string | null;
   /** Where connection-log records go: the database, JSON lines (a file or stdout), or nowhere. */
   connectionLogSink: ConnectionLogSinkConfig;
   /** The database log's size on disk at most (bytes); undefined: no cap. */
@@ -189,6 +191,7 @@ interface RawServeOptions {
   connectionLogRetention?: string;
   auditRetention?: string;
   consoleOrigin?: string;
+  publicHost?: string;
   connectionLogSink?: string;
   connectionLogMaxSize?: string;
   udpPorts?: string;
@@ -262,6 +265,7 @@ export function toServeConfig(o: RawServeOptions, env: NodeJS.ProcessEnv = proce
     connectionLogRetentionMs: parseDuration(o.connectionLogRetention ?? DEFAULT_CONNECTION_LOG_RETENTION, '--connection-log-retention'),
     auditRetentionMs: parseAuditRetention(o.auditRetention ?? DEFAULT_AUDIT_RETENTION),
     consoleOrigin: parseConsoleOrigin(o.consoleOrigin),
+    publicHost: parsePublicHost(o.publicHost),
     connectionLogSink: parseConnectionLogSink(o.connectionLogSink),
     connectionLogMaxSize: parseMaxSize(o.connectionLogMaxSize),
     udp: {
@@ -312,6 +316,16 @@ function hopAddresses(role: ServeConfig['role'], o: RawServeOptions): Pick<Serve
 }
 
 /** `us`, `de:berlin`: ISO 3166 alpha-2 and an optional city name (letters, digits, _), both lower-cased. */
+/** `--public-host`: an IP address or a DNS name, no port (the gateway's ports are its listeners'). */
+export function parsePublicHost(s: string | undefined): string | null {
+  if (s === undefined || s === '') return null;
+  const bare = s.startsWith('[') && s.endsWith(']') ? s.slice(1, -1) : s;
+  if (isIP(bare)) return bare;
+  const name = /^(?=.{1,253}$)([A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)(\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*\.?$/;
+  if (!name.test(s)) throw new ConfigError(`--public-host: expected a host name or an IP address without a port (proxy.example.com, 203.0.113.7), got "${s}"`);
+  return s.replace(/\.$/, '').toLowerCase();
+}
+
 export function parseLocation(s: string | undefined): ServeConfig['location'] {
   if (!s) return null;
   const m = /^([A-Za-z]{2})(?::([A-Za-z0-9_]{1,64}))?$/.exec(s.trim());

@@ -192,6 +192,7 @@ export function buildProgram(): Command {
     .addOption(new Option('--node-name <name>', 'this node\'s name in the connection log (default: the host name)').env('PROXYD_NODE_NAME'))
     .addOption(new Option('--connection-log-retention <duration>', 'how long connection-log records are kept, e.g. 7d, 48h; 0 turns the log off').env('PROXYD_CONNECTION_LOG_RETENTION').default('7d'))
     .addOption(new Option('--audit-retention <duration>', 'how long audit records are kept, e.g. 400d, 2y (at least 1d); the chains stay verifiable').env('PROXYD_AUDIT_RETENTION').default('400d'))
+    .addOption(new Option('--public-host <host>', 'the host customers reach the gateway at, as GET /openapi/v1/proxy/gateway names it (default: the listen addresses\' host)').env('PROXYD_PUBLIC_HOST'))
     .addOption(new Option('--console-origin <origin>', "the console's public origin for passkeys (https://console.example.com); default: the host each browser reached").env('PROXYD_CONSOLE_ORIGIN'))
     .addOption(new Option('--connection-log-sink <sink>', 'where connection-log records go: db, jsonl:PATH (reopened on SIGHUP), stdout or off').env('PROXYD_CONNECTION_LOG_SINK').default('db'))
     .addOption(new Option('--udp-ports <lo-hi>', 'SOCKS5 UDP ASSOCIATE relay ports').env('PROXYD_UDP_PORTS').default('40000-44999'))
@@ -453,6 +454,9 @@ export function buildProgram(): Command {
     .option('--traffic-limit <size|none>', 'bytes per the account\'s period')
     .option('--max-connections <n|none>', 'concurrent connections of this user')
     .option('--rate-limit <rate|none>', 'bits per second each way for this user\'s connections on each node: 10mbit, 1gbit, 500kbit, or none')
+    .option('--expires <iso|never>', 'the user\'s own expiry: refused like an expired plan past it')
+    .option('--allow <list|none>', 'the user\'s own allowed targets (domain patterns, CIDRs), after the account\'s rules')
+    .option('--deny <list|none>', 'the user\'s own denied targets (domain patterns, CIDRs), after the account\'s rules')
     .addOption(dataDirOption())
     .addOption(databaseUrlOption())
     .action(planAction((m) => m.proxyUserSet));

@@ -8,7 +8,9 @@ import { StoreAdmissionFeed } from '../admission/feed.js';
 import { AdmissionView } from '../admission/view.js';
 import { buildApp } from '../api/app.js';
 import { consolePlugin } from '../console/index.js';
-import type { ApiContext } from '../services/context.js';
+import { loadSessionSecret, RevealSealer } from '../console/session.js';
+import { randomKey } from '../secrets.js';
+import type { AnswerSealer, ApiContext } from '../services/context.js';
 import { formatHostPort, parseDnsServers, type ServeConfig } from './config.js';
 import { checkBindable, checkPrefixBindable, stickyAddressesFor, stickySessionsFor } from './egress-pool.js';
 import { parseProxyUsername } from '../../contract/proxy-username.js';
@@ -35,6 +37,7 @@ import { HopIdentityKeeper } from '../fleet/hop-identity.js';
 import { HopSecrets } from '../fleet/hop-secrets.js';
 import { WhitelistService, type ServiceLog } from '../services/whitelist.js';
 import { AuditService } from '../services/audit.js';
+import { NO_GATEWAY, type GatewayFacts } from '../services/gateway-info.js';
 import type { ConnectionLogStore, UsagePeriod, UsageStore } from '../store/index.js';
 import { DEFAULT_USAGE_RETENTION_MS } from '../store/usage-sql.js';
 
@@ -149,6 +152,19 @@ export function connectionLogBuffer(): number | undefined {
   return process.env.PROXYD_CONNECTION_LOG_BUFFER ? intFromEnv('PROXYD_CONNECTION_LOG_BUFFER', 1, 10_000_000) : undefined;
 }
 
+/**
+ * Kept Idempotency-Key answers are sealed with a key of their own derived from the console's secret (the fleet's in
+ * PostgreSQL, `console-session.key` beside proxyd.db on SQLite): a create's answer holds the password shown once.
+ */
+function answerSealerOf(store: Store): () => Promise<AnswerSealer> {
+  let made: Promise<AnswerSealer> | null = null;
+  return () =>
+    (made ??= store.fleetSecret('console_session', randomKey()).then((secret) => new RevealSealer(secret ?? loadSessionSecret(store.location), 'proxyd idempotent answers v1')).catch((e: unknown) => {
+      made = null; // the database away: the next request asks again
+      throw e;
+    }));
+}
+
 /** What the API and console are built from; the in-process tests build theirs here too (their own clock, no view). */
 export function apiContext(p: {
   store: Store;
@@ -162,6 +178,8 @@ export function apiContext(p: {
   consoleOrigin?: string | null;
   usageRetentionMs?: Record<UsagePeriod, number>;
   dedicated?: { replacementsPerMonth: number; quarantineDays: number };
+  /** Filled in by serve once the gateway listens (the same object). */
+  gateway?: GatewayFacts;
 }): ApiContext {
   const { store, limits, view } = p;
   return {
@@ -175,6 +193,8 @@ export function apiContext(p: {
     audit: new AuditService(store),
     usageRetentionMs: p.usageRetentionMs ?? DEFAULT_USAGE_RETENTION_MS,
     dedicated: p.dedicated ?? { replacementsPerMonth: DEFAULT_IP_REPLACEMENTS, quarantineDays: DEFAULT_IP_QUARANTINE_DAYS },
+    gateway: p.gateway ?? { ...NO_GATEWAY },
+    answerSealer: answerSealerOf(store),
     health: async () => {
       const up = await dependenciesUp(store, limits);
       const down = Object.keys(up).filter((name) => !up[name]);
@@ -193,9 +213,9 @@ export interface WorkerPart {
 }
 
 /** The API (+ console) listening, once the rate-limit store is connected or has been waited for. */
-async function listenApi(cfg: ServeConfig, log: DaemonLog, store: Store, limits: ApiLimits, metrics: Metrics, view: AdmissionView, reusePort: boolean): Promise<FastifyInstance> {
+async function listenApi(cfg: ServeConfig, log: DaemonLog, store: Store, limits: ApiLimits, metrics: Metrics, view: AdmissionView, reusePort: boolean, gateway: GatewayFacts): Promise<FastifyInstance> {
   const [geo] = await Promise.all([openCountryLookup(cfg.geoipDb), limits.ready(DEPENDENCY_WAIT_MS)]);
-  const ctx = apiContext({ store, geo, limits, metrics, log: { error: (o, m) => log.error(o, m) }, view, allowPrivateWebhooks: cfg.allowPrivateWebhooks, consoleOrigin: cfg.consoleOrigin, usageRetentionMs: cfg.usageRetentionMs, dedicated: { replacementsPerMonth: cfg.ipReplacements, quarantineDays: cfg.ipQuarantineDays } });
+  const ctx = apiContext({ store, geo, limits, metrics, log: { error: (o, m) => log.error(o, m) }, view, allowPrivateWebhooks: cfg.allowPrivateWebhooks, consoleOrigin: cfg.consoleOrigin, usageRetentionMs: cfg.usageRetentionMs, gateway, dedicated: { replacementsPerMonth: cfg.ipReplacements, quarantineDays: cfg.ipQuarantineDays } });
   const app = await buildApp(ctx, { trustProxy: cfg.trustProxy, logger: log, plugins: [(a: FastifyInstance) => consolePlugin(a, ctx)] });
   try {
     // Fastify hands its options to net.Server.listen, whose reusePort its types do not name yet.
@@ -227,10 +247,12 @@ export async function startDaemon(cfg: ServeConfig, log: DaemonLog, worker: Work
     staleAdmissionSec: cfg.staleAdmissionSec,
     log,
   });
+  // The gateway as customers reach it (GET /openapi/v1/proxy/gateway): its addresses once it listens.
+  const gatewayFacts: GatewayFacts = { role: cfg.role, publicHost: cfg.publicHost, http: null, socks5: null, location: cfg.location };
   // Whatever fails before the API listens must not leave a Redis client reconnecting: the process would never exit.
   const app = await view
     .start()
-    .then(() => listenApi(cfg, log, store, limits, metrics, view, worker.reusePort))
+    .then(() => listenApi(cfg, log, store, limits, metrics, view, worker.reusePort, gatewayFacts))
     .catch(async (err: unknown) => {
       view.close();
       await limits.close();
@@ -377,7 +399,8 @@ export async function startDaemon(cfg: ServeConfig, log: DaemonLog, worker: Work
     ownListeners: () => ownApi,
     admission,
     // Target rules from the same view: a change reaches new connections as fast as any admission change.
-    targetRules: { forAccount: (id) => view.targetRules(id) },
+    // A proxy user's own rules come with its limits (the plan tables, re-read when they change).
+    targetRules: { forAccount: (id) => view.targetRules(id), forUser: (id, subject) => plans.userRules(id, subject) },
     dedicated,
     connectionLog: connLog ?? undefined,
     plans,
@@ -389,6 +412,11 @@ export async function startDaemon(cfg: ServeConfig, log: DaemonLog, worker: Work
   }).catch(abandon);
   gateway = gw;
   gatewayRef = gw;
+  // A proxy user disabled or deleted (by any node) loses its open connections here as soon as the view hears of it.
+  view.onUsersRevoked = (names) => {
+    const n = gw.closeWhere((_accountId, subject) => subject.startsWith('user:') && names.has(subject.slice(5)));
+    if (n > 0) log.info({ event: 'proxy_user_connections_closed', users: names.size, connections: n }, 'closed the open connections of disabled or deleted proxy users');
+  };
   meter.start();
   egressUsage.start();
   // Every process sends: a claim in the database decides which one sends each event.
@@ -412,6 +440,7 @@ export async function startDaemon(cfg: ServeConfig, log: DaemonLog, worker: Work
   const http = gw.httpProxyAddress();
   const socks = gw.socksAddress();
   const hop = gw.hopAddress();
+  Object.assign(gatewayFacts, { http, socks5: socks });
   // An exit is in the registry before it says ready: entries may send it traffic from the next read on.
   const heartbeat =
     hop && store.exits && identity

@@ -70,7 +70,34 @@ export interface NewApiKey {
   allowedIps: readonly string[];
 }
 
+/** A key-authenticated call's admission in one database call (PostgreSQL, where the limits' window log lives too). */
+export interface KeyCallCheck {
+  badKey: string;
+  badLimit: number;
+  keyId: string;
+  secretHash: Buffer;
+  /** The caller's address (canonical), for the key's allowed sources; null when it is not an address. */
+  source: string | null;
+  /** null: any scope. */
+  scope: string | null;
+  rateKey: string;
+  rateLimit: number;
+  /** A route's own limit per key on top (usage), or null. */
+  rate2Key: string | null;
+  rate2Limit: number;
+  windowMs: number;
+  nowMs: number;
+}
+
+export type KeyCallVerdict =
+  | { kind: 'locked'; oldestAtMs: number | null }
+  | { kind: 'invalid' }
+  | { kind: 'scope' | 'ok'; keyId: string; accountId: number; scopes: string[] }
+  | { kind: 'limited'; keyId: string; accountId: number; scopes: string[]; oldestAtMs: number | null };
+
 export interface ApiKeyStore {
+  /** The lock-out, the key, its scope and its limits in one call (PostgreSQL); absent where they cannot be one. */
+  checkCall?(q: KeyCallCheck): Promise<KeyCallVerdict | 'busy'>;
   /**
    * A new key, unless the account already holds `max` live keys (neither revoked nor expired): 'too_many'; an id
    * already taken (a collision of random ids): 'exists'. Counted and inserted in one transaction.
@@ -306,13 +333,82 @@ export interface WhitelistStore {
   repair(): Promise<Repairs>;
 }
 
+/**
+ * A proxy user's own settings inside its account's plan (docs/api.md, "Proxy users"): limits (null: none), its expiry
+ * (ms; null: never) and its target rules (canonical items, checked after the account's and the service's).
+ */
+export interface ProxyUserSettings {
+  trafficLimit: number | null;
+  maxConnections: number | null;
+  rateLimit: number | null;
+  expiresAt: number | null;
+  allow: string[];
+  deny: string[];
+}
+
+/** A proxy user with its settings, as the customer API shows it. */
+export interface ProxyUserDetail extends ProxyUser, ProxyUserSettings {}
+
+export interface ProxyUserFilter {
+  status?: 'active' | 'disabled' | undefined;
+  /** Usernames starting with this, exactly (case-sensitive). */
+  prefix?: string | undefined;
+  limit: number;
+  offset: number;
+}
+
+/** What a change sets (absent: kept). */
+export type ProxyUserPatch = Partial<ProxyUserSettings> & { status?: 'active' | 'disabled' };
+
 /** Each change is recorded only when it happened (a user of another account, or none, changes nothing). */
 export interface ProxyUserStore {
   create(accountId: number, username: string, passwordHash: string, audit?: AuditDraft): Promise<ProxyUser | 'exists'>;
+  /** A user with its status and settings, and its record, in one transaction. */
+  createDetailed(accountId: number, username: string, passwordHash: string, status: 'active' | 'disabled', settings: ProxyUserSettings, audit?: AuditDraft): Promise<ProxyUserDetail | 'exists'>;
   get(id: number): Promise<ProxyUser | null>;
+  /** The account's user of that name with its settings; null when absent or another account's. */
+  detail(accountId: number, username: string): Promise<ProxyUserDetail | null>;
+  /** A page of the account's users by username. */
+  page(accountId: number, f: ProxyUserFilter): Promise<{ items: ProxyUserDetail[]; total: number }>;
+  /** Applies the patch and its record in one transaction; null (nothing recorded) when the account has no such user. */
+  update(accountId: number, username: string, patch: ProxyUserPatch, audit?: AuditDraft): Promise<ProxyUserDetail | null>;
   listForAccount(accountId: number): Promise<ProxyUser[]>;
   setPassword(accountId: number, id: number, passwordHash: string, audit?: AuditDraft): Promise<boolean>;
   delete(accountId: number, id: number, audit?: AuditDraft): Promise<boolean>;
+}
+
+/** An Idempotency-Key's claim (docs/api.md, "Idempotency"). */
+export type IdempotencyClaim =
+  | { kind: 'claimed' }
+  | { kind: 'replay'; status: number; body: string }
+  /** The key was used with another method, path or body. */
+  | { kind: 'mismatch' }
+  /** Its first request is still running (on this node or another). */
+  | { kind: 'in_flight' };
+
+export interface IdempotencyRequest {
+  accountId: number;
+  key: string;
+  method: string;
+  path: string;
+  bodyHash: string;
+  nowMs: number;
+  /** A key older than this is forgotten (24 h). */
+  ttlMs: number;
+  /** A claim with no answer after this long is taken over (its node died mid-request). */
+  staleMs: number;
+}
+
+/** Idempotency-Key answers, shared by every node on the database. */
+export interface IdempotencyStore {
+  /** Claims the key for this request atomically, or says what the first request with it left. */
+  claim(r: IdempotencyRequest): Promise<IdempotencyClaim>;
+  /** Stores the answer of a claimed key. */
+  finish(accountId: number, key: string, status: number, body: string): Promise<void>;
+  /** Gives a claimed key back (its request failed before doing anything: it may be sent again). */
+  release(accountId: number, key: string): Promise<void>;
+  /** Forgets keys made before `beforeMs`; how many. */
+  prune(beforeMs: number): Promise<number>;
 }
 
 /** A live console session of an account, as the Sessions card lists it. */
@@ -374,6 +470,11 @@ export interface UserLimits {
   maxConnections: number | null;
   /** Bits per second each way, per node, for the user's connections together; null: none. */
   rateLimit?: number | null;
+  /** The user's own expiry (ms): past it, refused like an expired plan; null: never. */
+  expiresAt?: number | null;
+  /** The user's own target rules, checked after the account's and the service's (canonical items). */
+  allow?: string[];
+  deny?: string[];
 }
 
 export interface PlanStore {
@@ -817,6 +918,7 @@ export interface Store {
   readonly apiKeys: ApiKeyStore;
   readonly whitelist: WhitelistStore;
   readonly proxyUsers: ProxyUserStore;
+  readonly idempotency: IdempotencyStore;
   readonly sessions: ConsoleSessionStore;
   readonly usage: UsageStore;
   readonly plans: PlanStore;

@@ -218,17 +218,18 @@ export class TargetRuleSet {
   }
 }
 
-/** The rules a connection's target is checked against: the service's first, then its account's (null: none). */
+/** The rules a connection's target is checked against: the service's first, then its account's, then its proxy user's (null: none). */
 export interface TargetRuleSets {
   service: TargetRuleSet | null;
   account: TargetRuleSet | null;
+  user?: TargetRuleSet | null;
 }
 
 /** What the addresses a name resolves to must pass before one is dialled. */
 export class AddressScreen {
   constructor(
     private readonly sets: TargetRuleSets,
-    private readonly needAllow: { service: boolean; account: boolean },
+    private readonly needAllow: { service: boolean; account: boolean; user?: boolean },
   ) {}
 
   /** A refusal for this resolved address, or null. */
@@ -237,6 +238,7 @@ export class AddressScreen {
     if (!a) return null;
     if (this.sets.service?.refusesAddress(a, this.needAllow.service)) return 'target_denied_service';
     if (this.sets.account?.refusesAddress(a, this.needAllow.account)) return 'target_denied';
+    if (this.sets.user?.refusesAddress(a, this.needAllow.user ?? false)) return 'target_denied';
     return null;
   }
 }
@@ -246,11 +248,12 @@ export class AddressScreen {
  * refusal, an AddressScreen for the addresses the name resolves to, or null (nothing more to check).
  */
 export function judgeTarget(sets: TargetRuleSets, host: string): { denied: TargetDenial } | AddressScreen | null {
-  if (!sets.service && !sets.account) return null;
+  if (!sets.service && !sets.account && !sets.user) return null;
   const literal = parseIp(host.startsWith('[') && host.endsWith(']') ? host.slice(1, -1) : host);
   if (literal) {
     if (sets.service?.refusesAddress(literal, sets.service.hasAllow)) return { denied: 'target_denied_service' };
     if (sets.account?.refusesAddress(literal, sets.account.hasAllow)) return { denied: 'target_denied' };
+    if (sets.user?.refusesAddress(literal, sets.user.hasAllow)) return { denied: 'target_denied' };
     return null;
   }
   const name = ruleName(host);
@@ -258,6 +261,9 @@ export function judgeTarget(sets: TargetRuleSets, host: string): { denied: Targe
   if (s === 'refused') return { denied: 'target_denied_service' };
   const a = sets.account?.judgeName(name) ?? 'ok';
   if (a === 'refused') return { denied: 'target_denied' };
-  if (s === 'ok' && a === 'ok') return null;
-  return new AddressScreen(sets, { service: s === 'screen-allow', account: a === 'screen-allow' });
+  // A proxy user's own rules after its account's: they narrow what the account allows, never widen it.
+  const u = sets.user?.judgeName(name) ?? 'ok';
+  if (u === 'refused') return { denied: 'target_denied' };
+  if (s === 'ok' && a === 'ok' && u === 'ok') return null;
+  return new AddressScreen(sets, { service: s === 'screen-allow', account: a === 'screen-allow', user: u === 'screen-allow' });
 }

@@ -170,7 +170,7 @@ export class Socks5Handler implements ProtocolHandler {
           // The account's target rules here, on the target as asked, and this node's own sockets (the exit knows
           // neither): such a datagram never leaves. The exit judges what a name resolves to.
           const send = (host: string, port: number, data: Buffer): boolean => {
-            if (conn.core.refusesTarget(conn.accountId, host) || conn.core.isOwnUdpTarget(host, port, udp.ports)) {
+            if (conn.core.refusesTarget(conn.accountId, host, conn.meterSubject) || conn.core.isOwnUdpTarget(host, port, udp.ports)) {
               conn.core.countUdpDrop('policy');
               return false;
             }
@@ -189,7 +189,7 @@ export class Socks5Handler implements ProtocolHandler {
         if (egress !== undefined && conn.core.opts.dedicated) conn.core.trackEgress({ destroy: () => conn.destroy(), once: (e, f) => conn.socket.once(e, f) }, egress, conn.accountId);
         carrier = (assoc) =>
           new UdpOut({
-            resolve: (host, port) => conn.core.resolveTarget(host, port, conn.accountId),
+            resolve: (host, port) => conn.core.resolveTarget(host, port, conn.accountId, conn.meterSubject),
             egressAddress: egress,
             relayPorts: udp.ports,
             drop: (reason) => conn.core.countUdpDrop(reason),

@@ -10,13 +10,14 @@ import { replaceAddress } from '../../services/dedicated.js';
 import type { ApiContext } from '../../services/context.js';
 import { parseJsonBody } from '../body.js';
 import { sendEnvelope } from '../envelope.js';
-import { keyAudit, keyRoute } from '../key-auth.js';
+import { keyAudit } from '../key-auth.js';
+import { writeRoute } from './proxy-common.js';
 import { rejectExtraQuery } from './query.js';
 
 export const NO_FREE_ADDRESS = 'no free address to replace with';
 
 export default function ipsReplaceRoute(app: FastifyInstance, ctx: ApiContext): void {
-  app.post(IPS_PATHS.replace, keyRoute('users:write', 'write'), async (request, reply) => {
+  app.post(IPS_PATHS.replace, writeRoute(ctx, 'users:write'), async (request, reply) => {
     rejectExtraQuery(request);
     const parsed = IpReplaceBodySchema.safeParse(parseJsonBody(request));
     if (!parsed.success) throw new BusinessError(Code.INVALID_PARAMS, `invalid parameters: ${firstIssueField(parsed.error)}`);

@@ -25,6 +25,7 @@ import {
 } from '../../../contract/schemas.js';
 import { SCOPES, type Scope } from '../../../contract/scopes.js';
 import { VERSION } from '../../../contract/version.js';
+import { proxyPaths } from './openapi-proxy.js';
 
 type Json = Record<string, unknown>;
 
@@ -78,6 +79,7 @@ export function keyErrors(scope: Scope | 'any'): Json {
   const missing = `the key lacks scope ${scope === 'any' ? 'usage:read' : scope}`;
   return {
     ...commonErrors(),
+    '401': errorResponse(Code.INVALID_API_KEY, { headers: { 'WWW-Authenticate': { description: 'Bearer realm="proxyd", the same for every cause', schema: { type: 'string' } } } }),
     ...(scope === 'any' ? {} : { '403': { description: 'the key lacks the scope', ...envelope(null, { code: Code.MISSING_SCOPE, message: missing, data: null }) } }),
   };
 }
@@ -369,6 +371,7 @@ export function buildOpenApiDocument(version: string): Json {
         },
       },
       ...usagePaths(),
+      ...proxyPaths({ envelope, jsonSchema, queryParameters, keyOperation, keyErrors, bearerCurl }),
       ...auditPaths(),
       ...ipsPaths(),
     },

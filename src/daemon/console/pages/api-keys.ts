@@ -85,7 +85,7 @@ export function revokeKeyPage(v: { csrf: string; email: string; key: ApiKeyJson 
 <div class="notice warn"><p><strong>The key stops working at once</strong>, on every server: scripts using <code>pxk_${v.key.id}_…</code> get 401 from then on. This cannot be undone.</p></div>
 <form method="post" action="/console/api-keys/${v.key.id}/revoke" class="form-actions">
 ${csrfField(v.csrf)}
-<button class="btn danger" type="submit">Revoke key</button>
+<button class="btn danger" type="submit" data-testid="api-key-revoke-confirm-button">Confirm and revoke</button>
 <a class="btn secondary" href="/console/account#api-keys">Cancel</a>
 </form>
 </section>`,

@@ -20,6 +20,8 @@ interface ProxyUsersView {
   revealed: { username: string; password: string } | null;
   username?: string | undefined;
   flash?: Flash | undefined;
+  /** The time an expiry is compared with (the daemon's clock). */
+  nowMs?: number;
 }
 
 function revealCard(r: { username: string; password: string }): Html {
@@ -49,12 +51,24 @@ function limitsForm(u: ProxyUser, l: UserLimits | undefined, csrf: string): Html
 </form>`;
 }
 
-function row(u: ProxyUser, l: UserLimits | undefined, csrf: string): Html {
+/** The user's own expiry and target rules (set through the API: docs/api.md, "Proxy users"), read-only here. */
+function policy(u: ProxyUser, l: UserLimits | undefined, nowMs: number): Html {
+  const expires = l?.expiresAt ?? null;
+  const expired = expires !== null && nowMs >= expires;
+  const list = (items: string[] | undefined, none: string) => (items?.length ? html`<code class="wrap-any">${items.join(', ')}</code>` : html`<span class="muted">${none}</span>`);
+  return html`<dl class="user-policy small" data-testid="user-policy" aria-label="Expiry and target rules of ${u.username}">
+<div><dt>Expires</dt><dd data-testid="user-expires">${expires === null ? html`<span class="muted">never</span>` : html`<time datetime="${new Date(expires).toISOString()}">${utc(Math.floor(expires / 1000))}</time>${expired ? html` <span class="badge off" data-testid="user-expired">Expired</span>` : ''}`}</dd></div>
+<div><dt>Allow</dt><dd data-testid="user-allow">${list(l?.allow, 'any target the account allows')}</dd></div>
+<div><dt>Deny</dt><dd data-testid="user-deny">${list(l?.deny, 'none of its own')}</dd></div>
+</dl>`;
+}
+
+function row(u: ProxyUser, l: UserLimits | undefined, csrf: string, nowMs: number): Html {
   return html`<tr data-testid="proxy-user-row" data-username="${u.username}">
 <td data-label="Username" class="wrap-any"><code>${u.username}</code></td>
 <td data-label="Status"><span class="badge ${u.status === 'active' ? 'ok' : 'off'}">${u.status === 'active' ? 'Active' : 'Disabled'}</span></td>
 <td data-label="Created">${utc(u.created_at)}</td>
-<td data-label="Limits">${limitsForm(u, l, csrf)}</td>
+<td data-label="Limits">${limitsForm(u, l, csrf)}${policy(u, l, nowMs)}</td>
 <td class="actions">
 <form method="post" action="/console/proxy-users/${u.id}/reset">${csrfField(csrf)}<button class="btn secondary sm" type="submit" aria-label="Reset password of ${u.username}">Reset password</button></form>
 <form method="post" action="/console/proxy-users/${u.id}/delete">${csrfField(csrf)}<button class="btn ghost-danger sm" type="submit" aria-label="Delete ${u.username}">Delete</button></form>
@@ -87,8 +101,8 @@ ${
     ? html`<div class="empty" data-testid="proxy-users-empty">No proxy users yet.</div>`
     : html`<div class="table-wrap"><table class="stack-sm" data-testid="proxy-users-table">
 <caption class="visually-hidden">Proxy users</caption>
-<thead><tr><th scope="col">Username</th><th scope="col">Status</th><th scope="col">Created</th><th scope="col">Limits <span class="muted small">(in the account's period; empty: no limit)</span></th><th scope="col"><span class="visually-hidden">Actions</span></th></tr></thead>
-<tbody>${v.users.map((u) => row(u, v.limits.get(u.username), v.csrf))}</tbody>
+<thead><tr><th scope="col">Username</th><th scope="col">Status</th><th scope="col">Created</th><th scope="col">Limits <span class="muted small">(in the account's period; empty: no limit; expiry and target rules are set with the API)</span></th><th scope="col"><span class="visually-hidden">Actions</span></th></tr></thead>
+<tbody>${v.users.map((u) => row(u, v.limits.get(u.username), v.csrf, v.nowMs ?? Date.now()))}</tbody>
 </table></div>`
 }
 ${pager(v.page, v.pageSize, v.total, (page) => `/console/proxy-users${page > 1 ? `?page=${page}` : ''}`)}

@@ -15,8 +15,11 @@ export default function apiKeyRoutes(app: FastifyInstance, deps: ConsoleDeps): v
 
   sensitiveAction(app, deps, '/api-keys', 'api_key.create', { label: 'Making an API key' }, async (request, reply, { fields }) => {
     const account = accountOf(request);
-    const scopes = SCOPES.filter((s) => fields[scopeField(s)] !== undefined && fields[scopeField(s)] !== '');
-    const expires = (fields.expires ?? '').trim();
+    // A checkbox per scope (the card's form); a `scopes` field (comma-separated, or repeated) is read too.
+    const listed = new Set((fields.scopes ?? '').split(',').map((x) => x.trim()));
+    const unknown = [...listed].filter((x) => x !== '' && !(SCOPES as readonly string[]).includes(x));
+    const scopes: string[] = [...SCOPES.filter((s) => (fields[scopeField(s)] ?? '') !== '' || listed.has(s)), ...unknown];
+    const expires = (fields.expires ?? fields.expires_at ?? '').trim();
     try {
       let expiresAtMs: number | null = null;
       if (expires) {

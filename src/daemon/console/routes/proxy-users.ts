@@ -37,6 +37,7 @@ export default function proxyUserRoutes(app: FastifyInstance, deps: ConsoleDeps)
         limits: new Map((await deps.ctx.store.plans.userLimits(account.id)).map((l) => [l.username, l])),
         revealed,
         flash: takeFlash(request),
+        nowMs: deps.ctx.nowMs(),
       }),
     );
   });

@@ -1,12 +1,28 @@
 // api_keys (migration 21): made and revoked with their audit records in one transaction; read per request, so a
 // revocation committed by any node (or `proxyd admin key revoke`) refuses the key on every node's next request.
 import { apiKeyInfo, API_KEY_COLUMNS, type ApiKeyDbRow } from '../api-keys-sql.js';
-import type { ApiKeyInfo, ApiKeyStore, ApiKeyWithAccount, AuditDraft, NewApiKey } from '../types.js';
+import type { ApiKeyInfo, ApiKeyStore, ApiKeyWithAccount, AuditDraft, KeyCallCheck, KeyCallVerdict, NewApiKey } from '../types.js';
 import { appendAudit, audited } from './audit.js';
 import { guard, type Sql } from './db.js';
-import { PgFamily } from './family.js';
+import { ADMIT_MS, PgFamily, unlessBusy } from './family.js';
 
 export class PgApiKeyStore extends PgFamily implements ApiKeyStore {
+  async checkCall(q: KeyCallCheck): Promise<KeyCallVerdict | 'busy'> {
+    const r = await unlessBusy(
+      () => this.sql<Array<{ o_verdict: 'locked' | 'invalid' | 'scope' | 'limited' | 'ok'; o_account: number | null; o_scopes: string | null; o_oldest: number | null }>>`
+        SELECT o_verdict, o_account, o_scopes, o_oldest FROM proxyd_key_admit(${q.badKey}, ${q.badLimit}::int, ${q.keyId}, ${q.secretHash}, ${q.source},
+          ${q.scope}, ${q.rateKey}, ${q.rateLimit}::int, ${q.rate2Key}, ${q.rate2Limit}::int, ${q.windowMs}::bigint, ${q.nowMs}::bigint)`,
+      ADMIT_MS,
+    );
+    if (r === 'busy') return r;
+    const row = r[0]!;
+    if (row.o_verdict === 'locked') return { kind: 'locked', oldestAtMs: row.o_oldest };
+    if (row.o_verdict === 'invalid') return { kind: 'invalid' };
+    const key = { keyId: q.keyId, accountId: row.o_account!, scopes: row.o_scopes ? row.o_scopes.split(',') : [] };
+    if (row.o_verdict === 'limited') return { kind: 'limited', ...key, oldestAtMs: row.o_oldest };
+    return { kind: row.o_verdict, ...key };
+  }
+
   async create(k: NewApiKey, max: number, audit?: AuditDraft): Promise<ApiKeyInfo | 'too_many' | 'exists'> {
     const now = this.nowSec();
     return guard(

@@ -1,6 +1,7 @@
 // The PostgreSQL backend: every node of a fleet on one database. Each method is one round trip where it
 // can be (claims, releases and rate hits are server-side functions); transactions only where several rows
 // must change together. Unreachable → StoreUnavailableError; a lost race → `busy`.
+import { PgIdempotencyStore } from './idempotency.js';
 import type { RateHitStore, Store } from '../types.js';
 import { DEFAULT_RELEASE_GRACE_SEC } from '../types.js';
 import { PgAccountStore } from './accounts.js';
@@ -37,6 +38,7 @@ export class PostgresStore implements Store {
   readonly apiKeys: PgApiKeyStore;
   readonly whitelist: PgWhitelistStore;
   readonly proxyUsers: PgProxyUserStore;
+  readonly idempotency: PgIdempotencyStore;
   readonly sessions: PgConsoleSessionStore;
   readonly usage: PgUsageStore;
   readonly plans: PgPlanStore;
@@ -71,6 +73,7 @@ export class PostgresStore implements Store {
     this.apiKeys = new PgApiKeyStore(sql, nowSec, nowMs);
     this.whitelist = new PgWhitelistStore(sql, nowSec, opts.releaseGraceSec ?? DEFAULT_RELEASE_GRACE_SEC, background, nowMs);
     this.proxyUsers = new PgProxyUserStore(sql, nowSec, nowMs);
+    this.idempotency = new PgIdempotencyStore(sql, nowSec, nowMs);
     this.sessions = new PgConsoleSessionStore(sql, nowSec, nowMs);
     this.usage = new PgUsageStore(writes, nowSec);
     // Every node reads the plans twice a second: on the gateway's lane, so a backlog of these reads after an

@@ -659,8 +659,76 @@ export const PG_MIGRATIONS: readonly string[] = [
     last_used_ip text
   );
   CREATE INDEX api_keys_account ON api_keys(account_id, created_at);
+
+  -- A key's admission in one round trip, as the stepwise checks of api/key-auth.ts decide it: the source's
+  -- lock-out, the key (hash, revoked, expired, account, allowed sources; a failure is one more hit on the lock-out),
+  -- the scope (p_scope NULL: any), then the key's limit of its kind and the route's own (p_rate2_key NULL: none).
+  CREATE FUNCTION proxyd_key_admit(p_bad_key text, p_bad_limit integer, p_key_id text, p_secret_hash bytea, p_source text,
+                                   p_scope text, p_rate_key text, p_rate_limit integer, p_rate2_key text, p_rate2_limit integer,
+                                   p_window bigint, p_now bigint,
+                                   OUT o_verdict text, OUT o_account integer, OUT o_scopes text, OUT o_oldest bigint)
+  LANGUAGE plpgsql AS $$
+  DECLARE
+    n integer;
+    k record;
+    ok boolean;
+    hit record;
+  BEGIN
+    PERFORM set_config('synchronous_commit', 'off', true);
+    SELECT count(*) INTO n FROM (SELECT 1 FROM rate_hits WHERE key = p_bad_key AND at_ms > p_now - p_window LIMIT p_bad_limit) s;
+    IF n >= p_bad_limit THEN
+      o_verdict := 'locked';
+      SELECT min(at_ms) INTO o_oldest FROM rate_hits WHERE key = p_bad_key AND at_ms > p_now - p_window;
+      RETURN;
+    END IF;
+    SELECT ak.account_id AS acct, ak.secret_hash AS secret_hash, ak.scopes AS scopes, ak.expires_at AS expires_at,
+           ak.revoked_at AS revoked_at, ak.allowed_ips AS allowed_ips, a.status AS astatus
+      INTO k FROM api_keys ak JOIN accounts a ON a.id = ak.account_id WHERE ak.id = p_key_id;
+    ok := FOUND;
+    IF ok THEN
+      ok := coalesce(k.secret_hash = p_secret_hash AND k.revoked_at IS NULL AND k.astatus = 'active'
+            AND (k.expires_at IS NULL OR k.expires_at > p_now / 1000)
+            AND (k.allowed_ips = '' OR p_source::inet <<= ANY (string_to_array(k.allowed_ips, ',')::inet[])), false);
+    END IF;
+    IF NOT ok THEN
+      INSERT INTO rate_hits (key, at_ms) VALUES (p_bad_key, p_now);
+      o_verdict := 'invalid';
+      RETURN;
+    END IF;
+    o_account := k.acct;
+    o_scopes := k.scopes;
+    IF p_scope IS NOT NULL AND NOT (p_scope = ANY (string_to_array(k.scopes, ','))) THEN
+      o_verdict := 'scope';
+      RETURN;
+    END IF;
+    SELECT * INTO hit FROM proxyd_rate_hit(p_rate_key, p_rate_limit, p_window, p_now);
+    IF hit.allowed AND p_rate2_key IS NOT NULL THEN
+      SELECT * INTO hit FROM proxyd_rate_hit(p_rate2_key, p_rate2_limit, p_window, p_now);
+    END IF;
+    o_verdict := CASE WHEN hit.allowed THEN 'ok' ELSE 'limited' END;
+    o_oldest := hit.oldest;
+  END $$;
   `,
-  // 22: dedicated egress addresses, as SQLite's migration 18 (a statement trigger bumps the version).
+  // 22: the customer API, as SQLite's migration 18: a proxy user's own expiry and target rules beside its limits
+  // (the plan version's statement trigger fires on them), and Idempotency-Key answers.
+  `
+  ALTER TABLE user_limits ADD COLUMN expires_at_ms bigint;
+  ALTER TABLE user_limits ADD COLUMN allow text NOT NULL DEFAULT '';
+  ALTER TABLE user_limits ADD COLUMN deny text NOT NULL DEFAULT '';
+  CREATE TABLE idempotency_keys (
+    account_id    integer NOT NULL,
+    key           text NOT NULL,
+    method        text NOT NULL,
+    path          text NOT NULL,
+    body_hash     text NOT NULL,
+    status        integer,
+    response      text,
+    created_at_ms bigint NOT NULL,
+    PRIMARY KEY (account_id, key)
+  );
+  CREATE INDEX idempotency_keys_age ON idempotency_keys(created_at_ms);
+  `,
+  // 23: dedicated egress addresses, as SQLite's migration 19 (a statement trigger bumps the version).
   `
   CREATE TABLE egress_addresses (
     address          text PRIMARY KEY,

@@ -31,7 +31,7 @@ export class PgPlanStore extends PgFamily implements PlanStore {
 
   async userLimits(accountId: number): Promise<UserLimits[]> {
     const rows = await guard(() => this.sql<UserRow[]>`
-      SELECT u.account_id, u.username, l.traffic_limit, l.max_connections, l.rate_limit FROM user_limits l JOIN proxy_users u ON u.id = l.proxy_user_id
+      SELECT u.account_id, u.username, l.traffic_limit, l.max_connections, l.rate_limit, l.expires_at_ms, l.allow, l.deny FROM user_limits l JOIN proxy_users u ON u.id = l.proxy_user_id
       WHERE u.account_id = ${accountId} ORDER BY u.username`);
     return rows.map(toUserLimits);
   }
@@ -40,8 +40,8 @@ export class PgPlanStore extends PgFamily implements PlanStore {
     const [plans, users] = await Promise.all([
       guard(() => this.sql<PlanRow[]>`SELECT account_id, traffic_limit, period, anchor_day, max_connections, expires_at_ms, rate_limit FROM plans`),
       guard(() => this.sql<UserRow[]>`
-        SELECT u.account_id, u.username, l.traffic_limit, l.max_connections, l.rate_limit FROM user_limits l JOIN proxy_users u ON u.id = l.proxy_user_id
-        WHERE l.traffic_limit IS NOT NULL OR l.max_connections IS NOT NULL OR l.rate_limit IS NOT NULL`),
+        SELECT u.account_id, u.username, l.traffic_limit, l.max_connections, l.rate_limit, l.expires_at_ms, l.allow, l.deny FROM user_limits l JOIN proxy_users u ON u.id = l.proxy_user_id
+        WHERE l.traffic_limit IS NOT NULL OR l.max_connections IS NOT NULL OR l.rate_limit IS NOT NULL OR l.expires_at_ms IS NOT NULL OR l.allow <> '' OR l.deny <> ''`),
     ]);
     return { plans: plans.map(toPlan), users: users.map(toUserLimits) };
   }

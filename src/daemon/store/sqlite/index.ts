@@ -1,5 +1,6 @@
 // The SQLite backend (embedded default): one file in the data dir, synchronous better-sqlite3 inside,
 // values handed back through the async seam; no extra round trips.
+import { SqliteIdempotencyStore } from './idempotency.js';
 import path from 'node:path';
 import { DEFAULT_RELEASE_GRACE_SEC, type RateHitStore, type Store } from '../types.js';
 import { SqliteAccountStore } from './accounts.js';
@@ -38,6 +39,7 @@ export class SqliteStore implements Store {
   readonly apiKeys: SqliteApiKeyStore;
   readonly whitelist: SqliteWhitelistStore;
   readonly proxyUsers: SqliteProxyUserStore;
+  readonly idempotency: SqliteIdempotencyStore;
   readonly sessions: SqliteConsoleSessionStore;
   readonly usage: SqliteUsageStore;
   readonly plans: SqlitePlanStore;
@@ -73,6 +75,7 @@ export class SqliteStore implements Store {
     this.apiKeys = new SqliteApiKeyStore(db, nowSec, audit, () => this.gatewayWriter());
     this.whitelist = new SqliteWhitelistStore(db, nowSec, () => grace, audit);
     this.proxyUsers = new SqliteProxyUserStore(db, nowSec, audit);
+    this.idempotency = new SqliteIdempotencyStore(db);
     this.sessions = new SqliteConsoleSessionStore(db, nowSec, audit);
     // The gateway's own writes (usage, connection log) answer `busy` instead of sleeping the event loop on a
     // lock another process holds (an admin command, a backup): their callers keep the data for the next flush.

@@ -406,7 +406,27 @@ export const MIGRATIONS: readonly string[] = [
   ) WITHOUT ROWID;
   CREATE INDEX IF NOT EXISTS api_keys_account ON api_keys(account_id, created_at);
   `,
-  // 18: dedicated egress addresses (docs/admin.md, "ip"): what each node offers (its pool, else its local
+  // 18: the customer API (docs/api.md, "Proxy users"): a proxy user's own expiry and target rules beside its limits
+  // (the plan version's triggers of migration 8 fire on them), and Idempotency-Key answers, per account and key,
+  // kept 24 h (status null: claimed, its request still running).
+  `
+  ALTER TABLE user_limits ADD COLUMN expires_at_ms INTEGER;
+  ALTER TABLE user_limits ADD COLUMN allow TEXT NOT NULL DEFAULT '';
+  ALTER TABLE user_limits ADD COLUMN deny TEXT NOT NULL DEFAULT '';
+  CREATE TABLE IF NOT EXISTS idempotency_keys (
+    account_id    INTEGER NOT NULL,
+    key           TEXT NOT NULL,
+    method        TEXT NOT NULL,
+    path          TEXT NOT NULL,
+    body_hash     TEXT NOT NULL,
+    status        INTEGER,
+    response      TEXT,
+    created_at_ms INTEGER NOT NULL,
+    PRIMARY KEY (account_id, key)
+  ) WITHOUT ROWID;
+  CREATE INDEX IF NOT EXISTS idempotency_keys_age ON idempotency_keys(created_at_ms);
+  `,
+  // 19: dedicated egress addresses (docs/admin.md, "ip"): what each node offers (its pool, else its local
   // addresses) with its location, the account holding each (assigned), or a quarantine until a time (seconds);
   // replacements per account and calendar month; usage by address and UTC day (docs/api.md, usage summary `ips`);
   // a version every node polls, bumped by any change of an address.

@@ -1,12 +1,12 @@
 // plans / user_limits: an account's plan and its proxy users' limits inside it.
-import { toPlan, toUserLimits, type PlanRow, type UserRow } from '../plans-sql.js';
+import { USER_LIMIT_COLUMNS, USER_LIMITED, toPlan, toUserLimits, type PlanRow, type UserRow } from '../plans-sql.js';
 import type { AuditDraft, Plan, PlanStore, UserLimits } from '../types.js';
 import type { SqliteAuditLog } from './audit.js';
 import type { Db } from './db.js';
 import { stmt } from './statements.js';
 
 const PLAN_COLUMNS = 'account_id, traffic_limit, period, anchor_day, max_connections, expires_at_ms, rate_limit';
-const USER_SELECT = 'SELECT u.account_id, u.username, l.traffic_limit, l.max_connections, l.rate_limit FROM user_limits l JOIN proxy_users u ON u.id = l.proxy_user_id';
+const USER_SELECT = `SELECT ${USER_LIMIT_COLUMNS} FROM user_limits l JOIN proxy_users u ON u.id = l.proxy_user_id`;
 
 export class SqlitePlanStore implements PlanStore {
   constructor(
@@ -54,7 +54,7 @@ export class SqlitePlanStore implements PlanStore {
   async all(): Promise<{ plans: Plan[]; users: UserLimits[] }> {
     return {
       plans: stmt<[], PlanRow>(this.db, `SELECT ${PLAN_COLUMNS} FROM plans`).all().map(toPlan),
-      users: stmt<[], UserRow>(this.db, `${USER_SELECT} WHERE l.traffic_limit IS NOT NULL OR l.max_connections IS NOT NULL OR l.rate_limit IS NOT NULL`).all().map(toUserLimits),
+      users: stmt<[], UserRow>(this.db, `${USER_SELECT} WHERE ${USER_LIMITED}`).all().map(toUserLimits),
     };
   }
 
