@@ -7,6 +7,7 @@
 //
 //   node bench/setup.mjs [--reps 5] [--lat-n 2000] [--rate-ms 1500] [--size-mib 256] [--phases setup,rate,64]
 //                        [--no-dante] [--no-floor] [--no-widen] [--warm-ms 8000] [--lead-ms 0] [--profile DIR] [--strace]
+//   node bench/setup.mjs --dedicated [--dedicated-aa] [--reps 5] [--lat-n 2000] [--rate-ms 1500] [--warm-ms 8000]   (mainDedicated, below)
 //
 // Per path: set-up added p50/p99 (connect → handshake → first echoed byte, minus a direct connection's,
 // sequential), tunnels/s (8 loops opening a tunnel, echoing a byte, closing; with --lead-ms, each round of a path
@@ -439,7 +440,116 @@ async function measure({ tport, ours, ours2, squid, dante, floor, floor2 }, load
   return report;
 }
 
-await main().catch((e) => {
+// ------------------------------------------------------------------ --dedicated
+
+/**
+ * `--dedicated` (docs/BENCHMARKS.md, "Dedicated addresses"): what the dedicated-address lookup adds to set-up. Two
+ * daemons on one egress pool of 11,264 loopback addresses (127.1.0.0 - 127.1.43.255): one with no address assigned,
+ * one with 10,000 assigned over 1,000 accounts (10 each; the bench user's account is one of them). Paths: the bench
+ * user on the first (the shared pool, no reservation), the same user on the second (an owner: leaves from its own 10),
+ * and another account's user on the second (the shared rotation over the 1,264 addresses left). Set-up added p50/p99
+ * (alternating with a direct connection) and tunnels/s with CPU per tunnel, alternating between the paths. A third
+ * daemon with a pool of 10 addresses and nothing dedicated is the baseline of leaving from 10 addresses at all.
+ */
+async function mainDedicated() {
+  const load0 = os.loadavg();
+  portRange = widenPorts();
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'setup-dedicated-'));
+  const running = [];
+  const target = spawn(process.execPath, [path.join(ROOT, 'bench/gateway.mjs'), '--role', 'target', '--port', String(await freePort())], { stdio: ['pipe', 'pipe', 'inherit'] });
+  const stopAll = () => {
+    target.kill('SIGTERM');
+    for (const x of running) x.p.kill('SIGTERM');
+    restorePorts();
+  };
+  for (const sig of ['SIGINT', 'SIGTERM']) process.once(sig, () => (stopAll(), process.exit(130)));
+  const POOL = Array.from({ length: 11 }, (_, i) => `127.1.${i * 4}.0/22`).join(',');
+  const poolArgs = ['--egress-pool', POOL, '--node-name', 'bench'];
+  try {
+    const tport = JSON.parse(await new Promise((r) => createInterface({ input: target.stdout }).once('line', r))).port;
+    const none = await phase('start (none)', 180_000, () => startProxyd(dir, { name: 'proxyd-none', args: poolArgs }));
+    running.push(none);
+    const ded = await phase('start (dedicated)', 180_000, () => startProxyd(dir, { name: 'proxyd-dedicated', args: poolArgs }));
+    running.push(ded);
+    // The baseline of leaving from 10 addresses at all: a pool of 10, nothing dedicated (each address's ports in
+    // TIME_WAIT fill up as fast as an owner's 10 dedicated ones do).
+    const ten = await phase('start (pool of 10)', 60_000, () => startProxyd(dir, { name: 'proxyd-pool10', args: ['--egress-pool', '127.2.0.0-127.2.0.9', '--node-name', 'bench10'] }));
+    running.push(ten);
+    // Another account's user on the dedicated daemon (the shared rotation), made as the operator makes one.
+    const dataDir = path.join(dir, 'proxyd-dedicated');
+    const admin = (a, input = '') => {
+      const r = spawnSync(process.execPath, [path.join(ROOT, 'bin/proxyd'), 'admin', ...a, '--data-dir', dataDir], { input, encoding: 'utf8' });
+      if (r.status !== 0) throw new Error(r.stderr);
+      return JSON.parse(r.stdout);
+    };
+    admin(['account', 'create', '--email', 'shared@example.com', '--password-stdin', '--verified'], 'bench password 123\n');
+    const shared = { user: 'shared-user', password: admin(['proxy-user', 'create', '--email', 'shared@example.com', '--username', 'shared-user']).password };
+    // 10,000 addresses over 1,000 accounts, through the store the admin commands use (1,000 commands would take minutes).
+    const t0 = performance.now();
+    const { openStore } = await import(path.join(ROOT, 'dist/daemon/store/index.js'));
+    const store = await openStore({ dataDir });
+    const toIp = (n) => `127.1.${n >> 8}.${n & 255}`;
+    const bench = await store.accounts.findByEmail('bench@example.com');
+    // --dedicated-aa: the same two daemons with nothing assigned (an A/A run: what differs between the two anyway).
+    for (let a = 0; a < (argv.includes('--dedicated-aa') ? 0 : 1000); a++) {
+      const id = a === 0 ? bench.id : (await store.accounts.create(`owner-${a}@example.com`, 'x', true)).id;
+      await store.egress.assign(id, 'bench', Array.from({ length: 10 }, (_, k) => toIp(a * 10 + k)));
+    }
+    await store.close();
+    log(`assigned 10,000 addresses over 1,000 accounts in ${Math.round(performance.now() - t0)} ms`);
+    await sleep(1500); // every node reads the change within 1 s
+    const paths = [
+      { ...none.paths[0], label: 'none: CONNECT' },
+      { ...none.paths[1], label: 'none: SOCKS5' },
+      { ...ded.paths[0], label: 'dedicated, owner: CONNECT' },
+      { ...ded.paths[1], label: 'dedicated, owner: SOCKS5' },
+      { ...ded.paths[0], label: 'dedicated, shared user: CONNECT', auth: shared },
+      { ...ded.paths[1], label: 'dedicated, shared user: SOCKS5', auth: shared },
+      { ...ten.paths[0], label: 'pool of 10: CONNECT' },
+      { ...ten.paths[1], label: 'pool of 10: SOCKS5' },
+    ];
+    const pidOf = new Map(paths.map((p) => [p.label, [p.label.startsWith('none') ? none.p.pid : p.label.startsWith('pool') ? ten.p.pid : ded.p.pid]]));
+    log(`warm-up: ${WARM_MS} ms of tunnels/s per path`);
+    for (const p of paths) await phase(`warm ${p.label}`, WARM_MS + 60_000, () => rate(p, tport, WARM_MS));
+    const rates = new Map(paths.map((p) => [p.label, []]));
+    const cpuPer = new Map(paths.map((p) => [p.label, []]));
+    const sets = new Map(paths.map((p) => [p.label, []]));
+    const directs = [];
+    for (let r = 0; r < REPS; r++) {
+      const { res, direct } = await phase(`set-up round ${r + 1}`, 60_000 + LAT_N * paths.length * 20, () => setupSample(paths, tport, LAT_N));
+      directs.push(...direct);
+      for (const p of paths) sets.get(p.label).push(...res.get(p.label));
+      await phase(`tunnels/s round ${r + 1}`, 60_000 + paths.length * (RATE_MS + 20_000), async () => {
+        for (const p of paths) {
+          const c0 = treeCpu(pidOf.get(p.label));
+          rates.get(p.label).push(await rate(p, tport, RATE_MS));
+          cpuPer.get(p.label).push(((treeCpu(pidOf.get(p.label)) - c0) / rate.last) * 1e6);
+        }
+      });
+    }
+    const load1 = os.loadavg();
+    const rows = paths.map((p) => {
+      const xs = sets.get(p.label);
+      return {
+        path: p.label,
+        setupAddedP50: +(med(xs) - med(directs)).toFixed(3),
+        setupAddedP99: +(pct(xs, 99) - pct(directs, 99)).toFixed(3),
+        tunnelsPerSec: Math.round(med(rates.get(p.label))),
+        tunnelsRange: range(rates.get(p.label), 0),
+        cpuUsPerTunnel: Math.round(med(cpuPer.get(p.label))),
+        cpuRange: range(cpuPer.get(p.label), 0),
+      };
+    });
+    // Where the owner's and the shared user's tunnels left from, as the daemon counts them (the pool's split).
+    const text = await (await fetch(`${ded.api}/metrics`)).text();
+    const states = Object.fromEntries([...text.matchAll(/^proxyd_egress_addresses\{state="(\w+)"\} (\d+)$/gm)].map((m) => [m[1], Number(m[2])]));
+    console.log(JSON.stringify({ ...runInfo(argv, load0, load1), direct: { p50: +med(directs).toFixed(3), p99: +pct(directs, 99).toFixed(3) }, egressAddresses: states, rows }, null, 2));
+  } finally {
+    stopAll();
+  }
+}
+
+await (argv.includes('--dedicated') ? mainDedicated() : main()).catch((e) => {
   console.error(`[setup] failed: ${e.message}`);
   process.exitCode = 1;
 });

@@ -33,6 +33,12 @@ export const IDEMPOTENT_REPLAYED_HEADER = 'idempotent-replayed';
 /** The customer's audit log (docs/api.md, "Audit log"): an API key with `audit:read`. */
 export const AUDIT_PATH = '/openapi/v1/audit';
 
+/** Dedicated egress addresses (docs/api.md, "Dedicated addresses"). */
+export const IPS_PATHS = {
+  list: '/openapi/v1/proxy/ips',
+  replace: '/openapi/v1/proxy/ips/replace',
+} as const;
+
 /** A per-token limit's name: each whitelist route has its own; the three usage routes share `usage`. */
 export type LimitedRoute = ApiRoute | 'usage';
 

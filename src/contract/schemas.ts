@@ -189,7 +189,31 @@ export const UsageSummaryDataSchema = z.object({
     .nullable(),
   ...UsageTotalsSchema.shape,
   users: z.array(z.object({ user: z.string(), ...UsageTotalsSchema.shape })),
+  /** By dedicated egress address, when the account holds any (docs/api.md). */
+  ips: z.array(z.object({ address: z.string(), ...UsageTotalsSchema.shape })).optional(),
 });
+/** `GET /openapi/v1/proxy/ips`: the account's dedicated addresses, bytes in the usage summary's default period. */
+export const IpsDataSchema = z.object({
+  items: z.array(
+    z.object({
+      address: z.string(),
+      country: z.string().nullable(),
+      city: z.string().nullable(),
+      since: z.string(),
+      bytes_up: z.number().int(),
+      bytes_down: z.number().int(),
+    }),
+  ),
+  total: z.number().int(),
+  period_start: z.string(),
+  replacements: z.object({ used: z.number().int(), limit: z.number().int() }),
+});
+export type IpsData = z.infer<typeof IpsDataSchema>;
+
+/** `POST /openapi/v1/proxy/ips/replace`. */
+export const IpReplaceBodySchema = z.strictObject({ address: z.string() });
+export const IpReplaceDataSchema = z.object({ old: z.string(), new: z.string() });
+
 export type UsageSummaryData = z.infer<typeof UsageSummaryDataSchema>;
 
 export const UsageSeriesDataSchema = z.object({

@@ -148,6 +148,8 @@ export class ClientConn {
   connectionFate: 'pending' | 'relaying' | 'refused' = 'pending';
   meteredUp = 0;
   meteredDown = 0;
+  /** The dedicated address it leaves from, when its account holds some (usage by address). */
+  egressAddress: string | null = null;
   /** Set when admitted under a traffic limit: the pump takes every relayed byte from it (byte-budget.ts). */
   budget: ByteBudget | null = null;
   /** Set when admitted under a rate limit: the pump takes every relayed byte from its direction's bucket (rate-budget.ts). */
@@ -156,6 +158,8 @@ export class ClientConn {
   egressSession: EgressSession | null = null;
   /** The username's targeting (`-country-`, `-city-`), null: any exit. */
   exitWish: ExitWish | null = null;
+  /** The dedicated address the username named (`-ip-`), else null. */
+  egressPin: string | null = null;
   /** On an entry node: the exit it went through (and the one its session had before, when it moved). */
   via: { exit: string; movedFrom: string | null } | null = null;
   bytesUp = 0;
@@ -358,7 +362,22 @@ export class ClientConn {
     this.rate = out.rate ?? null;
     this.egressSession = out.session;
     this.exitWish = out.want ?? null;
+    this.egressPin = out.pin ?? null;
     return this.closed ? 'gone' : null;
+  }
+
+  /**
+   * On an entry: the exits that may carry this connection, when its account holds dedicated addresses (the node of
+   * its `-ip-` address, else every node holding one of them); null: any exit.
+   */
+  onlyExits(): ReadonlySet<string> | null {
+    const d = this.core.opts.dedicated;
+    if (!d || !this.core.opts.exitDialer || this.accountId < 0) return null;
+    if (this.egressPin !== null) {
+      const node = d.nodeOf(this.accountId, this.egressPin);
+      return new Set(node === null ? [] : [node]);
+    }
+    return d.holdsAny(this.accountId) ? d.nodesOf(this.accountId) : null;
   }
 
   /** Dialled: the tunnel or forwarder owns the socket's data from now on. Returns early data. */
@@ -510,6 +529,8 @@ function startDial(conn: ClientConn, host: string, port: number): Promise<DialOu
     accountId: conn.accountId,
     session: conn.egressSession,
     want: conn.exitWish,
+    pin: conn.egressPin,
+    onlyExits: conn.onlyExits(),
     // Not once the header deadline has answered instead (the connection is then `replying`).
     wanted: () => !conn.closed && (conn.state === 'resolving' || conn.state === 'dialing'),
     connecting: (socket) => {
@@ -519,6 +540,7 @@ function startDial(conn: ClientConn, host: string, port: number): Promise<DialOu
   }).then((out) => {
     if (out && !out.ok) conn.upstream = null;
     if (out?.via) conn.via = out.via;
+    if (out?.ok && conn.core.countsByAddress(conn.accountId)) conn.egressAddress = out.egress ?? (out.via ? null : (out.socket.localAddress ?? null));
     return out;
   });
 }

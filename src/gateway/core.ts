@@ -5,19 +5,19 @@ import net from 'node:net';
 import ipaddr from 'ipaddr.js';
 import type { ByteBudget } from './relay/byte-budget.js';
 import type { RateBudget } from './relay/rate-budget.js';
-import { DirectDialer, LocatedDialer, OwnListenerGuard, PoolDialer, PrefixDialer, type Dialer, type EgressSession, type ExitWish, type ResolveOutcome } from './dial/dialer.js';
+import { DedicatedDialer, DirectDialer, LocatedDialer, NO_DEDICATED_EXIT, NO_SHARED_ADDRESS, OwnListenerGuard, PoolDialer, PrefixDialer, type Dialer, type EgressSession, type ExitWish, type ResolveOutcome } from './dial/dialer.js';
 import { resolveLimits } from './limits.js';
 import { AddressScreen, judgeTarget } from './dial/target-rules.js';
 import { Tunnels } from './relay/open-tunnels.js';
 import { LiveSet, type LiveMember } from './relay/live-set.js';
 import { canonicalIp, parseIp, reachesListener } from './dial/target-policy.js';
 import { isGatewayUdpSocket } from './dial/udp-out.js';
-import type { AdmitFailure, AdmitResult, GatewayLimits, GatewayOptions, GatewayStats, RefusalReason, UsageDelta, UsernameParams } from './types.js';
+import type { AdmitFailure, AdmitResult, DedicatedEgress, EgressUsageDelta, GatewayLimits, GatewayOptions, GatewayStats, RefusalReason, UsageDelta, UsernameParams } from './types.js';
 
 export type { DialFailure, ResolveOutcome } from './dial/dialer.js';
 
 export type AdmitOutcome =
-  | { ok: true; accountId: number; session: EgressSession | null; subject: string; budget?: ByteBudget | null; rate?: RateBudget | null; want?: ExitWish | null; key?: string }
+  | { ok: true; accountId: number; session: EgressSession | null; subject: string; budget?: ByteBudget | null; rate?: RateBudget | null; want?: ExitWish | null; key?: string; pin?: string | null }
   | { ok: false; reason: AdmitFailure | 'admission_error'; accountId?: number | undefined };
 
 /** What the core tracks of a live client connection (conn.ts's ClientConn), without importing it. */
@@ -43,6 +43,8 @@ export interface LiveConn extends LiveMember {
   budget: ByteBudget | null;
   /** The rate budget its bytes pass under (a rate limit on its user or account), else null. */
   rate: RateBudget | null;
+  /** The dedicated address it leaves from (an account holding some; null: none, or not counted by address). */
+  egressAddress: string | null;
   /** Bytes already handed to the meter. */
   meteredUp: number;
   meteredDown: number;
@@ -84,8 +86,11 @@ function byIp(r: AdmitResult, sourceIp: string): AdmitOutcome {
   return r.ok ? { ok: true, accountId: r.accountId, session: null, subject: `ip:${sourceIp}` } : { ok: false, reason: r.reason, accountId: r.accountId };
 }
 
-/** What credentials' admission gives the gateway: metered for the user that matched (a parameterised username's base user). */
-function byUser(out: AdmitResult, username: string, parsed: UsernameParams): AdmitOutcome {
+/**
+ * What credentials' admission gives the gateway: metered for the user that matched (a parameterised username's base
+ * user). A `-ip-` address must be one of the account's dedicated addresses (`bad_ip_parameter`, the same 407).
+ */
+function byUser(out: AdmitResult, username: string, parsed: UsernameParams, dedicated: DedicatedEgress | undefined): AdmitOutcome {
   if (!out.ok) return { ok: false, reason: out.reason, accountId: out.accountId };
   // The base user of parameters that do not parse: its password matched, so its account hears why (same 407).
   if (parsed.kind === 'malformed' && out.user !== username) return { ok: false, reason: 'bad_username_params', accountId: out.accountId };
@@ -93,6 +98,10 @@ function byUser(out: AdmitResult, username: string, parsed: UsernameParams): Adm
   if (parsed.kind === 'params' && out.user === parsed.user) {
     const session = parsed.session === null ? null : { key: `${out.accountId}:${parsed.user}:${parsed.session}`, minutes: parsed.minutes };
     const want = parsed.country === null && parsed.city === null ? null : { country: parsed.country, city: parsed.city };
+    if (parsed.ip !== undefined) {
+      if (!dedicated || dedicated.nodeOf(out.accountId, parsed.ip) === null) return { ok: false, reason: 'bad_ip_parameter', accountId: out.accountId };
+      return { ok: true, accountId: out.accountId, session, subject, want, pin: parsed.ip };
+    }
     return { ok: true, accountId: out.accountId, session, subject, want };
   }
   return { ok: true, accountId: out.accountId, session: null, subject };
@@ -115,12 +124,17 @@ export class GatewayCore {
   private readonly perSubject = new Map<string, number>();
   /** Usage not yet collected: ended connections' last bytes, admissions. Key: account id, subject and target. */
   private usage = new Map<string, UsageDelta>();
+  /** Usage by dedicated address not yet collected (collectUsage moves it out with the rest). Key: account id and address. */
+  private egressUsage = new Map<string, EgressUsageDelta>();
   private lastAdmissionErrorLog = 0;
   private readonly trusted: Array<[ipaddr.IPv4 | ipaddr.IPv6, number]>;
   /** How every handler reaches a target (forward, CONNECT, SOCKS5). */
   readonly dialer: Dialer;
   private readonly direct: DirectDialer;
   readonly localDialer: Dialer;
+  /** Open outgoing connections and UDP associations by the local address they leave from (closed when it changes hands). */
+  readonly egressOpen = new Map<{ destroy(): void }, { address: string; accountId: number }>();
+  private readonly dedicatedDialer: DedicatedDialer | null;
   /** The gateway's own bound addresses, refused as targets like the daemon's listeners. */
   ownAddresses: Array<{ host: string; port: number }> = [];
 
@@ -157,12 +171,17 @@ export class GatewayCore {
         const e = this.stats.egressConnections;
         e[a] = (e[a] ?? 0) + 1;
       },
+      trackEgress: opts.dedicated ? (socket, address, accountId) => this.trackEgress(socket, address, accountId) : undefined,
     });
-    const local = pool
-      ? new PoolDialer(this.direct, pool.addresses, pool.sessions)
+    const dedicated = opts.dedicated;
+    const shared = pool
+      ? new PoolDialer(this.direct, pool.addresses, pool.sessions, dedicated ?? null)
       : prefix
         ? new PrefixDialer(this.direct, prefix.prefix, prefix.sessions)
         : this.direct;
+    // Dedicated addresses first: an account holding some leaves from them only; the rest share what is left.
+    this.dedicatedDialer = dedicated ? new DedicatedDialer(this.direct, shared, dedicated) : null;
+    const local: Dialer = this.dedicatedDialer ?? shared;
     // An entry reaches every target through an exit; a `both` node dials here, within its own location.
     this.dialer = opts.exitDialer
       ? new OwnListenerGuard(opts.exitDialer, () => [...this.opts.ownListeners(), ...this.ownAddresses], (r) => this.countRefusal(r))
@@ -211,10 +230,32 @@ export class GatewayCore {
    * The local address a UDP association leaves from, as a connection's would (the pool's or the prefix's own
    * choice, sessions included), else --egress-address (undefined: the OS picks).
    */
-  async udpEgress(session: EgressSession | null): Promise<string | undefined> {
-    const local = this.localDialer;
-    if (local instanceof PoolDialer || local instanceof PrefixDialer) return local.localFor(session);
+  async udpEgress(session: EgressSession | null, accountId = -1, pin: string | null = null): Promise<string | undefined | { refused: string }> {
+    const chosen = this.dedicatedDialer?.choose(accountId, session, pin) ?? 'shared';
+    if (chosen === null) return { refused: NO_DEDICATED_EXIT };
+    if (chosen !== 'shared') return chosen;
+    const local = this.dedicatedDialer ? (this.localDialer as DedicatedDialer).shared : this.localDialer;
+    if (local instanceof PoolDialer) return (await local.localFor(session)) ?? { refused: NO_SHARED_ADDRESS };
+    if (local instanceof PrefixDialer) return local.localFor(session);
     return this.opts.egressAddress;
+  }
+
+  /** An outgoing connection or UDP association from `address`, until it closes. */
+  trackEgress(socket: { destroy(): void; once(event: 'close', f: () => void): unknown }, address: string, accountId: number): void {
+    this.egressOpen.set(socket, { address, accountId });
+    socket.once('close', () => this.egressOpen.delete(socket));
+  }
+
+  closeEgressWhere(match: (address: string, accountId: number) => boolean): number {
+    let n = 0;
+    for (const [s, e] of [...this.egressOpen]) {
+      if (match(e.address, e.accountId)) {
+        this.egressOpen.delete(s);
+        s.destroy();
+        n++;
+      }
+    }
+    return n;
   }
 
   countUdpDrop(reason: string): void {
@@ -359,6 +400,7 @@ export class GatewayCore {
       subject,
       want: out.want ?? null,
       key,
+      pin: out.pin ?? null,
       budget: plans?.budgetFor(accountId, subject) ?? null,
       rate: plans?.rateFor?.(accountId, subject) ?? null,
     };
@@ -378,7 +420,8 @@ export class GatewayCore {
     const parsed = this.opts.parseUsername?.(username) ?? { kind: 'plain' as const, user: username };
     const base = parsed.kind === 'plain' ? undefined : parsed.user;
     const r = this.opts.admission.admitByCredentials(username, password, base, sourceIp);
-    return isThenable(r) ? Promise.resolve(r).then((out) => byUser(out, username, parsed)) : byUser(r, username, parsed);
+    const d = this.opts.dedicated;
+    return isThenable(r) ? Promise.resolve(r).then((out) => byUser(out, username, parsed, d)) : byUser(r, username, parsed, d);
   }
 
   /** `key`: usageKey(accountId, subject), when the caller has it. */
@@ -440,6 +483,14 @@ export class GatewayCore {
     }
     u.bytesUp += up;
     u.bytesDown += down;
+    if (c.egressAddress !== null) {
+      const k = `${c.accountId}\0${c.egressAddress}`;
+      let e = this.egressUsage.get(k);
+      if (!e) this.egressUsage.set(k, (e = { accountId: c.accountId, address: c.egressAddress, bytesUp: 0, bytesDown: 0, connections: 0 }));
+      e.bytesUp += up;
+      e.bytesDown += down;
+      if (count) e.connections++;
+    }
     c.meteredUp = c.bytesUp;
     c.meteredDown = c.bytesDown;
   }
@@ -461,5 +512,17 @@ export class GatewayCore {
     const out = [...this.usage.values()];
     this.usage = new Map();
     return out;
+  }
+
+  /** Usage by dedicated address since the last call (what collectUsage metered; call it after collectUsage). */
+  collectEgressUsage(): EgressUsageDelta[] {
+    const out = [...this.egressUsage.values()];
+    this.egressUsage = new Map();
+    return out;
+  }
+
+  /** Whether this connection's bytes are counted by the address it leaves from too (its account holds dedicated addresses). */
+  countsByAddress(accountId: number): boolean {
+    return accountId >= 0 && this.opts.dedicated !== undefined && this.opts.dedicated.holdsAny(accountId);
   }
 }

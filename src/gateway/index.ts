@@ -115,7 +115,8 @@ export async function startGateway(opts: GatewayOptions): Promise<Gateway> {
         screen: (accountId, host) => core.judgeTarget(accountId, host),
         udp: {
           resolve: (host, port, accountId) => core.resolveTarget(host, port, accountId),
-          egress: (session) => core.udpEgress(session),
+          egress: (session, accountId, pin) => core.udpEgress(session, accountId, pin),
+          track: (s, address, accountId) => core.trackEgress(s, address, accountId),
           drop: (reason) => core.countUdpDrop(reason),
           relayPorts: (opts.udp ?? UDP_DEFAULTS).ports,
         },
@@ -157,6 +158,8 @@ export async function startGateway(opts: GatewayOptions): Promise<Gateway> {
     },
     collectUsage: () => core.collectUsage(),
     closeWhere: (match) => core.closeWhere(match),
+    closeEgressWhere: (match) => core.closeEgressWhere(match),
+    collectEgressUsage: () => core.collectEgressUsage(),
     rebudget: (budgetFor) => core.rebudget(budgetFor),
     rerate: (rateFor) => core.rerate(rateFor),
     openConnections: (accountId, subject) => core.openConnections(accountId, subject),

@@ -91,6 +91,7 @@ const FAILURES: Record<Failure, FailureAnswer> = {
   unknown_user: denied('unknown_user'),
   wrong_password: denied('wrong_password'),
   bad_username_params: denied('bad_username_params'),
+  bad_ip_parameter: denied('bad_ip_parameter'),
   // The password was never compared, so the log does not call it wrong: the check was not available.
   login_throttled: denied('admission_unavailable'),
   user_disabled: denied('user_disabled'),

@@ -4,7 +4,8 @@ import type { EgressPrefix } from './dial/egress-prefix.js';
 import type { StickyAddresses, StickySessions } from './dial/sticky-sessions.js';
 import type { ByteBudget } from './relay/byte-budget.js';
 import type { RateBudget } from './relay/rate-budget.js';
-import type { Dialer, ExitWish } from './dial/dialer.js';
+import type { DedicatedEgress, Dialer, ExitWish } from './dial/dialer.js';
+export type { DedicatedEgress };
 import type { HopIdentity } from './hop/identity.js';
 import type { HopRefusal } from './hop/server.js';
 import type { TargetRuleSets } from './dial/target-rules.js';
@@ -37,7 +38,8 @@ export type AdmitFailure =
   | 'connection_limit' // the account's (or the user's) concurrent connections are at the cap
   | 'traffic_limit' // the plan's (or the user's) traffic for the period is used up
   | 'plan_expired'
-  | 'bad_username_params'; // the base user's password matched, but the username's parameters do not parse (`alice-country-usa`)
+  | 'bad_username_params' // the base user's password matched, but the username's parameters do not parse (`alice-country-usa`)
+  | 'bad_ip_parameter'; // the username's `-ip-A.B.C.D` names no dedicated address of the account
 
 /**
  * `user`: the proxy user whose credentials matched (absent for whitelist admission). A failure names the
@@ -71,6 +73,15 @@ export interface UsageDelta {
   accountId: number;
   subject: string;
   target?: string | null;
+  bytesUp: number;
+  bytesDown: number;
+  connections: number;
+}
+
+/** Usage of an account by the dedicated address its connections left from (docs/api.md, usage summary `ips`). */
+export interface EgressUsageDelta {
+  accountId: number;
+  address: string;
   bytesUp: number;
   bytesDown: number;
   connections: number;
@@ -155,7 +166,7 @@ export interface PlanLimits {
  */
 export type UsernameParams =
   | { kind: 'plain'; user: string }
-  | { kind: 'params'; user: string; country: string | null; city: string | null; session: string | null; minutes: number }
+  | { kind: 'params'; user: string; country: string | null; city: string | null; session: string | null; minutes: number; ip?: string }
   | { kind: 'malformed'; user?: string };
 
 export interface GatewayLimits {
@@ -188,6 +199,8 @@ export interface GatewayOptions {
   admission: Admitter;
   /** Plans and limits; absent: none. */
   plans?: PlanLimits;
+  /** Dedicated egress addresses (docs/gateway.md, "Dedicated addresses"); absent: none. */
+  dedicated?: DedicatedEgress;
   /** Account and service target rules (docs/gateway.md, "Target rules"); absent: none. */
   targetRules?: TargetRules;
   /** Where refused attempts and ended connections are reported (docs/gateway.md, "The connection log"); absent: not logged. */
@@ -232,10 +245,17 @@ export interface Gateway {
   stats(): GatewayStats;
   /** Usage since the last call, open connections included (the daemon's meter calls it every second). */
   collectUsage(): UsageDelta[];
+  /** Usage by dedicated address metered by the calls of collectUsage since the last call of this one. */
+  collectEgressUsage(): EgressUsageDelta[];
   /** Connections open on this node for an account (and one of its subjects, when given). */
   openConnections(accountId: number, subject?: string): number;
   /** Closes every open admitted connection whose account and subject `match` says; how many. */
   closeWhere(match: (accountId: number, subject: string) => boolean): number;
+  /**
+   * Closes every open outgoing connection (and UDP association) leaving from a local address that `match` says
+   * (its address, the account it carries; -1: unknown); how many.
+   */
+  closeEgressWhere(match: (address: string, accountId: number) => boolean): number;
   /** Puts every open admitted connection under the byte budget `budgetFor` gives now (null: none). */
   rebudget(budgetFor: (accountId: number, subject: string) => ByteBudget | null): void;
   /** Puts every open admitted connection under the rate budget `rateFor` gives now (null: none, parked readers go on). */

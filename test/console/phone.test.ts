@@ -132,13 +132,15 @@ describe('console at phone width (390 × 844)', () => {
     });
     await new Promise<void>((r) => target.listen(0, '127.0.0.1', () => r()));
     targetPort = (target.address() as net.AddressInfo).port;
-    d = await startDaemon({ args: ['--allow-private-targets', '--allow-private-webhooks'] });
+    d = await startDaemon({ args: ['--allow-private-targets', '--allow-private-webhooks', '--egress-pool', '127.0.0.2-127.0.0.4', '--node-name', 'phone-node', '--location', 'us:new_york_city'] });
     expect((await admin(d.dataDir, ['account', 'create', '--email', EMAIL, '--password-stdin', '--verified'], `${PASSWORD}\n`)).code).toBe(0);
     for (const u of ['crawler-eu-frankfurt-01', 'monitoring']) {
       expect((await admin(d.dataDir, ['proxy-user', 'create', '--email', EMAIL, '--username', u, '--password-stdin'], `${PROXY_PASSWORD}\n`)).code).toBe(0);
     }
     expect((await admin(d.dataDir, ['proxy-user', 'set', '--email', EMAIL, '--username', 'monitoring', '--traffic-limit', '50GiB', '--max-connections', '20', '--rate-limit', '10mbit'])).code).toBe(0);
     expect((await admin(d.dataDir, ['plan', 'set', '--email', EMAIL, '--traffic-limit', '100GiB', '--period', 'month'])).code).toBe(0);
+    // Two dedicated addresses (the IPs page): the account's traffic leaves from them.
+    expect((await admin(d.dataDir, ['ip', 'assign', '--email', EMAIL, '--node', 'phone-node', '--addresses', '127.0.0.2-127.0.0.3'])).code).toBe(0);
     // An API key with every scope and long sources: its row on the Account page.
     expect((await admin(d.dataDir, ['key', 'create', '--email', EMAIL, '--name', 'nightly reporting script of the northwind-trading account', '--scopes', 'usage:read,users:read,users:write,rules:read,rules:write,audit:read', '--allowed-ips', '2001:db8:1234:5678::/64,203.0.113.0/24', '--expires', '2030-01-01'])).code).toBe(0);
     expect((await admin(d.dataDir, ['webhook', 'set', '--email', EMAIL, '--url', 'http://127.0.0.1:9/hooks/proxyd/usage-events-for-the-northwind-trading-account', '--allow-private-webhooks'])).code).toBe(0);
@@ -199,6 +201,10 @@ describe('console at phone width (390 × 844)', () => {
     await page.waitForSelector('[data-testid=proxy-password]');
     await check('proxy users (password shown)');
 
+    await page.goto(`${d.api}/console/ips`);
+    expect(await page.locator('[data-testid^=ip-row-]').count()).toBe(2);
+    await check('ips');
+
     await page.goto(`${d.api}/console/usage`);
     await waitFor('usage shown', async () => {
       await page.reload();
@@ -234,7 +240,7 @@ describe('console at phone width (390 × 844)', () => {
       await p.goto(`${d.api}/console/connections`);
       expect(await p.locator('[data-testid=conn-row][data-reason=target_denied_service]').count()).toBeGreaterThan(LONG_TARGETS.length);
       await check('desktop connections', true, p, DESKTOP);
-      for (const where of ['usage', 'proxy-users', 'account']) {
+      for (const where of ['usage', 'proxy-users', 'account', 'ips']) {
         await p.goto(`${d.api}/console/${where}`);
         await check(`desktop ${where}`, true, p, DESKTOP);
       }

@@ -96,3 +96,28 @@ describe('names for new proxy users', () => {
   it.each(['alice-country-us', 'alice-city-x'])('%s is refused (targeting markers reserved)', (s) => expect(newProxyUsernameProblem(s)).toMatch(/is reserved for targeting parameters/));
   it('the username rule still comes first', () => expect(newProxyUsernameProblem('a b')).toBe('3-64 characters of A-Z a-z 0-9 . _ -'));
 });
+
+describe('the dedicated-address marker -ip- (after -city-, before -session-)', () => {
+  it('parses a strict dotted quad in its place', () => {
+    expect(parseProxyUsername('alice-ip-203.0.113.10')).toEqual({ kind: 'params', user: 'alice', country: null, city: null, session: null, minutes: 10, ip: '203.0.113.10' });
+    expect(parseProxyUsername('alice-country-us-city-nyc-ip-203.0.113.10-session-s1-sesstime-30')).toEqual({
+      kind: 'params',
+      user: 'alice',
+      country: 'us',
+      city: 'nyc',
+      session: 's1',
+      minutes: 30,
+      ip: '203.0.113.10',
+    });
+    expect(parseProxyUsername('my.team-ip-10.0.0.1')).toMatchObject({ user: 'my.team', ip: '10.0.0.1' });
+  });
+  it.each(['alice-ip-203.0.113.010', 'alice-ip-203.0.113', 'alice-ip-1.2.3.4.5', 'alice-ip-256.0.0.1', 'alice-ip-'])(
+    '%s is malformed, naming its base user alice',
+    (s) => expect(parseProxyUsername(s)).toEqual({ kind: 'malformed', user: 'alice' }),
+  );
+  it('out of order, the part before the last marker that parses is the base user (an unknown user at the gateway)', () => {
+    expect(parseProxyUsername('alice-session-s1-ip-1.2.3.4')).toMatchObject({ kind: 'params', user: 'alice-session-s1', ip: '1.2.3.4' });
+    expect(parseProxyUsername('alice-ip-1.2.3.4-country-us')).toMatchObject({ kind: 'params', user: 'alice-ip-1.2.3.4', country: 'us' });
+  });
+  it('is reserved in new names', () => expect(newProxyUsernameProblem('bob-ip-x')).toMatch(/"-ip-" is reserved for a dedicated address/));
+});

@@ -1,6 +1,7 @@
 // Loopback TCP and UDP fixtures shared by the suites.
 import dgram from 'node:dgram';
 import net from 'node:net';
+import { sleep, waitFor } from './wait.js';
 
 /**
  * The UDP relay ports a gateway uses unless told (`--udp-ports`, UDP_DEFAULTS): on a local address every one of
@@ -58,3 +59,46 @@ export async function freeUdpPort(): Promise<number> {
     if (tcpFree) return port;
   }
 }
+
+/**
+ * One SOCKS5 UDP association through `socks` (host:port) as `user`: the addresses `n` datagrams left from, as an echo
+ * target saw them, or the ASSOCIATE's failure reply.
+ */
+export async function udpFrom(socks: string, password: string, user: string, n: number): Promise<string[] | { reply: number }> {
+  const echo = await udpTargetSocket();
+  const seen: string[] = [];
+  echo.on('message', (m, r) => {
+    seen.push(r.address);
+    echo.send(m, r.port, r.address);
+  });
+  const client = dgram.createSocket('udp4');
+  await new Promise<void>((r) => client.bind(0, '127.0.0.1', r));
+  const [host, port] = socks.split(':') as [string, string];
+  const control = net.connect(Number(port), host);
+  control.on('error', () => {});
+  let buf = Buffer.alloc(0);
+  control.on('data', (d: Buffer) => (buf = Buffer.concat([buf, d])));
+  try {
+    const u = Buffer.from(user);
+    const p = Buffer.from(password);
+    control.write(Buffer.concat([Buffer.from([5, 1, 2, 1, u.length]), u, Buffer.from([p.length]), p, Buffer.from([5, 3, 0, 1, 0, 0, 0, 0, 0, 0])]));
+    await waitFor('the ASSOCIATE reply', () => buf.length >= 6 || control.destroyed, 5_000);
+    if (buf[3] !== 0 || buf.length < 14 || buf[5] !== 0) return { reply: buf[5] ?? -1 };
+    const relayPort = buf.readUInt16BE(12);
+    const ep = (echo.address() as net.AddressInfo).port;
+    const answers: Buffer[] = [];
+    client.on('message', (m) => answers.push(m));
+    for (let i = 0; i < n; i++) {
+      client.send(Buffer.concat([Buffer.from([0, 0, 0, 1, 127, 0, 0, 1, ep >> 8, ep & 255]), Buffer.from(`d${i}`)]), relayPort, '127.0.0.1');
+      const had = answers.length;
+      const t0 = Date.now();
+      while (answers.length === had && Date.now() - t0 < 3_000) await sleep(5);
+    }
+    return seen;
+  } finally {
+    control.destroy();
+    client.close();
+    echo.close();
+  }
+}
+

@@ -22,6 +22,8 @@ describe('GET /openapi.json', () => {
     expect(Object.keys(doc.paths).sort()).toEqual([
       '/openapi/v1/audit',
       '/openapi/v1/proxy/gateway',
+      '/openapi/v1/proxy/ips',
+      '/openapi/v1/proxy/ips/replace',
       '/openapi/v1/proxy/rules',
       '/openapi/v1/proxy/users',
       '/openapi/v1/proxy/users/batch',
@@ -52,6 +54,8 @@ describe('GET /openapi.json', () => {
       expect(doc.paths[p].get.responses['403']).toBeDefined();
       expect(doc.paths[p].get.parameters.map((x: { name: string }) => x.name)).not.toContain('api_key');
     }
+    expect(doc.paths['/openapi/v1/proxy/ips'].get.security).toEqual([{ bearer: ['users:read'] }]);
+    expect(doc.paths['/openapi/v1/proxy/ips/replace'].post.security).toEqual([{ bearer: ['users:write'] }]);
     expect(doc.paths['/openapi/v1/proxy/whitelist/add'].post.responses['429'].headers['Retry-After']).toBeDefined();
     expect(doc.paths['/openapi/v1/proxy/whitelist/add'].post.responses['503']).toBeDefined();
     expect(doc.paths['/openapi/v1/usage/series'].get.parameters.find((p: { name: string }) => p.name === 'granularity').schema).toEqual(

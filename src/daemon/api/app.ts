@@ -21,6 +21,8 @@ import usageSummaryRoute from './routes/usage-summary.js';
 import proxyRoutes from './routes/proxy-routes.js';
 import { IDEMPOTENCY_TTL_MS } from './idempotency.js';
 import auditRoute from './routes/audit.js';
+import ipsListRoute from './routes/ips-list.js';
+import ipsReplaceRoute from './routes/ips-replace.js';
 
 interface AppOptions {
   trustProxy: string[];
@@ -153,6 +155,8 @@ export async function buildApp(ctx: ApiContext, opts: AppOptions): Promise<Fasti
     usageDomainsRoute(api, ctx);
     proxyRoutes(api, ctx);
     auditRoute(api, ctx);
+    ipsListRoute(api, ctx);
+    ipsReplaceRoute(api, ctx);
     const allowed: Record<string, string> = {
       [API_PATHS.list]: 'GET',
       [API_PATHS.add]: 'POST',

@@ -19,6 +19,7 @@ import accountRoutes from './routes/account.js';
 import apiKeyRoutes from './routes/api-keys.js';
 import authRoutes from './routes/auth.js';
 import connectionRoutes from './routes/connections.js';
+import ipRoutes from './routes/ips.js';
 import usageRoutes from './routes/usage.js';
 import proxyUserRoutes from './routes/proxy-users.js';
 import securityRoutes from './routes/security.js';
@@ -145,6 +146,7 @@ export async function consolePlugin(app: FastifyInstance, ctx: ApiContext, opts:
         proxyUserRoutes(pages, deps);
         usageRoutes(pages, deps);
         connectionRoutes(pages, deps);
+        ipRoutes(pages, deps);
         securityRoutes(pages, deps);
         sudoRoutes(pages, deps);
         activityRoutes(pages, deps);

@@ -3,7 +3,7 @@ import { html, raw, type Html } from './html.js';
 import { LOGO_SVG } from './assets.js';
 import type { Flash } from './session.js';
 
-type NavKey = 'account' | 'whitelist' | 'proxy-users' | 'usage' | 'connections' | 'activity';
+type NavKey = 'account' | 'whitelist' | 'proxy-users' | 'ips' | 'usage' | 'connections' | 'activity';
 
 interface ShellOptions {
   title: string;
@@ -25,6 +25,7 @@ const NAV: Array<{ key: NavKey; href: string; label: string }> = [
   { key: 'account', href: '/console/account', label: 'Account' },
   { key: 'whitelist', href: '/console/whitelist', label: 'Whitelist' },
   { key: 'proxy-users', href: '/console/proxy-users', label: 'Proxy users' },
+  { key: 'ips', href: '/console/ips', label: 'IPs' },
   { key: 'usage', href: '/console/usage', label: 'Usage' },
   { key: 'connections', href: '/console/connections', label: 'Connections' },
   { key: 'activity', href: '/console/activity', label: 'Activity' },

@@ -286,6 +286,21 @@ export class Metrics {
    * The admission view's gauges. Across workers (each holds its own view) the oldest age, the lowest
    * sequence and the worst state are what an alert needs, so they aggregate by max/min, not sum.
    */
+  /** This node's dedicated egress addresses by state (docs/operations.md, "Dedicated addresses"). */
+  attachEgressAddresses(counts: () => Record<'assigned' | 'quarantined' | 'free', number>): void {
+    new Gauge({
+      name: 'proxyd_egress_addresses',
+      help: "This node's egress addresses by dedicated state: assigned to an account, quarantined, or free (in the shared rotation)",
+      labelNames: ['state'],
+      aggregator: 'max',
+      registers: [this.registry],
+      collect() {
+        const c = counts();
+        for (const state of ['assigned', 'quarantined', 'free'] as const) this.set({ state }, c[state]);
+      },
+    });
+  }
+
   attachAdmissionView(status: () => ViewStatus): void {
     this.viewStatus = status;
     const self = this;

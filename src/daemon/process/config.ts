@@ -60,6 +60,9 @@ export interface ServeConfig {
   hopCertLifetimeMs: number;
   /** How long an exit accepts the replaced fleet secret after a rotation (ms). */
   hopGraceMs: number;
+  /** Dedicated addresses (docs/admin.md, "ip"): replacements a customer may make per calendar month, and how long a replaced address is quarantined. */
+  ipReplacements: number;
+  ipQuarantineDays: number;
   /** How long connection-log records are kept (ms); 0: the gateway keeps no connection log. */
   connectionLogRetentionMs: number;
   /** How long audit records are kept (ms; pruning keeps each chain verifiable from its anchor). */
@@ -183,6 +186,8 @@ interface RawServeOptions {
   hopAdvertise?: string;
   hopCertLifetime?: string;
   hopGrace?: string;
+  ipReplacements?: string;
+  ipQuarantine?: string;
   connectionLogRetention?: string;
   auditRetention?: string;
   consoleOrigin?: string;
@@ -255,6 +260,8 @@ export function toServeConfig(o: RawServeOptions, env: NodeJS.ProcessEnv = proce
     ...hopAddresses(role, o),
     hopCertLifetimeMs: parseDays(o.hopCertLifetime ?? '90', '--hop-cert-lifetime', 3650) * 86_400_000,
     hopGraceMs: intIn(o.hopGrace ?? '600', '--hop-grace', 5, 7 * 24 * 3600) * 1000,
+    ipReplacements: intIn(o.ipReplacements ?? '3', '--ip-replacements', 0, 1000),
+    ipQuarantineDays: intIn(o.ipQuarantine ?? '30', '--ip-quarantine', 0, 3650),
     connectionLogRetentionMs: parseDuration(o.connectionLogRetention ?? DEFAULT_CONNECTION_LOG_RETENTION, '--connection-log-retention'),
     auditRetentionMs: parseAuditRetention(o.auditRetention ?? DEFAULT_AUDIT_RETENTION),
     consoleOrigin: parseConsoleOrigin(o.consoleOrigin),

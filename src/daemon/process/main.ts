@@ -187,6 +187,8 @@ export function buildProgram(): Command {
     .addOption(new Option('--hop-listen <host:port>', 'an exit\'s TLS listener for its entries (fleet secret; port 0 picks one)').env('PROXYD_HOP_LISTEN').default('127.0.0.1:3129'))
     .addOption(new Option('--hop-cert-lifetime <days>', 'an exit\'s hop certificate lifetime, renewed at two thirds of it').env('PROXYD_HOP_CERT_LIFETIME').default('90'))
     .addOption(new Option('--hop-grace <seconds>', 'how long an exit accepts the replaced fleet secret after `proxyd admin fleet rotate-secret`').env('PROXYD_HOP_GRACE').default('600'))
+    .addOption(new Option('--ip-replacements <n>', 'dedicated addresses a customer may replace per calendar month').env('PROXYD_IP_REPLACEMENTS').default('3'))
+    .addOption(new Option('--ip-quarantine <days>', 'how long a replaced dedicated address is kept from every account and the shared rotation').env('PROXYD_IP_QUARANTINE').default('30'))
     .addOption(new Option('--node-name <name>', 'this node\'s name in the connection log (default: the host name)').env('PROXYD_NODE_NAME'))
     .addOption(new Option('--connection-log-retention <duration>', 'how long connection-log records are kept, e.g. 7d, 48h; 0 turns the log off').env('PROXYD_CONNECTION_LOG_RETENTION').default('7d'))
     .addOption(new Option('--audit-retention <duration>', 'how long audit records are kept, e.g. 400d, 2y (at least 1d); the chains stay verifiable').env('PROXYD_AUDIT_RETENTION').default('400d'))
@@ -517,6 +519,42 @@ export function buildProgram(): Command {
     .addOption(dataDirOption())
     .addOption(databaseUrlOption())
     .action(exitsAction);
+
+  const ip = admin.command('ip').description('dedicated egress addresses: an account\'s traffic leaves only from them, nobody else\'s does (docs/admin.md)');
+  ip
+    .command('assign')
+    .description('give addresses of a node to an account (all or none); prints them')
+    .requiredOption('--email <email>')
+    .requiredOption('--node <name>', "the node's --node-name")
+    .requiredOption('--addresses <list>', 'IPv4 addresses and ranges a-b, comma-separated, each in the node\'s --egress-pool (or a local address)')
+    .addOption(dataDirOption())
+    .addOption(databaseUrlOption())
+    .action(withStore(async (store, all) => {
+      const { ipAssign } = await import('../admin/ips.js');
+      process.stdout.write(`${JSON.stringify(await ipAssign(store, all as never))}\n`);
+    }));
+  ip
+    .command('release')
+    .description('take addresses back from whoever holds them; open connections from them end within 2 s')
+    .requiredOption('--addresses <list>', 'IPv4 addresses and ranges a-b, comma-separated')
+    .option('--quarantine <days>', 'keep them from every account (and the shared rotation) this many days', '0')
+    .addOption(dataDirOption())
+    .addOption(databaseUrlOption())
+    .action(withStore(async (store, all) => {
+      const { ipRelease } = await import('../admin/ips.js');
+      process.stdout.write(`${JSON.stringify(await ipRelease(store, all as never))}\n`);
+    }));
+  ip
+    .command('list')
+    .description('egress addresses nodes offer: one JSON line each (address, node, country, city, account, assigned_at, state)')
+    .option('--email <email>', 'the addresses this account holds')
+    .option('--node <name>', 'the addresses of this node')
+    .addOption(dataDirOption())
+    .addOption(databaseUrlOption())
+    .action(withStore(async (store, all) => {
+      const { ipList } = await import('../admin/ips.js');
+      await ipList(store, all as never, (line) => void process.stdout.write(`${line}\n`));
+    }, { read: true }));
 
   const fleet = admin.command('fleet').description('the entry → exit hop\'s credentials (docs/admin.md)');
   fleet

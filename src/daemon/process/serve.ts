@@ -29,6 +29,9 @@ import { PG_CADENCE, UsageMeter } from '../metering/meter.js';
 import { WebhookSender } from '../webhooks/sender.js';
 import { AuditKeeper } from '../services/audit-keeper.js';
 import { PlanEnforcer } from '../metering/plans.js';
+import { DedicatedView, offeredAddresses } from '../admission/dedicated.js';
+import { EgressUsageWriter } from '../metering/egress-usage.js';
+import { DEFAULT_IP_QUARANTINE_DAYS, DEFAULT_IP_REPLACEMENTS } from '../services/dedicated.js';
 import { ExitHeartbeat } from '../fleet/exits.js';
 import { HopIdentityKeeper } from '../fleet/hop-identity.js';
 import { HopSecrets } from '../fleet/hop-secrets.js';
@@ -174,6 +177,7 @@ export function apiContext(p: {
   allowPrivateWebhooks?: boolean;
   consoleOrigin?: string | null;
   usageRetentionMs?: Record<UsagePeriod, number>;
+  dedicated?: { replacementsPerMonth: number; quarantineDays: number };
   /** Filled in by serve once the gateway listens (the same object). */
   gateway?: GatewayFacts;
 }): ApiContext {
@@ -188,6 +192,7 @@ export function apiContext(p: {
     consoleOrigin: p.consoleOrigin ?? null,
     audit: new AuditService(store),
     usageRetentionMs: p.usageRetentionMs ?? DEFAULT_USAGE_RETENTION_MS,
+    dedicated: p.dedicated ?? { replacementsPerMonth: DEFAULT_IP_REPLACEMENTS, quarantineDays: DEFAULT_IP_QUARANTINE_DAYS },
     gateway: p.gateway ?? { ...NO_GATEWAY },
     answerSealer: answerSealerOf(store),
     health: async () => {
@@ -210,7 +215,7 @@ export interface WorkerPart {
 /** The API (+ console) listening, once the rate-limit store is connected or has been waited for. */
 async function listenApi(cfg: ServeConfig, log: DaemonLog, store: Store, limits: ApiLimits, metrics: Metrics, view: AdmissionView, reusePort: boolean, gateway: GatewayFacts): Promise<FastifyInstance> {
   const [geo] = await Promise.all([openCountryLookup(cfg.geoipDb), limits.ready(DEPENDENCY_WAIT_MS)]);
-  const ctx = apiContext({ store, geo, limits, metrics, log: { error: (o, m) => log.error(o, m) }, view, allowPrivateWebhooks: cfg.allowPrivateWebhooks, consoleOrigin: cfg.consoleOrigin, usageRetentionMs: cfg.usageRetentionMs, gateway });
+  const ctx = apiContext({ store, geo, limits, metrics, log: { error: (o, m) => log.error(o, m) }, view, allowPrivateWebhooks: cfg.allowPrivateWebhooks, consoleOrigin: cfg.consoleOrigin, usageRetentionMs: cfg.usageRetentionMs, gateway, dedicated: { replacementsPerMonth: cfg.ipReplacements, quarantineDays: cfg.ipQuarantineDays } });
   const app = await buildApp(ctx, { trustProxy: cfg.trustProxy, logger: log, plugins: [(a: FastifyInstance) => consolePlugin(a, ctx)] });
   try {
     // Fastify hands its options to net.Server.listen, whose reusePort its types do not name yet.
@@ -285,7 +290,18 @@ export async function startDaemon(cfg: ServeConfig, log: DaemonLog, worker: Work
   // metering work grows with active users (docs/decisions.md, "Usage writes"): accounts under a traffic limit are
   // flushed every second, the others every 4 s, per-domain usage every minute; SQLite writes it all every second.
   const pacedWrites = store.backend === 'postgres' && !worker.sinks;
-  const meter = new UsageMeter(worker.sinks?.usage ?? store.usage, () => gateway?.collectUsage() ?? [], {
+  // Usage by dedicated address: metered with the rest, written beside it (metering/egress-usage.ts).
+  const egressUsage = new EgressUsageWriter(store, {
+    retentionMs: cfg.usageRetentionMs.day,
+    flushMs: process.env.PROXYD_EGRESS_USAGE_FLUSH_MS ? intFromEnv('PROXYD_EGRESS_USAGE_FLUSH_MS', 100, 3_600_000) : undefined,
+    log,
+  });
+  const collect = () => {
+    const usage = gateway?.collectUsage() ?? [];
+    egressUsage.add(gateway?.collectEgressUsage() ?? []);
+    return usage;
+  };
+  const meter = new UsageMeter(worker.sinks?.usage ?? store.usage, collect, {
     retentionMs: cfg.usageRetentionMs,
     log,
     ...(pacedWrites ? { ...PG_CADENCE, urgent: (accountId: number) => plans.limitsTraffic(accountId) } : {}),
@@ -302,6 +318,21 @@ export async function startDaemon(cfg: ServeConfig, log: DaemonLog, worker: Work
     log,
   });
   await plans.start();
+  // Dedicated egress addresses: this node's offer registered (a both or exit node), the fleet's table in memory.
+  const dedicated = new DedicatedView(store, { node: cfg.nodeName, close: (match) => gateway?.closeEgressWhere(match) ?? 0, log });
+  try {
+    if (cfg.role !== 'entry' && !cfg.egressPrefix) {
+      await store.egress.register(cfg.nodeName, offeredAddresses(cfg.egressPool ?? null, cfg.egressAddress), { country: cfg.location?.country ?? null, city: cfg.location?.city ?? null });
+    }
+    await dedicated.start();
+  } catch (e) {
+    await plans.stop();
+    await connLog?.stop();
+    await app.close();
+    await limits.close();
+    await store.close();
+    throw e;
+  }
   const ownApi = [apiHostPort];
   // Entry and exit nodes: an entry reaches every target through an exit's hop (TLS 1.3, the exit pinned by the
   // fingerprint it registers, the entry proving the fleet secret); an exit listens for its entries only. The
@@ -312,6 +343,7 @@ export async function startDaemon(cfg: ServeConfig, log: DaemonLog, worker: Work
   const abandon = async (err: unknown): Promise<never> => {
     exits?.stop();
     secrets?.stop();
+    dedicated.stop();
     view.close();
     await plans.stop();
     await connLog?.stop();
@@ -369,6 +401,7 @@ export async function startDaemon(cfg: ServeConfig, log: DaemonLog, worker: Work
     // Target rules from the same view: a change reaches new connections as fast as any admission change.
     // A proxy user's own rules come with its limits (the plan tables, re-read when they change).
     targetRules: { forAccount: (id) => view.targetRules(id), forUser: (id, subject) => plans.userRules(id, subject) },
+    dedicated,
     connectionLog: connLog ?? undefined,
     plans,
     limits: gatewayLimits,
@@ -385,6 +418,7 @@ export async function startDaemon(cfg: ServeConfig, log: DaemonLog, worker: Work
     if (n > 0) log.info({ event: 'proxy_user_connections_closed', users: names.size, connections: n }, 'closed the open connections of disabled or deleted proxy users');
   };
   meter.start();
+  egressUsage.start();
   // Every process sends: a claim in the database decides which one sends each event.
   const webhooks = new WebhookSender(store, { node: `${cfg.nodeName}:${process.pid}`, allowPrivate: cfg.allowPrivateWebhooks, log });
   webhooks.start();
@@ -397,6 +431,7 @@ export async function startDaemon(cfg: ServeConfig, log: DaemonLog, worker: Work
   metrics.attachDataDir(cfg.dataDir);
   metrics.attachWebhooks(() => webhooks.attempts, () => store.webhooks.pendingCount());
   metrics.attachAdmissionView(() => view.status());
+  metrics.attachEgressAddresses(() => dedicated.counts());
   metrics.attachLoginBudget(() => admission.budget.refused);
   const directory = exits as ExitDirectory | null;
   if (directory) metrics.attachExits(() => directory.view());
@@ -427,8 +462,10 @@ export async function startDaemon(cfg: ServeConfig, log: DaemonLog, worker: Work
       await Promise.all([app.close(), gateway?.close(TUNNEL_DRAIN_MS)]);
       exits?.stop();
       secrets?.stop();
+      dedicated.stop();
       view.close();
       await meter.stop();
+      await egressUsage.stop();
       await webhooks.stop();
       await auditKeeper.stop();
       await plans.stop();

@@ -43,6 +43,9 @@ export const AUDIT_ACTIONS = {
   'webhook.removed': 'Webhook removed',
   'plan.changed': 'Plan changed',
   'plan.expired': 'Plan expired',
+  'ip.assigned': 'Dedicated addresses assigned',
+  'ip.released': 'Dedicated addresses released',
+  'ip.replaced': 'Dedicated address replaced',
 } as const;
 
 export type AuditAction = keyof typeof AUDIT_ACTIONS;

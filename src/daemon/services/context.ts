@@ -29,6 +29,8 @@ export interface ApiContext {
   /** `--usage-retention`: which buckets a usage report can still read. */
   usageRetentionMs: Record<UsagePeriod, number>;
   health: () => Promise<HealthReport>;
+  /** Dedicated addresses (`--ip-replacements`, `--ip-quarantine`): replacements per account and calendar month, days a replaced address is quarantined. */
+  dedicated: { replacementsPerMonth: number; quarantineDays: number };
   /** The node's gateway as customers reach it (GET /openapi/v1/proxy/gateway); filled in once it listens. */
   gateway: GatewayFacts;
   /** The sealer of kept Idempotency-Key answers, keyed from the console's secret (made on first use). */

@@ -167,6 +167,7 @@ export async function usageSummary(
 ): Promise<UsageSummaryData> {
   const { plan, from, to } = await usageRange(store, accountId, q, nowMs);
   const report = await usageReport(store, accountId, 'user', from, to, nowMs, retentionMs);
+  const ips = await usageByAddress(store, accountId, from, to);
   return {
     from: formatIsoTime(from),
     to: formatIsoTime(to),
@@ -178,7 +179,21 @@ export async function usageSummary(
     },
     ...report.total,
     users: report.rows.map((r) => ({ user: (r as { user: string }).user, bytes_up: r.bytes_up, bytes_down: r.bytes_down, connections: r.connections })),
+    ...(ips === null ? {} : { ips }),
   };
+}
+
+/**
+ * Usage by dedicated egress address over [from, to) (whole UTC days), when the account holds any addresses (null
+ * otherwise): every address it holds (zeros when unused) and any other it used in the period, largest first.
+ */
+export async function usageByAddress(store: Store, accountId: number, from: number, to: number): Promise<Array<{ address: string } & UsageTotals> | null> {
+  const held = (await store.egress.list({ accountId })).filter((r) => r.state === 'assigned');
+  if (held.length === 0) return null;
+  const used = await store.egress.usageByAddress(accountId, from, to);
+  const out = used.map((u) => ({ address: u.address, bytes_up: u.bytesUp, bytes_down: u.bytesDown, connections: u.connections }));
+  for (const h of held) if (!out.some((o) => o.address === h.address)) out.push({ address: h.address, bytes_up: 0, bytes_down: 0, connections: 0 });
+  return out;
 }
 
 /**

@@ -790,6 +790,82 @@ export interface ChangeLogStore {
   adoptSnapshot(snap: Pick<AdmissionSnapshotRows, 'gaps'>): void;
 }
 
+
+export type { EgressUsageDelta } from '../../gateway/types.js';
+import type { EgressUsageDelta } from '../../gateway/types.js';
+
+export interface EgressHolderRow {
+  address: string;
+  node: string;
+  accountId: number | null;
+  quarantineUntil: number | null;
+}
+
+export interface EgressUsageRow {
+  address: string;
+  bytesUp: number;
+  bytesDown: number;
+  connections: number;
+}
+
+/** A dedicated egress address's state (docs/admin.md, "ip"): quarantined ones come back free at `quarantineUntil`. */
+export type EgressState = 'assigned' | 'quarantined' | 'free';
+
+/** An egress address a node offers (its `--egress-pool`, else its local IPv4 addresses), and who holds it. */
+export interface EgressAddressRow {
+  address: string;
+  node: string;
+  country: string | null;
+  city: string | null;
+  accountId: number | null;
+  email: string | null;
+  /** Seconds since the epoch; null when not assigned. */
+  assignedAt: number | null;
+  /** As of the read (a quarantine that ended reads `free`). */
+  state: EgressState;
+  quarantineUntil: number | null;
+}
+
+/** Why an assignment was refused (nothing changed): the first address at fault. */
+export type AssignRefusal =
+  | { why: 'not_on_node'; address: string }
+  | { why: 'held'; address: string }
+  | { why: 'quarantined'; address: string; until: number };
+
+export type ReplaceOutcome =
+  | { ok: true; old: string; new: string }
+  | { ok: false; why: 'not_yours' | 'no_free' }
+  | { ok: false; why: 'allowance'; used: number };
+
+export interface EgressStore {
+  /** What a node offers, with its location: new addresses join free; a known one keeps its holder (node and location refreshed). */
+  register(node: string, addresses: readonly string[], location: { country: string | null; city: string | null }): Promise<void>;
+  /** Whether any address was ever registered for this node name. */
+  nodeKnown(node: string): Promise<boolean>;
+  /** All of `addresses` to the account, or none (the first refusal). */
+  assign(accountId: number, node: string, addresses: readonly string[], audit?: AuditDraft): Promise<AssignRefusal | null>;
+  /**
+   * Frees the addresses (quarantined until `quarantineUntil` when given), each holder's record written with the change;
+   * the addresses no node offers are returned (nothing changed then).
+   */
+  release(addresses: readonly string[], quarantineUntil: number | null, audit?: (accountId: number, addresses: string[]) => AuditDraft): Promise<{ unknown: string[]; released: number }>;
+  list(filter: { accountId?: number | undefined; node?: string | undefined }): Promise<EgressAddressRow[]>;
+  /** Every address with its node, holder and quarantine (seconds), unordered: what a node's view holds (no join, no sort). */
+  holders(): Promise<EgressHolderRow[]>;
+  /** Swaps one of the account's addresses for a free one (same node, else same country), at most `max` per `month` (YYYY-MM). */
+  replace(accountId: number, address: string, o: { month: string; max: number; quarantineUntil: number }, audit?: (r: { old: string; new: string }) => AuditDraft): Promise<ReplaceOutcome>;
+  /** Replacements the account made in `month` (YYYY-MM). */
+  replacementsUsed(accountId: number, month: string): Promise<number>;
+  /** Grows with every change of any address: a node reloads when it moved. */
+  version(): Promise<number>;
+  /** Adds usage by dedicated address to the UTC day starting at `dayMs` (throws when the database is busy: the caller keeps it). */
+  addUsage(rows: readonly EgressUsageDelta[], dayMs: number): Promise<void>;
+  /** An account's usage by address over the UTC days that overlap [fromMs, toMs), largest first. */
+  usageByAddress(accountId: number, fromMs: number, toMs: number): Promise<EgressUsageRow[]>;
+  /** Removes usage by address of days before `beforeMs`. */
+  pruneUsage(beforeMs: number): Promise<number>;
+}
+
 type Backend = 'sqlite' | 'postgres';
 
 /** An exit as the registry holds it (the gateway's ExitRow). */
@@ -848,6 +924,8 @@ export interface Store {
   readonly plans: PlanStore;
   readonly webhooks: WebhookStore;
   readonly targetRules: TargetRulesStore;
+  /** Dedicated egress addresses (docs/admin.md, "ip"). */
+  readonly egress: EgressStore;
   readonly audit: AuditStore;
   readonly secondFactors: SecondFactorStore;
   /** Exit nodes of an entry/exit fleet; null on SQLite (roles need PostgreSQL). */

@@ -10,6 +10,25 @@ import type { StickyAddresses, StickySessions } from './sticky-sessions.js';
 import { canonicalIp, checkTarget, parseIp, reachesListener, type TargetRefusal } from './target-policy.js';
 import type { AddressScreen, TargetDenial } from './target-rules.js';
 
+/**
+ * Dedicated egress addresses (docs/gateway.md, "Dedicated addresses") from the daemon's in-memory view, asked
+ * synchronously per connection: an account that holds addresses leaves only from them; nobody else does.
+ */
+export interface DedicatedEgress {
+  /** This node's addresses the account holds (empty: none here). */
+  here(accountId: number): readonly string[];
+  /** Whether the account holds an address anywhere in the fleet (then it never leaves from a shared address). */
+  holdsAny(accountId: number): boolean;
+  /** Whether this address is out of the shared rotation (assigned or quarantined). */
+  reserved(address: string): boolean;
+  /** Moves whenever what `reserved` says may have changed (an assignment, a release, a quarantine that ended). */
+  generation(): number;
+  /** The node the account's address `ip` is on; null when it is not the account's. */
+  nodeOf(accountId: number, ip: string): string | null;
+  /** The nodes holding the account's addresses. */
+  nodesOf(accountId: number): ReadonlySet<string>;
+}
+
 export type ResolveOutcome =
   | { ok: true; address: string; family: 4 | 6 }
   | { ok: false; reason: TargetRefusal | TargetDenial | 'dns_failed' | 'no_usable_address' };
@@ -42,7 +61,7 @@ export function isTargetFailure(name: string): name is TargetFailure {
 
 /** `null`: the caller no longer wanted it (its client went away); the socket, if any, is destroyed. */
 export type DialOutcome =
-  | { ok: true; socket: net.Socket; via?: { exit: string; movedFrom: string | null } }
+  | { ok: true; socket: net.Socket; via?: { exit: string; movedFrom: string | null }; egress?: string }
   | { ok: false; failure: TargetFailure; detail?: string; via?: { exit: string; movedFrom: string | null } }
   | null;
 
@@ -65,6 +84,10 @@ export interface DialRequest {
   session: EgressSession | null;
   /** The username's targeting (`-country-CC-city-NAME`); null or absent: any exit. */
   want?: ExitWish | null;
+  /** A dedicated address the username named (`-ip-A.B.C.D`): the connection leaves from it or not at all. */
+  pin?: string | null;
+  /** An entry: only these exits may carry it (they hold the account's dedicated addresses); null or absent: any. */
+  onlyExits?: ReadonlySet<string> | null;
   /** Target rules on the addresses a name resolves to (target-rules.ts); absent: none. */
   screen?: AddressScreen | null;
   /** The admitted account, for an exit to apply its target rules to what a name resolves to (the hop's DIAL carries it). */
@@ -98,6 +121,8 @@ export interface DirectDialerOptions {
   countRefusal(reason: TargetRefusal | TargetDenial): void;
   /** Counts each dial by the local address it leaves from (metrics). */
   countEgress(address: string): void;
+  /** An outgoing connection from a local address, for as long as it is open (closed when that address changes hands). */
+  trackEgress?(socket: net.Socket, address: string, accountId: number): void;
 }
 
 export class DirectDialer implements Dialer {
@@ -129,7 +154,10 @@ export class DirectDialer implements Dialer {
         if (!req.wanted()) {
           socket.destroy();
           resolve(null);
-        } else resolve(err ? { ok: false, failure: err } : { ok: true, socket });
+        } else {
+          if (!err && localAddress !== undefined) this.o.trackEgress?.(socket, localAddress, req.accountId ?? -1);
+          resolve(err ? { ok: false, failure: err } : { ok: true, socket });
+        }
       });
       req.connecting(socket);
     });
@@ -213,33 +241,127 @@ export class DirectDialer implements Dialer {
   }
 }
 
-/** Picks the local address per connection: the session's sticky one, else the next in turn. */
+/**
+ * Picks the local address per connection: the session's sticky one, else the next in turn. Addresses `reserved`
+ * says (dedicated to an account, or quarantined) are skipped: a session whose address became reserved moves to
+ * the free address its key ranks first (rendezvous hashing, the same on every worker). Null: every address is reserved.
+ */
 export class PoolDialer implements Dialer {
   private next = 0;
+  /** The addresses not reserved, as of `freeGeneration` (rebuilt when the reservations move, never per connection). */
+  private free: readonly string[];
+  private freeGeneration = -1;
 
   constructor(
     private readonly base: DirectDialer,
     private readonly addresses: readonly string[],
     private readonly sessions: StickySessions,
-  ) {}
+    private readonly reservations: { reserved(address: string): boolean; generation(): number } | null = null,
+  ) {
+    this.free = addresses;
+  }
+
+  /** The pool without its reserved addresses: the same array while nothing changed. */
+  private freeAddresses(): readonly string[] {
+    const r = this.reservations;
+    if (r === null) return this.addresses;
+    const g = r.generation();
+    if (g !== this.freeGeneration) {
+      this.free = this.addresses.filter((a) => !r.reserved(a));
+      this.freeGeneration = g;
+    }
+    return this.free;
+  }
 
   /** The local address for a connection or a UDP association: its session's, else the next in turn. */
-  localFor(session: EgressSession | null): string | Promise<string> {
+  localFor(session: EgressSession | null): string | null | Promise<string | null> {
     if (session) {
       const held = this.sessions.assign(session.key, session.minutes);
-      return held instanceof Promise ? held.then((h) => this.addresses[h.index]!) : this.addresses[held.index]!;
+      return held instanceof Promise ? held.then((h) => this.unreserved(this.addresses[h.index]!, session.key)) : this.unreserved(this.addresses[held.index]!, session.key);
     }
-    const index = this.next;
-    this.next = (index + 1) % this.addresses.length;
-    return this.addresses[index]!;
+    const free = this.freeAddresses();
+    if (free.length === 0) return null;
+    const index = this.next % free.length;
+    this.next = index + 1;
+    return free[index]!;
+  }
+
+  /** A session's address, or (when it became reserved) the free one its key hashes to: O(1), the same on every worker. */
+  private unreserved(address: string, key: string): string | null {
+    if (this.reservations === null || !this.reservations.reserved(address)) return address;
+    const free = this.freeAddresses();
+    return free.length === 0 ? null : free[keyHash(key) % free.length]!;
   }
 
   async dial(req: DialRequest): Promise<DialOutcome> {
-    const local = this.localFor(req.session);
-    if (typeof local === 'string') return this.base.dialFrom(req, local);
-    const address = await local;
-    if (!req.wanted()) return null;
-    return this.base.dialFrom(req, address);
+    const got = this.localFor(req.session);
+    const local = typeof got === 'string' || got === null ? got : await got;
+    if (typeof got !== 'string' && got !== null && !req.wanted()) return null;
+    if (local === null) return { ok: false, failure: 'no_exit', detail: NO_SHARED_ADDRESS };
+    return this.base.dialFrom(req, local);
+  }
+}
+
+export const NO_SHARED_ADDRESS = 'no shared egress address free';
+export const NO_DEDICATED_EXIT = 'no exit holds your dedicated addresses';
+
+/** 32-bit FNV-1a of a string, mixed (murmur3's fmix32 in part): spreads keys that differ in their last character. */
+function keyHash(s: string): number {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < s.length; i++) {
+    h ^= s.charCodeAt(i);
+    h = Math.imul(h, 0x01000193);
+  }
+  h ^= h >>> 16;
+  h = Math.imul(h, 0x85ebca6b);
+  h ^= h >>> 13;
+  return h >>> 0;
+}
+
+/** The address `key` ranks first among `addresses` (rendezvous hashing: stable while the list changes little); null when empty. */
+export function rendezvousPick(addresses: readonly string[], key: string): string | null {
+  let best: string | null = null;
+  let bestScore = -1;
+  for (const a of addresses) {
+    const score = keyHash(`${key}\0${a}`);
+    if (score > bestScore) [best, bestScore] = [a, score];
+  }
+  return best;
+}
+
+/**
+ * Dedicated addresses (docs/gateway.md, "Dedicated addresses"): an account holding addresses on this node leaves
+ * from them only (a `-ip-` address, else its session's by rendezvous hashing, else the next in turn); one holding
+ * addresses only elsewhere, or naming one not here, gets `no_exit`; everyone else goes to `shared` (which skips
+ * reserved addresses).
+ */
+export class DedicatedDialer implements Dialer {
+  private readonly turn = new Map<number, number>();
+
+  constructor(
+    private readonly base: DirectDialer,
+    readonly shared: Dialer,
+    private readonly dedicated: DedicatedEgress,
+  ) {}
+
+  /** The account's own address for a connection or UDP association; `shared`: not an account with addresses; null: none may carry it here. */
+  choose(accountId: number, session: EgressSession | null, pin: string | null): string | null | 'shared' {
+    if (accountId < 0) return 'shared';
+    const mine = this.dedicated.here(accountId);
+    if (pin) return mine.includes(pin) ? pin : null;
+    if (mine.length === 0) return this.dedicated.holdsAny(accountId) ? null : 'shared';
+    if (session) return rendezvousPick(mine, session.key);
+    const i = (this.turn.get(accountId) ?? 0) % mine.length;
+    this.turn.set(accountId, i + 1);
+    if (this.turn.size > 100_000) this.turn.delete(this.turn.keys().next().value as number);
+    return mine[i]!;
+  }
+
+  dial(req: DialRequest): Promise<DialOutcome> {
+    const chosen = this.choose(req.accountId ?? -1, req.session, req.pin ?? null);
+    if (chosen === 'shared') return this.shared.dial(req);
+    if (chosen === null) return Promise.resolve({ ok: false, failure: 'no_exit', detail: NO_DEDICATED_EXIT });
+    return this.base.dialFrom(req, chosen);
   }
 }
 

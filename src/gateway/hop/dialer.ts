@@ -1,5 +1,5 @@
 // The entry's dialer: every target through an exit's hop (an entry node dials nothing itself).
-import type { Dialer, DialOutcome, DialRequest, ExitWish } from '../dial/dialer.js';
+import { NO_DEDICATED_EXIT, type Dialer, type DialOutcome, type DialRequest, type ExitWish } from '../dial/dialer.js';
 import type { ExitDirectory, ExitDirectoryOptions } from './directory.js';
 import type { HopLink } from './link.js';
 
@@ -21,6 +21,9 @@ export class HopDialer implements Dialer {
   private async through(req: DialRequest, ask: (link: HopLink) => Promise<DialOutcome | 'retry'>): Promise<DialOutcome> {
     const want = req.want ?? null;
     const avoid = new Set<string>();
+    // An account with dedicated addresses: only exits holding them (none matching → 502 / 0x03 saying so).
+    const only = req.onlyExits ?? null;
+    if (only !== null) for (const e of this.dir.candidates(want)) if (!only.has(e.row.node)) avoid.add(e.row.node);
     // A hop connection that fails before the exit answers (the exit just died) is tried once more elsewhere.
     for (let attempt = 0; attempt < 3; attempt++) {
       const e = this.dir.pick(want, req.session?.key ?? null, avoid);
@@ -36,7 +39,7 @@ export class HopDialer implements Dialer {
       avoid.add(e.row.node);
       if (!req.wanted()) return null;
     }
-    return { ok: false, failure: 'no_exit', detail: this.noExitDetail(want) };
+    return { ok: false, failure: 'no_exit', detail: only !== null ? NO_DEDICATED_EXIT : this.noExitDetail(want) };
   }
 
   /** What the 502 names: the country when no exit is there, else the city (as a `both` node says it). */

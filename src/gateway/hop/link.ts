@@ -22,7 +22,8 @@ const RETIRE_MS = 3_600_000;
 const ANSWER_TIMEOUT_MS = 30_000;
 
 /** The admitted account at the end of a DIAL or UDP line: the exit applies its target rules to what it resolves. */
-const accountTail = (req: DialRequest): string => (req.accountId !== undefined && req.accountId >= 0 ? ` ${req.accountId}` : '');
+const accountTail = (req: DialRequest): string =>
+  req.accountId !== undefined && req.accountId >= 0 ? ` ${req.accountId}${req.pin ? ` ${req.pin}` : ''}` : '';
 
 let sharedContext: tls.SecureContext | null = null;
 const clientContext = (): tls.SecureContext => (sharedContext ??= tls.createSecureContext({ minVersion: 'TLSv1.3', maxVersion: 'TLSv1.3' }));
@@ -330,7 +331,11 @@ export class HopLink {
       // The connection went before the exit answered (closed as it was taken): once more on a new one.
       return mux.closed ? 'again' : 'retry';
     }
-    if (answer.startsWith('OK')) return { ok: true, socket: st.asSocket() };
+    if (answer.startsWith('OK')) {
+      // `OK <egress address> <port>` (a DIAL) or `OK udp [<egress address>]`: where it leaves from, for usage by address.
+      const egress = /^OK (?:udp )?(\d{1,3}(?:\.\d{1,3}){3})(?: |$)/.exec(answer)?.[1];
+      return egress ? { ok: true, socket: st.asSocket(), egress } : { ok: true, socket: st.asSocket() };
+    }
     const f = answer.slice(4);
     // Not a target's failure: this connection takes no new stream (proved with a secret whose grace ended, or
     // the exit is stopping, or the connection is full): the tunnel goes on another one at once.

@@ -50,7 +50,9 @@ export interface HopServerOptions {
   /** UDP associations an entry carries here: resolve and check targets (the account's rules too), the egress for a session, drops counted. */
   udp?: {
     resolve(host: string, port: number, accountId: number): Promise<ResolveOutcome>;
-    egress(session: EgressSession | null): Promise<string | undefined>;
+    egress(session: EgressSession | null, accountId: number, pin: string | null): Promise<string | undefined | { refused: string }>;
+    /** A UDP association leaving from a local address, until its carrier closes (dedicated addresses changing hands close it). */
+    track?(s: net.Socket, address: string, accountId: number): void;
     drop(reason: 'policy' | 'unsolicited'): void;
     /** This node's relay port range (an entry on the same host relays there): never a target on a local address. */
     relayPorts?: { lo: number; hi: number };
@@ -266,12 +268,12 @@ function serveStreams(s: tls.TLSSocket, o: HopServerOptions, hooks: ServeHooks, 
 /** One DIAL or UDP request, on whatever carries it. */
 async function openTunnel(c: Carrier, line: string, o: HopServerOptions): Promise<void> {
   const s = c.socket;
-  const u = /^UDP (\S+) (\d{1,4})(?: (\d{1,10}))?$/.exec(line);
+  const u = /^UDP (\S+) (\d{1,4})(?: (\d{1,10})(?: (\d{1,3}(?:\.\d{1,3}){3}))?)?$/.exec(line);
   if (u) {
-    await carryUdp(c, o, u[1]!, Number(u[2]), u[3] === undefined ? -1 : Number(u[3])).catch(() => s.destroy());
+    await carryUdp(c, o, u[1]!, Number(u[2]), u[3] === undefined ? -1 : Number(u[3]), u[4] ?? null).catch(() => s.destroy());
     return;
   }
-  const m = /^DIAL (\S+) (\d{1,5}) (\S+) (\d{1,4})(?: (\d{1,10}))?$/.exec(line);
+  const m = /^DIAL (\S+) (\d{1,5}) (\S+) (\d{1,4})(?: (\d{1,10})(?: (\d{1,3}(?:\.\d{1,3}){3}))?)?$/.exec(line);
   if (!m || Number(m[2]) > 65535) return c.malformed();
   // The account's (and the service's) target rules on what the name resolves to here: the entry judged the
   // target as asked, but only this exit resolves it.
@@ -289,6 +291,8 @@ async function openTunnel(c: Carrier, line: string, o: HopServerOptions): Promis
     port: Number(m[2]),
     screen: judged,
     session,
+    accountId: m[5] === undefined ? -1 : Number(m[5]),
+    pin: m[6] ?? null,
     wanted: () => !s.destroyed,
     connecting: (u) => (upstream = u),
   });
@@ -307,7 +311,7 @@ async function openTunnel(c: Carrier, line: string, o: HopServerOptions): Promis
 }
 
 /** An entry's UDP association on this carrier: its datagrams out from this exit, answers back in frames. */
-async function carryUdp(c: Carrier, o: HopServerOptions, key: string, minutes: number, accountId: number): Promise<void> {
+async function carryUdp(c: Carrier, o: HopServerOptions, key: string, minutes: number, accountId: number, pin: string | null): Promise<void> {
   const s = c.socket;
   if (!o.udp) return c.reply('ERR host_unreachable');
   let session: EgressSession | null = null;
@@ -317,15 +321,19 @@ async function carryUdp(c: Carrier, o: HopServerOptions, key: string, minutes: n
     return c.malformed(); // not an encoding an entry makes
   }
   const udp = o.udp;
+  const egress = await udp.egress(session, accountId, pin);
+  if (typeof egress === 'object') return c.reply('ERR no_exit');
+  if (egress !== undefined) udp.track?.(s, egress, accountId);
   const out = new UdpOut({
     resolve: (host, port) => udp.resolve(host, port, accountId),
-    egressAddress: await udp.egress(session),
+    egressAddress: egress,
     drop: (reason) => udp.drop(reason),
     ...(udp.relayPorts ? { relayPorts: udp.relayPorts } : {}),
     onAnswer: (from, data) => void writeFrame(s, { host: from.address, port: from.port }, data),
   });
   s.once('close', () => out.close());
   s.on('end', () => s.end());
-  c.reply('OK udp');
+  // The address it leaves from, when bound to one: the entry counts usage by dedicated address.
+  c.reply(egress === undefined ? 'OK udp' : `OK udp ${egress}`);
   readFrames(s, (f) => void out.send(f.host, f.port, f.data));
 }

@@ -5,10 +5,11 @@
 //                                       a rotation settles); useless in any other TLS session
 //   exit  → `OK`                        (no accepted proof: the connection closes, nothing said)
 // then frames (mux.ts): every tunnel is a stream whose OPEN carries one line and whose REPLY answers it:
-//   `DIAL <host> <port> <session key, URI-encoded, or -> <minutes> [<account id>]` (the account: for the exit to
-//   apply its target rules to the addresses it resolves) → `OK <egress address> <port>`, and the stream carries the
+//   `DIAL <host> <port> <session key, URI-encoded, or -> <minutes> [<account id> [<dedicated address>]]` (the
+//   account: for the exit to apply its target rules to the addresses it resolves and to leave from the account's
+//   dedicated addresses; the address: the username's `-ip-`) → `OK <egress address> <port>`, and the stream carries the
 //   tunnel's bytes both ways (half-close too), or `ERR <failure>` and the stream is over;
-//   `UDP <session key or -> <minutes> [<account id>]` → `OK udp`, then datagrams in frames both ways (hop/udp.ts)
+//   `UDP <session key or -> <minutes> [<account id> [<dedicated address>]]` → `OK udp [<egress address>]`, then datagrams in frames both ways (hop/udp.ts)
 //   until the entry ends the stream.
 // The release before spoke `proxyd-hop/2`: the same two lines, then `PING` → `PONG` lines and at most one DIAL or
 // UDP line per connection, whose bytes followed on the connection itself. An exit still serves it, so exits

@@ -143,7 +143,17 @@ export class Socks5Handler implements ProtocolHandler {
       if (viaHop) {
         // An entry: the exit is chosen now, as for a connection; its datagrams travel to it inside the hop.
         // The account goes with it: the exit applies the account's target rules to what each name resolves to.
-        const out = await viaHop({ host: '-', port: 0, accountId: conn.accountId, session: conn.egressSession, want: conn.exitWish, wanted: () => !conn.closed, connecting: () => {} });
+        const out = await viaHop({
+          host: '-',
+          port: 0,
+          accountId: conn.accountId,
+          session: conn.egressSession,
+          want: conn.exitWish,
+          pin: conn.egressPin,
+          onlyExits: conn.onlyExits(),
+          wanted: () => !conn.closed,
+          connecting: () => {},
+        });
         if (out?.via) conn.via = out.via;
         if (!out || !out.ok) {
           relay.close();
@@ -152,6 +162,7 @@ export class Socks5Handler implements ProtocolHandler {
         }
         const hop = out.socket;
         hopSocket = hop;
+        if (out.egress && conn.core.countsByAddress(conn.accountId)) conn.egressAddress = out.egress;
         carrier = (assoc) => {
           // An exit answers from addresses only; a named sender is not a frame it makes.
           readFrames(hop, (f) => (f.family === null ? conn.core.countUdpDrop('malformed') : assoc.answer({ address: f.host, family: f.family, port: f.port }, f.data)));
@@ -168,7 +179,14 @@ export class Socks5Handler implements ProtocolHandler {
           return { send, close: () => hop.destroy() };
         };
       } else {
-        const egress = conn.closed ? undefined : await conn.core.udpEgress(conn.egressSession);
+        const egress = conn.closed ? undefined : await conn.core.udpEgress(conn.egressSession, conn.accountId, conn.egressPin);
+        if (typeof egress === 'object') {
+          relay.close();
+          return conn.refuse('no_exit', encodeReply(Reply.NetworkUnreachable));
+        }
+        // Dedicated addresses changing hands end the association (its control connection) within 2 s.
+        if (egress !== undefined && conn.core.countsByAddress(conn.accountId)) conn.egressAddress = egress;
+        if (egress !== undefined && conn.core.opts.dedicated) conn.core.trackEgress({ destroy: () => conn.destroy(), once: (e, f) => conn.socket.once(e, f) }, egress, conn.accountId);
         carrier = (assoc) =>
           new UdpOut({
             resolve: (host, port) => conn.core.resolveTarget(host, port, conn.accountId, conn.meterSubject),

@@ -3,13 +3,16 @@
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import { Code, HTTP_STATUS, TOP_MESSAGE } from '../../../contract/codes.js';
-import { API_KEY_PARAM, API_PATHS, AUDIT_PATH, KEY_LIMITS, DAEMON_PATHS, DEFAULT_DOMAINS_LIMIT, MAX_BATCH_ITEMS, MAX_DOMAINS_LIMIT, MAX_PAGE, MAX_PAGE_SIZE, MAX_SERIES_POINTS, RATE_LIMITS, USAGE_PATHS } from '../../../contract/paths.js';
+import { API_KEY_PARAM, API_PATHS, AUDIT_PATH, IPS_PATHS, KEY_LIMITS, DAEMON_PATHS, DEFAULT_DOMAINS_LIMIT, MAX_BATCH_ITEMS, MAX_DOMAINS_LIMIT, MAX_PAGE, MAX_PAGE_SIZE, MAX_SERIES_POINTS, RATE_LIMITS, USAGE_PATHS } from '../../../contract/paths.js';
 import {
   AddBodySchema,
   AuditDataSchema,
   AuditQuerySchema,
   BatchResultSchema,
   DeleteBodySchema,
+  IpReplaceBodySchema,
+  IpReplaceDataSchema,
+  IpsDataSchema,
   EnvelopeSchema,
   ListDataSchema,
   ListQuerySchema,
@@ -212,6 +215,52 @@ function auditPaths(): Json {
   };
 }
 
+function ipsPaths(): Json {
+  const replaceExample = { address: '203.0.113.10' };
+  return {
+    [IPS_PATHS.list]: {
+      get: {
+        operationId: 'listDedicatedIps',
+        summary: "The account's dedicated egress addresses: country, city, since when, bytes in the usage summary's default period, replacements used this month",
+        ...keyOperation('users:read'),
+        responses: {
+          '200': {
+            description: 'the addresses (code 200)',
+            ...envelope(IpsDataSchema, {
+              code: Code.OK,
+              message: 'success',
+              data: {
+                items: [{ address: '203.0.113.10', country: 'us', city: 'nyc', since: '2026-11-02T09:00:00Z', bytes_up: 1_234_567, bytes_down: 9_876_543 }],
+                total: 1,
+                period_start: '2026-11-01T00:00:00Z',
+                replacements: { used: 1, limit: 3 },
+              },
+            }),
+          },
+          ...keyErrors('users:read'),
+        },
+        'x-codeSamples': bearerCurl('GET', IPS_PATHS.list),
+      },
+    },
+    [IPS_PATHS.replace]: {
+      post: {
+        operationId: 'replaceDedicatedIp',
+        summary: 'Swap one of the account\'s dedicated addresses for a free one of the same node (else the same country); the old one is quarantined, its open connections end within 2 s',
+        ...keyOperation('users:write'),
+        requestBody: { required: true, content: { 'application/json': { schema: jsonSchema(IpReplaceBodySchema, 'input'), example: replaceExample } } },
+        responses: {
+          '200': { description: 'replaced (code 200), or 10400 naming the field of a bad body', ...envelope(IpReplaceDataSchema, { code: Code.OK, message: 'success', data: { old: '203.0.113.10', new: '203.0.113.11' } }) },
+          '404': { description: 'not one of the account\'s addresses', ...envelope(null, { code: Code.NOT_FOUND, message: 'not found: 203.0.113.10 is not one of the account\'s dedicated addresses', data: null }) },
+          ...keyErrors('users:write'),
+          '429': { description: 'the month\'s replacements are used (Retry-After: seconds to the next month, UTC), or the key\'s rate limit', ...envelope(null, { code: Code.RATE_LIMITED, message: 'rate limited: 3 replacements a calendar month, used', data: null }), headers: RETRY_AFTER },
+          '503': { description: 'no free address to replace with (nothing changed)', ...envelope(null, { code: Code.LIMITER_UNAVAILABLE, message: 'no free address to replace with', data: null }) },
+        },
+        'x-codeSamples': bearerCurl('POST', IPS_PATHS.replace, replaceExample),
+      },
+    },
+  };
+}
+
 const apiKeyParam = {
   name: API_KEY_PARAM,
   in: 'query',
@@ -324,6 +373,7 @@ export function buildOpenApiDocument(version: string): Json {
       ...usagePaths(),
       ...proxyPaths({ envelope, jsonSchema, queryParameters, keyOperation, keyErrors, bearerCurl }),
       ...auditPaths(),
+      ...ipsPaths(),
     },
   };
 }

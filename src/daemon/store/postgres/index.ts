@@ -20,6 +20,7 @@ import { PgPlanStore } from './plans.js';
 import { PgWebhookStore } from './webhooks.js';
 import { PgTargetRulesStore } from './target-rules.js';
 import { PgExitStore } from './exits.js';
+import { PgEgressStore } from './egress.js';
 import { PgWhitelistStore } from './whitelist.js';
 
 interface PostgresStoreOptions {
@@ -46,6 +47,7 @@ export class PostgresStore implements Store {
   readonly audit: PgAuditStore;
   readonly secondFactors: PgSecondFactorStore;
   readonly exits: PgExitStore;
+  readonly egress: PgEgressStore;
   readonly connectionLog: PgConnectionLogStore;
   readonly changeLog: PgChangeLogStore;
   private readonly rateHits: PgRateHitStore;
@@ -79,6 +81,8 @@ export class PostgresStore implements Store {
     this.plans = new PgPlanStore(writes, nowSec, nowMs);
     this.webhooks = new PgWebhookStore(writes, nowSec, nowMs);
     this.targetRules = new PgTargetRulesStore(sql, nowSec, nowMs);
+    // Every node polls the version four times a second: on the gateway's lane, as the plans.
+    this.egress = new PgEgressStore(writes, nowSec, nowMs);
     // Heartbeats and the entries' reads of them: on the background lane, beside the change feed.
     this.exits = new PgExitStore(background, nowSec);
     this.connectionLog = new PgConnectionLogStore(writes, nowSec);

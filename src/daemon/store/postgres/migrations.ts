@@ -728,4 +728,42 @@ export const PG_MIGRATIONS: readonly string[] = [
   );
   CREATE INDEX idempotency_keys_age ON idempotency_keys(created_at_ms);
   `,
+  // 23: dedicated egress addresses, as SQLite's migration 19 (a statement trigger bumps the version).
+  `
+  CREATE TABLE egress_addresses (
+    address          text PRIMARY KEY,
+    node             text NOT NULL,
+    country          text,
+    city             text,
+    account_id       integer REFERENCES accounts(id),
+    assigned_at      bigint,
+    quarantine_until bigint,
+    registered_at    bigint NOT NULL
+  );
+  CREATE INDEX egress_addresses_account ON egress_addresses(account_id) WHERE account_id IS NOT NULL;
+  CREATE INDEX egress_addresses_node ON egress_addresses(node);
+  CREATE TABLE egress_replacements (
+    account_id bigint NOT NULL,
+    month      text NOT NULL,
+    count      integer NOT NULL,
+    PRIMARY KEY (account_id, month)
+  );
+  CREATE TABLE egress_usage (
+    account_id  integer NOT NULL,
+    address     text NOT NULL,
+    day_ms      bigint NOT NULL,
+    bytes_up    bigint NOT NULL,
+    bytes_down  bigint NOT NULL,
+    connections bigint NOT NULL,
+    PRIMARY KEY (account_id, day_ms, address)
+  );
+  CREATE TABLE egress_version (id integer PRIMARY KEY, seq bigint NOT NULL);
+  INSERT INTO egress_version (id, seq) VALUES (1, 0);
+  CREATE FUNCTION proxyd_egress_version_bump() RETURNS trigger LANGUAGE plpgsql AS $$
+  BEGIN
+    UPDATE egress_version SET seq = seq + 1 WHERE id = 1;
+    RETURN NULL;
+  END $$;
+  CREATE TRIGGER egress_version_addresses AFTER INSERT OR UPDATE OR DELETE ON egress_addresses FOR EACH STATEMENT EXECUTE FUNCTION proxyd_egress_version_bump();
+  `,
 ];

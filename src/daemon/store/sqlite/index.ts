@@ -19,6 +19,7 @@ import { SqliteUsageStore } from './usage.js';
 import { SqlitePlanStore } from './plans.js';
 import { SqliteWebhookStore } from './webhooks.js';
 import { SqliteTargetRulesStore } from './target-rules.js';
+import { SqliteEgressStore } from './egress.js';
 import { SqliteWhitelistStore } from './whitelist.js';
 
 interface SqliteStoreOptions {
@@ -44,6 +45,7 @@ export class SqliteStore implements Store {
   readonly plans: SqlitePlanStore;
   readonly webhooks: SqliteWebhookStore;
   readonly targetRules: SqliteTargetRulesStore;
+  readonly egress: SqliteEgressStore;
   readonly audit: SqliteAuditStore;
   readonly secondFactors: SqliteSecondFactorStore;
   /** Entry and exit roles need a fleet database (PostgreSQL). */
@@ -81,6 +83,7 @@ export class SqliteStore implements Store {
     this.plans = new SqlitePlanStore(db, nowSec, audit);
     this.webhooks = new SqliteWebhookStore(db, audit, () => this.gatewayWriter());
     this.targetRules = new SqliteTargetRulesStore(db, nowSec, audit);
+    this.egress = new SqliteEgressStore(db, nowSec, audit, () => this.gatewayWriter());
     this.changeLog = new SqliteChangeLogStore(db, dataDir);
     this.connectionLog = new SqliteConnectionLogStore(db, () => this.gatewayWriter());
   }

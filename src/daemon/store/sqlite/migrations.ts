@@ -426,4 +426,42 @@ export const MIGRATIONS: readonly string[] = [
   ) WITHOUT ROWID;
   CREATE INDEX IF NOT EXISTS idempotency_keys_age ON idempotency_keys(created_at_ms);
   `,
+  // 19: dedicated egress addresses (docs/admin.md, "ip"): what each node offers (its pool, else its local
+  // addresses) with its location, the account holding each (assigned), or a quarantine until a time (seconds);
+  // replacements per account and calendar month; usage by address and UTC day (docs/api.md, usage summary `ips`);
+  // a version every node polls, bumped by any change of an address.
+  `
+  CREATE TABLE IF NOT EXISTS egress_addresses (
+    address          TEXT PRIMARY KEY,
+    node             TEXT NOT NULL,
+    country          TEXT,
+    city             TEXT,
+    account_id       INTEGER REFERENCES accounts(id),
+    assigned_at      INTEGER,
+    quarantine_until INTEGER,
+    registered_at    INTEGER NOT NULL
+  ) WITHOUT ROWID;
+  CREATE INDEX IF NOT EXISTS egress_addresses_account ON egress_addresses(account_id) WHERE account_id IS NOT NULL;
+  CREATE INDEX IF NOT EXISTS egress_addresses_node ON egress_addresses(node);
+  CREATE TABLE IF NOT EXISTS egress_replacements (
+    account_id INTEGER NOT NULL,
+    month      TEXT NOT NULL,
+    count      INTEGER NOT NULL,
+    PRIMARY KEY (account_id, month)
+  ) WITHOUT ROWID;
+  CREATE TABLE IF NOT EXISTS egress_usage (
+    account_id  INTEGER NOT NULL,
+    address     TEXT NOT NULL,
+    day_ms      INTEGER NOT NULL,
+    bytes_up    INTEGER NOT NULL,
+    bytes_down  INTEGER NOT NULL,
+    connections INTEGER NOT NULL,
+    PRIMARY KEY (account_id, day_ms, address)
+  ) WITHOUT ROWID;
+  CREATE TABLE IF NOT EXISTS egress_version (id INTEGER PRIMARY KEY, seq INTEGER NOT NULL);
+  INSERT OR IGNORE INTO egress_version (id, seq) VALUES (1, 0);
+  CREATE TRIGGER IF NOT EXISTS egress_version_insert AFTER INSERT ON egress_addresses BEGIN UPDATE egress_version SET seq = seq + 1; END;
+  CREATE TRIGGER IF NOT EXISTS egress_version_update AFTER UPDATE ON egress_addresses BEGIN UPDATE egress_version SET seq = seq + 1; END;
+  CREATE TRIGGER IF NOT EXISTS egress_version_delete AFTER DELETE ON egress_addresses BEGIN UPDATE egress_version SET seq = seq + 1; END;
+  `,
 ];
