@@ -150,7 +150,7 @@ describe('plans and limits (SQLite, one node)', () => {
   it("a proxy user's own traffic limit stops that user only", async () => {
     const r = await admin(d.dataDir, ['proxy-user', 'set', '--email', email, '--username', 'bob', '--traffic-limit', '1']);
     expect(r.code, r.stderr).toBe(0);
-    expect(r.json).toEqual({ username: 'bob', traffic_limit: 1, max_connections: null, rate_limit: null });
+    expect(r.json).toEqual({ username: 'bob', traffic_limit: 1, expires_at: null, allow: [], deny: [], max_connections: null, rate_limit: null });
     const b = await attempt('bob'); // bob's earlier SOCKS attempts moved no bytes: this one does
     if (b.status === 200) {
       b.c.write('x');
