@@ -376,6 +376,20 @@ Examples:
         ),
     );
 
+  const ips = program.command('ips').description('your dedicated egress addresses (API key with users:read / users:write)');
+  ips
+    .command('list')
+    .description('the addresses your account holds alone: country, city, since, bytes this period; replacements left')
+    .action(async (_o: unknown, cmd: Command) => run(cmd, async (ctx, deps) => (await import('./commands/ips.js')).runIpsList({ ctx }, deps)));
+  ips
+    .command('replace')
+    .description('swap one of your addresses for a free one (a monthly allowance); connections open from it end')
+    .argument('<address>')
+    .option('-y, --yes', 'no question; needed when not on a terminal')
+    .action(async (address: string, opts: { yes?: boolean }, cmd: Command) =>
+      run(cmd, async (ctx, deps) => (await import('./commands/ips.js')).runIpsReplace({ ctx, address, yes: opts.yes === true }, deps)),
+    );
+
   program
     .command('usage')
     .description('usage of your account: by proxy user (default), day, hour, target domain or dedicated egress address; a table in binary units, JSON with --json, CSV with --csv')
