@@ -6,7 +6,7 @@ import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { basic } from '../gateway/helpers.js';
 import { hostPort, pool } from '../hostile/net.js';
-import { admin, makeAccount, startDaemon, tempDir, type Daemon } from '../helpers/daemon.js';
+import { admin, inspectDb, makeAccount, startDaemon, tempDir, type Daemon } from '../helpers/daemon.js';
 import { patient } from '../helpers/patience.js';
 import { waitFor } from '../helpers/wait.js';
 import { udpFrom } from '../helpers/net.js';
@@ -276,4 +276,18 @@ describe('dedicated egress addresses (SQLite, one node)', () => {
     expect(text).toMatch(/proxyd_egress_addresses\{state="quarantined"\} 1/);
     expect(text).toMatch(/proxyd_egress_addresses\{state="free"\} 5/);
   });
+
+  it('an account whose addresses are all on another node never leaves from the shared pool here, TCP or UDP', async () => {
+    // Another node's registration as it would write it (one SQLite file serves one daemon: no second node can start).
+    const db = await inspectDb(dataDir, { write: true });
+    db.run("INSERT INTO egress_addresses (address, node, country, city, registered_at) VALUES ('192.0.2.77', 'n9', 'de', NULL, 0)");
+    db.close();
+    const r = await admin(dataDir, ['ip', 'assign', '--email', 'third@example.com', '--node', 'n9', '--addresses', '192.0.2.77']);
+    expect(r.code, r.stderr).toBe(0);
+    await waitFor('carol is refused here', async () => 'status' in (await via(d.httpProxy, echoPort, 'carol')), patient(2_000));
+    expect(await via(d.httpProxy, echoPort, 'carol')).toEqual({ status: 502 });
+    expect(await udpFrom(d.socks, PASS, 'carol', 1)).toEqual({ reply: 3 });
+    expect(await udpFrom(d.socks, PASS, 'carol-session-u9', 1)).toEqual({ reply: 3 });
+    expect(await udpFrom(d.socks, PASS, 'carol-ip-192.0.2.77', 1)).toEqual({ reply: 3 });
+  }, patient(30_000));
 });
