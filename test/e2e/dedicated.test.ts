@@ -290,4 +290,22 @@ describe('dedicated egress addresses (SQLite, one node)', () => {
     expect(await udpFrom(d.socks, PASS, 'carol-session-u9', 1)).toEqual({ reply: 3 });
     expect(await udpFrom(d.socks, PASS, 'carol-ip-192.0.2.77', 1)).toEqual({ reply: 3 });
   }, patient(30_000));
+
+  it('every assignment, release and replacement is one audit record with its actor; GET /openapi/v1/audit shows the key\'s account\'s only; the chains verify', async () => {
+    const made = await admin(dataDir, ['key', 'create', '--email', 'owner@example.com', '--name', 'audit', '--scopes', 'audit:read']);
+    expect(made.code, made.stderr).toBe(0);
+    const res = await fetch(`${d.api}/openapi/v1/audit?action=ip&page_size=100`, { headers: { authorization: `Bearer ${made.json.key as string}` } });
+    const body = (await res.json()) as { code: number; data: { items: Array<{ account: string; action: string; actor: { type: string }; target: string | null; details: Record<string, unknown>; request_id: string | null }> } };
+    expect(body.code).toBe(200);
+    expect(body.data.items.every((i) => i.account === 'owner@example.com')).toBe(true);
+    // Newest first: the replacement over the API (actor key), the release and the assignment by the operator.
+    expect(body.data.items.map((i) => [i.action, i.actor.type, i.target, i.details])).toEqual([
+      ['ip.replaced', 'key', '127.0.0.3', { old: '127.0.0.3', new: '127.0.0.2' }],
+      ['ip.released', 'operator', null, { addresses: ['127.0.0.2'] }],
+      ['ip.assigned', 'operator', 'n1', { addresses: ['127.0.0.2', '127.0.0.3'] }],
+    ]);
+    expect(body.data.items[0]!.request_id).toMatch(/./);
+    const verify = await admin(dataDir, ['audit', 'verify']);
+    expect(verify.code, verify.stdout + verify.stderr).toBe(0);
+  }, patient(30_000));
 });
