@@ -115,6 +115,16 @@ describe('dedicated egress addresses (SQLite, one node)', () => {
     const rel = await admin(dataDir, ['ip', 'release', '--addresses', '127.0.0.2,10.9.9.9']);
     expect(rel.code).toBe(1);
     expect(rel.stderr).toMatch(/10\.9\.9\.9 is not an egress address of any node/);
+    for (const [args, why] of [
+      [['--node', 'n2'], /--node: no node "n2" has registered egress addresses/],
+      [['--node', 'no such!'], /--node: "no such!" is not a node name/],
+      [['--email', 'nobody@example.com'], /no account with email nobody@example\.com/],
+    ] as Array<[string[], RegExp]>) {
+      const r = await admin(dataDir, ['ip', 'list', ...args]);
+      expect(r.code, args.join(' ')).toBe(1);
+      expect(r.stderr).toMatch(why);
+      expect(r.stdout).toBe('');
+    }
     const list = await admin(dataDir, ['ip', 'list', '--node', 'n1']);
     expect(list.code, list.stderr).toBe(0);
     const rows = list.stdout.trim().split('\n').map((l) => JSON.parse(l));
