@@ -376,16 +376,30 @@ Examples:
         ),
     );
 
+  const ips = program.command('ips').description('your dedicated egress addresses (API key with users:read / users:write)');
+  ips
+    .command('list')
+    .description('the addresses your account holds alone: country, city, since, bytes this period; replacements left')
+    .action(async (_o: unknown, cmd: Command) => run(cmd, async (ctx, deps) => (await import('./commands/ips.js')).runIpsList({ ctx }, deps)));
+  ips
+    .command('replace')
+    .description('swap one of your addresses for a free one (a monthly allowance); connections open from it end')
+    .argument('<address>')
+    .option('-y, --yes', 'no question; needed when not on a terminal')
+    .action(async (address: string, opts: { yes?: boolean }, cmd: Command) =>
+      run(cmd, async (ctx, deps) => (await import('./commands/ips.js')).runIpsReplace({ ctx, address, yes: opts.yes === true }, deps)),
+    );
+
   program
     .command('usage')
-    .description('usage of your account: by proxy user (default), day, hour or target domain; a table in binary units, JSON with --json, CSV with --csv')
-    .addOption(new Option('--by <what>', 'rows per user, day, hour or domain').choices(['user', 'day', 'hour', 'domain']).default('user'))
+    .description('usage of your account: by proxy user (default), day, hour, target domain or dedicated egress address; a table in binary units, JSON with --json, CSV with --csv')
+    .addOption(new Option('--by <what>', 'rows per user, day, hour, domain or ip (dedicated egress address)').choices(['user', 'day', 'hour', 'domain', 'ip']).default('user'))
     .option('--from <iso>', 'start: ISO 8601 date or date-time with a zone (for --by domain a day, YYYY-MM-DD); default: the start of the current period')
     .option('--to <iso>', 'end (exclusive; for --by domain the last day, inclusive); default: now')
     .option('--user <user>', 'one proxy user (or ip:A.B.C.D for whitelist traffic), with --by day, hour or domain')
     .option('--limit <n>', `domains by name with --by domain (1-${MAX_DOMAINS_LIMIT}; the rest as (other))`, int('--limit', 1, MAX_DOMAINS_LIMIT))
     .option('--csv', 'CSV with a header line and raw byte counts')
-    .action(async (opts: { by: 'user' | 'day' | 'hour' | 'domain'; from?: string; to?: string; user?: string; limit?: number; csv?: boolean }, cmd: Command) =>
+    .action(async (opts: { by: 'user' | 'day' | 'hour' | 'domain' | 'ip'; from?: string; to?: string; user?: string; limit?: number; csv?: boolean }, cmd: Command) =>
       run(cmd, async (ctx, deps) =>
         (await import('./commands/usage.js')).runUsage(
           {

@@ -231,7 +231,8 @@ export class GatewayCore {
    * choice, sessions included), else --egress-address (undefined: the OS picks).
    */
   async udpEgress(session: EgressSession | null, accountId = -1, pin: string | null = null): Promise<string | undefined | { refused: string }> {
-    const chosen = this.dedicatedDialer?.choose(accountId, session, pin) ?? 'shared';
+    // Not `?? 'shared'`: choose's null (the account's addresses are all on other nodes) is a refusal, not the shared pool.
+    const chosen = this.dedicatedDialer ? this.dedicatedDialer.choose(accountId, session, pin) : 'shared';
     if (chosen === null) return { refused: NO_DEDICATED_EXIT };
     if (chosen !== 'shared') return chosen;
     const local = this.dedicatedDialer ? (this.localDialer as DedicatedDialer).shared : this.localDialer;

@@ -150,6 +150,40 @@ describe('proxyctl usage', () => {
   });
 });
 
+describe('proxyctl usage --by ip: the summary\'s "ips" (SPEC section 22)', () => {
+  let holder: string;
+  beforeAll(async () => {
+    const a = await t.account('cli-usage-ips@example.com');
+    holder = (await t.key(a.accountId, ['usage:read'])).key;
+    await t.store.egress.register('n-ips', ['203.0.113.40', '203.0.113.41', '203.0.113.42'], { country: 'us', city: null });
+    expect(await t.store.egress.assign(a.accountId, 'n-ips', ['203.0.113.40', '203.0.113.41'])).toBeNull();
+    const day = Date.now() - (Date.now() % 86_400_000);
+    await t.store.egress.addUsage([{ accountId: a.accountId, address: '203.0.113.41', bytesUp: 3 * 2 ** 20, bytesDown: 5 * 2 ** 20, connections: 4 }], day);
+  });
+
+  it('a row per address (held ones without traffic as zeros), --csv with an address header, --json the summary', async () => {
+    const table = await cli(['usage', '--by', 'ip'], { key: holder });
+    expect(table.code, table.stderr).toBe(0);
+    expect(table.stdout).toMatch(/Address/);
+    expect(table.stdout).toMatch(/203\.0\.113\.41.*3 MiB.*5 MiB.*8 MiB.*4/);
+    expect(table.stdout).toMatch(/203\.0\.113\.40.*0 B/);
+    expect(table.stdout).not.toMatch(/203\.0\.113\.42/);
+    expect(table.stdout).toMatch(/2 addresses/);
+    const csv = (await cli(['usage', '--by', 'ip', '--csv'], { key: holder })).stdout.trimEnd().split('\r\n');
+    expect(csv).toEqual(['address,bytes_up,bytes_down,connections', `203.0.113.41,${3 * 2 ** 20},${5 * 2 ** 20},4`, '203.0.113.40,0,0,0']);
+    const json = JSON.parse((await cli(['usage', '--by', 'ip', '--json'], { key: holder })).stdout) as { ips: unknown };
+    expect(json.ips).toEqual((await (await fetch(`${base}${USAGE_PATHS.summary}`, { headers: bearer(holder) })).json() as { data: { ips: unknown } }).data.ips);
+  });
+
+  it('an account without dedicated addresses is told so; --user with --by ip is a usage error', async () => {
+    const none = await cli(['usage', '--by', 'ip']);
+    expect(none.code, none.stderr).toBe(0);
+    expect(none.stdout).toContain('holds no dedicated addresses');
+    expect((await cli(['usage', '--by', 'ip', '--user', 'alice'], { key: holder })).code).toBe(2);
+    expect((await cli(['completion', 'bash'])).stdout).toMatch(/user day hour domain ip/);
+  });
+});
+
 describe('proxyctl usage: the API key, not the token', () => {
   it('the account token alone is exit 4 saying to run proxyctl key set; nothing is asked of the API', async () => {
     const r = await cli(['usage'], { key: token });

@@ -77,6 +77,9 @@ describe.each(BACKENDS)('console IPs page on %s', (backend) => {
     expect(list.stdout).toContain('"address":"127.0.0.3","node":"n1","country":"us","city":"nyc","account":null,"assigned_at":null,"state":"quarantined"');
     const audit = await admin(d.dataDir, ['audit', '--email', 'mine@example.com', '--action', 'ip.replaced']);
     expect(audit.stdout).toContain('"old":"127.0.0.3"');
+    // Exactly one record, by the console session (SPEC section 20: the actor is whoever did it).
+    const records = audit.stdout.trim().split('\n').map((l) => JSON.parse(l) as { actor: { type: string }; target: string; details: { new: string } });
+    expect(records.map((r) => [r.actor.type, r.target, r.details.new])).toEqual([['console', '127.0.0.3', '127.0.0.4']]);
     await page.close();
   }, patient(60_000));
 

@@ -6,7 +6,7 @@ import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { basic } from '../gateway/helpers.js';
 import { hostPort, pool } from '../hostile/net.js';
-import { admin, makeAccount, startDaemon, tempDir, type Daemon } from '../helpers/daemon.js';
+import { admin, inspectDb, makeAccount, startDaemon, tempDir, type Daemon } from '../helpers/daemon.js';
 import { patient } from '../helpers/patience.js';
 import { waitFor } from '../helpers/wait.js';
 import { udpFrom } from '../helpers/net.js';
@@ -115,6 +115,16 @@ describe('dedicated egress addresses (SQLite, one node)', () => {
     const rel = await admin(dataDir, ['ip', 'release', '--addresses', '127.0.0.2,10.9.9.9']);
     expect(rel.code).toBe(1);
     expect(rel.stderr).toMatch(/10\.9\.9\.9 is not an egress address of any node/);
+    for (const [args, why] of [
+      [['--node', 'n2'], /--node: no node "n2" has registered egress addresses/],
+      [['--node', 'no such!'], /--node: "no such!" is not a node name/],
+      [['--email', 'nobody@example.com'], /no account with email nobody@example\.com/],
+    ] as Array<[string[], RegExp]>) {
+      const r = await admin(dataDir, ['ip', 'list', ...args]);
+      expect(r.code, args.join(' ')).toBe(1);
+      expect(r.stderr).toMatch(why);
+      expect(r.stdout).toBe('');
+    }
     const list = await admin(dataDir, ['ip', 'list', '--node', 'n1']);
     expect(list.code, list.stderr).toBe(0);
     const rows = list.stdout.trim().split('\n').map((l) => JSON.parse(l));
@@ -276,4 +286,36 @@ describe('dedicated egress addresses (SQLite, one node)', () => {
     expect(text).toMatch(/proxyd_egress_addresses\{state="quarantined"\} 1/);
     expect(text).toMatch(/proxyd_egress_addresses\{state="free"\} 5/);
   });
+
+  it('an account whose addresses are all on another node never leaves from the shared pool here, TCP or UDP', async () => {
+    // Another node's registration as it would write it (one SQLite file serves one daemon: no second node can start).
+    const db = await inspectDb(dataDir, { write: true });
+    db.run("INSERT INTO egress_addresses (address, node, country, city, registered_at) VALUES ('192.0.2.77', 'n9', 'de', NULL, 0)");
+    db.close();
+    const r = await admin(dataDir, ['ip', 'assign', '--email', 'third@example.com', '--node', 'n9', '--addresses', '192.0.2.77']);
+    expect(r.code, r.stderr).toBe(0);
+    await waitFor('carol is refused here', async () => 'status' in (await via(d.httpProxy, echoPort, 'carol')), patient(2_000));
+    expect(await via(d.httpProxy, echoPort, 'carol')).toEqual({ status: 502 });
+    expect(await udpFrom(d.socks, PASS, 'carol', 1)).toEqual({ reply: 3 });
+    expect(await udpFrom(d.socks, PASS, 'carol-session-u9', 1)).toEqual({ reply: 3 });
+    expect(await udpFrom(d.socks, PASS, 'carol-ip-192.0.2.77', 1)).toEqual({ reply: 3 });
+  }, patient(30_000));
+
+  it('every assignment, release and replacement is one audit record with its actor; GET /openapi/v1/audit shows the key\'s account\'s only; the chains verify', async () => {
+    const made = await admin(dataDir, ['key', 'create', '--email', 'owner@example.com', '--name', 'audit', '--scopes', 'audit:read']);
+    expect(made.code, made.stderr).toBe(0);
+    const res = await fetch(`${d.api}/openapi/v1/audit?action=ip&page_size=100`, { headers: { authorization: `Bearer ${made.json.key as string}` } });
+    const body = (await res.json()) as { code: number; data: { items: Array<{ account: string; action: string; actor: { type: string }; target: string | null; details: Record<string, unknown>; request_id: string | null }> } };
+    expect(body.code).toBe(200);
+    expect(body.data.items.every((i) => i.account === 'owner@example.com')).toBe(true);
+    // Newest first: the replacement over the API (actor key), the release and the assignment by the operator.
+    expect(body.data.items.map((i) => [i.action, i.actor.type, i.target, i.details])).toEqual([
+      ['ip.replaced', 'key', '127.0.0.3', { old: '127.0.0.3', new: '127.0.0.2' }],
+      ['ip.released', 'operator', null, { addresses: ['127.0.0.2'] }],
+      ['ip.assigned', 'operator', 'n1', { addresses: ['127.0.0.2', '127.0.0.3'] }],
+    ]);
+    expect(body.data.items[0]!.request_id).toMatch(/./);
+    const verify = await admin(dataDir, ['audit', 'verify']);
+    expect(verify.code, verify.stdout + verify.stderr).toBe(0);
+  }, patient(30_000));
 });

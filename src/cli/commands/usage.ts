@@ -1,4 +1,4 @@
-// `proxyctl usage`: the account's usage by user, day, hour or domain (docs/cli.md, "Usage"), read from the usage
+// `proxyctl usage`: the account's usage by user, day, hour, domain or dedicated egress address (docs/cli.md, "Usage"), read from the usage
 // API with the API key; a table in binary units (a bar per row on a terminal), the endpoint's data with --json, CSV with --csv.
 import { API_DAY_EXPECTED, API_TIME_EXPECTED, parseApiDay, parseApiTime } from '../../contract/schemas.js';
 import { formatSize } from '../../contract/size.js';
@@ -11,7 +11,7 @@ import { Exit, type ExitCode } from '../exit-codes.js';
 import { keyFailure, openKeySession } from './shared.js';
 import { printable } from '../output.js';
 
-export type UsageBy = 'user' | 'day' | 'hour' | 'domain';
+export type UsageBy = 'user' | 'day' | 'hour' | 'domain' | 'ip';
 
 export interface UsageOptions {
   ctx: Context;
@@ -31,7 +31,7 @@ interface Row {
 }
 
 /** The key column's name: also the CSV header's first field. */
-const KEY: Record<UsageBy, 'user' | 'time' | 'domain'> = { user: 'user', day: 'time', hour: 'time', domain: 'domain' };
+const KEY: Record<UsageBy, 'user' | 'time' | 'domain' | 'address'> = { user: 'user', day: 'time', hour: 'time', domain: 'domain', ip: 'address' };
 
 /** What the domains' `other` is called in a table or CSV: no host name holds parentheses. */
 export const OTHER_ROW = '(other)';
@@ -41,7 +41,7 @@ const BAR_WIDTH = 24;
 function checkOptions(o: UsageOptions): void {
   if (o.csv && o.ctx.json) throw new UsageError('--csv and --json do not go together');
   if (o.limit !== undefined && o.by !== 'domain') throw new UsageError('--limit goes with --by domain');
-  if (o.user !== undefined && o.by === 'user') throw new UsageError('--user goes with --by day, hour or domain');
+  if (o.user !== undefined && (o.by === 'user' || o.by === 'ip')) throw new UsageError('--user goes with --by day, hour or domain');
   for (const [flag, v] of [
     ['--from', o.from],
     ['--to', o.to],
@@ -77,6 +77,13 @@ export async function runUsage(opts: UsageOptions, deps: Deps): Promise<ExitCode
       total = { bytes_up: d.bytes_up, bytes_down: d.bytes_down, connections: d.connections };
       const limit = d.plan?.traffic_limit != null ? ` of ${formatSize(d.plan.traffic_limit)} ${d.plan.period === 'lifetime' ? 'for the plan\'s lifetime' : `per ${d.plan.period}`}` : '';
       caption = `${d.from} to ${d.to}: ${formatSize(total.bytes_up + total.bytes_down)}${limit}`;
+    } else if (opts.by === 'ip') {
+      // The summary's `ips`: present only when the account holds dedicated addresses (docs/api.md).
+      const d = await api.usageSummary(params);
+      data = d;
+      rows = (d.ips ?? []).map((x) => ({ key: x.address, bytes_up: x.bytes_up, bytes_down: x.bytes_down, connections: x.connections }));
+      total = sum(rows);
+      caption = d.ips === undefined ? '' : `${d.from} to ${d.to}: ${rows.length} ${rows.length === 1 ? 'address' : 'addresses'}`;
     } else if (opts.by === 'domain') {
       const d = await api.usageDomains({ ...params, ...(opts.limit !== undefined ? { limit: opts.limit } : {}) });
       data = d;
@@ -106,6 +113,10 @@ export async function runUsage(opts: UsageOptions, deps: Deps): Promise<ExitCode
     deps.io.stdout.write(usageCsv(KEY[opts.by], rows));
     return Exit.OK;
   }
+  if (opts.by === 'ip' && caption === '') {
+    out.line('This account holds no dedicated addresses: its traffic leaves from the shared pool.');
+    return Exit.OK;
+  }
   if (rows.length === 0) {
     out.line('No usage in this range.');
     return Exit.OK;
@@ -113,7 +124,7 @@ export async function runUsage(opts: UsageOptions, deps: Deps): Promise<ExitCode
   const bars = deps.io.stdoutIsTTY;
   const max = Math.max(1, ...rows.map((r) => r.bytes_up + r.bytes_down));
   const label = (k: string) => (opts.by === 'day' ? k.slice(0, 10) : opts.by === 'hour' ? `${k.slice(0, 10)} ${k.slice(11, 16)}` : k);
-  const head = [{ user: 'User', time: 'Time (UTC)', domain: 'Domain' }[KEY[opts.by]], 'Up', 'Down', 'Total', 'Connections', ...(bars ? [''] : [])];
+  const head = [{ user: 'User', time: 'Time (UTC)', domain: 'Domain', address: 'Address' }[KEY[opts.by]], 'Up', 'Down', 'Total', 'Connections', ...(bars ? [''] : [])];
   const body = rows.map((r) => [
     printable(label(r.key)),
     formatSize(r.bytes_up),
@@ -143,7 +154,7 @@ export function bar(share: number): string {
 }
 
 /** RFC 4180 CSV, raw byte counts; a field a spreadsheet would run as a formula is prefixed with '. */
-export function usageCsv(key: 'user' | 'time' | 'domain', rows: Row[]): string {
+export function usageCsv(key: 'user' | 'time' | 'domain' | 'address', rows: Row[]): string {
   const cell = (s: string) => {
     const safe = /^[=+\-@]/.test(s) ? `'${s}` : s;
     return /[",\r\n]/.test(safe) ? `"${safe.replace(/"/g, '""')}"` : safe;

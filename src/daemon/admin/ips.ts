@@ -34,7 +34,11 @@ export async function ipRelease(store: Store, o: { addresses: string; quarantine
 
 /** JSON lines, one per address. */
 export async function ipList(store: Store, o: { email?: string; node?: string }, write: (line: string) => void): Promise<void> {
-  if (o.node !== undefined) await orAdminError(async () => checkNodeName(o.node!));
+  if (o.node !== undefined) {
+    await orAdminError(async () => checkNodeName(o.node!));
+    // A mistyped node is named, as for assign, not answered with an empty list that reads "this node has none".
+    if (!(await store.egress.nodeKnown(o.node))) throw new AdminError(`--node: no node "${o.node}" has registered egress addresses (a node registers its --egress-pool, else its local addresses, when it starts)`);
+  }
   const id = o.email === undefined ? undefined : await accountId(store, o.email);
   for (const r of await store.egress.list({ accountId: id, node: o.node })) write(JSON.stringify(adminIpJson(r)));
 }
