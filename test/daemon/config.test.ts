@@ -145,6 +145,18 @@ describe('roles and location (SPEC 13)', () => {
     expect(c.location).toBeNull();
     expect(c.hopListen).toEqual({ host: '127.0.0.1', port: 3129 });
   });
+  it('--public-host: a name or an address without a port (default none); a bad one exits 2 naming the flag', async () => {
+    expect(toServeConfig(base, {}).publicHost).toBeNull();
+    expect(toServeConfig({ ...base, publicHost: 'Proxy.Example.com.' }, {}).publicHost).toBe('proxy.example.com');
+    expect(toServeConfig({ ...base, publicHost: '203.0.113.7' }, {}).publicHost).toBe('203.0.113.7');
+    expect(toServeConfig({ ...base, publicHost: '[2001:db8::1]' }, {}).publicHost).toBe('2001:db8::1');
+    for (const bad of ['proxy.example.com:3128', 'http://proxy.example.com', 'a b', '-bad.example', 'x'.repeat(64) + '.com']) {
+      expect(() => toServeConfig({ ...base, publicHost: bad }, {}), bad).toThrow(/--public-host/);
+    }
+    const r = await run(PROXYD, ['serve', '--data-dir', tempDir(), '--public-host', 'proxy.example.com:3128']);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain('--public-host');
+  });
   it('parses the location, lower-cased', () => {
     expect(toServeConfig({ ...base, location: 'US' }, {}).location).toEqual({ country: 'us', city: null });
     expect(toServeConfig({ ...base, location: 'de:Berlin' }, {}).location).toEqual({ country: 'de', city: 'berlin' });

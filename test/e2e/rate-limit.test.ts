@@ -106,7 +106,7 @@ describe('rate limits', () => {
       expect((await admin(d.dataDir, ['proxy-user', 'create', '--email', EMAIL, '--username', u, '--password-stdin'], `${PASSWORD}\n`)).code).toBe(0);
     }
     const set = await admin(d.dataDir, ['proxy-user', 'set', '--email', EMAIL, '--username', 'limited', '--rate-limit', '8mbit']);
-    expect(set.json, set.stderr).toEqual({ username: 'limited', traffic_limit: null, max_connections: null, rate_limit: 8_000_000 });
+    expect(set.json, set.stderr).toEqual({ username: 'limited', traffic_limit: null, max_connections: null, rate_limit: 8_000_000, expires_at: null, allow: [], deny: [] });
     await sleep(1_200); // the daemon reads the plan tables every 500 ms
   }, patient(30_000));
 

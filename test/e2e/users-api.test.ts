@@ -1,4 +1,5 @@
-// The customer API's proxy users on real daemons: two proxyd nodes on one PostgreSQL, API keys made in the store.
+// The customer API's proxy users on real daemons: two proxyd nodes on one PostgreSQL (API keys made in the store), and
+// one node on SQLite (its key from `proxyd admin key create`).
 //
 // - An idempotent batch create whose client drops the connection before the answer, sent again with the same key,
 //   makes its users once and gets the first answer (`Idempotent-Replayed: true`).
@@ -228,5 +229,74 @@ describe.skipIf(skip !== null)(`proxy users over the API on two nodes on Postgre
     expect(logs.length).toBeGreaterThan(0);
     for (const p of passwords) expect(logs).not.toContain(p);
     expect(logs).not.toContain(key);
+  });
+});
+
+describe('proxy users over the API on one node on SQLite', () => {
+  let node: Daemon;
+  let echo: net.Server;
+  let key: string;
+
+  beforeAll(async () => {
+    node = await startDaemon({ args: ['--allow-private-targets', '--public-host', 'proxy.example.com', '--location', 'us:nyc'] });
+    const { accountId } = await makeAccount(node.dataDir, 'users-api-sqlite@example.com');
+    const made = await admin(node.dataDir, ['key', 'create', '--email', 'users-api-sqlite@example.com', '--name', 'e2e', '--scopes', 'users:read,users:write']);
+    expect(made.code, made.stderr).toBe(0);
+    expect(accountId).toBeGreaterThan(0);
+    key = made.json.key;
+    echo = await tcpEcho();
+  }, patient(60_000));
+
+  afterAll(async () => {
+    await node?.stop();
+    echo?.close();
+  });
+
+  it('a disabled user loses its tunnel within 2 s; a rotated password is refused within 1 s; no password in the log', async () => {
+    const call = async (method: string, path: string, body?: unknown) =>
+      (await fetch(`${node.api}${path}`, { method, headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' }, ...(body !== undefined ? { body: JSON.stringify(body) } : {}) })).json() as Promise<{ code: number; data: any }>;
+    const made = await call('POST', PROXY_PATHS.users, { username: 'solo' });
+    expect(made.code).toBe(200);
+    const password = made.data.password as string;
+    const target = addrOf(echo);
+    const t = await openTunnel(node, target, 'solo', password);
+    expect('socket' in t, JSON.stringify(t)).toBe(true);
+    const t0 = performance.now();
+    expect((await call('PATCH', `${PROXY_PATHS.users}/solo`, { status: 'disabled' })).code).toBe(200);
+    expect((await (t as { closedAt: Promise<number> }).closedAt) - t0).toBeLessThan(2_000);
+    expect((await call('PATCH', `${PROXY_PATHS.users}/solo`, { status: 'active' })).code).toBe(200);
+    const rotated = await call('POST', `${PROXY_PATHS.users}/solo/password`, {});
+    const t1 = performance.now();
+    for (;;) {
+      if ((await probe(node.httpProxy, target, { user: 'solo', password })) === 407) break;
+      expect(performance.now() - t1).toBeLessThan(patient(1_250));
+      await sleep(20);
+    }
+    expect(await probe(node.httpProxy, target, { user: 'solo', password: rotated.data.password })).toBe(200);
+    const logs = node.logs.join('\n');
+    for (const p of [password, rotated.data.password, key]) expect(logs).not.toContain(p);
+  }, patient(30_000));
+
+  it('GET /proxy/gateway: the listeners as customers reach them (--public-host with the bound ports), UDP, the node\'s location', async () => {
+    const r = (await (await fetch(`${node.api}${PROXY_PATHS.gateway}`, { headers: { authorization: `Bearer ${key}` } })).json()) as { code: number; data: unknown };
+    const port = (hp: string) => hp.split(':')[1];
+    expect(r).toMatchObject({
+      code: 200,
+      data: { http: `proxy.example.com:${port(node.httpProxy)}`, socks5: `proxy.example.com:${port(node.socks)}`, udp: true, locations: [{ country: 'us', cities: ['nyc'], exits: 1 }] },
+    });
+  });
+
+  it('the operator sets the same expiry and rules (proxyd admin proxy-user set); the API shows them; a bad item exits 1, nothing changed', async () => {
+    const email = 'users-api-sqlite@example.com';
+    expect((await fetch(`${node.api}${PROXY_PATHS.users}`, { method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' }, body: '{"username":"operated"}' })).status).toBe(200);
+    const set = await admin(node.dataDir, ['proxy-user', 'set', '--email', email, '--username', 'operated', '--expires', '2027-01-01T00:00:00Z', '--deny', 'Ads.Example,10.0.0.0/8', '--max-connections', '3']);
+    expect(set.code, set.stderr).toBe(0);
+    expect(set.json).toEqual({ username: 'operated', traffic_limit: null, max_connections: 3, rate_limit: null, expires_at: '2027-01-01T00:00:00Z', allow: [], deny: ['ads.example', '10.0.0.0/8'] });
+    const bad = await admin(node.dataDir, ['proxy-user', 'set', '--email', email, '--username', 'operated', '--allow', 'ok.example,not a name', '--expires', 'never']);
+    expect(bad.code).toBe(1);
+    expect(bad.stderr).toContain('--allow');
+    expect(bad.stderr).toContain('not a name');
+    const shown = (await (await fetch(`${node.api}${PROXY_PATHS.users}/operated`, { headers: { authorization: `Bearer ${key}` } })).json()) as { data: Record<string, unknown> };
+    expect(shown.data).toMatchObject({ max_connections: 3, expires_at: '2027-01-01T00:00:00Z', allow: [], deny: ['ads.example', '10.0.0.0/8'] });
   });
 });

@@ -7,6 +7,8 @@ import { NO_PLAN_PERIOD, periodUsed, planState, shownPeriodStart } from '../mete
 import type { Account, Plan, PlanPeriod, Store } from '../store/index.js';
 import { auditDraft, operatorContext } from '../services/audit.js';
 import { setProxyUserLimits } from '../services/proxy-users.js';
+import { describeProblems } from '../services/target-rules.js';
+import { parseRuleList } from '../../gateway/index.js';
 import { AdminError, AdminUsageError, NoAccountError } from './commands.js';
 
 async function requireAccount(store: Store, email: string | undefined): Promise<Account> {
@@ -92,7 +94,10 @@ export async function planShow(store: Store, o: { email?: string }) {
   return planJson(store, a.id);
 }
 
-export async function proxyUserSet(store: Store, o: { email?: string; username?: string; trafficLimit?: string; maxConnections?: string; rateLimit?: string }) {
+export async function proxyUserSet(
+  store: Store,
+  o: { email?: string; username?: string; trafficLimit?: string; maxConnections?: string; rateLimit?: string; expires?: string; allow?: string; deny?: string },
+) {
   const a = await requireAccount(store, o.email);
   if (!o.username) throw new AdminUsageError('--username is required');
   const current = (await store.plans.userLimits(a.id)).find((u) => u.username === o.username);
@@ -101,6 +106,35 @@ export async function proxyUserSet(store: Store, o: { email?: string; username?:
     maxConnections: o.maxConnections !== undefined ? countOrNone(o.maxConnections, '--max-connections') : (current?.maxConnections ?? null),
     rateLimit: o.rateLimit !== undefined ? rateOrNone(o.rateLimit, '--rate-limit') : (current?.rateLimit ?? null),
   };
-  if (!(await setProxyUserLimits(store, a.id, o.username, limits, operatorContext()))) throw new AdminError(`account ${o.email} has no proxy user ${o.username}`);
-  return { username: o.username, traffic_limit: limits.trafficLimit, max_connections: limits.maxConnections, rate_limit: limits.rateLimit };
+  // The user's own expiry and target rules (docs/api.md, "Proxy users"), each checked before anything is written.
+  const own: { expiresAt?: number | null; allow?: string[]; deny?: string[] } = {};
+  if (o.expires !== undefined) {
+    const t = o.expires === 'never' ? null : parseIsoTime(o.expires);
+    if (t === null && o.expires !== 'never') throw new AdminError(timeFlagProblem('--expires', o.expires, 'an ISO 8601 time, or never'));
+    own.expiresAt = t;
+  }
+  for (const list of ['allow', 'deny'] as const) {
+    const v = o[list];
+    if (v === undefined) continue;
+    const r = parseRuleList(v);
+    if (!r.ok) throw new AdminError(`--${list}: ${describeProblems(r.problems)}`);
+    own[list] = r.items;
+  }
+  if (Object.keys(own).length === 0) {
+    if (!(await setProxyUserLimits(store, a.id, o.username, limits, operatorContext()))) throw new AdminError(`account ${o.email} has no proxy user ${o.username}`);
+  } else {
+    const patch = { ...limits, ...own };
+    const details = { traffic_limit: limits.trafficLimit, max_connections: limits.maxConnections, rate_limit: limits.rateLimit, ...(own.expiresAt !== undefined ? { expires_at: own.expiresAt === null ? null : formatIsoTime(own.expiresAt) } : {}), ...(own.allow ? { allow: own.allow } : {}), ...(own.deny ? { deny: own.deny } : {}) };
+    if (!(await store.proxyUsers.update(a.id, o.username, patch, auditDraft(operatorContext(), 'proxy_user.changed', o.username, details)))) throw new AdminError(`account ${o.email} has no proxy user ${o.username}`);
+  }
+  const now = (await store.plans.userLimits(a.id)).find((u) => u.username === o.username);
+  return {
+    username: o.username,
+    traffic_limit: limits.trafficLimit,
+    max_connections: limits.maxConnections,
+    rate_limit: limits.rateLimit,
+    expires_at: now?.expiresAt != null ? formatIsoTime(now.expiresAt) : null,
+    allow: now?.allow ?? [],
+    deny: now?.deny ?? [],
+  };
 }

@@ -60,8 +60,6 @@ export function limitValues(s: ProxyUserSettings): [number | null, number | null
   return [s.trafficLimit, s.maxConnections, s.rateLimit, s.expiresAt, joinItems(s.allow), joinItems(s.deny)];
 }
 
-/** A user with no settings of its own. */
-export const NO_SETTINGS: ProxyUserSettings = Object.freeze({ trafficLimit: null, maxConnections: null, rateLimit: null, expiresAt: null, allow: [], deny: [] }) as ProxyUserSettings;
 
 /** Whether a patch changes any setting (a status change alone leaves user_limits, and the plan version, alone). */
 export function touchesSettings(p: ProxyUserPatch): boolean {

@@ -76,6 +76,7 @@ export function keyErrors(scope: Scope | 'any'): Json {
   const missing = `the key lacks scope ${scope === 'any' ? 'usage:read' : scope}`;
   return {
     ...commonErrors(),
+    '401': errorResponse(Code.INVALID_API_KEY, { headers: { 'WWW-Authenticate': { description: 'Bearer realm="proxyd", the same for every cause', schema: { type: 'string' } } } }),
     ...(scope === 'any' ? {} : { '403': { description: 'the key lacks the scope', ...envelope(null, { code: Code.MISSING_SCOPE, message: missing, data: null }) } }),
   };
 }
