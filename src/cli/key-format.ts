@@ -2,8 +2,7 @@
 // where, and the part of a key that may be shown (its public id). The rule itself is the contract's (scopes.ts),
 // loaded only by the commands that read a key (main's error printer loads this file: no ipaddr.js for `--help`).
 
-/** Every key starts with this (contract/scopes.ts KEY_PREFIX). */
-const KEY_PREFIX = 'pxk_';
+import { KEY_PREFIX } from '../contract/key-prefix.js';
 
 /** Meant as an API key (rather than an account token): it starts with `pxk_`. Decides Bearer vs api_key. */
 export function isApiKeyShaped(s: string): boolean {

@@ -3,6 +3,7 @@
 // `-session-ID[-sesstime-MIN]` (docs/gateway.md, "Egress pools", "Entry and exit nodes", "Dedicated addresses").
 
 import { isStrictIPv4 } from './ipv4-syntax.js';
+import { KEY_PREFIX } from './key-prefix.js';
 
 /** Proxy usernames: no `:` so HTTP Basic splits cleanly. The same rule as an HTML `pattern` (the console's form). */
 export const PROXY_USERNAME_PATTERN = '[A-Za-z0-9._\\-]{3,64}';
@@ -26,6 +27,8 @@ export function isProxyUsername(s: string): boolean {
  *  `alice-session-x` (of any account) would win over alice's session `x` at the gateway and lock alice out of it. */
 export function newProxyUsernameProblem(s: string): string | null {
   if (!isProxyUsername(s)) return PROXY_USERNAME_HINT;
+  // An API key fits the username rule: one pasted as a name would be shown wherever usernames are (lists, logs).
+  if (s.startsWith(KEY_PREFIX)) return `"${KEY_PREFIX}" starts an API key: a username cannot start with it`;
   const marker = reservedMarkerIn(s);
   if (marker === MARKER) return `"${MARKER}" is reserved for session parameters (USER-session-ID)`;
   if (marker === '-ip-') return `"-ip-" is reserved for a dedicated address (USER-ip-A.B.C.D)`;

@@ -1,6 +1,7 @@
 // API keys (docs/api.md, "Authentication"): the key's shape, its scopes, and the rules of its fields, shared by
 // proxyd (the key check, the console, `proxyd admin key`) and proxyctl (`key set`).
 import ipaddr from 'ipaddr.js';
+import { KEY_PREFIX } from './key-prefix.js';
 
 export const SCOPES = ['usage:read', 'users:read', 'users:write', 'rules:read', 'rules:write', 'audit:read'] as const;
 export type Scope = (typeof SCOPES)[number];
@@ -8,7 +9,7 @@ export type Scope = (typeof SCOPES)[number];
 export const isScope = (s: string): s is Scope => (SCOPES as readonly string[]).includes(s);
 
 /** Every key starts with this. */
-export const KEY_PREFIX = 'pxk_';
+export { KEY_PREFIX };
 /** The whole key: `pxk_` + public id + `_` + secret (at least 128 random bits, base62 or base64url). */
 export const KEY_PATTERN = /^pxk_[A-Za-z0-9]+_[A-Za-z0-9_-]{22,}$/;
 // Capped lengths: a presented value is never worth more work than a real key's (ids are 16, secrets 43 characters).

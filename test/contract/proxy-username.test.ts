@@ -120,4 +120,9 @@ describe('the dedicated-address marker -ip- (after -city-, before -session-)', (
     expect(parseProxyUsername('alice-ip-1.2.3.4-country-us')).toMatchObject({ kind: 'params', user: 'alice-ip-1.2.3.4', country: 'us' });
   });
   it('is reserved in new names', () => expect(newProxyUsernameProblem('bob-ip-x')).toMatch(/"-ip-" is reserved for a dedicated address/));
+  it('a name shaped like an API key (pxk_…) is refused, so a pasted key never becomes a username shown in lists and logs', () => {
+    expect(newProxyUsernameProblem('pxk_a1b2c3d4e5f6_AbCdEfGhIjKlMnOpQrStUvWxYz012345')).toMatch(/"pxk_" starts an API key/);
+    expect(newProxyUsernameProblem('pxk_alice')).toMatch(/"pxk_"/);
+    expect(newProxyUsernameProblem('alice_pxk_x')).toBeNull();
+  });
 });
