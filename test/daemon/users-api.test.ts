@@ -356,6 +356,10 @@ describe.each(BACKENDS)('proxy users over the API (%s)', (backend) => {
       expect({ bad, code: r.json().code }).toEqual({ bad, code: 10400 });
       expect(r.json().message).toContain('Idempotency-Key');
     }
+    // Sent twice (Node would join them into "a, b", itself a valid key): refused, nothing done.
+    const twice = await t.app.inject({ method: 'POST', url: USERS, headers: { ...bearer(key.key), 'content-type': 'application/json', 'idempotency-key': ['gina-1', 'gina-2'] }, payload: '{"username":"gina"}' });
+    expect(twice.json().code).toBe(10400);
+    expect(twice.json().message).toBe('invalid parameters: Idempotency-Key (sent more than once)');
     expect((await call('GET', userPath('gina'))).status).toBe(404);
     // A refusal is kept too: the same request again gets it again.
     const taken = await call('POST', USERS, { username: 'alice' }, { 'idempotency-key': 'taken-1' });

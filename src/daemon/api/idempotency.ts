@@ -38,9 +38,21 @@ type Hooks = { preHandler: preHandlerHookHandler[]; onSend: onSendHookHandler[] 
 export function idempotencyKeyOf(request: FastifyRequest): string | null {
   const raw = request.headers[IDEMPOTENCY_KEY_HEADER];
   if (raw === undefined) return null;
-  const key = Array.isArray(raw) ? raw.join(', ') : raw;
+  // Node joins a repeated header into "a, b": two keys are not one key (a key names one logical write).
+  if (Array.isArray(raw) || headerCount(request, IDEMPOTENCY_KEY_HEADER) > 1) {
+    throw new BusinessError(Code.INVALID_PARAMS, 'invalid parameters: Idempotency-Key (sent more than once)');
+  }
+  const key = raw;
   if (!KEY_RE.test(key)) throw new BusinessError(Code.INVALID_PARAMS, 'invalid parameters: Idempotency-Key (1-255 printable ASCII characters)');
   return key;
+}
+
+/** How many times the request carries header `name` (lower case). */
+function headerCount(request: FastifyRequest, name: string): number {
+  const raw = request.raw.rawHeaders;
+  let n = 0;
+  for (let i = 0; i < raw.length; i += 2) if (raw[i]!.toLowerCase() === name) n++;
+  return n;
 }
 
 function bodyHash(request: FastifyRequest): string {
