@@ -1,6 +1,7 @@
 // Proxy users as a customer writes them (docs/cli.md "Proxy users"): the flags of `users create|set`, and the file of
 // `users create --file` (CSV with a header, or JSON lines), checked here with the contract's rules so a typo is a
 // usage error naming the line and field, before anything is sent.
+import { findDuplicateKey } from '../contract/json.js';
 import { parseApiTime, API_TIME_EXPECTED } from '../contract/schemas.js';
 import { newProxyUsernameProblem } from '../contract/proxy-username.js';
 import { passwordProblem } from '../contract/password.js';
@@ -195,6 +196,9 @@ function parseJsonLines(text: string, name: string): NewUser[] {
       throw new UsageError(`${where}: not a JSON object`);
     }
     if (!obj || typeof obj !== 'object' || Array.isArray(obj)) throw new UsageError(`${where}: not a JSON object`);
+    // JSON.parse keeps the last of two equal keys; the API refuses such a body, and so does the file.
+    const dup = findDuplicateKey(l);
+    if (dup !== null) throw new UsageError(`${where}: field "${dup}" given twice`);
     const user: Partial<NewUser> & { [WHERE]?: string } = { [WHERE]: where };
     for (const [k, v] of Object.entries(obj as Record<string, unknown>)) {
       if (!(CSV_COLUMNS as readonly string[]).includes(k)) throw new UsageError(`${where}: unknown field "${k}" (fields: ${CSV_COLUMNS.join(', ')})`);

@@ -501,6 +501,7 @@ describe('proxyctl users create --file', () => {
       ['username\nann-country-us\n', '-country-'],
       ['{"username":"ann","colour":1}\n', 'line 1: unknown field "colour"'],
       ['{"username":"ann"\n', 'line 1: not a JSON object'],
+      ['{"username":"ann","username":"bob"}\n', 'line 1: field "username" given twice'],
       ['username,allow\nann,a.example,b.example\n', 'quote a list'],
     ] as Array<[string, string]>) {
       writeFileSync(jl, text);
