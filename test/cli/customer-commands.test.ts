@@ -310,6 +310,10 @@ describe('proxyctl users', () => {
       [['proxies', 'export', '--user', KEY], 'an API key or token was given where a username belongs'],
       [['users', 'set', 'alice', '--allow', `a.example,${KEY}`], '--allow: an API key or token was given where a value belongs'],
       [['users', 'delete', TOKEN, '--yes'], 'an API key or token was given where a username belongs'],
+      [['users', 'list', '--prefix', ''], '--prefix must be 1-64 characters'],
+      [['users', 'list', '--prefix', 'a b'], '--prefix must be 1-64 characters'],
+      [['users', 'list', '--prefix', KEY], 'an API key or token was given where a username prefix belongs'],
+      [['users', 'list', '--prefix', TOKEN], 'an API key or token was given where a username prefix belongs'],
     ] as Array<[string[], string]>) {
       const r = await cli(args, { env });
       expect(r.code, args.join(' ')).toBe(2);
