@@ -153,7 +153,13 @@ export function parseUsersFile(text: string, name: string): NewUser[] {
 const WHERE = Symbol('where');
 
 function parseCsvUsers(text: string, name: string): NewUser[] {
-  const rows = parseCsv(text);
+  let rows: ReturnType<typeof parseCsv>;
+  try {
+    rows = parseCsv(text);
+  } catch (e) {
+    // parseCsv knows the line, not the file: every other bad line names both.
+    throw e instanceof UsageError ? new UsageError(`${name}: ${e.message}`) : e;
+  }
   const header = rows.shift();
   if (!header) return [];
   const cols = header.cells.map((c) => c.trim().toLowerCase());

@@ -507,6 +507,7 @@ describe('proxyctl users create --file', () => {
       ['{"username":"ann"\n', 'line 1: not a JSON object'],
       ['{"username":"ann","username":"bob"}\n', 'line 1: field "username" given twice'],
       ['username,allow\nann,a.example,b.example\n', 'quote a list'],
+      ['username,password\nann,"not closed\n', 'u.jsonl: line 2: a quoted field is not closed'],
     ] as Array<[string, string]>) {
       writeFileSync(jl, text);
       const r = await cli(['users', 'create', '--file', jl], { env, dir });
