@@ -560,6 +560,11 @@ describe('proxyctl proxies export', () => {
     expect(f.stdout).toBe('');
     expect(readFileSync(out, 'utf8').split('\n').filter(Boolean)).toHaveLength(3);
     expect(statSync(out).mode & 0o777).toBe(0o600);
+    // `--out -` is stdout, not a file named "-".
+    const dash = await cli(['proxies', 'export', '--user', 'bob', '--count', '2', '--out', '-'], { env, stdin: pw, dir });
+    expect(dash.code).toBe(0);
+    expect(dash.stdout.split('\n').filter(Boolean)).toHaveLength(2);
+    expect(existsSync(path.join(process.cwd(), '-'))).toBe(false);
   });
 
   it('usage errors before anything is sent; an unknown user is exit 1; a country without exits warns', async () => {
