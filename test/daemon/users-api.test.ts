@@ -331,6 +331,9 @@ describe.each(BACKENDS)('proxy users over the API (%s)', (backend) => {
     expect(again.status).toBe(200);
     expect(again.headers['idempotent-replayed']).toBe('true');
     expect(again.body).toEqual(first.body); // the first answer, its password and request id included
+    // Header and body name one request id (SPEC 3.1): the first one's, on the replay too.
+    expect(first.headers['x-request-id']).toBe(first.body.requestId);
+    expect(again.headers['x-request-id']).toBe(first.body.requestId);
     expect(await total()).toBe(before + 1);
     if (t.store.dataDir && backend === 'sqlite') {
       // The kept answer is sealed: the password shown once is not in the database in the clear.

@@ -101,6 +101,8 @@ export function idempotentRoute(
         if (body === null) return sendEnvelope(request, reply, Code.CONFLICT, null, 'conflict: the answer kept for this Idempotency-Key cannot be read; use a new key');
         reply.businessCode = codeOf(body);
         reply.header(IDEMPOTENT_REPLAYED_HEADER, 'true');
+        // The first answer's request id, as its body says (SPEC 3.1: the header and the body name the same id).
+        reply.header('x-request-id', requestIdOf(body) ?? request.id);
         return reply.code(c.status).type('application/json; charset=utf-8').send(body);
       }
       // Its first request is still running (here or on another node): wait for its answer.
@@ -123,6 +125,15 @@ export function idempotentRoute(
     return payload;
   };
   return { preHandler: [preHandler], onSend: [onSend] };
+}
+
+function requestIdOf(body: string): string | undefined {
+  try {
+    const id = (JSON.parse(body) as { requestId?: unknown }).requestId;
+    return typeof id === 'string' && /^[\x21-\x7e]{1,200}$/.test(id) ? id : undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 function codeOf(body: string): number | undefined {
