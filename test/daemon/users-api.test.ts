@@ -239,6 +239,7 @@ describe.each(BACKENDS)('proxy users over the API (%s)', (backend) => {
       [{ status: 'on' }, 'status'],
       [{ rate_limit: 'x', max_connections: 2 }, 'rate_limit'],
       [{ deny: ['ok.example', 'exa mple'] }, 'exa mple'],
+      [{ allow: ['none'] }, 'allow ("none": write [] to empty the list)'],
       [{ nickname: 'al' }, 'nickname'],
       ['[]', 'body'],
     ] as const) {
@@ -276,6 +277,9 @@ describe.each(BACKENDS)('proxy users over the API (%s)', (backend) => {
       [{ allow: ['10.0.0.1/8'] }, '10.0.0.1/8'],
       [{ deny: 'x.example' }, 'deny'],
       [{ block: [] }, 'block'],
+      // The text forms' word for an empty list is no item here: it would have emptied the list ([] does that).
+      [{ deny: ['none'] }, '"none": write [] to empty the list'],
+      [{ allow: [' None '] }, '"none": write [] to empty the list'],
     ] as const) {
       const bad = await call('PUT', PROXY_PATHS.rules, body);
       expect({ body, code: bad.body.code }).toEqual({ body, code: 10400 });
