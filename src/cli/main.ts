@@ -248,8 +248,8 @@ Examples:
       .option('--max-connections <n>', `open connections at once${none}`)
       .option('--rate-limit <rate>', `bandwidth, e.g. 10mbit${none}`)
       .option('--expires <iso>', `when the user stops working, ISO 8601 with a zone${none}`)
-      .option('--allow <list>', 'target rules the user may reach, separated by , or ; (empty clears)')
-      .option('--deny <list>', 'target rules the user may not reach, separated by , or ; (empty clears)');
+      .option('--allow <list>', `target rules the user may reach, separated by , or ;${clearable ? ' (empty or none clears)' : ''}`)
+      .option('--deny <list>', `target rules the user may not reach, separated by , or ;${clearable ? ' (empty or none clears)' : ''}`);
   };
   const pickFields = (o: FieldOpts): FieldOpts => {
     const out: FieldOpts = {};

@@ -55,7 +55,8 @@ export function fieldFromText(field: Exclude<Column, 'username'>, value: string,
     }
     case 'allow':
     case 'deny':
-      return { [field]: splitList(v) };
+      // `none` empties a list as it clears a limit (the API takes [] for that, and refuses ["none"]).
+      return { [field]: cleared ? [] : splitList(v) };
   }
 }
 

@@ -344,6 +344,9 @@ describe('proxyctl users', () => {
     expect((await cli(['users', 'set', 'alice', '--traffic-limit', 'none'], { env })).code).toBe(0);
     expect(s.requests.at(-1)!.body).toEqual({ traffic_limit: null });
     expect(s.requests.at(-1)!.method).toBe('PATCH');
+    // `none` empties a list too: the API's [] (it refuses ["none"]).
+    expect((await cli(['users', 'set', 'alice', '--allow', 'none', '--deny', ''], { env })).code).toBe(0);
+    expect(s.requests.at(-1)!.body).toEqual({ allow: [], deny: [] });
 
     expect((await cli(['users', 'disable', 'alice'], { env })).code).toBe(0);
     expect(s.requests.at(-1)!.body).toEqual({ status: 'disabled' });
