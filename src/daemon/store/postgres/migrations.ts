@@ -312,7 +312,7 @@ export const PG_MIGRATIONS: readonly string[] = [
   CREATE TRIGGER change_notify_claims AFTER INSERT OR UPDATE OR DELETE ON ip_claims FOR EACH STATEMENT EXECUTE FUNCTION proxyd_notify_change();
   CREATE TRIGGER change_notify_accounts AFTER INSERT OR UPDATE OF status OR DELETE ON accounts FOR EACH STATEMENT EXECUTE FUNCTION proxyd_notify_change();
   `,
-  // 3: batches and API admission in one round trip each (docs/decisions.md, "PostgreSQL: a batch is one call").
+  // 3: batches and API admission in one round trip each (docs/decisions.md#d-014, "PostgreSQL: a batch is one call").
   // A batch is a procedure: every item is its own transaction (COMMIT per item, docs/api.md) committed without
   // waiting for its WAL flush, and one synchronous commit at the end flushes them all before the caller hears
   // back. A WAL record is needed for that commit to flush: a transactional logical message (no table, no row).
@@ -565,7 +565,7 @@ export const PG_MIGRATIONS: readonly string[] = [
   ALTER TABLE plans ADD COLUMN rate_limit bigint;
   ALTER TABLE user_limits ADD COLUMN rate_limit bigint;
   `,
-  // 19: usage writes grow with active users, not periods (docs/decisions.md, "Usage writes"): a flush writes
+  // 19: usage writes grow with active users, not periods (docs/decisions.md#d-023, "Usage writes"): a flush writes
   // minute buckets only, adding its deltas to roll_* too (what the minute holds that its hour and day buckets do
   // not yet) and marking the row `unrolled`; a roll-up on one node at a time folds finished minutes into hour and
   // day buckets (node '') and clears both. Reads of hours and days add the unrolled minutes (this partial index
