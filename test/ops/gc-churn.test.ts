@@ -5,7 +5,7 @@
 // daemon's, which `proxyd serve` turns off (the daemon case), and the gateway's open connections and tunnels kept
 // in `Set`s (the gateway-alone case: in the daemon, with pretenuring off, the Sets did not show). Measured with
 // V8's own GC trace of the process (--trace-gc-nvp: `new_space_survived` per young collection), the way
-// docs/BENCHMARKS.md measured it.
+// docs/benchmarks/workers-reuseport.md measured it.
 import { spawn, type ChildProcess } from 'node:child_process';
 import net from 'node:net';
 import path from 'node:path';

@@ -37,7 +37,7 @@ export interface MeterOptions {
   phase?: number;
 }
 
-/** On PostgreSQL: accounts without a traffic limit are flushed this often (visible within 5 s, p95: docs/BENCHMARKS.md). */
+/** On PostgreSQL: accounts without a traffic limit are flushed this often (visible within 5 s, p95: docs/benchmarks/fleet-scale.md). */
 export const RELAXED_FLUSH_MS = 4_000;
 /** On PostgreSQL: usage per domain is flushed this often (and at the end of each UTC day). */
 export const DOMAIN_FLUSH_MS = 60_000;

@@ -327,7 +327,7 @@ export const PG_MIGRATIONS: readonly string[] = [
   -- The secret arrives as its SHA-256; comparing two digests leaks nothing an attacker can steer.
   ${apiAdmitFunction('jsonb')}
   `,
-  // 4: a list's page is built as json, not jsonb (docs/BENCHMARKS.md, API on PostgreSQL): jsonb_agg builds a
+  // 4: a list's page is built as json, not jsonb (docs/benchmarks/api.md, API on PostgreSQL): jsonb_agg builds a
   // binary document that is then printed again as text for the wire; json_agg writes the text once. Same
   // answers (postgres.js parses both); a node still on migration 3's code reads the json page alike.
   `

@@ -30,7 +30,7 @@ import { BATCH_MS, unlessBusy, PgFamily } from './family.js';
 const ROLLUP_LOCK_KEY = 0x70726f787975; // "proxyu"
 /**
  * Minute rows folded per transaction, with a pause between transactions: a minute of 60,000 active users folded in
- * one statement kept a core busy for 5 s and stretched the flushes beside it (docs/BENCHMARKS.md, "Fleet scale").
+ * one statement kept a core busy for 5 s and stretched the flushes beside it (docs/benchmarks/fleet-scale.md, "Fleet scale").
  */
 const ROLLUP_ROWS = 5_000;
 const ROLLUP_PAUSE_MS = 250;
