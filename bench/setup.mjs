@@ -326,7 +326,7 @@ async function measure({ tport, ours, ours2, squid, dante, floor, floor2 }, load
   const paths = [...ours.paths, ...squid.paths, ...(dante?.paths ?? []), ...(floor?.paths ?? [])];
   const all = [...paths, ...ours2.paths, ...(floor2?.paths ?? [])];
   // Warm: every path through WARM_MS of the tunnels/s loops, as a daemon in service has run its connection path hot
-  // (a Node daemon's first ~6,000 tunnels run as unoptimised code, slower and keeping more alive: decisions.md#d-035,
+  // (a Node daemon's first ~6,000 tunnels run as unoptimised code, slower and keeping more alive: decisions.md#d-039,
   // "GC: tunnels that outlived young collections"; the peers warm alike).
   const warmUp = {};
   await phase('warm-up', 60_000 + all.length * WARM_MS * 2, async () => {

@@ -75,7 +75,18 @@ describe('docs: every named path and symbol exists', () => {
       );
     const files = [...DOCS, ...walk('src'), ...walk('test'), ...walk('bench')];
     const missing: string[] = [];
-    for (const f of files) for (const m of read(f).matchAll(/decisions\.md#(d-\d+)/g)) if (!anchors.has(m[1]!)) missing.push(`${f}: ${m[1]}`);
+    const flat = (s: string): string => s.replace(/\s+(?:\/\/|\*)?\s*/g, ' ').toLowerCase();
+    for (const f of files) {
+      const text = read(f);
+      for (const m of text.matchAll(/decisions\.md#(d-\d+)/g)) if (!anchors.has(m[1]!)) missing.push(`${f}: ${m[1]}`);
+      // `decisions.md#d-NNN, "a title or phrase"`: the phrase is in that entry (a grep for it lands there).
+      for (const m of text.matchAll(/decisions\.md#(d-\d+),? \(?"([^"]+)"/g)) {
+        const at = decisions.indexOf(`<a id="${m[1]}"></a>`);
+        const next = decisions.indexOf('<a id="d-', at + 1);
+        const entry = flat(decisions.slice(at, next < 0 ? undefined : next));
+        if (at < 0 || !entry.includes(flat(m[2]!).replace(/\s*…$/, ''))) missing.push(`${f}: ${m[1]} "${m[2]}"`);
+      }
+    }
     expect(missing).toEqual([]);
     // Each entry: its anchor, its numbered heading and a status line.
     for (const a of anchors) {
@@ -85,6 +96,23 @@ describe('docs: every named path and symbol exists', () => {
       expect(entry, a).toMatch(/\nArea: .+ · Status: /);
       expect(decisions, `${a} is missing from the index`).toContain(`| [${a.toUpperCase()}](#${a}) |`);
     }
+  });
+
+  it('a docs/benchmarks/<topic>.md named with a quoted section holds that section', () => {
+    const walk = (dir: string): string[] =>
+      readdirSync(path.join(ROOT, dir), { withFileTypes: true }).flatMap((e) =>
+        e.isDirectory() ? walk(`${dir}/${e.name}`) : /\.(?:ts|mjs|md)$/.test(e.name) ? [`${dir}/${e.name}`] : [],
+      );
+    const wrong: string[] = [];
+    for (const f of [...DOCS, ...walk('src'), ...walk('test'), ...walk('bench')]) {
+      for (const m of read(f).matchAll(/(docs\/benchmarks\/[\w-]+\.md),\s*(?:\/\/\s*|\*\s*)?"([^"]+)"/g)) {
+        const target = m[1]!;
+        if (!existsSync(path.join(ROOT, target))) continue; // the path check reports it
+        const phrase = m[2]!.replace(/\s+(?:\/\/|\*)?\s*/g, ' ').toLowerCase();
+        if (!read(target).replace(/\s+/g, ' ').toLowerCase().includes(phrase)) wrong.push(`${f}: ${target} "${m[2]}"`);
+      }
+    }
+    expect(wrong).toEqual([]);
   });
 
   it('docs/architecture.md: every step of the traces names a file and a symbol it declares', () => {

@@ -565,7 +565,7 @@ export const PG_MIGRATIONS: readonly string[] = [
   ALTER TABLE plans ADD COLUMN rate_limit bigint;
   ALTER TABLE user_limits ADD COLUMN rate_limit bigint;
   `,
-  // 19: usage writes grow with active users, not periods (docs/decisions.md#d-023, "Usage writes"): a flush writes
+  // 19: usage writes grow with active users, not periods (docs/decisions.md#d-027, "Usage writes"): a flush writes
   // minute buckets only, adding its deltas to roll_* too (what the minute holds that its hour and day buckets do
   // not yet) and marking the row `unrolled`; a roll-up on one node at a time folds finished minutes into hour and
   // day buckets (node '') and clears both. Reads of hours and days add the unrolled minutes (this partial index

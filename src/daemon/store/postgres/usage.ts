@@ -1,7 +1,7 @@
 // Usage buckets on PostgreSQL: every node flushes into the same buckets; a flush is one transaction that
 // records its id first, so a flush sent again after the client deadline (the first may still commit) adds nothing.
 // A flush writes minute buckets only (one row per user, in one statement), their deltas counted in roll_* too;
-// rollUp, on one node at a time, folds finished minutes into hour and day buckets (docs/decisions.md#d-023, "Usage
+// rollUp, on one node at a time, folds finished minutes into hour and day buckets (docs/decisions.md#d-027, "Usage
 // writes"), and reads of hours and days add what is not folded yet.
 import type { DomainUsageRow, FlushDomains, UsageDelta, UsagePeriod, UsageQuery, UsageRow, UsageStore } from '../types.js';
 import {
