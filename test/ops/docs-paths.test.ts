@@ -88,6 +88,8 @@ describe('docs: every named path and symbol exists', () => {
       }
     }
     expect(missing).toEqual([]);
+    for (const m of decisions.matchAll(/\]\(#(d-\d+)\)/g)) if (!anchors.has(m[1]!)) missing.push(`docs/decisions.md: #${m[1]}`);
+    expect(missing).toEqual([]);
     // Each entry: its anchor, its numbered heading and a status line.
     for (const a of anchors) {
       const at = decisions.indexOf(`<a id="${a}"></a>`);
