@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// How far one PostgreSQL goes for a fleet (docs/BENCHMARKS.md, "Fleet scale"; SPEC 18): N simulated nodes in this
+// How far one PostgreSQL goes for a fleet (docs/benchmarks/fleet-scale.md, "Fleet scale"; SPEC 18): N simulated nodes in this
 // process, each running the real usage meter (metering/meter.ts: its timers, its flush ids, its cadence) and the
 // real connection-log writer (observe/connection-log.ts) over a real PostgresStore of its own, against one
 // throwaway PostgreSQL. Every user is active every second (the worst case for the bound "rows per active

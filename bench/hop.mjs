@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 // What the entry → exit hop (docs/operations.md, "Entry and exit nodes") costs at set-up and in throughput
-// (docs/BENCHMARKS.md, "Entry → exit hop"). Run after `npm run build`. Every node runs as shipped (`node
+// (docs/benchmarks/hop.md, "Entry → exit hop"). Run after `npm run build`. Every node runs as shipped (`node
 // --max-semi-space-size=8 bin/proxyd serve`, connection log and metering on) on a PostgreSQL 15 cluster of the
 // bench's own (a temp dir, made and destroyed by the run); every tunnel is an HTTP CONNECT with credentials
 // (`bench-user-country-us`).
