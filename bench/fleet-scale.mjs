@@ -29,6 +29,7 @@ import { pgCluster, postgresCpu } from './lib/pg-cluster.mjs';
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const DIST = path.resolve(process.env.PROXYD_DIST ?? path.join(ROOT, 'dist'));
 const load = (p) => import(pathToFileURL(path.join(DIST, p)).href);
+const la = () => loadavg().map((x) => x.toFixed(2)).join(' ');
 const { PostgresStore } = await load('daemon/store/postgres/index.js');
 const { UsageMeter, PG_CADENCE } = await load('daemon/metering/meter.js');
 const { ConnectionLogWriter } = await load('daemon/observe/connection-log.js');

@@ -197,7 +197,7 @@ function tree(pid) {
       const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
       if (!children.has(ppid)) children.set(ppid, []);
       children.get(ppid).push(Number(d));
-    } catch {}
+    } catch { /* exited meanwhile */ }
   }
   const out = [];
   const walk = (p) => { out.push(p); for (const c of children.get(p) ?? []) walk(c); };
@@ -214,7 +214,7 @@ function cpuSeconds(pid) {
       const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
       // Fields 14-17 of stat(5): utime, stime, cutime, cstime (f[0] is field 3).
       ticks += Number(f[11]) + Number(f[12]) + Number(f[13]) + Number(f[14]);
-    } catch {}
+    } catch { /* exited meanwhile */ }
   }
   return ticks / CLK_TCK;
 }
@@ -227,7 +227,7 @@ function pssKiB(pid) {
     try {
       const m = /^Pss:\s+(\d+) kB/m.exec(readFileSync(`/proc/${p}/smaps_rollup`, 'utf8'));
       if (m) total += Number(m[1]);
-    } catch {}
+    } catch { /* exited meanwhile */ }
   }
   return total;
 }

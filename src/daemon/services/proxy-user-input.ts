@@ -58,7 +58,6 @@ function unknownField(o: Record<string, unknown>, allowed: Set<string>, at: stri
 
 /** A proxy password a customer chooses: the console's rule for chosen passwords, and no control characters. */
 export function proxyPasswordProblem(p: string): string | null {
-  // eslint-disable-next-line no-control-regex
   if (/[\u0000-\u001f\u007f]/.test(p)) return 'no control characters';
   return passwordProblem(p);
 }
