@@ -1,5 +1,6 @@
 // SOCKS5 wire format (RFC 1928 / RFC 1929), client side: what the auth and connect stages send and parse.
 import { isIP } from 'node:net';
+import { formatHostPort } from '../../rules/host-port.js';
 
 export const SOCKS_VERSION = 0x05;
 export const METHOD_NO_AUTH = 0x00;
@@ -83,11 +84,11 @@ export function boundAddressLength(atyp: number, firstAddrByte: number | undefin
 
 export function formatBound(atyp: number, bytes: Buffer): string {
   const port = bytes.readUInt16BE(bytes.length - 2);
-  if (atyp === 0x01) return `${[...bytes.subarray(0, 4)].join('.')}:${port}`;
+  if (atyp === 0x01) return formatHostPort([...bytes.subarray(0, 4)].join('.'), port);
   if (atyp === 0x04) {
     const groups: string[] = [];
     for (let i = 0; i < 16; i += 2) groups.push(bytes.readUInt16BE(i).toString(16));
-    return `[${groups.join(':')}]:${port}`;
+    return formatHostPort(groups.join(':'), port);
   }
-  return `${bytes.subarray(1, bytes.length - 2).toString('utf8')}:${port}`;
+  return formatHostPort(bytes.subarray(1, bytes.length - 2).toString('utf8'), port);
 }

@@ -10,11 +10,11 @@ import { DEFAULT_STALE_ADMISSION_SEC } from '../admission/view.js';
 import type { EgressPrefix } from '../../gateway/index.js';
 import { parseEgress } from './egress-pool.js';
 import { parseDurationMs } from '../../contract/time.js';
-import { splitHostPort, type HostPort } from '../../contract/host-port.js';
+import { splitHostPort, type HostPort } from '../../rules/host-port.js';
 import { DEFAULT_USAGE_RETENTION, readUsageRetention } from '../services/usage.js';
 
 // The contract's HOST:PORT, as the start-up path (serve.ts) imports it from here.
-export { formatHostPort } from '../../contract/host-port.js';
+export { formatHostPort } from '../../rules/host-port.js';
 
 export interface ServeConfig {
   dataDir: string;

@@ -444,13 +444,13 @@ export async function startDaemon(cfg: ServeConfig, log: DaemonLog, worker: Work
   // An exit is in the registry before it says ready: entries may send it traffic from the next read on.
   const heartbeat =
     hop && store.exits && identity
-      ? new ExitHeartbeat(store.exits, { node: cfg.nodeName, hop: formatHostPort(cfg.hopAdvertise ?? hop), country: cfg.location?.country ?? null, city: cfg.location?.city ?? null }, identity, log)
+      ? new ExitHeartbeat(store.exits, { node: cfg.nodeName, hop: formatHostPort((cfg.hopAdvertise ?? hop).host, (cfg.hopAdvertise ?? hop).port), country: cfg.location?.country ?? null, city: cfg.location?.city ?? null }, identity, log)
       : null;
   const ready: Ready = {
     event: 'ready' as const,
-    api: `http://${formatHostPort(apiHostPort)}`,
+    api: `http://${formatHostPort(apiHostPort.host, apiHostPort.port)}`,
     // An exit opens no customer listener: its ready line names its hop instead.
-    ...(cfg.role === 'exit' ? { hop: formatHostPort(hop!) } : { httpProxy: http ? formatHostPort(http) : null, socks5: socks ? formatHostPort(socks) : null }),
+    ...(cfg.role === 'exit' ? { hop: formatHostPort(hop!.host, hop!.port) } : { httpProxy: http ? formatHostPort(http.host, http.port) : null, socks5: socks ? formatHostPort(socks.host, socks.port) : null }),
     ...(cfg.role === 'both' ? {} : { role: cfg.role }),
     pid: process.pid,
   };
