@@ -13,6 +13,7 @@ import { LiveSet, type LiveMember } from './relay/live-set.js';
 import { canonicalIp, parseIp, reachesListener } from './dial/target-policy.js';
 import { isGatewayUdpSocket } from './dial/udp-out.js';
 import type { AdmitFailure, AdmitResult, DedicatedEgress, EgressUsageDelta, GatewayLimits, GatewayOptions, GatewayStats, RefusalReason, UsageDelta, UsernameParams } from './types.js';
+import { ipSubject, usageKey, userSubject } from '../rules/usage-key.js';
 
 export type { DialFailure, ResolveOutcome } from './dial/dialer.js';
 
@@ -70,9 +71,6 @@ export function meterHost(host: string): string {
   return bare.includes(':') ? canonicalIp(bare) : bare;
 }
 
-/** One key per account and subject (`user:NAME`, `ip:A.B.C.D`): the gateway's counters and the daemon's meter and plans. */
-export const usageKey = (accountId: number, subject: string): string => `${accountId}\0${subject}`;
-
 /**
  * An `Admitter`'s answer that is still to come: a promise, or any thenable (one from another realm or library),
  * which `instanceof Promise` would take for an answer.
@@ -83,7 +81,7 @@ function isThenable<T>(x: T | PromiseLike<T>): x is PromiseLike<T> {
 
 /** What whitelist admission of `sourceIp` gives the gateway. */
 function byIp(r: AdmitResult, sourceIp: string): AdmitOutcome {
-  return r.ok ? { ok: true, accountId: r.accountId, session: null, subject: `ip:${sourceIp}` } : { ok: false, reason: r.reason, accountId: r.accountId };
+  return r.ok ? { ok: true, accountId: r.accountId, session: null, subject: ipSubject(sourceIp) } : { ok: false, reason: r.reason, accountId: r.accountId };
 }
 
 /**
@@ -94,7 +92,7 @@ function byUser(out: AdmitResult, username: string, parsed: UsernameParams, dedi
   if (!out.ok) return { ok: false, reason: out.reason, accountId: out.accountId };
   // The base user of parameters that do not parse: its password matched, so its account hears why (same 407).
   if (parsed.kind === 'malformed' && out.user !== username) return { ok: false, reason: 'bad_username_params', accountId: out.accountId };
-  const subject = `user:${out.user ?? username}`;
+  const subject = userSubject(out.user ?? username);
   if (parsed.kind === 'params' && out.user === parsed.user) {
     const session = parsed.session === null ? null : { key: `${out.accountId}:${parsed.user}:${parsed.session}`, minutes: parsed.minutes };
     const want = parsed.country === null && parsed.city === null ? null : { country: parsed.country, city: parsed.city };

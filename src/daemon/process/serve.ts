@@ -14,6 +14,7 @@ import type { AnswerSealer, ApiContext } from '../services/context.js';
 import { formatHostPort, parseDnsServers, type ServeConfig } from './config.js';
 import { checkBindable, checkPrefixBindable, stickyAddressesFor, stickySessionsFor } from './egress-pool.js';
 import { parseProxyUsername } from '../../contract/proxy-username.js';
+import { subjectUser } from '../../rules/usage-key.js';
 import { dependenciesUp, withViewHealth } from '../observe/health.js';
 import { openCountryLookup, type CountryLookup } from '../services/geo.js';
 import type { DaemonLog } from '../log.js';
@@ -414,7 +415,7 @@ export async function startDaemon(cfg: ServeConfig, log: DaemonLog, worker: Work
   gatewayRef = gw;
   // A proxy user disabled or deleted (by any node) loses its open connections here as soon as the view hears of it.
   view.onUsersRevoked = (names) => {
-    const n = gw.closeWhere((_accountId, subject) => subject.startsWith('user:') && names.has(subject.slice(5)));
+    const n = gw.closeWhere((_accountId, subject) => names.has(subjectUser(subject) ?? ''));
     if (n > 0) log.info({ event: 'proxy_user_connections_closed', users: names.size, connections: n }, 'closed the open connections of disabled or deleted proxy users');
   };
   meter.start();

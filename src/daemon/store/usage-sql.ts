@@ -1,4 +1,5 @@
 // Usage buckets, shared by both backends: which bucket a flush lands in, and the read queries.
+import { usageKey } from '../../rules/usage-key.js';
 import type { DomainUsageRow, UsageDelta, UsagePeriod, UsageQuery, UsageRow } from './types.js';
 
 export const PERIOD_MS: Record<UsagePeriod, number> = { minute: 60_000, hour: 3_600_000, day: 86_400_000 };
@@ -100,8 +101,8 @@ export function perSubject(deltas: readonly UsageDelta[]): UsageDelta[] {
   return [...out.values()];
 }
 
-/** An account and subject as a map key. */
-export const subjectKey = (d: Pick<UsageDelta, 'accountId' | 'subject'>): string => `${d.accountId}\0${d.subject}`;
+/** An account and subject as a map key: the gateway's and the meter's key (src/rules/usage-key.ts). */
+export const subjectKey = (d: Pick<UsageDelta, 'accountId' | 'subject'>): string => usageKey(d.accountId, d.subject);
 
 /** How many named domains each account and subject of a flush brings (the cap needs no lookup while they fit). */
 export function namedPerSubject(deltas: readonly UsageDelta[]): Map<string, number> {
