@@ -2,6 +2,7 @@
 // console. The username rule lives in the contract (src/contract/proxy-username.ts); the password is hashed
 // here and shown to the caller once, never stored in the clear.
 import { subjectUser, userSubject } from '../../rules/usage-key.js';
+import { DAY_MS } from '../../rules/time.js';
 import { Code } from '../../contract/codes.js';
 import { newProxyUsernameProblem } from '../../contract/proxy-username.js';
 import { formatRate } from '../../contract/rate.js';
@@ -91,7 +92,7 @@ async function usedInPeriod(store: Store, accountId: number, nowMs: number, only
     accountId,
     period: 'day',
     fromMs: bucketStart('day', start),
-    toMs: bucketStart('day', nowMs) + 86_400_000,
+    toMs: bucketStart('day', nowMs) + DAY_MS,
     by: 'subject',
     ...(only !== undefined ? { subject: userSubject(only) } : {}),
   });

@@ -1,18 +1,19 @@
 // Usage buckets, shared by both backends: which bucket a flush lands in, and the read queries.
 import { usageKey } from '../../rules/usage-key.js';
+import { DAY_MS, HOUR_MS, MINUTE_MS } from '../../rules/time.js';
 import type { DomainUsageRow, UsageDelta, UsagePeriod, UsageQuery, UsageRow } from './types.js';
 
-export const PERIOD_MS: Record<UsagePeriod, number> = { minute: 60_000, hour: 3_600_000, day: 86_400_000 };
+export const PERIOD_MS: Record<UsagePeriod, number> = { minute: MINUTE_MS, hour: HOUR_MS, day: DAY_MS };
 export const PERIODS = Object.keys(PERIOD_MS) as UsagePeriod[];
 
 /** How long an applied flush's id is kept: a flush is never sent again after that long. */
-export const FLUSH_ID_KEEP_MS = 86_400_000;
+export const FLUSH_ID_KEEP_MS = DAY_MS;
 
 /** How long buckets are kept unless `--usage-retention` says otherwise. */
 export const DEFAULT_USAGE_RETENTION_MS: Record<UsagePeriod, number> = {
   minute: 48 * 3_600_000,
-  hour: 90 * 86_400_000,
-  day: 2 * 365 * 86_400_000,
+  hour: 90 * DAY_MS,
+  day: 2 * 365 * DAY_MS,
 };
 
 /** The start of the `period` bucket holding `atMs` (UTC). */
