@@ -12,7 +12,8 @@ import { Tunnels } from './relay/open-tunnels.js';
 import { LiveSet, type LiveMember } from './relay/live-set.js';
 import { canonicalIp, parseIp, reachesListener } from './dial/target-policy.js';
 import { isGatewayUdpSocket } from './dial/udp-out.js';
-import type { AdmitFailure, AdmitResult, DedicatedEgress, EgressUsageDelta, GatewayLimits, GatewayOptions, GatewayStats, RefusalReason, UsageDelta, UsernameParams } from './types.js';
+import type { AdmitFailure, AdmitResult, DedicatedEgress, EgressUsageDelta, GatewayLimits, GatewayOptions, GatewayStats, RefusalReason, UsageDelta } from './types.js';
+import { parseProxyUsername, type ProxyUsername } from '../rules/proxy-username.js';
 import { ipSubject, usageKey, userSubject } from '../rules/usage-key.js';
 
 export type { DialFailure, ResolveOutcome } from './dial/dialer.js';
@@ -88,7 +89,7 @@ function byIp(r: AdmitResult, sourceIp: string): AdmitOutcome {
  * What credentials' admission gives the gateway: metered for the user that matched (a parameterised username's base
  * user). A `-ip-` address must be one of the account's dedicated addresses (`bad_ip_parameter`, the same 407).
  */
-function byUser(out: AdmitResult, username: string, parsed: UsernameParams, dedicated: DedicatedEgress | undefined): AdmitOutcome {
+function byUser(out: AdmitResult, username: string, parsed: ProxyUsername, dedicated: DedicatedEgress | undefined): AdmitOutcome {
   if (!out.ok) return { ok: false, reason: out.reason, accountId: out.accountId };
   // The base user of parameters that do not parse: its password matched, so its account hears why (same 407).
   if (parsed.kind === 'malformed' && out.user !== username) return { ok: false, reason: 'bad_username_params', accountId: out.accountId };
@@ -416,7 +417,7 @@ export class GatewayCore {
    * checked, so the record names its account and says which: a wrong password, or `bad_username_params`.
    */
   private admitUser(username: string, password: string, sourceIp: string | null): AdmitOutcome | Promise<AdmitOutcome> {
-    const parsed = this.opts.parseUsername?.(username) ?? { kind: 'plain' as const, user: username };
+    const parsed = parseProxyUsername(username);
     const base = parsed.kind === 'plain' ? undefined : parsed.user;
     const r = this.opts.admission.admitByCredentials(username, password, base, sourceIp);
     const d = this.opts.dedicated;

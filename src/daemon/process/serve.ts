@@ -13,7 +13,6 @@ import { randomKey } from '../secrets.js';
 import type { AnswerSealer, ApiContext } from '../services/context.js';
 import { formatHostPort, parseDnsServers, type ServeConfig } from './config.js';
 import { checkBindable, checkPrefixBindable, stickyAddressesFor, stickySessionsFor } from './egress-pool.js';
-import { parseProxyUsername } from '../../contract/proxy-username.js';
 import { subjectUser } from '../../rules/usage-key.js';
 import { dependenciesUp, withViewHealth } from '../observe/health.js';
 import { openCountryLookup, type CountryLookup } from '../services/geo.js';
@@ -393,7 +392,6 @@ export async function startDaemon(cfg: ServeConfig, log: DaemonLog, worker: Work
     egressAddress: cfg.egressAddress,
     egressPool: cfg.egressPool && { addresses: cfg.egressPool, sessions: stickySessionsFor(cfg.egressPool.length) },
     egressPrefix: cfg.egressPrefix && { prefix: cfg.egressPrefix, sessions: stickyAddressesFor(cfg.egressPrefix) },
-    parseUsername: parseProxyUsername,
     allowPrivateTargets: cfg.allowPrivateTargets,
     proxyProtocolFrom: cfg.proxyProtocolFrom,
     // The API's address; the gateway adds its own listeners' (read once when bound: a getsockname per dial cost ~6 % of set-up CPU).
