@@ -5,6 +5,7 @@ import { isIP } from 'node:net';
 import ipaddr from 'ipaddr.js';
 import { credentialText, isValidHostName } from './http-head.js';
 import { INCOMPLETE, fail, type ParseResult } from './parse-result.js';
+import { socksNameText } from '../../rules/socks5-address.js';
 
 export const SOCKS_VERSION = 0x05;
 export const AUTH_VERSION = 0x01;
@@ -154,7 +155,7 @@ function addressAt(buf: Uint8Array, i: number): ParseResult<{ address: SocksAddr
     if (len === 0) return fail('bad_domain');
     end = i + 2 + len;
     if (buf.length < end + 2) return INCOMPLETE;
-    address = { type: 'domain', host: Buffer.from(buf.subarray(i + 2, end)).toString('latin1') };
+    address = { type: 'domain', host: socksNameText(buf.subarray(i + 2, end)) };
   } else {
     return fail('bad_address_type');
   }
