@@ -8,7 +8,7 @@ import type { Deps } from './deps.js';
 import { Exit, type ExitCode } from './exit-codes.js';
 import type { Io } from './io.js';
 import { scrubSecrets } from './errors.js';
-import { isStrictIPv4 } from '../contract/ipv4-syntax.js';
+import { isStrictIPv4 } from '../rules/ipv4-syntax.js';
 import { MAX_DOMAINS_LIMIT, MAX_PAGE, MAX_PAGE_SIZE } from '../contract/paths.js';
 import { VERSION } from '../contract/version.js';
 

@@ -1,6 +1,6 @@
 // Whitelist IPv4 policy: strict dotted-decimal syntax, then the IANA special-purpose registry (src/rules/ipv4-blocks.ts).
 import { specialPurposeBlock } from '../rules/ipv4-blocks.js';
-import { isStrictIPv4 } from './ipv4-syntax.js';
+import { isStrictIPv4 } from '../rules/ipv4-syntax.js';
 
 export { isStrictIPv4 };
 

@@ -2,7 +2,7 @@
 // a dedicated address `-ip-A.B.C.D` and a sticky session `-session-ID[-sesstime-MIN]` appended to a user's name
 // (docs/gateway.md, "Egress pools", "Entry and exit nodes", "Dedicated addresses"). Parsed here, once: the gateway
 // calls `parseProxyUsername` on every login; the rules for a new name (src/contract/proxy-username.ts) build on it.
-import { isIPv4 } from 'node:net';
+import { isStrictIPv4 } from './ipv4-syntax.js';
 
 /** Proxy usernames: no `:` so HTTP Basic splits cleanly. The same rule as an HTML `pattern` (the console's form). */
 export const PROXY_USERNAME_PATTERN = '[A-Za-z0-9._\\-]{3,64}';
@@ -47,7 +47,7 @@ export function parseProxyUsername(name: string): ProxyUsername {
     if (!m || m[0] === '') continue;
     const [, country, city, ip, session, min] = m;
     const minutes = min === undefined ? SESSION_MINUTES_DEFAULT : Number(min);
-    if (minutes > SESSION_MINUTES_MAX || !isProxyUsername(user) || (ip !== undefined && !isIPv4(ip))) return malformed(named);
+    if (minutes > SESSION_MINUTES_MAX || !isProxyUsername(user) || (ip !== undefined && !isStrictIPv4(ip))) return malformed(named);
     const params = { kind: 'params' as const, user, country: country?.toLowerCase() ?? null, city: city?.toLowerCase() ?? null, session: session ?? null, minutes };
     return ip === undefined ? params : { ...params, ip };
   }
