@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { readGatewayAddress } from '../../src/cli/proxy-lines.js';
 import { bracketHost, formatHostPort, splitHostPort } from '../../src/rules/host-port.js';
 
 describe('HOST:PORT', () => {
@@ -27,5 +28,18 @@ describe('formatHostPort, bracketHost', () => {
     expect(formatHostPort(host, port)).toBe(text);
     expect(bracketHost(host)).toBe(bracketed);
     expect(splitHostPort(text)).toEqual({ host, port });
+  });
+});
+
+// proxyctl reads the API's gateway address with the daemon's own rule (src/cli/proxy-lines.ts).
+describe("proxyctl's gateway address", () => {
+  it.each([
+    ['proxy.example.com:3128', { host: 'proxy.example.com', port: 3128 }],
+    [' 203.0.113.7:1080 ', { host: '203.0.113.7', port: 1080 }],
+    ['[2001:db8::1]:3128', { host: '[2001:db8::1]', port: 3128 }],
+  ])('%j', (text, want) => expect(readGatewayAddress(text)).toEqual(want));
+  it.each(['proxy.example.com', 'proxy.example.com:0', '2001:db8::1:3128', 'a b:1', ''])('refuses %j', (text) => expect(readGatewayAddress(text)).toBeNull());
+  it('reads back what the daemon writes', () => {
+    for (const [host, port] of [['::1', 3128], ['proxy.example.com', 8080]] as const) expect(readGatewayAddress(formatHostPort(host, port))).toEqual({ host: bracketHost(host), port });
   });
 });
