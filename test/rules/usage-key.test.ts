@@ -2,7 +2,7 @@
 import { describe, expect, it } from 'vitest';
 import { subjectOf, userOf } from '../../src/daemon/services/usage.js';
 import { subjectKey } from '../../src/daemon/store/usage-sql.js';
-import { ipSubject, subjectUser, usageKey, userSubject } from '../../src/rules/usage-key.js';
+import { ipSubject, subjectIp, subjectUser, usageKey, userSubject } from '../../src/rules/usage-key.js';
 
 describe('usage subjects and keys', () => {
   it('names a proxy user and a whitelisted address, and reads the user back', () => {
@@ -11,6 +11,8 @@ describe('usage subjects and keys', () => {
     expect(subjectUser('user:alice')).toBe('alice');
     expect(subjectUser('ip:203.0.113.9')).toBeNull();
     expect(subjectUser(null)).toBeNull();
+    expect(subjectIp('ip:203.0.113.9')).toBe('203.0.113.9');
+    expect(subjectIp('user:alice')).toBeNull();
   });
 
   it("the usage reports' words are the same rule", () => {

@@ -2,7 +2,7 @@
 // `ip:A.B.C.D`) or by minute, hour or day, as JSON, CSV or a table. `proxyd admin usage` and the console's
 // Usage page both use it.
 import { alignedLine, columnWidths } from './text-table.js';
-import { subjectUser, userSubject } from '../../rules/usage-key.js';
+import { subjectIp, subjectUser, userSubject } from '../../rules/usage-key.js';
 import { MAX_SERIES_POINTS } from '../../contract/paths.js';
 import { parseDurationMs } from '../../contract/time.js';
 import { formatIsoTime, type UsageDomainsData, type UsageDomainsQuery, type UsageSeriesData, type UsageSeriesQuery, type UsageSummaryData, type UsageSummaryQuery } from '../../contract/schemas.js';
@@ -135,7 +135,7 @@ export function usageText(r: UsageReport, format: 'csv' | 'table'): string {
 // ---- the customer's view: the API's /usage endpoints (docs/api.md, "Usage") ----
 
 /** `alice` → `user:alice`; whitelist traffic is asked for as `ip:A.B.C.D`, its own subject. */
-export const subjectOf = (user: string): string => (user.startsWith('ip:') ? user : userSubject(user));
+export const subjectOf = (user: string): string => (subjectIp(user) !== null ? user : userSubject(user));
 
 /** A usage query the API refuses: 10400 naming the field. */
 export class UsageQueryError extends Error {

@@ -90,7 +90,7 @@ export const DOMAINS_PER_USER_DAY = 1_000;
 export function perSubject(deltas: readonly UsageDelta[]): UsageDelta[] {
   const out = new Map<string, UsageDelta>();
   for (const d of deltas) {
-    const key = `${d.accountId}\0${d.subject}`;
+    const key = subjectKey(d);
     const o = out.get(key);
     if (!o) out.set(key, { accountId: d.accountId, subject: d.subject, bytesUp: d.bytesUp, bytesDown: d.bytesDown, connections: d.connections });
     else {
