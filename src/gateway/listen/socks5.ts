@@ -202,7 +202,7 @@ export class Socks5Handler implements ProtocolHandler {
         return;
       }
       const a = relay.address();
-      conn.socket.write(encodeReply(Reply.Succeeded, { address: a.address, port: a.port, family: a.family === 'IPv6' ? 6 : 4 }));
+      conn.socket.write(encodeReply(Reply.Succeeded, { address: a.address, port: a.port }));
       started = true; // from here the association gives the reservation back when it ends
       const assoc = new UdpAssociation(conn, relay, { host: req.address.host, port: req.port }, udp.idleMs);
       assoc.attach(carrier(assoc));
