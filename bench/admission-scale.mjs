@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// The admission view at provider scale (docs/BENCHMARKS.md, "Admission view at scale"): N proxy users with
+// The admission view at provider scale (docs/benchmarks/admission-scale.md, "Admission view at scale"): N proxy users with
 // distinct password hashes in a SQLite data dir, then the daemon as shipped (`bin/proxyd serve`). Run after
 // `npm run build`.
 //

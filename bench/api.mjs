@@ -188,7 +188,7 @@ async function runOne(databaseUrl) {
   const before = await scrape();
   gcLog?.write('--- bench: list phase starts ---\n');
   const total = rate * seconds;
-  const listPath = (i) => (baseline ? '/healthz' : `/openapi/v1/proxy/whitelist/list?${q()}&page_size=20`);
+  const listPath = (_i) => (baseline ? '/healthz' : `/openapi/v1/proxy/whitelist/list?${q()}&page_size=20`);
   const expectPrefix = baseline ? '{"status":"ok"' : '{"code":200,';
   const windowStart = Date.now();
   let lat, latFromSend, errors, elapsedMs;

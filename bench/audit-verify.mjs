@@ -103,7 +103,7 @@ async function sqliteRun() {
   for (const x of records()) {
     batch.push(x);
     heads = x.heads;
-    if (batch.length === 50_000) (write(batch), (batch = []));
+    if (batch.length === 50_000) { write(batch); batch = []; }
   }
   write(batch);
   const putHead = stmt(db, 'INSERT INTO audit_heads (account_id, seq, hash, anchor_seq, anchor_hash) VALUES (?, ?, ?, 0, ?)');

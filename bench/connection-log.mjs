@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// What the connection log costs (docs/BENCHMARKS.md, "Connection log"). Run after `npm run build`.
+// What the connection log costs (docs/benchmarks/connection-log.md, "Connection log"). Run after `npm run build`.
 //
 //   node bench/connection-log.mjs [--reps 5] [--samples 400] [--conc 16] [--secs 3]
 //     Two daemons at once on one machine, one with the log (default) and one without

@@ -61,7 +61,7 @@ try {
   ];
   if (argv.includes('--squid')) daemons.push(row('squid', await startSquid(dir), 'connect'));
   if (argv.includes('--floor')) daemons.push(row('node floor', await startFloor(1), 'connect'));
-  // Warm: past the first thousands of tunnels, which run as unoptimised code (docs/decisions.md, "GC: …").
+  // Warm: past the first thousands of tunnels, which run as unoptimised code (docs/decisions.md#d-039, "GC: …").
   for (const d of daemons) await countFor(WARM_MS, 8, () => tunnelOnce(d, tport));
   const res = new Map(daemons.map((d) => [d.label, { rate: [], cpu: [], user: [], sys: [] }]));
   for (let r = 0; r < REPS; r++) {

@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// What a change of dedicated addresses costs each node (docs/BENCHMARKS.md, "Dedicated addresses"): a SQLite store
+// What a change of dedicated addresses costs each node (docs/benchmarks/dedicated.md, "Dedicated addresses"): a SQLite store
 // in a temp dir with 11,264 addresses registered and 10,000 assigned over 1,000 accounts, then the node's view
 // (DedicatedView) read in full: the first time, unchanged (the 250 ms poll), and after each of five releases.
 //   node bench/dedicated-reload.mjs        (after npm run build)

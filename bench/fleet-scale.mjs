@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// How far one PostgreSQL goes for a fleet (docs/BENCHMARKS.md, "Fleet scale"; SPEC 18): N simulated nodes in this
+// How far one PostgreSQL goes for a fleet (docs/benchmarks/fleet-scale.md, "Fleet scale"; SPEC 18): N simulated nodes in this
 // process, each running the real usage meter (metering/meter.ts: its timers, its flush ids, its cadence) and the
 // real connection-log writer (observe/connection-log.ts) over a real PostgresStore of its own, against one
 // throwaway PostgreSQL. Every user is active every second (the worst case for the bound "rows per active
@@ -29,6 +29,7 @@ import { pgCluster, postgresCpu } from './lib/pg-cluster.mjs';
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const DIST = path.resolve(process.env.PROXYD_DIST ?? path.join(ROOT, 'dist'));
 const load = (p) => import(pathToFileURL(path.join(DIST, p)).href);
+const la = () => loadavg().map((x) => x.toFixed(2)).join(' ');
 const { PostgresStore } = await load('daemon/store/postgres/index.js');
 const { UsageMeter, PG_CADENCE } = await load('daemon/metering/meter.js');
 const { ConnectionLogWriter } = await load('daemon/observe/connection-log.js');

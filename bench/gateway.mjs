@@ -8,7 +8,7 @@
 //   node bench/gateway.mjs --render results.json [--write-docs]
 //
 // Processes: this driver (client), a target server, and one proxy at a time, each its own process.
-// --write-docs replaces the `## Gateway` section of docs/BENCHMARKS.md with the results.
+// --write-docs rewrites docs/benchmarks/gateway.md with the results (its `## Reading the gateway figures` notes kept).
 import { execFileSync, spawn } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
@@ -197,7 +197,7 @@ function tree(pid) {
       const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
       if (!children.has(ppid)) children.set(ppid, []);
       children.get(ppid).push(Number(d));
-    } catch {}
+    } catch { /* exited meanwhile */ }
   }
   const out = [];
   const walk = (p) => { out.push(p); for (const c of children.get(p) ?? []) walk(c); };
@@ -214,7 +214,7 @@ function cpuSeconds(pid) {
       const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
       // Fields 14-17 of stat(5): utime, stime, cutime, cstime (f[0] is field 3).
       ticks += Number(f[11]) + Number(f[12]) + Number(f[13]) + Number(f[14]);
-    } catch {}
+    } catch { /* exited meanwhile */ }
   }
   return ticks / CLK_TCK;
 }
@@ -227,7 +227,7 @@ function pssKiB(pid) {
     try {
       const m = /^Pss:\s+(\d+) kB/m.exec(readFileSync(`/proc/${p}/smaps_rollup`, 'utf8'));
       if (m) total += Number(m[1]);
-    } catch {}
+    } catch { /* exited meanwhile */ }
   }
   return total;
 }
@@ -680,23 +680,20 @@ function markdown(r) {
   return lines.join('\n');
 }
 
+// The run history file's opening (docs/benchmarks/gateway.md); docs/BENCHMARKS.md keeps the current line per figure,
+// updated by hand from a new run.
+const GATEWAY_PREAMBLE =
+  'Run history, moved from docs/BENCHMARKS.md (which keeps one current line per figure: [current figures](../BENCHMARKS.md)).\n' +
+  "Runs are kept as they were recorded, oldest statements included; dates and machines are in each run's text.\n";
+
 function writeDocs(r) {
-  const file = path.join(ROOT, 'docs/BENCHMARKS.md');
-  const section = markdown(r);
-  let text = existsSync(file) ? readFileSync(file, 'utf8') : '# Benchmarks\n';
-  const start = text.search(/^## Gateway\s*$/m);
-  if (start < 0) text = text.replace(/\s*$/, '\n\n') + section;
-  else {
-    const rest = text.slice(start + 1);
-    const next = rest.search(/^## /m);
-    const end = next < 0 ? text.length : start + 1 + next;
-    // Hand-written notes under `### Reading the gateway figures` survive a re-render.
-    const old = text.slice(start, end);
-    const notesAt = old.indexOf('\n### Reading the gateway figures');
-    const notes = notesAt >= 0 ? old.slice(notesAt + 1).replace(/\s*$/, '\n') : '';
-    text = text.slice(0, start) + section + notes + (next < 0 ? '' : '\n' + text.slice(end));
-  }
-  writeFileSync(file, text.endsWith('\n') ? text : text + '\n');
+  const file = path.join(ROOT, 'docs/benchmarks/gateway.md');
+  const section = markdown(r).replace(/^## Gateway\n/, `# Gateway\n\n${GATEWAY_PREAMBLE}\n`);
+  const text = existsSync(file) ? readFileSync(file, 'utf8') : '';
+  // Hand-written notes under `## Reading the gateway figures` survive a re-render.
+  const notesAt = text.indexOf('\n## Reading the gateway figures');
+  const notes = notesAt >= 0 ? text.slice(notesAt + 1).replace(/\s*$/, '\n') : '';
+  writeFileSync(file, section + notes);
 }
 
 // ---------------------------------------------------------------- entry

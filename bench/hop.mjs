@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 // What the entry → exit hop (docs/operations.md, "Entry and exit nodes") costs at set-up and in throughput
-// (docs/BENCHMARKS.md, "Entry → exit hop"). Run after `npm run build`. Every node runs as shipped (`node
+// (docs/benchmarks/hop.md, "Entry → exit hop"). Run after `npm run build`. Every node runs as shipped (`node
 // --max-semi-space-size=8 bin/proxyd serve`, connection log and metering on) on a PostgreSQL 15 cluster of the
 // bench's own (a temp dir, made and destroyed by the run); every tunnel is an HTTP CONNECT with credentials
 // (`bench-user-country-us`).
@@ -74,7 +74,6 @@ const USER = 'bench-user-country-us';
 const NS_ROOT_IP = '10.200.0.1';
 const NS_IP = '10.200.0.2';
 
-const r3 = (x) => +x.toFixed(3);
 const log = (...a) => console.error('[hop]', ...a);
 
 // ------------------------------------------------------------------ clean-up
@@ -394,7 +393,7 @@ async function transfer(via, target, dir, size) {
       s.removeAllListeners('data');
       s.on('data', (d) => {
         got += d.length;
-        if (got >= size) (s.destroy(), resolve());
+        if (got >= size) { s.destroy(); resolve(); }
       });
       s.on('error', reject);
       s.on('close', () => (got >= size ? resolve() : reject(new Error(`down: ${got} of ${size} bytes`))));
@@ -582,7 +581,7 @@ async function main() {
   for (let r = 0; r < REPS; r++) {
     log(`round ${r + 1}/${REPS}: one host: ${LAT_N} set-ups per path`);
     const s = await setupSample(local, tgt, LAT_N);
-    for (const k of ['direct', ...KEYS]) (L.p50[k].push(med(s[k])), L.p99[k].push(pct(s[k], 99)), L.head50[k].push(med(s.head[k])));
+    for (const k of ['direct', ...KEYS]) { L.p50[k].push(med(s[k])); L.p99[k].push(pct(s[k], 99)); L.head50[k].push(med(s.head[k])); }
     log(`round ${r + 1}/${REPS}: one host: one tunnel, ${SIZE / 2 ** 20} MiB up and down per path`);
     await transferRound(L, local, tgt, r, SIZE);
     log(`round ${r + 1}/${REPS}: one host: tunnels/s, ${LOOPS} loops for ${RATE_MS} ms per path`);
@@ -597,7 +596,7 @@ async function main() {
     if (remote) {
       log(`round ${r + 1}/${REPS}: across the link: ${REMOTE_LAT_N} set-ups per path`);
       const t = await setupSample(remote.paths, rtgt, REMOTE_LAT_N);
-      for (const k of ['direct', ...KEYS]) (R.p50[k].push(med(t[k])), R.p99[k].push(pct(t[k], 99)), R.head50[k].push(med(t.head[k])));
+      for (const k of ['direct', ...KEYS]) { R.p50[k].push(med(t[k])); R.p99[k].push(pct(t[k], 99)); R.head50[k].push(med(t.head[k])); }
       log(`round ${r + 1}/${REPS}: across the link: one tunnel, ${REMOTE_SIZE / 2 ** 20} MiB up and down per path`);
       await transferRound(R, remote.paths, rtgt, r, REMOTE_SIZE);
     }

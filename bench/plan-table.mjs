@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// What a large plan table costs the gateway (docs/BENCHMARKS.md, "Plan table"): two daemons side by side on
+// What a large plan table costs the gateway (docs/benchmarks/plan-table.md, "Plan table"): two daemons side by side on
 // SQLite, one with an empty plan table, one with 1,000 accounts on plans and 100,000 proxy users with their own
 // limits (and a day of usage each, so the plan reads sum real rows). Tunnels alternate between the two, round
 // after round; per daemon: set-up p50/p99 of a CONNECT with credentials (an unlimited user on both, and on the

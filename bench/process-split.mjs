@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // Where a tunnel's CPU goes, per process, one worker against two: user and system time and context switches
 // (voluntary and involuntary, every thread) per tunnel, read from /proc around a tunnels/s round of each daemon
-// and kind, and with two workers the primary's own share (docs/BENCHMARKS.md, "Two processes warm up apart").
+// and kind, and with two workers the primary's own share (docs/benchmarks/workers-reuseport.md, "Two processes warm up apart").
 //
 //   node bench/process-split.mjs [--warm-ms 8000] [--round-ms 4000] [--kinds connect,socks5] [--floor]
 //

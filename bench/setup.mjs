@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// Set-up and tunnel rate of the whole daemon against squid and dante (docs/BENCHMARKS.md, "Set-up and tunnel
+// Set-up and tunnel rate of the whole daemon against squid and dante (docs/benchmarks/setup-and-tunnel-rate.md, "Set-up and tunnel
 // rate"). `proxyd serve` runs as shipped: SQLite, usage metering and the connection log on (both default),
 // and every tunnel presents proxy credentials (CONNECT Proxy-Authorization, SOCKS5 RFC 1929); squid and dante
 // run without auth (bench/peers/). All on loopback; the target is bench/gateway.mjs's target role in its own
@@ -58,7 +58,7 @@ const WARM_MS = Number(opt('warm-ms', 8000));
 /**
  * With --lead-ms, each tunnels/s round of a path opens with that much of the same loops, measured apart. Between
  * two rounds of a path every other path has its turn (about 28 s with every path, more with a lead-in): this tells
- * what a process does in the first second after such a pause from the rate it keeps up (docs/BENCHMARKS.md,
+ * what a process does in the first second after such a pause from the rate it keeps up (docs/benchmarks/workers-reuseport.md,
  * "Run V"). With a lead-in, tunnels/s and CPU per tunnel are read over the --rate-ms after it, not right after the pause.
  */
 const LEAD_MS = Number(opt('lead-ms', 0));
@@ -326,7 +326,7 @@ async function measure({ tport, ours, ours2, squid, dante, floor, floor2 }, load
   const paths = [...ours.paths, ...squid.paths, ...(dante?.paths ?? []), ...(floor?.paths ?? [])];
   const all = [...paths, ...ours2.paths, ...(floor2?.paths ?? [])];
   // Warm: every path through WARM_MS of the tunnels/s loops, as a daemon in service has run its connection path hot
-  // (a Node daemon's first ~6,000 tunnels run as unoptimised code, slower and keeping more alive: decisions.md,
+  // (a Node daemon's first ~6,000 tunnels run as unoptimised code, slower and keeping more alive: decisions.md#d-039,
   // "GC: tunnels that outlived young collections"; the peers warm alike).
   const warmUp = {};
   await phase('warm-up', 60_000 + all.length * WARM_MS * 2, async () => {
@@ -443,7 +443,7 @@ async function measure({ tport, ours, ours2, squid, dante, floor, floor2 }, load
 // ------------------------------------------------------------------ --dedicated
 
 /**
- * `--dedicated` (docs/BENCHMARKS.md, "Dedicated addresses"): what the dedicated-address lookup adds to set-up. Two
+ * `--dedicated` (docs/benchmarks/dedicated.md, "Dedicated addresses"): what the dedicated-address lookup adds to set-up. Two
  * daemons on one egress pool of 11,264 loopback addresses (127.1.0.0 - 127.1.43.255): one with no address assigned,
  * one with 10,000 assigned over 1,000 accounts (10 each; the bench user's account is one of them). Paths: the bench
  * user on the first (the shared pool, no reservation), the same user on the second (an owner: leaves from its own 10),

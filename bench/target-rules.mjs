@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// What target rules cost at set-up (docs/BENCHMARKS.md, "Target rules"): two daemons side by side on SQLite, one
+// What target rules cost at set-up (docs/benchmarks/target-rules.md, "Target rules"): two daemons side by side on SQLite, one
 // without rules, one whose account has 10,000 (5,000 domain patterns and 5,000 CIDRs, none matching the target)
 // under 1,000 service rules. Sequential CONNECT tunnels with credentials to a loopback echo alternate between
 // the two, round after round; per daemon: set-up p50/p99 (connect -> 200), and what the rules cost in RSS.

@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// SOCKS5 UDP relay cost (docs/BENCHMARKS.md, "SOCKS5 UDP"): proxyd (`bin/proxyd serve`, SQLite, credentials,
+// SOCKS5 UDP relay cost (docs/benchmarks/socks5-udp.md, "SOCKS5 UDP"): proxyd (`bin/proxyd serve`, SQLite, credentials,
 // connection log and metering on) against Dante's danted (no authentication), side by side. Run after
 // `npm run build`; needs danted (Debian's dante-server) for the peer column (skipped, saying so, without it).
 //

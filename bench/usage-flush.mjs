@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// The write load of usage metering on one PostgreSQL (docs/BENCHMARKS.md, "Usage flushes"): N simulated nodes,
+// The write load of usage metering on one PostgreSQL (docs/benchmarks/usage-flushes.md, "Usage flushes"): N simulated nodes,
 // each flushing once a second the usage of M active users (every user active every second: the worst case),
 // through the real store (`addFlush`: one transaction, the flush id, three bucket upserts per user). Reports
 // flushes/s, bucket rows written/s, flush latency p50/p99/max, and the database's CPU (all its processes, from

@@ -1,7 +1,7 @@
 // A lean open-loop HTTP/1.1 load generator for loopback benches: GETs written as prepared bytes on
 // keep-alive sockets, replies framed by Content-Length, nothing else per request. undici's per-request
 // work competes with the daemon on a two-core machine and puts its own scheduling tail into the figures
-// (docs/BENCHMARKS.md, API); this keeps the generator's share small so the tail measured is the server's.
+// (docs/benchmarks/api.md, API); this keeps the generator's share small so the tail measured is the server's.
 // Latency is counted from when a request was due (no coordinated omission).
 import net from 'node:net';
 

@@ -7,7 +7,8 @@ import type { Context } from './context.js';
 import type { Deps } from './deps.js';
 import { Exit, type ExitCode } from './exit-codes.js';
 import type { Io } from './io.js';
-import { scrubSecrets } from './errors.js';
+import { looksLikeToken, scrubSecrets } from './errors.js';
+import { isApiKeyShaped } from './key-format.js';
 import { isStrictIPv4 } from '../rules/ipv4-syntax.js';
 import { MAX_DOMAINS_LIMIT, MAX_PAGE, MAX_PAGE_SIZE } from '../contract/paths.js';
 import { VERSION } from '../contract/version.js';
@@ -52,6 +53,13 @@ export function buildProgram(commander: Commander, run: (cmd: Command, runner: R
   // Same strict syntax the server applies; checked here so a typo is a usage error, not a 10400.
   const ipOption = (v: string): string => {
     if (!isStrictIPv4(v)) throw new InvalidArgumentError('not an IPv4 address');
+    return v;
+  };
+  // The API's rule for a username prefix (1-64 of A-Z a-z 0-9 . _ -), checked here so a typo is a usage error, not a
+  // 10400; a pasted key or token passes it, and must not go into a URL.
+  const prefixOption = (v: string): string => {
+    if (looksLikeToken(v) || isApiKeyShaped(v)) throw new InvalidArgumentError('an API key or token was given where a username prefix belongs; it was not sent');
+    if (!/^[A-Za-z0-9._-]{1,64}$/.test(v)) throw new InvalidArgumentError('--prefix must be 1-64 characters of A-Z a-z 0-9 . _ -');
     return v;
   };
   const program = new Command('proxyctl');
@@ -240,8 +248,8 @@ Examples:
       .option('--max-connections <n>', `open connections at once${none}`)
       .option('--rate-limit <rate>', `bandwidth, e.g. 10mbit${none}`)
       .option('--expires <iso>', `when the user stops working, ISO 8601 with a zone${none}`)
-      .option('--allow <list>', 'target rules the user may reach, separated by , or ; (empty clears)')
-      .option('--deny <list>', 'target rules the user may not reach, separated by , or ; (empty clears)');
+      .option('--allow <list>', `target rules the user may reach, separated by , or ;${clearable ? ' (empty or none clears)' : ''}`)
+      .option('--deny <list>', `target rules the user may not reach, separated by , or ;${clearable ? ' (empty or none clears)' : ''}`);
   };
   const pickFields = (o: FieldOpts): FieldOpts => {
     const out: FieldOpts = {};
@@ -253,7 +261,7 @@ Examples:
     .command('list')
     .description('list proxy users: a table on a TTY, tab-separated on a pipe, JSON with --json')
     .addOption(new Option('--status <status>', 'filter by status').choices(['all', 'active', 'disabled']))
-    .option('--prefix <text>', 'usernames starting with this')
+    .option('--prefix <text>', 'usernames starting with this', prefixOption)
     .option('--page <n>', 'page number', int('--page', 1, MAX_PAGE))
     .option('--page-size <n>', `users per page (1-${MAX_PAGE_SIZE})`, int('--page-size', 1, MAX_PAGE_SIZE))
     .option('--all', 'walk every page')

@@ -2,7 +2,7 @@
 // account = base URL), then a 0600 file in the config dir used only when no keychain answers. An API key (`pxk_…`, docs/cli.md
 // "API keys") lives beside it the same way: PROXYCTL_API_KEY when it holds a key, the keychain's account
 // `api-key:<base URL>`, the same file's `keys`. The env variable serves both: a value starting with `pxk_` is a key,
-// anything else a token (docs/decisions.md).
+// anything else a token (docs/decisions.md#d-059).
 import { chmod, mkdir, readFile, rename, stat, unlink, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { isApiKeyShaped } from './key-format.js';

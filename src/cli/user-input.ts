@@ -1,6 +1,7 @@
 // Proxy users as a customer writes them (docs/cli.md "Proxy users"): the flags of `users create|set`, and the file of
 // `users create --file` (CSV with a header, or JSON lines), checked here with the contract's rules so a typo is a
 // usage error naming the line and field, before anything is sent.
+import { findDuplicateKey } from '../contract/json.js';
 import { parseApiTime, API_TIME_EXPECTED } from '../contract/schemas.js';
 import { newProxyUsernameProblem } from '../contract/proxy-username.js';
 import { passwordProblem } from '../contract/password.js';
@@ -54,7 +55,8 @@ export function fieldFromText(field: Exclude<Column, 'username'>, value: string,
     }
     case 'allow':
     case 'deny':
-      return { [field]: splitList(v) };
+      // `none` empties a list as it clears a limit (the API takes [] for that, and refuses ["none"]).
+      return { [field]: cleared ? [] : splitList(v) };
   }
 }
 
@@ -152,7 +154,13 @@ export function parseUsersFile(text: string, name: string): NewUser[] {
 const WHERE = Symbol('where');
 
 function parseCsvUsers(text: string, name: string): NewUser[] {
-  const rows = parseCsv(text);
+  let rows: ReturnType<typeof parseCsv>;
+  try {
+    rows = parseCsv(text);
+  } catch (e) {
+    // parseCsv knows the line, not the file: every other bad line names both.
+    throw e instanceof UsageError ? new UsageError(`${name}: ${e.message}`) : e;
+  }
   const header = rows.shift();
   if (!header) return [];
   const cols = header.cells.map((c) => c.trim().toLowerCase());
@@ -195,6 +203,9 @@ function parseJsonLines(text: string, name: string): NewUser[] {
       throw new UsageError(`${where}: not a JSON object`);
     }
     if (!obj || typeof obj !== 'object' || Array.isArray(obj)) throw new UsageError(`${where}: not a JSON object`);
+    // JSON.parse keeps the last of two equal keys; the API refuses such a body, and so does the file.
+    const dup = findDuplicateKey(l);
+    if (dup !== null) throw new UsageError(`${where}: field "${dup}" given twice`);
     const user: Partial<NewUser> & { [WHERE]?: string } = { [WHERE]: where };
     for (const [k, v] of Object.entries(obj as Record<string, unknown>)) {
       if (!(CSV_COLUMNS as readonly string[]).includes(k)) throw new UsageError(`${where}: unknown field "${k}" (fields: ${CSV_COLUMNS.join(', ')})`);

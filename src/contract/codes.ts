@@ -28,6 +28,7 @@ export const Code = {
 } as const;
 
 /** Codes an item can fail with inside `failed_items`. */
+// eslint-disable-next-line @typescript-eslint/no-unused-vars -- a value only to name the ItemCode type
 const ITEM_CODES = [10420, 10421, 10422, 10423, 10425, 10426, 10427, 10500] as const;
 export type ItemCode = (typeof ITEM_CODES)[number];
 

@@ -301,7 +301,7 @@ export class GatewayCore {
   /**
    * Admit a new connection and take one of its account's connection slots. Answered in the caller's turn when
    * the admitter answers at once (verified credentials, a whitelisted address) and the plan needs no reading:
-   * a promise only when something is awaited (decisions.md, "Admission answered in its own turn").
+   * a promise only when something is awaited (decisions.md#d-040, "Admission answered in its own turn").
    */
   admit(creds: { username: string; password: string } | null, sourceIp: string | null): AdmitOutcome | Promise<AdmitOutcome> {
     let out: AdmitOutcome | Promise<AdmitOutcome>;

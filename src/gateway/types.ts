@@ -139,7 +139,7 @@ export interface ConnectionLogSink {
 }
 
 /**
- * Plans and limits (docs/decisions.md, "Plans and limits") as the gateway asks them, synchronously, from the daemon's in-memory view:
+ * Plans and limits (docs/decisions.md#d-028, "Plans and limits") as the gateway asks them, synchronously, from the daemon's in-memory view:
  * whether an admitted account/subject may open a connection at all, and its connection caps.
  */
 export interface PlanLimits {

@@ -310,6 +310,10 @@ describe('proxyctl users', () => {
       [['proxies', 'export', '--user', KEY], 'an API key or token was given where a username belongs'],
       [['users', 'set', 'alice', '--allow', `a.example,${KEY}`], '--allow: an API key or token was given where a value belongs'],
       [['users', 'delete', TOKEN, '--yes'], 'an API key or token was given where a username belongs'],
+      [['users', 'list', '--prefix', ''], '--prefix must be 1-64 characters'],
+      [['users', 'list', '--prefix', 'a b'], '--prefix must be 1-64 characters'],
+      [['users', 'list', '--prefix', KEY], 'an API key or token was given where a username prefix belongs'],
+      [['users', 'list', '--prefix', TOKEN], 'an API key or token was given where a username prefix belongs'],
     ] as Array<[string[], string]>) {
       const r = await cli(args, { env });
       expect(r.code, args.join(' ')).toBe(2);
@@ -340,6 +344,9 @@ describe('proxyctl users', () => {
     expect((await cli(['users', 'set', 'alice', '--traffic-limit', 'none'], { env })).code).toBe(0);
     expect(s.requests.at(-1)!.body).toEqual({ traffic_limit: null });
     expect(s.requests.at(-1)!.method).toBe('PATCH');
+    // `none` empties a list too: the API's [] (it refuses ["none"]).
+    expect((await cli(['users', 'set', 'alice', '--allow', 'none', '--deny', ''], { env })).code).toBe(0);
+    expect(s.requests.at(-1)!.body).toEqual({ allow: [], deny: [] });
 
     expect((await cli(['users', 'disable', 'alice'], { env })).code).toBe(0);
     expect(s.requests.at(-1)!.body).toEqual({ status: 'disabled' });
@@ -501,7 +508,9 @@ describe('proxyctl users create --file', () => {
       ['username\nann-country-us\n', '-country-'],
       ['{"username":"ann","colour":1}\n', 'line 1: unknown field "colour"'],
       ['{"username":"ann"\n', 'line 1: not a JSON object'],
+      ['{"username":"ann","username":"bob"}\n', 'line 1: field "username" given twice'],
       ['username,allow\nann,a.example,b.example\n', 'quote a list'],
+      ['username,password\nann,"not closed\n', 'u.jsonl: line 2: a quoted field is not closed'],
     ] as Array<[string, string]>) {
       writeFileSync(jl, text);
       const r = await cli(['users', 'create', '--file', jl], { env, dir });
@@ -554,6 +563,11 @@ describe('proxyctl proxies export', () => {
     expect(f.stdout).toBe('');
     expect(readFileSync(out, 'utf8').split('\n').filter(Boolean)).toHaveLength(3);
     expect(statSync(out).mode & 0o777).toBe(0o600);
+    // `--out -` is stdout, not a file named "-".
+    const dash = await cli(['proxies', 'export', '--user', 'bob', '--count', '2', '--out', '-'], { env, stdin: pw, dir });
+    expect(dash.code).toBe(0);
+    expect(dash.stdout.split('\n').filter(Boolean)).toHaveLength(2);
+    expect(existsSync(path.join(process.cwd(), '-'))).toBe(false);
   });
 
   it('usage errors before anything is sent; an unknown user is exit 1; a country without exits warns', async () => {

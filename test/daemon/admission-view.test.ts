@@ -553,7 +553,7 @@ describe.each(BACKENDS)('admission view over the %s change log', (backend) => {
     await store.close();
   });
 
-  it.runIf(backend === 'sqlite')('commits made in one turn of the event loop wake the watch a few times, not once each (docs/BENCHMARKS.md, run V)', async () => {
+  it.runIf(backend === 'sqlite')('commits made in one turn of the event loop wake the watch a few times, not once each (docs/benchmarks/workers-reuseport.md, run V)', async () => {
     const { store, accountId } = await setup();
     const wakes: number[] = [];
     const stop = store.changeLog.watch(() => wakes.push(Date.now()));

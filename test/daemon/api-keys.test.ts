@@ -61,7 +61,7 @@ describe.each(MODES)('API keys ($name)', (mode) => {
   /** A fresh source address per test: the invalid-credential budget is per source. */
   const source = () => `198.51.100.${nextSource++}`;
 
-  async function call(url: string, headers: Record<string, string>, remoteAddress = '127.0.0.1') {
+  async function call(url: string, headers: Record<string, string | string[]>, remoteAddress = '127.0.0.1') {
     const r = await t.app.inject({ method: 'GET', url, headers, remoteAddress });
     return { status: r.statusCode, headers: r.headers, body: r.json() as { code: number; message: string; requestId: string; data: any } };
   }
@@ -81,7 +81,7 @@ describe.each(MODES)('API keys ($name)', (mode) => {
     expect((await call(USAGE_PATHS.summary, { authorization: `bearer ${full.key}` })).body.code).toBe(200);
   });
 
-  it('401 with one body for every cause: unknown, malformed, wrong secret, revoked, expired, wrong source, account suspended, key in the query or X-API-Key, the token', async () => {
+  it('401 with one body for every cause: unknown, malformed, Authorization repeated, wrong secret, revoked, expired, wrong source, account suspended, key in the query or X-API-Key, the token', async () => {
     const keys = new ApiKeyService(t.store, () => t.clock.now);
     const revoked = await t.key(acc.accountId, ['usage:read']);
     expect(await keys.revoke(acc.accountId, revoked.id, ctx)).not.toBeNull();
@@ -91,13 +91,15 @@ describe.each(MODES)('API keys ($name)', (mode) => {
     const suspended = await t.key(other.accountId, ['usage:read']);
     await t.store.accounts.setStatus(other.accountId, 'suspended');
     const [, id] = /^pxk_([^_]+)_/.exec(full.key)!;
-    const causes: Array<[string, Record<string, string>, string?]> = [
+    const causes: Array<[string, Record<string, string | string[]>, string?]> = [
       ['no header', {}],
       ['empty bearer', { authorization: 'Bearer ' }],
       ['not a key', { authorization: 'Bearer nonsense' }],
       ['unknown id', bearer('pxk_ffffffffffffffff_abcdefghijklmnopqrstuvwxyz0123456789ABCDEFG')],
       ['wrong secret', bearer(`pxk_${id}_abcdefghijklmnopqrstuvwxyz0123456789ABCDEFG`)],
       ['truncated', bearer(full.key.slice(0, 30))],
+      ['Authorization twice (both the good key)', { authorization: [`Bearer ${full.key}`, `Bearer ${full.key}`] }],
+      ['Authorization twice (a good key first)', { authorization: [`Bearer ${full.key}`, 'Bearer nonsense'] }],
       ['basic scheme', { authorization: `Basic ${Buffer.from(`x:${full.key}`).toString('base64')}` }],
       ['revoked', bearer(revoked.key)],
       ['wrong source', bearer(elsewhere.key)],

@@ -1,4 +1,4 @@
-// The one-call paths (docs/decisions.md, "a batch is one call" and "admission is one round trip"):
+// The one-call paths (docs/decisions.md#d-014, "a batch is one call" and "admission is one round trip"):
 // claimIps / releaseIps give the outcomes of one-by-one processing on both backends, and on PostgreSQL
 // tokens.checkCall answers every admission case as the stepwise checks do.
 import { afterEach, describe, expect, it } from 'vitest';

@@ -1,4 +1,4 @@
-// Usage writes that grow with active users (docs/decisions.md, "Usage writes"). On PostgreSQL a flush writes minute
+// Usage writes that grow with active users (docs/decisions.md#d-027, "Usage writes"). On PostgreSQL a flush writes minute
 // buckets only and a roll-up folds finished minutes into hours and days: totals read the same before and after a
 // fold, across hour, day and month boundaries, with late flushes and retried flush ids, with nodes flushing and
 // folding at once. The meter's cadence: accounts under a limit every tick, the others every relaxed interval,

@@ -239,6 +239,7 @@ describe.each(BACKENDS)('proxy users over the API (%s)', (backend) => {
       [{ status: 'on' }, 'status'],
       [{ rate_limit: 'x', max_connections: 2 }, 'rate_limit'],
       [{ deny: ['ok.example', 'exa mple'] }, 'exa mple'],
+      [{ allow: ['none'] }, 'allow ("none": write [] to empty the list)'],
       [{ nickname: 'al' }, 'nickname'],
       ['[]', 'body'],
     ] as const) {
@@ -276,6 +277,9 @@ describe.each(BACKENDS)('proxy users over the API (%s)', (backend) => {
       [{ allow: ['10.0.0.1/8'] }, '10.0.0.1/8'],
       [{ deny: 'x.example' }, 'deny'],
       [{ block: [] }, 'block'],
+      // The text forms' word for an empty list is no item here: it would have emptied the list ([] does that).
+      [{ deny: ['none'] }, '"none": write [] to empty the list'],
+      [{ allow: [' None '] }, '"none": write [] to empty the list'],
     ] as const) {
       const bad = await call('PUT', PROXY_PATHS.rules, body);
       expect({ body, code: bad.body.code }).toEqual({ body, code: 10400 });
@@ -331,6 +335,9 @@ describe.each(BACKENDS)('proxy users over the API (%s)', (backend) => {
     expect(again.status).toBe(200);
     expect(again.headers['idempotent-replayed']).toBe('true');
     expect(again.body).toEqual(first.body); // the first answer, its password and request id included
+    // Header and body name one request id (SPEC 3.1): the first one's, on the replay too.
+    expect(first.headers['x-request-id']).toBe(first.body.requestId);
+    expect(again.headers['x-request-id']).toBe(first.body.requestId);
     expect(await total()).toBe(before + 1);
     if (t.store.dataDir && backend === 'sqlite') {
       // The kept answer is sealed: the password shown once is not in the database in the clear.
@@ -356,6 +363,10 @@ describe.each(BACKENDS)('proxy users over the API (%s)', (backend) => {
       expect({ bad, code: r.json().code }).toEqual({ bad, code: 10400 });
       expect(r.json().message).toContain('Idempotency-Key');
     }
+    // Sent twice (Node would join them into "a, b", itself a valid key): refused, nothing done.
+    const twice = await t.app.inject({ method: 'POST', url: USERS, headers: { ...bearer(key.key), 'content-type': 'application/json', 'idempotency-key': ['gina-1', 'gina-2'] }, payload: '{"username":"gina"}' });
+    expect(twice.json().code).toBe(10400);
+    expect(twice.json().message).toBe('invalid parameters: Idempotency-Key (sent more than once)');
     expect((await call('GET', userPath('gina'))).status).toBe(404);
     // A refusal is kept too: the same request again gets it again.
     const taken = await call('POST', USERS, { username: 'alice' }, { 'idempotency-key': 'taken-1' });

@@ -160,7 +160,7 @@ describe('proxyd admin errors', () => {
       const withAccount = lines.find((l) => l.includes('table@example.com'))!;
       expect(withAccount.indexOf('table@example.com')).toBe(lines[0]!.indexOf('account'));
       // Every column starts at the same offset on every line: the header's words sit above their values.
-      const starts = (l: string) => [...l.matchAll(/(?:^|  )(\S)/g)].map((m) => m.index! + (m[0].length - 1));
+      const starts = (l: string) => [...l.matchAll(/(?:^| {2})(\S)/g)].map((m) => m.index! + (m[0].length - 1));
       const header = starts(lines[0]!);
       for (const l of lines.slice(1)) {
         const cols = l.split(/ {2,}/).filter(Boolean);

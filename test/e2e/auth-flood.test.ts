@@ -1,4 +1,4 @@
-// A flood of wrong proxy passwords from many sources must not slow other customers (docs/decisions.md,
+// A flood of wrong proxy passwords from many sources must not slow other customers (docs/decisions.md#d-024,
 // "What a wrong password may cost"). Before: 48 wrong passwords a second queued every hostname lookup
 // behind scrypt on libuv's pool (a good client's set-up to a hostname p50 1 ms → 269 ms). Now failures draw
 // on per-source and per-username budgets and one hashing lane, and names resolve through c-ares, so a good

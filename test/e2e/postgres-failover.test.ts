@@ -18,7 +18,7 @@ import { patient } from '../helpers/patience.js';
 const skip = postgresSkipReason();
 let primary: PgCluster;
 let standby: PgCluster;
-let nodes: Daemon[] = [];
+const nodes: Daemon[] = [];
 let url: string;
 let token: string;
 let password: string;

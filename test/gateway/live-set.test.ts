@@ -1,5 +1,5 @@
 // The gateway's sets of open connections and tunnels (src/gateway/relay/live-set.ts): an array with each member's index,
-// in place of a Set (docs/decisions.md, "GC: tunnels that outlived young collections").
+// in place of a Set (docs/decisions.md#d-039, "GC: tunnels that outlived young collections").
 import { describe, expect, it } from 'vitest';
 import { LiveSet } from '../../src/gateway/relay/live-set.js';
 

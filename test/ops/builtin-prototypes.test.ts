@@ -2,7 +2,7 @@
 // `VerbatimString extends String`) turns that prototype into a dictionary for the life of the process, and from
 // then on every method call on a string (the gateway's head parsing, credentials, the admission tables) went
 // through V8's generic property lookup instead of inline code: ~4 % of a tunnel's instructions
-// (docs/decisions.md, "ioredis loaded only with --redis-url"). Read with V8's own %HasFastProperties from a
+// (docs/decisions.md#d-042, "ioredis loaded only with --redis-url"). Read with V8's own %HasFastProperties from a
 // module loaded before the daemon (--import), after the daemon has started and relayed a tunnel.
 import { spawn } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';

@@ -1,11 +1,11 @@
 // A stream of short tunnels leaves nothing behind for V8's young collections: what a closed tunnel allocated dies
 // young. Two causes once kept ~3 KiB of every tunnel (its sockets, buffers and closures) alive through each young
-// collection and promoted it to the old generation, where only a full collection freed it (docs/decisions.md,
+// collection and promoted it to the old generation, where only a full collection freed it (docs/decisions.md#d-039,
 // "GC: tunnels that outlived young collections"): V8's allocation-site pretenuring in a heap as large as the
 // daemon's, which `proxyd serve` turns off (the daemon case), and the gateway's open connections and tunnels kept
 // in `Set`s (the gateway-alone case: in the daemon, with pretenuring off, the Sets did not show). Measured with
 // V8's own GC trace of the process (--trace-gc-nvp: `new_space_survived` per young collection), the way
-// docs/BENCHMARKS.md measured it.
+// docs/benchmarks/workers-reuseport.md measured it.
 import { spawn, type ChildProcess } from 'node:child_process';
 import net from 'node:net';
 import path from 'node:path';
@@ -17,7 +17,7 @@ import { patient } from '../helpers/patience.js';
 
 const PASS = 'gc-churn-user-password';
 // Warm until the connection path runs optimised (TurboFan): before that, V8's unoptimised code keeps recent tunnels
-// alive through young collections on its own (~6,000 tunnels here; docs/decisions.md).
+// alive through young collections on its own (~6,000 tunnels here; docs/decisions.md#d-039).
 const WARM = 10_000;
 const MEASURED = 4_000;
 

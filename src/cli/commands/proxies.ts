@@ -91,7 +91,8 @@ export async function runProxiesExport(opts: ExportOptions, deps: Deps): Promise
     count: opts.count,
   });
   const text = formatLines(lines, format);
-  if (opts.out === undefined) {
+  // `-` is stdout, as `--file -` is stdin elsewhere (not a file named "-").
+  if (opts.out === undefined || opts.out === '-') {
     io.stdout.write(text);
     return Exit.OK;
   }

@@ -112,7 +112,7 @@ export async function runUsersList(opts: ListUsersOptions, deps: Deps): Promise<
       await pacer.acquire();
       const d = await listUsers(api, { ...q, page, page_size: 100 });
       pacer.record();
-      for (const u of d.items) if (!seen.has(u.username)) (seen.add(u.username), items.push(u));
+      for (const u of d.items) if (!seen.has(u.username)) { seen.add(u.username); items.push(u); }
       if (d.items.length < 100 || page * 100 >= d.total) break;
     }
     return { items, page: 1, page_size: items.length, total: items.length } satisfies UserList;

@@ -1,5 +1,5 @@
-// A string-keyed table held in a few large buffers instead of JS objects (docs/decisions.md, "Admission view
-// in buffers"): the admission view keeps a million proxy users, and as a Map of strings those were two million
+// A string-keyed table held in a few large buffers instead of JS objects (docs/decisions.md#d-036, "Admission view
+// at a million proxy users", "Proxy users and IPs in buffers"): the admission view keeps a million proxy users, and as a Map of strings those were two million
 // heap objects that every major garbage collection had to visit (hundreds of milliseconds of stalled set-ups),
 // at 450+ bytes each. Here the collector sees four objects whatever the size.
 //

@@ -1,4 +1,4 @@
-// A full reload of the admission view, built on a thread of its own (docs/decisions.md, "Full reloads in a worker
+// A full reload of the admission view, built on a thread of its own (docs/decisions.md#d-037, "Full reloads in a worker
 // thread"): the snapshot's reads, the row objects and strings of up to a million users, their inserts into the
 // tables and the young-generation collections all that garbage sets off happen here, at the lowest CPU priority,
 // not between the gateway's connections. The tables go back to the view as their buffers, shared memory (nothing

@@ -91,7 +91,7 @@ const RELOAD_WORKER = new URL('./reload-worker.js', import.meta.url);
 /**
  * Keeps a reload to a share of one core: after each slice of work it waits in proportion to the time the slice
  * took. A full reload of a million users is seconds of CPU; run flat out on a small machine it takes that
- * CPU from the gateway's own connections (and anything else there), which then queue (docs/decisions.md). The
+ * CPU from the gateway's own connections (and anything else there), which then queue (docs/decisions.md#d-037). The
  * first load runs at full speed (share 1): nothing is admitted until it is done.
  */
 class Pacer {

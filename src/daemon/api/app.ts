@@ -75,7 +75,9 @@ export async function buildApp(ctx: ApiContext, opts: AppOptions): Promise<Fasti
     if (code === Code.LIMITER_UNAVAILABLE) ctx.metrics.rateLimited.inc({ route, reason: 'store_unavailable' });
     // An API key by its id only (never the key); the URL never (its query string may hold a secret).
     const key = request.apiKey ? { key: request.apiKey.id } : {};
-    request.log.info({ method: request.method, route, status, code, ...key, ms: Math.round(reply.elapsedTime * 100) / 100 }, 'request');
+    // An Idempotency-Key replay answers with the first request's id (header and body): named here to find it.
+    const replayOf = reply.getHeader('idempotent-replayed') === 'true' ? { replayOf: String(reply.getHeader('x-request-id')) } : {};
+    request.log.info({ method: request.method, route, status, code, ...key, ...replayOf, ms: Math.round(reply.elapsedTime * 100) / 100 }, 'request');
   };
   const app = Fastify({
     ...(opts.logger ? { loggerInstance: opts.logger as FastifyBaseLogger } : { logger: false }),
@@ -107,7 +109,8 @@ export async function buildApp(ctx: ApiContext, opts: AppOptions): Promise<Fasti
   app.decorate('keyAuth', new KeyAuthenticator(ctx.store, ctx.limits, ctx.nowMs));
 
   app.addHook('onSend', async (request, reply, payload) => {
-    reply.header('x-request-id', request.id);
+    // An Idempotency-Key replay has set the first answer's id already: header and body name one request.
+    if (!reply.hasHeader('x-request-id')) reply.header('x-request-id', request.id);
     reply.header('x-content-type-options', 'nosniff');
     if (!reply.hasHeader('cache-control')) reply.header('cache-control', 'no-store');
     return payload;

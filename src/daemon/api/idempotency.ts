@@ -38,9 +38,21 @@ type Hooks = { preHandler: preHandlerHookHandler[]; onSend: onSendHookHandler[] 
 export function idempotencyKeyOf(request: FastifyRequest): string | null {
   const raw = request.headers[IDEMPOTENCY_KEY_HEADER];
   if (raw === undefined) return null;
-  const key = Array.isArray(raw) ? raw.join(', ') : raw;
+  // Node joins a repeated header into "a, b": two keys are not one key (a key names one logical write).
+  if (Array.isArray(raw) || headerCount(request, IDEMPOTENCY_KEY_HEADER) > 1) {
+    throw new BusinessError(Code.INVALID_PARAMS, 'invalid parameters: Idempotency-Key (sent more than once)');
+  }
+  const key = raw;
   if (!KEY_RE.test(key)) throw new BusinessError(Code.INVALID_PARAMS, 'invalid parameters: Idempotency-Key (1-255 printable ASCII characters)');
   return key;
+}
+
+/** How many times the request carries header `name` (lower case). */
+function headerCount(request: FastifyRequest, name: string): number {
+  const raw = request.raw.rawHeaders;
+  let n = 0;
+  for (let i = 0; i < raw.length; i += 2) if (raw[i]!.toLowerCase() === name) n++;
+  return n;
 }
 
 function bodyHash(request: FastifyRequest): string {
@@ -89,6 +101,8 @@ export function idempotentRoute(
         if (body === null) return sendEnvelope(request, reply, Code.CONFLICT, null, 'conflict: the answer kept for this Idempotency-Key cannot be read; use a new key');
         reply.businessCode = codeOf(body);
         reply.header(IDEMPOTENT_REPLAYED_HEADER, 'true');
+        // The first answer's request id, as its body says (SPEC 3.1: the header and the body name the same id).
+        reply.header('x-request-id', requestIdOf(body) ?? request.id);
         return reply.code(c.status).type('application/json; charset=utf-8').send(body);
       }
       // Its first request is still running (here or on another node): wait for its answer.
@@ -111,6 +125,15 @@ export function idempotentRoute(
     return payload;
   };
   return { preHandler: [preHandler], onSend: [onSend] };
+}
+
+function requestIdOf(body: string): string | undefined {
+  try {
+    const id = (JSON.parse(body) as { requestId?: unknown }).requestId;
+    return typeof id === 'string' && /^[\x21-\x7e]{1,200}$/.test(id) ? id : undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 function codeOf(body: string): number | undefined {

@@ -41,10 +41,15 @@ const TOUCH_EVERY_MS = 60_000;
 const TOUCH_NEW_SOURCE_MS = 1_000;
 const MAX_TOUCHED = 10_000;
 
-/** The key of `Authorization: Bearer <key>` (scheme case-insensitive); null for anything else. */
+/** The key of `Authorization: Bearer <key>` (scheme case-insensitive); null for anything else, a repeated header too. */
 function bearerKey(request: FastifyRequest): string | null {
   const h = request.headers.authorization;
   if (typeof h !== 'string') return null;
+  // Node keeps the first of two Authorization headers and drops the other: two credentials are none (as a repeated
+  // api_key is, SPEC 3.2), whichever comes first.
+  const raw = request.raw.rawHeaders;
+  let seen = 0;
+  for (let i = 0; i < raw.length; i += 2) if (raw[i]!.toLowerCase() === 'authorization' && ++seen > 1) return null;
   const m = /^Bearer +([!-~]+) *$/i.exec(h);
   return m ? m[1]! : null;
 }

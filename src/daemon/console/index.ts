@@ -46,7 +46,7 @@ export async function consolePlugin(app: FastifyInstance, ctx: ApiContext, opts:
     sessions,
     sealer: new RevealSealer(secret),
     limiter: new LoginLimiter(opts.loginLimits, ctx.nowMs),
-    // TOTP secrets at rest are sealed with a key of their own derived from the same secret (docs/decisions.md).
+    // TOTP secrets at rest are sealed with a key of their own derived from the same secret (docs/decisions.md#d-058).
     secondFactor: new SecondFactorService(ctx.store, new RevealSealer(secret, RevealSealer.TOTP), ctx.nowMs),
   };
   const pruner = setInterval(() => {

@@ -2,7 +2,7 @@
 // connections included) and flushes it to the store as one flush with an id of its own. A flush the store
 // could not take is sent again with the same id (so a flush that did commit despite a timeout counts once);
 // what arrives meanwhile waits for the next flush. A database away for a while loses nothing (the counts wait in
-// memory, merged per key). Which usage a flush carries (docs/decisions.md, "Usage writes"): accounts under a
+// memory, merged per key). Which usage a flush carries (docs/decisions.md#d-027, "Usage writes"): accounts under a
 // traffic limit every second; on PostgreSQL the others every `relaxedIntervalMs` (4 s) and the per-domain usage
 // every `domainIntervalMs` (60 s), so the database writes about one row per active user every few seconds. A node
 // killed with SIGKILL loses at most what it had not flushed: its last second of limited accounts, its last
@@ -18,7 +18,7 @@ export interface MeterOptions {
   intervalMs?: number;
   /**
    * How often usage of accounts that are not `urgent` is written (a multiple of `intervalMs`; default: every
-   * tick). On PostgreSQL a flush row per user and flush is the database's metering work (docs/decisions.md,
+   * tick). On PostgreSQL a flush row per user and flush is the database's metering work (docs/decisions.md#d-027,
    * "Usage writes"), so accounts without a traffic limit are written every few seconds, within the 5 s of
    * visibility, and those under a limit every tick.
    */
@@ -37,7 +37,7 @@ export interface MeterOptions {
   phase?: number;
 }
 
-/** On PostgreSQL: accounts without a traffic limit are flushed this often (visible within 5 s, p95: docs/BENCHMARKS.md). */
+/** On PostgreSQL: accounts without a traffic limit are flushed this often (visible within 5 s, p95: docs/benchmarks/fleet-scale.md). */
 export const RELAXED_FLUSH_MS = 4_000;
 /** On PostgreSQL: usage per domain is flushed this often (and at the end of each UTC day). */
 export const DOMAIN_FLUSH_MS = 60_000;

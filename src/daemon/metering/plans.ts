@@ -1,4 +1,4 @@
-// Plans and limits on this node (docs/decisions.md, "Plans and limits"), enforced fleet-wide with two kinds of lease from the store.
+// Plans and limits on this node (docs/decisions.md#d-028, "Plans and limits"), enforced fleet-wide with two kinds of lease from the store.
 //
 // The plan tables: read when their version moves (a counter the database bumps on every change), so a table
 // of 100,000 limited users is read once per change, not twice a second. Expiry is decided from memory.

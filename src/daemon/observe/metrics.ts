@@ -106,7 +106,7 @@ export class Metrics {
 
   constructor(opts: { defaultMetrics?: boolean } = {}) {
     // The event-loop delay histogram samples every 100 ms, not prom-client's 10 ms: its timer woke an idle daemon
-    // a hundred times a second (decisions.md "Metrics: event-loop delay sampling").
+    // a hundred times a second (decisions.md#d-038 "Metrics: event-loop delay sampling").
     if (opts.defaultMetrics !== false) {
       collectDefaultMetrics({ register: this.registry, prefix: 'proxyd_', eventLoopMonitoringPrecision: EVENT_LOOP_SAMPLE_MS });
       lagPastSchedule(this.registry);

@@ -30,17 +30,20 @@ function databaseUrlOption(): Option {
   return new Option('--database-url <url>', 'postgres://… : a shared PostgreSQL instead of SQLite in the data dir').env('PROXYD_DATABASE_URL');
 }
 
+// eslint-disable-next-line @typescript-eslint/no-explicit-any -- commander's options, each command's own shape
 type AdminAction = (deps: import('../admin/commands.js').AdminDeps, opts: any) => Promise<unknown>;
 
 /** How an admin command uses the database: `read` only looks (a data dir without a database is an error, never created). */
 type AdminUse = { read?: boolean };
 
 /** An admin command of admin/plans.ts (it takes the store and the options). */
+// eslint-disable-next-line @typescript-eslint/no-explicit-any -- commander's options, each command's own shape
 function planAction(pick: (m: typeof import('../admin/plans.js')) => (store: import('../store/index.js').Store, o: any) => Promise<unknown>, use: AdminUse = {}) {
   return adminAction(() => (deps, o) => import('../admin/plans.js').then((m) => pick(m)(deps.store, o)), use);
 }
 
 /** An admin command of admin/policy.ts (it takes the store and the options). */
+// eslint-disable-next-line @typescript-eslint/no-explicit-any -- commander's options, each command's own shape
 function policyAction(pick: (m: typeof import('../admin/policy.js')) => (store: import('../store/index.js').Store, o: any) => Promise<unknown>, use: AdminUse = {}) {
   return adminAction(() => (deps, o) => import('../admin/policy.js').then((m) => pick(m)(deps.store, o)), use);
 }

@@ -1,7 +1,7 @@
 // With `--workers N` on SQLite, one process writes usage and the connection log: the primary. Workers hand it
 // their batches over IPC (a message per batch, never per connection) and it writes them through one writer
 // connection, so the workers' writers never meet on the file's lock and the transactions are as few and as
-// large as one process's (docs/decisions.md, "Workers on SO_REUSEPORT"). On PostgreSQL workers write directly.
+// large as one process's (docs/decisions.md#d-035, "Workers on SO_REUSEPORT"). On PostgreSQL workers write directly.
 import cluster, { type Worker } from 'node:cluster';
 import type { ConnectionRecord, UsageDelta } from '../../gateway/types.js';
 import type { DaemonLog } from '../log.js';

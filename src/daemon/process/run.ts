@@ -18,7 +18,7 @@ function lockDataDir(cfg: ServeConfig): DataDirLock | null {
 }
 
 /**
- * V8's allocation-site pretenuring off in a serving process (docs/decisions.md, "GC: tunnels that outlived young
+ * V8's allocation-site pretenuring off in a serving process (docs/decisions.md#d-039, "GC: tunnels that outlived young
  * collections"). Under a stream of short tunnels V8 came to allocate some of a connection's objects straight in the
  * old generation; young collections then could not free what those objects pointed at once the tunnel closed, and
  * ~3 KiB of every tunnel (its sockets, buffers and closures) was copied and promoted until the next full

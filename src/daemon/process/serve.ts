@@ -287,7 +287,7 @@ export async function startDaemon(cfg: ServeConfig, log: DaemonLog, worker: Work
   // A gateway that cannot start (port in use) must not leave the API listening: the process would never exit.
   const admission = new ViewAdmission(view);
   // Usage: collected from the gateway every second (docs/operations.md, Metering). On PostgreSQL the database's
-  // metering work grows with active users (docs/decisions.md, "Usage writes"): accounts under a traffic limit are
+  // metering work grows with active users (docs/decisions.md#d-027, "Usage writes"): accounts under a traffic limit are
   // flushed every second, the others every 4 s, per-domain usage every minute; SQLite writes it all every second.
   const pacedWrites = store.backend === 'postgres' && !worker.sinks;
   // Usage by dedicated address: metered with the rest, written beside it (metering/egress-usage.ts).

@@ -15,7 +15,7 @@ const REDIS_KEY_PREFIX = 'proxyd:rl:';
  * ioredis, loaded when a Redis store is made, not with this module: loading it defines a class that extends
  * `String` (its RESP3 VerbatimString), which turns String.prototype into a dictionary for good, and every
  * string method call in the process (the gateway's parsing included) then goes through V8's generic lookup
- * (docs/decisions.md, "ioredis loaded only with --redis-url").
+ * (docs/decisions.md#d-042, "ioredis loaded only with --redis-url").
  */
 function loadRedis(): typeof Redis {
   return (createRequire(import.meta.url)('ioredis') as typeof import('ioredis')).Redis;

@@ -58,7 +58,6 @@ function unknownField(o: Record<string, unknown>, allowed: Set<string>, at: stri
 
 /** A proxy password a customer chooses: the console's rule for chosen passwords, and no control characters. */
 export function proxyPasswordProblem(p: string): string | null {
-  // eslint-disable-next-line no-control-regex
   if (/[\u0000-\u001f\u007f]/.test(p)) return 'no control characters';
   return passwordProblem(p);
 }
@@ -102,6 +101,8 @@ function setting(o: Record<string, unknown>, key: (typeof SETTINGS_FIELDS)[numbe
       if (items.length > MAX_USER_RULE_ITEMS) return value(field, `at most ${MAX_USER_RULE_ITEMS} items`);
       const withComma = items.find((i) => i.includes(','));
       if (withComma !== undefined) return value(field, `"${withComma.slice(0, 80)}": one domain pattern or CIDR per item`);
+      // As the only item, the text forms' `none` would empty the list (an allow list emptied lets every target through).
+      if (items.length === 1 && items[0]!.trim().toLowerCase() === 'none') return value(field, '"none": write [] to empty the list');
       const r = parseRuleList(items.join(','));
       return r.ok ? { ok: true, value: r.items } : value(field, describeProblems(r.problems.map((p) => ({ ...p, item: p.item.slice(0, 80) }))));
     }

@@ -1,6 +1,6 @@
 // Target names resolved off libuv's thread pool. dns.lookup (getaddrinfo) runs on the same four threads as
 // password hashing (scrypt) and file I/O: a flood of wrong passwords queued every customer's hostname
-// behind the hashes (set-up p50 1 ms → 269 ms; docs/BENCHMARKS.md, "Wrong-password flood"). This resolver
+// behind the hashes (set-up p50 1 ms → 269 ms; docs/benchmarks/wrong-password-flood.md, "Wrong-password flood"). This resolver
 // asks the system's DNS servers through c-ares (dns.Resolver: sockets on the event loop, no pool), answers
 // names from /etc/hosts itself (c-ares does not read it), caches answers for their TTL, and folds
 // concurrent questions for one name into one query.

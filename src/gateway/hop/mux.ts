@@ -1,4 +1,4 @@
-// Many tunnels over one hop connection (docs/decisions.md "The hop: many tunnels on one TLS connection").
+// Many tunnels over one hop connection (docs/decisions.md#d-030 "The hop across the internet", "Many tunnels on one TLS connection").
 // After the proof (wire.ts), both ends speak frames:
 //   u8 type, u32 stream id, u32 payload length, payload
 //   OPEN    entry → exit   a stream's first line: `DIAL …` or `UDP …` (wire.ts)

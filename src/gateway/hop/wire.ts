@@ -1,4 +1,4 @@
-// The hop's wire, both ends (docs/decisions.md "The hop"). Every hop connection is TLS 1.3 (ALPN
+// The hop's wire, both ends (docs/decisions.md#d-030 "The hop"). Every hop connection is TLS 1.3 (ALPN
 // `proxyd-hop/3`); first two lines:
 //   entry → `AUTH <proof>[ <proof>]`   a proof: hex HMAC-SHA256(fleet secret, LABEL ‖ the session's exported
 //                                       keying material), one per secret the entry holds (old and new while

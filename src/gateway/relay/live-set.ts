@@ -5,7 +5,7 @@
 // new table as they do; the discarded tables, dead but old, still refer to members, and a young-generation
 // collection counts what the old generation refers to as live. Two such Sets kept every recent tunnel (its
 // sockets, buffers, closures) alive through young collections and promoted it, ~3 KiB a tunnel, until a full
-// collection (docs/decisions.md, "GC: tunnels that outlived young collections").
+// collection (docs/decisions.md#d-039, "GC: tunnels that outlived young collections").
 
 /**
  * A member carries its place in its set (-1: in none), declared with its other fields so that it never changes the

@@ -2,7 +2,7 @@
 // passed through (a FIN one way keeps the other way delivering until it ends), an idle timeout,
 // and both sockets released on every path.
 //
-// Work per chunk is the product here (docs/BENCHMARKS.md): each socket reads into one buffer shared
+// Work per chunk is the product here (docs/benchmarks/gateway.md): each socket reads into one buffer shared
 // by every tunnel (`useUserBuffer`, what `net.Socket`'s `onread` option does), and each chunk is
 // written straight to the other socket's descriptor; only what the kernel does not take at once is
 // copied and queued on the stream, and the reader pauses when that queue is full. No allocation,

@@ -22,6 +22,9 @@ export function parseRulesBody(body: unknown): TargetRulesChange {
     const items = v as string[];
     const withComma = items.find((i) => i.includes(','));
     if (withComma !== undefined) throw bad(k, `"${withComma.slice(0, 80)}": one domain pattern or CIDR per item`);
+    // `none` is the text forms' word for an empty list: as the only item it would empty this one (an allow list
+    // emptied lets every target through). An array says "none" with [].
+    if (items.length === 1 && items[0]!.trim().toLowerCase() === 'none') throw bad(k, '"none": write [] to empty the list');
     change[k] = items.length === 0 ? 'none' : items.join(',');
   }
   return change;

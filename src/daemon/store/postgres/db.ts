@@ -24,7 +24,7 @@ export function reconnectDelay(retries: number): number {
 /**
  * Connections per process for everything but batches. An API call is one round trip, and postgres.js pipelines
  * on a busy connection (TCP_NODELAY: vendor/postgres/README.md), so two warm backends serve better than more
- * cold ones on a small host (docs/BENCHMARKS.md: list p99 lower than with 4 in every alternating pair).
+ * cold ones on a small host (docs/benchmarks/api.md: list p99 lower than with 4 in every alternating pair).
  */
 const POOL_SIZE = 2;
 /**

@@ -312,7 +312,7 @@ export const PG_MIGRATIONS: readonly string[] = [
   CREATE TRIGGER change_notify_claims AFTER INSERT OR UPDATE OR DELETE ON ip_claims FOR EACH STATEMENT EXECUTE FUNCTION proxyd_notify_change();
   CREATE TRIGGER change_notify_accounts AFTER INSERT OR UPDATE OF status OR DELETE ON accounts FOR EACH STATEMENT EXECUTE FUNCTION proxyd_notify_change();
   `,
-  // 3: batches and API admission in one round trip each (docs/decisions.md, "PostgreSQL: a batch is one call").
+  // 3: batches and API admission in one round trip each (docs/decisions.md#d-014, "PostgreSQL: a batch is one call").
   // A batch is a procedure: every item is its own transaction (COMMIT per item, docs/api.md) committed without
   // waiting for its WAL flush, and one synchronous commit at the end flushes them all before the caller hears
   // back. A WAL record is needed for that commit to flush: a transactional logical message (no table, no row).
@@ -327,7 +327,7 @@ export const PG_MIGRATIONS: readonly string[] = [
   -- The secret arrives as its SHA-256; comparing two digests leaks nothing an attacker can steer.
   ${apiAdmitFunction('jsonb')}
   `,
-  // 4: a list's page is built as json, not jsonb (docs/BENCHMARKS.md, API on PostgreSQL): jsonb_agg builds a
+  // 4: a list's page is built as json, not jsonb (docs/benchmarks/api.md, API on PostgreSQL): jsonb_agg builds a
   // binary document that is then printed again as text for the wire; json_agg writes the text once. Same
   // answers (postgres.js parses both); a node still on migration 3's code reads the json page alike.
   `
@@ -565,7 +565,7 @@ export const PG_MIGRATIONS: readonly string[] = [
   ALTER TABLE plans ADD COLUMN rate_limit bigint;
   ALTER TABLE user_limits ADD COLUMN rate_limit bigint;
   `,
-  // 19: usage writes grow with active users, not periods (docs/decisions.md, "Usage writes"): a flush writes
+  // 19: usage writes grow with active users, not periods (docs/decisions.md#d-027, "Usage writes"): a flush writes
   // minute buckets only, adding its deltas to roll_* too (what the minute holds that its hour and day buckets do
   // not yet) and marking the row `unrolled`; a roll-up on one node at a time folds finished minutes into hour and
   // day buckets (node '') and clears both. Reads of hours and days add the unrolled minutes (this partial index

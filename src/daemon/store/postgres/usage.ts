@@ -1,7 +1,7 @@
 // Usage buckets on PostgreSQL: every node flushes into the same buckets; a flush is one transaction that
 // records its id first, so a flush sent again after the client deadline (the first may still commit) adds nothing.
 // A flush writes minute buckets only (one row per user, in one statement), their deltas counted in roll_* too;
-// rollUp, on one node at a time, folds finished minutes into hour and day buckets (docs/decisions.md, "Usage
+// rollUp, on one node at a time, folds finished minutes into hour and day buckets (docs/decisions.md#d-027, "Usage
 // writes"), and reads of hours and days add what is not folded yet.
 import type { DomainUsageRow, FlushDomains, UsageDelta, UsagePeriod, UsageQuery, UsageRow, UsageStore } from '../types.js';
 import {
@@ -30,7 +30,7 @@ import { BATCH_MS, unlessBusy, PgFamily } from './family.js';
 const ROLLUP_LOCK_KEY = 0x70726f787975; // "proxyu"
 /**
  * Minute rows folded per transaction, with a pause between transactions: a minute of 60,000 active users folded in
- * one statement kept a core busy for 5 s and stretched the flushes beside it (docs/BENCHMARKS.md, "Fleet scale").
+ * one statement kept a core busy for 5 s and stretched the flushes beside it (docs/benchmarks/fleet-scale.md, "Fleet scale").
  */
 const ROLLUP_ROWS = 5_000;
 const ROLLUP_PAUSE_MS = 250;

@@ -68,10 +68,10 @@ export class SqliteAuditStore implements AuditStore {
   async list(q: AuditQuery): Promise<{ rows: AuditRecord[]; total: number }> {
     const where: string[] = [];
     const params: Array<string | number> = [];
-    if (q.accountId !== undefined) (where.push('account_id = ?'), params.push(q.accountId));
-    if (q.fromMs !== undefined) (where.push('time_ms >= ?'), params.push(q.fromMs));
-    if (q.toMs !== undefined) (where.push('time_ms < ?'), params.push(q.toMs));
-    if (q.actions?.length) (where.push(`action IN (${q.actions.map(() => '?').join(',')})`), params.push(...q.actions));
+    if (q.accountId !== undefined) { where.push('account_id = ?'); params.push(q.accountId); }
+    if (q.fromMs !== undefined) { where.push('time_ms >= ?'); params.push(q.fromMs); }
+    if (q.toMs !== undefined) { where.push('time_ms < ?'); params.push(q.toMs); }
+    if (q.actions?.length) { where.push(`action IN (${q.actions.map(() => '?').join(',')})`); params.push(...q.actions); }
     const w = where.length ? `WHERE ${where.join(' AND ')}` : '';
     const total = stmt<unknown[], { n: number }>(this.db, `SELECT count(*) AS n FROM audit_log ${w}`).get(...params)!.n;
     // One account's records by their place in its chain (its index); every account's by id.

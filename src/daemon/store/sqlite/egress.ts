@@ -77,8 +77,8 @@ export class SqliteEgressStore implements EgressStore {
   async list(filter: { accountId?: number | undefined; node?: string | undefined }): Promise<EgressAddressRow[]> {
     const where: string[] = [];
     const params: Array<string | number> = [];
-    if (filter.accountId !== undefined) (where.push('e.account_id = ?'), params.push(filter.accountId));
-    if (filter.node !== undefined) (where.push('e.node = ?'), params.push(filter.node));
+    if (filter.accountId !== undefined) { where.push('e.account_id = ?'); params.push(filter.accountId); }
+    if (filter.node !== undefined) { where.push('e.node = ?'); params.push(filter.node); }
     const w = where.length ? `WHERE ${where.join(' AND ')}` : '';
     const rows = stmt<unknown[], EgressRow>(this.db, `SELECT ${EGRESS_COLUMNS} FROM egress_addresses e LEFT JOIN accounts a ON a.id = e.account_id ${w}`).all(...params);
     const now = this.nowSec();

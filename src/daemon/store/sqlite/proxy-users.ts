@@ -68,9 +68,9 @@ export class SqliteProxyUserStore implements ProxyUserStore {
   async page(accountId: number, f: ProxyUserFilter): Promise<{ items: ProxyUserDetail[]; total: number }> {
     const where = ['u.account_id = ?'];
     const params: Array<string | number> = [accountId];
-    if (f.status) (where.push('u.status = ?'), params.push(f.status));
+    if (f.status) { where.push('u.status = ?'); params.push(f.status); }
     // An exact prefix: LIKE would read `_` and `%` in a name as patterns (and ignore case).
-    if (f.prefix) (where.push('substr(u.username, 1, ?) = ?'), params.push(f.prefix.length, f.prefix));
+    if (f.prefix) { where.push('substr(u.username, 1, ?) = ?'); params.push(f.prefix.length, f.prefix); }
     const w = where.join(' AND ');
     const total = stmt<unknown[], { n: number }>(this.db, `SELECT count(*) AS n FROM proxy_users u WHERE ${w}`).get(...params)!.n;
     const rows = stmt<unknown[], DetailRow>(this.db, `SELECT ${DETAIL_COLUMNS} FROM proxy_users u LEFT JOIN user_limits l ON l.proxy_user_id = u.id WHERE ${w} ORDER BY u.username LIMIT ? OFFSET ?`)
