@@ -9,7 +9,7 @@ import { Exit, type ExitCode } from './exit-codes.js';
 import type { Io } from './io.js';
 import { looksLikeToken, scrubSecrets } from './errors.js';
 import { isApiKeyShaped } from './key-format.js';
-import { isStrictIPv4 } from '../contract/ipv4-syntax.js';
+import { isStrictIPv4 } from '../rules/ipv4-syntax.js';
 import { MAX_DOMAINS_LIMIT, MAX_PAGE, MAX_PAGE_SIZE } from '../contract/paths.js';
 import { VERSION } from '../contract/version.js';
 

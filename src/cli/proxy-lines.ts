@@ -2,6 +2,7 @@
 // its targeting and session parameters (USER[-country-CC][-city-NAME][-session-ID[-sesstime-MIN]], docs/gateway.md),
 // and the password, in the formats proxy tools take.
 import { randomInt } from 'node:crypto';
+import { bracketHost, splitHostPort } from '../rules/host-port.js';
 
 export type ExportFormat = 'url' | 'hostport' | 'hostport-at' | 'json';
 export type ExportProtocol = 'http' | 'socks5h';
@@ -39,13 +40,15 @@ export function sessionId(): string {
   return s;
 }
 
-/** `HOST:PORT` (or `[v6]:PORT`) split; null when it is not one. */
-export function splitHostPort(hp: string): { host: string; port: number } | null {
-  const m = /^(\[[^\]]+\]|[^:]+):(\d{1,5})$/.exec(hp.trim());
-  if (!m) return null;
-  const port = Number(m[2]);
-  if (port < 1 || port > 65535) return null;
-  return { host: m[1]!, port };
+/**
+ * The gateway's address as the API gives it (`HOST:PORT`, `[v6]:PORT`, written by the daemon's formatHostPort), read
+ * by the same rule; the host kept as it stands before `:port` in a line (an IPv6 address in brackets). null when it is
+ * not one, or its port is 0.
+ */
+export function readGatewayAddress(text: string): { host: string; port: number } | null {
+  const hp = splitHostPort(text.trim());
+  if (!hp || hp.port < 1) return null;
+  return { host: bracketHost(hp.host), port: hp.port };
 }
 
 export function proxyUsername(spec: Pick<ExportSpec, 'user' | 'country' | 'city' | 'stickyMinutes'>, session: string | null): string {

@@ -1,6 +1,6 @@
 // The address lists of dedicated egress addresses (`proxyd admin ip assign|release --addresses LIST`,
 // docs/admin.md "ip"): IPv4 addresses and ranges `a-b`, comma-separated. An error names the item.
-import { isStrictIPv4 } from './ipv4-syntax.js';
+import { isStrictIPv4 } from '../rules/ipv4-syntax.js';
 
 /** At most this many addresses in one list (a range of a /16). */
 export const MAX_ADDRESS_LIST = 65_536;

@@ -12,7 +12,9 @@ import { Tunnels } from './relay/open-tunnels.js';
 import { LiveSet, type LiveMember } from './relay/live-set.js';
 import { canonicalIp, parseIp, reachesListener } from './dial/target-policy.js';
 import { isGatewayUdpSocket } from './dial/udp-out.js';
-import type { AdmitFailure, AdmitResult, DedicatedEgress, EgressUsageDelta, GatewayLimits, GatewayOptions, GatewayStats, RefusalReason, UsageDelta, UsernameParams } from './types.js';
+import type { AdmitFailure, AdmitResult, DedicatedEgress, EgressUsageDelta, GatewayLimits, GatewayOptions, GatewayStats, RefusalReason, UsageDelta } from './types.js';
+import { parseProxyUsername, type ProxyUsername } from '../rules/proxy-username.js';
+import { ipSubject, usageKey, userSubject } from '../rules/usage-key.js';
 
 export type { DialFailure, ResolveOutcome } from './dial/dialer.js';
 
@@ -70,9 +72,6 @@ export function meterHost(host: string): string {
   return bare.includes(':') ? canonicalIp(bare) : bare;
 }
 
-/** One key per account and subject (`user:NAME`, `ip:A.B.C.D`): the gateway's counters and the daemon's meter and plans. */
-export const usageKey = (accountId: number, subject: string): string => `${accountId}\0${subject}`;
-
 /**
  * An `Admitter`'s answer that is still to come: a promise, or any thenable (one from another realm or library),
  * which `instanceof Promise` would take for an answer.
@@ -83,18 +82,18 @@ function isThenable<T>(x: T | PromiseLike<T>): x is PromiseLike<T> {
 
 /** What whitelist admission of `sourceIp` gives the gateway. */
 function byIp(r: AdmitResult, sourceIp: string): AdmitOutcome {
-  return r.ok ? { ok: true, accountId: r.accountId, session: null, subject: `ip:${sourceIp}` } : { ok: false, reason: r.reason, accountId: r.accountId };
+  return r.ok ? { ok: true, accountId: r.accountId, session: null, subject: ipSubject(sourceIp) } : { ok: false, reason: r.reason, accountId: r.accountId };
 }
 
 /**
  * What credentials' admission gives the gateway: metered for the user that matched (a parameterised username's base
  * user). A `-ip-` address must be one of the account's dedicated addresses (`bad_ip_parameter`, the same 407).
  */
-function byUser(out: AdmitResult, username: string, parsed: UsernameParams, dedicated: DedicatedEgress | undefined): AdmitOutcome {
+function byUser(out: AdmitResult, username: string, parsed: ProxyUsername, dedicated: DedicatedEgress | undefined): AdmitOutcome {
   if (!out.ok) return { ok: false, reason: out.reason, accountId: out.accountId };
   // The base user of parameters that do not parse: its password matched, so its account hears why (same 407).
   if (parsed.kind === 'malformed' && out.user !== username) return { ok: false, reason: 'bad_username_params', accountId: out.accountId };
-  const subject = `user:${out.user ?? username}`;
+  const subject = userSubject(out.user ?? username);
   if (parsed.kind === 'params' && out.user === parsed.user) {
     const session = parsed.session === null ? null : { key: `${out.accountId}:${parsed.user}:${parsed.session}`, minutes: parsed.minutes };
     const want = parsed.country === null && parsed.city === null ? null : { country: parsed.country, city: parsed.city };
@@ -418,7 +417,7 @@ export class GatewayCore {
    * checked, so the record names its account and says which: a wrong password, or `bad_username_params`.
    */
   private admitUser(username: string, password: string, sourceIp: string | null): AdmitOutcome | Promise<AdmitOutcome> {
-    const parsed = this.opts.parseUsername?.(username) ?? { kind: 'plain' as const, user: username };
+    const parsed = parseProxyUsername(username);
     const base = parsed.kind === 'plain' ? undefined : parsed.user;
     const r = this.opts.admission.admitByCredentials(username, password, base, sourceIp);
     const d = this.opts.dedicated;

@@ -14,7 +14,6 @@ import type { Gateway, GatewayOptions, GatewayStats } from './types.js';
 
 export type * from './types.js';
 export { DEFAULT_LIMITS } from './limits.js';
-export { usageKey } from './core.js';
 export { ByteBudget } from './relay/byte-budget.js';
 export { RateBucket } from './relay/rate-budget.js';
 export type { RateBudget } from './relay/rate-budget.js';

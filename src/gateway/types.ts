@@ -160,15 +160,6 @@ export interface PlanLimits {
   rateFor?(accountId: number, subject: string): RateBudget | null;
 }
 
-/**
- * What a presented username asks for (the daemon injects the rule that parses it). `malformed`: its parameters
- * do not parse; `user`, the base user it names, if any (its account is told, not the unknown-user log).
- */
-export type UsernameParams =
-  | { kind: 'plain'; user: string }
-  | { kind: 'params'; user: string; country: string | null; city: string | null; session: string | null; minutes: number; ip?: string }
-  | { kind: 'malformed'; user?: string };
-
 export interface GatewayLimits {
   headerTimeoutMs: number; // HTTP head / SOCKS handshake must complete within this
   connectTimeoutMs: number; // outgoing connect to the target
@@ -189,8 +180,6 @@ export interface GatewayOptions {
   egressPool?: { addresses: readonly string[]; sessions: StickySessions } | undefined;
   /** An IPv6 prefix each outgoing connection leaves from a random address of (a session keeps one); replaces egressAddress. */
   egressPrefix?: { prefix: EgressPrefix; sessions: StickyAddresses } | undefined;
-  /** Reads session parameters out of a username; without it every username is taken as written. */
-  parseUsername?: (username: string) => UsernameParams;
   allowPrivateTargets: boolean;
   /** CIDRs whose PROXY protocol v1/v2 header is believed. */
   proxyProtocolFrom: string[];

@@ -1,5 +1,6 @@
 // The layering of docs/architecture.md, checked on the source: no import cycle in src/, the arrows point one
-// way (cli → contract; daemon → contract, gateway; gateway → nothing of ours), no private path of a dependency.
+// way (cli → contract; daemon → contract, gateway; contract, gateway → the leaf of rules; the leaf → nothing of
+// ours), no private path of a dependency.
 import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -60,11 +61,14 @@ const rel = (f: string) => path.relative(ROOT, f);
 const shown = (cycles: string[][]) => cycles.map((c) => c.map(rel).join(' -> '));
 const layer = (f: string) => path.relative(SRC, f).split(path.sep)[0]!;
 const ALLOWED: Record<string, string[]> = {
-  contract: ['contract'],
-  gateway: ['gateway'],
-  cli: ['cli', 'contract'],
-  daemon: ['daemon', 'contract', 'gateway'],
+  rules: ['rules'],
+  contract: ['contract', 'rules'],
+  gateway: ['gateway', 'rules'],
+  cli: ['cli', 'contract', 'rules'],
+  daemon: ['daemon', 'contract', 'gateway', 'rules'],
 };
+// What the leaf (src/rules/) may import besides itself: pure rules, no I/O, no package with weight.
+const LEAF_PACKAGES = new Set(['node:net', 'node:buffer']);
 
 describe('import graph of src/', () => {
   it('the cycle finder finds a planted cycle', () => {
@@ -94,16 +98,44 @@ describe('import graph of src/', () => {
     expect(wrong).toEqual([]);
   });
 
+  it('every room of src/ has its arrows', () => {
+    expect(readdirSync(SRC).sort()).toEqual(Object.keys(ALLOWED).sort());
+  });
+
+  // The leaf (docs/architecture.md, "The leaf of rules"): one home for a rule both sides of the gateway's wall apply.
+  it('the leaf imports nothing of ours outside itself, and no package but node:net and node:buffer', () => {
+    const leaf = sources(path.join(SRC, 'rules'));
+    expect(leaf.length).toBeGreaterThan(0);
+    const wrong: string[] = [];
+    for (const f of leaf) {
+      for (const s of specifiersOf(f, false)) {
+        if (s.startsWith('.')) {
+          if (layer(path.resolve(path.dirname(f), s)) !== 'rules') wrong.push(`${rel(f)} -> ${s}`);
+        } else if (!LEAF_PACKAGES.has(s)) wrong.push(`${rel(f)} -> ${s}`);
+      }
+    }
+    expect(wrong).toEqual([]);
+  });
+
+  it('the gateway imports of ours only its own files and the leaf', () => {
+    const wrong: string[] = [];
+    for (const [from, deps] of graph(false)) {
+      if (layer(from) !== 'gateway') continue;
+      for (const to of deps) if (!['gateway', 'rules'].includes(layer(to))) wrong.push(`${rel(from)} -> ${rel(to)}`);
+    }
+    expect(wrong).toEqual([]);
+  });
+
   // Inside src/daemon/ (docs/architecture.md, "Rooms"): a room's files import only what its line there allows.
   const inDaemon = (f: string, dir: string) => rel(f).startsWith(`src/daemon/${dir}/`);
   const INNER: Array<{ rule: string; from: (f: string) => boolean; forbidden: (to: string) => boolean; runtimeOnly?: boolean }> = [
     // The gateway's face declares what it hands over (`UsageDelta`): the store may name those types, and run nothing of it.
     {
-      rule: "a store backend imports nothing outside store/ (contract aside; the gateway's types.ts, type-only)",
+      rule: "a store backend imports nothing outside store/ (contract and the leaf aside; the gateway's types.ts, type-only)",
       from: (f) => inDaemon(f, 'store'),
-      forbidden: (to) => !inDaemon(to, 'store') && !rel(to).startsWith('src/contract/') && rel(to) !== 'src/gateway/types.ts',
+      forbidden: (to) => !inDaemon(to, 'store') && !rel(to).startsWith('src/contract/') && !rel(to).startsWith('src/rules/') && rel(to) !== 'src/gateway/types.ts',
     },
-    { rule: 'a store backend runs nothing outside store/ but contract/', from: (f) => inDaemon(f, 'store'), forbidden: (to) => !inDaemon(to, 'store') && !rel(to).startsWith('src/contract/'), runtimeOnly: true },
+    { rule: 'a store backend runs nothing outside store/ but contract/ and the leaf', from: (f) => inDaemon(f, 'store'), forbidden: (to) => !inDaemon(to, 'store') && !rel(to).startsWith('src/contract/') && !rel(to).startsWith('src/rules/'), runtimeOnly: true },
     { rule: 'the console does not import the API', from: (f) => inDaemon(f, 'console'), forbidden: (to) => inDaemon(to, 'api') },
     { rule: "api/body.ts does not reach into the API's routes", from: (f) => rel(f) === 'src/daemon/api/body.ts', forbidden: (to) => inDaemon(to, 'api/routes') },
     { rule: 'the gateway-facing admission imports no HTTP side', from: (f) => inDaemon(f, 'admission'), forbidden: (to) => inDaemon(to, 'api') || inDaemon(to, 'console') },
@@ -160,6 +192,10 @@ describe('import graph of src/', () => {
     expect(planted('src/gateway/relay/splice.ts', 'src/gateway/conn.ts')).toBe(true);
     expect(planted('src/gateway/wire/http-head.ts', 'src/gateway/dial/dialer.ts')).toBe(true);
     expect(planted('src/gateway/listen/socks5.ts', 'src/gateway/conn.ts')).toBe(false);
+    const arrow = (from: string, to: string) => (ALLOWED[layer(path.join(ROOT, from))] ?? []).includes(layer(path.join(ROOT, to)));
+    expect(arrow('src/rules/host-port.ts', 'src/contract/paths.ts')).toBe(false);
+    expect(arrow('src/gateway/conn.ts', 'src/contract/paths.ts')).toBe(false);
+    expect(arrow('src/gateway/conn.ts', 'src/rules/host-port.ts')).toBe(true);
   });
 
   it('imports no private path of a dependency', () => {

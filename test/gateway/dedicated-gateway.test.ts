@@ -5,7 +5,6 @@
 // connections from the address.
 import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { parseProxyUsername } from '../../src/contract/proxy-username.js';
 import { SessionTable } from '../../src/gateway/dial/sticky-sessions.js';
 import { DedicatedView } from '../../src/daemon/admission/dedicated.js';
 import { openStore, type Store } from '../../src/daemon/store/index.js';
@@ -52,7 +51,7 @@ describe('dedicated addresses in the gateway', () => {
     let gateway: TestGateway['gw'] | null = null;
     view = new DedicatedView(store, { node: 'gw', close: (m) => gateway?.closeEgressWhere(m) ?? 0, now: () => clock.t });
     await view.refresh();
-    g = await startTestGateway({ egressPool: { addresses: POOL, sessions: new SessionTable(POOL.length) }, parseUsername: parseProxyUsername, dedicated: view });
+    g = await startTestGateway({ egressPool: { addresses: POOL, sessions: new SessionTable(POOL.length) }, dedicated: view });
     gateway = g.gw;
     g.admission.users.set('alice', { password: 's3cret:pw', accountId: other });
     g.admission.whitelist.set('127.0.0.1', owner);

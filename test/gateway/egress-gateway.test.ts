@@ -2,7 +2,6 @@
 // sticks until MIN minutes after its first connection and then starts over.
 import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { parseProxyUsername } from '../../src/contract/proxy-username.js';
 import { SessionTable } from '../../src/gateway/dial/sticky-sessions.js';
 import { basic, startTcpEcho, startTestGateway, type TestGateway } from './helpers.js';
 
@@ -31,7 +30,7 @@ describe('egress pool in the gateway', () => {
 
   beforeAll(async () => {
     echo = await startTcpEcho();
-    g = await startTestGateway({ egressPool: { addresses: POOL, sessions: table }, parseUsername: parseProxyUsername });
+    g = await startTestGateway({ egressPool: { addresses: POOL, sessions: table } });
     g.admission.whitelist.set('127.0.0.1', 7);
   });
   afterAll(async () => {

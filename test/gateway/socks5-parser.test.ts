@@ -80,8 +80,8 @@ describe('SOCKS5 request', () => {
   });
   it('encodes replies', () => {
     expect([...encodeReply(7)]).toEqual([5, 7, 0, 1, 0, 0, 0, 0, 0, 0]);
-    expect([...encodeReply(0, { address: '127.0.0.2', port: 258, family: 4 })]).toEqual([5, 0, 0, 1, 127, 0, 0, 2, 1, 2]);
-    const v6 = encodeReply(0, { address: '::1', port: 1, family: 6 });
+    expect([...encodeReply(0, { address: '127.0.0.2', port: 258 })]).toEqual([5, 0, 0, 1, 127, 0, 0, 2, 1, 2]);
+    const v6 = encodeReply(0, { address: '::1', port: 1 });
     expect(v6.length).toBe(22);
     expect(v6[3]).toBe(4);
     expect(v6[19]).toBe(1);

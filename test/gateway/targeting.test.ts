@@ -1,7 +1,6 @@
 // Targeting in the username on a `both` node (SPEC 13): it is its own exit, so a country or city other than
 // its --location gets 502 destination_unavailable / SOCKS 0x03 at once, and a match dials as usual.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { parseProxyUsername } from '../../src/contract/proxy-username.js';
 import { RawClient, basic, startTcpEcho, startTestGateway, type TestGateway } from './helpers.js';
 
 describe('targeting on a node that is its own exit', () => {
@@ -9,7 +8,7 @@ describe('targeting on a node that is its own exit', () => {
   let echo: Awaited<ReturnType<typeof startTcpEcho>>;
   beforeAll(async () => {
     echo = await startTcpEcho();
-    g = await startTestGateway({ parseUsername: parseProxyUsername, location: { country: 'us', city: 'nyc' } });
+    g = await startTestGateway({ location: { country: 'us', city: 'nyc' } });
   });
   afterAll(async () => {
     await g.gw.close(0);

@@ -1,7 +1,7 @@
 // Stage auth: is this client admitted? HTTP: the proxy's answer to CONNECT (or to the absolute-form
 // request for an http:// target) is 407 or not. SOCKS5: method selection plus the RFC 1929 status.
 import { request, type IncomingMessage } from 'node:http';
-import { isIP } from 'node:net';
+import { formatHostPort } from '../../rules/host-port.js';
 import { PeerClosedError, SocketReader, fromAProxy, headerGetter, parseProxyReply, printable, proxyErrorOf, realmOf } from './reader.js';
 import { METHOD_NONE_ACCEPTABLE, METHOD_NO_AUTH, METHOD_USER_PASS, SOCKS_VERSION, greeting, hex, userPassRequest } from './socks5.js';
 import { fail, ok, describeNetError, type StageFn } from './stage.js';
@@ -22,7 +22,7 @@ function admittedText(ctx: CheckContext): string {
 
 function targetAuthority(ctx: CheckContext): string {
   const { host, port } = ctx.target;
-  return `${isIP(host) === 6 ? `[${host}]` : host}:${port}`;
+  return formatHostPort(host, port);
 }
 
 function closedOutcome(err: unknown, during: string): StageOutcome {

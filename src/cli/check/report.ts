@@ -3,6 +3,7 @@
 import type { RepeatSummary } from './repeat.js';
 import type { CheckResult } from './runner.js';
 import { redactUrl, scrub, type ProxySpec } from './urls.js';
+import { formatHostPort } from '../../rules/host-port.js';
 
 interface ReportInput {
   result: CheckResult;
@@ -50,7 +51,7 @@ export function renderReport(input: ReportInput): string {
         ['proxyctl', versions.proxyctl],
         ['Node.js', versions.node],
         ['platform', versions.platform],
-        ['proxy', `${proxy.protocol}://${proxy.host.includes(':') ? `[${proxy.host}]` : proxy.host}:${proxy.port}`],
+        ['proxy', `${proxy.protocol}://${formatHostPort(proxy.host, proxy.port)}`],
         ['proxy user', proxy.username !== null ? `${proxy.username} (password not shown)` : 'none (source-IP whitelist)'],
         ['target', s(targetForReport(input.target))],
         ['gateway request id', report.request_id ?? 'none (the proxy sent no X-Request-Id)'],

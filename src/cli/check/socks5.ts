@@ -1,5 +1,6 @@
 // SOCKS5 wire format (RFC 1928 / RFC 1929), client side: what the auth and connect stages send and parse.
-import { isIP } from 'node:net';
+import { formatHostPort } from '../../rules/host-port.js';
+import { encodeSocksAddress, socksNameText } from '../../rules/socks5-address.js';
 
 export const SOCKS_VERSION = 0x05;
 export const METHOD_NO_AUTH = 0x00;
@@ -41,36 +42,9 @@ export function userPassRequest(username: string, password: string): Buffer {
 
 /** CONNECT request; a host name is sent as a domain (socks5h), an IP literal as IPv4/IPv6. */
 export function connectRequest(host: string, port: number): Buffer {
-  const family = isIP(host);
-  let addr: Buffer;
-  if (family === 4) {
-    addr = Buffer.from([0x01, ...host.split('.').map(Number)]);
-  } else if (family === 6) {
-    addr = Buffer.concat([Buffer.from([0x04]), ipv6Bytes(host)]);
-  } else {
-    const name = Buffer.from(host, 'utf8');
-    if (name.length > 255) throw new Error('target host name longer than 255 bytes');
-    addr = Buffer.concat([Buffer.from([0x03, name.length]), name]);
-  }
-  const portBuf = Buffer.alloc(2);
-  portBuf.writeUInt16BE(port);
-  return Buffer.concat([Buffer.from([SOCKS_VERSION, 0x01, 0x00]), addr, portBuf]);
-}
-
-function ipv6Bytes(ip: string): Buffer {
-  let text = ip;
-  const v4 = /(\d+\.\d+\.\d+\.\d+)$/.exec(text);
-  if (v4) {
-    const p = v4[1]!.split('.').map(Number);
-    text = text.slice(0, -v4[1]!.length) + `${((p[0]! << 8) | p[1]!).toString(16)}:${((p[2]! << 8) | p[3]!).toString(16)}`;
-  }
-  const [head, tail] = text.split('::') as [string, string | undefined];
-  const h = head ? head.split(':') : [];
-  const t = tail !== undefined && tail ? tail.split(':') : [];
-  const groups = tail === undefined ? h : [...h, ...Array<string>(8 - h.length - t.length).fill('0'), ...t];
-  const out = Buffer.alloc(16);
-  groups.forEach((g, i) => out.writeUInt16BE(parseInt(g || '0', 16), i * 2));
-  return out;
+  const addr = encodeSocksAddress(host, port);
+  if (addr === null) throw new Error('target host name longer than 255 bytes');
+  return Buffer.concat([Buffer.from([SOCKS_VERSION, 0x01, 0x00]), addr]);
 }
 
 /** Bytes after the 4-byte reply header that hold the bound address and port. */
@@ -83,11 +57,11 @@ export function boundAddressLength(atyp: number, firstAddrByte: number | undefin
 
 export function formatBound(atyp: number, bytes: Buffer): string {
   const port = bytes.readUInt16BE(bytes.length - 2);
-  if (atyp === 0x01) return `${[...bytes.subarray(0, 4)].join('.')}:${port}`;
+  if (atyp === 0x01) return formatHostPort([...bytes.subarray(0, 4)].join('.'), port);
   if (atyp === 0x04) {
     const groups: string[] = [];
     for (let i = 0; i < 16; i += 2) groups.push(bytes.readUInt16BE(i).toString(16));
-    return `[${groups.join(':')}]:${port}`;
+    return formatHostPort(groups.join(':'), port);
   }
-  return `${bytes.subarray(1, bytes.length - 2).toString('utf8')}:${port}`;
+  return formatHostPort(socksNameText(bytes.subarray(1, bytes.length - 2)), port);
 }

@@ -1,11 +1,12 @@
 // Stage tcp: open a TCP connection to the proxy.
 import { connect } from 'node:net';
+import { formatHostPort } from '../../rules/host-port.js';
 import { describeNetError, fail, ok, type StageFn } from './stage.js';
 
 export const tcpStage: StageFn = (ctx, signal) =>
   new Promise((resolve) => {
     const addr = ctx.proxyAddress!;
-    const shown = addr.family === 6 ? `[${addr.address}]:${ctx.proxy.port}` : `${addr.address}:${ctx.proxy.port}`;
+    const shown = formatHostPort(addr.address, ctx.proxy.port);
     const socket = connect({ host: addr.address, port: ctx.proxy.port, family: addr.family, noDelay: true });
     ctx.sockets.add(socket);
     signal.addEventListener('abort', () => socket.destroy(), { once: true });

@@ -8,7 +8,7 @@ import type { Deps } from '../deps.js';
 import { CliError, looksLikeToken, UsageError } from '../errors.js';
 import { Exit, type ExitCode } from '../exit-codes.js';
 import { readAll } from '../io.js';
-import { buildLines, formatLines, splitHostPort, type ExportFormat, type ExportProtocol } from '../proxy-lines.js';
+import { buildLines, formatLines, readGatewayAddress, type ExportFormat, type ExportProtocol } from '../proxy-lines.js';
 import { checkUsername } from '../user-input.js';
 import { keyFailure, openKeySession } from './shared.js';
 
@@ -66,7 +66,7 @@ export async function runProxiesExport(opts: ExportOptions, deps: Deps): Promise
 
   const addrText = opts.protocol === 'socks5h' ? gw.socks5 : gw.http;
   if (!addrText) throw new CliError(`this service has no ${opts.protocol === 'socks5h' ? 'SOCKS5' : 'HTTP'} proxy address (the gateway endpoint names none)`);
-  const address = splitHostPort(addrText);
+  const address = readGatewayAddress(addrText);
   if (!address) throw new CliError(`the API returned a gateway address that is not HOST:PORT: "${addrText}"`);
   // Targeting no exit serves is refused by the gateway (502 "no exit for country …"): said now, not by every tool.
   if (opts.country !== undefined || opts.city !== undefined) {

@@ -2,7 +2,7 @@
 // unchanged, prints the plan, asks (TTY) or needs --yes (deletes off a TTY), then runs the plan with
 // the batch engine. Every run plans from the live list, so an interrupted run converges when run again.
 import type { FailedItem, WhitelistItem } from '../../contract/index.js';
-import { isStrictIPv4 } from '../../contract/ipv4-syntax.js';
+import { isStrictIPv4 } from '../../rules/ipv4-syntax.js';
 import { runBatches, type BatchItem, type BatchOp, type BatchRunResult } from '../batch.js';
 import type { Context } from '../context.js';
 import type { Deps } from '../deps.js';

@@ -1,6 +1,7 @@
 // `proxyd admin usage`: an account's metered usage (docs/admin.md), by proxy user or by minute, hour or day,
 // as JSON, CSV or a table (the report itself: services/usage.ts).
 import { parseIsoTime, timeFlagProblem } from '../../contract/time.js';
+import { DAY_MS } from '../../rules/time.js';
 import { readUsageRetention, usageReport, usageText, type UsageBy, type UsageReport } from '../services/usage.js';
 import type { Store } from '../store/index.js';
 import { AdminError, AdminUsageError, NoAccountError } from './commands.js';
@@ -14,7 +15,7 @@ export interface UsageOptions {
   usageRetention?: string;
 }
 
-const DEFAULT_SPAN_MS: Record<UsageBy, number> = { minute: 3_600_000, hour: 86_400_000, day: 30 * 86_400_000, user: 30 * 86_400_000 };
+const DEFAULT_SPAN_MS: Record<UsageBy, number> = { minute: 3_600_000, hour: DAY_MS, day: 30 * DAY_MS, user: 30 * DAY_MS };
 
 function parseTime(s: string, what: string): number {
   const t = parseIsoTime(s);

@@ -7,6 +7,7 @@
 // whose password is cached is unaffected by any flood; a flood aimed at one username can delay that user's
 // *first* login from a new password for as long as it lasts, never anyone else's.
 
+import { refilled } from '../../rules/token-bucket.js';
 import { sourceLimitKey } from '../services/source-ip.js';
 
 interface Bucket {
@@ -63,7 +64,7 @@ class Buckets {
       b = { tokens: this.burst, at: now };
       this.map.set(key, b);
     } else {
-      b.tokens = Math.min(this.burst, b.tokens + ((now - b.at) / 1000) * this.perSec);
+      b.tokens = refilled(b.tokens, now - b.at, this.perSec, this.burst);
       b.at = now;
     }
     return b;

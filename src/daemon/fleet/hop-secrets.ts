@@ -2,11 +2,12 @@
 // newest and the one before it (so an exit that has not read a rotation yet still accepts it); an exit
 // accepts the newest, and the one before it for its --hop-grace after the rotation, then only the newest.
 import { randomBytes } from 'node:crypto';
+import { DAY_MS } from '../../rules/time.js';
 import type { ExitStore, HopSecretState } from '../store/types.js';
 
 const READ_EVERY_MS = 1_000;
 /** An entry stops offering the replaced secret this long after a rotation (no exit's grace is longer). */
-const OFFER_PREVIOUS_MS = 7 * 86_400_000;
+const OFFER_PREVIOUS_MS = 7 * DAY_MS;
 
 export class HopSecrets {
   private state: HopSecretState | null = null;

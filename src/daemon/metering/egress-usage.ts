@@ -2,8 +2,8 @@
 // dedicated addresses, by the address their connections left from, written every 5 s to the UTC day's row.
 // A write that fails keeps its deltas for the next one (added, never counted twice: one writer per process).
 import type { EgressUsageDelta, Store } from '../store/index.js';
+import { DAY_MS } from '../../rules/time.js';
 
-const DAY_MS = 86_400_000;
 /** How often it writes: usage by address is not what limits enforce, so it need not cost a commit every second. */
 export const DEFAULT_FLUSH_MS = 5_000;
 

@@ -22,7 +22,8 @@
 // the cap; a slot freed on one node is free for the others within 0.5 s; a node that dies holds its slots
 // until its lease expires (10 s).
 import type { PlanLimits } from '../../gateway/types.js';
-import { ByteBudget, RateBucket, TargetRuleSet, usageKey, type ByteBudget as Budget, type RateBudget } from '../../gateway/index.js';
+import { usageKey, userSubject } from '../../rules/usage-key.js';
+import { ByteBudget, RateBucket, TargetRuleSet, type ByteBudget as Budget, type RateBudget } from '../../gateway/index.js';
 import type { Plan, PlanPeriod, Store, UserLimits } from '../store/index.js';
 import { bucketStart } from '../store/usage-sql.js';
 
@@ -470,7 +471,7 @@ export class PlanEnforcer implements PlanLimits {
     if (version !== this.version) {
       const { plans, users } = await this.store.plans.all();
       this.plans = new Map(plans.map((p) => [p.accountId, p]));
-      this.limits = new Map(users.map((u) => [usageKey(u.accountId, `user:${u.username}`), u]));
+      this.limits = new Map(users.map((u) => [usageKey(u.accountId, userSubject(u.username)), u]));
       this.ruleSets = new Map();
       this.limited = new Set([...plans.filter((p) => p.trafficLimit !== null).map((p) => p.accountId), ...users.filter((u) => u.trafficLimit !== null).map((u) => u.accountId)]);
       this.usersLimited = new Set(users.map((u) => u.accountId));

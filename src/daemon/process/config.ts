@@ -1,5 +1,6 @@
 // `proxyd serve` configuration: flags with env fallbacks (docs/operations.md Flags and environment), validated into one typed object.
 import { KEY_LIMITS } from '../../contract/paths.js';
+import { DAY_MS } from '../../rules/time.js';
 import { parseKeyLimits } from '../ratelimit/api-limits.js';
 import { isIP } from 'node:net';
 import { availableParallelism, homedir, hostname } from 'node:os';
@@ -10,11 +11,11 @@ import { DEFAULT_STALE_ADMISSION_SEC } from '../admission/view.js';
 import type { EgressPrefix } from '../../gateway/index.js';
 import { parseEgress } from './egress-pool.js';
 import { parseDurationMs } from '../../contract/time.js';
-import { splitHostPort, type HostPort } from '../../contract/host-port.js';
+import { splitHostPort, type HostPort } from '../../rules/host-port.js';
 import { DEFAULT_USAGE_RETENTION, readUsageRetention } from '../services/usage.js';
 
 // The contract's HOST:PORT, as the start-up path (serve.ts) imports it from here.
-export { formatHostPort } from '../../contract/host-port.js';
+export { formatHostPort } from '../../rules/host-port.js';
 
 export interface ServeConfig {
   dataDir: string;
@@ -258,7 +259,7 @@ export function toServeConfig(o: RawServeOptions, env: NodeJS.ProcessEnv = proce
     role,
     location: parseLocation(o.location),
     ...hopAddresses(role, o),
-    hopCertLifetimeMs: parseDays(o.hopCertLifetime ?? '90', '--hop-cert-lifetime', 3650) * 86_400_000,
+    hopCertLifetimeMs: parseDays(o.hopCertLifetime ?? '90', '--hop-cert-lifetime', 3650) * DAY_MS,
     hopGraceMs: intIn(o.hopGrace ?? '600', '--hop-grace', 5, 7 * 24 * 3600) * 1000,
     ipReplacements: intIn(o.ipReplacements ?? '3', '--ip-replacements', 0, 1000),
     ipQuarantineDays: intIn(o.ipQuarantine ?? '30', '--ip-quarantine', 0, 3650),
@@ -346,7 +347,7 @@ export const DEFAULT_AUDIT_RETENTION = '400d';
 /** `--audit-retention`: a duration of at least a day (records younger than a day are never pruned). */
 function parseAuditRetention(s: string): number {
   const ms = parseDuration(s, '--audit-retention');
-  if (ms < 86_400_000) throw new ConfigError(`--audit-retention: at least 1d, got "${s}"`);
+  if (ms < DAY_MS) throw new ConfigError(`--audit-retention: at least 1d, got "${s}"`);
   return ms;
 }
 

@@ -3,7 +3,7 @@
 // HEALTHCHECK runs it (no curl in the image), and a systemd unit's ExecStartPost waits with it (`--wait`) until
 // the daemon serves.
 import http from 'node:http';
-import { formatHostPort, type HostPort } from '../../contract/host-port.js';
+import { formatHostPort, type HostPort } from '../../rules/host-port.js';
 import { DAEMON_PATHS } from '../../contract/paths.js';
 import { printable } from '../observe/connection-log.js';
 import { ConfigError, isWildcardHost, parseHostPort } from './config.js';
@@ -93,7 +93,7 @@ export async function runHealth(o: HealthOptions, out: { stdout: (s: string) => 
     out.stderr(`proxyd: ${e.message}\n`);
     return 2;
   }
-  const url = `http://${formatHostPort(at)}${DAEMON_PATHS.healthz}`;
+  const url = `http://${formatHostPort(at.host, at.port)}${DAEMON_PATHS.healthz}`;
   const until = nowMs() + waitMs;
   for (;;) {
     const a = await askHealth(at, timeoutMs);

@@ -1,5 +1,6 @@
 // `proxyd` entry: commander parses; serve and admin modules load only when their command runs.
 import { Command, CommanderError, Option } from 'commander';
+import { DAY_MS } from '../../rules/time.js';
 import { VERSION } from '../../contract/version.js';
 import { DEFAULT_STALE_ADMISSION_SEC } from '../admission/view.js';
 import { DEFAULT_RELEASE_GRACE_SEC } from '../store/types.js';
@@ -131,7 +132,7 @@ const exitsAction = withStore(async (store, all) => {
   const { AdminError } = await import('../admin/commands.js');
   if (!store.exits) throw new AdminError('exit nodes need a fleet database: give --database-url postgres://…');
   const { STALE_MS } = await import('../fleet/exits.js');
-  const rows = await store.exits.list(365 * 86_400_000); // every row; those past STALE_MS get no traffic
+  const rows = await store.exits.list(365 * DAY_MS); // every row; those past STALE_MS get no traffic
   const out = rows.map((r) => ({ node: r.node, hop: r.hop, country: r.country, city: r.city, heartbeat_age_ms: r.ageMs, state: r.ageMs <= STALE_MS ? 'live' : 'stale', fingerprints: r.fingerprints }));
   if (all.format === 'table') {
     const { alignedLine, columnWidths } = await import('../services/text-table.js');

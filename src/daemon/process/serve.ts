@@ -13,7 +13,7 @@ import { randomKey } from '../secrets.js';
 import type { AnswerSealer, ApiContext } from '../services/context.js';
 import { formatHostPort, parseDnsServers, type ServeConfig } from './config.js';
 import { checkBindable, checkPrefixBindable, stickyAddressesFor, stickySessionsFor } from './egress-pool.js';
-import { parseProxyUsername } from '../../contract/proxy-username.js';
+import { subjectUser } from '../../rules/usage-key.js';
 import { dependenciesUp, withViewHealth } from '../observe/health.js';
 import { openCountryLookup, type CountryLookup } from '../services/geo.js';
 import type { DaemonLog } from '../log.js';
@@ -392,7 +392,6 @@ export async function startDaemon(cfg: ServeConfig, log: DaemonLog, worker: Work
     egressAddress: cfg.egressAddress,
     egressPool: cfg.egressPool && { addresses: cfg.egressPool, sessions: stickySessionsFor(cfg.egressPool.length) },
     egressPrefix: cfg.egressPrefix && { prefix: cfg.egressPrefix, sessions: stickyAddressesFor(cfg.egressPrefix) },
-    parseUsername: parseProxyUsername,
     allowPrivateTargets: cfg.allowPrivateTargets,
     proxyProtocolFrom: cfg.proxyProtocolFrom,
     // The API's address; the gateway adds its own listeners' (read once when bound: a getsockname per dial cost ~6 % of set-up CPU).
@@ -414,7 +413,7 @@ export async function startDaemon(cfg: ServeConfig, log: DaemonLog, worker: Work
   gatewayRef = gw;
   // A proxy user disabled or deleted (by any node) loses its open connections here as soon as the view hears of it.
   view.onUsersRevoked = (names) => {
-    const n = gw.closeWhere((_accountId, subject) => subject.startsWith('user:') && names.has(subject.slice(5)));
+    const n = gw.closeWhere((_accountId, subject) => names.has(subjectUser(subject) ?? ''));
     if (n > 0) log.info({ event: 'proxy_user_connections_closed', users: names.size, connections: n }, 'closed the open connections of disabled or deleted proxy users');
   };
   meter.start();
@@ -444,13 +443,13 @@ export async function startDaemon(cfg: ServeConfig, log: DaemonLog, worker: Work
   // An exit is in the registry before it says ready: entries may send it traffic from the next read on.
   const heartbeat =
     hop && store.exits && identity
-      ? new ExitHeartbeat(store.exits, { node: cfg.nodeName, hop: formatHostPort(cfg.hopAdvertise ?? hop), country: cfg.location?.country ?? null, city: cfg.location?.city ?? null }, identity, log)
+      ? new ExitHeartbeat(store.exits, { node: cfg.nodeName, hop: formatHostPort((cfg.hopAdvertise ?? hop).host, (cfg.hopAdvertise ?? hop).port), country: cfg.location?.country ?? null, city: cfg.location?.city ?? null }, identity, log)
       : null;
   const ready: Ready = {
     event: 'ready' as const,
-    api: `http://${formatHostPort(apiHostPort)}`,
+    api: `http://${formatHostPort(apiHostPort.host, apiHostPort.port)}`,
     // An exit opens no customer listener: its ready line names its hop instead.
-    ...(cfg.role === 'exit' ? { hop: formatHostPort(hop!) } : { httpProxy: http ? formatHostPort(http) : null, socks5: socks ? formatHostPort(socks) : null }),
+    ...(cfg.role === 'exit' ? { hop: formatHostPort(hop!.host, hop!.port) } : { httpProxy: http ? formatHostPort(http.host, http.port) : null, socks5: socks ? formatHostPort(socks.host, socks.port) : null }),
     ...(cfg.role === 'both' ? {} : { role: cfg.role }),
     pid: process.pid,
   };

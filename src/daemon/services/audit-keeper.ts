@@ -2,6 +2,7 @@
 // once per expiry fleet-wide: the record's once-key decides which node writes it) and prunes records past
 // `--audit-retention`, keeping every chain verifiable from its anchor.
 import type { Store } from '../store/index.js';
+import { DAY_MS } from '../../rules/time.js';
 import { auditDraft, systemContext } from './audit.js';
 
 export interface AuditKeeperOptions {
@@ -14,7 +15,7 @@ export interface AuditKeeperOptions {
 }
 
 /** A plan that expired longer ago than this is not recorded again (a node that was down for a week says nothing late). */
-const EXPIRY_LOOKBACK_MS = 7 * 86_400_000;
+const EXPIRY_LOOKBACK_MS = 7 * DAY_MS;
 
 export class AuditKeeper {
   private timers: NodeJS.Timeout[] = [];

@@ -1,7 +1,7 @@
 // What a customer needs to build proxy URLs (docs/api.md, "Gateway"): the addresses customers reach (`--public-host`
 // when set, else the listeners' own host), whether SOCKS5 UDP is served, and where connections can exit: the fleet's
 // live exits by country and city (an entry node), or this node's own `--location` (a node that dials itself).
-import { formatHostPort, type HostPort } from '../../contract/host-port.js';
+import { formatHostPort, type HostPort } from '../../rules/host-port.js';
 import type { GatewayData } from '../../contract/proxy-schemas.js';
 import { EXIT_STALE_MS } from '../../gateway/index.js';
 import type { Store } from '../store/index.js';
@@ -19,7 +19,7 @@ export interface GatewayFacts {
 export const NO_GATEWAY: GatewayFacts = { role: 'both', publicHost: null, http: null, socks5: null, location: null };
 
 function reached(hp: HostPort | null, publicHost: string | null): string | null {
-  return hp && formatHostPort({ host: publicHost ?? hp.host, port: hp.port });
+  return hp && formatHostPort(publicHost ?? hp.host, hp.port);
 }
 
 export async function gatewayInfo(store: Store, g: GatewayFacts): Promise<GatewayData> {

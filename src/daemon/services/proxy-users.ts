@@ -1,6 +1,8 @@
 // Proxy users: the rules for making one and for setting its password, the same from `proxyd admin` and the
 // console. The username rule lives in the contract (src/contract/proxy-username.ts); the password is hashed
 // here and shown to the caller once, never stored in the clear.
+import { subjectUser, userSubject } from '../../rules/usage-key.js';
+import { DAY_MS } from '../../rules/time.js';
 import { Code } from '../../contract/codes.js';
 import { newProxyUsernameProblem } from '../../contract/proxy-username.js';
 import { formatRate } from '../../contract/rate.js';
@@ -90,12 +92,15 @@ async function usedInPeriod(store: Store, accountId: number, nowMs: number, only
     accountId,
     period: 'day',
     fromMs: bucketStart('day', start),
-    toMs: bucketStart('day', nowMs) + 86_400_000,
+    toMs: bucketStart('day', nowMs) + DAY_MS,
     by: 'subject',
-    ...(only !== undefined ? { subject: `user:${only}` } : {}),
+    ...(only !== undefined ? { subject: userSubject(only) } : {}),
   });
   const used = new Map<string, { bytesUp: number; bytesDown: number }>();
-  for (const r of rows) if (r.subject?.startsWith('user:')) used.set(r.subject.slice(5), { bytesUp: r.bytesUp, bytesDown: r.bytesDown });
+  for (const r of rows) {
+    const user = subjectUser(r.subject);
+    if (user !== null) used.set(user, { bytesUp: r.bytesUp, bytesDown: r.bytesDown });
+  }
   return { start, used };
 }
 

@@ -2,6 +2,7 @@
 // `ip:A.B.C.D`) or by minute, hour or day, as JSON, CSV or a table. `proxyd admin usage` and the console's
 // Usage page both use it.
 import { alignedLine, columnWidths } from './text-table.js';
+import { subjectIp, subjectUser, userSubject } from '../../rules/usage-key.js';
 import { MAX_SERIES_POINTS } from '../../contract/paths.js';
 import { parseDurationMs } from '../../contract/time.js';
 import { formatIsoTime, type UsageDomainsData, type UsageDomainsQuery, type UsageSeriesData, type UsageSeriesQuery, type UsageSummaryData, type UsageSummaryQuery } from '../../contract/schemas.js';
@@ -83,7 +84,7 @@ function finestKept(fromMs: number, nowMs: number, retentionMs: Record<UsagePeri
 }
 
 /** `user:alice` → `alice`; whitelist traffic stays `ip:A.B.C.D`. */
-export const userOf = (subject: string | null) => (subject?.startsWith('user:') ? subject.slice(5) : (subject ?? ''));
+export const userOf = (subject: string | null) => subjectUser(subject) ?? subject ?? '';
 
 /** Usage of one account in [fromMs, toMs): per user (from the finest buckets that cover it) or per bucket. */
 export async function usageReport(
@@ -134,7 +135,7 @@ export function usageText(r: UsageReport, format: 'csv' | 'table'): string {
 // ---- the customer's view: the API's /usage endpoints (docs/api.md, "Usage") ----
 
 /** `alice` → `user:alice`; whitelist traffic is asked for as `ip:A.B.C.D`, its own subject. */
-export const subjectOf = (user: string): string => (user.startsWith('ip:') ? user : `user:${user}`);
+export const subjectOf = (user: string): string => (subjectIp(user) !== null ? user : userSubject(user));
 
 /** A usage query the API refuses: 10400 naming the field. */
 export class UsageQueryError extends Error {

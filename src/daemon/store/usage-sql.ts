@@ -1,17 +1,19 @@
 // Usage buckets, shared by both backends: which bucket a flush lands in, and the read queries.
+import { usageKey } from '../../rules/usage-key.js';
+import { DAY_MS, HOUR_MS, MINUTE_MS } from '../../rules/time.js';
 import type { DomainUsageRow, UsageDelta, UsagePeriod, UsageQuery, UsageRow } from './types.js';
 
-export const PERIOD_MS: Record<UsagePeriod, number> = { minute: 60_000, hour: 3_600_000, day: 86_400_000 };
+export const PERIOD_MS: Record<UsagePeriod, number> = { minute: MINUTE_MS, hour: HOUR_MS, day: DAY_MS };
 export const PERIODS = Object.keys(PERIOD_MS) as UsagePeriod[];
 
 /** How long an applied flush's id is kept: a flush is never sent again after that long. */
-export const FLUSH_ID_KEEP_MS = 86_400_000;
+export const FLUSH_ID_KEEP_MS = DAY_MS;
 
 /** How long buckets are kept unless `--usage-retention` says otherwise. */
 export const DEFAULT_USAGE_RETENTION_MS: Record<UsagePeriod, number> = {
   minute: 48 * 3_600_000,
-  hour: 90 * 86_400_000,
-  day: 2 * 365 * 86_400_000,
+  hour: 90 * DAY_MS,
+  day: 2 * 365 * DAY_MS,
 };
 
 /** The start of the `period` bucket holding `atMs` (UTC). */
@@ -88,7 +90,7 @@ export const DOMAINS_PER_USER_DAY = 1_000;
 export function perSubject(deltas: readonly UsageDelta[]): UsageDelta[] {
   const out = new Map<string, UsageDelta>();
   for (const d of deltas) {
-    const key = `${d.accountId}\0${d.subject}`;
+    const key = subjectKey(d);
     const o = out.get(key);
     if (!o) out.set(key, { accountId: d.accountId, subject: d.subject, bytesUp: d.bytesUp, bytesDown: d.bytesDown, connections: d.connections });
     else {
@@ -100,8 +102,8 @@ export function perSubject(deltas: readonly UsageDelta[]): UsageDelta[] {
   return [...out.values()];
 }
 
-/** An account and subject as a map key. */
-export const subjectKey = (d: Pick<UsageDelta, 'accountId' | 'subject'>): string => `${d.accountId}\0${d.subject}`;
+/** An account and subject as a map key: the gateway's and the meter's key (src/rules/usage-key.ts). */
+export const subjectKey = (d: Pick<UsageDelta, 'accountId' | 'subject'>): string => usageKey(d.accountId, d.subject);
 
 /** How many named domains each account and subject of a flush brings (the cap needs no lookup while they fit). */
 export function namedPerSubject(deltas: readonly UsageDelta[]): Map<string, number> {

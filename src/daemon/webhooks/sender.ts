@@ -4,6 +4,7 @@
 // per event at a time) and POSTs them, signed, with 5 s to answer. A failed attempt is tried again with the
 // same id: the first retry within 30 s, then at doubling intervals up to 1 h apart, for 24 h.
 import { randomBytes } from 'node:crypto';
+import { DAY_MS } from '../../rules/time.js';
 import http from 'node:http';
 import https from 'node:https';
 import type { LookupFunction } from 'node:net';
@@ -27,7 +28,6 @@ export interface WebhookSenderOptions {
   log?: { warn(obj: object, msg?: string): void };
 }
 
-const DAY_MS = 86_400_000;
 
 export class WebhookSender {
   private timers: NodeJS.Timeout[] = [];

@@ -3,6 +3,7 @@
 import { isIPv4 } from 'node:net';
 import { networkInterfaces } from 'node:os';
 import ipaddr from 'ipaddr.js';
+import { specialPurposeBlock } from '../../rules/ipv4-blocks.js';
 
 export type TargetRefusal = 'private_target' | 'own_listener';
 
@@ -12,13 +13,6 @@ function cidrs(list: string[]): Cidr[] {
   return list.map((c) => ipaddr.parseCIDR(c));
 }
 
-// IANA special-purpose IPv4 blocks (and everything ipaddr.js classifies as non-unicast).
-const V4_SPECIAL = cidrs([
-  '0.0.0.0/8', '10.0.0.0/8', '100.64.0.0/10', '127.0.0.0/8', '169.254.0.0/16', '172.16.0.0/12',
-  '192.0.0.0/24', '192.0.2.0/24', '192.31.196.0/24', '192.52.193.0/24', '192.88.99.0/24',
-  '192.168.0.0/16', '192.175.48.0/24', '198.18.0.0/15', '198.51.100.0/24', '203.0.113.0/24',
-  '224.0.0.0/4', '240.0.0.0/4', '255.255.255.255/32',
-]);
 // Only global unicast 2000::/3 is public; within it, the special-purpose blocks are not.
 const V6_GLOBAL = ipaddr.parseCIDR('2000::/3');
 const V6_SPECIAL = cidrs([
@@ -28,32 +22,9 @@ const V6_SPECIAL = cidrs([
   '3fff::/20', // documentation
 ]);
 
-/** A plain dotted quad (Node's isIPv4) as an unsigned 32-bit integer. */
-function v4Int(ip: string): number {
-  let n = 0;
-  let octet = 0;
-  for (let i = 0; i < ip.length; i++) {
-    const c = ip.charCodeAt(i);
-    if (c === 46) {
-      n = n * 256 + octet;
-      octet = 0;
-    } else octet = octet * 10 + (c - 48);
-  }
-  return n * 256 + octet;
-}
-
-// The same blocks as integers: the connection path checks a dotted quad without parsing it into objects.
-const V4_SPECIAL_INT = V4_SPECIAL.map(([net, bits]) => {
-  const size = 2 ** (32 - bits);
-  const base = v4Int(net.toString());
-  return [base, base + size - 1] as const;
-});
-
-/** Public IPv4 for a plain dotted quad: outside every special-purpose block (ipaddr's non-unicast ranges are among them). */
+/** Public IPv4 for a plain dotted quad: outside every special-purpose block (one list with the whitelist's). */
 function isPublicV4(ip: string): boolean {
-  const n = v4Int(ip);
-  for (const [lo, hi] of V4_SPECIAL_INT) if (n >= lo && n <= hi) return false;
-  return true;
+  return specialPurposeBlock(ip) === null;
 }
 
 function inAny(addr: ipaddr.IPv4 | ipaddr.IPv6, list: Cidr[]): boolean {
@@ -80,7 +51,7 @@ export function isPublicAddress(ip: string): boolean {
   if (isIPv4(ip)) return isPublicV4(ip);
   const a = parseIp(ip);
   if (!a) return false;
-  if (a.kind() === 'ipv4') return a.range() === 'unicast' && !inAny(a, V4_SPECIAL);
+  if (a.kind() === 'ipv4') return isPublicV4(a.toString());
   const v6 = a as ipaddr.IPv6;
   return v6.match(V6_GLOBAL) && !inAny(v6, V6_SPECIAL);
 }

@@ -10,7 +10,7 @@
 // dies only its sessions move.
 import type { ExitWish } from '../dial/dialer.js';
 import { unmet } from '../dial/dialer.js';
-import { parseAuthority } from '../wire/http-head.js';
+import { splitHostPort } from '../../rules/host-port.js';
 import { FINGERPRINT } from './identity.js';
 import { HopLink, type HopRejection } from './link.js';
 
@@ -132,7 +132,7 @@ export class ExitDirectory {
       }
       known?.link.close();
       // A row no socket can reach (not HOST:PORT) gets a link that never connects: its probes say so.
-      const { host, port } = parseAuthority(row.hop) ?? { host: row.hop, port: 0 };
+      const { host, port } = splitHostPort(row.hop) ?? { host: row.hop, port: 0 };
       const e: ExitState = {
         row,
         link: new HopLink(

@@ -6,25 +6,19 @@
 // admits, meters and logs the association.
 import type net from 'node:net';
 import ipaddr from 'ipaddr.js';
+import { encodeSocksAddress, socksNameText } from '../../rules/socks5-address.js';
 
 /** Bytes queued on a hop connection past which a datagram is dropped rather than buffered (UDP may lose it). */
 export const MAX_QUEUED = 1 << 20;
 
 export function encodeFrame(target: { host: string; port: number }, data: Buffer): Buffer | null {
-  let addr: Buffer;
-  if (ipaddr.IPv4.isValidFourPartDecimal(target.host)) addr = Buffer.from([1, ...ipaddr.IPv4.parse(target.host).toByteArray()]);
-  else if (ipaddr.IPv6.isValid(target.host)) addr = Buffer.from([4, ...ipaddr.IPv6.parse(target.host).toByteArray()]);
-  else {
-    const name = Buffer.from(target.host, 'latin1');
-    if (name.length === 0 || name.length > 255) return null;
-    addr = Buffer.concat([Buffer.from([3, name.length]), name]);
-  }
-  const len = addr.length + 2 + data.length;
+  const addr = encodeSocksAddress(target.host, target.port);
+  if (addr === null) return null;
+  const len = addr.length + data.length;
   if (len > 0xffff) return null;
   const head = Buffer.allocUnsafe(2);
   head.writeUInt16BE(len);
-  const port = Buffer.from([target.port >> 8, target.port & 0xff]);
-  return Buffer.concat([head, addr, port, data]);
+  return Buffer.concat([head, addr, data]);
 }
 
 export interface Frame {
@@ -48,7 +42,7 @@ function decodeFrame(b: Buffer): Frame | null {
     family = 6;
     at = 17;
   } else if (atyp === 3 && b.length >= 2 && b.length >= 2 + b[1]! + 2) {
-    host = b.subarray(2, 2 + b[1]!).toString('latin1');
+    host = socksNameText(b.subarray(2, 2 + b[1]!));
     family = null;
     at = 2 + b[1]!;
   } else return null;

@@ -2,7 +2,8 @@
 // the CONNECT tunnel or the absolute-form forwarder. One request per connection.
 import { afterAdmission, type ClientConn, type ProtocolHandler } from '../conn.js';
 import { forwardRequest } from './forward.js';
-import { formatAuthority, headerValues, parseAbsoluteHttpUrl, parseAuthority, parseProxyAuthorization, parseRequestHead, type RequestHead } from '../wire/http-head.js';
+import { formatHostPort } from '../../rules/host-port.js';
+import { headerValues, parseAbsoluteHttpUrl, parseAuthority, parseProxyAuthorization, parseRequestHead, type RequestHead } from '../wire/http-head.js';
 import { httpFailureReply, httpReply } from '../replies.js';
 import { openConnectTunnel } from './http-connect.js';
 
@@ -58,7 +59,7 @@ export class HttpProxyHandler implements ProtocolHandler {
     conn.protocol = isConnect ? 'connect' : 'http';
     // Parsed once: for the log here, and for the dial (CONNECT's authority) below.
     const authority = isConnect ? parseAuthority(head.target) : null;
-    conn.target = isConnect ? (authority ? formatAuthority(authority.host, authority.port) : null) : logTarget(head.target);
+    conn.target = isConnect ? (authority ? formatHostPort(authority.host, authority.port) : null) : logTarget(head.target);
     const creds = parseProxyAuthorization(headerValues(head.headers, 'proxy-authorization'));
     if (creds === 'invalid') {
       // Not Basic, bad base64, no colon: the same 407 as wrong credentials; the log says what it was.
@@ -86,5 +87,5 @@ function cutUsername(u: string): string {
 /** `host:port` an absolute-form request names, for the log: never the path or query (they can carry a customer's secrets). */
 function logTarget(target: string): string | null {
   const t = parseAbsoluteHttpUrl(target);
-  return t ? formatAuthority(t.host, t.port) : null;
+  return t ? formatHostPort(t.host, t.port) : null;
 }

@@ -184,7 +184,7 @@ export class UdpAssociation {
     const key = `${from.address}:${from.port}`;
     let h = this.headers.get(key);
     if (h === undefined) {
-      h = encodeUdpHeader(from.address, from.family, from.port);
+      h = encodeUdpHeader(from.address, from.port);
       if (this.headers.size >= 1_024) this.headers.clear();
       this.headers.set(key, h);
     }

@@ -2,7 +2,7 @@
 // reply -> tunnel. Admission happens at method selection (source IP) or after RFC 1929 (credentials).
 import net from 'node:net';
 import { afterAdmission, dialTarget, type ClientConn, type ProtocolHandler } from '../conn.js';
-import { formatAuthority } from '../wire/http-head.js';
+import { formatHostPort } from '../../rules/host-port.js';
 import { failureLogReason, socksFailureReply, type Failure } from '../replies.js';
 import { splice } from '../relay/splice.js';
 import { bindRelay, UDP_DEFAULTS, UdpAssociation, type UdpCarrier } from './socks5-udp.js';
@@ -109,7 +109,7 @@ export class Socks5Handler implements ProtocolHandler {
       this.stage = 'done';
       const udp = r.value.command === Command.UdpAssociate;
       if (udp) conn.protocol = 'socks5-udp';
-      else conn.target = formatAuthority(r.value.address.host, r.value.port);
+      else conn.target = formatHostPort(r.value.address.host, r.value.port);
       if (this.deferred) return conn.refuse(failureLogReason(this.deferred), socksFailureReply(this.deferred));
       if (udp) return this.associate(r.value);
       if (r.value.command !== Command.Connect) return conn.refuse('malformed', encodeReply(Reply.CommandNotSupported));
@@ -202,7 +202,7 @@ export class Socks5Handler implements ProtocolHandler {
         return;
       }
       const a = relay.address();
-      conn.socket.write(encodeReply(Reply.Succeeded, { address: a.address, port: a.port, family: a.family === 'IPv6' ? 6 : 4 }));
+      conn.socket.write(encodeReply(Reply.Succeeded, { address: a.address, port: a.port }));
       started = true; // from here the association gives the reservation back when it ends
       const assoc = new UdpAssociation(conn, relay, { host: req.address.host, port: req.port }, udp.idleMs);
       assoc.attach(carrier(assoc));

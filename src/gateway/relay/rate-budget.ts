@@ -4,6 +4,7 @@
 // enough has refilled. The bucket holds at most one second of rate: the burst after a quiet spell.
 //
 // Unlimited connections carry none (null): their pump does one more null check per read.
+import { refilled } from '../../rules/token-bucket.js';
 
 /** Monotonic milliseconds (a wall-clock step must not grant or withhold a second of rate). */
 const monotonicMs = (): number => performance.now();
@@ -44,9 +45,8 @@ export class RateBucket {
 
   private refill(): void {
     const t = this.now();
-    const add = ((t - this.last) * this.bytesPerSec) / 1000;
+    this.tokens = refilled(this.tokens, t - this.last, this.bytesPerSec, this.bytesPerSec);
     this.last = t;
-    if (add > 0) this.tokens = Math.min(this.bytesPerSec, this.tokens + add);
   }
 
   /** Whole bytes that may pass now (the parent's room too). */

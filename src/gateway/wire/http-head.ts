@@ -207,11 +207,6 @@ export function parseAuthority(s: string, defaultPort?: number): Authority | nul
   return { host, port };
 }
 
-/** `host:port`, an IPv6 host in brackets: parseAuthority's inverse. */
-export function formatAuthority(host: string, port: number): string {
-  return host.includes(':') ? `[${host}]:${port}` : `${host}:${port}`;
-}
-
 export interface AbsoluteTarget extends Authority {
   /** The authority as sent (for the Host header). */
   authority: string;

@@ -1,6 +1,6 @@
 // Pure PROXY protocol v1/v2 parser (haproxy proxy-protocol.txt). `none` means the bytes cannot
 // start a PROXY header, so the connection's own protocol begins at byte 0. Never throws.
-import { isIPv4 } from 'node:net';
+import { isStrictIPv4 } from '../../rules/ipv4-syntax.js';
 import ipaddr from 'ipaddr.js';
 import { INCOMPLETE, fail, type ParseResult } from './parse-result.js';
 
@@ -64,8 +64,8 @@ function parseV1(buf: Uint8Array): ParseResult<ProxyHeader, ProxyHeaderError> {
   const srcPort = v1Port(sport);
   if (srcPort === null || v1Port(dport) === null) return fail('bad_v1');
   if (proto === 'TCP4') {
-    // Strict dotted decimal, as everywhere in proxyd (src/contract/ipv4-syntax.ts applies the same function).
-    if (!isIPv4(src) || !isIPv4(dst)) return fail('bad_v1');
+    // Strict dotted decimal, as everywhere in proxyd.
+    if (!isStrictIPv4(src) || !isStrictIPv4(dst)) return fail('bad_v1');
     return { kind: 'ok', value: { version: 1, source: { address: src, port: srcPort, family: 4 } }, consumed };
   }
   if (proto === 'TCP6') {

@@ -2,9 +2,9 @@
 // Each takes the bytes received so far and returns incomplete / a typed error / the message and
 // how many bytes it used. Never throws.
 import { isIP } from 'node:net';
-import ipaddr from 'ipaddr.js';
 import { credentialText, isValidHostName } from './http-head.js';
 import { INCOMPLETE, fail, type ParseResult } from './parse-result.js';
+import { encodeSocksAddress, socksNameText } from '../../rules/socks5-address.js';
 
 export const SOCKS_VERSION = 0x05;
 export const AUTH_VERSION = 0x01;
@@ -154,7 +154,7 @@ function addressAt(buf: Uint8Array, i: number): ParseResult<{ address: SocksAddr
     if (len === 0) return fail('bad_domain');
     end = i + 2 + len;
     if (buf.length < end + 2) return INCOMPLETE;
-    address = { type: 'domain', host: Buffer.from(buf.subarray(i + 2, end)).toString('latin1') };
+    address = { type: 'domain', host: socksNameText(buf.subarray(i + 2, end)) };
   } else {
     return fail('bad_address_type');
   }
@@ -162,24 +162,10 @@ function addressAt(buf: Uint8Array, i: number): ParseResult<{ address: SocksAddr
   return { kind: 'ok', value: { address, port }, consumed: end + 2 };
 }
 
-/** A reply: `05 REP 00 ATYP BND.ADDR BND.PORT`. */
-export function encodeReply(rep: number, bound?: { address: string; port: number; family: 4 | 6 }): Buffer {
+/** A reply: `05 REP 00 ATYP BND.ADDR BND.PORT` (`bound`: an IP literal, its family by its text). */
+export function encodeReply(rep: number, bound?: { address: string; port: number }): Buffer {
   if (!bound) return Buffer.from([SOCKS_VERSION, rep, 0, AddressType.IPv4, 0, 0, 0, 0, 0, 0]);
-  if (bound.family === 4) {
-    const parts = bound.address.split('.').map(Number);
-    return Buffer.from([SOCKS_VERSION, rep, 0, AddressType.IPv4, ...parts, bound.port >> 8, bound.port & 0xff]);
-  }
-  const out = Buffer.alloc(22);
-  out[0] = SOCKS_VERSION;
-  out[1] = rep;
-  out[3] = AddressType.IPv6;
-  ipv6Bytes(bound.address).copy(out, 4);
-  out.writeUInt16BE(bound.port, 20);
-  return out;
-}
-
-function ipv6Bytes(addr: string): Buffer {
-  return Buffer.from(ipaddr.IPv6.parse(addr).toByteArray());
+  return Buffer.concat([Buffer.from([SOCKS_VERSION, rep, 0]), encodeSocksAddress(bound.address, bound.port)!]);
 }
 
 /** An RFC 1928 UDP datagram: the header's fragment number and target, and where its DATA starts. */
@@ -203,8 +189,7 @@ export function parseUdpDatagram(buf: Uint8Array): ParseResult<UdpDatagram, UdpE
   return { kind: 'ok', value: { frag: buf[2]!, address: at.value.address, port: at.value.port, dataAt: at.consumed }, consumed: buf.length };
 }
 
-/** The header an answer from `address:port` goes back to the client with (FRAG 0). */
-export function encodeUdpHeader(address: string, family: 4 | 6, port: number): Buffer {
-  const raw = Buffer.from(ipaddr.parse(address).toByteArray());
-  return Buffer.concat([Buffer.from([0, 0, 0, family === 4 ? AddressType.IPv4 : AddressType.IPv6]), raw, Buffer.from([port >> 8, port & 0xff])]);
+/** The header an answer from `address:port` (an IP literal) goes back to the client with (FRAG 0). */
+export function encodeUdpHeader(address: string, port: number): Buffer {
+  return Buffer.concat([Buffer.from([0, 0, 0]), encodeSocksAddress(address, port)!]);
 }

@@ -2,6 +2,7 @@
 // hours and 30 days, a row per proxy user, the top domains, and a CSV download. Works without JavaScript; the chart's bars
 // carry their figures in <title> (hover, screen readers) and the table repeats them.
 import { formatSize } from '../../../contract/size.js';
+import { subjectIp } from '../../../rules/usage-key.js';
 import { escapeHtml as esc, html, raw, type Html } from '../html.js';
 import { shell } from '../layout.js';
 import type { Flash } from '../session.js';
@@ -65,9 +66,9 @@ ${panel('Last 30 days, per day', v.dayStarts, v.days, dayLabel, PANEL_HEIGHT + P
 
 function row(r: UsageReport['rows'][number]): Html {
   const user = 'user' in r ? r.user : '';
-  const whitelist = user.startsWith('ip:');
+  const ip = subjectIp(user);
   return html`<tr data-testid="usage-row-${user}">
-<td data-label="User" class="wrap-any">${whitelist ? html`<span class="muted">whitelist</span> <code>${user.slice(3)}</code>` : html`<code>${user}</code>`}</td>
+<td data-label="User" class="wrap-any">${ip !== null ? html`<span class="muted">whitelist</span> <code>${ip}</code>` : html`<code>${user}</code>`}</td>
 <td data-label="Up" class="num">${formatSize(r.bytes_up)}</td>
 <td data-label="Down" class="num">${formatSize(r.bytes_down)}</td>
 <td data-label="Total" class="num" data-testid="usage-row-total">${formatSize(r.bytes_up + r.bytes_down)}</td>

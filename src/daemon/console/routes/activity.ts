@@ -1,6 +1,7 @@
 // Activity page and its CSV: the signed-in account's audit records only (the account id comes from the session,
 // never from the query), filtered by action and by UTC days.
 import type { FastifyInstance, FastifyRequest } from 'fastify';
+import { DAY_MS } from '../../../rules/time.js';
 import { parseIsoTime } from '../../../contract/time.js';
 import { AUDIT_ACTIONS, auditCsv, type AuditListQuery } from '../../services/audit.js';
 import { accountOf, sendHtml, takeFlash, type ConsoleDeps } from '../deps.js';
@@ -9,7 +10,6 @@ import { activityPage, type ActivityFilter } from '../pages/activity.js';
 const PAGE_SIZE = 50;
 /** A CSV holds at most this many records (the newest of the selection): a bounded answer. */
 const CSV_MAX = 10_000;
-const DAY_MS = 86_400_000;
 
 type Query = { action?: string; from?: string; to?: string; page?: string };
 

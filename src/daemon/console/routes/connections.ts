@@ -2,6 +2,7 @@
 // whatever the filter says); attempts that matched no account never show here (operator only).
 import { isIP } from 'node:net';
 import type { FastifyInstance } from 'fastify';
+import { DAY_MS } from '../../../rules/time.js';
 import { ACCOUNT_REASONS, DECISIONS, connectionJson, isDecision, sourceIpFilter } from '../../services/connection-log.js';
 import { accountOf, sendHtml, takeFlash, type ConsoleDeps } from '../deps.js';
 import { connectionsPage, type ConnectionsFilter } from '../pages/connections.js';
@@ -9,7 +10,7 @@ import { connectionsPage, type ConnectionsFilter } from '../pages/connections.js
 const LIMIT = 200;
 /** Filters look through the account's newest 20,000 records: a bounded read in the process that relays tunnels. */
 const SCAN_LIMIT = 20_000;
-const WINDOW_MS = 7 * 24 * 3600 * 1000;
+const WINDOW_MS = 7 * DAY_MS;
 
 type Query = { user?: string; ip?: string; decision?: string; reason?: string };
 

@@ -2,11 +2,11 @@
 // partitions (UTC days, made on demand); any node reads every node's records. Retention and the size cap drop
 // whole days. Same filters and rows as SQLite (connection-log-sql.ts).
 import type { ConnectionLogEntry, ConnectionLogFilter, ConnectionLogRow, ConnectionLogStore } from '../types.js';
+import { DAY_MS } from '../../../rules/time.js';
 import { connectionLogQuery, toConnectionLogRow, type ConnectionLogSqlRow } from '../connection-log-sql.js';
 import { guard } from './db.js';
 import { unlessBusy, PgFamily } from './family.js';
 
-const DAY_MS = 86_400_000;
 /** The size cap's advisory lock: any fixed 64-bit number of our own. */
 const CAP_SIZE_LOCK_KEY = 0x70726f787963; // "proxyc"
 /** A size check gives up its lock after this long (the next check, a minute later, goes on). */

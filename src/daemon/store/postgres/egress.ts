@@ -1,6 +1,7 @@
 // egress_addresses on PostgreSQL (migration 22): the same rows as SQLite's. Writes lock the rows they read
 // (FOR UPDATE), so two operators (or an operator and a customer's replacement) racing for one address leave one holder.
 import { EGRESS_COLUMNS, sortByAddress, egressRow, egressState, type EgressRow } from '../egress-sql.js';
+import { DAY_MS } from '../../../rules/time.js';
 import type { AssignRefusal, AuditDraft, EgressAddressRow, EgressHolderRow, EgressStore, EgressUsageDelta, EgressUsageRow, ReplaceOutcome } from '../types.js';
 import { appendAudit } from './audit.js';
 import { guard, type Sql } from './db.js';
@@ -147,7 +148,7 @@ export class PgEgressStore extends PgFamily implements EgressStore {
   }
 
   async usageByAddress(accountId: number, fromMs: number, toMs: number): Promise<EgressUsageRow[]> {
-    const from = fromMs - (fromMs % 86_400_000);
+    const from = fromMs - (fromMs % DAY_MS);
     const rows = await guard(() => this.sql<{ address: string; up: string; down: string; conns: string }[]>`
       SELECT address, sum(bytes_up) AS up, sum(bytes_down) AS down, sum(connections) AS conns FROM egress_usage
       WHERE account_id = ${accountId} AND day_ms >= ${from} AND day_ms < ${toMs}

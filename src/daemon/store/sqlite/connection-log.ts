@@ -2,11 +2,11 @@
 // through a connection of their own that never waits for a lock (a busy batch stays in the writer's buffer:
 // SQLite's busy handler would sleep the event loop that relays every tunnel).
 import { connectionLogQuery, toConnectionLogRow, type ConnectionLogSqlRow } from '../connection-log-sql.js';
+import { DAY_MS } from '../../../rules/time.js';
 import type { ConnectionLogEntry, ConnectionLogFilter, ConnectionLogRow, ConnectionLogStore } from '../types.js';
 import { isBusyError, type Db } from './db.js';
 import { stmt } from './statements.js';
 
-const DAY_MS = 86_400_000;
 const COLUMNS = 16;
 /** Records per INSERT statement in a batch (16 columns each: 512 parameters, under SQLite's limit of 32,766). */
 const ROWS = 32;

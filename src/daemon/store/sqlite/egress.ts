@@ -1,5 +1,6 @@
 // egress_addresses (migration 18): dedicated egress addresses, what each node offers and who holds it.
 import { byAddress, EGRESS_COLUMNS, sortByAddress, egressRow, egressState, type EgressRow } from '../egress-sql.js';
+import { DAY_MS } from '../../../rules/time.js';
 import type { AssignRefusal, AuditDraft, EgressAddressRow, EgressHolderRow, EgressStore, EgressUsageDelta, EgressUsageRow, ReplaceOutcome } from '../types.js';
 import type { SqliteAuditLog } from './audit.js';
 import type { Db } from './db.js';
@@ -134,7 +135,7 @@ export class SqliteEgressStore implements EgressStore {
   }
 
   async usageByAddress(accountId: number, fromMs: number, toMs: number): Promise<EgressUsageRow[]> {
-    const from = fromMs - (fromMs % 86_400_000);
+    const from = fromMs - (fromMs % DAY_MS);
     return stmt<[number, number, number], EgressUsageRow>(this.db, `SELECT address, sum(bytes_up) AS bytesUp, sum(bytes_down) AS bytesDown, sum(connections) AS connections
       FROM egress_usage WHERE account_id = ? AND day_ms >= ? AND day_ms < ? GROUP BY address ORDER BY sum(bytes_up) + sum(bytes_down) DESC, address`).all(accountId, from, toMs);
   }

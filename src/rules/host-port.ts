@@ -1,5 +1,8 @@
 // HOST:PORT as flags, the exit registry and the daemon's ready line write it: a DNS name or an IPv4 address, or
 // an IPv6 address in brackets (`[::1]:8080`). Port 0 is allowed (a listener's "pick a free one").
+// `formatHostPort` is the one writer of a host and port as text everywhere: the daemon's flags and ready line, the
+// gateway's log targets, proxyctl check's lines. An HTTP request's authority (a default port, RFC 3986 names) is
+// read by the gateway's own grammar, src/gateway/wire/http-head.ts `parseAuthority`.
 import { isIP } from 'node:net';
 
 export interface HostPort {
@@ -16,7 +19,12 @@ export function splitHostPort(s: string): HostPort | null {
   return { host: m[1]!, port };
 }
 
+/** A host as it stands before `:port` (and in a URL): an IPv6 address in brackets. */
+export function bracketHost(host: string): string {
+  return host.includes(':') ? `[${host}]` : host;
+}
+
 /** The text `splitHostPort` reads back: an IPv6 host in brackets. */
-export function formatHostPort(hp: HostPort): string {
-  return hp.host.includes(':') ? `[${hp.host}]:${hp.port}` : `${hp.host}:${hp.port}`;
+export function formatHostPort(host: string, port: number): string {
+  return `${bracketHost(host)}:${port}`;
 }
