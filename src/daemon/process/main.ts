@@ -1,8 +1,7 @@
 // `proxyd` entry: commander parses; serve and admin modules load only when their command runs.
 import { Command, CommanderError, Option } from 'commander';
 import { VERSION } from '../../contract/version.js';
-import { DEFAULT_STALE_ADMISSION_SEC } from '../admission/view.js';
-import { DEFAULT_RELEASE_GRACE_SEC } from '../store/types.js';
+import { SERVE_DEFAULTS, SERVE_FLAGS, type ServeFlag } from './serve-options.js';
 
 function fail(message: string, code = 1): void {
   process.stderr.write(`proxyd: ${message}\n`);
@@ -16,17 +15,32 @@ async function readStdin(): Promise<string> {
   return Buffer.concat(chunks).toString('utf8');
 }
 
+/** A flag of `serve` (serve-options.ts) as a commander option; boolean flags read their env var in config.ts. */
+function serveOption(f: ServeFlag): Option {
+  const o = new Option(f.flags, f.help);
+  if (!f.boolean) o.env(f.env);
+  if (f.default) o.default(SERVE_DEFAULTS[f.default]);
+  if (f.choices) o.choices(f.choices);
+  if (f.hidden) o.hideHelp();
+  return o;
+}
+
+/** A flag of `serve` that other commands take too (admin's data dir and database, health's API listener). */
+function sharedOption(flag: '--data-dir' | '--database-url' | '--api-listen'): Option {
+  return serveOption(SERVE_FLAGS.find((f) => f.flags.startsWith(`${flag} `))!);
+}
+
 function dataDirOption(): Option {
-  return new Option('--data-dir <dir>', 'data directory holding proxyd.db').env('PROXYD_DATA_DIR');
+  return sharedOption('--data-dir');
 }
 
 /** The API listener: `serve` listens on it, `health` asks it. */
 function apiListenOption(): Option {
-  return new Option('--api-listen <host:port>', 'whitelist API, console, /ip, /healthz, /metrics').env('PROXYD_API_LISTEN').default('127.0.0.1:8080');
+  return sharedOption('--api-listen');
 }
 
 function databaseUrlOption(): Option {
-  return new Option('--database-url <url>', 'postgres://… : a shared PostgreSQL instead of SQLite in the data dir').env('PROXYD_DATABASE_URL');
+  return sharedOption('--database-url');
 }
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any -- commander's options, each command's own shape
@@ -163,50 +177,9 @@ export function buildProgram(): Command {
     .version(VERSION)
     .showHelpAfterError('(run with --help for usage)');
 
-  program
-    .command('serve')
-    .description('run the daemon (prints one JSON ready line on stdout; JSON logs on stderr)')
-    .addOption(dataDirOption())
-    .addOption(databaseUrlOption())
-    .addOption(apiListenOption())
-    .addOption(new Option('--http-proxy-listen <host:port>', 'HTTP proxy (absolute-form and CONNECT)').env('PROXYD_HTTP_PROXY_LISTEN').default('127.0.0.1:3128'))
-    .addOption(new Option('--socks-listen <host:port>', 'SOCKS5 (CONNECT, UDP ASSOCIATE)').env('PROXYD_SOCKS_LISTEN').default('127.0.0.1:1080'))
-    .addOption(new Option('--egress-address <ip>', 'local address outgoing gateway connections bind to').env('PROXYD_EGRESS_ADDRESS'))
-    .addOption(new Option('--egress-pool <list>', 'egress IPv4 addresses (a,b, ranges a-b, CIDR up to /22) or one IPv6 prefix /48../112, each connection from a random address of it (replaces --egress-address)').env('PROXYD_EGRESS_POOL'))
-    // Boolean flags read their env var in config.ts: commander would turn any value, even 0, into true.
-    .addOption(new Option('--allow-private-targets', 'let the gateway reach loopback/private/reserved targets (env PROXYD_ALLOW_PRIVATE_TARGETS=1)'))
-    .addOption(new Option('--allow-private-webhooks', 'let webhooks go to http:// and private or loopback receivers (env PROXYD_ALLOW_PRIVATE_WEBHOOKS=1)'))
-    .addOption(new Option('--workers <n|auto>', 'worker processes, each accepting on its own socket of every listener (auto: one per CPU)').env('PROXYD_WORKERS').default('1'))
-    .addOption(new Option('--redis-url <url>', 'shared rate-limit store').env('PROXYD_REDIS_URL'))
-    .addOption(new Option('--shared-data-dir', 'let several daemons on this host serve one data dir (all must pass it; env PROXYD_SHARED_DATA_DIR=1)'))
-    .addOption(new Option('--trust-proxy <cidrs>', 'peers whose X-Forwarded-For is believed (API)').env('PROXYD_TRUST_PROXY'))
-    .addOption(new Option('--release-grace <seconds>', 'how long IPs of a closed account stay "being released"').env('PROXYD_RELEASE_GRACE').default(String(DEFAULT_RELEASE_GRACE_SEC)))
-    .addOption(new Option('--proxy-protocol-from <cidrs>', 'peers allowed to send a PROXY protocol v1/v2 header').env('PROXYD_PROXY_PROTOCOL_FROM'))
-    .addOption(new Option('--geoip-db <file>', 'MMDB country database (default: bundled DB-IP Lite)').env('PROXYD_GEOIP_DB'))
-    .addOption(new Option('--stale-admission <seconds>', 'how long the gateway admits from its last view while the database is unreachable').env('PROXYD_STALE_ADMISSION').default(String(DEFAULT_STALE_ADMISSION_SEC)))
-    .addOption(new Option('--role <role>', 'entry (customers connect; forwards to exits), exit (dials; no customer listener) or both').env('PROXYD_ROLE').default('both').choices(['entry', 'exit', 'both']))
-    .addOption(new Option('--location <cc[:city]>', 'where this node dials from: ISO 3166 alpha-2 country, optional city (us, de:berlin)').env('PROXYD_LOCATION'))
-    .addOption(new Option('--hop-advertise <host:port>', 'what an exit registers for its entries to dial (needed when --hop-listen is 0.0.0.0 or ::)').env('PROXYD_HOP_ADVERTISE'))
-    .addOption(new Option('--hop-listen <host:port>', 'an exit\'s TLS listener for its entries (fleet secret; port 0 picks one)').env('PROXYD_HOP_LISTEN').default('127.0.0.1:3129'))
-    .addOption(new Option('--hop-cert-lifetime <days>', 'an exit\'s hop certificate lifetime, renewed at two thirds of it').env('PROXYD_HOP_CERT_LIFETIME').default('90'))
-    .addOption(new Option('--hop-grace <seconds>', 'how long an exit accepts the replaced fleet secret after `proxyd admin fleet rotate-secret`').env('PROXYD_HOP_GRACE').default('600'))
-    .addOption(new Option('--ip-replacements <n>', 'dedicated addresses a customer may replace per calendar month').env('PROXYD_IP_REPLACEMENTS').default('3'))
-    .addOption(new Option('--ip-quarantine <days>', 'how long a replaced dedicated address is kept from every account and the shared rotation').env('PROXYD_IP_QUARANTINE').default('30'))
-    .addOption(new Option('--node-name <name>', 'this node\'s name in the connection log (default: the host name)').env('PROXYD_NODE_NAME'))
-    .addOption(new Option('--connection-log-retention <duration>', 'how long connection-log records are kept, e.g. 7d, 48h; 0 turns the log off').env('PROXYD_CONNECTION_LOG_RETENTION').default('7d'))
-    .addOption(new Option('--audit-retention <duration>', 'how long audit records are kept, e.g. 400d, 2y (at least 1d); the chains stay verifiable').env('PROXYD_AUDIT_RETENTION').default('400d'))
-    .addOption(new Option('--public-host <host>', 'the host customers reach the gateway at, as GET /openapi/v1/proxy/gateway names it (default: the listen addresses\' host)').env('PROXYD_PUBLIC_HOST'))
-    .addOption(new Option('--console-origin <origin>', "the console's public origin for passkeys (https://console.example.com); default: the host each browser reached").env('PROXYD_CONSOLE_ORIGIN'))
-    .addOption(new Option('--connection-log-sink <sink>', 'where connection-log records go: db, jsonl:PATH (reopened on SIGHUP), stdout or off').env('PROXYD_CONNECTION_LOG_SINK').default('db'))
-    .addOption(new Option('--udp-ports <lo-hi>', 'SOCKS5 UDP ASSOCIATE relay ports').env('PROXYD_UDP_PORTS').default('40000-44999'))
-    .addOption(new Option('--udp-idle <seconds>', 'a UDP association ends this long after its last datagram').env('PROXYD_UDP_IDLE').default('120'))
-    .addOption(new Option('--udp-max-associations <n>', 'UDP associations open at most on this node').env('PROXYD_UDP_MAX_ASSOCIATIONS').default('10000'))
-    .addOption(new Option('--connection-log-max-size <size>', 'the database connection log\'s size on disk at most (20GiB, 500MB; oldest days dropped first) or none').env('PROXYD_CONNECTION_LOG_MAX_SIZE').default('none'))
-    .addOption(new Option('--usage-retention <spec>', 'how long usage buckets are kept, e.g. minute=48h,hour=90d,day=2y').env('PROXYD_USAGE_RETENTION').default('minute=48h,hour=90d,day=2y'))
-    .addOption(new Option('--key-limits <reads,writes>', 'requests per API key per rolling 60 s: reads,writes').env('PROXYD_KEY_LIMITS').default('120,30'))
-    .addOption(new Option('--rate-limits <spec>', 'override API limits, e.g. list=60,add=10,delete=10,usage=60,invalid=20').env('PROXYD_RATE_LIMITS').hideHelp())
-    .addOption(new Option('--log-level <level>', 'log level').env('PROXYD_LOG_LEVEL').default('info').choices(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']))
-    .action(async (opts) => {
+  const serve = program.command('serve').description('run the daemon (prints one JSON ready line on stdout; JSON logs on stderr)');
+  for (const f of SERVE_FLAGS) serve.addOption(serveOption(f));
+  serve.action(async (opts) => {
       const { toServeConfig, ConfigError } = await import('./config.js');
       let cfg;
       try {
