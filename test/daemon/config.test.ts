@@ -3,6 +3,7 @@ import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { PROXYD, run, tempDir } from '../helpers/daemon.js';
 import { ConfigError, flagOrEnv, parseHostPort, parseWorkers, toServeConfig } from '../../src/daemon/process/config.js';
+import { SERVE_DEFAULTS } from '../../src/daemon/process/serve-options.js';
 
 const base = { apiListen: '127.0.0.1:8080', httpProxyListen: '127.0.0.1:3128', socksListen: '127.0.0.1:1080', workers: '1', releaseGrace: '600', logLevel: 'info' };
 
@@ -20,6 +21,12 @@ describe('serve configuration', () => {
   ])('PROXYD_ALLOW_PRIVATE_TARGETS=%j -> %s', (v, expected) => {
     const env = v === undefined ? {} : { PROXYD_ALLOW_PRIVATE_TARGETS: v };
     expect(toServeConfig(base, env).allowPrivateTargets).toBe(expected);
+  });
+
+  // The defaults live once, in SERVE_DEFAULTS: options built without commander (tests, older callers) get the same
+  // configuration as commander's defaulted ones.
+  it('falls back to SERVE_DEFAULTS for every option not given', () => {
+    expect(toServeConfig(base, {})).toEqual(toServeConfig({ ...SERVE_DEFAULTS }, {}));
   });
 
   it('lets the flag win and refuses an unclear env value', () => {

@@ -7,12 +7,12 @@ import { availableParallelism, homedir, hostname } from 'node:os';
 import path from 'node:path';
 import { parseSize } from '../../contract/size.js';
 import ipaddr from 'ipaddr.js';
-import { DEFAULT_STALE_ADMISSION_SEC } from '../admission/view.js';
 import type { EgressPrefix } from '../../gateway/index.js';
 import { parseEgress } from './egress-pool.js';
 import { parseDurationMs } from '../../contract/time.js';
 import { splitHostPort, type HostPort } from '../../rules/host-port.js';
-import { DEFAULT_USAGE_RETENTION, readUsageRetention } from '../services/usage.js';
+import { readUsageRetention } from '../services/usage.js';
+import { SERVE_DEFAULTS } from './serve-options.js';
 
 // The contract's HOST:PORT, as the start-up path (serve.ts) imports it from here.
 export { formatHostPort } from '../../rules/host-port.js';
@@ -86,7 +86,7 @@ export type ConnectionLogSinkConfig = { kind: 'db' } | { kind: 'off' } | { kind:
 
 /** `--connection-log-sink db|jsonl:PATH|stdout|off`. */
 export function parseConnectionLogSink(s: string | undefined): ConnectionLogSinkConfig {
-  const v = (s ?? 'db').trim();
+  const v = (s ?? SERVE_DEFAULTS.connectionLogSink).trim();
   if (v === 'db' || v === 'off' || v === 'stdout') return { kind: v };
   if (v.startsWith('jsonl:') && v.length > 'jsonl:'.length) return { kind: 'file', path: path.resolve(v.slice('jsonl:'.length)) };
   throw new ConfigError(`--connection-log-sink: expected db, jsonl:PATH, stdout or off, got "${s}"`);
@@ -249,7 +249,7 @@ export function toServeConfig(o: RawServeOptions, env: NodeJS.ProcessEnv = proce
     sharedDataDir: flagOrEnv(o.sharedDataDir, env, 'PROXYD_SHARED_DATA_DIR'),
     trustProxy: parseCidrList(o.trustProxy, '--trust-proxy'),
     releaseGraceSec: intIn(o.releaseGrace, '--release-grace', 0, 365 * 24 * 3600),
-    staleAdmissionSec: intIn(o.staleAdmission ?? String(DEFAULT_STALE_ADMISSION_SEC), '--stale-admission', 0, 7 * 24 * 3600),
+    staleAdmissionSec: intIn(o.staleAdmission ?? SERVE_DEFAULTS.staleAdmission, '--stale-admission', 0, 7 * 24 * 3600),
     proxyProtocolFrom: parseCidrList(o.proxyProtocolFrom, '--proxy-protocol-from'),
     geoipDb: o.geoipDb || undefined,
     rateLimits: o.rateLimits || undefined,
@@ -259,22 +259,22 @@ export function toServeConfig(o: RawServeOptions, env: NodeJS.ProcessEnv = proce
     role,
     location: parseLocation(o.location),
     ...hopAddresses(role, o),
-    hopCertLifetimeMs: parseDays(o.hopCertLifetime ?? '90', '--hop-cert-lifetime', 3650) * DAY_MS,
-    hopGraceMs: intIn(o.hopGrace ?? '600', '--hop-grace', 5, 7 * 24 * 3600) * 1000,
-    ipReplacements: intIn(o.ipReplacements ?? '3', '--ip-replacements', 0, 1000),
-    ipQuarantineDays: intIn(o.ipQuarantine ?? '30', '--ip-quarantine', 0, 3650),
-    connectionLogRetentionMs: parseDuration(o.connectionLogRetention ?? DEFAULT_CONNECTION_LOG_RETENTION, '--connection-log-retention'),
-    auditRetentionMs: parseAuditRetention(o.auditRetention ?? DEFAULT_AUDIT_RETENTION),
+    hopCertLifetimeMs: parseDays(o.hopCertLifetime ?? SERVE_DEFAULTS.hopCertLifetime, '--hop-cert-lifetime', 3650) * DAY_MS,
+    hopGraceMs: intIn(o.hopGrace ?? SERVE_DEFAULTS.hopGrace, '--hop-grace', 5, 7 * 24 * 3600) * 1000,
+    ipReplacements: intIn(o.ipReplacements ?? SERVE_DEFAULTS.ipReplacements, '--ip-replacements', 0, 1000),
+    ipQuarantineDays: intIn(o.ipQuarantine ?? SERVE_DEFAULTS.ipQuarantine, '--ip-quarantine', 0, 3650),
+    connectionLogRetentionMs: parseDuration(o.connectionLogRetention ?? SERVE_DEFAULTS.connectionLogRetention, '--connection-log-retention'),
+    auditRetentionMs: parseAuditRetention(o.auditRetention ?? SERVE_DEFAULTS.auditRetention),
     consoleOrigin: parseConsoleOrigin(o.consoleOrigin),
     publicHost: parsePublicHost(o.publicHost),
     connectionLogSink: parseConnectionLogSink(o.connectionLogSink),
     connectionLogMaxSize: parseMaxSize(o.connectionLogMaxSize),
     udp: {
-      ports: parsePortRange(o.udpPorts ?? '40000-44999', '--udp-ports'),
-      idleMs: intIn(o.udpIdle ?? '120', '--udp-idle', 1, 86_400) * 1000,
-      maxAssociations: intIn(o.udpMaxAssociations ?? '10000', '--udp-max-associations', 1, 1_000_000),
+      ports: parsePortRange(o.udpPorts ?? SERVE_DEFAULTS.udpPorts, '--udp-ports'),
+      idleMs: intIn(o.udpIdle ?? SERVE_DEFAULTS.udpIdle, '--udp-idle', 1, 86_400) * 1000,
+      maxAssociations: intIn(o.udpMaxAssociations ?? SERVE_DEFAULTS.udpMaxAssociations, '--udp-max-associations', 1, 1_000_000),
     },
-    usageRetentionMs: parseUsageRetention(o.usageRetention ?? DEFAULT_USAGE_RETENTION),
+    usageRetentionMs: parseUsageRetention(o.usageRetention ?? SERVE_DEFAULTS.usageRetention),
   };
 }
 
@@ -296,7 +296,7 @@ export function parseWorkers(s: string, cpus: () => number = availableParallelis
 }
 
 function parseRole(s: string | undefined, o: RawServeOptions): ServeConfig['role'] {
-  const role = s ?? 'both';
+  const role = s ?? SERVE_DEFAULTS.role;
   if (role !== 'entry' && role !== 'exit' && role !== 'both') throw new ConfigError(`--role: expected entry, exit or both, got "${role}"`);
   if (role !== 'both' && !o.databaseUrl) throw new ConfigError(`--role ${role}: entry and exit nodes share a fleet database: give --database-url postgres://…`);
   if (role === 'entry' && (o.egressAddress || o.egressPool)) throw new ConfigError('--role entry: an entry dials from no egress address of its own (give --egress-address / --egress-pool to its exits)');
@@ -305,7 +305,7 @@ function parseRole(s: string | undefined, o: RawServeOptions): ServeConfig['role
 
 /** An exit registers what its entries dial: the hop listener's address, or `--hop-advertise` (needed for a wildcard). */
 function hopAddresses(role: ServeConfig['role'], o: RawServeOptions): Pick<ServeConfig, 'hopListen' | 'hopAdvertise'> {
-  const hopListen = parseHostPort(o.hopListen ?? '127.0.0.1:3129', '--hop-listen');
+  const hopListen = parseHostPort(o.hopListen ?? SERVE_DEFAULTS.hopListen, '--hop-listen');
   const hopAdvertise = o.hopAdvertise ? parseHostPort(o.hopAdvertise, '--hop-advertise') : undefined;
   if (hopAdvertise && (hopAdvertise.port === 0 || isWildcardHost(hopAdvertise.host))) {
     throw new ConfigError(`--hop-advertise: the address and port entries dial (not a wildcard or port 0), got "${o.hopAdvertise}"`);
@@ -340,9 +340,6 @@ export function parseUsageRetention(s: string): Record<'minute' | 'hour' | 'day'
   if (typeof r === 'string') throw new ConfigError(r);
   return r;
 }
-
-export const DEFAULT_CONNECTION_LOG_RETENTION = '7d';
-export const DEFAULT_AUDIT_RETENTION = '400d';
 
 /** `--audit-retention`: a duration of at least a day (records younger than a day are never pruned). */
 function parseAuditRetention(s: string): number {

@@ -9,8 +9,7 @@ import { formatIsoTime, type UsageDomainsData, type UsageDomainsQuery, type Usag
 import { shownPeriodStart } from '../metering/plans.js';
 import { DEFAULT_USAGE_RETENTION_MS, OTHER_DOMAIN, PERIOD_MS, bucketStart } from '../store/usage-sql.js';
 import type { Plan, Store, UsagePeriod, UsageRow } from '../store/index.js';
-
-export const DEFAULT_USAGE_RETENTION = 'minute=48h,hour=90d,day=2y';
+import { DEFAULT_USAGE_RETENTION } from '../process/serve-options.js';
 
 const UNIT_WORDS: Record<string, string> = { s: 'second', m: 'minute', h: 'hour', d: 'day', y: 'year' };
 const PERIODS: readonly UsagePeriod[] = ['minute', 'hour', 'day'];
