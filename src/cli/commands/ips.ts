@@ -13,7 +13,7 @@ import type { Deps } from '../deps.js';
 import { CliError, UsageError } from '../errors.js';
 import { Exit, type ExitCode } from '../exit-codes.js';
 import { printable, renderTsv } from '../output.js';
-import { keyFailure, openKeySession } from './shared.js';
+import { withKey } from './with-key.js';
 
 /** A key-limit 10429 waits its Retry-After when at most this long; the month's allowance is never waited out. */
 const MAX_WAIT_MS = 60_000;
@@ -25,18 +25,6 @@ function parse<T>(schema: { safeParse(v: unknown): { success: true; data: T } | 
   return r.data;
 }
 
-async function withKey<T>(ctx: Context, deps: Deps, fn: (api: Awaited<ReturnType<typeof openKeySession>>['api']) => Promise<T>): Promise<T> {
-  const session = await openKeySession(ctx, deps);
-  try {
-    return await fn(session.api);
-  } catch (err) {
-    if (err instanceof BadShape) throw new CliError(err.message);
-    if (err instanceof CliError) throw err;
-    throw keyFailure(err, session);
-  } finally {
-    await session.api.close();
-  }
-}
 
 export async function runIpsList(opts: { ctx: Context }, deps: Deps): Promise<ExitCode> {
   const { ctx } = opts;

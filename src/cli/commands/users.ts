@@ -4,10 +4,8 @@
 import { readFile } from 'node:fs/promises';
 import { KEY_LIMITS, RATE_WINDOW_MS } from '../../contract/paths.js';
 import { formatSize } from '../../contract/size.js';
-import type { WhitelistApi } from '../api.js';
 import type { Context } from '../context.js';
 import {
-  BadShape,
   createUser,
   deleteUser,
   getUser,
@@ -21,14 +19,15 @@ import {
   type WriteOptions,
 } from '../customer-api.js';
 import type { Deps } from '../deps.js';
-import { CliError, looksLikeToken, UsageError } from '../errors.js';
+import { looksLikeToken, UsageError } from '../errors.js';
 import { Exit, type ExitCode } from '../exit-codes.js';
 import { decodeText, readAll } from '../io.js';
 import { printable, renderTsv, type Output } from '../output.js';
 import { RollingWindowPacer } from '../pacer.js';
 import { checkNotSecret, checkUsername, fieldFromText, parseUsersFile } from '../user-input.js';
 import { runUserBatches, type UserBatchSummary } from '../users-batch.js';
-import { keyFailure, openKeySession, type KeySession } from './shared.js';
+import { openKeySession } from './shared.js';
+import { withKey } from './with-key.js';
 
 /** The flags of `create` and `set` as given (text), before checking. */
 export interface FieldFlags {
@@ -74,18 +73,6 @@ function writeOptions(deps: Deps): WriteOptions {
   return { clock: deps.clock, onWait: (ms, why) => deps.out.info(`waiting ${Math.ceil(ms / 1000)} s ${why === 'backoff' ? 'before a resend (same Idempotency-Key)' : '(the server asked: Retry-After)'}`) };
 }
 
-async function withKey<T>(ctx: Context, deps: Deps, fn: (api: WhitelistApi, s: KeySession) => Promise<T>): Promise<T> {
-  const session = await openKeySession(ctx, deps);
-  try {
-    return await fn(session.api, session);
-  } catch (err) {
-    if (err instanceof BadShape) throw new CliError(err.message);
-    if (err instanceof CliError) throw err;
-    throw keyFailure(err, session);
-  } finally {
-    await session.api.close();
-  }
-}
 
 // ---- list / show ----------------------------------------------------------------------------------------------
 
