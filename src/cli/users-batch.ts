@@ -12,7 +12,7 @@ import { Exit, type ExitCode } from './exit-codes.js';
 import { RollingWindowPacer, type Clock } from './pacer.js';
 import type { NewUser } from './user-input.js';
 
-/** The key's write limit (SPEC 19: 30 per rolling 60 s by default). */
+/** The key's write limit (docs/api.md, "Limits": 30 per rolling 60 s by default). */
 export const KEY_WRITE_LIMIT = KEY_LIMITS.writes;
 const WINDOW_MS = RATE_WINDOW_MS;
 const CONFLICT = Code.CONFLICT;

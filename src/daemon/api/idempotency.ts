@@ -101,7 +101,7 @@ export function idempotentRoute(
         if (body === null) return sendEnvelope(request, reply, Code.CONFLICT, null, 'conflict: the answer kept for this Idempotency-Key cannot be read; use a new key');
         reply.businessCode = codeOf(body);
         reply.header(IDEMPOTENT_REPLAYED_HEADER, 'true');
-        // The first answer's request id, as its body says (SPEC 3.1: the header and the body name the same id).
+        // The first answer's request id, as its body says (the envelope's rule, docs/api.md: the X-Request-Id header and the body's requestId name the same id).
         reply.header('x-request-id', requestIdOf(body) ?? request.id);
         return reply.code(c.status).type('application/json; charset=utf-8').send(body);
       }

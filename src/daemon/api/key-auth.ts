@@ -46,7 +46,7 @@ function bearerKey(request: FastifyRequest): string | null {
   const h = request.headers.authorization;
   if (typeof h !== 'string') return null;
   // Node keeps the first of two Authorization headers and drops the other: two credentials are none (as a repeated
-  // api_key is, SPEC 3.2), whichever comes first.
+  // api_key is: docs/api.md, "Authentication"), whichever comes first.
   const raw = request.raw.rawHeaders;
   let seen = 0;
   for (let i = 0; i < raw.length; i += 2) if (raw[i]!.toLowerCase() === 'authorization' && ++seen > 1) return null;
