@@ -5,7 +5,8 @@
 import net from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { DirectDialer } from '../../src/gateway/dial/dialer.js';
-import { ExitDirectory, rendezvousScore, type ExitRow } from '../../src/gateway/hop/directory.js';
+import { ExitDirectory, type ExitRow } from '../../src/gateway/hop/directory.js';
+import { rendezvousScore } from '../../src/rules/rendezvous.js';
 import { makeHopIdentity } from '../../src/gateway/hop/identity.js';
 import { startHopServer, type HopServer } from '../../src/gateway/hop/server.js';
 import { Tunnels } from '../../src/gateway/relay/open-tunnels.js';

@@ -4,6 +4,7 @@
 // picks a random address of an IPv6 prefix (a sticky session keeps one).
 import net from 'node:net';
 import type { EgressPrefix } from './egress-prefix.js';
+import { mixedHash, rendezvousPick } from '../../rules/rendezvous.js';
 import { destroySelf } from '../relay/sockets.js';
 import { CachingResolver } from './resolver.js';
 import type { StickyAddresses, StickySessions } from './sticky-sessions.js';
@@ -290,7 +291,7 @@ export class PoolDialer implements Dialer {
   private unreserved(address: string, key: string): string | null {
     if (this.reservations === null || !this.reservations.reserved(address)) return address;
     const free = this.freeAddresses();
-    return free.length === 0 ? null : free[keyHash(key) % free.length]!;
+    return free.length === 0 ? null : free[mixedHash(key) % free.length]!;
   }
 
   async dial(req: DialRequest): Promise<DialOutcome> {
@@ -305,29 +306,6 @@ export class PoolDialer implements Dialer {
 export const NO_SHARED_ADDRESS = 'no shared egress address free';
 export const NO_DEDICATED_EXIT = 'no exit holds your dedicated addresses';
 
-/** 32-bit FNV-1a of a string, mixed (murmur3's fmix32 in part): spreads keys that differ in their last character. */
-function keyHash(s: string): number {
-  let h = 0x811c9dc5;
-  for (let i = 0; i < s.length; i++) {
-    h ^= s.charCodeAt(i);
-    h = Math.imul(h, 0x01000193);
-  }
-  h ^= h >>> 16;
-  h = Math.imul(h, 0x85ebca6b);
-  h ^= h >>> 13;
-  return h >>> 0;
-}
-
-/** The address `key` ranks first among `addresses` (rendezvous hashing: stable while the list changes little); null when empty. */
-export function rendezvousPick(addresses: readonly string[], key: string): string | null {
-  let best: string | null = null;
-  let bestScore = -1;
-  for (const a of addresses) {
-    const score = keyHash(`${key}\0${a}`);
-    if (score > bestScore) [best, bestScore] = [a, score];
-  }
-  return best;
-}
 
 /**
  * Dedicated addresses (docs/gateway.md, "Dedicated addresses"): an account holding addresses on this node leaves

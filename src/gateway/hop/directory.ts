@@ -11,6 +11,7 @@
 import type { ExitWish } from '../dial/dialer.js';
 import { unmet } from '../dial/dialer.js';
 import { splitHostPort } from '../../rules/host-port.js';
+import { rendezvousScore } from '../../rules/rendezvous.js';
 import { FINGERPRINT } from './identity.js';
 import { HopLink, type HopRejection } from './link.js';
 
@@ -267,21 +268,4 @@ export class ExitDirectory {
     if (this.sessionExit.size > 100_000) this.sessionExit.delete(this.sessionExit.keys().next().value as string);
     return live ? before.node : null;
   }
-}
-
-/** A rendezvous score: 32-bit FNV-1a of the session key and the exit's name, mixed. */
-export function rendezvousScore(key: string, node: string): number {
-  let h = 0x811c9dc5;
-  const s = `${key}\0${node}`;
-  for (let i = 0; i < s.length; i++) {
-    h ^= s.charCodeAt(i);
-    h = Math.imul(h, 0x01000193);
-  }
-  // A final avalanche (murmur3's fmix32), so names that differ in their last character spread evenly.
-  h ^= h >>> 16;
-  h = Math.imul(h, 0x85ebca6b);
-  h ^= h >>> 13;
-  h = Math.imul(h, 0xc2b2ae35);
-  h ^= h >>> 16;
-  return h >>> 0;
 }
