@@ -103,3 +103,13 @@ export function keyFailure(err: unknown, session: Pick<KeySession, 'keyId' | 're
 export function isMissingScope(err: unknown): err is ApiError {
   return err instanceof ApiError && err.httpStatus === 403;
 }
+
+/** A batch run's Ctrl-C: the run stops after the request in flight, so its summary (and --failed-out) still say what was done; a second Ctrl-C quits at once. `release` stops listening. */
+export function stopBetweenRequests(deps: Deps): { signal: AbortSignal; release: () => void } {
+  const interrupt = new AbortController();
+  const stop = deps.onInterrupt?.(() => {
+    interrupt.abort();
+    deps.out.warn('interrupted: stopping after the request in flight (Ctrl-C again to quit at once)');
+  });
+  return { signal: interrupt.signal, release: () => stop?.() };
+}

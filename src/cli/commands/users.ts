@@ -26,7 +26,7 @@ import { printable, renderTsv, type Output } from '../output.js';
 import { RollingWindowPacer } from '../pacer.js';
 import { checkNotSecret, checkUsername, fieldFromText, parseUsersFile } from '../user-input.js';
 import { runUserBatches, type UserBatchSummary } from '../users-batch.js';
-import { openKeySession } from './shared.js';
+import { openKeySession, stopBetweenRequests } from './shared.js';
 import { withKey } from './with-key.js';
 
 /** The flags of `create` and `set` as given (text), before checking. */
@@ -212,11 +212,7 @@ async function createFromFile(opts: CreateOptions, deps: Deps): Promise<ExitCode
   const users = parseUsersFile(text, opts.file === '-' ? 'stdin' : opts.file!);
   const session = await openKeySession(ctx, deps);
   const progress = await deps.progress();
-  const interrupt = new AbortController();
-  const stopListening = deps.onInterrupt?.(() => {
-    interrupt.abort();
-    out.warn('interrupted: stopping after the request in flight (Ctrl-C again to quit at once)');
-  });
+  const interrupt = stopBetweenRequests(deps);
   let result;
   try {
     result = await runUserBatches({
@@ -228,7 +224,7 @@ async function createFromFile(opts: CreateOptions, deps: Deps): Promise<ExitCode
       ...(progress ? { onProgress: (p) => progress.update(p, 'creating') } : {}),
     });
   } finally {
-    stopListening?.();
+    interrupt.release();
     progress?.stop();
     await session.api.close();
   }

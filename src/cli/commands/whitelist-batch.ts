@@ -8,7 +8,7 @@ import type { Deps } from '../deps.js';
 import { CliError, UsageError } from '../errors.js';
 import { Exit, type ExitCode } from '../exit-codes.js';
 import { collectItems } from '../input.js';
-import { openSession, rejectedTokenHint } from './shared.js';
+import { openSession, rejectedTokenHint, stopBetweenRequests } from './shared.js';
 import { printable } from '../output.js';
 
 interface BatchCommandOptions {
@@ -65,12 +65,7 @@ export async function runBatchCommand(opts: BatchCommandOptions, deps: Deps): Pr
   const { api, resolved } = await openSession(ctx, deps);
   const progress = await deps.progress();
   const verb = op === 'add' ? 'adding' : 'deleting';
-  // Ctrl-C stops the run between requests, so the summary and --failed-out still say what was done.
-  const interrupt = new AbortController();
-  const stopListening = deps.onInterrupt?.(() => {
-    interrupt.abort();
-    out.warn('interrupted: stopping after the request in flight (Ctrl-C again to quit at once)');
-  });
+  const interrupt = stopBetweenRequests(deps);
   let result;
   try {
     result = await runBatches({
@@ -83,7 +78,7 @@ export async function runBatchCommand(opts: BatchCommandOptions, deps: Deps): Pr
       ...(progress ? { onProgress: (p) => progress.update(p, verb) } : {}),
     });
   } finally {
-    stopListening?.();
+    interrupt.release();
     progress?.stop();
     await api.close();
   }
