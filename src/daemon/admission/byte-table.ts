@@ -8,6 +8,7 @@
 // (0: empty) beside each key's 32-bit hash. A value of the same length is overwritten in place; otherwise the
 // entry is appended again and the old bytes are counted as garbage until the table is rebuilt (`copyInSlices`).
 import { randomBytes } from 'node:crypto';
+import { fmix32 } from '../../rules/rendezvous.js';
 
 /** Keys longer than this (in UTF-8 bytes) are never stored; a lookup of one is a miss. */
 export const MAX_KEY_BYTES = 1024;
@@ -45,13 +46,7 @@ function hashBytes(seed: number, b: Uint8Array, off: number, len: number): numbe
       k = (k << 15) | (k >>> 17);
       h ^= Math.imul(k, 0x1b873593);
   }
-  h ^= len;
-  h ^= h >>> 16;
-  h = Math.imul(h, 0x85ebca6b);
-  h ^= h >>> 13;
-  h = Math.imul(h, 0xc2b2ae35);
-  h ^= h >>> 16;
-  return h >>> 0;
+  return fmix32(h ^ len);
 }
 
 // String.prototype.isWellFormed (Node 20+), not in this project's TypeScript lib.
