@@ -1,7 +1,7 @@
 // Global options (docs/cli.md Global options): base URL, --json, --no-color/NO_COLOR, --quiet; shared with `proxyctl check`.
 import { configDir, readConfig, type CliConfig } from './config-store.js';
 import { UsageError } from './errors.js';
-import { printable } from './output.js';
+import { terminalSafe } from './output.js';
 
 const DEFAULT_BASE_URL = 'http://127.0.0.1:8080';
 
@@ -54,7 +54,7 @@ export function resolveContext(
   config?: CliConfig,
   dir: string = configDir(env),
 ): Context {
-  const cfg = config ?? readConfig(dir, io.stderr ? (m) => void io.stderr!.write(`warning: ${printable(m)}\n`) : undefined);
+  const cfg = config ?? readConfig(dir, io.stderr ? (m) => void io.stderr!.write(`warning: ${terminalSafe(m)}\n`) : undefined);
   let baseUrl = DEFAULT_BASE_URL;
   let baseUrlSource: BaseUrlSource = 'default';
   if (g.baseUrl !== undefined) {

@@ -149,13 +149,13 @@ async function exitCodeFor(err: unknown, io: Pick<Io, 'stderr'>, env: NodeJS.Pro
     return Exit.USAGE;
   }
   const { CliError, scrubSecrets } = await import('./errors.js');
-  const { printable } = await import('./output.js');
+  const { terminalSafe } = await import('./output.js');
   const secrets = [env.PROXYCTL_API_KEY];
   // One line, whatever a server's message in it holds.
   if (err instanceof CliError) {
-    io.stderr.write(`error: ${printable(scrubSecrets(err.message, secrets))}\n`);
+    io.stderr.write(`error: ${terminalSafe(scrubSecrets(err.message, secrets))}\n`);
     return err.exitCode;
   }
-  io.stderr.write(`error: unexpected: ${printable(scrubSecrets(String((err as Error)?.message ?? err), secrets))}\n`);
+  io.stderr.write(`error: unexpected: ${terminalSafe(scrubSecrets(String((err as Error)?.message ?? err), secrets))}\n`);
   return Exit.ERROR;
 }

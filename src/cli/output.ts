@@ -48,8 +48,8 @@ export function createOutput(io: Pick<Io, 'stdout' | 'stderr'>, opts: OutputOpti
       if (!opts.quiet) io.stderr.write(`${text}\n`);
     },
     // One line each, whatever a server's message in it holds.
-    warn: (text) => void io.stderr.write(`${errColor ? paint('yellow', 'warning:') : 'warning:'} ${printable(text)}\n`),
-    error: (text) => void io.stderr.write(`${errColor ? paint('red', 'error:') : 'error:'} ${printable(text)}\n`),
+    warn: (text) => void io.stderr.write(`${errColor ? paint('yellow', 'warning:') : 'warning:'} ${terminalSafe(text)}\n`),
+    error: (text) => void io.stderr.write(`${errColor ? paint('red', 'error:') : 'error:'} ${terminalSafe(text)}\n`),
     writeJson: (doc) => void io.stdout.write(`${JSON.stringify(doc, null, 2)}\n`),
     table: (head, rows) => renderTable(head, rows, opts.color),
   };
@@ -63,21 +63,21 @@ const CONTROL = /[\u0000-\u001f\u007f-\u009f\u061c\u200e\u200f\u202a-\u202e\u206
  * Text from elsewhere made safe to print in a table, a TSV row or a message: a tab or line break becomes a space,
  * any other control character its escape (`\u{1b}`), so it is seen and never acted on by the terminal.
  */
-export function printable(text: string): string {
+export function terminalSafe(text: string): string {
   return text.replace(CONTROL, (c) => (c === '\t' || c === '\n' || c === '\r' ? ' ' : `\\u{${c.charCodeAt(0).toString(16)}}`));
 }
 
 // The colours paint() adds: with colour on, the only escapes a cell keeps. Callers pass text from elsewhere
-// through printable() before they colour a cell; this is the net under them.
+// through terminalSafe() before they colour a cell; this is the net under them.
 const OUR_SGR = new RegExp(`(\u001b\\[(?:${[...new Set(Object.values(ANSI).flat())].join('|')})m)`);
 
 /** A cell as shown: every control character made visible, but for paint()'s colours when colour is on. */
 function cellText(c: string | number, color: boolean): string {
   const text = String(c);
-  if (!color) return printable(text);
+  if (!color) return terminalSafe(text);
   return text
     .split(OUR_SGR)
-    .map((part, i) => (i % 2 === 1 ? part : printable(part)))
+    .map((part, i) => (i % 2 === 1 ? part : terminalSafe(part)))
     .join('');
 }
 
@@ -93,5 +93,5 @@ function renderTable(head: string[], rows: Array<Array<string | number>>, color:
 
 /** Tab-separated rows for a pipe (no colour, no borders), one record per line. */
 export function renderTsv(rows: Array<Array<string | number>>): string {
-  return rows.map((r) => r.map((c) => printable(String(c))).join('\t')).join('\n');
+  return rows.map((r) => r.map((c) => terminalSafe(String(c))).join('\t')).join('\n');
 }

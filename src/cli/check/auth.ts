@@ -2,7 +2,7 @@
 // request for an http:// target) is 407 or not. SOCKS5: method selection plus the RFC 1929 status.
 import { request, type IncomingMessage } from 'node:http';
 import { formatHostPort } from '../../rules/host-port.js';
-import { PeerClosedError, SocketReader, fromAProxy, headerGetter, parseProxyReply, printable, proxyErrorOf, realmOf } from './reader.js';
+import { PeerClosedError, SocketReader, fromAProxy, headerGetter, parseProxyReply, peerText, proxyErrorOf, realmOf } from './reader.js';
 import { METHOD_NONE_ACCEPTABLE, METHOD_NO_AUTH, METHOD_USER_PASS, SOCKS_VERSION, greeting, hex, userPassRequest } from './socks5.js';
 import { fail, ok, describeNetError, type StageFn } from './stage.js';
 import type { CheckContext, StageOutcome } from './types.js';
@@ -50,7 +50,7 @@ function rejected407(ctx: CheckContext, status: number, reason: string, authenti
   const realm = realmOf(authenticate);
   const withCredentials = ctx.proxy.username !== null;
   const why = withCredentials ? 'credentials rejected' : 'no credentials and source IP not admitted';
-  return fail(`${status} ${reason || 'Proxy Authentication Required'}${realm !== null ? ` (realm "${printable(realm, 60)}")` : ''}: ${why}`, {
+  return fail(`${status} ${reason || 'Proxy Authentication Required'}${realm !== null ? ` (realm "${peerText(realm, 60)}")` : ''}: ${why}`, {
     kind: 'proxy_auth_required',
     realm,
     withCredentials,
@@ -71,33 +71,33 @@ async function httpConnectAuth(ctx: CheckContext, signal: AbortSignal): Promise<
   } catch (err) {
     if (err instanceof PeerClosedError && reader.buffered > 0) {
       const sample = (await reader.readSome(64, 0)).toString('latin1');
-      return fail(`not an HTTP proxy answer: "${printable(sample, 40)}"`, { kind: 'not_http_proxy', sample: printable(sample, 40) });
+      return fail(`not an HTTP proxy answer: "${peerText(sample, 40)}"`, { kind: 'not_http_proxy', sample: peerText(sample, 40) });
     }
     return closedOutcome(err, 'before answering CONNECT');
   }
   const parsed = parseProxyReply(raw.toString('latin1').slice(0, -4));
   if (!parsed) {
-    const sample = printable(raw, 40);
+    const sample = peerText(raw, 40);
     return fail(`not an HTTP proxy answer: "${sample}"`, { kind: 'not_http_proxy', sample });
   }
   // The answer to CONNECT is the proxy's own: its request id is the proxy's.
   keepRequestId(ctx, parsed.headers.get('x-request-id'));
   const get = (name: string) => parsed.headers.get(name)?.[0];
   const proxyish = fromAProxy(get);
-  if (parsed.status === 407) return rejected407(ctx, parsed.status, printable(parsed.reason, 60), get('proxy-authenticate'));
+  if (parsed.status === 407) return rejected407(ctx, parsed.status, peerText(parsed.reason, 60), get('proxy-authenticate'));
   // Some proxies (tinyproxy) refuse credentials with 401 and WWW-Authenticate.
-  if (parsed.status === 401 && proxyish) return rejected407(ctx, parsed.status, printable(parsed.reason, 60), get('proxy-authenticate') ?? get('www-authenticate'));
-  const foreign = notAProxy(ctx, parsed.status, printable(parsed.reason, 60), proxyish);
+  if (parsed.status === 401 && proxyish) return rejected407(ctx, parsed.status, peerText(parsed.reason, 60), get('proxy-authenticate') ?? get('www-authenticate'));
+  const foreign = notAProxy(ctx, parsed.status, peerText(parsed.reason, 60), proxyish);
   if (foreign) return foreign;
   let body = '';
   if (parsed.status !== 200) {
     // Keep the proxy's explanation, if it sends a short one.
     const len = Number(parsed.headers.get('content-length')?.[0] ?? NaN);
     const bytes = Number.isFinite(len) ? await reader.read(Math.min(len, 2048)).catch(() => reader.readSome(2048, 0)) : await reader.readSome(2048, 20);
-    body = printable(bytes, 200);
+    body = peerText(bytes, 200);
   }
   reader.release();
-  ctx.connectAnswer = { status: parsed.status, reason: printable(parsed.reason, 60), body, proxyError: proxyErrorOf(get) };
+  ctx.connectAnswer = { status: parsed.status, reason: peerText(parsed.reason, 60), body, proxyError: proxyErrorOf(get) };
   return ok(`${admittedText(ctx)} (CONNECT answered ${parsed.status})`);
 }
 
@@ -130,16 +130,16 @@ async function httpForwardAuth(ctx: CheckContext, signal: AbortSignal): Promise<
       const proxyish = fromAProxy(get);
       if (res.statusCode === 407) {
         res.resume();
-        resolve(rejected407(ctx, 407, printable(res.statusMessage ?? '', 60), get('proxy-authenticate')));
+        resolve(rejected407(ctx, 407, peerText(res.statusMessage ?? '', 60), get('proxy-authenticate')));
         return;
       }
       // A 401 the proxy itself sent (tinyproxy refusing credentials): not forwarded (no Via), a proxy's mark on it.
       if (res.statusCode === 401 && via === undefined && proxyish) {
         res.resume();
-        resolve(rejected407(ctx, 401, printable(res.statusMessage ?? '', 60), get('proxy-authenticate') ?? get('www-authenticate')));
+        resolve(rejected407(ctx, 401, peerText(res.statusMessage ?? '', 60), get('proxy-authenticate') ?? get('www-authenticate')));
         return;
       }
-      const foreign = notAProxy(ctx, res.statusCode ?? 0, printable(res.statusMessage ?? '', 60), proxyish);
+      const foreign = notAProxy(ctx, res.statusCode ?? 0, peerText(res.statusMessage ?? '', 60), proxyish);
       if (foreign) {
         res.resume();
         resolve(foreign);
@@ -147,7 +147,7 @@ async function httpForwardAuth(ctx: CheckContext, signal: AbortSignal): Promise<
       }
       ctx.forwardResponse = res;
       ctx.viaMissing = via === undefined;
-      const mark = via !== undefined ? `, Via ${printable(via, 60)}` : ', no Via header';
+      const mark = via !== undefined ? `, Via ${peerText(via, 60)}` : ', no Via header';
       resolve(ok(`${admittedText(ctx)} (absolute-form GET answered ${res.statusCode}${mark})`));
     });
     req.once('error', (err: NodeJS.ErrnoException) => {
@@ -160,7 +160,7 @@ async function httpForwardAuth(ctx: CheckContext, signal: AbortSignal): Promise<
   });
 }
 
-/** The last `X-Request-Id` the proxy sent, if it looks like an id (printable, short). */
+/** The last `X-Request-Id` the proxy sent, if it looks like an id (peerText, short). */
 function keepRequestId(ctx: CheckContext, values: readonly string[] | undefined): void {
   const v = values?.[values.length - 1]?.trim();
   if (v && /^[\x21-\x7e]{1,128}$/.test(v)) ctx.requestId = v;
@@ -178,7 +178,7 @@ async function socksAuth(ctx: CheckContext, signal: AbortSignal): Promise<StageO
     return closedOutcome(err, 'during SOCKS5 method selection');
   }
   if (choice[0] !== SOCKS_VERSION) {
-    const sample = printable(Buffer.concat([choice, await reader.readSome(30, 0)]), 40);
+    const sample = peerText(Buffer.concat([choice, await reader.readSome(30, 0)]), 40);
     return fail(`not a SOCKS5 answer (first byte ${hex(choice[0]!)}${/^HTTP\//.test(sample) ? `, looks like HTTP: "${sample}"` : ''})`, { kind: 'not_socks5', firstByte: choice[0]! });
   }
   const method = choice[1]!;

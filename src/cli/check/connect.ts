@@ -3,7 +3,7 @@
 // request (a gateway refusal 403/502/504 fails here, unless the proxy marks it as the target's). SOCKS5: the CONNECT reply code, named.
 import { isIP } from 'node:net';
 import { readBody } from './egress-ip.js';
-import { PeerClosedError, SocketReader, forwardedByProxy, headerGetter, printable, proxyErrorOf, refusedByProxy } from './reader.js';
+import { PeerClosedError, SocketReader, forwardedByProxy, headerGetter, peerText, proxyErrorOf, refusedByProxy } from './reader.js';
 import { SOCKS_VERSION, boundAddressLength, connectRequest, formatBound, hex, socksReplyName } from './socks5.js';
 import { fail, ok, type StageFn } from './stage.js';
 import type { CheckContext, StageOutcome } from './types.js';
@@ -15,7 +15,7 @@ const GATEWAY_REFUSAL_STATUSES = new Set([403, 502, 504]);
 export function explanation(body: string, status: number, reason: string): string {
   // An HTML error page (squid's, tinyproxy's) says nothing a line can show: its headers and status speak instead.
   if (/^\s*<|<html[\s>]/i.test(body)) return '';
-  const text = printable(body, 160);
+  const text = peerText(body, 160);
   const prefix = `${status} ${reason}`.trim();
   return text.startsWith(prefix) ? text.slice(prefix.length).replace(/^[\s:]+/, '') : text;
 }
@@ -37,7 +37,7 @@ function httpConnectVerdict(ctx: CheckContext): StageOutcome {
 async function httpForwardVerdict(ctx: CheckContext): Promise<StageOutcome> {
   const res = ctx.forwardResponse!;
   const status = res.statusCode ?? 0;
-  const text = `${status} ${printable(res.statusMessage ?? '', 60)}`.trim();
+  const text = `${status} ${peerText(res.statusMessage ?? '', 60)}`.trim();
   // The proxy saying in a header that it could not reach the target (squid answers 503 so): the proxy's answer.
   const get = headerGetter(res.headers);
   const proxyError = status >= 400 ? proxyErrorOf(get) : null;
@@ -45,11 +45,11 @@ async function httpForwardVerdict(ctx: CheckContext): Promise<StageOutcome> {
   // the proxy marks as forwarded (received-status) is the target's own: the status stage judges it.
   const ownRefusal = status >= 400 && refusedByProxy(get);
   if (proxyError || ownRefusal || (GATEWAY_REFUSAL_STATUSES.has(status) && !forwardedByProxy(get))) {
-    const why = explanation(await readBody(res).catch(() => ''), status, printable(res.statusMessage ?? '', 60));
+    const why = explanation(await readBody(res).catch(() => ''), status, peerText(res.statusMessage ?? '', 60));
     return fail(`request for ${ctx.target.hostHeader} answered ${text}${why ? `: ${why}` : ''}${proxyError || ownRefusal ? ' (from the proxy)' : ' (from the proxy, unless the target itself sent it)'}`, {
       kind: 'http_connect_status',
       status,
-      reason: printable(res.statusMessage ?? '', 60),
+      reason: peerText(res.statusMessage ?? '', 60),
       body: why,
       ...(proxyError ? { proxyError } : {}),
     });

@@ -135,7 +135,7 @@ export function realmOf(value: string | undefined): string | null {
 }
 
 /** Printable, single-line, bounded text from peer bytes. */
-export function printable(bytes: Buffer | string, max = 120): string {
+export function peerText(bytes: Buffer | string, max = 120): string {
   const s = (typeof bytes === 'string' ? bytes : bytes.toString('latin1')).replace(/[^\x20-\x7e]+/g, ' ').trim();
   return s.length > max ? `${s.slice(0, max)}…` : s;
 }

@@ -1,6 +1,6 @@
 // Human output (cli-table3, colour only when allowed) and the --json document.
 import Table from 'cli-table3';
-import { printable } from '../output.js';
+import { terminalSafe } from '../output.js';
 import type { CheckReport, StageStatus } from './types.js';
 
 interface RenderOptions {
@@ -43,7 +43,7 @@ export function renderHuman(report: CheckReport, meta: { proxy: string; target: 
   const fixed = 9 + 9 + 9 + 5; // stage, result, ms columns plus borders
   const wrap = opts.columns && opts.columns > fixed + 30 ? opts.columns - fixed : undefined;
   // A detail may quote what the proxy or the target sent: shown, never acted on by the terminal.
-  const rows = report.stages.map((s) => [s.name, paint(s.status, s.status), s.status === 'skipped' ? '' : s.ms.toFixed(1), printable(s.detail)]);
+  const rows = report.stages.map((s) => [s.name, paint(s.status, s.status), s.status === 'skipped' ? '' : s.ms.toFixed(1), terminalSafe(s.detail)]);
   const table = checkTable(['stage', 'result', 'ms', 'detail'], rows, { color: opts.color, right: [false, false, true, false], colWidths: wrap ? [9, 9, 9, wrap] : undefined });
   const lines = [`check ${meta.proxy} -> ${meta.target}`, table];
   if (report.egress_ip !== null || report.direct_ip !== null) {
@@ -56,7 +56,7 @@ export function renderHuman(report: CheckReport, meta: { proxy: string; target: 
   const label = failed ? 'diagnosis' : warn ? 'warning' : 'result';
   const color = failed ? COLORS.fail : warn ? '\x1b[33m' : COLORS.ok;
   // The label says it is a warning: not "warning: Warning: …".
-  const text = printable(warn ? report.diagnosis.replace(/^Warning:\s*/, '') : report.diagnosis);
+  const text = terminalSafe(warn ? report.diagnosis.replace(/^Warning:\s*/, '') : report.diagnosis);
   lines.push(`${opts.color ? `${color}${label}:${RESET}` : `${label}:`} ${text}`);
   return `${lines.join('\n')}\n`;
 }

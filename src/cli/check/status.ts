@@ -1,13 +1,13 @@
 // Stage status: the target's HTTP status for a GET through the proxy, and the egress IP it echoes.
 import { request, type IncomingMessage } from 'node:http';
 import { REQUEST_HEADERS, parseEgressIp, readBody } from './egress-ip.js';
-import { printable } from './reader.js';
+import { peerText } from './reader.js';
 import { fail, ok, describeNetError, type StageFn } from './stage.js';
 import type { CheckContext, StageOutcome } from './types.js';
 
 function verdict(ctx: CheckContext, res: IncomingMessage, body: string): StageOutcome {
   const status = res.statusCode ?? 0;
-  const text = `${status} ${printable(res.statusMessage ?? '', 60)}`.trim();
+  const text = `${status} ${peerText(res.statusMessage ?? '', 60)}`.trim();
   if (status >= 400 || status < 100) {
     return fail(`target answered ${text}`, { kind: 'target_status', status });
   }

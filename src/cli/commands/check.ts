@@ -11,7 +11,7 @@ import type { Context } from '../context.js';
 import type { Deps } from '../deps.js';
 import { CliError, UsageError, scrubSecrets } from '../errors.js';
 import { Exit, type ExitCode } from '../exit-codes.js';
-import { printable } from '../output.js';
+import { terminalSafe } from '../output.js';
 import { VERSION } from '../../contract/version.js';
 
 interface CheckCommandOptions {
@@ -111,7 +111,7 @@ async function checkAndReport(opts: CheckCommandOptions, deps: Deps, proxy: Prox
 
   if (summary) printSummary(summary, shown, egress ?? [], ctx, deps);
   else if (ctx.json) deps.io.stdout.write(renderJson(shown.report));
-  else if (ctx.quiet) deps.out.line(printable(shown.report.diagnosis));
+  else if (ctx.quiet) deps.out.line(terminalSafe(shown.report.diagnosis));
   else deps.io.stdout.write(renderHuman(shown.report, { proxy: shown.proxy, target: scrubSecrets(shown.target, [deps.env.PROXYCTL_API_KEY]) }, { color: ctx.color, columns: deps.io.stdoutColumns }));
   if (opts.report !== undefined) deps.out.info(`report written to ${opts.report}`);
   if (!results.every((r) => r.ok)) return Exit.CHECK_FAILED;
@@ -157,13 +157,13 @@ function printSummary(m: RepeatSummary, shown: CheckResult, egress: Array<{ ip: 
     out.line(`check ${shown.proxy} -> ${scrubSecrets(shown.target, [deps.env.PROXYCTL_API_KEY])}: ${m.runs} runs, ${out.paint('green', `${m.ok} ok`)}, ${m.failed > 0 ? out.paint('red', `${m.failed} failed`) : '0 failed'}`);
   }
   if (!ctx.quiet) {
-    const rows = m.stages.map((s) => [printable(s.name), String(s.runs), String(s.failed), fmt(s.p50_ms), fmt(s.p95_ms), fmt(s.max_ms)]);
+    const rows = m.stages.map((s) => [terminalSafe(s.name), String(s.runs), String(s.failed), fmt(s.p50_ms), fmt(s.p95_ms), fmt(s.max_ms)]);
     out.line(checkTable(['stage', 'runs', 'failed', 'p50 ms', 'p95 ms', 'max ms'], rows, { color: ctx.color, right: [false, true, true, true, true, true] }));
   }
   if (!ctx.quiet && egress.length > 0) out.line(`egress IP via proxy: ${egress.map((e) => `${e.ip} (${e.count}×)`).join(', ')}`);
   if (m.failed > 0) {
     const by = Object.entries(m.failures_by_stage).map(([stage, n]) => `${stage} ${n}`).join(', ');
     out.line(`failures by stage: ${by}`);
-    for (const d of m.diagnoses) out.line(`${out.paint('red', 'diagnosis')} (${d.count}×): ${printable(d.diagnosis)}`);
+    for (const d of m.diagnoses) out.line(`${out.paint('red', 'diagnosis')} (${d.count}×): ${terminalSafe(d.diagnosis)}`);
   }
 }

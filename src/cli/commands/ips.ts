@@ -12,7 +12,7 @@ import { BadShape, isStillInProgress, newIdempotencyKey } from '../customer-api.
 import type { Deps } from '../deps.js';
 import { CliError, UsageError } from '../errors.js';
 import { Exit, type ExitCode } from '../exit-codes.js';
-import { printable, renderTsv } from '../output.js';
+import { terminalSafe, renderTsv } from '../output.js';
 import { withKey } from './with-key.js';
 
 /** A key-limit 10429 waits its Retry-After when at most this long; the month's allowance is never waited out. */
@@ -46,7 +46,7 @@ export async function runIpsList(opts: { ctx: Context }, deps: Deps): Promise<Ex
   out.line(
     out.table(
       ['Address', 'Country', 'City', 'Since (UTC)', 'Up', 'Down'],
-      doc.items.map((i) => [i.address, printable((i.country ?? '-').toUpperCase()), printable(i.city ?? '-'), i.since, formatSize(i.bytes_up), formatSize(i.bytes_down)]),
+      doc.items.map((i) => [i.address, terminalSafe((i.country ?? '-').toUpperCase()), terminalSafe(i.city ?? '-'), i.since, formatSize(i.bytes_up), formatSize(i.bytes_down)]),
     ),
   );
   out.line(out.paint('dim', `bytes since ${doc.period_start}; replacements left this month: ${left} of ${doc.replacements.limit}`));
@@ -55,7 +55,7 @@ export async function runIpsList(opts: { ctx: Context }, deps: Deps): Promise<Ex
 
 export async function runIpsReplace(opts: { ctx: Context; address: string; yes: boolean }, deps: Deps): Promise<ExitCode> {
   const { ctx, address } = opts;
-  if (!isStrictIPv4(address)) throw new UsageError(`ADDRESS: "${printable(address)}" is not an IPv4 address A.B.C.D`);
+  if (!isStrictIPv4(address)) throw new UsageError(`ADDRESS: "${terminalSafe(address)}" is not an IPv4 address A.B.C.D`);
   if (!opts.yes) {
     if (!deps.io.stdinIsTTY || !deps.io.stderrIsTTY) throw new UsageError(`replacing ${address} needs --yes when not on a terminal`);
     const { askYesNo } = await import('../prompt.js');

@@ -9,7 +9,7 @@ import type { Deps } from '../deps.js';
 import { UsageError } from '../errors.js';
 import { Exit, type ExitCode } from '../exit-codes.js';
 import { keyFailure, openKeySession } from './shared.js';
-import { printable } from '../output.js';
+import { terminalSafe } from '../output.js';
 
 export type UsageBy = 'user' | 'day' | 'hour' | 'domain' | 'ip';
 
@@ -126,7 +126,7 @@ export async function runUsage(opts: UsageOptions, deps: Deps): Promise<ExitCode
   const label = (k: string) => (opts.by === 'day' ? k.slice(0, 10) : opts.by === 'hour' ? `${k.slice(0, 10)} ${k.slice(11, 16)}` : k);
   const head = [{ user: 'User', time: 'Time (UTC)', domain: 'Domain', address: 'Address' }[KEY[opts.by]], 'Up', 'Down', 'Total', 'Connections', ...(bars ? [''] : [])];
   const body = rows.map((r) => [
-    printable(label(r.key)),
+    terminalSafe(label(r.key)),
     formatSize(r.bytes_up),
     formatSize(r.bytes_down),
     formatSize(r.bytes_up + r.bytes_down),

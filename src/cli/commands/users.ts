@@ -22,7 +22,7 @@ import type { Deps } from '../deps.js';
 import { looksLikeToken, UsageError } from '../errors.js';
 import { Exit, type ExitCode } from '../exit-codes.js';
 import { decodeText, readAll } from '../io.js';
-import { printable, renderTsv, type Output } from '../output.js';
+import { terminalSafe, renderTsv, type Output } from '../output.js';
 import { RollingWindowPacer } from '../pacer.js';
 import { checkNotSecret, checkUsername, fieldFromText, parseUsersFile } from '../user-input.js';
 import { runUserBatches, type UserBatchSummary } from '../users-batch.js';
@@ -119,7 +119,7 @@ export async function runUsersList(opts: ListUsersOptions, deps: Deps): Promise<
   out.line(
     out.table(
       ['Username', 'Status', 'Traffic limit', 'Used', 'Max conns', 'Rate limit', 'Expires (UTC)'],
-      doc.items.map((u) => [printable(u.username), statusText(u.status, out), limitText(u.traffic_limit), formatSize(used(u)), u.max_connections ?? '-', printable(u.rate_limit ?? '-'), printable(u.expires_at ?? '-')]),
+      doc.items.map((u) => [terminalSafe(u.username), statusText(u.status, out), limitText(u.traffic_limit), formatSize(used(u)), u.max_connections ?? '-', terminalSafe(u.rate_limit ?? '-'), terminalSafe(u.expires_at ?? '-')]),
     ),
   );
   const pages = Math.max(1, Math.ceil(doc.total / Math.max(1, doc.page_size)));
@@ -130,20 +130,20 @@ export async function runUsersList(opts: ListUsersOptions, deps: Deps): Promise<
 
 const used = (u: User): number => (u.used?.bytes_up ?? 0) + (u.used?.bytes_down ?? 0);
 const limitText = (n: number | null | undefined): string => (n == null ? '-' : formatSize(n));
-const statusText = (s: string, out: Output) => (s === 'active' ? out.paint('green', 'active') : out.paint('yellow', printable(s)));
+const statusText = (s: string, out: Output) => (s === 'active' ? out.paint('green', 'active') : out.paint('yellow', terminalSafe(s)));
 
 function printUser(u: User, out: Output): void {
   const rows: Array<[string, string]> = [
-    ['username', printable(u.username)],
+    ['username', terminalSafe(u.username)],
     ['status', statusText(u.status, out)],
-    ['created', printable(u.created_at ?? '-')],
+    ['created', terminalSafe(u.created_at ?? '-')],
     ['traffic limit', limitText(u.traffic_limit)],
-    ['used', `${formatSize(used(u))}${u.used?.period_start ? ` since ${printable(u.used.period_start)}` : ''}`],
+    ['used', `${formatSize(used(u))}${u.used?.period_start ? ` since ${terminalSafe(u.used.period_start)}` : ''}`],
     ['max conns', String(u.max_connections ?? '-')],
-    ['rate limit', printable(u.rate_limit ?? '-')],
-    ['expires', printable(u.expires_at ?? '-')],
-    ['allow', printable((u.allow ?? []).join(', ') || '-')],
-    ['deny', printable((u.deny ?? []).join(', ') || '-')],
+    ['rate limit', terminalSafe(u.rate_limit ?? '-')],
+    ['expires', terminalSafe(u.expires_at ?? '-')],
+    ['allow', terminalSafe((u.allow ?? []).join(', ') || '-')],
+    ['deny', terminalSafe((u.deny ?? []).join(', ') || '-')],
   ];
   for (const [k, v] of rows) out.line(`${k.padEnd(14)} ${v}`);
 }
@@ -183,7 +183,7 @@ export async function runUsersCreate(opts: CreateOptions, deps: Deps): Promise<E
     deps.out.writeJson(opts.passwordStdin ? withoutPassword(u) : u);
     return Exit.OK;
   }
-  deps.out.line(`${deps.out.paint('green', '✓')} Created proxy user ${printable(u.username)}`);
+  deps.out.line(`${deps.out.paint('green', '✓')} Created proxy user ${terminalSafe(u.username)}`);
   // A password the server made is shown this once; one the user gave is theirs already.
   if (!opts.passwordStdin && u.password !== undefined) printPasswords([{ username: u.username, password: u.password }], deps.out);
   return Exit.OK;
@@ -196,7 +196,7 @@ function withoutPassword<T extends { password?: string }>(x: T): Omit<T, 'passwo
 
 function printPasswords(creds: Credential[], out: Output): void {
   if (creds.length === 0) return;
-  out.line(out.table(['Username', 'Password'], creds.map((c) => [printable(c.username), printable(c.password)])));
+  out.line(out.table(['Username', 'Password'], creds.map((c) => [terminalSafe(c.username), terminalSafe(c.password)])));
   out.line(out.paint('yellow', `${creds.length === 1 ? 'This password is' : 'These passwords are'} shown once: store ${creds.length === 1 ? 'it' : 'them'} now (the service keeps only a hash).`));
 }
 
@@ -249,7 +249,7 @@ function printBatchSummary(s: UserBatchSummary, out: Output): void {
   ];
   out.line(parts.join(', '));
   if (s.already_done > 0) out.line(out.paint('dim', 'already done: created by an earlier attempt whose answer was lost; set their passwords with `proxyctl users passwd USER`'));
-  if (s.failed_count > 0) out.line(out.table(['Username', 'Code', 'Reason'], s.failed_items.map((f) => [printable(f.username), f.code, printable(f.reason)])));
+  if (s.failed_count > 0) out.line(out.table(['Username', 'Code', 'Reason'], s.failed_items.map((f) => [terminalSafe(f.username), f.code, terminalSafe(f.reason)])));
 }
 
 // ---- set / enable / disable / passwd / delete ------------------------------------------------------------------
@@ -263,7 +263,7 @@ export async function runUsersSet(opts: FieldFlags & { ctx: Context; username: s
   if (opts.ctx.json) deps.out.writeJson(u);
   else if (!opts.ctx.quiet) {
     const what = opts.status === 'disabled' ? 'Disabled' : opts.status === 'active' ? 'Enabled' : 'Updated';
-    deps.out.line(`${deps.out.paint('green', '✓')} ${what} proxy user ${printable(u.username)}`);
+    deps.out.line(`${deps.out.paint('green', '✓')} ${what} proxy user ${terminalSafe(u.username)}`);
     if (opts.status === 'disabled') deps.out.line(deps.out.paint('dim', 'its new connections are refused and its open ones closed within 2 s'));
   }
   return Exit.OK;
@@ -276,7 +276,7 @@ export async function runUsersPasswd(opts: { ctx: Context; username: string; pas
   const c = await withKey(opts.ctx, deps, (api) => setPassword(api, opts.username, password, writeOptions(deps)));
   if (opts.ctx.json) deps.out.writeJson(password === undefined ? c : withoutPassword(c));
   else {
-    deps.out.line(`${deps.out.paint('green', '✓')} New password set for ${printable(c.username)} (the old one stops working within 1 s)`);
+    deps.out.line(`${deps.out.paint('green', '✓')} New password set for ${terminalSafe(c.username)} (the old one stops working within 1 s)`);
     if (password === undefined) printPasswords([c], deps.out);
   }
   return Exit.OK;
@@ -288,7 +288,7 @@ export async function runUsersDelete(opts: { ctx: Context; username: string; yes
   if (!opts.yes) {
     if (!deps.io.stdinIsTTY || !deps.io.stderrIsTTY) throw new UsageError(`deleting ${opts.username} needs --yes when not on a terminal`);
     const { askYesNo } = await import('../prompt.js');
-    const ok = await askYesNo(deps.io.stdin, deps.io.stderr, `Delete proxy user ${printable(opts.username)}? Its open connections are closed.`);
+    const ok = await askYesNo(deps.io.stdin, deps.io.stderr, `Delete proxy user ${terminalSafe(opts.username)}? Its open connections are closed.`);
     if (!ok) {
       deps.out.info('nothing deleted');
       return Exit.ERROR;
@@ -296,6 +296,6 @@ export async function runUsersDelete(opts: { ctx: Context; username: string; yes
   }
   await withKey(ctx, deps, (api) => deleteUser(api, opts.username, writeOptions(deps)));
   if (ctx.json) deps.out.writeJson({ username: opts.username });
-  else if (!ctx.quiet) deps.out.line(`${deps.out.paint('green', '✓')} Deleted proxy user ${printable(opts.username)}`);
+  else if (!ctx.quiet) deps.out.line(`${deps.out.paint('green', '✓')} Deleted proxy user ${terminalSafe(opts.username)}`);
   return Exit.OK;
 }

@@ -9,7 +9,7 @@ import { CliError, UsageError } from '../errors.js';
 import { Exit, type ExitCode } from '../exit-codes.js';
 import { collectItems } from '../input.js';
 import { openSession, rejectedTokenHint, stopBetweenRequests } from './shared.js';
-import { printable } from '../output.js';
+import { terminalSafe } from '../output.js';
 
 interface BatchCommandOptions {
   ctx: Context;
@@ -126,6 +126,6 @@ function printSummary(op: BatchOp, s: BatchSummary, deps: Deps, quiet: boolean):
   ];
   out.line(parts.join(', '));
   if (s.failed_count > 0) {
-    out.line(out.table(['IP', 'Code', 'Reason'], s.failed_items.map((f) => [printable(f.ip), f.code, printable(f.reason)])));
+    out.line(out.table(['IP', 'Code', 'Reason'], s.failed_items.map((f) => [terminalSafe(f.ip), f.code, terminalSafe(f.reason)])));
   }
 }

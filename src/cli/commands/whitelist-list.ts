@@ -4,7 +4,7 @@ import { isRateLimited, type ListParams, type WhitelistApi } from '../api.js';
 import type { Context } from '../context.js';
 import type { Deps } from '../deps.js';
 import { Exit, type ExitCode } from '../exit-codes.js';
-import { printable, renderTsv } from '../output.js';
+import { terminalSafe, renderTsv } from '../output.js';
 import { RollingWindowPacer, type Clock } from '../pacer.js';
 import { apiFailure, openSession } from './shared.js';
 
@@ -45,8 +45,8 @@ export async function runList(opts: ListOptions, deps: Deps): Promise<ExitCode> 
     out.writeJson(doc);
     return Exit.OK;
   }
-  // The server's text made printable before our colours go around the status (renderTable keeps only those).
-  const rows = doc.items.map((i) => [i.whitelist_id, printable(i.ip), statusText(i, out.paint), printable(i.remark), printable(i.created_at)]);
+  // The server's text made terminalSafe before our colours go around the status (renderTable keeps only those).
+  const rows = doc.items.map((i) => [i.whitelist_id, terminalSafe(i.ip), statusText(i, out.paint), terminalSafe(i.remark), terminalSafe(i.created_at)]);
   if (!deps.io.stdoutIsTTY) {
     // Scripts that skip --json get one tab-separated record per line, no header.
     if (rows.length) out.line(renderTsv(doc.items.map((i) => [i.whitelist_id, i.ip, i.status === 1 ? 'active' : 'disabled', i.remark, i.created_at])));

@@ -11,7 +11,7 @@ import { Exit, type ExitCode } from '../exit-codes.js';
 import { collectItems } from '../input.js';
 import { apiFailure, openSession, rejectedTokenHint } from './shared.js';
 import { listAll } from './whitelist-list.js';
-import { printable } from '../output.js';
+import { terminalSafe } from '../output.js';
 
 interface SyncOptions {
   ctx: Context;
@@ -84,7 +84,7 @@ export async function runSync(opts: SyncOptions, deps: Deps): Promise<ExitCode> 
   // it (a typo, `008.008.003.003`) would delete the entry it meant and then fail to add. Refused before anything.
   const bad = desired.filter((i) => !isStrictIPv4(i.ip));
   if (bad.length > 0) {
-    const shown = bad.slice(0, 5).map((i) => printable(i.ip)).join(', ');
+    const shown = bad.slice(0, 5).map((i) => terminalSafe(i.ip)).join(', ');
     throw new UsageError(`${bad.length} ${bad.length === 1 ? 'line is' : 'lines are'} not an IPv4 address in dotted decimal (${shown}${bad.length > 5 ? ', …' : ''}): nothing was changed`);
   }
 
@@ -173,5 +173,5 @@ function printResult(doc: SyncDoc, deps: Deps, quiet: boolean): void {
   const failed = doc.failed_items.length;
   if (quiet && failed === 0) return;
   out.line(`${out.paint('green', `${doc.added} added`)}, ${doc.deleted} deleted, ${doc.unchanged} unchanged, ${failed > 0 ? out.paint('red', `${failed} failed`) : '0 failed'}`);
-  if (failed > 0) out.line(out.table(['IP', 'Code', 'Reason'], doc.failed_items.map((f) => [printable(f.ip), f.code, printable(f.reason)])));
+  if (failed > 0) out.line(out.table(['IP', 'Code', 'Reason'], doc.failed_items.map((f) => [terminalSafe(f.ip), f.code, terminalSafe(f.reason)])));
 }

@@ -4,7 +4,7 @@ import { describe, expect, it } from 'vitest';
 import { buildProgram } from '../../../src/cli/main.js';
 import { diagnose } from '../../../src/cli/check/diagnosis.js';
 import { parseEgressIp } from '../../../src/cli/check/egress-ip.js';
-import { parseProxyReply, printable, realmOf } from '../../../src/cli/check/reader.js';
+import { parseProxyReply, peerText, realmOf } from '../../../src/cli/check/reader.js';
 import { connectRequest, greeting, socksReplyName, userPassRequest } from '../../../src/cli/check/socks5.js';
 import { classifyTlsError } from '../../../src/cli/check/tls.js';
 import { STAGE_NAMES, type FailureCause } from '../../../src/cli/check/types.js';
@@ -115,7 +115,7 @@ describe('HTTP heads', () => {
     expect(parseProxyReply('SSH-2.0-OpenSSH')).toBeNull();
     expect(realmOf('Basic realm=corp, charset="UTF-8"')).toBe('corp');
     expect(realmOf('Basic')).toBeNull();
-    expect(printable(Buffer.from([0x05, 0xff, 0x41]))).toBe('A');
+    expect(peerText(Buffer.from([0x05, 0xff, 0x41]))).toBe('A');
   });
 });
 
