@@ -11,6 +11,8 @@
 //   tunnel's bytes both ways (half-close too), or `ERR <failure>` and the stream is over;
 //   `UDP <session key or -> <minutes> [<account id> [<dedicated address>]]` → `OK udp [<egress address>]`, then datagrams in frames both ways (hop/udp.ts)
 //   until the entry ends the stream.
+// Both lines and their answers are written and read here only (encodeHopRequest, parseHopRequest, encodeHopAnswer,
+// parseHopAnswer): link.ts on the entry, server.ts on the exit.
 // The release before spoke `proxyd-hop/2`: the same two lines, then `PING` → `PONG` lines and at most one DIAL or
 // UDP line per connection, whose bytes followed on the connection itself. An exit still serves it, so exits
 // can be upgraded before entries.

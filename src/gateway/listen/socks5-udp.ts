@@ -178,8 +178,8 @@ export class UdpAssociation {
     return h;
   }
 
-  /** An answer from a target: to the client, in the header that names its sender. */
-  answer(from: UdpSender, data: Buffer): void {
+  /** An answer from a target (the carrier's, through attach): to the client, in the header that names its sender. */
+  private answer(from: UdpSender, data: Buffer): void {
     // Before the client's first datagram there is nowhere to send it (the carrier drops senders never sent to).
     if (this.closed || this.clientPort === null) return this.drop('unsolicited');
     // Past what one datagram can carry with the header: dropped here (sending it would fail the relay socket).
