@@ -5,13 +5,12 @@ import net from 'node:net';
 import ipaddr from 'ipaddr.js';
 import type { ByteBudget } from './relay/byte-budget.js';
 import type { RateBudget } from './relay/rate-budget.js';
-import { DedicatedDialer, DirectDialer, LocatedDialer, NO_DEDICATED_EXIT, NO_SHARED_ADDRESS, OwnListenerGuard, PoolDialer, PrefixDialer, type Dialer, type EgressSession, type ExitWish, type ResolveOutcome } from './dial/dialer.js';
+import { DedicatedDialer, DirectDialer, LocatedDialer, OwnListenerGuard, PoolDialer, PrefixDialer, type Dialer, type EgressSession, type ExitWish } from './dial/dialer.js';
 import { resolveLimits } from './limits.js';
 import { AddressScreen, judgeTarget } from './dial/target-rules.js';
 import { Tunnels } from './relay/open-tunnels.js';
 import { LiveSet, type LiveMember } from './relay/live-set.js';
-import { canonicalIp, parseIp, reachesListener } from './dial/target-policy.js';
-import { isGatewayUdpSocket } from './dial/udp-out.js';
+import { canonicalIp, parseIp } from './dial/target-policy.js';
 import type { AdmitFailure, AdmitResult, DedicatedEgress, EgressUsageDelta, GatewayLimits, GatewayOptions, GatewayStats, RefusalReason, UsageDelta } from './types.js';
 import { parseProxyUsername, type ProxyUsername } from '../rules/proxy-username.js';
 import { ipSubject, usageKey, userSubject } from '../rules/usage-key.js';
@@ -129,11 +128,9 @@ export class GatewayCore {
   private readonly trusted: Array<[ipaddr.IPv4 | ipaddr.IPv6, number]>;
   /** How every handler reaches a target (forward, CONNECT, SOCKS5). */
   readonly dialer: Dialer;
-  private readonly direct: DirectDialer;
   readonly localDialer: Dialer;
   /** Open outgoing connections and UDP associations by the local address they leave from (closed when it changes hands). */
   readonly egressOpen = new Map<{ destroy(): void }, { address: string; accountId: number }>();
-  private readonly dedicatedDialer: DedicatedDialer | null;
   /** The gateway's own bound addresses, refused as targets like the daemon's listeners. */
   ownAddresses: Array<{ host: string; port: number }> = [];
 
@@ -158,7 +155,7 @@ export class GatewayCore {
     };
     const pool = opts.egressPool;
     const prefix = opts.egressPrefix;
-    this.direct = new DirectDialer({
+    const direct = new DirectDialer({
       localAddress: opts.egressAddress,
       family: pool ? 4 : prefix ? 6 : opts.egressAddress ? (net.isIPv6(opts.egressAddress) ? 6 : 4) : null,
       allowPrivateTargets: opts.allowPrivateTargets,
@@ -174,13 +171,12 @@ export class GatewayCore {
     });
     const dedicated = opts.dedicated;
     const shared = pool
-      ? new PoolDialer(this.direct, pool.addresses, pool.sessions, dedicated ?? null)
+      ? new PoolDialer(direct, pool.addresses, pool.sessions, dedicated ?? null)
       : prefix
-        ? new PrefixDialer(this.direct, prefix.prefix, prefix.sessions)
-        : this.direct;
+        ? new PrefixDialer(direct, prefix.prefix, prefix.sessions)
+        : direct;
     // Dedicated addresses first: an account holding some leaves from them only; the rest share what is left.
-    this.dedicatedDialer = dedicated ? new DedicatedDialer(this.direct, shared, dedicated) : null;
-    const local: Dialer = this.dedicatedDialer ?? shared;
+    const local: Dialer = dedicated ? new DedicatedDialer(direct, shared, dedicated) : shared;
     // An entry reaches every target through an exit; a `both` node dials here, within its own location.
     this.dialer = opts.exitDialer
       ? new OwnListenerGuard(opts.exitDialer, () => [...this.opts.ownListeners(), ...this.ownAddresses], (r) => this.countRefusal(r))
@@ -189,7 +185,6 @@ export class GatewayCore {
     this.localDialer = local;
   }
 
-  /** A target resolved and checked against the target policy, as a dial would (UDP datagrams use it). */
   /** The account's and the service's target rules on a target as asked: a refusal, a screen for what it resolves to, or null. */
   judgeTarget(accountId: number, host: string, subject?: string): ReturnType<typeof judgeTarget> {
     const rules = this.opts.targetRules;
@@ -201,43 +196,6 @@ export class GatewayCore {
     }
     if (judged && !(judged instanceof AddressScreen)) this.countRefusal(judged.denied);
     return judged;
-  }
-
-  /** Whether the target rules refuse this target as asked (a name or a literal; resolved addresses are the resolver's). */
-  refusesTarget(accountId: number, host: string, subject?: string): boolean {
-    const judged = this.judgeTarget(accountId, host, subject);
-    return judged !== null && !(judged instanceof AddressScreen);
-  }
-
-  /**
-   * An entry's check on a datagram's target before it goes to an exit, as a `both` node refuses it: this node's own
-   * listeners, its UDP sockets, and on a local address (or `localhost`) any port of its relay range. The exit cannot
-   * know them; sent on, the datagram came back into another of this node's associations.
-   */
-  isOwnUdpTarget(host: string, port: number, relayPorts: { lo: number; hi: number }): boolean {
-    return reachesListener(host, port, [...this.opts.ownListeners(), ...this.ownAddresses]) || isGatewayUdpSocket(host, port, relayPorts);
-  }
-
-  resolveTarget(host: string, port: number, accountId = -1, subject?: string): Promise<ResolveOutcome> {
-    // The account's and the service's target rules first, as for a connection (a denied name is not resolved).
-    const judged = this.judgeTarget(accountId, host, subject);
-    if (judged && !(judged instanceof AddressScreen)) return Promise.resolve({ ok: false, reason: judged.denied });
-    return this.direct.resolve(host, port, judged);
-  }
-
-  /**
-   * The local address a UDP association leaves from, as a connection's would (the pool's or the prefix's own
-   * choice, sessions included), else --egress-address (undefined: the OS picks).
-   */
-  async udpEgress(session: EgressSession | null, accountId = -1, pin: string | null = null): Promise<string | undefined | { refused: string }> {
-    // Not `?? 'shared'`: choose's null (the account's addresses are all on other nodes) is a refusal, not the shared pool.
-    const chosen = this.dedicatedDialer ? this.dedicatedDialer.choose(accountId, session, pin) : 'shared';
-    if (chosen === null) return { refused: NO_DEDICATED_EXIT };
-    if (chosen !== 'shared') return chosen;
-    const local = this.dedicatedDialer ? (this.localDialer as DedicatedDialer).shared : this.localDialer;
-    if (local instanceof PoolDialer) return (await local.localFor(session)) ?? { refused: NO_SHARED_ADDRESS };
-    if (local instanceof PrefixDialer) return local.localFor(session);
-    return this.opts.egressAddress;
   }
 
   /** An outgoing connection or UDP association from `address`, until it closes. */

@@ -8,7 +8,7 @@ import { httpReply } from './replies.js';
 import { canonicalIp, sourceKey } from './dial/target-policy.js';
 import { HttpProxyHandler } from './listen/http-proxy.js';
 import { Socks5Handler } from './listen/socks5.js';
-import { UDP_DEFAULTS } from './listen/socks5-udp.js';
+import { UDP_DEFAULTS } from '../rules/udp-defaults.js';
 import { startHopServer, type HopServer } from './hop/server.js';
 import type { Gateway, GatewayOptions, GatewayStats } from './types.js';
 
@@ -113,9 +113,6 @@ export async function startGateway(opts: GatewayOptions): Promise<Gateway> {
         unproven: opts.hop.unproven,
         screen: (accountId, host) => core.judgeTarget(accountId, host),
         udp: {
-          resolve: (host, port, accountId) => core.resolveTarget(host, port, accountId),
-          egress: (session, accountId, pin) => core.udpEgress(session, accountId, pin),
-          track: (s, address, accountId) => core.trackEgress(s, address, accountId),
           drop: (reason) => core.countUdpDrop(reason),
           relayPorts: (opts.udp ?? UDP_DEFAULTS).ports,
         },

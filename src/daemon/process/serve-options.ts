@@ -4,6 +4,7 @@
 import { KEY_LIMITS } from '../../contract/paths.js';
 import { DEFAULT_STALE_ADMISSION_SEC } from '../admission/view.js';
 import { DEFAULT_RELEASE_GRACE_SEC } from '../store/types.js';
+import { UDP_DEFAULTS } from '../../rules/udp-defaults.js';
 
 /** How long usage buckets are kept per period when `--usage-retention` is not given. */
 export const DEFAULT_USAGE_RETENTION = 'minute=48h,hour=90d,day=2y';
@@ -25,9 +26,9 @@ export const SERVE_DEFAULTS = {
   connectionLogRetention: '7d',
   auditRetention: '400d',
   connectionLogSink: 'db',
-  udpPorts: '40000-44999',
-  udpIdle: '120',
-  udpMaxAssociations: '10000',
+  udpPorts: `${UDP_DEFAULTS.ports.lo}-${UDP_DEFAULTS.ports.hi}`,
+  udpIdle: String(UDP_DEFAULTS.idleMs / 1000),
+  udpMaxAssociations: String(UDP_DEFAULTS.maxAssociations),
   connectionLogMaxSize: 'none',
   usageRetention: DEFAULT_USAGE_RETENTION,
   keyLimits: `${KEY_LIMITS.reads},${KEY_LIMITS.writes}`,

@@ -1,7 +1,9 @@
 // The dialer seam (glider's Dialer): forward, CONNECT and SOCKS5 reach targets only through a Dialer.
 // DirectDialer resolves, applies the target policy and connects from a local address; PoolDialer wraps
 // it and picks that address per connection from the egress pool (sticky session or rotation); PrefixDialer
-// picks a random address of an IPv6 prefix (a sticky session keeps one).
+// picks a random address of an IPv6 prefix (a sticky session keeps one). A UDP association is dialed the same way
+// (`associate`, GOST's WrapPacketConn beside WrapConn): the same choice of egress address gives a UdpCarrier
+// (udp-out.ts) instead of a socket; an entry's HopDialer gives one over the hop (hop/udp-carrier.ts).
 import net from 'node:net';
 import type { EgressPrefix } from './egress-prefix.js';
 import { mixedHash, rendezvousPick } from '../../rules/rendezvous.js';
@@ -9,6 +11,7 @@ import { destroySelf } from '../relay/sockets.js';
 import { CachingResolver } from './resolver.js';
 import type { StickyAddresses, StickySessions } from './sticky-sessions.js';
 import { canonicalIp, checkTarget, parseIp, reachesListener, type TargetRefusal } from './target-policy.js';
+import { isGatewayUdpSocket, UdpOut, type UdpCarrier } from './udp-out.js';
 import type { AddressScreen, TargetDenial } from './target-rules.js';
 
 /**
@@ -99,13 +102,48 @@ export interface DialRequest {
   connecting(socket: net.Socket): void;
 }
 
+export type { UdpCarrier } from './udp-out.js';
+
+/** A UDP association to carry: what a DialRequest says of where it leaves from, and how each datagram's target is judged. */
+export interface AssociateRequest {
+  /** Null: the association rotates over the pool. */
+  session: EgressSession | null;
+  want?: ExitWish | null;
+  pin?: string | null;
+  onlyExits?: ReadonlySet<string> | null;
+  accountId?: number;
+  /** Checked as it waits (an exit's answer, a session's address): false abandons it. */
+  wanted(): boolean;
+  /**
+   * The account's (and the service's) target rules on a datagram's target as asked: a refusal, a screen for the
+   * addresses it resolves to, or null (the gateway's judgeTarget for the association's account and user).
+   */
+  judge?(host: string): { denied: TargetDenial } | AddressScreen | null;
+  /** The node's relay port range (`--udp-ports`): on a local address every port of it is a relay, never a target. */
+  relayPorts?: { lo: number; hi: number };
+  /**
+   * One of this node's own sockets, as asked (an entry's check: the exit cannot know them, and sent on, a datagram
+   * came back into another of this node's associations). OwnListenerGuard sets it.
+   */
+  ownTarget?(host: string, port: number): boolean;
+  /** A datagram dropped by the carrier: a refused target, an answer from a sender never sent to, a frame no exit makes. */
+  drop(reason: 'policy' | 'unsolicited' | 'malformed'): void;
+}
+
+/** A UDP association's carrier, or why there is none (as a dial's failure); null: no longer wanted. */
+export type AssociateOutcome =
+  | { ok: true; carrier: UdpCarrier; via?: { exit: string; movedFrom: string | null }; egress?: string }
+  | { ok: false; failure: TargetFailure; detail?: string; via?: { exit: string; movedFrom: string | null } }
+  | null;
+
 export interface Dialer {
   dial(req: DialRequest): Promise<DialOutcome>;
   /**
-   * A UDP association carried elsewhere (an entry's: over the hop to an exit chosen like a connection's): the
-   * connection its datagrams travel on. Absent: datagrams leave from this node (dial/udp-out.ts).
+   * A UDP association, its egress chosen as a connection's would be: datagrams out from this node's address
+   * (dial/udp-out.ts), or (an entry's) over the hop to an exit chosen like a connection's (hop/udp-carrier.ts).
+   * Absent: this dialer carries no UDP (an entry whose exits cannot).
    */
-  associate?(req: DialRequest): Promise<DialOutcome>;
+  associate?(req: AssociateRequest): Promise<AssociateOutcome>;
 }
 
 type Lookup = (host: string) => Promise<Array<{ address: string; family: 4 | 6 }>>;
@@ -122,8 +160,8 @@ export interface DirectDialerOptions {
   countRefusal(reason: TargetRefusal | TargetDenial): void;
   /** Counts each dial by the local address it leaves from (metrics). */
   countEgress(address: string): void;
-  /** An outgoing connection from a local address, for as long as it is open (closed when that address changes hands). */
-  trackEgress?(socket: net.Socket, address: string, accountId: number): void;
+  /** An outgoing connection or UDP carrier from a local address, for as long as it is open (closed when that address changes hands). */
+  trackEgress?(socket: { destroy(): void; once(event: 'close', f: () => void): unknown }, address: string, accountId: number): void;
 }
 
 export class DirectDialer implements Dialer {
@@ -136,6 +174,31 @@ export class DirectDialer implements Dialer {
 
   dial(req: DialRequest): Promise<DialOutcome> {
     return this.dialFrom(req, this.o.localAddress);
+  }
+
+  associate(req: AssociateRequest): Promise<AssociateOutcome> {
+    return Promise.resolve(this.associateFrom(req, this.o.localAddress));
+  }
+
+  /**
+   * A UDP association from `localAddress` (undefined: the OS picks): each datagram's target judged as asked, then
+   * resolved and checked like a dial's (`resolve`), never one of the gateway's own UDP sockets (udp-out.ts).
+   */
+  associateFrom(req: AssociateRequest, localAddress: string | undefined): AssociateOutcome {
+    const carrier = new UdpOut({
+      resolve: (host, port) => {
+        const judged = req.judge?.(host) ?? null;
+        if (judged !== null && 'denied' in judged) return Promise.resolve({ ok: false });
+        return this.resolve(host, port, judged);
+      },
+      egressAddress: localAddress,
+      drop: (reason) => req.drop(reason),
+      ...(req.relayPorts ? { relayPorts: req.relayPorts } : {}),
+    });
+    if (localAddress === undefined) return { ok: true, carrier };
+    // Dedicated addresses changing hands end the association within 2 s, as they end a connection.
+    this.o.trackEgress?.(carrier, localAddress, req.accountId ?? -1);
+    return { ok: true, carrier, egress: localAddress };
   }
 
   /** `countAs`: the metrics label (an IPv6 prefix counts under its own name, not per random address). */
@@ -301,6 +364,12 @@ export class PoolDialer implements Dialer {
     if (local === null) return { ok: false, failure: 'no_exit', detail: NO_SHARED_ADDRESS };
     return this.base.dialFrom(req, local);
   }
+
+  async associate(req: AssociateRequest): Promise<AssociateOutcome> {
+    const local = await this.localFor(req.session);
+    if (local === null) return { ok: false, failure: 'no_exit', detail: NO_SHARED_ADDRESS };
+    return this.base.associateFrom(req, local);
+  }
 }
 
 export const NO_SHARED_ADDRESS = 'no shared egress address free';
@@ -341,6 +410,14 @@ export class DedicatedDialer implements Dialer {
     if (chosen === null) return Promise.resolve({ ok: false, failure: 'no_exit', detail: NO_DEDICATED_EXIT });
     return this.base.dialFrom(req, chosen);
   }
+
+  associate(req: AssociateRequest): Promise<AssociateOutcome> {
+    // Not `?? 'shared'`: choose's null (the account's addresses are all on other nodes) is a refusal, not the shared pool.
+    const chosen = this.choose(req.accountId ?? -1, req.session, req.pin ?? null);
+    if (chosen === 'shared') return this.shared.associate ? this.shared.associate(req) : this.base.associate(req);
+    if (chosen === null) return Promise.resolve({ ok: false, failure: 'no_exit', detail: NO_DEDICATED_EXIT });
+    return Promise.resolve(this.base.associateFrom(req, chosen));
+  }
 }
 
 /**
@@ -369,6 +446,10 @@ export class PrefixDialer implements Dialer {
     if (!req.wanted()) return null;
     return this.base.dialFrom(req, address, this.prefix.text);
   }
+
+  async associate(req: AssociateRequest): Promise<AssociateOutcome> {
+    return this.base.associateFrom(req, await this.localFor(req.session));
+  }
 }
 
 /**
@@ -385,6 +466,12 @@ export class LocatedDialer implements Dialer {
     const miss = unmet(req.want ?? null, this.location);
     if (miss !== null) return Promise.resolve({ ok: false, failure: 'no_exit', detail: miss });
     return this.inner.dial(req);
+  }
+
+  associate(req: AssociateRequest): Promise<AssociateOutcome> {
+    const miss = unmet(req.want ?? null, this.location);
+    if (miss !== null) return Promise.resolve({ ok: false, failure: 'no_exit', detail: miss });
+    return this.inner.associate ? this.inner.associate(req) : Promise.resolve({ ok: false, failure: 'no_exit' });
   }
 }
 
@@ -414,17 +501,22 @@ function dialFailure(code: string | undefined): DialFailure {
  * An entry's dialer (every target through an exit) with its own listeners refused first, as a `both` node refuses
  * them: an exit resolves and judges the rest, but does not know the entry's listeners. Sent on, an IP literal or
  * `localhost` naming one would have the exit dial the entry, and a customer could go round through it, every lap
- * admitted and metered again. UDP associations pass as they are (their datagrams' targets are the exit's to judge).
+ * admitted and metered again. A UDP association's datagrams are checked the same way, each as asked (`ownTarget`:
+ * these listeners, the gateway's UDP sockets, its relay range on a local address); the exit judges the rest.
  */
 export class OwnListenerGuard implements Dialer {
-  readonly associate?: (req: DialRequest) => Promise<DialOutcome>;
+  readonly associate?: (req: AssociateRequest) => Promise<AssociateOutcome>;
 
   constructor(
     private readonly inner: Dialer,
     private readonly listeners: () => Array<{ host: string; port: number }>,
     private readonly countRefusal: (reason: TargetRefusal) => void,
   ) {
-    if (inner.associate) this.associate = (req) => inner.associate!(req);
+    const associate = inner.associate?.bind(inner);
+    if (associate) {
+      this.associate = (req) =>
+        associate({ ...req, ownTarget: (host, port) => reachesListener(host, port, this.listeners()) || isGatewayUdpSocket(host, port, req.relayPorts) });
+    }
   }
 
   dial(req: DialRequest): Promise<DialOutcome> {

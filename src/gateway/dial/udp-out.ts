@@ -3,7 +3,6 @@
 // address, answers taken only from targets the association sent to.
 import dgram from 'node:dgram';
 import net from 'node:net';
-import type { ResolveOutcome } from './dialer.js';
 import { canonicalIp, isLocalAddress, isLocalhostName, parseIp, reachesListener } from './target-policy.js';
 
 /**
@@ -69,13 +68,41 @@ export function isGatewayUdpSocket(host: string, port: number, relayPorts: { lo:
   return parseIp(host) !== null && isOwnUdpSocket(canonicalIp(host), port);
 }
 
+/** Who an answer came from: an address and port (a target never answers under a name). */
+export interface UdpSender {
+  address: string;
+  family: 4 | 6;
+  port: number;
+}
+
+/**
+ * Where a UDP association's datagrams go, as a tunnel's upstream socket is where its bytes go: out from this node
+ * (UdpOut, from the egress address a connection's dial would use), or over the hop to an exit (hop/udp-carrier.ts).
+ * A dialer makes it (dial/dialer.ts, `Dialer.associate`).
+ */
+export interface UdpCarrier {
+  /** Sends one datagram's data to host:port; false when it was dropped (a refused target, a backed-up hop). */
+  send(host: string, port: number, data: Buffer): boolean | Promise<boolean>;
+  /**
+   * Answers go to `onAnswer` from now on (only from targets sent to); `onEnd` once the carrier ends by itself (its
+   * hop stream closed, its egress address changed hands), at once if it already has.
+   */
+  receive(onAnswer: (from: UdpSender, data: Buffer) => void, onEnd: () => void): void;
+  /** Ends it (the association ended): `onEnd` is not called for this. */
+  close(): void;
+}
+
+/** A target resolved and allowed (the address to send to), or refused. */
+export type UdpResolved = { ok: true; address: string; family: 4 | 6 } | { ok: false };
+
 export interface UdpOutOptions {
-  resolve(host: string, port: number): Promise<ResolveOutcome>;
+  resolve(host: string, port: number): Promise<UdpResolved>;
   /** The association's egress address (undefined: the OS picks). */
   egressAddress: string | undefined;
   /** A datagram dropped here: a refused target, or an answer from a sender never sent to. */
   drop(reason: 'policy' | 'unsolicited'): void;
-  onAnswer(from: { address: string; family: 4 | 6; port: number }, data: Buffer): void;
+  /** Where answers go before receive() says (tests); none: dropped. */
+  onAnswer?(from: UdpSender, data: Buffer): void;
   /** How long a resolved target is reused (tests); READY_MS unless given. */
   readyMs?: number;
   /**
@@ -85,14 +112,28 @@ export interface UdpOutOptions {
   relayPorts?: { lo: number; hi: number };
 }
 
-export class UdpOut {
+/** The direct carrier: datagrams out from this node's egress address (the `both` node's, or an exit's for an entry). */
+export class UdpOut implements UdpCarrier {
   /** `address:port` of every target sent to: the only senders whose answers are taken. */
   private readonly sentTo = new Set<string>();
   /** One socket per family, bound to the egress address (made at the family's first datagram). */
   private readonly sockets = new Map<4 | 6, Promise<dgram.Socket | null>>();
   private closed = false;
+  /** Ended from outside (destroy: its egress address changed hands) before receive() was told where to say so. */
+  private ended = false;
+  private onAnswer: (from: UdpSender, data: Buffer) => void;
+  private onEnd: (() => void) | null = null;
+  private closeListeners: Array<() => void> = [];
 
-  constructor(private readonly o: UdpOutOptions) {}
+  constructor(private readonly o: UdpOutOptions) {
+    this.onAnswer = o.onAnswer ? (from, data) => o.onAnswer!(from, data) : () => {};
+  }
+
+  receive(onAnswer: (from: UdpSender, data: Buffer) => void, onEnd: () => void): void {
+    this.onAnswer = onAnswer;
+    if (this.ended) return onEnd();
+    this.onEnd = onEnd;
+  }
 
   /** Targets resolved and allowed, with their socket, for half a second: a datagram to one of them is sent at once. */
   private readonly ready = new Map<string, { address: string; socket: dgram.Socket; until: number }>();
@@ -121,7 +162,7 @@ export class UdpOut {
   /** The target of the last datagram sent at once. */
   private last: { host: string; port: number; ready: { address: string; socket: dgram.Socket; until: number } } | null = null;
   /** The last sender an answer was taken from (its address as received, and what onAnswer is given). */
-  private lastFrom: { address: string; port: number; from: { address: string; family: 4 | 6; port: number } } | null = null;
+  private lastFrom: { address: string; port: number; from: UdpSender } | null = null;
 
   private async sendNew(key: string, host: string, port: number, data: Buffer): Promise<boolean> {
     const resolved = port === 0 ? null : await this.o.resolve(host, port);
@@ -178,12 +219,12 @@ export class UdpOut {
     s.on('message', (msg, rinfo) => {
       if (this.closed) return;
       const last = this.lastFrom;
-      if (last !== null && last.address === rinfo.address && last.port === rinfo.port) return this.o.onAnswer(last.from, msg);
+      if (last !== null && last.address === rinfo.address && last.port === rinfo.port) return this.onAnswer(last.from, msg);
       const from = canonicalIp(rinfo.address);
       if (!this.sentTo.has(`${from}:${rinfo.port}`)) return this.o.drop('unsolicited');
       const sender = { address: from, family: net.isIPv4(from) ? (4 as const) : (6 as const), port: rinfo.port };
       this.lastFrom = { address: rinfo.address, port: rinfo.port, from: sender };
-      this.o.onAnswer(sender, msg);
+      this.onAnswer(sender, msg);
     });
     return s;
   }
@@ -192,5 +233,23 @@ export class UdpOut {
     if (this.closed) return;
     this.closed = true;
     for (const p of this.sockets.values()) void p.then((s) => s?.close());
+    const listeners = this.closeListeners;
+    this.closeListeners = [];
+    for (const f of listeners) f();
+  }
+
+  /** Ended from outside (its egress address changed hands: core.ts, closeEgressWhere): closed, and the association told. */
+  destroy(): void {
+    if (this.closed) return;
+    this.close();
+    const onEnd = this.onEnd;
+    if (onEnd === null) this.ended = true;
+    else onEnd();
+  }
+
+  /** `close`: once it is closed, whoever closed it (what GatewayCore.trackEgress listens for). */
+  once(_event: 'close', f: () => void): void {
+    if (this.closed) f();
+    else this.closeListeners.push(f);
   }
 }

@@ -1,7 +1,11 @@
 // The entry's dialer: every target through an exit's hop (an entry node dials nothing itself).
-import { NO_DEDICATED_EXIT, type Dialer, type DialOutcome, type DialRequest, type ExitWish } from '../dial/dialer.js';
+import { NO_DEDICATED_EXIT, type AssociateOutcome, type AssociateRequest, type Dialer, type DialOutcome, type DialRequest, type ExitWish } from '../dial/dialer.js';
 import type { ExitDirectory, ExitDirectoryOptions } from './directory.js';
 import type { HopLink } from './link.js';
+import { HopUdpCarrier } from './udp-carrier.js';
+
+/** What choosing an exit reads of a request (a connection's or a UDP association's). */
+type Route = Pick<DialRequest, 'session' | 'want' | 'onlyExits' | 'wanted'>;
 
 export class HopDialer implements Dialer {
   constructor(
@@ -13,12 +17,19 @@ export class HopDialer implements Dialer {
     return this.through(req, (link) => link.dial(req));
   }
 
-  /** A UDP association: the exit is chosen as for a connection (targeting, the session's exit). */
-  associate(req: DialRequest): Promise<DialOutcome> {
-    return this.through(req, (link) => link.associate(req));
+  /**
+   * A UDP association: the exit is chosen as for a connection (targeting, the session's exit); its datagrams travel
+   * on the stream the exit answered on (hop/udp-carrier.ts).
+   */
+  async associate(req: AssociateRequest): Promise<AssociateOutcome> {
+    const out = await this.through(req, (link) => link.associate(req));
+    if (out === null || !out.ok) return out;
+    const carrier = new HopUdpCarrier(out.socket, req);
+    const { via, egress } = out;
+    return { ok: true, carrier, ...(via ? { via } : {}), ...(egress ? { egress } : {}) };
   }
 
-  private async through(req: DialRequest, ask: (link: HopLink) => Promise<DialOutcome | 'retry'>): Promise<DialOutcome> {
+  private async through(req: Route, ask: (link: HopLink) => Promise<DialOutcome | 'retry'>): Promise<DialOutcome> {
     const want = req.want ?? null;
     const avoid = new Set<string>();
     // An account with dedicated addresses: only exits holding them (none matching → 502 / 0x03 saying so).

@@ -10,7 +10,7 @@ import { isTargetFailure } from '../dial/dialer.js';
 import { destroySelf } from '../relay/sockets.js';
 import { normalFingerprint } from './identity.js';
 import { GOING_AWAY, MuxSession, type MuxStream } from './mux.js';
-import { ALPN, hopProof, readLine, sessionBinding } from './wire.js';
+import { ALPN, encodeHopRequest, hopProof, parseHopAnswer, readLine, sessionBinding } from './wire.js';
 
 /** Connections an entry keeps to one exit at most. */
 const MAX_CONNECTIONS = 16;
@@ -22,9 +22,6 @@ const RETIRE_MS = 3_600_000;
 const ANSWER_TIMEOUT_MS = 30_000;
 
 /** The admitted account at the end of a DIAL or UDP line: the exit applies its target rules to what it resolves. */
-const accountTail = (req: DialRequest): string =>
-  req.accountId !== undefined && req.accountId >= 0 ? ` ${req.accountId}${req.pin ? ` ${req.pin}` : ''}` : '';
-
 let sharedContext: tls.SecureContext | null = null;
 const clientContext = (): tls.SecureContext => (sharedContext ??= tls.createSecureContext({ minVersion: 'TLSv1.3', maxVersion: 'TLSv1.3' }));
 
@@ -292,14 +289,12 @@ export class HopLink {
    * taken), or whose proof's secret the exit no longer accepts, is tried once more on a new one.
    */
   async dial(req: DialRequest): Promise<DialOutcome | 'retry'> {
-    const key = req.session ? encodeURIComponent(req.session.key) : '-';
-    return this.ask(req, `DIAL ${req.host} ${req.port} ${key} ${req.session?.minutes ?? 0}${accountTail(req)}`);
+    return this.ask(req, encodeHopRequest({ kind: 'dial', host: req.host, port: req.port, session: req.session, accountId: req.accountId, pin: req.pin }));
   }
 
   /** A UDP association through this exit: the stream its datagrams travel on in frames (hop/udp.ts). */
-  async associate(req: DialRequest): Promise<DialOutcome | 'retry'> {
-    const key = req.session ? encodeURIComponent(req.session.key) : '-';
-    return this.ask(req, `UDP ${key} ${req.session?.minutes ?? 0}${accountTail(req)}`);
+  async associate(req: Pick<DialRequest, 'session' | 'accountId' | 'pin' | 'wanted'>): Promise<DialOutcome | 'retry'> {
+    return this.ask({ ...req, host: '-', port: 0, connecting: () => {} }, encodeHopRequest({ kind: 'udp', session: req.session, accountId: req.accountId, pin: req.pin }));
   }
 
   private async ask(req: DialRequest, line: string): Promise<DialOutcome | 'retry'> {
@@ -331,12 +326,12 @@ export class HopLink {
       // The connection went before the exit answered (closed as it was taken): once more on a new one.
       return mux.closed ? 'again' : 'retry';
     }
-    if (answer.startsWith('OK')) {
+    const a = parseHopAnswer(answer);
+    if (a.ok) {
       // `OK <egress address> <port>` (a DIAL) or `OK udp [<egress address>]`: where it leaves from, for usage by address.
-      const egress = /^OK (?:udp )?(\d{1,3}(?:\.\d{1,3}){3})(?: |$)/.exec(answer)?.[1];
-      return egress ? { ok: true, socket: st.asSocket(), egress } : { ok: true, socket: st.asSocket() };
+      return a.egress ? { ok: true, socket: st.asSocket(), egress: a.egress } : { ok: true, socket: st.asSocket() };
     }
-    const f = answer.slice(4);
+    const f = a.failure;
     // Not a target's failure: this connection takes no new stream (proved with a secret whose grace ended, or
     // the exit is stopping, or the connection is full): the tunnel goes on another one at once.
     if (f === 'proof_expired' || f === GOING_AWAY) {

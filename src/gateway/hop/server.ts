@@ -6,15 +6,14 @@
 import { createHash } from 'node:crypto';
 import net from 'node:net';
 import tls from 'node:tls';
-import type { Dialer, EgressSession, ResolveOutcome } from '../dial/dialer.js';
-import { UdpOut } from '../dial/udp-out.js';
+import type { Dialer } from '../dial/dialer.js';
 import { sourceKey } from '../dial/target-policy.js';
 import type { AddressScreen, TargetDenial } from '../dial/target-rules.js';
 import { destroySelf } from '../relay/sockets.js';
 import { splice, type SpliceOwner } from '../relay/splice.js';
 import type { HopIdentity } from './identity.js';
 import { MuxSession } from './mux.js';
-import { ALPN, ALPN_LEGACY, proves, readLine, sessionBinding } from './wire.js';
+import { ALPN, ALPN_LEGACY, encodeHopAnswer, parseHopRequest, proves, readLine, sessionBinding, type HopRequest } from './wire.js';
 import { readFrames, writeFrame } from './udp.js';
 
 /** From accept to a proved secret (TCP, TLS handshake and the AUTH line), at most. */
@@ -35,7 +34,7 @@ export interface HopServerOptions {
   identity: HopIdentity;
   /** The fleet secrets a proof may be made with now (the new one, and the old one while a rotation's grace lasts). */
   secrets: () => readonly Buffer[];
-  /** The exit's own dialer (target policy, egress, sessions). */
+  /** The exit's own dialer (target policy, egress, sessions): a DIAL's connection, a UDP line's association (`associate`). */
   dialer: Dialer;
   /** The gateway's open tunnels (their idle sweep) and limits: a hop's tunnel runs in the same pump. */
   core: SpliceOwner['core'];
@@ -47,13 +46,9 @@ export interface HopServerOptions {
   unproven?: { total: number; perSource: number };
   /** The target rules of an account for a target as asked: a refusal, a screen for its resolved addresses, or null. */
   screen?: (accountId: number, host: string) => { denied: TargetDenial } | AddressScreen | null;
-  /** UDP associations an entry carries here: resolve and check targets (the account's rules too), the egress for a session, drops counted. */
+  /** UDP associations an entry carries here (through the dialer's `associate`): drops counted. Absent: none is carried. */
   udp?: {
-    resolve(host: string, port: number, accountId: number): Promise<ResolveOutcome>;
-    egress(session: EgressSession | null, accountId: number, pin: string | null): Promise<string | undefined | { refused: string }>;
-    /** A UDP association leaving from a local address, until its carrier closes (dedicated addresses changing hands close it). */
-    track?(s: net.Socket, address: string, accountId: number): void;
-    drop(reason: 'policy' | 'unsolicited'): void;
+    drop(reason: 'policy' | 'unsolicited' | 'malformed'): void;
     /** This node's relay port range (an entry on the same host relays there): never a target on a local address. */
     relayPorts?: { lo: number; hi: number };
   };
@@ -254,11 +249,11 @@ function serveStreams(s: tls.TLSSocket, o: HopServerOptions, hooks: ServeHooks, 
       // entry opens a new connection with the current secret (tunnels open on this one go on).
       const current = o.secrets();
       if (!proved.some((p) => current.some((c) => c.equals(p)))) {
-        stream.reply('ERR proof_expired');
+        stream.reply(encodeHopAnswer({ kind: 'err', failure: 'proof_expired' }));
         mux.goAway();
         return;
       }
-      const carrier: Carrier = { socket: stream.asSocket(), reply: (answer) => stream.reply(answer), malformed: () => stream.reply('ERR host_unreachable') };
+      const carrier: Carrier = { socket: stream.asSocket(), reply: (answer) => stream.reply(answer), malformed: () => stream.reply(encodeHopAnswer({ kind: 'err', failure: 'host_unreachable' })) };
       void openTunnel(carrier, line, o).catch(() => stream.destroy());
     },
   });
@@ -268,31 +263,25 @@ function serveStreams(s: tls.TLSSocket, o: HopServerOptions, hooks: ServeHooks, 
 /** One DIAL or UDP request, on whatever carries it. */
 async function openTunnel(c: Carrier, line: string, o: HopServerOptions): Promise<void> {
   const s = c.socket;
-  const u = /^UDP (\S+) (\d{1,4})(?: (\d{1,10})(?: (\d{1,3}(?:\.\d{1,3}){3}))?)?$/.exec(line);
-  if (u) {
-    await carryUdp(c, o, u[1]!, Number(u[2]), u[3] === undefined ? -1 : Number(u[3]), u[4] ?? null).catch(() => s.destroy());
+  const r = parseHopRequest(line);
+  if (r === null) return c.malformed();
+  if (r.kind === 'udp') {
+    await carryUdp(c, o, r).catch(() => s.destroy());
     return;
   }
-  const m = /^DIAL (\S+) (\d{1,5}) (\S+) (\d{1,4})(?: (\d{1,10})(?: (\d{1,3}(?:\.\d{1,3}){3}))?)?$/.exec(line);
-  if (!m || Number(m[2]) > 65535) return c.malformed();
+  const accountId = r.accountId ?? -1;
   // The account's (and the service's) target rules on what the name resolves to here: the entry judged the
   // target as asked, but only this exit resolves it.
-  const judged = m[5] !== undefined && o.screen ? o.screen(Number(m[5]), m[1]!) : null;
-  if (judged && 'denied' in judged) return c.reply(`ERR ${judged.denied}`);
-  let session: { key: string; minutes: number } | null = null;
-  try {
-    session = m[3] === '-' ? null : { key: decodeURIComponent(m[3]!), minutes: Number(m[4]) };
-  } catch {
-    return c.malformed(); // not an encoding an entry makes
-  }
+  const judged = accountId >= 0 && o.screen ? o.screen(accountId, r.host) : null;
+  if (judged && 'denied' in judged) return c.reply(encodeHopAnswer({ kind: 'err', failure: judged.denied }));
   let upstream: net.Socket | null = null;
   const out = await o.dialer.dial({
-    host: m[1]!,
-    port: Number(m[2]),
+    host: r.host,
+    port: r.port,
     screen: judged,
-    session,
-    accountId: m[5] === undefined ? -1 : Number(m[5]),
-    pin: m[6] ?? null,
+    session: r.session,
+    accountId,
+    pin: r.pin ?? null,
     wanted: () => !s.destroyed,
     connecting: (u) => (upstream = u),
   });
@@ -302,38 +291,44 @@ async function openTunnel(c: Carrier, line: string, o: HopServerOptions): Promis
   }
   // The answer, then (an ERR) the carrier goes whole: a half-closed socket never read again would stay in
   // CLOSE_WAIT, one per failed dial.
-  if (!out.ok) return c.reply(`ERR ${out.failure}`);
+  if (!out.ok) return c.reply(encodeHopAnswer({ kind: 'err', failure: out.failure }));
   // Its egress address and port: what the entry's SOCKS5 reply names as BND (the hop's own would leak the entry's side).
   const { localAddress, localPort } = out.socket;
-  c.reply(`OK ${localAddress ?? '-'}${localAddress && localPort ? ` ${localPort}` : ''}`);
+  c.reply(encodeHopAnswer({ kind: 'dial', egress: localAddress, port: localPort }));
   // The gateway's own pump (splice.ts): no budget, rate or metering here (the entry counts), the idle sweep alike.
   splice({ socket: s, upstream: null, budget: null, rate: null, bytesUp: 0, bytesDown: 0, core: o.core }, out.socket, Buffer.alloc(0));
 }
 
-/** An entry's UDP association on this carrier: its datagrams out from this exit, answers back in frames. */
-async function carryUdp(c: Carrier, o: HopServerOptions, key: string, minutes: number, accountId: number, pin: string | null): Promise<void> {
+/**
+ * An entry's UDP association on this carrier: a carrier from the exit's own dialer (its egress for the session,
+ * each target resolved and judged here, the account's rules too), datagrams in from frames, answers back in frames.
+ */
+async function carryUdp(c: Carrier, o: HopServerOptions, r: Extract<HopRequest, { kind: 'udp' }>): Promise<void> {
   const s = c.socket;
-  if (!o.udp) return c.reply('ERR host_unreachable');
-  let session: EgressSession | null = null;
-  try {
-    session = key === '-' ? null : { key: decodeURIComponent(key), minutes };
-  } catch {
-    return c.malformed(); // not an encoding an entry makes
-  }
   const udp = o.udp;
-  const egress = await udp.egress(session, accountId, pin);
-  if (typeof egress === 'object') return c.reply('ERR no_exit');
-  if (egress !== undefined) udp.track?.(s, egress, accountId);
-  const out = new UdpOut({
-    resolve: (host, port) => udp.resolve(host, port, accountId),
-    egressAddress: egress,
-    drop: (reason) => udp.drop(reason),
+  if (!udp || !o.dialer.associate) return c.reply(encodeHopAnswer({ kind: 'err', failure: 'host_unreachable' }));
+  const accountId = r.accountId ?? -1;
+  const screen = o.screen;
+  const out = await o.dialer.associate({
+    session: r.session,
+    accountId,
+    pin: r.pin ?? null,
+    wanted: () => !s.destroyed,
+    ...(screen ? { judge: (host: string) => screen(accountId, host) } : {}),
     ...(udp.relayPorts ? { relayPorts: udp.relayPorts } : {}),
-    onAnswer: (from, data) => void writeFrame(s, { host: from.address, port: from.port }, data),
+    drop: (reason) => udp.drop(reason),
   });
-  s.once('close', () => out.close());
+  if (out === null) return;
+  if (!out.ok) return c.reply(encodeHopAnswer({ kind: 'err', failure: 'no_exit' }));
+  const carrier = out.carrier;
+  // Its egress address changing hands (dedicated addresses) ends the stream, and the entry's association with it.
+  carrier.receive(
+    (from, data) => void writeFrame(s, { host: from.address, port: from.port }, data),
+    () => s.destroy(),
+  );
+  s.once('close', () => carrier.close());
   s.on('end', () => s.end());
   // The address it leaves from, when bound to one: the entry counts usage by dedicated address.
-  c.reply(egress === undefined ? 'OK udp' : `OK udp ${egress}`);
-  readFrames(s, (f) => void out.send(f.host, f.port, f.data));
+  c.reply(encodeHopAnswer({ kind: 'udp', egress: out.egress }));
+  readFrames(s, (f) => void carrier.send(f.host, f.port, f.data));
 }

@@ -3,7 +3,8 @@
 //   entry → exit: u16 length, then ATYP (1 IPv4, 3 name, 4 IPv6), the address (a name: u8 length first), u16 port, data
 //   exit → entry: u16 length, then ATYP (1 or 4), the sender's address, u16 port, data
 // The exit sends each datagram with its own resolver, target policy and egress (dial/udp-out.ts); the entry
-// admits, meters and logs the association.
+// admits, meters and logs the association, its end of the stream a HopUdpCarrier (udp-carrier.ts). The lines
+// themselves are wire.ts's (encodeHopRequest, parseHopRequest, encodeHopAnswer, parseHopAnswer).
 import type net from 'node:net';
 import ipaddr from 'ipaddr.js';
 import { encodeSocksAddress, socksNameText } from '../../rules/socks5-address.js';

@@ -11,6 +11,8 @@
 //   tunnel's bytes both ways (half-close too), or `ERR <failure>` and the stream is over;
 //   `UDP <session key or -> <minutes> [<account id> [<dedicated address>]]` → `OK udp [<egress address>]`, then datagrams in frames both ways (hop/udp.ts)
 //   until the entry ends the stream.
+// Both lines and their answers are written and read here only (encodeHopRequest, parseHopRequest, encodeHopAnswer,
+// parseHopAnswer): link.ts on the entry, server.ts on the exit.
 // The release before spoke `proxyd-hop/2`: the same two lines, then `PING` → `PONG` lines and at most one DIAL or
 // UDP line per connection, whose bytes followed on the connection itself. An exit still serves it, so exits
 // can be upgraded before entries.
@@ -76,4 +78,67 @@ export function readLine(socket: net.Socket, timeoutMs: number): Promise<string 
     socket.once('end', onClose);
     socket.resume();
   });
+}
+
+/** A sticky session as the lines carry it (its key URI-encoded, `-` for none). */
+export interface HopSession {
+  key: string;
+  minutes: number;
+}
+
+/**
+ * What an entry asks on a new stream (the line of its OPEN): a tunnel to `host:port` (DIAL) or a UDP association
+ * (UDP). The account (-1 or absent: none) and the dedicated address the username named go with either.
+ */
+export type HopRequest =
+  | { kind: 'dial'; host: string; port: number; session: HopSession | null; accountId?: number; pin?: string | null }
+  | { kind: 'udp'; session: HopSession | null; accountId?: number; pin?: string | null };
+
+/** The exit's answer: a DIAL's tunnel (its egress address and port), a UDP association (its egress address), or a failure. */
+export type HopAnswer =
+  | { kind: 'dial'; egress: string | undefined; port: number | undefined }
+  | { kind: 'udp'; egress: string | undefined }
+  | { kind: 'err'; failure: string };
+
+/** `DIAL <host> <port> <session> <minutes>[ <account>[ <pin>]]` or `UDP <session> <minutes>[ <account>[ <pin>]]`. */
+export function encodeHopRequest(r: HopRequest): string {
+  const key = r.session ? encodeURIComponent(r.session.key) : '-';
+  const minutes = r.session?.minutes ?? 0;
+  const tail = r.accountId !== undefined && r.accountId >= 0 ? ` ${r.accountId}${r.pin ? ` ${r.pin}` : ''}` : '';
+  return r.kind === 'dial' ? `DIAL ${r.host} ${r.port} ${key} ${minutes}${tail}` : `UDP ${key} ${minutes}${tail}`;
+}
+
+const UDP_LINE = /^UDP (\S+) (\d{1,4})(?: (\d{1,10})(?: (\d{1,3}(?:\.\d{1,3}){3}))?)?$/;
+const DIAL_LINE = /^DIAL (\S+) (\d{1,5}) (\S+) (\d{1,4})(?: (\d{1,10})(?: (\d{1,3}(?:\.\d{1,3}){3}))?)?$/;
+
+/** An OPEN's line as encodeHopRequest makes it; null for a line no entry makes (a bad port, a bad encoding). */
+export function parseHopRequest(line: string): HopRequest | null {
+  const u = UDP_LINE.exec(line);
+  const m = u ? null : DIAL_LINE.exec(line);
+  if (!u && (!m || Number(m[2]) > 65535)) return null;
+  const [key, minutes, account, pin] = u ? [u[1]!, u[2]!, u[3], u[4]] : [m![3]!, m![4]!, m![5], m![6]];
+  let session: HopSession | null = null;
+  try {
+    session = key === '-' ? null : { key: decodeURIComponent(key), minutes: Number(minutes) };
+  } catch {
+    return null;
+  }
+  const accountId = account === undefined ? -1 : Number(account);
+  if (u) return { kind: 'udp', session, accountId, pin: pin ?? null };
+  return { kind: 'dial', host: m![1]!, port: Number(m![2]), session, accountId, pin: pin ?? null };
+}
+
+/** `OK <egress address> <port>` (`OK -` when it has none), `OK udp[ <egress address>]`, `ERR <failure>`. */
+export function encodeHopAnswer(a: HopAnswer): string {
+  if (a.kind === 'err') return `ERR ${a.failure}`;
+  if (a.kind === 'udp') return a.egress === undefined ? 'OK udp' : `OK udp ${a.egress}`;
+  return `OK ${a.egress ?? '-'}${a.egress && a.port ? ` ${a.port}` : ''}`;
+}
+
+const OK_EGRESS = /^OK (?:udp )?(\d{1,3}(?:\.\d{1,3}){3})(?: |$)/;
+
+/** An answer as the entry reads it: OK, with the IPv4 egress address it names (usage by dedicated address), or the failure. */
+export function parseHopAnswer(line: string): { ok: true; egress: string | undefined } | { ok: false; failure: string } {
+  if (line.startsWith('OK')) return { ok: true, egress: OK_EGRESS.exec(line)?.[1] };
+  return { ok: false, failure: line.slice(4) };
 }

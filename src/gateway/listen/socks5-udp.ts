@@ -4,15 +4,15 @@
 // target passes the same resolver and target policy as a CONNECT, and every datagram of the association leaves
 // from one egress address; answers come back wrapped in the header that names their sender, and only from
 // targets the association sent to. The association ends with its control connection, or after its idle time.
+// Where its datagrams go is the carrier the gateway's dialer gave (dial/udp-out.ts, hop/udp-carrier.ts); they are
+// metered as a tunnel's bytes are (relay/datagrams.ts).
 import dgram from 'node:dgram';
 import net from 'node:net';
 import type { ClientConn } from '../conn.js';
 import { canonicalIp } from '../dial/target-policy.js';
-import { holdsUdpPort, holdUdpPort, isOwnUdpSocket, literalLookup, releaseUdpPort } from '../dial/udp-out.js';
+import { holdsUdpPort, holdUdpPort, isOwnUdpSocket, literalLookup, releaseUdpPort, type UdpCarrier, type UdpSender } from '../dial/udp-out.js';
+import { countDatagram, datagramMayPass } from '../relay/datagrams.js';
 import { encodeUdpHeader, isBadNameTarget, parseUdpDatagram } from '../wire/socks5.js';
-
-/** `--udp-ports 40000-44999`, `--udp-idle 120`, `--udp-max-associations 10000` unless given. */
-export const UDP_DEFAULTS = { ports: { lo: 40000, hi: 44999 }, idleMs: 120_000, maxAssociations: 10_000 };
 
 /** The largest UDP payload over IPv4. */
 const MAX_DATAGRAM = 65_507;
@@ -40,13 +40,6 @@ export async function bindRelay(host: string, range: { lo: number; hi: number })
     s.close();
   }
   return null;
-}
-
-/** Where an association's datagrams go: out from this node (dial/udp-out.ts), or over the hop to an exit. */
-export interface UdpCarrier {
-  /** False when the datagram was dropped (a refused target, a backed-up hop). */
-  send(host: string, port: number, data: Buffer): Promise<boolean> | boolean;
-  close(): void;
 }
 
 /** Whether `msg` starts with the bytes of `head` (a SOCKS5 UDP header, at most 262 bytes). */
@@ -110,10 +103,14 @@ export class UdpAssociation {
     conn.socket.resume();
   }
 
-  /** Where its datagrams go from now on. */
+  /** Where its datagrams go from now on; its answers come to answer(), and its end ends the association. */
   attach(carrier: UdpCarrier): void {
     if (this.closed) return carrier.close();
     this.carrier = carrier;
+    carrier.receive(
+      (from, data) => this.answer(from, data),
+      () => this.conn.destroy(),
+    );
   }
 
   private drop(reason: UdpDrop): void {
@@ -145,12 +142,8 @@ export class UdpAssociation {
     }
     this.clientPort = rinfo.port;
     const data = msg.subarray(target.head.length);
-    const budget = this.conn.budget;
-    if (budget !== null && budget.available() < data.length) return this.drop('over_limit');
-    // Under a rate limit the user's bucket is shared with its connections; a datagram cannot wait, so past the rate it is
-    // dropped. One goes whole while the bucket has room (a datagram larger than a second of a low rate still passes).
-    const rate = this.conn.rate;
-    if (rate !== null && rate.up.available() <= 0) return this.drop('over_limit');
+    // The budget and rate a tunnel's pump takes from (shared with the user's connections); a datagram cannot wait.
+    if (!datagramMayPass(this.conn, 'up', data.length)) return this.drop('over_limit');
     const host = target.host;
     const sent = this.carrier.send(host, target.port, data);
     if (sent === true) this.sentUp(data.length, host);
@@ -163,24 +156,18 @@ export class UdpAssociation {
       this.lastHost = host;
       this.conn.core.retarget(this.conn, host);
     }
-    this.conn.budget?.take(n);
-    this.conn.rate?.up.take(n);
-    this.conn.bytesUp += n;
-    this.conn.datagramsUp++;
-    const u = this.conn.core.stats.udp;
-    u.datagramsUp++;
-    u.bytesUp += n;
+    countDatagram(this.conn, 'up', n);
   }
 
   /** The header naming a sender, made once per sender (an association talks to few). */
-  private headerFor(from: { address: string; family: 4 | 6; port: number }): Buffer {
+  private headerFor(from: UdpSender): Buffer {
     if (this.lastFrom?.from === from) return this.lastFrom.header;
     const header = this.headerOf(from);
     this.lastFrom = { from, header };
     return header;
   }
 
-  private headerOf(from: { address: string; family: 4 | 6; port: number }): Buffer {
+  private headerOf(from: UdpSender): Buffer {
     const key = `${from.address}:${from.port}`;
     let h = this.headers.get(key);
     if (h === undefined) {
@@ -191,23 +178,16 @@ export class UdpAssociation {
     return h;
   }
 
-  /** An answer from a target: to the client, in the header that names its sender. */
-  answer(from: { address: string; family: 4 | 6; port: number }, data: Buffer): void {
+  /** An answer from a target (the carrier's, through attach): to the client, in the header that names its sender. */
+  private answer(from: UdpSender, data: Buffer): void {
+    // Before the client's first datagram there is nowhere to send it (the carrier drops senders never sent to).
     if (this.closed || this.clientPort === null) return this.drop('unsolicited');
     // Past what one datagram can carry with the header: dropped here (sending it would fail the relay socket).
-    if (data.length > MAX_DATAGRAM - 22) return this.drop('over_limit');
-    const rate = this.conn.rate;
-    if (rate !== null && rate.down.available() <= 0) return this.drop('over_limit');
+    if (data.length > MAX_DATAGRAM - 22 || !datagramMayPass(this.conn, 'down', data.length)) return this.drop('over_limit');
     // No callback: a send the kernel refuses (an unreachable client, a full buffer) loses that datagram and
     // nothing else (dgram reports it only to a callback, which would cost a tick per datagram).
     this.relay.send([this.headerFor(from), data], this.clientPort, this.conn.clientAddress);
-    this.conn.budget?.take(data.length);
-    rate?.down.take(data.length);
-    this.conn.bytesDown += data.length;
-    this.conn.datagramsDown++;
-    const u = this.conn.core.stats.udp;
-    u.datagramsDown++;
-    u.bytesDown += data.length;
+    countDatagram(this.conn, 'down', data.length);
   }
 
   close(): void {

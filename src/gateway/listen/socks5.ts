@@ -1,14 +1,11 @@
 // SOCKS5 (RFC 1928) with username/password (RFC 1929): greeting -> [auth] -> CONNECT request ->
 // reply -> tunnel. Admission happens at method selection (source IP) or after RFC 1929 (credentials).
-import net from 'node:net';
 import { afterAdmission, dialTarget, type ClientConn, type ProtocolHandler } from '../conn.js';
 import { formatHostPort } from '../../rules/host-port.js';
 import { failureLogReason, socksFailureReply, type Failure } from '../replies.js';
 import { splice } from '../relay/splice.js';
-import { bindRelay, UDP_DEFAULTS, UdpAssociation, type UdpCarrier } from './socks5-udp.js';
-import { UdpOut } from '../dial/udp-out.js';
-import { unmet } from '../dial/dialer.js';
-import { readFrames, writeFrame } from '../hop/udp.js';
+import { bindRelay, UdpAssociation } from './socks5-udp.js';
+import { UDP_DEFAULTS } from '../../rules/udp-defaults.js';
 import { canonicalIp } from '../dial/target-policy.js';
 import {
   AUTH_VERSION,
@@ -117,7 +114,11 @@ export class Socks5Handler implements ProtocolHandler {
     }
   }
 
-  /** UDP ASSOCIATE: a relay port of the range on the listener's address, for as long as this connection lives. */
+  /**
+   * UDP ASSOCIATE: a relay port of the range on the listener's address, for as long as this connection lives. Its
+   * datagrams go where the gateway's dialer carries them (`Dialer.associate`, as a CONNECT's `dial`): out from this
+   * node, or over the hop to an exit chosen like a connection's.
+   */
   private associate(req: SocksRequest): void {
     const { conn } = this;
     const udp = conn.core.opts.udp ?? UDP_DEFAULTS;
@@ -130,82 +131,44 @@ export class Socks5Handler implements ProtocolHandler {
     conn.socket.once('close', () => {
       if (!started) counts.associationsOpen--;
     });
-    const viaHop = conn.core.dialer.associate?.bind(conn.core.dialer);
-    // An entry whose dialer cannot carry UDP to an exit: never from here (an entry has no egress of its own).
-    if (!viaHop && conn.core.opts.exitDialer) return conn.refuse('malformed', encodeReply(Reply.CommandNotSupported));
-    // A `both` node is its own exit: targeting elsewhere gets no_exit, as a CONNECT does.
-    if (!viaHop && unmet(conn.exitWish, conn.core.opts.location ?? null) !== null) return conn.refuse('no_exit', encodeReply(Reply.NetworkUnreachable));
+    const dialer = conn.core.dialer;
+    // A dialer that carries no UDP (an entry whose exit dialer cannot): never from here (an entry has no egress of its own).
+    if (!dialer.associate) return conn.refuse('malformed', encodeReply(Reply.CommandNotSupported));
     void (async () => {
       const relay = await bindRelay(canonicalIp(conn.socket.localAddress ?? '127.0.0.1'), udp.ports);
       if (relay === null) return conn.refuse('connection_limit', encodeReply(Reply.GeneralFailure)); // every port of the range in use
-      let carrier: (assoc: UdpAssociation) => UdpCarrier;
-      let hopSocket: net.Socket | null = null;
-      if (viaHop) {
-        // An entry: the exit is chosen now, as for a connection; its datagrams travel to it inside the hop.
-        // The account goes with it: the exit applies the account's target rules to what each name resolves to.
-        const out = await viaHop({
-          host: '-',
-          port: 0,
-          accountId: conn.accountId,
-          session: conn.egressSession,
-          want: conn.exitWish,
-          pin: conn.egressPin,
-          onlyExits: conn.onlyExits(),
-          wanted: () => !conn.closed,
-          connecting: () => {},
-        });
-        if (out?.via) conn.via = out.via;
-        if (!out || !out.ok) {
-          relay.close();
-          if (out && !out.ok) conn.refuse(failureLogReason(out.failure), out.failure === 'no_exit' ? encodeReply(Reply.NetworkUnreachable) : socksFailureReply(out.failure));
-          return;
-        }
-        const hop = out.socket;
-        hopSocket = hop;
-        if (out.egress && conn.core.countsByAddress(conn.accountId)) conn.egressAddress = out.egress;
-        carrier = (assoc) => {
-          // An exit answers from addresses only; a named sender is not a frame it makes.
-          readFrames(hop, (f) => (f.family === null ? conn.core.countUdpDrop('malformed') : assoc.answer({ address: f.host, family: f.family, port: f.port }, f.data)));
-          hop.once('close', () => conn.destroy());
-          // The account's target rules here, on the target as asked, and this node's own sockets (the exit knows
-          // neither): such a datagram never leaves. The exit judges what a name resolves to.
-          const send = (host: string, port: number, data: Buffer): boolean => {
-            if (conn.core.refusesTarget(conn.accountId, host, conn.meterSubject) || conn.core.isOwnUdpTarget(host, port, udp.ports)) {
-              conn.core.countUdpDrop('policy');
-              return false;
-            }
-            return writeFrame(hop, { host, port }, data);
-          };
-          return { send, close: () => hop.destroy() };
-        };
-      } else {
-        const egress = conn.closed ? undefined : await conn.core.udpEgress(conn.egressSession, conn.accountId, conn.egressPin);
-        if (typeof egress === 'object') {
-          relay.close();
-          return conn.refuse('no_exit', encodeReply(Reply.NetworkUnreachable));
-        }
-        // Dedicated addresses changing hands end the association (its control connection) within 2 s.
-        if (egress !== undefined && conn.core.countsByAddress(conn.accountId)) conn.egressAddress = egress;
-        if (egress !== undefined && conn.core.opts.dedicated) conn.core.trackEgress({ destroy: () => conn.destroy(), once: (e, f) => conn.socket.once(e, f) }, egress, conn.accountId);
-        carrier = (assoc) =>
-          new UdpOut({
-            resolve: (host, port) => conn.core.resolveTarget(host, port, conn.accountId, conn.meterSubject),
-            egressAddress: egress,
-            relayPorts: udp.ports,
-            drop: (reason) => conn.core.countUdpDrop(reason),
-            onAnswer: (from, data) => assoc.answer(from, data),
-          });
+      if (conn.closed) return void relay.close();
+      // The egress is chosen now, as a connection's (a `both` node targeted elsewhere gets no_exit, as a CONNECT
+      // does). The account goes with it: its target rules apply to each datagram's target as asked, and (here or
+      // at the exit) to what a name resolves to.
+      const out = await dialer.associate!({
+        session: conn.egressSession,
+        want: conn.exitWish,
+        pin: conn.egressPin,
+        onlyExits: conn.onlyExits(),
+        accountId: conn.accountId,
+        wanted: () => !conn.closed,
+        judge: (host) => conn.core.judgeTarget(conn.accountId, host, conn.meterSubject),
+        relayPorts: udp.ports,
+        drop: (reason) => conn.core.countUdpDrop(reason),
+      });
+      if (out?.via) conn.via = out.via;
+      if (!out || !out.ok) {
+        relay.close();
+        if (out && !out.ok) conn.refuse(failureLogReason(out.failure), out.failure === 'no_exit' ? encodeReply(Reply.NetworkUnreachable) : socksFailureReply(out.failure));
+        return;
       }
+      const { carrier } = out;
+      if (out.egress && conn.core.countsByAddress(conn.accountId)) conn.egressAddress = out.egress;
       if (conn.closed || !conn.to('udp')) {
         relay.close();
-        hopSocket?.destroy();
+        carrier.close();
         return;
       }
       const a = relay.address();
       conn.socket.write(encodeReply(Reply.Succeeded, { address: a.address, port: a.port }));
       started = true; // from here the association gives the reservation back when it ends
-      const assoc = new UdpAssociation(conn, relay, { host: req.address.host, port: req.port }, udp.idleMs);
-      assoc.attach(carrier(assoc));
+      new UdpAssociation(conn, relay, { host: req.address.host, port: req.port }, udp.idleMs).attach(carrier);
     })().catch(() => conn.destroy());
   }
 
