@@ -2,8 +2,8 @@
 // bounded memory, and the pool dialer's rotation.
 import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DirectDialer, PoolDialer, type DialRequest } from '../../src/gateway/dial/dialer.js';
-import { SessionTable } from '../../src/gateway/dial/sticky-sessions.js';
+import { DirectDialer, PoolDialer, type DialRequest } from '../../../src/gateway/dial/dialer.js';
+import { SessionTable } from '../../../src/gateway/dial/sticky-sessions.js';
 
 const MIN = 60_000;
 

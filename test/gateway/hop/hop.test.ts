@@ -8,17 +8,17 @@ import { once } from 'node:events';
 import net from 'node:net';
 import tls from 'node:tls';
 import { afterEach, describe, expect, it } from 'vitest';
-import { DirectDialer } from '../../src/gateway/dial/dialer.js';
-import { ExitDirectory, type ExitRow } from '../../src/gateway/hop/directory.js';
-import { makeHopIdentity, type HopIdentity } from '../../src/gateway/hop/identity.js';
-import { HopLink, type HopRejection } from '../../src/gateway/hop/link.js';
-import { startHopServer, type HopRefusal, type HopServer } from '../../src/gateway/hop/server.js';
-import { sourceKey } from '../../src/gateway/dial/target-policy.js';
-import { MuxSession } from '../../src/gateway/hop/mux.js';
-import { ALPN, ALPN_LEGACY, hopProof, readLine, sessionBinding } from '../../src/gateway/hop/wire.js';
-import { Tunnels } from '../../src/gateway/relay/open-tunnels.js';
-import { sleep, waitFor } from '../helpers/wait.js';
-import { patient } from '../helpers/patience.js';
+import { DirectDialer } from '../../../src/gateway/dial/dialer.js';
+import { ExitDirectory, type ExitRow } from '../../../src/gateway/hop/directory.js';
+import { makeHopIdentity, type HopIdentity } from '../../../src/gateway/hop/identity.js';
+import { HopLink, type HopRejection } from '../../../src/gateway/hop/link.js';
+import { startHopServer, type HopRefusal, type HopServer } from '../../../src/gateway/hop/server.js';
+import { sourceKey } from '../../../src/gateway/dial/target-policy.js';
+import { MuxSession } from '../../../src/gateway/hop/mux.js';
+import { ALPN, ALPN_LEGACY, hopProof, readLine, sessionBinding } from '../../../src/gateway/hop/wire.js';
+import { Tunnels } from '../../../src/gateway/relay/open-tunnels.js';
+import { sleep, waitFor } from '../../helpers/wait.js';
+import { patient } from '../../helpers/patience.js';
 
 const SECRET = Buffer.alloc(32, 7);
 const OTHER_SECRET = Buffer.alloc(32, 8);
@@ -251,7 +251,7 @@ describe('the hop', () => {
       expect((await hear(out.socket)).said).toContain('413');
     }
     // Reset right after the connect: taken by the pump even if already gone, the customer's side closes at once.
-    const { splice } = await import('../../src/gateway/relay/splice.js');
+    const { splice } = await import('../../../src/gateway/relay/splice.js');
     for (let i = 0; i < 10; i++) {
       const out = await link.dial(request('127.0.0.1', resetting.port));
       if (out === null || out === 'retry' || !out.ok) continue; // the reset may come first: a failed dial is fine too

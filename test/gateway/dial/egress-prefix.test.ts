@@ -2,9 +2,9 @@
 // address for MIN minutes from their first connection (fake clock), and the prefix dialer's choice.
 import ipaddr from 'ipaddr.js';
 import { describe, expect, it } from 'vitest';
-import { DirectDialer, PrefixDialer, type DialOutcome, type DialRequest } from '../../src/gateway/dial/dialer.js';
-import { EgressPrefix } from '../../src/gateway/dial/egress-prefix.js';
-import { AddressSessionTable } from '../../src/gateway/dial/sticky-sessions.js';
+import { DirectDialer, PrefixDialer, type DialOutcome, type DialRequest } from '../../../src/gateway/dial/dialer.js';
+import { EgressPrefix } from '../../../src/gateway/dial/egress-prefix.js';
+import { AddressSessionTable } from '../../../src/gateway/dial/sticky-sessions.js';
 
 const MIN = 60_000;
 const prefix = (s: string) => EgressPrefix.parse(s) as EgressPrefix;

@@ -4,7 +4,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { RawClient, basic, eventually, startTcpEcho, startTestGateway, type TestGateway } from './helpers.js';
+import { RawClient, basic, eventually, startTcpEcho, startTestGateway, type TestGateway } from '../helpers.js';
 
 const AUTH = basic('alice', 's3cret:pw');
 let echo: Awaited<ReturnType<typeof startTcpEcho>>;

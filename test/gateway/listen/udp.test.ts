@@ -7,14 +7,14 @@
 import dgram from 'node:dgram';
 import { domainToASCII } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
-import type { ConnectionRecord } from '../../src/gateway/types.js';
-import { TargetRuleSet } from '../../src/gateway/dial/target-rules.js';
-import { RateBucket } from '../../src/gateway/relay/rate-budget.js';
-import { RawClient, startTestGateway, type TestGateway } from './helpers.js';
-import { sleep, waitFor } from '../helpers/wait.js';
-import { RELAY_PORTS, udpTargetSocket } from '../helpers/net.js';
-import { holdUdpPort, isOwnUdpSocket, releaseUdpPort } from '../../src/gateway/dial/udp-out.js';
-import { patient } from '../helpers/patience.js';
+import type { ConnectionRecord } from '../../../src/gateway/types.js';
+import { TargetRuleSet } from '../../../src/gateway/dial/target-rules.js';
+import { RateBucket } from '../../../src/gateway/relay/rate-budget.js';
+import { RawClient, startTestGateway, type TestGateway } from '../helpers.js';
+import { sleep, waitFor } from '../../helpers/wait.js';
+import { RELAY_PORTS, udpTargetSocket } from '../../helpers/net.js';
+import { holdUdpPort, isOwnUdpSocket, releaseUdpPort } from '../../../src/gateway/dial/udp-out.js';
+import { patient } from '../../helpers/patience.js';
 
 const cleanup: Array<() => unknown> = [];
 afterEach(async () => {
@@ -425,7 +425,7 @@ describe("the gateway's own UDP sockets (udp-out.ts)", () => {
 
 describe('UdpOut', () => {
   it('a target used past its reuse time is resolved once more, then sent to at once again (not resolved per datagram)', async () => {
-    const { UdpOut } = await import('../../src/gateway/dial/udp-out.js');
+    const { UdpOut } = await import('../../../src/gateway/dial/udp-out.js');
     const echo = await udpEcho();
     let resolves = 0;
     let answers = 0;

@@ -5,12 +5,12 @@
 // connections from the address.
 import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { SessionTable } from '../../src/gateway/dial/sticky-sessions.js';
-import { DedicatedView } from '../../src/daemon/admission/dedicated.js';
-import { openStore, type Store } from '../../src/daemon/store/index.js';
-import { basic, startTcpEcho, startTestGateway, type TestGateway } from './helpers.js';
-import { tempDir } from '../helpers/daemon.js';
-import { waitFor } from '../helpers/wait.js';
+import { SessionTable } from '../../../src/gateway/dial/sticky-sessions.js';
+import { DedicatedView } from '../../../src/daemon/admission/dedicated.js';
+import { openStore, type Store } from '../../../src/daemon/store/index.js';
+import { basic, startTcpEcho, startTestGateway, type TestGateway } from '../helpers.js';
+import { tempDir } from '../../helpers/daemon.js';
+import { waitFor } from '../../helpers/wait.js';
 
 const POOL = ['127.0.0.2', '127.0.0.3', '127.0.0.4', '127.0.0.5', '127.0.0.6', '127.0.0.7'];
 

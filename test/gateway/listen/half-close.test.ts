@@ -2,7 +2,7 @@
 // at every stage of every listener, instead of holding the socket until the header timeout.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import net from 'node:net';
-import { RawClient, basic, eventually, startTestGateway, type TestGateway } from './helpers.js';
+import { RawClient, basic, eventually, startTestGateway, type TestGateway } from '../helpers.js';
 
 // Far below the header timeout, generous for a loaded machine.
 const PROMPT_MS = 3000;

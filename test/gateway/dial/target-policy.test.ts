@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import ipaddr from 'ipaddr.js';
-import { checkTarget, isPublicAddress } from '../../src/gateway/dial/target-policy.js';
+import { checkTarget, isPublicAddress } from '../../../src/gateway/dial/target-policy.js';
 
 const strict = { allowPrivateTargets: false, ownListeners: () => [{ host: '127.0.0.1', port: 3128 }, { host: '0.0.0.0', port: 1080 }] };
 const open = { ...strict, allowPrivateTargets: true };

@@ -4,14 +4,14 @@
 // exit gone from the registry leaves.
 import net from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
-import { DirectDialer } from '../../src/gateway/dial/dialer.js';
-import { ExitDirectory, type ExitRow } from '../../src/gateway/hop/directory.js';
-import { rendezvousScore } from '../../src/rules/rendezvous.js';
-import { makeHopIdentity } from '../../src/gateway/hop/identity.js';
-import { startHopServer, type HopServer } from '../../src/gateway/hop/server.js';
-import { Tunnels } from '../../src/gateway/relay/open-tunnels.js';
-import { sleep, waitFor } from '../helpers/wait.js';
-import { patient } from '../helpers/patience.js';
+import { DirectDialer } from '../../../src/gateway/dial/dialer.js';
+import { ExitDirectory, type ExitRow } from '../../../src/gateway/hop/directory.js';
+import { rendezvousScore } from '../../../src/rules/rendezvous.js';
+import { makeHopIdentity } from '../../../src/gateway/hop/identity.js';
+import { startHopServer, type HopServer } from '../../../src/gateway/hop/server.js';
+import { Tunnels } from '../../../src/gateway/relay/open-tunnels.js';
+import { sleep, waitFor } from '../../helpers/wait.js';
+import { patient } from '../../helpers/patience.js';
 
 const SECRET = Buffer.alloc(32, 5);
 const ID = makeHopIdentity(86_400_000);

@@ -5,12 +5,12 @@
 import http from 'node:http';
 import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ByteBudget } from '../../src/gateway/relay/byte-budget.js';
-import { RateBucket, type RateBudget } from '../../src/gateway/relay/rate-budget.js';
-import type { PlanLimits } from '../../src/gateway/types.js';
-import { sleep } from '../helpers/wait.js';
-import { basic, startTestGateway, type TestGateway } from './helpers.js';
-import { patient } from '../helpers/patience.js';
+import { ByteBudget } from '../../../src/gateway/relay/byte-budget.js';
+import { RateBucket, type RateBudget } from '../../../src/gateway/relay/rate-budget.js';
+import type { PlanLimits } from '../../../src/gateway/types.js';
+import { sleep } from '../../helpers/wait.js';
+import { basic, startTestGateway, type TestGateway } from '../helpers.js';
+import { patient } from '../../helpers/patience.js';
 
 class Limits implements PlanLimits {
   rate: RateBudget | null = null;

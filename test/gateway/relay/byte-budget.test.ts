@@ -3,10 +3,10 @@
 // applies from its next read; a limit lifted while a tunnel waits lets everything held go on.
 import net from 'node:net';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { ByteBudget } from '../../src/gateway/relay/byte-budget.js';
-import type { PlanLimits } from '../../src/gateway/types.js';
-import { sleep, waitFor } from '../helpers/wait.js';
-import { RawClient, basic, startTestGateway, type TestGateway } from './helpers.js';
+import { ByteBudget } from '../../../src/gateway/relay/byte-budget.js';
+import type { PlanLimits } from '../../../src/gateway/types.js';
+import { sleep, waitFor } from '../../helpers/wait.js';
+import { RawClient, basic, startTestGateway, type TestGateway } from '../helpers.js';
 
 class Limits implements PlanLimits {
   budget: ByteBudget | null = null;

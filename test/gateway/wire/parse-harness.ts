@@ -1,6 +1,6 @@
 // Feeding helpers for the pure parsers: byte by byte, all at once, in random pieces.
 import { expect } from 'vitest';
-import type { ParseResult } from '../../src/gateway/wire/parse-result.js';
+import type { ParseResult } from '../../../src/gateway/wire/parse-result.js';
 
 type Parser<T> = (buf: Buffer) => ParseResult<T, string> | { kind: 'none' };
 

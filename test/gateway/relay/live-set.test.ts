@@ -1,7 +1,7 @@
 // The gateway's sets of open connections and tunnels (src/gateway/relay/live-set.ts): an array with each member's index,
 // in place of a Set (docs/decisions.md#d-039, "GC: tunnels that outlived young collections").
 import { describe, expect, it } from 'vitest';
-import { LiveSet } from '../../src/gateway/relay/live-set.js';
+import { LiveSet } from '../../../src/gateway/relay/live-set.js';
 
 const member = (name: string) => ({ name, liveIndex: -1 });
 

@@ -2,8 +2,8 @@
 // sticks until MIN minutes after its first connection and then starts over.
 import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { SessionTable } from '../../src/gateway/dial/sticky-sessions.js';
-import { basic, startTcpEcho, startTestGateway, type TestGateway } from './helpers.js';
+import { SessionTable } from '../../../src/gateway/dial/sticky-sessions.js';
+import { basic, startTcpEcho, startTestGateway, type TestGateway } from '../helpers.js';
 
 const POOL = ['127.0.0.2', '127.0.0.3', '127.0.0.4', '127.0.0.5'];
 

@@ -14,7 +14,7 @@ import {
   startTcpEcho,
   startTestGateway,
   type TestGateway,
-} from './helpers.js';
+} from '../helpers.js';
 
 let t: TestGateway;
 let httpEcho: Awaited<ReturnType<typeof startHttpEcho>>;

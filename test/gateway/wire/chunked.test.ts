@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { ChunkedScanner } from '../../src/gateway/wire/chunked.js';
+import { ChunkedScanner } from '../../../src/gateway/wire/chunked.js';
 
 function scanAll(parts: Buffer[]): { body: number; done: boolean } | { error: string } {
   const s = new ChunkedScanner();

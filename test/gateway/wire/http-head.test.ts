@@ -1,14 +1,14 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { ByteQueue } from '../../src/gateway/wire/byte-queue.js';
+import { ByteQueue } from '../../../src/gateway/wire/byte-queue.js';
 import {
   parseAbsoluteHttpUrl,
   parseAuthority,
   parseProxyAuthorization,
   parseRequestHead,
   parseResponseHead,
-} from '../../src/gateway/wire/http-head.js';
-import { originRequestHead, requestFraming } from '../../src/gateway/listen/forward.js';
+} from '../../../src/gateway/wire/http-head.js';
+import { originRequestHead, requestFraming } from '../../../src/gateway/listen/forward.js';
 import { expectByteByByte, expectTotal, expectWithTrailer } from './parse-harness.js';
 
 const MAX = 16 * 1024;

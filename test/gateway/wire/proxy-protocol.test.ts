@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { detectProxyHeader, parseProxyHeader } from '../../src/gateway/wire/proxy-protocol.js';
+import { detectProxyHeader, parseProxyHeader } from '../../../src/gateway/wire/proxy-protocol.js';
 import { expectByteByByte, expectTotal, expectWithTrailer } from './parse-harness.js';
 
 const SIG = Buffer.from('0d0a0d0a000d0a515549540a', 'hex');

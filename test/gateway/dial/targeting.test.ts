@@ -1,7 +1,7 @@
 // Targeting in the username on a `both` node (SPEC 13): it is its own exit, so a country or city other than
 // its --location gets 502 destination_unavailable / SOCKS 0x03 at once, and a match dials as usual.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { RawClient, basic, startTcpEcho, startTestGateway, type TestGateway } from './helpers.js';
+import { RawClient, basic, startTcpEcho, startTestGateway, type TestGateway } from '../helpers.js';
 
 describe('targeting on a node that is its own exit', () => {
   let g: TestGateway;

@@ -6,7 +6,7 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { CachingResolver, parseHosts } from '../../src/gateway/dial/resolver.js';
+import { CachingResolver, parseHosts } from '../../../src/gateway/dial/resolver.js';
 
 /** A DNS responder: `known.test` → A 192.0.2.7 and AAAA 2001:db8::7 (TTL 60); every other name NXDOMAIN. */
 let server: dgram.Socket;

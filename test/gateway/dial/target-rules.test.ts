@@ -2,11 +2,11 @@
 // any spelling, allow lists, the service before the account), and each rule kind on each protocol through a
 // gateway: CONNECT, forward, SOCKS5 by name and by address, with the answer, the record's reason, and no dial.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { judgeTarget, parseRuleList, TargetRuleSet, type TargetRuleSets } from '../../src/gateway/dial/target-rules.js';
-import type { ConnectionRecord, TargetRules } from '../../src/gateway/types.js';
-import { RawClient, basic, startTcpEcho, startTestGateway, type TestGateway } from './helpers.js';
-import { waitFor } from '../helpers/wait.js';
-import { patient } from '../helpers/patience.js';
+import { judgeTarget, parseRuleList, TargetRuleSet, type TargetRuleSets } from '../../../src/gateway/dial/target-rules.js';
+import type { ConnectionRecord, TargetRules } from '../../../src/gateway/types.js';
+import { RawClient, basic, startTcpEcho, startTestGateway, type TestGateway } from '../helpers.js';
+import { waitFor } from '../../helpers/wait.js';
+import { patient } from '../../helpers/patience.js';
 
 const set = (deny: string, allow = 'none'): TargetRuleSet => {
   const d = parseRuleList(deny);
