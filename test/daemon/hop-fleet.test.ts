@@ -4,7 +4,7 @@
 // certificates whose serial starts with a zero bit (DER's minimal INTEGER).
 import { chmodSync, existsSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { HopIdentityKeeper } from '../../src/daemon/fleet/hop-identity.js';
 import { HopSecrets } from '../../src/daemon/fleet/hop-secrets.js';
 import { makeHopIdentity, readHopIdentity, type HopIdentity } from '../../src/gateway/index.js';
@@ -94,6 +94,8 @@ describe('the fleet secret around a rotation', () => {
   const hex = (b: number) => Buffer.alloc(32, b).toString('hex');
 
   it('entries prove the new and the old one; exits accept the old one only during their grace', async () => {
+    // On fake timers: its read every second and its clock (Date.now) are the fake ones; the store answers at once.
+    vi.useFakeTimers();
     const state: HopSecretState = { current: hex(1), previous: null, rotatedAgoMs: null };
     const s = new HopSecrets(store(state), { graceMs: 600_000 });
     await s.start();
@@ -101,15 +103,25 @@ describe('the fleet secret around a rotation', () => {
       expect(s.offered().map((b) => b[0])).toEqual([1]);
       expect(s.accepted().map((b) => b[0])).toEqual([1]);
       Object.assign(state, { current: hex(2), previous: hex(1), rotatedAgoMs: 1_000 });
-      await sleep(1_200); // read every second
+      await vi.advanceTimersByTimeAsync(999);
+      expect(s.offered().map((b) => b[0])).toEqual([1]); // not read yet
+      await vi.advanceTimersByTimeAsync(1); // read every second
       expect(s.offered().map((b) => b[0])).toEqual([2, 1]);
       expect(s.accepted().map((b) => b[0])).toEqual([2, 1]);
-      Object.assign(state, { rotatedAgoMs: 601_000 }); // the grace is over
-      await sleep(1_200);
+      // Between reads the rotation's age grows with the clock: the grace ends on time, not at the next read.
+      state.rotatedAgoMs = 599_500;
+      await vi.advanceTimersByTimeAsync(1_000);
+      await vi.advanceTimersByTimeAsync(499);
+      expect(s.accepted().map((b) => b[0])).toEqual([2, 1]);
+      await vi.advanceTimersByTimeAsync(1);
+      expect(s.accepted().map((b) => b[0])).toEqual([2]);
+      Object.assign(state, { rotatedAgoMs: 601_000 }); // the grace is over as the database says it
+      await vi.advanceTimersByTimeAsync(1_000);
       expect(s.accepted().map((b) => b[0])).toEqual([2]);
       expect(s.offered().map((b) => b[0])).toEqual([2, 1]); // harmless: an exit past its grace ignores it
     } finally {
       s.stop();
+      vi.useRealTimers();
     }
   });
 });

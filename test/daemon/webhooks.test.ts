@@ -9,7 +9,6 @@ import { openStore } from '../../src/daemon/store/index.js';
 import { WebhookSender } from '../../src/daemon/webhooks/sender.js';
 import { databaseUrlOf, dataDirFor } from '../helpers/daemon.js';
 import { BACKENDS } from '../helpers/postgres.js';
-import { sleep } from '../helpers/wait.js';
 import { patient } from '../helpers/patience.js';
 
 interface Received {
@@ -80,7 +79,8 @@ describe.each(BACKENDS)('webhooks on %s', (backend) => {
     expect(await store.usage.addFlush('n', `w-${Math.random()}`, Date.now(), [delta(600)])).toBe('ok');
 
     const said: Array<Record<string, unknown>> = [];
-    const opts = { allowPrivate: true, firstRetryMs: 50, log: { warn: (o: object) => void said.push(o as Record<string, unknown>) } };
+    let now = Date.now(); // the senders' clock: a retry is due when it says so, not after a real wait
+    const opts = { allowPrivate: true, firstRetryMs: 50, nowMs: () => now, log: { warn: (o: object) => void said.push(o as Record<string, unknown>) } };
     const a = new WebhookSender(store, { ...opts, node: 'node-a' });
     const b = new WebhookSender(store, { ...opts, node: 'node-b' });
     await Promise.all([a.detect(), b.detect()]);
@@ -92,7 +92,10 @@ describe.each(BACKENDS)('webhooks on %s', (backend) => {
     // The operator sees why: the status, never the URL.
     expect(said).toEqual([expect.objectContaining({ event: 'webhook_attempt_failed', status: 500 })]);
     expect(JSON.stringify(said)).not.toContain(r.url);
-    await sleep(80);
+    now += 49;
+    await Promise.all([a.deliverDue(), b.deliverDue()]);
+    expect(r.got).toHaveLength(1); // not due yet
+    now += 31;
     await Promise.all([a.deliverDue(), b.deliverDue()]);
     expect(r.got).toHaveLength(2);
     const [first, retry] = r.got as [Received, Received];
@@ -152,11 +155,12 @@ describe.each(BACKENDS)('webhooks on %s', (backend) => {
     const expiresAt = Date.now() - 1000;
     await store.plans.set({ accountId: account.id, trafficLimit: null, period: 'month', anchorDay: 1, maxConnections: null, expiresAt });
     // This node does not allow private receivers: the attempt is refused, nothing reaches the receiver.
-    const strict = new WebhookSender(store, { node: 'strict', allowPrivate: false, firstRetryMs: 10, giveUpMs: 50 });
+    let now = Date.now(); // the sender's clock
+    const strict = new WebhookSender(store, { node: 'strict', allowPrivate: false, firstRetryMs: 10, giveUpMs: 50, nowMs: () => now });
     await strict.detect();
     await strict.deliverDue();
     expect(r.got).toHaveLength(0);
-    await sleep(60);
+    now += 60;
     await strict.deliverDue();
     const [e] = await store.webhooks.events(account.id, 10);
     expect(e).toMatchObject({ type: 'plan.expired', state: 'failed', attempts: 2, lastStatus: null });
