@@ -1,7 +1,7 @@
 // The gateway's admission as core.ts drives it (src/gateway/core.ts, the Admitter in types.ts): an admitter
 // that throws (late or at once) gives 503 or a SOCKS5 refusal and the gateway serves on; an answer given at once
 // (a value) goes on in the same turn; a throw after it cuts that connection only; a thenable is waited for.
-// (Split from test/gateway/raw.test.ts: docs/decisions.md#d-070.)
+// (Which room a test goes in: docs/decisions.md#d-070.)
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { AdmitResult, Admitter, PlanLimits } from '../../src/gateway/types.js';
 import { RawClient, basic, eventually, startTcpEcho, startTestGateway } from './helpers.js';

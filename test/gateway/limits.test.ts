@@ -1,7 +1,7 @@
 // The gateway's limits and accounting on raw sockets (src/gateway/limits.ts, core.ts): the idle timeout, the
 // per-account, total and per-source caps, a refused connection's slot given back with its answer, what counts
 // as usage, the TrafficSink and stats(), close(drainMs).
-// (Split from test/gateway/raw.test.ts: docs/decisions.md#d-070.)
+// (Which room a test goes in: docs/decisions.md#d-070.)
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Admitter } from '../../src/gateway/types.js';
 import { RawClient, basic, eventually, startTcpEcho, startTestGateway } from './helpers.js';

@@ -1,6 +1,6 @@
 // What a client is answered when the dial cannot go on (src/gateway/dial/): a connect timeout (504, SOCKS5 0x06),
 // a private, reserved or own-listener target (403 / 502), and an entry refusing its own listeners before any
-// exit is asked. (Split from test/gateway/raw.test.ts: docs/decisions.md#d-070.)
+// exit is asked. (Which room a test goes in: docs/decisions.md#d-070.)
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RawClient, basic, startBlackhole, startTcpEcho, startTestGateway } from '../helpers.js';
 import { socksConnectV4, socksOpen } from '../handshakes.js';

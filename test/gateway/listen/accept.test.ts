@@ -1,7 +1,7 @@
 // What a listener does with what arrives first (src/gateway/listen/, wire/proxy-protocol.ts): random bytes never
 // crash it and every connection is released; a PROXY header (v1, v2) from a trusted peer sets the admission
 // source, from anyone else it closes the connection; and no socket left half-closed after.
-// (Split from test/gateway/raw.test.ts: docs/decisions.md#d-070.)
+// (Which room a test goes in: docs/decisions.md#d-070.)
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RawClient, basic, eventually, startTcpEcho, startTestGateway, type TestGateway } from '../helpers.js';

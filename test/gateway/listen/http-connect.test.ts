@@ -1,7 +1,7 @@
 // The HTTP port's CONNECT on raw sockets (src/gateway/listen/http-connect.ts): a head split byte by byte or sent
 // with early data, half-close and reset through the tunnel, malformed and oversize heads, another protocol's
 // first bytes answered at once, a slow head cut at the header deadline; and no socket left half-closed after.
-// (Split from test/gateway/raw.test.ts: docs/decisions.md#d-070.)
+// (Which room a test goes in: docs/decisions.md#d-070.)
 import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RawClient, basic, eventually, sleep, startTcpEcho, startTestGateway, type TestGateway } from '../helpers.js';

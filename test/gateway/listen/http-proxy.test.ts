@@ -2,7 +2,7 @@
 // refused heads' details, empty lines before the request line, framing headers, no pipelining; a response head
 // that trickles in is looked through once; the exchange ends with the response (an origin that keeps its
 // socket open holds nothing); metering as the client sent and got; and no socket left half-closed after.
-// (Split from test/gateway/raw.test.ts: docs/decisions.md#d-070.)
+// (Which room a test goes in: docs/decisions.md#d-070.)
 import http from 'node:http';
 import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';

@@ -1,7 +1,7 @@
 // The SOCKS5 port on raw sockets (src/gateway/listen/socks5.ts): a handshake byte by byte or in one packet with
 // data, no acceptable method, IPv6 however it is spelled, reply codes for BIND, unknown address types, refused
 // targets and connections, a bad version; and no socket left half-closed after.
-// (Split from test/gateway/raw.test.ts: docs/decisions.md#d-070.)
+// (Which room a test goes in: docs/decisions.md#d-070.)
 import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RawClient, basic, eventually, sleep, startTcpEcho, startTestGateway, type TestGateway } from '../helpers.js';
