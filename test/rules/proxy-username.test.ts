@@ -1,5 +1,5 @@
 // The proxy username is parsed where its rule lives, once (src/rules/proxy-username.ts): the gateway calls it on
-// every login (no option to inject it; test/gateway/targeting.test.ts starts a gateway with none), and the
+// every login (no option to inject it; test/gateway/dial/targeting.test.ts starts a gateway with none), and the
 // contract's rules for new names re-export the same functions.
 import { describe, expect, it } from 'vitest';
 import * as contract from '../../src/contract/proxy-username.js';

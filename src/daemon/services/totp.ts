@@ -1,5 +1,5 @@
 // TOTP (RFC 6238 over RFC 4226's HOTP): HMAC-SHA-1, 6 digits, 30 s steps, one step either side accepted; secrets in
-// RFC 4648 base32 as authenticator apps read them. On node:crypto alone (test/daemon/totp.test.ts runs the RFC's vectors).
+// RFC 4648 base32 as authenticator apps read them. On node:crypto alone (test/daemon/services/totp.test.ts runs the RFC's vectors).
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 
 export const TOTP_STEP_SEC = 30;
