@@ -98,7 +98,8 @@ const inSlab = (b: Buffer): boolean => b.buffer === slab.buffer && slab !== EMPT
 
 // Frames to send are written back to back into buffers of SEND_SIZE, each write a piece of one; a buffer
 // every write of which is done (its callback came) is used again, so a busy connection allocates nothing per
-// frame. A few are kept free (SEND_FREE: memory held when idle).
+// frame. A connection whose writes are all done gives its buffer back (an idle one holds none); a few are
+// kept free (SEND_FREE: memory held when idle).
 const SEND_SIZE = 512 * 1024;
 const SEND_FREE = 4;
 
@@ -111,8 +112,16 @@ class SendBuffer {
   pending = 0;
   /** No more frames go in (full, or its connection closed): free again once `pending` is 0. */
   retired = false;
+  /** The connection writing into it. */
+  owner: { out: SendBuffer | null } | null = null;
   readonly done = (): void => {
-    if (--this.pending === 0 && this.retired) this.release();
+    if (--this.pending > 0) return;
+    if (this.retired) return this.release();
+    // All written, and nothing added since: the connection gives it back.
+    if (this.at === this.sent && this.owner !== null && this.owner.out === this) {
+      this.owner.out = null;
+      this.release();
+    }
   };
 
   retire(): void {
@@ -124,6 +133,7 @@ class SendBuffer {
     this.at = 0;
     this.sent = 0;
     this.retired = false;
+    this.owner = null;
     if (freeSend.length < SEND_FREE) freeSend.push(this);
   }
 }
@@ -196,8 +206,8 @@ export class MuxSession {
   /** end() was called: a FIN is on its way, and the connection goes within its grace. */
   private ending = false;
 
-  /** The buffer frames are written into now (null: none yet). */
-  private out: SendBuffer | null = null;
+  /** The buffer frames are written into now (null: none; SendBuffer sets it back to null when all of it is written). */
+  out: SendBuffer | null = null;
   /** Frames are being added by one caller (writeCopy, flush): written to the socket in one write when it is done. */
   private batching = 0;
 
@@ -272,6 +282,7 @@ export class MuxSession {
         o.retire();
       }
       o = this.out = freeSend.pop() ?? new SendBuffer();
+      o.owner = this;
       if (o.buf.length < HEADER + n) throw new Error('hop frame larger than a send buffer'); // not made: DATA is at most MAX_DATA
     }
     const f = o.buf;
@@ -566,7 +577,8 @@ export class MuxStream extends EventEmitter {
     }
     const first = this.runBuf === null;
     const at = keep(piece);
-    if (this.runBuf === slab && this.runEnd === at) this.runEnd += piece.length;
+    // One piece per turn, at most DELIVER_MAX (a reader that pauses holds the rest, copied out of the slab).
+    if (this.runBuf === slab && this.runEnd === at && this.runEnd - this.runStart + piece.length <= DELIVER_MAX) this.runEnd += piece.length;
     else {
       this.seal();
       this.runBuf = slab;
