@@ -732,9 +732,12 @@ export class MuxStream extends EventEmitter {
     if (this.destroyed || this.writableEnded) return false;
     this.activity++;
     let at = 0;
-    if (this.outBytes === 0 && this.sendable > 0) {
+    // A connection that takes more takes the whole read (the window allowing): it may go past its mark by one
+    // read, and the pump then waits for its drain, rather than this read being copied into a queue here and
+    // copied again into frames later.
+    if (this.outBytes === 0 && this.sendable > 0 && !this.session.congested()) {
       this.session.batch(() => {
-        while (at < n && this.sendable > 0 && !this.session.congested()) {
+        while (at < n && this.sendable > 0) {
           const k = Math.min(n - at, this.sendable, MAX_DATA);
           this.session.send(Frame.Data, this.id, buf, at, at + k);
           this.sendable -= k;
@@ -742,7 +745,12 @@ export class MuxStream extends EventEmitter {
         }
       });
     }
-    if (at === n) return true;
+    if (at === n) {
+      if (!this.session.congested()) return true;
+      this.needDrain = true;
+      this.session.block(this);
+      return false;
+    }
     const rest = Buffer.allocUnsafe(n - at);
     buf.copy(rest, 0, at, n);
     this.outbox.push(rest);
