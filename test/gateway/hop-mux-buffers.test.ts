@@ -79,6 +79,30 @@ describe('the hop mux byte path', () => {
     got.forEach((g, i) => expect(Buffer.concat(g).equals(sent[i]!)).toBe(true));
   });
 
+  it('bytes a reader holds when it is paused before its turn keep their values while the slab is used again', async () => {
+    const { entry, opened } = await pair();
+    const [a, b, c] = [entry.open('DIAL a 1 - 0'), entry.open('DIAL b 1 - 0'), entry.open('DIAL c 1 - 0')];
+    await waitFor('the streams opened', () => opened.length === 3);
+    const [ra, rb, rc] = opened as [MuxStream, MuxStream, MuxStream];
+    const gotA: Buffer[] = [];
+    const gotC: Buffer[] = [];
+    ra.readWith((n, buf) => (gotA.push(Buffer.from(buf.subarray(0, n))), true));
+    // B's reader pauses A's as it takes its own bytes: A's bytes of the same turn wait in the slab, paused.
+    rb.readWith(() => (ra.pause(), true));
+    rc.readWith((n, buf) => (gotC.push(Buffer.from(buf.subarray(0, n))), true));
+    for (const r of [ra, rb, rc]) r.resume();
+    const A = pattern(4000, 1);
+    // One write of both frames (B's first): one TLS record, one read, one turn on the exit.
+    entry.batch(() => (b.write(pattern(100, 2)), a.write(A)));
+    await waitFor('B read and A paused', () => ra.isPaused());
+    // The next turns use the slab again, from its start.
+    c.write(pattern(4000, 3));
+    await waitFor("C's bytes", () => gotC.reduce((x, y) => x + y.length, 0) === 4000);
+    ra.resume();
+    await waitFor("A's bytes", () => gotA.reduce((x, y) => x + y.length, 0) === 4000);
+    expect(Buffer.concat(gotA).equals(A)).toBe(true);
+  });
+
   it('an idle connection holds no send buffer', async () => {
     const { entry, exit, opened } = await pair();
     const st = entry.open('DIAL x 1 - 0');
