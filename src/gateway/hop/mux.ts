@@ -54,12 +54,10 @@ const EMPTY = Buffer.alloc(0);
 // (every connection's, this process), back to back, so a stream's bytes of one turn are one piece of it (no
 // concatenation), and a read costs no allocation. At the end of the turn every stream has handed its piece
 // on; a reader that takes bytes as the pump does (MuxStream.readWith: copied or written before it returns)
-// leaves the slab free for the next turn; a 'data' listener may keep its piece, so the slab is left to it and
-// the next turn takes a new one. Bytes still held (a reader that paused) are copied out first.
+// gets its piece of the slab; a 'data' listener (which may keep it) gets a copy; so the slab is free for the
+// next turn. Bytes still held (a reader that paused) are copied out first.
 let slab = EMPTY;
 let slabAt = 0;
-/** A piece of the slab went to a 'data' listener: not written again. */
-let slabGiven = false;
 /** Streams with bytes for their readers at the end of this turn. */
 let due: MuxStream[] = [];
 
@@ -68,7 +66,6 @@ function keep(piece: Buffer): number {
   if (slab.length - slabAt < piece.length) {
     slab = Buffer.allocUnsafeSlow(Math.max(SLAB, piece.length));
     slabAt = 0;
-    slabGiven = false;
   }
   const at = slabAt;
   piece.copy(slab, at);
@@ -86,10 +83,6 @@ function deliverDue(): void {
   due = [];
   for (const s of list) s.deliverNow();
   for (const s of list) s.unslab();
-  if (slabGiven) {
-    slab = EMPTY;
-    slabGiven = false;
-  }
   slabAt = 0;
 }
 
@@ -627,10 +620,7 @@ export class MuxStream extends EventEmitter {
   private deliver(piece: Buffer): void {
     if (this.sink !== null) {
       if (!this.sink.call(this.asSocket(), piece.length, piece)) this.flowing = false;
-    } else {
-      if (inSlab(piece)) slabGiven = true;
-      this.emit('data', piece);
-    }
+    } else this.emit('data', inSlab(piece) ? Buffer.from(piece) : piece);
     this.consumed += piece.length;
     // Credit goes back only while the reader keeps up: one that paused (its customer stopped reading) gets its
     // bytes held here, at most the window, and the peer waits; resume() gives the credit back.
