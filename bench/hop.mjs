@@ -7,7 +7,7 @@
 //
 //   node bench/hop.mjs [--reps 3] [--lat-n 2000] [--remote-lat-n 200] [--size-mib 256] [--remote-size-mib N]
 //                      [--delay-ms 15] [--rate-ms 1500] [--setup-gap-ms 0] [--link auto|netem|tun] [--no-remote]
-//                      [--baseline DIR] [--cpu-prof DIR]
+//                      [--baseline DIR] [--cpu-prof DIR] [--no-tls-floor]
 //
 // 1. One host (loopback): a `both` node, and an entry → exit pair (and the baseline's, --baseline). Per
 //    round: --lat-n sequential set-ups (connect → CONNECT → 200 → first echoed byte) through each,
@@ -16,6 +16,11 @@
 //    p50 to the `200` (setupTo200P50). Then one tunnel carrying --size-mib up and one carrying --size-mib
 //    down, each as a ratio of a direct transfer right before it, with each node's CPU s/GiB relayed (/proc);
 //    and 8 loops opening tunnels for --rate-ms (tunnels/s; CPU µs per tunnel of the node(s)).
+//    The TLS floor (unless --no-tls-floor): the same one-tunnel transfers, in the same rounds and order
+//    rotation, through raw Node TLS between two processes (bench/peers/tls-pair.mjs: plain TCP in, one TLS
+//    1.3 connection per tunnel with a certificate made as the hop's, plain TCP out to the target, pipe()
+//    both ways; no proxyd). Reported: its MB/s and CPU s/GiB (both processes), and per round the hop's
+//    throughput ÷ the floor's (target ≥ 0.8, up and down) and CPU per GiB ÷ the floor's (target ≤ 1.25).
 // 2. Across "regions": the exit, a `both` node and the target in a network namespace, joined to the root
 //    namespace (entry and client) by a link of --delay-ms one way per direction (2 × that RTT). Set-up and
 //    one-tunnel throughput (--remote-size-mib each way, default --size-mib) through entry → exit, against the
@@ -68,6 +73,8 @@ const REMOTE = !argv.includes('--no-remote');
 const BASE_DIR = opt('baseline', null) && path.resolve(opt('baseline', null));
 const BASE_PROXYD = BASE_DIR && path.join(BASE_DIR, 'bin/proxyd');
 const PROF_DIR = opt('cpu-prof', null) && path.resolve(opt('cpu-prof', null));
+const FLOOR = !argv.includes('--no-tls-floor');
+const TLS_PAIR = path.join(ROOT, 'bench/peers/tls-pair.mjs');
 const LOOPS = 8;
 const PASSWORD = 'bench hop password 123';
 const USER = 'bench-user-country-us';
@@ -431,6 +438,17 @@ async function startPair({ tag, dbRoot, dbNs = dbRoot, host, ns = null, proxyd =
   return { nodes: [exit, entry], via: entry.http, procs: { entry: entry.p.pid, exit: exit.p.pid } };
 }
 
+/** The raw TLS floor's two processes (bench/peers/tls-pair.mjs), as the nodes run (same Node flags); its entry's port. */
+async function startTlsPair(target) {
+  const run = async (name, args) => {
+    const n = await spawnJson(process.execPath, ['--max-semi-space-size=8', TLS_PAIR, ...args], { label: name });
+    return { ...n, stop: () => new Promise((r) => (n.p.exitCode !== null ? r() : (n.p.once('exit', r), n.p.stdin.end()))) };
+  };
+  const exit = await run('tls-exit', ['--role', 'exit', '--host', '127.0.0.1', '--target', `${target.host}:${target.port}`]);
+  const entry = await run('tls-entry', ['--role', 'entry', '--host', '127.0.0.1', '--exit', `127.0.0.1:${exit.info.port}`]);
+  return { nodes: [exit, entry], target: { host: '127.0.0.1', port: entry.info.port }, procs: { entry: entry.p.pid, exit: exit.p.pid } };
+}
+
 /** The baseline build's short commit, when DIR is a git checkout. */
 function baselineRev() {
   const r = spawnSync('git', ['-C', BASE_DIR, 'rev-parse', '--short', 'HEAD'], { encoding: 'utf8' });
@@ -516,6 +534,10 @@ async function main() {
     nodes.push(...base1.nodes);
     local.push({ key: 'base', via: base1.via, procs: base1.procs });
   }
+  // The raw TLS floor: transfers only (its set-up is not a proxy's), straight to its entry's port.
+  const floor = FLOOR ? await startTlsPair(tgt) : null;
+  if (floor) nodes.push(...floor.nodes);
+  const localTransfer = floor ? [...local, { key: 'raw', via: null, target: floor.target, procs: floor.procs }] : local;
 
   // ---- part 2: across the link
   let remote = null;
@@ -548,7 +570,7 @@ async function main() {
   for (let i = 0; i < 300; i++) await echoOnce(null, tgt);
   if (remote) for (const p of remote.paths) for (let i = 0; i < 20; i++) await echoOnce(p.via, rtgt);
 
-  const perKey = () => Object.fromEntries(['direct', ...KEYS].map((k) => [k, []]));
+  const perKey = () => Object.fromEntries(['direct', ...KEYS, ...(FLOOR ? ['raw'] : [])].map((k) => [k, []]));
   const acc = () => ({ p50: perKey(), p99: perKey(), head50: perKey(), up: perKey(), down: perKey(), ratio: { up: perKey(), down: perKey() }, gib: {} });
   const L = { ...acc(), tps: perKey(), cpu: perKey() };
   const R = acc();
@@ -563,7 +585,7 @@ async function main() {
       for (const p of turn(paths, r)) {
         const d = await transfer(null, target, dir, size);
         const c0 = Object.fromEntries(Object.entries(p.procs).map(([n, pid]) => [n, treeCpu([pid])]));
-        const x = await transfer(p.via, target, dir, size);
+        const x = await transfer(p.via, p.target ?? target, dir, size);
         for (const [n, pid] of Object.entries(p.procs)) cpu[p.key][n] += treeCpu([pid]) - c0[n];
         A[dir].direct.push(d);
         A[dir][p.key].push(x);
@@ -583,7 +605,7 @@ async function main() {
     const s = await setupSample(local, tgt, LAT_N);
     for (const k of ['direct', ...KEYS]) { L.p50[k].push(med(s[k])); L.p99[k].push(pct(s[k], 99)); L.head50[k].push(med(s.head[k])); }
     log(`round ${r + 1}/${REPS}: one host: one tunnel, ${SIZE / 2 ** 20} MiB up and down per path`);
-    await transferRound(L, local, tgt, r, SIZE);
+    await transferRound(L, localTransfer, tgt, r, SIZE);
     log(`round ${r + 1}/${REPS}: one host: tunnels/s, ${LOOPS} loops for ${RATE_MS} ms per path`);
     L.tps.direct.push((await rate(null, tgt, RATE_MS)).perSec);
     for (const p of turn(local, r)) {
@@ -646,6 +668,28 @@ async function main() {
     Object.assign(local1.vsBaseline, { tunnelsPerSecRatio: summary(over(L.tps.hop, L.tps.base), 2), cpuPerTunnelRatio: summary(over(L.cpu.hop, L.cpu.base), 2) });
     local1.vsBaseline.setupTargetMet = local1.vsBaseline.setupP50Minus.median <= 0.3;
     local1.vsBaseline.throughputTargetMet = local1.vsBaseline.upRatio.median >= 0.8 && local1.vsBaseline.downRatio.median >= 0.8;
+  }
+  if (floor) {
+    // The hop against raw Node TLS between two processes, per round (docs/benchmarks/hop.md, "TLS floor").
+    const g = L.gib.raw;
+    const f = {
+      upMBs: summary(L.up.raw, 0),
+      downMBs: summary(L.down.raw, 0),
+      upVsDirect: summary(L.ratio.up.raw, 2),
+      downVsDirect: summary(L.ratio.down.raw, 2),
+      cpuSecPerGiB: Object.fromEntries(Object.entries(g).map(([n, xs]) => [n, summary(xs, 2)])),
+      hopUpRatio: summary(over(L.up.hop, L.up.raw), 2),
+      hopDownRatio: summary(over(L.down.hop, L.down.raw), 2),
+      hopCpuPerGiBRatio: summary(over(L.gib.hop.pair, g.pair), 2),
+      ...(BASE_DIR && {
+        baseUpRatio: summary(over(L.up.base, L.up.raw), 2),
+        baseDownRatio: summary(over(L.down.base, L.down.raw), 2),
+        baseCpuPerGiBRatio: summary(over(L.gib.base.pair, g.pair), 2),
+      }),
+    };
+    f.throughputTargetMet = f.hopUpRatio.median >= 0.8 && f.hopDownRatio.median >= 0.8;
+    f.cpuTargetMet = f.hopCpuPerGiBRatio.median <= 1.25;
+    local1.tlsFloor = f;
   }
   const remote1 = remote ? { link: region.note, delayMsEachWay: DELAY_MS, latN: REMOTE_LAT_N, sizeMiB: REMOTE_SIZE / 2 ** 20, ...part(R, () => ({})) } : { skipped: skipReason };
   if (remote) {
@@ -723,6 +767,16 @@ function printTables(rep) {
   if (rep.baseline) {
     versus(rep.local, out, true);
     out.push(`current adds ≤ 0.3 ms p50 to set-up over the baseline: ${rep.local.vsBaseline.setupTargetMet ? 'met' : 'NOT met'}; throughput ≥ 0.8 × the baseline's, up and down: ${rep.local.vsBaseline.throughputTargetMet ? 'met' : 'NOT met'}`);
+  }
+  const f = rep.local.tlsFloor;
+  if (f) {
+    out.push(`\nAgainst raw Node TLS between two processes (bench/peers/tls-pair.mjs), same rounds; per round: path ÷ raw TLS`);
+    out.push(`| | raw TLS pair | entry → exit ÷ raw TLS${rep.baseline ? ' | baseline ÷ raw TLS' : ''} |`);
+    out.push(`|---|---|---|${rep.baseline ? '---|' : ''}`);
+    out.push(`| 1 tunnel up (MB/s) | ${c(f.upMBs, 0)} | ${c(f.hopUpRatio, 2)}${rep.baseline ? ` | ${c(f.baseUpRatio, 2)}` : ''} |`);
+    out.push(`| 1 tunnel down (MB/s) | ${c(f.downMBs, 0)} | ${c(f.hopDownRatio, 2)}${rep.baseline ? ` | ${c(f.baseDownRatio, 2)}` : ''} |`);
+    out.push(`| CPU s/GiB, entry + exit | ${gib({ cpuSecPerGiB: f.cpuSecPerGiB })} | ${c(f.hopCpuPerGiBRatio, 2)}${rep.baseline ? ` | ${c(f.baseCpuPerGiBRatio, 2)}` : ''} |`);
+    out.push(`hop throughput ≥ 0.8 × raw TLS, up and down: ${f.throughputTargetMet ? 'met' : 'NOT met'}; hop CPU per GiB ≤ 1.25 × raw TLS: ${f.cpuTargetMet ? 'met' : 'NOT met'}`);
   }
   if (rep.remote.skipped) out.push(`\nAcross regions: skipped (${rep.remote.skipped})`);
   else {

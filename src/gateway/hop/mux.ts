@@ -16,6 +16,7 @@ import { EventEmitter } from 'node:events';
 import { isIP } from 'node:net';
 import type net from 'node:net';
 import type tls from 'node:tls';
+import { readInto } from '../relay/splice.js';
 
 export const enum Frame {
   Open = 1,
@@ -43,6 +44,93 @@ const MAX_CONTROL = 4096;
 const CONNECTION_HWM = 1024 * 1024;
 /** Most streams open at once on one connection (an OPEN past it is refused; an entry opens another connection well before). */
 export const MAX_STREAMS = 65_536;
+/** A connection's read buffer: a TLS socket hands over one record (at most 16 KiB) per read. */
+const READ_SIZE = 16 * 1024;
+/** The slab flowing streams' bytes of one turn are copied into (see keep()). */
+const SLAB = 1024 * 1024;
+const EMPTY = Buffer.alloc(0);
+
+// DATA bytes for readers that take them this turn: copied from the connection's read buffer into one slab
+// (every connection's, this process), back to back, so a stream's bytes of one turn are one piece of it (no
+// concatenation), and a read costs no allocation. At the end of the turn every stream has handed its piece
+// on; a reader that takes bytes as the pump does (MuxStream.readWith: copied or written before it returns)
+// gets its piece of the slab; a 'data' listener (which may keep it) gets a copy; so the slab is free for the
+// next turn. Bytes still held (a reader that paused) are copied out first.
+let slab = EMPTY;
+let slabAt = 0;
+/** Streams with bytes for their readers at the end of this turn. */
+let due: MuxStream[] = [];
+
+/** `piece` copied into the slab: where it starts. */
+function keep(piece: Buffer): number {
+  if (slab.length - slabAt < piece.length) {
+    slab = Buffer.allocUnsafeSlow(Math.max(SLAB, piece.length));
+    slabAt = 0;
+  }
+  const at = slabAt;
+  piece.copy(slab, at);
+  slabAt += piece.length;
+  return at;
+}
+
+/** Hands `s`'s bytes to its reader once this turn's reads are done (see MuxStream.arrive). */
+function later(s: MuxStream): void {
+  if (due.push(s) === 1) setImmediate(deliverDue);
+}
+
+function deliverDue(): void {
+  const list = due;
+  due = [];
+  for (const s of list) s.deliverNow();
+  for (const s of list) s.unslab();
+  slabAt = 0;
+}
+
+/** Whether `b` is a piece of this turn's slab. */
+const inSlab = (b: Buffer): boolean => b.buffer === slab.buffer && slab !== EMPTY;
+
+// Frames to send are written back to back into buffers of SEND_SIZE, each write a piece of one; a buffer
+// every write of which is done (its callback came) is used again, so a busy connection allocates nothing per
+// frame. A connection whose writes are all done gives its buffer back (an idle one holds none); a few are
+// kept free (SEND_FREE: memory held when idle).
+const SEND_SIZE = 512 * 1024;
+const SEND_FREE = 4;
+
+class SendBuffer {
+  readonly buf = Buffer.allocUnsafeSlow(SEND_SIZE);
+  /** Written up to here; `sent`: handed to the socket up to here. */
+  at = 0;
+  sent = 0;
+  /** Writes not done yet. */
+  pending = 0;
+  /** No more frames go in (full, or its connection closed): free again once `pending` is 0. */
+  retired = false;
+  /** The connection writing into it. */
+  owner: { out: SendBuffer | null } | null = null;
+  readonly done = (): void => {
+    if (--this.pending > 0) return;
+    if (this.retired) return this.release();
+    // All written, and nothing added since: the connection gives it back.
+    if (this.at === this.sent && this.owner !== null && this.owner.out === this) {
+      this.owner.out = null;
+      this.release();
+    }
+  };
+
+  retire(): void {
+    this.retired = true;
+    if (this.pending === 0) this.release();
+  }
+
+  private release(): void {
+    this.at = 0;
+    this.sent = 0;
+    this.retired = false;
+    this.owner = null;
+    if (freeSend.length < SEND_FREE) freeSend.push(this);
+  }
+}
+const freeSend: SendBuffer[] = [];
 
 let pingSeq = 0;
 
@@ -91,7 +179,11 @@ export class MuxSession {
     readonly socket: tls.TLSSocket,
     private readonly o: MuxOptions = {},
   ) {
-    socket.on('data', (chunk: Buffer) => this.read(chunk));
+    // What the proof's reader left (unshifted: frames right behind its line), then every read into a buffer
+    // of its own (no allocation and no stream machinery per record); 'data' where Node offers no such switch.
+    for (let c: Buffer | null; (c = socket.read() as Buffer | null) !== null; ) this.read(c, c.length);
+    const buffer = Buffer.allocUnsafeSlow(READ_SIZE);
+    if (!readInto(socket, buffer, (n) => (this.read(buffer, n), true))) socket.on('data', (chunk: Buffer) => this.read(chunk, chunk.length));
     socket.on('drain', () => this.flushBlocked());
     socket.once('close', () => this.lost());
     socket.on('end', () => socket.end());
@@ -107,19 +199,10 @@ export class MuxSession {
   /** end() was called: a FIN is on its way, and the connection goes within its grace. */
   private ending = false;
 
-  /** Streams with bytes for their readers at the end of this turn. */
-  private due: MuxStream[] = [];
-
-  /** Hands `s`'s bytes to its reader once this turn's reads are done (see MuxStream.arrive). */
-  later(s: MuxStream): void {
-    if (this.due.push(s) === 1) setImmediate(this.deliverDue);
-  }
-
-  private readonly deliverDue = (): void => {
-    const due = this.due;
-    this.due = [];
-    for (const s of due) s.deliverNow();
-  };
+  /** The buffer frames are written into now (null: none; SendBuffer sets it back to null when all of it is written). */
+  out: SendBuffer | null = null;
+  /** Frames are being added by one caller (writeCopy, flush): written to the socket in one write when it is done. */
+  private batching = 0;
 
   /** Whether new streams may be opened on it. */
   usable(): boolean {
@@ -178,18 +261,50 @@ export class MuxSession {
   }
 
   /**
-   * Writes one frame: header and payload copied into one buffer, one write (a corked pair of writes would
-   * go through writev, which copies them together again, and costs more).
+   * Writes one frame: header and payload copied into the send buffer, after the frames before it, and written
+   * to the socket with them in one write (now, or at the end of a batch()): one TLS write for many frames, and
+   * no allocation (a corked series of writes would go through writev, which copies them together again).
    */
   send(type: Frame, id: number, payload?: Uint8Array, from = 0, to = payload?.length ?? 0): void {
     if (this.closed || this.socket.destroyed) return;
     const n = to - from;
-    const f = Buffer.allocUnsafe(HEADER + n);
-    f[0] = type;
-    f.writeUInt32BE(id, 1);
-    f.writeUInt32BE(n, 5);
-    if (n > 0) f.set(payload!.subarray(from, to), HEADER);
-    this.socket.write(f);
+    let o = this.out;
+    if (o === null || o.buf.length - o.at < HEADER + n) {
+      if (o !== null) {
+        this.push();
+        o.retire();
+      }
+      o = this.out = freeSend.pop() ?? new SendBuffer();
+      o.owner = this;
+      if (o.buf.length < HEADER + n) throw new Error('hop frame larger than a send buffer'); // not made: DATA is at most MAX_DATA
+    }
+    const f = o.buf;
+    const at = o.at;
+    f[at] = type;
+    f.writeUInt32BE(id, at + 1);
+    f.writeUInt32BE(n, at + 5);
+    if (n > 0) f.set(payload!.subarray(from, to), at + HEADER);
+    o.at = at + HEADER + n;
+    if (this.batching === 0) this.push();
+  }
+
+  /** Runs `fn`, whose frames go to the socket in one write at its end. */
+  batch(fn: () => void): void {
+    this.batching++;
+    try {
+      fn();
+    } finally {
+      if (--this.batching === 0) this.push();
+    }
+  }
+
+  /** The frames added since the last write, in one write. */
+  private push(): void {
+    const o = this.out;
+    if (o === null || o.at === o.sent || this.socket.destroyed) return;
+    o.pending++;
+    this.socket.write(o.buf.subarray(o.sent, o.at), o.done);
+    o.sent = o.at;
   }
 
   sendWindow(id: number, n: number): void {
@@ -200,7 +315,8 @@ export class MuxSession {
 
   /** Whether the connection takes more now (else streams queue, and flush on its drain). */
   congested(): boolean {
-    return this.socket.writableLength > CONNECTION_HWM;
+    const o = this.out;
+    return this.socket.writableLength + (o === null ? 0 : o.at - o.sent) > CONNECTION_HWM;
   }
 
   block(s: MuxStream): void {
@@ -222,12 +338,13 @@ export class MuxSession {
     if (this.streams.size === 0 && !this.closed) this.o.onIdle?.();
   }
 
-  private read(chunk: Buffer): void {
+  /** `end` bytes of `chunk` arrived; they are copied or handed on before this returns (the buffer is reused). */
+  private read(chunk: Buffer, end: number): void {
     this.lastHeard = Date.now();
     let at = 0;
-    while (at < chunk.length && !this.closed) {
+    while (at < end && !this.closed) {
       if (this.left === 0 && this.headHave < HEADER) {
-        const n = Math.min(HEADER - this.headHave, chunk.length - at);
+        const n = Math.min(HEADER - this.headHave, end - at);
         chunk.copy(this.head, this.headHave, at, at + n);
         this.headHave += n;
         at += n;
@@ -242,14 +359,14 @@ export class MuxSession {
         }
         continue;
       }
-      const n = Math.min(this.left, chunk.length - at);
+      const n = Math.min(this.left, end - at);
       const piece = chunk.subarray(at, at + n);
       at += n;
       this.left -= n;
       if (this.type === Frame.Data) {
         const s = this.streams.get(this.id);
         if (s) s.arrive(piece);
-      } else this.control.push(piece);
+      } else this.control.push(Buffer.from(piece));
       if (this.left === 0) {
         this.headHave = 0;
         if (this.type !== Frame.Data) {
@@ -313,6 +430,8 @@ export class MuxSession {
   private lost(): void {
     if (this.closed) return;
     this.closed = true;
+    this.out?.retire();
+    this.out = null;
     if (this.rttTimer) clearInterval(this.rttTimer);
     for (const p of [...this.pings.values()]) p.done(false);
     for (const s of [...this.streams.values()]) s.lost();
@@ -337,6 +456,10 @@ export class MuxStream extends EventEmitter {
   // Reading: what arrived while paused, and the window given to the peer.
   private flowing: boolean | null = null;
   private readonly inbox: Buffer[] = [];
+  /** This turn's bytes so far, when they went to the slab: slab() from `runStart` to `runEnd` (runBuf null: none). */
+  private runBuf: Buffer | null = null;
+  private runStart = 0;
+  private runEnd = 0;
   private inboxEnd = false;
   private window = INITIAL_WINDOW;
   /** Bytes the peer may still send now. */
@@ -437,12 +560,48 @@ export class MuxStream extends EventEmitter {
       return;
     }
     this.activity++;
-    this.inbox.push(piece);
-    if (this.inbox.length === 1 && this.flowing === true) this.session.later(this);
+    // `piece` is the connection's read buffer: copied. A reader that takes it this turn gets it in the slab,
+    // after this turn's bytes before it; bytes a paused reader holds get a buffer of their own (a slab is
+    // not kept alive for them).
+    if (this.flowing !== true) {
+      this.seal();
+      this.inbox.push(Buffer.from(piece));
+      return;
+    }
+    const first = this.runBuf === null;
+    const at = keep(piece);
+    // One piece per turn, at most DELIVER_MAX (a reader that pauses holds the rest, copied out of the slab).
+    if (this.runBuf === slab && this.runEnd === at && this.runEnd - this.runStart + piece.length <= DELIVER_MAX) this.runEnd += piece.length;
+    else {
+      this.seal();
+      this.runBuf = slab;
+      this.runStart = at;
+      this.runEnd = at + piece.length;
+    }
+    if (first) later(this);
   }
 
-  /** The session's turn (MuxSession.later): what arrived goes to the reader in one piece, then its END. */
+  /** Bytes not handed to the reader yet. */
+  private holding(): boolean {
+    return this.inbox.length > 0 || this.runBuf !== null;
+  }
+
+  /** This turn's run of slab bytes joins the inbox as one piece. */
+  private seal(): void {
+    if (this.runBuf === null) return;
+    this.inbox.push(this.runBuf.subarray(this.runStart, this.runEnd));
+    this.runBuf = null;
+  }
+
+  /** Bytes a paused reader holds in the slab: copied out before the slab is used again (deliverDue). */
+  unslab(): void {
+    this.seal();
+    for (let i = 0; i < this.inbox.length; i++) if (inSlab(this.inbox[i]!)) this.inbox[i] = Buffer.from(this.inbox[i]!);
+  }
+
+  /** The turn's end (deliverDue): what arrived goes to the reader in one piece, then its END. */
   deliverNow(thenEnd = true): void {
+    this.seal();
     while (this.inbox.length > 0 && this.flowing === true && !this.destroyed) {
       // At most DELIVER_MAX at a time: a reader that backs up (and pauses) holds no more than that of it.
       let n = 0;
@@ -459,7 +618,9 @@ export class MuxStream extends EventEmitter {
   }
 
   private deliver(piece: Buffer): void {
-    this.emit('data', piece);
+    if (this.sink !== null) {
+      if (!this.sink.call(this.asSocket(), piece.length, piece)) this.flowing = false;
+    } else this.emit('data', inSlab(piece) ? Buffer.from(piece) : piece);
     this.consumed += piece.length;
     // Credit goes back only while the reader keeps up: one that paused (its customer stopped reading) gets its
     // bytes held here, at most the window, and the peer waits; resume() gives the credit back.
@@ -484,7 +645,7 @@ export class MuxStream extends EventEmitter {
   ended(): void {
     if (this.destroyed || this.inboxEnd) return;
     this.inboxEnd = true;
-    if (this.flowing === true && this.inbox.length === 0) this.finishReading();
+    if (this.flowing === true && !this.holding()) this.finishReading();
     // Else the reader gets it after the bytes before it (deliverNow, or resume).
   }
 
@@ -510,6 +671,16 @@ export class MuxStream extends EventEmitter {
   isPaused(): boolean {
     return this.flowing === false;
   }
+
+  /**
+   * Bytes go to `sink(n, buf)` instead of 'data' (what a socket's `onread` does): the first `n` bytes of `buf`
+   * are the sink's until it returns (it copies what it keeps); false pauses the stream, resume() goes on.
+   */
+  readWith(sink: (this: net.Socket, n: number, buf: Buffer) => boolean): void {
+    this.sink = sink;
+  }
+
+  private sink: ((this: net.Socket, n: number, buf: Buffer) => boolean) | null = null;
 
   /** Nothing is ever held for read(): bytes go to 'data'. */
   read(): null {
@@ -551,15 +722,25 @@ export class MuxStream extends EventEmitter {
     if (this.destroyed || this.writableEnded) return false;
     this.activity++;
     let at = 0;
-    if (this.outBytes === 0) {
-      while (at < n && this.sendable > 0 && !this.session.congested()) {
-        const k = Math.min(n - at, this.sendable, MAX_DATA);
-        this.session.send(Frame.Data, this.id, buf, at, at + k);
-        this.sendable -= k;
-        at += k;
-      }
+    // A connection that takes more takes the whole read (the window allowing): it may go past its mark by one
+    // read, and the pump then waits for its drain, rather than this read being copied into a queue here and
+    // copied again into frames later.
+    if (this.outBytes === 0 && this.sendable > 0 && !this.session.congested()) {
+      this.session.batch(() => {
+        while (at < n && this.sendable > 0) {
+          const k = Math.min(n - at, this.sendable, MAX_DATA);
+          this.session.send(Frame.Data, this.id, buf, at, at + k);
+          this.sendable -= k;
+          at += k;
+        }
+      });
     }
-    if (at === n) return true;
+    if (at === n) {
+      if (!this.session.congested()) return true;
+      this.needDrain = true;
+      this.session.block(this);
+      return false;
+    }
     const rest = Buffer.allocUnsafe(n - at);
     buf.copy(rest, 0, at, n);
     this.outbox.push(rest);
@@ -572,17 +753,11 @@ export class MuxStream extends EventEmitter {
   /** Sends what the peer's window and the connection take now. */
   flush(): void {
     if (this.destroyed) return;
-    while (this.outBytes > 0 && this.sendable > 0) {
-      if (this.session.congested()) return void this.session.block(this);
-      const head = this.outbox[0]!;
-      const n = Math.min(head.length, this.sendable, MAX_DATA);
-      this.session.send(Frame.Data, this.id, head, 0, n);
-      if (n === head.length) this.outbox.shift();
-      else this.outbox[0] = head.subarray(n);
-      this.sendable -= n;
-      this.outBytes -= n;
+    if (this.outBytes > 0 && this.sendable > 0) this.session.batch(() => this.sendQueued());
+    if (this.outBytes > 0) {
+      if (this.sendable > 0) this.session.block(this);
+      return;
     }
-    if (this.outBytes > 0) return;
     if (this.endQueued && !this.endSent) {
       this.endSent = true;
       this.session.send(Frame.End, this.id);
@@ -592,6 +767,19 @@ export class MuxStream extends EventEmitter {
     if (this.needDrain && !this.destroyed) {
       this.needDrain = false;
       this.emit('drain');
+    }
+  }
+
+  /** What is queued, as far as the peer's window and the connection take it. */
+  private sendQueued(): void {
+    while (this.outBytes > 0 && this.sendable > 0 && !this.session.congested()) {
+      const head = this.outbox[0]!;
+      const n = Math.min(head.length, this.sendable, MAX_DATA);
+      this.session.send(Frame.Data, this.id, head, 0, n);
+      if (n === head.length) this.outbox.shift();
+      else this.outbox[0] = head.subarray(n);
+      this.sendable -= n;
+      this.outBytes -= n;
     }
   }
 
@@ -645,7 +833,7 @@ export class MuxStream extends EventEmitter {
   reset(): void {
     // What came before the RESET is the reader's (an answer sent just before the target reset, as a direct
     // connection delivers it): handed on first when the reader takes it now.
-    if (this.inbox.length > 0 && this.flowing === true) this.deliverNow(false); // no 'end': it was reset, not ended
+    if (this.holding() && this.flowing === true) this.deliverNow(false); // no 'end': it was reset, not ended
     this.finish(true, false);
   }
 
@@ -658,7 +846,7 @@ export class MuxStream extends EventEmitter {
       if (this.flowing === true) this.deliverNow();
       return;
     }
-    if (this.inbox.length > 0 && this.flowing === true) this.deliverNow(false); // what arrived before the loss
+    if (this.holding() && this.flowing === true) this.deliverNow(false); // what arrived before the loss
     this.finish(true, false);
   }
 
@@ -675,6 +863,7 @@ export class MuxStream extends EventEmitter {
     this.session.forget(this.id);
     if (this.idleTimer) clearTimeout(this.idleTimer);
     this.inbox.length = 0;
+    this.runBuf = null;
     this.outbox.length = 0;
     this.outBytes = 0;
     this.onReply?.(null);

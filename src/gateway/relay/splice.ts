@@ -55,7 +55,13 @@ export interface Tunnel {
   heldDown: Buffer | null;
 }
 
-type TunnelSocket = net.Socket & { [kTunnel]?: Tunnel; _handle?: StreamHandle | null; encrypted?: boolean; writeCopy?: (buf: Buffer, n: number) => boolean };
+type TunnelSocket = net.Socket & {
+  [kTunnel]?: Tunnel;
+  _handle?: StreamHandle | null;
+  encrypted?: boolean;
+  writeCopy?: (buf: Buffer, n: number) => boolean;
+  readWith?: (sink: (this: net.Socket, n: number, buf: Buffer) => boolean) => void;
+};
 interface StreamHandle {
   fd?: number;
   reading?: boolean;
@@ -239,17 +245,29 @@ function onUpstreamClose(this: TunnelSocket, hadError: boolean): void {
   if (hadError || !t.client.readableEnded) t.client.destroy();
 }
 
+/**
+ * Switches `s`'s reads to `buffer` (what `net.Socket`'s `onread` option does): each read lands there and
+ * `callback(n, buffer)` is called (false pauses the socket), with no allocation and no stream machinery per read.
+ * The bytes are the callback's until it returns. False (nothing changed) when this Node has no such switch.
+ */
+export function readInto(s: net.Socket, buffer: Buffer, callback: (this: net.Socket, n: number, buf: Buffer) => boolean): boolean {
+  const handle = (s as TunnelSocket)._handle;
+  if (!onreadKeys || !handle?.useUserBuffer) return false;
+  const fields = s as unknown as Record<symbol, unknown>;
+  fields[onreadKeys.buffer] = buffer;
+  fields[onreadKeys.callback] = callback;
+  fields[onreadKeys.gen] = null;
+  handle.useUserBuffer(buffer);
+  return true;
+}
+
 /** Everything a socket read before the pump took over (it was paused), then its reads go to `onRead`. */
 function takeOver(s: TunnelSocket): void {
   for (let chunk: Buffer | null; (chunk = s.read() as Buffer | null) !== null; ) onRead.call(s, chunk.length, chunk);
-  const handle = s._handle;
-  if (onreadKeys && handle?.useUserBuffer && s.encrypted !== true) {
-    const fields = s as unknown as Record<symbol, unknown>;
-    fields[onreadKeys.buffer] = shared;
-    fields[onreadKeys.callback] = onRead;
-    fields[onreadKeys.gen] = null;
-    handle.useUserBuffer(shared);
-  } else s.on('data', onData);
+  const reader = onRead as (this: net.Socket, n: number, buf: Buffer) => boolean;
+  // A hop stream hands its bytes over the same way (hop/mux.ts, readWith).
+  if (s.readWith !== undefined) s.readWith(reader);
+  else if (s.encrypted === true || !readInto(s, shared, reader)) s.on('data', onData);
 }
 
 export function splice(conn: SpliceOwner, upstream: net.Socket, earlyData: Buffer): void {
