@@ -9,10 +9,10 @@ import type { RateBudget } from './relay/rate-budget.js';
 import type { AdmitOutcome, GatewayCore } from './core.js';
 import type { DialOutcome, EgressSession, ExitWish } from './dial/dialer.js';
 import { parseProxyHeader } from './wire/proxy-protocol.js';
-import { failureLogReason, httpFailureReply, httpReply, type Failure } from './replies.js';
+import { failureLogReason, httpFailureReply, httpReply, socksFailureReply, type Failure } from './replies.js';
 import { canonicalIp } from './dial/target-policy.js';
 import { AddressScreen } from './dial/target-rules.js';
-import type { LogProtocol, LogReason } from './types.js';
+import type { CloseCause, LogProtocol, LogReason } from './types.js';
 
 export type ListenerKind = 'http' | 'socks5';
 
@@ -465,6 +465,20 @@ export class ClientConn {
   destroy(): void {
     this.socket.destroy();
     this.upstream?.destroy();
+  }
+
+  /**
+   * Closed by a change to its account or user (core.closeWhere). Still resolving or dialling, it has had no answer:
+   * it gets the refusal a new attempt would (HTTP 403 / 407, SOCKS5 reply 0x02) and its record says why; the dial
+   * is abandoned (wanted() is false once it replies). Any other state has answered already (or is not admitted): closed.
+   */
+  cut(cause: CloseCause): void {
+    if (this.closed) return;
+    if (this.state === 'resolving' || this.state === 'dialing') {
+      if (this.listener === 'http') return this.failHttp(cause);
+      return this.refuse(failureLogReason(cause), socksFailureReply(cause));
+    }
+    this.destroy();
   }
 
   /** Admitted or closed: out of its source's count. */

@@ -11,7 +11,7 @@ import { AddressScreen, judgeTarget } from './dial/target-rules.js';
 import { Tunnels } from './relay/open-tunnels.js';
 import { LiveSet, type LiveMember } from './relay/live-set.js';
 import { canonicalIp, parseIp } from './dial/target-policy.js';
-import type { AdmitFailure, AdmitResult, DedicatedEgress, EgressUsageDelta, GatewayLimits, GatewayOptions, GatewayStats, RefusalReason, UsageDelta } from './types.js';
+import type { AdmitFailure, AdmitResult, DedicatedEgress, EgressUsageDelta, GatewayLimits, GatewayOptions, GatewayStats, CloseCause, RefusalReason, UsageDelta } from './types.js';
 import { parseProxyUsername, type ProxyUsername } from '../rules/proxy-username.js';
 import { ipSubject, usageKey, userSubject } from '../rules/usage-key.js';
 
@@ -50,6 +50,8 @@ export interface LiveConn extends LiveMember {
   meteredUp: number;
   meteredDown: number;
   destroy(): void;
+  /** Closed by a change to its account or user: answered `cause` first when it has had no answer yet. */
+  cut(cause: CloseCause): void;
 }
 
 /**
@@ -402,13 +404,14 @@ export class GatewayCore {
     for (const c of this.conns) if (c.accountId >= 0) c.rate = rateFor(c.accountId, c.meterSubject);
   }
 
-  closeWhere(match: (accountId: number, subject: string) => boolean): number {
+  closeWhere(match: (accountId: number, subject: string) => CloseCause | null): number {
     let n = 0;
-    for (const c of this.conns) {
-      if (c.accountId >= 0 && match(c.accountId, c.meterSubject)) {
-        c.destroy();
-        n++;
-      }
+    for (const c of [...this.conns]) {
+      if (c.accountId < 0) continue;
+      const cause = match(c.accountId, c.meterSubject);
+      if (cause === null) continue;
+      c.cut(cause);
+      n++;
     }
     return n;
   }

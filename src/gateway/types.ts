@@ -87,6 +87,9 @@ export interface EgressUsageDelta {
   connections: number;
 }
 
+/** Why a change closes open connections: the plan expired, its traffic is used up, the proxy user was disabled or deleted. */
+export type CloseCause = 'plan_expired' | 'traffic_limit' | 'user_disabled';
+
 /** Why a connection was refused, as the connection log says it (a closed list: docs/support.md). */
 export type LogReason =
   | Exclude<AdmitFailure, 'login_throttled'>
@@ -238,8 +241,12 @@ export interface Gateway {
   collectEgressUsage(): EgressUsageDelta[];
   /** Connections open on this node for an account (and one of its subjects, when given). */
   openConnections(accountId: number, subject?: string): number;
-  /** Closes every open admitted connection whose account and subject `match` says; how many. */
-  closeWhere(match: (accountId: number, subject: string) => boolean): number;
+  /**
+   * Closes every open admitted connection for which `match` gives a cause; how many. One still resolving or
+   * dialling its target has had no answer yet: it is answered the cause's refusal first (HTTP 403 or 407, a
+   * SOCKS5 reply 0x02) and logged with it, as a new attempt would be; the others close.
+   */
+  closeWhere(match: (accountId: number, subject: string) => CloseCause | null): number;
   /**
    * Closes every open outgoing connection (and UDP association) leaving from a local address that `match` says
    * (its address, the account it carries; -1: unknown); how many.

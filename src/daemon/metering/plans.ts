@@ -117,8 +117,8 @@ export interface PlanEnforcerOptions {
   flushAccounts?: (accounts: ReadonlySet<number>) => Promise<boolean>;
   /** Connections open on this node (the gateway's openConnections). */
   openConnections?: (accountId: number, subject?: string) => number;
-  /** Closes open connections that match (the gateway's closeWhere). */
-  close?: (match: (accountId: number, subject: string) => boolean) => number;
+  /** Closes open connections that match, with the refusal that closes them (the gateway's closeWhere). */
+  close?: (match: (accountId: number, subject: string) => 'traffic_limit' | 'plan_expired' | null) => number;
   /** Puts open connections under the budget this gives (the gateway's rebudget), when the plan tables change. */
   rebudget?: (budgetFor: (accountId: number, subject: string) => Budget | null) => void;
   /** Puts open connections under the rate this gives (the gateway's rerate), when the plan tables change. */
@@ -441,7 +441,7 @@ export class PlanEnforcer implements PlanLimits {
   }
 
   private closeRefused(): void {
-    this.opts.close?.((accountId, subject) => this.refusal(accountId, subject) !== null);
+    this.opts.close?.((accountId, subject) => this.refusal(accountId, subject));
   }
 
   // ---- the plans, every 500 ms -------------------------------------------------------------------------

@@ -413,7 +413,7 @@ export async function startDaemon(cfg: ServeConfig, log: DaemonLog, worker: Work
   gatewayRef = gw;
   // A proxy user disabled or deleted (by any node) loses its open connections here as soon as the view hears of it.
   view.onUsersRevoked = (names) => {
-    const n = gw.closeWhere((_accountId, subject) => names.has(subjectUser(subject) ?? ''));
+    const n = gw.closeWhere((_accountId, subject) => (names.has(subjectUser(subject) ?? '') ? 'user_disabled' : null));
     if (n > 0) log.info({ event: 'proxy_user_connections_closed', users: names.size, connections: n }, 'closed the open connections of disabled or deleted proxy users');
   };
   meter.start();

@@ -233,12 +233,12 @@ describe('a limit changed while a connection streams', () => {
     const { store, accountId, use, plan } = await setup();
     await plan({ trafficLimit: 100_000 });
     const rebudgeted: Array<ReturnType<PlanEnforcer['budgetFor']>> = [];
-    const closed: boolean[] = [];
+    const closed: Array<string | null> = [];
     const e = await enforcer(store, {
       grantBytes: 4096,
       openConnections: () => 1,
       rebudget: (budgetFor) => rebudgeted.push(budgetFor(accountId, ALICE)),
-      close: (match) => (closed.push(match(accountId, ALICE)), match(accountId, ALICE) ? 1 : 0),
+      close: (match) => (closed.push(match(accountId, ALICE)), match(accountId, ALICE) !== null ? 1 : 0),
     });
     const b = (await synced(e, accountId, ALICE))!;
     expect(b.remaining).toBe(4096);
@@ -248,7 +248,7 @@ describe('a limit changed while a connection streams', () => {
     await plan({ trafficLimit: 2000 });
     await e.refresh();
     expect(rebudgeted.at(-1)).toBe(b); // the open connection stays under the same budget, now of the lower limit
-    await waitFor('closed as over', () => closed.includes(true), 5_000);
+    await waitFor('closed as over', () => closed.includes('traffic_limit'), 5_000);
     expect(e.refusal(accountId, ALICE)).toBe('traffic_limit');
     expect(b.remaining).toBe(0);
 

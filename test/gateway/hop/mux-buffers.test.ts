@@ -7,9 +7,9 @@ import { once } from 'node:events';
 import net from 'node:net';
 import tls from 'node:tls';
 import { afterEach, describe, expect, it } from 'vitest';
-import { makeHopIdentity } from '../../src/gateway/hop/identity.js';
-import { MuxSession, type MuxStream } from '../../src/gateway/hop/mux.js';
-import { waitFor } from '../helpers/wait.js';
+import { makeHopIdentity } from '../../../src/gateway/hop/identity.js';
+import { MuxSession, type MuxStream } from '../../../src/gateway/hop/mux.js';
+import { waitFor } from '../../helpers/wait.js';
 
 const ID = makeHopIdentity(24 * 3600_000);
 const cleanup: (() => void)[] = [];
