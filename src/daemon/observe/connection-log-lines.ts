@@ -7,7 +7,7 @@ import { closeSync, openSync, writeSync } from 'node:fs';
 import type { ConnectionLogSink, ConnectionRecord } from '../../gateway/types.js';
 import { connectionJson } from '../services/connection-log.js';
 import type { AccountStore } from '../store/index.js';
-import { printable } from './connection-log.js';
+import { escapeControls } from './connection-log.js';
 
 const FLUSH_EVERY_MS = 250;
 const MAX_BUFFERED = 20_000;
@@ -100,8 +100,8 @@ export class ConnectionLogLines implements ConnectionLogSink {
       this.dropped++;
       return;
     }
-    if (r.username !== null) r.username = printable(r.username);
-    if (r.target !== null) r.target = printable(r.target);
+    if (r.username !== null) r.username = escapeControls(r.username);
+    if (r.target !== null) r.target = escapeControls(r.target);
     this.buffer.push(r);
   }
 

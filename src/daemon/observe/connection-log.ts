@@ -31,7 +31,7 @@ const yieldTurn = () => new Promise<void>((r) => setImmediate(r));
 // (PostgreSQL refuses a NUL in text).
 const HAS_CONTROL = /[\x00-\x1f\x7f]/;
 const CONTROL = /[\x00-\x1f\x7f]/g;
-export const printable = (s: string | null): string | null =>
+export const escapeControls = (s: string | null): string | null =>
   s === null || !HAS_CONTROL.test(s) ? s : s.replace(CONTROL, (c) => `\\x${c.charCodeAt(0).toString(16).padStart(2, '0')}`);
 
 export class ConnectionLogWriter implements ConnectionLogSink {
@@ -78,8 +78,8 @@ export class ConnectionLogWriter implements ConnectionLogSink {
       this.dropped++;
       return;
     }
-    if (r.username !== null) r.username = printable(r.username);
-    if (r.target !== null) r.target = printable(r.target);
+    if (r.username !== null) r.username = escapeControls(r.username);
+    if (r.target !== null) r.target = escapeControls(r.target);
     this.buffer.push(r);
     // A full batch goes now rather than at the next tick (bounded by one flush at a time).
     if (this.buffer.length >= this.batch && !this.immediate && this.timer) {

@@ -5,7 +5,7 @@
 import http from 'node:http';
 import { formatHostPort, type HostPort } from '../../rules/host-port.js';
 import { DAEMON_PATHS } from '../../contract/paths.js';
-import { printable } from '../observe/connection-log.js';
+import { escapeControls } from '../observe/connection-log.js';
 import { ConfigError, isWildcardHost, parseHostPort } from './config.js';
 
 /** The most of an answer's body kept (a /healthz body is a few dozen bytes). */
@@ -63,7 +63,7 @@ function healthy(a: HealthAnswer): boolean {
 /** Why an answer is not healthy, in a line (what it said, escaped: it may come from any server). */
 function notHealthy(a: HealthAnswer, url: string): string {
   if (a.status === null) return `no answer from ${url} (${a.text})`;
-  const said = printable(a.text.slice(0, 300));
+  const said = escapeControls(a.text.slice(0, 300));
   if (a.status === 200) return `${url} answered 200 but not as proxyd does ({"status":"ok"}): is it the address proxyd serves its API on (--api-listen, PROXYD_API_LISTEN)? It said: ${said}`;
   return `${url} answered ${a.status}: ${said}`;
 }

@@ -3,7 +3,7 @@
 // the log, control characters are stored escaped (and which ones: C0 and DEL, nothing else), and the console's
 // bounded scan reads only the account's newest records.
 import { afterEach, describe, expect, it } from 'vitest';
-import { ConnectionLogWriter, printable } from '../../../src/daemon/observe/connection-log.js';
+import { ConnectionLogWriter, escapeControls } from '../../../src/daemon/observe/connection-log.js';
 import { openStore, type ConnectionLogEntry, type Store } from '../../../src/daemon/store/index.js';
 import type { ConnectionRecord } from '../../../src/gateway/types.js';
 import { databaseUrlOf, dataDirFor } from '../../helpers/daemon.js';
@@ -168,10 +168,10 @@ describe('what the log stores of a client-sent name', () => {
     for (let c = 0; c <= 0x100; c++) {
       const s = `a${String.fromCharCode(c)}b`;
       const escaped = c < 0x20 || c === 0x7f;
-      expect(printable(s), `U+${c.toString(16)}`).toBe(escaped ? `a\\x${c.toString(16).padStart(2, '0')}b` : s);
+      expect(escapeControls(s), `U+${c.toString(16)}`).toBe(escaped ? `a\\x${c.toString(16).padStart(2, '0')}b` : s);
     }
-    expect(printable('\u0000\u001f\u007f')).toBe('\\x00\\x1f\\x7f');
-    expect(printable('')).toBe('');
-    expect(printable(null)).toBeNull();
+    expect(escapeControls('\u0000\u001f\u007f')).toBe('\\x00\\x1f\\x7f');
+    expect(escapeControls('')).toBe('');
+    expect(escapeControls(null)).toBeNull();
   });
 });
