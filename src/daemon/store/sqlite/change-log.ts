@@ -23,6 +23,8 @@ const RULES = 'SELECT account_id, deny, allow FROM target_rules';
  * planned it again, ~30 µs (docs/benchmarks/tunnel-cost.md).
  */
 const CHANGES = 'SELECT seq, kind, key FROM change_log WHERE seq > ? ORDER BY seq';
+/** The log's head and how far it was trimmed, read together (one statement reads one snapshot). */
+const HEAD_AND_HORIZON = 'SELECT (SELECT MAX(seq) FROM change_log) AS head, (SELECT trimmed_through FROM change_log_horizon WHERE id = 1) AS t';
 
 export class SqliteChangeLogStore implements ChangeLogStore {
   private readonly snapshotTx;
@@ -92,6 +94,10 @@ export class SqliteChangeLogStore implements ChangeLogStore {
   }
 
   async changesSince(since: number, limit: number): Promise<AdmissionChangeRows | 'behind'> {
+    // Nothing new, what nearly every poll and wake-up finds (this process's own connection-log and usage writes wake
+    // it too): one statement, no transaction. The transaction's answer all the same: at the head, not trimmed past it.
+    const at = stmt<[], { head: number | null; t: number | null }>(this.db, HEAD_AND_HORIZON).get();
+    if (at && at.head !== null && at.head === since && since >= (at.t ?? 0)) return { seq: since, rows: 0, users: [], ips: [], accounts: [], rules: [] };
     return this.changesTx.deferred(since, limit);
   }
 
