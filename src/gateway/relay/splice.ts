@@ -15,6 +15,7 @@ import net from 'node:net';
 import type { ByteBudget } from './byte-budget.js';
 import type { RateBudget } from './rate-budget.js';
 import type { Tunnels } from './open-tunnels.js';
+import { destroySelf } from './sockets.js';
 
 // Bytes one side may have queued in user space before the other side is paused. Only a stalled (or
 // slower) peer ever fills it: a kernel that keeps up takes every chunk straight from the read buffer.
@@ -283,7 +284,7 @@ export function splice(conn: SpliceOwner, upstream: net.Socket, earlyData: Buffe
   // for only once a side backs up (watchDrain).
   if (conn.releaseSocket) conn.releaseSocket();
   else client.on('error', destroyBoth);
-  if (up.listenerCount('error') === 0) up.on('error', destroyBoth);
+  if (up.listenerCount('error', destroySelf) === 0) up.on('error', destroyBoth);
   client.on('end', onEnd);
   up.on('end', onEnd);
   client.on('close', onClientClose);
