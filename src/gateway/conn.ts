@@ -65,9 +65,11 @@ const LINGER_MS = 2000;
 const kConn = Symbol('conn');
 type ConnSocket = net.Socket & { [kConn]?: ClientConn };
 
-/** The tunnel pump takes over error and EOF handling (one listener per event is cheaper). */
+/**
+ * The tunnel pump takes over EOF handling (one listener per event is cheaper). The error listener stays: it destroys
+ * the connection, its upstream with it, as the pump's own would (one listener fewer to take off and put on).
+ */
 export function detachHandshakeListeners(socket: net.Socket): void {
-  socket.removeListener('error', onSocketError);
   socket.removeListener('end', onSocketEnd);
 }
 
@@ -386,7 +388,7 @@ export class ClientConn {
     return Buffer.from(this.queue.takeAll());
   }
 
-  /** The pump takes the socket over: the handshake's listeners come off it. */
+  /** The pump takes the socket over: the handshake's EOF listener comes off it (its error listener stays, see detachHandshakeListeners). */
   releaseSocket(): void {
     detachHandshakeListeners(this.socket);
   }

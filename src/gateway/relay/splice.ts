@@ -37,7 +37,11 @@ export interface SpliceOwner {
   bytesUp: number;
   bytesDown: number;
   readonly core: { readonly tunnels: Tunnels; readonly limits: { readonly idleTimeoutMs: number } };
-  /** Takes the owner's own listeners off its socket as the pump takes it over (a customer's handshake listeners). */
+  /**
+   * Takes the owner's own EOF listener off its socket as the pump takes it over (a customer's handshake listener). An
+   * owner that has this keeps its 'error' listener on the socket, and that listener destroys both sockets (conn.ts's
+   * destroy); one without it gets the pump's.
+   */
   releaseSocket?(): void;
 }
 
@@ -53,6 +57,8 @@ export interface Tunnel {
   /** Bytes read from the client (heldUp) or the target (heldDown) that wait for the byte budget's next grant or the rate's refill. */
   heldUp: Buffer | null;
   heldDown: Buffer | null;
+  /** The sides whose 'drain' the pump listens for (1: the client, 2: the upstream): only those that ever backed up. */
+  drains: number;
 }
 
 type TunnelSocket = net.Socket & {
@@ -84,10 +90,21 @@ function otherSide(t: Tunnel, s: TunnelSocket): TunnelSocket {
   return s === t.client ? t.upstream : t.client;
 }
 
+/** `dst` backed up (its reader is to pause): from now on its 'drain' resumes the other side (onDrain). */
+function backedUp(dst: TunnelSocket): false {
+  const t = dst[kTunnel] as Tunnel;
+  const bit = dst === t.client ? 1 : 2;
+  if ((t.drains & bit) === 0) {
+    t.drains |= bit;
+    dst.on('drain', onDrain);
+  }
+  return false;
+}
+
 /** Send bytes on: straight to the kernel when nothing is queued, else (or for what it left) a copy. */
 function relay(dst: TunnelSocket, buf: Buffer, n: number): boolean {
   // A stream that frames what it writes (a hop stream) copies the bytes into its frames itself: one copy, not two.
-  if (dst.writeCopy !== undefined) return dst.writeCopy(buf, n) && dst.writableLength < MAX_PENDING;
+  if (dst.writeCopy !== undefined) return (dst.writeCopy(buf, n) && dst.writableLength < MAX_PENDING) || backedUp(dst);
   let written = 0;
   // A TLS socket (the hop) has a descriptor under its TLS layer: bytes written there would skip the encryption.
   const fd = dst.encrypted === true ? -1 : (dst._handle?.fd ?? -1);
@@ -105,7 +122,7 @@ function relay(dst: TunnelSocket, buf: Buffer, n: number): boolean {
   const rest = Buffer.allocUnsafe(n - written);
   buf.copy(rest, 0, written, n);
   dst.write(rest);
-  return dst.writableLength < MAX_PENDING;
+  return dst.writableLength < MAX_PENDING || backedUp(dst);
 }
 
 // Called by Node for every read (`this` is the socket); false pauses the reader until the peer drains.
@@ -274,18 +291,20 @@ export function splice(conn: SpliceOwner, upstream: net.Socket, earlyData: Buffe
   const client = conn.socket as TunnelSocket;
   const up = upstream as TunnelSocket;
   conn.upstream = upstream;
-  const t: Tunnel = { liveIndex: -1, conn, client, upstream: up, active: 0, idleSweeps: 0, heldUp: null, heldDown: null };
+  const t: Tunnel = { liveIndex: -1, conn, client, upstream: up, active: 0, idleSweeps: 0, heldUp: null, heldDown: null, drains: 0 };
   client[kTunnel] = t;
   up[kTunnel] = t;
   conn.core.tunnels.add(t);
 
-  conn.releaseSocket?.();
-  up.removeListener('error', destroySelf);
-  for (const s of [client, up]) {
-    s.on('drain', onDrain);
-    s.on('end', onEnd);
-    s.on('error', destroyBoth);
-  }
+  // Listeners per tunnel are what an idle tunnel's set-up costs most (docs/benchmarks/tunnel-cost.md): the owner's and
+  // the dialer's error listeners stay where they end the tunnel as the pump's would (the client's destroys both; the
+  // upstream's destroySelf closes it, and its 'close' with an error destroys the client), and 'drain' is listened
+  // for only once a side backs up (watchDrain).
+  if (conn.releaseSocket) conn.releaseSocket();
+  else client.on('error', destroyBoth);
+  if (up.listenerCount('error', destroySelf) === 0) up.on('error', destroyBoth);
+  client.on('end', onEnd);
+  up.on('end', onEnd);
   client.on('close', onClientClose);
   up.on('close', onUpstreamClose);
 

@@ -77,6 +77,27 @@ describe.each(BACKENDS)('connection log store on %s', (backend) => {
     expect(await store.connectionLog.newestId()).toBeGreaterThan(0);
   });
 
+  it('a batch of plain records and records with an exit or datagrams: every field stored, in order', async () => {
+    const store = await open(backend);
+    // 32 plain (one statement, the node bound once), 32 with one hop record among them, then 6 one by one.
+    const batch: ConnectionLogEntry[] = Array.from({ length: 70 }, (_, i) =>
+      entry({ bytesUp: i, bytesDown: 2 * i, durationMs: i + 1, reason: i % 3 === 0 ? null : 'wrong_password', accountId: i % 2 ? -1 : 7 }),
+    );
+    batch[40] = { ...batch[40]!, exit: 'exit-a', exitMovedFrom: 'exit-b' };
+    batch[66] = { ...batch[66]!, protocol: 'socks5-udp', datagramsUp: 3, datagramsDown: 4 };
+    expect(await store.connectionLog.insert('n7', batch)).toBe('ok');
+    const rows = (await store.connectionLog.query({ limit: 100 })).reverse();
+    expect(rows.map((r) => r.requestId)).toEqual(batch.map((e) => e.requestId));
+    rows.forEach((r, i) => {
+      const e = batch[i]!;
+      expect([r.node, r.bytesUp, r.bytesDown, r.durationMs, r.reason, r.accountId, r.target, r.username, r.protocol]).toEqual(
+        ['n7', e.bytesUp, e.bytesDown, e.durationMs, e.reason, e.accountId, e.target, e.username, e.protocol],
+      );
+    });
+    expect([rows[40]!.exit, rows[40]!.exitMovedFrom, rows[41]!.exit]).toEqual(['exit-a', 'exit-b', null]);
+    expect([rows[66]!.datagramsUp, rows[66]!.datagramsDown, rows[65]!.datagramsUp]).toEqual([3, 4, undefined]);
+  });
+
   it('the writer: a record the database refuses is dropped and counted, the rest written; control characters escaped', async () => {
     const store = await open(backend);
     const writer = new ConnectionLogWriter(store.connectionLog, 'n1', { intervalMs: 50 });

@@ -17,6 +17,14 @@ const SNAPSHOT_PAGE = 10_000;
 /** Users per page when handed over as read: about a millisecond of the event loop each (reading and storing). */
 const STREAM_PAGE = 500;
 const RULES = 'SELECT account_id, deny, allow FROM target_rules';
+/**
+ * The log after a position. Its LIMIT is written in (a statement per batch size, cached by stmt()): SQLite plans with a
+ * bound LIMIT's value, so binding one expires the statement, and every catch-up (each poll and wake-up) parsed and
+ * planned it again, ~30 µs (docs/benchmarks/tunnel-cost.md).
+ */
+const CHANGES = 'SELECT seq, kind, key FROM change_log WHERE seq > ? ORDER BY seq';
+/** The log's head and how far it was trimmed, read together (one statement reads one snapshot). */
+const HEAD_AND_HORIZON = 'SELECT (SELECT MAX(seq) FROM change_log) AS head, (SELECT trimmed_through FROM change_log_horizon WHERE id = 1) AS t';
 
 export class SqliteChangeLogStore implements ChangeLogStore {
   private readonly snapshotTx;
@@ -38,9 +46,10 @@ export class SqliteChangeLogStore implements ChangeLogStore {
     );
     this.changesTx = db.transaction((since: number, limit: number): AdmissionChangeRows | 'behind' => {
       if (since < this.trimmedThrough()) return 'behind';
-      const log = stmt<[number, number], { seq: number; kind: ChangeKind; key: string }>(db,
-        'SELECT seq, kind, key FROM change_log WHERE seq > ? ORDER BY seq LIMIT ?',
-      ).all(since, limit);
+      type LogRow = { seq: number; kind: ChangeKind; key: string };
+      const log = Number.isSafeInteger(limit)
+        ? stmt<[number], LogRow>(db, `${CHANGES} LIMIT ${limit}`).all(since)
+        : stmt<[number, number], LogRow>(db, `${CHANGES} LIMIT ?`).all(since, limit);
       // A position past the head: the database was replaced or restored from a backup.
       if (log.length === 0) return since > this.head() ? 'behind' : { seq: since, rows: 0, users: [], ips: [], accounts: [], rules: [] };
       const out: AdmissionChangeRows = { seq: log[log.length - 1]!.seq, rows: log.length, users: [], ips: [], accounts: [], rules: [] };
@@ -85,6 +94,10 @@ export class SqliteChangeLogStore implements ChangeLogStore {
   }
 
   async changesSince(since: number, limit: number): Promise<AdmissionChangeRows | 'behind'> {
+    // Nothing new, what nearly every poll and wake-up finds (this process's own connection-log and usage writes wake
+    // it too): one statement, no transaction. The transaction's answer all the same: at the head, not trimmed past it.
+    const at = stmt<[], { head: number | null; t: number | null }>(this.db, HEAD_AND_HORIZON).get();
+    if (at && at.head !== null && at.head === since && since >= (at.t ?? 0)) return { seq: since, rows: 0, users: [], ips: [], accounts: [], rules: [] };
     return this.changesTx.deferred(since, limit);
   }
 
