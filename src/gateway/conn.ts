@@ -363,7 +363,7 @@ export class ClientConn {
     this.budget = out.budget ?? null;
     this.rate = out.rate ?? null;
     this.egressSession = out.session;
-    this.exitWish = out.want ?? null;
+    this.exitWish = out.exitWish ?? null;
     this.egressPin = out.pin ?? null;
     return this.closed ? 'gone' : null;
   }
@@ -472,7 +472,7 @@ export class ClientConn {
   /**
    * Closed by a change to its account or user (core.closeWhere). Still resolving or dialling, it has had no answer:
    * it gets the refusal a new attempt would (HTTP 403 / 407, SOCKS5 reply 0x02) and its record says why; the dial
-   * is abandoned (wanted() is false once it replies). Any other state has answered already (or is not admitted): closed.
+   * is abandoned (stillWanted() is false once it replies). Any other state has answered already (or is not admitted): closed.
    */
   cut(cause: CloseCause): void {
     if (this.closed) return;
@@ -544,11 +544,11 @@ function startDial(conn: ClientConn, host: string, port: number): Promise<DialOu
     screen: judged,
     accountId: conn.accountId,
     session: conn.egressSession,
-    want: conn.exitWish,
+    exitWish: conn.exitWish,
     pin: conn.egressPin,
     onlyExits: conn.onlyExits(),
     // Not once the header deadline has answered instead (the connection is then `replying`).
-    wanted: () => !conn.closed && (conn.state === 'resolving' || conn.state === 'dialing'),
+    stillWanted: () => !conn.closed && (conn.state === 'resolving' || conn.state === 'dialing'),
     connecting: (socket) => {
       conn.to('dialing');
       conn.upstream = socket;

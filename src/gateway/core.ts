@@ -18,7 +18,7 @@ import { ipSubject, usageKey, userSubject } from '../rules/usage-key.js';
 export type { DialFailure, ResolveOutcome } from './dial/dialer.js';
 
 export type AdmitOutcome =
-  | { ok: true; accountId: number; session: EgressSession | null; subject: string; budget?: ByteBudget | null; rate?: RateBudget | null; want?: ExitWish | null; key?: string; pin?: string | null }
+  | { ok: true; accountId: number; session: EgressSession | null; subject: string; budget?: ByteBudget | null; rate?: RateBudget | null; exitWish?: ExitWish | null; key?: string; pin?: string | null }
   | { ok: false; reason: AdmitFailure | 'admission_error'; accountId?: number | undefined };
 
 /** What the core tracks of a live client connection (conn.ts's ClientConn), without importing it. */
@@ -97,12 +97,12 @@ function byUser(out: AdmitResult, username: string, parsed: ProxyUsername, dedic
   const subject = userSubject(out.user ?? username);
   if (parsed.kind === 'params' && out.user === parsed.user) {
     const session = parsed.session === null ? null : { key: `${out.accountId}:${parsed.user}:${parsed.session}`, minutes: parsed.minutes };
-    const want = parsed.country === null && parsed.city === null ? null : { country: parsed.country, city: parsed.city };
+    const exitWish = parsed.country === null && parsed.city === null ? null : { country: parsed.country, city: parsed.city };
     if (parsed.ip !== undefined) {
       if (!dedicated || dedicated.nodeOf(out.accountId, parsed.ip) === null) return { ok: false, reason: 'bad_ip_parameter', accountId: out.accountId };
-      return { ok: true, accountId: out.accountId, session, subject, want, pin: parsed.ip };
+      return { ok: true, accountId: out.accountId, session, subject, exitWish, pin: parsed.ip };
     }
-    return { ok: true, accountId: out.accountId, session, subject, want };
+    return { ok: true, accountId: out.accountId, session, subject, exitWish };
   }
   return { ok: true, accountId: out.accountId, session: null, subject };
 }
@@ -358,7 +358,7 @@ export class GatewayCore {
       accountId,
       session: out.session,
       subject,
-      want: out.want ?? null,
+      exitWish: out.exitWish ?? null,
       key,
       pin: out.pin ?? null,
       budget: plans?.budgetFor(accountId, subject) ?? null,

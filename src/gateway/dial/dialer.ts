@@ -87,7 +87,7 @@ export interface DialRequest {
   /** Null: the connection rotates over the pool. */
   session: EgressSession | null;
   /** The username's targeting (`-country-CC-city-NAME`); null or absent: any exit. */
-  want?: ExitWish | null;
+  exitWish?: ExitWish | null;
   /** A dedicated address the username named (`-ip-A.B.C.D`): the connection leaves from it or not at all. */
   pin?: string | null;
   /** An entry: only these exits may carry it (they hold the account's dedicated addresses); null or absent: any. */
@@ -97,7 +97,7 @@ export interface DialRequest {
   /** The admitted account, for an exit to apply its target rules to what a name resolves to (the hop's DIAL carries it). */
   accountId?: number;
   /** Checked once the target is resolved: false abandons the dial. */
-  wanted(): boolean;
+  stillWanted(): boolean;
   /** The socket while it connects, so the caller can destroy it if its client goes away. */
   connecting(socket: net.Socket): void;
 }
@@ -108,12 +108,12 @@ export type { UdpCarrier } from './udp-out.js';
 export interface AssociateRequest {
   /** Null: the association rotates over the pool. */
   session: EgressSession | null;
-  want?: ExitWish | null;
+  exitWish?: ExitWish | null;
   pin?: string | null;
   onlyExits?: ReadonlySet<string> | null;
   accountId?: number;
   /** Checked as it waits (an exit's answer, a session's address): false abandons it. */
-  wanted(): boolean;
+  stillWanted(): boolean;
   /**
    * The account's (and the service's) target rules on a datagram's target as asked: a refusal, a screen for the
    * addresses it resolves to, or null (the gateway's judgeTarget for the association's account and user).
@@ -210,12 +210,12 @@ export class DirectDialer implements Dialer {
   }
 
   private connectTo(req: DialRequest, resolved: ResolveOutcome, localAddress: string | undefined, countAs: string | undefined): Promise<DialOutcome> {
-    if (!req.wanted()) return Promise.resolve(null);
+    if (!req.stillWanted()) return Promise.resolve(null);
     if (!resolved.ok) return Promise.resolve({ ok: false, failure: resolved.reason });
     if (countAs) this.o.countEgress(countAs);
     return new Promise((resolve) => {
       const socket = this.connect(resolved.address, resolved.family, req.port, localAddress, (err) => {
-        if (!req.wanted()) {
+        if (!req.stillWanted()) {
           socket.destroy();
           resolve(null);
         } else {
@@ -360,7 +360,7 @@ export class PoolDialer implements Dialer {
   async dial(req: DialRequest): Promise<DialOutcome> {
     const got = this.localFor(req.session);
     const local = typeof got === 'string' || got === null ? got : await got;
-    if (typeof got !== 'string' && got !== null && !req.wanted()) return null;
+    if (typeof got !== 'string' && got !== null && !req.stillWanted()) return null;
     if (local === null) return { ok: false, failure: 'no_exit', detail: NO_SHARED_ADDRESS };
     return this.base.dialFrom(req, local);
   }
@@ -443,7 +443,7 @@ export class PrefixDialer implements Dialer {
     const local = this.localFor(req.session);
     if (typeof local === 'string') return this.base.dialFrom(req, local, this.prefix.text);
     const address = await local;
-    if (!req.wanted()) return null;
+    if (!req.stillWanted()) return null;
     return this.base.dialFrom(req, address, this.prefix.text);
   }
 
@@ -463,13 +463,13 @@ export class LocatedDialer implements Dialer {
   ) {}
 
   dial(req: DialRequest): Promise<DialOutcome> {
-    const miss = unmet(req.want ?? null, this.location);
+    const miss = unmet(req.exitWish ?? null, this.location);
     if (miss !== null) return Promise.resolve({ ok: false, failure: 'no_exit', detail: miss });
     return this.inner.dial(req);
   }
 
   associate(req: AssociateRequest): Promise<AssociateOutcome> {
-    const miss = unmet(req.want ?? null, this.location);
+    const miss = unmet(req.exitWish ?? null, this.location);
     if (miss !== null) return Promise.resolve({ ok: false, failure: 'no_exit', detail: miss });
     return this.inner.associate ? this.inner.associate(req) : Promise.resolve({ ok: false, failure: 'no_exit' });
   }

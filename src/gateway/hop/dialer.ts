@@ -5,7 +5,7 @@ import type { HopLink } from './link.js';
 import { HopUdpCarrier } from './udp-carrier.js';
 
 /** What choosing an exit reads of a request (a connection's or a UDP association's). */
-type Route = Pick<DialRequest, 'session' | 'want' | 'onlyExits' | 'wanted'>;
+type Route = Pick<DialRequest, 'session' | 'exitWish' | 'onlyExits' | 'stillWanted'>;
 
 export class HopDialer implements Dialer {
   constructor(
@@ -30,7 +30,7 @@ export class HopDialer implements Dialer {
   }
 
   private async through(req: Route, ask: (link: HopLink) => Promise<DialOutcome | 'retry'>): Promise<DialOutcome> {
-    const want = req.want ?? null;
+    const want = req.exitWish ?? null;
     const avoid = new Set<string>();
     // An account with dedicated addresses: only exits holding them (none matching → 502 / 0x03 saying so).
     const only = req.onlyExits ?? null;
@@ -48,7 +48,7 @@ export class HopDialer implements Dialer {
         return { ...out, via: { exit: e.row.node, movedFrom } };
       }
       avoid.add(e.row.node);
-      if (!req.wanted()) return null;
+      if (!req.stillWanted()) return null;
     }
     return { ok: false, failure: 'no_exit', detail: only !== null ? NO_DEDICATED_EXIT : this.noExitDetail(want) };
   }

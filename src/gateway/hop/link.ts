@@ -293,7 +293,7 @@ export class HopLink {
   }
 
   /** A UDP association through this exit: the stream its datagrams travel on in frames (hop/udp.ts). */
-  async associate(req: Pick<DialRequest, 'session' | 'accountId' | 'pin' | 'wanted'>): Promise<DialOutcome | 'retry'> {
+  async associate(req: Pick<DialRequest, 'session' | 'accountId' | 'pin' | 'stillWanted'>): Promise<DialOutcome | 'retry'> {
     return this.ask({ ...req, host: '-', port: 0, connecting: () => {} }, encodeHopRequest({ kind: 'udp', session: req.session, accountId: req.accountId, pin: req.pin }));
   }
 
@@ -309,7 +309,7 @@ export class HopLink {
   }
 
   private async askOn(mux: MuxSession, req: DialRequest, line: string): Promise<DialOutcome | 'retry' | 'again'> {
-    if (!req.wanted()) return null;
+    if (!req.stillWanted()) return null;
     if (this.down || mux.closed) return 'retry';
     const st = mux.open(line);
     req.connecting(st.asSocket());
@@ -317,7 +317,7 @@ export class HopLink {
     // The exit answers after its own connect; a hung exit fails its probes and abortWaiting() ends this wait.
     const answer = await st.answer(ANSWER_TIMEOUT_MS);
     this.waiting.delete(st);
-    if (!req.wanted()) {
+    if (!req.stillWanted()) {
       st.destroy();
       return null;
     }

@@ -282,7 +282,7 @@ async function openTunnel(c: Carrier, line: string, o: HopServerOptions): Promis
     session: r.session,
     accountId,
     pin: r.pin ?? null,
-    wanted: () => !s.destroyed,
+    stillWanted: () => !s.destroyed,
     connecting: (u) => (upstream = u),
   });
   if (out === null) {
@@ -313,7 +313,7 @@ async function carryUdp(c: Carrier, o: HopServerOptions, r: Extract<HopRequest, 
     session: r.session,
     accountId,
     pin: r.pin ?? null,
-    wanted: () => !s.destroyed,
+    stillWanted: () => !s.destroyed,
     ...(screen ? { judge: (host: string) => screen(accountId, host) } : {}),
     ...(udp.relayPorts ? { relayPorts: udp.relayPorts } : {}),
     drop: (reason) => udp.drop(reason),

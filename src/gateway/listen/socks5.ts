@@ -143,11 +143,11 @@ export class Socks5Handler implements ProtocolHandler {
       // at the exit) to what a name resolves to.
       const out = await dialer.associate!({
         session: conn.egressSession,
-        want: conn.exitWish,
+        exitWish: conn.exitWish,
         pin: conn.egressPin,
         onlyExits: conn.onlyExits(),
         accountId: conn.accountId,
-        wanted: () => !conn.closed,
+        stillWanted: () => !conn.closed,
         judge: (host) => conn.core.judgeTarget(conn.accountId, host, conn.meterSubject),
         relayPorts: udp.ports,
         drop: (reason) => conn.core.countUdpDrop(reason),

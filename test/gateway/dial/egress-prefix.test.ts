@@ -111,7 +111,7 @@ describe('prefix dialer', () => {
       return { ok: false, failure: 'refused' };
     }
   }
-  const req = (session: DialRequest['session'], wanted = true): DialRequest => ({ host: '::1', port: 9, session, wanted: () => wanted, connecting: () => {} });
+  const req = (session: DialRequest['session'], wanted = true): DialRequest => ({ host: '::1', port: 9, session, stillWanted: () => wanted, connecting: () => {} });
 
   it('a fresh address per connection, one per session, counted under the prefix', async () => {
     const p = prefix('fd7a:5c1e:ab00:1::/64');

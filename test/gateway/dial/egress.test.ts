@@ -98,7 +98,7 @@ describe('pool dialer', () => {
     countRefusal: () => {},
     countEgress: (a) => (counted[a] = (counted[a] ?? 0) + 1),
   });
-  const req = (session: DialRequest['session']): DialRequest => ({ host: '127.0.0.1', port, session, wanted: () => true, connecting: () => {} });
+  const req = (session: DialRequest['session']): DialRequest => ({ host: '127.0.0.1', port, session, stillWanted: () => true, connecting: () => {} });
 
   it('rotates without a session and sticks with one', async () => {
     const dialer = new PoolDialer(direct, pool, new SessionTable(pool.length));
@@ -123,7 +123,7 @@ describe('pool dialer', () => {
 
   it('abandons the dial when the client went away', async () => {
     const dialer = new PoolDialer(direct, pool, new SessionTable(pool.length));
-    expect(await dialer.dial({ ...req(null), wanted: () => false })).toBeNull();
+    expect(await dialer.dial({ ...req(null), stillWanted: () => false })).toBeNull();
   });
 });
 

@@ -133,7 +133,7 @@ describe("each dialer's associate (dial/dialer.ts)", () => {
     });
   const request = (over: Partial<AssociateRequest> = {}): AssociateRequest & { drops: string[] } => {
     const drops: string[] = [];
-    return { session: null, wanted: () => true, drop: (r) => drops.push(r), drops, ...over };
+    return { session: null, stillWanted: () => true, drop: (r) => drops.push(r), drops, ...over };
   };
   const carrierOf = (out: Awaited<ReturnType<DirectDialer['associate']>>): UdpCarrier => {
     if (!out?.ok) throw new Error(`no carrier: ${JSON.stringify(out)}`);
@@ -232,8 +232,8 @@ describe("each dialer's associate (dial/dialer.ts)", () => {
 
   it('a `both` node targeted elsewhere: no_exit naming what was asked, as a CONNECT gets', async () => {
     const dialer = new LocatedDialer(direct(), { country: 'de', city: null });
-    expect(await dialer.associate(request({ want: { country: 'us', city: null } }))).toEqual({ ok: false, failure: 'no_exit', detail: 'no exit for country us' });
-    carrierOf(await dialer.associate(request({ want: { country: 'de', city: null } })));
+    expect(await dialer.associate(request({ exitWish: { country: 'us', city: null } }))).toEqual({ ok: false, failure: 'no_exit', detail: 'no exit for country us' });
+    carrierOf(await dialer.associate(request({ exitWish: { country: 'de', city: null } })));
   });
 
   it("an entry's guard adds the check of its own listeners and relay range to the request", async () => {

@@ -29,7 +29,7 @@ const core = { tunnels: new Tunnels(60_000), limits: { idleTimeoutMs: 60_000 } }
 
 /** A dial as the gateway asks it: wanted while its client is there (here: always), told each socket it tries. */
 function request(host: string, port: number): Parameters<HopLink['dial']>[0] {
-  return { host, port, session: null, wanted: () => true, connecting: () => {} };
+  return { host, port, session: null, stillWanted: () => true, connecting: () => {} };
 }
 
 async function refusedPort(): Promise<number> {
