@@ -28,7 +28,9 @@ import { pct, runInfo, sleep } from './lib/tunnel-bench.mjs';
 
 // The project's statement cache, databases pinned: a better-sqlite3 statement collected as garbage can abort
 // Node 24 (src/daemon/store/sqlite/statements.ts).
-const { pin, stmt } = await import(path.join(path.dirname(fileURLToPath(import.meta.url)), '../dist/daemon/store/sqlite/statements.js'));
+const { pin, stmt } = await import(
+  path.join(path.dirname(fileURLToPath(import.meta.url)), '../dist/daemon/store/sqlite/statements.js')
+);
 
 const argv = process.argv.slice(2);
 const opt = (name, def) => (argv.includes(`--${name}`) ? argv[argv.indexOf(`--${name}`) + 1] : def);
@@ -68,11 +70,22 @@ function dataDirWith(n, keep = null) {
   const dir = keep ?? mkdtempSync(path.join(os.tmpdir(), 'proxyd-admission-'));
   if (keep) mkdirSync(keep, { recursive: true });
   else dirs.push(dir);
-  admin(dir, ['account', 'create', '--email', 'bench@example.com', '--password-stdin', '--verified'], 'bench console password 1\n');
-  admin(dir, ['proxy-user', 'create', '--email', 'bench@example.com', '--username', 'bench', '--password-stdin'], `${PASSWORD}\n`);
+  admin(
+    dir,
+    ['account', 'create', '--email', 'bench@example.com', '--password-stdin', '--verified'],
+    'bench console password 1\n',
+  );
+  admin(
+    dir,
+    ['proxy-user', 'create', '--email', 'bench@example.com', '--username', 'bench', '--password-stdin'],
+    `${PASSWORD}\n`,
+  );
   const db = pin(new Database(path.join(dir, 'proxyd.db')));
   const account = stmt(db, 'SELECT id FROM accounts LIMIT 1').get().id;
-  const ins = stmt(db, "INSERT INTO proxy_users (account_id, username, password_hash, status, created_at, updated_at) VALUES (?, ?, ?, 'active', 0, 0)");
+  const ins = stmt(
+    db,
+    "INSERT INTO proxy_users (account_id, username, password_hash, status, created_at, updated_at) VALUES (?, ?, ?, 'active', 0, 0)",
+  );
   const t0 = Date.now();
   const CHUNK = 50_000;
   for (let i = 0; i < n; i += CHUNK) {
@@ -90,8 +103,29 @@ function dataDirWith(n, keep = null) {
 async function start(dataDir) {
   const t0 = performance.now();
   // --trace-gc: the heap after each major collection (stdout, before and after the ready line).
-  const p = spawn(process.execPath, ['--max-semi-space-size=8', '--trace-gc', PROXYD, 'serve', '--data-dir', dataDir, '--api-listen', '127.0.0.1:0', '--http-proxy-listen', '127.0.0.1:0',
-    '--socks-listen', '127.0.0.1:0', '--allow-private-targets', '--log-level', 'warn', '--connection-log-sink', 'off'], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const p = spawn(
+    process.execPath,
+    [
+      '--max-semi-space-size=8',
+      '--trace-gc',
+      PROXYD,
+      'serve',
+      '--data-dir',
+      dataDir,
+      '--api-listen',
+      '127.0.0.1:0',
+      '--http-proxy-listen',
+      '127.0.0.1:0',
+      '--socks-listen',
+      '127.0.0.1:0',
+      '--allow-private-targets',
+      '--log-level',
+      'warn',
+      '--connection-log-sink',
+      'off',
+    ],
+    { stdio: ['ignore', 'pipe', 'pipe'] },
+  );
   procs.push(p);
   const tail = [];
   const gcLines = [];
@@ -150,11 +184,16 @@ function tunnel(proxy, tport, due) {
     };
     s.setTimeout(10_000, () => done('timeout'));
     s.on('error', (e) => done(e.code ?? 'error'));
-    s.on('connect', () => s.write(`CONNECT 127.0.0.1:${tport} HTTP/1.1\r\nProxy-Authorization: Basic ${Buffer.from(`bench:${PASSWORD}`).toString('base64')}\r\n\r\n`));
+    s.on('connect', () =>
+      s.write(
+        `CONNECT 127.0.0.1:${tport} HTTP/1.1\r\nProxy-Authorization: Basic ${Buffer.from(`bench:${PASSWORD}`).toString('base64')}\r\n\r\n`,
+      ),
+    );
     s.on('data', (d) => {
       buf += d.toString('latin1');
       const end = buf.indexOf('\r\n\r\n');
-      if (end >= 0 && buf.length > end + 4) done(buf.startsWith('HTTP/1.1 200') ? performance.now() - due : buf.slice(0, 12));
+      if (end >= 0 && buf.length > end + 4)
+        done(buf.startsWith('HTTP/1.1 200') ? performance.now() - due : buf.slice(0, 12));
     });
   });
 }
@@ -175,12 +214,15 @@ async function main() {
   // Collections from here on happen under the traffic (ms since the daemon's start, as --trace-gc counts).
   d.trafficFromMs = performance.now() - d.t0;
   const bytesPerUser = (rss - emptyRss) / USERS;
-  log(`load (spawn → ready) ${(d.loadMs / 1000).toFixed(2)} s; RSS ${(rss / 2 ** 20).toFixed(0)} MiB vs ${(emptyRss / 2 ** 20).toFixed(0)} MiB empty: ${bytesPerUser.toFixed(0)} B per user`);
+  log(
+    `load (spawn → ready) ${(d.loadMs / 1000).toFixed(2)} s; RSS ${(rss / 2 ** 20).toFixed(0)} MiB vs ${(emptyRss / 2 ** 20).toFixed(0)} MiB empty: ${bytesPerUser.toFixed(0)} B per user`,
+  );
 
   const t = await target();
   const [host, port] = d.ready.httpProxy.split(':');
   const proxy = { host, port: Number(port) };
-  const metric = async (name) => Number(new RegExp(`^${name} (\\d+)`, 'm').exec(await (await fetch(`${d.ready.api}/metrics`)).text())?.[1] ?? NaN);
+  const metric = async (name) =>
+    Number(new RegExp(`^${name} (\\d+)`, 'm').exec(await (await fetch(`${d.ready.api}/metrics`)).text())?.[1] ?? NaN);
   // Steady traffic (open loop) from a quiet spell on; then a reload (SIGHUP) at a time, each after the one before
   // has finished (its count in /metrics moved) and a quiet spell.
   const samples = [];
@@ -234,13 +276,20 @@ async function main() {
   for (const s of samples) if (typeof s.ms !== 'number') s.ms = null;
   const failed = samples.filter((s) => s.ms === null).length;
   const windows = new Map();
-  for (const s of samples) if (s.ms !== null) (windows.get(Math.floor(s.at / WINDOW_MS)) ?? windows.set(Math.floor(s.at / WINDOW_MS), []).get(Math.floor(s.at / WINDOW_MS))).push(s.ms);
+  for (const s of samples)
+    if (s.ms !== null)
+      (
+        windows.get(Math.floor(s.at / WINDOW_MS)) ??
+        windows.set(Math.floor(s.at / WINDOW_MS), []).get(Math.floor(s.at / WINDOW_MS))
+      ).push(s.ms);
   // A window with any part of a reload in it (SIGHUP to counted), or the one after.
-  const withReload = new Set(reloads.flatMap(({ from, to }) => {
-    const ws = [];
-    for (let w = Math.floor(from / WINDOW_MS); w <= Math.floor(to / WINDOW_MS) + 1; w++) ws.push(w);
-    return ws;
-  }));
+  const withReload = new Set(
+    reloads.flatMap(({ from, to }) => {
+      const ws = [];
+      for (let w = Math.floor(from / WINDOW_MS); w <= Math.floor(to / WINDOW_MS) + 1; w++) ws.push(w);
+      return ws;
+    }),
+  );
   const p99s = (pred) => [...windows].filter(([w]) => w > 0 && pred(w)).map(([, xs]) => pct(xs, 99));
   const quiet = p99s((w) => !withReload.has(w));
   const loaded = p99s((w) => withReload.has(w));
@@ -254,7 +303,10 @@ async function main() {
     bytes_per_user: Math.round(bytesPerUser),
     heap_mib: heapAfterMajor,
     empty_heap_mib: empty.heapMib,
-    heap_bytes_per_user: heapAfterMajor !== null && empty.heapMib !== null ? Math.round(((heapAfterMajor - empty.heapMib) * 2 ** 20) / USERS) : null,
+    heap_bytes_per_user:
+      heapAfterMajor !== null && empty.heapMib !== null
+        ? Math.round(((heapAfterMajor - empty.heapMib) * 2 ** 20) / USERS)
+        : null,
     major_gcs_in_traffic: gc.filter((l) => Number(/(\d+) ms: Mark-Compact/.exec(l)?.[1]) > d.trafficFromMs).length,
     rate: RATE,
     reloads: RELOADS,
@@ -263,17 +315,29 @@ async function main() {
     failures,
     samples: samples.length,
     p99_quiet_ms: { median: +pct(quiet, 50).toFixed(2), max: +Math.max(...quiet).toFixed(2), windows: quiet.length },
-    p99_reload_windows_ms: { median: +pct(loaded, 50).toFixed(2), max: +Math.max(...loaded).toFixed(2), windows: loaded.length },
+    p99_reload_windows_ms: {
+      median: +pct(loaded, 50).toFixed(2),
+      max: +Math.max(...loaded).toFixed(2),
+      windows: loaded.length,
+    },
     // Each window's p99 (ms), `r` marking the reload windows.
-    windows: [...windows].filter(([w]) => w > 0).sort((a, b) => a[0] - b[0]).map(([w, xs]) => `${w}${withReload.has(w) ? 'r' : ''}:${pct(xs, 99).toFixed(1)}`).join(' '),
+    windows: [...windows]
+      .filter(([w]) => w > 0)
+      .sort((a, b) => a[0] - b[0])
+      .map(([w, xs]) => `${w}${withReload.has(w) ? 'r' : ''}:${pct(xs, 99).toFixed(1)}`)
+      .join(' '),
     p99_moved_ms: +(Math.max(...loaded) - pct(quiet, 50)).toFixed(2),
     ...runInfo(argv, loadBefore, os.loadavg()),
   };
   d.p.kill('SIGTERM');
   console.log(JSON.stringify(out));
   setTimeout(() => process.exit(0), 100); // the daemon's pipes must not keep the bench alive
-  log(`heap after the last major GC ${out.heap_mib} MiB vs ${out.empty_heap_mib} empty (${out.heap_bytes_per_user} B per user); reloads took ${out.reload_s.join(', ')} s; ${out.major_gcs_in_traffic} major GCs under traffic`);
-  log(`p99 per ${WINDOW_MS} ms window: quiet median ${out.p99_quiet_ms.median} ms (max ${out.p99_quiet_ms.max}), with a reload median ${out.p99_reload_windows_ms.median} ms (max ${out.p99_reload_windows_ms.max}); moved by at most ${out.p99_moved_ms} ms; ${failed} failed`);
+  log(
+    `heap after the last major GC ${out.heap_mib} MiB vs ${out.empty_heap_mib} empty (${out.heap_bytes_per_user} B per user); reloads took ${out.reload_s.join(', ')} s; ${out.major_gcs_in_traffic} major GCs under traffic`,
+  );
+  log(
+    `p99 per ${WINDOW_MS} ms window: quiet median ${out.p99_quiet_ms.median} ms (max ${out.p99_quiet_ms.max}), with a reload median ${out.p99_reload_windows_ms.median} ms (max ${out.p99_reload_windows_ms.max}); moved by at most ${out.p99_moved_ms} ms; ${failed} failed`,
+  );
 }
 
 main().catch((e) => {

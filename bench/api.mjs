@@ -42,7 +42,8 @@ const baseline = args.baseline !== undefined;
 // on 64 keep-alive connections, the earlier generator, whose own CPU share shows in the tail on two cores.
 const client = args.client ?? 'raw';
 if (!['raw', 'undici'].includes(client)) throw new Error('--client is raw or undici');
-if (args.only !== undefined && !['sqlite', 'postgres'].includes(args.only)) throw new Error('--only is sqlite or postgres');
+if (args.only !== undefined && !['sqlite', 'postgres'].includes(args.only))
+  throw new Error('--only is sqlite or postgres');
 if (args.only === 'postgres' && !args['database-url']) throw new Error('--only postgres needs --database-url');
 
 function pct(sorted, p) {
@@ -57,8 +58,26 @@ async function startDaemon(dataDir, logFile, databaseUrl, backend) {
   const nodeFlags = [...SHEBANG_FLAGS, ...(args['node-flags'] ? args['node-flags'].split(' ').filter(Boolean) : [])];
   const proc = spawn(
     pin ? 'taskset' : process.execPath,
-    [...(pin ? ['-c', '0', process.execPath] : []), ...(args.prof ? ['--cpu-prof', `--cpu-prof-dir=${args.prof}`] : []), ...nodeFlags, PROXYD, 'serve', '--data-dir', dataDir, '--api-listen', '127.0.0.1:0', '--http-proxy-listen', '127.0.0.1:0', '--socks-listen', '127.0.0.1:0',
-      '--workers', String(workers), '--log-level', 'info', ...(databaseUrl ? ['--database-url', databaseUrl] : [])],
+    [
+      ...(pin ? ['-c', '0', process.execPath] : []),
+      ...(args.prof ? ['--cpu-prof', `--cpu-prof-dir=${args.prof}`] : []),
+      ...nodeFlags,
+      PROXYD,
+      'serve',
+      '--data-dir',
+      dataDir,
+      '--api-listen',
+      '127.0.0.1:0',
+      '--http-proxy-listen',
+      '127.0.0.1:0',
+      '--socks-listen',
+      '127.0.0.1:0',
+      '--workers',
+      String(workers),
+      '--log-level',
+      'info',
+      ...(databaseUrl ? ['--database-url', databaseUrl] : []),
+    ],
     // Logs at the production default (info, one line per request) into a file, like a log sink would
     // take them; read afterwards for the server-side handling times.
     { stdio: ['ignore', 'pipe', openSync(logFile, 'w')] },
@@ -129,7 +148,9 @@ async function runOne(databaseUrl) {
     const t = mintToken();
     await store.tokens.replace(a.id, t.accessKey, t.secretHash);
     // 20 entries each, so every list answers a full page.
-    if (i < 10_000) for (let k = 0; k < 20; k++) await store.whitelist.claimIp(a.id, `34.${(i >> 8) & 255}.${i & 255}.${k + 1}`, `seed ${k}`);
+    if (i < 10_000)
+      for (let k = 0; k < 20; k++)
+        await store.whitelist.claimIp(a.id, `34.${(i >> 8) & 255}.${i & 255}.${k + 1}`, `seed ${k}`);
     return `api_key=${encodeURIComponent(t.token)}`;
   }
   const listTokens = [];
@@ -143,10 +164,29 @@ async function runOne(databaseUrl) {
   for (let i = 0; i < keyAccounts; i++) {
     const a = await store.accounts.create(`bench-key${i}@example.com`, pwHash, true);
     for (let k = 0; k < 20; k++) {
-      await store.audit.append({ accountId: a.id, actor: { type: 'system', id: 'bench' }, sourceIp: null, requestId: null, action: 'plan.changed', target: null, details: { k } });
+      await store.audit.append({
+        accountId: a.id,
+        actor: { type: 'system', id: 'bench' },
+        sourceIp: null,
+        requestId: null,
+        action: 'plan.changed',
+        target: null,
+        details: { k },
+      });
     }
     const m = mintApiKey();
-    const made = await store.apiKeys.create({ id: m.id, accountId: a.id, name: 'bench', scopes: ['audit:read'], secretHash: m.secretHash, expiresAt: null, allowedIps: [] }, 20);
+    const made = await store.apiKeys.create(
+      {
+        id: m.id,
+        accountId: a.id,
+        name: 'bench',
+        scopes: ['audit:read'],
+        secretHash: m.secretHash,
+        expiresAt: null,
+        allowedIps: [],
+      },
+      20,
+    );
     if (typeof made === 'string') throw new Error(`key: ${made}`);
     keyHeaders.push(`Authorization: Bearer ${m.key}\r\n`);
   }
@@ -160,15 +200,28 @@ async function runOne(databaseUrl) {
   const pub = (i) => `8.8.${(i >> 8) & 255}.${i & 255}`;
   for (let b = 0; b < 2; b++) {
     const items = Array.from({ length: 100 }, (_, i) => ({ ip: pub(b * 100 + i), remark: `seed ${i}` }));
-    await request(`${base}/openapi/v1/proxy/whitelist/add?${addTokens[addRounds + b]}`, { method: 'POST', dispatcher, headers: { 'content-type': 'application/json' }, body: JSON.stringify({ items }) }).then((r) => r.body.json());
+    await request(`${base}/openapi/v1/proxy/whitelist/add?${addTokens[addRounds + b]}`, {
+      method: 'POST',
+      dispatcher,
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ items }),
+    }).then((r) => r.body.json());
   }
 
   // 100-item adds: fresh IPs each time, `addRounds` rounds.
   const addMs = [];
   for (let round = 0; round < addRounds; round++) {
-    const items = Array.from({ length: 100 }, (_, i) => ({ ip: `9.${9 + (round >> 8)}.${round & 255}.${i + 1}`, remark: 'bench' }));
+    const items = Array.from({ length: 100 }, (_, i) => ({
+      ip: `9.${9 + (round >> 8)}.${round & 255}.${i + 1}`,
+      remark: 'bench',
+    }));
     const t0 = performance.now();
-    const res = await request(`${base}/openapi/v1/proxy/whitelist/add?${addTokens[round]}`, { method: 'POST', dispatcher, headers: { 'content-type': 'application/json' }, body: JSON.stringify({ items }) });
+    const res = await request(`${base}/openapi/v1/proxy/whitelist/add?${addTokens[round]}`, {
+      method: 'POST',
+      dispatcher,
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ items }),
+    });
     const body = await res.body.json();
     addMs.push(performance.now() - t0);
     if (body.code !== 200) throw new Error(`add failed: ${JSON.stringify(body).slice(0, 200)}`);
@@ -176,14 +229,30 @@ async function runOne(databaseUrl) {
   addMs.sort((a, b) => a - b);
 
   // Warm up, then an open-loop list load at `rate` requests/s for `seconds`.
-  for (let i = 0; i < 500; i++) await request(`${base}/openapi/v1/proxy/whitelist/list?${q()}`, { dispatcher }).then((r) => r.body.json());
+  for (let i = 0; i < 500; i++)
+    await request(`${base}/openapi/v1/proxy/whitelist/list?${q()}`, { dispatcher }).then((r) => r.body.json());
   // The daemon's own view of the list phase from its Prometheus metrics: GC time and event-loop delay
   // (prom-client resets the delay histogram at each scrape, so the second scrape covers the phase alone).
   const scrape = async () => {
     const text = await request(`${base}/metrics`, { dispatcher }).then((r) => r.body.text());
-    const v = (re) => text.split('\n').filter((l) => re.test(l)).reduce((acc, l) => acc + Number(l.split(' ').pop()), 0);
-    const byKind = Object.fromEntries(text.split('\n').filter((l) => l.startsWith('proxyd_nodejs_gc_duration_seconds_sum')).map((l) => [/kind="(\w+)"/.exec(l)[1], Number(l.split(' ').pop())]));
-    return { byKind, gcSeconds: v(/^proxyd_nodejs_gc_duration_seconds_sum/), gcCount: v(/^proxyd_nodejs_gc_duration_seconds_count/), lagP99: v(/^proxyd_nodejs_eventloop_lag_p99_seconds /), lagMax: v(/^proxyd_nodejs_eventloop_lag_max_seconds /) };
+    const v = (re) =>
+      text
+        .split('\n')
+        .filter((l) => re.test(l))
+        .reduce((acc, l) => acc + Number(l.split(' ').pop()), 0);
+    const byKind = Object.fromEntries(
+      text
+        .split('\n')
+        .filter((l) => l.startsWith('proxyd_nodejs_gc_duration_seconds_sum'))
+        .map((l) => [/kind="(\w+)"/.exec(l)[1], Number(l.split(' ').pop())]),
+    );
+    return {
+      byKind,
+      gcSeconds: v(/^proxyd_nodejs_gc_duration_seconds_sum/),
+      gcCount: v(/^proxyd_nodejs_gc_duration_seconds_count/),
+      lagP99: v(/^proxyd_nodejs_eventloop_lag_p99_seconds /),
+      lagMax: v(/^proxyd_nodejs_eventloop_lag_max_seconds /),
+    };
   };
   const before = await scrape();
   gcLog?.write('--- bench: list phase starts ---\n');
@@ -197,7 +266,13 @@ async function runOne(databaseUrl) {
     const trace = args.trace ? [] : undefined;
     const { hostname, port } = new URL(base);
     let startMonoMs;
-    ({ fromDue: lat, fromSend: latFromSend, errors, elapsedMs, startMonoMs } = await openLoop({ host: hostname, port: Number(port), rate, total, pathFor: listPath, expectPrefix, trace }));
+    ({
+      fromDue: lat,
+      fromSend: latFromSend,
+      errors,
+      elapsedMs,
+      startMonoMs,
+    } = await openLoop({ host: hostname, port: Number(port), rate, total, pathFor: listPath, expectPrefix, trace }));
     if (trace) writeFileSync(`${args.trace}.${backend}.json`, JSON.stringify({ startMonoMs, trace }));
   } else {
     lat = [];
@@ -233,22 +308,44 @@ async function runOne(databaseUrl) {
   // (its counterpart of the token's list page), then the key's authentication alone (a key without the scope: 403
   // after the lock-out check and the key's read, no limit spent, no handler).
   const keyPhase = async (pathFor, headersFor, expect, expectStatus = 200) => {
-    for (let i = 0; i < 200; i++) await request(`${base}${pathFor(i)}`, { dispatcher, headers: { authorization: headersFor(i).slice('Authorization: '.length, -2) } }).then((r) => r.body.text());
+    for (let i = 0; i < 200; i++)
+      await request(`${base}${pathFor(i)}`, {
+        dispatcher,
+        headers: { authorization: headersFor(i).slice('Authorization: '.length, -2) },
+      }).then((r) => r.body.text());
     const { hostname, port } = new URL(base);
     const startedAt = Date.now();
-    const r = await openLoop({ host: hostname, port: Number(port), rate, total, pathFor, headersFor, expectPrefix: expect, expectStatus });
+    const r = await openLoop({
+      host: hostname,
+      port: Number(port),
+      rate,
+      total,
+      pathFor,
+      headersFor,
+      expectPrefix: expect,
+      expectStatus,
+    });
     if (r.errors > 0 && r.fromDue.length === 0) throw new Error(`every request of ${pathFor(0)} failed`);
     return { ...r, startedAt, endedAt: Date.now() };
   };
   const keyAudit = baseline ? null : await keyPhase(() => '/openapi/v1/audit?page_size=20', kh, '{"code":200,');
   // A key of the last account without usage:read, for the 403 phase (403s spend none of its requests).
   const scopeRefused = keyHeaders[keyHeaders.length - 1];
-  const keyAuthOnly = baseline ? null : await keyPhase(() => '/openapi/v1/usage/summary', () => scopeRefused, '{"code":10403,', 403);
+  const keyAuthOnly = baseline
+    ? null
+    : await keyPhase(
+        () => '/openapi/v1/usage/summary',
+        () => scopeRefused,
+        '{"code":10403,',
+        403,
+      );
   await new Promise((r) => setTimeout(r, 200));
   // The daemon's own per-request line carries its handling time: the server side of the latency.
   const serverMs = readFileSync(logFile, 'utf8')
     .split('\n')
-    .filter((l) => l.includes('"route":"/openapi/v1/proxy/whitelist/list"') || (baseline && l.includes('"route":"/healthz"')))
+    .filter(
+      (l) => l.includes('"route":"/openapi/v1/proxy/whitelist/list"') || (baseline && l.includes('"route":"/healthz"')),
+    )
     .map((l) => JSON.parse(l))
     .filter((l) => l.time >= windowStart && typeof l.ms === 'number')
     .map((l) => l.ms)
@@ -264,13 +361,38 @@ async function runOne(databaseUrl) {
     pinned: pin,
     client,
     path: baseline ? '/healthz' : '/openapi/v1/proxy/whitelist/list',
-    list: { rate_target: rate, achieved_rps: Math.round(lat.length / elapsed), requests: lat.length, errors, p50_ms: +pct(lat, 50).toFixed(3), p99_ms: +pct(lat, 99).toFixed(3), max_ms: +lat[lat.length - 1].toFixed(3) },
+    list: {
+      rate_target: rate,
+      achieved_rps: Math.round(lat.length / elapsed),
+      requests: lat.length,
+      errors,
+      p50_ms: +pct(lat, 50).toFixed(3),
+      p99_ms: +pct(lat, 99).toFixed(3),
+      max_ms: +lat[lat.length - 1].toFixed(3),
+    },
     list_from_send: { p50_ms: +pct(latFromSend, 50).toFixed(3), p99_ms: +pct(latFromSend, 99).toFixed(3) },
-    list_server_side: { requests: serverMs.length, p50_ms: serverMs.length ? pct(serverMs, 50) : null, p99_ms: serverMs.length ? pct(serverMs, 99) : null },
-    daemon_during_list: { gc_ms_by_kind: Object.fromEntries(Object.entries(after.byKind).map(([k, x]) => [k, +((x - (before.byKind[k] ?? 0)) * 1000).toFixed(1)])), gc_ms: +((after.gcSeconds - before.gcSeconds) * 1000).toFixed(1), gc_pauses: after.gcCount - before.gcCount, event_loop_delay_p99_ms: +(after.lagP99 * 1000).toFixed(2), event_loop_delay_max_ms: +(after.lagMax * 1000).toFixed(2) },
+    list_server_side: {
+      requests: serverMs.length,
+      p50_ms: serverMs.length ? pct(serverMs, 50) : null,
+      p99_ms: serverMs.length ? pct(serverMs, 99) : null,
+    },
+    daemon_during_list: {
+      gc_ms_by_kind: Object.fromEntries(
+        Object.entries(after.byKind).map(([k, x]) => [k, +((x - (before.byKind[k] ?? 0)) * 1000).toFixed(1)]),
+      ),
+      gc_ms: +((after.gcSeconds - before.gcSeconds) * 1000).toFixed(1),
+      gc_pauses: after.gcCount - before.gcCount,
+      event_loop_delay_p99_ms: +(after.lagP99 * 1000).toFixed(2),
+      event_loop_delay_max_ms: +(after.lagMax * 1000).toFixed(2),
+    },
     ...(keyAudit ? { key_audit_page: phaseStats(keyAudit, logFile, '/openapi/v1/audit') } : {}),
     ...(keyAuthOnly ? { key_auth_only_403: phaseStats(keyAuthOnly, logFile, '/openapi/v1/usage/summary') } : {}),
-    add100: { rounds: addMs.length, p50_ms: +pct(addMs, 50).toFixed(2), p99_ms: +pct(addMs, 99).toFixed(2), max_ms: +addMs[addMs.length - 1].toFixed(2) },
+    add100: {
+      rounds: addMs.length,
+      p50_ms: +pct(addMs, 50).toFixed(2),
+      p99_ms: +pct(addMs, 99).toFixed(2),
+      max_ms: +addMs[addMs.length - 1].toFixed(2),
+    },
   };
   proc.kill('SIGTERM');
   await new Promise((r) => proc.on('exit', r));

@@ -16,7 +16,9 @@ import { fileURLToPath } from 'node:url';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const PROXYD = path.join(ROOT, 'bin/proxyd');
-const args = Object.fromEntries(process.argv.slice(2).reduce((acc, a, i, all) => (a.startsWith('--') ? [...acc, [a.slice(2), all[i + 1]]] : acc), []));
+const args = Object.fromEntries(
+  process.argv.slice(2).reduce((acc, a, i, all) => (a.startsWith('--') ? [...acc, [a.slice(2), all[i + 1]]] : acc), []),
+);
 const RECORDS = Number(args.records ?? 1_000_000);
 const ACCOUNTS = Number(args.accounts ?? 1_000);
 const RUNS = Number(args.runs ?? 3);
@@ -34,7 +36,10 @@ function* records() {
     const head = heads.get(accountId) ?? { seq: 0, hash: GENESIS_HASH };
     const entry = {
       accountId,
-      actor: { type: i % 3 === 0 ? 'token' : 'console', id: i % 3 === 0 ? `ak${accountId.toString(16).padStart(20, '0')}` : 'a1b2c3d4e5f60718' },
+      actor: {
+        type: i % 3 === 0 ? 'token' : 'console',
+        id: i % 3 === 0 ? `ak${accountId.toString(16).padStart(20, '0')}` : 'a1b2c3d4e5f60718',
+      },
       sourceIp: `198.51.${(i >> 8) & 255}.${i & 255}`,
       requestId: `00000000-0000-4000-8000-${String(i).padStart(12, '0')}`,
       action: i % 3 === 0 ? 'whitelist.added' : 'console.login',
@@ -57,7 +62,15 @@ async function appendTimes(store) {
   const ms = [];
   for (let i = 0; i < APPENDS; i++) {
     const t0 = performance.now();
-    await store.audit.append({ accountId: ids[i % ids.length], actor: { type: 'console', id: 'a1b2c3d4e5f60718' }, sourceIp: '198.51.100.7', requestId: `r-${i}`, action: 'console.login', target: null, details: { method: 'password' } });
+    await store.audit.append({
+      accountId: ids[i % ids.length],
+      actor: { type: 'console', id: 'a1b2c3d4e5f60718' },
+      sourceIp: '198.51.100.7',
+      requestId: `r-${i}`,
+      action: 'console.login',
+      target: null,
+      details: { method: 'password' },
+    });
     ms.push(performance.now() - t0);
   }
   ms.sort((a, b) => a - b);
@@ -69,10 +82,14 @@ function verifyRuns(argsFor) {
   const out = [];
   for (let r = 0; r < RUNS; r++) {
     const t0 = performance.now();
-    const p = spawnSync(process.execPath, [PROXYD, 'admin', 'audit', 'verify', ...argsFor], { encoding: 'utf8', maxBuffer: 1 << 20 });
+    const p = spawnSync(process.execPath, [PROXYD, 'admin', 'audit', 'verify', ...argsFor], {
+      encoding: 'utf8',
+      maxBuffer: 1 << 20,
+    });
     const ms = performance.now() - t0;
     const json = JSON.parse(p.stdout);
-    if (p.status !== 0 || !json.ok || json.records !== RECORDS) throw new Error(`verify failed: ${p.status} ${p.stdout} ${p.stderr}`);
+    if (p.status !== 0 || !json.ok || json.records !== RECORDS)
+      throw new Error(`verify failed: ${p.status} ${p.stdout} ${p.stderr}`);
     out.push({ seconds: +(ms / 1000).toFixed(2), records_per_s: Math.round(RECORDS / (ms / 1000)) });
   }
   return out;
@@ -91,22 +108,44 @@ async function sqliteRun() {
   const { pin, stmt } = await import(path.join(ROOT, 'dist/daemon/store/sqlite/statements.js'));
   const db = pin(new Database(path.join(dataDir, 'proxyd.db')));
   db.exec('PRAGMA journal_mode = WAL');
-  const ins = stmt(db, 
+  const ins = stmt(
+    db,
     'INSERT INTO audit_log (id, account_id, seq, time_ms, actor_type, actor_id, source_ip, request_id, action, target, details, prev_hash, hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)',
   );
   const t0 = performance.now();
   let heads = null;
   const write = db.transaction((batch) => {
-    for (const { record: r, detailsJson } of batch) ins.run(r.id, r.accountId, r.seq, r.timeMs, r.actor.type, r.actor.id, r.sourceIp, r.requestId, r.action, r.target, detailsJson, r.prevHash, r.hash);
+    for (const { record: r, detailsJson } of batch)
+      ins.run(
+        r.id,
+        r.accountId,
+        r.seq,
+        r.timeMs,
+        r.actor.type,
+        r.actor.id,
+        r.sourceIp,
+        r.requestId,
+        r.action,
+        r.target,
+        detailsJson,
+        r.prevHash,
+        r.hash,
+      );
   });
   let batch = [];
   for (const x of records()) {
     batch.push(x);
     heads = x.heads;
-    if (batch.length === 50_000) { write(batch); batch = []; }
+    if (batch.length === 50_000) {
+      write(batch);
+      batch = [];
+    }
   }
   write(batch);
-  const putHead = stmt(db, 'INSERT INTO audit_heads (account_id, seq, hash, anchor_seq, anchor_hash) VALUES (?, ?, ?, 0, ?)');
+  const putHead = stmt(
+    db,
+    'INSERT INTO audit_heads (account_id, seq, hash, anchor_seq, anchor_hash) VALUES (?, ?, ?, 0, ?)',
+  );
   db.transaction(() => {
     for (const [id, h] of heads) putHead.run(id, h.seq, h.hash, GENESIS_HASH);
   })();
@@ -115,7 +154,14 @@ async function sqliteRun() {
   const writeS = (performance.now() - t0) / 1000;
   const runs = verifyRuns(['--data-dir', dataDir]);
   rmSync(dataDir, { recursive: true, force: true });
-  return { backend: 'sqlite', append, records: RECORDS, accounts: ACCOUNTS, written_in_s: +writeS.toFixed(1), verify: runs };
+  return {
+    backend: 'sqlite',
+    append,
+    records: RECORDS,
+    accounts: ACCOUNTS,
+    written_in_s: +writeS.toFixed(1),
+    verify: runs,
+  };
 }
 
 async function postgresRun(serverUrl) {
@@ -136,7 +182,21 @@ async function postgresRun(serverUrl) {
     let heads = null;
     let batch = [];
     const flush = async () => {
-      const rows = batch.map(({ record: r, detailsJson }) => [r.id, r.accountId, r.seq, r.timeMs, r.actor.type, r.actor.id, r.sourceIp, r.requestId, r.action, r.target, detailsJson, r.prevHash, r.hash]);
+      const rows = batch.map(({ record: r, detailsJson }) => [
+        r.id,
+        r.accountId,
+        r.seq,
+        r.timeMs,
+        r.actor.type,
+        r.actor.id,
+        r.sourceIp,
+        r.requestId,
+        r.action,
+        r.target,
+        detailsJson,
+        r.prevHash,
+        r.hash,
+      ]);
       await sql`INSERT INTO audit_log (id, account_id, seq, time_ms, actor_type, actor_id, source_ip, request_id, action, target, details, prev_hash, hash)
         SELECT (x->>0)::bigint, (x->>1)::int, (x->>2)::bigint, (x->>3)::bigint, x->>4, x->>5, x->>6, x->>7, x->>8, x->>9, x->>10, x->>11, x->>12
           FROM jsonb_array_elements(${JSON.stringify(rows)}::text::jsonb) x`;
@@ -155,7 +215,14 @@ async function postgresRun(serverUrl) {
     await sql.unsafe('VACUUM ANALYZE audit_log');
     await sql.end();
     const writeS = (performance.now() - t0) / 1000;
-    return { backend: 'postgres', append, records: RECORDS, accounts: ACCOUNTS, written_in_s: +writeS.toFixed(1), verify: verifyRuns(['--database-url', url]) };
+    return {
+      backend: 'postgres',
+      append,
+      records: RECORDS,
+      accounts: ACCOUNTS,
+      written_in_s: +writeS.toFixed(1),
+      verify: verifyRuns(['--database-url', url]),
+    };
   } finally {
     await admin.unsafe(`DROP DATABASE ${name} WITH (FORCE)`);
     await admin.end();

@@ -23,12 +23,35 @@ const ROUNDS = opt('rounds', 3);
 const SAMPLES = opt('samples', 300);
 
 const dataDir = mkdtempSync(path.join(tmpdir(), 'proxyd-flood-bench-'));
-const adminJson = (args, input = '') => JSON.parse(spawnSync(process.execPath, [PROXYD, 'admin', ...args, '--data-dir', dataDir], { input, encoding: 'utf8' }).stdout);
-adminJson(['account', 'create', '--email', 'bench@example.com', '--password-stdin', '--verified'], 'bench password 123\n');
+const adminJson = (args, input = '') =>
+  JSON.parse(
+    spawnSync(process.execPath, [PROXYD, 'admin', ...args, '--data-dir', dataDir], { input, encoding: 'utf8' }).stdout,
+  );
+adminJson(
+  ['account', 'create', '--email', 'bench@example.com', '--password-stdin', '--verified'],
+  'bench password 123\n',
+);
 const pu = adminJson(['proxy-user', 'create', '--email', 'bench@example.com', '--username', 'gooduser']);
 adminJson(['proxy-user', 'create', '--email', 'bench@example.com', '--username', 'victim']);
 const good = Buffer.from(`gooduser:${pu.password}`).toString('base64');
-const proc = spawn(PROXYD, ['serve', '--data-dir', dataDir, '--api-listen', '127.0.0.1:0', '--http-proxy-listen', '127.0.0.1:0', '--socks-listen', '127.0.0.1:0', '--allow-private-targets', '--log-level', 'warn'], { stdio: ['ignore', 'pipe', 'inherit'] });
+const proc = spawn(
+  PROXYD,
+  [
+    'serve',
+    '--data-dir',
+    dataDir,
+    '--api-listen',
+    '127.0.0.1:0',
+    '--http-proxy-listen',
+    '127.0.0.1:0',
+    '--socks-listen',
+    '127.0.0.1:0',
+    '--allow-private-targets',
+    '--log-level',
+    'warn',
+  ],
+  { stdio: ['ignore', 'pipe', 'inherit'] },
+);
 const ready = await new Promise((r) => createInterface({ input: proc.stdout }).once('line', (l) => r(JSON.parse(l))));
 const [phost, pport] = ready.httpProxy.split(':');
 const echo = net.createServer((s) => s.on('error', () => {}).pipe(s)).listen(0, '127.0.0.1');
@@ -44,7 +67,9 @@ function connectOnce(auth, localAddress = '127.0.0.1') {
     const done = (status) => (s.destroy(), resolve({ ms: performance.now() - t0, status }));
     s.setTimeout(10_000, () => done(0));
     s.on('error', () => done(0));
-    s.on('connect', () => s.write(`CONNECT ${target} HTTP/1.1\r\nHost: ${target}\r\nProxy-Authorization: Basic ${auth}\r\n\r\n`));
+    s.on('connect', () =>
+      s.write(`CONNECT ${target} HTTP/1.1\r\nHost: ${target}\r\nProxy-Authorization: Basic ${auth}\r\n\r\n`),
+    );
     s.on('data', (b) => {
       head += b.toString('latin1');
       if (head.includes('\r\n')) done(Number(head.split(' ')[1]));
@@ -89,7 +114,22 @@ for (let round = 0; round < ROUNDS; round++) {
   rows.push({ round, quiet, flooded, attempts_per_s: rate, flood_answers: [...statuses] });
   console.log(JSON.stringify(rows.at(-1)));
 }
-const med = (k, f) => { const xs = rows.map((r) => r[k][f]).sort((a, b) => a - b); return xs[Math.floor(xs.length / 2)]; };
-console.log(JSON.stringify({ summary: true, sources: SOURCES, interval_ms: INTERVAL, quiet_p50: med('quiet', 'p50'), quiet_p99: med('quiet', 'p99'), flooded_p50: med('flooded', 'p50'), flooded_p99: med('flooded', 'p99'), loadavg_before: load0, loadavg_after: loadavg()[0] }));
+const med = (k, f) => {
+  const xs = rows.map((r) => r[k][f]).sort((a, b) => a - b);
+  return xs[Math.floor(xs.length / 2)];
+};
+console.log(
+  JSON.stringify({
+    summary: true,
+    sources: SOURCES,
+    interval_ms: INTERVAL,
+    quiet_p50: med('quiet', 'p50'),
+    quiet_p99: med('quiet', 'p99'),
+    flooded_p50: med('flooded', 'p50'),
+    flooded_p99: med('flooded', 'p99'),
+    loadavg_before: load0,
+    loadavg_after: loadavg()[0],
+  }),
+);
 proc.kill('SIGTERM');
 echo.close();

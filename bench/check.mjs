@@ -26,27 +26,69 @@ function certs() {
   o(['req', '-x509', ...key, '-keyout', 'ca.key', '-out', 'ca.pem', '-days', '2', '-subj', '/CN=bench CA']);
   o(['req', ...key, '-keyout', 'leaf.key', '-out', 'leaf.csr', '-subj', '/CN=localhost']);
   writeFileSync(path.join(dir, 'ext'), 'subjectAltName=IP:127.0.0.1,DNS:localhost\n');
-  o(['x509', '-req', '-in', 'leaf.csr', '-CA', 'ca.pem', '-CAkey', 'ca.key', '-days', '2', '-extfile', 'ext', '-out', 'leaf.pem']);
+  o([
+    'x509',
+    '-req',
+    '-in',
+    'leaf.csr',
+    '-CA',
+    'ca.pem',
+    '-CAkey',
+    'ca.key',
+    '-days',
+    '2',
+    '-extfile',
+    'ext',
+    '-out',
+    'leaf.pem',
+  ]);
   const r = (f) => readFileSync(path.join(dir, f), 'utf8');
   return { ca: r('ca.pem'), caFile: path.join(dir, 'ca.pem'), key: r('leaf.key'), cert: r('leaf.pem') };
 }
 
 async function startDaemon() {
   const dataDir = mkdtempSync(path.join(tmpdir(), 'check-bench-d-'));
-  const proc = spawn(process.execPath, [PROXYD, 'serve', '--data-dir', dataDir, '--api-listen', '127.0.0.1:0', '--http-proxy-listen', '127.0.0.1:0', '--socks-listen', '127.0.0.1:0', '--allow-private-targets', '--egress-address', '127.0.0.2'], { stdio: ['ignore', 'pipe', 'ignore'] });
+  const proc = spawn(
+    process.execPath,
+    [
+      PROXYD,
+      'serve',
+      '--data-dir',
+      dataDir,
+      '--api-listen',
+      '127.0.0.1:0',
+      '--http-proxy-listen',
+      '127.0.0.1:0',
+      '--socks-listen',
+      '127.0.0.1:0',
+      '--allow-private-targets',
+      '--egress-address',
+      '127.0.0.2',
+    ],
+    { stdio: ['ignore', 'pipe', 'ignore'] },
+  );
   const ready = await new Promise((resolve, reject) => {
     createInterface({ input: proc.stdout }).once('line', (l) => resolve(JSON.parse(l)));
     proc.once('exit', (c) => reject(new Error(`proxyd exited ${c}`)));
   });
   const adm = (args, input) => runNode([PROXYD, 'admin', ...args, '--data-dir', dataDir], input);
-  await adm(['account', 'create', '--email', 'b@example.com', '--password-stdin', '--verified'], 'console-password-1\n');
-  const pu = await adm(['proxy-user', 'create', '--email', 'b@example.com', '--username', 'bench', '--password-stdin'], `${PASS}\n`);
+  await adm(
+    ['account', 'create', '--email', 'b@example.com', '--password-stdin', '--verified'],
+    'console-password-1\n',
+  );
+  const pu = await adm(
+    ['proxy-user', 'create', '--email', 'b@example.com', '--username', 'bench', '--password-stdin'],
+    `${PASS}\n`,
+  );
   if (pu.code !== 0) throw new Error(pu.err);
   return { proc, ready };
 }
 
 const listen = (server) => new Promise((r) => server.listen(0, '127.0.0.1', () => r(server.address().port)));
-const echo = (req, res) => res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ ip: req.socket.remoteAddress.replace(/^::ffff:/, '') }));
+const echo = (req, res) =>
+  res
+    .writeHead(200, { 'content-type': 'application/json' })
+    .end(JSON.stringify({ ip: req.socket.remoteAddress.replace(/^::ffff:/, '') }));
 
 function stats(xs) {
   const s = [...xs].sort((a, b) => a - b);
@@ -67,7 +109,12 @@ const paths = [
   ['http proxy -> http target ', `http://bench:${PASS}@${ready.httpProxy}`, `http://127.0.0.1:${httpPort}/ip`],
 ];
 
-console.log(`load average ${(await import('node:os')).loadavg().map((x) => x.toFixed(2)).join(' ')} on ${(await import('node:os')).availableParallelism()} cores`);
+console.log(
+  `load average ${(await import('node:os'))
+    .loadavg()
+    .map((x) => x.toFixed(2))
+    .join(' ')} on ${(await import('node:os')).availableParallelism()} cores`,
+);
 console.log(`proxyctl check on loopback, ${RUNS} runs per path, node ${process.version}, ${new Date().toISOString()}`);
 console.log('in-process performCheck (all stages + direct request), ms:');
 console.log('path                         cold    min    p50    p95    max   stage p50s');
@@ -97,12 +144,24 @@ for (const [label, proxy, target] of paths) {
 const cli = [];
 for (let i = 0; i < 10; i++) {
   const t = performance.now();
-  const r = await runNode([PROXYCTL, '--json', 'check', '--proxy', paths[0][1], '--target', paths[0][2], '--ca', c.caFile]);
+  const r = await runNode([
+    PROXYCTL,
+    '--json',
+    'check',
+    '--proxy',
+    paths[0][1],
+    '--target',
+    paths[0][2],
+    '--ca',
+    c.caFile,
+  ]);
   cli.push(performance.now() - t);
   if (!r.out.includes('"egress_ip": "127.0.0.2"')) throw new Error(`cli: ${r.out}${r.err}`);
 }
 const cs = stats(cli);
-console.log(`\`proxyctl --json check\` process wall time (http -> https, 10 runs), ms: min ${cs.min.toFixed(0)}, p50 ${cs.p50.toFixed(0)}, max ${cs.max.toFixed(0)}`);
+console.log(
+  `\`proxyctl --json check\` process wall time (http -> https, 10 runs), ms: min ${cs.min.toFixed(0)}, p50 ${cs.p50.toFixed(0)}, max ${cs.max.toFixed(0)}`,
+);
 
 proc.kill('SIGTERM');
 process.exit(0);

@@ -13,14 +13,30 @@ import { fileURLToPath } from 'node:url';
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const PROXYCTL = path.join(ROOT, 'bin/proxyctl');
 const args = process.argv.slice(2);
-const RUNS = Number(args[args.indexOf('--runs') + 1]) > 0 && args.includes('--runs') ? Number(args[args.indexOf('--runs') + 1]) : 30;
+const RUNS =
+  Number(args[args.indexOf('--runs') + 1]) > 0 && args.includes('--runs')
+    ? Number(args[args.indexOf('--runs') + 1])
+    : 30;
 const WARMUP = 3;
 const TOKEN = `ak${'0'.repeat(20)}.${'B'.repeat(43)}`;
 
-const items = Array.from({ length: 20 }, (_, i) => ({ whitelist_id: 100 - i, ip: `8.8.0.${i + 1}`, remark: `site ${i}`, status: 1, created_at: '2026-11-21T10:00:00Z' }));
+const items = Array.from({ length: 20 }, (_, i) => ({
+  whitelist_id: 100 - i,
+  ip: `8.8.0.${i + 1}`,
+  remark: `site ${i}`,
+  status: 1,
+  created_at: '2026-11-21T10:00:00Z',
+}));
 const server = createServer((req, res) => {
   res.writeHead(200, { 'content-type': 'application/json', 'x-request-id': 'bench', 'cache-control': 'no-store' });
-  res.end(JSON.stringify({ code: 200, message: 'success', requestId: 'bench', data: { items, page: 1, page_size: 20, total: 20 } }));
+  res.end(
+    JSON.stringify({
+      code: 200,
+      message: 'success',
+      requestId: 'bench',
+      data: { items, page: 1, page_size: 20, total: 20 },
+    }),
+  );
 });
 await new Promise((r) => server.listen(0, '127.0.0.1', r));
 const base = `http://127.0.0.1:${server.address().port}`;
@@ -75,10 +91,22 @@ const verdict = help.over_node_ms <= 60 ? 'PASS' : 'FAIL';
 if (args.includes('--json')) {
   console.log(JSON.stringify({ node: process.version, rows, help_target_ms: 60, verdict }, null, 2));
 } else {
-  console.log(`node ${process.version}, ${RUNS} interleaved runs of each command after ${WARMUP} warm-up rounds, load average ${(await import('node:os')).loadavg().map((x) => x.toFixed(1)).join(' ')}\n`);
+  console.log(
+    `node ${process.version}, ${RUNS} interleaved runs of each command after ${WARMUP} warm-up rounds, load average ${(
+      await import('node:os')
+    )
+      .loadavg()
+      .map((x) => x.toFixed(1))
+      .join(' ')}\n`,
+  );
   console.log('| command | median ms | p90 ms | min ms | over `node -e 0`: median / min |');
   console.log('|---|---:|---:|---:|---:|');
-  for (const r of rows) console.log(`| \`${r.name}\` | ${r.median_ms} | ${r.p90_ms} | ${r.min_ms} | ${r.over_node_ms} / ${r.over_node_min_ms} |`);
-  console.log(`\n--help target: within 60 ms of bare Node (median) -> ${verdict} (+${help.over_node_ms} ms; min +${help.over_node_min_ms} ms)`);
+  for (const r of rows)
+    console.log(
+      `| \`${r.name}\` | ${r.median_ms} | ${r.p90_ms} | ${r.min_ms} | ${r.over_node_ms} / ${r.over_node_min_ms} |`,
+    );
+  console.log(
+    `\n--help target: within 60 ms of bare Node (median) -> ${verdict} (+${help.over_node_ms} ms; min +${help.over_node_min_ms} ms)`,
+  );
 }
 process.exitCode = verdict === 'PASS' ? 0 : 1;

@@ -61,22 +61,54 @@ if (argv[0] === '--flood-worker') {
 
 function startDaemon(extra) {
   const dataDir = mkdtempSync(path.join(tmpdir(), 'proxyd-connlog-bench-'));
-  const admin = (args, input = '') => JSON.parse(spawnSync(process.execPath, [PROXYD, 'admin', ...args, '--data-dir', dataDir], { input, encoding: 'utf8' }).stdout);
-  admin(['account', 'create', '--email', 'bench@example.com', '--password-stdin', '--verified'], 'bench password 123\n');
+  const admin = (args, input = '') =>
+    JSON.parse(
+      spawnSync(process.execPath, [PROXYD, 'admin', ...args, '--data-dir', dataDir], { input, encoding: 'utf8' })
+        .stdout,
+    );
+  admin(
+    ['account', 'create', '--email', 'bench@example.com', '--password-stdin', '--verified'],
+    'bench password 123\n',
+  );
   const pu = admin(['proxy-user', 'create', '--email', 'bench@example.com', '--username', 'gooduser']);
   admin(['proxy-user', 'create', '--email', 'bench@example.com', '--username', 'victim']);
-  const proc = spawn(PROXYD, ['serve', '--data-dir', dataDir, '--api-listen', '127.0.0.1:0', '--http-proxy-listen', '127.0.0.1:0', '--socks-listen', '127.0.0.1:0', '--allow-private-targets', '--log-level', 'warn', ...extra], {
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
+  const proc = spawn(
+    PROXYD,
+    [
+      'serve',
+      '--data-dir',
+      dataDir,
+      '--api-listen',
+      '127.0.0.1:0',
+      '--http-proxy-listen',
+      '127.0.0.1:0',
+      '--socks-listen',
+      '127.0.0.1:0',
+      '--allow-private-targets',
+      '--log-level',
+      'warn',
+      ...extra,
+    ],
+    {
+      stdio: ['ignore', 'pipe', 'inherit'],
+    },
+  );
   return new Promise((resolve) =>
     createInterface({ input: proc.stdout }).once('line', (l) => {
       const ready = JSON.parse(l);
-      resolve({ proc, ready, port: Number(ready.httpProxy.split(':')[1]), auth: Buffer.from(`gooduser:${pu.password}`).toString('base64'), dataDir });
+      resolve({
+        proc,
+        ready,
+        port: Number(ready.httpProxy.split(':')[1]),
+        auth: Buffer.from(`gooduser:${pu.password}`).toString('base64'),
+        dataDir,
+      });
     }),
   );
 }
 
-const pct = (xs, p) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.max(0, Math.ceil((p / 100) * xs.length) - 1))];
+const pct = (xs, p) =>
+  [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.max(0, Math.ceil((p / 100) * xs.length) - 1))];
 const median = (xs) => pct(xs, 50);
 const fmt = (x, d = 2) => x.toFixed(d);
 
@@ -90,14 +122,16 @@ function tunnel(d, target, roundTrip) {
     s.setNoDelay(true);
     s.setTimeout(10_000, () => (s.destroy(), reject(new Error('timeout'))));
     s.on('error', reject);
-    s.on('connect', () => s.write(`CONNECT ${target} HTTP/1.1\r\nHost: ${target}\r\nProxy-Authorization: Basic ${d.auth}\r\n\r\n`));
+    s.on('connect', () =>
+      s.write(`CONNECT ${target} HTTP/1.1\r\nHost: ${target}\r\nProxy-Authorization: Basic ${d.auth}\r\n\r\n`),
+    );
     s.on('data', (b) => {
       if (setup === 0) {
         head += b.toString('latin1');
         if (!head.includes('\r\n\r\n')) return;
         if (!head.startsWith('HTTP/1.1 200')) return reject(new Error(head.split('\r\n')[0]));
         setup = performance.now() - t0;
-        if (!roundTrip) return s.destroy(), resolve(setup);
+        if (!roundTrip) return (s.destroy(), resolve(setup));
         s.write('x');
         return;
       }
@@ -118,19 +152,25 @@ async function tunnelsPerSecond(d, target, conc, secs) {
   let done = 0;
   const cpu0 = cpuSeconds(d.proc.pid);
   const until = performance.now() + secs * 1000;
-  await Promise.all(Array.from({ length: conc }, async () => {
-    while (performance.now() < until) {
-      await tunnel(d, target, true);
-      done++;
-    }
-  }));
+  await Promise.all(
+    Array.from({ length: conc }, async () => {
+      while (performance.now() < until) {
+        await tunnel(d, target, true);
+        done++;
+      }
+    }),
+  );
   return { tps: done / secs, cpuUs: ((cpuSeconds(d.proc.pid) - cpu0) / done) * 1e6 };
 }
 
 async function metrics(d) {
   const text = await (await fetch(`${d.ready.api}/metrics`)).text();
   const m = (name) => Number(new RegExp(`^${name} (\\d+)`, 'm').exec(text)?.[1] ?? NaN);
-  return { buffered: m('proxyd_connection_log_buffered'), dropped: m('proxyd_connection_log_dropped_total'), written: m('proxyd_connection_log_records_total') };
+  return {
+    buffered: m('proxyd_connection_log_buffered'),
+    dropped: m('proxyd_connection_log_dropped_total'),
+    written: m('proxyd_connection_log_records_total'),
+  };
 }
 
 /** CPU seconds (user + system) a process has used. */
@@ -156,7 +196,11 @@ async function main() {
     const quiet = await setupSample(d, target, 400);
     const rss0 = rssMiB(d.proc.pid);
     console.log(`quiet: set-up p50 ${fmt(median(quiet))} ms p99 ${fmt(pct(quiet, 99))} ms; RSS ${fmt(rss0, 1)} MiB`);
-    const worker = fork(fileURLToPath(import.meta.url), ['--flood-worker', String(d.port), String(RATE), String(SECS)], { stdio: 'inherit' });
+    const worker = fork(
+      fileURLToPath(import.meta.url),
+      ['--flood-worker', String(d.port), String(RATE), String(SECS)],
+      { stdio: 'inherit' },
+    );
     const result = new Promise((r) => worker.once('message', r));
     const flooded = [];
     let rssMax = rss0;
@@ -172,12 +216,22 @@ async function main() {
     await new Promise((res) => setTimeout(res, 1500));
     const after = await setupSample(d, target, 400);
     const m = await metrics(d);
-    const rows = spawnSync('sqlite3', [path.join(d.dataDir, 'proxyd.db'), 'SELECT count(*) FROM connection_log'], { encoding: 'utf8' }).stdout.trim();
-    console.log(`flood: ${r.sent} refused attempts sent in ${fmt(r.seconds, 1)} s (${Math.round(r.answered / r.seconds)}/s answered)`);
-    console.log(`good client during the flood: set-up p50 ${fmt(median(flooded))} ms p99 ${fmt(pct(flooded, 99))} ms (${flooded.length} samples)`);
+    const rows = spawnSync('sqlite3', [path.join(d.dataDir, 'proxyd.db'), 'SELECT count(*) FROM connection_log'], {
+      encoding: 'utf8',
+    }).stdout.trim();
+    console.log(
+      `flood: ${r.sent} refused attempts sent in ${fmt(r.seconds, 1)} s (${Math.round(r.answered / r.seconds)}/s answered)`,
+    );
+    console.log(
+      `good client during the flood: set-up p50 ${fmt(median(flooded))} ms p99 ${fmt(pct(flooded, 99))} ms (${flooded.length} samples)`,
+    );
     console.log(`good client after: p50 ${fmt(median(after))} ms p99 ${fmt(pct(after, 99))} ms`);
-    console.log(`daemon RSS: ${fmt(rss0, 1)} MiB quiet, ${fmt(rssMax, 1)} MiB max during the flood, ${fmt(rssMiB(d.proc.pid), 1)} MiB after`);
-    console.log(`log: buffered max ${bufferedMax}, dropped ${m.dropped}, written ${m.written}${rows ? ` (${rows} rows)` : ''}`);
+    console.log(
+      `daemon RSS: ${fmt(rss0, 1)} MiB quiet, ${fmt(rssMax, 1)} MiB max during the flood, ${fmt(rssMiB(d.proc.pid), 1)} MiB after`,
+    );
+    console.log(
+      `log: buffered max ${bufferedMax}, dropped ${m.dropped}, written ${m.written}${rows ? ` (${rows} rows)` : ''}`,
+    );
     d.proc.kill('SIGTERM');
   } else {
     const REPS = opt('reps', 5);
@@ -190,30 +244,52 @@ async function main() {
     const res = { on: { p50: [], p99: [], tps: [], cpu: [] }, off: { p50: [], p99: [], tps: [], cpu: [] } };
     const paired = [];
     for (let rep = 0; rep < REPS; rep++) {
-      for (const [name, d] of rep % 2 === 0 ? [['on', on], ['off', off]] : [['off', off], ['on', on]]) {
+      for (const [name, d] of rep % 2 === 0
+        ? [
+            ['on', on],
+            ['off', off],
+          ]
+        : [
+            ['off', off],
+            ['on', on],
+          ]) {
         const xs = await setupSample(d, target, SAMPLES);
         const { tps, cpuUs } = await tunnelsPerSecond(d, target, CONC, SECS);
         res[name].p50.push(median(xs));
         res[name].p99.push(pct(xs, 99));
         res[name].tps.push(tps);
         res[name].cpu.push(cpuUs);
-        console.log(`rep ${rep + 1} log ${name}: set-up p50 ${fmt(median(xs))} p99 ${fmt(pct(xs, 99))} ms, ${Math.round(tps)} tunnels/s, ${Math.round(cpuUs)} CPU µs/tunnel`);
+        console.log(
+          `rep ${rep + 1} log ${name}: set-up p50 ${fmt(median(xs))} p99 ${fmt(pct(xs, 99))} ms, ${Math.round(tps)} tunnels/s, ${Math.round(cpuUs)} CPU µs/tunnel`,
+        );
       }
-      paired.push({ p50: res.on.p50[rep] - res.off.p50[rep], tps: res.on.tps[rep] / res.off.tps[rep] - 1, cpu: res.on.cpu[rep] / res.off.cpu[rep] - 1 });
+      paired.push({
+        p50: res.on.p50[rep] - res.off.p50[rep],
+        tps: res.on.tps[rep] / res.off.tps[rep] - 1,
+        cpu: res.on.cpu[rep] / res.off.cpu[rep] - 1,
+      });
     }
     const range = (xs, d = 2) => `${fmt(Math.min(...xs), d)}–${fmt(Math.max(...xs), d)}`;
     for (const name of ['on', 'off']) {
       const r = res[name];
-      console.log(`log ${name}: set-up p50 ${fmt(median(r.p50))} ms (${range(r.p50)}), p99 ${fmt(median(r.p99))} ms (${range(r.p99)}), tunnels/s ${Math.round(median(r.tps))} (${range(r.tps, 0)}), CPU µs/tunnel ${Math.round(median(r.cpu))} (${range(r.cpu, 0)})`);
+      console.log(
+        `log ${name}: set-up p50 ${fmt(median(r.p50))} ms (${range(r.p50)}), p99 ${fmt(median(r.p99))} ms (${range(r.p99)}), tunnels/s ${Math.round(median(r.tps))} (${range(r.tps, 0)}), CPU µs/tunnel ${Math.round(median(r.cpu))} (${range(r.cpu, 0)})`,
+      );
     }
     const pp = (k) => paired.map((x) => x[k]);
-    console.log(`paired per round (on − off): set-up p50 median ${fmt(median(pp('p50')), 3)} ms (${range(pp('p50'), 3)}); tunnels/s median ${fmt(median(pp('tps')) * 100, 1)} % (${fmt(Math.min(...pp('tps')) * 100, 1)}–${fmt(Math.max(...pp('tps')) * 100, 1)} %); CPU/tunnel median ${fmt(median(pp('cpu')) * 100, 1)} % (${fmt(Math.min(...pp('cpu')) * 100, 1)}–${fmt(Math.max(...pp('cpu')) * 100, 1)} %)`);
+    console.log(
+      `paired per round (on − off): set-up p50 median ${fmt(median(pp('p50')), 3)} ms (${range(pp('p50'), 3)}); tunnels/s median ${fmt(median(pp('tps')) * 100, 1)} % (${fmt(Math.min(...pp('tps')) * 100, 1)}–${fmt(Math.max(...pp('tps')) * 100, 1)} %); CPU/tunnel median ${fmt(median(pp('cpu')) * 100, 1)} % (${fmt(Math.min(...pp('cpu')) * 100, 1)}–${fmt(Math.max(...pp('cpu')) * 100, 1)} %)`,
+    );
     const m = await metrics(on);
     console.log(`log on: ${m.written} records written, ${m.dropped} dropped`);
     for (const d of [on, off]) d.proc.kill('SIGTERM');
   }
   echo.close();
-  console.log(`load average after ${loadavg().map((x) => x.toFixed(2)).join(' ')}`);
+  console.log(
+    `load average after ${loadavg()
+      .map((x) => x.toFixed(2))
+      .join(' ')}`,
+  );
 }
 
 if (argv[0] !== '--flood-worker') {

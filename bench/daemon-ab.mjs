@@ -30,7 +30,9 @@ const ROUND_MS = Number(opt('round-ms', 1500));
 const WARM_MS = Number(opt('warm-ms', 8000));
 const KIND = opt('kind', 'connect');
 if (!REV) {
-  console.error('usage: node bench/daemon-ab.mjs --rev REV [--squid] [--floor] [--reps 8] [--round-ms 1500] [--warm-ms 8000] [--kind connect|socks5]');
+  console.error(
+    'usage: node bench/daemon-ab.mjs --rev REV [--squid] [--floor] [--reps 8] [--round-ms 1500] [--warm-ms 8000] [--kind connect|socks5]',
+  );
   process.exit(2);
 }
 
@@ -50,8 +52,13 @@ const load0 = os.loadavg();
 const { widenPorts, restorePorts } = portsWidener((...a) => console.error('[daemon-ab]', ...a));
 widenPorts();
 // Interrupted or stopped: the proxies go too, and the port range comes back.
-for (const sig of ['SIGINT', 'SIGTERM']) process.once(sig, () => (procs.forEach((p) => void p.stop()), restorePorts(), process.exit(130)));
-const target = spawn(process.execPath, [path.join(ROOT, 'bench/gateway.mjs'), '--role', 'target', '--port', String(await freePort())], { stdio: ['pipe', 'pipe', 'inherit'] });
+for (const sig of ['SIGINT', 'SIGTERM'])
+  process.once(sig, () => (procs.forEach((p) => void p.stop()), restorePorts(), process.exit(130)));
+const target = spawn(
+  process.execPath,
+  [path.join(ROOT, 'bench/gateway.mjs'), '--role', 'target', '--port', String(await freePort())],
+  { stdio: ['pipe', 'pipe', 'inherit'] },
+);
 procs.push({ stop: () => target.kill('SIGTERM') });
 try {
   const tport = JSON.parse(await new Promise((r) => createInterface({ input: target.stdout }).once('line', r))).port;
@@ -77,9 +84,20 @@ try {
       await sleep(200);
     }
   }
-  const sum = (xs) => ({ median: Math.round(med(xs)), range: `${Math.round(Math.min(...xs))}–${Math.round(Math.max(...xs))}` });
-  const rows = [...res].map(([daemon, x]) => ({ daemon, tunnelsPerSec: sum(x.rate), cpuUsPerTunnel: sum(x.cpu), userUs: sum(x.user), systemUs: sum(x.sys) }));
-  console.log(JSON.stringify({ kind: KIND, reps: REPS, roundMs: ROUND_MS, rows, ...runInfo(argv, load0, os.loadavg()) }, null, 2));
+  const sum = (xs) => ({
+    median: Math.round(med(xs)),
+    range: `${Math.round(Math.min(...xs))}–${Math.round(Math.max(...xs))}`,
+  });
+  const rows = [...res].map(([daemon, x]) => ({
+    daemon,
+    tunnelsPerSec: sum(x.rate),
+    cpuUsPerTunnel: sum(x.cpu),
+    userUs: sum(x.user),
+    systemUs: sum(x.sys),
+  }));
+  console.log(
+    JSON.stringify({ kind: KIND, reps: REPS, roundMs: ROUND_MS, rows, ...runInfo(argv, load0, os.loadavg()) }, null, 2),
+  );
 } finally {
   await Promise.all(procs.map((p) => p.stop()));
   restorePorts();

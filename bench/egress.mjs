@@ -57,7 +57,10 @@ async function runGateway(mode, sessions) {
     const table = new SessionTable(addresses.length);
     for (let i = 0; i < sessions; i++) table.assign(`${account.id}:bench:s${i}`, 1440);
     global.gc?.();
-    memory = { sessions: table.liveSessions, bytesPerSession: Math.round((process.memoryUsage().heapUsed - before) / sessions) };
+    memory = {
+      sessions: table.liveSessions,
+      bytesPerSession: Math.round((process.memoryUsage().heapUsed - before) / sessions),
+    };
     egressPool = { addresses, sessions: table };
   }
   const gw = await startGateway({
@@ -77,7 +80,9 @@ async function runGateway(mode, sessions) {
 // ---------------------------------------------------------------- driver
 
 function startChild(mode, sessions) {
-  const proc = spawn(process.execPath, ['--expose-gc', SELF, '--role', 'gateway', mode, String(sessions)], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const proc = spawn(process.execPath, ['--expose-gc', SELF, '--role', 'gateway', mode, String(sessions)], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
   return new Promise((resolve, reject) => {
     createInterface({ input: proc.stdout }).once('line', (l) => resolve({ proc, ...JSON.parse(l) }));
     proc.once('exit', (c) => reject(new Error(`gateway exited ${c}`)));
@@ -88,7 +93,9 @@ function connectOnce(proxyPort, targetPort, auth) {
   return new Promise((resolve, reject) => {
     const t0 = process.hrtime.bigint();
     const s = net.connect({ port: proxyPort, host: '127.0.0.1', noDelay: true }, () => {
-      s.write(`CONNECT 127.0.0.1:${targetPort} HTTP/1.1\r\nHost: 127.0.0.1:${targetPort}\r\nProxy-Authorization: ${auth}\r\n\r\n`);
+      s.write(
+        `CONNECT 127.0.0.1:${targetPort} HTTP/1.1\r\nHost: 127.0.0.1:${targetPort}\r\nProxy-Authorization: ${auth}\r\n\r\n`,
+      );
     });
     s.once('data', (d) => {
       const ms = Number(process.hrtime.bigint() - t0) / 1e6;
@@ -134,13 +141,35 @@ async function driver() {
       child.proc.kill();
       results[mode].p50.push(median(ms));
       results[mode].p99.push(pct(ms, 99));
-      process.stderr.write(`run ${run + 1} ${mode}: p50 ${median(ms).toFixed(3)} ms, p99 ${pct(ms, 99).toFixed(3)} ms\n`);
+      process.stderr.write(
+        `run ${run + 1} ${mode}: p50 ${median(ms).toFixed(3)} ms, p99 ${pct(ms, 99).toFixed(3)} ms\n`,
+      );
     }
   }
   target.close();
-  const summary = Object.fromEntries(Object.entries(results).map(([m, r]) => [m, { p50_ms: +median(r.p50).toFixed(3), p99_ms: +median(r.p99).toFixed(3) }]));
+  const summary = Object.fromEntries(
+    Object.entries(results).map(([m, r]) => [
+      m,
+      { p50_ms: +median(r.p50).toFixed(3), p99_ms: +median(r.p99).toFixed(3) },
+    ]),
+  );
   const delta = +(summary.sessions.p50_ms - summary.none.p50_ms).toFixed(3);
-  console.log(JSON.stringify({ runs, conns, pool: 1024, liveSessions: memory?.sessions, bytesPerSession: memory?.bytesPerSession, summary, sessionsMinusNoPoolP50Ms: delta, within005: delta <= 0.05 }, null, 2));
+  console.log(
+    JSON.stringify(
+      {
+        runs,
+        conns,
+        pool: 1024,
+        liveSessions: memory?.sessions,
+        bytesPerSession: memory?.bytesPerSession,
+        summary,
+        sessionsMinusNoPoolP50Ms: delta,
+        within005: delta <= 0.05,
+      },
+      null,
+      2,
+    ),
+  );
 }
 
 // ---------------------------------------------------------------- --cluster
@@ -149,11 +178,37 @@ async function startDaemon(pool) {
   const PROXYD = path.join(ROOT, 'bin/proxyd');
   const dataDir = mkdtempSync(path.join(tmpdir(), 'egress-bench-d-'));
   const adm = (a, input) => runNode([PROXYD, 'admin', ...a, '--data-dir', dataDir], input);
-  await adm(['account', 'create', '--email', 'b@example.com', '--password-stdin', '--verified'], 'console-password-1\n');
-  const pu = await adm(['proxy-user', 'create', '--email', 'b@example.com', '--username', 'bench', '--password-stdin'], `${PASS}\n`);
+  await adm(
+    ['account', 'create', '--email', 'b@example.com', '--password-stdin', '--verified'],
+    'console-password-1\n',
+  );
+  const pu = await adm(
+    ['proxy-user', 'create', '--email', 'b@example.com', '--username', 'bench', '--password-stdin'],
+    `${PASS}\n`,
+  );
   if (pu.code !== 0) throw new Error(pu.err);
-  const proc = spawn(process.execPath, [PROXYD, 'serve', '--data-dir', dataDir, '--api-listen', '127.0.0.1:0', '--http-proxy-listen', '127.0.0.1:0', '--socks-listen', '127.0.0.1:0',
-    '--allow-private-targets', '--workers', '2', '--log-level', 'warn', ...(pool ? ['--egress-pool', '127.0.4.0/22'] : [])], { stdio: ['ignore', 'pipe', 'ignore'] });
+  const proc = spawn(
+    process.execPath,
+    [
+      PROXYD,
+      'serve',
+      '--data-dir',
+      dataDir,
+      '--api-listen',
+      '127.0.0.1:0',
+      '--http-proxy-listen',
+      '127.0.0.1:0',
+      '--socks-listen',
+      '127.0.0.1:0',
+      '--allow-private-targets',
+      '--workers',
+      '2',
+      '--log-level',
+      'warn',
+      ...(pool ? ['--egress-pool', '127.0.4.0/22'] : []),
+    ],
+    { stdio: ['ignore', 'pipe', 'ignore'] },
+  );
   const ready = await new Promise((resolve, reject) => {
     createInterface({ input: proc.stdout }).once('line', (l) => resolve(JSON.parse(l)));
     proc.once('exit', (c) => reject(new Error(`proxyd exited ${c}`)));
@@ -187,7 +242,18 @@ async function clusterDriver() {
     }
   }
   target.close();
-  console.log(JSON.stringify({ workers: 2, runs, conns, p50_ms: Object.fromEntries(Object.entries(results).map(([m, r]) => [m, +median(r).toFixed(3)])) }, null, 2));
+  console.log(
+    JSON.stringify(
+      {
+        workers: 2,
+        runs,
+        conns,
+        p50_ms: Object.fromEntries(Object.entries(results).map(([m, r]) => [m, +median(r).toFixed(3)])),
+      },
+      null,
+      2,
+    ),
+  );
 }
 
 if (args[0] === '--role') await runGateway(args[2], Number(args[3]));

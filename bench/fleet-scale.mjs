@@ -29,7 +29,10 @@ import { pgCluster, postgresCpu } from './lib/pg-cluster.mjs';
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const DIST = path.resolve(process.env.PROXYD_DIST ?? path.join(ROOT, 'dist'));
 const load = (p) => import(pathToFileURL(path.join(DIST, p)).href);
-const la = () => loadavg().map((x) => x.toFixed(2)).join(' ');
+const la = () =>
+  loadavg()
+    .map((x) => x.toFixed(2))
+    .join(' ');
 const { PostgresStore } = await load('daemon/store/postgres/index.js');
 const { UsageMeter, PG_CADENCE } = await load('daemon/metering/meter.js');
 const { ConnectionLogWriter } = await load('daemon/observe/connection-log.js');
@@ -46,7 +49,10 @@ const CONN_RATE = opt('conn-rate', 0);
 const USERS_PER_ACCOUNT = 10;
 const PROBE_ACCOUNT = 9_000_000;
 
-const pct = (xs, p) => (xs.length === 0 ? NaN : [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.max(0, Math.ceil((p / 100) * xs.length) - 1))]);
+const pct = (xs, p) =>
+  xs.length === 0
+    ? NaN
+    : [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.max(0, Math.ceil((p / 100) * xs.length) - 1))];
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 /** Rows inserted and updated per table family, from PostgreSQL's counters (stats flushed by the backends first). */
@@ -56,7 +62,11 @@ async function rowCounters(sql) {
   const out = { usage: 0, connection_log: 0, other: 0, byTable: {} };
   for (const r of rows) {
     const n = Number(r.n_tup_ins) + Number(r.n_tup_upd);
-    const family = r.relname.startsWith('connection_log') ? 'connection_log' : r.relname.startsWith('usage_') ? 'usage' : 'other';
+    const family = r.relname.startsWith('connection_log')
+      ? 'connection_log'
+      : r.relname.startsWith('usage_')
+        ? 'usage'
+        : 'other';
     out[family] += n;
     const key = family === 'connection_log' ? 'connection_log' : r.relname;
     out.byTable[key] = (out.byTable[key] ?? 0) + n;
@@ -64,7 +74,9 @@ async function rowCounters(sql) {
   return out;
 }
 
-console.log(`fleet-scale: dist ${path.relative(ROOT, DIST) || '.'}, nodes ${NODES}, active users ${USERS} (fleet-wide, each on one node, every second), domains per user ${DOMAINS}, limited accounts ${LIMITED}, connection log ${CONN_RATE}/s, warm-up ${WARMUP} s + ${SECS} s measured`);
+console.log(
+  `fleet-scale: dist ${path.relative(ROOT, DIST) || '.'}, nodes ${NODES}, active users ${USERS} (fleet-wide, each on one node, every second), domains per user ${DOMAINS}, limited accounts ${LIMITED}, connection log ${CONN_RATE}/s, warm-up ${WARMUP} s + ${SECS} s measured`,
+);
 console.log(`load average before ${la()}`);
 const pg = await pgCluster({ shared_buffers: '256MB', synchronous_commit: 'on' });
 const admin = postgres(pg.url, { max: 1, onnotice: () => {} });
@@ -90,7 +102,14 @@ try {
     for (let u = n; u < USERS; u += NODES) {
       const accountId = 1 + Math.floor(u / USERS_PER_ACCOUNT);
       for (let k = 0; k < Math.max(1, DOMAINS); k++) {
-        deltas.push({ accountId, subject: `user:u${u}`, target: DOMAINS === 0 ? null : `www.site${(u + k) % 500}.example:443`, bytesUp: 1000 + k, bytesDown: 50_000 + u, connections: 1 });
+        deltas.push({
+          accountId,
+          subject: `user:u${u}`,
+          target: DOMAINS === 0 ? null : `www.site${(u + k) % 500}.example:443`,
+          bytesUp: 1000 + k,
+          bytesDown: 50_000 + u,
+          connections: 1,
+        });
       }
     }
     const probe = { emitted: [], pending: 0, seen: 0 };
@@ -98,7 +117,14 @@ try {
     const collect = () => {
       const out = deltas.slice();
       if (probe.pending > 0) {
-        out.push({ accountId: PROBE_ACCOUNT, subject: `user:probe${n}`, target: 'probe.example:443', bytesUp: probe.pending, bytesDown: 0, connections: probe.pending });
+        out.push({
+          accountId: PROBE_ACCOUNT,
+          subject: `user:probe${n}`,
+          target: 'probe.example:443',
+          bytesUp: probe.pending,
+          bytesDown: 0,
+          connections: probe.pending,
+        });
         probe.pending = 0;
       }
       return out;
@@ -133,7 +159,10 @@ try {
       };
     }
     // The cadence serve.ts gives a node on PostgreSQL (none before it existed: every second, everything).
-    const meter = new UsageMeter(usage, collect, { ...(PG_CADENCE ?? {}), urgent: (accountId) => accountId <= limitedUpTo });
+    const meter = new UsageMeter(usage, collect, {
+      ...(PG_CADENCE ?? {}),
+      urgent: (accountId) => accountId <= limitedUpTo,
+    });
     meters.push(meter);
     if (CONN_RATE > 0) {
       const w = new ConnectionLogWriter(store.connectionLog, `node${n}`, {});
@@ -165,7 +194,13 @@ try {
       if (!measuring) continue;
       const now = Date.now();
       try {
-        const rows = await stores[0].usage.query({ accountId: PROBE_ACCOUNT, period: 'hour', fromMs: Math.floor(now / 3_600_000) * 3_600_000 - 3_600_000, toMs: now + 3_600_000, by: 'subject' });
+        const rows = await stores[0].usage.query({
+          accountId: PROBE_ACCOUNT,
+          period: 'hour',
+          fromMs: Math.floor(now / 3_600_000) * 3_600_000 - 3_600_000,
+          toMs: now + 3_600_000,
+          by: 'subject',
+        });
         const at = performance.now();
         for (const r of rows) {
           const p = probes[Number(r.subject.slice('user:probe'.length))];
@@ -189,9 +224,17 @@ try {
         const n = seq % NODES;
         const u = seq % USERS;
         writers[n].record({
-          startedAt: Date.now(), requestId: `r${n}-${seq}-${t0.toFixed(0)}`, protocol: 'connect', sourceIp: `10.${(u >> 16) & 255}.${(u >> 8) & 255}.${u & 255}`,
-          username: `u${u}`, accountId: 1 + Math.floor(u / USERS_PER_ACCOUNT), target: `www.site${u % 500}.example:443`, reason: null,
-          bytesUp: 1000, bytesDown: 50_000, durationMs: 1200,
+          startedAt: Date.now(),
+          requestId: `r${n}-${seq}-${t0.toFixed(0)}`,
+          protocol: 'connect',
+          sourceIp: `10.${(u >> 16) & 255}.${(u >> 8) & 255}.${u & 255}`,
+          username: `u${u}`,
+          accountId: 1 + Math.floor(u / USERS_PER_ACCOUNT),
+          target: `www.site${u % 500}.example:443`,
+          reason: null,
+          bytesUp: 1000,
+          bytesDown: 50_000,
+          durationMs: 1200,
         });
         seq++;
         if (measuring) generated++;
@@ -221,20 +264,46 @@ try {
   if (connTimer) clearInterval(connTimer);
   await reader;
   const d = (k) => rows1[k] - rows0[k];
-  const perTable = Object.fromEntries(Object.keys(rows1.byTable).map((k) => [k, Math.round((rows1.byTable[k] - (rows0.byTable[k] ?? 0)) / elapsed)]).filter(([, v]) => v > 0));
+  const perTable = Object.fromEntries(
+    Object.keys(rows1.byTable)
+      .map((k) => [k, Math.round((rows1.byTable[k] - (rows0.byTable[k] ?? 0)) / elapsed)])
+      .filter(([, v]) => v > 0),
+  );
   const userSeconds = USERS * elapsed;
   console.log(`window ${elapsed.toFixed(1)} s`);
-  console.log(`rows written/s (pg_stat_user_tables, ins+upd): usage ${Math.round(d('usage') / elapsed)}, connection_log ${Math.round(d('connection_log') / elapsed)}, other ${Math.round(d('other') / elapsed)}; by table ${JSON.stringify(perTable)}`);
-  console.log(`rows per active user-second (all tables but connection_log): ${((d('usage') + d('other')) / userSeconds).toFixed(3)}`);
+  console.log(
+    `rows written/s (pg_stat_user_tables, ins+upd): usage ${Math.round(d('usage') / elapsed)}, connection_log ${Math.round(d('connection_log') / elapsed)}, other ${Math.round(d('other') / elapsed)}; by table ${JSON.stringify(perTable)}`,
+  );
+  console.log(
+    `rows per active user-second (all tables but connection_log): ${((d('usage') + d('other')) / userSeconds).toFixed(3)}`,
+  );
   const all = [...latencies, ...domainLatencies];
-  const lat = (xs) => (xs.length === 0 ? 'none' : `p50 ${pct(xs, 50).toFixed(0)} ms, p99 ${pct(xs, 99).toFixed(0)} ms, max ${Math.max(...xs).toFixed(0)} ms`);
-  console.log(`usage flushes: ${flushes} ok (${(flushes / elapsed).toFixed(1)}/s), ${failed} failed; latency ${lat(all)}`);
-  if (PG_CADENCE) console.log(`  of which without per-domain usage (${latencies.length}): ${lat(latencies)}; with it (${domainLatencies.length}): ${lat(domainLatencies)}`);
-  if (rollUps.length > 0) console.log(`roll-ups: ${rollUps.length}, minute rows folded ${rollUps.map((r) => r.rows).join(', ')}, in ${rollUps.map((r) => r.ms.toFixed(0)).join(', ')} ms`);
+  const lat = (xs) =>
+    xs.length === 0
+      ? 'none'
+      : `p50 ${pct(xs, 50).toFixed(0)} ms, p99 ${pct(xs, 99).toFixed(0)} ms, max ${Math.max(...xs).toFixed(0)} ms`;
+  console.log(
+    `usage flushes: ${flushes} ok (${(flushes / elapsed).toFixed(1)}/s), ${failed} failed; latency ${lat(all)}`,
+  );
+  if (PG_CADENCE)
+    console.log(
+      `  of which without per-domain usage (${latencies.length}): ${lat(latencies)}; with it (${domainLatencies.length}): ${lat(domainLatencies)}`,
+    );
+  if (rollUps.length > 0)
+    console.log(
+      `roll-ups: ${rollUps.length}, minute rows folded ${rollUps.map((r) => r.rows).join(', ')}, in ${rollUps.map((r) => r.ms.toFixed(0)).join(', ')} ms`,
+    );
   const unseen = probes.reduce((s, p) => s + p.emitted.length - p.seen, 0);
-  console.log(`visibility (probe connection → seen in the hour buckets): p50 ${(pct(visibility, 50) / 1000).toFixed(2)} s, p95 ${(pct(visibility, 95) / 1000).toFixed(2)} s, max ${(Math.max(...visibility) / 1000).toFixed(2)} s (${visibility.length} seen, ${unseen} not yet at the end)`);
-  if (CONN_RATE > 0) console.log(`connection log: generated ${generated} (${Math.round(generated / elapsed)}/s), written ${written} (${Math.round(written / elapsed)}/s), dropped ${dropped}, largest buffer ${maxBuffered}`);
-  console.log(`database CPU: ${(cpu / elapsed).toFixed(2)} cores on average; this process (the simulated nodes): ${((own.user + own.system) / 1e6 / elapsed).toFixed(2)} cores`);
+  console.log(
+    `visibility (probe connection → seen in the hour buckets): p50 ${(pct(visibility, 50) / 1000).toFixed(2)} s, p95 ${(pct(visibility, 95) / 1000).toFixed(2)} s, max ${(Math.max(...visibility) / 1000).toFixed(2)} s (${visibility.length} seen, ${unseen} not yet at the end)`,
+  );
+  if (CONN_RATE > 0)
+    console.log(
+      `connection log: generated ${generated} (${Math.round(generated / elapsed)}/s), written ${written} (${Math.round(written / elapsed)}/s), dropped ${dropped}, largest buffer ${maxBuffered}`,
+    );
+  console.log(
+    `database CPU: ${(cpu / elapsed).toFixed(2)} cores on average; this process (the simulated nodes): ${((own.user + own.system) / 1e6 / elapsed).toFixed(2)} cores`,
+  );
   for (const m of meters) await m.stop(2_000).catch(() => {});
   for (const w of writers) await w.stop?.().catch?.(() => {});
   for (const s of stores) await s.close();

@@ -69,9 +69,11 @@ const storeConfig = (dir) => ({ dataDir: dir, databaseUrl: databases.get(dir)?.u
 /** `n` calls of `fn(i)`, `width` at a time. */
 async function inParallel(n, width, fn) {
   let next = 0;
-  await Promise.all(Array.from({ length: Math.min(width, n) }, async () => {
-    while (next < n) await fn(next++);
-  }));
+  await Promise.all(
+    Array.from({ length: Math.min(width, n) }, async () => {
+      while (next < n) await fn(next++);
+    }),
+  );
 }
 
 /** A database with `ips` whitelist IPs over 1,000 accounts and `users` proxy users (one shared hash: seeding speed). */
@@ -81,7 +83,11 @@ async function seed(ips, users) {
   const hash = await hashPassword(PASSWORD);
   const accounts = Math.max(1, Math.min(1000, Math.max(ips, users)));
   const ids = [];
-  await inParallel(accounts, 8, async (i) => (ids[i] = (await store.accounts.create(`a${i}@example.com`, 'unused', true)).id));
+  await inParallel(
+    accounts,
+    8,
+    async (i) => (ids[i] = (await store.accounts.create(`a${i}@example.com`, 'unused', true)).id),
+  );
   await inParallel(users, 8, (i) => store.proxyUsers.create(ids[i % accounts], `user${i}`, hash));
   await inParallel(ips, 8, (i) => store.whitelist.claimIp(ids[i % accounts], ipOf(i), ''));
   await store.close();
@@ -131,11 +137,29 @@ async function inProcess(dir) {
 async function startNode(dataDir, extra = []) {
   const url = databases.get(dataDir)?.url;
   // PostgreSQL: a data dir of its own per node (what a fleet host has), the database shared.
-  const db = url ? ['--data-dir', mkdtempSync(path.join(tmpdir(), 'proxyd-fleet-node-')), '--database-url', url] : ['--data-dir', dataDir, '--shared-data-dir'];
+  const db = url
+    ? ['--data-dir', mkdtempSync(path.join(tmpdir(), 'proxyd-fleet-node-')), '--database-url', url]
+    : ['--data-dir', dataDir, '--shared-data-dir'];
   const proc = spawn(
     process.execPath,
-    [PROXYD, 'serve', ...db, '--api-listen', '127.0.0.1:0', '--http-proxy-listen', '127.0.0.1:0', '--socks-listen', '127.0.0.1:0',
-      '--allow-private-targets', '--proxy-protocol-from', '127.0.0.1/32', '--log-level', 'warn', ...LIMITS, ...extra],
+    [
+      PROXYD,
+      'serve',
+      ...db,
+      '--api-listen',
+      '127.0.0.1:0',
+      '--http-proxy-listen',
+      '127.0.0.1:0',
+      '--socks-listen',
+      '127.0.0.1:0',
+      '--allow-private-targets',
+      '--proxy-protocol-from',
+      '127.0.0.1/32',
+      '--log-level',
+      'warn',
+      ...LIMITS,
+      ...extra,
+    ],
     { stdio: ['ignore', 'pipe', 'inherit'] },
   );
   const ready = await new Promise((resolve, reject) => {
@@ -169,7 +193,9 @@ function connectOnce(gateway, target, as) {
     s.on('error', () => done(0));
     s.on('connect', () => {
       const head = as.source ? `PROXY TCP4 ${as.source} 127.0.0.1 40000 ${port}\r\n` : '';
-      const auth = as.user ? `Proxy-Authorization: Basic ${Buffer.from(`${as.user}:${PASSWORD}`).toString('base64')}\r\n` : '';
+      const auth = as.user
+        ? `Proxy-Authorization: Basic ${Buffer.from(`${as.user}:${PASSWORD}`).toString('base64')}\r\n`
+        : '';
       s.write(`${head}CONNECT ${target} HTTP/1.1\r\nHost: ${target}\r\n${auth}\r\n`);
     });
     s.on('data', (d) => {
@@ -193,17 +219,29 @@ async function setupLatency(emptyDir, fullDir) {
   ]) {
     const t = { empty: [], full: [] };
     // Warm-up (credential cache, JIT), then interleaved so both daemons see the same machine load.
-    for (let i = 0; i < 200; i++) for (const [n, d] of [['empty', empty], ['full', full]]) await connectOnce(d.httpProxy, target, pick(n, i));
+    for (let i = 0; i < 200; i++)
+      for (const [n, d] of [
+        ['empty', empty],
+        ['full', full],
+      ])
+        await connectOnce(d.httpProxy, target, pick(n, i));
     for (let i = 0; i < CONNECTS; i++) {
-      for (const [n, d] of [['empty', empty], ['full', full]]) {
+      for (const [n, d] of [
+        ['empty', empty],
+        ['full', full],
+      ]) {
         const r = await connectOnce(d.httpProxy, target, pick(n, i));
         if (r.code !== 200) throw new Error(`${n} ${name}: HTTP ${r.code}`);
         t[n].push(r.ms);
       }
     }
     out[name] = {
-      empty_p50_ms: ms(pct(t.empty, 50)), full_p50_ms: ms(pct(t.full, 50)), ratio_p50: +(pct(t.full, 50) / pct(t.empty, 50)).toFixed(2),
-      empty_p99_ms: ms(pct(t.empty, 99)), full_p99_ms: ms(pct(t.full, 99)), ratio_p99: +(pct(t.full, 99) / pct(t.empty, 99)).toFixed(2),
+      empty_p50_ms: ms(pct(t.empty, 50)),
+      full_p50_ms: ms(pct(t.full, 50)),
+      ratio_p50: +(pct(t.full, 50) / pct(t.empty, 50)).toFixed(2),
+      empty_p99_ms: ms(pct(t.empty, 99)),
+      full_p99_ms: ms(pct(t.full, 99)),
+      ratio_p99: +(pct(t.full, 99) / pct(t.empty, 99)).toFixed(2),
     };
   }
   await Promise.all([empty.stop(), full.stop()]);
@@ -224,13 +262,20 @@ async function propagation() {
   const nodes = [];
   for (let i = 0; i < NODES; i++) nodes.push(await startNode(dir));
   const api = (path, body) =>
-    fetch(`${nodes[0].api}${path}?api_key=${encodeURIComponent(t.token)}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) }).then((r) => r.json());
+    fetch(`${nodes[0].api}${path}?api_key=${encodeURIComponent(t.token)}`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify(body),
+    }).then((r) => r.json());
   const lat = [];
   for (let i = 0; i < CHANGES; i++) {
     const ip = `8.8.${Math.floor(i / 2) % 256}.${1 + (Math.floor(i / 512) % 250)}`;
     const adding = i % 2 === 0;
     const t0 = performance.now();
-    const r = await api(adding ? '/openapi/v1/proxy/whitelist/add' : '/openapi/v1/proxy/whitelist/delete', adding ? { items: [{ ip }] } : { ips: [ip] });
+    const r = await api(
+      adding ? '/openapi/v1/proxy/whitelist/add' : '/openapi/v1/proxy/whitelist/delete',
+      adding ? { items: [{ ip }] } : { ips: [ip] },
+    );
     if (r.code !== 200) throw new Error(`change ${i}: ${JSON.stringify(r)}`);
     const want = adding ? 200 : 407;
     const seen = await Promise.all(
@@ -245,7 +290,14 @@ async function propagation() {
   }
   await Promise.all(nodes.map((n) => n.stop()));
   echo.close();
-  return { nodes: NODES, changes: CHANGES, backend: DATABASE_URL ? 'postgresql' : 'sqlite (shared data dir)', p50_ms: ms(pct(lat, 50)), p99_ms: ms(pct(lat, 99)), max_ms: ms(Math.max(...lat)) };
+  return {
+    nodes: NODES,
+    changes: CHANGES,
+    backend: DATABASE_URL ? 'postgresql' : 'sqlite (shared data dir)',
+    p50_ms: ms(pct(lat, 50)),
+    p99_ms: ms(pct(lat, 99)),
+    max_ms: ms(Math.max(...lat)),
+  };
 }
 
 log({ event: 'seeding', ips: IPS, users: USERS, backend: DATABASE_URL ? 'postgresql' : 'sqlite' });

@@ -27,8 +27,29 @@ const CONC = arg('--conc', '1,64').split(',').map(Number);
 const WORK = path.join(ROOT, 'node_modules/.cache/gateway-ab');
 
 function compile(src, out) {
-  execFileSync(process.execPath, [path.join(ROOT, 'node_modules/typescript/bin/tsc'), '--ignoreConfig', path.join(src, 'index.ts'), '--outDir', out,
-    '--rootDir', src, '--module', 'nodenext', '--moduleResolution', 'nodenext', '--target', 'es2023', '--skipLibCheck', '--types', 'node', '--strict'], { stdio: 'inherit' });
+  execFileSync(
+    process.execPath,
+    [
+      path.join(ROOT, 'node_modules/typescript/bin/tsc'),
+      '--ignoreConfig',
+      path.join(src, 'index.ts'),
+      '--outDir',
+      out,
+      '--rootDir',
+      src,
+      '--module',
+      'nodenext',
+      '--moduleResolution',
+      'nodenext',
+      '--target',
+      'es2023',
+      '--skipLibCheck',
+      '--types',
+      'node',
+      '--strict',
+    ],
+    { stdio: 'inherit' },
+  );
 }
 
 function build() {
@@ -55,7 +76,10 @@ const cpu = (pid) => {
 
 async function tunnel(port, target) {
   const s = net.connect({ port, host: '127.0.0.1', noDelay: true });
-  await new Promise((r, j) => { s.once('connect', r); s.once('error', j); });
+  await new Promise((r, j) => {
+    s.once('connect', r);
+    s.once('error', j);
+  });
   s.write(`CONNECT 127.0.0.1:${target} HTTP/1.1\r\n\r\n`);
   await new Promise((r) => s.once('data', r)); // the 200 (nothing else comes before our command)
   return s;
@@ -64,7 +88,13 @@ async function tunnel(port, target) {
 async function down(port, target, n) {
   const s = await tunnel(port, target);
   let got = 0;
-  await new Promise((r) => { s.on('data', (d) => { got += d.length; if (got >= n) r(); }); s.write(len64('D', n)); });
+  await new Promise((r) => {
+    s.on('data', (d) => {
+      got += d.length;
+      if (got >= n) r();
+    });
+    s.write(len64('D', n));
+  });
   s.destroy();
 }
 
@@ -72,7 +102,8 @@ async function up(port, target, n) {
   const s = await tunnel(port, target);
   const chunk = Buffer.alloc(1 << 20, 0x62);
   s.write(len64('U', n));
-  for (let left = n; left > 0; left -= chunk.length) if (!s.write(left >= chunk.length ? chunk : chunk.subarray(0, left))) await new Promise((r) => s.once('drain', r));
+  for (let left = n; left > 0; left -= chunk.length)
+    if (!s.write(left >= chunk.length ? chunk : chunk.subarray(0, left))) await new Promise((r) => s.once('drain', r));
   await new Promise((r) => s.once('data', r));
   s.destroy();
 }
@@ -83,7 +114,8 @@ build();
 const bench = path.join(ROOT, 'bench/gateway.mjs');
 const target = await child([bench, '--role', 'target']);
 const gws = {};
-for (const v of ['a', 'b']) gws[v] = await child(['--max-semi-space-size=8', bench, '--role', 'gateway', '--build', path.join(WORK, v)]);
+for (const v of ['a', 'b'])
+  gws[v] = await child(['--max-semi-space-size=8', bench, '--role', 'gateway', '--build', path.join(WORK, v)]);
 // New tunnels: 8 loops each open a CONNECT tunnel, echo one byte, close; 2000 tunnels per turn.
 async function churn(port, targetPort, n) {
   let left = n;
@@ -113,7 +145,9 @@ if (args.includes('--setup')) {
   }
   for (const v of ['a', 'b']) {
     const x = r[v];
-    console.log(`${v === 'a' ? `A (${REV})` : 'B (tree)'}: ${median(x.rate).toFixed(0)} tunnels/s (${Math.min(...x.rate).toFixed(0)}–${Math.max(...x.rate).toFixed(0)}), CPU ${((x.cpu / x.n) * 1e6).toFixed(0)} µs per tunnel`);
+    console.log(
+      `${v === 'a' ? `A (${REV})` : 'B (tree)'}: ${median(x.rate).toFixed(0)} tunnels/s (${Math.min(...x.rate).toFixed(0)}–${Math.max(...x.rate).toFixed(0)}), CPU ${((x.cpu / x.n) * 1e6).toFixed(0)} µs per tunnel`,
+    );
   }
 }
 for (const conc of args.includes('--setup') ? [] : CONC) {
@@ -132,7 +166,9 @@ for (const conc of args.includes('--setup') ? [] : CONC) {
   }
   for (const v of ['a', 'b']) {
     const x = r[v];
-    console.log(`${v === 'a' ? `A (${REV})` : 'B (tree)'} conc ${conc}: ${median(x.mbs).toFixed(0)} MB/s (${Math.min(...x.mbs).toFixed(0)}–${Math.max(...x.mbs).toFixed(0)}), CPU ${(x.cpu / ((2 * SIZE * REPS) / 2 ** 30)).toFixed(3)} s/GiB`);
+    console.log(
+      `${v === 'a' ? `A (${REV})` : 'B (tree)'} conc ${conc}: ${median(x.mbs).toFixed(0)} MB/s (${Math.min(...x.mbs).toFixed(0)}–${Math.max(...x.mbs).toFixed(0)}), CPU ${(x.cpu / ((2 * SIZE * REPS) / 2 ** 30)).toFixed(3)} s/GiB`,
+    );
   }
 }
 for (const c of [target, gws.a, gws.b]) c.p.stdin.end();

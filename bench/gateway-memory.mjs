@@ -38,7 +38,14 @@ async function measure(step, tunnels) {
   gw.p.stdin.write('mem\n');
   const m = JSON.parse(await gw.next());
   const MiB = (b) => +(b / 2 ** 20).toFixed(1);
-  const row = { step, tunnels, pssMiB: MiB(pssKiB() * 1024), rssMiB: MiB(m.rss), heapTotalMiB: MiB(m.heapTotal), heapUsedMiB: MiB(m.heapUsed) };
+  const row = {
+    step,
+    tunnels,
+    pssMiB: MiB(pssKiB() * 1024),
+    rssMiB: MiB(m.rss),
+    heapTotalMiB: MiB(m.heapTotal),
+    heapUsedMiB: MiB(m.heapUsed),
+  };
   console.log(JSON.stringify(row));
   return row;
 }
@@ -55,10 +62,18 @@ await new Promise((r) => setTimeout(r, 300));
 const base = await measure('base', 0);
 for (let c = 1; c <= CYCLES; c++) {
   const socks = [];
-  while (socks.length < N) socks.push(...(await Promise.all(Array.from({ length: Math.min(200, N - socks.length) }, open))));
+  while (socks.length < N)
+    socks.push(...(await Promise.all(Array.from({ length: Math.min(200, N - socks.length) }, open))));
   await new Promise((r) => setTimeout(r, 500));
   const open_ = await measure(`open ${c}`, N);
-  console.log(JSON.stringify({ perTunnelKiB: { pss: +(((open_.pssMiB - base.pssMiB) * 1024) / N).toFixed(2), heapUsed: +(((open_.heapUsedMiB - base.heapUsedMiB) * 1024) / N).toFixed(2) } }));
+  console.log(
+    JSON.stringify({
+      perTunnelKiB: {
+        pss: +(((open_.pssMiB - base.pssMiB) * 1024) / N).toFixed(2),
+        heapUsed: +(((open_.heapUsedMiB - base.heapUsedMiB) * 1024) / N).toFixed(2),
+      },
+    }),
+  );
   for (const s of socks) s.destroy();
   await new Promise((r) => setTimeout(r, 2000));
   await measure(`closed ${c}`, 0);

@@ -30,7 +30,6 @@ const BUILD = path.resolve(arg('--build') ?? path.join(ROOT, 'node_modules/.cach
 
 // ---------------------------------------------------------------- roles (child processes)
 
-
 /**
  * U<len64>: read len bytes, answer "K". D<len64>: send len bytes, end. E: echo. Nothing: idle.
  * Listens on --host (default 127.0.0.1; bench/hop.mjs runs one inside a network namespace) and --port.
@@ -79,7 +78,9 @@ async function runTarget() {
     };
     s.on('data', onData);
   });
-  server.listen({ port: Number(arg('--port') ?? 0), host: arg('--host') ?? '127.0.0.1', backlog: 4096 }, () => console.log(JSON.stringify({ port: server.address().port })));
+  server.listen({ port: Number(arg('--port') ?? 0), host: arg('--host') ?? '127.0.0.1', backlog: 4096 }, () =>
+    console.log(JSON.stringify({ port: server.address().port })),
+  );
   controlLoop();
 }
 
@@ -94,7 +95,8 @@ async function runGateway() {
     ownListeners: () => [],
     admission: {
       admitByCredentials: async () => ({ ok: false, reason: 'unknown_user' }),
-      admitBySourceIp: async (ip) => (whitelist.has(ip) ? { ok: true, accountId: whitelist.get(ip) } : { ok: false, reason: 'not_whitelisted' }),
+      admitBySourceIp: async (ip) =>
+        whitelist.has(ip) ? { ok: true, accountId: whitelist.get(ip) } : { ok: false, reason: 'not_whitelisted' },
     },
     limits: { maxConnectionsPerAccount: 100_000, maxConnectionsTotal: 100_000, idleTimeoutMs: 3_600_000 },
   });
@@ -129,9 +131,29 @@ function buildGateway(src = path.join(ROOT, 'src/gateway'), out = BUILD) {
   mkdirSync(out, { recursive: true });
   const tsc = path.join(ROOT, 'node_modules/typescript/bin/tsc');
   const bin = existsSync(tsc) ? tsc : path.join(ROOT, 'node_modules/.bin/tsc');
-  execFileSync(process.execPath, [bin, '--ignoreConfig', path.join(src, 'index.ts'), '--outDir', out, '--rootDir',
-    src, '--module', 'nodenext', '--moduleResolution', 'nodenext', '--target', 'es2023',
-    '--skipLibCheck', '--types', 'node', '--strict'], { stdio: 'inherit' });
+  execFileSync(
+    process.execPath,
+    [
+      bin,
+      '--ignoreConfig',
+      path.join(src, 'index.ts'),
+      '--outDir',
+      out,
+      '--rootDir',
+      src,
+      '--module',
+      'nodenext',
+      '--moduleResolution',
+      'nodenext',
+      '--target',
+      'es2023',
+      '--skipLibCheck',
+      '--types',
+      'node',
+      '--strict',
+    ],
+    { stdio: 'inherit' },
+  );
 }
 
 /** Spawn a process, wait for its first stdout line (JSON). */
@@ -144,14 +166,28 @@ async function spawnChild(cmd, argv, { json = true, env } = {}) {
   const next = () => new Promise((r) => waiters.push(r));
   const first = json ? JSON.parse(await next()) : null;
   // Node children exit on stdin EOF (so a --cpu-prof profile is written); others get SIGTERM.
-  return { p, info: first, next, stop: () => new Promise((r) => { p.once('exit', r); p.stdin.end(); setTimeout(() => p.kill('SIGTERM'), 1000).unref(); setTimeout(() => p.kill('SIGKILL'), 4000).unref(); }) };
+  return {
+    p,
+    info: first,
+    next,
+    stop: () =>
+      new Promise((r) => {
+        p.once('exit', r);
+        p.stdin.end();
+        setTimeout(() => p.kill('SIGTERM'), 1000).unref();
+        setTimeout(() => p.kill('SIGKILL'), 4000).unref();
+      }),
+  };
 }
 
 async function waitPort(port, ms = 10_000) {
   const deadline = Date.now() + ms;
   for (;;) {
     const ok = await new Promise((r) => {
-      const s = net.connect(port, '127.0.0.1', () => { s.destroy(); r(true); });
+      const s = net.connect(port, '127.0.0.1', () => {
+        s.destroy();
+        r(true);
+      });
       s.on('error', () => r(false));
     });
     if (ok) return;
@@ -197,10 +233,15 @@ function tree(pid) {
       const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
       if (!children.has(ppid)) children.set(ppid, []);
       children.get(ppid).push(Number(d));
-    } catch { /* exited meanwhile */ }
+    } catch {
+      /* exited meanwhile */
+    }
   }
   const out = [];
-  const walk = (p) => { out.push(p); for (const c of children.get(p) ?? []) walk(c); };
+  const walk = (p) => {
+    out.push(p);
+    for (const c of children.get(p) ?? []) walk(c);
+  };
   walk(pid);
   return out;
 }
@@ -214,11 +255,19 @@ function cpuSeconds(pid) {
       const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
       // Fields 14-17 of stat(5): utime, stime, cutime, cstime (f[0] is field 3).
       ticks += Number(f[11]) + Number(f[12]) + Number(f[13]) + Number(f[14]);
-    } catch { /* exited meanwhile */ }
+    } catch {
+      /* exited meanwhile */
+    }
   }
   return ticks / CLK_TCK;
 }
-const CLK_TCK = (() => { try { return Number(execFileSync('getconf', ['CLK_TCK']).toString()) || 100; } catch { return 100; } })();
+const CLK_TCK = (() => {
+  try {
+    return Number(execFileSync('getconf', ['CLK_TCK']).toString()) || 100;
+  } catch {
+    return 100;
+  }
+})();
 
 /** Proportional set size (KiB) summed over a process tree: fair for multi-process peers. */
 function pssKiB(pid) {
@@ -227,7 +276,9 @@ function pssKiB(pid) {
     try {
       const m = /^Pss:\s+(\d+) kB/m.exec(readFileSync(`/proc/${p}/smaps_rollup`, 'utf8'));
       if (m) total += Number(m[1]);
-    } catch { /* exited meanwhile */ }
+    } catch {
+      /* exited meanwhile */
+    }
   }
   return total;
 }
@@ -241,19 +292,33 @@ class Reader {
       this.buf = this.buf.length ? Buffer.concat([this.buf, d]) : d;
       this.waiter?.();
     });
-    socket.on('close', () => { this.closed = true; this.waiter?.(); });
+    socket.on('close', () => {
+      this.closed = true;
+      this.waiter?.();
+    });
   }
   async until(pred) {
     for (;;) {
       const n = pred(this.buf);
-      if (n > 0) { const out = this.buf.subarray(0, n); this.buf = this.buf.subarray(n); return out; }
+      if (n > 0) {
+        const out = this.buf.subarray(0, n);
+        this.buf = this.buf.subarray(n);
+        return out;
+      }
       if (this.closed) throw new Error('closed');
       await new Promise((r) => (this.waiter = r));
       this.waiter = null;
     }
   }
-  exactly(n) { return this.until((b) => (b.length >= n ? n : 0)); }
-  head() { return this.until((b) => { const i = b.indexOf('\r\n\r\n'); return i >= 0 ? i + 4 : 0; }); }
+  exactly(n) {
+    return this.until((b) => (b.length >= n ? n : 0));
+  }
+  head() {
+    return this.until((b) => {
+      const i = b.indexOf('\r\n\r\n');
+      return i >= 0 ? i + 4 : 0;
+    });
+  }
 }
 
 function connect(port) {
@@ -309,7 +374,10 @@ async function download(via, targetPort, size) {
   const t0 = process.hrtime.bigint();
   let got = 0;
   await new Promise((resolve, reject) => {
-    s.on('data', (d) => { got += d.length; if (got >= size) resolve(); });
+    s.on('data', (d) => {
+      got += d.length;
+      if (got >= size) resolve();
+    });
     s.on('close', () => (got >= size ? resolve() : reject(new Error(`download short: ${got}`))));
     s.write(len64('D', size));
   });
@@ -319,7 +387,10 @@ async function download(via, targetPort, size) {
 }
 
 const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
-const pct = (xs, p) => { const s = [...xs].sort((a, b) => a - b); return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))]; };
+const pct = (xs, p) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))];
+};
 
 /**
  * Direct and proxied transfers alternate (direct, proxy, direct, proxy...) so both see the same
@@ -441,7 +512,10 @@ async function idleMemory(via, targetPort, proc, steps) {
         else failed ??= `${x.reason?.message ?? x.reason} at ${sockets.length}`;
       }
     }
-    if (failed) { rows.push({ tunnels: target, error: failed }); break; }
+    if (failed) {
+      rows.push({ tunnels: target, error: failed });
+      break;
+    }
     await sleep(500);
     const kib = pssKiB(proc.pid);
     rows.push({ tunnels: target, pssKiB: kib, perTunnelKiB: (kib - base) / target });
@@ -460,7 +534,9 @@ async function idleMemory(via, targetPort, proc, steps) {
   if (!failed) {
     const max = steps[steps.length - 1];
     while (sockets.length < max) {
-      const res = await Promise.allSettled(Array.from({ length: Math.min(200, max - sockets.length) }, () => open(via, targetPort)));
+      const res = await Promise.allSettled(
+        Array.from({ length: Math.min(200, max - sockets.length) }, () => open(via, targetPort)),
+      );
       for (const x of res) if (x.status === 'fulfilled') sockets.push(x.value.s);
       if (res.some((x) => x.status === 'rejected')) break;
     }
@@ -471,7 +547,11 @@ async function idleMemory(via, targetPort, proc, steps) {
 
 // Both node proxies run as the daemon should: a capped young generation (V8 otherwise grows it to
 // 128 MiB under bursts and keeps it), and --expose-gc only so the benchmark can measure after a GC.
-const NODE_PROXY_FLAGS = ['--expose-gc', '--max-semi-space-size=8', ...(arg('--cpu-prof') ? ['--cpu-prof', `--cpu-prof-dir=${arg('--cpu-prof')}`] : [])];
+const NODE_PROXY_FLAGS = [
+  '--expose-gc',
+  '--max-semi-space-size=8',
+  ...(arg('--cpu-prof') ? ['--cpu-prof', `--cpu-prof-dir=${arg('--cpu-prof')}`] : []),
+];
 
 async function startPeer(name, dir, targetPort) {
   const port = await freePort();
@@ -480,15 +560,37 @@ async function startPeer(name, dir, targetPort) {
     case 'ours-connect':
     case 'ours-socks5': {
       // One fresh gateway process per path, so each memory baseline starts clean.
-      const child = await spawnChild(node, [...NODE_PROXY_FLAGS, SELF, '--role', 'gateway', '--http-port', String(port), '--socks-port', String(await freePort())]);
-      const path1 = name === 'ours-connect'
-        ? { kind: 'connect', port: child.info.http, label: 'gateway CONNECT' }
-        : { kind: 'socks5', port: child.info.socks, label: 'gateway SOCKS5' };
+      const child = await spawnChild(node, [
+        ...NODE_PROXY_FLAGS,
+        SELF,
+        '--role',
+        'gateway',
+        '--http-port',
+        String(port),
+        '--socks-port',
+        String(await freePort()),
+      ]);
+      const path1 =
+        name === 'ours-connect'
+          ? { kind: 'connect', port: child.info.http, label: 'gateway CONNECT' }
+          : { kind: 'socks5', port: child.info.socks, label: 'gateway SOCKS5' };
       return { child, pid: child.p.pid, isNode: true, paths: [path1] };
     }
     case 'proxy-chain': {
-      const child = await spawnChild(node, [...NODE_PROXY_FLAGS, SELF, '--role', 'proxychain', '--http-port', String(port)]);
-      return { child, pid: child.p.pid, isNode: true, paths: [{ kind: 'connect', port: child.info.http, label: 'proxy-chain CONNECT' }] };
+      const child = await spawnChild(node, [
+        ...NODE_PROXY_FLAGS,
+        SELF,
+        '--role',
+        'proxychain',
+        '--http-port',
+        String(port),
+      ]);
+      return {
+        child,
+        pid: child.p.pid,
+        isNode: true,
+        paths: [{ kind: 'connect', port: child.info.http, label: 'proxy-chain CONNECT' }],
+      };
     }
     case 'squid': {
       const d = path.join(dir, 'squid');
@@ -519,9 +621,23 @@ async function startPeer(name, dir, targetPort) {
     case 'socat': {
       // The reference for what one relay process in C does here: a plain port forwarder (fork per connection).
       // -b: the same 256 KiB reads as the gateway (socat's default is 8 KiB).
-      const child = await spawnChild('socat', ['-b', '262144', `TCP-LISTEN:${port},bind=127.0.0.1,reuseaddr,fork,backlog=4096`, `TCP:127.0.0.1:${targetPort}`], { json: false });
+      const child = await spawnChild(
+        'socat',
+        [
+          '-b',
+          '262144',
+          `TCP-LISTEN:${port},bind=127.0.0.1,reuseaddr,fork,backlog=4096`,
+          `TCP:127.0.0.1:${targetPort}`,
+        ],
+        { json: false },
+      );
       await waitPort(port);
-      return { child, pid: child.p.pid, paths: [{ kind: 'plain', port, label: 'socat (plain relay)' }], noMemory: true };
+      return {
+        child,
+        pid: child.p.pid,
+        paths: [{ kind: 'plain', port, label: 'socat (plain relay)' }],
+        noMemory: true,
+      };
     }
     case 'microsocks': {
       const child = await spawnChild('microsocks', ['-i', '127.0.0.1', '-p', String(port)], { json: false });
@@ -534,14 +650,29 @@ async function startPeer(name, dir, targetPort) {
 
 function versions() {
   const v = {};
-  const tryRun = (k, f) => { try { v[k] = f(); } catch { v[k] = 'not installed'; } };
+  const tryRun = (k, f) => {
+    try {
+      v[k] = f();
+    } catch {
+      v[k] = 'not installed';
+    }
+  };
   tryRun('node', () => process.version);
   tryRun('squid', () => execFileSync('squid', ['-v']).toString().split('\n')[0].replace('Squid Cache: Version ', ''));
   tryRun('tinyproxy', () => execFileSync('tinyproxy', ['-v']).toString().trim().replace('tinyproxy ', ''));
   tryRun('dante', () => execFileSync('dpkg-query', ['-W', '-f=${Version}', 'dante-server']).toString());
   tryRun('microsocks', () => execFileSync('dpkg-query', ['-W', '-f=${Version}', 'microsocks']).toString());
-  tryRun('socat', () => execFileSync('socat', ['-V']).toString().match(/socat version (\S+)/)[1]);
-  tryRun('proxy-chain', () => JSON.parse(readFileSync(path.join(ROOT, 'node_modules/proxy-chain/package.json'), 'utf8')).version);
+  tryRun(
+    'socat',
+    () =>
+      execFileSync('socat', ['-V'])
+        .toString()
+        .match(/socat version (\S+)/)[1],
+  );
+  tryRun(
+    'proxy-chain',
+    () => JSON.parse(readFileSync(path.join(ROOT, 'node_modules/proxy-chain/package.json'), 'utf8')).version,
+  );
   tryRun('kernel', () => os.release());
   tryRun('cpu', () => `${os.cpus().length} x ${os.cpus()[0].model}`);
   return v;
@@ -551,9 +682,16 @@ async function main() {
   const loadBefore = os.loadavg();
   const quick = args.includes('--quick');
   const only = arg('--only')?.split(',');
-  const peers = ['ours-connect', 'ours-socks5', 'squid', 'dante', 'socat', 'tinyproxy', 'proxy-chain', 'microsocks'].filter(
-    (p) => !only || only.includes(p) || (only.includes('ours') && p.startsWith('ours')),
-  );
+  const peers = [
+    'ours-connect',
+    'ours-socks5',
+    'squid',
+    'dante',
+    'socat',
+    'tinyproxy',
+    'proxy-chain',
+    'microsocks',
+  ].filter((p) => !only || only.includes(p) || (only.includes('ours') && p.startsWith('ours')));
   const SIZE = Number(arg('--size-mib') ?? (quick ? 64 : 1024)) * 1024 * 1024;
   const REPS = Number(arg('--reps') ?? (quick ? 1 : 5));
   const CONC = (arg('--conc') ?? (quick ? '8' : '8,64')).split(',').filter(Boolean).map(Number);
@@ -607,7 +745,22 @@ async function main() {
     }
   }
   await target.stop();
-  const report = { date: new Date().toISOString(), versions: versions(), sizeBytes: SIZE, reps: REPS, conc: CONC, latencyN: LAT_N, steps: STEPS, rateMs: RATE_MS, loadavgBefore: loadBefore, loadavg: os.loadavg(), argv: args, direct, results, skipped };
+  const report = {
+    date: new Date().toISOString(),
+    versions: versions(),
+    sizeBytes: SIZE,
+    reps: REPS,
+    conc: CONC,
+    latencyN: LAT_N,
+    steps: STEPS,
+    rateMs: RATE_MS,
+    loadavgBefore: loadBefore,
+    loadavg: os.loadavg(),
+    argv: args,
+    direct,
+    results,
+    skipped,
+  };
   writeFileSync(path.join(dir, 'results.json'), JSON.stringify(report, null, 2));
   console.log(JSON.stringify(report, null, 2));
   log(`results: ${path.join(dir, 'results.json')} (re-render: node bench/gateway.mjs --render <file> [--write-docs])`);
@@ -625,29 +778,70 @@ function markdown(r) {
   const range = (xs) => `${Math.min(...xs).toFixed(2)}–${Math.max(...xs).toFixed(2)}`;
   const cmd = ['node bench/gateway.mjs', ...(r.argv ?? [])].join(' ');
   lines.push('## Gateway', '');
-  lines.push(`Measured ${r.date.slice(0, 16).replace('T', ' ')} UTC with \`${cmd}\` on ${r.versions.cpu}, Linux ${r.versions.kernel}, Node ${r.versions.node}.`);
+  lines.push(
+    `Measured ${r.date.slice(0, 16).replace('T', ' ')} UTC with \`${cmd}\` on ${r.versions.cpu}, Linux ${r.versions.kernel}, Node ${r.versions.node}.`,
+  );
   const load = (l) => (l ? l.map((x) => x.toFixed(2)).join(' / ') : 'not recorded');
-  lines.push(`Load average (1 / 5 / 15 min) measured before the run ${load(r.loadavgBefore)}, after it ${load(r.loadavg)}.`);
-  lines.push('Absolute MB/s move from run to run; the ratios against a direct transfer made right before, and CPU seconds per GiB, are the figures to compare.');
-  lines.push('Three processes: the benchmark client, a target server, and one proxy at a time; all on loopback. Peers are');
-  lines.push('configured alike (no auth, no cache, no access log, any port: `bench/peers/`); the gateway admits the client by source IP;');
-  lines.push('socat (`-b 262144`: 256 KiB reads, like the gateway) is a plain port forwarder (no handshake, a process per connection): the reference for what a relay in C does here.');
-  lines.push(`Throughput: ${r.sizeBytes / 2 ** 20} MiB up and ${r.sizeBytes / 2 ** 20} MiB down, each proxied transfer paired with a direct one right before it;`);
-  lines.push(`ratio = mean of the up and down ratios, median (range) of ${r.reps} pairs. With N tunnels the same bytes are split over N tunnels at once.`);
-  lines.push("CPU s/GiB: the proxy's user + system CPU (its process tree, /proc/<pid>/stat) over the proxied transfers, per GiB relayed (up + down).");
-  lines.push(`Set-up: connect + handshake + first echoed byte, ${r.latencyN} sequential tunnels alternating with ${r.latencyN} direct connections; "added" = proxied percentile − direct percentile.`);
-  lines.push(`Tunnels/s: 8 loops each opening a tunnel, echoing one byte and closing, for ${(r.rateMs ?? 1500) / 1000} s; median of ${r.reps}, alternating with direct.`);
-  lines.push("Memory: PSS of the proxy's process tree per idle tunnel over its baseline; node proxies after a forced GC; a fresh gateway process per path.", '');
-  lines.push(`Versions: squid ${r.versions.squid}, dante-server ${r.versions.dante}, socat ${r.versions.socat ?? '-'}, tinyproxy ${r.versions.tinyproxy}, microsocks ${r.versions.microsocks}, proxy-chain ${r.versions['proxy-chain']}.`, '');
-  lines.push('| path | up MB/s (direct) | down MB/s (direct) | vs direct, 1 tunnel: median (range) | CPU s/GiB | set-up p50 added ms (direct) | p99 added ms (direct) | tunnels/s (direct) |');
+  lines.push(
+    `Load average (1 / 5 / 15 min) measured before the run ${load(r.loadavgBefore)}, after it ${load(r.loadavg)}.`,
+  );
+  lines.push(
+    'Absolute MB/s move from run to run; the ratios against a direct transfer made right before, and CPU seconds per GiB, are the figures to compare.',
+  );
+  lines.push(
+    'Three processes: the benchmark client, a target server, and one proxy at a time; all on loopback. Peers are',
+  );
+  lines.push(
+    'configured alike (no auth, no cache, no access log, any port: `bench/peers/`); the gateway admits the client by source IP;',
+  );
+  lines.push(
+    'socat (`-b 262144`: 256 KiB reads, like the gateway) is a plain port forwarder (no handshake, a process per connection): the reference for what a relay in C does here.',
+  );
+  lines.push(
+    `Throughput: ${r.sizeBytes / 2 ** 20} MiB up and ${r.sizeBytes / 2 ** 20} MiB down, each proxied transfer paired with a direct one right before it;`,
+  );
+  lines.push(
+    `ratio = mean of the up and down ratios, median (range) of ${r.reps} pairs. With N tunnels the same bytes are split over N tunnels at once.`,
+  );
+  lines.push(
+    "CPU s/GiB: the proxy's user + system CPU (its process tree, /proc/<pid>/stat) over the proxied transfers, per GiB relayed (up + down).",
+  );
+  lines.push(
+    `Set-up: connect + handshake + first echoed byte, ${r.latencyN} sequential tunnels alternating with ${r.latencyN} direct connections; "added" = proxied percentile − direct percentile.`,
+  );
+  lines.push(
+    `Tunnels/s: 8 loops each opening a tunnel, echoing one byte and closing, for ${(r.rateMs ?? 1500) / 1000} s; median of ${r.reps}, alternating with direct.`,
+  );
+  lines.push(
+    "Memory: PSS of the proxy's process tree per idle tunnel over its baseline; node proxies after a forced GC; a fresh gateway process per path.",
+    '',
+  );
+  lines.push(
+    `Versions: squid ${r.versions.squid}, dante-server ${r.versions.dante}, socat ${r.versions.socat ?? '-'}, tinyproxy ${r.versions.tinyproxy}, microsocks ${r.versions.microsocks}, proxy-chain ${r.versions['proxy-chain']}.`,
+    '',
+  );
+  lines.push(
+    '| path | up MB/s (direct) | down MB/s (direct) | vs direct, 1 tunnel: median (range) | CPU s/GiB | set-up p50 added ms (direct) | p99 added ms (direct) | tunnels/s (direct) |',
+  );
   lines.push('|---|---|---|---|---|---|---|---|');
   for (const x of r.results) {
-    if (!x.throughput) { lines.push(`| ${x.label} | error: ${x.error} |`); continue; }
+    if (!x.throughput) {
+      lines.push(`| ${x.label} | error: ${x.error} |`);
+      continue;
+    }
     const t = x.throughput;
     const l = x.latency;
-    const lat = l ? [`${ms(l.p50 - l.directP50)} (${ms(l.directP50)})`, `${ms(l.p99 - l.directP99)} (${ms(l.directP99)})`] : ['-', '-'];
-    const rate = !x.rate ? '-' : x.rate.error ? `failed: ${x.rate.error}` : `${x.rate.perSec.toFixed(0)} (${x.rate.directPerSec.toFixed(0)})`;
-    lines.push(`| ${x.label} | ${MB(t.up)} (${MB(t.directUp)}) | ${MB(t.down)} (${MB(t.directDown)}) | ${t.ratio.toFixed(2)} (${range(t.ratios)}) | ${t.cpuSecPerGiB?.toFixed(2) ?? '-'} | ${lat[0]} | ${lat[1]} | ${rate} |`);
+    const lat = l
+      ? [`${ms(l.p50 - l.directP50)} (${ms(l.directP50)})`, `${ms(l.p99 - l.directP99)} (${ms(l.directP99)})`]
+      : ['-', '-'];
+    const rate = !x.rate
+      ? '-'
+      : x.rate.error
+        ? `failed: ${x.rate.error}`
+        : `${x.rate.perSec.toFixed(0)} (${x.rate.directPerSec.toFixed(0)})`;
+    lines.push(
+      `| ${x.label} | ${MB(t.up)} (${MB(t.directUp)}) | ${MB(t.down)} (${MB(t.directDown)}) | ${t.ratio.toFixed(2)} (${range(t.ratios)}) | ${t.cpuSecPerGiB?.toFixed(2) ?? '-'} | ${lat[0]} | ${lat[1]} | ${rate} |`,
+    );
   }
   const conc = r.conc ?? [];
   if (conc.length) {
@@ -655,12 +849,23 @@ function markdown(r) {
     lines.push('|---|' + conc.map(() => '---|---|').join(''));
     for (const x of r.results) {
       if (!x.concurrent) continue;
-      lines.push(`| ${x.label} | ` + x.concurrent.map((t) => `${t.ratio.toFixed(2)} (${range(t.ratios)}) | ${t.cpuSecPerGiB.toFixed(2)}`).join(' | ') + ' |');
+      lines.push(
+        `| ${x.label} | ` +
+          x.concurrent
+            .map((t) => `${t.ratio.toFixed(2)} (${range(t.ratios)}) | ${t.cpuSecPerGiB.toFixed(2)}`)
+            .join(' | ') +
+          ' |',
+      );
     }
   }
   const withMem = r.results.filter((x) => x.memory);
   if (withMem.length) {
-    lines.push('', '| path | ' + r.steps.map((s) => `KiB/tunnel @${s}`).join(' | ') + ' | PSS MiB: base → after close → after a 2nd open/close cycle |');
+    lines.push(
+      '',
+      '| path | ' +
+        r.steps.map((s) => `KiB/tunnel @${s}`).join(' | ') +
+        ' | PSS MiB: base → after close → after a 2nd open/close cycle |',
+    );
     lines.push('|---|' + r.steps.map(() => '---|').join('') + '---|');
     const mib = (k) => (k == null ? '-' : (k / 1024).toFixed(1));
     for (const x of withMem) {
@@ -668,13 +873,16 @@ function markdown(r) {
         const row = x.memory.rows.find((m) => m.tunnels === s);
         return row ? (row.error ? `failed: ${row.error}` : row.perTunnelKiB.toFixed(1)) : '-';
       });
-      lines.push(`| ${x.label} | ${mem.join(' | ')} | ${mib(x.memory.baseKiB)} → ${mib(x.memory.afterCloseKiB)} → ${mib(x.memory.afterSecondCycleKiB)} |`);
+      lines.push(
+        `| ${x.label} | ${mem.join(' | ')} | ${mib(x.memory.baseKiB)} → ${mib(x.memory.afterCloseKiB)} → ${mib(x.memory.afterSecondCycleKiB)} |`,
+      );
     }
   }
   const w = Math.max(...r.results.map((x) => x.label.length), 6);
   lines.push('', 'Throughput through one tunnel relative to a direct loopback connection:', '', '```');
   lines.push(`${'direct'.padEnd(w)} ${bar(1)} 1.00`);
-  for (const x of r.results) if (x.throughput) lines.push(`${x.label.padEnd(w)} ${bar(x.throughput.ratio)} ${x.throughput.ratio.toFixed(2)}`);
+  for (const x of r.results)
+    if (x.throughput) lines.push(`${x.label.padEnd(w)} ${bar(x.throughput.ratio)} ${x.throughput.ratio.toFixed(2)}`);
   lines.push('```', '');
   if (r.skipped.length) lines.push('Skipped: ' + r.skipped.map((s) => `${s.name} (${s.why})`).join('; '), '');
   return lines.join('\n');

@@ -99,7 +99,8 @@ function cleanUp() {
 
 function sh(cmd, args, { check = true } = {}) {
   const r = spawnSync(cmd, args, { encoding: 'utf8', timeout: 60_000 });
-  if (check && r.status !== 0) throw new Error(`${cmd} ${args.join(' ')}: ${(r.stderr || r.stdout || r.error?.message || '').trim()}`);
+  if (check && r.status !== 0)
+    throw new Error(`${cmd} ${args.join(' ')}: ${(r.stderr || r.stdout || r.error?.message || '').trim()}`);
   return r;
 }
 
@@ -123,14 +124,25 @@ async function startPostgres(hosts, allow) {
   pgRun('initdb', ['-D', data, '-U', 'postgres', '--auth=trust', '--no-sync', '-E', 'UTF8', '--locale=C']);
   for (const cidr of allow) appendFileSync(path.join(data, 'pg_hba.conf'), `host all all ${cidr} trust\n`);
   const port = await freePort();
-  const conf = { port, listen_addresses: hosts.join(','), unix_socket_directories: dir, max_connections: 200, fsync: 'off', full_page_writes: 'off', synchronous_commit: 'off' };
-  const opts = Object.entries(conf).map(([k, v]) => `-c ${k}=${v}`).join(' ');
+  const conf = {
+    port,
+    listen_addresses: hosts.join(','),
+    unix_socket_directories: dir,
+    max_connections: 200,
+    fsync: 'off',
+    full_page_writes: 'off',
+    synchronous_commit: 'off',
+  };
+  const opts = Object.entries(conf)
+    .map(([k, v]) => `-c ${k}=${v}`)
+    .join(' ');
   pgRun('pg_ctl', ['-D', data, '-l', path.join(dir, 'log'), '-o', opts, '-w', '-t', '60', 'start']);
   undo.push(() => pgRun('pg_ctl', ['-D', data, '-m', 'immediate', '-w', 'stop']));
   return {
     port,
     url: (host, db) => `postgres://postgres@${host}:${port}/${db}`,
-    createDb: (name) => sh(path.join(PG_BIN, 'createdb'), ['-h', '127.0.0.1', '-p', String(port), '-U', 'postgres', name]),
+    createDb: (name) =>
+      sh(path.join(PG_BIN, 'createdb'), ['-h', '127.0.0.1', '-p', String(port), '-U', 'postgres', name]),
   };
 }
 
@@ -176,7 +188,10 @@ const hostPort = (s) => {
 };
 
 function admin(dataDir, dbUrl, args, input = '', proxyd = PROXYD) {
-  const r = spawnSync(process.execPath, [proxyd, 'admin', ...args, '--data-dir', dataDir, '--database-url', dbUrl], { input, encoding: 'utf8' });
+  const r = spawnSync(process.execPath, [proxyd, 'admin', ...args, '--data-dir', dataDir, '--database-url', dbUrl], {
+    input,
+    encoding: 'utf8',
+  });
   if (r.status !== 0) throw new Error(`proxyd admin ${args.join(' ')}: ${r.stderr}`);
   return JSON.parse(r.stdout);
 }
@@ -187,17 +202,51 @@ function admin(dataDir, dbUrl, args, input = '', proxyd = PROXYD) {
  */
 async function startNode({ name, role, dbUrl, host = '127.0.0.1', ns = null, proxyd = PROXYD, prof = false }) {
   const dataDir = tempDir(`proxyd-hop-${name}-`);
-  const roleArgs = role === 'exit' ? ['--role', 'exit', '--location', 'us', '--hop-listen', `${host}:0`] : role === 'entry' ? ['--role', 'entry'] : ['--role', 'both', '--location', 'us'];
-  const profArgs = prof && PROF_DIR ? ['--cpu-prof', `--cpu-prof-dir=${PROF_DIR}`, `--cpu-prof-name=${name}.cpuprofile`] : [];
-  const args = ['--max-semi-space-size=8', ...profArgs, proxyd, 'serve', '--data-dir', dataDir, '--database-url', dbUrl, '--api-listen', '127.0.0.1:0',
-    '--http-proxy-listen', `${host}:0`, '--socks-listen', `${host}:0`, '--allow-private-targets', '--log-level', 'warn', '--node-name', name, ...roleArgs];
+  const roleArgs =
+    role === 'exit'
+      ? ['--role', 'exit', '--location', 'us', '--hop-listen', `${host}:0`]
+      : role === 'entry'
+        ? ['--role', 'entry']
+        : ['--role', 'both', '--location', 'us'];
+  const profArgs =
+    prof && PROF_DIR ? ['--cpu-prof', `--cpu-prof-dir=${PROF_DIR}`, `--cpu-prof-name=${name}.cpuprofile`] : [];
+  const args = [
+    '--max-semi-space-size=8',
+    ...profArgs,
+    proxyd,
+    'serve',
+    '--data-dir',
+    dataDir,
+    '--database-url',
+    dbUrl,
+    '--api-listen',
+    '127.0.0.1:0',
+    '--http-proxy-listen',
+    `${host}:0`,
+    '--socks-listen',
+    `${host}:0`,
+    '--allow-private-targets',
+    '--log-level',
+    'warn',
+    '--node-name',
+    name,
+    ...roleArgs,
+  ];
   const n = await spawnJson(process.execPath, args, { ns, label: name });
   return { ...n, name, http: n.info.httpProxy ? hostPort(n.info.httpProxy) : null, hop: n.info.hop ?? null };
 }
 
 async function startTarget(host, ns = null) {
-  const t = await spawnJson(process.execPath, [TARGET, '--role', 'target', '--host', host], { ns, label: `target ${host}` });
-  return { ...t, host, port: t.info.port, stop: () => new Promise((r) => (t.p.exitCode !== null ? r() : (t.p.once('exit', r), t.p.stdin.end()))) };
+  const t = await spawnJson(process.execPath, [TARGET, '--role', 'target', '--host', host], {
+    ns,
+    label: `target ${host}`,
+  });
+  return {
+    ...t,
+    host,
+    port: t.info.port,
+    stop: () => new Promise((r) => (t.p.exitCode !== null ? r() : (t.p.once('exit', r), t.p.stdin.end()))),
+  };
 }
 
 // ------------------------------------------------------------------ the link between "regions"
@@ -236,18 +285,36 @@ async function makeRegion() {
     sh('ip', ['link', 'set', b, 'netns', ns]);
     if (DELAY_MS > 0) {
       // limit: room for a 30 ms window of 64 KiB segments, so the queue, not the delay, never drops.
-      const q = sh('tc', ['qdisc', 'add', 'dev', a, 'root', 'netem', 'delay', `${DELAY_MS}ms`, 'limit', '10000'], { check: false });
+      const q = sh('tc', ['qdisc', 'add', 'dev', a, 'root', 'netem', 'delay', `${DELAY_MS}ms`, 'limit', '10000'], {
+        check: false,
+      });
       if (q.status !== 0) {
         drop();
         throw new Error(`tc netem: ${(q.stderr || '').trim()}`);
       }
-      sh('ip', ['netns', 'exec', ns, 'tc', 'qdisc', 'add', 'dev', b, 'root', 'netem', 'delay', `${DELAY_MS}ms`, 'limit', '10000']);
+      sh('ip', [
+        'netns',
+        'exec',
+        ns,
+        'tc',
+        'qdisc',
+        'add',
+        'dev',
+        b,
+        'root',
+        'netem',
+        'delay',
+        `${DELAY_MS}ms`,
+        'limit',
+        '10000',
+      ]);
     }
     return { a, b, kind: 'netem', note: `veth pair, tc netem delay ${DELAY_MS}ms on each end` };
   };
 
   const tryTun = async () => {
-    if (sh('which', ['python3'], { check: false }).status !== 0) throw new Error('python3 not found (for the TUN delay line)');
+    if (sh('which', ['python3'], { check: false }).status !== 0)
+      throw new Error('python3 not found (for the TUN delay line)');
     const a = `hopt${tag}a`;
     const b = `hopt${tag}b`;
     const line = await spawnJson('python3', ['-c', DELAY_LINE, a, b, String(DELAY_MS)], { label: 'delay line' });
@@ -255,7 +322,13 @@ async function makeRegion() {
     sh('ip', ['link', 'set', b, 'netns', ns]);
     sh('ip', ['link', 'set', a, 'mtu', '65000']);
     sh('ip', ['-n', ns, 'link', 'set', b, 'mtu', '65000']);
-    return { a, b, kind: 'tun', line, note: `two TUN devices (MTU 65,000) joined by a python3 delay line holding each packet ${DELAY_MS} ms` };
+    return {
+      a,
+      b,
+      kind: 'tun',
+      line,
+      note: `two TUN devices (MTU 65,000) joined by a python3 delay line holding each packet ${DELAY_MS} ms`,
+    };
   };
 
   let link;
@@ -330,7 +403,10 @@ function open(via, target, payload, want) {
     let stage = via ? 'hs' : 'data';
     let buf = Buffer.alloc(0);
     let got = 0;
-    s.setTimeout(30_000, () => (s.destroy(), reject(new Error(`timeout (${via ? `${via.host}:${via.port}` : 'direct'})`))));
+    s.setTimeout(
+      30_000,
+      () => (s.destroy(), reject(new Error(`timeout (${via ? `${via.host}:${via.port}` : 'direct'})`))),
+    );
     s.on('error', reject);
     const start = () => {
       stage = 'data';
@@ -341,7 +417,9 @@ function open(via, target, payload, want) {
     s.on('connect', () => {
       if (!via) return start();
       const t = `${target.host}:${target.port}`;
-      s.write(`CONNECT ${t} HTTP/1.1\r\nHost: ${t}\r\nProxy-Authorization: Basic ${Buffer.from(`${USER}:${PASSWORD}`).toString('base64')}\r\n\r\n`);
+      s.write(
+        `CONNECT ${t} HTTP/1.1\r\nHost: ${t}\r\nProxy-Authorization: Basic ${Buffer.from(`${USER}:${PASSWORD}`).toString('base64')}\r\n\r\n`,
+      );
     });
     s.on('data', (d) => {
       if (stage === 'data') {
@@ -352,7 +430,8 @@ function open(via, target, payload, want) {
       buf = Buffer.concat([buf, d]);
       const end = buf.indexOf('\r\n\r\n');
       if (end < 0) return;
-      if (!buf.subarray(0, 12).toString().startsWith('HTTP/1.1 200')) return reject(new Error(buf.subarray(0, end).toString()));
+      if (!buf.subarray(0, 12).toString().startsWith('HTTP/1.1 200'))
+        return reject(new Error(buf.subarray(0, end).toString()));
       if (buf.length > end + 4) got += buf.length - end - 4;
       start();
     });
@@ -400,7 +479,10 @@ async function transfer(via, target, dir, size) {
       s.removeAllListeners('data');
       s.on('data', (d) => {
         got += d.length;
-        if (got >= size) { s.destroy(); resolve(); }
+        if (got >= size) {
+          s.destroy();
+          resolve();
+        }
       });
       s.on('error', reject);
       s.on('close', () => (got >= size ? resolve() : reject(new Error(`down: ${got} of ${size} bytes`))));
@@ -422,8 +504,20 @@ function makeDatabase(pg, name, proxyd = PROXYD) {
   pg.createDb(name);
   const url = pg.url('127.0.0.1', name);
   const dir = tempDir('proxyd-hop-admin-');
-  admin(dir, url, ['account', 'create', '--email', 'bench@example.com', '--password-stdin', '--verified'], 'bench account password 123\n', proxyd);
-  admin(dir, url, ['proxy-user', 'create', '--email', 'bench@example.com', '--username', 'bench-user', '--password-stdin'], `${PASSWORD}\n`, proxyd);
+  admin(
+    dir,
+    url,
+    ['account', 'create', '--email', 'bench@example.com', '--password-stdin', '--verified'],
+    'bench account password 123\n',
+    proxyd,
+  );
+  admin(
+    dir,
+    url,
+    ['proxy-user', 'create', '--email', 'bench@example.com', '--username', 'bench-user', '--password-stdin'],
+    `${PASSWORD}\n`,
+    proxyd,
+  );
   return url;
 }
 
@@ -442,11 +536,32 @@ async function startPair({ tag, dbRoot, dbNs = dbRoot, host, ns = null, proxyd =
 async function startTlsPair(target) {
   const run = async (name, args) => {
     const n = await spawnJson(process.execPath, ['--max-semi-space-size=8', TLS_PAIR, ...args], { label: name });
-    return { ...n, stop: () => new Promise((r) => (n.p.exitCode !== null ? r() : (n.p.once('exit', r), n.p.stdin.end()))) };
+    return {
+      ...n,
+      stop: () => new Promise((r) => (n.p.exitCode !== null ? r() : (n.p.once('exit', r), n.p.stdin.end()))),
+    };
   };
-  const exit = await run('tls-exit', ['--role', 'exit', '--host', '127.0.0.1', '--target', `${target.host}:${target.port}`]);
-  const entry = await run('tls-entry', ['--role', 'entry', '--host', '127.0.0.1', '--exit', `127.0.0.1:${exit.info.port}`]);
-  return { nodes: [exit, entry], target: { host: '127.0.0.1', port: entry.info.port }, procs: { entry: entry.p.pid, exit: exit.p.pid } };
+  const exit = await run('tls-exit', [
+    '--role',
+    'exit',
+    '--host',
+    '127.0.0.1',
+    '--target',
+    `${target.host}:${target.port}`,
+  ]);
+  const entry = await run('tls-entry', [
+    '--role',
+    'entry',
+    '--host',
+    '127.0.0.1',
+    '--exit',
+    `127.0.0.1:${exit.info.port}`,
+  ]);
+  return {
+    nodes: [exit, entry],
+    target: { host: '127.0.0.1', port: entry.info.port },
+    procs: { entry: entry.p.pid, exit: exit.p.pid },
+  };
 }
 
 /** The baseline build's short commit, when DIR is a git checkout. */
@@ -468,8 +583,16 @@ function profileTop(file, n = 15) {
   });
   const total = [...self.values()].reduce((a, b) => a + b, 0);
   const busy = total - (self.get('(idle)') ?? 0);
-  const top = [...self.entries()].filter(([k]) => k !== '(idle)').sort((a, b) => b[1] - a[1]).slice(0, n);
-  return { file, busySec: +(busy / 1e6).toFixed(2), idlePct: +((1 - busy / total) * 100).toFixed(1), top: top.map(([fn, us]) => ({ fn, pctOfBusy: +((us / busy) * 100).toFixed(1) })) };
+  const top = [...self.entries()]
+    .filter(([k]) => k !== '(idle)')
+    .sort((a, b) => b[1] - a[1])
+    .slice(0, n);
+  return {
+    file,
+    busySec: +(busy / 1e6).toFixed(2),
+    idlePct: +((1 - busy / total) * 100).toFixed(1),
+    top: top.map(([fn, us]) => ({ fn, pctOfBusy: +((us / busy) * 100).toFixed(1) })),
+  };
 }
 
 /** Until a CONNECT through `via` to `target` is answered 200 (an entry sees its exit within ~1–2 s). */
@@ -488,7 +611,11 @@ async function waitAdmitted(via, target, what) {
 
 // ------------------------------------------------------------------ main
 
-const summary = (xs, d = 3) => ({ median: +med(xs).toFixed(d), min: +Math.min(...xs).toFixed(d), max: +Math.max(...xs).toFixed(d) });
+const summary = (xs, d = 3) => ({
+  median: +med(xs).toFixed(d),
+  min: +Math.min(...xs).toFixed(d),
+  max: +Math.max(...xs).toFixed(d),
+});
 
 /** The paths of each part: the `both` node, the current entry → exit pair, and the baseline's (--baseline). */
 const KEYS = ['both', 'hop', ...(BASE_DIR ? ['base'] : [])];
@@ -496,7 +623,8 @@ const KEYS = ['both', 'hop', ...(BASE_DIR ? ['base'] : [])];
 const turn = (xs, i) => xs.map((_, j) => xs[(i + j) % xs.length]);
 
 async function main() {
-  if (BASE_DIR && !existsSync(path.join(BASE_DIR, 'dist'))) throw new Error(`--baseline ${BASE_DIR}: no dist/ there (run npm run build in it)`);
+  if (BASE_DIR && !existsSync(path.join(BASE_DIR, 'dist')))
+    throw new Error(`--baseline ${BASE_DIR}: no dist/ there (run npm run build in it)`);
   if (BASE_DIR && !existsSync(BASE_PROXYD)) throw new Error(`--baseline ${BASE_DIR}: no bin/proxyd there`);
   if (PROF_DIR) mkdirSync(PROF_DIR, { recursive: true });
   const load0 = os.loadavg();
@@ -513,7 +641,10 @@ async function main() {
     }
   } else skipReason = '--no-remote';
 
-  const pg = await startPostgres(region ? ['127.0.0.1', NS_ROOT_IP] : ['127.0.0.1'], region ? [`${NS_ROOT_IP}/30`] : []);
+  const pg = await startPostgres(
+    region ? ['127.0.0.1', NS_ROOT_IP] : ['127.0.0.1'],
+    region ? [`${NS_ROOT_IP}/30`] : [],
+  );
   const localDb = makeDatabase(pg, 'hop_local');
   /** Every proxyd node, stopped at the end. */
   const nodes = [];
@@ -530,7 +661,13 @@ async function main() {
     { key: 'hop', via: hop1.via, procs: hop1.procs },
   ];
   if (BASE_DIR) {
-    const base1 = await startPair({ tag: 'base-local', dbRoot: makeDatabase(pg, 'hop_base_local', BASE_PROXYD), host: '127.0.0.1', proxyd: BASE_PROXYD, via: tgt });
+    const base1 = await startPair({
+      tag: 'base-local',
+      dbRoot: makeDatabase(pg, 'hop_base_local', BASE_PROXYD),
+      host: '127.0.0.1',
+      proxyd: BASE_PROXYD,
+      via: tgt,
+    });
     nodes.push(...base1.nodes);
     local.push({ key: 'base', via: base1.via, procs: base1.procs });
   }
@@ -547,8 +684,22 @@ async function main() {
     const remoteDb = makeDatabase(pg, 'hop_remote');
     const rtarget = await startTarget(NS_IP, region.ns);
     rtgt = { host: NS_IP, port: rtarget.port };
-    const both2 = await startNode({ name: 'both-remote', role: 'both', dbUrl: inNs(remoteDb), host: NS_IP, ns: region.ns });
-    const hop2 = await startPair({ tag: 'remote', dbRoot: remoteDb, dbNs: inNs(remoteDb), host: NS_IP, ns: region.ns, prof: true, via: rtgt });
+    const both2 = await startNode({
+      name: 'both-remote',
+      role: 'both',
+      dbUrl: inNs(remoteDb),
+      host: NS_IP,
+      ns: region.ns,
+    });
+    const hop2 = await startPair({
+      tag: 'remote',
+      dbRoot: remoteDb,
+      dbNs: inNs(remoteDb),
+      host: NS_IP,
+      ns: region.ns,
+      prof: true,
+      via: rtgt,
+    });
     nodes.push(both2, ...hop2.nodes);
     remote = {
       target: rtarget,
@@ -559,7 +710,15 @@ async function main() {
     };
     if (BASE_DIR) {
       const db = makeDatabase(pg, 'hop_base_remote', BASE_PROXYD);
-      const base2 = await startPair({ tag: 'base-remote', dbRoot: db, dbNs: inNs(db), host: NS_IP, ns: region.ns, proxyd: BASE_PROXYD, via: rtgt });
+      const base2 = await startPair({
+        tag: 'base-remote',
+        dbRoot: db,
+        dbNs: inNs(db),
+        host: NS_IP,
+        ns: region.ns,
+        proxyd: BASE_PROXYD,
+        via: rtgt,
+      });
       nodes.push(...base2.nodes);
       remote.paths.push({ key: 'base', via: base2.via, procs: base2.procs });
     }
@@ -571,7 +730,15 @@ async function main() {
   if (remote) for (const p of remote.paths) for (let i = 0; i < 20; i++) await echoOnce(p.via, rtgt);
 
   const perKey = () => Object.fromEntries(['direct', ...KEYS, ...(FLOOR ? ['raw'] : [])].map((k) => [k, []]));
-  const acc = () => ({ p50: perKey(), p99: perKey(), head50: perKey(), up: perKey(), down: perKey(), ratio: { up: perKey(), down: perKey() }, gib: {} });
+  const acc = () => ({
+    p50: perKey(),
+    p99: perKey(),
+    head50: perKey(),
+    up: perKey(),
+    down: perKey(),
+    ratio: { up: perKey(), down: perKey() },
+    gib: {},
+  });
   const L = { ...acc(), tps: perKey(), cpu: perKey() };
   const R = acc();
 
@@ -580,7 +747,9 @@ async function main() {
    * and of a pair together ('pair').
    */
   async function transferRound(A, paths, target, r, size) {
-    const cpu = Object.fromEntries(paths.map((p) => [p.key, Object.fromEntries(Object.keys(p.procs).map((n) => [n, 0]))]));
+    const cpu = Object.fromEntries(
+      paths.map((p) => [p.key, Object.fromEntries(Object.keys(p.procs).map((n) => [n, 0]))]),
+    );
     for (const dir of ['up', 'down']) {
       for (const p of turn(paths, r)) {
         const d = await transfer(null, target, dir, size);
@@ -596,14 +765,19 @@ async function main() {
     for (const p of paths) {
       const g = (A.gib[p.key] ??= {});
       for (const n of Object.keys(p.procs)) (g[n] ??= []).push(perGiB(cpu[p.key][n]));
-      if (Object.keys(p.procs).length > 1) (g.pair ??= []).push(perGiB(Object.values(cpu[p.key]).reduce((a, b) => a + b, 0)));
+      if (Object.keys(p.procs).length > 1)
+        (g.pair ??= []).push(perGiB(Object.values(cpu[p.key]).reduce((a, b) => a + b, 0)));
     }
   }
 
   for (let r = 0; r < REPS; r++) {
     log(`round ${r + 1}/${REPS}: one host: ${LAT_N} set-ups per path`);
     const s = await setupSample(local, tgt, LAT_N);
-    for (const k of ['direct', ...KEYS]) { L.p50[k].push(med(s[k])); L.p99[k].push(pct(s[k], 99)); L.head50[k].push(med(s.head[k])); }
+    for (const k of ['direct', ...KEYS]) {
+      L.p50[k].push(med(s[k]));
+      L.p99[k].push(pct(s[k], 99));
+      L.head50[k].push(med(s.head[k]));
+    }
     log(`round ${r + 1}/${REPS}: one host: one tunnel, ${SIZE / 2 ** 20} MiB up and down per path`);
     await transferRound(L, localTransfer, tgt, r, SIZE);
     log(`round ${r + 1}/${REPS}: one host: tunnels/s, ${LOOPS} loops for ${RATE_MS} ms per path`);
@@ -618,7 +792,11 @@ async function main() {
     if (remote) {
       log(`round ${r + 1}/${REPS}: across the link: ${REMOTE_LAT_N} set-ups per path`);
       const t = await setupSample(remote.paths, rtgt, REMOTE_LAT_N);
-      for (const k of ['direct', ...KEYS]) { R.p50[k].push(med(t[k])); R.p99[k].push(pct(t[k], 99)); R.head50[k].push(med(t.head[k])); }
+      for (const k of ['direct', ...KEYS]) {
+        R.p50[k].push(med(t[k]));
+        R.p99[k].push(pct(t[k], 99));
+        R.head50[k].push(med(t.head[k]));
+      }
       log(`round ${r + 1}/${REPS}: across the link: one tunnel, ${REMOTE_SIZE / 2 ** 20} MiB up and down per path`);
       await transferRound(R, remote.paths, rtgt, r, REMOTE_SIZE);
     }
@@ -632,7 +810,12 @@ async function main() {
   const added = (A, q, k) => minus(A[q][k], A[q].direct);
   const mean2 = (R2, k) => R2.up[k].map((x, i) => (x + R2.down[k][i]) / 2);
   const part = (A, extra) => ({
-    direct: { setupP50: summary(A.p50.direct), setupP99: summary(A.p99.direct), upMBs: summary(A.up.direct, 0), downMBs: summary(A.down.direct, 0) },
+    direct: {
+      setupP50: summary(A.p50.direct),
+      setupP99: summary(A.p99.direct),
+      upMBs: summary(A.up.direct, 0),
+      downMBs: summary(A.down.direct, 0),
+    },
     rows: KEYS.map((k) => ({
       path: k,
       setupP50: summary(A.p50[k]),
@@ -665,9 +848,13 @@ async function main() {
   });
   const local1 = part(L, (k) => ({ tunnelsPerSec: summary(L.tps[k], 0), cpuUsPerTunnel: summary(L.cpu[k], 0) }));
   if (BASE_DIR) {
-    Object.assign(local1.vsBaseline, { tunnelsPerSecRatio: summary(over(L.tps.hop, L.tps.base), 2), cpuPerTunnelRatio: summary(over(L.cpu.hop, L.cpu.base), 2) });
+    Object.assign(local1.vsBaseline, {
+      tunnelsPerSecRatio: summary(over(L.tps.hop, L.tps.base), 2),
+      cpuPerTunnelRatio: summary(over(L.cpu.hop, L.cpu.base), 2),
+    });
     local1.vsBaseline.setupTargetMet = local1.vsBaseline.setupP50Minus.median <= 0.3;
-    local1.vsBaseline.throughputTargetMet = local1.vsBaseline.upRatio.median >= 0.8 && local1.vsBaseline.downRatio.median >= 0.8;
+    local1.vsBaseline.throughputTargetMet =
+      local1.vsBaseline.upRatio.median >= 0.8 && local1.vsBaseline.downRatio.median >= 0.8;
   }
   if (floor) {
     // The hop against raw Node TLS between two processes, per round (docs/benchmarks/hop.md, "TLS floor").
@@ -691,11 +878,20 @@ async function main() {
     f.cpuTargetMet = f.hopCpuPerGiBRatio.median <= 1.25;
     local1.tlsFloor = f;
   }
-  const remote1 = remote ? { link: region.note, delayMsEachWay: DELAY_MS, latN: REMOTE_LAT_N, sizeMiB: REMOTE_SIZE / 2 ** 20, ...part(R, () => ({})) } : { skipped: skipReason };
+  const remote1 = remote
+    ? {
+        link: region.note,
+        delayMsEachWay: DELAY_MS,
+        latN: REMOTE_LAT_N,
+        sizeMiB: REMOTE_SIZE / 2 ** 20,
+        ...part(R, () => ({})),
+      }
+    : { skipped: skipReason };
   if (remote) {
     // No round trip added: through the entry still one round trip (2 × DELAY_MS) faster than the remote `both`
     // node (half of one is the margin), and, with a baseline, less than half a round trip over the cleartext pair.
-    remote1.noAddedRoundTrip = remote1.hopAddedP50.median <= -DELAY_MS && (!BASE_DIR || remote1.vsBaseline.setupP50Minus.median < DELAY_MS);
+    remote1.noAddedRoundTrip =
+      remote1.hopAddedP50.median <= -DELAY_MS && (!BASE_DIR || remote1.vsBaseline.setupP50Minus.median < DELAY_MS);
   }
   const report = {
     ...runInfo(argv, load0, load1),
@@ -733,7 +929,10 @@ function printTables(rep) {
   const name = { both: '`both` node', hop: 'entry → exit', base };
   const gib = (r) => {
     const g = r.cpuSecPerGiB;
-    const each = Object.keys(g).filter((n) => n !== 'pair').map((n) => `${n} ${c(g[n], 2)}`).join(' + ');
+    const each = Object.keys(g)
+      .filter((n) => n !== 'pair')
+      .map((n) => `${n} ${c(g[n], 2)}`)
+      .join(' + ');
     return g.pair ? `${each} = ${c(g.pair, 2)}` : each;
   };
   const row = (p, k) => p.rows.find((r) => r.path === k);
@@ -741,57 +940,108 @@ function printTables(rep) {
   const versus = (p, out, withRate) => {
     const [h, b, v] = [row(p, 'hop'), row(p, 'base'), p.vsBaseline];
     out.push(`\nCurrent pair against the baseline pair (${base}), same rounds:`);
-    out.push('| | current entry → exit | baseline entry → exit | per round: current − baseline (set-up), current ÷ baseline (the rest) |');
+    out.push(
+      '| | current entry → exit | baseline entry → exit | per round: current − baseline (set-up), current ÷ baseline (the rest) |',
+    );
     out.push('|---|---|---|---|');
     out.push(`| set-up p50 (ms) | ${c(h.setupP50)} | ${c(b.setupP50)} | ${c(v.setupP50Minus)} |`);
     out.push(`| set-up p99 (ms) | ${c(h.setupP99)} | ${c(b.setupP99)} | ${c(v.setupP99Minus)} |`);
-    out.push(`| of which to the \`200\`, p50 (ms) | ${c(h.setupTo200P50)} | ${c(b.setupTo200P50)} | ${c(v.setupTo200P50Minus)} |`);
+    out.push(
+      `| of which to the \`200\`, p50 (ms) | ${c(h.setupTo200P50)} | ${c(b.setupTo200P50)} | ${c(v.setupTo200P50Minus)} |`,
+    );
     out.push(`| 1 tunnel up (MB/s) | ${c(h.upMBs, 0)} | ${c(b.upMBs, 0)} | ${c(v.upRatio, 2)} |`);
     out.push(`| 1 tunnel down (MB/s) | ${c(h.downMBs, 0)} | ${c(b.downMBs, 0)} | ${c(v.downRatio, 2)} |`);
-    out.push(`| CPU s/GiB, entry + exit | ${c(h.cpuSecPerGiB.pair, 2)} | ${c(b.cpuSecPerGiB.pair, 2)} | ${c(v.cpuPerGiBRatio, 2)} |`);
+    out.push(
+      `| CPU s/GiB, entry + exit | ${c(h.cpuSecPerGiB.pair, 2)} | ${c(b.cpuSecPerGiB.pair, 2)} | ${c(v.cpuPerGiBRatio, 2)} |`,
+    );
     if (withRate) {
       out.push(`| tunnels/s | ${c(h.tunnelsPerSec, 0)} | ${c(b.tunnelsPerSec, 0)} | ${c(v.tunnelsPerSecRatio, 2)} |`);
-      out.push(`| CPU µs per tunnel, entry + exit | ${c(h.cpuUsPerTunnel, 0)} | ${c(b.cpuUsPerTunnel, 0)} | ${c(v.cpuPerTunnelRatio, 2)} |`);
+      out.push(
+        `| CPU µs per tunnel, entry + exit | ${c(h.cpuUsPerTunnel, 0)} | ${c(b.cpuUsPerTunnel, 0)} | ${c(v.cpuPerTunnelRatio, 2)} |`,
+      );
     }
   };
   const out = [];
   const gap = rep.setupGapMs ? `, ${rep.setupGapMs} ms apart` : '';
-  out.push(`\nOne host (loopback), ${rep.reps} rounds, median (range); ${rep.local.latN} set-ups per path per round${gap}; ${rep.local.sizeMiB} MiB per transfer`);
-  out.push(`direct set-up p50 ${c(rep.local.direct.setupP50)} ms, p99 ${c(rep.local.direct.setupP99)} ms; direct MB/s up ${c(rep.local.direct.upMBs, 0)}, down ${c(rep.local.direct.downMBs, 0)}`);
-  out.push('| path | set-up added p50 (ms) | set-up added p99 (ms) | 1 tunnel up vs direct | 1 tunnel down vs direct | CPU s/GiB relayed | tunnels/s | CPU µs per tunnel |');
+  out.push(
+    `\nOne host (loopback), ${rep.reps} rounds, median (range); ${rep.local.latN} set-ups per path per round${gap}; ${rep.local.sizeMiB} MiB per transfer`,
+  );
+  out.push(
+    `direct set-up p50 ${c(rep.local.direct.setupP50)} ms, p99 ${c(rep.local.direct.setupP99)} ms; direct MB/s up ${c(rep.local.direct.upMBs, 0)}, down ${c(rep.local.direct.downMBs, 0)}`,
+  );
+  out.push(
+    '| path | set-up added p50 (ms) | set-up added p99 (ms) | 1 tunnel up vs direct | 1 tunnel down vs direct | CPU s/GiB relayed | tunnels/s | CPU µs per tunnel |',
+  );
   out.push('|---|---|---|---|---|---|---|---|');
-  for (const r of rep.local.rows) out.push(`| ${name[r.path]} | ${c(r.setupAddedP50)} | ${c(r.setupAddedP99)} | ${c(r.upVsDirect, 2)} | ${c(r.downVsDirect, 2)} | ${gib(r)} | ${c(r.tunnelsPerSec, 0)} | ${c(r.cpuUsPerTunnel, 0)} |`);
-  out.push(`| the hop's own (entry → exit − both) | ${c(rep.local.hopAddedP50)} | ${c(rep.local.hopAddedP99)} | | | | | |`);
-  if (rep.baseline) out.push(`| the baseline hop's own (baseline − both) | ${c(rep.local.baseAddedP50)} | ${c(rep.local.baseAddedP99)} | | | | | |`);
+  for (const r of rep.local.rows)
+    out.push(
+      `| ${name[r.path]} | ${c(r.setupAddedP50)} | ${c(r.setupAddedP99)} | ${c(r.upVsDirect, 2)} | ${c(r.downVsDirect, 2)} | ${gib(r)} | ${c(r.tunnelsPerSec, 0)} | ${c(r.cpuUsPerTunnel, 0)} |`,
+    );
+  out.push(
+    `| the hop's own (entry → exit − both) | ${c(rep.local.hopAddedP50)} | ${c(rep.local.hopAddedP99)} | | | | | |`,
+  );
+  if (rep.baseline)
+    out.push(
+      `| the baseline hop's own (baseline − both) | ${c(rep.local.baseAddedP50)} | ${c(rep.local.baseAddedP99)} | | | | | |`,
+    );
   out.push(`hop adds ≤ 1 ms p50 on one host: ${rep.local.hopTargetMet ? 'met' : 'NOT met'}`);
   if (rep.baseline) {
     versus(rep.local, out, true);
-    out.push(`current adds ≤ 0.3 ms p50 to set-up over the baseline: ${rep.local.vsBaseline.setupTargetMet ? 'met' : 'NOT met'}; throughput ≥ 0.8 × the baseline's, up and down: ${rep.local.vsBaseline.throughputTargetMet ? 'met' : 'NOT met'}`);
+    out.push(
+      `current adds ≤ 0.3 ms p50 to set-up over the baseline: ${rep.local.vsBaseline.setupTargetMet ? 'met' : 'NOT met'}; throughput ≥ 0.8 × the baseline's, up and down: ${rep.local.vsBaseline.throughputTargetMet ? 'met' : 'NOT met'}`,
+    );
   }
   const f = rep.local.tlsFloor;
   if (f) {
-    out.push(`\nAgainst raw Node TLS between two processes (bench/peers/tls-pair.mjs), same rounds; per round: path ÷ raw TLS`);
+    out.push(
+      `\nAgainst raw Node TLS between two processes (bench/peers/tls-pair.mjs), same rounds; per round: path ÷ raw TLS`,
+    );
     out.push(`| | raw TLS pair | entry → exit ÷ raw TLS${rep.baseline ? ' | baseline ÷ raw TLS' : ''} |`);
     out.push(`|---|---|---|${rep.baseline ? '---|' : ''}`);
-    out.push(`| 1 tunnel up (MB/s) | ${c(f.upMBs, 0)} | ${c(f.hopUpRatio, 2)}${rep.baseline ? ` | ${c(f.baseUpRatio, 2)}` : ''} |`);
-    out.push(`| 1 tunnel down (MB/s) | ${c(f.downMBs, 0)} | ${c(f.hopDownRatio, 2)}${rep.baseline ? ` | ${c(f.baseDownRatio, 2)}` : ''} |`);
-    out.push(`| CPU s/GiB, entry + exit | ${gib({ cpuSecPerGiB: f.cpuSecPerGiB })} | ${c(f.hopCpuPerGiBRatio, 2)}${rep.baseline ? ` | ${c(f.baseCpuPerGiBRatio, 2)}` : ''} |`);
-    out.push(`hop throughput ≥ 0.8 × raw TLS, up and down: ${f.throughputTargetMet ? 'met' : 'NOT met'}; hop CPU per GiB ≤ 1.25 × raw TLS: ${f.cpuTargetMet ? 'met' : 'NOT met'}`);
+    out.push(
+      `| 1 tunnel up (MB/s) | ${c(f.upMBs, 0)} | ${c(f.hopUpRatio, 2)}${rep.baseline ? ` | ${c(f.baseUpRatio, 2)}` : ''} |`,
+    );
+    out.push(
+      `| 1 tunnel down (MB/s) | ${c(f.downMBs, 0)} | ${c(f.hopDownRatio, 2)}${rep.baseline ? ` | ${c(f.baseDownRatio, 2)}` : ''} |`,
+    );
+    out.push(
+      `| CPU s/GiB, entry + exit | ${gib({ cpuSecPerGiB: f.cpuSecPerGiB })} | ${c(f.hopCpuPerGiBRatio, 2)}${rep.baseline ? ` | ${c(f.baseCpuPerGiBRatio, 2)}` : ''} |`,
+    );
+    out.push(
+      `hop throughput ≥ 0.8 × raw TLS, up and down: ${f.throughputTargetMet ? 'met' : 'NOT met'}; hop CPU per GiB ≤ 1.25 × raw TLS: ${f.cpuTargetMet ? 'met' : 'NOT met'}`,
+    );
   }
   if (rep.remote.skipped) out.push(`\nAcross regions: skipped (${rep.remote.skipped})`);
   else {
-    const rname = { both: '`both` node across the link', hop: 'entry here → exit across the link', base: `${base}, exit across the link` };
-    out.push(`\nAcross regions: ${rep.remote.link}; ${rep.remote.latN} set-ups per path per round${gap}; ${rep.remote.sizeMiB} MiB per transfer`);
-    out.push(`direct set-up p50 ${c(rep.remote.direct.setupP50)} ms, p99 ${c(rep.remote.direct.setupP99)} ms; direct MB/s up ${c(rep.remote.direct.upMBs, 0)}, down ${c(rep.remote.direct.downMBs, 0)}`);
-    out.push('| path | set-up added p50 (ms) | set-up added p99 (ms) | 1 tunnel up vs direct | 1 tunnel down vs direct | CPU s/GiB relayed |');
+    const rname = {
+      both: '`both` node across the link',
+      hop: 'entry here → exit across the link',
+      base: `${base}, exit across the link`,
+    };
+    out.push(
+      `\nAcross regions: ${rep.remote.link}; ${rep.remote.latN} set-ups per path per round${gap}; ${rep.remote.sizeMiB} MiB per transfer`,
+    );
+    out.push(
+      `direct set-up p50 ${c(rep.remote.direct.setupP50)} ms, p99 ${c(rep.remote.direct.setupP99)} ms; direct MB/s up ${c(rep.remote.direct.upMBs, 0)}, down ${c(rep.remote.direct.downMBs, 0)}`,
+    );
+    out.push(
+      '| path | set-up added p50 (ms) | set-up added p99 (ms) | 1 tunnel up vs direct | 1 tunnel down vs direct | CPU s/GiB relayed |',
+    );
     out.push('|---|---|---|---|---|---|');
-    for (const r of rep.remote.rows) out.push(`| ${rname[r.path]} | ${c(r.setupAddedP50)} | ${c(r.setupAddedP99)} | ${c(r.upVsDirect, 2)} | ${c(r.downVsDirect, 2)} | ${gib(r)} |`);
+    for (const r of rep.remote.rows)
+      out.push(
+        `| ${rname[r.path]} | ${c(r.setupAddedP50)} | ${c(r.setupAddedP99)} | ${c(r.upVsDirect, 2)} | ${c(r.downVsDirect, 2)} | ${gib(r)} |`,
+      );
     out.push(`| entry → exit − remote \`both\` | ${c(rep.remote.hopAddedP50)} | ${c(rep.remote.hopAddedP99)} | | | |`);
     if (rep.baseline) {
-      out.push(`| baseline entry → exit − remote \`both\` | ${c(rep.remote.baseAddedP50)} | ${c(rep.remote.baseAddedP99)} | | | |`);
+      out.push(
+        `| baseline entry → exit − remote \`both\` | ${c(rep.remote.baseAddedP50)} | ${c(rep.remote.baseAddedP99)} | | | |`,
+      );
       versus(rep.remote, out, false);
     }
-    out.push(`no round trip added across the link (entry → exit still one faster than the remote \`both\` node${rep.baseline ? ', and under half of one over the baseline pair' : ''}): ${rep.remote.noAddedRoundTrip ? 'met' : 'NOT met'}`);
+    out.push(
+      `no round trip added across the link (entry → exit still one faster than the remote \`both\` node${rep.baseline ? ', and under half of one over the baseline pair' : ''}): ${rep.remote.noAddedRoundTrip ? 'met' : 'NOT met'}`,
+    );
   }
   if (rep.profiles) {
     for (const [n, p] of Object.entries(rep.profiles)) {

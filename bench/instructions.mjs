@@ -19,7 +19,15 @@
 // smallest, and each also without its full collections' instructions (kOutsideFullGc: what a change to the code
 // path does, whether or not a collection fell in the window). Needs valgrind (Debian's package).
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
-import { constants as fsConstants, copyFileSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
+import {
+  constants as fsConstants,
+  copyFileSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  readdirSync,
+  rmSync,
+} from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
@@ -53,7 +61,15 @@ if (spawnSync('sh', ['-c', 'command -v valgrind']).status !== 0) {
 /** One daemon (or the floor) under callgrind with counting off; resolves with its port and credentials. */
 async function start(tree, dir) {
   const out = path.join(dir, 'callgrind.out');
-  const vg = ['--tool=callgrind', '--instr-atstart=no', '--smc-check=all-non-file', `--callgrind-out-file=${out}`, process.execPath, '--max-semi-space-size=8', ...NODE_FLAGS];
+  const vg = [
+    '--tool=callgrind',
+    '--instr-atstart=no',
+    '--smc-check=all-non-file',
+    `--callgrind-out-file=${out}`,
+    process.execPath,
+    '--max-semi-space-size=8',
+    ...NODE_FLAGS,
+  ];
   let auth = null;
   let args;
   let port = 0;
@@ -68,7 +84,14 @@ async function start(tree, dir) {
   const p = spawn('valgrind', args, { stdio: ['ignore', 'pipe', 'ignore'] });
   const ready = await readyOf(p, `${tree} under valgrind`, 180_000, port);
   const at = KIND === 'socks5' && tree !== 'floor' ? ready.socks5 : ready.httpProxy;
-  return { p, out, auth, label: tree, port: Number(at.slice(at.lastIndexOf(':') + 1)), kind: tree === 'floor' ? 'connect' : KIND };
+  return {
+    p,
+    out,
+    auth,
+    label: tree,
+    port: Number(at.slice(at.lastIndexOf(':') + 1)),
+    kind: tree === 'floor' ? 'connect' : KIND,
+  };
 }
 
 /**
@@ -79,9 +102,23 @@ async function start(tree, dir) {
  * (evacuation on helper threads, incremental steps, write barriers while marking, more young collections) stays in.
  */
 function fullGcOf(file) {
-  const out = execFileSync('callgrind_annotate', ['--inclusive=yes', '--threshold=100', file], { encoding: 'utf8', maxBuffer: 1 << 28 });
-  const incl = (re) => Math.max(0, ...out.split('\n').filter((l) => re.test(l)).map((l) => Number(l.trim().split(' ')[0].replaceAll(',', ''))));
-  return incl(/ConcurrentMarking::JobTaskMajor::Run\(/) + incl(/Sweeper::MajorSweeperJob::Run\(/) + incl(/Heap::MarkCompact\(\)/);
+  const out = execFileSync('callgrind_annotate', ['--inclusive=yes', '--threshold=100', file], {
+    encoding: 'utf8',
+    maxBuffer: 1 << 28,
+  });
+  const incl = (re) =>
+    Math.max(
+      0,
+      ...out
+        .split('\n')
+        .filter((l) => re.test(l))
+        .map((l) => Number(l.trim().split(' ')[0].replaceAll(',', ''))),
+    );
+  return (
+    incl(/ConcurrentMarking::JobTaskMajor::Run\(/) +
+    incl(/Sweeper::MajorSweeperJob::Run\(/) +
+    incl(/Heap::MarkCompact\(\)/)
+  );
 }
 
 /** Instructions per tunnel of one daemon (and of them, its full collections'): warm, then count through TUNNELS tunnels. */
@@ -120,8 +157,16 @@ async function measure(tree, tport) {
   }
 }
 
-const trees = [['this tree', ROOT], ...(REV ? [[REV, buildRev(REV, 'instructions')]] : []), ...(argv.includes('--floor') ? [['node floor', 'floor']] : [])];
-const target = spawn(process.execPath, [path.join(ROOT, 'bench/gateway.mjs'), '--role', 'target', '--port', String(await freePort())], { stdio: ['pipe', 'pipe', 'inherit'] });
+const trees = [
+  ['this tree', ROOT],
+  ...(REV ? [[REV, buildRev(REV, 'instructions')]] : []),
+  ...(argv.includes('--floor') ? [['node floor', 'floor']] : []),
+];
+const target = spawn(
+  process.execPath,
+  [path.join(ROOT, 'bench/gateway.mjs'), '--role', 'target', '--port', String(await freePort())],
+  { stdio: ['pipe', 'pipe', 'inherit'] },
+);
 try {
   const tport = JSON.parse(await new Promise((r) => createInterface({ input: target.stdout }).once('line', r))).port;
   const res = new Map(trees.map(([label]) => [label, []]));
@@ -129,7 +174,9 @@ try {
     for (const [label, tree] of r % 2 ? [...trees].reverse() : trees) {
       const per = await measure(tree, tport);
       res.get(label).push(per);
-      log(`${label}: ${(per.total / 1000).toFixed(1)}k instructions per tunnel, ${((per.total - per.fullGc) / 1000).toFixed(1)}k outside full collections`);
+      log(
+        `${label}: ${(per.total / 1000).toFixed(1)}k instructions per tunnel, ${((per.total - per.fullGc) / 1000).toFixed(1)}k outside full collections`,
+      );
     }
   }
   const k = (x) => +(x / 1000).toFixed(1);
@@ -140,7 +187,23 @@ try {
     kOutsideFullGc: xs.map((x) => k(x.total - x.fullGc)),
     leastOutsideFullGc: k(Math.min(...xs.map((x) => x.total - x.fullGc))),
   }));
-  console.log(JSON.stringify({ kind: KIND, tunnels: TUNNELS, warm: WARM, idleMs: IDLE_MS, args: DAEMON_ARGS.join(' '), nodeFlags: NODE_FLAGS.join(' '), when: new Date().toISOString(), node: process.version, rows }, null, 2));
+  console.log(
+    JSON.stringify(
+      {
+        kind: KIND,
+        tunnels: TUNNELS,
+        warm: WARM,
+        idleMs: IDLE_MS,
+        args: DAEMON_ARGS.join(' '),
+        nodeFlags: NODE_FLAGS.join(' '),
+        when: new Date().toISOString(),
+        node: process.version,
+        rows,
+      },
+      null,
+      2,
+    ),
+  );
 } finally {
   target.kill('SIGTERM');
 }

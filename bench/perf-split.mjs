@@ -37,7 +37,9 @@ const KIND = opt('kind', 'connect');
 const HZ = 2000;
 const log = (...a) => console.error('[perf-split]', ...a);
 // Every process bench/lib/peers.mjs starts (proxyd and the floor alike) names its JIT code for perf.
-process.env.PROXYD_BENCH_NODE_FLAGS = [process.env.PROXYD_BENCH_NODE_FLAGS, '--perf-basic-prof'].filter(Boolean).join(' ');
+process.env.PROXYD_BENCH_NODE_FLAGS = [process.env.PROXYD_BENCH_NODE_FLAGS, '--perf-basic-prof']
+  .filter(Boolean)
+  .join(' ');
 
 if (spawnSync('sh', ['-c', 'command -v perf']).status !== 0) {
   log('perf is not installed (apt-get install linux-perf)');
@@ -97,14 +99,21 @@ async function measure(which, tport) {
     const { d } = daemon;
     await tunnelLoops(d, tport, WARM);
     const file = path.join(dir, 'perf.data');
-    rec = spawn('perf', ['record', '-e', 'cpu-clock', '-F', String(HZ), '-g', '-p', String(daemon.p.pid), '-o', file], { stdio: ['ignore', 'ignore', 'pipe'] });
+    rec = spawn('perf', ['record', '-e', 'cpu-clock', '-F', String(HZ), '-g', '-p', String(daemon.p.pid), '-o', file], {
+      stdio: ['ignore', 'ignore', 'pipe'],
+    });
     let recErr = '';
     rec.stderr.on('data', (b) => (recErr += b));
     // perf ends on our SIGINT by raising it again: that is its normal end.
-    const recorded = new Promise((resolve) => rec.once('exit', (code, signal) => resolve(signal === 'SIGINT' ? 0 : code)));
+    const recorded = new Promise((resolve) =>
+      rec.once('exit', (code, signal) => resolve(signal === 'SIGINT' ? 0 : code)),
+    );
     const why = () => recErr.trim().split('\n').pop() ?? '';
     await sleep(500); // perf attaches
-    if (rec.exitCode !== null) throw new Error(`perf record exited ${rec.exitCode}: ${why()} (sampling needs kernel.perf_event_paranoid at most 2)`);
+    if (rec.exitCode !== null)
+      throw new Error(
+        `perf record exited ${rec.exitCode}: ${why()} (sampling needs kernel.perf_event_paranoid at most 2)`,
+      );
     const t0 = Date.now();
     await tunnelLoops(d, tport, TUNNELS);
     const ms = Date.now() - t0;
@@ -115,7 +124,13 @@ async function measure(which, tport) {
     if (samples === 0) throw new Error(`${which}: perf recorded no samples`);
     const us = (n) => (n * 1e6) / HZ / TUNNELS;
     log(`${which}: ${TUNNELS} tunnels in ${ms} ms, ${samples} samples, ${us(samples).toFixed(1)} µs a tunnel`);
-    return { samples, usPerTunnel: us(samples), tunnelsPerSec: Math.round((TUNNELS * 1000) / ms), us: new Map([...counts].map(([k, v]) => [k, us(v)])), self: new Map([...selfCounts].map(([k, v]) => [k, us(v)])) };
+    return {
+      samples,
+      usPerTunnel: us(samples),
+      tunnelsPerSec: Math.round((TUNNELS * 1000) / ms),
+      us: new Map([...counts].map(([k, v]) => [k, us(v)])),
+      self: new Map([...selfCounts].map(([k, v]) => [k, us(v)])),
+    };
   } finally {
     if (rec && rec.exitCode === null) rec.kill('SIGKILL');
     if (daemon) {
@@ -133,11 +148,17 @@ const med = (xs) => {
   return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
 };
 const r2 = (x) => +x.toFixed(2);
-const target = spawn(process.execPath, [path.join(ROOT, 'bench/gateway.mjs'), '--role', 'target', '--port', String(await freePort())], { stdio: ['pipe', 'pipe', 'inherit'] });
+const target = spawn(
+  process.execPath,
+  [path.join(ROOT, 'bench/gateway.mjs'), '--role', 'target', '--port', String(await freePort())],
+  { stdio: ['pipe', 'pipe', 'inherit'] },
+);
 try {
   const tport = JSON.parse(await new Promise((r) => createInterface({ input: target.stdout }).once('line', r))).port;
   const runs = { proxyd: [], floor: [] };
-  for (let r = 0; r < REPS; r++) for (const which of r % 2 ? ['floor', 'proxyd'] : ['proxyd', 'floor']) runs[which].push(await measure(which, tport));
+  for (let r = 0; r < REPS; r++)
+    for (const which of r % 2 ? ['floor', 'proxyd'] : ['proxyd', 'floor'])
+      runs[which].push(await measure(which, tport));
   /** A function's median µs over the rounds (0 in a round that did not sample it), inclusive or its own. */
   const median = (which, name, of = 'us') => med(runs[which].map((m) => m[of].get(name) ?? 0));
   const total = (which) => runs[which].map((m) => m.usPerTunnel);
@@ -146,7 +167,11 @@ try {
   const whole = med(total('proxyd'));
   const own = [...names('proxyd')]
     .filter(ourCode)
-    .map((name) => ({ name, us: r2(median('proxyd', name)), share: +((100 * median('proxyd', name)) / whole).toFixed(1) }))
+    .map((name) => ({
+      name,
+      us: r2(median('proxyd', name)),
+      share: +((100 * median('proxyd', name)) / whole).toFixed(1),
+    }))
     .sort((a, b) => b.us - a.us)
     .slice(0, TOP);
   const floorNames = names('floor');
@@ -157,18 +182,37 @@ try {
     .sort((a, b) => b.more - a.more)
     .slice(0, TOP);
   const out = {
-    kind: KIND, reps: REPS, tunnels: TUNNELS, warm: WARM, when: new Date().toISOString(), node: process.version, load: os.loadavg().map((x) => +x.toFixed(2)),
+    kind: KIND,
+    reps: REPS,
+    tunnels: TUNNELS,
+    warm: WARM,
+    when: new Date().toISOString(),
+    node: process.version,
+    load: os.loadavg().map((x) => +x.toFixed(2)),
     usPerTunnel: { proxyd: total('proxyd').map(r2), floor: total('floor').map(r2) },
-    tunnelsPerSecUnderPerf: { proxyd: runs.proxyd.map((m) => m.tunnelsPerSec), floor: runs.floor.map((m) => m.tunnelsPerSec) },
-    own, more,
+    tunnelsPerSecUnderPerf: {
+      proxyd: runs.proxyd.map((m) => m.tunnelsPerSec),
+      floor: runs.floor.map((m) => m.tunnelsPerSec),
+    },
+    own,
+    more,
   };
   if (argv.includes('--json')) console.log(JSON.stringify(out, null, 2));
   else {
-    console.log(`µs a tunnel, all samples: proxyd ${out.usPerTunnel.proxyd.join(' / ')} (median ${r2(med(total('proxyd')))}), floor ${out.usPerTunnel.floor.join(' / ')} (median ${r2(med(total('floor')))})`);
-    console.log("\nproxyd's own functions (inclusive µs a tunnel, median; % of proxyd's median, steadier than µs on a shared machine):");
+    console.log(
+      `µs a tunnel, all samples: proxyd ${out.usPerTunnel.proxyd.join(' / ')} (median ${r2(med(total('proxyd')))}), floor ${out.usPerTunnel.floor.join(' / ')} (median ${r2(med(total('floor')))})`,
+    );
+    console.log(
+      "\nproxyd's own functions (inclusive µs a tunnel, median; % of proxyd's median, steadier than µs on a shared machine):",
+    );
     for (const x of own) console.log(`${String(x.us).padStart(8)} ${`${x.share} %`.padStart(7)}  ${x.name}`);
-    console.log('\nfunctions both run, where proxyd spends more in the function itself (self µs: proxyd, floor, difference):');
-    for (const x of more) console.log(`${String(x.proxyd).padStart(8)} ${String(x.floor).padStart(8)} ${`+${x.more}`.padStart(8)}  ${x.name}`);
+    console.log(
+      '\nfunctions both run, where proxyd spends more in the function itself (self µs: proxyd, floor, difference):',
+    );
+    for (const x of more)
+      console.log(
+        `${String(x.proxyd).padStart(8)} ${String(x.floor).padStart(8)} ${`+${x.more}`.padStart(8)}  ${x.name}`,
+      );
   }
 } finally {
   target.kill('SIGTERM');

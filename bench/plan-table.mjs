@@ -25,7 +25,8 @@ const ROUNDS = opt('rounds', 5);
 const N = opt('n', 1000);
 const CLK_TCK = Number(spawnSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).stdout) || 100;
 
-const pct = (xs, p) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.max(0, Math.ceil((p / 100) * xs.length) - 1))];
+const pct = (xs, p) =>
+  [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.max(0, Math.ceil((p / 100) * xs.length) - 1))];
 const cpuSeconds = (pid) => {
   const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
   return (Number(f[11]) + Number(f[12])) / CLK_TCK;
@@ -37,29 +38,66 @@ const held = [];
 function prepare(full) {
   const dataDir = mkdtempSync(path.join(tmpdir(), `proxyd-plan-bench-${full ? 'full' : 'empty'}-`));
   const admin = (args, input = '') => {
-    const r = spawnSync(process.execPath, [PROXYD, 'admin', ...args, '--data-dir', dataDir], { input, encoding: 'utf8' });
+    const r = spawnSync(process.execPath, [PROXYD, 'admin', ...args, '--data-dir', dataDir], {
+      input,
+      encoding: 'utf8',
+    });
     if (r.status !== 0) throw new Error(r.stderr);
     return JSON.parse(r.stdout);
   };
-  admin(['account', 'create', '--email', 'bench@example.com', '--password-stdin', '--verified'], 'bench password 123\n');
+  admin(
+    ['account', 'create', '--email', 'bench@example.com', '--password-stdin', '--verified'],
+    'bench password 123\n',
+  );
   const free = admin(['proxy-user', 'create', '--email', 'bench@example.com', '--username', 'free-user']);
   const users = { free: free.password };
   if (full) {
-    admin(['account', 'create', '--email', 'limited@example.com', '--password-stdin', '--verified'], 'bench password 123\n');
-    users.limited = admin(['proxy-user', 'create', '--email', 'limited@example.com', '--username', 'limited-user']).password;
+    admin(
+      ['account', 'create', '--email', 'limited@example.com', '--password-stdin', '--verified'],
+      'bench password 123\n',
+    );
+    users.limited = admin([
+      'proxy-user',
+      'create',
+      '--email',
+      'limited@example.com',
+      '--username',
+      'limited-user',
+    ]).password;
     admin(['plan', 'set', '--email', 'limited@example.com', '--traffic-limit', '1TiB', '--max-connections', '100000']);
-    admin(['proxy-user', 'set', '--email', 'limited@example.com', '--username', 'limited-user', '--traffic-limit', '100GiB', '--max-connections', '50000']);
+    admin([
+      'proxy-user',
+      'set',
+      '--email',
+      'limited@example.com',
+      '--username',
+      'limited-user',
+      '--traffic-limit',
+      '100GiB',
+      '--max-connections',
+      '50000',
+    ]);
     // The bulk, straight into the tables (hashing 100,000 passwords through the CLI would take an hour).
     const db = new Database(path.join(dataDir, 'proxyd.db'));
     const hash = db.prepare("SELECT password_hash FROM proxy_users WHERE username = 'free-user'").get().password_hash;
     const now = Math.floor(Date.now() / 1000);
     const day = Math.floor(Date.now() / 86_400_000) * 86_400_000;
     db.transaction(() => {
-      const acct = db.prepare("INSERT INTO accounts (email, password_hash, status, verified, created_at, updated_at) VALUES (?, ?, 'active', 1, ?, ?)");
-      const plan = db.prepare("INSERT INTO plans (account_id, traffic_limit, period, anchor_day, max_connections, expires_at_ms, updated_at) VALUES (?, ?, 'month', 1, 500, NULL, ?)");
-      const user = db.prepare("INSERT INTO proxy_users (account_id, username, password_hash, status, created_at, updated_at) VALUES (?, ?, ?, 'active', ?, ?)");
-      const limit = db.prepare('INSERT INTO user_limits (proxy_user_id, traffic_limit, max_connections) VALUES (?, ?, 20)');
-      const usage = db.prepare("INSERT INTO usage_buckets (account_id, period, start_ms, subject, node, bytes_up, bytes_down, connections) VALUES (?, 'day', ?, ?, 'seed', ?, ?, 3)");
+      const acct = db.prepare(
+        "INSERT INTO accounts (email, password_hash, status, verified, created_at, updated_at) VALUES (?, ?, 'active', 1, ?, ?)",
+      );
+      const plan = db.prepare(
+        "INSERT INTO plans (account_id, traffic_limit, period, anchor_day, max_connections, expires_at_ms, updated_at) VALUES (?, ?, 'month', 1, 500, NULL, ?)",
+      );
+      const user = db.prepare(
+        "INSERT INTO proxy_users (account_id, username, password_hash, status, created_at, updated_at) VALUES (?, ?, ?, 'active', ?, ?)",
+      );
+      const limit = db.prepare(
+        'INSERT INTO user_limits (proxy_user_id, traffic_limit, max_connections) VALUES (?, ?, 20)',
+      );
+      const usage = db.prepare(
+        "INSERT INTO usage_buckets (account_id, period, start_ms, subject, node, bytes_up, bytes_down, connections) VALUES (?, 'day', ?, ?, 'seed', ?, ?, 3)",
+      );
       for (let a = 0; a < ACCOUNTS; a++) {
         const id = Number(acct.run(`bulk-${a}@example.com`, hash, now, now).lastInsertRowid);
         plan.run(id, 50 * 2 ** 30, now);
@@ -79,9 +117,26 @@ function prepare(full) {
 }
 
 function start({ dataDir, users }) {
-  const proc = spawn(PROXYD, ['serve', '--data-dir', dataDir, '--api-listen', '127.0.0.1:0', '--http-proxy-listen', '127.0.0.1:0', '--socks-listen', '127.0.0.1:0', '--allow-private-targets', '--log-level', 'warn'], {
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
+  const proc = spawn(
+    PROXYD,
+    [
+      'serve',
+      '--data-dir',
+      dataDir,
+      '--api-listen',
+      '127.0.0.1:0',
+      '--http-proxy-listen',
+      '127.0.0.1:0',
+      '--socks-listen',
+      '127.0.0.1:0',
+      '--allow-private-targets',
+      '--log-level',
+      'warn',
+    ],
+    {
+      stdio: ['ignore', 'pipe', 'inherit'],
+    },
+  );
   return new Promise((resolve, reject) => {
     proc.once('exit', (code) => reject(new Error(`proxyd (${dataDir}) exited ${code} before it was ready`)));
     createInterface({ input: proc.stdout }).once('line', (l) => {
@@ -99,7 +154,9 @@ function tunnel(port, target, user, password) {
     let head = '';
     s.setTimeout(10_000, () => (s.destroy(), reject(new Error('timeout'))));
     s.on('error', reject);
-    s.on('connect', () => s.write(`CONNECT ${target} HTTP/1.1\r\nHost: ${target}\r\nProxy-Authorization: Basic ${auth}\r\n\r\n`));
+    s.on('connect', () =>
+      s.write(`CONNECT ${target} HTTP/1.1\r\nHost: ${target}\r\nProxy-Authorization: Basic ${auth}\r\n\r\n`),
+    );
     s.on('data', (b) => {
       head += b.toString('latin1');
       if (!head.includes('\r\n\r\n')) return;
@@ -112,7 +169,8 @@ function tunnel(port, target, user, password) {
 
 async function sample(d, target, user, n) {
   const xs = [];
-  for (let i = 0; i < n; i++) xs.push(await tunnel(d.port, target, user, d.users[user === 'free-user' ? 'free' : 'limited']));
+  for (let i = 0; i < n; i++)
+    xs.push(await tunnel(d.port, target, user, d.users[user === 'free-user' ? 'free' : 'limited']));
   return xs;
 }
 
@@ -120,11 +178,17 @@ async function main() {
   const echo = net.createServer((s) => s.on('error', () => {}).pipe(s)).listen(0, '127.0.0.1');
   await new Promise((r) => echo.once('listening', r));
   const target = `127.0.0.1:${echo.address().port}`;
-  console.log(`plan table: ${ACCOUNTS} accounts on plans, ${USERS} proxy users with limits; ${ROUNDS} rounds × ${N} tunnels per daemon and kind`);
+  console.log(
+    `plan table: ${ACCOUNTS} accounts on plans, ${USERS} proxy users with limits; ${ROUNDS} rounds × ${N} tunnels per daemon and kind`,
+  );
   const t0 = performance.now();
   const empty = await start(prepare(false));
   const full = await start(prepare(true));
-  console.log(`seeded and started in ${((performance.now() - t0) / 1000).toFixed(1)} s; load average before ${loadavg().map((x) => x.toFixed(2)).join(' ')}`);
+  console.log(
+    `seeded and started in ${((performance.now() - t0) / 1000).toFixed(1)} s; load average before ${loadavg()
+      .map((x) => x.toFixed(2))
+      .join(' ')}`,
+  );
   await new Promise((r) => setTimeout(r, 3000)); // both past their first plan reads
   // Idle cost: the plan reads every 500 ms, nothing else running.
   const idle0 = [cpuSeconds(empty.proc.pid), cpuSeconds(full.proc.pid)];
@@ -146,8 +210,14 @@ async function main() {
   console.log(line('empty table, unlimited user', res.empty));
   console.log(line('100k table, unlimited user', res.full));
   console.log(line('100k table, limited user', res.limited));
-  console.log(`idle CPU (plan reads every 500 ms): empty ${idle[0].toFixed(1)} %, full ${idle[1].toFixed(1)} % of one core; RSS empty ${rssMiB(empty.proc.pid).toFixed(0)} MiB, full ${rssMiB(full.proc.pid).toFixed(0)} MiB`);
-  console.log(`load average after ${loadavg().map((x) => x.toFixed(2)).join(' ')}`);
+  console.log(
+    `idle CPU (plan reads every 500 ms): empty ${idle[0].toFixed(1)} %, full ${idle[1].toFixed(1)} % of one core; RSS empty ${rssMiB(empty.proc.pid).toFixed(0)} MiB, full ${rssMiB(full.proc.pid).toFixed(0)} MiB`,
+  );
+  console.log(
+    `load average after ${loadavg()
+      .map((x) => x.toFixed(2))
+      .join(' ')}`,
+  );
   empty.proc.kill('SIGTERM');
   full.proc.kill('SIGTERM');
   echo.close();

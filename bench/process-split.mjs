@@ -40,15 +40,21 @@ function sample(pid) {
   }
   return [user * 1e6, system * 1e6, vol, inv];
 }
-const children = (pid) => readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').split(/\s+/).filter(Boolean).map(Number);
+const children = (pid) =>
+  readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').split(/\s+/).filter(Boolean).map(Number);
 
 const load0 = os.loadavg();
 const { widenPorts, restorePorts } = portsWidener((...a) => console.error('[process-split]', ...a));
 widenPorts();
 const dir = mkdtempSync(path.join(os.tmpdir(), 'process-split-'));
-const target = spawn(process.execPath, [path.join(ROOT, 'bench/gateway.mjs'), '--role', 'target', '--port', String(await freePort())], { stdio: ['pipe', 'pipe', 'inherit'] });
+const target = spawn(
+  process.execPath,
+  [path.join(ROOT, 'bench/gateway.mjs'), '--role', 'target', '--port', String(await freePort())],
+  { stdio: ['pipe', 'pipe', 'inherit'] },
+);
 const running = [];
-for (const sig of ['SIGINT', 'SIGTERM']) process.once(sig, () => (running.forEach((d) => void d.stop()), target.kill(), restorePorts(), process.exit(130)));
+for (const sig of ['SIGINT', 'SIGTERM'])
+  process.once(sig, () => (running.forEach((d) => void d.stop()), target.kill(), restorePorts(), process.exit(130)));
 const rows = [];
 try {
   const tport = JSON.parse(await new Promise((r) => createInterface({ input: target.stdout }).once('line', r))).port;
@@ -56,7 +62,9 @@ try {
     for (const workers of [1, 2]) {
       for (const kind of KINDS) {
         const floor = relay === 'node floor';
-        const d = floor ? await startFloor(workers, { socks: true }) : await startProxyd(dir, { workers, name: `w${workers}-${kind}` });
+        const d = floor
+          ? await startFloor(workers, { socks: true })
+          : await startProxyd(dir, { workers, name: `w${workers}-${kind}` });
         running.push(d);
         const p = d.paths.find((x) => x.kind === kind);
         await countFor(workers * WARM_MS, 8, () => tunnelOnce(p, tport));
@@ -65,12 +73,20 @@ try {
         const before = procs.map(sample);
         const n = await countFor(ROUND_MS, 8, () => tunnelOnce(p, tport));
         const after = procs.map(sample);
-        const per = (k, from = 0) => +(procs.slice(from).reduce((acc, _, i) => acc + after[i + from][k] - before[i + from][k], 0) / n).toFixed(2);
+        const per = (k, from = 0) =>
+          +(procs.slice(from).reduce((acc, _, i) => acc + after[i + from][k] - before[i + from][k], 0) / n).toFixed(2);
         const serving = floor || workers === 1 ? 0 : 1; // the processes that carry tunnels (proxyd's primary carries none)
         rows.push({
-          relay, workers, kind, tunnelsPerSec: Math.round(n / (ROUND_MS / 1000)),
-          userUs: per(0, serving), systemUs: per(1, serving), switches: +(per(2, serving) + per(3, serving)).toFixed(2),
-          ...(workers > 1 && !floor ? { primaryUs: +((after[0][0] + after[0][1] - before[0][0] - before[0][1]) / n).toFixed(1) } : {}),
+          relay,
+          workers,
+          kind,
+          tunnelsPerSec: Math.round(n / (ROUND_MS / 1000)),
+          userUs: per(0, serving),
+          systemUs: per(1, serving),
+          switches: +(per(2, serving) + per(3, serving)).toFixed(2),
+          ...(workers > 1 && !floor
+            ? { primaryUs: +((after[0][0] + after[0][1] - before[0][0] - before[0][1]) / n).toFixed(1) }
+            : {}),
         });
         await d.stop();
         running.pop();

@@ -32,7 +32,18 @@ import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { startDante, startFloor, startProxyd, startSquid } from './lib/peers.mjs';
 import { portsWidener } from './lib/ports.mjs';
-import { countFor, freePort, med, pct, pumpUpload, range, runInfo, sleep, treeCpu, within } from './lib/tunnel-bench.mjs';
+import {
+  countFor,
+  freePort,
+  med,
+  pct,
+  pumpUpload,
+  range,
+  runInfo,
+  sleep,
+  treeCpu,
+  within,
+} from './lib/tunnel-bench.mjs';
 import { len64 } from './target-protocol.mjs';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
@@ -88,7 +99,8 @@ async function pace(name) {
   const t0 = Date.now();
   let said = false;
   while (timeWait() > room / 2) {
-    if (!said) log(`pacing before ${name}: ${timeWait()} sockets in TIME_WAIT of ${room} ports; waiting for them to expire`);
+    if (!said)
+      log(`pacing before ${name}: ${timeWait()} sockets in TIME_WAIT of ${room} ports; waiting for them to expire`);
     said = true;
     await sleep(1000);
   }
@@ -101,10 +113,7 @@ async function phase(name, ms, fn) {
   return within(fn(), ms, `phase "${name}" did not finish within ${ms / 1000} s`);
 }
 
-
-
 // ------------------------------------------------------------------ proxies
-
 
 /** Counters of the daemon's /metrics that show writers meeting on the database's lock. */
 async function lockCounters(api) {
@@ -116,9 +125,6 @@ async function lockCounters(api) {
     connectionLogRecords: get('proxyd_connection_log_records_total'),
   };
 }
-
-
-
 
 // ------------------------------------------------------------------ client
 
@@ -152,7 +158,9 @@ function open(pathSpec, tport, payload, want) {
         return;
       }
       if (pathSpec.kind === 'connect') {
-        const h = a ? `Proxy-Authorization: Basic ${Buffer.from(`${a.user}:${a.password}`).toString('base64')}\r\n` : '';
+        const h = a
+          ? `Proxy-Authorization: Basic ${Buffer.from(`${a.user}:${a.password}`).toString('base64')}\r\n`
+          : '';
         s.write(`CONNECT 127.0.0.1:${tport} HTTP/1.1\r\nHost: 127.0.0.1:${tport}\r\n${h}\r\n`);
       } else s.write(Buffer.from([5, 1, a ? 2 : 0]));
     });
@@ -167,7 +175,8 @@ function open(pathSpec, tport, payload, want) {
       if (pathSpec.kind === 'connect') {
         const end = buf.indexOf('\r\n\r\n');
         if (end < 0) return;
-        if (!buf.subarray(0, 12).toString().startsWith('HTTP/1.1 200')) return reject(new Error(buf.subarray(0, 40).toString()));
+        if (!buf.subarray(0, 12).toString().startsWith('HTTP/1.1 200'))
+          return reject(new Error(buf.subarray(0, 40).toString()));
         return start();
       }
       // SOCKS5: method choice, (RFC 1929 answer), the CONNECT reply (10 bytes for IPv4).
@@ -247,7 +256,9 @@ async function straceRound(pid, run) {
     if (m[2] === 'total') total = Number(m[1]);
     else byCall[m[2]] = +(Number(m[1]) / tunnels).toFixed(1);
   }
-  const top = Object.entries(byCall).sort((a, b) => b[1] - a[1]).slice(0, 12);
+  const top = Object.entries(byCall)
+    .sort((a, b) => b[1] - a[1])
+    .slice(0, 12);
   return { total: +(total / tunnels).toFixed(1), top: Object.fromEntries(top) };
 }
 
@@ -255,10 +266,12 @@ async function straceRound(pid, run) {
 async function upload64(p, tport) {
   const each = Math.floor(SIZE / 64);
   const t0 = performance.now();
-  await Promise.all(Array.from({ length: 64 }, async () => {
-    const { socket } = await open(p, tport, len64('U', each), 0);
-    await pumpUpload(socket, each);
-  }));
+  await Promise.all(
+    Array.from({ length: 64 }, async () => {
+      const { socket } = await open(p, tport, len64('U', each), 0);
+      await pumpUpload(socket, each);
+    }),
+  );
   return SIZE / 1e6 / ((performance.now() - t0) / 1000);
 }
 
@@ -279,8 +292,16 @@ function summarizeProfile(file) {
   const total = [...self.values()].reduce((a, b) => a + b, 0);
   const busy = total - (self.get('(idle)') ?? 0);
   const idle = total - busy;
-  const top = [...self.entries()].filter(([k]) => k !== '(idle)').sort((a, b) => b[1] - a[1]).slice(0, 25);
-  return { total, busy, idlePctOfTotal: +((idle / total) * 100).toFixed(1), top: top.map(([k, v]) => ({ fn: k, pctOfBusy: +((v / busy) * 100).toFixed(1) })) };
+  const top = [...self.entries()]
+    .filter(([k]) => k !== '(idle)')
+    .sort((a, b) => b[1] - a[1])
+    .slice(0, 25);
+  return {
+    total,
+    busy,
+    idlePctOfTotal: +((idle / total) * 100).toFixed(1),
+    top: top.map(([k, v]) => ({ fn: k, pctOfBusy: +((v / busy) * 100).toFixed(1) })),
+  };
 }
 
 // ------------------------------------------------------------------ main
@@ -291,7 +312,11 @@ async function main() {
   if (!DANTE) log('dante: not run (not installed, or --no-dante)');
   const dir = mkdtempSync(path.join(os.tmpdir(), 'setup-bench-'));
   const running = [];
-  const target = spawn(process.execPath, [path.join(ROOT, 'bench/gateway.mjs'), '--role', 'target', '--port', String(await freePort())], { stdio: ['pipe', 'pipe', 'inherit'] });
+  const target = spawn(
+    process.execPath,
+    [path.join(ROOT, 'bench/gateway.mjs'), '--role', 'target', '--port', String(await freePort())],
+    { stdio: ['pipe', 'pipe', 'inherit'] },
+  );
   const stopAll = () => {
     target.kill('SIGTERM');
     for (const x of running) (x.kill ?? (() => x.p.kill('SIGTERM')))();
@@ -301,7 +326,9 @@ async function main() {
   for (const sig of ['SIGINT', 'SIGTERM']) process.once(sig, () => (stopAll(), process.exit(130)));
   try {
     const report = await phase('start', 120_000, async () => {
-      const tport = JSON.parse(await new Promise((r) => createInterface({ input: target.stdout }).once('line', r))).port;
+      const tport = JSON.parse(
+        await new Promise((r) => createInterface({ input: target.stdout }).once('line', r)),
+      ).port;
       const ours = await startProxyd(dir);
       running.push(ours);
       const ours2 = await startProxyd(dir, { workers: 2 });
@@ -346,16 +373,27 @@ async function measure({ tport, ours, ours2, squid, dante, floor, floor2 }, load
   let direct = [];
   if (PHASES.has('setup')) {
     log(`set-up: ${LAT_N} per path, alternating with direct`);
-    ({ res, direct } = await phase('set-up', 30_000 + LAT_N * paths.length * 20, () => setupSample(paths, tport, LAT_N)));
+    ({ res, direct } = await phase('set-up', 30_000 + LAT_N * paths.length * 20, () =>
+      setupSample(paths, tport, LAT_N),
+    ));
   }
   const rates = new Map([...all, { label: 'direct' }].map((p) => [p.label, []]));
   const cpuPer = new Map(all.map((p) => [p.label, []]));
   const leads = new Map(all.map((p) => [p.label, []]));
-  const pidOf = new Map([[ours, [ours.p.pid]], [ours2, [ours2.p.pid]], [squid, [squid.p.pid]], ...(dante ? [[dante, [dante.p.pid]]] : []),
-    ...[floor, floor2].filter(Boolean).map((f) => [f, f.pids])].flatMap(([x, pids]) => x.paths.map((p) => [p.label, pids])));
+  const pidOf = new Map(
+    [
+      [ours, [ours.p.pid]],
+      [ours2, [ours2.p.pid]],
+      [squid, [squid.p.pid]],
+      ...(dante ? [[dante, [dante.p.pid]]] : []),
+      ...[floor, floor2].filter(Boolean).map((f) => [f, f.pids]),
+    ].flatMap(([x, pids]) => x.paths.map((p) => [p.label, pids])),
+  );
   let locks = null;
   if (PHASES.has('rate')) {
-    log(`tunnels/s: ${REPS} rounds of ${RATE_MS} ms per path (and direct), alternating${LEAD_MS > 0 ? `, each after a lead-in of ${LEAD_MS} ms` : ''}`);
+    log(
+      `tunnels/s: ${REPS} rounds of ${RATE_MS} ms per path (and direct), alternating${LEAD_MS > 0 ? `, each after a lead-in of ${LEAD_MS} ms` : ''}`,
+    );
     const before = await lockCounters(ours2.api);
     for (let r = 0; r < REPS; r++) {
       await phase(`tunnels/s round ${r + 1}`, 60_000 + all.length * 2 * (LEAD_MS + RATE_MS + 20_000), async () => {
@@ -409,19 +447,26 @@ async function measure({ tport, ours, ours2, squid, dante, floor, floor2 }, load
   Object.assign(report, {
     ...runInfo(argv, load0, load1),
     portRange: portRange?.join('-') ?? null,
-    direct: { p50: maybe(direct, (v) => +med(v).toFixed(3)), p99: maybe(direct, (v) => +pct(v, 99).toFixed(3)), tunnelsPerSec: maybe(rates.get('direct'), (v) => Math.round(med(v))) },
+    direct: {
+      p50: maybe(direct, (v) => +med(v).toFixed(3)),
+      p99: maybe(direct, (v) => +pct(v, 99).toFixed(3)),
+      tunnelsPerSec: maybe(rates.get('direct'), (v) => Math.round(med(v))),
+    },
     rows,
     workers2LockCounters: locks,
   });
   if (STRACE) {
     report.syscallsPerTunnel = {};
     for (const p of paths) {
-      const r = await phase(`strace ${p.label}`, 120_000, () => straceRound(pidOf.get(p.label)[0], () => rate(p, tport, RATE_MS)));
+      const r = await phase(`strace ${p.label}`, 120_000, () =>
+        straceRound(pidOf.get(p.label)[0], () => rate(p, tport, RATE_MS)),
+      );
       report.syscallsPerTunnel[p.label] = r;
       log(`strace ${p.label}: ${r.total} system calls per tunnel`);
     }
   }
-  for (const x of [ours, ours2, squid, dante, floor, floor2].filter(Boolean)) await phase('stop', 30_000, () => x.stop());
+  for (const x of [ours, ours2, squid, dante, floor, floor2].filter(Boolean))
+    await phase('stop', 30_000, () => x.stop());
 
   if (PROFILE) {
     mkdirSync(PROFILE, { recursive: true });
@@ -434,7 +479,11 @@ async function measure({ tport, ours, ours2, squid, dante, floor, floor2 }, load
     });
     // The main thread's profile (CPU.<date>.<time>.<pid>.<thread>.<seq>.cpuprofile, thread 0): the reload worker's
     // thread writes one of its own.
-    const file = readdirSync(PROFILE).filter((f) => /\.0\.\d+\.cpuprofile$/.test(f)).map((f) => path.join(PROFILE, f)).sort().pop();
+    const file = readdirSync(PROFILE)
+      .filter((f) => /\.0\.\d+\.cpuprofile$/.test(f))
+      .map((f) => path.join(PROFILE, f))
+      .sort()
+      .pop();
     report.profile = { file, ...summarizeProfile(file) };
   }
   return report;
@@ -456,7 +505,11 @@ async function mainDedicated() {
   portRange = widenPorts();
   const dir = mkdtempSync(path.join(os.tmpdir(), 'setup-dedicated-'));
   const running = [];
-  const target = spawn(process.execPath, [path.join(ROOT, 'bench/gateway.mjs'), '--role', 'target', '--port', String(await freePort())], { stdio: ['pipe', 'pipe', 'inherit'] });
+  const target = spawn(
+    process.execPath,
+    [path.join(ROOT, 'bench/gateway.mjs'), '--role', 'target', '--port', String(await freePort())],
+    { stdio: ['pipe', 'pipe', 'inherit'] },
+  );
   const stopAll = () => {
     target.kill('SIGTERM');
     for (const x of running) x.p.kill('SIGTERM');
@@ -469,21 +522,37 @@ async function mainDedicated() {
     const tport = JSON.parse(await new Promise((r) => createInterface({ input: target.stdout }).once('line', r))).port;
     const none = await phase('start (none)', 180_000, () => startProxyd(dir, { name: 'proxyd-none', args: poolArgs }));
     running.push(none);
-    const ded = await phase('start (dedicated)', 180_000, () => startProxyd(dir, { name: 'proxyd-dedicated', args: poolArgs }));
+    const ded = await phase('start (dedicated)', 180_000, () =>
+      startProxyd(dir, { name: 'proxyd-dedicated', args: poolArgs }),
+    );
     running.push(ded);
     // The baseline of leaving from 10 addresses at all: a pool of 10, nothing dedicated (each address's ports in
     // TIME_WAIT fill up as fast as an owner's 10 dedicated ones do).
-    const ten = await phase('start (pool of 10)', 60_000, () => startProxyd(dir, { name: 'proxyd-pool10', args: ['--egress-pool', '127.2.0.0-127.2.0.9', '--node-name', 'bench10'] }));
+    const ten = await phase('start (pool of 10)', 60_000, () =>
+      startProxyd(dir, {
+        name: 'proxyd-pool10',
+        args: ['--egress-pool', '127.2.0.0-127.2.0.9', '--node-name', 'bench10'],
+      }),
+    );
     running.push(ten);
     // Another account's user on the dedicated daemon (the shared rotation), made as the operator makes one.
     const dataDir = path.join(dir, 'proxyd-dedicated');
     const admin = (a, input = '') => {
-      const r = spawnSync(process.execPath, [path.join(ROOT, 'bin/proxyd'), 'admin', ...a, '--data-dir', dataDir], { input, encoding: 'utf8' });
+      const r = spawnSync(process.execPath, [path.join(ROOT, 'bin/proxyd'), 'admin', ...a, '--data-dir', dataDir], {
+        input,
+        encoding: 'utf8',
+      });
       if (r.status !== 0) throw new Error(r.stderr);
       return JSON.parse(r.stdout);
     };
-    admin(['account', 'create', '--email', 'shared@example.com', '--password-stdin', '--verified'], 'bench password 123\n');
-    const shared = { user: 'shared-user', password: admin(['proxy-user', 'create', '--email', 'shared@example.com', '--username', 'shared-user']).password };
+    admin(
+      ['account', 'create', '--email', 'shared@example.com', '--password-stdin', '--verified'],
+      'bench password 123\n',
+    );
+    const shared = {
+      user: 'shared-user',
+      password: admin(['proxy-user', 'create', '--email', 'shared@example.com', '--username', 'shared-user']).password,
+    };
     // 10,000 addresses over 1,000 accounts, through the store the admin commands use (1,000 commands would take minutes).
     const t0 = performance.now();
     const { openStore } = await import(path.join(ROOT, 'dist/daemon/store/index.js'));
@@ -493,7 +562,11 @@ async function mainDedicated() {
     // --dedicated-aa: the same two daemons with nothing assigned (an A/A run: what differs between the two anyway).
     for (let a = 0; a < (argv.includes('--dedicated-aa') ? 0 : 1000); a++) {
       const id = a === 0 ? bench.id : (await store.accounts.create(`owner-${a}@example.com`, 'x', true)).id;
-      await store.egress.assign(id, 'bench', Array.from({ length: 10 }, (_, k) => toIp(a * 10 + k)));
+      await store.egress.assign(
+        id,
+        'bench',
+        Array.from({ length: 10 }, (_, k) => toIp(a * 10 + k)),
+      );
     }
     await store.close();
     log(`assigned 10,000 addresses over 1,000 accounts in ${Math.round(performance.now() - t0)} ms`);
@@ -508,7 +581,12 @@ async function mainDedicated() {
       { ...ten.paths[0], label: 'pool of 10: CONNECT' },
       { ...ten.paths[1], label: 'pool of 10: SOCKS5' },
     ];
-    const pidOf = new Map(paths.map((p) => [p.label, [p.label.startsWith('none') ? none.p.pid : p.label.startsWith('pool') ? ten.p.pid : ded.p.pid]]));
+    const pidOf = new Map(
+      paths.map((p) => [
+        p.label,
+        [p.label.startsWith('none') ? none.p.pid : p.label.startsWith('pool') ? ten.p.pid : ded.p.pid],
+      ]),
+    );
     log(`warm-up: ${WARM_MS} ms of tunnels/s per path`);
     for (const p of paths) await phase(`warm ${p.label}`, WARM_MS + 60_000, () => rate(p, tport, WARM_MS));
     const rates = new Map(paths.map((p) => [p.label, []]));
@@ -516,7 +594,9 @@ async function mainDedicated() {
     const sets = new Map(paths.map((p) => [p.label, []]));
     const directs = [];
     for (let r = 0; r < REPS; r++) {
-      const { res, direct } = await phase(`set-up round ${r + 1}`, 60_000 + LAT_N * paths.length * 20, () => setupSample(paths, tport, LAT_N));
+      const { res, direct } = await phase(`set-up round ${r + 1}`, 60_000 + LAT_N * paths.length * 20, () =>
+        setupSample(paths, tport, LAT_N),
+      );
       directs.push(...direct);
       for (const p of paths) sets.get(p.label).push(...res.get(p.label));
       await phase(`tunnels/s round ${r + 1}`, 60_000 + paths.length * (RATE_MS + 20_000), async () => {
@@ -542,8 +622,21 @@ async function mainDedicated() {
     });
     // Where the owner's and the shared user's tunnels left from, as the daemon counts them (the pool's split).
     const text = await (await fetch(`${ded.api}/metrics`)).text();
-    const states = Object.fromEntries([...text.matchAll(/^proxyd_egress_addresses\{state="(\w+)"\} (\d+)$/gm)].map((m) => [m[1], Number(m[2])]));
-    console.log(JSON.stringify({ ...runInfo(argv, load0, load1), direct: { p50: +med(directs).toFixed(3), p99: +pct(directs, 99).toFixed(3) }, egressAddresses: states, rows }, null, 2));
+    const states = Object.fromEntries(
+      [...text.matchAll(/^proxyd_egress_addresses\{state="(\w+)"\} (\d+)$/gm)].map((m) => [m[1], Number(m[2])]),
+    );
+    console.log(
+      JSON.stringify(
+        {
+          ...runInfo(argv, load0, load1),
+          direct: { p50: +med(directs).toFixed(3), p99: +pct(directs, 99).toFixed(3) },
+          egressAddresses: states,
+          rows,
+        },
+        null,
+        2,
+      ),
+    );
   } finally {
     stopAll();
   }

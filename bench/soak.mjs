@@ -35,16 +35,32 @@ const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 const pg = await pgCluster({ fsync: 'off', synchronous_commit: 'off' });
 const dbUrl = pg.url.replace(/\/postgres$/, '/proxyd_soak');
-spawnSync('runuser', ['-u', 'postgres', '--', '/usr/lib/postgresql/15/bin/createdb', '-h', '127.0.0.1', '-p', String(pg.port), 'proxyd_soak']);
+spawnSync('runuser', [
+  '-u',
+  'postgres',
+  '--',
+  '/usr/lib/postgresql/15/bin/createdb',
+  '-h',
+  '127.0.0.1',
+  '-p',
+  String(pg.port),
+  'proxyd_soak',
+]);
 
 function admin(args, input = '') {
   const dataDir = mkdtempSync(path.join(tmpdir(), 'proxyd-soak-admin-'));
-  const r = spawnSync(process.execPath, [PROXYD, 'admin', ...args, '--data-dir', dataDir, '--database-url', dbUrl], { input, encoding: 'utf8' });
+  const r = spawnSync(process.execPath, [PROXYD, 'admin', ...args, '--data-dir', dataDir, '--database-url', dbUrl], {
+    input,
+    encoding: 'utf8',
+  });
   if (r.status !== 0) throw new Error(`admin ${args[0]} ${args[1]}: ${r.stderr}`);
   return JSON.parse(r.stdout);
 }
 
-admin(['account', 'create', '--email', 'soak@example.com', '--password-stdin', '--verified'], 'soak console password\n');
+admin(
+  ['account', 'create', '--email', 'soak@example.com', '--password-stdin', '--verified'],
+  'soak console password\n',
+);
 const { token } = admin(['token', 'reset', '--email', 'soak@example.com']);
 const pu = admin(['proxy-user', 'create', '--email', 'soak@example.com', '--username', 'soak']);
 const proxyAuth = Buffer.from(`soak:${pu.password}`).toString('base64');
@@ -56,9 +72,28 @@ const target = `127.0.0.1:${echo.address().port}`;
 
 async function startNode(i) {
   const dataDir = mkdtempSync(path.join(tmpdir(), `proxyd-soak-${i}-`));
-  const proc = spawn(PROXYD, ['serve', '--data-dir', dataDir, '--database-url', dbUrl, '--api-listen', '127.0.0.1:0', '--http-proxy-listen', '127.0.0.1:0',
-    '--socks-listen', '127.0.0.1:0', '--allow-private-targets', '--log-level', 'warn', '--rate-limits', 'list=1000000,add=1000000,delete=1000000,invalid=1000000'],
-  { stdio: ['ignore', 'pipe', 'pipe'] });
+  const proc = spawn(
+    PROXYD,
+    [
+      'serve',
+      '--data-dir',
+      dataDir,
+      '--database-url',
+      dbUrl,
+      '--api-listen',
+      '127.0.0.1:0',
+      '--http-proxy-listen',
+      '127.0.0.1:0',
+      '--socks-listen',
+      '127.0.0.1:0',
+      '--allow-private-targets',
+      '--log-level',
+      'warn',
+      '--rate-limits',
+      'list=1000000,add=1000000,delete=1000000,invalid=1000000',
+    ],
+    { stdio: ['ignore', 'pipe', 'pipe'] },
+  );
   const logs = [];
   createInterface({ input: proc.stderr }).on('line', (l) => logs.push(l));
   const ready = await new Promise((resolve, reject) => {
@@ -86,17 +121,23 @@ const agent = new http.Agent({ keepAlive: true, maxSockets: 8 });
 function api(node, method, route, body) {
   return new Promise((resolve) => {
     const data = body ? JSON.stringify(body) : undefined;
-    const req = http.request(`${node.api}/openapi/v1/proxy/whitelist/${route}?api_key=${encodeURIComponent(token)}`,
-      { method, agent, timeout: 10_000, headers: data ? { 'content-type': 'application/json' } : {} }, (res) => {
+    const req = http.request(
+      `${node.api}/openapi/v1/proxy/whitelist/${route}?api_key=${encodeURIComponent(token)}`,
+      { method, agent, timeout: 10_000, headers: data ? { 'content-type': 'application/json' } : {} },
+      (res) => {
         let text = '';
-        res.setEncoding('utf8').on('data', (d) => (text += d)).on('end', () => {
-          try {
-            resolve({ status: res.statusCode, code: JSON.parse(text).code });
-          } catch {
-            resolve({ status: res.statusCode, code: -1 });
-          }
-        });
-      });
+        res
+          .setEncoding('utf8')
+          .on('data', (d) => (text += d))
+          .on('end', () => {
+            try {
+              resolve({ status: res.statusCode, code: JSON.parse(text).code });
+            } catch {
+              resolve({ status: res.statusCode, code: -1 });
+            }
+          });
+      },
+    );
     req.on('timeout', () => req.destroy(new Error('timeout'))).on('error', () => resolve({ status: 0, code: -1 }));
     req.end(data);
   });
@@ -115,7 +156,9 @@ function tunnel(node, bytes, holdMs = 0) {
     };
     s.setTimeout(15_000 + holdMs, () => done(false));
     s.on('error', () => done(false));
-    s.on('connect', () => s.write(`CONNECT ${target} HTTP/1.1\r\nHost: ${target}\r\nProxy-Authorization: Basic ${proxyAuth}\r\n\r\n`));
+    s.on('connect', () =>
+      s.write(`CONNECT ${target} HTTP/1.1\r\nHost: ${target}\r\nProxy-Authorization: Basic ${proxyAuth}\r\n\r\n`),
+    );
     s.on('data', (d) => {
       if (phase === 'head') {
         head += d.toString('latin1');
@@ -137,51 +180,70 @@ function tunnel(node, bytes, holdMs = 0) {
 let running = true;
 const loops = [];
 // Tunnels: RATE per second over the nodes.
-loops.push((async () => {
-  let n = 0;
-  while (running) {
-    const node = nodes[n++ % nodes.length];
-    void tunnel(node, 16 * 1024).then((ok) => (ok ? counts.tunnels++ : fail('tunnel')));
-    await sleep(1000 / RATE);
-  }
-})());
+loops.push(
+  (async () => {
+    let n = 0;
+    while (running) {
+      const node = nodes[n++ % nodes.length];
+      void tunnel(node, 16 * 1024).then((ok) => (ok ? counts.tunnels++ : fail('tunnel')));
+      await sleep(1000 / RATE);
+    }
+  })(),
+);
 // Long-lived tunnels, reopened every minute.
 for (let k = 0; k < LONG_TUNNELS; k++) {
-  loops.push((async () => {
-    while (running) if (!(await tunnel(nodes[k % nodes.length], 1024, 60_000))) fail('long_tunnel');
-  })());
+  loops.push(
+    (async () => {
+      while (running) if (!(await tunnel(nodes[k % nodes.length], 1024, 60_000))) fail('long_tunnel');
+    })(),
+  );
 }
 // API: a list call every 100 ms; an add/delete pair every 500 ms (a public, non-mainland IP).
-loops.push((async () => {
-  let n = 0;
-  while (running) {
-    const r = await api(nodes[n++ % nodes.length], 'GET', 'list');
-    if (r.code === 200) counts.list++; else fail(`list_${r.status}`);
-    await sleep(100);
-  }
-})());
-loops.push((async () => {
-  let n = 0;
-  while (running) {
-    const ip = `9.9.${Math.floor(n / 250) % 250}.${(n % 250) + 1}`;
-    const a = await api(nodes[n % nodes.length], 'POST', 'add', { items: [{ ip, remark: 'soak' }] });
-    if (a.code === 200) counts.add++; else fail(`add_${a.status}_${a.code}`);
-    const d = await api(nodes[(n + 1) % nodes.length], 'POST', 'delete', { ips: [ip] });
-    if (d.code === 200) counts.delete++; else fail(`delete_${d.status}_${d.code}`);
-    n++;
-    await sleep(500);
-  }
-})());
+loops.push(
+  (async () => {
+    let n = 0;
+    while (running) {
+      const r = await api(nodes[n++ % nodes.length], 'GET', 'list');
+      if (r.code === 200) counts.list++;
+      else fail(`list_${r.status}`);
+      await sleep(100);
+    }
+  })(),
+);
+loops.push(
+  (async () => {
+    let n = 0;
+    while (running) {
+      const ip = `9.9.${Math.floor(n / 250) % 250}.${(n % 250) + 1}`;
+      const a = await api(nodes[n % nodes.length], 'POST', 'add', { items: [{ ip, remark: 'soak' }] });
+      if (a.code === 200) counts.add++;
+      else fail(`add_${a.status}_${a.code}`);
+      const d = await api(nodes[(n + 1) % nodes.length], 'POST', 'delete', { ips: [ip] });
+      if (d.code === 200) counts.delete++;
+      else fail(`delete_${d.status}_${d.code}`);
+      n++;
+      await sleep(500);
+    }
+  })(),
+);
 
 async function metricsOf(node) {
   const text = await new Promise((resolve) => {
-    http.get(`${node.api}/metrics`, { agent, timeout: 5000 }, (res) => {
-      let t = '';
-      res.setEncoding('utf8').on('data', (d) => (t += d)).on('end', () => resolve(t));
-    }).on('error', () => resolve(''));
+    http
+      .get(`${node.api}/metrics`, { agent, timeout: 5000 }, (res) => {
+        let t = '';
+        res
+          .setEncoding('utf8')
+          .on('data', (d) => (t += d))
+          .on('end', () => resolve(t));
+      })
+      .on('error', () => resolve(''));
   });
   const value = (name) => Number(text.match(new RegExp(`^${name}(?:\\{[^}]*\\})? (\\S+)`, 'm'))?.[1] ?? NaN);
-  return { heapMb: value('proxyd_nodejs_heap_size_used_bytes') / 2 ** 20, loopP99Ms: value('proxyd_nodejs_eventloop_lag_p99_seconds') * 1000 };
+  return {
+    heapMb: value('proxyd_nodejs_heap_size_used_bytes') / 2 ** 20,
+    loopP99Ms: value('proxyd_nodejs_eventloop_lag_p99_seconds') * 1000,
+  };
 }
 function procOf(pid) {
   const rss = Number(readFileSync(`/proc/${pid}/status`, 'utf8').match(/VmRSS:\s+(\d+)/)[1]) / 1024;
@@ -190,7 +252,14 @@ function procOf(pid) {
 
 const samples = nodes.map(() => []);
 const started = Date.now();
-log({ event: 'start', minutes: MINUTES, warmup: WARMUP, nodes: NODES, rate: RATE, loadavg: loadavg().map((x) => +x.toFixed(2)) });
+log({
+  event: 'start',
+  minutes: MINUTES,
+  warmup: WARMUP,
+  nodes: NODES,
+  rate: RATE,
+  loadavg: loadavg().map((x) => +x.toFixed(2)),
+});
 const restartAt = Math.max(1, Math.floor(MINUTES / 2));
 for (let minute = 1; minute <= MINUTES; minute++) {
   const due = started + minute * 60_000;
@@ -207,7 +276,11 @@ for (let minute = 1; minute <= MINUTES; minute++) {
   for (const node of nodes) {
     const s = { minute, ...procOf(node.pid), ...(await metricsOf(node)) };
     samples[node.i].push(s);
-    log({ event: 'sample', node: node.i, ...Object.fromEntries(Object.entries(s).map(([k, v]) => [k, +v.toFixed(2)])) });
+    log({
+      event: 'sample',
+      node: node.i,
+      ...Object.fromEntries(Object.entries(s).map(([k, v]) => [k, +v.toFixed(2)])),
+    });
   }
 }
 running = false;
@@ -236,7 +309,14 @@ const summary = nodes.map((node) => {
     exited: node.proc.exitCode ?? node.proc.signalCode,
   };
 });
-log({ event: 'summary', counts, errors, during_outage: expected, loadavg: loadavg().map((x) => +x.toFixed(2)), nodes: summary });
+log({
+  event: 'summary',
+  counts,
+  errors,
+  during_outage: expected,
+  loadavg: loadavg().map((x) => +x.toFixed(2)),
+  nodes: summary,
+});
 for (const node of nodes) node.proc.kill('SIGTERM');
 await sleep(2000);
 pg.destroy();

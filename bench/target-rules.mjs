@@ -23,7 +23,8 @@ const RULES = opt('rules', 10_000);
 const ROUNDS = opt('rounds', 5);
 const N = opt('n', 1000);
 
-const pct = (xs, p) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.max(0, Math.ceil((p / 100) * xs.length) - 1))];
+const pct = (xs, p) =>
+  [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.max(0, Math.ceil((p / 100) * xs.length) - 1))];
 const rssMiB = (pid) => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))[1]) / 1024;
 
 const held = [];
@@ -31,32 +32,63 @@ const held = [];
 function prepare(withRules) {
   const dataDir = mkdtempSync(path.join(tmpdir(), `proxyd-rules-bench-${withRules ? 'rules' : 'none'}-`));
   const admin = (args, input = '') => {
-    const r = spawnSync(process.execPath, [PROXYD, 'admin', ...args, '--data-dir', dataDir], { input, encoding: 'utf8' });
+    const r = spawnSync(process.execPath, [PROXYD, 'admin', ...args, '--data-dir', dataDir], {
+      input,
+      encoding: 'utf8',
+    });
     if (r.status !== 0) throw new Error(r.stderr);
     return JSON.parse(r.stdout);
   };
-  admin(['account', 'create', '--email', 'bench@example.com', '--password-stdin', '--verified'], 'bench password 123\n');
+  admin(
+    ['account', 'create', '--email', 'bench@example.com', '--password-stdin', '--verified'],
+    'bench password 123\n',
+  );
   const password = admin(['proxy-user', 'create', '--email', 'bench@example.com', '--username', 'bench-user']).password;
   if (withRules) {
     // One small list through the command (it checks the syntax), the bulk straight into the table (a 10,000-item
     // list is longer than one command-line argument may be).
     admin(['policy', 'set', '--global', '--deny', 'evil.example,198.51.100.0/24']);
-    const names = Array.from({ length: RULES / 2 }, (_, i) => (i % 2 ? `*.host${i}.example${i % 97}.com` : `host${i}.example${i % 97}.net`));
+    const names = Array.from({ length: RULES / 2 }, (_, i) =>
+      i % 2 ? `*.host${i}.example${i % 97}.com` : `host${i}.example${i % 97}.net`,
+    );
     const nets = Array.from({ length: RULES / 2 }, (_, i) => `10.${(i >> 8) & 255}.${i & 255}.0/24`);
     const service = Array.from({ length: 1000 }, (_, i) => `blocked${i}.example.org`);
     const db = new Database(path.join(dataDir, 'proxyd.db'));
     const now = Math.floor(Date.now() / 1000);
-    db.prepare("UPDATE target_rules SET deny = ?, updated_at = ? WHERE account_id = 0").run([...service, 'evil.example', '198.51.100.0/24'].join(','), now);
-    db.prepare("INSERT INTO target_rules (account_id, deny, allow, updated_at) VALUES (1, ?, '', ?)").run([...names, ...nets].join(','), now);
+    db.prepare('UPDATE target_rules SET deny = ?, updated_at = ? WHERE account_id = 0').run(
+      [...service, 'evil.example', '198.51.100.0/24'].join(','),
+      now,
+    );
+    db.prepare("INSERT INTO target_rules (account_id, deny, allow, updated_at) VALUES (1, ?, '', ?)").run(
+      [...names, ...nets].join(','),
+      now,
+    );
     held.push(db);
   }
   return { dataDir, password };
 }
 
 function start({ dataDir, password }) {
-  const proc = spawn(PROXYD, ['serve', '--data-dir', dataDir, '--api-listen', '127.0.0.1:0', '--http-proxy-listen', '127.0.0.1:0', '--socks-listen', '127.0.0.1:0', '--allow-private-targets', '--log-level', 'warn'], {
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
+  const proc = spawn(
+    PROXYD,
+    [
+      'serve',
+      '--data-dir',
+      dataDir,
+      '--api-listen',
+      '127.0.0.1:0',
+      '--http-proxy-listen',
+      '127.0.0.1:0',
+      '--socks-listen',
+      '127.0.0.1:0',
+      '--allow-private-targets',
+      '--log-level',
+      'warn',
+    ],
+    {
+      stdio: ['ignore', 'pipe', 'inherit'],
+    },
+  );
   return new Promise((resolve, reject) => {
     proc.once('exit', (code) => reject(new Error(`proxyd (${dataDir}) exited ${code} before it was ready`)));
     createInterface({ input: proc.stdout }).once('line', (l) => {
@@ -74,7 +106,9 @@ function tunnel(port, target, user, password) {
     let head = '';
     s.setTimeout(10_000, () => (s.destroy(), reject(new Error('timeout'))));
     s.on('error', reject);
-    s.on('connect', () => s.write(`CONNECT ${target} HTTP/1.1\r\nHost: ${target}\r\nProxy-Authorization: Basic ${auth}\r\n\r\n`));
+    s.on('connect', () =>
+      s.write(`CONNECT ${target} HTTP/1.1\r\nHost: ${target}\r\nProxy-Authorization: Basic ${auth}\r\n\r\n`),
+    );
     s.on('data', (b) => {
       head += b.toString('latin1');
       if (!head.includes('\r\n\r\n')) return;
@@ -95,7 +129,9 @@ async function main() {
   const echo = net.createServer((s) => s.on('error', () => {}).pipe(s)).listen(0, '127.0.0.1');
   await new Promise((r) => echo.once('listening', r));
   const port = echo.address().port;
-  console.log(`target rules: ${RULES} account rules + 1,002 service rules against none; ${ROUNDS} rounds × ${N} tunnels per daemon and target`);
+  console.log(
+    `target rules: ${RULES} account rules + 1,002 service rules against none; ${ROUNDS} rounds × ${N} tunnels per daemon and target`,
+  );
   const none = await start(prepare(false));
   const rules = await start(prepare(true)).catch((e) => {
     none.proc.kill('SIGTERM');
@@ -103,10 +139,17 @@ async function main() {
   });
   // Whatever happens below, the daemons go (they hold this process's stderr).
   process.once('exit', () => [none, rules].forEach((d) => d.proc.kill('SIGTERM')));
-  console.log(`load average before ${loadavg().map((x) => x.toFixed(2)).join(' ')}`);
+  console.log(
+    `load average before ${loadavg()
+      .map((x) => x.toFixed(2))
+      .join(' ')}`,
+  );
   await new Promise((r) => setTimeout(r, 2000));
   // The rules are in force: a target they deny is refused (the tunnel helper rejects with the status line).
-  const refused = await tunnel(rules.port, 'www.blocked7.example.org:80', 'bench-user', rules.password).then(() => null, (e) => e.message);
+  const refused = await tunnel(rules.port, 'www.blocked7.example.org:80', 'bench-user', rules.password).then(
+    () => null,
+    (e) => e.message,
+  );
   if (!String(refused).startsWith('HTTP/1.1 403')) {
     console.error(`rules not in force: ${refused}`);
     process.exit(1);
@@ -114,7 +157,10 @@ async function main() {
   for (const d of [none, rules]) await sample(d, `127.0.0.1:${port}`, 200); // warm-up
   const res = { none: { ip: [], name: [] }, rules: { ip: [], name: [] } };
   for (let r = 0; r < ROUNDS; r++) {
-    for (const [k, d] of [['none', none], ['rules', rules]]) {
+    for (const [k, d] of [
+      ['none', none],
+      ['rules', rules],
+    ]) {
       res[k].ip.push(await sample(d, `127.0.0.1:${port}`, N));
       res[k].name.push(await sample(d, `localhost:${port}`, N));
     }
@@ -128,8 +174,14 @@ async function main() {
   console.log(line(`${RULES} rules, CONNECT 127.0.0.1`, res.rules.ip));
   console.log(line('no rules, CONNECT localhost', res.none.name));
   console.log(line(`${RULES} rules, CONNECT localhost`, res.rules.name));
-  console.log(`RSS: no rules ${rssMiB(none.proc.pid).toFixed(0)} MiB, with rules ${rssMiB(rules.proc.pid).toFixed(0)} MiB`);
-  console.log(`load average after ${loadavg().map((x) => x.toFixed(2)).join(' ')}`);
+  console.log(
+    `RSS: no rules ${rssMiB(none.proc.pid).toFixed(0)} MiB, with rules ${rssMiB(rules.proc.pid).toFixed(0)} MiB`,
+  );
+  console.log(
+    `load average after ${loadavg()
+      .map((x) => x.toFixed(2))
+      .join(' ')}`,
+  );
   none.proc.kill('SIGTERM');
   rules.proc.kill('SIGTERM');
   echo.close();

@@ -32,11 +32,13 @@ const REPS = Number(opt('reps', 3));
 const MS = Number(opt('ms', 2000));
 const WINDOW = Number(opt('window', 16));
 /** Payload bytes x associations, comma-separated (all four unless given). */
-const CASES = opt('cases', '64x1,64x64,1200x1,1200x64').split(',').map((c) => {
-  const [size, n] = c.split('x').map(Number);
-  if (!(size > 0 && n > 0)) throw new Error(`--cases: ${c} is not SIZExASSOCIATIONS`);
-  return { size, n };
-});
+const CASES = opt('cases', '64x1,64x64,1200x1,1200x64')
+  .split(',')
+  .map((c) => {
+    const [size, n] = c.split('x').map(Number);
+    if (!(size > 0 && n > 0)) throw new Error(`--cases: ${c} is not SIZExASSOCIATIONS`);
+    return { size, n };
+  });
 /** Extra Node flags for proxyd (a profile: --cpu-prof, --trace-gc). */
 const PROXYD_NODE_FLAGS = (opt('proxyd-node-flags', '') || '').split(' ').filter(Boolean);
 const PASSWORD = 'bench udp password 1';
@@ -61,10 +63,35 @@ async function startProxyd() {
     const r = spawnSync(process.execPath, [PROXYD, 'admin', ...args, '--data-dir', dir], { input, encoding: 'utf8' });
     if (r.status !== 0) throw new Error(r.stderr);
   };
-  admin(['account', 'create', '--email', 'bench@example.com', '--password-stdin', '--verified'], 'bench console password 1\n');
-  admin(['proxy-user', 'create', '--email', 'bench@example.com', '--username', 'bench', '--password-stdin'], `${PASSWORD}\n`);
-  const p = spawn(process.execPath, ['--max-semi-space-size=8', ...PROXYD_NODE_FLAGS, PROXYD, 'serve', '--data-dir', dir, '--api-listen', '127.0.0.1:0', '--http-proxy-listen', '127.0.0.1:0',
-    '--socks-listen', '127.0.0.1:0', '--allow-private-targets', '--log-level', 'warn'], { stdio: ['ignore', 'pipe', 'inherit'] });
+  admin(
+    ['account', 'create', '--email', 'bench@example.com', '--password-stdin', '--verified'],
+    'bench console password 1\n',
+  );
+  admin(
+    ['proxy-user', 'create', '--email', 'bench@example.com', '--username', 'bench', '--password-stdin'],
+    `${PASSWORD}\n`,
+  );
+  const p = spawn(
+    process.execPath,
+    [
+      '--max-semi-space-size=8',
+      ...PROXYD_NODE_FLAGS,
+      PROXYD,
+      'serve',
+      '--data-dir',
+      dir,
+      '--api-listen',
+      '127.0.0.1:0',
+      '--http-proxy-listen',
+      '127.0.0.1:0',
+      '--socks-listen',
+      '127.0.0.1:0',
+      '--allow-private-targets',
+      '--log-level',
+      'warn',
+    ],
+    { stdio: ['ignore', 'pipe', 'inherit'] },
+  );
   procs.push(p);
   const ready = await new Promise((resolve, reject) => {
     p.once('exit', (c) => reject(new Error(`proxyd exited ${c}`)));
@@ -78,7 +105,13 @@ async function startProxyd() {
       }
     });
   });
-  return { name: 'proxyd', pid: p.pid, proc: p, port: Number(ready.socks5.split(':')[1]), auth: { user: 'bench', pass: PASSWORD } };
+  return {
+    name: 'proxyd',
+    pid: p.pid,
+    proc: p,
+    port: Number(ready.socks5.split(':')[1]),
+    auth: { user: 'bench', pass: PASSWORD },
+  };
 }
 
 async function startDante() {
@@ -86,7 +119,9 @@ async function startDante() {
   const dir = temp('danted-udp-bench-');
   const port = await freePort();
   const conf = path.join(dir, 'danted.conf');
-  writeFileSync(conf, `logoutput: /dev/null
+  writeFileSync(
+    conf,
+    `logoutput: /dev/null
 internal: 127.0.0.1 port = ${port}
 external: 127.0.0.1
 clientmethod: none
@@ -96,11 +131,25 @@ user.unprivileged: nobody
 client pass { from: 127.0.0.0/8 to: 0.0.0.0/0 }
 socks pass { from: 127.0.0.0/8 to: 0.0.0.0/0 command: connect udpassociate }
 socks pass { from: 0.0.0.0/0 to: 127.0.0.0/8 command: udpreply }
-`);
-  const p = spawn('/usr/sbin/danted', ['-f', conf, '-p', path.join(dir, 'danted.pid')], { stdio: ['ignore', 'ignore', 'inherit'] });
+`,
+  );
+  const p = spawn('/usr/sbin/danted', ['-f', conf, '-p', path.join(dir, 'danted.pid')], {
+    stdio: ['ignore', 'ignore', 'inherit'],
+  });
   procs.push(p);
   for (let i = 0; i < 50; i++) {
-    if (await new Promise((r) => net.connect(port, '127.0.0.1').once('connect', function () { this.destroy(); r(true); }).once('error', () => r(false)))) break;
+    if (
+      await new Promise((r) =>
+        net
+          .connect(port, '127.0.0.1')
+          .once('connect', function () {
+            this.destroy();
+            r(true);
+          })
+          .once('error', () => r(false)),
+      )
+    )
+      break;
     await sleep(100);
   }
   return { name: 'danted', pid: p.pid, port, auth: null };
@@ -109,7 +158,11 @@ socks pass { from: 0.0.0.0/0 to: 127.0.0.0/8 command: udpreply }
 /** The floor of any SOCKS5 UDP relay on Node's dgram (bench/peers/node-floor-udp.mjs), under bin/proxyd's shebang flag. */
 async function startFloor() {
   const port = await freePort();
-  const p = spawn(process.execPath, ['--max-semi-space-size=8', path.join(ROOT, 'bench/peers/node-floor-udp.mjs'), String(port)], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const p = spawn(
+    process.execPath,
+    ['--max-semi-space-size=8', path.join(ROOT, 'bench/peers/node-floor-udp.mjs'), String(port)],
+    { stdio: ['ignore', 'pipe', 'inherit'] },
+  );
   procs.push(p);
   await new Promise((resolve, reject) => {
     p.once('exit', (c) => reject(new Error(`node floor exited ${c}`)));
@@ -200,7 +253,11 @@ async function measure(proxy, target, n, size) {
   for (const a of assocs) a.control.destroy();
   await sleep(300);
   // The generator's own share of a core (client and echo, one process): near 1, the rate is the generator's limit.
-  return { perSec: got / secs, cpuUsPerDatagram: got > 0 ? (cpu * 1e6) / got : NaN, genCore: (g.user + g.system) / 1e6 / secs };
+  return {
+    perSec: got / secs,
+    cpuUsPerDatagram: got > 0 ? (cpu * 1e6) / got : NaN,
+    genCore: (g.user + g.system) / 1e6 / secs,
+  };
 }
 
 async function main() {
@@ -217,18 +274,30 @@ async function main() {
         const r = await measure(p, target, c.n, c.size);
         const key = `${p.name} ${c.size}B x${c.n}`;
         (results[key] ??= []).push(r);
-        log(`round ${rep + 1}: ${key}: ${Math.round(r.perSec)} datagrams/s, ${r.cpuUsPerDatagram.toFixed(1)} µs CPU per datagram, generator ${r.genCore.toFixed(2)} core`);
+        log(
+          `round ${rep + 1}: ${key}: ${Math.round(r.perSec)} datagrams/s, ${r.cpuUsPerDatagram.toFixed(1)} µs CPU per datagram, generator ${r.genCore.toFixed(2)} core`,
+        );
       }
     }
   }
   const out = { ...runInfo(argv, loadBefore, os.loadavg()), window: WINDOW, ms: MS, reps: REPS, results: {} };
-  console.error('\n| path | datagrams/s | CPU µs per datagram (each way) | generator, share of a core |\n|---|---|---|---|');
+  console.error(
+    '\n| path | datagrams/s | CPU µs per datagram (each way) | generator, share of a core |\n|---|---|---|---|',
+  );
   for (const [key, rs] of Object.entries(results)) {
     const rate = rs.map((r) => r.perSec);
     const cpu = rs.map((r) => r.cpuUsPerDatagram);
     const gen = rs.map((r) => r.genCore);
-    out.results[key] = { datagrams_per_s: Math.round(med(rate)), range: range(rate, 0), cpu_us: +med(cpu).toFixed(1), cpu_range: range(cpu, 1), generator_core: +med(gen).toFixed(2) };
-    console.error(`| ${key} | ${Math.round(med(rate)).toLocaleString('en')} (${range(rate, 0)}) | ${med(cpu).toFixed(1)} (${range(cpu, 1)}) | ${med(gen).toFixed(2)} |`);
+    out.results[key] = {
+      datagrams_per_s: Math.round(med(rate)),
+      range: range(rate, 0),
+      cpu_us: +med(cpu).toFixed(1),
+      cpu_range: range(cpu, 1),
+      generator_core: +med(gen).toFixed(2),
+    };
+    console.error(
+      `| ${key} | ${Math.round(med(rate)).toLocaleString('en')} (${range(rate, 0)}) | ${med(cpu).toFixed(1)} (${range(cpu, 1)}) | ${med(gen).toFixed(2)} |`,
+    );
   }
   target.close();
   console.log(JSON.stringify(out));

@@ -20,9 +20,14 @@ const USERS = opt('users', 10_000);
 const SECS = opt('secs', 20);
 const DOMAINS = opt('domains', 1);
 
-const pct = (xs, p) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.max(0, Math.ceil((p / 100) * xs.length) - 1))];
+const pct = (xs, p) =>
+  [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.max(0, Math.ceil((p / 100) * xs.length) - 1))];
 
-console.log(`nodes ${NODES}, active users per node ${USERS}, domains per user ${DOMAINS}, ${SECS} s; load average before ${loadavg().map((x) => x.toFixed(2)).join(' ')}`);
+console.log(
+  `nodes ${NODES}, active users per node ${USERS}, domains per user ${DOMAINS}, ${SECS} s; load average before ${loadavg()
+    .map((x) => x.toFixed(2))
+    .join(' ')}`,
+);
 const pg = await pgCluster({ shared_buffers: '256MB', synchronous_commit: 'on' });
 try {
   const stores = [];
@@ -41,8 +46,23 @@ try {
         const started = Date.now();
         const deltas = Array.from({ length: USERS }, (_, u) =>
           DOMAINS === 0
-            ? [{ accountId: 1 + (u % 5000), subject: `user:u${u}`, bytesUp: 1000 + u, bytesDown: 5000 + u, connections: 1 }]
-            : Array.from({ length: DOMAINS }, (_, k) => ({ accountId: 1 + (u % 5000), subject: `user:u${u}`, target: `site${k}.example`, bytesUp: 1000 + u, bytesDown: 5000 + u, connections: 1 })),
+            ? [
+                {
+                  accountId: 1 + (u % 5000),
+                  subject: `user:u${u}`,
+                  bytesUp: 1000 + u,
+                  bytesDown: 5000 + u,
+                  connections: 1,
+                },
+              ]
+            : Array.from({ length: DOMAINS }, (_, k) => ({
+                accountId: 1 + (u % 5000),
+                subject: `user:u${u}`,
+                target: `site${k}.example`,
+                bytesUp: 1000 + u,
+                bytesDown: 5000 + u,
+                connections: 1,
+              })),
         ).flat();
         try {
           const r = await store.usage.addFlush(`node${n}`, `bench-${n}-${++seq}`, started, deltas);
@@ -59,13 +79,23 @@ try {
   );
   const elapsed = (Date.now() - t0) / 1000;
   const cpu = postgresCpu() - cpu0;
-  console.log(`flushes: ${flushes} in ${elapsed.toFixed(1)} s (${(flushes / elapsed).toFixed(1)}/s; wanted ${NODES}/s), failed ${failed}`);
-  console.log(`bucket rows upserted: ${Math.round((flushes * USERS) / elapsed)}/s (${USERS} users, a minute row each per flush)`);
+  console.log(
+    `flushes: ${flushes} in ${elapsed.toFixed(1)} s (${(flushes / elapsed).toFixed(1)}/s; wanted ${NODES}/s), failed ${failed}`,
+  );
+  console.log(
+    `bucket rows upserted: ${Math.round((flushes * USERS) / elapsed)}/s (${USERS} users, a minute row each per flush)`,
+  );
   console.log(`domain rows upserted: ${Math.round((flushes * USERS * Math.max(1, DOMAINS)) / elapsed)}/s`);
-  console.log(`flush latency: p50 ${pct(latencies, 50)} ms, p99 ${pct(latencies, 99)} ms, max ${Math.max(...latencies)} ms`);
+  console.log(
+    `flush latency: p50 ${pct(latencies, 50)} ms, p99 ${pct(latencies, 99)} ms, max ${Math.max(...latencies)} ms`,
+  );
   console.log(`database CPU: ${(cpu / elapsed).toFixed(2)} cores on average (2-core machine, shared with this bench)`);
   for (const s of stores) await s.close();
 } finally {
   pg.destroy();
-  console.log(`load average after ${loadavg().map((x) => x.toFixed(2)).join(' ')}`);
+  console.log(
+    `load average after ${loadavg()
+      .map((x) => x.toFixed(2))
+      .join(' ')}`,
+  );
 }

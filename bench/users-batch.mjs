@@ -18,7 +18,9 @@ import { pgCluster } from './lib/pg-cluster.mjs';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const PROXYD = path.join(ROOT, 'bin/proxyd');
-const args = Object.fromEntries(process.argv.slice(2).reduce((acc, a, i, all) => (a.startsWith('--') ? [...acc, [a.slice(2), all[i + 1]]] : acc), []));
+const args = Object.fromEntries(
+  process.argv.slice(2).reduce((acc, a, i, all) => (a.startsWith('--') ? [...acc, [a.slice(2), all[i + 1]]] : acc), []),
+);
 const USERS = Number(args.users ?? 10_000);
 const CONCURRENCY = Number(args.concurrency ?? 2);
 const BATCH = 100;
@@ -32,8 +34,27 @@ function pct(sorted, p) {
 }
 
 async function startDaemon(dataDir, databaseUrl) {
-  const proc = spawn(process.execPath, [PROXYD, 'serve', '--data-dir', dataDir, '--api-listen', '127.0.0.1:0', '--http-proxy-listen', '127.0.0.1:0', '--socks-listen', '127.0.0.1:0',
-    '--key-limits', '100000,100000', '--log-level', 'warn', ...(databaseUrl ? ['--database-url', databaseUrl] : [])], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const proc = spawn(
+    process.execPath,
+    [
+      PROXYD,
+      'serve',
+      '--data-dir',
+      dataDir,
+      '--api-listen',
+      '127.0.0.1:0',
+      '--http-proxy-listen',
+      '127.0.0.1:0',
+      '--socks-listen',
+      '127.0.0.1:0',
+      '--key-limits',
+      '100000,100000',
+      '--log-level',
+      'warn',
+      ...(databaseUrl ? ['--database-url', databaseUrl] : []),
+    ],
+    { stdio: ['ignore', 'pipe', 'inherit'] },
+  );
   const ready = await new Promise((resolve, reject) => {
     createInterface({ input: proc.stdout }).once('line', (l) => resolve(JSON.parse(l)));
     proc.once('exit', (code) => reject(new Error(`proxyd exited ${code}`)));
@@ -47,7 +68,11 @@ async function runOne(backend, databaseUrl) {
   const store = await openStore({ dataDir, databaseUrl, migrate: true });
   const account = await store.accounts.create('bench@example.com', await hashPassword('bench password 1'), true);
   const ctx = { actor: { type: 'operator', id: 'bench' }, sourceIp: null, requestId: null };
-  const { key } = await new ApiKeyService(store).create(account.id, { name: 'bench', scopes: ['users:read', 'users:write'], expiresAtMs: null, allowedIps: [] }, ctx);
+  const { key } = await new ApiKeyService(store).create(
+    account.id,
+    { name: 'bench', scopes: ['users:read', 'users:write'], expiresAtMs: null, allowedIps: [] },
+    ctx,
+  );
   await store.close();
   const d = await startDaemon(dataDir, databaseUrl);
   const headers = { authorization: `Bearer ${key}`, 'content-type': 'application/json' };
@@ -59,9 +84,15 @@ async function runOne(backend, databaseUrl) {
   await Promise.all(
     Array.from({ length: CONCURRENCY }, async () => {
       for (let b = next++; b < batches; b = next++) {
-        const items = Array.from({ length: Math.min(BATCH, USERS - b * BATCH) }, (_, i) => ({ username: `bench-${b}-${i}` }));
+        const items = Array.from({ length: Math.min(BATCH, USERS - b * BATCH) }, (_, i) => ({
+          username: `bench-${b}-${i}`,
+        }));
         const s = performance.now();
-        const r = await fetch(`${d.api}/openapi/v1/proxy/users/batch`, { method: 'POST', headers: { ...headers, 'idempotency-key': `bench-${b}` }, body: JSON.stringify({ items }) });
+        const r = await fetch(`${d.api}/openapi/v1/proxy/users/batch`, {
+          method: 'POST',
+          headers: { ...headers, 'idempotency-key': `bench-${b}` },
+          body: JSON.stringify({ items }),
+        });
         const body = await r.json();
         times.push(performance.now() - s);
         if (body.code !== 200) throw new Error(`batch ${b}: ${body.code} ${body.message}`);
@@ -75,7 +106,16 @@ async function runOne(backend, databaseUrl) {
   await new Promise((r) => d.proc.once('exit', r));
   rmSync(dataDir, { recursive: true, force: true });
   times.sort((a, b) => a - b);
-  return { backend, users: USERS, concurrency: CONCURRENCY, seconds: Number(seconds.toFixed(1)), users_per_s: Math.round(created / seconds), batch_p50_ms: Math.round(pct(times, 50)), batch_p99_ms: Math.round(pct(times, 99)), exact: created === USERS && total === USERS };
+  return {
+    backend,
+    users: USERS,
+    concurrency: CONCURRENCY,
+    seconds: Number(seconds.toFixed(1)),
+    users_per_s: Math.round(created / seconds),
+    batch_p50_ms: Math.round(pct(times, 50)),
+    batch_p99_ms: Math.round(pct(times, 99)),
+    exact: created === USERS && total === USERS,
+  };
 }
 
 // What one password hash costs here (scrypt N=16384, r=8: the production parameters), alone: the ceiling of users/s

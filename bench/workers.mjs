@@ -31,7 +31,11 @@ function adminJson(dataDir, args, input = '') {
 
 async function startDaemon(workers, redisUrl) {
   const dataDir = mkdtempSync(path.join(tmpdir(), 'proxyd-bench-'));
-  adminJson(dataDir, ['account', 'create', '--email', 'bench@example.com', '--password-stdin', '--verified'], 'bench password 123\n');
+  adminJson(
+    dataDir,
+    ['account', 'create', '--email', 'bench@example.com', '--password-stdin', '--verified'],
+    'bench password 123\n',
+  );
   const { token } = adminJson(dataDir, ['token', 'reset', '--email', 'bench@example.com']);
   const pu = adminJson(dataDir, ['proxy-user', 'create', '--email', 'bench@example.com', '--username', 'bench']);
   // Production limits (60 lists per token per rolling minute), with enough accounts that no token hits
@@ -49,39 +53,88 @@ async function startDaemon(workers, redisUrl) {
   await store.close();
   const proc = spawn(
     process.execPath,
-    [PROXYD, 'serve', '--data-dir', dataDir, '--api-listen', '127.0.0.1:0', '--http-proxy-listen', '127.0.0.1:0', '--socks-listen', '127.0.0.1:0',
-      '--workers', String(workers), ...(redisUrl ? ['--redis-url', redisUrl] : []), '--allow-private-targets', '--log-level', 'warn'],
+    [
+      PROXYD,
+      'serve',
+      '--data-dir',
+      dataDir,
+      '--api-listen',
+      '127.0.0.1:0',
+      '--http-proxy-listen',
+      '127.0.0.1:0',
+      '--socks-listen',
+      '127.0.0.1:0',
+      '--workers',
+      String(workers),
+      ...(redisUrl ? ['--redis-url', redisUrl] : []),
+      '--allow-private-targets',
+      '--log-level',
+      'warn',
+    ],
     { stdio: ['ignore', 'pipe', 'inherit'] },
   );
-  const ready = await new Promise((resolve) => createInterface({ input: proc.stdout }).once('line', (l) => resolve(JSON.parse(l))));
-  return { ready, token, tokens, proxyAuth: Buffer.from(`bench:${pu.password}`).toString('base64'), stop: () => new Promise((r) => { proc.once('exit', r); proc.kill('SIGTERM'); }) };
+  const ready = await new Promise((resolve) =>
+    createInterface({ input: proc.stdout }).once('line', (l) => resolve(JSON.parse(l))),
+  );
+  return {
+    ready,
+    token,
+    tokens,
+    proxyAuth: Buffer.from(`bench:${pu.password}`).toString('base64'),
+    stop: () =>
+      new Promise((r) => {
+        proc.once('exit', r);
+        proc.kill('SIGTERM');
+      }),
+  };
 }
 
 async function apiRps(d) {
   const agent = new http.Agent({ keepAlive: true, maxSockets: CONCURRENCY });
   let calls = 0;
-  const url = () => new URL(`${d.ready.api}/openapi/v1/proxy/whitelist/list?api_key=${encodeURIComponent(d.tokens[Math.floor(calls++ / 55) % d.tokens.length])}`);
-  const get = () => new Promise((resolve, reject) => {
-    http.get(url(), { agent }, (res) => { res.resume(); res.on('end', () => resolve(res.statusCode)); }).on('error', reject);
-  });
+  const url = () =>
+    new URL(
+      `${d.ready.api}/openapi/v1/proxy/whitelist/list?api_key=${encodeURIComponent(d.tokens[Math.floor(calls++ / 55) % d.tokens.length])}`,
+    );
+  const get = () =>
+    new Promise((resolve, reject) => {
+      http
+        .get(url(), { agent }, (res) => {
+          res.resume();
+          res.on('end', () => resolve(res.statusCode));
+        })
+        .on('error', reject);
+    });
   // Warm up (JIT, connections spread over workers).
   const warmUntil = Date.now() + 1000;
-  await Promise.all(Array.from({ length: CONCURRENCY }, async () => { while (Date.now() < warmUntil) await get(); }));
+  await Promise.all(
+    Array.from({ length: CONCURRENCY }, async () => {
+      while (Date.now() < warmUntil) await get();
+    }),
+  );
   let ok = 0;
   let other = 0;
   const lat = [];
   const until = Date.now() + SECONDS * 1000;
-  await Promise.all(Array.from({ length: CONCURRENCY }, async () => {
-    while (Date.now() < until) {
-      const t = performance.now();
-      const s = await get();
-      lat.push(performance.now() - t);
-      if (s === 200) ok++; else other++;
-    }
-  }));
+  await Promise.all(
+    Array.from({ length: CONCURRENCY }, async () => {
+      while (Date.now() < until) {
+        const t = performance.now();
+        const s = await get();
+        lat.push(performance.now() - t);
+        if (s === 200) ok++;
+        else other++;
+      }
+    }),
+  );
   agent.destroy();
   lat.sort((a, b) => a - b);
-  return { rps: Math.round(ok / SECONDS), errors: other, p50: lat[Math.floor(lat.length * 0.5)].toFixed(1), p99: lat[Math.floor(lat.length * 0.99)].toFixed(1) };
+  return {
+    rps: Math.round(ok / SECONDS),
+    errors: other,
+    p50: lat[Math.floor(lat.length * 0.5)].toFixed(1),
+    p99: lat[Math.floor(lat.length * 0.99)].toFixed(1),
+  };
 }
 
 /** A loopback sink: every connection gets an endless stream of 64 KiB chunks. */
@@ -89,7 +142,9 @@ function startSource() {
   const chunk = Buffer.alloc(64 * 1024, 120);
   const server = net.createServer((s) => {
     s.on('error', () => {});
-    const pump = () => { while (s.write(chunk)); };
+    const pump = () => {
+      while (s.write(chunk));
+    };
     s.on('drain', pump);
     pump();
   });
@@ -100,23 +155,33 @@ async function gatewayThroughput(d, sourcePort) {
   const [host, port] = d.ready.httpProxy.split(':');
   let bytes = 0;
   let counting = false;
-  const sockets = await Promise.all(Array.from({ length: TUNNELS }, () => new Promise((resolve, reject) => {
-    const s = net.connect({ host, port: Number(port) }, () => {
-      s.write(`CONNECT 127.0.0.1:${sourcePort} HTTP/1.1\r\nHost: 127.0.0.1:${sourcePort}\r\nProxy-Authorization: Basic ${d.proxyAuth}\r\n\r\n`);
-    });
-    let head = '';
-    const onHead = (buf) => {
-      head += buf.toString('latin1');
-      const end = head.indexOf('\r\n\r\n');
-      if (end < 0) return;
-      s.off('data', onHead);
-      if (!/^HTTP\/1\.[01] 200/.test(head)) return reject(new Error(head.split('\r\n')[0]));
-      s.on('data', (b) => { if (counting) bytes += b.length; });
-      resolve(s);
-    };
-    s.on('data', onHead);
-    s.on('error', reject);
-  })));
+  const sockets = await Promise.all(
+    Array.from(
+      { length: TUNNELS },
+      () =>
+        new Promise((resolve, reject) => {
+          const s = net.connect({ host, port: Number(port) }, () => {
+            s.write(
+              `CONNECT 127.0.0.1:${sourcePort} HTTP/1.1\r\nHost: 127.0.0.1:${sourcePort}\r\nProxy-Authorization: Basic ${d.proxyAuth}\r\n\r\n`,
+            );
+          });
+          let head = '';
+          const onHead = (buf) => {
+            head += buf.toString('latin1');
+            const end = head.indexOf('\r\n\r\n');
+            if (end < 0) return;
+            s.off('data', onHead);
+            if (!/^HTTP\/1\.[01] 200/.test(head)) return reject(new Error(head.split('\r\n')[0]));
+            s.on('data', (b) => {
+              if (counting) bytes += b.length;
+            });
+            resolve(s);
+          };
+          s.on('data', onHead);
+          s.on('error', reject);
+        }),
+    ),
+  );
   await new Promise((r) => setTimeout(r, 1000));
   counting = true;
   const t0 = performance.now();
@@ -130,21 +195,42 @@ async function gatewayThroughput(d, sourcePort) {
 /** New tunnels per second: each connection does CONNECT, reads the 200, closes. */
 async function gatewayConnRate(d, sourcePort) {
   const [host, port] = d.ready.httpProxy.split(':');
-  const one = () => new Promise((resolve) => {
-    const s = net.connect({ host, port: Number(port) }, () => s.write(`CONNECT 127.0.0.1:${sourcePort} HTTP/1.1\r\nHost: x\r\nProxy-Authorization: Basic ${d.proxyAuth}\r\n\r\n`));
-    s.once('data', (b) => { s.destroy(); resolve(b.toString('latin1').startsWith('HTTP/1.1 200')); });
-    s.on('error', () => resolve(false));
-  });
+  const one = () =>
+    new Promise((resolve) => {
+      const s = net.connect({ host, port: Number(port) }, () =>
+        s.write(
+          `CONNECT 127.0.0.1:${sourcePort} HTTP/1.1\r\nHost: x\r\nProxy-Authorization: Basic ${d.proxyAuth}\r\n\r\n`,
+        ),
+      );
+      s.once('data', (b) => {
+        s.destroy();
+        resolve(b.toString('latin1').startsWith('HTTP/1.1 200'));
+      });
+      s.on('error', () => resolve(false));
+    });
   let ok = 0;
   const until = Date.now() + SECONDS * 1000;
-  await Promise.all(Array.from({ length: 16 }, async () => { while (Date.now() < until) if (await one()) ok++; }));
+  await Promise.all(
+    Array.from({ length: 16 }, async () => {
+      while (Date.now() < until) if (await one()) ok++;
+    }),
+  );
   return { tunnelsPerSec: Math.round(ok / SECONDS) };
 }
 
 /** A throwaway redis-server on a free port (the limiter store for the `+redis` rows). */
 async function startRedis() {
-  const probe = await new Promise((r) => { const s = net.createServer().listen(0, '127.0.0.1', () => { const p = s.address().port; s.close(() => r(p)); }); });
-  const proc = spawn('redis-server', ['--port', String(probe), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: 'ignore' });
+  const probe = await new Promise((r) => {
+    const s = net.createServer().listen(0, '127.0.0.1', () => {
+      const p = s.address().port;
+      s.close(() => r(p));
+    });
+  });
+  const proc = spawn(
+    'redis-server',
+    ['--port', String(probe), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'],
+    { stdio: 'ignore' },
+  );
   await new Promise((r) => setTimeout(r, 300));
   return { url: `redis://127.0.0.1:${probe}`, stop: () => proc.kill('SIGKILL') };
 }
@@ -156,7 +242,12 @@ const rows = [];
 const runs = [
   { workers: 1, limiter: 'memory' },
   { workers: 2, limiter: 'sqlite' },
-  ...(redis ? [{ workers: 1, limiter: 'redis' }, { workers: 2, limiter: 'redis' }] : []),
+  ...(redis
+    ? [
+        { workers: 1, limiter: 'redis' },
+        { workers: 2, limiter: 'redis' },
+      ]
+    : []),
 ];
 for (const { workers, limiter } of runs) {
   const d = await startDaemon(workers, limiter === 'redis' ? redis.url : undefined);
@@ -168,6 +259,8 @@ for (const { workers, limiter } of runs) {
 }
 redis?.stop();
 source.close();
-console.log(`node ${process.version}, ${SECONDS} s per measurement, API concurrency ${CONCURRENCY}, ${TUNNELS} tunnels`);
+console.log(
+  `node ${process.version}, ${SECONDS} s per measurement, API concurrency ${CONCURRENCY}, ${TUNNELS} tunnels`,
+);
 console.table(rows);
 console.log(JSON.stringify(rows));

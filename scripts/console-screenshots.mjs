@@ -30,9 +30,25 @@ function admin(dataDir, args, input = '') {
 }
 
 async function startDaemon(dataDir) {
-  const proc = spawn(process.execPath, [PROXYD, 'serve', '--data-dir', dataDir, '--api-listen', '127.0.0.1:0', '--http-proxy-listen', '127.0.0.1:0', '--socks-listen', '127.0.0.1:0', '--allow-private-targets'], {
-    stdio: ['ignore', 'pipe', 'ignore'],
-  });
+  const proc = spawn(
+    process.execPath,
+    [
+      PROXYD,
+      'serve',
+      '--data-dir',
+      dataDir,
+      '--api-listen',
+      '127.0.0.1:0',
+      '--http-proxy-listen',
+      '127.0.0.1:0',
+      '--socks-listen',
+      '127.0.0.1:0',
+      '--allow-private-targets',
+    ],
+    {
+      stdio: ['ignore', 'pipe', 'ignore'],
+    },
+  );
   const line = await new Promise((resolve, reject) => {
     createInterface({ input: proc.stdout }).once('line', resolve);
     proc.once('exit', (c) => reject(new Error(`proxyd exited ${c}`)));
@@ -49,7 +65,12 @@ async function usageHistory(dataDir) {
   const store = await openStore({ dataDir });
   try {
     const account = await store.accounts.findByEmail(EMAIL);
-    const sites = [['shop.northwind.example', 9], ['api.partner.example', 5], ['cdn.images.example', 3], ['203.0.113.40', 1]];
+    const sites = [
+      ['shop.northwind.example', 9],
+      ['api.partner.example', 5],
+      ['cdn.images.example', 3],
+      ['203.0.113.40', 1],
+    ];
     const now = Date.now();
     let n = 0;
     for (let h = 24 * 30; h >= 0; h -= h > 48 ? 6 : 1) {
@@ -59,10 +80,20 @@ async function usageHistory(dataDir) {
       const day = new Date(at).getUTCDay();
       const scale = (hour >= 7 && hour <= 19 ? 3 : 1) * (day === 0 || day === 6 ? 0.4 : 1) * (h > 48 ? 6 : 1);
       const deltas = [];
-      for (const [user, share] of [['crawler-eu', 0.8], ['monitoring', 0.2]]) {
+      for (const [user, share] of [
+        ['crawler-eu', 0.8],
+        ['monitoring', 0.2],
+      ]) {
         for (const [site, weight] of sites) {
           const bytes = Math.round(scale * share * weight * 1_000_000 * (0.6 + ((h * 7 + weight) % 5) / 10));
-          deltas.push({ accountId: account.id, subject: `user:${user}`, target: site, bytesUp: Math.round(bytes / 12), bytesDown: bytes, connections: Math.max(1, Math.round(scale * weight)) });
+          deltas.push({
+            accountId: account.id,
+            subject: `user:${user}`,
+            target: site,
+            bytesUp: Math.round(bytes / 12),
+            bytesDown: bytes,
+            connections: Math.max(1, Math.round(scale * weight)),
+          });
         }
       }
       await store.usage.addFlush('shots', `shots-${n++}`, at, deltas);
@@ -76,7 +107,11 @@ async function usageHistory(dataDir) {
 function connectThrough(httpProxy, user, password, host, port) {
   const [h, p] = httpProxy.split(':');
   return new Promise((resolve) => {
-    const s = net.connect(Number(p), h, () => s.write(`CONNECT ${host}:${port} HTTP/1.1\r\nProxy-Authorization: Basic ${Buffer.from(`${user}:${password}`).toString('base64')}\r\n\r\n`));
+    const s = net.connect(Number(p), h, () =>
+      s.write(
+        `CONNECT ${host}:${port} HTTP/1.1\r\nProxy-Authorization: Basic ${Buffer.from(`${user}:${password}`).toString('base64')}\r\n\r\n`,
+      ),
+    );
     let got = '';
     s.on('data', (b) => {
       got += b.toString('latin1');
@@ -95,7 +130,15 @@ admin(dataDir, ['account', 'create', '--email', EMAIL, '--password-stdin', '--ve
 const daemon = await startDaemon(dataDir);
 const browser = await chromium.launch({
   executablePath: process.env.CHROMIUM ?? '/usr/bin/chromium',
-  args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+  args: [
+    '--no-sandbox',
+    '--disable-gpu',
+    '--disable-quic',
+    '--no-first-run',
+    '--disable-background-networking',
+    '--disable-component-update',
+    '--disable-sync',
+  ],
 });
 mkdirSync(OUT, { recursive: true });
 
@@ -109,16 +152,50 @@ try {
   await setup.click('button:has-text("Create token")');
   await setup.click('button:has-text("Confirm")');
   await setup.goto(`${daemon.api}/console/whitelist`);
-  for (const [ip, remark] of [['8.8.4.4', 'Build server (Frankfurt)'], ['1.0.0.1', 'Office router'], ['9.9.9.9', 'Scraper fleet #2'], ['208.67.222.222', '']]) {
+  for (const [ip, remark] of [
+    ['8.8.4.4', 'Build server (Frankfurt)'],
+    ['1.0.0.1', 'Office router'],
+    ['9.9.9.9', 'Scraper fleet #2'],
+    ['208.67.222.222', ''],
+  ]) {
     await setup.fill('input[name=ip]', ip);
     await setup.fill('input[name=remark]', remark);
     await setup.click('button:has-text("Add")');
   }
   await setup.click('tr[data-ip="9.9.9.9"] button:has-text("Disable")');
   await setup.close();
-  for (const u of ['crawler-eu', 'monitoring']) admin(dataDir, ['proxy-user', 'create', '--email', EMAIL, '--username', u, '--password-stdin'], `${PROXY_PASSWORD}\n`);
-  admin(dataDir, ['proxy-user', 'set', '--email', EMAIL, '--username', 'monitoring', '--traffic-limit', '50GiB', '--max-connections', '20', '--rate-limit', '10mbit']);
-  admin(dataDir, ['plan', 'set', '--email', EMAIL, '--traffic-limit', '500GiB', '--period', 'month', '--max-connections', '200']);
+  for (const u of ['crawler-eu', 'monitoring'])
+    admin(
+      dataDir,
+      ['proxy-user', 'create', '--email', EMAIL, '--username', u, '--password-stdin'],
+      `${PROXY_PASSWORD}\n`,
+    );
+  admin(dataDir, [
+    'proxy-user',
+    'set',
+    '--email',
+    EMAIL,
+    '--username',
+    'monitoring',
+    '--traffic-limit',
+    '50GiB',
+    '--max-connections',
+    '20',
+    '--rate-limit',
+    '10mbit',
+  ]);
+  admin(dataDir, [
+    'plan',
+    'set',
+    '--email',
+    EMAIL,
+    '--traffic-limit',
+    '500GiB',
+    '--period',
+    'month',
+    '--max-connections',
+    '200',
+  ]);
   admin(dataDir, ['policy', 'set', '--global', '--deny', 'blocked.example']);
   await usageHistory(dataDir);
   // A target that answers and closes; attempts admitted and refused for the Connections page.
@@ -128,7 +205,13 @@ try {
   });
   await new Promise((r) => target.listen(0, '127.0.0.1', r));
   const port = target.address().port;
-  for (let i = 0; i < 50 && !(await connectThrough(daemon.httpProxy, 'crawler-eu', PROXY_PASSWORD, '127.0.0.1', port)).includes(' 200 '); i++) await new Promise((r) => setTimeout(r, 100));
+  for (
+    let i = 0;
+    i < 50 &&
+    !(await connectThrough(daemon.httpProxy, 'crawler-eu', PROXY_PASSWORD, '127.0.0.1', port)).includes(' 200 ');
+    i++
+  )
+    await new Promise((r) => setTimeout(r, 100));
   await connectThrough(daemon.httpProxy, 'monitoring', PROXY_PASSWORD, '127.0.0.1', port);
   await connectThrough(daemon.httpProxy, 'crawler-eu', 'an old password', '127.0.0.1', port);
   await connectThrough(daemon.httpProxy, 'crawler-eu-country-usa', PROXY_PASSWORD, '127.0.0.1', port);

@@ -16,7 +16,9 @@ function loads() {
   }
 }
 if (!loads()) {
-  process.stderr.write('better-sqlite3 has no build for this Node (installed with --ignore-scripts?): npm rebuild better-sqlite3\n');
+  process.stderr.write(
+    'better-sqlite3 has no build for this Node (installed with --ignore-scripts?): npm rebuild better-sqlite3\n',
+  );
   const npm = process.platform === 'win32' ? 'npm.cmd' : 'npm';
   const r = spawnSync(npm, ['rebuild', 'better-sqlite3', '--ignore-scripts=false'], { stdio: 'inherit' });
   if (r.status !== 0 || !loads()) process.exit(1);

@@ -4,7 +4,14 @@
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { makeTemplate, PG_TEST_SOCKET_ENV, PG_TEST_URL_ENV, postgresSkipReason, startPostgres, type PgCluster } from './helpers/postgres.js';
+import {
+  makeTemplate,
+  PG_TEST_SOCKET_ENV,
+  PG_TEST_URL_ENV,
+  postgresSkipReason,
+  startPostgres,
+  type PgCluster,
+} from './helpers/postgres.js';
 
 const TOKEN_RE = /ak[0-9a-f]{20}\.[A-Za-z0-9_-]{43}/;
 const API_KEY_VALUE_RE = /api_key=(?!<API_KEY>)[^&\s"']+/;
@@ -37,10 +44,16 @@ export function teardown(): void {
     files++;
     const text = readFileSync(path.join(dir, f), 'utf8');
     for (const [i, line] of text.split('\n').entries()) {
-      if (TOKEN_RE.test(line) || API_KEY_VALUE_RE.test(line) || PXK_RE.test(line)) leaks.push(`${f}:${i + 1}: ${line.slice(0, 200)}`);
+      if (TOKEN_RE.test(line) || API_KEY_VALUE_RE.test(line) || PXK_RE.test(line))
+        leaks.push(`${f}:${i + 1}: ${line.slice(0, 200)}`);
     }
   }
-  if (leaks.length) throw new Error(`secret scan: ${leaks.length} log lines (logs or response bodies) carry a token, api_key value or API key:\n${leaks.slice(0, 20).join('\n')}`);
-  process.stdout.write(`secret scan: ${files} daemon logs and recorded response bodies scanned, no token, api_key value or API key found\n`);
+  if (leaks.length)
+    throw new Error(
+      `secret scan: ${leaks.length} log lines (logs or response bodies) carry a token, api_key value or API key:\n${leaks.slice(0, 20).join('\n')}`,
+    );
+  process.stdout.write(
+    `secret scan: ${files} daemon logs and recorded response bodies scanned, no token, api_key value or API key found\n`,
+  );
   rmSync(dir, { recursive: true, force: true });
 }

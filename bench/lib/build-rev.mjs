@@ -17,6 +17,9 @@ export function buildRev(rev, bench) {
   execFileSync('sh', ['-c', `git archive ${sha} | tar -x -C '${dir}'`], { cwd: ROOT });
   symlinkSync(path.join(ROOT, 'node_modules'), path.join(dir, 'node_modules'));
   console.error(`[${bench}] building ${sha} in ${dir}`);
-  execFileSync(process.execPath, [path.join(ROOT, 'node_modules/typescript/bin/tsc'), '-p', 'tsconfig.build.json'], { cwd: dir, stdio: 'inherit' });
+  execFileSync(process.execPath, [path.join(ROOT, 'node_modules/typescript/bin/tsc'), '-p', 'tsconfig.build.json'], {
+    cwd: dir,
+    stdio: 'inherit',
+  });
   return dir;
 }

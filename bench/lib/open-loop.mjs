@@ -20,8 +20,20 @@ const REOPEN_DELAY_MS = 50;
  * the status a reply must have.
  * `trace`, an array, gets [ms since start when due, latency] per reply.
  */
-export async function openLoop({ host, port, rate, total, pathFor, headersFor, expectPrefix, expectStatus = 200, connections = 32, trace }) {
-  if (total <= 0) return { fromDue: [], fromSend: [], errors: 0, elapsedMs: 0, startMonoMs: Number(process.hrtime.bigint()) / 1e6 };
+export async function openLoop({
+  host,
+  port,
+  rate,
+  total,
+  pathFor,
+  headersFor,
+  expectPrefix,
+  expectStatus = 200,
+  connections = 32,
+  trace,
+}) {
+  if (total <= 0)
+    return { fromDue: [], fromSend: [], errors: 0, elapsedMs: 0, startMonoMs: Number(process.hrtime.bigint()) / 1e6 };
   const idle = [];
   const backlog = [];
   let live = 0;
@@ -134,7 +146,14 @@ export async function openLoop({ host, port, rate, total, pathFor, headersFor, e
     // Everything due within the timer's 1 ms resolution goes out, in order: one sent early counts from its
     // send, one sent late (a late timer) from when it was due.
     while (i < total && start + (i * 1000) / rate <= now + 1) {
-      const job = { due: start + (i * 1000) / rate, sent: 0, bytes: Buffer.from(`GET ${pathFor(i)} HTTP/1.1\r\nHost: ${host}:${port}\r\n${headersFor ? headersFor(i) : ''}\r\n`, 'latin1') };
+      const job = {
+        due: start + (i * 1000) / rate,
+        sent: 0,
+        bytes: Buffer.from(
+          `GET ${pathFor(i)} HTTP/1.1\r\nHost: ${host}:${port}\r\n${headersFor ? headersFor(i) : ''}\r\n`,
+          'latin1',
+        ),
+      };
       i++;
       // Oldest idle connection first: every connection stays in use, none sits out the server's keep-alive timeout.
       const conn = idle.shift();

@@ -33,7 +33,10 @@ function fill(name, vars) {
 }
 
 /** The Node flags of the processes the benches start: the young generation's size, then PROXYD_BENCH_NODE_FLAGS. */
-const nodeFlags = () => ['--max-semi-space-size=8', ...(process.env.PROXYD_BENCH_NODE_FLAGS ?? '').split(' ').filter(Boolean)];
+const nodeFlags = () => [
+  '--max-semi-space-size=8',
+  ...(process.env.PROXYD_BENCH_NODE_FLAGS ?? '').split(' ').filter(Boolean),
+];
 
 /**
  * `proxyd serve` of `tree` (this one by default) as the benches run it: SQLite, metering and the connection log on,
@@ -41,8 +44,21 @@ const nodeFlags = () => ['--max-semi-space-size=8', ...(process.env.PROXYD_BENCH
  * `args`: more `serve` options. PROXYD_BENCH_NODE_FLAGS (space-separated) adds Node flags, e.g. `--perf-basic-prof` for
  * `perf record` to name JavaScript functions.
  */
-export async function startProxyd(dir, { tree = ROOT, workers = 1, profileDir = null, args = [], name = `proxyd-w${workers}${profileDir ? '-prof' : ''}` } = {}) {
-  const daemon = benchDaemon(path.join(tree, 'bin/proxyd'), path.join(dir, name), ['--workers', String(workers), ...args]);
+export async function startProxyd(
+  dir,
+  {
+    tree = ROOT,
+    workers = 1,
+    profileDir = null,
+    args = [],
+    name = `proxyd-w${workers}${profileDir ? '-prof' : ''}`,
+  } = {},
+) {
+  const daemon = benchDaemon(path.join(tree, 'bin/proxyd'), path.join(dir, name), [
+    '--workers',
+    String(workers),
+    ...args,
+  ]);
   const auth = daemon.auth;
   const node = [...nodeFlags(), ...(profileDir ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : [])];
   const p = spawn(process.execPath, [...node, ...daemon.args], { stdio: ['ignore', 'pipe', 'inherit'] });
@@ -51,8 +67,18 @@ export async function startProxyd(dir, { tree = ROOT, workers = 1, profileDir = 
     p,
     api: ready.api,
     paths: [
-      { label: `proxyd${workers > 1 ? ` --workers ${workers}` : ''} CONNECT`, kind: 'connect', port: Number(ready.httpProxy.split(':')[1]), auth },
-      { label: `proxyd${workers > 1 ? ` --workers ${workers}` : ''} SOCKS5`, kind: 'socks5', port: Number(ready.socks5.split(':')[1]), auth },
+      {
+        label: `proxyd${workers > 1 ? ` --workers ${workers}` : ''} CONNECT`,
+        kind: 'connect',
+        port: Number(ready.httpProxy.split(':')[1]),
+        auth,
+      },
+      {
+        label: `proxyd${workers > 1 ? ` --workers ${workers}` : ''} SOCKS5`,
+        kind: 'socks5',
+        port: Number(ready.socks5.split(':')[1]),
+        auth,
+      },
     ],
     stop: () => new Promise((r) => (p.exitCode !== null ? r() : (p.once('exit', r), p.kill('SIGTERM')))),
   };
@@ -65,7 +91,11 @@ export async function startSquid(dir) {
   execFileSync('chmod', ['777', d]);
   const p = spawn('squid', ['-N', '-f', fill('squid.conf', { PORT: port, DIR: d })], { stdio: 'ignore' });
   await waitPort(port);
-  return { p, paths: [{ label: 'squid CONNECT', kind: 'connect', port }], stop: () => new Promise((r) => (p.exitCode !== null ? r() : (p.once('exit', r), p.kill('SIGTERM')))) };
+  return {
+    p,
+    paths: [{ label: 'squid CONNECT', kind: 'connect', port }],
+    stop: () => new Promise((r) => (p.exitCode !== null ? r() : (p.once('exit', r), p.kill('SIGTERM')))),
+  };
 }
 
 /**
@@ -80,7 +110,17 @@ export async function startFloor(procs = 1, { socks = false } = {}) {
   const ps = [];
   try {
     for (let i = 0; i < procs; i++) {
-      const p = spawn(process.execPath, [...nodeFlags(), script, String(port), ...(procs > 1 ? ['reuse'] : []), ...(socks ? [`socks=${socksPort}`] : [])], { stdio: ['ignore', 'pipe', 'inherit'] });
+      const p = spawn(
+        process.execPath,
+        [
+          ...nodeFlags(),
+          script,
+          String(port),
+          ...(procs > 1 ? ['reuse'] : []),
+          ...(socks ? [`socks=${socksPort}`] : []),
+        ],
+        { stdio: ['ignore', 'pipe', 'inherit'] },
+      );
       ps.push(p);
       await new Promise((resolve, reject) => {
         p.once('exit', (c) => reject(new Error(`node floor exited ${c}`)));
@@ -98,7 +138,16 @@ export async function startFloor(procs = 1, { socks = false } = {}) {
     kill: () => ps.forEach((p) => p.kill('SIGTERM')),
     paths: [
       { label: `node floor${procs > 1 ? ` x${procs}` : ''} CONNECT`, kind: 'connect', port },
-      ...(socks ? [{ label: `node floor${procs > 1 ? ` x${procs}` : ''} SOCKS5`, kind: 'socks5', port: socksPort, auth: { user: 'floor', password: 'unchecked' } }] : []),
+      ...(socks
+        ? [
+            {
+              label: `node floor${procs > 1 ? ` x${procs}` : ''} SOCKS5`,
+              kind: 'socks5',
+              port: socksPort,
+              auth: { user: 'floor', password: 'unchecked' },
+            },
+          ]
+        : []),
     ],
     stop: () => Promise.all(ps.map(stopOne)),
   };
@@ -108,7 +157,13 @@ export async function startDante(dir) {
   const port = await freePort();
   const d = path.join(dir, 'dante');
   mkdirSync(d, { recursive: true });
-  const p = spawn('danted', ['-f', fill('danted.conf', { PORT: port, DIR: d }), '-p', path.join(d, 'danted.pid')], { stdio: 'ignore' });
+  const p = spawn('danted', ['-f', fill('danted.conf', { PORT: port, DIR: d }), '-p', path.join(d, 'danted.pid')], {
+    stdio: 'ignore',
+  });
   await waitPort(port);
-  return { p, paths: [{ label: 'dante SOCKS5', kind: 'socks5', port }], stop: () => new Promise((r) => (p.exitCode !== null ? r() : (p.once('exit', r), p.kill('SIGTERM')))) };
+  return {
+    p,
+    paths: [{ label: 'dante SOCKS5', kind: 'socks5', port }],
+    stop: () => new Promise((r) => (p.exitCode !== null ? r() : (p.once('exit', r), p.kill('SIGTERM')))),
+  };
 }

@@ -29,16 +29,21 @@ export function postgresCpu() {
 
 function pgCtl(cmd, args) {
   const root = process.getuid?.() === 0;
-  const r = spawnSync(root ? 'runuser' : path.join(BIN, cmd), root ? ['-u', 'postgres', '--', path.join(BIN, cmd), ...args] : args, { encoding: 'utf8', timeout: 120_000 });
+  const r = spawnSync(
+    root ? 'runuser' : path.join(BIN, cmd),
+    root ? ['-u', 'postgres', '--', path.join(BIN, cmd), ...args] : args,
+    { encoding: 'utf8', timeout: 120_000 },
+  );
   if (r.status !== 0) throw new Error(`${cmd}: ${r.stderr || r.stdout}`);
 }
 
-const freePort = () => new Promise((resolve) => {
-  const s = net.createServer().listen(0, '127.0.0.1', () => {
-    const { port } = s.address();
-    s.close(() => resolve(port));
+const freePort = () =>
+  new Promise((resolve) => {
+    const s = net.createServer().listen(0, '127.0.0.1', () => {
+      const { port } = s.address();
+      s.close(() => resolve(port));
+    });
   });
-});
 
 /** Starts a throwaway cluster; `settings` are extra `-c` server settings. */
 export async function pgCluster(settings = {}) {
@@ -51,7 +56,9 @@ export async function pgCluster(settings = {}) {
   pgCtl('initdb', ['-D', data, '-U', 'postgres', '--auth=trust', '--no-sync', '-E', 'UTF8', '--locale=C']);
   const port = await freePort();
   const conf = { port, listen_addresses: '127.0.0.1', unix_socket_directories: dir, max_connections: 300, ...settings };
-  const opts = Object.entries(conf).map(([k, v]) => `-c ${k}=${v}`).join(' ');
+  const opts = Object.entries(conf)
+    .map(([k, v]) => `-c ${k}=${v}`)
+    .join(' ');
   const ctl = (...args) => pgCtl('pg_ctl', ['-D', data, ...args]);
   const start = () => ctl('-l', path.join(dir, 'log'), '-o', opts, '-w', '-t', '60', 'start');
   start();

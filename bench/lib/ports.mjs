@@ -26,7 +26,9 @@ export function portsWidener(log, widen = true) {
     try {
       writeFileSync(PORT_RANGE, `${WIDE[0]} ${WIDE[1]}`);
       restoreRange = before;
-      log(`ports: ephemeral range widened ${before.join('-')} -> ${WIDE.join('-')} for this run (restored at exit); for a minute after it, a port below ${before[0]} that one of its connections used cannot be listened on (TIME_WAIT): a daemon started then on 8080, 3128 or 1080 may fail with "address in use"`);
+      log(
+        `ports: ephemeral range widened ${before.join('-')} -> ${WIDE.join('-')} for this run (restored at exit); for a minute after it, a port below ${before[0]} that one of its connections used cannot be listened on (TIME_WAIT): a daemon started then on 8080, 3128 or 1080 may fail with "address in use"`,
+      );
       return WIDE;
     } catch {
       log(`ports: ephemeral range ${before.join('-')} (not widened: not allowed); pacing on TIME_WAIT instead`);

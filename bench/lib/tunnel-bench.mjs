@@ -22,7 +22,8 @@ export async function freePort(host = '127.0.0.1') {
 }
 
 /** The p-th percentile of `xs` (nearest rank). */
-export const pct = (xs, p) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.max(0, Math.ceil((p / 100) * xs.length) - 1))];
+export const pct = (xs, p) =>
+  [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.max(0, Math.ceil((p / 100) * xs.length) - 1))];
 export const med = (xs) => pct(xs, 50);
 /** "min–max" with `d` decimals. */
 export const range = (xs, d = 2) => `${Math.min(...xs).toFixed(d)}–${Math.max(...xs).toFixed(d)}`;
@@ -31,12 +32,14 @@ export const range = (xs, d = 2) => `${Math.min(...xs).toFixed(d)}–${Math.max(
 export async function countFor(ms, loops, once) {
   let done = 0;
   const until = performance.now() + ms;
-  await Promise.all(Array.from({ length: loops }, async () => {
-    while (performance.now() < until) {
-      await once();
-      done++;
-    }
-  }));
+  await Promise.all(
+    Array.from({ length: loops }, async () => {
+      while (performance.now() < until) {
+        await once();
+        done++;
+      }
+    }),
+  );
   return done;
 }
 
@@ -101,7 +104,8 @@ export function pumpUpload(socket, size) {
       while (left > 0) {
         const n = Math.min(left, UPLOAD_CHUNK.length);
         left -= n;
-        if (!socket.write(n === UPLOAD_CHUNK.length ? UPLOAD_CHUNK : UPLOAD_CHUNK.subarray(0, n))) return void socket.once('drain', pump);
+        if (!socket.write(n === UPLOAD_CHUNK.length ? UPLOAD_CHUNK : UPLOAD_CHUNK.subarray(0, n)))
+          return void socket.once('drain', pump);
       }
     };
     pump();
@@ -115,8 +119,14 @@ export function benchUser(proxyd, dataDir) {
     if (r.status !== 0) throw new Error(r.stderr);
     return JSON.parse(r.stdout);
   };
-  admin(['account', 'create', '--email', 'bench@example.com', '--password-stdin', '--verified'], 'bench password 123\n');
-  return { user: 'bench-user', password: admin(['proxy-user', 'create', '--email', 'bench@example.com', '--username', 'bench-user']).password };
+  admin(
+    ['account', 'create', '--email', 'bench@example.com', '--password-stdin', '--verified'],
+    'bench password 123\n',
+  );
+  return {
+    user: 'bench-user',
+    password: admin(['proxy-user', 'create', '--email', 'bench@example.com', '--username', 'bench-user']).password,
+  };
 }
 
 /**
@@ -127,8 +137,22 @@ export function benchUser(proxyd, dataDir) {
 export function benchDaemon(proxyd, dataDir, more = []) {
   mkdirSync(dataDir, { recursive: true });
   const auth = benchUser(proxyd, dataDir);
-  const args = [proxyd, 'serve', '--data-dir', dataDir, '--api-listen', '127.0.0.1:0', '--http-proxy-listen', '127.0.0.1:0',
-    '--socks-listen', '127.0.0.1:0', '--allow-private-targets', '--log-level', 'warn', ...more];
+  const args = [
+    proxyd,
+    'serve',
+    '--data-dir',
+    dataDir,
+    '--api-listen',
+    '127.0.0.1:0',
+    '--http-proxy-listen',
+    '127.0.0.1:0',
+    '--socks-listen',
+    '127.0.0.1:0',
+    '--allow-private-targets',
+    '--log-level',
+    'warn',
+    ...more,
+  ];
   return { auth, args };
 }
 
@@ -166,9 +190,11 @@ export function readyOf(p, what, ms, port = 0, socksPort = 0) {
 /** `n` tunnels through `d` (tunnelOnce), eight at a time. */
 export async function tunnelLoops(d, tport, n) {
   let left = n;
-  await Promise.all(Array.from({ length: 8 }, async () => {
-    while (left-- > 0) await tunnelOnce(d, tport, 60_000);
-  }));
+  await Promise.all(
+    Array.from({ length: 8 }, async () => {
+      while (left-- > 0) await tunnelOnce(d, tport, 60_000);
+    }),
+  );
 }
 
 /**
@@ -187,7 +213,9 @@ export function tunnelOnce(d, tport, timeoutMs = 15_000) {
     s.on('error', reject);
     s.on('connect', () => {
       if (d.kind === 'connect') {
-        const h = a ? `Proxy-Authorization: Basic ${Buffer.from(`${a.user}:${a.password}`).toString('base64')}\r\n` : '';
+        const h = a
+          ? `Proxy-Authorization: Basic ${Buffer.from(`${a.user}:${a.password}`).toString('base64')}\r\n`
+          : '';
         s.write(`CONNECT 127.0.0.1:${tport} HTTP/1.1\r\nHost: 127.0.0.1:${tport}\r\n${h}\r\n`);
       } else s.write(Buffer.from([5, 1, 2]));
     });
@@ -197,7 +225,8 @@ export function tunnelOnce(d, tport, timeoutMs = 15_000) {
       const begin = () => ((open = true), s.write('Ex')); // E: the target echoes what follows
       if (d.kind === 'connect') {
         if (buf.indexOf('\r\n\r\n') < 0) return;
-        if (!buf.toString('latin1', 0, 12).startsWith('HTTP/1.1 200')) return reject(new Error(`${d.label}: ${buf.toString('latin1', 0, 60)}`));
+        if (!buf.toString('latin1', 0, 12).startsWith('HTTP/1.1 200'))
+          return reject(new Error(`${d.label}: ${buf.toString('latin1', 0, 60)}`));
         return begin();
       }
       for (;;) {
@@ -219,4 +248,3 @@ export function tunnelOnce(d, tport, timeoutMs = 15_000) {
     });
   });
 }
-

@@ -73,7 +73,10 @@ export class ApiError extends Error {
 
   /** ` (code …, request id …)` when the API answered, else '': what ends every error line about an answer. */
   refs(): string {
-    const refs = [this.code !== undefined && this.kind === 'http' ? `code ${this.code}` : '', this.requestId ? `request id ${this.requestId}` : ''].filter(Boolean);
+    const refs = [
+      this.code !== undefined && this.kind === 'http' ? `code ${this.code}` : '',
+      this.requestId ? `request id ${this.requestId}` : '',
+    ].filter(Boolean);
     return refs.length ? ` (${refs.join(', ')})` : '';
   }
 }
@@ -175,7 +178,11 @@ export class ApiClient implements WhitelistApi {
     const env = await this.#call('GET', API_PATHS.list, q);
     if (env.code !== Code.OK) throw this.#codeError(env.code, env.message, env.requestId, 200);
     const data = ListDataSchema.safeParse(env.data);
-    if (!data.success) throw new ApiError('bad_response', 'the API returned a list in an unexpected shape', { requestId: env.requestId, httpStatus: 200 });
+    if (!data.success)
+      throw new ApiError('bad_response', 'the API returned a list in an unexpected shape', {
+        requestId: env.requestId,
+        httpStatus: 200,
+      });
     return { requestId: env.requestId, data: data.data };
   }
 
@@ -195,13 +202,22 @@ export class ApiClient implements WhitelistApi {
     return this.#read(USAGE_PATHS.domains, params, UsageDomainsDataSchema, 'usage per domain');
   }
 
-  async #read<T>(path: string, params: UsageParams, schema: { safeParse(v: unknown): { success: true; data: T } | { success: false } }, what: string): Promise<T> {
+  async #read<T>(
+    path: string,
+    params: UsageParams,
+    schema: { safeParse(v: unknown): { success: true; data: T } | { success: false } },
+    what: string,
+  ): Promise<T> {
     const q: Record<string, string> = {};
     for (const [k, v] of Object.entries(params)) if (v !== undefined) q[k] = String(v);
     const env = await this.#call('GET', path, q);
     if (env.code !== Code.OK) throw this.#codeError(env.code, env.message, env.requestId, 200);
     const data = schema.safeParse(env.data);
-    if (!data.success) throw new ApiError('bad_response', `the API returned ${what} in an unexpected shape`, { requestId: env.requestId, httpStatus: 200 });
+    if (!data.success)
+      throw new ApiError('bad_response', `the API returned ${what} in an unexpected shape`, {
+        requestId: env.requestId,
+        httpStatus: 200,
+      });
     return data.data;
   }
 
@@ -213,8 +229,14 @@ export class ApiClient implements WhitelistApi {
     const q: Record<string, string> = {};
     for (const [k, v] of Object.entries(opts.query ?? {})) if (v !== undefined) q[k] = v;
     const env = await this.#call(method, path, q, opts.body, opts.idempotencyKey);
-    if (env.code !== Code.OK && env.code !== Code.PARTIAL) throw this.#codeError(env.code, env.message, env.requestId, 200);
-    return { code: env.code, message: scrubSecrets(env.message, [this.#token]), requestId: env.requestId, data: env.data };
+    if (env.code !== Code.OK && env.code !== Code.PARTIAL)
+      throw this.#codeError(env.code, env.message, env.requestId, 200);
+    return {
+      code: env.code,
+      message: scrubSecrets(env.message, [this.#token]),
+      requestId: env.requestId,
+      data: env.data,
+    };
   }
 
   async close(): Promise<void> {
@@ -223,22 +245,43 @@ export class ApiClient implements WhitelistApi {
 
   async #batch(path: string, body: unknown): Promise<BatchResponse> {
     const env = await this.#call('POST', path, {}, body);
-    if (env.code !== Code.OK && env.code !== Code.PARTIAL) throw this.#codeError(env.code, env.message, env.requestId, 200);
+    if (env.code !== Code.OK && env.code !== Code.PARTIAL)
+      throw this.#codeError(env.code, env.message, env.requestId, 200);
     const data = BatchResultSchema.safeParse(env.data);
-    if (!data.success) throw new ApiError('bad_response', 'the API returned a batch result in an unexpected shape', { requestId: env.requestId, httpStatus: 200 });
+    if (!data.success)
+      throw new ApiError('bad_response', 'the API returned a batch result in an unexpected shape', {
+        requestId: env.requestId,
+        httpStatus: 200,
+      });
     // Server text is shown as is, minus anything that looks like our token: the items' reasons too.
     const tokens = [this.#token];
     const failed = data.data.failed_items.map((f) => ({ ...f, reason: scrubSecrets(f.reason, tokens) }));
-    return { code: env.code, message: scrubSecrets(env.message, tokens), requestId: env.requestId, data: { ...data.data, failed_items: failed } };
+    return {
+      code: env.code,
+      message: scrubSecrets(env.message, tokens),
+      requestId: env.requestId,
+      data: { ...data.data, failed_items: failed },
+    };
   }
 
   #codeError(code: number, message: string, requestId: string, httpStatus: number, retryAfterMs?: number): ApiError {
     // Server text is shown as is, minus anything that looks like our token.
     const safe = scrubSecrets(message, [this.#token]);
-    return new ApiError('http', safe, { code, httpStatus, requestId, ...(retryAfterMs !== undefined ? { retryAfterMs } : {}) });
+    return new ApiError('http', safe, {
+      code,
+      httpStatus,
+      requestId,
+      ...(retryAfterMs !== undefined ? { retryAfterMs } : {}),
+    });
   }
 
-  async #call(method: HttpMethod, path: string, query: Record<string, string>, body?: unknown, idempotencyKey?: string) {
+  async #call(
+    method: HttpMethod,
+    path: string,
+    query: Record<string, string>,
+    body?: unknown,
+    idempotencyKey?: string,
+  ) {
     const url = new URL(this.#baseUrl + path);
     for (const [k, v] of Object.entries(query)) url.searchParams.set(k, v);
     const bearer = isApiKeyShaped(this.#token);
@@ -265,14 +308,19 @@ export class ApiClient implements WhitelistApi {
     const retryAfterMs = parseRetryAfter(res.headers['retry-after']);
     if (!env.success) {
       // Not an envelope: a proxy or load balancer answered. Keep the HTTP status so 5xx/429 stay retryable.
-      const code = res.statusCode === 429 ? Code.RATE_LIMITED : res.statusCode === 401 ? Code.INVALID_API_KEY : undefined;
+      const code =
+        res.statusCode === 429 ? Code.RATE_LIMITED : res.statusCode === 401 ? Code.INVALID_API_KEY : undefined;
       // 407 comes from a proxy, never from the API: most likely --base-url names the gateway's port.
-      const moved = res.statusCode >= 300 && res.statusCode < 400 ? redirectTarget(url, path, res.headers.location) : undefined;
+      const moved =
+        res.statusCode >= 300 && res.statusCode < 400 ? redirectTarget(url, path, res.headers.location) : undefined;
       const what =
         res.statusCode === 407
           ? `HTTP 407 Proxy Authentication Required from ${safeOrigin(this.#baseUrl)}: this looks like the proxy port, not the API; use the API address (proxyd --api-listen, default 127.0.0.1:8080) as --base-url`
           : moved
-            ? scrubSecrets(`HTTP ${res.statusCode} redirect to ${moved.shown}: proxyctl does not follow redirects (${bearer ? 'the API key would go to another server' : 'the token is in the URL'})${moved.baseUrl !== undefined ? `; use --base-url ${moved.baseUrl}` : ''}`, [this.#token])
+            ? scrubSecrets(
+                `HTTP ${res.statusCode} redirect to ${moved.shown}: proxyctl does not follow redirects (${bearer ? 'the API key would go to another server' : 'the token is in the URL'})${moved.baseUrl !== undefined ? `; use --base-url ${moved.baseUrl}` : ''}`,
+                [this.#token],
+              )
             : notProxydAnswer(res.statusCode, safeOrigin(this.#baseUrl));
       return Promise.reject(
         new ApiError(code !== undefined ? 'http' : 'bad_response', what, {
@@ -289,7 +337,12 @@ export class ApiClient implements WhitelistApi {
   }
 
   /** One request; the timeout covers the connect and every wait for bytes (socket idle). */
-  #send(url: URL, method: HttpMethod, body: string | undefined, extraHeaders: Record<string, string> = {}): Promise<RawResponse> {
+  #send(
+    url: URL,
+    method: HttpMethod,
+    body: string | undefined,
+    extraHeaders: Record<string, string> = {},
+  ): Promise<RawResponse> {
     return new Promise((resolve, reject) => {
       const request = url.protocol === 'https:' ? https.request : http.request;
       const req = request(url, {
@@ -299,7 +352,9 @@ export class ApiClient implements WhitelistApi {
           accept: 'application/json',
           'user-agent': this.#userAgent,
           ...extraHeaders,
-          ...(body !== undefined ? { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } : {}),
+          ...(body !== undefined
+            ? { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) }
+            : {}),
         },
         timeout: this.#timeoutMs,
       });
@@ -310,7 +365,13 @@ export class ApiClient implements WhitelistApi {
         res.on('data', (c: Buffer) => chunks.push(c));
         res.once('error', reject);
         res.once('aborted', () => reject(Object.assign(new Error('response aborted'), { code: 'ECONNRESET' })));
-        res.once('end', () => resolve({ statusCode: res.statusCode ?? 0, headers: res.headers, text: Buffer.concat(chunks).toString('utf8') }));
+        res.once('end', () =>
+          resolve({
+            statusCode: res.statusCode ?? 0,
+            headers: res.headers,
+            text: Buffer.concat(chunks).toString('utf8'),
+          }),
+        );
       });
       req.end(body);
     });
@@ -321,9 +382,13 @@ export class ApiClient implements WhitelistApi {
     const timeout = typeof e.code === 'string' && /TIMEOUT|TIMEDOUT/i.test(e.code);
     const detail = scrubSecrets(e.code ?? e.message ?? String(err), [this.#token]);
     const where = safeOrigin(this.#baseUrl);
-    return new ApiError(timeout ? 'timeout' : 'network', timeout ? `timed out talking to ${where} (${detail})` : `cannot reach ${where} (${detail})`, {
-      ...(typeof e.code === 'string' ? { errno: e.code } : {}),
-    });
+    return new ApiError(
+      timeout ? 'timeout' : 'network',
+      timeout ? `timed out talking to ${where} (${detail})` : `cannot reach ${where} (${detail})`,
+      {
+        ...(typeof e.code === 'string' ? { errno: e.code } : {}),
+      },
+    );
   }
 }
 
@@ -331,7 +396,11 @@ export class ApiClient implements WhitelistApi {
  * Where a redirect points, without its query or fragment (a redirect often echoes the request's, api_key
  * included), and the base URL it implies when it keeps the endpoint's path (http:// to https://, a moved API).
  */
-function redirectTarget(requestUrl: URL, path: string, location: string | undefined): { shown: string; baseUrl?: string } | undefined {
+function redirectTarget(
+  requestUrl: URL,
+  path: string,
+  location: string | undefined,
+): { shown: string; baseUrl?: string } | undefined {
   if (!location) return undefined;
   let u: URL;
   try {
@@ -367,9 +436,11 @@ export function mayHaveApplied(err: ApiError): boolean {
   if (err.kind === 'timeout') return true;
   if (err.kind === 'network') return err.errno === undefined || !NEVER_SENT.has(err.errno);
   // Not the API's envelope: a proxy's 5xx (the request may have gone on), or a success whose body we cannot read.
-  if (err.kind === 'bad_response') return err.httpStatus === undefined || err.httpStatus >= 500 || (err.httpStatus >= 200 && err.httpStatus < 300);
+  if (err.kind === 'bad_response')
+    return err.httpStatus === undefined || err.httpStatus >= 500 || (err.httpStatus >= 200 && err.httpStatus < 300);
   // An answer with its code says what the API did: only a system failure may have applied part of it.
-  if (err.code === Code.LIMITER_UNAVAILABLE || err.code === Code.RATE_LIMITED || err.code === Code.INVALID_API_KEY) return false;
+  if (err.code === Code.LIMITER_UNAVAILABLE || err.code === Code.RATE_LIMITED || err.code === Code.INVALID_API_KEY)
+    return false;
   return err.code === Code.SYSTEM || (err.httpStatus !== undefined && err.httpStatus >= 500);
 }
 /** Network errors that mean the request was never sent. */
@@ -397,6 +468,7 @@ export function isTransient(err: unknown): err is ApiError {
  * such), anything else from a server that is not proxyd's API at all: the base URL names another server or port.
  */
 function notProxydAnswer(status: number, origin: string): string {
-  if (status >= 500) return `HTTP ${status} from ${origin} without proxyd's JSON envelope: a proxy or load balancer in front of the API answered, or --base-url names another server`;
+  if (status >= 500)
+    return `HTTP ${status} from ${origin} without proxyd's JSON envelope: a proxy or load balancer in front of the API answered, or --base-url names another server`;
   return `HTTP ${status} from ${origin} does not look like proxyd's API (no JSON envelope {"code","message","requestId","data"}): --base-url (or PROXYCTL_BASE_URL) must be the address proxyd serves its API on (--api-listen, default http://127.0.0.1:8080)`;
 }

@@ -3,8 +3,23 @@
 // code are resent, alone; 429 replays the same batch after Retry-After; 500/503/network errors
 // replay the same batch up to --retry times; a 10425 (add) / 10426 (delete) on an item an earlier attempt may
 // have applied is "already done"; 401 stops at once.
-import { Code, MAX_BATCH_ITEMS, RATE_LIMITS, RATE_WINDOW_MS, RETRYABLE_ITEM_CODES, type FailedItem } from '../contract/index.js';
-import { ApiError, isAuthError, isRateLimited, isTransient, mayHaveApplied, type BatchResponse, type WhitelistApi } from './api.js';
+import {
+  Code,
+  MAX_BATCH_ITEMS,
+  RATE_LIMITS,
+  RATE_WINDOW_MS,
+  RETRYABLE_ITEM_CODES,
+  type FailedItem,
+} from '../contract/index.js';
+import {
+  ApiError,
+  isAuthError,
+  isRateLimited,
+  isTransient,
+  mayHaveApplied,
+  type BatchResponse,
+  type WhitelistApi,
+} from './api.js';
 import { Exit, type ExitCode } from './exit-codes.js';
 import { RollingWindowPacer, type Clock } from './pacer.js';
 
@@ -30,7 +45,11 @@ export interface BatchProgress {
   alreadyDone: number;
   failed: number;
   /** Set while waiting: what for, and for how long. */
-  waiting?: { reason: 'rate-limit' | 'retry-after' | 'backoff'; ms: number; /** The client-side limit, in words (default the whitelist's 10 requests/min). */ limit?: string };
+  waiting?: {
+    reason: 'rate-limit' | 'retry-after' | 'backoff';
+    ms: number;
+    /** The client-side limit, in words (default the whitelist's 10 requests/min). */ limit?: string;
+  };
 }
 
 interface BatchStop {
@@ -98,7 +117,10 @@ export async function runBatches(opts: BatchEngineOptions): Promise<BatchRunResu
   let requests = 0;
   const queue: Unit[] = [];
   for (let i = 0; i < opts.items.length; i += size) {
-    queue.push({ items: opts.items.slice(i, i + size).map((item) => ({ item, resent: false, retries: 0 })), rateLimitedReplays: 0 });
+    queue.push({
+      items: opts.items.slice(i, i + size).map((item) => ({ item, resent: false, retries: 0 })),
+      rateLimitedReplays: 0,
+    });
   }
 
   const progress = (waiting?: BatchProgress['waiting']) => {
@@ -124,7 +146,13 @@ export async function runBatches(opts: BatchEngineOptions): Promise<BatchRunResu
    * Ends the run: everything queued is reported as not processed, and so is the current unit, except its items that
    * a request may have applied (`outcome unknown`): this last one (`lastMayBeDone`) or an earlier one.
    */
-  const stopWith = (exitCode: ExitCode, message: string, code: number, current: Unit, lastMayBeDone = false): BatchRunResult => {
+  const stopWith = (
+    exitCode: ExitCode,
+    message: string,
+    code: number,
+    current: Unit,
+    lastMayBeDone = false,
+  ): BatchRunResult => {
     const reason = `not processed: ${message}`;
     const unknown = `outcome unknown: ${message}`;
     for (const s of current.items) fail({ ip: s.item.ip, code, reason: lastMayBeDone || s.resent ? unknown : reason });
@@ -142,14 +170,24 @@ export async function runBatches(opts: BatchEngineOptions): Promise<BatchRunResu
     let res: BatchResponse;
     try {
       requests++;
-      res = op === 'add' ? await api.add(unit.items.map((s) => s.item)) : await api.delete(unit.items.map((s) => s.item.ip));
+      res =
+        op === 'add'
+          ? await api.add(unit.items.map((s) => s.item))
+          : await api.delete(unit.items.map((s) => s.item.ip));
       pacer.record();
     } catch (err) {
       pacer.record();
-      if (isAuthError(err)) return stopWith(Exit.AUTH, `the API rejected the token: ${err.describe()}`, Code.INVALID_API_KEY, unit);
+      if (isAuthError(err))
+        return stopWith(Exit.AUTH, `the API rejected the token: ${err.describe()}`, Code.INVALID_API_KEY, unit);
       if (isRateLimited(err)) {
         // Nothing of the batch was processed: the same batch goes again, unmarked.
-        if (unit.rateLimitedReplays >= retry) return stopWith(Exit.RATE_LIMITED, `rate limited and out of retries: ${err.describe()}`, Code.RATE_LIMITED, unit);
+        if (unit.rateLimitedReplays >= retry)
+          return stopWith(
+            Exit.RATE_LIMITED,
+            `rate limited and out of retries: ${err.describe()}`,
+            Code.RATE_LIMITED,
+            unit,
+          );
         unit.rateLimitedReplays++;
         const ms = err.retryAfterMs ?? Math.max(1000, pacer.delayMs());
         await wait(ms, 'retry-after');
@@ -160,7 +198,14 @@ export async function runBatches(opts: BatchEngineOptions): Promise<BatchRunResu
         const worst = Math.max(...unit.items.map((s) => s.retries));
         const code = err.code ?? 0;
         const applied = mayHaveApplied(err);
-        if (worst >= retry) return stopWith(Exit.ERROR, `${err.describe()}; gave up after ${retry} ${retry === 1 ? 'retry' : 'retries'}`, code, unit, applied);
+        if (worst >= retry)
+          return stopWith(
+            Exit.ERROR,
+            `${err.describe()}; gave up after ${retry} ${retry === 1 ? 'retry' : 'retries'}`,
+            code,
+            unit,
+            applied,
+          );
         // The server may have processed some of it (unless it said it ran nothing): marked, so that the replay's
         // 10425/10426 reads as done.
         for (const s of unit.items) {
@@ -173,7 +218,13 @@ export async function runBatches(opts: BatchEngineOptions): Promise<BatchRunResu
       }
       const msg = err instanceof ApiError ? err.describe() : String(err);
       // A success whose body could not be read applied the batch, or part of it.
-      return stopWith(Exit.ERROR, msg, err instanceof ApiError ? (err.code ?? 0) : 0, unit, err instanceof ApiError && mayHaveApplied(err));
+      return stopWith(
+        Exit.ERROR,
+        msg,
+        err instanceof ApiError ? (err.code ?? 0) : 0,
+        unit,
+        err instanceof ApiError && mayHaveApplied(err),
+      );
     }
 
     if (res.code === Code.OK) {

@@ -16,10 +16,15 @@ export interface CliConfig {
 }
 
 /** Where config and the fallback token file live: `$XDG_CONFIG_HOME/proxyctl` on Linux (as `conf` would with projectSuffix ''). */
-export function configDir(env: NodeJS.ProcessEnv = process.env, platform: NodeJS.Platform = process.platform, home = os.homedir()): string {
+export function configDir(
+  env: NodeJS.ProcessEnv = process.env,
+  platform: NodeJS.Platform = process.platform,
+  home = os.homedir(),
+): string {
   if (env.PROXYCTL_CONFIG_DIR) return env.PROXYCTL_CONFIG_DIR;
   if (platform === 'darwin') return path.join(home, 'Library', 'Preferences', 'proxyctl');
-  if (platform === 'win32') return path.join(env.APPDATA || path.join(home, 'AppData', 'Roaming'), 'proxyctl', 'Config');
+  if (platform === 'win32')
+    return path.join(env.APPDATA || path.join(home, 'AppData', 'Roaming'), 'proxyctl', 'Config');
   return path.join(env.XDG_CONFIG_HOME || path.join(home, '.config'), 'proxyctl');
 }
 
@@ -38,7 +43,10 @@ export function readConfig(dir: string, onInvalid?: (message: string) => void): 
     raw = JSON.parse(readFileSync(file, 'utf8'));
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;
-    if (code !== 'ENOENT') onInvalid?.(`${file} ${code ? `cannot be read (${code})` : 'is not valid JSON'}; its settings are ignored (fix it, or delete it and use \`proxyctl config set\`)`);
+    if (code !== 'ENOENT')
+      onInvalid?.(
+        `${file} ${code ? `cannot be read (${code})` : 'is not valid JSON'}; its settings are ignored (fix it, or delete it and use \`proxyctl config set\`)`,
+      );
     return {};
   }
   const out: CliConfig = {};

@@ -34,7 +34,8 @@ export function normalizeBaseUrl(raw: string): string {
   } catch {
     throw new UsageError(`invalid base URL: ${JSON.stringify(raw)}`);
   }
-  if (u.protocol !== 'http:' && u.protocol !== 'https:') throw new UsageError(`base URL must be http:// or https://: ${JSON.stringify(raw)}`);
+  if (u.protocol !== 'http:' && u.protocol !== 'https:')
+    throw new UsageError(`base URL must be http:// or https://: ${JSON.stringify(raw)}`);
   if (u.username || u.password) throw new UsageError('base URL must not contain credentials');
   if (u.search || u.hash) throw new UsageError('base URL must not contain a query or fragment');
   return `${u.protocol}//${u.host}${u.pathname.replace(/\/+$/, '')}`;
@@ -54,7 +55,8 @@ export function resolveContext(
   config?: CliConfig,
   dir: string = configDir(env),
 ): Context {
-  const cfg = config ?? readConfig(dir, io.stderr ? (m) => void io.stderr!.write(`warning: ${terminalSafe(m)}\n`) : undefined);
+  const cfg =
+    config ?? readConfig(dir, io.stderr ? (m) => void io.stderr!.write(`warning: ${terminalSafe(m)}\n`) : undefined);
   let baseUrl = DEFAULT_BASE_URL;
   let baseUrlSource: BaseUrlSource = 'default';
   if (g.baseUrl !== undefined) {

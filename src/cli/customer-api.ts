@@ -43,7 +43,11 @@ export interface UserFields {
 
 export class BadShape extends Error {}
 
-function parse<T>(schema: { safeParse(v: unknown): { success: true; data: T } | { success: false } }, data: unknown, what: string): T {
+function parse<T>(
+  schema: { safeParse(v: unknown): { success: true; data: T } | { success: false } },
+  data: unknown,
+  what: string,
+): T {
   const r = schema.safeParse(data);
   if (!r.success) throw new BadShape(`the API returned ${what} in an unexpected shape`);
   return r.data;
@@ -95,7 +99,8 @@ export async function write(
     } catch (err) {
       if (maybeDone && doneIf?.(err)) return null;
       if (attempt >= retry) throw err;
-      if (err instanceof ApiError && ((isTransient(err) && mayHaveApplied(err)) || isStillInProgress(err))) maybeDone = true;
+      if (err instanceof ApiError && ((isTransient(err) && mayHaveApplied(err)) || isStillInProgress(err)))
+        maybeDone = true;
       if (isRateLimited(err)) {
         const ms = err.retryAfterMs ?? 1000;
         opts.onWait?.(ms, 'retry-after');
@@ -110,7 +115,10 @@ export async function write(
   }
 }
 
-export async function listUsers(api: WhitelistApi, q: { page?: number; page_size?: number; status?: string; q?: string }): Promise<UserList> {
+export async function listUsers(
+  api: WhitelistApi,
+  q: { page?: number; page_size?: number; status?: string; q?: string },
+): Promise<UserList> {
   const query: Record<string, string | undefined> = {
     page: q.page?.toString(),
     page_size: q.page_size?.toString(),
@@ -129,22 +137,53 @@ export async function getGateway(api: WhitelistApi): Promise<Gateway> {
   return parse(GatewayDataSchema, (await api.request('GET', CUSTOMER_PATHS.gateway)).data, 'the gateway');
 }
 
-export async function createUser(api: WhitelistApi, username: string, fields: UserFields, opts: WriteOptions): Promise<User> {
-  return parse(UserSchema, (await write(api, 'POST', CUSTOMER_PATHS.users, { username, ...fields }, opts))!.data, 'a user');
+export async function createUser(
+  api: WhitelistApi,
+  username: string,
+  fields: UserFields,
+  opts: WriteOptions,
+): Promise<User> {
+  return parse(
+    UserSchema,
+    (await write(api, 'POST', CUSTOMER_PATHS.users, { username, ...fields }, opts))!.data,
+    'a user',
+  );
 }
 
-export async function patchUser(api: WhitelistApi, username: string, fields: UserFields, opts: WriteOptions): Promise<User> {
+export async function patchUser(
+  api: WhitelistApi,
+  username: string,
+  fields: UserFields,
+  opts: WriteOptions,
+): Promise<User> {
   return parse(UserSchema, (await write(api, 'PATCH', userPath(username), fields, opts))!.data, 'a user');
 }
 
-export async function setPassword(api: WhitelistApi, username: string, password: string | undefined, opts: WriteOptions): Promise<Credential> {
+export async function setPassword(
+  api: WhitelistApi,
+  username: string,
+  password: string | undefined,
+  opts: WriteOptions,
+): Promise<Credential> {
   const body = password !== undefined ? { password } : {};
-  return parse(PasswordDataSchema, (await write(api, 'POST', `${userPath(username)}/password`, body, opts))!.data, 'a password');
+  return parse(
+    PasswordDataSchema,
+    (await write(api, 'POST', `${userPath(username)}/password`, body, opts))!.data,
+    'a password',
+  );
 }
 
 export async function deleteUser(api: WhitelistApi, username: string, opts: WriteOptions): Promise<void> {
   // A resend after a lost answer may find it gone: our own first request deleted it.
-  await write(api, 'DELETE', userPath(username), undefined, opts, undefined, (err) => err instanceof ApiError && err.httpStatus === 404);
+  await write(
+    api,
+    'DELETE',
+    userPath(username),
+    undefined,
+    opts,
+    undefined,
+    (err) => err instanceof ApiError && err.httpStatus === 404,
+  );
 }
 
 export function parseUserBatch(data: unknown): UserBatch {

@@ -81,7 +81,11 @@ function lazyApi(make: () => Promise<WhitelistApi>): WhitelistApi {
   };
 }
 
-export async function createDeps(ctx: Context, io: Io = processIo(), env: NodeJS.ProcessEnv = process.env): Promise<Deps> {
+export async function createDeps(
+  ctx: Context,
+  io: Io = processIo(),
+  env: NodeJS.ProcessEnv = process.env,
+): Promise<Deps> {
   const { osKeychain } = await import('./token-store.js');
   const out = createOutput(io, { color: ctx.color, json: ctx.json, quiet: ctx.quiet });
   const keychain = osKeychain();
@@ -91,7 +95,14 @@ export async function createDeps(ctx: Context, io: Io = processIo(), env: NodeJS
     clock: realClock,
     out,
     tokens: new TokenStore({ env, keychain, dir: ctx.configDir, warn: (m) => out.warn(m), quiet: ctx.quiet }),
-    keys: new TokenStore({ env, keychain, dir: ctx.configDir, warn: (m) => out.warn(m), quiet: ctx.quiet, kind: 'key' }),
+    keys: new TokenStore({
+      env,
+      keychain,
+      dir: ctx.configDir,
+      warn: (m) => out.warn(m),
+      quiet: ctx.quiet,
+      kind: 'key',
+    }),
     makeApi: (baseUrl, token) =>
       lazyApi(async () => {
         const { ApiClient } = await import('./api.js');

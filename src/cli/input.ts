@@ -88,7 +88,10 @@ export async function collectItems(opts: CollectOptions): Promise<Collected> {
   let duplicates = 0;
   for (const e of entries) {
     // Sent as an IP it would come back in the failed items (and reach the server's request): stop before that.
-    if (looksLikeToken(e.ip) || looksLikeToken(e.remark ?? opts.defaultRemark ?? '')) throw new UsageError('an API token was given where an IP or a remark belongs; it was not sent (log in with `proxyctl login`, which reads the token from a prompt or stdin)');
+    if (looksLikeToken(e.ip) || looksLikeToken(e.remark ?? opts.defaultRemark ?? ''))
+      throw new UsageError(
+        'an API token was given where an IP or a remark belongs; it was not sent (log in with `proxyctl login`, which reads the token from a prompt or stdin)',
+      );
     if (seen.has(e.ip)) {
       duplicates++;
       continue;

@@ -45,11 +45,17 @@ function enableCompileCache(env: NodeJS.ProcessEnv): void {
   }
 }
 
-export function buildProgram(commander: Commander, run: (cmd: Command, runner: Runner) => Promise<void>, io: Pick<Io, 'stdout' | 'stderr'>): Command {
+export function buildProgram(
+  commander: Commander,
+  run: (cmd: Command, runner: Runner) => Promise<void>,
+  io: Pick<Io, 'stdout' | 'stderr'>,
+): Command {
   const { Command } = commander;
   const program = new Command('proxyctl');
   program
-    .description('Manage your proxy account: its source-IP whitelist, proxy users, proxy lists and usage; check connectivity')
+    .description(
+      'Manage your proxy account: its source-IP whitelist, proxy users, proxy lists and usage; check connectivity',
+    )
     .version(VERSION, '-V, --version')
     .option('--base-url <url>', 'API base URL (env PROXYCTL_BASE_URL, then config, default http://127.0.0.1:8080)')
     .option('--json', 'machine output: one JSON document on stdout')
@@ -113,7 +119,9 @@ export async function main(argv: string[], overrides: MainOverrides = {}): Promi
   const run = async (cmd: Command, runner: Runner) => {
     const { resolveContext } = await import('./context.js');
     const ctx = resolveContext(cmd.optsWithGlobals(), env, io);
-    const deps = overrides.deps ? await overrides.deps(ctx) : await (await import('./deps.js')).createDeps(ctx, io, env);
+    const deps = overrides.deps
+      ? await overrides.deps(ctx)
+      : await (await import('./deps.js')).createDeps(ctx, io, env);
     exitCode = await runner(ctx, deps);
   };
   const program = buildProgram(commander, run, io);
@@ -142,7 +150,12 @@ function watchStdout(io: Pick<Io, 'stderr'>): () => boolean {
   return () => failed;
 }
 
-async function exitCodeFor(err: unknown, io: Pick<Io, 'stderr'>, env: NodeJS.ProcessEnv, CommanderError: Commander['CommanderError']): Promise<number> {
+async function exitCodeFor(
+  err: unknown,
+  io: Pick<Io, 'stderr'>,
+  env: NodeJS.ProcessEnv,
+  CommanderError: Commander['CommanderError'],
+): Promise<number> {
   if (err instanceof CommanderError) {
     if (err.code === 'commander.helpDisplayed' || err.code === 'commander.version') return Exit.OK;
     // Commander already printed the message.
@@ -156,6 +169,8 @@ async function exitCodeFor(err: unknown, io: Pick<Io, 'stderr'>, env: NodeJS.Pro
     io.stderr.write(`error: ${terminalSafe(scrubSecrets(err.message, secrets))}\n`);
     return err.exitCode;
   }
-  io.stderr.write(`error: unexpected: ${terminalSafe(scrubSecrets(String((err as Error)?.message ?? err), secrets))}\n`);
+  io.stderr.write(
+    `error: unexpected: ${terminalSafe(scrubSecrets(String((err as Error)?.message ?? err), secrets))}\n`,
+  );
   return Exit.ERROR;
 }

@@ -48,7 +48,8 @@ export function createOutput(io: Pick<Io, 'stdout' | 'stderr'>, opts: OutputOpti
       if (!opts.quiet) io.stderr.write(`${text}\n`);
     },
     // One line each, whatever a server's message in it holds.
-    warn: (text) => void io.stderr.write(`${errColor ? paint('yellow', 'warning:') : 'warning:'} ${terminalSafe(text)}\n`),
+    warn: (text) =>
+      void io.stderr.write(`${errColor ? paint('yellow', 'warning:') : 'warning:'} ${terminalSafe(text)}\n`),
     error: (text) => void io.stderr.write(`${errColor ? paint('red', 'error:') : 'error:'} ${terminalSafe(text)}\n`),
     writeJson: (doc) => void io.stdout.write(`${JSON.stringify(doc, null, 2)}\n`),
     table: (head, rows) => renderTable(head, rows, opts.color),
@@ -64,7 +65,9 @@ const CONTROL = /[\u0000-\u001f\u007f-\u009f\u061c\u200e\u200f\u202a-\u202e\u206
  * any other control character its escape (`\u{1b}`), so it is seen and never acted on by the terminal.
  */
 export function terminalSafe(text: string): string {
-  return text.replace(CONTROL, (c) => (c === '\t' || c === '\n' || c === '\r' ? ' ' : `\\u{${c.charCodeAt(0).toString(16)}}`));
+  return text.replace(CONTROL, (c) =>
+    c === '\t' || c === '\n' || c === '\r' ? ' ' : `\\u{${c.charCodeAt(0).toString(16)}}`,
+  );
 }
 
 // The colours paint() adds: with colour on, the only escapes a cell keeps. Callers pass text from elsewhere

@@ -13,7 +13,12 @@ export function describeProgress(p: BatchProgress, verb: string): string {
   let text = parts.join(', ');
   if (p.waiting) {
     const s = Math.ceil(p.waiting.ms / 1000);
-    const why = p.waiting.reason === 'backoff' ? 'before a retry' : p.waiting.reason === 'retry-after' ? '(server asked: Retry-After)' : `for the rate limit (${p.waiting.limit ?? '10 requests/min'})`;
+    const why =
+      p.waiting.reason === 'backoff'
+        ? 'before a retry'
+        : p.waiting.reason === 'retry-after'
+          ? '(server asked: Retry-After)'
+          : `for the rate limit (${p.waiting.limit ?? '10 requests/min'})`;
     text += ` — waiting ${s}s ${why}`;
   }
   return text;

@@ -51,16 +51,24 @@ export function readGatewayAddress(text: string): { host: string; port: number }
   return { host: bracketHost(hp.host), port: hp.port };
 }
 
-export function proxyUsername(spec: Pick<ExportSpec, 'user' | 'country' | 'city' | 'stickyMinutes'>, session: string | null): string {
+export function proxyUsername(
+  spec: Pick<ExportSpec, 'user' | 'country' | 'city' | 'stickyMinutes'>,
+  session: string | null,
+): string {
   let u = spec.user;
   if (spec.country) u += `-country-${spec.country.toLowerCase()}`;
   if (spec.city) u += `-city-${spec.city.toLowerCase()}`;
-  if (session !== null) u += `-session-${session}${spec.stickyMinutes !== undefined ? `-sesstime-${spec.stickyMinutes}` : ''}`;
+  if (session !== null)
+    u += `-session-${session}${spec.stickyMinutes !== undefined ? `-sesstime-${spec.stickyMinutes}` : ''}`;
   return u;
 }
 
 /** `count` lines, each with its own session id (unless rotating). */
-export function buildLines(address: { host: string; port: number }, spec: ExportSpec, makeId: () => string = sessionId): ProxyLine[] {
+export function buildLines(
+  address: { host: string; port: number },
+  spec: ExportSpec,
+  makeId: () => string = sessionId,
+): ProxyLine[] {
   const seen = new Set<string>();
   const lines: ProxyLine[] = [];
   for (let i = 0; i < spec.count; i++) {
@@ -73,7 +81,15 @@ export function buildLines(address: { host: string; port: number }, spec: Export
     const username = proxyUsername(spec, session);
     const scheme = spec.protocol === 'socks5h' ? 'socks5h' : 'http';
     const url = `${scheme}://${encodeURIComponent(username)}:${encodeURIComponent(spec.password)}@${address.host}:${address.port}`;
-    lines.push({ protocol: spec.protocol, host: address.host, port: address.port, username, password: spec.password, session, url });
+    lines.push({
+      protocol: spec.protocol,
+      host: address.host,
+      port: address.port,
+      username,
+      password: spec.password,
+      session,
+      url,
+    });
   }
   return lines;
 }
@@ -82,6 +98,10 @@ export function buildLines(address: { host: string; port: number }, spec: Export
 export function formatLines(lines: ProxyLine[], format: ExportFormat): string {
   if (format === 'json') return `${JSON.stringify(lines, null, 2)}\n`;
   const one = (l: ProxyLine) =>
-    format === 'url' ? l.url : format === 'hostport' ? `${l.host}:${l.port}:${l.username}:${l.password}` : `${l.username}:${l.password}@${l.host}:${l.port}`;
+    format === 'url'
+      ? l.url
+      : format === 'hostport'
+        ? `${l.host}:${l.port}:${l.username}:${l.password}`
+        : `${l.username}:${l.password}@${l.host}:${l.port}`;
   return lines.map((l) => `${one(l)}\n`).join('');
 }

@@ -46,7 +46,11 @@ export function osKeychain(timeoutMs = 5000): Keychain {
       throw new KeychainUnavailable(`keyring module not loadable (${(err as Error).message})`);
     }
     try {
-      return new mod.AsyncEntry(service, account, process.platform === 'linux' ? { linux: { store: 'secret-service' } } : undefined);
+      return new mod.AsyncEntry(
+        service,
+        account,
+        process.platform === 'linux' ? { linux: { store: 'secret-service' } } : undefined,
+      );
     } catch (err) {
       throw new KeychainUnavailable(firstLine(err));
     }
@@ -157,7 +161,9 @@ export class TokenStore {
     // Once per stored token, not on every command: after that the user knows where it lives.
     const noticed = this.#noticed(data);
     if (!this.#opts.quiet && !noticed?.includes(baseUrl)) {
-      this.#opts.warn(`using the ${this.#what} stored in ${this.file} (no keychain available); this notice is shown once`);
+      this.#opts.warn(
+        `using the ${this.#what} stored in ${this.file} (no keychain available); this notice is shown once`,
+      );
       this.#setNoticed(data, [...(noticed ?? []), baseUrl]);
       await this.#writeAll(data).catch(() => {});
     }
@@ -213,8 +219,15 @@ export class TokenStore {
       };
       const tokens = strings(parsed?.tokens);
       const keys = strings(parsed?.keys);
-      const urls = (l: unknown, of: Record<string, string>) => (Array.isArray(l) ? l.filter((u): u is string => typeof u === 'string' && u in of) : []);
-      return { version: 1, tokens, noticed: urls(parsed?.noticed, tokens), keys, noticed_keys: urls(parsed?.noticed_keys, keys) };
+      const urls = (l: unknown, of: Record<string, string>) =>
+        Array.isArray(l) ? l.filter((u): u is string => typeof u === 'string' && u in of) : [];
+      return {
+        version: 1,
+        tokens,
+        noticed: urls(parsed?.noticed, tokens),
+        keys,
+        noticed_keys: urls(parsed?.noticed_keys, keys),
+      };
     } catch {
       this.#opts.warn(`${this.file} is not valid JSON; ignoring it`);
       return { version: 1, tokens: {} };
@@ -224,7 +237,10 @@ export class TokenStore {
   async #writeFileToken(baseUrl: string, token: string): Promise<void> {
     const data = await this.#readFile();
     this.#map(data)[baseUrl] = token;
-    this.#setNoticed(data, this.#noticed(data)?.filter((u) => u !== baseUrl));
+    this.#setNoticed(
+      data,
+      this.#noticed(data)?.filter((u) => u !== baseUrl),
+    );
     await this.#writeAll(data);
   }
 
@@ -233,8 +249,12 @@ export class TokenStore {
     const map = this.#map(data);
     if (!(baseUrl in map)) return false;
     delete map[baseUrl];
-    this.#setNoticed(data, this.#noticed(data)?.filter((u) => u !== baseUrl));
-    if (Object.keys(data.tokens).length === 0 && Object.keys(data.keys ?? {}).length === 0) await unlink(this.file).catch(() => {});
+    this.#setNoticed(
+      data,
+      this.#noticed(data)?.filter((u) => u !== baseUrl),
+    );
+    if (Object.keys(data.tokens).length === 0 && Object.keys(data.keys ?? {}).length === 0)
+      await unlink(this.file).catch(() => {});
     else await this.#writeAll(data);
     return true;
   }
@@ -245,7 +265,10 @@ export class TokenStore {
     const tmp = `${this.file}.${process.pid}.tmp`;
     // A file of tokens only keeps its old shape: `keys` appears once a key is stored.
     const { keys, noticed_keys, ...rest } = data;
-    const doc = keys && Object.keys(keys).length > 0 ? { ...rest, keys, ...(noticed_keys?.length ? { noticed_keys } : {}) } : rest;
+    const doc =
+      keys && Object.keys(keys).length > 0
+        ? { ...rest, keys, ...(noticed_keys?.length ? { noticed_keys } : {}) }
+        : rest;
     await writeFile(tmp, `${JSON.stringify(doc, null, 2)}\n`, { mode: 0o600, flag: 'w' });
     await chmod(tmp, 0o600);
     await rename(tmp, this.file);

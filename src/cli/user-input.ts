@@ -11,7 +11,16 @@ import type { UserFields } from './customer-api.js';
 import { looksLikeToken, UsageError } from './errors.js';
 import { isApiKeyShaped } from './key-format.js';
 
-export const CSV_COLUMNS = ['username', 'password', 'traffic_limit', 'max_connections', 'rate_limit', 'expires_at', 'allow', 'deny'] as const;
+export const CSV_COLUMNS = [
+  'username',
+  'password',
+  'traffic_limit',
+  'max_connections',
+  'rate_limit',
+  'expires_at',
+  'allow',
+  'deny',
+] as const;
 type Column = (typeof CSV_COLUMNS)[number];
 
 export interface NewUser extends UserFields {
@@ -22,7 +31,12 @@ export interface NewUser extends UserFields {
 export const NONE = 'none';
 
 /** A field's value as text (a flag, a CSV cell): what the API takes, or a UsageError naming `where`. */
-export function fieldFromText(field: Exclude<Column, 'username'>, value: string, where: string, clearable: boolean): UserFields {
+export function fieldFromText(
+  field: Exclude<Column, 'username'>,
+  value: string,
+  where: string,
+  clearable: boolean,
+): UserFields {
   const v = value.trim();
   const cleared = clearable && v.toLowerCase() === NONE;
   switch (field) {
@@ -34,23 +48,35 @@ export function fieldFromText(field: Exclude<Column, 'username'>, value: string,
     case 'traffic_limit': {
       if (cleared) return { traffic_limit: null };
       const n = parseSize(v);
-      if (n === null || n <= 0) throw new UsageError(`${where}: not a size: "${v}" (e.g. 50GiB, 500MB, or bytes${clearable ? `; ${NONE} clears it` : ''})`);
+      if (n === null || n <= 0)
+        throw new UsageError(
+          `${where}: not a size: "${v}" (e.g. 50GiB, 500MB, or bytes${clearable ? `; ${NONE} clears it` : ''})`,
+        );
       return { traffic_limit: n };
     }
     case 'max_connections': {
       if (cleared) return { max_connections: null };
-      if (!/^\d+$/.test(v) || Number(v) < 1 || Number(v) > 1_000_000) throw new UsageError(`${where}: not a whole number from 1 to 1000000: "${v}"${clearable ? ` (${NONE} clears it)` : ''}`);
+      if (!/^\d+$/.test(v) || Number(v) < 1 || Number(v) > 1_000_000)
+        throw new UsageError(
+          `${where}: not a whole number from 1 to 1000000: "${v}"${clearable ? ` (${NONE} clears it)` : ''}`,
+        );
       return { max_connections: Number(v) };
     }
     case 'rate_limit': {
       if (cleared) return { rate_limit: null };
       const bits = parseRate(v);
-      if (bits === null) throw new UsageError(`${where}: not a rate: "${v}" (e.g. 10mbit, 500kbit${clearable ? `; ${NONE} clears it` : ''})`);
+      if (bits === null)
+        throw new UsageError(
+          `${where}: not a rate: "${v}" (e.g. 10mbit, 500kbit${clearable ? `; ${NONE} clears it` : ''})`,
+        );
       return { rate_limit: formatRate(bits) };
     }
     case 'expires_at': {
       if (cleared) return { expires_at: null };
-      if (parseApiTime(v) === null) throw new UsageError(`${where}: expected ${API_TIME_EXPECTED}, got "${v}"${clearable ? ` (${NONE} clears it)` : ''}`);
+      if (parseApiTime(v) === null)
+        throw new UsageError(
+          `${where}: expected ${API_TIME_EXPECTED}, got "${v}"${clearable ? ` (${NONE} clears it)` : ''}`,
+        );
       return { expires_at: v };
     }
     case 'allow':
@@ -71,7 +97,8 @@ export function splitList(v: string): string[] {
 /** A name that names an existing user: any the API has, but never a pasted key or token (it would go in the path). */
 export function checkNotSecret(name: string, where: string): void {
   // A key (pxk_<id>_<secret>) even passes the username rule: a pasted secret must not become a user's name.
-  if (looksLikeToken(name) || isApiKeyShaped(name)) throw new UsageError(`${where}: an API key or token was given where a username belongs; it was not sent`);
+  if (looksLikeToken(name) || isApiKeyShaped(name))
+    throw new UsageError(`${where}: an API key or token was given where a username belongs; it was not sent`);
 }
 
 export function checkUsername(name: string, where: string): void {
@@ -137,7 +164,11 @@ export function parseCsv(text: string): Array<{ line: number; cells: string[] }>
  */
 export function parseUsersFile(text: string, name: string): NewUser[] {
   const body = text.replace(/^\uFEFF/, '');
-  const first = body.split('\n').find((l) => l.trim() !== '')?.trim() ?? '';
+  const first =
+    body
+      .split('\n')
+      .find((l) => l.trim() !== '')
+      ?.trim() ?? '';
   const users = first.startsWith('{') ? parseJsonLines(body, name) : parseCsvUsers(body, name);
   if (users.length === 0) throw new UsageError(`${name}: no users in it`);
   const seen = new Map<string, string>();
@@ -165,13 +196,22 @@ function parseCsvUsers(text: string, name: string): NewUser[] {
   if (!header) return [];
   const cols = header.cells.map((c) => c.trim().toLowerCase());
   for (const c of cols) {
-    if (!(CSV_COLUMNS as readonly string[]).includes(c)) throw new UsageError(`${name}: line ${header.line}: unknown column "${c}" (the header names columns of: ${CSV_COLUMNS.join(',')})`);
+    if (!(CSV_COLUMNS as readonly string[]).includes(c))
+      throw new UsageError(
+        `${name}: line ${header.line}: unknown column "${c}" (the header names columns of: ${CSV_COLUMNS.join(',')})`,
+      );
   }
-  if (!cols.includes('username')) throw new UsageError(`${name}: line ${header.line}: the header has no username column (expected a header such as ${CSV_COLUMNS.join(',')})`);
+  if (!cols.includes('username'))
+    throw new UsageError(
+      `${name}: line ${header.line}: the header has no username column (expected a header such as ${CSV_COLUMNS.join(',')})`,
+    );
   if (new Set(cols).size !== cols.length) throw new UsageError(`${name}: line ${header.line}: a column is named twice`);
   return rows.map(({ line, cells }) => {
     const where = `${name}: line ${line}`;
-    if (cells.length > cols.length) throw new UsageError(`${where}: ${cells.length} fields, the header has ${cols.length} (quote a list that holds commas, or separate it with ;)`);
+    if (cells.length > cols.length)
+      throw new UsageError(
+        `${where}: ${cells.length} fields, the header has ${cols.length} (quote a list that holds commas, or separate it with ;)`,
+      );
     const user: Partial<NewUser> & { [WHERE]?: string } = { [WHERE]: where };
     cols.forEach((col, i) => {
       const raw = cells[i] ?? '';
@@ -181,7 +221,15 @@ function parseCsvUsers(text: string, name: string): NewUser[] {
       }
       // An empty cell: the field is not given (the server's default).
       if (raw.trim() === '') return;
-      Object.assign(user, fieldFromText(col as Exclude<Column, 'username'>, col === 'password' ? raw : raw.trim(), `${where}: ${col}`, false));
+      Object.assign(
+        user,
+        fieldFromText(
+          col as Exclude<Column, 'username'>,
+          col === 'password' ? raw : raw.trim(),
+          `${where}: ${col}`,
+          false,
+        ),
+      );
     });
     if (!user.username) throw new UsageError(`${where}: username is empty`);
     checkUsername(user.username, where);
@@ -208,7 +256,8 @@ function parseJsonLines(text: string, name: string): NewUser[] {
     if (dup !== null) throw new UsageError(`${where}: field "${dup}" given twice`);
     const user: Partial<NewUser> & { [WHERE]?: string } = { [WHERE]: where };
     for (const [k, v] of Object.entries(obj as Record<string, unknown>)) {
-      if (!(CSV_COLUMNS as readonly string[]).includes(k)) throw new UsageError(`${where}: unknown field "${k}" (fields: ${CSV_COLUMNS.join(', ')})`);
+      if (!(CSV_COLUMNS as readonly string[]).includes(k))
+        throw new UsageError(`${where}: unknown field "${k}" (fields: ${CSV_COLUMNS.join(', ')})`);
       if (v === null || v === undefined) continue;
       if (k === 'username') {
         if (typeof v !== 'string') throw new UsageError(`${where}: username must be a string`);
@@ -218,7 +267,10 @@ function parseJsonLines(text: string, name: string): NewUser[] {
         user[k] = v.map((x: string) => x.trim()).filter((x) => x !== '');
       } else if (typeof v === 'string' || (typeof v === 'number' && Number.isFinite(v))) {
         Object.assign(user, fieldFromText(k as Exclude<Column, 'username'>, String(v), `${where}: ${k}`, false));
-      } else throw new UsageError(`${where}: ${k} must be a string${k === 'traffic_limit' || k === 'max_connections' ? ' or a number' : ''}`);
+      } else
+        throw new UsageError(
+          `${where}: ${k} must be a string${k === 'traffic_limit' || k === 'max_connections' ? ' or a number' : ''}`,
+        );
     }
     if (!user.username) throw new UsageError(`${where}: username is missing`);
     checkUsername(user.username, where);
@@ -231,5 +283,6 @@ function parseJsonLines(text: string, name: string): NewUser[] {
 /** An API token or key pasted into a users file would be sent: stop before that. */
 function noSecretsWhereNone(u: NewUser, where: string): void {
   const fields = [u.username, u.rate_limit ?? '', u.expires_at ?? '', ...(u.allow ?? []), ...(u.deny ?? [])];
-  if (fields.some((f) => looksLikeToken(f))) throw new UsageError(`${where}: an API token or key was given where a user's field belongs; it was not sent`);
+  if (fields.some((f) => looksLikeToken(f)))
+    throw new UsageError(`${where}: an API token or key was given where a user's field belongs; it was not sent`);
 }

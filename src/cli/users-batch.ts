@@ -6,7 +6,13 @@
 import { Code, RETRYABLE_ITEM_CODES } from '../contract/codes.js';
 import { KEY_LIMITS, RATE_WINDOW_MS } from '../contract/paths.js';
 import { ApiError, isAuthError, isRateLimited, isTransient, mayHaveApplied, type WhitelistApi } from './api.js';
-import { CUSTOMER_PATHS, isStillInProgress, newIdempotencyKey, parseUserBatch, type Credential } from './customer-api.js';
+import {
+  CUSTOMER_PATHS,
+  isStillInProgress,
+  newIdempotencyKey,
+  parseUserBatch,
+  type Credential,
+} from './customer-api.js';
 import type { BatchProgress } from './batch.js';
 import { Exit, type ExitCode } from './exit-codes.js';
 import { RollingWindowPacer, type Clock } from './pacer.js';
@@ -74,12 +80,22 @@ export async function runUserBatches(opts: UserBatchOptions): Promise<UserBatchR
   const size = Math.min(opts.batchSize ?? BATCH, BATCH);
   const pacer = new RollingWindowPacer(opts.writeLimit ?? KEY_WRITE_LIMIT, WINDOW_MS, clock);
   const backoff = opts.backoffMs ?? defaultBackoff;
-  const summary: UserBatchSummary = { success_count: 0, already_done: 0, failed_count: 0, failed_items: [], created: [] };
+  const summary: UserBatchSummary = {
+    success_count: 0,
+    already_done: 0,
+    failed_count: 0,
+    failed_items: [],
+    created: [],
+  };
   const total = opts.users.length;
   let requests = 0;
   const queue: Unit[] = [];
   for (let i = 0; i < total; i += size) {
-    queue.push({ items: opts.users.slice(i, i + size).map((user) => ({ user, maybeDone: false, retries: 0 })), key: newIdempotencyKey(), rateLimited: 0 });
+    queue.push({
+      items: opts.users.slice(i, i + size).map((user) => ({ user, maybeDone: false, retries: 0 })),
+      key: newIdempotencyKey(),
+      rateLimited: 0,
+    });
   }
   const settled = () => summary.success_count + summary.already_done + summary.failed_count;
   type Waiting = NonNullable<BatchProgress['waiting']>;
@@ -102,9 +118,21 @@ export async function runUserBatches(opts: UserBatchOptions): Promise<UserBatchR
     progress({ reason, ms });
     await clock.sleep(ms, opts.signal);
   };
-  const stopWith = (exitCode: ExitCode, message: string, code: number, current: Unit, maybeDone = false): UserBatchResult => {
-    for (const s of current.items) fail({ username: s.user.username, code, reason: `${maybeDone || s.maybeDone ? 'outcome unknown' : 'not processed'}: ${message}` });
-    for (const u of queue) for (const s of u.items) fail({ username: s.user.username, code, reason: `not processed: ${message}` });
+  const stopWith = (
+    exitCode: ExitCode,
+    message: string,
+    code: number,
+    current: Unit,
+    maybeDone = false,
+  ): UserBatchResult => {
+    for (const s of current.items)
+      fail({
+        username: s.user.username,
+        code,
+        reason: `${maybeDone || s.maybeDone ? 'outcome unknown' : 'not processed'}: ${message}`,
+      });
+    for (const u of queue)
+      for (const s of u.items) fail({ username: s.user.username, code, reason: `not processed: ${message}` });
     queue.length = 0;
     progress();
     return { summary, exitCode, stop: message, requests };
@@ -118,15 +146,26 @@ export async function runUserBatches(opts: UserBatchOptions): Promise<UserBatchR
     let data: ReturnType<typeof parseUserBatch>;
     try {
       requests++;
-      const env = await api.request('POST', CUSTOMER_PATHS.usersBatch, { body: { items: unit.items.map((s) => s.user) }, idempotencyKey: unit.key });
+      const env = await api.request('POST', CUSTOMER_PATHS.usersBatch, {
+        body: { items: unit.items.map((s) => s.user) },
+        idempotencyKey: unit.key,
+      });
       pacer.record();
       data = parseUserBatch(env.data);
     } catch (err) {
       pacer.record();
-      if (isAuthError(err)) return stopWith(Exit.AUTH, `the API rejected the API key: ${err.describe()}`, Code.INVALID_API_KEY, unit);
-      if (err instanceof ApiError && err.httpStatus === 403) return stopWith(Exit.AUTH, err.describe(), err.code ?? 10403, unit);
+      if (isAuthError(err))
+        return stopWith(Exit.AUTH, `the API rejected the API key: ${err.describe()}`, Code.INVALID_API_KEY, unit);
+      if (err instanceof ApiError && err.httpStatus === 403)
+        return stopWith(Exit.AUTH, err.describe(), err.code ?? 10403, unit);
       if (isRateLimited(err)) {
-        if (unit.rateLimited >= retry) return stopWith(Exit.RATE_LIMITED, `rate limited and out of retries: ${err.describe()}`, Code.RATE_LIMITED, unit);
+        if (unit.rateLimited >= retry)
+          return stopWith(
+            Exit.RATE_LIMITED,
+            `rate limited and out of retries: ${err.describe()}`,
+            Code.RATE_LIMITED,
+            unit,
+          );
         unit.rateLimited++;
         await wait(err.retryAfterMs ?? Math.max(1000, pacer.delayMs()), 'retry-after');
         queue.unshift(unit);
@@ -136,7 +175,14 @@ export async function runUserBatches(opts: UserBatchOptions): Promise<UserBatchR
       if (isTransient(err) || isStillInProgress(err)) {
         const worst = Math.max(...unit.items.map((s) => s.retries));
         const applied = isStillInProgress(err) || mayHaveApplied(err);
-        if (worst >= retry) return stopWith(Exit.ERROR, `${err.describe()}; gave up after ${retry} ${retry === 1 ? 'retry' : 'retries'}`, err.code ?? 0, unit, applied);
+        if (worst >= retry)
+          return stopWith(
+            Exit.ERROR,
+            `${err.describe()}; gave up after ${retry} ${retry === 1 ? 'retry' : 'retries'}`,
+            err.code ?? 0,
+            unit,
+            applied,
+          );
         for (const s of unit.items) {
           s.maybeDone ||= applied;
           s.retries++;
@@ -147,7 +193,13 @@ export async function runUserBatches(opts: UserBatchOptions): Promise<UserBatchR
         continue;
       }
       const msg = err instanceof ApiError ? err.describe() : String((err as Error)?.message ?? err);
-      return stopWith(Exit.ERROR, msg, err instanceof ApiError ? (err.code ?? 0) : 0, unit, err instanceof ApiError && mayHaveApplied(err));
+      return stopWith(
+        Exit.ERROR,
+        msg,
+        err instanceof ApiError ? (err.code ?? 0) : 0,
+        unit,
+        err instanceof ApiError && mayHaveApplied(err),
+      );
     }
     summary.created.push(...data.created);
     const byName = new Map(unit.items.map((s) => [s.user.username, s] as const));

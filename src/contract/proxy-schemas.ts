@@ -18,31 +18,57 @@ export const ProxyUsersQuerySchema = z.strictObject({
   page: positiveInt(MAX_PAGE).optional().default(1),
   page_size: positiveInt(MAX_PAGE_SIZE).optional().default(DEFAULT_PAGE_SIZE),
   status: z.enum(['all', 'active', 'disabled']).optional().default('all'),
-  q: z.string().regex(/^[A-Za-z0-9._-]{1,64}$/).optional(),
+  q: z
+    .string()
+    .regex(/^[A-Za-z0-9._-]{1,64}$/)
+    .optional(),
 });
 export type ProxyUsersQuery = z.infer<typeof ProxyUsersQuerySchema>;
 
-const RuleList = z.array(z.string()).describe('domain patterns (example.com: it and its subdomains; *.example.com: subdomains only) and CIDRs');
+const RuleList = z
+  .array(z.string())
+  .describe('domain patterns (example.com: it and its subdomains; *.example.com: subdomains only) and CIDRs');
 
 const UserSettingsShape = {
-  traffic_limit: z.union([z.number().int().min(1), z.string(), z.null()]).optional().describe('bytes per the account\'s period (a number, or a size such as "50GiB"); null: none'),
-  max_connections: z.union([z.number().int().min(1), z.null()]).optional().describe('concurrent connections, fleet-wide; null: none'),
-  rate_limit: z.union([z.string(), z.number().int().min(8), z.null()]).optional().describe('each way, per node ("10mbit", or bits per second); null: none'),
-  expires_at: z.union([z.string(), z.null()]).optional().describe('ISO 8601; past it the user is refused like an expired plan; null: never'),
+  traffic_limit: z
+    .union([z.number().int().min(1), z.string(), z.null()])
+    .optional()
+    .describe('bytes per the account\'s period (a number, or a size such as "50GiB"); null: none'),
+  max_connections: z
+    .union([z.number().int().min(1), z.null()])
+    .optional()
+    .describe('concurrent connections, fleet-wide; null: none'),
+  rate_limit: z
+    .union([z.string(), z.number().int().min(8), z.null()])
+    .optional()
+    .describe('each way, per node ("10mbit", or bits per second); null: none'),
+  expires_at: z
+    .union([z.string(), z.null()])
+    .optional()
+    .describe('ISO 8601; past it the user is refused like an expired plan; null: never'),
   allow: RuleList.optional(),
   deny: RuleList.optional(),
 };
 
 export const NewProxyUserSchema = z.strictObject({
-  username: z.string().regex(new RegExp(`^${PROXY_USERNAME_PATTERN}$`)).describe('3-64 of A-Z a-z 0-9 . _ -; "-session-", "-country-", "-city-" are reserved'),
-  password: z.union([z.string(), z.null()]).optional().describe('at least 10 characters; absent or null: one is generated (24 characters)'),
+  username: z
+    .string()
+    .regex(new RegExp(`^${PROXY_USERNAME_PATTERN}$`))
+    .describe('3-64 of A-Z a-z 0-9 . _ -; "-session-", "-country-", "-city-" are reserved'),
+  password: z
+    .union([z.string(), z.null()])
+    .optional()
+    .describe('at least 10 characters; absent or null: one is generated (24 characters)'),
   status: z.enum(['active', 'disabled']).optional(),
   ...UserSettingsShape,
 });
 
 export const NewProxyUsersSchema = z.strictObject({ items: z.array(NewProxyUserSchema).min(1).max(100) });
 
-export const ProxyUserPatchSchema = z.strictObject({ status: z.enum(['active', 'disabled']).optional(), ...UserSettingsShape });
+export const ProxyUserPatchSchema = z.strictObject({
+  status: z.enum(['active', 'disabled']).optional(),
+  ...UserSettingsShape,
+});
 
 export const PasswordBodySchema = z.strictObject({ password: z.union([z.string(), z.null()]).optional() });
 

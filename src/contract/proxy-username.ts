@@ -4,14 +4,24 @@
 import { RESERVED_MARKERS, isProxyUsername } from '../rules/proxy-username.js';
 import { KEY_PREFIX } from './key-prefix.js';
 
-export { PROXY_USERNAME_PATTERN, RESERVED_MARKERS, isProxyUsername, parseProxyUsername, type ProxyUsername } from '../rules/proxy-username.js';
+export {
+  PROXY_USERNAME_PATTERN,
+  RESERVED_MARKERS,
+  isProxyUsername,
+  parseProxyUsername,
+  type ProxyUsername,
+} from '../rules/proxy-username.js';
 
 export const PROXY_USERNAME_HINT = '3-64 characters of A-Z a-z 0-9 . _ -';
 
 const MARKER = '-session-';
 const MARKERS = RESERVED_MARKERS;
 /** The reserved markers in words, for forms and messages. */
-export const RESERVED_MARKERS_HINT = `${RESERVED_MARKERS.slice(0, -1).map((m) => `"${m}"`).join(', ')} and "${MARKER}" are reserved: a login adds them to ask for a country, a city, one of the account's dedicated addresses or a sticky session (USER-country-CC-city-NAME-ip-A.B.C.D-session-ID)`;
+export const RESERVED_MARKERS_HINT = `${RESERVED_MARKERS.slice(0, -1)
+  .map((m) => `"${m}"`)
+  .join(
+    ', ',
+  )} and "${MARKER}" are reserved: a login adds them to ask for a country, a city, one of the account's dedicated addresses or a sticky session (USER-country-CC-city-NAME-ip-A.B.C.D-session-ID)`;
 
 /** Why a name cannot be given to a new proxy user, or null. The parameter markers are reserved: a user named
  *  `alice-session-x` (of any account) would win over alice's session `x` at the gateway and lock alice out of it. */

@@ -15,7 +15,11 @@ export function parseRate(s: string): number | null {
 
 /** A rate for people: the largest unit that keeps it at least 1, at most two decimals (`10mbit`, `1.5gbit`). */
 export function formatRate(bits: number): string {
-  for (const [unit, mult] of [['gbit', 1e9], ['mbit', 1e6], ['kbit', 1e3]] as const) {
+  for (const [unit, mult] of [
+    ['gbit', 1e9],
+    ['mbit', 1e6],
+    ['kbit', 1e3],
+  ] as const) {
     if (bits >= mult) return `${Number((bits / mult).toFixed(2))}${unit}`;
   }
   return `${bits}bit`;

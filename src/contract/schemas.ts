@@ -49,12 +49,21 @@ export function parseApiTime(s: string): number | null {
   const t = Date.UTC(Number(y), Number(mo) - 1, Number(d), Number(h), Number(mi), Number(sec));
   const back = new Date(t);
   // Date.UTC rolls over (Feb 30 → Mar 2, 24:00 → next day): only a date that reads back the same is one.
-  if (back.getUTCFullYear() !== Number(y) || back.getUTCMonth() !== Number(mo) - 1 || back.getUTCDate() !== Number(d) || back.getUTCHours() !== Number(h) || back.getUTCMinutes() !== Number(mi) || back.getUTCSeconds() !== Number(sec)) return null;
+  if (
+    back.getUTCFullYear() !== Number(y) ||
+    back.getUTCMonth() !== Number(mo) - 1 ||
+    back.getUTCDate() !== Number(d) ||
+    back.getUTCHours() !== Number(h) ||
+    back.getUTCMinutes() !== Number(mi) ||
+    back.getUTCSeconds() !== Number(sec)
+  )
+    return null;
   const ms = m[7] ? Math.round(Number(m[7]) * 1000) : 0;
   const zone = m[8];
   // An offset no clock has (+25:00, +05:60) is not a zone.
   if (zone && zone !== 'Z' && (Number(zone.slice(1, 3)) > 23 || Number(zone.slice(4, 6)) > 59)) return null;
-  const offsetMin = !zone || zone === 'Z' ? 0 : (zone[0] === '-' ? -1 : 1) * (Number(zone.slice(1, 3)) * 60 + Number(zone.slice(4, 6)));
+  const offsetMin =
+    !zone || zone === 'Z' ? 0 : (zone[0] === '-' ? -1 : 1) * (Number(zone.slice(1, 3)) * 60 + Number(zone.slice(4, 6)));
   return t + ms - offsetMin * 60_000;
 }
 
@@ -122,7 +131,9 @@ export const AuditQuerySchema = z.strictObject({
   to: isoTime.optional(),
   action: z
     .string()
-    .regex(/^[a-z0-9_]{1,32}(\.[a-z0-9_]{1,32})?$/, { error: 'expected an action such as whitelist.added, or a family such as whitelist' })
+    .regex(/^[a-z0-9_]{1,32}(\.[a-z0-9_]{1,32})?$/, {
+      error: 'expected an action such as whitelist.added, or a family such as whitelist',
+    })
     .optional(),
   page: positiveInt(MAX_PAGE).optional().default(1),
   page_size: positiveInt(MAX_PAGE_SIZE).optional().default(DEFAULT_PAGE_SIZE),
@@ -251,7 +262,8 @@ export const AuditDataSchema = z.object({
 export type AuditData = z.infer<typeof AuditDataSchema>;
 
 // A path segment fit to echo back in a message: short and plain (client keys can hold any bytes).
-const plainSegment = (s: PropertyKey): string => (/^[A-Za-z0-9_-]{1,32}$/.test(String(s)) ? String(s) : '(unprintable)');
+const plainSegment = (s: PropertyKey): string =>
+  /^[A-Za-z0-9_-]{1,32}$/.test(String(s)) ? String(s) : '(unprintable)';
 
 // isoSeconds' answers: entries of one batch share a second, so a small cache saves most of the formatting.
 const isoCache = new Map<number, string>();

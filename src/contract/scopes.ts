@@ -58,18 +58,29 @@ export function checkKeyName(name: unknown): string {
   if (n < 1 || n > MAX_KEY_NAME) throw new KeyFieldError('name', `expected 1 to ${MAX_KEY_NAME} characters, got ${n}`);
   // Control characters, line breaks and the bidirectional controls (which reorder what a page shows around them);
   // other format characters stay (an emoji's zero-width joiner is printable text).
-  if (/[\p{Cc}\p{Zl}\p{Zp}\u202a-\u202e\u2066-\u2069]/u.test(name)) throw new KeyFieldError('name', 'control characters are not allowed');
+  if (/[\p{Cc}\p{Zl}\p{Zp}\u202a-\u202e\u2066-\u2069]/u.test(name))
+    throw new KeyFieldError('name', 'control characters are not allowed');
   if (name.trim() === '') throw new KeyFieldError('name', 'must not be blank');
   return name;
 }
 
 /** A non-empty list of known scopes (`usage:read,users:write` or an array), in the canonical order, without repeats. */
 export function parseScopes(input: string | readonly unknown[]): Scope[] {
-  const items = typeof input === 'string' ? input.split(',').map((s) => s.trim()).filter((s) => s !== '') : [...input];
+  const items =
+    typeof input === 'string'
+      ? input
+          .split(',')
+          .map((s) => s.trim())
+          .filter((s) => s !== '')
+      : [...input];
   if (items.length === 0) throw new KeyFieldError('scopes', `expected at least one of ${SCOPES.join(', ')}`);
   const set = new Set<Scope>();
   for (const s of items) {
-    if (typeof s !== 'string' || !isScope(s)) throw new KeyFieldError('scopes', `unknown scope ${JSON.stringify(String(s).slice(0, 40))} (known: ${SCOPES.join(', ')})`);
+    if (typeof s !== 'string' || !isScope(s))
+      throw new KeyFieldError(
+        'scopes',
+        `unknown scope ${JSON.stringify(String(s).slice(0, 40))} (known: ${SCOPES.join(', ')})`,
+      );
     set.add(s);
   }
   return SCOPES.filter((s) => set.has(s));
@@ -81,7 +92,11 @@ function canonicalSource(s: string): string | null {
     if (s.includes('/')) {
       // Strict: the address part must be a whole, normal address and the prefix in range.
       const [addr, bits] = s.split('/') as [string, string];
-      if (!/^\d{1,3}$/.test(bits) || !(ipaddr.IPv4.isValidFourPartDecimal(addr) || (addr.includes(':') && ipaddr.IPv6.isValid(addr)))) return null;
+      if (
+        !/^\d{1,3}$/.test(bits) ||
+        !(ipaddr.IPv4.isValidFourPartDecimal(addr) || (addr.includes(':') && ipaddr.IPv6.isValid(addr)))
+      )
+        return null;
       const [a, len] = ipaddr.parseCIDR(s);
       const first = a.kind() === 'ipv4' ? ipaddr.IPv4.networkAddressFromCIDR(s) : ipaddr.IPv6.networkAddressFromCIDR(s);
       return `${first.toString()}/${len}`;
@@ -89,7 +104,11 @@ function canonicalSource(s: string): string | null {
     if (ipaddr.IPv4.isValidFourPartDecimal(s)) return ipaddr.IPv4.parse(s).toString();
     if (s.includes(':') && ipaddr.IPv6.isValid(s)) {
       const a = ipaddr.IPv6.parse(s);
-      return a.isIPv4MappedAddress() ? a.toIPv4Address().toString() : a.toNormalizedString() === '0:0:0:0:0:0:0:0' ? '::' : a.toString();
+      return a.isIPv4MappedAddress()
+        ? a.toIPv4Address().toString()
+        : a.toNormalizedString() === '0:0:0:0:0:0:0:0'
+          ? '::'
+          : a.toString();
     }
   } catch {
     return null;
@@ -99,12 +118,22 @@ function canonicalSource(s: string): string | null {
 
 /** `allowed_ips` (`a,b/24` or an array): canonical entries, no repeats; empty means "from anywhere". */
 export function parseAllowedIps(input: string | readonly unknown[]): string[] {
-  const items = typeof input === 'string' ? input.split(',').map((s) => s.trim()).filter((s) => s !== '') : [...input];
+  const items =
+    typeof input === 'string'
+      ? input
+          .split(',')
+          .map((s) => s.trim())
+          .filter((s) => s !== '')
+      : [...input];
   if (items.length > MAX_ALLOWED_IPS) throw new KeyFieldError('allowed_ips', `at most ${MAX_ALLOWED_IPS} entries`);
   const out: string[] = [];
   for (const item of items) {
     const c = typeof item === 'string' ? canonicalSource(item.trim()) : null;
-    if (c === null) throw new KeyFieldError('allowed_ips', `${JSON.stringify(String(item).slice(0, 60))} is not an IP address or CIDR`);
+    if (c === null)
+      throw new KeyFieldError(
+        'allowed_ips',
+        `${JSON.stringify(String(item).slice(0, 60))} is not an IP address or CIDR`,
+      );
     if (!out.includes(c)) out.push(c);
   }
   return out;

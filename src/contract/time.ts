@@ -28,7 +28,20 @@ export function parseIsoTime(s: string): number | null {
   return Number.isNaN(t) ? null : t;
 }
 
-const MONTHS = ['January', 'February', 'March', 'April', 'May', 'June', 'July', 'August', 'September', 'October', 'November', 'December'];
+const MONTHS = [
+  'January',
+  'February',
+  'March',
+  'April',
+  'May',
+  'June',
+  'July',
+  'August',
+  'September',
+  'October',
+  'November',
+  'December',
+];
 
 /**
  * What is wrong with a time its parser refused, in words that name the part (`November 2026 has 30 days`,
@@ -36,7 +49,9 @@ const MONTHS = ['January', 'February', 'March', 'April', 'May', 'June', 'July', 
  * whether a date-time must carry one (the API), or is read as UTC without (operators' flags).
  */
 export function isoTimeProblem(s: string, zone: 'required' | 'optional'): string | null {
-  const m = /^(\d{4})-(\d{2})-(\d{2})(?:[Tt](\d{2}):(\d{2})(?::(\d{2})(?:\.\d+)?)?([Zz]|[+-]\d{2}:?\d{2})?)?$/.exec(s.trim());
+  const m = /^(\d{4})-(\d{2})-(\d{2})(?:[Tt](\d{2}):(\d{2})(?::(\d{2})(?:\.\d+)?)?([Zz]|[+-]\d{2}:?\d{2})?)?$/.exec(
+    s.trim(),
+  );
   if (!m) return null;
   const [y, mo, d] = [Number(m[1]), Number(m[2]), Number(m[3])];
   if (mo < 1 || mo > 12) return `there is no month ${m[2]} (01 to 12)`;
@@ -56,7 +71,12 @@ export function isoTimeProblem(s: string, zone: 'required' | 'optional'): string
 }
 
 /** A refused time flag, said once for every command: what is wrong with it when that is known, and what was expected. */
-export function timeFlagProblem(flag: string, value: string, expected: string, zone: 'required' | 'optional' = 'optional'): string {
+export function timeFlagProblem(
+  flag: string,
+  value: string,
+  expected: string,
+  zone: 'required' | 'optional' = 'optional',
+): string {
   const why = isoTimeProblem(value, zone);
   return why ? `${flag}: "${value}": ${why} (expected ${expected})` : `${flag}: expected ${expected}, got "${value}"`;
 }

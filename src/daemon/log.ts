@@ -6,7 +6,10 @@ export type DaemonLog = Logger;
 
 const LOG_SERIALIZERS = {
   // Never the URL: the query string can carry api_key (or an API key sent there by mistake).
-  req: (req: { method?: string; routeOptions?: { url?: string } }) => ({ method: req.method, route: req.routeOptions?.url }),
+  req: (req: { method?: string; routeOptions?: { url?: string } }) => ({
+    method: req.method,
+    route: req.routeOptions?.url,
+  }),
   res: (res: { statusCode?: number }) => ({ status: res.statusCode }),
 };
 
@@ -16,7 +19,23 @@ export function createLogger(level: string): DaemonLog {
       level,
       serializers: LOG_SERIALIZERS,
       // Belt and braces: these keys never reach a log line even if someone logs them.
-      redact: { paths: ['api_key', '*.api_key', 'token', '*.token', 'password', '*.password', 'secret', '*.secret', 'authorization', '*.authorization', '*["proxy-authorization"]', '*["x-api-key"]'], censor: '[redacted]' },
+      redact: {
+        paths: [
+          'api_key',
+          '*.api_key',
+          'token',
+          '*.token',
+          'password',
+          '*.password',
+          'secret',
+          '*.secret',
+          'authorization',
+          '*.authorization',
+          '*["proxy-authorization"]',
+          '*["x-api-key"]',
+        ],
+        censor: '[redacted]',
+      },
     },
     process.stderr,
   );

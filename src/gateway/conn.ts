@@ -121,7 +121,11 @@ export type AdmitStep = Failure | 'gone' | null;
  * answered at once, else when its promise settles. A throw in either, now or later (or a rejected admission),
  * cuts the connection, as an unexpected error anywhere does: never a throw into the socket's event handler.
  */
-export function afterAdmission(conn: ClientConn, admit: () => AdmitStep | Promise<AdmitStep>, next: (step: AdmitStep) => void): void {
+export function afterAdmission(
+  conn: ClientConn,
+  admit: () => AdmitStep | Promise<AdmitStep>,
+  next: (step: AdmitStep) => void,
+): void {
   try {
     const step = admit();
     if (step instanceof Promise) step.then(next).catch(() => conn.destroy());
@@ -204,7 +208,8 @@ export class ClientConn {
     this.clientAddress = peer;
     this.trustedPeer = trusted;
     this.handshakeSource = handshakeSource;
-    if (handshakeSource !== null) core.handshaking.set(handshakeSource, (core.handshaking.get(handshakeSource) ?? 0) + 1);
+    if (handshakeSource !== null)
+      core.handshaking.set(handshakeSource, (core.handshaking.get(handshakeSource) ?? 0) + 1);
     core.conns.add(this);
     core.stats.connectionsOpen++;
     socket.setNoDelay(true);
@@ -237,7 +242,11 @@ export class ClientConn {
     // Admitted (on to its target, or back to SOCKS5's request), or closed: out of its source's count. A refusal
     // still lingering stays in it, or junk answered at once would hold as many connections as idle handshakes; so
     // does a SOCKS5 refusal deferred to the request (auth answered OK, no account slot: accountId stays -1).
-    if (this.handshakeSource !== null && (next === 'handshake' ? from === 'admitting' && this.accountId >= 0 : next !== 'admitting' && next !== 'replying')) this.leaveHandshake();
+    if (
+      this.handshakeSource !== null &&
+      (next === 'handshake' ? from === 'admitting' && this.accountId >= 0 : next !== 'admitting' && next !== 'replying')
+    )
+      this.leaveHandshake();
     switch (next) {
       case 'handshake':
         // Admitted, and the protocol has more to read (SOCKS5): parse what came meanwhile.
@@ -538,25 +547,28 @@ function startDial(conn: ClientConn, host: string, port: number): Promise<DialOu
   const judged = conn.core.judgeTarget(conn.accountId, host, conn.meterSubject);
   if (judged && !(judged instanceof AddressScreen)) return Promise.resolve({ ok: false, failure: judged.denied });
   conn.core.retarget(conn, host);
-  return conn.core.dialer.dial({
-    host,
-    port,
-    screen: judged,
-    accountId: conn.accountId,
-    session: conn.egressSession,
-    exitWish: conn.exitWish,
-    pin: conn.egressPin,
-    onlyExits: conn.onlyExits(),
-    // Not once the header deadline has answered instead (the connection is then `replying`).
-    stillWanted: () => !conn.closed && (conn.state === 'resolving' || conn.state === 'dialing'),
-    connecting: (socket) => {
-      conn.to('dialing');
-      conn.upstream = socket;
-    },
-  }).then((out) => {
-    if (out && !out.ok) conn.upstream = null;
-    if (out?.via) conn.via = out.via;
-    if (out?.ok && conn.core.countsByAddress(conn.accountId)) conn.egressAddress = out.egress ?? (out.via ? null : (out.socket.localAddress ?? null));
-    return out;
-  });
+  return conn.core.dialer
+    .dial({
+      host,
+      port,
+      screen: judged,
+      accountId: conn.accountId,
+      session: conn.egressSession,
+      exitWish: conn.exitWish,
+      pin: conn.egressPin,
+      onlyExits: conn.onlyExits(),
+      // Not once the header deadline has answered instead (the connection is then `replying`).
+      stillWanted: () => !conn.closed && (conn.state === 'resolving' || conn.state === 'dialing'),
+      connecting: (socket) => {
+        conn.to('dialing');
+        conn.upstream = socket;
+      },
+    })
+    .then((out) => {
+      if (out && !out.ok) conn.upstream = null;
+      if (out?.via) conn.via = out.via;
+      if (out?.ok && conn.core.countsByAddress(conn.accountId))
+        conn.egressAddress = out.egress ?? (out.via ? null : (out.socket.localAddress ?? null));
+      return out;
+    });
 }

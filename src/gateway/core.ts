@@ -5,20 +5,51 @@ import net from 'node:net';
 import ipaddr from 'ipaddr.js';
 import type { ByteBudget } from './relay/byte-budget.js';
 import type { RateBudget } from './relay/rate-budget.js';
-import { DedicatedDialer, DirectDialer, LocatedDialer, OwnListenerGuard, PoolDialer, PrefixDialer, type Dialer, type EgressSession, type ExitWish } from './dial/dialer.js';
+import {
+  DedicatedDialer,
+  DirectDialer,
+  LocatedDialer,
+  OwnListenerGuard,
+  PoolDialer,
+  PrefixDialer,
+  type Dialer,
+  type EgressSession,
+  type ExitWish,
+} from './dial/dialer.js';
 import { resolveLimits } from './limits.js';
 import { AddressScreen, judgeTarget } from './dial/target-rules.js';
 import { Tunnels } from './relay/open-tunnels.js';
 import { LiveSet, type LiveMember } from './relay/live-set.js';
 import { canonicalIp, parseIp } from './dial/target-policy.js';
-import type { AdmitFailure, AdmitResult, DedicatedEgress, EgressUsageDelta, GatewayLimits, GatewayOptions, GatewayStats, CloseCause, RefusalReason, UsageDelta } from './types.js';
+import type {
+  AdmitFailure,
+  AdmitResult,
+  DedicatedEgress,
+  EgressUsageDelta,
+  GatewayLimits,
+  GatewayOptions,
+  GatewayStats,
+  CloseCause,
+  RefusalReason,
+  UsageDelta,
+} from './types.js';
 import { parseProxyUsername, type ProxyUsername } from '../rules/proxy-username.js';
 import { ipSubject, usageKey, userSubject } from '../rules/usage-key.js';
 
 export type { DialFailure, ResolveOutcome } from './dial/dialer.js';
 
 export type AdmitOutcome =
-  | { ok: true; accountId: number; session: EgressSession | null; subject: string; budget?: ByteBudget | null; rate?: RateBudget | null; exitWish?: ExitWish | null; key?: string; pin?: string | null }
+  | {
+      ok: true;
+      accountId: number;
+      session: EgressSession | null;
+      subject: string;
+      budget?: ByteBudget | null;
+      rate?: RateBudget | null;
+      exitWish?: ExitWish | null;
+      key?: string;
+      pin?: string | null;
+    }
   | { ok: false; reason: AdmitFailure | 'admission_error'; accountId?: number | undefined };
 
 /** What the core tracks of a live client connection (conn.ts's ClientConn), without importing it. */
@@ -83,23 +114,36 @@ function isThenable<T>(x: T | PromiseLike<T>): x is PromiseLike<T> {
 
 /** What whitelist admission of `sourceIp` gives the gateway. */
 function byIp(r: AdmitResult, sourceIp: string): AdmitOutcome {
-  return r.ok ? { ok: true, accountId: r.accountId, session: null, subject: ipSubject(sourceIp) } : { ok: false, reason: r.reason, accountId: r.accountId };
+  return r.ok
+    ? { ok: true, accountId: r.accountId, session: null, subject: ipSubject(sourceIp) }
+    : { ok: false, reason: r.reason, accountId: r.accountId };
 }
 
 /**
  * What credentials' admission gives the gateway: metered for the user that matched (a parameterised username's base
  * user). A `-ip-` address must be one of the account's dedicated addresses (`bad_ip_parameter`, the same 407).
  */
-function byUser(out: AdmitResult, username: string, parsed: ProxyUsername, dedicated: DedicatedEgress | undefined): AdmitOutcome {
+function byUser(
+  out: AdmitResult,
+  username: string,
+  parsed: ProxyUsername,
+  dedicated: DedicatedEgress | undefined,
+): AdmitOutcome {
   if (!out.ok) return { ok: false, reason: out.reason, accountId: out.accountId };
   // The base user of parameters that do not parse: its password matched, so its account hears why (same 407).
-  if (parsed.kind === 'malformed' && out.user !== username) return { ok: false, reason: 'bad_username_params', accountId: out.accountId };
+  if (parsed.kind === 'malformed' && out.user !== username)
+    return { ok: false, reason: 'bad_username_params', accountId: out.accountId };
   const subject = userSubject(out.user ?? username);
   if (parsed.kind === 'params' && out.user === parsed.user) {
-    const session = parsed.session === null ? null : { key: `${out.accountId}:${parsed.user}:${parsed.session}`, minutes: parsed.minutes };
-    const exitWish = parsed.country === null && parsed.city === null ? null : { country: parsed.country, city: parsed.city };
+    const session =
+      parsed.session === null
+        ? null
+        : { key: `${out.accountId}:${parsed.user}:${parsed.session}`, minutes: parsed.minutes };
+    const exitWish =
+      parsed.country === null && parsed.city === null ? null : { country: parsed.country, city: parsed.city };
     if (parsed.ip !== undefined) {
-      if (!dedicated || dedicated.nodeOf(out.accountId, parsed.ip) === null) return { ok: false, reason: 'bad_ip_parameter', accountId: out.accountId };
+      if (!dedicated || dedicated.nodeOf(out.accountId, parsed.ip) === null)
+        return { ok: false, reason: 'bad_ip_parameter', accountId: out.accountId };
       return { ok: true, accountId: out.accountId, session, subject, exitWish, pin: parsed.ip };
     }
     return { ok: true, accountId: out.accountId, session, subject, exitWish };
@@ -169,7 +213,9 @@ export class GatewayCore {
         const e = this.stats.egressConnections;
         e[a] = (e[a] ?? 0) + 1;
       },
-      trackEgress: opts.dedicated ? (socket, address, accountId) => this.trackEgress(socket, address, accountId) : undefined,
+      trackEgress: opts.dedicated
+        ? (socket, address, accountId) => this.trackEgress(socket, address, accountId)
+        : undefined,
     });
     const dedicated = opts.dedicated;
     const shared = pool
@@ -181,7 +227,11 @@ export class GatewayCore {
     const local: Dialer = dedicated ? new DedicatedDialer(direct, shared, dedicated) : shared;
     // An entry reaches every target through an exit; a `both` node dials here, within its own location.
     this.dialer = opts.exitDialer
-      ? new OwnListenerGuard(opts.exitDialer, () => [...this.opts.ownListeners(), ...this.ownAddresses], (r) => this.countRefusal(r))
+      ? new OwnListenerGuard(
+          opts.exitDialer,
+          () => [...this.opts.ownListeners(), ...this.ownAddresses],
+          (r) => this.countRefusal(r),
+        )
       : new LocatedDialer(local, opts.location ?? null);
     /** What an exit's hop dials with: this node's own dialer, whatever the username asked (the entry chose). */
     this.localDialer = local;
@@ -201,7 +251,11 @@ export class GatewayCore {
   }
 
   /** An outgoing connection or UDP association from `address`, until it closes. */
-  trackEgress(socket: { destroy(): void; once(event: 'close', f: () => void): unknown }, address: string, accountId: number): void {
+  trackEgress(
+    socket: { destroy(): void; once(event: 'close', f: () => void): unknown },
+    address: string,
+    accountId: number,
+  ): void {
     this.egressOpen.set(socket, { address, accountId });
     socket.once('close', () => this.egressOpen.delete(socket));
   }
@@ -263,19 +317,25 @@ export class GatewayCore {
    * the admitter answers at once (verified credentials, a whitelisted address) and the plan needs no reading:
    * a promise only when something is awaited (decisions.md#d-040, "Admission answered in its own turn").
    */
-  admit(creds: { username: string; password: string } | null, sourceIp: string | null): AdmitOutcome | Promise<AdmitOutcome> {
+  admit(
+    creds: { username: string; password: string } | null,
+    sourceIp: string | null,
+  ): AdmitOutcome | Promise<AdmitOutcome> {
     let out: AdmitOutcome | Promise<AdmitOutcome>;
     try {
       if (creds) out = this.admitUser(creds.username, creds.password, sourceIp);
       else if (sourceIp && net.isIPv4(sourceIp)) {
         const r = this.opts.admission.admitBySourceIp(sourceIp);
         out = isThenable(r) ? Promise.resolve(r).then((x) => byIp(x, sourceIp)) : byIp(r, sourceIp);
-      }
-      else out = { ok: false, reason: 'not_whitelisted' };
+      } else out = { ok: false, reason: 'not_whitelisted' };
     } catch (err) {
       out = this.admissionFailed(err);
     }
-    if (out instanceof Promise) return out.then((o) => this.slotFor(o), (err: unknown) => this.slotFor(this.admissionFailed(err)));
+    if (out instanceof Promise)
+      return out.then(
+        (o) => this.slotFor(o),
+        (err: unknown) => this.slotFor(this.admissionFailed(err)),
+      );
     return this.slotFor(out);
   }
 
@@ -333,7 +393,10 @@ export class GatewayCore {
   }
 
   /** At the slots this node holds: ask the fleet for more, then decide on the counts as they are then. */
-  private async slotFromFleet(out: AdmitOutcome & { ok: true }, open: () => { account: number; user: number }): Promise<AdmitOutcome> {
+  private async slotFromFleet(
+    out: AdmitOutcome & { ok: true },
+    open: () => { account: number; user: number },
+  ): Promise<AdmitOutcome> {
     const plans = this.opts.plans!;
     const { accountId, subject } = out;
     let fits: boolean | null = null;
@@ -346,7 +409,11 @@ export class GatewayCore {
     return this.countSlot(out, usageKey(accountId, subject), open());
   }
 
-  private countSlot(out: AdmitOutcome & { ok: true }, key: string, { account, user }: { account: number; user: number }): AdmitOutcome {
+  private countSlot(
+    out: AdmitOutcome & { ok: true },
+    key: string,
+    { account, user }: { account: number; user: number },
+  ): AdmitOutcome {
     const { accountId, subject } = out;
     const plans = this.opts.plans;
     this.perAccount.set(accountId, account + 1);
@@ -368,7 +435,9 @@ export class GatewayCore {
 
   /** Open connections of an account (and one of its subjects). */
   openConnections(accountId: number, subject?: string): number {
-    return subject === undefined ? (this.perAccount.get(accountId) ?? 0) : (this.perSubject.get(usageKey(accountId, subject)) ?? 0);
+    return subject === undefined
+      ? (this.perAccount.get(accountId) ?? 0)
+      : (this.perSubject.get(usageKey(accountId, subject)) ?? 0);
   }
 
   /**
@@ -381,7 +450,9 @@ export class GatewayCore {
     const base = parsed.kind === 'plain' ? undefined : parsed.user;
     const r = this.opts.admission.admitByCredentials(username, password, base, sourceIp);
     const d = this.opts.dedicated;
-    return isThenable(r) ? Promise.resolve(r).then((out) => byUser(out, username, parsed, d)) : byUser(r, username, parsed, d);
+    return isThenable(r)
+      ? Promise.resolve(r).then((out) => byUser(out, username, parsed, d))
+      : byUser(r, username, parsed, d);
   }
 
   /** `key`: usageKey(accountId, subject), when the caller has it. */
@@ -416,7 +487,12 @@ export class GatewayCore {
     return n;
   }
 
-  private usageOf(accountId: number, subject: string, target: string | null, slotKey = usageKey(accountId, subject)): UsageDelta {
+  private usageOf(
+    accountId: number,
+    subject: string,
+    target: string | null,
+    slotKey = usageKey(accountId, subject),
+  ): UsageDelta {
     const key = `${slotKey}\0${target ?? ''}`;
     let u = this.usage.get(key);
     if (!u) {
@@ -435,7 +511,8 @@ export class GatewayCore {
     const up = c.bytesUp - c.meteredUp;
     const down = c.bytesDown - c.meteredDown;
     const fate = c.connectionFate;
-    const count = c.connectionUnmetered && (fate === 'relaying' ? c.meterTarget !== null || final : final && fate === 'pending');
+    const count =
+      c.connectionUnmetered && (fate === 'relaying' ? c.meterTarget !== null || final : final && fate === 'pending');
     if (up === 0 && down === 0 && !count) return;
     const u = this.usageOf(c.accountId, c.meterSubject, c.meterTarget, c.slotKey || undefined);
     if (count) {
@@ -447,7 +524,11 @@ export class GatewayCore {
     if (c.egressAddress !== null) {
       const k = `${c.accountId}\0${c.egressAddress}`;
       let e = this.egressUsage.get(k);
-      if (!e) this.egressUsage.set(k, (e = { accountId: c.accountId, address: c.egressAddress, bytesUp: 0, bytesDown: 0, connections: 0 }));
+      if (!e)
+        this.egressUsage.set(
+          k,
+          (e = { accountId: c.accountId, address: c.egressAddress, bytesUp: 0, bytesDown: 0, connections: 0 }),
+        );
       e.bytesUp += up;
       e.bytesDown += down;
       if (count) e.connections++;

@@ -20,12 +20,21 @@ export type { RateBudget } from './relay/rate-budget.js';
 export { EgressPrefix } from './dial/egress-prefix.js';
 export { canonicalIp, isPublicAddress, sourceKey } from './dial/target-policy.js';
 export { AddressSessionTable, SessionTable } from './dial/sticky-sessions.js';
-export type { ExpiringSessions, HeldAddress, StickyAddresses, StickyAssignment, StickySessions } from './dial/sticky-sessions.js';
+export type {
+  ExpiringSessions,
+  HeldAddress,
+  StickyAddresses,
+  StickyAssignment,
+  StickySessions,
+} from './dial/sticky-sessions.js';
 export { CachingResolver } from './dial/resolver.js';
 export { TargetRuleSet, parseRuleList, MAX_RULE_ITEMS } from './dial/target-rules.js';
 export { ExitDirectory, EXIT_STALE_MS } from './hop/directory.js';
 export { HopDialer } from './hop/dialer.js';
-export { MAX_UNPROVEN as HOP_MAX_UNPROVEN, MAX_UNPROVEN_PER_SOURCE as HOP_MAX_UNPROVEN_PER_SOURCE } from './hop/server.js';
+export {
+  MAX_UNPROVEN as HOP_MAX_UNPROVEN,
+  MAX_UNPROVEN_PER_SOURCE as HOP_MAX_UNPROVEN_PER_SOURCE,
+} from './hop/server.js';
 export { makeHopIdentity, readHopIdentity, FINGERPRINT } from './hop/identity.js';
 
 function listen(server: net.Server, host: string, port: number, reusePort: boolean): Promise<void> {
@@ -54,7 +63,10 @@ export async function startGateway(opts: GatewayOptions): Promise<Gateway> {
     const peer = canonicalIp(socket.remoteAddress ?? '');
     const trusted = core.isTrustedPeer(peer);
     const source = trusted ? null : peer.includes(':') ? sourceKey(peer) : peer; // canonical: an IPv4 address has no ':'
-    if (core.conns.size >= limits.maxConnectionsTotal || (source !== null && (core.handshaking.get(source) ?? 0) >= limits.maxHandshakesPerSource)) {
+    if (
+      core.conns.size >= limits.maxConnectionsTotal ||
+      (source !== null && (core.handshaking.get(source) ?? 0) >= limits.maxHandshakesPerSource)
+    ) {
       socket.on('error', () => {});
       // A refused attempt like any other: its record (no account; `connection_limit`) under the id the 503 gives.
       const requestId = core.nextRequestId();
@@ -123,7 +135,9 @@ export async function startGateway(opts: GatewayOptions): Promise<Gateway> {
     for (const s of servers) s.close();
     throw err;
   }
-  core.ownAddresses = [boundAddress(httpServer), boundAddress(socksServer), hopServer?.address() ?? null].filter((a) => a !== null);
+  core.ownAddresses = [boundAddress(httpServer), boundAddress(socksServer), hopServer?.address() ?? null].filter(
+    (a) => a !== null,
+  );
 
   let closing: Promise<void> | null = null;
   return {
@@ -161,7 +175,11 @@ export async function startGateway(opts: GatewayOptions): Promise<Gateway> {
     openConnections: (accountId, subject) => core.openConnections(accountId, subject),
     close(drainMs: number): Promise<void> {
       closing ??= (async () => {
-        await Promise.all(servers.map((s) => new Promise<void>((r) => s.close(() => r()))).concat(drain(drainMs), hopServer?.close(drainMs) ?? []));
+        await Promise.all(
+          servers
+            .map((s) => new Promise<void>((r) => s.close(() => r())))
+            .concat(drain(drainMs), hopServer?.close(drainMs) ?? []),
+        );
       })();
       return closing;
     },
@@ -169,7 +187,8 @@ export async function startGateway(opts: GatewayOptions): Promise<Gateway> {
 
   async function drain(drainMs: number): Promise<void> {
     // Handshakes in progress will not become tunnels any more: cut them now.
-    for (const c of core.conns) if (c.state !== 'tunnel' && c.state !== 'forward' && c.state !== 'dialing' && c.state !== 'udp') c.destroy();
+    for (const c of core.conns)
+      if (c.state !== 'tunnel' && c.state !== 'forward' && c.state !== 'dialing' && c.state !== 'udp') c.destroy();
     const deadline = Date.now() + drainMs;
     while (core.conns.size > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 25));
     for (const c of core.conns) c.destroy();

@@ -21,6 +21,7 @@ export function resolveLimits(partial: Partial<GatewayLimits> | undefined): Gate
     }
   }
   // Not set: as many as one account may hold open (an operator who raises that cap raises this one with it).
-  if (partial?.maxHandshakesPerSource === undefined) out.maxHandshakesPerSource = Math.max(DEFAULT_LIMITS.maxHandshakesPerSource, out.maxConnectionsPerAccount);
+  if (partial?.maxHandshakesPerSource === undefined)
+    out.maxHandshakesPerSource = Math.max(DEFAULT_LIMITS.maxHandshakesPerSource, out.maxConnectionsPerAccount);
   return out;
 }

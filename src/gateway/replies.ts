@@ -48,7 +48,13 @@ export type ProxyErrorType =
  * `Proxy-Status` (RFC 9209: which error, in words) and the connection's `X-Request-Id`, the key support
  * finds the connection-log record by.
  */
-export function httpReply(status: number, error: ProxyErrorType, detail: string, requestId: string, extraHeaders: string[] = []): string {
+export function httpReply(
+  status: number,
+  error: ProxyErrorType,
+  detail: string,
+  requestId: string,
+  extraHeaders: string[] = [],
+): string {
   const body = `${status} ${REASONS[status] ?? ''}: ${detail}\n`;
   return (
     `HTTP/1.1 ${status} ${REASONS[status] ?? 'Error'}\r\n` +
@@ -65,7 +71,15 @@ export function httpReply(status: number, error: ProxyErrorType, detail: string,
 export const PROXY_AUTHENTICATE = 'Proxy-Authenticate: Basic realm="proxy"';
 
 /** Why a connection gets no tunnel after its handshake: admission, target policy, DNS, or the dial. */
-export type Failure = AdmitFailure | 'admission_error' | TargetRefusal | TargetDenial | 'dns_failed' | 'no_usable_address' | DialFailure | ExitFailure;
+export type Failure =
+  | AdmitFailure
+  | 'admission_error'
+  | TargetRefusal
+  | TargetDenial
+  | 'dns_failed'
+  | 'no_usable_address'
+  | DialFailure
+  | ExitFailure;
 
 interface FailureAnswer {
   status: number;
@@ -98,21 +112,111 @@ const FAILURES: Record<Failure, FailureAnswer> = {
   account_inactive: denied('account_inactive'),
   not_whitelisted: denied('not_whitelisted'),
   whitelist_entry_disabled: denied('whitelist_entry_disabled'),
-  connection_limit: { status: 429, error: 'http_request_denied', detail: 'too many concurrent connections', socks: Reply.NotAllowed, log: 'connection_limit' },
-  traffic_limit: { status: 403, error: 'http_request_denied', detail: 'the traffic limit for this period is used up', socks: Reply.NotAllowed, log: 'traffic_limit' },
-  plan_expired: { status: 403, error: 'http_request_denied', detail: 'the plan has expired', socks: Reply.NotAllowed, log: 'plan_expired' },
-  admission_error: { status: 503, error: 'proxy_internal_error', detail: 'admission temporarily unavailable', socks: Reply.GeneralFailure, log: 'admission_unavailable' },
-  private_target: { status: 403, error: 'destination_ip_prohibited', detail: 'target address not allowed', socks: Reply.NotAllowed, log: 'target_forbidden' },
-  own_listener: { status: 403, error: 'destination_ip_prohibited', detail: 'target is this proxy', socks: Reply.NotAllowed, log: 'target_forbidden' },
-  dns_failed: { status: 502, error: 'dns_error', detail: 'target name could not be resolved', socks: Reply.HostUnreachable, log: 'dns_error' },
-  no_usable_address: { status: 502, error: 'destination_ip_unroutable', detail: 'target has no address reachable from the egress address', socks: Reply.HostUnreachable, log: 'dns_error' },
-  refused: { status: 502, error: 'connection_refused', detail: 'target refused the connection', socks: Reply.ConnectionRefused, log: 'target_refused' },
-  net_unreachable: { status: 502, error: 'destination_ip_unroutable', detail: 'target unreachable', socks: Reply.NetworkUnreachable, log: 'target_refused' },
-  host_unreachable: { status: 502, error: 'destination_ip_unroutable', detail: 'target unreachable', socks: Reply.HostUnreachable, log: 'target_refused' },
-  timeout: { status: 504, error: 'connection_timeout', detail: 'connecting to the target timed out', socks: Reply.TtlExpired, log: 'target_timeout' },
-  no_exit: { status: 502, error: 'destination_unavailable', detail: 'no exit matches', socks: Reply.NetworkUnreachable, log: 'no_exit' },
-  target_denied: { status: 403, error: 'http_request_denied', detail: 'target denied by account policy', socks: Reply.NotAllowed, log: 'target_denied' },
-  target_denied_service: { status: 403, error: 'http_request_denied', detail: 'target denied by service policy', socks: Reply.NotAllowed, log: 'target_denied_service' },
+  connection_limit: {
+    status: 429,
+    error: 'http_request_denied',
+    detail: 'too many concurrent connections',
+    socks: Reply.NotAllowed,
+    log: 'connection_limit',
+  },
+  traffic_limit: {
+    status: 403,
+    error: 'http_request_denied',
+    detail: 'the traffic limit for this period is used up',
+    socks: Reply.NotAllowed,
+    log: 'traffic_limit',
+  },
+  plan_expired: {
+    status: 403,
+    error: 'http_request_denied',
+    detail: 'the plan has expired',
+    socks: Reply.NotAllowed,
+    log: 'plan_expired',
+  },
+  admission_error: {
+    status: 503,
+    error: 'proxy_internal_error',
+    detail: 'admission temporarily unavailable',
+    socks: Reply.GeneralFailure,
+    log: 'admission_unavailable',
+  },
+  private_target: {
+    status: 403,
+    error: 'destination_ip_prohibited',
+    detail: 'target address not allowed',
+    socks: Reply.NotAllowed,
+    log: 'target_forbidden',
+  },
+  own_listener: {
+    status: 403,
+    error: 'destination_ip_prohibited',
+    detail: 'target is this proxy',
+    socks: Reply.NotAllowed,
+    log: 'target_forbidden',
+  },
+  dns_failed: {
+    status: 502,
+    error: 'dns_error',
+    detail: 'target name could not be resolved',
+    socks: Reply.HostUnreachable,
+    log: 'dns_error',
+  },
+  no_usable_address: {
+    status: 502,
+    error: 'destination_ip_unroutable',
+    detail: 'target has no address reachable from the egress address',
+    socks: Reply.HostUnreachable,
+    log: 'dns_error',
+  },
+  refused: {
+    status: 502,
+    error: 'connection_refused',
+    detail: 'target refused the connection',
+    socks: Reply.ConnectionRefused,
+    log: 'target_refused',
+  },
+  net_unreachable: {
+    status: 502,
+    error: 'destination_ip_unroutable',
+    detail: 'target unreachable',
+    socks: Reply.NetworkUnreachable,
+    log: 'target_refused',
+  },
+  host_unreachable: {
+    status: 502,
+    error: 'destination_ip_unroutable',
+    detail: 'target unreachable',
+    socks: Reply.HostUnreachable,
+    log: 'target_refused',
+  },
+  timeout: {
+    status: 504,
+    error: 'connection_timeout',
+    detail: 'connecting to the target timed out',
+    socks: Reply.TtlExpired,
+    log: 'target_timeout',
+  },
+  no_exit: {
+    status: 502,
+    error: 'destination_unavailable',
+    detail: 'no exit matches',
+    socks: Reply.NetworkUnreachable,
+    log: 'no_exit',
+  },
+  target_denied: {
+    status: 403,
+    error: 'http_request_denied',
+    detail: 'target denied by account policy',
+    socks: Reply.NotAllowed,
+    log: 'target_denied',
+  },
+  target_denied_service: {
+    status: 403,
+    error: 'http_request_denied',
+    detail: 'target denied by service policy',
+    socks: Reply.NotAllowed,
+    log: 'target_denied_service',
+  },
 };
 
 export function failureLogReason(f: Failure): LogReason {

@@ -45,7 +45,8 @@ export type AdmitFailure =
  * `user`: the proxy user whose credentials matched (absent for whitelist admission). A failure names the
  * account when one was matched (a wrong password for an existing user, a disabled entry), for the log.
  */
-export type AdmitResult = { ok: true; accountId: number; user?: string } | { ok: false; reason: AdmitFailure; accountId?: number };
+export type AdmitResult =
+  { ok: true; accountId: number; user?: string } | { ok: false; reason: AdmitFailure; accountId?: number };
 
 export interface Admitter {
   /**
@@ -55,7 +56,12 @@ export interface Admitter {
    * Either method may answer at once (the connection goes on in the same turn) or with a promise; either may
    * throw or reject (the gateway answers `admission_error`).
    */
-  admitByCredentials(username: string, password: string, baseUsername?: string, sourceIp?: string | null): AdmitResult | Promise<AdmitResult>;
+  admitByCredentials(
+    username: string,
+    password: string,
+    baseUsername?: string,
+    sourceIp?: string | null,
+  ): AdmitResult | Promise<AdmitResult>;
   /** No credentials: the connection's source IPv4 (after any trusted PROXY header). */
   admitBySourceIp(ipv4: string): AdmitResult | Promise<AdmitResult>;
 }
@@ -282,5 +288,12 @@ export interface GatewayStats {
   /** Outgoing connections by the local address they left from (with an egress address or pool); an IPv6 prefix counts under its name. */
   egressConnections: Record<string, number>;
   /** SOCKS5 UDP: associations open, datagrams and payload bytes each way, datagrams dropped by cause. */
-  udp: { associationsOpen: number; datagramsUp: number; datagramsDown: number; bytesUp: number; bytesDown: number; dropped: Record<string, number> };
+  udp: {
+    associationsOpen: number;
+    datagramsUp: number;
+    datagramsDown: number;
+    bytesUp: number;
+    bytesDown: number;
+    dropped: Record<string, number>;
+  };
 }

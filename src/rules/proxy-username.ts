@@ -28,11 +28,20 @@ export function isProxyUsername(s: string): boolean {
  */
 export type ProxyUsername =
   | { kind: 'plain'; user: string }
-  | { kind: 'params'; user: string; country: string | null; city: string | null; session: string | null; minutes: number; ip?: string }
+  | {
+      kind: 'params';
+      user: string;
+      country: string | null;
+      city: string | null;
+      session: string | null;
+      minutes: number;
+      ip?: string;
+    }
   | { kind: 'malformed'; user?: string };
 
 // What follows the base user, whole. Session IDs and city names hold no `-`, so a split parses at most one way.
-const PARAMS_RE = /^(?:-country-([A-Za-z]{2}))?(?:-city-([A-Za-z0-9_]{1,64}))?(?:-ip-([0-9.]{7,15}))?(?:-session-([A-Za-z0-9_]{1,32})(?:-sesstime-([1-9][0-9]{0,3}))?)?$/;
+const PARAMS_RE =
+  /^(?:-country-([A-Za-z]{2}))?(?:-city-([A-Za-z0-9_]{1,64}))?(?:-ip-([0-9.]{7,15}))?(?:-session-([A-Za-z0-9_]{1,32})(?:-sesstime-([1-9][0-9]{0,3}))?)?$/;
 
 export function parseProxyUsername(name: string): ProxyUsername {
   if (!MARKERS.some((m) => name.includes(m))) return { kind: 'plain', user: name };
@@ -47,11 +56,20 @@ export function parseProxyUsername(name: string): ProxyUsername {
     if (!m || m[0] === '') continue;
     const [, country, city, ip, session, min] = m;
     const minutes = min === undefined ? SESSION_MINUTES_DEFAULT : Number(min);
-    if (minutes > SESSION_MINUTES_MAX || !isProxyUsername(user) || (ip !== undefined && !isStrictIPv4(ip))) return malformed(named);
-    const params = { kind: 'params' as const, user, country: country?.toLowerCase() ?? null, city: city?.toLowerCase() ?? null, session: session ?? null, minutes };
+    if (minutes > SESSION_MINUTES_MAX || !isProxyUsername(user) || (ip !== undefined && !isStrictIPv4(ip)))
+      return malformed(named);
+    const params = {
+      kind: 'params' as const,
+      user,
+      country: country?.toLowerCase() ?? null,
+      city: city?.toLowerCase() ?? null,
+      session: session ?? null,
+      minutes,
+    };
     return ip === undefined ? params : { ...params, ip };
   }
   return malformed(named);
 }
 
-const malformed = (user: string | undefined): ProxyUsername => (user === undefined ? { kind: 'malformed' } : { kind: 'malformed', user });
+const malformed = (user: string | undefined): ProxyUsername =>
+  user === undefined ? { kind: 'malformed' } : { kind: 'malformed', user };

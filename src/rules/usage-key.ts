@@ -10,10 +10,12 @@ export const userSubject = (username: string): string => `user:${username}`;
 export const ipSubject = (sourceIp: string): string => `ip:${sourceIp}`;
 
 /** The proxy user a subject names, or null for whitelist traffic (`ip:…`) and anything else. */
-export const subjectUser = (subject: string | null | undefined): string | null => (subject?.startsWith('user:') ? subject.slice(5) : null);
+export const subjectUser = (subject: string | null | undefined): string | null =>
+  subject?.startsWith('user:') ? subject.slice(5) : null;
 
 /** The source address a subject names (whitelist traffic), or null. */
-export const subjectIp = (subject: string | null | undefined): string | null => (subject?.startsWith('ip:') ? subject.slice(3) : null);
+export const subjectIp = (subject: string | null | undefined): string | null =>
+  subject?.startsWith('ip:') ? subject.slice(3) : null;
 
 /** One key per account and subject: NUL cannot occur in a subject, so no two pairs share a key. */
 export const usageKey = (accountId: number, subject: string): string => `${accountId}\0${subject}`;

@@ -26,13 +26,27 @@ async function failure(p: Promise<unknown>): Promise<ApiError> {
 
 describe('ApiClient', () => {
   it('lists with the query parameters and the token only in api_key', async () => {
-    const { server, api } = await setup(() => ({ code: 200, data: { items: [{ whitelist_id: 1, ip: '8.8.8.8', remark: '', status: 1, created_at: '2026-11-21T10:00:00Z' }], page: 2, page_size: 5, total: 6 } }));
+    const { server, api } = await setup(() => ({
+      code: 200,
+      data: {
+        items: [{ whitelist_id: 1, ip: '8.8.8.8', remark: '', status: 1, created_at: '2026-11-21T10:00:00Z' }],
+        page: 2,
+        page_size: 5,
+        total: 6,
+      },
+    }));
     const r = await api.list({ page: 2, page_size: 5, status: 'active', ip: '8.8.8.8' });
     expect(r.data.total).toBe(6);
     const q = server.requests[0]!;
     expect(q.method).toBe('GET');
     expect(q.path).toBe('/openapi/v1/proxy/whitelist/list');
-    expect(Object.fromEntries(q.query)).toEqual({ page: '2', page_size: '5', status: 'active', ip: '8.8.8.8', api_key: TOKEN });
+    expect(Object.fromEntries(q.query)).toEqual({
+      page: '2',
+      page_size: '5',
+      status: 'active',
+      ip: '8.8.8.8',
+      api_key: TOKEN,
+    });
     expect(q.query.getAll('api_key')).toHaveLength(1);
     expect(q.headers.authorization).toBeUndefined();
     expect(q.headers['x-api-key']).toBeUndefined();
@@ -110,7 +124,9 @@ describe('ApiClient', () => {
   });
 
   it("no source file imports a package's private paths (undici/lib/…)", () => {
-    const files = readdirSync(path.join(ROOT, 'src'), { recursive: true, encoding: 'utf8' }).filter((f) => f.endsWith('.ts'));
+    const files = readdirSync(path.join(ROOT, 'src'), { recursive: true, encoding: 'utf8' }).filter((f) =>
+      f.endsWith('.ts'),
+    );
     expect(files.length).toBeGreaterThan(20);
     for (const f of files) expect(readFileSync(path.join(ROOT, 'src', f), 'utf8'), f).not.toMatch(/['"]undici\/lib\//);
   });

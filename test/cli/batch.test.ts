@@ -52,8 +52,16 @@ describe('batch engine', () => {
   });
 
   it('keeps remarks on a failed-item resend', async () => {
-    const { server, api, clock } = await setup((req, i) => (i === 0 ? batchReply(req, { '8.8.8.8': 10500 }) : batchReply(req)));
-    await runBatches({ op: 'add', items: [{ ip: '8.8.8.8', remark: 'office' }, { ip: '9.9.9.9' }], api, clock, retry: 1 });
+    const { server, api, clock } = await setup((req, i) =>
+      i === 0 ? batchReply(req, { '8.8.8.8': 10500 }) : batchReply(req),
+    );
+    await runBatches({
+      op: 'add',
+      items: [{ ip: '8.8.8.8', remark: 'office' }, { ip: '9.9.9.9' }],
+      api,
+      clock,
+      retry: 1,
+    });
     expect(server.requests[1]!.body).toEqual({ items: [{ ip: '8.8.8.8', remark: 'office' }] });
   });
 
@@ -67,7 +75,9 @@ describe('batch engine', () => {
   });
 
   it('a resent item answered 10425 (add) counts as already done', async () => {
-    const { api, clock } = await setup((req, i) => (i === 0 ? batchReply(req, { '8.8.8.8': 10500 }) : batchReply(req, { '8.8.8.8': 10425 })));
+    const { api, clock } = await setup((req, i) =>
+      i === 0 ? batchReply(req, { '8.8.8.8': 10500 }) : batchReply(req, { '8.8.8.8': 10425 }),
+    );
     const r = await runBatches({ op: 'add', items: items(['8.8.8.8', '9.9.9.9']), api, clock, retry: 2 });
     expect(r.summary).toEqual({ success_count: 1, already_done: 1, failed_count: 0, failed_items: [] });
     expect(r.exitCode).toBe(Exit.OK);
@@ -122,7 +132,7 @@ describe('batch engine', () => {
     expect(r.summary.failed_items.every((f) => f.reason.startsWith('outcome unknown: '))).toBe(true);
   });
 
-  it('a proxy\'s 503 (not the API\'s envelope) then a replay that yields 10425: the item is already done', async () => {
+  it("a proxy's 503 (not the API's envelope) then a replay that yields 10425: the item is already done", async () => {
     const ips = publicIps(100);
     const { server, api, clock } = await setup((req, i) => {
       if (i === 0) return { status: 503, raw: '<html>503 Service Unavailable</html>' };
@@ -168,7 +178,10 @@ describe('batch engine', () => {
 
   it('the last attempt may have been applied (500, a timeout, a cut connection): its batch is `outcome unknown`, the unsent rest `not processed`', async () => {
     for (const reply of [systemError, { hang: true }, { destroy: true }]) {
-      const { api, clock } = await scripted(() => reply, { timeoutMs: 300 }).then((x) => ({ ...x, clock: new FakeClock() }));
+      const { api, clock } = await scripted(() => reply, { timeoutMs: 300 }).then((x) => ({
+        ...x,
+        clock: new FakeClock(),
+      }));
       const r = await runBatches({ op: 'add', items: items(publicIps(150)), api, clock, retry: 0 });
       expect(r.exitCode).toBe(Exit.ERROR);
       const reasons = r.summary.failed_items.map((f) => f.reason.split(':')[0]);
@@ -185,7 +198,11 @@ describe('batch engine', () => {
     const gone = await setup(() => unavailable);
     await gone.server.close();
     const refused = await runBatches({ op: 'add', items: items(publicIps(3)), api: gone.api, clock, retry: 0 });
-    expect(refused.summary.failed_items.map((f) => f.reason.split(':')[0])).toEqual(['not processed', 'not processed', 'not processed']);
+    expect(refused.summary.failed_items.map((f) => f.reason.split(':')[0])).toEqual([
+      'not processed',
+      'not processed',
+      'not processed',
+    ]);
   });
 
   it('a replay after a 500 ends in a 503: still `outcome unknown` (the first attempt may have applied it)', async () => {
@@ -215,7 +232,11 @@ describe('batch engine', () => {
   });
 
   it('10403 (not verified) stops without a retry, exit 1', async () => {
-    const { server, api, clock } = await setup(() => ({ status: 403, code: 10403, message: 'account is not real-name verified' }));
+    const { server, api, clock } = await setup(() => ({
+      status: 403,
+      code: 10403,
+      message: 'account is not real-name verified',
+    }));
     const r = await runBatches({ op: 'add', items: items(publicIps(5)), api, clock, retry: 5 });
     expect(server.requests).toHaveLength(1);
     expect(r.exitCode).toBe(Exit.ERROR);
@@ -247,7 +268,14 @@ describe('batch engine', () => {
   it('reports progress with waits', async () => {
     const { api, clock } = await setup((req, i) => (i === 0 ? rateLimited(3) : batchReply(req)));
     const seen: string[] = [];
-    await runBatches({ op: 'add', items: items(publicIps(2)), api, clock, retry: 1, onProgress: (p) => seen.push(`${p.settled}/${p.total}${p.waiting ? ` ${p.waiting.reason}` : ''}`) });
+    await runBatches({
+      op: 'add',
+      items: items(publicIps(2)),
+      api,
+      clock,
+      retry: 1,
+      onProgress: (p) => seen.push(`${p.settled}/${p.total}${p.waiting ? ` ${p.waiting.reason}` : ''}`),
+    });
     expect(seen).toEqual(['0/2', '0/2 retry-after', '2/2']);
   });
 });

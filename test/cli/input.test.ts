@@ -27,19 +27,32 @@ describe('IP input', () => {
       remarks: true,
       stdin: stdin(),
     });
-    expect(r.items).toEqual([{ ip: '8.8.8.8', remark: 'a' }, { ip: '9.9.9.9', remark: 'dflt' }, { ip: '1.1.1.1', remark: 'dflt' }]);
+    expect(r.items).toEqual([
+      { ip: '8.8.8.8', remark: 'a' },
+      { ip: '9.9.9.9', remark: 'dflt' },
+      { ip: '1.1.1.1', remark: 'dflt' },
+    ]);
     expect(r.duplicates).toBe(2);
   });
 
   it('reads - from stdin and drops remarks for delete', async () => {
-    const r = await collectItems({ args: [], file: '-', remarks: false, stdin: stdin('8.8.8.8=x\n# c\n9.9.9.9\n8.8.8.8\n') });
+    const r = await collectItems({
+      args: [],
+      file: '-',
+      remarks: false,
+      stdin: stdin('8.8.8.8=x\n# c\n9.9.9.9\n8.8.8.8\n'),
+    });
     expect(r.items).toEqual([{ ip: '8.8.8.8' }, { ip: '9.9.9.9' }]);
     expect(r.duplicates).toBe(1);
   });
 
   it('refuses reading stdin twice and reports an unreadable file as a usage error', async () => {
-    await expect(collectItems({ args: ['-'], file: '-', remarks: false, stdin: stdin('1.1.1.1') })).rejects.toMatchObject({ exitCode: 2 });
-    await expect(collectItems({ args: [], file: '/nonexistent/x', remarks: false, stdin: stdin() })).rejects.toMatchObject({ exitCode: 2, message: expect.stringContaining('ENOENT') });
+    await expect(
+      collectItems({ args: ['-'], file: '-', remarks: false, stdin: stdin('1.1.1.1') }),
+    ).rejects.toMatchObject({ exitCode: 2 });
+    await expect(
+      collectItems({ args: [], file: '/nonexistent/x', remarks: false, stdin: stdin() }),
+    ).rejects.toMatchObject({ exitCode: 2, message: expect.stringContaining('ENOENT') });
   });
 
   it('reads UTF-16 files and stdin (byte-order mark: what Windows PowerShell `>` writes), UTF-8 with or without BOM', async () => {
@@ -49,12 +62,21 @@ describe('IP input', () => {
     be.swap16();
     const want = [{ ip: '8.8.8.8' }, { ip: '9.9.9.9', remark: 'caf\u00e9' }];
     const dir = mkdtempSync(path.join(tmpdir(), 'proxyctl-input-'));
-    for (const [name, bytes] of [['le.txt', le], ['be.txt', be], ['bom8.txt', Buffer.from(`\ufeff${text}`)], ['plain.txt', Buffer.from(text)]] as const) {
+    for (const [name, bytes] of [
+      ['le.txt', le],
+      ['be.txt', be],
+      ['bom8.txt', Buffer.from(`\ufeff${text}`)],
+      ['plain.txt', Buffer.from(text)],
+    ] as const) {
       writeFileSync(path.join(dir, name), bytes);
       const r = await collectItems({ args: [], file: path.join(dir, name), remarks: true, stdin: stdin() });
       expect(r.items, name).toEqual(want);
     }
-    const piped = await collectItems({ args: ['-'], remarks: true, stdin: Readable.from([le.subarray(0, 5), le.subarray(5)]) });
+    const piped = await collectItems({
+      args: ['-'],
+      remarks: true,
+      stdin: Readable.from([le.subarray(0, 5), le.subarray(5)]),
+    });
     expect(piped.items).toEqual(want);
   });
 });

@@ -16,7 +16,12 @@ describe('keychain unavailable', () => {
       const kc = osKeychain(3000);
       await expect(kc.get(KEYCHAIN_SERVICE, BASE)).rejects.toBeInstanceOf(KeychainUnavailable);
       const warnings: string[] = [];
-      const store = new TokenStore({ env: {}, keychain: kc, dir: path.join(tempConfigDir(), 'proxyctl'), warn: (m) => warnings.push(m) });
+      const store = new TokenStore({
+        env: {},
+        keychain: kc,
+        dir: path.join(tempConfigDir(), 'proxyctl'),
+        warn: (m) => warnings.push(m),
+      });
       expect(await store.save(BASE, TOKEN)).toMatchObject({ where: 'file' });
       expect(warnings[0]).toContain('credentials.json');
     } finally {

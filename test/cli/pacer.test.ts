@@ -32,7 +32,11 @@ describe('RollingWindowPacer', () => {
 
   it('a wait ends at once when its signal is aborted (Ctrl-C during pacing)', async () => {
     // A clock whose sleeps last until aborted: only the signal can end the wait.
-    const clock = { now: () => 0, sleep: (_ms: number, signal?: AbortSignal) => new Promise<void>((resolve) => signal?.addEventListener('abort', () => resolve(), { once: true })) };
+    const clock = {
+      now: () => 0,
+      sleep: (_ms: number, signal?: AbortSignal) =>
+        new Promise<void>((resolve) => signal?.addEventListener('abort', () => resolve(), { once: true })),
+    };
     const p = new RollingWindowPacer(1, 60_000, clock, 0);
     p.record();
     const stop = new AbortController();

@@ -21,7 +21,11 @@ afterAll(async () => {
 
 async function account(): Promise<string> {
   const email = `sec${++seq}@example.com`;
-  const r = await admin(daemon.dataDir, ['account', 'create', '--email', email, '--password-stdin', '--verified'], `${PASSWORD}\n`);
+  const r = await admin(
+    daemon.dataDir,
+    ['account', 'create', '--email', email, '--password-stdin', '--verified'],
+    `${PASSWORD}\n`,
+  );
   expect(r.code, r.stderr).toBe(0);
   return email;
 }
@@ -43,7 +47,9 @@ async function enableTotp(c: ConsoleClient) {
   const used = { step: totpStep(Date.now()) - 2 };
   const r = await c.post('/console/2fa/totp/enable', { enroll: nonce, code: next(secret, used) });
   expect(r.location).toBe('/console/account#two-factor');
-  const codes = [...(await c.get('/console/account')).body.matchAll(/<li><code>([a-z2-7-]+)<\/code><\/li>/g)].map((m) => m[1]!);
+  const codes = [...(await c.get('/console/account')).body.matchAll(/<li><code>([a-z2-7-]+)<\/code><\/li>/g)].map(
+    (m) => m[1]!,
+  );
   expect(codes).toHaveLength(10);
   return { secret, codes, used };
 }
@@ -52,9 +58,16 @@ async function enableTotp(c: ConsoleClient) {
 async function ageAuthentication(minutes: number) {
   const db = await inspectDb(daemon.dataDir, { write: true });
   try {
-    for (const row of db.all<{ sid: string; data: string }>('SELECT sid, data FROM console_sessions WHERE account_id IS NOT NULL')) {
+    for (const row of db.all<{ sid: string; data: string }>(
+      'SELECT sid, data FROM console_sessions WHERE account_id IS NOT NULL',
+    )) {
       const d = JSON.parse(row.data) as { authAtMs?: number };
-      if (d.authAtMs) db.run('UPDATE console_sessions SET data = ? WHERE sid = ?', JSON.stringify({ ...d, authAtMs: d.authAtMs - minutes * 60_000 }), row.sid);
+      if (d.authAtMs)
+        db.run(
+          'UPDATE console_sessions SET data = ? WHERE sid = ?',
+          JSON.stringify({ ...d, authAtMs: d.authAtMs - minutes * 60_000 }),
+          row.sid,
+        );
     }
   } finally {
     db.close();
@@ -63,7 +76,10 @@ async function ageAuthentication(minutes: number) {
 
 async function auditActions(email: string): Promise<string[]> {
   const r = await admin(daemon.dataDir, ['audit', '--email', email]);
-  return r.stdout.split('\n').filter(Boolean).map((l) => (JSON.parse(l) as { action: string }).action);
+  return r.stdout
+    .split('\n')
+    .filter(Boolean)
+    .map((l) => (JSON.parse(l) as { action: string }).action);
 }
 
 describe('re-authentication before sensitive actions', () => {
@@ -90,7 +106,7 @@ describe('re-authentication before sensitive actions', () => {
     expect((await c.post('/console/webhook/remove', {})).location).toBe('/console/account');
   });
 
-  it('with a second factor on: the password, then a code; the form\'s fields are kept (the email change goes through)', async () => {
+  it("with a second factor on: the password, then a code; the form's fields are kept (the email change goes through)", async () => {
     const email = await account();
     const c = await signedIn(email);
     const { secret, used } = await enableTotp(c);
@@ -109,7 +125,7 @@ describe('re-authentication before sensitive actions', () => {
 });
 
 describe('TOTP', () => {
-  it('bad input turns nothing on: a malformed code, a code for another browser\'s secret, another browser\'s form, an expired set-up', async () => {
+  it("bad input turns nothing on: a malformed code, a code for another browser's secret, another browser's form, an expired set-up", async () => {
     const email = await account();
     const a = await signedIn(email);
     const b = await signedIn(email);
@@ -131,7 +147,9 @@ describe('TOTP', () => {
     expect(await flash(b)).toContain('started in another browser or has expired');
     // A's own set-up, expired.
     const db = await inspectDb(daemon.dataDir, { write: true });
-    for (const row of db.all<{ sid: string; data: string }>('SELECT sid, data FROM console_sessions WHERE data LIKE \'%enrollTotp%\'')) {
+    for (const row of db.all<{ sid: string; data: string }>(
+      "SELECT sid, data FROM console_sessions WHERE data LIKE '%enrollTotp%'",
+    )) {
       const d = JSON.parse(row.data) as { enrollTotp: { expiresAtMs: number } };
       d.enrollTotp.expiresAtMs = Date.now() - 1;
       db.run('UPDATE console_sessions SET data = ? WHERE sid = ?', JSON.stringify(d), row.sid);
@@ -189,7 +207,9 @@ describe('TOTP', () => {
 
     expect((await admin(daemon.dataDir, ['audit', 'verify'])).code).toBe(0);
     const db = await inspectDb(daemon.dataDir, { write: true });
-    const row = db.get<{ id: number; seq: number }>("SELECT id, seq FROM audit_log WHERE action = '2fa.reset' ORDER BY id DESC LIMIT 1");
+    const row = db.get<{ id: number; seq: number }>(
+      "SELECT id, seq FROM audit_log WHERE action = '2fa.reset' ORDER BY id DESC LIMIT 1",
+    );
     db.run("UPDATE audit_log SET source_ip = '203.0.113.1' WHERE id = ?", row.id);
     db.close();
     const v = await admin(daemon.dataDir, ['audit', 'verify']);
@@ -213,7 +233,12 @@ describe('TOTP', () => {
     const withHeads = await admin(daemon.dataDir, ['audit', 'verify', '--heads', kept]);
     expect(withHeads.code, withHeads.stderr).toBe(0);
     const family = await admin(daemon.dataDir, ['audit', '--email', email, '--action', '2fa']);
-    expect(family.stdout.trim().split('\n').map((l) => (JSON.parse(l) as { action: string }).action)).toEqual(['2fa.enabled', '2fa.reset']);
+    expect(
+      family.stdout
+        .trim()
+        .split('\n')
+        .map((l) => (JSON.parse(l) as { action: string }).action),
+    ).toEqual(['2fa.enabled', '2fa.reset']);
     const unknown = await admin(daemon.dataDir, ['audit', '--action', 'nope']);
     expect(unknown.code).toBe(1);
     expect(unknown.stderr).toContain('--action: no action "nope"');
@@ -225,10 +250,19 @@ describe('passkey answers refused before any signature is looked at', () => {
     id: 'AAAA',
     rawId: 'AAAA',
     type: 'public-key',
-    response: { clientDataJSON: Buffer.from(JSON.stringify({ type: 'webauthn.create', challenge, origin: 'http://localhost' })).toString('base64url'), attestationObject: 'AAAA' },
+    response: {
+      clientDataJSON: Buffer.from(
+        JSON.stringify({ type: 'webauthn.create', challenge, origin: 'http://localhost' }),
+      ).toString('base64url'),
+      attestationObject: 'AAAA',
+    },
   });
   const postJson = async (c: ConsoleClient, path: string, body: object) => {
-    const res = await fetch(`${daemon.api}${path}`, { method: 'POST', headers: { cookie: c.cookie!, 'content-type': 'application/json' }, body: JSON.stringify({ _csrf: c.csrf, ...body }) });
+    const res = await fetch(`${daemon.api}${path}`, {
+      method: 'POST',
+      headers: { cookie: c.cookie!, 'content-type': 'application/json' },
+      body: JSON.stringify({ _csrf: c.csrf, ...body }),
+    });
     return { status: res.status, body: (await res.json()) as { message?: string; challenge?: string } };
   };
 
@@ -247,7 +281,9 @@ describe('passkey answers refused before any signature is looked at', () => {
     expect(r).toMatchObject({ status: 400, body: { message: expect.stringContaining('malformed') } });
     const fresh = await postJson(c, '/console/2fa/passkey/options', {});
     const db = await inspectDb(daemon.dataDir, { write: true });
-    for (const row of db.all<{ sid: string; data: string }>("SELECT sid, data FROM console_sessions WHERE data LIKE '%webauthn%'")) {
+    for (const row of db.all<{ sid: string; data: string }>(
+      "SELECT sid, data FROM console_sessions WHERE data LIKE '%webauthn%'",
+    )) {
       const d = JSON.parse(row.data) as { webauthn: { expiresAtMs: number } };
       d.webauthn.expiresAtMs = Date.now() - 1;
       db.run('UPDATE console_sessions SET data = ? WHERE sid = ?', JSON.stringify(d), row.sid);
@@ -261,7 +297,7 @@ describe('passkey answers refused before any signature is looked at', () => {
 });
 
 describe('Activity page', () => {
-  it('lists the account\'s own records with filters and a CSV; another account\'s never', async () => {
+  it("lists the account's own records with filters and a CSV; another account's never", async () => {
     const email = await account();
     const other = await account();
     const c = await signedIn(email);
@@ -276,7 +312,9 @@ describe('Activity page', () => {
     expect(r.body).toContain('5.5.5.5');
     expect(r.body).not.toContain('4.4.4.4');
     r = await c.get('/console/activity?action=whitelist');
-    expect([...r.body.matchAll(/data-testid="audit-row" data-action="([^"]+)"/g)].map((m) => m[1])).toEqual(['whitelist.added']);
+    expect([...r.body.matchAll(/data-testid="audit-row" data-action="([^"]+)"/g)].map((m) => m[1])).toEqual([
+      'whitelist.added',
+    ]);
     r = await c.get('/console/activity?action=nope');
     expect(testid(r.body, 'audit-filter-error')).toContain('no action &quot;nope&quot;');
     const today = new Date().toISOString().slice(0, 10);

@@ -17,9 +17,17 @@ async function usage(d: Daemon, key: string): Promise<number> {
   return (await fetch(`${d.api}${USAGE_PATHS.summary}`, { headers: { authorization: `Bearer ${key}` } })).status;
 }
 
-async function keysOf(d: Daemon, email: string): Promise<Array<{ id: string; name: string; scopes: string[]; expires_at: string | null; allowed_ips: string[]; state: string }>> {
+async function keysOf(
+  d: Daemon,
+  email: string,
+): Promise<
+  Array<{ id: string; name: string; scopes: string[]; expires_at: string | null; allowed_ips: string[]; state: string }>
+> {
   const r = await admin(d.dataDir, ['key', 'list', '--email', email]);
-  return r.stdout.split('\n').filter(Boolean).map((l) => JSON.parse(l));
+  return r.stdout
+    .split('\n')
+    .filter(Boolean)
+    .map((l) => JSON.parse(l));
 }
 
 describe('console API keys card', () => {
@@ -28,7 +36,15 @@ describe('console API keys card', () => {
 
   async function account(): Promise<string> {
     const email = `keys${++seq}@example.com`;
-    expect((await admin(d.dataDir, ['account', 'create', '--email', email, '--password-stdin', '--verified'], `${PASSWORD}\n`)).code).toBe(0);
+    expect(
+      (
+        await admin(
+          d.dataDir,
+          ['account', 'create', '--email', email, '--password-stdin', '--verified'],
+          `${PASSWORD}\n`,
+        )
+      ).code,
+    ).toBe(0);
     return email;
   }
 
@@ -61,18 +77,32 @@ describe('console API keys card', () => {
     expect(await row.textContent()).toContain('usage:read');
     expect(await row.textContent()).toContain('2030-06-01 00:00:00 UTC');
     expect(await usage(d, key)).toBe(200);
-    expect(await keysOf(d, email)).toMatchObject([{ id, name: 'reporting script', scopes: ['usage:read', 'audit:read'], expires_at: '2030-06-01T00:00:00Z', state: 'active' }]);
+    expect(await keysOf(d, email)).toMatchObject([
+      {
+        id,
+        name: 'reporting script',
+        scopes: ['usage:read', 'audit:read'],
+        expires_at: '2030-06-01T00:00:00Z',
+        state: 'active',
+      },
+    ]);
     // Shown once: a reload hides it for good.
     await page.reload();
     expect(await page.locator('[data-testid=api-key-value]').count()).toBe(0);
     expect(await page.content()).not.toContain(key);
     // The row's revoke button asks first; Cancel keeps the key.
-    await page.locator(`[data-testid=api-key-row-${id}]`).getByRole('button', { name: /Revoke/ }).click();
+    await page
+      .locator(`[data-testid=api-key-row-${id}]`)
+      .getByRole('button', { name: /Revoke/ })
+      .click();
     await page.waitForSelector('[data-testid=api-key-revoke-confirm]');
     await page.getByRole('link', { name: 'Cancel' }).click();
     await page.waitForURL('**/console/account#api-keys');
     expect(await usage(d, key)).toBe(200);
-    await page.locator(`[data-testid=api-key-row-${id}]`).getByRole('button', { name: /Revoke/ }).click();
+    await page
+      .locator(`[data-testid=api-key-row-${id}]`)
+      .getByRole('button', { name: /Revoke/ })
+      .click();
     await page.getByRole('button', { name: 'Confirm and revoke' }).click();
     await page.waitForURL('**/console/account#api-keys');
     expect(await page.textContent('[data-testid=flash]')).toContain('revoked');
@@ -95,7 +125,9 @@ describe('console API keys card', () => {
     await card.locator('[data-testid="api-key-scope-users:read"]').check();
     await card.getByLabel('Works only from (optional)').fill('10.0.0.0/33');
     await card.getByRole('button', { name: 'Make key' }).click();
-    expect(await page.textContent('[data-testid=flash]')).toMatch(/not made\. Works only from: "10\.0\.0\.0\/33" is not an IP address or CIDR/);
+    expect(await page.textContent('[data-testid=flash]')).toMatch(
+      /not made\. Works only from: "10\.0\.0\.0\/33" is not an IP address or CIDR/,
+    );
     expect(await page.locator('[data-testid=api-key-value]').count()).toBe(0);
     expect(await keysOf(d, email)).toEqual([]);
     await page.close();
@@ -111,7 +143,15 @@ describe('console API keys over HTTP: re-authentication, limits, audit', () => {
 
   async function signedIn(): Promise<{ c: ConsoleClient; email: string }> {
     const email = `http-keys${++seq}@example.com`;
-    expect((await admin(d.dataDir, ['account', 'create', '--email', email, '--password-stdin', '--verified'], `${PASSWORD}\n`)).code).toBe(0);
+    expect(
+      (
+        await admin(
+          d.dataDir,
+          ['account', 'create', '--email', email, '--password-stdin', '--verified'],
+          `${PASSWORD}\n`,
+        )
+      ).code,
+    ).toBe(0);
     const c = new ConsoleClient(d.api);
     expect((await c.login(email, PASSWORD)).location).toBe('/console/account');
     await c.get('/console/account');
@@ -121,9 +161,16 @@ describe('console API keys over HTTP: re-authentication, limits, audit', () => {
   async function ageAuthentication(minutes: number) {
     const db = await inspectDb(d.dataDir, { write: true });
     try {
-      for (const row of db.all<{ sid: string; data: string }>('SELECT sid, data FROM console_sessions WHERE account_id IS NOT NULL')) {
+      for (const row of db.all<{ sid: string; data: string }>(
+        'SELECT sid, data FROM console_sessions WHERE account_id IS NOT NULL',
+      )) {
         const data = JSON.parse(row.data) as { authAtMs?: number };
-        if (data.authAtMs) db.run('UPDATE console_sessions SET data = ? WHERE sid = ?', JSON.stringify({ ...data, authAtMs: data.authAtMs - minutes * 60_000 }), row.sid);
+        if (data.authAtMs)
+          db.run(
+            'UPDATE console_sessions SET data = ? WHERE sid = ?',
+            JSON.stringify({ ...data, authAtMs: data.authAtMs - minutes * 60_000 }),
+            row.sid,
+          );
       }
     } finally {
       db.close();
@@ -159,31 +206,53 @@ describe('console API keys over HTTP: re-authentication, limits, audit', () => {
 
     // A form that names its scopes in one field (or repeats it) is read too.
     await c.post('/console/api-keys', { name: 'listed', scopes: 'audit:read,usage:read' });
-    expect((await keysOf(d, email)).find((k) => k.name === 'listed')).toMatchObject({ scopes: ['usage:read', 'audit:read'] });
+    expect((await keysOf(d, email)).find((k) => k.name === 'listed')).toMatchObject({
+      scopes: ['usage:read', 'audit:read'],
+    });
     await c.get('/console/account');
     await c.post('/console/api-keys', { name: 'nonsense', scopes: 'usage:read,root' });
     expect(testid((await c.get('/console/account')).body, 'flash')).toMatch(/Scopes: unknown scope (&quot;|")root/);
 
     // Recorded, never with the key.
     const records = (await admin(d.dataDir, ['audit', '--email', email])).stdout;
-    const actions = records.split('\n').filter(Boolean).map((l) => JSON.parse(l) as { action: string; target: string; actor: { type: string } });
-    expect(actions.filter((a) => a.action.startsWith('api_key.') && a.target === made!.id).map((a) => [a.action, a.target, a.actor.type])).toEqual([
+    const actions = records
+      .split('\n')
+      .filter(Boolean)
+      .map((l) => JSON.parse(l) as { action: string; target: string; actor: { type: string } });
+    expect(
+      actions
+        .filter((a) => a.action.startsWith('api_key.') && a.target === made!.id)
+        .map((a) => [a.action, a.target, a.actor.type]),
+    ).toEqual([
       ['api_key.created', made!.id, 'console'],
       ['api_key.revoked', made!.id, 'console'],
     ]);
     expect(records).not.toContain(key.split('_').slice(2).join('_'));
   });
 
-  it('another account\'s key, an unknown id or a revoked one cannot be revoked; the 21st live key is refused', async () => {
+  it("another account's key, an unknown id or a revoked one cannot be revoked; the 21st live key is refused", async () => {
     const a = await signedIn();
     const b = await signedIn();
-    const other = await admin(d.dataDir, ['key', 'create', '--email', b.email, '--name', 'b', '--scopes', 'usage:read']);
+    const other = await admin(d.dataDir, [
+      'key',
+      'create',
+      '--email',
+      b.email,
+      '--name',
+      'b',
+      '--scopes',
+      'usage:read',
+    ]);
     expect((await a.c.get(`/console/api-keys/${other.json.id}/revoke`)).location).toBe('/console/account#api-keys');
     await a.c.get('/console/account');
     await a.c.post(`/console/api-keys/${other.json.id}/revoke`, {});
     expect(testid((await a.c.get('/console/account')).body, 'flash')).toMatch(/no such API key/);
     expect(await usage(d, other.json.key)).toBe(200);
-    for (let i = 0; i < 20; i++) expect((await admin(d.dataDir, ['key', 'create', '--email', a.email, '--name', `k${i}`, '--scopes', 'usage:read'])).code).toBe(0);
+    for (let i = 0; i < 20; i++)
+      expect(
+        (await admin(d.dataDir, ['key', 'create', '--email', a.email, '--name', `k${i}`, '--scopes', 'usage:read']))
+          .code,
+      ).toBe(0);
     await a.c.post('/console/api-keys', { name: 'twenty-first', scope_usage_read: '1' });
     expect(testid((await a.c.get('/console/account')).body, 'flash')).toMatch(/not made: you have 20 API keys/);
     expect(await keysOf(d, a.email)).toHaveLength(20);

@@ -39,7 +39,10 @@ describe.each(BACKENDS)('audit records of every action, on %s', (backend) => {
   const records = async (): Promise<AuditLine[]> => {
     const r = await admin(daemon.dataDir, ['audit', '--email', email]);
     expect(r.code, r.stderr).toBe(0);
-    return r.stdout.split('\n').filter(Boolean).map((l) => JSON.parse(l) as AuditLine);
+    return r.stdout
+      .split('\n')
+      .filter(Boolean)
+      .map((l) => JSON.parse(l) as AuditLine);
   };
   /** The records written since the last call: exactly `actions`, in order. */
   const fresh = async (...actions: string[]): Promise<AuditLine[]> => {
@@ -50,7 +53,11 @@ describe.each(BACKENDS)('audit records of every action, on %s', (backend) => {
     return out;
   };
   const fromConsole = (r: AuditLine, page: Page) => {
-    expect(r).toMatchObject({ actor: { type: 'console' }, source_ip: SOURCE, request_id: page.headers.get('x-request-id') });
+    expect(r).toMatchObject({
+      actor: { type: 'console' },
+      source_ip: SOURCE,
+      request_id: page.headers.get('x-request-id'),
+    });
     expect(r.actor.id).toMatch(/^[0-9a-f]{16}$/);
   };
   const fromOperator = (r: AuditLine) => {
@@ -61,7 +68,15 @@ describe.each(BACKENDS)('audit records of every action, on %s', (backend) => {
 
   it('console, API token and operator actions each leave one record; none holds a secret', async () => {
     // Operator: the account is made (its chain's first record).
-    expect((await admin(daemon.dataDir, ['account', 'create', '--email', email, '--password-stdin', '--verified'], `${PASSWORD}\n`)).code).toBe(0);
+    expect(
+      (
+        await admin(
+          daemon.dataDir,
+          ['account', 'create', '--email', email, '--password-stdin', '--verified'],
+          `${PASSWORD}\n`,
+        )
+      ).code,
+    ).toBe(0);
     fromOperator((await fresh('account.created'))[0]!);
 
     const c = new ConsoleClient(daemon.api, { 'x-forwarded-for': SOURCE });
@@ -69,7 +84,12 @@ describe.each(BACKENDS)('audit records of every action, on %s', (backend) => {
     let p = await c.post('/console/login', { email, password: 'wrong password here' });
     expect(p.status).toBe(401);
     const [failed] = await fresh('console.login_failed');
-    expect(failed).toMatchObject({ actor: { type: 'console', id: null }, source_ip: SOURCE, request_id: p.headers.get('x-request-id'), details: { step: 'password' } });
+    expect(failed).toMatchObject({
+      actor: { type: 'console', id: null },
+      source_ip: SOURCE,
+      request_id: p.headers.get('x-request-id'),
+      details: { step: 'password' },
+    });
     p = await c.post('/console/login', { email, password: PASSWORD });
     expect(p.location).toBe('/console/account');
     fromConsole((await fresh('console.login'))[0]!, p);
@@ -97,9 +117,18 @@ describe.each(BACKENDS)('audit records of every action, on %s', (backend) => {
     };
     let rid = await api('add', { items: [{ ip: '8.8.8.8' }, { ip: '8.8.4.4' }, { ip: '10.0.0.1' }] });
     const [added] = await fresh('whitelist.added');
-    expect(added).toMatchObject({ actor: { type: 'token', id: token.split('.')[0] }, source_ip: API_SOURCE, request_id: rid, details: { ips: ['8.8.8.8', '8.8.4.4'], requested: 3 } });
+    expect(added).toMatchObject({
+      actor: { type: 'token', id: token.split('.')[0] },
+      source_ip: API_SOURCE,
+      request_id: rid,
+      details: { ips: ['8.8.8.8', '8.8.4.4'], requested: 3 },
+    });
     rid = await api('delete', { ips: ['8.8.4.4'] });
-    expect((await fresh('whitelist.deleted'))[0]).toMatchObject({ actor: { type: 'token' }, request_id: rid, details: { ips: ['8.8.4.4'] } });
+    expect((await fresh('whitelist.deleted'))[0]).toMatchObject({
+      actor: { type: 'token' },
+      request_id: rid,
+      details: { ips: ['8.8.4.4'] },
+    });
 
     // Console: whitelist add, status, delete.
     await c.get('/console/whitelist');
@@ -117,8 +146,15 @@ describe.each(BACKENDS)('audit records of every action, on %s', (backend) => {
     let page = (await c.get('/console/proxy-users')).body;
     secrets.push(testid(page, 'proxy-password')!);
     const id = /action="\/console\/proxy-users\/(\d+)\/reset"/.exec(page)![1]!;
-    p = await c.post(`/console/proxy-users/${id}/limits`, { traffic_limit: '5GiB', max_connections: '10', rate_limit: '' });
-    expect((await fresh('proxy_user.changed'))[0]).toMatchObject({ target: `pu-${backend}`, details: { traffic_limit: 5 * 2 ** 30, max_connections: 10 } });
+    p = await c.post(`/console/proxy-users/${id}/limits`, {
+      traffic_limit: '5GiB',
+      max_connections: '10',
+      rate_limit: '',
+    });
+    expect((await fresh('proxy_user.changed'))[0]).toMatchObject({
+      target: `pu-${backend}`,
+      details: { traffic_limit: 5 * 2 ** 30, max_connections: 10 },
+    });
     p = await c.post(`/console/proxy-users/${id}/reset`, {});
     fromConsole((await fresh('proxy_user.password_rotated'))[0]!, p);
     page = (await c.get('/console/proxy-users')).body;
@@ -174,7 +210,10 @@ describe.each(BACKENDS)('audit records of every action, on %s', (backend) => {
     await c.get('/console/login/2fa');
     p = await c.post('/console/login/2fa', { code: '000000' });
     expect(p.status).toBe(401);
-    expect((await fresh('console.login_failed'))[0]).toMatchObject({ details: { step: 'second_factor' }, source_ip: SOURCE });
+    expect((await fresh('console.login_failed'))[0]).toMatchObject({
+      details: { step: 'second_factor' },
+      source_ip: SOURCE,
+    });
     p = await c.post('/console/login/2fa', { code: codes[0]! });
     expect(p.location).toBe('/console/account');
     const [spent, login] = await fresh('2fa.recovery_code_used', 'console.login');
@@ -186,13 +225,18 @@ describe.each(BACKENDS)('audit records of every action, on %s', (backend) => {
     await other.get('/console/login');
     await other.post('/console/login', { email, password: NEW_PASSWORD });
     await other.get('/console/login/2fa');
-    expect((await other.post('/console/login/2fa', { code: nextTotpCode(secret, used) })).location).toBe('/console/account');
+    expect((await other.post('/console/login/2fa', { code: nextTotpCode(secret, used) })).location).toBe(
+      '/console/account',
+    );
     await fresh('console.login');
     page = (await c.get('/console/account')).body;
     const handles = [...page.matchAll(/data-testid="session-row-([0-9a-f]{16})"(?! data-current)/g)].map((m) => m[1]!);
     expect(handles).toHaveLength(1);
     p = await c.post(`/console/sessions/${handles[0]}/end`, {});
-    expect((await fresh('console.session_ended'))[0]).toMatchObject({ target: handles[0], request_id: p.headers.get('x-request-id') });
+    expect((await fresh('console.session_ended'))[0]).toMatchObject({
+      target: handles[0],
+      request_id: p.headers.get('x-request-id'),
+    });
     expect((await other.get('/console/account')).location).toBe('/console/login');
 
     // Second factor off: always a fresh second factor first.
@@ -216,12 +260,24 @@ describe.each(BACKENDS)('audit records of every action, on %s', (backend) => {
     const minted = await op(['token', 'reset', '--email', email], 'token.reset');
     secrets.push(minted.json.token as string);
     await op(['token', 'disable', '--email', email], 'token.disabled');
-    const made = await op(['proxy-user', 'create', '--email', email, '--username', `op-${backend}`], 'proxy_user.created');
+    const made = await op(
+      ['proxy-user', 'create', '--email', email, '--username', `op-${backend}`],
+      'proxy_user.created',
+    );
     secrets.push(made.json.password as string);
-    await op(['proxy-user', 'set', '--email', email, '--username', `op-${backend}`, '--max-connections', '3'], 'proxy_user.changed');
+    await op(
+      ['proxy-user', 'set', '--email', email, '--username', `op-${backend}`, '--max-connections', '3'],
+      'proxy_user.changed',
+    );
     await op(['policy', 'set', '--email', email, '--deny', 'none'], 'rules.changed');
-    await op(['whitelist', 'set-status', '--email', email, '--ip', '8.8.8.8', '--status', 'disabled'], 'whitelist.status_changed');
-    const set = await op(['webhook', 'set', '--email', email, '--url', 'http://127.0.0.1:9/x', '--allow-private-webhooks'], 'webhook.set');
+    await op(
+      ['whitelist', 'set-status', '--email', email, '--ip', '8.8.8.8', '--status', 'disabled'],
+      'whitelist.status_changed',
+    );
+    const set = await op(
+      ['webhook', 'set', '--email', email, '--url', 'http://127.0.0.1:9/x', '--allow-private-webhooks'],
+      'webhook.set',
+    );
     secrets.push(set.json.secret as string);
     await op(['webhook', 'remove', '--email', email], 'webhook.removed');
 
@@ -231,7 +287,14 @@ describe.each(BACKENDS)('audit records of every action, on %s', (backend) => {
       expect(s.length).toBeGreaterThan(5);
       expect(text.includes(s), `a secret (${s.slice(0, 4)}…) in a record or log line`).toBe(false);
     }
-    const verify = await run(PROXYD, ['admin', 'audit', 'verify', '--data-dir', daemon.dataDir, ...(daemon.databaseUrl ? ['--database-url', daemon.databaseUrl] : [])]);
+    const verify = await run(PROXYD, [
+      'admin',
+      'audit',
+      'verify',
+      '--data-dir',
+      daemon.dataDir,
+      ...(daemon.databaseUrl ? ['--database-url', daemon.databaseUrl] : []),
+    ]);
     expect(verify.code, verify.stderr).toBe(0);
     expect(JSON.parse(verify.stdout)).toMatchObject({ ok: true });
   }, 120_000);

@@ -44,7 +44,11 @@ export class ConsoleClient {
   post(path: string, form: Record<string, string>, opts: { csrf?: boolean | string } = {}): Promise<Page> {
     const fields = new URLSearchParams(form);
     if (opts.csrf !== false) fields.set('_csrf', typeof opts.csrf === 'string' ? opts.csrf : (this.csrf ?? ''));
-    return this.send(path, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: fields.toString() });
+    return this.send(path, {
+      method: 'POST',
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+      body: fields.toString(),
+    });
   }
 
   async login(email: string, password: string): Promise<Page> {
@@ -59,12 +63,18 @@ export function setCookieHeader(p: Page): string | undefined {
 
 /** The text inside the element with this data-testid (its inner tags dropped); null when the page has none. */
 export function testid(body: string, id: string): string | null {
-  return new RegExp(`data-testid="${id}"[^>]*>(.*?)</(?:div|span|code|p|dd|ol|td)>`, 's').exec(body)?.[1]?.replace(/<[^>]+>/g, '').trim() ?? null;
+  return (
+    new RegExp(`data-testid="${id}"[^>]*>(.*?)</(?:div|span|code|p|dd|ol|td)>`, 's')
+      .exec(body)?.[1]
+      ?.replace(/<[^>]+>/g, '')
+      .trim() ?? null
+  );
 }
 
 /** A code of `secret` for a time step after every one `used` so far (the window allows now - 1 … now + 1). */
 export function nextTotpCode(secret: string, used: { step: number }): string {
   used.step = Math.max(totpStep(Date.now()) - 1, used.step + 1);
-  if (used.step > totpStep(Date.now()) + 1) throw new Error('no unused TOTP step in the window: the test used three in 30 s');
+  if (used.step > totpStep(Date.now()) + 1)
+    throw new Error('no unused TOTP step in the window: the test used three in 30 s');
   return hotp(base32Decode(secret)!, used.step);
 }

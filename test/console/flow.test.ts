@@ -26,7 +26,18 @@ async function listStatus(token: string): Promise<number> {
 }
 
 async function curlThroughGateway(user: string, password: string): Promise<{ code: number; body: string }> {
-  const { stdout } = await execFileP('curl', ['-sS', '--max-time', '10', '-x', `http://${daemon.httpProxy}`, '--proxy-user', `${user}:${password}`, '-w', '\n%{http_code}', targetUrl]);
+  const { stdout } = await execFileP('curl', [
+    '-sS',
+    '--max-time',
+    '10',
+    '-x',
+    `http://${daemon.httpProxy}`,
+    '--proxy-user',
+    `${user}:${password}`,
+    '-w',
+    '\n%{http_code}',
+    targetUrl,
+  ]);
   const i = stdout.lastIndexOf('\n');
   return { body: stdout.slice(0, i), code: Number(stdout.slice(i + 1)) };
 }
@@ -49,7 +60,11 @@ describe.each(BACKENDS)('console on %s', (backend) => {
     await new Promise<void>((r) => target.listen(0, '127.0.0.1', r));
     targetUrl = `http://127.0.0.1:${(target.address() as AddressInfo).port}/`;
     daemon = await startDaemon({ backend, args: ['--allow-private-targets'] });
-    const created = await admin(daemon.dataDir, ['account', 'create', '--email', EMAIL, '--password-stdin', '--verified'], `${PASSWORD}\n`);
+    const created = await admin(
+      daemon.dataDir,
+      ['account', 'create', '--email', EMAIL, '--password-stdin', '--verified'],
+      `${PASSWORD}\n`,
+    );
     expect(created.code, created.stderr).toBe(0);
     browser = await launchChromium();
   }, patient(60_000));
@@ -67,7 +82,10 @@ describe.each(BACKENDS)('console on %s', (backend) => {
       const errors: string[] = [];
       // Script errors and CSP violations (HTTP error statuses of pages are expected: 401 on a wrong password).
       page.on('pageerror', (e) => errors.push(e.message));
-      page.on('console', (m) => m.type() === 'error' && !m.text().startsWith('Failed to load resource') && errors.push(m.text()));
+      page.on(
+        'console',
+        (m) => m.type() === 'error' && !m.text().startsWith('Failed to load resource') && errors.push(m.text()),
+      );
       page.on('response', (r) => r.status() === 404 && errors.push(`404 ${new URL(r.url()).pathname}`));
 
       // Wrong password, then log in.
@@ -116,7 +134,9 @@ describe.each(BACKENDS)('console on %s', (backend) => {
       const row = page.locator('tr[data-ip="8.8.8.8"]');
       await expect(row.count()).resolves.toBe(1);
       expect(await row.locator('[data-testid=whitelist-status]').textContent()).toBe('Active');
-      const api = (await (await fetch(`${daemon.api}/openapi/v1/proxy/whitelist/list?api_key=${encodeURIComponent(second.token)}`)).json()) as { data: { items: Array<{ ip: string }> } };
+      const api = (await (
+        await fetch(`${daemon.api}/openapi/v1/proxy/whitelist/list?api_key=${encodeURIComponent(second.token)}`)
+      ).json()) as { data: { items: Array<{ ip: string }> } };
       expect(api.data.items.map((i: { ip: string }) => i.ip)).toEqual(['8.8.8.8']);
 
       await page.getByLabel('IPv4 address').fill('10.1.2.3, 8.8.8.8 1.1.1.1');
@@ -166,7 +186,10 @@ describe.each(BACKENDS)('console on %s', (backend) => {
       expect(cookie?.sameSite).toBe('Strict');
       await page.getByRole('button', { name: 'Log out' }).click();
       await page.waitForURL('**/console/login?notice=logged-out');
-      const stale = await fetch(`${daemon.api}/console/account`, { headers: { cookie: `proxyd_console=${cookie!.value}` }, redirect: 'manual' });
+      const stale = await fetch(`${daemon.api}/console/account`, {
+        headers: { cookie: `proxyd_console=${cookie!.value}` },
+        redirect: 'manual',
+      });
       expect(stale.status).toBe(303);
       expect(stale.headers.get('location')).toBe('/console/login');
       await page.goto(`${daemon.api}/console/account`);

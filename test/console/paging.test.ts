@@ -11,7 +11,15 @@ let c: ConsoleClient;
 
 beforeAll(async () => {
   d = await startDaemon();
-  expect((await admin(d.dataDir, ['account', 'create', '--email', 'many@example.com', '--password-stdin', '--verified'], `${PASSWORD}\n`)).code).toBe(0);
+  expect(
+    (
+      await admin(
+        d.dataDir,
+        ['account', 'create', '--email', 'many@example.com', '--password-stdin', '--verified'],
+        `${PASSWORD}\n`,
+      )
+    ).code,
+  ).toBe(0);
   c = new ConsoleClient(d.api);
   expect((await c.login('many@example.com', PASSWORD)).status).toBe(303);
 }, patient(60_000));
@@ -22,23 +30,29 @@ afterAll(async () => {
 const rows = (body: string) => (body.match(/<tr data-testid="proxy-user-row"/g) ?? []).length;
 
 describe('console paging', () => {
-  it('proxy users: 50 a page with the range and links; a page past the end is the last', async () => {
-    for (let i = 0; i < 55; i++) {
-      await c.get('/console/proxy-users');
-      expect((await c.post('/console/proxy-users', { username: `bulk${String(i).padStart(2, '0')}` })).status).toBe(303);
-    }
-    const first = await c.get('/console/proxy-users');
-    expect(rows(first.body)).toBe(50);
-    expect(first.body).toContain('55 users');
-    expect(first.body).toContain('Showing 1–50 of 55');
-    expect(first.body).toContain('href="/console/proxy-users?page=2" rel="next"');
-    for (const page of ['2', '9', '999999999']) {
-      const last = await c.get(`/console/proxy-users?page=${page}`);
-      expect(rows(last.body), page).toBe(5);
-      expect(last.body).toContain('Showing 51–55 of 55');
-    }
-    expect(rows((await c.get('/console/proxy-users?page=abc')).body)).toBe(50);
-  }, patient(120_000));
+  it(
+    'proxy users: 50 a page with the range and links; a page past the end is the last',
+    async () => {
+      for (let i = 0; i < 55; i++) {
+        await c.get('/console/proxy-users');
+        expect((await c.post('/console/proxy-users', { username: `bulk${String(i).padStart(2, '0')}` })).status).toBe(
+          303,
+        );
+      }
+      const first = await c.get('/console/proxy-users');
+      expect(rows(first.body)).toBe(50);
+      expect(first.body).toContain('55 users');
+      expect(first.body).toContain('Showing 1–50 of 55');
+      expect(first.body).toContain('href="/console/proxy-users?page=2" rel="next"');
+      for (const page of ['2', '9', '999999999']) {
+        const last = await c.get(`/console/proxy-users?page=${page}`);
+        expect(rows(last.body), page).toBe(5);
+        expect(last.body).toContain('Showing 51–55 of 55');
+      }
+      expect(rows((await c.get('/console/proxy-users?page=abc')).body)).toBe(50);
+    },
+    patient(120_000),
+  );
 
   it('whitelist: a page past the end shows the last page, not an empty range', async () => {
     await c.get('/console/whitelist');

@@ -28,7 +28,11 @@ afterAll(async () => {
 
 async function account(): Promise<string> {
   const email = `browser${++seq}@example.com`;
-  const r = await admin(daemon.dataDir, ['account', 'create', '--email', email, '--password-stdin', '--verified'], `${PASSWORD}\n`);
+  const r = await admin(
+    daemon.dataDir,
+    ['account', 'create', '--email', email, '--password-stdin', '--verified'],
+    `${PASSWORD}\n`,
+  );
   expect(r.code, r.stderr).toBe(0);
   return email;
 }
@@ -38,7 +42,10 @@ async function newPage(context: BrowserContext): Promise<{ page: Page; errors: s
   const page = await context.newPage();
   const errors: string[] = [];
   page.on('pageerror', (e) => errors.push(e.message));
-  page.on('console', (m) => m.type() === 'error' && !m.text().startsWith('Failed to load resource') && errors.push(m.text()));
+  page.on(
+    'console',
+    (m) => m.type() === 'error' && !m.text().startsWith('Failed to load resource') && errors.push(m.text()),
+  );
   return { page, errors };
 }
 
@@ -58,7 +65,7 @@ async function secondStep(page: Page, code: string): Promise<string> {
 }
 
 describe('the second factor in a browser', () => {
-  it('TOTP from the page\'s secret: log in with a code, a replay refused, a recovery code once, 5 wrong lock', async () => {
+  it("TOTP from the page's secret: log in with a code, a replay refused, a recovery code once, 5 wrong lock", async () => {
     const email = await account();
     const context = await browser.newContext();
     const { page, errors } = await newPage(context);
@@ -100,7 +107,9 @@ describe('the second factor in a browser', () => {
     // Wrong codes (the reused recovery code and the replay counted already): locked, with the time.
     for (let i = 0; i < 2; i++) expect(await secondStep(p2, '111111')).toBe('/console/login/2fa');
     await secondStep(p2, '222222');
-    expect(await p2.textContent('[data-testid=login-message]')).toMatch(/locked until (\d{4}-\d{2}-\d{2} )?\d{2}:\d{2} UTC/);
+    expect(await p2.textContent('[data-testid=login-message]')).toMatch(
+      /locked until (\d{4}-\d{2}-\d{2} )?\d{2}:\d{2} UTC/,
+    );
     expect(await secondStep(p2, codeFor(secret, used))).toBe('/console/login/2fa');
     expect(await p2.textContent('[data-testid=login-message]')).toMatch(/locked until/);
     expect(errors).toEqual([]);
@@ -108,21 +117,30 @@ describe('the second factor in a browser', () => {
     await context.close();
   });
 
-  it('a passkey registered and used through Chromium\'s virtual authenticator', async () => {
+  it("a passkey registered and used through Chromium's virtual authenticator", async () => {
     const email = await account();
     const context = await browser.newContext();
     const { page, errors } = await newPage(context);
     const cdp = await context.newCDPSession(page);
     await cdp.send('WebAuthn.enable');
     await cdp.send('WebAuthn.addVirtualAuthenticator', {
-      options: { protocol: 'ctap2', transport: 'internal', hasResidentKey: true, hasUserVerification: true, isUserVerified: true, automaticPresenceSimulation: true },
+      options: {
+        protocol: 'ctap2',
+        transport: 'internal',
+        hasResidentKey: true,
+        hasUserVerification: true,
+        isUserVerified: true,
+        automaticPresenceSimulation: true,
+      },
     });
     await passwordStep(page, email);
     await page.waitForURL('**/console/account');
     await page.locator('#passkey_name').fill('Test laptop');
     await page.getByTestId('add-passkey').click();
     await page.waitForSelector('[data-testid=recovery-codes]', { timeout: 8000 }).catch(async (e: unknown) => {
-      throw new Error(`${String(e)}; status: ${await page.textContent('#passkey-status')}; errors: ${errors.join(' | ')}`);
+      throw new Error(
+        `${String(e)}; status: ${await page.textContent('#passkey-status')}; errors: ${errors.join(' | ')}`,
+      );
     });
     expect(await page.textContent('[data-testid=two-factor-state]')).toBe('On');
     expect(await page.textContent('[data-testid=passkeys]')).toContain('Test laptop');
@@ -135,9 +153,15 @@ describe('the second factor in a browser', () => {
     await page.waitForURL('**/console/account');
     expect(await page.textContent('[data-testid=passkeys]')).toContain('last used');
     const r = await admin(daemon.dataDir, ['audit', '--email', email]);
-    const records = r.stdout.split('\n').filter(Boolean).map((l) => JSON.parse(l) as { action: string; target: string | null; details: { method?: string } });
+    const records = r.stdout
+      .split('\n')
+      .filter(Boolean)
+      .map((l) => JSON.parse(l) as { action: string; target: string | null; details: { method?: string } });
     expect(records.filter((x) => x.action === '2fa.passkey_added').map((x) => x.target)).toEqual(['Test laptop']);
-    expect(records.filter((x) => x.action === 'console.login').map((x) => x.details.method)).toEqual(['password', 'passkey']);
+    expect(records.filter((x) => x.action === 'console.login').map((x) => x.details.method)).toEqual([
+      'password',
+      'passkey',
+    ]);
 
     // Turning it off asks for a fresh second factor: the passkey again, on the confirmation page.
     await page.getByRole('button', { name: 'Turn off two-factor authentication' }).click();
@@ -154,8 +178,13 @@ describe('the second factor in a browser', () => {
 describe('sessions in a browser', () => {
   it('lists both browsers and ends the other one at once', async () => {
     const email = await account();
-    const a = await browser.newContext({ userAgent: 'Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/140.0.0.0 Safari/537.36' });
-    const b = await browser.newContext({ userAgent: 'Mozilla/5.0 (Windows NT 10.0; Win64; x64; rv:140.0) Gecko/20100101 Firefox/140.0' });
+    const a = await browser.newContext({
+      userAgent:
+        'Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/140.0.0.0 Safari/537.36',
+    });
+    const b = await browser.newContext({
+      userAgent: 'Mozilla/5.0 (Windows NT 10.0; Win64; x64; rv:140.0) Gecko/20100101 Firefox/140.0',
+    });
     const { page: pa, errors } = await newPage(a);
     const { page: pb } = await newPage(b);
     await passwordStep(pa, email);

@@ -11,7 +11,11 @@ let seq = 0;
 
 async function account(opts: { verified?: boolean } = {}): Promise<string> {
   const email = `user${++seq}@example.com`;
-  const r = await admin(daemon.dataDir, ['account', 'create', '--email', email, '--password-stdin', ...(opts.verified === false ? [] : ['--verified'])], `${PASSWORD}\n`);
+  const r = await admin(
+    daemon.dataDir,
+    ['account', 'create', '--email', email, '--password-stdin', ...(opts.verified === false ? [] : ['--verified'])],
+    `${PASSWORD}\n`,
+  );
   expect(r.code, r.stderr).toBe(0);
   return email;
 }
@@ -51,7 +55,8 @@ describe('console sessions', () => {
 
   it('a visitor who has not logged in costs no database row, however often the log-in page is fetched; log-in still works', async () => {
     const db = await inspectDb(daemon.dataDir);
-    const anonymousRows = () => db.get<{ n: number }>('SELECT count(*) AS n FROM console_sessions WHERE account_id IS NULL').n;
+    const anonymousRows = () =>
+      db.get<{ n: number }>('SELECT count(*) AS n FROM console_sessions WHERE account_id IS NULL').n;
     const before = anonymousRows();
     for (let i = 0; i < 40; i++) expect((await new ConsoleClient(daemon.api).get('/console/login')).status).toBe(200);
     const visitor = new ConsoleClient(daemon.api);
@@ -63,10 +68,14 @@ describe('console sessions', () => {
     const other = new ConsoleClient(daemon.api);
     await other.get('/console/login');
     const email = await account();
-    expect((await other.post('/console/login', { email, password: PASSWORD }, { csrf: visitor.csrf! })).status).toBe(403);
+    expect((await other.post('/console/login', { email, password: PASSWORD }, { csrf: visitor.csrf! })).status).toBe(
+      403,
+    );
     expect((await other.post('/console/login', { email, password: PASSWORD }, { csrf: false })).status).toBe(403);
     const fresh = new ConsoleClient(daemon.api);
-    expect((await fresh.post('/console/login', { email, password: PASSWORD }, { csrf: visitor.csrf! })).status).toBe(403);
+    expect((await fresh.post('/console/login', { email, password: PASSWORD }, { csrf: visitor.csrf! })).status).toBe(
+      403,
+    );
     expect((await other.login(email, PASSWORD)).status).toBe(303);
     expect((await other.get('/console/account')).status).toBe(200);
     db.close();
@@ -88,7 +97,9 @@ describe('console sessions', () => {
     // The log-in form is protected as well.
     const anon = new ConsoleClient(daemon.api);
     await anon.get('/console/login');
-    expect((await anon.post('/console/login', { email: 'x@example.com', password: 'y' }, { csrf: false })).status).toBe(403);
+    expect((await anon.post('/console/login', { email: 'x@example.com', password: 'y' }, { csrf: false })).status).toBe(
+      403,
+    );
     // Token reset too.
     expect((await c.post('/console/token', {}, { csrf: false })).status).toBe(403);
   });
@@ -140,7 +151,10 @@ describe('console sessions', () => {
 
     // Password change: b continues (under a new id), cOld is logged out.
     await b.get('/console/account');
-    const changed = await b.post('/console/password', { current_password: PASSWORD, new_password: 'a much better passphrase' });
+    const changed = await b.post('/console/password', {
+      current_password: PASSWORD,
+      new_password: 'a much better passphrase',
+    });
     expect(changed.status).toBe(303);
     const bPage = await b.get('/console/account');
     expect(bPage.status).toBe(200);
@@ -186,16 +200,24 @@ describe('console sessions', () => {
     const c = await signedIn(email, { 'x-forwarded-for': '198.51.100.10' });
     for (let i = 0; i < 10; i++) {
       await c.get('/console/account');
-      await c.post('/console/password', { current_password: `guess ${i} guess`, new_password: 'a much better passphrase' });
+      await c.post('/console/password', {
+        current_password: `guess ${i} guess`,
+        new_password: 'a much better passphrase',
+      });
       expect((await c.get('/console/account')).body).toContain('The current password is wrong');
     }
     await c.get('/console/account');
-    const blocked = await c.post('/console/password', { current_password: PASSWORD, new_password: 'a much better passphrase' });
+    const blocked = await c.post('/console/password', {
+      current_password: PASSWORD,
+      new_password: 'a much better passphrase',
+    });
     expect(blocked.status).toBe(303);
     expect(Number(blocked.headers.get('retry-after'))).toBeGreaterThan(0);
     expect((await c.get('/console/account')).body).toContain('Too many wrong passwords');
     // Not changed, and the log-in form is closed to that account too (one count).
-    expect((await new ConsoleClient(daemon.api, { 'x-forwarded-for': '198.51.100.11' }).login(email, PASSWORD)).status).toBe(429);
+    expect(
+      (await new ConsoleClient(daemon.api, { 'x-forwarded-for': '198.51.100.11' }).login(email, PASSWORD)).status,
+    ).toBe(429);
   });
 
   it('rate limits failed log-ins per source IP across accounts', async () => {
@@ -206,13 +228,17 @@ describe('console sessions', () => {
 
   it('counts failed log-ins by source IP also when the balancer writes a port with it (ip:port)', async () => {
     const from = (port: number) => new ConsoleClient(daemon.api, { 'x-forwarded-for': `198.51.100.12:${port}` });
-    for (let i = 0; i < 20; i++) expect((await from(40000 + i).login(`nobody-port${i}@example.com`, 'wrong')).status).toBe(401);
+    for (let i = 0; i < 20; i++)
+      expect((await from(40000 + i).login(`nobody-port${i}@example.com`, 'wrong')).status).toBe(401);
     expect((await from(41000).login(await account(), PASSWORD)).status).toBe(429);
   });
 
   it('counts failed log-ins of an IPv6 source by its /64 (one host holds the whole /64)', async () => {
     const from = (ip: string) => new ConsoleClient(daemon.api, { 'x-forwarded-for': ip });
-    for (let i = 0; i < 20; i++) expect((await from(`2001:db8:7:7::${(i + 1).toString(16)}`).login(`nobody-v6-${i}@example.com`, 'wrong')).status).toBe(401);
+    for (let i = 0; i < 20; i++)
+      expect(
+        (await from(`2001:db8:7:7::${(i + 1).toString(16)}`).login(`nobody-v6-${i}@example.com`, 'wrong')).status,
+      ).toBe(401);
     expect((await from('2001:db8:7:7::ffff').login(await account(), PASSWORD)).status).toBe(429);
     expect((await from('2001:db8:7:8::1').login(await account(), PASSWORD)).status).toBe(303);
   });
@@ -266,20 +292,28 @@ describe('console sessions', () => {
 });
 
 describe('console with several workers', () => {
-  it('shares sessions and the one-time token across workers (secret file in the data dir)', async () => {
-    const d = await startDaemon({ args: ['--workers', '2'] });
-    try {
-      const r = await admin(d.dataDir, ['account', 'create', '--email', 'w@example.com', '--password-stdin', '--verified'], `${PASSWORD}\n`);
-      expect(r.code, r.stderr).toBe(0);
-      for (let i = 0; i < 4; i++) {
-        const c = new ConsoleClient(d.api);
-        expect((await c.login('w@example.com', PASSWORD)).status).toBe(303);
-        for (let j = 0; j < 4; j++) expect((await c.get('/console/account')).status).toBe(200);
-        expect((await c.post('/console/token', {})).status).toBe(303);
-        expect((await c.get('/console/account')).body).toContain('data-testid="api-token"');
+  it(
+    'shares sessions and the one-time token across workers (secret file in the data dir)',
+    async () => {
+      const d = await startDaemon({ args: ['--workers', '2'] });
+      try {
+        const r = await admin(
+          d.dataDir,
+          ['account', 'create', '--email', 'w@example.com', '--password-stdin', '--verified'],
+          `${PASSWORD}\n`,
+        );
+        expect(r.code, r.stderr).toBe(0);
+        for (let i = 0; i < 4; i++) {
+          const c = new ConsoleClient(d.api);
+          expect((await c.login('w@example.com', PASSWORD)).status).toBe(303);
+          for (let j = 0; j < 4; j++) expect((await c.get('/console/account')).status).toBe(200);
+          expect((await c.post('/console/token', {})).status).toBe(303);
+          expect((await c.get('/console/account')).body).toContain('data-testid="api-token"');
+        }
+      } finally {
+        await d.stop();
       }
-    } finally {
-      await d.stop();
-    }
-  }, patient(60_000));
+    },
+    patient(60_000),
+  );
 });

@@ -21,7 +21,11 @@ describe('html template', () => {
     expect(html`<p title="${evil}">${evil}</p>`.value).toBe(
       '<p title="&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;&amp;&#39;">&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;&amp;&#39;</p>',
     );
-    expect(html`<ul>${['a<', 'b'].map((x) => html`<li>${x}</li>`)}</ul>`.value).toBe('<ul><li>a&lt;</li><li>b</li></ul>');
+    expect(
+      html`<ul>
+        ${['a<', 'b'].map((x) => html`<li>${x}</li>`)}
+      </ul>`.value,
+    ).toBe('<ul><li>a&lt;</li><li>b</li></ul>');
     expect(html`${raw('<b>ok</b>')}${null}${undefined}${false}${0}`.value).toBe('<b>ok</b>0');
   });
 
@@ -46,7 +50,10 @@ describe('html template', () => {
       byUser: { rows: [{ user: 'alice', ...totals }], total: totals },
       hours: { rows: [], total: totals },
       days: { rows: [], total: totals },
-      domains: { domains: [{ domain: '<b>x</b>.example', ...totals }], other: { bytes_up: 1536, bytes_down: 0, connections: 1 } },
+      domains: {
+        domains: [{ domain: '<b>x</b>.example', ...totals }],
+        other: { bytes_up: 1536, bytes_down: 0, connections: 1 },
+      },
       hourStarts: [0],
       dayStarts: [0],
     }).value;
@@ -54,7 +61,21 @@ describe('html template', () => {
       csrf: 't',
       email: 'a@example.com',
       filter: { user: '', ip: '', decision: '', reason: '' },
-      rows: [{ time: '2026-11-25T10:00:00.000Z', request_id: 'r1', protocol: 'connect', source_ip: '203.0.113.7', username: 'alice', target: 'example.com:443', decision: 'admitted', reason: null, bytes_up: GIB50, bytes_down: 1536, duration_ms: 5 }],
+      rows: [
+        {
+          time: '2026-11-25T10:00:00.000Z',
+          request_id: 'r1',
+          protocol: 'connect',
+          source_ip: '203.0.113.7',
+          username: 'alice',
+          target: 'example.com:443',
+          decision: 'admitted',
+          reason: null,
+          bytes_up: GIB50,
+          bytes_down: 1536,
+          duration_ms: 5,
+        },
+      ],
       limit: 200,
       reasons: [],
     }).value;
@@ -69,9 +90,31 @@ describe('html template', () => {
 
   it('shows a record\'s time as "2026-11-25 10:00:00 UTC" whether it started on a whole second or not', () => {
     const record = (startedAt: number) =>
-      connectionJson({ id: 1, node: 'n', accountEmail: 'a@example.com', startedAt, requestId: `r${startedAt}`, protocol: 'connect', sourceIp: '203.0.113.7', username: 'alice', accountId: 1, target: 'example.com:443', reason: null, bytesUp: 1, bytesDown: 1, durationMs: 5 });
+      connectionJson({
+        id: 1,
+        node: 'n',
+        accountEmail: 'a@example.com',
+        startedAt,
+        requestId: `r${startedAt}`,
+        protocol: 'connect',
+        sourceIp: '203.0.113.7',
+        username: 'alice',
+        accountId: 1,
+        target: 'example.com:443',
+        reason: null,
+        bytesUp: 1,
+        bytesDown: 1,
+        durationMs: 5,
+      });
     const at = Date.UTC(2026, 10, 25, 10, 0, 0);
-    const page = connectionsPage({ csrf: 't', email: 'a@example.com', filter: { user: '', ip: '', decision: '', reason: '' }, rows: [record(at), record(at + 112)], limit: 200, reasons: [] }).value;
+    const page = connectionsPage({
+      csrf: 't',
+      email: 'a@example.com',
+      filter: { user: '', ip: '', decision: '', reason: '' },
+      rows: [record(at), record(at + 112)],
+      limit: 200,
+      reasons: [],
+    }).value;
     expect([...page.matchAll(/<time datetime="([^"]+)">([^<]+)<\/time>/g)].map((m) => [m[1], m[2]])).toEqual([
       ['2026-11-25T10:00:00Z', '2026-11-25 10:00:00 UTC'],
       ['2026-11-25T10:00:00.112Z', '2026-11-25 10:00:00 UTC'],
@@ -87,7 +130,11 @@ describe('html template', () => {
       total: 1,
       page: 1,
       pageSize: 50,
-      limits: new Map(trafficLimit === undefined ? [] : [['crawler', { accountId: 1, username: 'crawler', trafficLimit, maxConnections: null }]]),
+      limits: new Map(
+        trafficLimit === undefined
+          ? []
+          : [['crawler', { accountId: 1, username: 'crawler', trafficLimit, maxConnections: null }]],
+      ),
       revealed: null,
     }).value;
 
@@ -100,12 +147,19 @@ describe('html template', () => {
         total: 1,
         page: 1,
         pageSize: 50,
-        limits: new Map([['crawler', { accountId: 1, username: 'crawler', trafficLimit: null, maxConnections: null, expiresAt, allow, deny }]]),
+        limits: new Map([
+          [
+            'crawler',
+            { accountId: 1, username: 'crawler', trafficLimit: null, maxConnections: null, expiresAt, allow, deny },
+          ],
+        ]),
         revealed: null,
         nowMs: Date.UTC(2026, 10, 25),
       }).value;
     const set = page(Date.UTC(2026, 11, 1, 12), ['example.com'], ['*.ads.example', '192.0.2.0/24']);
-    expect(set).toMatch(/data-testid="user-expires"><time datetime="2026-12-01T12:00:00.000Z">2026-12-01 12:00 UTC<\/time><\/dd>/);
+    expect(set).toMatch(
+      /data-testid="user-expires"><time datetime="2026-12-01T12:00:00.000Z">2026-12-01 12:00 UTC<\/time><\/dd>/,
+    );
     expect(set).toMatch(/data-testid="user-allow"><code[^>]*>example.com<\/code>/);
     expect(set).toMatch(/data-testid="user-deny"><code[^>]*>\*.ads.example, 192.0.2.0\/24<\/code>/);
     expect(set).not.toContain('user-expired');
@@ -140,13 +194,30 @@ describe('html template', () => {
       hours: { rows: [], total: t(0) },
       days: { rows: [], total: t(0) },
       // 600 + 300 + 100 (other) = 1,000: the largest domain is 60 % of it, not a full bar.
-      domains: { domains: [{ domain: 'big.example', ...t(600) }, { domain: 'small.example', ...t(300) }], other: t(100) },
+      domains: {
+        domains: [
+          { domain: 'big.example', ...t(600) },
+          { domain: 'small.example', ...t(300) },
+        ],
+        other: t(100),
+      },
       hourStarts: [0],
       dayStarts: [0],
     }).value;
-    const meters = [...page.matchAll(/<meter min="0" max="(\d+)" value="(\d+)"/g)].map((m) => [Number(m[1]), Number(m[2])]);
-    expect(meters).toEqual([[1000, 600], [1000, 300], [1000, 100]]);
-    expect([...page.matchAll(/data-testid="usage-domain-share">([^<]+)</g)].map((m) => m[1])).toEqual(['60 %', '30 %', '10 %']);
+    const meters = [...page.matchAll(/<meter min="0" max="(\d+)" value="(\d+)"/g)].map((m) => [
+      Number(m[1]),
+      Number(m[2]),
+    ]);
+    expect(meters).toEqual([
+      [1000, 600],
+      [1000, 300],
+      [1000, 100],
+    ]);
+    expect([...page.matchAll(/data-testid="usage-domain-share">([^<]+)</g)].map((m) => m[1])).toEqual([
+      '60 %',
+      '30 %',
+      '10 %',
+    ]);
   });
 
   it('the pager: the range shown and previous/next links; nothing when one page holds all', () => {
@@ -169,7 +240,15 @@ describe('html template', () => {
       email: 'a@example.com',
       verified: true,
       filter: { status: 'all', ip: '', page: 1 },
-      items: [{ whitelist_id: 1, ip: '8.8.8.8', remark: '<img src=x onerror=alert(1)>', status: 1, created_at: '2026-11-21T10:00:00Z' }],
+      items: [
+        {
+          whitelist_id: 1,
+          ip: '8.8.8.8',
+          remark: '<img src=x onerror=alert(1)>',
+          status: 1,
+          created_at: '2026-11-21T10:00:00Z',
+        },
+      ],
       total: 1,
       pageSize: 20,
     }).value;

@@ -5,7 +5,12 @@ import { isNodeName, MAX_ADDRESS_LIST, parseAddressList } from '../../src/contra
 describe('address lists', () => {
   it('expands addresses and ranges, drops duplicates, keeps the order', () => {
     expect(parseAddressList('203.0.113.10')).toEqual(['203.0.113.10']);
-    expect(parseAddressList(' 203.0.113.10 , 203.0.113.12-203.0.113.14,203.0.113.10')).toEqual(['203.0.113.10', '203.0.113.12', '203.0.113.13', '203.0.113.14']);
+    expect(parseAddressList(' 203.0.113.10 , 203.0.113.12-203.0.113.14,203.0.113.10')).toEqual([
+      '203.0.113.10',
+      '203.0.113.12',
+      '203.0.113.13',
+      '203.0.113.14',
+    ]);
     expect(parseAddressList('10.0.0.255-10.0.1.1')).toEqual(['10.0.0.255', '10.0.1.0', '10.0.1.1']);
     expect(parseAddressList('10.0.0.0-10.0.255.255')).toHaveLength(MAX_ADDRESS_LIST);
   });

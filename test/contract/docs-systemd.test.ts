@@ -30,7 +30,10 @@ describe('what operators copy: the unit, its environment file, the logrotate sta
 
   it('where proxyd is elsewhere, the docs and the unit name every setting that holds its path, and where Node must be', () => {
     const unit = readFileSync(path.join(root, 'packaging/systemd/proxyd.service'), 'utf8');
-    const holding = unit.split('\n').filter((l) => /^[A-Za-z]+=.*\/usr\/local\/bin\/proxyd/.test(l)).map((l) => l.slice(0, l.indexOf('=') + 1));
+    const holding = unit
+      .split('\n')
+      .filter((l) => /^[A-Za-z]+=.*\/usr\/local\/bin\/proxyd/.test(l))
+      .map((l) => l.slice(0, l.indexOf('=') + 1));
     expect(holding).toEqual(['ExecStart=', 'ExecStartPost=']);
     const said = /change its path in `ExecStart=` and\s+`ExecStartPost=`/;
     expect(doc).toMatch(said);

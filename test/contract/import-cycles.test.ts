@@ -72,7 +72,16 @@ const LEAF_PACKAGES = new Set(['node:net', 'node:buffer']);
 
 describe('import graph of src/', () => {
   it('the cycle finder finds a planted cycle', () => {
-    expect(findCycles(new Map([['a', ['b']], ['b', ['c']], ['c', ['a']], ['d', ['a']]]))).toEqual([['a', 'b', 'c', 'a']]);
+    expect(
+      findCycles(
+        new Map([
+          ['a', ['b']],
+          ['b', ['c']],
+          ['c', ['a']],
+          ['d', ['a']],
+        ]),
+      ),
+    ).toEqual([['a', 'b', 'c', 'a']]);
   });
 
   it('finds the sources and their imports', () => {
@@ -93,7 +102,8 @@ describe('import graph of src/', () => {
   it('imports only along the allowed arrows (type-only imports included)', () => {
     const wrong: string[] = [];
     for (const [from, deps] of graph(false)) {
-      for (const to of deps) if (!(ALLOWED[layer(from)] ?? []).includes(layer(to))) wrong.push(`${rel(from)} -> ${rel(to)}`);
+      for (const to of deps)
+        if (!(ALLOWED[layer(from)] ?? []).includes(layer(to))) wrong.push(`${rel(from)} -> ${rel(to)}`);
     }
     expect(wrong).toEqual([]);
   });
@@ -128,22 +138,50 @@ describe('import graph of src/', () => {
 
   // Inside src/daemon/ (docs/architecture.md, "Rooms"): a room's files import only what its line there allows.
   const inDaemon = (f: string, dir: string) => rel(f).startsWith(`src/daemon/${dir}/`);
-  const INNER: Array<{ rule: string; from: (f: string) => boolean; forbidden: (to: string) => boolean; runtimeOnly?: boolean }> = [
+  const INNER: Array<{
+    rule: string;
+    from: (f: string) => boolean;
+    forbidden: (to: string) => boolean;
+    runtimeOnly?: boolean;
+  }> = [
     // The gateway's face declares what it hands over (`UsageDelta`): the store may name those types, and run nothing of it.
     {
       rule: "a store backend imports nothing outside store/ (contract and the leaf aside; the gateway's types.ts, type-only)",
       from: (f) => inDaemon(f, 'store'),
-      forbidden: (to) => !inDaemon(to, 'store') && !rel(to).startsWith('src/contract/') && !rel(to).startsWith('src/rules/') && rel(to) !== 'src/gateway/types.ts',
+      forbidden: (to) =>
+        !inDaemon(to, 'store') &&
+        !rel(to).startsWith('src/contract/') &&
+        !rel(to).startsWith('src/rules/') &&
+        rel(to) !== 'src/gateway/types.ts',
     },
-    { rule: 'a store backend runs nothing outside store/ but contract/ and the leaf', from: (f) => inDaemon(f, 'store'), forbidden: (to) => !inDaemon(to, 'store') && !rel(to).startsWith('src/contract/') && !rel(to).startsWith('src/rules/'), runtimeOnly: true },
-    { rule: 'the console does not import the API', from: (f) => inDaemon(f, 'console'), forbidden: (to) => inDaemon(to, 'api') },
-    { rule: "api/body.ts does not reach into the API's routes", from: (f) => rel(f) === 'src/daemon/api/body.ts', forbidden: (to) => inDaemon(to, 'api/routes') },
-    { rule: 'the gateway-facing admission imports no HTTP side', from: (f) => inDaemon(f, 'admission'), forbidden: (to) => inDaemon(to, 'api') || inDaemon(to, 'console') },
+    {
+      rule: 'a store backend runs nothing outside store/ but contract/ and the leaf',
+      from: (f) => inDaemon(f, 'store'),
+      forbidden: (to) =>
+        !inDaemon(to, 'store') && !rel(to).startsWith('src/contract/') && !rel(to).startsWith('src/rules/'),
+      runtimeOnly: true,
+    },
+    {
+      rule: 'the console does not import the API',
+      from: (f) => inDaemon(f, 'console'),
+      forbidden: (to) => inDaemon(to, 'api'),
+    },
+    {
+      rule: "api/body.ts does not reach into the API's routes",
+      from: (f) => rel(f) === 'src/daemon/api/body.ts',
+      forbidden: (to) => inDaemon(to, 'api/routes'),
+    },
+    {
+      rule: 'the gateway-facing admission imports no HTTP side',
+      from: (f) => inDaemon(f, 'admission'),
+      forbidden: (to) => inDaemon(to, 'api') || inDaemon(to, 'console'),
+    },
   ];
 
   it.each(INNER.map((r) => [r.rule, r] as const))('inner rule: %s', (_name, r) => {
     const wrong: string[] = [];
-    for (const [from, deps] of graph(r.runtimeOnly ?? false)) if (r.from(from)) for (const to of deps) if (r.forbidden(to)) wrong.push(`${rel(from)} -> ${rel(to)}`);
+    for (const [from, deps] of graph(r.runtimeOnly ?? false))
+      if (r.from(from)) for (const to of deps) if (r.forbidden(to)) wrong.push(`${rel(from)} -> ${rel(to)}`);
     expect(wrong).toEqual([]);
   });
 
@@ -165,10 +203,13 @@ describe('import graph of src/', () => {
       for (const to of deps) {
         const target = gatewayRoom(to);
         if (target === null || rel(to) === 'src/gateway/types.ts') continue;
-        if (rel(to) === 'src/gateway/index.ts' || (GATEWAY_FLOORS[target] ?? 99) > (GATEWAY_FLOORS[room] ?? -1)) wrong.push(`${rel(from)} (${room || 'root'}) -> ${rel(to)} (${target || 'root'})`);
+        if (rel(to) === 'src/gateway/index.ts' || (GATEWAY_FLOORS[target] ?? 99) > (GATEWAY_FLOORS[room] ?? -1))
+          wrong.push(`${rel(from)} (${room || 'root'}) -> ${rel(to)} (${target || 'root'})`);
       }
     }
-    expect(Object.keys(GATEWAY_FLOORS).sort()).toEqual([...new Set(sources(path.join(SRC, 'gateway')).map((f) => gatewayRoom(f)!))].sort());
+    expect(Object.keys(GATEWAY_FLOORS).sort()).toEqual(
+      [...new Set(sources(path.join(SRC, 'gateway')).map((f) => gatewayRoom(f)!))].sort(),
+    );
     expect(wrong).toEqual([]);
   });
 
@@ -176,23 +217,27 @@ describe('import graph of src/', () => {
     expect(graph(true).get(path.join(SRC, 'gateway/types.ts'))).toEqual([]);
   });
 
-  it('the daemon imports only the gateway\'s face (index.ts and types.ts)', () => {
+  it("the daemon imports only the gateway's face (index.ts and types.ts)", () => {
     const face = new Set(['src/gateway/index.ts', 'src/gateway/types.ts']);
     const wrong: string[] = [];
     for (const [from, deps] of graph(false)) {
       if (!rel(from).startsWith('src/daemon/')) continue;
-      for (const to of deps) if (rel(to).startsWith('src/gateway/') && !face.has(rel(to))) wrong.push(`${rel(from)} -> ${rel(to)}`);
+      for (const to of deps)
+        if (rel(to).startsWith('src/gateway/') && !face.has(rel(to))) wrong.push(`${rel(from)} -> ${rel(to)}`);
     }
     expect(wrong).toEqual([]);
   });
 
   it('the import rules catch a planted breach', () => {
     // The checks above read real files; this one proves their predicate on made-up paths.
-    const planted = (from: string, to: string) => (GATEWAY_FLOORS[gatewayRoom(path.join(ROOT, to))!] ?? 99) > (GATEWAY_FLOORS[gatewayRoom(path.join(ROOT, from))!] ?? -1);
+    const planted = (from: string, to: string) =>
+      (GATEWAY_FLOORS[gatewayRoom(path.join(ROOT, to))!] ?? 99) >
+      (GATEWAY_FLOORS[gatewayRoom(path.join(ROOT, from))!] ?? -1);
     expect(planted('src/gateway/relay/splice.ts', 'src/gateway/conn.ts')).toBe(true);
     expect(planted('src/gateway/wire/http-head.ts', 'src/gateway/dial/dialer.ts')).toBe(true);
     expect(planted('src/gateway/listen/socks5.ts', 'src/gateway/conn.ts')).toBe(false);
-    const arrow = (from: string, to: string) => (ALLOWED[layer(path.join(ROOT, from))] ?? []).includes(layer(path.join(ROOT, to)));
+    const arrow = (from: string, to: string) =>
+      (ALLOWED[layer(path.join(ROOT, from))] ?? []).includes(layer(path.join(ROOT, to)));
     expect(arrow('src/rules/host-port.ts', 'src/contract/paths.ts')).toBe(false);
     expect(arrow('src/gateway/conn.ts', 'src/contract/paths.ts')).toBe(false);
     expect(arrow('src/gateway/conn.ts', 'src/rules/host-port.ts')).toBe(true);
@@ -200,7 +245,11 @@ describe('import graph of src/', () => {
 
   it('imports no private path of a dependency', () => {
     const priv = /^(?:@[^/]+\/)?[^./][^/]*\/(?:lib|dist|src|types|internal)\//;
-    const bad = sources(SRC).flatMap((f) => specifiersOf(f, false).filter((s) => priv.test(s)).map((s) => `${rel(f)}: ${s}`));
+    const bad = sources(SRC).flatMap((f) =>
+      specifiersOf(f, false)
+        .filter((s) => priv.test(s))
+        .map((s) => `${rel(f)}: ${s}`),
+    );
     expect(bad).toEqual([]);
   });
 });

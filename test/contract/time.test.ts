@@ -1,7 +1,12 @@
 // Times as operators type them (`proxyd admin … --since/--from/--to/--expires`): a day the month lacks is refused.
 import { describe, expect, it } from 'vitest';
 import { isoTimeProblem, parseDurationMs, parseIsoTime, timeFlagProblem } from '../../src/contract/time.js';
-import { UsageDomainsQuerySchema, UsageSeriesQuerySchema, firstIssueDetail, firstIssueField } from '../../src/contract/schemas.js';
+import {
+  UsageDomainsQuerySchema,
+  UsageSeriesQuerySchema,
+  firstIssueDetail,
+  firstIssueField,
+} from '../../src/contract/schemas.js';
 
 describe('parseIsoTime', () => {
   it('takes a date or a date-time with a zone', () => {
@@ -11,7 +16,7 @@ describe('parseIsoTime', () => {
     expect(parseIsoTime('2026-12-31T23:59:59.999Z')).toBe(Date.UTC(2026, 11, 31, 23, 59, 59, 999));
   });
 
-  it('a date-time without a zone is UTC, whatever the host\'s zone; an offset is honoured', () => {
+  it("a date-time without a zone is UTC, whatever the host's zone; an offset is honoured", () => {
     expect(parseIsoTime('2026-11-26T13:44:00')).toBe(Date.UTC(2026, 10, 26, 13, 44));
     expect(parseIsoTime('2026-11-26T13:44')).toBe(Date.UTC(2026, 10, 26, 13, 44));
     expect(parseIsoTime('2026-11-26T13:44:00+02:00')).toBe(Date.UTC(2026, 10, 26, 11, 44));
@@ -19,13 +24,23 @@ describe('parseIsoTime', () => {
   });
 
   it('refuses a day the month does not have, instead of rolling it into the next month', () => {
-    for (const s of ['2099-02-31', '2026-11-31', '2026-02-30T00:00:00Z', '2026-02-29', '2026-13-01', '2026-00-10', '2026-01-00', '2026-04-31']) {
+    for (const s of [
+      '2099-02-31',
+      '2026-11-31',
+      '2026-02-30T00:00:00Z',
+      '2026-02-29',
+      '2026-13-01',
+      '2026-00-10',
+      '2026-01-00',
+      '2026-04-31',
+    ]) {
       expect(parseIsoTime(s), s).toBeNull();
     }
   });
 
   it('refuses what is not an ISO time', () => {
-    for (const s of ['', 'yesterday', '25/11/2026', '2026-1-5', '2026-11-25T25:00:00Z']) expect(parseIsoTime(s), s).toBeNull();
+    for (const s of ['', 'yesterday', '25/11/2026', '2026-1-5', '2026-11-25T25:00:00Z'])
+      expect(parseIsoTime(s), s).toBeNull();
   });
 });
 
@@ -53,22 +68,34 @@ describe('what is wrong with a time, named', () => {
   ] as const)('%s (zone %s): %s', (s, zone, why) => expect(isoTimeProblem(s, zone)).toBe(why));
 
   it('nothing specific for a time that is fine or not a time at all', () => {
-    for (const s of ['2026-12-01T10:00:00', '2026-11-30', 'yesterday', '25/11/2026']) expect(isoTimeProblem(s, 'optional'), s).toBeNull();
+    for (const s of ['2026-12-01T10:00:00', '2026-11-30', 'yesterday', '25/11/2026'])
+      expect(isoTimeProblem(s, 'optional'), s).toBeNull();
     expect(isoTimeProblem('2026-12-01T10:00:00Z', 'required')).toBeNull();
   });
 
   it('a flag says the part that is wrong, else what it expected', () => {
-    expect(timeFlagProblem('--expires', '2026-02-30', 'an ISO time, or never')).toBe('--expires: "2026-02-30": February 2026 has 28 days (expected an ISO time, or never)');
-    expect(timeFlagProblem('--expires', 'soon', 'an ISO time, or never')).toBe('--expires: expected an ISO time, or never, got "soon"');
+    expect(timeFlagProblem('--expires', '2026-02-30', 'an ISO time, or never')).toBe(
+      '--expires: "2026-02-30": February 2026 has 28 days (expected an ISO time, or never)',
+    );
+    expect(timeFlagProblem('--expires', 'soon', 'an ISO time, or never')).toBe(
+      '--expires: expected an ISO time, or never, got "soon"',
+    );
   });
 
   it('the API names the field and the part: a time without a zone, a day the month lacks', () => {
-    const detail = (schema: typeof UsageSeriesQuerySchema | typeof UsageDomainsQuerySchema, q: Record<string, string>) => {
+    const detail = (
+      schema: typeof UsageSeriesQuerySchema | typeof UsageDomainsQuerySchema,
+      q: Record<string, string>,
+    ) => {
       const r = schema.safeParse(q);
       return r.success ? null : `${firstIssueField(r.error)} (${firstIssueDetail(r.error)})`;
     };
-    expect(detail(UsageSeriesQuerySchema, { granularity: 'day', from: '2026-12-01T10:00:00' })).toBe('from (no time zone: add Z for UTC, or an offset such as +02:00)');
-    expect(detail(UsageSeriesQuerySchema, { granularity: 'day', from: '2026-11-31' })).toBe('from (November 2026 has 30 days)');
+    expect(detail(UsageSeriesQuerySchema, { granularity: 'day', from: '2026-12-01T10:00:00' })).toBe(
+      'from (no time zone: add Z for UTC, or an offset such as +02:00)',
+    );
+    expect(detail(UsageSeriesQuerySchema, { granularity: 'day', from: '2026-11-31' })).toBe(
+      'from (November 2026 has 30 days)',
+    );
     expect(detail(UsageDomainsQuerySchema, { to: '2026-11-31' })).toBe('to (November 2026 has 30 days)');
     expect(detail(UsageDomainsQuerySchema, { from: '2026-11-01T00:00:00Z' })).toBe('from (expected a day, YYYY-MM-DD)');
   });

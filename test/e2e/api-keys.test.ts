@@ -4,7 +4,18 @@
 // are named and change nothing; `--key-limits` is checked at start (exit 2).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { USAGE_PATHS } from '../../src/contract/paths.js';
-import { admin, LIST, makeAccount, run, PROXYD, startDaemon, tempDir, dataDirFor, databaseUrlOf, type Daemon } from '../helpers/daemon.js';
+import {
+  admin,
+  LIST,
+  makeAccount,
+  run,
+  PROXYD,
+  startDaemon,
+  tempDir,
+  dataDirFor,
+  databaseUrlOf,
+  type Daemon,
+} from '../helpers/daemon.js';
 import { BACKENDS, postgresSkipReason } from '../helpers/postgres.js';
 import { patient } from '../helpers/patience.js';
 
@@ -38,9 +49,25 @@ describe.each(BACKENDS)('proxyd admin key against a running daemon (%s)', (backe
   afterAll(async () => d?.stop());
 
   it('create prints the key once; it opens usage; list never shows it; revoke refuses it within 1 s', async () => {
-    const made = await admin(d.dataDir, ['key', 'create', '--email', email, '--name', 'reporting', '--scopes', 'usage:read', '--allowed-ips', '127.0.0.1,::1']);
+    const made = await admin(d.dataDir, [
+      'key',
+      'create',
+      '--email',
+      email,
+      '--name',
+      'reporting',
+      '--scopes',
+      'usage:read',
+      '--allowed-ips',
+      '127.0.0.1,::1',
+    ]);
     expect(made.code, made.stderr).toBe(0);
-    expect(made.json).toMatchObject({ name: 'reporting', scopes: ['usage:read'], expires_at: null, allowed_ips: ['127.0.0.1', '::1'] });
+    expect(made.json).toMatchObject({
+      name: 'reporting',
+      scopes: ['usage:read'],
+      expires_at: null,
+      allowed_ips: ['127.0.0.1', '::1'],
+    });
     expect(made.json.key).toMatch(new RegExp(`^pxk_${made.json.id}_[A-Za-z0-9_-]{43}$`));
     expect((await get(d.api, USAGE_PATHS.summary, bearer(made.json.key))).body.code).toBe(200);
     // The token still opens the whitelist, and only it.
@@ -49,10 +76,24 @@ describe.each(BACKENDS)('proxyd admin key against a running daemon (%s)', (backe
 
     const listed = await admin(d.dataDir, ['key', 'list', '--email', email]);
     expect(listed.code).toBe(0);
-    const lines = listed.stdout.trim().split('\n').map((l) => JSON.parse(l));
+    const lines = listed.stdout
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l));
     expect(lines.map((l) => l.id)).toContain(made.json.id);
     expect(listed.stdout).not.toContain(made.json.key.split('_').slice(2).join('_'));
-    expect(Object.keys(lines[0]).sort()).toEqual(['allowed_ips', 'created_at', 'expires_at', 'id', 'last_used_at', 'last_used_ip', 'name', 'revoked_at', 'scopes', 'state']);
+    expect(Object.keys(lines[0]).sort()).toEqual([
+      'allowed_ips',
+      'created_at',
+      'expires_at',
+      'id',
+      'last_used_at',
+      'last_used_ip',
+      'name',
+      'revoked_at',
+      'scopes',
+      'state',
+    ]);
 
     const revoked = await admin(d.dataDir, ['key', 'revoke', '--email', email, '--id', made.json.id]);
     expect(revoked.code, revoked.stderr).toBe(0);
@@ -73,7 +114,10 @@ describe.each(BACKENDS)('proxyd admin key against a running daemon (%s)', (backe
       [['--name', 'x'.repeat(65), '--scopes', 'usage:read'], /--name: expected 1 to 64 characters/],
       [['--name', 'x', '--scopes', 'usage:read', '--expires', '2020-01-01'], /--expires: must be in the future/],
       [['--name', 'x', '--scopes', 'usage:read', '--expires', 'tomorrow'], /--expires/],
-      [['--name', 'x', '--scopes', 'usage:read', '--allowed-ips', '10.0.0.0/40'], /--allowed-ips: "10.0.0.0\/40" is not an IP address or CIDR/],
+      [
+        ['--name', 'x', '--scopes', 'usage:read', '--allowed-ips', '10.0.0.0/40'],
+        /--allowed-ips: "10.0.0.0\/40" is not an IP address or CIDR/,
+      ],
     ];
     for (const [flags, msg] of cases) {
       const r = await admin(d.dataDir, ['key', 'create', '--email', email, ...flags]);
@@ -92,7 +136,18 @@ describe.each(BACKENDS)('proxyd admin key against a running daemon (%s)', (backe
 
   it('an expiring key stops at its time', async () => {
     const soon = new Date(Date.now() + 3_000).toISOString();
-    const made = await admin(d.dataDir, ['key', 'create', '--email', email, '--name', 'short', '--scopes', 'usage:read', '--expires', soon]);
+    const made = await admin(d.dataDir, [
+      'key',
+      'create',
+      '--email',
+      email,
+      '--name',
+      'short',
+      '--scopes',
+      'usage:read',
+      '--expires',
+      soon,
+    ]);
     expect(made.code, made.stderr).toBe(0);
     expect((await get(d.api, USAGE_PATHS.summary, bearer(made.json.key))).body.code).toBe(200);
     await within(5_000, async () => (await get(d.api, USAGE_PATHS.summary, bearer(made.json.key))).status === 401);
@@ -100,7 +155,16 @@ describe.each(BACKENDS)('proxyd admin key against a running daemon (%s)', (backe
   });
 
   it('no key, token or api_key value in any log line: keys in the header, the query string and X-API-Key', async () => {
-    const made = await admin(d.dataDir, ['key', 'create', '--email', email, '--name', 'logs', '--scopes', 'usage:read']);
+    const made = await admin(d.dataDir, [
+      'key',
+      'create',
+      '--email',
+      email,
+      '--name',
+      'logs',
+      '--scopes',
+      'usage:read',
+    ]);
     const key: string = made.json.key;
     await get(d.api, USAGE_PATHS.summary, bearer(key));
     await get(d.api, `${USAGE_PATHS.summary}?api_key=${encodeURIComponent(key)}`);
@@ -123,7 +187,19 @@ describe.each(BACKENDS)('proxyd admin key against a running daemon (%s)', (backe
 describe('proxyd serve --key-limits', () => {
   it('a bad value exits 2 naming the flag', async () => {
     for (const bad of ['120', '0,30', '120,x', '-1,5', '120,30,1']) {
-      const r = await run(PROXYD, ['serve', '--data-dir', tempDir(), '--api-listen', '127.0.0.1:0', '--http-proxy-listen', '127.0.0.1:0', '--socks-listen', '127.0.0.1:0', '--key-limits', bad]);
+      const r = await run(PROXYD, [
+        'serve',
+        '--data-dir',
+        tempDir(),
+        '--api-listen',
+        '127.0.0.1:0',
+        '--http-proxy-listen',
+        '127.0.0.1:0',
+        '--socks-listen',
+        '127.0.0.1:0',
+        '--key-limits',
+        bad,
+      ]);
       expect({ bad, code: r.code }).toEqual({ bad, code: 2 });
       expect(r.stderr).toMatch(/--key-limits/);
     }
@@ -145,13 +221,17 @@ describe.skipIf(postgresSkipReason())('a fleet of two daemons on one PostgreSQL'
     await Promise.all(nodes.map((n) => n.stop()));
   });
 
-  it('a key revoked through one node\'s database is refused by both within 1 s; made on one, it works on the other at once', async () => {
+  it("a key revoked through one node's database is refused by both within 1 s; made on one, it works on the other at once", async () => {
     const made = await admin(dir, ['key', 'create', '--email', email, '--name', 'fleet', '--scopes', 'usage:read']);
     expect(made.code, made.stderr).toBe(0);
     for (const n of nodes) expect((await get(n.api, USAGE_PATHS.summary, bearer(made.json.key))).body.code).toBe(200);
     const revoked = await admin(dir, ['key', 'revoke', '--email', email, '--id', made.json.id]);
     expect(revoked.code).toBe(0);
-    const took = await Promise.all(nodes.map((n) => within(1_000, async () => (await get(n.api, USAGE_PATHS.summary, bearer(made.json.key))).status === 401)));
+    const took = await Promise.all(
+      nodes.map((n) =>
+        within(1_000, async () => (await get(n.api, USAGE_PATHS.summary, bearer(made.json.key))).status === 401),
+      ),
+    );
     console.log(JSON.stringify({ event: 'key_revocation_ms', nodes: took }));
   });
 });

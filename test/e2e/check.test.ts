@@ -27,15 +27,24 @@ const lookup: LookupFn = async (host) => {
 
 async function proxyUser(d: Daemon): Promise<void> {
   const email = 'check@example.com';
-  const acct = await admin(d.dataDir, ['account', 'create', '--email', email, '--password-stdin', '--verified'], 'console password 123\n');
+  const acct = await admin(
+    d.dataDir,
+    ['account', 'create', '--email', email, '--password-stdin', '--verified'],
+    'console password 123\n',
+  );
   if (acct.code !== 0) throw new Error(`account create: ${acct.stderr}`);
-  const pu = await admin(d.dataDir, ['proxy-user', 'create', '--email', email, '--username', 'alice', '--password-stdin'], `${PASS}\n`);
+  const pu = await admin(
+    d.dataDir,
+    ['proxy-user', 'create', '--email', email, '--username', 'alice', '--password-stdin'],
+    `${PASS}\n`,
+  );
   if (pu.code !== 0) throw new Error(`proxy-user create: ${pu.stderr}`);
 }
 
 const http_ = (d: Daemon, creds = `alice:${PASS}@`) => `http://${creds}${d.httpProxy}`;
 const socks_ = (d: Daemon, creds = `alice:${PASS}@`, scheme = 'socks5h') => `${scheme}://${creds}${d.socks}`;
-const check = (o: Partial<CheckOptions> & Pick<CheckOptions, 'proxy' | 'target'>) => performCheck({ timeoutMs: 3000, direct: true, ca: certs.caPem, ...o }, { lookup });
+const check = (o: Partial<CheckOptions> & Pick<CheckOptions, 'proxy' | 'target'>) =>
+  performCheck({ timeoutMs: 3000, direct: true, ca: certs.caPem, ...o }, { lookup });
 const names = (r: Awaited<ReturnType<typeof performCheck>>) => r.report.stages.map((s) => `${s.name}:${s.status}`);
 const ALL_OK = ['dns:ok', 'tcp:ok', 'auth:ok', 'connect:ok', 'tls:ok', 'status:ok'];
 
@@ -72,7 +81,11 @@ describe('every stage ok', () => {
   });
 
   it('SOCKS5 (socks5, resolved locally) -> HTTPS target', async () => {
-    const r = await check({ proxy: socks_(open, `alice:${PASS}@`, 'socks5'), target: `https://localhost:${https.port}/`, direct: false });
+    const r = await check({
+      proxy: socks_(open, `alice:${PASS}@`, 'socks5'),
+      target: `https://localhost:${https.port}/`,
+      direct: false,
+    });
     expect(names(r)).toEqual(ALL_OK);
   });
 
@@ -92,13 +105,26 @@ describe('every stage ok', () => {
 describe('a failure at each stage stops there', () => {
   it('dns: unresolvable gateway name', async () => {
     const port = open.httpProxy.split(':')[1];
-    const r = await check({ proxy: `http://alice:${PASS}@gateway.invalid:${port}`, target: `https://localhost:${https.port}/` });
-    expect(names(r)).toEqual(['dns:fail', 'tcp:skipped', 'auth:skipped', 'connect:skipped', 'tls:skipped', 'status:skipped']);
+    const r = await check({
+      proxy: `http://alice:${PASS}@gateway.invalid:${port}`,
+      target: `https://localhost:${https.port}/`,
+    });
+    expect(names(r)).toEqual([
+      'dns:fail',
+      'tcp:skipped',
+      'auth:skipped',
+      'connect:skipped',
+      'tls:skipped',
+      'status:skipped',
+    ]);
     expect(r.report.diagnosis).toMatch(/does not resolve/);
   });
 
   it('tcp: closed port', async () => {
-    const r = await check({ proxy: `http://alice:${PASS}@127.0.0.1:${await closedPort()}`, target: `https://localhost:${https.port}/` });
+    const r = await check({
+      proxy: `http://alice:${PASS}@127.0.0.1:${await closedPort()}`,
+      target: `https://localhost:${https.port}/`,
+    });
     expect(r.failure?.stage).toBe('tcp');
     expect(r.report.diagnosis).toMatch(/^Nothing accepts connections/);
   });
@@ -107,7 +133,10 @@ describe('a failure at each stage stops there', () => {
     const url = (d: Daemon, creds?: string) => (proto === 'http' ? http_(d, creds) : socks_(d, creds));
 
     it(`${proto} auth: wrong password`, async () => {
-      const r = await check({ proxy: url(open, 'alice:not-the-password@'), target: `https://localhost:${https.port}/` });
+      const r = await check({
+        proxy: url(open, 'alice:not-the-password@'),
+        target: `https://localhost:${https.port}/`,
+      });
       expect(names(r).slice(2)).toEqual(['auth:fail', 'connect:skipped', 'tls:skipped', 'status:skipped']);
       expect(r.report.stages[2]!.detail).toMatch(proto === 'http' ? /^407 .*realm "proxy"/ : /RFC 1929 status 0x01/);
       expect(r.report.diagnosis).toMatch(/rejected the username or password/);
@@ -122,7 +151,11 @@ describe('a failure at each stage stops there', () => {
     it(`${proto} connect: private target refused by policy`, async () => {
       const r = await check({ proxy: url(strict), target: `https://localhost:${https.port}/` });
       expect(names(r).slice(2)).toEqual(['auth:ok', 'connect:fail', 'tls:skipped', 'status:skipped']);
-      expect(r.report.diagnosis).toMatch(proto === 'http' ? /refuses to reach localhost \(403/ : /does not allow this connection to localhost \(SOCKS5 reply 0x02/);
+      expect(r.report.diagnosis).toMatch(
+        proto === 'http'
+          ? /refuses to reach localhost \(403/
+          : /does not allow this connection to localhost \(SOCKS5 reply 0x02/,
+      );
     });
 
     it(`${proto} connect: target refuses the connection`, async () => {
@@ -186,23 +219,48 @@ describe('the proxyctl binary', () => {
   it("the check shows the gateway's request id, --report carries it, and support finds the record by it", async () => {
     const dir = mkdtempSync(path.join(tmpdir(), 'proxyctl-report-'));
     const report = path.join(dir, 'report.md');
-    const r = await run(PROXYCTL, ['--no-color', 'check', '--proxy', `http://alice:wrong-${PASS}@${open.httpProxy}`, '--target', `https://localhost:${https.port}/`, '--ca', certs.caFile, '--report', report]);
+    const r = await run(PROXYCTL, [
+      '--no-color',
+      'check',
+      '--proxy',
+      `http://alice:wrong-${PASS}@${open.httpProxy}`,
+      '--target',
+      `https://localhost:${https.port}/`,
+      '--ca',
+      certs.caFile,
+      '--report',
+      report,
+    ]);
     expect(r.code).toBe(6);
     const id = /gateway request id: (\S+)/.exec(r.stdout)?.[1];
     expect(id).toMatch(/^[0-9a-f]{12}-[0-9a-z]{6,}$/);
     expect(readFileSync(report, 'utf8')).toContain(`| gateway request id | ${id} |`);
     // Support's side: the record of that very attempt, with its precise reason.
-    const rec = await waitFor('record', async () => {
-      const found = await run(PROXYD, ['admin', 'connections', '--data-dir', open.dataDir, '--id', id!]);
-      return found.stdout.trim() ? JSON.parse(found.stdout.trim()) : null;
-    }, 5_000);
+    const rec = await waitFor(
+      'record',
+      async () => {
+        const found = await run(PROXYD, ['admin', 'connections', '--data-dir', open.dataDir, '--id', id!]);
+        return found.stdout.trim() ? JSON.parse(found.stdout.trim()) : null;
+      },
+      5_000,
+    );
     expect(rec).toMatchObject({ request_id: id, reason: 'wrong_password', username: 'alice', decision: 'refused' });
   });
 
   it('a failed check exits 6 and never shows the password (table and JSON)', async () => {
     const bad = 'Wr0ng-Secret-Value';
     for (const json of [false, true]) {
-      const r = await run(PROXYCTL, [...(json ? ['--json'] : []), '--no-color', 'check', '--proxy', `http://alice:${bad}@${open.httpProxy}`, '--target', `https://localhost:${https.port}/`, '--ca', certs.caFile]);
+      const r = await run(PROXYCTL, [
+        ...(json ? ['--json'] : []),
+        '--no-color',
+        'check',
+        '--proxy',
+        `http://alice:${bad}@${open.httpProxy}`,
+        '--target',
+        `https://localhost:${https.port}/`,
+        '--ca',
+        certs.caFile,
+      ]);
       expect(r.code).toBe(6);
       expect(r.stdout + r.stderr).not.toContain(bad);
       expect(r.stdout).toContain(json ? '"diagnosis"' : `alice:****@${open.httpProxy}`);
@@ -212,7 +270,9 @@ describe('the proxyctl binary', () => {
   it('the target comes from config key check.target when --target is absent', async () => {
     const dir = mkdtempSync(path.join(tmpdir(), 'proxyctl-cfg-'));
     writeFileSync(path.join(dir, 'config.json'), JSON.stringify({ 'check.target': `${strict.api}/ip` }));
-    const r = await run(PROXYCTL, ['--json', 'check', '--proxy', socks_(open), '--no-direct'], { env: { PROXYCTL_CONFIG_DIR: dir } });
+    const r = await run(PROXYCTL, ['--json', 'check', '--proxy', socks_(open), '--no-direct'], {
+      env: { PROXYCTL_CONFIG_DIR: dir },
+    });
     const doc = JSON.parse(r.stdout);
     expect(doc.egress_ip).toBe('127.0.0.2');
     expect(doc.direct_ip).toBeNull();

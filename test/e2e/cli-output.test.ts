@@ -15,7 +15,16 @@ beforeAll(async () => {
   work = tempDir('proxyctl-out-');
   daemon = await startDaemon();
   await makeAccount(daemon.dataDir, 'out@example.test');
-  const k = await admin(daemon.dataDir, ['key', 'create', '--email', 'out@example.test', '--name', 'usage', '--scopes', 'usage:read']);
+  const k = await admin(daemon.dataDir, [
+    'key',
+    'create',
+    '--email',
+    'out@example.test',
+    '--name',
+    'usage',
+    '--scopes',
+    'usage:read',
+  ]);
   if (k.code !== 0) throw new Error(`key create failed: ${k.stderr}`);
   key = k.json.key;
 }, patient(60_000));
@@ -28,7 +37,10 @@ afterAll(async () => {
 function ctlTo(args: string[], stdout: 'closed-pipe' | number): Promise<{ code: number | null; stderr: string }> {
   return new Promise((resolve, reject) => {
     const env = { ...process.env, ...isolatedCliEnv(work, daemon.api, { PROXYCTL_API_KEY: key, NO_COLOR: '1' }) };
-    const proc = spawn(process.execPath, [PROXYCTL, ...args], { env, stdio: ['ignore', stdout === 'closed-pipe' ? 'pipe' : stdout, 'pipe'] });
+    const proc = spawn(process.execPath, [PROXYCTL, ...args], {
+      env,
+      stdio: ['ignore', stdout === 'closed-pipe' ? 'pipe' : stdout, 'pipe'],
+    });
     // What `| head -0` does: the reader is gone before the first line.
     if (stdout === 'closed-pipe') proc.stdout!.destroy();
     let stderr = '';
@@ -40,7 +52,13 @@ function ctlTo(args: string[], stdout: 'closed-pipe' | number): Promise<{ code: 
 
 describe('proxyctl output to a reader that stops early, or to a full disk', () => {
   it('`proxyctl usage | head`: the output is cut quietly, exit as the command ends (no stack trace)', async () => {
-    for (const args of [['usage'], ['usage', '--by', 'day', '--from', '2026-11-01'], ['usage', '--csv'], ['--json', 'usage'], ['completion', 'bash']]) {
+    for (const args of [
+      ['usage'],
+      ['usage', '--by', 'day', '--from', '2026-11-01'],
+      ['usage', '--csv'],
+      ['--json', 'usage'],
+      ['completion', 'bash'],
+    ]) {
       const r = await ctlTo(args, 'closed-pipe');
       expect({ args, code: r.code, stderr: r.stderr }).toEqual({ args, code: 0, stderr: '' });
     }
@@ -51,7 +69,11 @@ describe('proxyctl output to a reader that stops early, or to a full disk', () =
     try {
       for (const args of [['usage'], ['--json', 'usage'], ['completion', 'bash']]) {
         const r = await ctlTo(args, fd);
-        expect({ args, code: r.code, stderr: r.stderr }).toEqual({ args, code: 1, stderr: 'error: cannot write the output: ENOSPC\n' });
+        expect({ args, code: r.code, stderr: r.stderr }).toEqual({
+          args,
+          code: 1,
+          stderr: 'error: cannot write the output: ENOSPC\n',
+        });
       }
     } finally {
       closeSync(fd);

@@ -7,7 +7,18 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { PROXYCTL, ROOT, admin, isolatedCliEnv, makeAccount, run, startDaemon, tempDir, type Daemon, type RunResult } from '../helpers/daemon.js';
+import {
+  PROXYCTL,
+  ROOT,
+  admin,
+  isolatedCliEnv,
+  makeAccount,
+  run,
+  startDaemon,
+  tempDir,
+  type Daemon,
+  type RunResult,
+} from '../helpers/daemon.js';
 import { patient } from '../helpers/patience.js';
 
 const PASS = 'e2e-Sync-Pa55word';
@@ -28,7 +39,11 @@ function ips(n: number, prefix: string): string[] {
 }
 
 async function ctl(args: string[], opts: { input?: string; env?: Record<string, string> } = {}): Promise<RunResult> {
-  const r = await run(PROXYCTL, args, { ...(opts.input !== undefined ? { input: opts.input } : {}), env: isolatedCliEnv(work, daemon.api, { PROXYCTL_API_KEY: token, ...opts.env }), timeoutMs: 120_000 });
+  const r = await run(PROXYCTL, args, {
+    ...(opts.input !== undefined ? { input: opts.input } : {}),
+    env: isolatedCliEnv(work, daemon.api, { PROXYCTL_API_KEY: token, ...opts.env }),
+    timeoutMs: 120_000,
+  });
   outputs.push(r);
   return r;
 }
@@ -73,7 +88,11 @@ beforeAll(async () => {
   daemon = await startDaemon({ args: ['--allow-private-targets'] });
   ({ token } = await makeAccount(daemon.dataDir, EMAIL));
   secrets.push(token, token.split('.')[1]!);
-  const pu = await admin(daemon.dataDir, ['proxy-user', 'create', '--email', EMAIL, '--username', 'alice', '--password-stdin'], `${PASS}\n`);
+  const pu = await admin(
+    daemon.dataDir,
+    ['proxy-user', 'create', '--email', EMAIL, '--username', 'alice', '--password-stdin'],
+    `${PASS}\n`,
+  );
   if (pu.code !== 0) throw new Error(pu.stderr);
   echo = createServer((req, res) => {
     res.setHeader('content-type', 'application/json');
@@ -128,11 +147,20 @@ describe('whitelist sync', { timeout: 120_000 }, () => {
 
   it('a line that is not a dotted-decimal IPv4 (a typo, 008.008.0.1) refuses the whole sync: exit 2, nothing sent, nothing deleted', async () => {
     const from = daemon.logs.length;
-    const typo = [...A.slice(1), A[0]!.split('.').map((o) => o.padStart(3, '0')).join('.'), 'not-an-ip'];
+    const typo = [
+      ...A.slice(1),
+      A[0]!
+        .split('.')
+        .map((o) => o.padStart(3, '0'))
+        .join('.'),
+      'not-an-ip',
+    ];
     for (const extra of [[], ['--dry-run']]) {
       const r = await ctl(['whitelist', 'sync', '--file', fileOf('typo.txt', typo), '--yes', ...extra]);
       expect(r.code).toBe(2);
-      expect(r.stderr).toMatch(/^error: 2 lines are not an IPv4 address in dotted decimal \(0\d\d\.[^,]+, not-an-ip\): nothing was changed$/m);
+      expect(r.stderr).toMatch(
+        /^error: 2 lines are not an IPv4 address in dotted decimal \(0\d\d\.[^,]+, not-an-ip\): nothing was changed$/m,
+      );
     }
     expect(writes(from)).toEqual([]);
     expect((await listed()).size).toBe(1000);
@@ -153,7 +181,13 @@ describe('whitelist sync', { timeout: 120_000 }, () => {
     const from = daemon.logs.length;
     const r = await ctl(['whitelist', 'sync', '--file', path.join(work, 'b.txt'), '--yes', '--json']);
     expect(r.code, r.stderr).toBe(0);
-    expect(JSON.parse(r.stdout)).toEqual({ added: 200, deleted: 300, unchanged: 700, failed_items: [], dry_run: false });
+    expect(JSON.parse(r.stdout)).toEqual({
+      added: 200,
+      deleted: 300,
+      unchanged: 700,
+      failed_items: [],
+      dry_run: false,
+    });
     const w = writes(from);
     expect(w.filter((x) => x.route.endsWith('/delete'))).toHaveLength(3);
     expect(w.filter((x) => x.route.endsWith('/add'))).toHaveLength(2);
@@ -174,7 +208,15 @@ describe('whitelist sync', { timeout: 120_000 }, () => {
   });
 
   it('--update-remarks applies a changed remark as delete + add', async () => {
-    const r = await ctl(['whitelist', 'sync', '--file', path.join(work, 'b.txt'), '--update-remarks', '--yes', '--json']);
+    const r = await ctl([
+      'whitelist',
+      'sync',
+      '--file',
+      path.join(work, 'b.txt'),
+      '--update-remarks',
+      '--yes',
+      '--json',
+    ]);
     expect(r.code, r.stderr).toBe(0);
     expect(JSON.parse(r.stdout)).toEqual({ added: 1, deleted: 1, unchanged: 899, failed_items: [], dry_run: false });
     expect((await listed()).get(kept[0]!)).toBe('office');
@@ -190,7 +232,10 @@ describe('whitelist sync', { timeout: 120_000 }, () => {
     const C = [...B, ...ips(1000, '9.10')];
     const file = fileOf('c.txt', C);
     const from = daemon.logs.length;
-    const proc = spawn(process.execPath, [PROXYCTL, 'whitelist', 'sync', '--file', file, '--yes'], { env: { ...process.env, ...isolatedCliEnv(work, daemon.api, { PROXYCTL_API_KEY: token }) }, stdio: 'ignore' });
+    const proc = spawn(process.execPath, [PROXYCTL, 'whitelist', 'sync', '--file', file, '--yes'], {
+      env: { ...process.env, ...isolatedCliEnv(work, daemon.api, { PROXYCTL_API_KEY: token }) },
+      stdio: 'ignore',
+    });
     const exited = new Promise<void>((ok) => proc.on('exit', () => ok()));
     await new Promise<void>((resolve, reject) => {
       const t = setTimeout(() => reject(new Error('no 429 seen')), 60_000);
@@ -223,7 +268,16 @@ describe('whitelist add --current', () => {
   it('adds the IP a local echo reports', async () => {
     await newToken();
     echoIp = '8.8.4.4';
-    const r = await ctl(['whitelist', 'add', '--current', '--echo', `http://127.0.0.1:${echoPort}/`, '--remark', 'laptop', '--json']);
+    const r = await ctl([
+      'whitelist',
+      'add',
+      '--current',
+      '--echo',
+      `http://127.0.0.1:${echoPort}/`,
+      '--remark',
+      'laptop',
+      '--json',
+    ]);
     expect(r.code, r.stderr).toBe(0);
     expect(JSON.parse(r.stdout)).toMatchObject({ success_count: 1, failed_count: 0 });
     expect(r.stderr).toContain('8.8.4.4');
@@ -250,7 +304,19 @@ describe('check --repeat and --report', { timeout: 60_000 }, () => {
   const target = () => `http://127.0.0.1:${echoPort}/caller`;
 
   it('--repeat 20 --json: per-stage p50/p95/max, no failures, exit 0', async () => {
-    const r = await ctl(['--json', 'check', '--proxy', proxy(), '--target', target(), '--no-direct', '--repeat', '20', '--interval', '0']);
+    const r = await ctl([
+      '--json',
+      'check',
+      '--proxy',
+      proxy(),
+      '--target',
+      target(),
+      '--no-direct',
+      '--repeat',
+      '20',
+      '--interval',
+      '0',
+    ]);
     expect(r.code, r.stderr).toBe(0);
     const doc = JSON.parse(r.stdout);
     expect(Object.keys(doc)).toEqual(['runs', 'ok', 'failed', 'stages', 'failures_by_stage', 'diagnoses']);
@@ -266,7 +332,18 @@ describe('check --repeat and --report', { timeout: 60_000 }, () => {
   it('--repeat with a wrong password: every run fails at auth, counted by stage, exit 6; the table on a pipe', async () => {
     const bad = 'Wr0ng-Sync-Secret';
     secrets.push(bad);
-    const r = await ctl(['check', '--proxy', proxy(bad), '--target', target(), '--no-direct', '--repeat', '5', '--interval', '10']);
+    const r = await ctl([
+      'check',
+      '--proxy',
+      proxy(bad),
+      '--target',
+      target(),
+      '--no-direct',
+      '--repeat',
+      '5',
+      '--interval',
+      '10',
+    ]);
     expect(r.code).toBe(6);
     expect(r.stdout).toMatch(/5 runs, 0 ok, 5 failed/);
     expect(r.stdout).toMatch(/p50 ms\s*│\s*p95 ms\s*│\s*max ms/);
@@ -292,20 +369,36 @@ describe('check --repeat and --report', { timeout: 60_000 }, () => {
     expect(md).toMatch(/\| time \(UTC\) \| \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ \|/);
     expect(md).toMatch(/\| via the proxy \| 127\.0\.0\.1 \|/);
     for (const h of ['## Stages', '## Diagnosis', '## Egress']) expect(md).toContain(`\n${h}\n`);
-    for (const stage of ['dns', 'tcp', 'auth', 'connect', 'status']) expect(md).toMatch(new RegExp(`\\n\\| ${stage} \\| ok \\| \\d+\\.\\d \\| `));
+    for (const stage of ['dns', 'tcp', 'auth', 'connect', 'status'])
+      expect(md).toMatch(new RegExp(`\\n\\| ${stage} \\| ok \\| \\d+\\.\\d \\| `));
     // Every table: a header, a delimiter row, and rows with as many cells as the header.
     const cells = (l: string) => l.replace(/\\\|/g, '').split('|').length;
     const lines = md.split('\n');
     for (let i = 0; i < lines.length; i++) {
       if (!lines[i]!.startsWith('|') || (i > 0 && lines[i - 1]!.startsWith('|'))) continue;
       expect(lines[i + 1], `delimiter row after line ${i}`).toMatch(/^\|(---\|)+$/);
-      for (let j = i; j < lines.length && lines[j]!.startsWith('|'); j++) expect(cells(lines[j]!)).toBe(cells(lines[i]!));
+      for (let j = i; j < lines.length && lines[j]!.startsWith('|'); j++)
+        expect(cells(lines[j]!)).toBe(cells(lines[i]!));
     }
   });
 
   it('--report with --repeat adds the run summary', async () => {
     const file = path.join(work, 'report-repeat.md');
-    const r = await ctl(['check', '--proxy', proxy(), '--target', target(), '--no-direct', '--repeat', '3', '--interval', '0', '--report', file, '--quiet']);
+    const r = await ctl([
+      'check',
+      '--proxy',
+      proxy(),
+      '--target',
+      target(),
+      '--no-direct',
+      '--repeat',
+      '3',
+      '--interval',
+      '0',
+      '--report',
+      file,
+      '--quiet',
+    ]);
     expect(r.code, r.stderr).toBe(0);
     const md = readFileSync(file, 'utf8');
     expect(md).toContain('## 3 runs');
@@ -334,8 +427,24 @@ t proxyctl completion ''
     expect(r.status, r.stderr).toBe(0);
     const out = r.stdout.split('\n');
     expect(out[0]).toBe('complete -F _proxyctl proxyctl');
-    const got = (prefix: string) => out.find((l) => l.startsWith(`${prefix}=>`))!.slice(prefix.length + 2).split(' ');
-    expect(got('proxyctl ')).toEqual(expect.arrayContaining(['login', 'logout', 'auth', 'config', 'whitelist', 'check', 'completion', '--json', '--base-url']));
+    const got = (prefix: string) =>
+      out
+        .find((l) => l.startsWith(`${prefix}=>`))!
+        .slice(prefix.length + 2)
+        .split(' ');
+    expect(got('proxyctl ')).toEqual(
+      expect.arrayContaining([
+        'login',
+        'logout',
+        'auth',
+        'config',
+        'whitelist',
+        'check',
+        'completion',
+        '--json',
+        '--base-url',
+      ]),
+    );
     expect(got('proxyctl whitelist ')).toEqual(expect.arrayContaining(['list', 'add', 'delete', 'sync']));
     expect(got('proxyctl whitelist s')).toEqual(['sync']);
     expect(got('proxyctl whitelist sync --d')).toEqual(['--dry-run']);
@@ -349,7 +458,9 @@ t proxyctl completion ''
     expect(zsh.split('\n')[0]).toBe('#compdef proxyctl');
     expect(zsh).toContain('complete -F _proxyctl proxyctl');
     const fish = (await ctl(['completion', 'fish'])).stdout;
-    expect(fish).toContain("complete -c proxyctl -n '__fish_seen_subcommand_from whitelist; and not __fish_seen_subcommand_from list add delete sync' -a sync");
+    expect(fish).toContain(
+      "complete -c proxyctl -n '__fish_seen_subcommand_from whitelist; and not __fish_seen_subcommand_from list add delete sync' -a sync",
+    );
     expect(fish).toMatch(/-l update-remarks/);
     expect((await ctl(['completion', 'tcsh'])).code).toBe(2);
   });
@@ -359,4 +470,3 @@ it('no output of any run contains a token or a password', () => {
   expect(outputs.length).toBeGreaterThan(20);
   for (const r of outputs) for (const s of secrets) expect(r.stdout.includes(s) || r.stderr.includes(s)).toBe(false);
 });
-

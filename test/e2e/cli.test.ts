@@ -4,7 +4,17 @@ import { spawnSync } from 'node:child_process';
 import { existsSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { PROXYCTL, admin, makeAccount, run, startDaemon, tempDir, type Daemon, type RunResult, isolatedCliEnv } from '../helpers/daemon.js';
+import {
+  PROXYCTL,
+  admin,
+  makeAccount,
+  run,
+  startDaemon,
+  tempDir,
+  type Daemon,
+  type RunResult,
+  isolatedCliEnv,
+} from '../helpers/daemon.js';
 import { BACKENDS } from '../helpers/postgres.js';
 import { patient } from '../helpers/patience.js';
 
@@ -26,7 +36,11 @@ function env(extra: Record<string, string> = {}): Record<string, string> {
 }
 
 async function ctl(args: string[], opts: { input?: string; env?: Record<string, string> } = {}): Promise<RunResult> {
-  const r = await run(PROXYCTL, args, { ...(opts.input !== undefined ? { input: opts.input } : {}), env: env(opts.env), timeoutMs: 60_000 });
+  const r = await run(PROXYCTL, args, {
+    ...(opts.input !== undefined ? { input: opts.input } : {}),
+    env: env(opts.env),
+    timeoutMs: 60_000,
+  });
   outputs.push({ args, r });
   return r;
 }
@@ -78,16 +92,31 @@ describe.each(BACKENDS)('proxyctl on %s', (backend) => {
     it('auth status: file, access key, accepted', async () => {
       const r = await ctl(['auth', 'status', '--json']);
       expect(r.code, r.stderr).toBe(0);
-      expect(JSON.parse(r.stdout)).toEqual({ source: 'file', access_key: token.split('.')[0], base_url: daemon.api, valid: true });
+      expect(JSON.parse(r.stdout)).toEqual({
+        source: 'file',
+        access_key: token.split('.')[0],
+        base_url: daemon.api,
+        valid: true,
+      });
       expect(r.stderr).toContain(credentials());
     });
 
     it('adds 250 IPs from a file (3 batches), lists them as JSON and as a table', async () => {
       const file = path.join(work, 'ips.txt');
-      writeFileSync(file, `# office and branches\n${ips(250).map((ip, i) => (i % 2 ? ip : `${ip}=site ${i}`)).join('\n')}\n\n${ips(3).join('\n')}\n`);
+      writeFileSync(
+        file,
+        `# office and branches\n${ips(250)
+          .map((ip, i) => (i % 2 ? ip : `${ip}=site ${i}`))
+          .join('\n')}\n\n${ips(3).join('\n')}\n`,
+      );
       const add = await ctl(['whitelist', 'add', '--file', file, '--json']);
       expect(add.code, add.stderr).toBe(0);
-      expect(JSON.parse(add.stdout)).toEqual({ success_count: 250, already_done: 0, failed_count: 0, failed_items: [] });
+      expect(JSON.parse(add.stdout)).toEqual({
+        success_count: 250,
+        already_done: 0,
+        failed_count: 0,
+        failed_items: [],
+      });
 
       const all = await ctl(['whitelist', 'list', '--all', '--json']);
       expect(all.code).toBe(0);
@@ -112,10 +141,15 @@ describe.each(BACKENDS)('proxyctl on %s', (backend) => {
     });
 
     it('draws a cli-table3 table on a TTY', async (t) => {
-      if (spawnSync('sh', ['-c', 'command -v script']).status !== 0) t.skip('script is not installed (apt-get install -y bsdutils)');
+      if (spawnSync('sh', ['-c', 'command -v script']).status !== 0)
+        t.skip('script is not installed (apt-get install -y bsdutils)');
       // util-linux `script` gives the command a pseudo-terminal.
       const cmd = `${JSON.stringify(process.execPath)} ${JSON.stringify(PROXYCTL)} whitelist list --page-size 3`;
-      const r = spawnSync('script', ['-qefc', cmd, '/dev/null'], { env: { ...process.env, ...env() }, encoding: 'utf8', timeout: 30_000 });
+      const r = spawnSync('script', ['-qefc', cmd, '/dev/null'], {
+        env: { ...process.env, ...env() },
+        encoding: 'utf8',
+        timeout: 30_000,
+      });
       outputs.push({ args: ['(tty) whitelist list'], r: { code: r.status, stdout: r.stdout, stderr: r.stderr } });
       expect(r.status).toBe(0);
       expect(r.stdout).toMatch(/┌/);
@@ -128,7 +162,12 @@ describe.each(BACKENDS)('proxyctl on %s', (backend) => {
       writeFileSync(file, `${ips(250).join('\n')}\n`);
       const del = await ctl(['whitelist', 'delete', '--file', file, '--json']);
       expect(del.code, del.stderr).toBe(0);
-      expect(JSON.parse(del.stdout)).toEqual({ success_count: 250, already_done: 0, failed_count: 0, failed_items: [] });
+      expect(JSON.parse(del.stdout)).toEqual({
+        success_count: 250,
+        already_done: 0,
+        failed_count: 0,
+        failed_items: [],
+      });
       expect(JSON.parse((await ctl(['whitelist', 'list', '--json'])).stdout).total).toBe(0);
     });
 
@@ -166,7 +205,9 @@ describe.each(BACKENDS)('proxyctl on %s', (backend) => {
         '999.1.1.1': 10420,
         '9.9.0.3': 10423,
       });
-      expect(readFileSync(failedOut, 'utf8').trim().split('\n').sort()).toEqual(['1.0.1.1', '10.0.0.1', '9.9.0.1', '9.9.0.3', '9.9.9.9', '999.1.1.1'].sort());
+      expect(readFileSync(failedOut, 'utf8').trim().split('\n').sort()).toEqual(
+        ['1.0.1.1', '10.0.0.1', '9.9.0.1', '9.9.0.3', '9.9.9.9', '999.1.1.1'].sort(),
+      );
 
       const human = await ctl(['whitelist', 'delete', '9.9.0.2', '8.8.200.200']);
       expect(human.code).toBe(3);

@@ -12,7 +12,21 @@ import { sleep, waitFor } from '../helpers/wait.js';
 
 const PASSWORD = 'sinks-password-123';
 const EMAIL = 'sinks@example.com';
-const KEYS = ['time', 'node', 'request_id', 'protocol', 'source_ip', 'username', 'account', 'target', 'decision', 'reason', 'bytes_up', 'bytes_down', 'duration_ms'];
+const KEYS = [
+  'time',
+  'node',
+  'request_id',
+  'protocol',
+  'source_ip',
+  'username',
+  'account',
+  'target',
+  'decision',
+  'reason',
+  'bytes_up',
+  'bytes_down',
+  'duration_ms',
+];
 
 /** One CONNECT through the gateway with these credentials; its request id. */
 async function attempt(d: Daemon, target: string, user: string, password: string): Promise<string> {
@@ -25,7 +39,13 @@ async function attempt(d: Daemon, target: string, user: string, password: string
   return /X-Request-Id: ([^\r]+)/.exec(head)![1]!;
 }
 
-const linesOf = (file: string) => (existsSync(file) ? readFileSync(file, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l) as Record<string, unknown>) : []);
+const linesOf = (file: string) =>
+  existsSync(file)
+    ? readFileSync(file, 'utf8')
+        .split('\n')
+        .filter(Boolean)
+        .map((l) => JSON.parse(l) as Record<string, unknown>)
+    : [];
 
 describe('connection-log sinks', () => {
   let echo: Awaited<ReturnType<typeof startTcpEcho>>;
@@ -41,14 +61,18 @@ describe('connection-log sinks', () => {
   async function node(sink: string): Promise<Daemon> {
     const dataDir = await dataDirFor('sqlite');
     await makeAccount(dataDir, EMAIL);
-    const made = await admin(dataDir, ['proxy-user', 'create', '--email', EMAIL, '--username', 'alice', '--password-stdin'], `${PASSWORD}\n`);
+    const made = await admin(
+      dataDir,
+      ['proxy-user', 'create', '--email', EMAIL, '--username', 'alice', '--password-stdin'],
+      `${PASSWORD}\n`,
+    );
     expect(made.code, made.stderr).toBe(0);
     const d = await startDaemon({ dataDir, args: ['--allow-private-targets', '--connection-log-sink', sink] });
     daemons.push(d);
     return d;
   }
 
-  it('jsonl:PATH: a line per attempt, in the records\' shape, within 2 s; reopened on SIGHUP', async () => {
+  it("jsonl:PATH: a line per attempt, in the records' shape, within 2 s; reopened on SIGHUP", async () => {
     const dir = tempDir('proxyd-sink-');
     const file = path.join(dir, 'connections.jsonl');
     const d = await node(`jsonl:${file}`);
@@ -60,8 +84,20 @@ describe('connection-log sinks', () => {
     expect(Date.now() - t0).toBeLessThan(2_000);
     expect(lines).toHaveLength(2);
     for (const l of lines) expect(Object.keys(l)).toEqual(KEYS);
-    expect(lines.find((l) => l.request_id === admitted)).toMatchObject({ protocol: 'connect', username: 'alice', account: EMAIL, target, decision: 'admitted', reason: null, bytes_up: 3 });
-    expect(lines.find((l) => l.request_id === refused)).toMatchObject({ decision: 'refused', reason: 'wrong_password', account: EMAIL });
+    expect(lines.find((l) => l.request_id === admitted)).toMatchObject({
+      protocol: 'connect',
+      username: 'alice',
+      account: EMAIL,
+      target,
+      decision: 'admitted',
+      reason: null,
+      bytes_up: 3,
+    });
+    expect(lines.find((l) => l.request_id === refused)).toMatchObject({
+      decision: 'refused',
+      reason: 'wrong_password',
+      account: EMAIL,
+    });
     expect(JSON.stringify(lines)).not.toContain('wrong password 1');
     // Nothing in the database: the log went to the file instead.
     expect((await admin(d.dataDir, ['connections'])).stdout).toBe('');
@@ -71,7 +107,11 @@ describe('connection-log sinks', () => {
     d.proc.kill('SIGHUP');
     await waitFor('reopened', () => d.logs.some((l) => l.includes('"event":"reopen"')), 3_000);
     const after = await attempt(d, target, 'alice', PASSWORD);
-    const fresh = await waitFor('a line in the new file', () => (linesOf(file).length >= 1 ? linesOf(file) : undefined), 4_000);
+    const fresh = await waitFor(
+      'a line in the new file',
+      () => (linesOf(file).length >= 1 ? linesOf(file) : undefined),
+      4_000,
+    );
     expect(fresh.map((l) => l.request_id)).toEqual([after]);
     expect(linesOf(`${file}.1`)).toHaveLength(2);
     expect(d.proc.exitCode).toBeNull();

@@ -8,7 +8,17 @@ import { createInterface } from 'node:readline';
 import http from 'node:http';
 import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { admin, databaseArgs, dataDirFor, inspectDb, makeAccount, PROXYD, run, startDaemon, type Daemon } from '../helpers/daemon.js';
+import {
+  admin,
+  databaseArgs,
+  dataDirFor,
+  inspectDb,
+  makeAccount,
+  PROXYD,
+  run,
+  startDaemon,
+  type Daemon,
+} from '../helpers/daemon.js';
 import { BACKENDS } from '../helpers/postgres.js';
 import { RawClient, basic, startBlackhole, startTcpEcho } from '../gateway/helpers.js';
 import { sleep, waitFor } from '../helpers/wait.js';
@@ -37,7 +47,8 @@ async function ask(port: number, request: string, source?: string): Promise<Answ
   };
 }
 
-const connect = (target: string, auth?: string) => `CONNECT ${target} HTTP/1.1\r\nHost: ${target}\r\n${auth ? `Proxy-Authorization: ${auth}\r\n` : ''}\r\n`;
+const connect = (target: string, auth?: string) =>
+  `CONNECT ${target} HTTP/1.1\r\nHost: ${target}\r\n${auth ? `Proxy-Authorization: ${auth}\r\n` : ''}\r\n`;
 
 describe('typed answers and the connection log (SQLite, one node)', () => {
   let d: Daemon;
@@ -51,8 +62,27 @@ describe('typed answers and the connection log (SQLite, one node)', () => {
   /** The record of a request id, polled straight from the database: must be there within 2 s of the answer. */
   async function recordOf(requestId: string) {
     const t0 = Date.now();
-    type Row = { reason: string | null; email: string | null; username: string | null; source_ip: string; target: string | null; protocol: string; bytes_up: number; bytes_down: number; duration_ms: number; node: string };
-    const row = await waitFor(`record ${requestId}`, () => db.get<Row | undefined>('SELECT c.*, a.email FROM connection_log c LEFT JOIN accounts a ON a.id = c.account_id WHERE request_id = ?', requestId), 4000);
+    type Row = {
+      reason: string | null;
+      email: string | null;
+      username: string | null;
+      source_ip: string;
+      target: string | null;
+      protocol: string;
+      bytes_up: number;
+      bytes_down: number;
+      duration_ms: number;
+      node: string;
+    };
+    const row = await waitFor(
+      `record ${requestId}`,
+      () =>
+        db.get<Row | undefined>(
+          'SELECT c.*, a.email FROM connection_log c LEFT JOIN accounts a ON a.id = c.account_id WHERE request_id = ?',
+          requestId,
+        ),
+      4000,
+    );
     expect(Date.now() - t0).toBeLessThan(patient(2000));
     return row;
   }
@@ -76,17 +106,56 @@ describe('typed answers and the connection log (SQLite, one node)', () => {
     apiPort = Number(new URL(d.api).port);
     const { token } = await makeAccount(d.dataDir, 'log@example.com');
     await makeAccount(d.dataDir, 'gone@example.com');
-    expect((await admin(d.dataDir, ['proxy-user', 'create', '--email', 'log@example.com', '--username', 'alice', '--password-stdin'], `${PASSWORD}\n`)).code).toBe(0);
-    expect((await admin(d.dataDir, ['proxy-user', 'create', '--email', 'log@example.com', '--username', 'bob', '--password-stdin'], `${PASSWORD}\n`)).code).toBe(0);
-    expect((await admin(d.dataDir, ['proxy-user', 'create', '--email', 'gone@example.com', '--username', 'sam', '--password-stdin'], `${PASSWORD}\n`)).code).toBe(0);
+    expect(
+      (
+        await admin(
+          d.dataDir,
+          ['proxy-user', 'create', '--email', 'log@example.com', '--username', 'alice', '--password-stdin'],
+          `${PASSWORD}\n`,
+        )
+      ).code,
+    ).toBe(0);
+    expect(
+      (
+        await admin(
+          d.dataDir,
+          ['proxy-user', 'create', '--email', 'log@example.com', '--username', 'bob', '--password-stdin'],
+          `${PASSWORD}\n`,
+        )
+      ).code,
+    ).toBe(0);
+    expect(
+      (
+        await admin(
+          d.dataDir,
+          ['proxy-user', 'create', '--email', 'gone@example.com', '--username', 'sam', '--password-stdin'],
+          `${PASSWORD}\n`,
+        )
+      ).code,
+    ).toBe(0);
     const add = await fetch(`${d.api}/openapi/v1/proxy/whitelist/add?api_key=${token}`, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
       body: JSON.stringify({ items: [{ ip: '8.8.4.4' }, { ip: '9.9.9.9' }] }),
     });
     expect(((await add.json()) as { code: number }).code).toBe(200);
-    expect((await admin(d.dataDir, ['whitelist', 'set-status', '--email', 'log@example.com', '--ip', '9.9.9.9', '--status', 'disabled'])).code).toBe(0);
-    expect((await admin(d.dataDir, ['account', 'set', '--email', 'gone@example.com', '--status', 'suspended'])).code).toBe(0);
+    expect(
+      (
+        await admin(d.dataDir, [
+          'whitelist',
+          'set-status',
+          '--email',
+          'log@example.com',
+          '--ip',
+          '9.9.9.9',
+          '--status',
+          'disabled',
+        ])
+      ).code,
+    ).toBe(0);
+    expect(
+      (await admin(d.dataDir, ['account', 'set', '--email', 'gone@example.com', '--status', 'suspended'])).code,
+    ).toBe(0);
     db = await inspectDb(d.dataDir, { write: true });
     // No command disables a proxy user yet (the console and admin delete them): the row's status, as a future one would.
     db.run("UPDATE proxy_users SET status = 'disabled' WHERE username = 'bob'");
@@ -114,7 +183,11 @@ describe('typed answers and the connection log (SQLite, one node)', () => {
       // Targeting that does not parse (a three-letter country): alice's account is told why; a wrong password
       // is still a wrong password; a base user nobody has stays unknown, with no account.
       { reason: 'bad_username_params', auth: basic('alice-country-usa', PASSWORD), account: 'log@example.com' },
-      { reason: 'bad_username_params', auth: basic('alice-session-x-sesstime-1441', PASSWORD), account: 'log@example.com' },
+      {
+        reason: 'bad_username_params',
+        auth: basic('alice-session-x-sesstime-1441', PASSWORD),
+        account: 'log@example.com',
+      },
       { reason: 'wrong_password', auth: basic('alice-country-usa', 'not-the-password'), account: 'log@example.com' },
       { reason: 'unknown_user', auth: basic('nobody-country-usa', PASSWORD), account: null },
     ];
@@ -161,18 +234,42 @@ describe('typed answers and the connection log (SQLite, one node)', () => {
     });
     const auth = basic('alice', PASSWORD);
     const cases = [
-      { reason: 'target_forbidden', request: connect(`127.0.0.1:${apiPort}`, auth), status: 403, error: 'destination_ip_prohibited' },
+      {
+        reason: 'target_forbidden',
+        request: connect(`127.0.0.1:${apiPort}`, auth),
+        status: 403,
+        error: 'destination_ip_prohibited',
+      },
       { reason: 'dns_error', request: connect('no-such-host.example:443', auth), status: 502, error: 'dns_error' },
-      { reason: 'target_refused', request: connect(`127.0.0.1:${refusedPort}`, auth), status: 502, error: 'connection_refused' },
-      { reason: 'target_timeout', request: connect(`127.0.0.1:${hole.port}`, auth), status: 504, error: 'connection_timeout' },
-      { reason: 'malformed', request: `GET /not-absolute HTTP/1.1\r\nProxy-Authorization: ${auth}\r\n\r\n`, status: 400, error: 'http_request_error' },
+      {
+        reason: 'target_refused',
+        request: connect(`127.0.0.1:${refusedPort}`, auth),
+        status: 502,
+        error: 'connection_refused',
+      },
+      {
+        reason: 'target_timeout',
+        request: connect(`127.0.0.1:${hole.port}`, auth),
+        status: 504,
+        error: 'connection_timeout',
+      },
+      {
+        reason: 'malformed',
+        request: `GET /not-absolute HTTP/1.1\r\nProxy-Authorization: ${auth}\r\n\r\n`,
+        status: 400,
+        error: 'http_request_error',
+      },
     ];
     for (const c of cases) {
       const a = await ask(port, c.request);
       expect(a.status, c.reason).toBe(c.status);
       expect(a.proxyStatus, c.reason).toMatch(new RegExp(`^proxyd; error=${c.error}; details="[^"]+"$`));
       const r = await recordOf(a.requestId);
-      expect({ reason: r.reason, account: r.email, user: r.username }, c.reason).toEqual({ reason: c.reason, account: 'log@example.com', user: 'alice' });
+      expect({ reason: r.reason, account: r.email, user: r.username }, c.reason).toEqual({
+        reason: c.reason,
+        account: 'log@example.com',
+        user: 'alice',
+      });
     }
   });
 
@@ -215,7 +312,14 @@ describe('typed answers and the connection log (SQLite, one node)', () => {
     c.socket.end();
     await c.waitClosed();
     const r = await recordOf(id);
-    expect(r).toMatchObject({ reason: null, email: 'log@example.com', username: 'alice', bytes_up: up.length, bytes_down: up.length, protocol: 'connect' });
+    expect(r).toMatchObject({
+      reason: null,
+      email: 'log@example.com',
+      username: 'alice',
+      bytes_up: up.length,
+      bytes_down: up.length,
+      protocol: 'connect',
+    });
     expect(r.duration_ms).toBeGreaterThanOrEqual(100);
   });
 
@@ -228,7 +332,10 @@ describe('typed answers and the connection log (SQLite, one node)', () => {
     await new Promise<void>((r) => origin.listen(0, '127.0.0.1', () => r()));
     closed.push(() => origin.close());
     const o = (origin.address() as net.AddressInfo).port;
-    const a = await ask(port, `GET http://127.0.0.1:${o}/x HTTP/1.1\r\nHost: 127.0.0.1:${o}\r\nProxy-Authorization: ${basic('alice', PASSWORD)}\r\n\r\n`);
+    const a = await ask(
+      port,
+      `GET http://127.0.0.1:${o}/x HTTP/1.1\r\nHost: 127.0.0.1:${o}\r\nProxy-Authorization: ${basic('alice', PASSWORD)}\r\n\r\n`,
+    );
     expect(a.status).toBe(418);
     expect(a.proxyStatus).toBe('proxyd; received-status=418');
     // The origin's own id comes first; ours, last, is the one the log knows.
@@ -246,7 +353,14 @@ describe('typed answers and the connection log (SQLite, one node)', () => {
     const pass = Buffer.from('socks-wrong-password');
     c.write(Buffer.concat([Buffer.from([1, user.length]), user, Buffer.from([pass.length]), pass]));
     expect([...(await c.read(2))]).toEqual([1, 1]);
-    const r = await waitFor('socks record', () => db.get<{ reason: string; source_ip: string; request_id: string } | undefined>("SELECT * FROM connection_log WHERE protocol = 'socks5' AND username = 'alice'"), 4000);
+    const r = await waitFor(
+      'socks record',
+      () =>
+        db.get<{ reason: string; source_ip: string; request_id: string } | undefined>(
+          "SELECT * FROM connection_log WHERE protocol = 'socks5' AND username = 'alice'",
+        ),
+      4000,
+    );
     expect(r).toMatchObject({ reason: 'wrong_password', source_ip: '127.0.0.1' });
     expect(r.request_id).toMatch(/^[0-9a-f]{12}-/);
 
@@ -258,7 +372,14 @@ describe('typed answers and the connection log (SQLite, one node)', () => {
     const right = Buffer.from(PASSWORD);
     c2.write(Buffer.concat([Buffer.from([1, bad.length]), bad, Buffer.from([right.length]), right]));
     expect([...(await c2.read(2))]).toEqual([1, 1]);
-    const r2 = await waitFor('socks record', () => db.get<{ reason: string; email: string | null } | undefined>("SELECT c.reason, a.email FROM connection_log c LEFT JOIN accounts a ON a.id = c.account_id WHERE protocol = 'socks5' AND username = 'alice-country-usa'"), 4000);
+    const r2 = await waitFor(
+      'socks record',
+      () =>
+        db.get<{ reason: string; email: string | null } | undefined>(
+          "SELECT c.reason, a.email FROM connection_log c LEFT JOIN accounts a ON a.id = c.account_id WHERE protocol = 'socks5' AND username = 'alice-country-usa'",
+        ),
+      4000,
+    );
     expect(r2).toEqual({ reason: 'bad_username_params', email: 'log@example.com' });
   });
 
@@ -284,13 +405,46 @@ describe('typed answers and the connection log (SQLite, one node)', () => {
   });
 
   it('proxyd admin connections: filters, JSON lines in the documented shape', async () => {
-    const r = await run(PROXYD, ['admin', 'connections', '--data-dir', d.dataDir, '--email', 'log@example.com', '--reason', 'wrong_password', '--since', '10m']);
+    const r = await run(PROXYD, [
+      'admin',
+      'connections',
+      '--data-dir',
+      d.dataDir,
+      '--email',
+      'log@example.com',
+      '--reason',
+      'wrong_password',
+      '--since',
+      '10m',
+    ]);
     expect(r.code, r.stderr).toBe(0);
-    const lines = r.stdout.trim().split('\n').map((l) => JSON.parse(l));
+    const lines = r.stdout
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l));
     expect(lines.length).toBeGreaterThan(0);
     for (const l of lines) {
-      expect(Object.keys(l)).toEqual(['time', 'node', 'request_id', 'protocol', 'source_ip', 'username', 'account', 'target', 'decision', 'reason', 'bytes_up', 'bytes_down', 'duration_ms']);
-      expect(l).toMatchObject({ account: 'log@example.com', decision: 'refused', reason: 'wrong_password', node: 'node-a' });
+      expect(Object.keys(l)).toEqual([
+        'time',
+        'node',
+        'request_id',
+        'protocol',
+        'source_ip',
+        'username',
+        'account',
+        'target',
+        'decision',
+        'reason',
+        'bytes_up',
+        'bytes_down',
+        'duration_ms',
+      ]);
+      expect(l).toMatchObject({
+        account: 'log@example.com',
+        decision: 'refused',
+        reason: 'wrong_password',
+        node: 'node-a',
+      });
     }
     const byId = await run(PROXYD, ['admin', 'connections', '--data-dir', d.dataDir, '--id', lines[0].request_id]);
     expect(byId.stdout.trim().split('\n')).toHaveLength(1);
@@ -309,34 +463,67 @@ describe.skipIf(!BACKENDS.includes('postgres'))('the connection log across a fle
     for (const n of nodes) await n.stop();
   });
 
-  it('admin connections --follow on one host sees a record written by another node within 2 s', async () => {
-    const dataDir = await dataDirFor('postgres');
-    for (const name of ['node-1', 'node-2']) nodes.push(await startDaemon({ dataDir, args: ['--node-name', name] }));
-    const [n1, n2] = nodes as [Daemon, Daemon];
-    await makeAccount(dataDir, 'fleet@example.com');
-    await admin(dataDir, ['proxy-user', 'create', '--email', 'fleet@example.com', '--username', 'fleet-user', '--password-stdin'], `${PASSWORD}\n`);
+  it(
+    'admin connections --follow on one host sees a record written by another node within 2 s',
+    async () => {
+      const dataDir = await dataDirFor('postgres');
+      for (const name of ['node-1', 'node-2']) nodes.push(await startDaemon({ dataDir, args: ['--node-name', name] }));
+      const [n1, n2] = nodes as [Daemon, Daemon];
+      await makeAccount(dataDir, 'fleet@example.com');
+      await admin(
+        dataDir,
+        ['proxy-user', 'create', '--email', 'fleet@example.com', '--username', 'fleet-user', '--password-stdin'],
+        `${PASSWORD}\n`,
+      );
 
-    follower = spawn(process.execPath, [PROXYD, 'admin', 'connections', '--follow', '--email', 'fleet@example.com', '--data-dir', dataDir, ...databaseArgs(dataDir)], { stdio: ['ignore', 'pipe', 'pipe'] });
-    const seen = new Map<string, { at: number; node: string; reason: string | null }>();
-    createInterface({ input: follower.stdout! }).on('line', (l) => {
-      const r = JSON.parse(l) as { request_id: string; node: string; reason: string | null };
-      seen.set(r.request_id, { at: Date.now(), node: r.node, reason: r.reason });
-    });
-    await sleep(1000); // the follower has connected and read the (empty) start
-
-    for (const [node, name] of [[n2, 'node-2'], [n1, 'node-1']] as const) {
-      const p = Number(node.httpProxy.split(':')[1]);
-      const a = await waitFor('wrong password answered', async () => {
-        const x = await ask(p, connect('127.0.0.1:9', basic('fleet-user', 'wrong-password-x')));
-        return x.status === 407 ? x : null;
+      follower = spawn(
+        process.execPath,
+        [
+          PROXYD,
+          'admin',
+          'connections',
+          '--follow',
+          '--email',
+          'fleet@example.com',
+          '--data-dir',
+          dataDir,
+          ...databaseArgs(dataDir),
+        ],
+        { stdio: ['ignore', 'pipe', 'pipe'] },
+      );
+      const seen = new Map<string, { at: number; node: string; reason: string | null }>();
+      createInterface({ input: follower.stdout! }).on('line', (l) => {
+        const r = JSON.parse(l) as { request_id: string; node: string; reason: string | null };
+        seen.set(r.request_id, { at: Date.now(), node: r.node, reason: r.reason });
       });
-      const answeredAt = Date.now();
-      const rec = await waitFor(`record ${a.requestId} followed`, () => seen.get(a.requestId), 5_000);
-      expect(rec.at - answeredAt).toBeLessThan(2_000);
-      expect(rec).toMatchObject({ node: name, reason: 'wrong_password' });
-    }
-    // Every node's records are found from any node's database view: the same query by id.
-    const byId = await run(PROXYD, ['admin', 'connections', '--data-dir', dataDir, ...databaseArgs(dataDir), '--id', [...seen.keys()][0]!]);
-    expect(JSON.parse(byId.stdout.trim())).toMatchObject({ account: 'fleet@example.com', node: 'node-2' });
-  }, patient(60_000));
+      await sleep(1000); // the follower has connected and read the (empty) start
+
+      for (const [node, name] of [
+        [n2, 'node-2'],
+        [n1, 'node-1'],
+      ] as const) {
+        const p = Number(node.httpProxy.split(':')[1]);
+        const a = await waitFor('wrong password answered', async () => {
+          const x = await ask(p, connect('127.0.0.1:9', basic('fleet-user', 'wrong-password-x')));
+          return x.status === 407 ? x : null;
+        });
+        const answeredAt = Date.now();
+        const rec = await waitFor(`record ${a.requestId} followed`, () => seen.get(a.requestId), 5_000);
+        expect(rec.at - answeredAt).toBeLessThan(2_000);
+        expect(rec).toMatchObject({ node: name, reason: 'wrong_password' });
+      }
+      // Every node's records are found from any node's database view: the same query by id.
+      const byId = await run(PROXYD, [
+        'admin',
+        'connections',
+        '--data-dir',
+        dataDir,
+        ...databaseArgs(dataDir),
+        '--id',
+        [...seen.keys()][0]!,
+      ]);
+      expect(JSON.parse(byId.stdout.trim())).toMatchObject({ account: 'fleet@example.com', node: 'node-2' });
+    },
+    patient(60_000),
+  );
 });

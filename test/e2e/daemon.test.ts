@@ -3,7 +3,18 @@ import { spawn } from 'node:child_process';
 import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { admin, databaseArgs, dataDirFor, inspectData, makeAccount, PROXYD, ROOT, run, startDaemon, type Daemon } from '../helpers/daemon.js';
+import {
+  admin,
+  databaseArgs,
+  dataDirFor,
+  inspectData,
+  makeAccount,
+  PROXYD,
+  ROOT,
+  run,
+  startDaemon,
+  type Daemon,
+} from '../helpers/daemon.js';
 import { BACKENDS } from '../helpers/postgres.js';
 import { sleep } from '../helpers/wait.js';
 import { api as apiAt, pub } from '../ops/helpers.js';
@@ -29,7 +40,17 @@ describe.each(BACKENDS)('on %s', (backend) => {
     });
 
     it.runIf(backend === 'sqlite')('refuses a second daemon on the same data dir with a clear message', async () => {
-      const r = await run(PROXYD, ['serve', '--data-dir', d.dataDir, '--api-listen', '127.0.0.1:0', '--http-proxy-listen', '127.0.0.1:0', '--socks-listen', '127.0.0.1:0']);
+      const r = await run(PROXYD, [
+        'serve',
+        '--data-dir',
+        d.dataDir,
+        '--api-listen',
+        '127.0.0.1:0',
+        '--http-proxy-listen',
+        '127.0.0.1:0',
+        '--socks-listen',
+        '127.0.0.1:0',
+      ]);
       expect(r.code).not.toBe(0);
       expect(r.stdout).toBe('');
       expect(r.stderr).toMatch(/another proxyd \(pid \d+\) is serving this data dir/);
@@ -40,7 +61,9 @@ describe.each(BACKENDS)('on %s', (backend) => {
       expect(await (await fetch(`${d.api}/ip`)).json()).toEqual({ ip: '127.0.0.1' });
       const { token } = await makeAccount(d.dataDir, 'serve@example.com');
       secrets.push(token);
-      const added = await api(d, '/openapi/v1/proxy/whitelist/add', token, { items: [{ ip: '8.8.8.8', remark: 'office' }] });
+      const added = await api(d, '/openapi/v1/proxy/whitelist/add', token, {
+        items: [{ ip: '8.8.8.8', remark: 'office' }],
+      });
       expect(added.json.code).toBe(200);
       expect(added.headers.get('x-request-id')).toBe(added.json.requestId);
       const listed = await api(d, '/openapi/v1/proxy/whitelist/list', token);
@@ -57,16 +80,41 @@ describe.each(BACKENDS)('on %s', (backend) => {
       expect((await api(d, '/openapi/v1/proxy/whitelist/list', reset.json.token)).status).toBe(200);
 
       await api(d, '/openapi/v1/proxy/whitelist/add', reset.json.token, { items: [{ ip: '9.9.9.9' }] });
-      const entry = await admin(d.dataDir, ['whitelist', 'set-status', '--email', 'admin@example.com', '--ip', '9.9.9.9', '--status', 'disabled']);
+      const entry = await admin(d.dataDir, [
+        'whitelist',
+        'set-status',
+        '--email',
+        'admin@example.com',
+        '--ip',
+        '9.9.9.9',
+        '--status',
+        'disabled',
+      ]);
       expect(entry.json).toMatchObject({ ip: '9.9.9.9', status: 2 });
       const disabled = await api(d, '/openapi/v1/proxy/whitelist/list?status=disabled', reset.json.token);
       expect(disabled.json.data.total).toBe(1);
 
-      const unverified = await admin(d.dataDir, ['account', 'set', '--email', 'admin@example.com', '--verified', 'false']);
+      const unverified = await admin(d.dataDir, [
+        'account',
+        'set',
+        '--email',
+        'admin@example.com',
+        '--verified',
+        'false',
+      ]);
       expect(unverified.json).toMatchObject({ email: 'admin@example.com', verified: false, status: 'active' });
-      expect((await api(d, '/openapi/v1/proxy/whitelist/add', reset.json.token, { items: [{ ip: '9.9.9.8' }] })).json.code).toBe(10403);
+      expect(
+        (await api(d, '/openapi/v1/proxy/whitelist/add', reset.json.token, { items: [{ ip: '9.9.9.8' }] })).json.code,
+      ).toBe(10403);
 
-      const suspended = await admin(d.dataDir, ['account', 'set', '--email', 'admin@example.com', '--status', 'suspended']);
+      const suspended = await admin(d.dataDir, [
+        'account',
+        'set',
+        '--email',
+        'admin@example.com',
+        '--status',
+        'suspended',
+      ]);
       expect(suspended.json.status).toBe('suspended');
       expect((await api(d, '/openapi/v1/proxy/whitelist/list', reset.json.token)).status).toBe(401);
       await admin(d.dataDir, ['account', 'set', '--email', 'admin@example.com', '--status', 'active']);
@@ -81,7 +129,10 @@ describe.each(BACKENDS)('on %s', (backend) => {
         [['account', 'create', '--email', 'x@example.com', '--password-stdin'], /at least 10 characters/, 'short\n'],
         [['account', 'set', '--email', 'nobody@example.com', '--status', 'closed'], /no account/],
         [['token', 'reset', '--email', 'nobody@example.com'], /no account/],
-        [['whitelist', 'set-status', '--email', 'serve@example.com', '--ip', '1.2.3.4', '--status', 'active'], /no whitelist entry/],
+        [
+          ['whitelist', 'set-status', '--email', 'serve@example.com', '--ip', '1.2.3.4', '--status', 'active'],
+          /no whitelist entry/,
+        ],
         [['account', 'set', '--email', 'serve@example.com', '--status', 'bogus'], /Allowed choices|invalid/i],
       ];
       for (const [args, re, input] of cases) {
@@ -90,7 +141,11 @@ describe.each(BACKENDS)('on %s', (backend) => {
         expect(r.stdout).toBe('');
         expect(r.stderr).toMatch(re);
       }
-      const dup = await admin(d.dataDir, ['account', 'create', '--email', 'serve@example.com', '--password-stdin'], 'longenough\n');
+      const dup = await admin(
+        d.dataDir,
+        ['account', 'create', '--email', 'serve@example.com', '--password-stdin'],
+        'longenough\n',
+      );
       expect(dup.stderr).toMatch(/already exists/);
     });
 
@@ -100,7 +155,11 @@ describe.each(BACKENDS)('on %s', (backend) => {
       expect(r.json.username).toBe('alice');
       expect(r.json.password).toMatch(/^[A-Za-z0-9_-]{24}$/);
       secrets.push(r.json.password);
-      const given = await admin(d.dataDir, ['proxy-user', 'create', '--email', 'serve@example.com', '--username', 'bob', '--password-stdin'], 'a-chosen-password\n');
+      const given = await admin(
+        d.dataDir,
+        ['proxy-user', 'create', '--email', 'serve@example.com', '--username', 'bob', '--password-stdin'],
+        'a-chosen-password\n',
+      );
       expect(given.json).toEqual({ username: 'bob', password: 'a-chosen-password' });
     });
 
@@ -110,7 +169,11 @@ describe.each(BACKENDS)('on %s', (backend) => {
       // Paths that historically leak URLs: 404s, 405s, bad bodies, 401s with the key in the query.
       await fetch(`${d.api}/nope?api_key=${token}`);
       await fetch(`${d.api}/openapi/v1/proxy/whitelist/add?api_key=${token}`);
-      await fetch(`${d.api}/openapi/v1/proxy/whitelist/add?api_key=${token}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{bad' });
+      await fetch(`${d.api}/openapi/v1/proxy/whitelist/add?api_key=${token}`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: '{bad',
+      });
       await fetch(`${d.api}/openapi/v1/proxy/whitelist/list?api_key=${token}x`);
       await fetch(`${d.api}/openapi/v1/proxy/whitelist/list?api_key=${token}&page=zzz`);
       await sleep(200);
@@ -172,10 +235,14 @@ describe.each(BACKENDS)('on %s', (backend) => {
       const [wa, wb] = await Promise.all([racer(a.accountId), racer(b.accountId)]);
       expect(wa + wb).toBe(200);
       const db = await inspectData(dir);
-      const perIp = await db.all<{ n: number }>('SELECT ip, COUNT(*) AS n FROM whitelist_entries WHERE deleted_at IS NULL GROUP BY ip');
+      const perIp = await db.all<{ n: number }>(
+        'SELECT ip, COUNT(*) AS n FROM whitelist_entries WHERE deleted_at IS NULL GROUP BY ip',
+      );
       expect(perIp).toHaveLength(200);
       expect(perIp.every((r) => r.n === 1)).toBe(true);
-      const claims = await db.get<{ n: number }>('SELECT COUNT(*) AS n FROM ip_claims c JOIN whitelist_entries e ON e.ip = c.ip AND e.account_id = c.account_id AND e.deleted_at IS NULL');
+      const claims = await db.get<{ n: number }>(
+        'SELECT COUNT(*) AS n FROM ip_claims c JOIN whitelist_entries e ON e.ip = c.ip AND e.account_id = c.account_id AND e.deleted_at IS NULL',
+      );
       expect(claims.n).toBe(200);
       await db.close();
     });
@@ -209,7 +276,19 @@ describe('a data dir whose database SQLite cannot read', () => {
   it('serve and admin say which file, exit non-zero, and never print a stack', async () => {
     const dir = await dataDirFor('sqlite');
     writeFileSync(path.join(dir, 'proxyd.db'), 'not a database, just text\n'.repeat(100));
-    const serve = await run(PROXYD, ['serve', '--data-dir', dir, '--api-listen', '127.0.0.1:0', '--http-proxy-listen', '127.0.0.1:0', '--socks-listen', '127.0.0.1:0', '--hop-listen', '127.0.0.1:0']);
+    const serve = await run(PROXYD, [
+      'serve',
+      '--data-dir',
+      dir,
+      '--api-listen',
+      '127.0.0.1:0',
+      '--http-proxy-listen',
+      '127.0.0.1:0',
+      '--socks-listen',
+      '127.0.0.1:0',
+      '--hop-listen',
+      '127.0.0.1:0',
+    ]);
     const adm = await admin(dir, ['account', 'create', '--email', 'x@example.com', '--password-stdin'], 'longenough\n');
     for (const r of [serve, adm]) {
       expect(r.code).not.toBe(0);
@@ -223,7 +302,19 @@ describe('a listen address that cannot be had', () => {
   it('says which address and why, exit non-zero, no stack', async () => {
     const dir = await dataDirFor('sqlite');
     // 192.0.2.1 is TEST-NET-1 (RFC 5737): on no interface of a test machine; binding sends nothing.
-    const r = await run(PROXYD, ['serve', '--data-dir', dir, '--api-listen', '192.0.2.1:0', '--http-proxy-listen', '127.0.0.1:0', '--socks-listen', '127.0.0.1:0', '--hop-listen', '127.0.0.1:0']);
+    const r = await run(PROXYD, [
+      'serve',
+      '--data-dir',
+      dir,
+      '--api-listen',
+      '192.0.2.1:0',
+      '--http-proxy-listen',
+      '127.0.0.1:0',
+      '--socks-listen',
+      '127.0.0.1:0',
+      '--hop-listen',
+      '127.0.0.1:0',
+    ]);
     expect(r.code).not.toBe(0);
     expect(r.stderr).toMatch(/proxyd: address not on this machine: 192\.0\.2\.1\b/);
     expect(r.stderr).not.toMatch(/\n\s+at /);
@@ -242,7 +333,9 @@ describe('proxyd admin: --data-dir against PROXYD_DATA_DIR', () => {
       expect(r.code, r.stderr).toBe(0);
     }
     expect(readdirSync(fromEnv)).not.toContain('proxyd.db');
-    const shown = await run(PROXYD, ['admin', 'plan', 'show', '--email', 'flag1@example.com', '--data-dir', fromFlag], { env: { PROXYD_DATA_DIR: fromEnv } });
+    const shown = await run(PROXYD, ['admin', 'plan', 'show', '--email', 'flag1@example.com', '--data-dir', fromFlag], {
+      env: { PROXYD_DATA_DIR: fromEnv },
+    });
     expect(shown.code, shown.stderr).toBe(0);
   });
 });

@@ -24,7 +24,13 @@ import { patient } from '../helpers/patience.js';
 const skip = postgresSkipReason();
 const PASSWORD = 'exits-password-123';
 const EMAIL = 'exits@example.com';
-const EGRESS = { us1: '127.0.0.11', us2: '127.0.0.12', de1: '127.0.0.13', us3: '127.0.0.14', fr1: '127.0.0.15' } as const;
+const EGRESS = {
+  us1: '127.0.0.11',
+  us2: '127.0.0.12',
+  de1: '127.0.0.13',
+  us3: '127.0.0.14',
+  fr1: '127.0.0.15',
+} as const;
 const byAddress = new Map<string, string>(Object.entries(EGRESS).map(([k, v]) => [v, k]));
 
 /** Answers each connection with the address it came from (the exit's egress), then echoes. */
@@ -51,7 +57,11 @@ function viaConnect(entry: Daemon, target: string, user: string): Promise<Outcom
       reject(new Error(`no answer as ${user}`));
     });
     s.on('error', () => {});
-    s.on('connect', () => s.write(`CONNECT ${target} HTTP/1.1\r\nProxy-Authorization: Basic ${Buffer.from(`${user}:${PASSWORD}`).toString('base64')}\r\n\r\n`));
+    s.on('connect', () =>
+      s.write(
+        `CONNECT ${target} HTTP/1.1\r\nProxy-Authorization: Basic ${Buffer.from(`${user}:${PASSWORD}`).toString('base64')}\r\n\r\n`,
+      ),
+    );
     s.on('data', (d: Buffer) => {
       buf += d.toString('latin1');
       const end = buf.indexOf('\r\n\r\n');
@@ -64,13 +74,21 @@ function viaConnect(entry: Daemon, target: string, user: string): Promise<Outcom
       const nl = buf.indexOf('\n', end + 4);
       if (nl < 0) return;
       s.destroy();
-      resolve({ ok: true, exit: byAddress.get(buf.slice(end + 4, nl)) ?? buf.slice(end + 4, nl), ms: performance.now() - t0 });
+      resolve({
+        ok: true,
+        exit: byAddress.get(buf.slice(end + 4, nl)) ?? buf.slice(end + 4, nl),
+        ms: performance.now() - t0,
+      });
     });
   });
 }
 
 /** One SOCKS5 CONNECT: the exit, or the reply code. */
-function viaSocks(entry: Daemon, targetPort: number, user: string): Promise<{ ok: true; exit: string } | { ok: false; reply: number }> {
+function viaSocks(
+  entry: Daemon,
+  targetPort: number,
+  user: string,
+): Promise<{ ok: true; exit: string } | { ok: false; reply: number }> {
   const [host, port] = entry.socks.split(':') as [string, string];
   return new Promise((resolve, reject) => {
     const s = net.connect(Number(port), host);
@@ -120,7 +138,11 @@ function viaSocks(entry: Daemon, targetPort: number, user: string): Promise<{ ok
  * Through `entry` as `user`: a CONNECT to a target that counts what it gets until the client's FIN, then
  * answers `got N` and closes; sends `body` and ends. What came back after the `200`.
  */
-async function sendAndHalfClose(entry: Daemon, user: string, body: Buffer): Promise<{ status: string; answer: string }> {
+async function sendAndHalfClose(
+  entry: Daemon,
+  user: string,
+  body: Buffer,
+): Promise<{ status: string; answer: string }> {
   const counter = net.createServer((c) => {
     let n = 0;
     c.on('error', () => {});
@@ -134,7 +156,11 @@ async function sendAndHalfClose(entry: Daemon, user: string, body: Buffer): Prom
     let got = '';
     const done = new Promise<void>((r) => s.on('end', () => r()));
     s.on('data', (d: Buffer) => (got += d.toString('latin1')));
-    s.on('connect', () => s.write(`CONNECT 127.0.0.1:${(counter.address() as net.AddressInfo).port} HTTP/1.1\r\nProxy-Authorization: Basic ${Buffer.from(`${user}:${PASSWORD}`).toString('base64')}\r\n\r\n`));
+    s.on('connect', () =>
+      s.write(
+        `CONNECT 127.0.0.1:${(counter.address() as net.AddressInfo).port} HTTP/1.1\r\nProxy-Authorization: Basic ${Buffer.from(`${user}:${PASSWORD}`).toString('base64')}\r\n\r\n`,
+      ),
+    );
     while (!got.includes('\r\n\r\n')) await sleep(5);
     s.end(body);
     await done;
@@ -159,8 +185,10 @@ function httpOrigin(): Promise<http.Server> {
 /** curl through the entry's HTTP proxy: its stdout, or its error. */
 function curl(entry: Daemon, user: string, urls: string[]): Promise<{ code: number; out: string; err: string }> {
   return new Promise((resolve) => {
-    execFile('curl', ['-sS', '--max-time', '10', '--noproxy', '', '-x', `http://${user}:${PASSWORD}@${entry.httpProxy}`, ...urls], (e, out, err) =>
-      resolve({ code: e ? ((e as { code?: number }).code ?? 1) : 0, out, err }),
+    execFile(
+      'curl',
+      ['-sS', '--max-time', '10', '--noproxy', '', '-x', `http://${user}:${PASSWORD}@${entry.httpProxy}`, ...urls],
+      (e, out, err) => resolve({ code: e ? ((e as { code?: number }).code ?? 1) : 0, out, err }),
     );
   });
 }
@@ -169,14 +197,22 @@ function curl(entry: Daemon, user: string, urls: string[]): Promise<{ code: numb
  * A relay on the hop's path that records every byte each way (the exit advertises it with --hop-advertise):
  * what an observer between an entry and an exit sees.
  */
-async function recordingRelay(): Promise<{ port: number; to: { port: number }; conns: Array<{ up: Buffer[]; down: Buffer[] }>; close(): void }> {
+async function recordingRelay(): Promise<{
+  port: number;
+  to: { port: number };
+  conns: Array<{ up: Buffer[]; down: Buffer[] }>;
+  close(): void;
+}> {
   const conns: Array<{ up: Buffer[]; down: Buffer[] }> = [];
   const to = { port: 0 };
   const server = net.createServer({ allowHalfOpen: true }, (c) => {
     const rec = { up: [] as Buffer[], down: [] as Buffer[] };
     conns.push(rec);
     const u = net.connect({ port: to.port, host: '127.0.0.1', allowHalfOpen: true });
-    for (const [a, b, into] of [[c, u, rec.up], [u, c, rec.down]] as const) {
+    for (const [a, b, into] of [
+      [c, u, rec.up],
+      [u, c, rec.down],
+    ] as const) {
       a.on('data', (d: Buffer) => {
         into.push(Buffer.from(d));
         b.write(d);
@@ -212,19 +248,46 @@ describe.skipIf(skip)('entry and exit nodes on one PostgreSQL', () => {
   const startExit = async (name: keyof typeof EGRESS, location: string, extra: string[] = []) => {
     const d = await startDaemon({
       dataDir: await dataDirFor('sqlite'),
-      args: ['--database-url', url, '--role', 'exit', '--location', location, '--hop-listen', '127.0.0.1:0', '--node-name', `exit-${name}`, '--egress-address', EGRESS[name], '--allow-private-targets', ...extra],
+      args: [
+        '--database-url',
+        url,
+        '--role',
+        'exit',
+        '--location',
+        location,
+        '--hop-listen',
+        '127.0.0.1:0',
+        '--node-name',
+        `exit-${name}`,
+        '--egress-address',
+        EGRESS[name],
+        '--allow-private-targets',
+        ...extra,
+      ],
     });
     exits.set(name, d);
     return d;
   };
 
-  type LogRecord = { node: string; exit?: string; exit_moved_from?: string | null; decision: string; reason: string | null; protocol?: string; datagrams_up?: number; datagrams_down?: number };
+  type LogRecord = {
+    node: string;
+    exit?: string;
+    exit_moved_from?: string | null;
+    decision: string;
+    reason: string | null;
+    protocol?: string;
+    datagrams_up?: number;
+    datagrams_down?: number;
+  };
   /** The connection-log records of a username, once `ready` says they are all there (5 s at most). */
   async function recordsOf(user: string, ready: (rs: LogRecord[]) => boolean): Promise<LogRecord[]> {
     const t0 = Date.now();
     for (;;) {
       const q = await admin(first, ['connections', '--user', user]);
-      const rs = q.stdout.split('\n').filter(Boolean).map((l) => JSON.parse(l) as LogRecord);
+      const rs = q.stdout
+        .split('\n')
+        .filter(Boolean)
+        .map((l) => JSON.parse(l) as LogRecord);
       if (ready(rs) || Date.now() - t0 > 5_000) return rs;
       await sleep(200);
     }
@@ -246,15 +309,28 @@ describe.skipIf(skip)('entry and exit nodes on one PostgreSQL', () => {
     await makeTemplate(pg.url);
     first = await dataDirFor('postgres', pg.url);
     await makeAccount(first, EMAIL);
-    const r = await admin(first, ['proxy-user', 'create', '--email', EMAIL, '--username', 'alice', '--password-stdin'], `${PASSWORD}\n`);
+    const r = await admin(
+      first,
+      ['proxy-user', 'create', '--email', EMAIL, '--username', 'alice', '--password-stdin'],
+      `${PASSWORD}\n`,
+    );
     expect(r.code, r.stderr).toBe(0);
     target = await whoAmI();
     // The first node started migrates the database; its URL serves the others.
     const e1 = await startDaemon({ dataDir: first, args: ['--role', 'entry', '--node-name', 'entry-1'] });
     url = e1.databaseUrl!;
     entries.push(e1);
-    await Promise.all([startExit('us1', 'us:nyc'), startExit('us2', 'US:la', ['--workers', '2']), startExit('de1', 'de:berlin')]);
-    entries.push(await startDaemon({ dataDir: await dataDirFor('sqlite'), args: ['--database-url', url, '--role', 'entry', '--node-name', 'entry-2', '--workers', '2'] }));
+    await Promise.all([
+      startExit('us1', 'us:nyc'),
+      startExit('us2', 'US:la', ['--workers', '2']),
+      startExit('de1', 'de:berlin'),
+    ]);
+    entries.push(
+      await startDaemon({
+        dataDir: await dataDirFor('sqlite'),
+        args: ['--database-url', url, '--role', 'entry', '--node-name', 'entry-2', '--workers', '2'],
+      }),
+    );
     // Both entries see all three exits (the registry is read every second).
     for (const e of entries) {
       const t0 = Date.now();
@@ -310,7 +386,12 @@ describe.skipIf(skip)('entry and exit nodes on one PostgreSQL', () => {
     expect(rs[0]).toMatchObject({ node: 'entry-2', exit: 'exit-de1', exit_moved_from: null, decision: 'admitted' });
     expect(rs).toHaveLength(1); // once, by the entry: the exit writes no record of it
     const all = await admin(first, ['connections', '--limit', '100000']);
-    const nodes = new Set(all.stdout.split('\n').filter(Boolean).map((l) => (JSON.parse(l) as LogRecord).node));
+    const nodes = new Set(
+      all.stdout
+        .split('\n')
+        .filter(Boolean)
+        .map((l) => (JSON.parse(l) as LogRecord).node),
+    );
     expect([...nodes].sort()).toEqual(['entry-1', 'entry-2']);
   });
 
@@ -322,7 +403,13 @@ describe.skipIf(skip)('entry and exit nodes on one PostgreSQL', () => {
     const r = await viaConnect(entries[0]!, `127.0.0.1:${port}`, 'alice-country-de-session-log2');
     expect(r).toMatchObject({ ok: false, status: 502 });
     const rs = await recordsOf('alice-country-de-session-log2', (x) => x.length > 0);
-    expect(rs[0]).toMatchObject({ node: 'entry-1', decision: 'refused', reason: 'target_refused', exit: 'exit-de1', exit_moved_from: null });
+    expect(rs[0]).toMatchObject({
+      node: 'entry-1',
+      decision: 'refused',
+      reason: 'target_refused',
+      exit: 'exit-de1',
+      exit_moved_from: null,
+    });
   });
 
   it('a tunnel through the hop carries bytes both ways and passes a half-close on', async () => {
@@ -333,22 +420,32 @@ describe.skipIf(skip)('entry and exit nodes on one PostgreSQL', () => {
   });
 
   it('metering counts a tunnel through the hop once, on the entry, to the byte', async () => {
-    const made = await admin(first, ['proxy-user', 'create', '--email', EMAIL, '--username', 'bob', '--password-stdin'], `${PASSWORD}\n`);
+    const made = await admin(
+      first,
+      ['proxy-user', 'create', '--email', EMAIL, '--username', 'bob', '--password-stdin'],
+      `${PASSWORD}\n`,
+    );
     expect(made.code, made.stderr).toBe(0);
     for (const e of entries) await waitForProxyUsers(e, 2);
-    expect((await sendAndHalfClose(entries[1]!, 'bob-country-de', Buffer.alloc(1_000_000, 9))).answer).toBe('got 1000000\n');
+    expect((await sendAndHalfClose(entries[1]!, 'bob-country-de', Buffer.alloc(1_000_000, 9))).answer).toBe(
+      'got 1000000\n',
+    );
     // Flushed within a second or two; exactly the payload up and the answer down, not twice.
     const t0 = Date.now();
     let row: { bytes_up: number; bytes_down: number } | undefined;
     while (Date.now() - t0 < 8_000) {
       const u = await admin(first, ['usage', '--email', EMAIL]);
-      row = (u.json as { rows: Array<{ user: string; bytes_up: number; bytes_down: number }> }).rows.find((x) => x.user === 'bob');
+      row = (u.json as { rows: Array<{ user: string; bytes_up: number; bytes_down: number }> }).rows.find(
+        (x) => x.user === 'bob',
+      );
       if (row && row.bytes_up >= 1_000_000) break;
       await sleep(300);
     }
     await sleep(1_500); // a second count would have been flushed by now
     const u = await admin(first, ['usage', '--email', EMAIL]);
-    row = (u.json as { rows: Array<{ user: string; bytes_up: number; bytes_down: number }> }).rows.find((x) => x.user === 'bob');
+    row = (u.json as { rows: Array<{ user: string; bytes_up: number; bytes_down: number }> }).rows.find(
+      (x) => x.user === 'bob',
+    );
     expect(row).toMatchObject({ bytes_up: 1_000_000, bytes_down: 'got 1000000\n'.length });
   });
 
@@ -375,7 +472,10 @@ describe.skipIf(skip)('entry and exit nodes on one PostgreSQL', () => {
     const city = await viaConnect(entries[1]!, tgt(), 'alice-country-de-city-paris');
     expect(city.ok ? 200 : city.status).toBe(502);
     if (!city.ok) expect(city.head).toContain('details="no exit for city paris"'); // Germany has an exit, Paris none
-    expect(await viaSocks(entries[1]!, (target.address() as net.AddressInfo).port, 'alice-country-fr')).toEqual({ ok: false, reply: 3 });
+    expect(await viaSocks(entries[1]!, (target.address() as net.AddressInfo).port, 'alice-country-fr')).toEqual({
+      ok: false,
+      reply: 3,
+    });
     const id = /X-Request-Id: ([^\r]+)/.exec(r.head)![1]!;
     const t0 = Date.now();
     let reason: string | undefined;
@@ -387,8 +487,12 @@ describe.skipIf(skip)('entry and exit nodes on one PostgreSQL', () => {
     expect(reason).toBe('no_exit');
     // /metrics on the entry: the refusals by reason, and its hop links to each exit it knows (what the alerts read).
     const metrics = await (await fetch(`${entries[0]!.api}/metrics`)).text();
-    expect(Number(/^proxyd_gateway_refusals_total\{reason="no_exit"\} (\d+)/m.exec(metrics)?.[1] ?? 0)).toBeGreaterThanOrEqual(1);
-    const links = [...metrics.matchAll(/^proxyd_hop_links\{exit="([^"]+)"\} (\d+)/gm)].map((m) => [m[1], Number(m[2])] as const);
+    expect(
+      Number(/^proxyd_gateway_refusals_total\{reason="no_exit"\} (\d+)/m.exec(metrics)?.[1] ?? 0),
+    ).toBeGreaterThanOrEqual(1);
+    const links = [...metrics.matchAll(/^proxyd_hop_links\{exit="([^"]+)"\} (\d+)/gm)].map(
+      (m) => [m[1], Number(m[2])] as const,
+    );
     expect(links.map(([exit]) => exit).sort()).toEqual([...exits.keys()].map((name) => `exit-${name}`).sort());
     for (const [exit, n] of links) expect(n, exit).toBeGreaterThanOrEqual(1);
   });
@@ -396,7 +500,19 @@ describe.skipIf(skip)('entry and exit nodes on one PostgreSQL', () => {
   it('a second exit of the same name does not start (exit 1, naming it)', async () => {
     const err = await startDaemon({
       dataDir: await dataDirFor('sqlite'),
-      args: ['--database-url', url, '--role', 'exit', '--location', 'de', '--hop-listen', '127.0.0.1:0', '--node-name', 'exit-de1', '--allow-private-targets'],
+      args: [
+        '--database-url',
+        url,
+        '--role',
+        'exit',
+        '--location',
+        'de',
+        '--hop-listen',
+        '127.0.0.1:0',
+        '--node-name',
+        'exit-de1',
+        '--allow-private-targets',
+      ],
     }).then(
       () => null,
       (e: Error) => e.message,
@@ -455,7 +571,10 @@ describe.skipIf(skip)('entry and exit nodes on one PostgreSQL', () => {
         expect(one, one.err).toMatchObject({ code: 0, out: 'from 127.0.0.13 /one body 0\n' });
         // curl with several URLs (it reuses its connection where it can: here it reconnects after each close).
         const three = await curl(e, 'alice-country-de', [`${base}/a`, `${base}/b`, `${base}/c`]);
-        expect(three, three.err).toMatchObject({ code: 0, out: ['a', 'b', 'c'].map((x) => `from 127.0.0.13 /${x} body 0\n`).join('') });
+        expect(three, three.err).toMatchObject({
+          code: 0,
+          out: ['a', 'b', 'c'].map((x) => `from 127.0.0.13 /${x} body 0\n`).join(''),
+        });
       }
       // An HTTP library with a keep-alive agent, as it sends requests through a proxy (absolute-form).
       const [host, port] = entries[0]!.httpProxy.split(':') as [string, string];
@@ -464,7 +583,16 @@ describe.skipIf(skip)('entry and exit nodes on one PostgreSQL', () => {
         for (const [i, method] of (['GET', 'POST', 'GET'] as const).entries()) {
           const body = await new Promise<string>((resolve, reject) => {
             const req = http.request(
-              { host, port: Number(port), method, path: `${base}/k${i}`, agent, headers: { 'Proxy-Authorization': `Basic ${Buffer.from(`alice-country-de:${PASSWORD}`).toString('base64')}` } },
+              {
+                host,
+                port: Number(port),
+                method,
+                path: `${base}/k${i}`,
+                agent,
+                headers: {
+                  'Proxy-Authorization': `Basic ${Buffer.from(`alice-country-de:${PASSWORD}`).toString('base64')}`,
+                },
+              },
               (res) => {
                 let b = '';
                 res.on('data', (d: Buffer) => (b += d.toString()));
@@ -488,173 +616,240 @@ describe.skipIf(skip)('entry and exit nodes on one PostgreSQL', () => {
     }
   });
 
-  it('on the wire between entry and exit: a TLS 1.3 handshake, then no target, username, DIAL line or HTTP text; a replay reaches nothing', async () => {
-    const relay = await recordingRelay();
-    const origin = await httpOrigin();
-    const marker = `MARKER-${Math.random().toString(36).slice(2)}`;
-    try {
-      const fr = await startExit('fr1', 'fr', ['--hop-advertise', `127.0.0.1:${relay.port}`]);
-      relay.to.port = Number(fr.hop.split(':')[1]);
-      // Each worker of an entry learns of the exit on its own, and the kernel picks the worker per connection:
-      // eight answers in a row (1 in 128 that a worker that does not know it yet was never asked).
-      for (const e of entries) {
-        const t0 = Date.now();
-        for (let inRow = 0; inRow < 8; ) {
-          inRow = (await viaConnect(e, tgt(), 'alice-country-fr')).ok ? inRow + 1 : 0;
-          if (Date.now() - t0 > 10_000) throw new Error('the entry does not reach the exit through the relay');
-          if (inRow === 0) await sleep(200);
-        }
-      }
-      // Tunnels carrying the marker, over each protocol.
-      const r1 = await sendAndHalfClose(entries[0]!, 'alice-country-fr-session-wire', Buffer.from(`${marker} over CONNECT`));
-      expect(r1.answer).toMatch(/^got \d+\n$/);
-      const originUrl = `http://127.0.0.1:${(origin.address() as net.AddressInfo).port}/${marker}`;
-      const f = await curl(entries[1]!, 'alice-country-fr', ['-H', `X-Marker: ${marker}`, '-d', marker, originUrl]);
-      expect(f.out).toBe(`from 127.0.0.15 /${marker} body ${marker.length}\n`);
-      expect(await viaSocks(entries[0]!, (target.address() as net.AddressInfo).port, 'alice-country-fr')).toEqual({ ok: true, exit: 'fr1' });
-
-      expect(relay.conns.length).toBeGreaterThan(0);
-      const all = Buffer.concat(relay.conns.flatMap((c) => [...c.up, ...c.down])).toString('latin1');
-      for (const plain of [marker, 'alice', 'DIAL', 'AUTH', 'PING', 'HTTP/1.1', 'X-Marker', '127.0.0.1', String((target.address() as net.AddressInfo).port)]) {
-        expect(all.includes(plain), plain).toBe(false);
-      }
-      for (const c of relay.conns.filter((x) => x.up.length > 0 && x.down.length > 0)) {
-        const up = Buffer.concat(c.up);
-        const down = Buffer.concat(c.down);
-        expect(up[0]).toBe(0x16); // a TLS handshake record: the ClientHello
-        expect(down[0]).toBe(0x16); // the ServerHello…
-        expect(down.subarray(0, 200).includes(Buffer.from([0x00, 0x2b, 0x00, 0x02, 0x03, 0x04]))).toBe(true); // …choosing TLS 1.3
-      }
-
-      // A replay of a recorded entry → exit stream, sent to the exit's hop port: no target is reached.
-      let reached = 0;
-      const watch = () => reached++;
-      target.on('connection', watch);
+  it(
+    'on the wire between entry and exit: a TLS 1.3 handshake, then no target, username, DIAL line or HTTP text; a replay reaches nothing',
+    async () => {
+      const relay = await recordingRelay();
+      const origin = await httpOrigin();
+      const marker = `MARKER-${Math.random().toString(36).slice(2)}`;
       try {
-        for (const c of relay.conns.slice(0, 5)) {
-          const s = net.connect(relay.to.port, '127.0.0.1');
-          s.on('error', () => {});
-          s.on('connect', () => s.write(Buffer.concat(c.up)));
-          await new Promise<void>((r) => {
-            s.on('close', () => r());
-            setTimeout(() => {
-              s.destroy();
-              r();
-            }, 1_000);
-          });
+        const fr = await startExit('fr1', 'fr', ['--hop-advertise', `127.0.0.1:${relay.port}`]);
+        relay.to.port = Number(fr.hop.split(':')[1]);
+        // Each worker of an entry learns of the exit on its own, and the kernel picks the worker per connection:
+        // eight answers in a row (1 in 128 that a worker that does not know it yet was never asked).
+        for (const e of entries) {
+          const t0 = Date.now();
+          for (let inRow = 0; inRow < 8;) {
+            inRow = (await viaConnect(e, tgt(), 'alice-country-fr')).ok ? inRow + 1 : 0;
+            if (Date.now() - t0 > 10_000) throw new Error('the entry does not reach the exit through the relay');
+            if (inRow === 0) await sleep(200);
+          }
         }
-        await sleep(200);
-        expect(reached).toBe(0);
+        // Tunnels carrying the marker, over each protocol.
+        const r1 = await sendAndHalfClose(
+          entries[0]!,
+          'alice-country-fr-session-wire',
+          Buffer.from(`${marker} over CONNECT`),
+        );
+        expect(r1.answer).toMatch(/^got \d+\n$/);
+        const originUrl = `http://127.0.0.1:${(origin.address() as net.AddressInfo).port}/${marker}`;
+        const f = await curl(entries[1]!, 'alice-country-fr', ['-H', `X-Marker: ${marker}`, '-d', marker, originUrl]);
+        expect(f.out).toBe(`from 127.0.0.15 /${marker} body ${marker.length}\n`);
+        expect(await viaSocks(entries[0]!, (target.address() as net.AddressInfo).port, 'alice-country-fr')).toEqual({
+          ok: true,
+          exit: 'fr1',
+        });
+
+        expect(relay.conns.length).toBeGreaterThan(0);
+        const all = Buffer.concat(relay.conns.flatMap((c) => [...c.up, ...c.down])).toString('latin1');
+        for (const plain of [
+          marker,
+          'alice',
+          'DIAL',
+          'AUTH',
+          'PING',
+          'HTTP/1.1',
+          'X-Marker',
+          '127.0.0.1',
+          String((target.address() as net.AddressInfo).port),
+        ]) {
+          expect(all.includes(plain), plain).toBe(false);
+        }
+        for (const c of relay.conns.filter((x) => x.up.length > 0 && x.down.length > 0)) {
+          const up = Buffer.concat(c.up);
+          const down = Buffer.concat(c.down);
+          expect(up[0]).toBe(0x16); // a TLS handshake record: the ClientHello
+          expect(down[0]).toBe(0x16); // the ServerHello…
+          expect(down.subarray(0, 200).includes(Buffer.from([0x00, 0x2b, 0x00, 0x02, 0x03, 0x04]))).toBe(true); // …choosing TLS 1.3
+        }
+
+        // A replay of a recorded entry → exit stream, sent to the exit's hop port: no target is reached.
+        let reached = 0;
+        const watch = () => reached++;
+        target.on('connection', watch);
+        try {
+          for (const c of relay.conns.slice(0, 5)) {
+            const s = net.connect(relay.to.port, '127.0.0.1');
+            s.on('error', () => {});
+            s.on('connect', () => s.write(Buffer.concat(c.up)));
+            await new Promise<void>((r) => {
+              s.on('close', () => r());
+              setTimeout(() => {
+                s.destroy();
+                r();
+              }, 1_000);
+            });
+          }
+          await sleep(200);
+          expect(reached).toBe(0);
+        } finally {
+          target.removeListener('connection', watch);
+        }
       } finally {
-        target.removeListener('connection', watch);
+        relays.push(relay); // the fr exit is reached through it from now on (the rotation test below)
+        origin.close();
       }
-    } finally {
-      relays.push(relay); // the fr exit is reached through it from now on (the rotation test below)
-      origin.close();
-    }
-  }, patient(60_000));
+    },
+    patient(60_000),
+  );
 
-  it('rotate-secret and rotate-cert while a tunnel streams: it is not cut, new tunnels keep working, entries pin the new certificate within 2 s', async () => {
-    // A tunnel through the fr exit that streams in the background all along.
-    const counter = net.createServer({ allowHalfOpen: true }, (c) => {
-      let n = 0;
-      c.on('error', () => {});
-      c.on('data', (d: Buffer) => (n += d.length));
-      c.on('end', () => c.end(`got ${n}\n`));
-    });
-    await new Promise<void>((r) => counter.listen(0, '127.0.0.1', () => r()));
-    const [host, port] = entries[0]!.httpProxy.split(':') as [string, string];
-    const s = net.connect({ host, port: Number(port), allowHalfOpen: true });
-    let got = '';
-    s.on('data', (d: Buffer) => (got += d.toString('latin1')));
-    const ended = new Promise<void>((r) => s.on('end', () => r()));
-    s.write(`CONNECT 127.0.0.1:${(counter.address() as net.AddressInfo).port} HTTP/1.1\r\nProxy-Authorization: Basic ${Buffer.from(`alice-country-fr:${PASSWORD}`).toString('base64')}\r\n\r\n`);
-    while (!got.includes('\r\n\r\n')) await sleep(5);
-    expect(got.slice(0, 12)).toBe('HTTP/1.1 200');
-    let sent = 0;
-    const chunk = Buffer.alloc(64 * 1024, 3);
-    const streaming = setInterval(() => {
-      s.write(chunk);
-      sent += chunk.length;
-    }, 20);
-    // New tunnels all along, through both entries.
-    let stop = false;
-    const failures: string[] = [];
-    let made = 0;
-    const began = Date.now();
-    const newTunnels = (async () => {
-      while (!stop) {
-        for (const e of entries) {
-          const r = await viaConnect(e, tgt(), 'alice-country-fr').catch((err: Error) => ({ ok: false as const, status: 0, head: err.message, ms: 0 }));
-          if (!r.ok) failures.push(`${r.status} ${/details="[^"]*"/.exec(r.head)?.[0] ?? r.head.split('\r\n')[0]} at ${Date.now() - began} ms`);
-          else made++;
+  it(
+    'rotate-secret and rotate-cert while a tunnel streams: it is not cut, new tunnels keep working, entries pin the new certificate within 2 s',
+    async () => {
+      // A tunnel through the fr exit that streams in the background all along.
+      const counter = net.createServer({ allowHalfOpen: true }, (c) => {
+        let n = 0;
+        c.on('error', () => {});
+        c.on('data', (d: Buffer) => (n += d.length));
+        c.on('end', () => c.end(`got ${n}\n`));
+      });
+      await new Promise<void>((r) => counter.listen(0, '127.0.0.1', () => r()));
+      const [host, port] = entries[0]!.httpProxy.split(':') as [string, string];
+      const s = net.connect({ host, port: Number(port), allowHalfOpen: true });
+      let got = '';
+      s.on('data', (d: Buffer) => (got += d.toString('latin1')));
+      const ended = new Promise<void>((r) => s.on('end', () => r()));
+      s.write(
+        `CONNECT 127.0.0.1:${(counter.address() as net.AddressInfo).port} HTTP/1.1\r\nProxy-Authorization: Basic ${Buffer.from(`alice-country-fr:${PASSWORD}`).toString('base64')}\r\n\r\n`,
+      );
+      while (!got.includes('\r\n\r\n')) await sleep(5);
+      expect(got.slice(0, 12)).toBe('HTTP/1.1 200');
+      let sent = 0;
+      const chunk = Buffer.alloc(64 * 1024, 3);
+      const streaming = setInterval(() => {
+        s.write(chunk);
+        sent += chunk.length;
+      }, 20);
+      // New tunnels all along, through both entries.
+      let stop = false;
+      const failures: string[] = [];
+      let made = 0;
+      const began = Date.now();
+      const newTunnels = (async () => {
+        while (!stop) {
+          for (const e of entries) {
+            const r = await viaConnect(e, tgt(), 'alice-country-fr').catch((err: Error) => ({
+              ok: false as const,
+              status: 0,
+              head: err.message,
+              ms: 0,
+            }));
+            if (!r.ok)
+              failures.push(
+                `${r.status} ${/details="[^"]*"/.exec(r.head)?.[0] ?? r.head.split('\r\n')[0]} at ${Date.now() - began} ms`,
+              );
+            else made++;
+          }
         }
+      })();
+      try {
+        const rs = await admin(first, ['fleet', 'rotate-secret']);
+        expect(rs.code, rs.stderr).toBe(0);
+        expect(rs.json).toEqual({ rotated: true });
+        await sleep(1_500);
+        const before = JSON.parse(
+          (await admin(first, ['exits'])).stdout.split('\n').find((l) => l.includes('"exit-fr1"'))!,
+        ) as { fingerprints: string[] };
+        const t0 = Date.now();
+        const rc = await admin(first, ['fleet', 'rotate-cert', '--node', 'exit-fr1']);
+        expect(rc.code, rc.stderr).toBe(0);
+        const returned = Date.now();
+        expect(rc.json).toMatchObject({ node: 'exit-fr1', previous: before.fingerprints[0] });
+        expect(rc.json.fingerprint).toMatch(/^[0-9a-f]{64}$/);
+        expect(rc.json.fingerprint).not.toBe(before.fingerprints[0]);
+        expect(returned - t0).toBeLessThan(15_000);
+        // Every entry pins the new certificate alone within 2 s of the command returning.
+        for (const e of entries) {
+          const seen = () =>
+            e.logs.some(
+              (l) =>
+                l.includes('"exit_certificate_changed"') &&
+                l.includes('"exit-fr1"') &&
+                l.includes(`"fingerprints":["${rc.json.fingerprint}"]`),
+            );
+          while (!seen() && Date.now() - returned < 2_000) await sleep(50);
+          expect(seen(), e.logs.filter((l) => l.includes('exit_certificate')).join('\n')).toBe(true);
+        }
+        await sleep(1_000);
+        const after = await admin(first, ['exits']);
+        expect(after.stdout).toContain(`"fingerprints":["${rc.json.fingerprint}"]`);
+      } finally {
+        stop = true;
+        await newTunnels;
+        clearInterval(streaming);
       }
-    })();
-    try {
-      const rs = await admin(first, ['fleet', 'rotate-secret']);
-      expect(rs.code, rs.stderr).toBe(0);
-      expect(rs.json).toEqual({ rotated: true });
-      await sleep(1_500);
-      const before = JSON.parse((await admin(first, ['exits'])).stdout.split('\n').find((l) => l.includes('"exit-fr1"'))!) as { fingerprints: string[] };
-      const t0 = Date.now();
-      const rc = await admin(first, ['fleet', 'rotate-cert', '--node', 'exit-fr1']);
-      expect(rc.code, rc.stderr).toBe(0);
-      const returned = Date.now();
-      expect(rc.json).toMatchObject({ node: 'exit-fr1', previous: before.fingerprints[0] });
-      expect(rc.json.fingerprint).toMatch(/^[0-9a-f]{64}$/);
-      expect(rc.json.fingerprint).not.toBe(before.fingerprints[0]);
-      expect(returned - t0).toBeLessThan(15_000);
-      // Every entry pins the new certificate alone within 2 s of the command returning.
-      for (const e of entries) {
-        const seen = () =>
-          e.logs.some((l) => l.includes('"exit_certificate_changed"') && l.includes('"exit-fr1"') && l.includes(`"fingerprints":["${rc.json.fingerprint}"]`));
-        while (!seen() && Date.now() - returned < 2_000) await sleep(50);
-        expect(seen(), e.logs.filter((l) => l.includes('exit_certificate')).join('\n')).toBe(true);
-      }
-      await sleep(1_000);
-      const after = await admin(first, ['exits']);
-      expect(after.stdout).toContain(`"fingerprints":["${rc.json.fingerprint}"]`);
-    } finally {
-      stop = true;
-      await newTunnels;
-      clearInterval(streaming);
-    }
-    expect(failures.slice(0, 5), `${failures.length} failures; ${failures.at(-1)}\n${entries[0]!.logs.filter((l) => /exit_|hop_/.test(l)).slice(-12).join('\n')}\n${exits.get('fr1')!.logs.filter((l) => /hop|exit/.test(l)).slice(-12).join('\n')}`).toEqual([]);
-    expect(made).toBeGreaterThan(10);
-    // The streaming tunnel was never cut: every byte arrived.
-    s.end();
-    await ended;
-    counter.close();
-    expect(got.slice(got.indexOf('\r\n\r\n') + 4)).toBe(`got ${sent}\n`);
-    // New tunnels after both rotations.
-    expect((await viaConnect(entries[1]!, tgt(), 'alice-country-fr')).ok).toBe(true);
-  }, patient(60_000));
+      expect(
+        failures.slice(0, 5),
+        `${failures.length} failures; ${failures.at(-1)}\n${entries[0]!.logs
+          .filter((l) => /exit_|hop_/.test(l))
+          .slice(-12)
+          .join('\n')}\n${exits
+          .get('fr1')!
+          .logs.filter((l) => /hop|exit/.test(l))
+          .slice(-12)
+          .join('\n')}`,
+      ).toEqual([]);
+      expect(made).toBeGreaterThan(10);
+      // The streaming tunnel was never cut: every byte arrived.
+      s.end();
+      await ended;
+      counter.close();
+      expect(got.slice(got.indexOf('\r\n\r\n') + 4)).toBe(`got ${sent}\n`);
+      // New tunnels after both rotations.
+      expect((await viaConnect(entries[1]!, tgt(), 'alice-country-fr')).ok).toBe(true);
+    },
+    patient(60_000),
+  );
 
-  it('rotate-cert on an exit with two workers sharing its data dir: no new tunnel fails, both serve the new certificate', async () => {
-    let stop = false;
-    const failures: string[] = [];
-    let made = 0;
-    const newTunnels = (async () => {
-      while (!stop) {
-        for (const e of entries) {
-          const r = await viaConnect(e, tgt(), 'alice-country-us-city-la').catch((err: Error) => ({ ok: false as const, status: 0, head: err.message, ms: 0 }));
-          if (!r.ok) failures.push(`${r.status} ${/details="[^"]*"/.exec(r.head)?.[0] ?? r.head.split('\r\n')[0]} at ${new Date().toISOString()}`);
-          else made++;
+  it(
+    'rotate-cert on an exit with two workers sharing its data dir: no new tunnel fails, both serve the new certificate',
+    async () => {
+      let stop = false;
+      const failures: string[] = [];
+      let made = 0;
+      const newTunnels = (async () => {
+        while (!stop) {
+          for (const e of entries) {
+            const r = await viaConnect(e, tgt(), 'alice-country-us-city-la').catch((err: Error) => ({
+              ok: false as const,
+              status: 0,
+              head: err.message,
+              ms: 0,
+            }));
+            if (!r.ok)
+              failures.push(
+                `${r.status} ${/details="[^"]*"/.exec(r.head)?.[0] ?? r.head.split('\r\n')[0]} at ${new Date().toISOString()}`,
+              );
+            else made++;
+          }
         }
+      })();
+      try {
+        const rc = await admin(first, ['fleet', 'rotate-cert', '--node', 'exit-us2']);
+        expect(rc.code, rc.stderr).toBe(0);
+        await sleep(2_000);
+      } finally {
+        stop = true;
+        await newTunnels;
       }
-    })();
-    try {
-      const rc = await admin(first, ['fleet', 'rotate-cert', '--node', 'exit-us2']);
-      expect(rc.code, rc.stderr).toBe(0);
-      await sleep(2_000);
-    } finally {
-      stop = true;
-      await newTunnels;
-    }
-    expect(failures.slice(0, 5), `${failures.length} failures\n${entries.flatMap((e) => e.logs.filter((l) => /exit_|hop_/.test(l)).slice(-8)).join('\n')}`).toEqual([]);
-    expect(made).toBeGreaterThan(10);
-  }, patient(60_000));
+      expect(
+        failures.slice(0, 5),
+        `${failures.length} failures\n${entries.flatMap((e) => e.logs.filter((l) => /exit_|hop_/.test(l)).slice(-8)).join('\n')}`,
+      ).toEqual([]);
+      expect(made).toBeGreaterThan(10);
+    },
+    patient(60_000),
+  );
 
   /** The next `n` bytes a socket receives (a SOCKS5 control connection's replies), within 5 s. */
   function byteReader(s: net.Socket): (n: number) => Promise<Buffer> {
@@ -682,7 +877,15 @@ describe.skipIf(skip)('entry and exit nodes on one PostgreSQL', () => {
       const need = byteReader(control);
       const u = Buffer.from(user);
       const p = Buffer.from(PASSWORD);
-      control.write(Buffer.concat([Buffer.from([5, 1, 2, 1, u.length]), u, Buffer.from([p.length]), p, Buffer.from([5, 3, 0, 1, 0, 0, 0, 0, 0, 0])]));
+      control.write(
+        Buffer.concat([
+          Buffer.from([5, 1, 2, 1, u.length]),
+          u,
+          Buffer.from([p.length]),
+          p,
+          Buffer.from([5, 3, 0, 1, 0, 0, 0, 0, 0, 0]),
+        ]),
+      );
       await need(4);
       const rep = await need(10);
       expect(rep[1]).toBe(0);
@@ -725,7 +928,11 @@ describe.skipIf(skip)('entry and exit nodes on one PostgreSQL', () => {
       const relayPort = rep.readUInt16BE(8);
       const ep = (echo.address() as net.AddressInfo).port;
       for (const text of ['one', 'two', 'three']) {
-        client.send(Buffer.concat([Buffer.from([0, 0, 0, 1, 127, 0, 0, 1, ep >> 8, ep & 255]), Buffer.from(text)]), relayPort, '127.0.0.1');
+        client.send(
+          Buffer.concat([Buffer.from([0, 0, 0, 1, 127, 0, 0, 1, ep >> 8, ep & 255]), Buffer.from(text)]),
+          relayPort,
+          '127.0.0.1',
+        );
         const n = inbox.length;
         const t0 = Date.now();
         while (inbox.length === n && Date.now() - t0 < 3_000) await sleep(5);
@@ -749,13 +956,20 @@ describe.skipIf(skip)('entry and exit nodes on one PostgreSQL', () => {
     };
     const before = await policyDrops();
     const header = (host: number[] | string, port: number) => {
-      if (typeof host === 'string') return Buffer.concat([Buffer.from([0, 0, 0, 3, host.length]), Buffer.from(host), Buffer.from([port >> 8, port & 255])]);
+      if (typeof host === 'string')
+        return Buffer.concat([
+          Buffer.from([0, 0, 0, 3, host.length]),
+          Buffer.from(host),
+          Buffer.from([port >> 8, port & 255]),
+        ]);
       return Buffer.from([0, 0, 0, 1, ...host, port >> 8, port & 255]);
     };
     const socksPort = Number(entries[0]!.socks.split(':')[1]);
     // Its SOCKS listener, a relay port of its range on a local address (by literal and by `localhost`).
     for (const h of [header([127, 0, 0, 1], socksPort), header([127, 0, 0, 1], 40_000), header('localhost', 44_999)]) {
-      expect(await udpOnce(entries[0]!, 'alice-country-de', Buffer.concat([h, Buffer.from('to the entry itself')]))).toBeNull();
+      expect(
+        await udpOnce(entries[0]!, 'alice-country-de', Buffer.concat([h, Buffer.from('to the entry itself')])),
+      ).toBeNull();
     }
     expect(await policyDrops()).toBe(before + 3);
   });
@@ -790,7 +1004,16 @@ describe.skipIf(skip)('entry and exit nodes on one PostgreSQL', () => {
       try {
         const ep = (echo.address() as net.AddressInfo).port;
         const name = Buffer.from('localhost');
-        const answer = await udpOnce(entries[0]!, 'alice-country-de', Buffer.concat([Buffer.from([0, 0, 0, 3, name.length]), name, Buffer.from([ep >> 8, ep & 255]), Buffer.from('to a denied network')]));
+        const answer = await udpOnce(
+          entries[0]!,
+          'alice-country-de',
+          Buffer.concat([
+            Buffer.from([0, 0, 0, 3, name.length]),
+            name,
+            Buffer.from([ep >> 8, ep & 255]),
+            Buffer.from('to a denied network'),
+          ]),
+        );
         expect(answer).toBeNull();
         expect(got).toEqual([]);
       } finally {
@@ -807,93 +1030,120 @@ describe.skipIf(skip)('entry and exit nodes on one PostgreSQL', () => {
     }
   });
 
-  it('a killed exit leaves selection within 3 s and its sessions move; a new exit takes traffic within 3 s of its ready line', async () => {
-    // Sessions placed on us1 before it dies.
-    const onUs1: string[] = [];
-    for (let i = 0; onUs1.length < 3 && i < 40; i++) {
-      const user = `alice-country-us-session-k${i}`;
-      if ((await spread(entries[0]!, user, 1))[0] === 'us1') onUs1.push(user);
-    }
-    expect(onUs1.length).toBe(3);
-    exits.get('us1')!.proc.kill('SIGKILL');
-    await exits.get('us1')!.exited;
-    const killedAt = Date.now();
-    // Every connection after the kill is admitted (a hop that fails before the exit answers is retried on
-    // another exit); from 3 s on, none goes to us1.
-    let lastUs1 = 0;
-    while (Date.now() - killedAt < 4_000) {
-      for (const e of entries) {
-        const r = await viaConnect(e, tgt(), 'alice-country-us').catch((err: Error) => {
-          throw new Error(`${err.message} at ${Date.now() - killedAt} ms:\n${e.logs.slice(-20).join('\n')}`);
-        });
-        expect(r.ok, JSON.stringify(r)).toBe(true);
-        if (r.ok && r.exit === 'us1') lastUs1 = Date.now() - killedAt;
+  it(
+    'a killed exit leaves selection within 3 s and its sessions move; a new exit takes traffic within 3 s of its ready line',
+    async () => {
+      // Sessions placed on us1 before it dies.
+      const onUs1: string[] = [];
+      for (let i = 0; onUs1.length < 3 && i < 40; i++) {
+        const user = `alice-country-us-session-k${i}`;
+        if ((await spread(entries[0]!, user, 1))[0] === 'us1') onUs1.push(user);
       }
-    }
-    expect(lastUs1).toBeLessThan(3_000);
-    for (const user of onUs1) {
-      expect(new Set([...(await spread(entries[0]!, user, 2)), ...(await spread(entries[1]!, user, 2))])).toEqual(new Set(['us2']));
-    }
-    // The connection log says so: the entry's record of a moved session names the exit it had before.
-    const moved = await recordsOf(onUs1[0]!, (rs) => rs.some((r) => r.exit_moved_from === 'exit-us1'));
-    expect(moved.find((r) => r.exit_moved_from === 'exit-us1')).toMatchObject({ node: 'entry-1', exit: 'exit-us2', decision: 'admitted' });
-
-    // The operator's view of the registry: the killed exit's row is stale, the others live.
-    const listed = await admin(first, ['exits']);
-    expect(listed.code, listed.stderr).toBe(0);
-    const byNode = new Map(listed.stdout.split('\n').filter(Boolean).map((l) => {
-      const r = JSON.parse(l) as { node: string; state: string; country: string; hop: string };
-      return [r.node, r] as const;
-    }));
-    expect(byNode.get('exit-us1')).toMatchObject({ state: 'stale', country: 'us' });
-    expect(byNode.get('exit-de1')).toMatchObject({ state: 'live', country: 'de', city: 'berlin', hop: exits.get('de1')!.hop });
-    // --format table: aligned columns (the state column starts at one offset on every line).
-    const table = (await admin(first, ['exits', '--format', 'table'])).stdout.trimEnd().split('\n');
-    expect(table.length).toBe(byNode.size + 1);
-    const stateAt = table[0]!.indexOf('state');
-    for (const l of table.slice(1)) expect(l.slice(stateAt), l).toMatch(/^(live|stale)$/);
-
-    const us3 = await startExit('us3', 'us');
-    const readyAt = Date.now();
-    void us3;
-    let firstAt = -1;
-    while (firstAt < 0 && Date.now() - readyAt < 6_000) {
-      for (const e of entries) {
-        const r = await viaConnect(e, tgt(), 'alice-country-us');
-        if (r.ok && r.exit === 'us3' && firstAt < 0) firstAt = Date.now() - readyAt;
+      expect(onUs1.length).toBe(3);
+      exits.get('us1')!.proc.kill('SIGKILL');
+      await exits.get('us1')!.exited;
+      const killedAt = Date.now();
+      // Every connection after the kill is admitted (a hop that fails before the exit answers is retried on
+      // another exit); from 3 s on, none goes to us1.
+      let lastUs1 = 0;
+      while (Date.now() - killedAt < 4_000) {
+        for (const e of entries) {
+          const r = await viaConnect(e, tgt(), 'alice-country-us').catch((err: Error) => {
+            throw new Error(`${err.message} at ${Date.now() - killedAt} ms:\n${e.logs.slice(-20).join('\n')}`);
+          });
+          expect(r.ok, JSON.stringify(r)).toBe(true);
+          if (r.ok && r.exit === 'us1') lastUs1 = Date.now() - killedAt;
+        }
       }
-    }
-    expect(firstAt).toBeGreaterThanOrEqual(0);
-    expect(firstAt).toBeLessThan(3_000);
-  }, patient(60_000));
-
-  it('an exit that stops answering (SIGSTOP, its sockets still open) leaves selection within 3 s; tunnels waiting on it go elsewhere', async () => {
-    const us3 = exits.get('us3')!;
-    us3.proc.kill('SIGSTOP');
-    const stoppedAt = Date.now();
-    try {
-      let lastUs3 = 0;
-      const slow: number[] = [];
-      while (Date.now() - stoppedAt < 4_500) {
-        const r = await viaConnect(entries[0]!, tgt(), 'alice-country-us').catch((err: Error) => {
-          throw new Error(`${err.message} at ${Date.now() - stoppedAt} ms:\n${entries[0]!.logs.slice(-12).join('\n')}`);
-        });
-        expect(r.ok, JSON.stringify(r)).toBe(true);
-        if (r.ok && r.exit === 'us3') lastUs3 = Date.now() - stoppedAt;
-        if (r.ms > 500) slow.push(Math.round(r.ms));
+      expect(lastUs1).toBeLessThan(3_000);
+      for (const user of onUs1) {
+        expect(new Set([...(await spread(entries[0]!, user, 2)), ...(await spread(entries[1]!, user, 2))])).toEqual(
+          new Set(['us2']),
+        );
       }
-      expect(lastUs3).toBe(0); // a stopped exit answers no DIAL: nothing comes out of it
-      // A tunnel sent to it before its probes failed waited at most until they did (about 3 s), then went to us2.
-      expect(Math.max(0, ...slow)).toBeLessThan(3_500);
-      const after = await spread(entries[1]!, 'alice-country-us', 6);
-      expect(new Set(after)).toEqual(new Set(['us2']));
-    } finally {
-      us3.proc.kill('SIGCONT');
-    }
-    // Back: it takes traffic again.
-    const t0 = Date.now();
-    let back = false;
-    while (!back && Date.now() - t0 < 6_000) back = (await spread(entries[0]!, 'alice-country-us', 4)).includes('us3');
-    expect(back).toBe(true);
-  }, patient(30_000));
+      // The connection log says so: the entry's record of a moved session names the exit it had before.
+      const moved = await recordsOf(onUs1[0]!, (rs) => rs.some((r) => r.exit_moved_from === 'exit-us1'));
+      expect(moved.find((r) => r.exit_moved_from === 'exit-us1')).toMatchObject({
+        node: 'entry-1',
+        exit: 'exit-us2',
+        decision: 'admitted',
+      });
+
+      // The operator's view of the registry: the killed exit's row is stale, the others live.
+      const listed = await admin(first, ['exits']);
+      expect(listed.code, listed.stderr).toBe(0);
+      const byNode = new Map(
+        listed.stdout
+          .split('\n')
+          .filter(Boolean)
+          .map((l) => {
+            const r = JSON.parse(l) as { node: string; state: string; country: string; hop: string };
+            return [r.node, r] as const;
+          }),
+      );
+      expect(byNode.get('exit-us1')).toMatchObject({ state: 'stale', country: 'us' });
+      expect(byNode.get('exit-de1')).toMatchObject({
+        state: 'live',
+        country: 'de',
+        city: 'berlin',
+        hop: exits.get('de1')!.hop,
+      });
+      // --format table: aligned columns (the state column starts at one offset on every line).
+      const table = (await admin(first, ['exits', '--format', 'table'])).stdout.trimEnd().split('\n');
+      expect(table.length).toBe(byNode.size + 1);
+      const stateAt = table[0]!.indexOf('state');
+      for (const l of table.slice(1)) expect(l.slice(stateAt), l).toMatch(/^(live|stale)$/);
+
+      const us3 = await startExit('us3', 'us');
+      const readyAt = Date.now();
+      void us3;
+      let firstAt = -1;
+      while (firstAt < 0 && Date.now() - readyAt < 6_000) {
+        for (const e of entries) {
+          const r = await viaConnect(e, tgt(), 'alice-country-us');
+          if (r.ok && r.exit === 'us3' && firstAt < 0) firstAt = Date.now() - readyAt;
+        }
+      }
+      expect(firstAt).toBeGreaterThanOrEqual(0);
+      expect(firstAt).toBeLessThan(3_000);
+    },
+    patient(60_000),
+  );
+
+  it(
+    'an exit that stops answering (SIGSTOP, its sockets still open) leaves selection within 3 s; tunnels waiting on it go elsewhere',
+    async () => {
+      const us3 = exits.get('us3')!;
+      us3.proc.kill('SIGSTOP');
+      const stoppedAt = Date.now();
+      try {
+        let lastUs3 = 0;
+        const slow: number[] = [];
+        while (Date.now() - stoppedAt < 4_500) {
+          const r = await viaConnect(entries[0]!, tgt(), 'alice-country-us').catch((err: Error) => {
+            throw new Error(
+              `${err.message} at ${Date.now() - stoppedAt} ms:\n${entries[0]!.logs.slice(-12).join('\n')}`,
+            );
+          });
+          expect(r.ok, JSON.stringify(r)).toBe(true);
+          if (r.ok && r.exit === 'us3') lastUs3 = Date.now() - stoppedAt;
+          if (r.ms > 500) slow.push(Math.round(r.ms));
+        }
+        expect(lastUs3).toBe(0); // a stopped exit answers no DIAL: nothing comes out of it
+        // A tunnel sent to it before its probes failed waited at most until they did (about 3 s), then went to us2.
+        expect(Math.max(0, ...slow)).toBeLessThan(3_500);
+        const after = await spread(entries[1]!, 'alice-country-us', 6);
+        expect(new Set(after)).toEqual(new Set(['us2']));
+      } finally {
+        us3.proc.kill('SIGCONT');
+      }
+      // Back: it takes traffic again.
+      const t0 = Date.now();
+      let back = false;
+      while (!back && Date.now() - t0 < 6_000)
+        back = (await spread(entries[0]!, 'alice-country-us', 4)).includes('us3');
+      expect(back).toBe(true);
+    },
+    patient(30_000),
+  );
 });

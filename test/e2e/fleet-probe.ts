@@ -4,7 +4,11 @@ import net from 'node:net';
 import { patient } from '../helpers/patience.js';
 
 /** One CONNECT through the gateway, as `source` (PROXY v1 header) or with credentials: the reply's status code (0: none). */
-export function probe(gateway: string, target: string, as: { source: string } | { user: string; password: string }): Promise<number> {
+export function probe(
+  gateway: string,
+  target: string,
+  as: { source: string } | { user: string; password: string },
+): Promise<number> {
   const [host, port] = gateway.split(':') as [string, string];
   return new Promise((resolve) => {
     const s = net.connect(Number(port), host);
@@ -17,7 +21,10 @@ export function probe(gateway: string, target: string, as: { source: string } | 
     s.on('error', () => done(0));
     s.on('connect', () => {
       const head = 'source' in as ? `PROXY TCP4 ${as.source} 127.0.0.1 40000 ${port}\r\n` : '';
-      const auth = 'user' in as ? `Proxy-Authorization: Basic ${Buffer.from(`${as.user}:${as.password}`).toString('base64')}\r\n` : '';
+      const auth =
+        'user' in as
+          ? `Proxy-Authorization: Basic ${Buffer.from(`${as.user}:${as.password}`).toString('base64')}\r\n`
+          : '';
       s.write(`${head}CONNECT ${target} HTTP/1.1\r\nHost: ${target}\r\n${auth}\r\n`);
     });
     s.on('data', (d) => {
@@ -43,6 +50,14 @@ export function percentile(xs: number[], p: number): number {
 
 /** Logs the propagation figures as one JSON line. */
 export function report(what: string, ms: number[], extra: Record<string, string> = {}): void {
-  const line = { event: 'fleet_propagation', ...extra, what, changes: ms.length, p50_ms: +percentile(ms, 50).toFixed(1), p99_ms: +percentile(ms, 99).toFixed(1), max_ms: +Math.max(...ms).toFixed(1) };
+  const line = {
+    event: 'fleet_propagation',
+    ...extra,
+    what,
+    changes: ms.length,
+    p50_ms: +percentile(ms, 50).toFixed(1),
+    p99_ms: +percentile(ms, 99).toFixed(1),
+    max_ms: +Math.max(...ms).toFixed(1),
+  };
   console.log(JSON.stringify(line));
 }

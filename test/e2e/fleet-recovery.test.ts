@@ -21,7 +21,9 @@ let echo: net.Server;
 
 async function listStatus(node: Daemon): Promise<number> {
   try {
-    const res = await fetch(`${node.api}${LIST}?api_key=${encodeURIComponent(token)}`, { signal: AbortSignal.timeout(3000) });
+    const res = await fetch(`${node.api}${LIST}?api_key=${encodeURIComponent(token)}`, {
+      signal: AbortSignal.timeout(3000),
+    });
     await res.arrayBuffer();
     return res.status;
   } catch {
@@ -52,7 +54,12 @@ async function allRefusing(): Promise<void> {
 
 /** From the database answering again (t0): per node, ms until the API lists and until the gateway admits. */
 async function wayBack(t0: number): Promise<Array<{ api: number; gateway: number }>> {
-  return Promise.all(nodes.map(async (node) => ({ api: await firstOk(t0, () => listStatus(node)), gateway: await firstOk(t0, () => connectStatus(node)) })));
+  return Promise.all(
+    nodes.map(async (node) => ({
+      api: await firstOk(t0, () => listStatus(node)),
+      gateway: await firstOk(t0, () => connectStatus(node)),
+    })),
+  );
 }
 
 function assertBounded(times: Array<{ api: number; gateway: number }>): void {
@@ -68,50 +75,67 @@ function assertBounded(times: Array<{ api: number; gateway: number }>): void {
 /** CONNECT through a node's HTTP proxy with the proxy user's credentials: the answer's status (0: none). */
 const connectStatus = (node: Daemon) => probe(node.httpProxy, addrOf(echo), { user: 'back', password });
 
-describe.skipIf(skip !== null)(`recovery after a PostgreSQL outage, three nodes${skip ? ` (skipped: ${skip})` : ''}`, () => {
-  beforeAll(async () => {
-    pg = await startPostgres();
-    await makeTemplate(pg.url);
-    const first = await dataDirFor('postgres', pg.url);
-    token = (await makeAccount(first, 'back@example.com')).token;
-    const pu = await admin(first, ['proxy-user', 'create', '--email', 'back@example.com', '--username', 'back']);
-    password = pu.json.password;
-    echo = await tcpEcho();
-    const args = ['--allow-private-targets', '--stale-admission', String(STALE_S), '--rate-limits', 'list=100000,add=100000,delete=100000'];
-    nodes = [await startDaemon({ dataDir: first, args })];
-    const url = nodes[0]!.databaseUrl!;
-    for (let i = 1; i < 3; i++) {
-      const dir = await dataDirFor('sqlite');
-      nodes.push(await startDaemon({ dataDir: dir, args: [...args, '--database-url', url] }));
-    }
-    for (const node of nodes) await firstOk(Date.now(), () => connectStatus(node), 10_000);
-  }, patient(120_000));
+describe.skipIf(skip !== null)(
+  `recovery after a PostgreSQL outage, three nodes${skip ? ` (skipped: ${skip})` : ''}`,
+  () => {
+    beforeAll(async () => {
+      pg = await startPostgres();
+      await makeTemplate(pg.url);
+      const first = await dataDirFor('postgres', pg.url);
+      token = (await makeAccount(first, 'back@example.com')).token;
+      const pu = await admin(first, ['proxy-user', 'create', '--email', 'back@example.com', '--username', 'back']);
+      password = pu.json.password;
+      echo = await tcpEcho();
+      const args = [
+        '--allow-private-targets',
+        '--stale-admission',
+        String(STALE_S),
+        '--rate-limits',
+        'list=100000,add=100000,delete=100000',
+      ];
+      nodes = [await startDaemon({ dataDir: first, args })];
+      const url = nodes[0]!.databaseUrl!;
+      for (let i = 1; i < 3; i++) {
+        const dir = await dataDirFor('sqlite');
+        nodes.push(await startDaemon({ dataDir: dir, args: [...args, '--database-url', url] }));
+      }
+      for (const node of nodes) await firstOk(Date.now(), () => connectStatus(node), 10_000);
+    }, patient(120_000));
 
-  afterAll(async () => {
-    for (const node of nodes) await node.stop();
-    pg?.destroy();
-    await new Promise((r) => echo?.close(r));
-  });
+    afterAll(async () => {
+      for (const node of nodes) await node.stop();
+      pg?.destroy();
+      await new Promise((r) => echo?.close(r));
+    });
 
-  it('a crash and restart (immediate stop): API and gateway back within 1 s of the database', async () => {
-    pg.stop('immediate');
-    try {
-      await allRefusing();
-      await sleep(1000); // feed calls and reconnects pile up while it is down
-    } finally {
-      pg.start();
-    }
-    assertBounded(await wayBack(Date.now()));
-  }, patient(90_000));
+    it(
+      'a crash and restart (immediate stop): API and gateway back within 1 s of the database',
+      async () => {
+        pg.stop('immediate');
+        try {
+          await allRefusing();
+          await sleep(1000); // feed calls and reconnects pile up while it is down
+        } finally {
+          pg.start();
+        }
+        assertBounded(await wayBack(Date.now()));
+      },
+      patient(90_000),
+    );
 
-  it('a frozen server (SIGSTOP) past the stale window, then SIGCONT: back within 1 s', async () => {
-    pg.pause();
-    try {
-      await allRefusing();
-      await sleep(1000);
-    } finally {
-      pg.resume();
-    }
-    assertBounded(await wayBack(Date.now()));
-  }, patient(90_000));
-});
+    it(
+      'a frozen server (SIGSTOP) past the stale window, then SIGCONT: back within 1 s',
+      async () => {
+        pg.pause();
+        try {
+          await allRefusing();
+          await sleep(1000);
+        } finally {
+          pg.resume();
+        }
+        assertBounded(await wayBack(Date.now()));
+      },
+      patient(90_000),
+    );
+  },
+);

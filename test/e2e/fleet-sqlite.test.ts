@@ -33,20 +33,26 @@ describe('two daemons on one shared data dir', () => {
     echo?.close();
   });
 
-  it('a whitelist add/delete through one daemon admits/refuses on the other within 1 s (50 changes)', async () => {
-    const ip = '8.8.4.4';
-    const ms: number[] = [];
-    for (let i = 0; i < 50; i++) {
-      const adding = i % 2 === 0;
-      const t0 = performance.now();
-      const r = await api(a.api, adding ? ADD : DEL, token, adding ? { items: [{ ip }] } : { ips: [ip] });
-      expect(r.json.code).toBe(200);
-      ms.push(await until(t0, async () => (await probe(b.httpProxy, target, { source: ip })) === (adding ? 200 : 407)));
-    }
-    report('api on daemon A -> gateway of daemon B', ms);
-    expect(Math.max(...ms)).toBeLessThan(5000);
-    expect(percentile(ms, 50)).toBeLessThan(1000);
-  }, patient(120_000));
+  it(
+    'a whitelist add/delete through one daemon admits/refuses on the other within 1 s (50 changes)',
+    async () => {
+      const ip = '8.8.4.4';
+      const ms: number[] = [];
+      for (let i = 0; i < 50; i++) {
+        const adding = i % 2 === 0;
+        const t0 = performance.now();
+        const r = await api(a.api, adding ? ADD : DEL, token, adding ? { items: [{ ip }] } : { ips: [ip] });
+        expect(r.json.code).toBe(200);
+        ms.push(
+          await until(t0, async () => (await probe(b.httpProxy, target, { source: ip })) === (adding ? 200 : 407)),
+        );
+      }
+      report('api on daemon A -> gateway of daemon B', ms);
+      expect(Math.max(...ms)).toBeLessThan(5000);
+      expect(percentile(ms, 50)).toBeLessThan(1000);
+    },
+    patient(120_000),
+  );
 
   it('and the other way round: a change through B applies on A', async () => {
     const ip = '8.8.8.8';
@@ -90,14 +96,33 @@ describe('proxyd admin against a running daemon', () => {
       ms.push(await until(performance.now(), check));
     };
     const viaIp = () => probe(d.httpProxy, target, { source: '8.8.4.4' });
-    const created = await admin(d.dataDir, ['proxy-user', 'create', '--email', 'ops@example.com', '--username', 'dave']);
+    const created = await admin(d.dataDir, [
+      'proxy-user',
+      'create',
+      '--email',
+      'ops@example.com',
+      '--username',
+      'dave',
+    ]);
     const dave = { user: 'dave', password: created.json.password as string };
     ms.push(await until(performance.now(), async () => (await probe(d.httpProxy, target, dave)) === 200));
     for (let i = 0; i < 3; i++) {
-      await step(['whitelist', 'set-status', '--email', 'ops@example.com', '--ip', '8.8.4.4', '--status', 'disabled'], async () => (await viaIp()) === 407);
-      await step(['whitelist', 'set-status', '--email', 'ops@example.com', '--ip', '8.8.4.4', '--status', 'active'], async () => (await viaIp()) === 200);
-      await step(['account', 'set', '--email', 'ops@example.com', '--status', 'suspended'], async () => (await probe(d.httpProxy, target, dave)) === 407);
-      await step(['account', 'set', '--email', 'ops@example.com', '--status', 'active'], async () => (await probe(d.httpProxy, target, dave)) === 200);
+      await step(
+        ['whitelist', 'set-status', '--email', 'ops@example.com', '--ip', '8.8.4.4', '--status', 'disabled'],
+        async () => (await viaIp()) === 407,
+      );
+      await step(
+        ['whitelist', 'set-status', '--email', 'ops@example.com', '--ip', '8.8.4.4', '--status', 'active'],
+        async () => (await viaIp()) === 200,
+      );
+      await step(
+        ['account', 'set', '--email', 'ops@example.com', '--status', 'suspended'],
+        async () => (await probe(d.httpProxy, target, dave)) === 407,
+      );
+      await step(
+        ['account', 'set', '--email', 'ops@example.com', '--status', 'active'],
+        async () => (await probe(d.httpProxy, target, dave)) === 200,
+      );
     }
     report('proxyd admin -> gateway', ms);
     expect(Math.max(...ms)).toBeLessThan(5000);
@@ -106,29 +131,35 @@ describe('proxyd admin against a running daemon', () => {
 });
 
 describe('--workers 2: each worker holds its own view', () => {
-  it('a change reaches every worker (connections are spread round robin)', async () => {
-    const echo = await tcpEcho();
-    const target = addrOf(echo);
-    const d = await startDaemon({ args: ['--workers', '2', ...GW] });
-    try {
-      const { token } = await makeAccount(d.dataDir, 'workers@example.com');
-      const ip = '8.8.4.4';
-      for (const adding of [true, false, true]) {
-        const t0 = performance.now();
-        const r = await api(d.api, adding ? ADD : DEL, token, adding ? { items: [{ ip }] } : { ips: [ip] });
-        expect(r.json.code).toBe(200);
-        // Eight connections in a row must all agree: with two workers, both views have the change.
-        const ms = await until(t0, async () => {
-          const codes = await Promise.all(Array.from({ length: 8 }, () => probe(d.httpProxy, target, { source: ip })));
-          return codes.every((c) => c === (adding ? 200 : 407));
-        });
-        expect(ms).toBeLessThan(5000);
+  it(
+    'a change reaches every worker (connections are spread round robin)',
+    async () => {
+      const echo = await tcpEcho();
+      const target = addrOf(echo);
+      const d = await startDaemon({ args: ['--workers', '2', ...GW] });
+      try {
+        const { token } = await makeAccount(d.dataDir, 'workers@example.com');
+        const ip = '8.8.4.4';
+        for (const adding of [true, false, true]) {
+          const t0 = performance.now();
+          const r = await api(d.api, adding ? ADD : DEL, token, adding ? { items: [{ ip }] } : { ips: [ip] });
+          expect(r.json.code).toBe(200);
+          // Eight connections in a row must all agree: with two workers, both views have the change.
+          const ms = await until(t0, async () => {
+            const codes = await Promise.all(
+              Array.from({ length: 8 }, () => probe(d.httpProxy, target, { source: ip })),
+            );
+            return codes.every((c) => c === (adding ? 200 : 407));
+          });
+          expect(ms).toBeLessThan(5000);
+        }
+        const text = await (await fetch(`${d.api}/metrics`)).text();
+        expect(text).toMatch(/^proxyd_admission_view_whitelist_ips 1$/m);
+      } finally {
+        await d.stop();
+        echo.close();
       }
-      const text = await (await fetch(`${d.api}/metrics`)).text();
-      expect(text).toMatch(/^proxyd_admission_view_whitelist_ips 1$/m);
-    } finally {
-      await d.stop();
-      echo.close();
-    }
-  }, patient(120_000));
+    },
+    patient(120_000),
+  );
 });

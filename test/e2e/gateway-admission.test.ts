@@ -31,7 +31,6 @@ function loadBalancer(gateway: string, sourceIp: () => string): Promise<net.Serv
   return new Promise((r) => server.listen(0, '127.0.0.1', () => r(server)));
 }
 
-
 describe('gateway admission through a spawned proxyd', () => {
   let d: Daemon;
   let target: http.Server;
@@ -42,16 +41,23 @@ describe('gateway admission through a spawned proxyd', () => {
   const source = { ip: '8.8.4.4' };
 
   async function api(path: string, body?: unknown) {
-    const res = await fetch(`${d.api}${path}?api_key=${token}`, body ? { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) } : {});
+    const res = await fetch(
+      `${d.api}${path}?api_key=${token}`,
+      body ? { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) } : {},
+    );
     return (await res.json()) as { code: number };
   }
 
   beforeAll(async () => {
     target = await echoTarget();
     echo = await tcpEcho();
-    d = await startDaemon({ args: ['--allow-private-targets', '--egress-address', '127.0.0.2', '--proxy-protocol-from', '127.0.0.1/32'] });
+    d = await startDaemon({
+      args: ['--allow-private-targets', '--egress-address', '127.0.0.2', '--proxy-protocol-from', '127.0.0.1/32'],
+    });
     ({ token } = await makeAccount(d.dataDir, 'gw@example.com'));
-    proxyPassword = (await admin(d.dataDir, ['proxy-user', 'create', '--email', 'gw@example.com', '--username', 'alice'])).json.password;
+    proxyPassword = (
+      await admin(d.dataDir, ['proxy-user', 'create', '--email', 'gw@example.com', '--username', 'alice'])
+    ).json.password;
     lb = await loadBalancer(d.httpProxy, () => source.ip);
   });
   afterAll(async () => {
@@ -62,7 +68,21 @@ describe('gateway admission through a spawned proxyd', () => {
   });
 
   it('forwards with credentials, and the target sees the egress address', async () => {
-    await settlesTo(async () => (await curl(['-x', `http://alice:${proxyPassword}@${d.httpProxy}`, '-o', '/dev/null', '-w', '%{http_code}', `http://${addrOf(target)}/`])).stdout, '200');
+    await settlesTo(
+      async () =>
+        (
+          await curl([
+            '-x',
+            `http://alice:${proxyPassword}@${d.httpProxy}`,
+            '-o',
+            '/dev/null',
+            '-w',
+            '%{http_code}',
+            `http://${addrOf(target)}/`,
+          ])
+        ).stdout,
+      '200',
+    );
     const r = await curl(['-x', `http://alice:${proxyPassword}@${d.httpProxy}`, `http://${addrOf(target)}/hello`]);
     expect(r.code).toBe(0);
     expect(JSON.parse(r.stdout)).toEqual({ ip: '127.0.0.2', path: '/hello' });
@@ -72,26 +92,66 @@ describe('gateway admission through a spawned proxyd', () => {
 
   it('answers 407 with Proxy-Authenticate for no or wrong credentials', async () => {
     for (const proxy of [`http://${d.httpProxy}`, `http://alice:wrong-password@${d.httpProxy}`]) {
-      const r = await curl(['-x', proxy, '-o', '/dev/null', '-D', '-', '-w', '%{http_code}', `http://${addrOf(target)}/`]);
+      const r = await curl([
+        '-x',
+        proxy,
+        '-o',
+        '/dev/null',
+        '-D',
+        '-',
+        '-w',
+        '%{http_code}',
+        `http://${addrOf(target)}/`,
+      ]);
       expect(r.stdout).toMatch(/407$/);
       expect(r.stdout.toLowerCase()).toContain('proxy-authenticate: basic realm="proxy"');
     }
   });
 
   it('admits a whitelisted source IP (from a trusted PROXY header) and follows every change', async () => {
-    const viaLb = () => curl(['-x', `http://${addrOf(lb)}`, '-o', '/dev/null', '-w', '%{http_code}', `http://${addrOf(target)}/`]).then((r) => r.stdout);
+    const viaLb = () =>
+      curl(['-x', `http://${addrOf(lb)}`, '-o', '/dev/null', '-w', '%{http_code}', `http://${addrOf(target)}/`]).then(
+        (r) => r.stdout,
+      );
     expect(await viaLb()).toBe('407');
     expect((await api('/openapi/v1/proxy/whitelist/add', { items: [{ ip: source.ip }] })).code).toBe(200);
     expect(await settlesTo(viaLb, '200')).toBe('200');
 
-    await admin(d.dataDir, ['whitelist', 'set-status', '--email', 'gw@example.com', '--ip', source.ip, '--status', 'disabled']);
+    await admin(d.dataDir, [
+      'whitelist',
+      'set-status',
+      '--email',
+      'gw@example.com',
+      '--ip',
+      source.ip,
+      '--status',
+      'disabled',
+    ]);
     expect(await settlesTo(viaLb, '407')).toBe('407');
-    await admin(d.dataDir, ['whitelist', 'set-status', '--email', 'gw@example.com', '--ip', source.ip, '--status', 'active']);
+    await admin(d.dataDir, [
+      'whitelist',
+      'set-status',
+      '--email',
+      'gw@example.com',
+      '--ip',
+      source.ip,
+      '--status',
+      'active',
+    ]);
     expect(await settlesTo(viaLb, '200')).toBe('200');
 
     await admin(d.dataDir, ['account', 'set', '--email', 'gw@example.com', '--status', 'suspended']);
     expect(await settlesTo(viaLb, '407')).toBe('407');
-    const creds = () => curl(['-x', `http://alice:${proxyPassword}@${d.httpProxy}`, '-o', '/dev/null', '-w', '%{http_code}', `http://${addrOf(target)}/`]).then((r) => r.stdout);
+    const creds = () =>
+      curl([
+        '-x',
+        `http://alice:${proxyPassword}@${d.httpProxy}`,
+        '-o',
+        '/dev/null',
+        '-w',
+        '%{http_code}',
+        `http://${addrOf(target)}/`,
+      ]).then((r) => r.stdout);
     expect(await settlesTo(creds, '407')).toBe('407');
     await admin(d.dataDir, ['account', 'set', '--email', 'gw@example.com', '--status', 'active']);
     expect(await settlesTo(viaLb, '200')).toBe('200');
@@ -103,7 +163,13 @@ describe('gateway admission through a spawned proxyd', () => {
 
   it('refuses new connections within 1 s of a delete while an open tunnel keeps working', async () => {
     await api('/openapi/v1/proxy/whitelist/add', { items: [{ ip: source.ip }] });
-    await settlesTo(() => curl(['-x', `http://${addrOf(lb)}`, '-o', '/dev/null', '-w', '%{http_code}', `http://${addrOf(target)}/`]).then((r) => r.stdout), '200');
+    await settlesTo(
+      () =>
+        curl(['-x', `http://${addrOf(lb)}`, '-o', '/dev/null', '-w', '%{http_code}', `http://${addrOf(target)}/`]).then(
+          (r) => r.stdout,
+        ),
+      '200',
+    );
     const tunnel = net.connect((lb.address() as net.AddressInfo).port, '127.0.0.1');
     await new Promise((r) => tunnel.once('connect', r));
     tunnel.write(`CONNECT ${addrOf(echo)} HTTP/1.1\r\nHost: ${addrOf(echo)}\r\n\r\n`);
@@ -114,7 +180,9 @@ describe('gateway admission through a spawned proxyd', () => {
     const t0 = Date.now();
     let status = '';
     while (Date.now() - t0 < 1000) {
-      status = (await curl(['-x', `http://${addrOf(lb)}`, '-o', '/dev/null', '-w', '%{http_code}', `http://${addrOf(target)}/`])).stdout;
+      status = (
+        await curl(['-x', `http://${addrOf(lb)}`, '-o', '/dev/null', '-w', '%{http_code}', `http://${addrOf(target)}/`])
+      ).stdout;
       if (status === '407') break;
     }
     expect(status).toBe('407');
@@ -127,7 +195,15 @@ describe('gateway admission through a spawned proxyd', () => {
 
   it('never lets a tunnel reach the daemon itself', async () => {
     const apiHostPort = d.api.replace('http://', '');
-    const r = await curl(['-x', `http://alice:${proxyPassword}@${d.httpProxy}`, '-o', '/dev/null', '-w', '%{http_code}', `http://${apiHostPort}/ip`]);
+    const r = await curl([
+      '-x',
+      `http://alice:${proxyPassword}@${d.httpProxy}`,
+      '-o',
+      '/dev/null',
+      '-w',
+      '%{http_code}',
+      `http://${apiHostPort}/ip`,
+    ]);
     expect(r.stdout).toBe('403');
     const c = await curl(['-p', '-x', `http://alice:${proxyPassword}@${d.httpProxy}`, `http://${d.socks}/`]);
     expect(c.code).not.toBe(0);
@@ -144,10 +220,32 @@ describe('SSRF guard by default', () => {
     const d = await startDaemon();
     try {
       await makeAccount(d.dataDir, 'ssrf@example.com');
-      const pw = (await admin(d.dataDir, ['proxy-user', 'create', '--email', 'ssrf@example.com', '--username', 'bob'])).json.password;
-      const http403 = await settlesTo(() => curl(['-x', `http://bob:${pw}@${d.httpProxy}`, '-o', '/dev/null', '-w', '%{http_code}', `http://${addrOf(target)}/`]).then((r) => r.stdout), '403');
+      const pw = (await admin(d.dataDir, ['proxy-user', 'create', '--email', 'ssrf@example.com', '--username', 'bob']))
+        .json.password;
+      const http403 = await settlesTo(
+        () =>
+          curl([
+            '-x',
+            `http://bob:${pw}@${d.httpProxy}`,
+            '-o',
+            '/dev/null',
+            '-w',
+            '%{http_code}',
+            `http://${addrOf(target)}/`,
+          ]).then((r) => r.stdout),
+        '403',
+      );
       expect(http403).toBe('403');
-      const connect = await curl(['-p', '-x', `http://bob:${pw}@${d.httpProxy}`, '-o', '/dev/null', '-w', '%{http_connect}', `http://${addrOf(target)}/`]);
+      const connect = await curl([
+        '-p',
+        '-x',
+        `http://bob:${pw}@${d.httpProxy}`,
+        '-o',
+        '/dev/null',
+        '-w',
+        '%{http_connect}',
+        `http://${addrOf(target)}/`,
+      ]);
       expect(connect.stdout).toBe('403');
       const socks = await curl(['--proxy', `socks5h://bob:${pw}@${d.socks}`, `http://${addrOf(target)}/`]);
       expect(socks.code).not.toBe(0);
@@ -165,7 +263,15 @@ describe('gateway operations inside a spawned proxyd', () => {
     const d = await startDaemon({ args: ['--allow-private-targets'] });
     try {
       const lb = await loadBalancer(d.httpProxy, () => '8.8.4.4');
-      const r = await curl(['-x', `http://${addrOf(lb)}`, '-o', '/dev/null', '-w', '%{http_code}', `http://${addrOf(target)}/`]);
+      const r = await curl([
+        '-x',
+        `http://${addrOf(lb)}`,
+        '-o',
+        '/dev/null',
+        '-w',
+        '%{http_code}',
+        `http://${addrOf(target)}/`,
+      ]);
       expect(r.stdout).toBe('000'); // connection closed, no HTTP answer
       lb.close();
     } finally {
@@ -180,8 +286,21 @@ describe('gateway operations inside a spawned proxyd', () => {
     const d = await startDaemon({ args: ['--allow-private-targets'] });
     try {
       const { accountId } = await makeAccount(d.dataDir, 'ops@example.com');
-      const pw = (await admin(d.dataDir, ['proxy-user', 'create', '--email', 'ops@example.com', '--username', 'carol'])).json.password;
-      await settlesTo(() => curl(['-x', `http://carol:${pw}@${d.httpProxy}`, '-o', '/dev/null', '-w', '%{http_code}', `http://${addrOf(target)}/`]).then((r) => r.stdout), '200');
+      const pw = (await admin(d.dataDir, ['proxy-user', 'create', '--email', 'ops@example.com', '--username', 'carol']))
+        .json.password;
+      await settlesTo(
+        () =>
+          curl([
+            '-x',
+            `http://carol:${pw}@${d.httpProxy}`,
+            '-o',
+            '/dev/null',
+            '-w',
+            '%{http_code}',
+            `http://${addrOf(target)}/`,
+          ]).then((r) => r.stdout),
+        '200',
+      );
       const ok = await curl(['-x', `http://carol:${pw}@${d.httpProxy}`, `http://${addrOf(target)}/count`]);
       expect(JSON.parse(ok.stdout).path).toBe('/count');
 
@@ -194,7 +313,9 @@ describe('gateway operations inside a spawned proxyd', () => {
       const auth = Buffer.from(`carol:${pw}`).toString('base64');
       const tunnel = net.connect(Number(d.httpProxy.split(':')[1]), '127.0.0.1');
       await new Promise((r) => tunnel.once('connect', r));
-      tunnel.write(`CONNECT ${addrOf(echo)} HTTP/1.1\r\nHost: ${addrOf(echo)}\r\nProxy-Authorization: Basic ${auth}\r\n\r\n`);
+      tunnel.write(
+        `CONNECT ${addrOf(echo)} HTTP/1.1\r\nHost: ${addrOf(echo)}\r\nProxy-Authorization: Basic ${auth}\r\n\r\n`,
+      );
       expect(await new Promise<string>((r) => tunnel.once('data', (c) => r(c.toString())))).toMatch(/^HTTP\/1\.1 200/);
       d.proc.kill('SIGTERM');
       await sleep(300);
@@ -205,7 +326,10 @@ describe('gateway operations inside a spawned proxyd', () => {
 
       // Usage of the account was flushed to the store on the way out.
       const db = await inspectDb(d.dataDir);
-      const t = db.get<{ bytes_down: number; connections: number }>("SELECT SUM(bytes_down) AS bytes_down, SUM(connections) AS connections FROM usage_buckets WHERE account_id = ? AND period = 'day'", accountId);
+      const t = db.get<{ bytes_down: number; connections: number }>(
+        "SELECT SUM(bytes_down) AS bytes_down, SUM(connections) AS connections FROM usage_buckets WHERE account_id = ? AND period = 'day'",
+        accountId,
+      );
       db.close();
       expect(t.connections).toBeGreaterThanOrEqual(2);
       expect(t.bytes_down).toBeGreaterThan(0);
@@ -214,7 +338,19 @@ describe('gateway operations inside a spawned proxyd', () => {
       const again = await startDaemon({ dataDir: d.dataDir, args: ['--allow-private-targets'] });
       try {
         await admin(again.dataDir, ['account', 'set', '--email', 'ops@example.com', '--status', 'closed']);
-        const closed = await settlesTo(() => curl(['-x', `http://carol:${pw}@${again.httpProxy}`, '-o', '/dev/null', '-w', '%{http_code}', `http://${addrOf(target)}/`]).then((r) => r.stdout), '407');
+        const closed = await settlesTo(
+          () =>
+            curl([
+              '-x',
+              `http://carol:${pw}@${again.httpProxy}`,
+              '-o',
+              '/dev/null',
+              '-w',
+              '%{http_code}',
+              `http://${addrOf(target)}/`,
+            ]).then((r) => r.stdout),
+          '407',
+        );
         expect(closed).toBe('407');
       } finally {
         await again.stop();

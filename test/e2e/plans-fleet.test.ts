@@ -65,7 +65,11 @@ class Sink {
 }
 
 /** A tunnel through a node with credentials; resolves once the `200` came (null: refused, with the status). */
-function openTunnel(node: Daemon, target: string, user: string): Promise<{ socket: net.Socket; closedAt: Promise<number> } | { status: number }> {
+function openTunnel(
+  node: Daemon,
+  target: string,
+  user: string,
+): Promise<{ socket: net.Socket; closedAt: Promise<number> } | { status: number }> {
   const [host, port] = node.httpProxy.split(':') as [string, string];
   return new Promise((resolve) => {
     const s = net.connect(Number(port), host);
@@ -73,7 +77,11 @@ function openTunnel(node: Daemon, target: string, user: string): Promise<{ socke
     s.setTimeout(10_000, () => s.destroy());
     s.on('error', () => {});
     const closedAt = new Promise<number>((r) => s.on('close', () => r(performance.now())));
-    s.on('connect', () => s.write(`CONNECT ${target} HTTP/1.1\r\nProxy-Authorization: Basic ${Buffer.from(`${user}:${PASSWORD}`).toString('base64')}\r\n\r\n`));
+    s.on('connect', () =>
+      s.write(
+        `CONNECT ${target} HTTP/1.1\r\nProxy-Authorization: Basic ${Buffer.from(`${user}:${PASSWORD}`).toString('base64')}\r\n\r\n`,
+      ),
+    );
     const onData = (d: Buffer) => {
       buf += d.toString('latin1');
       if (!buf.includes('\r\n\r\n')) return;
@@ -132,8 +140,10 @@ describe.skipIf(skip !== null)(`plans across three nodes on PostgreSQL${skip ? `
     const times = await Promise.all(
       nodes.map(async (n) => {
         for (;;) {
-          if ((await probe(n.httpProxy, sink.addr, { user, password: PASSWORD })) === status) return performance.now() - t0;
-          if (performance.now() - t0 > limitMs) throw new Error(`${n.httpProxy}: ${user} not ${status} within ${limitMs} ms`);
+          if ((await probe(n.httpProxy, sink.addr, { user, password: PASSWORD })) === status)
+            return performance.now() - t0;
+          if (performance.now() - t0 > limitMs)
+            throw new Error(`${n.httpProxy}: ${user} not ${status} within ${limitMs} ms`);
           await sleep(20);
         }
       }),
@@ -164,13 +174,23 @@ describe.skipIf(skip !== null)(`plans across three nodes on PostgreSQL${skip ? `
     first = await dataDirFor('postgres', pg.url);
     await makeAccount(first, EMAIL);
     for (const u of ['alpha', 'beta', 'gamma', 'delta']) {
-      const r = await admin(first, ['proxy-user', 'create', '--email', EMAIL, '--username', u, '--password-stdin'], `${PASSWORD}\n`);
+      const r = await admin(
+        first,
+        ['proxy-user', 'create', '--email', EMAIL, '--username', u, '--password-stdin'],
+        `${PASSWORD}\n`,
+      );
       expect(r.code, r.stderr).toBe(0);
     }
     await sink.listen();
     const args = ['--allow-private-targets'];
     nodes.push(await startDaemon({ dataDir: first, args }));
-    for (let i = 1; i < NODES; i++) nodes.push(await startDaemon({ dataDir: await dataDirFor('sqlite'), args: [...args, '--database-url', nodes[0]!.databaseUrl!] }));
+    for (let i = 1; i < NODES; i++)
+      nodes.push(
+        await startDaemon({
+          dataDir: await dataDirFor('sqlite'),
+          args: [...args, '--database-url', nodes[0]!.databaseUrl!],
+        }),
+      );
     await everyNode('alpha', 200, performance.now(), 15_000);
   }, patient(120_000));
 
@@ -180,71 +200,120 @@ describe.skipIf(skip !== null)(`plans across three nodes on PostgreSQL${skip ? `
     pg?.destroy();
   });
 
-  it('an account traffic limit: three nodes streaming stop within 4 MiB per node, idle tunnels closed within 2 s, 403, raised → admitted within 1 s', async () => {
-    const limit = 24 * MiB;
-    await plan('--traffic-limit', String(limit), '--period', 'month');
-    await sleep(700);
-    const r = await runToLimit('alpha', limit);
-    if (process.env.PROXYD_TEST_PRINT) console.log(JSON.stringify({ what: 'account limit', limit, delivered: r.delivered, over: r.delivered - limit, idleClosedMs: Math.round(r.idleClosedMs) }));
-    expect(r.delivered).toBeGreaterThanOrEqual(limit - 64 * 1024);
-    expect(r.delivered).toBeLessThanOrEqual(limit + NODES * OVERSHOOT_PER_NODE);
-    expect(r.idleClosedMs).toBeLessThan(2_000);
-    await everyNode('beta', 403, performance.now(), 1_000); // the whole account: every user
-    await plan('--traffic-limit', '1GiB'); // committed when the command returns
-    expect(await everyNode('alpha', 200, performance.now(), 3_000)).toBeLessThan(1_250); // 1 s, and a probe's own time
-    await plan('--traffic-limit', 'none');
-  }, patient(90_000));
+  it(
+    'an account traffic limit: three nodes streaming stop within 4 MiB per node, idle tunnels closed within 2 s, 403, raised → admitted within 1 s',
+    async () => {
+      const limit = 24 * MiB;
+      await plan('--traffic-limit', String(limit), '--period', 'month');
+      await sleep(700);
+      const r = await runToLimit('alpha', limit);
+      if (process.env.PROXYD_TEST_PRINT)
+        console.log(
+          JSON.stringify({
+            what: 'account limit',
+            limit,
+            delivered: r.delivered,
+            over: r.delivered - limit,
+            idleClosedMs: Math.round(r.idleClosedMs),
+          }),
+        );
+      expect(r.delivered).toBeGreaterThanOrEqual(limit - 64 * 1024);
+      expect(r.delivered).toBeLessThanOrEqual(limit + NODES * OVERSHOOT_PER_NODE);
+      expect(r.idleClosedMs).toBeLessThan(2_000);
+      await everyNode('beta', 403, performance.now(), 1_000); // the whole account: every user
+      await plan('--traffic-limit', '1GiB'); // committed when the command returns
+      expect(await everyNode('alpha', 200, performance.now(), 3_000)).toBeLessThan(1_250); // 1 s, and a probe's own time
+      await plan('--traffic-limit', 'none');
+    },
+    patient(90_000),
+  );
 
-  it("a proxy user's own limit: that user stops within the bound on three nodes, the others go on", async () => {
-    const limit = 8 * MiB;
-    const set = await admin(first, ['proxy-user', 'set', '--email', EMAIL, '--username', 'gamma', '--traffic-limit', String(limit)]);
-    expect(set.code, set.stderr).toBe(0);
-    await sleep(700);
-    const r = await runToLimit('gamma', limit);
-    if (process.env.PROXYD_TEST_PRINT) console.log(JSON.stringify({ what: 'user limit', limit, delivered: r.delivered, over: r.delivered - limit, idleClosedMs: Math.round(r.idleClosedMs) }));
-    expect(r.delivered).toBeLessThanOrEqual(limit + NODES * OVERSHOOT_PER_NODE);
-    expect(r.idleClosedMs).toBeLessThan(2_000);
-    await everyNode('gamma', 403, performance.now(), 1_000);
-    await everyNode('beta', 200, performance.now(), 1_000);
-    await admin(first, ['proxy-user', 'set', '--email', EMAIL, '--username', 'gamma', '--traffic-limit', 'none']);
-    expect(await everyNode('gamma', 200, performance.now(), 3_000)).toBeLessThan(1_250);
-  }, patient(90_000));
+  it(
+    "a proxy user's own limit: that user stops within the bound on three nodes, the others go on",
+    async () => {
+      const limit = 8 * MiB;
+      const set = await admin(first, [
+        'proxy-user',
+        'set',
+        '--email',
+        EMAIL,
+        '--username',
+        'gamma',
+        '--traffic-limit',
+        String(limit),
+      ]);
+      expect(set.code, set.stderr).toBe(0);
+      await sleep(700);
+      const r = await runToLimit('gamma', limit);
+      if (process.env.PROXYD_TEST_PRINT)
+        console.log(
+          JSON.stringify({
+            what: 'user limit',
+            limit,
+            delivered: r.delivered,
+            over: r.delivered - limit,
+            idleClosedMs: Math.round(r.idleClosedMs),
+          }),
+        );
+      expect(r.delivered).toBeLessThanOrEqual(limit + NODES * OVERSHOOT_PER_NODE);
+      expect(r.idleClosedMs).toBeLessThan(2_000);
+      await everyNode('gamma', 403, performance.now(), 1_000);
+      await everyNode('beta', 200, performance.now(), 1_000);
+      await admin(first, ['proxy-user', 'set', '--email', EMAIL, '--username', 'gamma', '--traffic-limit', 'none']);
+      expect(await everyNode('gamma', 200, performance.now(), 3_000)).toBeLessThan(1_250);
+    },
+    patient(90_000),
+  );
 
-  it('an expired plan: idle tunnels closed within 2 s on every node, 403 everywhere; renewed → admitted within 1 s', async () => {
-    const idle = await Promise.all(nodes.map((n) => openTunnel(n, sink.addr, 'delta')));
-    for (const t of idle) expect('socket' in t).toBe(true);
-    const t0 = performance.now();
-    await plan('--expires', new Date(Date.now() - 1000).toISOString());
-    const closed = await Promise.all(idle.map((t) => (t as { closedAt: Promise<number> }).closedAt));
-    expect(Math.max(...closed) - t0).toBeLessThan(2_500); // the command's own start-up included
-    await everyNode('delta', 403, performance.now(), 1_000);
-    await plan('--expires', 'never');
-    expect(await everyNode('delta', 200, performance.now(), 3_000)).toBeLessThan(1_250);
-  }, patient(60_000));
+  it(
+    'an expired plan: idle tunnels closed within 2 s on every node, 403 everywhere; renewed → admitted within 1 s',
+    async () => {
+      const idle = await Promise.all(nodes.map((n) => openTunnel(n, sink.addr, 'delta')));
+      for (const t of idle) expect('socket' in t).toBe(true);
+      const t0 = performance.now();
+      await plan('--expires', new Date(Date.now() - 1000).toISOString());
+      const closed = await Promise.all(idle.map((t) => (t as { closedAt: Promise<number> }).closedAt));
+      expect(Math.max(...closed) - t0).toBeLessThan(2_500); // the command's own start-up included
+      await everyNode('delta', 403, performance.now(), 1_000);
+      await plan('--expires', 'never');
+      expect(await everyNode('delta', 200, performance.now(), 3_000)).toBeLessThan(1_250);
+    },
+    patient(60_000),
+  );
 
-  it('a connection cap holds fleet-wide: 30 at once through three nodes, at most max + nodes − 1 open; 429 for the rest', async () => {
-    const max = 5;
-    await plan('--max-connections', String(max));
-    await sleep(700);
-    const asks = await Promise.all(nodes.flatMap((n) => Array.from({ length: 10 }, () => openTunnel(n, sink.addr, 'beta'))));
-    const open = asks.filter((a): a is { socket: net.Socket; closedAt: Promise<number> } => 'socket' in a);
-    const statuses = asks.filter((a): a is { status: number } => 'status' in a).map((a) => a.status);
-    if (process.env.PROXYD_TEST_PRINT) console.log(JSON.stringify({ what: 'connection cap', max, open: open.length }));
-    expect(open.length).toBeLessThanOrEqual(max + NODES - 1);
-    expect(open.length).toBe(max); // the leases give exactly the cap: no node keeps a slot another needs
-    expect(statuses.every((s) => s === 429), JSON.stringify(statuses)).toBe(true);
-    // Freed slots serve any node: close them all, then every node admits again (within the lease renewal).
-    for (const o of open) o.socket.destroy();
-    await everyNode('beta', 200, performance.now(), 3_000);
-    // One held open on each node: the fleet counts them all.
-    const held = await Promise.all(nodes.map((n) => openTunnel(n, sink.addr, 'beta')));
-    const more = await Promise.all([0, 1].map(() => openTunnel(nodes[0]!, sink.addr, 'beta')));
-    const more2 = await Promise.all([0, 1, 2].map(() => openTunnel(nodes[1]!, sink.addr, 'beta')));
-    const all = [...held, ...more, ...more2];
-    const nOpen = all.filter((a) => 'socket' in a).length;
-    expect(nOpen).toBeLessThanOrEqual(max + NODES - 1);
-    for (const a of all) if ('socket' in a) a.socket.destroy();
-    await plan('--max-connections', 'none');
-    for (const n of nodes) expect(n.proc.exitCode, n.logs.slice(-20).join('\n')).toBeNull();
-  }, patient(60_000));
+  it(
+    'a connection cap holds fleet-wide: 30 at once through three nodes, at most max + nodes − 1 open; 429 for the rest',
+    async () => {
+      const max = 5;
+      await plan('--max-connections', String(max));
+      await sleep(700);
+      const asks = await Promise.all(
+        nodes.flatMap((n) => Array.from({ length: 10 }, () => openTunnel(n, sink.addr, 'beta'))),
+      );
+      const open = asks.filter((a): a is { socket: net.Socket; closedAt: Promise<number> } => 'socket' in a);
+      const statuses = asks.filter((a): a is { status: number } => 'status' in a).map((a) => a.status);
+      if (process.env.PROXYD_TEST_PRINT)
+        console.log(JSON.stringify({ what: 'connection cap', max, open: open.length }));
+      expect(open.length).toBeLessThanOrEqual(max + NODES - 1);
+      expect(open.length).toBe(max); // the leases give exactly the cap: no node keeps a slot another needs
+      expect(
+        statuses.every((s) => s === 429),
+        JSON.stringify(statuses),
+      ).toBe(true);
+      // Freed slots serve any node: close them all, then every node admits again (within the lease renewal).
+      for (const o of open) o.socket.destroy();
+      await everyNode('beta', 200, performance.now(), 3_000);
+      // One held open on each node: the fleet counts them all.
+      const held = await Promise.all(nodes.map((n) => openTunnel(n, sink.addr, 'beta')));
+      const more = await Promise.all([0, 1].map(() => openTunnel(nodes[0]!, sink.addr, 'beta')));
+      const more2 = await Promise.all([0, 1, 2].map(() => openTunnel(nodes[1]!, sink.addr, 'beta')));
+      const all = [...held, ...more, ...more2];
+      const nOpen = all.filter((a) => 'socket' in a).length;
+      expect(nOpen).toBeLessThanOrEqual(max + NODES - 1);
+      for (const a of all) if ('socket' in a) a.socket.destroy();
+      await plan('--max-connections', 'none');
+      for (const n of nodes) expect(n.proc.exitCode, n.logs.slice(-20).join('\n')).toBeNull();
+    },
+    patient(60_000),
+  );
 });

@@ -25,10 +25,16 @@ let password: string;
 let echo: net.Server;
 let next = 0;
 
-async function call(node: Daemon, path: string, body?: unknown): Promise<{ status: number; code: number; failed: string[] }> {
+async function call(
+  node: Daemon,
+  path: string,
+  body?: unknown,
+): Promise<{ status: number; code: number; failed: string[] }> {
   try {
     const res = await fetch(`${node.api}${path}?api_key=${encodeURIComponent(token)}`, {
-      ...(body === undefined ? {} : { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) }),
+      ...(body === undefined
+        ? {}
+        : { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) }),
       signal: AbortSignal.timeout(5000),
     });
     const j = (await res.json()) as { code: number; data?: { failed_items?: Array<{ ip: string }> } };
@@ -51,8 +57,20 @@ const connectStatus = (node: Daemon) => probe(node.httpProxy, addrOf(echo), { us
 
 describe.skipIf(skip !== null)(`failover to a promoted synchronous standby${skip ? ` (skipped: ${skip})` : ''}`, () => {
   beforeAll(async () => {
-    primary = await startPostgres({ settings: { synchronous_commit: 'on', synchronous_standby_names: "'standby1'", fsync: 'on', wal_level: 'replica', max_wal_senders: '4' } });
-    standby = await startPostgres({ standbyOf: primary, name: 'standby1', settings: { synchronous_commit: 'on', fsync: 'on' } });
+    primary = await startPostgres({
+      settings: {
+        synchronous_commit: 'on',
+        synchronous_standby_names: "'standby1'",
+        fsync: 'on',
+        wal_level: 'replica',
+        max_wal_senders: '4',
+      },
+    });
+    standby = await startPostgres({
+      standbyOf: primary,
+      name: 'standby1',
+      settings: { synchronous_commit: 'on', fsync: 'on' },
+    });
     const admin0 = postgres(primary.url, { max: 1, onnotice: () => {} });
     try {
       for (let i = 0; ; i++) {
@@ -67,11 +85,27 @@ describe.skipIf(skip !== null)(`failover to a promoted synchronous standby${skip
     }
     url = `postgres://postgres@127.0.0.1:${primary.port},127.0.0.1:${standby.port}/proxyd?target_session_attrs=read-write`;
     echo = await tcpEcho();
-    const args = ['--database-url', url, '--allow-private-targets', '--stale-admission', '60', '--rate-limits', 'list=100000,add=100000,delete=100000'];
+    const args = [
+      '--database-url',
+      url,
+      '--allow-private-targets',
+      '--stale-admission',
+      '60',
+      '--rate-limits',
+      'list=100000,add=100000,delete=100000',
+    ];
     for (let i = 0; i < 2; i++) nodes.push(await startDaemon({ dataDir: await dataDirFor('sqlite'), args }));
     const dir = nodes[0]!.dataDir;
     const withUrl = (a: string[]) => [...a, '--database-url', url];
-    expect((await admin(dir, withUrl(['account', 'create', '--email', 'ha@example.com', '--password-stdin', '--verified']), 'console password 1\n')).code).toBe(0);
+    expect(
+      (
+        await admin(
+          dir,
+          withUrl(['account', 'create', '--email', 'ha@example.com', '--password-stdin', '--verified']),
+          'console password 1\n',
+        )
+      ).code,
+    ).toBe(0);
     token = (await admin(dir, withUrl(['token', 'reset', '--email', 'ha@example.com']))).json.token;
     const pu = await admin(dir, withUrl(['proxy-user', 'create', '--email', 'ha@example.com', '--username', 'hauser']));
     password = pu.json.password;
@@ -85,45 +119,52 @@ describe.skipIf(skip !== null)(`failover to a promoted synchronous standby${skip
     await new Promise((r) => echo?.close(r));
   });
 
-  it('both nodes serve within 5 s of the promotion; nothing acknowledged is lost; writes work after', async () => {
-    // Writers on both nodes until the primary dies under them.
-    const acked = new Set<string>();
-    let writing = true;
-    const writers = nodes.map(async (node) => {
-      while (writing) {
-        const items = Array.from({ length: 5 }, () => ({ ip: pub(next++) }));
-        const r = await call(node, ADD, { items });
-        if (r.code === 200 || r.code === 10431) for (const i of items) if (!r.failed.includes(i.ip)) acked.add(i.ip);
-        if (r.status !== 200) await sleep(20);
+  it(
+    'both nodes serve within 5 s of the promotion; nothing acknowledged is lost; writes work after',
+    async () => {
+      // Writers on both nodes until the primary dies under them.
+      const acked = new Set<string>();
+      let writing = true;
+      const writers = nodes.map(async (node) => {
+        while (writing) {
+          const items = Array.from({ length: 5 }, () => ({ ip: pub(next++) }));
+          const r = await call(node, ADD, { items });
+          if (r.code === 200 || r.code === 10431) for (const i of items) if (!r.failed.includes(i.ip)) acked.add(i.ip);
+          if (r.status !== 200) await sleep(20);
+        }
+      });
+      while (acked.size < 100) await sleep(20);
+      primary.stop('immediate');
+      await sleep(500); // the nodes notice: 503 / 10503 while there is no primary
+      standby.promote();
+      const promotedAt = Date.now();
+      const times = await Promise.all(
+        nodes.map(async (node) => ({
+          api: await firstOk(promotedAt, async () => (await call(node, LIST)).status === 200),
+          gateway: await firstOk(promotedAt, async () => (await connectStatus(node)) === 200),
+        })),
+      );
+      writing = false;
+      await Promise.all(writers);
+      if (process.env.PROXYD_TEST_PRINT) console.log(JSON.stringify({ times, acked: acked.size }));
+      for (const t of times) {
+        expect(t.api, JSON.stringify(times)).toBeLessThan(5000);
+        expect(t.gateway, JSON.stringify(times)).toBeLessThan(5000);
       }
-    });
-    while (acked.size < 100) await sleep(20);
-    primary.stop('immediate');
-    await sleep(500); // the nodes notice: 503 / 10503 while there is no primary
-    standby.promote();
-    const promotedAt = Date.now();
-    const times = await Promise.all(nodes.map(async (node) => ({
-      api: await firstOk(promotedAt, async () => (await call(node, LIST)).status === 200),
-      gateway: await firstOk(promotedAt, async () => (await connectStatus(node)) === 200),
-    })));
-    writing = false;
-    await Promise.all(writers);
-    if (process.env.PROXYD_TEST_PRINT) console.log(JSON.stringify({ times, acked: acked.size }));
-    for (const t of times) {
-      expect(t.api, JSON.stringify(times)).toBeLessThan(5000);
-      expect(t.gateway, JSON.stringify(times)).toBeLessThan(5000);
-    }
-    // Every acknowledged addition is on the new primary.
-    const sql = postgres(`postgres://postgres@127.0.0.1:${standby.port}/proxyd`, { max: 1, onnotice: () => {} });
-    try {
-      const rows = await sql<{ ip: string }[]>`SELECT ip FROM whitelist_entries WHERE deleted_at IS NULL`;
-      const present = new Set(rows.map((r) => r.ip));
-      expect([...acked].filter((ip) => !present.has(ip))).toEqual([]);
-    } finally {
-      await sql.end();
-    }
-    // Writes work after, through either node.
-    for (const node of nodes) expect(await call(node, ADD, { items: [{ ip: pub(next++) }] })).toMatchObject({ status: 200, code: 200 });
-    for (const node of nodes) expect(node.proc.exitCode, node.logs.slice(-20).join('\n')).toBeNull();
-  }, patient(120_000));
+      // Every acknowledged addition is on the new primary.
+      const sql = postgres(`postgres://postgres@127.0.0.1:${standby.port}/proxyd`, { max: 1, onnotice: () => {} });
+      try {
+        const rows = await sql<{ ip: string }[]>`SELECT ip FROM whitelist_entries WHERE deleted_at IS NULL`;
+        const present = new Set(rows.map((r) => r.ip));
+        expect([...acked].filter((ip) => !present.has(ip))).toEqual([]);
+      } finally {
+        await sql.end();
+      }
+      // Writes work after, through either node.
+      for (const node of nodes)
+        expect(await call(node, ADD, { items: [{ ip: pub(next++) }] })).toMatchObject({ status: 200, code: 200 });
+      for (const node of nodes) expect(node.proc.exitCode, node.logs.slice(-20).join('\n')).toBeNull();
+    },
+    patient(120_000),
+  );
 });

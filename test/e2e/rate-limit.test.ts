@@ -65,7 +65,11 @@ async function tunnel(d: Daemon, t: Target, user: string): Promise<net.Socket> {
   s.on('error', () => {});
   await new Promise<void>((resolve, reject) => {
     let buf = '';
-    s.once('connect', () => s.write(`CONNECT ${target} HTTP/1.1\r\nProxy-Authorization: Basic ${Buffer.from(`${user}:${PASSWORD}`).toString('base64')}\r\n\r\n`));
+    s.once('connect', () =>
+      s.write(
+        `CONNECT ${target} HTTP/1.1\r\nProxy-Authorization: Basic ${Buffer.from(`${user}:${PASSWORD}`).toString('base64')}\r\n\r\n`,
+      ),
+    );
     const onData = (c: Buffer): void => {
       buf += c.toString('latin1');
       if (!buf.includes('\r\n\r\n')) return;
@@ -101,12 +105,45 @@ describe('rate limits', () => {
   beforeAll(async () => {
     await target.listen();
     d = await startDaemon({ args: ['--allow-private-targets'] });
-    expect((await admin(d.dataDir, ['account', 'create', '--email', EMAIL, '--password-stdin', '--verified'], 'correct horse battery\n')).code).toBe(0);
+    expect(
+      (
+        await admin(
+          d.dataDir,
+          ['account', 'create', '--email', EMAIL, '--password-stdin', '--verified'],
+          'correct horse battery\n',
+        )
+      ).code,
+    ).toBe(0);
     for (const u of ['limited', 'free']) {
-      expect((await admin(d.dataDir, ['proxy-user', 'create', '--email', EMAIL, '--username', u, '--password-stdin'], `${PASSWORD}\n`)).code).toBe(0);
+      expect(
+        (
+          await admin(
+            d.dataDir,
+            ['proxy-user', 'create', '--email', EMAIL, '--username', u, '--password-stdin'],
+            `${PASSWORD}\n`,
+          )
+        ).code,
+      ).toBe(0);
     }
-    const set = await admin(d.dataDir, ['proxy-user', 'set', '--email', EMAIL, '--username', 'limited', '--rate-limit', '8mbit']);
-    expect(set.json, set.stderr).toEqual({ username: 'limited', traffic_limit: null, max_connections: null, rate_limit: 8_000_000, expires_at: null, allow: [], deny: [] });
+    const set = await admin(d.dataDir, [
+      'proxy-user',
+      'set',
+      '--email',
+      EMAIL,
+      '--username',
+      'limited',
+      '--rate-limit',
+      '8mbit',
+    ]);
+    expect(set.json, set.stderr).toEqual({
+      username: 'limited',
+      traffic_limit: null,
+      max_connections: null,
+      rate_limit: 8_000_000,
+      expires_at: null,
+      allow: [],
+      deny: [],
+    });
     await sleep(1_200); // the daemon reads the plan tables every 500 ms
   }, patient(30_000));
 
@@ -115,89 +152,160 @@ describe('rate limits', () => {
     target.server.close();
   });
 
-  it('8 tunnels hold 8 Mbit/s each way within ±10 % over 10 s, download and upload at once', async () => {
-    const tunnels = await Promise.all(Array.from({ length: 8 }, () => tunnel(d, target, 'limited')));
-    await sleep(1_000); // the first second may carry the bucket's one-second burst
-    const t0 = performance.now();
-    const a = target.count('limited');
-    await sleep(10_000);
-    const b = target.count('limited');
-    const secs = (performance.now() - t0) / 1000;
-    for (const s of tunnels) s.destroy();
-    const want = 8_000_000 / 8; // bytes per second
-    const down = (b.down - a.down) / secs;
-    const up = (b.up - a.up) / secs;
-    console.log(`limited: down ${(down / want).toFixed(3)}, up ${(up / want).toFixed(3)} of 8 Mbit/s over ${secs.toFixed(1)} s`);
-    expect(down / want).toBeGreaterThan(0.9);
-    expect(down / want).toBeLessThan(1.1);
-    expect(up / want).toBeGreaterThan(0.9);
-    expect(up / want).toBeLessThan(1.1);
-  }, patient(60_000));
+  it(
+    '8 tunnels hold 8 Mbit/s each way within ±10 % over 10 s, download and upload at once',
+    async () => {
+      const tunnels = await Promise.all(Array.from({ length: 8 }, () => tunnel(d, target, 'limited')));
+      await sleep(1_000); // the first second may carry the bucket's one-second burst
+      const t0 = performance.now();
+      const a = target.count('limited');
+      await sleep(10_000);
+      const b = target.count('limited');
+      const secs = (performance.now() - t0) / 1000;
+      for (const s of tunnels) s.destroy();
+      const want = 8_000_000 / 8; // bytes per second
+      const down = (b.down - a.down) / secs;
+      const up = (b.up - a.up) / secs;
+      console.log(
+        `limited: down ${(down / want).toFixed(3)}, up ${(up / want).toFixed(3)} of 8 Mbit/s over ${secs.toFixed(1)} s`,
+      );
+      expect(down / want).toBeGreaterThan(0.9);
+      expect(down / want).toBeLessThan(1.1);
+      expect(up / want).toBeGreaterThan(0.9);
+      expect(up / want).toBeLessThan(1.1);
+    },
+    patient(60_000),
+  );
 
-  it('an unlimited user beside 8 limited tunnels keeps at least 0.8 of its rate alone', async () => {
-    // Pairs, alone then beside, back to back: the shared machine's load drifts more than the tunnels cost.
-    const freeRate = async (): Promise<number> => {
-      const s = await tunnel(d, target, 'free');
-      await sleep(300);
-      const r = await rateOver(target, 'free', 1_000);
-      s.destroy();
-      await sleep(150);
-      return r.down + r.up;
-    };
-    const ratios: number[] = [];
-    for (let i = 0; i < 5; i++) {
-      const alone = await freeRate();
-      const limited = await Promise.all(Array.from({ length: 8 }, () => tunnel(d, target, 'limited')));
-      await sleep(500);
-      const beside = await freeRate();
-      for (const s of limited) s.destroy();
-      ratios.push(beside / alone);
-    }
-    const median = [...ratios].sort((x, y) => x - y)[2]!;
-    console.log(`unlimited beside 8 limited tunnels / alone: ${ratios.map((r) => r.toFixed(2)).join(', ')} (median ${median.toFixed(2)})`);
-    expect(median).toBeGreaterThanOrEqual(0.8);
-  }, patient(60_000));
+  it(
+    'an unlimited user beside 8 limited tunnels keeps at least 0.8 of its rate alone',
+    async () => {
+      // Pairs, alone then beside, back to back: the shared machine's load drifts more than the tunnels cost.
+      const freeRate = async (): Promise<number> => {
+        const s = await tunnel(d, target, 'free');
+        await sleep(300);
+        const r = await rateOver(target, 'free', 1_000);
+        s.destroy();
+        await sleep(150);
+        return r.down + r.up;
+      };
+      const ratios: number[] = [];
+      for (let i = 0; i < 5; i++) {
+        const alone = await freeRate();
+        const limited = await Promise.all(Array.from({ length: 8 }, () => tunnel(d, target, 'limited')));
+        await sleep(500);
+        const beside = await freeRate();
+        for (const s of limited) s.destroy();
+        ratios.push(beside / alone);
+      }
+      const median = [...ratios].sort((x, y) => x - y)[2]!;
+      console.log(
+        `unlimited beside 8 limited tunnels / alone: ${ratios.map((r) => r.toFixed(2)).join(', ')} (median ${median.toFixed(2)})`,
+      );
+      expect(median).toBeGreaterThanOrEqual(0.8);
+    },
+    patient(60_000),
+  );
 
   it('refuses a rate it cannot read, naming the value; plan set takes one too', async () => {
-    const bad = await admin(d.dataDir, ['proxy-user', 'set', '--email', EMAIL, '--username', 'free', '--rate-limit', '10mb']);
+    const bad = await admin(d.dataDir, [
+      'proxy-user',
+      'set',
+      '--email',
+      EMAIL,
+      '--username',
+      'free',
+      '--rate-limit',
+      '10mb',
+    ]);
     expect(bad.code).toBe(1);
     expect(bad.stderr).toContain('--rate-limit: expected a rate such as 10mbit');
     expect(bad.stderr).toContain('"10mb"');
     const plan = await admin(d.dataDir, ['plan', 'set', '--email', EMAIL, '--rate-limit', '1.5gbit']);
     expect(plan.json.rate_limit, plan.stderr).toBe(1_500_000_000);
-    expect((await admin(d.dataDir, ['plan', 'set', '--email', EMAIL, '--rate-limit', 'none'])).json.rate_limit).toBeNull();
+    expect(
+      (await admin(d.dataDir, ['plan', 'set', '--email', EMAIL, '--rate-limit', 'none'])).json.rate_limit,
+    ).toBeNull();
   });
 
-  it('a change applies to open tunnels within 1 s; lifting the limit frees them at once', async () => {
-    const tunnels = await Promise.all(Array.from({ length: 4 }, () => tunnel(d, target, 'limited')));
-    await sleep(1_500);
-    expect((await admin(d.dataDir, ['proxy-user', 'set', '--email', EMAIL, '--username', 'limited', '--rate-limit', '2mbit'])).code).toBe(0);
-    await sleep(1_000);
-    const lowered = await rateOver(target, 'limited', 2_000);
-    expect(lowered.down / 250_000).toBeGreaterThan(0.8);
-    expect(lowered.down / 250_000).toBeLessThan(1.2);
-    expect(lowered.up / 250_000).toBeLessThan(1.2);
-    expect((await admin(d.dataDir, ['proxy-user', 'set', '--email', EMAIL, '--username', 'limited', '--rate-limit', 'none'])).code).toBe(0);
-    await sleep(1_000);
-    const lifted = await rateOver(target, 'limited', 1_000);
-    for (const s of tunnels) s.destroy();
-    expect(lifted.down).toBeGreaterThan(20 * 250_000);
-    expect(lifted.up).toBeGreaterThan(20 * 250_000);
-  }, patient(60_000));
+  it(
+    'a change applies to open tunnels within 1 s; lifting the limit frees them at once',
+    async () => {
+      const tunnels = await Promise.all(Array.from({ length: 4 }, () => tunnel(d, target, 'limited')));
+      await sleep(1_500);
+      expect(
+        (
+          await admin(d.dataDir, [
+            'proxy-user',
+            'set',
+            '--email',
+            EMAIL,
+            '--username',
+            'limited',
+            '--rate-limit',
+            '2mbit',
+          ])
+        ).code,
+      ).toBe(0);
+      await sleep(1_000);
+      const lowered = await rateOver(target, 'limited', 2_000);
+      expect(lowered.down / 250_000).toBeGreaterThan(0.8);
+      expect(lowered.down / 250_000).toBeLessThan(1.2);
+      expect(lowered.up / 250_000).toBeLessThan(1.2);
+      expect(
+        (
+          await admin(d.dataDir, [
+            'proxy-user',
+            'set',
+            '--email',
+            EMAIL,
+            '--username',
+            'limited',
+            '--rate-limit',
+            'none',
+          ])
+        ).code,
+      ).toBe(0);
+      await sleep(1_000);
+      const lifted = await rateOver(target, 'limited', 1_000);
+      for (const s of tunnels) s.destroy();
+      expect(lifted.down).toBeGreaterThan(20 * 250_000);
+      expect(lifted.up).toBeGreaterThan(20 * 250_000);
+    },
+    patient(60_000),
+  );
 
-  it('where the user and the account both have a rate, the lower holds (the account\'s here)', async () => {
-    expect((await admin(d.dataDir, ['proxy-user', 'set', '--email', EMAIL, '--username', 'limited', '--rate-limit', '8mbit'])).code).toBe(0);
-    expect((await admin(d.dataDir, ['plan', 'set', '--email', EMAIL, '--rate-limit', '4mbit'])).json.rate_limit).toBe(4_000_000);
-    await sleep(1_200);
-    const tunnels = await Promise.all(Array.from({ length: 4 }, () => tunnel(d, target, 'limited')));
-    await sleep(1_500);
-    const r = await rateOver(target, 'limited', 3_000);
-    for (const s of tunnels) s.destroy();
-    expect((await admin(d.dataDir, ['plan', 'set', '--email', EMAIL, '--rate-limit', 'none'])).code).toBe(0);
-    expect(r.down / 500_000).toBeGreaterThan(0.85);
-    expect(r.down / 500_000).toBeLessThan(1.15);
-    expect(r.up / 500_000).toBeGreaterThan(0.85);
-    expect(r.up / 500_000).toBeLessThan(1.15);
-  }, patient(30_000));
+  it(
+    "where the user and the account both have a rate, the lower holds (the account's here)",
+    async () => {
+      expect(
+        (
+          await admin(d.dataDir, [
+            'proxy-user',
+            'set',
+            '--email',
+            EMAIL,
+            '--username',
+            'limited',
+            '--rate-limit',
+            '8mbit',
+          ])
+        ).code,
+      ).toBe(0);
+      expect((await admin(d.dataDir, ['plan', 'set', '--email', EMAIL, '--rate-limit', '4mbit'])).json.rate_limit).toBe(
+        4_000_000,
+      );
+      await sleep(1_200);
+      const tunnels = await Promise.all(Array.from({ length: 4 }, () => tunnel(d, target, 'limited')));
+      await sleep(1_500);
+      const r = await rateOver(target, 'limited', 3_000);
+      for (const s of tunnels) s.destroy();
+      expect((await admin(d.dataDir, ['plan', 'set', '--email', EMAIL, '--rate-limit', 'none'])).code).toBe(0);
+      expect(r.down / 500_000).toBeGreaterThan(0.85);
+      expect(r.down / 500_000).toBeLessThan(1.15);
+      expect(r.up / 500_000).toBeGreaterThan(0.85);
+      expect(r.up / 500_000).toBeLessThan(1.15);
+    },
+    patient(30_000),
+  );
 });
-

@@ -30,25 +30,54 @@ describe('a session username cannot be taken by another account', () => {
     await d?.stop();
   });
 
-  const viaSession = () => curl(['-s', '-o', '/dev/null', '-w', '%{http_code}', '-x', `http://alice-session-x:${alicePassword}@${d.httpProxy}`, `http://127.0.0.1:${echoPort}/`]);
+  const viaSession = () =>
+    curl([
+      '-s',
+      '-o',
+      '/dev/null',
+      '-w',
+      '%{http_code}',
+      '-x',
+      `http://alice-session-x:${alicePassword}@${d.httpProxy}`,
+      `http://127.0.0.1:${echoPort}/`,
+    ]);
 
-  it('proxyd admin refuses the name (exit 1, says why)', async () => {
-    const r = await admin(d.dataDir, ['proxy-user', 'create', '--email', 'mallory@example.com', '--username', 'alice-session-x']);
-    expect(r.code).toBe(1);
-    expect(r.stderr).toBe('proxyd: username: "-session-" is reserved for session parameters (USER-session-ID)\n');
-  }, patient(30_000));
+  it(
+    'proxyd admin refuses the name (exit 1, says why)',
+    async () => {
+      const r = await admin(d.dataDir, [
+        'proxy-user',
+        'create',
+        '--email',
+        'mallory@example.com',
+        '--username',
+        'alice-session-x',
+      ]);
+      expect(r.code).toBe(1);
+      expect(r.stderr).toBe('proxyd: username: "-session-" is reserved for session parameters (USER-session-ID)\n');
+    },
+    patient(30_000),
+  );
 
-  it('the console refuses it too', async () => {
-    const c = new ConsoleClient(d.api);
-    expect((await c.login('mallory@example.com', 'mallory-console-pw')).status).toBe(303);
-    await c.get('/console/proxy-users');
-    await c.post('/console/proxy-users', { username: 'alice-session-x' });
-    const page = await c.get('/console/proxy-users');
-    expect(page.body).toContain('may not contain &quot;-session-&quot;');
-    expect(page.body).not.toMatch(/<td[^>]*>alice-session-x</);
-  }, patient(30_000));
+  it(
+    'the console refuses it too',
+    async () => {
+      const c = new ConsoleClient(d.api);
+      expect((await c.login('mallory@example.com', 'mallory-console-pw')).status).toBe(303);
+      await c.get('/console/proxy-users');
+      await c.post('/console/proxy-users', { username: 'alice-session-x' });
+      const page = await c.get('/console/proxy-users');
+      expect(page.body).toContain('may not contain &quot;-session-&quot;');
+      expect(page.body).not.toMatch(/<td[^>]*>alice-session-x</);
+    },
+    patient(30_000),
+  );
 
-  it("alice's session still logs in with her password", async () => {
-    expect((await viaSession()).stdout).toBe('200');
-  }, patient(30_000));
+  it(
+    "alice's session still logs in with her password",
+    async () => {
+      expect((await viaSession()).stdout).toBe('200');
+    },
+    patient(30_000),
+  );
 });

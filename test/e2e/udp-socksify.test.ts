@@ -14,7 +14,9 @@ import { ROOT, admin, dataDirFor, makeAccount, startDaemon, tempDir, type Daemon
 import { freeUdpPort } from '../helpers/net.js';
 import { waitFor } from '../helpers/wait.js';
 
-const has = (cmd: string) => spawnSync('sh', ['-c', `command -v ${cmd}`]).status === 0 || spawnSync('sh', ['-c', `test -x /usr/sbin/${cmd}`]).status === 0;
+const has = (cmd: string) =>
+  spawnSync('sh', ['-c', `command -v ${cmd}`]).status === 0 ||
+  spawnSync('sh', ['-c', `test -x /usr/sbin/${cmd}`]).status === 0;
 const missing = ['socksify', 'drill', 'dnsmasq'].filter((c) => !has(c));
 const PASSWORD = 'udp-socksify-pass-1';
 const EGRESS = '127.0.0.2';
@@ -31,7 +33,14 @@ function recipe(): string {
 async function askDirect(port: number): Promise<true | undefined> {
   const { default: dgram } = await import('node:dgram');
   const s = dgram.createSocket('udp4');
-  const q = Buffer.from('12340100000100000000000005' + Buffer.from('ready').toString('hex') + '04' + Buffer.from('test').toString('hex') + '0000010001', 'hex');
+  const q = Buffer.from(
+    '12340100000100000000000005' +
+      Buffer.from('ready').toString('hex') +
+      '04' +
+      Buffer.from('test').toString('hex') +
+      '0000010001',
+    'hex',
+  );
   try {
     return await new Promise<true | undefined>((resolve) => {
       s.once('message', () => resolve(true));
@@ -43,62 +52,100 @@ async function askDirect(port: number): Promise<true | undefined> {
   }
 }
 
-describe.skipIf(missing.length > 0)(`docs/gateway.md's socksify + drill recipe through the gateway${missing.length ? ` (skipped: ${missing.join(', ')} not installed)` : ''}`, () => {
-  let d: Daemon;
-  let dns: ChildProcess;
-  let dnsPort: number;
-  let dnsLog: string;
-  beforeAll(async () => {
-    const dataDir = await dataDirFor('sqlite');
-    await makeAccount(dataDir, 'udp@example.com');
-    // The recipe's user.
-    const made = await admin(dataDir, ['proxy-user', 'create', '--email', 'udp@example.com', '--username', 'alice', '--password-stdin'], `${PASSWORD}\n`);
-    expect(made.code, made.stderr).toBe(0);
-    d = await startDaemon({ dataDir, args: ['--allow-private-targets', '--egress-address', EGRESS] });
-    dnsPort = await freeUdpPort();
-    dnsLog = path.join(tempDir('proxyd-dnsmasq-'), 'queries.log');
-    const dnsmasq = spawnSync('sh', ['-c', 'command -v dnsmasq']).status === 0 ? 'dnsmasq' : '/usr/sbin/dnsmasq';
-    dns = spawn(dnsmasq, ['--no-daemon', `--port=${dnsPort}`, '--listen-address=127.0.0.1', '--bind-interfaces', '--no-resolv', '--no-hosts', '--address=/example.com/192.0.2.7', '--user=root', '--pid-file=', '--log-queries', `--log-facility=${dnsLog}`], { stdio: 'ignore' });
-    // Ready when it answers a query sent straight to it.
-    await waitFor('dnsmasq answers', () => askDirect(dnsPort), 10_000);
-  });
-  afterAll(async () => {
-    dns?.kill();
-    await d?.stop();
-  });
+describe.skipIf(missing.length > 0)(
+  `docs/gateway.md's socksify + drill recipe through the gateway${missing.length ? ` (skipped: ${missing.join(', ')} not installed)` : ''}`,
+  () => {
+    let d: Daemon;
+    let dns: ChildProcess;
+    let dnsPort: number;
+    let dnsLog: string;
+    beforeAll(async () => {
+      const dataDir = await dataDirFor('sqlite');
+      await makeAccount(dataDir, 'udp@example.com');
+      // The recipe's user.
+      const made = await admin(
+        dataDir,
+        ['proxy-user', 'create', '--email', 'udp@example.com', '--username', 'alice', '--password-stdin'],
+        `${PASSWORD}\n`,
+      );
+      expect(made.code, made.stderr).toBe(0);
+      d = await startDaemon({ dataDir, args: ['--allow-private-targets', '--egress-address', EGRESS] });
+      dnsPort = await freeUdpPort();
+      dnsLog = path.join(tempDir('proxyd-dnsmasq-'), 'queries.log');
+      const dnsmasq = spawnSync('sh', ['-c', 'command -v dnsmasq']).status === 0 ? 'dnsmasq' : '/usr/sbin/dnsmasq';
+      dns = spawn(
+        dnsmasq,
+        [
+          '--no-daemon',
+          `--port=${dnsPort}`,
+          '--listen-address=127.0.0.1',
+          '--bind-interfaces',
+          '--no-resolv',
+          '--no-hosts',
+          '--address=/example.com/192.0.2.7',
+          '--user=root',
+          '--pid-file=',
+          '--log-queries',
+          `--log-facility=${dnsLog}`,
+        ],
+        { stdio: 'ignore' },
+      );
+      // Ready when it answers a query sent straight to it.
+      await waitFor('dnsmasq answers', () => askDirect(dnsPort), 10_000);
+    });
+    afterAll(async () => {
+      dns?.kill();
+      await d?.stop();
+    });
 
-  it('the recipe as written gets its answer through the gateway: a socks5-udp record, and the query comes from the egress address', async () => {
-    const script = recipe()
-      .replace('gw.example.net', '127.0.0.1')
-      .replace('port = 1080', `port = ${d.socks.split(':')[1]}`)
-      .replace('<PASSWORD>', PASSWORD)
-      // The one change to the command: a resolver on this host (the case that once went around the gateway).
-      .replace('@9.9.9.9', `-p ${dnsPort} @127.0.0.1`);
-    expect(script).toContain('SOCKS_AUTOADD_LANROUTES=no');
-    const cwd = tempDir('proxyd-socksify-');
-    const drill = () => {
-      const r = spawnSync('sh', ['-c', script], { cwd, encoding: 'utf8', timeout: 20_000 });
-      return `${r.stdout}${r.stderr}`;
-    };
-    // UDP may lose a datagram on a loaded machine (drill gives up after its own timeout): asked up to 3 times.
-    let out = '';
-    for (let i = 0; i < 3 && !/192\.0\.2\.7/.test(out); i++) out = drill();
-    expect(out).toMatch(/example\.com\.\s+\d+\s+IN\s+A\s+192\.0\.2\.7/);
+    it('the recipe as written gets its answer through the gateway: a socks5-udp record, and the query comes from the egress address', async () => {
+      const script = recipe()
+        .replace('gw.example.net', '127.0.0.1')
+        .replace('port = 1080', `port = ${d.socks.split(':')[1]}`)
+        .replace('<PASSWORD>', PASSWORD)
+        // The one change to the command: a resolver on this host (the case that once went around the gateway).
+        .replace('@9.9.9.9', `-p ${dnsPort} @127.0.0.1`);
+      expect(script).toContain('SOCKS_AUTOADD_LANROUTES=no');
+      const cwd = tempDir('proxyd-socksify-');
+      const drill = () => {
+        const r = spawnSync('sh', ['-c', script], { cwd, encoding: 'utf8', timeout: 20_000 });
+        return `${r.stdout}${r.stderr}`;
+      };
+      // UDP may lose a datagram on a loaded machine (drill gives up after its own timeout): asked up to 3 times.
+      let out = '';
+      for (let i = 0; i < 3 && !/192\.0\.2\.7/.test(out); i++) out = drill();
+      expect(out).toMatch(/example\.com\.\s+\d+\s+IN\s+A\s+192\.0\.2\.7/);
 
-    // How the docs say to tell: the record, the resolver's view of the source, the metrics.
-    const rec = await waitFor('the association\'s record', async () => {
-      const r = await admin(d.dataDir, ['connections', '--user', 'alice', '--since', '5m']);
-      const rows = r.stdout.split('\n').filter(Boolean).map((l) => JSON.parse(l) as Record<string, unknown>);
-      return rows.find((x) => x.protocol === 'socks5-udp');
-    }, 10_000);
-    expect(rec).toMatchObject({ protocol: 'socks5-udp', decision: 'admitted', account: 'udp@example.com' });
-    expect(rec.datagrams_up).toBeGreaterThanOrEqual(1);
-    expect(rec.datagrams_down).toBeGreaterThanOrEqual(1);
-    expect(rec.bytes_up).toBeGreaterThan(0);
-    const queries = await waitFor('the resolver\'s log', () => readFileSync(dnsLog, 'utf8').match(/query\[A\] example\.com from \S+/g), 5_000);
-    expect(new Set(queries)).toEqual(new Set([`query[A] example.com from ${EGRESS}`]));
-    const metrics = await (await fetch(`${d.api}/metrics`)).text();
-    expect(Number(/^proxyd_udp_datagrams_total\{direction="up"\} (\d+)/m.exec(metrics)?.[1])).toBeGreaterThanOrEqual(1);
-    expect(Number(/^proxyd_udp_datagrams_total\{direction="down"\} (\d+)/m.exec(metrics)?.[1])).toBeGreaterThanOrEqual(1);
-  });
-});
+      // How the docs say to tell: the record, the resolver's view of the source, the metrics.
+      const rec = await waitFor(
+        "the association's record",
+        async () => {
+          const r = await admin(d.dataDir, ['connections', '--user', 'alice', '--since', '5m']);
+          const rows = r.stdout
+            .split('\n')
+            .filter(Boolean)
+            .map((l) => JSON.parse(l) as Record<string, unknown>);
+          return rows.find((x) => x.protocol === 'socks5-udp');
+        },
+        10_000,
+      );
+      expect(rec).toMatchObject({ protocol: 'socks5-udp', decision: 'admitted', account: 'udp@example.com' });
+      expect(rec.datagrams_up).toBeGreaterThanOrEqual(1);
+      expect(rec.datagrams_down).toBeGreaterThanOrEqual(1);
+      expect(rec.bytes_up).toBeGreaterThan(0);
+      const queries = await waitFor(
+        "the resolver's log",
+        () => readFileSync(dnsLog, 'utf8').match(/query\[A\] example\.com from \S+/g),
+        5_000,
+      );
+      expect(new Set(queries)).toEqual(new Set([`query[A] example.com from ${EGRESS}`]));
+      const metrics = await (await fetch(`${d.api}/metrics`)).text();
+      expect(Number(/^proxyd_udp_datagrams_total\{direction="up"\} (\d+)/m.exec(metrics)?.[1])).toBeGreaterThanOrEqual(
+        1,
+      );
+      expect(
+        Number(/^proxyd_udp_datagrams_total\{direction="down"\} (\d+)/m.exec(metrics)?.[1]),
+      ).toBeGreaterThanOrEqual(1);
+    });
+  },
+);

@@ -52,8 +52,19 @@ describe('webhooks (SQLite, one node)', () => {
     await new Promise<void>((r) => target.listen(0, '127.0.0.1', () => r()));
     d = await startDaemon({ args: ['--allow-private-targets', '--allow-private-webhooks'] });
     await makeAccount(d.dataDir, email);
-    expect((await admin(d.dataDir, ['proxy-user', 'create', '--email', email, '--username', 'hooked', '--password-stdin'], `${PASSWORD}\n`)).code).toBe(0);
-    expect((await admin(d.dataDir, ['plan', 'set', '--email', email, '--traffic-limit', '100000', '--period', 'month'])).code).toBe(0);
+    expect(
+      (
+        await admin(
+          d.dataDir,
+          ['proxy-user', 'create', '--email', email, '--username', 'hooked', '--password-stdin'],
+          `${PASSWORD}\n`,
+        )
+      ).code,
+    ).toBe(0);
+    expect(
+      (await admin(d.dataDir, ['plan', 'set', '--email', email, '--traffic-limit', '100000', '--period', 'month']))
+        .code,
+    ).toBe(0);
     await waitForProxyUsers(d, 1);
   }, patient(60_000));
   afterAll(async () => {
@@ -62,48 +73,82 @@ describe('webhooks (SQLite, one node)', () => {
     target?.close();
   });
 
-  it('refuses a private URL without the flag; with it, prints the secret once', async () => {
-    const url = `http://127.0.0.1:${(receiver.address() as net.AddressInfo).port}/hook`;
-    const refused = await admin(d.dataDir, ['webhook', 'set', '--email', email, '--url', url]);
-    expect(refused.code).toBe(1);
-    expect(refused.stderr).toMatch(/https/);
-    // The refusal names the switch that allows such a receiver.
-    expect(refused.stderr).toContain('--allow-private-webhooks');
-    const loopback = await admin(d.dataDir, ['webhook', 'set', '--email', email, '--url', url.replace('http:', 'https:')]);
-    expect(loopback.code).toBe(1);
-    expect(loopback.stderr).toMatch(/private or reserved address .*--allow-private-webhooks/);
-    const r = await admin(d.dataDir, ['webhook', 'set', '--email', email, '--url', url, '--thresholds', '50,100', '--allow-private-webhooks']);
-    expect(r.code, r.stderr).toBe(0);
-    expect(r.json).toMatchObject({ url, thresholds: [50, 100], secret: expect.stringMatching(/^whsec_/) });
+  it(
+    'refuses a private URL without the flag; with it, prints the secret once',
+    async () => {
+      const url = `http://127.0.0.1:${(receiver.address() as net.AddressInfo).port}/hook`;
+      const refused = await admin(d.dataDir, ['webhook', 'set', '--email', email, '--url', url]);
+      expect(refused.code).toBe(1);
+      expect(refused.stderr).toMatch(/https/);
+      // The refusal names the switch that allows such a receiver.
+      expect(refused.stderr).toContain('--allow-private-webhooks');
+      const loopback = await admin(d.dataDir, [
+        'webhook',
+        'set',
+        '--email',
+        email,
+        '--url',
+        url.replace('http:', 'https:'),
+      ]);
+      expect(loopback.code).toBe(1);
+      expect(loopback.stderr).toMatch(/private or reserved address .*--allow-private-webhooks/);
+      const r = await admin(d.dataDir, [
+        'webhook',
+        'set',
+        '--email',
+        email,
+        '--url',
+        url,
+        '--thresholds',
+        '50,100',
+        '--allow-private-webhooks',
+      ]);
+      expect(r.code, r.stderr).toBe(0);
+      expect(r.json).toMatchObject({ url, thresholds: [50, 100], secret: expect.stringMatching(/^whsec_/) });
 
-    // 60,000 bytes down of a 100,000-byte limit: past 50 %, not 100 %.
-    const crossed = Date.now();
-    const c = await RawClient.connect(Number(d.httpProxy.split(':')[1]));
-    c.write(`CONNECT 127.0.0.1:${(target.address() as net.AddressInfo).port} HTTP/1.1\r\nProxy-Authorization: ${basic('hooked', PASSWORD)}\r\n\r\n`);
-    expect(await c.readUntil('\r\n\r\n')).toMatch(/^HTTP\/1\.1 200 /);
-    c.socket.end();
-    expect((await c.readToEnd(10_000)).length).toBe(60_000);
-    await waitFor('event delivered', () => got.length >= 1, 10_000);
-    expect(got[0]!.at - crossed).toBeLessThan(patient(10_000));
-    const body = JSON.parse(got[0]!.body);
-    expect(body).toMatchObject({ type: 'usage.threshold', account: email, threshold: 50, limit: 100_000 });
-    const [, t, v1] = /^t=(\d+),v1=([0-9a-f]{64})$/.exec(String(got[0]!.headers['proxyd-signature']))!;
-    expect(v1).toBe(createHmac('sha256', r.json.secret).update(`${t}.${got[0]!.body}`).digest('hex'));
-    // docs/operations.md's verification function, run as written: the whole secret (whsec_ included) verifies the
-    // delivery; the secret without its prefix, a changed body, or an old t do not.
-    const verify = await documentedVerifier();
-    const header = String(got[0]!.headers['proxyd-signature']);
-    expect(verify(r.json.secret, header, got[0]!.body)).toBe(true);
-    expect(verify(r.json.secret.slice('whsec_'.length), header, got[0]!.body)).toBe(false);
-    expect(verify(r.json.secret, header, `${got[0]!.body} `)).toBe(false);
-    expect(verify(r.json.secret, header, got[0]!.body, Number(t) + 3600)).toBe(false);
-    expect(got[0]!.headers['proxyd-event-id']).toBe(body.id);
-    await sleep(3_000);
-    expect(got).toHaveLength(1);
-    const list = await admin(d.dataDir, ['webhooks', '--email', email]);
-    expect(list.code).toBe(0);
-    const lines = list.stdout.trim().split('\n').map((l) => JSON.parse(l));
-    expect(lines).toEqual([expect.objectContaining({ id: body.id, type: 'usage.threshold', attempts: 1, state: 'delivered', last_status: 200 })]);
-    expect((await admin(d.dataDir, ['webhook', 'remove', '--email', email])).json).toEqual({ removed: true });
-  }, patient(60_000));
+      // 60,000 bytes down of a 100,000-byte limit: past 50 %, not 100 %.
+      const crossed = Date.now();
+      const c = await RawClient.connect(Number(d.httpProxy.split(':')[1]));
+      c.write(
+        `CONNECT 127.0.0.1:${(target.address() as net.AddressInfo).port} HTTP/1.1\r\nProxy-Authorization: ${basic('hooked', PASSWORD)}\r\n\r\n`,
+      );
+      expect(await c.readUntil('\r\n\r\n')).toMatch(/^HTTP\/1\.1 200 /);
+      c.socket.end();
+      expect((await c.readToEnd(10_000)).length).toBe(60_000);
+      await waitFor('event delivered', () => got.length >= 1, 10_000);
+      expect(got[0]!.at - crossed).toBeLessThan(patient(10_000));
+      const body = JSON.parse(got[0]!.body);
+      expect(body).toMatchObject({ type: 'usage.threshold', account: email, threshold: 50, limit: 100_000 });
+      const [, t, v1] = /^t=(\d+),v1=([0-9a-f]{64})$/.exec(String(got[0]!.headers['proxyd-signature']))!;
+      expect(v1).toBe(createHmac('sha256', r.json.secret).update(`${t}.${got[0]!.body}`).digest('hex'));
+      // docs/operations.md's verification function, run as written: the whole secret (whsec_ included) verifies the
+      // delivery; the secret without its prefix, a changed body, or an old t do not.
+      const verify = await documentedVerifier();
+      const header = String(got[0]!.headers['proxyd-signature']);
+      expect(verify(r.json.secret, header, got[0]!.body)).toBe(true);
+      expect(verify(r.json.secret.slice('whsec_'.length), header, got[0]!.body)).toBe(false);
+      expect(verify(r.json.secret, header, `${got[0]!.body} `)).toBe(false);
+      expect(verify(r.json.secret, header, got[0]!.body, Number(t) + 3600)).toBe(false);
+      expect(got[0]!.headers['proxyd-event-id']).toBe(body.id);
+      await sleep(3_000);
+      expect(got).toHaveLength(1);
+      const list = await admin(d.dataDir, ['webhooks', '--email', email]);
+      expect(list.code).toBe(0);
+      const lines = list.stdout
+        .trim()
+        .split('\n')
+        .map((l) => JSON.parse(l));
+      expect(lines).toEqual([
+        expect.objectContaining({
+          id: body.id,
+          type: 'usage.threshold',
+          attempts: 1,
+          state: 'delivered',
+          last_status: 200,
+        }),
+      ]);
+      expect((await admin(d.dataDir, ['webhook', 'remove', '--email', email])).json).toEqual({ removed: true });
+    },
+    patient(60_000),
+  );
 });

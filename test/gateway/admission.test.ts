@@ -54,8 +54,12 @@ describe('admission', () => {
   it('an admission answered at once (a value, not a promise) carries tunnels and counts them, CONNECT, SOCKS5 and whitelist', async () => {
     // What the daemon's admission does for cached credentials and whitelisted addresses: the answer itself.
     const admission: Admitter = {
-      admitByCredentials: (u, p) => (u === 'alice' && p === 's3cret:pw' ? { ok: true, accountId: 1, user: 'alice' } : { ok: false, reason: 'wrong_password', accountId: 1 }),
-      admitBySourceIp: (ip) => (ip === '127.0.0.1' ? { ok: true, accountId: 2 } : { ok: false, reason: 'not_whitelisted' }),
+      admitByCredentials: (u, p) =>
+        u === 'alice' && p === 's3cret:pw'
+          ? { ok: true, accountId: 1, user: 'alice' }
+          : { ok: false, reason: 'wrong_password', accountId: 1 },
+      admitBySourceIp: (ip) =>
+        ip === '127.0.0.1' ? { ok: true, accountId: 2 } : { ok: false, reason: 'not_whitelisted' },
     };
     const g = await startTestGateway({ admission });
     const c = await RawClient.connect(g.httpPort);
@@ -151,9 +155,15 @@ describe('admission', () => {
   });
 
   it('an admitter that answers with a thenable (not a native promise) is waited for: a wrong password is refused', async () => {
-    const later = (r: AdmitResult): PromiseLike<AdmitResult> => ({ then: (ok) => Promise.resolve(r).then(ok) }) as PromiseLike<AdmitResult>;
+    const later = (r: AdmitResult): PromiseLike<AdmitResult> =>
+      ({ then: (ok) => Promise.resolve(r).then(ok) }) as PromiseLike<AdmitResult>;
     const admission = {
-      admitByCredentials: (u: string, p: string) => later(u === 'alice' && p === 's3cret:pw' ? { ok: true, accountId: 1, user: 'alice' } : { ok: false, reason: 'wrong_password', accountId: 1 }),
+      admitByCredentials: (u: string, p: string) =>
+        later(
+          u === 'alice' && p === 's3cret:pw'
+            ? { ok: true, accountId: 1, user: 'alice' }
+            : { ok: false, reason: 'wrong_password', accountId: 1 },
+        ),
       admitBySourceIp: () => later({ ok: false, reason: 'not_whitelisted' }),
     } as unknown as Admitter;
     const g = await startTestGateway({ admission });

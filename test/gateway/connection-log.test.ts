@@ -32,24 +32,36 @@ afterEach(async () => {
 describe('connection log: the gateway side', () => {
   it('admission slower than the header deadline: HTTP 503 proxy_internal_error, logged as admission_unavailable', async () => {
     const log = new Records();
-    const g = await startTestGateway({ admission: new SlowAdmitter(1_000), connectionLog: log, limits: { headerTimeoutMs: 300 } });
+    const g = await startTestGateway({
+      admission: new SlowAdmitter(1_000),
+      connectionLog: log,
+      limits: { headerTimeoutMs: 300 },
+    });
     open.push(g);
     g.admission.users.set('alice', { password: 's3cret:pw', accountId: 1 });
     const c = await RawClient.connect(g.httpPort);
     c.write(`CONNECT 127.0.0.1:9 HTTP/1.1\r\nProxy-Authorization: ${basic('alice', 's3cret:pw')}\r\n\r\n`);
     const head = await c.readUntil('\r\n\r\n');
     expect(head).toMatch(/^HTTP\/1\.1 503 /);
-    expect(head).toContain('Proxy-Status: proxyd; error=proxy_internal_error; details="admission did not answer in time"');
+    expect(head).toContain(
+      'Proxy-Status: proxyd; error=proxy_internal_error; details="admission did not answer in time"',
+    );
     const id = /X-Request-Id: ([^\r]+)/.exec(head)![1];
     await sleep(1_200); // admission answers (admitted) after the answer went out: no second record, no slot kept
-    expect(log.all.filter((r) => r.requestId === id)).toEqual([expect.objectContaining({ reason: 'admission_unavailable', username: 'alice' })]);
+    expect(log.all.filter((r) => r.requestId === id)).toEqual([
+      expect.objectContaining({ reason: 'admission_unavailable', username: 'alice' }),
+    ]);
     expect(log.all).toHaveLength(1);
     expect(g.gw.stats().connectionsOpen).toBe(0);
   });
 
   it('a name that does not resolve within the header deadline: 504 dns_timeout, logged as dns_error', async () => {
     const log = new Records();
-    const g = await startTestGateway({ connectionLog: log, limits: { headerTimeoutMs: 300 }, lookup: () => new Promise(() => {}) });
+    const g = await startTestGateway({
+      connectionLog: log,
+      limits: { headerTimeoutMs: 300 },
+      lookup: () => new Promise(() => {}),
+    });
     open.push(g);
     const c = await RawClient.connect(g.httpPort);
     c.write(`CONNECT slow-name.example:443 HTTP/1.1\r\nProxy-Authorization: ${basic('alice', 's3cret:pw')}\r\n\r\n`);
@@ -73,7 +85,13 @@ describe('connection log: the gateway side', () => {
     const s = await RawClient.connect(g.socksPort);
     await s.readToEnd();
     await waitFor('records', () => log.all.length === 2);
-    expect(log.all[0]).toMatchObject({ requestId: id, protocol: 'http', reason: 'connection_limit', accountId: -1, sourceIp: '127.0.0.1' });
+    expect(log.all[0]).toMatchObject({
+      requestId: id,
+      protocol: 'http',
+      reason: 'connection_limit',
+      accountId: -1,
+      sourceIp: '127.0.0.1',
+    });
     expect(log.all[1]).toMatchObject({ protocol: 'socks5', reason: 'connection_limit', accountId: -1 });
     hold.socket.destroy();
   });
@@ -83,10 +101,15 @@ describe('connection log: the gateway side', () => {
     const echo = await startTcpEcho();
     const g = await startTestGateway({ connectionLog: log, proxyProtocolFrom: ['127.0.0.1'] });
     open.push(g);
-    for (const [family, src] of [['TCP4', '198.51.100.23'], ['TCP6', '2001:db8::17']] as const) {
+    for (const [family, src] of [
+      ['TCP4', '198.51.100.23'],
+      ['TCP6', '2001:db8::17'],
+    ] as const) {
       const c = await RawClient.connect(g.httpPort);
       const dst = family === 'TCP4' ? '127.0.0.1' : '::1';
-      c.write(`PROXY ${family} ${src} ${dst} 40000 ${g.httpPort}\r\nCONNECT 127.0.0.1:${echo.port} HTTP/1.1\r\nProxy-Authorization: ${basic('alice', 'wrong')}\r\n\r\n`);
+      c.write(
+        `PROXY ${family} ${src} ${dst} 40000 ${g.httpPort}\r\nCONNECT 127.0.0.1:${echo.port} HTTP/1.1\r\nProxy-Authorization: ${basic('alice', 'wrong')}\r\n\r\n`,
+      );
       expect(await c.readUntil('\r\n\r\n')).toMatch(/^HTTP\/1\.1 407 /);
       await waitFor('record', () => log.all.some((r) => r.sourceIp === src));
     }
@@ -104,7 +127,9 @@ describe('connection log: the gateway side', () => {
     expect(log.all[0]!.username).toBe('u'.repeat(255));
     // Never cut inside a surrogate pair (a lone half is no text: PostgreSQL would store U+FFFD).
     const d = await RawClient.connect(g.httpPort);
-    d.write(`CONNECT 127.0.0.1:9 HTTP/1.1\r\nProxy-Authorization: ${basic(`${'u'.repeat(254)}${'😀'.repeat(10)}`, 'pw')}\r\n\r\n`);
+    d.write(
+      `CONNECT 127.0.0.1:9 HTTP/1.1\r\nProxy-Authorization: ${basic(`${'u'.repeat(254)}${'😀'.repeat(10)}`, 'pw')}\r\n\r\n`,
+    );
     expect(await d.readUntil('\r\n\r\n')).toMatch(/^HTTP\/1\.1 407 /);
     await waitFor('record', () => log.all.length === 2);
     expect(log.all[1]!.username).toBe('u'.repeat(254));
@@ -116,9 +141,17 @@ describe('connection log: the gateway side', () => {
     const trusting = await startTestGateway({ connectionLog: log, proxyProtocolFrom: ['127.0.0.1'] });
     open.push(g, trusting);
     const sends: Array<[number, string, 'http' | 'socks5']> = [
-      [g.httpPort, `PROXY TCP4 198.51.100.23 127.0.0.1 40000 ${g.httpPort}\r\nCONNECT 127.0.0.1:9 HTTP/1.1\r\n\r\n`, 'http'],
+      [
+        g.httpPort,
+        `PROXY TCP4 198.51.100.23 127.0.0.1 40000 ${g.httpPort}\r\nCONNECT 127.0.0.1:9 HTTP/1.1\r\n\r\n`,
+        'http',
+      ],
       [g.socksPort, `PROXY TCP4 198.51.100.23 127.0.0.1 40000 ${g.socksPort}\r\n\x05\x01\x00`, 'socks5'],
-      [trusting.httpPort, 'PROXY TCP4 not-an-address 127.0.0.1 40000 80\r\nCONNECT 127.0.0.1:9 HTTP/1.1\r\n\r\n', 'http'],
+      [
+        trusting.httpPort,
+        'PROXY TCP4 not-an-address 127.0.0.1 40000 80\r\nCONNECT 127.0.0.1:9 HTTP/1.1\r\n\r\n',
+        'http',
+      ],
     ];
     for (const [port, bytes, protocol] of sends) {
       const before = log.all.length;

@@ -98,7 +98,9 @@ export async function startTestGateway(over: Partial<GatewayOptions> = {}): Prom
 }
 
 /** TCP echo server; records each connection's remote address. */
-export async function startTcpEcho(host = '127.0.0.1'): Promise<{ server: net.Server; port: number; peers: string[]; sockets: Set<net.Socket> }> {
+export async function startTcpEcho(
+  host = '127.0.0.1',
+): Promise<{ server: net.Server; port: number; peers: string[]; sockets: Set<net.Socket> }> {
   const peers: string[] = [];
   const sockets = new Set<net.Socket>();
   const server = net.createServer({ allowHalfOpen: true }, (s) => {
@@ -244,9 +246,11 @@ export class RawClient {
         this.inbox = this.inbox.subarray(i + marker.length);
         return out;
       }
-      if (this.ended || this.closed) throw new Error(`ended before ${JSON.stringify(marker)}: ${this.inbox.toString('latin1')}`);
+      if (this.ended || this.closed)
+        throw new Error(`ended before ${JSON.stringify(marker)}: ${this.inbox.toString('latin1')}`);
       const left = deadline - Date.now();
-      if (left <= 0) throw new Error(`timed out waiting for ${JSON.stringify(marker)}: ${this.inbox.toString('latin1')}`);
+      if (left <= 0)
+        throw new Error(`timed out waiting for ${JSON.stringify(marker)}: ${this.inbox.toString('latin1')}`);
       await new Promise<void>((r) => {
         const t = setTimeout(r, left);
         this.waiters.push(() => {
@@ -301,7 +305,14 @@ export function basic(user: string, pass: string): string {
  * local port (side 'local') or remote port (side 'remote') is `port`. From /proc/net/tcp{,6}.
  */
 export function socketsInState(port: number, states: string[], side: 'local' | 'remote' = 'local'): number {
-  const codes: Record<string, string> = { CLOSE_WAIT: '08', FIN_WAIT2: '05', ESTABLISHED: '01', TIME_WAIT: '06', FIN_WAIT1: '04', LAST_ACK: '09' };
+  const codes: Record<string, string> = {
+    CLOSE_WAIT: '08',
+    FIN_WAIT2: '05',
+    ESTABLISHED: '01',
+    TIME_WAIT: '06',
+    FIN_WAIT1: '04',
+    LAST_ACK: '09',
+  };
   const want = new Set(states.map((s) => codes[s]));
   const hex = port.toString(16).toUpperCase().padStart(4, '0');
   let n = 0;

@@ -64,7 +64,11 @@ describe('limits and accounting', () => {
   it('caps connections not yet admitted from one source: its idle or junk connections cannot fill the total and lock everyone out', async () => {
     const g = await startTestGateway({ limits: { maxHandshakesPerSource: 3, maxConnectionsTotal: 100 } });
     // One source opens connections and never sends a head: past its 3 the next is refused at once, on either port.
-    const idle = [await RawClient.connect(g.httpPort), await RawClient.connect(g.socksPort), await RawClient.connect(g.httpPort)];
+    const idle = [
+      await RawClient.connect(g.httpPort),
+      await RawClient.connect(g.socksPort),
+      await RawClient.connect(g.httpPort),
+    ];
     await eventually(() => g.gw.stats().connectionsOpen === 3);
     const over = await RawClient.connect(g.httpPort);
     expect((await over.readToEnd()).toString()).toMatch(/^HTTP\/1\.1 503 /);
@@ -84,7 +88,11 @@ describe('limits and accounting', () => {
     idle[1]!.socket.destroy();
     idle[2]!.socket.destroy();
     await eventually(() => g.gw.stats().connectionsOpen === 3); // the three admitted
-    const junk = [await RawClient.connect(g.httpPort), await RawClient.connect(g.httpPort), await RawClient.connect(g.httpPort)];
+    const junk = [
+      await RawClient.connect(g.httpPort),
+      await RawClient.connect(g.httpPort),
+      await RawClient.connect(g.httpPort),
+    ];
     for (const c of junk) {
       c.write('garbage\r\n\r\n');
       expect(await c.readUntil('\r\n\r\n')).toMatch(/^HTTP\/1\.1 400 /);
@@ -104,7 +112,9 @@ describe('limits and accounting', () => {
   });
 
   it('a SOCKS5 refusal deferred to the request (the account at its cap: auth answered OK) still counts for its source', async () => {
-    const g = await startTestGateway({ limits: { maxHandshakesPerSource: 2, maxConnectionsPerAccount: 1, maxConnectionsTotal: 100 } });
+    const g = await startTestGateway({
+      limits: { maxHandshakesPerSource: 2, maxConnectionsPerAccount: 1, maxConnectionsTotal: 100 },
+    });
     const u = Buffer.from('alice');
     const pw = Buffer.from('s3cret:pw');
     const greet = Buffer.concat([Buffer.from([5, 1, 2, 1, u.length]), u, Buffer.from([pw.length]), pw]);
@@ -127,7 +137,7 @@ describe('limits and accounting', () => {
     await g.gw.close(100);
   });
 
-  it("a refused connection gives its account slot back with the answer, not when the client closes (HTTP and SOCKS5)", async () => {
+  it('a refused connection gives its account slot back with the answer, not when the client closes (HTTP and SOCKS5)', async () => {
     const g = await startTestGateway({ limits: { maxConnectionsPerAccount: 1 } });
     const closed = await freePort(); // nothing listens there
     // Refused at the target (502 / 0x05); the client keeps the socket open and reads nothing more.
@@ -187,7 +197,10 @@ describe('limits and accounting', () => {
     quiet.socket.destroy();
     await eventually(() => g.gw.stats().connectionsOpen === 0);
     const after = g.gw.collectUsage();
-    expect(after.map((r) => [r.target, r.connections]).sort()).toEqual([[null, 1], ['127.0.0.1', 1]]);
+    expect(after.map((r) => [r.target, r.connections]).sort()).toEqual([
+      [null, 1],
+      ['127.0.0.1', 1],
+    ]);
     await g.gw.close(100);
   });
 
@@ -203,7 +216,12 @@ describe('limits and accounting', () => {
     await c.readToEnd();
     await eventually(() => g.gw.stats().connectionsOpen === 0);
     const u = g.usage.of(1);
-    expect({ up: u.up, down: u.down, connections: u.connections, subjects: [...u.subjects] }).toEqual({ up: 15, down: 15, connections: 1, subjects: ['user:alice'] });
+    expect({ up: u.up, down: u.down, connections: u.connections, subjects: [...u.subjects] }).toEqual({
+      up: 15,
+      down: 15,
+      connections: 1,
+      subjects: ['user:alice'],
+    });
     const st = g.gw.stats();
     expect(st.connectionsTotal.connect).toBe(1);
     expect(st.bytesUp).toBe(15);

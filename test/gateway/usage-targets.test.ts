@@ -27,7 +27,11 @@ describe('usage per target', () => {
 
   const byTarget = (target: string | null) => {
     const ds = collect().filter((d) => d.target === target);
-    return { up: ds.reduce((n, d) => n + d.bytesUp, 0), down: ds.reduce((n, d) => n + d.bytesDown, 0), connections: ds.reduce((n, d) => n + d.connections, 0) };
+    return {
+      up: ds.reduce((n, d) => n + d.bytesUp, 0),
+      down: ds.reduce((n, d) => n + d.bytesDown, 0),
+      connections: ds.reduce((n, d) => n + d.connections, 0),
+    };
   };
 
   it('a CONNECT tunnel: its bytes and its connection under the host it asked for', async () => {
@@ -56,7 +60,10 @@ describe('usage per target', () => {
       const [u, p] = ['alice', 's3cret:pw'].map((x) => Buffer.from(x));
       s.write(Buffer.concat([Buffer.from([1, u!.length]), u!, Buffer.from([p!.length]), p!]));
       expect([...(await s.read(2))]).toEqual([1, 0]);
-      const addr = atyp === 3 ? Buffer.concat([Buffer.from([host.length]), Buffer.from(host)]) : Buffer.from(host.split('.').map(Number));
+      const addr =
+        atyp === 3
+          ? Buffer.concat([Buffer.from([host.length]), Buffer.from(host)])
+          : Buffer.from(host.split('.').map(Number));
       s.write(Buffer.concat([Buffer.from([5, 1, 0, atyp]), addr, Buffer.from([echo.port >> 8, echo.port & 0xff])]));
       expect((await s.read(10))[1]).toBe(0);
       s.write('1234567');

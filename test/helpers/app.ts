@@ -22,7 +22,11 @@ export interface TestApp {
   clock: { now: number };
   account(email: string, opts?: { verified?: boolean }): Promise<{ accountId: number; token: string }>;
   /** An API key of the account (as the console makes them): `pxk_…`, and its id. */
-  key(accountId: number, scopes: readonly Scope[] | 'all', opts?: { expiresAtMs?: number; allowedIps?: string[]; name?: string }): Promise<{ key: string; id: string }>;
+  key(
+    accountId: number,
+    scopes: readonly Scope[] | 'all',
+    opts?: { expiresAtMs?: number; allowedIps?: string[]; name?: string },
+  ): Promise<{ key: string; id: string }>;
   close(): Promise<void>;
 }
 
@@ -43,10 +47,20 @@ export async function makeTestApp(
   const geo = await openCountryLookup();
   // Chosen as serve chooses: on PostgreSQL the limits live in the database, so the same tests cover its window log.
   const quiet: Pick<DaemonLog, 'info' | 'warn'> = { info: () => {}, warn: () => {} };
-  const windowStore = opts.windowStore ?? windowStoreFor({ redisUrl: undefined, databaseUrl, workers: 1, sharedDataDir: false }, store, quiet);
+  const windowStore =
+    opts.windowStore ??
+    windowStoreFor({ redisUrl: undefined, databaseUrl, workers: 1, sharedDataDir: false }, store, quiet);
   const limits = new ApiLimits(windowStore, { ...DEFAULT_LIMITS, ...opts.limits }, nowMs);
   const metrics = new Metrics({ defaultMetrics: false });
-  const ctx = apiContext({ store, geo, limits, metrics, log: { error: () => {} }, nowMs, ...(opts.usageRetentionMs ? { usageRetentionMs: opts.usageRetentionMs } : {}) });
+  const ctx = apiContext({
+    store,
+    geo,
+    limits,
+    metrics,
+    log: { error: () => {} },
+    nowMs,
+    ...(opts.usageRetentionMs ? { usageRetentionMs: opts.usageRetentionMs } : {}),
+  });
   const app = await buildApp(ctx, { trustProxy: opts.trustProxy ?? [], logger: false });
   const pwHash = await hashPassword('correct horse battery');
   return {
@@ -64,7 +78,16 @@ export async function makeTestApp(
     async key(accountId, scopes, o = {}) {
       const keys = new ApiKeyService(store, nowMs);
       const ctx = { actor: { type: 'operator' as const, id: 'test' }, sourceIp: null, requestId: null };
-      const r = await keys.create(accountId, { name: o.name ?? 'test key', scopes: scopes === 'all' ? [...SCOPES] : scopes, expiresAtMs: o.expiresAtMs ?? null, allowedIps: o.allowedIps ?? [] }, ctx);
+      const r = await keys.create(
+        accountId,
+        {
+          name: o.name ?? 'test key',
+          scopes: scopes === 'all' ? [...SCOPES] : scopes,
+          expiresAtMs: o.expiresAtMs ?? null,
+          allowedIps: o.allowedIps ?? [],
+        },
+        ctx,
+      );
       return { key: r.key, id: r.info.id };
     },
     async close() {
@@ -74,7 +97,6 @@ export async function makeTestApp(
     },
   };
 }
-
 
 /** The header an API key goes in. */
 export function bearer(key: string): Record<string, string> {

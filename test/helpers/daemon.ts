@@ -94,8 +94,17 @@ export interface StartOptions {
 export async function startDaemon(opts: StartOptions = {}): Promise<Daemon> {
   const dataDir = opts.dataDir ?? (await dataDirFor(opts.backend));
   const args = [
-    opts.bin ?? PROXYD, 'serve', '--data-dir', dataDir, ...databaseArgs(dataDir),
-    '--api-listen', '127.0.0.1:0', '--http-proxy-listen', '127.0.0.1:0', '--socks-listen', '127.0.0.1:0',
+    opts.bin ?? PROXYD,
+    'serve',
+    '--data-dir',
+    dataDir,
+    ...databaseArgs(dataDir),
+    '--api-listen',
+    '127.0.0.1:0',
+    '--http-proxy-listen',
+    '127.0.0.1:0',
+    '--socks-listen',
+    '127.0.0.1:0',
     ...(opts.args ?? []),
   ];
   const proc = spawn(process.execPath, args, {
@@ -104,17 +113,22 @@ export async function startDaemon(opts: StartOptions = {}): Promise<Daemon> {
   });
   const logs: string[] = [];
   // Saved for the suite-wide secret scan in test/global-setup.ts.
-  const saved = process.env.PROXYD_TEST_LOG_DIR ? createWriteStream(path.join(process.env.PROXYD_TEST_LOG_DIR, `proxyd-${proc.pid}.log`)) : null;
+  const saved = process.env.PROXYD_TEST_LOG_DIR
+    ? createWriteStream(path.join(process.env.PROXYD_TEST_LOG_DIR, `proxyd-${proc.pid}.log`))
+    : null;
   createInterface({ input: proc.stderr! }).on('line', (l) => {
     logs.push(l);
     saved?.write(`${l}\n`);
   });
   const exited = new Promise<number | null>((resolve) => proc.on('exit', (code) => resolve(code)));
   const ready = await new Promise<Ready>((resolve, reject) => {
-    const timer = setTimeout(() => {
-      proc.kill('SIGKILL');
-      reject(new Error(`proxyd did not become ready:\n${logs.join('\n')}`));
-    }, opts.timeoutMs ?? patient(20_000));
+    const timer = setTimeout(
+      () => {
+        proc.kill('SIGKILL');
+        reject(new Error(`proxyd did not become ready:\n${logs.join('\n')}`));
+      },
+      opts.timeoutMs ?? patient(20_000),
+    );
     const rl = createInterface({ input: proc.stdout! });
     rl.once('line', (line) => {
       clearTimeout(timer);
@@ -157,17 +171,27 @@ export interface RunResult {
   stderr: string;
 }
 
-export function run(bin: string, args: string[], opts: { input?: string; env?: Record<string, string>; timeoutMs?: number } = {}): Promise<RunResult> {
+export function run(
+  bin: string,
+  args: string[],
+  opts: { input?: string; env?: Record<string, string>; timeoutMs?: number } = {},
+): Promise<RunResult> {
   return new Promise((resolve, reject) => {
-    const proc = spawn(process.execPath, [bin, ...args], { env: { ...process.env, ...opts.env }, stdio: ['pipe', 'pipe', 'pipe'] });
+    const proc = spawn(process.execPath, [bin, ...args], {
+      env: { ...process.env, ...opts.env },
+      stdio: ['pipe', 'pipe', 'pipe'],
+    });
     let stdout = '';
     let stderr = '';
     proc.stdout.on('data', (d) => (stdout += d));
     proc.stderr.on('data', (d) => (stderr += d));
-    const t = setTimeout(() => {
-      proc.kill('SIGKILL');
-      reject(new Error(`${path.basename(bin)} ${args.join(' ')} timed out\n${stderr}`));
-    }, opts.timeoutMs ?? patient(30_000));
+    const t = setTimeout(
+      () => {
+        proc.kill('SIGKILL');
+        reject(new Error(`${path.basename(bin)} ${args.join(' ')} timed out\n${stderr}`));
+      },
+      opts.timeoutMs ?? patient(30_000),
+    );
     proc.on('exit', (code) => {
       clearTimeout(t);
       resolve({ code, stdout, stderr });
@@ -189,8 +213,16 @@ export async function admin(dataDir: string, args: string[], input?: string): Pr
 }
 
 /** Creates an active, verified account with a token. */
-export async function makeAccount(dataDir: string, email: string, opts: { verified?: boolean; password?: string } = {}): Promise<{ accountId: number; token: string }> {
-  const created = await admin(dataDir, ['account', 'create', '--email', email, '--password-stdin', ...(opts.verified === false ? [] : ['--verified'])], (opts.password ?? 'correct horse battery') + '\n');
+export async function makeAccount(
+  dataDir: string,
+  email: string,
+  opts: { verified?: boolean; password?: string } = {},
+): Promise<{ accountId: number; token: string }> {
+  const created = await admin(
+    dataDir,
+    ['account', 'create', '--email', email, '--password-stdin', ...(opts.verified === false ? [] : ['--verified'])],
+    (opts.password ?? 'correct horse battery') + '\n',
+  );
   if (created.code !== 0) throw new Error(`account create failed: ${created.stderr}`);
   const tok = await admin(dataDir, ['token', 'reset', '--email', email]);
   if (tok.code !== 0) throw new Error(`token reset failed: ${tok.stderr}`);
@@ -247,7 +279,11 @@ export async function inspectData(dataDir: string, opts: { write?: boolean } = {
 }
 
 /** Environment for a `proxyctl` run isolated from this machine: its own config dir, no stored token, and no keychain (the Secret Service bus does not exist). */
-export function isolatedCliEnv(work: string, baseUrl: string, extra: Record<string, string> = {}): Record<string, string> {
+export function isolatedCliEnv(
+  work: string,
+  baseUrl: string,
+  extra: Record<string, string> = {},
+): Record<string, string> {
   return {
     XDG_CONFIG_HOME: path.join(work, 'config'),
     PROXYCTL_BASE_URL: baseUrl,
@@ -268,9 +304,12 @@ export async function waitForProxyUsers(d: Daemon, n: number, timeoutMs = 10_000
   const t0 = Date.now();
   const deadline = patient(timeoutMs);
   for (;;) {
-    const text = await fetch(`${d.api}/metrics`).then((r) => r.text()).catch(() => '');
+    const text = await fetch(`${d.api}/metrics`)
+      .then((r) => r.text())
+      .catch(() => '');
     if (Number(/^proxyd_admission_view_proxy_users (\d+)/m.exec(text)?.[1] ?? -1) >= n) return;
-    if (Date.now() - t0 > deadline) throw new Error(`the admission view did not reach ${n} proxy users in ${deadline} ms`);
+    if (Date.now() - t0 > deadline)
+      throw new Error(`the admission view did not reach ${n} proxy users in ${deadline} ms`);
     await new Promise((r) => setTimeout(r, 50));
   }
 }

@@ -64,7 +64,12 @@ export async function freeUdpPort(): Promise<number> {
  * One SOCKS5 UDP association through `socks` (host:port) as `user`: the addresses `n` datagrams left from, as an echo
  * target saw them, or the ASSOCIATE's failure reply.
  */
-export async function udpFrom(socks: string, password: string, user: string, n: number): Promise<string[] | { reply: number }> {
+export async function udpFrom(
+  socks: string,
+  password: string,
+  user: string,
+  n: number,
+): Promise<string[] | { reply: number }> {
   const echo = await udpTargetSocket();
   const seen: string[] = [];
   echo.on('message', (m, r) => {
@@ -81,7 +86,15 @@ export async function udpFrom(socks: string, password: string, user: string, n: 
   try {
     const u = Buffer.from(user);
     const p = Buffer.from(password);
-    control.write(Buffer.concat([Buffer.from([5, 1, 2, 1, u.length]), u, Buffer.from([p.length]), p, Buffer.from([5, 3, 0, 1, 0, 0, 0, 0, 0, 0])]));
+    control.write(
+      Buffer.concat([
+        Buffer.from([5, 1, 2, 1, u.length]),
+        u,
+        Buffer.from([p.length]),
+        p,
+        Buffer.from([5, 3, 0, 1, 0, 0, 0, 0, 0, 0]),
+      ]),
+    );
     await waitFor('the ASSOCIATE reply', () => buf.length >= 6 || control.destroyed, 5_000);
     if (buf[3] !== 0 || buf.length < 14 || buf[5] !== 0) return { reply: buf[5] ?? -1 };
     const relayPort = buf.readUInt16BE(12);
@@ -89,7 +102,11 @@ export async function udpFrom(socks: string, password: string, user: string, n: 
     const answers: Buffer[] = [];
     client.on('message', (m) => answers.push(m));
     for (let i = 0; i < n; i++) {
-      client.send(Buffer.concat([Buffer.from([0, 0, 0, 1, 127, 0, 0, 1, ep >> 8, ep & 255]), Buffer.from(`d${i}`)]), relayPort, '127.0.0.1');
+      client.send(
+        Buffer.concat([Buffer.from([0, 0, 0, 1, 127, 0, 0, 1, ep >> 8, ep & 255]), Buffer.from(`d${i}`)]),
+        relayPort,
+        '127.0.0.1',
+      );
       const had = answers.length;
       const t0 = Date.now();
       while (answers.length === had && Date.now() - t0 < 3_000) await sleep(5);
@@ -101,4 +118,3 @@ export async function udpFrom(socks: string, password: string, user: string, n: 
     echo.close();
   }
 }
-

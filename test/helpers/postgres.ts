@@ -69,18 +69,44 @@ export async function startPostgres(o: ClusterOptions = {}): Promise<PgCluster> 
   const data = path.join(dir, 'data');
   if (o.standbyOf) {
     // A copy of the primary that follows it; primary_conninfo names it so that the primary can wait for it.
-    asPostgres('pg_basebackup', ['-D', data, '-R', '-X', 'stream', '-h', '127.0.0.1', '-p', String(o.standbyOf.port), '-U', 'postgres', '--no-sync']);
+    asPostgres('pg_basebackup', [
+      '-D',
+      data,
+      '-R',
+      '-X',
+      'stream',
+      '-h',
+      '127.0.0.1',
+      '-p',
+      String(o.standbyOf.port),
+      '-U',
+      'postgres',
+      '--no-sync',
+    ]);
     const conninfo = `host=127.0.0.1 port=${o.standbyOf.port} user=postgres application_name=${o.name ?? 'standby'}`;
     appendFileSync(path.join(data, 'postgresql.auto.conf'), `primary_conninfo = '${conninfo}'\n`);
   } else asPostgres('initdb', ['-D', data, '-U', 'postgres', '--auth=trust', '--no-sync', '-E', 'UTF8', '--locale=C']);
   const port = await freePort();
-  const settings = { fsync: 'off', full_page_writes: 'off', synchronous_commit: 'off', max_connections: '200', ...o.settings };
-  const opts = [`-c port=${port} -c listen_addresses=127.0.0.1 -c unix_socket_directories=${dir}`, ...Object.entries(settings).map(([k, v]) => `-c ${k}=${v}`)].join(' ');
-  const start = () => asPostgres('pg_ctl', ['-D', data, '-l', path.join(dir, 'log'), '-o', opts, '-w', '-t', '60', 'start']);
+  const settings = {
+    fsync: 'off',
+    full_page_writes: 'off',
+    synchronous_commit: 'off',
+    max_connections: '200',
+    ...o.settings,
+  };
+  const opts = [
+    `-c port=${port} -c listen_addresses=127.0.0.1 -c unix_socket_directories=${dir}`,
+    ...Object.entries(settings).map(([k, v]) => `-c ${k}=${v}`),
+  ].join(' ');
+  const start = () =>
+    asPostgres('pg_ctl', ['-D', data, '-l', path.join(dir, 'log'), '-o', opts, '-w', '-t', '60', 'start']);
   start();
   const signalAll = (sig: NodeJS.Signals) => {
     const postmaster = Number(readFileSync(path.join(data, 'postmaster.pid'), 'utf8').split('\n')[0]);
-    const children = spawnSync('pgrep', ['-P', String(postmaster)], { encoding: 'utf8' }).stdout.split('\n').filter(Boolean).map(Number);
+    const children = spawnSync('pgrep', ['-P', String(postmaster)], { encoding: 'utf8' })
+      .stdout.split('\n')
+      .filter(Boolean)
+      .map(Number);
     for (const pid of [postmaster, ...children]) {
       try {
         process.kill(pid, sig);
@@ -128,7 +154,10 @@ export async function makeTemplate(clusterUrl: string): Promise<void> {
 }
 
 /** A fresh, empty database on the run's cluster (or on `clusterUrl`); its URL. */
-export async function createDatabase(clusterUrl = process.env[PG_TEST_URL_ENV], opts: { unmigrated?: boolean } = {}): Promise<string> {
+export async function createDatabase(
+  clusterUrl = process.env[PG_TEST_URL_ENV],
+  opts: { unmigrated?: boolean } = {},
+): Promise<string> {
   if (!clusterUrl) throw new Error(`no test PostgreSQL (${postgresSkipReason() ?? 'global setup did not start one'})`);
   const name = `t_${process.pid}_${Date.now().toString(36)}_${seq++}`;
   const admin = postgres(clusterUrl, { max: 1, onnotice: () => {} });
@@ -152,7 +181,9 @@ export async function emptyDatabase(): Promise<string> {
   if (!reusable) return (reusable = await createDatabase());
   const sql = postgres(reusable, { max: 1, onnotice: () => {} });
   try {
-    const tables = await sql<{ t: string }[]>`SELECT tablename AS t FROM pg_tables WHERE schemaname = 'public' AND tablename <> 'proxyd_schema'`;
+    const tables = await sql<
+      { t: string }[]
+    >`SELECT tablename AS t FROM pg_tables WHERE schemaname = 'public' AND tablename <> 'proxyd_schema'`;
     await sql.unsafe(`TRUNCATE ${tables.map((r) => r.t).join(', ')} RESTART IDENTITY CASCADE`);
   } finally {
     await sql.end();

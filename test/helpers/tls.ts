@@ -21,12 +21,35 @@ export interface Certs {
 const EC_KEY = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes'];
 
 /** A self-signed certificate for `san` (e.g. `IP:127.0.0.1,DNS:localhost`), made in `dir`: its key and cert in PEM and the cert's file. */
-export function selfSignedCert(dir: string, name: string, san: string, days = '2'): { key: string; cert: string; certFile: string } {
+export function selfSignedCert(
+  dir: string,
+  name: string,
+  san: string,
+  days = '2',
+): { key: string; cert: string; certFile: string } {
   const certFile = path.join(dir, `${name}.pem`);
-  execFileSync('openssl', ['req', '-x509', ...EC_KEY, '-keyout', `${name}.key`, '-out', `${name}.pem`, '-days', days, '-subj', `/CN=${name}`, '-addext', `subjectAltName=${san}`], {
-    cwd: dir,
-    stdio: ['ignore', 'ignore', 'pipe'],
-  });
+  execFileSync(
+    'openssl',
+    [
+      'req',
+      '-x509',
+      ...EC_KEY,
+      '-keyout',
+      `${name}.key`,
+      '-out',
+      `${name}.pem`,
+      '-days',
+      days,
+      '-subj',
+      `/CN=${name}`,
+      '-addext',
+      `subjectAltName=${san}`,
+    ],
+    {
+      cwd: dir,
+      stdio: ['ignore', 'ignore', 'pipe'],
+    },
+  );
   return { key: readFileSync(path.join(dir, `${name}.key`), 'utf8'), cert: readFileSync(certFile, 'utf8'), certFile };
 }
 
@@ -42,9 +65,27 @@ export function makeCerts(): Certs {
       return { key: k, cert };
     } else {
       ossl(['req', ...key, '-keyout', `${name}.key`, '-out', `${name}.csr`, '-subj', `/CN=${name}`]);
-      ossl(['x509', '-req', '-in', `${name}.csr`, '-CA', 'ca.pem', '-CAkey', 'ca.key', '-days', days, '-extfile', `${name}.ext`, '-out', `${name}.pem`]);
+      ossl([
+        'x509',
+        '-req',
+        '-in',
+        `${name}.csr`,
+        '-CA',
+        'ca.pem',
+        '-CAkey',
+        'ca.key',
+        '-days',
+        days,
+        '-extfile',
+        `${name}.ext`,
+        '-out',
+        `${name}.pem`,
+      ]);
     }
-    return { key: readFileSync(path.join(dir, `${name}.key`), 'utf8'), cert: readFileSync(path.join(dir, `${name}.pem`), 'utf8') };
+    return {
+      key: readFileSync(path.join(dir, `${name}.key`), 'utf8'),
+      cert: readFileSync(path.join(dir, `${name}.pem`), 'utf8'),
+    };
   };
   return {
     dir,
@@ -56,4 +97,3 @@ export function makeCerts(): Certs {
     expired: leaf('expired', 'IP:127.0.0.1,DNS:localhost', '-1'),
   };
 }
-

@@ -8,7 +8,11 @@ export const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms))
  * Polls `fn` every 50 ms until it returns something truthy (returned), or fails after `timeoutMs` (on an idle
  * machine; scaled by the load) naming `what`.
  */
-export async function waitFor<T>(what: string, fn: () => Promise<T | null | undefined | false> | T | null | undefined | false, timeoutMs = 10_000): Promise<T> {
+export async function waitFor<T>(
+  what: string,
+  fn: () => Promise<T | null | undefined | false> | T | null | undefined | false,
+  timeoutMs = 10_000,
+): Promise<T> {
   const deadline = patient(timeoutMs);
   const until = Date.now() + deadline;
   for (;;) {

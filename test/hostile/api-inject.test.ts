@@ -12,7 +12,9 @@ let token: string;
 let secret: string;
 
 beforeAll(async () => {
-  t = await makeTestApp({ limits: { perRoute: { list: 1e9, add: 1e9, delete: 1e9, usage: 1e9 }, invalidTokenPerIp: 1e9 } });
+  t = await makeTestApp({
+    limits: { perRoute: { list: 1e9, add: 1e9, delete: 1e9, usage: 1e9 }, invalidTokenPerIp: 1e9 },
+  });
   token = (await t.account('fuzz@example.com')).token;
   secret = token.split('.')[1]!;
 });
@@ -44,24 +46,36 @@ function expectEnvelope(res: Res, path: string, method = 'GET'): { code: number;
 }
 
 describe('random API requests (in process)', () => {
-  it('never a 5xx, always an envelope with its request id, never a secret', async () => {
-    await fc.assert(
-      fc.asyncProperty(randomRequest(() => token), async (r) => {
-        let res: Res;
-        try {
-          res = await t.app.inject({ method: r.method as 'GET', url: r.url, headers: r.headers, ...(r.body ? { payload: r.body } : {}) });
-        } catch (e) {
-          // light-my-request refuses some URLs itself (no request reached the app).
-          if (e instanceof Error && /Invalid URL|ERR_INVALID|URL/.test(`${e.name} ${e.message}`)) return;
-          throw e;
-        }
-        const env = expectEnvelope(res, r.path, r.method);
-        if (env && res.statusCode === 200) expect([200, 10400, 10413, 10431]).toContain(env.code);
-        expect(({} as Record<string, unknown>).polluted).toBeUndefined();
-      }),
-      params({ numRuns: Math.min(params().numRuns! * 3, 100_000) }),
-    );
-  }, FUZZ_TIMEOUT * 3);
+  it(
+    'never a 5xx, always an envelope with its request id, never a secret',
+    async () => {
+      await fc.assert(
+        fc.asyncProperty(
+          randomRequest(() => token),
+          async (r) => {
+            let res: Res;
+            try {
+              res = await t.app.inject({
+                method: r.method as 'GET',
+                url: r.url,
+                headers: r.headers,
+                ...(r.body ? { payload: r.body } : {}),
+              });
+            } catch (e) {
+              // light-my-request refuses some URLs itself (no request reached the app).
+              if (e instanceof Error && /Invalid URL|ERR_INVALID|URL/.test(`${e.name} ${e.message}`)) return;
+              throw e;
+            }
+            const env = expectEnvelope(res, r.path, r.method);
+            if (env && res.statusCode === 200) expect([200, 10400, 10413, 10431]).toContain(env.code);
+            expect(({} as Record<string, unknown>).polluted).toBeUndefined();
+          },
+        ),
+        params({ numRuns: Math.min(params().numRuns! * 3, 100_000) }),
+      );
+    },
+    FUZZ_TIMEOUT * 3,
+  );
 
   it('duplicate keys, invalid UTF-8, trailing documents, deep nesting and huge numbers are 10400', async () => {
     const cases: Array<[string, Buffer, RegExp]> = [
@@ -76,7 +90,12 @@ describe('random API requests (in process)', () => {
       [ADD, Buffer.from('{"__proto__":{"items":[{"ip":"8.8.8.8"}]}}'), /items|__proto__/],
     ];
     for (const [p, payload, msg] of cases) {
-      const res = await t.app.inject({ method: 'POST', url: p + q(token), headers: { 'content-type': 'application/json' }, payload });
+      const res = await t.app.inject({
+        method: 'POST',
+        url: p + q(token),
+        headers: { 'content-type': 'application/json' },
+        payload,
+      });
       const env = expectEnvelope(res, p)!;
       expect(env.code, payload.toString('latin1').slice(0, 80)).toBe(10400);
       expect(env.message).toMatch(msg);
@@ -88,7 +107,12 @@ describe('random API requests (in process)', () => {
 
   it('a body over 256 KiB is 10400 and nothing is processed; headers are set on every answer', async () => {
     const big = Buffer.from(JSON.stringify({ ips: ['8.8.8.8'], pad: 'x'.repeat(256 * 1024) }));
-    const res = await t.app.inject({ method: 'POST', url: DEL + q(token), headers: { 'content-type': 'application/json' }, payload: big });
+    const res = await t.app.inject({
+      method: 'POST',
+      url: DEL + q(token),
+      headers: { 'content-type': 'application/json' },
+      payload: big,
+    });
     expect(expectEnvelope(res, DEL)).toMatchObject({ code: 10400, message: expect.stringMatching(/256 KiB/) });
     for (const p of ['/healthz', '/metrics', '/ip', '/openapi.json', '/nope']) {
       const r = await t.app.inject({ method: 'GET', url: p });
@@ -100,53 +124,68 @@ describe('random API requests (in process)', () => {
 });
 
 describe('token guessing and enumeration (property-based)', () => {
-  it('every guessed or mangled token gets the byte-identical 401 (but the request id)', async () => {
-    const [ak, sec] = token.split('.') as [string, string];
-    const guess = fc.oneof(
-      fc.stringMatching(/^[A-Za-z0-9_-]{43}$/).map((s) => `${ak}.${s}`), // right key, guessed secret
-      fc.stringMatching(/^[0-9a-f]{20}$/).map((h) => `ak${h}.${sec}`), // guessed key, right secret
-      fc.tuple(fc.nat(65), fc.constantFrom('A', '_', '-', '0', '.', ' ', '%00')).map(([i, c]) => token.slice(0, i) + c + token.slice(i + 1)),
-      fc.string({ maxLength: 80 }),
-    );
-    const bodies = new Set<string>();
-    await fc.assert(
-      fc.asyncProperty(guess, async (g) => {
-        fc.pre(g !== token);
-        const res = await t.app.inject({ method: 'GET', url: `${LIST}?api_key=${encodeURIComponent(g)}` });
-        expect(res.statusCode).toBe(401);
-        bodies.add(res.body.replace(/,"requestId":"[^"]+"/, ''));
-      }),
-      params({ numRuns: Math.min(params().numRuns!, 2000) }),
-    );
-    expect([...bodies]).toEqual(['{"code":10401,"message":"invalid api key","data":null}']);
-  }, FUZZ_TIMEOUT);
+  it(
+    'every guessed or mangled token gets the byte-identical 401 (but the request id)',
+    async () => {
+      const [ak, sec] = token.split('.') as [string, string];
+      const guess = fc.oneof(
+        fc.stringMatching(/^[A-Za-z0-9_-]{43}$/).map((s) => `${ak}.${s}`), // right key, guessed secret
+        fc.stringMatching(/^[0-9a-f]{20}$/).map((h) => `ak${h}.${sec}`), // guessed key, right secret
+        fc
+          .tuple(fc.nat(65), fc.constantFrom('A', '_', '-', '0', '.', ' ', '%00'))
+          .map(([i, c]) => token.slice(0, i) + c + token.slice(i + 1)),
+        fc.string({ maxLength: 80 }),
+      );
+      const bodies = new Set<string>();
+      await fc.assert(
+        fc.asyncProperty(guess, async (g) => {
+          fc.pre(g !== token);
+          const res = await t.app.inject({ method: 'GET', url: `${LIST}?api_key=${encodeURIComponent(g)}` });
+          expect(res.statusCode).toBe(401);
+          bodies.add(res.body.replace(/,"requestId":"[^"]+"/, ''));
+        }),
+        params({ numRuns: Math.min(params().numRuns!, 2000) }),
+      );
+      expect([...bodies]).toEqual(['{"code":10401,"message":"invalid api key","data":null}']);
+    },
+    FUZZ_TIMEOUT,
+  );
 
-  it("another account's IPs cannot be told apart from free ones: list, delete and add answers are the same", async () => {
-    const other = await t.account(`other-${Date.now()}@example.com`);
-    const octet = fc.integer({ min: 1, max: 254 });
-    const publicIp = fc.tuple(octet, octet).map(([c, dd]) => `8.8.${c}.${dd}`); // DB-IP: US
-    await fc.assert(
-      fc.asyncProperty(fc.uniqueArray(publicIp, { minLength: 2, maxLength: 6 }), async (ips) => {
-        const [held, ...free] = ips as [string, ...string[]];
-        const post = (url: string, tok: string, body: unknown) =>
-          t.app.inject({ method: 'POST', url: url + q(tok), headers: { 'content-type': 'application/json' }, payload: JSON.stringify(body) });
-        const strip = (b: string) => b.replace(/"requestId":"[^"]+"/, '');
-        // (An IP the random-request test happened to add elsewhere is not a case here.)
-        fc.pre(JSON.parse((await post(ADD, other.token, { items: [{ ip: held }] })).body).code === 200);
-        // delete: someone else's IP and an absent IP answer alike (10426)
-        const delHeld = await post(DEL, token, { ips: [held] });
-        const delFree = await post(DEL, token, { ips: [free[0]] });
-        expect(strip(delHeld.body).replace(held, 'X')).toBe(strip(delFree.body).replace(free[0]!, 'X'));
-        // list: an exact-IP filter on someone else's IP finds nothing
-        const list = await t.app.inject({ method: 'GET', url: `${LIST}${q(token)}&ip=${held}` });
-        expect(JSON.parse(list.body).data.total).toBe(0);
-        // add: held by another account -> 10427, never which account or since when
-        const addHeld = JSON.parse((await post(ADD, token, { items: [{ ip: held }] })).body);
-        expect(addHeld.data.failed_items).toEqual([{ ip: held, code: 10427, reason: 'IP unavailable' }]);
-        // the other account still holds it
-        expect(JSON.parse((await post(DEL, other.token, { ips: [held] })).body).code).toBe(200);
-      }),
-      params({ numRuns: Math.min(params().numRuns!, 200) }),
-    );
-  }, FUZZ_TIMEOUT);
+  it(
+    "another account's IPs cannot be told apart from free ones: list, delete and add answers are the same",
+    async () => {
+      const other = await t.account(`other-${Date.now()}@example.com`);
+      const octet = fc.integer({ min: 1, max: 254 });
+      const publicIp = fc.tuple(octet, octet).map(([c, dd]) => `8.8.${c}.${dd}`); // DB-IP: US
+      await fc.assert(
+        fc.asyncProperty(fc.uniqueArray(publicIp, { minLength: 2, maxLength: 6 }), async (ips) => {
+          const [held, ...free] = ips as [string, ...string[]];
+          const post = (url: string, tok: string, body: unknown) =>
+            t.app.inject({
+              method: 'POST',
+              url: url + q(tok),
+              headers: { 'content-type': 'application/json' },
+              payload: JSON.stringify(body),
+            });
+          const strip = (b: string) => b.replace(/"requestId":"[^"]+"/, '');
+          // (An IP the random-request test happened to add elsewhere is not a case here.)
+          fc.pre(JSON.parse((await post(ADD, other.token, { items: [{ ip: held }] })).body).code === 200);
+          // delete: someone else's IP and an absent IP answer alike (10426)
+          const delHeld = await post(DEL, token, { ips: [held] });
+          const delFree = await post(DEL, token, { ips: [free[0]] });
+          expect(strip(delHeld.body).replace(held, 'X')).toBe(strip(delFree.body).replace(free[0]!, 'X'));
+          // list: an exact-IP filter on someone else's IP finds nothing
+          const list = await t.app.inject({ method: 'GET', url: `${LIST}${q(token)}&ip=${held}` });
+          expect(JSON.parse(list.body).data.total).toBe(0);
+          // add: held by another account -> 10427, never which account or since when
+          const addHeld = JSON.parse((await post(ADD, token, { items: [{ ip: held }] })).body);
+          expect(addHeld.data.failed_items).toEqual([{ ip: held, code: 10427, reason: 'IP unavailable' }]);
+          // the other account still holds it
+          expect(JSON.parse((await post(DEL, other.token, { ips: [held] })).body).code).toBe(200);
+        }),
+        params({ numRuns: Math.min(params().numRuns!, 200) }),
+      );
+    },
+    FUZZ_TIMEOUT,
+  );
 });

@@ -27,7 +27,11 @@ function parse(data: Buffer): Raw {
     const i = l.indexOf(':');
     if (i > 0) headers[l.slice(0, i).trim().toLowerCase()] = l.slice(i + 1).trim();
   }
-  return { status: Number(/^HTTP\/1\.1 (\d{3})/.exec(statusLine)?.[1] ?? 0), headers, body: recordBody(end < 0 ? '' : text.slice(end + 4)) };
+  return {
+    status: Number(/^HTTP\/1\.1 (\d{3})/.exec(statusLine)?.[1] ?? 0),
+    headers,
+    body: recordBody(end < 0 ? '' : text.slice(end + 4)),
+  };
 }
 
 async function raw(request: string): Promise<Raw> {
@@ -102,7 +106,9 @@ describe('URLs the framework cannot decode (FST_ERR_BAD_URL)', () => {
   it('a POST to a bad URL with a body is answered the same way', async () => {
     const body = JSON.stringify({ items: [{ ip: '8.8.8.8' }] });
     const target = `${ADD}%?api_key=${token}`;
-    const r = await raw(`POST ${target} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\nConnection: close\r\n\r\n${body}`);
+    const r = await raw(
+      `POST ${target} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\nConnection: close\r\n\r\n${body}`,
+    );
     expectEnvelope(r, 400, 10400);
     expectNoEcho(r, target);
   });
@@ -111,7 +117,9 @@ describe('URLs the framework cannot decode (FST_ERR_BAD_URL)', () => {
 describe('other framework-level failures', () => {
   it('a body over 256 KiB: envelope 10400, no echo, logged by route', async () => {
     const target = `${ADD}?api_key=${token}`;
-    const r = await raw(`POST ${target} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: ${300 * 1024}\r\nConnection: close\r\n\r\n${'x'.repeat(300 * 1024)}`);
+    const r = await raw(
+      `POST ${target} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: ${300 * 1024}\r\nConnection: close\r\n\r\n${'x'.repeat(300 * 1024)}`,
+    );
     expectEnvelope(r, 200, 10400); // a whitelist route's own 10400 is HTTP 200 (docs/api.md)
     expectNoEcho(r, target);
     expect(await logLineFor(r.headers['x-request-id']!)).toMatchObject({ route: ADD, status: 200, code: 10400 });
@@ -124,7 +132,9 @@ describe('other framework-level failures', () => {
       ['text/plain; charset=bogus', 'x'],
     ] as const) {
       const target = `${ADD}?api_key=${token}`;
-      const r = await raw(`POST ${target} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: ${type}\r\nContent-Length: ${body.length}\r\nConnection: close\r\n\r\n${body}`);
+      const r = await raw(
+        `POST ${target} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: ${type}\r\nContent-Length: ${body.length}\r\nConnection: close\r\n\r\n${body}`,
+      );
       expectEnvelope(r, 200, 10400);
       expectNoEcho(r, target);
     }
@@ -136,7 +146,9 @@ describe('other framework-level failures', () => {
       ['application/x-www-form-urlencoded', 'email=%ZZ&password=%'],
     ] as const) {
       const target = `/console/login?api_key=${token}`;
-      const r = await raw(`POST ${target} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: ${type}\r\nContent-Length: ${body.length}\r\nConnection: close\r\n\r\n${body}`);
+      const r = await raw(
+        `POST ${target} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: ${type}\r\nContent-Length: ${body.length}\r\nConnection: close\r\n\r\n${body}`,
+      );
       expect(r.status).toBeGreaterThanOrEqual(400);
       expect(r.status).toBeLessThan(500);
       expect(r.headers['x-request-id']).toMatch(/^[0-9a-f-]{36}$/);
@@ -156,12 +168,18 @@ describe('other framework-level failures', () => {
     const r = await raw(`CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n`);
     expectEnvelope(r, 405, 10405);
     expect(r.body).toContain('proxy port');
-    expect(await logLineFor(r.headers['x-request-id']!)).toMatchObject({ route: '(connect)', status: 405, code: 10405 });
+    expect(await logLineFor(r.headers['x-request-id']!)).toMatchObject({
+      route: '(connect)',
+      status: 405,
+      code: 10405,
+    });
   });
 
   it('CONNECT carrying a token in its target or a header echoes none of it', async () => {
     const target = `127.0.0.1:${secret.length}`;
-    const r = await raw(`CONNECT ${target} HTTP/1.1\r\nHost: ${target}\r\nProxy-Authorization: Basic ${Buffer.from(`u:${token}`).toString('base64')}\r\n\r\n`);
+    const r = await raw(
+      `CONNECT ${target} HTTP/1.1\r\nHost: ${target}\r\nProxy-Authorization: Basic ${Buffer.from(`u:${token}`).toString('base64')}\r\n\r\n`,
+    );
     expectEnvelope(r, 405, 10405);
     expect(r.body).not.toContain(token);
   });

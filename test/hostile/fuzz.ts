@@ -21,7 +21,9 @@ export const bytes = (maxLength = 300): fc.Arbitrary<Buffer> =>
     .oneof(
       fc.uint8Array({ maxLength }),
       fc.string({ maxLength, unit: 'binary' }).map((s) => new TextEncoder().encode(s)),
-      fc.array(fc.constantFrom(0x00, 0x01, 0x02, 0x03, 0x04, 0x05, 0x0a, 0x0d, 0x20, 0x3a, 0xff), { maxLength }).map((a) => Uint8Array.from(a)),
+      fc
+        .array(fc.constantFrom(0x00, 0x01, 0x02, 0x03, 0x04, 0x05, 0x0a, 0x0d, 0x20, 0x3a, 0xff), { maxLength })
+        .map((a) => Uint8Array.from(a)),
     )
     .map((u) => Buffer.from(u));
 

@@ -11,11 +11,17 @@ let withConsole: FastifyInstance | null = null;
 let consoleMissing = '';
 
 beforeAll(async () => {
-  t = await makeTestApp({ limits: { perRoute: { list: 1e6, add: 1e6, delete: 1e6, usage: 1e6 }, invalidTokenPerIp: 1e6 } });
+  t = await makeTestApp({
+    limits: { perRoute: { list: 1e6, add: 1e6, delete: 1e6, usage: 1e6 }, invalidTokenPerIp: 1e6 },
+  });
   token = (await t.account('headers@example.com')).token;
   try {
     const { consolePlugin } = await import('../../src/daemon/console/index.js');
-    withConsole = await buildApp(t.ctx, { trustProxy: [], logger: false, plugins: [(a) => consolePlugin(a, t.ctx, { sessionSecret: 'a'.repeat(64) })] });
+    withConsole = await buildApp(t.ctx, {
+      trustProxy: [],
+      logger: false,
+      plugins: [(a) => consolePlugin(a, t.ctx, { sessionSecret: 'a'.repeat(64) })],
+    });
   } catch (e) {
     consoleMissing = `console plugin not usable yet: ${(e as Error).message}`;
   }
@@ -50,9 +56,19 @@ describe('API security headers', () => {
 
   it('bodies over 256 KiB are 10400 before anything is processed; unauthenticated bodies are not read', async () => {
     const big = Buffer.alloc(256 * 1024 + 1, 0x20);
-    const r = await t.app.inject({ method: 'POST', url: ADD + q(token), headers: { 'content-type': 'application/json' }, payload: big });
+    const r = await t.app.inject({
+      method: 'POST',
+      url: ADD + q(token),
+      headers: { 'content-type': 'application/json' },
+      payload: big,
+    });
     expect(r.json()).toMatchObject({ code: 10400 });
-    const unauth = await t.app.inject({ method: 'POST', url: `${ADD}?api_key=bad`, headers: { 'content-type': 'application/json' }, payload: big });
+    const unauth = await t.app.inject({
+      method: 'POST',
+      url: `${ADD}?api_key=bad`,
+      headers: { 'content-type': 'application/json' },
+      payload: big,
+    });
     expect(unauth.statusCode).toBe(401);
   });
 });
@@ -64,7 +80,14 @@ describe('console security headers', () => {
     if (!withConsole) ctx.skip(consoleMissing);
     const login = await withConsole!.inject({ method: 'GET', url: '/console/login' });
     if (login.statusCode !== 200) ctx.skip(`/console/login answers ${login.statusCode}`);
-    for (const url of ['/console/login', '/console/', '/console/account', '/console/whitelist', '/console/no-such-page', '/console/assets/console.css']) {
+    for (const url of [
+      '/console/login',
+      '/console/',
+      '/console/account',
+      '/console/whitelist',
+      '/console/no-such-page',
+      '/console/assets/console.css',
+    ]) {
       const r = await withConsole!.inject({ method: 'GET', url });
       expect(r.statusCode, url).toBeLessThan(500);
       expect(r.headers['x-content-type-options'], url).toBe('nosniff');
@@ -83,12 +106,19 @@ describe('console security headers', () => {
     const login = await withConsole!.inject({ method: 'GET', url: '/console/login' });
     if (login.statusCode !== 200) ctx.skip(`/console/login answers ${login.statusCode}`);
     const csrf = /name="_csrf" value="([^"]+)"/.exec(login.body)?.[1] ?? '';
-    const cookie = [login.headers['set-cookie'] ?? []].flat().map((c) => c.split(';')[0]).join('; ');
+    const cookie = [login.headers['set-cookie'] ?? []]
+      .flat()
+      .map((c) => c.split(';')[0])
+      .join('; ');
     const post = await withConsole!.inject({
       method: 'POST',
       url: '/console/login',
       headers: { 'content-type': 'application/x-www-form-urlencoded', cookie },
-      payload: new URLSearchParams({ _csrf: csrf, email: 'headers@example.com', password: 'correct horse battery' }).toString(),
+      payload: new URLSearchParams({
+        _csrf: csrf,
+        email: 'headers@example.com',
+        password: 'correct horse battery',
+      }).toString(),
     });
     expect(post.statusCode).toBe(303);
     const set = [post.headers['set-cookie'] ?? []].flat().join('\n');

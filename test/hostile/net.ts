@@ -28,7 +28,11 @@ export interface Exchange {
  * Connect, write `payload` (all at once, or the given pieces with pauses), collect what comes back
  * until the server closes or `waitMs` passes; then close our side.
  */
-export function exchange(target: string, payload: Buffer | Buffer[], opts: { waitMs: number; pauseMs?: number; end?: boolean; localAddress?: string }): Promise<Exchange> {
+export function exchange(
+  target: string,
+  payload: Buffer | Buffer[],
+  opts: { waitMs: number; pauseMs?: number; end?: boolean; localAddress?: string },
+): Promise<Exchange> {
   const { host, port } = hostPort(target);
   return new Promise((resolve) => {
     const t0 = Date.now();
@@ -60,7 +64,12 @@ export function exchange(target: string, payload: Buffer | Buffer[], opts: { wai
 }
 
 /** Reads until the end of an HTTP response head; resolves with the status and the open socket. */
-export function connectTunnel(proxy: string, target: string, auth?: { username: string; password: string }, timeoutMs = 5000): Promise<{ status: number; socket: net.Socket; head: string }> {
+export function connectTunnel(
+  proxy: string,
+  target: string,
+  auth?: { username: string; password: string },
+  timeoutMs = 5000,
+): Promise<{ status: number; socket: net.Socket; head: string }> {
   const { host, port } = hostPort(proxy);
   return new Promise((resolve, reject) => {
     const socket = net.connect({ host, port });
@@ -74,7 +83,9 @@ export function connectTunnel(proxy: string, target: string, auth?: { username: 
       reject(e);
     });
     socket.on('connect', () => {
-      const a = auth ? `Proxy-Authorization: Basic ${Buffer.from(`${auth.username}:${auth.password}`).toString('base64')}\r\n` : '';
+      const a = auth
+        ? `Proxy-Authorization: Basic ${Buffer.from(`${auth.username}:${auth.password}`).toString('base64')}\r\n`
+        : '';
       socket.write(`CONNECT ${target} HTTP/1.1\r\nHost: ${target}\r\n${a}\r\n`);
     });
     const onData = (d: Buffer) => {
@@ -91,7 +102,8 @@ export function connectTunnel(proxy: string, target: string, auth?: { username: 
     socket.on('data', onData);
     socket.on('close', () => {
       clearTimeout(timer);
-      if (!buf.includes('\r\n\r\n')) reject(new Error(`CONNECT ${target}: closed without an answer (${buf.toString('latin1').slice(0, 80)})`));
+      if (!buf.includes('\r\n\r\n'))
+        reject(new Error(`CONNECT ${target}: closed without an answer (${buf.toString('latin1').slice(0, 80)})`));
     });
   });
 }
@@ -121,21 +133,37 @@ export interface HttpAnswer {
 }
 
 /** One HTTP request over the given agent; never rejects on an HTTP status. */
-export function httpRequest(base: string, r: { method: string; url: string; headers?: Record<string, string>; body?: Buffer | undefined }, agent?: http.Agent): Promise<HttpAnswer> {
+export function httpRequest(
+  base: string,
+  r: { method: string; url: string; headers?: Record<string, string>; body?: Buffer | undefined },
+  agent?: http.Agent,
+): Promise<HttpAnswer> {
   const u = new URL(base);
   // Node's client sends a DELETE/OPTIONS body with neither Content-Length nor chunked framing
   // (so the server would read it as the next request): always frame it.
   const headers = { ...r.headers, ...(r.body !== undefined ? { 'content-length': String(r.body.length) } : {}) };
   return new Promise((resolve, reject) => {
     const req = http.request(
-      { host: u.hostname, port: Number(u.port), method: r.method, path: r.url, headers, agent: agent ?? false, timeout: 10_000 },
+      {
+        host: u.hostname,
+        port: Number(u.port),
+        method: r.method,
+        path: r.url,
+        headers,
+        agent: agent ?? false,
+        timeout: 10_000,
+      },
       (res) => {
         const chunks: Buffer[] = [];
         res.on('data', (d: Buffer) => chunks.push(d));
         res.on('end', () => {
           const body = Buffer.concat(chunks).toString('utf8');
           // API answers join the suite-wide secret scan; console pages may rightly show a token once.
-          resolve({ status: res.statusCode ?? 0, headers: res.headers, body: r.url.startsWith('/console') ? body : recordBody(body) });
+          resolve({
+            status: res.statusCode ?? 0,
+            headers: res.headers,
+            body: r.url.startsWith('/console') ? body : recordBody(body),
+          });
         });
         res.on('error', reject);
       },

@@ -44,16 +44,23 @@ function headersVersion(dir: string): string | null {
  */
 function nodeHeadersDir(): string | null {
   const root = path.resolve(path.dirname(process.execPath), '..');
-  const candidates = [process.env.npm_config_nodedir, root, path.join(root, `node_modules/node-${process.platform}-${process.arch}`), '/usr/local'];
+  const candidates = [
+    process.env.npm_config_nodedir,
+    root,
+    path.join(root, `node_modules/node-${process.platform}-${process.arch}`),
+    '/usr/local',
+  ];
   return candidates.find((d): d is string => !!d && headersVersion(d) === process.versions.node) ?? null;
 }
 const NODE_DIR = nodeHeadersDir();
 
 function skipReason(): string | null {
-  if (process.getuid?.() !== 0) return 'needs root (rootless Podman needs subordinate user ids this machine does not set up)';
+  if (process.getuid?.() !== 0)
+    return 'needs root (rootless Podman needs subordinate user ids this machine does not set up)';
   if (!has('podman')) return 'podman is not installed (.ci/run installs it)';
   if (!has('unshare') || !has('nsenter')) return 'unshare and nsenter (util-linux) are needed';
-  if (!NODE_DIR) return `no headers of Node ${process.versions.node} found (give their directory in npm_config_nodedir)`;
+  if (!NODE_DIR)
+    return `no headers of Node ${process.versions.node} found (give their directory in npm_config_nodedir)`;
   return null;
 }
 const skip = skipReason();
@@ -67,7 +74,18 @@ if (skip) process.stdout.write(`container test skipped: ${skip}\n`);
 class PodmanNamespace {
   private readonly holder: ChildProcess;
   constructor() {
-    this.holder = spawn('unshare', ['-m', '--propagation', 'private', 'sh', '-c', 'umount /sys/fs/cgroup/unified 2>/dev/null; echo ready; exec sleep infinity'], { stdio: ['ignore', 'pipe', 'inherit'] });
+    this.holder = spawn(
+      'unshare',
+      [
+        '-m',
+        '--propagation',
+        'private',
+        'sh',
+        '-c',
+        'umount /sys/fs/cgroup/unified 2>/dev/null; echo ready; exec sleep infinity',
+      ],
+      { stdio: ['ignore', 'pipe', 'inherit'] },
+    );
   }
   ready(): Promise<void> {
     return new Promise((resolve, reject) => {
@@ -75,9 +93,14 @@ class PodmanNamespace {
       this.holder.once('exit', (code) => reject(new Error(`unshare exited ${code}`)));
     });
   }
-  podman(args: string[], opts: { input?: string; timeoutMs?: number } = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  podman(
+    args: string[],
+    opts: { input?: string; timeoutMs?: number } = {},
+  ): Promise<{ code: number | null; stdout: string; stderr: string }> {
     return new Promise((resolve, reject) => {
-      const p = spawn('nsenter', ['-t', String(this.holder.pid), '-m', 'podman', ...args], { stdio: [opts.input === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'] });
+      const p = spawn('nsenter', ['-t', String(this.holder.pid), '-m', 'podman', ...args], {
+        stdio: [opts.input === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'],
+      });
       let stdout = '';
       let stderr = '';
       p.stdout!.on('data', (b) => (stdout += b));
@@ -105,7 +128,10 @@ class PodmanNamespace {
 async function ensureBase(ns: PodmanNamespace): Promise<string | null> {
   if ((await ns.podman(['image', 'exists', BASE])).code === 0) return null;
   if (!has('mmdebstrap')) return 'mmdebstrap is needed to make the Node 24 base image (.ci/run installs it)';
-  const npmDir = path.resolve(path.dirname(realpathSync(spawnSync('sh', ['-c', 'command -v npm'], { encoding: 'utf8' }).stdout.trim())), '..');
+  const npmDir = path.resolve(
+    path.dirname(realpathSync(spawnSync('sh', ['-c', 'command -v npm'], { encoding: 'utf8' }).stdout.trim())),
+    '..',
+  );
   const ca = '/etc/ssl/certs/ca-certificates.crt';
   const q = (s: string) => `'${s.replaceAll("'", `'\\''`)}'`;
   const hook = [
@@ -119,9 +145,23 @@ async function ensureBase(ns: PodmanNamespace): Promise<string | null> {
   ].join(' && ');
   const tar = path.join(tmpdir(), `proxyd-test-base-${process.pid}.tar`);
   try {
-    const made = spawnSync('mmdebstrap', ['--variant=minbase', '--mode=root', `--customize-hook=${hook}`, 'bookworm', tar, 'http://deb.debian.org/debian'], { encoding: 'utf8', timeout: 600_000 });
+    const made = spawnSync(
+      'mmdebstrap',
+      ['--variant=minbase', '--mode=root', `--customize-hook=${hook}`, 'bookworm', tar, 'http://deb.debian.org/debian'],
+      { encoding: 'utf8', timeout: 600_000 },
+    );
     if (made.status !== 0) throw new Error(`mmdebstrap failed:\n${made.stderr.slice(-3000)}`);
-    const imported = await ns.podman(['import', ...(existsSync(ca) ? ['--change', `ENV NODE_EXTRA_CA_CERTS=${ca}`] : []), '--change', 'CMD ["node"]', tar, BASE], { timeoutMs: 300_000 });
+    const imported = await ns.podman(
+      [
+        'import',
+        ...(existsSync(ca) ? ['--change', `ENV NODE_EXTRA_CA_CERTS=${ca}`] : []),
+        '--change',
+        'CMD ["node"]',
+        tar,
+        BASE,
+      ],
+      { timeoutMs: 300_000 },
+    );
     if (imported.code !== 0) throw new Error(`podman import failed:\n${imported.stderr}`);
   } finally {
     spawnSync('rm', ['-f', tar]);
@@ -144,7 +184,8 @@ describe.skipIf(skip !== null)('the container image (Podman)', () => {
     await ns.ready();
     // Podman installed but unable to run here (no overlay, no runtime): said, and the tests skipped.
     const info = await ns.podman(['info', '--format', '{{.Host.OCIRuntime.Name}}']);
-    baseSkip = info.code !== 0 ? `podman cannot run here: ${info.stderr.trim().split('\n').at(-1)}` : await ensureBase(ns);
+    baseSkip =
+      info.code !== 0 ? `podman cannot run here: ${info.stderr.trim().split('\n').at(-1)}` : await ensureBase(ns);
     if (baseSkip) process.stdout.write(`container test skipped: ${baseSkip}\n`);
     target = http.createServer((req, res) => res.end(`hello ${req.socket.remoteAddress}`));
     await new Promise<void>((r) => target.listen(0, '127.0.0.1', () => r()));
@@ -161,10 +202,34 @@ describe.skipIf(skip !== null)('the container image (Podman)', () => {
   it('builds from the Containerfile on a Node 24 base given by --build-arg BASE', async (ctx) => {
     if (baseSkip) ctx.skip(baseSkip);
     await podman(['rmi', '-f', IMAGE]); // the last run's, so images do not pile up (its layers stay cached)
-    const built = await podman(['build', '--format', 'docker', '--network', 'host', ...limits, '--build-arg', `BASE=${BASE}`, '-t', IMAGE, '-f', 'Containerfile', ROOT], { timeoutMs: 900_000 });
+    const built = await podman(
+      [
+        'build',
+        '--format',
+        'docker',
+        '--network',
+        'host',
+        ...limits,
+        '--build-arg',
+        `BASE=${BASE}`,
+        '-t',
+        IMAGE,
+        '-f',
+        'Containerfile',
+        ROOT,
+      ],
+      { timeoutMs: 900_000 },
+    );
     expect(built.code, built.stderr.slice(-4000)).toBe(0);
-    const [image] = JSON.parse((await podman(['image', 'inspect', IMAGE])).stdout) as Array<{ Config: { User: string; Entrypoint: string[]; Cmd: string[] }; Healthcheck?: { Test: string[] } }>;
-    expect(image!.Config).toMatchObject({ User: 'proxyd', Entrypoint: ['/usr/bin/tini', '--', 'proxyd'], Cmd: ['serve'] });
+    const [image] = JSON.parse((await podman(['image', 'inspect', IMAGE])).stdout) as Array<{
+      Config: { User: string; Entrypoint: string[]; Cmd: string[] };
+      Healthcheck?: { Test: string[] };
+    }>;
+    expect(image!.Config).toMatchObject({
+      User: 'proxyd',
+      Entrypoint: ['/usr/bin/tini', '--', 'proxyd'],
+      Cmd: ['serve'],
+    });
     // Kept by --format docker (the OCI format has no HEALTHCHECK).
     expect(image!.Healthcheck?.Test).toEqual(['CMD', 'proxyd', 'health']);
   }, 900_000);
@@ -172,9 +237,24 @@ describe.skipIf(skip !== null)('the container image (Podman)', () => {
   it('runs by environment alone: healthy by its HEALTHCHECK, tunnels CONNECT and SOCKS5, drains on SIGTERM and exits 0', async (ctx) => {
     if (baseSkip) ctx.skip(baseSkip);
     const started = await podman([
-      'run', '-d', '--name', name, '--network', 'host', ...limits, '-v', `${volume}:/var/lib/proxyd`,
-      '-e', `PROXYD_API_LISTEN=127.0.0.1:${ports.api}`, '-e', `PROXYD_HTTP_PROXY_LISTEN=127.0.0.1:${ports.http}`, '-e', `PROXYD_SOCKS_LISTEN=127.0.0.1:${ports.socks}`,
-      '-e', 'PROXYD_ALLOW_PRIVATE_TARGETS=1', IMAGE,
+      'run',
+      '-d',
+      '--name',
+      name,
+      '--network',
+      'host',
+      ...limits,
+      '-v',
+      `${volume}:/var/lib/proxyd`,
+      '-e',
+      `PROXYD_API_LISTEN=127.0.0.1:${ports.api}`,
+      '-e',
+      `PROXYD_HTTP_PROXY_LISTEN=127.0.0.1:${ports.http}`,
+      '-e',
+      `PROXYD_SOCKS_LISTEN=127.0.0.1:${ports.socks}`,
+      '-e',
+      'PROXYD_ALLOW_PRIVATE_TARGETS=1',
+      IMAGE,
     ]);
     expect(started.code, started.stderr).toBe(0);
     // Healthy: the image's own check (`proxyd health` in the container), run as the runtime's timer would.
@@ -186,20 +266,51 @@ describe.skipIf(skip !== null)('the container image (Podman)', () => {
     }
     expect(check.code, `${check.stdout}${check.stderr}\n${(await podman(['logs', name])).stderr.slice(-3000)}`).toBe(0);
     expect((await podman(['inspect', '--format', '{{.State.Health.Status}}', name])).stdout.trim()).toBe('healthy');
-    const ready = JSON.parse((await podman(['logs', name])).stdout.split('\n')[0]!) as { event: string; httpProxy: string };
+    const ready = JSON.parse((await podman(['logs', name])).stdout.split('\n')[0]!) as {
+      event: string;
+      httpProxy: string;
+    };
     expect(ready).toMatchObject({ event: 'ready', httpProxy: `127.0.0.1:${ports.http}` });
 
     // An account and a proxy user, by `proxyd admin` in the container (its data dir from the image's environment).
-    const account = await podman(['exec', '-i', name, 'proxyd', 'admin', 'account', 'create', '--email', 'ops@example.com', '--password-stdin', '--verified'], { input: 'a-console-password\n' });
+    const account = await podman(
+      [
+        'exec',
+        '-i',
+        name,
+        'proxyd',
+        'admin',
+        'account',
+        'create',
+        '--email',
+        'ops@example.com',
+        '--password-stdin',
+        '--verified',
+      ],
+      { input: 'a-console-password\n' },
+    );
     expect(account.code, account.stderr).toBe(0);
-    const user = await podman(['exec', name, 'proxyd', 'admin', 'proxy-user', 'create', '--email', 'ops@example.com', '--username', 'demo']);
+    const user = await podman([
+      'exec',
+      name,
+      'proxyd',
+      'admin',
+      'proxy-user',
+      'create',
+      '--email',
+      'ops@example.com',
+      '--username',
+      'demo',
+    ]);
     expect(user.code, user.stderr).toBe(0);
     const password = (JSON.parse(user.stdout) as { password: string }).password;
     const targetUrl = `http://127.0.0.1:${(target.address() as AddressInfo).port}/`;
     // curl runs beside this process's event loop, which serves the target.
     const curl = (proxy: string, extra: string[] = []) =>
       new Promise<{ status: number | null; stdout: string; stderr: string }>((resolve) => {
-        const c = spawn('curl', ['-sS', '--max-time', '20', ...extra, '-x', proxy, targetUrl], { stdio: ['ignore', 'pipe', 'pipe'] });
+        const c = spawn('curl', ['-sS', '--max-time', '20', ...extra, '-x', proxy, targetUrl], {
+          stdio: ['ignore', 'pipe', 'pipe'],
+        });
         let stdout = '';
         let stderr = '';
         c.stdout.on('data', (b) => (stdout += b));
@@ -215,12 +326,29 @@ describe.skipIf(skip !== null)('the container image (Podman)', () => {
     const stopped = await podman(['stop', '--time', '30', name], { timeoutMs: 60_000 });
     expect(stopped.code, stopped.stderr).toBe(0);
     expect((await podman(['inspect', '--format', '{{.State.ExitCode}}', name])).stdout.trim()).toBe('0');
-    const logs = (await podman(['logs', name])).stderr.split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as { event?: string; signal?: string; exitCode?: number });
+    const logs = (await podman(['logs', name])).stderr
+      .split('\n')
+      .filter((l) => l.startsWith('{'))
+      .map((l) => JSON.parse(l) as { event?: string; signal?: string; exitCode?: number });
     expect(logs).toContainEqual(expect.objectContaining({ event: 'shutdown', signal: 'SIGTERM' }));
     expect(logs.at(-1)).toMatchObject({ event: 'stopped', exitCode: 0 });
 
     // The data lives in the volume: another container of the image (any proxyd command as its arguments) finds the account.
-    const again = await podman(['run', '--rm', '--network', 'host', ...limits, '-v', `${volume}:/var/lib/proxyd`, IMAGE, 'admin', 'plan', 'show', '--email', 'ops@example.com']);
+    const again = await podman([
+      'run',
+      '--rm',
+      '--network',
+      'host',
+      ...limits,
+      '-v',
+      `${volume}:/var/lib/proxyd`,
+      IMAGE,
+      'admin',
+      'plan',
+      'show',
+      '--email',
+      'ops@example.com',
+    ]);
     expect(again.code, again.stderr).toBe(0);
   }, 300_000);
 
@@ -229,7 +357,8 @@ describe.skipIf(skip !== null)('the container image (Podman)', () => {
   it('the systemd unit under systemd: started once healthy, a dynamic user with one capability, proxyd admin through systemd-run, a tunnel, reload and stop', async (ctx) => {
     if (baseSkip) ctx.skip(baseSkip);
     const dir = mkdtempSync(path.join(tmpdir(), 'proxyd-unit-image-'));
-    for (const f of ['proxyd.service', 'proxyd.env']) copyFileSync(path.join(ROOT, 'packaging/systemd', f), path.join(dir, f));
+    for (const f of ['proxyd.service', 'proxyd.env'])
+      copyFileSync(path.join(ROOT, 'packaging/systemd', f), path.join(dir, f));
     writeFileSync(
       path.join(dir, 'Containerfile'),
       [
@@ -248,14 +377,42 @@ describe.skipIf(skip !== null)('the container image (Podman)', () => {
     );
     const unitImage = 'localhost/proxyd-test-unit:latest';
     await podman(['rmi', '-f', unitImage]);
-    const built = await podman(['build', '--format', 'docker', '--network', 'host', ...limits, '-t', unitImage, '-f', path.join(dir, 'Containerfile'), dir], { timeoutMs: 600_000 });
+    const built = await podman(
+      [
+        'build',
+        '--format',
+        'docker',
+        '--network',
+        'host',
+        ...limits,
+        '-t',
+        unitImage,
+        '-f',
+        path.join(dir, 'Containerfile'),
+        dir,
+      ],
+      { timeoutMs: 600_000 },
+    );
     rmSync(dir, { recursive: true, force: true });
     expect(built.code, built.stderr.slice(-3000)).toBe(0);
     const unitName = `${name}-unit`;
-    const started = await podman(['run', '-d', '--name', unitName, '--privileged', '--systemd=always', ...limits, unitImage]);
+    const started = await podman([
+      'run',
+      '-d',
+      '--name',
+      unitName,
+      '--privileged',
+      '--systemd=always',
+      ...limits,
+      unitImage,
+    ]);
     expect(started.code, started.stderr).toBe(0);
     try {
-      const sh = (script: string, input?: string) => podman(['exec', ...(input === undefined ? [] : ['-i']), unitName, 'sh', '-c', script], { input, timeoutMs: 120_000 });
+      const sh = (script: string, input?: string) =>
+        podman(['exec', ...(input === undefined ? [] : ['-i']), unitName, 'sh', '-c', script], {
+          input,
+          timeoutMs: 120_000,
+        });
       // `systemctl is-active` says active only after ExecStartPost (proxyd health --wait) saw /healthz answer 200.
       const until = Date.now() + 120_000;
       let state = '';
@@ -268,14 +425,26 @@ describe.skipIf(skip !== null)('the container image (Podman)', () => {
       expect(log).toContain('{"status":"ok"}'); // the start-up check's answer, before systemd said Started
       expect(log.indexOf('{"status":"ok"}')).toBeLessThan(log.indexOf('Started proxyd.service'));
       // Its own user, ambient CAP_NET_BIND_SERVICE (bit 10) alone, no new privileges, a system-call filter.
-      const status = (await sh('grep -E "^(Uid|CapEff|CapAmb|NoNewPrivs|Seccomp):" /proc/$(systemctl show -p MainPID --value proxyd)/status')).stdout;
+      const status = (
+        await sh(
+          'grep -E "^(Uid|CapEff|CapAmb|NoNewPrivs|Seccomp):" /proc/$(systemctl show -p MainPID --value proxyd)/status',
+        )
+      ).stdout;
       const field = (k: string) => new RegExp(`^${k}:\\s+(\\S+)`, 'm').exec(status)?.[1];
       expect(Number(field('Uid'))).toBeGreaterThan(0);
-      expect([field('CapEff'), field('CapAmb'), field('NoNewPrivs'), field('Seccomp')]).toEqual(['0000000000000400', '0000000000000400', '1', '2']);
+      expect([field('CapEff'), field('CapAmb'), field('NoNewPrivs'), field('Seccomp')]).toEqual([
+        '0000000000000400',
+        '0000000000000400',
+        '1',
+        '2',
+      ]);
 
       // proxyd admin as docs/operations.md gives it: the unit's dynamic user, through systemd-run.
       const admin = `systemd-run --quiet --wait --pipe --collect -p DynamicUser=yes -p User=proxyd -p Group=proxyd -p StateDirectory=proxyd -p EnvironmentFile=/etc/proxyd/proxyd.env -E PROXYD_DATA_DIR=/var/lib/proxyd /usr/local/bin/proxyd admin`;
-      const account = await sh(`${admin} account create --email unit@example.com --password-stdin --verified`, 'a-console-password\n');
+      const account = await sh(
+        `${admin} account create --email unit@example.com --password-stdin --verified`,
+        'a-console-password\n',
+      );
       expect(account.stdout, account.stderr).toMatch(/^\{"account_id":1,/);
       const user = await sh(`${admin} proxy-user create --email unit@example.com --username demo`);
       const password = (JSON.parse(user.stdout) as { password: string }).password;
@@ -287,11 +456,16 @@ describe.skipIf(skip !== null)('the container image (Podman)', () => {
       expect(tunnel.stdout.trim(), tunnel.stderr).toBe('200 through the unit');
       // reload: SIGHUP (the admission view reloaded, its thread at nice 19: setpriority is not filtered); stop: drained, exit 0.
       await sh('systemctl reload proxyd');
-      const reloaded = async () => (await sh('journalctl -u proxyd -o cat --no-pager')).stdout.includes('"event":"admission_view_reloaded"');
-      for (const t0 = Date.now(); !(await reloaded()) && Date.now() - t0 < 20_000; ) await sleep(250);
-      expect((await sh('journalctl -u proxyd -o cat --no-pager')).stdout).toMatch(/"event":"admission_view_reloaded".*"nice":19/);
+      const reloaded = async () =>
+        (await sh('journalctl -u proxyd -o cat --no-pager')).stdout.includes('"event":"admission_view_reloaded"');
+      for (const t0 = Date.now(); !(await reloaded()) && Date.now() - t0 < 20_000;) await sleep(250);
+      expect((await sh('journalctl -u proxyd -o cat --no-pager')).stdout).toMatch(
+        /"event":"admission_view_reloaded".*"nice":19/,
+      );
       await sh('systemctl stop proxyd');
-      expect((await sh('systemctl show proxyd -p Result -p ExecMainStatus')).stdout.split('\n').filter(Boolean).sort()).toEqual(['ExecMainStatus=0', 'Result=success']);
+      expect(
+        (await sh('systemctl show proxyd -p Result -p ExecMainStatus')).stdout.split('\n').filter(Boolean).sort(),
+      ).toEqual(['ExecMainStatus=0', 'Result=success']);
     } finally {
       await podman(['rm', '-f', unitName]);
     }

@@ -20,10 +20,16 @@ async function serverSettled(dataDir: string): Promise<void> {
   if (!url) return;
   const sql = connect(url, 1, 'crash test');
   try {
-    await waitFor('the dead daemon\'s backends to finish', async () => {
-      const [r] = await sql<{ n: number }[]>`SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND application_name LIKE 'proxyd%'`;
-      return r!.n === 0;
-    }, 15_000);
+    await waitFor(
+      "the dead daemon's backends to finish",
+      async () => {
+        const [r] = await sql<
+          { n: number }[]
+        >`SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND application_name LIKE 'proxyd%'`;
+        return r!.n === 0;
+      },
+      15_000,
+    );
   } finally {
     await sql.end();
   }
@@ -43,7 +49,9 @@ async function state(dataDir: string, ips: string[]) {
     }
     // The IPs the audit records say were added (the account's records: one per acknowledged or committed batch).
     const recorded = new Set<string>();
-    for (const r of await db.all<{ details: string }>("SELECT details FROM audit_log WHERE action = 'whitelist.added'")) {
+    for (const r of await db.all<{ details: string }>(
+      "SELECT details FROM audit_log WHERE action = 'whitelist.added'",
+    )) {
       for (const ip of (JSON.parse(r.details) as { ips: string[] }).ips) recorded.add(ip);
     }
     return { per, recorded, integrity: await db.integrity() };
@@ -67,7 +75,11 @@ describe.each(BACKENDS)('crash safety on %s', (backend) => {
         const items = Array.from({ length: 100 }, () => ({ ip: pub(next++) }));
         sent.push(...items.map((i) => i.ip));
         try {
-          const res = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ items }) });
+          const res = await fetch(url, {
+            method: 'POST',
+            headers: { 'content-type': 'application/json' },
+            body: JSON.stringify({ items }),
+          });
           const body = (await res.json()) as { code: number; data: { failed_items: Array<{ ip: string }> } };
           if (body.code === 200 || body.code === 10431) {
             const failed = new Set(body.data.failed_items.map((f) => f.ip));
@@ -120,13 +132,25 @@ describe.each(BACKENDS)('crash safety on %s', (backend) => {
     const db = await inspectData(dataDir, { write: true });
     const now = Math.floor(Date.now() / 1000);
     // A claim with no entry (released at start) and an entry with no claim on a free IP (claim restored).
-    await db.run("INSERT INTO ip_claims (ip, account_id, state, releasing_since, version) VALUES ('8.8.4.1', ?, 'held', NULL, 1)", accountId);
-    await db.run("INSERT INTO whitelist_entries (account_id, ip, remark, status, created_at, deleted_at, claim_version) VALUES (?, '8.8.4.2', '', 1, ?, NULL, 1)", accountId, now);
+    await db.run(
+      "INSERT INTO ip_claims (ip, account_id, state, releasing_since, version) VALUES ('8.8.4.1', ?, 'held', NULL, 1)",
+      accountId,
+    );
+    await db.run(
+      "INSERT INTO whitelist_entries (account_id, ip, remark, status, created_at, deleted_at, claim_version) VALUES (?, '8.8.4.2', '', 1, ?, NULL, 1)",
+      accountId,
+      now,
+    );
     await db.close();
     const d = await startDaemon({ dataDir });
     try {
       const check = d.logs.map((l) => JSON.parse(l)).find((l) => l.event === 'integrity_check');
-      expect(check).toMatchObject({ ok: true, claimsWithoutEntry: 1, entriesWithoutClaim: 1, repaired: { claimsReleased: 1, claimsRestored: 1, entriesRemoved: 0 } });
+      expect(check).toMatchObject({
+        ok: true,
+        claimsWithoutEntry: 1,
+        entriesWithoutClaim: 1,
+        repaired: { claimsReleased: 1, claimsRestored: 1, entriesRemoved: 0 },
+      });
     } finally {
       await d.stop();
     }

@@ -10,6 +10,7 @@ describe('docs/admin.md: the audit actions', () => {
   it('lists every action a record can name', () => {
     const doc = readFileSync(path.join(ROOT, 'docs/admin.md'), 'utf8');
     const section = doc.slice(doc.indexOf('## audit'), doc.indexOf('`proxyd admin audit [--email E]'));
-    for (const action of Object.keys(AUDIT_ACTIONS)) expect(section, `${action} is missing from docs/admin.md "audit"`).toContain(`\`${action}\``);
+    for (const action of Object.keys(AUDIT_ACTIONS))
+      expect(section, `${action} is missing from docs/admin.md "audit"`).toContain(`\`${action}\``);
   });
 });

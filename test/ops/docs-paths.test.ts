@@ -38,8 +38,13 @@ function pathsIn(text: string): string[] {
 /** Declared in this source text: a function, class, const, type, interface or enum, or a member of one. */
 function declares(src: string, name: string): boolean {
   const n = name.replace(/[$]/g, '\\$');
-  return new RegExp(`(?:function\\*?|class|const|let|type|interface|enum)\\s+${n}\\b`).test(src) ||
-    new RegExp(`^\\s*(?:(?:export|private|public|protected|static|readonly|async|get|set|override)\\s+)*${n}\\s*[(<=:?]`, 'm').test(src);
+  return (
+    new RegExp(`(?:function\\*?|class|const|let|type|interface|enum)\\s+${n}\\b`).test(src) ||
+    new RegExp(
+      `^\\s*(?:(?:export|private|public|protected|static|readonly|async|get|set|override)\\s+)*${n}\\s*[(<=:?]`,
+      'm',
+    ).test(src)
+  );
 }
 
 describe('docs: every named path and symbol exists', () => {
@@ -88,7 +93,8 @@ describe('docs: every named path and symbol exists', () => {
       }
     }
     expect(missing).toEqual([]);
-    for (const m of decisions.matchAll(/\]\(#(d-\d+)\)/g)) if (!anchors.has(m[1]!)) missing.push(`docs/decisions.md: #${m[1]}`);
+    for (const m of decisions.matchAll(/\]\(#(d-\d+)\)/g))
+      if (!anchors.has(m[1]!)) missing.push(`docs/decisions.md: #${m[1]}`);
     expect(missing).toEqual([]);
     // Each entry: its anchor, its numbered heading and a status line.
     for (const a of anchors) {
@@ -129,7 +135,8 @@ describe('docs: every named path and symbol exists', () => {
         continue;
       }
       const src = read(file!);
-      for (const part of symbol!.split('.')) if (!declares(src, part)) wrong.push(`${file}:${symbol} (${part} is not declared there)`);
+      for (const part of symbol!.split('.'))
+        if (!declares(src, part)) wrong.push(`${file}:${symbol} (${part} is not declared there)`);
     }
     expect(wrong).toEqual([]);
     // Both traces are there, numbered.

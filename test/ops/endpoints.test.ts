@@ -40,15 +40,24 @@ describe('GET /openapi.json', () => {
       const { $schema: _, ...rest } = s as Record<string, unknown>;
       return rest;
     };
-    expect(doc.paths['/openapi/v1/proxy/whitelist/add'].post.requestBody.content['application/json'].schema).toEqual(strip(z.toJSONSchema(AddBodySchema, { io: 'input' })));
-    expect(doc.paths['/openapi/v1/proxy/whitelist/delete'].post.requestBody.content['application/json'].schema).toEqual(strip(z.toJSONSchema(DeleteBodySchema, { io: 'input' })));
+    expect(doc.paths['/openapi/v1/proxy/whitelist/add'].post.requestBody.content['application/json'].schema).toEqual(
+      strip(z.toJSONSchema(AddBodySchema, { io: 'input' })),
+    );
+    expect(doc.paths['/openapi/v1/proxy/whitelist/delete'].post.requestBody.content['application/json'].schema).toEqual(
+      strip(z.toJSONSchema(DeleteBodySchema, { io: 'input' })),
+    );
     const params = doc.paths['/openapi/v1/proxy/whitelist/list'].get.parameters.map((p: { name: string }) => p.name);
     expect(params).toEqual(['api_key', 'page', 'page_size', 'status', 'ip']);
     expect(doc.components.securitySchemes.api_key).toMatchObject({ type: 'apiKey', in: 'query', name: 'api_key' });
     expect(doc.components.securitySchemes.bearer).toMatchObject({ type: 'http', scheme: 'bearer' });
     // The whitelist takes the token; every other endpoint a key with its scope.
     expect(doc.paths['/openapi/v1/proxy/whitelist/list'].get.security).toEqual([{ api_key: [] }]);
-    for (const [p, scope] of [['/openapi/v1/usage/summary', 'usage:read'], ['/openapi/v1/usage/series', 'usage:read'], ['/openapi/v1/usage/domains', 'usage:read'], ['/openapi/v1/audit', 'audit:read']] as const) {
+    for (const [p, scope] of [
+      ['/openapi/v1/usage/summary', 'usage:read'],
+      ['/openapi/v1/usage/series', 'usage:read'],
+      ['/openapi/v1/usage/domains', 'usage:read'],
+      ['/openapi/v1/audit', 'audit:read'],
+    ] as const) {
       expect(doc.paths[p].get.security).toEqual([{ bearer: [scope] }]);
       expect(doc.paths[p].get['x-scope']).toBe(scope);
       expect(doc.paths[p].get.responses['403']).toBeDefined();
@@ -58,10 +67,19 @@ describe('GET /openapi.json', () => {
     expect(doc.paths['/openapi/v1/proxy/ips/replace'].post.security).toEqual([{ bearer: ['users:write'] }]);
     expect(doc.paths['/openapi/v1/proxy/whitelist/add'].post.responses['429'].headers['Retry-After']).toBeDefined();
     expect(doc.paths['/openapi/v1/proxy/whitelist/add'].post.responses['503']).toBeDefined();
-    expect(doc.paths['/openapi/v1/usage/series'].get.parameters.find((p: { name: string }) => p.name === 'granularity').schema).toEqual(
-      (strip(z.toJSONSchema(UsageSeriesQuerySchema, { io: 'input', target: 'draft-2020-12' })) as { properties: Record<string, unknown> }).properties.granularity,
+    expect(
+      doc.paths['/openapi/v1/usage/series'].get.parameters.find((p: { name: string }) => p.name === 'granularity')
+        .schema,
+    ).toEqual(
+      (
+        strip(z.toJSONSchema(UsageSeriesQuerySchema, { io: 'input', target: 'draft-2020-12' })) as {
+          properties: Record<string, unknown>;
+        }
+      ).properties.granularity,
     );
-    expect(doc.paths['/openapi/v1/usage/summary'].get.responses['200'].content['application/json'].schema.properties.data).toBeDefined();
+    expect(
+      doc.paths['/openapi/v1/usage/summary'].get.responses['200'].content['application/json'].schema.properties.data,
+    ).toBeDefined();
   });
 
   it('names the daemon it was fetched from as its server (a relative URL), not the default --api-listen', async () => {

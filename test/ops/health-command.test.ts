@@ -28,9 +28,15 @@ describe('proxyd health', () => {
   });
 
   it('reads the API address as serve does: the same flag, variable and default', () => {
-    const option = (command: string) => buildProgram().commands.find((c) => c.name() === command)!.options.find((o) => o.long === '--api-listen')!;
+    const option = (command: string) =>
+      buildProgram()
+        .commands.find((c) => c.name() === command)!
+        .options.find((o) => o.long === '--api-listen')!;
     expect(option('health')).toMatchObject({ envVar: 'PROXYD_API_LISTEN', defaultValue: '127.0.0.1:8080' });
-    expect([option('health').envVar, option('health').defaultValue]).toEqual([option('serve').envVar, option('serve').defaultValue]);
+    expect([option('health').envVar, option('health').defaultValue]).toEqual([
+      option('serve').envVar,
+      option('serve').defaultValue,
+    ]);
   });
 
   it('exit 0 against a serving daemon, found by --api-listen or by PROXYD_API_LISTEN as serve reads them; its answer on stdout', async () => {
@@ -41,7 +47,9 @@ describe('proxyd health', () => {
     const byEnv = await run(PROXYD, ['health'], { env: { PROXYD_API_LISTEN: hostPort(d) } });
     expect(byEnv).toMatchObject({ code: 0, stdout: '{"status":"ok"}\n' });
     // The flag wins over the environment, as for serve.
-    const flagWins = await run(PROXYD, ['health', '--api-listen', hostPort(d)], { env: { PROXYD_API_LISTEN: `127.0.0.1:${await freePort()}` } });
+    const flagWins = await run(PROXYD, ['health', '--api-listen', hostPort(d)], {
+      env: { PROXYD_API_LISTEN: `127.0.0.1:${await freePort()}` },
+    });
     expect(flagWins.code).toBe(0);
   });
 
@@ -51,7 +59,9 @@ describe('proxyd health', () => {
     const r = await run(PROXYD, ['health', '--api-listen', hostPort(d)]);
     expect(r.code).toBe(1);
     expect(r.stdout).toBe('');
-    expect(r.stderr).toBe(`proxyd: health: http://${hostPort(d)}/healthz answered 503: {"status":"unavailable","down":["redis"]}\n`);
+    expect(r.stderr).toBe(
+      `proxyd: health: http://${hostPort(d)}/healthz answered 503: {"status":"unavailable","down":["redis"]}\n`,
+    );
   });
 
   it('exit 1 when another server answers 200 (not proxyd\'s {"status":"ok"}): the API address is wrong; what it said escaped', async () => {
@@ -61,7 +71,9 @@ describe('proxyd health', () => {
       const at = `127.0.0.1:${(other.address() as AddressInfo).port}`;
       const r = await run(PROXYD, ['health', '--api-listen', at]);
       expect(r).toMatchObject({ code: 1, stdout: '' });
-      expect(r.stderr).toBe(`proxyd: health: http://${at}/healthz answered 200 but not as proxyd does ({"status":"ok"}): is it the address proxyd serves its API on (--api-listen, PROXYD_API_LISTEN)? It said: <html>\\x1b[2Jwelcome</html>\n`);
+      expect(r.stderr).toBe(
+        `proxyd: health: http://${at}/healthz answered 200 but not as proxyd does ({"status":"ok"}): is it the address proxyd serves its API on (--api-listen, PROXYD_API_LISTEN)? It said: <html>\\x1b[2Jwelcome</html>\n`,
+      );
     } finally {
       other.close();
     }
@@ -70,19 +82,31 @@ describe('proxyd health', () => {
   it('exit 1 when nothing answers, naming the address it asked; exit 2 for port 0 or a bad address', async () => {
     const port = await freePort();
     const none = await run(PROXYD, ['health', '--api-listen', `127.0.0.1:${port}`]);
-    expect(none).toMatchObject({ code: 1, stdout: '', stderr: `proxyd: health: no answer from http://127.0.0.1:${port}/healthz (ECONNREFUSED)\n` });
+    expect(none).toMatchObject({
+      code: 1,
+      stdout: '',
+      stderr: `proxyd: health: no answer from http://127.0.0.1:${port}/healthz (ECONNREFUSED)\n`,
+    });
     const zero = await run(PROXYD, ['health', '--api-listen', '0.0.0.0:0']);
     expect(zero.code).toBe(2);
     expect(zero.stderr).toContain('port 0 is picked when the daemon starts');
     const bad = await run(PROXYD, ['health', '--api-listen', 'no port']);
-    expect(bad).toMatchObject({ code: 2, stderr: 'proxyd: --api-listen: expected HOST:PORT (port 0 picks a free one), got "no port"\n' });
+    expect(bad).toMatchObject({
+      code: 2,
+      stderr: 'proxyd: --api-listen: expected HOST:PORT (port 0 picks a free one), got "no port"\n',
+    });
     const badTimeout = await run(PROXYD, ['health', '--api-listen', `127.0.0.1:${port}`, '--timeout', 'soon']);
-    expect(badTimeout).toMatchObject({ code: 2, stderr: 'proxyd: --timeout: expected seconds, 0.1 to 300, got "soon"\n' });
+    expect(badTimeout).toMatchObject({
+      code: 2,
+      stderr: 'proxyd: --timeout: expected seconds, 0.1 to 300, got "soon"\n',
+    });
   });
 
-  it('--wait, started before the daemon, exits 0 once it serves (a unit\'s start-up check)', async () => {
+  it("--wait, started before the daemon, exits 0 once it serves (a unit's start-up check)", async () => {
     const port = await freePort();
-    const waiting = spawn(process.execPath, [PROXYD, 'health', '--api-listen', `127.0.0.1:${port}`, '--wait', '60'], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const waiting = spawn(process.execPath, [PROXYD, 'health', '--api-listen', `127.0.0.1:${port}`, '--wait', '60'], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     let out = '';
     waiting.stdout.on('data', (b) => (out += b));
     const code = new Promise<number | null>((resolve) => waiting.on('exit', resolve));

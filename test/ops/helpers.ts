@@ -36,7 +36,11 @@ export interface RedisServer {
 }
 
 async function spawnRedis(port: number): Promise<ChildProcess> {
-  const proc = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: 'ignore' });
+  const proc = spawn(
+    'redis-server',
+    ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'],
+    { stdio: 'ignore' },
+  );
   const until = Date.now() + patient(10_000);
   while (Date.now() < until) {
     if (await ping(port)) return proc;
@@ -76,7 +80,12 @@ export async function startRedis(): Promise<RedisServer> {
 export async function api(base: string, path: string, token: string, body?: unknown) {
   const url = `${base}${path}${path.includes('?') ? '&' : '?'}api_key=${encodeURIComponent(token)}`;
   const t0 = performance.now();
-  const res = await fetch(url, body === undefined ? {} : { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+  const res = await fetch(
+    url,
+    body === undefined
+      ? {}
+      : { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) },
+  );
   const json = JSON.parse(recordBody(await res.text())) as any;
   return { status: res.status, json, headers: res.headers, ms: performance.now() - t0 };
 }

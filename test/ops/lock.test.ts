@@ -28,7 +28,8 @@ async function zombiePid(): Promise<number> {
   children.push(c);
   const line = await new Promise<string>((resolve) => createInterface({ input: c.stdout! }).once('line', resolve));
   const pid = Number(line);
-  for (let i = 0; i < 100 && !readFileSync(`/proc/${pid}/stat`, 'utf8').includes(') Z '); i++) await new Promise((r) => setTimeout(r, 20));
+  for (let i = 0; i < 100 && !readFileSync(`/proc/${pid}/stat`, 'utf8').includes(') Z '); i++)
+    await new Promise((r) => setTimeout(r, 20));
   expect(readFileSync(`/proc/${pid}/stat`, 'utf8')).toContain(') Z ');
   return pid;
 }

@@ -15,7 +15,16 @@ const read = (file: string) => readFileSync(path.join(ROOT, file), 'utf8');
 const has = (cmd: string) => spawnSync('sh', ['-c', `command -v ${cmd}`]).status === 0;
 const serveCommand = () => buildProgram().commands.find((c) => c.name() === 'serve')!;
 /** The PROXYD_* variables `proxyd serve` reads: its options' and those it reads without a flag. */
-const serveEnv = () => new Set([...serveCommand().options.map((o) => o.envVar).filter(Boolean), 'PROXYD_ALLOW_PRIVATE_TARGETS', 'PROXYD_ALLOW_PRIVATE_WEBHOOKS', 'PROXYD_SHARED_DATA_DIR', 'PROXYD_DNS_SERVERS'] as string[]);
+const serveEnv = () =>
+  new Set([
+    ...serveCommand()
+      .options.map((o) => o.envVar)
+      .filter(Boolean),
+    'PROXYD_ALLOW_PRIVATE_TARGETS',
+    'PROXYD_ALLOW_PRIVATE_WEBHOOKS',
+    'PROXYD_SHARED_DATA_DIR',
+    'PROXYD_DNS_SERVERS',
+  ] as string[]);
 
 /** A Containerfile's instructions, continuation lines joined, comments dropped, with the stage each is in (0-based). */
 function instructions(text: string): Array<{ op: string; args: string; stage: number }> {
@@ -41,7 +50,22 @@ export function metricNames(expr: string): string[] {
   s = s.replace(/\$\{?\w+\}?/g, ' ');
   s = s.replace(/\{[^}]*\}/g, ' ').replace(/\[[^\]]*\]/g, ' ');
   s = s.replace(/\b(by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)/g, ' ');
-  const keywords = new Set(['and', 'or', 'unless', 'bool', 'offset', 'by', 'without', 'on', 'ignoring', 'group_left', 'group_right', 'inf', 'nan', 'atan2']);
+  const keywords = new Set([
+    'and',
+    'or',
+    'unless',
+    'bool',
+    'offset',
+    'by',
+    'without',
+    'on',
+    'ignoring',
+    'group_left',
+    'group_right',
+    'inf',
+    'nan',
+    'atan2',
+  ]);
   const names: string[] = [];
   for (const m of s.matchAll(/(?<![\w.:])[A-Za-z_:][\w:]*/g)) {
     const after = s.slice(m.index! + m[0].length).trimStart();
@@ -62,7 +86,8 @@ function alertRules(text: string): Array<{ alert: string; expr: string }> {
     if (!e || !out.length) continue;
     if (e[2] === '|' || e[2] === '>') {
       const block: string[] = [];
-      while (i + 1 < lines.length && (lines[i + 1]!.trim() === '' || lines[i + 1]!.search(/\S/) > e[1]!.length)) block.push(lines[++i]!.trim());
+      while (i + 1 < lines.length && (lines[i + 1]!.trim() === '' || lines[i + 1]!.search(/\S/) > e[1]!.length))
+        block.push(lines[++i]!.trim());
       out[out.length - 1]!.expr = block.join(' ').trim();
     } else out[out.length - 1]!.expr = e[2]!;
   }
@@ -75,7 +100,8 @@ function dashboardQueries(dash: unknown): string[] {
   const walk = (v: unknown, key = ''): void => {
     if (Array.isArray(v)) v.forEach((x) => walk(x));
     else if (v && typeof v === 'object') for (const [k, x] of Object.entries(v)) walk(x, k);
-    else if (typeof v === 'string' && (key === 'expr' || key === 'query' || key === 'definition') && /[a-z]_/.test(v)) out.push(v);
+    else if (typeof v === 'string' && (key === 'expr' || key === 'query' || key === 'definition') && /[a-z]_/.test(v))
+      out.push(v);
   };
   walk(dash);
   return out;
@@ -95,9 +121,15 @@ function served(name: string, fams: Map<string, string>): boolean {
 
 describe('reading PromQL for metric names', () => {
   it('keeps the series, drops functions, labels, strings, durations, keywords and Grafana variables', () => {
-    expect(metricNames('sum by (reason) (rate(proxyd_gateway_refusals_total{job=~"$job", reason="no_exit"}[$__rate_interval])) / on (instance) group_left proxyd_x > 0.05 and bool up offset 5m')).toEqual(['proxyd_gateway_refusals_total', 'proxyd_x', 'up']);
+    expect(
+      metricNames(
+        'sum by (reason) (rate(proxyd_gateway_refusals_total{job=~"$job", reason="no_exit"}[$__rate_interval])) / on (instance) group_left proxyd_x > 0.05 and bool up offset 5m',
+      ),
+    ).toEqual(['proxyd_gateway_refusals_total', 'proxyd_x', 'up']);
     expect(metricNames('histogram_quantile(0.99, sum by (le) (rate(a_bucket[5m]))) * 1e3')).toEqual(['a_bucket']);
-    expect(metricNames('label_values(proxyd_process_cpu_seconds_total{job=~"$job"}, instance)')).toEqual(['proxyd_process_cpu_seconds_total']);
+    expect(metricNames('label_values(proxyd_process_cpu_seconds_total{job=~"$job"}, instance)')).toEqual([
+      'proxyd_process_cpu_seconds_total',
+    ]);
     expect(metricNames('max by (instance, exit) (proxyd_hop_links) == 0')).toEqual(['proxyd_hop_links']);
   });
 });
@@ -115,7 +147,11 @@ describe('Containerfile', () => {
     expect(froms[0]!.args).toBe('${BASE} AS build');
     expect(froms.at(-1)!.args).toBe('${BASE}');
     expect(final.some((i) => i.op === 'RUN' && /apt-get|g\+\+|make/.test(i.args))).toBe(false);
-    expect(final.filter((i) => i.op === 'COPY').every((i) => i.args.startsWith('--from=build') || i.args === 'LICENSE README.md ./')).toBe(true);
+    expect(
+      final
+        .filter((i) => i.op === 'COPY')
+        .every((i) => i.args.startsWith('--from=build') || i.args === 'LICENSE README.md ./'),
+    ).toBe(true);
   });
 
   it('runs as a user of its own under an init, the data dir a volume, and its health checked by `proxyd health` (no curl)', () => {
@@ -130,24 +166,41 @@ describe('Containerfile', () => {
   });
 
   it('sets every listener by environment to 0.0.0.0 and exposes exactly their ports; every variable is one proxyd reads', () => {
-    const env = new Map([...final.filter((i) => i.op === 'ENV').flatMap((i) => i.args.split(' ').map((kv) => kv.split('=') as [string, string]))]);
+    const env = new Map([
+      ...final
+        .filter((i) => i.op === 'ENV')
+        .flatMap((i) => i.args.split(' ').map((kv) => kv.split('=') as [string, string])),
+    ]);
     for (const name of env.keys()) expect(serveEnv(), name).toContain(name);
     expect(env.get('PROXYD_DATA_DIR')).toBe('/var/lib/proxyd');
-    const listens = ['PROXYD_API_LISTEN', 'PROXYD_HTTP_PROXY_LISTEN', 'PROXYD_SOCKS_LISTEN', 'PROXYD_HOP_LISTEN'].map((v) => env.get(v));
+    const listens = ['PROXYD_API_LISTEN', 'PROXYD_HTTP_PROXY_LISTEN', 'PROXYD_SOCKS_LISTEN', 'PROXYD_HOP_LISTEN'].map(
+      (v) => env.get(v),
+    );
     for (const l of listens) expect(l).toMatch(/^0\.0\.0\.0:\d+$/);
-    const exposed = final.find((i) => i.op === 'EXPOSE')!.args.split(' ').map((p) => p.replace('/tcp', ''));
+    const exposed = final
+      .find((i) => i.op === 'EXPOSE')!
+      .args.split(' ')
+      .map((p) => p.replace('/tcp', ''));
     expect(exposed.sort()).toEqual(listens.map((l) => l!.split(':')[1]!).sort());
   });
 
   it('.containerignore (and .dockerignore, alike) lets only what the build copies reach it', () => {
-    const patterns = read('.containerignore').split('\n').filter((l) => l.trim() && !l.startsWith('#'));
+    const patterns = read('.containerignore')
+      .split('\n')
+      .filter((l) => l.trim() && !l.startsWith('#'));
     expect(patterns[0]).toBe('*');
     const allowed = patterns.slice(1).map((p) => p.replace(/^!/, '').replace(/\/$/, ''));
-    const copied = ins.filter((i) => i.op === 'COPY' && !i.args.startsWith('--from')).flatMap((i) => i.args.split(' ').slice(0, -1));
+    const copied = ins
+      .filter((i) => i.op === 'COPY' && !i.args.startsWith('--from'))
+      .flatMap((i) => i.args.split(' ').slice(0, -1));
     for (const c of copied) expect(allowed, c).toContain(c);
     for (const never of ['node_modules', 'dist', '.git', 'test']) expect(allowed).not.toContain(never);
     // Docker reads .dockerignore (Podman .containerignore first): the same patterns.
-    expect(read('.dockerignore').split('\n').filter((l) => l.trim() && !l.startsWith('#'))).toEqual(patterns);
+    expect(
+      read('.dockerignore')
+        .split('\n')
+        .filter((l) => l.trim() && !l.startsWith('#')),
+    ).toEqual(patterns);
   });
 });
 
@@ -183,18 +236,25 @@ describe('systemd unit', () => {
     expect(one('EnvironmentFile')).toBe('/etc/proxyd/proxyd.env');
   });
 
-  it.skipIf(!has('systemd-analyze'))('passes systemd-analyze verify (proxyd at this checkout\'s path) and rates 2.5 or lower in systemd-analyze security', () => {
-    const dir = mkdtempSync(path.join(tmpdir(), 'proxyd-unit-'));
-    // The only change: where proxyd is (verify checks that the programs exist).
-    writeFileSync(path.join(dir, 'proxyd.service'), unit.replaceAll('/usr/local/bin/proxyd', PROXYD));
-    const verify = spawnSync('systemd-analyze', ['verify', path.join(dir, 'proxyd.service')], { encoding: 'utf8' });
-    expect({ status: verify.status, stderr: verify.stderr }).toEqual({ status: 0, stderr: '' });
-    const security = spawnSync('systemd-analyze', ['security', '--offline=yes', path.join(ROOT, 'packaging/systemd/proxyd.service')], { encoding: 'utf8', env: { ...process.env, SYSTEMD_COLORS: '0' } });
-    const level = /Overall exposure level for proxyd\.service: (\d+(?:\.\d+)?) (\w+)/.exec(security.stdout);
-    expect(level, security.stdout + security.stderr).not.toBeNull();
-    expect(Number(level![1])).toBeLessThanOrEqual(2.5);
-    expect(level![2]).toBe('OK');
-  });
+  it.skipIf(!has('systemd-analyze'))(
+    "passes systemd-analyze verify (proxyd at this checkout's path) and rates 2.5 or lower in systemd-analyze security",
+    () => {
+      const dir = mkdtempSync(path.join(tmpdir(), 'proxyd-unit-'));
+      // The only change: where proxyd is (verify checks that the programs exist).
+      writeFileSync(path.join(dir, 'proxyd.service'), unit.replaceAll('/usr/local/bin/proxyd', PROXYD));
+      const verify = spawnSync('systemd-analyze', ['verify', path.join(dir, 'proxyd.service')], { encoding: 'utf8' });
+      expect({ status: verify.status, stderr: verify.stderr }).toEqual({ status: 0, stderr: '' });
+      const security = spawnSync(
+        'systemd-analyze',
+        ['security', '--offline=yes', path.join(ROOT, 'packaging/systemd/proxyd.service')],
+        { encoding: 'utf8', env: { ...process.env, SYSTEMD_COLORS: '0' } },
+      );
+      const level = /Overall exposure level for proxyd\.service: (\d+(?:\.\d+)?) (\w+)/.exec(security.stdout);
+      expect(level, security.stdout + security.stderr).not.toBeNull();
+      expect(Number(level![1])).toBeLessThanOrEqual(2.5);
+      expect(level![2]).toBe('OK');
+    },
+  );
 
   it('proxyd.env names only variables proxyd serve reads, and the settings it gives are valid', () => {
     const text = read('packaging/systemd/proxyd.env');
@@ -204,8 +264,13 @@ describe('systemd unit', () => {
     expect(named).not.toContain('PROXYD_DATA_DIR'); // the unit's StateDirectory
     const env = Object.fromEntries([...text.matchAll(/^(PROXYD_[A-Z_]+)=(.*)$/gm)].map((m) => [m[1]!, m[2]!]));
     const raw: Record<string, string | undefined> = {};
-    for (const o of serveCommand().options) raw[o.attributeName()] = o.envVar && env[o.envVar] !== undefined ? env[o.envVar] : (o.defaultValue as string | undefined);
-    const cfg = toServeConfig({ ...(raw as unknown as Parameters<typeof toServeConfig>[0]), dataDir: '/var/lib/proxyd' }, env);
+    for (const o of serveCommand().options)
+      raw[o.attributeName()] =
+        o.envVar && env[o.envVar] !== undefined ? env[o.envVar] : (o.defaultValue as string | undefined);
+    const cfg = toServeConfig(
+      { ...(raw as unknown as Parameters<typeof toServeConfig>[0]), dataDir: '/var/lib/proxyd' },
+      env,
+    );
     expect(cfg.apiListen).toEqual({ host: '127.0.0.1', port: 8080 });
     expect(cfg.httpProxyListen.host).toBe('0.0.0.0');
   });
@@ -214,7 +279,11 @@ describe('systemd unit', () => {
 describe('Prometheus alerts and the Grafana dashboard', () => {
   const alertsText = read('packaging/prometheus/alerts.yml');
   const rules = alertRules(alertsText);
-  const dash = JSON.parse(read('packaging/grafana/proxyd.json')) as { uid: string; templating: { list: Array<{ name: string; type: string; query: unknown }> }; panels: Array<Record<string, any>> };
+  const dash = JSON.parse(read('packaging/grafana/proxyd.json')) as {
+    uid: string;
+    templating: { list: Array<{ name: string; type: string; query: unknown }> };
+    panels: Array<Record<string, any>>;
+  };
   const queries = dashboardQueries(dash);
   const daemons: Daemon[] = [];
   let one: Map<string, string>;
@@ -231,22 +300,40 @@ describe('Prometheus alerts and the Grafana dashboard', () => {
   });
 
   it.skipIf(!has('promtool'))('promtool check rules and promtool test rules (alerts.test.yml) pass', () => {
-    const check = spawnSync('promtool', ['check', 'rules', 'alerts.yml'], { cwd: path.join(ROOT, 'packaging/prometheus'), encoding: 'utf8' });
+    const check = spawnSync('promtool', ['check', 'rules', 'alerts.yml'], {
+      cwd: path.join(ROOT, 'packaging/prometheus'),
+      encoding: 'utf8',
+    });
     expect(check.status, check.stdout + check.stderr).toBe(0);
     expect(check.stdout).toContain(`SUCCESS: ${rules.length} rules found`);
-    const test = spawnSync('promtool', ['test', 'rules', 'alerts.test.yml'], { cwd: path.join(ROOT, 'packaging/prometheus'), encoding: 'utf8' });
+    const test = spawnSync('promtool', ['test', 'rules', 'alerts.test.yml'], {
+      cwd: path.join(ROOT, 'packaging/prometheus'),
+      encoding: 'utf8',
+    });
     expect(test.status, test.stdout + test.stderr).toBe(0);
   });
 
   it('alerts.test.yml shows every alert firing (an example whose exp_alerts is not empty), not only quiet', () => {
     const examples = read('packaging/prometheus/alerts.test.yml');
-    const firing = new Set([...examples.matchAll(/alertname: (\w+)\n\s+exp_alerts:\n\s+- exp_labels:/g)].map((m) => m[1]!));
+    const firing = new Set(
+      [...examples.matchAll(/alertname: (\w+)\n\s+exp_alerts:\n\s+- exp_labels:/g)].map((m) => m[1]!),
+    );
     expect(rules.map((r) => r.alert).filter((a) => !firing.has(a))).toEqual([]);
   });
 
   it('alerts on what an operator must hear of, each with a severity and a runbook line in docs/operations.md', () => {
     const names = rules.map((r) => r.alert);
-    for (const a of ['ProxydDown', 'ProxydDatabaseUnreachable', 'ProxydAdmissionViewStale', 'ProxydInternalRefusals', 'ProxydNoExitRefusals', 'ProxydUsageFlushLagging', 'ProxydHopLinkDown', 'ProxydConnectionLogDropping', 'ProxydDataDirDiskLow']) {
+    for (const a of [
+      'ProxydDown',
+      'ProxydDatabaseUnreachable',
+      'ProxydAdmissionViewStale',
+      'ProxydInternalRefusals',
+      'ProxydNoExitRefusals',
+      'ProxydUsageFlushLagging',
+      'ProxydHopLinkDown',
+      'ProxydConnectionLogDropping',
+      'ProxydDataDirDiskLow',
+    ]) {
       expect(names).toContain(a);
     }
     for (const r of rules) expect(r.expr, r.alert).not.toBe('');
@@ -269,7 +356,10 @@ describe('Prometheus alerts and the Grafana dashboard', () => {
       expect(p.datasource, p.title).toEqual({ type: 'prometheus', uid: '${datasource}' });
       for (const t of p.targets) expect(t.datasource, p.title).toEqual({ type: 'prometheus', uid: '${datasource}' });
     }
-    const reads = (metric: string) => panels.filter((p) => p.targets.some((t: { expr: string }) => metricNames(t.expr).includes(metric))).map((p) => p.title);
+    const reads = (metric: string) =>
+      panels
+        .filter((p) => p.targets.some((t: { expr: string }) => metricNames(t.expr).includes(metric)))
+        .map((p) => p.title);
     expect(reads('proxyd_relayed_bytes_total')).toContain('Traffic');
     expect(reads('proxyd_gateway_setup_seconds_count')).toContain('Tunnels opened');
     expect(reads('proxyd_gateway_refusals_total')).toContain('Refused, by reason');
@@ -287,7 +377,10 @@ describe('Prometheus alerts and the Grafana dashboard', () => {
     const exprs = queries.filter((q) => !q.startsWith('label_values'));
     const dir = mkdtempSync(path.join(tmpdir(), 'proxyd-dash-'));
     const rulesFile = path.join(dir, 'dashboard-rules.yml');
-    const asRules = exprs.map((q, i) => ({ record: `dashboard:query_${i}`, expr: q.replaceAll('$__rate_interval', '5m').replaceAll('$job', '.*').replaceAll('$instance', '.*') }));
+    const asRules = exprs.map((q, i) => ({
+      record: `dashboard:query_${i}`,
+      expr: q.replaceAll('$__rate_interval', '5m').replaceAll('$job', '.*').replaceAll('$instance', '.*'),
+    }));
     writeFileSync(rulesFile, JSON.stringify({ groups: [{ name: 'dashboard', rules: asRules }] })); // JSON is YAML
     const check = spawnSync('promtool', ['check', 'rules', rulesFile], { encoding: 'utf8' });
     expect(check.status, check.stdout + check.stderr).toBe(0);
@@ -307,12 +400,14 @@ describe('Prometheus alerts and the Grafana dashboard', () => {
     expect(missing).toEqual([]);
   });
 
-  it('/metrics passes promtool check metrics\' lint (names, help, counter suffixes)', async () => {
+  it("/metrics passes promtool check metrics' lint (names, help, counter suffixes)", async () => {
     if (!has('promtool')) return;
     const text = await (await fetch(`${daemons[0]!.api}/metrics`)).text();
     const lint = spawnSync('promtool', ['check', 'metrics'], { input: text, encoding: 'utf8' });
     // promtool says every problem it finds; none of ours (a library's defaults aside) may be among them.
-    const ours = (lint.stdout + lint.stderr).split('\n').filter((l) => /^proxyd_/.test(l) && !/^proxyd_(process|nodejs)_/.test(l));
+    const ours = (lint.stdout + lint.stderr)
+      .split('\n')
+      .filter((l) => /^proxyd_/.test(l) && !/^proxyd_(process|nodejs)_/.test(l));
     expect(ours).toEqual([]);
   });
 });

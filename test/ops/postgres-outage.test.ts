@@ -23,13 +23,28 @@ let proxyUser: string;
 /** HTTP status of a request through the gateway with the proxy user's credentials (curl, an independent client). */
 async function viaGateway(): Promise<number> {
   const url = `http://127.0.0.1:${(target.address() as AddressInfo).port}/`;
-  const { stdout } = await promisify(execFile)('curl', ['-sS', '-o', '/dev/null', '-w', '%{http_code}', '--max-time', '15', '-x', `http://${d.httpProxy}`, '--proxy-user', proxyUser, url]);
+  const { stdout } = await promisify(execFile)('curl', [
+    '-sS',
+    '-o',
+    '/dev/null',
+    '-w',
+    '%{http_code}',
+    '--max-time',
+    '15',
+    '-x',
+    `http://${d.httpProxy}`,
+    '--proxy-user',
+    proxyUser,
+    url,
+  ]);
   return Number(stdout);
 }
 
 async function call(path: string, body?: unknown): Promise<{ status: number; code: number; failed: string[] }> {
   const res = await fetch(`${d.api}${path}?api_key=${encodeURIComponent(token)}`, {
-    ...(body === undefined ? {} : { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) }),
+    ...(body === undefined
+      ? {}
+      : { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) }),
     signal: AbortSignal.timeout(15_000),
   });
   const j = (await res.json()) as { code: number; data?: { failed_items?: Array<{ ip: string }> } };
@@ -78,8 +93,12 @@ function addLoop() {
 async function assertWhole(acked: Set<string>, sent: string[]) {
   const db = await inspectData(d.dataDir);
   try {
-    const entries = new Set((await db.all<{ ip: string }>('SELECT ip FROM whitelist_entries WHERE deleted_at IS NULL')).map((r) => r.ip));
-    const claims = new Set((await db.all<{ ip: string }>("SELECT ip FROM ip_claims WHERE state = 'held'")).map((r) => r.ip));
+    const entries = new Set(
+      (await db.all<{ ip: string }>('SELECT ip FROM whitelist_entries WHERE deleted_at IS NULL')).map((r) => r.ip),
+    );
+    const claims = new Set(
+      (await db.all<{ ip: string }>("SELECT ip FROM ip_claims WHERE state = 'held'")).map((r) => r.ip),
+    );
     expect([...entries].filter((ip) => !claims.has(ip))).toEqual([]);
     expect([...claims].filter((ip) => !entries.has(ip))).toEqual([]);
     for (const ip of acked) expect(entries.has(ip)).toBe(true);
@@ -96,7 +115,16 @@ describe.skipIf(skip !== null)(`PostgreSQL outage under a serving proxyd${skip ?
     await makeTemplate(pg.url);
     const dataDir = await dataDirFor('postgres', pg.url);
     // A short stale window (4 s), so the test sees both halves of it: admitted from the last view, then refused.
-    d = await startDaemon({ dataDir, args: ['--allow-private-targets', '--stale-admission', '4', '--rate-limits', 'list=100000,add=100000,delete=100000'] });
+    d = await startDaemon({
+      dataDir,
+      args: [
+        '--allow-private-targets',
+        '--stale-admission',
+        '4',
+        '--rate-limits',
+        'list=100000,add=100000,delete=100000',
+      ],
+    });
     token = (await makeAccount(dataDir, 'outage@example.com')).token;
     const pu = await admin(dataDir, ['proxy-user', 'create', '--email', 'outage@example.com', '--username', 'outage']);
     proxyUser = `outage:${pu.json.password}`;
@@ -137,7 +165,9 @@ describe.skipIf(skip !== null)(`PostgreSQL outage under a serving proxyd${skip ?
       pg.resume();
     }
     await recovered();
-    expect(await (await fetch(`${d.api}/metrics`)).text()).toMatch(/^proxyd_dependency_up\{dependency="database"\} 1$/m);
+    expect(await (await fetch(`${d.api}/metrics`)).text()).toMatch(
+      /^proxyd_dependency_up\{dependency="database"\} 1$/m,
+    );
     await loop.stop();
     expect(loop.answers.every((c) => c === 200 || c === 10431 || c === 10503)).toBe(true);
     await assertWhole(loop.acked, loop.sent);

@@ -14,7 +14,13 @@ const DEFINITIONS = ['process', 'admin'].flatMap((dir) =>
     .map((f) => `${dir}/${f}`),
 );
 // The leaf of pure rules (src/rules/: no I/O, nothing of ours outside it) is light too.
-const LIGHT = new Set(['commander', './command-kit.js', '../process/command-kit.js', './serve-options.js', '../../rules/time.js']);
+const LIGHT = new Set([
+  'commander',
+  './command-kit.js',
+  '../process/command-kit.js',
+  './serve-options.js',
+  '../../rules/time.js',
+]);
 const staticImports = (src: string) => [...src.matchAll(/^import (?!type )[^;]*? from '([^']+)';/gm)].map((m) => m[1]!);
 
 describe('proxyd command definitions', () => {
@@ -22,7 +28,8 @@ describe('proxyd command definitions', () => {
     expect(DEFINITIONS.length).toBeGreaterThanOrEqual(16);
     const main = readFileSync(path.join(DAEMON, 'process/main.ts'), 'utf8');
     for (const f of DEFINITIONS) {
-      for (const i of staticImports(readFileSync(path.join(DAEMON, f), 'utf8'))) expect(LIGHT.has(i), `${f} imports ${i} when proxyd starts`).toBe(true);
+      for (const i of staticImports(readFileSync(path.join(DAEMON, f), 'utf8')))
+        expect(LIGHT.has(i), `${f} imports ${i} when proxyd starts`).toBe(true);
       const spec = f.startsWith('process/') ? `./${path.basename(f, '.ts')}.js` : `../${f.replace(/\.ts$/, '.js')}`;
       expect(main, f).toContain(`from '${spec}'`);
     }

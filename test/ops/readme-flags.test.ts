@@ -19,7 +19,12 @@ function flagRows(file: string, heading: string): string[][] {
   return table
     .split('\n')
     .filter((l) => l.startsWith('| `--'))
-    .map((l) => l.slice(1, -1).split(/(?<!\\)\|/).map((c) => c.trim()));
+    .map((l) =>
+      l
+        .slice(1, -1)
+        .split(/(?<!\\)\|/)
+        .map((c) => c.trim()),
+    );
 }
 
 const documented = SERVE_FLAGS.filter((f) => !f.hidden);
@@ -36,7 +41,9 @@ describe('proxyd serve flags: one table for the options, the defaults and the do
       expect(o.hidden, f.flags).toBe(f.hidden === true);
     }
     // Every default has its flag.
-    expect(new Set(SERVE_FLAGS.flatMap((f) => (f.default ? [f.default] : [])))).toEqual(new Set(Object.keys(SERVE_DEFAULTS)));
+    expect(new Set(SERVE_FLAGS.flatMap((f) => (f.default ? [f.default] : [])))).toEqual(
+      new Set(Object.keys(SERVE_DEFAULTS)),
+    );
   });
 
   for (const [file, heading] of [

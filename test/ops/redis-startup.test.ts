@@ -77,8 +77,20 @@ describe('start-up failure with --redis-url', () => {
     await new Promise<void>((r) => busy.listen(0, '127.0.0.1', r));
     const busyPort = (busy.address() as net.AddressInfo).port;
     try {
-      const common = ['serve', '--data-dir', tempDir(), '--http-proxy-listen', '127.0.0.1:0', '--socks-listen', '127.0.0.1:0', '--redis-url', deadRedis];
-      const geo = await run(PROXYD, [...common, '--api-listen', '127.0.0.1:0', '--geoip-db', '/nonexistent/geo.mmdb'], { timeoutMs: 20_000 });
+      const common = [
+        'serve',
+        '--data-dir',
+        tempDir(),
+        '--http-proxy-listen',
+        '127.0.0.1:0',
+        '--socks-listen',
+        '127.0.0.1:0',
+        '--redis-url',
+        deadRedis,
+      ];
+      const geo = await run(PROXYD, [...common, '--api-listen', '127.0.0.1:0', '--geoip-db', '/nonexistent/geo.mmdb'], {
+        timeoutMs: 20_000,
+      });
       expect(geo.code).toBe(1);
       expect(geo.stderr).toMatch(/nonexistent/);
       const inUse = await run(PROXYD, [...common, '--api-listen', `127.0.0.1:${busyPort}`], { timeoutMs: 20_000 });

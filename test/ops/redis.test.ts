@@ -1,7 +1,19 @@
 // --redis-url against a real redis-server: outage answers 503/10503 fast and executes nothing, service
 // returns without a restart, and two daemons on one database and one Redis share a token's limit exactly.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { admin, inspectDb, makeAccount, PROXYD, run, startDaemon, tempDir, type Daemon, ADD, DEL, LIST } from '../helpers/daemon.js';
+import {
+  admin,
+  inspectDb,
+  makeAccount,
+  PROXYD,
+  run,
+  startDaemon,
+  tempDir,
+  type Daemon,
+  ADD,
+  DEL,
+  LIST,
+} from '../helpers/daemon.js';
 import { waitFor } from '../helpers/wait.js';
 import { api, pub, startRedis, type RedisServer } from './helpers.js';
 import { patient } from '../helpers/patience.js';
@@ -9,7 +21,8 @@ import { patient } from '../helpers/patience.js';
 const liveEntries = async (dataDir: string, ip: string): Promise<number> => {
   const db = await inspectDb(dataDir);
   try {
-    return db.get<{ n: number }>('SELECT COUNT(*) AS n FROM whitelist_entries WHERE ip = ? AND deleted_at IS NULL', ip).n;
+    return db.get<{ n: number }>('SELECT COUNT(*) AS n FROM whitelist_entries WHERE ip = ? AND deleted_at IS NULL', ip)
+      .n;
   } finally {
     db.close();
   }
@@ -38,7 +51,11 @@ describe('proxyd serve --redis-url: Redis outage', () => {
   it('Redis killed: every whitelist request is 503/10503 within 500 ms and nothing is executed', async () => {
     await redis.kill('SIGKILL');
     const ip = pub(1);
-    for (const [p, body] of [[LIST, undefined], [ADD, { items: [{ ip }] }], [DEL, { ips: [ip] }]] as const) {
+    for (const [p, body] of [
+      [LIST, undefined],
+      [ADD, { items: [{ ip }] }],
+      [DEL, { ips: [ip] }],
+    ] as const) {
       const r = await api(d.api, p, token, body);
       expect(r.status).toBe(503);
       expect(r.json).toMatchObject({ code: 10503, data: null });
@@ -133,7 +150,17 @@ describe('two daemons on one database and one Redis (--shared-data-dir)', () => 
   });
 
   it('a daemon without --shared-data-dir is still refused while sharers run, and vice versa', async () => {
-    const args = ['serve', '--data-dir', dataDir, '--api-listen', '127.0.0.1:0', '--http-proxy-listen', '127.0.0.1:0', '--socks-listen', '127.0.0.1:0'];
+    const args = [
+      'serve',
+      '--data-dir',
+      dataDir,
+      '--api-listen',
+      '127.0.0.1:0',
+      '--http-proxy-listen',
+      '127.0.0.1:0',
+      '--socks-listen',
+      '127.0.0.1:0',
+    ];
     const excl = await run(PROXYD, args);
     expect(excl.code).not.toBe(0);
     expect(excl.stdout).toBe('');

@@ -24,7 +24,9 @@ describe.each(BACKENDS)('proxyd serve --workers 2 on %s', (backend) => {
 
   it('holds limits exactly across workers under parallel requests', async () => {
     const { token } = await makeAccount(d.dataDir, 'workers@example.com');
-    const adds = await Promise.all(Array.from({ length: 30 }, (_, i) => api(d.api, ADD, token, { items: [{ ip: pub(i) }] })));
+    const adds = await Promise.all(
+      Array.from({ length: 30 }, (_, i) => api(d.api, ADD, token, { items: [{ ip: pub(i) }] })),
+    );
     expect(adds.filter((r) => r.json.code === 200)).toHaveLength(10);
     expect(adds.filter((r) => r.status === 429)).toHaveLength(20);
     const lists = await Promise.all(Array.from({ length: 80 }, () => api(d.api, LIST, token)));
@@ -38,7 +40,10 @@ describe.each(BACKENDS)('proxyd serve --workers 2 on %s', (backend) => {
     const text = await (await fetch(`${d.api}/metrics`)).text();
     const listed = text
       .split('\n')
-      .filter((l) => l.startsWith('proxyd_http_requests_total{') && l.includes(`route="${LIST}"`) && l.includes('status="200"'))
+      .filter(
+        (l) =>
+          l.startsWith('proxyd_http_requests_total{') && l.includes(`route="${LIST}"`) && l.includes('status="200"'),
+      )
       .map((l) => Number(l.split(' ').pop()));
     expect(listed.reduce((a, b) => a + b, 0)).toBeGreaterThanOrEqual(66); // 60 above + 6 here, from both workers
     expect(text).toMatch(/proxyd_cluster_workers 2/);
@@ -57,7 +62,11 @@ describe.each(BACKENDS)('proxyd serve --workers 2 on %s', (backend) => {
     });
     expect(after).toContain(before[1]);
     // A request may still land on the dying worker's socket: a failed fetch is "not yet", not a failure.
-    await waitFor('serving', async () => (await fetch(`${d.api}/healthz`, { headers: { connection: 'close' } }).catch(() => null))?.status === 200);
+    await waitFor(
+      'serving',
+      async () =>
+        (await fetch(`${d.api}/healthz`, { headers: { connection: 'close' } }).catch(() => null))?.status === 200,
+    );
     const text = await (await fetch(`${d.api}/metrics`)).text();
     expect(text).toMatch(/proxyd_cluster_worker_restarts_total 1/);
     expect(d.logs.some((l) => l.includes('"event":"worker_exit"'))).toBe(true);
@@ -72,7 +81,9 @@ describe.each(BACKENDS)('proxyd serve --workers 2 on %s', (backend) => {
     const db = await inspectData(d.dataDir);
     try {
       expect(await db.integrity()).toBe('ok');
-      expect((await db.get<{ n: number }>('SELECT COUNT(*) AS n FROM whitelist_entries WHERE deleted_at IS NULL')).n).toBe(10);
+      expect(
+        (await db.get<{ n: number }>('SELECT COUNT(*) AS n FROM whitelist_entries WHERE deleted_at IS NULL')).n,
+      ).toBe(10);
     } finally {
       await db.close();
     }

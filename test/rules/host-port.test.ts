@@ -12,8 +12,9 @@ describe('HOST:PORT', () => {
     expect(splitHostPort(s)).toEqual(hp);
     expect(formatHostPort(hp.host, hp.port)).toBe(s);
   });
-  it.each(['127.0.0.1', ':80', '127.0.0.1:65536', 'a b:1', '127.0.0.1:-1', '::1:80', '[::1]', '[::1]:123456', ''])('refuses %j', (s) =>
-    expect(splitHostPort(s)).toBeNull(),
+  it.each(['127.0.0.1', ':80', '127.0.0.1:65536', 'a b:1', '127.0.0.1:-1', '::1:80', '[::1]', '[::1]:123456', ''])(
+    'refuses %j',
+    (s) => expect(splitHostPort(s)).toBeNull(),
   );
 });
 
@@ -38,8 +39,14 @@ describe("proxyctl's gateway address", () => {
     [' 203.0.113.7:1080 ', { host: '203.0.113.7', port: 1080 }],
     ['[2001:db8::1]:3128', { host: '[2001:db8::1]', port: 3128 }],
   ])('%j', (text, want) => expect(readGatewayAddress(text)).toEqual(want));
-  it.each(['proxy.example.com', 'proxy.example.com:0', '2001:db8::1:3128', 'a b:1', ''])('refuses %j', (text) => expect(readGatewayAddress(text)).toBeNull());
+  it.each(['proxy.example.com', 'proxy.example.com:0', '2001:db8::1:3128', 'a b:1', ''])('refuses %j', (text) =>
+    expect(readGatewayAddress(text)).toBeNull(),
+  );
   it('reads back what the daemon writes', () => {
-    for (const [host, port] of [['::1', 3128], ['proxy.example.com', 8080]] as const) expect(readGatewayAddress(formatHostPort(host, port))).toEqual({ host: bracketHost(host), port });
+    for (const [host, port] of [
+      ['::1', 3128],
+      ['proxy.example.com', 8080],
+    ] as const)
+      expect(readGatewayAddress(formatHostPort(host, port))).toEqual({ host: bracketHost(host), port });
   });
 });

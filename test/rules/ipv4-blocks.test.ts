@@ -11,10 +11,32 @@ const policy = { allowPrivateTargets: false, ownListeners: () => [] };
 describe('special-purpose IPv4 blocks (src/rules/ipv4-blocks.ts)', () => {
   // The IANA registry (iana.org/assignments/iana-ipv4-special-registry), each entry by its own CIDR, plus multicast.
   const IANA = [
-    '0.0.0.0/8', '0.0.0.0/32', '10.0.0.0/8', '100.64.0.0/10', '127.0.0.0/8', '169.254.0.0/16', '172.16.0.0/12',
-    '192.0.0.0/24', '192.0.0.0/29', '192.0.0.8/32', '192.0.0.9/32', '192.0.0.10/32', '192.0.0.170/32', '192.0.0.171/32',
-    '192.0.2.0/24', '192.31.196.0/24', '192.52.193.0/24', '192.88.99.0/24', '192.88.99.2/32', '192.168.0.0/16',
-    '192.175.48.0/24', '198.18.0.0/15', '198.51.100.0/24', '203.0.113.0/24', '240.0.0.0/4', '255.255.255.255/32',
+    '0.0.0.0/8',
+    '0.0.0.0/32',
+    '10.0.0.0/8',
+    '100.64.0.0/10',
+    '127.0.0.0/8',
+    '169.254.0.0/16',
+    '172.16.0.0/12',
+    '192.0.0.0/24',
+    '192.0.0.0/29',
+    '192.0.0.8/32',
+    '192.0.0.9/32',
+    '192.0.0.10/32',
+    '192.0.0.170/32',
+    '192.0.0.171/32',
+    '192.0.2.0/24',
+    '192.31.196.0/24',
+    '192.52.193.0/24',
+    '192.88.99.0/24',
+    '192.88.99.2/32',
+    '192.168.0.0/16',
+    '192.175.48.0/24',
+    '198.18.0.0/15',
+    '198.51.100.0/24',
+    '203.0.113.0/24',
+    '240.0.0.0/4',
+    '255.255.255.255/32',
     '224.0.0.0/4',
   ];
 
@@ -32,7 +54,8 @@ describe('special-purpose IPv4 blocks (src/rules/ipv4-blocks.ts)', () => {
 
   it('holds nothing the registry does not name', () => {
     const iana = IANA.map((c) => ipaddr.parseCIDR(c) as [ipaddr.IPv4, number]);
-    for (const [net, bits] of SPECIAL_PURPOSE_BLOCKS) expect(iana.some(([n, b]) => n.toString() === net && b === bits)).toBe(true);
+    for (const [net, bits] of SPECIAL_PURPOSE_BLOCKS)
+      expect(iana.some(([n, b]) => n.toString() === net && b === bits)).toBe(true);
   });
 
   it('the addresses around each block are public on both sides', () => {
@@ -52,7 +75,8 @@ describe('special-purpose IPv4 blocks (src/rules/ipv4-blocks.ts)', () => {
   // The gateway used to ask ipaddr.js's range() for IPv4-mapped addresses on top of the list: every range it does
   // not call unicast lies inside the list, so the list alone decides (docs/decisions.md, "One home per rule").
   it("ipaddr.js's non-unicast IPv4 ranges all lie inside the list", () => {
-    const ranges = (ipaddr.IPv4.prototype as unknown as { SpecialRanges: Record<string, Array<[ipaddr.IPv4, number]>> }).SpecialRanges;
+    const ranges = (ipaddr.IPv4.prototype as unknown as { SpecialRanges: Record<string, Array<[ipaddr.IPv4, number]>> })
+      .SpecialRanges;
     for (const list of Object.values(ranges)) {
       for (const [net, bits] of list) {
         const lo = ipv4ToInt(net.toString());

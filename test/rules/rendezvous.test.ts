@@ -15,7 +15,15 @@ describe('rendezvous hashing', () => {
     expect(rendezvousPick([], 'k')).toBeNull();
     const names = ['198.51.100.1', '198.51.100.2', '198.51.100.3', '198.51.100.4'];
     const first = rendezvousPick(names, 'acct:alice:s1')!;
-    expect(Math.max(...names.map((n) => rendezvousScore('acct:alice:s1', n)))).toBe(rendezvousScore('acct:alice:s1', first));
-    for (const other of names.filter((n) => n !== first)) expect(rendezvousPick(names.filter((n) => n !== other), 'acct:alice:s1')).toBe(first);
+    expect(Math.max(...names.map((n) => rendezvousScore('acct:alice:s1', n)))).toBe(
+      rendezvousScore('acct:alice:s1', first),
+    );
+    for (const other of names.filter((n) => n !== first))
+      expect(
+        rendezvousPick(
+          names.filter((n) => n !== other),
+          'acct:alice:s1',
+        ),
+      ).toBe(first);
   });
 });

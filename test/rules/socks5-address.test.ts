@@ -6,12 +6,27 @@ import ipaddr from 'ipaddr.js';
 import { describe, expect, it } from 'vitest';
 import { connectRequest, formatBound } from '../../src/cli/check/socks5.js';
 import { encodeFrame } from '../../src/gateway/hop/udp.js';
-import { encodeReply, encodeUdpHeader, ipv6Text, parseRequest, parseUdpDatagram } from '../../src/gateway/wire/socks5.js';
+import {
+  encodeReply,
+  encodeUdpHeader,
+  ipv6Text,
+  parseRequest,
+  parseUdpDatagram,
+} from '../../src/gateway/wire/socks5.js';
 import { encodeSocksAddress, ipv6Bytes, socksNameText } from '../../src/rules/socks5-address.js';
 
 /** The gateway's text of a target: an IPv6 address in RFC 5952 form, anything else as sent. */
 const read = (host: string) => (isIP(host) === 6 ? ipv6Text(ipv6Bytes(host)) : host);
-const TARGETS = ['203.0.113.9', '::1', '2001:db8::7', '::ffff:203.0.113.9', 'example.com', 'xn--bcher-kva.example', 'bücher.example', '東京.example'];
+const TARGETS = [
+  '203.0.113.9',
+  '::1',
+  '2001:db8::7',
+  '::ffff:203.0.113.9',
+  'example.com',
+  'xn--bcher-kva.example',
+  'bücher.example',
+  '東京.example',
+];
 
 describe('SOCKS5 addresses', () => {
   it.each(TARGETS)("proxyctl's CONNECT for %s reads back the same at the gateway", (host) => {
@@ -27,7 +42,9 @@ describe('SOCKS5 addresses', () => {
     const data = Buffer.from('q');
     const d = parseUdpDatagram(Buffer.concat([Buffer.from([0, 0, 0]), addr, data]));
     expect(d.kind === 'ok' && d.value.address.host).toBe(read(host));
-    expect(encodeFrame({ host, port: 53 }, data)).toEqual(Buffer.concat([Buffer.from([0, addr.length + 1]), addr, data]));
+    expect(encodeFrame({ host, port: 53 }, data)).toEqual(
+      Buffer.concat([Buffer.from([0, addr.length + 1]), addr, data]),
+    );
   });
 
   it('octets that are not UTF-8 are read byte for byte, none lost', () => {
@@ -47,17 +64,21 @@ describe('SOCKS5 addresses', () => {
   it("IPv6 bytes agree with ipaddr.js's, for written forms and random addresses", () => {
     const forms = ['::', '::1', '1::', '2001:db8::1:0:0:1', 'fe80::1%eth0', '::ffff:1.2.3.4', '64:ff9b::198.51.100.1'];
     for (let i = 0; i < 200; i++) forms.push(ipaddr.fromByteArray([...randomBytes(16)]).toString());
-    for (const f of forms) expect(ipv6Bytes(f)).toEqual(Buffer.from(ipaddr.IPv6.parse(f.replace(/%.*$/, '')).toByteArray()));
+    for (const f of forms)
+      expect(ipv6Bytes(f)).toEqual(Buffer.from(ipaddr.IPv6.parse(f.replace(/%.*$/, '')).toByteArray()));
   });
 
-  it.each(['203.0.113.9', '::1', '2001:db8::7', '::ffff:203.0.113.9'])("the gateway's reply and answer header for %s carry the same address", (ip) => {
-    const addr = encodeSocksAddress(ip, 5353)!;
-    expect(encodeReply(0, { address: ip, port: 5353 })).toEqual(Buffer.concat([Buffer.from([5, 0, 0]), addr]));
-    const h = encodeUdpHeader(ip, 5353);
-    expect(h).toEqual(Buffer.concat([Buffer.from([0, 0, 0]), addr]));
-    const d = parseUdpDatagram(Buffer.concat([h, Buffer.from('a')]));
-    expect(d.kind === 'ok' && [d.value.address.host, d.value.port]).toEqual([read(ip), 5353]);
-  });
+  it.each(['203.0.113.9', '::1', '2001:db8::7', '::ffff:203.0.113.9'])(
+    "the gateway's reply and answer header for %s carry the same address",
+    (ip) => {
+      const addr = encodeSocksAddress(ip, 5353)!;
+      expect(encodeReply(0, { address: ip, port: 5353 })).toEqual(Buffer.concat([Buffer.from([5, 0, 0]), addr]));
+      const h = encodeUdpHeader(ip, 5353);
+      expect(h).toEqual(Buffer.concat([Buffer.from([0, 0, 0]), addr]));
+      const d = parseUdpDatagram(Buffer.concat([h, Buffer.from('a')]));
+      expect(d.kind === 'ok' && [d.value.address.host, d.value.port]).toEqual([read(ip), 5353]);
+    },
+  );
 
   it('proxyctl shows a bound name as UTF-8', () => {
     const addr = encodeSocksAddress('bücher.example', 1080)!;

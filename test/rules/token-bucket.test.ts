@@ -36,7 +36,12 @@ describe('both buckets refill by it', () => {
     let now = 1_000_000;
     let checks = 0;
     const counted = async () => (checks++, false);
-    const b = new FailureBudget({ perSource: { burst: 2, perSec: 1 }, perUser: { burst: 100, perSec: 100 }, perNode: { burst: 100, perSec: 100 }, nowMs: () => now });
+    const b = new FailureBudget({
+      perSource: { burst: 2, perSec: 1 },
+      perUser: { burst: 100, perSec: 100 },
+      perNode: { burst: 100, perSec: 100 },
+      nowMs: () => now,
+    });
     await b.run('198.51.100.1', 'u1', counted); // 1 token left
     now -= 60_000; // the clock steps back a minute
     await b.run('198.51.100.1', 'u2', counted); // still had its token

@@ -23,13 +23,23 @@ describe('usage subjects and keys', () => {
   });
 
   it("the store's key is the gateway's and the meter's", () => {
-    for (const [accountId, subject] of [[1, 'user:alice'], [12, 'ip:203.0.113.9'], [1, '2\u0000user:x']] as const) {
+    for (const [accountId, subject] of [
+      [1, 'user:alice'],
+      [12, 'ip:203.0.113.9'],
+      [1, '2\u0000user:x'],
+    ] as const) {
       expect(subjectKey({ accountId, subject })).toBe(usageKey(accountId, subject));
     }
   });
 
   it('no two accounts and subjects share a key', () => {
-    const pairs: Array<[number, string]> = [[1, 'user:a'], [11, 'user:a'], [1, 'user:a1'], [1, 'ip:1.2.3.4'], [11, 'ip:1.2.3.4']];
+    const pairs: Array<[number, string]> = [
+      [1, 'user:a'],
+      [11, 'user:a'],
+      [1, 'user:a1'],
+      [1, 'ip:1.2.3.4'],
+      [11, 'ip:1.2.3.4'],
+    ];
     expect(new Set(pairs.map(([a, s]) => usageKey(a, s))).size).toBe(pairs.length);
   });
 });

@@ -3,7 +3,15 @@
 // request (a gateway refusal 403/502/504 fails here, unless the proxy marks it as the target's). SOCKS5: the CONNECT reply code, named.
 import { isIP } from 'node:net';
 import { readBody } from './egress-ip.js';
-import { PeerClosedError, SocketReader, forwardedByProxy, headerGetter, peerText, proxyErrorOf, refusedByProxy } from './reader.js';
+import {
+  PeerClosedError,
+  SocketReader,
+  forwardedByProxy,
+  headerGetter,
+  peerText,
+  proxyErrorOf,
+  refusedByProxy,
+} from './reader.js';
 import { SOCKS_VERSION, boundAddressLength, connectRequest, formatBound, hex, socksReplyName } from './socks5.js';
 import { fail, ok, type StageFn } from './stage.js';
 import type { CheckContext, StageOutcome } from './types.js';
@@ -46,13 +54,16 @@ async function httpForwardVerdict(ctx: CheckContext): Promise<StageOutcome> {
   const ownRefusal = status >= 400 && refusedByProxy(get);
   if (proxyError || ownRefusal || (GATEWAY_REFUSAL_STATUSES.has(status) && !forwardedByProxy(get))) {
     const why = explanation(await readBody(res).catch(() => ''), status, peerText(res.statusMessage ?? '', 60));
-    return fail(`request for ${ctx.target.hostHeader} answered ${text}${why ? `: ${why}` : ''}${proxyError || ownRefusal ? ' (from the proxy)' : ' (from the proxy, unless the target itself sent it)'}`, {
-      kind: 'http_connect_status',
-      status,
-      reason: peerText(res.statusMessage ?? '', 60),
-      body: why,
-      ...(proxyError ? { proxyError } : {}),
-    });
+    return fail(
+      `request for ${ctx.target.hostHeader} answered ${text}${why ? `: ${why}` : ''}${proxyError || ownRefusal ? ' (from the proxy)' : ' (from the proxy, unless the target itself sent it)'}`,
+      {
+        kind: 'http_connect_status',
+        status,
+        reason: peerText(res.statusMessage ?? '', 60),
+        body: why,
+        ...(proxyError ? { proxyError } : {}),
+      },
+    );
   }
   return ok(`no tunnel for an http:// target: forwarded as absolute-form request (answered ${text})`);
 }
@@ -71,7 +82,10 @@ async function socksConnect(ctx: CheckContext, signal: AbortSignal): Promise<Sta
       host = first.address;
     } catch (err) {
       const code = (err as NodeJS.ErrnoException).code ?? 'ERROR';
-      return fail(`target ${host} does not resolve locally (${code}); socks5h:// would let the proxy resolve it`, { kind: 'target_dns', code });
+      return fail(`target ${host} does not resolve locally (${code}); socks5h:// would let the proxy resolve it`, {
+        kind: 'target_dns',
+        code,
+      });
     }
   }
   const reader = new SocketReader(socket, signal);
@@ -80,30 +94,49 @@ async function socksConnect(ctx: CheckContext, signal: AbortSignal): Promise<Sta
   try {
     header = await reader.read(4);
   } catch (err) {
-    if (err instanceof PeerClosedError) return fail('proxy closed the connection before the CONNECT reply', { kind: 'closed', during: 'before the SOCKS5 CONNECT reply' });
+    if (err instanceof PeerClosedError)
+      return fail('proxy closed the connection before the CONNECT reply', {
+        kind: 'closed',
+        during: 'before the SOCKS5 CONNECT reply',
+      });
     throw err;
   }
-  if (header[0] !== SOCKS_VERSION) return fail(`bad CONNECT reply: version byte ${hex(header[0]!)}`, { kind: 'protocol', message: 'bad SOCKS5 reply version' });
+  if (header[0] !== SOCKS_VERSION)
+    return fail(`bad CONNECT reply: version byte ${hex(header[0]!)}`, {
+      kind: 'protocol',
+      message: 'bad SOCKS5 reply version',
+    });
   const rep = header[1]!;
   if (rep !== 0x00) {
-    return fail(`CONNECT ${ctx.target.hostHeader}${resolvedNote}: reply ${hex(rep)} ${socksReplyName(rep)}`, { kind: 'socks_reply', code: rep });
+    return fail(`CONNECT ${ctx.target.hostHeader}${resolvedNote}: reply ${hex(rep)} ${socksReplyName(rep)}`, {
+      kind: 'socks_reply',
+      code: rep,
+    });
   }
   const atyp = header[3]!;
   let bound = '';
   try {
     const first = atyp === 0x03 ? (await reader.read(1))[0] : undefined;
     const len = boundAddressLength(atyp, first);
-    if (len === null) return fail(`bad CONNECT reply: address type ${hex(atyp)}`, { kind: 'protocol', message: 'bad SOCKS5 address type' });
+    if (len === null)
+      return fail(`bad CONNECT reply: address type ${hex(atyp)}`, {
+        kind: 'protocol',
+        message: 'bad SOCKS5 address type',
+      });
     const rest = await reader.read(atyp === 0x03 ? len - 1 : len);
     bound = formatBound(atyp, first === undefined ? rest : Buffer.concat([Buffer.from([first]), rest]));
   } catch {
-    return fail('proxy closed the connection inside the CONNECT reply', { kind: 'closed', during: 'inside the SOCKS5 CONNECT reply' });
+    return fail('proxy closed the connection inside the CONNECT reply', {
+      kind: 'closed',
+      during: 'inside the SOCKS5 CONNECT reply',
+    });
   }
   reader.release();
   return ok(`reply 0x00 succeeded${resolvedNote}, bound ${bound}`);
 }
 
 export const connectStage: StageFn = async (ctx, signal) => {
-  if (ctx.proxy.protocol === 'http') return ctx.target.protocol === 'https' ? httpConnectVerdict(ctx) : httpForwardVerdict(ctx);
+  if (ctx.proxy.protocol === 'http')
+    return ctx.target.protocol === 'https' ? httpConnectVerdict(ctx) : httpForwardVerdict(ctx);
   return socksConnect(ctx, signal);
 };

@@ -58,14 +58,29 @@ export const REQUEST_HEADERS = {
 type DirectResult = { ok: true; ip: string | null; status: number } | { ok: false; error: string };
 
 /** The same target fetched without the proxy. */
-export function fetchDirect(target: TargetSpec, opts: { ca?: string | undefined; timeoutMs: number }): Promise<DirectResult> {
+export function fetchDirect(
+  target: TargetSpec,
+  opts: { ca?: string | undefined; timeoutMs: number },
+): Promise<DirectResult> {
   return new Promise((resolve) => {
     const signal = AbortSignal.timeout(opts.timeoutMs);
-    const base = { host: target.host, port: target.port, path: target.path, method: 'GET', headers: { Host: target.hostHeader, ...REQUEST_HEADERS }, signal, agent: false as const };
+    const base = {
+      host: target.host,
+      port: target.port,
+      path: target.path,
+      method: 'GET',
+      headers: { Host: target.hostHeader, ...REQUEST_HEADERS },
+      signal,
+      agent: false as const,
+    };
     const req =
       target.protocol === 'https'
         ? // secureContext is passed on to tls.connect (missing from the https option types)
-          httpsRequest({ ...base, servername: isIP(target.host) ? undefined : target.host, ...({ secureContext: secureContextFor(opts.ca) } as object) })
+          httpsRequest({
+            ...base,
+            servername: isIP(target.host) ? undefined : target.host,
+            ...({ secureContext: secureContextFor(opts.ca) } as object),
+          })
         : httpRequest(base);
     req.once('response', (res) => {
       readBody(res).then(
@@ -73,7 +88,12 @@ export function fetchDirect(target: TargetSpec, opts: { ca?: string | undefined;
         (err: Error) => resolve({ ok: false, error: err.message }),
       );
     });
-    req.once('error', (err: NodeJS.ErrnoException) => resolve({ ok: false, error: signal.aborted ? `no answer within ${opts.timeoutMs} ms` : (err.code ?? err.message) }));
+    req.once('error', (err: NodeJS.ErrnoException) =>
+      resolve({
+        ok: false,
+        error: signal.aborted ? `no answer within ${opts.timeoutMs} ms` : (err.code ?? err.message),
+      }),
+    );
     req.end();
   });
 }

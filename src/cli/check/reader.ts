@@ -24,7 +24,10 @@ export class SocketReader {
     this.notify();
   };
 
-  constructor(private readonly socket: Socket, private readonly signal?: AbortSignal) {
+  constructor(
+    private readonly socket: Socket,
+    private readonly signal?: AbortSignal,
+  ) {
     socket.on('data', this.onData);
     socket.on('end', this.onEnd);
     socket.on('close', this.onEnd);
@@ -141,7 +144,9 @@ export function peerText(bytes: Buffer | string, max = 120): string {
 }
 
 /** A header's first value by its lower-case name, from Node's parsed headers (what fromAProxy and proxyErrorOf read). */
-export function headerGetter(headers: Record<string, string | string[] | undefined>): (name: string) => string | undefined {
+export function headerGetter(
+  headers: Record<string, string | string[] | undefined>,
+): (name: string) => string | undefined {
   return (name) => {
     const v = headers[name];
     return Array.isArray(v) ? v[0] : v;
@@ -156,7 +161,10 @@ const PROXY_SERVERS = /\b(squid|tinyproxy|privoxy|polipo|3proxy|ccproxy|mitmprox
  * 9209), a Proxy-Authenticate, squid's X-Squid-Error, or a proxy's name in Server.
  */
 export function fromAProxy(get: (name: string) => string | undefined): boolean {
-  return ['via', 'proxy-status', 'proxy-authenticate', 'x-squid-error'].some((h) => get(h) !== undefined) || PROXY_SERVERS.test(get('server') ?? '');
+  return (
+    ['via', 'proxy-status', 'proxy-authenticate', 'x-squid-error'].some((h) => get(h) !== undefined) ||
+    PROXY_SERVERS.test(get('server') ?? '')
+  );
 }
 
 /** The last `Proxy-Status` member: the one the proxy nearest to us added (RFC 9209). */

@@ -27,7 +27,11 @@ export function renderJson(report: CheckReport): string {
  * The check's tables, one run's stages and `--repeat`'s statistics, drawn alike: compact (no rule between rows),
  * the head in bold when colour is on, the columns `right` says (milliseconds, counts) aligned on the right.
  */
-export function checkTable(head: string[], rows: string[][], o: { color: boolean; right: readonly boolean[]; colWidths?: number[] | undefined }): string {
+export function checkTable(
+  head: string[],
+  rows: string[][],
+  o: { color: boolean; right: readonly boolean[]; colWidths?: number[] | undefined },
+): string {
   const table = new Table({
     head,
     style: { head: o.color ? ['bold'] : [], border: [], compact: true },
@@ -43,8 +47,17 @@ export function renderHuman(report: CheckReport, meta: { proxy: string; target: 
   const fixed = 9 + 9 + 9 + 5; // stage, result, ms columns plus borders
   const wrap = opts.columns && opts.columns > fixed + 30 ? opts.columns - fixed : undefined;
   // A detail may quote what the proxy or the target sent: shown, never acted on by the terminal.
-  const rows = report.stages.map((s) => [s.name, paint(s.status, s.status), s.status === 'skipped' ? '' : s.ms.toFixed(1), terminalSafe(s.detail)]);
-  const table = checkTable(['stage', 'result', 'ms', 'detail'], rows, { color: opts.color, right: [false, false, true, false], colWidths: wrap ? [9, 9, 9, wrap] : undefined });
+  const rows = report.stages.map((s) => [
+    s.name,
+    paint(s.status, s.status),
+    s.status === 'skipped' ? '' : s.ms.toFixed(1),
+    terminalSafe(s.detail),
+  ]);
+  const table = checkTable(['stage', 'result', 'ms', 'detail'], rows, {
+    color: opts.color,
+    right: [false, false, true, false],
+    colWidths: wrap ? [9, 9, 9, wrap] : undefined,
+  });
   const lines = [`check ${meta.proxy} -> ${meta.target}`, table];
   if (report.egress_ip !== null || report.direct_ip !== null) {
     lines.push(`egress IP via proxy: ${report.egress_ip ?? '-'}   direct: ${report.direct_ip ?? '-'}`);

@@ -36,7 +36,14 @@ export function summarize(results: CheckResult[]): RepeatSummary {
     const ran = results.flatMap((r) => r.report.stages.filter((s) => s.name === name && s.status !== 'skipped'));
     if (ran.length === 0) continue;
     const ms = ran.map((s) => s.ms).sort((a, b) => a - b);
-    stages.push({ name, runs: ran.length, failed: ran.filter((s) => s.status === 'fail').length, p50_ms: percentile(ms, 50), p95_ms: percentile(ms, 95), max_ms: ms[ms.length - 1] ?? null });
+    stages.push({
+      name,
+      runs: ran.length,
+      failed: ran.filter((s) => s.status === 'fail').length,
+      p50_ms: percentile(ms, 50),
+      p95_ms: percentile(ms, 95),
+      max_ms: ms[ms.length - 1] ?? null,
+    });
   }
   const failures_by_stage: RepeatSummary['failures_by_stage'] = {};
   const diagnoses = new Map<string, number>();
@@ -59,6 +66,7 @@ export function summarize(results: CheckResult[]): RepeatSummary {
 /** How many runs left the proxy from each egress IP, most used first (rotation vs a sticky session at a glance). */
 export function egressCounts(results: CheckResult[]): Array<{ ip: string; count: number }> {
   const counts = new Map<string, number>();
-  for (const r of results) if (r.report.egress_ip) counts.set(r.report.egress_ip, (counts.get(r.report.egress_ip) ?? 0) + 1);
+  for (const r of results)
+    if (r.report.egress_ip) counts.set(r.report.egress_ip, (counts.get(r.report.egress_ip) ?? 0) + 1);
   return [...counts].map(([ip, count]) => ({ ip, count })).sort((a, b) => b.count - a.count);
 }

@@ -20,11 +20,17 @@ interface ReportInput {
 
 /** A table cell: one line, pipes escaped. */
 function cell(text: string | number | null): string {
-  return String(text ?? '-').replace(/[\r\n]+/g, ' ').replace(/\|/g, '\\|');
+  return String(text ?? '-')
+    .replace(/[\r\n]+/g, ' ')
+    .replace(/\|/g, '\\|');
 }
 
 function table(head: string[], rows: Array<Array<string | number | null>>): string[] {
-  return [`| ${head.join(' | ')} |`, `|${head.map(() => '---').join('|')}|`, ...rows.map((r) => `| ${r.map(cell).join(' | ')} |`)];
+  return [
+    `| ${head.join(' | ')} |`,
+    `|${head.map(() => '---').join('|')}|`,
+    ...rows.map((r) => `| ${r.map(cell).join(' | ')} |`),
+  ];
 }
 
 /** The target without query or fragment (they may carry keys). */
@@ -52,7 +58,10 @@ export function renderReport(input: ReportInput): string {
         ['Node.js', versions.node],
         ['platform', versions.platform],
         ['proxy', `${proxy.protocol}://${formatHostPort(proxy.host, proxy.port)}`],
-        ['proxy user', proxy.username !== null ? `${proxy.username} (password not shown)` : 'none (source-IP whitelist)'],
+        [
+          'proxy user',
+          proxy.username !== null ? `${proxy.username} (password not shown)` : 'none (source-IP whitelist)',
+        ],
         ['target', s(targetForReport(input.target))],
         ['gateway request id', report.request_id ?? 'none (the proxy sent no X-Request-Id)'],
         ['result', result.ok ? 'passed' : `failed at stage ${result.failure?.stage ?? '?'}`],
@@ -72,7 +81,13 @@ export function renderReport(input: ReportInput): string {
     '',
     '## Egress',
     '',
-    ...table(['path', 'IP'], [['via the proxy', report.egress_ip], ['direct (no proxy)', report.direct_ip]]),
+    ...table(
+      ['path', 'IP'],
+      [
+        ['via the proxy', report.egress_ip],
+        ['direct (no proxy)', report.direct_ip],
+      ],
+    ),
   ];
   if (input.summary) {
     const m = input.summary;
@@ -82,13 +97,28 @@ export function renderReport(input: ReportInput): string {
       '',
       `${m.ok} passed, ${m.failed} failed. The stages and diagnosis above are from the ${result.ok ? 'last run' : 'first failed run'}.`,
       '',
-      ...table(['stage', 'runs', 'failed', 'p50 ms', 'p95 ms', 'max ms'], m.stages.map((st) => [st.name, st.runs, st.failed, st.p50_ms, st.p95_ms, st.max_ms])),
+      ...table(
+        ['stage', 'runs', 'failed', 'p50 ms', 'p95 ms', 'max ms'],
+        m.stages.map((st) => [st.name, st.runs, st.failed, st.p50_ms, st.p95_ms, st.max_ms]),
+      ),
     );
     if (input.egress && input.egress.length > 0) {
-      lines.push('', ...table(['egress IP via the proxy', 'runs'], input.egress.map((e) => [e.ip, e.count])));
+      lines.push(
+        '',
+        ...table(
+          ['egress IP via the proxy', 'runs'],
+          input.egress.map((e) => [e.ip, e.count]),
+        ),
+      );
     }
     if (m.diagnoses.length > 0) {
-      lines.push('', ...table(['failure diagnosis', 'runs'], m.diagnoses.map((d) => [s(d.diagnosis), d.count])));
+      lines.push(
+        '',
+        ...table(
+          ['failure diagnosis', 'runs'],
+          m.diagnoses.map((d) => [s(d.diagnosis), d.count]),
+        ),
+      );
     }
   }
   return `${lines.join('\n')}\n`;

@@ -11,12 +11,27 @@ import { runStage, type StageFn } from './stage.js';
 import { statusStage } from './status.js';
 import { tcpStage } from './tcp.js';
 import { tlsStage } from './tls.js';
-import type { CheckContext, CheckDeps, CheckOptions, CheckReport, FailureCause, StageName, StageResult } from './types.js';
+import type {
+  CheckContext,
+  CheckDeps,
+  CheckOptions,
+  CheckReport,
+  FailureCause,
+  StageName,
+  StageResult,
+} from './types.js';
 import { parseProxyUrl, parseTargetUrl, scrub } from './urls.js';
 
 export const DEFAULT_TARGET = 'https://api.ipify.org/?format=json';
 
-const STAGES: Record<StageName, StageFn> = { dns: dnsStage, tcp: tcpStage, auth: authStage, connect: connectStage, tls: tlsStage, status: statusStage };
+const STAGES: Record<StageName, StageFn> = {
+  dns: dnsStage,
+  tcp: tcpStage,
+  auth: authStage,
+  connect: connectStage,
+  tls: tlsStage,
+  status: statusStage,
+};
 
 const defaultLookup: CheckDeps['lookup'] = (host) => dnsPromises.lookup(host, { all: true, order: 'verbatim' });
 
@@ -70,7 +85,18 @@ export async function performCheck(opts: CheckOptions, deps: Partial<CheckDeps> 
       direct = { error: r.error };
     }
   }
-  const diagnosis = scrub(diagnose({ failed: failure, proxy, target, egressIp: egress, directIp, direct, viaMissing: ctx.viaMissing === true }), proxy.password);
+  const diagnosis = scrub(
+    diagnose({
+      failed: failure,
+      proxy,
+      target,
+      egressIp: egress,
+      directIp,
+      direct,
+      viaMissing: ctx.viaMissing === true,
+    }),
+    proxy.password,
+  );
   return {
     report: { stages, egress_ip: egress, direct_ip: directIp, diagnosis, request_id: ctx.requestId ?? null },
     ok: !failure,

@@ -33,12 +33,20 @@ function overTunnel(ctx: CheckContext, signal: AbortSignal): Promise<StageOutcom
     req.once('response', (res) => {
       readBody(res).then(
         (body) => resolve(verdict(ctx, res, body)),
-        (err: Error) => resolve(fail(`response body cut off: ${err.message}`, { kind: 'closed', during: 'while sending the response body' })),
+        (err: Error) =>
+          resolve(
+            fail(`response body cut off: ${err.message}`, {
+              kind: 'closed',
+              during: 'while sending the response body',
+            }),
+          ),
       );
     });
     req.once('error', (err: NodeJS.ErrnoException) => {
       if (signal.aborted) return;
-      resolve(fail(`request failed: ${describeNetError(err)}`, { kind: 'closed', during: 'before the target answered' }));
+      resolve(
+        fail(`request failed: ${describeNetError(err)}`, { kind: 'closed', during: 'before the target answered' }),
+      );
     });
     req.end();
   });
@@ -49,7 +57,10 @@ async function forwarded(ctx: CheckContext): Promise<StageOutcome> {
   try {
     return verdict(ctx, res, await readBody(res));
   } catch (err) {
-    return fail(`response body cut off: ${(err as Error).message}`, { kind: 'closed', during: 'while sending the response body' });
+    return fail(`response body cut off: ${(err as Error).message}`, {
+      kind: 'closed',
+      during: 'while sending the response body',
+    });
   }
 }
 

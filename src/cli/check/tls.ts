@@ -12,7 +12,10 @@ const REASONS: Record<string, { reason: TlsReason; text: string }> = {
   DEPTH_ZERO_SELF_SIGNED_CERT: { reason: 'self_signed', text: 'self-signed certificate' },
   SELF_SIGNED_CERT_IN_CHAIN: { reason: 'self_signed', text: 'self-signed certificate in the chain (untrusted root)' },
   UNABLE_TO_VERIFY_LEAF_SIGNATURE: { reason: 'untrusted', text: 'certificate issuer not trusted (unable to verify)' },
-  UNABLE_TO_GET_ISSUER_CERT_LOCALLY: { reason: 'untrusted', text: 'certificate issuer not trusted (issuer not in the CA list)' },
+  UNABLE_TO_GET_ISSUER_CERT_LOCALLY: {
+    reason: 'untrusted',
+    text: 'certificate issuer not trusted (issuer not in the CA list)',
+  },
   UNABLE_TO_GET_ISSUER_CERT: { reason: 'untrusted', text: 'certificate issuer unknown' },
   CERT_UNTRUSTED: { reason: 'untrusted', text: 'certificate not trusted' },
   CERT_REVOKED: { reason: 'revoked', text: 'certificate revoked' },
@@ -29,12 +32,18 @@ function opensslReason(err: Error & { reason?: unknown }): string {
   return (queued ? queued[1]! : err.message).trim();
 }
 
-export function classifyTlsError(err: NodeJS.ErrnoException & { cert?: { subjectaltname?: string } }, host: string): { reason: TlsReason; text: string } {
+export function classifyTlsError(
+  err: NodeJS.ErrnoException & { cert?: { subjectaltname?: string } },
+  host: string,
+): { reason: TlsReason; text: string } {
   const code = err.code ?? '';
   const known = REASONS[code];
   if (known?.reason === 'wrong_host') {
     const names = err.cert?.subjectaltname;
-    return { ...known, text: `certificate is for ${names ? names.replace(/, /g, ' ') : 'another host'}, not ${host} (wrong host)` };
+    return {
+      ...known,
+      text: `certificate is for ${names ? names.replace(/, /g, ' ') : 'another host'}, not ${host} (wrong host)`,
+    };
   }
   if (known) return known;
   if (code.startsWith('ERR_SSL_') || code === 'ECONNRESET' || code === 'EPROTO') {
@@ -93,7 +102,11 @@ export const tlsStage: StageFn = (ctx, signal) =>
       ctx.tlsSocket = sock;
       const cert = sock.getPeerCertificate();
       const sni = isIP(host) ? 'no SNI (IP target)' : `SNI ${host}`;
-      resolve(ok(`${sock.getProtocol() ?? 'TLS'}, ${sni}, certificate CN=${cn(cert.subject)} by CN=${cn(cert.issuer)}, valid until ${new Date(cert.valid_to).toISOString().slice(0, 10)}`));
+      resolve(
+        ok(
+          `${sock.getProtocol() ?? 'TLS'}, ${sni}, certificate CN=${cn(cert.subject)} by CN=${cn(cert.issuer)}, valid until ${new Date(cert.valid_to).toISOString().slice(0, 10)}`,
+        ),
+      );
     });
     sock.once('error', (err: NodeJS.ErrnoException) => {
       const c = classifyTlsError(err, host);

@@ -28,7 +28,8 @@ export type FailureCause =
   | { kind: 'protocol'; message: string }
   | { kind: 'bad_option'; message: string };
 
-export type TlsReason = 'expired' | 'not_yet_valid' | 'wrong_host' | 'self_signed' | 'untrusted' | 'revoked' | 'handshake' | 'other';
+export type TlsReason =
+  'expired' | 'not_yet_valid' | 'wrong_host' | 'self_signed' | 'untrusted' | 'revoked' | 'handshake' | 'other';
 
 export interface StageResult {
   name: StageName;

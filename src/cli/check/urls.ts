@@ -31,7 +31,10 @@ const DEFAULT_PORTS: Record<ProxyProtocol, number> = { http: 8080, socks5: 1080,
 
 /** `scheme://user:****@host:port/…` — also for strings that fail to parse as URLs. */
 export function redactUrl(text: string): string {
-  return text.replace(/([a-z][a-z0-9+.-]*:\/\/)([^:@/\s]*):([^@/\s]*)@/gi, (_m, scheme: string, user: string) => `${scheme}${user}:****@`);
+  return text.replace(
+    /([a-z][a-z0-9+.-]*:\/\/)([^:@/\s]*):([^@/\s]*)@/gi,
+    (_m, scheme: string, user: string) => `${scheme}${user}:****@`,
+  );
 }
 
 /**
@@ -71,7 +74,10 @@ function unbracket(hostname: string): string {
 
 export function parseProxyUrl(raw: string): ProxySpec {
   // As a host it would be printed and sent to DNS (lower-cased, but most of the secret all the same).
-  if (looksLikeToken(raw)) throw new CheckUsageError('an API token was given in --proxy; it was not used (the check needs no API token: give the proxy URL, with a proxy user\'s name and password)');
+  if (looksLikeToken(raw))
+    throw new CheckUsageError(
+      "an API token was given in --proxy; it was not used (the check needs no API token: give the proxy URL, with a proxy user's name and password)",
+    );
   let u: URL;
   try {
     u = new URL(raw.includes('://') ? raw : `http://${raw}`);
@@ -90,10 +96,15 @@ export function parseProxyUrl(raw: string): ProxySpec {
     username = u.username ? decodeURIComponent(u.username) : null;
     password = u.password ? decodeURIComponent(u.password) : null;
   } catch {
-    throw new CheckUsageError('proxy URL: the username or password holds a malformed %-escape (write a literal % as %25)');
+    throw new CheckUsageError(
+      'proxy URL: the username or password holds a malformed %-escape (write a literal % as %25)',
+    );
   }
   if (password !== null && username === null) throw new CheckUsageError('proxy URL has a password but no username');
-  if (protocol !== 'http' && ((username && Buffer.byteLength(username) > 255) || (password && Buffer.byteLength(password) > 255))) {
+  if (
+    protocol !== 'http' &&
+    ((username && Buffer.byteLength(username) > 255) || (password && Buffer.byteLength(password) > 255))
+  ) {
     throw new CheckUsageError('SOCKS5 username and password are limited to 255 bytes each (RFC 1929)');
   }
   const host = unbracket(u.hostname);
@@ -107,7 +118,9 @@ export function parseTargetUrl(raw: string): TargetSpec {
   // As the host it would be printed and sent to DNS. In the path or query it is a request the target may
   // expect (an API behind the proxy): it goes there, and the output and the report show it redacted.
   if (looksLikeToken(raw.replace(/^[a-z][a-z0-9+.-]*:\/\//i, '').replace(/[/?#].*$/s, ''))) {
-    throw new CheckUsageError('an API token was given as the target host; it was not used (the check needs no API token)');
+    throw new CheckUsageError(
+      'an API token was given as the target host; it was not used (the check needs no API token)',
+    );
   }
   let u: URL;
   try {
@@ -116,7 +129,8 @@ export function parseTargetUrl(raw: string): TargetSpec {
     throw new CheckUsageError(`invalid target URL: ${redactRawUrl(raw)}`);
   }
   const scheme = u.protocol.replace(/:$/, '');
-  if (scheme !== 'http' && scheme !== 'https') throw new CheckUsageError(`target must be an http:// or https:// URL, not "${scheme}:"`);
+  if (scheme !== 'http' && scheme !== 'https')
+    throw new CheckUsageError(`target must be an http:// or https:// URL, not "${scheme}:"`);
   if (u.username || u.password) throw new CheckUsageError('target URL must not carry credentials');
   const host = unbracket(u.hostname);
   const port = u.port ? Number(u.port) : scheme === 'https' ? 443 : 80;

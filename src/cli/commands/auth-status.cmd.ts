@@ -9,5 +9,7 @@ export function registerAuth(program: Command, kit: Kit): void {
   auth
     .command('status')
     .description('where the token comes from, its access key, and whether the API accepts it (exit 4 if not)')
-    .action(async (_opts: unknown, cmd: Command) => run(cmd, async (ctx, deps) => (await import('./auth-status.js')).runAuthStatus({ ctx }, deps)));
+    .action(async (_opts: unknown, cmd: Command) =>
+      run(cmd, async (ctx, deps) => (await import('./auth-status.js')).runAuthStatus({ ctx }, deps)),
+    );
 }

@@ -18,7 +18,12 @@ export async function runAuthStatus(opts: { ctx: Context }, deps: Deps): Promise
   const { ctx } = opts;
   const { out } = deps;
   const resolved = await deps.tokens.resolve(ctx.baseUrl);
-  const doc: AuthStatusDoc = { source: resolved?.source ?? null, access_key: null, base_url: ctx.baseUrl, valid: false };
+  const doc: AuthStatusDoc = {
+    source: resolved?.source ?? null,
+    access_key: null,
+    base_url: ctx.baseUrl,
+    valid: false,
+  };
   let why = '';
   if (!resolved) why = `no token${envKeyNote(deps.env)}: run \`proxyctl login\` or set PROXYCTL_API_KEY`;
   else {
@@ -45,7 +50,13 @@ export async function runAuthStatus(opts: { ctx: Context }, deps: Deps): Promise
   if (ctx.json) out.writeJson(doc);
   else {
     const from =
-      doc.source === 'env' ? 'environment (PROXYCTL_API_KEY)' : doc.source === 'keychain' ? 'OS keychain' : doc.source === 'file' ? `file ${resolved?.file ?? ''}` : '-';
+      doc.source === 'env'
+        ? 'environment (PROXYCTL_API_KEY)'
+        : doc.source === 'keychain'
+          ? 'OS keychain'
+          : doc.source === 'file'
+            ? `file ${resolved?.file ?? ''}`
+            : '-';
     const rows = [
       ['base URL', ctx.baseUrl],
       ['token source', from],

@@ -7,15 +7,31 @@ export function registerCheck(program: Command, kit: Kit): void {
   const { run, int } = kit;
   program
     .command('check')
-    .description('staged connectivity check through a proxy: dns, tcp, auth, connect, tls, status, then the egress IP compared with a direct request')
-    .requiredOption('--proxy <url>', 'proxy URL: http://[user:pass@]host:port, socks5h://… (proxy resolves the target) or socks5://… (resolved here); without credentials the source-IP whitelist is tested')
-    .option('--target <url>', 'http(s) URL that echoes the caller\'s IP (JSON {"ip":…} or plain text); default: config "check.target", else https://api.ipify.org/?format=json')
+    .description(
+      'staged connectivity check through a proxy: dns, tcp, auth, connect, tls, status, then the egress IP compared with a direct request',
+    )
+    .requiredOption(
+      '--proxy <url>',
+      'proxy URL: http://[user:pass@]host:port, socks5h://… (proxy resolves the target) or socks5://… (resolved here); without credentials the source-IP whitelist is tested',
+    )
+    .option(
+      '--target <url>',
+      'http(s) URL that echoes the caller\'s IP (JSON {"ip":…} or plain text); default: config "check.target", else https://api.ipify.org/?format=json',
+    )
     .option('--timeout <ms>', 'timeout of each stage in milliseconds', int('--timeout', 1, 600_000), 5000)
     .option('--ca <file>', 'PEM file with extra CA certificate(s) trusted for the target')
     .option('--direct', 'also fetch the target directly and compare egress IPs (the default)')
     .option('--no-direct', 'skip the direct request and the egress comparison')
-    .option('--repeat <n>', 'run the check N times: per-stage p50/p95/max and failures by stage (exit 6 if any run failed)', int('--repeat', 1, 10_000))
-    .option('--interval <ms>', 'pause between repeated runs in milliseconds (default 1000)', int('--interval', 0, 3_600_000))
+    .option(
+      '--repeat <n>',
+      'run the check N times: per-stage p50/p95/max and failures by stage (exit 6 if any run failed)',
+      int('--repeat', 1, 10_000),
+    )
+    .option(
+      '--interval <ms>',
+      'pause between repeated runs in milliseconds (default 1000)',
+      int('--interval', 0, 3_600_000),
+    )
     .option('--report <file>', 'also write a redacted Markdown report for a support ticket')
     .addHelpText(
       'after',
@@ -27,7 +43,16 @@ export function registerCheck(program: Command, kit: Kit): void {
     )
     .action(
       async (
-        opts: { proxy: string; target?: string; timeout: number; ca?: string; direct?: boolean; repeat?: number; interval?: number; report?: string },
+        opts: {
+          proxy: string;
+          target?: string;
+          timeout: number;
+          ca?: string;
+          direct?: boolean;
+          repeat?: number;
+          interval?: number;
+          report?: string;
+        },
         cmd: Command,
       ) =>
         run(cmd, async (ctx, deps) =>

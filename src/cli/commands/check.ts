@@ -72,7 +72,13 @@ export async function runCheck(opts: CheckCommandOptions, deps: Deps): Promise<E
   }
 }
 
-async function checkAndReport(opts: CheckCommandOptions, deps: Deps, proxy: ProxySpec, checkOpts: CheckOptions, reportFile: FileHandle | undefined): Promise<ExitCode> {
+async function checkAndReport(
+  opts: CheckCommandOptions,
+  deps: Deps,
+  proxy: ProxySpec,
+  checkOpts: CheckOptions,
+  reportFile: FileHandle | undefined,
+): Promise<ExitCode> {
   const { ctx } = opts;
   const startedAt = new Date(deps.clock.now());
   const repeat = opts.repeat ?? 1;
@@ -84,7 +90,9 @@ async function checkAndReport(opts: CheckCommandOptions, deps: Deps, proxy: Prox
     repeat > 1
       ? deps.onInterrupt?.(() => {
           interrupt.abort();
-          deps.out.warn('interrupted: stopping after the run in progress, then summarizing the runs done (Ctrl-C again to quit at once)');
+          deps.out.warn(
+            'interrupted: stopping after the run in progress, then summarizing the runs done (Ctrl-C again to quit at once)',
+          );
         })
       : undefined;
   try {
@@ -93,7 +101,10 @@ async function checkAndReport(opts: CheckCommandOptions, deps: Deps, proxy: Prox
       if (interrupt.signal.aborted) break;
       results.push(await performCheck(checkOpts, deps.check ?? {}));
       const failed = results.filter((r) => !r.ok).length;
-      progress?.update({ total: repeat, settled: results.length, succeeded: results.length - failed, alreadyDone: 0, failed }, 'checking');
+      progress?.update(
+        { total: repeat, settled: results.length, succeeded: results.length - failed, alreadyDone: 0, failed },
+        'checking',
+      );
     }
   } catch (err) {
     if (err instanceof CheckUsageError) throw new UsageError(scrub(err.message, proxy.password));
@@ -107,12 +118,27 @@ async function checkAndReport(opts: CheckCommandOptions, deps: Deps, proxy: Prox
   // The report shows the first failed run, or the last one when all passed.
   const shown = results.find((r) => !r.ok) ?? results[results.length - 1]!;
   const egress = summary ? egressCounts(results) : undefined;
-  if (reportFile) await writeReport(reportFile, opts.report!, { result: shown, proxy, target: checkOpts.target, startedAt, summary, egress });
+  if (reportFile)
+    await writeReport(reportFile, opts.report!, {
+      result: shown,
+      proxy,
+      target: checkOpts.target,
+      startedAt,
+      summary,
+      egress,
+    });
 
   if (summary) printSummary(summary, shown, egress ?? [], ctx, deps);
   else if (ctx.json) deps.io.stdout.write(renderJson(shown.report));
   else if (ctx.quiet) deps.out.line(terminalSafe(shown.report.diagnosis));
-  else deps.io.stdout.write(renderHuman(shown.report, { proxy: shown.proxy, target: scrubSecrets(shown.target, [deps.env.PROXYCTL_API_KEY]) }, { color: ctx.color, columns: deps.io.stdoutColumns }));
+  else
+    deps.io.stdout.write(
+      renderHuman(
+        shown.report,
+        { proxy: shown.proxy, target: scrubSecrets(shown.target, [deps.env.PROXYCTL_API_KEY]) },
+        { color: ctx.color, columns: deps.io.stdoutColumns },
+      ),
+    );
   if (opts.report !== undefined) deps.out.info(`report written to ${opts.report}`);
   if (!results.every((r) => r.ok)) return Exit.CHECK_FAILED;
   // 130 when Ctrl-C left runs undone (one pressed during the last run left nothing: the command finished).
@@ -130,7 +156,14 @@ async function openReport(file: string): Promise<FileHandle> {
 async function writeReport(
   handle: FileHandle,
   file: string,
-  input: { result: CheckResult; proxy: ProxySpec; target: string; startedAt: Date; summary: RepeatSummary | undefined; egress: Array<{ ip: string; count: number }> | undefined },
+  input: {
+    result: CheckResult;
+    proxy: ProxySpec;
+    target: string;
+    startedAt: Date;
+    summary: RepeatSummary | undefined;
+    egress: Array<{ ip: string; count: number }> | undefined;
+  },
 ): Promise<void> {
   const { summary, egress, ...rest } = input;
   const text = renderReport({
@@ -146,7 +179,13 @@ async function writeReport(
   }
 }
 
-function printSummary(m: RepeatSummary, shown: CheckResult, egress: Array<{ ip: string; count: number }>, ctx: Context, deps: Deps): void {
+function printSummary(
+  m: RepeatSummary,
+  shown: CheckResult,
+  egress: Array<{ ip: string; count: number }>,
+  ctx: Context,
+  deps: Deps,
+): void {
   const { out } = deps;
   if (ctx.json) {
     out.writeJson(m);
@@ -154,16 +193,34 @@ function printSummary(m: RepeatSummary, shown: CheckResult, egress: Array<{ ip: 
   }
   const fmt = (ms: number | null) => (ms === null ? '-' : ms.toFixed(1));
   if (!ctx.quiet || m.failed > 0) {
-    out.line(`check ${shown.proxy} -> ${scrubSecrets(shown.target, [deps.env.PROXYCTL_API_KEY])}: ${m.runs} runs, ${out.paint('green', `${m.ok} ok`)}, ${m.failed > 0 ? out.paint('red', `${m.failed} failed`) : '0 failed'}`);
+    out.line(
+      `check ${shown.proxy} -> ${scrubSecrets(shown.target, [deps.env.PROXYCTL_API_KEY])}: ${m.runs} runs, ${out.paint('green', `${m.ok} ok`)}, ${m.failed > 0 ? out.paint('red', `${m.failed} failed`) : '0 failed'}`,
+    );
   }
   if (!ctx.quiet) {
-    const rows = m.stages.map((s) => [terminalSafe(s.name), String(s.runs), String(s.failed), fmt(s.p50_ms), fmt(s.p95_ms), fmt(s.max_ms)]);
-    out.line(checkTable(['stage', 'runs', 'failed', 'p50 ms', 'p95 ms', 'max ms'], rows, { color: ctx.color, right: [false, true, true, true, true, true] }));
+    const rows = m.stages.map((s) => [
+      terminalSafe(s.name),
+      String(s.runs),
+      String(s.failed),
+      fmt(s.p50_ms),
+      fmt(s.p95_ms),
+      fmt(s.max_ms),
+    ]);
+    out.line(
+      checkTable(['stage', 'runs', 'failed', 'p50 ms', 'p95 ms', 'max ms'], rows, {
+        color: ctx.color,
+        right: [false, true, true, true, true, true],
+      }),
+    );
   }
-  if (!ctx.quiet && egress.length > 0) out.line(`egress IP via proxy: ${egress.map((e) => `${e.ip} (${e.count}×)`).join(', ')}`);
+  if (!ctx.quiet && egress.length > 0)
+    out.line(`egress IP via proxy: ${egress.map((e) => `${e.ip} (${e.count}×)`).join(', ')}`);
   if (m.failed > 0) {
-    const by = Object.entries(m.failures_by_stage).map(([stage, n]) => `${stage} ${n}`).join(', ');
+    const by = Object.entries(m.failures_by_stage)
+      .map(([stage, n]) => `${stage} ${n}`)
+      .join(', ');
     out.line(`failures by stage: ${by}`);
-    for (const d of m.diagnoses) out.line(`${out.paint('red', 'diagnosis')} (${d.count}×): ${terminalSafe(d.diagnosis)}`);
+    for (const d of m.diagnoses)
+      out.line(`${out.paint('red', 'diagnosis')} (${d.count}×): ${terminalSafe(d.diagnosis)}`);
   }
 }

@@ -12,7 +12,10 @@ export function registerCompletion(program: Command, kit: Kit): void {
     .command('completion')
     .description('print a shell completion script (generated from the commands themselves)')
     .addArgument(new Argument('<shell>', 'bash, zsh or fish').choices(['bash', 'zsh', 'fish']))
-    .addHelpText('after', '\nInstall: bash: source <(proxyctl completion bash)   zsh: source <(proxyctl completion zsh)   fish: proxyctl completion fish | source')
+    .addHelpText(
+      'after',
+      '\nInstall: bash: source <(proxyctl completion bash)   zsh: source <(proxyctl completion zsh)   fish: proxyctl completion fish | source',
+    )
     .action(async (shell: 'bash' | 'zsh' | 'fish', _o: unknown, cmd: Command) =>
       run(cmd, async (_ctx, deps) => {
         const { completionScript } = await import('../completion.js');

@@ -6,13 +6,17 @@ import type { Kit } from './kit.js';
 
 export function registerConfig(program: Command, kit: Kit): void {
   const { run } = kit;
-  const config = program.command('config').description('read and write settings (keys: base_url, output, check.target)');
+  const config = program
+    .command('config')
+    .description('read and write settings (keys: base_url, output, check.target)');
   config
     .command('get')
     .description('print a setting (all settings without KEY)')
     .argument('[key]', 'base_url, output or check.target')
     .action(async (key: string | undefined, _o: unknown, cmd: Command) =>
-      run(cmd, async (ctx, deps) => (await import('./config.js')).runConfig({ ctx, action: 'get', ...(key !== undefined ? { key } : {}) }, deps)),
+      run(cmd, async (ctx, deps) =>
+        (await import('./config.js')).runConfig({ ctx, action: 'get', ...(key !== undefined ? { key } : {}) }, deps),
+      ),
     );
   config
     .command('set')

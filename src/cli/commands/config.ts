@@ -1,5 +1,12 @@
 // `proxyctl config get|set|unset KEY [VALUE]`, stored through `conf`.
-import { configFile, isConfigKey, normalizeConfigKey, openConfStore, CONFIG_KEYS, type ConfigKey } from '../config-store.js';
+import {
+  configFile,
+  isConfigKey,
+  normalizeConfigKey,
+  openConfStore,
+  CONFIG_KEYS,
+  type ConfigKey,
+} from '../config-store.js';
 import { normalizeBaseUrl, type Context } from '../context.js';
 import type { Deps } from '../deps.js';
 import { UsageError } from '../errors.js';
@@ -14,7 +21,8 @@ interface ConfigOptions {
 
 function checkKey(raw: string): ConfigKey {
   const k = normalizeConfigKey(raw);
-  if (!isConfigKey(k)) throw new UsageError(`unknown config key ${JSON.stringify(raw)} (known: ${CONFIG_KEYS.join(', ')})`);
+  if (!isConfigKey(k))
+    throw new UsageError(`unknown config key ${JSON.stringify(raw)} (known: ${CONFIG_KEYS.join(', ')})`);
   return k;
 }
 
@@ -27,7 +35,8 @@ function validateConfigValue(key: ConfigKey, value: string): string {
     } catch {
       u = undefined;
     }
-    if (!u || (u.protocol !== 'http:' && u.protocol !== 'https:')) throw new UsageError('check.target must be an http:// or https:// URL');
+    if (!u || (u.protocol !== 'http:' && u.protocol !== 'https:'))
+      throw new UsageError('check.target must be an http:// or https:// URL');
     return value;
   }
   if (value !== 'table' && value !== 'json') throw new UsageError('output must be "table" or "json"');

@@ -19,24 +19,32 @@ import { withKey } from './with-key.js';
 const MAX_WAIT_MS = 60_000;
 const RESENDS = 3;
 
-function parse<T>(schema: { safeParse(v: unknown): { success: true; data: T } | { success: false } }, data: unknown, what: string): T {
+function parse<T>(
+  schema: { safeParse(v: unknown): { success: true; data: T } | { success: false } },
+  data: unknown,
+  what: string,
+): T {
   const r = schema.safeParse(data);
   if (!r.success) throw new BadShape(`the API returned ${what} in an unexpected shape`);
   return r.data;
 }
 
-
 export async function runIpsList(opts: { ctx: Context }, deps: Deps): Promise<ExitCode> {
   const { ctx } = opts;
   const { out } = deps;
-  const doc: IpsData = await withKey(ctx, deps, async (api) => parse(IpsDataSchema, (await api.request('GET', IPS_PATHS.list)).data, 'a list of addresses'));
+  const doc: IpsData = await withKey(ctx, deps, async (api) =>
+    parse(IpsDataSchema, (await api.request('GET', IPS_PATHS.list)).data, 'a list of addresses'),
+  );
   if (ctx.json) {
     out.writeJson(doc);
     return Exit.OK;
   }
   const left = Math.max(0, doc.replacements.limit - doc.replacements.used);
   if (!deps.io.stdoutIsTTY) {
-    if (doc.items.length) out.line(renderTsv(doc.items.map((i) => [i.address, i.country ?? '', i.city ?? '', i.since, i.bytes_up, i.bytes_down])));
+    if (doc.items.length)
+      out.line(
+        renderTsv(doc.items.map((i) => [i.address, i.country ?? '', i.city ?? '', i.since, i.bytes_up, i.bytes_down])),
+      );
     return Exit.OK;
   }
   if (doc.items.length === 0) {
@@ -46,20 +54,41 @@ export async function runIpsList(opts: { ctx: Context }, deps: Deps): Promise<Ex
   out.line(
     out.table(
       ['Address', 'Country', 'City', 'Since (UTC)', 'Up', 'Down'],
-      doc.items.map((i) => [i.address, terminalSafe((i.country ?? '-').toUpperCase()), terminalSafe(i.city ?? '-'), i.since, formatSize(i.bytes_up), formatSize(i.bytes_down)]),
+      doc.items.map((i) => [
+        i.address,
+        terminalSafe((i.country ?? '-').toUpperCase()),
+        terminalSafe(i.city ?? '-'),
+        i.since,
+        formatSize(i.bytes_up),
+        formatSize(i.bytes_down),
+      ]),
     ),
   );
-  out.line(out.paint('dim', `bytes since ${doc.period_start}; replacements left this month: ${left} of ${doc.replacements.limit}`));
+  out.line(
+    out.paint(
+      'dim',
+      `bytes since ${doc.period_start}; replacements left this month: ${left} of ${doc.replacements.limit}`,
+    ),
+  );
   return Exit.OK;
 }
 
-export async function runIpsReplace(opts: { ctx: Context; address: string; yes: boolean }, deps: Deps): Promise<ExitCode> {
+export async function runIpsReplace(
+  opts: { ctx: Context; address: string; yes: boolean },
+  deps: Deps,
+): Promise<ExitCode> {
   const { ctx, address } = opts;
-  if (!isStrictIPv4(address)) throw new UsageError(`ADDRESS: "${terminalSafe(address)}" is not an IPv4 address A.B.C.D`);
+  if (!isStrictIPv4(address))
+    throw new UsageError(`ADDRESS: "${terminalSafe(address)}" is not an IPv4 address A.B.C.D`);
   if (!opts.yes) {
-    if (!deps.io.stdinIsTTY || !deps.io.stderrIsTTY) throw new UsageError(`replacing ${address} needs --yes when not on a terminal`);
+    if (!deps.io.stdinIsTTY || !deps.io.stderrIsTTY)
+      throw new UsageError(`replacing ${address} needs --yes when not on a terminal`);
     const { askYesNo } = await import('../prompt.js');
-    const ok = await askYesNo(deps.io.stdin, deps.io.stderr, `Replace ${address}? It uses one of this month's replacements, and connections open from it end.`);
+    const ok = await askYesNo(
+      deps.io.stdin,
+      deps.io.stderr,
+      `Replace ${address}? It uses one of this month's replacements, and connections open from it end.`,
+    );
     if (!ok) {
       deps.out.info('nothing replaced');
       return Exit.ERROR;
@@ -93,6 +122,9 @@ export async function runIpsReplace(opts: { ctx: Context; address: string; yes: 
     }
   });
   if (ctx.json) deps.out.writeJson(swapped);
-  else deps.out.line(`${deps.out.paint('green', '✓')} Replaced ${swapped.old} with ${swapped.new}; connections open from ${swapped.old} end within seconds`);
+  else
+    deps.out.line(
+      `${deps.out.paint('green', '✓')} Replaced ${swapped.old} with ${swapped.new}; connections open from ${swapped.old} end within seconds`,
+    );
   return Exit.OK;
 }

@@ -6,7 +6,11 @@ import type { Kit } from './kit.js';
 
 export function registerKey(program: Command, kit: Kit): void {
   const { run } = kit;
-  const key = program.command('key').description('the API key (pxk_…) that opens proxy users, proxy lists and usage (the token opens only the whitelist)');
+  const key = program
+    .command('key')
+    .description(
+      'the API key (pxk_…) that opens proxy users, proxy lists and usage (the token opens only the whitelist)',
+    );
   key
     .command('set')
     .description('store an API key (hidden prompt on a TTY, else read from stdin) after the API accepts it')
@@ -16,10 +20,16 @@ export function registerKey(program: Command, kit: Kit): void {
     );
   key
     .command('status')
-    .description('where the API key comes from, its id, and whether the API accepts it (exit 4 if not); never prints the key')
-    .action(async (_opts: unknown, cmd: Command) => run(cmd, async (ctx, deps) => (await import('./key.js')).runKeyStatus({ ctx }, deps)));
+    .description(
+      'where the API key comes from, its id, and whether the API accepts it (exit 4 if not); never prints the key',
+    )
+    .action(async (_opts: unknown, cmd: Command) =>
+      run(cmd, async (ctx, deps) => (await import('./key.js')).runKeyStatus({ ctx }, deps)),
+    );
   key
     .command('forget')
     .description('remove the stored API key for the base URL')
-    .action(async (_opts: unknown, cmd: Command) => run(cmd, async (ctx, deps) => (await import('./key.js')).runKeyForget({ ctx }, deps)));
+    .action(async (_opts: unknown, cmd: Command) =>
+      run(cmd, async (ctx, deps) => (await import('./key.js')).runKeyForget({ ctx }, deps)),
+    );
 }

@@ -19,13 +19,20 @@ export async function runKeySet(opts: { ctx: Context; stdin: boolean }, deps: De
   const { out, io } = deps;
   let raw: string;
   if (opts.stdin || !io.stdinIsTTY) {
-    raw = (await readAll(io.stdin)).split('\n').map((l) => l.trim()).find((l) => l !== '') ?? '';
+    raw =
+      (await readAll(io.stdin))
+        .split('\n')
+        .map((l) => l.trim())
+        .find((l) => l !== '') ?? '';
   } else {
     out.info(`Paste the API key for ${ctx.baseUrl} (made in the web console, Account page, API keys).`);
     raw = (await deps.readSecret('API key: ')).trim();
   }
   if (raw === '') throw new AuthError('no API key given');
-  if (parseToken(raw)) throw new AuthError('that is the account token, which opens only the whitelist: store it with `proxyctl login`; `proxyctl key set` takes an API key (pxk_…)');
+  if (parseToken(raw))
+    throw new AuthError(
+      'that is the account token, which opens only the whitelist: store it with `proxyctl login`; `proxyctl key set` takes an API key (pxk_…)',
+    );
   const keyId = apiKeyId(raw);
   if (!keyId) throw new AuthError(`that is not an API key: expected ${KEY_FORMAT}`);
 
@@ -34,16 +41,25 @@ export async function runKeySet(opts: { ctx: Context; stdin: boolean }, deps: De
   try {
     await getGateway(api);
   } catch (err) {
-    if (isAuthError(err)) throw new AuthError(`the API at ${ctx.baseUrl} rejected the API key ${keyId}, nothing stored${err.refs()}; check that it is current (not revoked or expired), allowed from this address, and that --base-url names this account's API`);
+    if (isAuthError(err))
+      throw new AuthError(
+        `the API at ${ctx.baseUrl} rejected the API key ${keyId}, nothing stored${err.refs()}; check that it is current (not revoked or expired), allowed from this address, and that --base-url names this account's API`,
+      );
     throw apiFailure(err);
   } finally {
     await api.close();
   }
   const saved = await deps.keys.save(ctx.baseUrl, raw);
   const env = deps.env.PROXYCTL_API_KEY?.trim();
-  if (env && isApiKeyShaped(env)) out.warn('PROXYCTL_API_KEY holds an API key and takes precedence over the stored one');
+  if (env && isApiKeyShaped(env))
+    out.warn('PROXYCTL_API_KEY holds an API key and takes precedence over the stored one');
   if (ctx.json) {
-    out.writeJson({ base_url: ctx.baseUrl, key_id: keyId, stored: saved.where, ...(saved.where === 'file' ? { file: saved.file } : {}) });
+    out.writeJson({
+      base_url: ctx.baseUrl,
+      key_id: keyId,
+      stored: saved.where,
+      ...(saved.where === 'file' ? { file: saved.file } : {}),
+    });
   } else if (!ctx.quiet) {
     const where = saved.where === 'keychain' ? 'the OS keychain' : saved.file;
     out.line(`${out.paint('green', '✓')} API key ${keyId} accepted by ${ctx.baseUrl} (stored in ${where})`);
@@ -88,7 +104,14 @@ export async function runKeyStatus(opts: { ctx: Context }, deps: Deps): Promise<
   }
   if (ctx.json) out.writeJson(doc);
   else {
-    const from = doc.source === 'env' ? 'environment (PROXYCTL_API_KEY)' : doc.source === 'keychain' ? 'OS keychain' : doc.source === 'file' ? `file ${resolved?.file ?? ''}` : '-';
+    const from =
+      doc.source === 'env'
+        ? 'environment (PROXYCTL_API_KEY)'
+        : doc.source === 'keychain'
+          ? 'OS keychain'
+          : doc.source === 'file'
+            ? `file ${resolved?.file ?? ''}`
+            : '-';
     const rows = [
       ['base URL', ctx.baseUrl],
       ['key source', from],
@@ -110,7 +133,8 @@ export async function runKeyForget(opts: { ctx: Context }, deps: Deps): Promise<
   const removed = await deps.keys.remove(ctx.baseUrl);
   const any = removed.keychain || removed.file;
   if (ctx.json) out.writeJson({ base_url: ctx.baseUrl, removed: any });
-  else if (!ctx.quiet) out.line(any ? `Forgot the API key for ${ctx.baseUrl}` : `No API key was stored for ${ctx.baseUrl}`);
+  else if (!ctx.quiet)
+    out.line(any ? `Forgot the API key for ${ctx.baseUrl}` : `No API key was stored for ${ctx.baseUrl}`);
   const env = deps.env.PROXYCTL_API_KEY?.trim();
   if (env && isApiKeyShaped(env)) out.warn('PROXYCTL_API_KEY is still set and still provides an API key');
   return Exit.OK;

@@ -29,12 +29,14 @@ export interface Kit extends OptionParsers {
 
 export function optionParsers(InvalidArgumentError: Commander['InvalidArgumentError']): OptionParsers {
   return {
-    int: (name, min, max = Number.MAX_SAFE_INTEGER) => (v) => {
-      if (!/^\d+$/.test(v)) throw new InvalidArgumentError(`${name} must be a whole number`);
-      const n = Number(v);
-      if (n < min || n > max) throw new InvalidArgumentError(`${name} must be between ${min} and ${max}`);
-      return n;
-    },
+    int:
+      (name, min, max = Number.MAX_SAFE_INTEGER) =>
+      (v) => {
+        if (!/^\d+$/.test(v)) throw new InvalidArgumentError(`${name} must be a whole number`);
+        const n = Number(v);
+        if (n < min || n > max) throw new InvalidArgumentError(`${name} must be between ${min} and ${max}`);
+        return n;
+      },
     // Same strict syntax the server applies; checked here so a typo is a usage error, not a 10400.
     ipOption: (v) => {
       if (!isStrictIPv4(v)) throw new InvalidArgumentError('not an IPv4 address');
@@ -43,8 +45,12 @@ export function optionParsers(InvalidArgumentError: Commander['InvalidArgumentEr
     // The API's rule for a username prefix (1-64 of A-Z a-z 0-9 . _ -), checked here so a typo is a usage error, not
     // a 10400; a pasted key or token passes it, and must not go into a URL.
     prefixOption: (v) => {
-      if (looksLikeToken(v) || isApiKeyShaped(v)) throw new InvalidArgumentError('an API key or token was given where a username prefix belongs; it was not sent');
-      if (!/^[A-Za-z0-9._-]{1,64}$/.test(v)) throw new InvalidArgumentError('--prefix must be 1-64 characters of A-Z a-z 0-9 . _ -');
+      if (looksLikeToken(v) || isApiKeyShaped(v))
+        throw new InvalidArgumentError(
+          'an API key or token was given where a username prefix belongs; it was not sent',
+        );
+      if (!/^[A-Za-z0-9._-]{1,64}$/.test(v))
+        throw new InvalidArgumentError('--prefix must be 1-64 characters of A-Z a-z 0-9 . _ -');
       return v;
     },
   };

@@ -11,6 +11,8 @@ export function registerLogin(program: Command, kit: Kit): void {
     .description('store an API token (hidden prompt on a TTY, else read from stdin) after the API accepts it')
     .option('--with-token', 'read the token from stdin')
     .action(async (opts: { withToken?: boolean }, cmd: Command) =>
-      run(cmd, async (ctx, deps) => (await import('./login.js')).runLogin({ ctx, withToken: opts.withToken === true }, deps)),
+      run(cmd, async (ctx, deps) =>
+        (await import('./login.js')).runLogin({ ctx, withToken: opts.withToken === true }, deps),
+      ),
     );
 }

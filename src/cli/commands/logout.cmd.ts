@@ -8,5 +8,7 @@ export function registerLogout(program: Command, kit: Kit): void {
   program
     .command('logout')
     .description('remove the stored API token for the base URL')
-    .action(async (_opts: unknown, cmd: Command) => run(cmd, async (ctx, deps) => (await import('./logout.js')).runLogout({ ctx }, deps)));
+    .action(async (_opts: unknown, cmd: Command) =>
+      run(cmd, async (ctx, deps) => (await import('./logout.js')).runLogout({ ctx }, deps)),
+    );
 }

@@ -10,7 +10,8 @@ export async function runLogout(opts: { ctx: Context }, deps: Deps): Promise<Exi
   const removed = await deps.tokens.remove(ctx.baseUrl);
   const any = removed.keychain || removed.file;
   if (ctx.json) out.writeJson({ base_url: ctx.baseUrl, removed: any });
-  else if (!ctx.quiet) out.line(any ? `Logged out of ${ctx.baseUrl}: stored token removed` : `No token was stored for ${ctx.baseUrl}`);
+  else if (!ctx.quiet)
+    out.line(any ? `Logged out of ${ctx.baseUrl}: stored token removed` : `No token was stored for ${ctx.baseUrl}`);
   if (envToken(deps.env)) out.warn('PROXYCTL_API_KEY is still set and still provides a token');
   return Exit.OK;
 }

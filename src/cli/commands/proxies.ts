@@ -30,11 +30,14 @@ export async function runProxiesExport(opts: ExportOptions, deps: Deps): Promise
   const { ctx } = opts;
   const { out, io } = deps;
   if (opts.sticky !== undefined && opts.rotating) throw new UsageError('--sticky and --rotating do not go together');
-  if (opts.country !== undefined && !/^[A-Za-z]{2}$/.test(opts.country)) throw new UsageError(`--country: expected a two-letter country code (ISO 3166, e.g. us), got "${opts.country}"`);
-  if (opts.city !== undefined && !/^[A-Za-z0-9_]{1,64}$/.test(opts.city)) throw new UsageError(`--city: expected 1-64 of A-Z a-z 0-9 _ (e.g. nyc), got "${opts.city}"`);
+  if (opts.country !== undefined && !/^[A-Za-z]{2}$/.test(opts.country))
+    throw new UsageError(`--country: expected a two-letter country code (ISO 3166, e.g. us), got "${opts.country}"`);
+  if (opts.city !== undefined && !/^[A-Za-z0-9_]{1,64}$/.test(opts.city))
+    throw new UsageError(`--city: expected 1-64 of A-Z a-z 0-9 _ (e.g. nyc), got "${opts.city}"`);
   checkUsername(opts.user, '--user');
   const format: ExportFormat = opts.format ?? (ctx.json ? 'json' : 'url');
-  if (opts.format !== undefined && opts.format !== 'json' && ctx.json) throw new UsageError(`--json and --format ${opts.format} do not go together`);
+  if (opts.format !== undefined && opts.format !== 'json' && ctx.json)
+    throw new UsageError(`--json and --format ${opts.format} do not go together`);
 
   let password: string;
   if (opts.passwordStdin || !io.stdinIsTTY) {
@@ -42,8 +45,12 @@ export async function runProxiesExport(opts: ExportOptions, deps: Deps): Promise
   } else {
     password = await deps.readSecret(`Password of proxy user ${opts.user}: `);
   }
-  if (password === '') throw new UsageError(`no password given for ${opts.user} (pipe it with --password-stdin, or type it at the prompt)`);
-  if (looksLikeToken(password)) throw new UsageError('that is an API token or key, not the proxy user\'s password; nothing exported');
+  if (password === '')
+    throw new UsageError(
+      `no password given for ${opts.user} (pipe it with --password-stdin, or type it at the prompt)`,
+    );
+  if (looksLikeToken(password))
+    throw new UsageError("that is an API token or key, not the proxy user's password; nothing exported");
 
   const session = await openKeySession(ctx, deps);
   let gw: Gateway;
@@ -53,7 +60,8 @@ export async function runProxiesExport(opts: ExportOptions, deps: Deps): Promise
     try {
       await getUser(session.api, opts.user);
     } catch (err) {
-      if (err instanceof ApiError && err.httpStatus === 404) throw new CliError(`no proxy user "${opts.user}" in this account${err.refs()}; see \`proxyctl users list\``);
+      if (err instanceof ApiError && err.httpStatus === 404)
+        throw new CliError(`no proxy user "${opts.user}" in this account${err.refs()}; see \`proxyctl users list\``);
       if (!(err instanceof ApiError && err.httpStatus === 403)) throw err;
     }
   } catch (err) {
@@ -65,7 +73,10 @@ export async function runProxiesExport(opts: ExportOptions, deps: Deps): Promise
   }
 
   const addrText = opts.protocol === 'socks5h' ? gw.socks5 : gw.http;
-  if (!addrText) throw new CliError(`this service has no ${opts.protocol === 'socks5h' ? 'SOCKS5' : 'HTTP'} proxy address (the gateway endpoint names none)`);
+  if (!addrText)
+    throw new CliError(
+      `this service has no ${opts.protocol === 'socks5h' ? 'SOCKS5' : 'HTTP'} proxy address (the gateway endpoint names none)`,
+    );
   const address = readGatewayAddress(addrText);
   if (!address) throw new CliError(`the API returned a gateway address that is not HOST:PORT: "${addrText}"`);
   // Targeting no exit serves is refused by the gateway (502 "no exit for country …"): said now, not by every tool.
@@ -74,9 +85,17 @@ export async function runProxiesExport(opts: ExportOptions, deps: Deps): Promise
     const city = opts.city?.toLowerCase();
     const known = gw.locations.map((l) => l.country).join(', ') || 'none';
     const loc = cc === undefined ? undefined : gw.locations.find((l) => l.country.toLowerCase() === cc);
-    if (cc !== undefined && !loc) out.warn(`no exit serves country ${cc} now (the gateway's countries: ${known}); connections through these lines are refused until one does`);
-    else if (city !== undefined && !(loc ? [loc] : gw.locations).some((l) => l.cities.map((c) => c.toLowerCase()).includes(city))) {
-      out.warn(`no exit serves city ${city}${cc ? ` in ${cc}` : ''} now; connections through these lines are refused until one does`);
+    if (cc !== undefined && !loc)
+      out.warn(
+        `no exit serves country ${cc} now (the gateway's countries: ${known}); connections through these lines are refused until one does`,
+      );
+    else if (
+      city !== undefined &&
+      !(loc ? [loc] : gw.locations).some((l) => l.cities.map((c) => c.toLowerCase()).includes(city))
+    ) {
+      out.warn(
+        `no exit serves city ${city}${cc ? ` in ${cc}` : ''} now; connections through these lines are refused until one does`,
+      );
     }
   }
 
@@ -102,6 +121,8 @@ export async function runProxiesExport(opts: ExportOptions, deps: Deps): Promise
   } catch (err) {
     throw new CliError(`cannot write ${opts.out}: ${(err as NodeJS.ErrnoException).code ?? String(err)}`);
   }
-  out.info(`${lines.length} ${lines.length === 1 ? 'line' : 'lines'} written to ${opts.out} (mode 0600: it holds the password)`);
+  out.info(
+    `${lines.length} ${lines.length === 1 ? 'line' : 'lines'} written to ${opts.out} (mode 0600: it holds the password)`,
+  );
   return Exit.OK;
 }

@@ -31,7 +31,13 @@ interface Row {
 }
 
 /** The key column's name: also the CSV header's first field. */
-const KEY: Record<UsageBy, 'user' | 'time' | 'domain' | 'address'> = { user: 'user', day: 'time', hour: 'time', domain: 'domain', ip: 'address' };
+const KEY: Record<UsageBy, 'user' | 'time' | 'domain' | 'address'> = {
+  user: 'user',
+  day: 'time',
+  hour: 'time',
+  domain: 'domain',
+  ip: 'address',
+};
 
 /** What the domains' `other` is called in a table or CSV: no host name holds parentheses. */
 export const OTHER_ROW = '(other)';
@@ -41,7 +47,8 @@ const BAR_WIDTH = 24;
 function checkOptions(o: UsageOptions): void {
   if (o.csv && o.ctx.json) throw new UsageError('--csv and --json do not go together');
   if (o.limit !== undefined && o.by !== 'domain') throw new UsageError('--limit goes with --by domain');
-  if (o.user !== undefined && (o.by === 'user' || o.by === 'ip')) throw new UsageError('--user goes with --by day, hour or domain');
+  if (o.user !== undefined && (o.by === 'user' || o.by === 'ip'))
+    throw new UsageError('--user goes with --by day, hour or domain');
   for (const [flag, v] of [
     ['--from', o.from],
     ['--to', o.to],
@@ -73,21 +80,42 @@ export async function runUsage(opts: UsageOptions, deps: Deps): Promise<ExitCode
     if (opts.by === 'user') {
       const d = await api.usageSummary(params);
       data = d;
-      rows = d.users.map((u) => ({ key: u.user, bytes_up: u.bytes_up, bytes_down: u.bytes_down, connections: u.connections }));
+      rows = d.users.map((u) => ({
+        key: u.user,
+        bytes_up: u.bytes_up,
+        bytes_down: u.bytes_down,
+        connections: u.connections,
+      }));
       total = { bytes_up: d.bytes_up, bytes_down: d.bytes_down, connections: d.connections };
-      const limit = d.plan?.traffic_limit != null ? ` of ${formatSize(d.plan.traffic_limit)} ${d.plan.period === 'lifetime' ? 'for the plan\'s lifetime' : `per ${d.plan.period}`}` : '';
+      const limit =
+        d.plan?.traffic_limit != null
+          ? ` of ${formatSize(d.plan.traffic_limit)} ${d.plan.period === 'lifetime' ? "for the plan's lifetime" : `per ${d.plan.period}`}`
+          : '';
       caption = `${d.from} to ${d.to}: ${formatSize(total.bytes_up + total.bytes_down)}${limit}`;
     } else if (opts.by === 'ip') {
       // The summary's `ips`: present only when the account holds dedicated addresses (docs/api.md).
       const d = await api.usageSummary(params);
       data = d;
-      rows = (d.ips ?? []).map((x) => ({ key: x.address, bytes_up: x.bytes_up, bytes_down: x.bytes_down, connections: x.connections }));
+      rows = (d.ips ?? []).map((x) => ({
+        key: x.address,
+        bytes_up: x.bytes_up,
+        bytes_down: x.bytes_down,
+        connections: x.connections,
+      }));
       total = sum(rows);
-      caption = d.ips === undefined ? '' : `${d.from} to ${d.to}: ${rows.length} ${rows.length === 1 ? 'address' : 'addresses'}`;
+      caption =
+        d.ips === undefined
+          ? ''
+          : `${d.from} to ${d.to}: ${rows.length} ${rows.length === 1 ? 'address' : 'addresses'}`;
     } else if (opts.by === 'domain') {
       const d = await api.usageDomains({ ...params, ...(opts.limit !== undefined ? { limit: opts.limit } : {}) });
       data = d;
-      rows = d.domains.map((x) => ({ key: x.domain, bytes_up: x.bytes_up, bytes_down: x.bytes_down, connections: x.connections }));
+      rows = d.domains.map((x) => ({
+        key: x.domain,
+        bytes_up: x.bytes_up,
+        bytes_down: x.bytes_down,
+        connections: x.connections,
+      }));
       const other = d.other.bytes_up + d.other.bytes_down + d.other.connections > 0;
       if (other) rows.push({ key: OTHER_ROW, ...d.other });
       total = sum(rows);
@@ -95,7 +123,12 @@ export async function runUsage(opts: UsageOptions, deps: Deps): Promise<ExitCode
     } else {
       const d = await api.usageSeries({ ...params, granularity: opts.by });
       data = d;
-      rows = d.points.map((p) => ({ key: p.time, bytes_up: p.bytes_up, bytes_down: p.bytes_down, connections: p.connections }));
+      rows = d.points.map((p) => ({
+        key: p.time,
+        bytes_up: p.bytes_up,
+        bytes_down: p.bytes_down,
+        connections: p.connections,
+      }));
       total = sum(rows);
       caption = count(rows.length, opts.by);
     }
@@ -123,8 +156,16 @@ export async function runUsage(opts: UsageOptions, deps: Deps): Promise<ExitCode
   }
   const bars = deps.io.stdoutIsTTY;
   const max = Math.max(1, ...rows.map((r) => r.bytes_up + r.bytes_down));
-  const label = (k: string) => (opts.by === 'day' ? k.slice(0, 10) : opts.by === 'hour' ? `${k.slice(0, 10)} ${k.slice(11, 16)}` : k);
-  const head = [{ user: 'User', time: 'Time (UTC)', domain: 'Domain', address: 'Address' }[KEY[opts.by]], 'Up', 'Down', 'Total', 'Connections', ...(bars ? [''] : [])];
+  const label = (k: string) =>
+    opts.by === 'day' ? k.slice(0, 10) : opts.by === 'hour' ? `${k.slice(0, 10)} ${k.slice(11, 16)}` : k;
+  const head = [
+    { user: 'User', time: 'Time (UTC)', domain: 'Domain', address: 'Address' }[KEY[opts.by]],
+    'Up',
+    'Down',
+    'Total',
+    'Connections',
+    ...(bars ? [''] : []),
+  ];
   const body = rows.map((r) => [
     terminalSafe(label(r.key)),
     formatSize(r.bytes_up),
@@ -133,7 +174,14 @@ export async function runUsage(opts: UsageOptions, deps: Deps): Promise<ExitCode
     r.connections,
     ...(bars ? [out.paint('cyan', bar((r.bytes_up + r.bytes_down) / max))] : []),
   ]);
-  body.push([out.paint('bold', 'total'), formatSize(total.bytes_up), formatSize(total.bytes_down), formatSize(total.bytes_up + total.bytes_down), total.connections, ...(bars ? [''] : [])]);
+  body.push([
+    out.paint('bold', 'total'),
+    formatSize(total.bytes_up),
+    formatSize(total.bytes_down),
+    formatSize(total.bytes_up + total.bytes_down),
+    total.connections,
+    ...(bars ? [''] : []),
+  ]);
   out.line(out.table(head, body));
   out.line(out.paint('dim', caption));
   return Exit.OK;
@@ -143,7 +191,14 @@ export async function runUsage(opts: UsageOptions, deps: Deps): Promise<ExitCode
 const count = (n: number, what: string): string => `${n} ${what}${n === 1 ? '' : 's'}`;
 
 function sum(rows: Row[]): Omit<Row, 'key'> {
-  return rows.reduce((t, r) => ({ bytes_up: t.bytes_up + r.bytes_up, bytes_down: t.bytes_down + r.bytes_down, connections: t.connections + r.connections }), { bytes_up: 0, bytes_down: 0, connections: 0 });
+  return rows.reduce(
+    (t, r) => ({
+      bytes_up: t.bytes_up + r.bytes_up,
+      bytes_down: t.bytes_down + r.bytes_down,
+      connections: t.connections + r.connections,
+    }),
+    { bytes_up: 0, bytes_down: 0, connections: 0 },
+  );
 }
 
 /** A bar of BAR_WIDTH cells for a share in [0, 1], in eighths; any traffic at all shows at least a sliver. */
@@ -159,6 +214,9 @@ export function usageCsv(key: 'user' | 'time' | 'domain' | 'address', rows: Row[
     const safe = /^[=+\-@]/.test(s) ? `'${s}` : s;
     return /[",\r\n]/.test(safe) ? `"${safe.replace(/"/g, '""')}"` : safe;
   };
-  const lines = [`${key},bytes_up,bytes_down,connections`, ...rows.map((r) => [cell(r.key), r.bytes_up, r.bytes_down, r.connections].join(','))];
+  const lines = [
+    `${key},bytes_up,bytes_down,connections`,
+    ...rows.map((r) => [cell(r.key), r.bytes_up, r.bytes_down, r.connections].join(',')),
+  ];
   return `${lines.join('\r\n')}\r\n`;
 }

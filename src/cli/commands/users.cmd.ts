@@ -8,7 +8,14 @@ import type { Kit } from './kit.js';
 export function registerUsers(program: Command, kit: Kit): void {
   const { run, int, prefixOption } = kit;
   const { Option } = kit.commander;
-  type FieldOpts = { trafficLimit?: string; maxConnections?: string; rateLimit?: string; expires?: string; allow?: string; deny?: string };
+  type FieldOpts = {
+    trafficLimit?: string;
+    maxConnections?: string;
+    rateLimit?: string;
+    expires?: string;
+    allow?: string;
+    deny?: string;
+  };
   const fieldOptions = (c: Command, clearable: boolean): Command => {
     const none = clearable ? '; none clears it' : '';
     return c
@@ -16,15 +23,24 @@ export function registerUsers(program: Command, kit: Kit): void {
       .option('--max-connections <n>', `open connections at once${none}`)
       .option('--rate-limit <rate>', `bandwidth, e.g. 10mbit${none}`)
       .option('--expires <iso>', `when the user stops working, ISO 8601 with a zone${none}`)
-      .option('--allow <list>', `target rules the user may reach, separated by , or ;${clearable ? ' (empty or none clears)' : ''}`)
-      .option('--deny <list>', `target rules the user may not reach, separated by , or ;${clearable ? ' (empty or none clears)' : ''}`);
+      .option(
+        '--allow <list>',
+        `target rules the user may reach, separated by , or ;${clearable ? ' (empty or none clears)' : ''}`,
+      )
+      .option(
+        '--deny <list>',
+        `target rules the user may not reach, separated by , or ;${clearable ? ' (empty or none clears)' : ''}`,
+      );
   };
   const pickFields = (o: FieldOpts): FieldOpts => {
     const out: FieldOpts = {};
-    for (const k of ['trafficLimit', 'maxConnections', 'rateLimit', 'expires', 'allow', 'deny'] as const) if (o[k] !== undefined) out[k] = o[k];
+    for (const k of ['trafficLimit', 'maxConnections', 'rateLimit', 'expires', 'allow', 'deny'] as const)
+      if (o[k] !== undefined) out[k] = o[k];
     return out;
   };
-  const users = program.command('users').description('the proxy users of your account (API key with users:read / users:write)');
+  const users = program
+    .command('users')
+    .description('the proxy users of your account (API key with users:read / users:write)');
   users
     .command('list')
     .description('list proxy users: a table on a TTY, tab-separated on a pipe, JSON with --json')
@@ -33,20 +49,30 @@ export function registerUsers(program: Command, kit: Kit): void {
     .option('--page <n>', 'page number', int('--page', 1, MAX_PAGE))
     .option('--page-size <n>', `users per page (1-${MAX_PAGE_SIZE})`, int('--page-size', 1, MAX_PAGE_SIZE))
     .option('--all', 'walk every page')
-    .action(async (opts: { status?: 'all' | 'active' | 'disabled'; prefix?: string; page?: number; pageSize?: number; all?: boolean }, cmd: Command) =>
-      run(cmd, async (ctx, deps) =>
-        (await import('./users.js')).runUsersList(
-          {
-            ctx,
-            all: opts.all === true,
-            ...(opts.status ? { status: opts.status } : {}),
-            ...(opts.prefix !== undefined ? { prefix: opts.prefix } : {}),
-            ...(opts.page !== undefined ? { page: opts.page } : {}),
-            ...(opts.pageSize !== undefined ? { pageSize: opts.pageSize } : {}),
-          },
-          deps,
+    .action(
+      async (
+        opts: {
+          status?: 'all' | 'active' | 'disabled';
+          prefix?: string;
+          page?: number;
+          pageSize?: number;
+          all?: boolean;
+        },
+        cmd: Command,
+      ) =>
+        run(cmd, async (ctx, deps) =>
+          (await import('./users.js')).runUsersList(
+            {
+              ctx,
+              all: opts.all === true,
+              ...(opts.status ? { status: opts.status } : {}),
+              ...(opts.prefix !== undefined ? { prefix: opts.prefix } : {}),
+              ...(opts.page !== undefined ? { page: opts.page } : {}),
+              ...(opts.pageSize !== undefined ? { pageSize: opts.pageSize } : {}),
+            },
+            deps,
+          ),
         ),
-      ),
     );
   users
     .command('show')
@@ -58,42 +84,63 @@ export function registerUsers(program: Command, kit: Kit): void {
   fieldOptions(
     users
       .command('create')
-      .description('create a proxy user (its password made by the service and shown once, or --password-stdin), or many from --file (CSV or JSON lines, batches of 100)')
+      .description(
+        'create a proxy user (its password made by the service and shown once, or --password-stdin), or many from --file (CSV or JSON lines, batches of 100)',
+      )
       .argument('[username]')
       .option('--password-stdin', 'read the password from stdin (first line) instead of having one made')
-      .option('-f, --file <file>', 'users from a CSV file with a header (username,password,traffic_limit,max_connections,rate_limit,expires_at,allow,deny) or JSON lines; - for stdin'),
+      .option(
+        '-f, --file <file>',
+        'users from a CSV file with a header (username,password,traffic_limit,max_connections,rate_limit,expires_at,allow,deny) or JSON lines; - for stdin',
+      ),
     false,
   )
     .option('--retry <n>', 'resends after server or network errors, per item', int('--retry', 0, 100), 3)
-    .action(async (username: string | undefined, opts: FieldOpts & { passwordStdin?: boolean; file?: string; retry: number }, cmd: Command) =>
+    .action(
+      async (
+        username: string | undefined,
+        opts: FieldOpts & { passwordStdin?: boolean; file?: string; retry: number },
+        cmd: Command,
+      ) =>
+        run(cmd, async (ctx, deps) =>
+          (await import('./users.js')).runUsersCreate(
+            {
+              ctx,
+              ...(username !== undefined ? { username } : {}),
+              ...(opts.file !== undefined ? { file: opts.file } : {}),
+              passwordStdin: opts.passwordStdin === true,
+              retry: opts.retry,
+              ...pickFields(opts),
+            },
+            deps,
+          ),
+        ),
+    );
+  fieldOptions(
+    users.command('set').description("change a proxy user's limits, expiry or rules").argument('<username>'),
+    true,
+  ).action(async (username: string, opts: FieldOpts, cmd: Command) =>
+    run(cmd, async (ctx, deps) =>
+      (await import('./users.js')).runUsersSet({ ctx, username, ...pickFields(opts) }, deps),
+    ),
+  );
+  users
+    .command('passwd')
+    .description(
+      'give a proxy user a new password (made by the service and shown once, or --password-stdin); the old one stops working',
+    )
+    .argument('<username>')
+    .option('--password-stdin', 'read the new password from stdin (first line)')
+    .action(async (username: string, opts: { passwordStdin?: boolean }, cmd: Command) =>
       run(cmd, async (ctx, deps) =>
-        (await import('./users.js')).runUsersCreate(
-          {
-            ctx,
-            ...(username !== undefined ? { username } : {}),
-            ...(opts.file !== undefined ? { file: opts.file } : {}),
-            passwordStdin: opts.passwordStdin === true,
-            retry: opts.retry,
-            ...pickFields(opts),
-          },
+        (await import('./users.js')).runUsersPasswd(
+          { ctx, username, passwordStdin: opts.passwordStdin === true },
           deps,
         ),
       ),
     );
-  fieldOptions(users.command('set').description('change a proxy user\'s limits, expiry or rules').argument('<username>'), true).action(
-    async (username: string, opts: FieldOpts, cmd: Command) =>
-      run(cmd, async (ctx, deps) => (await import('./users.js')).runUsersSet({ ctx, username, ...pickFields(opts) }, deps)),
-  );
-  users
-    .command('passwd')
-    .description('give a proxy user a new password (made by the service and shown once, or --password-stdin); the old one stops working')
-    .argument('<username>')
-    .option('--password-stdin', 'read the new password from stdin (first line)')
-    .action(async (username: string, opts: { passwordStdin?: boolean }, cmd: Command) =>
-      run(cmd, async (ctx, deps) => (await import('./users.js')).runUsersPasswd({ ctx, username, passwordStdin: opts.passwordStdin === true }, deps)),
-    );
   for (const [name, status, what] of [
-    ['disable', 'disabled', 'refuse a proxy user\'s new connections and close its open ones'],
+    ['disable', 'disabled', "refuse a proxy user's new connections and close its open ones"],
     ['enable', 'active', 'let a disabled proxy user connect again'],
   ] as const) {
     users
@@ -110,6 +157,8 @@ export function registerUsers(program: Command, kit: Kit): void {
     .argument('<username>')
     .option('-y, --yes', 'no question; needed when not on a terminal')
     .action(async (username: string, opts: { yes?: boolean }, cmd: Command) =>
-      run(cmd, async (ctx, deps) => (await import('./users.js')).runUsersDelete({ ctx, username, yes: opts.yes === true }, deps)),
+      run(cmd, async (ctx, deps) =>
+        (await import('./users.js')).runUsersDelete({ ctx, username, yes: opts.yes === true }, deps),
+      ),
     );
 }

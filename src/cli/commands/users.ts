@@ -39,7 +39,13 @@ export interface FieldFlags {
   deny?: string;
 }
 
-const FLAG_FIELDS: Array<[keyof FieldFlags, '--traffic-limit' | '--max-connections' | '--rate-limit' | '--expires' | '--allow' | '--deny', 'traffic_limit' | 'max_connections' | 'rate_limit' | 'expires_at' | 'allow' | 'deny']> = [
+const FLAG_FIELDS: Array<
+  [
+    keyof FieldFlags,
+    '--traffic-limit' | '--max-connections' | '--rate-limit' | '--expires' | '--allow' | '--deny',
+    'traffic_limit' | 'max_connections' | 'rate_limit' | 'expires_at' | 'allow' | 'deny',
+  ]
+> = [
   ['trafficLimit', '--traffic-limit', 'traffic_limit'],
   ['maxConnections', '--max-connections', 'max_connections'],
   ['rateLimit', '--rate-limit', 'rate_limit'],
@@ -54,7 +60,8 @@ export function fieldsFromFlags(f: FieldFlags, clearable: boolean): UserFields {
   for (const [k, flag, field] of FLAG_FIELDS) {
     const v = f[k];
     if (v === undefined) continue;
-    if (looksLikeToken(v)) throw new UsageError(`${flag}: an API key or token was given where a value belongs; it was not sent`);
+    if (looksLikeToken(v))
+      throw new UsageError(`${flag}: an API key or token was given where a value belongs; it was not sent`);
     Object.assign(out, fieldFromText(field, v, flag, clearable));
   }
   return out;
@@ -62,7 +69,8 @@ export function fieldsFromFlags(f: FieldFlags, clearable: boolean): UserFields {
 
 /** A password from stdin: its first line, without the line ending (spaces are the password's own). */
 async function passwordFromStdin(deps: Deps): Promise<string> {
-  if (deps.io.stdinIsTTY) throw new UsageError('--password-stdin reads the password from a pipe or a file (e.g. < pass.txt), not a terminal');
+  if (deps.io.stdinIsTTY)
+    throw new UsageError('--password-stdin reads the password from a pipe or a file (e.g. < pass.txt), not a terminal');
   const text = await readAll(deps.io.stdin);
   const first = text.split('\n')[0]?.replace(/\r$/, '') ?? '';
   if (first === '') throw new UsageError('--password-stdin: standard input is empty');
@@ -70,9 +78,14 @@ async function passwordFromStdin(deps: Deps): Promise<string> {
 }
 
 function writeOptions(deps: Deps): WriteOptions {
-  return { clock: deps.clock, onWait: (ms, why) => deps.out.info(`waiting ${Math.ceil(ms / 1000)} s ${why === 'backoff' ? 'before a resend (same Idempotency-Key)' : '(the server asked: Retry-After)'}`) };
+  return {
+    clock: deps.clock,
+    onWait: (ms, why) =>
+      deps.out.info(
+        `waiting ${Math.ceil(ms / 1000)} s ${why === 'backoff' ? 'before a resend (same Idempotency-Key)' : '(the server asked: Retry-After)'}`,
+      ),
+  };
 }
-
 
 // ---- list / show ----------------------------------------------------------------------------------------------
 
@@ -88,7 +101,10 @@ export interface ListUsersOptions {
 export async function runUsersList(opts: ListUsersOptions, deps: Deps): Promise<ExitCode> {
   const { ctx } = opts;
   const { out } = deps;
-  const q = { ...(opts.status ? { status: opts.status } : {}), ...(opts.prefix !== undefined ? { q: opts.prefix } : {}) };
+  const q = {
+    ...(opts.status ? { status: opts.status } : {}),
+    ...(opts.prefix !== undefined ? { q: opts.prefix } : {}),
+  };
   const doc = await withKey(ctx, deps, async (api) => {
     if (!opts.all) return listUsers(api, { ...q, page: opts.page ?? 1, page_size: opts.pageSize ?? 20 });
     // Every page, paced under the key's read limit (120 a minute by default).
@@ -99,7 +115,11 @@ export async function runUsersList(opts: ListUsersOptions, deps: Deps): Promise<
       await pacer.acquire();
       const d = await listUsers(api, { ...q, page, page_size: 100 });
       pacer.record();
-      for (const u of d.items) if (!seen.has(u.username)) { seen.add(u.username); items.push(u); }
+      for (const u of d.items)
+        if (!seen.has(u.username)) {
+          seen.add(u.username);
+          items.push(u);
+        }
       if (d.items.length < 100 || page * 100 >= d.total) break;
     }
     return { items, page: 1, page_size: items.length, total: items.length } satisfies UserList;
@@ -109,7 +129,20 @@ export async function runUsersList(opts: ListUsersOptions, deps: Deps): Promise<
     return Exit.OK;
   }
   if (!deps.io.stdoutIsTTY) {
-    if (doc.items.length) out.line(renderTsv(doc.items.map((u) => [u.username, u.status, u.traffic_limit ?? '', used(u), u.max_connections ?? '', u.rate_limit ?? '', u.expires_at ?? ''])));
+    if (doc.items.length)
+      out.line(
+        renderTsv(
+          doc.items.map((u) => [
+            u.username,
+            u.status,
+            u.traffic_limit ?? '',
+            used(u),
+            u.max_connections ?? '',
+            u.rate_limit ?? '',
+            u.expires_at ?? '',
+          ]),
+        ),
+      );
     return Exit.OK;
   }
   if (doc.items.length === 0) {
@@ -119,18 +152,33 @@ export async function runUsersList(opts: ListUsersOptions, deps: Deps): Promise<
   out.line(
     out.table(
       ['Username', 'Status', 'Traffic limit', 'Used', 'Max conns', 'Rate limit', 'Expires (UTC)'],
-      doc.items.map((u) => [terminalSafe(u.username), statusText(u.status, out), limitText(u.traffic_limit), formatSize(used(u)), u.max_connections ?? '-', terminalSafe(u.rate_limit ?? '-'), terminalSafe(u.expires_at ?? '-')]),
+      doc.items.map((u) => [
+        terminalSafe(u.username),
+        statusText(u.status, out),
+        limitText(u.traffic_limit),
+        formatSize(used(u)),
+        u.max_connections ?? '-',
+        terminalSafe(u.rate_limit ?? '-'),
+        terminalSafe(u.expires_at ?? '-'),
+      ]),
     ),
   );
   const pages = Math.max(1, Math.ceil(doc.total / Math.max(1, doc.page_size)));
   if (opts.all) out.line(out.paint('dim', `${doc.total} users`));
-  else out.line(out.paint('dim', `page ${doc.page} of ${pages}, ${doc.total} users${doc.page < pages ? ` — next: --page ${doc.page + 1}, or --all` : ''}`));
+  else
+    out.line(
+      out.paint(
+        'dim',
+        `page ${doc.page} of ${pages}, ${doc.total} users${doc.page < pages ? ` — next: --page ${doc.page + 1}, or --all` : ''}`,
+      ),
+    );
   return Exit.OK;
 }
 
 const used = (u: User): number => (u.used?.bytes_up ?? 0) + (u.used?.bytes_down ?? 0);
 const limitText = (n: number | null | undefined): string => (n == null ? '-' : formatSize(n));
-const statusText = (s: string, out: Output) => (s === 'active' ? out.paint('green', 'active') : out.paint('yellow', terminalSafe(s)));
+const statusText = (s: string, out: Output) =>
+  s === 'active' ? out.paint('green', 'active') : out.paint('yellow', terminalSafe(s));
 
 function printUser(u: User, out: Output): void {
   const rows: Array<[string, string]> = [
@@ -170,14 +218,18 @@ export async function runUsersCreate(opts: CreateOptions, deps: Deps): Promise<E
   const { ctx } = opts;
   if (opts.file !== undefined) {
     if (opts.username !== undefined) throw new UsageError('give a USERNAME or --file, not both');
-    if (opts.passwordStdin || FLAG_FIELDS.some(([k]) => opts[k] !== undefined)) throw new UsageError('with --file, every field comes from the file (its columns)');
+    if (opts.passwordStdin || FLAG_FIELDS.some(([k]) => opts[k] !== undefined))
+      throw new UsageError('with --file, every field comes from the file (its columns)');
     return createFromFile(opts, deps);
   }
-  if (opts.username === undefined) throw new UsageError('give the new user\'s USERNAME, or --file FILE');
+  if (opts.username === undefined) throw new UsageError("give the new user's USERNAME, or --file FILE");
   checkUsername(opts.username, 'USERNAME');
   const fields = fieldsFromFlags(opts, false);
-  if (opts.passwordStdin) Object.assign(fields, fieldFromText('password', await passwordFromStdin(deps), '--password-stdin', false));
-  const u = await withKey(ctx, deps, (api) => createUser(api, opts.username!, fields, { ...writeOptions(deps), retry: opts.retry }));
+  if (opts.passwordStdin)
+    Object.assign(fields, fieldFromText('password', await passwordFromStdin(deps), '--password-stdin', false));
+  const u = await withKey(ctx, deps, (api) =>
+    createUser(api, opts.username!, fields, { ...writeOptions(deps), retry: opts.retry }),
+  );
   if (ctx.json) {
     // A password the user gave is not printed back (only one the service made is shown, once).
     deps.out.writeJson(opts.passwordStdin ? withoutPassword(u) : u);
@@ -185,7 +237,8 @@ export async function runUsersCreate(opts: CreateOptions, deps: Deps): Promise<E
   }
   deps.out.line(`${deps.out.paint('green', '✓')} Created proxy user ${terminalSafe(u.username)}`);
   // A password the server made is shown this once; one the user gave is theirs already.
-  if (!opts.passwordStdin && u.password !== undefined) printPasswords([{ username: u.username, password: u.password }], deps.out);
+  if (!opts.passwordStdin && u.password !== undefined)
+    printPasswords([{ username: u.username, password: u.password }], deps.out);
   return Exit.OK;
 }
 
@@ -196,8 +249,18 @@ function withoutPassword<T extends { password?: string }>(x: T): Omit<T, 'passwo
 
 function printPasswords(creds: Credential[], out: Output): void {
   if (creds.length === 0) return;
-  out.line(out.table(['Username', 'Password'], creds.map((c) => [terminalSafe(c.username), terminalSafe(c.password)])));
-  out.line(out.paint('yellow', `${creds.length === 1 ? 'This password is' : 'These passwords are'} shown once: store ${creds.length === 1 ? 'it' : 'them'} now (the service keeps only a hash).`));
+  out.line(
+    out.table(
+      ['Username', 'Password'],
+      creds.map((c) => [terminalSafe(c.username), terminalSafe(c.password)]),
+    ),
+  );
+  out.line(
+    out.paint(
+      'yellow',
+      `${creds.length === 1 ? 'This password is' : 'These passwords are'} shown once: store ${creds.length === 1 ? 'it' : 'them'} now (the service keeps only a hash).`,
+    ),
+  );
 }
 
 async function createFromFile(opts: CreateOptions, deps: Deps): Promise<ExitCode> {
@@ -232,13 +295,18 @@ async function createFromFile(opts: CreateOptions, deps: Deps): Promise<ExitCode
   // Passwords from the file are the user's own: not printed back; those the service made are shown, once.
   const given = new Set(users.filter((u) => u.password !== undefined).map((u) => u.username));
   const made = summary.created.filter((c) => !given.has(c.username));
-  if (ctx.json) out.writeJson({ ...summary, created: summary.created.map((c) => (given.has(c.username) ? { username: c.username } : c)) });
+  if (ctx.json)
+    out.writeJson({
+      ...summary,
+      created: summary.created.map((c) => (given.has(c.username) ? { username: c.username } : c)),
+    });
   else printBatchSummary({ ...summary, created: made }, out);
   if (result.stop) out.error(result.exitCode === Exit.AUTH ? keyFailureText(result.stop) : result.stop);
   return result.exitCode;
 }
 
-const keyFailureText = (msg: string) => `${msg}; run \`proxyctl key set\` with a current key that has users:write (web console, Account page, API keys)`;
+const keyFailureText = (msg: string) =>
+  `${msg}; run \`proxyctl key set\` with a current key that has users:write (web console, Account page, API keys)`;
 
 function printBatchSummary(s: UserBatchSummary, out: Output): void {
   printPasswords(s.created, out);
@@ -248,47 +316,80 @@ function printBatchSummary(s: UserBatchSummary, out: Output): void {
     s.failed_count > 0 ? out.paint('red', `${s.failed_count} failed`) : `${s.failed_count} failed`,
   ];
   out.line(parts.join(', '));
-  if (s.already_done > 0) out.line(out.paint('dim', 'already done: created by an earlier attempt whose answer was lost; set their passwords with `proxyctl users passwd USER`'));
-  if (s.failed_count > 0) out.line(out.table(['Username', 'Code', 'Reason'], s.failed_items.map((f) => [terminalSafe(f.username), f.code, terminalSafe(f.reason)])));
+  if (s.already_done > 0)
+    out.line(
+      out.paint(
+        'dim',
+        'already done: created by an earlier attempt whose answer was lost; set their passwords with `proxyctl users passwd USER`',
+      ),
+    );
+  if (s.failed_count > 0)
+    out.line(
+      out.table(
+        ['Username', 'Code', 'Reason'],
+        s.failed_items.map((f) => [terminalSafe(f.username), f.code, terminalSafe(f.reason)]),
+      ),
+    );
 }
 
 // ---- set / enable / disable / passwd / delete ------------------------------------------------------------------
 
-export async function runUsersSet(opts: FieldFlags & { ctx: Context; username: string; status?: 'active' | 'disabled' }, deps: Deps): Promise<ExitCode> {
+export async function runUsersSet(
+  opts: FieldFlags & { ctx: Context; username: string; status?: 'active' | 'disabled' },
+  deps: Deps,
+): Promise<ExitCode> {
   checkNotSecret(opts.username, 'USERNAME');
   const fields = fieldsFromFlags(opts, true);
   if (opts.status !== undefined) fields.status = opts.status;
-  if (Object.keys(fields).length === 0) throw new UsageError('nothing to change: give at least one of --traffic-limit, --max-connections, --rate-limit, --expires, --allow, --deny');
+  if (Object.keys(fields).length === 0)
+    throw new UsageError(
+      'nothing to change: give at least one of --traffic-limit, --max-connections, --rate-limit, --expires, --allow, --deny',
+    );
   const u = await withKey(opts.ctx, deps, (api) => patchUser(api, opts.username, fields, writeOptions(deps)));
   if (opts.ctx.json) deps.out.writeJson(u);
   else if (!opts.ctx.quiet) {
     const what = opts.status === 'disabled' ? 'Disabled' : opts.status === 'active' ? 'Enabled' : 'Updated';
     deps.out.line(`${deps.out.paint('green', '✓')} ${what} proxy user ${terminalSafe(u.username)}`);
-    if (opts.status === 'disabled') deps.out.line(deps.out.paint('dim', 'its new connections are refused and its open ones closed within 2 s'));
+    if (opts.status === 'disabled')
+      deps.out.line(deps.out.paint('dim', 'its new connections are refused and its open ones closed within 2 s'));
   }
   return Exit.OK;
 }
 
-export async function runUsersPasswd(opts: { ctx: Context; username: string; passwordStdin: boolean }, deps: Deps): Promise<ExitCode> {
+export async function runUsersPasswd(
+  opts: { ctx: Context; username: string; passwordStdin: boolean },
+  deps: Deps,
+): Promise<ExitCode> {
   checkNotSecret(opts.username, 'USERNAME');
   let password: string | undefined;
-  if (opts.passwordStdin) password = fieldFromText('password', await passwordFromStdin(deps), '--password-stdin', false).password;
+  if (opts.passwordStdin)
+    password = fieldFromText('password', await passwordFromStdin(deps), '--password-stdin', false).password;
   const c = await withKey(opts.ctx, deps, (api) => setPassword(api, opts.username, password, writeOptions(deps)));
   if (opts.ctx.json) deps.out.writeJson(password === undefined ? c : withoutPassword(c));
   else {
-    deps.out.line(`${deps.out.paint('green', '✓')} New password set for ${terminalSafe(c.username)} (the old one stops working within 1 s)`);
+    deps.out.line(
+      `${deps.out.paint('green', '✓')} New password set for ${terminalSafe(c.username)} (the old one stops working within 1 s)`,
+    );
     if (password === undefined) printPasswords([c], deps.out);
   }
   return Exit.OK;
 }
 
-export async function runUsersDelete(opts: { ctx: Context; username: string; yes: boolean }, deps: Deps): Promise<ExitCode> {
+export async function runUsersDelete(
+  opts: { ctx: Context; username: string; yes: boolean },
+  deps: Deps,
+): Promise<ExitCode> {
   checkNotSecret(opts.username, 'USERNAME');
   const { ctx } = opts;
   if (!opts.yes) {
-    if (!deps.io.stdinIsTTY || !deps.io.stderrIsTTY) throw new UsageError(`deleting ${opts.username} needs --yes when not on a terminal`);
+    if (!deps.io.stdinIsTTY || !deps.io.stderrIsTTY)
+      throw new UsageError(`deleting ${opts.username} needs --yes when not on a terminal`);
     const { askYesNo } = await import('../prompt.js');
-    const ok = await askYesNo(deps.io.stdin, deps.io.stderr, `Delete proxy user ${terminalSafe(opts.username)}? Its open connections are closed.`);
+    const ok = await askYesNo(
+      deps.io.stdin,
+      deps.io.stderr,
+      `Delete proxy user ${terminalSafe(opts.username)}? Its open connections are closed.`,
+    );
     if (!ok) {
       deps.out.info('nothing deleted');
       return Exit.ERROR;
@@ -296,6 +397,7 @@ export async function runUsersDelete(opts: { ctx: Context; username: string; yes
   }
   await withKey(ctx, deps, (api) => deleteUser(api, opts.username, writeOptions(deps)));
   if (ctx.json) deps.out.writeJson({ username: opts.username });
-  else if (!ctx.quiet) deps.out.line(`${deps.out.paint('green', '✓')} Deleted proxy user ${terminalSafe(opts.username)}`);
+  else if (!ctx.quiet)
+    deps.out.line(`${deps.out.paint('green', '✓')} Deleted proxy user ${terminalSafe(opts.username)}`);
   return Exit.OK;
 }

@@ -26,7 +26,10 @@ interface BatchCommandOptions {
 
 /** The caller's IP as an echo sees it (JSON {"ip":…} or a plain-text IP), for `add --current`. */
 async function currentIp(echo: string, remark: string | undefined): Promise<BatchItem> {
-  const [{ parseTargetUrl, CheckUsageError }, { fetchDirect }] = await Promise.all([import('../check/urls.js'), import('../check/egress-ip.js')]);
+  const [{ parseTargetUrl, CheckUsageError }, { fetchDirect }] = await Promise.all([
+    import('../check/urls.js'),
+    import('../check/egress-ip.js'),
+  ]);
   let target;
   try {
     target = parseTargetUrl(echo);
@@ -37,7 +40,10 @@ async function currentIp(echo: string, remark: string | undefined): Promise<Batc
   const r = await fetchDirect(target, { timeoutMs: 10_000 });
   if (!r.ok) throw new CliError(`cannot learn your IP from ${target.href}: ${r.error}`);
   if (r.status !== 200) throw new CliError(`cannot learn your IP from ${target.href}: it answered HTTP ${r.status}`);
-  if (r.ip === null || !/^\d+\.\d+\.\d+\.\d+$/.test(r.ip)) throw new CliError(`${target.href} did not answer with an IPv4 address${r.ip ? `: ${r.ip}` : ''}; use --echo with an IPv4 echo`);
+  if (r.ip === null || !/^\d+\.\d+\.\d+\.\d+$/.test(r.ip))
+    throw new CliError(
+      `${target.href} did not answer with an IPv4 address${r.ip ? `: ${r.ip}` : ''}; use --echo with an IPv4 echo`,
+    );
   return remark !== undefined && remark !== '' ? { ip: r.ip, remark } : { ip: r.ip };
 }
 
@@ -57,8 +63,14 @@ export async function runBatchCommand(opts: BatchCommandOptions, deps: Deps): Pr
     if (!items.some((i) => i.ip === mine.ip)) items.push(mine);
     out.info(`your IP as ${opts.currentFrom} sees it: ${mine.ip}`);
   }
-  if (items.length === 0) throw new UsageError(`no IP addresses given: pass them as arguments${op === 'add' ? ' (IP or IP=REMARK)' : ''}, or use --file FILE (- for stdin)`);
-  if (duplicates > 0) out.info(`${duplicates} repeated ${duplicates === 1 ? 'IP' : 'IPs'} folded into ${duplicates === 1 ? 'its' : 'their'} first occurrence`);
+  if (items.length === 0)
+    throw new UsageError(
+      `no IP addresses given: pass them as arguments${op === 'add' ? ' (IP or IP=REMARK)' : ''}, or use --file FILE (- for stdin)`,
+    );
+  if (duplicates > 0)
+    out.info(
+      `${duplicates} repeated ${duplicates === 1 ? 'IP' : 'IPs'} folded into ${duplicates === 1 ? 'its' : 'their'} first occurrence`,
+    );
 
   // Found before anything is sent: a run whose failed IPs cannot be kept would lose them.
   if (opts.failedOut !== undefined) await assertWritable(opts.failedOut);
@@ -87,7 +99,12 @@ export async function runBatchCommand(opts: BatchCommandOptions, deps: Deps): Pr
   // The summary first: what was applied is said even when the file cannot be written after all.
   if (ctx.json) out.writeJson(summary);
   else printSummary(op, summary, deps, ctx.quiet);
-  if (result.stop) out.error(result.stop.exitCode === Exit.AUTH ? `${result.stop.message}; ${rejectedTokenHint(resolved.source)}` : result.stop.message);
+  if (result.stop)
+    out.error(
+      result.stop.exitCode === Exit.AUTH
+        ? `${result.stop.message}; ${rejectedTokenHint(resolved.source)}`
+        : result.stop.message,
+    );
   if (opts.failedOut !== undefined) {
     const lines = summary.failed_items.map((f) => f.ip);
     try {
@@ -96,7 +113,10 @@ export async function runBatchCommand(opts: BatchCommandOptions, deps: Deps): Pr
       out.error(`cannot write ${opts.failedOut}: ${(err as NodeJS.ErrnoException).code ?? String(err)}`);
       return result.exitCode === Exit.OK ? Exit.ERROR : result.exitCode;
     }
-    if (summary.failed_count > 0) out.info(`${summary.failed_count} failed ${summary.failed_count === 1 ? 'IP' : 'IPs'} written to ${opts.failedOut}`);
+    if (summary.failed_count > 0)
+      out.info(
+        `${summary.failed_count} failed ${summary.failed_count === 1 ? 'IP' : 'IPs'} written to ${opts.failedOut}`,
+      );
   }
   return result.exitCode;
 }
@@ -126,6 +146,11 @@ function printSummary(op: BatchOp, s: BatchSummary, deps: Deps, quiet: boolean):
   ];
   out.line(parts.join(', '));
   if (s.failed_count > 0) {
-    out.line(out.table(['IP', 'Code', 'Reason'], s.failed_items.map((f) => [terminalSafe(f.ip), f.code, terminalSafe(f.reason)])));
+    out.line(
+      out.table(
+        ['IP', 'Code', 'Reason'],
+        s.failed_items.map((f) => [terminalSafe(f.ip), f.code, terminalSafe(f.reason)]),
+      ),
+    );
   }
 }

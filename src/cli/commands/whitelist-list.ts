@@ -46,10 +46,21 @@ export async function runList(opts: ListOptions, deps: Deps): Promise<ExitCode> 
     return Exit.OK;
   }
   // The server's text made terminalSafe before our colours go around the status (renderTable keeps only those).
-  const rows = doc.items.map((i) => [i.whitelist_id, terminalSafe(i.ip), statusText(i, out.paint), terminalSafe(i.remark), terminalSafe(i.created_at)]);
+  const rows = doc.items.map((i) => [
+    i.whitelist_id,
+    terminalSafe(i.ip),
+    statusText(i, out.paint),
+    terminalSafe(i.remark),
+    terminalSafe(i.created_at),
+  ]);
   if (!deps.io.stdoutIsTTY) {
     // Scripts that skip --json get one tab-separated record per line, no header.
-    if (rows.length) out.line(renderTsv(doc.items.map((i) => [i.whitelist_id, i.ip, i.status === 1 ? 'active' : 'disabled', i.remark, i.created_at])));
+    if (rows.length)
+      out.line(
+        renderTsv(
+          doc.items.map((i) => [i.whitelist_id, i.ip, i.status === 1 ? 'active' : 'disabled', i.remark, i.created_at]),
+        ),
+      );
     return Exit.OK;
   }
   if (doc.items.length === 0) {
@@ -71,7 +82,12 @@ function statusText(i: WhitelistItem, paint: (s: 'green' | 'yellow', t: string) 
 }
 
 /** Walks every page (100 a page), paced to the list limit; entries that shift between pages are not repeated. */
-export async function listAll(api: Pick<WhitelistApi, 'list'>, clock: Clock, base: ListParams = {}, retry = 3): Promise<ListData> {
+export async function listAll(
+  api: Pick<WhitelistApi, 'list'>,
+  clock: Clock,
+  base: ListParams = {},
+  retry = 3,
+): Promise<ListData> {
   const pacer = new RollingWindowPacer(RATE_LIMITS.list, RATE_WINDOW_MS, clock);
   const seen = new Set<number>();
   const items: WhitelistItem[] = [];

@@ -62,30 +62,58 @@ function printPlan(plan: SyncPlan, opts: SyncOptions, deps: Deps): void {
   const { out } = deps;
   const upd = opts.updateRemarks ? plan.remarkChanges.length : 0;
   const unchanged = plan.same + (opts.updateRemarks ? 0 : plan.remarkChanges.length);
-  out.line(`plan: ${out.paint('green', `${plan.add.length + upd} to add`)}, ${out.paint('red', `${plan.delete.length + upd} to delete`)}, ${unchanged} unchanged`);
+  out.line(
+    `plan: ${out.paint('green', `${plan.add.length + upd} to add`)}, ${out.paint('red', `${plan.delete.length + upd} to delete`)}, ${unchanged} unchanged`,
+  );
   const list = (sign: string, rows: string[]) => {
     for (const r of rows.slice(0, SHOWN)) out.line(`  ${sign} ${r}`);
     if (rows.length > SHOWN) out.line(out.paint('dim', `  … and ${rows.length - SHOWN} more`));
   };
-  list('+', plan.add.map((i) => (i.remark ? `${i.ip}=${i.remark}` : i.ip)));
+  list(
+    '+',
+    plan.add.map((i) => (i.remark ? `${i.ip}=${i.remark}` : i.ip)),
+  );
   list('-', plan.delete);
   if (plan.remarkChanges.length > 0) {
-    if (opts.updateRemarks) list('~', plan.remarkChanges.map((i) => `${i.ip}=${i.remark ?? ''} (delete + add)`));
-    else out.line(out.paint('dim', `  ${plan.remarkChanges.length} listed with another remark: left as they are (--update-remarks applies them)`));
+    if (opts.updateRemarks)
+      list(
+        '~',
+        plan.remarkChanges.map((i) => `${i.ip}=${i.remark ?? ''} (delete + add)`),
+      );
+    else
+      out.line(
+        out.paint(
+          'dim',
+          `  ${plan.remarkChanges.length} listed with another remark: left as they are (--update-remarks applies them)`,
+        ),
+      );
   }
 }
 
 export async function runSync(opts: SyncOptions, deps: Deps): Promise<ExitCode> {
   const { ctx } = opts;
   const { out } = deps;
-  const { items: desired, duplicates } = await collectItems({ args: [], file: opts.file, remarks: true, stdin: deps.io.stdin });
-  if (duplicates > 0) out.info(`${duplicates} repeated ${duplicates === 1 ? 'IP' : 'IPs'} folded into ${duplicates === 1 ? 'its' : 'their'} first occurrence`);
+  const { items: desired, duplicates } = await collectItems({
+    args: [],
+    file: opts.file,
+    remarks: true,
+    stdin: deps.io.stdin,
+  });
+  if (duplicates > 0)
+    out.info(
+      `${duplicates} repeated ${duplicates === 1 ? 'IP' : 'IPs'} folded into ${duplicates === 1 ? 'its' : 'their'} first occurrence`,
+    );
   // The file is the whole whitelist, and deletes go first: a line that is not an IPv4 address as the API writes
   // it (a typo, `008.008.003.003`) would delete the entry it meant and then fail to add. Refused before anything.
   const bad = desired.filter((i) => !isStrictIPv4(i.ip));
   if (bad.length > 0) {
-    const shown = bad.slice(0, 5).map((i) => terminalSafe(i.ip)).join(', ');
-    throw new UsageError(`${bad.length} ${bad.length === 1 ? 'line is' : 'lines are'} not an IPv4 address in dotted decimal (${shown}${bad.length > 5 ? ', …' : ''}): nothing was changed`);
+    const shown = bad
+      .slice(0, 5)
+      .map((i) => terminalSafe(i.ip))
+      .join(', ');
+    throw new UsageError(
+      `${bad.length} ${bad.length === 1 ? 'line is' : 'lines are'} not an IPv4 address in dotted decimal (${shown}${bad.length > 5 ? ', …' : ''}): nothing was changed`,
+    );
   }
 
   const { api, resolved } = await openSession(ctx, deps);
@@ -107,7 +135,8 @@ export async function runSync(opts: SyncOptions, deps: Deps): Promise<ExitCode> 
 
     if (!ctx.json) printPlan(plan, opts, deps);
     if (opts.dryRun || (toDelete.length === 0 && toAdd.length === 0)) {
-      if (opts.dryRun) doc.plan = { add: plan.add.map((i) => i.ip), delete: plan.delete, update_remarks: updates.map((i) => i.ip) };
+      if (opts.dryRun)
+        doc.plan = { add: plan.add.map((i) => i.ip), delete: plan.delete, update_remarks: updates.map((i) => i.ip) };
       if (ctx.json) out.writeJson(opts.dryRun ? { ...doc, added: toAdd.length, deleted: toDelete.length } : doc);
       else if (!opts.dryRun) out.line('nothing to do: the whitelist already matches the file');
       return Exit.OK;
@@ -115,12 +144,20 @@ export async function runSync(opts: SyncOptions, deps: Deps): Promise<ExitCode> 
     if (!opts.yes) {
       if (deps.io.stdinIsTTY && opts.file !== '-') {
         const { askYesNo } = await import('../prompt.js');
-        if (!(await askYesNo(deps.io.stdin, deps.io.stderr, `Add ${toAdd.length} and delete ${toDelete.length} whitelist entries?`))) {
+        if (
+          !(await askYesNo(
+            deps.io.stdin,
+            deps.io.stderr,
+            `Add ${toAdd.length} and delete ${toDelete.length} whitelist entries?`,
+          ))
+        ) {
           out.info('nothing changed');
           return Exit.OK;
         }
       } else if (toDelete.length > 0) {
-        throw new UsageError(`the plan deletes ${toDelete.length} ${toDelete.length === 1 ? 'entry' : 'entries'}: pass --yes to confirm when not on a terminal (--dry-run shows the plan)`);
+        throw new UsageError(
+          `the plan deletes ${toDelete.length} ${toDelete.length === 1 ? 'entry' : 'entries'}: pass --yes to confirm when not on a terminal (--dry-run shows the plan)`,
+        );
       }
     }
 
@@ -153,7 +190,10 @@ export async function runSync(opts: SyncOptions, deps: Deps): Promise<ExitCode> 
       }
     };
     // Deletes first: an IP moved between remarks must be gone before it is added again.
-    await run('delete', toDelete.map((ip) => ({ ip })));
+    await run(
+      'delete',
+      toDelete.map((ip) => ({ ip })),
+    );
     await run('add', toAdd);
 
     if (ctx.json) out.writeJson(doc);
@@ -172,6 +212,14 @@ function printResult(doc: SyncDoc, deps: Deps, quiet: boolean): void {
   const { out } = deps;
   const failed = doc.failed_items.length;
   if (quiet && failed === 0) return;
-  out.line(`${out.paint('green', `${doc.added} added`)}, ${doc.deleted} deleted, ${doc.unchanged} unchanged, ${failed > 0 ? out.paint('red', `${failed} failed`) : '0 failed'}`);
-  if (failed > 0) out.line(out.table(['IP', 'Code', 'Reason'], doc.failed_items.map((f) => [terminalSafe(f.ip), f.code, terminalSafe(f.reason)])));
+  out.line(
+    `${out.paint('green', `${doc.added} added`)}, ${doc.deleted} deleted, ${doc.unchanged} unchanged, ${failed > 0 ? out.paint('red', `${failed} failed`) : '0 failed'}`,
+  );
+  if (failed > 0)
+    out.line(
+      out.table(
+        ['IP', 'Code', 'Reason'],
+        doc.failed_items.map((f) => [terminalSafe(f.ip), f.code, terminalSafe(f.reason)]),
+      ),
+    );
 }

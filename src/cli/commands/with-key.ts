@@ -7,7 +7,11 @@ import type { Deps } from '../deps.js';
 import { CliError } from '../errors.js';
 import { keyFailure, openKeySession, type KeySession } from './shared.js';
 
-export async function withKey<T>(ctx: Context, deps: Deps, fn: (api: WhitelistApi, s: KeySession) => Promise<T>): Promise<T> {
+export async function withKey<T>(
+  ctx: Context,
+  deps: Deps,
+  fn: (api: WhitelistApi, s: KeySession) => Promise<T>,
+): Promise<T> {
   const session = await openKeySession(ctx, deps);
   try {
     return await fn(session.api, session);

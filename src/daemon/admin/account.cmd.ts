@@ -27,7 +27,9 @@ export function registerAccount(admin: Command): void {
 
   account
     .command('reset-2fa')
-    .description("turn the account's second factor off (TOTP, passkeys, recovery codes) for a customer who lost them; recorded")
+    .description(
+      "turn the account's second factor off (TOTP, passkeys, recovery codes) for a customer who lost them; recorded",
+    )
     .requiredOption('--email <email>')
     .addOption(dataDirOption())
     .addOption(databaseUrlOption())

@@ -55,8 +55,13 @@ function firstLine(s: string): string {
   return s.split(/\r?\n/)[0] ?? '';
 }
 
-async function readPassword(deps: AdminDeps, opts: { password?: string; passwordStdin?: boolean }, required: boolean): Promise<string | null> {
-  if (opts.password !== undefined && opts.passwordStdin) throw new AdminUsageError('give --password or --password-stdin, not both');
+async function readPassword(
+  deps: AdminDeps,
+  opts: { password?: string; passwordStdin?: boolean },
+  required: boolean,
+): Promise<string | null> {
+  if (opts.password !== undefined && opts.passwordStdin)
+    throw new AdminUsageError('give --password or --password-stdin, not both');
   let pw: string | null = opts.password ?? null;
   if (opts.passwordStdin) pw = firstLine(await deps.readStdin());
   if (pw === null) {
@@ -68,7 +73,10 @@ async function readPassword(deps: AdminDeps, opts: { password?: string; password
   return pw;
 }
 
-export async function accountCreate(deps: AdminDeps, o: { email: string; password?: string; passwordStdin?: boolean; verified?: boolean }) {
+export async function accountCreate(
+  deps: AdminDeps,
+  o: { email: string; password?: string; passwordStdin?: boolean; verified?: boolean },
+) {
   if (!isEmailAddress(o.email)) throw new AdminError(`not an email address: ${o.email}`);
   const pw = (await readPassword(deps, o, true))!;
   const created = await createAccount(deps.store, o.email, pw, o.verified === true, operatorContext());
@@ -84,10 +92,12 @@ function parseBool(s: string, what: string): boolean {
 
 export async function accountSet(deps: AdminDeps, o: { email: string; status?: string; verified?: string }) {
   const a = await requireAccount(deps, o.email);
-  if (o.status === undefined && o.verified === undefined) throw new AdminUsageError('nothing to set: give --status and/or --verified');
+  if (o.status === undefined && o.verified === undefined)
+    throw new AdminUsageError('nothing to set: give --status and/or --verified');
   const ctx = operatorContext();
   if (o.status !== undefined) {
-    if (!['active', 'suspended', 'closed'].includes(o.status)) throw new AdminError(`--status: expected active, suspended or closed, got "${o.status}"`);
+    if (!['active', 'suspended', 'closed'].includes(o.status))
+      throw new AdminError(`--status: expected active, suspended or closed, got "${o.status}"`);
     await setAccountStatus(deps.store, a, o.status as AccountStatus, ctx);
   }
   if (o.verified !== undefined) await setVerification(deps.store, a, parseBool(o.verified, '--verified'), ctx);
@@ -113,28 +123,47 @@ export async function tokenDisable(deps: AdminDeps, o: { email: string }) {
   return { access_key: key, status: 'disabled' };
 }
 
-export async function proxyUserCreate(deps: AdminDeps, o: { email: string; username: string; passwordStdin?: boolean }) {
+export async function proxyUserCreate(
+  deps: AdminDeps,
+  o: { email: string; username: string; passwordStdin?: boolean },
+) {
   const a = await requireAccount(deps, o.email);
   const given = await readPassword(deps, { passwordStdin: o.passwordStdin }, false);
   const r = await createProxyUser(deps.store, a.id, o.username, given, operatorContext());
-  if (!r.ok) throw new AdminError(r.problem === 'exists' ? `proxy user ${o.username} already exists` : `username: ${r.detail}`);
+  if (!r.ok)
+    throw new AdminError(r.problem === 'exists' ? `proxy user ${o.username} already exists` : `username: ${r.detail}`);
   return { username: o.username, password: r.password };
 }
 
 export async function whitelistSetStatus(deps: AdminDeps, o: { email: string; ip: string; status: string }) {
   const a = await requireAccount(deps, o.email);
   if (!isStrictIPv4(o.ip)) throw new AdminError(`--ip: not a valid IPv4 address: ${o.ip}`);
-  if (o.status !== 'active' && o.status !== 'disabled') throw new AdminError(`--status: expected active or disabled, got "${o.status}"`);
+  if (o.status !== 'active' && o.status !== 'disabled')
+    throw new AdminError(`--status: expected active or disabled, got "${o.status}"`);
   const status = o.status === 'active' ? 1 : 2;
-  const e = await deps.store.whitelist.setStatus(a.id, o.ip, status, auditDraft(operatorContext(), 'whitelist.status_changed', o.ip, { status: o.status }));
+  const e = await deps.store.whitelist.setStatus(
+    a.id,
+    o.ip,
+    status,
+    auditDraft(operatorContext(), 'whitelist.status_changed', o.ip, { status: o.status }),
+  );
   if (!e) throw new AdminError(`account ${o.email} has no whitelist entry for ${o.ip}`);
   return toApiItem(e);
 }
 
-export async function webhookSet(deps: AdminDeps, o: { email: string; url: string; thresholds: string; allowPrivateWebhooks?: boolean }) {
+export async function webhookSet(
+  deps: AdminDeps,
+  o: { email: string; url: string; thresholds: string; allowPrivateWebhooks?: boolean },
+) {
   const a = await requireAccount(deps, o.email);
   try {
-    return await setWebhook(deps.store, a.id, { url: o.url, thresholds: parseThresholds(o.thresholds) }, { allowPrivate: o.allowPrivateWebhooks === true }, operatorContext());
+    return await setWebhook(
+      deps.store,
+      a.id,
+      { url: o.url, thresholds: parseThresholds(o.thresholds) },
+      { allowPrivate: o.allowPrivateWebhooks === true },
+      operatorContext(),
+    );
   } catch (e) {
     if (e instanceof WebhookError) throw new AdminError(`--${e.message}`);
     throw e;
@@ -149,7 +178,8 @@ export async function webhookRemove(deps: AdminDeps, o: { email: string }) {
 export async function webhookDeliveries(deps: AdminDeps, o: { email: string; limit: string }) {
   const a = await requireAccount(deps, o.email);
   const limit = Number(o.limit);
-  if (!Number.isInteger(limit) || limit < 1 || limit > 10_000) throw new AdminError('--limit: a whole number from 1 to 10000');
+  if (!Number.isInteger(limit) || limit < 1 || limit > 10_000)
+    throw new AdminError('--limit: a whole number from 1 to 10000');
   return (await deps.store.webhooks.events(a.id, limit)).map((e) => ({
     id: e.id,
     type: e.type,

@@ -4,25 +4,35 @@ import { Option, type Command } from 'commander';
 import { dataDirOption, databaseUrlOption, withStore } from '../process/command-kit.js';
 
 /** `admin connections`: JSON lines (or a table) on stdout; with --follow until SIGINT/SIGTERM or a closed pipe. */
-const connectionsAction = withStore(async (store, all) => {
-  const { connections } = await import('./connections.js');
-  const stop = new AbortController();
-  const onSignal = () => stop.abort();
-  process.once('SIGINT', onSignal);
-  process.once('SIGTERM', onSignal);
-  process.stdout.on('error', onSignal); // EPIPE: the reader (head, less) went away
-  try {
-    await connections(store, all as import('./connections.js').ConnectionsOptions, (line) => void process.stdout.write(`${line}\n`), stop.signal);
-  } finally {
-    process.removeListener('SIGINT', onSignal);
-    process.removeListener('SIGTERM', onSignal);
-  }
-}, { read: true });
+const connectionsAction = withStore(
+  async (store, all) => {
+    const { connections } = await import('./connections.js');
+    const stop = new AbortController();
+    const onSignal = () => stop.abort();
+    process.once('SIGINT', onSignal);
+    process.once('SIGTERM', onSignal);
+    process.stdout.on('error', onSignal); // EPIPE: the reader (head, less) went away
+    try {
+      await connections(
+        store,
+        all as import('./connections.js').ConnectionsOptions,
+        (line) => void process.stdout.write(`${line}\n`),
+        stop.signal,
+      );
+    } finally {
+      process.removeListener('SIGINT', onSignal);
+      process.removeListener('SIGTERM', onSignal);
+    }
+  },
+  { read: true },
+);
 
 export function registerConnections(admin: Command): void {
   admin
     .command('connections')
-    .description('the connection log: one JSON line per record (docs/support.md); --follow streams new ones from every node')
+    .description(
+      'the connection log: one JSON line per record (docs/support.md); --follow streams new ones from every node',
+    )
     .option('--email <email>', 'records of this account')
     .option('--user <username>', 'records of this proxy username (as presented)')
     .option('--ip <ip>', 'records from this source IP')

@@ -2,7 +2,15 @@
 // `--follow` streaming new records from every node as they are written.
 import { isIP } from 'node:net';
 import { parseDurationMs, parseIsoTime, timeFlagProblem } from '../../contract/time.js';
-import { DECISIONS, LOG_REASONS, connectionJson, isDecision, isLogReason, sourceIpFilter, type ConnectionJson } from '../services/connection-log.js';
+import {
+  DECISIONS,
+  LOG_REASONS,
+  connectionJson,
+  isDecision,
+  isLogReason,
+  sourceIpFilter,
+  type ConnectionJson,
+} from '../services/connection-log.js';
 import type { ConnectionLogFilter, ConnectionLogRow, Store } from '../store/index.js';
 import { alignedLine, columnWidths } from '../services/text-table.js';
 import { AdminError, NoAccountError } from './commands.js';
@@ -29,7 +37,11 @@ export function parseSince(s: string, nowMs: number): number {
   return t;
 }
 
-export async function connectionFilter(store: Store, o: ConnectionsOptions, nowMs: number): Promise<Omit<ConnectionLogFilter, 'limit'>> {
+export async function connectionFilter(
+  store: Store,
+  o: ConnectionsOptions,
+  nowMs: number,
+): Promise<Omit<ConnectionLogFilter, 'limit'>> {
   const f: Omit<ConnectionLogFilter, 'limit'> = {};
   if (o.email !== undefined) {
     const a = await store.accounts.findByEmail(o.email);
@@ -56,7 +68,22 @@ export async function connectionFilter(store: Store, o: ConnectionsOptions, nowM
 
 const PAGE = 5_000;
 /** The table's columns: every field of a record (`exit`: the exit an entry node's connection went through). */
-const COLUMNS = ['time', 'node', 'request_id', 'protocol', 'source_ip', 'username', 'account', 'target', 'exit', 'decision', 'reason', 'bytes_up', 'bytes_down', 'duration_ms'] as const;
+const COLUMNS = [
+  'time',
+  'node',
+  'request_id',
+  'protocol',
+  'source_ip',
+  'username',
+  'account',
+  'target',
+  'exit',
+  'decision',
+  'reason',
+  'bytes_up',
+  'bytes_down',
+  'duration_ms',
+] as const;
 
 /** Columns of numbers, aligned on the right (an account is an email: text, on the left). */
 const NUMERIC = new Set<string>(['bytes_up', 'bytes_down', 'duration_ms']);
@@ -64,7 +91,11 @@ const numeric = (i: number) => NUMERIC.has(COLUMNS[i]!);
 
 /** One row's cells for `--format table`; anything not printable is escaped (records hold what clients sent). */
 function tableCells(r: ConnectionJson): string[] {
-  return COLUMNS.map((c) => (r[c] == null ? '-' : String(r[c]).replace(/[\x00-\x1f\x7f-\x9f]/g, (ch) => `\\x${ch.charCodeAt(0).toString(16).padStart(2, '0')}`)));
+  return COLUMNS.map((c) =>
+    r[c] == null
+      ? '-'
+      : String(r[c]).replace(/[\x00-\x1f\x7f-\x9f]/g, (ch) => `\\x${ch.charCodeAt(0).toString(16).padStart(2, '0')}`),
+  );
 }
 
 /**
@@ -81,7 +112,8 @@ export async function connections(
   const format = o.format ?? 'json';
   if (format !== 'json' && format !== 'table') throw new AdminError('--format: expected json or table');
   const limit = o.limit === undefined ? 100 : Number(o.limit);
-  if (!Number.isSafeInteger(limit) || limit < 1 || limit > 100_000) throw new AdminError('--limit: expected an integer 1..100000');
+  if (!Number.isSafeInteger(limit) || limit < 1 || limit > 100_000)
+    throw new AdminError('--limit: expected an integer 1..100000');
   const filter = await connectionFilter(store, o, Date.now());
   // The table's widths: the header's and the first records' (those printed by --follow are padded to them).
   let widths: number[] = [];
@@ -99,7 +131,10 @@ export async function connections(
   // Ids seen recently (above `floor`), so the window re-read behind the newest id prints nothing twice.
   // Where to go on from: the newest record of all (not of the filter), so a filter that matches nothing for a
   // while does not make every poll re-read everything written since the start.
-  let newest = Math.max(first.reduce((m, r) => Math.max(m, r.id), 0), await store.connectionLog.newestId());
+  let newest = Math.max(
+    first.reduce((m, r) => Math.max(m, r.id), 0),
+    await store.connectionLog.newestId(),
+  );
   const seen = new Set<number>(first.map((r) => r.id));
   const marks: Array<{ at: number; id: number }> = [];
   let floor = newest;
@@ -107,7 +142,7 @@ export async function connections(
     await new Promise((r) => setTimeout(r, 250));
     if (signal.aborted) break;
     const top = await store.connectionLog.newestId();
-    for (let from = floor; ; ) {
+    for (let from = floor; ;) {
       const rows = await store.connectionLog.query({ ...filter, afterId: from, limit: PAGE });
       for (const r of rows) {
         if (seen.has(r.id)) continue;

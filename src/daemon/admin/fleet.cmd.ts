@@ -14,7 +14,7 @@ const rotateCertAction = withStore(async (store, all) => {
 });
 
 export function registerFleet(admin: Command): void {
-  const fleet = admin.command('fleet').description('the entry → exit hop\'s credentials (docs/admin.md)');
+  const fleet = admin.command('fleet').description("the entry → exit hop's credentials (docs/admin.md)");
   fleet
     .command('rotate-secret')
     .description('make a new fleet secret; exits accept the old one too for their --hop-grace')
@@ -23,7 +23,7 @@ export function registerFleet(admin: Command): void {
     .action(rotateSecretAction);
   fleet
     .command('rotate-cert')
-    .description("give an exit a new hop certificate; returns once it serves it and entries can pin it")
+    .description('give an exit a new hop certificate; returns once it serves it and entries can pin it')
     .requiredOption('--node <name>', "the exit's --node-name")
     .addOption(dataDirOption())
     .addOption(databaseUrlOption())

@@ -20,7 +20,11 @@ export async function rotateSecret(store: Store): Promise<{ rotated: true }> {
  * Asks a live exit for a new certificate and waits until it serves it and its row names it alone (a few
  * seconds: entries first learn the new fingerprint beside the old one, so no new tunnel fails).
  */
-export async function rotateCert(store: Store, node: string, timeoutMs = 30_000): Promise<{ node: string; fingerprint: string; previous: string }> {
+export async function rotateCert(
+  store: Store,
+  node: string,
+  timeoutMs = 30_000,
+): Promise<{ node: string; fingerprint: string; previous: string }> {
   const exits = fleetOf(store);
   const before = (await exits.list(EXIT_STALE_MS)).find((r) => r.node === node);
   if (!before || !(await exits.requestCertRotation(node, EXIT_STALE_MS))) {
@@ -32,7 +36,10 @@ export async function rotateCert(store: Store, node: string, timeoutMs = 30_000)
     await new Promise((r) => setTimeout(r, 250));
     const row = (await exits.list(EXIT_STALE_MS)).find((r) => r.node === node);
     if (!row) throw new AdminError(`exit ${node} stopped heartbeating during the rotation`);
-    if (row.fingerprints.length === 1 && row.fingerprints[0] !== old) return { node, fingerprint: row.fingerprints[0]!, previous: old };
+    if (row.fingerprints.length === 1 && row.fingerprints[0] !== old)
+      return { node, fingerprint: row.fingerprints[0]!, previous: old };
   }
-  throw new AdminError(`exit ${node} did not register a new certificate within ${timeoutMs / 1000} s (is it running this version?)`);
+  throw new AdminError(
+    `exit ${node} did not register a new certificate within ${timeoutMs / 1000} s (is it running this version?)`,
+  );
 }

@@ -5,7 +5,12 @@ import { ApiKeyService, KeyLimitError, type ApiKeyJson } from '../services/api-k
 import { operatorContext } from '../services/audit.js';
 import { AdminError, NoAccountError, type AdminDeps } from './commands.js';
 
-const FLAG: Record<KeyFieldError['field'], string> = { name: '--name', scopes: '--scopes', expires_at: '--expires', allowed_ips: '--allowed-ips' };
+const FLAG: Record<KeyFieldError['field'], string> = {
+  name: '--name',
+  scopes: '--scopes',
+  expires_at: '--expires',
+  allowed_ips: '--allowed-ips',
+};
 
 async function accountId(deps: AdminDeps, email: string): Promise<number> {
   const a = await deps.store.accounts.findByEmail(email);
@@ -14,16 +19,33 @@ async function accountId(deps: AdminDeps, email: string): Promise<number> {
 }
 
 /** Makes a key; prints `{"id","key",…}` (the key shown only here). Every bad flag is named, nothing made. */
-export async function keyCreate(deps: AdminDeps, o: { email: string; name: string; scopes: string; expires?: string; allowedIps?: string }) {
+export async function keyCreate(
+  deps: AdminDeps,
+  o: { email: string; name: string; scopes: string; expires?: string; allowedIps?: string },
+) {
   const id = await accountId(deps, o.email);
   let expiresAtMs: number | null = null;
   if (o.expires !== undefined) {
     expiresAtMs = parseIsoTime(o.expires.trim());
-    if (expiresAtMs === null) throw new AdminError(timeFlagProblem('--expires', o.expires, 'an ISO 8601 time, e.g. 2027-01-01 or 2027-01-01T00:00:00Z'));
+    if (expiresAtMs === null)
+      throw new AdminError(
+        timeFlagProblem('--expires', o.expires, 'an ISO 8601 time, e.g. 2027-01-01 or 2027-01-01T00:00:00Z'),
+      );
   }
   try {
-    const r = await new ApiKeyService(deps.store).create(id, { name: o.name, scopes: o.scopes, expiresAtMs, allowedIps: o.allowedIps ?? '' }, operatorContext());
-    return { id: r.info.id, key: r.key, name: r.info.name, scopes: r.info.scopes, expires_at: r.info.expires_at, allowed_ips: r.info.allowed_ips };
+    const r = await new ApiKeyService(deps.store).create(
+      id,
+      { name: o.name, scopes: o.scopes, expiresAtMs, allowedIps: o.allowedIps ?? '' },
+      operatorContext(),
+    );
+    return {
+      id: r.info.id,
+      key: r.key,
+      name: r.info.name,
+      scopes: r.info.scopes,
+      expires_at: r.info.expires_at,
+      allowed_ips: r.info.allowed_ips,
+    };
   } catch (e) {
     if (e instanceof KeyFieldError) throw new AdminError(`${FLAG[e.field]}: ${e.message.slice(e.field.length + 2)}`);
     if (e instanceof KeyLimitError) throw new AdminError(`account ${o.email}: ${e.message}`);

@@ -41,7 +41,13 @@ const iso = (ms: number | null) => (ms === null ? null : formatIsoTime(ms));
 /** The plan as printed by both commands; an account without one has no limits and a calendar month. */
 async function planJson(store: Store, accountId: number) {
   const now = Date.now();
-  const plan = (await store.plans.get(accountId)) ?? { accountId, trafficLimit: null, ...NO_PLAN_PERIOD, maxConnections: null, expiresAt: null };
+  const plan = (await store.plans.get(accountId)) ?? {
+    accountId,
+    trafficLimit: null,
+    ...NO_PLAN_PERIOD,
+    maxConnections: null,
+    expiresAt: null,
+  };
   const { used } = await periodUsed(store, plan, now);
   return {
     traffic_limit: plan.trafficLimit,
@@ -68,10 +74,18 @@ export async function planSet(store: Store, o: PlanSetOptions) {
   const a = await requireAccount(store, o.email);
   const old = await store.plans.get(a.id);
   const day = Math.min(28, new Date(a.created_at * 1000).getUTCDate());
-  const plan: Plan = old ?? { accountId: a.id, trafficLimit: null, period: 'month', anchorDay: day, maxConnections: null, expiresAt: null };
+  const plan: Plan = old ?? {
+    accountId: a.id,
+    trafficLimit: null,
+    period: 'month',
+    anchorDay: day,
+    maxConnections: null,
+    expiresAt: null,
+  };
   if (o.trafficLimit !== undefined) plan.trafficLimit = sizeOrNone(o.trafficLimit, '--traffic-limit');
   if (o.period !== undefined) {
-    if (!['day', 'month', 'lifetime'].includes(o.period)) throw new AdminError('--period: expected day, month or lifetime');
+    if (!['day', 'month', 'lifetime'].includes(o.period))
+      throw new AdminError('--period: expected day, month or lifetime');
     plan.period = o.period as PlanPeriod;
   }
   if (o.maxConnections !== undefined) plan.maxConnections = countOrNone(o.maxConnections, '--max-connections');
@@ -80,11 +94,20 @@ export async function planSet(store: Store, o: PlanSetOptions) {
     if (o.expires === 'never') plan.expiresAt = null;
     else {
       const t = parseIsoTime(o.expires);
-      if (t === null) throw new AdminError(timeFlagProblem('--expires', o.expires, 'an ISO time such as 2027-01-31 or 2027-01-31T23:59:59Z, or never'));
+      if (t === null)
+        throw new AdminError(
+          timeFlagProblem('--expires', o.expires, 'an ISO time such as 2027-01-31 or 2027-01-31T23:59:59Z, or never'),
+        );
       plan.expiresAt = t;
     }
   }
-  const details = { traffic_limit: plan.trafficLimit, period: plan.period, max_connections: plan.maxConnections, expires_at: iso(plan.expiresAt), rate_limit: plan.rateLimit ?? null };
+  const details = {
+    traffic_limit: plan.trafficLimit,
+    period: plan.period,
+    max_connections: plan.maxConnections,
+    expires_at: iso(plan.expiresAt),
+    rate_limit: plan.rateLimit ?? null,
+  };
   await store.plans.set(plan, auditDraft(operatorContext(), 'plan.changed', null, details));
   return planJson(store, a.id);
 }
@@ -96,21 +119,35 @@ export async function planShow(store: Store, o: { email?: string }) {
 
 export async function proxyUserSet(
   store: Store,
-  o: { email?: string; username?: string; trafficLimit?: string; maxConnections?: string; rateLimit?: string; expires?: string; allow?: string; deny?: string },
+  o: {
+    email?: string;
+    username?: string;
+    trafficLimit?: string;
+    maxConnections?: string;
+    rateLimit?: string;
+    expires?: string;
+    allow?: string;
+    deny?: string;
+  },
 ) {
   const a = await requireAccount(store, o.email);
   if (!o.username) throw new AdminUsageError('--username is required');
   const current = (await store.plans.userLimits(a.id)).find((u) => u.username === o.username);
   const limits = {
-    trafficLimit: o.trafficLimit !== undefined ? sizeOrNone(o.trafficLimit, '--traffic-limit') : (current?.trafficLimit ?? null),
-    maxConnections: o.maxConnections !== undefined ? countOrNone(o.maxConnections, '--max-connections') : (current?.maxConnections ?? null),
+    trafficLimit:
+      o.trafficLimit !== undefined ? sizeOrNone(o.trafficLimit, '--traffic-limit') : (current?.trafficLimit ?? null),
+    maxConnections:
+      o.maxConnections !== undefined
+        ? countOrNone(o.maxConnections, '--max-connections')
+        : (current?.maxConnections ?? null),
     rateLimit: o.rateLimit !== undefined ? rateOrNone(o.rateLimit, '--rate-limit') : (current?.rateLimit ?? null),
   };
   // The user's own expiry and target rules (docs/api.md, "Proxy users"), each checked before anything is written.
   const own: { expiresAt?: number | null; allow?: string[]; deny?: string[] } = {};
   if (o.expires !== undefined) {
     const t = o.expires === 'never' ? null : parseIsoTime(o.expires);
-    if (t === null && o.expires !== 'never') throw new AdminError(timeFlagProblem('--expires', o.expires, 'an ISO 8601 time, or never'));
+    if (t === null && o.expires !== 'never')
+      throw new AdminError(timeFlagProblem('--expires', o.expires, 'an ISO 8601 time, or never'));
     own.expiresAt = t;
   }
   for (const list of ['allow', 'deny'] as const) {
@@ -121,11 +158,29 @@ export async function proxyUserSet(
     own[list] = r.items;
   }
   if (Object.keys(own).length === 0) {
-    if (!(await setProxyUserLimits(store, a.id, o.username, limits, operatorContext()))) throw new AdminError(`account ${o.email} has no proxy user ${o.username}`);
+    if (!(await setProxyUserLimits(store, a.id, o.username, limits, operatorContext())))
+      throw new AdminError(`account ${o.email} has no proxy user ${o.username}`);
   } else {
     const patch = { ...limits, ...own };
-    const details = { traffic_limit: limits.trafficLimit, max_connections: limits.maxConnections, rate_limit: limits.rateLimit, ...(own.expiresAt !== undefined ? { expires_at: own.expiresAt === null ? null : formatIsoTime(own.expiresAt) } : {}), ...(own.allow ? { allow: own.allow } : {}), ...(own.deny ? { deny: own.deny } : {}) };
-    if (!(await store.proxyUsers.update(a.id, o.username, patch, auditDraft(operatorContext(), 'proxy_user.changed', o.username, details)))) throw new AdminError(`account ${o.email} has no proxy user ${o.username}`);
+    const details = {
+      traffic_limit: limits.trafficLimit,
+      max_connections: limits.maxConnections,
+      rate_limit: limits.rateLimit,
+      ...(own.expiresAt !== undefined
+        ? { expires_at: own.expiresAt === null ? null : formatIsoTime(own.expiresAt) }
+        : {}),
+      ...(own.allow ? { allow: own.allow } : {}),
+      ...(own.deny ? { deny: own.deny } : {}),
+    };
+    if (
+      !(await store.proxyUsers.update(
+        a.id,
+        o.username,
+        patch,
+        auditDraft(operatorContext(), 'proxy_user.changed', o.username, details),
+      ))
+    )
+      throw new AdminError(`account ${o.email} has no proxy user ${o.username}`);
   }
   const now = (await store.plans.userLimits(a.id)).find((u) => u.username === o.username);
   return {

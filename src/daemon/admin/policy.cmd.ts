@@ -4,12 +4,14 @@ import type { Command } from 'commander';
 import { dataDirOption, databaseUrlOption, policyAction } from '../process/command-kit.js';
 
 export function registerPolicy(admin: Command): void {
-  const policy = admin.command('policy').description('target rules: domains and CIDRs an account (or the whole service) may not reach (docs/admin.md)');
+  const policy = admin
+    .command('policy')
+    .description('target rules: domains and CIDRs an account (or the whole service) may not reach (docs/admin.md)');
   policy
     .command('set')
     .description('replace the lists given (none empties one; a list not given is kept); prints the rules')
     .option('--email <email>', 'the account whose rules change')
-    .option('--global', 'the service\'s rules (checked first, for every account)')
+    .option('--global', "the service's rules (checked first, for every account)")
     .option('--deny <list|none>', 'comma-separated domain patterns (example.com, *.example.com) and CIDRs refused')
     .option('--allow <list|none>', 'the only domain patterns and CIDRs reachable (an account only)')
     .addOption(dataDirOption())
@@ -17,7 +19,7 @@ export function registerPolicy(admin: Command): void {
     .action(policyAction((m) => m.policySet));
   policy
     .command('show')
-    .description('an account\'s target rules (--email) or the service\'s (--global)')
+    .description("an account's target rules (--email) or the service's (--global)")
     .option('--email <email>')
     .option('--global')
     .addOption(dataDirOption())

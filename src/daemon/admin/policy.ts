@@ -14,23 +14,29 @@ export interface PolicyOptions {
 async function scopeOf(store: Store, o: PolicyOptions): Promise<{ id: number | 'service'; email: string | null }> {
   if (o.global && o.email) throw new AdminUsageError('give --email or --global, not both');
   if (o.global) return { id: 'service', email: null };
-  if (!o.email) throw new AdminUsageError('give --email E (an account\'s rules) or --global (the service\'s)');
+  if (!o.email) throw new AdminUsageError("give --email E (an account's rules) or --global (the service's)");
   const a = await store.accounts.findByEmail(o.email);
   if (!a) throw new NoAccountError(o.email);
   return { id: a.id, email: a.email };
 }
 
 function rulesJson(scope: { id: number | 'service'; email: string | null }, r: TargetRules) {
-  return scope.id === 'service' ? { scope: 'service', deny: r.deny } : { scope: 'account', email: scope.email, deny: r.deny, allow: r.allow };
+  return scope.id === 'service'
+    ? { scope: 'service', deny: r.deny }
+    : { scope: 'account', email: scope.email, deny: r.deny, allow: r.allow };
 }
 
 export async function policySet(store: Store, o: PolicyOptions) {
   const scope = await scopeOf(store, o);
-  if (o.deny === undefined && o.allow === undefined) throw new AdminUsageError('nothing to set: give --deny LIST and/or --allow LIST (none empties a list)');
+  if (o.deny === undefined && o.allow === undefined)
+    throw new AdminUsageError('nothing to set: give --deny LIST and/or --allow LIST (none empties a list)');
   const r = await setTargetRules(store, scope.id, { deny: o.deny, allow: o.allow }, operatorContext());
   if (!r.ok) {
-    if (r.code === 'service_allow') throw new AdminError('--allow: the service\'s rules are a deny list only (an allow list is per account)');
-    throw new AdminError(`${r.lists.map((l) => `--${l.list}: ${describeProblems(l.problems)}`).join('; ')}; nothing changed`);
+    if (r.code === 'service_allow')
+      throw new AdminError("--allow: the service's rules are a deny list only (an allow list is per account)");
+    throw new AdminError(
+      `${r.lists.map((l) => `--${l.list}: ${describeProblems(l.problems)}`).join('; ')}; nothing changed`,
+    );
   }
   return rulesJson(scope, r.rules);
 }

@@ -15,11 +15,17 @@ export interface UsageOptions {
   usageRetention?: string;
 }
 
-const DEFAULT_SPAN_MS: Record<UsageBy, number> = { minute: 3_600_000, hour: DAY_MS, day: 30 * DAY_MS, user: 30 * DAY_MS };
+const DEFAULT_SPAN_MS: Record<UsageBy, number> = {
+  minute: 3_600_000,
+  hour: DAY_MS,
+  day: 30 * DAY_MS,
+  user: 30 * DAY_MS,
+};
 
 function parseTime(s: string, what: string): number {
   const t = parseIsoTime(s);
-  if (t === null) throw new AdminError(timeFlagProblem(what, s, 'an ISO time such as 2026-11-25 or 2026-11-25T00:00:00Z'));
+  if (t === null)
+    throw new AdminError(timeFlagProblem(what, s, 'an ISO time such as 2026-11-25 or 2026-11-25T00:00:00Z'));
   return t;
 }
 

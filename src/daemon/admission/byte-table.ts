@@ -364,7 +364,10 @@ export class ByteTable {
       hashes: this.hashes,
       buffers,
       chunks: this.chunks.map((c) => [indexOf(c), c.byteOffset]),
-      reserved: r && this.reservedTaken + CHUNK <= r.length ? [indexOf(r), r.byteOffset + this.reservedTaken, r.byteOffset + r.length] : null,
+      reserved:
+        r && this.reservedTaken + CHUNK <= r.length
+          ? [indexOf(r), r.byteOffset + this.reservedTaken, r.byteOffset + r.length]
+          : null,
       used: this.used,
       stored: this.stored,
       garbage: this.garbage,
@@ -377,10 +380,12 @@ export class ByteTable {
   /** The table `exportState` described, over the same (transferred) buffers: nothing is copied. */
   static fromState(s: ByteTableState): ByteTable {
     const cap = s.slots.length;
-    if (cap < 16 || (cap & (cap - 1)) !== 0 || s.hashes.length !== cap || s.size >= cap) throw new RangeError('admission table state: bad index');
+    if (cap < 16 || (cap & (cap - 1)) !== 0 || s.hashes.length !== cap || s.size >= cap)
+      throw new RangeError('admission table state: bad index');
     const view = (buffer: number, offset: number, length: number): Buffer => {
       const ab = s.buffers[buffer];
-      if (!ab || offset < 0 || offset + length > ab.byteLength) throw new RangeError('admission table state: chunk out of its buffer');
+      if (!ab || offset < 0 || offset + length > ab.byteLength)
+        throw new RangeError('admission table state: chunk out of its buffer');
       return Buffer.from(ab, offset, length);
     };
     const t = new ByteTable(0, 0, { seed: s.seed >>> 0 });

@@ -81,7 +81,8 @@ export class DedicatedView implements DedicatedEgress {
   private quarantinesEnded(): void {
     const now = this.now();
     let next = Infinity;
-    for (const h of this.byAddress.values()) if (h.quarantineUntilMs > now && h.quarantineUntilMs < next) next = h.quarantineUntilMs;
+    for (const h of this.byAddress.values())
+      if (h.quarantineUntilMs > now && h.quarantineUntilMs < next) next = h.quarantineUntilMs;
     this.nextQuarantineEnd = next;
     this.gen++;
   }
@@ -118,7 +119,10 @@ export class DedicatedView implements DedicatedEgress {
     const now = Date.now();
     if (now - this.lastWarn < 10_000) return;
     this.lastWarn = now;
-    this.o.log?.warn({ event: 'dedicated_refresh_failed', detail: e instanceof Error ? e.message : String(e) }, 'dedicated addresses: keeping the last view');
+    this.o.log?.warn(
+      { event: 'dedicated_refresh_failed', detail: e instanceof Error ? e.message : String(e) },
+      'dedicated addresses: keeping the last view',
+    );
   }
 
   private async load(): Promise<void> {
@@ -136,7 +140,11 @@ export class DedicatedView implements DedicatedEgress {
     const mine = new Map<number, string[]>();
     const nodes = new Map<number, Set<string>>();
     for (const r of rows) {
-      byAddress.set(r.address, { node: r.node, accountId: r.accountId, quarantineUntilMs: (r.quarantineUntil ?? 0) * 1000 });
+      byAddress.set(r.address, {
+        node: r.node,
+        accountId: r.accountId,
+        quarantineUntilMs: (r.quarantineUntil ?? 0) * 1000,
+      });
       if (r.accountId === null) continue;
       let set = nodes.get(r.accountId);
       if (!set) nodes.set(r.accountId, (set = new Set()));
@@ -165,7 +173,11 @@ export class DedicatedView implements DedicatedEgress {
       // addresses and this is not one of them.
       return changed.has(address) || owner !== null || (accountId >= 0 && nodes.has(accountId));
     });
-    if (closed > 0) this.o.log?.info({ event: 'dedicated_connections_closed', connections: closed }, 'connections from addresses that changed hands closed');
+    if (closed > 0)
+      this.o.log?.info(
+        { event: 'dedicated_connections_closed', connections: closed },
+        'connections from addresses that changed hands closed',
+      );
   }
 }
 
@@ -177,6 +189,7 @@ export function offeredAddresses(pool: readonly string[] | null, egressAddress: 
   if (pool && pool.length > 0) return [...pool];
   if (egressAddress && !egressAddress.includes(':')) return [egressAddress];
   const out: string[] = [];
-  for (const list of Object.values(networkInterfaces())) for (const i of list ?? []) if (i.family === 'IPv4' && !i.internal) out.push(i.address);
+  for (const list of Object.values(networkInterfaces()))
+    for (const i of list ?? []) if (i.family === 'IPv4' && !i.internal) out.push(i.address);
   return out;
 }

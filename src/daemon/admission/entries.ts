@@ -35,7 +35,11 @@ export function getUser(t: ByteTable, username: string): { accountId: number; ha
   const o = t.valueAt(e);
   const flags = b[o]!;
   const text = b.toString('utf8', o + 1 + ACCOUNT_BYTES, o + t.valueLength(e));
-  return { accountId: b.readUIntLE(o + 1, ACCOUNT_BYTES), hash: flags & USER_STANDARD_PREFIX ? STANDARD_PREFIX + text : text, active: (flags & USER_ACTIVE) !== 0 };
+  return {
+    accountId: b.readUIntLE(o + 1, ACCOUNT_BYTES),
+    hash: flags & USER_STANDARD_PREFIX ? STANDARD_PREFIX + text : text,
+    active: (flags & USER_ACTIVE) !== 0,
+  };
 }
 
 /** An IP in the view: the key of an entry whose value is the entry's status (1 active) and the account id. */

@@ -122,7 +122,12 @@ export class FailureBudget {
     const now = this.now();
     // An IPv6 source by its /64 (a host holds a whole /64: by address it had 2^64 fresh budgets).
     const src = source === null ? '-' : sourceLimitKey(source);
-    if (!this.sources.has(src, now) || !this.users.has(username, now) || !this.node.has('', now) || this.waiting.length >= this.queue) {
+    if (
+      !this.sources.has(src, now) ||
+      !this.users.has(username, now) ||
+      !this.node.has('', now) ||
+      this.waiting.length >= this.queue
+    ) {
       this.refused++;
       return 'skipped';
     }

@@ -47,7 +47,10 @@ export class StoreAdmissionFeed implements AdmissionFeed {
   onWake(cb: () => void): void {
     if (this.opts.wake === false) return;
     this.stopWatching = this.changeLog.watch(cb, (err) =>
-      this.opts.log?.warn({ event: 'admission_wake_unavailable', err: err.message }, 'no change notifications: the admission view follows by polling'),
+      this.opts.log?.warn(
+        { event: 'admission_wake_unavailable', err: err.message },
+        'no change notifications: the admission view follows by polling',
+      ),
     );
   }
 

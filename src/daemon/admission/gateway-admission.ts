@@ -25,7 +25,12 @@ export class ViewAdmission implements Admitter {
   ) {}
 
   /** At once for credentials verified before (the cache); a promise only when a password is hashed. */
-  admitByCredentials(written: string, password: string, baseUsername?: string, sourceIp?: string | null): AdmitResult | Promise<AdmitResult> {
+  admitByCredentials(
+    written: string,
+    password: string,
+    baseUsername?: string,
+    sourceIp?: string | null,
+  ): AdmitResult | Promise<AdmitResult> {
     this.view.assertAdmitting();
     // A user named exactly as written wins over the base user its session parameters name.
     let username = written;
@@ -37,18 +42,27 @@ export class ViewAdmission implements Admitter {
     return this.verify(row, username, key, password, sourceIp ?? null);
   }
 
-  private async verify(row: AdmissionUser | null, username: string, key: string, password: string, sourceIp: string | null): Promise<AdmitResult> {
+  private async verify(
+    row: AdmissionUser | null,
+    username: string,
+    key: string,
+    password: string,
+    sourceIp: string | null,
+  ): Promise<AdmitResult> {
     const stored = row?.password_hash ?? null;
     const same = `${key}\0${stored ?? ''}`;
     let check = this.checking.get(same);
     if (!check) {
-      check = this.budget.run(sourceIp, username, () => verifyPassword(password, stored)).finally(() => this.checking.delete(same));
+      check = this.budget
+        .run(sourceIp, username, () => verifyPassword(password, stored))
+        .finally(() => this.checking.delete(same));
       this.checking.set(same, check);
     }
     const ok = await check;
     // The client hears the same 407 for all three; the connection log tells them apart. A refusal whose
     // password was never compared (the failure budget is spent) is not called a wrong password.
-    if (ok === 'skipped') return { ok: false, reason: 'login_throttled', ...(row ? { accountId: row.account_id } : {}) };
+    if (ok === 'skipped')
+      return { ok: false, reason: 'login_throttled', ...(row ? { accountId: row.account_id } : {}) };
     if (!row) return { ok: false, reason: 'unknown_user' };
     if (!ok) return { ok: false, reason: 'wrong_password', accountId: row.account_id };
     // Cached against the hash just verified: a password change meanwhile leaves the entry unmatched.

@@ -39,7 +39,8 @@ export type ReloadWorkerMessage =
 const PROGRESS_MS = 500;
 
 /** Our modules, loaded only once the thread runs at the lowest priority: loading them is CPU too. */
-const loadModules = () => Promise.all([import('./byte-table.js'), import('./entries.js'), import('../store/reader.js')]);
+const loadModules = () =>
+  Promise.all([import('./byte-table.js'), import('./entries.js'), import('../store/reader.js')]);
 
 async function build(port: NonNullable<typeof parentPort>, data: ReloadWorkerData): Promise<void> {
   // Nice 19 for this thread (the view lowered it as it started it, where it could): when the cores are contended
@@ -73,7 +74,17 @@ async function build(port: NonNullable<typeof parentPort>, data: ReloadWorkerDat
   });
   const u = users.exportState();
   const p = ips.exportState();
-  const msg: ReloadWorkerMessage = { type: 'built', seq: snap.seq, gaps: snap.gaps, users: u.state, ips: p.state, accountIds, accountActive, rules: snap.rules, nice };
+  const msg: ReloadWorkerMessage = {
+    type: 'built',
+    seq: snap.seq,
+    gaps: snap.gaps,
+    users: u.state,
+    ips: p.state,
+    accountIds,
+    accountActive,
+    rules: snap.rules,
+    nice,
+  };
   port.postMessage(msg, [...u.transfer, ...p.transfer, accountIds.buffer, accountActive.buffer]);
 }
 
@@ -90,6 +101,9 @@ if (parentPort && (workerData as { warmUp?: boolean } | null)?.warmUp === true) 
 } else if (parentPort) {
   const port = parentPort;
   build(port, workerData as ReloadWorkerData).catch((err: unknown) => {
-    port.postMessage({ type: 'failed', error: err instanceof Error ? err.message : String(err) } satisfies ReloadWorkerMessage);
+    port.postMessage({
+      type: 'failed',
+      error: err instanceof Error ? err.message : String(err),
+    } satisfies ReloadWorkerMessage);
   });
 }

@@ -7,7 +7,15 @@ import { ByteTable } from './byte-table.js';
 import { getIp, getUser, putIp, putUser } from './entries.js';
 import { TargetRuleSet, type TargetRuleSets } from '../../gateway/index.js';
 import { splitItems } from '../store/target-rules-sql.js';
-import { SERVICE_RULES_ID, type AdmissionChangeRows, type AdmissionSnapshotRows, type AdmissionUserRow, type ProxyUserAuth, type SnapshotSource, type TargetRulesRow } from '../store/index.js';
+import {
+  SERVICE_RULES_ID,
+  type AdmissionChangeRows,
+  type AdmissionSnapshotRows,
+  type AdmissionUserRow,
+  type ProxyUserAuth,
+  type SnapshotSource,
+  type TargetRulesRow,
+} from '../store/index.js';
 import type { ReloadWorkerData, ReloadWorkerMessage } from './reload-worker.js';
 import { startLowered } from './thread-priority.js';
 
@@ -148,10 +156,14 @@ interface Built {
 /** The target rules rows compiled, a slice per turn. */
 async function compileRules(rows: readonly TargetRulesRow[], pacer: Pacer): Promise<Map<number, TargetRuleSet>> {
   const rules = new Map<number, TargetRuleSet>();
-  await inSlices(rows, (r) => {
-    const set = ruleSet(r);
-    if (set) rules.set(r.account_id, set);
-  }, pacer);
+  await inSlices(
+    rows,
+    (r) => {
+      const set = ruleSet(r);
+      if (set) rules.set(r.account_id, set);
+    },
+    pacer,
+  );
   return rules;
 }
 
@@ -260,21 +272,37 @@ export class AdmissionView {
 
   status(): ViewStatus {
     const ageMs = Math.max(0, this.nowMs() - this.lastSyncAt);
-    const state: ViewState = !this.failing && ageMs <= STALL_MS ? 'current' : ageMs <= this.staleMs ? 'stale' : 'expired';
-    return { state, ageMs, seq: this.seq, users: this.users.size, ips: this.ips.size, reloads: this.reloads, lastReload: this.lastReload };
+    const state: ViewState =
+      !this.failing && ageMs <= STALL_MS ? 'current' : ageMs <= this.staleMs ? 'stale' : 'expired';
+    return {
+      state,
+      ageMs,
+      seq: this.seq,
+      users: this.users.size,
+      ips: this.ips.size,
+      reloads: this.reloads,
+      lastReload: this.lastReload,
+    };
   }
 
   /** The proxy user's row as admission needs it, or null (unknown username). */
   userForAuth(username: string): AdmissionUser | null {
     const u = getUser(this.users, username);
     if (!u) return null;
-    return { account_id: u.accountId, password_hash: u.hash, status: u.active ? 'active' : 'disabled', account_status: this.accountStatus(u.accountId) };
+    return {
+      account_id: u.accountId,
+      password_hash: u.hash,
+      status: u.active ? 'active' : 'disabled',
+      account_status: this.accountStatus(u.accountId),
+    };
   }
 
   /** The owner of the IP's live entry (held claim), or null. */
   admissionByIp(ip: string): { accountId: number; entryActive: boolean; accountActive: boolean } | null {
     const e = getIp(this.ips, ip);
-    return e && { accountId: e.accountId, entryActive: e.active, accountActive: this.accounts.get(e.accountId) === true };
+    return (
+      e && { accountId: e.accountId, entryActive: e.active, accountActive: this.accounts.get(e.accountId) === true }
+    );
   }
 
   /** The target rules a connection of this account is checked against (docs/gateway.md, "Target rules"). */
@@ -303,7 +331,10 @@ export class AdmissionView {
         // reads on from the reload's own sequence.
         if (gen !== this.generation) break;
         if (ch === 'behind') {
-          this.opts.log?.warn({ event: 'admission_view_behind', seq: this.seq }, 'admission view behind the trimmed change log: reloading in full');
+          this.opts.log?.warn(
+            { event: 'admission_view_behind', seq: this.seq },
+            'admission view behind the trimmed change log: reloading in full',
+          );
           if (this.reloading) await this.reloading;
           else await this.reload();
           break;
@@ -369,7 +400,7 @@ export class AdmissionView {
     const usersSize = sizedLike(this.users);
     const users = new ByteTable(usersSize.expected, usersSize.bytes);
     // The first load at full speed; a reload beside a serving view at a share of a core (Pacer).
-    const pacer = new Pacer(this.reloads === 0 ? 1 : this.opts.reloadShare ?? RELOAD_SHARE);
+    const pacer = new Pacer(this.reloads === 0 ? 1 : (this.opts.reloadShare ?? RELOAD_SHARE));
     const snap = await this.feed.snapshot((rows) => {
       for (const r of rows) putUser(users, r);
       // A page is word from the feed: a reload of a million users (paced: tens of seconds) after the view fell
@@ -462,7 +493,9 @@ export class AdmissionView {
     const accounts = new Map<number, boolean>();
     await inSlices(msg.accountIds, (id, i) => accounts.set(id, msg.accountActive[i] === 1), pacer);
     const rules = await compileRules(msg.rules, pacer);
-    return this.closed ? null : { built: { seq: msg.seq, gaps: msg.gaps, users, ips, accounts, rules }, nice: msg.nice };
+    return this.closed
+      ? null
+      : { built: { seq: msg.seq, gaps: msg.gaps, users, ips, accounts, rules }, nice: msg.nice };
   }
 
   /** The new tables in use; the view follows the log on from the snapshot's position (and its gaps). */
@@ -477,7 +510,17 @@ export class AdmissionView {
     this.reloads++;
     if (this.reloads > 1) {
       this.lastReload = via;
-      this.opts.log?.info({ event: 'admission_view_reloaded', users: b.users.size, ips: b.ips.size, ms: this.nowMs() - t0, via, ...extra }, 'admission view reloaded in full');
+      this.opts.log?.info(
+        {
+          event: 'admission_view_reloaded',
+          users: b.users.size,
+          ips: b.ips.size,
+          ms: this.nowMs() - t0,
+          via,
+          ...extra,
+        },
+        'admission view reloaded in full',
+      );
     }
   }
 
@@ -508,7 +551,12 @@ export class AdmissionView {
     if (this.closed) return;
     if (this.reloading) return this.reloading;
     this.reloading = this.reload()
-      .catch((err: unknown) => this.opts.log?.warn({ event: 'admission_view_reload_failed', err: err instanceof Error ? err.message : String(err) }, 'admission view reload failed: keeping the view in use'))
+      .catch((err: unknown) =>
+        this.opts.log?.warn(
+          { event: 'admission_view_reload_failed', err: err instanceof Error ? err.message : String(err) },
+          'admission view reload failed: keeping the view in use',
+        ),
+      )
       .finally(() => {
         this.reloading = null;
         this.wake();
@@ -541,7 +589,10 @@ export class AdmissionView {
       try {
         this.onUsersRevoked(revoked);
       } catch (err) {
-        this.opts.log?.warn({ event: 'revoke_failed', err: err instanceof Error ? err.message : String(err) }, 'closing connections of revoked proxy users failed');
+        this.opts.log?.warn(
+          { event: 'revoke_failed', err: err instanceof Error ? err.message : String(err) },
+          'closing connections of revoked proxy users failed',
+        );
       }
     }
   }

@@ -2,7 +2,13 @@
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
-import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
+import Fastify, {
+  LogController,
+  type FastifyBaseLogger,
+  type FastifyInstance,
+  type FastifyReply,
+  type FastifyRequest,
+} from 'fastify';
 import { BusinessError, Code } from '../../contract/codes.js';
 import { API_PATHS, AUDIT_PATH, MAX_BODY_BYTES, USAGE_PATHS } from '../../contract/paths.js';
 import type { DaemonLog } from '../log.js';
@@ -59,7 +65,11 @@ export function clientErrorResponse(err: NodeJS.ErrnoException): string | null {
   const tooLarge = err.code === 'HPE_HEADER_OVERFLOW';
   const timeout = err.code === 'ERR_HTTP_REQUEST_TIMEOUT';
   const status = tooLarge ? '431 Request Header Fields Too Large' : timeout ? '408 Request Timeout' : '400 Bad Request';
-  const message = tooLarge ? 'invalid parameters: request head too large' : timeout ? 'invalid parameters: request timed out' : 'invalid parameters: malformed HTTP request';
+  const message = tooLarge
+    ? 'invalid parameters: request head too large'
+    : timeout
+      ? 'invalid parameters: request timed out'
+      : 'invalid parameters: malformed HTTP request';
   return rawEnvelopeResponse(status, Code.INVALID_PARAMS, message);
 }
 
@@ -76,8 +86,20 @@ export async function buildApp(ctx: ApiContext, opts: AppOptions): Promise<Fasti
     // An API key by its id only (never the key); the URL never (its query string may hold a secret).
     const key = request.apiKey ? { key: request.apiKey.id } : {};
     // An Idempotency-Key replay answers with the first request's id (header and body): named here to find it.
-    const replayOf = reply.getHeader('idempotent-replayed') === 'true' ? { replayOf: String(reply.getHeader('x-request-id')) } : {};
-    request.log.info({ method: request.method, route, status, code, ...key, ...replayOf, ms: Math.round(reply.elapsedTime * 100) / 100 }, 'request');
+    const replayOf =
+      reply.getHeader('idempotent-replayed') === 'true' ? { replayOf: String(reply.getHeader('x-request-id')) } : {};
+    request.log.info(
+      {
+        method: request.method,
+        route,
+        status,
+        code,
+        ...key,
+        ...replayOf,
+        ms: Math.round(reply.elapsedTime * 100) / 100,
+      },
+      'request',
+    );
   };
   const app = Fastify({
     ...(opts.logger ? { loggerInstance: opts.logger as FastifyBaseLogger } : { logger: false }),
@@ -96,8 +118,13 @@ export async function buildApp(ctx: ApiContext, opts: AppOptions): Promise<Fasti
     // request). No hook runs for these, so the headers and the log line are set here.
     frameworkErrors(_err, request, reply) {
       reply.raw.once('finish', () => logRequest(request, reply));
-      reply.header('x-request-id', request.id).header('x-content-type-options', 'nosniff').header('cache-control', 'no-store');
-      return sendEnvelope(request, reply, Code.INVALID_PARAMS, null, 'invalid parameters: malformed URL', { httpStatus: 400 });
+      reply
+        .header('x-request-id', request.id)
+        .header('x-content-type-options', 'nosniff')
+        .header('cache-control', 'no-store');
+      return sendEnvelope(request, reply, Code.INVALID_PARAMS, null, 'invalid parameters: malformed URL', {
+        httpStatus: 400,
+      });
     },
     clientErrorHandler(err, socket) {
       const response = clientErrorResponse(err as NodeJS.ErrnoException);
@@ -118,22 +145,41 @@ export async function buildApp(ctx: ApiContext, opts: AppOptions): Promise<Fasti
 
   app.addHook('onResponse', async (request, reply) => logRequest(request, reply));
 
-  app.setErrorHandler(async (err: Error & { code?: string; statusCode?: number; validation?: unknown }, request, reply) => {
-    if (err instanceof BusinessError) {
-      return sendEnvelope(request, reply, err.code, null, err.message, { retryAfterSeconds: err.retryAfterSeconds });
-    }
-    if (err instanceof LimiterUnavailableError) return sendEnvelope(request, reply, Code.LIMITER_UNAVAILABLE);
-    if (err instanceof StoreUnavailableError) return sendEnvelope(request, reply, Code.LIMITER_UNAVAILABLE, null, 'service unavailable: database unreachable');
-    if (err.code === 'FST_ERR_CTP_BODY_TOO_LARGE') {
-      return sendEnvelope(request, reply, Code.INVALID_PARAMS, null, `invalid parameters: body larger than ${MAX_BODY_BYTES / 1024} KiB`);
-    }
-    if (err.code?.startsWith('FST_ERR_CTP_') || err.validation || (err.statusCode && err.statusCode >= 400 && err.statusCode < 500)) {
-      return sendEnvelope(request, reply, Code.INVALID_PARAMS, null, 'invalid parameters: malformed request');
-    }
-    // The message only: a stack or a request dump could carry a query string.
-    request.log.error({ err: { type: err.name, message: err.message } }, 'unhandled error');
-    return sendEnvelope(request, reply, Code.SYSTEM);
-  });
+  app.setErrorHandler(
+    async (err: Error & { code?: string; statusCode?: number; validation?: unknown }, request, reply) => {
+      if (err instanceof BusinessError) {
+        return sendEnvelope(request, reply, err.code, null, err.message, { retryAfterSeconds: err.retryAfterSeconds });
+      }
+      if (err instanceof LimiterUnavailableError) return sendEnvelope(request, reply, Code.LIMITER_UNAVAILABLE);
+      if (err instanceof StoreUnavailableError)
+        return sendEnvelope(
+          request,
+          reply,
+          Code.LIMITER_UNAVAILABLE,
+          null,
+          'service unavailable: database unreachable',
+        );
+      if (err.code === 'FST_ERR_CTP_BODY_TOO_LARGE') {
+        return sendEnvelope(
+          request,
+          reply,
+          Code.INVALID_PARAMS,
+          null,
+          `invalid parameters: body larger than ${MAX_BODY_BYTES / 1024} KiB`,
+        );
+      }
+      if (
+        err.code?.startsWith('FST_ERR_CTP_') ||
+        err.validation ||
+        (err.statusCode && err.statusCode >= 400 && err.statusCode < 500)
+      ) {
+        return sendEnvelope(request, reply, Code.INVALID_PARAMS, null, 'invalid parameters: malformed request');
+      }
+      // The message only: a stack or a request dump could carry a query string.
+      request.log.error({ err: { type: err.name, message: err.message } }, 'unhandled error');
+      return sendEnvelope(request, reply, Code.SYSTEM);
+    },
+  );
 
   app.setNotFoundHandler(async (request, reply) => sendEnvelope(request, reply, Code.NOT_FOUND));
 
@@ -142,14 +188,26 @@ export async function buildApp(ctx: ApiContext, opts: AppOptions): Promise<Fasti
   app.server.on('connect', (req: IncomingMessage, socket: Duplex) => {
     const requestId = randomUUID();
     socket.on('error', () => socket.destroy());
-    socket.end(rawEnvelopeResponse('405 Method Not Allowed', Code.METHOD_NOT_ALLOWED, 'method not allowed: CONNECT goes to the proxy port, not the API', requestId));
-    app.log.info({ requestId, method: req.method, route: '(connect)', status: 405, code: Code.METHOD_NOT_ALLOWED }, 'request');
+    socket.end(
+      rawEnvelopeResponse(
+        '405 Method Not Allowed',
+        Code.METHOD_NOT_ALLOWED,
+        'method not allowed: CONNECT goes to the proxy port, not the API',
+        requestId,
+      ),
+    );
+    app.log.info(
+      { requestId, method: req.method, route: '(connect)', status: 405, code: Code.METHOD_NOT_ALLOWED },
+      'request',
+    );
   });
 
   // Whitelist API in its own scope: its body parser keeps raw bytes so the handler decides (after auth).
   await app.register(async (api) => {
     api.removeAllContentTypeParsers();
-    api.addContentTypeParser('*', { parseAs: 'buffer', bodyLimit: MAX_BODY_BYTES }, (_req, body, done) => done(null, body));
+    api.addContentTypeParser('*', { parseAs: 'buffer', bodyLimit: MAX_BODY_BYTES }, (_req, body, done) =>
+      done(null, body),
+    );
     listRoute(api, ctx);
     addRoute(api, ctx);
     deleteRoute(api, ctx);
@@ -182,7 +240,10 @@ export async function buildApp(ctx: ApiContext, opts: AppOptions): Promise<Fasti
   });
 
   // Idempotency-Key answers are kept 24 h (docs/api.md, "Idempotency"); any node may forget the old ones.
-  const pruneIdempotency = setInterval(() => void ctx.store.idempotency.prune(ctx.nowMs() - IDEMPOTENCY_TTL_MS).catch(() => {}), 10 * 60_000);
+  const pruneIdempotency = setInterval(
+    () => void ctx.store.idempotency.prune(ctx.nowMs() - IDEMPOTENCY_TTL_MS).catch(() => {}),
+    10 * 60_000,
+  );
   pruneIdempotency.unref();
   app.addHook('onClose', async () => clearInterval(pruneIdempotency));
 

@@ -31,7 +31,11 @@ declare module 'fastify' {
  * the caller's address, in this request. An endpoint authenticated by an API key names `{ type: 'key', id: <key id> }`.
  */
 export function callerAudit(request: FastifyRequest): AuditContext {
-  return { actor: { type: 'token', id: request.caller!.accessKey }, sourceIp: sourceIp(request), requestId: request.id };
+  return {
+    actor: { type: 'token', id: request.caller!.accessKey },
+    sourceIp: sourceIp(request),
+    requestId: request.id,
+  };
 }
 
 /** The raw query string of a request (never logged). */
@@ -61,7 +65,12 @@ export async function authenticate(store: Store, query: URLSearchParams, nowSec:
 }
 
 /** The 429 text of the invalid-token lock-out: which limit, for which source, and when it ends. */
-export function lockOutMessage(ip: string, limit: number, retryAfterSeconds: number | undefined, nowMs: number): string {
+export function lockOutMessage(
+  ip: string,
+  limit: number,
+  retryAfterSeconds: number | undefined,
+  nowMs: number,
+): string {
   const secs = Math.max(1, retryAfterSeconds ?? 60);
   const until = new Date(nowMs + secs * 1000).toISOString().replace(/\.\d+Z$/, 'Z');
   return `rate limited: invalid-token lock-out for source IP ${ip} after ${limit} invalid API keys; every request from this IP is refused until ${until}, in ${secs} s`;
@@ -75,7 +84,14 @@ type CallerCheck =
   | { kind: 'ok'; caller: ApiCaller; page?: WhitelistPage | undefined };
 
 /** Lock-out, token, and the token's limit, one step each (limits in memory, Redis or SQLite). */
-async function checkStepwise(store: Store, limits: ApiLimits, ip: string, query: URLSearchParams, route: LimitedRoute, nowMs: number): Promise<CallerCheck> {
+async function checkStepwise(
+  store: Store,
+  limits: ApiLimits,
+  ip: string,
+  query: URLSearchParams,
+  route: LimitedRoute,
+  nowMs: number,
+): Promise<CallerCheck> {
   const lock = await limits.checkSourceIp(ip);
   if (!lock.allowed) return { kind: 'locked', retryAfterSeconds: lock.retryAfterSeconds };
   const caller = await authenticate(store, query, Math.floor(nowMs / 1000));
@@ -89,7 +105,15 @@ async function checkStepwise(store: Store, limits: ApiLimits, ip: string, query:
 }
 
 /** The same checks as one database call, where the limits live in the store's own database (PostgreSQL). */
-async function checkInOne(checkCall: NonNullable<Store['tokens']['checkCall']>, limits: ApiLimits, ip: string, query: URLSearchParams, route: LimitedRoute, nowMs: number, list: ListFilter | undefined): Promise<CallerCheck> {
+async function checkInOne(
+  checkCall: NonNullable<Store['tokens']['checkCall']>,
+  limits: ApiLimits,
+  ip: string,
+  query: URLSearchParams,
+  route: LimitedRoute,
+  nowMs: number,
+  list: ListFilter | undefined,
+): Promise<CallerCheck> {
   const parsed = presentedToken(query);
   const r = await checkCall({
     badKey: badTokenKey(ip),
@@ -110,7 +134,13 @@ async function checkInOne(checkCall: NonNullable<Store['tokens']['checkCall']>, 
 }
 
 /** `prefetchList`: for the list route, the filter of a valid query, so its page can come with the admission. */
-export function makeAuthHook(store: Store, limits: ApiLimits, route: LimitedRoute, nowMs: () => number = Date.now, prefetchList?: (request: FastifyRequest) => ListFilter | undefined) {
+export function makeAuthHook(
+  store: Store,
+  limits: ApiLimits,
+  route: LimitedRoute,
+  nowMs: () => number = Date.now,
+  prefetchList?: (request: FastifyRequest) => ListFilter | undefined,
+) {
   const checkCall = store.tokens.checkCall?.bind(store.tokens);
   // One round trip only when the limits' window log is this store's own database (windowStoreFor: PostgreSQL, no Redis).
   const inOne = checkCall !== undefined && limits.storeKind === 'postgres';
@@ -120,10 +150,19 @@ export function makeAuthHook(store: Store, limits: ApiLimits, route: LimitedRout
     const query = new URLSearchParams(rawQuery(request));
     // Counted by source (an IPv6 one by its /64); the message names the caller's own address.
     const source = sourceLimitKey(ip);
-    const a = inOne ? await checkInOne(checkCall!, limits, source, query, route, now, prefetchList?.(request)) : await checkStepwise(store, limits, source, query, route, now);
+    const a = inOne
+      ? await checkInOne(checkCall!, limits, source, query, route, now, prefetchList?.(request))
+      : await checkStepwise(store, limits, source, query, route, now);
     if (a.kind === 'locked') {
       request.limitedBy = 'source_ip';
-      sendEnvelope(request, reply, Code.RATE_LIMITED, null, lockOutMessage(ip, limits.settings.invalidTokenPerIp, a.retryAfterSeconds, now), { retryAfterSeconds: a.retryAfterSeconds });
+      sendEnvelope(
+        request,
+        reply,
+        Code.RATE_LIMITED,
+        null,
+        lockOutMessage(ip, limits.settings.invalidTokenPerIp, a.retryAfterSeconds, now),
+        { retryAfterSeconds: a.retryAfterSeconds },
+      );
       return reply;
     }
     if (a.kind === 'invalid') {

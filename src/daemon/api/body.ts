@@ -13,12 +13,15 @@ export function parseJsonBody(request: FastifyRequest): unknown {
     throw new BusinessError(Code.INVALID_PARAMS, 'invalid parameters: content-type must be application/json');
   }
   const charset = CHARSET.exec(type)?.[1];
-  if (charset !== undefined && !/^utf-?8$/i.test(charset)) throw new BusinessError(Code.INVALID_PARAMS, 'invalid parameters: content-type charset must be utf-8');
+  if (charset !== undefined && !/^utf-?8$/i.test(charset))
+    throw new BusinessError(Code.INVALID_PARAMS, 'invalid parameters: content-type charset must be utf-8');
   // Nothing is decoded: a body in another encoding would be read as the JSON it is not.
   const encoding = request.headers['content-encoding'];
-  if (encoding !== undefined && encoding.trim().toLowerCase() !== 'identity') throw new BusinessError(Code.INVALID_PARAMS, 'invalid parameters: content-encoding must be identity');
+  if (encoding !== undefined && encoding.trim().toLowerCase() !== 'identity')
+    throw new BusinessError(Code.INVALID_PARAMS, 'invalid parameters: content-encoding must be identity');
   const raw = request.body;
-  if (!Buffer.isBuffer(raw) || raw.length === 0) throw new BusinessError(Code.INVALID_PARAMS, 'invalid parameters: body is required');
+  if (!Buffer.isBuffer(raw) || raw.length === 0)
+    throw new BusinessError(Code.INVALID_PARAMS, 'invalid parameters: body is required');
   let text: string;
   try {
     text = new TextDecoder('utf-8', { fatal: true }).decode(raw);

@@ -30,7 +30,12 @@ const POLL_MS = 50;
 /** 1–255 printable ASCII characters. */
 const KEY_RE = /^[\x20-\x7e]{1,255}$/;
 /** Answers that did nothing the client could not simply ask for again: the key is given back, not kept. */
-const NOT_KEPT: ReadonlySet<number> = new Set([Code.RATE_LIMITED, Code.SYSTEM, Code.LIMITER_UNAVAILABLE, Code.INVALID_API_KEY]);
+const NOT_KEPT: ReadonlySet<number> = new Set([
+  Code.RATE_LIMITED,
+  Code.SYSTEM,
+  Code.LIMITER_UNAVAILABLE,
+  Code.INVALID_API_KEY,
+]);
 
 type Hooks = { preHandler: preHandlerHookHandler[]; onSend: onSendHookHandler[] };
 
@@ -43,7 +48,11 @@ export function idempotencyKeyOf(request: FastifyRequest): string | null {
     throw new BusinessError(Code.INVALID_PARAMS, 'invalid parameters: Idempotency-Key (sent more than once)');
   }
   const key = raw;
-  if (!KEY_RE.test(key)) throw new BusinessError(Code.INVALID_PARAMS, 'invalid parameters: Idempotency-Key (1-255 printable ASCII characters)');
+  if (!KEY_RE.test(key))
+    throw new BusinessError(
+      Code.INVALID_PARAMS,
+      'invalid parameters: Idempotency-Key (1-255 printable ASCII characters)',
+    );
   return key;
 }
 
@@ -57,7 +66,9 @@ function headerCount(request: FastifyRequest, name: string): number {
 
 function bodyHash(request: FastifyRequest): string {
   const b = request.body;
-  return createHash('sha256').update(Buffer.isBuffer(b) ? b : typeof b === 'string' ? Buffer.from(b) : Buffer.alloc(0)).digest('base64url');
+  return createHash('sha256')
+    .update(Buffer.isBuffer(b) ? b : typeof b === 'string' ? Buffer.from(b) : Buffer.alloc(0))
+    .digest('base64url');
 }
 
 /**
@@ -69,7 +80,9 @@ export function idempotentRoute(
   sealer: () => Promise<AnswerSealer>,
   opts: { accountOf?: (r: FastifyRequest) => number | null; nowMs?: () => number } = {},
 ): Hooks {
-  const accountOf = opts.accountOf ?? ((r: FastifyRequest) => (r as FastifyRequest & { apiKey?: { accountId: number } }).apiKey?.accountId ?? null);
+  const accountOf =
+    opts.accountOf ??
+    ((r: FastifyRequest) => (r as FastifyRequest & { apiKey?: { accountId: number } }).apiKey?.accountId ?? null);
   const now = opts.nowMs ?? Date.now;
   const preHandler: preHandlerHookHandler = async function (request: FastifyRequest, reply: FastifyReply) {
     const key = idempotencyKeyOf(request);
@@ -93,12 +106,25 @@ export function idempotentRoute(
         return;
       }
       if (c.kind === 'mismatch') {
-        return sendEnvelope(request, reply, Code.CONFLICT, null, 'conflict: this Idempotency-Key was used with another request (method, path or body)');
+        return sendEnvelope(
+          request,
+          reply,
+          Code.CONFLICT,
+          null,
+          'conflict: this Idempotency-Key was used with another request (method, path or body)',
+        );
       }
       if (c.kind === 'replay') {
         const body = (await sealer()).open(c.body);
         // Sealed under a secret this node no longer has: the answer cannot be given, and the request is not run again.
-        if (body === null) return sendEnvelope(request, reply, Code.CONFLICT, null, 'conflict: the answer kept for this Idempotency-Key cannot be read; use a new key');
+        if (body === null)
+          return sendEnvelope(
+            request,
+            reply,
+            Code.CONFLICT,
+            null,
+            'conflict: the answer kept for this Idempotency-Key cannot be read; use a new key',
+          );
         reply.businessCode = codeOf(body);
         reply.header(IDEMPOTENT_REPLAYED_HEADER, 'true');
         // The first answer's request id, as its body says (the envelope's rule, docs/api.md: the X-Request-Id header and the body's requestId name the same id).
@@ -106,7 +132,14 @@ export function idempotentRoute(
         return reply.code(c.status).type('application/json; charset=utf-8').send(body);
       }
       // Its first request is still running (here or on another node): wait for its answer.
-      if (now() >= deadline) return sendEnvelope(request, reply, Code.CONFLICT, null, 'conflict: a request with this Idempotency-Key is still in progress');
+      if (now() >= deadline)
+        return sendEnvelope(
+          request,
+          reply,
+          Code.CONFLICT,
+          null,
+          'conflict: a request with this Idempotency-Key is still in progress',
+        );
       await new Promise((r) => setTimeout(r, POLL_MS));
     }
   };
@@ -117,10 +150,20 @@ export function idempotentRoute(
     request.idempotency = undefined;
     const code = reply.businessCode;
     try {
-      if (code === undefined || NOT_KEPT.has(code) || typeof payload !== 'string') await store.idempotency.release(claimed.accountId, claimed.key);
-      else await store.idempotency.finish(claimed.accountId, claimed.key, reply.statusCode, (await sealer()).seal(payload));
+      if (code === undefined || NOT_KEPT.has(code) || typeof payload !== 'string')
+        await store.idempotency.release(claimed.accountId, claimed.key);
+      else
+        await store.idempotency.finish(
+          claimed.accountId,
+          claimed.key,
+          reply.statusCode,
+          (await sealer()).seal(payload),
+        );
     } catch (e) {
-      request.log.warn({ event: 'idempotency_store_failed', err: e instanceof Error ? e.message : String(e) }, 'Idempotency-Key answer not stored');
+      request.log.warn(
+        { event: 'idempotency_store_failed', err: e instanceof Error ? e.message : String(e) },
+        'Idempotency-Key answer not stored',
+      );
     }
     return payload;
   };

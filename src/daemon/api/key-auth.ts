@@ -114,7 +114,12 @@ export class KeyAuthenticator {
     return { kind: 'ok', caller };
   }
 
-  private async admitInOne(parsed: ParsedApiKey | null, ip: string, source: string, need: KeyNeed): Promise<KeyVerdict> {
+  private async admitInOne(
+    parsed: ParsedApiKey | null,
+    ip: string,
+    source: string,
+    need: KeyNeed,
+  ): Promise<KeyVerdict> {
     const s = this.limits.settings;
     const now = this.nowMs();
     const keyId = parsed?.id ?? DUMMY_KEY_ID;
@@ -136,7 +141,8 @@ export class KeyAuthenticator {
     if (r.kind === 'locked') return { kind: 'locked', retryAfterSeconds: this.limits.retryAfter(r.oldestAtMs, now) };
     if (r.kind === 'invalid' || !parsed) return { kind: 'invalid' };
     const caller: ApiKeyCaller = { id: r.keyId, accountId: r.accountId, scopes: r.scopes as Scope[] };
-    if (r.kind === 'limited') return { kind: 'limited', caller, retryAfterSeconds: this.limits.retryAfter(r.oldestAtMs, now) };
+    if (r.kind === 'limited')
+      return { kind: 'limited', caller, retryAfterSeconds: this.limits.retryAfter(r.oldestAtMs, now) };
     return { kind: r.kind, caller };
   }
 
@@ -182,13 +188,22 @@ export function keyRoute(scope: Scope | 'any', kind: 'read' | 'write', opts: { r
     if (a.kind === 'invalid') return refuse(request, reply);
     // From here the key is known: the log line names it (by its id).
     request.apiKey = a.caller;
-    if (a.kind === 'scope') return sendEnvelope(request, reply, Code.MISSING_SCOPE, null, `the key lacks scope ${scope}`);
+    if (a.kind === 'scope')
+      return sendEnvelope(request, reply, Code.MISSING_SCOPE, null, `the key lacks scope ${scope}`);
     if (a.kind === 'api_key_param') {
-      return sendEnvelope(request, reply, Code.INVALID_PARAMS, null, `invalid parameters: ${API_KEY_PARAM} (not read here: send the API key in Authorization: Bearer, never in the URL)`);
+      return sendEnvelope(
+        request,
+        reply,
+        Code.INVALID_PARAMS,
+        null,
+        `invalid parameters: ${API_KEY_PARAM} (not read here: send the API key in Authorization: Bearer, never in the URL)`,
+      );
     }
     if (a.kind === 'limited') {
       request.limitedBy = 'key';
-      return sendEnvelope(request, reply, Code.RATE_LIMITED, null, undefined, { retryAfterSeconds: a.retryAfterSeconds });
+      return sendEnvelope(request, reply, Code.RATE_LIMITED, null, undefined, {
+        retryAfterSeconds: a.retryAfterSeconds,
+      });
     }
     auth.touch(a.caller.id, ip);
     return undefined;

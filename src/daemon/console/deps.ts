@@ -20,7 +20,11 @@ export interface ConsoleDeps {
 /** Who acts in a console request, for its audit record: the session by its handle, from the caller's address, in this request. */
 export function consoleAudit(request: FastifyRequest, signedIn = true): AuditContext {
   const sid = request.session?.sessionId;
-  return { actor: { type: 'console', id: signedIn && sid ? sessionHandle(sid) : null }, sourceIp: sourceIp(request), requestId: request.id };
+  return {
+    actor: { type: 'console', id: signedIn && sid ? sessionHandle(sid) : null },
+    sourceIp: sourceIp(request),
+    requestId: request.id,
+  };
 }
 
 declare module 'fastify' {

@@ -26,7 +26,16 @@ import securityRoutes from './routes/security.js';
 import activityRoutes from './routes/activity.js';
 import sudoRoutes, { dropStalePending } from './sudo.js';
 import whitelistRoutes from './routes/whitelist.js';
-import { AnonymousSessions, clearSessionCookie, loadSessionSecret, RevealSealer, SESSION_COOKIE, SESSION_IDLE_MS, SESSION_MAX_MS, StoreSessionAdapter } from './session.js';
+import {
+  AnonymousSessions,
+  clearSessionCookie,
+  loadSessionSecret,
+  RevealSealer,
+  SESSION_COOKIE,
+  SESSION_IDLE_MS,
+  SESSION_MAX_MS,
+  StoreSessionAdapter,
+} from './session.js';
 
 export const CSP =
   "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; frame-ancestors 'none'; form-action 'self'; base-uri 'none'";
@@ -38,7 +47,10 @@ interface ConsoleOptions {
 }
 
 export async function consolePlugin(app: FastifyInstance, ctx: ApiContext, opts: ConsoleOptions = {}): Promise<void> {
-  const secret = opts.sessionSecret ?? (await ctx.store.fleetSecret('console_session', randomKey())) ?? loadSessionSecret(ctx.store.location);
+  const secret =
+    opts.sessionSecret ??
+    (await ctx.store.fleetSecret('console_session', randomKey())) ??
+    loadSessionSecret(ctx.store.location);
   const sessions = ctx.store.sessions;
   const anonymous = new AnonymousSessions(secret);
   const deps: ConsoleDeps = {
@@ -73,7 +85,12 @@ export async function consolePlugin(app: FastifyInstance, ctx: ApiContext, opts:
       scope.setNotFoundHandler(async (request, reply) =>
         sendHtml(
           reply,
-          errorPage({ status: 404, title: 'Page not found', text: 'There is no console page at this address.', signedIn: !!request.session?.accountId }),
+          errorPage({
+            status: 404,
+            title: 'Page not found',
+            text: 'There is no console page at this address.',
+            signedIn: !!request.session?.accountId,
+          }),
           404,
         ),
       );
@@ -81,7 +98,9 @@ export async function consolePlugin(app: FastifyInstance, ctx: ApiContext, opts:
       // Static files: no session needed (and none loaded or written).
       await scope.register(async (assets) => {
         const asset = (file: string, type: string, body: string) =>
-          assets.get(`/assets/${file}`, async (_request, reply) => reply.header('cache-control', 'public, max-age=3600').type(type).send(body));
+          assets.get(`/assets/${file}`, async (_request, reply) =>
+            reply.header('cache-control', 'public, max-age=3600').type(type).send(body),
+          );
         asset('console.css', 'text/css; charset=utf-8', CONSOLE_CSS);
         asset('copy.js', 'text/javascript; charset=utf-8', COPY_JS);
         asset('passkey.js', 'text/javascript; charset=utf-8', PASSKEY_JS);
@@ -99,14 +118,18 @@ export async function consolePlugin(app: FastifyInstance, ctx: ApiContext, opts:
           rolling: true,
           cookie: { path: '/console', httpOnly: true, sameSite: 'strict', secure: false, maxAge: SESSION_IDLE_MS },
         });
-        await pages.register(fastifyCsrf, { sessionPlugin: '@fastify/session', getToken: (req) => (req.body as { _csrf?: string } | undefined)?._csrf });
+        await pages.register(fastifyCsrf, {
+          sessionPlugin: '@fastify/session',
+          getToken: (req) => (req.body as { _csrf?: string } | undefined)?._csrf,
+        });
 
         // `Secure` whenever the console is reached over TLS (directly or via a trusted proxy).
         pages.addHook('onRequest', async (request) => {
           if (request.protocol === 'https' && request.session?.cookie) request.session.cookie.secure = true;
           // Not logged in: the log-in form's CSRF secret is the one derived from the session id (never stored).
           const session = request.session;
-          if (session && session.accountId === undefined && session._csrf === undefined) session._csrf = anonymous.csrfSecret(session.sessionId);
+          if (session && session.accountId === undefined && session._csrf === undefined)
+            session._csrf = anonymous.csrfSecret(session.sessionId);
         });
 
         // Every request re-checks the account: suspension or closure ends the session at once.
@@ -159,7 +182,10 @@ export async function consolePlugin(app: FastifyInstance, ctx: ApiContext, opts:
 function renderError(err: FastifyError, request: FastifyRequest, reply: FastifyReply) {
   const signedIn = !!request.session?.accountId;
   if (err.code === 'FST_CSRF_MISSING_SECRET' || err.code === 'FST_CSRF_INVALID_TOKEN') {
-    request.log.warn({ event: 'console_csrf_refused', route: request.routeOptions.url }, 'form without a valid CSRF token');
+    request.log.warn(
+      { event: 'console_csrf_refused', route: request.routeOptions.url },
+      'form without a valid CSRF token',
+    );
     return sendHtml(
       reply,
       errorPage({
@@ -177,19 +203,35 @@ function renderError(err: FastifyError, request: FastifyRequest, reply: FastifyR
     (request as { session: unknown }).session = null;
     return sendHtml(
       reply,
-      errorPage({ status: 503, title: 'Temporarily unavailable', text: 'Nothing was changed. Try again in a moment.', requestId: request.id, signedIn }),
+      errorPage({
+        status: 503,
+        title: 'Temporarily unavailable',
+        text: 'Nothing was changed. Try again in a moment.',
+        requestId: request.id,
+        signedIn,
+      }),
       503,
     );
   }
   const status = err.statusCode && err.statusCode >= 400 && err.statusCode < 500 ? err.statusCode : 500;
   if (status < 500) {
-    return sendHtml(reply, errorPage({ status, title: 'The request could not be processed', text: 'Go back and try again.', signedIn }), status);
+    return sendHtml(
+      reply,
+      errorPage({ status, title: 'The request could not be processed', text: 'Go back and try again.', signedIn }),
+      status,
+    );
   }
   // The message only: a stack or a request dump could carry form fields.
   request.log.error({ err: { type: err.name, message: err.message } }, 'console error');
   return sendHtml(
     reply,
-    errorPage({ status: 500, title: 'Something went wrong', text: 'The page could not be shown. Try again in a moment.', requestId: request.id, signedIn }),
+    errorPage({
+      status: 500,
+      title: 'Something went wrong',
+      text: 'The page could not be shown. Try again in a moment.',
+      requestId: request.id,
+      signedIn,
+    }),
     500,
   );
 }

@@ -42,7 +42,11 @@ declare module 'fastify' {
     flash?: Flash;
     addResult?: AddResult;
     /** A secret to show once (token, proxy password, webhook secret, recovery codes, an API key), sealed with a key only the daemon holds. */
-    reveal?: { kind: 'token' | 'proxy-password' | 'webhook-secret' | 'recovery-codes' | 'api-key'; sealed: string; label?: string };
+    reveal?: {
+      kind: 'token' | 'proxy-password' | 'webhook-secret' | 'recovery-codes' | 'api-key';
+      sealed: string;
+      label?: string;
+    };
     _csrf?: string;
     /** Set on a session read from the store: it is written back only while it still exists there. */
     _row?: 1;
@@ -53,7 +57,12 @@ export const SESSION_COOKIE = 'proxyd_console';
 
 /** Ends the session cookie with the attributes it was set with (only the value and lifetime differ). */
 export function clearSessionCookie(request: FastifyRequest, reply: FastifyReply): void {
-  reply.clearCookie(SESSION_COOKIE, { path: '/console', httpOnly: true, sameSite: 'strict', secure: request.protocol === 'https' });
+  reply.clearCookie(SESSION_COOKIE, {
+    path: '/console',
+    httpOnly: true,
+    sameSite: 'strict',
+    secure: request.protocol === 'https',
+  });
 }
 /** Idle timeout: each request pushes the expiry this far out. */
 export const SESSION_IDLE_MS = 2 * 60 * 60 * 1000;
@@ -168,13 +177,24 @@ export class StoreSessionAdapter {
     const rec = sessionRecord(session, this.nowMs);
     // A session read from the store is written back only if it is still there: one signed out elsewhere while this
     // request ran stays ended (an upsert would bring it back).
-    (session._row ? this.sessions.update(sid, rec).then(() => undefined) : this.sessions.set(sid, rec)).then(() => callback(), callback);
+    (session._row ? this.sessions.update(sid, rec).then(() => undefined) : this.sessions.set(sid, rec)).then(
+      () => callback(),
+      callback,
+    );
   }
 
   get(sid: string, callback: (err: unknown, result?: Session | null) => void): void {
     this.sessions.get(sid).then(
       // Not stored: a visitor's bare session (or one that ended), which holds its derived CSRF secret only.
-      (rec) => callback(null, rec ? ({ ...(JSON.parse(rec.data) as Session), _row: 1 } as Session) : this.anonymous ? ({ _csrf: this.anonymous.csrfSecret(sid) } as Session) : null),
+      (rec) =>
+        callback(
+          null,
+          rec
+            ? ({ ...(JSON.parse(rec.data) as Session), _row: 1 } as Session)
+            : this.anonymous
+              ? ({ _csrf: this.anonymous.csrfSecret(sid) } as Session)
+              : null,
+        ),
       (e: unknown) => callback(e),
     );
   }

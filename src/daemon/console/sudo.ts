@@ -4,7 +4,15 @@
 // (sealed) in the session, the console asks again on /console/confirm, then carries out that very action.
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { verifyPassword } from '../secrets.js';
-import { assertionCredential, authenticationOptions, CHALLENGE_TTL_MS, PasskeyError, pendingProblem, relyingParty, verifyAssertion } from '../services/passkeys.js';
+import {
+  assertionCredential,
+  authenticationOptions,
+  CHALLENGE_TTL_MS,
+  PasskeyError,
+  pendingProblem,
+  relyingParty,
+  verifyAssertion,
+} from '../services/passkeys.js';
 import { secondFactorOn, untilText } from '../services/second-factor.js';
 import { sourceIp, sourceLimitKey } from '../services/source-ip.js';
 import { accountOf, consoleAudit, field, seeOther, sendHtml, type ConsoleDeps } from './deps.js';
@@ -25,7 +33,11 @@ export interface SensitiveInput {
   params: Record<string, string>;
 }
 
-export type SensitiveHandler = (request: FastifyRequest, reply: FastifyReply, input: SensitiveInput) => Promise<FastifyReply>;
+export type SensitiveHandler = (
+  request: FastifyRequest,
+  reply: FastifyReply,
+  input: SensitiveInput,
+) => Promise<FastifyReply>;
 
 interface SensitiveAction {
   /** What the confirmation page says is waiting ("Reset your API token"). */
@@ -60,10 +72,20 @@ export function recentlyAuthenticated(request: FastifyRequest, nowMs: number): b
  * else after /console/confirm. The hook every sensitive console form goes through (the API keys card too: call it
  * with the card's create and revoke handlers).
  */
-export function sensitiveAction(app: FastifyInstance, deps: ConsoleDeps, path: string, name: string, o: { label: string; freshSecondFactor?: boolean }, handler: SensitiveHandler): void {
+export function sensitiveAction(
+  app: FastifyInstance,
+  deps: ConsoleDeps,
+  path: string,
+  name: string,
+  o: { label: string; freshSecondFactor?: boolean },
+  handler: SensitiveHandler,
+): void {
   ACTIONS.set(name, { label: o.label, freshSecondFactor: o.freshSecondFactor === true, handler });
   app.post(path, async (request, reply) => {
-    const input: SensitiveInput = { fields: formFields(request.body), params: { ...((request.params as Record<string, string> | undefined) ?? {}) } };
+    const input: SensitiveInput = {
+      fields: formFields(request.body),
+      params: { ...((request.params as Record<string, string> | undefined) ?? {}) },
+    };
     const now = deps.ctx.nowMs();
     if (!o.freshSecondFactor && recentlyAuthenticated(request, now)) return handler(request, reply, input);
     request.session.sudo = { action: name, sealed: deps.sealer.seal(JSON.stringify(input)), atMs: now };
@@ -80,7 +102,10 @@ async function stillNeeded(request: FastifyRequest, deps: ConsoleDeps, action: S
   const on = secondFactorOn(state);
   return {
     password: !fresh && !sudo.passwordOk,
-    secondFactor: on && (!fresh || action.freshSecondFactor) && !(sudo.passkeyOkAtMs && now - sudo.passkeyOkAtMs < CHALLENGE_TTL_MS),
+    secondFactor:
+      on &&
+      (!fresh || action.freshSecondFactor) &&
+      !(sudo.passkeyOkAtMs && now - sudo.passkeyOkAtMs < CHALLENGE_TTL_MS),
     state,
   };
 }
@@ -146,12 +171,25 @@ export default function sudoRoutes(app: FastifyInstance, deps: ConsoleDeps): voi
       const wait = deps.limiter.retryAfterSec(keys);
       if (wait > 0) {
         reply.header('retry-after', String(wait));
-        return show(request, reply, { kind: 'error', text: `Too many wrong passwords. Try again in ${Math.ceil(wait / 60)} min.` }, 429);
+        return show(
+          request,
+          reply,
+          { kind: 'error', text: `Too many wrong passwords. Try again in ${Math.ceil(wait / 60)} min.` },
+          429,
+        );
       }
       const password = field(request.body, 'password');
-      if (!(await verifyPassword(password.slice(0, MAX_VERIFIED_LENGTH), await deps.ctx.store.accounts.passwordHash(account.id)))) {
+      if (
+        !(await verifyPassword(
+          password.slice(0, MAX_VERIFIED_LENGTH),
+          await deps.ctx.store.accounts.passwordHash(account.id),
+        ))
+      ) {
         deps.limiter.recordFailure(keys);
-        request.log.info({ event: 'console_confirm_password_wrong', account_id: account.id }, 'console: wrong password to confirm an action');
+        request.log.info(
+          { event: 'console_confirm_password_wrong', account_id: account.id },
+          'console: wrong password to confirm an action',
+        );
         return show(request, reply, { kind: 'error', text: 'The password is wrong. Nothing was changed.' }, 401);
       }
       deps.limiter.recordSuccess(keys);
@@ -160,9 +198,14 @@ export default function sudoRoutes(app: FastifyInstance, deps: ConsoleDeps): voi
     }
     if (need.secondFactor) {
       const typed = field(request.body, 'code');
-      if (typed.trim() === '') return show(request, reply, { kind: 'info', text: 'Now enter a code from your authenticator app, a recovery code, or use a passkey.' });
+      if (typed.trim() === '')
+        return show(request, reply, {
+          kind: 'info',
+          text: 'Now enter a code from your authenticator app, a recovery code, or use a passkey.',
+        });
       const r = await deps.secondFactor.check(account.id, typed, consoleAudit(request), 'confirm');
-      if (!r.ok) return show(request, reply, secondFactorNotice(r, deps.ctx.nowMs()), r.problem === 'locked' ? 429 : 401);
+      if (!r.ok)
+        return show(request, reply, secondFactorNotice(r, deps.ctx.nowMs()), r.problem === 'locked' ? 429 : 401);
     }
     delete request.session.sudo;
     request.session.authAtMs = deps.ctx.nowMs();
@@ -176,7 +219,11 @@ export default function sudoRoutes(app: FastifyInstance, deps: ConsoleDeps): voi
     const state = await deps.secondFactor.state(accountOf(request).id);
     const rp = relyingParty(deps.ctx.consoleOrigin, request.protocol, request.host);
     const options = await authenticationOptions(rp, state.passkeys);
-    request.session.webauthn = { challenge: options.challenge, purpose: 'confirm', expiresAtMs: deps.ctx.nowMs() + CHALLENGE_TTL_MS };
+    request.session.webauthn = {
+      challenge: options.challenge,
+      purpose: 'confirm',
+      expiresAtMs: deps.ctx.nowMs() + CHALLENGE_TTL_MS,
+    };
     return reply.send(options);
   });
 
@@ -184,15 +231,28 @@ export default function sudoRoutes(app: FastifyInstance, deps: ConsoleDeps): voi
     const account = accountOf(request);
     const sudo = request.session.sudo;
     const pending = request.session.webauthn;
-    const problem = !sudo ? 'No action is waiting for confirmation.' : pendingProblem(pending, 'confirm', deps.ctx.nowMs());
+    const problem = !sudo
+      ? 'No action is waiting for confirmation.'
+      : pendingProblem(pending, 'confirm', deps.ctx.nowMs());
     if (problem) return reply.code(400).send({ message: problem });
     delete request.session.webauthn;
     try {
-      const passkey = await deps.ctx.store.secondFactors.passkeyByCredential(assertionCredential((request.body as { response?: unknown } | null)?.response));
-      if (!passkey || passkey.accountId !== account.id) throw new PasskeyError('That passkey is not registered to this account.');
+      const passkey = await deps.ctx.store.secondFactors.passkeyByCredential(
+        assertionCredential((request.body as { response?: unknown } | null)?.response),
+      );
+      if (!passkey || passkey.accountId !== account.id)
+        throw new PasskeyError('That passkey is not registered to this account.');
       const state = await deps.secondFactor.state(account.id);
-      if (state.lockedUntilMs > deps.ctx.nowMs()) return reply.code(429).send({ message: `Too many wrong second factors: the second step is locked until ${untilText(state.lockedUntilMs, deps.ctx.nowMs())}.` });
-      const counter = await verifyAssertion(relyingParty(deps.ctx.consoleOrigin, request.protocol, request.host), pending!, (request.body as { response: unknown }).response, passkey);
+      if (state.lockedUntilMs > deps.ctx.nowMs())
+        return reply.code(429).send({
+          message: `Too many wrong second factors: the second step is locked until ${untilText(state.lockedUntilMs, deps.ctx.nowMs())}.`,
+        });
+      const counter = await verifyAssertion(
+        relyingParty(deps.ctx.consoleOrigin, request.protocol, request.host),
+        pending!,
+        (request.body as { response: unknown }).response,
+        passkey,
+      );
       await deps.ctx.store.secondFactors.passkeyUsed(passkey.id, counter);
       sudo!.passkeyOkAtMs = deps.ctx.nowMs();
       return reply.send({ ok: true });
@@ -205,10 +265,26 @@ export default function sudoRoutes(app: FastifyInstance, deps: ConsoleDeps): voi
 }
 
 /** What a refused second factor tells the person (a lock says until when). */
-export function secondFactorNotice(r: { problem: 'locked'; untilMs: number } | { problem: 'malformed' | 'wrong' | 'replayed'; lockedUntilMs: number }, nowMs: number): Flash {
-  if (r.problem === 'locked') return { kind: 'error', text: `Too many wrong codes: the second step is locked until ${untilText(r.untilMs, nowMs)}. Nothing was changed.` };
-  if (r.lockedUntilMs > 0) return { kind: 'error', text: `That code is not valid, and too many wrong codes were entered: the second step is locked until ${untilText(r.lockedUntilMs, nowMs)}.` };
-  if (r.problem === 'malformed') return { kind: 'error', text: 'Enter the 6-digit code from your authenticator app, or a recovery code (16 letters and digits).' };
-  if (r.problem === 'replayed') return { kind: 'error', text: 'That code was used already. Wait for the next code in your app.' };
-  return { kind: 'error', text: 'That code is not valid. Check your app (and your phone\'s clock) and try again.' };
+export function secondFactorNotice(
+  r: { problem: 'locked'; untilMs: number } | { problem: 'malformed' | 'wrong' | 'replayed'; lockedUntilMs: number },
+  nowMs: number,
+): Flash {
+  if (r.problem === 'locked')
+    return {
+      kind: 'error',
+      text: `Too many wrong codes: the second step is locked until ${untilText(r.untilMs, nowMs)}. Nothing was changed.`,
+    };
+  if (r.lockedUntilMs > 0)
+    return {
+      kind: 'error',
+      text: `That code is not valid, and too many wrong codes were entered: the second step is locked until ${untilText(r.lockedUntilMs, nowMs)}.`,
+    };
+  if (r.problem === 'malformed')
+    return {
+      kind: 'error',
+      text: 'Enter the 6-digit code from your authenticator app, or a recovery code (16 letters and digits).',
+    };
+  if (r.problem === 'replayed')
+    return { kind: 'error', text: 'That code was used already. Wait for the next code in your app.' };
+  return { kind: 'error', text: "That code is not valid. Check your app (and your phone's clock) and try again." };
 }

@@ -27,7 +27,10 @@ export class ExitHeartbeat {
    */
   async start(): Promise<void> {
     const twin = (await this.store.list(EXIT_STALE_MS)).find((r) => r.node === this.me.node && r.hop !== this.me.hop);
-    if (twin) throw new Error(`--node-name ${this.me.node}: another exit of that name is running (hop ${twin.hop}); give each exit its own name`);
+    if (twin)
+      throw new Error(
+        `--node-name ${this.me.node}: another exit of that name is running (hop ${twin.hop}); give each exit its own name`,
+      );
     await this.store.heartbeat({ ...this.me, fingerprints: this.identity.fingerprints() });
     this.registered = true;
     this.timer = setInterval(() => void this.beat(), 1_000);
@@ -50,7 +53,9 @@ export class ExitHeartbeat {
       } catch (e) {
         this.failed('hop_certificate_renewal_failed', e);
       }
-      await this.store.heartbeat({ ...this.me, fingerprints: this.identity.fingerprints() }).catch((e: unknown) => this.failed('exit_heartbeat_failed', e));
+      await this.store
+        .heartbeat({ ...this.me, fingerprints: this.identity.fingerprints() })
+        .catch((e: unknown) => this.failed('exit_heartbeat_failed', e));
     } finally {
       this.beating = false;
     }
@@ -60,7 +65,10 @@ export class ExitHeartbeat {
     const now = Date.now();
     if (now - this.lastFailureLog < 10_000) return;
     this.lastFailureLog = now;
-    this.log?.warn({ event, detail: e instanceof Error ? e.message : String(e) }, event === 'exit_heartbeat_failed' ? 'exit heartbeat not written' : 'hop certificate not renewed');
+    this.log?.warn(
+      { event, detail: e instanceof Error ? e.message : String(e) },
+      event === 'exit_heartbeat_failed' ? 'exit heartbeat not written' : 'hop certificate not renewed',
+    );
   }
 
   async stop(): Promise<void> {

@@ -52,14 +52,28 @@ export class HopIdentityKeeper {
     mkdirSync(this.dir, { recursive: true, mode: 0o700 });
     const kept = this.read(CURRENT);
     if (kept && kept.id.notAfter.getTime() > Date.now()) return (this.current = kept).id;
-    if (kept) this.o.log?.warn({ event: 'hop_certificate_expired', fingerprint: kept.id.fingerprint }, 'the kept hop certificate has expired; making a new one');
+    if (kept)
+      this.o.log?.warn(
+        { event: 'hop_certificate_expired', fingerprint: kept.id.fingerprint },
+        'the kept hop certificate has expired; making a new one',
+      );
     const fresh = makeHopIdentity(this.o.lifetimeMs);
     // Replaces an expired one; else only if none is there (another worker of this exit may have made it first).
     this.write(CURRENT, fresh, kept !== null);
     const now = this.read(CURRENT);
-    if (now === null) throw new Error(`${this.file(CURRENT)}: the hop certificate file is there but cannot be used (see the log line before); move it away and start again`);
+    if (now === null)
+      throw new Error(
+        `${this.file(CURRENT)}: the hop certificate file is there but cannot be used (see the log line before); move it away and start again`,
+      );
     this.current = now;
-    this.o.log?.info({ event: 'hop_certificate_made', fingerprint: this.current.id.fingerprint, not_after: this.current.id.notAfter.toISOString() }, 'hop certificate made');
+    this.o.log?.info(
+      {
+        event: 'hop_certificate_made',
+        fingerprint: this.current.id.fingerprint,
+        not_after: this.current.id.notAfter.toISOString(),
+      },
+      'hop certificate made',
+    );
     return this.current.id;
   }
 
@@ -89,11 +103,18 @@ export class HopIdentityKeeper {
       // O_EXCL by link(): one worker's next certificate, never two.
       if (this.write(NEXT, made, false)) {
         this.driving = true;
-        this.o.log?.info({ event: 'hop_certificate_next', fingerprint: made.fingerprint, why: requested ? 'asked' : 'renewal' }, 'new hop certificate announced');
+        this.o.log?.info(
+          { event: 'hop_certificate_next', fingerprint: made.fingerprint, why: requested ? 'asked' : 'renewal' },
+          'new hop certificate announced',
+        );
       }
       return;
     }
-    if (next && (this.driving || now - next.mtimeMs > ORPHAN_MS) && now - next.mtimeMs >= (this.o.announceMs ?? ANNOUNCE_MS)) {
+    if (
+      next &&
+      (this.driving || now - next.mtimeMs > ORPHAN_MS) &&
+      now - next.mtimeMs >= (this.o.announceMs ?? ANNOUNCE_MS)
+    ) {
       // Keep the replaced one (registered for SETTLE_MS), then serve the new one.
       this.write(PREVIOUS, this.current.id, true);
       try {
@@ -105,7 +126,10 @@ export class HopIdentityKeeper {
       this.driving = false;
       this.current = this.read(CURRENT)!;
       this.o.onChange(this.current.id);
-      this.o.log?.info({ event: 'hop_certificate_rotated', fingerprint: this.current.id.fingerprint }, 'hop certificate now served');
+      this.o.log?.info(
+        { event: 'hop_certificate_rotated', fingerprint: this.current.id.fingerprint },
+        'hop certificate now served',
+      );
       return;
     }
     const prev = this.read(PREVIOUS);
@@ -119,7 +143,15 @@ export class HopIdentityKeeper {
       return { id: readHopIdentity(readFileSync(this.file(name), 'utf8')), mtimeMs: st.mtimeMs };
     } catch (e) {
       const code = (e as NodeJS.ErrnoException).code;
-      if (code !== 'ENOENT') this.o.log?.warn({ event: 'hop_certificate_unreadable', file: this.file(name), detail: e instanceof Error ? e.message : String(e) }, 'hop certificate file not usable');
+      if (code !== 'ENOENT')
+        this.o.log?.warn(
+          {
+            event: 'hop_certificate_unreadable',
+            file: this.file(name),
+            detail: e instanceof Error ? e.message : String(e),
+          },
+          'hop certificate file not usable',
+        );
       return null;
     }
   }

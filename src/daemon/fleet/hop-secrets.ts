@@ -53,7 +53,10 @@ export class HopSecrets {
     const now = Date.now();
     if (now - this.lastFailureLog < 10_000) return;
     this.lastFailureLog = now;
-    this.o.log?.warn({ event: 'hop_secret_unavailable', detail: e instanceof Error ? e.message : String(e) }, 'hop secret not read; keeping the last one');
+    this.o.log?.warn(
+      { event: 'hop_secret_unavailable', detail: e instanceof Error ? e.message : String(e) },
+      'hop secret not read; keeping the last one',
+    );
   }
 
   private sinceRotation(): number {

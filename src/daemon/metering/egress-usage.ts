@@ -17,7 +17,12 @@ export class EgressUsageWriter {
 
   constructor(
     private readonly store: Store,
-    private readonly o: { retentionMs: number; flushMs?: number; now?: () => number; log?: { warn(obj: object, msg?: string): void } },
+    private readonly o: {
+      retentionMs: number;
+      flushMs?: number;
+      now?: () => number;
+      log?: { warn(obj: object, msg?: string): void };
+    },
   ) {}
 
   /** Deltas just collected from the gateway (with the rest of the usage). */
@@ -77,7 +82,10 @@ export class EgressUsageWriter {
     const now = Date.now();
     if (now - this.lastWarn < 10_000) return;
     this.lastWarn = now;
-    this.o.log?.warn({ event: 'egress_usage_write_failed', detail: e instanceof Error ? e.message : String(e) }, 'usage by address not written: kept for the next write');
+    this.o.log?.warn(
+      { event: 'egress_usage_write_failed', detail: e instanceof Error ? e.message : String(e) },
+      'usage by address not written: kept for the next write',
+    );
   }
 
   async stop(): Promise<void> {

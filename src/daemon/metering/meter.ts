@@ -104,7 +104,8 @@ export class UsageMeter {
     this.timer.unref();
     const retention = this.opts.retentionMs ?? DEFAULT_USAGE_RETENTION_MS;
     const prune = () => {
-      for (const p of Object.keys(retention) as UsagePeriod[]) void this.store.prune(p, Date.now() - retention[p]).catch(() => {});
+      for (const p of Object.keys(retention) as UsagePeriod[])
+        void this.store.prune(p, Date.now() - retention[p]).catch(() => {});
     };
     prune();
     this.pruneTimer = setInterval(prune, PRUNE_EVERY_MS);
@@ -128,7 +129,11 @@ export class UsageMeter {
   private gather(): void {
     const now = this.now();
     // A UTC day ended since the last collection: its domain usage goes into that day's rows.
-    if (this.pendingDomains.size > 0 && bucketStart('day', now) !== bucketStart('day', this.lastGatherMs) && !this.dueDomains) {
+    if (
+      this.pendingDomains.size > 0 &&
+      bucketStart('day', now) !== bucketStart('day', this.lastGatherMs) &&
+      !this.dueDomains
+    ) {
       this.dueDomains = { atMs: this.lastGatherMs, deltas: [...this.pendingDomains.values()] };
       this.pendingDomains = new Map();
     }
@@ -173,7 +178,10 @@ export class UsageMeter {
     if (this.dueDomains) {
       domains = this.dueDomains;
       this.dueDomains = null;
-    } else if (this.pendingDomains.size > 0 && (this.draining || now - this.lastDomainsMs >= (this.opts.domainIntervalMs ?? 0) - half)) {
+    } else if (
+      this.pendingDomains.size > 0 &&
+      (this.draining || now - this.lastDomainsMs >= (this.opts.domainIntervalMs ?? 0) - half)
+    ) {
       domains = { atMs: now, deltas: [...this.pendingDomains.values()] };
       this.pendingDomains = new Map();
       this.lastDomainsMs = now;
@@ -192,7 +200,8 @@ export class UsageMeter {
     try {
       outcome = await this.store.addFlush(this.prefix, f.id, f.atMs, f.deltas, f.domains);
     } catch (e) {
-      outcome = e instanceof StoreUnavailableError ? 'unavailable' : `error: ${e instanceof Error ? e.message : String(e)}`;
+      outcome =
+        e instanceof StoreUnavailableError ? 'unavailable' : `error: ${e instanceof Error ? e.message : String(e)}`;
     }
     if (outcome === 'ok' || outcome === 'duplicate') {
       this.outgoing = null;
@@ -208,7 +217,12 @@ export class UsageMeter {
     const now = Date.now();
     if (now - this.lastWarn >= 10_000) {
       this.lastWarn = now;
-      this.opts.log?.warn({ event, detail }, event === 'usage_flush_failed' ? 'usage flush not written: kept, sent again' : 'usage roll-up failed: tried again later');
+      this.opts.log?.warn(
+        { event, detail },
+        event === 'usage_flush_failed'
+          ? 'usage flush not written: kept, sent again'
+          : 'usage roll-up failed: tried again later',
+      );
     }
   }
 
@@ -233,7 +247,13 @@ export class UsageMeter {
       }
       if (picked.length === 0) return true;
       const now = this.now();
-      this.outgoing = { id: `${this.prefix}-${++this.seq}`, atMs: now, deltas: picked, domains: { atMs: now, deltas: [] }, sinceMs: this.tookPending(picked) };
+      this.outgoing = {
+        id: `${this.prefix}-${++this.seq}`,
+        atMs: now,
+        deltas: picked,
+        domains: { atMs: now, deltas: [] },
+        sinceMs: this.tookPending(picked),
+      };
       await (this.sending = this.send().finally(() => {
         this.sending = null;
       }));
@@ -262,7 +282,11 @@ export class UsageMeter {
 
   /** Usage collected but not yet written (pending and the flush in flight), bytes per account and subject. */
   unflushed(): Array<{ accountId: number; subject: string; bytes: number }> {
-    return [...this.pending.values(), ...(this.outgoing?.deltas ?? [])].map((d) => ({ accountId: d.accountId, subject: d.subject, bytes: d.bytesUp + d.bytesDown }));
+    return [...this.pending.values(), ...(this.outgoing?.deltas ?? [])].map((d) => ({
+      accountId: d.accountId,
+      subject: d.subject,
+      bytes: d.bytesUp + d.bytesDown,
+    }));
   }
 
   /** Stops the timers and flushes what is left (for at most `deadlineMs`). */
@@ -283,7 +307,15 @@ export class UsageMeter {
 /** Adds `d` into the map's delta under `key` (a copy the first time; `target` as given). */
 function add(into: Map<string, UsageDelta>, key: string, d: UsageDelta, target: string | undefined): void {
   const p = into.get(key);
-  if (!p) into.set(key, { accountId: d.accountId, subject: d.subject, ...(target !== undefined ? { target } : {}), bytesUp: d.bytesUp, bytesDown: d.bytesDown, connections: d.connections });
+  if (!p)
+    into.set(key, {
+      accountId: d.accountId,
+      subject: d.subject,
+      ...(target !== undefined ? { target } : {}),
+      bytesUp: d.bytesUp,
+      bytesDown: d.bytesDown,
+      connections: d.connections,
+    });
   else {
     p.bytesUp += d.bytesUp;
     p.bytesDown += d.bytesDown;

@@ -23,7 +23,13 @@
 // until its lease expires (10 s).
 import type { PlanLimits } from '../../gateway/types.js';
 import { usageKey, userSubject } from '../../rules/usage-key.js';
-import { ByteBudget, RateBucket, TargetRuleSet, type ByteBudget as Budget, type RateBudget } from '../../gateway/index.js';
+import {
+  ByteBudget,
+  RateBucket,
+  TargetRuleSet,
+  type ByteBudget as Budget,
+  type RateBudget,
+} from '../../gateway/index.js';
 import type { Plan, PlanPeriod, Store, UserLimits } from '../store/index.js';
 import { bucketStart } from '../store/usage-sql.js';
 
@@ -51,7 +57,12 @@ export function accountPeriodStart(plan: Pick<Plan, 'period' | 'anchorDay'> | nu
  * account's first usage kept, else the day it was created, not at the epoch (which the enforcer may sum from:
  * there is no usage before either, so the totals agree).
  */
-export async function shownPeriodStart(store: Store, accountId: number, plan: Pick<Plan, 'period' | 'anchorDay'> | null | undefined, nowMs: number): Promise<number> {
+export async function shownPeriodStart(
+  store: Store,
+  accountId: number,
+  plan: Pick<Plan, 'period' | 'anchorDay'> | null | undefined,
+  nowMs: number,
+): Promise<number> {
   if (plan?.period !== 'lifetime') return accountPeriodStart(plan, nowMs);
   const first = await store.usage.firstUsage(accountId);
   if (first !== null) return bucketStart('day', first);
@@ -290,10 +301,18 @@ export class PlanEnforcer implements PlanLimits {
     const accountBits = this.plans.get(accountId)?.rateLimit ?? null;
     const account = accountBits === null ? null : this.ratePair(`a:${accountId}`, accountId, null, accountBits, null);
     const userBits = this.userLimits(accountId, subject)?.rateLimit ?? null;
-    return userBits === null ? account : this.ratePair(usageKey(accountId, subject), accountId, subject, userBits, account);
+    return userBits === null
+      ? account
+      : this.ratePair(usageKey(accountId, subject), accountId, subject, userBits, account);
   }
 
-  private ratePair(key: string, accountId: number, subject: string | null, bits: number, parent: RateBudget | null): RateBudget {
+  private ratePair(
+    key: string,
+    accountId: number,
+    subject: string | null,
+    bits: number,
+    parent: RateBudget | null,
+  ): RateBudget {
     const bytes = bits / 8;
     const found = this.rates.get(key);
     if (!found) {
@@ -327,7 +346,8 @@ export class PlanEnforcer implements PlanLimits {
   // ---- byte budgets ------------------------------------------------------------------------------------
 
   budgetFor(accountId: number, subject: string): Budget | null {
-    const account = this.plans.get(accountId)?.trafficLimit != null ? this.budget(`a:${accountId}`, accountId, null, null) : null;
+    const account =
+      this.plans.get(accountId)?.trafficLimit != null ? this.budget(`a:${accountId}`, accountId, null, null) : null;
     if (this.userLimits(accountId, subject)?.trafficLimit == null) return account;
     return this.budget(usageKey(accountId, subject), accountId, subject, account);
   }
@@ -352,9 +372,13 @@ export class PlanEnforcer implements PlanLimits {
     if (found) return found.budget;
     // Starts empty: its first grant comes from a sync (this node's bytes of it flushed, the fleet's read).
     const e: BudgetEntry = {
-      budget: new ByteBudget(parent, () => {
-        if (!e.over) this.requestSync();
-      }, this.grant / 2),
+      budget: new ByteBudget(
+        parent,
+        () => {
+          if (!e.over) this.requestSync();
+        },
+        this.grant / 2,
+      ),
       accountId,
       subject,
       synced: false,
@@ -392,7 +416,11 @@ export class PlanEnforcer implements PlanLimits {
         for (const w of done) w.resolve();
         const again = this.syncAgain;
         this.syncAgain = false;
-        if (this.syncWaiters.length > 0 || (again && [...this.budgets.values()].some((b) => !b.over && b.budget.parked > 0))) this.requestSync();
+        if (
+          this.syncWaiters.length > 0 ||
+          (again && [...this.budgets.values()].some((b) => !b.over && b.budget.parked > 0))
+        )
+          this.requestSync();
       });
   }
 
@@ -405,7 +433,8 @@ export class PlanEnforcer implements PlanLimits {
     const taken = new Map<string, number>();
     for (const [k, b] of this.budgets) taken.set(k, b.budget.taken);
     const accountIds = new Set([...this.budgets.values()].map((b) => b.accountId));
-    if (this.opts.flushAccounts && !(await this.opts.flushAccounts(accountIds))) throw new Error('usage flush not written');
+    if (this.opts.flushAccounts && !(await this.opts.flushAccounts(accountIds)))
+      throw new Error('usage flush not written');
     const now = this.now();
     const starts = new Map<number, number>();
     for (const id of accountIds) {
@@ -423,7 +452,10 @@ export class PlanEnforcer implements PlanLimits {
     let reached = false;
     for (const [k, b] of this.budgets) {
       if (!taken.has(k)) continue; // made during this sync: the next one reads it
-      const limit = b.subject === null ? (this.plans.get(b.accountId)?.trafficLimit ?? null) : (this.limits.get(k)?.trafficLimit ?? null);
+      const limit =
+        b.subject === null
+          ? (this.plans.get(b.accountId)?.trafficLimit ?? null)
+          : (this.limits.get(k)?.trafficLimit ?? null);
       if (limit === null) {
         // No longer limited: its connections go on unbudgeted; new ones get none.
         b.budget.refill(Infinity);
@@ -473,7 +505,10 @@ export class PlanEnforcer implements PlanLimits {
       this.plans = new Map(plans.map((p) => [p.accountId, p]));
       this.limits = new Map(users.map((u) => [usageKey(u.accountId, userSubject(u.username)), u]));
       this.ruleSets = new Map();
-      this.limited = new Set([...plans.filter((p) => p.trafficLimit !== null).map((p) => p.accountId), ...users.filter((u) => u.trafficLimit !== null).map((u) => u.accountId)]);
+      this.limited = new Set([
+        ...plans.filter((p) => p.trafficLimit !== null).map((p) => p.accountId),
+        ...users.filter((u) => u.trafficLimit !== null).map((u) => u.accountId),
+      ]);
       this.usersLimited = new Set(users.map((u) => u.accountId));
       this.version = version;
       // Connections already open when a limit is set (or raised, lifted) relay under what it says now: a limit

@@ -20,7 +20,12 @@ function pipeChunks(text: string): string[] {
   let start = 0;
   while (start < text.length) {
     let end = start;
-    for (let nl = text.indexOf('\n', end); nl >= 0 && Buffer.byteLength(text.slice(start, nl + 1)) <= 4096; nl = text.indexOf('\n', end)) end = nl + 1;
+    for (
+      let nl = text.indexOf('\n', end);
+      nl >= 0 && Buffer.byteLength(text.slice(start, nl + 1)) <= 4096;
+      nl = text.indexOf('\n', end)
+    )
+      end = nl + 1;
     if (end === start) end = text.indexOf('\n', start) + 1; // one line longer than PIPE_BUF: alone
     out.push(text.slice(start, end));
     start = end;
@@ -31,7 +36,9 @@ function pipeChunks(text: string): string[] {
 /** Writes the chunks in order; settles when stdout has taken the last one, or with the first write's error. */
 function writeStdout(chunks: string[]): Promise<void> {
   return new Promise((resolve, reject) => {
-    chunks.forEach((chunk, i) => process.stdout.write(chunk, (e) => (e ? reject(e) : i === chunks.length - 1 && resolve())));
+    chunks.forEach((chunk, i) =>
+      process.stdout.write(chunk, (e) => (e ? reject(e) : i === chunks.length - 1 && resolve())),
+    );
   });
 }
 
@@ -76,7 +83,9 @@ export class ConnectionLogLines implements ConnectionLogSink {
     try {
       return openSync(path, 'a', 0o640);
     } catch (e) {
-      throw new Error(`--connection-log-sink jsonl:${path}: cannot open it for appending (${(e as NodeJS.ErrnoException).code ?? (e as Error).message})`);
+      throw new Error(
+        `--connection-log-sink jsonl:${path}: cannot open it for appending (${(e as NodeJS.ErrnoException).code ?? (e as Error).message})`,
+      );
     }
   }
 
@@ -124,7 +133,7 @@ export class ConnectionLogLines implements ConnectionLogSink {
       if (this.target.kind === 'stdout') await writeStdout(pipeChunks(text));
       else {
         const bytes = Buffer.from(text);
-        for (let off = 0; off < bytes.length; ) off += writeSync(this.fd!, bytes, off);
+        for (let off = 0; off < bytes.length;) off += writeSync(this.fd!, bytes, off);
       }
       this.written += batch.length;
     } catch (e) {

@@ -32,7 +32,9 @@ const yieldTurn = () => new Promise<void>((r) => setImmediate(r));
 const HAS_CONTROL = /[\x00-\x1f\x7f]/;
 const CONTROL = /[\x00-\x1f\x7f]/g;
 export const escapeControls = (s: string | null): string | null =>
-  s === null || !HAS_CONTROL.test(s) ? s : s.replace(CONTROL, (c) => `\\x${c.charCodeAt(0).toString(16).padStart(2, '0')}`);
+  s === null || !HAS_CONTROL.test(s)
+    ? s
+    : s.replace(CONTROL, (c) => `\\x${c.charCodeAt(0).toString(16).padStart(2, '0')}`);
 
 export class ConnectionLogWriter implements ConnectionLogSink {
   private buffer: ConnectionRecord[] = [];
@@ -54,7 +56,8 @@ export class ConnectionLogWriter implements ConnectionLogSink {
   constructor(
     /** The database, or (a worker on SQLite) the primary, which writes for every worker. */
     /** The store, or a worker's way to the primary's writer (no size of its own to cap: the primary caps it). */
-    private readonly store: Pick<ConnectionLogStore, 'insert' | 'prune'> & Partial<Pick<ConnectionLogStore, 'sizeBytes' | 'dropOldestDay' | 'alone'>>,
+    private readonly store: Pick<ConnectionLogStore, 'insert' | 'prune'> &
+      Partial<Pick<ConnectionLogStore, 'sizeBytes' | 'dropOldestDay' | 'alone'>>,
     /** The node name every record of this process carries. */
     private readonly node: string,
     private readonly opts: ConnectionLogOptions = {},
@@ -120,7 +123,10 @@ export class ConnectionLogWriter implements ConnectionLogSink {
       const check = async () => {
         while (dropped < MAX_DAYS_PER_CHECK && (await sizeBytes.call(this.store)) > max) {
           if (!(await dropOldestDay.call(this.store, now))) {
-            this.warnOnce('connection_log_over_max_size', 'today\'s records alone are over --connection-log-max-size (kept)');
+            this.warnOnce(
+              'connection_log_over_max_size',
+              "today's records alone are over --connection-log-max-size (kept)",
+            );
             break;
           }
           dropped++;
@@ -185,7 +191,10 @@ export class ConnectionLogWriter implements ConnectionLogSink {
       const now = Date.now();
       if (now - this.lastWarn >= 10_000) {
         this.lastWarn = now;
-        this.opts.log?.warn({ event: 'connection_log_write_failed', detail: why, buffered: this.buffer.length }, 'connection log: records kept until the database answers');
+        this.opts.log?.warn(
+          { event: 'connection_log_write_failed', detail: why, buffered: this.buffer.length },
+          'connection log: records kept until the database answers',
+        );
       }
       return;
     }
@@ -201,7 +210,10 @@ export class ConnectionLogWriter implements ConnectionLogSink {
         const now = Date.now();
         if (now - this.lastWarn >= 10_000) {
           this.lastWarn = now;
-          this.opts.log?.warn({ event: 'connection_log_record_refused', detail: e instanceof Error ? e.message : String(e) }, 'connection log: a record the database refused was dropped');
+          this.opts.log?.warn(
+            { event: 'connection_log_record_refused', detail: e instanceof Error ? e.message : String(e) },
+            'connection log: a record the database refused was dropped',
+          );
         }
       }
     }

@@ -22,7 +22,10 @@ export function withViewHealth(report: HealthReport, state: ViewStatus['state'])
  * What /healthz and /metrics ask of the dependencies, up or down by name: `database`, and the API's rate-limit
  * store as `redis` (with --redis-url) or `rate_limit_store` (the database's or memory's).
  */
-export async function dependenciesUp(store: { ping(): Promise<boolean> }, limits: { healthy(): Promise<boolean>; readonly storeKind: string }): Promise<Record<string, boolean>> {
+export async function dependenciesUp(
+  store: { ping(): Promise<boolean> },
+  limits: { healthy(): Promise<boolean>; readonly storeKind: string },
+): Promise<Record<string, boolean>> {
   const [database, limitsUp] = await Promise.all([store.ping(), limits.healthy()]);
   return { database, [limits.storeKind === 'redis' ? 'redis' : 'rate_limit_store']: limitsUp };
 }

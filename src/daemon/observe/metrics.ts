@@ -46,7 +46,13 @@ class ReadMetric {
   ) {}
 
   async get(): Promise<{ name: string; help: string; type: string; aggregator: string; values: Sample[] }> {
-    return { name: this.name, help: this.help, type: this.type, aggregator: this.aggregator, values: await this.samples() };
+    return {
+      name: this.name,
+      help: this.help,
+      type: this.type,
+      aggregator: this.aggregator,
+      values: await this.samples(),
+    };
   }
 
   reset(): void {}
@@ -108,7 +114,11 @@ export class Metrics {
     // The event-loop delay histogram samples every 100 ms, not prom-client's 10 ms: its timer woke an idle daemon
     // a hundred times a second (decisions.md#d-038 "Metrics: event-loop delay sampling").
     if (opts.defaultMetrics !== false) {
-      collectDefaultMetrics({ register: this.registry, prefix: 'proxyd_', eventLoopMonitoringPrecision: EVENT_LOOP_SAMPLE_MS });
+      collectDefaultMetrics({
+        register: this.registry,
+        prefix: 'proxyd_',
+        eventLoopMonitoringPrecision: EVENT_LOOP_SAMPLE_MS,
+      });
       lagPastSchedule(this.registry);
     }
     if (cluster.isWorker) this.joinCluster();
@@ -134,11 +144,16 @@ export class Metrics {
     const self = this;
     this.hopRefused = new Counter({
       name: 'proxyd_hop_refused_total',
-      help: 'Connections to this exit\'s hop listener that did not prove the fleet secret',
+      help: "Connections to this exit's hop listener that did not prove the fleet secret",
       registers: [this.registry],
     });
     // An entry's view of its exits, one series per label value, read at scrape time (no series on another role).
-    const exitGauge = (name: string, help: string, label: string, values: (v: Array<{ node: string; healthy: boolean; links: number }>) => Array<[string, number]>) =>
+    const exitGauge = (
+      name: string,
+      help: string,
+      label: string,
+      values: (v: Array<{ node: string; healthy: boolean; links: number }>) => Array<[string, number]>,
+    ) =>
       new Gauge({
         name,
         help,
@@ -151,12 +166,20 @@ export class Metrics {
           for (const [value, n] of values(v)) this.set({ [label]: value }, n);
         },
       });
-    exitGauge('proxyd_exit_nodes', 'Exit nodes this entry knows, by health (healthy: heartbeat fresh and probes answered)', 'state', (v) => [
-      ['healthy', v.filter((e) => e.healthy).length],
-      ['unhealthy', v.filter((e) => !e.healthy).length],
-    ]);
-    exitGauge('proxyd_hop_links', 'Hop connections of this entry to each exit, verified, authenticated and taking new tunnels (0: none, the exit unreachable)', 'exit', (v) =>
-      v.map((e) => [e.node, e.links]),
+    exitGauge(
+      'proxyd_exit_nodes',
+      'Exit nodes this entry knows, by health (healthy: heartbeat fresh and probes answered)',
+      'state',
+      (v) => [
+        ['healthy', v.filter((e) => e.healthy).length],
+        ['unhealthy', v.filter((e) => !e.healthy).length],
+      ],
+    );
+    exitGauge(
+      'proxyd_hop_links',
+      'Hop connections of this entry to each exit, verified, authenticated and taking new tunnels (0: none, the exit unreachable)',
+      'exit',
+      (v) => v.map((e) => [e.node, e.links]),
     );
     const gatewayGauge = (name: string, help: string, value: (s: GatewayStats) => number) =>
       new Gauge({
@@ -170,7 +193,12 @@ export class Metrics {
       });
     gatewayGauge('proxyd_gateway_connections_open', 'Gateway connections open now', (s) => s.connectionsOpen);
     // Gateway totals are read from the gateway at scrape time, one labelled counter per breakdown.
-    const fromGateway = (name: string, help: string, label: string, values: (s: GatewayStats) => Record<string, number>) =>
+    const fromGateway = (
+      name: string,
+      help: string,
+      label: string,
+      values: (s: GatewayStats) => Record<string, number>,
+    ) =>
       new Counter({
         name,
         help,
@@ -183,27 +211,81 @@ export class Metrics {
           for (const [value, n] of Object.entries(values(s))) this.inc({ [label]: value }, n);
         },
       });
-    fromGateway('proxyd_gateway_connections_total', 'Gateway connections accepted, by protocol path', 'path', (s) => s.connectionsTotal);
-    fromGateway('proxyd_gateway_admission_failures_total', 'Gateway connections refused at admission, by reason', 'reason', (s) => s.admissionFailures);
-    fromGateway('proxyd_gateway_target_refusals_total', 'Gateway targets refused, by reason', 'reason', (s) => s.targetRefusals);
-    fromGateway('proxyd_gateway_refusals_total', 'Gateway connections refused, by the connection log\'s reason (admission_unavailable: the gateway could not decide, an internal failure; no_exit: no healthy exit matched), a login past its failure budget as login_throttled', 'reason', (s) => s.refusals as Record<string, number>);
-    this.registry.registerMetric(
-      readHistogram('proxyd_gateway_setup_seconds', 'Time from accepting a gateway connection to relaying it (target reached; the client\'s own handshake included); its count is the connections opened', () => self.gatewayStats?.().setup ?? null) as never,
+    fromGateway(
+      'proxyd_gateway_connections_total',
+      'Gateway connections accepted, by protocol path',
+      'path',
+      (s) => s.connectionsTotal,
     );
-    fromGateway('proxyd_gateway_egress_connections_total', 'Outgoing gateway connections by the egress address they left from (an IPv6 prefix pool: the prefix)', 'address', (s) => s.egressConnections);
-    fromGateway('proxyd_gateway_bytes_total', 'Bytes relayed by the gateway, by direction (up = client to target)', 'direction', (s) => ({
-      up: s.bytesUp,
-      down: s.bytesDown,
-    }));
-    fromGateway('proxyd_udp_datagrams_total', 'SOCKS5 UDP datagrams relayed, by direction (up = client to target)', 'direction', (s) => ({ up: s.udp.datagramsUp, down: s.udp.datagramsDown }));
-    fromGateway('proxyd_udp_bytes_total', 'SOCKS5 UDP payload bytes relayed (without the RFC 1928 header), by direction', 'direction', (s) => ({ up: s.udp.bytesUp, down: s.udp.bytesDown }));
-    fromGateway('proxyd_udp_dropped_total', 'SOCKS5 UDP datagrams dropped, by reason (frag, source, policy, unsolicited, malformed, over_limit)', 'reason', (s) => s.udp.dropped);
+    fromGateway(
+      'proxyd_gateway_admission_failures_total',
+      'Gateway connections refused at admission, by reason',
+      'reason',
+      (s) => s.admissionFailures,
+    );
+    fromGateway(
+      'proxyd_gateway_target_refusals_total',
+      'Gateway targets refused, by reason',
+      'reason',
+      (s) => s.targetRefusals,
+    );
+    fromGateway(
+      'proxyd_gateway_refusals_total',
+      "Gateway connections refused, by the connection log's reason (admission_unavailable: the gateway could not decide, an internal failure; no_exit: no healthy exit matched), a login past its failure budget as login_throttled",
+      'reason',
+      (s) => s.refusals as Record<string, number>,
+    );
+    this.registry.registerMetric(
+      readHistogram(
+        'proxyd_gateway_setup_seconds',
+        "Time from accepting a gateway connection to relaying it (target reached; the client's own handshake included); its count is the connections opened",
+        () => self.gatewayStats?.().setup ?? null,
+      ) as never,
+    );
+    fromGateway(
+      'proxyd_gateway_egress_connections_total',
+      'Outgoing gateway connections by the egress address they left from (an IPv6 prefix pool: the prefix)',
+      'address',
+      (s) => s.egressConnections,
+    );
+    fromGateway(
+      'proxyd_gateway_bytes_total',
+      'Bytes relayed by the gateway, by direction (up = client to target)',
+      'direction',
+      (s) => ({
+        up: s.bytesUp,
+        down: s.bytesDown,
+      }),
+    );
+    fromGateway(
+      'proxyd_udp_datagrams_total',
+      'SOCKS5 UDP datagrams relayed, by direction (up = client to target)',
+      'direction',
+      (s) => ({ up: s.udp.datagramsUp, down: s.udp.datagramsDown }),
+    );
+    fromGateway(
+      'proxyd_udp_bytes_total',
+      'SOCKS5 UDP payload bytes relayed (without the RFC 1928 header), by direction',
+      'direction',
+      (s) => ({ up: s.udp.bytesUp, down: s.udp.bytesDown }),
+    );
+    fromGateway(
+      'proxyd_udp_dropped_total',
+      'SOCKS5 UDP datagrams dropped, by reason (frag, source, policy, unsolicited, malformed, over_limit)',
+      'reason',
+      (s) => s.udp.dropped,
+    );
     gatewayGauge('proxyd_udp_associations_open', 'SOCKS5 UDP associations open now', (s) => s.udp.associationsOpen);
     // The metered bytes are the same bytes: this node's total under the metering name.
-    fromGateway('proxyd_relayed_bytes_total', 'Bytes relayed between clients and targets on this node, as metered, by direction', 'direction', (s) => ({
-      up: s.bytesUp,
-      down: s.bytesDown,
-    }));
+    fromGateway(
+      'proxyd_relayed_bytes_total',
+      'Bytes relayed between clients and targets on this node, as metered, by direction',
+      'direction',
+      (s) => ({
+        up: s.bytesUp,
+        down: s.bytesDown,
+      }),
+    );
   }
 
   /** The usage meter: flushes written, flushes the database did not take (sent again), and how long usage has waited. */
@@ -248,14 +330,21 @@ export class Metrics {
    * sample when it cannot be read: a node on PostgreSQL that keeps nothing there has no data dir at all.
    */
   attachDataDir(dir: string): void {
-    const read = () => within(statfs(dir).then((s) => ({ free: s.bavail * s.bsize, size: s.blocks * s.bsize })), 2_000, null);
+    const read = () =>
+      within(
+        statfs(dir).then((s) => ({ free: s.bavail * s.bsize, size: s.blocks * s.bsize })),
+        2_000,
+        null,
+      );
     const gauge = (name: string, help: string, pick: (s: { free: number; size: number }) => number) =>
-      this.registry.registerMetric(new ReadMetric(name, help, 'gauge', 'max', async () => {
-        const s = await read();
-        return s ? [{ labels: {}, value: pick(s) }] : [];
-      }) as never);
-    gauge('proxyd_data_dir_free_bytes', 'Bytes free to this daemon on the data dir\'s file system', (s) => s.free);
-    gauge('proxyd_data_dir_size_bytes', 'Size of the data dir\'s file system in bytes', (s) => s.size);
+      this.registry.registerMetric(
+        new ReadMetric(name, help, 'gauge', 'max', async () => {
+          const s = await read();
+          return s ? [{ labels: {}, value: pick(s) }] : [];
+        }) as never,
+      );
+    gauge('proxyd_data_dir_free_bytes', "Bytes free to this daemon on the data dir's file system", (s) => s.free);
+    gauge('proxyd_data_dir_size_bytes', "Size of the data dir's file system in bytes", (s) => s.size);
   }
 
   /** Webhook deliveries: this process's attempts by outcome, and the events still to deliver (fleet-wide, from the database). */
@@ -315,17 +404,47 @@ export class Metrics {
           if (v) this.set(value(v));
         },
       });
-    gauge('proxyd_admission_view_age_seconds', 'Seconds since the admission view last heard from the change feed', 'max', (v) => v.ageMs / 1000);
-    gauge('proxyd_admission_view_sequence', 'Change-log sequence the admission view is current to', 'min', (v) => v.seq);
-    gauge('proxyd_admission_view_stale', 'Admission view state: 0 current, 1 stale (admitting from the last view), 2 expired (refusing)', 'max', (v) =>
-      v.state === 'current' ? 0 : v.state === 'stale' ? 1 : 2,
+    gauge(
+      'proxyd_admission_view_age_seconds',
+      'Seconds since the admission view last heard from the change feed',
+      'max',
+      (v) => v.ageMs / 1000,
+    );
+    gauge(
+      'proxyd_admission_view_sequence',
+      'Change-log sequence the admission view is current to',
+      'min',
+      (v) => v.seq,
+    );
+    gauge(
+      'proxyd_admission_view_stale',
+      'Admission view state: 0 current, 1 stale (admitting from the last view), 2 expired (refusing)',
+      'max',
+      (v) => (v.state === 'current' ? 0 : v.state === 'stale' ? 1 : 2),
     );
     gauge('proxyd_admission_view_proxy_users', 'Proxy users in the admission view', 'max', (v) => v.users);
-    gauge('proxyd_admission_view_whitelist_ips', 'Whitelisted IPs (held, live entries) in the admission view', 'max', (v) => v.ips);
-    gauge('proxyd_admission_view_reloads', 'Full loads of the admission view since start (the first load, then each time it found itself behind)', 'max', (v) => v.reloads);
-    this.counters(() => ({ reloads: Math.max(0, (self.viewStatus?.().reloads ?? 1) - 1) }), [
-      ['proxyd_admission_reloads_total', 'Full reloads of the admission view after its first load (it fell behind the change log, or SIGHUP)', 'reloads'],
-    ]);
+    gauge(
+      'proxyd_admission_view_whitelist_ips',
+      'Whitelisted IPs (held, live entries) in the admission view',
+      'max',
+      (v) => v.ips,
+    );
+    gauge(
+      'proxyd_admission_view_reloads',
+      'Full loads of the admission view since start (the first load, then each time it found itself behind)',
+      'max',
+      (v) => v.reloads,
+    );
+    this.counters(
+      () => ({ reloads: Math.max(0, (self.viewStatus?.().reloads ?? 1) - 1) }),
+      [
+        [
+          'proxyd_admission_reloads_total',
+          'Full reloads of the admission view after its first load (it fell behind the change log, or SIGHUP)',
+          'reloads',
+        ],
+      ],
+    );
   }
 
   attachGateway(stats: () => GatewayStats): void {
@@ -349,8 +468,16 @@ export class Metrics {
   attachConnectionLog(read: () => { written: number; dropped: number; buffered: number; retried: number }): void {
     this.counters(read, [
       ['proxyd_connection_log_records_total', 'Connection-log records written to the database', 'written'],
-      ['proxyd_connection_log_write_retries_total', 'Connection-log batches the database did not take at once (its lock held elsewhere): kept, written again', 'retried'],
-      ['proxyd_connection_log_dropped_total', 'Connection-log records dropped because the write buffer was full (database slow or away)', 'dropped'],
+      [
+        'proxyd_connection_log_write_retries_total',
+        'Connection-log batches the database did not take at once (its lock held elsewhere): kept, written again',
+        'retried',
+      ],
+      [
+        'proxyd_connection_log_dropped_total',
+        'Connection-log records dropped because the write buffer was full (database slow or away)',
+        'dropped',
+      ],
     ]);
     new Gauge({
       name: 'proxyd_connection_log_buffered',
@@ -363,7 +490,10 @@ export class Metrics {
   }
 
   /** Counters read at scrape time from a totals object. */
-  private counters<K extends string>(read: () => Record<K, number>, list: ReadonlyArray<readonly [string, string, K]>): void {
+  private counters<K extends string>(
+    read: () => Record<K, number>,
+    list: ReadonlyArray<readonly [string, string, K]>,
+  ): void {
     for (const [name, help, key] of list) {
       new Counter({
         name,
@@ -406,7 +536,10 @@ type MetricJson = Awaited<ReturnType<Registry['getMetricsAsJSON']>>;
 
 let workerRegistry: Registry | null = null;
 let nextMetricsRequest = 0;
-const pendingMetrics = new Map<number, { resolve: (t: string) => void; reject: (e: Error) => void; timer: NodeJS.Timeout }>();
+const pendingMetrics = new Map<
+  number,
+  { resolve: (t: string) => void; reject: (e: Error) => void; timer: NodeJS.Timeout }
+>();
 let workerListeners = false;
 
 function installWorkerListeners(): void {
@@ -456,8 +589,16 @@ export class ClusterMetrics {
   private readonly pending = new Map<number, { got: MetricJson[]; left: number; done: () => void }>();
 
   constructor() {
-    this.workers = new Gauge({ name: 'proxyd_cluster_workers', help: 'Worker processes serving now', registers: [this.registry] });
-    this.restarts = new Counter({ name: 'proxyd_cluster_worker_restarts_total', help: 'Workers replaced after an unexpected exit', registers: [this.registry] });
+    this.workers = new Gauge({
+      name: 'proxyd_cluster_workers',
+      help: 'Worker processes serving now',
+      registers: [this.registry],
+    });
+    this.restarts = new Counter({
+      name: 'proxyd_cluster_worker_restarts_total',
+      help: 'Workers replaced after an unexpected exit',
+      registers: [this.registry],
+    });
   }
 
   /** Feed every worker message here. */

@@ -35,7 +35,8 @@ interface Ports {
   hop: number | null;
 }
 
-const portOf = (hostPort: string | null | undefined): number | null => (hostPort ? Number(hostPort.slice(hostPort.lastIndexOf(':') + 1)) : null);
+const portOf = (hostPort: string | null | undefined): number | null =>
+  hostPort ? Number(hostPort.slice(hostPort.lastIndexOf(':') + 1)) : null;
 
 /** The ports as configured (0 where the OS is to pick). */
 function configuredPorts(cfg: ServeConfig): Ports {
@@ -48,7 +49,12 @@ function configuredPorts(cfg: ServeConfig): Ports {
   };
 }
 
-const portsOf = (r: Ready): Ports => ({ api: portOf(r.api)!, httpProxy: portOf(r.httpProxy), socks: portOf(r.socks5), hop: portOf(r.hop) });
+const portsOf = (r: Ready): Ports => ({
+  api: portOf(r.api)!,
+  httpProxy: portOf(r.httpProxy),
+  socks: portOf(r.socks5),
+  hop: portOf(r.hop),
+});
 
 /** The configuration a worker serves: the primary's ports in place of 0. */
 export function withWorkerPorts(cfg: ServeConfig, env: NodeJS.ProcessEnv = process.env): ServeConfig {
@@ -127,11 +133,16 @@ export async function runWorker(cfg: ServeConfig, log: DaemonLog): Promise<void>
   process.on('disconnect', () => drain('primary gone'));
   try {
     // On PostgreSQL rows lock, not the file: every worker writes its own.
-    daemon = await startDaemon(withWorkerPorts(cfg), log, { reusePort: true, sinks: cfg.databaseUrl ? null : primaryWriterSinks() });
+    daemon = await startDaemon(withWorkerPorts(cfg), log, {
+      reusePort: true,
+      sinks: cfg.databaseUrl ? null : primaryWriterSinks(),
+    });
   } catch (e) {
     const err = e as NodeJS.ErrnoException;
     if (!process.connected) process.exit(1);
-    process.send?.({ type: 'proxyd:failed', message: err.message, code: err.code } satisfies WorkerMessage, () => process.exit(1));
+    process.send?.({ type: 'proxyd:failed', message: err.message, code: err.code } satisfies WorkerMessage, () =>
+      process.exit(1),
+    );
     setTimeout(() => process.exit(1), 1000).unref();
     return;
   }
@@ -180,7 +191,8 @@ export async function startPrimary(cfg: ServeConfig, log: DaemonLog): Promise<Se
   const startOne = (): Promise<Ready> =>
     new Promise((resolve, reject) => {
       const w = fork();
-      const onExit = (code: number | null, signal: string | null) => reject(new StartError(`worker ${w.process.pid} exited ${signal ?? code} before it was ready`));
+      const onExit = (code: number | null, signal: string | null) =>
+        reject(new StartError(`worker ${w.process.pid} exited ${signal ?? code} before it was ready`));
       w.on('message', function onMessage(m: WorkerMessage) {
         if (m?.type !== 'proxyd:ready' && m?.type !== 'proxyd:failed') return;
         w.off('message', onMessage);
@@ -197,7 +209,12 @@ export async function startPrimary(cfg: ServeConfig, log: DaemonLog): Promise<Se
   let store: Store | null = null;
   let writer: PrimaryWriter | null = null;
   try {
-    const host = { api: cfg.apiListen.host, httpProxy: cfg.httpProxyListen.host, socks: cfg.socksListen.host, hop: cfg.hopListen.host };
+    const host = {
+      api: cfg.apiListen.host,
+      httpProxy: cfg.httpProxyListen.host,
+      socks: cfg.socksListen.host,
+      hop: cfg.hopListen.host,
+    };
     const held: net.Server[] = [];
     try {
       for (const k of Object.keys(ports) as Array<keyof Ports>) {
@@ -220,10 +237,15 @@ export async function startPrimary(cfg: ServeConfig, log: DaemonLog): Promise<Se
     // Port 0: the first worker's pick is the port every other worker binds.
     const first = Object.values(ports).includes(0) ? await Promise.race([startOne(), timeout]) : null;
     if (first) ports = portsOf(first);
-    const rest = await Promise.race([Promise.all(Array.from({ length: cfg.workers - (first ? 1 : 0) }, startOne)), timeout]);
+    const rest = await Promise.race([
+      Promise.all(Array.from({ length: cfg.workers - (first ? 1 : 0) }, startOne)),
+      timeout,
+    ]);
     readies = first ? [first, ...rest] : rest;
     const [one] = readies;
-    const same = readies.every((r) => r.api === one!.api && r.httpProxy === one!.httpProxy && r.socks5 === one!.socks5 && r.hop === one!.hop);
+    const same = readies.every(
+      (r) => r.api === one!.api && r.httpProxy === one!.httpProxy && r.socks5 === one!.socks5 && r.hop === one!.hop,
+    );
     if (!same) throw new StartError(`workers bound different ports (${readies.map((r) => r.api).join(', ')})`);
   } catch (e) {
     stopping = true;
@@ -249,7 +271,10 @@ export async function startPrimary(cfg: ServeConfig, log: DaemonLog): Promise<Se
     crashStreak = lived > STABLE_MS ? 1 : crashStreak + 1;
     const delay = Math.min(100 * 2 ** (crashStreak - 1), 10_000);
     metrics.restarts.inc();
-    log.error({ event: 'worker_exit', worker: w.process.pid, code, signal, restartInMs: delay }, 'worker exited unexpectedly; replacing it');
+    log.error(
+      { event: 'worker_exit', worker: w.process.pid, code, signal, restartInMs: delay },
+      'worker exited unexpectedly; replacing it',
+    );
     setTimeout(() => {
       if (!stopping) fork();
     }, delay);

@@ -50,15 +50,27 @@ type AdminAction = (deps: import('../admin/commands.js').AdminDeps, opts: any) =
 /** How an admin command uses the database: `read` only looks (a data dir without a database is an error, never created). */
 type AdminUse = { read?: boolean };
 
-/** An admin command of admin/plans.ts (it takes the store and the options). */
+/** Commander's parsed options, each command's own shape (typed where the command reads them). */
 // eslint-disable-next-line @typescript-eslint/no-explicit-any -- commander's options, each command's own shape
-export function planAction(pick: (m: typeof import('../admin/plans.js')) => (store: import('../store/index.js').Store, o: any) => Promise<unknown>, use: AdminUse = {}) {
+type CommandOptions = any;
+
+/** An admin command of admin/plans.ts (it takes the store and the options). */
+export function planAction(
+  pick: (
+    m: typeof import('../admin/plans.js'),
+  ) => (store: import('../store/index.js').Store, o: CommandOptions) => Promise<unknown>,
+  use: AdminUse = {},
+) {
   return adminAction(() => (deps, o) => import('../admin/plans.js').then((m) => pick(m)(deps.store, o)), use);
 }
 
 /** An admin command of admin/policy.ts (it takes the store and the options). */
-// eslint-disable-next-line @typescript-eslint/no-explicit-any -- commander's options, each command's own shape
-export function policyAction(pick: (m: typeof import('../admin/policy.js')) => (store: import('../store/index.js').Store, o: any) => Promise<unknown>, use: AdminUse = {}) {
+export function policyAction(
+  pick: (
+    m: typeof import('../admin/policy.js'),
+  ) => (store: import('../store/index.js').Store, o: CommandOptions) => Promise<unknown>,
+  use: AdminUse = {},
+) {
   return adminAction(() => (deps, o) => import('../admin/policy.js').then((m) => pick(m)(deps.store, o)), use);
 }
 
@@ -69,7 +81,10 @@ export type AdminOpts = Record<string, unknown> & { dataDir?: string; databaseUr
  * and exit 1 (2 for a usage error). Every `proxyd admin` command goes through here. A command that only reads
  * (`use.read`) never creates a data dir or a database: a mistyped --data-dir is named, not filled.
  */
-export function withStore(run: (store: import('../store/index.js').Store, all: AdminOpts, where: string) => Promise<void>, use: AdminUse = {}) {
+export function withStore(
+  run: (store: import('../store/index.js').Store, all: AdminOpts, where: string) => Promise<void>,
+  use: AdminUse = {},
+) {
   return async (opts: Record<string, unknown>, cmd: Command) => {
     const all = { ...cmd.optsWithGlobals(), ...opts } as AdminOpts;
     // `--data-dir` and `--database-url` are options of `admin` and of each command: commander gives a flag to the
@@ -87,12 +102,16 @@ export function withStore(run: (store: import('../store/index.js').Store, all: A
     const { checkDatabaseUrl, defaultDataDir } = await import('./config.js');
     let store: import('../store/index.js').Store | null = null;
     const dataDir = all.dataDir || defaultDataDir();
-    let where = all.dataDir ? `data dir ${dataDir}` : `the default data dir ${dataDir} (choose another with --data-dir or PROXYD_DATA_DIR)`;
+    let where = all.dataDir
+      ? `data dir ${dataDir}`
+      : `the default data dir ${dataDir} (choose another with --data-dir or PROXYD_DATA_DIR)`;
     // Output that cannot be written: one line and exit 1, no stack trace. A reader that went away (`| head`) is
     // fine for a command that only reads; for one that changed something (a token printed once) it is not.
     process.stdout.on('error', (e: NodeJS.ErrnoException) => {
       if (e.code === 'EPIPE' && use.read) process.exit(process.exitCode ?? 0);
-      process.stderr.write(`proxyd: cannot write the output (${e.code ?? e.message})${use.read ? '' : ': the command was carried out, its output is lost'}\n`);
+      process.stderr.write(
+        `proxyd: cannot write the output (${e.code ?? e.message})${use.read ? '' : ': the command was carried out, its output is lost'}\n`,
+      );
       process.exit(1);
     });
     try {
@@ -100,7 +119,8 @@ export function withStore(run: (store: import('../store/index.js').Store, all: A
       if (!all.databaseUrl) {
         const { existsSync } = await import('node:fs');
         const { DB_FILE } = await import('../store/sqlite/db.js');
-        if (use.read && !existsSync(`${dataDir}/${DB_FILE}`)) throw new AdminError(`no database in ${where}: nothing to show (is it the daemon's data dir?)`);
+        if (use.read && !existsSync(`${dataDir}/${DB_FILE}`))
+          throw new AdminError(`no database in ${where}: nothing to show (is it the daemon's data dir?)`);
         (await import('./data-dir.js')).ensureDataDir(dataDir);
       }
       store = await openStore({ dataDir, databaseUrl: all.databaseUrl });
@@ -123,4 +143,3 @@ export function adminAction(pick: (m: typeof import('../admin/commands.js')) => 
     process.stdout.write(`${JSON.stringify(out)}\n`);
   }, use);
 }
-

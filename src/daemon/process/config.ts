@@ -82,13 +82,15 @@ export interface ServeConfig {
   usageRetentionMs: Record<'minute' | 'hour' | 'day', number>;
 }
 
-export type ConnectionLogSinkConfig = { kind: 'db' } | { kind: 'off' } | { kind: 'stdout' } | { kind: 'file'; path: string };
+export type ConnectionLogSinkConfig =
+  { kind: 'db' } | { kind: 'off' } | { kind: 'stdout' } | { kind: 'file'; path: string };
 
 /** `--connection-log-sink db|jsonl:PATH|stdout|off`. */
 export function parseConnectionLogSink(s: string | undefined): ConnectionLogSinkConfig {
   const v = (s ?? SERVE_DEFAULTS.connectionLogSink).trim();
   if (v === 'db' || v === 'off' || v === 'stdout') return { kind: v };
-  if (v.startsWith('jsonl:') && v.length > 'jsonl:'.length) return { kind: 'file', path: path.resolve(v.slice('jsonl:'.length)) };
+  if (v.startsWith('jsonl:') && v.length > 'jsonl:'.length)
+    return { kind: 'file', path: path.resolve(v.slice('jsonl:'.length)) };
   throw new ConfigError(`--connection-log-sink: expected db, jsonl:PATH, stdout or off, got "${s}"`);
 }
 
@@ -97,7 +99,8 @@ function parsePortRange(s: string, what: string): { lo: number; hi: number } {
   const m = /^(\d{1,5})-(\d{1,5})$/.exec(s.trim());
   const lo = Number(m?.[1]);
   const hi = Number(m?.[2]);
-  if (!m || lo < 1024 || hi > 65535 || lo > hi) throw new ConfigError(`${what}: expected a port range LO-HI within 1024-65535, got "${s}"`);
+  if (!m || lo < 1024 || hi > 65535 || lo > hi)
+    throw new ConfigError(`${what}: expected a port range LO-HI within 1024-65535, got "${s}"`);
   return { lo, hi };
 }
 
@@ -105,7 +108,10 @@ function parsePortRange(s: string, what: string): { lo: number; hi: number } {
 function parseMaxSize(s: string | undefined): number | undefined {
   if (s === undefined || s.trim() === '' || s.trim().toLowerCase() === 'none') return undefined;
   const n = parseSize(s);
-  if (n === null || n < 2 ** 20) throw new ConfigError(`--connection-log-max-size: expected a size of at least 1MiB (20GiB, 500MB) or none, got "${s}"`);
+  if (n === null || n < 2 ** 20)
+    throw new ConfigError(
+      `--connection-log-max-size: expected a size of at least 1MiB (20GiB, 500MB) or none, got "${s}"`,
+    );
   return n;
 }
 
@@ -114,7 +120,8 @@ export class ConfigError extends Error {
 }
 
 export function defaultDataDir(env: NodeJS.ProcessEnv = process.env): string {
-  const base = env.XDG_DATA_HOME && path.isAbsolute(env.XDG_DATA_HOME) ? env.XDG_DATA_HOME : path.join(homedir(), '.local/share');
+  const base =
+    env.XDG_DATA_HOME && path.isAbsolute(env.XDG_DATA_HOME) ? env.XDG_DATA_HOME : path.join(homedir(), '.local/share');
   return path.join(base, 'proxyd');
 }
 
@@ -148,12 +155,14 @@ function parseCidrList(s: string | undefined, what: string): string[] {
 
 /** A number of days, fractions allowed (0.01 is about a quarter of an hour), more than 0 and at most `max`. */
 function parseDays(s: string, what: string, max: number): number {
-  if (!/^\d+(\.\d+)?$/.test(s) || Number(s) <= 0 || Number(s) > max) throw new ConfigError(`${what}: expected a number of days, more than 0 and at most ${max}, got "${s}"`);
+  if (!/^\d+(\.\d+)?$/.test(s) || Number(s) <= 0 || Number(s) > max)
+    throw new ConfigError(`${what}: expected a number of days, more than 0 and at most ${max}, got "${s}"`);
   return Number(s);
 }
 
 function intIn(s: string, what: string, min: number, max: number): number {
-  if (!/^\d+$/.test(s) || Number(s) < min || Number(s) > max) throw new ConfigError(`${what}: expected an integer ${min}..${max}, got "${s}"`);
+  if (!/^\d+$/.test(s) || Number(s) < min || Number(s) > max)
+    throw new ConfigError(`${what}: expected an integer ${min}..${max}, got "${s}"`);
   return Number(s);
 }
 
@@ -212,18 +221,24 @@ export function flagOrEnv(flag: boolean | string | undefined, env: NodeJS.Proces
 
 /** `PROXYD_DNS_SERVERS=ip[:port],…`: the servers the gateway asks for target names instead of /etc/resolv.conf's. */
 export function parseDnsServers(s: string | undefined): string[] | undefined {
-  const list = s?.split(',').map((x) => x.trim()).filter(Boolean);
+  const list = s
+    ?.split(',')
+    .map((x) => x.trim())
+    .filter(Boolean);
   if (!list?.length) return undefined;
   for (const x of list) {
     const bare = x.startsWith('[') && x.endsWith(']') ? x.slice(1, -1) : x;
-    if (!isIP(bare) && !isIP(splitHostPort(x)?.host ?? '')) throw new ConfigError(`PROXYD_DNS_SERVERS: "${x}" is not an IP address with an optional port`);
+    if (!isIP(bare) && !isIP(splitHostPort(x)?.host ?? ''))
+      throw new ConfigError(`PROXYD_DNS_SERVERS: "${x}" is not an IP address with an optional port`);
   }
   return list;
 }
 
 export function toServeConfig(o: RawServeOptions, env: NodeJS.ProcessEnv = process.env): ServeConfig {
-  if (o.egressAddress && !isIP(o.egressAddress)) throw new ConfigError(`--egress-address: "${o.egressAddress}" is not an IP address`);
-  if (o.redisUrl && !/^rediss?:\/\//.test(o.redisUrl)) throw new ConfigError('--redis-url: expected redis://HOST:PORT or rediss://…');
+  if (o.egressAddress && !isIP(o.egressAddress))
+    throw new ConfigError(`--egress-address: "${o.egressAddress}" is not an IP address`);
+  if (o.redisUrl && !/^rediss?:\/\//.test(o.redisUrl))
+    throw new ConfigError('--redis-url: expected redis://HOST:PORT or rediss://…');
   checkDatabaseUrl(o.databaseUrl);
   // An env-only setting: read again where the gateway is built, refused here like a bad flag (exit 2).
   parseDnsServers(env.PROXYD_DNS_SERVERS);
@@ -259,11 +274,15 @@ export function toServeConfig(o: RawServeOptions, env: NodeJS.ProcessEnv = proce
     role,
     location: parseLocation(o.location),
     ...hopAddresses(role, o),
-    hopCertLifetimeMs: parseDays(o.hopCertLifetime ?? SERVE_DEFAULTS.hopCertLifetime, '--hop-cert-lifetime', 3650) * DAY_MS,
+    hopCertLifetimeMs:
+      parseDays(o.hopCertLifetime ?? SERVE_DEFAULTS.hopCertLifetime, '--hop-cert-lifetime', 3650) * DAY_MS,
     hopGraceMs: intIn(o.hopGrace ?? SERVE_DEFAULTS.hopGrace, '--hop-grace', 5, 7 * 24 * 3600) * 1000,
     ipReplacements: intIn(o.ipReplacements ?? SERVE_DEFAULTS.ipReplacements, '--ip-replacements', 0, 1000),
     ipQuarantineDays: intIn(o.ipQuarantine ?? SERVE_DEFAULTS.ipQuarantine, '--ip-quarantine', 0, 3650),
-    connectionLogRetentionMs: parseDuration(o.connectionLogRetention ?? SERVE_DEFAULTS.connectionLogRetention, '--connection-log-retention'),
+    connectionLogRetentionMs: parseDuration(
+      o.connectionLogRetention ?? SERVE_DEFAULTS.connectionLogRetention,
+      '--connection-log-retention',
+    ),
     auditRetentionMs: parseAuditRetention(o.auditRetention ?? SERVE_DEFAULTS.auditRetention),
     consoleOrigin: parseConsoleOrigin(o.consoleOrigin),
     publicHost: parsePublicHost(o.publicHost),
@@ -272,7 +291,12 @@ export function toServeConfig(o: RawServeOptions, env: NodeJS.ProcessEnv = proce
     udp: {
       ports: parsePortRange(o.udpPorts ?? SERVE_DEFAULTS.udpPorts, '--udp-ports'),
       idleMs: intIn(o.udpIdle ?? SERVE_DEFAULTS.udpIdle, '--udp-idle', 1, 86_400) * 1000,
-      maxAssociations: intIn(o.udpMaxAssociations ?? SERVE_DEFAULTS.udpMaxAssociations, '--udp-max-associations', 1, 1_000_000),
+      maxAssociations: intIn(
+        o.udpMaxAssociations ?? SERVE_DEFAULTS.udpMaxAssociations,
+        '--udp-max-associations',
+        1,
+        1_000_000,
+      ),
     },
     usageRetentionMs: parseUsageRetention(o.usageRetention ?? SERVE_DEFAULTS.usageRetention),
   };
@@ -282,7 +306,8 @@ export function toServeConfig(o: RawServeOptions, env: NodeJS.ProcessEnv = proce
 function parseKeyLimitsFlag(s: string | undefined): { reads: number; writes: number } {
   if (s === undefined) return { ...KEY_LIMITS };
   const l = parseKeyLimits(s);
-  if (!l) throw new ConfigError(`--key-limits: expected READS,WRITES (two integers 1..1000000, e.g. 120,30), got "${s}"`);
+  if (!l)
+    throw new ConfigError(`--key-limits: expected READS,WRITES (two integers 1..1000000, e.g. 120,30), got "${s}"`);
   return l;
 }
 
@@ -291,15 +316,23 @@ export const MAX_WORKERS = 64;
 /** `N` (1–64) or `auto`: one worker per CPU this process may run on (os.availableParallelism), at most 64. */
 export function parseWorkers(s: string, cpus: () => number = availableParallelism): number {
   if (s.trim().toLowerCase() === 'auto') return Math.max(1, Math.min(MAX_WORKERS, cpus()));
-  if (!/^\d+$/.test(s) || Number(s) < 1 || Number(s) > MAX_WORKERS) throw new ConfigError(`--workers: expected an integer 1..${MAX_WORKERS} or auto, got "${s}"`);
+  if (!/^\d+$/.test(s) || Number(s) < 1 || Number(s) > MAX_WORKERS)
+    throw new ConfigError(`--workers: expected an integer 1..${MAX_WORKERS} or auto, got "${s}"`);
   return Number(s);
 }
 
 function parseRole(s: string | undefined, o: RawServeOptions): ServeConfig['role'] {
   const role = s ?? SERVE_DEFAULTS.role;
-  if (role !== 'entry' && role !== 'exit' && role !== 'both') throw new ConfigError(`--role: expected entry, exit or both, got "${role}"`);
-  if (role !== 'both' && !o.databaseUrl) throw new ConfigError(`--role ${role}: entry and exit nodes share a fleet database: give --database-url postgres://…`);
-  if (role === 'entry' && (o.egressAddress || o.egressPool)) throw new ConfigError('--role entry: an entry dials from no egress address of its own (give --egress-address / --egress-pool to its exits)');
+  if (role !== 'entry' && role !== 'exit' && role !== 'both')
+    throw new ConfigError(`--role: expected entry, exit or both, got "${role}"`);
+  if (role !== 'both' && !o.databaseUrl)
+    throw new ConfigError(
+      `--role ${role}: entry and exit nodes share a fleet database: give --database-url postgres://…`,
+    );
+  if (role === 'entry' && (o.egressAddress || o.egressPool))
+    throw new ConfigError(
+      '--role entry: an entry dials from no egress address of its own (give --egress-address / --egress-pool to its exits)',
+    );
   return role;
 }
 
@@ -308,10 +341,14 @@ function hopAddresses(role: ServeConfig['role'], o: RawServeOptions): Pick<Serve
   const hopListen = parseHostPort(o.hopListen ?? SERVE_DEFAULTS.hopListen, '--hop-listen');
   const hopAdvertise = o.hopAdvertise ? parseHostPort(o.hopAdvertise, '--hop-advertise') : undefined;
   if (hopAdvertise && (hopAdvertise.port === 0 || isWildcardHost(hopAdvertise.host))) {
-    throw new ConfigError(`--hop-advertise: the address and port entries dial (not a wildcard or port 0), got "${o.hopAdvertise}"`);
+    throw new ConfigError(
+      `--hop-advertise: the address and port entries dial (not a wildcard or port 0), got "${o.hopAdvertise}"`,
+    );
   }
   if (role === 'exit' && !hopAdvertise && isWildcardHost(hopListen.host)) {
-    throw new ConfigError(`--hop-listen ${o.hopListen}: entries cannot dial a wildcard address; give --hop-advertise HOST:PORT (what they reach this exit on)`);
+    throw new ConfigError(
+      `--hop-listen ${o.hopListen}: entries cannot dial a wildcard address; give --hop-advertise HOST:PORT (what they reach this exit on)`,
+    );
   }
   return { hopListen, hopAdvertise };
 }
@@ -322,15 +359,22 @@ export function parsePublicHost(s: string | undefined): string | null {
   if (s === undefined || s === '') return null;
   const bare = s.startsWith('[') && s.endsWith(']') ? s.slice(1, -1) : s;
   if (isIP(bare)) return bare;
-  const name = /^(?=.{1,253}$)([A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)(\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*\.?$/;
-  if (!name.test(s)) throw new ConfigError(`--public-host: expected a host name or an IP address without a port (proxy.example.com, 203.0.113.7), got "${s}"`);
+  const name =
+    /^(?=.{1,253}$)([A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)(\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*\.?$/;
+  if (!name.test(s))
+    throw new ConfigError(
+      `--public-host: expected a host name or an IP address without a port (proxy.example.com, 203.0.113.7), got "${s}"`,
+    );
   return s.replace(/\.$/, '').toLowerCase();
 }
 
 export function parseLocation(s: string | undefined): ServeConfig['location'] {
   if (!s) return null;
   const m = /^([A-Za-z]{2})(?::([A-Za-z0-9_]{1,64}))?$/.exec(s.trim());
-  if (!m) throw new ConfigError(`--location: expected COUNTRY[:CITY] such as us or de:berlin (ISO 3166 alpha-2; a city of letters, digits and _), got "${s}"`);
+  if (!m)
+    throw new ConfigError(
+      `--location: expected COUNTRY[:CITY] such as us or de:berlin (ISO 3166 alpha-2; a city of letters, digits and _), got "${s}"`,
+    );
   return { country: m[1]!.toLowerCase(), city: m[2]?.toLowerCase() ?? null };
 }
 
@@ -357,10 +401,21 @@ export function parseConsoleOrigin(s: string | undefined): string | null {
   } catch {
     throw new ConfigError(`--console-origin: expected an origin such as https://console.example.com, got "${s}"`);
   }
-  if ((u.protocol !== 'https:' && u.protocol !== 'http:') || u.pathname !== '/' || u.search || u.hash || u.username || u.password || s.trim().replace(/\/$/, '') !== u.origin) {
+  if (
+    (u.protocol !== 'https:' && u.protocol !== 'http:') ||
+    u.pathname !== '/' ||
+    u.search ||
+    u.hash ||
+    u.username ||
+    u.password ||
+    s.trim().replace(/\/$/, '') !== u.origin
+  ) {
     throw new ConfigError(`--console-origin: scheme and host only (https://console.example.com), got "${s}"`);
   }
-  if (/^[\d.]+$|^\[/.test(u.hostname)) throw new ConfigError(`--console-origin: a host name, not an IP address (browsers refuse passkeys on IP addresses), got "${s}"`);
+  if (/^[\d.]+$|^\[/.test(u.hostname))
+    throw new ConfigError(
+      `--console-origin: a host name, not an IP address (browsers refuse passkeys on IP addresses), got "${s}"`,
+    );
   return u.origin;
 }
 /** `90s`, `30m`, `48h`, `7d`, `2y`, or plain seconds; `0` is zero. */
@@ -371,12 +426,20 @@ export function parseDuration(s: string, what: string): number {
 }
 
 function parseNodeName(s: string | undefined): string {
-  const name = s?.trim() || hostname().replace(/[^A-Za-z0-9._:-]/g, '-').replace(/^[^A-Za-z0-9]+/, '').slice(0, 63) || 'proxyd';
-  if (!/^[A-Za-z0-9][A-Za-z0-9._:-]{0,62}$/.test(name)) throw new ConfigError(`--node-name: letters, digits, . _ : - (up to 63), got "${name}"`);
+  const name =
+    s?.trim() ||
+    hostname()
+      .replace(/[^A-Za-z0-9._:-]/g, '-')
+      .replace(/^[^A-Za-z0-9]+/, '')
+      .slice(0, 63) ||
+    'proxyd';
+  if (!/^[A-Za-z0-9][A-Za-z0-9._:-]{0,62}$/.test(name))
+    throw new ConfigError(`--node-name: letters, digits, . _ : - (up to 63), got "${name}"`);
   return name;
 }
 
 /** `--database-url`: PostgreSQL only (SQLite is the data dir). */
 export function checkDatabaseUrl(url: string | undefined): void {
-  if (url && !/^postgres(ql)?:\/\/[^\s]+$/i.test(url)) throw new ConfigError('--database-url: expected postgres://USER:PASSWORD@HOST:PORT/DATABASE');
+  if (url && !/^postgres(ql)?:\/\/[^\s]+$/i.test(url))
+    throw new ConfigError('--database-url: expected postgres://USER:PASSWORD@HOST:PORT/DATABASE');
 }

@@ -25,7 +25,9 @@ export function ensureDataDir(dir: string): void {
     } catch (e) {
       const code = (e as NodeJS.ErrnoException).code ?? String(e);
       if (code === 'EEXIST' && isDir(p)) continue; // made meanwhile by another process
-      throw new Error(`cannot create the data dir ${abs}: ${code === 'EEXIST' || code === 'ENOTDIR' ? `${p} is not a directory` : `${code} at ${p}`}`);
+      throw new Error(
+        `cannot create the data dir ${abs}: ${code === 'EEXIST' || code === 'ENOTDIR' ? `${p} is not a directory` : `${code} at ${p}`}`,
+      );
     }
   }
 }

@@ -62,7 +62,10 @@ export function parseEgressPool(list: string): string[] | { error: string } {
  * two, or several prefixes, is refused. An error names the item.
  */
 export function parseEgress(list: string): { addresses: string[] } | { prefix: EgressPrefix } | { error: string } {
-  const items = list.split(',').map((x) => x.trim()).filter(Boolean);
+  const items = list
+    .split(',')
+    .map((x) => x.trim())
+    .filter(Boolean);
   const v6 = items.filter((x) => x.includes(':'));
   if (v6.length === 0) {
     const addresses = parseEgressPool(list);
@@ -93,7 +96,9 @@ export async function checkBindable(addresses: readonly string[], flag = '--egre
     const errs = await Promise.all(batch.map(bindProblem));
     const bad = errs.findIndex((e) => e !== null);
     if (bad >= 0) {
-      const err = new Error(`${flag}: cannot bind ${batch[bad]} (${errs[bad]}): this host does not own it`) as NodeJS.ErrnoException;
+      const err = new Error(
+        `${flag}: cannot bind ${batch[bad]} (${errs[bad]}): this host does not own it`,
+      ) as NodeJS.ErrnoException;
       err.code = 'EGRESS_UNBINDABLE';
       throw err;
     }
@@ -140,7 +145,9 @@ async function hasLocalRoute(address: string, routes = '/proc/net/ipv6_route'): 
 export async function checkPrefixBindable(prefix: EgressPrefix, routes?: string): Promise<void> {
   const address = prefix.randomAddress();
   const fail = (why: string) => {
-    const err = new Error(`--egress-pool ${prefix.text}: cannot use ${address} (${why}): ${prefixHowTo(prefix)}`) as NodeJS.ErrnoException;
+    const err = new Error(
+      `--egress-pool ${prefix.text}: cannot use ${address} (${why}): ${prefixHowTo(prefix)}`,
+    ) as NodeJS.ErrnoException;
     err.code = 'EGRESS_UNBINDABLE';
     return err;
   };
@@ -232,7 +239,9 @@ class AskPrimary<V extends { expiresAt: number }> {
 
 /** Where this serving process keeps sticky sessions: its own table, or (a cluster worker) the primary's. */
 export function stickySessionsFor(poolSize: number): StickySessions {
-  return cluster.isWorker ? new AskPrimary<StickyAssignment>({ ask: ASK, answer: ANSWER }, new SessionTable(poolSize)) : new SessionTable(poolSize);
+  return cluster.isWorker
+    ? new AskPrimary<StickyAssignment>({ ask: ASK, answer: ANSWER }, new SessionTable(poolSize))
+    : new SessionTable(poolSize);
 }
 
 /** The same over an IPv6 prefix: the session's address comes from this process's table or the primary's. */

@@ -36,15 +36,24 @@ export function probeAddress(listen: HostPort): HostPort {
 /** One GET /healthz with a deadline; never throws. */
 export function askHealth(at: HostPort, timeoutMs: number): Promise<HealthAnswer> {
   return new Promise((resolve) => {
-    const req = http.get({ host: at.host, port: at.port, path: DAEMON_PATHS.healthz, timeout: timeoutMs, headers: { 'user-agent': 'proxyd-health' } }, (res) => {
-      let text = '';
-      res.setEncoding('utf8');
-      res.on('data', (chunk: string) => {
-        if (text.length < MAX_BODY) text += chunk.slice(0, MAX_BODY - text.length);
-      });
-      res.on('end', () => resolve({ status: res.statusCode ?? null, text: text.trim() }));
-      res.on('error', (e) => resolve({ status: null, text: e.message }));
-    });
+    const req = http.get(
+      {
+        host: at.host,
+        port: at.port,
+        path: DAEMON_PATHS.healthz,
+        timeout: timeoutMs,
+        headers: { 'user-agent': 'proxyd-health' },
+      },
+      (res) => {
+        let text = '';
+        res.setEncoding('utf8');
+        res.on('data', (chunk: string) => {
+          if (text.length < MAX_BODY) text += chunk.slice(0, MAX_BODY - text.length);
+        });
+        res.on('end', () => resolve({ status: res.statusCode ?? null, text: text.trim() }));
+        res.on('error', (e) => resolve({ status: null, text: e.message }));
+      },
+    );
     req.on('timeout', () => req.destroy(new Error(`no answer within ${timeoutMs} ms`)));
     req.on('error', (e: NodeJS.ErrnoException) => resolve({ status: null, text: e.code ?? e.message }));
   });
@@ -64,13 +73,15 @@ function healthy(a: HealthAnswer): boolean {
 function notHealthy(a: HealthAnswer, url: string): string {
   if (a.status === null) return `no answer from ${url} (${a.text})`;
   const said = escapeControls(a.text.slice(0, 300));
-  if (a.status === 200) return `${url} answered 200 but not as proxyd does ({"status":"ok"}): is it the address proxyd serves its API on (--api-listen, PROXYD_API_LISTEN)? It said: ${said}`;
+  if (a.status === 200)
+    return `${url} answered 200 but not as proxyd does ({"status":"ok"}): is it the address proxyd serves its API on (--api-listen, PROXYD_API_LISTEN)? It said: ${said}`;
   return `${url} answered ${a.status}: ${said}`;
 }
 
 function seconds(s: string, what: string, min: number, max: number): number {
   const n = Number(s);
-  if (!/^\d+(\.\d+)?$/.test(s.trim()) || n < min || n > max) throw new ConfigError(`${what}: expected seconds, ${min} to ${max}, got "${s}"`);
+  if (!/^\d+(\.\d+)?$/.test(s.trim()) || n < min || n > max)
+    throw new ConfigError(`${what}: expected seconds, ${min} to ${max}, got "${s}"`);
   return n;
 }
 
@@ -78,13 +89,20 @@ function seconds(s: string, what: string, min: number, max: number): number {
  * The command: one line on stdout with the daemon's answer when it is healthy (exit 0), one on stderr saying what
  * it answered or why nothing did (exit 1); a bad flag is exit 2.
  */
-export async function runHealth(o: HealthOptions, out: { stdout: (s: string) => void; stderr: (s: string) => void }, nowMs: () => number = Date.now): Promise<number> {
+export async function runHealth(
+  o: HealthOptions,
+  out: { stdout: (s: string) => void; stderr: (s: string) => void },
+  nowMs: () => number = Date.now,
+): Promise<number> {
   let at: HostPort;
   let timeoutMs: number;
   let waitMs: number;
   try {
     const listen = parseHostPort(o.apiListen, '--api-listen');
-    if (listen.port === 0) throw new ConfigError('--api-listen: port 0 is picked when the daemon starts; give the port its ready line names');
+    if (listen.port === 0)
+      throw new ConfigError(
+        '--api-listen: port 0 is picked when the daemon starts; give the port its ready line names',
+      );
     at = probeAddress(listen);
     timeoutMs = seconds(o.timeout, '--timeout', 0.1, 300) * 1000;
     waitMs = seconds(o.wait, '--wait', 0, 3600) * 1000;

@@ -173,7 +173,11 @@ export function acquireSharedLock(dataDir: string): DataDirLock {
   const holder = liveExclusiveHolder(excl);
   if (holder !== null) {
     tryUnlink(mine);
-    throw new LockHeldError(holder, excl, `another proxyd (pid ${holder}) is serving this data dir without --shared-data-dir (lock ${excl}); stop it first`);
+    throw new LockHeldError(
+      holder,
+      excl,
+      `another proxyd (pid ${holder}) is serving this data dir without --shared-data-dir (lock ${excl}); stop it first`,
+    );
   }
   return pidFileLock(mine, 'shared');
 }

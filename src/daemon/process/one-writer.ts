@@ -37,21 +37,72 @@ type PackedRecord = [
 ];
 
 export const packRecord = (r: ConnectionRecord): PackedRecord => [
-  r.startedAt, r.requestId, r.protocol, r.sourceIp, r.username, r.accountId, r.target, r.reason, r.bytesUp, r.bytesDown, r.durationMs, r.exit ?? null, r.exitMovedFrom ?? null,
-  r.datagramsUp ?? null, r.datagramsDown ?? null,
+  r.startedAt,
+  r.requestId,
+  r.protocol,
+  r.sourceIp,
+  r.username,
+  r.accountId,
+  r.target,
+  r.reason,
+  r.bytesUp,
+  r.bytesDown,
+  r.durationMs,
+  r.exit ?? null,
+  r.exitMovedFrom ?? null,
+  r.datagramsUp ?? null,
+  r.datagramsDown ?? null,
 ];
 
 export function unpackRecord(p: PackedRecord): ConnectionRecord {
-  const [startedAt, requestId, protocol, sourceIp, username, accountId, target, reason, bytesUp, bytesDown, durationMs, exit, exitMovedFrom, datagramsUp, datagramsDown] = p;
-  const r: ConnectionRecord = { startedAt, requestId, protocol, sourceIp, username, accountId, target, reason, bytesUp, bytesDown, durationMs };
+  const [
+    startedAt,
+    requestId,
+    protocol,
+    sourceIp,
+    username,
+    accountId,
+    target,
+    reason,
+    bytesUp,
+    bytesDown,
+    durationMs,
+    exit,
+    exitMovedFrom,
+    datagramsUp,
+    datagramsDown,
+  ] = p;
+  const r: ConnectionRecord = {
+    startedAt,
+    requestId,
+    protocol,
+    sourceIp,
+    username,
+    accountId,
+    target,
+    reason,
+    bytesUp,
+    bytesDown,
+    durationMs,
+  };
   if (exit !== null || exitMovedFrom !== null) Object.assign(r, { exit, exitMovedFrom });
-  if (datagramsUp !== null && datagramsUp !== undefined) Object.assign(r, { datagramsUp, datagramsDown: datagramsDown ?? 0 });
+  if (datagramsUp !== null && datagramsUp !== undefined)
+    Object.assign(r, { datagramsUp, datagramsDown: datagramsDown ?? 0 });
   return r;
 }
 
 type WriteAsk =
   | { type: typeof WRITE; id: number; kind: 'connection-log'; entries: PackedRecord[] }
-  | { type: typeof WRITE; id: number; kind: 'usage'; node: string; flushId: string; atMs: number; deltas: UsageDelta[]; domains?: { atMs: number; deltas: UsageDelta[] } };
+  | {
+      type: typeof WRITE;
+      id: number;
+      kind: 'usage';
+      node: string;
+      flushId: string;
+      atMs: number;
+      deltas: UsageDelta[];
+      domains?: { atMs: number; deltas: UsageDelta[] };
+    };
 type Outcome = 'ok' | 'duplicate' | 'busy';
 type WriteAnswer = { type: typeof WRITTEN; id: number; outcome: Outcome | 'unavailable' };
 
@@ -66,13 +117,21 @@ export interface PrimaryWriter {
  */
 export function startPrimaryWriter(
   store: Store,
-  cfg: Pick<ServeConfig, 'nodeName' | 'connectionLogRetentionMs' | 'usageRetentionMs' | 'connectionLogSink' | 'connectionLogMaxSize'>,
+  cfg: Pick<
+    ServeConfig,
+    'nodeName' | 'connectionLogRetentionMs' | 'usageRetentionMs' | 'connectionLogSink' | 'connectionLogMaxSize'
+  >,
   log: DaemonLog,
 ): PrimaryWriter {
   // Only a database log is written here (JSON lines are each worker's own appends).
   const connLog =
     cfg.connectionLogRetentionMs > 0 && cfg.connectionLogSink.kind === 'db'
-      ? new ConnectionLogWriter(store.connectionLog, cfg.nodeName, { retentionMs: cfg.connectionLogRetentionMs, maxSizeBytes: cfg.connectionLogMaxSize, maxBuffered: connectionLogBuffer(), log })
+      ? new ConnectionLogWriter(store.connectionLog, cfg.nodeName, {
+          retentionMs: cfg.connectionLogRetentionMs,
+          maxSizeBytes: cfg.connectionLogMaxSize,
+          maxBuffered: connectionLogBuffer(),
+          log,
+        })
       : null;
   connLog?.start();
   // Its own flushes are empty: it is here for retention, which one process runs for all.
@@ -115,7 +174,11 @@ class AskPrimaryWriter {
     });
   }
 
-  async ask(m: Omit<Extract<WriteAsk, { kind: 'connection-log' }>, 'id' | 'type'> | Omit<Extract<WriteAsk, { kind: 'usage' }>, 'id' | 'type'>): Promise<Outcome> {
+  async ask(
+    m:
+      | Omit<Extract<WriteAsk, { kind: 'connection-log' }>, 'id' | 'type'>
+      | Omit<Extract<WriteAsk, { kind: 'usage' }>, 'id' | 'type'>,
+  ): Promise<Outcome> {
     const id = this.nextId++;
     const outcome = await new Promise<WriteAnswer['outcome'] | null>((resolve) => {
       const timer = setTimeout(() => resolve(null), ANSWER_TIMEOUT_MS);
@@ -144,11 +207,23 @@ export function primaryWriterSinks(): {
   const primary = new AskPrimaryWriter();
   return {
     connectionLog: {
-      insert: async (_node, entries) => ((await primary.ask({ kind: 'connection-log', entries: (entries as ConnectionRecord[]).map(packRecord) })) === 'ok' ? 'ok' : 'busy'),
+      insert: async (_node, entries) =>
+        (await primary.ask({ kind: 'connection-log', entries: (entries as ConnectionRecord[]).map(packRecord) })) ===
+        'ok'
+          ? 'ok'
+          : 'busy',
       prune: async () => 0, // the primary runs retention
     },
     usage: {
-      addFlush: (node, flushId, atMs, deltas, domains) => primary.ask({ kind: 'usage', node, flushId, atMs, deltas: [...deltas], ...(domains ? { domains: { atMs: domains.atMs, deltas: [...domains.deltas] } } : {}) }),
+      addFlush: (node, flushId, atMs, deltas, domains) =>
+        primary.ask({
+          kind: 'usage',
+          node,
+          flushId,
+          atMs,
+          deltas: [...deltas],
+          ...(domains ? { domains: { atMs: domains.atMs, deltas: [...domains.deltas] } } : {}),
+        }),
       prune: async () => 0,
     },
   };

@@ -64,7 +64,10 @@ export async function runServe(cfg: ServeConfig): Promise<void> {
       log.info({ event: 'stopped', exitCode: 0 }, 'stopped');
       process.exit(0);
     }
-    log.info({ event: 'shutdown', signal }, cfg.workers > 1 ? 'stopping: draining every worker' : 'stopping: no new connections, draining');
+    log.info(
+      { event: 'shutdown', signal },
+      cfg.workers > 1 ? 'stopping: draining every worker' : 'stopping: no new connections, draining',
+    );
     serving
       .shutdown()
       .then(
@@ -99,6 +102,8 @@ export async function runServe(cfg: ServeConfig): Promise<void> {
   }
   // After the handlers: whoever reads this line may signal at once. A reader that took it and went away
   // (`proxyd serve | head -1`) makes later writes fail as an 'error' event: heard here, the daemon serves on.
-  process.stdout.on('error', (e: Error) => log.warn({ event: 'stdout_closed', detail: e.message }, 'stdout cannot be written (its reader went away)'));
+  process.stdout.on('error', (e: Error) =>
+    log.warn({ event: 'stdout_closed', detail: e.message }, 'stdout cannot be written (its reader went away)'),
+  );
   process.stdout.write(`${JSON.stringify(serving.ready)}\n`);
 }

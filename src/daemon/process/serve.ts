@@ -1,7 +1,15 @@
 // One serving process: opens the store, the rate-limit store, the API (+ console) and the gateway, and
 // drains them on shutdown. run.ts decides when (lock, signals, ready line); cluster workers run this too.
 import type { FastifyInstance } from 'fastify';
-import { CachingResolver, DEFAULT_LIMITS as GATEWAY_DEFAULT_LIMITS, ExitDirectory, HOP_MAX_UNPROVEN, HOP_MAX_UNPROVEN_PER_SOURCE, HopDialer, startGateway } from '../../gateway/index.js';
+import {
+  CachingResolver,
+  DEFAULT_LIMITS as GATEWAY_DEFAULT_LIMITS,
+  ExitDirectory,
+  HOP_MAX_UNPROVEN,
+  HOP_MAX_UNPROVEN_PER_SOURCE,
+  HopDialer,
+  startGateway,
+} from '../../gateway/index.js';
 import type { Gateway, GatewayLimits, HopIdentity } from '../../gateway/types.js';
 import { ViewAdmission } from '../admission/gateway-admission.js';
 import { StoreAdmissionFeed } from '../admission/feed.js';
@@ -73,7 +81,13 @@ export interface RunningDaemon extends Serving {
 
 /** The one place the serving path opens the database: PostgreSQL with `--database-url`, else SQLite in the data dir. */
 export function openStore(cfg: ServeConfig, asWorker = false): Promise<Store> {
-  return openBackend({ dataDir: cfg.dataDir, databaseUrl: cfg.databaseUrl, releaseGraceSec: cfg.releaseGraceSec, foldWalOnClose: !asWorker, mustWrite: true });
+  return openBackend({
+    dataDir: cfg.dataDir,
+    databaseUrl: cfg.databaseUrl,
+    releaseGraceSec: cfg.releaseGraceSec,
+    foldWalOnClose: !asWorker,
+    mustWrite: true,
+  });
 }
 
 /** Which window store the API limits use: Redis when given, else the database when several processes serve (always on PostgreSQL), else memory. */
@@ -87,10 +101,14 @@ export function windowStoreFor(
       onStateChange: (up, detail) =>
         up
           ? log.info({ event: 'redis_up', component: 'ratelimit', detail }, 'Redis reachable: rate limits served')
-          : log.warn({ event: 'redis_down', component: 'ratelimit', detail }, 'Redis unreachable: whitelist requests answer 503 until it is back'),
+          : log.warn(
+              { event: 'redis_down', component: 'ratelimit', detail },
+              'Redis unreachable: whitelist requests answer 503 until it is back',
+            ),
     });
   }
-  if (cfg.databaseUrl || cfg.workers > 1 || cfg.sharedDataDir) return new DatabaseWindowStore(store.sharedRateHits(), store.backend);
+  if (cfg.databaseUrl || cfg.workers > 1 || cfg.sharedDataDir)
+    return new DatabaseWindowStore(store.sharedRateHits(), store.backend);
   return new MemoryWindowStore();
 }
 
@@ -108,14 +126,25 @@ export async function checkAndRepair(cfg: ServeConfig, log: DaemonLog): Promise<
     const problems = await store.integrityProblems();
     const corrupt = problems.filter((p) => !/foreign key violations$/.test(p));
     if (corrupt.length) {
-      log.error({ event: 'integrity_check', ok: false, problems: corrupt.slice(0, 20) }, 'database integrity check failed');
-      throw new IntegrityError(`database ${store.location} failed its integrity check (${corrupt[0]}); restore it from a backup (see docs/operations.md)`);
+      log.error(
+        { event: 'integrity_check', ok: false, problems: corrupt.slice(0, 20) },
+        'database integrity check failed',
+      );
+      throw new IntegrityError(
+        `database ${store.location} failed its integrity check (${corrupt[0]}); restore it from a backup (see docs/operations.md)`,
+      );
     }
     const found = await store.whitelist.inconsistencies();
     let repaired = null;
     if (found.claimsWithoutEntry || found.entriesWithoutClaim) repaired = await store.whitelist.repair();
     log[problems.length || repaired ? 'warn' : 'info'](
-      { event: 'integrity_check', ok: true, foreignKeyProblems: problems.length, ...found, ...(repaired ? { repaired } : {}) },
+      {
+        event: 'integrity_check',
+        ok: true,
+        foreignKeyProblems: problems.length,
+        ...found,
+        ...(repaired ? { repaired } : {}),
+      },
       repaired ? 'database sound; whitelist inconsistencies repaired' : 'database sound',
     );
   } finally {
@@ -131,11 +160,15 @@ export async function checkAndRepair(cfg: ServeConfig, log: DaemonLog): Promise<
 export function parseGatewayLimitOverrides(s: string | undefined): Partial<GatewayLimits> | undefined {
   if (!s) return undefined;
   const out: Partial<GatewayLimits> = {};
-  for (const part of s.split(',').map((x) => x.trim()).filter(Boolean)) {
+  for (const part of s
+    .split(',')
+    .map((x) => x.trim())
+    .filter(Boolean)) {
     const [k = '', v = ''] = part.split('=').map((x) => x.trim());
     if (!Object.hasOwn(GATEWAY_DEFAULT_LIMITS, k)) throw new Error(`PROXYD_GATEWAY_LIMITS: unknown limit "${k}"`);
     const n = Number(v);
-    if (!/^\d+$/.test(v) || !Number.isSafeInteger(n) || n < 1) throw new Error(`PROXYD_GATEWAY_LIMITS: bad value in "${part}"`);
+    if (!/^\d+$/.test(v) || !Number.isSafeInteger(n) || n < 1)
+      throw new Error(`PROXYD_GATEWAY_LIMITS: bad value in "${part}"`);
     out[k as keyof GatewayLimits] = n;
   }
   return out;
@@ -143,13 +176,16 @@ export function parseGatewayLimitOverrides(s: string | undefined): Partial<Gatew
 
 function intFromEnv(name: string, min: number, max: number): number {
   const v = process.env[name] ?? '';
-  if (!/^\d+$/.test(v) || Number(v) < min || Number(v) > max) throw new Error(`${name}: expected an integer ${min}..${max}, got "${v}"`);
+  if (!/^\d+$/.test(v) || Number(v) < min || Number(v) > max)
+    throw new Error(`${name}: expected an integer ${min}..${max}, got "${v}"`);
   return Number(v);
 }
 
 /** Hidden knob (tests, very busy nodes): connection-log records held while the database is slow; default 20,000. */
 export function connectionLogBuffer(): number | undefined {
-  return process.env.PROXYD_CONNECTION_LOG_BUFFER ? intFromEnv('PROXYD_CONNECTION_LOG_BUFFER', 1, 10_000_000) : undefined;
+  return process.env.PROXYD_CONNECTION_LOG_BUFFER
+    ? intFromEnv('PROXYD_CONNECTION_LOG_BUFFER', 1, 10_000_000)
+    : undefined;
 }
 
 /**
@@ -159,10 +195,13 @@ export function connectionLogBuffer(): number | undefined {
 function answerSealerOf(store: Store): () => Promise<AnswerSealer> {
   let made: Promise<AnswerSealer> | null = null;
   return () =>
-    (made ??= store.fleetSecret('console_session', randomKey()).then((secret) => new RevealSealer(secret ?? loadSessionSecret(store.location), 'proxyd idempotent answers v1')).catch((e: unknown) => {
-      made = null; // the database away: the next request asks again
-      throw e;
-    }));
+    (made ??= store
+      .fleetSecret('console_session', randomKey())
+      .then((secret) => new RevealSealer(secret ?? loadSessionSecret(store.location), 'proxyd idempotent answers v1'))
+      .catch((e: unknown) => {
+        made = null; // the database away: the next request asks again
+        throw e;
+      }));
 }
 
 /** What the API and console are built from; the in-process tests build theirs here too (their own clock, no view). */
@@ -192,7 +231,10 @@ export function apiContext(p: {
     consoleOrigin: p.consoleOrigin ?? null,
     audit: new AuditService(store),
     usageRetentionMs: p.usageRetentionMs ?? DEFAULT_USAGE_RETENTION_MS,
-    dedicated: p.dedicated ?? { replacementsPerMonth: DEFAULT_IP_REPLACEMENTS, quarantineDays: DEFAULT_IP_QUARANTINE_DAYS },
+    dedicated: p.dedicated ?? {
+      replacementsPerMonth: DEFAULT_IP_REPLACEMENTS,
+      quarantineDays: DEFAULT_IP_QUARANTINE_DAYS,
+    },
     gateway: p.gateway ?? { ...NO_GATEWAY },
     answerSealer: answerSealerOf(store),
     health: async () => {
@@ -209,17 +251,49 @@ export interface WorkerPart {
   /** Listen on a socket of its own beside the siblings' (SO_REUSEPORT): the kernel spreads connections. */
   reusePort: boolean;
   /** On SQLite: where usage and the connection log go instead of the database (the primary writes for all). */
-  sinks: { connectionLog: Pick<ConnectionLogStore, 'insert' | 'prune'>; usage: Pick<UsageStore, 'addFlush' | 'prune'> } | null;
+  sinks: {
+    connectionLog: Pick<ConnectionLogStore, 'insert' | 'prune'>;
+    usage: Pick<UsageStore, 'addFlush' | 'prune'>;
+  } | null;
 }
 
 /** The API (+ console) listening, once the rate-limit store is connected or has been waited for. */
-async function listenApi(cfg: ServeConfig, log: DaemonLog, store: Store, limits: ApiLimits, metrics: Metrics, view: AdmissionView, reusePort: boolean, gateway: GatewayFacts): Promise<FastifyInstance> {
+async function listenApi(
+  cfg: ServeConfig,
+  log: DaemonLog,
+  store: Store,
+  limits: ApiLimits,
+  metrics: Metrics,
+  view: AdmissionView,
+  reusePort: boolean,
+  gateway: GatewayFacts,
+): Promise<FastifyInstance> {
   const [geo] = await Promise.all([openCountryLookup(cfg.geoipDb), limits.ready(DEPENDENCY_WAIT_MS)]);
-  const ctx = apiContext({ store, geo, limits, metrics, log: { error: (o, m) => log.error(o, m) }, view, allowPrivateWebhooks: cfg.allowPrivateWebhooks, consoleOrigin: cfg.consoleOrigin, usageRetentionMs: cfg.usageRetentionMs, gateway, dedicated: { replacementsPerMonth: cfg.ipReplacements, quarantineDays: cfg.ipQuarantineDays } });
-  const app = await buildApp(ctx, { trustProxy: cfg.trustProxy, logger: log, plugins: [(a: FastifyInstance) => consolePlugin(a, ctx)] });
+  const ctx = apiContext({
+    store,
+    geo,
+    limits,
+    metrics,
+    log: { error: (o, m) => log.error(o, m) },
+    view,
+    allowPrivateWebhooks: cfg.allowPrivateWebhooks,
+    consoleOrigin: cfg.consoleOrigin,
+    usageRetentionMs: cfg.usageRetentionMs,
+    gateway,
+    dedicated: { replacementsPerMonth: cfg.ipReplacements, quarantineDays: cfg.ipQuarantineDays },
+  });
+  const app = await buildApp(ctx, {
+    trustProxy: cfg.trustProxy,
+    logger: log,
+    plugins: [(a: FastifyInstance) => consolePlugin(a, ctx)],
+  });
   try {
     // Fastify hands its options to net.Server.listen, whose reusePort its types do not name yet.
-    await app.listen({ host: cfg.apiListen.host, port: cfg.apiListen.port, ...(reusePort ? { exclusive: true, reusePort: true } : {}) } as { host: string; port: number });
+    await app.listen({
+      host: cfg.apiListen.host,
+      port: cfg.apiListen.port,
+      ...(reusePort ? { exclusive: true, reusePort: true } : {}),
+    } as { host: string; port: number });
   } catch (err) {
     await app.close();
     throw err;
@@ -231,7 +305,11 @@ async function listenApi(cfg: ServeConfig, log: DaemonLog, store: Store, limits:
  * Starts one serving process (the only one, or a cluster worker); the caller holds the data-dir lock.
  * Resolves once it serves: every configured dependency is connected, or waited for and logged as down.
  */
-export async function startDaemon(cfg: ServeConfig, log: DaemonLog, worker: WorkerPart = { reusePort: false, sinks: null }): Promise<RunningDaemon> {
+export async function startDaemon(
+  cfg: ServeConfig,
+  log: DaemonLog,
+  worker: WorkerPart = { reusePort: false, sinks: null },
+): Promise<RunningDaemon> {
   const gatewayLimits = parseGatewayLimitOverrides(process.env.PROXYD_GATEWAY_LIMITS); // before anything opens
   const dnsServers = parseDnsServers(process.env.PROXYD_DNS_SERVERS);
   if (cfg.egressPool) await checkBindable(cfg.egressPool);
@@ -240,7 +318,11 @@ export async function startDaemon(cfg: ServeConfig, log: DaemonLog, worker: Work
   if (cfg.egressPrefix) await checkPrefixBindable(cfg.egressPrefix);
   // A cluster worker (it shares the ports) leaves folding the WAL to the primary.
   const store = await openStore(cfg, worker.reusePort);
-  const limits = new ApiLimits(windowStoreFor(cfg, store, log), { ...parseLimitOverrides(cfg.rateLimits), keyReads: cfg.keyLimits.reads, keyWrites: cfg.keyLimits.writes });
+  const limits = new ApiLimits(windowStoreFor(cfg, store, log), {
+    ...parseLimitOverrides(cfg.rateLimits),
+    keyReads: cfg.keyLimits.reads,
+    keyWrites: cfg.keyLimits.writes,
+  });
   const metrics = new Metrics();
   // Gateway admission reads this in-memory view, kept current from the change log (docs/operations.md, fleet).
   const view = new AdmissionView(new StoreAdmissionFeed(store.changeLog, { log }), {
@@ -248,7 +330,13 @@ export async function startDaemon(cfg: ServeConfig, log: DaemonLog, worker: Work
     log,
   });
   // The gateway as customers reach it (GET /openapi/v1/proxy/gateway): its addresses once it listens.
-  const gatewayFacts: GatewayFacts = { role: cfg.role, publicHost: cfg.publicHost, http: null, socks5: null, location: cfg.location };
+  const gatewayFacts: GatewayFacts = {
+    role: cfg.role,
+    publicHost: cfg.publicHost,
+    http: null,
+    socks5: null,
+    location: cfg.location,
+  };
   // Whatever fails before the API listens must not leave a Redis client reconnecting: the process would never exit.
   const app = await view
     .start()
@@ -293,7 +381,9 @@ export async function startDaemon(cfg: ServeConfig, log: DaemonLog, worker: Work
   // Usage by dedicated address: metered with the rest, written beside it (metering/egress-usage.ts).
   const egressUsage = new EgressUsageWriter(store, {
     retentionMs: cfg.usageRetentionMs.day,
-    flushMs: process.env.PROXYD_EGRESS_USAGE_FLUSH_MS ? intFromEnv('PROXYD_EGRESS_USAGE_FLUSH_MS', 100, 3_600_000) : undefined,
+    flushMs: process.env.PROXYD_EGRESS_USAGE_FLUSH_MS
+      ? intFromEnv('PROXYD_EGRESS_USAGE_FLUSH_MS', 100, 3_600_000)
+      : undefined,
     log,
   });
   const collect = () => {
@@ -319,10 +409,17 @@ export async function startDaemon(cfg: ServeConfig, log: DaemonLog, worker: Work
   });
   await plans.start();
   // Dedicated egress addresses: this node's offer registered (a both or exit node), the fleet's table in memory.
-  const dedicated = new DedicatedView(store, { node: cfg.nodeName, close: (match) => gateway?.closeEgressWhere(match) ?? 0, log });
+  const dedicated = new DedicatedView(store, {
+    node: cfg.nodeName,
+    close: (match) => gateway?.closeEgressWhere(match) ?? 0,
+    log,
+  });
   try {
     if (cfg.role !== 'entry' && !cfg.egressPrefix) {
-      await store.egress.register(cfg.nodeName, offeredAddresses(cfg.egressPool ?? null, cfg.egressAddress), { country: cfg.location?.country ?? null, city: cfg.location?.city ?? null });
+      await store.egress.register(cfg.nodeName, offeredAddresses(cfg.egressPool ?? null, cfg.egressAddress), {
+        country: cfg.location?.country ?? null,
+        city: cfg.location?.city ?? null,
+      });
     }
     await dedicated.start();
   } catch (e) {
@@ -365,7 +462,11 @@ export async function startDaemon(cfg: ServeConfig, log: DaemonLog, worker: Work
   let gatewayRef: Gateway | null = null;
   const identity =
     cfg.role === 'exit'
-      ? new HopIdentityKeeper(cfg.dataDir, { lifetimeMs: cfg.hopCertLifetimeMs, onChange: (id) => gatewayRef?.setHopIdentity(id), log: log.child({ component: 'hop' }) })
+      ? new HopIdentityKeeper(cfg.dataDir, {
+          lifetimeMs: cfg.hopCertLifetimeMs,
+          onChange: (id) => gatewayRef?.setHopIdentity(id),
+          log: log.child({ component: 'hop' }),
+        })
       : null;
   let hopIdentity: HopIdentity | null = null;
   try {
@@ -386,7 +487,10 @@ export async function startDaemon(cfg: ServeConfig, log: DaemonLog, worker: Work
           secrets: secrets!.accepted,
           onRefused: () => metrics.countHopRefused(),
           // The exit's bounds on unproven hop connections, shared out among its workers.
-          unproven: { total: Math.ceil(HOP_MAX_UNPROVEN / cfg.workers), perSource: Math.ceil(HOP_MAX_UNPROVEN_PER_SOURCE / cfg.workers) },
+          unproven: {
+            total: Math.ceil(HOP_MAX_UNPROVEN / cfg.workers),
+            perSource: Math.ceil(HOP_MAX_UNPROVEN_PER_SOURCE / cfg.workers),
+          },
         }
       : undefined,
     egressAddress: cfg.egressAddress,
@@ -414,12 +518,20 @@ export async function startDaemon(cfg: ServeConfig, log: DaemonLog, worker: Work
   // A proxy user disabled or deleted (by any node) loses its open connections here as soon as the view hears of it.
   view.onUsersRevoked = (names) => {
     const n = gw.closeWhere((_accountId, subject) => (names.has(subjectUser(subject) ?? '') ? 'user_disabled' : null));
-    if (n > 0) log.info({ event: 'proxy_user_connections_closed', users: names.size, connections: n }, 'closed the open connections of disabled or deleted proxy users');
+    if (n > 0)
+      log.info(
+        { event: 'proxy_user_connections_closed', users: names.size, connections: n },
+        'closed the open connections of disabled or deleted proxy users',
+      );
   };
   meter.start();
   egressUsage.start();
   // Every process sends: a claim in the database decides which one sends each event.
-  const webhooks = new WebhookSender(store, { node: `${cfg.nodeName}:${process.pid}`, allowPrivate: cfg.allowPrivateWebhooks, log });
+  const webhooks = new WebhookSender(store, {
+    node: `${cfg.nodeName}:${process.pid}`,
+    allowPrivate: cfg.allowPrivateWebhooks,
+    log,
+  });
   webhooks.start();
   // The service's own audit records (plan expiry) and the log's retention.
   const auditKeeper = new AuditKeeper(store, { node: cfg.nodeName, retentionMs: cfg.auditRetentionMs, log });
@@ -428,13 +540,22 @@ export async function startDaemon(cfg: ServeConfig, log: DaemonLog, worker: Work
   metrics.attachMeter(() => ({ flushed: meter.flushed, failed: meter.failedFlushes, lagMs: meter.lagMs() }));
   metrics.attachDependencies(() => dependenciesUp(store, limits));
   metrics.attachDataDir(cfg.dataDir);
-  metrics.attachWebhooks(() => webhooks.attempts, () => store.webhooks.pendingCount());
+  metrics.attachWebhooks(
+    () => webhooks.attempts,
+    () => store.webhooks.pendingCount(),
+  );
   metrics.attachAdmissionView(() => view.status());
   metrics.attachEgressAddresses(() => dedicated.counts());
   metrics.attachLoginBudget(() => admission.budget.refused);
   const directory = exits as ExitDirectory | null;
   if (directory) metrics.attachExits(() => directory.view());
-  if (connLog) metrics.attachConnectionLog(() => ({ written: connLog.written, dropped: connLog.dropped, buffered: connLog.buffered, retried: connLog.retried }));
+  if (connLog)
+    metrics.attachConnectionLog(() => ({
+      written: connLog.written,
+      dropped: connLog.dropped,
+      buffered: connLog.buffered,
+      retried: connLog.retried,
+    }));
 
   const http = gw.httpProxyAddress();
   const socks = gw.socksAddress();
@@ -443,13 +564,28 @@ export async function startDaemon(cfg: ServeConfig, log: DaemonLog, worker: Work
   // An exit is in the registry before it says ready: entries may send it traffic from the next read on.
   const heartbeat =
     hop && store.exits && identity
-      ? new ExitHeartbeat(store.exits, { node: cfg.nodeName, hop: formatHostPort((cfg.hopAdvertise ?? hop).host, (cfg.hopAdvertise ?? hop).port), country: cfg.location?.country ?? null, city: cfg.location?.city ?? null }, identity, log)
+      ? new ExitHeartbeat(
+          store.exits,
+          {
+            node: cfg.nodeName,
+            hop: formatHostPort((cfg.hopAdvertise ?? hop).host, (cfg.hopAdvertise ?? hop).port),
+            country: cfg.location?.country ?? null,
+            city: cfg.location?.city ?? null,
+          },
+          identity,
+          log,
+        )
       : null;
   const ready: Ready = {
     event: 'ready' as const,
     api: `http://${formatHostPort(apiHostPort.host, apiHostPort.port)}`,
     // An exit opens no customer listener: its ready line names its hop instead.
-    ...(cfg.role === 'exit' ? { hop: formatHostPort(hop!.host, hop!.port) } : { httpProxy: http ? formatHostPort(http.host, http.port) : null, socks5: socks ? formatHostPort(socks.host, socks.port) : null }),
+    ...(cfg.role === 'exit'
+      ? { hop: formatHostPort(hop!.host, hop!.port) }
+      : {
+          httpProxy: http ? formatHostPort(http.host, http.port) : null,
+          socks5: socks ? formatHostPort(socks.host, socks.port) : null,
+        }),
     ...(cfg.role === 'both' ? {} : { role: cfg.role }),
     pid: process.pid,
   };

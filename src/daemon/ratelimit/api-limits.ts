@@ -1,5 +1,11 @@
 // The API's limits: per token per route, and invalid-token attempts per source IP. Fails closed.
-import { KEY_LIMITS, RATE_LIMITS, RATE_WINDOW_MS, INVALID_TOKEN_LIMIT, type LimitedRoute } from '../../contract/paths.js';
+import {
+  KEY_LIMITS,
+  RATE_LIMITS,
+  RATE_WINDOW_MS,
+  INVALID_TOKEN_LIMIT,
+  type LimitedRoute,
+} from '../../contract/paths.js';
 import { LimiterUnavailableError, retryAfterSeconds, type WindowStore } from './limiter.js';
 
 export interface LimitSettings {
@@ -43,7 +49,8 @@ type LimitVerdict = { allowed: true } | { allowed: false; retryAfterSeconds: num
 export const badTokenKey = (ip: string): string => `bad:${ip}`;
 export const tokenRouteKey = (accessKey: string, route: LimitedRoute): string => `tok:${route}:${accessKey}`;
 /** Hits per API key, reads and writes apart, and per key on a route with a limit of its own (usage). */
-export const keyKindKey = (keyId: string, kind: 'read' | 'write'): string => `key:${kind === 'read' ? 'r' : 'w'}:${keyId}`;
+export const keyKindKey = (keyId: string, kind: 'read' | 'write'): string =>
+  `key:${kind === 'read' ? 'r' : 'w'}:${keyId}`;
 export const keyRouteKey = (keyId: string, route: LimitedRoute): string => `key:${route}:${keyId}`;
 
 /** `--key-limits READS,WRITES`: two integers 1..1000000; null when it is not that. */
@@ -100,7 +107,9 @@ export class ApiLimits {
 
   async consumeToken(accessKey: string, route: LimitedRoute): Promise<LimitVerdict> {
     const now = this.nowMs();
-    const d = await this.bounded(this.store.consume(tokenRouteKey(accessKey, route), this.settings.perRoute[route], this.settings.windowMs, now));
+    const d = await this.bounded(
+      this.store.consume(tokenRouteKey(accessKey, route), this.settings.perRoute[route], this.settings.windowMs, now),
+    );
     if (d.allowed) return { allowed: true };
     return { allowed: false, retryAfterSeconds: retryAfterSeconds(d, this.settings.windowMs, now) };
   }
@@ -112,7 +121,9 @@ export class ApiLimits {
     const d = await this.bounded(this.store.consume(keyKindKey(keyId, kind), limit, this.settings.windowMs, now));
     if (!d.allowed) return { allowed: false, retryAfterSeconds: retryAfterSeconds(d, this.settings.windowMs, now) };
     if (route === undefined) return { allowed: true };
-    const r = await this.bounded(this.store.consume(keyRouteKey(keyId, route), this.settings.perRoute[route], this.settings.windowMs, now));
+    const r = await this.bounded(
+      this.store.consume(keyRouteKey(keyId, route), this.settings.perRoute[route], this.settings.windowMs, now),
+    );
     if (r.allowed) return { allowed: true };
     return { allowed: false, retryAfterSeconds: retryAfterSeconds(r, this.settings.windowMs, now) };
   }

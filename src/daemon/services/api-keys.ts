@@ -1,6 +1,13 @@
 // API keys (docs/api.md, "Authentication"): made, listed and revoked by the console's Account page and by
 // `proxyd admin key` only (no key can make keys). The key is shown once; the store keeps its secret's hash.
-import { MAX_KEYS_PER_ACCOUNT, KeyFieldError, checkKeyName, parseAllowedIps, parseScopes, type Scope } from '../../contract/scopes.js';
+import {
+  MAX_KEYS_PER_ACCOUNT,
+  KeyFieldError,
+  checkKeyName,
+  parseAllowedIps,
+  parseScopes,
+  type Scope,
+} from '../../contract/scopes.js';
 import { formatIsoTime, isoSeconds } from '../../contract/schemas.js';
 import { mintApiKey } from '../secrets.js';
 import type { ApiKeyInfo, Store } from '../store/index.js';
@@ -40,7 +47,8 @@ export interface ApiKeyJson {
 }
 
 export function apiKeyJson(k: ApiKeyInfo, nowMs: number): ApiKeyJson {
-  const state = k.revoked_at !== null ? 'revoked' : k.expires_at !== null && k.expires_at * 1000 <= nowMs ? 'expired' : 'active';
+  const state =
+    k.revoked_at !== null ? 'revoked' : k.expires_at !== null && k.expires_at * 1000 <= nowMs ? 'expired' : 'active';
   return {
     id: k.id,
     name: k.name,
@@ -76,7 +84,12 @@ export class ApiKeyService {
     const allowedIps = parseAllowedIps(req.allowedIps ?? []);
     for (let attempt = 0; attempt < 3; attempt++) {
       const m = mintApiKey();
-      const details = { name, scopes, expires_at: expiresAt === null ? null : formatIsoTime(expiresAt * 1000), allowed_ips: allowedIps };
+      const details = {
+        name,
+        scopes,
+        expires_at: expiresAt === null ? null : formatIsoTime(expiresAt * 1000),
+        allowed_ips: allowedIps,
+      };
       const r = await this.store.apiKeys.create(
         { id: m.id, accountId, name, scopes, secretHash: m.secretHash, expiresAt, allowedIps },
         MAX_KEYS_PER_ACCOUNT,

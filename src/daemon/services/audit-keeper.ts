@@ -42,7 +42,12 @@ export class AuditKeeper {
 
   private once(f: () => Promise<unknown>): Promise<unknown> {
     return (this.running ??= f()
-      .catch((e: unknown) => this.o.log?.warn({ event: 'audit_keeper_failed', detail: String((e as Error)?.message ?? e) }, 'audit keeper round failed'))
+      .catch((e: unknown) =>
+        this.o.log?.warn(
+          { event: 'audit_keeper_failed', detail: String((e as Error)?.message ?? e) },
+          'audit keeper round failed',
+        ),
+      )
       .finally(() => {
         this.running = null;
       }));
@@ -62,7 +67,10 @@ export class AuditKeeper {
     for (const p of plans) {
       if (p.expiresAt === null || p.expiresAt > now || p.expiresAt < now - EXPIRY_LOOKBACK_MS) continue;
       const expires = new Date(p.expiresAt).toISOString();
-      const entry = { ...auditDraft(systemContext(this.o.node), 'plan.expired', null, { expires_at: expires }), accountId: p.accountId };
+      const entry = {
+        ...auditDraft(systemContext(this.o.node), 'plan.expired', null, { expires_at: expires }),
+        accountId: p.accountId,
+      };
       if (await this.store.audit.append(entry, `plan.expired:${p.expiresAt}`)) written++;
     }
     return written;

@@ -4,7 +4,15 @@
 // of every chain (`proxyd admin audit verify`).
 import { createHash, randomUUID } from 'node:crypto';
 import { userInfo } from 'node:os';
-import { ChainVerifier, type AuditActor, type AuditDraft, type AuditHead, type AuditRecord, type ChainProblem, type Store } from '../store/index.js';
+import {
+  ChainVerifier,
+  type AuditActor,
+  type AuditDraft,
+  type AuditHead,
+  type AuditRecord,
+  type ChainProblem,
+  type Store,
+} from '../store/index.js';
 
 /** Every action a record can name, with how the Activity page words it. */
 export const AUDIT_ACTIONS = {
@@ -60,7 +68,12 @@ export interface AuditContext {
 }
 
 /** The record of one action in `ctx` (the store adds the account, the time and the chain). */
-export function auditDraft(ctx: AuditContext, action: AuditAction, target: string | null = null, details: Record<string, unknown> = {}): AuditDraft {
+export function auditDraft(
+  ctx: AuditContext,
+  action: AuditAction,
+  target: string | null = null,
+  details: Record<string, unknown> = {},
+): AuditDraft {
   return { actor: ctx.actor, sourceIp: ctx.sourceIp, requestId: ctx.requestId, action, target, details };
 }
 
@@ -161,11 +174,28 @@ export class AuditService {
       limit: q.page_size,
       offset: Math.min((q.page - 1) * q.page_size, 2 ** 31 - 1),
     });
-    return { items: rows.map((r) => auditJson(r, account?.email ?? null)), page: q.page, page_size: q.page_size, total };
+    return {
+      items: rows.map((r) => auditJson(r, account?.email ?? null)),
+      page: q.page,
+      page_size: q.page_size,
+      total,
+    };
   }
 }
 
-const CSV_COLUMNS = ['time', 'action', 'actor_type', 'actor_id', 'source_ip', 'request_id', 'target', 'details', 'id', 'seq', 'hash'] as const;
+const CSV_COLUMNS = [
+  'time',
+  'action',
+  'actor_type',
+  'actor_id',
+  'source_ip',
+  'request_id',
+  'target',
+  'details',
+  'id',
+  'seq',
+  'hash',
+] as const;
 
 /** A CSV field: quoted when it holds a comma, quote or line break; a leading = + - @ is neutralised (spreadsheet formulas). */
 function csvField(v: string): string {
@@ -176,7 +206,19 @@ function csvField(v: string): string {
 export function auditCsv(items: readonly AuditRecordJson[]): string {
   const lines = [CSV_COLUMNS.join(',')];
   for (const r of items) {
-    const cells = [r.time, r.action, r.actor.type, r.actor.id ?? '', r.source_ip ?? '', r.request_id ?? '', r.target ?? '', JSON.stringify(r.details), String(r.id), String(r.seq), r.hash];
+    const cells = [
+      r.time,
+      r.action,
+      r.actor.type,
+      r.actor.id ?? '',
+      r.source_ip ?? '',
+      r.request_id ?? '',
+      r.target ?? '',
+      JSON.stringify(r.details),
+      String(r.id),
+      String(r.seq),
+      r.hash,
+    ];
     lines.push(cells.map(csvField).join(','));
   }
   return `${lines.join('\r\n')}\r\n`;
@@ -202,5 +244,10 @@ export async function verifyChains(store: Store, accountId?: number, pageSize = 
     after = { accountId: last.accountId, seq: last.seq };
   }
   v.end();
-  return { ok: v.problems.length === 0, accounts: Math.max(v.accounts, heads.size), records: v.records, problems: v.problems };
+  return {
+    ok: v.problems.length === 0,
+    accounts: Math.max(v.accounts, heads.size),
+    records: v.records,
+    problems: v.problems,
+  };
 }

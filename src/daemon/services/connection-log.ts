@@ -12,8 +12,10 @@ import type { ConnectionLogRow } from '../store/index.js';
 export const REASON_TEXT: Readonly<Record<LogReason, string>> = {
   unknown_user: 'No proxy user has this username',
   wrong_password: 'Wrong password for this proxy user',
-  bad_username_params: 'The parameters after the username are not valid: USER-country-CC-city-NAME-ip-A.B.C.D-session-ID-sesstime-MIN, CC two letters, MIN 1 to 1440',
-  bad_ip_parameter: 'The username names an address with -ip- that is not one of the account\'s dedicated addresses (see the IPs page)',
+  bad_username_params:
+    'The parameters after the username are not valid: USER-country-CC-city-NAME-ip-A.B.C.D-session-ID-sesstime-MIN, CC two letters, MIN 1 to 1440',
+  bad_ip_parameter:
+    "The username names an address with -ip- that is not one of the account's dedicated addresses (see the IPs page)",
   user_disabled: 'This proxy user is disabled',
   account_inactive: 'The account is suspended or closed',
   not_whitelisted: 'The source IP is not on the whitelist',

@@ -25,7 +25,9 @@ export function adminIpJson(r: EgressAddressRow) {
     account: r.email,
     assigned_at: r.assignedAt === null ? null : isoSeconds(r.assignedAt),
     state: r.state,
-    ...(r.state === 'quarantined' && r.quarantineUntil !== null ? { quarantine_until: isoSeconds(r.quarantineUntil) } : {}),
+    ...(r.state === 'quarantined' && r.quarantineUntil !== null
+      ? { quarantine_until: isoSeconds(r.quarantineUntil) }
+      : {}),
   };
 }
 
@@ -36,28 +38,51 @@ function addressesOf(list: string): string[] {
 }
 
 export function checkNodeName(node: string): void {
-  if (!isNodeName(node)) throw new DedicatedError(`--node: "${node}" is not a node name (letters, digits, . _ : -, up to 63); nothing changed`);
+  if (!isNodeName(node))
+    throw new DedicatedError(
+      `--node: "${node}" is not a node name (letters, digits, . _ : -, up to 63); nothing changed`,
+    );
 }
 
-export async function assignAddresses(store: Store, accountId: number, node: string, list: string, ctx: AuditContext): Promise<EgressAddressRow[]> {
+export async function assignAddresses(
+  store: Store,
+  accountId: number,
+  node: string,
+  list: string,
+  ctx: AuditContext,
+): Promise<EgressAddressRow[]> {
   checkNodeName(node);
   const addresses = addressesOf(list);
-  if (!(await store.egress.nodeKnown(node))) throw new DedicatedError(`--node: no node "${node}" has registered egress addresses (a node registers its --egress-pool, else its local addresses, when it starts); nothing changed`);
+  if (!(await store.egress.nodeKnown(node)))
+    throw new DedicatedError(
+      `--node: no node "${node}" has registered egress addresses (a node registers its --egress-pool, else its local addresses, when it starts); nothing changed`,
+    );
   const refused = await store.egress.assign(accountId, node, addresses, auditDraft(ctx, 'ip.assigned', node, {}));
   if (refused) {
     const a = refused.address;
-    if (refused.why === 'not_on_node') throw new DedicatedError(`--addresses: ${a} is not an egress address of node ${node}; nothing changed`);
-    if (refused.why === 'held') throw new DedicatedError(`--addresses: ${a} is held by another account; nothing changed`);
+    if (refused.why === 'not_on_node')
+      throw new DedicatedError(`--addresses: ${a} is not an egress address of node ${node}; nothing changed`);
+    if (refused.why === 'held')
+      throw new DedicatedError(`--addresses: ${a} is held by another account; nothing changed`);
     throw new DedicatedError(`--addresses: ${a} is quarantined until ${isoSeconds(refused.until)}; nothing changed`);
   }
   return (await store.egress.list({ accountId })).filter((r) => addresses.includes(r.address));
 }
 
-export async function releaseAddresses(store: Store, list: string, quarantineDays: number, ctx: AuditContext, nowSec: number): Promise<{ released: number; addresses: string[] }> {
+export async function releaseAddresses(
+  store: Store,
+  list: string,
+  quarantineDays: number,
+  ctx: AuditContext,
+  nowSec: number,
+): Promise<{ released: number; addresses: string[] }> {
   const addresses = addressesOf(list);
   const until = quarantineDays > 0 ? nowSec + quarantineDays * DAY_SEC : null;
-  const out = await store.egress.release(addresses, until, (_accountId, held) => auditDraft(ctx, 'ip.released', null, { addresses: held }));
-  if (out.unknown.length > 0) throw new DedicatedError(`--addresses: ${out.unknown[0]} is not an egress address of any node; nothing changed`);
+  const out = await store.egress.release(addresses, until, (_accountId, held) =>
+    auditDraft(ctx, 'ip.released', null, { addresses: held }),
+  );
+  if (out.unknown.length > 0)
+    throw new DedicatedError(`--addresses: ${out.unknown[0]} is not an egress address of any node; nothing changed`);
   return { released: out.released, addresses };
 }
 
@@ -82,8 +107,11 @@ export async function replaceAddress(
   ctx: AuditContext,
 ): Promise<CustomerReplace> {
   const { month, secondsLeft } = monthOf(o.nowSec);
-  const r = await store.egress.replace(accountId, address, { month, max: o.maxPerMonth, quarantineUntil: o.nowSec + o.quarantineDays * DAY_SEC }, (swap) =>
-    auditDraft(ctx, 'ip.replaced', swap.old, { old: swap.old, new: swap.new }),
+  const r = await store.egress.replace(
+    accountId,
+    address,
+    { month, max: o.maxPerMonth, quarantineUntil: o.nowSec + o.quarantineDays * DAY_SEC },
+    (swap) => auditDraft(ctx, 'ip.replaced', swap.old, { old: swap.old, new: swap.new }),
   );
   if (r.ok) return r;
   if (r.why === 'not_yours') return { ok: false, code: 'not_found' };
@@ -102,14 +130,28 @@ export interface CustomerIp {
 }
 
 /** The account's addresses with their bytes in the usage summary's default period (the plan's, else this calendar month). */
-export async function customerIps(store: Store, accountId: number, nowMs: number): Promise<{ period_start: string; items: CustomerIp[] }> {
+export async function customerIps(
+  store: Store,
+  accountId: number,
+  nowMs: number,
+): Promise<{ period_start: string; items: CustomerIp[] }> {
   const { from, to } = await usageRange(store, accountId, {}, nowMs);
-  const [rows, used] = await Promise.all([store.egress.list({ accountId }), store.egress.usageByAddress(accountId, from, to)]);
+  const [rows, used] = await Promise.all([
+    store.egress.list({ accountId }),
+    store.egress.usageByAddress(accountId, from, to),
+  ]);
   const items = rows
     .filter((r) => r.state === 'assigned')
     .map((r) => {
       const u = used.find((x) => x.address === r.address);
-      return { address: r.address, country: r.country, city: r.city, since: isoSeconds(r.assignedAt ?? 0), bytes_up: u?.bytesUp ?? 0, bytes_down: u?.bytesDown ?? 0 };
+      return {
+        address: r.address,
+        country: r.country,
+        city: r.city,
+        since: isoSeconds(r.assignedAt ?? 0),
+        bytes_up: u?.bytesUp ?? 0,
+        bytes_down: u?.bytesDown ?? 0,
+      };
     });
   return { period_start: formatIsoTime(from), items };
 }

@@ -38,6 +38,8 @@ export async function gatewayInfo(store: Store, g: GatewayFacts): Promise<Gatewa
     http: reached(g.http, g.publicHost),
     socks5: reached(g.socks5, g.publicHost),
     udp: g.socks5 !== null,
-    locations: [...byCountry].sort(([a], [b]) => a.localeCompare(b)).map(([country, c]) => ({ country, cities: [...c.cities].sort(), exits: c.exits })),
+    locations: [...byCountry]
+      .sort(([a], [b]) => a.localeCompare(b))
+      .map(([country, c]) => ({ country, cities: [...c.cities].sort(), exits: c.exits })),
   };
 }

@@ -9,13 +9,16 @@ export function sizeLimit(v: string): LimitValue {
   const t = v.trim();
   if (t === '' || t === 'none') return { ok: true, value: null };
   const n = parseSize(t);
-  return n === null ? { ok: false, problem: `expected a size such as 50GiB, 500MB or a number of bytes, or none; got "${t}"` } : { ok: true, value: n };
+  return n === null
+    ? { ok: false, problem: `expected a size such as 50GiB, 500MB or a number of bytes, or none; got "${t}"` }
+    : { ok: true, value: n };
 }
 
 export function countLimit(v: string): LimitValue {
   const t = v.trim();
   if (t === '' || t === 'none') return { ok: true, value: null };
-  if (!/^\d{1,9}$/.test(t) || Number(t) < 1) return { ok: false, problem: `expected a positive integer or none; got "${t}"` };
+  if (!/^\d{1,9}$/.test(t) || Number(t) < 1)
+    return { ok: false, problem: `expected a positive integer or none; got "${t}"` };
   return { ok: true, value: Number(t) };
 }
 
@@ -24,5 +27,10 @@ export function rateLimit(v: string): LimitValue {
   const t = v.trim();
   if (t === '' || t === 'none') return { ok: true, value: null };
   const n = parseRate(t);
-  return n === null ? { ok: false, problem: `expected a rate such as 10mbit, 1gbit or 500kbit (powers of 1000, bits per second), or none; got "${t}"` } : { ok: true, value: n };
+  return n === null
+    ? {
+        ok: false,
+        problem: `expected a rate such as 10mbit, 1gbit or 500kbit (powers of 1000, bits per second), or none; got "${t}"`,
+      }
+    : { ok: true, value: n };
 }

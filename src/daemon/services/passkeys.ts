@@ -41,7 +41,11 @@ export class PasskeyError extends Error {
 }
 
 /** Why an answer is refused before any signature is looked at: none asked for, another purpose's, or expired. */
-export function pendingProblem(p: PendingChallenge | undefined, purpose: PendingChallenge['purpose'], nowMs: number): string | null {
+export function pendingProblem(
+  p: PendingChallenge | undefined,
+  purpose: PendingChallenge['purpose'],
+  nowMs: number,
+): string | null {
   if (!p || p.purpose !== purpose) return 'No passkey request is open in this browser. Start again.';
   if (p.expiresAtMs <= nowMs) return 'The passkey request expired. Start again.';
   return null;
@@ -59,14 +63,28 @@ function answeredChallenge(response: { response?: { clientDataJSON?: unknown } }
   }
 }
 
-function checkShape(response: unknown): asserts response is { id: string; rawId: string; type: string; response: Record<string, unknown> } {
+function checkShape(
+  response: unknown,
+): asserts response is { id: string; rawId: string; type: string; response: Record<string, unknown> } {
   const r = response as { id?: unknown; rawId?: unknown; type?: unknown; response?: unknown } | null;
-  if (!r || typeof r !== 'object' || typeof r.id !== 'string' || typeof r.rawId !== 'string' || r.type !== 'public-key' || !r.response || typeof r.response !== 'object') {
+  if (
+    !r ||
+    typeof r !== 'object' ||
+    typeof r.id !== 'string' ||
+    typeof r.rawId !== 'string' ||
+    r.type !== 'public-key' ||
+    !r.response ||
+    typeof r.response !== 'object'
+  ) {
     throw new PasskeyError('The passkey answer is malformed.');
   }
 }
 
-export async function registrationOptions(rp: RelyingParty, account: { id: number; email: string }, existing: readonly Passkey[]): Promise<PublicKeyCredentialCreationOptionsJSON> {
+export async function registrationOptions(
+  rp: RelyingParty,
+  account: { id: number; email: string },
+  existing: readonly Passkey[],
+): Promise<PublicKeyCredentialCreationOptionsJSON> {
   return generateRegistrationOptions({
     rpName: 'proxyd console',
     rpID: rp.rpId,
@@ -82,9 +100,14 @@ export async function registrationOptions(rp: RelyingParty, account: { id: numbe
  * Runs the library's check of an answer once its shape and its challenge are ours (an answer to another request is
  * refused before any signature is looked at); the library's refusal becomes a PasskeyError.
  */
-async function checked<T extends { verified: boolean }>(pending: PendingChallenge, response: unknown, verify: () => Promise<T>): Promise<T> {
+async function checked<T extends { verified: boolean }>(
+  pending: PendingChallenge,
+  response: unknown,
+  verify: () => Promise<T>,
+): Promise<T> {
   checkShape(response);
-  if (answeredChallenge(response) !== pending.challenge) throw new PasskeyError('The passkey answer is for another request. Start again.');
+  if (answeredChallenge(response) !== pending.challenge)
+    throw new PasskeyError('The passkey answer is for another request. Start again.');
   let v: T;
   try {
     v = await verify();
@@ -96,7 +119,11 @@ async function checked<T extends { verified: boolean }>(pending: PendingChalleng
 }
 
 /** The credential a registration answer proves, or a PasskeyError saying why not. */
-export async function verifyRegistration(rp: RelyingParty, pending: PendingChallenge, response: unknown): Promise<{ credentialId: string; publicKey: Buffer; counter: number; transports: string[] }> {
+export async function verifyRegistration(
+  rp: RelyingParty,
+  pending: PendingChallenge,
+  response: unknown,
+): Promise<{ credentialId: string; publicKey: Buffer; counter: number; transports: string[] }> {
   const v = await checked(pending, response, () =>
     verifyRegistrationResponse({
       response: response as RegistrationResponseJSON,
@@ -108,10 +135,18 @@ export async function verifyRegistration(rp: RelyingParty, pending: PendingChall
   );
   if (!v.verified) throw new PasskeyError('The passkey could not be verified.');
   const c = v.registrationInfo.credential;
-  return { credentialId: c.id, publicKey: Buffer.from(c.publicKey), counter: c.counter, transports: c.transports ?? [] };
+  return {
+    credentialId: c.id,
+    publicKey: Buffer.from(c.publicKey),
+    counter: c.counter,
+    transports: c.transports ?? [],
+  };
 }
 
-export async function authenticationOptions(rp: RelyingParty, passkeys: readonly Passkey[]): Promise<PublicKeyCredentialRequestOptionsJSON> {
+export async function authenticationOptions(
+  rp: RelyingParty,
+  passkeys: readonly Passkey[],
+): Promise<PublicKeyCredentialRequestOptionsJSON> {
   return generateAuthenticationOptions({
     rpID: rp.rpId,
     allowCredentials: passkeys.map((p) => ({ id: p.credentialId, transports: p.transports })),
@@ -126,14 +161,24 @@ export function assertionCredential(response: unknown): string {
 }
 
 /** Checks an assertion against the passkey it names; its new signature counter, or a PasskeyError. */
-export async function verifyAssertion(rp: RelyingParty, pending: PendingChallenge, response: unknown, passkey: Passkey): Promise<number> {
+export async function verifyAssertion(
+  rp: RelyingParty,
+  pending: PendingChallenge,
+  response: unknown,
+  passkey: Passkey,
+): Promise<number> {
   const v = await checked(pending, response, () =>
     verifyAuthenticationResponse({
       response: response as AuthenticationResponseJSON,
       expectedChallenge: pending.challenge,
       expectedOrigin: rp.origin,
       expectedRPID: rp.rpId,
-      credential: { id: passkey.credentialId, publicKey: new Uint8Array(passkey.publicKey), counter: passkey.counter, transports: passkey.transports },
+      credential: {
+        id: passkey.credentialId,
+        publicKey: new Uint8Array(passkey.publicKey),
+        counter: passkey.counter,
+        transports: passkey.transports,
+      },
       requireUserVerification: false,
     }),
   );

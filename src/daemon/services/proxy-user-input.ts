@@ -36,8 +36,14 @@ export const MAX_USER_RULE_ITEMS = 1_000;
 
 type Result<T> = { ok: true; value: T } | { ok: false; problem: UserInputProblem };
 
-const shape = (field: string, problem: string): { ok: false; problem: UserInputProblem } => ({ ok: false, problem: { kind: 'shape', field, problem } });
-const value = (field: string, problem: string): { ok: false; problem: UserInputProblem } => ({ ok: false, problem: { kind: 'value', field, problem } });
+const shape = (field: string, problem: string): { ok: false; problem: UserInputProblem } => ({
+  ok: false,
+  problem: { kind: 'shape', field, problem },
+});
+const value = (field: string, problem: string): { ok: false; problem: UserInputProblem } => ({
+  ok: false,
+  problem: { kind: 'value', field, problem },
+});
 
 /**
  * An unknown field's name fit to echo back: one shaped like a field (`colour`, `max_conns`), else a placeholder. A
@@ -51,7 +57,11 @@ function isObject(v: unknown): v is Record<string, unknown> {
   return typeof v === 'object' && v !== null && !Array.isArray(v);
 }
 
-function unknownField(o: Record<string, unknown>, allowed: Set<string>, at: string): { ok: false; problem: UserInputProblem } | null {
+function unknownField(
+  o: Record<string, unknown>,
+  allowed: Set<string>,
+  at: string,
+): { ok: false; problem: UserInputProblem } | null {
   for (const k of Object.keys(o)) if (!allowed.has(k)) return shape(`${at}${plainField(k)}`, 'unknown field');
   return null;
 }
@@ -63,29 +73,45 @@ export function proxyPasswordProblem(p: string): string | null {
 }
 
 /** One settings field (null clears it where it is a limit). */
-function setting(o: Record<string, unknown>, key: (typeof SETTINGS_FIELDS)[number], at: string): Result<number | null | string[]> | null {
+function setting(
+  o: Record<string, unknown>,
+  key: (typeof SETTINGS_FIELDS)[number],
+  at: string,
+): Result<number | null | string[]> | null {
   if (!(key in o)) return null;
   const v = o[key];
   const field = `${at}${key}`;
   switch (key) {
     case 'traffic_limit': {
       if (v === null) return { ok: true, value: null };
-      if (typeof v === 'number') return Number.isSafeInteger(v) && v >= 1 ? { ok: true, value: v } : value(field, 'a whole number of bytes, at least 1');
+      if (typeof v === 'number')
+        return Number.isSafeInteger(v) && v >= 1
+          ? { ok: true, value: v }
+          : value(field, 'a whole number of bytes, at least 1');
       if (typeof v !== 'string') return shape(field, 'a number of bytes, a size such as "50GiB", or null');
       const n = parseSize(v);
-      return n !== null && n >= 1 && n <= MAX_BYTES ? { ok: true, value: n } : value(field, 'a size such as 50GiB, 500MB or a number of bytes');
+      return n !== null && n >= 1 && n <= MAX_BYTES
+        ? { ok: true, value: n }
+        : value(field, 'a size such as 50GiB, 500MB or a number of bytes');
     }
     case 'max_connections': {
       if (v === null) return { ok: true, value: null };
       if (typeof v !== 'number') return shape(field, 'a whole number or null');
-      return Number.isInteger(v) && v >= 1 && v <= MAX_CONNECTIONS ? { ok: true, value: v } : value(field, `a whole number from 1 to ${MAX_CONNECTIONS}`);
+      return Number.isInteger(v) && v >= 1 && v <= MAX_CONNECTIONS
+        ? { ok: true, value: v }
+        : value(field, `a whole number from 1 to ${MAX_CONNECTIONS}`);
     }
     case 'rate_limit': {
       if (v === null) return { ok: true, value: null };
-      if (typeof v === 'number') return Number.isInteger(v) && v >= 8 && v <= 1e12 ? { ok: true, value: v } : value(field, 'bits per second, at least 8');
+      if (typeof v === 'number')
+        return Number.isInteger(v) && v >= 8 && v <= 1e12
+          ? { ok: true, value: v }
+          : value(field, 'bits per second, at least 8');
       if (typeof v !== 'string') return shape(field, 'a rate such as "10mbit", or null');
       const n = parseRate(v);
-      return n !== null ? { ok: true, value: n } : value(field, 'a rate such as 10mbit, 1gbit or 500kbit (powers of 1000, bits per second)');
+      return n !== null
+        ? { ok: true, value: n }
+        : value(field, 'a rate such as 10mbit, 1gbit or 500kbit (powers of 1000, bits per second)');
     }
     case 'expires_at': {
       if (v === null) return { ok: true, value: null };
@@ -100,11 +126,15 @@ function setting(o: Record<string, unknown>, key: (typeof SETTINGS_FIELDS)[numbe
       if (items.length === 0) return { ok: true, value: [] };
       if (items.length > MAX_USER_RULE_ITEMS) return value(field, `at most ${MAX_USER_RULE_ITEMS} items`);
       const withComma = items.find((i) => i.includes(','));
-      if (withComma !== undefined) return value(field, `"${withComma.slice(0, 80)}": one domain pattern or CIDR per item`);
+      if (withComma !== undefined)
+        return value(field, `"${withComma.slice(0, 80)}": one domain pattern or CIDR per item`);
       // As the only item, the text forms' `none` would empty the list (an allow list emptied lets every target through).
-      if (items.length === 1 && items[0]!.trim().toLowerCase() === 'none') return value(field, '"none": write [] to empty the list');
+      if (items.length === 1 && items[0]!.trim().toLowerCase() === 'none')
+        return value(field, '"none": write [] to empty the list');
       const r = parseRuleList(items.join(','));
-      return r.ok ? { ok: true, value: r.items } : value(field, describeProblems(r.problems.map((p) => ({ ...p, item: p.item.slice(0, 80) }))));
+      return r.ok
+        ? { ok: true, value: r.items }
+        : value(field, describeProblems(r.problems.map((p) => ({ ...p, item: p.item.slice(0, 80) }))));
     }
   }
 }
@@ -144,7 +174,8 @@ export function parseNewUser(body: unknown, at = ''): Result<NewUserInput> {
   if (unknown) return unknown;
   if (!('username' in body)) return shape(`${at}username`, 'required');
   if (typeof body.username !== 'string') return shape(`${at}username`, 'a string');
-  if ('password' in body && body.password !== null && typeof body.password !== 'string') return shape(`${at}password`, 'a string, or null to have one generated');
+  if ('password' in body && body.password !== null && typeof body.password !== 'string')
+    return shape(`${at}password`, 'a string, or null to have one generated');
   const st = status(body, at);
   const settings = settingsPatch(body, at);
   if (!st.ok && st.problem.kind === 'shape') return st;
@@ -164,7 +195,15 @@ export function parseNewUser(body: unknown, at = ''): Result<NewUserInput> {
       username: body.username,
       password,
       status: st.value ?? 'active',
-      settings: { trafficLimit: null, maxConnections: null, rateLimit: null, expiresAt: null, allow: [], deny: [], ...settings.value },
+      settings: {
+        trafficLimit: null,
+        maxConnections: null,
+        rateLimit: null,
+        expiresAt: null,
+        allow: [],
+        deny: [],
+        ...settings.value,
+      },
     },
   };
 }
@@ -173,7 +212,8 @@ export function parseNewUser(body: unknown, at = ''): Result<NewUserInput> {
 export function parsePatch(body: unknown): Result<ProxyUserPatch> {
   if (!isObject(body)) return shape('body', 'a JSON object');
   for (const k of ['username', 'password']) {
-    if (k in body) return shape(k, k === 'password' ? 'not changed here: POST …/password rotates it' : 'cannot be changed');
+    if (k in body)
+      return shape(k, k === 'password' ? 'not changed here: POST …/password rotates it' : 'cannot be changed');
   }
   const unknown = unknownField(body, PATCH_FIELDS, '');
   if (unknown) return unknown;

@@ -9,7 +9,14 @@ import { formatRate } from '../../contract/rate.js';
 import { formatIsoTime, isoSeconds } from '../../contract/schemas.js';
 import { shownPeriodStart } from '../metering/plans.js';
 import { generatePassword, hashPassword } from '../secrets.js';
-import { StoreUnavailableError, type ProxyUser, type ProxyUserDetail, type ProxyUserPatch, type ProxyUserSettings, type Store } from '../store/index.js';
+import {
+  StoreUnavailableError,
+  type ProxyUser,
+  type ProxyUserDetail,
+  type ProxyUserPatch,
+  type ProxyUserSettings,
+  type Store,
+} from '../store/index.js';
 import { bucketStart } from '../store/usage-sql.js';
 import { auditDraft, type AuditContext } from './audit.js';
 import type { NewUserInput } from './proxy-user-input.js';
@@ -20,24 +27,50 @@ export type CreateOutcome =
   | { ok: false; problem: 'exists' };
 
 /** Creates a proxy user with the given password, or a generated one; the password is returned once. */
-export async function createProxyUser(store: Store, accountId: number, username: string, password?: string | null, ctx?: AuditContext): Promise<CreateOutcome> {
+export async function createProxyUser(
+  store: Store,
+  accountId: number,
+  username: string,
+  password?: string | null,
+  ctx?: AuditContext,
+): Promise<CreateOutcome> {
   const problem = newProxyUsernameProblem(username);
   if (problem) return { ok: false, problem: 'invalid', detail: problem };
   const clear = password ?? generatePassword();
-  const created = await store.proxyUsers.create(accountId, username, await hashPassword(clear), ctx && auditDraft(ctx, 'proxy_user.created', username, { password: password ? 'chosen' : 'generated' }));
+  const created = await store.proxyUsers.create(
+    accountId,
+    username,
+    await hashPassword(clear),
+    ctx && auditDraft(ctx, 'proxy_user.created', username, { password: password ? 'chosen' : 'generated' }),
+  );
   if (created === 'exists') return { ok: false, problem: 'exists' };
   return { ok: true, user: created, password: clear };
 }
 
 /** A new generated password for an existing proxy user; returned once. */
-export async function resetProxyUserPassword(store: Store, accountId: number, user: Pick<ProxyUser, 'id' | 'username'>, ctx?: AuditContext): Promise<string> {
+export async function resetProxyUserPassword(
+  store: Store,
+  accountId: number,
+  user: Pick<ProxyUser, 'id' | 'username'>,
+  ctx?: AuditContext,
+): Promise<string> {
   const password = generatePassword();
-  await store.proxyUsers.setPassword(accountId, user.id, await hashPassword(password), ctx && auditDraft(ctx, 'proxy_user.password_rotated', user.username));
+  await store.proxyUsers.setPassword(
+    accountId,
+    user.id,
+    await hashPassword(password),
+    ctx && auditDraft(ctx, 'proxy_user.password_rotated', user.username),
+  );
   return password;
 }
 
 /** Deletes the account's proxy user; false when it is not the account's (nothing recorded). */
-export function deleteProxyUser(store: Store, accountId: number, user: Pick<ProxyUser, 'id' | 'username'>, ctx?: AuditContext): Promise<boolean> {
+export function deleteProxyUser(
+  store: Store,
+  accountId: number,
+  user: Pick<ProxyUser, 'id' | 'username'>,
+  ctx?: AuditContext,
+): Promise<boolean> {
   return store.proxyUsers.delete(accountId, user.id, ctx && auditDraft(ctx, 'proxy_user.deleted', user.username));
 }
 
@@ -49,8 +82,17 @@ export function setProxyUserLimits(
   limits: { trafficLimit: number | null; maxConnections: number | null; rateLimit: number | null },
   ctx?: AuditContext,
 ): Promise<boolean> {
-  const details = { traffic_limit: limits.trafficLimit, max_connections: limits.maxConnections, rate_limit: limits.rateLimit };
-  return store.plans.setUserLimits(accountId, username, limits, ctx && auditDraft(ctx, 'proxy_user.changed', username, details));
+  const details = {
+    traffic_limit: limits.trafficLimit,
+    max_connections: limits.maxConnections,
+    rate_limit: limits.rateLimit,
+  };
+  return store.plans.setUserLimits(
+    accountId,
+    username,
+    limits,
+    ctx && auditDraft(ctx, 'proxy_user.changed', username, details),
+  );
 }
 
 // ---- the customer API (docs/api.md, "Proxy users") ------------------------------------------------------------
@@ -69,7 +111,11 @@ export interface UserJson {
   used: { bytes_up: number; bytes_down: number; period_start: string };
 }
 
-export function userJson(u: ProxyUserDetail, used: { bytesUp: number; bytesDown: number }, periodStartMs: number): UserJson {
+export function userJson(
+  u: ProxyUserDetail,
+  used: { bytesUp: number; bytesDown: number },
+  periodStartMs: number,
+): UserJson {
   return {
     username: u.username,
     status: u.status,
@@ -85,7 +131,12 @@ export function userJson(u: ProxyUserDetail, used: { bytesUp: number; bytesDown:
 }
 
 /** What each user of the account used in its current period (the plan's, or the calendar month's), by username. */
-async function usedInPeriod(store: Store, accountId: number, nowMs: number, only?: string): Promise<{ start: number; used: Map<string, { bytesUp: number; bytesDown: number }> }> {
+async function usedInPeriod(
+  store: Store,
+  accountId: number,
+  nowMs: number,
+  only?: string,
+): Promise<{ start: number; used: Map<string, { bytesUp: number; bytesDown: number }> }> {
   const plan = await store.plans.get(accountId);
   const start = await shownPeriodStart(store, accountId, plan, nowMs);
   const rows = await store.usage.query({
@@ -113,14 +164,29 @@ export async function listUsers(
   nowMs: number,
 ): Promise<{ items: UserJson[]; page: number; page_size: number; total: number }> {
   const [{ items, total }, usage] = await Promise.all([
-    store.proxyUsers.page(accountId, { status: q.status, prefix: q.prefix, limit: q.pageSize, offset: (q.page - 1) * q.pageSize }),
+    store.proxyUsers.page(accountId, {
+      status: q.status,
+      prefix: q.prefix,
+      limit: q.pageSize,
+      offset: (q.page - 1) * q.pageSize,
+    }),
     usedInPeriod(store, accountId, nowMs),
   ]);
-  return { items: items.map((u) => userJson(u, usage.used.get(u.username) ?? NONE_USED, usage.start)), page: q.page, page_size: q.pageSize, total };
+  return {
+    items: items.map((u) => userJson(u, usage.used.get(u.username) ?? NONE_USED, usage.start)),
+    page: q.page,
+    page_size: q.pageSize,
+    total,
+  };
 }
 
 /** The account's user, or null when absent or another account's (the same answer). */
-export async function showUser(store: Store, accountId: number, username: string, nowMs: number): Promise<UserJson | null> {
+export async function showUser(
+  store: Store,
+  accountId: number,
+  username: string,
+  nowMs: number,
+): Promise<UserJson | null> {
   const u = await store.proxyUsers.detail(accountId, username);
   if (!u) return null;
   const usage = await usedInPeriod(store, accountId, nowMs, username);
@@ -148,12 +214,33 @@ function settingsDetails(s: Partial<ProxyUserSettings> & { status?: string }): R
 export type ApiCreateOutcome = { ok: true; user: UserJson; password: string } | { ok: false; problem: 'exists' };
 
 /** A user with its status and settings (input checked by proxy-user-input.ts); the password is returned once. */
-export async function createUserWithSettings(store: Store, accountId: number, input: NewUserInput, nowMs: number, ctx?: AuditContext, hashed?: string): Promise<ApiCreateOutcome> {
+export async function createUserWithSettings(
+  store: Store,
+  accountId: number,
+  input: NewUserInput,
+  nowMs: number,
+  ctx?: AuditContext,
+  hashed?: string,
+): Promise<ApiCreateOutcome> {
   const clear = input.password ?? generatePassword();
-  const details = { password: input.password ? 'chosen' : 'generated', ...settingsDetails({ ...input.settings, status: input.status }) };
-  const created = await store.proxyUsers.createDetailed(accountId, input.username, hashed ?? (await hashPassword(clear)), input.status, input.settings, ctx && auditDraft(ctx, 'proxy_user.created', input.username, details));
+  const details = {
+    password: input.password ? 'chosen' : 'generated',
+    ...settingsDetails({ ...input.settings, status: input.status }),
+  };
+  const created = await store.proxyUsers.createDetailed(
+    accountId,
+    input.username,
+    hashed ?? (await hashPassword(clear)),
+    input.status,
+    input.settings,
+    ctx && auditDraft(ctx, 'proxy_user.created', input.username, details),
+  );
   if (created === 'exists') return { ok: false, problem: 'exists' };
-  return { ok: true, user: userJson(created, NONE_USED, (await usedInPeriod(store, accountId, nowMs, input.username)).start), password: clear };
+  return {
+    ok: true,
+    user: userJson(created, NONE_USED, (await usedInPeriod(store, accountId, nowMs, input.username)).start),
+    password: clear,
+  };
 }
 
 export interface UserBatchResult {
@@ -171,7 +258,9 @@ export interface UserBatchResult {
 export async function createUsersBatch(
   store: Store,
   accountId: number,
-  items: ReadonlyArray<{ ok: true; value: NewUserInput } | { ok: false; username: string | null; field: string; problem: string }>,
+  items: ReadonlyArray<
+    { ok: true; value: NewUserInput } | { ok: false; username: string | null; field: string; problem: string }
+  >,
   nowMs: number,
   ctx?: AuditContext,
 ): Promise<UserBatchResult> {
@@ -196,8 +285,18 @@ export async function createUsersBatch(
     }
     seen.add(input.username);
     try {
-      const details = { password: input.password ? 'chosen' : 'generated', ...settingsDetails({ ...input.settings, status: input.status }) };
-      const created = await store.proxyUsers.createDetailed(accountId, input.username, hashes[n]!, input.status, input.settings, ctx && auditDraft(ctx, 'proxy_user.created', input.username, details));
+      const details = {
+        password: input.password ? 'chosen' : 'generated',
+        ...settingsDetails({ ...input.settings, status: input.status }),
+      };
+      const created = await store.proxyUsers.createDetailed(
+        accountId,
+        input.username,
+        hashes[n]!,
+        input.status,
+        input.settings,
+        ctx && auditDraft(ctx, 'proxy_user.created', input.username, details),
+      );
       if (created === 'exists') {
         fail(input.username, Code.CONFLICT, 'username taken');
         continue;
@@ -218,22 +317,50 @@ function isBusy(e: unknown): boolean {
 }
 
 /** Applies a change; null when the account has no such user (nothing recorded). */
-export async function updateUser(store: Store, accountId: number, username: string, patch: ProxyUserPatch, nowMs: number, ctx?: AuditContext): Promise<UserJson | null> {
-  const u = await store.proxyUsers.update(accountId, username, patch, ctx && auditDraft(ctx, 'proxy_user.changed', username, settingsDetails(patch)));
+export async function updateUser(
+  store: Store,
+  accountId: number,
+  username: string,
+  patch: ProxyUserPatch,
+  nowMs: number,
+  ctx?: AuditContext,
+): Promise<UserJson | null> {
+  const u = await store.proxyUsers.update(
+    accountId,
+    username,
+    patch,
+    ctx && auditDraft(ctx, 'proxy_user.changed', username, settingsDetails(patch)),
+  );
   return u && withUsage(store, u, nowMs);
 }
 
 /** A new password (given, or generated) for the account's user; null when it has none of that name. */
-export async function rotateUserPassword(store: Store, accountId: number, username: string, password: string | null, ctx?: AuditContext): Promise<string | null> {
+export async function rotateUserPassword(
+  store: Store,
+  accountId: number,
+  username: string,
+  password: string | null,
+  ctx?: AuditContext,
+): Promise<string | null> {
   const u = await store.proxyUsers.detail(accountId, username);
   if (!u) return null;
   const clear = password ?? generatePassword();
-  const ok = await store.proxyUsers.setPassword(accountId, u.id, await hashPassword(clear), ctx && auditDraft(ctx, 'proxy_user.password_rotated', username, { password: password ? 'chosen' : 'generated' }));
+  const ok = await store.proxyUsers.setPassword(
+    accountId,
+    u.id,
+    await hashPassword(clear),
+    ctx && auditDraft(ctx, 'proxy_user.password_rotated', username, { password: password ? 'chosen' : 'generated' }),
+  );
   return ok ? clear : null;
 }
 
 /** Deletes the account's user by name; false when it has none of that name. */
-export async function deleteUserByName(store: Store, accountId: number, username: string, ctx?: AuditContext): Promise<boolean> {
+export async function deleteUserByName(
+  store: Store,
+  accountId: number,
+  username: string,
+  ctx?: AuditContext,
+): Promise<boolean> {
   const u = await store.proxyUsers.detail(accountId, username);
   return !!u && deleteProxyUser(store, accountId, u, ctx);
 }

@@ -20,12 +20,7 @@ export interface Sealer {
 
 /** `abcd-efgh-ijkm-npqr`: 16 base32 characters (80 random bits), grouped for reading. */
 export function newRecoveryCodes(n = RECOVERY_CODE_COUNT): string[] {
-  return Array.from({ length: n }, () =>
-    base32Encode(randomBytes(10))
-      .toLowerCase()
-      .match(/.{4}/g)!
-      .join('-'),
-  );
+  return Array.from({ length: n }, () => base32Encode(randomBytes(10)).toLowerCase().match(/.{4}/g)!.join('-'));
 }
 
 /** A recovery code as typed (any case, dashes and spaces ignored); null when it cannot be one. */
@@ -35,7 +30,8 @@ export function normalizeRecoveryCode(typed: string): string | null {
 }
 
 /** Codes have 80 random bits: a fast hash is enough (no guessing list to try against it). */
-export const hashRecoveryCode = (normalized: string): string => createHash('sha256').update(`proxyd recovery ${normalized}`).digest('hex');
+export const hashRecoveryCode = (normalized: string): string =>
+  createHash('sha256').update(`proxyd recovery ${normalized}`).digest('hex');
 
 export const secondFactorOn = (s: SecondFactorState): boolean => s.totp !== null || s.passkeys.length > 0;
 
@@ -81,21 +77,36 @@ export class SecondFactorService {
   }
 
   /** Turns TOTP on when `typed` is a current code of `secret`: the recovery codes, shown once; else why not (nothing changed). */
-  async enableTotp(accountId: number, secret: string, typed: string, ctx: AuditContext): Promise<{ ok: true; recoveryCodes: string[] } | { ok: false; problem: 'malformed' | 'wrong' }> {
+  async enableTotp(
+    accountId: number,
+    secret: string,
+    typed: string,
+    ctx: AuditContext,
+  ): Promise<{ ok: true; recoveryCodes: string[] } | { ok: false; problem: 'malformed' | 'wrong' }> {
     const code = normalizeCode(typed);
     const key = base32Decode(secret);
     if (!code || !key) return { ok: false, problem: 'malformed' };
     const step = matchingStep(key, code, this.nowMs());
     if (step === null) return { ok: false, problem: 'wrong' };
     const codes = newRecoveryCodes();
-    await this.store.secondFactors.enableTotp(accountId, this.sealer.seal(secret), step, codes.map((c) => hashRecoveryCode(normalizeRecoveryCode(c)!)), auditDraft(ctx, '2fa.enabled', 'totp', { method: 'totp' }));
+    await this.store.secondFactors.enableTotp(
+      accountId,
+      this.sealer.seal(secret),
+      step,
+      codes.map((c) => hashRecoveryCode(normalizeRecoveryCode(c)!)),
+      auditDraft(ctx, '2fa.enabled', 'totp', { method: 'totp' }),
+    );
     return { ok: true, recoveryCodes: codes };
   }
 
   /** Ten new recovery codes, replacing the old ones; shown once. */
   async renewRecoveryCodes(accountId: number, ctx: AuditContext): Promise<string[]> {
     const codes = newRecoveryCodes();
-    await this.store.secondFactors.replaceRecoveryCodes(accountId, codes.map((c) => hashRecoveryCode(normalizeRecoveryCode(c)!)), auditDraft(ctx, '2fa.recovery_codes_renewed'));
+    await this.store.secondFactors.replaceRecoveryCodes(
+      accountId,
+      codes.map((c) => hashRecoveryCode(normalizeRecoveryCode(c)!)),
+      auditDraft(ctx, '2fa.recovery_codes_renewed'),
+    );
     return codes;
   }
 
@@ -122,7 +133,13 @@ export class SecondFactorService {
     }
     if (recovery) {
       const left = state.recoveryCodesLeft - 1;
-      if (await this.store.secondFactors.useRecoveryCode(accountId, hashRecoveryCode(recovery), auditDraft(ctx, '2fa.recovery_code_used', null, { left }))) {
+      if (
+        await this.store.secondFactors.useRecoveryCode(
+          accountId,
+          hashRecoveryCode(recovery),
+          auditDraft(ctx, '2fa.recovery_code_used', null, { left }),
+        )
+      ) {
         return { ok: true, method: 'recovery_code', recoveryCodesLeft: left };
       }
     }
@@ -130,11 +147,22 @@ export class SecondFactorService {
   }
 
   /** A wrong second factor of any kind (a passkey that did not verify too): counted, recorded; the lock's end if it locked. */
-  async failed(accountId: number, ctx: AuditContext, during: 'login' | 'confirm', problem: 'wrong' | 'replayed', method?: string): Promise<{ ok: false; problem: 'wrong' | 'replayed'; lockedUntilMs: number }> {
+  async failed(
+    accountId: number,
+    ctx: AuditContext,
+    during: 'login' | 'confirm',
+    problem: 'wrong' | 'replayed',
+    method?: string,
+  ): Promise<{ ok: false; problem: 'wrong' | 'replayed'; lockedUntilMs: number }> {
     const until = await this.store.secondFactors.fail(
       accountId,
       SECOND_FACTOR_LOCK,
-      auditDraft(ctx, 'console.login_failed', null, { step: 'second_factor', during, reason: problem === 'replayed' ? 'code_reused' : 'wrong_code', ...(method ? { method } : {}) }),
+      auditDraft(ctx, 'console.login_failed', null, {
+        step: 'second_factor',
+        during,
+        reason: problem === 'replayed' ? 'code_reused' : 'wrong_code',
+        ...(method ? { method } : {}),
+      }),
     );
     return { ok: false, problem, lockedUntilMs: until };
   }

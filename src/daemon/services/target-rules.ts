@@ -29,7 +29,12 @@ export function getTargetRules(store: Store, accountId: number | 'service'): Pro
 }
 
 /** Checks every list given, then writes both lists at once (nothing changes when an item is bad). */
-export async function setTargetRules(store: Store, accountId: number | 'service', change: TargetRulesChange, ctx?: AuditContext): Promise<SetRulesResult> {
+export async function setTargetRules(
+  store: Store,
+  accountId: number | 'service',
+  change: TargetRulesChange,
+  ctx?: AuditContext,
+): Promise<SetRulesResult> {
   // The service's rules are a deny list: an allow list there would refuse every target no account named.
   if (accountId === 'service' && change.allow !== undefined) return { ok: false, code: 'service_allow' };
   const id = accountId === 'service' ? SERVICE_RULES_ID : accountId;
@@ -45,6 +50,12 @@ export async function setTargetRules(store: Store, accountId: number | 'service'
   // Every bad item of both lists is named, not only the first list's.
   if (bad.length > 0) return { ok: false, code: 'invalid_items', lists: bad };
   // The service's rules belong to no account: no account's chain records them (the operator's own log does).
-  await store.targetRules.set(id, next, ctx && accountId !== 'service' ? auditDraft(ctx, 'rules.changed', null, { deny: next.deny, allow: next.allow }) : undefined);
+  await store.targetRules.set(
+    id,
+    next,
+    ctx && accountId !== 'service'
+      ? auditDraft(ctx, 'rules.changed', null, { deny: next.deny, allow: next.allow })
+      : undefined,
+  );
   return { ok: true, rules: next };
 }

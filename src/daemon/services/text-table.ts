@@ -11,6 +11,13 @@ export function columnWidths(rows: ReadonlyArray<readonly string[]>): number[] {
  * One line of cells two spaces apart, each padded to its column's width (a longer one widens its line, never
  * cut): right-aligned where `right(i)` says so (numbers), else left; no trailing spaces.
  */
-export function alignedLine(cells: readonly string[], widths: readonly number[], right: (column: number) => boolean = () => false): string {
-  return cells.map((c, i) => (right(i) ? c.padStart(widths[i] ?? 0) : c.padEnd(widths[i] ?? 0))).join('  ').trimEnd();
+export function alignedLine(
+  cells: readonly string[],
+  widths: readonly number[],
+  right: (column: number) => boolean = () => false,
+): string {
+  return cells
+    .map((c, i) => (right(i) ? c.padStart(widths[i] ?? 0) : c.padEnd(widths[i] ?? 0)))
+    .join('  ')
+    .trimEnd();
 }

@@ -6,10 +6,20 @@ import type { Store } from '../store/index.js';
 import { auditDraft, type AuditContext } from './audit.js';
 
 /** Mints a token for the account, replacing any active one: the full token (shown once) and its access key. */
-export async function resetToken(store: Store, accountId: number, ctx?: AuditContext): Promise<{ token: string; accessKey: string }> {
+export async function resetToken(
+  store: Store,
+  accountId: number,
+  ctx?: AuditContext,
+): Promise<{ token: string; accessKey: string }> {
   const minted = mintToken();
   const old = ctx ? await store.tokens.activeToken(accountId) : null;
-  await store.tokens.replace(accountId, minted.accessKey, minted.secretHash, null, ctx && auditDraft(ctx, 'token.reset', minted.accessKey, old ? { replaced: old.access_key } : {}));
+  await store.tokens.replace(
+    accountId,
+    minted.accessKey,
+    minted.secretHash,
+    null,
+    ctx && auditDraft(ctx, 'token.reset', minted.accessKey, old ? { replaced: old.access_key } : {}),
+  );
   return { token: minted.token, accessKey: minted.accessKey };
 }
 

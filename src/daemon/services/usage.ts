@@ -5,7 +5,15 @@ import { alignedLine, columnWidths } from './text-table.js';
 import { subjectIp, subjectUser, userSubject } from '../../rules/usage-key.js';
 import { MAX_SERIES_POINTS } from '../../contract/paths.js';
 import { parseDurationMs } from '../../contract/time.js';
-import { formatIsoTime, type UsageDomainsData, type UsageDomainsQuery, type UsageSeriesData, type UsageSeriesQuery, type UsageSummaryData, type UsageSummaryQuery } from '../../contract/schemas.js';
+import {
+  formatIsoTime,
+  type UsageDomainsData,
+  type UsageDomainsQuery,
+  type UsageSeriesData,
+  type UsageSeriesQuery,
+  type UsageSummaryData,
+  type UsageSummaryQuery,
+} from '../../contract/schemas.js';
 import { shownPeriodStart } from '../metering/plans.js';
 import { DEFAULT_USAGE_RETENTION_MS, OTHER_DOMAIN, PERIOD_MS, bucketStart } from '../store/usage-sql.js';
 import type { Plan, Store, UsagePeriod, UsageRow } from '../store/index.js';
@@ -30,7 +38,10 @@ export function readUsageRetention(s: string): Record<UsagePeriod, number> | str
   const out = { ...DEFAULT_USAGE_RETENTION_MS };
   const given: Partial<Record<UsagePeriod, string>> = {};
   const flag = '--usage-retention';
-  for (const part of s.split(',').map((x) => x.trim()).filter(Boolean)) {
+  for (const part of s
+    .split(',')
+    .map((x) => x.trim())
+    .filter(Boolean)) {
     const [k, v, extra] = part.split('=').map((x) => x.trim());
     if ((k !== 'minute' && k !== 'hour' && k !== 'day') || v === undefined || extra !== undefined) {
       return `${flag}: expected minute=DURATION,hour=DURATION,day=DURATION (e.g. ${DEFAULT_USAGE_RETENTION}), got "${part}"`;
@@ -38,9 +49,11 @@ export function readUsageRetention(s: string): Record<UsagePeriod, number> | str
     if (given[k] !== undefined) return `${flag}: ${k} is given twice ("${k}=${given[k]}" and "${part}")`;
     const least = 'keep each period at least one bucket (minute=1m, hour=1h, day=1d)';
     if (/^0+[a-z]?$/.test(v)) return `${flag}: "${part}" keeps nothing: ${least}`;
-    if (/^\d+$/.test(v)) return `${flag}: "${part}" has no unit: write ${v}h for ${v} hours, ${v}d for ${v} days, ${v}m for ${v} minutes (units: s, m, h, d, y)`;
+    if (/^\d+$/.test(v))
+      return `${flag}: "${part}" has no unit: write ${v}h for ${v} hours, ${v}d for ${v} days, ${v}m for ${v} minutes (units: s, m, h, d, y)`;
     const ms = parseDurationMs(v);
-    if (ms === null) return `${flag}: "${part}": expected a duration such as 2y, 90d, 48h, 30m or 90s (m is minutes; there is no month unit: write 30d), got "${v}"`;
+    if (ms === null)
+      return `${flag}: "${part}": expected a duration such as 2y, 90d, 48h, 30m or 90s (m is minutes; there is no month unit: write 30d), got "${v}"`;
     if (ms < PERIOD_MS[k]) {
       const months = v.endsWith('m') && k !== 'minute' ? ' (m is minutes; there is no month unit: write 30d)' : '';
       return `${flag}: "${part}" keeps ${k} buckets ${inWords(v)}${months}, less than one ${k}: ${least}`;
@@ -52,7 +65,8 @@ export function readUsageRetention(s: string): Record<UsagePeriod, number> | str
   for (let i = 0; i + 1 < PERIODS.length; i++) {
     const [fine, coarse] = [PERIODS[i]!, PERIODS[i + 1]!];
     if (out[fine] > out[coarse]) {
-      const say = (p: UsagePeriod) => `${p} buckets ${given[p] !== undefined ? `${inWords(given[p])} (${p}=${given[p]})` : `${inWords(defaultOf(p))} (the default, ${p}=${defaultOf(p)})`}`;
+      const say = (p: UsagePeriod) =>
+        `${p} buckets ${given[p] !== undefined ? `${inWords(given[p])} (${p}=${given[p]})` : `${inWords(defaultOf(p))} (the default, ${p}=${defaultOf(p)})`}`;
       return `${flag}: ${say(fine)} would be kept longer than ${say(coarse)}: keep minutes no longer than hours, and hours no longer than days`;
     }
   }
@@ -117,7 +131,13 @@ export async function usageReport(
 export function usageText(r: UsageReport, format: 'csv' | 'table'): string {
   const keyName = r.rows[0] && 'time' in r.rows[0] ? 'time' : 'user';
   const lines: string[][] = [[keyName, 'bytes_up', 'bytes_down', 'connections']];
-  for (const row of r.rows) lines.push([String((row as unknown as Record<string, unknown>)[keyName]), String(row.bytes_up), String(row.bytes_down), String(row.connections)]);
+  for (const row of r.rows)
+    lines.push([
+      String((row as unknown as Record<string, unknown>)[keyName]),
+      String(row.bytes_up),
+      String(row.bytes_down),
+      String(row.connections),
+    ]);
   lines.push(['total', String(r.total.bytes_up), String(r.total.bytes_down), String(r.total.connections)]);
   if (format === 'csv') {
     // A field with a comma, quote or line break is quoted; a leading = + - @ is prefixed so a spreadsheet does not run it.
@@ -138,7 +158,10 @@ export const subjectOf = (user: string): string => (subjectIp(user) !== null ? u
 
 /** A usage query the API refuses: 10400 naming the field. */
 export class UsageQueryError extends Error {
-  constructor(readonly field: string, detail: string) {
+  constructor(
+    readonly field: string,
+    detail: string,
+  ) {
     super(`${field}: ${detail}`);
     this.name = 'UsageQueryError';
   }
@@ -149,7 +172,12 @@ export class UsageQueryError extends Error {
  * else the calendar month, UTC; a lifetime plan's from the account's first usage or creation) up to now. `from`
  * after `to` is refused.
  */
-export async function usageRange(store: Store, accountId: number, q: { from?: number | undefined; to?: number | undefined }, nowMs: number): Promise<{ plan: Plan | null; from: number; to: number }> {
+export async function usageRange(
+  store: Store,
+  accountId: number,
+  q: { from?: number | undefined; to?: number | undefined },
+  nowMs: number,
+): Promise<{ plan: Plan | null; from: number; to: number }> {
   const plan = await store.plans.get(accountId);
   const from = q.from ?? (await shownPeriodStart(store, accountId, plan, nowMs));
   // Up to the end of the current second, so what was relayed "now" is inside.
@@ -178,7 +206,12 @@ export async function usageSummary(
       expires_at: plan.expiresAt === null ? null : formatIsoTime(plan.expiresAt),
     },
     ...report.total,
-    users: report.rows.map((r) => ({ user: (r as { user: string }).user, bytes_up: r.bytes_up, bytes_down: r.bytes_down, connections: r.connections })),
+    users: report.rows.map((r) => ({
+      user: (r as { user: string }).user,
+      bytes_up: r.bytes_up,
+      bytes_down: r.bytes_down,
+      connections: r.connections,
+    })),
     ...(ips === null ? {} : { ips }),
   };
 }
@@ -187,12 +220,24 @@ export async function usageSummary(
  * Usage by dedicated egress address over [from, to) (whole UTC days), when the account holds any addresses (null
  * otherwise): every address it holds (zeros when unused) and any other it used in the period, largest first.
  */
-export async function usageByAddress(store: Store, accountId: number, from: number, to: number): Promise<Array<{ address: string } & UsageTotals> | null> {
+export async function usageByAddress(
+  store: Store,
+  accountId: number,
+  from: number,
+  to: number,
+): Promise<Array<{ address: string } & UsageTotals> | null> {
   const held = (await store.egress.list({ accountId })).filter((r) => r.state === 'assigned');
   if (held.length === 0) return null;
   const used = await store.egress.usageByAddress(accountId, from, to);
-  const out = used.map((u) => ({ address: u.address, bytes_up: u.bytesUp, bytes_down: u.bytesDown, connections: u.connections }));
-  for (const h of held) if (!out.some((o) => o.address === h.address)) out.push({ address: h.address, bytes_up: 0, bytes_down: 0, connections: 0 });
+  const out = used.map((u) => ({
+    address: u.address,
+    bytes_up: u.bytesUp,
+    bytes_down: u.bytesDown,
+    connections: u.connections,
+  }));
+  for (const h of held)
+    if (!out.some((o) => o.address === h.address))
+      out.push({ address: h.address, bytes_up: 0, bytes_down: 0, connections: 0 });
   return out;
 }
 
@@ -201,7 +246,12 @@ export async function usageByAddress(store: Store, accountId: number, from: numb
  * MAX_SERIES_POINTS. Without `from`, the current period's buckets, or the last MAX_SERIES_POINTS of them when it
  * holds more (a lifetime plan by hour); a `from` that asks for more is refused, saying what would fit.
  */
-export async function usageSeries(store: Store, accountId: number, q: UsageSeriesQuery, nowMs: number): Promise<UsageSeriesData> {
+export async function usageSeries(
+  store: Store,
+  accountId: number,
+  q: UsageSeriesQuery,
+  nowMs: number,
+): Promise<UsageSeriesData> {
   const { from, to } = await usageRange(store, accountId, q, nowMs);
   const g = q.granularity;
   const step = PERIOD_MS[g];
@@ -214,14 +264,29 @@ export async function usageSeries(store: Store, accountId: number, q: UsageSerie
   if (count > MAX_SERIES_POINTS) {
     const latest = formatIsoTime(bucketStart(g, to - 1) - (MAX_SERIES_POINTS - 1) * step);
     const coarser = g === 'hour' ? ', or granularity day' : '';
-    throw new UsageQueryError('from', `the range holds ${count} ${g}s, at most ${MAX_SERIES_POINTS} points: give a from of ${latest} or later (or an earlier to)${coarser}`);
+    throw new UsageQueryError(
+      'from',
+      `the range holds ${count} ${g}s, at most ${MAX_SERIES_POINTS} points: give a from of ${latest} or later (or an earlier to)${coarser}`,
+    );
   }
-  const rows = await store.usage.query({ accountId, period: q.granularity, fromMs: first, toMs: to, by: 'time', ...(q.user !== undefined ? { subject: subjectOf(q.user) } : {}) });
+  const rows = await store.usage.query({
+    accountId,
+    period: q.granularity,
+    fromMs: first,
+    toMs: to,
+    by: 'time',
+    ...(q.user !== undefined ? { subject: subjectOf(q.user) } : {}),
+  });
   const byStart = new Map(rows.map((r) => [r.startMs, r]));
   const points = Array.from({ length: count }, (_, i) => {
     const start = first + i * step;
     const r = byStart.get(start);
-    return { time: formatIsoTime(start), bytes_up: r?.bytesUp ?? 0, bytes_down: r?.bytesDown ?? 0, connections: r?.connections ?? 0 };
+    return {
+      time: formatIsoTime(start),
+      bytes_up: r?.bytesUp ?? 0,
+      bytes_down: r?.bytesDown ?? 0,
+      connections: r?.connections ?? 0,
+    };
   });
   return { granularity: q.granularity, points };
 }
@@ -230,10 +295,25 @@ export async function usageSeries(store: Store, accountId: number, q: UsageSerie
  * Usage per registrable domain over whole days (both inclusive; by default those of the current period),
  * largest first: the `limit` largest by name, the rest summed in `other`, so the two always add up to the totals.
  */
-export async function usageDomains(store: Store, accountId: number, q: UsageDomainsQuery, nowMs: number): Promise<UsageDomainsData> {
+export async function usageDomains(
+  store: Store,
+  accountId: number,
+  q: UsageDomainsQuery,
+  nowMs: number,
+): Promise<UsageDomainsData> {
   const day = PERIOD_MS.day;
-  const { from, to } = await usageRange(store, accountId, { from: q.from, to: q.to === undefined ? undefined : q.to + day - 1 }, nowMs);
-  const rows = await store.usage.domains({ accountId, fromMs: bucketStart('day', from), toMs: bucketStart('day', to) + day, ...(q.user !== undefined ? { subject: subjectOf(q.user) } : {}) });
+  const { from, to } = await usageRange(
+    store,
+    accountId,
+    { from: q.from, to: q.to === undefined ? undefined : q.to + day - 1 },
+    nowMs,
+  );
+  const rows = await store.usage.domains({
+    accountId,
+    fromMs: bucketStart('day', from),
+    toMs: bucketStart('day', to) + day,
+    ...(q.user !== undefined ? { subject: subjectOf(q.user) } : {}),
+  });
   const other: UsageTotals = { bytes_up: 0, bytes_down: 0, connections: 0 };
   const named = [];
   for (const r of rows) {

@@ -15,7 +15,8 @@ export type Lookup = (host: string) => Promise<Array<{ address: string; family: 
 const systemLookup: Lookup = (host) => dnsLookup(host, { all: true, verbatim: true });
 
 /** What a refusal of an http:// or private receiver adds: the one switch that allows it, and whose it is. */
-const PRIVATE_HINT = 'http:// and private or loopback receivers are allowed only when the operator runs proxyd serve, or proxyd admin webhook set, with --allow-private-webhooks';
+const PRIVATE_HINT =
+  'http:// and private or loopback receivers are allowed only when the operator runs proxyd serve, or proxyd admin webhook set, with --allow-private-webhooks';
 
 /** A webhook the rules refuse; the message says why (never carries the secret). */
 export class WebhookError extends Error {
@@ -25,7 +26,8 @@ export class WebhookError extends Error {
 /** `80,100` → [80, 100]: whole percentages 1..100, sorted, without repeats. */
 export function parseThresholds(s: string): number[] {
   const parts = s.split(',').map((p) => p.trim());
-  if (parts.some((p) => !/^\d{1,3}$/.test(p) || Number(p) < 1 || Number(p) > 100)) throw new WebhookError('thresholds: whole percentages from 1 to 100, e.g. 80,100');
+  if (parts.some((p) => !/^\d{1,3}$/.test(p) || Number(p) < 1 || Number(p) > 100))
+    throw new WebhookError('thresholds: whole percentages from 1 to 100, e.g. 80,100');
   return [...new Set(parts.map(Number))].sort((a, b) => a - b);
 }
 
@@ -33,7 +35,11 @@ export function parseThresholds(s: string): number[] {
  * The address a delivery to `url` may go to (the one it will dial: no second lookup to rebind), or why not:
  * `https://` resolving to public addresses only, unless `allowPrivate` (then `http://` and any address).
  */
-export async function checkWebhookUrl(url: string, allowPrivate: boolean, lookup: Lookup = systemLookup): Promise<{ address: string; family: number; url: URL }> {
+export async function checkWebhookUrl(
+  url: string,
+  allowPrivate: boolean,
+  lookup: Lookup = systemLookup,
+): Promise<{ address: string; family: number; url: URL }> {
   let u: URL;
   try {
     u = new URL(url);
@@ -41,7 +47,8 @@ export async function checkWebhookUrl(url: string, allowPrivate: boolean, lookup
     throw new WebhookError('url: not a URL');
   }
   if (u.username || u.password) throw new WebhookError('url: no credentials in the URL (requests are signed)');
-  if (u.protocol !== 'https:' && !(allowPrivate && u.protocol === 'http:')) throw new WebhookError(allowPrivate ? 'url: http:// or https:// only' : `url: must be https:// (${PRIVATE_HINT})`);
+  if (u.protocol !== 'https:' && !(allowPrivate && u.protocol === 'http:'))
+    throw new WebhookError(allowPrivate ? 'url: http:// or https:// only' : `url: must be https:// (${PRIVATE_HINT})`);
   const host = u.hostname.replace(/^\[(.*)\]$/, '$1');
   let addresses: Array<{ address: string; family: number }>;
   try {
@@ -51,7 +58,8 @@ export async function checkWebhookUrl(url: string, allowPrivate: boolean, lookup
   }
   if (addresses.length === 0) throw new WebhookError(`url: ${host} does not resolve`);
   // Every answer must be public: an attacker's name may answer a private address among public ones.
-  if (!allowPrivate && addresses.some((a) => !isPublicAddress(a.address))) throw new WebhookError(`url: ${host} resolves to a private or reserved address (${PRIVATE_HINT})`);
+  if (!allowPrivate && addresses.some((a) => !isPublicAddress(a.address)))
+    throw new WebhookError(`url: ${host} resolves to a private or reserved address (${PRIVATE_HINT})`);
   return { ...addresses[0]!, url: u };
 }
 
@@ -74,7 +82,10 @@ export async function setWebhook(
   const thresholds = o.thresholds ?? DEFAULT_THRESHOLDS;
   const secret = newWebhookSecret();
   // The record names the URL and thresholds, never the signing secret.
-  await store.webhooks.set({ accountId, url: o.url, thresholds, secret }, ctx && auditDraft(ctx, 'webhook.set', o.url, { thresholds }));
+  await store.webhooks.set(
+    { accountId, url: o.url, thresholds, secret },
+    ctx && auditDraft(ctx, 'webhook.set', o.url, { thresholds }),
+  );
   return { url: o.url, thresholds, secret };
 }
 

@@ -2,10 +2,23 @@
 import { BusinessError, Code, ITEM_REASON, partialMessage, type ItemCode } from '../../contract/codes.js';
 import { checkWhitelistIpv4, codePointLength, isStrictIPv4, MAX_REMARK_CODE_POINTS } from '../../contract/ipv4.js';
 import { MAX_BATCH_ITEMS } from '../../contract/paths.js';
-import { isoSeconds, type BatchResult, type FailedItem, type ListData, type ListQuery, type WhitelistItem } from '../../contract/schemas.js';
+import {
+  isoSeconds,
+  type BatchResult,
+  type FailedItem,
+  type ListData,
+  type ListQuery,
+  type WhitelistItem,
+} from '../../contract/schemas.js';
 import { auditDraft, type AuditContext } from './audit.js';
 import { isMainlandChina, type CountryLookup } from './geo.js';
-import { StoreUnavailableError, type ListFilter, type Store, type WhitelistEntry, type WhitelistPage } from '../store/index.js';
+import {
+  StoreUnavailableError,
+  type ListFilter,
+  type Store,
+  type WhitelistEntry,
+  type WhitelistPage,
+} from '../store/index.js';
 
 export interface ServiceLog {
   error(obj: object, msg?: string): void;
@@ -26,7 +39,12 @@ const MAX_OFFSET = 2 ** 31 - 1;
 
 /** The store's filter for a list query. */
 export function listFilter(q: ListQuery): ListFilter {
-  return { status: q.status === 'active' ? 1 : q.status === 'disabled' ? 2 : undefined, ip: q.ip, limit: q.page_size, offset: Math.min((q.page - 1) * q.page_size, MAX_OFFSET) };
+  return {
+    status: q.status === 'active' ? 1 : q.status === 'disabled' ? 2 : undefined,
+    ip: q.ip,
+    limit: q.page_size,
+    offset: Math.min((q.page - 1) * q.page_size, MAX_OFFSET),
+  };
 }
 
 interface BatchOutcome {
@@ -55,7 +73,8 @@ function outcomeOf(per: Array<{ ip: string; code: ItemCode | null }>): BatchOutc
  * A remark as text either database holds: an unpaired surrogate or a NUL (PostgreSQL's text has neither; one
  * failed the whole batch) becomes U+FFFD, one code point for one, so the length rule reads the same.
  */
-const storableRemark = (remark: string): string => remark.replace(/[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]|\u0000/g, '\uFFFD');
+const storableRemark = (remark: string): string =>
+  remark.replace(/[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]|\u0000/g, '\uFFFD');
 
 /** The batch limit (10413, nothing processed): the one home of the rule; the API checks it before the body's schema. */
 export function assertBatchSize(n: number): void {
@@ -89,7 +108,11 @@ export class WhitelistService {
    * the request's one record (the IPs added) commits with them. Verification is checked here, before any item.
    * Database out of reach: 503.
    */
-  async add(accountId: number, items: ReadonlyArray<{ ip: string; remark?: string | undefined }>, ctx?: AuditContext): Promise<BatchOutcome> {
+  async add(
+    accountId: number,
+    items: ReadonlyArray<{ ip: string; remark?: string | undefined }>,
+    ctx?: AuditContext,
+  ): Promise<BatchOutcome> {
     assertBatchSize(items.length);
     const account = await this.store.accounts.get(accountId);
     if (!account || account.status !== 'active') throw new BusinessError(Code.INVALID_API_KEY);
@@ -108,7 +131,15 @@ export class WhitelistService {
     return outcomeOf(
       items.map((item, i) => {
         const r = results[i];
-        const code = problems[i] ?? (r === 'added' ? null : r === 'already_listed' ? Code.ALREADY_LISTED : r === 'unavailable' ? Code.IP_UNAVAILABLE : Code.SYSTEM);
+        const code =
+          problems[i] ??
+          (r === 'added'
+            ? null
+            : r === 'already_listed'
+              ? Code.ALREADY_LISTED
+              : r === 'unavailable'
+                ? Code.IP_UNAVAILABLE
+                : Code.SYSTEM);
         return { ip: item.ip, code: code as ItemCode | null };
       }),
     );
@@ -119,7 +150,12 @@ export class WhitelistService {
     const problems = ips.map((ip) => (isStrictIPv4(ip) ? null : Code.INVALID_IPV4));
     const results = await this.batch(
       problems,
-      (sent) => this.store.whitelist.releaseIps(accountId, sent.map((i) => ips[i]!), ctx && auditDraft(ctx, 'whitelist.deleted', null, { requested: ips.length })),
+      (sent) =>
+        this.store.whitelist.releaseIps(
+          accountId,
+          sent.map((i) => ips[i]!),
+          ctx && auditDraft(ctx, 'whitelist.deleted', null, { requested: ips.length }),
+        ),
       'whitelist delete failed',
     );
     return outcomeOf(
@@ -137,7 +173,11 @@ export class WhitelistService {
    * client resends; items already done answer 10425/10426, which the CLI reads as done). Any other failure:
    * logged, and every item sent fails retryable.
    */
-  private async batch<T>(problems: ReadonlyArray<ItemCode | null>, run: (sent: number[]) => Promise<T[]>, what: string): Promise<Array<T | 'failed' | undefined>> {
+  private async batch<T>(
+    problems: ReadonlyArray<ItemCode | null>,
+    run: (sent: number[]) => Promise<T[]>,
+    what: string,
+  ): Promise<Array<T | 'failed' | undefined>> {
     const sent = problems.flatMap((p, i) => (p === null ? [i] : []));
     const out: Array<T | 'failed' | undefined> = new Array(problems.length);
     if (sent.length === 0) return out;
@@ -153,7 +193,12 @@ export class WhitelistService {
   }
 
   async setStatus(accountId: number, ip: string, status: 1 | 2, ctx?: AuditContext): Promise<WhitelistItem | null> {
-    const e = await this.store.whitelist.setStatus(accountId, ip, status, ctx && auditDraft(ctx, 'whitelist.status_changed', ip, { status: status === 1 ? 'active' : 'disabled' }));
+    const e = await this.store.whitelist.setStatus(
+      accountId,
+      ip,
+      status,
+      ctx && auditDraft(ctx, 'whitelist.status_changed', ip, { status: status === 1 ? 'active' : 'disabled' }),
+    );
     return e ? toApiItem(e) : null;
   }
 }

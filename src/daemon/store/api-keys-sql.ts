@@ -14,7 +14,8 @@ export interface ApiKeyDbRow {
   last_used_ip: string | null;
 }
 
-export const API_KEY_COLUMNS = 'id, account_id, name, scopes, created_at, expires_at, allowed_ips, revoked_at, last_used_at, last_used_ip';
+export const API_KEY_COLUMNS =
+  'id, account_id, name, scopes, created_at, expires_at, allowed_ips, revoked_at, last_used_at, last_used_ip';
 
 const list = (s: string): string[] => (s === '' ? [] : s.split(','));
 

@@ -79,10 +79,18 @@ export function chainHash(prevHash: string, json: string): string {
 }
 
 /** The record `entry` becomes on top of `head`: the next seq, and its hashes. `detailsJson` is what the row stores. */
-export function sealRecord(head: { seq: number; hash: string }, id: number, timeMs: number, entry: AuditEntry): { record: AuditRecord; detailsJson: string } {
+export function sealRecord(
+  head: { seq: number; hash: string },
+  id: number,
+  timeMs: number,
+  entry: AuditEntry,
+): { record: AuditRecord; detailsJson: string } {
   const detailsJson = canonicalJson(entry.details);
   const base = { ...entry, id, seq: head.seq + 1, timeMs };
-  return { record: { ...base, prevHash: head.hash, hash: chainHash(head.hash, recordJson(base, detailsJson)) }, detailsJson };
+  return {
+    record: { ...base, prevHash: head.hash, hash: chainHash(head.hash, recordJson(base, detailsJson)) },
+    detailsJson,
+  };
 }
 
 /** A stored row as the check reads it: the record's fields with `details` still as its stored text. */
@@ -121,7 +129,14 @@ export class ChainVerifier {
     const h = this.heads.get(accountId);
     this.expectSeq = (h?.anchorSeq ?? 0) + 1;
     this.expectPrev = h?.anchorHash ?? GENESIS_HASH;
-    if (!h) this.fail({ accountId, recordId: null, seq: 0, kind: 'head', detail: 'the chain has records but no head row (the head was deleted)' });
+    if (!h)
+      this.fail({
+        accountId,
+        recordId: null,
+        seq: 0,
+        kind: 'head',
+        detail: 'the chain has records but no head row (the head was deleted)',
+      });
   }
 
   private fail(p: ChainProblem): void {
@@ -140,15 +155,27 @@ export class ChainVerifier {
     const at = { accountId: r.accountId, recordId: r.id, seq: r.seq };
     if (r.seq > this.expectSeq) {
       const gone = r.seq - this.expectSeq;
-      this.fail({ ...at, kind: 'deleted', detail: `${gone === 1 ? `the record before it (seq ${this.expectSeq}) is missing` : `the ${gone} records before it (seq ${this.expectSeq}–${r.seq - 1}) are missing`}: deleted` });
+      this.fail({
+        ...at,
+        kind: 'deleted',
+        detail: `${gone === 1 ? `the record before it (seq ${this.expectSeq}) is missing` : `the ${gone} records before it (seq ${this.expectSeq}–${r.seq - 1}) are missing`}: deleted`,
+      });
       return;
     }
     if (r.seq < this.expectSeq) {
-      this.fail({ ...at, kind: 'reordered', detail: `its seq ${r.seq} is at or before the chain's start or a record before it (expected seq ${this.expectSeq}): moved or copied` });
+      this.fail({
+        ...at,
+        kind: 'reordered',
+        detail: `its seq ${r.seq} is at or before the chain's start or a record before it (expected seq ${this.expectSeq}): moved or copied`,
+      });
       return;
     }
     if (r.prevHash !== this.expectPrev) {
-      this.fail({ ...at, kind: 'reordered', detail: 'it does not follow the record before it (reordered, or the one before it was replaced)' });
+      this.fail({
+        ...at,
+        kind: 'reordered',
+        detail: 'it does not follow the record before it (reordered, or the one before it was replaced)',
+      });
       return;
     }
     if (chainHash(r.prevHash, recordJson(r, r.detailsJson)) !== r.hash) {
@@ -187,7 +214,13 @@ export class ChainVerifier {
     if (this.account !== null) this.endAccount();
     for (const h of this.heads.values()) {
       if (this.seen.has(h.accountId) || h.seq === h.anchorSeq) continue;
-      this.problems.push({ accountId: h.accountId, recordId: null, seq: h.anchorSeq + 1, kind: 'deleted', detail: `the chain's head names seq ${h.seq} but no record is left after seq ${h.anchorSeq}: deleted` });
+      this.problems.push({
+        accountId: h.accountId,
+        recordId: null,
+        seq: h.anchorSeq + 1,
+        kind: 'deleted',
+        detail: `the chain's head names seq ${h.seq} but no record is left after seq ${h.anchorSeq}: deleted`,
+      });
     }
   }
 }

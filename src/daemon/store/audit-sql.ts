@@ -50,13 +50,24 @@ export interface HeadRow {
   anchor_hash: string;
 }
 
-export const headOf = (h: HeadRow) => ({ accountId: h.account_id, seq: h.seq, hash: h.hash, anchorSeq: h.anchor_seq, anchorHash: h.anchor_hash });
+export const headOf = (h: HeadRow) => ({
+  accountId: h.account_id,
+  seq: h.seq,
+  hash: h.hash,
+  anchorSeq: h.anchor_seq,
+  anchorHash: h.anchor_hash,
+});
 
 /**
  * The one record of a whitelist batch: the IPs it changed in `details.ips`, in item order; null when no item
  * changed anything (nothing to record).
  */
-export function batchRecord<T extends string>(draft: AuditDraft, ips: readonly string[], outcomes: readonly T[], done: T): AuditDraft | null {
+export function batchRecord<T extends string>(
+  draft: AuditDraft,
+  ips: readonly string[],
+  outcomes: readonly T[],
+  done: T,
+): AuditDraft | null {
   const changed = ips.filter((_, k) => outcomes[k] === done);
   if (changed.length === 0) return null;
   return { ...draft, details: { ...draft.details, ips: changed } };

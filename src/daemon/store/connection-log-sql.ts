@@ -41,7 +41,9 @@ export function toConnectionLogRow(r: ConnectionLogSqlRow): ConnectionLogRow {
     durationMs: Number(r.duration_ms),
     exit: r.exit ?? null,
     exitMovedFrom: r.exit_moved_from ?? null,
-    ...(r.datagrams_up !== null && r.datagrams_up !== undefined ? { datagramsUp: Number(r.datagrams_up), datagramsDown: Number(r.datagrams_down ?? 0) } : {}),
+    ...(r.datagrams_up !== null && r.datagrams_up !== undefined
+      ? { datagramsUp: Number(r.datagrams_up), datagramsDown: Number(r.datagrams_down ?? 0) }
+      : {}),
   };
 }
 
@@ -65,7 +67,8 @@ export function connectionLogWhere(f: ConnectionLogFilter): { where: string; par
   return { where: conds.length ? `WHERE ${conds.join(' AND ')}` : '', params };
 }
 
-const COLUMNS = 'c.id, c.started_ms, c.node, c.request_id, c.protocol, c.source_ip, c.username, c.account_id, a.email, c.target, c.reason, c.bytes_up, c.bytes_down, c.duration_ms, c.exit, c.exit_moved_from, c.datagrams_up, c.datagrams_down';
+const COLUMNS =
+  'c.id, c.started_ms, c.node, c.request_id, c.protocol, c.source_ip, c.username, c.account_id, a.email, c.target, c.reason, c.bytes_up, c.bytes_down, c.duration_ms, c.exit, c.exit_moved_from, c.datagrams_up, c.datagrams_down';
 
 /**
  * The whole query of a filter (`?` placeholders). With `scanLimit` and an account, only that account's newest

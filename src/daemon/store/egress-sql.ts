@@ -13,7 +13,8 @@ export interface EgressRow {
   quarantine_until: number | null;
 }
 
-export const EGRESS_COLUMNS = 'e.address, e.node, e.country, e.city, e.account_id, a.email, e.assigned_at, e.quarantine_until';
+export const EGRESS_COLUMNS =
+  'e.address, e.node, e.country, e.city, e.account_id, a.email, e.assigned_at, e.quarantine_until';
 
 export function egressState(r: Pick<EgressRow, 'account_id' | 'quarantine_until'>, nowSec: number): EgressState {
   if (r.account_id !== null) return 'assigned';

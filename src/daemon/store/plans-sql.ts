@@ -23,9 +23,11 @@ export interface UserRow {
 }
 
 /** The user_limits columns a user's limits are read from (`l`: user_limits, `u`: proxy_users). */
-export const USER_LIMIT_COLUMNS = 'u.account_id, u.username, l.traffic_limit, l.max_connections, l.rate_limit, l.expires_at_ms, l.allow, l.deny';
+export const USER_LIMIT_COLUMNS =
+  'u.account_id, u.username, l.traffic_limit, l.max_connections, l.rate_limit, l.expires_at_ms, l.allow, l.deny';
 /** A user_limits row that says something (the others are what no row says). */
-export const USER_LIMITED = "(l.traffic_limit IS NOT NULL OR l.max_connections IS NOT NULL OR l.rate_limit IS NOT NULL OR l.expires_at_ms IS NOT NULL OR l.allow <> '' OR l.deny <> '')";
+export const USER_LIMITED =
+  "(l.traffic_limit IS NOT NULL OR l.max_connections IS NOT NULL OR l.rate_limit IS NOT NULL OR l.expires_at_ms IS NOT NULL OR l.allow <> '' OR l.deny <> '')";
 
 export const toPlan = (r: PlanRow): Plan => ({
   accountId: Number(r.account_id),

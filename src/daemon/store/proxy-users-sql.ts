@@ -52,16 +52,31 @@ export function patched(was: ProxyUserSettings, p: ProxyUserPatch): ProxyUserSet
 
 /** Whether the settings say anything (a user_limits row is written only then). */
 export function hasSettings(s: ProxyUserSettings): boolean {
-  return s.trafficLimit !== null || s.maxConnections !== null || s.rateLimit !== null || s.expiresAt !== null || s.allow.length > 0 || s.deny.length > 0;
+  return (
+    s.trafficLimit !== null ||
+    s.maxConnections !== null ||
+    s.rateLimit !== null ||
+    s.expiresAt !== null ||
+    s.allow.length > 0 ||
+    s.deny.length > 0
+  );
 }
 
 /** The user_limits values of settings, in column order (traffic_limit, max_connections, rate_limit, expires_at_ms, allow, deny). */
-export function limitValues(s: ProxyUserSettings): [number | null, number | null, number | null, number | null, string, string] {
+export function limitValues(
+  s: ProxyUserSettings,
+): [number | null, number | null, number | null, number | null, string, string] {
   return [s.trafficLimit, s.maxConnections, s.rateLimit, s.expiresAt, joinItems(s.allow), joinItems(s.deny)];
 }
 
-
 /** Whether a patch changes any setting (a status change alone leaves user_limits, and the plan version, alone). */
 export function touchesSettings(p: ProxyUserPatch): boolean {
-  return p.trafficLimit !== undefined || p.maxConnections !== undefined || p.rateLimit !== undefined || p.expiresAt !== undefined || p.allow !== undefined || p.deny !== undefined;
+  return (
+    p.trafficLimit !== undefined ||
+    p.maxConnections !== undefined ||
+    p.rateLimit !== undefined ||
+    p.expiresAt !== undefined ||
+    p.allow !== undefined ||
+    p.deny !== undefined
+  );
 }

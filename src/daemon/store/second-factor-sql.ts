@@ -27,5 +27,12 @@ export const toPasskey = (r: PasskeyRow): Passkey => ({
 
 /** Failures of the second step kept as a comma list of times (ms): those still in the window, the new one last. */
 export function failuresAfter(stored: string, nowMs: number, windowMs: number): number[] {
-  return [...stored.split(',').filter((t) => t !== '').map(Number).filter((t) => Number.isFinite(t) && t > nowMs - windowMs), nowMs];
+  return [
+    ...stored
+      .split(',')
+      .filter((t) => t !== '')
+      .map(Number)
+      .filter((t) => Number.isFinite(t) && t > nowMs - windowMs),
+    nowMs,
+  ];
 }

@@ -245,11 +245,22 @@ export interface WebhookStore {
    * Records an event once per (account, `onceKey`): false, and nothing added, when that key was recorded
    * before (by any node): what makes "once per threshold per period" hold fleet-wide.
    */
-  addEvent(e: { id: string; accountId: number; type: string; onceKey: string; body: string; nowMs: number }): Promise<boolean>;
+  addEvent(e: {
+    id: string;
+    accountId: number;
+    type: string;
+    onceKey: string;
+    body: string;
+    nowMs: number;
+  }): Promise<boolean>;
   /** Claims up to `max` pending events due by `nowMs` for `node`, for `leaseMs` (no other node takes them meanwhile). */
   claimDue(node: string, nowMs: number, leaseMs: number, max: number): Promise<WebhookEvent[]>;
   /** An attempt's outcome, written only while `node` holds the claim. */
-  finish(id: string, node: string, o: { state: WebhookEventState; attempts: number; lastStatus: number | null; nextAtMs: number }): Promise<void>;
+  finish(
+    id: string,
+    node: string,
+    o: { state: WebhookEventState; attempts: number; lastStatus: number | null; nextAtMs: number },
+  ): Promise<void>;
   /** An account's events, newest first. */
   events(accountId: number, limit: number): Promise<WebhookEvent[]>;
   /** Events of every account still to be delivered (first attempts and retries), fleet-wide: /metrics. */
@@ -304,7 +315,13 @@ export interface TokenStore {
   checkCall?(req: ApiCallCheck): Promise<ApiCallVerdict | 'busy'>;
   activeToken(accountId: number): Promise<ApiToken | null>;
   /** Disables every active token of the account and stores the new one, atomically. */
-  replace(accountId: number, accessKey: string, secretHash: Buffer, expiresAt?: number | null, audit?: AuditDraft): Promise<void>;
+  replace(
+    accountId: number,
+    accessKey: string,
+    secretHash: Buffer,
+    expiresAt?: number | null,
+    audit?: AuditDraft,
+  ): Promise<void>;
   /** Disables the active token; its access key, or null when there was none (then nothing is recorded). */
   disable(accountId: number, audit?: AuditDraft): Promise<string | null>;
 }
@@ -319,7 +336,11 @@ export interface WhitelistStore {
    * savepoint of that transaction. Throws StoreUnavailableError when the database went away during the batch:
    * without `audit`, items before that point may have been committed; with it, none was.
    */
-  claimIps(accountId: number, items: ReadonlyArray<{ ip: string; remark: string }>, audit?: AuditDraft): Promise<ClaimOutcome[]>;
+  claimIps(
+    accountId: number,
+    items: ReadonlyArray<{ ip: string; remark: string }>,
+    audit?: AuditDraft,
+  ): Promise<ClaimOutcome[]>;
   /** Soft-deletes the account's entry and releases the global claim at once. */
   releaseClaim(accountId: number, ip: string): Promise<ReleaseOutcome>;
   /** A batch of releases with the same rules as claimIps (`details.ips`: the IPs deleted). */
@@ -364,14 +385,26 @@ export type ProxyUserPatch = Partial<ProxyUserSettings> & { status?: 'active' | 
 export interface ProxyUserStore {
   create(accountId: number, username: string, passwordHash: string, audit?: AuditDraft): Promise<ProxyUser | 'exists'>;
   /** A user with its status and settings, and its record, in one transaction. */
-  createDetailed(accountId: number, username: string, passwordHash: string, status: 'active' | 'disabled', settings: ProxyUserSettings, audit?: AuditDraft): Promise<ProxyUserDetail | 'exists'>;
+  createDetailed(
+    accountId: number,
+    username: string,
+    passwordHash: string,
+    status: 'active' | 'disabled',
+    settings: ProxyUserSettings,
+    audit?: AuditDraft,
+  ): Promise<ProxyUserDetail | 'exists'>;
   get(id: number): Promise<ProxyUser | null>;
   /** The account's user of that name with its settings; null when absent or another account's. */
   detail(accountId: number, username: string): Promise<ProxyUserDetail | null>;
   /** A page of the account's users by username. */
   page(accountId: number, f: ProxyUserFilter): Promise<{ items: ProxyUserDetail[]; total: number }>;
   /** Applies the patch and its record in one transaction; null (nothing recorded) when the account has no such user. */
-  update(accountId: number, username: string, patch: ProxyUserPatch, audit?: AuditDraft): Promise<ProxyUserDetail | null>;
+  update(
+    accountId: number,
+    username: string,
+    patch: ProxyUserPatch,
+    audit?: AuditDraft,
+  ): Promise<ProxyUserDetail | null>;
   listForAccount(accountId: number): Promise<ProxyUser[]>;
   setPassword(accountId: number, id: number, passwordHash: string, audit?: AuditDraft): Promise<boolean>;
   delete(accountId: number, id: number, audit?: AuditDraft): Promise<boolean>;
@@ -482,7 +515,12 @@ export interface PlanStore {
   /** Creates or replaces the account's plan. */
   set(plan: Plan, audit?: AuditDraft): Promise<void>;
   /** False when the account has no proxy user of that name (nothing recorded). */
-  setUserLimits(accountId: number, username: string, limits: { trafficLimit: number | null; maxConnections: number | null; rateLimit?: number | null }, audit?: AuditDraft): Promise<boolean>;
+  setUserLimits(
+    accountId: number,
+    username: string,
+    limits: { trafficLimit: number | null; maxConnections: number | null; rateLimit?: number | null },
+    audit?: AuditDraft,
+  ): Promise<boolean>;
   userLimits(accountId: number): Promise<UserLimits[]>;
   /** Every plan and every user with a limit: what the nodes enforce. */
   all(): Promise<{ plans: Plan[]; users: UserLimits[] }>;
@@ -495,7 +533,12 @@ export interface PlanStore {
    */
   leaseSlots(node: string, key: string, want: number, max: number, ttlMs: number, nowMs: number): Promise<number>;
   /** Renews (or gives back, `slots` 0) this node's leases, each to at most what it holds: never grows one. */
-  renewSlots(node: string, leases: ReadonlyArray<{ key: string; slots: number }>, ttlMs: number, nowMs: number): Promise<void>;
+  renewSlots(
+    node: string,
+    leases: ReadonlyArray<{ key: string; slots: number }>,
+    ttlMs: number,
+    nowMs: number,
+  ): Promise<void>;
 }
 
 /**
@@ -516,7 +559,13 @@ export interface UsageStore {
    * was already applied (sent again after a timeout whose outcome was unknown) adds nothing. `busy` (nothing
    * added) leaves it for the caller to send again, with the same id.
    */
-  addFlush(node: string, flushId: string, atMs: number, deltas: readonly UsageDelta[], domains?: FlushDomains): Promise<'ok' | 'duplicate' | 'busy'>;
+  addFlush(
+    node: string,
+    flushId: string,
+    atMs: number,
+    deltas: readonly UsageDelta[],
+    domains?: FlushDomains,
+  ): Promise<'ok' | 'duplicate' | 'busy'>;
   /**
    * Folds finished minute buckets into their hour and day buckets (a backend whose flushes write only minute
    * buckets: PostgreSQL); the reads count what is not folded yet from the minutes, so totals are the same
@@ -530,7 +579,10 @@ export interface UsageStore {
   /** When the account's kept usage starts (its earliest bucket, ms), or null when it has none. */
   firstUsage(accountId: number): Promise<number | null>;
   /** Day buckets of these accounts since `sinceMs`, summed over nodes: what their plans' periods have used. */
-  dailyTotals(accountIds: readonly number[], sinceMs: number): Promise<Array<{ accountId: number; subject: string; startMs: number; bytes: number }>>;
+  dailyTotals(
+    accountIds: readonly number[],
+    sinceMs: number,
+  ): Promise<Array<{ accountId: number; subject: string; startMs: number; bytes: number }>>;
   /** Removes buckets of `period` that start before `beforeMs`, and flush ids older than a day; how many rows. */
   prune(period: UsagePeriod, beforeMs: number): Promise<number | 'busy'>;
 }
@@ -671,7 +723,11 @@ export const SERVICE_RULES_ID = 0;
 export interface TargetRulesStore {
   get(accountId: number): Promise<{ deny: string[]; allow: string[] }>;
   /** Replaces both lists (empty lists remove the row). */
-  set(accountId: number, rules: { deny: readonly string[]; allow: readonly string[] }, audit?: AuditDraft): Promise<void>;
+  set(
+    accountId: number,
+    rules: { deny: readonly string[]; allow: readonly string[] },
+    audit?: AuditDraft,
+  ): Promise<void>;
 }
 
 /** A read of audit records: one account's (the console, the API) or every account's (the operator), newest first. */
@@ -740,7 +796,13 @@ export interface SecondFactorLockRule {
 export interface SecondFactorStore {
   state(accountId: number): Promise<SecondFactorState>;
   /** TOTP on (replacing a TOTP secret), its first code's step taken, and new recovery codes (by hash) replacing any. */
-  enableTotp(accountId: number, sealedSecret: string, step: number, recoveryCodeHashes: readonly string[], audit?: AuditDraft): Promise<void>;
+  enableTotp(
+    accountId: number,
+    sealedSecret: string,
+    step: number,
+    recoveryCodeHashes: readonly string[],
+    audit?: AuditDraft,
+  ): Promise<void>;
   /** Takes a time step of the account's TOTP: false when it, or a later one, was taken (a replayed code). */
   takeTotpStep(accountId: number, step: number): Promise<boolean>;
   /** Spends one recovery code by its hash: false when there is no such unused code. */
@@ -748,7 +810,18 @@ export interface SecondFactorStore {
   /** New recovery codes, replacing every old one. */
   replaceRecoveryCodes(accountId: number, codeHashes: readonly string[], audit?: AuditDraft): Promise<void>;
   /** Registers a passkey; with `recoveryCodeHashes`, the account's recovery codes are replaced too (its first factor). */
-  addPasskey(p: { accountId: number; credentialId: string; publicKey: Buffer; counter: number; transports: string[]; name: string }, recoveryCodeHashes: readonly string[] | null, audit?: AuditDraft): Promise<Passkey | 'exists'>;
+  addPasskey(
+    p: {
+      accountId: number;
+      credentialId: string;
+      publicKey: Buffer;
+      counter: number;
+      transports: string[];
+      name: string;
+    },
+    recoveryCodeHashes: readonly string[] | null,
+    audit?: AuditDraft,
+  ): Promise<Passkey | 'exists'>;
   passkeyByCredential(credentialId: string): Promise<Passkey | null>;
   /** A passkey's signature counter after a log-in with it. */
   passkeyUsed(id: number, counter: number): Promise<void>;
@@ -789,7 +862,6 @@ export interface ChangeLogStore {
    */
   adoptSnapshot(snap: Pick<AdmissionSnapshotRows, 'gaps'>): void;
 }
-
 
 export type { EgressUsageDelta } from '../../gateway/types.js';
 import type { EgressUsageDelta } from '../../gateway/types.js';
@@ -839,21 +911,39 @@ export type ReplaceOutcome =
 
 export interface EgressStore {
   /** What a node offers, with its location: new addresses join free; a known one keeps its holder (node and location refreshed). */
-  register(node: string, addresses: readonly string[], location: { country: string | null; city: string | null }): Promise<void>;
+  register(
+    node: string,
+    addresses: readonly string[],
+    location: { country: string | null; city: string | null },
+  ): Promise<void>;
   /** Whether any address was ever registered for this node name. */
   nodeKnown(node: string): Promise<boolean>;
   /** All of `addresses` to the account, or none (the first refusal). */
-  assign(accountId: number, node: string, addresses: readonly string[], audit?: AuditDraft): Promise<AssignRefusal | null>;
+  assign(
+    accountId: number,
+    node: string,
+    addresses: readonly string[],
+    audit?: AuditDraft,
+  ): Promise<AssignRefusal | null>;
   /**
    * Frees the addresses (quarantined until `quarantineUntil` when given), each holder's record written with the change;
    * the addresses no node offers are returned (nothing changed then).
    */
-  release(addresses: readonly string[], quarantineUntil: number | null, audit?: (accountId: number, addresses: string[]) => AuditDraft): Promise<{ unknown: string[]; released: number }>;
+  release(
+    addresses: readonly string[],
+    quarantineUntil: number | null,
+    audit?: (accountId: number, addresses: string[]) => AuditDraft,
+  ): Promise<{ unknown: string[]; released: number }>;
   list(filter: { accountId?: number | undefined; node?: string | undefined }): Promise<EgressAddressRow[]>;
   /** Every address with its node, holder and quarantine (seconds), unordered: what a node's view holds (no join, no sort). */
   holders(): Promise<EgressHolderRow[]>;
   /** Swaps one of the account's addresses for a free one (same node, else same country), at most `max` per `month` (YYYY-MM). */
-  replace(accountId: number, address: string, o: { month: string; max: number; quarantineUntil: number }, audit?: (r: { old: string; new: string }) => AuditDraft): Promise<ReplaceOutcome>;
+  replace(
+    accountId: number,
+    address: string,
+    o: { month: string; max: number; quarantineUntil: number },
+    audit?: (r: { old: string; new: string }) => AuditDraft,
+  ): Promise<ReplaceOutcome>;
   /** Replacements the account made in `month` (YYYY-MM). */
   replacementsUsed(accountId: number, month: string): Promise<number>;
   /** Grows with every change of any address: a node reloads when it moved. */
@@ -892,7 +982,13 @@ export interface HopSecretState {
 /** The exit-node registry and the hop's secret (PostgreSQL only: a fleet). */
 export interface ExitStore {
   /** Registers (or refreshes) this exit; every heartbeat calls it again. */
-  heartbeat(e: { node: string; hop: string; country: string | null; city: string | null; fingerprints: readonly string[] }): Promise<void>;
+  heartbeat(e: {
+    node: string;
+    hop: string;
+    country: string | null;
+    city: string | null;
+    fingerprints: readonly string[];
+  }): Promise<void>;
   /** Leaves the registry (at stop). */
   remove(node: string): Promise<void>;
   /** Exits that heartbeated within `withinMs`. */

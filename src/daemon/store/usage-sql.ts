@@ -33,10 +33,19 @@ export function usageQuery(q: UsageQuery): { text: string; params: Array<string 
   const key = q.by === 'time' ? 'start_ms' : 'subject';
   const other = q.by === 'time' ? 'NULL AS subject' : 'MIN(start_ms) AS start_ms';
   const one = q.subject !== undefined ? ' AND subject = ?' : '';
-  const bucketParams: Array<string | number> = [q.accountId, q.period, q.fromMs, q.toMs, ...(q.subject !== undefined ? [q.subject] : [])];
+  const bucketParams: Array<string | number> = [
+    q.accountId,
+    q.period,
+    q.fromMs,
+    q.toMs,
+    ...(q.subject !== undefined ? [q.subject] : []),
+  ];
   const sums = 'SUM(bytes_up) AS bytes_up, SUM(bytes_down) AS bytes_down, SUM(connections) AS connections';
   if (q.period === 'minute') {
-    return { text: `SELECT ${key}, ${other}, ${sums} FROM usage_buckets WHERE account_id = ? AND period = ? AND start_ms >= ? AND start_ms < ?${one} GROUP BY ${key} ORDER BY ${key}`, params: bucketParams };
+    return {
+      text: `SELECT ${key}, ${other}, ${sums} FROM usage_buckets WHERE account_id = ? AND period = ? AND start_ms >= ? AND start_ms < ?${one} GROUP BY ${key} ORDER BY ${key}`,
+      params: bucketParams,
+    };
   }
   const p = PERIOD_MS[q.period];
   // The minutes whose hour (day) bucket starts in [from, to).
@@ -48,7 +57,10 @@ export function usageQuery(q: UsageQuery): { text: string; params: Array<string 
       SELECT (start_ms / ${p}) * ${p} AS start_ms, subject, roll_up AS bytes_up, roll_down AS bytes_down, roll_conn AS connections FROM usage_buckets
         WHERE account_id = ? AND ${UNROLLED} AND start_ms >= ? AND start_ms < ?${one}
     ) b GROUP BY ${key} ORDER BY ${key}`;
-  return { text, params: [...bucketParams, q.accountId, fromMinute, toMinute, ...(q.subject !== undefined ? [q.subject] : [])] };
+  return {
+    text,
+    params: [...bucketParams, q.accountId, fromMinute, toMinute, ...(q.subject !== undefined ? [q.subject] : [])],
+  };
 }
 
 /**
@@ -74,8 +86,20 @@ export const FIRST_USAGE_TEXT = `SELECT MIN(m) AS first_ms FROM (
     SELECT MIN(start_ms) AS m FROM usage_buckets WHERE account_id = ? AND period = 'minute'
   ) f`;
 
-export function toUsageRow(r: { start_ms: number | string; subject: string | null; bytes_up: number | string; bytes_down: number | string; connections: number | string }): UsageRow {
-  return { startMs: Number(r.start_ms), subject: r.subject, bytesUp: Number(r.bytes_up), bytesDown: Number(r.bytes_down), connections: Number(r.connections) };
+export function toUsageRow(r: {
+  start_ms: number | string;
+  subject: string | null;
+  bytes_up: number | string;
+  bytes_down: number | string;
+  connections: number | string;
+}): UsageRow {
+  return {
+    startMs: Number(r.start_ms),
+    subject: r.subject,
+    bytesUp: Number(r.bytes_up),
+    bytesDown: Number(r.bytes_down),
+    connections: Number(r.connections),
+  };
 }
 
 // ---- usage per registrable domain, per day, proxy user and node ----
@@ -92,7 +116,14 @@ export function perSubject(deltas: readonly UsageDelta[]): UsageDelta[] {
   for (const d of deltas) {
     const key = subjectKey(d);
     const o = out.get(key);
-    if (!o) out.set(key, { accountId: d.accountId, subject: d.subject, bytesUp: d.bytesUp, bytesDown: d.bytesDown, connections: d.connections });
+    if (!o)
+      out.set(key, {
+        accountId: d.accountId,
+        subject: d.subject,
+        bytesUp: d.bytesUp,
+        bytesDown: d.bytesDown,
+        connections: d.connections,
+      });
     else {
       o.bytesUp += d.bytesUp;
       o.bytesDown += d.bytesDown;
@@ -123,7 +154,11 @@ export function nearCap(named: Map<string, number>, kept: Map<string, number>): 
  * already (`present`, asked only then) stay named, new ones are named largest first while room is left, the rest
  * go to OTHER_DOMAIN. Summed per final domain (one row per key, as one multi-row upsert needs).
  */
-export function capDomains(deltas: readonly UsageDelta[], kept: Map<string, number>, present: (d: UsageDelta) => boolean): UsageDelta[] {
+export function capDomains(
+  deltas: readonly UsageDelta[],
+  kept: Map<string, number>,
+  present: (d: UsageDelta) => boolean,
+): UsageDelta[] {
   const out = new Map<string, UsageDelta>();
   const add = (d: UsageDelta, domain: string) => {
     const key = `${subjectKey(d)}\0${domain}`;
@@ -168,6 +203,16 @@ export function domainQueryText(oneSubject: boolean): string {
     GROUP BY CASE WHEN domain = '' OR rank > ${DOMAINS_PER_USER_DAY} THEN '' ELSE domain END`;
 }
 
-export function toDomainRow(r: { domain: string; bytes_up: number | string; bytes_down: number | string; connections: number | string }): DomainUsageRow {
-  return { domain: r.domain, bytesUp: Number(r.bytes_up), bytesDown: Number(r.bytes_down), connections: Number(r.connections) };
+export function toDomainRow(r: {
+  domain: string;
+  bytes_up: number | string;
+  bytes_down: number | string;
+  connections: number | string;
+}): DomainUsageRow {
+  return {
+    domain: r.domain,
+    bytesUp: Number(r.bytes_up),
+    bytesDown: Number(r.bytes_down),
+    connections: Number(r.connections),
+  };
 }

@@ -22,7 +22,12 @@ export interface EventRow {
 
 export const EVENT_COLUMNS = 'id, account_id, type, body, state, attempts, last_status, next_at_ms, created_at_ms';
 
-export const toWebhook = (r: WebhookRow): Webhook => ({ accountId: r.account_id, url: r.url, thresholds: r.thresholds.split(',').filter(Boolean).map(Number), secret: r.secret });
+export const toWebhook = (r: WebhookRow): Webhook => ({
+  accountId: r.account_id,
+  url: r.url,
+  thresholds: r.thresholds.split(',').filter(Boolean).map(Number),
+  secret: r.secret,
+});
 
 export const toEvent = (r: EventRow): WebhookEvent => ({
   id: r.id,

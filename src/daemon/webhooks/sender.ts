@@ -28,7 +28,6 @@ export interface WebhookSenderOptions {
   log?: { warn(obj: object, msg?: string): void };
 }
 
-
 export class WebhookSender {
   private timers: NodeJS.Timeout[] = [];
   private detecting: Promise<void> | null = null;
@@ -63,7 +62,12 @@ export class WebhookSender {
   /** Records the events due now (each once per key, fleet-wide). One pass at a time. */
   detect(): Promise<void> {
     return (this.detecting ??= this.detectOnce()
-      .catch((e) => this.o.log?.warn({ event: 'webhook_detect_failed', detail: String((e as Error)?.message ?? e) }, 'webhook events not checked'))
+      .catch((e) =>
+        this.o.log?.warn(
+          { event: 'webhook_detect_failed', detail: String((e as Error)?.message ?? e) },
+          'webhook events not checked',
+        ),
+      )
       .finally(() => {
         this.detecting = null;
       }));
@@ -85,14 +89,43 @@ export class WebhookSender {
           if (used * 100 < plan.trafficLimit * t) continue;
           shown ??= await shownPeriodStart(this.store, w.accountId, plan, now);
           const id = eventId();
-          const body = { id, type: 'usage.threshold', account: account.email, threshold: t, used, limit: plan.trafficLimit, period_start: isoSeconds(Math.floor(shown / 1000)), time: isoSeconds(Math.floor(now / 1000)) };
-          await this.store.webhooks.addEvent({ id, accountId: w.accountId, type: body.type, onceKey: `usage.threshold:${t}:${start}`, body: JSON.stringify(body), nowMs: now });
+          const body = {
+            id,
+            type: 'usage.threshold',
+            account: account.email,
+            threshold: t,
+            used,
+            limit: plan.trafficLimit,
+            period_start: isoSeconds(Math.floor(shown / 1000)),
+            time: isoSeconds(Math.floor(now / 1000)),
+          };
+          await this.store.webhooks.addEvent({
+            id,
+            accountId: w.accountId,
+            type: body.type,
+            onceKey: `usage.threshold:${t}:${start}`,
+            body: JSON.stringify(body),
+            nowMs: now,
+          });
         }
       }
       if (plan.expiresAt !== null && now >= plan.expiresAt) {
         const id = eventId();
-        const body = { id, type: 'plan.expired', account: account.email, expires_at: isoSeconds(Math.floor(plan.expiresAt / 1000)), time: isoSeconds(Math.floor(now / 1000)) };
-        await this.store.webhooks.addEvent({ id, accountId: w.accountId, type: body.type, onceKey: `plan.expired:${plan.expiresAt}`, body: JSON.stringify(body), nowMs: now });
+        const body = {
+          id,
+          type: 'plan.expired',
+          account: account.email,
+          expires_at: isoSeconds(Math.floor(plan.expiresAt / 1000)),
+          time: isoSeconds(Math.floor(now / 1000)),
+        };
+        await this.store.webhooks.addEvent({
+          id,
+          accountId: w.accountId,
+          type: body.type,
+          onceKey: `plan.expired:${plan.expiresAt}`,
+          body: JSON.stringify(body),
+          nowMs: now,
+        });
       }
     }
   }
@@ -104,7 +137,12 @@ export class WebhookSender {
       const due = await this.store.webhooks.claimDue(this.o.node, this.now(), timeout + 10_000, 20);
       await Promise.all(due.map((e) => this.deliver(e)));
     })()
-      .catch((e) => this.o.log?.warn({ event: 'webhook_deliver_failed', detail: String((e as Error)?.message ?? e) }, 'webhook deliveries not attempted'))
+      .catch((e) =>
+        this.o.log?.warn(
+          { event: 'webhook_deliver_failed', detail: String((e as Error)?.message ?? e) },
+          'webhook deliveries not attempted',
+        ),
+      )
       .finally(() => {
         this.delivering = null;
       }));
@@ -119,33 +157,60 @@ export class WebhookSender {
         status = await post(target, e, w.secret, this.o.timeoutMs ?? 5_000, Math.floor(this.now() / 1000));
       } catch (err) {
         // Refused by the URL rule, no answer in time, or a connection error: an attempt without a status.
-        this.o.log?.warn({ event: 'webhook_attempt_failed', id: e.id, detail: String((err as Error)?.message ?? err) }, 'webhook attempt failed');
+        this.o.log?.warn(
+          { event: 'webhook_attempt_failed', id: e.id, detail: String((err as Error)?.message ?? err) },
+          'webhook attempt failed',
+        );
       }
     }
     const attempts = e.attempts + 1;
     const now = this.now();
     if (status !== null && status >= 200 && status < 300) {
       this.attempts.delivered++;
-      await this.store.webhooks.finish(e.id, this.o.node, { state: 'delivered', attempts, lastStatus: status, nextAtMs: now });
+      await this.store.webhooks.finish(e.id, this.o.node, {
+        state: 'delivered',
+        attempts,
+        lastStatus: status,
+        nextAtMs: now,
+      });
       return;
     }
     // The receiver answered, but not 2xx: said as an attempt that failed, with its status (never the URL, which
     // may carry the receiver's own secret).
-    if (status !== null) this.o.log?.warn({ event: 'webhook_attempt_failed', id: e.id, status }, `webhook receiver answered HTTP ${status}`);
+    if (status !== null)
+      this.o.log?.warn(
+        { event: 'webhook_attempt_failed', id: e.id, status },
+        `webhook receiver answered HTTP ${status}`,
+      );
     const wait = Math.min(this.o.maxRetryMs ?? 3_600_000, (this.o.firstRetryMs ?? 15_000) * 2 ** (attempts - 1));
     const giveUp = !w || now + wait - e.createdAtMs > (this.o.giveUpMs ?? DAY_MS);
     this.attempts[giveUp ? 'given_up' : 'failed']++;
-    if (giveUp && w) this.o.log?.warn({ event: 'webhook_given_up', id: e.id, attempts }, 'webhook event given up after its retries');
-    await this.store.webhooks.finish(e.id, this.o.node, { state: giveUp ? 'failed' : 'pending', attempts, lastStatus: status, nextAtMs: now + wait });
+    if (giveUp && w)
+      this.o.log?.warn({ event: 'webhook_given_up', id: e.id, attempts }, 'webhook event given up after its retries');
+    await this.store.webhooks.finish(e.id, this.o.node, {
+      state: giveUp ? 'failed' : 'pending',
+      attempts,
+      lastStatus: status,
+      nextAtMs: now + wait,
+    });
   }
 }
 
 const eventId = (): string => `evt_${randomBytes(12).toString('hex')}`;
 
 /** One POST to the checked address (pinned: no second lookup between the check and the connection); its status. */
-function post(target: { address: string; family: number; url: URL }, e: WebhookEvent, secret: string, timeoutMs: number, unixSeconds: number): Promise<number> {
+function post(
+  target: { address: string; family: number; url: URL },
+  e: WebhookEvent,
+  secret: string,
+  timeoutMs: number,
+  unixSeconds: number,
+): Promise<number> {
   const pinned: LookupFunction = (_host, opts, cb) => {
-    if ((opts as { all?: boolean }).all) (cb as unknown as (err: null, a: Array<{ address: string; family: number }>) => void)(null, [{ address: target.address, family: target.family }]);
+    if ((opts as { all?: boolean }).all)
+      (cb as unknown as (err: null, a: Array<{ address: string; family: number }>) => void)(null, [
+        { address: target.address, family: target.family },
+      ]);
     else cb(null, target.address, target.family);
   };
   return new Promise((resolve, reject) => {

@@ -161,7 +161,11 @@ export interface DirectDialerOptions {
   /** Counts each dial by the local address it leaves from (metrics). */
   countEgress(address: string): void;
   /** An outgoing connection or UDP carrier from a local address, for as long as it is open (closed when that address changes hands). */
-  trackEgress?(socket: { destroy(): void; once(event: 'close', f: () => void): unknown }, address: string, accountId: number): void;
+  trackEgress?(
+    socket: { destroy(): void; once(event: 'close', f: () => void): unknown },
+    address: string,
+    accountId: number,
+  ): void;
 }
 
 export class DirectDialer implements Dialer {
@@ -202,14 +206,31 @@ export class DirectDialer implements Dialer {
   }
 
   /** `countAs`: the metrics label (an IPv6 prefix counts under its own name, not per random address). */
-  dialFrom(req: DialRequest, localAddress: string | undefined, countAs: string | undefined = localAddress): Promise<DialOutcome> {
+  dialFrom(
+    req: DialRequest,
+    localAddress: string | undefined,
+    countAs: string | undefined = localAddress,
+  ): Promise<DialOutcome> {
     // A dotted-quad target is checked at once: no promise turn for a name that needs no lookup (target rules judged
     // a literal before the dial; the screen is for what a name resolves to). The connect's is the only promise.
-    if (net.isIPv4(req.host)) return this.connectTo(req, this.resolveAddress([{ address: req.host, family: 4 }], req.port), localAddress, countAs);
-    return this.resolve(req.host, req.port, req.screen ?? null).then((resolved) => this.connectTo(req, resolved, localAddress, countAs));
+    if (net.isIPv4(req.host))
+      return this.connectTo(
+        req,
+        this.resolveAddress([{ address: req.host, family: 4 }], req.port),
+        localAddress,
+        countAs,
+      );
+    return this.resolve(req.host, req.port, req.screen ?? null).then((resolved) =>
+      this.connectTo(req, resolved, localAddress, countAs),
+    );
   }
 
-  private connectTo(req: DialRequest, resolved: ResolveOutcome, localAddress: string | undefined, countAs: string | undefined): Promise<DialOutcome> {
+  private connectTo(
+    req: DialRequest,
+    resolved: ResolveOutcome,
+    localAddress: string | undefined,
+    countAs: string | undefined,
+  ): Promise<DialOutcome> {
     if (!req.stillWanted()) return Promise.resolve(null);
     if (!resolved.ok) return Promise.resolve({ ok: false, failure: resolved.reason });
     if (countAs) this.o.countEgress(countAs);
@@ -276,7 +297,13 @@ export class DirectDialer implements Dialer {
   }
 
   /** Start an outgoing connection; `onDone` fires once, with null on success. */
-  private connect(address: string, family: 4 | 6, port: number, localAddress: string | undefined, onDone: (err: DialFailure | null) => void): net.Socket {
+  private connect(
+    address: string,
+    family: 4 | 6,
+    port: number,
+    localAddress: string | undefined,
+    onDone: (err: DialFailure | null) => void,
+  ): net.Socket {
     const socket = net.connect({ host: address, port, family, localAddress, allowHalfOpen: true, noDelay: true });
     let done = false;
     const finish = (err: DialFailure | null): void => {
@@ -341,7 +368,9 @@ export class PoolDialer implements Dialer {
   localFor(session: EgressSession | null): string | null | Promise<string | null> {
     if (session) {
       const held = this.sessions.assign(session.key, session.minutes);
-      return held instanceof Promise ? held.then((h) => this.unreserved(this.addresses[h.index]!, session.key)) : this.unreserved(this.addresses[held.index]!, session.key);
+      return held instanceof Promise
+        ? held.then((h) => this.unreserved(this.addresses[h.index]!, session.key))
+        : this.unreserved(this.addresses[held.index]!, session.key);
     }
     const free = this.freeAddresses();
     if (free.length === 0) return null;
@@ -374,7 +403,6 @@ export class PoolDialer implements Dialer {
 
 export const NO_SHARED_ADDRESS = 'no shared egress address free';
 export const NO_DEDICATED_EXIT = 'no exit holds your dedicated addresses';
-
 
 /**
  * Dedicated addresses (docs/gateway.md, "Dedicated addresses"): an account holding addresses on this node leaves
@@ -483,7 +511,6 @@ export function unmet(want: ExitWish | null, at: ExitWish | null): string | null
   return null;
 }
 
-
 function dialFailure(code: string | undefined): DialFailure {
   switch (code) {
     case 'ECONNREFUSED':
@@ -515,7 +542,11 @@ export class OwnListenerGuard implements Dialer {
     const associate = inner.associate?.bind(inner);
     if (associate) {
       this.associate = (req) =>
-        associate({ ...req, ownTarget: (host, port) => reachesListener(host, port, this.listeners()) || isGatewayUdpSocket(host, port, req.relayPorts) });
+        associate({
+          ...req,
+          ownTarget: (host, port) =>
+            reachesListener(host, port, this.listeners()) || isGatewayUdpSocket(host, port, req.relayPorts),
+        });
     }
   }
 

@@ -76,7 +76,8 @@ export class CachingResolver {
     const name = host.toLowerCase().replace(/\.$/, '');
     const loading = this.refreshHosts();
     if (loading && this.hostsMtimeMs === -1) await loading; // only the first read is waited for
-    const fromHosts = this.hosts.get(name) ?? (name === 'localhost' || name.endsWith('.localhost') ? LOCALHOST : undefined);
+    const fromHosts =
+      this.hosts.get(name) ?? (name === 'localhost' || name.endsWith('.localhost') ? LOCALHOST : undefined);
     if (fromHosts) return fromHosts;
     const hit = this.cache.get(name);
     if (hit && hit.expiresAt > this.now()) return hit.addresses ?? Promise.reject(notFound(host));
@@ -89,10 +90,16 @@ export class CachingResolver {
   };
 
   private async query(name: string): Promise<ResolvedAddress[]> {
-    const [v4, v6] = await Promise.allSettled([this.resolver.resolve4(name, { ttl: true }), this.resolver.resolve6(name, { ttl: true })]);
+    const [v4, v6] = await Promise.allSettled([
+      this.resolver.resolve4(name, { ttl: true }),
+      this.resolver.resolve6(name, { ttl: true }),
+    ]);
     const addresses: ResolvedAddress[] = [];
     let ttl = Infinity;
-    for (const [r, family] of [[v4, 4], [v6, 6]] as const) {
+    for (const [r, family] of [
+      [v4, 4],
+      [v6, 6],
+    ] as const) {
       if (r.status !== 'fulfilled') continue;
       for (const a of r.value) {
         addresses.push({ address: a.address, family });
@@ -103,8 +110,11 @@ export class CachingResolver {
     const maxTtl = this.o.maxTtlS ?? 300;
     if (addresses.length === 0) {
       // A timeout or a server failure is not remembered; an answer that the name has no address is, briefly.
-      const codes = [v4, v6].map((r) => (r.status === 'rejected' ? (r.reason as NodeJS.ErrnoException).code : 'NODATA'));
-      if (codes.every((c) => c === 'ENOTFOUND' || c === 'ENODATA' || c === 'NODATA')) this.remember(name, null, this.o.negativeTtlS ?? 5);
+      const codes = [v4, v6].map((r) =>
+        r.status === 'rejected' ? (r.reason as NodeJS.ErrnoException).code : 'NODATA',
+      );
+      if (codes.every((c) => c === 'ENOTFOUND' || c === 'ENODATA' || c === 'NODATA'))
+        this.remember(name, null, this.o.negativeTtlS ?? 5);
       throw notFound(name);
     }
     this.remember(name, addresses, Math.min(maxTtl, Math.max(minTtl, ttl)));

@@ -99,7 +99,10 @@ export class ExpiringSessions<V extends { expiresAt: number }> {
       }
     };
     // After a long pause (or a clock jump) visit the buckets that exist rather than every minute passed.
-    if (minute - this.sweptMinute > this.endingIn.size) for (const m of [...this.endingIn.keys()]) { if (m < minute) visit(m); }
+    if (minute - this.sweptMinute > this.endingIn.size)
+      for (const m of [...this.endingIn.keys()]) {
+        if (m < minute) visit(m);
+      }
     else for (let m = this.sweptMinute; m < minute; m++) visit(m);
     this.sweptMinute = minute;
   }

@@ -72,7 +72,10 @@ export function sourceKey(address: string): string {
   const a = parseIp(address); // an IPv4-mapped address comes back as IPv4
   if (!a) return address;
   if (a.kind() === 'ipv4') return a.toString();
-  return `${(a as ipaddr.IPv6).parts.slice(0, 4).map((p) => p.toString(16)).join(':')}::/64`;
+  return `${(a as ipaddr.IPv6).parts
+    .slice(0, 4)
+    .map((p) => p.toString(16))
+    .join(':')}::/64`;
 }
 
 function isUnspecified(a: ipaddr.IPv4 | ipaddr.IPv6): boolean {
@@ -106,7 +109,11 @@ export interface TargetPolicyOptions {
  * Whether a plain dotted quad on `port` is one of our listeners, when every listener on that port is a plain
  * IPv4 address other than 0.0.0.0 ('unknown' otherwise: the general check decides).
  */
-function ownListenerV4(address: string, port: number, listeners: Array<{ host: string; port: number }>): boolean | 'unknown' {
+function ownListenerV4(
+  address: string,
+  port: number,
+  listeners: Array<{ host: string; port: number }>,
+): boolean | 'unknown' {
   let own = false;
   for (const l of listeners) {
     if (l.port !== port) continue;
@@ -133,7 +140,11 @@ export function checkTarget(address: string, port: number, opts: TargetPolicyOpt
 }
 
 /** Whether `a:port` reaches one of `listeners` (a wildcard listener takes loopback, 0.0.0.0 and every local address). */
-function reachesOwnListener(a: ipaddr.IPv4 | ipaddr.IPv6, port: number, listeners: Array<{ host: string; port: number }>): boolean {
+function reachesOwnListener(
+  a: ipaddr.IPv4 | ipaddr.IPv6,
+  port: number,
+  listeners: Array<{ host: string; port: number }>,
+): boolean {
   const text = a.toString();
   for (const l of listeners) {
     if (l.port !== port) continue;
@@ -160,7 +171,11 @@ export function isLocalhostName(host: string): boolean {
  * to an exit (dialer.ts, OwnListenerGuard), the UDP relay of a datagram's target and sender (udp-out.ts).
  */
 export function reachesListener(host: string, port: number, listeners: Array<{ host: string; port: number }>): boolean {
-  if (isLocalhostName(host)) return reachesOwnListener(ipaddr.parse('127.0.0.1'), port, listeners) || reachesOwnListener(ipaddr.parse('::1'), port, listeners);
+  if (isLocalhostName(host))
+    return (
+      reachesOwnListener(ipaddr.parse('127.0.0.1'), port, listeners) ||
+      reachesOwnListener(ipaddr.parse('::1'), port, listeners)
+    );
   const a = parseIp(host);
   return a !== null && reachesOwnListener(a, port, listeners);
 }

@@ -40,7 +40,12 @@ export function canonicalRuleItem(raw: string): { ok: true; item: string } | { o
   const labels = name.split('.');
   for (const l of labels) {
     if (!LABEL.test(l)) {
-      return { ok: false, problem: /[^\x20-\x7e]/.test(l) ? 'not a domain name (write international names in punycode, xn--…)' : 'not a domain name' };
+      return {
+        ok: false,
+        problem: /[^\x20-\x7e]/.test(l)
+          ? 'not a domain name (write international names in punycode, xn--…)'
+          : 'not a domain name',
+      };
     }
   }
   if (/^[0-9]+$/.test(labels[labels.length - 1]!)) return { ok: false, problem: 'not a domain name or an IP address' };
@@ -61,10 +66,18 @@ function canonicalCidr(text: string): { ok: true; item: string } | { ok: false; 
     bits = Number(p);
     // An IPv4-mapped network (::ffff:10.0.0.0/104) is the IPv4 network it maps.
     if (mapped) bits -= 96;
-    if (bits < 0 || bits > max) return { ok: false, problem: `the prefix length must be 0 to ${mapped ? 128 : max}${mapped ? ' (at least 96 for an IPv4-mapped address)' : ''}` };
+    if (bits < 0 || bits > max)
+      return {
+        ok: false,
+        problem: `the prefix length must be 0 to ${mapped ? 128 : max}${mapped ? ' (at least 96 for an IPv4-mapped address)' : ''}`,
+      };
   }
   const net = ipaddr.parseCIDR(`${a.toString()}/${bits}`);
-  const base = (a.kind() === 'ipv4' ? ipaddr.IPv4.networkAddressFromCIDR(`${a.toString()}/${bits}`) : ipaddr.IPv6.networkAddressFromCIDR(`${a.toString()}/${bits}`)).toString();
+  const base = (
+    a.kind() === 'ipv4'
+      ? ipaddr.IPv4.networkAddressFromCIDR(`${a.toString()}/${bits}`)
+      : ipaddr.IPv6.networkAddressFromCIDR(`${a.toString()}/${bits}`)
+  ).toString();
   if (base !== net[0].toString()) return { ok: false, problem: `host bits set (the network is ${base}/${bits})` };
   return { ok: true, item: `${base}/${bits}` };
 }
@@ -73,11 +86,17 @@ function canonicalCidr(text: string): { ok: true; item: string } | { ok: false; 
  * A comma-separated list (`none`: empty) as canonical items, or every item that is wrong: nothing is kept
  * unless all are valid. Duplicates collapse.
  */
-export function parseRuleList(list: string): { ok: true; items: string[] } | { ok: false; problems: RuleItemProblem[] } {
+export function parseRuleList(
+  list: string,
+): { ok: true; items: string[] } | { ok: false; problems: RuleItemProblem[] } {
   const trimmed = list.trim();
   if (trimmed.toLowerCase() === 'none') return { ok: true, items: [] };
   const parts = trimmed === '' ? [] : trimmed.split(',');
-  if (parts.length > MAX_RULE_ITEMS) return { ok: false, problems: [{ item: `${parts.length} items`, problem: `a list holds at most ${MAX_RULE_ITEMS} items` }] };
+  if (parts.length > MAX_RULE_ITEMS)
+    return {
+      ok: false,
+      problems: [{ item: `${parts.length} items`, problem: `a list holds at most ${MAX_RULE_ITEMS} items` }],
+    };
   const items = new Set<string>();
   const problems: RuleItemProblem[] = [];
   for (const p of parts) {
@@ -189,8 +208,8 @@ export class TargetRuleSet {
   private readonly allowNets = new CidrSet();
 
   constructor(deny: readonly string[], allow: readonly string[]) {
-    for (const i of deny) (i.includes('/') ? this.denyNets.add(i) : this.denyNames.add(i));
-    for (const i of allow) (i.includes('/') ? this.allowNets.add(i) : this.allowNames.add(i));
+    for (const i of deny) i.includes('/') ? this.denyNets.add(i) : this.denyNames.add(i);
+    for (const i of allow) i.includes('/') ? this.allowNets.add(i) : this.allowNames.add(i);
   }
 
   get empty(): boolean {
@@ -265,5 +284,9 @@ export function judgeTarget(sets: TargetRuleSets, host: string): { denied: Targe
   const u = sets.user?.judgeName(name) ?? 'ok';
   if (u === 'refused') return { denied: 'target_denied' };
   if (s === 'ok' && a === 'ok' && u === 'ok') return null;
-  return new AddressScreen(sets, { service: s === 'screen-allow', account: a === 'screen-allow', user: u === 'screen-allow' });
+  return new AddressScreen(sets, {
+    service: s === 'screen-allow',
+    account: a === 'screen-allow',
+    user: u === 'screen-allow',
+  });
 }

@@ -19,7 +19,11 @@ const MAX_SENT_TO = 4_096;
  * The `lookup` of every UDP socket that sends to addresses already resolved (targets, the client): the address
  * as it is, at once. dgram's default (dns.lookup) answers an IP literal a tick later, a tick per datagram.
  */
-export function literalLookup(address: string, family: unknown, cb: (err: Error | null, address: string, family: number) => void): void {
+export function literalLookup(
+  address: string,
+  family: unknown,
+  cb: (err: Error | null, address: string, family: number) => void,
+): void {
   cb(null, address, family === 6 ? 6 : 4);
 }
 
@@ -56,15 +60,32 @@ export function holdsUdpPort(port: number): boolean {
 /** Whether `address:port` (an IP literal) reaches one of this process's gateway UDP sockets, matched as listeners are. */
 export function isOwnUdpSocket(address: string, port: number): boolean {
   const at = ownUdp.get(port);
-  return at !== undefined && reachesListener(address, port, [...at.keys()].map((host) => ({ host, port })));
+  return (
+    at !== undefined &&
+    reachesListener(
+      address,
+      port,
+      [...at.keys()].map((host) => ({ host, port })),
+    )
+  );
 }
 
 /**
  * One of the gateway's UDP sockets as a datagram's target: this process's (relays, egress), or on a local address
  * (`localhost` included) any port of the node's relay range (another worker's relay, unknown to this process).
  */
-export function isGatewayUdpSocket(host: string, port: number, relayPorts: { lo: number; hi: number } | undefined): boolean {
-  if (relayPorts !== undefined && port >= relayPorts.lo && port <= relayPorts.hi && (isLocalhostName(host) || isLocalAddress(host))) return true;
+export function isGatewayUdpSocket(
+  host: string,
+  port: number,
+  relayPorts: { lo: number; hi: number } | undefined,
+): boolean {
+  if (
+    relayPorts !== undefined &&
+    port >= relayPorts.lo &&
+    port <= relayPorts.hi &&
+    (isLocalhostName(host) || isLocalAddress(host))
+  )
+    return true;
   return parseIp(host) !== null && isOwnUdpSocket(canonicalIp(host), port);
 }
 
@@ -160,7 +181,8 @@ export class UdpOut implements UdpCarrier {
   }
 
   /** The target of the last datagram sent at once. */
-  private last: { host: string; port: number; ready: { address: string; socket: dgram.Socket; until: number } } | null = null;
+  private last: { host: string; port: number; ready: { address: string; socket: dgram.Socket; until: number } } | null =
+    null;
   /** The last sender an answer was taken from (its address as received, and what onAnswer is given). */
   private lastFrom: { address: string; port: number; from: UdpSender } | null = null;
 
@@ -219,7 +241,8 @@ export class UdpOut implements UdpCarrier {
     s.on('message', (msg, rinfo) => {
       if (this.closed) return;
       const last = this.lastFrom;
-      if (last !== null && last.address === rinfo.address && last.port === rinfo.port) return this.onAnswer(last.from, msg);
+      if (last !== null && last.address === rinfo.address && last.port === rinfo.port)
+        return this.onAnswer(last.from, msg);
       const from = canonicalIp(rinfo.address);
       if (!this.sentTo.has(`${from}:${rinfo.port}`)) return this.o.drop('unsolicited');
       const sender = { address: from, family: net.isIPv4(from) ? (4 as const) : (6 as const), port: rinfo.port };

@@ -1,5 +1,13 @@
 // The entry's dialer: every target through an exit's hop (an entry node dials nothing itself).
-import { NO_DEDICATED_EXIT, type AssociateOutcome, type AssociateRequest, type Dialer, type DialOutcome, type DialRequest, type ExitWish } from '../dial/dialer.js';
+import {
+  NO_DEDICATED_EXIT,
+  type AssociateOutcome,
+  type AssociateRequest,
+  type Dialer,
+  type DialOutcome,
+  type DialRequest,
+  type ExitWish,
+} from '../dial/dialer.js';
 import type { ExitDirectory, ExitDirectoryOptions } from './directory.js';
 import type { HopLink } from './link.js';
 import { HopUdpCarrier } from './udp-carrier.js';
@@ -44,7 +52,11 @@ export class HopDialer implements Dialer {
         if (out === null) return out;
         // The exit answered (a tunnel, or the target's failure as the exit saw it): the record names it either way.
         const movedFrom = req.session ? this.dir.notePlacement(req.session.key, e.row.node, req.session.minutes) : null;
-        if (movedFrom !== null) this.log?.info({ event: 'session_moved', from: movedFrom, to: e.row.node }, 'a session moved to another exit');
+        if (movedFrom !== null)
+          this.log?.info(
+            { event: 'session_moved', from: movedFrom, to: e.row.node },
+            'a session moved to another exit',
+          );
         return { ...out, via: { exit: e.row.node, movedFrom } };
       }
       avoid.add(e.row.node);
@@ -55,7 +67,8 @@ export class HopDialer implements Dialer {
 
   /** What the 502 names: the country when no exit is there, else the city (as a `both` node says it). */
   private noExitDetail(want: ExitWish | null): string {
-    if (want?.country && want.city && this.dir.candidates({ country: want.country, city: null }).length > 0) return `no exit for city ${want.city}`;
+    if (want?.country && want.city && this.dir.candidates({ country: want.country, city: null }).length > 0)
+      return `no exit for city ${want.city}`;
     if (want?.country) return `no exit for country ${want.country}`;
     if (want?.city) return `no exit for city ${want.city}`;
     return 'no exit available';

@@ -81,7 +81,10 @@ export class ExitDirectory {
   async start(): Promise<void> {
     await this.read();
     await Promise.all([...this.exits.values()].map((e) => this.probe(e)));
-    this.timers.push(setInterval(() => void this.read(), READ_EVERY_MS), setInterval(() => this.probeAll(), PROBE_EVERY_MS));
+    this.timers.push(
+      setInterval(() => void this.read(), READ_EVERY_MS),
+      setInterval(() => this.probeAll(), PROBE_EVERY_MS),
+    );
     for (const t of this.timers) t.unref();
   }
 
@@ -112,7 +115,10 @@ export class ExitDirectory {
       const now = Date.now();
       if (now - this.lastReadFailureLog > 10_000) {
         this.lastReadFailureLog = now;
-        this.o.log?.warn({ event: 'exit_registry_unavailable', detail: e instanceof Error ? e.message : String(e) }, 'exits: keeping the last view');
+        this.o.log?.warn(
+          { event: 'exit_registry_unavailable', detail: e instanceof Error ? e.message : String(e) },
+          'exits: keeping the last view',
+        );
       }
       return;
     }
@@ -152,7 +158,10 @@ export class ExitDirectory {
         said: new Set(),
       };
       this.exits.set(row.node, e);
-      this.o.log?.info({ event: 'exit_joined', exit: row.node, hop: row.hop, country: row.country, city: row.city }, 'exit node joined');
+      this.o.log?.info(
+        { event: 'exit_joined', exit: row.node, hop: row.hop, country: row.country, city: row.city },
+        'exit node joined',
+      );
       this.checkPins(e);
       void this.probe(e);
     }
@@ -165,7 +174,10 @@ export class ExitDirectory {
   }
 
   private repin(e: ExitState): void {
-    this.o.log?.info({ event: 'exit_certificate_changed', exit: e.row.node, fingerprints: e.row.fingerprints }, 'exit node names another hop certificate');
+    this.o.log?.info(
+      { event: 'exit_certificate_changed', exit: e.row.node, fingerprints: e.row.fingerprints },
+      'exit node names another hop certificate',
+    );
     this.checkPins(e);
     e.link.repin();
   }
@@ -173,13 +185,20 @@ export class ExitDirectory {
   /** A row whose fingerprints are not fingerprints: said once; no connection to it can be verified, so it is skipped. */
   private checkPins(e: ExitState): void {
     if (e.row.fingerprints.some((f) => FINGERPRINT.test(f))) return;
-    this.sayOnce(e, 'bad_fingerprint', `the registry row names no valid certificate fingerprint (${JSON.stringify(e.row.fingerprints.join(',').slice(0, 80))})`);
+    this.sayOnce(
+      e,
+      'bad_fingerprint',
+      `the registry row names no valid certificate fingerprint (${JSON.stringify(e.row.fingerprints.join(',').slice(0, 80))})`,
+    );
   }
 
   private sayOnce(e: ExitState, why: HopRejection | 'bad_fingerprint', detail: string): void {
     if (e.said.has(why)) return;
     e.said.add(why);
-    this.o.log?.warn({ event: 'exit_rejected', exit: e.row.node, hop: e.row.hop, why, detail }, 'hop connection to an exit given up');
+    this.o.log?.warn(
+      { event: 'exit_rejected', exit: e.row.node, hop: e.row.hop, why, detail },
+      'hop connection to an exit given up',
+    );
   }
 
   private probeAll(): void {
@@ -208,10 +227,16 @@ export class ExitDirectory {
       // Registered but never reached: a hop address entries cannot reach (a wildcard, a firewall), or the
       // wrong secret. Said once; it stays out of selection until it answers. An exit refused for a reason
       // already said (its certificate, its handshake) did answer: not said again as unreachable.
-      this.o.log?.warn({ event: 'exit_unreachable', exit: e.row.node, hop: e.row.hop }, 'exit node registered but does not answer on its hop address');
+      this.o.log?.warn(
+        { event: 'exit_unreachable', exit: e.row.node, hop: e.row.hop },
+        'exit node registered but does not answer on its hop address',
+      );
     }
     if (was !== this.healthy(e)) {
-      this.o.log?.info({ event: ok ? 'exit_up' : 'exit_down', exit: e.row.node }, ok ? 'exit node answers' : 'exit node failed its probes');
+      this.o.log?.info(
+        { event: ok ? 'exit_up' : 'exit_down', exit: e.row.node },
+        ok ? 'exit node answers' : 'exit node failed its probes',
+      );
       // Tunnels waiting for its answer go to another exit now.
       if (!ok) e.link.abortWaiting();
     }
@@ -233,8 +258,22 @@ export class ExitDirectory {
   }
 
   /** What the directory holds, for /metrics and the ready check. */
-  view(): Array<{ node: string; hop: string; country: string | null; city: string | null; healthy: boolean; links: number }> {
-    return [...this.exits.values()].map((e) => ({ node: e.row.node, hop: e.row.hop, country: e.row.country, city: e.row.city, healthy: this.healthy(e), links: e.link.linksUp() }));
+  view(): Array<{
+    node: string;
+    hop: string;
+    country: string | null;
+    city: string | null;
+    healthy: boolean;
+    links: number;
+  }> {
+    return [...this.exits.values()].map((e) => ({
+      node: e.row.node,
+      hop: e.row.hop,
+      country: e.row.country,
+      city: e.row.city,
+      healthy: this.healthy(e),
+      links: e.link.linksUp(),
+    }));
   }
 
   /**

@@ -66,7 +66,15 @@ export function makeHopIdentity(lifetimeMs: number, now = Date.now()): HopIdenti
   const notBefore = new Date(Math.floor((now - 60_000) / 1000) * 1000);
   const notAfter = new Date(Math.floor((now + lifetimeMs) / 1000) * 1000);
   const spki = publicKey.export({ type: 'spki', format: 'der' });
-  const tbs = seq(explicit(0, int(Buffer.from([2]))), int(serial), ECDSA_SHA256, name, seq(time(notBefore), time(notAfter)), name, spki);
+  const tbs = seq(
+    explicit(0, int(Buffer.from([2]))),
+    int(serial),
+    ECDSA_SHA256,
+    name,
+    seq(time(notBefore), time(notAfter)),
+    name,
+    spki,
+  );
   const der = seq(tbs, ECDSA_SHA256, bits(sign('sha256', tbs, privateKey)));
   const cert = `-----BEGIN CERTIFICATE-----\n${der.toString('base64').replace(/.{1,64}/g, '$&\n')}-----END CERTIFICATE-----\n`;
   const key = privateKey.export({ type: 'pkcs8', format: 'pem' }) as string;
@@ -81,5 +89,12 @@ export function readHopIdentity(pem: string): HopIdentity {
   const x = new X509Certificate(certPem);
   const key = createPrivateKey(keyPem);
   if (!x.checkPrivateKey(key)) throw new Error('the hop certificate does not match its key');
-  return { pem: keyPem + certPem, key: keyPem, cert: certPem, fingerprint: normalFingerprint(x.fingerprint256), notBefore: new Date(x.validFrom), notAfter: new Date(x.validTo) };
+  return {
+    pem: keyPem + certPem,
+    key: keyPem,
+    cert: certPem,
+    fingerprint: normalFingerprint(x.fingerprint256),
+    notBefore: new Date(x.validFrom),
+    notAfter: new Date(x.validTo),
+  };
 }

@@ -23,7 +23,8 @@ const ANSWER_TIMEOUT_MS = 30_000;
 
 /** The admitted account at the end of a DIAL or UDP line: the exit applies its target rules to what it resolves. */
 let sharedContext: tls.SecureContext | null = null;
-const clientContext = (): tls.SecureContext => (sharedContext ??= tls.createSecureContext({ minVersion: 'TLSv1.3', maxVersion: 'TLSv1.3' }));
+const clientContext = (): tls.SecureContext =>
+  (sharedContext ??= tls.createSecureContext({ minVersion: 'TLSv1.3', maxVersion: 'TLSv1.3' }));
 
 /** Why a hop connection to an exit was given up before it was ready (said once per exit by the directory). */
 export type HopRejection = 'certificate_mismatch' | 'certificate_expired' | 'handshake_failed' | 'proof_refused';
@@ -140,7 +141,8 @@ export class HopLink {
       const onEarlyClose = (): void => {
         clearTimeout(timer);
         // Reached, but no handshake: something else answers on the exit's address (unreachable ones are the probes' to say).
-        if (connected && !handshook && !this.closed) this.o.onRejected?.('handshake_failed', 'no TLS 1.3 handshake with the exit');
+        if (connected && !handshook && !this.closed)
+          this.o.onRejected?.('handshake_failed', 'no TLS 1.3 handshake with the exit');
         resolve(null);
       };
       s.once('close', onEarlyClose);
@@ -154,7 +156,11 @@ export class HopLink {
         void readLine(s, this.timeoutMs).then((answer) => {
           clearTimeout(timer);
           if (answer !== 'OK') {
-            if (answer === null && !s.destroyed) this.o.onRejected?.('proof_refused', 'the exit closed the connection after the proof (another fleet secret?)');
+            if (answer === null && !s.destroyed)
+              this.o.onRejected?.(
+                'proof_refused',
+                'the exit closed the connection after the proof (another fleet secret?)',
+              );
             s.destroy();
             return resolve(null);
           }
@@ -163,7 +169,14 @@ export class HopLink {
             s.destroy();
             return resolve(null);
           }
-          const c: Conn = { mux: null as unknown as MuxSession, since: Date.now(), fingerprint, secret: secrets[0]!, ours: false, missed: 0 };
+          const c: Conn = {
+            mux: null as unknown as MuxSession,
+            since: Date.now(),
+            fingerprint,
+            secret: secrets[0]!,
+            ours: false,
+            missed: 0,
+          };
           c.mux = new MuxSession(s, {
             onGoAway: () => {
               this.retire(c);
@@ -180,7 +193,11 @@ export class HopLink {
   }
 
   /** The certificate the exit proved (fingerprint, expiry), or null (said to the directory) when the registry does not pin it or it expired. */
-  private verify(s: tls.TLSSocket, pinned: readonly string[], ticket: { fingerprint: string; notAfter: number } | null): { fingerprint: string; notAfter: number } | null {
+  private verify(
+    s: tls.TLSSocket,
+    pinned: readonly string[],
+    ticket: { fingerprint: string; notAfter: number } | null,
+  ): { fingerprint: string; notAfter: number } | null {
     let got: { fingerprint: string; notAfter: number };
     // A resumed session presents no certificate: it was verified when its ticket was issued, against a
     // fingerprint still pinned; its expiry is checked all the same.
@@ -199,7 +216,10 @@ export class HopLink {
     }
     if (got.notAfter < Date.now()) {
       this.ticket = null;
-      this.o.onRejected?.('certificate_expired', `certificate ${got.fingerprint} expired ${new Date(got.notAfter).toISOString()}`);
+      this.o.onRejected?.(
+        'certificate_expired',
+        `certificate ${got.fingerprint} expired ${new Date(got.notAfter).toISOString()}`,
+      );
       return null;
     }
     return got;
@@ -289,12 +309,27 @@ export class HopLink {
    * taken), or whose proof's secret the exit no longer accepts, is tried once more on a new one.
    */
   async dial(req: DialRequest): Promise<DialOutcome | 'retry'> {
-    return this.ask(req, encodeHopRequest({ kind: 'dial', host: req.host, port: req.port, session: req.session, accountId: req.accountId, pin: req.pin }));
+    return this.ask(
+      req,
+      encodeHopRequest({
+        kind: 'dial',
+        host: req.host,
+        port: req.port,
+        session: req.session,
+        accountId: req.accountId,
+        pin: req.pin,
+      }),
+    );
   }
 
   /** A UDP association through this exit: the stream its datagrams travel on in frames (hop/udp.ts). */
-  async associate(req: Pick<DialRequest, 'session' | 'accountId' | 'pin' | 'stillWanted'>): Promise<DialOutcome | 'retry'> {
-    return this.ask({ ...req, host: '-', port: 0, connecting: () => {} }, encodeHopRequest({ kind: 'udp', session: req.session, accountId: req.accountId, pin: req.pin }));
+  async associate(
+    req: Pick<DialRequest, 'session' | 'accountId' | 'pin' | 'stillWanted'>,
+  ): Promise<DialOutcome | 'retry'> {
+    return this.ask(
+      { ...req, host: '-', port: 0, connecting: () => {} },
+      encodeHopRequest({ kind: 'udp', session: req.session, accountId: req.accountId, pin: req.pin }),
+    );
   }
 
   private async ask(req: DialRequest, line: string): Promise<DialOutcome | 'retry'> {

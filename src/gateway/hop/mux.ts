@@ -181,9 +181,10 @@ export class MuxSession {
   ) {
     // What the proof's reader left (unshifted: frames right behind its line), then every read into a buffer
     // of its own (no allocation and no stream machinery per record); 'data' where Node offers no such switch.
-    for (let c: Buffer | null; (c = socket.read() as Buffer | null) !== null; ) this.read(c, c.length);
+    for (let c: Buffer | null; (c = socket.read() as Buffer | null) !== null;) this.read(c, c.length);
     const buffer = Buffer.allocUnsafeSlow(READ_SIZE);
-    if (!readInto(socket, buffer, (n) => (this.read(buffer, n), true))) socket.on('data', (chunk: Buffer) => this.read(chunk, chunk.length));
+    if (!readInto(socket, buffer, (n) => (this.read(buffer, n), true)))
+      socket.on('data', (chunk: Buffer) => this.read(chunk, chunk.length));
     socket.on('drain', () => this.flushBlocked());
     socket.once('close', () => this.lost());
     socket.on('end', () => socket.end());
@@ -387,7 +388,8 @@ export class MuxSession {
       case Frame.Open: {
         if (!this.o.onOpen || id === 0 || this.streams.has(id)) return this.broken();
         // Not here (stopping, or full): an answer the entry retries on another connection, not a target's failure.
-        if (this.draining || this.streams.size >= MAX_STREAMS) return this.send(Frame.Reply, id, Buffer.from(`ERR ${GOING_AWAY}`, 'latin1'));
+        if (this.draining || this.streams.size >= MAX_STREAMS)
+          return this.send(Frame.Reply, id, Buffer.from(`ERR ${GOING_AWAY}`, 'latin1'));
         const s = new MuxStream(this, id);
         this.streams.set(id, s);
         this.o.onOpen(s, p.toString('latin1'));
@@ -571,7 +573,8 @@ export class MuxStream extends EventEmitter {
     const first = this.runBuf === null;
     const at = keep(piece);
     // One piece per turn, at most DELIVER_MAX (a reader that pauses holds the rest, copied out of the slab).
-    if (this.runBuf === slab && this.runEnd === at && this.runEnd - this.runStart + piece.length <= DELIVER_MAX) this.runEnd += piece.length;
+    if (this.runBuf === slab && this.runEnd === at && this.runEnd - this.runStart + piece.length <= DELIVER_MAX)
+      this.runEnd += piece.length;
     else {
       this.seal();
       this.runBuf = slab;
@@ -612,7 +615,8 @@ export class MuxStream extends EventEmitter {
       this.inbox.splice(0, k);
       this.deliver(all);
     }
-    if (thenEnd && this.inbox.length === 0 && this.inboxEnd && this.flowing === true && !this.destroyed) this.finishReading();
+    if (thenEnd && this.inbox.length === 0 && this.inboxEnd && this.flowing === true && !this.destroyed)
+      this.finishReading();
     // The reader keeps up again: what it took since the last WINDOW is given back now.
     if (this.flowing === true && !this.destroyed && this.consumed >= this.window >>> 1) this.grant();
   }
@@ -870,7 +874,8 @@ export class MuxStream extends EventEmitter {
     // After this turn's promise continuations (not on the next tick): a stream reset right after its REPLY is
     // handed to the pump first, which must hear its 'close'.
     setImmediate(() => {
-      if (hadError && this.listenerCount('error') > 0) this.emit('error', Object.assign(new Error('hop stream reset'), { code: 'ECONNRESET' }));
+      if (hadError && this.listenerCount('error') > 0)
+        this.emit('error', Object.assign(new Error('hop stream reset'), { code: 'ECONNRESET' }));
       this.emit('close', hadError);
     });
   }

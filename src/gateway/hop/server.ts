@@ -13,7 +13,16 @@ import { destroySelf } from '../relay/sockets.js';
 import { splice, type SpliceOwner } from '../relay/splice.js';
 import type { HopIdentity } from './identity.js';
 import { MuxSession } from './mux.js';
-import { ALPN, ALPN_LEGACY, encodeHopAnswer, parseHopRequest, proves, readLine, sessionBinding, type HopRequest } from './wire.js';
+import {
+  ALPN,
+  ALPN_LEGACY,
+  encodeHopAnswer,
+  parseHopRequest,
+  proves,
+  readLine,
+  sessionBinding,
+  type HopRequest,
+} from './wire.js';
 import { readFrames, writeFrame } from './udp.js';
 
 /** From accept to a proved secret (TCP, TLS handshake and the AUTH line), at most. */
@@ -69,7 +78,9 @@ export interface HopServer {
 /** A context per identity: TLS 1.3 only; session tickets keyed from the private key, so every worker of the exit resumes its entries' sessions. */
 function contextFor(id: HopIdentity): tls.SecureContext {
   const ctx = tls.createSecureContext({ key: id.key, cert: id.cert, minVersion: 'TLSv1.3', maxVersion: 'TLSv1.3' });
-  ctx.context.setTicketKeys(createHash('sha512').update('proxyd-hop tickets\0').update(id.key).digest().subarray(0, 48));
+  ctx.context.setTicketKeys(
+    createHash('sha512').update('proxyd-hop tickets\0').update(id.key).digest().subarray(0, 48),
+  );
   return ctx;
 }
 
@@ -158,10 +169,13 @@ export async function startHopServer(o: HopServerOptions): Promise<HopServer> {
   server.on('error', () => {});
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
-    server.listen({ host: o.listen.host, port: o.listen.port, ...(o.reusePort ? { exclusive: true, reusePort: true } : {}) }, () => {
-      server.removeListener('error', reject);
-      resolve();
-    });
+    server.listen(
+      { host: o.listen.host, port: o.listen.port, ...(o.reusePort ? { exclusive: true, reusePort: true } : {}) },
+      () => {
+        server.removeListener('error', reject);
+        resolve();
+      },
+    );
   });
   const a = server.address() as net.AddressInfo;
   return {
@@ -181,7 +195,8 @@ export async function startHopServer(o: HopServerOptions): Promise<HopServer> {
       const carrying = new Set<net.Socket>([...relaying, ...[...muxes].map((m) => m.socket)]);
       for (const s of sockets) if (!carrying.has(s)) s.destroy();
       const deadline = Date.now() + drainMs;
-      while ((relaying.size > 0 || [...muxes].some((m) => m.streams.size > 0)) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 25));
+      while ((relaying.size > 0 || [...muxes].some((m) => m.streams.size > 0)) && Date.now() < deadline)
+        await new Promise((r) => setTimeout(r, 25));
       // Their last tunnels ended: each connection closes after its last frames have gone, within the deadline.
       for (const mux of muxes) mux.end();
       while (muxes.size > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 25));
@@ -253,7 +268,11 @@ function serveStreams(s: tls.TLSSocket, o: HopServerOptions, hooks: ServeHooks, 
         mux.goAway();
         return;
       }
-      const carrier: Carrier = { socket: stream.asSocket(), reply: (answer) => stream.reply(answer), malformed: () => stream.reply(encodeHopAnswer({ kind: 'err', failure: 'host_unreachable' })) };
+      const carrier: Carrier = {
+        socket: stream.asSocket(),
+        reply: (answer) => stream.reply(answer),
+        malformed: () => stream.reply(encodeHopAnswer({ kind: 'err', failure: 'host_unreachable' })),
+      };
       void openTunnel(carrier, line, o).catch(() => stream.destroy());
     },
   });
@@ -296,7 +315,11 @@ async function openTunnel(c: Carrier, line: string, o: HopServerOptions): Promis
   const { localAddress, localPort } = out.socket;
   c.reply(encodeHopAnswer({ kind: 'dial', egress: localAddress, port: localPort }));
   // The gateway's own pump (splice.ts): no budget, rate or metering here (the entry counts), the idle sweep alike.
-  splice({ socket: s, upstream: null, budget: null, rate: null, bytesUp: 0, bytesDown: 0, core: o.core }, out.socket, Buffer.alloc(0));
+  splice(
+    { socket: s, upstream: null, budget: null, rate: null, bytesUp: 0, bytesDown: 0, core: o.core },
+    out.socket,
+    Buffer.alloc(0),
+  );
 }
 
 /**

@@ -30,7 +30,11 @@ export class HopUdpCarrier implements UdpCarrier {
 
   receive(onAnswer: (from: UdpSender, data: Buffer) => void, onEnd: () => void): void {
     // An exit answers from addresses only; a named sender is not a frame it makes.
-    readFrames(this.stream, (f) => (f.family === null ? this.req.drop('malformed') : onAnswer({ address: f.host, family: f.family, port: f.port }, f.data)));
+    readFrames(this.stream, (f) =>
+      f.family === null
+        ? this.req.drop('malformed')
+        : onAnswer({ address: f.host, family: f.family, port: f.port }, f.data),
+    );
     if (this.stream.destroyed) return onEnd();
     this.onEnd = onEnd;
     this.stream.once('close', onEnd);

@@ -138,7 +138,9 @@ export function encodeHopAnswer(a: HopAnswer): string {
 const OK_EGRESS = /^OK (?:udp )?(\d{1,3}(?:\.\d{1,3}){3})(?: |$)/;
 
 /** An answer as the entry reads it: OK, with the IPv4 egress address it names (usage by dedicated address), or the failure. */
-export function parseHopAnswer(line: string): { ok: true; egress: string | undefined } | { ok: false; failure: string } {
+export function parseHopAnswer(
+  line: string,
+): { ok: true; egress: string | undefined } | { ok: false; failure: string } {
   if (line.startsWith('OK')) return { ok: true, egress: OK_EGRESS.exec(line)?.[1] };
   return { ok: false, failure: line.slice(4) };
 }

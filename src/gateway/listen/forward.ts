@@ -18,7 +18,15 @@ import {
 import { httpReply, type ProxyErrorType } from '../replies.js';
 
 // `Trailer` is not among them (RFC 9110 6.6.2): the trailers it announces are relayed.
-const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'proxy-authorization', 'proxy-authenticate', 'te', 'upgrade']);
+const HOP_BY_HOP = new Set([
+  'connection',
+  'keep-alive',
+  'proxy-connection',
+  'proxy-authorization',
+  'proxy-authenticate',
+  'te',
+  'upgrade',
+]);
 /** The headers that frame a message: never removed on the way, whatever `Connection` names. */
 const FRAMING = new Set(['content-length', 'transfer-encoding']);
 const MAX_RESPONSE_HEAD = 64 * 1024;
@@ -27,14 +35,16 @@ const VIA_PSEUDONYM = 'proxyd';
 const via = (version: string): string => `Via: ${version} ${VIA_PSEUDONYM}\r\n`;
 const CLOSE_LINGER_MS = 5000;
 
-type BodyFraming = { kind: 'none' } | { kind: 'length'; remaining: number } | { kind: 'chunked'; scanner: ChunkedScanner };
+type BodyFraming =
+  { kind: 'none' } | { kind: 'length'; remaining: number } | { kind: 'chunked'; scanner: ChunkedScanner };
 /** A response body may also run until the origin closes. */
 type ResponseFraming = BodyFraming | { kind: 'close' };
 
 /** How the request body is delimited, or why the request is refused (RFC 9112 6.3). */
 export function requestFraming(head: RequestHead): BodyFraming | { error: string } {
   // A Connection option naming the framing would strip it on the way, and send the body unframed (smuggling).
-  if (headerTokens(head.headers, 'connection').some((t) => FRAMING.has(t))) return { error: 'Connection names a framing header' };
+  if (headerTokens(head.headers, 'connection').some((t) => FRAMING.has(t)))
+    return { error: 'Connection names a framing header' };
   const te = headerTokens(head.headers, 'transfer-encoding');
   const cl = headerValues(head.headers, 'content-length');
   if (te.length > 0) {
@@ -57,7 +67,8 @@ export function requestFraming(head: RequestHead): BodyFraming | { error: string
 export function responseFraming(status: number, headers: Header[], requestMethod: string): ResponseFraming {
   if (requestMethod === 'HEAD' || status === 204 || status === 304) return { kind: 'none' };
   const te = headerTokens(headers, 'transfer-encoding');
-  if (te.length > 0) return te[te.length - 1] === 'chunked' ? { kind: 'chunked', scanner: new ChunkedScanner() } : { kind: 'close' };
+  if (te.length > 0)
+    return te[te.length - 1] === 'chunked' ? { kind: 'chunked', scanner: new ChunkedScanner() } : { kind: 'close' };
   const cl = headerValues(headers, 'content-length');
   if (cl.length === 0) return { kind: 'close' };
   const values = cl.flatMap((v) => v.split(',')).map((v) => v.trim());
@@ -118,11 +129,14 @@ export function forwardRequest(conn: ClientConn, head: RequestHead, headBytes: n
 /** What is wrong with a request target that is not a usable absolute http:// URL (the 400's `details`). */
 function urlProblem(target: string): string {
   const m = /^[Hh][Tt][Tt][Pp]:\/\/([^/?#]*)/.exec(target);
-  if (!m) return /^https:\/\//i.test(target) ? 'https:// goes through CONNECT, not absolute-form' : 'an absolute http:// URL is required (use CONNECT for https)';
+  if (!m)
+    return /^https:\/\//i.test(target)
+      ? 'https:// goes through CONNECT, not absolute-form'
+      : 'an absolute http:// URL is required (use CONNECT for https)';
   const authority = m[1] as string;
   if (authority.includes('@')) return 'credentials in the URL are not accepted (send Proxy-Authorization)';
   if (authority === '') return 'the URL has no host';
-  return 'the URL\'s host or port is not valid';
+  return "the URL's host or port is not valid";
 }
 
 class ForwardExchange {
@@ -296,7 +310,8 @@ class ForwardExchange {
       // Chunked and a Content-Length: the length is not the framing, and goes (RFC 9112 6.3).
       const dropLength = this.response.kind === 'chunked' && headerValues(r.value.headers, 'content-length').length > 0;
       let out = `HTTP/${r.value.version} ${status} ${r.value.reason}\r\n`;
-      for (const [n, v] of withoutHopByHop(r.value.headers)) if (!dropLength || n.toLowerCase() !== 'content-length') out += `${n}: ${v}\r\n`;
+      for (const [n, v] of withoutHopByHop(r.value.headers))
+        if (!dropLength || n.toLowerCase() !== 'content-length') out += `${n}: ${v}\r\n`;
       out += via(r.value.version);
       // RFC 9209: our member goes last (nearest the client), after any an upstream proxy added.
       out += `Proxy-Status: proxyd; received-status=${status}\r\nX-Request-Id: ${this.conn.requestId}\r\n`;
@@ -370,7 +385,8 @@ class ForwardExchange {
   }
 
   private onIdle(): void {
-    if (!this.sentToClient && !this.client.writableEnded) this.replyAndClose(504, 'http_response_timeout', 'the target did not answer in time');
+    if (!this.sentToClient && !this.client.writableEnded)
+      this.replyAndClose(504, 'http_response_timeout', 'the target did not answer in time');
     else if (!this.responseDone) this.abort();
     else this.destroyBoth();
   }

@@ -5,7 +5,8 @@ import type { Authority } from '../wire/http-head.js';
 import { httpReply } from '../replies.js';
 import { splice } from '../relay/splice.js';
 
-const ESTABLISHED_HEAD = 'HTTP/1.1 200 Connection established\r\nVia: 1.1 proxyd\r\nProxy-Status: proxyd\r\nX-Request-Id: ';
+const ESTABLISHED_HEAD =
+  'HTTP/1.1 200 Connection established\r\nVia: 1.1 proxyd\r\nProxy-Status: proxyd\r\nX-Request-Id: ';
 const PREPARED = Buffer.from(ESTABLISHED_HEAD, 'latin1');
 const HEAD_BYTES = PREPARED.length;
 
@@ -27,15 +28,17 @@ export function openConnectTunnel(conn: ClientConn, target: Authority | null): v
     conn.refuse('malformed', httpReply(400, 'http_request_error', 'CONNECT target must be host:port', conn.requestId));
     return;
   }
-  void dialTarget(conn, target.host, target.port).then((out) => {
-    if (!out) return;
-    if (!out.ok) {
-      conn.failHttp(out.failure, out.detail);
-      return;
-    }
-    const early = conn.handOff('tunnel');
-    if (!early) return void out.socket.destroy();
-    conn.socket.write(established(conn.requestId));
-    splice(conn, out.socket, early);
-  }).catch(() => conn.destroy());
+  void dialTarget(conn, target.host, target.port)
+    .then((out) => {
+      if (!out) return;
+      if (!out.ok) {
+        conn.failHttp(out.failure, out.detail);
+        return;
+      }
+      const early = conn.handOff('tunnel');
+      if (!early) return void out.socket.destroy();
+      conn.socket.write(established(conn.requestId));
+      splice(conn, out.socket, early);
+    })
+    .catch(() => conn.destroy());
 }

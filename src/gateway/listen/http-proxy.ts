@@ -3,7 +3,14 @@
 import { afterAdmission, type ClientConn, type ProtocolHandler } from '../conn.js';
 import { forwardRequest } from './forward.js';
 import { formatHostPort } from '../../rules/host-port.js';
-import { headerValues, parseAbsoluteHttpUrl, parseAuthority, parseProxyAuthorization, parseRequestHead, type RequestHead } from '../wire/http-head.js';
+import {
+  headerValues,
+  parseAbsoluteHttpUrl,
+  parseAuthority,
+  parseProxyAuthorization,
+  parseRequestHead,
+  type RequestHead,
+} from '../wire/http-head.js';
 import { httpFailureReply, httpReply } from '../replies.js';
 import { openConnectTunnel } from './http-connect.js';
 
@@ -36,7 +43,12 @@ export class HttpProxyHandler implements ProtocolHandler {
       return;
     }
     if (r.kind === 'error') {
-      const [status, detail] = r.error === 'too_large' ? [431, 'request head too large'] : r.error === 'bad_version' ? [505, 'HTTP version not supported (1.0 and 1.1 are)'] : [400, 'malformed request head'];
+      const [status, detail] =
+        r.error === 'too_large'
+          ? [431, 'request head too large']
+          : r.error === 'bad_version'
+            ? [505, 'HTTP version not supported (1.0 and 1.1 are)']
+            : [400, 'malformed request head'];
       conn.refuse('malformed', httpReply(status, 'http_request_error', detail, conn.requestId));
       return;
     }
@@ -59,7 +71,11 @@ export class HttpProxyHandler implements ProtocolHandler {
     conn.protocol = isConnect ? 'connect' : 'http';
     // Parsed once: for the log here, and for the dial (CONNECT's authority) below.
     const authority = isConnect ? parseAuthority(head.target) : null;
-    conn.target = isConnect ? (authority ? formatHostPort(authority.host, authority.port) : null) : logTarget(head.target);
+    conn.target = isConnect
+      ? authority
+        ? formatHostPort(authority.host, authority.port)
+        : null
+      : logTarget(head.target);
     const creds = parseProxyAuthorization(headerValues(head.headers, 'proxy-authorization'));
     if (creds === 'invalid') {
       // Not Basic, bad base64, no colon: the same 407 as wrong credentials; the log says what it was.
@@ -69,18 +85,24 @@ export class HttpProxyHandler implements ProtocolHandler {
     }
     // For the log: as presented, but no longer than 255 characters (as long as RFC 1929 lets a SOCKS5 one be; a
     // head may hold a username of kilobytes), never cut inside a surrogate pair.
-    if (creds) conn.username = creds.username.length > MAX_LOGGED_USERNAME ? cutUsername(creds.username) : creds.username;
-    afterAdmission(conn, () => conn.admit(creds), (failure) => {
-      if (failure === 'gone') return;
-      if (failure) return conn.failHttp(failure);
-      if (isConnect) openConnectTunnel(conn, authority);
-      else forwardRequest(conn, head, headBytes);
-    });
+    if (creds)
+      conn.username = creds.username.length > MAX_LOGGED_USERNAME ? cutUsername(creds.username) : creds.username;
+    afterAdmission(
+      conn,
+      () => conn.admit(creds),
+      (failure) => {
+        if (failure === 'gone') return;
+        if (failure) return conn.failHttp(failure);
+        if (isConnect) openConnectTunnel(conn, authority);
+        else forwardRequest(conn, head, headBytes);
+      },
+    );
   }
 }
 
 function cutUsername(u: string): string {
-  const end = (u.charCodeAt(MAX_LOGGED_USERNAME - 1) & 0xfc00) === 0xd800 ? MAX_LOGGED_USERNAME - 1 : MAX_LOGGED_USERNAME;
+  const end =
+    (u.charCodeAt(MAX_LOGGED_USERNAME - 1) & 0xfc00) === 0xd800 ? MAX_LOGGED_USERNAME - 1 : MAX_LOGGED_USERNAME;
   return u.slice(0, end);
 }
 

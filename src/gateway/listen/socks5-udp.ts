@@ -10,7 +10,15 @@ import dgram from 'node:dgram';
 import net from 'node:net';
 import type { ClientConn } from '../conn.js';
 import { canonicalIp } from '../dial/target-policy.js';
-import { holdsUdpPort, holdUdpPort, isOwnUdpSocket, literalLookup, releaseUdpPort, type UdpCarrier, type UdpSender } from '../dial/udp-out.js';
+import {
+  holdsUdpPort,
+  holdUdpPort,
+  isOwnUdpSocket,
+  literalLookup,
+  releaseUdpPort,
+  type UdpCarrier,
+  type UdpSender,
+} from '../dial/udp-out.js';
 import { countDatagram, datagramMayPass } from '../relay/datagrams.js';
 import { encodeUdpHeader, isBadNameTarget, parseUdpDatagram } from '../wire/socks5.js';
 
@@ -86,14 +94,17 @@ export class UdpAssociation {
     this.expectedHost = named === '0.0.0.0' || named === '::' ? null : named;
     relay.on('message', (msg, rinfo) => this.fromClient(msg, rinfo));
     relay.on('error', () => conn.destroy());
-    this.idleTimer = setInterval(() => {
-      const now = Date.now();
-      const relayed = conn.datagramsUp + conn.datagramsDown;
-      if (relayed !== this.relayedSeen) {
-        this.relayedSeen = relayed;
-        this.lastActive = now;
-      } else if (now - this.lastActive >= this.idleMs) conn.destroy();
-    }, Math.min(1_000, Math.max(50, Math.floor(idleMs / 4))));
+    this.idleTimer = setInterval(
+      () => {
+        const now = Date.now();
+        const relayed = conn.datagramsUp + conn.datagramsDown;
+        if (relayed !== this.relayedSeen) {
+          this.relayedSeen = relayed;
+          this.lastActive = now;
+        } else if (now - this.lastActive >= this.idleMs) conn.destroy();
+      },
+      Math.min(1_000, Math.max(50, Math.floor(idleMs / 4))),
+    );
     this.idleTimer.unref();
     // The control connection carries nothing more; its end (or loss) ends the association.
     conn.socket.on('data', () => {});
@@ -122,7 +133,11 @@ export class UdpAssociation {
     // The sender checked once per address and port (a client sends from one): the same again skips the check.
     if (rinfo.address !== this.okAddress || rinfo.port !== this.okPort) {
       const from = canonicalIp(rinfo.address);
-      if (from !== this.conn.clientAddress || (this.expectedHost !== null && from !== this.expectedHost) || (this.expected.port !== 0 && rinfo.port !== this.expected.port)) {
+      if (
+        from !== this.conn.clientAddress ||
+        (this.expectedHost !== null && from !== this.expectedHost) ||
+        (this.expected.port !== 0 && rinfo.port !== this.expected.port)
+      ) {
         return this.drop('source');
       }
       // One of the gateway's own sockets (a client on the gateway's host shares its address): never a client.
@@ -183,7 +198,8 @@ export class UdpAssociation {
     // Before the client's first datagram there is nowhere to send it (the carrier drops senders never sent to).
     if (this.closed || this.clientPort === null) return this.drop('unsolicited');
     // Past what one datagram can carry with the header: dropped here (sending it would fail the relay socket).
-    if (data.length > MAX_DATAGRAM - 22 || !datagramMayPass(this.conn, 'down', data.length)) return this.drop('over_limit');
+    if (data.length > MAX_DATAGRAM - 22 || !datagramMayPass(this.conn, 'down', data.length))
+      return this.drop('over_limit');
     // No callback: a send the kernel refuses (an unreachable client, a full buffer) loses that datagram and
     // nothing else (dgram reports it only to a callback, which would cost a tick per datagram).
     this.relay.send([this.headerFor(from), data], this.clientPort, this.conn.clientAddress);

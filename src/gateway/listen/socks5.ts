@@ -46,7 +46,8 @@ export class Socks5Handler implements ProtocolHandler {
       if (r.kind === 'incomplete') return;
       if (r.kind === 'error') {
         // A SOCKS5 greeting that offers no method: none of them is acceptable (RFC 1928's 0xFF), said before closing.
-        if (r.error === 'no_methods') return conn.refuse('malformed', Buffer.from([SOCKS_VERSION, Method.NoAcceptable]));
+        if (r.error === 'no_methods')
+          return conn.refuse('malformed', Buffer.from([SOCKS_VERSION, Method.NoAcceptable]));
         conn.logRefusal('malformed');
         return conn.destroy();
       }
@@ -62,14 +63,19 @@ export class Socks5Handler implements ProtocolHandler {
         conn.core.countFailure('no_acceptable_method');
         return conn.refuse('malformed', Buffer.from([SOCKS_VERSION, Method.NoAcceptable]));
       }
-      afterAdmission(conn, () => conn.admit(null), (failure) => {
-        if (failure === 'gone') return;
-        if (failure && AFTER_REQUEST.has(failure)) this.deferred = failure;
-        else if (failure) return conn.refuse(failureLogReason(failure), Buffer.from([SOCKS_VERSION, Method.NoAcceptable]));
-        this.stage = 'request';
-        conn.socket.write(CHOSEN_NO_AUTH);
-        conn.to('handshake');
-      });
+      afterAdmission(
+        conn,
+        () => conn.admit(null),
+        (failure) => {
+          if (failure === 'gone') return;
+          if (failure && AFTER_REQUEST.has(failure)) this.deferred = failure;
+          else if (failure)
+            return conn.refuse(failureLogReason(failure), Buffer.from([SOCKS_VERSION, Method.NoAcceptable]));
+          this.stage = 'request';
+          conn.socket.write(CHOSEN_NO_AUTH);
+          conn.to('handshake');
+        },
+      );
       return;
     }
     if (this.stage === 'auth') {
@@ -81,14 +87,18 @@ export class Socks5Handler implements ProtocolHandler {
       }
       conn.queue.consume(r.consumed);
       conn.username = r.value.username;
-      afterAdmission(conn, () => conn.admit(r.value), (failure) => {
-        if (failure === 'gone') return;
-        if (failure && AFTER_REQUEST.has(failure)) this.deferred = failure;
-        else if (failure) return conn.refuse(failureLogReason(failure), Buffer.from([AUTH_VERSION, 0x01]));
-        this.stage = 'request';
-        conn.socket.write(AUTH_OK);
-        conn.to('handshake');
-      });
+      afterAdmission(
+        conn,
+        () => conn.admit(r.value),
+        (failure) => {
+          if (failure === 'gone') return;
+          if (failure && AFTER_REQUEST.has(failure)) this.deferred = failure;
+          else if (failure) return conn.refuse(failureLogReason(failure), Buffer.from([AUTH_VERSION, 0x01]));
+          this.stage = 'request';
+          conn.socket.write(AUTH_OK);
+          conn.to('handshake');
+        },
+      );
       return;
     }
     if (this.stage === 'request') {
@@ -125,7 +135,8 @@ export class Socks5Handler implements ProtocolHandler {
     // Reserved now, before any wait: concurrent requests cannot all pass the cap. Released when the association
     // ends, or at once if it never starts.
     const counts = conn.core.stats.udp;
-    if (counts.associationsOpen >= udp.maxAssociations) return conn.refuse('connection_limit', encodeReply(Reply.GeneralFailure));
+    if (counts.associationsOpen >= udp.maxAssociations)
+      return conn.refuse('connection_limit', encodeReply(Reply.GeneralFailure));
     counts.associationsOpen++;
     let started = false;
     conn.socket.once('close', () => {
@@ -155,7 +166,11 @@ export class Socks5Handler implements ProtocolHandler {
       if (out?.via) conn.via = out.via;
       if (!out || !out.ok) {
         relay.close();
-        if (out && !out.ok) conn.refuse(failureLogReason(out.failure), out.failure === 'no_exit' ? encodeReply(Reply.NetworkUnreachable) : socksFailureReply(out.failure));
+        if (out && !out.ok)
+          conn.refuse(
+            failureLogReason(out.failure),
+            out.failure === 'no_exit' ? encodeReply(Reply.NetworkUnreachable) : socksFailureReply(out.failure),
+          );
         return;
       }
       const { carrier } = out;
@@ -185,9 +200,14 @@ export class Socks5Handler implements ProtocolHandler {
         const socket = out.socket;
         const early = conn.handOff('tunnel');
         if (!early) return void socket.destroy();
-        const bound = socket.localAddress && socket.localPort
-          ? { address: socket.localAddress, port: socket.localPort, family: socket.localFamily === 'IPv6' ? (6 as const) : (4 as const) }
-          : undefined;
+        const bound =
+          socket.localAddress && socket.localPort
+            ? {
+                address: socket.localAddress,
+                port: socket.localPort,
+                family: socket.localFamily === 'IPv6' ? (6 as const) : (4 as const),
+              }
+            : undefined;
         conn.socket.write(encodeReply(Reply.Succeeded, bound));
         splice(conn, socket, early);
       })

@@ -15,7 +15,11 @@ export interface DatagramOwner {
   bytesDown: number;
   datagramsUp: number;
   datagramsDown: number;
-  readonly core: { readonly stats: { readonly udp: { datagramsUp: number; datagramsDown: number; bytesUp: number; bytesDown: number } } };
+  readonly core: {
+    readonly stats: {
+      readonly udp: { datagramsUp: number; datagramsDown: number; bytesUp: number; bytesDown: number };
+    };
+  };
 }
 
 /** Up: client to target; down: an answer, target to client. */

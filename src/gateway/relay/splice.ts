@@ -78,7 +78,8 @@ interface StreamHandle {
 // a socket accepted by a server (which has no `onread` option) can be switched to it after the fact.
 const onreadKeys = ((): { buffer: symbol; callback: symbol; gen: symbol } | null => {
   const probe = new net.Socket({ onread: { buffer: Buffer.alloc(1), callback: () => true } });
-  const find = (name: string): symbol | undefined => Object.getOwnPropertySymbols(probe).find((s) => s.description === name);
+  const find = (name: string): symbol | undefined =>
+    Object.getOwnPropertySymbols(probe).find((s) => s.description === name);
   const buffer = find('kBuffer');
   const callback = find('kBufferCb');
   const gen = find('kBufferGen');
@@ -267,7 +268,11 @@ function onUpstreamClose(this: TunnelSocket, hadError: boolean): void {
  * `callback(n, buffer)` is called (false pauses the socket), with no allocation and no stream machinery per read.
  * The bytes are the callback's until it returns. False (nothing changed) when this Node has no such switch.
  */
-export function readInto(s: net.Socket, buffer: Buffer, callback: (this: net.Socket, n: number, buf: Buffer) => boolean): boolean {
+export function readInto(
+  s: net.Socket,
+  buffer: Buffer,
+  callback: (this: net.Socket, n: number, buf: Buffer) => boolean,
+): boolean {
   const handle = (s as TunnelSocket)._handle;
   if (!onreadKeys || !handle?.useUserBuffer) return false;
   const fields = s as unknown as Record<symbol, unknown>;
@@ -280,7 +285,7 @@ export function readInto(s: net.Socket, buffer: Buffer, callback: (this: net.Soc
 
 /** Everything a socket read before the pump took over (it was paused), then its reads go to `onRead`. */
 function takeOver(s: TunnelSocket): void {
-  for (let chunk: Buffer | null; (chunk = s.read() as Buffer | null) !== null; ) onRead.call(s, chunk.length, chunk);
+  for (let chunk: Buffer | null; (chunk = s.read() as Buffer | null) !== null;) onRead.call(s, chunk.length, chunk);
   const reader = onRead as (this: net.Socket, n: number, buf: Buffer) => boolean;
   // A hop stream hands its bytes over the same way (hop/mux.ts, readWith).
   if (s.readWith !== undefined) s.readWith(reader);
@@ -291,7 +296,17 @@ export function splice(conn: SpliceOwner, upstream: net.Socket, earlyData: Buffe
   const client = conn.socket as TunnelSocket;
   const up = upstream as TunnelSocket;
   conn.upstream = upstream;
-  const t: Tunnel = { liveIndex: -1, conn, client, upstream: up, active: 0, idleSweeps: 0, heldUp: null, heldDown: null, drains: 0 };
+  const t: Tunnel = {
+    liveIndex: -1,
+    conn,
+    client,
+    upstream: up,
+    active: 0,
+    idleSweeps: 0,
+    heldUp: null,
+    heldDown: null,
+    drains: 0,
+  };
   client[kTunnel] = t;
   up[kTunnel] = t;
   conn.core.tunnels.add(t);

@@ -109,7 +109,11 @@ export function parseRequestHead(buf: Buffer, maxBytes: number, scanFrom = 0): P
  * (RFC 9112 2.2 allows it; some devices and old CGI send them). `text`: where the last field line's LF is (its
  * CR, if any, is still part of the text: each line loses exactly one). `scanFrom`: bytes already looked through.
  */
-function responseHeadEnd(buf: Buffer, maxBytes: number, scanFrom: number): { end: number; text: number } | -1 | 'too_large' {
+function responseHeadEnd(
+  buf: Buffer,
+  maxBytes: number,
+  scanFrom: number,
+): { end: number; text: number } | -1 | 'too_large' {
   for (let i = buf.indexOf(0x0a, Math.max(0, scanFrom - 2)); i !== -1; i = buf.indexOf(0x0a, i + 1)) {
     const j = buf[i + 1] === 0x0d ? i + 2 : i + 1;
     if (buf[j] !== 0x0a) continue;
@@ -125,7 +129,10 @@ export function parseResponseHead(buf: Buffer, maxBytes: number, scanFrom = 0): 
   if (found === -1) return INCOMPLETE;
   const end = found.end;
   // Each line without its CR before the LF; a CR anywhere else is not a line end.
-  const lines = buf.toString('latin1', 0, found.text).split('\n').map((l) => (l.endsWith('\r') ? l.slice(0, -1) : l));
+  const lines = buf
+    .toString('latin1', 0, found.text)
+    .split('\n')
+    .map((l) => (l.endsWith('\r') ? l.slice(0, -1) : l));
   if (lines.some((l) => l.includes('\r'))) return fail('bad_header');
   const m = /^(HTTP\/1\.[01]) ([0-9]{3})(?: ([\t\x20-\x7e\x80-\xff]*))?$/.exec(lines[0] ?? '');
   if (!m) return fail('bad_start_line');
@@ -241,7 +248,8 @@ function isBase64(s: string): boolean {
   if (n > 0 && s.charCodeAt(n - 1) === 0x3d) end = s.charCodeAt(n - 2) === 0x3d ? n - 2 : n - 1;
   for (let i = 0; i < end; i++) {
     const c = s.charCodeAt(i);
-    const ok = (c >= 0x41 && c <= 0x5a) || (c >= 0x61 && c <= 0x7a) || (c >= 0x30 && c <= 0x39) || c === 0x2b || c === 0x2f;
+    const ok =
+      (c >= 0x41 && c <= 0x5a) || (c >= 0x61 && c <= 0x7a) || (c >= 0x30 && c <= 0x39) || c === 0x2b || c === 0x2f;
     if (!ok) return false;
   }
   return true;

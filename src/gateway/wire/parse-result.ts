@@ -1,8 +1,6 @@
 // The result shape every pure parser returns: never throws, the error is a value.
 export type ParseResult<T, E extends string> =
-  | { kind: 'incomplete' }
-  | { kind: 'error'; error: E }
-  | { kind: 'ok'; value: T; consumed: number };
+  { kind: 'incomplete' } | { kind: 'error'; error: E } | { kind: 'ok'; value: T; consumed: number };
 
 export const INCOMPLETE = { kind: 'incomplete' } as const;
 

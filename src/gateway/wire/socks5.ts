@@ -66,9 +66,7 @@ export function parseUserPass(buf: Uint8Array): ParseResult<UserPass, AuthError>
 }
 
 export type SocksAddress =
-  | { type: 'ipv4'; host: string }
-  | { type: 'ipv6'; host: string }
-  | { type: 'domain'; host: string };
+  { type: 'ipv4'; host: string } | { type: 'ipv6'; host: string } | { type: 'domain'; host: string };
 
 /**
  * A name target that is neither a host name (as a CONNECT's must be) nor an IP literal sent as a name (`::1`: it is
@@ -94,7 +92,7 @@ export function ipv6Text(b: Uint8Array): string {
   for (let i = 0; i < 16; i += 2) groups.push(((b[i] as number) << 8) | (b[i + 1] as number));
   let best = -1;
   let bestLen = 1;
-  for (let i = 0; i < 8; ) {
+  for (let i = 0; i < 8;) {
     if (groups[i] !== 0) {
       i++;
       continue;
@@ -107,7 +105,11 @@ export function ipv6Text(b: Uint8Array): string {
     }
     i = j;
   }
-  const hex = (from: number, to: number) => groups.slice(from, to).map((g) => g.toString(16)).join(':');
+  const hex = (from: number, to: number) =>
+    groups
+      .slice(from, to)
+      .map((g) => g.toString(16))
+      .join(':');
   if (best < 0) return hex(0, 8);
   // IPv4-mapped (::ffff:a.b.c.d) in its dotted form, as RFC 5952 section 5 recommends.
   if (best === 0 && bestLen === 5 && groups[5] === 0xffff) return `::ffff:${b[12]}.${b[13]}.${b[14]}.${b[15]}`;
@@ -134,7 +136,10 @@ export function parseRequest(buf: Uint8Array): ParseResult<SocksRequest, Request
 }
 
 /** ATYP, the address and the port, from `i` on: what a request and a UDP datagram's header share. */
-function addressAt(buf: Uint8Array, i: number): ParseResult<{ address: SocksAddress; port: number }, 'bad_address_type' | 'bad_domain'> {
+function addressAt(
+  buf: Uint8Array,
+  i: number,
+): ParseResult<{ address: SocksAddress; port: number }, 'bad_address_type' | 'bad_domain'> {
   if (buf.length < i + 1) return INCOMPLETE;
   const atyp = buf[i] as number;
   let address: SocksAddress;
@@ -186,7 +191,11 @@ export function parseUdpDatagram(buf: Uint8Array): ParseResult<UdpDatagram, UdpE
   const at = addressAt(buf, 3);
   if (at.kind === 'incomplete') return fail('truncated');
   if (at.kind === 'error') return fail(at.error);
-  return { kind: 'ok', value: { frag: buf[2]!, address: at.value.address, port: at.value.port, dataAt: at.consumed }, consumed: buf.length };
+  return {
+    kind: 'ok',
+    value: { frag: buf[2]!, address: at.value.address, port: at.value.port, dataAt: at.consumed },
+    consumed: buf.length,
+  };
 }
 
 /** The header an answer from `address:port` (an IP literal) goes back to the client with (FRAG 0). */

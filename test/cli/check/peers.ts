@@ -2,10 +2,20 @@
 // whose answers the test chooses (certificates: test/helpers/tls.ts). Loopback only.
 import { createServer as createHttpServer, type IncomingMessage, type Server as HttpServer } from 'node:http';
 import { createServer as createHttpsServer } from 'node:https';
-import { connect as netConnect, createServer as createNetServer, type AddressInfo, type Server, type Socket } from 'node:net';
+import {
+  connect as netConnect,
+  createServer as createNetServer,
+  type AddressInfo,
+  type Server,
+  type Socket,
+} from 'node:net';
 
 function listen<T extends Server | HttpServer>(server: T): Promise<T & { port: number }> {
-  return new Promise((resolve) => server.listen(0, '127.0.0.1', () => resolve(Object.assign(server, { port: (server.address() as AddressInfo).port }))));
+  return new Promise((resolve) =>
+    server.listen(0, '127.0.0.1', () =>
+      resolve(Object.assign(server, { port: (server.address() as AddressInfo).port })),
+    ),
+  );
 }
 
 export interface Closable {
@@ -118,21 +128,38 @@ export async function httpProxyPeer(script: HttpProxyScript): Promise<HttpProxyP
     if (script.kind === 'close') return void client.destroy();
     if (script.kind === 'answer') {
       const body = script.body ?? '';
-      const extra = Object.entries(script.headers ?? {}).map(([k, v]) => `${k}: ${v}\r\n`).join('');
-      client.end(`HTTP/1.1 ${script.status} ${script.reason}\r\n${extra}Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`);
+      const extra = Object.entries(script.headers ?? {})
+        .map(([k, v]) => `${k}: ${v}\r\n`)
+        .join('');
+      client.end(
+        `HTTP/1.1 ${script.status} ${script.reason}\r\n${extra}Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+      );
       return;
     }
     const lines = head.split('\r\n');
     const [method, uri] = lines[0]!.split(' ') as [string, string];
-    const auth = lines.find((l) => /^proxy-authorization:/i.test(l))?.split(':').slice(1).join(':').trim();
-    const expected = script.user !== undefined ? `Basic ${Buffer.from(`${script.user}:${script.pass ?? ''}`).toString('base64')}` : undefined;
+    const auth = lines
+      .find((l) => /^proxy-authorization:/i.test(l))
+      ?.split(':')
+      .slice(1)
+      .join(':')
+      .trim();
+    const expected =
+      script.user !== undefined
+        ? `Basic ${Buffer.from(`${script.user}:${script.pass ?? ''}`).toString('base64')}`
+        : undefined;
     const admitted = auth ? auth === expected : script.allowNoCreds === true;
     if (!admitted) {
-      client.end(`HTTP/1.1 407 Proxy Authentication Required\r\nProxy-Authenticate: Basic realm="${script.realm ?? 'proxy'}"\r\nContent-Length: 0\r\nConnection: close\r\n\r\n`);
+      client.end(
+        `HTTP/1.1 407 Proxy Authentication Required\r\nProxy-Authenticate: Basic realm="${script.realm ?? 'proxy'}"\r\nContent-Length: 0\r\nConnection: close\r\n\r\n`,
+      );
       return;
     }
     if (method === 'CONNECT') {
-      const [host, port] = [uri.slice(0, uri.lastIndexOf(':')).replace(/^\[|\]$/g, ''), Number(uri.slice(uri.lastIndexOf(':') + 1))];
+      const [host, port] = [
+        uri.slice(0, uri.lastIndexOf(':')).replace(/^\[|\]$/g, ''),
+        Number(uri.slice(uri.lastIndexOf(':') + 1)),
+      ];
       const up = netConnect({ host, port, localAddress: script.egress });
       up.on('error', () => client.end('HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\nConnection: close\r\n\r\n'));
       up.on('connect', () => {
@@ -146,7 +173,10 @@ export async function httpProxyPeer(script: HttpProxyScript): Promise<HttpProxyP
     const up = netConnect({ host: u.hostname, port: Number(u.port || 80), localAddress: script.egress });
     up.on('error', () => client.end('HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\nConnection: close\r\n\r\n'));
     up.on('connect', () => {
-      const fwd = [`${method} ${u.pathname}${u.search} HTTP/1.1`, ...lines.slice(1).filter((l) => !/^proxy-/i.test(l))].join('\r\n');
+      const fwd = [
+        `${method} ${u.pathname}${u.search} HTTP/1.1`,
+        ...lines.slice(1).filter((l) => !/^proxy-/i.test(l)),
+      ].join('\r\n');
       up.write(`${fwd}\r\n\r\n`);
       if (rest.length) up.write(rest);
       client.pipe(up).pipe(client);
@@ -191,7 +221,13 @@ export async function socksPeer(script: SocksScript): Promise<SocksPeer> {
           if (buf.length < 2 || buf.length < 2 + buf[1]!) return;
           const methods = [...buf.subarray(2, 2 + buf[1]!)];
           buf = buf.subarray(2 + buf[1]!);
-          const pick = script.method ?? (methods.includes(0x02) && script.user !== undefined ? 0x02 : methods.includes(0x00) && script.user === undefined ? 0x00 : 0xff);
+          const pick =
+            script.method ??
+            (methods.includes(0x02) && script.user !== undefined
+              ? 0x02
+              : methods.includes(0x00) && script.user === undefined
+                ? 0x00
+                : 0xff);
           client.write(Buffer.from([0x05, pick]));
           if (pick === 0xff) return void client.end();
           phase = pick === 0x02 ? 'auth' : 'connect';
@@ -214,7 +250,8 @@ export async function socksPeer(script: SocksScript): Promise<SocksPeer> {
           const alen = atyp === 0x01 ? 4 : atyp === 0x04 ? 16 : 1 + buf[4]!;
           if (buf.length < 4 + alen + 2) return;
           const addr = buf.subarray(4, 4 + alen);
-          const host = atyp === 0x01 ? [...addr].join('.') : atyp === 0x03 ? addr.subarray(1).toString() : addr.toString('hex');
+          const host =
+            atyp === 0x01 ? [...addr].join('.') : atyp === 0x03 ? addr.subarray(1).toString() : addr.toString('hex');
           const port = buf.readUInt16BE(4 + alen);
           buf = buf.subarray(4 + alen + 2);
           requests.push({ atyp, host, port });

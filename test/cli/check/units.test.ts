@@ -30,9 +30,25 @@ describe('proxy URL', () => {
 
   it('parses http and socks URLs with credentials and redacts the password', () => {
     const p = parseProxyUrl('http://alice:p%40ss@gw.example.com:3128');
-    expect(p).toMatchObject({ protocol: 'http', host: 'gw.example.com', port: 3128, username: 'alice', password: 'p@ss', redacted: 'http://alice:****@gw.example.com:3128' });
-    expect(parseProxyUrl('socks5h://u:p@[::1]:1080')).toMatchObject({ protocol: 'socks5h', host: '::1', redacted: 'socks5h://u:****@[::1]:1080' });
-    expect(parseProxyUrl('socks5://127.0.0.1')).toMatchObject({ port: 1080, username: null, password: null, redacted: 'socks5://127.0.0.1:1080' });
+    expect(p).toMatchObject({
+      protocol: 'http',
+      host: 'gw.example.com',
+      port: 3128,
+      username: 'alice',
+      password: 'p@ss',
+      redacted: 'http://alice:****@gw.example.com:3128',
+    });
+    expect(parseProxyUrl('socks5h://u:p@[::1]:1080')).toMatchObject({
+      protocol: 'socks5h',
+      host: '::1',
+      redacted: 'socks5h://u:****@[::1]:1080',
+    });
+    expect(parseProxyUrl('socks5://127.0.0.1')).toMatchObject({
+      port: 1080,
+      username: null,
+      password: null,
+      redacted: 'socks5://127.0.0.1:1080',
+    });
     expect(parseProxyUrl('127.0.0.1:3128')).toMatchObject({ protocol: 'http', port: 3128 });
   });
 
@@ -49,7 +65,9 @@ describe('proxy URL', () => {
   });
 
   it('redactUrl and scrub', () => {
-    expect(redactUrl('connect to http://bob:secret@1.2.3.4:8080 failed')).toBe('connect to http://bob:****@1.2.3.4:8080 failed');
+    expect(redactUrl('connect to http://bob:secret@1.2.3.4:8080 failed')).toBe(
+      'connect to http://bob:****@1.2.3.4:8080 failed',
+    );
     expect(redactUrl('socks5h://:pw@h')).toBe('socks5h://:****@h');
     expect(scrub('bad pass p@ss and p%40ss', 'p@ss')).toBe('bad pass **** and ****');
   });
@@ -63,7 +81,13 @@ describe('proxy URL', () => {
   });
 
   it('target URL', () => {
-    expect(parseTargetUrl('https://api.ipify.org/?format=json')).toMatchObject({ protocol: 'https', host: 'api.ipify.org', port: 443, path: '/?format=json', hostHeader: 'api.ipify.org' });
+    expect(parseTargetUrl('https://api.ipify.org/?format=json')).toMatchObject({
+      protocol: 'https',
+      host: 'api.ipify.org',
+      port: 443,
+      path: '/?format=json',
+      hostHeader: 'api.ipify.org',
+    });
     expect(parseTargetUrl('http://[::1]:81/ip')).toMatchObject({ host: '::1', port: 81, hostHeader: '[::1]:81' });
     expect(() => parseTargetUrl('ftp://x')).toThrow(CheckUsageError);
   });
@@ -96,7 +120,9 @@ describe('SOCKS5 encoding', () => {
     const v6 = connectRequest('2001:db8::1', 1);
     expect(v6[3]).toBe(4);
     expect(v6.subarray(4, 20).toString('hex')).toBe('20010db8000000000000000000000001');
-    expect(connectRequest('::ffff:1.2.3.4', 1).subarray(4, 20).toString('hex')).toBe('00000000000000000000ffff01020304');
+    expect(connectRequest('::ffff:1.2.3.4', 1).subarray(4, 20).toString('hex')).toBe(
+      '00000000000000000000ffff01020304',
+    );
   });
   it('reply codes are named', () => {
     expect(socksReplyName(2)).toBe('connection not allowed by ruleset');
@@ -108,7 +134,9 @@ describe('SOCKS5 encoding', () => {
 
 describe('HTTP heads', () => {
   it('parses status, reason and headers', () => {
-    const h = parseProxyReply('HTTP/1.1 407 Proxy Authentication Required\r\nProxy-Authenticate: Basic realm="proxy"\r\nX: 1');
+    const h = parseProxyReply(
+      'HTTP/1.1 407 Proxy Authentication Required\r\nProxy-Authenticate: Basic realm="proxy"\r\nX: 1',
+    );
     expect(h?.status).toBe(407);
     expect(h?.reason).toBe('Proxy Authentication Required');
     expect(realmOf(h?.headers.get('proxy-authenticate')?.[0])).toBe('proxy');
@@ -134,10 +162,20 @@ describe('TLS error reasons', () => {
 
   it("a handshake failure names OpenSSL's reason, not its error queue line", () => {
     // What Node 22/24 throw for an http:// port reached as https://.
-    const message = '40BD64ADC87F0000:error:0A00010B:SSL routines:tls_validate_record_header:wrong version number:../deps/openssl/openssl/ssl/record/methods/tlsany_meth.c:77:\n';
-    expect(classifyTlsError(Object.assign(new Error(message), { code: 'ERR_SSL_WRONG_VERSION_NUMBER', reason: 'wrong version number' }), 'h').text).toBe('handshake failed: wrong version number');
-    expect(classifyTlsError(Object.assign(new Error(message), { code: 'ERR_SSL_WRONG_VERSION_NUMBER' }), 'h').text).toBe('handshake failed: wrong version number');
-    expect(classifyTlsError(Object.assign(new Error('socket hang up'), { code: 'ECONNRESET' }), 'h').text).toBe('handshake failed: socket hang up');
+    const message =
+      '40BD64ADC87F0000:error:0A00010B:SSL routines:tls_validate_record_header:wrong version number:../deps/openssl/openssl/ssl/record/methods/tlsany_meth.c:77:\n';
+    expect(
+      classifyTlsError(
+        Object.assign(new Error(message), { code: 'ERR_SSL_WRONG_VERSION_NUMBER', reason: 'wrong version number' }),
+        'h',
+      ).text,
+    ).toBe('handshake failed: wrong version number');
+    expect(
+      classifyTlsError(Object.assign(new Error(message), { code: 'ERR_SSL_WRONG_VERSION_NUMBER' }), 'h').text,
+    ).toBe('handshake failed: wrong version number');
+    expect(classifyTlsError(Object.assign(new Error('socket hang up'), { code: 'ECONNRESET' }), 'h').text).toBe(
+      'handshake failed: socket hang up',
+    );
   });
 });
 
@@ -162,20 +200,42 @@ describe('diagnosis', () => {
     ...STAGE_NAMES.map((s) => [s, { kind: 'timeout', ms: 5 }] as [typeof s, FailureCause]),
   ];
   it.each(causes)('%s %j gives one line', (stage, cause) => {
-    const line = diagnose({ failed: { stage, cause }, proxy, target, egressIp: null, directIp: null, direct: 'skipped' });
+    const line = diagnose({
+      failed: { stage, cause },
+      proxy,
+      target,
+      egressIp: null,
+      directIp: null,
+      direct: 'skipped',
+    });
     expect(line).toMatch(/^[A-Z].+[.:].*$/);
     expect(line).not.toContain('\n');
     expect(line).not.toContain('pw');
   });
   it("a gateway's 403 is diagnosed by what it says (target rules, plan, traffic), not always as a private target", () => {
-    const line = (body: string) => diagnose({ failed: { stage: 'connect', cause: { kind: 'http_connect_status', status: 403, reason: 'Forbidden', body } }, proxy, target, egressIp: null, directIp: null, direct: 'skipped' });
+    const line = (body: string) =>
+      diagnose({
+        failed: { stage: 'connect', cause: { kind: 'http_connect_status', status: 403, reason: 'Forbidden', body } },
+        proxy,
+        target,
+        egressIp: null,
+        directIp: null,
+        direct: 'skipped',
+      });
     expect(line('target denied by account policy')).toMatch(/^The account's target rules deny t\.example/);
     expect(line('target denied by service policy')).toMatch(/^The provider's own target rules deny/);
     expect(line('the plan has expired')).toMatch(/^The account's plan has expired/);
     expect(line('the traffic limit for this period is used up')).toMatch(/^The account has used up its traffic/);
     expect(line('target address not allowed')).toMatch(/blocks private, loopback and reserved addresses/);
     expect(line('')).toMatch(/blocks private, loopback and reserved addresses/);
-    const socks = diagnose({ failed: { stage: 'connect', cause: { kind: 'socks_reply', code: 2 } }, proxy, target, egressIp: null, directIp: null, direct: 'skipped' });
+    const socks = diagnose({
+      failed: { stage: 'connect', cause: { kind: 'socks_reply', code: 2 } },
+      proxy,
+      target,
+      egressIp: null,
+      directIp: null,
+      direct: 'skipped',
+    });
     expect(socks).toMatch(/target rules, an expired plan, a used-up traffic limit/);
   });
 
@@ -183,15 +243,30 @@ describe('diagnosis', () => {
     const base = { failed: null, proxy, target };
     expect(diagnose({ ...base, egressIp: '1.1.1.1', directIp: '1.1.1.1', direct: 'ok' })).toMatch(/^Warning/);
     expect(diagnose({ ...base, egressIp: '1.1.1.1', directIp: '2.2.2.2', direct: 'ok' })).toMatch(/^All stages passed/);
-    expect(diagnose({ ...base, egressIp: '1.1.1.1', directIp: null, direct: { error: 'ECONNREFUSED' } })).toMatch(/direct request failed \(ECONNREFUSED\)/);
+    expect(diagnose({ ...base, egressIp: '1.1.1.1', directIp: null, direct: { error: 'ECONNREFUSED' } })).toMatch(
+      /direct request failed \(ECONNREFUSED\)/,
+    );
   });
 });
 
 describe('the check command', () => {
   it('has its options; --direct and --no-direct both parse', () => {
-    const program = buildProgram(commander, async () => {}, { stdout: { write: () => true }, stderr: { write: () => true } });
+    const program = buildProgram(commander, async () => {}, {
+      stdout: { write: () => true },
+      stderr: { write: () => true },
+    });
     const check = program.commands.find((c) => c.name() === 'check')!;
-    expect(check.options.map((o) => o.long)).toEqual(['--proxy', '--target', '--timeout', '--ca', '--direct', '--no-direct', '--repeat', '--interval', '--report']);
+    expect(check.options.map((o) => o.long)).toEqual([
+      '--proxy',
+      '--target',
+      '--timeout',
+      '--ca',
+      '--direct',
+      '--no-direct',
+      '--repeat',
+      '--interval',
+      '--report',
+    ]);
     check.action(() => {}); // parse only
     program.parse(['check', '--proxy', 'http://h:1', '--no-direct'], { from: 'user' });
     expect(check.opts()).toMatchObject({ proxy: 'http://h:1', direct: false, timeout: 5000 });

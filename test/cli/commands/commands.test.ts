@@ -7,8 +7,24 @@ import type { Deps } from '../../../src/cli/deps.js';
 import { main } from '../../../src/cli/main.js';
 import { createOutput } from '../../../src/cli/output.js';
 import { TokenStore } from '../../../src/cli/token-store.js';
-import { FakeClock, MemoryKeychain, OTHER_TOKEN, TOKEN, memoryIo, publicIps, tempConfigDir, type TestIo } from '../helpers/fakes.js';
-import { batchReply, rateLimited, startScriptedServer, unauthorized, type Handler, type ScriptedServer } from '../helpers/scripted-server.js';
+import {
+  FakeClock,
+  MemoryKeychain,
+  OTHER_TOKEN,
+  TOKEN,
+  memoryIo,
+  publicIps,
+  tempConfigDir,
+  type TestIo,
+} from '../helpers/fakes.js';
+import {
+  batchReply,
+  rateLimited,
+  startScriptedServer,
+  unauthorized,
+  type Handler,
+  type ScriptedServer,
+} from '../helpers/scripted-server.js';
 
 const SECRET = TOKEN.split('.')[1]!;
 let server: ScriptedServer | undefined;
@@ -40,8 +56,15 @@ interface RunOut {
 async function cli(argv: string[], opts: RunOpts = {}): Promise<RunOut> {
   const dir = opts.dir ?? tempConfigDir();
   const keychain = opts.keychain ?? new MemoryKeychain();
-  const io = memoryIo({ ...(opts.stdin !== undefined ? { stdin: opts.stdin } : {}), ...(opts.tty !== undefined ? { tty: opts.tty } : {}) });
-  const env: NodeJS.ProcessEnv = { PROXYCTL_CONFIG_DIR: dir, ...(server ? { PROXYCTL_BASE_URL: server.url } : {}), ...opts.env };
+  const io = memoryIo({
+    ...(opts.stdin !== undefined ? { stdin: opts.stdin } : {}),
+    ...(opts.tty !== undefined ? { tty: opts.tty } : {}),
+  });
+  const env: NodeJS.ProcessEnv = {
+    PROXYCTL_CONFIG_DIR: dir,
+    ...(server ? { PROXYCTL_BASE_URL: server.url } : {}),
+    ...opts.env,
+  };
   const clock = new FakeClock();
   const code = await main(argv, {
     io,
@@ -54,7 +77,14 @@ async function cli(argv: string[], opts: RunOpts = {}): Promise<RunOut> {
         clock,
         out,
         tokens: new TokenStore({ env, keychain, dir: ctx.configDir, warn: (m) => out.warn(m), quiet: ctx.quiet }),
-        keys: new TokenStore({ env, keychain, dir: ctx.configDir, warn: (m) => out.warn(m), quiet: ctx.quiet, kind: 'key' }),
+        keys: new TokenStore({
+          env,
+          keychain,
+          dir: ctx.configDir,
+          warn: (m) => out.warn(m),
+          quiet: ctx.quiet,
+          kind: 'key',
+        }),
         makeApi: (b, t) => new ApiClient({ baseUrl: b, token: t, timeoutMs: 2000 }),
         readSecret: async () => opts.secret ?? '',
         progress: async () => null,
@@ -69,7 +99,13 @@ async function cli(argv: string[], opts: RunOpts = {}): Promise<RunOut> {
 }
 
 const listData = (n: number, page = 1, pageSize = 20, total = n) => ({
-  items: Array.from({ length: n }, (_, i) => ({ whitelist_id: 1000 - i - (page - 1) * pageSize, ip: `8.8.${page}.${i + 1}`, remark: i === 0 ? 'office' : '', status: i === 1 ? 2 : 1, created_at: '2026-11-21T10:00:00Z' })),
+  items: Array.from({ length: n }, (_, i) => ({
+    whitelist_id: 1000 - i - (page - 1) * pageSize,
+    ip: `8.8.${page}.${i + 1}`,
+    remark: i === 0 ? 'office' : '',
+    status: i === 1 ? 2 : 1,
+    created_at: '2026-11-21T10:00:00Z',
+  })),
   page,
   page_size: pageSize,
   total,
@@ -132,7 +168,12 @@ describe('login / logout / auth status', () => {
     await keychain.set('proxyctl', s.url, TOKEN);
     const ok = await cli(['auth', 'status', '--json'], { keychain });
     expect(ok.code).toBe(0);
-    expect(JSON.parse(ok.stdout)).toEqual({ source: 'keychain', access_key: 'ak0123456789abcdef0123', base_url: s.url, valid: true });
+    expect(JSON.parse(ok.stdout)).toEqual({
+      source: 'keychain',
+      access_key: 'ak0123456789abcdef0123',
+      base_url: s.url,
+      valid: true,
+    });
 
     const human = await cli(['auth', 'status'], { keychain });
     expect(human.stdout).toMatch(/OS keychain/);
@@ -153,18 +194,35 @@ describe('login / logout / auth status', () => {
     await keychain.set('proxyctl', url, TOKEN);
     const r = await cli(['auth', 'status', '--json'], { keychain, env: { PROXYCTL_BASE_URL: url } });
     expect(r.code).toBe(1);
-    expect(JSON.parse(r.stdout)).toEqual({ source: 'keychain', access_key: 'ak0123456789abcdef0123', base_url: url, valid: null });
+    expect(JSON.parse(r.stdout)).toEqual({
+      source: 'keychain',
+      access_key: 'ak0123456789abcdef0123',
+      base_url: url,
+      valid: null,
+    });
     expect(r.stderr).toMatch(/^error: cannot reach http:\/\/127\.0\.0\.1:9 \(ECONNREFUSED\)\n$/);
   });
 
   it('a token pasted where it does not belong: a usage error that shows its access key only, and nothing sent', async () => {
     const s = await withServer((req) => batchReply(req));
-    for (const argv of [['login', TOKEN], [`--with-token=${TOKEN}`], [TOKEN], ['auth', 'status', TOKEN], ['whitelist', 'list', TOKEN], ['login', '--with-token', TOKEN]]) {
+    for (const argv of [
+      ['login', TOKEN],
+      [`--with-token=${TOKEN}`],
+      [TOKEN],
+      ['auth', 'status', TOKEN],
+      ['whitelist', 'list', TOKEN],
+      ['login', '--with-token', TOKEN],
+    ]) {
       const r = await cli(argv, { stdin: '' });
       expect(r.code, argv.join(' ')).toBe(2);
       expect(r.stderr).toContain('ak0123456789abcdef0123.****');
     }
-    for (const argv of [['whitelist', 'add', '8.8.8.8', TOKEN], ['whitelist', 'delete', TOKEN], ['whitelist', 'add', `8.8.8.8=${TOKEN}`], ['whitelist', 'add', '8.8.8.8', '--remark', TOKEN]]) {
+    for (const argv of [
+      ['whitelist', 'add', '8.8.8.8', TOKEN],
+      ['whitelist', 'delete', TOKEN],
+      ['whitelist', 'add', `8.8.8.8=${TOKEN}`],
+      ['whitelist', 'add', '8.8.8.8', '--remark', TOKEN],
+    ]) {
       const r = await cli(argv, { env: { PROXYCTL_API_KEY: OTHER_TOKEN } });
       expect(r.code).toBe(2);
       expect(r.stderr).toMatch(/an API token was given where an IP or a remark belongs; it was not sent/);
@@ -186,13 +244,23 @@ describe('login / logout / auth status', () => {
 
 describe('whitelist list', () => {
   it('prints one JSON document with --json', async () => {
-    const s = await withServer((req) => ({ code: 200, data: listData(3, Number(req.query.get('page') ?? 1), Number(req.query.get('page_size') ?? 20), 3) }));
-    const r = await cli(['whitelist', 'list', '--json', '--status', 'active', '--ip', '8.8.1.1', '--page-size', '50'], { env: { PROXYCTL_API_KEY: TOKEN } });
+    const s = await withServer((req) => ({
+      code: 200,
+      data: listData(3, Number(req.query.get('page') ?? 1), Number(req.query.get('page_size') ?? 20), 3),
+    }));
+    const r = await cli(['whitelist', 'list', '--json', '--status', 'active', '--ip', '8.8.1.1', '--page-size', '50'], {
+      env: { PROXYCTL_API_KEY: TOKEN },
+    });
     expect(r.code).toBe(0);
     const doc = JSON.parse(r.stdout);
     expect(doc.total).toBe(3);
     expect(Object.keys(doc)).toEqual(['items', 'page', 'page_size', 'total']);
-    expect(Object.fromEntries(s.requests[0]!.query)).toMatchObject({ status: 'active', ip: '8.8.1.1', page_size: '50', page: '1' });
+    expect(Object.fromEntries(s.requests[0]!.query)).toMatchObject({
+      status: 'active',
+      ip: '8.8.1.1',
+      page_size: '50',
+      page: '1',
+    });
   });
 
   it('draws a table on a TTY, tab-separated lines on a pipe', async () => {
@@ -203,7 +271,10 @@ describe('whitelist list', () => {
     expect(tty.stdout).toContain('page 1 of 3, 41 entries');
     expect(tty.stdout).not.toMatch(/\u001b\[/);
     const pipe = await cli(['whitelist', 'list'], { env: { PROXYCTL_API_KEY: TOKEN } });
-    expect(pipe.stdout.trim().split('\n')).toEqual(['1000\t8.8.1.1\tactive\toffice\t2026-11-21T10:00:00Z', '999\t8.8.1.2\tdisabled\t\t2026-11-21T10:00:00Z']);
+    expect(pipe.stdout.trim().split('\n')).toEqual([
+      '1000\t8.8.1.1\tactive\toffice\t2026-11-21T10:00:00Z',
+      '999\t8.8.1.2\tdisabled\t\t2026-11-21T10:00:00Z',
+    ]);
   });
 
   it('colours on a TTY unless NO_COLOR or --no-color', async () => {
@@ -228,7 +299,11 @@ describe('whitelist list', () => {
   });
 
   it('--all waits out a 429 on a page', async () => {
-    const s = await withServer((req, i) => (i === 1 ? rateLimited(4) : { code: 200, data: listData(i === 0 ? 100 : 5, Number(req.query.get('page')), 100, 105) }));
+    const s = await withServer((req, i) =>
+      i === 1
+        ? rateLimited(4)
+        : { code: 200, data: listData(i === 0 ? 100 : 5, Number(req.query.get('page')), 100, 105) },
+    );
     const r = await cli(['whitelist', 'list', '--all', '--json'], { env: { PROXYCTL_API_KEY: TOKEN } });
     expect(r.code).toBe(0);
     expect(s.requests.map((q) => q.query.get('page'))).toEqual(['1', '2', '2']);
@@ -251,9 +326,16 @@ describe('whitelist list', () => {
 describe('whitelist add / delete', () => {
   it('adds IPs and IP=REMARK from arguments, with --remark as the default', async () => {
     const s = await withServer((req) => batchReply(req));
-    const r = await cli(['whitelist', 'add', '8.8.8.8=office', '9.9.9.9', '--remark', 'bulk'], { env: { PROXYCTL_API_KEY: TOKEN } });
+    const r = await cli(['whitelist', 'add', '8.8.8.8=office', '9.9.9.9', '--remark', 'bulk'], {
+      env: { PROXYCTL_API_KEY: TOKEN },
+    });
     expect(r.code).toBe(0);
-    expect(s.requests[0]!.body).toEqual({ items: [{ ip: '8.8.8.8', remark: 'office' }, { ip: '9.9.9.9', remark: 'bulk' }] });
+    expect(s.requests[0]!.body).toEqual({
+      items: [
+        { ip: '8.8.8.8', remark: 'office' },
+        { ip: '9.9.9.9', remark: 'bulk' },
+      ],
+    });
     expect(r.stdout).toContain('2 added, 0 already done, 0 failed');
   });
 
@@ -263,7 +345,9 @@ describe('whitelist add / delete', () => {
     const file = path.join(dir, 'ips.txt');
     const failed = path.join(dir, 'failed.txt');
     writeFileSync(file, `# office\n${publicIps(250).join('\n')}\n\n8.8.0.3\n`);
-    const r = await cli(['whitelist', 'add', '--file', file, '--failed-out', failed, '--json'], { env: { PROXYCTL_API_KEY: TOKEN } });
+    const r = await cli(['whitelist', 'add', '--file', file, '--failed-out', failed, '--json'], {
+      env: { PROXYCTL_API_KEY: TOKEN },
+    });
     expect(r.code).toBe(3);
     expect(s.requests.map((q) => (q.body.items as unknown[]).length)).toEqual([100, 100, 50]);
     expect(JSON.parse(r.stdout)).toEqual({
@@ -298,7 +382,10 @@ describe('whitelist add / delete', () => {
 
   it('reads IPs from stdin with -', async () => {
     const s = await withServer((req) => batchReply(req));
-    const r = await cli(['whitelist', 'delete', '--file', '-'], { env: { PROXYCTL_API_KEY: TOKEN }, stdin: '8.8.8.8\n9.9.9.9 # old\n' });
+    const r = await cli(['whitelist', 'delete', '--file', '-'], {
+      env: { PROXYCTL_API_KEY: TOKEN },
+      stdin: '8.8.8.8\n9.9.9.9 # old\n',
+    });
     expect(r.code).toBe(0);
     expect(s.requests[0]!.body).toEqual({ ips: ['8.8.8.8', '9.9.9.9'] });
   });
@@ -327,7 +414,10 @@ describe('whitelist add / delete', () => {
     });
     const failed = path.join(tempConfigDir(), 'f.txt');
     const ips = publicIps(250);
-    const r = await cli(['whitelist', 'add', ...ips, '--failed-out', failed, '--json'], { env: { PROXYCTL_API_KEY: TOKEN }, onInterrupt });
+    const r = await cli(['whitelist', 'add', ...ips, '--failed-out', failed, '--json'], {
+      env: { PROXYCTL_API_KEY: TOKEN },
+      onInterrupt,
+    });
     expect(r.code).toBe(130);
     expect(s.requests).toHaveLength(1);
     const doc = JSON.parse(r.stdout);
@@ -341,9 +431,13 @@ describe('whitelist add / delete', () => {
   it('--failed-out that cannot be written: a usage error before anything is sent', async () => {
     const s = await withServer((req) => batchReply(req));
     for (const where of ['/nonexistent/dir/f.txt', tempConfigDir()]) {
-      const r = await cli(['whitelist', 'add', '8.8.8.8', '--failed-out', where, '--json'], { env: { PROXYCTL_API_KEY: TOKEN } });
+      const r = await cli(['whitelist', 'add', '8.8.8.8', '--failed-out', where, '--json'], {
+        env: { PROXYCTL_API_KEY: TOKEN },
+      });
       expect(r.code).toBe(2);
-      expect(r.stderr).toMatch(/^error: --failed-out: cannot write .* \((ENOENT|EISDIR)\)|^error: --failed-out: cannot write .*: (ENOENT|EISDIR)/);
+      expect(r.stderr).toMatch(
+        /^error: --failed-out: cannot write .* \((ENOENT|EISDIR)\)|^error: --failed-out: cannot write .*: (ENOENT|EISDIR)/,
+      );
       expect(r.stdout).toBe('');
     }
     expect(s.requests).toHaveLength(0);
@@ -385,7 +479,7 @@ describe('usage and config', () => {
     expect((await cli(['--version'])).stdout.trim()).toBe('0.1.0');
   });
 
-  it("keeps the exit status that `proxyctl check` (another module) sets itself", async () => {
+  it('keeps the exit status that `proxyctl check` (another module) sets itself', async () => {
     const r = await cli(['check', '--proxy', 'ftp://x']);
     expect(r.code).toBe(2);
   });
@@ -393,13 +487,18 @@ describe('usage and config', () => {
   it('config accepts check.target (read by proxyctl check) and validates it', async () => {
     const dir = tempConfigDir();
     expect((await cli(['config', 'set', 'check.target', 'http://127.0.0.1:8080/ip'], { dir })).code).toBe(0);
-    expect(JSON.parse(readFileSync(path.join(dir, 'config.json'), 'utf8'))).toEqual({ 'check.target': 'http://127.0.0.1:8080/ip' });
+    expect(JSON.parse(readFileSync(path.join(dir, 'config.json'), 'utf8'))).toEqual({
+      'check.target': 'http://127.0.0.1:8080/ip',
+    });
     expect((await cli(['config', 'set', 'check.target', 'nope'], { dir })).code).toBe(2);
   });
 
   it('config set/get round-trips through conf and feeds the base URL', async () => {
     const dir = tempConfigDir();
-    const set = await cli(['config', 'set', 'base-url', 'http://127.0.0.1:9/'], { dir, env: { PROXYCTL_BASE_URL: '' } });
+    const set = await cli(['config', 'set', 'base-url', 'http://127.0.0.1:9/'], {
+      dir,
+      env: { PROXYCTL_BASE_URL: '' },
+    });
     expect(set.code).toBe(0);
     expect(JSON.parse(readFileSync(path.join(dir, 'config.json'), 'utf8'))).toEqual({ base_url: 'http://127.0.0.1:9' });
     expect((await cli(['config', 'get', 'base_url'], { dir })).stdout).toBe('http://127.0.0.1:9\n');
@@ -414,21 +513,21 @@ describe('usage and config', () => {
   });
 });
 
-  it('a config file that is not valid JSON is named in a warning, not silently replaced by the defaults', async () => {
-    const dir = tempConfigDir();
-    const file = path.join(dir, 'config.json');
-    // A hand edit with a trailing comma: its base URL and output format would otherwise vanish without a word.
-    writeFileSync(file, '{"base_url": "http://127.0.0.1:9", "output": "json",}\n');
-    await withServer(() => ({ code: 200, data: listData(1) }));
-    const r = await cli(['whitelist', 'list'], { dir, env: { PROXYCTL_API_KEY: TOKEN } });
-    expect(r.code).toBe(0);
-    expect(r.stderr).toContain(`warning: ${file} is not valid JSON; its settings are ignored`);
-    const quiet = await cli(['whitelist', 'list', '--quiet'], { dir, env: { PROXYCTL_API_KEY: TOKEN } });
-    expect(quiet.stderr).toContain(`warning: ${file} is not valid JSON`);
-    // A missing file is no problem at all.
-    const fresh = await cli(['whitelist', 'list'], { dir: tempConfigDir(), env: { PROXYCTL_API_KEY: TOKEN } });
-    expect(fresh.stderr).toBe('');
-  });
+it('a config file that is not valid JSON is named in a warning, not silently replaced by the defaults', async () => {
+  const dir = tempConfigDir();
+  const file = path.join(dir, 'config.json');
+  // A hand edit with a trailing comma: its base URL and output format would otherwise vanish without a word.
+  writeFileSync(file, '{"base_url": "http://127.0.0.1:9", "output": "json",}\n');
+  await withServer(() => ({ code: 200, data: listData(1) }));
+  const r = await cli(['whitelist', 'list'], { dir, env: { PROXYCTL_API_KEY: TOKEN } });
+  expect(r.code).toBe(0);
+  expect(r.stderr).toContain(`warning: ${file} is not valid JSON; its settings are ignored`);
+  const quiet = await cli(['whitelist', 'list', '--quiet'], { dir, env: { PROXYCTL_API_KEY: TOKEN } });
+  expect(quiet.stderr).toContain(`warning: ${file} is not valid JSON`);
+  // A missing file is no problem at all.
+  const fresh = await cli(['whitelist', 'list'], { dir: tempConfigDir(), env: { PROXYCTL_API_KEY: TOKEN } });
+  expect(fresh.stderr).toBe('');
+});
 
 describe('messages (issue 11): what to do next, one format', () => {
   /** Every error line: `error: …`, at most one parenthesis, never nested. */
@@ -444,11 +543,15 @@ describe('messages (issue 11): what to do next, one format', () => {
     await keychain.set('proxyctl', s.url, TOKEN);
     const stored = await cli(['whitelist', 'list'], { keychain });
     expect(stored.code).toBe(4);
-    expect(stored.stderr).toMatch(/^error: the API rejected the token: .*\(code 10401, request id req-\d+\); .*web console \(Account page\), then run `proxyctl login`/m);
+    expect(stored.stderr).toMatch(
+      /^error: the API rejected the token: .*\(code 10401, request id req-\d+\); .*web console \(Account page\), then run `proxyctl login`/m,
+    );
     expectOneFormat(stored.stderr);
     const env = await cli(['whitelist', 'add', '8.8.8.8'], { env: { PROXYCTL_API_KEY: TOKEN } });
     expect(env.code).toBe(4);
-    expect(env.stderr).toMatch(/^error: the API rejected the token: .*; PROXYCTL_API_KEY holds a token the API does not accept/m);
+    expect(env.stderr).toMatch(
+      /^error: the API rejected the token: .*; PROXYCTL_API_KEY holds a token the API does not accept/m,
+    );
     expectOneFormat(env.stderr);
     const status = await cli(['auth', 'status'], { keychain });
     expect(status.code).toBe(4);
@@ -463,12 +566,21 @@ describe('messages (issue 11): what to do next, one format', () => {
     expectOneFormat(r.stderr);
   });
 
-  it('a server that is not proxyd (an HTML page, a JSON of its own) says it does not look like proxyd\'s API and which setting to fix', async () => {
-    for (const answer of [{ status: 200, raw: '<!doctype html><title>It works</title>' }, { status: 200, raw: '{"ok":true}' }, { status: 404, raw: 'Not Found' }]) {
+  it("a server that is not proxyd (an HTML page, a JSON of its own) says it does not look like proxyd's API and which setting to fix", async () => {
+    for (const answer of [
+      { status: 200, raw: '<!doctype html><title>It works</title>' },
+      { status: 200, raw: '{"ok":true}' },
+      { status: 404, raw: 'Not Found' },
+    ]) {
       const s = await withServer(() => answer);
       const r = await cli(['whitelist', 'list'], { env: { PROXYCTL_API_KEY: TOKEN } });
       expect(r.code).toBe(1);
-      expect(r.stderr).toMatch(new RegExp(`^error: HTTP ${answer.status} from ${s.url.replace(/[.]/g, '\\.')} does not look like proxyd's API \\(no JSON envelope .*\\): --base-url \\(or PROXYCTL_BASE_URL\\) must be the address proxyd serves its API on`, 'm'));
+      expect(r.stderr).toMatch(
+        new RegExp(
+          `^error: HTTP ${answer.status} from ${s.url.replace(/[.]/g, '\\.')} does not look like proxyd's API \\(no JSON envelope .*\\): --base-url \\(or PROXYCTL_BASE_URL\\) must be the address proxyd serves its API on`,
+          'm',
+        ),
+      );
       expect(r.stderr).not.toContain(TOKEN);
       expectOneFormat(r.stderr);
     }
@@ -476,21 +588,30 @@ describe('messages (issue 11): what to do next, one format', () => {
 
   it('a redirect (http:// to https://, a moved API) names the base URL to use; the token in its query never shows', async () => {
     // The usual http -> https redirect echoes the request's path and query, api_key included.
-    await withServer((req) => ({ status: 301, raw: '', headers: { location: `https://api.example.test/proxy${req.path}?api_key=${TOKEN}` } }));
+    await withServer((req) => ({
+      status: 301,
+      raw: '',
+      headers: { location: `https://api.example.test/proxy${req.path}?api_key=${TOKEN}` },
+    }));
     const r = await cli(['whitelist', 'list'], { env: { PROXYCTL_API_KEY: TOKEN } });
     expect(r.code).toBe(1);
-    expect(r.stderr).toMatch(/^error: HTTP 301 redirect to https:\/\/api\.example\.test\/proxy: proxyctl does not follow redirects \(the token is in the URL\); use --base-url https:\/\/api\.example\.test\/proxy( \(request id [^)]+\))?$/m);
+    expect(r.stderr).toMatch(
+      /^error: HTTP 301 redirect to https:\/\/api\.example\.test\/proxy: proxyctl does not follow redirects \(the token is in the URL\); use --base-url https:\/\/api\.example\.test\/proxy( \(request id [^)]+\))?$/m,
+    );
     expect(r.stderr).not.toContain(TOKEN.split('.')[0]!);
     expectOneFormat(r.stderr);
     // A Location that is not the same endpoint elsewhere (a login page) is named without its query.
     server!.setHandler(() => ({ status: 302, raw: '', headers: { location: '/login?next=%2Fopenapi&api_key=x' } }));
     const other = await cli(['whitelist', 'add', '8.8.8.8'], { env: { PROXYCTL_API_KEY: TOKEN } });
-    expect(other.stderr).toMatch(/HTTP 302 redirect to http:\/\/127\.0\.0\.1:\d+\/login: proxyctl does not follow redirects/);
+    expect(other.stderr).toMatch(
+      /HTTP 302 redirect to http:\/\/127\.0\.0\.1:\d+\/login: proxyctl does not follow redirects/,
+    );
     expect(other.stderr).not.toContain('next=');
   });
 
   it('a 429 shows the server message (the invalid-token lock-out, and when it ends) in the one format', async () => {
-    const msg = 'rate limited: invalid-token lock-out for source IP 127.0.0.1 after 20 invalid API keys; every request from this IP is refused until 2026-11-22T10:01:00Z, in 60 s';
+    const msg =
+      'rate limited: invalid-token lock-out for source IP 127.0.0.1 after 20 invalid API keys; every request from this IP is refused until 2026-11-22T10:01:00Z, in 60 s';
     await withServer(() => ({ ...rateLimited(60), message: msg }));
     const r = await cli(['whitelist', 'list'], { env: { PROXYCTL_API_KEY: TOKEN } });
     expect(r.code).toBe(5);
@@ -502,13 +623,17 @@ describe('messages (issue 11): what to do next, one format', () => {
     const s = await withServer(() => unauthorized);
     const login = await cli(['login'], { stdin: TOKEN });
     expect(login.code).toBe(4);
-    expect(login.stderr).toMatch(/^error: the API at .* rejected the token for access key ak0123456789abcdef0123, nothing stored \(code 10401, request id req-\d+\); check /m);
+    expect(login.stderr).toMatch(
+      /^error: the API at .* rejected the token for access key ak0123456789abcdef0123, nothing stored \(code 10401, request id req-\d+\); check /m,
+    );
     expectOneFormat(login.stderr);
     const keychain = new MemoryKeychain();
     await keychain.set('proxyctl', s.url, TOKEN);
     const status = await cli(['auth', 'status'], { keychain });
     expect(status.code).toBe(4);
-    expect(status.stderr).toMatch(/^error: the API rejects this token \(code 10401, request id req-\d+\); .*proxyctl login/m);
+    expect(status.stderr).toMatch(
+      /^error: the API rejects this token \(code 10401, request id req-\d+\); .*proxyctl login/m,
+    );
   });
 
   it("an unknown command is one error line, commander's suggestion on it", async () => {
@@ -522,8 +647,26 @@ describe('messages (issue 11): what to do next, one format', () => {
     let remarkNow = remark;
     await withServer((req) =>
       req.path.endsWith('/add')
-        ? { code: 10431, message: '0 succeeded, 1 failed', data: { success_count: 0, failed_count: 1, failed_items: [{ ip: '8.8.8.8', code: 10420, reason: `bad\u001b[2J ${TOKEN}` }] } }
-        : { code: 200, data: { items: [{ whitelist_id: 7, ip: '8.8.8.8', remark: remarkNow, status: 1, created_at: '2026-11-21T10:00:00Z' }], page: 1, page_size: 20, total: 1 } },
+        ? {
+            code: 10431,
+            message: '0 succeeded, 1 failed',
+            data: {
+              success_count: 0,
+              failed_count: 1,
+              failed_items: [{ ip: '8.8.8.8', code: 10420, reason: `bad\u001b[2J ${TOKEN}` }],
+            },
+          }
+        : {
+            code: 200,
+            data: {
+              items: [
+                { whitelist_id: 7, ip: '8.8.8.8', remark: remarkNow, status: 1, created_at: '2026-11-21T10:00:00Z' },
+              ],
+              page: 1,
+              page_size: 20,
+              total: 1,
+            },
+          },
     );
     const shown = '\\u{1b}[31mRED\\u{1b}[0m \\u{1b}]0;pwned\\u{7}\\u{1b}[2J\\u{202e}txt.exe a\\u{0}b\\u{9b}1m';
     const env = { PROXYCTL_API_KEY: TOKEN };
@@ -535,7 +678,9 @@ describe('messages (issue 11): what to do next, one format', () => {
     }
     const coloured = await cli(['whitelist', 'list'], { env, tty: true });
     expect(coloured.stdout).toContain(shown);
-    expect(coloured.stdout.replace(/\u001b\[(1|2|22|32|39)m/g, '')).not.toMatch(/[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/);
+    expect(coloured.stdout.replace(/\u001b\[(1|2|22|32|39)m/g, '')).not.toMatch(
+      /[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/,
+    );
     // A remark shaped like one of our painted cells, with a bidi override inside: shown escaped with colour on too.
     const painted = '\u001b[32m\u202eexe.txt\u001b[32m';
     remarkNow = painted;

@@ -11,7 +11,14 @@ import { main } from '../../../src/cli/main.js';
 import { createOutput } from '../../../src/cli/output.js';
 import { TokenStore } from '../../../src/cli/token-store.js';
 import { FakeClock, MemoryKeychain, TOKEN, memoryIo, tempConfigDir } from '../helpers/fakes.js';
-import { startScriptedServer, systemError, unauthorized, type Handler, type Reply, type ScriptedServer } from '../helpers/scripted-server.js';
+import {
+  startScriptedServer,
+  systemError,
+  unauthorized,
+  type Handler,
+  type Reply,
+  type ScriptedServer,
+} from '../helpers/scripted-server.js';
 
 export const KEY = 'pxk_k7Qm2x_' + 'Zs9'.repeat(10) + '-_Q';
 const KEY_SECRET = KEY.slice('pxk_k7Qm2x_'.length);
@@ -38,8 +45,16 @@ interface RunOpts {
 async function cli(argv: string[], opts: RunOpts = {}) {
   const dir = opts.dir ?? tempConfigDir();
   const keychain = opts.keychain ?? new MemoryKeychain();
-  const io = memoryIo({ ...(opts.stdin !== undefined ? { stdin: opts.stdin } : {}), ...(opts.tty !== undefined ? { tty: opts.tty } : {}) });
-  const env: NodeJS.ProcessEnv = { PROXYCTL_CONFIG_DIR: dir, NO_COLOR: '1', ...(server ? { PROXYCTL_BASE_URL: server.url } : {}), ...opts.env };
+  const io = memoryIo({
+    ...(opts.stdin !== undefined ? { stdin: opts.stdin } : {}),
+    ...(opts.tty !== undefined ? { tty: opts.tty } : {}),
+  });
+  const env: NodeJS.ProcessEnv = {
+    PROXYCTL_CONFIG_DIR: dir,
+    NO_COLOR: '1',
+    ...(server ? { PROXYCTL_BASE_URL: server.url } : {}),
+    ...opts.env,
+  };
   const clock = new FakeClock();
   const code = await main(argv, {
     io,
@@ -52,7 +67,14 @@ async function cli(argv: string[], opts: RunOpts = {}) {
         clock,
         out,
         tokens: new TokenStore({ env, keychain, dir: ctx.configDir, warn: (m) => out.warn(m), quiet: ctx.quiet }),
-        keys: new TokenStore({ env, keychain, dir: ctx.configDir, warn: (m) => out.warn(m), quiet: ctx.quiet, kind: 'key' }),
+        keys: new TokenStore({
+          env,
+          keychain,
+          dir: ctx.configDir,
+          warn: (m) => out.warn(m),
+          quiet: ctx.quiet,
+          kind: 'key',
+        }),
         makeApi: (b, t) => new ApiClient({ baseUrl: b, token: t, timeoutMs: 2000 }),
         readSecret: async () => opts.secret ?? '',
         progress: async () => null,
@@ -68,7 +90,12 @@ async function cli(argv: string[], opts: RunOpts = {}) {
   return r;
 }
 
-const GATEWAY = { http: '127.0.0.1:3128', socks5: '127.0.0.1:1080', udp: true, locations: [{ country: 'us', cities: ['nyc'], exits: 1 }] };
+const GATEWAY = {
+  http: '127.0.0.1:3128',
+  socks5: '127.0.0.1:1080',
+  udp: true,
+  locations: [{ country: 'us', cities: ['nyc'], exits: 1 }],
+};
 const user = (username: string, extra: Record<string, unknown> = {}) => ({
   username,
   status: 'active',
@@ -88,26 +115,43 @@ function fakeApi(opts: { scopes?: string[] } = {}) {
   const users = new Map<string, ReturnType<typeof user>>();
   const answers = new Map<string, Reply>();
   const scopes = opts.scopes ?? ['users:read', 'users:write', 'usage:read'];
-  const need = (s: string): Reply | null => (scopes.includes(s) ? null : { status: 403, code: 10403, message: `the key lacks scope ${s}` });
+  const need = (s: string): Reply | null =>
+    scopes.includes(s) ? null : { status: 403, code: 10403, message: `the key lacks scope ${s}` };
   let made = 0;
   const handler: Handler = (req) => {
     if (req.headers.authorization !== `Bearer ${KEY}` || req.apiKey !== null) return unauthorized;
     const idem = req.headers['idempotency-key'] as string | undefined;
-    if (idem && answers.has(`${req.method} ${req.path} ${idem}`)) return answers.get(`${req.method} ${req.path} ${idem}`)!;
+    if (idem && answers.has(`${req.method} ${req.path} ${idem}`))
+      return answers.get(`${req.method} ${req.path} ${idem}`)!;
     const remember = (r: Reply) => {
       if (idem) answers.set(`${req.method} ${req.path} ${idem}`, r);
       return r;
     };
     const name = decodeURIComponent(req.path.split('/')[5] ?? '');
     if (req.path === '/openapi/v1/proxy/gateway') return { data: GATEWAY };
-    if (req.path === '/openapi/v1/usage/summary') return need('usage:read') ?? { data: { from: '2026-12-01T00:00:00Z', to: '2026-12-07T00:00:00Z', plan: null, bytes_up: 1, bytes_down: 2, connections: 3, users: [] } };
+    if (req.path === '/openapi/v1/usage/summary')
+      return (
+        need('usage:read') ?? {
+          data: {
+            from: '2026-12-01T00:00:00Z',
+            to: '2026-12-07T00:00:00Z',
+            plan: null,
+            bytes_up: 1,
+            bytes_down: 2,
+            connections: 3,
+            users: [],
+          },
+        }
+      );
     if (req.path === '/openapi/v1/proxy/users' && req.method === 'GET') {
       const d = need('users:read');
       if (d) return d;
       const items = [...users.values()].sort((a, b) => a.username.localeCompare(b.username));
       const page = Number(req.query.get('page') ?? 1);
       const size = Number(req.query.get('page_size') ?? 20);
-      return { data: { items: items.slice((page - 1) * size, page * size), page, page_size: size, total: items.length } };
+      return {
+        data: { items: items.slice((page - 1) * size, page * size), page, page_size: size, total: items.length },
+      };
     }
     if (req.method === 'GET' && name) {
       const d = need('users:read');
@@ -143,7 +187,8 @@ function fakeApi(opts: { scopes?: string[] } = {}) {
       Object.assign(u, req.body);
       return remember({ data: u });
     }
-    if (req.method === 'POST' && req.path.endsWith('/password')) return remember({ data: { username: name, password: req.body.password ?? `made-${++made}-xxxxxxxxxxxxxxxx` } });
+    if (req.method === 'POST' && req.path.endsWith('/password'))
+      return remember({ data: { username: name, password: req.body.password ?? `made-${++made}-xxxxxxxxxxxxxxxx` } });
     if (req.method === 'DELETE') {
       users.delete(name);
       return remember({ data: { username: name } });
@@ -185,7 +230,11 @@ describe('proxyctl key', () => {
   });
 
   it('keeps the token and the key apart: both stored, login and key set do not overwrite each other', async () => {
-    await serve((req) => (req.path === '/openapi/v1/proxy/gateway' ? fakeApi().handler(req, 0) : { data: { items: [], page: 1, page_size: 1, total: 0 } }));
+    await serve((req) =>
+      req.path === '/openapi/v1/proxy/gateway'
+        ? fakeApi().handler(req, 0)
+        : { data: { items: [], page: 1, page_size: 1, total: 0 } },
+    );
     const keychain = new MemoryKeychain();
     expect((await cli(['login'], { stdin: TOKEN, keychain })).code).toBe(0);
     expect((await cli(['key', 'set'], { stdin: KEY, keychain })).code).toBe(0);
@@ -273,12 +322,39 @@ describe('proxyctl users', () => {
   it('create prints a made password once; --password-stdin sends the given one and does not print it; every write has an Idempotency-Key', async () => {
     const api = fakeApi();
     const s = await serve(api.handler);
-    const c = await cli(['users', 'create', 'alice', '--traffic-limit', '50GiB', '--max-connections', '10', '--rate-limit', '10mbit', '--expires', '2027-01-01T00:00:00Z', '--allow', 'a.example;b.example', '--deny', 'c.example'], { env });
+    const c = await cli(
+      [
+        'users',
+        'create',
+        'alice',
+        '--traffic-limit',
+        '50GiB',
+        '--max-connections',
+        '10',
+        '--rate-limit',
+        '10mbit',
+        '--expires',
+        '2027-01-01T00:00:00Z',
+        '--allow',
+        'a.example;b.example',
+        '--deny',
+        'c.example',
+      ],
+      { env },
+    );
     expect(c.code, c.stderr).toBe(0);
     expect(c.stdout).toContain('made-1-xxxxxxxxxxxxxxxx');
     expect(c.stdout).toContain('shown once');
     const body = s.requests.at(-1)!.body;
-    expect(body).toEqual({ username: 'alice', traffic_limit: 50 * 2 ** 30, max_connections: 10, rate_limit: '10mbit', expires_at: '2027-01-01T00:00:00Z', allow: ['a.example', 'b.example'], deny: ['c.example'] });
+    expect(body).toEqual({
+      username: 'alice',
+      traffic_limit: 50 * 2 ** 30,
+      max_connections: 10,
+      rate_limit: '10mbit',
+      expires_at: '2027-01-01T00:00:00Z',
+      allow: ['a.example', 'b.example'],
+      deny: ['c.example'],
+    });
     expect(s.requests.at(-1)!.headers['idempotency-key']).toMatch(/^proxyctl-[0-9a-f-]{36}$/);
 
     const given = await cli(['users', 'create', 'bob', '--password-stdin', '--json'], { env, stdin: `${PASSWORD}\n` });
@@ -308,7 +384,10 @@ describe('proxyctl users', () => {
       [['users', 'create', KEY], 'an API key or token was given where a username belongs'],
       [['users', 'show', KEY], 'an API key or token was given where a username belongs'],
       [['proxies', 'export', '--user', KEY], 'an API key or token was given where a username belongs'],
-      [['users', 'set', 'alice', '--allow', `a.example,${KEY}`], '--allow: an API key or token was given where a value belongs'],
+      [
+        ['users', 'set', 'alice', '--allow', `a.example,${KEY}`],
+        '--allow: an API key or token was given where a value belongs',
+      ],
       [['users', 'delete', TOKEN, '--yes'], 'an API key or token was given where a username belongs'],
       [['users', 'list', '--prefix', ''], '--prefix must be 1-64 characters'],
       [['users', 'list', '--prefix', 'a b'], '--prefix must be 1-64 characters'],
@@ -404,7 +483,11 @@ describe('proxyctl users', () => {
 
 describe('proxyctl users create --file', () => {
   const env = { PROXYCTL_API_KEY: KEY };
-  const csv = (n: number, from = 0) => ['username,password,traffic_limit,max_connections,rate_limit,expires_at,allow,deny', ...Array.from({ length: n }, (_, i) => `user${String(i + from).padStart(4, '0')},,1GiB,,,,a.example;b.example,`)].join('\n');
+  const csv = (n: number, from = 0) =>
+    [
+      'username,password,traffic_limit,max_connections,rate_limit,expires_at,allow,deny',
+      ...Array.from({ length: n }, (_, i) => `user${String(i + from).padStart(4, '0')},,1GiB,,,,a.example;b.example,`),
+    ].join('\n');
 
   it('250 users with a lost answer (500) in the middle: the same batch resent with the same key, 250 users, no duplicates, exit 0', async () => {
     const api = fakeApi();
@@ -431,7 +514,11 @@ describe('proxyctl users create --file', () => {
     expect(posts.map((p) => p.body.items.length)).toEqual([100, 100, 100, 50]);
     expect(posts[2]!.headers['idempotency-key']).toBe(posts[1]!.headers['idempotency-key']);
     expect(posts[0]!.headers['idempotency-key']).not.toBe(posts[1]!.headers['idempotency-key']);
-    expect(posts[0]!.body.items[0]).toEqual({ username: 'user0000', traffic_limit: 2 ** 30, allow: ['a.example', 'b.example'] });
+    expect(posts[0]!.body.items[0]).toEqual({
+      username: 'user0000',
+      traffic_limit: 2 ** 30,
+      allow: ['a.example', 'b.example'],
+    });
   });
 
   it('a batch that times out, then meets its own first send still running (409 in progress), is sent again under the same key until answered', async () => {
@@ -441,7 +528,12 @@ describe('proxyctl users create --file', () => {
       if (req.path === '/openapi/v1/proxy/users/batch') {
         n++;
         if (n === 1) return { hang: true };
-        if (n === 2) return { status: 409, code: 10409, message: 'conflict: a request with this Idempotency-Key is still in progress' };
+        if (n === 2)
+          return {
+            status: 409,
+            code: 10409,
+            message: 'conflict: a request with this Idempotency-Key is still in progress',
+          };
       }
       return api.handler(req, i);
     });
@@ -465,8 +557,20 @@ describe('proxyctl users create --file', () => {
         // user0001 fails for now (10500) and is not created; the rest are.
         const items = req.body.items.filter((it: { username: string }) => it.username !== 'user0001');
         const inner = api.handler({ ...req, body: { items } }, i) as Reply;
-        const data = inner.data as { success_count: number; failed_count: number; failed_items: unknown[]; created: unknown[] };
-        return { code: 10431, data: { ...data, failed_count: data.failed_count + 1, failed_items: [...data.failed_items, { username: 'user0001', code: 10500, reason: 'database busy' }] } };
+        const data = inner.data as {
+          success_count: number;
+          failed_count: number;
+          failed_items: unknown[];
+          created: unknown[];
+        };
+        return {
+          code: 10431,
+          data: {
+            ...data,
+            failed_count: data.failed_count + 1,
+            failed_items: [...data.failed_items, { username: 'user0001', code: 10500, reason: 'database busy' }],
+          },
+        };
       }
       return api.handler(req, i);
     });
@@ -490,11 +594,17 @@ describe('proxyctl users create --file', () => {
     const s = await serve(api.handler);
     const dir = tempConfigDir();
     const jl = path.join(dir, 'u.jsonl');
-    writeFileSync(jl, '{"username":"jay","traffic_limit":1048576,"allow":["x.example"]}\n\n{"username":"kay","rate_limit":"5mbit","password":"long-enough-pw"}\n');
+    writeFileSync(
+      jl,
+      '{"username":"jay","traffic_limit":1048576,"allow":["x.example"]}\n\n{"username":"kay","rate_limit":"5mbit","password":"long-enough-pw"}\n',
+    );
     const ok = await cli(['users', 'create', '--file', jl, '--json'], { env, dir });
     expect(ok.code, ok.stderr).toBe(0);
     // kay's password came from the file: not printed back; jay's was made: shown once.
-    expect(JSON.parse(ok.stdout).created).toEqual([{ username: 'jay', password: expect.stringMatching(/^made-/) }, { username: 'kay' }]);
+    expect(JSON.parse(ok.stdout).created).toEqual([
+      { username: 'jay', password: expect.stringMatching(/^made-/) },
+      { username: 'kay' },
+    ]);
     expect(ok.stdout).not.toContain('long-enough-pw');
     expect(s.requests[0]!.body.items).toEqual([
       { username: 'jay', traffic_limit: 1048576, allow: ['x.example'] },
@@ -528,7 +638,10 @@ describe('proxyctl proxies export', () => {
     const api = fakeApi();
     api.users.set('alice', user('alice'));
     await serve(api.handler);
-    const r = await cli(['proxies', 'export', '--user', 'alice', '--password-stdin', '--country', 'US', '--city', 'nyc', '--count', '50'], { env, stdin: `${PASSWORD}\n`, allow: [PASSWORD] });
+    const r = await cli(
+      ['proxies', 'export', '--user', 'alice', '--password-stdin', '--country', 'US', '--city', 'nyc', '--count', '50'],
+      { env, stdin: `${PASSWORD}\n`, allow: [PASSWORD] },
+    );
     expect(r.code, r.stderr).toBe(0);
     const lines = r.stdout.trimEnd().split('\n');
     expect(lines).toHaveLength(50);
@@ -548,14 +661,26 @@ describe('proxyctl proxies export', () => {
     api.users.set('bob', user('bob'));
     await serve(api.handler);
     const pw = 'simple-password';
-    const hp = await cli(['proxies', 'export', '--user', 'bob', '--format', 'hostport', '--sticky', '30'], { env, stdin: pw });
+    const hp = await cli(['proxies', 'export', '--user', 'bob', '--format', 'hostport', '--sticky', '30'], {
+      env,
+      stdin: pw,
+    });
     expect(hp.stdout).toMatch(/^127\.0\.0\.1:3128:bob-session-[A-Za-z0-9]{12}-sesstime-30:simple-password\n$/);
-    const at = await cli(['proxies', 'export', '--user', 'bob', '--format', 'hostport-at', '--rotating', '--count', '2'], { env, stdin: pw });
+    const at = await cli(
+      ['proxies', 'export', '--user', 'bob', '--format', 'hostport-at', '--rotating', '--count', '2'],
+      { env, stdin: pw },
+    );
     expect(at.stdout).toBe('bob:simple-password@127.0.0.1:3128\nbob:simple-password@127.0.0.1:3128\n');
     const socks = await cli(['proxies', 'export', '--user', 'bob', '--protocol', 'socks5h'], { env, stdin: pw });
     expect(socks.stdout).toMatch(/^socks5h:\/\/bob-session-[A-Za-z0-9]{12}:simple-password@127\.0\.0\.1:1080\n$/);
     const json = await cli(['proxies', 'export', '--user', 'bob', '--json'], { env, stdin: pw });
-    expect(JSON.parse(json.stdout)[0]).toMatchObject({ protocol: 'http', host: '127.0.0.1', port: 3128, password: pw, session: expect.stringMatching(/^[A-Za-z0-9]{12}$/) });
+    expect(JSON.parse(json.stdout)[0]).toMatchObject({
+      protocol: 'http',
+      host: '127.0.0.1',
+      port: 3128,
+      password: pw,
+      session: expect.stringMatching(/^[A-Za-z0-9]{12}$/),
+    });
     const dir = tempConfigDir();
     const out = path.join(dir, 'list.txt');
     const f = await cli(['proxies', 'export', '--user', 'bob', '--count', '3', '--out', out], { env, stdin: pw, dir });
@@ -564,7 +689,11 @@ describe('proxyctl proxies export', () => {
     expect(readFileSync(out, 'utf8').split('\n').filter(Boolean)).toHaveLength(3);
     expect(statSync(out).mode & 0o777).toBe(0o600);
     // `--out -` is stdout, not a file named "-".
-    const dash = await cli(['proxies', 'export', '--user', 'bob', '--count', '2', '--out', '-'], { env, stdin: pw, dir });
+    const dash = await cli(['proxies', 'export', '--user', 'bob', '--count', '2', '--out', '-'], {
+      env,
+      stdin: pw,
+      dir,
+    });
     expect(dash.code).toBe(0);
     expect(dash.stdout.split('\n').filter(Boolean)).toHaveLength(2);
     expect(existsSync(path.join(process.cwd(), '-'))).toBe(false);
@@ -593,9 +722,15 @@ describe('proxyctl proxies export', () => {
     const de = await cli(['proxies', 'export', '--user', 'bob', '--country', 'de'], { env, stdin: 'simple-password' });
     expect(de.code).toBe(0);
     expect(de.stderr).toContain('no exit serves country de');
-    const paris = await cli(['proxies', 'export', '--user', 'bob', '--city', 'paris'], { env, stdin: 'simple-password' });
+    const paris = await cli(['proxies', 'export', '--user', 'bob', '--city', 'paris'], {
+      env,
+      stdin: 'simple-password',
+    });
     expect(paris.stderr).toContain('no exit serves city paris');
-    const nyc = await cli(['proxies', 'export', '--user', 'bob', '--country', 'us', '--city', 'nyc'], { env, stdin: 'simple-password' });
+    const nyc = await cli(['proxies', 'export', '--user', 'bob', '--country', 'us', '--city', 'nyc'], {
+      env,
+      stdin: 'simple-password',
+    });
     expect(nyc.stderr).toBe('');
   });
 
@@ -628,10 +763,16 @@ t proxyctl users list --status ''
     const b = spawnSync('bash', ['--norc', '--noprofile', '-c', probe], { encoding: 'utf8' });
     expect(b.status, b.stderr).toBe(0);
     const out = b.stdout.split('\n');
-    const got = (prefix: string) => out.find((l) => l.startsWith(`${prefix}=>`))!.slice(prefix.length + 2).split(' ');
+    const got = (prefix: string) =>
+      out
+        .find((l) => l.startsWith(`${prefix}=>`))!
+        .slice(prefix.length + 2)
+        .split(' ');
     expect(got('proxyctl ')).toEqual(expect.arrayContaining(['key', 'users', 'proxies', 'usage']));
     expect(got('proxyctl key ')).toEqual(expect.arrayContaining(['set', 'status', 'forget']));
-    expect(got('proxyctl users ')).toEqual(expect.arrayContaining(['list', 'show', 'create', 'set', 'passwd', 'disable', 'enable', 'delete']));
+    expect(got('proxyctl users ')).toEqual(
+      expect.arrayContaining(['list', 'show', 'create', 'set', 'passwd', 'disable', 'enable', 'delete']),
+    );
     expect(got('proxyctl users create --pa')).toEqual(['--password-stdin']);
     expect(got('proxyctl proxies export --format ')).toEqual(['url', 'hostport', 'hostport-at', 'json']);
     expect(got('proxyctl proxies export --protocol ')).toEqual(['http', 'socks5h']);
@@ -641,7 +782,9 @@ t proxyctl users list --status ''
 
 describe('PROXYCTL_API_KEY holding a key, for the whitelist commands', () => {
   it('is not taken as the token: the stored token serves the whitelist; without one the error says the key does not open it', async () => {
-    const s = await serve((req) => (req.apiKey === TOKEN ? { data: { items: [], page: 1, page_size: 20, total: 0 } } : unauthorized));
+    const s = await serve((req) =>
+      req.apiKey === TOKEN ? { data: { items: [], page: 1, page_size: 20, total: 0 } } : unauthorized,
+    );
     const none = await cli(['whitelist', 'list'], { env: { PROXYCTL_API_KEY: KEY } });
     expect(none.code).toBe(4);
     expect(none.stderr).toContain('holds an API key, which does not open the whitelist');
@@ -662,7 +805,7 @@ describe('PROXYCTL_API_KEY holding a key, for the whitelist commands', () => {
 });
 
 describe('the key shape', () => {
-  it('proxyctl\'s prefix test is the contract\'s prefix; the id is the contract parser\'s', async () => {
+  it("proxyctl's prefix test is the contract's prefix; the id is the contract parser's", async () => {
     const { KEY_PREFIX, parseApiKey } = await import('../../../src/contract/scopes.js');
     const { isApiKeyShaped } = await import('../../../src/cli/key-format.js');
     const { apiKeyId } = await import('../../../src/cli/key-id.js');

@@ -25,7 +25,12 @@ async function cli(argv: string[], opts: { tty?: boolean; key?: string } = {}) {
   const dir = tempConfigDir();
   const io = memoryIo({ ...(opts.tty !== undefined ? { tty: opts.tty } : {}) });
   const key = opts.key ?? writer;
-  const env: NodeJS.ProcessEnv = { PROXYCTL_CONFIG_DIR: dir, PROXYCTL_BASE_URL: base, PROXYCTL_API_KEY: key, NO_COLOR: '1' };
+  const env: NodeJS.ProcessEnv = {
+    PROXYCTL_CONFIG_DIR: dir,
+    PROXYCTL_BASE_URL: base,
+    PROXYCTL_API_KEY: key,
+    NO_COLOR: '1',
+  };
   const clock = new FakeClock();
   const code = await main(argv, {
     io,
@@ -37,8 +42,21 @@ async function cli(argv: string[], opts: { tty?: boolean; key?: string } = {}) {
         env,
         clock,
         out,
-        tokens: new TokenStore({ env, keychain: new MemoryKeychain(), dir: ctx.configDir, warn: (m) => out.warn(m), quiet: ctx.quiet }),
-        keys: new TokenStore({ env, keychain: new MemoryKeychain(), dir: ctx.configDir, warn: (m) => out.warn(m), quiet: ctx.quiet, kind: 'key' }),
+        tokens: new TokenStore({
+          env,
+          keychain: new MemoryKeychain(),
+          dir: ctx.configDir,
+          warn: (m) => out.warn(m),
+          quiet: ctx.quiet,
+        }),
+        keys: new TokenStore({
+          env,
+          keychain: new MemoryKeychain(),
+          dir: ctx.configDir,
+          warn: (m) => out.warn(m),
+          quiet: ctx.quiet,
+          kind: 'key',
+        }),
         makeApi: (b, tk) => new ApiClient({ baseUrl: b, token: tk, timeoutMs: 5000 }),
         readSecret: async () => '',
         progress: async () => null,
@@ -51,7 +69,8 @@ async function cli(argv: string[], opts: { tty?: boolean; key?: string } = {}) {
   return result;
 }
 
-const held = async () => (await t.store.egress.list({ accountId })).filter((r) => r.state === 'assigned').map((r) => r.address);
+const held = async () =>
+  (await t.store.egress.list({ accountId })).filter((r) => r.state === 'assigned').map((r) => r.address);
 
 beforeAll(async () => {
   t = await makeTestApp();
@@ -72,17 +91,24 @@ afterAll(async () => {
 });
 
 describe('proxyctl ips list', () => {
-  it('--json prints exactly the endpoint\'s data; a table on a terminal; tab-separated on a pipe', async () => {
+  it("--json prints exactly the endpoint's data; a table on a terminal; tab-separated on a pipe", async () => {
     const json = await cli(['ips', 'list', '--json'], { key: reader });
     expect(json.code, json.stderr).toBe(0);
-    const want = ((await (await fetch(`${base}${IPS_PATHS.list}`, { headers: bearer(reader) })).json()) as { data: unknown }).data;
+    const want = (
+      (await (await fetch(`${base}${IPS_PATHS.list}`, { headers: bearer(reader) })).json()) as { data: unknown }
+    ).data;
     expect(JSON.parse(json.stdout)).toEqual(want);
     const tty = await cli(['ips', 'list'], { key: reader, tty: true });
     expect(tty.code, tty.stderr).toBe(0);
     expect(tty.stdout).toMatch(/203\.0\.113\.1.*US.*nyc/);
     expect(tty.stdout).toMatch(/replacements left this month: 1 of 1/);
     const pipe = await cli(['ips', 'list'], { key: reader });
-    expect(pipe.stdout.trimEnd().split('\n').map((l) => l.split('\t').slice(0, 3))).toEqual([
+    expect(
+      pipe.stdout
+        .trimEnd()
+        .split('\n')
+        .map((l) => l.split('\t').slice(0, 3)),
+    ).toEqual([
       ['203.0.113.1', 'us', 'nyc'],
       ['203.0.113.2', 'us', 'nyc'],
     ]);
@@ -99,14 +125,14 @@ describe('proxyctl ips list', () => {
 });
 
 describe('proxyctl ips replace', () => {
-  it('checks the address and --yes before any call; not the account\'s is exit 1, nothing changed', async () => {
+  it("checks the address and --yes before any call; not the account's is exit 1, nothing changed", async () => {
     for (const args of [['203.0.113.01', '--yes'], ['::1', '--yes'], ['203.0.113.1']]) {
       const r = await cli(['ips', 'replace', ...args]);
       expect({ args, code: r.code }).toEqual({ args, code: 2 });
     }
     const foreign = await cli(['ips', 'replace', '203.0.113.3', '--yes']);
     expect(foreign.code).toBe(1);
-    expect(foreign.stderr).toContain('not one of the account\'s dedicated addresses');
+    expect(foreign.stderr).toContain("not one of the account's dedicated addresses");
     expect(await held()).toEqual(['203.0.113.1', '203.0.113.2']);
   });
 

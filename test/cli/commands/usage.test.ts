@@ -20,7 +20,12 @@ let key: string;
 async function cli(argv: string[], opts: { tty?: boolean; key?: string } = {}) {
   const dir = tempConfigDir();
   const io = memoryIo({ ...(opts.tty !== undefined ? { tty: opts.tty } : {}) });
-  const env: NodeJS.ProcessEnv = { PROXYCTL_CONFIG_DIR: dir, PROXYCTL_BASE_URL: base, PROXYCTL_API_KEY: opts.key ?? key, NO_COLOR: '1' };
+  const env: NodeJS.ProcessEnv = {
+    PROXYCTL_CONFIG_DIR: dir,
+    PROXYCTL_BASE_URL: base,
+    PROXYCTL_API_KEY: opts.key ?? key,
+    NO_COLOR: '1',
+  };
   const code = await main(argv, {
     io,
     env,
@@ -31,8 +36,21 @@ async function cli(argv: string[], opts: { tty?: boolean; key?: string } = {}) {
         env,
         clock: new FakeClock(),
         out,
-        tokens: new TokenStore({ env, keychain: new MemoryKeychain(), dir: ctx.configDir, warn: (m) => out.warn(m), quiet: ctx.quiet }),
-        keys: new TokenStore({ env, keychain: new MemoryKeychain(), dir: ctx.configDir, warn: (m) => out.warn(m), quiet: ctx.quiet, kind: 'key' }),
+        tokens: new TokenStore({
+          env,
+          keychain: new MemoryKeychain(),
+          dir: ctx.configDir,
+          warn: (m) => out.warn(m),
+          quiet: ctx.quiet,
+        }),
+        keys: new TokenStore({
+          env,
+          keychain: new MemoryKeychain(),
+          dir: ctx.configDir,
+          warn: (m) => out.warn(m),
+          quiet: ctx.quiet,
+          kind: 'key',
+        }),
         makeApi: (b, tk) => new ApiClient({ baseUrl: b, token: tk, timeoutMs: 5000 }),
         readSecret: async () => '',
         progress: async () => null,
@@ -58,8 +76,20 @@ beforeAll(async () => {
   token = a.token;
   key = (await t.key(a.accountId, ['usage:read'])).key;
   const now = Date.now();
-  const d = (subject: string, target: string, up: number, down: number) => ({ accountId: a.accountId, subject, target, bytesUp: up, bytesDown: down, connections: 1 });
-  expect(await t.store.usage.addFlush('n1', 'f1', now, [d('user:alice', 'example.co.uk', 3 * 2 ** 20, 5 * 2 ** 20), d('ip:203.0.113.7', '198.51.100.1', 1024, 2048)])).toBe('ok');
+  const d = (subject: string, target: string, up: number, down: number) => ({
+    accountId: a.accountId,
+    subject,
+    target,
+    bytesUp: up,
+    bytesDown: down,
+    connections: 1,
+  });
+  expect(
+    await t.store.usage.addFlush('n1', 'f1', now, [
+      d('user:alice', 'example.co.uk', 3 * 2 ** 20, 5 * 2 ** 20),
+      d('ip:203.0.113.7', '198.51.100.1', 1024, 2048),
+    ]),
+  ).toBe('ok');
   expect(await t.store.usage.addFlush('n1', 'f2', now, [d('user:=bob', 'other.example', 10, 20)])).toBe('ok');
   base = await t.app.listen({ port: 0, host: '127.0.0.1' });
 });
@@ -68,11 +98,15 @@ afterAll(async () => {
 });
 
 describe('proxyctl usage', () => {
-  it('--json prints exactly the endpoint\'s data, for every --by', async () => {
+  it("--json prints exactly the endpoint's data, for every --by", async () => {
     const cases: Array<[string[], string, string]> = [
       [[], USAGE_PATHS.summary, ''],
       [['--by', 'day'], USAGE_PATHS.series, 'granularity=day'],
-      [['--by', 'hour', '--from', new Date(Date.now() - 5 * 3_600_000).toISOString()], USAGE_PATHS.series, `granularity=hour&from=${new Date(Date.now() - 5 * 3_600_000).toISOString()}`],
+      [
+        ['--by', 'hour', '--from', new Date(Date.now() - 5 * 3_600_000).toISOString()],
+        USAGE_PATHS.series,
+        `granularity=hour&from=${new Date(Date.now() - 5 * 3_600_000).toISOString()}`,
+      ],
       [['--by', 'domain', '--limit', '1'], USAGE_PATHS.domains, 'limit=1'],
       [['--by', 'domain', '--user', 'alice'], USAGE_PATHS.domains, 'user=alice'],
     ];
@@ -111,7 +145,9 @@ describe('proxyctl usage', () => {
     expect(lines[0]).toBe('user,bytes_up,bytes_down,connections');
     expect(lines).toContain(`alice,${3 * 2 ** 20},${5 * 2 ** 20},1`);
     expect(lines).toContain(`'=bob,10,20,1`);
-    expect((await cli(['usage', '--csv', '--by', 'day'])).stdout.split('\r\n')[0]).toBe('time,bytes_up,bytes_down,connections');
+    expect((await cli(['usage', '--csv', '--by', 'day'])).stdout.split('\r\n')[0]).toBe(
+      'time,bytes_up,bytes_down,connections',
+    );
     const domains = (await cli(['usage', '--csv', '--by', 'domain'])).stdout.split('\r\n');
     expect(domains[0]).toBe('domain,bytes_up,bytes_down,connections');
     expect(domains).toContain('198.51.100.1,1024,2048,1');
@@ -155,10 +191,24 @@ describe('proxyctl usage --by ip: the summary\'s "ips" (SPEC section 22)', () =>
   beforeAll(async () => {
     const a = await t.account('cli-usage-ips@example.com');
     holder = (await t.key(a.accountId, ['usage:read'])).key;
-    await t.store.egress.register('n-ips', ['203.0.113.40', '203.0.113.41', '203.0.113.42'], { country: 'us', city: null });
+    await t.store.egress.register('n-ips', ['203.0.113.40', '203.0.113.41', '203.0.113.42'], {
+      country: 'us',
+      city: null,
+    });
     expect(await t.store.egress.assign(a.accountId, 'n-ips', ['203.0.113.40', '203.0.113.41'])).toBeNull();
     const day = Date.now() - (Date.now() % 86_400_000);
-    await t.store.egress.addUsage([{ accountId: a.accountId, address: '203.0.113.41', bytesUp: 3 * 2 ** 20, bytesDown: 5 * 2 ** 20, connections: 4 }], day);
+    await t.store.egress.addUsage(
+      [
+        {
+          accountId: a.accountId,
+          address: '203.0.113.41',
+          bytesUp: 3 * 2 ** 20,
+          bytesDown: 5 * 2 ** 20,
+          connections: 4,
+        },
+      ],
+      day,
+    );
   });
 
   it('a row per address (held ones without traffic as zeros), --csv with an address header, --json the summary', async () => {
@@ -170,9 +220,19 @@ describe('proxyctl usage --by ip: the summary\'s "ips" (SPEC section 22)', () =>
     expect(table.stdout).not.toMatch(/203\.0\.113\.42/);
     expect(table.stdout).toMatch(/2 addresses/);
     const csv = (await cli(['usage', '--by', 'ip', '--csv'], { key: holder })).stdout.trimEnd().split('\r\n');
-    expect(csv).toEqual(['address,bytes_up,bytes_down,connections', `203.0.113.41,${3 * 2 ** 20},${5 * 2 ** 20},4`, '203.0.113.40,0,0,0']);
+    expect(csv).toEqual([
+      'address,bytes_up,bytes_down,connections',
+      `203.0.113.41,${3 * 2 ** 20},${5 * 2 ** 20},4`,
+      '203.0.113.40,0,0,0',
+    ]);
     const json = JSON.parse((await cli(['usage', '--by', 'ip', '--json'], { key: holder })).stdout) as { ips: unknown };
-    expect(json.ips).toEqual((await (await fetch(`${base}${USAGE_PATHS.summary}`, { headers: bearer(holder) })).json() as { data: { ips: unknown } }).data.ips);
+    expect(json.ips).toEqual(
+      (
+        (await (await fetch(`${base}${USAGE_PATHS.summary}`, { headers: bearer(holder) })).json()) as {
+          data: { ips: unknown };
+        }
+      ).data.ips,
+    );
   });
 
   it('an account without dedicated addresses is told so; --user with --by ip is a usage error', async () => {
@@ -207,16 +267,35 @@ describe('proxyctl usage: captions and a lifetime plan', () => {
   beforeAll(async () => {
     const acct = await t.account('cli-usage-lifetime@example.com');
     lifetime = { ...acct, key: (await t.key(acct.accountId, ['usage:read'])).key };
-    await t.store.plans.set({ accountId: lifetime.accountId, trafficLimit: 100 * 2 ** 30, period: 'lifetime', anchorDay: 1, maxConnections: null, expiresAt: null });
-    const d = (at: number, id: string) => t.store.usage.addFlush('n1', id, at, [{ accountId: lifetime.accountId, subject: 'user:carol', target: 'example.com', bytesUp: 100, bytesDown: 200, connections: 1 }]);
+    await t.store.plans.set({
+      accountId: lifetime.accountId,
+      trafficLimit: 100 * 2 ** 30,
+      period: 'lifetime',
+      anchorDay: 1,
+      maxConnections: null,
+      expiresAt: null,
+    });
+    const d = (at: number, id: string) =>
+      t.store.usage.addFlush('n1', id, at, [
+        {
+          accountId: lifetime.accountId,
+          subject: 'user:carol',
+          target: 'example.com',
+          bytesUp: 100,
+          bytesDown: 200,
+          connections: 1,
+        },
+      ]);
     expect(await d(Date.now() - 50 * 86_400_000, 'lt1')).toBe('ok');
     expect(await d(Date.now(), 'lt2')).toBe('ok');
   });
 
-  it('a lifetime plan\'s range starts at the first usage, not 1970; --by day fits by default; --by hour is the latest 1,000 hours', async () => {
+  it("a lifetime plan's range starts at the first usage, not 1970; --by day fits by default; --by hour is the latest 1,000 hours", async () => {
     const summary = await cli(['usage'], { key: lifetime.key });
     expect(summary.code, summary.stderr).toBe(0);
-    const firstDay = new Date(Math.floor((Date.now() - 50 * 86_400_000) / 86_400_000) * 86_400_000).toISOString().replace('.000Z', 'Z');
+    const firstDay = new Date(Math.floor((Date.now() - 50 * 86_400_000) / 86_400_000) * 86_400_000)
+      .toISOString()
+      .replace('.000Z', 'Z');
     expect(summary.stdout).toContain(`${firstDay} to `);
     expect(summary.stdout).not.toContain('1970');
     expect(summary.stdout).toMatch(/of 100 GiB for the plan's lifetime/);

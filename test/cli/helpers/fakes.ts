@@ -77,9 +77,20 @@ export interface Harness {
 
 export function harness(
   baseUrl: string,
-  opts: { globals?: GlobalOptions; env?: NodeJS.ProcessEnv; stdin?: string; tty?: boolean; dir?: string; keychain?: MemoryKeychain; secret?: string } = {},
+  opts: {
+    globals?: GlobalOptions;
+    env?: NodeJS.ProcessEnv;
+    stdin?: string;
+    tty?: boolean;
+    dir?: string;
+    keychain?: MemoryKeychain;
+    secret?: string;
+  } = {},
 ): Harness {
-  const io = memoryIo({ ...(opts.stdin !== undefined ? { stdin: opts.stdin } : {}), ...(opts.tty !== undefined ? { tty: opts.tty } : {}) });
+  const io = memoryIo({
+    ...(opts.stdin !== undefined ? { stdin: opts.stdin } : {}),
+    ...(opts.tty !== undefined ? { tty: opts.tty } : {}),
+  });
   const env = opts.env ?? {};
   const dir = opts.dir ?? tempConfigDir();
   const ctx = resolveContext({ baseUrl, ...opts.globals }, env, io, {}, dir);

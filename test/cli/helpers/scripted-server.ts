@@ -57,7 +57,14 @@ export async function startScriptedServer(handler: Handler): Promise<ScriptedSer
     } catch {
       body = text;
     }
-    const sreq: ScriptedRequest = { method: req.method ?? 'GET', path: url.pathname, query: url.searchParams, apiKey: url.searchParams.get('api_key'), body, headers: req.headers };
+    const sreq: ScriptedRequest = {
+      method: req.method ?? 'GET',
+      path: url.pathname,
+      query: url.searchParams,
+      apiKey: url.searchParams.get('api_key'),
+      body,
+      headers: req.headers,
+    };
     requests.push(sreq);
     const reply = await current(sreq, requests.length - 1);
     if (reply.destroy) {
@@ -73,8 +80,21 @@ export async function startScriptedServer(handler: Handler): Promise<ScriptedSer
     const status = reply.status ?? 200;
     const code = reply.code ?? 200;
     replies.push({ status, code: reply.raw !== undefined ? undefined : code });
-    res.writeHead(status, { 'content-type': reply.raw !== undefined ? 'text/html' : 'application/json', 'x-request-id': requestId, 'cache-control': 'no-store', ...reply.headers });
-    res.end(reply.raw ?? JSON.stringify({ code, message: reply.message ?? (code === 200 ? 'success' : 'error'), requestId, data: reply.data ?? null }));
+    res.writeHead(status, {
+      'content-type': reply.raw !== undefined ? 'text/html' : 'application/json',
+      'x-request-id': requestId,
+      'cache-control': 'no-store',
+      ...reply.headers,
+    });
+    res.end(
+      reply.raw ??
+        JSON.stringify({
+          code,
+          message: reply.message ?? (code === 200 ? 'success' : 'error'),
+          requestId,
+          data: reply.data ?? null,
+        }),
+    );
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const { port } = server.address() as AddressInfo;
@@ -104,7 +124,9 @@ export function ipsOf(req: ScriptedRequest): string[] {
 /** A batch answer: every IP succeeds except those in `failures` (ip → code). */
 export function batchReply(req: ScriptedRequest, failures: Record<string, number> = {}): Reply {
   const ips = ipsOf(req);
-  const failed_items = ips.filter((ip) => failures[ip] !== undefined).map((ip) => ({ ip, code: failures[ip]!, reason: `reason ${failures[ip]}` }));
+  const failed_items = ips
+    .filter((ip) => failures[ip] !== undefined)
+    .map((ip) => ({ ip, code: failures[ip]!, reason: `reason ${failures[ip]}` }));
   const success_count = ips.length - failed_items.length;
   return {
     code: failed_items.length ? 10431 : 200,
@@ -114,7 +136,12 @@ export function batchReply(req: ScriptedRequest, failures: Record<string, number
 }
 
 export const unauthorized: Reply = { status: 401, code: 10401, message: 'invalid api key', data: null };
-export const rateLimited = (seconds: number): Reply => ({ status: 429, code: 10429, message: 'rate limited', headers: { 'retry-after': String(seconds) } });
+export const rateLimited = (seconds: number): Reply => ({
+  status: 429,
+  code: 10429,
+  message: 'rate limited',
+  headers: { 'retry-after': String(seconds) },
+});
 export const unavailable: Reply = { status: 503, code: 10503, message: 'rate limit service unavailable' };
 export const systemError: Reply = { status: 500, code: 10500, message: 'system error' };
 
@@ -122,7 +149,10 @@ export const systemError: Reply = { status: 500, code: 10500, message: 'system e
  * A test file's way to a scripted server and an API client of it: call once at the file's top level (it
  * registers an afterEach that closes both), then `await setup(handler)` in each test.
  */
-export function scriptedClient(): (handler: Handler, opts?: { timeoutMs?: number; path?: string }) => Promise<{ server: ScriptedServer; api: ApiClient }> {
+export function scriptedClient(): (
+  handler: Handler,
+  opts?: { timeoutMs?: number; path?: string },
+) => Promise<{ server: ScriptedServer; api: ApiClient }> {
   const open: Array<{ close(): Promise<unknown> }> = [];
   afterEach(async () => {
     for (const x of open.splice(0).reverse()) await x.close();
@@ -130,7 +160,11 @@ export function scriptedClient(): (handler: Handler, opts?: { timeoutMs?: number
   return async (handler, opts = {}) => {
     const server = await startScriptedServer(handler);
     open.push(server);
-    const api = new ApiClient({ baseUrl: `${server.url}${opts.path ?? ''}`, token: TOKEN, timeoutMs: opts.timeoutMs ?? 2000 });
+    const api = new ApiClient({
+      baseUrl: `${server.url}${opts.path ?? ''}`,
+      token: TOKEN,
+      timeoutMs: opts.timeoutMs ?? 2000,
+    });
     open.push(api);
     return { server, api };
   };

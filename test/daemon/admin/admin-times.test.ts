@@ -13,7 +13,11 @@ describe('times in proxyd admin output', () => {
   beforeAll(async () => {
     store = await openStore({ dataDir: tempDir(), nowMs: () => now });
     const a = (await store.accounts.create('times@example.com', 'x', true)) as { id: number };
-    expect(await store.usage.addFlush('n1', 'f1', now - 3_600_000, [{ accountId: a.id, subject: 'user:alice', target: 'example.com', bytesUp: 1, bytesDown: 2, connections: 1 }])).toBe('ok');
+    expect(
+      await store.usage.addFlush('n1', 'f1', now - 3_600_000, [
+        { accountId: a.id, subject: 'user:alice', target: 'example.com', bytesUp: 1, bytesDown: 2, connections: 1 },
+      ]),
+    ).toBe('ok');
   });
   afterAll(async () => {
     await store?.close();
@@ -31,7 +35,22 @@ describe('times in proxyd admin output', () => {
   });
 
   it('a connection record: milliseconds kept when it has them, none written when it has none', () => {
-    const row = { id: 1, node: 'n', accountEmail: null, startedAt: now, requestId: 'r', protocol: 'connect', sourceIp: '127.0.0.1', username: null, accountId: -1, target: null, reason: 'malformed', bytesUp: 0, bytesDown: 0, durationMs: 1 };
+    const row = {
+      id: 1,
+      node: 'n',
+      accountEmail: null,
+      startedAt: now,
+      requestId: 'r',
+      protocol: 'connect',
+      sourceIp: '127.0.0.1',
+      username: null,
+      accountId: -1,
+      target: null,
+      reason: 'malformed',
+      bytesUp: 0,
+      bytesDown: 0,
+      durationMs: 1,
+    };
     expect(connectionJson(row).time).toBe('2026-12-07T10:30:00Z');
     expect(connectionJson({ ...row, startedAt: now + 112 }).time).toBe('2026-12-07T10:30:00.112Z');
   });

@@ -2,7 +2,8 @@
 import { describe, expect, it } from 'vitest';
 import { ByteTable, MAX_KEY_BYTES } from '../../../src/daemon/admission/byte-table.js';
 
-const put = (t: ByteTable, k: string, v: string): boolean => t.set(k, Buffer.byteLength(v), (b, o) => void b.write(v, o, 'utf8'));
+const put = (t: ByteTable, k: string, v: string): boolean =>
+  t.set(k, Buffer.byteLength(v), (b, o) => void b.write(v, o, 'utf8'));
 const get = (t: ByteTable, k: string): string | null => {
   const e = t.find(k);
   return e < 0 ? null : t.chunkOf(e).toString('utf8', t.valueAt(e), t.valueAt(e) + t.valueLength(e));
@@ -11,7 +12,7 @@ const get = (t: ByteTable, k: string): string | null => {
 // A small deterministic generator: the same sequence every run.
 function rng(seed: number): () => number {
   let s = seed >>> 0;
-  return () => ((s = (Math.imul(s, 1664525) + 1013904223) >>> 0) / 2 ** 32);
+  return () => (s = (Math.imul(s, 1664525) + 1013904223) >>> 0) / 2 ** 32;
 }
 
 describe('ByteTable', () => {
@@ -69,7 +70,12 @@ describe('ByteTable', () => {
     // Another thread's seed (the module's is per thread); an arena taken in one allocation, then chunks one by
     // one past it (6 MiB reserved), or with some of it still to hand out (24 MiB); over ArrayBuffers (moved) or
     // SharedArrayBuffers (shared, as the reload worker builds them).
-    for (const [reserve, shared] of [[6 << 20, false], [24 << 20, false], [6 << 20, true], [24 << 20, true]] as const) {
+    for (const [reserve, shared] of [
+      [6 << 20, false],
+      [24 << 20, false],
+      [6 << 20, true],
+      [24 << 20, true],
+    ] as const) {
       const t = new ByteTable(1_000, reserve, { seed: 0x9e3779b9, shared });
       const big = 'h'.repeat(40_000);
       for (let i = 0; i < 400; i++) put(t, `k${i}`, `${i}${big}`); // ~16 MB
@@ -80,7 +86,10 @@ describe('ByteTable', () => {
       expect(transfer.length).toBe(shared ? 0 : state.buffers.length + 2);
       const moved = structuredClone(state, { transfer }); // what postMessage does with a transfer list
       expect(transfer.every((b) => b.byteLength === 0)).toBe(true); // detached here: nothing was copied
-      if (shared) expect(moved.buffers.every((b) => b instanceof SharedArrayBuffer) && moved.slots.buffer instanceof SharedArrayBuffer).toBe(true);
+      if (shared)
+        expect(
+          moved.buffers.every((b) => b instanceof SharedArrayBuffer) && moved.slots.buffer instanceof SharedArrayBuffer,
+        ).toBe(true);
       const r = ByteTable.fromState(moved);
       expect([r.size, r.liveBytes, r.garbageBytes]).toEqual([size, liveBytes, garbageBytes]);
       for (let i = 0; i < 400; i++) expect(get(r, `k${i}`)).toBe(i % 3 ? `${i}${big}` : null);

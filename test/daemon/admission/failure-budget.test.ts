@@ -8,7 +8,12 @@ const pass = async () => true;
 describe('the failure budget', () => {
   it('refuses a source past its burst without running the check; other sources are still checked', async () => {
     let now = 0;
-    const b = new FailureBudget({ perSource: { burst: 3, perSec: 1 }, perUser: { burst: 100, perSec: 100 }, perNode: { burst: 100, perSec: 0 }, nowMs: () => now });
+    const b = new FailureBudget({
+      perSource: { burst: 3, perSec: 1 },
+      perUser: { burst: 100, perSec: 100 },
+      perNode: { burst: 100, perSec: 0 },
+      nowMs: () => now,
+    });
     let checks = 0;
     const counted = async () => (checks++, false);
     for (let i = 0; i < 5; i++) await b.run('198.51.100.1', `u${i}`, counted);
@@ -22,7 +27,11 @@ describe('the failure budget', () => {
   });
 
   it('limits failures against one username from many sources, known or not alike', async () => {
-    const b = new FailureBudget({ perSource: { burst: 100, perSec: 1 }, perUser: { burst: 4, perSec: 0 }, perNode: { burst: 100, perSec: 0 } });
+    const b = new FailureBudget({
+      perSource: { burst: 100, perSec: 1 },
+      perUser: { burst: 4, perSec: 0 },
+      perNode: { burst: 100, perSec: 0 },
+    });
     let checks = 0;
     for (let i = 0; i < 10; i++) await b.run(`203.0.113.${i}`, 'target', async () => (checks++, false));
     expect(checks).toBe(4);
@@ -37,7 +46,13 @@ describe('the failure budget', () => {
   });
 
   it('runs one check at a time and refuses past its queue', async () => {
-    const b = new FailureBudget({ concurrent: 1, queue: 2, perSource: { burst: 100, perSec: 0 }, perUser: { burst: 100, perSec: 0 }, perNode: { burst: 100, perSec: 0 } });
+    const b = new FailureBudget({
+      concurrent: 1,
+      queue: 2,
+      perSource: { burst: 100, perSec: 0 },
+      perUser: { burst: 100, perSec: 0 },
+      perNode: { burst: 100, perSec: 0 },
+    });
     let running = 0;
     let most = 0;
     const slow = async () => {

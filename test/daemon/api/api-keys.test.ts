@@ -3,7 +3,14 @@
 // whitelist and a key refused on it; the 20-key limit; last use recorded without a write per request.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { API_PATHS, AUDIT_PATH, USAGE_PATHS } from '../../../src/contract/paths.js';
-import { SCOPES, parseAllowedIps, parseApiKey, parseScopes, sourceAllowed, type Scope } from '../../../src/contract/scopes.js';
+import {
+  SCOPES,
+  parseAllowedIps,
+  parseApiKey,
+  parseScopes,
+  sourceAllowed,
+  type Scope,
+} from '../../../src/contract/scopes.js';
 import { ApiKeyService, KeyLimitError } from '../../../src/daemon/services/api-keys.js';
 import { bearer, makeTestApp, q, type TestApp } from '../../helpers/app.js';
 import { MemoryWindowStore } from '../../../src/daemon/ratelimit/limiter.js';
@@ -22,9 +29,24 @@ const KEY_ENDPOINTS: Array<{ url: string; scope: Scope }> = [
 
 describe('the key format and field rules (contract)', () => {
   it('parses pxk_<id>_<secret> and nothing else', () => {
-    expect(parseApiKey('pxk_0123abcd_abcdefghijklmnopqrstuv')).toEqual({ id: '0123abcd', secret: 'abcdefghijklmnopqrstuv' });
-    expect(parseApiKey('pxk_0123abcd_abc_def-ghijklmnopqrstuv')).toEqual({ id: '0123abcd', secret: 'abc_def-ghijklmnopqrstuv' });
-    for (const bad of ['', 'pxk_', 'pxk_ab_short', 'pxk__abcdefghijklmnopqrstuv', 'PXK_ab_abcdefghijklmnopqrstuv', 'pxk_a-b_abcdefghijklmnopqrstuv', 'pxk_ab_abcdefghijklmnopqrstuv ', `pxk_ab_${'a'.repeat(500)}`]) {
+    expect(parseApiKey('pxk_0123abcd_abcdefghijklmnopqrstuv')).toEqual({
+      id: '0123abcd',
+      secret: 'abcdefghijklmnopqrstuv',
+    });
+    expect(parseApiKey('pxk_0123abcd_abc_def-ghijklmnopqrstuv')).toEqual({
+      id: '0123abcd',
+      secret: 'abc_def-ghijklmnopqrstuv',
+    });
+    for (const bad of [
+      '',
+      'pxk_',
+      'pxk_ab_short',
+      'pxk__abcdefghijklmnopqrstuv',
+      'PXK_ab_abcdefghijklmnopqrstuv',
+      'pxk_a-b_abcdefghijklmnopqrstuv',
+      'pxk_ab_abcdefghijklmnopqrstuv ',
+      `pxk_ab_${'a'.repeat(500)}`,
+    ]) {
       expect(parseApiKey(bad), bad).toBeNull();
     }
   });
@@ -33,8 +55,14 @@ describe('the key format and field rules (contract)', () => {
     expect(parseScopes('users:write, usage:read,usage:read')).toEqual(['usage:read', 'users:write']);
     expect(() => parseScopes('')).toThrow(/scopes/);
     expect(() => parseScopes('admin')).toThrow(/unknown scope "admin"/);
-    expect(parseAllowedIps('203.0.113.7, 10.1.2.3/8,2001:DB8::1/32,::ffff:198.51.100.1')).toEqual(['203.0.113.7', '10.0.0.0/8', '2001:db8::/32', '198.51.100.1']);
-    for (const bad of ['1.2.3', '01.2.3.4', '1.2.3.4/33', '1.2.3.4/', 'example.com', '::/129']) expect(() => parseAllowedIps(bad), bad).toThrow(/allowed_ips/);
+    expect(parseAllowedIps('203.0.113.7, 10.1.2.3/8,2001:DB8::1/32,::ffff:198.51.100.1')).toEqual([
+      '203.0.113.7',
+      '10.0.0.0/8',
+      '2001:db8::/32',
+      '198.51.100.1',
+    ]);
+    for (const bad of ['1.2.3', '01.2.3.4', '1.2.3.4/33', '1.2.3.4/', 'example.com', '::/129'])
+      expect(() => parseAllowedIps(bad), bad).toThrow(/allowed_ips/);
     expect(sourceAllowed('10.9.9.9', ['10.0.0.0/8'])).toBe(true);
     expect(sourceAllowed('11.0.0.1', ['10.0.0.0/8'])).toBe(false);
     expect(sourceAllowed('2001:db8::5', ['2001:db8::/32'])).toBe(true);
@@ -48,10 +76,19 @@ describe('the key format and field rules (contract)', () => {
  */
 type Mode = { name: string; backend: (typeof BACKENDS)[number]; stepwise: boolean };
 const MODES: Mode[] = BACKENDS.flatMap((backend): Mode[] =>
-  backend === 'postgres' ? [{ name: 'postgres, one call', backend, stepwise: false }, { name: 'postgres, stepwise', backend, stepwise: true }] : [{ name: backend, backend, stepwise: true }],
+  backend === 'postgres'
+    ? [
+        { name: 'postgres, one call', backend, stepwise: false },
+        { name: 'postgres, stepwise', backend, stepwise: true },
+      ]
+    : [{ name: backend, backend, stepwise: true }],
 );
 const appFor = (m: Mode, o: Parameters<typeof makeTestApp>[0] = {}) =>
-  makeTestApp({ ...o, backend: m.backend, ...(m.stepwise && m.backend === 'postgres' ? { windowStore: new MemoryWindowStore() } : {}) });
+  makeTestApp({
+    ...o,
+    backend: m.backend,
+    ...(m.stepwise && m.backend === 'postgres' ? { windowStore: new MemoryWindowStore() } : {}),
+  });
 
 describe.each(MODES)('API keys ($name)', (mode) => {
   let t: TestApp;
@@ -63,7 +100,11 @@ describe.each(MODES)('API keys ($name)', (mode) => {
 
   async function call(url: string, headers: Record<string, string | string[]>, remoteAddress = '127.0.0.1') {
     const r = await t.app.inject({ method: 'GET', url, headers, remoteAddress });
-    return { status: r.statusCode, headers: r.headers, body: r.json() as { code: number; message: string; requestId: string; data: any } };
+    return {
+      status: r.statusCode,
+      headers: r.headers,
+      body: r.json() as { code: number; message: string; requestId: string; data: any },
+    };
   }
 
   beforeAll(async () => {
@@ -113,7 +154,11 @@ describe.each(MODES)('API keys ($name)', (mode) => {
     const from = source();
     for (const [cause, headers, query] of causes) {
       const r = await call(`${USAGE_PATHS.summary}${query ?? ''}`, headers, from);
-      expect({ cause, status: r.status, challenge: r.headers['www-authenticate'] }).toEqual({ cause, status: 401, challenge: 'Bearer realm="proxyd"' });
+      expect({ cause, status: r.status, challenge: r.headers['www-authenticate'] }).toEqual({
+        cause,
+        status: 401,
+        challenge: 'Bearer realm="proxyd"',
+      });
       bodies.add(JSON.stringify({ ...r.body, requestId: '' }));
     }
     // Expiry: it works until then, not a second after.
@@ -134,7 +179,8 @@ describe.each(MODES)('API keys ($name)', (mode) => {
 
   it('refusals count in the per-source budget the tokens use: past 20, even a good key or token gets 429 from that source', async () => {
     const from = source();
-    for (let i = 0; i < 12; i++) expect((await call(USAGE_PATHS.summary, bearer('pxk_00_abcdefghijklmnopqrstuvwxyz'), from)).status).toBe(401);
+    for (let i = 0; i < 12; i++)
+      expect((await call(USAGE_PATHS.summary, bearer('pxk_00_abcdefghijklmnopqrstuvwxyz'), from)).status).toBe(401);
     // Invalid tokens on the whitelist fill the same budget.
     for (let i = 0; i < 8; i++) expect((await call(`${API_PATHS.list}?api_key=nope`, {}, from)).status).toBe(401);
     const locked = await call(USAGE_PATHS.summary, bearer(full.key), from);
@@ -149,7 +195,10 @@ describe.each(MODES)('API keys ($name)', (mode) => {
 
   it('403 10403 naming the scope a key lacks, for every key endpoint', async () => {
     for (const e of KEY_ENDPOINTS) {
-      const key = await t.key(acc.accountId, SCOPES.filter((s) => s !== e.scope));
+      const key = await t.key(
+        acc.accountId,
+        SCOPES.filter((s) => s !== e.scope),
+      );
       const r = await call(e.url, bearer(key.key), source());
       expect({ url: e.url, status: r.status, body: { ...r.body, requestId: '' } }).toEqual({
         url: e.url,
@@ -162,10 +211,26 @@ describe.each(MODES)('API keys ($name)', (mode) => {
 
   it('a key never opens the whitelist: as a Bearer or in api_key, list, add and delete are 401', async () => {
     const bodies = new Set<string>();
-    for (const [method, url] of [['GET', API_PATHS.list], ['POST', API_PATHS.add], ['POST', API_PATHS.delete]] as const) {
+    for (const [method, url] of [
+      ['GET', API_PATHS.list],
+      ['POST', API_PATHS.add],
+      ['POST', API_PATHS.delete],
+    ] as const) {
       for (const r of [
-        await t.app.inject({ method, url, headers: { ...bearer(full.key), 'content-type': 'application/json' }, payload: '{"ips":["203.0.113.9"]}', remoteAddress: source() }),
-        await t.app.inject({ method, url: `${url}?api_key=${encodeURIComponent(full.key)}`, headers: { 'content-type': 'application/json' }, payload: '{"ips":["203.0.113.9"]}', remoteAddress: source() }),
+        await t.app.inject({
+          method,
+          url,
+          headers: { ...bearer(full.key), 'content-type': 'application/json' },
+          payload: '{"ips":["203.0.113.9"]}',
+          remoteAddress: source(),
+        }),
+        await t.app.inject({
+          method,
+          url: `${url}?api_key=${encodeURIComponent(full.key)}`,
+          headers: { 'content-type': 'application/json' },
+          payload: '{"ips":["203.0.113.9"]}',
+          remoteAddress: source(),
+        }),
       ]) {
         expect(r.statusCode).toBe(401);
         bodies.add(JSON.stringify({ ...r.json(), requestId: '' }));
@@ -201,7 +266,9 @@ describe.each(MODES)('API keys ($name)', (mode) => {
     try {
       await call(USAGE_PATHS.summary, bearer(k.key), '203.0.113.50');
       await new Promise((r) => setTimeout(r, 100));
-      expect((await t.store.apiKeys.list(acc.accountId)).find((x) => x.id === k.id)!.last_used_at).toBe(row.last_used_at);
+      expect((await t.store.apiKeys.list(acc.accountId)).find((x) => x.id === k.id)!.last_used_at).toBe(
+        row.last_used_at,
+      );
     } finally {
       t.clock.now -= 10_000;
     }
@@ -213,7 +280,9 @@ describe.each(MODES)('API keys ($name)', (mode) => {
     const made: string[] = [];
     for (let i = 0; i < 19; i++) made.push((await t.key(owner.accountId, ['usage:read'], { name: `k${i}` })).id);
     const soon = await t.key(owner.accountId, ['usage:read'], { expiresAtMs: t.clock.now + 5_000 });
-    await expect(keys.create(owner.accountId, { name: 'one too many', scopes: 'usage:read' }, ctx)).rejects.toBeInstanceOf(KeyLimitError);
+    await expect(
+      keys.create(owner.accountId, { name: 'one too many', scopes: 'usage:read' }, ctx),
+    ).rejects.toBeInstanceOf(KeyLimitError);
     expect(await t.store.apiKeys.list(owner.accountId)).toHaveLength(20);
     await keys.revoke(owner.accountId, made[0]!, ctx);
     // A name is printable text: an emoji with its zero-width joiners is one.
@@ -246,17 +315,28 @@ describe.each(MODES)('API keys ($name)', (mode) => {
   it('made and revoked keys are audited, never with the key', async () => {
     const owner = await t.account('keys-audit@example.com');
     const keys = new ApiKeyService(t.store, () => t.clock.now);
-    const made = await keys.create(owner.accountId, { name: 'ci', scopes: ['usage:read', 'audit:read'], allowedIps: '203.0.113.0/24' }, ctx);
+    const made = await keys.create(
+      owner.accountId,
+      { name: 'ci', scopes: ['usage:read', 'audit:read'], allowedIps: '203.0.113.0/24' },
+      ctx,
+    );
     expect(await keys.revoke(owner.accountId, made.info.id, ctx)).toMatchObject({ id: made.info.id, state: 'revoked' });
     expect(await keys.revoke(owner.accountId, made.info.id, ctx)).toBeNull();
     const { rows } = await t.store.audit.list({ accountId: owner.accountId, limit: 10, offset: 0 });
     const actions = rows.map((r) => [r.action, r.target]);
-    expect(actions).toEqual([
-      ['api_key.revoked', made.info.id],
-      ['api_key.created', made.info.id],
-      ['account.created', null],
-    ].filter(([a]) => rows.some((r) => r.action === a)));
-    expect(rows.find((r) => r.action === 'api_key.created')!.details).toEqual({ name: 'ci', scopes: ['usage:read', 'audit:read'], expires_at: null, allowed_ips: ['203.0.113.0/24'] });
+    expect(actions).toEqual(
+      [
+        ['api_key.revoked', made.info.id],
+        ['api_key.created', made.info.id],
+        ['account.created', null],
+      ].filter(([a]) => rows.some((r) => r.action === a)),
+    );
+    expect(rows.find((r) => r.action === 'api_key.created')!.details).toEqual({
+      name: 'ci',
+      scopes: ['usage:read', 'audit:read'],
+      expires_at: null,
+      allowed_ips: ['203.0.113.0/24'],
+    });
     const secret = made.key.split('_').slice(2).join('_');
     expect(JSON.stringify(rows)).not.toContain(secret);
   });
@@ -269,26 +349,38 @@ describe.each(MODES)('per-key limits ($name)', (mode) => {
   });
   afterAll(async () => t?.close());
 
-  it('reads past the key\'s limit are 10429 with Retry-After; another key of the account keeps its own', async () => {
+  it("reads past the key's limit are 10429 with Retry-After; another key of the account keeps its own", async () => {
     const acc = await t.account('keys-limit@example.com');
     const k1 = await t.key(acc.accountId, ['usage:read']);
     const k2 = await t.key(acc.accountId, ['usage:read']);
     // A refused scope spends none of the key's requests.
     const other = await t.key(acc.accountId, ['audit:read']);
-    expect((await t.app.inject({ method: 'GET', url: USAGE_PATHS.summary, headers: bearer(other.key) })).statusCode).toBe(403);
-    for (let i = 0; i < 5; i++) expect((await t.app.inject({ method: 'GET', url: AUDIT_PATH, headers: bearer(other.key) })).statusCode).toBe(200);
-    for (let i = 0; i < 5; i++) expect((await t.app.inject({ method: 'GET', url: USAGE_PATHS.summary, headers: bearer(k1.key) })).statusCode).toBe(200);
+    expect(
+      (await t.app.inject({ method: 'GET', url: USAGE_PATHS.summary, headers: bearer(other.key) })).statusCode,
+    ).toBe(403);
+    for (let i = 0; i < 5; i++)
+      expect((await t.app.inject({ method: 'GET', url: AUDIT_PATH, headers: bearer(other.key) })).statusCode).toBe(200);
+    for (let i = 0; i < 5; i++)
+      expect(
+        (await t.app.inject({ method: 'GET', url: USAGE_PATHS.summary, headers: bearer(k1.key) })).statusCode,
+      ).toBe(200);
     const r = await t.app.inject({ method: 'GET', url: USAGE_PATHS.summary, headers: bearer(k1.key) });
     expect(r.statusCode).toBe(429);
     expect(r.json()).toMatchObject({ code: 10429, data: null });
     expect(Number(r.headers['retry-after'])).toBeGreaterThanOrEqual(1);
     expect(Number(r.headers['retry-after'])).toBeLessThanOrEqual(60);
-    expect((await t.app.inject({ method: 'GET', url: USAGE_PATHS.summary, headers: bearer(k2.key) })).statusCode).toBe(200);
+    expect((await t.app.inject({ method: 'GET', url: USAGE_PATHS.summary, headers: bearer(k2.key) })).statusCode).toBe(
+      200,
+    );
     // The refusal is counted under its own reason.
-    expect((await t.app.inject({ method: 'GET', url: '/metrics' })).body).toMatch(/proxyd_rate_limit_rejections_total\{route="\/openapi\/v1\/usage\/summary",reason="key"\} 1/);
+    expect((await t.app.inject({ method: 'GET', url: '/metrics' })).body).toMatch(
+      /proxyd_rate_limit_rejections_total\{route="\/openapi\/v1\/usage\/summary",reason="key"\} 1/,
+    );
     // The window rolls: a minute on, the key works again.
     t.clock.now += 60_001;
-    expect((await t.app.inject({ method: 'GET', url: USAGE_PATHS.summary, headers: bearer(k1.key) })).statusCode).toBe(200);
+    expect((await t.app.inject({ method: 'GET', url: USAGE_PATHS.summary, headers: bearer(k1.key) })).statusCode).toBe(
+      200,
+    );
   });
 
   it('writes have their own window per key: 2 here, then refused, while reads go on', async () => {
@@ -309,7 +401,11 @@ describe.each(BACKENDS)('GET /openapi/v1/audit (%s)', (backend) => {
   let key: string;
 
   async function audit(query = '', k = key) {
-    const r = await t.app.inject({ method: 'GET', url: `${AUDIT_PATH}${query ? `?${query}` : ''}`, headers: bearer(k) });
+    const r = await t.app.inject({
+      method: 'GET',
+      url: `${AUDIT_PATH}${query ? `?${query}` : ''}`,
+      headers: bearer(k),
+    });
     return { status: r.statusCode, body: r.json() as { code: number; message: string; data: any } };
   }
 
@@ -319,7 +415,13 @@ describe.each(BACKENDS)('GET /openapi/v1/audit (%s)', (backend) => {
     const b = await t.account('audit-api-other@example.com');
     key = (await t.key(a.accountId, ['audit:read'])).key;
     // Records: the key's creation (setup), a whitelist add by the token; another account's add must never show.
-    const add = (token: string, ip: string) => t.app.inject({ method: 'POST', url: `${API_PATHS.add}${q(token)}`, headers: { 'content-type': 'application/json' }, payload: { items: [{ ip }] } });
+    const add = (token: string, ip: string) =>
+      t.app.inject({
+        method: 'POST',
+        url: `${API_PATHS.add}${q(token)}`,
+        headers: { 'content-type': 'application/json' },
+        payload: { items: [{ ip }] },
+      });
     expect((await add(a.token, '8.8.8.10')).json().code).toBe(200);
     t.clock.now += 3_600_000;
     expect((await add(a.token, '8.8.8.11')).json().code).toBe(200);
@@ -330,7 +432,13 @@ describe.each(BACKENDS)('GET /openapi/v1/audit (%s)', (backend) => {
   it("lists the key's account's records only, newest first, with who did it", async () => {
     const r = await audit();
     expect(r.body.code).toBe(200);
-    const items = r.body.data.items as Array<{ action: string; actor: { type: string; id: string }; details: { ips?: string[] }; account: string; source_ip: string }>;
+    const items = r.body.data.items as Array<{
+      action: string;
+      actor: { type: string; id: string };
+      details: { ips?: string[] };
+      account: string;
+      source_ip: string;
+    }>;
     expect(items.map((i) => i.action)).toEqual(['whitelist.added', 'whitelist.added', 'api_key.created']);
     expect(items[0]!.details.ips).toEqual(['8.8.8.11']);
     expect(items[0]!.actor.type).toBe('token');
@@ -348,7 +456,12 @@ describe.each(BACKENDS)('GET /openapi/v1/audit (%s)', (backend) => {
     expect(recent.items.map((i: { details: { ips?: string[] } }) => i.details.ips)).toEqual([['8.8.8.11']]);
     expect((await audit(`to=${from}`)).body.data.total).toBe(2);
     const p2 = (await audit('page=2&page_size=2')).body.data;
-    expect({ n: p2.items.length, page: p2.page, page_size: p2.page_size, total: p2.total }).toEqual({ n: 1, page: 2, page_size: 2, total: 3 });
+    expect({ n: p2.items.length, page: p2.page, page_size: p2.page_size, total: p2.total }).toEqual({
+      n: 1,
+      page: 2,
+      page_size: 2,
+      total: 3,
+    });
   });
 
   it('bad parameters are 10400 naming them', async () => {

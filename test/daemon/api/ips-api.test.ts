@@ -17,7 +17,13 @@ describe.each(BACKENDS)('dedicated-address endpoints (%s)', (backend) => {
   let writer: string;
   let usageOnly: string;
 
-  const call = async (method: 'GET' | 'POST', url: string, key: string, body?: unknown, extra: Record<string, string> = {}) => {
+  const call = async (
+    method: 'GET' | 'POST',
+    url: string,
+    key: string,
+    body?: unknown,
+    extra: Record<string, string> = {},
+  ) => {
     const r = await t.app.inject({
       method,
       url,
@@ -34,7 +40,10 @@ describe.each(BACKENDS)('dedicated-address endpoints (%s)', (backend) => {
     reader = (await t.key(mine.accountId, ['users:read'])).key;
     writer = (await t.key(mine.accountId, ['users:write'])).key;
     usageOnly = (await t.key(mine.accountId, ['usage:read'])).key;
-    await t.store.egress.register('ny-1', ['203.0.113.1', '203.0.113.2', '203.0.113.3'], { country: 'us', city: 'nyc' });
+    await t.store.egress.register('ny-1', ['203.0.113.1', '203.0.113.2', '203.0.113.3'], {
+      country: 'us',
+      city: 'nyc',
+    });
     await t.store.egress.register('de-1', ['198.51.100.1'], { country: 'de', city: null });
     await assignAddresses(t.store, mine.accountId, 'ny-1', '203.0.113.1', operatorContext());
     await assignAddresses(t.store, theirs.accountId, 'de-1', '198.51.100.1', operatorContext());
@@ -42,14 +51,30 @@ describe.each(BACKENDS)('dedicated-address endpoints (%s)', (backend) => {
   });
   afterAll(async () => t?.close());
 
-  it('lists the key\'s account\'s addresses only; a key without users:read is 10403', async () => {
+  it("lists the key's account's addresses only; a key without users:read is 10403", async () => {
     const r = await call('GET', IPS_PATHS.list, reader);
     expect(r.status).toBe(200);
     expect(r.body.data).toMatchObject({ total: 1, replacements: { used: 0, limit: 2 } });
-    expect(r.body.data.items).toEqual([{ address: '203.0.113.1', country: 'us', city: 'nyc', since: expect.stringMatching(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$/), bytes_up: 0, bytes_down: 0 }]);
+    expect(r.body.data.items).toEqual([
+      {
+        address: '203.0.113.1',
+        country: 'us',
+        city: 'nyc',
+        since: expect.stringMatching(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$/),
+        bytes_up: 0,
+        bytes_down: 0,
+      },
+    ]);
     const denied = await call('GET', IPS_PATHS.list, usageOnly);
-    expect([denied.status, denied.body.code, denied.body.message]).toEqual([403, 10403, 'the key lacks scope users:read']);
-    expect((await call('GET', `${IPS_PATHS.list}?page=2`, reader)).body).toMatchObject({ code: 10400, message: expect.stringContaining('page') });
+    expect([denied.status, denied.body.code, denied.body.message]).toEqual([
+      403,
+      10403,
+      'the key lacks scope users:read',
+    ]);
+    expect((await call('GET', `${IPS_PATHS.list}?page=2`, reader)).body).toMatchObject({
+      code: 10400,
+      message: expect.stringContaining('page'),
+    });
   });
 
   it('bad bodies are 10400 naming the field, and nothing changes', async () => {
@@ -70,8 +95,10 @@ describe.each(BACKENDS)('dedicated-address endpoints (%s)', (backend) => {
     expect((await t.store.egress.list({ accountId: mine.accountId })).map((r) => r.address)).toEqual(['203.0.113.1']);
   });
 
-  it('replaces within the allowance, then 10429 with Retry-After to the month\'s end; another account\'s address is 10404; none free is 10503', async () => {
-    expect((await call('POST', IPS_PATHS.replace, writer, { address: '198.51.100.1' })).body).toMatchObject({ code: 10404 });
+  it("replaces within the allowance, then 10429 with Retry-After to the month's end; another account's address is 10404; none free is 10503", async () => {
+    expect((await call('POST', IPS_PATHS.replace, writer, { address: '198.51.100.1' })).body).toMatchObject({
+      code: 10404,
+    });
     const idem = { 'idempotency-key': 'replace-203.0.113.1' };
     const first = await call('POST', IPS_PATHS.replace, writer, { address: '203.0.113.1' }, idem);
     expect([first.status, first.body.data]).toEqual([200, { old: '203.0.113.1', new: '203.0.113.2' }]);

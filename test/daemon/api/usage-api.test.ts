@@ -110,7 +110,9 @@ describe.each(BACKENDS)('usage API over metered gateway traffic (%s)', (backend)
     expect(r.body.code).toBe(200);
     const d = r.body.data;
     const now = new Date();
-    expect(d.from).toBe(new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), 1)).toISOString().replace('.000Z', 'Z'));
+    expect(d.from).toBe(
+      new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), 1)).toISOString().replace('.000Z', 'Z'),
+    );
     expect(Date.parse(d.to)).toBeGreaterThan(Date.now() - 2000);
     expect(d.plan).toBeNull();
     expect(d.users).toEqual([
@@ -121,9 +123,21 @@ describe.each(BACKENDS)('usage API over metered gateway traffic (%s)', (backend)
   });
 
   it('summary shows the plan when there is one', async () => {
-    await t.store.plans.set({ accountId: b.accountId, trafficLimit: 5 * 2 ** 30, period: 'day', anchorDay: 1, maxConnections: 7, expiresAt: Date.UTC(2030, 0, 1) });
+    await t.store.plans.set({
+      accountId: b.accountId,
+      trafficLimit: 5 * 2 ** 30,
+      period: 'day',
+      anchorDay: 1,
+      maxConnections: 7,
+      expiresAt: Date.UTC(2030, 0, 1),
+    });
     const d = (await get(USAGE_PATHS.summary, b.key)).body.data;
-    expect(d.plan).toEqual({ traffic_limit: 5 * 2 ** 30, period: 'day', max_connections: 7, expires_at: '2030-01-01T00:00:00Z' });
+    expect(d.plan).toEqual({
+      traffic_limit: 5 * 2 ** 30,
+      period: 'day',
+      max_connections: 7,
+      expires_at: '2030-01-01T00:00:00Z',
+    });
     expect(d.from).toBe(new Date(Math.floor(Date.now() / 86_400_000) * 86_400_000).toISOString().replace('.000Z', 'Z'));
     expect(d.users).toEqual([{ user: 'bob', bytes_up: 777, bytes_down: 888, connections: 1 }]);
   });
@@ -134,7 +148,12 @@ describe.each(BACKENDS)('usage API over metered gateway traffic (%s)', (backend)
     const from = new Date(thisHour - 5 * hour).toISOString();
     const r = await get(USAGE_PATHS.series, a.key, `granularity=hour&from=${from}`);
     expect(r.body.code).toBe(200);
-    const pts = r.body.data.points as Array<{ time: string; bytes_up: number; bytes_down: number; connections: number }>;
+    const pts = r.body.data.points as Array<{
+      time: string;
+      bytes_up: number;
+      bytes_down: number;
+      connections: number;
+    }>;
     expect(r.body.data.granularity).toBe('hour');
     expect(pts.length).toBe(6);
     expect(pts.map((p) => Date.parse(p.time))).toEqual([5, 4, 3, 2, 1, 0].map((k) => thisHour - k * hour));
@@ -168,23 +187,37 @@ describe.each(BACKENDS)('usage API over metered gateway traffic (%s)', (backend)
     expect(one.domains).toEqual([{ domain: '127.0.0.1', bytes_up: 1000, bytes_down: 2000, connections: 1 }]);
     // Totals over domains equal the summary's, per user and for the account.
     const summary = (await get(USAGE_PATHS.summary, a.key)).body.data;
-    const add = (d: { domains: Array<{ bytes_up: number; bytes_down: number; connections: number }>; other: { bytes_up: number; bytes_down: number; connections: number } }) =>
-      [...d.domains, d.other].reduce((t, x) => ({ up: t.up + x.bytes_up, down: t.down + x.bytes_down, c: t.c + x.connections }), { up: 0, down: 0, c: 0 });
+    const add = (d: {
+      domains: Array<{ bytes_up: number; bytes_down: number; connections: number }>;
+      other: { bytes_up: number; bytes_down: number; connections: number };
+    }) =>
+      [...d.domains, d.other].reduce(
+        (t, x) => ({ up: t.up + x.bytes_up, down: t.down + x.bytes_down, c: t.c + x.connections }),
+        { up: 0, down: 0, c: 0 },
+      );
     expect(add(r.body.data)).toEqual({ up: summary.bytes_up, down: summary.bytes_down, c: summary.connections });
     const aliceRow = summary.users.find((u: { user: string }) => u.user === 'alice');
     expect(add(alice)).toEqual({ up: aliceRow.bytes_up, down: aliceRow.bytes_down, c: aliceRow.connections });
     // A day with no traffic is empty; the other account sees nothing of these.
-    expect((await get(USAGE_PATHS.domains, a.key, 'from=2026-01-01&to=2026-01-02')).body.data).toEqual({ domains: [], other: { bytes_up: 0, bytes_down: 0, connections: 0 } });
+    expect((await get(USAGE_PATHS.domains, a.key, 'from=2026-01-01&to=2026-01-02')).body.data).toEqual({
+      domains: [],
+      other: { bytes_up: 0, bytes_down: 0, connections: 0 },
+    });
     const fromB = (await get(USAGE_PATHS.domains, b.key)).body.data;
     expect(fromB.domains).toEqual([{ domain: '127.0.0.1', bytes_up: 777, bytes_down: 888, connections: 1 }]);
   });
 
-  it('one account never sees another\'s usage', async () => {
+  it("one account never sees another's usage", async () => {
     const sb = (await get(USAGE_PATHS.summary, b.key)).body.data;
     expect(sb.users.map((u: { user: string }) => u.user)).toEqual(['bob']);
     expect(sb.bytes_up).toBe(777);
     const aliceFromB = (await get(USAGE_PATHS.series, b.key, 'granularity=day&user=alice')).body.data.points;
-    expect(aliceFromB.every((p: { bytes_up: number; bytes_down: number; connections: number }) => p.bytes_up === 0 && p.bytes_down === 0 && p.connections === 0)).toBe(true);
+    expect(
+      aliceFromB.every(
+        (p: { bytes_up: number; bytes_down: number; connections: number }) =>
+          p.bytes_up === 0 && p.bytes_down === 0 && p.connections === 0,
+      ),
+    ).toBe(true);
     const bobFromA = (await get(USAGE_PATHS.series, a.key, 'granularity=day&user=bob')).body.data.points;
     expect(bobFromA.every((p: { bytes_up: number }) => p.bytes_up === 0)).toBe(true);
   });
@@ -222,11 +255,20 @@ describe.each(BACKENDS)('usage API over metered gateway traffic (%s)', (backend)
     ];
     for (const [path, query, field] of cases) {
       const r = await get(path, a.key, query);
-      expect({ path, query, status: r.status, code: r.body.code, data: r.body.data }).toEqual({ path, query, status: 200, code: 10400, data: null });
+      expect({ path, query, status: r.status, code: r.body.code, data: r.body.data }).toEqual({
+        path,
+        query,
+        status: 200,
+        code: 10400,
+        data: null,
+      });
       expect(r.body.message, `${path}?${query}`).toMatch(new RegExp(`^invalid parameters: ${field}\\b`));
     }
     // Exactly 1,000 points is fine; a zone offset is read as such.
-    expect((await get(USAGE_PATHS.series, a.key, 'granularity=hour&from=2026-01-01T00:00:00Z&to=2026-02-11T16:00:00Z')).body.data.points).toHaveLength(1000);
+    expect(
+      (await get(USAGE_PATHS.series, a.key, 'granularity=hour&from=2026-01-01T00:00:00Z&to=2026-02-11T16:00:00Z')).body
+        .data.points,
+    ).toHaveLength(1000);
     const off = (await get(USAGE_PATHS.summary, a.key, 'from=2026-11-01T02:00:00%2B02:00&to=2026-11-02')).body.data;
     expect(off.from).toBe('2026-11-01T00:00:00Z');
     // A `+` left unencoded in the URL (as docs/api.md writes the time) arrives as a space: it is read as the `+`.
@@ -254,7 +296,9 @@ describe.each(BACKENDS)('usage API over metered gateway traffic (%s)', (backend)
         bodies.add(JSON.stringify({ ...r.body, requestId: '' }));
       }
     }
-    expect([...bodies]).toEqual([JSON.stringify({ code: 10401, message: 'invalid api key', requestId: '', data: null })]);
+    expect([...bodies]).toEqual([
+      JSON.stringify({ code: 10401, message: 'invalid api key', requestId: '', data: null }),
+    ]);
   });
 
   it(`${RATE_LIMITS.usage} calls per rolling 60 s per key across the three, then 10429 with Retry-After; the whitelist's own limit is apart`, async () => {
@@ -262,7 +306,11 @@ describe.each(BACKENDS)('usage API over metered gateway traffic (%s)', (backend)
     const ck = (await t.key(c.accountId, ['usage:read'])).key;
     const paths = Object.values(USAGE_PATHS);
     for (let i = 0; i < RATE_LIMITS.usage; i++) {
-      const r = await get(paths[i % paths.length]!, ck, paths[i % paths.length] === USAGE_PATHS.series ? 'granularity=day' : '');
+      const r = await get(
+        paths[i % paths.length]!,
+        ck,
+        paths[i % paths.length] === USAGE_PATHS.series ? 'granularity=day' : '',
+      );
       expect(r.status).toBe(200);
     }
     for (const path of paths) {
@@ -276,9 +324,12 @@ describe.each(BACKENDS)('usage API over metered gateway traffic (%s)', (backend)
   });
 
   it('the OpenAPI document lists the usage endpoints with the parameters their schemas validate', async () => {
-    const doc = (await t.app.inject({ method: 'GET', url: '/openapi.json' })).json() as { paths: Record<string, { get: { parameters: Array<{ name: string; required: boolean }> } }> };
+    const doc = (await t.app.inject({ method: 'GET', url: '/openapi.json' })).json() as {
+      paths: Record<string, { get: { parameters: Array<{ name: string; required: boolean }> } }>;
+    };
     for (const path of Object.values(USAGE_PATHS)) expect(doc.paths[path]?.get, path).toBeTruthy();
-    const params = (path: string) => Object.fromEntries(doc.paths[path]!.get.parameters.map((p) => [p.name, p.required]));
+    const params = (path: string) =>
+      Object.fromEntries(doc.paths[path]!.get.parameters.map((p) => [p.name, p.required]));
     expect(params(USAGE_PATHS.summary)).toEqual({ from: false, to: false });
     expect(params(USAGE_PATHS.series)).toEqual({ granularity: true, from: false, to: false, user: false });
     expect(params(USAGE_PATHS.domains)).toEqual({ from: false, to: false, user: false, limit: false });
@@ -295,20 +346,45 @@ describe.each(BACKENDS)('usage API on a daemon keeping minutes less than 48 h (%
       const a = await t.account('usage-retention@example.com');
       const { key } = await t.key(a.accountId, ['usage:read']);
       const at = t.clock.now - 3 * HOUR;
-      const delta = { accountId: a.accountId, subject: 'user:alice', target: 'example.com', bytesUp: 100, bytesDown: 200, connections: 1 };
+      const delta = {
+        accountId: a.accountId,
+        subject: 'user:alice',
+        target: 'example.com',
+        bytesUp: 100,
+        bytesDown: 200,
+        connections: 1,
+      };
       expect(await t.store.usage.addFlush('node-1', 'flush-1', at, [delta])).toBe('ok');
       await t.store.usage.rollUp?.();
       // What the daemon's meter prunes with minute=1h.
       await t.store.usage.prune('minute', t.clock.now - HOUR);
       for (const from of [new Date(t.clock.now - 4 * HOUR).toISOString(), '2026-11-21']) {
-        const r = await t.app.inject({ method: 'GET', url: `${USAGE_PATHS.summary}?from=${from}`, headers: bearer(key) });
+        const r = await t.app.inject({
+          method: 'GET',
+          url: `${USAGE_PATHS.summary}?from=${from}`,
+          headers: bearer(key),
+        });
         const d = r.json().data;
-        expect({ from, users: d.users, up: d.bytes_up }).toEqual({ from, users: [{ user: 'alice', bytes_up: 100, bytes_down: 200, connections: 1 }], up: 100 });
+        expect({ from, users: d.users, up: d.bytes_up }).toEqual({
+          from,
+          users: [{ user: 'alice', bytes_up: 100, bytes_down: 200, connections: 1 }],
+          up: 100,
+        });
       }
       // `proxyd admin usage` is told the daemons' retention the same way.
-      const report = await adminUsage(t.store, { email: 'usage-retention@example.com', from: new Date(t.clock.now - 4 * HOUR).toISOString(), usageRetention: 'minute=1h' }, t.clock.now);
+      const report = await adminUsage(
+        t.store,
+        {
+          email: 'usage-retention@example.com',
+          from: new Date(t.clock.now - 4 * HOUR).toISOString(),
+          usageRetention: 'minute=1h',
+        },
+        t.clock.now,
+      );
       expect(report.rows).toEqual([{ user: 'alice', bytes_up: 100, bytes_down: 200, connections: 1 }]);
-      await expect(adminUsage(t.store, { email: 'usage-retention@example.com', usageRetention: 'minute=soon' }, t.clock.now)).rejects.toThrow(/--usage-retention/);
+      await expect(
+        adminUsage(t.store, { email: 'usage-retention@example.com', usageRetention: 'minute=soon' }, t.clock.now),
+      ).rejects.toThrow(/--usage-retention/);
     } finally {
       await t.close();
     }

@@ -19,8 +19,18 @@ describe.each(BACKENDS)('proxy users over the API (%s)', (backend) => {
   let key: { key: string; id: string };
   let otherKey: { key: string; id: string };
 
-  type Reply = { status: number; headers: Record<string, unknown>; body: { code: number; message: string; requestId: string; data: any } };
-  async function call(method: 'GET' | 'POST' | 'PATCH' | 'PUT' | 'DELETE', url: string, body?: unknown, headers: Record<string, string> = {}, k = key.key): Promise<Reply> {
+  type Reply = {
+    status: number;
+    headers: Record<string, unknown>;
+    body: { code: number; message: string; requestId: string; data: any };
+  };
+  async function call(
+    method: 'GET' | 'POST' | 'PATCH' | 'PUT' | 'DELETE',
+    url: string,
+    body?: unknown,
+    headers: Record<string, string> = {},
+    k = key.key,
+  ): Promise<Reply> {
     const r = await t.app.inject({
       method,
       url,
@@ -69,7 +79,16 @@ describe.each(BACKENDS)('proxy users over the API (%s)', (backend) => {
     const generated = await call('POST', USERS, { username: 'bob', status: 'disabled' });
     expect(generated.body.code).toBe(200);
     expect(generated.body.data.password).toMatch(/^[A-Za-z0-9_-]{20,}$/);
-    expect(generated.body.data).toMatchObject({ username: 'bob', status: 'disabled', traffic_limit: null, max_connections: null, rate_limit: null, expires_at: null, allow: [], deny: [] });
+    expect(generated.body.data).toMatchObject({
+      username: 'bob',
+      status: 'disabled',
+      traffic_limit: null,
+      max_connections: null,
+      rate_limit: null,
+      expires_at: null,
+      allow: [],
+      deny: [],
+    });
 
     const shown = await call('GET', userPath('alice'));
     expect(shown.body.code).toBe(200);
@@ -85,15 +104,27 @@ describe.each(BACKENDS)('proxy users over the API (%s)', (backend) => {
 
   it('list: page, page_size, status and q (a username prefix); bad or unknown parameters → 10400 naming them', async () => {
     for (const u of ['carol', 'carl', 'dave']) expect((await call('POST', USERS, { username: u })).body.code).toBe(200);
-    const names = async (query: string) => ((await call('GET', `${USERS}${query}`)).body.data.items as Array<{ username: string }>).map((u) => u.username);
+    const names = async (query: string) =>
+      ((await call('GET', `${USERS}${query}`)).body.data.items as Array<{ username: string }>).map((u) => u.username);
     expect(await names('?q=car')).toEqual(['carl', 'carol']);
     expect(await names('?status=disabled')).toEqual(['bob']);
     expect(await names('?status=active&page_size=2&page=2')).toEqual(['carol', 'dave']);
-    expect((await call('GET', `${USERS}?page_size=2&page=2`)).body.data).toMatchObject({ page: 2, page_size: 2, total: 5 });
+    expect((await call('GET', `${USERS}?page_size=2&page=2`)).body.data).toMatchObject({
+      page: 2,
+      page_size: 2,
+      total: 5,
+    });
     expect(await names('?page=9')).toEqual([]);
     // `_` and `%` are themselves, not patterns.
     expect(await names('?q=_')).toEqual([]);
-    for (const [query, field] of [['?page_size=101', 'page_size'], ['?page=0', 'page'], ['?status=gone', 'status'], ['?q=a%20b', 'q'], ['?sort=name', 'sort'], ['?q=a&q=b', 'q']] as const) {
+    for (const [query, field] of [
+      ['?page_size=101', 'page_size'],
+      ['?page=0', 'page'],
+      ['?status=gone', 'status'],
+      ['?q=a%20b', 'q'],
+      ['?sort=name', 'sort'],
+      ['?q=a&q=b', 'q'],
+    ] as const) {
       const r = await call('GET', `${USERS}${query}`);
       expect({ query, code: r.body.code }).toEqual({ query, code: 10400 });
       expect(r.body.message).toContain(field);
@@ -115,12 +146,14 @@ describe.each(BACKENDS)('proxy users over the API (%s)', (backend) => {
         answers.add(JSON.stringify({ ...r.body, requestId: '' }));
       }
     }
-    expect([...answers]).toEqual([JSON.stringify({ code: 10404, message: 'not found: no such proxy user', requestId: '', data: null })]);
+    expect([...answers]).toEqual([
+      JSON.stringify({ code: 10404, message: 'not found: no such proxy user', requestId: '', data: null }),
+    ]);
     // Theirs is untouched.
     expect((await call('GET', userPath('theirs'), undefined, {}, otherKey.key)).body.data.status).toBe('active');
   });
 
-  it('a taken username → 409 10409 (this account\'s or another\'s), nothing changed', async () => {
+  it("a taken username → 409 10409 (this account's or another's), nothing changed", async () => {
     for (const name of ['alice', 'theirs']) {
       const r = await call('POST', USERS, { username: name, password: 'another-password-1' });
       expect({ status: r.status, code: r.body.code }).toEqual({ status: 409, code: 10409 });
@@ -165,10 +198,18 @@ describe.each(BACKENDS)('proxy users over the API (%s)', (backend) => {
       expect({ body, status: r.status, code: r.body.code }).toEqual({ body, status: 200, code: 10400 });
       expect(r.body.message, JSON.stringify(body)).toContain(named);
     }
-    const notJson = await t.app.inject({ method: 'POST', url: USERS, headers: { ...bearer(key.key), 'content-type': 'text/plain' }, payload: '{"username":"newbie"}' });
+    const notJson = await t.app.inject({
+      method: 'POST',
+      url: USERS,
+      headers: { ...bearer(key.key), 'content-type': 'text/plain' },
+      payload: '{"username":"newbie"}',
+    });
     expect(notJson.json().code).toBe(10400);
     // Larger than the 256 KiB bound: refused whole.
-    const big = await call('POST', USERS, { username: 'newbie', allow: Array.from({ length: 20_000 }, (_, i) => `host${i}.example.com`) });
+    const big = await call('POST', USERS, {
+      username: 'newbie',
+      allow: Array.from({ length: 20_000 }, (_, i) => `host${i}.example.com`),
+    });
     expect(big.body.code).toBe(10400);
     expect(await total()).toBe(before);
   });
@@ -209,7 +250,9 @@ describe.each(BACKENDS)('proxy users over the API (%s)', (backend) => {
     expect(all.body.code).toBe(200);
     expect(all.body.data).toMatchObject({ success_count: 1, failed_count: 0, failed_items: [] });
 
-    const tooMany = await call('POST', PROXY_PATHS.usersBatch, { items: Array.from({ length: 101 }, (_, i) => ({ username: `many-${i}` })) });
+    const tooMany = await call('POST', PROXY_PATHS.usersBatch, {
+      items: Array.from({ length: 101 }, (_, i) => ({ username: `many-${i}` })),
+    });
     expect(tooMany.body.code).toBe(10413);
     for (const [body, named] of [
       [{ items: [] }, 'items'],
@@ -228,9 +271,25 @@ describe.each(BACKENDS)('proxy users over the API (%s)', (backend) => {
   });
 
   it('PATCH: any field but username and password; null clears a limit; status; bad values → 10400 naming them, nothing changed', async () => {
-    const r = await call('PATCH', userPath('alice'), { traffic_limit: null, max_connections: 9, status: 'disabled', allow: [], deny: ['10.0.0.0/8'], expires_at: null });
+    const r = await call('PATCH', userPath('alice'), {
+      traffic_limit: null,
+      max_connections: 9,
+      status: 'disabled',
+      allow: [],
+      deny: ['10.0.0.0/8'],
+      expires_at: null,
+    });
     expect(r.body.code).toBe(200);
-    expect(r.body.data).toMatchObject({ username: 'alice', status: 'disabled', traffic_limit: null, max_connections: 9, rate_limit: '10mbit', expires_at: null, allow: [], deny: ['10.0.0.0/8'] });
+    expect(r.body.data).toMatchObject({
+      username: 'alice',
+      status: 'disabled',
+      traffic_limit: null,
+      max_connections: 9,
+      rate_limit: '10mbit',
+      expires_at: null,
+      allow: [],
+      deny: ['10.0.0.0/8'],
+    });
     const kept = (await call('GET', userPath('alice'))).body.data;
     for (const [body, named] of [
       [{ username: 'alice2' }, 'username'],
@@ -249,8 +308,21 @@ describe.each(BACKENDS)('proxy users over the API (%s)', (backend) => {
     }
     expect((await call('GET', userPath('alice'))).body.data).toEqual(kept);
     // Back on, limits cleared: no settings left.
-    const cleared = await call('PATCH', userPath('alice'), { status: 'active', max_connections: null, rate_limit: null, deny: [] });
-    expect(cleared.body.data).toMatchObject({ status: 'active', traffic_limit: null, max_connections: null, rate_limit: null, expires_at: null, allow: [], deny: [] });
+    const cleared = await call('PATCH', userPath('alice'), {
+      status: 'active',
+      max_connections: null,
+      rate_limit: null,
+      deny: [],
+    });
+    expect(cleared.body.data).toMatchObject({
+      status: 'active',
+      traffic_limit: null,
+      max_connections: null,
+      rate_limit: null,
+      expires_at: null,
+      allow: [],
+      deny: [],
+    });
     // Nothing to change: the user as it is.
     expect((await call('PATCH', userPath('alice'), {})).body.data).toEqual(cleared.body.data);
   });
@@ -261,7 +333,9 @@ describe.each(BACKENDS)('proxy users over the API (%s)', (backend) => {
     const generated = await call('POST', `${userPath('carl')}/password`);
     expect(generated.body.data.password).toMatch(/^[A-Za-z0-9_-]{20,}$/);
     expect((await call('POST', `${userPath('carl')}/password`, { password: 'short' })).body.code).toBe(10400);
-    expect((await call('POST', `${userPath('carl')}/password`, { password: 'long-enough-1', extra: 1 })).body.message).toContain('extra');
+    expect(
+      (await call('POST', `${userPath('carl')}/password`, { password: 'long-enough-1', extra: 1 })).body.message,
+    ).toContain('extra');
     const del = await call('DELETE', userPath('carl'));
     expect(del.body).toMatchObject({ code: 200, data: { username: 'carl' } });
     expect((await call('GET', userPath('carl'))).status).toBe(404);
@@ -285,15 +359,31 @@ describe.each(BACKENDS)('proxy users over the API (%s)', (backend) => {
       expect({ body, code: bad.body.code }).toEqual({ body, code: 10400 });
       expect(bad.body.message).toContain(named);
     }
-    expect((await call('GET', PROXY_PATHS.rules)).body.data).toEqual({ allow: [], deny: ['bad.example', '192.0.2.0/24'] });
+    expect((await call('GET', PROXY_PATHS.rules)).body.data).toEqual({
+      allow: [],
+      deny: ['bad.example', '192.0.2.0/24'],
+    });
     expect((await call('PUT', PROXY_PATHS.rules, { deny: [] })).body.data).toEqual({ allow: [], deny: [] });
   });
 
   it('gateway: any scope; the listeners as customers reach them, UDP, locations', async () => {
     const usageOnly = await t.key(acc.accountId, ['usage:read']);
-    Object.assign(t.ctx.gateway, { http: { host: '127.0.0.1', port: 3128 }, socks5: { host: '127.0.0.1', port: 1080 }, publicHost: 'proxy.example.com', location: { country: 'us', city: 'nyc' } });
+    Object.assign(t.ctx.gateway, {
+      http: { host: '127.0.0.1', port: 3128 },
+      socks5: { host: '127.0.0.1', port: 1080 },
+      publicHost: 'proxy.example.com',
+      location: { country: 'us', city: 'nyc' },
+    });
     const r = await call('GET', PROXY_PATHS.gateway, undefined, {}, usageOnly.key);
-    expect(r.body).toMatchObject({ code: 200, data: { http: 'proxy.example.com:3128', socks5: 'proxy.example.com:1080', udp: true, locations: [{ country: 'us', cities: ['nyc'], exits: 1 }] } });
+    expect(r.body).toMatchObject({
+      code: 200,
+      data: {
+        http: 'proxy.example.com:3128',
+        socks5: 'proxy.example.com:1080',
+        udp: true,
+        locations: [{ country: 'us', cities: ['nyc'], exits: 1 }],
+      },
+    });
     expect((await call('GET', `${PROXY_PATHS.gateway}?x=1`)).body.code).toBe(10400);
   });
 
@@ -309,11 +399,21 @@ describe.each(BACKENDS)('proxy users over the API (%s)', (backend) => {
       ['PUT', PROXY_PATHS.rules, { deny: [] }, 'rules:write'],
     ] as const) {
       const r = await call(method, url, body, {}, readOnly.key);
-      expect({ url, method, status: r.status, code: r.body.code, message: r.body.message }).toEqual({ url, method, status: 403, code: 10403, message: `the key lacks scope ${scope}` });
+      expect({ url, method, status: r.status, code: r.body.code, message: r.body.message }).toEqual({
+        url,
+        method,
+        status: 403,
+        code: 10403,
+        message: `the key lacks scope ${scope}`,
+      });
     }
     const usersOnly = await t.key(acc.accountId, ['users:write']);
-    expect((await call('GET', USERS, undefined, {}, usersOnly.key)).body.message).toBe('the key lacks scope users:read');
-    expect((await call('GET', PROXY_PATHS.rules, undefined, {}, usersOnly.key)).body.message).toBe('the key lacks scope rules:read');
+    expect((await call('GET', USERS, undefined, {}, usersOnly.key)).body.message).toBe(
+      'the key lacks scope users:read',
+    );
+    expect((await call('GET', PROXY_PATHS.rules, undefined, {}, usersOnly.key)).body.message).toBe(
+      'the key lacks scope rules:read',
+    );
     expect((await call('GET', USERS, undefined, { authorization: `Bearer ${acc.token}` })).status).toBe(401);
   });
 
@@ -359,12 +459,22 @@ describe.each(BACKENDS)('proxy users over the API (%s)', (backend) => {
     // Another account's key with the same Idempotency-Key is its own.
     expect((await call('POST', USERS, { username: 'frank-theirs' }, idem, otherKey.key)).body.code).toBe(200);
     for (const bad of ['', 'x'.repeat(256), 'tab\there', 'é']) {
-      const r = await t.app.inject({ method: 'POST', url: USERS, headers: { ...bearer(key.key), 'content-type': 'application/json', 'idempotency-key': bad }, payload: '{"username":"gina"}' });
+      const r = await t.app.inject({
+        method: 'POST',
+        url: USERS,
+        headers: { ...bearer(key.key), 'content-type': 'application/json', 'idempotency-key': bad },
+        payload: '{"username":"gina"}',
+      });
       expect({ bad, code: r.json().code }).toEqual({ bad, code: 10400 });
       expect(r.json().message).toContain('Idempotency-Key');
     }
     // Sent twice (Node would join them into "a, b", itself a valid key): refused, nothing done.
-    const twice = await t.app.inject({ method: 'POST', url: USERS, headers: { ...bearer(key.key), 'content-type': 'application/json', 'idempotency-key': ['gina-1', 'gina-2'] }, payload: '{"username":"gina"}' });
+    const twice = await t.app.inject({
+      method: 'POST',
+      url: USERS,
+      headers: { ...bearer(key.key), 'content-type': 'application/json', 'idempotency-key': ['gina-1', 'gina-2'] },
+      payload: '{"username":"gina"}',
+    });
     expect(twice.json().code).toBe(10400);
     expect(twice.json().message).toBe('invalid parameters: Idempotency-Key (sent more than once)');
     expect((await call('GET', userPath('gina'))).status).toBe(404);
@@ -395,7 +505,11 @@ describe.each(BACKENDS)('proxy users over the API (%s)', (backend) => {
   it('Idempotency-Key: two requests with one key at once → one user, both get its answer', async () => {
     const before = await total();
     const idem = { 'idempotency-key': 'race-1' };
-    const answers = await Promise.all(Array.from({ length: 6 }, () => call('POST', PROXY_PATHS.usersBatch, { items: [{ username: 'racer-1' }, { username: 'racer-2' }] }, idem)));
+    const answers = await Promise.all(
+      Array.from({ length: 6 }, () =>
+        call('POST', PROXY_PATHS.usersBatch, { items: [{ username: 'racer-1' }, { username: 'racer-2' }] }, idem),
+      ),
+    );
     expect(new Set(answers.map((a) => JSON.stringify(a.body))).size).toBe(1);
     expect(answers[0]!.body.data.success_count).toBe(2);
     expect(answers.filter((a) => a.headers['idempotent-replayed'] === 'true')).toHaveLength(5);
@@ -405,13 +519,25 @@ describe.each(BACKENDS)('proxy users over the API (%s)', (backend) => {
   it('every write is audited with the key as actor, never a password', async () => {
     const { rows } = await t.store.audit.list({ accountId: acc.accountId, limit: 500, offset: 0 });
     const actions = new Set(rows.map((r) => r.action));
-    for (const a of ['proxy_user.created', 'proxy_user.changed', 'proxy_user.password_rotated', 'proxy_user.deleted', 'rules.changed']) expect(actions).toContain(a);
+    for (const a of [
+      'proxy_user.created',
+      'proxy_user.changed',
+      'proxy_user.password_rotated',
+      'proxy_user.deleted',
+      'rules.changed',
+    ])
+      expect(actions).toContain(a);
     const mine = rows.filter((r) => r.action.startsWith('proxy_user.') || r.action === 'rules.changed');
     for (const r of mine) expect(r.actor).toEqual({ type: 'key', id: key.id });
     const created = rows.find((r) => r.action === 'proxy_user.created' && r.target === 'alice')!;
-    expect(created.details).toMatchObject({ password: 'chosen', max_connections: 5, allow: ['example.com', '203.0.113.0/24'] });
+    expect(created.details).toMatchObject({
+      password: 'chosen',
+      max_connections: 5,
+      allow: ['example.com', '203.0.113.0/24'],
+    });
     const text = JSON.stringify(rows);
-    for (const secret of ['alice-password-1', 'batch-b-password', 'carl-new-password']) expect(text).not.toContain(secret);
+    for (const secret of ['alice-password-1', 'batch-b-password', 'carl-new-password'])
+      expect(text).not.toContain(secret);
     // One record per user created by a batch; none for a refused item.
     expect(rows.filter((r) => r.action === 'proxy_user.created' && r.target === 'x-session-y')).toHaveLength(0);
     // The chain still verifies.
@@ -438,14 +564,26 @@ describe('/openapi.json: the proxy users, rules and gateway endpoints', () => {
       ];
       for (const [path, method, scope] of ops) {
         const op = doc.paths[path][method];
-        expect({ path, method, security: op.security, scope: op['x-scope'] }).toEqual({ path, method, security: [{ bearer: scope === 'any' ? [] : [scope] }], scope });
+        expect({ path, method, security: op.security, scope: op['x-scope'] }).toEqual({
+          path,
+          method,
+          security: [{ bearer: scope === 'any' ? [] : [scope] }],
+          scope,
+        });
         const params = (op.parameters ?? []).map((p: { name: string }) => p.name);
         if (method !== 'get') expect(params, `${method} ${path}`).toContain('Idempotency-Key');
         if (path.includes('{username}')) expect(op.responses['404'], `${method} ${path}`).toBeDefined();
         expect(JSON.stringify(op['x-codeSamples'])).toContain('Authorization: Bearer <API_KEY>');
       }
-      expect(doc.paths['/openapi/v1/proxy/users'].post.requestBody.content['application/json'].schema.properties.username).toBeDefined();
-      expect(doc.paths['/openapi/v1/proxy/users'].get.parameters.map((p: { name: string }) => p.name)).toEqual(['page', 'page_size', 'status', 'q']);
+      expect(
+        doc.paths['/openapi/v1/proxy/users'].post.requestBody.content['application/json'].schema.properties.username,
+      ).toBeDefined();
+      expect(doc.paths['/openapi/v1/proxy/users'].get.parameters.map((p: { name: string }) => p.name)).toEqual([
+        'page',
+        'page_size',
+        'status',
+        'q',
+      ]);
     } finally {
       await t.close();
     }
@@ -459,15 +597,48 @@ describe('hostile bodies on the proxy-user endpoints, with a good key (SQLite)',
     try {
       const acc = await t.account('hostile-users@example.com');
       const { key } = await t.key(acc.accountId, 'all');
-      const field = fc.constantFrom('username', 'password', 'status', 'traffic_limit', 'max_connections', 'rate_limit', 'expires_at', 'allow', 'deny', 'items', '__proto__', 'constructor');
-      const value = fc.oneof(fc.jsonValue({ maxDepth: 3 }), fc.string({ maxLength: 80 }), fc.constantFrom('alice', 'x-session-y', '50GiB', '10mbit', '2027-01-01', ['example.com'], ['10.0.0.1/8'], -1, 1e308, null));
+      const field = fc.constantFrom(
+        'username',
+        'password',
+        'status',
+        'traffic_limit',
+        'max_connections',
+        'rate_limit',
+        'expires_at',
+        'allow',
+        'deny',
+        'items',
+        '__proto__',
+        'constructor',
+      );
+      const value = fc.oneof(
+        fc.jsonValue({ maxDepth: 3 }),
+        fc.string({ maxLength: 80 }),
+        fc.constantFrom(
+          'alice',
+          'x-session-y',
+          '50GiB',
+          '10mbit',
+          '2027-01-01',
+          ['example.com'],
+          ['10.0.0.1/8'],
+          -1,
+          1e308,
+          null,
+        ),
+      );
       const userish = fc.dictionary(field, value, { maxKeys: 6 });
       const body = fc.oneof(
         userish.map((o) => JSON.stringify(o)),
         fc.array(userish, { maxLength: 5 }).map((items) => JSON.stringify({ items })),
         fc.jsonValue({ maxDepth: 4 }).map((v) => JSON.stringify(v)),
         fc.string({ maxLength: 200 }),
-        fc.constantFrom('{"username":"a1b","username":"c2d"}', '{"items":[{"username":"zz1"}]}{}', '{"__proto__":{"status":"disabled"},"username":"proto1"}', `{"items":${'['.repeat(10_000)}${']'.repeat(10_000)}}`),
+        fc.constantFrom(
+          '{"username":"a1b","username":"c2d"}',
+          '{"items":[{"username":"zz1"}]}{}',
+          '{"__proto__":{"status":"disabled"},"username":"proto1"}',
+          `{"items":${'['.repeat(10_000)}${']'.repeat(10_000)}}`,
+        ),
       );
       const target = fc.constantFrom<[string, string]>(
         ['POST', USERS],
@@ -477,15 +648,30 @@ describe('hostile bodies on the proxy-user endpoints, with a good key (SQLite)',
         ['PUT', PROXY_PATHS.rules],
         ['DELETE', `${USERS}/fuzzed`],
       );
-      await t.app.inject({ method: 'POST', url: USERS, headers: { ...bearer(key), 'content-type': 'application/json' }, payload: '{"username":"fuzzed"}' });
+      await t.app.inject({
+        method: 'POST',
+        url: USERS,
+        headers: { ...bearer(key), 'content-type': 'application/json' },
+        payload: '{"username":"fuzzed"}',
+      });
       await fc.assert(
-        fc.asyncProperty(target, body, fc.option(fc.constantFrom('application/json', 'text/plain', 'application/json; charset=latin1')), async ([method, url], payload, type) => {
-          const r = await t.app.inject({ method: method as 'POST', url, headers: { ...bearer(key), ...(type ? { 'content-type': type } : {}) }, payload });
-          expect(r.statusCode).toBeLessThan(500);
-          const env = r.json();
-          expect(Object.keys(env).sort()).toEqual(['code', 'data', 'message', 'requestId']);
-          expect([200, 10400, 10404, 10409, 10413, 10431]).toContain(env.code);
-        }),
+        fc.asyncProperty(
+          target,
+          body,
+          fc.option(fc.constantFrom('application/json', 'text/plain', 'application/json; charset=latin1')),
+          async ([method, url], payload, type) => {
+            const r = await t.app.inject({
+              method: method as 'POST',
+              url,
+              headers: { ...bearer(key), ...(type ? { 'content-type': type } : {}) },
+              payload,
+            });
+            expect(r.statusCode).toBeLessThan(500);
+            const env = r.json();
+            expect(Object.keys(env).sort()).toEqual(['code', 'data', 'message', 'requestId']);
+            expect([200, 10400, 10404, 10409, 10413, 10431]).toContain(env.code);
+          },
+        ),
         { numRuns: Number(process.env.FUZZ_RUNS ?? 300) },
       );
       // Nothing reached the prototype.

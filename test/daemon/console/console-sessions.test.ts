@@ -25,7 +25,11 @@ describe.each(BACKENDS)('console sessions on %s', (backend) => {
     const a = await store.accounts.create(`s-${backend}@example.com`, 'x', true);
     if (a === 'exists') throw new Error('exists');
     const adapter = new StoreSessionAdapter(store.sessions);
-    const fresh = { accountId: a.id, loginAtMs: 1, cookie: { expires: new Date(Date.now() + 60_000) } } as unknown as Session;
+    const fresh = {
+      accountId: a.id,
+      loginAtMs: 1,
+      cookie: { expires: new Date(Date.now() + 60_000) },
+    } as unknown as Session;
     await cb((done) => adapter.set('sid-one', fresh, done));
     await cb((done) => adapter.set('sid-two', { ...fresh } as Session, done));
     expect((await store.sessions.listForAccount(a.id)).map((s) => s.sid).sort()).toEqual(['sid-one', 'sid-two']);
@@ -33,7 +37,14 @@ describe.each(BACKENDS)('console sessions on %s', (backend) => {
     // A request reads its session, the session is signed out elsewhere, the request ends and writes it back.
     const read = await cb<Session | null>((done) => adapter.get('sid-one', done));
     expect(read!._row).toBe(1);
-    await store.sessions.destroy('sid-one', auditDraft({ actor: { type: 'console', id: 'other' }, sourceIp: '127.0.0.1', requestId: 'r1' }, 'console.session_ended', 'x'));
+    await store.sessions.destroy(
+      'sid-one',
+      auditDraft(
+        { actor: { type: 'console', id: 'other' }, sourceIp: '127.0.0.1', requestId: 'r1' },
+        'console.session_ended',
+        'x',
+      ),
+    );
     await cb((done) => adapter.set('sid-one', read!, done));
     expect(await store.sessions.get('sid-one')).toBeNull();
     // A live one is written back, without the mark.

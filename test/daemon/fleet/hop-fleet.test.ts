@@ -14,7 +14,7 @@ import { sleep } from '../../helpers/wait.js';
 
 const DAY = 86_400_000;
 
-describe('an exit\'s hop certificate', () => {
+describe("an exit's hop certificate", () => {
   it('is made once, kept across restarts, and parses every time (many serials)', () => {
     for (let i = 0; i < 300; i++) expect(() => readHopIdentity(makeHopIdentity(DAY).pem)).not.toThrow();
     const dir = tempDir('proxyd-hopid-');
@@ -30,7 +30,9 @@ describe('an exit\'s hop certificate', () => {
     expect(fresh.notAfter.getTime()).toBeGreaterThan(Date.now() + 80 * DAY);
     const broken = tempDir('proxyd-hopid-');
     writeFileSync(path.join(broken, 'hop-identity.pem'), 'not a certificate\n', { mode: 0o600 });
-    expect(() => new HopIdentityKeeper(broken, { lifetimeMs: 90 * DAY, onChange: () => {} }).load()).toThrow(/hop-identity\.pem: the hop certificate file is there but cannot be used/);
+    expect(() => new HopIdentityKeeper(broken, { lifetimeMs: 90 * DAY, onChange: () => {} }).load()).toThrow(
+      /hop-identity\.pem: the hop certificate file is there but cannot be used/,
+    );
   });
 
   it('a rotation with two workers: announced beside the old one, then served by both, then alone; never served unannounced', async () => {
@@ -38,7 +40,12 @@ describe('an exit\'s hop certificate', () => {
     const served = [new Map<number, string>(), new Map<number, string>()];
     const workers = [0, 1].map((w) => {
       let current: HopIdentity | null = null;
-      const k = new HopIdentityKeeper(dir, { lifetimeMs: 90 * DAY, onChange: (id) => (current = id), announceMs: 300, settleMs: 300 });
+      const k = new HopIdentityKeeper(dir, {
+        lifetimeMs: 90 * DAY,
+        onChange: (id) => (current = id),
+        announceMs: 300,
+        settleMs: 300,
+      });
       current = k.load();
       return { k, serving: () => current!.fingerprint, w };
     });
@@ -68,7 +75,9 @@ describe('an exit\'s hop certificate', () => {
     const k = new HopIdentityKeeper(dir, { lifetimeMs: 3_000, onChange: () => {}, announceMs: 100, settleMs: 100 });
     const first = k.load().fingerprint;
     // A certificate whose lifetime is mostly gone (made 60 s ago for 10 s, valid from a minute before that).
-    writeFileSync(path.join(dir, 'hop-identity.pem'), makeHopIdentity(10_000, Date.now() - 60_000).pem, { mode: 0o600 });
+    writeFileSync(path.join(dir, 'hop-identity.pem'), makeHopIdentity(10_000, Date.now() - 60_000).pem, {
+      mode: 0o600,
+    });
     k.tick(false); // follows the file
     k.tick(false); // due: announces the next one
     await sleep(150);

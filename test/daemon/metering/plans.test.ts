@@ -2,7 +2,14 @@
 // injected: where periods start and end, what a byte grant is, connection slots leased across two nodes, and
 // a limit changed while a connection is streaming.
 import { afterEach, describe, expect, it } from 'vitest';
-import { NO_PLAN_PERIOD, PlanEnforcer, accountPeriodStart, periodStart, planState, type PlanEnforcerOptions } from '../../../src/daemon/metering/plans.js';
+import {
+  NO_PLAN_PERIOD,
+  PlanEnforcer,
+  accountPeriodStart,
+  periodStart,
+  planState,
+  type PlanEnforcerOptions,
+} from '../../../src/daemon/metering/plans.js';
 import { openStore, type Plan, type Store } from '../../../src/daemon/store/index.js';
 import { tempDir } from '../../helpers/daemon.js';
 import { waitFor } from '../../helpers/wait.js';
@@ -23,13 +30,27 @@ async function setup() {
   stores.push(store);
   const a = await store.accounts.create(`plans-${Math.random()}@example.com`, 'x', true);
   if (a === 'exists') throw new Error('exists');
-  for (const name of ['alice', 'bob']) if ((await store.proxyUsers.create(a.id, name, 'not-a-real-hash')) === 'exists') throw new Error('exists');
+  for (const name of ['alice', 'bob'])
+    if ((await store.proxyUsers.create(a.id, name, 'not-a-real-hash')) === 'exists') throw new Error('exists');
   let flushes = 0;
   /** Usage of this account as a node flushed it at `atMs`. */
   const use = async (subject: string, bytes: number, atMs: number) => {
-    expect(await store.usage.addFlush('other-node', `f${++flushes}`, atMs, [{ accountId: a.id, subject, bytesUp: bytes, bytesDown: 0, connections: 1 }])).toBe('ok');
+    expect(
+      await store.usage.addFlush('other-node', `f${++flushes}`, atMs, [
+        { accountId: a.id, subject, bytesUp: bytes, bytesDown: 0, connections: 1 },
+      ]),
+    ).toBe('ok');
   };
-  const plan = (p: Partial<Plan>) => store.plans.set({ accountId: a.id, trafficLimit: null, period: 'month', anchorDay: 1, maxConnections: null, expiresAt: null, ...p });
+  const plan = (p: Partial<Plan>) =>
+    store.plans.set({
+      accountId: a.id,
+      trafficLimit: null,
+      period: 'month',
+      anchorDay: 1,
+      maxConnections: null,
+      expiresAt: null,
+      ...p,
+    });
   return { store, accountId: a.id, use, plan };
 }
 
@@ -64,7 +85,14 @@ describe('plan periods', () => {
   });
 
   it('over at the limit exactly; expired at the expiry instant exactly', () => {
-    const p: Plan = { accountId: 1, trafficLimit: 1000, period: 'month', anchorDay: 1, maxConnections: null, expiresAt: NOW };
+    const p: Plan = {
+      accountId: 1,
+      trafficLimit: 1000,
+      period: 'month',
+      anchorDay: 1,
+      maxConnections: null,
+      expiresAt: NOW,
+    };
     expect(planState({ ...p, expiresAt: null }, 999, NOW)).toBe('ok');
     expect(planState({ ...p, expiresAt: null }, 1000, NOW)).toBe('over_traffic');
     expect(planState(p, 0, NOW - 1)).toBe('ok');
@@ -151,7 +179,7 @@ describe('byte grants', () => {
     expect(e.refusal(accountId, BOB)).toBeNull();
   });
 
-  it('flushes this node\'s usage of the account before it grants; no grant when the flush fails', async () => {
+  it("flushes this node's usage of the account before it grants; no grant when the flush fails", async () => {
     const { store, accountId, plan } = await setup();
     await plan({ trafficLimit: 10_000 });
     const asked: number[][] = [];
@@ -212,7 +240,7 @@ describe('connection slots', () => {
     expect(e.slotFree(accountId, ALICE, { account: 10, user: 0 })).toBe(false); // the account's cap
   });
 
-  it("a node that stops renewing holds its slots until its lease expires (10 s), then they are free", async () => {
+  it('a node that stops renewing holds its slots until its lease expires (10 s), then they are free', async () => {
     const { store, accountId, plan } = await setup();
     await plan({ maxConnections: 2 });
     let now = NOW;

@@ -15,7 +15,7 @@ import { BACKENDS, emptyDatabase } from '../../helpers/postgres.js';
 const DAY = 86_400_000;
 const HOUR = 3_600_000;
 
-describe.each(BACKENDS)('a lifetime plan\'s period (%s)', (backend) => {
+describe.each(BACKENDS)("a lifetime plan's period (%s)", (backend) => {
   let store: Store;
   let clock = Date.UTC(2026, 11, 7, 12, 30, 0);
   const created = Date.UTC(2026, 9, 1, 9, 15, 0); // the account: 2026-10-01 09:15 UTC
@@ -27,12 +27,29 @@ describe.each(BACKENDS)('a lifetime plan\'s period (%s)', (backend) => {
     store = await openStore({ dataDir: tempDir(), databaseUrl, nowMs: () => clock });
     const now = clock;
     clock = created;
-    used = (await store.accounts.create('lifetime-used@example.com', 'x', true) as { id: number }).id;
-    idle = (await store.accounts.create('lifetime-idle@example.com', 'x', true) as { id: number }).id;
+    used = ((await store.accounts.create('lifetime-used@example.com', 'x', true)) as { id: number }).id;
+    idle = ((await store.accounts.create('lifetime-idle@example.com', 'x', true)) as { id: number }).id;
     clock = now;
-    for (const id of [used, idle]) await store.plans.set({ accountId: id, trafficLimit: 100 * 2 ** 30, period: 'lifetime', anchorDay: 1, maxConnections: null, expiresAt: null });
+    for (const id of [used, idle])
+      await store.plans.set({
+        accountId: id,
+        trafficLimit: 100 * 2 ** 30,
+        period: 'lifetime',
+        anchorDay: 1,
+        maxConnections: null,
+        expiresAt: null,
+      });
     const first = Date.UTC(2026, 9, 20, 17, 42, 0);
-    const delta = (bytes: number) => [{ accountId: used, subject: 'user:alice', target: 'example.com', bytesUp: bytes, bytesDown: bytes, connections: 1 }];
+    const delta = (bytes: number) => [
+      {
+        accountId: used,
+        subject: 'user:alice',
+        target: 'example.com',
+        bytesUp: bytes,
+        bytesDown: bytes,
+        connections: 1,
+      },
+    ];
     expect(await store.usage.addFlush('n1', 'first', first, delta(1_000))).toBe('ok');
     expect(await store.usage.addFlush('n1', 'now', clock - 60_000, delta(500))).toBe('ok');
     await store.usage.rollUp?.();
@@ -75,17 +92,38 @@ describe.each(BACKENDS)('a lifetime plan\'s period (%s)', (backend) => {
     const err = await usageSeries(store, used, { granularity: 'day', from: 0 }, clock).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(UsageQueryError);
     expect((err as UsageQueryError).field).toBe('from');
-    expect((err as Error).message).toBe(`from: the range holds 20795 days, at most 1000 points: give a from of ${new Date(Date.UTC(2026, 11, 7) - 999 * DAY).toISOString().replace('.000Z', 'Z')} or later (or an earlier to)`);
-    const byHour = await usageSeries(store, used, { granularity: 'hour', from: Date.UTC(2026, 9, 20) }, clock).catch((e: unknown) => e);
-    expect((byHour as Error).message).toMatch(/at most 1000 points: give a from of .* or later \(or an earlier to\), or granularity day$/);
+    expect((err as Error).message).toBe(
+      `from: the range holds 20795 days, at most 1000 points: give a from of ${new Date(Date.UTC(2026, 11, 7) - 999 * DAY).toISOString().replace('.000Z', 'Z')} or later (or an earlier to)`,
+    );
+    const byHour = await usageSeries(store, used, { granularity: 'hour', from: Date.UTC(2026, 9, 20) }, clock).catch(
+      (e: unknown) => e,
+    );
+    expect((byHour as Error).message).toMatch(
+      /at most 1000 points: give a from of .* or later \(or an earlier to\), or granularity day$/,
+    );
   });
 
   it('a usage.threshold webhook event says the period started when plan show says it did', async () => {
     await setWebhook(store, used, { url: 'http://127.0.0.1:9/hook', thresholds: [50] }, { allowPrivate: true });
-    await store.plans.set({ accountId: used, trafficLimit: 4_000, period: 'lifetime', anchorDay: 1, maxConnections: null, expiresAt: null });
+    await store.plans.set({
+      accountId: used,
+      trafficLimit: 4_000,
+      period: 'lifetime',
+      anchorDay: 1,
+      maxConnections: null,
+      expiresAt: null,
+    });
     await new WebhookSender(store, { node: 'test', allowPrivate: true, nowMs: () => clock }).detect();
     const [event] = await store.webhooks.events(used, 10);
-    expect(JSON.parse(event!.body)).toMatchObject({ type: 'usage.threshold', threshold: 50, used: 3_000, limit: 4_000, period_start: '2026-10-20T00:00:00Z' });
-    expect(await planShow(store, { email: 'lifetime-used@example.com' })).toMatchObject({ period_start: '2026-10-20T00:00:00Z' });
+    expect(JSON.parse(event!.body)).toMatchObject({
+      type: 'usage.threshold',
+      threshold: 50,
+      used: 3_000,
+      limit: 4_000,
+      period_start: '2026-10-20T00:00:00Z',
+    });
+    expect(await planShow(store, { email: 'lifetime-used@example.com' })).toMatchObject({
+      period_start: '2026-10-20T00:00:00Z',
+    });
   });
 });

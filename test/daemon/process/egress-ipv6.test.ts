@@ -8,7 +8,14 @@ import { checkPrefixBindable, parseEgress } from '../../../src/daemon/process/eg
 import { EgressPrefix } from '../../../src/gateway/dial/egress-prefix.js';
 import { tempDir } from '../../helpers/daemon.js';
 
-const base = { apiListen: '127.0.0.1:8080', httpProxyListen: '127.0.0.1:3128', socksListen: '127.0.0.1:1080', workers: '1', releaseGrace: '600', logLevel: 'info' };
+const base = {
+  apiListen: '127.0.0.1:8080',
+  httpProxyListen: '127.0.0.1:3128',
+  socksListen: '127.0.0.1:1080',
+  workers: '1',
+  releaseGrace: '600',
+  logLevel: 'info',
+};
 
 const prefixOf = (list: string): string => {
   const r = parseEgress(list);
@@ -56,7 +63,11 @@ describe('--egress-pool with an IPv6 prefix', () => {
   });
 
   it('refuses mixing IPv4 and IPv6, and more than one prefix', () => {
-    for (const list of ['127.0.0.2,2001:db8:1::/64', '2001:db8:1::/64,127.0.0.2', '127.0.0.2-127.0.0.3, 2001:db8:1::/64']) {
+    for (const list of [
+      '127.0.0.2,2001:db8:1::/64',
+      '2001:db8:1::/64,127.0.0.2',
+      '127.0.0.2-127.0.0.3, 2001:db8:1::/64',
+    ]) {
       const r = parseEgress(list) as { error: string };
       expect(r.error, list).toContain('IPv4 addresses or one IPv6 prefix, not both');
       expect(r.error).toContain('2001:db8:1::/64');
@@ -78,9 +89,13 @@ describe('--egress-pool with an IPv6 prefix', () => {
     expect(cfg.egressPrefix?.text).toBe('2001:db8:1::/64');
     expect(toServeConfig({ ...base, egressPool: '127.0.0.2' }, {}).egressPrefix).toBeUndefined();
     expect(() => toServeConfig({ ...base, egressPool: '2001:db8:1::/120' }, {})).toThrow(ConfigError);
-    expect(() => toServeConfig({ ...base, egressPool: '2001:db8:1::/120' }, {})).toThrow(/--egress-pool: "2001:db8:1::\/120"/);
+    expect(() => toServeConfig({ ...base, egressPool: '2001:db8:1::/120' }, {})).toThrow(
+      /--egress-pool: "2001:db8:1::\/120"/,
+    );
     expect(() => toServeConfig({ ...base, egressPool: '127.0.0.2,2001:db8:1::/64' }, {})).toThrow(ConfigError);
-    expect(() => toServeConfig({ ...base, egressPool: '2001:db8:1::/64', egressAddress: '::1' }, {})).toThrow(/replaces --egress-address/);
+    expect(() => toServeConfig({ ...base, egressPool: '2001:db8:1::/64', egressAddress: '::1' }, {})).toThrow(
+      /replaces --egress-address/,
+    );
   });
 });
 
@@ -93,7 +108,11 @@ describe('the start-up check of an IPv6 prefix', () => {
     const dir = tempDir();
     const routes = path.join(dir, 'ipv6_route');
     // A local route for another prefix, and this one routed but not local (flags without RTF_LOCAL).
-    writeFileSync(routes, routeLine('fd7a5c1eab0000090000000000000000', '40', '80000001') + routeLine('fd7a5c1eab0000020000000000000000', '40', '00000001'));
+    writeFileSync(
+      routes,
+      routeLine('fd7a5c1eab0000090000000000000000', '40', '80000001') +
+        routeLine('fd7a5c1eab0000020000000000000000', '40', '00000001'),
+    );
     const prefix = EgressPrefix.parse('fd7a:5c1e:ab00:2::/64') as EgressPrefix;
     const err = await checkPrefixBindable(prefix, routes).then(
       () => null,

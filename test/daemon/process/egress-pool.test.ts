@@ -2,7 +2,14 @@ import { describe, expect, it } from 'vitest';
 import { ConfigError, toServeConfig } from '../../../src/daemon/process/config.js';
 import { checkBindable, parseEgressPool } from '../../../src/daemon/process/egress-pool.js';
 
-const base = { apiListen: '127.0.0.1:8080', httpProxyListen: '127.0.0.1:3128', socksListen: '127.0.0.1:1080', workers: '1', releaseGrace: '600', logLevel: 'info' };
+const base = {
+  apiListen: '127.0.0.1:8080',
+  httpProxyListen: '127.0.0.1:3128',
+  socksListen: '127.0.0.1:1080',
+  workers: '1',
+  releaseGrace: '600',
+  logLevel: 'info',
+};
 
 describe('--egress-pool', () => {
   it('expands lists, ranges and CIDR blocks, dropping duplicates', () => {
@@ -31,8 +38,13 @@ describe('--egress-pool', () => {
   });
 
   it('is a usage error next to --egress-address, and names a bad item', () => {
-    expect(toServeConfig({ ...base, egressPool: '127.0.0.2-127.0.0.3' }, {}).egressPool).toEqual(['127.0.0.2', '127.0.0.3']);
-    expect(() => toServeConfig({ ...base, egressPool: '127.0.0.2', egressAddress: '127.0.0.2' }, {})).toThrow(/replaces --egress-address/);
+    expect(toServeConfig({ ...base, egressPool: '127.0.0.2-127.0.0.3' }, {}).egressPool).toEqual([
+      '127.0.0.2',
+      '127.0.0.3',
+    ]);
+    expect(() => toServeConfig({ ...base, egressPool: '127.0.0.2', egressAddress: '127.0.0.2' }, {})).toThrow(
+      /replaces --egress-address/,
+    );
     expect(() => toServeConfig({ ...base, egressPool: '10.0.0.0/16' }, {})).toThrow(ConfigError);
   });
 

@@ -10,9 +10,13 @@ describe('openCountryLookup', () => {
     const dir = tempDir();
     const junk = path.join(dir, 'passwd');
     writeFileSync(junk, 'root:x:0:0:root:/root:/bin/bash\n');
-    await expect(openCountryLookup(path.join(dir, 'none.mmdb'))).rejects.toThrow(`--geoip-db: cannot open ${dir}/none.mmdb: ENOENT`);
+    await expect(openCountryLookup(path.join(dir, 'none.mmdb'))).rejects.toThrow(
+      `--geoip-db: cannot open ${dir}/none.mmdb: ENOENT`,
+    );
     await expect(openCountryLookup(dir)).rejects.toThrow(`--geoip-db: cannot open ${dir}: EISDIR`);
-    await expect(openCountryLookup(junk)).rejects.toThrow(new RegExp(`^--geoip-db: cannot open ${junk}: not an MMDB database \\(`));
+    await expect(openCountryLookup(junk)).rejects.toThrow(
+      new RegExp(`^--geoip-db: cannot open ${junk}: not an MMDB database \\(`),
+    );
   });
 
   it('the bundled database still opens', async () => {

@@ -1,8 +1,21 @@
 // TOTP on node:crypto against RFC 4226's HOTP vectors and RFC 6238's TOTP vectors (Appendix B, all three hashes),
 // base32 as authenticator apps read it, the ±1 step window, and recovery codes as typed.
 import { describe, expect, it } from 'vitest';
-import { base32Decode, base32Encode, hotp, matchingStep, normalizeCode, otpauthUri, totp, totpStep } from '../../../src/daemon/services/totp.js';
-import { hashRecoveryCode, newRecoveryCodes, normalizeRecoveryCode } from '../../../src/daemon/services/second-factor.js';
+import {
+  base32Decode,
+  base32Encode,
+  hotp,
+  matchingStep,
+  normalizeCode,
+  otpauthUri,
+  totp,
+  totpStep,
+} from '../../../src/daemon/services/totp.js';
+import {
+  hashRecoveryCode,
+  newRecoveryCodes,
+  normalizeRecoveryCode,
+} from '../../../src/daemon/services/second-factor.js';
 
 const SHA1_KEY = Buffer.from('12345678901234567890');
 const SHA256_KEY = Buffer.from('12345678901234567890123456789012');
@@ -10,7 +23,18 @@ const SHA512_KEY = Buffer.from('123456789012345678901234567890123456789012345678
 
 describe('HOTP (RFC 4226, Appendix D)', () => {
   it('gives the ten published codes', () => {
-    const expected = ['755224', '287082', '359152', '969429', '338314', '254676', '287922', '162583', '399871', '520489'];
+    const expected = [
+      '755224',
+      '287082',
+      '359152',
+      '969429',
+      '338314',
+      '254676',
+      '287922',
+      '162583',
+      '399871',
+      '520489',
+    ];
     expect(expected.map((_, i) => hotp(SHA1_KEY, i))).toEqual(expected);
   });
 });
@@ -55,7 +79,9 @@ describe('secrets and codes as people type them', () => {
   });
 
   it('the otpauth URI names issuer, account and secret', () => {
-    expect(otpauthUri('proxyd', 'a b@example.com', 'ABC')).toBe('otpauth://totp/proxyd:a%20b%40example.com?secret=ABC&issuer=proxyd&algorithm=SHA1&digits=6&period=30');
+    expect(otpauthUri('proxyd', 'a b@example.com', 'ABC')).toBe(
+      'otpauth://totp/proxyd:a%20b%40example.com?secret=ABC&issuer=proxyd&algorithm=SHA1&digits=6&period=30',
+    );
   });
 
   it('recovery codes: ten, 80 bits each, read in any case with or without dashes, hashed', () => {

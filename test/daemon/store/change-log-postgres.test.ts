@@ -59,7 +59,12 @@ async function gapBehind(url: string, store: PostgresStore, early: number, late:
 }
 
 /** Commits the slow writer's suspension of `early`, and checks it reaches the view through its hole. */
-async function deliveredAtCommit(slow: { commit(): Promise<unknown> }, store: PostgresStore, view: AdmissionView, early: number) {
+async function deliveredAtCommit(
+  slow: { commit(): Promise<unknown> },
+  store: PostgresStore,
+  view: AdmissionView,
+  early: number,
+) {
   await slow.commit();
   await store.whitelist.claimIp(early, '9.9.9.9', '');
   await view.sync();
@@ -69,193 +74,200 @@ async function deliveredAtCommit(slow: { commit(): Promise<unknown> }, store: Po
 
 function follow(store: PostgresStore) {
   // Reloads (after the first load) in the reload worker, as the daemon runs them.
-  const view = new AdmissionView(new StoreAdmissionFeed(store.changeLog, { wake: false }), { staleAdmissionSec: 300, pollMs: 0, reloadWorker: RELOAD_WORKER });
+  const view = new AdmissionView(new StoreAdmissionFeed(store.changeLog, { wake: false }), {
+    staleAdmissionSec: 300,
+    pollMs: 0,
+    reloadWorker: RELOAD_WORKER,
+  });
   return view;
 }
 
-describe.skipIf(skip !== null)(`PostgreSQL change log: holes below the reader's position${skip ? ` (skipped: ${skip})` : ''}`, () => {
-  it('a transaction that took a lower seq and commits after a higher one is still delivered', async () => {
-    const { url, store, early, late } = await setup();
-    const view = follow(store);
-    await view.start();
-    try {
-      const slow = await gapBehind(url, store, early, late, view);
-      expect(view.admissionByIp('8.8.8.8')).toMatchObject({ accountId: late, accountActive: true });
-      const passed = view.status().seq;
-      expect(await store.changeLog.headSeq()).toBe(passed);
-      // The slow one commits below the reader's position: delivered all the same.
-      await slow.commit();
-      await view.sync();
-      expect(await store.proxyUsers.create(early, 'eve', 'scrypt$x')).not.toBe('exists');
-      await store.whitelist.claimIp(early, '9.9.9.9', '');
-      await view.sync();
-      expect(view.admissionByIp('9.9.9.9')).toMatchObject({ accountId: early, accountActive: false });
-      expect(view.userForAuth('eve')?.account_status).toBe('inactive');
-    } finally {
-      view.close();
-      await store.close();
-    }
-  });
+describe.skipIf(skip !== null)(
+  `PostgreSQL change log: holes below the reader's position${skip ? ` (skipped: ${skip})` : ''}`,
+  () => {
+    it('a transaction that took a lower seq and commits after a higher one is still delivered', async () => {
+      const { url, store, early, late } = await setup();
+      const view = follow(store);
+      await view.start();
+      try {
+        const slow = await gapBehind(url, store, early, late, view);
+        expect(view.admissionByIp('8.8.8.8')).toMatchObject({ accountId: late, accountActive: true });
+        const passed = view.status().seq;
+        expect(await store.changeLog.headSeq()).toBe(passed);
+        // The slow one commits below the reader's position: delivered all the same.
+        await slow.commit();
+        await view.sync();
+        expect(await store.proxyUsers.create(early, 'eve', 'scrypt$x')).not.toBe('exists');
+        await store.whitelist.claimIp(early, '9.9.9.9', '');
+        await view.sync();
+        expect(view.admissionByIp('9.9.9.9')).toMatchObject({ accountId: early, accountActive: false });
+        expect(view.userForAuth('eve')?.account_status).toBe('inactive');
+      } finally {
+        view.close();
+        await store.close();
+      }
+    });
 
-  it('a snapshot taken while the lower seq is in flight picks it up after the commit', async () => {
-    const { url, store, early, late } = await setup();
-    const slow = openWriter(url, (tx) => tx`UPDATE accounts SET status = 'suspended' WHERE id = ${early}`);
-    await slow.wrote;
-    await store.whitelist.claimIp(late, '8.8.8.8', '');
-    const view = follow(store);
-    try {
-      await view.start(); // the snapshot does not see the slow transaction's change
-      await store.whitelist.claimIp(early, '9.9.9.9', '');
-      await view.sync();
-      expect(view.admissionByIp('9.9.9.9')).toMatchObject({ accountActive: true });
-      await slow.commit();
-      await view.sync();
-      expect(view.admissionByIp('9.9.9.9')).toMatchObject({ accountActive: false });
-    } finally {
-      view.close();
-      await store.close();
-    }
-  });
-
-  it("a reload in the worker while a lower seq is in flight hands the hole to the view's reader: delivered at its commit", async () => {
-    const { url, store, early, late } = await setup();
-    const view = follow(store);
-    await view.start();
-    try {
+    it('a snapshot taken while the lower seq is in flight picks it up after the commit', async () => {
+      const { url, store, early, late } = await setup();
       const slow = openWriter(url, (tx) => tx`UPDATE accounts SET status = 'suspended' WHERE id = ${early}`);
       await slow.wrote;
       await store.whitelist.claimIp(late, '8.8.8.8', '');
-      // The worker's snapshot is past the slow transaction's seq and cannot see it; this reader never read there.
-      await view.reloadNow();
-      expect(view.status()).toMatchObject({ reloads: 2, lastReload: 'worker' });
-      expect(view.admissionByIp('8.8.8.8')).toMatchObject({ accountId: late, accountActive: true });
-      expect(holesOf(store)).toBe(1);
-      await deliveredAtCommit(slow, store, view, early);
-    } finally {
-      view.close();
-      await store.close();
-    }
-  });
-
-  it('a snapshot taken with an old transaction open (its seq 10,000+ below the head) picks its change up at commit', async () => {
-    const { url, store, early, late } = await setup();
-    const slow = openWriter(url, (tx) => tx`UPDATE accounts SET status = 'suspended' WHERE id = ${early}`);
-    await slow.wrote;
-    const raw = connect(url, 1);
-    await raw`INSERT INTO change_log (kind, key) SELECT 'ip', '8.8.8.8' FROM generate_series(1, 12000)`;
-    await raw.end();
-    await store.whitelist.claimIp(late, '8.8.8.8', '');
-    const view = follow(store);
-    try {
-      await view.start();
-      await slow.commit();
-      await store.whitelist.claimIp(early, '9.9.9.9', '');
-      await view.sync();
-      expect(view.admissionByIp('9.9.9.9')).toMatchObject({ accountId: early, accountActive: false });
-    } finally {
-      view.close();
-      await store.close();
-    }
-  });
-
-  it('a hole is kept however long its transaction runs (here 2 min on the clock), and delivered at its commit', async () => {
-    const { url, clock, store, early, late } = await setup();
-    const view = follow(store);
-    await view.start();
-    try {
-      const slow = await gapBehind(url, store, early, late, view);
-      // Start-up repair may run for minutes in one transaction: a hole must not be given up on a timer alone.
-      for (let i = 0; i < 4; i++) {
-        clock.now += 30_000;
+      const view = follow(store);
+      try {
+        await view.start(); // the snapshot does not see the slow transaction's change
+        await store.whitelist.claimIp(early, '9.9.9.9', '');
         await view.sync();
-        expect(holesOf(store)).toBe(1);
+        expect(view.admissionByIp('9.9.9.9')).toMatchObject({ accountActive: true });
+        await slow.commit();
+        await view.sync();
+        expect(view.admissionByIp('9.9.9.9')).toMatchObject({ accountActive: false });
+      } finally {
+        view.close();
+        await store.close();
       }
-      await deliveredAtCommit(slow, store, view, early);
-    } finally {
-      view.close();
-      await store.close();
-    }
-  });
+    });
 
-  it('a hole whose transaction rolled back is forgotten once no older transaction runs, not after a timer', async () => {
-    const { url, store, early, late } = await setup();
-    const view = follow(store);
-    await view.start();
-    try {
-      const slow = await gapBehind(url, store, early, late, view);
-      expect(holesOf(store)).toBe(1);
-      await slow.rollback();
-      // Gone once no transaction older than the hole runs (cluster-wide: other files' short ones may, briefly).
-      const t0 = Date.now();
-      do await view.sync();
-      while (holesOf(store) > 0 && Date.now() - t0 < 10_000);
-      expect(holesOf(store)).toBe(0);
-      expect(view.status()).toMatchObject({ state: 'current' });
-      expect(view.admissionByIp('8.8.8.8')).toMatchObject({ accountId: late, accountActive: true });
-    } finally {
-      view.close();
-      await store.close();
-    }
-  });
+    it("a reload in the worker while a lower seq is in flight hands the hole to the view's reader: delivered at its commit", async () => {
+      const { url, store, early, late } = await setup();
+      const view = follow(store);
+      await view.start();
+      try {
+        const slow = openWriter(url, (tx) => tx`UPDATE accounts SET status = 'suspended' WHERE id = ${early}`);
+        await slow.wrote;
+        await store.whitelist.claimIp(late, '8.8.8.8', '');
+        // The worker's snapshot is past the slow transaction's seq and cannot see it; this reader never read there.
+        await view.reloadNow();
+        expect(view.status()).toMatchObject({ reloads: 2, lastReload: 'worker' });
+        expect(view.admissionByIp('8.8.8.8')).toMatchObject({ accountId: late, accountActive: true });
+        expect(holesOf(store)).toBe(1);
+        await deliveredAtCommit(slow, store, view, early);
+      } finally {
+        view.close();
+        await store.close();
+      }
+    });
 
-  it('a gap that commits and is then trimmed away by another node before the next read: the reader reloads', async () => {
-    const { url, store, early, late } = await setup();
-    const other = await PostgresStore.open(url);
-    const view = follow(store);
-    await view.start();
-    try {
-      const slow = await gapBehind(url, store, early, late, view);
-      for (let i = 1; i <= 5; i++) await store.whitelist.claimIp(late, `9.9.${i}.1`, '');
-      await view.sync(); // the reader's position is the head: not behind the trim below
-      await slow.commit();
-      expect(await other.changeLog.trim(1)).toBeGreaterThan(0); // the gap's row goes with the trimmed ones
-      await store.whitelist.claimIp(early, '9.9.9.9', '');
-      await view.sync();
-      expect(view.admissionByIp('9.9.9.9')).toMatchObject({ accountId: early, accountActive: false });
-      expect(view.status().reloads).toBe(2);
-    } finally {
-      view.close();
-      await Promise.all([store.close(), other.close()]);
-    }
-  });
-
-  it('a read of changes asked for before a snapshot is adopted leaves the adopted gaps alone, though its transaction starts after (review fix)', async () => {
-    // The view notes its generation, asks for changes, and a worker's swap adopts a snapshot with a gap while that
-    // read's BEGIN is still on the wire. The read then returns the gap's seq and is discarded by the view; if it had
-    // counted as current it would have removed the gap, and the change behind it would never be applied.
-    const { store, late } = await setup();
-    try {
-      const since = await store.changeLog.headSeq();
+    it('a snapshot taken with an old transaction open (its seq 10,000+ below the head) picks its change up at commit', async () => {
+      const { url, store, early, late } = await setup();
+      const slow = openWriter(url, (tx) => tx`UPDATE accounts SET status = 'suspended' WHERE id = ${early}`);
+      await slow.wrote;
+      const raw = connect(url, 1);
+      await raw`INSERT INTO change_log (kind, key) SELECT 'ip', '8.8.8.8' FROM generate_series(1, 12000)`;
+      await raw.end();
       await store.whitelist.claimIp(late, '8.8.8.8', '');
-      const gap = await store.changeLog.headSeq();
-      expect(gap).toBeGreaterThan(since);
-      const read = store.changeLog.changesSince(since, 1_000);
-      store.changeLog.adoptSnapshot({ gaps: { seqs: [gap], xmax: Number.MAX_SAFE_INTEGER } });
-      const out = await read;
-      expect(out).not.toBe('behind');
-      expect(holesOf(store)).toBe(1);
-    } finally {
-      await store.close();
-    }
-  });
+      const view = follow(store);
+      try {
+        await view.start();
+        await slow.commit();
+        await store.whitelist.claimIp(early, '9.9.9.9', '');
+        await view.sync();
+        expect(view.admissionByIp('9.9.9.9')).toMatchObject({ accountId: early, accountActive: false });
+      } finally {
+        view.close();
+        await store.close();
+      }
+    });
 
-  it('two nodes trimming at once take turns; a reader behind the horizon reloads in full', async () => {
-    const { url, store, late } = await setup();
-    const other = await PostgresStore.open(url);
-    const view = follow(store);
-    await view.start();
-    try {
-      for (let i = 1; i <= 60; i++) await store.whitelist.claimIp(late, `9.9.${i}.1`, '');
-      const head = await store.changeLog.headSeq();
-      const [x, y] = await Promise.all([store.changeLog.trim(10), other.changeLog.trim(10)]);
-      expect(x + y).toBe(head - 10);
-      expect(Math.min(x, y)).toBe(0);
-      expect(await other.changeLog.horizon()).toBe(head - 10);
-      await view.sync();
-      expect(view.status()).toMatchObject({ seq: head, ips: 60, reloads: 2 });
-    } finally {
-      view.close();
-      await Promise.all([store.close(), other.close()]);
-    }
-  });
-});
+    it('a hole is kept however long its transaction runs (here 2 min on the clock), and delivered at its commit', async () => {
+      const { url, clock, store, early, late } = await setup();
+      const view = follow(store);
+      await view.start();
+      try {
+        const slow = await gapBehind(url, store, early, late, view);
+        // Start-up repair may run for minutes in one transaction: a hole must not be given up on a timer alone.
+        for (let i = 0; i < 4; i++) {
+          clock.now += 30_000;
+          await view.sync();
+          expect(holesOf(store)).toBe(1);
+        }
+        await deliveredAtCommit(slow, store, view, early);
+      } finally {
+        view.close();
+        await store.close();
+      }
+    });
+
+    it('a hole whose transaction rolled back is forgotten once no older transaction runs, not after a timer', async () => {
+      const { url, store, early, late } = await setup();
+      const view = follow(store);
+      await view.start();
+      try {
+        const slow = await gapBehind(url, store, early, late, view);
+        expect(holesOf(store)).toBe(1);
+        await slow.rollback();
+        // Gone once no transaction older than the hole runs (cluster-wide: other files' short ones may, briefly).
+        const t0 = Date.now();
+        do await view.sync();
+        while (holesOf(store) > 0 && Date.now() - t0 < 10_000);
+        expect(holesOf(store)).toBe(0);
+        expect(view.status()).toMatchObject({ state: 'current' });
+        expect(view.admissionByIp('8.8.8.8')).toMatchObject({ accountId: late, accountActive: true });
+      } finally {
+        view.close();
+        await store.close();
+      }
+    });
+
+    it('a gap that commits and is then trimmed away by another node before the next read: the reader reloads', async () => {
+      const { url, store, early, late } = await setup();
+      const other = await PostgresStore.open(url);
+      const view = follow(store);
+      await view.start();
+      try {
+        const slow = await gapBehind(url, store, early, late, view);
+        for (let i = 1; i <= 5; i++) await store.whitelist.claimIp(late, `9.9.${i}.1`, '');
+        await view.sync(); // the reader's position is the head: not behind the trim below
+        await slow.commit();
+        expect(await other.changeLog.trim(1)).toBeGreaterThan(0); // the gap's row goes with the trimmed ones
+        await store.whitelist.claimIp(early, '9.9.9.9', '');
+        await view.sync();
+        expect(view.admissionByIp('9.9.9.9')).toMatchObject({ accountId: early, accountActive: false });
+        expect(view.status().reloads).toBe(2);
+      } finally {
+        view.close();
+        await Promise.all([store.close(), other.close()]);
+      }
+    });
+
+    it('a read of changes asked for before a snapshot is adopted leaves the adopted gaps alone, though its transaction starts after (review fix)', async () => {
+      // The view notes its generation, asks for changes, and a worker's swap adopts a snapshot with a gap while that
+      // read's BEGIN is still on the wire. The read then returns the gap's seq and is discarded by the view; if it had
+      // counted as current it would have removed the gap, and the change behind it would never be applied.
+      const { store, late } = await setup();
+      try {
+        const since = await store.changeLog.headSeq();
+        await store.whitelist.claimIp(late, '8.8.8.8', '');
+        const gap = await store.changeLog.headSeq();
+        expect(gap).toBeGreaterThan(since);
+        const read = store.changeLog.changesSince(since, 1_000);
+        store.changeLog.adoptSnapshot({ gaps: { seqs: [gap], xmax: Number.MAX_SAFE_INTEGER } });
+        const out = await read;
+        expect(out).not.toBe('behind');
+        expect(holesOf(store)).toBe(1);
+      } finally {
+        await store.close();
+      }
+    });
+
+    it('two nodes trimming at once take turns; a reader behind the horizon reloads in full', async () => {
+      const { url, store, late } = await setup();
+      const other = await PostgresStore.open(url);
+      const view = follow(store);
+      await view.start();
+      try {
+        for (let i = 1; i <= 60; i++) await store.whitelist.claimIp(late, `9.9.${i}.1`, '');
+        const head = await store.changeLog.headSeq();
+        const [x, y] = await Promise.all([store.changeLog.trim(10), other.changeLog.trim(10)]);
+        expect(x + y).toBe(head - 10);
+        expect(Math.min(x, y)).toBe(0);
+        expect(await other.changeLog.horizon()).toBe(head - 10);
+        await view.sync();
+        expect(view.status()).toMatchObject({ seq: head, ips: 60, reloads: 2 });
+      } finally {
+        view.close();
+        await Promise.all([store.close(), other.close()]);
+      }
+    });
+  },
+);

@@ -48,7 +48,8 @@ describe.each(BACKENDS)('connection log store on %s', (backend) => {
     const today = Math.floor(now / DAY) * DAY;
     // Back-dated records: 3, 2 and 1 days ago (two each), and today.
     const days = [3, 2, 1].map((n) => today - n * DAY + 3_600_000);
-    for (const t of days) expect(await store.connectionLog.insert('n1', [entry({ startedAt: t }), entry({ startedAt: t + 1 })])).toBe('ok');
+    for (const t of days)
+      expect(await store.connectionLog.insert('n1', [entry({ startedAt: t }), entry({ startedAt: t + 1 })])).toBe('ok');
     expect(await store.connectionLog.insert('n1', [entry({ startedAt: now })])).toBe('ok');
     const left = async () => (await store.connectionLog.query({ limit: 100 })).map((r) => r.startedAt).sort();
     expect(await left()).toHaveLength(7);
@@ -81,7 +82,13 @@ describe.each(BACKENDS)('connection log store on %s', (backend) => {
     const store = await open(backend);
     // 32 plain (one statement, the node bound once), 32 with one hop record among them, then 6 one by one.
     const batch: ConnectionLogEntry[] = Array.from({ length: 70 }, (_, i) =>
-      entry({ bytesUp: i, bytesDown: 2 * i, durationMs: i + 1, reason: i % 3 === 0 ? null : 'wrong_password', accountId: i % 2 ? -1 : 7 }),
+      entry({
+        bytesUp: i,
+        bytesDown: 2 * i,
+        durationMs: i + 1,
+        reason: i % 3 === 0 ? null : 'wrong_password',
+        accountId: i % 2 ? -1 : 7,
+      }),
     );
     batch[40] = { ...batch[40]!, exit: 'exit-a', exitMovedFrom: 'exit-b' };
     batch[66] = { ...batch[66]!, protocol: 'socks5-udp', datagramsUp: 3, datagramsDown: 4 };
@@ -90,9 +97,17 @@ describe.each(BACKENDS)('connection log store on %s', (backend) => {
     expect(rows.map((r) => r.requestId)).toEqual(batch.map((e) => e.requestId));
     rows.forEach((r, i) => {
       const e = batch[i]!;
-      expect([r.node, r.bytesUp, r.bytesDown, r.durationMs, r.reason, r.accountId, r.target, r.username, r.protocol]).toEqual(
-        ['n7', e.bytesUp, e.bytesDown, e.durationMs, e.reason, e.accountId, e.target, e.username, e.protocol],
-      );
+      expect([
+        r.node,
+        r.bytesUp,
+        r.bytesDown,
+        r.durationMs,
+        r.reason,
+        r.accountId,
+        r.target,
+        r.username,
+        r.protocol,
+      ]).toEqual(['n7', e.bytesUp, e.bytesDown, e.durationMs, e.reason, e.accountId, e.target, e.username, e.protocol]);
     });
     expect([rows[40]!.exit, rows[40]!.exitMovedFrom, rows[41]!.exit]).toEqual(['exit-a', 'exit-b', null]);
     expect([rows[66]!.datagramsUp, rows[66]!.datagramsDown, rows[65]!.datagramsUp]).toEqual([3, 4, undefined]);
@@ -107,7 +122,11 @@ describe.each(BACKENDS)('connection log store on %s', (backend) => {
       const odd = entry({ username: 'a\u0000b\u001b[2J', target: 'x\u0007.example:80' });
       for (const r of [entry(), bad, odd, entry()]) writer.record(r);
       await waitFor('batch handled', () => writer.written + writer.dropped === 4, 5_000);
-      expect({ written: writer.written, dropped: writer.dropped, buffered: writer.buffered }).toEqual({ written: 3, dropped: 1, buffered: 0 });
+      expect({ written: writer.written, dropped: writer.dropped, buffered: writer.buffered }).toEqual({
+        written: 3,
+        dropped: 1,
+        buffered: 0,
+      });
       const [row] = await store.connectionLog.query({ requestId: odd.requestId, limit: 1 });
       expect(row).toMatchObject({ username: 'a\\x00b\\x1b[2J', target: 'x\\x07.example:80' });
       // The log goes on after it.
@@ -122,13 +141,24 @@ describe.each(BACKENDS)('connection log store on %s', (backend) => {
     const store = await open(backend);
     const account = await store.accounts.create(`scan-${backend}@example.com`, 'x', true);
     if (account === 'exists') throw new Error('exists');
-    const mine = Array.from({ length: 10 }, (_, i) => entry({ accountId: account.id, reason: i < 5 ? 'user_disabled' : null }));
+    const mine = Array.from({ length: 10 }, (_, i) =>
+      entry({ accountId: account.id, reason: i < 5 ? 'user_disabled' : null }),
+    );
     await store.connectionLog.insert('n1', mine);
     // The five oldest are user_disabled: a scan of the newest five finds none of them, a full one finds all five.
-    expect(await store.connectionLog.query({ accountId: account.id, reason: 'user_disabled', limit: 100, scanLimit: 5 })).toHaveLength(0);
-    expect(await store.connectionLog.query({ accountId: account.id, reason: 'user_disabled', limit: 100 })).toHaveLength(5);
+    expect(
+      await store.connectionLog.query({ accountId: account.id, reason: 'user_disabled', limit: 100, scanLimit: 5 }),
+    ).toHaveLength(0);
+    expect(
+      await store.connectionLog.query({ accountId: account.id, reason: 'user_disabled', limit: 100 }),
+    ).toHaveLength(5);
     const rows = await store.connectionLog.query({ accountId: account.id, limit: 100, scanLimit: 6 });
-    expect(rows.map((r) => r.requestId)).toEqual(mine.slice(4).reverse().map((r) => r.requestId));
+    expect(rows.map((r) => r.requestId)).toEqual(
+      mine
+        .slice(4)
+        .reverse()
+        .map((r) => r.requestId),
+    );
     expect(rows[0]!.accountEmail).toBe(`scan-${backend}@example.com`);
   });
 
@@ -139,10 +169,26 @@ describe.each(BACKENDS)('connection log store on %s', (backend) => {
     const v4 = entry({ sourceIp: '198.51.100.7' });
     await store.connectionLog.insert('n1', [v6, v4]);
     for (const spelling of ['2001:db8::1', '2001:DB8::1', '2001:db8:0::1', '2001:0db8:0000:0000:0000:0000:0000:0001']) {
-      expect((await store.connectionLog.query({ ...(await connectionFilter(store, { ip: spelling }, Date.now())), limit: 10 })).map((r) => r.requestId), spelling).toEqual([v6.requestId]);
+      expect(
+        (
+          await store.connectionLog.query({
+            ...(await connectionFilter(store, { ip: spelling }, Date.now())),
+            limit: 10,
+          })
+        ).map((r) => r.requestId),
+        spelling,
+      ).toEqual([v6.requestId]);
     }
     for (const spelling of ['198.51.100.7', '::ffff:198.51.100.7', '::FFFF:c633:6407']) {
-      expect((await store.connectionLog.query({ ...(await connectionFilter(store, { ip: spelling }, Date.now())), limit: 10 })).map((r) => r.requestId), spelling).toEqual([v4.requestId]);
+      expect(
+        (
+          await store.connectionLog.query({
+            ...(await connectionFilter(store, { ip: spelling }, Date.now())),
+            limit: 10,
+          })
+        ).map((r) => r.requestId),
+        spelling,
+      ).toEqual([v4.requestId]);
     }
   });
 });
@@ -154,7 +200,8 @@ describe.skipIf(!BACKENDS.includes('postgres'))('the size cap on PostgreSQL: one
     const b = await openStore({ dataDir, databaseUrl: databaseUrlOf(dataDir), migrate: false });
     stores.push(a, b);
     const now = Date.now();
-    for (const t of [now - 2 * DAY, now]) expect(await a.connectionLog.insert('n1', [entry({ startedAt: t })])).toBe('ok');
+    for (const t of [now - 2 * DAY, now])
+      expect(await a.connectionLog.insert('n1', [entry({ startedAt: t })])).toBe('ok');
     // Node b: a writer whose store counts the size reads it makes.
     let reads = 0;
     const bLog = Object.create(b.connectionLog) as typeof b.connectionLog;

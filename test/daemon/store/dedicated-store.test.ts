@@ -4,7 +4,14 @@
 // records; two replacements racing for the last free address leave one holder.
 import { afterEach, describe, expect, it } from 'vitest';
 import { openStore, type Store } from '../../../src/daemon/store/index.js';
-import { assignAddresses, customerIps, DedicatedError, monthOf, releaseAddresses, replaceAddress } from '../../../src/daemon/services/dedicated.js';
+import {
+  assignAddresses,
+  customerIps,
+  DedicatedError,
+  monthOf,
+  releaseAddresses,
+  replaceAddress,
+} from '../../../src/daemon/services/dedicated.js';
 import { usageSummary } from '../../../src/daemon/services/usage.js';
 import { operatorContext } from '../../../src/daemon/services/audit.js';
 import { DedicatedView } from '../../../src/daemon/admission/dedicated.js';
@@ -51,7 +58,8 @@ describe.each(BACKENDS)('dedicated addresses on %s', (backend) => {
       ['ny-1', '203.0.113.3-203.0.113.1', /ends before it starts/],
       ['ny-1', '', /the list is empty/],
     ];
-    for (const [node, list, why] of refusals) await expect(assignAddresses(store, b, node, list, ctx)).rejects.toThrow(why);
+    for (const [node, list, why] of refusals)
+      await expect(assignAddresses(store, b, node, list, ctx)).rejects.toThrow(why);
     expect((await store.egress.list({ accountId: b })).length).toBe(0);
     expect((await store.egress.list({ node: 'ny-1' })).map((r) => [r.address, r.state, r.accountId])).toEqual([
       ['203.0.113.1', 'assigned', a],
@@ -59,16 +67,25 @@ describe.each(BACKENDS)('dedicated addresses on %s', (backend) => {
       ['203.0.113.3', 'free', null],
     ]);
     const audit = await store.audit.list({ accountId: a, limit: 10, offset: 0 });
-    expect(audit.rows.map((r) => [r.action, r.target, r.details])).toEqual([['ip.assigned', 'ny-1', { addresses: ['203.0.113.1', '203.0.113.2'] }]]);
+    expect(audit.rows.map((r) => [r.action, r.target, r.details])).toEqual([
+      ['ip.assigned', 'ny-1', { addresses: ['203.0.113.1', '203.0.113.2'] }],
+    ]);
   });
 
   it('releases (with a quarantine nobody can assign through), and the view says who holds what', async () => {
     const { store, a, b } = await open(backend);
     await assignAddresses(store, a, 'ny-1', '203.0.113.1,203.0.113.2', ctx);
-    await expect(releaseAddresses(store, '203.0.113.1,192.0.2.77', 0, ctx, nowSec)).rejects.toThrow(/192\.0\.2\.77 is not an egress address of any node; nothing changed/);
+    await expect(releaseAddresses(store, '203.0.113.1,192.0.2.77', 0, ctx, nowSec)).rejects.toThrow(
+      /192\.0\.2\.77 is not an egress address of any node; nothing changed/,
+    );
     expect((await store.egress.list({ accountId: a })).length).toBe(2);
-    await expect(releaseAddresses(store, '203.0.113.1', 7, ctx, Math.floor(Date.now() / 1000))).resolves.toEqual({ released: 1, addresses: ['203.0.113.1'] });
-    await expect(assignAddresses(store, b, 'ny-1', '203.0.113.1', ctx)).rejects.toThrow(/203\.0\.113\.1 is quarantined until/);
+    await expect(releaseAddresses(store, '203.0.113.1', 7, ctx, Math.floor(Date.now() / 1000))).resolves.toEqual({
+      released: 1,
+      addresses: ['203.0.113.1'],
+    });
+    await expect(assignAddresses(store, b, 'ny-1', '203.0.113.1', ctx)).rejects.toThrow(
+      /203\.0\.113\.1 is quarantined until/,
+    );
     const view = new DedicatedView(store, { node: 'ny-1' });
     await view.refresh();
     expect(view.here(a)).toEqual(['203.0.113.2']);
@@ -102,7 +119,13 @@ describe.each(BACKENDS)('dedicated addresses on %s', (backend) => {
     // Germany has one address, held: none free.
     expect(await replaceAddress(store, b, '198.51.100.1', opts(), ctx)).toEqual({ ok: false, code: 'no_free' });
     const states = Object.fromEntries((await store.egress.list({})).map((r) => [r.address, r.state]));
-    expect(states).toMatchObject({ '203.0.113.1': 'quarantined', '203.0.113.2': 'quarantined', '203.0.113.3': 'quarantined', '203.0.113.10': 'assigned', '198.51.100.1': 'assigned' });
+    expect(states).toMatchObject({
+      '203.0.113.1': 'quarantined',
+      '203.0.113.2': 'quarantined',
+      '203.0.113.3': 'quarantined',
+      '203.0.113.10': 'assigned',
+      '198.51.100.1': 'assigned',
+    });
     const audit = await store.audit.list({ accountId: a, limit: 10, offset: 0, actions: ['ip.replaced'] });
     expect(audit.rows.map((r) => r.details)).toEqual([
       { old: '203.0.113.3', new: '203.0.113.10' },
@@ -116,20 +139,31 @@ describe.each(BACKENDS)('dedicated addresses on %s', (backend) => {
     await assignAddresses(store, a, 'de-1', '198.51.100.1', ctx);
     await store.egress.register('de-1', ['198.51.100.2', '198.51.100.3'], { country: 'de', city: null });
     await assignAddresses(store, b, 'de-1', '198.51.100.2', ctx);
-    const [x, y] = await Promise.all([replaceAddress(store, a, '198.51.100.1', opts(), ctx), replaceAddress(store, b, '198.51.100.2', opts(), ctx)]);
+    const [x, y] = await Promise.all([
+      replaceAddress(store, a, '198.51.100.1', opts(), ctx),
+      replaceAddress(store, b, '198.51.100.2', opts(), ctx),
+    ]);
     const won = [x, y].filter((r) => r.ok);
     expect(won).toHaveLength(1);
     expect(won[0]).toMatchObject({ new: '198.51.100.3' });
     expect([x, y].filter((r) => !r.ok)).toEqual([{ ok: false, code: 'no_free' }]);
-    expect((await store.egress.list({ node: 'de-1' })).filter((r) => r.address === '198.51.100.3').map((r) => r.state)).toEqual(['assigned']);
+    expect(
+      (await store.egress.list({ node: 'de-1' })).filter((r) => r.address === '198.51.100.3').map((r) => r.state),
+    ).toEqual(['assigned']);
   });
 
   it('usage by address: added per day, in the summary as "ips" when the account holds any, on the IPs list', async () => {
     const { store, a, b } = await open(backend);
     await assignAddresses(store, a, 'ny-1', '203.0.113.1,203.0.113.2', ctx);
     const day = Date.now() - (Date.now() % 86_400_000);
-    await store.egress.addUsage([{ accountId: a, address: '203.0.113.1', bytesUp: 10, bytesDown: 100, connections: 1 }], day);
-    await store.egress.addUsage([{ accountId: a, address: '203.0.113.1', bytesUp: 5, bytesDown: 50, connections: 2 }], day);
+    await store.egress.addUsage(
+      [{ accountId: a, address: '203.0.113.1', bytesUp: 10, bytesDown: 100, connections: 1 }],
+      day,
+    );
+    await store.egress.addUsage(
+      [{ accountId: a, address: '203.0.113.1', bytesUp: 5, bytesDown: 50, connections: 2 }],
+      day,
+    );
     const summary = await usageSummary(store, a, {}, Date.now());
     expect(summary.ips).toEqual([
       { address: '203.0.113.1', bytes_up: 15, bytes_down: 150, connections: 3 },
@@ -153,7 +187,11 @@ describe.each(BACKENDS)('dedicated addresses on %s', (backend) => {
     await store.egress.register('ny-1', ['203.0.113.1', '203.0.113.4'], { country: 'us', city: 'newark' });
     expect(await store.egress.version()).toBeGreaterThan(v);
     const rows = await store.egress.list({ node: 'ny-1' });
-    expect(rows.find((r) => r.address === '203.0.113.1')).toMatchObject({ accountId: a, city: 'newark', state: 'assigned' });
+    expect(rows.find((r) => r.address === '203.0.113.1')).toMatchObject({
+      accountId: a,
+      city: 'newark',
+      state: 'assigned',
+    });
     expect(rows.map((r) => r.address)).toEqual(['203.0.113.1', '203.0.113.2', '203.0.113.3', '203.0.113.4']);
   });
 
@@ -189,7 +227,10 @@ describe.each(BACKENDS)('assignments racing on %s', (backend) => {
     for (let round = 0; round < 5; round++) {
       const address = `203.0.113.${round + 1}`;
       if (round > 0) await store.egress.register('ny-1', [address], { country: 'us', city: 'nyc' });
-      const out = await Promise.allSettled([assignAddresses(store, a, 'ny-1', address, ctx), assignAddresses(store, b, 'ny-1', address, ctx)]);
+      const out = await Promise.allSettled([
+        assignAddresses(store, a, 'ny-1', address, ctx),
+        assignAddresses(store, b, 'ny-1', address, ctx),
+      ]);
       expect(out.filter((r) => r.status === 'fulfilled')).toHaveLength(1);
       const lost = out.find((r) => r.status === 'rejected') as PromiseRejectedResult;
       expect(String(lost.reason)).toMatch(new RegExp(`${address.replace(/\./g, '\\.')} is held by another account`));

@@ -27,19 +27,43 @@ describe.skipIf(postgresSkipReason())('PostgreSQL migrations', () => {
         await sql`INSERT INTO connection_log (started_ms, node, request_id, protocol, source_ip, username, account_id, target, reason, bytes_up, bytes_down, duration_ms, exit)
                   VALUES (${t}, 'n1', ${`req-${i}`}, 'connect', '203.0.113.5', 'alice', null, 'example.net:443', null, ${i}, ${i * 2}, 7, ${i === 2 ? 'exit-a' : null})`;
       }
-      const before = await sql<{ id: string; request_id: string }[]>`SELECT id, request_id FROM connection_log ORDER BY id`;
+      const before = await sql<
+        { id: string; request_id: string }[]
+      >`SELECT id, request_id FROM connection_log ORDER BY id`;
       expect(await migrate(sql)).toBe(PG_MIGRATIONS.length);
-      const parts = await sql<{ name: string }[]>`SELECT c.relname AS name FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid WHERE i.inhparent = 'connection_log'::regclass ORDER BY 1`;
-      expect(parts.map((p) => p.name)).toEqual(expect.arrayContaining(['connection_log_20261120', 'connection_log_20261122']));
-      const after = await sql<{ id: string; request_id: string; bytes_down: string; exit: string | null }[]>`SELECT id, request_id, bytes_down, exit FROM connection_log ORDER BY id`;
+      const parts = await sql<
+        { name: string }[]
+      >`SELECT c.relname AS name FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid WHERE i.inhparent = 'connection_log'::regclass ORDER BY 1`;
+      expect(parts.map((p) => p.name)).toEqual(
+        expect.arrayContaining(['connection_log_20261120', 'connection_log_20261122']),
+      );
+      const after = await sql<
+        { id: string; request_id: string; bytes_down: string; exit: string | null }[]
+      >`SELECT id, request_id, bytes_down, exit FROM connection_log ORDER BY id`;
       expect(after.map((r) => [r.id, r.request_id])).toEqual(before.map((r) => [r.id, r.request_id]));
-      expect(after.map((r) => [Number(r.bytes_down), r.exit])).toEqual([[0, null], [2, null], [4, 'exit-a']]);
+      expect(after.map((r) => [Number(r.bytes_down), r.exit])).toEqual([
+        [0, null],
+        [2, null],
+        [4, 'exit-a'],
+      ]);
     } finally {
       await sql.end();
     }
     const store = await PostgresStore.open(url, { releaseGraceSec: 600 });
     try {
-      const entry = { startedAt: Date.now(), requestId: 'req-new', protocol: 'connect', sourceIp: '203.0.113.5', username: null, accountId: -1, target: null, reason: 'malformed', bytesUp: 0, bytesDown: 0, durationMs: 1 };
+      const entry = {
+        startedAt: Date.now(),
+        requestId: 'req-new',
+        protocol: 'connect',
+        sourceIp: '203.0.113.5',
+        username: null,
+        accountId: -1,
+        target: null,
+        reason: 'malformed',
+        bytesUp: 0,
+        bytesDown: 0,
+        durationMs: 1,
+      };
       expect(await store.connectionLog.insert('n1', [entry])).toBe('ok');
       expect(await store.connectionLog.insert('n1', [entry])).toBe('ok');
       const rows = await store.connectionLog.query({ limit: 10 });

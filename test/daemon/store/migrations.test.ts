@@ -21,7 +21,11 @@ describe('migrations', () => {
     await SqliteStore.open(dir).close();
     const r = await inspectDb(dir);
     expect(r.get<{ user_version: number }>('PRAGMA user_version').user_version).toBe(MIGRATIONS.length);
-    expect(r.get<{ n: number }>("SELECT COUNT(*) AS n FROM sqlite_master WHERE type = 'index' AND name = 'whitelist_account_newest'").n).toBe(1);
+    expect(
+      r.get<{ n: number }>(
+        "SELECT COUNT(*) AS n FROM sqlite_master WHERE type = 'index' AND name = 'whitelist_account_newest'",
+      ).n,
+    ).toBe(1);
     expect(r.get<{ remark: string }>("SELECT remark FROM whitelist_entries WHERE ip = '8.8.8.8'").remark).toBe('kept');
     r.close();
   });
@@ -31,7 +35,9 @@ describe('migrations', () => {
     await SqliteStore.open(dir).close();
     const r = await inspectDb(dir);
     const plan = r
-      .all<{ detail: string }>('EXPLAIN QUERY PLAN SELECT id FROM whitelist_entries WHERE account_id = 1 AND deleted_at IS NULL ORDER BY created_at DESC, id DESC LIMIT 20')
+      .all<{ detail: string }>(
+        'EXPLAIN QUERY PLAN SELECT id FROM whitelist_entries WHERE account_id = 1 AND deleted_at IS NULL ORDER BY created_at DESC, id DESC LIMIT 20',
+      )
       .map((p) => p.detail)
       .join(' | ');
     r.close();

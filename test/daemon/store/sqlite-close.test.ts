@@ -15,7 +15,9 @@ afterEach(() => {
 });
 
 const flush = (store: SqliteStore, id: string) =>
-  store.usage.addFlush('node-a', id, Date.now(), [{ accountId: 1, subject: 'alice', bytesUp: 10, bytesDown: 20, connections: 1 }]);
+  store.usage.addFlush('node-a', id, Date.now(), [
+    { accountId: 1, subject: 'alice', bytesUp: 10, bytesDown: 20, connections: 1 },
+  ]);
 
 describe('closing a SQLite store', () => {
   it('a worker leaves the WAL to the primary: its close neither waits for readers nor holds the write lock', async () => {

@@ -34,7 +34,7 @@ async function account(store: Store, email: string): Promise<number> {
 }
 
 describe.each(BACKENDS)('batches on %s', (backend) => {
-  it('claims in item order, each on its own: a repeat, another account\'s IP and a free one', async () => {
+  it("claims in item order, each on its own: a repeat, another account's IP and a free one", async () => {
     const { store } = await openBackend(backend);
     const a = await account(store, 'a@example.com');
     const b = await account(store, 'b@example.com');
@@ -48,18 +48,29 @@ describe.each(BACKENDS)('batches on %s', (backend) => {
     expect(out).toEqual(['added', 'already_listed', 'unavailable', 'added']);
     const page = await store.whitelist.list(a, { limit: 10, offset: 0 });
     // Newest first, and among one second's entries the later item first: the order of one-by-one processing.
-    expect(page.items.map((e) => [e.ip, e.remark])).toEqual([['1.1.1.1', 'last'], ['8.8.8.8', 'first']]);
+    expect(page.items.map((e) => [e.ip, e.remark])).toEqual([
+      ['1.1.1.1', 'last'],
+      ['8.8.8.8', 'first'],
+    ]);
     expect(page.total).toBe(2);
     expect(await store.whitelist.claimIps(a, [])).toEqual([]);
   });
 
-  it('releases in item order: a repeat is absent the second time, another account\'s IP is absent', async () => {
+  it("releases in item order: a repeat is absent the second time, another account's IP is absent", async () => {
     const { store } = await openBackend(backend);
     const a = await account(store, 'a@example.com');
     const b = await account(store, 'b@example.com');
-    await store.whitelist.claimIps(a, [{ ip: '8.8.8.8', remark: '' }, { ip: '1.1.1.1', remark: '' }]);
+    await store.whitelist.claimIps(a, [
+      { ip: '8.8.8.8', remark: '' },
+      { ip: '1.1.1.1', remark: '' },
+    ]);
     await store.whitelist.claimIp(b, '9.9.9.9', '');
-    expect(await store.whitelist.releaseIps(a, ['8.8.8.8', '8.8.8.8', '9.9.9.9', '1.1.1.1'])).toEqual(['deleted', 'absent', 'absent', 'deleted']);
+    expect(await store.whitelist.releaseIps(a, ['8.8.8.8', '8.8.8.8', '9.9.9.9', '1.1.1.1'])).toEqual([
+      'deleted',
+      'absent',
+      'absent',
+      'deleted',
+    ]);
     // Released at once: b may take 8.8.8.8 now.
     expect(await store.whitelist.claimIp(b, '8.8.8.8', '')).toBe('added');
   });
@@ -76,10 +87,19 @@ describe.runIf(BACKENDS.includes('postgres'))('PostgreSQL one-call paths', () =>
     await Promise.all([
       store.whitelist.claimIps(id, batch),
       store.whitelist.releaseIps(id, ['8.8.0.1']),
-      ...Array.from({ length: 8 }, (_, i) => store.tokens.checkCall!({
-        badKey: 'bad:127.0.0.9', badLimit: 20, accessKey: t.accessKey, secretHash: t.secretHash,
-        rateKey: `tok:list:${i}`, rateLimit: 60, windowMs: 60_000, nowMs: Date.now(), list: { limit: 20, offset: 0 },
-      })),
+      ...Array.from({ length: 8 }, (_, i) =>
+        store.tokens.checkCall!({
+          badKey: 'bad:127.0.0.9',
+          badLimit: 20,
+          accessKey: t.accessKey,
+          secretHash: t.secretHash,
+          rateKey: `tok:list:${i}`,
+          rateLimit: 60,
+          windowMs: 60_000,
+          nowMs: Date.now(),
+          list: { limit: 20, offset: 0 },
+        }),
+      ),
     ]);
     const peek = connect(url!, 1, 'test peek');
     try {
@@ -91,7 +111,9 @@ describe.runIf(BACKENDS.includes('postgres'))('PostgreSQL one-call paths', () =>
       expect(byApp('proxyd').length).toBeGreaterThan(0);
       expect(byApp('proxyd').some((q) => /CALL/.test(q))).toBe(false);
       // Migration 4: the page comes as json (printed once), not jsonb.
-      const [fn] = await peek<{ result: string }[]>`SELECT pg_get_function_arguments('proxyd_api_admit'::regproc) AS result`;
+      const [fn] = await peek<
+        { result: string }[]
+      >`SELECT pg_get_function_arguments('proxyd_api_admit'::regproc) AS result`;
       expect(fn!.result).toMatch(/o_page json(,|$)/);
     } finally {
       await peek.end();
@@ -105,18 +127,30 @@ describe.runIf(BACKENDS.includes('postgres'))('PostgreSQL one-call paths', () =>
     const id = await account(store, 'a@example.com');
     const t = mintToken();
     await store.tokens.replace(id, t.accessKey, t.secretHash);
-    await store.whitelist.claimIps(id, [{ ip: '8.8.8.8', remark: 'one' }, { ip: '8.8.4.4', remark: 'two' }]);
+    await store.whitelist.claimIps(id, [
+      { ip: '8.8.8.8', remark: 'one' },
+      { ip: '8.8.4.4', remark: 'two' },
+    ]);
     await store.whitelist.setStatus(id, '8.8.4.4', 2);
     const req = (over: Partial<ApiCallCheck> = {}): ApiCallCheck => ({
-      badKey: 'bad:127.0.0.9', badLimit: 3, accessKey: t.accessKey, secretHash: t.secretHash,
-      rateKey: `tok:list:${t.accessKey}`, rateLimit: 2, windowMs: 60_000, nowMs: now, ...over,
+      badKey: 'bad:127.0.0.9',
+      badLimit: 3,
+      accessKey: t.accessKey,
+      secretHash: t.secretHash,
+      rateKey: `tok:list:${t.accessKey}`,
+      rateLimit: 2,
+      windowMs: 60_000,
+      nowMs: now,
+      ...over,
     });
 
     const ok = await checkCall(req({ list: { limit: 1, offset: 0 } }));
     expect(ok).toMatchObject({ kind: 'ok', accountId: id, accessKey: t.accessKey });
     if (ok === 'busy' || ok.kind !== 'ok') throw new Error('not ok');
     expect(ok.page!.total).toBe(2);
-    expect(ok.page!.items).toEqual([expect.objectContaining({ ip: '8.8.4.4', remark: 'two', status: 2, account_id: id })]);
+    expect(ok.page!.items).toEqual([
+      expect.objectContaining({ ip: '8.8.4.4', remark: 'two', status: 2, account_id: id }),
+    ]);
     // Filters, and a page past the end still carries the total.
     const filtered = await checkCall(req({ rateKey: 'tok:list:other', list: { status: 1, limit: 20, offset: 0 } }));
     expect(filtered !== 'busy' && filtered.kind === 'ok' && filtered.page!.items.map((e) => e.ip)).toEqual(['8.8.8.8']);
@@ -146,7 +180,11 @@ describe.runIf(BACKENDS.includes('postgres'))('PostgreSQL one-call paths', () =>
     // Expired and disabled tokens are invalid too.
     const e = mintToken();
     await store.tokens.replace(id, e.accessKey, e.secretHash, Math.floor(now / 1000));
-    expect(await checkCall(req({ nowMs: now, badKey: 'bad:127.0.0.10', accessKey: e.accessKey, secretHash: e.secretHash }))).toEqual({ kind: 'invalid' });
-    expect(await checkCall(req({ nowMs: now, badKey: 'bad:127.0.0.10', accessKey: t.accessKey, secretHash: t.secretHash }))).toEqual({ kind: 'invalid' });
+    expect(
+      await checkCall(req({ nowMs: now, badKey: 'bad:127.0.0.10', accessKey: e.accessKey, secretHash: e.secretHash })),
+    ).toEqual({ kind: 'invalid' });
+    expect(
+      await checkCall(req({ nowMs: now, badKey: 'bad:127.0.0.10', accessKey: t.accessKey, secretHash: t.secretHash })),
+    ).toEqual({ kind: 'invalid' });
   });
 });

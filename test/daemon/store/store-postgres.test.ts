@@ -38,7 +38,9 @@ describe.runIf(BACKENDS.includes('postgres'))('PostgreSQL backend across nodes',
     const winners = created.filter((c) => c !== 'exists');
     expect(winners).toHaveLength(1);
     const owner = winners[0] as { id: number };
-    const users = await Promise.all(Array.from({ length: 20 }, (_, i) => (i % 2 ? a! : b!).proxyUsers.create(owner.id, 'racer', 'hash')));
+    const users = await Promise.all(
+      Array.from({ length: 20 }, (_, i) => (i % 2 ? a! : b!).proxyUsers.create(owner.id, 'racer', 'hash')),
+    );
     expect(users.filter((u) => u !== 'exists')).toHaveLength(1);
   });
 
@@ -52,15 +54,20 @@ describe.runIf(BACKENDS.includes('postgres'))('PostgreSQL backend across nodes',
   it('keeps a rate limit exact across nodes: 10 of 30 concurrent hits allowed', async () => {
     const [a, b, c] = await nodes(await createDatabase(), 3);
     const now = Date.now();
-    const hits = await Promise.all(Array.from({ length: 30 }, (_, i) => [a!, b!, c!][i % 3]!.sharedRateHits().hit('tok:list:x', 10, 60_000, now)));
+    const hits = await Promise.all(
+      Array.from({ length: 30 }, (_, i) => [a!, b!, c!][i % 3]!.sharedRateHits().hit('tok:list:x', 10, 60_000, now)),
+    );
     expect(hits.filter((h) => h !== 'busy' && h.allowed)).toHaveLength(10);
     const peek = await a!.sharedRateHits().peek('tok:list:x', 60_000, now);
     expect(peek).toMatchObject({ count: 10 });
     // The window slides: 60 s later the ten hits have left it.
-    expect(await b!.sharedRateHits().hit('tok:list:x', 10, 60_000, now + 60_000)).toMatchObject({ allowed: true, count: 1 });
+    expect(await b!.sharedRateHits().hit('tok:list:x', 10, 60_000, now + 60_000)).toMatchObject({
+      allowed: true,
+      count: 1,
+    });
   });
 
-  it('reaches the server over a Unix socket with libpq\'s ?host=/dir, and never shows the password', async () => {
+  it("reaches the server over a Unix socket with libpq's ?host=/dir, and never shows the password", async () => {
     const url = new URL(await createDatabase());
     const socket = `postgres://${url.username}:secret-pw@localhost:${url.port}${url.pathname}?host=${encodeURIComponent(process.env[PG_TEST_SOCKET_ENV]!)}`;
     const [s] = await nodes(socket, 1);
@@ -71,7 +78,10 @@ describe.runIf(BACKENDS.includes('postgres'))('PostgreSQL backend across nodes',
   it('hands every node the same console secret', async () => {
     const [a, b] = await nodes(await createDatabase(), 2);
     const candidates = ['a'.repeat(43), 'b'.repeat(43)];
-    const [sa, sb] = await Promise.all([a!.fleetSecret('console_session', candidates[0]!), b!.fleetSecret('console_session', candidates[1]!)]);
+    const [sa, sb] = await Promise.all([
+      a!.fleetSecret('console_session', candidates[0]!),
+      b!.fleetSecret('console_session', candidates[1]!),
+    ]);
     expect(sa).toBe(sb);
     expect(candidates).toContain(sa); // whichever node wrote first; the other reads it
     expect(await a!.fleetSecret('console_session', 'c'.repeat(43))).toBe(sa); // stored once, never replaced

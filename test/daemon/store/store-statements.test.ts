@@ -15,15 +15,23 @@ function sources(dir: string): string[] {
 describe('statement cache rule', () => {
   it('no source or test file but statements.ts calls .prepare( or .pragma( on a database', () => {
     const offenders = [...sources(path.join(ROOT, 'src')), ...sources(path.join(ROOT, 'test'))]
-      .filter((f) => !f.endsWith(path.join('store', 'sqlite', 'statements.ts')) && !f.endsWith('store-statements.test.ts'))
-      .filter((f) => /\b(db|database)\s*\.\s*(prepare|pragma)\s*[<(]|new Database\(/i.test(readFileSync(f, 'utf8').replace(/pin\(new Database\(/g, '')));
+      .filter(
+        (f) => !f.endsWith(path.join('store', 'sqlite', 'statements.ts')) && !f.endsWith('store-statements.test.ts'),
+      )
+      .filter((f) =>
+        /\b(db|database)\s*\.\s*(prepare|pragma)\s*[<(]|new Database\(/i.test(
+          readFileSync(f, 'utf8').replace(/pin\(new Database\(/g, ''),
+        ),
+      );
     expect(offenders.map((f) => path.relative(ROOT, f))).toEqual([]);
   });
 
   it('no SQL outside src/daemon/store', () => {
     const offenders = sources(path.join(ROOT, 'src'))
       .filter((f) => !f.includes(`${path.sep}store${path.sep}`))
-      .filter((f) => /\b(SELECT\s+[\w*]|INSERT\s+INTO|UPDATE\s+\w+\s+SET|DELETE\s+FROM)\b/.test(readFileSync(f, 'utf8')));
+      .filter((f) =>
+        /\b(SELECT\s+[\w*]|INSERT\s+INTO|UPDATE\s+\w+\s+SET|DELETE\s+FROM)\b/.test(readFileSync(f, 'utf8')),
+      );
     expect(offenders.map((f) => path.relative(ROOT, f))).toEqual([]);
   });
 });

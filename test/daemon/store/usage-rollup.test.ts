@@ -6,7 +6,13 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import postgres from '#postgres';
 import { UsageMeter } from '../../../src/daemon/metering/meter.js';
-import { openStore, type FlushDomains, type Store, type UsageDelta, type UsageStore } from '../../../src/daemon/store/index.js';
+import {
+  openStore,
+  type FlushDomains,
+  type Store,
+  type UsageDelta,
+  type UsageStore,
+} from '../../../src/daemon/store/index.js';
 import { databaseUrlOf, dataDirFor } from '../../helpers/daemon.js';
 import { BACKENDS } from '../../helpers/postgres.js';
 import { patient } from '../../helpers/patience.js';
@@ -39,8 +45,18 @@ describe.skipIf(!BACKENDS.includes('postgres'))('usage roll-up on PostgreSQL', (
 
   /** Every reading of one account that people and plans see, to compare before and after folds. */
   async function readings(store: Store, accountId: number) {
-    const q = async (period: 'minute' | 'hour' | 'day', by: 'time' | 'subject', fromMs = T - 2 * DAY, toMs = T + 2 * DAY) =>
-      (await store.usage.query({ accountId, period, fromMs, toMs, by })).map((r) => [by === 'time' ? r.startMs : r.subject, r.bytesUp, r.bytesDown, r.connections]);
+    const q = async (
+      period: 'minute' | 'hour' | 'day',
+      by: 'time' | 'subject',
+      fromMs = T - 2 * DAY,
+      toMs = T + 2 * DAY,
+    ) =>
+      (await store.usage.query({ accountId, period, fromMs, toMs, by })).map((r) => [
+        by === 'time' ? r.startMs : r.subject,
+        r.bytesUp,
+        r.bytesDown,
+        r.connections,
+      ]);
     return {
       minutes: await q('minute', 'time'),
       hours: await q('hour', 'time'),
@@ -49,20 +65,40 @@ describe.skipIf(!BACKENDS.includes('postgres'))('usage roll-up on PostgreSQL', (
       // A range starting at the hour boundary: the 23:00 hour is out, its minutes too.
       fromMidnight: await q('hour', 'time', Date.UTC(2026, 1, 1)),
       february: await q('day', 'subject', Date.UTC(2026, 1, 1)),
-      daily: (await store.usage.dailyTotals([accountId], Date.UTC(2026, 0, 1))).sort((x, y) => x.startMs - y.startMs || x.subject.localeCompare(y.subject)),
+      daily: (await store.usage.dailyTotals([accountId], Date.UTC(2026, 0, 1))).sort(
+        (x, y) => x.startMs - y.startMs || x.subject.localeCompare(y.subject),
+      ),
     };
   }
 
-  const d = (accountId: number, subject: string, up: number, down = 0, connections = 1): UsageDelta => ({ accountId, subject, bytesUp: up, bytesDown: down, connections });
+  const d = (accountId: number, subject: string, up: number, down = 0, connections = 1): UsageDelta => ({
+    accountId,
+    subject,
+    bytesUp: up,
+    bytesDown: down,
+    connections,
+  });
   const none = (atMs: number): FlushDomains => ({ atMs, deltas: [] });
 
   it('a flush writes one minute row per user; totals read the same before and after the fold, across minute, hour, day and month ends', async () => {
     const { a, b, sql, accountId } = await open();
-    expect(await a.usage.addFlush('node-a', 'r-1', T, [d(accountId, 'user:alice', 100, 1_000), d(accountId, 'user:bob', 7)], none(T))).toBe('ok');
-    expect(await b.usage.addFlush('node-b', 'r-2', T + 20_000, [d(accountId, 'user:alice', 10, 20)], none(T))).toBe('ok');
+    expect(
+      await a.usage.addFlush(
+        'node-a',
+        'r-1',
+        T,
+        [d(accountId, 'user:alice', 100, 1_000), d(accountId, 'user:bob', 7)],
+        none(T),
+      ),
+    ).toBe('ok');
+    expect(await b.usage.addFlush('node-b', 'r-2', T + 20_000, [d(accountId, 'user:alice', 10, 20)], none(T))).toBe(
+      'ok',
+    );
     expect(await a.usage.addFlush('node-a', 'r-3', T + 40_000, [d(accountId, 'user:alice', 1, 2)], none(T))).toBe('ok'); // 00:00:10, February
     // Only minute rows are written by flushes.
-    expect(await sql`SELECT period, count(*)::int AS n FROM usage_buckets WHERE account_id = ${accountId} GROUP BY period`).toEqual([{ period: 'minute', n: 4 }]);
+    expect(
+      await sql`SELECT period, count(*)::int AS n FROM usage_buckets WHERE account_id = ${accountId} GROUP BY period`,
+    ).toEqual([{ period: 'minute', n: 4 }]);
     const before = await readings(a, accountId);
     expect(before.hours).toEqual([
       [Date.UTC(2026, 0, 31, 23), 117, 1_020, 3],
@@ -79,8 +115,12 @@ describe.skipIf(!BACKENDS.includes('postgres'))('usage roll-up on PostgreSQL', (
     // The fold: every minute row (back-dated: all finished), into hour and day rows of node ''.
     expect(await a.usage.rollUp!()).toBe(4);
     expect(await a.usage.rollUp!()).toBe(0);
-    expect(await sql`SELECT count(*)::int AS n FROM usage_buckets WHERE account_id = ${accountId} AND period = 'minute' AND (unrolled OR roll_up + roll_down + roll_conn > 0)`).toEqual([{ n: 0 }]);
-    expect(await sql`SELECT period, count(*)::int AS n FROM usage_buckets WHERE account_id = ${accountId} AND period <> 'minute' GROUP BY period ORDER BY period`).toEqual([
+    expect(
+      await sql`SELECT count(*)::int AS n FROM usage_buckets WHERE account_id = ${accountId} AND period = 'minute' AND (unrolled OR roll_up + roll_down + roll_conn > 0)`,
+    ).toEqual([{ n: 0 }]);
+    expect(
+      await sql`SELECT period, count(*)::int AS n FROM usage_buckets WHERE account_id = ${accountId} AND period <> 'minute' GROUP BY period ORDER BY period`,
+    ).toEqual([
       { period: 'day', n: 3 },
       { period: 'hour', n: 3 },
     ]);
@@ -102,7 +142,9 @@ describe.skipIf(!BACKENDS.includes('postgres'))('usage roll-up on PostgreSQL', (
     expect(late.daily).toEqual([{ accountId, subject: 'user:alice', startMs: Date.UTC(2026, 0, 31), bytes: 105 }]);
     expect(await a.usage.rollUp!()).toBe(1);
     expect(await readings(a, accountId)).toEqual(late);
-    expect(await a.usage.addFlush('node-a', 'l-2', T + 5_000, [d(accountId, 'user:alice', 5)], none(T))).toBe('duplicate');
+    expect(await a.usage.addFlush('node-a', 'l-2', T + 5_000, [d(accountId, 'user:alice', 5)], none(T))).toBe(
+      'duplicate',
+    );
     expect(await readings(a, accountId)).toEqual(late);
   });
 
@@ -115,41 +157,49 @@ describe.skipIf(!BACKENDS.includes('postgres'))('usage roll-up on PostgreSQL', (
     expect(row).toMatchObject({ subject: 'user:alice', bytesUp: 42, connections: 1 });
   });
 
-  it('two nodes flushing while both fold over and over: every count once, nothing lost', async () => {
-    const { a, b, accountId } = await open();
-    const stop = { now: false };
-    const folds = Promise.all(
-      [a, b].map(async (s) => {
-        let n = 0;
-        while (!stop.now) {
-          const r = await s.usage.rollUp!();
-          if (r !== 'skipped') n += r;
-        }
-        return n;
-      }),
-    );
-    let expected = 0;
-    await Promise.all(
-      [a, b].map(async (s, node) => {
-        for (let i = 0; i < 60; i++) {
-          const at = T - 30 * 60_000 + i * 30_000; // minutes of the hour before midnight and of the one after
-          const deltas = [d(accountId, `user:u${i % 7}`, i + 1), d(accountId, `user:v${node}`, 1)];
-          expected += i + 2;
-          expect(await s.usage.addFlush(`node-${node}`, `c-${node}-${i}`, at, deltas, none(at))).toBe('ok');
-          if (i % 10 === 0) expect(await s.usage.addFlush(`node-${node}`, `c-${node}-${i}`, at, deltas, none(at))).toBe('duplicate');
-        }
-      }),
-    );
-    stop.now = true;
-    await folds;
-    await a.usage.rollUp!();
-    const total = async (period: 'minute' | 'hour' | 'day') =>
-      (await a.usage.query({ accountId, period, fromMs: T - DAY, toMs: T + DAY, by: 'time' })).reduce((n, r) => n + r.bytesUp, 0);
-    expect(await total('minute')).toBe(expected);
-    expect(await total('hour')).toBe(expected);
-    expect(await total('day')).toBe(expected);
-    expect((await a.usage.dailyTotals([accountId], T - DAY)).reduce((n, r) => n + r.bytes, 0)).toBe(expected);
-  }, patient(60_000));
+  it(
+    'two nodes flushing while both fold over and over: every count once, nothing lost',
+    async () => {
+      const { a, b, accountId } = await open();
+      const stop = { now: false };
+      const folds = Promise.all(
+        [a, b].map(async (s) => {
+          let n = 0;
+          while (!stop.now) {
+            const r = await s.usage.rollUp!();
+            if (r !== 'skipped') n += r;
+          }
+          return n;
+        }),
+      );
+      let expected = 0;
+      await Promise.all(
+        [a, b].map(async (s, node) => {
+          for (let i = 0; i < 60; i++) {
+            const at = T - 30 * 60_000 + i * 30_000; // minutes of the hour before midnight and of the one after
+            const deltas = [d(accountId, `user:u${i % 7}`, i + 1), d(accountId, `user:v${node}`, 1)];
+            expected += i + 2;
+            expect(await s.usage.addFlush(`node-${node}`, `c-${node}-${i}`, at, deltas, none(at))).toBe('ok');
+            if (i % 10 === 0)
+              expect(await s.usage.addFlush(`node-${node}`, `c-${node}-${i}`, at, deltas, none(at))).toBe('duplicate');
+          }
+        }),
+      );
+      stop.now = true;
+      await folds;
+      await a.usage.rollUp!();
+      const total = async (period: 'minute' | 'hour' | 'day') =>
+        (await a.usage.query({ accountId, period, fromMs: T - DAY, toMs: T + DAY, by: 'time' })).reduce(
+          (n, r) => n + r.bytesUp,
+          0,
+        );
+      expect(await total('minute')).toBe(expected);
+      expect(await total('hour')).toBe(expected);
+      expect(await total('day')).toBe(expected);
+      expect((await a.usage.dailyTotals([accountId], T - DAY)).reduce((n, r) => n + r.bytes, 0)).toBe(expected);
+    },
+    patient(60_000),
+  );
 
   it('pruning minutes folds them first: hours and days keep their counts', async () => {
     const { a, accountId } = await open();
@@ -160,14 +210,44 @@ describe.skipIf(!BACKENDS.includes('postgres'))('usage roll-up on PostgreSQL', (
 
   it('domains come apart from buckets: in the day of their own time, not written when absent', async () => {
     const { a, accountId } = await open();
-    const dom = (target: string, up: number): UsageDelta => ({ accountId, subject: 'user:alice', target, bytesUp: up, bytesDown: 0, connections: 1 });
+    const dom = (target: string, up: number): UsageDelta => ({
+      accountId,
+      subject: 'user:alice',
+      target,
+      bytesUp: up,
+      bytesDown: 0,
+      connections: 1,
+    });
     // Buckets of 00:00:10 on February 1st; domains collected on January 31st.
-    expect(await a.usage.addFlush('node-a', 'd-1', T + 40_000, [d(accountId, 'user:alice', 3)], { atMs: T, deltas: [dom('example.com', 3)] })).toBe('ok');
-    expect(await a.usage.domains({ accountId, fromMs: Date.UTC(2026, 0, 31), toMs: Date.UTC(2026, 0, 31) + DAY })).toMatchObject([{ domain: 'example.com', bytesUp: 3 }]);
-    expect(await a.usage.domains({ accountId, fromMs: Date.UTC(2026, 1, 1), toMs: Date.UTC(2026, 1, 1) + DAY })).toEqual([]);
-    expect(await a.usage.addFlush('node-a', 'd-2', T + 40_000, [d(accountId, 'user:alice', 3)], none(T + 40_000))).toBe('ok');
-    expect(await a.usage.domains({ accountId, fromMs: Date.UTC(2026, 1, 1), toMs: Date.UTC(2026, 1, 1) + DAY })).toEqual([]);
-    expect((await a.usage.query({ accountId, period: 'hour', fromMs: Date.UTC(2026, 1, 1), toMs: Date.UTC(2026, 1, 1) + H, by: 'time' }))[0]).toMatchObject({ bytesUp: 6 });
+    expect(
+      await a.usage.addFlush('node-a', 'd-1', T + 40_000, [d(accountId, 'user:alice', 3)], {
+        atMs: T,
+        deltas: [dom('example.com', 3)],
+      }),
+    ).toBe('ok');
+    expect(
+      await a.usage.domains({ accountId, fromMs: Date.UTC(2026, 0, 31), toMs: Date.UTC(2026, 0, 31) + DAY }),
+    ).toMatchObject([{ domain: 'example.com', bytesUp: 3 }]);
+    expect(
+      await a.usage.domains({ accountId, fromMs: Date.UTC(2026, 1, 1), toMs: Date.UTC(2026, 1, 1) + DAY }),
+    ).toEqual([]);
+    expect(await a.usage.addFlush('node-a', 'd-2', T + 40_000, [d(accountId, 'user:alice', 3)], none(T + 40_000))).toBe(
+      'ok',
+    );
+    expect(
+      await a.usage.domains({ accountId, fromMs: Date.UTC(2026, 1, 1), toMs: Date.UTC(2026, 1, 1) + DAY }),
+    ).toEqual([]);
+    expect(
+      (
+        await a.usage.query({
+          accountId,
+          period: 'hour',
+          fromMs: Date.UTC(2026, 1, 1),
+          toMs: Date.UTC(2026, 1, 1) + H,
+          by: 'time',
+        })
+      )[0],
+    ).toMatchObject({ bytesUp: 6 });
   });
 });
 
@@ -194,18 +274,29 @@ describe("the meter's cadence (an injected clock)", () => {
 
   const LIMITED = 1;
   const FREE = 2;
-  const delta = (accountId: number, target: string, up: number): UsageDelta => ({ accountId, subject: `user:a${accountId}`, target, bytesUp: up, bytesDown: 0, connections: 1 });
+  const delta = (accountId: number, target: string, up: number): UsageDelta => ({
+    accountId,
+    subject: `user:a${accountId}`,
+    target,
+    bytesUp: up,
+    bytesDown: 0,
+    connections: 1,
+  });
 
   it('limited accounts every tick, the others every 4 s, domains every 60 s: each delta once, in bytes and in domains', async () => {
     let now = Date.UTC(2026, 10, 25, 12, 0, 0, 300);
     const { store, sent } = fakeStore();
-    const meter = new UsageMeter(store, () => [delta(LIMITED, 'a.example.com:443', 1), delta(FREE, 'b.example.org:443', 10)], {
-      intervalMs: 1_000,
-      relaxedIntervalMs: 4_000,
-      domainIntervalMs: 60_000,
-      urgent: (id) => id === LIMITED,
-      nowMs: () => now,
-    });
+    const meter = new UsageMeter(
+      store,
+      () => [delta(LIMITED, 'a.example.com:443', 1), delta(FREE, 'b.example.org:443', 10)],
+      {
+        intervalMs: 1_000,
+        relaxedIntervalMs: 4_000,
+        domainIntervalMs: 60_000,
+        urgent: (id) => id === LIMITED,
+        nowMs: () => now,
+      },
+    );
     const ticks = 120;
     for (let i = 0; i < ticks; i++) {
       now += 1_000;
@@ -217,16 +308,33 @@ describe("the meter's cadence (an injected clock)", () => {
     expect(freeFlushes.length).toBeGreaterThanOrEqual(ticks / 4 - 1);
     expect(freeFlushes.length).toBeLessThanOrEqual(ticks / 4 + 1);
     // Visibility: a free account's bytes wait at most one relaxed interval for their flush.
-    for (let i = 1; i < freeFlushes.length; i++) expect(freeFlushes[i]!.atMs - freeFlushes[i - 1]!.atMs).toBeLessThanOrEqual(4_000);
+    for (let i = 1; i < freeFlushes.length; i++)
+      expect(freeFlushes[i]!.atMs - freeFlushes[i - 1]!.atMs).toBeLessThanOrEqual(4_000);
     const withDomains = sent.filter((f) => (f.domains?.deltas.length ?? 0) > 0);
     expect(withDomains.length).toBeGreaterThanOrEqual(1);
     expect(withDomains.length).toBeLessThanOrEqual(3);
     await meter.stop(1_000);
     // Everything collected is written exactly once: in buckets and in domains.
-    const sum = (xs: UsageDelta[], id: number) => xs.filter((d) => d.accountId === id).reduce((n, d) => n + d.bytesUp, 0);
-    expect(sum(sent.flatMap((f) => f.deltas), FREE)).toBe(10 * (ticks + 1));
-    expect(sum(sent.flatMap((f) => f.domains?.deltas ?? []), FREE)).toBe(10 * (ticks + 1));
-    expect(sum(sent.flatMap((f) => f.domains?.deltas ?? []), LIMITED)).toBe(ticks + 1);
+    const sum = (xs: UsageDelta[], id: number) =>
+      xs.filter((d) => d.accountId === id).reduce((n, d) => n + d.bytesUp, 0);
+    expect(
+      sum(
+        sent.flatMap((f) => f.deltas),
+        FREE,
+      ),
+    ).toBe(10 * (ticks + 1));
+    expect(
+      sum(
+        sent.flatMap((f) => f.domains?.deltas ?? []),
+        FREE,
+      ),
+    ).toBe(10 * (ticks + 1));
+    expect(
+      sum(
+        sent.flatMap((f) => f.domains?.deltas ?? []),
+        LIMITED,
+      ),
+    ).toBe(ticks + 1);
     expect(new Set(sent.map((f) => f.id)).size).toBe(sent.length);
   });
 
@@ -235,7 +343,13 @@ describe("the meter's cadence (an injected clock)", () => {
     const { store, sent } = fakeStore();
     // Phase 0: a whole domain interval before the first domain flush, so within these six seconds only the
     // day's end sends domains (a random phase could also send the new day's, which this test does not look at).
-    const meter = new UsageMeter(store, () => [delta(FREE, 'b.example.org:443', 1)], { relaxedIntervalMs: 4_000, domainIntervalMs: 60_000, urgent: () => false, nowMs: () => now, phase: 0 });
+    const meter = new UsageMeter(store, () => [delta(FREE, 'b.example.org:443', 1)], {
+      relaxedIntervalMs: 4_000,
+      domainIntervalMs: 60_000,
+      urgent: () => false,
+      nowMs: () => now,
+      phase: 0,
+    });
     for (let i = 0; i < 6; i++) {
       await meter.tick();
       now += 1_000;
@@ -251,7 +365,12 @@ describe("the meter's cadence (an injected clock)", () => {
     let now = Date.UTC(2026, 10, 25, 12, 0, 0);
     let busy = true;
     const { store, sent } = fakeStore(() => (busy ? 'busy' : 'ok'));
-    const meter = new UsageMeter(store, () => [delta(LIMITED, 'a.example.com:443', 1)], { relaxedIntervalMs: 4_000, domainIntervalMs: 60_000, urgent: (id) => id === LIMITED, nowMs: () => now });
+    const meter = new UsageMeter(store, () => [delta(LIMITED, 'a.example.com:443', 1)], {
+      relaxedIntervalMs: 4_000,
+      domainIntervalMs: 60_000,
+      urgent: (id) => id === LIMITED,
+      nowMs: () => now,
+    });
     await meter.tick();
     now += 1_000;
     await meter.tick();

@@ -28,11 +28,22 @@ const T = Date.UTC(2026, 10, 25, 10, 30, 15); // 10:30:15 UTC
 describe.each(BACKENDS)('usage store on %s', (backend) => {
   it('a flush applied twice counts once; minute, hour and day buckets; sums by time and by subject', async () => {
     const { store, accountId } = await open(backend);
-    const d = (subject: string, up: number, down: number): UsageDelta => ({ accountId, subject, bytesUp: up, bytesDown: down, connections: 1 });
-    expect(await store.usage.addFlush('node-a', 'node-a-1', T, [d('user:alice', 100, 1_000), d('ip:8.8.4.4', 5, 50)])).toBe('ok');
-    expect(await store.usage.addFlush('node-a', 'node-a-1', T, [d('user:alice', 100, 1_000), d('ip:8.8.4.4', 5, 50)])).toBe('duplicate');
+    const d = (subject: string, up: number, down: number): UsageDelta => ({
+      accountId,
+      subject,
+      bytesUp: up,
+      bytesDown: down,
+      connections: 1,
+    });
+    expect(
+      await store.usage.addFlush('node-a', 'node-a-1', T, [d('user:alice', 100, 1_000), d('ip:8.8.4.4', 5, 50)]),
+    ).toBe('ok');
+    expect(
+      await store.usage.addFlush('node-a', 'node-a-1', T, [d('user:alice', 100, 1_000), d('ip:8.8.4.4', 5, 50)]),
+    ).toBe('duplicate');
     expect(await store.usage.addFlush('node-b', 'node-b-1', T + 60_000, [d('user:alice', 1, 2)])).toBe('ok');
-    const q = (period: 'minute' | 'hour' | 'day', by: 'time' | 'subject') => store.usage.query({ accountId, period, fromMs: T - 86_400_000, toMs: T + 86_400_000, by });
+    const q = (period: 'minute' | 'hour' | 'day', by: 'time' | 'subject') =>
+      store.usage.query({ accountId, period, fromMs: T - 86_400_000, toMs: T + 86_400_000, by });
     expect((await q('minute', 'time')).map((r) => [r.startMs, r.bytesUp, r.bytesDown, r.connections])).toEqual([
       [Date.UTC(2026, 10, 25, 10, 30), 105, 1_050, 2],
       [Date.UTC(2026, 10, 25, 10, 31), 1, 2, 1],
@@ -55,37 +66,86 @@ describe.each(BACKENDS)('usage per domain on %s', (backend) => {
 
   it('per day, subject and domain; a flush twice counts once; summed over nodes; the subject filters; pruned with day buckets', async () => {
     const { store, accountId } = await open(backend);
-    const d = (subject: string, target: string | null, up: number, down: number, connections = 1): UsageDelta => ({ accountId, subject, target, bytesUp: up, bytesDown: down, connections });
-    const flush = [d('user:alice', 'example.co.uk', 100, 1_000), d('user:alice', '203.0.113.7', 10, 20), d('user:alice', null, 0, 0), d('ip:8.8.4.4', 'example.co.uk', 5, 50)];
+    const d = (subject: string, target: string | null, up: number, down: number, connections = 1): UsageDelta => ({
+      accountId,
+      subject,
+      target,
+      bytesUp: up,
+      bytesDown: down,
+      connections,
+    });
+    const flush = [
+      d('user:alice', 'example.co.uk', 100, 1_000),
+      d('user:alice', '203.0.113.7', 10, 20),
+      d('user:alice', null, 0, 0),
+      d('ip:8.8.4.4', 'example.co.uk', 5, 50),
+    ];
     expect(await store.usage.addFlush('node-a', 'dom-a-1', T, flush)).toBe('ok');
     expect(await store.usage.addFlush('node-a', 'dom-a-1', T, flush)).toBe('duplicate');
-    expect(await store.usage.addFlush('node-b', 'dom-b-1', T + 60_000, [d('user:alice', 'example.co.uk', 1, 2)])).toBe('ok');
-    expect(await store.usage.addFlush('node-b', 'dom-b-2', T + DAY, [d('user:alice', 'next.example', 7, 7)])).toBe('ok');
-    const sorted = (rows: Awaited<ReturnType<Store['usage']['domains']>>) => rows.map((r) => [r.domain, r.bytesUp, r.bytesDown, r.connections]).sort();
+    expect(await store.usage.addFlush('node-b', 'dom-b-1', T + 60_000, [d('user:alice', 'example.co.uk', 1, 2)])).toBe(
+      'ok',
+    );
+    expect(await store.usage.addFlush('node-b', 'dom-b-2', T + DAY, [d('user:alice', 'next.example', 7, 7)])).toBe(
+      'ok',
+    );
+    const sorted = (rows: Awaited<ReturnType<Store['usage']['domains']>>) =>
+      rows.map((r) => [r.domain, r.bytesUp, r.bytesDown, r.connections]).sort();
     expect(sorted(await store.usage.domains({ accountId, fromMs: day, toMs: day + DAY }))).toEqual([
       ['', 0, 0, 1],
       ['203.0.113.7', 10, 20, 1],
       ['example.co.uk', 106, 1_052, 3],
     ]);
-    expect(sorted(await store.usage.domains({ accountId, fromMs: day, toMs: day + 2 * DAY, subject: 'user:alice' }))).toEqual([
+    expect(
+      sorted(await store.usage.domains({ accountId, fromMs: day, toMs: day + 2 * DAY, subject: 'user:alice' })),
+    ).toEqual([
       ['', 0, 0, 1],
       ['203.0.113.7', 10, 20, 1],
       ['example.co.uk', 101, 1_002, 2],
       ['next.example', 7, 7, 1],
     ]);
     // The buckets got each subject once per flush, summed over its domains.
-    const [alice] = await store.usage.query({ accountId, period: 'day', fromMs: day, toMs: day + DAY, by: 'subject', subject: 'user:alice' });
+    const [alice] = await store.usage.query({
+      accountId,
+      period: 'day',
+      fromMs: day,
+      toMs: day + DAY,
+      by: 'subject',
+      subject: 'user:alice',
+    });
     expect(alice).toMatchObject({ bytesUp: 111, bytesDown: 1_022, connections: 4 });
     await store.usage.prune('day', day + DAY);
-    expect(sorted(await store.usage.domains({ accountId, fromMs: 0, toMs: day + 2 * DAY }))).toEqual([['next.example', 7, 7, 1]]);
+    expect(sorted(await store.usage.domains({ accountId, fromMs: 0, toMs: day + 2 * DAY }))).toEqual([
+      ['next.example', 7, 7, 1],
+    ]);
   });
 
   it('a node keeps 1,000 named domains per user and day, the rest under other; the totals stay whole', async () => {
     const { store, accountId } = await open(backend);
-    const d = (i: number): UsageDelta => ({ accountId, subject: 'user:many', target: `site${i}.example`, bytesUp: i + 1, bytesDown: 1, connections: 1 });
+    const d = (i: number): UsageDelta => ({
+      accountId,
+      subject: 'user:many',
+      target: `site${i}.example`,
+      bytesUp: i + 1,
+      bytesDown: 1,
+      connections: 1,
+    });
     // 900 first, then 300 more (200 of them past the cap), then the first ones again (still named).
-    expect(await store.usage.addFlush('node-a', 'cap-1', T, Array.from({ length: 900 }, (_, i) => d(i)))).toBe('ok');
-    expect(await store.usage.addFlush('node-a', 'cap-2', T + 1000, Array.from({ length: 300 }, (_, i) => d(900 + i)))).toBe('ok');
+    expect(
+      await store.usage.addFlush(
+        'node-a',
+        'cap-1',
+        T,
+        Array.from({ length: 900 }, (_, i) => d(i)),
+      ),
+    ).toBe('ok');
+    expect(
+      await store.usage.addFlush(
+        'node-a',
+        'cap-2',
+        T + 1000,
+        Array.from({ length: 300 }, (_, i) => d(900 + i)),
+      ),
+    ).toBe('ok');
     expect(await store.usage.addFlush('node-a', 'cap-3', T + 2000, [d(0), d(1)])).toBe('ok');
     const rows = await store.usage.domains({ accountId, fromMs: day, toMs: day + DAY });
     const other = rows.find((r) => r.domain === '')!;
@@ -100,13 +160,29 @@ describe.each(BACKENDS)('usage per domain on %s', (backend) => {
 });
 
 describe.each(BACKENDS)('a large flush on %s', (backend) => {
-  it('12,000 active users in one flush (36,000 bucket rows) are written, in one transaction', async () => {
-    const { store, accountId } = await open(backend);
-    const deltas = Array.from({ length: 12_000 }, (_, i): UsageDelta => ({ accountId, subject: `user:u${i}`, bytesUp: i, bytesDown: 2 * i, connections: 1 }));
-    expect(await store.usage.addFlush('node-a', 'big-1', T, deltas)).toBe('ok');
-    const [row] = await store.usage.query({ accountId, period: 'day', fromMs: T - 86_400_000, toMs: T + 86_400_000, by: 'time' });
-    expect(row).toMatchObject({ bytesUp: (11_999 * 12_000) / 2, connections: 12_000 });
-  }, patient(60_000));
+  it(
+    '12,000 active users in one flush (36,000 bucket rows) are written, in one transaction',
+    async () => {
+      const { store, accountId } = await open(backend);
+      const deltas = Array.from({ length: 12_000 }, (_, i): UsageDelta => ({
+        accountId,
+        subject: `user:u${i}`,
+        bytesUp: i,
+        bytesDown: 2 * i,
+        connections: 1,
+      }));
+      expect(await store.usage.addFlush('node-a', 'big-1', T, deltas)).toBe('ok');
+      const [row] = await store.usage.query({
+        accountId,
+        period: 'day',
+        fromMs: T - 86_400_000,
+        toMs: T + 86_400_000,
+        by: 'time',
+      });
+      expect(row).toMatchObject({ bytesUp: (11_999 * 12_000) / 2, connections: 12_000 });
+    },
+    patient(60_000),
+  );
 });
 
 describe('the meter over SQLite', () => {
@@ -129,21 +205,31 @@ describe('the meter over SQLite', () => {
     await meter.tick(); // the first flush, with its id
     await meter.tick(); // then what came meanwhile
     await waitFor('both flushed', () => meter.flushed === 2);
-    const [row] = await store.usage.query({ accountId, period: 'day', fromMs: 0, toMs: Date.now() + 86_400_000, by: 'subject' });
+    const [row] = await store.usage.query({
+      accountId,
+      period: 'day',
+      fromMs: 0,
+      toMs: Date.now() + 86_400_000,
+      by: 'subject',
+    });
     expect(row).toMatchObject({ subject: 'user:bob', bytesUp: 11, bytesDown: 22, connections: 1 });
   });
 });
 
-describe('the meter\'s flush lag (/metrics proxyd_usage_flush_lag_seconds)', () => {
+describe("the meter's flush lag (/metrics proxyd_usage_flush_lag_seconds)", () => {
   it('is how long the oldest usage not yet in the database has waited: 0 when all is written, growing while the database is locked', async () => {
     const { store, dataDir, accountId } = await open('sqlite');
     let now = T;
     let next: UsageDelta[] = [];
-    const meter = new UsageMeter(store.usage, () => {
-      const out = next;
-      next = [];
-      return out;
-    }, { nowMs: () => now });
+    const meter = new UsageMeter(
+      store.usage,
+      () => {
+        const out = next;
+        next = [];
+        return out;
+      },
+      { nowMs: () => now },
+    );
     expect(meter.lagMs()).toBe(0);
     await meter.tick(); // nothing collected: nothing waits
     expect(meter.lagMs()).toBe(0);
@@ -172,12 +258,25 @@ describe.each(BACKENDS)('plan reads and connection slot leases on %s', (backend)
     const { store, accountId } = await open(backend);
     const other = await store.accounts.create(`o-${backend}-${Math.random()}@example.com`, 'x', true);
     if (other === 'exists') throw new Error('exists');
-    const d = (id: number, subject: string, up: number): UsageDelta => ({ accountId: id, subject, bytesUp: up, bytesDown: 1, connections: 1 });
-    await store.usage.addFlush('node-a', `a-${backend}-1`, T, [d(accountId, 'user:alice', 100), d(other.id, 'user:x', 7)]);
+    const d = (id: number, subject: string, up: number): UsageDelta => ({
+      accountId: id,
+      subject,
+      bytesUp: up,
+      bytesDown: 1,
+      connections: 1,
+    });
+    await store.usage.addFlush('node-a', `a-${backend}-1`, T, [
+      d(accountId, 'user:alice', 100),
+      d(other.id, 'user:x', 7),
+    ]);
     await store.usage.addFlush('node-b', `b-${backend}-1`, T, [d(accountId, 'user:alice', 10)]);
     const day = Date.UTC(2026, 10, 25);
-    expect(await store.usage.dailyTotals([accountId], day)).toEqual([{ accountId, subject: 'user:alice', startMs: day, bytes: 112 }]);
-    expect((await store.usage.dailyTotals([accountId, other.id], day)).map((r) => r.bytes).sort((a, b) => a - b)).toEqual([8, 112]);
+    expect(await store.usage.dailyTotals([accountId], day)).toEqual([
+      { accountId, subject: 'user:alice', startMs: day, bytes: 112 },
+    ]);
+    expect(
+      (await store.usage.dailyTotals([accountId, other.id], day)).map((r) => r.bytes).sort((a, b) => a - b),
+    ).toEqual([8, 112]);
     expect(await store.usage.dailyTotals([accountId], day + 86_400_000)).toEqual([]);
   });
 
@@ -185,10 +284,19 @@ describe.each(BACKENDS)('plan reads and connection slot leases on %s', (backend)
     const { store, accountId } = await open(backend);
     const v0 = await store.plans.version();
     expect(await store.plans.version()).toBe(v0);
-    await store.plans.set({ accountId, trafficLimit: 1000, period: 'month', anchorDay: 1, maxConnections: null, expiresAt: null });
+    await store.plans.set({
+      accountId,
+      trafficLimit: 1000,
+      period: 'month',
+      anchorDay: 1,
+      maxConnections: null,
+      expiresAt: null,
+    });
     const v1 = await store.plans.version();
     expect(v1).toBeGreaterThan(v0);
-    await store.usage.addFlush('n', `v-${backend}-${Math.random()}`, T, [{ accountId, subject: 'user:x', bytesUp: 1, bytesDown: 1, connections: 1 }]);
+    await store.usage.addFlush('n', `v-${backend}-${Math.random()}`, T, [
+      { accountId, subject: 'user:x', bytesUp: 1, bytesDown: 1, connections: 1 },
+    ]);
     expect(await store.plans.version()).toBe(v1); // usage is not a plan change
     expect(await store.plans.setUserLimits(accountId, 'nobody', { trafficLimit: 5, maxConnections: null })).toBe(false);
   });
@@ -202,7 +310,9 @@ describe.each(BACKENDS)('plan reads and connection slot leases on %s', (backend)
     expect(await store.plans.leaseSlots('n3', key, 1, 5, 10_000, now)).toBe(0);
     // Concurrent asks for the last slots: never more than the cap in all.
     await store.plans.renewSlots('n2', [{ key, slots: 0 }], 10_000, now); // n2 gives its 2 back
-    const asks = await Promise.all(['n4', 'n5', 'n6', 'n7'].map((n) => store.plans.leaseSlots(n, key, 2, 5, 10_000, now)));
+    const asks = await Promise.all(
+      ['n4', 'n5', 'n6', 'n7'].map((n) => store.plans.leaseSlots(n, key, 2, 5, 10_000, now)),
+    );
     expect(asks.reduce((a, b) => a + b, 0)).toBe(2);
     // A renewal asking for more than it holds keeps what it holds.
     await store.plans.renewSlots('n1', [{ key, slots: 9 }], 10_000, now);
@@ -229,7 +339,9 @@ describe('the meter flushing some accounts at once (a byte budget sync)', () => 
     });
     expect(await meter.flushAccounts(new Set([accountId]))).toBe(true);
     const day = Math.floor(Date.now() / 86_400_000) * 86_400_000;
-    expect(await store.usage.dailyTotals([accountId], day)).toEqual([{ accountId, subject: 'user:a', startMs: day, bytes: 11 }]);
+    expect(await store.usage.dailyTotals([accountId], day)).toEqual([
+      { accountId, subject: 'user:a', startMs: day, bytes: 11 },
+    ]);
     expect(meter.unflushed()).toEqual([{ accountId: accountId + 1000, subject: 'user:b', bytes: 2 }]);
     expect(await meter.flushAccounts(new Set([accountId]))).toBe(true); // nothing of it left: nothing written
     expect(meter.flushed).toBe(1);

@@ -51,14 +51,27 @@ const publicLookup = async () => [{ address: '93.184.216.34', family: 4 }];
 
 describe('the webhook URL rule', () => {
   it('https:// to public addresses only, unless private receivers are allowed', async () => {
-    await expect(checkWebhookUrl('https://hooks.example.com/x', false, publicLookup)).resolves.toMatchObject({ address: '93.184.216.34' });
-    await expect(checkWebhookUrl('http://hooks.example.com/x', false, publicLookup)).rejects.toThrow(/must be https:\/\/ \(.*--allow-private-webhooks\)$/);
-    await expect(checkWebhookUrl('https://127.0.0.1/x', false)).rejects.toThrow(/private or reserved address \(.*--allow-private-webhooks\)$/);
+    await expect(checkWebhookUrl('https://hooks.example.com/x', false, publicLookup)).resolves.toMatchObject({
+      address: '93.184.216.34',
+    });
+    await expect(checkWebhookUrl('http://hooks.example.com/x', false, publicLookup)).rejects.toThrow(
+      /must be https:\/\/ \(.*--allow-private-webhooks\)$/,
+    );
+    await expect(checkWebhookUrl('https://127.0.0.1/x', false)).rejects.toThrow(
+      /private or reserved address \(.*--allow-private-webhooks\)$/,
+    );
     await expect(checkWebhookUrl('https://[::1]/x', false)).rejects.toThrow(/private or reserved/);
     await expect(checkWebhookUrl('https://10.0.0.8/x', false)).rejects.toThrow(/private or reserved/);
     // A name with one private answer among public ones is refused.
-    await expect(checkWebhookUrl('https://mixed.example/x', false, async () => [{ address: '93.184.216.34', family: 4 }, { address: '169.254.169.254', family: 4 }])).rejects.toThrow(/private/);
-    await expect(checkWebhookUrl('https://user:pw@hooks.example.com/x', false, publicLookup)).rejects.toThrow(/credentials/);
+    await expect(
+      checkWebhookUrl('https://mixed.example/x', false, async () => [
+        { address: '93.184.216.34', family: 4 },
+        { address: '169.254.169.254', family: 4 },
+      ]),
+    ).rejects.toThrow(/private/);
+    await expect(checkWebhookUrl('https://user:pw@hooks.example.com/x', false, publicLookup)).rejects.toThrow(
+      /credentials/,
+    );
     await expect(checkWebhookUrl('ftp://hooks.example.com/x', true, publicLookup)).rejects.toThrow(WebhookError);
     await expect(checkWebhookUrl('http://127.0.0.1:9/x', true)).resolves.toMatchObject({ address: '127.0.0.1' });
     expect(parseThresholds('100, 80,80')).toEqual([80, 100]);
@@ -74,13 +87,31 @@ describe.each(BACKENDS)('webhooks on %s', (backend) => {
     await expect(setWebhook(store, account.id, { url: r.url }, { allowPrivate: false })).rejects.toThrow(/https/);
     const set = await setWebhook(store, account.id, { url: r.url, thresholds: [50, 100] }, { allowPrivate: true });
     expect(set.secret).toMatch(/^whsec_/);
-    await store.plans.set({ accountId: account.id, trafficLimit: 1000, period: 'month', anchorDay: 1, maxConnections: null, expiresAt: null });
-    const delta = (up: number) => ({ accountId: account.id, subject: 'user:alice', bytesUp: up, bytesDown: 0, connections: 1 });
+    await store.plans.set({
+      accountId: account.id,
+      trafficLimit: 1000,
+      period: 'month',
+      anchorDay: 1,
+      maxConnections: null,
+      expiresAt: null,
+    });
+    const delta = (up: number) => ({
+      accountId: account.id,
+      subject: 'user:alice',
+      bytesUp: up,
+      bytesDown: 0,
+      connections: 1,
+    });
     expect(await store.usage.addFlush('n', `w-${Math.random()}`, Date.now(), [delta(600)])).toBe('ok');
 
     const said: Array<Record<string, unknown>> = [];
     let now = Date.now(); // the senders' clock: a retry is due when it says so, not after a real wait
-    const opts = { allowPrivate: true, firstRetryMs: 50, nowMs: () => now, log: { warn: (o: object) => void said.push(o as Record<string, unknown>) } };
+    const opts = {
+      allowPrivate: true,
+      firstRetryMs: 50,
+      nowMs: () => now,
+      log: { warn: (o: object) => void said.push(o as Record<string, unknown>) },
+    };
     const a = new WebhookSender(store, { ...opts, node: 'node-a' });
     const b = new WebhookSender(store, { ...opts, node: 'node-b' });
     await Promise.all([a.detect(), b.detect()]);
@@ -102,7 +133,14 @@ describe.each(BACKENDS)('webhooks on %s', (backend) => {
     expect(retry.headers['proxyd-event-id']).toBe(first.headers['proxyd-event-id']);
     expect(retry.body).toBe(first.body);
     const body = JSON.parse(retry.body);
-    expect(body).toMatchObject({ id: retry.headers['proxyd-event-id'], type: 'usage.threshold', account: account.email, threshold: 50, used: 600, limit: 1000 });
+    expect(body).toMatchObject({
+      id: retry.headers['proxyd-event-id'],
+      type: 'usage.threshold',
+      account: account.email,
+      threshold: 50,
+      used: 600,
+      limit: 1000,
+    });
     expect(body.period_start).toMatch(/^\d{4}-\d{2}-01T00:00:00Z$/);
     expect(retry.headers['content-type']).toBe('application/json');
     const [, t, v1] = /^t=(\d+),v1=([0-9a-f]{64})$/.exec(String(retry.headers['proxyd-signature']))!;
@@ -133,8 +171,20 @@ describe.each(BACKENDS)('webhooks on %s', (backend) => {
     await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
     closers.push(() => new Promise((r) => server.close(r)));
     closers.push(async () => held.forEach((res) => res.destroy()));
-    await setWebhook(store, account.id, { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/slow` }, { allowPrivate: true });
-    await store.plans.set({ accountId: account.id, trafficLimit: null, period: 'month', anchorDay: 1, maxConnections: null, expiresAt: Date.now() - 1 });
+    await setWebhook(
+      store,
+      account.id,
+      { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/slow` },
+      { allowPrivate: true },
+    );
+    await store.plans.set({
+      accountId: account.id,
+      trafficLimit: null,
+      period: 'month',
+      anchorDay: 1,
+      maxConnections: null,
+      expiresAt: Date.now() - 1,
+    });
     const s = new WebhookSender(store, { node: 'n', allowPrivate: true, timeoutMs: 300 });
     await s.detect();
     const t0 = Date.now();
@@ -153,10 +203,23 @@ describe.each(BACKENDS)('webhooks on %s', (backend) => {
     const r = await receiver();
     await setWebhook(store, account.id, { url: r.url }, { allowPrivate: true });
     const expiresAt = Date.now() - 1000;
-    await store.plans.set({ accountId: account.id, trafficLimit: null, period: 'month', anchorDay: 1, maxConnections: null, expiresAt });
+    await store.plans.set({
+      accountId: account.id,
+      trafficLimit: null,
+      period: 'month',
+      anchorDay: 1,
+      maxConnections: null,
+      expiresAt,
+    });
     // This node does not allow private receivers: the attempt is refused, nothing reaches the receiver.
     let now = Date.now(); // the sender's clock
-    const strict = new WebhookSender(store, { node: 'strict', allowPrivate: false, firstRetryMs: 10, giveUpMs: 50, nowMs: () => now });
+    const strict = new WebhookSender(store, {
+      node: 'strict',
+      allowPrivate: false,
+      firstRetryMs: 10,
+      giveUpMs: 50,
+      nowMs: () => now,
+    });
     await strict.detect();
     await strict.deliverDue();
     expect(r.got).toHaveLength(0);
@@ -166,7 +229,11 @@ describe.each(BACKENDS)('webhooks on %s', (backend) => {
     expect(e).toMatchObject({ type: 'plan.expired', state: 'failed', attempts: 2, lastStatus: null });
     expect(strict.attempts).toEqual({ delivered: 0, failed: 1, given_up: 1 });
     expect(await store.webhooks.pendingCount()).toBe(0);
-    expect(JSON.parse(e!.body)).toMatchObject({ type: 'plan.expired', account: account.email, expires_at: new Date(Math.floor(expiresAt / 1000) * 1000).toISOString().replace('.000Z', 'Z') });
+    expect(JSON.parse(e!.body)).toMatchObject({
+      type: 'plan.expired',
+      account: account.email,
+      expires_at: new Date(Math.floor(expiresAt / 1000) * 1000).toISOString().replace('.000Z', 'Z'),
+    });
     // Once per expiry: checking again records nothing new.
     await strict.detect();
     expect(await store.webhooks.events(account.id, 10)).toHaveLength(1);

@@ -49,9 +49,16 @@ describe('dedicated addresses in the gateway', () => {
     }
     await store.egress.register('gw', POOL, { country: null, city: null });
     let gateway: TestGateway['gw'] | null = null;
-    view = new DedicatedView(store, { node: 'gw', close: (m) => gateway?.closeEgressWhere(m) ?? 0, now: () => clock.t });
+    view = new DedicatedView(store, {
+      node: 'gw',
+      close: (m) => gateway?.closeEgressWhere(m) ?? 0,
+      now: () => clock.t,
+    });
     await view.refresh();
-    g = await startTestGateway({ egressPool: { addresses: POOL, sessions: new SessionTable(POOL.length) }, dedicated: view });
+    g = await startTestGateway({
+      egressPool: { addresses: POOL, sessions: new SessionTable(POOL.length) },
+      dedicated: view,
+    });
     gateway = g.gw;
     g.admission.users.set('alice', { password: 's3cret:pw', accountId: other });
     g.admission.whitelist.set('127.0.0.1', owner);
@@ -77,7 +84,9 @@ describe('dedicated addresses in the gateway', () => {
   async function viaUser(user: string): Promise<{ from: string; socket: net.Socket }> {
     const s = net.connect(g.httpPort, '127.0.0.1');
     s.on('error', () => {});
-    s.write(`CONNECT 127.0.0.1:${echo.port} HTTP/1.1\r\nHost: x\r\nProxy-Authorization: ${basic(user, 's3cret:pw')}\r\n\r\n`);
+    s.write(
+      `CONNECT 127.0.0.1:${echo.port} HTTP/1.1\r\nHost: x\r\nProxy-Authorization: ${basic(user, 's3cret:pw')}\r\n\r\n`,
+    );
     expect((await once(s, 12)).toString('latin1')).toMatch(/^HTTP\/1\.1 200/);
     s.write('x');
     await once(s, 1);
@@ -146,7 +155,7 @@ describe('dedicated addresses in the gateway', () => {
     expect(await store.egress.version()).toBe(v);
   });
 
-  it('the whitelisted owner\'s open tunnel from a released address is closed; then it holds the rest', async () => {
+  it("the whitelisted owner's open tunnel from a released address is closed; then it holds the rest", async () => {
     const s = net.connect(g.socksPort, '127.0.0.1');
     s.on('error', () => {});
     s.write(Buffer.from([5, 1, 0]));

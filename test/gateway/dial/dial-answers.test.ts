@@ -39,11 +39,28 @@ describe('target policy', () => {
   it('refuses private, reserved and own-listener targets; resolves names before checking', async () => {
     const lookup = async (host: string): Promise<Array<{ address: string; family: 4 | 6 }>> =>
       host === 'rebind.example' ? [{ address: '127.0.0.1', family: 4 }] : [{ address: '192.168.1.1', family: 4 }];
-    const g = await startTestGateway({ allowPrivateTargets: false, lookup, ownListeners: () => [{ host: '127.0.0.1', port: 8080 }] });
+    const g = await startTestGateway({
+      allowPrivateTargets: false,
+      lookup,
+      ownListeners: () => [{ host: '127.0.0.1', port: 8080 }],
+    });
     const targets = [
-      '127.0.0.1:80', '10.0.0.1:80', '172.16.0.1:443', '192.168.0.1:80', '169.254.169.254:80', '100.64.0.1:80',
-      '224.0.0.1:80', '240.0.0.1:80', '0.0.0.0:80', '[::1]:80', '[::ffff:127.0.0.1]:80', '[fe80::1]:80', '[fc00::1]:80',
-      'rebind.example:80', 'internal.example:443', '2130706433:80',
+      '127.0.0.1:80',
+      '10.0.0.1:80',
+      '172.16.0.1:443',
+      '192.168.0.1:80',
+      '169.254.169.254:80',
+      '100.64.0.1:80',
+      '224.0.0.1:80',
+      '240.0.0.1:80',
+      '0.0.0.0:80',
+      '[::1]:80',
+      '[::ffff:127.0.0.1]:80',
+      '[fe80::1]:80',
+      '[fc00::1]:80',
+      'rebind.example:80',
+      'internal.example:443',
+      '2130706433:80',
     ];
     for (const target of targets) {
       const c = await RawClient.connect(g.httpPort);
@@ -55,7 +72,12 @@ describe('target policy', () => {
 
     // With private targets allowed, the daemon's and the gateway's own listeners stay refused.
     const h = await startTestGateway({ ownListeners: () => [{ host: '127.0.0.1', port: echo.port }] });
-    for (const target of [`127.0.0.1:${echo.port}`, `0.0.0.0:${echo.port}`, `127.0.0.1:${h.httpPort}`, `localhost:${h.socksPort}`]) {
+    for (const target of [
+      `127.0.0.1:${echo.port}`,
+      `0.0.0.0:${echo.port}`,
+      `127.0.0.1:${h.httpPort}`,
+      `localhost:${h.socksPort}`,
+    ]) {
       const c = await RawClient.connect(h.httpPort);
       c.write(`CONNECT ${target} HTTP/1.1\r\nProxy-Authorization: ${AUTH}\r\n\r\n`);
       expect((await c.readToEnd()).toString(), target).toMatch(/^HTTP\/1\.1 403 /);
@@ -66,15 +88,22 @@ describe('target policy', () => {
 });
 
 describe('own listeners at an entry', () => {
-  it("an entry refuses its own listeners as targets before any exit is asked (a customer went round through it, every lap metered)", async () => {
+  it('an entry refuses its own listeners as targets before any exit is asked (a customer went round through it, every lap metered)', async () => {
     const asked: string[] = [];
-    const g = await startTestGateway({ exitDialer: { dial: async (req) => (asked.push(`${req.host}:${req.port}`), { ok: false, failure: 'no_exit' }) } });
+    const g = await startTestGateway({
+      exitDialer: { dial: async (req) => (asked.push(`${req.host}:${req.port}`), { ok: false, failure: 'no_exit' }) },
+    });
     const connect = async (target: string) => {
       const c = await RawClient.connect(g.httpPort);
       c.write(`CONNECT ${target} HTTP/1.1\r\nProxy-Authorization: ${AUTH}\r\n\r\n`);
       return (await c.readToEnd()).toString();
     };
-    for (const target of [`127.0.0.1:${g.httpPort}`, `localhost:${g.socksPort}`, `[::ffff:127.0.0.1]:${g.httpPort}`, `0.0.0.0:${g.socksPort}`]) {
+    for (const target of [
+      `127.0.0.1:${g.httpPort}`,
+      `localhost:${g.socksPort}`,
+      `[::ffff:127.0.0.1]:${g.httpPort}`,
+      `0.0.0.0:${g.socksPort}`,
+    ]) {
       const res = await connect(target);
       expect(res, target).toMatch(/^HTTP\/1\.1 403 /);
       expect(res, target).toContain('target is this proxy');

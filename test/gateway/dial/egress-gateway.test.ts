@@ -41,7 +41,9 @@ describe('egress pool in the gateway', () => {
   /** One CONNECT with credentials; the peer the echo target saw. */
   async function viaConnect(user: string): Promise<string> {
     const s = net.connect(g.httpPort, '127.0.0.1');
-    s.write(`CONNECT 127.0.0.1:${echo.port} HTTP/1.1\r\nHost: x\r\nProxy-Authorization: ${basic(user, 's3cret:pw')}\r\n\r\n`);
+    s.write(
+      `CONNECT 127.0.0.1:${echo.port} HTTP/1.1\r\nHost: x\r\nProxy-Authorization: ${basic(user, 's3cret:pw')}\r\n\r\n`,
+    );
     const head = (await once(s, 12)).toString('latin1');
     expect(head).toMatch(/^HTTP\/1\.1 200/);
     s.destroy();

@@ -10,24 +10,27 @@ const MIN = 60_000;
 const prefix = (s: string) => EgressPrefix.parse(s) as EgressPrefix;
 
 describe('egress prefix', () => {
-  it.each(['2001:db8:1::/64', '2001:db8::/48', '2001:db8:1:2:3:4:5:0/112', '2001:db8:1:2:3:4:5:0/100', 'fd7a:5c1e:ab00:1::/63'])(
-    'random addresses of %s are inside it, distinct and never the all-zero host',
-    (text) => {
-      const p = prefix(text);
-      const [net, bits] = ipaddr.IPv6.parseCIDR(text);
-      const seen = new Set<string>();
-      for (let i = 0; i < 2000; i++) {
-        const a = p.randomAddress();
-        const parsed = ipaddr.IPv6.parse(a);
-        expect(parsed.match(net, bits), a).toBe(true);
-        expect(p.contains(a)).toBe(true);
-        expect(parsed.toRFC5952String()).toBe(a); // the form sockets report
-        expect(a).not.toBe(net.toRFC5952String());
-        seen.add(a);
-      }
-      expect(seen.size).toBeGreaterThan(1900); // /112 has 65,535 addresses: a few repeats at most
-    },
-  );
+  it.each([
+    '2001:db8:1::/64',
+    '2001:db8::/48',
+    '2001:db8:1:2:3:4:5:0/112',
+    '2001:db8:1:2:3:4:5:0/100',
+    'fd7a:5c1e:ab00:1::/63',
+  ])('random addresses of %s are inside it, distinct and never the all-zero host', (text) => {
+    const p = prefix(text);
+    const [net, bits] = ipaddr.IPv6.parseCIDR(text);
+    const seen = new Set<string>();
+    for (let i = 0; i < 2000; i++) {
+      const a = p.randomAddress();
+      const parsed = ipaddr.IPv6.parse(a);
+      expect(parsed.match(net, bits), a).toBe(true);
+      expect(p.contains(a)).toBe(true);
+      expect(parsed.toRFC5952String()).toBe(a); // the form sockets report
+      expect(a).not.toBe(net.toRFC5952String());
+      seen.add(a);
+    }
+    expect(seen.size).toBeGreaterThan(1900); // /112 has 65,535 addresses: a few repeats at most
+  });
 
   it('spreads over every host bit (a /112 uses its whole range)', () => {
     const p = prefix('2001:db8::/112');
@@ -104,14 +107,27 @@ describe('prefix dialer', () => {
   class Recorder extends DirectDialer {
     calls: Array<{ from: string | undefined; countAs: string | undefined }> = [];
     constructor() {
-      super({ family: 6, allowPrivateTargets: true, ownListeners: () => [], connectTimeoutMs: 1000, countRefusal: () => {}, countEgress: () => {} });
+      super({
+        family: 6,
+        allowPrivateTargets: true,
+        ownListeners: () => [],
+        connectTimeoutMs: 1000,
+        countRefusal: () => {},
+        countEgress: () => {},
+      });
     }
     override async dialFrom(_req: DialRequest, from: string | undefined, countAs?: string): Promise<DialOutcome> {
       this.calls.push({ from, countAs });
       return { ok: false, failure: 'refused' };
     }
   }
-  const req = (session: DialRequest['session'], wanted = true): DialRequest => ({ host: '::1', port: 9, session, stillWanted: () => wanted, connecting: () => {} });
+  const req = (session: DialRequest['session'], wanted = true): DialRequest => ({
+    host: '::1',
+    port: 9,
+    session,
+    stillWanted: () => wanted,
+    connecting: () => {},
+  });
 
   it('a fresh address per connection, one per session, counted under the prefix', async () => {
     const p = prefix('fd7a:5c1e:ab00:1::/64');
@@ -129,7 +145,9 @@ describe('prefix dialer', () => {
 
   it('waits for a session held elsewhere (a worker asking the primary) and abandons a dial no longer wanted', async () => {
     const base = new Recorder();
-    const d = new PrefixDialer(base, prefix('2001:db8::/64'), { assign: async () => ({ address: '2001:db8::42', expiresAt: Date.now() + MIN }) });
+    const d = new PrefixDialer(base, prefix('2001:db8::/64'), {
+      assign: async () => ({ address: '2001:db8::42', expiresAt: Date.now() + MIN }),
+    });
     await d.dial(req({ key: 'k', minutes: 1 }));
     expect(base.calls.at(-1)?.from).toBe('2001:db8::42');
     expect(await d.dial(req({ key: 'k', minutes: 1 }, false))).toBeNull();

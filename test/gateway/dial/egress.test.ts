@@ -98,7 +98,13 @@ describe('pool dialer', () => {
     countRefusal: () => {},
     countEgress: (a) => (counted[a] = (counted[a] ?? 0) + 1),
   });
-  const req = (session: DialRequest['session']): DialRequest => ({ host: '127.0.0.1', port, session, stillWanted: () => true, connecting: () => {} });
+  const req = (session: DialRequest['session']): DialRequest => ({
+    host: '127.0.0.1',
+    port,
+    session,
+    stillWanted: () => true,
+    connecting: () => {},
+  });
 
   it('rotates without a session and sticks with one', async () => {
     const dialer = new PoolDialer(direct, pool, new SessionTable(pool.length));

@@ -49,7 +49,10 @@ beforeAll(async () => {
   await new Promise<void>((r) => server.bind(0, '127.0.0.1', r));
   port = server.address().port;
   hostsFile = path.join(mkdtempSync(path.join(tmpdir(), 'proxyd-hosts-')), 'hosts');
-  writeFileSync(hostsFile, '127.0.0.1\tlocalhost\n::1 localhost ip6-localhost # comment\n127.0.0.9 Target.Local  alias\n# 10.0.0.1 commented\n');
+  writeFileSync(
+    hostsFile,
+    '127.0.0.1\tlocalhost\n::1 localhost ip6-localhost # comment\n127.0.0.9 Target.Local  alias\n# 10.0.0.1 commented\n',
+  );
 });
 afterAll(() => server.close());
 
@@ -58,7 +61,10 @@ const resolver = () => new CachingResolver({ servers: [`127.0.0.1:${port}`], hos
 describe('the gateway resolver', () => {
   it('parses a hosts file: names case-insensitive, IPv4 first, comments ignored', () => {
     const h = parseHosts('::1 localhost\n127.0.0.1 localhost\n10.1.1.1 A b # x\nbad line\n# 1.2.3.4 c\n');
-    expect(h.get('localhost')).toEqual([{ address: '127.0.0.1', family: 4 }, { address: '::1', family: 6 }]);
+    expect(h.get('localhost')).toEqual([
+      { address: '127.0.0.1', family: 4 },
+      { address: '::1', family: 6 },
+    ]);
     expect(h.get('a')).toEqual([{ address: '10.1.1.1', family: 4 }]);
     expect(h.has('c')).toBe(false);
   });
@@ -67,7 +73,10 @@ describe('the gateway resolver', () => {
     const r = resolver();
     asked.length = 0;
     expect(await r.lookup('TARGET.local')).toEqual([{ address: '127.0.0.9', family: 4 }]);
-    expect(await r.lookup('localhost')).toEqual([{ address: '127.0.0.1', family: 4 }, { address: '::1', family: 6 }]);
+    expect(await r.lookup('localhost')).toEqual([
+      { address: '127.0.0.1', family: 4 },
+      { address: '::1', family: 6 },
+    ]);
     expect(asked).toEqual([]);
   });
 
@@ -75,7 +84,11 @@ describe('the gateway resolver', () => {
     const r = resolver();
     asked.length = 0;
     const both = await Promise.all([r.lookup('known.test'), r.lookup('Known.Test.'), r.lookup('known.test')]);
-    for (const list of both) expect(list).toEqual([{ address: '192.0.2.7', family: 4 }, { address: '2001:db8::7', family: 6 }]);
+    for (const list of both)
+      expect(list).toEqual([
+        { address: '192.0.2.7', family: 4 },
+        { address: '2001:db8::7', family: 6 },
+      ]);
     expect(asked.sort()).toEqual(['known.test/1', 'known.test/28']);
     await r.lookup('known.test');
     expect(asked).toHaveLength(2);

@@ -2,7 +2,12 @@
 // any spelling, allow lists, the service before the account), and each rule kind on each protocol through a
 // gateway: CONNECT, forward, SOCKS5 by name and by address, with the answer, the record's reason, and no dial.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { judgeTarget, parseRuleList, TargetRuleSet, type TargetRuleSets } from '../../../src/gateway/dial/target-rules.js';
+import {
+  judgeTarget,
+  parseRuleList,
+  TargetRuleSet,
+  type TargetRuleSets,
+} from '../../../src/gateway/dial/target-rules.js';
 import type { ConnectionRecord, TargetRules } from '../../../src/gateway/types.js';
 import { RawClient, basic, startTcpEcho, startTestGateway, type TestGateway } from '../helpers.js';
 import { waitFor } from '../../helpers/wait.js';
@@ -21,7 +26,9 @@ const verdict = (sets: TargetRuleSets, host: string) => {
 
 describe('target rule lists', () => {
   it('canonical items: lower-case, no trailing dot, networks, IPv4-mapped networks as IPv4, duplicates once', () => {
-    expect(parseRuleList(' Example.COM. ,*.Bad.org,10.0.0.0/8,2001:DB8::/32,::ffff:192.168.0.0/112,192.0.2.7,example.com')).toEqual({
+    expect(
+      parseRuleList(' Example.COM. ,*.Bad.org,10.0.0.0/8,2001:DB8::/32,::ffff:192.168.0.0/112,192.0.2.7,example.com'),
+    ).toEqual({
       ok: true,
       items: ['example.com', '*.bad.org', '10.0.0.0/8', '2001:db8::/32', '192.168.0.0/16', '192.0.2.7/32'],
     });
@@ -32,7 +39,16 @@ describe('target rule lists', () => {
     const r = parseRuleList('ok.com,exa mple.com,10.0.0.1/8,a.*.com,10.0.0.0/33,1.2.3,bücher.de,,10.0.0.0/x');
     expect(r.ok).toBe(false);
     if (r.ok) return;
-    expect(r.problems.map((p) => p.item)).toEqual(['exa mple.com', '10.0.0.1/8', 'a.*.com', '10.0.0.0/33', '1.2.3', 'bücher.de', '', '10.0.0.0/x']);
+    expect(r.problems.map((p) => p.item)).toEqual([
+      'exa mple.com',
+      '10.0.0.1/8',
+      'a.*.com',
+      '10.0.0.0/33',
+      '1.2.3',
+      'bücher.de',
+      '',
+      '10.0.0.0/x',
+    ]);
     expect(r.problems[1]!.problem).toBe('host bits set (the network is 10.0.0.0/8)');
     expect(r.problems[5]!.problem).toContain('punycode');
     expect(parseRuleList('').ok).toBe(false);
@@ -44,7 +60,10 @@ describe('hostile lists and targets', () => {
     const alphabet = 'aZ09.-_*/:,[] \u00fc\u0000ff';
     let seed = 42;
     const rnd = (n: number) => ((seed = (seed * 1103515245 + 12345) % 2 ** 31), seed % n);
-    const sets: TargetRuleSets = { service: set('*.x.example,10.0.0.0/8'), account: set('y.example,::ffff:0:0/96', 'z.example,2001:db8::/32') };
+    const sets: TargetRuleSets = {
+      service: set('*.x.example,10.0.0.0/8'),
+      account: set('y.example,::ffff:0:0/96', 'z.example,2001:db8::/32'),
+    };
     for (let i = 0; i < 5_000; i++) {
       const text = Array.from({ length: rnd(40) }, () => alphabet[rnd(alphabet.length)]).join('');
       const r = parseRuleList(text);
@@ -67,10 +86,15 @@ describe('the matcher', () => {
 
   it('IP literals in any spelling by CIDRs; a name under a deny CIDR is screened at its addresses', () => {
     const s: TargetRuleSets = { service: null, account: set('10.0.0.0/8,2001:db8::/32') };
-    for (const host of ['10.1.2.3', '::ffff:10.1.2.3', '::ffff:a01:203', '[::ffff:10.1.2.3]', '2001:DB8:0:0::1']) expect(verdict(s, host)).toBe('target_denied');
+    for (const host of ['10.1.2.3', '::ffff:10.1.2.3', '::ffff:a01:203', '[::ffff:10.1.2.3]', '2001:DB8:0:0::1'])
+      expect(verdict(s, host)).toBe('target_denied');
     expect(verdict(s, '11.1.2.3')).toBe('ok');
     const screen = judgeTarget(s, 'anything.example');
-    expect(screen && 'check' in screen ? [screen.check('10.9.9.9'), screen.check('8.8.8.8'), screen.check('::ffff:10.0.0.1')] : null).toEqual(['target_denied', null, 'target_denied']);
+    expect(
+      screen && 'check' in screen
+        ? [screen.check('10.9.9.9'), screen.check('8.8.8.8'), screen.check('::ffff:10.0.0.1')]
+        : null,
+    ).toEqual(['target_denied', null, 'target_denied']);
   });
 
   it('an allow list refuses what it does not match; a name may still match by the address it resolves to', () => {
@@ -81,7 +105,10 @@ describe('the matcher', () => {
     const nets: TargetRuleSets = { service: null, account: set('none', 'good.com,192.0.2.0/24') };
     expect(verdict(nets, '192.0.2.9')).toBe('ok');
     const screen = judgeTarget(nets, 'other.com');
-    expect(screen && 'check' in screen ? [screen.check('192.0.2.1'), screen.check('198.51.100.1')] : null).toEqual([null, 'target_denied']);
+    expect(screen && 'check' in screen ? [screen.check('192.0.2.1'), screen.check('198.51.100.1')] : null).toEqual([
+      null,
+      'target_denied',
+    ]);
   });
 
   it('the service is checked first; deny beats allow within an account', () => {
@@ -96,7 +123,8 @@ describe('the matcher', () => {
     const nets = Array.from({ length: 10_000 }, (_, i) => `10.${(i >> 8) & 255}.${i & 255}.0/24`).join(',');
     const s: TargetRuleSets = { service: null, account: set(`${names},${nets}`) };
     const t0 = performance.now();
-    for (let i = 0; i < 20_000; i++) verdict(s, i % 2 ? `www.host${i % 10_000}.example${i % 97}.com` : `10.${(i >> 8) & 39}.${i & 255}.9`);
+    for (let i = 0; i < 20_000; i++)
+      verdict(s, i % 2 ? `www.host${i % 10_000}.example${i % 97}.com` : `10.${(i >> 8) & 39}.${i & 255}.9`);
     expect(performance.now() - t0).toBeLessThan(patient(1_000)); // ~µs each; a loop over 20,000 regexes would take seconds
   });
 });
@@ -133,7 +161,11 @@ describe('target rules at the gateway', () => {
     return id ? records.find((r) => r.requestId === id)! : records[records.length - 1]!;
   }
 
-  async function connect(host: string, user = 'alice', pass = 's3cret:pw'): Promise<{ head: string; reason: string | null }> {
+  async function connect(
+    host: string,
+    user = 'alice',
+    pass = 's3cret:pw',
+  ): Promise<{ head: string; reason: string | null }> {
     const before = records.length;
     const c = await RawClient.connect(t.httpPort);
     c.write(`CONNECT ${host}:${echo.port} HTTP/1.1\r\nProxy-Authorization: ${basic(user, pass)}\r\n\r\n`);
@@ -146,7 +178,9 @@ describe('target rules at the gateway', () => {
   async function forward(host: string): Promise<{ head: string; reason: string | null }> {
     const before = records.length;
     const c = await RawClient.connect(t.httpPort);
-    c.write(`GET http://${host}:${echo.port}/ HTTP/1.1\r\nHost: ${host}\r\nProxy-Authorization: ${basic('alice', 's3cret:pw')}\r\n\r\n`);
+    c.write(
+      `GET http://${host}:${echo.port}/ HTTP/1.1\r\nHost: ${host}\r\nProxy-Authorization: ${basic('alice', 's3cret:pw')}\r\n\r\n`,
+    );
     const head = await c.readUntil('\r\n\r\n');
     c.socket.destroy();
     const id = /X-Request-Id: ([^\r]+)/.exec(head)![1]!;
@@ -167,7 +201,8 @@ describe('target rules at the gateway', () => {
   }
   const socksName = (h: string) => Buffer.concat([Buffer.from([3, h.length]), Buffer.from(h)]);
   const socksV4 = (h: string) => Buffer.from([1, ...h.split('.').map(Number)]);
-  const socksV6 = (h: string) => Buffer.from([4, ...Buffer.from(h.split(':').flatMap((g) => [parseInt(g, 16) >> 8, parseInt(g, 16) & 255]))]);
+  const socksV6 = (h: string) =>
+    Buffer.from([4, ...Buffer.from(h.split(':').flatMap((g) => [parseInt(g, 16) >> 8, parseInt(g, 16) & 255]))]);
 
   const DENIED_ACCOUNT = 'Proxy-Status: proxyd; error=http_request_denied; details="target denied by account policy"';
   const DENIED_SERVICE = 'Proxy-Status: proxyd; error=http_request_denied; details="target denied by service policy"';
@@ -216,7 +251,7 @@ describe('target rules at the gateway', () => {
     expect(await socks(socksName('anything.example'))).toEqual({ reply: 0, reason: null });
   });
 
-  it('the service rules beat the account\'s (target_denied_service); another account is unaffected by an account\'s rules', async () => {
+  it("the service rules beat the account's (target_denied_service); another account is unaffected by an account's rules", async () => {
     rules.set(1, set('evil.example'));
     service = set('evil.example,127.0.0.2/32');
     try {

@@ -50,19 +50,44 @@ async function udpEcho(): Promise<{ port: number }> {
 
 describe('the hop lines (hop/wire.ts)', () => {
   it('writes DIAL and UDP lines as the release before did, and reads back what it wrote', () => {
-    const dial = { kind: 'dial' as const, host: 'example.com', port: 443, session: { key: 'a b/ü', minutes: 10 }, accountId: 7, pin: '203.0.113.5' };
+    const dial = {
+      kind: 'dial' as const,
+      host: 'example.com',
+      port: 443,
+      session: { key: 'a b/ü', minutes: 10 },
+      accountId: 7,
+      pin: '203.0.113.5',
+    };
     const udp = { kind: 'udp' as const, session: null, accountId: 7, pin: null };
     expect(encodeHopRequest(dial)).toBe('DIAL example.com 443 a%20b%2F%C3%BC 10 7 203.0.113.5');
     expect(encodeHopRequest(udp)).toBe('UDP - 0 7');
-    expect(encodeHopRequest({ kind: 'udp', session: { key: 'k', minutes: 5 }, accountId: -1, pin: '198.51.100.1' })).toBe('UDP k 5');
+    expect(
+      encodeHopRequest({ kind: 'udp', session: { key: 'k', minutes: 5 }, accountId: -1, pin: '198.51.100.1' }),
+    ).toBe('UDP k 5');
     expect(encodeHopRequest({ kind: 'dial', host: '10.0.0.1', port: 80, session: null })).toBe('DIAL 10.0.0.1 80 - 0');
     expect(parseHopRequest(encodeHopRequest(dial))).toEqual(dial);
     expect(parseHopRequest(encodeHopRequest(udp))).toEqual(udp);
-    expect(parseHopRequest('DIAL 10.0.0.1 80 - 0')).toEqual({ kind: 'dial', host: '10.0.0.1', port: 80, session: null, accountId: -1, pin: null });
+    expect(parseHopRequest('DIAL 10.0.0.1 80 - 0')).toEqual({
+      kind: 'dial',
+      host: '10.0.0.1',
+      port: 80,
+      session: null,
+      accountId: -1,
+      pin: null,
+    });
   });
 
   it('refuses lines no entry makes', () => {
-    for (const line of ['DIAL h 65536 - 0', 'DIAL h 80 %E0%A4%A 1', 'UDP %E0%A4%A 1', 'UDP - 0 7 not-an-ip', 'PING', '', 'DIAL h 80 -', 'UDP  0']) {
+    for (const line of [
+      'DIAL h 65536 - 0',
+      'DIAL h 80 %E0%A4%A 1',
+      'UDP %E0%A4%A 1',
+      'UDP - 0 7 not-an-ip',
+      'PING',
+      '',
+      'DIAL h 80 -',
+      'UDP  0',
+    ]) {
       expect(parseHopRequest(line), line).toBeNull();
     }
   });
@@ -106,7 +131,7 @@ describe('datagrams metered on the budget and rate (relay/datagrams.ts)', () => 
     expect(o.core.stats.udp).toEqual({ datagramsUp: 1, datagramsDown: 1, bytesUp: 60, bytesDown: 30 });
   });
 
-  it("each way has its own rate bucket: a datagram goes whole while its bucket has room, none once it is empty", () => {
+  it('each way has its own rate bucket: a datagram goes whole while its bucket has room, none once it is empty', () => {
     const t = { now: 0 };
     const rate = { up: new RateBucket(1_000, null, () => t.now), down: new RateBucket(1_000, null, () => t.now) };
     const o = owner(null, rate);
@@ -148,7 +173,10 @@ describe("each dialer's associate (dial/dialer.ts)", () => {
     expect(out).toMatchObject({ ok: true, egress: '127.0.0.1' });
     const carrier = carrierOf(out);
     const answers: Array<{ from: UdpSender; data: string }> = [];
-    carrier.receive((from, data) => answers.push({ from, data: data.toString() }), () => {});
+    carrier.receive(
+      (from, data) => answers.push({ from, data: data.toString() }),
+      () => {},
+    );
     expect(await carrier.send('127.0.0.1', echo.port, Buffer.from('one'))).toBe(true);
     await waitFor('the answer', () => answers.length === 1);
     expect(answers[0]).toEqual({ from: { address: '127.0.0.1', family: 4, port: echo.port }, data: 'one' });
@@ -183,17 +211,26 @@ describe("each dialer's associate (dial/dialer.ts)", () => {
     const early = carrierOf(await d.associate(request()));
     tracked[0]!.destroy();
     let endedEarly = 0;
-    early.receive(() => {}, () => endedEarly++);
+    early.receive(
+      () => {},
+      () => endedEarly++,
+    );
     expect(endedEarly).toBe(1);
     const late = carrierOf(await d.associate(request()));
     let ended = 0;
-    late.receive(() => {}, () => ended++);
+    late.receive(
+      () => {},
+      () => ended++,
+    );
     tracked[1]!.destroy();
     expect(ended).toBe(1);
     // Closed by its association: not an end to report.
     const closed = carrierOf(await d.associate(request()));
     let closedEnds = 0;
-    closed.receive(() => {}, () => closedEnds++);
+    closed.receive(
+      () => {},
+      () => closedEnds++,
+    );
     closed.close();
     expect(closedEnds).toBe(0);
   });
@@ -207,7 +244,10 @@ describe("each dialer's associate (dial/dialer.ts)", () => {
     carrierOf(again);
     expect(first && first.ok && first.egress).toBe(again && again.ok && again.egress);
     expect(pool).toContain(first && first.ok && first.egress);
-    const reserved = new PoolDialer(direct(), pool, new SessionTable(pool.length), { reserved: () => true, generation: () => 1 });
+    const reserved = new PoolDialer(direct(), pool, new SessionTable(pool.length), {
+      reserved: () => true,
+      generation: () => 1,
+    });
     expect(await reserved.associate(request())).toEqual({ ok: false, failure: 'no_exit', detail: NO_SHARED_ADDRESS });
   });
 
@@ -224,7 +264,11 @@ describe("each dialer's associate (dial/dialer.ts)", () => {
     const own = await dialer.associate(request({ accountId: 1 }));
     carrierOf(own);
     expect(own).toMatchObject({ ok: true, egress: '127.0.0.5' });
-    expect(await dialer.associate(request({ accountId: 2 }))).toEqual({ ok: false, failure: 'no_exit', detail: NO_DEDICATED_EXIT });
+    expect(await dialer.associate(request({ accountId: 2 }))).toEqual({
+      ok: false,
+      failure: 'no_exit',
+      detail: NO_DEDICATED_EXIT,
+    });
     const shared = await dialer.associate(request({ accountId: 3 }));
     carrierOf(shared);
     expect(shared).toMatchObject({ ok: true, egress: '127.0.0.1' });
@@ -232,20 +276,37 @@ describe("each dialer's associate (dial/dialer.ts)", () => {
 
   it('a `both` node targeted elsewhere: no_exit naming what was asked, as a CONNECT gets', async () => {
     const dialer = new LocatedDialer(direct(), { country: 'de', city: null });
-    expect(await dialer.associate(request({ exitWish: { country: 'us', city: null } }))).toEqual({ ok: false, failure: 'no_exit', detail: 'no exit for country us' });
+    expect(await dialer.associate(request({ exitWish: { country: 'us', city: null } }))).toEqual({
+      ok: false,
+      failure: 'no_exit',
+      detail: 'no exit for country us',
+    });
     carrierOf(await dialer.associate(request({ exitWish: { country: 'de', city: null } })));
   });
 
   it("an entry's guard adds the check of its own listeners and relay range to the request", async () => {
     let seen: AssociateRequest | null = null;
-    const inner = { dial: () => Promise.resolve(null), associate: (req: AssociateRequest) => ((seen = req), Promise.resolve(null)) };
-    const guard = new OwnListenerGuard(inner, () => [{ host: '127.0.0.1', port: 1080 }], () => {});
+    const inner = {
+      dial: () => Promise.resolve(null),
+      associate: (req: AssociateRequest) => ((seen = req), Promise.resolve(null)),
+    };
+    const guard = new OwnListenerGuard(
+      inner,
+      () => [{ host: '127.0.0.1', port: 1080 }],
+      () => {},
+    );
     await guard.associate!(request({ relayPorts: { lo: 40_000, hi: 44_999 } }));
     const own = (seen as AssociateRequest | null)?.ownTarget;
     expect(own?.('127.0.0.1', 1080)).toBe(true);
     expect(own?.('localhost', 40_100)).toBe(true);
     expect(own?.('192.0.2.1', 40_100)).toBe(false);
-    expect(new OwnListenerGuard({ dial: () => Promise.resolve(null) }, () => [], () => {}).associate).toBeUndefined();
+    expect(
+      new OwnListenerGuard(
+        { dial: () => Promise.resolve(null) },
+        () => [],
+        () => {},
+      ).associate,
+    ).toBeUndefined();
   });
 });
 
@@ -288,7 +349,10 @@ describe('the hop carrier (hop/udp-carrier.ts)', () => {
     const carrier = new HopUdpCarrier(entry, { drop: (r) => drops.push(r) });
     const answers: Array<{ from: UdpSender; data: string }> = [];
     let ended = 0;
-    carrier.receive((from, data) => answers.push({ from, data: data.toString() }), () => ended++);
+    carrier.receive(
+      (from, data) => answers.push({ from, data: data.toString() }),
+      () => ended++,
+    );
     exit.write(encodeFrame({ host: '192.0.2.7', port: 53 }, Buffer.from('answer'))!);
     exit.write(encodeFrame({ host: 'named.test', port: 53 }, Buffer.from('x'))!);
     await waitFor('the answer and the drop', () => answers.length === 1 && drops.length === 1);
@@ -300,7 +364,10 @@ describe('the hop carrier (hop/udp-carrier.ts)', () => {
     const [entry2] = await pair();
     const closing = new HopUdpCarrier(entry2, { drop: () => {} });
     let ended2 = 0;
-    closing.receive(() => {}, () => ended2++);
+    closing.receive(
+      () => {},
+      () => ended2++,
+    );
     closing.close();
     await new Promise((r) => setTimeout(r, 30));
     expect(entry2.destroyed).toBe(true);

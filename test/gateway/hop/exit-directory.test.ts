@@ -15,7 +15,14 @@ import { patient } from '../../helpers/patience.js';
 
 const SECRET = Buffer.alloc(32, 5);
 const ID = makeHopIdentity(86_400_000);
-const dialer = new DirectDialer({ family: null, allowPrivateTargets: true, ownListeners: () => [], connectTimeoutMs: 2_000, countRefusal: () => {}, countEgress: () => {} });
+const dialer = new DirectDialer({
+  family: null,
+  allowPrivateTargets: true,
+  ownListeners: () => [],
+  connectTimeoutMs: 2_000,
+  countRefusal: () => {},
+  countEgress: () => {},
+});
 const core = { tunnels: new Tunnels(60_000), limits: { idleTimeoutMs: 60_000 } };
 
 describe('the exit directory', () => {
@@ -24,14 +31,29 @@ describe('the exit directory', () => {
     for (const c of cleanup.splice(0).reverse()) await c();
   });
 
-  async function exits(specs: Array<[string, string, string | null]>): Promise<{ rows: ExitRow[]; servers: Map<string, HopServer> }> {
+  async function exits(
+    specs: Array<[string, string, string | null]>,
+  ): Promise<{ rows: ExitRow[]; servers: Map<string, HopServer> }> {
     const servers = new Map<string, HopServer>();
     const rows: ExitRow[] = [];
     for (const [node, country, city] of specs) {
-      const s = await startHopServer({ listen: { host: '127.0.0.1', port: 0 }, identity: ID, secrets: () => [SECRET], dialer, core });
+      const s = await startHopServer({
+        listen: { host: '127.0.0.1', port: 0 },
+        identity: ID,
+        secrets: () => [SECRET],
+        dialer,
+        core,
+      });
       cleanup.push(() => s.close(0));
       servers.set(node, s);
-      rows.push({ node, hop: `127.0.0.1:${s.address().port}`, country, city, fingerprints: [ID.fingerprint], ageMs: 0 });
+      rows.push({
+        node,
+        hop: `127.0.0.1:${s.address().port}`,
+        country,
+        city,
+        fingerprints: [ID.fingerprint],
+        ageMs: 0,
+      });
     }
     return { rows, servers };
   }
@@ -43,7 +65,11 @@ describe('the exit directory', () => {
     return d;
   }
 
-  const names = (d: ExitDirectory, want: { country: string | null; city: string | null } | null) => d.candidates(want).map((e) => e.row.node).sort();
+  const names = (d: ExitDirectory, want: { country: string | null; city: string | null } | null) =>
+    d
+      .candidates(want)
+      .map((e) => e.row.node)
+      .sort();
 
   it('targeting: country, city, both, none', async () => {
     const { rows } = await exits([
@@ -112,7 +138,13 @@ describe('the exit directory', () => {
     for (let i = 0; i < 20; i++) expect(d.pick(null, null, new Set())!.row.node).toBe('a');
     expect(d.pick(null, null, new Set(['a']))).toBeNull(); // `avoid`: the exits that just failed this connection
     // b comes back (a new listener: a restarted exit registers its new address).
-    const again = await startHopServer({ listen: { host: '127.0.0.1', port: 0 }, identity: ID, secrets: () => [SECRET], dialer, core });
+    const again = await startHopServer({
+      listen: { host: '127.0.0.1', port: 0 },
+      identity: ID,
+      secrets: () => [SECRET],
+      dialer,
+      core,
+    });
     cleanup.push(() => again.close(0));
     listed = rows.map((r) => (r.node === 'b' ? { ...r, hop: `127.0.0.1:${again.address().port}` } : r));
     await waitFor('b back', () => names(d, null).includes('b'), 3_000);
@@ -153,7 +185,10 @@ describe('the exit directory', () => {
     // Away again; when it is back only a heartbeats: b leaves once a has had time to, not at the first read.
     registry = 'away';
     await sleep(3_200);
-    rows.splice(rows.findIndex((r) => r.node === 'b'), 1);
+    rows.splice(
+      rows.findIndex((r) => r.node === 'b'),
+      1,
+    );
     registry = 'up';
     const t0 = Date.now();
     await waitFor('b left', () => !names(d, null).includes('b'), 5_000);
@@ -170,7 +205,17 @@ describe('the exit directory', () => {
     let listed = rows;
     const d = await directory(() => listed);
     // It registers once the entry runs (a new exit joins): the read probes it.
-    listed = [...rows, { node: 'silent', hop: `127.0.0.1:${(silent.address() as net.AddressInfo).port}`, country: 'us', city: null, fingerprints: [ID.fingerprint], ageMs: 0 }];
+    listed = [
+      ...rows,
+      {
+        node: 'silent',
+        hop: `127.0.0.1:${(silent.address() as net.AddressInfo).port}`,
+        country: 'us',
+        city: null,
+        fingerprints: [ID.fingerprint],
+        ageMs: 0,
+      },
+    ];
     const t0 = Date.now();
     const seen = new Set<string>();
     while (Date.now() - t0 < 5_000) {

@@ -24,7 +24,14 @@ const SECRET = Buffer.alloc(32, 7);
 const OTHER_SECRET = Buffer.alloc(32, 8);
 const DAY = 86_400_000;
 const ID = makeHopIdentity(90 * DAY);
-const dialer = new DirectDialer({ family: null, allowPrivateTargets: true, ownListeners: () => [], connectTimeoutMs: 2_000, countRefusal: () => {}, countEgress: () => {} });
+const dialer = new DirectDialer({
+  family: null,
+  allowPrivateTargets: true,
+  ownListeners: () => [],
+  connectTimeoutMs: 2_000,
+  countRefusal: () => {},
+  countEgress: () => {},
+});
 const core = { tunnels: new Tunnels(60_000), limits: { idleTimeoutMs: 60_000 } };
 
 /** A dial as the gateway asks it: wanted while its client is there (here: always), told each socket it tries. */
@@ -60,7 +67,13 @@ async function counter(): Promise<net.Server & { port: number }> {
 /** A TLS client of the hop port, as anyone could make one; `null` ALPN: none offered. */
 function tlsClient(port: number, alpn: string | null = ALPN): Promise<tls.TLSSocket> {
   return new Promise((resolve, reject) => {
-    const s = tls.connect({ host: '127.0.0.1', port, rejectUnauthorized: false, minVersion: 'TLSv1.3', ...(alpn ? { ALPNProtocols: [alpn] } : {}) });
+    const s = tls.connect({
+      host: '127.0.0.1',
+      port,
+      rejectUnauthorized: false,
+      minVersion: 'TLSv1.3',
+      ...(alpn ? { ALPNProtocols: [alpn] } : {}),
+    });
     s.once('secureConnect', () => resolve(s));
     s.once('error', reject);
   });
@@ -96,7 +109,15 @@ describe('the hop', () => {
     for (const c of cleanup.splice(0).reverse()) await c();
   });
 
-  async function exit(o: { identity?: HopIdentity; secrets?: () => readonly Buffer[]; proofDeadlineMs?: number; refused?: HopRefusal[]; unproven?: { total: number; perSource: number } } = {}): Promise<{ server: HopServer; link: HopLink; rejected: HopRejection[] }> {
+  async function exit(
+    o: {
+      identity?: HopIdentity;
+      secrets?: () => readonly Buffer[];
+      proofDeadlineMs?: number;
+      refused?: HopRefusal[];
+      unproven?: { total: number; perSource: number };
+    } = {},
+  ): Promise<{ server: HopServer; link: HopLink; rejected: HopRejection[] }> {
     const server = await startHopServer({
       listen: { host: '127.0.0.1', port: 0 },
       identity: o.identity ?? ID,
@@ -108,8 +129,16 @@ describe('the hop', () => {
       onRefused: (why) => o.refused?.push(why),
     });
     const rejected: HopRejection[] = [];
-    const link = new HopLink(server.address(), { fingerprints: () => [(o.identity ?? ID).fingerprint], secrets: () => [SECRET], warm: 2, onRejected: (why) => rejected.push(why) });
-    cleanup.push(() => server.close(0), () => link.close());
+    const link = new HopLink(server.address(), {
+      fingerprints: () => [(o.identity ?? ID).fingerprint],
+      secrets: () => [SECRET],
+      warm: 2,
+      onRejected: (why) => rejected.push(why),
+    });
+    cleanup.push(
+      () => server.close(0),
+      () => link.close(),
+    );
     return { server, link, rejected };
   }
 
@@ -145,7 +174,10 @@ describe('the hop', () => {
     const out = await link.dial(request('127.0.0.1', (target.address() as net.AddressInfo).port));
     if (out === null || out === 'retry' || !out.ok) throw new Error(`no tunnel: ${JSON.stringify(out)}`);
     await new Promise((r) => setTimeout(r, 50));
-    expect({ address: out.socket.localAddress, port: out.socket.localPort, family: out.socket.localFamily }).toEqual({ ...seen[0], family: 'IPv4' });
+    expect({ address: out.socket.localAddress, port: out.socket.localPort, family: out.socket.localFamily }).toEqual({
+      ...seen[0],
+      family: 'IPv4',
+    });
     out.socket.destroy();
   });
 
@@ -165,7 +197,10 @@ describe('the hop', () => {
         pump();
       }),
     );
-    cleanup.push(() => target.close(), () => firehose.close());
+    cleanup.push(
+      () => target.close(),
+      () => firehose.close(),
+    );
     // The stalled tunnel: its client reads nothing.
     const stalled = await link.dial(request('127.0.0.1', firehose.port));
     if (stalled === null || stalled === 'retry' || !stalled.ok) throw new Error('no tunnel');
@@ -193,7 +228,11 @@ describe('the hop', () => {
     const target = await counter();
     cleanup.push(() => target.close());
     let entrySecrets = [SECRET];
-    const link = new HopLink(server.address(), { fingerprints: () => [ID.fingerprint], secrets: () => entrySecrets, warm: 1 });
+    const link = new HopLink(server.address(), {
+      fingerprints: () => [ID.fingerprint],
+      secrets: () => entrySecrets,
+      warm: 1,
+    });
     cleanup.push(() => link.close());
     expect(await countThrough(link, 10, target)).toBe('got 10\n');
     accepted = [OTHER_SECRET];
@@ -202,7 +241,11 @@ describe('the hop', () => {
     expect(after).toEqual(Array(10).fill('got 10\n'));
     // An exit that stops (GOAWAY) while tunnels are being opened: those not taken are 'retry' (another exit), never a target failure.
     const { server: stopping } = await exit();
-    const l2 = new HopLink(stopping.address(), { fingerprints: () => [ID.fingerprint], secrets: () => [SECRET], warm: 1 });
+    const l2 = new HopLink(stopping.address(), {
+      fingerprints: () => [ID.fingerprint],
+      secrets: () => [SECRET],
+      warm: 1,
+    });
     cleanup.push(() => l2.close());
     const keep = await l2.dial(request('127.0.0.1', target.port));
     const racing = Array.from({ length: 20 }, () => l2.dial(request('127.0.0.1', target.port)));
@@ -214,12 +257,22 @@ describe('the hop', () => {
     if (keep !== null && keep !== 'retry' && keep.ok) keep.socket.destroy();
     await closing;
     // A fresh link and a burst: one connection for all of them (before: one handshake per waiting tunnel).
-    const l3 = new HopLink(server.address(), { fingerprints: () => [ID.fingerprint], secrets: () => [OTHER_SECRET], warm: 1 });
+    const l3 = new HopLink(server.address(), {
+      fingerprints: () => [ID.fingerprint],
+      secrets: () => [OTHER_SECRET],
+      warm: 1,
+    });
     cleanup.push(() => l3.close());
-    expect(await Promise.all(Array.from({ length: 30 }, () => countThrough(l3, 1, target)))).toEqual(Array(30).fill('got 1\n'));
+    expect(await Promise.all(Array.from({ length: 30 }, () => countThrough(l3, 1, target)))).toEqual(
+      Array(30).fill('got 1\n'),
+    );
     expect(l3.connections()).toBeLessThanOrEqual(2);
     // Retired while a 16 MiB upload is still queued: the connection closes after it, and the target gets every byte.
-    const l4 = new HopLink(server.address(), { fingerprints: () => [ID.fingerprint], secrets: () => [OTHER_SECRET], warm: 1 });
+    const l4 = new HopLink(server.address(), {
+      fingerprints: () => [ID.fingerprint],
+      secrets: () => [OTHER_SECRET],
+      warm: 1,
+    });
     const out = await l4.dial(request('127.0.0.1', target.port));
     if (out === null || out === 'retry' || !out.ok) throw new Error('no tunnel');
     const heard = hear(out.socket, 10_000);
@@ -244,7 +297,10 @@ describe('the hop', () => {
         c.resetAndDestroy();
       }),
     );
-    cleanup.push(() => answering.close(), () => resetting.close());
+    cleanup.push(
+      () => answering.close(),
+      () => resetting.close(),
+    );
     for (let i = 0; i < 10; i++) {
       const out = await link.dial(request('127.0.0.1', answering.port));
       if (out === null || out === 'retry' || !out.ok) throw new Error(`no tunnel: ${JSON.stringify(out)}`);
@@ -260,7 +316,11 @@ describe('the hop', () => {
       let closed = false;
       a.on('close', () => (closed = true));
       a.on('error', () => {});
-      splice({ socket: b, upstream: null, budget: null, rate: null, bytesUp: 0, bytesDown: 0, core }, out.socket, Buffer.alloc(0));
+      splice(
+        { socket: b, upstream: null, budget: null, rate: null, bytesUp: 0, bytesDown: 0, core },
+        out.socket,
+        Buffer.alloc(0),
+      );
       await waitFor('the customer closed', () => closed, 2_000);
     }
   });
@@ -285,7 +345,8 @@ describe('the hop', () => {
   it('a failed dial leaves no socket behind on the exit, even when the entry keeps its end open', async () => {
     const { server, link } = await exit();
     const port = await refusedPort();
-    for (let i = 0; i < 4; i++) expect(await link.dial(request('127.0.0.1', port))).toEqual({ ok: false, failure: 'refused' });
+    for (let i = 0; i < 4; i++)
+      expect(await link.dial(request('127.0.0.1', port))).toEqual({ ok: false, failure: 'refused' });
     // By hand, an entry that says nothing more after the ERR and keeps its stream and connection open.
     const raw = await link.open();
     if (!raw) throw new Error('no hop connection');
@@ -307,7 +368,11 @@ describe('the hop', () => {
     const port = server.address().port;
 
     const rejected: HopRejection[] = [];
-    const bad = new HopLink(server.address(), { fingerprints: () => [ID.fingerprint], secrets: () => [OTHER_SECRET], onRejected: (why) => rejected.push(why) });
+    const bad = new HopLink(server.address(), {
+      fingerprints: () => [ID.fingerprint],
+      secrets: () => [OTHER_SECRET],
+      onRejected: (why) => rejected.push(why),
+    });
     cleanup.push(() => bad.close());
     expect(await bad.open()).toBeNull();
     expect(await bad.ping()).toBe(false);
@@ -346,14 +411,20 @@ describe('the hop', () => {
     const impostorId = makeHopIdentity(90 * DAY);
     const received: Buffer[] = [];
     const impostor = await listening(
-      tls.createServer({ key: impostorId.key, cert: impostorId.cert, minVersion: 'TLSv1.3', ALPNProtocols: [ALPN] }, (s) => {
-        s.on('data', (d: Buffer) => received.push(d));
-        s.on('error', () => {});
-      }),
+      tls.createServer(
+        { key: impostorId.key, cert: impostorId.cert, minVersion: 'TLSv1.3', ALPNProtocols: [ALPN] },
+        (s) => {
+          s.on('data', (d: Buffer) => received.push(d));
+          s.on('error', () => {});
+        },
+      ),
     );
     cleanup.push(() => impostor.close());
     const rejected: HopRejection[] = [];
-    const link = new HopLink({ host: '127.0.0.1', port: impostor.port }, { fingerprints: () => [ID.fingerprint], secrets: () => [SECRET], onRejected: (why) => rejected.push(why) });
+    const link = new HopLink(
+      { host: '127.0.0.1', port: impostor.port },
+      { fingerprints: () => [ID.fingerprint], secrets: () => [SECRET], onRejected: (why) => rejected.push(why) },
+    );
     cleanup.push(() => link.close());
     expect(await link.open()).toBeNull();
     expect(await link.dial(request('127.0.0.1', 9))).toBe('retry');
@@ -380,7 +451,11 @@ describe('the hop', () => {
     await waitFor('six refused at once', () => refused.filter((r) => r === 'limit').length === 6, 3_000);
     // A proving entry from another source would still get in; from this one, it waits for the deadline.
     const t0 = Date.now();
-    await waitFor('the idle ones closed at the deadline', () => idle.every((s) => s.destroyed || s.readableEnded), 5_000);
+    await waitFor(
+      'the idle ones closed at the deadline',
+      () => idle.every((s) => s.destroyed || s.readableEnded),
+      5_000,
+    );
     expect(Date.now() - t0).toBeLessThan(patient(3_000));
     expect(refused.filter((r) => r === 'handshake').length).toBe(64);
     for (const s of idle) s.destroy();
@@ -415,14 +490,21 @@ describe('the hop', () => {
     const target = await counter();
     cleanup.push(() => target.close());
     let entrySecrets = [SECRET];
-    const oldLink = new HopLink(server.address(), { fingerprints: () => [ID.fingerprint], secrets: () => entrySecrets, warm: 1 });
+    const oldLink = new HopLink(server.address(), {
+      fingerprints: () => [ID.fingerprint],
+      secrets: () => entrySecrets,
+      warm: 1,
+    });
     cleanup.push(() => oldLink.close());
     const open = await oldLink.dial(request('127.0.0.1', target.port));
     if (open === null || open === 'retry' || !open.ok) throw new Error('no tunnel');
     const heard = hear(open.socket, 10_000);
     open.socket.write(Buffer.alloc(1000));
     accepted = [OTHER_SECRET, SECRET]; // rotated: the grace
-    const both = new HopLink(server.address(), { fingerprints: () => [ID.fingerprint], secrets: () => [OTHER_SECRET, SECRET] });
+    const both = new HopLink(server.address(), {
+      fingerprints: () => [ID.fingerprint],
+      secrets: () => [OTHER_SECRET, SECRET],
+    });
     cleanup.push(() => both.close());
     expect(await both.ping()).toBe(true);
     expect(await oldLink.ping()).toBe(true);
@@ -478,12 +560,46 @@ describe('the hop', () => {
     cleanup.push(() => truncating.close());
     const warnings: Array<{ event?: string; exit?: string; why?: string }> = [];
     const rows: ExitRow[] = [
-      { node: 'good', hop: `127.0.0.1:${server.address().port}`, country: 'us', city: null, fingerprints: [ID.fingerprint], ageMs: 0 },
-      { node: 'bad-pin', hop: `127.0.0.1:${server.address().port}`, country: 'us', city: null, fingerprints: ['not-a-fingerprint'], ageMs: 0 },
-      { node: 'truncated', hop: `127.0.0.1:${truncating.port}`, country: 'us', city: null, fingerprints: [ID.fingerprint], ageMs: 0 },
-      { node: 'nobody', hop: `127.0.0.1:${await refusedPort()}`, country: 'us', city: null, fingerprints: [ID.fingerprint], ageMs: 0 },
+      {
+        node: 'good',
+        hop: `127.0.0.1:${server.address().port}`,
+        country: 'us',
+        city: null,
+        fingerprints: [ID.fingerprint],
+        ageMs: 0,
+      },
+      {
+        node: 'bad-pin',
+        hop: `127.0.0.1:${server.address().port}`,
+        country: 'us',
+        city: null,
+        fingerprints: ['not-a-fingerprint'],
+        ageMs: 0,
+      },
+      {
+        node: 'truncated',
+        hop: `127.0.0.1:${truncating.port}`,
+        country: 'us',
+        city: null,
+        fingerprints: [ID.fingerprint],
+        ageMs: 0,
+      },
+      {
+        node: 'nobody',
+        hop: `127.0.0.1:${await refusedPort()}`,
+        country: 'us',
+        city: null,
+        fingerprints: [ID.fingerprint],
+        ageMs: 0,
+      },
     ];
-    const dir = new ExitDirectory({ list: async () => rows }, { secrets: () => [SECRET], log: { info: () => {}, warn: (o) => warnings.push(o as { event?: string; exit?: string; why?: string }) } });
+    const dir = new ExitDirectory(
+      { list: async () => rows },
+      {
+        secrets: () => [SECRET],
+        log: { info: () => {}, warn: (o) => warnings.push(o as { event?: string; exit?: string; why?: string }) },
+      },
+    );
     cleanup.push(() => dir.stop());
     await dir.start();
     await sleep(2_500);
@@ -523,7 +639,10 @@ describe('the hop', () => {
       }),
     );
     cleanup.push(() => fake.close());
-    const link = new HopLink({ host: '127.0.0.1', port: fake.port }, { fingerprints: () => [ID.fingerprint], secrets: () => [SECRET], warm: 1 });
+    const link = new HopLink(
+      { host: '127.0.0.1', port: fake.port },
+      { fingerprints: () => [ID.fingerprint], secrets: () => [SECRET], warm: 1 },
+    );
     cleanup.push(() => link.close());
     link.fill();
     await sleep(300); // the first (doomed) connection is ready

@@ -26,7 +26,12 @@ async function pair(): Promise<{ entry: MuxSession; exit: MuxSession; opened: Mu
   });
   server.listen(0, '127.0.0.1');
   await once(server, 'listening');
-  const c = tls.connect({ host: '127.0.0.1', port: (server.address() as net.AddressInfo).port, rejectUnauthorized: false, minVersion: 'TLSv1.3' });
+  const c = tls.connect({
+    host: '127.0.0.1',
+    port: (server.address() as net.AddressInfo).port,
+    rejectUnauthorized: false,
+    minVersion: 'TLSv1.3',
+  });
   await once(c, 'secureConnect');
   const entry = new MuxSession(c);
   cleanup.push(() => (c.destroy(), server.close()));
@@ -73,7 +78,8 @@ describe('the hop mux byte path', () => {
     });
     const sent = streams.map((_, i) => pattern(SIZE, i));
     // Written in pieces, the streams interleaved, as pumps would.
-    for (let at = 0; at < SIZE; at += 100_000) streams.forEach((s, i) => s.write(sent[i]!.subarray(at, Math.min(SIZE, at + 100_000))));
+    for (let at = 0; at < SIZE; at += 100_000)
+      streams.forEach((s, i) => s.write(sent[i]!.subarray(at, Math.min(SIZE, at + 100_000))));
     streams.forEach((s) => s.end());
     await waitFor('every byte', () => got.every((g) => g.reduce((a, b) => a + b.length, 0) >= SIZE), 20_000);
     got.forEach((g, i) => expect(Buffer.concat(g).equals(sent[i]!)).toBe(true));

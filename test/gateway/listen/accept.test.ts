@@ -26,14 +26,26 @@ afterAll(async () => {
 describe('junk on the wire', () => {
   it('random bytes never crash a listener; every connection is released', async () => {
     const g = await startTestGateway({ limits: { headerTimeoutMs: 150 }, proxyProtocolFrom: ['127.0.0.1'] });
-    const prefixes = [Buffer.alloc(0), Buffer.from([5]), Buffer.from([5, 1, 0]), Buffer.from('CONNECT '), Buffer.from('PROXY '), Buffer.from('0d0a0d0a000d0a515549540a21', 'hex')];
+    const prefixes = [
+      Buffer.alloc(0),
+      Buffer.from([5]),
+      Buffer.from([5, 1, 0]),
+      Buffer.from('CONNECT '),
+      Buffer.from('PROXY '),
+      Buffer.from('0d0a0d0a000d0a515549540a21', 'hex'),
+    ];
     await fc.assert(
-      fc.asyncProperty(fc.uint8Array({ maxLength: 200 }), fc.nat(prefixes.length - 1), fc.boolean(), async (bytes, p, socks) => {
-        const c = await RawClient.connect(socks ? g.socksPort : g.httpPort);
-        c.write(Buffer.concat([prefixes[p] as Buffer, Buffer.from(bytes)]));
-        await c.waitClosed(3000);
-        c.socket.destroy();
-      }),
+      fc.asyncProperty(
+        fc.uint8Array({ maxLength: 200 }),
+        fc.nat(prefixes.length - 1),
+        fc.boolean(),
+        async (bytes, p, socks) => {
+          const c = await RawClient.connect(socks ? g.socksPort : g.httpPort);
+          c.write(Buffer.concat([prefixes[p] as Buffer, Buffer.from(bytes)]));
+          await c.waitClosed(3000);
+          c.socket.destroy();
+        },
+      ),
       { numRuns: 40 },
     );
     await eventually(() => g.gw.stats().connectionsOpen === 0, 3000);
@@ -46,7 +58,9 @@ describe('PROXY protocol', () => {
     const g = await startTestGateway({ proxyProtocolFrom: ['127.0.0.1'] });
     g.admission.whitelist.set('203.0.113.50', 9);
     const c = await RawClient.connect(g.httpPort);
-    c.write(`PROXY TCP4 203.0.113.50 127.0.0.1 40000 ${g.httpPort}\r\nCONNECT 127.0.0.1:${echo.port} HTTP/1.1\r\n\r\nhi`);
+    c.write(
+      `PROXY TCP4 203.0.113.50 127.0.0.1 40000 ${g.httpPort}\r\nCONNECT 127.0.0.1:${echo.port} HTTP/1.1\r\n\r\nhi`,
+    );
     expect(await c.readUntil('\r\n\r\n')).toMatch(/^HTTP\/1\.1 200 /);
     expect((await c.read(2)).toString()).toBe('hi');
     c.socket.destroy();

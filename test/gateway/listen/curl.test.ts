@@ -8,7 +8,6 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   RawClient,
   curl,
-
   startHttpEcho,
   startHttpsEcho,
   startTcpEcho,
@@ -32,18 +31,30 @@ afterAll(async () => {
   httpsEcho.server.close();
 });
 
-function json(r: { stdout: string }): { remote: string; url: string; method: string; headers: Record<string, string>; body: string; rawHeaders: string[] } {
+function json(r: { stdout: string }): {
+  remote: string;
+  url: string;
+  method: string;
+  headers: Record<string, string>;
+  body: string;
+  rawHeaders: string[];
+} {
   return JSON.parse(r.stdout) as never;
 }
 
 describe('HTTP proxy (absolute-form)', () => {
   it('forwards with credentials; the target sees the egress address and no proxy headers', async () => {
     const r = await curl([
-      '-x', `http://${ALICE}@${t.http}`,
-      '-H', 'Proxy-Connection: keep-alive',
-      '-H', 'Connection: X-Hop',
-      '-H', 'X-Hop: secret-hop',
-      '-H', 'X-Keep: kept  value',
+      '-x',
+      `http://${ALICE}@${t.http}`,
+      '-H',
+      'Proxy-Connection: keep-alive',
+      '-H',
+      'Connection: X-Hop',
+      '-H',
+      'X-Hop: secret-hop',
+      '-H',
+      'X-Keep: kept  value',
       `http://127.0.0.1:${httpEcho.port}/path/x?q=1&r=%20`,
     ]);
     expect(r.code, r.stderr).toBe(0);
@@ -62,11 +73,22 @@ describe('HTTP proxy (absolute-form)', () => {
     const body = Buffer.from(Array.from({ length: 300_000 }, (_, i) => (i * 7) % 256));
     const file = path.join(mkdtempSync(path.join(tmpdir(), 'gw-body-')), 'body.bin');
     writeFileSync(file, body);
-    const a = await curl(['-x', `http://${ALICE}@${t.http}`, '--data-binary', `@${file}`, `http://127.0.0.1:${httpEcho.port}/cl`]);
+    const a = await curl([
+      '-x',
+      `http://${ALICE}@${t.http}`,
+      '--data-binary',
+      `@${file}`,
+      `http://127.0.0.1:${httpEcho.port}/cl`,
+    ]);
     expect(a.code, a.stderr).toBe(0);
     expect(Buffer.from(json(a).body, 'latin1').equals(body)).toBe(true);
     const b = await curl([
-      '-x', `http://${ALICE}@${t.http}`, '-H', 'Transfer-Encoding: chunked', '--data-binary', `@${file}`,
+      '-x',
+      `http://${ALICE}@${t.http}`,
+      '-H',
+      'Transfer-Encoding: chunked',
+      '--data-binary',
+      `@${file}`,
       `http://127.0.0.1:${httpEcho.port}/te`,
     ]);
     expect(b.code, b.stderr).toBe(0);
@@ -107,7 +129,11 @@ describe('CONNECT tunnels', () => {
 
   it('tunnels HTTPS to a name the gateway resolves (certificate checked)', async () => {
     const r = await curl([
-      '--cacert', httpsEcho.certFile, '-x', `http://${ALICE}@${t.http}`, `https://localhost:${httpsEcho.port}/secure`,
+      '--cacert',
+      httpsEcho.certFile,
+      '-x',
+      `http://${ALICE}@${t.http}`,
+      `https://localhost:${httpsEcho.port}/secure`,
     ]);
     expect(r.code, r.stderr).toBe(0);
     expect(json(r).remote).toBe('127.0.0.2');
@@ -117,7 +143,13 @@ describe('CONNECT tunnels', () => {
 
 describe('SOCKS5', () => {
   it('socks5h with RFC 1929 credentials to HTTPS by name', async () => {
-    const r = await curl(['--cacert', httpsEcho.certFile, '-x', `socks5h://${ALICE}@${t.socks}`, `https://localhost:${httpsEcho.port}/s`]);
+    const r = await curl([
+      '--cacert',
+      httpsEcho.certFile,
+      '-x',
+      `socks5h://${ALICE}@${t.socks}`,
+      `https://localhost:${httpsEcho.port}/s`,
+    ]);
     expect(r.code, r.stderr).toBe(0);
     expect(json(r).remote).toBe('127.0.0.2');
   });
@@ -220,11 +252,21 @@ describe('behind a load balancer (PROXY protocol)', () => {
 
   it('closes the connection when an untrusted peer sends a PROXY header', async () => {
     // t trusts nobody; curl --haproxy-protocol sends a v1 header first.
-    const r = await curl(['--haproxy-protocol', '-x', `http://${ALICE}@${t.http}`, `http://127.0.0.1:${httpEcho.port}/`]);
+    const r = await curl([
+      '--haproxy-protocol',
+      '-x',
+      `http://${ALICE}@${t.http}`,
+      `http://127.0.0.1:${httpEcho.port}/`,
+    ]);
     expect(r.code).not.toBe(0);
     expect(r.stdout).toBe('');
     // From a trusted peer the same curl command works (the header's source is 127.0.0.1).
-    const ok = await curl(['--haproxy-protocol', '-x', `http://${ALICE}@${g.http}`, `http://127.0.0.1:${httpEcho.port}/`]);
+    const ok = await curl([
+      '--haproxy-protocol',
+      '-x',
+      `http://${ALICE}@${g.http}`,
+      `http://127.0.0.1:${httpEcho.port}/`,
+    ]);
     expect(ok.code, ok.stderr).toBe(0);
   });
 });
@@ -259,5 +301,3 @@ async function closedPort(): Promise<number> {
   await new Promise((r) => s.close(r));
   return port;
 }
-
-

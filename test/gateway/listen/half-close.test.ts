@@ -46,14 +46,19 @@ describe('EOF mid-handshake closes at once', () => {
   it('HTTP listener: during the request head (no line end, one line, after a PROXY header, nothing at all)', async () => {
     expect((await finAfter(t.httpPort, [{ send: 'junk-without-a-line-end' }])).length).toBe(0);
     expect((await finAfter(t.httpPort, [{ send: 'CONNECT 127.0.0.1:9 HTTP/1.1\r\nHost: x' }])).length).toBe(0);
-    expect((await finAfter(t.httpPort, [{ send: 'PROXY TCP4 203.0.113.1 127.0.0.1 40000 1\r\nGET http://x/ HT' }])).length).toBe(0);
+    expect(
+      (await finAfter(t.httpPort, [{ send: 'PROXY TCP4 203.0.113.1 127.0.0.1 40000 1\r\nGET http://x/ HT' }])).length,
+    ).toBe(0);
     expect((await finAfter(t.httpPort, [])).length).toBe(0);
   });
 
   it('SOCKS5 listener: during the PROXY header, greeting, RFC 1929 auth and request', async () => {
     await finAfter(t.socksPort, [{ send: 'PROXY TCP4 203.0.113.1' }]);
     await finAfter(t.socksPort, [{ send: Buffer.from([5, 2]) }]);
-    await finAfter(t.socksPort, [{ send: Buffer.from([5, 1, 2]), expect: [5, 2] }, { send: Buffer.from([1, 5, 0x61]) }]);
+    await finAfter(t.socksPort, [
+      { send: Buffer.from([5, 1, 2]), expect: [5, 2] },
+      { send: Buffer.from([1, 5, 0x61]) },
+    ]);
     const auth = Buffer.concat([Buffer.from([1, 5]), Buffer.from('alice'), Buffer.from([9]), Buffer.from('s3cret:pw')]);
     await finAfter(t.socksPort, [
       { send: Buffer.from([5, 1, 2]), expect: [5, 2] },
@@ -96,7 +101,10 @@ describe('EOF or reset while admission runs', () => {
     await new Promise((r) => setTimeout(r, 30));
     d.socket.resetAndDestroy();
     // The reset connection's admission still succeeds after it is gone: its slot comes straight back.
-    await eventually(() => g.usage.collect().byAccount.get(1)?.connections === 2 && g.gw.stats().connectionsOpen === 0, PROMPT_MS);
+    await eventually(
+      () => g.usage.collect().byAccount.get(1)?.connections === 2 && g.gw.stats().connectionsOpen === 0,
+      PROMPT_MS,
+    );
     expect(g.gw.stats().connectionsOpen).toBe(0);
     await g.gw.close(100);
     target.close();

@@ -33,7 +33,9 @@ describe('HTTP CONNECT framing', () => {
       await sleep(1);
     }
     c.write(head.slice(-1) + 'EARLY-DATA');
-    expect(await c.readUntil('\r\n\r\n')).toMatch(/^HTTP\/1\.1 200 Connection established\r\nVia: 1\.1 proxyd\r\nProxy-Status: proxyd\r\nX-Request-Id: [0-9a-f]{12}-[0-9a-z]{6,}\r\n\r\n$/);
+    expect(await c.readUntil('\r\n\r\n')).toMatch(
+      /^HTTP\/1\.1 200 Connection established\r\nVia: 1\.1 proxyd\r\nProxy-Status: proxyd\r\nX-Request-Id: [0-9a-f]{12}-[0-9a-z]{6,}\r\n\r\n$/,
+    );
     expect((await c.read(10)).toString()).toBe('EARLY-DATA');
     c.socket.end();
     await c.readToEnd();
@@ -100,7 +102,9 @@ describe('HTTP CONNECT framing', () => {
     c.write(`CONNECT 127.0.0.1:${echo.port} HTTP/2.0\r\n\r\n`);
     expect((await c.readToEnd()).toString()).toMatch(/^HTTP\/1\.1 505 /);
     const d = await RawClient.connect(t.httpPort);
-    d.write(`POST http://127.0.0.1:${echo.port}/ HTTP/1.1\r\nProxy-Authorization: ${AUTH}\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n`);
+    d.write(
+      `POST http://127.0.0.1:${echo.port}/ HTTP/1.1\r\nProxy-Authorization: ${AUTH}\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n`,
+    );
     expect((await d.readToEnd()).toString()).toMatch(/^HTTP\/1\.1 400 /);
     const e = await RawClient.connect(t.httpPort);
     e.write(`GET /origin-form HTTP/1.1\r\nProxy-Authorization: ${AUTH}\r\n\r\n`);

@@ -52,11 +52,26 @@ describe('forward path details', () => {
 
   it("a refused head's details say what is wrong: too large, the version, credentials in the URL, no host, a bad port", async () => {
     const cases: Array<[string, RegExp]> = [
-      [`GET http://127.0.0.1:${echo.port}/ HTTP/1.1\r\nX-Pad: ${'p'.repeat(4000)}\r\n\r\n`, /^HTTP\/1\.1 431 [^]*details="request head too large"/],
-      [`GET http://127.0.0.1:${echo.port}/ HTTP/2.0\r\n\r\n`, /^HTTP\/1\.1 505 [^]*details="HTTP version not supported \(1\.0 and 1\.1 are\)"/],
-      [`GET http://u:pw@127.0.0.1:${echo.port}/ HTTP/1.1\r\nProxy-Authorization: ${AUTH}\r\n\r\n`, /^HTTP\/1\.1 400 [^]*details="credentials in the URL are not accepted/],
-      [`GET http:///x HTTP/1.1\r\nProxy-Authorization: ${AUTH}\r\n\r\n`, /^HTTP\/1\.1 400 [^]*details="the URL has no host"/],
-      [`GET http://127.0.0.1:99999/ HTTP/1.1\r\nProxy-Authorization: ${AUTH}\r\n\r\n`, /^HTTP\/1\.1 400 [^]*details="the URL's host or port is not valid"/],
+      [
+        `GET http://127.0.0.1:${echo.port}/ HTTP/1.1\r\nX-Pad: ${'p'.repeat(4000)}\r\n\r\n`,
+        /^HTTP\/1\.1 431 [^]*details="request head too large"/,
+      ],
+      [
+        `GET http://127.0.0.1:${echo.port}/ HTTP/2.0\r\n\r\n`,
+        /^HTTP\/1\.1 505 [^]*details="HTTP version not supported \(1\.0 and 1\.1 are\)"/,
+      ],
+      [
+        `GET http://u:pw@127.0.0.1:${echo.port}/ HTTP/1.1\r\nProxy-Authorization: ${AUTH}\r\n\r\n`,
+        /^HTTP\/1\.1 400 [^]*details="credentials in the URL are not accepted/,
+      ],
+      [
+        `GET http:///x HTTP/1.1\r\nProxy-Authorization: ${AUTH}\r\n\r\n`,
+        /^HTTP\/1\.1 400 [^]*details="the URL has no host"/,
+      ],
+      [
+        `GET http://127.0.0.1:99999/ HTTP/1.1\r\nProxy-Authorization: ${AUTH}\r\n\r\n`,
+        /^HTTP\/1\.1 400 [^]*details="the URL's host or port is not valid"/,
+      ],
     ];
     for (const [req, want] of cases) {
       const c = await RawClient.connect(t.httpPort);
@@ -76,10 +91,16 @@ describe('forward path details', () => {
   });
 
   it('a response with chunked framing and a Content-Length reaches the client without the Content-Length', async () => {
-    const srv = net.createServer((s) => s.once('data', () => s.end('HTTP/1.1 200 OK\r\nContent-Length: 99\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n')));
+    const srv = net.createServer((s) =>
+      s.once('data', () =>
+        s.end('HTTP/1.1 200 OK\r\nContent-Length: 99\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n'),
+      ),
+    );
     await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
     const c = await RawClient.connect(t.httpPort);
-    c.write(`GET http://127.0.0.1:${(srv.address() as net.AddressInfo).port}/ HTTP/1.1\r\nProxy-Authorization: ${AUTH}\r\n\r\n`);
+    c.write(
+      `GET http://127.0.0.1:${(srv.address() as net.AddressInfo).port}/ HTTP/1.1\r\nProxy-Authorization: ${AUTH}\r\n\r\n`,
+    );
     const res = (await c.readToEnd(3000)).toString();
     expect(res).toMatch(/\r\nTransfer-Encoding: chunked\r\n/);
     expect(res).not.toMatch(/content-length/i);
@@ -124,40 +145,46 @@ describe('forward path details', () => {
 });
 
 describe('forward path: a response head that trickles in', () => {
-  it('is looked through once, not again from its start at every chunk (an origin sending a long head in small pieces costs the gateway linear work)', async () => {
-    const g = await startTestGateway();
-    const LINES = 3000;
-    const head = `HTTP/1.1 200 OK\r\n${'a: b\n'.repeat(LINES)}Content-Length: 2\r\n\r\nok`;
-    let writes = 0;
-    const origin = net.createServer((s) => {
-      s.on('error', () => {});
-      s.once('data', async () => {
-        s.setNoDelay(true);
-        // In pieces of 8 bytes, a turn apart: hundreds of chunks reach the gateway.
-        for (let i = 0; i < head.length && !s.destroyed; i += 8) {
-          s.write(head.slice(i, i + 8));
-          writes++;
-          await new Promise((r) => setImmediate(r));
-        }
+  it(
+    'is looked through once, not again from its start at every chunk (an origin sending a long head in small pieces costs the gateway linear work)',
+    async () => {
+      const g = await startTestGateway();
+      const LINES = 3000;
+      const head = `HTTP/1.1 200 OK\r\n${'a: b\n'.repeat(LINES)}Content-Length: 2\r\n\r\nok`;
+      let writes = 0;
+      const origin = net.createServer((s) => {
+        s.on('error', () => {});
+        s.once('data', async () => {
+          s.setNoDelay(true);
+          // In pieces of 8 bytes, a turn apart: hundreds of chunks reach the gateway.
+          for (let i = 0; i < head.length && !s.destroyed; i += 8) {
+            s.write(head.slice(i, i + 8));
+            writes++;
+            await new Promise((r) => setImmediate(r));
+          }
+        });
       });
-    });
-    await new Promise<void>((r) => origin.listen(0, '127.0.0.1', r));
-    const spy = vi.spyOn(Buffer.prototype, 'indexOf');
-    try {
-      const c = await RawClient.connect(g.httpPort);
-      c.write(`GET http://127.0.0.1:${(origin.address() as net.AddressInfo).port}/ HTTP/1.1\r\nProxy-Authorization: ${AUTH}\r\n\r\n`);
-      const res = (await c.readToEnd(20_000)).toString('latin1');
-      expect(res).toMatch(/^HTTP\/1\.1 200 OK\r\n/);
-      expect(res.endsWith('\r\n\r\nok')).toBe(true);
-      // Linear: about one search per line break and per chunk. Searching the whole head again at each chunk
-      // made it hundreds of thousands (LINES line breaks times the chunks).
-      expect(spy.mock.calls.length).toBeLessThan(10 * (LINES + writes));
-    } finally {
-      spy.mockRestore();
-      origin.close();
-      await g.gw.close(100);
-    }
-  }, patient(30_000));
+      await new Promise<void>((r) => origin.listen(0, '127.0.0.1', r));
+      const spy = vi.spyOn(Buffer.prototype, 'indexOf');
+      try {
+        const c = await RawClient.connect(g.httpPort);
+        c.write(
+          `GET http://127.0.0.1:${(origin.address() as net.AddressInfo).port}/ HTTP/1.1\r\nProxy-Authorization: ${AUTH}\r\n\r\n`,
+        );
+        const res = (await c.readToEnd(20_000)).toString('latin1');
+        expect(res).toMatch(/^HTTP\/1\.1 200 OK\r\n/);
+        expect(res.endsWith('\r\n\r\nok')).toBe(true);
+        // Linear: about one search per line break and per chunk. Searching the whole head again at each chunk
+        // made it hundreds of thousands (LINES line breaks times the chunks).
+        expect(spy.mock.calls.length).toBeLessThan(10 * (LINES + writes));
+      } finally {
+        spy.mockRestore();
+        origin.close();
+        await g.gw.close(100);
+      }
+    },
+    patient(30_000),
+  );
 });
 
 describe('forward path: the exchange ends with the response', () => {
@@ -170,7 +197,10 @@ describe('forward path: the exchange ends with the response', () => {
       s.on('error', () => {});
     });
     await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
-    return { port: (srv.address() as net.AddressInfo).port, close: () => (sockets.forEach((s) => s.destroy()), srv.close()) };
+    return {
+      port: (srv.address() as net.AddressInfo).port,
+      close: () => (sockets.forEach((s) => s.destroy()), srv.close()),
+    };
   }
 
   it('an origin that keeps its socket open after a complete response (Content-Length, chunked, 204, HEAD) holds nothing: the client gets the response and EOF, the slot comes back', async () => {
@@ -204,44 +234,58 @@ describe('forward path: the exchange ends with the response', () => {
     }
   });
 
-  it('a chunked response the scanner does not take is still relayed as it comes, to the origin\'s close', async () => {
+  it("a chunked response the scanner does not take is still relayed as it comes, to the origin's close", async () => {
     const sloppy = 'HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\nok\n0\n\n';
     const srv = net.createServer((s) => s.once('data', () => s.end(sloppy)));
     await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
     const c = await RawClient.connect(t.httpPort);
-    c.write(`GET http://127.0.0.1:${(srv.address() as net.AddressInfo).port}/ HTTP/1.1\r\nProxy-Authorization: ${AUTH}\r\n\r\n`);
+    c.write(
+      `GET http://127.0.0.1:${(srv.address() as net.AddressInfo).port}/ HTTP/1.1\r\nProxy-Authorization: ${AUTH}\r\n\r\n`,
+    );
     const res = (await c.readToEnd(3000)).toString();
     expect(res.endsWith('\r\n\r\n2\nok\n0\n\n')).toBe(true);
     srv.close();
   });
 
   it('an origin that resets mid-body: the client gets a reset, not a clean end (a body to the close is not taken as whole)', async () => {
-    const srv = net.createServer((s) => s.once('data', () => {
-      s.write(`HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n\r\n${'q'.repeat(3000)}`);
-      setTimeout(() => s.resetAndDestroy(), 100);
-    }));
+    const srv = net.createServer((s) =>
+      s.once('data', () => {
+        s.write(`HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n\r\n${'q'.repeat(3000)}`);
+        setTimeout(() => s.resetAndDestroy(), 100);
+      }),
+    );
     await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
     const c = await RawClient.connect(t.httpPort);
     const reset = new Promise<string>((resolve) => {
       c.socket.on('error', (e: NodeJS.ErrnoException) => resolve(e.code ?? 'error'));
       c.socket.on('end', () => resolve('end'));
     });
-    c.write(`GET http://127.0.0.1:${(srv.address() as net.AddressInfo).port}/ HTTP/1.1\r\nProxy-Authorization: ${AUTH}\r\n\r\n`);
+    c.write(
+      `GET http://127.0.0.1:${(srv.address() as net.AddressInfo).port}/ HTTP/1.1\r\nProxy-Authorization: ${AUTH}\r\n\r\n`,
+    );
     expect(await reset).toBe('ECONNRESET');
     srv.close();
   });
 
   it('a Connection header naming the framing: the request is refused (400), the response keeps its framing', async () => {
     const got: string[] = [];
-    const srv = net.createServer((s) => s.once('data', (d) => {
-      got.push(d.toString('latin1'));
-      s.end('HTTP/1.1 200 OK\r\nConnection: transfer-encoding\r\nTransfer-Encoding: chunked\r\nTrailer: X-A\r\n\r\n4\r\nabcd\r\n0\r\nX-A: 1\r\n\r\n');
-    }));
+    const srv = net.createServer((s) =>
+      s.once('data', (d) => {
+        got.push(d.toString('latin1'));
+        s.end(
+          'HTTP/1.1 200 OK\r\nConnection: transfer-encoding\r\nTransfer-Encoding: chunked\r\nTrailer: X-A\r\n\r\n4\r\nabcd\r\n0\r\nX-A: 1\r\n\r\n',
+        );
+      }),
+    );
     await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
     const port = (srv.address() as net.AddressInfo).port;
     const smuggle = await RawClient.connect(t.httpPort);
-    smuggle.write(`POST http://127.0.0.1:${port}/ HTTP/1.1\r\nProxy-Authorization: ${AUTH}\r\nConnection: content-length\r\nContent-Length: 5\r\n\r\nhello`);
-    expect((await smuggle.readToEnd()).toString()).toMatch(/^HTTP\/1\.1 400 [^]*details="Connection names a framing header"/);
+    smuggle.write(
+      `POST http://127.0.0.1:${port}/ HTTP/1.1\r\nProxy-Authorization: ${AUTH}\r\nConnection: content-length\r\nContent-Length: 5\r\n\r\nhello`,
+    );
+    expect((await smuggle.readToEnd()).toString()).toMatch(
+      /^HTTP\/1\.1 400 [^]*details="Connection names a framing header"/,
+    );
     expect(got).toEqual([]);
     const c = await RawClient.connect(t.httpPort);
     c.write(`GET http://127.0.0.1:${port}/ HTTP/1.1\r\nProxy-Authorization: ${AUTH}\r\n\r\n`);

@@ -52,7 +52,9 @@ describe('SOCKS5 framing', () => {
 
   it('accepts greeting, auth, request and data in one packet without losing a byte', async () => {
     const c = await RawClient.connect(t.socksPort);
-    c.write(Buffer.concat([socksGreetingAuth(), socksConnectDomain('localhost', echo.port), Buffer.from('optimistic')]));
+    c.write(
+      Buffer.concat([socksGreetingAuth(), socksConnectDomain('localhost', echo.port), Buffer.from('optimistic')]),
+    );
     expect([...(await c.read(4))]).toEqual([5, 2, 1, 0]);
     expect((await c.read(10))[1]).toBe(0);
     expect((await c.read(10)).toString()).toBe('optimistic');
@@ -72,7 +74,13 @@ describe('SOCKS5 framing', () => {
     };
     // Address type 4, and `::1` / `0:0::1` sent as names (they were refused as malformed names, 0x04).
     expect(await viaSocks(Buffer.from([5, 1, 0, 4, ...new Array(15).fill(0), 1, p >> 8, p & 0xff]))).toBe(0);
-    for (const name of ['::1', '0:0::1']) expect(await viaSocks(Buffer.concat([Buffer.from([5, 1, 0, 3, name.length]), Buffer.from(name), Buffer.from([p >> 8, p & 0xff])])), name).toBe(0);
+    for (const name of ['::1', '0:0::1'])
+      expect(
+        await viaSocks(
+          Buffer.concat([Buffer.from([5, 1, 0, 3, name.length]), Buffer.from(name), Buffer.from([p >> 8, p & 0xff])]),
+        ),
+        name,
+      ).toBe(0);
     const h = await RawClient.connect(g.httpPort);
     h.write(`CONNECT [0:0:0:0:0:0:0:1]:${p} HTTP/1.1\r\nProxy-Authorization: ${AUTH}\r\n\r\n`);
     expect(await h.readUntil('\r\n\r\n')).toMatch(/^HTTP\/1\.1 200 /);

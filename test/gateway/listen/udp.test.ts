@@ -22,7 +22,9 @@ afterEach(async () => {
 });
 
 /** A UDP echo on `host`: answers every datagram with itself; counts what it got and from where. */
-async function udpEcho(host = '127.0.0.1'): Promise<{ port: number; from: string[]; ports: number[]; socket: dgram.Socket }> {
+async function udpEcho(
+  host = '127.0.0.1',
+): Promise<{ port: number; from: string[]; ports: number[]; socket: dgram.Socket }> {
   const socket = await udpTargetSocket(host);
   const from: string[] = [];
   const ports: number[] = [];
@@ -49,12 +51,19 @@ function datagram(host: string, port: number, data: Buffer, frag = 0): Buffer {
 }
 
 /** SOCKS5 handshake with credentials, then UDP ASSOCIATE naming `dst` (default 0.0.0.0:0): the control connection and the relay. */
-async function associate(g: TestGateway, dst: { host: string; port: number } = { host: '0.0.0.0', port: 0 }, user = 'alice', pass = 's3cret:pw') {
+async function associate(
+  g: TestGateway,
+  dst: { host: string; port: number } = { host: '0.0.0.0', port: 0 },
+  user = 'alice',
+  pass = 's3cret:pw',
+) {
   const c = await RawClient.connect(g.socksPort);
   cleanup.push(() => c.socket.destroy());
   c.write(Buffer.from([5, 1, 2]));
   expect([...(await c.read(2))]).toEqual([5, 2]);
-  c.write(Buffer.concat([Buffer.from([1, user.length]), Buffer.from(user), Buffer.from([pass.length]), Buffer.from(pass)]));
+  c.write(
+    Buffer.concat([Buffer.from([1, user.length]), Buffer.from(user), Buffer.from([pass.length]), Buffer.from(pass)]),
+  );
   expect([...(await c.read(2))]).toEqual([1, 0]);
   c.write(Buffer.from([5, 3, 0, 1, ...dst.host.split('.').map(Number), dst.port >> 8, dst.port & 255]));
   const rep = await c.read(10);
@@ -105,19 +114,38 @@ describe('SOCKS5 UDP ASSOCIATE', () => {
     const total = payloads.reduce((n, p) => n + p.length, 0);
     // Live, while the association is open: payload bytes only, no header.
     expect(g.usage.of(1)).toMatchObject({ up: total, down: total });
-    expect(g.gw.stats().udp).toMatchObject({ associationsOpen: 1, datagramsUp: 3, datagramsDown: 3, bytesUp: total, bytesDown: total });
+    expect(g.gw.stats().udp).toMatchObject({
+      associationsOpen: 1,
+      datagramsUp: 3,
+      datagramsDown: 3,
+      bytesUp: total,
+      bytesDown: total,
+    });
     expect(records).toEqual([]);
     a.control.socket.end();
     await waitFor('the record', () => (records.length > 0 ? records : undefined), 3_000);
     expect(records).toHaveLength(1);
-    expect(records[0]).toMatchObject({ protocol: 'socks5-udp', username: 'alice', accountId: 1, reason: null, bytesUp: total, bytesDown: total, datagramsUp: 3, datagramsDown: 3, target: null });
+    expect(records[0]).toMatchObject({
+      protocol: 'socks5-udp',
+      username: 'alice',
+      accountId: 1,
+      reason: null,
+      bytesUp: total,
+      bytesDown: total,
+      datagramsUp: 3,
+      datagramsDown: 3,
+      target: null,
+    });
     await waitFor('closed', () => (g.gw.stats().udp.associationsOpen === 0 ? true : undefined), 2_000);
     // The relay port is released: nothing answers there any more.
     expect(await c.ask(datagram('127.0.0.1', echo.port, Buffer.from('late')), 300)).toBeNull();
   });
 
   it('drops and counts: another source, FRAG, a private target', async () => {
-    const g = await startTestGateway({ allowPrivateTargets: false, lookup: async () => [{ address: '127.0.0.1', family: 4 }] });
+    const g = await startTestGateway({
+      allowPrivateTargets: false,
+      lookup: async () => [{ address: '127.0.0.1', family: 4 }],
+    });
     cleanup.push(() => g.gw.close(0));
     const echo = await udpEcho();
     const a = await associate(g);
@@ -141,7 +169,14 @@ describe('SOCKS5 UDP ASSOCIATE', () => {
     const [one, two] = [await udpEcho(), await udpEcho()];
     const a = await associate(g);
     const c = await client(a.relay);
-    for (const [echo, word] of [[one, 'a'], [one, 'b'], [two, 'c'], [one, 'd'], [two, 'e'], [two, 'f']] as const) {
+    for (const [echo, word] of [
+      [one, 'a'],
+      [one, 'b'],
+      [two, 'c'],
+      [one, 'd'],
+      [two, 'e'],
+      [two, 'f'],
+    ] as const) {
       const answer = await c.ask(datagram('127.0.0.1', echo.port, Buffer.from(word)));
       expect(answer!.readUInt16BE(8), word).toBe(echo.port); // the header names the sender that answered
       expect(answer!.subarray(10).toString()).toBe(word);
@@ -179,7 +214,12 @@ describe('SOCKS5 UDP ASSOCIATE', () => {
 
   it("the account's target rules hold for datagrams: a denied network and a denied name are dropped, others pass", async () => {
     const g = await startTestGateway({
-      targetRules: { forAccount: (id) => ({ service: null, account: id === 1 ? new TargetRuleSet(['127.0.0.3/32', 'blocked.example'], []) : null }) },
+      targetRules: {
+        forAccount: (id) => ({
+          service: null,
+          account: id === 1 ? new TargetRuleSet(['127.0.0.3/32', 'blocked.example'], []) : null,
+        }),
+      },
       lookup: async () => [{ address: '127.0.0.1', family: 4 }],
     });
     cleanup.push(() => g.gw.close(0));
@@ -188,7 +228,12 @@ describe('SOCKS5 UDP ASSOCIATE', () => {
     const a = await associate(g);
     const c = await client(a.relay);
     expect(await c.ask(datagram('127.0.0.3', denied.port, Buffer.from('to a denied network')), 300)).toBeNull();
-    const byName = Buffer.concat([Buffer.from([0, 0, 0, 3, 15]), Buffer.from('blocked.example'), Buffer.from([allowed.port >> 8, allowed.port & 255]), Buffer.from('by name')]);
+    const byName = Buffer.concat([
+      Buffer.from([0, 0, 0, 3, 15]),
+      Buffer.from('blocked.example'),
+      Buffer.from([allowed.port >> 8, allowed.port & 255]),
+      Buffer.from('by name'),
+    ]);
     expect(await c.ask(byName, 300)).toBeNull();
     expect(denied.from).toEqual([]);
     expect(allowed.from).toEqual([]);
@@ -199,7 +244,14 @@ describe('SOCKS5 UDP ASSOCIATE', () => {
   it("the user's rate limit holds for datagrams each way: what the bucket has no room for is dropped", async () => {
     const rate = { up: new RateBucket(100_000), down: new RateBucket(100_000) };
     const g = await startTestGateway({
-      plans: { refusal: () => null, pending: () => null, slotFree: () => true, moreSlots: async () => {}, budgetFor: () => null, rateFor: () => rate },
+      plans: {
+        refusal: () => null,
+        pending: () => null,
+        slotFree: () => true,
+        moreSlots: async () => {},
+        budgetFor: () => null,
+        rateFor: () => rate,
+      },
     });
     cleanup.push(() => g.gw.close(0));
     const echo = await udpEcho();
@@ -246,7 +298,9 @@ describe('SOCKS5 UDP ASSOCIATE', () => {
     // looked up as blocked.example while the rules saw another name.
     const asked: string[] = [];
     const g = await startTestGateway({
-      targetRules: { forAccount: (id) => ({ service: null, account: id === 1 ? new TargetRuleSet(['blocked.example'], []) : null }) },
+      targetRules: {
+        forAccount: (id) => ({ service: null, account: id === 1 ? new TargetRuleSet(['blocked.example'], []) : null }),
+      },
       lookup: async (host) => {
         asked.push(host);
         if (domainToASCII(host) === 'blocked.example') return [{ address: '127.0.0.1', family: 4 }];
@@ -258,7 +312,12 @@ describe('SOCKS5 UDP ASSOCIATE', () => {
     const a = await associate(g);
     const c = await client(a.relay);
     const name = Buffer.from('bloc\xadked.example', 'latin1');
-    const byName = Buffer.concat([Buffer.from([0, 0, 0, 3, name.length]), name, Buffer.from([echo.port >> 8, echo.port & 255]), Buffer.from('by name')]);
+    const byName = Buffer.concat([
+      Buffer.from([0, 0, 0, 3, name.length]),
+      name,
+      Buffer.from([echo.port >> 8, echo.port & 255]),
+      Buffer.from('by name'),
+    ]);
     expect(await c.ask(byName, 300)).toBeNull();
     expect(echo.from).toEqual([]);
     expect(asked).toEqual([]);
@@ -319,9 +378,13 @@ describe('SOCKS5 UDP ASSOCIATE', () => {
   });
 
   it('the cap holds for requests arriving together; an answer too big to wrap is dropped and the association goes on', async () => {
-    const capped = await startTestGateway({ udp: { ports: { lo: 40000, hi: 44999 }, idleMs: 60_000, maxAssociations: 1 } });
+    const capped = await startTestGateway({
+      udp: { ports: { lo: 40000, hi: 44999 }, idleMs: 60_000, maxAssociations: 1 },
+    });
     cleanup.push(() => capped.gw.close(0));
-    const replies = (await Promise.all([associate(capped), associate(capped), associate(capped)])).map((a) => a.reply).sort();
+    const replies = (await Promise.all([associate(capped), associate(capped), associate(capped)]))
+      .map((a) => a.reply)
+      .sort();
     expect(replies).toEqual([0, 1, 1]);
 
     const g = await startTestGateway();
@@ -334,7 +397,9 @@ describe('SOCKS5 UDP ASSOCIATE', () => {
     const c = await client(a.relay);
     expect(await c.ask(datagram('127.0.0.1', t.address().port, Buffer.from('big')), 300)).toBeNull();
     expect(g.gw.stats().udp.dropped.over_limit).toBe(1);
-    expect((await c.ask(datagram('127.0.0.1', t.address().port, Buffer.from('small'))))?.subarray(10).toString()).toBe('small');
+    expect((await c.ask(datagram('127.0.0.1', t.address().port, Buffer.from('small'))))?.subarray(10).toString()).toBe(
+      'small',
+    );
   });
 
   it('ends after --udp-idle without a datagram: the control connection is closed', async () => {
@@ -349,7 +414,9 @@ describe('SOCKS5 UDP ASSOCIATE', () => {
 
   it('the port range exhausted, or the cap reached: 0x01; a port comes back when its association ends', async () => {
     const port = 40000 + Math.floor(Math.random() * 4000);
-    const g = await startTestGateway({ udp: { ports: { lo: port, hi: port + 1 }, idleMs: 60_000, maxAssociations: 10 } });
+    const g = await startTestGateway({
+      udp: { ports: { lo: port, hi: port + 1 }, idleMs: 60_000, maxAssociations: 10 },
+    });
     cleanup.push(() => g.gw.close(0));
     const one = await associate(g);
     const two = await associate(g);
@@ -360,7 +427,9 @@ describe('SOCKS5 UDP ASSOCIATE', () => {
     await waitFor('freed', () => (g.gw.stats().udp.associationsOpen === 1 ? true : undefined), 2_000);
     expect((await associate(g)).reply).toBe(0);
 
-    const capped = await startTestGateway({ udp: { ports: { lo: 40000, hi: 44999 }, idleMs: 60_000, maxAssociations: 1 } });
+    const capped = await startTestGateway({
+      udp: { ports: { lo: 40000, hi: 44999 }, idleMs: 60_000, maxAssociations: 1 },
+    });
     cleanup.push(() => capped.gw.close(0));
     expect((await associate(capped)).reply).toBe(0);
     expect((await associate(capped)).reply).toBe(1);
@@ -415,7 +484,9 @@ describe("the gateway's own UDP sockets (udp-out.ts)", () => {
     const port = c.socket.address().port;
     holdUdpPort('127.0.0.1', port); // the client's socket stands for a gateway socket on the client's address
     try {
-      expect(await c.ask(datagram('127.0.0.1', (await udpEcho()).port, Buffer.from('from a gateway socket')), 300)).toBeNull();
+      expect(
+        await c.ask(datagram('127.0.0.1', (await udpEcho()).port, Buffer.from('from a gateway socket')), 300),
+      ).toBeNull();
       expect(g.gw.stats().udp.dropped.source).toBe(1);
     } finally {
       releaseUdpPort('127.0.0.1', port);

@@ -8,7 +8,12 @@ const member = (name: string) => ({ name, liveIndex: -1 });
 describe('LiveSet', () => {
   it('adds once, deletes any member with the last taking its place, and knows who is in', () => {
     const s = new LiveSet<ReturnType<typeof member>>();
-    const [a, b, c, d] = ['a', 'b', 'c', 'd'].map(member) as [ReturnType<typeof member>, ReturnType<typeof member>, ReturnType<typeof member>, ReturnType<typeof member>];
+    const [a, b, c, d] = ['a', 'b', 'c', 'd'].map(member) as [
+      ReturnType<typeof member>,
+      ReturnType<typeof member>,
+      ReturnType<typeof member>,
+      ReturnType<typeof member>,
+    ];
     for (const x of [a, b, c, d]) s.add(x);
     s.add(b); // already in: no second place
     expect(s.size).toBe(4);

@@ -114,7 +114,10 @@ describe('tunnel pump', () => {
     const c = await connectTunnel(echo.port);
     c.write(Buffer.alloc(100_000, 1));
     await c.read(100_000);
-    await eventually(() => t.gw.stats().bytesUp - before.bytesUp === 100_000 && t.gw.stats().bytesDown - before.bytesDown === 100_000, 3000);
+    await eventually(
+      () => t.gw.stats().bytesUp - before.bytesUp === 100_000 && t.gw.stats().bytesDown - before.bytesDown === 100_000,
+      3000,
+    );
     c.socket.destroy();
     await eventually(() => t.gw.stats().connectionsOpen === 0, 3000);
     expect(t.gw.stats().bytesUp - before.bytesUp).toBe(100_000);

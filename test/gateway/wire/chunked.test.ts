@@ -30,24 +30,36 @@ describe('chunked body scanner', () => {
     expect(scanAll([body.subarray(0, body.length - 1)])).toEqual({ body: body.length - 1, done: false });
   });
   it('rejects bad sizes and framing', () => {
-    for (const bad of ['x\r\n', '\r\n', '5\r\nhello\n', '5\r\nhelloXY', '1 0\r\n', 'fffffffffffff\r\n', '0\r\nbad\ntrailer\r\n\r\n']) {
+    for (const bad of [
+      'x\r\n',
+      '\r\n',
+      '5\r\nhello\n',
+      '5\r\nhelloXY',
+      '1 0\r\n',
+      'fffffffffffff\r\n',
+      '0\r\nbad\ntrailer\r\n\r\n',
+    ]) {
       expect(scanAll([Buffer.from(bad)]), JSON.stringify(bad)).toHaveProperty('error');
     }
   });
   it('same answer for any split; never throws on junk', () => {
     fc.assert(
-      fc.property(fc.array(fc.uint8Array({ minLength: 1, maxLength: 40 }), { maxLength: 6 }), fc.array(fc.nat(), { maxLength: 6 }), (chunks, cuts) => {
-        const msg = encode(chunks.map((c) => Buffer.from(c)));
-        const points = [...new Set(cuts.map((c) => c % msg.length))].sort((a, b) => a - b);
-        const parts: Buffer[] = [];
-        let last = 0;
-        for (const p of points) {
-          parts.push(msg.subarray(last, p));
-          last = p;
-        }
-        parts.push(msg.subarray(last));
-        expect(scanAll(parts)).toEqual({ body: msg.length, done: true });
-      }),
+      fc.property(
+        fc.array(fc.uint8Array({ minLength: 1, maxLength: 40 }), { maxLength: 6 }),
+        fc.array(fc.nat(), { maxLength: 6 }),
+        (chunks, cuts) => {
+          const msg = encode(chunks.map((c) => Buffer.from(c)));
+          const points = [...new Set(cuts.map((c) => c % msg.length))].sort((a, b) => a - b);
+          const parts: Buffer[] = [];
+          let last = 0;
+          for (const p of points) {
+            parts.push(msg.subarray(last, p));
+            last = p;
+          }
+          parts.push(msg.subarray(last));
+          expect(scanAll(parts)).toEqual({ body: msg.length, done: true });
+        },
+      ),
     );
     fc.assert(
       fc.property(fc.uint8Array({ maxLength: 300 }), (junk) => {

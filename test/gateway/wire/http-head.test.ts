@@ -15,13 +15,18 @@ const MAX = 16 * 1024;
 const req = (b: Buffer) => parseRequestHead(b, MAX);
 
 describe('request head', () => {
-  const head = Buffer.from('CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\nProxy-Authorization: Basic YTpi\r\n\r\n');
+  const head = Buffer.from(
+    'CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\nProxy-Authorization: Basic YTpi\r\n\r\n',
+  );
   it('parses byte by byte, and stops at the head when the tunnel bytes follow', () => {
     const want = {
       method: 'CONNECT',
       target: 'example.com:443',
       version: '1.1',
-      headers: [['Host', 'example.com:443'], ['Proxy-Authorization', 'Basic YTpi']],
+      headers: [
+        ['Host', 'example.com:443'],
+        ['Proxy-Authorization', 'Basic YTpi'],
+      ],
     };
     expect(expectByteByByte(req, head)).toEqual(want);
     expect(expectWithTrailer(req, head, Buffer.from([0x16, 0x03, 0x01, 0, 0xff]))).toEqual(want);
@@ -57,12 +62,19 @@ describe('request head', () => {
     expect(req(Buffer.from('GET http://a/ HTTP/2\r\n\r\n'))).toEqual({ kind: 'error', error: 'bad_version' });
     expect(req(Buffer.from('GET http://a/ HTTP/2.0\r\n\r\n'))).toEqual({ kind: 'error', error: 'bad_version' });
     // Not an HTTP-version at all (it is case-sensitive, one digit each side): a malformed request line, 400.
-    for (const v of ['http/1.1', 'HTTP/1.10', 'HTTP/1.', 'HTTPS/1.1']) expect(req(Buffer.from(`GET http://a/ ${v}\r\n\r\n`)), v).toEqual({ kind: 'error', error: 'bad_start_line' });
+    for (const v of ['http/1.1', 'HTTP/1.10', 'HTTP/1.', 'HTTPS/1.1'])
+      expect(req(Buffer.from(`GET http://a/ ${v}\r\n\r\n`)), v).toEqual({ kind: 'error', error: 'bad_start_line' });
     expect(req(Buffer.from('GET / HTTP/1.1\n\n'))).toEqual({ kind: 'error', error: 'bad_start_line' });
   });
   it('enforces the size limit with and without a complete head', () => {
-    expect(parseRequestHead(Buffer.from(`GET http://a/ HTTP/1.1\r\nX: ${'a'.repeat(100)}`), 64)).toEqual({ kind: 'error', error: 'too_large' });
-    expect(parseRequestHead(Buffer.from(`GET http://a/ HTTP/1.1\r\nX: ${'a'.repeat(100)}\r\n\r\n`), 64)).toEqual({ kind: 'error', error: 'too_large' });
+    expect(parseRequestHead(Buffer.from(`GET http://a/ HTTP/1.1\r\nX: ${'a'.repeat(100)}`), 64)).toEqual({
+      kind: 'error',
+      error: 'too_large',
+    });
+    expect(parseRequestHead(Buffer.from(`GET http://a/ HTTP/1.1\r\nX: ${'a'.repeat(100)}\r\n\r\n`), 64)).toEqual({
+      kind: 'error',
+      error: 'too_large',
+    });
   });
   it('never throws on junk', () => {
     fc.assert(
@@ -91,7 +103,10 @@ describe('request head', () => {
 
 describe('response head', () => {
   it('status line with and without a reason', () => {
-    expect(parseResponseHead(Buffer.from('HTTP/1.1 204\r\n\r\n'), MAX)).toMatchObject({ kind: 'ok', value: { status: 204, reason: '' } });
+    expect(parseResponseHead(Buffer.from('HTTP/1.1 204\r\n\r\n'), MAX)).toMatchObject({
+      kind: 'ok',
+      value: { status: 204, reason: '' },
+    });
     expect(parseResponseHead(Buffer.from('HTTP/1.0 404 Not  Found\r\nA: b\r\n\r\nbody'), MAX)).toMatchObject({
       kind: 'ok',
       consumed: 33,
@@ -102,7 +117,11 @@ describe('response head', () => {
 
   it('bare LF line ends from an origin are taken as line ends (RFC 9112 2.2), a bare CR is not', () => {
     const crlf = parseResponseHead(Buffer.from('HTTP/1.1 200 OK\r\nContent-Length: 2\r\nX-A: b\r\n\r\nok'), MAX);
-    for (const text of ['HTTP/1.1 200 OK\nContent-Length: 2\nX-A: b\n\nok', 'HTTP/1.1 200 OK\r\nContent-Length: 2\nX-A: b\r\n\nok', 'HTTP/1.1 200 OK\nContent-Length: 2\nX-A: b\n\r\nok']) {
+    for (const text of [
+      'HTTP/1.1 200 OK\nContent-Length: 2\nX-A: b\n\nok',
+      'HTTP/1.1 200 OK\r\nContent-Length: 2\nX-A: b\r\n\nok',
+      'HTTP/1.1 200 OK\nContent-Length: 2\nX-A: b\n\r\nok',
+    ]) {
       const buf = Buffer.from(text);
       const r = parseResponseHead(buf, MAX);
       expect(r, JSON.stringify(text)).toMatchObject({ kind: 'ok', consumed: buf.length - 2 });
@@ -110,7 +129,10 @@ describe('response head', () => {
       expect(parseResponseHead(buf.subarray(0, buf.length - 3), MAX).kind).toBe('incomplete');
     }
     expect(parseResponseHead(Buffer.from('HTTP/1.1 200 OK\rX-A: b\n\n'), MAX).kind).toBe('error');
-    expect(parseResponseHead(Buffer.from(`HTTP/1.1 200 OK\nX: ${'a'.repeat(100)}\n\n`), 64)).toEqual({ kind: 'error', error: 'too_large' });
+    expect(parseResponseHead(Buffer.from(`HTTP/1.1 200 OK\nX: ${'a'.repeat(100)}\n\n`), 64)).toEqual({
+      kind: 'error',
+      error: 'too_large',
+    });
     // A bare CR right before a line break is a bare CR too (each line loses exactly one CR before its LF).
     for (const text of ['HTTP/1.1 200 OK\r\nX-A: b\r\r\n\r\n', 'HTTP/1.1 200 OK\r\r\n\r\n']) {
       expect(parseResponseHead(Buffer.from(text), MAX).kind, JSON.stringify(text)).toBe('error');
@@ -118,7 +140,12 @@ describe('response head', () => {
   });
 
   it('a head fed a byte at a time, each call scanning only what is new (scanFrom), is found whole wherever its end splits', () => {
-    for (const text of ['HTTP/1.1 200 OK\r\nX-A: b\r\n\r\nok', 'HTTP/1.1 200 OK\nX-A: b\n\nok', 'HTTP/1.1 200 OK\nX-A: b\n\r\nok', 'HTTP/1.1 200 OK\r\nX-A: b\r\n\nok']) {
+    for (const text of [
+      'HTTP/1.1 200 OK\r\nX-A: b\r\n\r\nok',
+      'HTTP/1.1 200 OK\nX-A: b\n\nok',
+      'HTTP/1.1 200 OK\nX-A: b\n\r\nok',
+      'HTTP/1.1 200 OK\r\nX-A: b\r\n\nok',
+    ]) {
       const all = Buffer.from(text);
       let scanned = 0;
       let found = -1;
@@ -126,7 +153,11 @@ describe('response head', () => {
         const r = parseResponseHead(all.subarray(0, n), MAX, scanned);
         if (r.kind === 'incomplete') scanned = n;
         else {
-          expect(r, JSON.stringify(text)).toMatchObject({ kind: 'ok', consumed: all.length - 2, value: { status: 200, headers: [['X-A', 'b']] } });
+          expect(r, JSON.stringify(text)).toMatchObject({
+            kind: 'ok',
+            consumed: all.length - 2,
+            value: { status: 200, headers: [['X-A', 'b']] },
+          });
           found = n;
         }
       }
@@ -140,13 +171,34 @@ describe('targets', () => {
     expect(parseAuthority('example.com:443')).toEqual({ host: 'example.com', port: 443 });
     expect(parseAuthority('[2001:db8::1]:8080')).toEqual({ host: '2001:db8::1', port: 8080 });
     expect(parseAuthority('1.2.3.4:1')).toEqual({ host: '1.2.3.4', port: 1 });
-    for (const bad of ['example.com', 'example.com:0', 'example.com:65536', 'a b:1', ':80', '[::1]80', 'ex_ample..com:1', 'a:+1', '[zz]:1', 'a@b:1']) {
+    for (const bad of [
+      'example.com',
+      'example.com:0',
+      'example.com:65536',
+      'a b:1',
+      ':80',
+      '[::1]80',
+      'ex_ample..com:1',
+      'a:+1',
+      '[zz]:1',
+      'a@b:1',
+    ]) {
       expect(parseAuthority(bad), bad).toBeNull();
     }
   });
   it('absolute http URLs', () => {
-    expect(parseAbsoluteHttpUrl('http://example.com/a?b#c')).toEqual({ host: 'example.com', port: 80, authority: 'example.com', path: '/a?b' });
-    expect(parseAbsoluteHttpUrl('HTTP://[::1]:81')).toEqual({ host: '::1', port: 81, authority: '[::1]:81', path: '/' });
+    expect(parseAbsoluteHttpUrl('http://example.com/a?b#c')).toEqual({
+      host: 'example.com',
+      port: 80,
+      authority: 'example.com',
+      path: '/a?b',
+    });
+    expect(parseAbsoluteHttpUrl('HTTP://[::1]:81')).toEqual({
+      host: '::1',
+      port: 81,
+      authority: '[::1]:81',
+      path: '/',
+    });
     expect(parseAbsoluteHttpUrl('http://h?x=1')).toMatchObject({ path: '/?x=1' });
     for (const bad of ['https://example.com/', '/relative', 'http://user:pw@h/', 'http:///x', 'ftp://h/']) {
       expect(parseAbsoluteHttpUrl(bad), bad).toBeNull();
@@ -158,19 +210,34 @@ describe('Proxy-Authorization', () => {
   it('Basic credentials, colon in the password, UTF-8', () => {
     const enc = (s: string) => `Basic ${Buffer.from(s).toString('base64')}`;
     expect(parseProxyAuthorization([enc('alice:pa:ss')])).toEqual({ username: 'alice', password: 'pa:ss' });
-    expect(parseProxyAuthorization([`basic  ${Buffer.from('ü:ö').toString('base64')}`])).toEqual({ username: 'ü', password: 'ö' });
+    expect(parseProxyAuthorization([`basic  ${Buffer.from('ü:ö').toString('base64')}`])).toEqual({
+      username: 'ü',
+      password: 'ö',
+    });
     expect(parseProxyAuthorization([])).toBeNull();
-    for (const bad of [[enc('nocolon')], ['Bearer abc'], ['Basic !!!'], ['Basic YTpi', 'Basic YTpi'], ['Basic YTpiYw']]) {
+    for (const bad of [
+      [enc('nocolon')],
+      ['Bearer abc'],
+      ['Basic !!!'],
+      ['Basic YTpi', 'Basic YTpi'],
+      ['Basic YTpiYw'],
+    ]) {
       expect(parseProxyAuthorization(bad)).toBe('invalid');
     }
   });
 
   it('credentials that are not UTF-8 are ISO-8859-1 (Python requests, Java encode Basic so without a charset)', () => {
     const latin1 = (s: string) => `Basic ${Buffer.from(s, 'latin1').toString('base64')}`;
-    expect(parseProxyAuthorization([latin1('dora:pässwörd-lang')])).toEqual({ username: 'dora', password: 'pässwörd-lang' });
+    expect(parseProxyAuthorization([latin1('dora:pässwörd-lang')])).toEqual({
+      username: 'dora',
+      password: 'pässwörd-lang',
+    });
     expect(parseProxyAuthorization([latin1('jürgen:geheim')])).toEqual({ username: 'jürgen', password: 'geheim' });
     // Valid UTF-8 stays UTF-8, even where its bytes would also read as ISO-8859-1.
-    expect(parseProxyAuthorization([`Basic ${Buffer.from('dora:pässwörd-lang').toString('base64')}`])).toEqual({ username: 'dora', password: 'pässwörd-lang' });
+    expect(parseProxyAuthorization([`Basic ${Buffer.from('dora:pässwörd-lang').toString('base64')}`])).toEqual({
+      username: 'dora',
+      password: 'pässwörd-lang',
+    });
   });
 
   it('accepts exactly padded base64 (RFC 4648): every string of its alphabet and a few strays, against the grammar', () => {
@@ -186,20 +253,30 @@ describe('Proxy-Authorization', () => {
       const decodesToPair = grammar.test(b64) && Buffer.from(b64, 'base64').toString('utf8').includes(':');
       expect(got !== 'invalid', b64).toBe(decodesToPair);
     }
-    for (const b64 of ['YTpi', 'YTpiYw==', 'YTpiY2Q=']) expect(parseProxyAuthorization([`Basic ${b64}`])).not.toBe('invalid');
-    for (const b64 of ['====', 'YTp=Yw==', 'YTpiY===', 'YTpiYw=', 'YTpiYw=x']) expect(parseProxyAuthorization([`Basic ${b64}`])).toBe('invalid');
+    for (const b64 of ['YTpi', 'YTpiYw==', 'YTpiY2Q='])
+      expect(parseProxyAuthorization([`Basic ${b64}`])).not.toBe('invalid');
+    for (const b64 of ['====', 'YTp=Yw==', 'YTpiY===', 'YTpiYw=', 'YTpiYw=x'])
+      expect(parseProxyAuthorization([`Basic ${b64}`])).toBe('invalid');
   });
 });
 
 describe('forwarding helpers', () => {
-  const head = (h: Array<[string, string]>, version: '1.0' | '1.1' = '1.1') => ({ method: 'POST', target: 'http://x/', version, headers: h });
+  const head = (h: Array<[string, string]>, version: '1.0' | '1.1' = '1.1') => ({
+    method: 'POST',
+    target: 'http://x/',
+    version,
+    headers: h,
+  });
   it('request framing refuses smuggling shapes', () => {
     expect(requestFraming(head([['Content-Length', '5']]))).toMatchObject({ kind: 'length', remaining: 5 });
     expect(requestFraming(head([['Content-Length', '5, 5']]))).toMatchObject({ kind: 'length', remaining: 5 });
     expect(requestFraming(head([['Transfer-Encoding', 'gzip, chunked']]))).toMatchObject({ kind: 'chunked' });
     expect(requestFraming(head([]))).toEqual({ kind: 'none' });
     for (const h of [
-      [['Content-Length', '5'], ['Transfer-Encoding', 'chunked']],
+      [
+        ['Content-Length', '5'],
+        ['Transfer-Encoding', 'chunked'],
+      ],
       [['Content-Length', '5, 6']],
       [['Content-Length', '-1']],
       [['Content-Length', '0x10']],
@@ -231,7 +308,9 @@ describe('forwarding helpers', () => {
       'h:8',
       '/p',
     ).toString('latin1');
-    expect(out).toBe('GET /p HTTP/1.1\r\nHost: h:8\r\nAccept: */*\r\nContent-Length: 0\r\nVia: 1.1 proxyd\r\nConnection: close\r\n\r\n');
+    expect(out).toBe(
+      'GET /p HTTP/1.1\r\nHost: h:8\r\nAccept: */*\r\nContent-Length: 0\r\nVia: 1.1 proxyd\r\nConnection: close\r\n\r\n',
+    );
   });
 });
 
@@ -267,6 +346,12 @@ describe('request head: line breaks and field whitespace', () => {
   it('trims spaces and tabs around a value, and only those', () => {
     const r = parse('CONNECT a:1 HTTP/1.1\r\nA: \t x y \t\r\nB:\r\nC:   \r\nD:z\r\n\r\n');
     expect(r.kind).toBe('ok');
-    if (r.kind === 'ok') expect(r.value.headers).toEqual([['A', 'x y'], ['B', ''], ['C', ''], ['D', 'z']]);
+    if (r.kind === 'ok')
+      expect(r.value.headers).toEqual([
+        ['A', 'x y'],
+        ['B', ''],
+        ['C', ''],
+        ['D', 'z'],
+      ]);
   });
 });

@@ -49,7 +49,10 @@ describe('PROXY v2', () => {
   });
   it('TCP6, LOCAL and UNSPEC', () => {
     const a6 = [0x20, 0x01, 0x0d, 0xb8, ...new Array(11).fill(0), 5, ...new Array(16).fill(0), 0, 1, 0, 2];
-    expect(parseProxyHeader(v2(0x21, 0x21, a6))).toMatchObject({ kind: 'ok', value: { source: { address: '2001:db8::5', port: 1 } } });
+    expect(parseProxyHeader(v2(0x21, 0x21, a6))).toMatchObject({
+      kind: 'ok',
+      value: { source: { address: '2001:db8::5', port: 1 } },
+    });
     expect(parseProxyHeader(v2(0x20, 0x00, []))).toMatchObject({ kind: 'ok', value: { source: null } });
     expect(parseProxyHeader(v2(0x21, 0x00, []))).toMatchObject({ kind: 'ok', value: { source: null } });
   });

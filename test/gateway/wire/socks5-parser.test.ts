@@ -30,7 +30,10 @@ describe('RFC 1929 username/password', () => {
   it('a username or password that is not UTF-8 is ISO-8859-1 (Java sends them so)', () => {
     const u = Buffer.from('dora', 'latin1');
     const p = Buffer.from('pässwörd-lang', 'latin1');
-    expect(expectByteByByte(parseUserPass, Buffer.concat([b(1, u.length), u, b(p.length), p]))).toEqual({ username: 'dora', password: 'pässwörd-lang' });
+    expect(expectByteByByte(parseUserPass, Buffer.concat([b(1, u.length), u, b(p.length), p]))).toEqual({
+      username: 'dora',
+      password: 'pässwörd-lang',
+    });
   });
   it('subnegotiation version must be 1', () => {
     expect(parseUserPass(b(5, 1, 0x61, 0))).toEqual({ kind: 'error', error: 'bad_auth_version' });
@@ -46,9 +49,17 @@ describe('SOCKS5 request', () => {
       port: 443,
     });
     const d = Buffer.concat([b(5, 1, 0, 3, 11), Buffer.from('example.com'), b(0, 80)]);
-    expect(expectByteByByte(parseRequest, d)).toEqual({ command: 1, address: { type: 'domain', host: 'example.com' }, port: 80 });
+    expect(expectByteByByte(parseRequest, d)).toEqual({
+      command: 1,
+      address: { type: 'domain', host: 'example.com' },
+      port: 80,
+    });
     const v6 = b(5, 1, 0, 4, 0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0x1f, 0x90);
-    expect(expectByteByByte(parseRequest, v6)).toEqual({ command: 1, address: { type: 'ipv6', host: '2001:db8::1' }, port: 8080 });
+    expect(expectByteByByte(parseRequest, v6)).toEqual({
+      command: 1,
+      address: { type: 'ipv6', host: '2001:db8::1' },
+      port: 8080,
+    });
     expect(expectWithTrailer(parseRequest, d, Buffer.from('GET / HTTP/1.1\r\n'))).toMatchObject({ port: 80 });
   });
   it("IPv6 addresses in RFC 5952's text: one spelling for one address (a domain row, a rule, the log)", () => {
@@ -104,7 +115,10 @@ describe('SOCKS5 parsers on junk', () => {
         fc.oneof(
           fc.tuple(fc.constant(1), fc.uint8Array({ minLength: 4, maxLength: 4 })),
           fc.tuple(fc.constant(4), fc.uint8Array({ minLength: 16, maxLength: 16 })),
-          fc.tuple(fc.constant(3), fc.stringMatching(/^[a-z0-9.-]{1,60}$/).map((s) => Buffer.from(s))),
+          fc.tuple(
+            fc.constant(3),
+            fc.stringMatching(/^[a-z0-9.-]{1,60}$/).map((s) => Buffer.from(s)),
+          ),
         ),
         fc.integer({ min: 0, max: 65535 }),
         fc.array(fc.nat(), { maxLength: 5 }),
@@ -115,7 +129,8 @@ describe('SOCKS5 parsers on junk', () => {
           const whole = parseRequest(msg);
           expect(whole.kind).toBe('ok');
           // Cumulative feeding at arbitrary cut points: incomplete until the last byte.
-          for (const c of cuts.map((x) => x % msg.length)) expect(parseRequest(msg.subarray(0, c)).kind).toBe('incomplete');
+          for (const c of cuts.map((x) => x % msg.length))
+            expect(parseRequest(msg.subarray(0, c)).kind).toBe('incomplete');
         },
       ),
     );

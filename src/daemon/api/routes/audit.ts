@@ -13,10 +13,18 @@ import { parseStrictQuery } from './query.js';
 export default function auditRoute(app: FastifyInstance, ctx: ApiContext): void {
   app.get(AUDIT_PATH, keyRoute('audit:read', 'read'), async (request, reply) => {
     const q = parseStrictQuery(rawQuery(request), AuditQuerySchema);
-    if (q.from !== undefined && q.to !== undefined && q.from >= q.to) throw new BusinessError(Code.INVALID_PARAMS, 'invalid parameters: from (not before to)');
-    if (q.action !== undefined && !actionsKnown(q.action)) throw new BusinessError(Code.INVALID_PARAMS, `invalid parameters: action (no action or family ${q.action})`);
+    if (q.from !== undefined && q.to !== undefined && q.from >= q.to)
+      throw new BusinessError(Code.INVALID_PARAMS, 'invalid parameters: from (not before to)');
+    if (q.action !== undefined && !actionsKnown(q.action))
+      throw new BusinessError(Code.INVALID_PARAMS, `invalid parameters: action (no action or family ${q.action})`);
     // The account is the key's, never the caller's input.
-    const page = await ctx.audit.list(request.apiKey!.accountId, { fromMs: q.from, toMs: q.to, action: q.action, page: q.page, page_size: q.page_size });
+    const page = await ctx.audit.list(request.apiKey!.accountId, {
+      fromMs: q.from,
+      toMs: q.to,
+      action: q.action,
+      page: q.page,
+      page_size: q.page_size,
+    });
     return sendEnvelope(request, reply, Code.OK, page);
   });
 }

@@ -8,7 +8,9 @@ import openapiRoute from './openapi.js';
 export default function daemonEndpoints(app: FastifyInstance, ctx: ApiContext): void {
   app.get(DAEMON_PATHS.healthz, async (_request, reply) => {
     const h = await ctx.health();
-    return reply.code(h.ok ? 200 : 503).send(h.ok ? { status: 'ok' } : { status: h.status ?? 'unavailable', down: h.down });
+    return reply
+      .code(h.ok ? 200 : 503)
+      .send(h.ok ? { status: 'ok' } : { status: h.status ?? 'unavailable', down: h.down });
   });
 
   app.get(DAEMON_PATHS.metrics, async (_request, reply) => {

@@ -13,7 +13,15 @@ export default function ipsListRoute(app: FastifyInstance, ctx: ApiContext): voi
     rejectExtraQuery(request);
     const accountId = request.apiKey!.accountId; // the key's account, never the caller's input
     const now = ctx.nowMs();
-    const [{ period_start, items }, used] = await Promise.all([customerIps(ctx.store, accountId, now), ctx.store.egress.replacementsUsed(accountId, monthOf(Math.floor(now / 1000)).month)]);
-    return sendEnvelope(request, reply, Code.OK, { items, total: items.length, period_start, replacements: { used, limit: ctx.dedicated.replacementsPerMonth } });
+    const [{ period_start, items }, used] = await Promise.all([
+      customerIps(ctx.store, accountId, now),
+      ctx.store.egress.replacementsUsed(accountId, monthOf(Math.floor(now / 1000)).month),
+    ]);
+    return sendEnvelope(request, reply, Code.OK, {
+      items,
+      total: items.length,
+      period_start,
+      replacements: { used, limit: ctx.dedicated.replacementsPerMonth },
+    });
   });
 }

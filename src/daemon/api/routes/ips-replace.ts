@@ -20,15 +20,37 @@ export default function ipsReplaceRoute(app: FastifyInstance, ctx: ApiContext): 
   app.post(IPS_PATHS.replace, writeRoute(ctx, 'users:write'), async (request, reply) => {
     rejectExtraQuery(request);
     const parsed = IpReplaceBodySchema.safeParse(parseJsonBody(request));
-    if (!parsed.success) throw new BusinessError(Code.INVALID_PARAMS, `invalid parameters: ${firstIssueField(parsed.error)}`);
+    if (!parsed.success)
+      throw new BusinessError(Code.INVALID_PARAMS, `invalid parameters: ${firstIssueField(parsed.error)}`);
     const address = parsed.data.address;
-    if (!isStrictIPv4(address)) throw new BusinessError(Code.INVALID_PARAMS, 'invalid parameters: address (an IPv4 address A.B.C.D)');
+    if (!isStrictIPv4(address))
+      throw new BusinessError(Code.INVALID_PARAMS, 'invalid parameters: address (an IPv4 address A.B.C.D)');
     const d = ctx.dedicated;
-    const r = await replaceAddress(ctx.store, request.apiKey!.accountId, address, { maxPerMonth: d.replacementsPerMonth, quarantineDays: d.quarantineDays, nowSec: Math.floor(ctx.nowMs() / 1000) }, keyAudit(request));
+    const r = await replaceAddress(
+      ctx.store,
+      request.apiKey!.accountId,
+      address,
+      { maxPerMonth: d.replacementsPerMonth, quarantineDays: d.quarantineDays, nowSec: Math.floor(ctx.nowMs() / 1000) },
+      keyAudit(request),
+    );
     if (r.ok) return sendEnvelope(request, reply, Code.OK, { old: r.old, new: r.new });
-    if (r.code === 'not_found') return sendEnvelope(request, reply, Code.NOT_FOUND, null, `not found: ${address} is not one of the account's dedicated addresses`);
+    if (r.code === 'not_found')
+      return sendEnvelope(
+        request,
+        reply,
+        Code.NOT_FOUND,
+        null,
+        `not found: ${address} is not one of the account's dedicated addresses`,
+      );
     if (r.code === 'allowance') {
-      return sendEnvelope(request, reply, Code.RATE_LIMITED, null, `rate limited: ${d.replacementsPerMonth} replacements a calendar month, used`, { retryAfterSeconds: r.retryAfterSec });
+      return sendEnvelope(
+        request,
+        reply,
+        Code.RATE_LIMITED,
+        null,
+        `rate limited: ${d.replacementsPerMonth} replacements a calendar month, used`,
+        { retryAfterSeconds: r.retryAfterSec },
+      );
     }
     return sendEnvelope(request, reply, Code.LIMITER_UNAVAILABLE, null, NO_FREE_ADDRESS);
   });

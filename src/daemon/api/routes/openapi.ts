@@ -3,7 +3,22 @@
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import { Code, HTTP_STATUS, TOP_MESSAGE } from '../../../contract/codes.js';
-import { API_KEY_PARAM, API_PATHS, AUDIT_PATH, IPS_PATHS, KEY_LIMITS, DAEMON_PATHS, DEFAULT_DOMAINS_LIMIT, MAX_BATCH_ITEMS, MAX_DOMAINS_LIMIT, MAX_PAGE, MAX_PAGE_SIZE, MAX_SERIES_POINTS, RATE_LIMITS, USAGE_PATHS } from '../../../contract/paths.js';
+import {
+  API_KEY_PARAM,
+  API_PATHS,
+  AUDIT_PATH,
+  IPS_PATHS,
+  KEY_LIMITS,
+  DAEMON_PATHS,
+  DEFAULT_DOMAINS_LIMIT,
+  MAX_BATCH_ITEMS,
+  MAX_DOMAINS_LIMIT,
+  MAX_PAGE,
+  MAX_PAGE_SIZE,
+  MAX_SERIES_POINTS,
+  RATE_LIMITS,
+  USAGE_PATHS,
+} from '../../../contract/paths.js';
 import {
   AddBodySchema,
   AuditDataSchema,
@@ -32,7 +47,11 @@ type Json = Record<string, unknown>;
 const API_KEY_EXAMPLE = '<API_KEY>';
 
 function jsonSchema(schema: z.ZodType, io: 'input' | 'output'): Json {
-  const { $schema: _drop, ...rest } = z.toJSONSchema(schema, { io, target: 'draft-2020-12', unrepresentable: 'any' }) as Json;
+  const { $schema: _drop, ...rest } = z.toJSONSchema(schema, {
+    io,
+    target: 'draft-2020-12',
+    unrepresentable: 'any',
+  }) as Json;
   return rest;
 }
 
@@ -42,17 +61,28 @@ function envelope(data: z.ZodType | null, example: { code: number; message: stri
     content: {
       'application/json': {
         schema: jsonSchema(schema, 'output'),
-        example: { code: example.code, message: example.message, requestId: '4f6c1f3e-3a0e-4c49-9d55-0f8e1c2b7a10', data: example.data },
+        example: {
+          code: example.code,
+          message: example.message,
+          requestId: '4f6c1f3e-3a0e-4c49-9d55-0f8e1c2b7a10',
+          data: example.data,
+        },
       },
     },
   };
 }
 
 function errorResponse(code: number, extra: Json = {}): Json {
-  return { description: TOP_MESSAGE[code], ...envelope(null, { code, message: TOP_MESSAGE[code]!, data: null }), ...extra };
+  return {
+    description: TOP_MESSAGE[code],
+    ...envelope(null, { code, message: TOP_MESSAGE[code]!, data: null }),
+    ...extra,
+  };
 }
 
-const RETRY_AFTER = { 'Retry-After': { description: 'seconds until a request may succeed', schema: { type: 'integer', minimum: 1 } } };
+const RETRY_AFTER = {
+  'Retry-After': { description: 'seconds until a request may succeed', schema: { type: 'integer', minimum: 1 } },
+};
 
 function commonErrors(): Json {
   return {
@@ -79,13 +109,31 @@ export function keyErrors(scope: Scope | 'any'): Json {
   const missing = `the key lacks scope ${scope === 'any' ? 'usage:read' : scope}`;
   return {
     ...commonErrors(),
-    '401': errorResponse(Code.INVALID_API_KEY, { headers: { 'WWW-Authenticate': { description: 'Bearer realm="proxyd", the same for every cause', schema: { type: 'string' } } } }),
-    ...(scope === 'any' ? {} : { '403': { description: 'the key lacks the scope', ...envelope(null, { code: Code.MISSING_SCOPE, message: missing, data: null }) } }),
+    '401': errorResponse(Code.INVALID_API_KEY, {
+      headers: {
+        'WWW-Authenticate': {
+          description: 'Bearer realm="proxyd", the same for every cause',
+          schema: { type: 'string' },
+        },
+      },
+    }),
+    ...(scope === 'any'
+      ? {}
+      : {
+          '403': {
+            description: 'the key lacks the scope',
+            ...envelope(null, { code: Code.MISSING_SCOPE, message: missing, data: null }),
+          },
+        }),
   };
 }
 
 /** A GET endpoint's query parameters, from the zod schema that validates them. */
-function queryParameters(schema: z.ZodType, examples: Record<string, unknown>, descriptions: Record<string, string> = {}): Json[] {
+function queryParameters(
+  schema: z.ZodType,
+  examples: Record<string, unknown>,
+  descriptions: Record<string, string> = {},
+): Json[] {
   const q = jsonSchema(schema, 'input') as { properties: Record<string, Json>; required?: string[] };
   return Object.entries(q.properties).map(([name, s]) => ({
     name,
@@ -106,7 +154,7 @@ function listParameters(): Json[] {
 }
 
 const RANGE_DESCRIPTIONS = {
-  from: 'ISO 8601 date (midnight UTC) or date-time with a zone; default: the start of the current period (the plan\'s, else this calendar month, UTC)',
+  from: "ISO 8601 date (midnight UTC) or date-time with a zone; default: the start of the current period (the plan's, else this calendar month, UTC)",
   to: 'ISO 8601, exclusive; default: now',
   user: 'a proxy username, or ip:A.B.C.D for whitelist traffic',
 };
@@ -115,16 +163,26 @@ const totals = { bytes_up: 1_234_567, bytes_down: 9_876_543, connections: 12 };
 
 function usagePaths(): Json {
   const ok = (what: string, schema: z.ZodType, data: unknown): Json => ({
-    '200': { description: `${what} (code 200), or 10400 naming the field of a bad query`, ...envelope(schema, { code: Code.OK, message: 'success', data }) },
+    '200': {
+      description: `${what} (code 200), or 10400 naming the field of a bad query`,
+      ...envelope(schema, { code: Code.OK, message: 'success', data }),
+    },
     ...keyErrors('usage:read'),
   });
   return {
     [USAGE_PATHS.summary]: {
       get: {
         operationId: 'usageSummary',
-        summary: "The account's usage over a range: totals, its plan, and per proxy user (whitelist traffic under ip:A.B.C.D)",
+        summary:
+          "The account's usage over a range: totals, its plan, and per proxy user (whitelist traffic under ip:A.B.C.D)",
         ...keyOperation('usage:read'),
-        parameters: [...queryParameters(UsageSummaryQuerySchema, { from: '2026-11-01', to: '2026-11-21T10:00:00Z' }, RANGE_DESCRIPTIONS)],
+        parameters: [
+          ...queryParameters(
+            UsageSummaryQuerySchema,
+            { from: '2026-11-01', to: '2026-11-21T10:00:00Z' },
+            RANGE_DESCRIPTIONS,
+          ),
+        ],
         responses: ok('totals and users', UsageSummaryDataSchema, {
           from: '2026-11-01T00:00:00Z',
           to: '2026-11-21T10:00:01Z',
@@ -140,25 +198,42 @@ function usagePaths(): Json {
         operationId: 'usageSeries',
         summary: `Usage per hour or day, oldest first, buckets without traffic as zeros; at most ${MAX_SERIES_POINTS} points`,
         ...keyOperation('usage:read'),
-        parameters: [...queryParameters(UsageSeriesQuerySchema, { granularity: 'day', from: '2026-11-01', to: '2026-11-21', user: 'alice' }, RANGE_DESCRIPTIONS)],
-        responses: ok('the points', UsageSeriesDataSchema, { granularity: 'day', points: [{ time: '2026-11-20T00:00:00Z', ...totals }] }),
+        parameters: [
+          ...queryParameters(
+            UsageSeriesQuerySchema,
+            { granularity: 'day', from: '2026-11-01', to: '2026-11-21', user: 'alice' },
+            RANGE_DESCRIPTIONS,
+          ),
+        ],
+        responses: ok('the points', UsageSeriesDataSchema, {
+          granularity: 'day',
+          points: [{ time: '2026-11-20T00:00:00Z', ...totals }],
+        }),
         'x-codeSamples': bearerCurl('GET', USAGE_PATHS.series, undefined, '?granularity=day'),
       },
     },
     [USAGE_PATHS.domains]: {
       get: {
         operationId: 'usageDomains',
-        summary: 'Usage per registrable domain of the target (eTLD+1), largest first; those past limit are summed in other',
+        summary:
+          'Usage per registrable domain of the target (eTLD+1), largest first; those past limit are summed in other',
         ...keyOperation('usage:read'),
         parameters: [
-          ...queryParameters(UsageDomainsQuerySchema, { from: '2026-11-01', to: '2026-11-21', user: 'alice', limit: '100' }, {
-            ...RANGE_DESCRIPTIONS,
-            from: 'first day, YYYY-MM-DD (UTC); default: the first day of the current period',
-            to: 'last day, YYYY-MM-DD (UTC), inclusive; default: today',
-            limit: `how many domains by name (1..${MAX_DOMAINS_LIMIT}, default ${DEFAULT_DOMAINS_LIMIT})`,
-          }),
+          ...queryParameters(
+            UsageDomainsQuerySchema,
+            { from: '2026-11-01', to: '2026-11-21', user: 'alice', limit: '100' },
+            {
+              ...RANGE_DESCRIPTIONS,
+              from: 'first day, YYYY-MM-DD (UTC); default: the first day of the current period',
+              to: 'last day, YYYY-MM-DD (UTC), inclusive; default: today',
+              limit: `how many domains by name (1..${MAX_DOMAINS_LIMIT}, default ${DEFAULT_DOMAINS_LIMIT})`,
+            },
+          ),
         ],
-        responses: ok('the domains', UsageDomainsDataSchema, { domains: [{ domain: 'example.co.uk', ...totals }], other: { bytes_up: 1024, bytes_down: 4096, connections: 1 } }),
+        responses: ok('the domains', UsageDomainsDataSchema, {
+          domains: [{ domain: 'example.co.uk', ...totals }],
+          other: { bytes_up: 1024, bytes_down: 4096, connections: 1 },
+        }),
         'x-codeSamples': bearerCurl('GET', USAGE_PATHS.domains, undefined, '?limit=10'),
       },
     },
@@ -172,13 +247,17 @@ function auditPaths(): Json {
         operationId: 'auditLog',
         summary: "The account's audit log, newest first: who changed what, from where (the account is the key's)",
         ...keyOperation('audit:read'),
-        parameters: queryParameters(AuditQuerySchema, { from: '2026-11-01', to: '2026-11-21T10:00:00Z', action: 'whitelist', page: '1', page_size: '20' }, {
-          from: 'ISO 8601 date or date-time with a zone; records at or after it',
-          to: 'ISO 8601, exclusive',
-          action: 'an action (whitelist.added) or a family (whitelist: every whitelist.*)',
-          page: `page number, 1..${MAX_PAGE}`,
-          page_size: `records per page, 1..${MAX_PAGE_SIZE}`,
-        }),
+        parameters: queryParameters(
+          AuditQuerySchema,
+          { from: '2026-11-01', to: '2026-11-21T10:00:00Z', action: 'whitelist', page: '1', page_size: '20' },
+          {
+            from: 'ISO 8601 date or date-time with a zone; records at or after it',
+            to: 'ISO 8601, exclusive',
+            action: 'an action (whitelist.added) or a family (whitelist: every whitelist.*)',
+            page: `page number, 1..${MAX_PAGE}`,
+            page_size: `records per page, 1..${MAX_PAGE_SIZE}`,
+          },
+        ),
         responses: {
           '200': {
             description: 'a page of records (code 200), or 10400 naming the field of a bad query',
@@ -221,7 +300,8 @@ function ipsPaths(): Json {
     [IPS_PATHS.list]: {
       get: {
         operationId: 'listDedicatedIps',
-        summary: "The account's dedicated egress addresses: country, city, since when, bytes in the usage summary's default period, replacements used this month",
+        summary:
+          "The account's dedicated egress addresses: country, city, since when, bytes in the usage summary's default period, replacements used this month",
         ...keyOperation('users:read'),
         responses: {
           '200': {
@@ -230,7 +310,16 @@ function ipsPaths(): Json {
               code: Code.OK,
               message: 'success',
               data: {
-                items: [{ address: '203.0.113.10', country: 'us', city: 'nyc', since: '2026-11-02T09:00:00Z', bytes_up: 1_234_567, bytes_down: 9_876_543 }],
+                items: [
+                  {
+                    address: '203.0.113.10',
+                    country: 'us',
+                    city: 'nyc',
+                    since: '2026-11-02T09:00:00Z',
+                    bytes_up: 1_234_567,
+                    bytes_down: 9_876_543,
+                  },
+                ],
                 total: 1,
                 period_start: '2026-11-01T00:00:00Z',
                 replacements: { used: 1, limit: 3 },
@@ -245,15 +334,51 @@ function ipsPaths(): Json {
     [IPS_PATHS.replace]: {
       post: {
         operationId: 'replaceDedicatedIp',
-        summary: 'Swap one of the account\'s dedicated addresses for a free one of the same node (else the same country); the old one is quarantined, its open connections end within 2 s',
+        summary:
+          "Swap one of the account's dedicated addresses for a free one of the same node (else the same country); the old one is quarantined, its open connections end within 2 s",
         ...keyOperation('users:write'),
-        requestBody: { required: true, content: { 'application/json': { schema: jsonSchema(IpReplaceBodySchema, 'input'), example: replaceExample } } },
+        requestBody: {
+          required: true,
+          content: {
+            'application/json': { schema: jsonSchema(IpReplaceBodySchema, 'input'), example: replaceExample },
+          },
+        },
         responses: {
-          '200': { description: 'replaced (code 200), or 10400 naming the field of a bad body', ...envelope(IpReplaceDataSchema, { code: Code.OK, message: 'success', data: { old: '203.0.113.10', new: '203.0.113.11' } }) },
-          '404': { description: 'not one of the account\'s addresses', ...envelope(null, { code: Code.NOT_FOUND, message: 'not found: 203.0.113.10 is not one of the account\'s dedicated addresses', data: null }) },
+          '200': {
+            description: 'replaced (code 200), or 10400 naming the field of a bad body',
+            ...envelope(IpReplaceDataSchema, {
+              code: Code.OK,
+              message: 'success',
+              data: { old: '203.0.113.10', new: '203.0.113.11' },
+            }),
+          },
+          '404': {
+            description: "not one of the account's addresses",
+            ...envelope(null, {
+              code: Code.NOT_FOUND,
+              message: "not found: 203.0.113.10 is not one of the account's dedicated addresses",
+              data: null,
+            }),
+          },
           ...keyErrors('users:write'),
-          '429': { description: 'the month\'s replacements are used (Retry-After: seconds to the next month, UTC), or the key\'s rate limit', ...envelope(null, { code: Code.RATE_LIMITED, message: 'rate limited: 3 replacements a calendar month, used', data: null }), headers: RETRY_AFTER },
-          '503': { description: 'no free address to replace with (nothing changed)', ...envelope(null, { code: Code.LIMITER_UNAVAILABLE, message: 'no free address to replace with', data: null }) },
+          '429': {
+            description:
+              "the month's replacements are used (Retry-After: seconds to the next month, UTC), or the key's rate limit",
+            ...envelope(null, {
+              code: Code.RATE_LIMITED,
+              message: 'rate limited: 3 replacements a calendar month, used',
+              data: null,
+            }),
+            headers: RETRY_AFTER,
+          },
+          '503': {
+            description: 'no free address to replace with (nothing changed)',
+            ...envelope(null, {
+              code: Code.LIMITER_UNAVAILABLE,
+              message: 'no free address to replace with',
+              data: null,
+            }),
+          },
         },
         'x-codeSamples': bearerCurl('POST', IPS_PATHS.replace, replaceExample),
       },
@@ -276,7 +401,11 @@ const batchOk = (what: string) =>
     ...envelope(BatchResultSchema, {
       code: Code.PARTIAL,
       message: '1 succeeded, 1 failed',
-      data: { success_count: 1, failed_count: 1, failed_items: [{ ip: '10.0.0.1', code: 10421, reason: 'not a public IPv4 address' }] },
+      data: {
+        success_count: 1,
+        failed_count: 1,
+        failed_items: [{ ip: '10.0.0.1', code: 10421, reason: 'not a public IPv4 address' }],
+      },
     }),
   }) as Json;
 
@@ -290,10 +419,18 @@ function curl(method: 'GET' | 'POST', path: string, body?: unknown, extraQuery =
 }
 
 /** curl of an API key endpoint: the key in the Authorization header, never in the URL. */
-export function bearerCurl(method: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE', path: string, body?: unknown, query = ''): Json[] {
+export function bearerCurl(
+  method: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE',
+  path: string,
+  body?: unknown,
+  query = '',
+): Json[] {
   const url = `http://127.0.0.1:8080${path}${query}`;
   const head = `curl -s${method === 'GET' ? '' : ` -X ${method}`} -H 'Authorization: Bearer ${API_KEY_EXAMPLE}'`;
-  const source = body === undefined ? `${head} '${url}'` : `${head} -H 'Content-Type: application/json' '${url}' -d '${JSON.stringify(body)}'`;
+  const source =
+    body === undefined
+      ? `${head} '${url}'`
+      : `${head} -H 'Content-Type: application/json' '${url}' -d '${JSON.stringify(body)}'`;
   return [{ lang: 'shell', label: 'curl', source }];
 }
 
@@ -319,8 +456,18 @@ export function buildOpenApiDocument(version: string): Json {
     servers: [{ url: '/', description: 'the daemon this document was fetched from' }],
     components: {
       securitySchemes: {
-        api_key: { type: 'apiKey', in: 'query', name: API_KEY_PARAM, description: 'the account API token <accessKey>.<secret>: the three whitelist endpoints only' },
-        bearer: { type: 'http', scheme: 'bearer', bearerFormat: 'pxk_<id>_<secret>', description: `an API key with scopes (${SCOPES.join(', ')}): every other endpoint` },
+        api_key: {
+          type: 'apiKey',
+          in: 'query',
+          name: API_KEY_PARAM,
+          description: 'the account API token <accessKey>.<secret>: the three whitelist endpoints only',
+        },
+        bearer: {
+          type: 'http',
+          scheme: 'bearer',
+          bearerFormat: 'pxk_<id>_<secret>',
+          description: `an API key with scopes (${SCOPES.join(', ')}): every other endpoint`,
+        },
       },
     },
     paths: {
@@ -336,7 +483,20 @@ export function buildOpenApiDocument(version: string): Json {
               ...envelope(ListDataSchema, {
                 code: Code.OK,
                 message: 'success',
-                data: { items: [{ whitelist_id: 42, ip: '203.0.113.7', remark: 'office', status: 1, created_at: '2026-11-21T10:00:00Z' }], page: 1, page_size: 20, total: 1 },
+                data: {
+                  items: [
+                    {
+                      whitelist_id: 42,
+                      ip: '203.0.113.7',
+                      remark: 'office',
+                      status: 1,
+                      created_at: '2026-11-21T10:00:00Z',
+                    },
+                  ],
+                  page: 1,
+                  page_size: 20,
+                  total: 1,
+                },
               }),
             },
             ...commonErrors(),
@@ -350,7 +510,10 @@ export function buildOpenApiDocument(version: string): Json {
           security: [{ api_key: [] }],
           summary: 'Add IPv4 addresses to the whitelist',
           parameters: [apiKeyParam],
-          requestBody: { required: true, content: { 'application/json': { schema: jsonSchema(AddBodySchema, 'input'), example: addExample } } },
+          requestBody: {
+            required: true,
+            content: { 'application/json': { schema: jsonSchema(AddBodySchema, 'input'), example: addExample } },
+          },
           responses: {
             '200': batchOk('added'),
             [String(HTTP_STATUS[Code.NOT_VERIFIED])]: errorResponse(Code.NOT_VERIFIED),
@@ -365,7 +528,10 @@ export function buildOpenApiDocument(version: string): Json {
           security: [{ api_key: [] }],
           summary: 'Remove IPv4 addresses from the whitelist',
           parameters: [apiKeyParam],
-          requestBody: { required: true, content: { 'application/json': { schema: jsonSchema(DeleteBodySchema, 'input'), example: deleteExample } } },
+          requestBody: {
+            required: true,
+            content: { 'application/json': { schema: jsonSchema(DeleteBodySchema, 'input'), example: deleteExample } },
+          },
           responses: { '200': batchOk('deleted'), ...commonErrors() },
           'x-codeSamples': curl('POST', API_PATHS.delete, deleteExample),
         },
@@ -387,5 +553,7 @@ function documentText(): string {
 }
 
 export default function openapiRoute(app: FastifyInstance): void {
-  app.get(DAEMON_PATHS.openapi, async (_request, reply) => reply.type('application/json; charset=utf-8').header('cache-control', 'no-cache').send(documentText()));
+  app.get(DAEMON_PATHS.openapi, async (_request, reply) =>
+    reply.type('application/json; charset=utf-8').header('cache-control', 'no-cache').send(documentText()),
+  );
 }

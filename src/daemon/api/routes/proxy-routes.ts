@@ -39,7 +39,9 @@ export default function proxyRoutes(api: FastifyInstance, ctx: ApiContext): void
     [PROXY_PATHS.gateway, ['GET']],
   ];
   for (const [url, methods, elsewhere = []] of allowed) {
-    const allow = methods.includes('GET') ? [...methods.slice(0, 1), 'HEAD', ...methods.slice(1)].join(', ') : methods.join(', ');
+    const allow = methods.includes('GET')
+      ? [...methods.slice(0, 1), 'HEAD', ...methods.slice(1)].join(', ')
+      : methods.join(', ');
     api.route({
       method: ALL_METHODS.filter((m) => !methods.includes(m) && !elsewhere.includes(m)),
       url,

@@ -11,10 +11,12 @@ import { parseJsonBody } from '../body.js';
 import { sendEnvelope } from '../envelope.js';
 import { accountOf, noQuery, writeRoute } from './proxy-common.js';
 
-const bad = (field: string, problem: string) => new BusinessError(Code.INVALID_PARAMS, `invalid parameters: ${field} (${problem})`);
+const bad = (field: string, problem: string) =>
+  new BusinessError(Code.INVALID_PARAMS, `invalid parameters: ${field} (${problem})`);
 
 export function parseRulesBody(body: unknown): TargetRulesChange {
-  if (typeof body !== 'object' || body === null || Array.isArray(body)) throw bad('body', 'a JSON object with allow and deny');
+  if (typeof body !== 'object' || body === null || Array.isArray(body))
+    throw bad('body', 'a JSON object with allow and deny');
   const change: TargetRulesChange = {};
   for (const [k, v] of Object.entries(body)) {
     if (k !== 'allow' && k !== 'deny') throw bad(plainField(k), 'unknown field');
@@ -24,7 +26,8 @@ export function parseRulesBody(body: unknown): TargetRulesChange {
     if (withComma !== undefined) throw bad(k, `"${withComma.slice(0, 80)}": one domain pattern or CIDR per item`);
     // `none` is the text forms' word for an empty list: as the only item it would empty this one (an allow list
     // emptied lets every target through). An array says "none" with [].
-    if (items.length === 1 && items[0]!.trim().toLowerCase() === 'none') throw bad(k, '"none": write [] to empty the list');
+    if (items.length === 1 && items[0]!.trim().toLowerCase() === 'none')
+      throw bad(k, '"none": write [] to empty the list');
     change[k] = items.length === 0 ? 'none' : items.join(',');
   }
   return change;
@@ -38,7 +41,10 @@ export default function proxyRulesPutRoute(app: FastifyInstance, ctx: ApiContext
     if (!r.ok) {
       if (r.code === 'invalid_items') {
         const first = r.lists[0]!;
-        throw bad(first.list, describeProblems(first.problems.slice(0, 5).map((p) => ({ ...p, item: p.item.slice(0, 80) }))));
+        throw bad(
+          first.list,
+          describeProblems(first.problems.slice(0, 5).map((p) => ({ ...p, item: p.item.slice(0, 80) }))),
+        );
       }
       throw bad('allow', 'not accepted here');
     }

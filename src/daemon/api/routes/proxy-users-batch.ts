@@ -13,17 +13,25 @@ import { accountOf, invalid, noQuery, writeRoute } from './proxy-common.js';
 
 /** The items, each parsed: a malformed request (its shape) is refused whole; a bad value fails its item only. */
 export function parseUsersBatch(body: unknown) {
-  if (typeof body !== 'object' || body === null || Array.isArray(body)) throw new BusinessError(Code.INVALID_PARAMS, 'invalid parameters: body (a JSON object with items)');
-  for (const k of Object.keys(body)) if (k !== 'items') throw new BusinessError(Code.INVALID_PARAMS, `invalid parameters: ${plainField(k)} (unknown field)`);
+  if (typeof body !== 'object' || body === null || Array.isArray(body))
+    throw new BusinessError(Code.INVALID_PARAMS, 'invalid parameters: body (a JSON object with items)');
+  for (const k of Object.keys(body))
+    if (k !== 'items')
+      throw new BusinessError(Code.INVALID_PARAMS, `invalid parameters: ${plainField(k)} (unknown field)`);
   const items = (body as { items?: unknown }).items;
-  if (!Array.isArray(items)) throw new BusinessError(Code.INVALID_PARAMS, 'invalid parameters: items (an array of 1 to 100 users)');
+  if (!Array.isArray(items))
+    throw new BusinessError(Code.INVALID_PARAMS, 'invalid parameters: items (an array of 1 to 100 users)');
   if (items.length > MAX_BATCH_ITEMS) throw new BusinessError(Code.TOO_MANY_ITEMS);
-  if (items.length === 0) throw new BusinessError(Code.INVALID_PARAMS, 'invalid parameters: items (an array of 1 to 100 users)');
+  if (items.length === 0)
+    throw new BusinessError(Code.INVALID_PARAMS, 'invalid parameters: items (an array of 1 to 100 users)');
   return items.map((item, i) => {
     const r = parseNewUser(item, `items.${i}.`);
     if (r.ok) return r;
     if (r.problem.kind === 'shape') throw invalid(r.problem);
-    const username = typeof (item as { username?: unknown }).username === 'string' ? ((item as { username: string }).username.slice(0, 64)) : null;
+    const username =
+      typeof (item as { username?: unknown }).username === 'string'
+        ? (item as { username: string }).username.slice(0, 64)
+        : null;
     return { ok: false as const, username, field: r.problem.field, problem: r.problem.problem };
   });
 }

@@ -16,7 +16,13 @@ export default function proxyUserCreateRoute(app: FastifyInstance, ctx: ApiConte
     noQuery(request);
     const input = parseNewUser(parseJsonBody(request));
     if (!input.ok) throw invalid(input.problem);
-    const out = await createUserWithSettings(ctx.store, accountOf(request), input.value, ctx.nowMs(), keyAudit(request));
+    const out = await createUserWithSettings(
+      ctx.store,
+      accountOf(request),
+      input.value,
+      ctx.nowMs(),
+      keyAudit(request),
+    );
     if (!out.ok) throw new BusinessError(Code.CONFLICT, `conflict: username ${input.value.username} is taken`);
     return sendEnvelope(request, reply, Code.OK, { ...out.user, password: out.password });
   });

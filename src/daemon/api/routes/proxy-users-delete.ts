@@ -14,7 +14,8 @@ export default function proxyUserDeleteRoute(app: FastifyInstance, ctx: ApiConte
     const username = usernameParam(request);
     noQuery(request);
     const body = request.body;
-    if (Buffer.isBuffer(body) && body.length > 0) throw new BusinessError(Code.INVALID_PARAMS, 'invalid parameters: body (a delete takes none)');
+    if (Buffer.isBuffer(body) && body.length > 0)
+      throw new BusinessError(Code.INVALID_PARAMS, 'invalid parameters: body (a delete takes none)');
     if (!(await deleteUserByName(ctx.store, accountOf(request), username, keyAudit(request)))) throw notFound();
     return sendEnvelope(request, reply, Code.OK, { username });
   });

@@ -13,7 +13,12 @@ import { parseStrictQuery } from './query.js';
 export default function proxyUsersListRoute(app: FastifyInstance, ctx: ApiContext): void {
   app.get(PROXY_PATHS.users, readRoute('users:read'), async (request, reply) => {
     const q = parseStrictQuery(rawQuery(request), ProxyUsersQuerySchema);
-    const data = await listUsers(ctx.store, accountOf(request), { page: q.page, pageSize: q.page_size, status: q.status === 'all' ? undefined : q.status, prefix: q.q }, ctx.nowMs());
+    const data = await listUsers(
+      ctx.store,
+      accountOf(request),
+      { page: q.page, pageSize: q.page_size, status: q.status === 'all' ? undefined : q.status, prefix: q.q },
+      ctx.nowMs(),
+    );
     return sendEnvelope(request, reply, Code.OK, data);
   });
 }

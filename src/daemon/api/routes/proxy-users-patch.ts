@@ -19,7 +19,10 @@ export default function proxyUserPatchRoute(app: FastifyInstance, ctx: ApiContex
     if (!patch.ok) throw invalid(patch.problem);
     const accountId = accountOf(request);
     // Nothing to change: the user as it is, and no record.
-    const user = Object.keys(patch.value).length === 0 ? await showUser(ctx.store, accountId, username, ctx.nowMs()) : await updateUser(ctx.store, accountId, username, patch.value, ctx.nowMs(), keyAudit(request));
+    const user =
+      Object.keys(patch.value).length === 0
+        ? await showUser(ctx.store, accountId, username, ctx.nowMs())
+        : await updateUser(ctx.store, accountId, username, patch.value, ctx.nowMs(), keyAudit(request));
     if (!user) throw notFound();
     return sendEnvelope(request, reply, Code.OK, user);
   });

@@ -18,13 +18,17 @@ export function parseStrictQuery<S extends z.ZodType>(raw: string, schema: S): z
   for (const key of new Set(params.keys())) {
     if (key === API_KEY_PARAM) continue;
     const values = params.getAll(key);
-    if (values.length > 1) throw new BusinessError(Code.INVALID_PARAMS, `invalid parameters: ${safeName(key)} is repeated`);
+    if (values.length > 1)
+      throw new BusinessError(Code.INVALID_PARAMS, `invalid parameters: ${safeName(key)} is repeated`);
     obj[key] = values[0]!;
   }
   const r = schema.safeParse(obj);
   if (!r.success) {
     const detail = firstIssueDetail(r.error);
-    throw new BusinessError(Code.INVALID_PARAMS, `invalid parameters: ${safeName(firstIssueField(r.error))}${detail ? ` (${detail})` : ''}`);
+    throw new BusinessError(
+      Code.INVALID_PARAMS,
+      `invalid parameters: ${safeName(firstIssueField(r.error))}${detail ? ` (${detail})` : ''}`,
+    );
   }
   return r.data;
 }
@@ -34,7 +38,11 @@ export async function asInvalidParams<T>(p: Promise<T>): Promise<T> {
   try {
     return await p;
   } catch (e) {
-    if (e instanceof UsageQueryError) throw new BusinessError(Code.INVALID_PARAMS, `invalid parameters: ${e.field} (${e.message.slice(e.field.length + 2)})`);
+    if (e instanceof UsageQueryError)
+      throw new BusinessError(
+        Code.INVALID_PARAMS,
+        `invalid parameters: ${e.field} (${e.message.slice(e.field.length + 2)})`,
+      );
     throw e;
   }
 }
@@ -42,10 +50,10 @@ export async function asInvalidParams<T>(p: Promise<T>): Promise<T> {
 /** add/delete take only `api_key` in the query. */
 export function rejectExtraQuery(request: FastifyRequest): void {
   for (const key of new URLSearchParams(rawQuery(request)).keys()) {
-    if (key !== API_KEY_PARAM) throw new BusinessError(Code.INVALID_PARAMS, `invalid parameters: unknown query parameter ${safeName(key)}`);
+    if (key !== API_KEY_PARAM)
+      throw new BusinessError(Code.INVALID_PARAMS, `invalid parameters: unknown query parameter ${safeName(key)}`);
   }
 }
-
 
 /** An add/delete body: more than 100 elements in `key` is 10413 (checked first), else the schema decides (10400). */
 export function parseBatchBody<S extends z.ZodType>(body: unknown, key: 'items' | 'ips', schema: S): z.infer<S> {

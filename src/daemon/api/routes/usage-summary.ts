@@ -13,7 +13,9 @@ import { asInvalidParams, parseStrictQuery } from './query.js';
 export default function usageSummaryRoute(app: FastifyInstance, ctx: ApiContext): void {
   app.get(USAGE_PATHS.summary, keyRoute('usage:read', 'read', { route: 'usage' }), async (request, reply) => {
     const query = parseStrictQuery(rawQuery(request), UsageSummaryQuerySchema);
-    const data = await asInvalidParams(usageSummary(ctx.store, request.apiKey!.accountId, query, ctx.nowMs(), ctx.usageRetentionMs));
+    const data = await asInvalidParams(
+      usageSummary(ctx.store, request.apiKey!.accountId, query, ctx.nowMs(), ctx.usageRetentionMs),
+    );
     return sendEnvelope(request, reply, Code.OK, data);
   });
 }

@@ -13,10 +13,14 @@ export function parseAddBody(body: unknown) {
 }
 
 export default function addRoute(app: FastifyInstance, ctx: ApiContext): void {
-  app.post(API_PATHS.add, { onRequest: makeAuthHook(ctx.store, ctx.limits, 'add', ctx.nowMs) }, async (request, reply) => {
-    rejectExtraQuery(request);
-    const body = parseAddBody(parseJsonBody(request));
-    const out = await ctx.whitelist.add(request.caller!.accountId, body.items, callerAudit(request));
-    return sendEnvelope(request, reply, out.code, out.data, out.message);
-  });
+  app.post(
+    API_PATHS.add,
+    { onRequest: makeAuthHook(ctx.store, ctx.limits, 'add', ctx.nowMs) },
+    async (request, reply) => {
+      rejectExtraQuery(request);
+      const body = parseAddBody(parseJsonBody(request));
+      const out = await ctx.whitelist.add(request.caller!.accountId, body.items, callerAudit(request));
+      return sendEnvelope(request, reply, out.code, out.data, out.message);
+    },
+  );
 }

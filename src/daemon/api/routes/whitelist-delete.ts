@@ -13,10 +13,14 @@ export function parseDeleteBody(body: unknown) {
 }
 
 export default function deleteRoute(app: FastifyInstance, ctx: ApiContext): void {
-  app.post(API_PATHS.delete, { onRequest: makeAuthHook(ctx.store, ctx.limits, 'delete', ctx.nowMs) }, async (request, reply) => {
-    rejectExtraQuery(request);
-    const body = parseDeleteBody(parseJsonBody(request));
-    const out = await ctx.whitelist.delete(request.caller!.accountId, body.ips, callerAudit(request));
-    return sendEnvelope(request, reply, out.code, out.data, out.message);
-  });
+  app.post(
+    API_PATHS.delete,
+    { onRequest: makeAuthHook(ctx.store, ctx.limits, 'delete', ctx.nowMs) },
+    async (request, reply) => {
+      rejectExtraQuery(request);
+      const body = parseDeleteBody(parseJsonBody(request));
+      const out = await ctx.whitelist.delete(request.caller!.accountId, body.ips, callerAudit(request));
+      return sendEnvelope(request, reply, out.code, out.data, out.message);
+    },
+  );
 }

@@ -26,10 +26,19 @@ export default function listRoute(app: FastifyInstance, ctx: ApiContext): void {
       return undefined;
     }
   };
-  app.get(API_PATHS.list, { onRequest: makeAuthHook(ctx.store, ctx.limits, 'list', ctx.nowMs, prefetch) }, async (request, reply) => {
-    const query = request.listQuery ?? parseListQuery(rawQuery(request));
-    return sendEnvelope(request, reply, Code.OK, await ctx.whitelist.list(request.caller!.accountId, query, request.prefetchedPage));
-  });
+  app.get(
+    API_PATHS.list,
+    { onRequest: makeAuthHook(ctx.store, ctx.limits, 'list', ctx.nowMs, prefetch) },
+    async (request, reply) => {
+      const query = request.listQuery ?? parseListQuery(rawQuery(request));
+      return sendEnvelope(
+        request,
+        reply,
+        Code.OK,
+        await ctx.whitelist.list(request.caller!.accountId, query, request.prefetchedPage),
+      );
+    },
+  );
 }
 
 declare module 'fastify' {

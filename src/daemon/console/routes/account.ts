@@ -8,7 +8,13 @@ import { changeEmail, changePassword } from '../../services/account.js';
 import { ApiKeyService } from '../../services/api-keys.js';
 import { auditDraft } from '../../services/audit.js';
 import { resetToken } from '../../services/tokens.js';
-import { DEFAULT_THRESHOLDS, WebhookError, parseThresholds, removeWebhook, setWebhook } from '../../services/webhooks.js';
+import {
+  DEFAULT_THRESHOLDS,
+  WebhookError,
+  parseThresholds,
+  removeWebhook,
+  setWebhook,
+} from '../../services/webhooks.js';
 import { describeProblems, getTargetRules, setTargetRules } from '../../services/target-rules.js';
 import { accountOf, consoleAudit, field, seeOther, sendHtml, setFlash, takeFlash, type ConsoleDeps } from '../deps.js';
 import { accountPage, tokenConfirmPage } from '../pages/account.js';
@@ -40,7 +46,8 @@ export default function accountRoutes(app: FastifyInstance, deps: ConsoleDeps): 
         const key = deps.sealer.open(reveal.sealed);
         if (key && reveal.label) revealedKey = { id: reveal.label, key };
       }
-      if (reveal.kind === 'recovery-codes') recoveryCodes = JSON.parse(deps.sealer.open(reveal.sealed) ?? 'null') as string[] | null;
+      if (reveal.kind === 'recovery-codes')
+        recoveryCodes = JSON.parse(deps.sealer.open(reveal.sealed) ?? 'null') as string[] | null;
     }
     const webhook = await store.webhooks.get(account.id);
     if (revealedSecret && webhook?.secret !== revealedSecret) revealedSecret = null; // set again elsewhere since
@@ -60,7 +67,11 @@ export default function accountRoutes(app: FastifyInstance, deps: ConsoleDeps): 
         revealedWebhookSecret: revealedSecret,
         sessionCount: await deps.sessions.countForAccount(account.id),
         rules: await getTargetRules(store, account.id),
-        apiKeys: { csrf: '', keys: await new ApiKeyService(store, deps.ctx.nowMs).list(account.id), revealed: revealedKey },
+        apiKeys: {
+          csrf: '',
+          keys: await new ApiKeyService(store, deps.ctx.nowMs).list(account.id),
+          revealed: revealedKey,
+        },
         security: await securityView(request, deps, account, recoveryCodes),
         flash: takeFlash(request),
       }),
@@ -70,7 +81,14 @@ export default function accountRoutes(app: FastifyInstance, deps: ConsoleDeps): 
   app.get('/token/confirm', async (request, reply) => {
     const account = accountOf(request);
     const token = await store.tokens.activeToken(account.id);
-    return sendHtml(reply, tokenConfirmPage({ csrf: reply.generateCsrf(), email: account.email, existingAccessKey: token?.access_key ?? null }));
+    return sendHtml(
+      reply,
+      tokenConfirmPage({
+        csrf: reply.generateCsrf(),
+        email: account.email,
+        existingAccessKey: token?.access_key ?? null,
+      }),
+    );
   });
 
   sensitiveAction(app, deps, '/token', 'token.reset', { label: 'Making a new API token' }, async (request, reply) => {
@@ -78,105 +96,181 @@ export default function accountRoutes(app: FastifyInstance, deps: ConsoleDeps): 
     // Disables the old token and stores the new one in one transaction: the old one gets 401 at once.
     const minted = await resetToken(store, account.id, consoleAudit(request));
     request.session.reveal = { kind: 'token', sealed: deps.sealer.seal(minted.token) };
-    request.log.info({ event: 'console_token_reset', account_id: account.id, access_key: minted.accessKey }, 'api token made in the console');
+    request.log.info(
+      { event: 'console_token_reset', account_id: account.id, access_key: minted.accessKey },
+      'api token made in the console',
+    );
     return seeOther(reply, '/console/account');
   });
 
-  sensitiveAction(app, deps, '/webhook', 'webhook.set', { label: 'Setting the webhook' }, async (request, reply, { fields }) => {
-    const account = accountOf(request);
-    const url = (fields.url ?? '').trim();
-    const thresholdsText = (fields.thresholds ?? '').trim();
-    try {
-      const thresholds = thresholdsText ? parseThresholds(thresholdsText) : DEFAULT_THRESHOLDS;
-      const set = await setWebhook(store, account.id, { url, thresholds }, { allowPrivate: deps.ctx.allowPrivateWebhooks }, consoleAudit(request));
-      request.session.reveal = { kind: 'webhook-secret', sealed: deps.sealer.seal(set.secret) };
-      request.log.info({ event: 'console_webhook_set', account_id: account.id }, 'webhook set in the console');
-    } catch (e) {
-      if (!(e instanceof WebhookError)) throw e;
-      setFlash(request, 'error', `The webhook was not saved. ${e.message.replace(/^url: /, 'URL: ').replace(/^thresholds: /, 'Thresholds: ')}.`);
-    }
-    return seeOther(reply, '/console/account');
-  });
+  sensitiveAction(
+    app,
+    deps,
+    '/webhook',
+    'webhook.set',
+    { label: 'Setting the webhook' },
+    async (request, reply, { fields }) => {
+      const account = accountOf(request);
+      const url = (fields.url ?? '').trim();
+      const thresholdsText = (fields.thresholds ?? '').trim();
+      try {
+        const thresholds = thresholdsText ? parseThresholds(thresholdsText) : DEFAULT_THRESHOLDS;
+        const set = await setWebhook(
+          store,
+          account.id,
+          { url, thresholds },
+          { allowPrivate: deps.ctx.allowPrivateWebhooks },
+          consoleAudit(request),
+        );
+        request.session.reveal = { kind: 'webhook-secret', sealed: deps.sealer.seal(set.secret) };
+        request.log.info({ event: 'console_webhook_set', account_id: account.id }, 'webhook set in the console');
+      } catch (e) {
+        if (!(e instanceof WebhookError)) throw e;
+        setFlash(
+          request,
+          'error',
+          `The webhook was not saved. ${e.message.replace(/^url: /, 'URL: ').replace(/^thresholds: /, 'Thresholds: ')}.`,
+        );
+      }
+      return seeOther(reply, '/console/account');
+    },
+  );
 
-  sensitiveAction(app, deps, '/webhook/remove', 'webhook.remove', { label: 'Removing the webhook' }, async (request, reply) => {
-    const account = accountOf(request);
-    await removeWebhook(store, account.id, consoleAudit(request));
-    setFlash(request, 'success', 'The webhook was removed.');
-    return seeOther(reply, '/console/account');
-  });
+  sensitiveAction(
+    app,
+    deps,
+    '/webhook/remove',
+    'webhook.remove',
+    { label: 'Removing the webhook' },
+    async (request, reply) => {
+      const account = accountOf(request);
+      await removeWebhook(store, account.id, consoleAudit(request));
+      setFlash(request, 'success', 'The webhook was removed.');
+      return seeOther(reply, '/console/account');
+    },
+  );
 
   app.post('/target-rules', async (request, reply) => {
     const account = accountOf(request);
     // Lines or commas, as typed; an empty box empties its list.
     const list = (name: string) => {
-      const items = field(request.body, name).split(/[\r\n,]+/).map((i) => i.trim()).filter((i) => i !== '');
+      const items = field(request.body, name)
+        .split(/[\r\n,]+/)
+        .map((i) => i.trim())
+        .filter((i) => i !== '');
       return items.length ? items.join(',') : 'none';
     };
-    const r = await setTargetRules(store, account.id, { deny: list('deny'), allow: list('allow') }, consoleAudit(request));
+    const r = await setTargetRules(
+      store,
+      account.id,
+      { deny: list('deny'), allow: list('allow') },
+      consoleAudit(request),
+    );
     if (!r.ok) {
       const which = (list: string) => (list === 'allow' ? 'Allowed targets' : 'Denied targets');
-      const text = r.code === 'invalid_items' ? r.lists.map((l) => `${which(l.list)}: ${describeProblems(l.problems)}`).join('; ') : 'Denied targets: not accepted';
+      const text =
+        r.code === 'invalid_items'
+          ? r.lists.map((l) => `${which(l.list)}: ${describeProblems(l.problems)}`).join('; ')
+          : 'Denied targets: not accepted';
       setFlash(request, 'error', `${text}. Your target rules were not changed.`);
       return seeOther(reply, '/console/account');
     }
-    request.log.info({ event: 'console_target_rules', account_id: account.id, deny: r.rules.deny.length, allow: r.rules.allow.length }, 'target rules saved');
-    setFlash(request, 'success', 'Saved your target rules. Every gateway applies them to new connections within a second.');
+    request.log.info(
+      { event: 'console_target_rules', account_id: account.id, deny: r.rules.deny.length, allow: r.rules.allow.length },
+      'target rules saved',
+    );
+    setFlash(
+      request,
+      'success',
+      'Saved your target rules. Every gateway applies them to new connections within a second.',
+    );
     return seeOther(reply, '/console/account');
   });
 
-  sensitiveAction(app, deps, '/password', 'account.password', { label: 'Changing your password' }, async (request, reply, { fields }) => {
-    const account = accountOf(request);
-    const current = fields.current_password ?? '';
-    const next = fields.new_password ?? '';
-    // A guess at the current password counts as a failed log-in (same limits, same counts): a session taken
-    // over cannot be used to find the password by trying.
-    const keys = LoginLimiter.keys(account.email, sourceLimitKey(sourceIp(request)));
-    const wait = deps.limiter.retryAfterSec(keys);
-    if (wait > 0) {
-      const minutes = Math.ceil(wait / 60);
-      reply.header('retry-after', String(wait));
-      setFlash(request, 'error', `Too many wrong passwords. Try again in ${minutes} ${minutes === 1 ? 'minute' : 'minutes'}. Your password was not changed.`);
+  sensitiveAction(
+    app,
+    deps,
+    '/password',
+    'account.password',
+    { label: 'Changing your password' },
+    async (request, reply, { fields }) => {
+      const account = accountOf(request);
+      const current = fields.current_password ?? '';
+      const next = fields.new_password ?? '';
+      // A guess at the current password counts as a failed log-in (same limits, same counts): a session taken
+      // over cannot be used to find the password by trying.
+      const keys = LoginLimiter.keys(account.email, sourceLimitKey(sourceIp(request)));
+      const wait = deps.limiter.retryAfterSec(keys);
+      if (wait > 0) {
+        const minutes = Math.ceil(wait / 60);
+        reply.header('retry-after', String(wait));
+        setFlash(
+          request,
+          'error',
+          `Too many wrong passwords. Try again in ${minutes} ${minutes === 1 ? 'minute' : 'minutes'}. Your password was not changed.`,
+        );
+        return seeOther(reply, '/console/account');
+      }
+      if (
+        !(await verifyPassword(current.slice(0, MAX_VERIFIED_LENGTH), await store.accounts.passwordHash(account.id)))
+      ) {
+        deps.limiter.recordFailure(keys);
+        request.log.info(
+          { event: 'console_password_wrong', account_id: account.id },
+          'console: wrong current password',
+        );
+        setFlash(request, 'error', 'The current password is wrong. Your password was not changed.');
+        return seeOther(reply, '/console/account');
+      }
+      deps.limiter.recordSuccess(keys);
+      const problem = passwordProblem(next);
+      if (problem) {
+        setFlash(request, 'error', `The new password must be ${problem}. Your password was not changed.`);
+        return seeOther(reply, '/console/account');
+      }
+      await changePassword(store, account.id, next, consoleAudit(request));
+      // Every other session ends; this one continues under a new id.
+      await deps.sessions.destroyOthers(account.id, request.session.sessionId);
+      await request.session.regenerate(['accountId', 'loginAtMs', 'authAtMs', 'ua', 'ip', 'seenAtMs']);
+      if (request.protocol === 'https') request.session.cookie.secure = true;
+      request.log.info({ event: 'console_password_changed', account_id: account.id }, 'console password changed');
+      setFlash(request, 'success', 'Your password has been changed. Other browsers have been logged out.');
       return seeOther(reply, '/console/account');
-    }
-    if (!(await verifyPassword(current.slice(0, MAX_VERIFIED_LENGTH), await store.accounts.passwordHash(account.id)))) {
-      deps.limiter.recordFailure(keys);
-      request.log.info({ event: 'console_password_wrong', account_id: account.id }, 'console: wrong current password');
-      setFlash(request, 'error', 'The current password is wrong. Your password was not changed.');
-      return seeOther(reply, '/console/account');
-    }
-    deps.limiter.recordSuccess(keys);
-    const problem = passwordProblem(next);
-    if (problem) {
-      setFlash(request, 'error', `The new password must be ${problem}. Your password was not changed.`);
-      return seeOther(reply, '/console/account');
-    }
-    await changePassword(store, account.id, next, consoleAudit(request));
-    // Every other session ends; this one continues under a new id.
-    await deps.sessions.destroyOthers(account.id, request.session.sessionId);
-    await request.session.regenerate(['accountId', 'loginAtMs', 'authAtMs', 'ua', 'ip', 'seenAtMs']);
-    if (request.protocol === 'https') request.session.cookie.secure = true;
-    request.log.info({ event: 'console_password_changed', account_id: account.id }, 'console password changed');
-    setFlash(request, 'success', 'Your password has been changed. Other browsers have been logged out.');
-    return seeOther(reply, '/console/account');
-  });
+    },
+  );
 
-  sensitiveAction(app, deps, '/email', 'account.email', { label: 'Changing your email' }, async (request, reply, { fields }) => {
-    const account = accountOf(request);
-    const email = (fields.email ?? '').trim();
-    const r = await changeEmail(store, account, email, consoleAudit(request));
-    if (!r.ok) {
-      const why = r.problem === 'invalid' ? 'That is not an email address.' : r.problem === 'same' ? 'That is your email already.' : 'Another account uses that email.';
-      setFlash(request, 'error', `${why} Your email was not changed.`);
+  sensitiveAction(
+    app,
+    deps,
+    '/email',
+    'account.email',
+    { label: 'Changing your email' },
+    async (request, reply, { fields }) => {
+      const account = accountOf(request);
+      const email = (fields.email ?? '').trim();
+      const r = await changeEmail(store, account, email, consoleAudit(request));
+      if (!r.ok) {
+        const why =
+          r.problem === 'invalid'
+            ? 'That is not an email address.'
+            : r.problem === 'same'
+              ? 'That is your email already.'
+              : 'Another account uses that email.';
+        setFlash(request, 'error', `${why} Your email was not changed.`);
+        return seeOther(reply, '/console/account');
+      }
+      request.log.info({ event: 'console_email_changed', account_id: account.id }, 'console email changed');
+      setFlash(request, 'success', `Your email is now ${email}. Use it to sign in from now on.`);
       return seeOther(reply, '/console/account');
-    }
-    request.log.info({ event: 'console_email_changed', account_id: account.id }, 'console email changed');
-    setFlash(request, 'success', `Your email is now ${email}. Use it to sign in from now on.`);
-    return seeOther(reply, '/console/account');
-  });
+    },
+  );
 
   app.post('/sessions/end-all', async (request, reply) => {
     const account = accountOf(request);
-    await deps.sessions.destroyForAccount(account.id, auditDraft(consoleAudit(request), 'console.sessions_ended', null, { including_this: true }));
+    await deps.sessions.destroyForAccount(
+      account.id,
+      auditDraft(consoleAudit(request), 'console.sessions_ended', null, { including_this: true }),
+    );
     await request.session.destroy();
     clearSessionCookie(request, reply);
     request.log.info({ event: 'console_logout_everywhere', account_id: account.id }, 'console sessions ended');

@@ -13,13 +13,23 @@ const CSV_MAX = 10_000;
 
 type Query = { action?: string; from?: string; to?: string; page?: string };
 
-function filterOf(request: FastifyRequest<{ Querystring: Query }>): { filter: ActivityFilter; query: Omit<AuditListQuery, 'page' | 'page_size'>; error?: string } {
+function filterOf(request: FastifyRequest<{ Querystring: Query }>): {
+  filter: ActivityFilter;
+  query: Omit<AuditListQuery, 'page' | 'page_size'>;
+  error?: string;
+} {
   const str = (v: unknown, max: number) => (typeof v === 'string' ? v.trim().slice(0, max) : '');
   const q = request.query;
-  const filter: ActivityFilter = { action: str(q.action, 64), from: str(q.from, 10), to: str(q.to, 10), page: /^[1-9]\d{0,8}$/.test(str(q.page, 9)) ? Number(q.page) : 1 };
+  const filter: ActivityFilter = {
+    action: str(q.action, 64),
+    from: str(q.from, 10),
+    to: str(q.to, 10),
+    page: /^[1-9]\d{0,8}$/.test(str(q.page, 9)) ? Number(q.page) : 1,
+  };
   const problems: string[] = [];
   const families = new Set(Object.keys(AUDIT_ACTIONS).map((a) => a.split('.')[0]!));
-  if (filter.action && !Object.hasOwn(AUDIT_ACTIONS, filter.action) && !families.has(filter.action)) problems.push(`There is no action "${filter.action}".`);
+  if (filter.action && !Object.hasOwn(AUDIT_ACTIONS, filter.action) && !families.has(filter.action))
+    problems.push(`There is no action "${filter.action}".`);
   const day = (s: string, what: string) => {
     if (!s) return undefined;
     const t = /^\d{4}-\d{2}-\d{2}$/.test(s) ? parseIsoTime(s) : null;
@@ -30,7 +40,11 @@ function filterOf(request: FastifyRequest<{ Querystring: Query }>): { filter: Ac
   const toDay = day(filter.to, 'To');
   const toMs = toDay === undefined ? undefined : toDay + DAY_MS;
   if (fromMs !== undefined && toMs !== undefined && fromMs >= toMs) problems.push('From must not be after To.');
-  return { filter, query: { fromMs, toMs, action: filter.action || undefined }, ...(problems.length ? { error: problems.join(' ') } : {}) };
+  return {
+    filter,
+    query: { fromMs, toMs, action: filter.action || undefined },
+    ...(problems.length ? { error: problems.join(' ') } : {}),
+  };
 }
 
 export default function activityRoutes(app: FastifyInstance, deps: ConsoleDeps): void {
@@ -48,7 +62,16 @@ export default function activityRoutes(app: FastifyInstance, deps: ConsoleDeps):
     }
     return sendHtml(
       reply,
-      activityPage({ csrf: reply.generateCsrf(), email: account.email, filter, filterError: error, items: data.items, total: data.total, pageSize: PAGE_SIZE, flash: takeFlash(request) }),
+      activityPage({
+        csrf: reply.generateCsrf(),
+        email: account.email,
+        filter,
+        filterError: error,
+        items: data.items,
+        total: data.total,
+        pageSize: PAGE_SIZE,
+        flash: takeFlash(request),
+      }),
     );
   });
 

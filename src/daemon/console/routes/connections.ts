@@ -3,7 +3,13 @@
 import { isIP } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import { DAY_MS } from '../../../rules/time.js';
-import { ACCOUNT_REASONS, DECISIONS, connectionJson, isDecision, sourceIpFilter } from '../../services/connection-log.js';
+import {
+  ACCOUNT_REASONS,
+  DECISIONS,
+  connectionJson,
+  isDecision,
+  sourceIpFilter,
+} from '../../services/connection-log.js';
 import { accountOf, sendHtml, takeFlash, type ConsoleDeps } from '../deps.js';
 import { connectionsPage, type ConnectionsFilter } from '../pages/connections.js';
 
@@ -30,8 +36,10 @@ export default function connectionRoutes(app: FastifyInstance, deps: ConsoleDeps
     };
     // A value the filter does not know is explained, not dropped (which would show every record as if filtered).
     const problems: string[] = [];
-    if (decision !== '' && filter.decision === '') problems.push(`There is no result "${decision}": choose ${DECISIONS.join(' or ')}.`);
-    if (reason !== '' && filter.reason === '') problems.push(`There is no reason "${reason}": choose one of ${ACCOUNT_REASONS.join(', ')}.`);
+    if (decision !== '' && filter.decision === '')
+      problems.push(`There is no result "${decision}": choose ${DECISIONS.join(' or ')}.`);
+    if (reason !== '' && filter.reason === '')
+      problems.push(`There is no reason "${reason}": choose one of ${ACCOUNT_REASONS.join(', ')}.`);
     if (filter.ip && !isIP(filter.ip)) problems.push('Enter a complete IP address to filter by, such as 203.0.113.7.');
     const filterError = problems.length > 0 ? problems.join(' ') : undefined;
     const rows = filterError

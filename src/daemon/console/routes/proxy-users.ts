@@ -4,7 +4,12 @@ import { accountOf, consoleAudit, field, seeOther, sendHtml, setFlash, takeFlash
 import { lastPage } from '../layout.js';
 import { proxyUsersPage } from '../pages/proxy-users.js';
 import { RESERVED_MARKERS_HINT, isProxyUsername, reservedMarkerIn } from '../../../contract/proxy-username.js';
-import { createProxyUser, deleteProxyUser, resetProxyUserPassword, setProxyUserLimits } from '../../services/proxy-users.js';
+import {
+  createProxyUser,
+  deleteProxyUser,
+  resetProxyUserPassword,
+  setProxyUserLimits,
+} from '../../services/proxy-users.js';
 import { countLimit, rateLimit, sizeLimit } from '../../services/limits.js';
 
 const USERS_PAGE_SIZE = 50;
@@ -16,7 +21,10 @@ export default function proxyUserRoutes(app: FastifyInstance, deps: ConsoleDeps)
     const account = accountOf(request);
     const all = await users.listForAccount(account.id);
     // A page of them (thousands fit no page); one past the end shows the last.
-    const asked = typeof request.query.page === 'string' && /^[1-9][0-9]{0,8}$/.test(request.query.page) ? Number(request.query.page) : 1;
+    const asked =
+      typeof request.query.page === 'string' && /^[1-9][0-9]{0,8}$/.test(request.query.page)
+        ? Number(request.query.page)
+        : 1;
     const page = Math.min(asked, lastPage(all.length, USERS_PAGE_SIZE));
     let revealed: { username: string; password: string } | null = null;
     const reveal = request.session.reveal;
@@ -57,7 +65,10 @@ export default function proxyUserRoutes(app: FastifyInstance, deps: ConsoleDeps)
       return seeOther(reply, '/console/proxy-users');
     }
     request.session.reveal = { kind: 'proxy-password', sealed: deps.sealer.seal(created.password), label: username };
-    request.log.info({ event: 'console_proxy_user_created', account_id: account.id, proxy_user_id: created.user.id }, 'proxy user created');
+    request.log.info(
+      { event: 'console_proxy_user_created', account_id: account.id, proxy_user_id: created.user.id },
+      'proxy user created',
+    );
     return seeOther(reply, '/console/proxy-users');
   });
 
@@ -70,7 +81,10 @@ export default function proxyUserRoutes(app: FastifyInstance, deps: ConsoleDeps)
     }
     const password = await resetProxyUserPassword(deps.ctx.store, account.id, user, consoleAudit(request));
     request.session.reveal = { kind: 'proxy-password', sealed: deps.sealer.seal(password), label: user.username };
-    request.log.info({ event: 'console_proxy_user_reset', account_id: account.id, proxy_user_id: user.id }, 'proxy user password reset');
+    request.log.info(
+      { event: 'console_proxy_user_reset', account_id: account.id, proxy_user_id: user.id },
+      'proxy user password reset',
+    );
     return seeOther(reply, '/console/proxy-users');
   });
 
@@ -85,12 +99,25 @@ export default function proxyUserRoutes(app: FastifyInstance, deps: ConsoleDeps)
     const conns = countLimit(field(request.body, 'max_connections'));
     const rate = rateLimit(field(request.body, 'rate_limit'));
     if (!traffic.ok || !conns.ok || !rate.ok) {
-      const problem = !traffic.ok ? `Traffic limit: ${traffic.problem}` : !conns.ok ? `Max connections: ${conns.problem}` : `Rate limit: ${(rate as { problem: string }).problem}`;
+      const problem = !traffic.ok
+        ? `Traffic limit: ${traffic.problem}`
+        : !conns.ok
+          ? `Max connections: ${conns.problem}`
+          : `Rate limit: ${(rate as { problem: string }).problem}`;
       setFlash(request, 'error', `${problem}.`);
       return seeOther(reply, '/console/proxy-users');
     }
-    await setProxyUserLimits(deps.ctx.store, account.id, user.username, { trafficLimit: traffic.value, maxConnections: conns.value, rateLimit: rate.value }, consoleAudit(request));
-    request.log.info({ event: 'console_proxy_user_limits', account_id: account.id, proxy_user_id: user.id }, 'proxy user limits saved');
+    await setProxyUserLimits(
+      deps.ctx.store,
+      account.id,
+      user.username,
+      { trafficLimit: traffic.value, maxConnections: conns.value, rateLimit: rate.value },
+      consoleAudit(request),
+    );
+    request.log.info(
+      { event: 'console_proxy_user_limits', account_id: account.id, proxy_user_id: user.id },
+      'proxy user limits saved',
+    );
     setFlash(request, 'success', `Saved the limits of ${user.username}. Every gateway applies them within a second.`);
     return seeOther(reply, '/console/proxy-users');
   });
@@ -98,8 +125,10 @@ export default function proxyUserRoutes(app: FastifyInstance, deps: ConsoleDeps)
   app.post<{ Params: { id: string } }>('/proxy-users/:id/delete', async (request, reply) => {
     const account = accountOf(request);
     const user = await ownUser(request.params.id, account.id);
-    if (!user || !(await deleteProxyUser(deps.ctx.store, account.id, user, consoleAudit(request)))) setFlash(request, 'error', 'That proxy user does not exist.');
-    else setFlash(request, 'success', `Deleted proxy user ${user.username}. New gateway connections with it are refused.`);
+    if (!user || !(await deleteProxyUser(deps.ctx.store, account.id, user, consoleAudit(request))))
+      setFlash(request, 'error', 'That proxy user does not exist.');
+    else
+      setFlash(request, 'success', `Deleted proxy user ${user.username}. New gateway connections with it are refused.`);
     return seeOther(reply, '/console/proxy-users');
   });
 

@@ -15,7 +15,11 @@ const TOP_DOMAINS = 10;
 const DAY = PERIOD_MS.day;
 
 /** The account's plan and where its current period started: what the page and its CSV both cover. */
-async function currentPeriod(store: Store, accountId: number, nowMs: number): Promise<{ plan: Plan | null; from: number }> {
+async function currentPeriod(
+  store: Store,
+  accountId: number,
+  nowMs: number,
+): Promise<{ plan: Plan | null; from: number }> {
   const plan = await store.plans.get(accountId);
   return { plan, from: await shownPeriodStart(store, accountId, plan, nowMs) };
 }
@@ -43,11 +47,26 @@ export default function usageRoutes(app: FastifyInstance, deps: ConsoleDeps): vo
       : plan.period === 'lifetime'
         ? `Since ${since} (lifetime plan, UTC)`
         : `This ${plan.period === 'day' ? 'day' : 'billing month'} (since ${since}, UTC)`;
-    const limit = plan?.trafficLimit != null ? `${formatSize(plan.trafficLimit)} ${plan.period === 'lifetime' ? "for the plan's lifetime" : `per ${plan.period}`}` : 'No limit';
+    const limit =
+      plan?.trafficLimit != null
+        ? `${formatSize(plan.trafficLimit)} ${plan.period === 'lifetime' ? "for the plan's lifetime" : `per ${plan.period}`}`
+        : 'No limit';
     const expired = plan?.expiresAt != null && plan.expiresAt <= now;
     return sendHtml(
       reply,
-      usagePage({ csrf: reply.generateCsrf(), email: account.email, periodLabel, limit: expired ? `${limit} (plan expired)` : limit, byUser, hours, days, domains, hourStarts, dayStarts, flash: takeFlash(request) }),
+      usagePage({
+        csrf: reply.generateCsrf(),
+        email: account.email,
+        periodLabel,
+        limit: expired ? `${limit} (plan expired)` : limit,
+        byUser,
+        hours,
+        days,
+        domains,
+        hourStarts,
+        dayStarts,
+        flash: takeFlash(request),
+      }),
     );
   });
 

@@ -19,7 +19,8 @@ export default function whitelistRoutes(app: FastifyInstance, deps: ConsoleDeps)
     const q = request.query;
     const str = (v: unknown) => (typeof v === 'string' ? v.trim() : '');
     const filter: WhitelistFilter = {
-      status: str(q.status) === 'active' || str(q.status) === 'disabled' ? (str(q.status) as 'active' | 'disabled') : 'all',
+      status:
+        str(q.status) === 'active' || str(q.status) === 'disabled' ? (str(q.status) as 'active' | 'disabled') : 'all',
       ip: str(q.ip).slice(0, 64),
       page: /^[1-9][0-9]{0,8}$/.test(str(q.page)) ? Number(str(q.page)) : 1,
     };
@@ -62,7 +63,9 @@ export default function whitelistRoutes(app: FastifyInstance, deps: ConsoleDeps)
 
   app.post('/whitelist/add', async (request, reply) => {
     const account = accountOf(request);
-    const ips = field(request.body, 'ip').split(/[\s,;]+/).filter(Boolean);
+    const ips = field(request.body, 'ip')
+      .split(/[\s,;]+/)
+      .filter(Boolean);
     const remark = field(request.body, 'remark').trim();
     if (ips.length === 0) {
       setFlash(request, 'error', 'Enter at least one IPv4 address.');
@@ -78,7 +81,11 @@ export default function whitelistRoutes(app: FastifyInstance, deps: ConsoleDeps)
     } catch (e) {
       if (!(e instanceof BusinessError)) throw e;
       const text =
-        e.code === Code.NOT_VERIFIED ? 'account is not real-name verified' : e.code === Code.TOO_MANY_ITEMS ? `at most ${MAX_BATCH_ITEMS} addresses at once` : e.message;
+        e.code === Code.NOT_VERIFIED
+          ? 'account is not real-name verified'
+          : e.code === Code.TOO_MANY_ITEMS
+            ? `at most ${MAX_BATCH_ITEMS} addresses at once`
+            : e.message;
       setFlash(request, 'error', `${e.code}: ${text}. Nothing was added.`);
     }
     return seeOther(reply, '/console/whitelist');
@@ -104,7 +111,12 @@ export default function whitelistRoutes(app: FastifyInstance, deps: ConsoleDeps)
     }
     const item = await service.setStatus(account.id, ip, status === 'active' ? 1 : 2, consoleAudit(request));
     if (!item) setFlash(request, 'error', `${Code.NO_SUCH_WHITELIST}: whitelist does not exist (${ip}).`);
-    else setFlash(request, 'success', status === 'active' ? `Enabled ${ip}.` : `Disabled ${ip}. The gateway refuses new connections from it.`);
+    else
+      setFlash(
+        request,
+        'success',
+        status === 'active' ? `Enabled ${ip}.` : `Disabled ${ip}. The gateway refuses new connections from it.`,
+      );
     return seeOther(reply, '/console/whitelist');
   });
 }

@@ -5,7 +5,12 @@ import { guard, type Sql } from './db.js';
 import { PgFamily } from './family.js';
 
 export class PgAccountStore extends PgFamily implements AccountStore {
-  async create(email: string, passwordHash: string, verified: boolean, audit?: AuditDraft): Promise<Account | 'exists'> {
+  async create(
+    email: string,
+    passwordHash: string,
+    verified: boolean,
+    audit?: AuditDraft,
+  ): Promise<Account | 'exists'> {
     const now = this.nowSec();
     // The unique index on lower(email) decides, not a look-up first: two racing creates give one account.
     const insert = (q: Sql) => q<Account[]>`
@@ -25,28 +30,49 @@ export class PgAccountStore extends PgFamily implements AccountStore {
   }
 
   async get(id: number): Promise<Account | null> {
-    const [a] = await guard(() => this.sql<Account[]>`SELECT id, email, status, verified, created_at FROM accounts WHERE id = ${id}`);
+    const [a] = await guard(
+      () => this.sql<Account[]>`SELECT id, email, status, verified, created_at FROM accounts WHERE id = ${id}`,
+    );
     return a ?? null;
   }
 
   async findByEmail(email: string): Promise<Account | null> {
     // PostgreSQL's text holds no NUL, so no email has one; sent, the query would fail instead of finding nobody.
     if (email.includes('\u0000')) return null;
-    const [a] = await guard(() => this.sql<Account[]>`SELECT id, email, status, verified, created_at FROM accounts WHERE lower(email) = lower(${email})`);
+    const [a] = await guard(
+      () =>
+        this.sql<
+          Account[]
+        >`SELECT id, email, status, verified, created_at FROM accounts WHERE lower(email) = lower(${email})`,
+    );
     return a ?? null;
   }
 
   async passwordHash(id: number): Promise<string | null> {
-    const [r] = await guard(() => this.sql<{ password_hash: string }[]>`SELECT password_hash FROM accounts WHERE id = ${id}`);
+    const [r] = await guard(
+      () => this.sql<{ password_hash: string }[]>`SELECT password_hash FROM accounts WHERE id = ${id}`,
+    );
     return r?.password_hash ?? null;
   }
 
   async setVerified(id: number, verified: boolean, audit?: AuditDraft): Promise<void> {
-    await audited(this.sql, this.nowMs, id, audit, (q) => q`UPDATE accounts SET verified = ${verified}, updated_at = ${this.nowSec()} WHERE id = ${id}`);
+    await audited(
+      this.sql,
+      this.nowMs,
+      id,
+      audit,
+      (q) => q`UPDATE accounts SET verified = ${verified}, updated_at = ${this.nowSec()} WHERE id = ${id}`,
+    );
   }
 
   async setPasswordHash(id: number, hash: string, audit?: AuditDraft): Promise<void> {
-    await audited(this.sql, this.nowMs, id, audit, (q) => q`UPDATE accounts SET password_hash = ${hash}, updated_at = ${this.nowSec()} WHERE id = ${id}`);
+    await audited(
+      this.sql,
+      this.nowMs,
+      id,
+      audit,
+      (q) => q`UPDATE accounts SET password_hash = ${hash}, updated_at = ${this.nowSec()} WHERE id = ${id}`,
+    );
   }
 
   async setEmail(id: number, email: string, audit?: AuditDraft): Promise<'ok' | 'exists'> {

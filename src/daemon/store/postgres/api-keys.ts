@@ -1,7 +1,15 @@
 // api_keys (migration 21): made and revoked with their audit records in one transaction; read per request, so a
 // revocation committed by any node (or `proxyd admin key revoke`) refuses the key on every node's next request.
 import { apiKeyInfo, API_KEY_COLUMNS, type ApiKeyDbRow } from '../api-keys-sql.js';
-import type { ApiKeyInfo, ApiKeyStore, ApiKeyWithAccount, AuditDraft, KeyCallCheck, KeyCallVerdict, NewApiKey } from '../types.js';
+import type {
+  ApiKeyInfo,
+  ApiKeyStore,
+  ApiKeyWithAccount,
+  AuditDraft,
+  KeyCallCheck,
+  KeyCallVerdict,
+  NewApiKey,
+} from '../types.js';
 import { appendAudit, audited } from './audit.js';
 import { guard, type Sql } from './db.js';
 import { ADMIT_MS, PgFamily, unlessBusy } from './family.js';
@@ -9,7 +17,14 @@ import { ADMIT_MS, PgFamily, unlessBusy } from './family.js';
 export class PgApiKeyStore extends PgFamily implements ApiKeyStore {
   async checkCall(q: KeyCallCheck): Promise<KeyCallVerdict | 'busy'> {
     const r = await unlessBusy(
-      () => this.sql<Array<{ o_verdict: 'locked' | 'invalid' | 'scope' | 'limited' | 'ok'; o_account: number | null; o_scopes: string | null; o_oldest: number | null }>>`
+      () => this.sql<
+        Array<{
+          o_verdict: 'locked' | 'invalid' | 'scope' | 'limited' | 'ok';
+          o_account: number | null;
+          o_scopes: string | null;
+          o_oldest: number | null;
+        }>
+      >`
         SELECT o_verdict, o_account, o_scopes, o_oldest FROM proxyd_key_admit(${q.badKey}, ${q.badLimit}::int, ${q.keyId}, ${q.secretHash}, ${q.source},
           ${q.scope}, ${q.rateKey}, ${q.rateLimit}::int, ${q.rate2Key}, ${q.rate2Limit}::int, ${q.windowMs}::bigint, ${q.nowMs}::bigint)`,
       ADMIT_MS,
@@ -57,7 +72,10 @@ export class PgApiKeyStore extends PgFamily implements ApiKeyStore {
 
   async list(accountId: number): Promise<ApiKeyInfo[]> {
     const rows = await guard(
-      () => this.sql<ApiKeyDbRow[]>`SELECT ${this.sql.unsafe(API_KEY_COLUMNS)} FROM api_keys WHERE account_id = ${accountId} ORDER BY created_at DESC, id`,
+      () =>
+        this.sql<
+          ApiKeyDbRow[]
+        >`SELECT ${this.sql.unsafe(API_KEY_COLUMNS)} FROM api_keys WHERE account_id = ${accountId} ORDER BY created_at DESC, id`,
     );
     return rows.map(apiKeyInfo);
   }
@@ -78,6 +96,10 @@ export class PgApiKeyStore extends PgFamily implements ApiKeyStore {
   }
 
   async touch(id: string, atSec: number, ip: string): Promise<void> {
-    await guard(() => this.sql`UPDATE api_keys SET last_used_at = ${atSec}, last_used_ip = ${ip} WHERE id = ${id} AND (last_used_at IS NULL OR last_used_at <= ${atSec})`);
+    await guard(
+      () =>
+        this
+          .sql`UPDATE api_keys SET last_used_at = ${atSec}, last_used_ip = ${ip} WHERE id = ${id} AND (last_used_at IS NULL OR last_used_at <= ${atSec})`,
+    );
   }
 }

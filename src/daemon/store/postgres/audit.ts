@@ -1,17 +1,28 @@
 // The audit log on PostgreSQL (migration 20). A record is written inside its change's transaction: the account's
 // chain head is locked first (INSERT … ON CONFLICT DO UPDATE takes the row lock), so two nodes writing one
 // account's records at once queue on it and leave one chain; the record's id is drawn in the same statement.
-import { GENESIS_HASH, sealRecord, type AuditChainRow, type AuditEntry, type AuditHead, type AuditRecord } from '../audit-chain.js';
+import {
+  GENESIS_HASH,
+  sealRecord,
+  type AuditChainRow,
+  type AuditEntry,
+  type AuditHead,
+  type AuditRecord,
+} from '../audit-chain.js';
 import { auditRecord, chainRow, headOf, type AuditRow, type HeadRow } from '../audit-sql.js';
 import type { AuditDraft, AuditQuery, AuditStore } from '../types.js';
 import { guard, type Sql } from './db.js';
-
 
 /**
  * Appends `entry` to its account's chain on `tx`, which must be a transaction (the head stays locked until it
  * commits). Two round trips: lock and read the head with the next id, then the record and the new head.
  */
-export async function appendAudit(tx: Sql, nowMs: number, entry: AuditEntry, onceKey: string | null = null): Promise<void> {
+export async function appendAudit(
+  tx: Sql,
+  nowMs: number,
+  entry: AuditEntry,
+  onceKey: string | null = null,
+): Promise<void> {
   const [head] = await tx<{ seq: number; hash: string; id: number }[]>`
     INSERT INTO audit_heads (account_id, seq, hash, anchor_seq, anchor_hash) VALUES (${entry.accountId}, 0, ${GENESIS_HASH}, 0, ${GENESIS_HASH})
     ON CONFLICT (account_id) DO UPDATE SET seq = audit_heads.seq
@@ -53,7 +64,6 @@ export async function audited<T>(
   );
 }
 
-
 export class PgAuditStore implements AuditStore {
   constructor(
     private readonly sql: Sql,
@@ -68,7 +78,8 @@ export class PgAuditStore implements AuditStore {
           // The head's lock first: a second node with the same key waits here, then finds the first one's record.
           await q`INSERT INTO audit_heads (account_id, seq, hash, anchor_seq, anchor_hash) VALUES (${entry.accountId}, 0, ${GENESIS_HASH}, 0, ${GENESIS_HASH})
                   ON CONFLICT (account_id) DO UPDATE SET seq = audit_heads.seq`;
-          const [seen] = await q`SELECT 1 FROM audit_log WHERE account_id = ${entry.accountId} AND once_key = ${onceKey}`;
+          const [seen] =
+            await q`SELECT 1 FROM audit_log WHERE account_id = ${entry.accountId} AND once_key = ${onceKey}`;
           if (seen) return false;
         }
         await appendAudit(q, this.nowMs(), entry, onceKey ?? null);
@@ -108,15 +119,25 @@ export class PgAuditStore implements AuditStore {
     return { rows: rows.map(auditRecord), total };
   }
 
-  async chain(after: { accountId: number; seq: number }, limit: number, onlyAccount?: number): Promise<AuditChainRow[]> {
+  async chain(
+    after: { accountId: number; seq: number },
+    limit: number,
+    onlyAccount?: number,
+  ): Promise<AuditChainRow[]> {
     const rows =
       onlyAccount !== undefined
-        ? await guard(() => this.sql<AuditRow[]>`
+        ? await guard(
+            () => this.sql<AuditRow[]>`
             SELECT id, account_id, seq, time_ms, actor_type, actor_id, source_ip, request_id, action, target, details, prev_hash, hash FROM audit_log WHERE account_id = ${onlyAccount} AND seq > ${onlyAccount === after.accountId ? after.seq : -1}
-             ORDER BY seq LIMIT ${limit}`, 30_000)
-        : await guard(() => this.sql<AuditRow[]>`
+             ORDER BY seq LIMIT ${limit}`,
+            30_000,
+          )
+        : await guard(
+            () => this.sql<AuditRow[]>`
             SELECT id, account_id, seq, time_ms, actor_type, actor_id, source_ip, request_id, action, target, details, prev_hash, hash FROM audit_log WHERE (account_id, seq) > (${after.accountId}::int, ${after.seq}::bigint)
-             ORDER BY account_id, seq LIMIT ${limit}`, 30_000);
+             ORDER BY account_id, seq LIMIT ${limit}`,
+            30_000,
+          );
     return rows.map(chainRow);
   }
 

@@ -4,7 +4,15 @@
 // that was running when the hole was seen has ended (then it was a rollback), so no committed change is
 // ever skipped, however long its transaction ran. LISTEN/NOTIFY wakes readers early.
 import type {
-  AdmissionAccountRow, AdmissionChangeRows, AdmissionIpRow, AdmissionSnapshotRows, AdmissionUserRow, ChangeKind, ChangeLogStore, SnapshotSource, TargetRulesRow,
+  AdmissionAccountRow,
+  AdmissionChangeRows,
+  AdmissionIpRow,
+  AdmissionSnapshotRows,
+  AdmissionUserRow,
+  ChangeKind,
+  ChangeLogStore,
+  SnapshotSource,
+  TargetRulesRow,
 } from '../types.js';
 import type postgres from '#postgres';
 import { guard, type Sql } from './db.js';
@@ -46,7 +54,9 @@ export class PgChangeLogStore implements ChangeLogStore {
     private readonly url: string | null = null,
   ) {}
 
-  async snapshot(onUsers?: (rows: readonly AdmissionUserRow[]) => void | Promise<void>): Promise<AdmissionSnapshotRows> {
+  async snapshot(
+    onUsers?: (rows: readonly AdmissionUserRow[]) => void | Promise<void>,
+  ): Promise<AdmissionSnapshotRows> {
     // One REPEATABLE READ transaction: the head and the rows come from the same database snapshot.
     return guard(
       () =>
@@ -110,30 +120,46 @@ export class PgChangeLogStore implements ChangeLogStore {
             this.expireHoles(xids.xmin);
           }
           // A position past the head: the database was replaced or restored from a backup.
-          if (ahead.length === 0 && log.length === 0) return since > (await this.head(tx)) ? ('behind' as const) : empty(since);
+          if (ahead.length === 0 && log.length === 0)
+            return since > (await this.head(tx)) ? ('behind' as const) : empty(since);
           if (current) this.noteHoles(since, ahead, xids.xmax);
-          const out: AdmissionChangeRows = { seq: ahead.length ? ahead[ahead.length - 1]! : since, rows: ahead.length, users: [], ips: [], accounts: [], rules: [] };
+          const out: AdmissionChangeRows = {
+            seq: ahead.length ? ahead[ahead.length - 1]! : since,
+            rows: ahead.length,
+            users: [],
+            ips: [],
+            accounts: [],
+            rules: [],
+          };
           const keys = { user: new Set<string>(), ip: new Set<string>(), account: new Set<string>() };
           for (const r of log) keys[r.kind].add(r.key);
           if (keys.user.size) {
             const names = [...keys.user];
-            const rows = await tx<AdmissionUserRow[]>`SELECT username, account_id, password_hash, status FROM proxy_users WHERE username IN (SELECT jsonb_array_elements_text(${JSON.stringify(names)}::text::jsonb))`;
+            const rows = await tx<
+              AdmissionUserRow[]
+            >`SELECT username, account_id, password_hash, status FROM proxy_users WHERE username IN (SELECT jsonb_array_elements_text(${JSON.stringify(names)}::text::jsonb))`;
             const by = new Map(rows.map((r) => [r.username, r]));
             out.users = names.map((username) => ({ username, row: by.get(username) ?? null }));
           }
           if (keys.ip.size) {
             const ips = [...keys.ip];
-            const rows = await tx<AdmissionIpRow[]>`${this.ipsQuery(tx)} AND c.ip IN (SELECT jsonb_array_elements_text(${JSON.stringify(ips)}::text::jsonb))`;
+            const rows = await tx<
+              AdmissionIpRow[]
+            >`${this.ipsQuery(tx)} AND c.ip IN (SELECT jsonb_array_elements_text(${JSON.stringify(ips)}::text::jsonb))`;
             const by = new Map(rows.map((r) => [r.ip, r]));
             out.ips = ips.map((ip) => ({ ip, row: by.get(ip) ?? null }));
           }
           if (keys.account.size) {
             const ids = [...keys.account].map(Number);
-            const rows = await tx<AdmissionAccountRow[]>`SELECT id, status FROM accounts WHERE id IN (SELECT jsonb_array_elements_text(${JSON.stringify(ids)}::text::jsonb)::int)`;
+            const rows = await tx<
+              AdmissionAccountRow[]
+            >`SELECT id, status FROM accounts WHERE id IN (SELECT jsonb_array_elements_text(${JSON.stringify(ids)}::text::jsonb)::int)`;
             const by = new Map(rows.map((r) => [r.id, r]));
             out.accounts = ids.map((id) => ({ id, row: by.get(id) ?? null }));
             // An account's key also names its target rules (their own changes are logged under it).
-            const rules = await tx<TargetRulesRow[]>`SELECT account_id, deny, allow FROM target_rules WHERE account_id IN (SELECT jsonb_array_elements_text(${JSON.stringify(ids)}::text::jsonb)::int)`;
+            const rules = await tx<
+              TargetRulesRow[]
+            >`SELECT account_id, deny, allow FROM target_rules WHERE account_id IN (SELECT jsonb_array_elements_text(${JSON.stringify(ids)}::text::jsonb)::int)`;
             const byRules = new Map(rules.map((r) => [r.account_id, r]));
             out.rules = ids.map((id) => ({ id, row: byRules.get(id) ?? null }));
           }
@@ -186,7 +212,11 @@ export class PgChangeLogStore implements ChangeLogStore {
       // postgres.js keeps LISTEN on a connection of its own and re-subscribes after a reconnect; onlisten
       // runs on every (re)subscription, when changes may have been missed: the reader catches up from the log.
       this.sql
-        .listen(CHANNEL, () => wake(), () => wake())
+        .listen(
+          CHANNEL,
+          () => wake(),
+          () => wake(),
+        )
         .then((meta) => {
           if (stopped) void meta.unlisten().catch(() => {});
           else unlisten = meta.unlisten;

@@ -54,7 +54,10 @@ export class PgConnectionLogStore extends PgFamily implements ConnectionLogStore
     // Idempotent: the deadline may abandon an insert the server still commits, and the writer then sends the
     // batch again; request ids are unique, so the second one adds nothing.
     await this.ensureDays(entries);
-    const write = () => unlessBusy(() => this.sql`INSERT INTO connection_log ${this.sql(rows)} ON CONFLICT (request_id, started_ms) DO NOTHING`);
+    const write = () =>
+      unlessBusy(
+        () => this.sql`INSERT INTO connection_log ${this.sql(rows)} ON CONFLICT (request_id, started_ms) DO NOTHING`,
+      );
     let r: Awaited<ReturnType<typeof write>>;
     try {
       r = await write();
@@ -82,9 +85,11 @@ export class PgConnectionLogStore extends PgFamily implements ConnectionLogStore
   }
 
   private async partitions(): Promise<Array<{ name: string; day: number }>> {
-    const rows = await guard(() => this.sql<{ name: string }[]>`
+    const rows = await guard(
+      () => this.sql<{ name: string }[]>`
       SELECT c.relname AS name FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
-      WHERE i.inhparent = 'connection_log'::regclass`);
+      WHERE i.inhparent = 'connection_log'::regclass`,
+    );
     return rows
       .map((r) => ({ name: r.name, day: partitionDay(r.name) }))
       .filter((p): p is { name: string; day: number } => p.day !== null)
@@ -93,7 +98,9 @@ export class PgConnectionLogStore extends PgFamily implements ConnectionLogStore
 
   /** Drops a day's partition; its rows as the statistics estimate them (counting them would read the whole day). */
   private async dropPartition(name: string): Promise<number> {
-    const [est] = await guard(() => this.sql<{ n: number }[]>`SELECT greatest(reltuples, 0)::bigint AS n FROM pg_class WHERE relname = ${name}`);
+    const [est] = await guard(
+      () => this.sql<{ n: number }[]>`SELECT greatest(reltuples, 0)::bigint AS n FROM pg_class WHERE relname = ${name}`,
+    );
     await guard(() => this.sql.unsafe(`DROP TABLE IF EXISTS ${JSON.stringify(name)}`));
     this.days.delete(partitionDay(name) ?? -1);
     return Number(est?.n ?? 0);
@@ -108,8 +115,10 @@ export class PgConnectionLogStore extends PgFamily implements ConnectionLogStore
     }
     // The day the cut falls in: its older records, in slices.
     for (;;) {
-      const r = await unlessBusy(() => this.sql`
-        DELETE FROM connection_log WHERE id IN (SELECT id FROM connection_log WHERE started_ms < ${beforeMs} LIMIT 5000)`);
+      const r = await unlessBusy(
+        () => this.sql`
+        DELETE FROM connection_log WHERE id IN (SELECT id FROM connection_log WHERE started_ms < ${beforeMs} LIMIT 5000)`,
+      );
       if (r === 'busy') return total > 0 ? total : 'busy';
       total += r.count;
       if (r.count < 5000) return total;
@@ -117,8 +126,10 @@ export class PgConnectionLogStore extends PgFamily implements ConnectionLogStore
   }
 
   async sizeBytes(): Promise<number> {
-    const [r] = await guard(() => this.sql<{ bytes: string }[]>`
-      SELECT coalesce(sum(pg_total_relation_size(inhrelid)), 0) AS bytes FROM pg_inherits WHERE inhparent = 'connection_log'::regclass`);
+    const [r] = await guard(
+      () => this.sql<{ bytes: string }[]>`
+      SELECT coalesce(sum(pg_total_relation_size(inhrelid)), 0) AS bytes FROM pg_inherits WHERE inhparent = 'connection_log'::regclass`,
+    );
     return Number(r?.bytes ?? 0);
   }
 

@@ -65,14 +65,29 @@ export function connect(url: string, max = POOL_SIZE, applicationName = 'proxyd'
     fetch_types: false,
     onnotice: () => {},
     types: { int8: { to: 20, from: [20], serialize: (x: number) => String(x), parse: (x: string) => Number(x) } },
-    connection: { application_name: applicationName, statement_timeout: 10_000, lock_timeout: 5_000, idle_in_transaction_session_timeout: 10_000 },
+    connection: {
+      application_name: applicationName,
+      statement_timeout: 10_000,
+      lock_timeout: 5_000,
+      idle_in_transaction_session_timeout: 10_000,
+    },
   }) as unknown as Sql;
 }
 
 // Connection-level failures: the server is stopped, paused, restarting or out of reach.
 const UNREACHABLE_CODES = new Set([
-  'ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOTFOUND', 'EAI_AGAIN',
-  'CONNECT_TIMEOUT', 'CONNECTION_CLOSED', 'CONNECTION_ENDED', 'CONNECTION_DESTROYED',
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'ETIMEDOUT',
+  'EPIPE',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  'CONNECT_TIMEOUT',
+  'CONNECTION_CLOSED',
+  'CONNECTION_ENDED',
+  'CONNECTION_DESTROYED',
 ]);
 
 function isUnreachable(e: unknown): boolean {

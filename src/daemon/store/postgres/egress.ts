@@ -2,7 +2,16 @@
 // (FOR UPDATE), so two operators (or an operator and a customer's replacement) racing for one address leave one holder.
 import { EGRESS_COLUMNS, sortByAddress, egressRow, egressState, type EgressRow } from '../egress-sql.js';
 import { DAY_MS } from '../../../rules/time.js';
-import type { AssignRefusal, AuditDraft, EgressAddressRow, EgressHolderRow, EgressStore, EgressUsageDelta, EgressUsageRow, ReplaceOutcome } from '../types.js';
+import type {
+  AssignRefusal,
+  AuditDraft,
+  EgressAddressRow,
+  EgressHolderRow,
+  EgressStore,
+  EgressUsageDelta,
+  EgressUsageRow,
+  ReplaceOutcome,
+} from '../types.js';
 import { appendAudit } from './audit.js';
 import { guard, type Sql } from './db.js';
 import { BATCH_MS, PgFamily } from './family.js';
@@ -14,13 +23,19 @@ export class PgEgressStore extends PgFamily implements EgressStore {
     return guard(() => this.sql.begin((tx) => work(tx as unknown as Sql)) as Promise<T>, BATCH_MS);
   }
 
-  async register(node: string, addresses: readonly string[], loc: { country: string | null; city: string | null }): Promise<void> {
+  async register(
+    node: string,
+    addresses: readonly string[],
+    loc: { country: string | null; city: string | null },
+  ): Promise<void> {
     const now = this.nowSec();
     // Nothing new (a node starting again): no write, so the version (a statement trigger) stays and no node reloads.
-    const [same] = await guard(() => this.sql<{ n: number }[]>`
+    const [same] = await guard(
+      () => this.sql<{ n: number }[]>`
       SELECT count(*)::int AS n FROM egress_addresses
       WHERE address = ANY(ARRAY(SELECT jsonb_array_elements_text(${JSON.stringify(addresses)}::text::jsonb)))
-        AND node = ${node} AND country IS NOT DISTINCT FROM ${loc.country} AND city IS NOT DISTINCT FROM ${loc.city}`);
+        AND node = ${node} AND country IS NOT DISTINCT FROM ${loc.country} AND city IS NOT DISTINCT FROM ${loc.city}`,
+    );
     if (Number(same?.n ?? 0) === new Set(addresses).size) return;
     await this.tx(async (q) => {
       for (let i = 0; i < addresses.length; i += 1000) {
@@ -44,10 +59,24 @@ export class PgEgressStore extends PgFamily implements EgressStore {
     const rows = await q<Bare[]>`
       SELECT address, node, account_id, quarantine_until, country FROM egress_addresses WHERE address = ANY(ARRAY(SELECT jsonb_array_elements_text(${JSON.stringify(addresses)}::text::jsonb)))
       ORDER BY address FOR UPDATE`;
-    return new Map(rows.map((r) => [r.address, { ...r, account_id: r.account_id === null ? null : Number(r.account_id), quarantine_until: r.quarantine_until === null ? null : Number(r.quarantine_until) }]));
+    return new Map(
+      rows.map((r) => [
+        r.address,
+        {
+          ...r,
+          account_id: r.account_id === null ? null : Number(r.account_id),
+          quarantine_until: r.quarantine_until === null ? null : Number(r.quarantine_until),
+        },
+      ]),
+    );
   }
 
-  async assign(accountId: number, node: string, addresses: readonly string[], audit?: AuditDraft): Promise<AssignRefusal | null> {
+  async assign(
+    accountId: number,
+    node: string,
+    addresses: readonly string[],
+    audit?: AuditDraft,
+  ): Promise<AssignRefusal | null> {
     const now = this.nowSec();
     return this.tx(async (q) => {
       const rows = await this.lockRows(q, addresses);
@@ -56,17 +85,23 @@ export class PgEgressStore extends PgFamily implements EgressStore {
         const r = rows.get(a);
         if (!r || r.node !== node) return { why: 'not_on_node', address: a } as const;
         if (r.account_id !== null && r.account_id !== accountId) return { why: 'held', address: a } as const;
-        if (egressState(r, now) === 'quarantined') return { why: 'quarantined', address: a, until: r.quarantine_until! } as const;
+        if (egressState(r, now) === 'quarantined')
+          return { why: 'quarantined', address: a, until: r.quarantine_until! } as const;
         if (r.account_id === null) fresh.push(a);
       }
       if (fresh.length === 0) return null;
       await q`UPDATE egress_addresses SET account_id = ${accountId}, assigned_at = ${now}, quarantine_until = NULL WHERE address = ANY(ARRAY(SELECT jsonb_array_elements_text(${JSON.stringify(fresh)}::text::jsonb)))`;
-      if (audit) await appendAudit(q, this.nowMs(), { ...audit, details: { ...audit.details, addresses: fresh }, accountId });
+      if (audit)
+        await appendAudit(q, this.nowMs(), { ...audit, details: { ...audit.details, addresses: fresh }, accountId });
       return null;
     });
   }
 
-  async release(addresses: readonly string[], quarantineUntil: number | null, audit?: (accountId: number, addresses: string[]) => AuditDraft): Promise<{ unknown: string[]; released: number }> {
+  async release(
+    addresses: readonly string[],
+    quarantineUntil: number | null,
+    audit?: (accountId: number, addresses: string[]) => AuditDraft,
+  ): Promise<{ unknown: string[]; released: number }> {
     return this.tx(async (q) => {
       const rows = await this.lockRows(q, addresses);
       const unknown = addresses.filter((a) => !rows.has(a));
@@ -77,7 +112,9 @@ export class PgEgressStore extends PgFamily implements EgressStore {
         if (owner !== null) byAccount.set(owner, [...(byAccount.get(owner) ?? []), a]);
       }
       await q`UPDATE egress_addresses SET account_id = NULL, assigned_at = NULL, quarantine_until = ${quarantineUntil} WHERE address = ANY(ARRAY(SELECT jsonb_array_elements_text(${JSON.stringify(addresses)}::text::jsonb)))`;
-      if (audit) for (const [accountId, list] of byAccount) await appendAudit(q, this.nowMs(), { ...audit(accountId, list), accountId });
+      if (audit)
+        for (const [accountId, list] of byAccount)
+          await appendAudit(q, this.nowMs(), { ...audit(accountId, list), accountId });
       return { unknown, released: [...byAccount.values()].reduce((n, l) => n + l.length, 0) };
     });
   }
@@ -85,29 +122,45 @@ export class PgEgressStore extends PgFamily implements EgressStore {
   async list(filter: { accountId?: number | undefined; node?: string | undefined }): Promise<EgressAddressRow[]> {
     const acc = filter.accountId ?? null;
     const node = filter.node ?? null;
-    const rows = await guard(() => this.sql.unsafe<EgressRow[]>(
-      `SELECT ${EGRESS_COLUMNS} FROM egress_addresses e LEFT JOIN accounts a ON a.id = e.account_id
+    const rows = await guard(() =>
+      this.sql.unsafe<EgressRow[]>(
+        `SELECT ${EGRESS_COLUMNS} FROM egress_addresses e LEFT JOIN accounts a ON a.id = e.account_id
        WHERE ($1::bigint IS NULL OR e.account_id = $1) AND ($2::text IS NULL OR e.node = $2)`,
-      [acc, node],
-    ));
+        [acc, node],
+      ),
+    );
     const now = this.nowSec();
     return sortByAddress(rows.map((r) => egressRow(r, now)));
   }
 
   async holders(): Promise<EgressHolderRow[]> {
-    const rows = await guard(() => this.sql<{ address: string; node: string; account_id: number | null; quarantine_until: string | null }[]>`
-      SELECT address, node, account_id, quarantine_until FROM egress_addresses`);
-    return rows.map((r) => ({ address: r.address, node: r.node, accountId: r.account_id === null ? null : Number(r.account_id), quarantineUntil: r.quarantine_until === null ? null : Number(r.quarantine_until) }));
+    const rows = await guard(
+      () => this.sql<{ address: string; node: string; account_id: number | null; quarantine_until: string | null }[]>`
+      SELECT address, node, account_id, quarantine_until FROM egress_addresses`,
+    );
+    return rows.map((r) => ({
+      address: r.address,
+      node: r.node,
+      accountId: r.account_id === null ? null : Number(r.account_id),
+      quarantineUntil: r.quarantine_until === null ? null : Number(r.quarantine_until),
+    }));
   }
 
-  async replace(accountId: number, address: string, o: { month: string; max: number; quarantineUntil: number }, audit?: (r: { old: string; new: string }) => AuditDraft): Promise<ReplaceOutcome> {
+  async replace(
+    accountId: number,
+    address: string,
+    o: { month: string; max: number; quarantineUntil: number },
+    audit?: (r: { old: string; new: string }) => AuditDraft,
+  ): Promise<ReplaceOutcome> {
     const now = this.nowSec();
     return this.tx(async (q): Promise<ReplaceOutcome> => {
       const old = (await this.lockRows(q, [address])).get(address);
       if (!old || old.account_id !== accountId) return { ok: false, why: 'not_yours' };
       // The account's allowance row is locked too: two replacements at once count one after the other.
       await q`INSERT INTO egress_replacements (account_id, month, count) VALUES (${accountId}, ${o.month}, 0) ON CONFLICT DO NOTHING`;
-      const [u] = await q<{ count: number }[]>`SELECT count FROM egress_replacements WHERE account_id = ${accountId} AND month = ${o.month} FOR UPDATE`;
+      const [u] = await q<
+        { count: number }[]
+      >`SELECT count FROM egress_replacements WHERE account_id = ${accountId} AND month = ${o.month} FOR UPDATE`;
       const used = Number(u?.count ?? 0);
       if (used >= o.max) return { ok: false, why: 'allowance', used };
       const free = async (where: 'node' | 'country'): Promise<string | null> => {
@@ -133,27 +186,43 @@ export class PgEgressStore extends PgFamily implements EgressStore {
   }
 
   async replacementsUsed(accountId: number, month: string): Promise<number> {
-    const [r] = await guard(() => this.sql<{ count: number }[]>`SELECT count FROM egress_replacements WHERE account_id = ${accountId} AND month = ${month}`);
+    const [r] = await guard(
+      () =>
+        this.sql<
+          { count: number }[]
+        >`SELECT count FROM egress_replacements WHERE account_id = ${accountId} AND month = ${month}`,
+    );
     return Number(r?.count ?? 0);
   }
 
   async addUsage(rows: readonly EgressUsageDelta[], dayMs: number): Promise<void> {
     if (rows.length === 0) return;
-    const json = JSON.stringify(rows.map((r) => ({ a: r.accountId, ip: r.address, u: r.bytesUp, d: r.bytesDown, c: r.connections })));
-    await guard(() => this.sql`
+    const json = JSON.stringify(
+      rows.map((r) => ({ a: r.accountId, ip: r.address, u: r.bytesUp, d: r.bytesDown, c: r.connections })),
+    );
+    await guard(
+      () => this.sql`
       INSERT INTO egress_usage (account_id, address, day_ms, bytes_up, bytes_down, connections)
       SELECT a, ip, ${dayMs}, u, d, c FROM jsonb_to_recordset(${json}::text::jsonb) AS t(a integer, ip text, u bigint, d bigint, c bigint)
       ON CONFLICT (account_id, day_ms, address) DO UPDATE SET bytes_up = egress_usage.bytes_up + excluded.bytes_up,
-        bytes_down = egress_usage.bytes_down + excluded.bytes_down, connections = egress_usage.connections + excluded.connections`);
+        bytes_down = egress_usage.bytes_down + excluded.bytes_down, connections = egress_usage.connections + excluded.connections`,
+    );
   }
 
   async usageByAddress(accountId: number, fromMs: number, toMs: number): Promise<EgressUsageRow[]> {
     const from = fromMs - (fromMs % DAY_MS);
-    const rows = await guard(() => this.sql<{ address: string; up: string; down: string; conns: string }[]>`
+    const rows = await guard(
+      () => this.sql<{ address: string; up: string; down: string; conns: string }[]>`
       SELECT address, sum(bytes_up) AS up, sum(bytes_down) AS down, sum(connections) AS conns FROM egress_usage
       WHERE account_id = ${accountId} AND day_ms >= ${from} AND day_ms < ${toMs}
-      GROUP BY address ORDER BY sum(bytes_up) + sum(bytes_down) DESC, address`);
-    return rows.map((r) => ({ address: r.address, bytesUp: Number(r.up), bytesDown: Number(r.down), connections: Number(r.conns) }));
+      GROUP BY address ORDER BY sum(bytes_up) + sum(bytes_down) DESC, address`,
+    );
+    return rows.map((r) => ({
+      address: r.address,
+      bytesUp: Number(r.up),
+      bytesDown: Number(r.down),
+      connections: Number(r.conns),
+    }));
   }
 
   async pruneUsage(beforeMs: number): Promise<number> {

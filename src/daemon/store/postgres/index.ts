@@ -71,7 +71,13 @@ export class PostgresStore implements Store {
     this.accounts = new PgAccountStore(sql, nowSec, nowMs);
     this.tokens = new PgTokenStore(sql, nowSec, nowMs);
     this.apiKeys = new PgApiKeyStore(sql, nowSec, nowMs);
-    this.whitelist = new PgWhitelistStore(sql, nowSec, opts.releaseGraceSec ?? DEFAULT_RELEASE_GRACE_SEC, background, nowMs);
+    this.whitelist = new PgWhitelistStore(
+      sql,
+      nowSec,
+      opts.releaseGraceSec ?? DEFAULT_RELEASE_GRACE_SEC,
+      background,
+      nowMs,
+    );
     this.proxyUsers = new PgProxyUserStore(sql, nowSec, nowMs);
     this.idempotency = new PgIdempotencyStore(sql, nowSec, nowMs);
     this.sessions = new PgConsoleSessionStore(sql, nowSec, nowMs);
@@ -99,9 +105,17 @@ export class PostgresStore implements Store {
     } catch (e) {
       await sql.end({ timeout: 1 }).catch(() => {});
       const err = e as { code?: string; message?: string };
-      throw new Error(`database ${redactUrl(url)}: ${err.code ?? ''} ${err.message ?? String(e)}`.replace(/\s+/g, ' ').trim());
+      throw new Error(
+        `database ${redactUrl(url)}: ${err.code ?? ''} ${err.message ?? String(e)}`.replace(/\s+/g, ' ').trim(),
+      );
     }
-    return new PostgresStore(sql, connect(url, BACKGROUND_POOL_SIZE, 'proxyd background'), connect(url, BACKGROUND_POOL_SIZE, 'proxyd writes'), url, opts);
+    return new PostgresStore(
+      sql,
+      connect(url, BACKGROUND_POOL_SIZE, 'proxyd background'),
+      connect(url, BACKGROUND_POOL_SIZE, 'proxyd writes'),
+      url,
+      opts,
+    );
   }
 
   sharedRateHits(): RateHitStore {
@@ -112,9 +126,11 @@ export class PostgresStore implements Store {
     const fresh = candidate;
     // Whichever node is first writes it; a node that lost the race reads the winner's on the next round.
     for (let i = 0; i < 5; i++) {
-      const [r] = await guard(() => this.sql<{ value: string }[]>`
+      const [r] = await guard(
+        () => this.sql<{ value: string }[]>`
         WITH ins AS (INSERT INTO fleet_secrets (name, value) VALUES (${name}, ${fresh}) ON CONFLICT (name) DO NOTHING RETURNING value)
-        SELECT value FROM ins UNION ALL SELECT value FROM fleet_secrets WHERE name = ${name} LIMIT 1`);
+        SELECT value FROM ins UNION ALL SELECT value FROM fleet_secrets WHERE name = ${name} LIMIT 1`,
+      );
       if (r) return r.value;
     }
     throw new Error(`fleet secret ${name} could not be read`);
@@ -136,6 +152,10 @@ export class PostgresStore implements Store {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
-    await Promise.all([this.sql.end({ timeout: 2 }), this.background.end({ timeout: 2 }), this.writes.end({ timeout: 2 })]);
+    await Promise.all([
+      this.sql.end({ timeout: 2 }),
+      this.background.end({ timeout: 2 }),
+      this.writes.end({ timeout: 2 }),
+    ]);
   }
 }

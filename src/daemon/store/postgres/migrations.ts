@@ -317,8 +317,13 @@ export const PG_MIGRATIONS: readonly string[] = [
   // waiting for its WAL flush, and one synchronous commit at the end flushes them all before the caller hears
   // back. A WAL record is needed for that commit to flush: a transactional logical message (no table, no row).
   `
-  ${batchProcedure('proxyd_claim_batch', 'p_items jsonb, p_now bigint, p_grace bigint', 'p_items',
-    'proxyd_claim_ip(p_account, p_items -> i ->> 0, p_items -> i ->> 1, p_now, p_grace, NULL)', 'added')}
+  ${batchProcedure(
+    'proxyd_claim_batch',
+    'p_items jsonb, p_now bigint, p_grace bigint',
+    'p_items',
+    'proxyd_claim_ip(p_account, p_items -> i ->> 0, p_items -> i ->> 1, p_now, p_grace, NULL)',
+    'added',
+  )}
 
   ${batchProcedure('proxyd_release_batch', 'p_ips jsonb, p_now bigint', 'p_ips', 'proxyd_release_ip(p_account, p_ips ->> i, p_now)', 'deleted')}
 

@@ -7,41 +7,69 @@ import { PgFamily } from './family.js';
 
 export class PgPlanStore extends PgFamily implements PlanStore {
   async get(accountId: number): Promise<Plan | null> {
-    const [r] = await guard(() => this.sql<PlanRow[]>`
-      SELECT account_id, traffic_limit, period, anchor_day, max_connections, expires_at_ms, rate_limit FROM plans WHERE account_id = ${accountId}`);
+    const [r] = await guard(
+      () => this.sql<PlanRow[]>`
+      SELECT account_id, traffic_limit, period, anchor_day, max_connections, expires_at_ms, rate_limit FROM plans WHERE account_id = ${accountId}`,
+    );
     return r ? toPlan(r) : null;
   }
 
   async set(p: Plan, audit?: AuditDraft): Promise<void> {
-    await audited(this.sql, this.nowMs, p.accountId, audit, (q) => q`
+    await audited(
+      this.sql,
+      this.nowMs,
+      p.accountId,
+      audit,
+      (q) => q`
       INSERT INTO plans (account_id, traffic_limit, period, anchor_day, max_connections, expires_at_ms, rate_limit, updated_at)
       VALUES (${p.accountId}, ${p.trafficLimit}, ${p.period}, ${p.anchorDay}, ${p.maxConnections}, ${p.expiresAt}, ${p.rateLimit ?? null}, ${this.nowSec()})
       ON CONFLICT (account_id) DO UPDATE SET traffic_limit = excluded.traffic_limit, period = excluded.period, anchor_day = excluded.anchor_day,
-        max_connections = excluded.max_connections, expires_at_ms = excluded.expires_at_ms, rate_limit = excluded.rate_limit, updated_at = excluded.updated_at`);
+        max_connections = excluded.max_connections, expires_at_ms = excluded.expires_at_ms, rate_limit = excluded.rate_limit, updated_at = excluded.updated_at`,
+    );
   }
 
-  async setUserLimits(accountId: number, username: string, l: { trafficLimit: number | null; maxConnections: number | null; rateLimit?: number | null }, audit?: AuditDraft): Promise<boolean> {
-    const r = await audited(this.sql, this.nowMs, accountId, audit, (q) => q`
+  async setUserLimits(
+    accountId: number,
+    username: string,
+    l: { trafficLimit: number | null; maxConnections: number | null; rateLimit?: number | null },
+    audit?: AuditDraft,
+  ): Promise<boolean> {
+    const r = await audited(
+      this.sql,
+      this.nowMs,
+      accountId,
+      audit,
+      (q) => q`
       INSERT INTO user_limits (proxy_user_id, traffic_limit, max_connections, rate_limit)
       SELECT id, ${l.trafficLimit}, ${l.maxConnections}, ${l.rateLimit ?? null} FROM proxy_users WHERE account_id = ${accountId} AND username = ${username}
       ON CONFLICT (proxy_user_id) DO UPDATE SET traffic_limit = excluded.traffic_limit, max_connections = excluded.max_connections, rate_limit = excluded.rate_limit`,
-      (r) => (r.count > 0 ? audit! : null));
+      (r) => (r.count > 0 ? audit! : null),
+    );
     return r.count > 0;
   }
 
   async userLimits(accountId: number): Promise<UserLimits[]> {
-    const rows = await guard(() => this.sql<UserRow[]>`
+    const rows = await guard(
+      () => this.sql<UserRow[]>`
       SELECT u.account_id, u.username, l.traffic_limit, l.max_connections, l.rate_limit, l.expires_at_ms, l.allow, l.deny FROM user_limits l JOIN proxy_users u ON u.id = l.proxy_user_id
-      WHERE u.account_id = ${accountId} ORDER BY u.username`);
+      WHERE u.account_id = ${accountId} ORDER BY u.username`,
+    );
     return rows.map(toUserLimits);
   }
 
   async all(): Promise<{ plans: Plan[]; users: UserLimits[] }> {
     const [plans, users] = await Promise.all([
-      guard(() => this.sql<PlanRow[]>`SELECT account_id, traffic_limit, period, anchor_day, max_connections, expires_at_ms, rate_limit FROM plans`),
-      guard(() => this.sql<UserRow[]>`
+      guard(
+        () =>
+          this.sql<
+            PlanRow[]
+          >`SELECT account_id, traffic_limit, period, anchor_day, max_connections, expires_at_ms, rate_limit FROM plans`,
+      ),
+      guard(
+        () => this.sql<UserRow[]>`
         SELECT u.account_id, u.username, l.traffic_limit, l.max_connections, l.rate_limit, l.expires_at_ms, l.allow, l.deny FROM user_limits l JOIN proxy_users u ON u.id = l.proxy_user_id
-        WHERE l.traffic_limit IS NOT NULL OR l.max_connections IS NOT NULL OR l.rate_limit IS NOT NULL OR l.expires_at_ms IS NOT NULL OR l.allow <> '' OR l.deny <> ''`),
+        WHERE l.traffic_limit IS NOT NULL OR l.max_connections IS NOT NULL OR l.rate_limit IS NOT NULL OR l.expires_at_ms IS NOT NULL OR l.allow <> '' OR l.deny <> ''`,
+      ),
     ]);
     return { plans: plans.map(toPlan), users: users.map(toUserLimits) };
   }
@@ -51,13 +79,22 @@ export class PgPlanStore extends PgFamily implements PlanStore {
     return Number(r!.seq);
   }
 
-  async leaseSlots(node: string, key: string, want: number, max: number, ttlMs: number, nowMs: number): Promise<number> {
+  async leaseSlots(
+    node: string,
+    key: string,
+    want: number,
+    max: number,
+    ttlMs: number,
+    nowMs: number,
+  ): Promise<number> {
     return guard(() =>
       this.sql.begin(async (tx) => {
         // One lease change per key at a time across the fleet: two nodes never both count the same free slots.
         await tx`SELECT pg_advisory_xact_lock(hashtext(${`proxyd-slots:${key}`}))`;
         await tx`DELETE FROM slot_leases WHERE key = ${key} AND expires_at_ms <= ${nowMs}`;
-        const [r] = await tx<{ n: string }[]>`SELECT COALESCE(SUM(slots), 0) AS n FROM slot_leases WHERE key = ${key} AND node <> ${node}`;
+        const [r] = await tx<
+          { n: string }[]
+        >`SELECT COALESCE(SUM(slots), 0) AS n FROM slot_leases WHERE key = ${key} AND node <> ${node}`;
         const held = Math.max(0, Math.min(want, max - Number(r!.n)));
         if (held === 0) await tx`DELETE FROM slot_leases WHERE key = ${key} AND node = ${node}`;
         else {
@@ -69,7 +106,12 @@ export class PgPlanStore extends PgFamily implements PlanStore {
     );
   }
 
-  async renewSlots(node: string, leases: ReadonlyArray<{ key: string; slots: number }>, ttlMs: number, nowMs: number): Promise<void> {
+  async renewSlots(
+    node: string,
+    leases: ReadonlyArray<{ key: string; slots: number }>,
+    ttlMs: number,
+    nowMs: number,
+  ): Promise<void> {
     if (leases.length === 0) return;
     // As one JSON parameter (the pool does not fetch array types); shrink or keep, never grow (growing takes
     // the key's lock, in leaseSlots); a lease given back goes.

@@ -1,12 +1,25 @@
 // Proxy users (PostgreSQL).
 import { hasSettings, limitValues, patched, toDetail, touchesSettings, type DetailRow } from '../proxy-users-sql.js';
-import type { AuditDraft, ProxyUser, ProxyUserDetail, ProxyUserFilter, ProxyUserPatch, ProxyUserSettings, ProxyUserStore } from '../types.js';
+import type {
+  AuditDraft,
+  ProxyUser,
+  ProxyUserDetail,
+  ProxyUserFilter,
+  ProxyUserPatch,
+  ProxyUserSettings,
+  ProxyUserStore,
+} from '../types.js';
 import { audited } from './audit.js';
 import { guard, type Sql } from './db.js';
 import { PgFamily } from './family.js';
 
 export class PgProxyUserStore extends PgFamily implements ProxyUserStore {
-  async create(accountId: number, username: string, passwordHash: string, audit?: AuditDraft): Promise<ProxyUser | 'exists'> {
+  async create(
+    accountId: number,
+    username: string,
+    passwordHash: string,
+    audit?: AuditDraft,
+  ): Promise<ProxyUser | 'exists'> {
     const now = this.nowSec();
     const [u] = await audited(
       this.sql,
@@ -23,7 +36,14 @@ export class PgProxyUserStore extends PgFamily implements ProxyUserStore {
     return u ?? 'exists';
   }
 
-  async createDetailed(accountId: number, username: string, passwordHash: string, status: 'active' | 'disabled', settings: ProxyUserSettings, audit?: AuditDraft): Promise<ProxyUserDetail | 'exists'> {
+  async createDetailed(
+    accountId: number,
+    username: string,
+    passwordHash: string,
+    status: 'active' | 'disabled',
+    settings: ProxyUserSettings,
+    audit?: AuditDraft,
+  ): Promise<ProxyUserDetail | 'exists'> {
     const now = this.nowSec();
     const work = async (q: Sql): Promise<ProxyUserDetail | null> => {
       const [u] = await q<{ id: number }[]>`
@@ -43,9 +63,11 @@ export class PgProxyUserStore extends PgFamily implements ProxyUserStore {
   }
 
   async detail(accountId: number, username: string): Promise<ProxyUserDetail | null> {
-    const [r] = await guard(() => this.sql<DetailRow[]>`
+    const [r] = await guard(
+      () => this.sql<DetailRow[]>`
       SELECT u.id, u.account_id, u.username, u.status, u.created_at, l.traffic_limit, l.max_connections, l.rate_limit, l.expires_at_ms, l.allow, l.deny
-      FROM proxy_users u LEFT JOIN user_limits l ON l.proxy_user_id = u.id WHERE u.account_id = ${accountId} AND u.username = ${username}`);
+      FROM proxy_users u LEFT JOIN user_limits l ON l.proxy_user_id = u.id WHERE u.account_id = ${accountId} AND u.username = ${username}`,
+    );
     return r ? toDetail(r) : null;
   }
 
@@ -54,19 +76,28 @@ export class PgProxyUserStore extends PgFamily implements ProxyUserStore {
     const prefix = f.prefix ?? '';
     // An exact prefix: LIKE would read `_` and `%` in a name as patterns.
     const [count, rows] = await Promise.all([
-      guard(() => this.sql<{ n: string }[]>`
+      guard(
+        () => this.sql<{ n: string }[]>`
         SELECT count(*) AS n FROM proxy_users u WHERE u.account_id = ${accountId} AND (${status}::text IS NULL OR u.status = ${status})
-          AND left(u.username, ${prefix.length}) = ${prefix}`),
-      guard(() => this.sql<DetailRow[]>`
+          AND left(u.username, ${prefix.length}) = ${prefix}`,
+      ),
+      guard(
+        () => this.sql<DetailRow[]>`
         SELECT u.id, u.account_id, u.username, u.status, u.created_at, l.traffic_limit, l.max_connections, l.rate_limit, l.expires_at_ms, l.allow, l.deny
         FROM proxy_users u LEFT JOIN user_limits l ON l.proxy_user_id = u.id
         WHERE u.account_id = ${accountId} AND (${status}::text IS NULL OR u.status = ${status}) AND left(u.username, ${prefix.length}) = ${prefix}
-        ORDER BY u.username COLLATE "C" LIMIT ${f.limit} OFFSET ${f.offset}`),
+        ORDER BY u.username COLLATE "C" LIMIT ${f.limit} OFFSET ${f.offset}`,
+      ),
     ]);
     return { items: rows.map(toDetail), total: Number(count[0]!.n) };
   }
 
-  async update(accountId: number, username: string, patch: ProxyUserPatch, audit?: AuditDraft): Promise<ProxyUserDetail | null> {
+  async update(
+    accountId: number,
+    username: string,
+    patch: ProxyUserPatch,
+    audit?: AuditDraft,
+  ): Promise<ProxyUserDetail | null> {
     const work = async (q: Sql): Promise<ProxyUserDetail | null> => {
       const [row] = await q<DetailRow[]>`
         SELECT u.id, u.account_id, u.username, u.status, u.created_at, l.traffic_limit, l.max_connections, l.rate_limit, l.expires_at_ms, l.allow, l.deny
@@ -81,7 +112,8 @@ export class PgProxyUserStore extends PgFamily implements ProxyUserStore {
       // user_limits written only when a setting changes, and a row removed only when there was one: the plan version's
       // statement trigger makes every node read the plan tables again on any statement there.
       if (touchesSettings(patch) && hasSettings(next)) await putSettings(q, was.id, next);
-      else if (touchesSettings(patch) && hasSettings(was)) await q`DELETE FROM user_limits WHERE proxy_user_id = ${was.id}`;
+      else if (touchesSettings(patch) && hasSettings(was))
+        await q`DELETE FROM user_limits WHERE proxy_user_id = ${was.id}`;
       return detailWhere(q, was.id);
     };
     return audit
@@ -90,13 +122,19 @@ export class PgProxyUserStore extends PgFamily implements ProxyUserStore {
   }
 
   async get(id: number): Promise<ProxyUser | null> {
-    const [u] = await guard(() => this.sql<ProxyUser[]>`SELECT id, account_id, username, status, created_at FROM proxy_users WHERE id = ${id}`);
+    const [u] = await guard(
+      () =>
+        this.sql<ProxyUser[]>`SELECT id, account_id, username, status, created_at FROM proxy_users WHERE id = ${id}`,
+    );
     return u ?? null;
   }
 
   async listForAccount(accountId: number): Promise<ProxyUser[]> {
     const rows = await guard(
-      () => this.sql<ProxyUser[]>`SELECT id, account_id, username, status, created_at FROM proxy_users WHERE account_id = ${accountId} ORDER BY id DESC`,
+      () =>
+        this.sql<
+          ProxyUser[]
+        >`SELECT id, account_id, username, status, created_at FROM proxy_users WHERE account_id = ${accountId} ORDER BY id DESC`,
     );
     return [...rows];
   }
@@ -107,14 +145,22 @@ export class PgProxyUserStore extends PgFamily implements ProxyUserStore {
       this.nowMs,
       accountId,
       audit,
-      (q) => q`UPDATE proxy_users SET password_hash = ${passwordHash}, updated_at = ${this.nowSec()} WHERE id = ${id} AND account_id = ${accountId}`,
+      (q) =>
+        q`UPDATE proxy_users SET password_hash = ${passwordHash}, updated_at = ${this.nowSec()} WHERE id = ${id} AND account_id = ${accountId}`,
       (r) => (r.count === 1 ? audit! : null),
     );
     return r.count === 1;
   }
 
   async delete(accountId: number, id: number, audit?: AuditDraft): Promise<boolean> {
-    const r = await audited(this.sql, this.nowMs, accountId, audit, (q) => q`DELETE FROM proxy_users WHERE id = ${id} AND account_id = ${accountId}`, (r) => (r.count === 1 ? audit! : null));
+    const r = await audited(
+      this.sql,
+      this.nowMs,
+      accountId,
+      audit,
+      (q) => q`DELETE FROM proxy_users WHERE id = ${id} AND account_id = ${accountId}`,
+      (r) => (r.count === 1 ? audit! : null),
+    );
     return r.count === 1;
   }
 }

@@ -6,17 +6,32 @@ import { appendAudit, audited } from './audit.js';
 import { guard, type Sql } from './db.js';
 import { PgFamily } from './family.js';
 
-
 export class PgSecondFactorStore extends PgFamily implements SecondFactorStore {
   async state(accountId: number): Promise<SecondFactorState> {
     const [[f], [c], keys] = await Promise.all([
-      guard(() => this.sql<{ totp_secret: string | null; totp_enabled_ms: number | null; totp_last_step: number; locked_until_ms: number }[]>`
-        SELECT totp_secret, totp_enabled_ms, totp_last_step, locked_until_ms FROM second_factors WHERE account_id = ${accountId}`),
-      guard(() => this.sql<{ n: number }[]>`SELECT count(*)::int AS n FROM recovery_codes WHERE account_id = ${accountId} AND used_ms IS NULL`),
+      guard(
+        () => this.sql<
+          {
+            totp_secret: string | null;
+            totp_enabled_ms: number | null;
+            totp_last_step: number;
+            locked_until_ms: number;
+          }[]
+        >`
+        SELECT totp_secret, totp_enabled_ms, totp_last_step, locked_until_ms FROM second_factors WHERE account_id = ${accountId}`,
+      ),
+      guard(
+        () =>
+          this.sql<
+            { n: number }[]
+          >`SELECT count(*)::int AS n FROM recovery_codes WHERE account_id = ${accountId} AND used_ms IS NULL`,
+      ),
       guard(() => this.sql<PasskeyRow[]>`SELECT * FROM passkeys WHERE account_id = ${accountId} ORDER BY id`),
     ]);
     return {
-      totp: f?.totp_secret ? { sealedSecret: f.totp_secret, enabledAtMs: f.totp_enabled_ms ?? 0, lastStep: f.totp_last_step } : null,
+      totp: f?.totp_secret
+        ? { sealedSecret: f.totp_secret, enabledAtMs: f.totp_enabled_ms ?? 0, lastStep: f.totp_last_step }
+        : null,
       recoveryCodesLeft: c!.n,
       passkeys: keys.map(toPasskey),
       lockedUntilMs: f?.locked_until_ms ?? 0,
@@ -25,14 +40,21 @@ export class PgSecondFactorStore extends PgFamily implements SecondFactorStore {
 
   private async putCodes(q: Sql, accountId: number, hashes: readonly string[]): Promise<void> {
     await q`DELETE FROM recovery_codes WHERE account_id = ${accountId}`;
-    if (hashes.length) await q`INSERT INTO recovery_codes (account_id, code_hash) SELECT ${accountId}, jsonb_array_elements_text(${JSON.stringify(hashes)}::text::jsonb)`;
+    if (hashes.length)
+      await q`INSERT INTO recovery_codes (account_id, code_hash) SELECT ${accountId}, jsonb_array_elements_text(${JSON.stringify(hashes)}::text::jsonb)`;
   }
 
   private tx<T>(work: (q: Sql) => Promise<T>): Promise<T> {
     return guard(() => this.sql.begin((tx) => work(tx as unknown as Sql)) as Promise<T>);
   }
 
-  async enableTotp(accountId: number, sealedSecret: string, step: number, codeHashes: readonly string[], audit?: AuditDraft): Promise<void> {
+  async enableTotp(
+    accountId: number,
+    sealedSecret: string,
+    step: number,
+    codeHashes: readonly string[],
+    audit?: AuditDraft,
+  ): Promise<void> {
     await this.tx(async (q) => {
       await q`INSERT INTO second_factors (account_id, totp_secret, totp_enabled_ms, totp_last_step) VALUES (${accountId}, ${sealedSecret}, ${this.nowMs()}, ${step})
               ON CONFLICT (account_id) DO UPDATE SET totp_secret = excluded.totp_secret, totp_enabled_ms = excluded.totp_enabled_ms, totp_last_step = excluded.totp_last_step`;
@@ -42,7 +64,11 @@ export class PgSecondFactorStore extends PgFamily implements SecondFactorStore {
   }
 
   async takeTotpStep(accountId: number, step: number): Promise<boolean> {
-    const r = await guard(() => this.sql`UPDATE second_factors SET totp_last_step = ${step} WHERE account_id = ${accountId} AND totp_secret IS NOT NULL AND totp_last_step < ${step}`);
+    const r = await guard(
+      () =>
+        this
+          .sql`UPDATE second_factors SET totp_last_step = ${step} WHERE account_id = ${accountId} AND totp_secret IS NOT NULL AND totp_last_step < ${step}`,
+    );
     return r.count === 1;
   }
 
@@ -52,7 +78,8 @@ export class PgSecondFactorStore extends PgFamily implements SecondFactorStore {
       this.nowMs,
       accountId,
       audit,
-      (q) => q`UPDATE recovery_codes SET used_ms = ${this.nowMs()} WHERE account_id = ${accountId} AND code_hash = ${codeHash} AND used_ms IS NULL`,
+      (q) =>
+        q`UPDATE recovery_codes SET used_ms = ${this.nowMs()} WHERE account_id = ${accountId} AND code_hash = ${codeHash} AND used_ms IS NULL`,
       (r) => (r.count === 1 ? audit! : null),
     );
     return r.count === 1;
@@ -66,7 +93,14 @@ export class PgSecondFactorStore extends PgFamily implements SecondFactorStore {
   }
 
   async addPasskey(
-    p: { accountId: number; credentialId: string; publicKey: Buffer; counter: number; transports: string[]; name: string },
+    p: {
+      accountId: number;
+      credentialId: string;
+      publicKey: Buffer;
+      counter: number;
+      transports: string[];
+      name: string;
+    },
     recoveryCodeHashes: readonly string[] | null,
     audit?: AuditDraft,
   ): Promise<Passkey | 'exists'> {
@@ -88,17 +122,27 @@ export class PgSecondFactorStore extends PgFamily implements SecondFactorStore {
   }
 
   async passkeyUsed(id: number, counter: number): Promise<void> {
-    await guard(() => this.sql`UPDATE passkeys SET counter = ${counter}, last_used_ms = ${this.nowMs()} WHERE id = ${id}`);
+    await guard(
+      () => this.sql`UPDATE passkeys SET counter = ${counter}, last_used_ms = ${this.nowMs()} WHERE id = ${id}`,
+    );
   }
 
   async removePasskey(accountId: number, id: number, audit?: AuditDraft): Promise<boolean> {
-    const r = await audited(this.sql, this.nowMs, accountId, audit, (q) => q`DELETE FROM passkeys WHERE id = ${id} AND account_id = ${accountId}`, (r) => (r.count === 1 ? audit! : null));
+    const r = await audited(
+      this.sql,
+      this.nowMs,
+      accountId,
+      audit,
+      (q) => q`DELETE FROM passkeys WHERE id = ${id} AND account_id = ${accountId}`,
+      (r) => (r.count === 1 ? audit! : null),
+    );
     return r.count === 1;
   }
 
   async disable(accountId: number, audit?: AuditDraft): Promise<boolean> {
     return this.tx(async (q) => {
-      const totp = await q`UPDATE second_factors SET totp_secret = NULL, totp_enabled_ms = NULL, totp_last_step = 0, fail_times = '', locked_until_ms = 0
+      const totp =
+        await q`UPDATE second_factors SET totp_secret = NULL, totp_enabled_ms = NULL, totp_last_step = 0, fail_times = '', locked_until_ms = 0
                            WHERE account_id = ${accountId} AND totp_secret IS NOT NULL`;
       const keys = await q`DELETE FROM passkeys WHERE account_id = ${accountId}`;
       await q`DELETE FROM recovery_codes WHERE account_id = ${accountId}`;
@@ -122,7 +166,12 @@ export class PgSecondFactorStore extends PgFamily implements SecondFactorStore {
         times = [];
       }
       await q`UPDATE second_factors SET fail_times = ${times.join(',')}, locked_until_ms = ${lockedUntil} WHERE account_id = ${accountId}`;
-      if (audit) await appendAudit(q, now, { ...audit, accountId, details: { ...audit.details, ...(lockedUntil ? { locked_until: new Date(lockedUntil).toISOString() } : {}) } });
+      if (audit)
+        await appendAudit(q, now, {
+          ...audit,
+          accountId,
+          details: { ...audit.details, ...(lockedUntil ? { locked_until: new Date(lockedUntil).toISOString() } : {}) },
+        });
       return lockedUntil;
     });
   }

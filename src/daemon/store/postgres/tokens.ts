@@ -39,7 +39,14 @@ export class PgTokenStore extends PgFamily implements TokenStore {
       if (l !== undefined && row.o_page !== null) {
         const accountId = row.o_account!;
         out.page = {
-          items: row.o_page.map(([id, ip, remark, status, created_at]) => ({ id, account_id: accountId, ip, remark, status, created_at })),
+          items: row.o_page.map(([id, ip, remark, status, created_at]) => ({
+            id,
+            account_id: accountId,
+            ip,
+            remark,
+            status,
+            created_at,
+          })),
           total: row.o_total ?? 0,
         };
       }
@@ -58,7 +65,13 @@ export class PgTokenStore extends PgFamily implements TokenStore {
     return t ?? null;
   }
 
-  async replace(accountId: number, accessKey: string, secretHash: Buffer, expiresAt: number | null = null, audit?: AuditDraft): Promise<void> {
+  async replace(
+    accountId: number,
+    accessKey: string,
+    secretHash: Buffer,
+    expiresAt: number | null = null,
+    audit?: AuditDraft,
+  ): Promise<void> {
     const now = this.nowSec();
     await guard(() =>
       this.sql.begin(async (tx) => {

@@ -3,7 +3,15 @@
 // A flush writes minute buckets only (one row per user, in one statement), their deltas counted in roll_* too;
 // rollUp, on one node at a time, folds finished minutes into hour and day buckets (docs/decisions.md#d-027, "Usage
 // writes"), and reads of hours and days add what is not folded yet.
-import type { DomainUsageRow, FlushDomains, UsageDelta, UsagePeriod, UsageQuery, UsageRow, UsageStore } from '../types.js';
+import type {
+  DomainUsageRow,
+  FlushDomains,
+  UsageDelta,
+  UsagePeriod,
+  UsageQuery,
+  UsageRow,
+  UsageStore,
+} from '../types.js';
 import {
   FLUSH_ID_KEEP_MS,
   OTHER_DOMAIN,
@@ -38,53 +46,85 @@ const ROLLUP_PAUSE_MS = 250;
 const ROLLUP_ROUNDS = 200;
 
 export class PgUsageStore extends PgFamily implements UsageStore {
-  async addFlush(node: string, flushId: string, atMs: number, deltas: readonly UsageDelta[], domains?: FlushDomains): Promise<'ok' | 'duplicate' | 'busy'> {
+  async addFlush(
+    node: string,
+    flushId: string,
+    atMs: number,
+    deltas: readonly UsageDelta[],
+    domains?: FlushDomains,
+  ): Promise<'ok' | 'duplicate' | 'busy'> {
     const minute = bucketStart('minute', atMs);
     const buckets = perSubject(deltas);
-    const rows = JSON.stringify(buckets.map((d) => ({ a: d.accountId, s: d.subject, u: d.bytesUp, d: d.bytesDown, c: d.connections })));
+    const rows = JSON.stringify(
+      buckets.map((d) => ({ a: d.accountId, s: d.subject, u: d.bytesUp, d: d.bytesDown, c: d.connections })),
+    );
     const byDomain = domains ?? { atMs, deltas };
-    const r = await unlessBusy(() =>
-      this.sql.begin(async (tx) => {
-        const marked = await tx`INSERT INTO usage_flushes (flush_id, at_ms) VALUES (${flushId}, ${atMs}) ON CONFLICT DO NOTHING RETURNING 1`;
-        if (marked.length === 0) return 'duplicate' as const;
-        // One row per user, whatever the flush's size (one JSON parameter); the roll-up adds roll_* to the hour and day.
-        if (buckets.length > 0) {
-          await tx`
+    const r = await unlessBusy(
+      () =>
+        this.sql.begin(async (tx) => {
+          const marked =
+            await tx`INSERT INTO usage_flushes (flush_id, at_ms) VALUES (${flushId}, ${atMs}) ON CONFLICT DO NOTHING RETURNING 1`;
+          if (marked.length === 0) return 'duplicate' as const;
+          // One row per user, whatever the flush's size (one JSON parameter); the roll-up adds roll_* to the hour and day.
+          if (buckets.length > 0) {
+            await tx`
             INSERT INTO usage_buckets (account_id, period, start_ms, subject, node, bytes_up, bytes_down, connections, roll_up, roll_down, roll_conn, unrolled)
             SELECT a, 'minute', ${minute}, s, ${node}, u, d, c, u, d, c, true
             FROM jsonb_to_recordset(${rows}::text::jsonb) AS t(a integer, s text, u bigint, d bigint, c bigint)
             ON CONFLICT (account_id, period, start_ms, subject, node) DO UPDATE SET bytes_up = usage_buckets.bytes_up + excluded.bytes_up,
               bytes_down = usage_buckets.bytes_down + excluded.bytes_down, connections = usage_buckets.connections + excluded.connections,
               roll_up = usage_buckets.roll_up + excluded.roll_up, roll_down = usage_buckets.roll_down + excluded.roll_down, roll_conn = usage_buckets.roll_conn + excluded.roll_conn, unrolled = true`;
-        }
-        if (byDomain.deltas.length > 0) await this.addDomains(tx, node, byDomain.atMs, byDomain.deltas);
-        return 'ok' as const;
-      }),
+          }
+          if (byDomain.deltas.length > 0) await this.addDomains(tx, node, byDomain.atMs, byDomain.deltas);
+          return 'ok' as const;
+        }),
       BATCH_MS, // a flush of thousands of users is one transaction of several statements, like a batch
     );
     return r;
   }
 
   /** A flush's domain rows, under the per-user cap (DOMAINS_PER_USER_DAY), in the day of `atMs`. */
-  private async addDomains(tx: postgres.TransactionSql<{ int8: number }>, node: string, atMs: number, deltas: readonly UsageDelta[]): Promise<void> {
+  private async addDomains(
+    tx: postgres.TransactionSql<{ int8: number }>,
+    node: string,
+    atMs: number,
+    deltas: readonly UsageDelta[],
+  ): Promise<void> {
     // The domain cap: how many domains this node keeps already for these users' day (one read), and only for
     // users that might pass the cap, which of this flush's domains are among them.
     const day = bucketStart('day', atMs);
     const named = namedPerSubject(deltas);
-    const subjects = JSON.stringify([...named.keys()].map((k) => ({ a: Number(k.split('\0')[0]), s: k.slice(k.indexOf('\0') + 1) })));
+    const subjects = JSON.stringify(
+      [...named.keys()].map((k) => ({ a: Number(k.split('\0')[0]), s: k.slice(k.indexOf('\0') + 1) })),
+    );
     // A count per user through the primary key (a join over the whole table's day would scan it).
-    const keptRows = named.size === 0 ? [] : await tx<{ a: number; s: string; n: string }[]>`
+    const keptRows =
+      named.size === 0
+        ? []
+        : await tx<{ a: number; s: string; n: string }[]>`
       SELECT i.a, i.s, (SELECT COUNT(*) FROM usage_domains u WHERE u.account_id = i.a AND u.day_ms = ${day} AND u.subject = i.s AND u.node = ${node} AND u.domain <> '') AS n
       FROM jsonb_to_recordset(${subjects}::text::jsonb) AS i(a integer, s text)`;
     const kept = new Map(keptRows.map((r) => [subjectKey({ accountId: r.a, subject: r.s }), Number(r.n)]));
     const near = nearCap(named, kept);
-    const asked = deltas.filter((d) => d.target && near.has(subjectKey(d))).map((d) => ({ a: d.accountId, s: d.subject, dom: d.target }));
-    const presentRows = asked.length === 0 ? [] : await tx<{ a: number; s: string; dom: string }[]>`
+    const asked = deltas
+      .filter((d) => d.target && near.has(subjectKey(d)))
+      .map((d) => ({ a: d.accountId, s: d.subject, dom: d.target }));
+    const presentRows =
+      asked.length === 0
+        ? []
+        : await tx<{ a: number; s: string; dom: string }[]>`
       SELECT i.a, i.s, i.dom FROM jsonb_to_recordset(${JSON.stringify(asked)}::text::jsonb) AS i(a integer, s text, dom text)
       WHERE EXISTS (SELECT 1 FROM usage_domains u WHERE u.account_id = i.a AND u.day_ms = ${day} AND u.subject = i.s AND u.node = ${node} AND u.domain = i.dom)`;
     const present = new Set(presentRows.map((r) => `${r.a}\0${r.s}\0${r.dom}`));
     const domainRows = JSON.stringify(
-      capDomains(deltas, kept, (d) => present.has(`${subjectKey(d)}\0${d.target}`)).map((d) => ({ a: d.accountId, s: d.subject, dom: d.target ?? OTHER_DOMAIN, u: d.bytesUp, d: d.bytesDown, c: d.connections })),
+      capDomains(deltas, kept, (d) => present.has(`${subjectKey(d)}\0${d.target}`)).map((d) => ({
+        a: d.accountId,
+        s: d.subject,
+        dom: d.target ?? OTHER_DOMAIN,
+        u: d.bytesUp,
+        d: d.bytesDown,
+        c: d.connections,
+      })),
     );
     // One statement, one parameter, whatever the number of rows.
     await tx`
@@ -118,7 +158,10 @@ export class PgUsageStore extends PgFamily implements UsageStore {
               const [lock] = await tx<{ ok: boolean }[]>`SELECT pg_try_advisory_xact_lock(${ROLLUP_LOCK_KEY}) AS ok`;
               if (!lock?.ok) return 'skipped' as const;
             }
-            const cutoff = beforeMs === null ? tx`(extract(epoch FROM clock_timestamp()) * 1000)::bigint - 70000` : tx`${beforeMs}::bigint`;
+            const cutoff =
+              beforeMs === null
+                ? tx`(extract(epoch FROM clock_timestamp()) * 1000)::bigint - 70000`
+                : tx`${beforeMs}::bigint`;
             const [n] = await tx<{ minutes: number }[]>`
               WITH m AS (
                 SELECT account_id, start_ms, subject, node, roll_up, roll_down, roll_conn FROM usage_buckets
@@ -152,14 +195,24 @@ export class PgUsageStore extends PgFamily implements UsageStore {
   async query(q: UsageQuery): Promise<UsageRow[]> {
     const { text, params } = usageQuery(q);
     let n = 0;
-    const rows = await guard(() => this.sql.unsafe(text.replace(/\?/g, () => `$${++n}`), params));
+    const rows = await guard(() =>
+      this.sql.unsafe(
+        text.replace(/\?/g, () => `$${++n}`),
+        params,
+      ),
+    );
     return (rows as unknown as Parameters<typeof toUsageRow>[0][]).map(toUsageRow);
   }
 
   async domains(q: { accountId: number; fromMs: number; toMs: number; subject?: string }): Promise<DomainUsageRow[]> {
     let n = 0;
     const text = domainQueryText(q.subject !== undefined).replace(/\?/g, () => `$${++n}`);
-    const params: Array<string | number> = [q.accountId, q.fromMs, q.toMs, ...(q.subject !== undefined ? [q.subject] : [])];
+    const params: Array<string | number> = [
+      q.accountId,
+      q.fromMs,
+      q.toMs,
+      ...(q.subject !== undefined ? [q.subject] : []),
+    ];
     const rows = await guard(() => this.sql.unsafe(text, params));
     return (rows as unknown as Parameters<typeof toDomainRow>[0][]).map(toDomainRow);
   }
@@ -170,11 +223,21 @@ export class PgUsageStore extends PgFamily implements UsageStore {
     return first == null ? null : Number(first);
   }
 
-  async dailyTotals(accountIds: readonly number[], sinceMs: number): Promise<Array<{ accountId: number; subject: string; startMs: number; bytes: number }>> {
+  async dailyTotals(
+    accountIds: readonly number[],
+    sinceMs: number,
+  ): Promise<Array<{ accountId: number; subject: string; startMs: number; bytes: number }>> {
     if (accountIds.length === 0) return [];
     const text = dailyTotalsText('SELECT jsonb_array_elements_text($2::text::jsonb)::int').replace(/\?/g, () => '$1');
     const rows = await guard(() => this.sql.unsafe(text, [sinceMs, JSON.stringify(accountIds)]));
-    return (rows as unknown as Array<{ account_id: number; subject: string; start_ms: number | string; bytes: number | string }>).map((r) => ({
+    return (
+      rows as unknown as Array<{
+        account_id: number;
+        subject: string;
+        start_ms: number | string;
+        bytes: number | string;
+      }>
+    ).map((r) => ({
       accountId: r.account_id,
       subject: r.subject,
       startMs: Number(r.start_ms),
@@ -185,7 +248,9 @@ export class PgUsageStore extends PgFamily implements UsageStore {
   async prune(period: UsagePeriod, beforeMs: number): Promise<number | 'busy'> {
     // Minutes are folded into their hours and days before they go (one held by a flush right now stays, for the next prune).
     if (period === 'minute') await this.fold(beforeMs, true);
-    const r = await unlessBusy(() => this.sql`DELETE FROM usage_buckets WHERE period = ${period} AND start_ms < ${beforeMs} AND NOT unrolled`);
+    const r = await unlessBusy(
+      () => this.sql`DELETE FROM usage_buckets WHERE period = ${period} AND start_ms < ${beforeMs} AND NOT unrolled`,
+    );
     if (r === 'busy') return r;
     // Domain rows are kept as long as day buckets.
     if (period === 'day') await unlessBusy(() => this.sql`DELETE FROM usage_domains WHERE day_ms < ${beforeMs}`);

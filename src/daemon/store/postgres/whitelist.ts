@@ -1,6 +1,15 @@
 // Whitelist entries and the global IP claims (PostgreSQL): claims and releases are server-side functions.
 import { batchRecord } from '../audit-sql.js';
-import type { AuditDraft, ClaimOutcome, Inconsistencies, ListFilter, ReleaseOutcome, Repairs, WhitelistEntry, WhitelistStore } from '../types.js';
+import type {
+  AuditDraft,
+  ClaimOutcome,
+  Inconsistencies,
+  ListFilter,
+  ReleaseOutcome,
+  Repairs,
+  WhitelistEntry,
+  WhitelistStore,
+} from '../types.js';
 import { audited } from './audit.js';
 import { guard, type Sql } from './db.js';
 import { type NowSec, BATCH_MS, START_CHECK_MS, unlessBusy, PgFamily } from './family.js';
@@ -25,13 +34,24 @@ export class PgWhitelistStore extends PgFamily implements WhitelistStore {
     return r === 'busy' ? r : r[0]!.r;
   }
 
-  async claimIps(accountId: number, items: ReadonlyArray<{ ip: string; remark: string }>, audit?: AuditDraft): Promise<ClaimOutcome[]> {
+  async claimIps(
+    accountId: number,
+    items: ReadonlyArray<{ ip: string; remark: string }>,
+    audit?: AuditDraft,
+  ): Promise<ClaimOutcome[]> {
     if (items.length === 0) return [];
     const payload = JSON.stringify(items.map((i) => [i.ip, i.remark]));
     if (audit) {
       const grace = this.releaseGraceSec;
-      return this.withRecord(accountId, audit, items.map((i) => i.ip), 'added', (q, now) =>
-        q<{ outcomes: ClaimOutcome[] }[]>`SELECT proxyd_claim_items(${accountId}::int, ${payload}::text::jsonb, ${now}::bigint, ${grace}::bigint) AS outcomes`,
+      return this.withRecord(
+        accountId,
+        audit,
+        items.map((i) => i.ip),
+        'added',
+        (q, now) =>
+          q<
+            { outcomes: ClaimOutcome[] }[]
+          >`SELECT proxyd_claim_items(${accountId}::int, ${payload}::text::jsonb, ${now}::bigint, ${grace}::bigint) AS outcomes`,
       );
     }
     const [row] = await guard(
@@ -46,8 +66,15 @@ export class PgWhitelistStore extends PgFamily implements WhitelistStore {
     if (ips.length === 0) return [];
     if (audit) {
       const payload = JSON.stringify(ips);
-      return this.withRecord(accountId, audit, ips, 'deleted', (q, now) =>
-        q<{ outcomes: ReleaseOutcome[] }[]>`SELECT proxyd_release_items(${accountId}::int, ${payload}::text::jsonb, ${now}::bigint) AS outcomes`,
+      return this.withRecord(
+        accountId,
+        audit,
+        ips,
+        'deleted',
+        (q, now) =>
+          q<
+            { outcomes: ReleaseOutcome[] }[]
+          >`SELECT proxyd_release_items(${accountId}::int, ${payload}::text::jsonb, ${now}::bigint) AS outcomes`,
       );
     }
     const [row] = await guard(
@@ -66,12 +93,25 @@ export class PgWhitelistStore extends PgFamily implements WhitelistStore {
     done: T,
     call: (q: Sql, nowSec: number) => Promise<ReadonlyArray<{ outcomes: T[] }>>,
   ): Promise<T[]> {
-    const [row] = await audited(this.background, this.nowMs, accountId, audit, (q) => call(q, this.nowSec()), (r) => batchRecord(audit, ips, r[0]!.outcomes, done), BATCH_MS);
+    const [row] = await audited(
+      this.background,
+      this.nowMs,
+      accountId,
+      audit,
+      (q) => call(q, this.nowSec()),
+      (r) => batchRecord(audit, ips, r[0]!.outcomes, done),
+      BATCH_MS,
+    );
     return row!.outcomes;
   }
 
   async releaseClaim(accountId: number, ip: string): Promise<ReleaseOutcome> {
-    const r = await unlessBusy(() => this.sql<{ r: ReleaseOutcome }[]>`SELECT proxyd_release_ip(${accountId}::int, ${ip}, ${this.nowSec()}::bigint) AS r`);
+    const r = await unlessBusy(
+      () =>
+        this.sql<
+          { r: ReleaseOutcome }[]
+        >`SELECT proxyd_release_ip(${accountId}::int, ${ip}, ${this.nowSec()}::bigint) AS r`,
+    );
     return r === 'busy' ? r : r[0]!.r;
   }
 
@@ -99,7 +139,15 @@ export class PgWhitelistStore extends PgFamily implements WhitelistStore {
     }
     const total = rows[0]?.total ?? 0;
     const items: WhitelistEntry[] = [];
-    for (const r of rows) items.push({ id: r.id, account_id: r.account_id, ip: r.ip, remark: r.remark, status: r.status, created_at: r.created_at });
+    for (const r of rows)
+      items.push({
+        id: r.id,
+        account_id: r.account_id,
+        ip: r.ip,
+        remark: r.remark,
+        status: r.status,
+        created_at: r.created_at,
+      });
     return { items, total };
   }
 

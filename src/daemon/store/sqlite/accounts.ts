@@ -32,12 +32,18 @@ export class SqliteAccountStore implements AccountStore {
   ) {
     this.byEmail = stmt<[string], AccountRow>(db, 'SELECT * FROM accounts WHERE email = ?');
     this.byId = stmt<[number], AccountRow>(db, 'SELECT * FROM accounts WHERE id = ?');
-    this.insert = stmt<[string, string, number, number, number]>(db,
+    this.insert = stmt<[string, string, number, number, number]>(
+      db,
       "INSERT INTO accounts (email, password_hash, status, verified, created_at, updated_at) VALUES (?, ?, 'active', ?, ?, ?)",
     );
   }
 
-  async create(email: string, passwordHash: string, verified: boolean, audit?: AuditDraft): Promise<Account | 'exists'> {
+  async create(
+    email: string,
+    passwordHash: string,
+    verified: boolean,
+    audit?: AuditDraft,
+  ): Promise<Account | 'exists'> {
     return this.db
       .transaction((): Account | 'exists' => {
         if (this.byEmail.get(email)) return 'exists';
@@ -65,11 +71,19 @@ export class SqliteAccountStore implements AccountStore {
   }
 
   async setVerified(id: number, verified: boolean, audit?: AuditDraft): Promise<void> {
-    this.audit.audited(id, audit, () => stmt(this.db, 'UPDATE accounts SET verified = ?, updated_at = ? WHERE id = ?').run(verified ? 1 : 0, this.nowSec(), id));
+    this.audit.audited(id, audit, () =>
+      stmt(this.db, 'UPDATE accounts SET verified = ?, updated_at = ? WHERE id = ?').run(
+        verified ? 1 : 0,
+        this.nowSec(),
+        id,
+      ),
+    );
   }
 
   async setPasswordHash(id: number, hash: string, audit?: AuditDraft): Promise<void> {
-    this.audit.audited(id, audit, () => stmt(this.db, 'UPDATE accounts SET password_hash = ?, updated_at = ? WHERE id = ?').run(hash, this.nowSec(), id));
+    this.audit.audited(id, audit, () =>
+      stmt(this.db, 'UPDATE accounts SET password_hash = ?, updated_at = ? WHERE id = ?').run(hash, this.nowSec(), id),
+    );
   }
 
   async setEmail(id: number, email: string, audit?: AuditDraft): Promise<'ok' | 'exists'> {
@@ -86,14 +100,21 @@ export class SqliteAccountStore implements AccountStore {
 
   async setStatus(id: number, status: AccountStatus, audit?: AuditDraft): Promise<void> {
     const now = this.nowSec();
-    this.db.transaction(() => {
-      stmt(this.db, 'UPDATE accounts SET status = ?, updated_at = ? WHERE id = ?').run(status, now, id);
-      if (status === 'closed') {
-        stmt(this.db, "UPDATE ip_claims SET state = 'releasing', releasing_since = ?, version = version + 1 WHERE account_id = ? AND state = 'held'")
-          .run(now, id);
-        stmt(this.db, 'UPDATE whitelist_entries SET deleted_at = ? WHERE account_id = ? AND deleted_at IS NULL').run(now, id);
-      }
-      if (audit) this.audit.write({ ...audit, accountId: id });
-    }).immediate();
+    this.db
+      .transaction(() => {
+        stmt(this.db, 'UPDATE accounts SET status = ?, updated_at = ? WHERE id = ?').run(status, now, id);
+        if (status === 'closed') {
+          stmt(
+            this.db,
+            "UPDATE ip_claims SET state = 'releasing', releasing_since = ?, version = version + 1 WHERE account_id = ? AND state = 'held'",
+          ).run(now, id);
+          stmt(this.db, 'UPDATE whitelist_entries SET deleted_at = ? WHERE account_id = ? AND deleted_at IS NULL').run(
+            now,
+            id,
+          );
+        }
+        if (audit) this.audit.write({ ...audit, accountId: id });
+      })
+      .immediate();
   }
 }

@@ -3,7 +3,15 @@
 // wakes readers on a watch of the data dir (every commit by any process appends to proxyd.db-wal).
 import { watch } from 'node:fs';
 import type {
-  AdmissionAccountRow, AdmissionChangeRows, AdmissionIpRow, AdmissionSnapshotRows, AdmissionUserRow, ChangeKind, ChangeLogStore, SnapshotSource, TargetRulesRow,
+  AdmissionAccountRow,
+  AdmissionChangeRows,
+  AdmissionIpRow,
+  AdmissionSnapshotRows,
+  AdmissionUserRow,
+  ChangeKind,
+  ChangeLogStore,
+  SnapshotSource,
+  TargetRulesRow,
 } from '../types.js';
 import { DB_FILE, type Db } from './db.js';
 import { stmt } from './statements.js';
@@ -24,7 +32,8 @@ const RULES = 'SELECT account_id, deny, allow FROM target_rules';
  */
 const CHANGES = 'SELECT seq, kind, key FROM change_log WHERE seq > ? ORDER BY seq';
 /** The log's head and how far it was trimmed, read together (one statement reads one snapshot). */
-const HEAD_AND_HORIZON = 'SELECT (SELECT MAX(seq) FROM change_log) AS head, (SELECT trimmed_through FROM change_log_horizon WHERE id = 1) AS t';
+const HEAD_AND_HORIZON =
+  'SELECT (SELECT MAX(seq) FROM change_log) AS head, (SELECT trimmed_through FROM change_log_horizon WHERE id = 1) AS t';
 
 export class SqliteChangeLogStore implements ChangeLogStore {
   private readonly snapshotTx;
@@ -35,15 +44,13 @@ export class SqliteChangeLogStore implements ChangeLogStore {
     private readonly dataDir: string,
   ) {
     // One read transaction each: the sequence and the rows come from the same database snapshot (WAL).
-    this.snapshotTx = db.transaction(
-      (): AdmissionSnapshotRows => ({
-        seq: this.head(),
-        users: [],
-        ips: stmt<[], AdmissionIpRow>(db, IPS).all(),
-        accounts: stmt<[], AdmissionAccountRow>(db, ACCOUNTS).all(),
-        rules: stmt<[], TargetRulesRow>(db, RULES).all(),
-      }),
-    );
+    this.snapshotTx = db.transaction((): AdmissionSnapshotRows => ({
+      seq: this.head(),
+      users: [],
+      ips: stmt<[], AdmissionIpRow>(db, IPS).all(),
+      accounts: stmt<[], AdmissionAccountRow>(db, ACCOUNTS).all(),
+      rules: stmt<[], TargetRulesRow>(db, RULES).all(),
+    }));
     this.changesTx = db.transaction((since: number, limit: number): AdmissionChangeRows | 'behind' => {
       if (since < this.trimmedThrough()) return 'behind';
       type LogRow = { seq: number; kind: ChangeKind; key: string };
@@ -51,20 +58,39 @@ export class SqliteChangeLogStore implements ChangeLogStore {
         ? stmt<[number], LogRow>(db, `${CHANGES} LIMIT ${limit}`).all(since)
         : stmt<[number, number], LogRow>(db, `${CHANGES} LIMIT ?`).all(since, limit);
       // A position past the head: the database was replaced or restored from a backup.
-      if (log.length === 0) return since > this.head() ? 'behind' : { seq: since, rows: 0, users: [], ips: [], accounts: [], rules: [] };
-      const out: AdmissionChangeRows = { seq: log[log.length - 1]!.seq, rows: log.length, users: [], ips: [], accounts: [], rules: [] };
+      if (log.length === 0)
+        return since > this.head() ? 'behind' : { seq: since, rows: 0, users: [], ips: [], accounts: [], rules: [] };
+      const out: AdmissionChangeRows = {
+        seq: log[log.length - 1]!.seq,
+        rows: log.length,
+        users: [],
+        ips: [],
+        accounts: [],
+        rules: [],
+      };
       const seen = new Set<string>();
       for (const { kind, key } of log) {
         const k = `${kind}\0${key}`;
         if (seen.has(k)) continue;
         seen.add(k);
-        if (kind === 'user') out.users.push({ username: key, row: stmt<[string], AdmissionUserRow>(db, `${USERS} WHERE username = ?`).get(key) ?? null });
-        else if (kind === 'ip') out.ips.push({ ip: key, row: stmt<[string], AdmissionIpRow>(db, `${IPS} AND c.ip = ?`).get(key) ?? null });
+        if (kind === 'user')
+          out.users.push({
+            username: key,
+            row: stmt<[string], AdmissionUserRow>(db, `${USERS} WHERE username = ?`).get(key) ?? null,
+          });
+        else if (kind === 'ip')
+          out.ips.push({ ip: key, row: stmt<[string], AdmissionIpRow>(db, `${IPS} AND c.ip = ?`).get(key) ?? null });
         else {
           // An account's key also names its target rules (their own changes are logged under it).
           const id = Number(key);
-          out.accounts.push({ id, row: stmt<[number], AdmissionAccountRow>(db, `${ACCOUNTS} WHERE id = ?`).get(id) ?? null });
-          out.rules.push({ id, row: stmt<[number], TargetRulesRow>(db, `${RULES} WHERE account_id = ?`).get(id) ?? null });
+          out.accounts.push({
+            id,
+            row: stmt<[number], AdmissionAccountRow>(db, `${ACCOUNTS} WHERE id = ?`).get(id) ?? null,
+          });
+          out.rules.push({
+            id,
+            row: stmt<[number], TargetRulesRow>(db, `${RULES} WHERE account_id = ?`).get(id) ?? null,
+          });
         }
       }
       return out;
@@ -76,15 +102,27 @@ export class SqliteChangeLogStore implements ChangeLogStore {
    * rowid with a turn of the event loop between them, read after the head: a user changed meanwhile is also in
    * the log past that head, and the catch-up that follows reads it again, so the view ends up exact.
    */
-  async snapshot(onUsers?: (rows: readonly AdmissionUserRow[]) => void | Promise<void>): Promise<AdmissionSnapshotRows> {
+  async snapshot(
+    onUsers?: (rows: readonly AdmissionUserRow[]) => void | Promise<void>,
+  ): Promise<AdmissionSnapshotRows> {
     const snap = this.snapshotTx.deferred();
-    const page = stmt<[number, number], AdmissionUserRow & { rid: number }>(this.db, `SELECT rowid AS rid, username, account_id, password_hash, status FROM proxy_users WHERE rowid > ? ORDER BY rowid LIMIT ?`);
+    const page = stmt<[number, number], AdmissionUserRow & { rid: number }>(
+      this.db,
+      `SELECT rowid AS rid, username, account_id, password_hash, status FROM proxy_users WHERE rowid > ? ORDER BY rowid LIMIT ?`,
+    );
     const size = onUsers ? STREAM_PAGE : SNAPSHOT_PAGE;
-    for (let after = 0; ; ) {
+    for (let after = 0; ;) {
       const rows = page.all(after, size);
       // The reader's own wait (it paces a reload) stands for the turn of the event loop between pages.
       const taken = onUsers?.(rows);
-      if (!onUsers) for (const r of rows) snap.users.push({ username: r.username, account_id: r.account_id, password_hash: r.password_hash, status: r.status });
+      if (!onUsers)
+        for (const r of rows)
+          snap.users.push({
+            username: r.username,
+            account_id: r.account_id,
+            password_hash: r.password_hash,
+            status: r.status,
+          });
       if (taken) await taken;
       if (rows.length < size) break;
       after = rows[rows.length - 1]!.rid;
@@ -97,7 +135,8 @@ export class SqliteChangeLogStore implements ChangeLogStore {
     // Nothing new, what nearly every poll and wake-up finds (this process's own connection-log and usage writes wake
     // it too): one statement, no transaction. The transaction's answer all the same: at the head, not trimmed past it.
     const at = stmt<[], { head: number | null; t: number | null }>(this.db, HEAD_AND_HORIZON).get();
-    if (at && at.head !== null && at.head === since && since >= (at.t ?? 0)) return { seq: since, rows: 0, users: [], ips: [], accounts: [], rules: [] };
+    if (at && at.head !== null && at.head === since && since >= (at.t ?? 0))
+      return { seq: since, rows: 0, users: [], ips: [], accounts: [], rules: [] };
     return this.changesTx.deferred(since, limit);
   }
 
@@ -139,7 +178,9 @@ export class SqliteChangeLogStore implements ChangeLogStore {
   }
 
   private trimmedThrough(): number {
-    return stmt<[], { t: number }>(this.db, 'SELECT trimmed_through AS t FROM change_log_horizon WHERE id = 1').get()?.t ?? 0;
+    return (
+      stmt<[], { t: number }>(this.db, 'SELECT trimmed_through AS t FROM change_log_horizon WHERE id = 1').get()?.t ?? 0
+    );
   }
 
   /**
@@ -152,7 +193,10 @@ export class SqliteChangeLogStore implements ChangeLogStore {
     return this.db
       .transaction(() => {
         const n = stmt<[number]>(this.db, 'DELETE FROM change_log WHERE seq <= ?').run(through).changes;
-        stmt<[number]>(this.db, 'UPDATE change_log_horizon SET trimmed_through = MAX(trimmed_through, ?) WHERE id = 1').run(through);
+        stmt<[number]>(
+          this.db,
+          'UPDATE change_log_horizon SET trimmed_through = MAX(trimmed_through, ?) WHERE id = 1',
+        ).run(through);
         return n;
       })
       .immediate();

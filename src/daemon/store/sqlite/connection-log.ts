@@ -82,7 +82,9 @@ export class SqliteConnectionLogStore implements ConnectionLogStore {
 
   async query(f: ConnectionLogFilter): Promise<ConnectionLogRow[]> {
     const q = connectionLogQuery(f);
-    return stmt<Array<string | number>, ConnectionLogSqlRow>(this.db, q.text).all(...q.params).map(toConnectionLogRow);
+    return stmt<Array<string | number>, ConnectionLogSqlRow>(this.db, q.text)
+      .all(...q.params)
+      .map(toConnectionLogRow);
   }
 
   async newestId(): Promise<number> {
@@ -97,7 +99,10 @@ export class SqliteConnectionLogStore implements ConnectionLogStore {
     for (;;) {
       let changes: number;
       try {
-        changes = stmt(db, 'DELETE FROM connection_log WHERE id IN (SELECT id FROM connection_log WHERE started_ms < ? LIMIT 2000)').run(beforeMs).changes;
+        changes = stmt(
+          db,
+          'DELETE FROM connection_log WHERE id IN (SELECT id FROM connection_log WHERE started_ms < ? LIMIT 2000)',
+        ).run(beforeMs).changes;
       } catch (e) {
         if (isBusyError(e)) return total > 0 ? total : 'busy';
         throw e;
@@ -110,11 +115,17 @@ export class SqliteConnectionLogStore implements ConnectionLogStore {
 
   async sizeBytes(): Promise<number> {
     // dbstat: the pages the table and its indexes use (freed pages are reused, so this, not the file, is what grows).
-    return stmt<[], { bytes: number | null }>(this.db, "SELECT sum(pgsize) AS bytes FROM dbstat WHERE name = 'connection_log' OR name LIKE 'connection_log_%'").get()?.bytes ?? 0;
+    return (
+      stmt<[], { bytes: number | null }>(
+        this.db,
+        "SELECT sum(pgsize) AS bytes FROM dbstat WHERE name = 'connection_log' OR name LIKE 'connection_log_%'",
+      ).get()?.bytes ?? 0
+    );
   }
 
   async dropOldestDay(keepFromMs: number): Promise<boolean> {
-    const oldest = stmt<[], { ms: number | null }>(this.db, 'SELECT min(started_ms) AS ms FROM connection_log').get()?.ms ?? null;
+    const oldest =
+      stmt<[], { ms: number | null }>(this.db, 'SELECT min(started_ms) AS ms FROM connection_log').get()?.ms ?? null;
     const keepFrom = Math.floor(keepFromMs / DAY_MS) * DAY_MS;
     if (oldest === null || oldest >= keepFrom) return false;
     const removed = await this.prune(Math.floor(oldest / DAY_MS) * DAY_MS + DAY_MS);

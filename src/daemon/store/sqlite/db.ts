@@ -32,8 +32,14 @@ function newDatabase(file: string, options?: Database.Options): Db {
     return pin(new Database(file, options));
   } catch (e) {
     const msg = (e as Error).message ?? '';
-    if (/bindings file|ERR_DLOPEN_FAILED|NODE_MODULE_VERSION|better_sqlite3\.node/.test(`${msg} ${(e as { code?: string }).code ?? ''}`)) {
-      throw new Error('the SQLite addon (better-sqlite3) is not built for this Node.js; run `npm rebuild better-sqlite3` in the install directory');
+    if (
+      /bindings file|ERR_DLOPEN_FAILED|NODE_MODULE_VERSION|better_sqlite3\.node/.test(
+        `${msg} ${(e as { code?: string }).code ?? ''}`,
+      )
+    ) {
+      throw new Error(
+        'the SQLite addon (better-sqlite3) is not built for this Node.js; run `npm rebuild better-sqlite3` in the install directory',
+      );
     }
     throw e;
   }
@@ -72,7 +78,9 @@ export function openDatabase(dataDir: string, opts: OpenOptions = {}): Db {
 function namingFile(e: unknown, file: string): unknown {
   const code = (e as { code?: string }).code;
   if (typeof code !== 'string' || !code.startsWith('SQLITE_') || isBusyError(e)) return e;
-  const hint = code.startsWith('SQLITE_READONLY') ? ' (run proxyd as the user that owns the data dir and its files)' : '';
+  const hint = code.startsWith('SQLITE_READONLY')
+    ? ' (run proxyd as the user that owns the data dir and its files)'
+    : '';
   return Object.assign(new Error(`${file}: ${(e as Error).message}${hint}`), { code });
 }
 

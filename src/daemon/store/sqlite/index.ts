@@ -148,4 +148,3 @@ export class SqliteStore implements Store {
     this.db.close();
   }
 }
-

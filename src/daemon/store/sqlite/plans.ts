@@ -25,22 +25,43 @@ export class SqlitePlanStore implements PlanStore {
   }
 
   private write(p: Plan): void {
-    stmt(this.db, `INSERT INTO plans (${PLAN_COLUMNS}, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+    stmt(
+      this.db,
+      `INSERT INTO plans (${PLAN_COLUMNS}, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
       ON CONFLICT (account_id) DO UPDATE SET traffic_limit = excluded.traffic_limit, period = excluded.period, anchor_day = excluded.anchor_day,
-        max_connections = excluded.max_connections, expires_at_ms = excluded.expires_at_ms, rate_limit = excluded.rate_limit, updated_at = excluded.updated_at`)
-      .run(p.accountId, p.trafficLimit, p.period, p.anchorDay, p.maxConnections, p.expiresAt, p.rateLimit ?? null, this.nowSec());
+        max_connections = excluded.max_connections, expires_at_ms = excluded.expires_at_ms, rate_limit = excluded.rate_limit, updated_at = excluded.updated_at`,
+    ).run(
+      p.accountId,
+      p.trafficLimit,
+      p.period,
+      p.anchorDay,
+      p.maxConnections,
+      p.expiresAt,
+      p.rateLimit ?? null,
+      this.nowSec(),
+    );
   }
 
-  async setUserLimits(accountId: number, username: string, l: { trafficLimit: number | null; maxConnections: number | null; rateLimit?: number | null }, audit?: AuditDraft): Promise<boolean> {
+  async setUserLimits(
+    accountId: number,
+    username: string,
+    l: { trafficLimit: number | null; maxConnections: number | null; rateLimit?: number | null },
+    audit?: AuditDraft,
+  ): Promise<boolean> {
     return this.audit.audited(
       accountId,
       audit,
       () => {
-        const u = stmt<[number, string], { id: number }>(this.db, 'SELECT id FROM proxy_users WHERE account_id = ? AND username = ?').get(accountId, username);
+        const u = stmt<[number, string], { id: number }>(
+          this.db,
+          'SELECT id FROM proxy_users WHERE account_id = ? AND username = ?',
+        ).get(accountId, username);
         if (!u) return false;
-        stmt(this.db, `INSERT INTO user_limits (proxy_user_id, traffic_limit, max_connections, rate_limit) VALUES (?, ?, ?, ?)
-          ON CONFLICT (proxy_user_id) DO UPDATE SET traffic_limit = excluded.traffic_limit, max_connections = excluded.max_connections, rate_limit = excluded.rate_limit`)
-          .run(u.id, l.trafficLimit, l.maxConnections, l.rateLimit ?? null);
+        stmt(
+          this.db,
+          `INSERT INTO user_limits (proxy_user_id, traffic_limit, max_connections, rate_limit) VALUES (?, ?, ?, ?)
+          ON CONFLICT (proxy_user_id) DO UPDATE SET traffic_limit = excluded.traffic_limit, max_connections = excluded.max_connections, rate_limit = excluded.rate_limit`,
+        ).run(u.id, l.trafficLimit, l.maxConnections, l.rateLimit ?? null);
         return true;
       },
       (found) => (found ? audit! : null),
@@ -48,7 +69,9 @@ export class SqlitePlanStore implements PlanStore {
   }
 
   async userLimits(accountId: number): Promise<UserLimits[]> {
-    return stmt<[number], UserRow>(this.db, `${USER_SELECT} WHERE u.account_id = ? ORDER BY u.username`).all(accountId).map(toUserLimits);
+    return stmt<[number], UserRow>(this.db, `${USER_SELECT} WHERE u.account_id = ? ORDER BY u.username`)
+      .all(accountId)
+      .map(toUserLimits);
   }
 
   async all(): Promise<{ plans: Plan[]; users: UserLimits[] }> {
@@ -62,12 +85,22 @@ export class SqlitePlanStore implements PlanStore {
     return stmt<[], { seq: number }>(this.db, 'SELECT seq FROM plan_version WHERE id = 1').get()!.seq;
   }
 
-  async leaseSlots(node: string, key: string, want: number, max: number, ttlMs: number, nowMs: number): Promise<number> {
+  async leaseSlots(
+    node: string,
+    key: string,
+    want: number,
+    max: number,
+    ttlMs: number,
+    nowMs: number,
+  ): Promise<number> {
     // IMMEDIATE: the write lock first, so two processes on this file never both count the same free slots.
     return this.db
       .transaction(() => {
         stmt(this.db, 'DELETE FROM slot_leases WHERE key = ? AND expires_at_ms <= ?').run(key, nowMs);
-        const others = stmt<[string, string], { n: number }>(this.db, 'SELECT COALESCE(SUM(slots), 0) AS n FROM slot_leases WHERE key = ? AND node <> ?').get(key, node)!.n;
+        const others = stmt<[string, string], { n: number }>(
+          this.db,
+          'SELECT COALESCE(SUM(slots), 0) AS n FROM slot_leases WHERE key = ? AND node <> ?',
+        ).get(key, node)!.n;
         const held = Math.max(0, Math.min(want, max - others));
         this.putLease(node, key, held, nowMs + ttlMs);
         return held;
@@ -75,11 +108,19 @@ export class SqlitePlanStore implements PlanStore {
       .immediate();
   }
 
-  async renewSlots(node: string, leases: ReadonlyArray<{ key: string; slots: number }>, ttlMs: number, nowMs: number): Promise<void> {
+  async renewSlots(
+    node: string,
+    leases: ReadonlyArray<{ key: string; slots: number }>,
+    ttlMs: number,
+    nowMs: number,
+  ): Promise<void> {
     this.db
       .transaction(() => {
         for (const l of leases) {
-          const cur = stmt<[string, string], { slots: number }>(this.db, 'SELECT slots FROM slot_leases WHERE key = ? AND node = ?').get(l.key, node);
+          const cur = stmt<[string, string], { slots: number }>(
+            this.db,
+            'SELECT slots FROM slot_leases WHERE key = ? AND node = ?',
+          ).get(l.key, node);
           this.putLease(node, l.key, Math.min(l.slots, cur?.slots ?? l.slots), nowMs + ttlMs);
         }
       })
@@ -89,8 +130,11 @@ export class SqlitePlanStore implements PlanStore {
   private putLease(node: string, key: string, slots: number, expiresAtMs: number): void {
     if (slots <= 0) stmt(this.db, 'DELETE FROM slot_leases WHERE key = ? AND node = ?').run(key, node);
     else {
-      stmt(this.db, `INSERT INTO slot_leases (key, node, slots, expires_at_ms) VALUES (?, ?, ?, ?)
-        ON CONFLICT (key, node) DO UPDATE SET slots = excluded.slots, expires_at_ms = excluded.expires_at_ms`).run(key, node, slots, expiresAtMs);
+      stmt(
+        this.db,
+        `INSERT INTO slot_leases (key, node, slots, expires_at_ms) VALUES (?, ?, ?, ?)
+        ON CONFLICT (key, node) DO UPDATE SET slots = excluded.slots, expires_at_ms = excluded.expires_at_ms`,
+      ).run(key, node, slots, expiresAtMs);
     }
   }
 }

@@ -25,7 +25,10 @@ export class SqliteRateHitStore implements RateHitStore {
       db,
       'SELECT COUNT(*) AS n FROM (SELECT 1 FROM rate_hits WHERE key = ? AND at_ms > ? LIMIT ?)',
     );
-    this.oldestStmt = stmt<[string, number], { at: number | null }>(db, 'SELECT MIN(at_ms) AS at FROM rate_hits WHERE key = ? AND at_ms > ?');
+    this.oldestStmt = stmt<[string, number], { at: number | null }>(
+      db,
+      'SELECT MIN(at_ms) AS at FROM rate_hits WHERE key = ? AND at_ms > ?',
+    );
     this.insertStmt = stmt(db, 'INSERT INTO rate_hits (key, at_ms) VALUES (?, ?)');
     this.pruneStmt = stmt(db, 'DELETE FROM rate_hits WHERE at_ms <= ?');
     this.hitTx = db.transaction((key: string, limit: number, windowMs: number, nowMs: number): WindowDecision => {

@@ -14,7 +14,6 @@ interface FactorRow {
   locked_until_ms: number;
 }
 
-
 export class SqliteSecondFactorStore implements SecondFactorStore {
   constructor(
     private readonly db: Db,
@@ -23,19 +22,31 @@ export class SqliteSecondFactorStore implements SecondFactorStore {
   ) {}
 
   private row(accountId: number): FactorRow | undefined {
-    return stmt<[number], FactorRow>(this.db, 'SELECT totp_secret, totp_enabled_ms, totp_last_step, fail_times, locked_until_ms FROM second_factors WHERE account_id = ?').get(accountId);
+    return stmt<[number], FactorRow>(
+      this.db,
+      'SELECT totp_secret, totp_enabled_ms, totp_last_step, fail_times, locked_until_ms FROM second_factors WHERE account_id = ?',
+    ).get(accountId);
   }
 
   private ensureRow(accountId: number): void {
-    stmt(this.db, 'INSERT INTO second_factors (account_id) VALUES (?) ON CONFLICT (account_id) DO NOTHING').run(accountId);
+    stmt(this.db, 'INSERT INTO second_factors (account_id) VALUES (?) ON CONFLICT (account_id) DO NOTHING').run(
+      accountId,
+    );
   }
 
   async state(accountId: number): Promise<SecondFactorState> {
     const r = this.row(accountId);
-    const left = stmt<[number], { n: number }>(this.db, 'SELECT count(*) AS n FROM recovery_codes WHERE account_id = ? AND used_ms IS NULL').get(accountId)!.n;
-    const passkeys = stmt<[number], PasskeyRow>(this.db, 'SELECT * FROM passkeys WHERE account_id = ? ORDER BY id').all(accountId).map(toPasskey);
+    const left = stmt<[number], { n: number }>(
+      this.db,
+      'SELECT count(*) AS n FROM recovery_codes WHERE account_id = ? AND used_ms IS NULL',
+    ).get(accountId)!.n;
+    const passkeys = stmt<[number], PasskeyRow>(this.db, 'SELECT * FROM passkeys WHERE account_id = ? ORDER BY id')
+      .all(accountId)
+      .map(toPasskey);
     return {
-      totp: r?.totp_secret ? { sealedSecret: r.totp_secret, enabledAtMs: r.totp_enabled_ms ?? 0, lastStep: r.totp_last_step } : null,
+      totp: r?.totp_secret
+        ? { sealedSecret: r.totp_secret, enabledAtMs: r.totp_enabled_ms ?? 0, lastStep: r.totp_last_step }
+        : null,
       recoveryCodesLeft: left,
       passkeys,
       lockedUntilMs: r?.locked_until_ms ?? 0,
@@ -44,14 +55,24 @@ export class SqliteSecondFactorStore implements SecondFactorStore {
 
   private putCodes(accountId: number, hashes: readonly string[]): void {
     stmt(this.db, 'DELETE FROM recovery_codes WHERE account_id = ?').run(accountId);
-    for (const h of hashes) stmt(this.db, 'INSERT INTO recovery_codes (account_id, code_hash) VALUES (?, ?)').run(accountId, h);
+    for (const h of hashes)
+      stmt(this.db, 'INSERT INTO recovery_codes (account_id, code_hash) VALUES (?, ?)').run(accountId, h);
   }
 
-  async enableTotp(accountId: number, sealedSecret: string, step: number, codeHashes: readonly string[], audit?: AuditDraft): Promise<void> {
+  async enableTotp(
+    accountId: number,
+    sealedSecret: string,
+    step: number,
+    codeHashes: readonly string[],
+    audit?: AuditDraft,
+  ): Promise<void> {
     this.db
       .transaction(() => {
         this.ensureRow(accountId);
-        stmt(this.db, 'UPDATE second_factors SET totp_secret = ?, totp_enabled_ms = ?, totp_last_step = ? WHERE account_id = ?').run(sealedSecret, this.nowMs(), step, accountId);
+        stmt(
+          this.db,
+          'UPDATE second_factors SET totp_secret = ?, totp_enabled_ms = ?, totp_last_step = ? WHERE account_id = ?',
+        ).run(sealedSecret, this.nowMs(), step, accountId);
         this.putCodes(accountId, codeHashes);
         if (audit) this.audit.write({ ...audit, accountId });
       })
@@ -59,14 +80,23 @@ export class SqliteSecondFactorStore implements SecondFactorStore {
   }
 
   async takeTotpStep(accountId: number, step: number): Promise<boolean> {
-    return stmt(this.db, 'UPDATE second_factors SET totp_last_step = ? WHERE account_id = ? AND totp_secret IS NOT NULL AND totp_last_step < ?').run(step, accountId, step).changes === 1;
+    return (
+      stmt(
+        this.db,
+        'UPDATE second_factors SET totp_last_step = ? WHERE account_id = ? AND totp_secret IS NOT NULL AND totp_last_step < ?',
+      ).run(step, accountId, step).changes === 1
+    );
   }
 
   async useRecoveryCode(accountId: number, codeHash: string, audit?: AuditDraft): Promise<boolean> {
     return this.audit.audited(
       accountId,
       audit ?? undefined,
-      () => stmt(this.db, 'UPDATE recovery_codes SET used_ms = ? WHERE account_id = ? AND code_hash = ? AND used_ms IS NULL').run(this.nowMs(), accountId, codeHash).changes === 1,
+      () =>
+        stmt(
+          this.db,
+          'UPDATE recovery_codes SET used_ms = ? WHERE account_id = ? AND code_hash = ? AND used_ms IS NULL',
+        ).run(this.nowMs(), accountId, codeHash).changes === 1,
       (used) => (used ? audit! : null),
     );
   }
@@ -81,19 +111,29 @@ export class SqliteSecondFactorStore implements SecondFactorStore {
   }
 
   async addPasskey(
-    p: { accountId: number; credentialId: string; publicKey: Buffer; counter: number; transports: string[]; name: string },
+    p: {
+      accountId: number;
+      credentialId: string;
+      publicKey: Buffer;
+      counter: number;
+      transports: string[];
+      name: string;
+    },
     recoveryCodeHashes: readonly string[] | null,
     audit?: AuditDraft,
   ): Promise<Passkey | 'exists'> {
     return this.db
       .transaction((): Passkey | 'exists' => {
         if (stmt(this.db, 'SELECT 1 FROM passkeys WHERE credential_id = ?').get(p.credentialId)) return 'exists';
-        const info = stmt(this.db, 'INSERT INTO passkeys (account_id, credential_id, public_key, counter, transports, name, created_ms) VALUES (?, ?, ?, ?, ?, ?, ?)').run(
-          p.accountId, p.credentialId, p.publicKey, p.counter, p.transports.join(','), p.name, this.nowMs(),
-        );
+        const info = stmt(
+          this.db,
+          'INSERT INTO passkeys (account_id, credential_id, public_key, counter, transports, name, created_ms) VALUES (?, ?, ?, ?, ?, ?, ?)',
+        ).run(p.accountId, p.credentialId, p.publicKey, p.counter, p.transports.join(','), p.name, this.nowMs());
         if (recoveryCodeHashes) this.putCodes(p.accountId, recoveryCodeHashes);
         if (audit) this.audit.write({ ...audit, accountId: p.accountId });
-        return toPasskey(stmt<[number], PasskeyRow>(this.db, 'SELECT * FROM passkeys WHERE id = ?').get(Number(info.lastInsertRowid))!);
+        return toPasskey(
+          stmt<[number], PasskeyRow>(this.db, 'SELECT * FROM passkeys WHERE id = ?').get(Number(info.lastInsertRowid))!,
+        );
       })
       .immediate();
   }
@@ -119,7 +159,10 @@ export class SqliteSecondFactorStore implements SecondFactorStore {
   async disable(accountId: number, audit?: AuditDraft): Promise<boolean> {
     return this.db
       .transaction(() => {
-        const totp = stmt(this.db, 'UPDATE second_factors SET totp_secret = NULL, totp_enabled_ms = NULL, totp_last_step = 0, fail_times = ?, locked_until_ms = 0 WHERE account_id = ? AND totp_secret IS NOT NULL').run('', accountId).changes;
+        const totp = stmt(
+          this.db,
+          'UPDATE second_factors SET totp_secret = NULL, totp_enabled_ms = NULL, totp_last_step = 0, fail_times = ?, locked_until_ms = 0 WHERE account_id = ? AND totp_secret IS NOT NULL',
+        ).run('', accountId).changes;
         const keys = stmt(this.db, 'DELETE FROM passkeys WHERE account_id = ?').run(accountId).changes;
         stmt(this.db, 'DELETE FROM recovery_codes WHERE account_id = ?').run(accountId);
         const was = totp + keys > 0;
@@ -141,8 +184,20 @@ export class SqliteSecondFactorStore implements SecondFactorStore {
           lockedUntil = now + rule.lockMs;
           times = [];
         }
-        stmt(this.db, 'UPDATE second_factors SET fail_times = ?, locked_until_ms = ? WHERE account_id = ?').run(times.join(','), lockedUntil, accountId);
-        if (audit) this.audit.write({ ...audit, accountId, details: { ...audit.details, ...(lockedUntil ? { locked_until: new Date(lockedUntil).toISOString() } : {}) } });
+        stmt(this.db, 'UPDATE second_factors SET fail_times = ?, locked_until_ms = ? WHERE account_id = ?').run(
+          times.join(','),
+          lockedUntil,
+          accountId,
+        );
+        if (audit)
+          this.audit.write({
+            ...audit,
+            accountId,
+            details: {
+              ...audit.details,
+              ...(lockedUntil ? { locked_until: new Date(lockedUntil).toISOString() } : {}),
+            },
+          });
         return lockedUntil;
       })
       .immediate();

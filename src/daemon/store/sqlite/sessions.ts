@@ -25,16 +25,24 @@ export class SqliteConsoleSessionStore implements ConsoleSessionStore {
     private readonly nowSec: () => number,
     private readonly audit: SqliteAuditLog,
   ) {
-    this.getStmt = stmt<[string], SessionRow>(db, 'SELECT account_id, data, expires_at FROM console_sessions WHERE sid = ?');
-    this.upsertStmt = stmt<[string, number | null, string, number]>(db,
+    this.getStmt = stmt<[string], SessionRow>(
+      db,
+      'SELECT account_id, data, expires_at FROM console_sessions WHERE sid = ?',
+    );
+    this.upsertStmt = stmt<[string, number | null, string, number]>(
+      db,
       'INSERT INTO console_sessions (sid, account_id, data, expires_at) VALUES (?, ?, ?, ?) ' +
         'ON CONFLICT(sid) DO UPDATE SET account_id = excluded.account_id, data = excluded.data, expires_at = excluded.expires_at',
     );
     this.deleteStmt = stmt<[string]>(db, 'DELETE FROM console_sessions WHERE sid = ?');
     this.deleteForAccountStmt = stmt<[number]>(db, 'DELETE FROM console_sessions WHERE account_id = ?');
-    this.deleteOthersStmt = stmt<[number, string]>(db, 'DELETE FROM console_sessions WHERE account_id = ? AND sid <> ?');
+    this.deleteOthersStmt = stmt<[number, string]>(
+      db,
+      'DELETE FROM console_sessions WHERE account_id = ? AND sid <> ?',
+    );
     this.pruneStmt = stmt<[number]>(db, 'DELETE FROM console_sessions WHERE expires_at <= ?');
-    this.countForAccountStmt = stmt<[number, number], { n: number }>(db,
+    this.countForAccountStmt = stmt<[number, number], { n: number }>(
+      db,
       'SELECT COUNT(*) AS n FROM console_sessions WHERE account_id = ? AND expires_at > ?',
     );
   }
@@ -50,12 +58,22 @@ export class SqliteConsoleSessionStore implements ConsoleSessionStore {
   }
 
   async set(sid: string, rec: SessionRecord, audit?: AuditDraft): Promise<void> {
-    if (audit && rec.accountId !== null) this.audit.audited(rec.accountId, audit, () => this.upsertStmt.run(sid, rec.accountId, rec.data, rec.expiresAtSec));
+    if (audit && rec.accountId !== null)
+      this.audit.audited(rec.accountId, audit, () =>
+        this.upsertStmt.run(sid, rec.accountId, rec.data, rec.expiresAtSec),
+      );
     else this.upsertStmt.run(sid, rec.accountId, rec.data, rec.expiresAtSec);
   }
 
   async update(sid: string, rec: SessionRecord): Promise<boolean> {
-    return stmt(this.db, 'UPDATE console_sessions SET account_id = ?, data = ?, expires_at = ? WHERE sid = ?').run(rec.accountId, rec.data, rec.expiresAtSec, sid).changes === 1;
+    return (
+      stmt(this.db, 'UPDATE console_sessions SET account_id = ?, data = ?, expires_at = ? WHERE sid = ?').run(
+        rec.accountId,
+        rec.data,
+        rec.expiresAtSec,
+        sid,
+      ).changes === 1
+    );
   }
 
   async destroy(sid: string, audit?: AuditDraft): Promise<void> {
@@ -73,15 +91,26 @@ export class SqliteConsoleSessionStore implements ConsoleSessionStore {
   }
 
   async destroyForAccount(accountId: number, audit?: AuditDraft): Promise<number> {
-    return this.audit.audited(accountId, audit, () => this.deleteForAccountStmt.run(accountId).changes, (n) => (n > 0 ? withCount(audit!, n) : null));
+    return this.audit.audited(
+      accountId,
+      audit,
+      () => this.deleteForAccountStmt.run(accountId).changes,
+      (n) => (n > 0 ? withCount(audit!, n) : null),
+    );
   }
 
   async destroyOthers(accountId: number, keepSid: string, audit?: AuditDraft): Promise<number> {
-    return this.audit.audited(accountId, audit, () => this.deleteOthersStmt.run(accountId, keepSid).changes, (n) => (n > 0 ? withCount(audit!, n) : null));
+    return this.audit.audited(
+      accountId,
+      audit,
+      () => this.deleteOthersStmt.run(accountId, keepSid).changes,
+      (n) => (n > 0 ? withCount(audit!, n) : null),
+    );
   }
 
   async listForAccount(accountId: number): Promise<SessionListing[]> {
-    return stmt<[number, number], { sid: string; account_id: number; data: string; expires_at: number }>(this.db,
+    return stmt<[number, number], { sid: string; account_id: number; data: string; expires_at: number }>(
+      this.db,
       'SELECT sid, account_id, data, expires_at FROM console_sessions WHERE account_id = ? AND expires_at > ?',
     )
       .all(accountId, this.nowSec())

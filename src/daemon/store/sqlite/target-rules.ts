@@ -13,11 +13,18 @@ export class SqliteTargetRulesStore implements TargetRulesStore {
   ) {}
 
   async get(accountId: number): Promise<{ deny: string[]; allow: string[] }> {
-    const r = stmt<[number], { deny: string; allow: string }>(this.db, 'SELECT deny, allow FROM target_rules WHERE account_id = ?').get(accountId);
+    const r = stmt<[number], { deny: string; allow: string }>(
+      this.db,
+      'SELECT deny, allow FROM target_rules WHERE account_id = ?',
+    ).get(accountId);
     return { deny: splitItems(r?.deny ?? ''), allow: splitItems(r?.allow ?? '') };
   }
 
-  async set(accountId: number, rules: { deny: readonly string[]; allow: readonly string[] }, audit?: AuditDraft): Promise<void> {
+  async set(
+    accountId: number,
+    rules: { deny: readonly string[]; allow: readonly string[] },
+    audit?: AuditDraft,
+  ): Promise<void> {
     this.audit.audited(accountId, audit, () => this.write(accountId, rules));
   }
 
@@ -26,8 +33,10 @@ export class SqliteTargetRulesStore implements TargetRulesStore {
       stmt<[number]>(this.db, 'DELETE FROM target_rules WHERE account_id = ?').run(accountId);
       return;
     }
-    stmt(this.db, `INSERT INTO target_rules (account_id, deny, allow, updated_at) VALUES (?, ?, ?, ?)
-      ON CONFLICT (account_id) DO UPDATE SET deny = excluded.deny, allow = excluded.allow, updated_at = excluded.updated_at`)
-      .run(accountId, joinItems(rules.deny), joinItems(rules.allow), this.nowSec());
+    stmt(
+      this.db,
+      `INSERT INTO target_rules (account_id, deny, allow, updated_at) VALUES (?, ?, ?, ?)
+      ON CONFLICT (account_id) DO UPDATE SET deny = excluded.deny, allow = excluded.allow, updated_at = excluded.updated_at`,
+    ).run(accountId, joinItems(rules.deny), joinItems(rules.allow), this.nowSec());
   }
 }

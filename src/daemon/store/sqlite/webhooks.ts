@@ -18,8 +18,11 @@ export class SqliteWebhookStore implements WebhookStore {
   }
 
   private write(w: Webhook): void {
-    stmt(this.db, `INSERT INTO webhooks (account_id, url, thresholds, secret) VALUES (?, ?, ?, ?)
-      ON CONFLICT (account_id) DO UPDATE SET url = excluded.url, thresholds = excluded.thresholds, secret = excluded.secret`).run(w.accountId, w.url, w.thresholds.join(','), w.secret);
+    stmt(
+      this.db,
+      `INSERT INTO webhooks (account_id, url, thresholds, secret) VALUES (?, ?, ?, ?)
+      ON CONFLICT (account_id) DO UPDATE SET url = excluded.url, thresholds = excluded.thresholds, secret = excluded.secret`,
+    ).run(w.accountId, w.url, w.thresholds.join(','), w.secret);
   }
 
   async remove(accountId: number, audit?: AuditDraft): Promise<boolean> {
@@ -32,33 +35,54 @@ export class SqliteWebhookStore implements WebhookStore {
   }
 
   async get(accountId: number): Promise<Webhook | null> {
-    const r = stmt<[number], WebhookRow>(this.db, 'SELECT account_id, url, thresholds, secret FROM webhooks WHERE account_id = ?').get(accountId);
+    const r = stmt<[number], WebhookRow>(
+      this.db,
+      'SELECT account_id, url, thresholds, secret FROM webhooks WHERE account_id = ?',
+    ).get(accountId);
     return r ? toWebhook(r) : null;
   }
 
   async all(): Promise<Webhook[]> {
-    return stmt<[], WebhookRow>(this.db, 'SELECT account_id, url, thresholds, secret FROM webhooks').all().map(toWebhook);
+    return stmt<[], WebhookRow>(this.db, 'SELECT account_id, url, thresholds, secret FROM webhooks')
+      .all()
+      .map(toWebhook);
   }
 
-  async addEvent(e: { id: string; accountId: number; type: string; onceKey: string; body: string; nowMs: number }): Promise<boolean> {
+  async addEvent(e: {
+    id: string;
+    accountId: number;
+    type: string;
+    onceKey: string;
+    body: string;
+    nowMs: number;
+  }): Promise<boolean> {
     return (
-      stmt(this.db, `INSERT INTO webhook_events (id, account_id, type, once_key, body, next_at_ms, created_at_ms) VALUES (?, ?, ?, ?, ?, ?, ?)
-        ON CONFLICT (account_id, once_key) DO NOTHING`).run(e.id, e.accountId, e.type, e.onceKey, e.body, e.nowMs, e.nowMs).changes > 0
+      stmt(
+        this.db,
+        `INSERT INTO webhook_events (id, account_id, type, once_key, body, next_at_ms, created_at_ms) VALUES (?, ?, ?, ?, ?, ?, ?)
+        ON CONFLICT (account_id, once_key) DO NOTHING`,
+      ).run(e.id, e.accountId, e.type, e.onceKey, e.body, e.nowMs, e.nowMs).changes > 0
     );
   }
 
   async claimDue(node: string, nowMs: number, leaseMs: number, max: number): Promise<WebhookEvent[]> {
     // A read first (WAL readers never wait): with nothing due, no write lock is asked for at all.
-    const due = stmt<[number, number], { n: number }>(this.db, `SELECT count(*) AS n FROM webhook_events
-      WHERE state = 'pending' AND next_at_ms <= ? AND (claimed_until_ms IS NULL OR claimed_until_ms < ?)`).get(nowMs, nowMs);
+    const due = stmt<[number, number], { n: number }>(
+      this.db,
+      `SELECT count(*) AS n FROM webhook_events
+      WHERE state = 'pending' AND next_at_ms <= ? AND (claimed_until_ms IS NULL OR claimed_until_ms < ?)`,
+    ).get(nowMs, nowMs);
     if (!due || due.n === 0) return [];
     // The claim on the no-wait connection: a lock held elsewhere means "next tick", never a stalled event loop.
     const w = this.writer();
     try {
       return w
         .transaction(() => {
-          const rows = stmt<[number, number, number], EventRow>(w, `SELECT ${EVENT_COLUMNS} FROM webhook_events
-            WHERE state = 'pending' AND next_at_ms <= ? AND (claimed_until_ms IS NULL OR claimed_until_ms < ?) ORDER BY next_at_ms LIMIT ?`).all(nowMs, nowMs, max);
+          const rows = stmt<[number, number, number], EventRow>(
+            w,
+            `SELECT ${EVENT_COLUMNS} FROM webhook_events
+            WHERE state = 'pending' AND next_at_ms <= ? AND (claimed_until_ms IS NULL OR claimed_until_ms < ?) ORDER BY next_at_ms LIMIT ?`,
+          ).all(nowMs, nowMs, max);
           const claim = stmt(w, 'UPDATE webhook_events SET claimed_by = ?, claimed_until_ms = ? WHERE id = ?');
           for (const r of rows) claim.run(node, nowMs + leaseMs, r.id);
           return rows.map(toEvent);
@@ -71,16 +95,28 @@ export class SqliteWebhookStore implements WebhookStore {
   }
 
   async pendingCount(): Promise<number> {
-    return stmt<[], { n: number }>(this.db, "SELECT count(*) AS n FROM webhook_events WHERE state = 'pending'").get()?.n ?? 0;
+    return (
+      stmt<[], { n: number }>(this.db, "SELECT count(*) AS n FROM webhook_events WHERE state = 'pending'").get()?.n ?? 0
+    );
   }
 
-  async finish(id: string, node: string, o: { state: WebhookEventState; attempts: number; lastStatus: number | null; nextAtMs: number }): Promise<void> {
-    stmt(this.db, `UPDATE webhook_events SET state = ?, attempts = ?, last_status = ?, next_at_ms = ?, claimed_by = NULL, claimed_until_ms = NULL
-      WHERE id = ? AND claimed_by = ?`).run(o.state, o.attempts, o.lastStatus, o.nextAtMs, id, node);
+  async finish(
+    id: string,
+    node: string,
+    o: { state: WebhookEventState; attempts: number; lastStatus: number | null; nextAtMs: number },
+  ): Promise<void> {
+    stmt(
+      this.db,
+      `UPDATE webhook_events SET state = ?, attempts = ?, last_status = ?, next_at_ms = ?, claimed_by = NULL, claimed_until_ms = NULL
+      WHERE id = ? AND claimed_by = ?`,
+    ).run(o.state, o.attempts, o.lastStatus, o.nextAtMs, id, node);
   }
 
   async events(accountId: number, limit: number): Promise<WebhookEvent[]> {
-    return stmt<[number, number], EventRow>(this.db, `SELECT ${EVENT_COLUMNS} FROM webhook_events WHERE account_id = ? ORDER BY created_at_ms DESC, id DESC LIMIT ?`)
+    return stmt<[number, number], EventRow>(
+      this.db,
+      `SELECT ${EVENT_COLUMNS} FROM webhook_events WHERE account_id = ? ORDER BY created_at_ms DESC, id DESC LIMIT ?`,
+    )
       .all(accountId, limit)
       .map(toEvent);
   }

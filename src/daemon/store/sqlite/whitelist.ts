@@ -1,7 +1,16 @@
 // whitelist_entries + ip_claims: each item is claimed and recorded in its own IMMEDIATE transaction,
 // so two accounts (or two processes) racing for one IP always leave exactly one owner.
 import { batchRecord } from '../audit-sql.js';
-import type { AuditDraft, ClaimOutcome, Inconsistencies, ListFilter, ReleaseOutcome, Repairs, WhitelistEntry, WhitelistStore } from '../types.js';
+import type {
+  AuditDraft,
+  ClaimOutcome,
+  Inconsistencies,
+  ListFilter,
+  ReleaseOutcome,
+  Repairs,
+  WhitelistEntry,
+  WhitelistStore,
+} from '../types.js';
 import type { SqliteAuditLog } from './audit.js';
 import { isBusyError, type Db } from './db.js';
 import { stmt } from './statements.js';
@@ -33,14 +42,20 @@ export class SqliteWhitelistStore implements WhitelistStore {
     private readonly audit: SqliteAuditLog,
   ) {
     this.claimOf = stmt<[string], ClaimRow>(db, 'SELECT * FROM ip_claims WHERE ip = ?');
-    this.insertClaim = stmt(db, "INSERT INTO ip_claims (ip, account_id, state, releasing_since, version) VALUES (?, ?, 'held', NULL, 1)");
-    this.takeOverClaim = stmt(db,
+    this.insertClaim = stmt(
+      db,
+      "INSERT INTO ip_claims (ip, account_id, state, releasing_since, version) VALUES (?, ?, 'held', NULL, 1)",
+    );
+    this.takeOverClaim = stmt(
+      db,
       "UPDATE ip_claims SET account_id = ?, state = 'held', releasing_since = NULL, version = version + 1 WHERE ip = ? AND version = ?",
     );
-    this.insertEntry = stmt(db,
+    this.insertEntry = stmt(
+      db,
       'INSERT INTO whitelist_entries (account_id, ip, remark, status, created_at, deleted_at, claim_version) VALUES (?, ?, ?, 1, ?, NULL, ?)',
     );
-    this.liveEntry = stmt<[number, string], { id: number }>(db,
+    this.liveEntry = stmt<[number, string], { id: number }>(
+      db,
       'SELECT id FROM whitelist_entries WHERE account_id = ? AND ip = ? AND deleted_at IS NULL',
     );
     this.softDelete = stmt(db, 'UPDATE whitelist_entries SET deleted_at = ? WHERE id = ?');
@@ -81,8 +96,19 @@ export class SqliteWhitelistStore implements WhitelistStore {
     }
   }
 
-  async claimIps(accountId: number, items: ReadonlyArray<{ ip: string; remark: string }>, audit?: AuditDraft): Promise<ClaimOutcome[]> {
-    if (audit) return this.batchWithRecord(accountId, items.map((i) => i.ip), (k) => this.claimTx(accountId, items[k]!.ip, items[k]!.remark), 'added', audit);
+  async claimIps(
+    accountId: number,
+    items: ReadonlyArray<{ ip: string; remark: string }>,
+    audit?: AuditDraft,
+  ): Promise<ClaimOutcome[]> {
+    if (audit)
+      return this.batchWithRecord(
+        accountId,
+        items.map((i) => i.ip),
+        (k) => this.claimTx(accountId, items[k]!.ip, items[k]!.remark),
+        'added',
+        audit,
+      );
     const out: ClaimOutcome[] = [];
     for (const item of items) out.push(await this.claimIp(accountId, item.ip, item.remark));
     return out;
@@ -96,7 +122,13 @@ export class SqliteWhitelistStore implements WhitelistStore {
   }
 
   /** A batch and its one record in one IMMEDIATE transaction, each item in a savepoint of it (its own transaction function, nested). */
-  private batchWithRecord<T extends string>(accountId: number, ips: readonly string[], item: (k: number) => T, done: T, audit: AuditDraft): T[] {
+  private batchWithRecord<T extends string>(
+    accountId: number,
+    ips: readonly string[],
+    item: (k: number) => T,
+    done: T,
+    audit: AuditDraft,
+  ): T[] {
     try {
       return this.audit.audited(
         accountId,
@@ -131,21 +163,23 @@ export class SqliteWhitelistStore implements WhitelistStore {
       params.push(f.ip);
     }
     const w = where.join(' AND ');
-    const total = stmt<unknown[], { n: number }>(this.db, `SELECT COUNT(*) AS n FROM whitelist_entries WHERE ${w}`).get(...params)!.n;
+    const total = stmt<unknown[], { n: number }>(this.db, `SELECT COUNT(*) AS n FROM whitelist_entries WHERE ${w}`).get(
+      ...params,
+    )!.n;
     // Newest first; id breaks ties between entries made in the same second, so paging is stable.
-    const items = stmt<unknown[], WhitelistEntry>(this.db,
-        `SELECT id, account_id, ip, remark, status, created_at FROM whitelist_entries WHERE ${w} ORDER BY created_at DESC, id DESC LIMIT ? OFFSET ?`,
-      )
-      .all(...params, f.limit, f.offset);
+    const items = stmt<unknown[], WhitelistEntry>(
+      this.db,
+      `SELECT id, account_id, ip, remark, status, created_at FROM whitelist_entries WHERE ${w} ORDER BY created_at DESC, id DESC LIMIT ? OFFSET ?`,
+    ).all(...params, f.limit, f.offset);
     return { items, total };
   }
 
   private live(accountId: number, ip: string): WhitelistEntry | null {
     return (
-      stmt<[number, string], WhitelistEntry>(this.db,
-          'SELECT id, account_id, ip, remark, status, created_at FROM whitelist_entries WHERE account_id = ? AND ip = ? AND deleted_at IS NULL',
-        )
-        .get(accountId, ip) ?? null
+      stmt<[number, string], WhitelistEntry>(
+        this.db,
+        'SELECT id, account_id, ip, remark, status, created_at FROM whitelist_entries WHERE account_id = ? AND ip = ? AND deleted_at IS NULL',
+      ).get(accountId, ip) ?? null
     );
   }
 
@@ -154,7 +188,10 @@ export class SqliteWhitelistStore implements WhitelistStore {
       accountId,
       audit,
       () => {
-        const changed = stmt(this.db, 'UPDATE whitelist_entries SET status = ? WHERE account_id = ? AND ip = ? AND deleted_at IS NULL').run(status, accountId, ip).changes;
+        const changed = stmt(
+          this.db,
+          'UPDATE whitelist_entries SET status = ? WHERE account_id = ? AND ip = ? AND deleted_at IS NULL',
+        ).run(status, accountId, ip).changes;
         return changed ? this.live(accountId, ip) : null;
       },
       (e) => (e ? audit! : null),
@@ -162,16 +199,16 @@ export class SqliteWhitelistStore implements WhitelistStore {
   }
 
   async inconsistencies(): Promise<Inconsistencies> {
-    const claimsWithoutEntry = stmt<[], { n: number }>(this.db,
-        `SELECT COUNT(*) AS n FROM ip_claims c WHERE c.state = 'held' AND NOT EXISTS
+    const claimsWithoutEntry = stmt<[], { n: number }>(
+      this.db,
+      `SELECT COUNT(*) AS n FROM ip_claims c WHERE c.state = 'held' AND NOT EXISTS
            (SELECT 1 FROM whitelist_entries e WHERE e.ip = c.ip AND e.account_id = c.account_id AND e.deleted_at IS NULL)`,
-      )
-      .get()!.n;
-    const entriesWithoutClaim = stmt<[], { n: number }>(this.db,
-        `SELECT COUNT(*) AS n FROM whitelist_entries e WHERE e.deleted_at IS NULL AND NOT EXISTS
+    ).get()!.n;
+    const entriesWithoutClaim = stmt<[], { n: number }>(
+      this.db,
+      `SELECT COUNT(*) AS n FROM whitelist_entries e WHERE e.deleted_at IS NULL AND NOT EXISTS
            (SELECT 1 FROM ip_claims c WHERE c.ip = e.ip AND c.account_id = e.account_id AND c.state = 'held')`,
-      )
-      .get()!.n;
+    ).get()!.n;
     return { claimsWithoutEntry, entriesWithoutClaim };
   }
 
@@ -184,22 +221,22 @@ export class SqliteWhitelistStore implements WhitelistStore {
   async repair(): Promise<Repairs> {
     return this.db
       .transaction(() => {
-        const claimsReleased = stmt(this.db,
-            `DELETE FROM ip_claims WHERE state = 'held' AND NOT EXISTS
+        const claimsReleased = stmt(
+          this.db,
+          `DELETE FROM ip_claims WHERE state = 'held' AND NOT EXISTS
                (SELECT 1 FROM whitelist_entries e WHERE e.ip = ip_claims.ip AND e.account_id = ip_claims.account_id AND e.deleted_at IS NULL)`,
-          )
-          .run().changes;
-        const claimsRestored = stmt(this.db,
-            `INSERT INTO ip_claims (ip, account_id, state, releasing_since, version)
+        ).run().changes;
+        const claimsRestored = stmt(
+          this.db,
+          `INSERT INTO ip_claims (ip, account_id, state, releasing_since, version)
              SELECT e.ip, e.account_id, 'held', NULL, e.claim_version FROM whitelist_entries e
               WHERE e.deleted_at IS NULL AND NOT EXISTS (SELECT 1 FROM ip_claims c WHERE c.ip = e.ip)`,
-          )
-          .run().changes;
-        const entriesRemoved = stmt(this.db,
-            `UPDATE whitelist_entries SET deleted_at = ? WHERE deleted_at IS NULL AND NOT EXISTS
+        ).run().changes;
+        const entriesRemoved = stmt(
+          this.db,
+          `UPDATE whitelist_entries SET deleted_at = ? WHERE deleted_at IS NULL AND NOT EXISTS
                (SELECT 1 FROM ip_claims c WHERE c.ip = whitelist_entries.ip AND c.account_id = whitelist_entries.account_id AND c.state = 'held')`,
-          )
-          .run(this.nowSec()).changes;
+        ).run(this.nowSec()).changes;
         return { claimsReleased, claimsRestored, entriesRemoved };
       })
       .immediate();
