@@ -2,7 +2,8 @@
 // docs/benchmarks/*.md and README.md must exist, every relative link in them must resolve, every
 // `docs/decisions.md#d-NNN` (in docs, code, tests and benches) must name an entry, and every step of
 // docs/architecture.md's traces (`src/….ts:function`, `src/….ts:Class.method`) must name a symbol that file
-// declares. It once named five files that no longer existed.
+// declares (a method, as a member of that class), as must every `Class.method` they name without its file. It
+// once named five files that no longer existed.
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -44,6 +45,21 @@ function declares(src: string, name: string): boolean {
       `^\\s*(?:(?:export|private|public|protected|static|readonly|async|get|set|override)\\s+)*${n}\\s*[(<=:?]`,
       'm',
     ).test(src)
+  );
+}
+
+/** The text of `class name { … }` in a (Prettier-formatted) source: from its line to the `}` that closes it at the line's indent. */
+function classBody(src: string, name: string): string | null {
+  const m = new RegExp(`^([ \\t]*)(?:export\\s+)?(?:abstract\\s+)?class\\s+${name}\\b`, 'm').exec(src);
+  if (!m) return null;
+  const close = src.indexOf(`\n${m[1]}}`, m.index);
+  return src.slice(m.index, close < 0 ? undefined : close);
+}
+
+/** Every .ts file under src/. */
+function srcFiles(dir = 'src'): string[] {
+  return readdirSync(path.join(ROOT, dir), { withFileTypes: true }).flatMap((e) =>
+    e.isDirectory() ? srcFiles(`${dir}/${e.name}`) : e.name.endsWith('.ts') ? [`${dir}/${e.name}`] : [],
   );
 }
 
@@ -135,14 +151,32 @@ describe('docs: every named path and symbol exists', () => {
         continue;
       }
       const src = read(file!);
-      for (const part of symbol!.split('.'))
-        if (!declares(src, part)) wrong.push(`${file}:${symbol} (${part} is not declared there)`);
+      const [owner, member] = symbol!.split('.');
+      if (!declares(src, owner!)) wrong.push(`${file}:${symbol} (${owner} is not declared there)`);
+      else if (member !== undefined && !declares(classBody(src, owner!) ?? '', member))
+        wrong.push(`${file}:${symbol} (${owner} has no member ${member})`);
     }
     expect(wrong).toEqual([]);
     // Both traces are there, numbered.
     expect(traces).toMatch(/### \(a\)[^\n]*alice-country-us-session-abc/);
     expect(traces).toMatch(/### \(b\)[^\n]*UDP/);
     expect(traces).toMatch(/\n1\. /);
+  });
+
+  it('docs/architecture.md: every `Class.member` the traces name without a file is a member of that class of ours', () => {
+    const doc = read('docs/architecture.md');
+    const traces = doc.slice(doc.indexOf('## Traces'), doc.indexOf('\n## ', doc.indexOf('## Traces') + 1));
+    const named = [...traces.matchAll(/(?<![\w/.:])`([A-Z][\w$]*)\.([\w$]+)`/g)];
+    expect(named.length, 'the traces name methods by their class').toBeGreaterThan(20);
+    const sources = srcFiles().map((f) => ({ f, text: read(f) }));
+    const wrong: string[] = [];
+    for (const [, owner, member] of named) {
+      const homes = sources.filter((s) => new RegExp(`\\bclass\\s+${owner}\\b`).test(s.text));
+      if (homes.length === 0) wrong.push(`${owner}.${member} (no class ${owner} in src/)`);
+      else if (!homes.some((h) => declares(classBody(h.text, owner!) ?? '', member!)))
+        wrong.push(`${owner}.${member} (${homes.map((h) => h.f).join(', ')}: class ${owner} has no member ${member})`);
+    }
+    expect(wrong).toEqual([]);
   });
 
   it('docs/architecture.md: a source file followed by a backticked symbol declares that symbol', () => {
