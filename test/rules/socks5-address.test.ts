@@ -6,14 +6,17 @@ import ipaddr from 'ipaddr.js';
 import { describe, expect, it } from 'vitest';
 import { connectRequest, formatBound } from '../../src/cli/check/socks5.js';
 import { encodeFrame } from '../../src/gateway/hop/udp.js';
+import { encodeReply, encodeUdpHeader, parseRequest, parseUdpDatagram } from '../../src/gateway/wire/socks5.js';
 import {
-  encodeReply,
-  encodeUdpHeader,
+  ATYP_DOMAIN,
+  ATYP_IPV4,
+  ATYP_IPV6,
+  decodeSocksAddress,
+  encodeSocksAddress,
+  ipv6Bytes,
   ipv6Text,
-  parseRequest,
-  parseUdpDatagram,
-} from '../../src/gateway/wire/socks5.js';
-import { encodeSocksAddress, ipv6Bytes, socksNameText } from '../../src/rules/socks5-address.js';
+  socksNameText,
+} from '../../src/rules/socks5-address.js';
 
 /** The gateway's text of a target: an IPv6 address in RFC 5952 form, anything else as sent. */
 const read = (host: string) => (isIP(host) === 6 ? ipv6Text(ipv6Bytes(host)) : host);
@@ -80,8 +83,65 @@ describe('SOCKS5 addresses', () => {
     },
   );
 
-  it('proxyctl shows a bound name as UTF-8', () => {
-    const addr = encodeSocksAddress('bücher.example', 1080)!;
-    expect(formatBound(addr[0]!, addr.subarray(1))).toBe('bücher.example:1080');
+  it('proxyctl shows a bound name as UTF-8, a bound IPv6 address as RFC 5952 text', () => {
+    const shown = (host: string) => {
+      const addr = encodeSocksAddress(host, 1080)!;
+      return formatBound(addr[0]!, addr.subarray(1));
+    };
+    expect(shown('bücher.example')).toBe('bücher.example:1080');
+    expect(shown('203.0.113.9')).toBe('203.0.113.9:1080');
+    expect(shown('0:0:0:0:0:0:0:1')).toBe('[::1]:1080');
+    expect(shown('::ffff:203.0.113.9')).toBe('[::ffff:203.0.113.9]:1080');
+  });
+});
+
+describe('decodeSocksAddress', () => {
+  const at = (prefix: number[], host: string, port: number, tail: number[] = []) =>
+    Buffer.concat([Buffer.from(prefix), encodeSocksAddress(host, port)!, Buffer.from(tail)]);
+
+  it('reads IPv4, IPv6 (RFC 5952 text, IPv4-mapped dotted) and names (UTF-8 or byte for byte) from any offset', () => {
+    expect(decodeSocksAddress(at([9, 9], '203.0.113.9', 443, [7]), 2)).toEqual({
+      host: '203.0.113.9',
+      family: 4,
+      port: 443,
+      end: 2 + 1 + 4 + 2,
+    });
+    expect(decodeSocksAddress(at([], '2001:db8:0:0:0:0:0:7', 53), 0)).toEqual({
+      host: '2001:db8::7',
+      family: 6,
+      port: 53,
+      end: 19,
+    });
+    expect(decodeSocksAddress(at([], '::ffff:c000:207', 53), 0)).toMatchObject({ host: '::ffff:192.0.2.7', family: 6 });
+    expect(decodeSocksAddress(at([0], '東京.example', 65535), 1)).toEqual({
+      host: '東京.example',
+      family: null,
+      port: 65535,
+      end: 1 + 2 + Buffer.byteLength('東京.example') + 2,
+    });
+    const latin = Buffer.from([ATYP_DOMAIN, 2, 0xff, 0x61, 0, 80]);
+    expect(decodeSocksAddress(latin, 0)).toEqual({ host: 'ÿa', family: null, port: 80, end: 6 });
+    // A name of no octets is read; the gateway's request parser refuses it itself.
+    expect(decodeSocksAddress(Buffer.from([ATYP_DOMAIN, 0, 0, 80]), 0)).toEqual({
+      host: '',
+      family: null,
+      port: 80,
+      end: 4,
+    });
+  });
+
+  it('is incomplete until the port has ended, at every cut', () => {
+    for (const host of ['203.0.113.9', '::1', 'example.com']) {
+      const whole = at([5, 1, 0], host, 8080);
+      for (let n = 0; n < whole.length; n++)
+        expect(decodeSocksAddress(whole.subarray(0, n), 3), `${host} ${n}`).toBe('incomplete');
+      expect(decodeSocksAddress(whole, 3)).toMatchObject({ port: 8080, end: whole.length });
+    }
+  });
+
+  it('an ATYP that is none of the three is null', () => {
+    for (const atyp of [0, 2, 5, 0xff])
+      expect(decodeSocksAddress(Buffer.from([atyp, 1, 2, 3, 4, 0, 80]), 0)).toBeNull();
+    expect([ATYP_IPV4, ATYP_DOMAIN, ATYP_IPV6]).toEqual([1, 3, 4]);
   });
 });

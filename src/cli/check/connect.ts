@@ -2,6 +2,7 @@
 // status and its reason). http:// targets have no tunnel: the stage is folded into the forwarded
 // request (a gateway refusal 403/502/504 fails here, unless the proxy marks it as the target's). SOCKS5: the CONNECT reply code, named.
 import { isIP } from 'node:net';
+import { ATYP_DOMAIN } from '../../rules/socks5-address.js';
 import { readBody } from './egress-ip.js';
 import {
   PeerClosedError,
@@ -116,14 +117,14 @@ async function socksConnect(ctx: CheckContext, signal: AbortSignal): Promise<Sta
   const atyp = header[3]!;
   let bound = '';
   try {
-    const first = atyp === 0x03 ? (await reader.read(1))[0] : undefined;
+    const first = atyp === ATYP_DOMAIN ? (await reader.read(1))[0] : undefined;
     const len = boundAddressLength(atyp, first);
     if (len === null)
       return fail(`bad CONNECT reply: address type ${hex(atyp)}`, {
         kind: 'protocol',
         message: 'bad SOCKS5 address type',
       });
-    const rest = await reader.read(atyp === 0x03 ? len - 1 : len);
+    const rest = await reader.read(atyp === ATYP_DOMAIN ? len - 1 : len);
     bound = formatBound(atyp, first === undefined ? rest : Buffer.concat([Buffer.from([first]), rest]));
   } catch {
     return fail('proxy closed the connection inside the CONNECT reply', {

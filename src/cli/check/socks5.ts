@@ -1,6 +1,12 @@
 // SOCKS5 wire format (RFC 1928 / RFC 1929), client side: what the auth and connect stages send and parse.
 import { formatHostPort } from '../../rules/host-port.js';
-import { encodeSocksAddress, socksNameText } from '../../rules/socks5-address.js';
+import {
+  ATYP_DOMAIN,
+  ATYP_IPV4,
+  ATYP_IPV6,
+  decodeSocksAddress,
+  encodeSocksAddress,
+} from '../../rules/socks5-address.js';
 
 export const SOCKS_VERSION = 0x05;
 export const METHOD_NO_AUTH = 0x00;
@@ -49,19 +55,15 @@ export function connectRequest(host: string, port: number): Buffer {
 
 /** Bytes after the 4-byte reply header that hold the bound address and port. */
 export function boundAddressLength(atyp: number, firstAddrByte: number | undefined): number | null {
-  if (atyp === 0x01) return 4 + 2;
-  if (atyp === 0x04) return 16 + 2;
-  if (atyp === 0x03) return firstAddrByte === undefined ? null : 1 + firstAddrByte + 2;
+  if (atyp === ATYP_IPV4) return 4 + 2;
+  if (atyp === ATYP_IPV6) return 16 + 2;
+  if (atyp === ATYP_DOMAIN) return firstAddrByte === undefined ? null : 1 + firstAddrByte + 2;
   return null;
 }
 
+/** The bound address and port (`bytes`: what follows ATYP), an IPv6 address in RFC 5952 text (`[::1]:1080`). */
 export function formatBound(atyp: number, bytes: Buffer): string {
-  const port = bytes.readUInt16BE(bytes.length - 2);
-  if (atyp === 0x01) return formatHostPort([...bytes.subarray(0, 4)].join('.'), port);
-  if (atyp === 0x04) {
-    const groups: string[] = [];
-    for (let i = 0; i < 16; i += 2) groups.push(bytes.readUInt16BE(i).toString(16));
-    return formatHostPort(groups.join(':'), port);
-  }
-  return formatHostPort(socksNameText(bytes.subarray(1, bytes.length - 2)), port);
+  const a = decodeSocksAddress(Buffer.concat([Buffer.from([atyp]), bytes]), 0);
+  if (a === null || a === 'incomplete') throw new Error('bad SOCKS5 bound address');
+  return formatHostPort(a.host, a.port);
 }

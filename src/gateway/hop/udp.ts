@@ -2,12 +2,12 @@
 // frames both ways inside the TLS session.
 //   entry → exit: u16 length, then ATYP (1 IPv4, 3 name, 4 IPv6), the address (a name: u8 length first), u16 port, data
 //   exit → entry: u16 length, then ATYP (1 or 4), the sender's address, u16 port, data
+// The address is src/rules/socks5-address.ts's both ways (an IPv6 one read as RFC 5952 text).
 // The exit sends each datagram with its own resolver, target policy and egress (dial/udp-out.ts); the entry
 // admits, meters and logs the association, its end of the stream a HopUdpCarrier (udp-carrier.ts). The lines
 // themselves are wire.ts's (encodeHopRequest, parseHopRequest, encodeHopAnswer, parseHopAnswer).
 import type net from 'node:net';
-import ipaddr from 'ipaddr.js';
-import { encodeSocksAddress, socksNameText } from '../../rules/socks5-address.js';
+import { decodeSocksAddress, encodeSocksAddress } from '../../rules/socks5-address.js';
 
 /** Bytes queued on a hop connection past which a datagram is dropped rather than buffered (UDP may lose it). */
 export const MAX_QUEUED = 1 << 20;
@@ -22,36 +22,22 @@ export function encodeFrame(target: { host: string; port: number }, data: Buffer
   return Buffer.concat([head, addr, data]);
 }
 
-export interface Frame {
+export interface UdpFrame {
   host: string;
   family: 4 | 6 | null;
   port: number;
   data: Buffer<ArrayBufferLike>;
 }
 
-function decodeFrame(b: Buffer): Frame | null {
-  const atyp = b[0];
-  let host: string;
-  let family: 4 | 6 | null;
-  let at: number;
-  if (atyp === 1 && b.length >= 7) {
-    host = ipaddr.fromByteArray([...b.subarray(1, 5)]).toString();
-    family = 4;
-    at = 5;
-  } else if (atyp === 4 && b.length >= 19) {
-    host = ipaddr.fromByteArray([...b.subarray(1, 17)]).toString();
-    family = 6;
-    at = 17;
-  } else if (atyp === 3 && b.length >= 2 && b.length >= 2 + b[1]! + 2) {
-    host = socksNameText(b.subarray(2, 2 + b[1]!));
-    family = null;
-    at = 2 + b[1]!;
-  } else return null;
-  return { host, family, port: b.readUInt16BE(at), data: b.subarray(at + 2) };
+/** A frame's body (its length taken off): the SOCKS5 address, then the datagram. Null: not a whole address. */
+function decodeFrame(b: Buffer): UdpFrame | null {
+  const a = decodeSocksAddress(b, 0);
+  if (a === null || a === 'incomplete') return null;
+  return { host: a.host, family: a.family, port: a.port, data: b.subarray(a.end) };
 }
 
 /** Reads frames off a hop connection; a frame it cannot read ends the connection. */
-export function readFrames(s: net.Socket, onFrame: (f: Frame) => void): void {
+export function readFrames(s: net.Socket, onFrame: (f: UdpFrame) => void): void {
   let buf: Buffer<ArrayBufferLike> = Buffer.alloc(0);
   s.on('data', (chunk: Buffer) => {
     buf = buf.length === 0 ? chunk : Buffer.concat([buf, chunk]);

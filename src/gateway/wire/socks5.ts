@@ -4,14 +4,13 @@
 import { isIP } from 'node:net';
 import { credentialText, isValidHostName } from './http-head.js';
 import { INCOMPLETE, fail, type ParseResult } from './parse-result.js';
-import { encodeSocksAddress, socksNameText } from '../../rules/socks5-address.js';
+import { ATYP_DOMAIN, ATYP_IPV4, decodeSocksAddress, encodeSocksAddress } from '../../rules/socks5-address.js';
 
 export const SOCKS_VERSION = 0x05;
 export const AUTH_VERSION = 0x01;
 
 export const Method = { NoAuth: 0x00, UserPass: 0x02, NoAcceptable: 0xff } as const;
 export const Command = { Connect: 0x01, Bind: 0x02, UdpAssociate: 0x03 } as const;
-export const AddressType = { IPv4: 0x01, Domain: 0x03, IPv6: 0x04 } as const;
 export const Reply = {
   Succeeded: 0x00,
   GeneralFailure: 0x01,
@@ -84,39 +83,6 @@ export interface SocksRequest {
 }
 
 /**
- * RFC 5952 text of 16 address bytes: the longest run of two or more zero groups (the first of equals) as `::`,
- * as the gateway's canonical IPv6 text elsewhere (the usage's domain rows), never eight groups of zeros.
- */
-export function ipv6Text(b: Uint8Array): string {
-  const groups: number[] = [];
-  for (let i = 0; i < 16; i += 2) groups.push(((b[i] as number) << 8) | (b[i + 1] as number));
-  let best = -1;
-  let bestLen = 1;
-  for (let i = 0; i < 8;) {
-    if (groups[i] !== 0) {
-      i++;
-      continue;
-    }
-    let j = i;
-    while (j < 8 && groups[j] === 0) j++;
-    if (j - i > bestLen) {
-      best = i;
-      bestLen = j - i;
-    }
-    i = j;
-  }
-  const hex = (from: number, to: number) =>
-    groups
-      .slice(from, to)
-      .map((g) => g.toString(16))
-      .join(':');
-  if (best < 0) return hex(0, 8);
-  // IPv4-mapped (::ffff:a.b.c.d) in its dotted form, as RFC 5952 section 5 recommends.
-  if (best === 0 && bestLen === 5 && groups[5] === 0xffff) return `::ffff:${b[12]}.${b[13]}.${b[14]}.${b[15]}`;
-  return `${hex(0, best)}::${hex(best + bestLen, 8)}`;
-}
-
-/**
  * The CONNECT/BIND/UDP ASSOCIATE request. An unknown command is still parsed (so the caller can
  * answer 0x07); an unknown address type cannot be framed and is an error (answer 0x08).
  * The command is not checked here: any value is returned for the caller to answer 0x07.
@@ -140,36 +106,18 @@ function addressAt(
   buf: Uint8Array,
   i: number,
 ): ParseResult<{ address: SocksAddress; port: number }, 'bad_address_type' | 'bad_domain'> {
-  if (buf.length < i + 1) return INCOMPLETE;
-  const atyp = buf[i] as number;
-  let address: SocksAddress;
-  let end: number;
-  if (atyp === AddressType.IPv4) {
-    end = i + 1 + 4;
-    if (buf.length < end + 2) return INCOMPLETE;
-    // Dotted quad without an array per request.
-    address = { type: 'ipv4', host: `${buf[i + 1]}.${buf[i + 2]}.${buf[i + 3]}.${buf[i + 4]}` };
-  } else if (atyp === AddressType.IPv6) {
-    end = i + 1 + 16;
-    if (buf.length < end + 2) return INCOMPLETE;
-    address = { type: 'ipv6', host: ipv6Text(buf.subarray(i + 1, end)) };
-  } else if (atyp === AddressType.Domain) {
-    if (buf.length < i + 2) return INCOMPLETE;
-    const len = buf[i + 1] as number;
-    if (len === 0) return fail('bad_domain');
-    end = i + 2 + len;
-    if (buf.length < end + 2) return INCOMPLETE;
-    address = { type: 'domain', host: socksNameText(buf.subarray(i + 2, end)) };
-  } else {
-    return fail('bad_address_type');
-  }
-  const port = ((buf[end] as number) << 8) | (buf[end + 1] as number);
-  return { kind: 'ok', value: { address, port }, consumed: end + 2 };
+  // A name of no octets is refused as soon as its length is in (before its port).
+  if (buf[i] === ATYP_DOMAIN && buf[i + 1] === 0) return fail('bad_domain');
+  const a = decodeSocksAddress(buf, i);
+  if (a === 'incomplete') return INCOMPLETE;
+  if (a === null) return fail('bad_address_type');
+  const type = a.family === 4 ? 'ipv4' : a.family === 6 ? 'ipv6' : 'domain';
+  return { kind: 'ok', value: { address: { type, host: a.host }, port: a.port }, consumed: a.end };
 }
 
 /** A reply: `05 REP 00 ATYP BND.ADDR BND.PORT` (`bound`: an IP literal, its family by its text). */
 export function encodeReply(rep: number, bound?: { address: string; port: number }): Buffer {
-  if (!bound) return Buffer.from([SOCKS_VERSION, rep, 0, AddressType.IPv4, 0, 0, 0, 0, 0, 0]);
+  if (!bound) return Buffer.from([SOCKS_VERSION, rep, 0, ATYP_IPV4, 0, 0, 0, 0, 0, 0]);
   return Buffer.concat([Buffer.from([SOCKS_VERSION, rep, 0]), encodeSocksAddress(bound.address, bound.port)!]);
 }
 

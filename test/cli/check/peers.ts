@@ -9,6 +9,7 @@ import {
   type Server,
   type Socket,
 } from 'node:net';
+import { encodeSocksAddress } from '../../../src/rules/socks5-address.js';
 
 function listen<T extends Server | HttpServer>(server: T): Promise<T & { port: number }> {
   return new Promise((resolve) =>
@@ -198,6 +199,8 @@ export interface SocksScript {
   reply?: number;
   hangAt?: 'greeting' | 'auth' | 'connect';
   egress?: string;
+  /** The address the success reply names as bound (default 127.0.0.1), written by src/rules/socks5-address.ts. */
+  bound?: string;
 }
 
 export interface SocksPeer extends Closable {
@@ -261,9 +264,8 @@ export async function socksPeer(script: SocksScript): Promise<SocksPeer> {
           const up = netConnect({ host: host === 'localhost' ? '127.0.0.1' : host, port, localAddress: script.egress });
           up.on('error', () => client.end(Buffer.from([0x05, 0x05, 0x00, 0x01, 0, 0, 0, 0, 0, 0])));
           up.on('connect', () => {
-            const b = Buffer.from([0x05, 0x00, 0x00, 0x01, 127, 0, 0, 1, 0, 0]);
-            b.writeUInt16BE(up.localPort ?? 0, 8);
-            client.write(b);
+            const bound = encodeSocksAddress(script.bound ?? '127.0.0.1', up.localPort ?? 0)!;
+            client.write(Buffer.concat([Buffer.from([0x05, 0x00, 0x00]), bound]));
             if (buf.length) up.write(buf);
             client.pipe(up).pipe(client);
           });

@@ -619,6 +619,25 @@ describe('SOCKS5 proxy', () => {
     expect(JSON.stringify(r)).not.toContain(PASS);
   });
 
+  // The bound address an IPv6 reply names was shown as eight groups (`[0:0:0:0:0:0:0:1]`); now RFC 5952 text, as the
+  // gateway writes it (docs/decisions.md#d-082).
+  it.each([
+    ['127.0.0.1', '127.0.0.1'],
+    ['::1', '[::1]'],
+    ['2001:db8:0:0:1:0:0:1', '[2001:db8::1:0:0:1]'],
+    ['::ffff:192.0.2.7', '[::ffff:192.0.2.7]'],
+    ['bücher.example', 'bücher.example'],
+  ])('connect shows the bound address %s as %s', async (bound, shown) => {
+    const socks = keep(await socksPeer({ bound }));
+    const r = await performCheck(
+      opts({ proxy: `socks5h://127.0.0.1:${socks.port}`, target: `https://localhost:${https.port}/`, direct: false }),
+      { lookup },
+    );
+    expect(r.ok).toBe(true);
+    expect(r.report.stages[3]!.detail).toMatch(/, bound \S+:\d+$/);
+    expect(r.report.stages[3]!.detail).toContain(`, bound ${shown}:`);
+  });
+
   it('socks5 resolves the target locally and sends an IPv4 address', async () => {
     const socks = keep(await socksPeer({}));
     const r = await performCheck(

@@ -21,6 +21,7 @@ import type { UdpCarrier, UdpSender } from '../../../src/gateway/dial/udp-out.js
 import { HopUdpCarrier } from '../../../src/gateway/hop/udp-carrier.js';
 import { encodeFrame, readFrames } from '../../../src/gateway/hop/udp.js';
 import { encodeHopAnswer, encodeHopRequest, parseHopAnswer, parseHopRequest } from '../../../src/gateway/hop/wire.js';
+import { encodeUdpHeader } from '../../../src/gateway/wire/socks5.js';
 import { ByteBudget } from '../../../src/gateway/relay/byte-budget.js';
 import { countDatagram, datagramMayPass, type DatagramOwner } from '../../../src/gateway/relay/datagrams.js';
 import { RateBucket } from '../../../src/gateway/relay/rate-budget.js';
@@ -373,6 +374,31 @@ describe('the hop carrier (hop/udp-carrier.ts)', () => {
     expect(entry2.destroyed).toBe(true);
     expect(ended2).toBe(0);
   });
+
+  // The exit's frames name an IPv6 sender as bytes; the entry reads them as RFC 5952 text (src/rules/socks5-address.ts,
+  // no longer ipaddr.js's `::ffff:c000:207` for an IPv4-mapped one) and the client's answer header re-encodes that
+  // text: the bytes the client gets are the ones the exit sent.
+  it.each(['::ffff:192.0.2.7', '2001:db8::1:0:0:1', '::1', '192.0.2.7'])(
+    'an answer from %s reaches the client with the sender bytes the exit framed',
+    async (sender) => {
+      const [entry, exit] = await pair();
+      const carrier = new HopUdpCarrier(entry, { drop: () => {} });
+      const answers: UdpSender[] = [];
+      carrier.receive(
+        (from) => answers.push(from),
+        () => {},
+      );
+      const frame = encodeFrame({ host: sender, port: 5353 }, Buffer.from('a'))!;
+      exit.write(frame);
+      await waitFor('the answer', () => answers.length === 1);
+      const from = answers[0]!;
+      expect(from.family).toBe(sender.includes(':') ? 6 : 4);
+      expect(from.address).toBe(sender);
+      expect(encodeUdpHeader(from.address, from.port)).toEqual(
+        Buffer.concat([Buffer.from([0, 0, 0]), frame.subarray(2, frame.length - 1)]),
+      );
+    },
+  );
 });
 
 describe('the UDP defaults (src/rules/udp-defaults.ts)', () => {

@@ -1,7 +1,8 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import ipaddr from 'ipaddr.js';
-import { encodeReply, ipv6Text, parseGreeting, parseRequest, parseUserPass } from '../../../src/gateway/wire/socks5.js';
+import { encodeReply, parseGreeting, parseRequest, parseUserPass } from '../../../src/gateway/wire/socks5.js';
+import { ipv6Text } from '../../../src/rules/socks5-address.js';
 import { expectByteByByte, expectTotal, expectWithTrailer } from './parse-harness.js';
 
 const b = (...x: number[]): Buffer => Buffer.from(x);
