@@ -1,5 +1,5 @@
 // Usage buckets, shared by both backends: which bucket a flush lands in, and the read queries.
-import { usageKey } from '../../rules/usage-key.js';
+import { usageKey, usageTargetKey } from '../../rules/usage-key.js';
 import { DAY_MS, HOUR_MS, MINUTE_MS } from '../../rules/time.js';
 import type { DomainUsageRow, UsageDelta, UsagePeriod, UsageQuery, UsageRow } from './types.js';
 
@@ -114,7 +114,7 @@ export const DOMAINS_PER_USER_DAY = 1_000;
 export function perSubject(deltas: readonly UsageDelta[]): UsageDelta[] {
   const out = new Map<string, UsageDelta>();
   for (const d of deltas) {
-    const key = subjectKey(d);
+    const key = usageKey(d.accountId, d.subject);
     const o = out.get(key);
     if (!o)
       out.set(key, {
@@ -133,13 +133,11 @@ export function perSubject(deltas: readonly UsageDelta[]): UsageDelta[] {
   return [...out.values()];
 }
 
-/** An account and subject as a map key: the gateway's and the meter's key (src/rules/usage-key.ts). */
-export const subjectKey = (d: Pick<UsageDelta, 'accountId' | 'subject'>): string => usageKey(d.accountId, d.subject);
-
 /** How many named domains each account and subject of a flush brings (the cap needs no lookup while they fit). */
 export function namedPerSubject(deltas: readonly UsageDelta[]): Map<string, number> {
   const n = new Map<string, number>();
-  for (const d of deltas) if (d.target) n.set(subjectKey(d), (n.get(subjectKey(d)) ?? 0) + 1);
+  for (const d of deltas)
+    if (d.target) n.set(usageKey(d.accountId, d.subject), (n.get(usageKey(d.accountId, d.subject)) ?? 0) + 1);
   return n;
 }
 
@@ -161,7 +159,7 @@ export function capDomains(
 ): UsageDelta[] {
   const out = new Map<string, UsageDelta>();
   const add = (d: UsageDelta, domain: string) => {
-    const key = `${subjectKey(d)}\0${domain}`;
+    const key = usageTargetKey(d.accountId, d.subject, domain);
     const o = out.get(key);
     if (!o) out.set(key, { ...d, target: domain });
     else {
@@ -174,13 +172,13 @@ export function capDomains(
   const fresh: UsageDelta[] = [];
   for (const d of deltas) {
     if (!d.target) add(d, OTHER_DOMAIN);
-    else if (!near.has(subjectKey(d)) || present(d)) add(d, d.target);
+    else if (!near.has(usageKey(d.accountId, d.subject)) || present(d)) add(d, d.target);
     else fresh.push(d);
   }
   fresh.sort((x, y) => y.bytesUp + y.bytesDown - (x.bytesUp + x.bytesDown));
   const room = new Map<string, number>();
   for (const d of fresh) {
-    const k = subjectKey(d);
+    const k = usageKey(d.accountId, d.subject);
     const left = room.get(k) ?? DOMAINS_PER_USER_DAY - (kept.get(k) ?? 0);
     room.set(k, left - 1);
     add(d, left > 0 ? d.target! : OTHER_DOMAIN);
