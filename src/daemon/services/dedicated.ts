@@ -7,8 +7,6 @@ import { usageRange } from './usage.js';
 import type { EgressAddressRow, Store } from '../store/index.js';
 import { auditDraft, type AuditContext } from './audit.js';
 
-export const DEFAULT_IP_REPLACEMENTS = 3;
-export const DEFAULT_IP_QUARANTINE_DAYS = 30;
 const DAY_SEC = 86_400;
 
 export class DedicatedError extends Error {

@@ -1,6 +1,7 @@
 // Usage buckets, shared by both backends: which bucket a flush lands in, and the read queries.
 import { usageKey, usageTargetKey } from '../../rules/usage-key.js';
 import { DAY_MS, HOUR_MS, MINUTE_MS } from '../../rules/time.js';
+import { parseDurationMs } from '../../contract/time.js';
 import type { DomainUsageRow, UsageDelta, UsagePeriod, UsageQuery, UsageRow } from './types.js';
 
 export const PERIOD_MS: Record<UsagePeriod, number> = { minute: MINUTE_MS, hour: HOUR_MS, day: DAY_MS };
@@ -9,12 +10,16 @@ export const PERIODS = Object.keys(PERIOD_MS) as UsagePeriod[];
 /** How long an applied flush's id is kept: a flush is never sent again after that long. */
 export const FLUSH_ID_KEEP_MS = DAY_MS;
 
-/** How long buckets are kept unless `--usage-retention` says otherwise. */
-export const DEFAULT_USAGE_RETENTION_MS: Record<UsagePeriod, number> = {
-  minute: 48 * 3_600_000,
-  hour: 90 * DAY_MS,
-  day: 2 * 365 * DAY_MS,
-};
+/** How long buckets are kept per period unless `--usage-retention` says otherwise, as the flag writes it. */
+const DEFAULT_SPANS: Record<UsagePeriod, string> = { minute: '48h', hour: '90d', day: '2y' };
+
+/** The default of `--usage-retention` as the flag's text (`minute=48h,hour=90d,day=2y`). */
+export const DEFAULT_USAGE_RETENTION = PERIODS.map((p) => `${p}=${DEFAULT_SPANS[p]}`).join(',');
+
+/** How long buckets are kept unless `--usage-retention` says otherwise: DEFAULT_USAGE_RETENTION in ms. */
+export const DEFAULT_USAGE_RETENTION_MS = Object.fromEntries(
+  PERIODS.map((p) => [p, parseDurationMs(DEFAULT_SPANS[p])!]),
+) as Record<UsagePeriod, number>;
 
 /** The start of the `period` bucket holding `atMs` (UTC). */
 export function bucketStart(period: UsagePeriod, atMs: number): number {
