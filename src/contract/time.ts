@@ -1,6 +1,6 @@
 // Durations and times as operators type them: `90s`, `30m`, `48h`, `7d`, `2y`, and ISO times.
-import { DAY_MS } from '../rules/time.js';
-const UNIT_MS: Record<string, number> = { s: 1_000, m: 60_000, h: 3_600_000, d: DAY_MS, y: 365 * DAY_MS };
+import { DAY_MS, HOUR_MS, MINUTE_MS } from '../rules/time.js';
+const UNIT_MS: Record<string, number> = { s: 1_000, m: MINUTE_MS, h: HOUR_MS, d: DAY_MS, y: 365 * DAY_MS };
 
 /**
  * Milliseconds of `N<unit>` with a unit among `units`; a bare number is seconds when `bareSeconds`. Null when

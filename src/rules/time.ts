@@ -5,3 +5,5 @@ export const MINUTE_MS = 60_000;
 export const HOUR_MS = 3_600_000;
 /** A UTC day (no leap seconds in Unix time). */
 export const DAY_MS = 86_400_000;
+/** A UTC day in seconds (the daemon's second-counted spans and flags). */
+export const DAY_S = 86_400;

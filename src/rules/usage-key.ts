@@ -19,3 +19,13 @@ export const subjectIp = (subject: string | null | undefined): string | null =>
 
 /** One key per account and subject: NUL cannot occur in a subject, so no two pairs share a key. */
 export const usageKey = (accountId: number, subject: string): string => `${accountId}\0${subject}`;
+
+/** The account and subject of a `usageKey`: the account before the first NUL, the subject after it. */
+export function splitUsageKey(key: string): { accountId: number; subject: string } {
+  const nul = key.indexOf('\0');
+  return { accountId: Number(key.slice(0, nul)), subject: key.slice(nul + 1) };
+}
+
+/** One key per account, subject and target domain: a `usageKey` and the domain after one more NUL. */
+export const usageTargetKey = (accountId: number, subject: string, target: string): string =>
+  `${usageKey(accountId, subject)}\0${target}`;

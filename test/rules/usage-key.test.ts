@@ -1,8 +1,15 @@
 // Whose usage a byte counts as, and the one key of an account and subject (src/rules/usage-key.ts).
 import { describe, expect, it } from 'vitest';
 import { subjectOf, userOf } from '../../src/daemon/services/usage.js';
-import { subjectKey } from '../../src/daemon/store/usage-sql.js';
-import { ipSubject, subjectIp, subjectUser, usageKey, userSubject } from '../../src/rules/usage-key.js';
+import {
+  ipSubject,
+  splitUsageKey,
+  subjectIp,
+  subjectUser,
+  usageKey,
+  usageTargetKey,
+  userSubject,
+} from '../../src/rules/usage-key.js';
 
 describe('usage subjects and keys', () => {
   it('names a proxy user and a whitelisted address, and reads the user back', () => {
@@ -22,14 +29,18 @@ describe('usage subjects and keys', () => {
     expect(userOf(ipSubject('203.0.113.9'))).toBe('ip:203.0.113.9');
   });
 
-  it("the store's key is the gateway's and the meter's", () => {
+  it('a key splits back into its account and subject, and a target key extends it', () => {
     for (const [accountId, subject] of [
       [1, 'user:alice'],
       [12, 'ip:203.0.113.9'],
-      [1, '2\u0000user:x'],
+      [1, 'user:a\u0000b'],
     ] as const) {
-      expect(subjectKey({ accountId, subject })).toBe(usageKey(accountId, subject));
+      expect(splitUsageKey(usageKey(accountId, subject))).toEqual({ accountId, subject });
+      expect(usageTargetKey(accountId, subject, 'example.com')).toBe(
+        `${usageKey(accountId, subject)}\u0000example.com`,
+      );
     }
+    expect(usageTargetKey(1, 'user:a', '')).toBe(`${usageKey(1, 'user:a')}\u0000`);
   });
 
   it('no two accounts and subjects share a key', () => {

@@ -62,7 +62,7 @@ function notAProxy(ctx: CheckContext, status: number, reason: string, proxyish: 
   if (proxyish || PROXY_STATUSES.has(status) || status < 400) return null;
   return fail(
     `${status} ${reason}`.trim() +
-      ` without a Via header: this answer did not come through a proxy (${ctx.proxy.host}:${ctx.proxy.port} looks like a web server or API, not a proxy port)`,
+      ` without a Via header: this answer did not come through a proxy (${formatHostPort(ctx.proxy.host, ctx.proxy.port)} looks like a web server or API, not a proxy port)`,
     {
       kind: 'not_a_proxy',
       status,

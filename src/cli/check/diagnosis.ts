@@ -1,4 +1,5 @@
 // One line naming the likely cause and what to try, built from the failing stage's cause value.
+import { formatHostPort } from '../../rules/host-port.js';
 import { hex, socksReplyName } from './socks5.js';
 import type { FailureCause, StageName } from './types.js';
 import type { ProxySpec, TargetSpec } from './urls.js';
@@ -26,7 +27,7 @@ const TIMEOUT_HINT: Record<StageName, string> = {
 };
 
 function failureLine(stage: StageName, cause: FailureCause, proxy: ProxySpec, target: TargetSpec): string {
-  const gw = `${proxy.host}:${proxy.port}`;
+  const gw = formatHostPort(proxy.host, proxy.port);
   switch (cause.kind) {
     case 'timeout':
       return `The ${stage} stage timed out after ${cause.ms} ms: ${TIMEOUT_HINT[stage]}.`;
@@ -136,7 +137,7 @@ export function diagnose(input: DiagnosisInput): string {
   if (!egressIp)
     return `All stages passed, but the target's answer holds no IP, so the egress cannot be compared: use an IP echo target (JSON {"ip":…} or a plain-text IP).`;
   if (input.viaMissing) {
-    return `Warning: the answer carries no Via header, so it may not have come through a proxy: ${input.proxy.host}:${input.proxy.port} may be a web server or the API rather than the proxy port (a few proxies hide themselves; proxyd always adds Via).`;
+    return `Warning: the answer carries no Via header, so it may not have come through a proxy: ${formatHostPort(input.proxy.host, input.proxy.port)} may be a web server or the API rather than the proxy port (a few proxies hide themselves; proxyd always adds Via).`;
   }
   if (input.direct === 'skipped')
     return `All stages passed: traffic leaves the proxy as ${egressIp} (direct comparison skipped).`;

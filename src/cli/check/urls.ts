@@ -1,6 +1,6 @@
 // Proxy and target URLs for the check: parsing, validation and password redaction.
 import { looksLikeToken } from '../errors.js';
-import { bracketHost } from '../../rules/host-port.js';
+import { formatHostPort } from '../../rules/host-port.js';
 
 type ProxyProtocol = 'http' | 'socks5' | 'socks5h';
 
@@ -109,9 +109,8 @@ export function parseProxyUrl(raw: string): ProxySpec {
   }
   const host = unbracket(u.hostname);
   const port = u.port ? Number(u.port) : DEFAULT_PORTS[protocol];
-  const shownHost = bracketHost(host);
   const auth = username !== null ? `${encodeURIComponent(username)}${password !== null ? ':****' : ''}@` : '';
-  return { protocol, host, port, username, password, redacted: `${protocol}://${auth}${shownHost}:${port}` };
+  return { protocol, host, port, username, password, redacted: `${protocol}://${auth}${formatHostPort(host, port)}` };
 }
 
 export function parseTargetUrl(raw: string): TargetSpec {

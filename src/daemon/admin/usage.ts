@@ -1,7 +1,7 @@
 // `proxyd admin usage`: an account's metered usage (docs/admin.md), by proxy user or by minute, hour or day,
 // as JSON, CSV or a table (the report itself: services/usage.ts).
 import { parseIsoTime, timeFlagProblem } from '../../contract/time.js';
-import { DAY_MS } from '../../rules/time.js';
+import { DAY_MS, HOUR_MS } from '../../rules/time.js';
 import { readUsageRetention, usageReport, usageText, type UsageBy, type UsageReport } from '../services/usage.js';
 import type { Store } from '../store/index.js';
 import { AdminError, AdminUsageError, NoAccountError } from './commands.js';
@@ -16,7 +16,7 @@ export interface UsageOptions {
 }
 
 const DEFAULT_SPAN_MS: Record<UsageBy, number> = {
-  minute: 3_600_000,
+  minute: HOUR_MS,
   hour: DAY_MS,
   day: 30 * DAY_MS,
   user: 30 * DAY_MS,

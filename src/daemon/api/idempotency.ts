@@ -12,6 +12,7 @@ import { IDEMPOTENCY_KEY_HEADER, IDEMPOTENT_REPLAYED_HEADER } from '../../contra
 import type { AnswerSealer } from '../services/context.js';
 import type { Store } from '../store/index.js';
 import { sendEnvelope } from './envelope.js';
+import { DAY_MS, MINUTE_MS } from '../../rules/time.js';
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -21,9 +22,9 @@ declare module 'fastify' {
 }
 
 /** How long an answer is kept. */
-export const IDEMPOTENCY_TTL_MS = 24 * 3_600_000;
+export const IDEMPOTENCY_TTL_MS = DAY_MS;
 /** A claim with no answer after this long is taken over (its node died mid-request). */
-const STALE_CLAIM_MS = 60_000;
+const STALE_CLAIM_MS = MINUTE_MS;
 /** How long a second request waits for the first one's answer before 409. */
 const WAIT_MS = 10_000;
 const POLL_MS = 50;

@@ -8,7 +8,7 @@
 // killed with SIGKILL loses at most what it had not flushed: its last second of limited accounts, its last
 // relaxed interval of the others, its last domain interval of the per-domain split (SQLite: every second, all).
 import { randomBytes } from 'node:crypto';
-import { usageKey } from '../../rules/usage-key.js';
+import { usageKey, usageTargetKey } from '../../rules/usage-key.js';
 import type { UsageDelta } from '../../gateway/types.js';
 import { StoreUnavailableError, type FlushDomains, type UsagePeriod, type UsageStore } from '../store/index.js';
 import { DEFAULT_USAGE_RETENTION_MS, OTHER_DOMAIN, bucketStart } from '../store/usage-sql.js';
@@ -143,7 +143,7 @@ export class UsageMeter {
     for (const d of collected) {
       const domain = d.target ? registrableDomain(d.target) : OTHER_DOMAIN;
       add(this.pending, usageKey(d.accountId, d.subject), d, undefined);
-      add(this.pendingDomains, `${usageKey(d.accountId, d.subject)}\0${domain}`, d, domain);
+      add(this.pendingDomains, usageTargetKey(d.accountId, d.subject, domain), d, domain);
     }
   }
 

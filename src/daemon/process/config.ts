@@ -1,6 +1,6 @@
 // `proxyd serve` configuration: flags with env fallbacks (docs/operations.md Flags and environment), validated into one typed object.
 import { KEY_LIMITS } from '../../contract/paths.js';
-import { DAY_MS } from '../../rules/time.js';
+import { DAY_MS, DAY_S } from '../../rules/time.js';
 import { parseKeyLimits } from '../ratelimit/api-limits.js';
 import { isIP } from 'node:net';
 import { availableParallelism, homedir, hostname } from 'node:os';
@@ -263,8 +263,8 @@ export function toServeConfig(o: RawServeOptions, env: NodeJS.ProcessEnv = proce
     redisUrl: o.redisUrl || undefined,
     sharedDataDir: flagOrEnv(o.sharedDataDir, env, 'PROXYD_SHARED_DATA_DIR'),
     trustProxy: parseCidrList(o.trustProxy, '--trust-proxy'),
-    releaseGraceSec: intIn(o.releaseGrace, '--release-grace', 0, 365 * 24 * 3600),
-    staleAdmissionSec: intIn(o.staleAdmission ?? SERVE_DEFAULTS.staleAdmission, '--stale-admission', 0, 7 * 24 * 3600),
+    releaseGraceSec: intIn(o.releaseGrace, '--release-grace', 0, 365 * DAY_S),
+    staleAdmissionSec: intIn(o.staleAdmission ?? SERVE_DEFAULTS.staleAdmission, '--stale-admission', 0, 7 * DAY_S),
     proxyProtocolFrom: parseCidrList(o.proxyProtocolFrom, '--proxy-protocol-from'),
     geoipDb: o.geoipDb || undefined,
     rateLimits: o.rateLimits || undefined,
@@ -276,7 +276,7 @@ export function toServeConfig(o: RawServeOptions, env: NodeJS.ProcessEnv = proce
     ...hopAddresses(role, o),
     hopCertLifetimeMs:
       parseDays(o.hopCertLifetime ?? SERVE_DEFAULTS.hopCertLifetime, '--hop-cert-lifetime', 3650) * DAY_MS,
-    hopGraceMs: intIn(o.hopGrace ?? SERVE_DEFAULTS.hopGrace, '--hop-grace', 5, 7 * 24 * 3600) * 1000,
+    hopGraceMs: intIn(o.hopGrace ?? SERVE_DEFAULTS.hopGrace, '--hop-grace', 5, 7 * DAY_S) * 1000,
     ipReplacements: intIn(o.ipReplacements ?? SERVE_DEFAULTS.ipReplacements, '--ip-replacements', 0, 1000),
     ipQuarantineDays: intIn(o.ipQuarantine ?? SERVE_DEFAULTS.ipQuarantine, '--ip-quarantine', 0, 3650),
     connectionLogRetentionMs: parseDuration(
@@ -290,7 +290,7 @@ export function toServeConfig(o: RawServeOptions, env: NodeJS.ProcessEnv = proce
     connectionLogMaxSize: parseMaxSize(o.connectionLogMaxSize),
     udp: {
       ports: parsePortRange(o.udpPorts ?? SERVE_DEFAULTS.udpPorts, '--udp-ports'),
-      idleMs: intIn(o.udpIdle ?? SERVE_DEFAULTS.udpIdle, '--udp-idle', 1, 86_400) * 1000,
+      idleMs: intIn(o.udpIdle ?? SERVE_DEFAULTS.udpIdle, '--udp-idle', 1, DAY_S) * 1000,
       maxAssociations: intIn(
         o.udpMaxAssociations ?? SERVE_DEFAULTS.udpMaxAssociations,
         '--udp-max-associations',

@@ -5,9 +5,12 @@ import { KEY_LIMITS } from '../../contract/paths.js';
 import { DEFAULT_STALE_ADMISSION_SEC } from '../admission/view.js';
 import { DEFAULT_RELEASE_GRACE_SEC } from '../store/types.js';
 import { UDP_DEFAULTS } from '../../rules/udp-defaults.js';
+import { DEFAULT_USAGE_RETENTION } from '../store/usage-sql.js';
 
-/** How long usage buckets are kept per period when `--usage-retention` is not given. */
-export const DEFAULT_USAGE_RETENTION = 'minute=48h,hour=90d,day=2y';
+/** How many dedicated addresses an account may replace per month when `--ip-replacements` is not given. */
+export const DEFAULT_IP_REPLACEMENTS = 3;
+/** How many days a released dedicated address waits before reuse when `--ip-quarantine` is not given. */
+export const DEFAULT_IP_QUARANTINE_DAYS = 30;
 
 /** Every default of `proxyd serve`, as the flag's text (what commander and the env give); config.ts parses it. */
 export const SERVE_DEFAULTS = {
@@ -21,8 +24,8 @@ export const SERVE_DEFAULTS = {
   hopListen: '127.0.0.1:3129',
   hopCertLifetime: '90',
   hopGrace: '600',
-  ipReplacements: '3',
-  ipQuarantine: '30',
+  ipReplacements: String(DEFAULT_IP_REPLACEMENTS),
+  ipQuarantine: String(DEFAULT_IP_QUARANTINE_DAYS),
   connectionLogRetention: '7d',
   auditRetention: '400d',
   connectionLogSink: 'db',

@@ -39,7 +39,7 @@ import { AuditKeeper } from '../services/audit-keeper.js';
 import { PlanEnforcer } from '../metering/plans.js';
 import { DedicatedView, offeredAddresses } from '../admission/dedicated.js';
 import { EgressUsageWriter } from '../metering/egress-usage.js';
-import { DEFAULT_IP_QUARANTINE_DAYS, DEFAULT_IP_REPLACEMENTS } from '../services/dedicated.js';
+import { DEFAULT_IP_QUARANTINE_DAYS, DEFAULT_IP_REPLACEMENTS } from './serve-options.js';
 import { ExitHeartbeat } from '../fleet/exits.js';
 import { HopIdentityKeeper } from '../fleet/hop-identity.js';
 import { HopSecrets } from '../fleet/hop-secrets.js';

@@ -6,10 +6,7 @@ import { formatIsoTime, isoSeconds } from '../../contract/schemas.js';
 import { usageRange } from './usage.js';
 import type { EgressAddressRow, Store } from '../store/index.js';
 import { auditDraft, type AuditContext } from './audit.js';
-
-export const DEFAULT_IP_REPLACEMENTS = 3;
-export const DEFAULT_IP_QUARANTINE_DAYS = 30;
-const DAY_SEC = 86_400;
+import { DAY_S } from '../../rules/time.js';
 
 export class DedicatedError extends Error {
   override name = 'DedicatedError';
@@ -77,7 +74,7 @@ export async function releaseAddresses(
   nowSec: number,
 ): Promise<{ released: number; addresses: string[] }> {
   const addresses = addressesOf(list);
-  const until = quarantineDays > 0 ? nowSec + quarantineDays * DAY_SEC : null;
+  const until = quarantineDays > 0 ? nowSec + quarantineDays * DAY_S : null;
   const out = await store.egress.release(addresses, until, (_accountId, held) =>
     auditDraft(ctx, 'ip.released', null, { addresses: held }),
   );
@@ -110,7 +107,7 @@ export async function replaceAddress(
   const r = await store.egress.replace(
     accountId,
     address,
-    { month, max: o.maxPerMonth, quarantineUntil: o.nowSec + o.quarantineDays * DAY_SEC },
+    { month, max: o.maxPerMonth, quarantineUntil: o.nowSec + o.quarantineDays * DAY_S },
     (swap) => auditDraft(ctx, 'ip.replaced', swap.old, { old: swap.old, new: swap.new }),
   );
   if (r.ok) return r;

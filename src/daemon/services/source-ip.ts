@@ -2,6 +2,7 @@
 import { isIP } from 'node:net';
 import type { FastifyRequest } from 'fastify';
 import { canonicalIp } from '../../gateway/index.js';
+import { splitHostPort } from '../../rules/host-port.js';
 
 /**
  * The address of a forwarded entry as balancers write it: `a.b.c.d`, `a.b.c.d:port` or `[v6]:port` (Azure
@@ -9,8 +10,9 @@ import { canonicalIp } from '../../gateway/index.js';
  */
 function addressOf(entry: string): string | null {
   if (isIP(entry)) return entry;
-  const m = /^(\d{1,3}(?:\.\d{1,3}){3}):\d{1,5}$/.exec(entry) ?? /^\[([0-9A-Fa-f:.]+)\](?::\d{1,5})?$/.exec(entry);
-  return m && isIP(m[1]!) ? m[1]! : null;
+  // HOST:PORT as src/rules/host-port.ts reads it; a bare `[v6]` reads as `[v6]:0`.
+  const hp = splitHostPort(entry) ?? splitHostPort(`${entry}:0`);
+  return hp && isIP(hp.host) ? hp.host : null;
 }
 
 export function sourceIp(request: FastifyRequest): string {

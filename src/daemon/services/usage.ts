@@ -15,9 +15,14 @@ import {
   type UsageSummaryQuery,
 } from '../../contract/schemas.js';
 import { shownPeriodStart } from '../metering/plans.js';
-import { DEFAULT_USAGE_RETENTION_MS, OTHER_DOMAIN, PERIOD_MS, bucketStart } from '../store/usage-sql.js';
+import {
+  DEFAULT_USAGE_RETENTION,
+  DEFAULT_USAGE_RETENTION_MS,
+  OTHER_DOMAIN,
+  PERIOD_MS,
+  bucketStart,
+} from '../store/usage-sql.js';
 import type { Plan, Store, UsagePeriod, UsageRow } from '../store/index.js';
-import { DEFAULT_USAGE_RETENTION } from '../process/serve-options.js';
 
 const UNIT_WORDS: Record<string, string> = { s: 'second', m: 'minute', h: 'hour', d: 'day', y: 'year' };
 const PERIODS: readonly UsagePeriod[] = ['minute', 'hour', 'day'];

@@ -1,6 +1,7 @@
 // Usage buckets, shared by both backends: which bucket a flush lands in, and the read queries.
-import { usageKey } from '../../rules/usage-key.js';
+import { usageKey, usageTargetKey } from '../../rules/usage-key.js';
 import { DAY_MS, HOUR_MS, MINUTE_MS } from '../../rules/time.js';
+import { parseDurationMs } from '../../contract/time.js';
 import type { DomainUsageRow, UsageDelta, UsagePeriod, UsageQuery, UsageRow } from './types.js';
 
 export const PERIOD_MS: Record<UsagePeriod, number> = { minute: MINUTE_MS, hour: HOUR_MS, day: DAY_MS };
@@ -9,12 +10,16 @@ export const PERIODS = Object.keys(PERIOD_MS) as UsagePeriod[];
 /** How long an applied flush's id is kept: a flush is never sent again after that long. */
 export const FLUSH_ID_KEEP_MS = DAY_MS;
 
-/** How long buckets are kept unless `--usage-retention` says otherwise. */
-export const DEFAULT_USAGE_RETENTION_MS: Record<UsagePeriod, number> = {
-  minute: 48 * 3_600_000,
-  hour: 90 * DAY_MS,
-  day: 2 * 365 * DAY_MS,
-};
+/** How long buckets are kept per period unless `--usage-retention` says otherwise, as the flag writes it. */
+const DEFAULT_SPANS: Record<UsagePeriod, string> = { minute: '48h', hour: '90d', day: '2y' };
+
+/** The default of `--usage-retention` as the flag's text (`minute=48h,hour=90d,day=2y`). */
+export const DEFAULT_USAGE_RETENTION = PERIODS.map((p) => `${p}=${DEFAULT_SPANS[p]}`).join(',');
+
+/** How long buckets are kept unless `--usage-retention` says otherwise: DEFAULT_USAGE_RETENTION in ms. */
+export const DEFAULT_USAGE_RETENTION_MS = Object.fromEntries(
+  PERIODS.map((p) => [p, parseDurationMs(DEFAULT_SPANS[p])!]),
+) as Record<UsagePeriod, number>;
 
 /** The start of the `period` bucket holding `atMs` (UTC). */
 export function bucketStart(period: UsagePeriod, atMs: number): number {
@@ -114,7 +119,7 @@ export const DOMAINS_PER_USER_DAY = 1_000;
 export function perSubject(deltas: readonly UsageDelta[]): UsageDelta[] {
   const out = new Map<string, UsageDelta>();
   for (const d of deltas) {
-    const key = subjectKey(d);
+    const key = usageKey(d.accountId, d.subject);
     const o = out.get(key);
     if (!o)
       out.set(key, {
@@ -133,13 +138,11 @@ export function perSubject(deltas: readonly UsageDelta[]): UsageDelta[] {
   return [...out.values()];
 }
 
-/** An account and subject as a map key: the gateway's and the meter's key (src/rules/usage-key.ts). */
-export const subjectKey = (d: Pick<UsageDelta, 'accountId' | 'subject'>): string => usageKey(d.accountId, d.subject);
-
 /** How many named domains each account and subject of a flush brings (the cap needs no lookup while they fit). */
 export function namedPerSubject(deltas: readonly UsageDelta[]): Map<string, number> {
   const n = new Map<string, number>();
-  for (const d of deltas) if (d.target) n.set(subjectKey(d), (n.get(subjectKey(d)) ?? 0) + 1);
+  for (const d of deltas)
+    if (d.target) n.set(usageKey(d.accountId, d.subject), (n.get(usageKey(d.accountId, d.subject)) ?? 0) + 1);
   return n;
 }
 
@@ -161,7 +164,7 @@ export function capDomains(
 ): UsageDelta[] {
   const out = new Map<string, UsageDelta>();
   const add = (d: UsageDelta, domain: string) => {
-    const key = `${subjectKey(d)}\0${domain}`;
+    const key = usageTargetKey(d.accountId, d.subject, domain);
     const o = out.get(key);
     if (!o) out.set(key, { ...d, target: domain });
     else {
@@ -174,13 +177,13 @@ export function capDomains(
   const fresh: UsageDelta[] = [];
   for (const d of deltas) {
     if (!d.target) add(d, OTHER_DOMAIN);
-    else if (!near.has(subjectKey(d)) || present(d)) add(d, d.target);
+    else if (!near.has(usageKey(d.accountId, d.subject)) || present(d)) add(d, d.target);
     else fresh.push(d);
   }
   fresh.sort((x, y) => y.bytesUp + y.bytesDown - (x.bytesUp + x.bytesDown));
   const room = new Map<string, number>();
   for (const d of fresh) {
-    const k = subjectKey(d);
+    const k = usageKey(d.accountId, d.subject);
     const left = room.get(k) ?? DOMAINS_PER_USER_DAY - (kept.get(k) ?? 0);
     room.set(k, left - 1);
     add(d, left > 0 ? d.target! : OTHER_DOMAIN);

@@ -2,6 +2,7 @@
 // first connection; a new session takes the least-used index, so it gets an address of its own while
 // any address is free. Over an IPv6 prefix a session holds one random address of it instead. Memory is
 // bounded (expiry sweep plus a cap that drops the oldest sessions).
+import { MINUTE_MS } from '../../rules/time.js';
 
 export interface StickyAssignment {
   /** Index into the pool's address list. */
@@ -23,7 +24,6 @@ export interface SessionTableOptions {
 }
 
 export const DEFAULT_MAX_SESSIONS = 1_000_000;
-const MINUTE_MS = 60_000;
 
 /**
  * Sessions that end at a fixed time (MIN minutes after their first connection): lookup, an expiry sweep by

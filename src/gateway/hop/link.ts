@@ -11,13 +11,14 @@ import { destroySelf } from '../relay/sockets.js';
 import { normalFingerprint } from './identity.js';
 import { GOING_AWAY, MuxSession, type MuxStream } from './mux.js';
 import { ALPN, encodeHopRequest, hopProof, parseHopAnswer, readLine, sessionBinding } from './wire.js';
+import { HOUR_MS } from '../../rules/time.js';
 
 /** Connections an entry keeps to one exit at most. */
 const MAX_CONNECTIONS = 16;
 /** Streams on the least busy connection past which another connection is opened (up to MAX_CONNECTIONS). */
 const STREAMS_PER_CONNECTION = 512;
 /** A connection takes no new stream after this (a fresh handshake now and then: new keys, a spread over the exit's workers). */
-const RETIRE_MS = 3_600_000;
+const RETIRE_MS = HOUR_MS;
 /** A stream's answer is waited for at most this (a hung exit is usually found by its probes well before). */
 const ANSWER_TIMEOUT_MS = 30_000;
 

@@ -19,6 +19,7 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import type net from 'node:net';
 import type tls from 'node:tls';
+import { isStrictIPv4 } from '../../rules/ipv4-syntax.js';
 
 /** The ALPN name of this wire (a client speaking anything else gets no application data through). */
 export const ALPN = 'proxyd-hop/3';
@@ -108,8 +109,9 @@ export function encodeHopRequest(r: HopRequest): string {
   return r.kind === 'dial' ? `DIAL ${r.host} ${r.port} ${key} ${minutes}${tail}` : `UDP ${key} ${minutes}${tail}`;
 }
 
-const UDP_LINE = /^UDP (\S+) (\d{1,4})(?: (\d{1,10})(?: (\d{1,3}(?:\.\d{1,3}){3}))?)?$/;
-const DIAL_LINE = /^DIAL (\S+) (\d{1,5}) (\S+) (\d{1,4})(?: (\d{1,10})(?: (\d{1,3}(?:\.\d{1,3}){3}))?)?$/;
+// The pin is a token here, an IPv4 address only as isStrictIPv4 says (src/rules/ipv4-syntax.ts).
+const UDP_LINE = /^UDP (\S+) (\d{1,4})(?: (\d{1,10})(?: (\S+))?)?$/;
+const DIAL_LINE = /^DIAL (\S+) (\d{1,5}) (\S+) (\d{1,4})(?: (\d{1,10})(?: (\S+))?)?$/;
 
 /** An OPEN's line as encodeHopRequest makes it; null for a line no entry makes (a bad port, a bad encoding). */
 export function parseHopRequest(line: string): HopRequest | null {
@@ -117,6 +119,7 @@ export function parseHopRequest(line: string): HopRequest | null {
   const m = u ? null : DIAL_LINE.exec(line);
   if (!u && (!m || Number(m[2]) > 65535)) return null;
   const [key, minutes, account, pin] = u ? [u[1]!, u[2]!, u[3], u[4]] : [m![3]!, m![4]!, m![5], m![6]];
+  if (pin !== undefined && !isStrictIPv4(pin)) return null;
   let session: HopSession | null = null;
   try {
     session = key === '-' ? null : { key: decodeURIComponent(key), minutes: Number(minutes) };
@@ -135,12 +138,15 @@ export function encodeHopAnswer(a: HopAnswer): string {
   return `OK ${a.egress ?? '-'}${a.egress && a.port ? ` ${a.port}` : ''}`;
 }
 
-const OK_EGRESS = /^OK (?:udp )?(\d{1,3}(?:\.\d{1,3}){3})(?: |$)/;
+const OK_EGRESS = /^OK (?:udp )?(\S+)(?: |$)/;
 
 /** An answer as the entry reads it: OK, with the IPv4 egress address it names (usage by dedicated address), or the failure. */
 export function parseHopAnswer(
   line: string,
 ): { ok: true; egress: string | undefined } | { ok: false; failure: string } {
-  if (line.startsWith('OK')) return { ok: true, egress: OK_EGRESS.exec(line)?.[1] };
+  if (line.startsWith('OK')) {
+    const egress = OK_EGRESS.exec(line)?.[1];
+    return { ok: true, egress: isStrictIPv4(egress) ? egress : undefined };
+  }
   return { ok: false, failure: line.slice(4) };
 }

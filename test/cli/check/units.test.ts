@@ -239,6 +239,18 @@ describe('diagnosis', () => {
     expect(socks).toMatch(/target rules, an expired plan, a used-up traffic limit/);
   });
 
+  it('names an IPv6 proxy as [HOST]:PORT, not ::1:1080', () => {
+    const v6 = parseProxyUrl('socks5h://[::1]:1080');
+    const base = { proxy: v6, target, egressIp: null, directIp: null, direct: 'skipped' } as const;
+    const notSocks = diagnose({ ...base, failed: { stage: 'auth', cause: { kind: 'not_socks5', firstByte: 0x48 } } });
+    const notProxy = diagnose({ ...base, failed: { stage: 'status', cause: { kind: 'not_a_proxy', status: 200 } } });
+    const noVia = diagnose({ ...base, failed: null, egressIp: '1.1.1.1', viaMissing: true });
+    for (const line of [notSocks, notProxy, noVia]) {
+      expect(line).toContain('[::1]:1080');
+      expect(line).not.toMatch(/(^|[^[])::1:1080/);
+    }
+  });
+
   it('egress comparisons', () => {
     const base = { failed: null, proxy, target };
     expect(diagnose({ ...base, egressIp: '1.1.1.1', directIp: '1.1.1.1', direct: 'ok' })).toMatch(/^Warning/);

@@ -519,6 +519,8 @@ describe('behind a trusted balancer (--trust-proxy)', () => {
     expect(await ip('198.51.100.7:50123')).toBe('198.51.100.7');
     expect(await ip('10.0.0.1, 198.51.100.8:443')).toBe('198.51.100.8');
     expect(await ip('[2001:db8::1]:443')).toBe('2001:db8::1');
+    expect(await ip('[2001:db8::2]')).toBe('2001:db8::2');
+    expect(await ip('garbage:443')).toBe('127.0.0.1');
     // An entry naming no address counts as the balancer's own, as a request without the header does.
     expect(await ip('garbage')).toBe('127.0.0.1');
   });

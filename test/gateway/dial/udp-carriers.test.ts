@@ -84,6 +84,9 @@ describe('the hop lines (hop/wire.ts)', () => {
       'DIAL h 80 %E0%A4%A 1',
       'UDP %E0%A4%A 1',
       'UDP - 0 7 not-an-ip',
+      // The pin is an IPv4 address as isStrictIPv4 reads it (src/rules/ipv4-syntax.ts): no octet past 255, no leading zero.
+      'UDP - 0 7 256.0.0.1',
+      'DIAL h 80 - 0 7 010.0.0.1',
       'PING',
       '',
       'DIAL h 80 -',
@@ -103,6 +106,8 @@ describe('the hop lines (hop/wire.ts)', () => {
     expect(parseHopAnswer('OK udp 192.0.2.1')).toEqual({ ok: true, egress: '192.0.2.1' });
     expect(parseHopAnswer('OK udp')).toEqual({ ok: true, egress: undefined });
     expect(parseHopAnswer('OK -')).toEqual({ ok: true, egress: undefined });
+    expect(parseHopAnswer('OK 999.0.2.1 40001')).toEqual({ ok: true, egress: undefined });
+    expect(parseHopAnswer('OK udp 192.0.2.01')).toEqual({ ok: true, egress: undefined });
     expect(parseHopAnswer('ERR target_denied')).toEqual({ ok: false, failure: 'target_denied' });
   });
 });

@@ -22,7 +22,6 @@ import {
   domainQueryText,
   namedPerSubject,
   nearCap,
-  subjectKey,
   perSubject,
   toDomainRow,
   toUsageRow,
@@ -32,6 +31,7 @@ import {
 } from '../usage-sql.js';
 import type postgres from '#postgres';
 import { guard } from './db.js';
+import { splitUsageKey, usageKey, usageTargetKey } from '../../../rules/usage-key.js';
 import { BATCH_MS, unlessBusy, PgFamily } from './family.js';
 
 /** The roll-up's advisory lock: any fixed 64-bit number of our own. */
@@ -95,7 +95,10 @@ export class PgUsageStore extends PgFamily implements UsageStore {
     const day = bucketStart('day', atMs);
     const named = namedPerSubject(deltas);
     const subjects = JSON.stringify(
-      [...named.keys()].map((k) => ({ a: Number(k.split('\0')[0]), s: k.slice(k.indexOf('\0') + 1) })),
+      [...named.keys()].map((k) => {
+        const { accountId, subject } = splitUsageKey(k);
+        return { a: accountId, s: subject };
+      }),
     );
     // A count per user through the primary key (a join over the whole table's day would scan it).
     const keptRows =
@@ -104,10 +107,10 @@ export class PgUsageStore extends PgFamily implements UsageStore {
         : await tx<{ a: number; s: string; n: string }[]>`
       SELECT i.a, i.s, (SELECT COUNT(*) FROM usage_domains u WHERE u.account_id = i.a AND u.day_ms = ${day} AND u.subject = i.s AND u.node = ${node} AND u.domain <> '') AS n
       FROM jsonb_to_recordset(${subjects}::text::jsonb) AS i(a integer, s text)`;
-    const kept = new Map(keptRows.map((r) => [subjectKey({ accountId: r.a, subject: r.s }), Number(r.n)]));
+    const kept = new Map(keptRows.map((r) => [usageKey(r.a, r.s), Number(r.n)]));
     const near = nearCap(named, kept);
     const asked = deltas
-      .filter((d) => d.target && near.has(subjectKey(d)))
+      .filter((d) => d.target && near.has(usageKey(d.accountId, d.subject)))
       .map((d) => ({ a: d.accountId, s: d.subject, dom: d.target }));
     const presentRows =
       asked.length === 0
@@ -115,9 +118,9 @@ export class PgUsageStore extends PgFamily implements UsageStore {
         : await tx<{ a: number; s: string; dom: string }[]>`
       SELECT i.a, i.s, i.dom FROM jsonb_to_recordset(${JSON.stringify(asked)}::text::jsonb) AS i(a integer, s text, dom text)
       WHERE EXISTS (SELECT 1 FROM usage_domains u WHERE u.account_id = i.a AND u.day_ms = ${day} AND u.subject = i.s AND u.node = ${node} AND u.domain = i.dom)`;
-    const present = new Set(presentRows.map((r) => `${r.a}\0${r.s}\0${r.dom}`));
+    const present = new Set(presentRows.map((r) => usageTargetKey(r.a, r.s, r.dom)));
     const domainRows = JSON.stringify(
-      capDomains(deltas, kept, (d) => present.has(`${subjectKey(d)}\0${d.target}`)).map((d) => ({
+      capDomains(deltas, kept, (d) => present.has(usageTargetKey(d.accountId, d.subject, d.target!))).map((d) => ({
         a: d.accountId,
         s: d.subject,
         dom: d.target ?? OTHER_DOMAIN,

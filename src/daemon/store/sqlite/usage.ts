@@ -30,6 +30,7 @@ import {
 } from '../usage-sql.js';
 import { isBusyError, type Db } from './db.js';
 import { stmt } from './statements.js';
+import { splitUsageKey } from '../../../rules/usage-key.js';
 
 export class SqliteUsageStore implements UsageStore {
   constructor(
@@ -77,8 +78,8 @@ export class SqliteUsageStore implements UsageStore {
         }
         const keptOf = new Map<string, number>();
         for (const k of namedPerSubject(byDomain.deltas).keys()) {
-          const [account, subject] = k.split('\0') as [string, string];
-          keptOf.set(k, kept.get(Number(account), day, subject, node)!.n);
+          const { accountId, subject } = splitUsageKey(k);
+          keptOf.set(k, kept.get(accountId, day, subject, node)!.n);
         }
         const seen = (d: UsageDelta) => present.get(d.accountId, day, d.subject, node, d.target) !== undefined;
         for (const d of capDomains(byDomain.deltas, keptOf, seen))
