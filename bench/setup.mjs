@@ -6,7 +6,7 @@
 // process. Alternating between proxies (and with a direct connection for set-up) so outside load hits all alike.
 //
 //   node bench/setup.mjs [--reps 5] [--lat-n 2000] [--rate-ms 1500] [--size-mib 256] [--phases setup,rate,64]
-//                        [--no-dante] [--no-floor] [--no-widen] [--warm-ms 8000] [--lead-ms 0] [--profile DIR] [--strace]
+//                        [--no-dante] [--no-floor] [--no-workers] [--no-widen] [--warm-ms 8000] [--lead-ms 0] [--profile DIR] [--strace]
 //   node bench/setup.mjs --dedicated [--dedicated-aa] [--reps 5] [--lat-n 2000] [--rate-ms 1500] [--warm-ms 8000]   (mainDedicated, below)
 //
 // Per path: set-up added p50/p99 (connect → handshake → first echoed byte, minus a direct connection's,
@@ -60,6 +60,8 @@ const PHASES = new Set(opt('phases', 'setup,rate,64').split(','));
 const DANTE = !argv.includes('--no-dante') && spawnSync('sh', ['-c', 'command -v danted']).status === 0;
 // The floor of any relay on Node's `net` (bench/peers/node-floor.mjs, CONNECT and SOCKS5), one process and two on SO_REUSEPORT.
 const FLOOR = !argv.includes('--no-floor');
+/** --no-workers: no `proxyd --workers 2` and no floor x2 (the one-process comparison only: half the time). */
+const WORKERS = !argv.includes('--no-workers');
 const LOOPS = 8;
 /** Warm-up per path (ms of the tunnels/s loops). */
 // 8 s: a fresh Node daemon's tunnels/s climbs for its first ~6 s of these loops (its code still being optimised;
@@ -331,15 +333,15 @@ async function main() {
       ).port;
       const ours = await startProxyd(dir);
       running.push(ours);
-      const ours2 = await startProxyd(dir, { workers: 2 });
-      running.push(ours2);
+      const ours2 = WORKERS ? await startProxyd(dir, { workers: 2 }) : null;
+      if (ours2) running.push(ours2);
       const squid = await startSquid(dir);
       running.push(squid);
       const dante = DANTE ? await startDante(dir) : null;
       if (dante) running.push(dante);
       const floor = FLOOR ? await startFloor(1, { socks: true }) : null;
       if (floor) running.push(floor);
-      const floor2 = FLOOR ? await startFloor(2, { socks: true }) : null;
+      const floor2 = FLOOR && WORKERS ? await startFloor(2, { socks: true }) : null;
       if (floor2) running.push(floor2);
       return { tport, ours, ours2, squid, dante, floor, floor2 };
     }).then((started) => measure(started, load0, dir));
@@ -351,7 +353,7 @@ async function main() {
 
 async function measure({ tport, ours, ours2, squid, dante, floor, floor2 }, load0, dir) {
   const paths = [...ours.paths, ...squid.paths, ...(dante?.paths ?? []), ...(floor?.paths ?? [])];
-  const all = [...paths, ...ours2.paths, ...(floor2?.paths ?? [])];
+  const all = [...paths, ...(ours2?.paths ?? []), ...(floor2?.paths ?? [])];
   // Warm: every path through WARM_MS of the tunnels/s loops, as a daemon in service has run its connection path hot
   // (a Node daemon's first ~6,000 tunnels run as unoptimised code, slower and keeping more alive: decisions.md#d-039,
   // "GC: tunnels that outlived young collections"; the peers warm alike).
@@ -361,7 +363,7 @@ async function measure({ tport, ours, ours2, squid, dante, floor, floor2 }, load
     for (const p of all) {
       warmUp[p.label] = [];
       // Two processes share a path's tunnels, and each warms up on its own: twice the time, so each sees as many.
-      const ms = ours2.paths.includes(p) || (floor2?.paths.includes(p) ?? false) ? 2 * WARM_MS : WARM_MS;
+      const ms = (ours2?.paths.includes(p) ?? false) || (floor2?.paths.includes(p) ?? false) ? 2 * WARM_MS : WARM_MS;
       for (let left = ms; left > 0; left -= 1000) {
         const slice = Math.min(1000, left);
         warmUp[p.label].push(Math.round((await countFor(slice, LOOPS, () => echoOnce(p, tport))) / (slice / 1000)));
@@ -383,7 +385,7 @@ async function measure({ tport, ours, ours2, squid, dante, floor, floor2 }, load
   const pidOf = new Map(
     [
       [ours, [ours.p.pid]],
-      [ours2, [ours2.p.pid]],
+      ...(ours2 ? [[ours2, [ours2.p.pid]]] : []),
       [squid, [squid.p.pid]],
       ...(dante ? [[dante, [dante.p.pid]]] : []),
       ...[floor, floor2].filter(Boolean).map((f) => [f, f.pids]),
@@ -394,7 +396,7 @@ async function measure({ tport, ours, ours2, squid, dante, floor, floor2 }, load
     log(
       `tunnels/s: ${REPS} rounds of ${RATE_MS} ms per path (and direct), alternating${LEAD_MS > 0 ? `, each after a lead-in of ${LEAD_MS} ms` : ''}`,
     );
-    const before = await lockCounters(ours2.api);
+    const before = ours2 ? await lockCounters(ours2.api) : null;
     for (let r = 0; r < REPS; r++) {
       await phase(`tunnels/s round ${r + 1}`, 60_000 + all.length * 2 * (LEAD_MS + RATE_MS + 20_000), async () => {
         for (const p of all) {
@@ -407,9 +409,11 @@ async function measure({ tport, ours, ours2, squid, dante, floor, floor2 }, load
       });
     }
     await sleep(1500); // the last records written
-    const after = await lockCounters(ours2.api);
-    locks = Object.fromEntries(Object.keys(after).map((k) => [k, after[k] - before[k]]));
-    log(`--workers 2 through the tunnels/s rounds: ${JSON.stringify(locks)}`);
+    if (ours2) {
+      const after = await lockCounters(ours2.api);
+      locks = Object.fromEntries(Object.keys(after).map((k) => [k, after[k] - before[k]]));
+      log(`--workers 2 through the tunnels/s rounds: ${JSON.stringify(locks)}`);
+    }
   }
   const up = new Map(paths.map((p) => [p.label, []]));
   if (PHASES.has('64')) {
@@ -443,7 +447,8 @@ async function measure({ tport, ours, ours2, squid, dante, floor, floor2 }, load
       conc64Range: maybe(up.get(p.label), (v) => range(v)),
     };
   });
-  for (const p of [...ours2.paths, ...(floor2?.paths ?? [])]) rows.push({ path: p.label, ...rateFields(p.label) });
+  for (const p of [...(ours2?.paths ?? []), ...(floor2?.paths ?? [])])
+    rows.push({ path: p.label, ...rateFields(p.label) });
   Object.assign(report, {
     ...runInfo(argv, load0, load1),
     portRange: portRange?.join('-') ?? null,
