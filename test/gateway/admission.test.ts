@@ -2,20 +2,21 @@
 // that throws (late or at once) gives 503 or a SOCKS5 refusal and the gateway serves on; an answer given at once
 // (a value) goes on in the same turn; a throw after it cuts that connection only; a thenable is waited for.
 // (Which room a test goes in: docs/decisions.md#d-070.)
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { AdmitResult, Admitter, PlanLimits } from '../../src/gateway/types.js';
-import { RawClient, basic, eventually, startTcpEcho, startTestGateway } from './helpers.js';
-import { socksConnectDomain, socksConnectV4, socksGreetingAuth, socksOpen } from './handshakes.js';
+import { RawClient, basic, eventually, startTestGateway } from './helpers.js';
+import {
+  AUTH,
+  withEcho,
+  type Echo,
+  socksConnectDomain,
+  socksConnectV4,
+  socksGreetingAuth,
+  socksOpen,
+} from './handshakes.js';
 
-const AUTH = basic('alice', 's3cret:pw');
-let echo: Awaited<ReturnType<typeof startTcpEcho>>;
-
-beforeAll(async () => {
-  echo = await startTcpEcho();
-});
-afterAll(() => {
-  echo.server.close();
-});
+let echo: Echo;
+withEcho((e) => (echo = e));
 
 describe('admission', () => {
   it('an admission that throws gives 503, never a crash or an open door', async () => {

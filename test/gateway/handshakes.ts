@@ -1,7 +1,47 @@
 // What the raw-socket tests of the gateway write and check (test/gateway/listen/, dial/, limits, admission):
 // SOCKS5 handshakes with alice's RFC 1929 credentials (TestAdmitter's), and that a gateway left no socket behind.
-import { expect } from 'vitest';
-import { RawClient, eventually, socketsInState, type TestGateway } from './helpers.js';
+import { afterAll, beforeAll, expect } from 'vitest';
+import {
+  RawClient,
+  basic,
+  eventually,
+  socketsInState,
+  startTcpEcho,
+  startTestGateway,
+  type TestGateway,
+} from './helpers.js';
+
+/** Alice's `Proxy-Authorization` value (TestAdmitter's user). */
+export const AUTH = basic('alice', 's3cret:pw');
+
+export type Echo = Awaited<ReturnType<typeof startTcpEcho>>;
+
+/** An echo target for a file's tests: started before them, closed after; `use` receives it. */
+export function withEcho(use: (echo: Echo) => void): void {
+  let echo: Echo | null = null;
+  beforeAll(async () => use((echo = await startTcpEcho())));
+  afterAll(() => echo?.server.close());
+}
+
+/**
+ * The gateway a listen/ file's tests share (egress 127.0.0.2, 5 s header and idle deadlines, 2 KiB heads, 50
+ * connections an account), with its echo target: started before them, closed after; `use` receives both.
+ */
+export function withSharedGateway(use: (shared: { t: TestGateway; echo: Echo }) => void): void {
+  let shared: { t: TestGateway; echo: Echo } | null = null;
+  beforeAll(async () => {
+    const echo = await startTcpEcho();
+    const t = await startTestGateway({
+      egressAddress: '127.0.0.2',
+      limits: { headerTimeoutMs: 5000, idleTimeoutMs: 5000, maxHeaderBytes: 2048, maxConnectionsPerAccount: 50 },
+    });
+    use((shared = { t, echo }));
+  });
+  afterAll(async () => {
+    await shared?.t.gw.close(100);
+    shared?.echo.server.close();
+  });
+}
 
 export function socksGreetingAuth(user = 'alice', pass = 's3cret:pw'): Buffer {
   const u = Buffer.from(user);

@@ -2,22 +2,15 @@
 // per-account, total and per-source caps, a refused connection's slot given back with its answer, what counts
 // as usage, the TrafficSink and stats(), close(drainMs).
 // (Which room a test goes in: docs/decisions.md#d-070.)
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { Admitter } from '../../src/gateway/types.js';
-import { RawClient, basic, eventually, startTcpEcho, startTestGateway } from './helpers.js';
-import { socksConnectV4, socksGreetingAuth, socksOpen } from './handshakes.js';
+import { RawClient, basic, eventually, startTestGateway } from './helpers.js';
+import { AUTH, withEcho, type Echo, socksConnectV4, socksGreetingAuth, socksOpen } from './handshakes.js';
 import { freePort } from '../helpers/net.js';
 import { TargetRuleSet } from '../../src/gateway/dial/target-rules.js';
 
-const AUTH = basic('alice', 's3cret:pw');
-let echo: Awaited<ReturnType<typeof startTcpEcho>>;
-
-beforeAll(async () => {
-  echo = await startTcpEcho();
-});
-afterAll(() => {
-  echo.server.close();
-});
+let echo: Echo;
+withEcho((e) => (echo = e));
 
 describe('limits and accounting', () => {
   it('idle tunnels are closed after the idle timeout', async () => {

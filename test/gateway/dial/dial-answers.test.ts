@@ -1,19 +1,12 @@
 // What a client is answered when the dial cannot go on (src/gateway/dial/): a connect timeout (504, SOCKS5 0x06),
 // a private, reserved or own-listener target (403 / 502), and an entry refusing its own listeners before any
 // exit is asked. (Which room a test goes in: docs/decisions.md#d-070.)
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { RawClient, basic, startBlackhole, startTcpEcho, startTestGateway } from '../helpers.js';
-import { socksConnectV4, socksOpen } from '../handshakes.js';
+import { describe, expect, it } from 'vitest';
+import { RawClient, startBlackhole, startTestGateway } from '../helpers.js';
+import { AUTH, withEcho, type Echo, socksConnectV4, socksOpen } from '../handshakes.js';
 
-const AUTH = basic('alice', 's3cret:pw');
-let echo: Awaited<ReturnType<typeof startTcpEcho>>;
-
-beforeAll(async () => {
-  echo = await startTcpEcho();
-});
-afterAll(() => {
-  echo.server.close();
-});
+let echo: Echo;
+withEcho((e) => (echo = e));
 
 describe('connect timeout', () => {
   it('504 for CONNECT and absolute-form, 0x06 for SOCKS5', async () => {

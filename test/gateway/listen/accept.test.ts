@@ -3,25 +3,13 @@
 // source, from anyone else it closes the connection; and no socket left half-closed after.
 // (Which room a test goes in: docs/decisions.md#d-070.)
 import fc from 'fast-check';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { RawClient, basic, eventually, startTcpEcho, startTestGateway, type TestGateway } from '../helpers.js';
-import { expectReleased, socksConnectV4 } from '../handshakes.js';
+import { describe, expect, it } from 'vitest';
+import { RawClient, eventually, startTestGateway, type TestGateway } from '../helpers.js';
+import { AUTH, withSharedGateway, type Echo, expectReleased, socksConnectV4 } from '../handshakes.js';
 
-const AUTH = basic('alice', 's3cret:pw');
-let echo: Awaited<ReturnType<typeof startTcpEcho>>;
+let echo: Echo;
 let t: TestGateway;
-
-beforeAll(async () => {
-  echo = await startTcpEcho();
-  t = await startTestGateway({
-    egressAddress: '127.0.0.2',
-    limits: { headerTimeoutMs: 5000, idleTimeoutMs: 5000, maxHeaderBytes: 2048, maxConnectionsPerAccount: 50 },
-  });
-});
-afterAll(async () => {
-  await t.gw.close(100);
-  echo.server.close();
-});
+withSharedGateway((shared) => ({ t, echo } = shared));
 
 describe('junk on the wire', () => {
   it('random bytes never crash a listener; every connection is released', async () => {

@@ -3,26 +3,14 @@
 // first bytes answered at once, a slow head cut at the header deadline; and no socket left half-closed after.
 // (Which room a test goes in: docs/decisions.md#d-070.)
 import net from 'node:net';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { RawClient, basic, eventually, sleep, startTcpEcho, startTestGateway, type TestGateway } from '../helpers.js';
-import { expectReleased, socksConnectV4, socksOpen } from '../handshakes.js';
+import { describe, expect, it } from 'vitest';
+import { RawClient, eventually, sleep, startTestGateway, type TestGateway } from '../helpers.js';
+import { AUTH, withSharedGateway, type Echo, expectReleased, socksConnectV4, socksOpen } from '../handshakes.js';
 import { patient } from '../../helpers/patience.js';
 
-const AUTH = basic('alice', 's3cret:pw');
-let echo: Awaited<ReturnType<typeof startTcpEcho>>;
+let echo: Echo;
 let t: TestGateway;
-
-beforeAll(async () => {
-  echo = await startTcpEcho();
-  t = await startTestGateway({
-    egressAddress: '127.0.0.2',
-    limits: { headerTimeoutMs: 5000, idleTimeoutMs: 5000, maxHeaderBytes: 2048, maxConnectionsPerAccount: 50 },
-  });
-});
-afterAll(async () => {
-  await t.gw.close(100);
-  echo.server.close();
-});
+withSharedGateway((shared) => ({ t, echo } = shared));
 
 describe('HTTP CONNECT framing', () => {
   it('accepts a head split byte by byte, and passes bytes sent with the head into the tunnel', async () => {

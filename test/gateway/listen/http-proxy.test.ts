@@ -5,26 +5,14 @@
 // (Which room a test goes in: docs/decisions.md#d-070.)
 import http from 'node:http';
 import net from 'node:net';
-import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { RawClient, basic, eventually, sleep, startTcpEcho, startTestGateway, type TestGateway } from '../helpers.js';
-import { expectReleased } from '../handshakes.js';
+import { describe, expect, it, vi } from 'vitest';
+import { RawClient, eventually, sleep, startTestGateway, type TestGateway } from '../helpers.js';
+import { AUTH, withSharedGateway, type Echo, expectReleased } from '../handshakes.js';
 import { patient } from '../../helpers/patience.js';
 
-const AUTH = basic('alice', 's3cret:pw');
-let echo: Awaited<ReturnType<typeof startTcpEcho>>;
+let echo: Echo;
 let t: TestGateway;
-
-beforeAll(async () => {
-  echo = await startTcpEcho();
-  t = await startTestGateway({
-    egressAddress: '127.0.0.2',
-    limits: { headerTimeoutMs: 5000, idleTimeoutMs: 5000, maxHeaderBytes: 2048, maxConnectionsPerAccount: 50 },
-  });
-});
-afterAll(async () => {
-  await t.gw.close(100);
-  echo.server.close();
-});
+withSharedGateway((shared) => ({ t, echo } = shared));
 
 describe('forward path details', () => {
   it('passes 100 Continue through, then the final response with Connection: close', async () => {
