@@ -21,11 +21,9 @@ describe('html template', () => {
     expect(html`<p title="${evil}">${evil}</p>`.value).toBe(
       '<p title="&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;&amp;&#39;">&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;&amp;&#39;</p>',
     );
-    expect(
-      html`<ul>
-        ${['a<', 'b'].map((x) => html`<li>${x}</li>`)}
-      </ul>`.value,
-    ).toBe('<ul><li>a&lt;</li><li>b</li></ul>');
+    expect(html`<ul>${['a<', 'b'].map((x) => html`<li>${x}</li>`)}</ul>`.value).toBe(
+      '<ul><li>a&lt;</li><li>b</li></ul>',
+    );
     expect(html`${raw('<b>ok</b>')}${null}${undefined}${false}${0}`.value).toBe('<b>ok</b>0');
   });
 

@@ -33,7 +33,7 @@ const NAV: Array<{ key: NavKey; href: string; label: string }> = [
 ];
 
 export function csrfField(csrf: string): Html {
-  return html`<input type="hidden" name="_csrf" value="${csrf}" />`;
+  return html`<input type="hidden" name="_csrf" value="${csrf}">`;
 }
 
 /** A message box (an error is an alert, anything else a status), or nothing. */
@@ -47,28 +47,27 @@ const flashNotice = (flash: Flash | undefined): Html => noticeBox(flash, 'flash'
 
 function head(title: string, copyScript: boolean, passkeyScript = false): Html {
   return html`<!doctype html>
-    <html lang="en">
-      <head>
-        <meta charset="utf-8" />
-        <meta name="viewport" content="width=device-width, initial-scale=1" />
-        <meta name="referrer" content="no-referrer" />
-        <meta name="robots" content="noindex" />
-        <title>${title} · proxyd console</title>
-        <link rel="icon" href="/console/assets/favicon.svg" type="image/svg+xml" />
-        <link rel="stylesheet" href="/console/assets/console.css" />
-        ${copyScript ? html`<script src="/console/assets/copy.js" defer></script>` : ''}
-        ${passkeyScript ? html`<script src="/console/assets/passkey.js" defer></script>` : ''}
-      </head>
-    </html>`;
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<meta name="referrer" content="no-referrer">
+<meta name="robots" content="noindex">
+<title>${title} · proxyd console</title>
+<link rel="icon" href="/console/assets/favicon.svg" type="image/svg+xml">
+<link rel="stylesheet" href="/console/assets/console.css">
+${copyScript ? html`<script src="/console/assets/copy.js" defer></script>` : ''}
+${passkeyScript ? html`<script src="/console/assets/passkey.js" defer></script>` : ''}
+</head>`;
 }
 
 export function shell(o: ShellOptions): Html {
   const s = o.signedIn;
   const nav = s
     ? html`<nav class="nav" aria-label="Main">
-        ${NAV.map((n) => html`<a href="${n.href}" ${n.key === s.nav ? raw(' aria-current="page"') : ''}>${n.label}</a>`)}
-        <form method="post" action="/console/logout">${csrfField(s.csrf)}<button type="submit">Log out</button></form>
-      </nav>`
+${NAV.map((n) => html`<a href="${n.href}"${n.key === s.nav ? raw(' aria-current="page"') : ''}>${n.label}</a>`)}
+<form method="post" action="/console/logout">${csrfField(s.csrf)}<button type="submit">Log out</button></form>
+</nav>`
     : '';
   return html`${head(o.title, !!o.copyScript, !!o.passkeyScript)}
 <body>
@@ -78,13 +77,7 @@ export function shell(o: ShellOptions): Html {
 ${flashNotice(o.flash)}
 ${o.body}
 </main>
-${
-  s
-    ? html`<footer class="site-foot wrap">
-        <p>Signed in as <span data-testid="signed-in-as">${s.email}</span></p>
-      </footer>`
-    : ''
-}
+${s ? html`<footer class="site-foot wrap"><p>Signed in as <span data-testid="signed-in-as">${s.email}</span></p></footer>` : ''}
 </body>
 </html>
 `;
@@ -123,11 +116,8 @@ export function pager(page: number, pageSize: number, total: number, href: (page
   if (pages <= 1) return '';
   const first = (page - 1) * pageSize + 1;
   const last = Math.min(total, page * pageSize);
-  return html`<div class="pager">
-    <span class="muted small">Showing ${first}–${last} of ${total}</span>
-    <nav aria-label="Pages">
-      ${page > 1 ? html`<a class="btn secondary sm" href="${href(page - 1)}" rel="prev">Previous</a>` : ''}
-      ${page < pages ? html`<a class="btn secondary sm" href="${href(page + 1)}" rel="next">Next</a>` : ''}
-    </nav>
-  </div>`;
+  return html`<div class="pager"><span class="muted small">Showing ${first}–${last} of ${total}</span><nav aria-label="Pages">
+${page > 1 ? html`<a class="btn secondary sm" href="${href(page - 1)}" rel="prev">Previous</a>` : ''}
+${page < pages ? html`<a class="btn secondary sm" href="${href(page + 1)}" rel="next">Next</a>` : ''}
+</nav></div>`;
 }

@@ -42,22 +42,13 @@ function detailsText(d: Record<string, unknown>): string {
 
 function row(r: AuditRecordJson): Html {
   return html`<tr data-testid="audit-row" data-action="${r.action}" data-request-id="${r.request_id ?? ''}">
-    <td data-label="Time">
-      <time datetime="${r.time}">${r.time.replace('T', ' ').replace(/\.\d{3}Z$/, ' UTC')}</time>
-    </td>
-    <td data-label="Action">
-      <span data-testid="audit-action">${isAuditAction(r.action) ? AUDIT_ACTIONS[r.action] : r.action}</span><br /><code
-        class="small"
-        >${r.action}</code
-      >${r.target ? html`<br /><code class="small">${r.target}</code>` : ''}
-    </td>
-    <td data-label="By">
-      ${ACTOR_TEXT[r.actor.type] ?? r.actor.type}${r.actor.id ? html`<br /><code class="small">${r.actor.id}</code>` : ''}
-    </td>
-    <td data-label="Source IP"><code>${r.source_ip ?? '—'}</code></td>
-    <td data-label="Details" class="small">${detailsText(r.details)}</td>
-    <td data-label="Request id"><code class="small">${r.request_id ?? '—'}</code></td>
-  </tr>`;
+<td data-label="Time"><time datetime="${r.time}">${r.time.replace('T', ' ').replace(/\.\d{3}Z$/, ' UTC')}</time></td>
+<td data-label="Action"><span data-testid="audit-action">${isAuditAction(r.action) ? AUDIT_ACTIONS[r.action] : r.action}</span><br><code class="small">${r.action}</code>${r.target ? html`<br><code class="small">${r.target}</code>` : ''}</td>
+<td data-label="By">${ACTOR_TEXT[r.actor.type] ?? r.actor.type}${r.actor.id ? html`<br><code class="small">${r.actor.id}</code>` : ''}</td>
+<td data-label="Source IP"><code>${r.source_ip ?? '—'}</code></td>
+<td data-label="Details" class="small">${detailsText(r.details)}</td>
+<td data-label="Request id"><code class="small">${r.request_id ?? '—'}</code></td>
+</tr>`;
 }
 
 /** The page's filter as a query string (the CSV link and the pager keep it). */
@@ -80,78 +71,31 @@ export function activityPage(v: ActivityView) {
     title: 'Activity',
     signedIn: { nav: 'activity', csrf: v.csrf, email: v.email },
     flash: v.flash,
-    body: html`<div class="page-head">
-        <h1>Activity</h1>
-        <p class="lead">
-          Every change to your account, whoever made it: you in the console, your API token or keys, our operators, or
-          the service itself. Each record is chained to the one before it, so none can be changed or removed unseen.
-        </p>
-      </div>
-      <section class="card flush" aria-labelledby="list-title">
-        <div class="card-head">
-          <div>
-            <h2 id="list-title">Records</h2>
-            <p class="muted small" data-testid="audit-count">
-              ${v.total} ${v.total === 1 ? 'record' : 'records'}${filtered ? ' match the filter' : ''}
-            </p>
-          </div>
-          <a class="btn secondary sm" href="/console/activity.csv${activityQuery(f)}" data-testid="audit-csv" download
-            >Download CSV</a
-          >
-        </div>
-        <form
-          method="get"
-          action="/console/activity"
-          class="form-row filters"
-          role="search"
-          aria-label="Filter records"
-        >
-          <div class="field">
-            <label for="f-action">Action</label
-            ><select id="f-action" name="action">
-              <option value="" ${sel(f.action, '')}>All</option>
-              ${families.map((fam) => html`<option value="${fam}" ${sel(f.action, fam)}>${fam}: all</option>`)}
-              ${Object.entries(AUDIT_ACTIONS).map(([a, text]) => html`<option value="${a}" ${sel(f.action, a)}>${text} (${a})</option>`)}
-            </select>
-          </div>
-          <div class="field narrow">
-            <label for="f-from">From (UTC)</label><input type="date" id="f-from" name="from" value="${f.from}" />
-          </div>
-          <div class="field narrow">
-            <label for="f-to">To (UTC, inclusive)</label><input type="date" id="f-to" name="to" value="${f.to}" />
-          </div>
-          <button class="btn secondary" type="submit">Filter</button>
-          ${filtered ? html`<a class="btn secondary" href="/console/activity">Clear</a>` : ''}
-        </form>
-        ${
-          v.filterError
-            ? html`<div class="empty" role="alert" data-testid="audit-filter-error">${v.filterError}</div>`
-            : v.items.length === 0
-              ? html`<div class="empty" data-testid="audit-empty">
-                  ${filtered ? 'No records match this filter.' : 'No activity recorded yet.'}
-                </div>`
-              : html`<div class="table-wrap">
-                    <table class="stack-sm" data-testid="audit-table">
-                      <caption class="visually-hidden">
-                        Activity records, newest first
-                      </caption>
-                      <thead>
-                        <tr>
-                          <th scope="col">Time</th>
-                          <th scope="col">Action</th>
-                          <th scope="col">By</th>
-                          <th scope="col">Source IP</th>
-                          <th scope="col">Details</th>
-                          <th scope="col">Request id</th>
-                        </tr>
-                      </thead>
-                      <tbody>
-                        ${v.items.map(row)}
-                      </tbody>
-                    </table>
-                  </div>
-                  ${pager(f.page, v.pageSize, v.total, (p) => `/console/activity${activityQuery(f, p)}`)}`
-        }
-      </section>`,
+    body: html`<div class="page-head"><h1>Activity</h1><p class="lead">Every change to your account, whoever made it: you in the console, your API token or keys, our operators, or the service itself. Each record is chained to the one before it, so none can be changed or removed unseen.</p></div>
+<section class="card flush" aria-labelledby="list-title">
+<div class="card-head"><div><h2 id="list-title">Records</h2><p class="muted small" data-testid="audit-count">${v.total} ${v.total === 1 ? 'record' : 'records'}${filtered ? ' match the filter' : ''}</p></div>
+<a class="btn secondary sm" href="/console/activity.csv${activityQuery(f)}" data-testid="audit-csv" download>Download CSV</a></div>
+<form method="get" action="/console/activity" class="form-row filters" role="search" aria-label="Filter records">
+<div class="field"><label for="f-action">Action</label><select id="f-action" name="action"><option value=""${sel(f.action, '')}>All</option>
+${families.map((fam) => html`<option value="${fam}"${sel(f.action, fam)}>${fam}: all</option>`)}
+${Object.entries(AUDIT_ACTIONS).map(([a, text]) => html`<option value="${a}"${sel(f.action, a)}>${text} (${a})</option>`)}</select></div>
+<div class="field narrow"><label for="f-from">From (UTC)</label><input type="date" id="f-from" name="from" value="${f.from}"></div>
+<div class="field narrow"><label for="f-to">To (UTC, inclusive)</label><input type="date" id="f-to" name="to" value="${f.to}"></div>
+<button class="btn secondary" type="submit">Filter</button>
+${filtered ? html`<a class="btn secondary" href="/console/activity">Clear</a>` : ''}
+</form>
+${
+  v.filterError
+    ? html`<div class="empty" role="alert" data-testid="audit-filter-error">${v.filterError}</div>`
+    : v.items.length === 0
+      ? html`<div class="empty" data-testid="audit-empty">${filtered ? 'No records match this filter.' : 'No activity recorded yet.'}</div>`
+      : html`<div class="table-wrap"><table class="stack-sm" data-testid="audit-table">
+<caption class="visually-hidden">Activity records, newest first</caption>
+<thead><tr><th scope="col">Time</th><th scope="col">Action</th><th scope="col">By</th><th scope="col">Source IP</th><th scope="col">Details</th><th scope="col">Request id</th></tr></thead>
+<tbody>${v.items.map(row)}</tbody>
+</table></div>
+${pager(f.page, v.pageSize, v.total, (p) => `/console/activity${activityQuery(f, p)}`)}`
+}
+</section>`,
   });
 }

@@ -74,14 +74,12 @@ function row(r: UsageReport['rows'][number]): Html {
   const user = 'user' in r ? r.user : '';
   const ip = subjectIp(user);
   return html`<tr data-testid="usage-row-${user}">
-    <td data-label="User" class="wrap-any">
-      ${ip !== null ? html`<span class="muted">whitelist</span> <code>${ip}</code>` : html`<code>${user}</code>`}
-    </td>
-    <td data-label="Up" class="num">${formatSize(r.bytes_up)}</td>
-    <td data-label="Down" class="num">${formatSize(r.bytes_down)}</td>
-    <td data-label="Total" class="num" data-testid="usage-row-total">${formatSize(r.bytes_up + r.bytes_down)}</td>
-    <td data-label="Connections" class="num">${r.connections}</td>
-  </tr>`;
+<td data-label="User" class="wrap-any">${ip !== null ? html`<span class="muted">whitelist</span> <code>${ip}</code>` : html`<code>${user}</code>`}</td>
+<td data-label="Up" class="num">${formatSize(r.bytes_up)}</td>
+<td data-label="Down" class="num">${formatSize(r.bytes_down)}</td>
+<td data-label="Total" class="num" data-testid="usage-row-total">${formatSize(r.bytes_up + r.bytes_down)}</td>
+<td data-label="Connections" class="num">${r.connections}</td>
+</tr>`;
 }
 
 /** A domain's row; its share is of `all`, the period's traffic over every domain and the rest (not of the largest). */
@@ -92,23 +90,13 @@ function domainRow(
 ): Html {
   const total = r.bytes_up + r.bytes_down;
   const percent = (100 * total) / all;
-  return html`<tr
-    data-testid="${other ? 'usage-domain-other' : 'usage-domain-row'}"
-    data-domain="${other ? '' : r.domain}"
-  >
-    <td data-label="Domain" class="wrap-any">
-      ${other ? html`<span class="muted">Other</span>` : html`<code>${r.domain}</code>`}
-    </td>
-    <td data-label="Up" class="num">${formatSize(r.bytes_up)}</td>
-    <td data-label="Down" class="num">${formatSize(r.bytes_down)}</td>
-    <td data-label="Total" class="num" data-testid="usage-domain-total">${formatSize(total)}</td>
-    <td data-label="Share" class="share">
-      <meter min="0" max="${String(all)}" value="${String(total)}" aria-label="share of all traffic"></meter>
-      <span class="small muted" data-testid="usage-domain-share"
-        >${percent < 1 && total > 0 ? '<1' : String(Math.round(percent))} %</span
-      >
-    </td>
-  </tr>`;
+  return html`<tr data-testid="${other ? 'usage-domain-other' : 'usage-domain-row'}" data-domain="${other ? '' : r.domain}">
+<td data-label="Domain" class="wrap-any">${other ? html`<span class="muted">Other</span>` : html`<code>${r.domain}</code>`}</td>
+<td data-label="Up" class="num">${formatSize(r.bytes_up)}</td>
+<td data-label="Down" class="num">${formatSize(r.bytes_down)}</td>
+<td data-label="Total" class="num" data-testid="usage-domain-total">${formatSize(total)}</td>
+<td data-label="Share" class="share"><meter min="0" max="${String(all)}" value="${String(total)}" aria-label="share of all traffic"></meter> <span class="small muted" data-testid="usage-domain-share">${percent < 1 && total > 0 ? '<1' : String(Math.round(percent))} %</span></td>
+</tr>`;
 }
 
 function domainsCard(v: UsageView): Html {
@@ -119,36 +107,16 @@ function domainsCard(v: UsageView): Html {
     domains.reduce((n, d) => n + d.bytes_up + d.bytes_down, 0) + other.bytes_up + other.bytes_down,
   );
   return html`<section class="card flush" aria-labelledby="domains-title" data-testid="usage-domains">
-    <div class="card-head">
-      <div>
-        <h2 id="domains-title">Top domains</h2>
-        <p class="muted small">
-          ${v.periodLabel}, by the site's registrable domain (<code>a.b.example.co.uk</code> counts under
-          <code>example.co.uk</code>; an IP address under itself).
-        </p>
-      </div>
-    </div>
-    ${
-      domains.length === 0 && !hasOther
-        ? html`<div class="empty">No traffic in this period yet.</div>`
-        : html`<div class="table-wrap">
-            <table class="stack-sm">
-              <thead>
-                <tr>
-                  <th scope="col">Domain</th>
-                  <th scope="col" class="num">Up</th>
-                  <th scope="col" class="num">Down</th>
-                  <th scope="col" class="num">Total</th>
-                  <th scope="col">Share</th>
-                </tr>
-              </thead>
-              <tbody>
-                ${domains.map((d) => domainRow(d, all))}${hasOther ? domainRow({ domain: '', ...other }, all, true) : ''}
-              </tbody>
-            </table>
-          </div>`
-    }
-  </section>`;
+<div class="card-head"><div><h2 id="domains-title">Top domains</h2><p class="muted small">${v.periodLabel}, by the site's registrable domain (<code>a.b.example.co.uk</code> counts under <code>example.co.uk</code>; an IP address under itself).</p></div></div>
+${
+  domains.length === 0 && !hasOther
+    ? html`<div class="empty">No traffic in this period yet.</div>`
+    : html`<div class="table-wrap"><table class="stack-sm">
+<thead><tr><th scope="col">Domain</th><th scope="col" class="num">Up</th><th scope="col" class="num">Down</th><th scope="col" class="num">Total</th><th scope="col">Share</th></tr></thead>
+<tbody>${domains.map((d) => domainRow(d, all))}${hasOther ? domainRow({ domain: '', ...other }, all, true) : ''}</tbody>
+</table></div>`
+}
+</section>`;
 }
 
 export function usagePage(v: UsageView) {
@@ -157,64 +125,31 @@ export function usagePage(v: UsageView) {
     title: 'Usage',
     signedIn: { nav: 'usage', csrf: v.csrf, email: v.email },
     flash: v.flash,
-    body: html`<div class="page-head">
-        <h1>Usage</h1>
-        <p class="lead">
-          Traffic relayed for your account, counted while connections are open (up: from you to the target; down: back
-          to you). Figures are at most a few seconds old.
-        </p>
-      </div>
-      <div class="stack">
-        <section class="card" aria-labelledby="period-title">
-          <div class="card-head">
-            <div><h2 id="period-title">${v.periodLabel}</h2></div>
-            <a class="btn secondary sm" href="/console/usage.csv" data-testid="usage-csv" download>Download CSV</a>
-          </div>
-          <div class="usage-period">
-            <dl class="facts">
-              <dt>Used</dt>
-              <dd data-testid="usage-total" data-bytes="${String(t.bytes_up + t.bytes_down)}">
-                ${formatSize(t.bytes_up + t.bytes_down)}
-              </dd>
-              <dt>Limit</dt>
-              <dd data-testid="usage-limit">${v.limit}</dd>
-              <dt>Connections</dt>
-              <dd>${t.connections}</dd>
-            </dl>
-            ${chart(v)}
-          </div>
-        </section>
-        <section class="card flush" aria-labelledby="users-title">
-          <div class="card-head">
-            <div>
-              <h2 id="users-title">By proxy user</h2>
-              <p class="muted small">
-                ${v.periodLabel}. Traffic admitted by your IP whitelist is listed under its IP address.
-              </p>
-            </div>
-          </div>
-          ${
-            v.byUser.rows.length === 0
-              ? html`<div class="empty" data-testid="usage-empty">No traffic in this period yet.</div>`
-              : html`<div class="table-wrap">
-                  <table class="stack-sm" data-testid="usage-table">
-                    <thead>
-                      <tr>
-                        <th scope="col">User</th>
-                        <th scope="col" class="num">Up</th>
-                        <th scope="col" class="num">Down</th>
-                        <th scope="col" class="num">Total</th>
-                        <th scope="col" class="num">Connections</th>
-                      </tr>
-                    </thead>
-                    <tbody>
-                      ${v.byUser.rows.map(row)}
-                    </tbody>
-                  </table>
-                </div>`
-          }
-        </section>
-        ${domainsCard(v)}
-      </div>`,
+    body: html`<div class="page-head"><h1>Usage</h1><p class="lead">Traffic relayed for your account, counted while connections are open (up: from you to the target; down: back to you). Figures are at most a few seconds old.</p></div>
+<div class="stack">
+<section class="card" aria-labelledby="period-title">
+<div class="card-head"><div><h2 id="period-title">${v.periodLabel}</h2></div><a class="btn secondary sm" href="/console/usage.csv" data-testid="usage-csv" download>Download CSV</a></div>
+<div class="usage-period">
+<dl class="facts">
+<dt>Used</dt><dd data-testid="usage-total" data-bytes="${String(t.bytes_up + t.bytes_down)}">${formatSize(t.bytes_up + t.bytes_down)}</dd>
+<dt>Limit</dt><dd data-testid="usage-limit">${v.limit}</dd>
+<dt>Connections</dt><dd>${t.connections}</dd>
+</dl>
+${chart(v)}
+</div>
+</section>
+<section class="card flush" aria-labelledby="users-title">
+<div class="card-head"><div><h2 id="users-title">By proxy user</h2><p class="muted small">${v.periodLabel}. Traffic admitted by your IP whitelist is listed under its IP address.</p></div></div>
+${
+  v.byUser.rows.length === 0
+    ? html`<div class="empty" data-testid="usage-empty">No traffic in this period yet.</div>`
+    : html`<div class="table-wrap"><table class="stack-sm" data-testid="usage-table">
+<thead><tr><th scope="col">User</th><th scope="col" class="num">Up</th><th scope="col" class="num">Down</th><th scope="col" class="num">Total</th><th scope="col" class="num">Connections</th></tr></thead>
+<tbody>${v.byUser.rows.map(row)}</tbody>
+</table></div>`
+}
+</section>
+${domainsCard(v)}
+</div>`,
   });
 }
