@@ -180,7 +180,9 @@ describe('rate limits', () => {
   it(
     'an unlimited user beside 8 limited tunnels keeps at least 0.8 of its rate alone',
     async () => {
-      // Pairs, alone then beside, back to back: the shared machine's load drifts more than the tunnels cost.
+      // Pairs, alone then beside, back to back: the shared machine's load drifts more than the tunnels cost. Seven
+      // pairs and their median: with five, one CI run beside the rest of the suite read 1.20, 0.85, 0.78, 0.49, 0.63
+      // (median 0.78) where the same test alone reads 0.88-1.09 in every pair.
       const freeRate = async (): Promise<number> => {
         const s = await tunnel(d, target, 'free');
         await sleep(300);
@@ -190,7 +192,7 @@ describe('rate limits', () => {
         return r.down + r.up;
       };
       const ratios: number[] = [];
-      for (let i = 0; i < 5; i++) {
+      for (let i = 0; i < 7; i++) {
         const alone = await freeRate();
         const limited = await Promise.all(Array.from({ length: 8 }, () => tunnel(d, target, 'limited')));
         await sleep(500);
@@ -198,7 +200,7 @@ describe('rate limits', () => {
         for (const s of limited) s.destroy();
         ratios.push(beside / alone);
       }
-      const median = [...ratios].sort((x, y) => x - y)[2]!;
+      const median = [...ratios].sort((x, y) => x - y)[3]!;
       console.log(
         `unlimited beside 8 limited tunnels / alone: ${ratios.map((r) => r.toFixed(2)).join(', ')} (median ${median.toFixed(2)})`,
       );
