@@ -117,6 +117,9 @@ const RETRY_MS = 200;
 /** A budget with no open connection on this node is dropped after this long (its state is read again when needed). */
 const BUDGET_IDLE_MS = 5_000;
 
+/** Why a plan (or a proxy user's own limits) refuses an account's connections: what closes its open ones too. */
+export type PlanRefusal = 'traffic_limit' | 'plan_expired';
+
 export interface PlanEnforcerOptions {
   intervalMs?: number;
   nowMs?: () => number;
@@ -129,7 +132,7 @@ export interface PlanEnforcerOptions {
   /** Connections open on this node (the gateway's openConnections). */
   openConnections?: (accountId: number, subject?: string) => number;
   /** Closes open connections that match, with the refusal that closes them (the gateway's closeWhere). */
-  close?: (match: (accountId: number, subject: string) => 'traffic_limit' | 'plan_expired' | null) => number;
+  close?: (match: (accountId: number, subject: string) => PlanRefusal | null) => number;
   /** Puts open connections under the budget this gives (the gateway's rebudget), when the plan tables change. */
   rebudget?: (budgetFor: (accountId: number, subject: string) => Budget | null) => void;
   /** Puts open connections under the rate this gives (the gateway's rerate), when the plan tables change. */
@@ -194,7 +197,7 @@ export class PlanEnforcer implements PlanLimits {
     return this.limited.has(accountId);
   }
 
-  refusal(accountId: number, subject: string): 'traffic_limit' | 'plan_expired' | null {
+  refusal(accountId: number, subject: string): PlanRefusal | null {
     const expiresAt = this.plans.get(accountId)?.expiresAt ?? null;
     if (expiresAt !== null && this.now() >= expiresAt) return 'plan_expired';
     // A proxy user's own expiry behaves as its plan's (docs/api.md, "Proxy users").
