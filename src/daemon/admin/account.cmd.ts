@@ -14,7 +14,7 @@ export function registerAccount(admin: Command): void {
     .option('--verified', 'mark the account real-name verified')
     .addOption(dataDirOption())
     .addOption(databaseUrlOption())
-    .action(adminAction((m) => m.accountCreate));
+    .action(adminAction(() => import('./commands.js').then((m) => m.accountCreate)));
   account
     .command('set')
     .description('change status and/or verification; prints the account')
@@ -23,7 +23,7 @@ export function registerAccount(admin: Command): void {
     .option('--verified <bool>', 'true or false')
     .addOption(dataDirOption())
     .addOption(databaseUrlOption())
-    .action(adminAction((m) => m.accountSet));
+    .action(adminAction(() => import('./commands.js').then((m) => m.accountSet)));
 
   account
     .command('reset-2fa')
@@ -33,5 +33,5 @@ export function registerAccount(admin: Command): void {
     .requiredOption('--email <email>')
     .addOption(dataDirOption())
     .addOption(databaseUrlOption())
-    .action(adminAction((m) => m.accountReset2fa));
+    .action(adminAction(() => import('./commands.js').then((m) => m.accountReset2fa)));
 }

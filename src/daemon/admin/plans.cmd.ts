@@ -1,7 +1,7 @@
 // `proxyd admin plan set|show`: its flags and help, and the action that calls plans.ts (imported only when the command
 // runs: main.ts builds the whole tree on every invocation, so this file stays light).
 import { Option, type Command } from 'commander';
-import { dataDirOption, databaseUrlOption, planAction } from '../process/command-kit.js';
+import { dataDirOption, databaseUrlOption, storeAction } from '../process/command-kit.js';
 
 export function registerPlan(admin: Command): void {
   const plan = admin.command('plan').description('plans: traffic per period, connections, expiry (docs/admin.md)');
@@ -19,12 +19,12 @@ export function registerPlan(admin: Command): void {
     )
     .addOption(dataDirOption())
     .addOption(databaseUrlOption())
-    .action(planAction((m) => m.planSet));
+    .action(storeAction(() => import('./plans.js').then((m) => m.planSet)));
   plan
     .command('show')
     .description('the plan, what the period has used, and its state')
     .requiredOption('--email <email>')
     .addOption(dataDirOption())
     .addOption(databaseUrlOption())
-    .action(planAction((m) => m.planShow, { read: true }));
+    .action(storeAction(() => import('./plans.js').then((m) => m.planShow), { read: true }));
 }

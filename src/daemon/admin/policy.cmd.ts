@@ -1,7 +1,7 @@
 // `proxyd admin policy set|show`: its flags and help, and the action that calls policy.ts (imported only when the
 // command runs: main.ts builds the whole tree on every invocation, so this file stays light).
 import type { Command } from 'commander';
-import { dataDirOption, databaseUrlOption, policyAction } from '../process/command-kit.js';
+import { dataDirOption, databaseUrlOption, storeAction } from '../process/command-kit.js';
 
 export function registerPolicy(admin: Command): void {
   const policy = admin
@@ -16,7 +16,7 @@ export function registerPolicy(admin: Command): void {
     .option('--allow <list|none>', 'the only domain patterns and CIDRs reachable (an account only)')
     .addOption(dataDirOption())
     .addOption(databaseUrlOption())
-    .action(policyAction((m) => m.policySet));
+    .action(storeAction(() => import('./policy.js').then((m) => m.policySet)));
   policy
     .command('show')
     .description("an account's target rules (--email) or the service's (--global)")
@@ -24,5 +24,5 @@ export function registerPolicy(admin: Command): void {
     .option('--global')
     .addOption(dataDirOption())
     .addOption(databaseUrlOption())
-    .action(policyAction((m) => m.policyShow, { read: true }));
+    .action(storeAction(() => import('./policy.js').then((m) => m.policyShow), { read: true }));
 }

@@ -2,7 +2,7 @@
 // (create) (imported only when the command runs: main.ts builds the whole tree on every invocation, so this file stays
 // light).
 import type { Command } from 'commander';
-import { dataDirOption, databaseUrlOption, adminAction, planAction } from '../process/command-kit.js';
+import { dataDirOption, databaseUrlOption, adminAction, storeAction } from '../process/command-kit.js';
 
 export function registerProxyUser(admin: Command): void {
   const proxyUser = admin.command('proxy-user').description('gateway credentials');
@@ -22,7 +22,7 @@ export function registerProxyUser(admin: Command): void {
     .option('--deny <list|none>', "the user's own denied targets (domain patterns, CIDRs), after the account's rules")
     .addOption(dataDirOption())
     .addOption(databaseUrlOption())
-    .action(planAction((m) => m.proxyUserSet));
+    .action(storeAction(() => import('./plans.js').then((m) => m.proxyUserSet)));
   proxyUser
     .command('create')
     .description('create a proxy user; prints {"username","password"} (generated unless --password-stdin)')
@@ -31,5 +31,5 @@ export function registerProxyUser(admin: Command): void {
     .option('--password-stdin', 'read the password from the first line of stdin')
     .addOption(dataDirOption())
     .addOption(databaseUrlOption())
-    .action(adminAction((m) => m.proxyUserCreate));
+    .action(adminAction(() => import('./commands.js').then((m) => m.proxyUserCreate)));
 }

@@ -11,12 +11,12 @@ export function registerToken(admin: Command): void {
     .requiredOption('--email <email>')
     .addOption(dataDirOption())
     .addOption(databaseUrlOption())
-    .action(adminAction((m) => m.tokenReset));
+    .action(adminAction(() => import('./commands.js').then((m) => m.tokenReset)));
   token
     .command('disable')
     .description('disable the active token')
     .requiredOption('--email <email>')
     .addOption(dataDirOption())
     .addOption(databaseUrlOption())
-    .action(adminAction((m) => m.tokenDisable));
+    .action(adminAction(() => import('./commands.js').then((m) => m.tokenDisable)));
 }

@@ -20,14 +20,14 @@ export function registerWebhook(admin: Command): void {
     )
     .addOption(dataDirOption())
     .addOption(databaseUrlOption())
-    .action(adminAction((m) => m.webhookSet));
+    .action(adminAction(() => import('./commands.js').then((m) => m.webhookSet)));
   webhook
     .command('remove')
     .description('remove the account\'s webhook; prints {"removed":true|false}')
     .requiredOption('--email <email>')
     .addOption(dataDirOption())
     .addOption(databaseUrlOption())
-    .action(adminAction((m) => m.webhookRemove));
+    .action(adminAction(() => import('./commands.js').then((m) => m.webhookRemove)));
   admin
     .command('webhooks')
     .description(

@@ -14,5 +14,5 @@ export function registerWhitelist(admin: Command): void {
     .addOption(new Option('--status <status>').choices(['active', 'disabled']).makeOptionMandatory())
     .addOption(dataDirOption())
     .addOption(databaseUrlOption())
-    .action(adminAction((m) => m.whitelistSetStatus));
+    .action(adminAction(() => import('./commands.js').then((m) => m.whitelistSetStatus)));
 }

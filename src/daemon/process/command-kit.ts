@@ -44,9 +44,6 @@ export function databaseUrlOption(): Option {
   return sharedOption('--database-url');
 }
 
-// eslint-disable-next-line @typescript-eslint/no-explicit-any -- commander's options, each command's own shape
-type AdminAction = (deps: import('../admin/commands.js').AdminDeps, opts: any) => Promise<unknown>;
-
 /** How an admin command uses the database: `read` only looks (a data dir without a database is an error, never created). */
 type AdminUse = { read?: boolean };
 
@@ -54,25 +51,11 @@ type AdminUse = { read?: boolean };
 // eslint-disable-next-line @typescript-eslint/no-explicit-any -- commander's options, each command's own shape
 type CommandOptions = any;
 
-/** An admin command of admin/plans.ts (it takes the store and the options). */
-export function planAction(
-  pick: (
-    m: typeof import('../admin/plans.js'),
-  ) => (store: import('../store/index.js').Store, o: CommandOptions) => Promise<unknown>,
-  use: AdminUse = {},
-) {
-  return adminAction(() => (deps, o) => import('../admin/plans.js').then((m) => pick(m)(deps.store, o)), use);
-}
+/** An admin command's run function that takes the deps (the store, stdin, where) and the options. */
+type AdminRun = (deps: import('../admin/commands.js').AdminDeps, o: CommandOptions) => Promise<unknown>;
 
-/** An admin command of admin/policy.ts (it takes the store and the options). */
-export function policyAction(
-  pick: (
-    m: typeof import('../admin/policy.js'),
-  ) => (store: import('../store/index.js').Store, o: CommandOptions) => Promise<unknown>,
-  use: AdminUse = {},
-) {
-  return adminAction(() => (deps, o) => import('../admin/policy.js').then((m) => pick(m)(deps.store, o)), use);
-}
+/** An admin command's run function that needs only the store and the options. */
+type StoreRun = (store: import('../store/index.js').Store, o: CommandOptions) => Promise<unknown>;
 
 export type AdminOpts = Record<string, unknown> & { dataDir?: string; databaseUrl?: string; format?: string };
 
@@ -135,11 +118,23 @@ export function withStore(
   };
 }
 
-/** Runs one admin command against the data dir and prints its JSON. */
-export function adminAction(pick: (m: typeof import('../admin/commands.js')) => AdminAction, use: AdminUse = {}) {
+/**
+ * Runs one admin command against the data dir and prints its JSON. `load` imports the command's run function
+ * (`() => import('../admin/keys.js').then((m) => m.keyCreate)`): the definition stays light, the run file loads
+ * only when the command runs.
+ */
+export function adminAction(load: () => Promise<AdminRun>, use: AdminUse = {}) {
   return withStore(async (store, all, where) => {
-    const admin = await import('../admin/commands.js');
-    const out = await pick(admin)({ store, readStdin, where }, all);
+    const run = await load();
+    const out = await run({ store, readStdin, where }, all);
     process.stdout.write(`${JSON.stringify(out)}\n`);
+  }, use);
+}
+
+/** As adminAction, for a run function that takes only the store and the options. */
+export function storeAction(load: () => Promise<StoreRun>, use: AdminUse = {}) {
+  return adminAction(async () => {
+    const run = await load();
+    return (deps, o) => run(deps.store, o);
   }, use);
 }
