@@ -3,7 +3,7 @@
 import { readFileSync } from 'node:fs';
 import type { AuditHead, Store } from '../store/index.js';
 import { actionsMatching, auditJson, isAuditAction, verifyChains, type VerifyReport } from '../services/audit.js';
-import { AdminError, NoAccountError } from './commands.js';
+import { AdminError, requireAccount } from './commands.js';
 import { parseSince } from './connections.js';
 
 export interface AuditOptions {
@@ -14,10 +14,7 @@ export interface AuditOptions {
 }
 
 async function accountIdOf(store: Store, email: string | undefined): Promise<number | undefined> {
-  if (email === undefined) return undefined;
-  const a = await store.accounts.findByEmail(email);
-  if (!a) throw new NoAccountError(email);
-  return a.id;
+  return email === undefined ? undefined : (await requireAccount(store, email)).id;
 }
 
 /** Records oldest first as JSON lines, written as they are read (a page at a time). */

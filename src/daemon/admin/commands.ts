@@ -45,10 +45,17 @@ function accountJson(a: Account) {
   };
 }
 
-async function requireAccount(deps: AdminDeps, email: string): Promise<Account> {
-  const a = await deps.store.accounts.findByEmail(email);
+/** The account with this email, else NoAccountError. */
+export async function requireAccount(store: Store, email: string): Promise<Account> {
+  const a = await store.accounts.findByEmail(email);
   if (!a) throw new NoAccountError(email);
   return a;
+}
+
+/** `--email` where a run function's options may lack it (commander requires it; a caller of the function may not). */
+export function requiredEmail(email: string | undefined): string {
+  if (!email) throw new AdminUsageError('--email is required');
+  return email;
 }
 
 function firstLine(s: string): string {
@@ -91,7 +98,7 @@ function parseBool(s: string, what: string): boolean {
 }
 
 export async function accountSet(deps: AdminDeps, o: { email: string; status?: string; verified?: string }) {
-  const a = await requireAccount(deps, o.email);
+  const a = await requireAccount(deps.store, o.email);
   if (o.status === undefined && o.verified === undefined)
     throw new AdminUsageError('nothing to set: give --status and/or --verified');
   const ctx = operatorContext();
@@ -106,18 +113,18 @@ export async function accountSet(deps: AdminDeps, o: { email: string; status?: s
 
 /** Turns the account's second factor off (a customer who lost every factor and recovery code); recorded. */
 export async function accountReset2fa(deps: AdminDeps, o: { email: string }) {
-  const a = await requireAccount(deps, o.email);
+  const a = await requireAccount(deps.store, o.email);
   const was = await deps.store.secondFactors.disable(a.id, auditDraft(operatorContext(), '2fa.reset'));
   return { email: a.email, second_factor: 'off', was_on: was };
 }
 
 export async function tokenReset(deps: AdminDeps, o: { email: string }) {
-  const a = await requireAccount(deps, o.email);
+  const a = await requireAccount(deps.store, o.email);
   return { token: (await resetToken(deps.store, a.id, operatorContext())).token };
 }
 
 export async function tokenDisable(deps: AdminDeps, o: { email: string }) {
-  const a = await requireAccount(deps, o.email);
+  const a = await requireAccount(deps.store, o.email);
   const key = await disableToken(deps.store, a.id, operatorContext());
   if (!key) throw new AdminError(`account ${o.email} has no active token`);
   return { access_key: key, status: 'disabled' };
@@ -127,7 +134,7 @@ export async function proxyUserCreate(
   deps: AdminDeps,
   o: { email: string; username: string; passwordStdin?: boolean },
 ) {
-  const a = await requireAccount(deps, o.email);
+  const a = await requireAccount(deps.store, o.email);
   const given = await readPassword(deps, { passwordStdin: o.passwordStdin }, false);
   const r = await createProxyUser(deps.store, a.id, o.username, given, operatorContext());
   if (!r.ok)
@@ -136,7 +143,7 @@ export async function proxyUserCreate(
 }
 
 export async function whitelistSetStatus(deps: AdminDeps, o: { email: string; ip: string; status: string }) {
-  const a = await requireAccount(deps, o.email);
+  const a = await requireAccount(deps.store, o.email);
   if (!isStrictIPv4(o.ip)) throw new AdminError(`--ip: not a valid IPv4 address: ${o.ip}`);
   if (o.status !== 'active' && o.status !== 'disabled')
     throw new AdminError(`--status: expected active or disabled, got "${o.status}"`);
@@ -155,7 +162,7 @@ export async function webhookSet(
   deps: AdminDeps,
   o: { email: string; url: string; thresholds: string; allowPrivateWebhooks?: boolean },
 ) {
-  const a = await requireAccount(deps, o.email);
+  const a = await requireAccount(deps.store, o.email);
   try {
     return await setWebhook(
       deps.store,
@@ -171,12 +178,12 @@ export async function webhookSet(
 }
 
 export async function webhookRemove(deps: AdminDeps, o: { email: string }) {
-  const a = await requireAccount(deps, o.email);
+  const a = await requireAccount(deps.store, o.email);
   return { removed: await removeWebhook(deps.store, a.id, operatorContext()) };
 }
 
 export async function webhookDeliveries(deps: AdminDeps, o: { email: string; limit: string }) {
-  const a = await requireAccount(deps, o.email);
+  const a = await requireAccount(deps.store, o.email);
   const limit = Number(o.limit);
   if (!Number.isInteger(limit) || limit < 1 || limit > 10_000)
     throw new AdminError('--limit: a whole number from 1 to 10000');

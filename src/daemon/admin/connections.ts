@@ -13,7 +13,7 @@ import {
 } from '../services/connection-log.js';
 import type { ConnectionLogFilter, ConnectionLogRow, Store } from '../store/index.js';
 import { alignedLine, columnWidths } from '../services/text-table.js';
-import { AdminError, NoAccountError } from './commands.js';
+import { AdminError, requireAccount } from './commands.js';
 
 export interface ConnectionsOptions {
   email?: string;
@@ -44,9 +44,7 @@ export async function connectionFilter(
 ): Promise<Omit<ConnectionLogFilter, 'limit'>> {
   const f: Omit<ConnectionLogFilter, 'limit'> = {};
   if (o.email !== undefined) {
-    const a = await store.accounts.findByEmail(o.email);
-    if (!a) throw new NoAccountError(o.email);
-    f.accountId = a.id;
+    f.accountId = (await requireAccount(store, o.email)).id;
   }
   if (o.user !== undefined) f.username = o.user;
   if (o.ip !== undefined) {

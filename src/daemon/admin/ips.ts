@@ -8,13 +8,7 @@ import {
   DedicatedError,
   releaseAddresses,
 } from '../services/dedicated.js';
-import { AdminError, AdminUsageError, NoAccountError } from './commands.js';
-
-async function accountId(store: Store, email: string): Promise<number> {
-  const a = await store.accounts.findByEmail(email);
-  if (!a) throw new NoAccountError(email);
-  return a.id;
-}
+import { AdminError, AdminUsageError, requireAccount } from './commands.js';
 
 async function orAdminError<T>(work: () => Promise<T>): Promise<T> {
   try {
@@ -26,7 +20,7 @@ async function orAdminError<T>(work: () => Promise<T>): Promise<T> {
 }
 
 export async function ipAssign(store: Store, o: { email: string; node: string; addresses: string }) {
-  const id = await accountId(store, o.email);
+  const id = (await requireAccount(store, o.email)).id;
   const rows = await orAdminError(() => assignAddresses(store, id, o.node, o.addresses, operatorContext()));
   return { account: o.email, node: o.node, addresses: rows.map((r) => r.address) };
 }
@@ -54,6 +48,6 @@ export async function ipList(
         `--node: no node "${o.node}" has registered egress addresses (a node registers its --egress-pool, else its local addresses, when it starts)`,
       );
   }
-  const id = o.email === undefined ? undefined : await accountId(store, o.email);
+  const id = o.email === undefined ? undefined : (await requireAccount(store, o.email)).id;
   for (const r of await store.egress.list({ accountId: id, node: o.node })) write(JSON.stringify(adminIpJson(r)));
 }

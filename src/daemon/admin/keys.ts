@@ -3,7 +3,7 @@ import { KeyFieldError } from '../../contract/scopes.js';
 import { parseIsoTime, timeFlagProblem } from '../../contract/time.js';
 import { ApiKeyService, KeyLimitError, type ApiKeyJson } from '../services/api-keys.js';
 import { operatorContext } from '../services/audit.js';
-import { AdminError, NoAccountError, type AdminDeps } from './commands.js';
+import { AdminError, requireAccount, type AdminDeps } from './commands.js';
 
 const FLAG: Record<KeyFieldError['field'], string> = {
   name: '--name',
@@ -12,18 +12,12 @@ const FLAG: Record<KeyFieldError['field'], string> = {
   allowed_ips: '--allowed-ips',
 };
 
-async function accountId(deps: AdminDeps, email: string): Promise<number> {
-  const a = await deps.store.accounts.findByEmail(email);
-  if (!a) throw new NoAccountError(email);
-  return a.id;
-}
-
 /** Makes a key; prints `{"id","key",…}` (the key shown only here). Every bad flag is named, nothing made. */
 export async function keyCreate(
   deps: AdminDeps,
   o: { email: string; name: string; scopes: string; expires?: string; allowedIps?: string },
 ) {
-  const id = await accountId(deps, o.email);
+  const id = (await requireAccount(deps.store, o.email)).id;
   let expiresAtMs: number | null = null;
   if (o.expires !== undefined) {
     expiresAtMs = parseIsoTime(o.expires.trim());
@@ -55,11 +49,15 @@ export async function keyCreate(
 
 /** Every key of the account, newest first (revoked and expired ones say so); never a key or its hash. */
 export async function keyList(deps: AdminDeps, o: { email: string }): Promise<ApiKeyJson[]> {
-  return new ApiKeyService(deps.store).list(await accountId(deps, o.email));
+  return new ApiKeyService(deps.store).list((await requireAccount(deps.store, o.email)).id);
 }
 
 export async function keyRevoke(deps: AdminDeps, o: { email: string; id: string }): Promise<ApiKeyJson> {
-  const r = await new ApiKeyService(deps.store).revoke(await accountId(deps, o.email), o.id.trim(), operatorContext());
+  const r = await new ApiKeyService(deps.store).revoke(
+    (await requireAccount(deps.store, o.email)).id,
+    o.id.trim(),
+    operatorContext(),
+  );
   if (!r) throw new AdminError(`account ${o.email} has no API key ${o.id} that is not revoked already`);
   return r;
 }

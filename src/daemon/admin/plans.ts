@@ -4,19 +4,12 @@ import { formatIsoTime } from '../../contract/schemas.js';
 import { parseIsoTime, timeFlagProblem } from '../../contract/time.js';
 import { countLimit, rateLimit, sizeLimit } from '../services/limits.js';
 import { NO_PLAN_PERIOD, periodUsed, planState, shownPeriodStart } from '../metering/plans.js';
-import type { Account, Plan, PlanPeriod, Store } from '../store/index.js';
+import type { Plan, PlanPeriod, Store } from '../store/index.js';
 import { auditDraft, operatorContext } from '../services/audit.js';
 import { setProxyUserLimits } from '../services/proxy-users.js';
 import { describeProblems } from '../services/target-rules.js';
 import { parseRuleList } from '../../gateway/index.js';
-import { AdminError, AdminUsageError, NoAccountError } from './commands.js';
-
-async function requireAccount(store: Store, email: string | undefined): Promise<Account> {
-  if (!email) throw new AdminUsageError('--email is required');
-  const a = await store.accounts.findByEmail(email);
-  if (!a) throw new NoAccountError(email);
-  return a;
-}
+import { AdminError, AdminUsageError, requireAccount, requiredEmail } from './commands.js';
 
 function sizeOrNone(v: string, what: string): number | null {
   const r = sizeLimit(v);
@@ -71,7 +64,7 @@ export interface PlanSetOptions {
 }
 
 export async function planSet(store: Store, o: PlanSetOptions) {
-  const a = await requireAccount(store, o.email);
+  const a = await requireAccount(store, requiredEmail(o.email));
   const old = await store.plans.get(a.id);
   const day = Math.min(28, new Date(a.created_at * 1000).getUTCDate());
   const plan: Plan = old ?? {
@@ -113,7 +106,7 @@ export async function planSet(store: Store, o: PlanSetOptions) {
 }
 
 export async function planShow(store: Store, o: { email?: string }) {
-  const a = await requireAccount(store, o.email);
+  const a = await requireAccount(store, requiredEmail(o.email));
   return planJson(store, a.id);
 }
 
@@ -130,7 +123,7 @@ export async function proxyUserSet(
     deny?: string;
   },
 ) {
-  const a = await requireAccount(store, o.email);
+  const a = await requireAccount(store, requiredEmail(o.email));
   if (!o.username) throw new AdminUsageError('--username is required');
   const current = (await store.plans.userLimits(a.id)).find((u) => u.username === o.username);
   const limits = {

@@ -2,7 +2,7 @@
 import type { Store } from '../store/index.js';
 import { operatorContext } from '../services/audit.js';
 import { describeProblems, getTargetRules, setTargetRules, type TargetRules } from '../services/target-rules.js';
-import { AdminError, AdminUsageError, NoAccountError } from './commands.js';
+import { AdminError, AdminUsageError, requireAccount } from './commands.js';
 
 export interface PolicyOptions {
   email?: string;
@@ -15,8 +15,7 @@ async function scopeOf(store: Store, o: PolicyOptions): Promise<{ id: number | '
   if (o.global && o.email) throw new AdminUsageError('give --email or --global, not both');
   if (o.global) return { id: 'service', email: null };
   if (!o.email) throw new AdminUsageError("give --email E (an account's rules) or --global (the service's)");
-  const a = await store.accounts.findByEmail(o.email);
-  if (!a) throw new NoAccountError(o.email);
+  const a = await requireAccount(store, o.email);
   return { id: a.id, email: a.email };
 }
 

@@ -4,7 +4,7 @@ import { parseIsoTime, timeFlagProblem } from '../../contract/time.js';
 import { DAY_MS, HOUR_MS } from '../../rules/time.js';
 import { readUsageRetention, usageReport, usageText, type UsageBy, type UsageReport } from '../services/usage.js';
 import type { Store } from '../store/index.js';
-import { AdminError, AdminUsageError, NoAccountError } from './commands.js';
+import { AdminError, AdminUsageError, requireAccount, requiredEmail } from './commands.js';
 
 export interface UsageOptions {
   email?: string;
@@ -36,7 +36,7 @@ function retentionOf(s: string): Record<'minute' | 'hour' | 'day', number> {
 }
 
 export async function adminUsage(store: Store, o: UsageOptions, nowMs = Date.now()): Promise<UsageReport> {
-  if (!o.email) throw new AdminUsageError('--email is required');
+  const email = requiredEmail(o.email);
   // What the options say is checked before the account is looked up: a bad option is said as such.
   const by = (o.by ?? 'user') as UsageBy;
   if (!['user', 'minute', 'hour', 'day'].includes(by)) throw new AdminError('--by: expected user, minute, hour or day');
@@ -44,8 +44,7 @@ export async function adminUsage(store: Store, o: UsageOptions, nowMs = Date.now
   const fromMs = o.from !== undefined ? parseTime(o.from, '--from') : toMs - DEFAULT_SPAN_MS[by];
   if (fromMs >= toMs) throw new AdminError('--from must be before --to');
   const retention = o.usageRetention === undefined ? undefined : retentionOf(o.usageRetention);
-  const account = await store.accounts.findByEmail(o.email);
-  if (!account) throw new NoAccountError(o.email);
+  const account = await requireAccount(store, email);
   return usageReport(store, account.id, by, fromMs, toMs, nowMs, retention);
 }
 
