@@ -1,4 +1,4 @@
-// `proxyd admin account create|set|reset-2fa`: its flags and help, and the action that calls commands.ts (imported only
+// `proxyd admin account create|set|reset-2fa`: its flags and help, and the action that calls account.ts (imported only
 // when the command runs: main.ts builds the whole tree on every invocation, so this file stays light).
 import { Option, type Command } from 'commander';
 import { dataDirOption, databaseUrlOption, adminAction } from '../process/command-kit.js';
@@ -14,7 +14,7 @@ export function registerAccount(admin: Command): void {
     .option('--verified', 'mark the account real-name verified')
     .addOption(dataDirOption())
     .addOption(databaseUrlOption())
-    .action(adminAction(() => import('./commands.js').then((m) => m.accountCreate)));
+    .action(adminAction(() => import('./account.js').then((m) => m.accountCreate)));
   account
     .command('set')
     .description('change status and/or verification; prints the account')
@@ -23,7 +23,7 @@ export function registerAccount(admin: Command): void {
     .option('--verified <bool>', 'true or false')
     .addOption(dataDirOption())
     .addOption(databaseUrlOption())
-    .action(adminAction(() => import('./commands.js').then((m) => m.accountSet)));
+    .action(adminAction(() => import('./account.js').then((m) => m.accountSet)));
 
   account
     .command('reset-2fa')
@@ -33,5 +33,5 @@ export function registerAccount(admin: Command): void {
     .requiredOption('--email <email>')
     .addOption(dataDirOption())
     .addOption(databaseUrlOption())
-    .action(adminAction(() => import('./commands.js').then((m) => m.accountReset2fa)));
+    .action(adminAction(() => import('./account.js').then((m) => m.accountReset2fa)));
 }

@@ -1,29 +1,26 @@
-// `proxyd admin plan set|show` and `proxyd admin proxy-user set` (docs/admin.md, "plan"): an account's plan and its proxy
-// users' limits inside it. Sizes as `50GiB`, `500MB` or bytes; `none` removes a limit.
+// `proxyd admin plan set|show` (docs/admin.md, "plan"): an account's plan, and the limit flags it shares with
+// `proxy-user set` (proxy-user.ts). Sizes as `50GiB`, `500MB` or bytes; `none` removes a limit.
 import { formatIsoTime } from '../../contract/schemas.js';
 import { parseIsoTime, timeFlagProblem } from '../../contract/time.js';
 import { countLimit, rateLimit, sizeLimit } from '../services/limits.js';
 import { NO_PLAN_PERIOD, periodUsed, planState, shownPeriodStart } from '../metering/plans.js';
 import type { Plan, PlanPeriod, Store } from '../store/index.js';
 import { auditDraft, operatorContext } from '../services/audit.js';
-import { setProxyUserLimits } from '../services/proxy-users.js';
-import { describeProblems } from '../services/target-rules.js';
-import { parseRuleList } from '../../gateway/index.js';
-import { AdminError, AdminUsageError, requireAccount, requiredEmail } from './commands.js';
+import { AdminError, requireAccount, requiredEmail } from './commands.js';
 
-function sizeOrNone(v: string, what: string): number | null {
+export function sizeOrNone(v: string, what: string): number | null {
   const r = sizeLimit(v);
   if (!r.ok) throw new AdminError(`${what}: ${r.problem}`);
   return r.value;
 }
 
-function countOrNone(v: string, what: string): number | null {
+export function countOrNone(v: string, what: string): number | null {
   const r = countLimit(v);
   if (!r.ok) throw new AdminError(`${what}: ${r.problem}`);
   return r.value;
 }
 
-function rateOrNone(v: string, what: string): number | null {
+export function rateOrNone(v: string, what: string): number | null {
   const r = rateLimit(v);
   if (!r.ok) throw new AdminError(`${what}: ${r.problem}`);
   return r.value;
@@ -108,81 +105,4 @@ export async function planSet(store: Store, o: PlanSetOptions) {
 export async function planShow(store: Store, o: { email?: string }) {
   const a = await requireAccount(store, requiredEmail(o.email));
   return planJson(store, a.id);
-}
-
-export async function proxyUserSet(
-  store: Store,
-  o: {
-    email?: string;
-    username?: string;
-    trafficLimit?: string;
-    maxConnections?: string;
-    rateLimit?: string;
-    expires?: string;
-    allow?: string;
-    deny?: string;
-  },
-) {
-  const a = await requireAccount(store, requiredEmail(o.email));
-  if (!o.username) throw new AdminUsageError('--username is required');
-  const current = (await store.plans.userLimits(a.id)).find((u) => u.username === o.username);
-  const limits = {
-    trafficLimit:
-      o.trafficLimit !== undefined ? sizeOrNone(o.trafficLimit, '--traffic-limit') : (current?.trafficLimit ?? null),
-    maxConnections:
-      o.maxConnections !== undefined
-        ? countOrNone(o.maxConnections, '--max-connections')
-        : (current?.maxConnections ?? null),
-    rateLimit: o.rateLimit !== undefined ? rateOrNone(o.rateLimit, '--rate-limit') : (current?.rateLimit ?? null),
-  };
-  // The user's own expiry and target rules (docs/api.md, "Proxy users"), each checked before anything is written.
-  const own: { expiresAt?: number | null; allow?: string[]; deny?: string[] } = {};
-  if (o.expires !== undefined) {
-    const t = o.expires === 'never' ? null : parseIsoTime(o.expires);
-    if (t === null && o.expires !== 'never')
-      throw new AdminError(timeFlagProblem('--expires', o.expires, 'an ISO 8601 time, or never'));
-    own.expiresAt = t;
-  }
-  for (const list of ['allow', 'deny'] as const) {
-    const v = o[list];
-    if (v === undefined) continue;
-    const r = parseRuleList(v);
-    if (!r.ok) throw new AdminError(`--${list}: ${describeProblems(r.problems)}`);
-    own[list] = r.items;
-  }
-  if (Object.keys(own).length === 0) {
-    if (!(await setProxyUserLimits(store, a.id, o.username, limits, operatorContext())))
-      throw new AdminError(`account ${o.email} has no proxy user ${o.username}`);
-  } else {
-    const patch = { ...limits, ...own };
-    const details = {
-      traffic_limit: limits.trafficLimit,
-      max_connections: limits.maxConnections,
-      rate_limit: limits.rateLimit,
-      ...(own.expiresAt !== undefined
-        ? { expires_at: own.expiresAt === null ? null : formatIsoTime(own.expiresAt) }
-        : {}),
-      ...(own.allow ? { allow: own.allow } : {}),
-      ...(own.deny ? { deny: own.deny } : {}),
-    };
-    if (
-      !(await store.proxyUsers.update(
-        a.id,
-        o.username,
-        patch,
-        auditDraft(operatorContext(), 'proxy_user.changed', o.username, details),
-      ))
-    )
-      throw new AdminError(`account ${o.email} has no proxy user ${o.username}`);
-  }
-  const now = (await store.plans.userLimits(a.id)).find((u) => u.username === o.username);
-  return {
-    username: o.username,
-    traffic_limit: limits.trafficLimit,
-    max_connections: limits.maxConnections,
-    rate_limit: limits.rateLimit,
-    expires_at: now?.expiresAt != null ? formatIsoTime(now.expiresAt) : null,
-    allow: now?.allow ?? [],
-    deny: now?.deny ?? [],
-  };
 }

@@ -1,6 +1,5 @@
-// `proxyd admin proxy-user set|create`: its flags and help, and the action that calls plans.ts (set) and commands.ts
-// (create) (imported only when the command runs: main.ts builds the whole tree on every invocation, so this file stays
-// light).
+// `proxyd admin proxy-user set|create`: its flags and help, and the action that calls proxy-user.ts (imported only when
+// the command runs: main.ts builds the whole tree on every invocation, so this file stays light).
 import type { Command } from 'commander';
 import { dataDirOption, databaseUrlOption, adminAction, storeAction } from '../process/command-kit.js';
 
@@ -22,7 +21,7 @@ export function registerProxyUser(admin: Command): void {
     .option('--deny <list|none>', "the user's own denied targets (domain patterns, CIDRs), after the account's rules")
     .addOption(dataDirOption())
     .addOption(databaseUrlOption())
-    .action(storeAction(() => import('./plans.js').then((m) => m.proxyUserSet)));
+    .action(storeAction(() => import('./proxy-user.js').then((m) => m.proxyUserSet)));
   proxyUser
     .command('create')
     .description('create a proxy user; prints {"username","password"} (generated unless --password-stdin)')
@@ -31,5 +30,5 @@ export function registerProxyUser(admin: Command): void {
     .option('--password-stdin', 'read the password from the first line of stdin')
     .addOption(dataDirOption())
     .addOption(databaseUrlOption())
-    .action(adminAction(() => import('./commands.js').then((m) => m.proxyUserCreate)));
+    .action(adminAction(() => import('./proxy-user.js').then((m) => m.proxyUserCreate)));
 }

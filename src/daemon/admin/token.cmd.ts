@@ -1,4 +1,4 @@
-// `proxyd admin token reset|disable`: its flags and help, and the action that calls commands.ts (imported only when the
+// `proxyd admin token reset|disable`: its flags and help, and the action that calls token.ts (imported only when the
 // command runs: main.ts builds the whole tree on every invocation, so this file stays light).
 import type { Command } from 'commander';
 import { dataDirOption, databaseUrlOption, adminAction } from '../process/command-kit.js';
@@ -11,12 +11,12 @@ export function registerToken(admin: Command): void {
     .requiredOption('--email <email>')
     .addOption(dataDirOption())
     .addOption(databaseUrlOption())
-    .action(adminAction(() => import('./commands.js').then((m) => m.tokenReset)));
+    .action(adminAction(() => import('./token.js').then((m) => m.tokenReset)));
   token
     .command('disable')
     .description('disable the active token')
     .requiredOption('--email <email>')
     .addOption(dataDirOption())
     .addOption(databaseUrlOption())
-    .action(adminAction(() => import('./commands.js').then((m) => m.tokenDisable)));
+    .action(adminAction(() => import('./token.js').then((m) => m.tokenDisable)));
 }

@@ -1,5 +1,5 @@
 // `proxyd admin webhook set|remove` and `proxyd admin webhooks`: its flags and help, and the action that calls
-// commands.ts (imported only when the command runs: main.ts builds the whole tree on every invocation, so this file
+// webhook.ts (imported only when the command runs: main.ts builds the whole tree on every invocation, so this file
 // stays light).
 import type { Command } from 'commander';
 import { readStdin, dataDirOption, databaseUrlOption, withStore, adminAction } from '../process/command-kit.js';
@@ -20,14 +20,14 @@ export function registerWebhook(admin: Command): void {
     )
     .addOption(dataDirOption())
     .addOption(databaseUrlOption())
-    .action(adminAction(() => import('./commands.js').then((m) => m.webhookSet)));
+    .action(adminAction(() => import('./webhook.js').then((m) => m.webhookSet)));
   webhook
     .command('remove')
     .description('remove the account\'s webhook; prints {"removed":true|false}')
     .requiredOption('--email <email>')
     .addOption(dataDirOption())
     .addOption(databaseUrlOption())
-    .action(adminAction(() => import('./commands.js').then((m) => m.webhookRemove)));
+    .action(adminAction(() => import('./webhook.js').then((m) => m.webhookRemove)));
   admin
     .command('webhooks')
     .description(
@@ -40,7 +40,7 @@ export function registerWebhook(admin: Command): void {
     .action(
       withStore(
         async (store, all, where) => {
-          const { webhookDeliveries } = await import('./commands.js');
+          const { webhookDeliveries } = await import('./webhook.js');
           for (const line of await webhookDeliveries(
             { store, readStdin, where },
             all as unknown as { email: string; limit: string },

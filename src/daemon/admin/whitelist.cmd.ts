@@ -1,4 +1,4 @@
-// `proxyd admin whitelist set-status`: its flags and help, and the action that calls commands.ts (imported only when
+// `proxyd admin whitelist set-status`: its flags and help, and the action that calls whitelist.ts (imported only when
 // the command runs: main.ts builds the whole tree on every invocation, so this file stays light).
 import { Option, type Command } from 'commander';
 import { dataDirOption, databaseUrlOption, adminAction } from '../process/command-kit.js';
@@ -14,5 +14,5 @@ export function registerWhitelist(admin: Command): void {
     .addOption(new Option('--status <status>').choices(['active', 'disabled']).makeOptionMandatory())
     .addOption(dataDirOption())
     .addOption(databaseUrlOption())
-    .action(adminAction(() => import('./commands.js').then((m) => m.whitelistSetStatus)));
+    .action(adminAction(() => import('./whitelist.js').then((m) => m.whitelistSetStatus)));
 }
