@@ -4,7 +4,7 @@ import { isoSeconds } from '../../contract/schemas.js';
 import type { Account, AccountStatus } from '../store/index.js';
 import { createAccount, setAccountStatus, setVerification } from '../services/account.js';
 import { auditDraft, operatorContext } from '../services/audit.js';
-import { AdminError, AdminUsageError, readPassword, requireAccount, type AdminDeps } from './commands.js';
+import { AdminError, AdminUsageError, readPassword, requireAccount, type AdminDeps } from './admin-kit.js';
 
 function accountJson(a: Account) {
   return {

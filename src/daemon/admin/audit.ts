@@ -3,7 +3,7 @@
 import { readFileSync } from 'node:fs';
 import type { AuditHead, Store } from '../store/index.js';
 import { actionsMatching, auditJson, isAuditAction, verifyChains, type VerifyReport } from '../services/audit.js';
-import { AdminError, requireAccount } from './commands.js';
+import { AdminError, requireAccount } from './admin-kit.js';
 import { parseSince } from './connections.js';
 
 export interface AuditOptions {

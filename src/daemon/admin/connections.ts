@@ -13,7 +13,7 @@ import {
 } from '../services/connection-log.js';
 import type { ConnectionLogFilter, ConnectionLogRow, Store } from '../store/index.js';
 import { alignedLine, columnWidths } from '../services/text-table.js';
-import { AdminError, requireAccount } from './commands.js';
+import { AdminError, requireAccount } from './admin-kit.js';
 
 export interface ConnectionsOptions {
   email?: string;

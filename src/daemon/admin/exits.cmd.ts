@@ -7,7 +7,7 @@ import { dataDirOption, databaseUrlOption, withStore } from '../process/command-
 /** `proxyd admin exits`: the exit-node registry (docs/operations.md, "Entry and exit nodes"), one JSON line per exit, or a table. */
 const exitsAction = withStore(
   async (store, all) => {
-    const { AdminError } = await import('./commands.js');
+    const { AdminError } = await import('./admin-kit.js');
     if (!store.exits) throw new AdminError('exit nodes need a fleet database: give --database-url postgres://…');
     const { STALE_MS } = await import('../fleet/exits.js');
     const rows = await store.exits.list(365 * DAY_MS); // every row; those past STALE_MS get no traffic

@@ -3,7 +3,7 @@
 import { randomBytes } from 'node:crypto';
 import { EXIT_STALE_MS } from '../../gateway/index.js';
 import type { Store } from '../store/types.js';
-import { AdminError } from './commands.js';
+import { AdminError } from './admin-kit.js';
 
 function fleetOf(store: Store): NonNullable<Store['exits']> {
   if (!store.exits) throw new AdminError('the hop needs a fleet database: give --database-url postgres://…');

@@ -8,7 +8,7 @@ import {
   DedicatedError,
   releaseAddresses,
 } from '../services/dedicated.js';
-import { AdminError, AdminUsageError, requireAccount } from './commands.js';
+import { AdminError, AdminUsageError, requireAccount } from './admin-kit.js';
 
 async function orAdminError<T>(work: () => Promise<T>): Promise<T> {
   try {

@@ -3,7 +3,7 @@ import { KeyFieldError } from '../../contract/scopes.js';
 import { parseIsoTime, timeFlagProblem } from '../../contract/time.js';
 import { ApiKeyService, KeyLimitError, type ApiKeyJson } from '../services/api-keys.js';
 import { operatorContext } from '../services/audit.js';
-import { AdminError, requireAccount, type AdminDeps } from './commands.js';
+import { AdminError, requireAccount, type AdminDeps } from './admin-kit.js';
 
 const FLAG: Record<KeyFieldError['field'], string> = {
   name: '--name',

@@ -6,7 +6,7 @@ import { countLimit, rateLimit, sizeLimit } from '../services/limits.js';
 import { NO_PLAN_PERIOD, periodUsed, planState, shownPeriodStart } from '../metering/plans.js';
 import type { Plan, PlanPeriod, Store } from '../store/index.js';
 import { auditDraft, operatorContext } from '../services/audit.js';
-import { AdminError, requireAccount, requiredEmail } from './commands.js';
+import { AdminError, requireAccount, requiredEmail } from './admin-kit.js';
 
 export function sizeOrNone(v: string, what: string): number | null {
   const r = sizeLimit(v);

@@ -2,7 +2,7 @@
 import type { Store } from '../store/index.js';
 import { operatorContext } from '../services/audit.js';
 import { describeProblems, getTargetRules, setTargetRules, type TargetRules } from '../services/target-rules.js';
-import { AdminError, AdminUsageError, requireAccount } from './commands.js';
+import { AdminError, AdminUsageError, requireAccount } from './admin-kit.js';
 
 export interface PolicyOptions {
   email?: string;

@@ -14,7 +14,7 @@ import {
   requireAccount,
   requiredEmail,
   type AdminDeps,
-} from './commands.js';
+} from './admin-kit.js';
 import { countOrNone, rateOrNone, sizeOrNone } from './plans.js';
 
 export async function proxyUserCreate(

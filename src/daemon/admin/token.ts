@@ -1,7 +1,7 @@
 // `proxyd admin token reset|disable` (docs/admin.md, "token"): an account's API token.
 import { operatorContext } from '../services/audit.js';
 import { disableToken, resetToken } from '../services/tokens.js';
-import { AdminError, requireAccount, type AdminDeps } from './commands.js';
+import { AdminError, requireAccount, type AdminDeps } from './admin-kit.js';
 
 export async function tokenReset(deps: AdminDeps, o: { email: string }) {
   const a = await requireAccount(deps.store, o.email);

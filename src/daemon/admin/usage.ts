@@ -4,7 +4,7 @@ import { parseIsoTime, timeFlagProblem } from '../../contract/time.js';
 import { DAY_MS, HOUR_MS } from '../../rules/time.js';
 import { readUsageRetention, usageReport, usageText, type UsageBy, type UsageReport } from '../services/usage.js';
 import type { Store } from '../store/index.js';
-import { AdminError, AdminUsageError, requireAccount, requiredEmail } from './commands.js';
+import { AdminError, AdminUsageError, requireAccount, requiredEmail } from './admin-kit.js';
 
 export interface UsageOptions {
   email?: string;

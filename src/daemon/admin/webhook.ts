@@ -3,7 +3,7 @@
 import { isoSeconds } from '../../contract/schemas.js';
 import { operatorContext } from '../services/audit.js';
 import { WebhookError, parseThresholds, removeWebhook, setWebhook } from '../services/webhooks.js';
-import { AdminError, requireAccount, type AdminDeps } from './commands.js';
+import { AdminError, requireAccount, type AdminDeps } from './admin-kit.js';
 
 export async function webhookSet(
   deps: AdminDeps,

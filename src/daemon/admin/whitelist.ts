@@ -2,7 +2,7 @@
 import { isStrictIPv4 } from '../../contract/ipv4.js';
 import { auditDraft, operatorContext } from '../services/audit.js';
 import { toApiItem } from '../services/whitelist.js';
-import { AdminError, requireAccount, type AdminDeps } from './commands.js';
+import { AdminError, requireAccount, type AdminDeps } from './admin-kit.js';
 
 export async function whitelistSetStatus(deps: AdminDeps, o: { email: string; ip: string; status: string }) {
   const a = await requireAccount(deps.store, o.email);

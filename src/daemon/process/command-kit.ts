@@ -52,7 +52,7 @@ type AdminUse = { read?: boolean };
 type CommandOptions = any;
 
 /** An admin command's run function that takes the deps (the store, stdin, where) and the options. */
-type AdminRun = (deps: import('../admin/commands.js').AdminDeps, o: CommandOptions) => Promise<unknown>;
+type AdminRun = (deps: import('../admin/admin-kit.js').AdminDeps, o: CommandOptions) => Promise<unknown>;
 
 /** An admin command's run function that needs only the store and the options. */
 type StoreRun = (store: import('../store/index.js').Store, o: CommandOptions) => Promise<unknown>;
@@ -80,7 +80,7 @@ export function withStore(
         }
       }
     }
-    const { AdminError, AdminUsageError, NoAccountError } = await import('../admin/commands.js');
+    const { AdminError, AdminUsageError, NoAccountError } = await import('../admin/admin-kit.js');
     const { openStore } = await import('../store/index.js');
     const { checkDatabaseUrl, defaultDataDir } = await import('./config.js');
     let store: import('../store/index.js').Store | null = null;
