@@ -4,18 +4,11 @@
 import type { Command } from 'commander';
 import { MAX_PAGE, MAX_PAGE_SIZE } from '../../contract/paths.js';
 import type { Kit } from './kit.js';
+import type { FieldFlags as FieldOpts } from './users.js';
 
 export function registerUsers(program: Command, kit: Kit): void {
   const { run, int, prefixOption } = kit;
   const { Option } = kit.commander;
-  type FieldOpts = {
-    trafficLimit?: string;
-    maxConnections?: string;
-    rateLimit?: string;
-    expires?: string;
-    allow?: string;
-    deny?: string;
-  };
   const fieldOptions = (c: Command, clearable: boolean): Command => {
     const none = clearable ? '; none clears it' : '';
     return c
