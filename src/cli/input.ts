@@ -3,6 +3,7 @@ import { readFile } from 'node:fs/promises';
 import type { BatchItem } from './batch.js';
 import { looksLikeToken, UsageError } from './errors.js';
 import { decodeText, readAll } from './io.js';
+import { KEY_PREFIX } from '../contract/key-prefix.js';
 
 interface ParsedEntry {
   ip: string;
@@ -40,7 +41,8 @@ export function parseLines(text: string): ParsedEntry[] {
 
 interface CollectOptions {
   args: string[];
-  file?: string;
+  /** `--file`, once or more (`-` = stdin); read in the order given. */
+  files?: string[];
   /** Remark for entries that carry none (add only). */
   defaultRemark?: string;
   /** Whether `IP=REMARK` makes sense; delete ignores remarks. */
@@ -55,7 +57,18 @@ interface Collected {
   duplicates: number;
 }
 
-/** Arguments first, then the file (`-` = stdin); the first occurrence of an IP wins. */
+/** Why a file could not be read, in words (the errno code after them). */
+function fileProblem(err: unknown): string {
+  const code = (err as NodeJS.ErrnoException).code;
+  const words: Record<string, string> = {
+    ENOENT: 'no such file',
+    EACCES: 'permission denied',
+    EISDIR: 'it is a directory',
+  };
+  return code === undefined ? String(err) : words[code] ? `${words[code]} (${code})` : code;
+}
+
+/** Arguments first, then the files in order (`-` = stdin); the first occurrence of an IP wins. */
 export async function collectItems(opts: CollectOptions): Promise<Collected> {
   const entries: ParsedEntry[] = [];
   let stdinUsed = false;
@@ -71,14 +84,14 @@ export async function collectItems(opts: CollectOptions): Promise<Collected> {
       if (e) entries.push(e);
     }
   }
-  if (opts.file !== undefined) {
-    if (opts.file === '-') entries.push(...(await fromStdin()));
+  for (const file of opts.files ?? []) {
+    if (file === '-') entries.push(...(await fromStdin()));
     else {
       let text: string;
       try {
-        text = await (opts.readTextFile ?? (async (p) => decodeText(await readFile(p))))(opts.file);
+        text = await (opts.readTextFile ?? (async (p) => decodeText(await readFile(p))))(file);
       } catch (err) {
-        throw new UsageError(`cannot read ${opts.file}: ${(err as NodeJS.ErrnoException).code ?? String(err)}`);
+        throw new UsageError(`cannot read ${file}: ${fileProblem(err)}`);
       }
       entries.push(...parseLines(text));
     }
@@ -88,9 +101,12 @@ export async function collectItems(opts: CollectOptions): Promise<Collected> {
   let duplicates = 0;
   for (const e of entries) {
     // Sent as an IP it would come back in the failed items (and reach the server's request): stop before that.
-    if (looksLikeToken(e.ip) || looksLikeToken(e.remark ?? opts.defaultRemark ?? ''))
+    const text = `${e.ip} ${e.remark ?? opts.defaultRemark ?? ''}`;
+    if (looksLikeToken(text))
       throw new UsageError(
-        'an API token was given where an IP or a remark belongs; it was not sent (log in with `proxyctl login`, which reads the token from a prompt or stdin)',
+        text.includes(KEY_PREFIX)
+          ? 'an API key was given where an IP or a remark belongs; it was not sent (keep it with `proxyctl key set`, which reads it from a prompt or stdin)'
+          : 'an API token was given where an IP or a remark belongs; it was not sent (log in with `proxyctl login`, which reads the token from a prompt or stdin)',
       );
     if (seen.has(e.ip)) {
       duplicates++;

@@ -75,7 +75,8 @@ export function buildProgram(
       'after',
       `
 Exit codes: 0 done, 1 error, 2 usage error, 3 some items failed, 4 token or API key missing or rejected
-            (or the key lacks the scope), 5 rate limited and out of retries, 6 connectivity check failed.
+            (or the key lacks the scope), 5 rate limited and out of retries, 6 connectivity check failed,
+            130 stopped by Ctrl-C with work not done.
 
 Examples:
   proxyctl login < token.txt

@@ -21,7 +21,7 @@ describe('IP input', () => {
   it('folds duplicates into the first occurrence and applies --remark to entries without one', async () => {
     const r = await collectItems({
       args: ['8.8.8.8=a', '9.9.9.9'],
-      file: 'f',
+      files: ['f'],
       readTextFile: async () => '8.8.8.8=b\n9.9.9.9\n1.1.1.1\n',
       defaultRemark: 'dflt',
       remarks: true,
@@ -35,10 +35,29 @@ describe('IP input', () => {
     expect(r.duplicates).toBe(2);
   });
 
+  it('reads every --file given, in order (a repeated --file once kept only the last)', async () => {
+    const texts: Record<string, string> = { a: '8.8.8.8\n1.1.1.1\n', b: '9.9.9.9\n8.8.8.8\n' };
+    const r = await collectItems({
+      args: ['2.2.2.2'],
+      files: ['a', 'b'],
+      readTextFile: async (p) => texts[p]!,
+      remarks: false,
+      stdin: stdin(),
+    });
+    expect(r.items).toEqual([{ ip: '2.2.2.2' }, { ip: '8.8.8.8' }, { ip: '1.1.1.1' }, { ip: '9.9.9.9' }]);
+    expect(r.duplicates).toBe(1);
+  });
+
+  it('names an API key given as an IP as a key, not a token (and sends neither)', async () => {
+    await expect(
+      collectItems({ args: ['pxk_abcd1234_abcdefghijklmnop'], remarks: true, stdin: stdin() }),
+    ).rejects.toMatchObject({ exitCode: 2, message: expect.stringContaining('proxyctl key set') });
+  });
+
   it('reads - from stdin and drops remarks for delete', async () => {
     const r = await collectItems({
       args: [],
-      file: '-',
+      files: ['-'],
       remarks: false,
       stdin: stdin('8.8.8.8=x\n# c\n9.9.9.9\n8.8.8.8\n'),
     });
@@ -48,11 +67,11 @@ describe('IP input', () => {
 
   it('refuses reading stdin twice and reports an unreadable file as a usage error', async () => {
     await expect(
-      collectItems({ args: ['-'], file: '-', remarks: false, stdin: stdin('1.1.1.1') }),
+      collectItems({ args: ['-'], files: ['-'], remarks: false, stdin: stdin('1.1.1.1') }),
     ).rejects.toMatchObject({ exitCode: 2 });
     await expect(
-      collectItems({ args: [], file: '/nonexistent/x', remarks: false, stdin: stdin() }),
-    ).rejects.toMatchObject({ exitCode: 2, message: expect.stringContaining('ENOENT') });
+      collectItems({ args: [], files: ['/nonexistent/x'], remarks: false, stdin: stdin() }),
+    ).rejects.toMatchObject({ exitCode: 2, message: 'cannot read /nonexistent/x: no such file (ENOENT)' });
   });
 
   it('reads UTF-16 files and stdin (byte-order mark: what Windows PowerShell `>` writes), UTF-8 with or without BOM', async () => {
@@ -69,7 +88,7 @@ describe('IP input', () => {
       ['plain.txt', Buffer.from(text)],
     ] as const) {
       writeFileSync(path.join(dir, name), bytes);
-      const r = await collectItems({ args: [], file: path.join(dir, name), remarks: true, stdin: stdin() });
+      const r = await collectItems({ args: [], files: [path.join(dir, name)], remarks: true, stdin: stdin() });
       expect(r.items, name).toEqual(want);
     }
     const piped = await collectItems({

@@ -138,6 +138,19 @@ describe('whitelist sync', { timeout: 120_000 }, () => {
     expect(doc.plan.update_remarks).toEqual([]);
     const human = await ctl(['whitelist', 'sync', '--file', path.join(work, 'b.txt'), '--dry-run']);
     expect(human.stdout).toMatch(/^plan: 200 to add, 300 to delete, 700 unchanged$/m);
+    // The same list in two files, each given with --file: the plan is the same (a repeated --file kept only the last).
+    const split = await ctl([
+      'whitelist',
+      'sync',
+      '--file',
+      fileOf('b1.txt', B.slice(0, 450)),
+      '--file',
+      fileOf('b2.txt', B.slice(450)),
+      '--dry-run',
+      '--json',
+    ]);
+    expect(split.code, split.stderr).toBe(0);
+    expect(JSON.parse(split.stdout)).toMatchObject({ added: 200, deleted: 300, unchanged: 700, dry_run: true });
     expect(human.stdout).toContain('  + 9.9.0.1');
     expect(human.stdout).toMatch(/^ {2}- 8\.8\.[01]\.\d+$/m);
     expect(human.stdout).toContain('… and 290 more');

@@ -16,7 +16,7 @@ interface BatchCommandOptions {
   op: BatchOp;
   /** `IP` or `IP=REMARK` (add), `-` for stdin. */
   args: string[];
-  file?: string;
+  files?: string[];
   remark?: string;
   retry: number;
   failedOut?: string;
@@ -53,7 +53,7 @@ export async function runBatchCommand(opts: BatchCommandOptions, deps: Deps): Pr
   if (!Number.isInteger(opts.retry) || opts.retry < 0) throw new UsageError('--retry must be a whole number ≥ 0');
   const { items, duplicates } = await collectItems({
     args: opts.args,
-    ...(opts.file !== undefined ? { file: opts.file } : {}),
+    ...(opts.files !== undefined ? { files: opts.files } : {}),
     ...(opts.remark !== undefined ? { defaultRemark: opts.remark } : {}),
     remarks: op === 'add',
     stdin: deps.io.stdin,

@@ -15,7 +15,8 @@ import { terminalSafe } from '../output.js';
 
 interface SyncOptions {
   ctx: Context;
-  file: string;
+  /** --file, once or more: together they are the whole whitelist. */
+  files: string[];
   dryRun: boolean;
   yes: boolean;
   /** A changed remark is applied as delete + add; without it the entry counts as unchanged. */
@@ -95,7 +96,7 @@ export async function runSync(opts: SyncOptions, deps: Deps): Promise<ExitCode> 
   const { out } = deps;
   const { items: desired, duplicates } = await collectItems({
     args: [],
-    file: opts.file,
+    files: opts.files,
     remarks: true,
     stdin: deps.io.stdin,
   });
@@ -142,7 +143,7 @@ export async function runSync(opts: SyncOptions, deps: Deps): Promise<ExitCode> 
       return Exit.OK;
     }
     if (!opts.yes) {
-      if (deps.io.stdinIsTTY && opts.file !== '-') {
+      if (deps.io.stdinIsTTY && !opts.files.includes('-')) {
         const { askYesNo } = await import('../prompt.js');
         if (
           !(await askYesNo(

@@ -49,7 +49,11 @@ export function registerWhitelist(program: Command, kit: Kit): void {
         op === 'add' ? '[ip=remark...]' : '[ip...]',
         op === 'add' ? 'IP or IP=REMARK; - reads stdin' : 'IP; - reads stdin',
       )
-      .option('-f, --file <file>', 'read IPs from FILE, one per line (# comments); - for stdin');
+      .option(
+        '-f, --file <file>',
+        'read IPs from FILE, one per line (# comments); - for stdin; repeat for more files',
+        (f: string, all: string[] = []) => [...all, f],
+      );
     if (op === 'add') {
       c.option('--remark <remark>', 'remark for IPs given without =REMARK')
         .option('--current', "also add this machine's public IPv4, as an echo sees it")
@@ -63,7 +67,14 @@ export function registerWhitelist(program: Command, kit: Kit): void {
       .action(
         async (
           args: string[],
-          opts: { file?: string; remark?: string; retry: number; failedOut?: string; current?: boolean; echo?: string },
+          opts: {
+            file?: string[];
+            remark?: string;
+            retry: number;
+            failedOut?: string;
+            current?: boolean;
+            echo?: string;
+          },
           cmd: Command,
         ) =>
           run(cmd, async (ctx, deps) => {
@@ -76,7 +87,7 @@ export function registerWhitelist(program: Command, kit: Kit): void {
                 op,
                 args,
                 retry: opts.retry,
-                ...(opts.file !== undefined ? { file: opts.file } : {}),
+                ...(opts.file !== undefined ? { files: opts.file } : {}),
                 ...(opts.remark !== undefined ? { remark: opts.remark } : {}),
                 ...(opts.failedOut !== undefined ? { failedOut: opts.failedOut } : {}),
                 ...(opts.current ? { currentFrom: opts.echo ?? `${ctx.baseUrl}/ip` } : {}),
@@ -91,21 +102,25 @@ export function registerWhitelist(program: Command, kit: Kit): void {
     .description(
       'make the whitelist equal to a file (IP[=REMARK] per line): shows the plan, then deletes what is not listed and adds what is missing',
     )
-    .requiredOption('-f, --file <file>', 'the whole whitelist, one IP[=REMARK] per line (# comments); - for stdin')
+    .requiredOption(
+      '-f, --file <file>',
+      'the whole whitelist, one IP[=REMARK] per line (# comments); - for stdin; repeat to join several files',
+      (f: string, all: string[] = []) => [...all, f],
+    )
     .option('--dry-run', 'print the plan only; change nothing')
     .option('-y, --yes', 'no question; needed for deletes when not on a terminal')
     .option('--update-remarks', 'apply changed remarks (as delete + add); without it such entries count as unchanged')
     .option('--retry <n>', 'resends after server or network errors, per item', int('--retry', 0, 100), 3)
     .action(
       async (
-        opts: { file: string; dryRun?: boolean; yes?: boolean; updateRemarks?: boolean; retry: number },
+        opts: { file: string[]; dryRun?: boolean; yes?: boolean; updateRemarks?: boolean; retry: number },
         cmd: Command,
       ) =>
         run(cmd, async (ctx, deps) =>
           (await import('./whitelist-sync.js')).runSync(
             {
               ctx,
-              file: opts.file,
+              files: opts.file,
               dryRun: opts.dryRun === true,
               yes: opts.yes === true,
               updateRemarks: opts.updateRemarks === true,

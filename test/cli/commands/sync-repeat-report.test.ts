@@ -61,7 +61,7 @@ describe('sync on a terminal asks first', () => {
       const file = `${dir}/wl.txt`;
       (await import('node:fs')).writeFileSync(file, '8.8.8.8=office\n');
       const code = await runSync(
-        { ctx: h.ctx, file, dryRun: false, yes: false, updateRemarks: false, retry: 3 },
+        { ctx: h.ctx, files: [file], dryRun: false, yes: false, updateRemarks: false, retry: 3 },
         h.deps,
       );
       expect(code).toBe(0);
@@ -464,7 +464,10 @@ describe('sync --update-remarks', () => {
       const file = `${h.dir}/wl.txt`;
       const news = Array.from({ length: 150 }, (_, i) => `8.8.${i >> 8}.${(i & 255) + 1}`);
       (await import('node:fs')).writeFileSync(file, `${news.join('\n')}\n9.9.9.9=new\n`);
-      const code = await runSync({ ctx: h.ctx, file, dryRun: false, yes: true, updateRemarks: true, retry: 3 }, h.deps);
+      const code = await runSync(
+        { ctx: h.ctx, files: [file], dryRun: false, yes: true, updateRemarks: true, retry: 3 },
+        h.deps,
+      );
       expect(code).toBe(0);
       const writes = server.requests
         .filter((r) => !r.path.endsWith('/list'))

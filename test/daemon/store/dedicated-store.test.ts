@@ -192,7 +192,20 @@ describe.each(BACKENDS)('dedicated addresses on %s', (backend) => {
       city: 'newark',
       state: 'assigned',
     });
-    expect(rows.map((r) => r.address)).toEqual(['203.0.113.1', '203.0.113.2', '203.0.113.3', '203.0.113.4']);
+    // .2 and .3 are no longer offered and free: gone (they were kept, and a replacement could hand them out).
+    expect(rows.map((r) => r.address)).toEqual(['203.0.113.1', '203.0.113.4']);
+    // One no longer offered but held, and one in quarantine, stay until released and their quarantine ends.
+    await assignAddresses(store, a, 'ny-1', '203.0.113.4', ctx);
+    await releaseAddresses(store, '203.0.113.1', 30, ctx, Math.floor(Date.now() / 1000));
+    const v2 = await store.egress.version();
+    await store.egress.register('ny-1', ['203.0.113.5'], { country: 'us', city: 'newark' });
+    const after = await store.egress.list({ node: 'ny-1' });
+    expect(after.map((r) => [r.address, r.state])).toEqual([
+      ['203.0.113.1', 'quarantined'],
+      ['203.0.113.4', 'assigned'],
+      ['203.0.113.5', 'free'],
+    ]);
+    expect(await store.egress.version()).toBeGreaterThan(v2);
   });
 
   it('DedicatedError is what the edges turn into their own errors', () => {

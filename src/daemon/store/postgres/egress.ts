@@ -30,13 +30,18 @@ export class PgEgressStore extends PgFamily implements EgressStore {
   ): Promise<void> {
     const now = this.nowSec();
     // Nothing new (a node starting again): no write, so the version (a statement trigger) stays and no node reloads.
+    // What the node no longer offers leaves the table, unless an account holds it or its quarantine runs (those stay,
+    // never handed to anyone new, until released or the quarantine's end and the next start).
+    const offered = JSON.stringify(addresses);
     const [same] = await guard(
-      () => this.sql<{ n: number }[]>`
-      SELECT count(*)::int AS n FROM egress_addresses
-      WHERE address = ANY(ARRAY(SELECT jsonb_array_elements_text(${JSON.stringify(addresses)}::text::jsonb)))
-        AND node = ${node} AND country IS NOT DISTINCT FROM ${loc.country} AND city IS NOT DISTINCT FROM ${loc.city}`,
+      () => this.sql<{ n: number; stale: number }[]>`
+      SELECT count(*) FILTER (WHERE address = ANY(ARRAY(SELECT jsonb_array_elements_text(${offered}::text::jsonb)))
+          AND country IS NOT DISTINCT FROM ${loc.country} AND city IS NOT DISTINCT FROM ${loc.city})::int AS n,
+        count(*) FILTER (WHERE NOT address = ANY(ARRAY(SELECT jsonb_array_elements_text(${offered}::text::jsonb)))
+          AND account_id IS NULL AND (quarantine_until IS NULL OR quarantine_until <= ${now}))::int AS stale
+      FROM egress_addresses WHERE node = ${node}`,
     );
-    if (Number(same?.n ?? 0) === new Set(addresses).size) return;
+    if (Number(same?.n ?? 0) === new Set(addresses).size && Number(same?.stale ?? 0) === 0) return;
     await this.tx(async (q) => {
       for (let i = 0; i < addresses.length; i += 1000) {
         const chunk = addresses.slice(i, i + 1000);
@@ -47,6 +52,10 @@ export class PgEgressStore extends PgFamily implements EgressStore {
           WHERE egress_addresses.node IS DISTINCT FROM excluded.node OR egress_addresses.country IS DISTINCT FROM excluded.country
              OR egress_addresses.city IS DISTINCT FROM excluded.city`;
       }
+      await q`
+        DELETE FROM egress_addresses
+        WHERE node = ${node} AND account_id IS NULL AND (quarantine_until IS NULL OR quarantine_until <= ${now})
+          AND NOT address = ANY(ARRAY(SELECT jsonb_array_elements_text(${offered}::text::jsonb)))`;
     });
   }
 

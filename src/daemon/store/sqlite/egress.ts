@@ -38,9 +38,19 @@ export class SqliteEgressStore implements EgressStore {
       ON CONFLICT (address) DO UPDATE SET node = excluded.node, country = excluded.country, city = excluded.city
       WHERE node IS NOT excluded.node OR country IS NOT excluded.country OR city IS NOT excluded.city`,
     );
+    // What the node no longer offers leaves the table, unless an account holds it or its quarantine runs: those stay
+    // (listed, never handed to anyone new) until `proxyd admin ip release` or the quarantine's end and the next start.
+    const offered = new Set(addresses);
+    const mine = stmt<[string, number], { address: string }>(
+      this.db,
+      `SELECT address FROM egress_addresses
+      WHERE node = ? AND account_id IS NULL AND (quarantine_until IS NULL OR quarantine_until <= ?)`,
+    );
+    const drop = stmt(this.db, 'DELETE FROM egress_addresses WHERE address = ?');
     this.db
       .transaction(() => {
         for (const a of addresses) put.run(a, node, loc.country, loc.city, now);
+        for (const r of mine.all(node, now)) if (!offered.has(r.address)) drop.run(r.address);
       })
       .immediate();
   }
