@@ -95,6 +95,13 @@ describe('proxyd health', () => {
       code: 2,
       stderr: 'proxyd: --api-listen: expected HOST:PORT (port 0 picks a free one), got "no port"\n',
     });
+    // Commander's own refusals start `proxyd:` too (they started `error:`), at any depth of the command tree.
+    const unknown = await run(PROXYD, ['health', '--bogus']);
+    expect(unknown.code).toBe(2);
+    expect(unknown.stderr).toMatch(/^proxyd: unknown option '--bogus'/);
+    const choice = await run(PROXYD, ['admin', 'account', 'set', '--email', 'a@example.com', '--status', 'bogus']);
+    expect(choice.code).toBe(2);
+    expect(choice.stderr).toMatch(/^proxyd: option '--status <status>' argument 'bogus' is invalid/);
     const badTimeout = await run(PROXYD, ['health', '--api-listen', `127.0.0.1:${port}`, '--timeout', 'soon']);
     expect(badTimeout).toMatchObject({
       code: 2,

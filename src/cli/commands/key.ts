@@ -96,7 +96,7 @@ export async function runKeyStatus(opts: { ctx: Context }, deps: Deps): Promise<
           if (ctx.json) out.writeJson({ ...doc, valid: null });
           throw apiFailure(err);
         }
-        why = `the API rejects this key${err.refs()} (revoked, expired or not allowed from this address); ${resolved.source === 'env' ? 'set PROXYCTL_API_KEY to a current key' : KEY_HINT}`;
+        why = `the API rejects this key: revoked, expired or not allowed from this address${err.refs()}; ${resolved.source === 'env' ? 'set PROXYCTL_API_KEY to a current key' : KEY_HINT}`;
       } finally {
         await api.close();
       }

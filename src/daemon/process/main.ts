@@ -55,13 +55,20 @@ export function buildProgram(): Command {
 
 export async function main(argv: string[]): Promise<void> {
   const program = buildProgram();
-  program.exitOverride();
-  program.configureOutput({ writeErr: (s) => process.stderr.write(s), writeOut: (s) => process.stdout.write(s) });
+  // Commander's own refusals (an unknown option, a value outside its choices) start `proxyd:` like every other
+  // error of proxyd's (docs/admin.md), not commander's `error:`. Set on every command: the tree is built already.
+  const output = {
+    writeErr: (s: string) => process.stderr.write(s),
+    writeOut: (s: string) => process.stdout.write(s),
+    outputError: (s: string, write: (s: string) => void) => write(s.replace(/^error: /, 'proxyd: ')),
+  };
+  const prepare = (c: Command) => c.exitOverride().configureOutput(output);
+  prepare(program);
   for (const c of program.commands) {
-    c.exitOverride();
+    prepare(c);
     for (const cc of c.commands) {
-      cc.exitOverride();
-      for (const ccc of cc.commands) ccc.exitOverride();
+      prepare(cc);
+      for (const ccc of cc.commands) prepare(ccc);
     }
   }
   try {

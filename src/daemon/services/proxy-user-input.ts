@@ -87,7 +87,7 @@ function setting(
       if (typeof v === 'number')
         return Number.isSafeInteger(v) && v >= 1
           ? { ok: true, value: v }
-          : value(field, 'a whole number of bytes, at least 1');
+          : value(field, `a whole number of bytes, 1 to ${MAX_BYTES} (2^53 - 1)`);
       if (typeof v !== 'string') return shape(field, 'a number of bytes, a size such as "50GiB", or null');
       const n = parseSize(v);
       return n !== null && n >= 1 && n <= MAX_BYTES

@@ -53,6 +53,13 @@ describe.each(BACKENDS)('whitelist API on %s', (backend) => {
       const n = await t.app.inject({ method: 'GET', url: '/nothing?api_key=secret-looking' });
       expect(n.statusCode).toBe(404);
       expect(n.body).not.toContain('secret-looking');
+      // The daemon's own endpoints too (a POST to /healthz was a 404, as if it did not exist).
+      for (const url of ['/healthz', '/metrics', '/ip', '/openapi.json']) {
+        const m = await t.app.inject({ method: 'POST', url });
+        expect(m.statusCode, url).toBe(405);
+        expect(m.headers.allow).toBe('GET, HEAD');
+        expect(m.json().code).toBe(10405);
+      }
     });
   });
 
