@@ -416,10 +416,15 @@ export async function startDaemon(
   });
   try {
     if (cfg.role !== 'entry' && !cfg.egressPrefix) {
-      await store.egress.register(cfg.nodeName, offeredAddresses(cfg.egressPool ?? null, cfg.egressAddress), {
-        country: cfg.location?.country ?? null,
-        city: cfg.location?.city ?? null,
-      });
+      // An offer the operator named (a pool, an egress address) replaces the last; one read off the interfaces
+      // (perhaps before the network is up) only adds.
+      const named = (cfg.egressPool?.length ?? 0) > 0 || (!!cfg.egressAddress && !cfg.egressAddress.includes(':'));
+      await store.egress.register(
+        cfg.nodeName,
+        offeredAddresses(cfg.egressPool ?? null, cfg.egressAddress),
+        { country: cfg.location?.country ?? null, city: cfg.location?.city ?? null },
+        { prune: named },
+      );
     }
     await dedicated.start();
   } catch (e) {

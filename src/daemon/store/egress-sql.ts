@@ -11,6 +11,8 @@ export interface EgressRow {
   email: string | null;
   assigned_at: number | null;
   quarantine_until: number | null;
+  /** The node no longer offers it (held or quarantined when it stopped): never handed to anyone new. */
+  withdrawn?: number | boolean;
 }
 
 export const EGRESS_COLUMNS =

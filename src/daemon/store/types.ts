@@ -910,11 +910,17 @@ export type ReplaceOutcome =
   | { ok: false; why: 'allowance'; used: number };
 
 export interface EgressStore {
-  /** What a node offers, with its location: new addresses join free; a known one keeps its holder (node and location refreshed). */
+  /**
+   * What a node offers, with its location: new addresses join free; a known one keeps its holder (node and location
+   * refreshed). With `prune` (an offer the operator named: a pool or an egress address), what the node had and no
+   * longer offers goes: deleted when free, else marked withdrawn (kept for its holder or quarantine, never handed
+   * to anyone new) until it is free at a later start.
+   */
   register(
     node: string,
     addresses: readonly string[],
     location: { country: string | null; city: string | null },
+    opts?: { prune?: boolean },
   ): Promise<void>;
   /** Whether any address was ever registered for this node name. */
   nodeKnown(node: string): Promise<boolean>;

@@ -178,34 +178,64 @@ describe.each(BACKENDS)('dedicated addresses on %s', (backend) => {
     expect(await store.egress.pruneUsage(day + 1)).toBe(1);
   });
 
-  it('a node registering again keeps who holds its addresses', async () => {
-    const { store, a } = await open(backend);
+  it('a node registering again keeps who holds its addresses; what it no longer names goes, or is withdrawn while held', async () => {
+    const { store, a, b } = await open(backend);
+    const nyc = { country: 'us', city: 'nyc' };
+    const newark = { country: 'us', city: 'newark' };
+    const prune = { prune: true };
+    const now = () => Math.floor(Date.now() / 1000);
+    const listed = async () => (await store.egress.list({ node: 'ny-1' })).map((r) => [r.address, r.state]);
     await assignAddresses(store, a, 'ny-1', '203.0.113.1', ctx);
     const v = await store.egress.version();
-    await store.egress.register('ny-1', ['203.0.113.1', '203.0.113.2', '203.0.113.3'], { country: 'us', city: 'nyc' });
+    await store.egress.register('ny-1', ['203.0.113.1', '203.0.113.2', '203.0.113.3'], nyc, prune);
     expect(await store.egress.version()).toBe(v); // nothing changed: no node reloads
-    await store.egress.register('ny-1', ['203.0.113.1', '203.0.113.4'], { country: 'us', city: 'newark' });
-    expect(await store.egress.version()).toBeGreaterThan(v);
-    const rows = await store.egress.list({ node: 'ny-1' });
-    expect(rows.find((r) => r.address === '203.0.113.1')).toMatchObject({
+    // An offer read off the interfaces (no prune): it only adds, whatever it leaves out.
+    await store.egress.register('ny-1', ['203.0.113.1'], nyc);
+    expect((await listed()).map(([addr]) => addr)).toEqual(['203.0.113.1', '203.0.113.2', '203.0.113.3']);
+    expect(await store.egress.version()).toBe(v);
+    // The pool shrunk, same location: the free address it no longer names goes (it stayed, free, and a
+    // replacement could hand it out).
+    await store.egress.register('ny-1', ['203.0.113.1', '203.0.113.2'], nyc, prune);
+    expect(await listed()).toEqual([
+      ['203.0.113.1', 'assigned'],
+      ['203.0.113.2', 'free'],
+    ]);
+    const v2 = await store.egress.version();
+    expect(v2).toBeGreaterThan(v);
+    // The location refreshed, the holder kept.
+    await store.egress.register('ny-1', ['203.0.113.1', '203.0.113.2', '203.0.113.4'], newark, prune);
+    expect((await store.egress.list({ node: 'ny-1' })).find((r) => r.address === '203.0.113.1')).toMatchObject({
       accountId: a,
       city: 'newark',
       state: 'assigned',
     });
-    // .2 and .3 are no longer offered and free: gone (they were kept, and a replacement could hand them out).
-    expect(rows.map((r) => r.address)).toEqual(['203.0.113.1', '203.0.113.4']);
-    // One no longer offered but held, and one in quarantine, stay until released and their quarantine ends.
-    await assignAddresses(store, a, 'ny-1', '203.0.113.4', ctx);
-    await releaseAddresses(store, '203.0.113.1', 30, ctx, Math.floor(Date.now() / 1000));
-    const v2 = await store.egress.version();
-    await store.egress.register('ny-1', ['203.0.113.5'], { country: 'us', city: 'newark' });
-    const after = await store.egress.list({ node: 'ny-1' });
-    expect(after.map((r) => [r.address, r.state])).toEqual([
-      ['203.0.113.1', 'quarantined'],
-      ['203.0.113.4', 'assigned'],
-      ['203.0.113.5', 'free'],
+    // .1 held and .2 quarantined, neither named any more: kept for the holder and the quarantine (withdrawn).
+    await assignAddresses(store, a, 'ny-1', '203.0.113.2', ctx);
+    await releaseAddresses(store, '203.0.113.2', 30, ctx, now());
+    await store.egress.register('ny-1', ['203.0.113.4'], newark, prune);
+    expect(await listed()).toEqual([
+      ['203.0.113.1', 'assigned'],
+      ['203.0.113.2', 'quarantined'],
+      ['203.0.113.4', 'free'],
     ]);
-    expect(await store.egress.version()).toBeGreaterThan(v2);
+    // Released at once, .1 is never handed to anyone new: not assignable, not a replacement (b's goes to the
+    // same country's other node, though .1 is lower).
+    await releaseAddresses(store, '203.0.113.1', 0, ctx, now());
+    await expect(assignAddresses(store, b, 'ny-1', '203.0.113.1', ctx)).rejects.toThrow(
+      /203\.0\.113\.1 is not an egress address of node ny-1/,
+    );
+    await assignAddresses(store, b, 'ny-1', '203.0.113.4', ctx);
+    expect(await replaceAddress(store, b, '203.0.113.4', opts(), ctx)).toEqual({
+      ok: true,
+      old: '203.0.113.4',
+      new: '203.0.113.10',
+    });
+    // The next start finds .1 free: gone; .2 still in quarantine; .4 (named, quarantined by the replacement) stays.
+    await store.egress.register('ny-1', ['203.0.113.4'], newark, prune);
+    expect(await listed()).toEqual([
+      ['203.0.113.2', 'quarantined'],
+      ['203.0.113.4', 'quarantined'],
+    ]);
   });
 
   it('DedicatedError is what the edges turn into their own errors', () => {

@@ -16,7 +16,7 @@ import { appendAudit } from './audit.js';
 import { guard, type Sql } from './db.js';
 import { BATCH_MS, PgFamily } from './family.js';
 
-type Bare = Pick<EgressRow, 'address' | 'node' | 'account_id' | 'quarantine_until' | 'country'>;
+type Bare = Pick<EgressRow, 'address' | 'node' | 'account_id' | 'quarantine_until' | 'country' | 'withdrawn'>;
 
 export class PgEgressStore extends PgFamily implements EgressStore {
   private tx<T>(work: (q: Sql) => Promise<T>): Promise<T> {
@@ -27,19 +27,25 @@ export class PgEgressStore extends PgFamily implements EgressStore {
     node: string,
     addresses: readonly string[],
     loc: { country: string | null; city: string | null },
+    opts: { prune?: boolean } = {},
   ): Promise<void> {
     const now = this.nowSec();
-    // Nothing new (a node starting again): no write, so the version (a statement trigger) stays and no node reloads.
-    // What the node no longer offers leaves the table, unless an account holds it or its quarantine runs (those stay,
-    // never handed to anyone new, until released or the quarantine's end and the next start).
+    const prune = opts.prune === true;
+    // The offer as a set the planner hashes (a pool has up to 65,536 addresses: no search of an array per row).
     const offered = JSON.stringify(addresses);
+    // Nothing new (a node starting again): no write, so the version (a statement trigger) stays and no node reloads.
+    // Stale: what the node had and no longer offers, still to delete (free) or to mark withdrawn (held, quarantined).
     const [same] = await guard(
       () => this.sql<{ n: number; stale: number }[]>`
-      SELECT count(*) FILTER (WHERE address = ANY(ARRAY(SELECT jsonb_array_elements_text(${offered}::text::jsonb)))
-          AND country IS NOT DISTINCT FROM ${loc.country} AND city IS NOT DISTINCT FROM ${loc.city})::int AS n,
-        count(*) FILTER (WHERE NOT address = ANY(ARRAY(SELECT jsonb_array_elements_text(${offered}::text::jsonb)))
-          AND account_id IS NULL AND (quarantine_until IS NULL OR quarantine_until <= ${now}))::int AS stale
-      FROM egress_addresses WHERE node = ${node}`,
+      WITH o AS (SELECT DISTINCT jsonb_array_elements_text(${offered}::text::jsonb) AS a)
+      SELECT
+        (SELECT count(*) FROM egress_addresses e JOIN o ON o.a = e.address
+          WHERE e.node = ${node} AND NOT e.withdrawn
+            AND e.country IS NOT DISTINCT FROM ${loc.country} AND e.city IS NOT DISTINCT FROM ${loc.city})::int AS n,
+        (SELECT count(*) FROM egress_addresses e
+          WHERE ${prune} AND e.node = ${node} AND NOT EXISTS (SELECT 1 FROM o WHERE o.a = e.address)
+            AND (NOT e.withdrawn
+              OR (e.account_id IS NULL AND (e.quarantine_until IS NULL OR e.quarantine_until <= ${now}))))::int AS stale`,
     );
     if (Number(same?.n ?? 0) === new Set(addresses).size && Number(same?.stale ?? 0) === 0) return;
     await this.tx(async (q) => {
@@ -48,14 +54,21 @@ export class PgEgressStore extends PgFamily implements EgressStore {
         await q`
           INSERT INTO egress_addresses (address, node, country, city, registered_at)
           SELECT a, ${node}, ${loc.country}, ${loc.city}, ${now} FROM jsonb_array_elements_text(${JSON.stringify(chunk)}::text::jsonb) AS a
-          ON CONFLICT (address) DO UPDATE SET node = excluded.node, country = excluded.country, city = excluded.city
+          ON CONFLICT (address) DO UPDATE SET node = excluded.node, country = excluded.country, city = excluded.city,
+            withdrawn = false
           WHERE egress_addresses.node IS DISTINCT FROM excluded.node OR egress_addresses.country IS DISTINCT FROM excluded.country
-             OR egress_addresses.city IS DISTINCT FROM excluded.city`;
+             OR egress_addresses.city IS DISTINCT FROM excluded.city OR egress_addresses.withdrawn`;
       }
+      if (!prune) return;
       await q`
-        DELETE FROM egress_addresses
-        WHERE node = ${node} AND account_id IS NULL AND (quarantine_until IS NULL OR quarantine_until <= ${now})
-          AND NOT address = ANY(ARRAY(SELECT jsonb_array_elements_text(${offered}::text::jsonb)))`;
+        WITH o AS (SELECT DISTINCT jsonb_array_elements_text(${offered}::text::jsonb) AS a)
+        DELETE FROM egress_addresses e
+        WHERE e.node = ${node} AND e.account_id IS NULL AND (e.quarantine_until IS NULL OR e.quarantine_until <= ${now})
+          AND NOT EXISTS (SELECT 1 FROM o WHERE o.a = e.address)`;
+      await q`
+        WITH o AS (SELECT DISTINCT jsonb_array_elements_text(${offered}::text::jsonb) AS a)
+        UPDATE egress_addresses e SET withdrawn = true
+        WHERE e.node = ${node} AND NOT e.withdrawn AND NOT EXISTS (SELECT 1 FROM o WHERE o.a = e.address)`;
     });
   }
 
@@ -66,7 +79,7 @@ export class PgEgressStore extends PgFamily implements EgressStore {
 
   private async lockRows(q: Sql, addresses: readonly string[]): Promise<Map<string, Bare>> {
     const rows = await q<Bare[]>`
-      SELECT address, node, account_id, quarantine_until, country FROM egress_addresses WHERE address = ANY(ARRAY(SELECT jsonb_array_elements_text(${JSON.stringify(addresses)}::text::jsonb)))
+      SELECT address, node, account_id, quarantine_until, country, withdrawn FROM egress_addresses WHERE address = ANY(ARRAY(SELECT jsonb_array_elements_text(${JSON.stringify(addresses)}::text::jsonb)))
       ORDER BY address FOR UPDATE`;
     return new Map(
       rows.map((r) => [
@@ -92,7 +105,9 @@ export class PgEgressStore extends PgFamily implements EgressStore {
       const fresh: string[] = [];
       for (const a of addresses) {
         const r = rows.get(a);
-        if (!r || r.node !== node) return { why: 'not_on_node', address: a } as const;
+        // A withdrawn address is no longer the node's to give (its holder keeps it).
+        if (!r || r.node !== node || (r.withdrawn && r.account_id !== accountId))
+          return { why: 'not_on_node', address: a } as const;
         if (r.account_id !== null && r.account_id !== accountId) return { why: 'held', address: a } as const;
         if (egressState(r, now) === 'quarantined')
           return { why: 'quarantined', address: a, until: r.quarantine_until! } as const;
@@ -176,7 +191,7 @@ export class PgEgressStore extends PgFamily implements EgressStore {
         // The lowest free address not being taken by another replacement right now: one row locked, not all.
         const rows = await q<{ address: string }[]>`
           SELECT address FROM egress_addresses
-          WHERE account_id IS NULL AND (quarantine_until IS NULL OR quarantine_until <= ${now})
+          WHERE account_id IS NULL AND (quarantine_until IS NULL OR quarantine_until <= ${now}) AND NOT withdrawn
             AND ${where === 'node' ? q`node = ${old.node}` : q`country = ${old.country}`}
           ORDER BY address::inet LIMIT 1
           FOR UPDATE SKIP LOCKED`;

@@ -771,4 +771,8 @@ export const PG_MIGRATIONS: readonly string[] = [
   END $$;
   CREATE TRIGGER egress_version_addresses AFTER INSERT OR UPDATE OR DELETE ON egress_addresses FOR EACH STATEMENT EXECUTE FUNCTION proxyd_egress_version_bump();
   `,
+  // 24: withdrawn addresses, as SQLite's migration 20.
+  `
+  ALTER TABLE egress_addresses ADD COLUMN withdrawn boolean NOT NULL DEFAULT false;
+  `,
 ];

@@ -15,7 +15,7 @@ import type { SqliteAuditLog } from './audit.js';
 import type { Db } from './db.js';
 import { stmt } from './statements.js';
 
-type Bare = Pick<EgressRow, 'address' | 'node' | 'account_id' | 'quarantine_until' | 'country'>;
+type Bare = Pick<EgressRow, 'address' | 'node' | 'account_id' | 'quarantine_until' | 'country' | 'withdrawn'>;
 
 export class SqliteEgressStore implements EgressStore {
   constructor(
@@ -30,27 +30,34 @@ export class SqliteEgressStore implements EgressStore {
     node: string,
     addresses: readonly string[],
     loc: { country: string | null; city: string | null },
+    opts: { prune?: boolean } = {},
   ): Promise<void> {
     const now = this.nowSec();
     const put = stmt(
       this.db,
       `INSERT INTO egress_addresses (address, node, country, city, registered_at) VALUES (?, ?, ?, ?, ?)
-      ON CONFLICT (address) DO UPDATE SET node = excluded.node, country = excluded.country, city = excluded.city
-      WHERE node IS NOT excluded.node OR country IS NOT excluded.country OR city IS NOT excluded.city`,
+      ON CONFLICT (address) DO UPDATE SET node = excluded.node, country = excluded.country, city = excluded.city,
+        withdrawn = 0
+      WHERE node IS NOT excluded.node OR country IS NOT excluded.country OR city IS NOT excluded.city OR withdrawn <> 0`,
     );
-    // What the node no longer offers leaves the table, unless an account holds it or its quarantine runs: those stay
-    // (listed, never handed to anyone new) until `proxyd admin ip release` or the quarantine's end and the next start.
+    // What the node no longer offers (an offer the operator named): deleted when free; held or quarantined, marked
+    // withdrawn (never handed to anyone new) until a later start finds it free.
     const offered = new Set(addresses);
-    const mine = stmt<[string, number], { address: string }>(
+    const mine = stmt<[string], Bare & { withdrawn: number }>(
       this.db,
-      `SELECT address FROM egress_addresses
-      WHERE node = ? AND account_id IS NULL AND (quarantine_until IS NULL OR quarantine_until <= ?)`,
+      'SELECT address, node, account_id, quarantine_until, country, withdrawn FROM egress_addresses WHERE node = ?',
     );
     const drop = stmt(this.db, 'DELETE FROM egress_addresses WHERE address = ?');
+    const withdraw = stmt(this.db, 'UPDATE egress_addresses SET withdrawn = 1 WHERE address = ?');
     this.db
       .transaction(() => {
         for (const a of addresses) put.run(a, node, loc.country, loc.city, now);
-        for (const r of mine.all(node, now)) if (!offered.has(r.address)) drop.run(r.address);
+        if (!opts.prune) return;
+        for (const r of mine.all(node)) {
+          if (offered.has(r.address)) continue;
+          if (egressState(r, now) === 'free') drop.run(r.address);
+          else if (!r.withdrawn) withdraw.run(r.address);
+        }
       })
       .immediate();
   }
@@ -62,7 +69,7 @@ export class SqliteEgressStore implements EgressStore {
   private bare(address: string): Bare | undefined {
     return stmt<[string], Bare>(
       this.db,
-      'SELECT address, node, account_id, quarantine_until, country FROM egress_addresses WHERE address = ?',
+      'SELECT address, node, account_id, quarantine_until, country, withdrawn FROM egress_addresses WHERE address = ?',
     ).get(address);
   }
 
@@ -82,7 +89,9 @@ export class SqliteEgressStore implements EgressStore {
         const fresh: string[] = [];
         for (const a of addresses) {
           const r = this.bare(a);
-          if (!r || r.node !== node) return { why: 'not_on_node', address: a };
+          // A withdrawn address is no longer the node's to give (its holder keeps it).
+          if (!r || r.node !== node || (r.withdrawn && r.account_id !== accountId))
+            return { why: 'not_on_node', address: a };
           if (r.account_id !== null && r.account_id !== accountId) return { why: 'held', address: a };
           const state = egressState(r, now);
           if (state === 'quarantined') return { why: 'quarantined', address: a, until: r.quarantine_until! };
@@ -163,7 +172,8 @@ export class SqliteEgressStore implements EgressStore {
         if (!old || old.account_id !== accountId) return { ok: false, why: 'not_yours' };
         const used = this.used(accountId, o.month);
         if (used >= o.max) return { ok: false, why: 'allowance', used };
-        const freeWhere = 'account_id IS NULL AND (quarantine_until IS NULL OR quarantine_until <= ?)';
+        const freeWhere =
+          'account_id IS NULL AND (quarantine_until IS NULL OR quarantine_until <= ?) AND withdrawn = 0';
         let candidates = stmt<[number, string], { address: string }>(
           this.db,
           `SELECT address FROM egress_addresses WHERE ${freeWhere} AND node = ?`,

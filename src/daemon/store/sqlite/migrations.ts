@@ -464,4 +464,9 @@ export const MIGRATIONS: readonly string[] = [
   CREATE TRIGGER IF NOT EXISTS egress_version_update AFTER UPDATE ON egress_addresses BEGIN UPDATE egress_version SET seq = seq + 1; END;
   CREATE TRIGGER IF NOT EXISTS egress_version_delete AFTER DELETE ON egress_addresses BEGIN UPDATE egress_version SET seq = seq + 1; END;
   `,
+  // 20: an address its node no longer offers but an account holds or a quarantine keeps: marked, never handed to
+  // anyone new, gone at the node's next start once free (docs/operations.md, "Dedicated addresses").
+  `
+  ALTER TABLE egress_addresses ADD COLUMN withdrawn INTEGER NOT NULL DEFAULT 0;
+  `,
 ];
