@@ -238,6 +238,17 @@ describe.each(BACKENDS)('dedicated addresses on %s', (backend) => {
     ]);
   });
 
+  it('a pool of 65,536 registers, again, and shrunk, within the store deadline (a search of the offer per row did not)', async () => {
+    const { store } = await open(backend);
+    const pool: string[] = [];
+    for (let i = 0; i < 65536; i++) pool.push(`10.0.${i >> 8}.${i & 255}`);
+    const loc = { country: 'us', city: null };
+    await store.egress.register('big', pool, loc, { prune: true });
+    await store.egress.register('big', pool, loc, { prune: true });
+    await store.egress.register('big', pool.slice(0, 1000), loc, { prune: true });
+    expect(await store.egress.list({ node: 'big' })).toHaveLength(1000);
+  });
+
   it('DedicatedError is what the edges turn into their own errors', () => {
     expect(new DedicatedError('x')).toBeInstanceOf(Error);
   });

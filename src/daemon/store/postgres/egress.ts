@@ -30,45 +30,59 @@ export class PgEgressStore extends PgFamily implements EgressStore {
     opts: { prune?: boolean } = {},
   ): Promise<void> {
     const now = this.nowSec();
-    const prune = opts.prune === true;
-    // The offer as a set the planner hashes (a pool has up to 65,536 addresses: no search of an array per row).
-    const offered = JSON.stringify(addresses);
-    // Nothing new (a node starting again): no write, so the version (a statement trigger) stays and no node reloads.
-    // Stale: what the node had and no longer offers, still to delete (free) or to mark withdrawn (held, quarantined).
-    const [same] = await guard(
-      () => this.sql<{ n: number; stale: number }[]>`
-      WITH o AS (SELECT DISTINCT jsonb_array_elements_text(${offered}::text::jsonb) AS a)
-      SELECT
-        (SELECT count(*) FROM egress_addresses e JOIN o ON o.a = e.address
-          WHERE e.node = ${node} AND NOT e.withdrawn
-            AND e.country IS NOT DISTINCT FROM ${loc.country} AND e.city IS NOT DISTINCT FROM ${loc.city})::int AS n,
-        (SELECT count(*) FROM egress_addresses e
-          WHERE ${prune} AND e.node = ${node} AND NOT EXISTS (SELECT 1 FROM o WHERE o.a = e.address)
-            AND (NOT e.withdrawn
-              OR (e.account_id IS NULL AND (e.quarantine_until IS NULL OR e.quarantine_until <= ${now}))))::int AS stale`,
+    // The node's rows, read once (by the node index); what changes is worked out here and written by primary key,
+    // so a pool of 65,536 addresses costs lookups, not a search of the offer per row.
+    const offered = new Set(addresses);
+    const rows = await guard(
+      () =>
+        this.sql<
+          {
+            address: string;
+            country: string | null;
+            city: string | null;
+            account_id: number | null;
+            quarantine_until: number | null;
+            withdrawn: boolean;
+          }[]
+        >`SELECT address, country, city, account_id, quarantine_until, withdrawn FROM egress_addresses WHERE node = ${node}`,
     );
-    if (Number(same?.n ?? 0) === new Set(addresses).size && Number(same?.stale ?? 0) === 0) return;
+    let same = 0;
+    const drop: string[] = [];
+    const withdraw: string[] = [];
+    for (const r of rows) {
+      if (offered.has(r.address)) {
+        if (!r.withdrawn && r.country === loc.country && r.city === loc.city) same++;
+      } else if (opts.prune) {
+        const free = r.account_id === null && (r.quarantine_until === null || Number(r.quarantine_until) <= now);
+        if (free) drop.push(r.address);
+        else if (!r.withdrawn) withdraw.push(r.address);
+      }
+    }
+    // Nothing new (a node starting again): no write, so the version (a statement trigger) stays and no node reloads.
+    if (same === offered.size && drop.length === 0 && withdraw.length === 0) return;
+    const list = (chunk: readonly string[]) => JSON.stringify(chunk);
     await this.tx(async (q) => {
       for (let i = 0; i < addresses.length; i += 1000) {
         const chunk = addresses.slice(i, i + 1000);
         await q`
           INSERT INTO egress_addresses (address, node, country, city, registered_at)
-          SELECT a, ${node}, ${loc.country}, ${loc.city}, ${now} FROM jsonb_array_elements_text(${JSON.stringify(chunk)}::text::jsonb) AS a
+          SELECT a, ${node}, ${loc.country}, ${loc.city}, ${now} FROM jsonb_array_elements_text(${list(chunk)}::text::jsonb) AS a
           ON CONFLICT (address) DO UPDATE SET node = excluded.node, country = excluded.country, city = excluded.city,
             withdrawn = false
           WHERE egress_addresses.node IS DISTINCT FROM excluded.node OR egress_addresses.country IS DISTINCT FROM excluded.country
              OR egress_addresses.city IS DISTINCT FROM excluded.city OR egress_addresses.withdrawn`;
       }
-      if (!prune) return;
-      await q`
-        WITH o AS (SELECT DISTINCT jsonb_array_elements_text(${offered}::text::jsonb) AS a)
-        DELETE FROM egress_addresses e
-        WHERE e.node = ${node} AND e.account_id IS NULL AND (e.quarantine_until IS NULL OR e.quarantine_until <= ${now})
-          AND NOT EXISTS (SELECT 1 FROM o WHERE o.a = e.address)`;
-      await q`
-        WITH o AS (SELECT DISTINCT jsonb_array_elements_text(${offered}::text::jsonb) AS a)
-        UPDATE egress_addresses e SET withdrawn = true
-        WHERE e.node = ${node} AND NOT e.withdrawn AND NOT EXISTS (SELECT 1 FROM o WHERE o.a = e.address)`;
+      // Checked again in the statement: one assigned meanwhile stays.
+      for (let i = 0; i < drop.length; i += 1000)
+        await q`
+          DELETE FROM egress_addresses
+          WHERE address = ANY(ARRAY(SELECT jsonb_array_elements_text(${list(drop.slice(i, i + 1000))}::text::jsonb)))
+            AND node = ${node} AND account_id IS NULL AND (quarantine_until IS NULL OR quarantine_until <= ${now})`;
+      for (let i = 0; i < withdraw.length; i += 1000)
+        await q`
+          UPDATE egress_addresses SET withdrawn = true
+          WHERE address = ANY(ARRAY(SELECT jsonb_array_elements_text(${list(withdraw.slice(i, i + 1000))}::text::jsonb)))
+            AND node = ${node} AND NOT withdrawn`;
     });
   }
 
