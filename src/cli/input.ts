@@ -58,7 +58,7 @@ interface Collected {
 }
 
 /** Why a file could not be read, in words (the errno code after them). */
-function fileProblem(err: unknown): string {
+export function fileProblem(err: unknown): string {
   const code = (err as NodeJS.ErrnoException).code;
   const words: Record<string, string> = {
     ENOENT: 'no such file',

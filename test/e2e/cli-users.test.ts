@@ -113,6 +113,16 @@ describe.each(BACKENDS)('proxyctl users, keys and proxy lists on %s', (backend) 
       const bad = await ctl(['key', 'set'], { input: `${key.slice(0, -4)}AAAA\n` });
       expect(bad.code).toBe(4);
       expect(JSON.parse(readFileSync(credentials(), 'utf8')).keys[d.api]).toBe(key);
+      // A rejected key in the environment: what, why, then the refs, then what to do (docs/cli.md's error shape).
+      const rejected = await ctl(['key', 'status'], { env: { PROXYCTL_API_KEY: `${key.slice(0, -4)}AAAA` } });
+      expect(rejected.code).not.toBe(0);
+      expect(rejected.stderr).toMatch(
+        /^error: the API rejects this key: revoked, expired or not allowed from this address \(code 10401, request id [^)]+\); set PROXYCTL_API_KEY to a current key\n$/,
+      );
+      // users create reads one file (each has its own header): a second --file is refused, not read instead.
+      const two = await ctl(['users', 'create', '--file', 'a.csv', '--file', 'b.csv']);
+      expect(two.code).toBe(2);
+      expect(two.stderr).toContain('one file only (each has its own header)');
     },
     patient(60_000),
   );

@@ -85,6 +85,12 @@ export function registerUsers(program: Command, kit: Kit): void {
       .option(
         '-f, --file <file>',
         'users from a CSV file with a header (username,password,traffic_limit,max_connections,rate_limit,expires_at,allow,deny) or JSON lines; - for stdin',
+        (f: string, before: string | undefined) => {
+          // Each file has its own header: a second one is refused rather than read in place of the first.
+          if (before !== undefined)
+            throw new kit.commander.InvalidArgumentError('one file only (each has its own header): join them first');
+          return f;
+        },
       ),
     false,
   )

@@ -22,6 +22,7 @@ import type { Deps } from '../deps.js';
 import { looksLikeToken, UsageError } from '../errors.js';
 import { Exit, type ExitCode } from '../exit-codes.js';
 import { decodeText, readAll } from '../io.js';
+import { fileProblem } from '../input.js';
 import { terminalSafe, renderTsv, type Output } from '../output.js';
 import { RollingWindowPacer } from '../pacer.js';
 import { checkNotSecret, checkUsername, fieldFromText, parseUsersFile } from '../user-input.js';
@@ -270,7 +271,7 @@ async function createFromFile(opts: CreateOptions, deps: Deps): Promise<ExitCode
   try {
     text = opts.file === '-' ? await readAll(deps.io.stdin) : decodeText(await readFile(opts.file!));
   } catch (err) {
-    throw new UsageError(`cannot read ${opts.file}: ${(err as NodeJS.ErrnoException).code ?? String(err)}`);
+    throw new UsageError(`cannot read ${opts.file}: ${fileProblem(err)}`);
   }
   const users = parseUsersFile(text, opts.file === '-' ? 'stdin' : opts.file!);
   const session = await openKeySession(ctx, deps);

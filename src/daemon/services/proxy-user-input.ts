@@ -92,7 +92,7 @@ function setting(
       const n = parseSize(v);
       return n !== null && n >= 1 && n <= MAX_BYTES
         ? { ok: true, value: n }
-        : value(field, 'a size such as 50GiB, 500MB or a number of bytes');
+        : value(field, `a size such as 50GiB, 500MB or a number of bytes, up to ${MAX_BYTES} bytes`);
     }
     case 'max_connections': {
       if (v === null) return { ok: true, value: null };

@@ -180,6 +180,9 @@ describe.each(BACKENDS)('proxy users over the API (%s)', (backend) => {
       [{ username: 'newbie', traffic_limit: 'lots' }, 'traffic_limit'],
       [{ username: 'newbie', traffic_limit: -1 }, 'traffic_limit'],
       [{ username: 'newbie', traffic_limit: true }, 'traffic_limit'],
+      // Whole and over 1, but past 2^53 - 1: the message names the bound (it said "at least 1").
+      [{ username: 'newbie', traffic_limit: 1e300 }, 'traffic_limit (a whole number of bytes, 1 to 9007199254740991'],
+      [{ username: 'newbie', traffic_limit: '9000000TiB' }, 'up to 9007199254740991 bytes'],
       [{ username: 'newbie', max_connections: 0 }, 'max_connections'],
       [{ username: 'newbie', max_connections: '5' }, 'max_connections'],
       [{ username: 'newbie', rate_limit: '10 parsecs' }, 'rate_limit'],
