@@ -974,6 +974,34 @@ describe.skipIf(skip)('entry and exit nodes on one PostgreSQL', () => {
     expect(await policyDrops()).toBe(before + 3);
   });
 
+  /** A SOCKS5 UDP datagram to `localhost` through entry 0 to de1: the exit resolves the name and drops it. */
+  async function expectUdpToLocalhostDropped(text: string): Promise<void> {
+    const echo = await udpTargetSocket();
+    const got: string[] = [];
+    echo.on('message', (m, r) => {
+      got.push(m.toString());
+      echo.send(m, r.port, r.address);
+    });
+    try {
+      const ep = (echo.address() as net.AddressInfo).port;
+      const name = Buffer.from('localhost');
+      const answer = await udpOnce(
+        entries[0]!,
+        'alice-country-de',
+        Buffer.concat([
+          Buffer.from([0, 0, 0, 3, name.length]),
+          name,
+          Buffer.from([ep >> 8, ep & 255]),
+          Buffer.from(text),
+        ]),
+      );
+      expect(answer).toBeNull();
+      expect(got).toEqual([]);
+    } finally {
+      echo.close();
+    }
+  }
+
   it("through an entry, the account's denied network holds for a name the exit resolves into it (and is lifted again)", async () => {
     const set = await admin(first, ['policy', 'set', '--email', EMAIL, '--deny', '127.0.0.0/8']);
     expect(set.code, set.stderr).toBe(0);
@@ -995,30 +1023,7 @@ describe.skipIf(skip)('entry and exit nodes on one PostgreSQL', () => {
       expect(literal.ok ? 200 : literal.status).toBe(403); // a literal is judged at the entry already
       // A SOCKS5 UDP datagram to the same name through the entry: the exit resolves it and drops it too (the
       // association carries the account to the exit; it did not, and the datagram went out).
-      const echo = await udpTargetSocket();
-      const got: string[] = [];
-      echo.on('message', (m, r) => {
-        got.push(m.toString());
-        echo.send(m, r.port, r.address);
-      });
-      try {
-        const ep = (echo.address() as net.AddressInfo).port;
-        const name = Buffer.from('localhost');
-        const answer = await udpOnce(
-          entries[0]!,
-          'alice-country-de',
-          Buffer.concat([
-            Buffer.from([0, 0, 0, 3, name.length]),
-            name,
-            Buffer.from([ep >> 8, ep & 255]),
-            Buffer.from('to a denied network'),
-          ]),
-        );
-        expect(answer).toBeNull();
-        expect(got).toEqual([]);
-      } finally {
-        echo.close();
-      }
+      await expectUdpToLocalhostDropped('to a denied network');
     } finally {
       const off = await admin(first, ['policy', 'set', '--email', EMAIL, '--deny', 'none']);
       expect(off.code, off.stderr).toBe(0);
@@ -1058,30 +1063,7 @@ describe.skipIf(skip)('entry and exit nodes on one PostgreSQL', () => {
         expect(r.head).toContain('details="target denied by account policy"');
       }
       // A SOCKS5 UDP datagram to the same name: the exit resolves it and drops it too.
-      const echo = await udpTargetSocket();
-      const got: string[] = [];
-      echo.on('message', (m, from) => {
-        got.push(m.toString());
-        echo.send(m, from.port, from.address);
-      });
-      try {
-        const ep = (echo.address() as net.AddressInfo).port;
-        const name = Buffer.from('localhost');
-        const answer = await udpOnce(
-          entries[0]!,
-          'alice-country-de',
-          Buffer.concat([
-            Buffer.from([0, 0, 0, 3, name.length]),
-            name,
-            Buffer.from([ep >> 8, ep & 255]),
-            Buffer.from("to the user's denied network"),
-          ]),
-        );
-        expect(answer).toBeNull();
-        expect(got).toEqual([]);
-      } finally {
-        echo.close();
-      }
+      await expectUdpToLocalhostDropped("to the user's denied network");
     } finally {
       const off = await admin(first, ['proxy-user', 'set', '--email', EMAIL, '--username', 'alice', '--deny', 'none']);
       expect(off.code, off.stderr).toBe(0);
