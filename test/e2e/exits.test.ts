@@ -974,6 +974,22 @@ describe.skipIf(skip)('entry and exit nodes on one PostgreSQL', () => {
     expect(await policyDrops()).toBe(before + 3);
   });
 
+  /** A CONNECT to `localhost` through entry 0 to de1 refused as the policy's within 3 s (the rule reaches the views within 1 s). */
+  async function expectLocalhostDenied(): Promise<void> {
+    const to = `localhost:${(target.address() as net.AddressInfo).port}`;
+    const t0 = Date.now();
+    let r = await viaConnect(entries[0]!, to, 'alice-country-de');
+    while (r.ok && Date.now() - t0 < 3_000) {
+      await sleep(100);
+      r = await viaConnect(entries[0]!, to, 'alice-country-de');
+    }
+    expect(r.ok).toBe(false);
+    if (!r.ok) {
+      expect(r.status).toBe(403);
+      expect(r.head).toContain('details="target denied by account policy"');
+    }
+  }
+
   /** A SOCKS5 UDP datagram to `localhost` through entry 0 to de1: the exit resolves the name and drops it. */
   async function expectUdpToLocalhostDropped(text: string): Promise<void> {
     const echo = await udpTargetSocket();
@@ -1006,19 +1022,8 @@ describe.skipIf(skip)('entry and exit nodes on one PostgreSQL', () => {
     const set = await admin(first, ['policy', 'set', '--email', EMAIL, '--deny', '127.0.0.0/8']);
     expect(set.code, set.stderr).toBe(0);
     try {
-      const port = (target.address() as net.AddressInfo).port;
       // localhost is resolved by the exit (its /etc/hosts): 127.0.0.1, in the denied network.
-      const t0 = Date.now();
-      let r = await viaConnect(entries[0]!, `localhost:${port}`, 'alice-country-de');
-      while (r.ok && Date.now() - t0 < 3_000) {
-        await sleep(100); // the rule reaches the exit's view within a second
-        r = await viaConnect(entries[0]!, `localhost:${port}`, 'alice-country-de');
-      }
-      expect(r.ok).toBe(false);
-      if (!r.ok) {
-        expect(r.status).toBe(403);
-        expect(r.head).toContain('details="target denied by account policy"');
-      }
+      await expectLocalhostDenied();
       const literal = await viaConnect(entries[1]!, tgt(), 'alice-country-us');
       expect(literal.ok ? 200 : literal.status).toBe(403); // a literal is judged at the entry already
       // A SOCKS5 UDP datagram to the same name through the entry: the exit resolves it and drops it too (the
@@ -1048,20 +1053,9 @@ describe.skipIf(skip)('entry and exit nodes on one PostgreSQL', () => {
     ]);
     expect(set.code, set.stderr).toBe(0);
     try {
-      const port = (target.address() as net.AddressInfo).port;
       // localhost is resolved by the exit: 127.0.0.1, in the user's denied network. The entry names the user on the
       // hop's line because it has rules of its own (the exit applied only the account's before).
-      const t0 = Date.now();
-      let r = await viaConnect(entries[0]!, `localhost:${port}`, 'alice-country-de');
-      while (r.ok && Date.now() - t0 < 3_000) {
-        await sleep(100); // the rule reaches the entry's and the exit's views within a second
-        r = await viaConnect(entries[0]!, `localhost:${port}`, 'alice-country-de');
-      }
-      expect(r.ok).toBe(false);
-      if (!r.ok) {
-        expect(r.status).toBe(403);
-        expect(r.head).toContain('details="target denied by account policy"');
-      }
+      await expectLocalhostDenied();
       // A SOCKS5 UDP datagram to the same name: the exit resolves it and drops it too.
       await expectUdpToLocalhostDropped("to the user's denied network");
     } finally {
