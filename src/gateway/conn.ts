@@ -553,7 +553,6 @@ function startDial(conn: ClientConn, host: string, port: number): Promise<DialOu
       port,
       screen: judged,
       accountId: conn.accountId,
-      user: conn.core.userWithRules(conn.accountId, conn.meterSubject),
       session: conn.egressSession,
       exitWish: conn.exitWish,
       pin: conn.egressPin,

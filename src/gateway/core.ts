@@ -250,15 +250,6 @@ export class GatewayCore {
     return judged;
   }
 
-  /**
-   * The proxy user as an exit must be told of it: its subject when it has target rules of its own (an exit resolves
-   * names and applies them to the addresses), else null (the hop's line then stays as exits before this one read it).
-   */
-  userWithRules(accountId: number, subject: string): string | null {
-    const rules = this.opts.targetRules;
-    return subject && accountId >= 0 && rules?.forUser?.(accountId, subject) ? subject : null;
-  }
-
   /** An outgoing connection or UDP association from `address`, until it closes. */
   trackEgress(
     socket: { destroy(): void; once(event: 'close', f: () => void): unknown },

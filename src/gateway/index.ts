@@ -123,7 +123,7 @@ export async function startGateway(opts: GatewayOptions): Promise<Gateway> {
         core,
         onRefused: opts.hop.onRefused,
         unproven: opts.hop.unproven,
-        screen: (accountId, host, user) => core.judgeTarget(accountId, host, user ?? undefined),
+        screen: (accountId, host) => core.judgeTarget(accountId, host),
         udp: {
           drop: (reason) => core.countUdpDrop(reason),
           relayPorts: (opts.udp ?? UDP_DEFAULTS).ports,

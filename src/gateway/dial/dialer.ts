@@ -96,8 +96,6 @@ export interface DialRequest {
   screen?: AddressScreen | null;
   /** The admitted account, for an exit to apply its target rules to what a name resolves to (the hop's DIAL carries it). */
   accountId?: number;
-  /** The proxy user (`user:NAME`) when it has target rules of its own: an exit applies them too. Absent: none. */
-  user?: string | null;
   /** Checked once the target is resolved: false abandons the dial. */
   stillWanted(): boolean;
   /** The socket while it connects, so the caller can destroy it if its client goes away. */
@@ -114,8 +112,6 @@ export interface AssociateRequest {
   pin?: string | null;
   onlyExits?: ReadonlySet<string> | null;
   accountId?: number;
-  /** As DialRequest's: the proxy user with target rules of its own, for an exit to apply them. */
-  user?: string | null;
   /** Checked as it waits (an exit's answer, a session's address): false abandons it. */
   stillWanted(): boolean;
   /**

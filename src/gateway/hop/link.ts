@@ -319,24 +319,17 @@ export class HopLink {
         session: req.session,
         accountId: req.accountId,
         pin: req.pin,
-        user: req.user ?? null,
       }),
     );
   }
 
   /** A UDP association through this exit: the stream its datagrams travel on in frames (hop/udp.ts). */
   async associate(
-    req: Pick<DialRequest, 'session' | 'accountId' | 'pin' | 'user' | 'stillWanted'>,
+    req: Pick<DialRequest, 'session' | 'accountId' | 'pin' | 'stillWanted'>,
   ): Promise<DialOutcome | 'retry'> {
     return this.ask(
       { ...req, host: '-', port: 0, connecting: () => {} },
-      encodeHopRequest({
-        kind: 'udp',
-        session: req.session,
-        accountId: req.accountId,
-        pin: req.pin,
-        user: req.user ?? null,
-      }),
+      encodeHopRequest({ kind: 'udp', session: req.session, accountId: req.accountId, pin: req.pin }),
     );
   }
 

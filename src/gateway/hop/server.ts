@@ -53,11 +53,8 @@ export interface HopServerOptions {
   proofDeadlineMs?: number;
   /** This process's share of the exit's bounds on unproven connections (workers split them); default: all of them. */
   unproven?: { total: number; perSource: number };
-  /**
-   * The target rules of an account (and of its proxy user, when the line names one) for a target as asked: a refusal,
-   * a screen for its resolved addresses, or null.
-   */
-  screen?: (accountId: number, host: string, user: string | null) => { denied: TargetDenial } | AddressScreen | null;
+  /** The target rules of an account for a target as asked: a refusal, a screen for its resolved addresses, or null. */
+  screen?: (accountId: number, host: string) => { denied: TargetDenial } | AddressScreen | null;
   /** UDP associations an entry carries here (through the dialer's `associate`): drops counted. Absent: none is carried. */
   udp?: {
     drop(reason: 'policy' | 'unsolicited' | 'malformed'): void;
@@ -294,7 +291,7 @@ async function openTunnel(c: Carrier, line: string, o: HopServerOptions): Promis
   const accountId = r.accountId ?? -1;
   // The account's (and the service's) target rules on what the name resolves to here: the entry judged the
   // target as asked, but only this exit resolves it.
-  const judged = accountId >= 0 && o.screen ? o.screen(accountId, r.host, r.user ?? null) : null;
+  const judged = accountId >= 0 && o.screen ? o.screen(accountId, r.host) : null;
   if (judged && 'denied' in judged) return c.reply(encodeHopAnswer({ kind: 'err', failure: judged.denied }));
   let upstream: net.Socket | null = null;
   const out = await o.dialer.dial({
@@ -340,7 +337,7 @@ async function carryUdp(c: Carrier, o: HopServerOptions, r: Extract<HopRequest, 
     accountId,
     pin: r.pin ?? null,
     stillWanted: () => !s.destroyed,
-    ...(screen ? { judge: (host: string) => screen(accountId, host, r.user ?? null) } : {}),
+    ...(screen ? { judge: (host: string) => screen(accountId, host) } : {}),
     ...(udp.relayPorts ? { relayPorts: udp.relayPorts } : {}),
     drop: (reason) => udp.drop(reason),
   });

@@ -5,13 +5,11 @@
 //                                       a rotation settles); useless in any other TLS session
 //   exit  → `OK`                        (no accepted proof: the connection closes, nothing said)
 // then frames (mux.ts): every tunnel is a stream whose OPEN carries one line and whose REPLY answers it:
-//   `DIAL <host> <port> <session key, URI-encoded, or -> <minutes> [<account id> [<dedicated address or -> [<user>]]]`
-//   (the account: for the exit to apply its target rules to the addresses it resolves and to leave from the account's
-//   dedicated addresses; the address: the username's `-ip-`; the user, `user:NAME` URI-encoded, only when it has target
-//   rules of its own, which the exit then applies too) → `OK <egress address> <port>`, and the stream carries the
+//   `DIAL <host> <port> <session key, URI-encoded, or -> <minutes> [<account id> [<dedicated address>]]` (the
+//   account: for the exit to apply its target rules to the addresses it resolves and to leave from the account's
+//   dedicated addresses; the address: the username's `-ip-`) → `OK <egress address> <port>`, and the stream carries the
 //   tunnel's bytes both ways (half-close too), or `ERR <failure>` and the stream is over;
-//   `UDP <session key or -> <minutes> [<account id> [<dedicated address or -> [<user>]]]` → `OK udp [<egress address>]`,
-//   then datagrams in frames both ways (hop/udp.ts)
+//   `UDP <session key or -> <minutes> [<account id> [<dedicated address>]]` → `OK udp [<egress address>]`, then datagrams in frames both ways (hop/udp.ts)
 //   until the entry ends the stream.
 // Both lines and their answers are written and read here only (encodeHopRequest, parseHopRequest, encodeHopAnswer,
 // parseHopAnswer): link.ts on the entry, server.ts on the exit.
@@ -94,16 +92,8 @@ export interface HopSession {
  * (UDP). The account (-1 or absent: none) and the dedicated address the username named go with either.
  */
 export type HopRequest =
-  | {
-      kind: 'dial';
-      host: string;
-      port: number;
-      session: HopSession | null;
-      accountId?: number;
-      pin?: string | null;
-      user?: string | null;
-    }
-  | { kind: 'udp'; session: HopSession | null; accountId?: number; pin?: string | null; user?: string | null };
+  | { kind: 'dial'; host: string; port: number; session: HopSession | null; accountId?: number; pin?: string | null }
+  | { kind: 'udp'; session: HopSession | null; accountId?: number; pin?: string | null };
 
 /** The exit's answer: a DIAL's tunnel (its egress address and port), a UDP association (its egress address), or a failure. */
 export type HopAnswer =
@@ -115,38 +105,30 @@ export type HopAnswer =
 export function encodeHopRequest(r: HopRequest): string {
   const key = r.session ? encodeURIComponent(r.session.key) : '-';
   const minutes = r.session?.minutes ?? 0;
-  // The user only when it has rules of its own (core.userWithRules), and then the pin's place says `-` for none.
-  const user = r.user ? ` ${r.pin || '-'} ${encodeURIComponent(r.user)}` : r.pin ? ` ${r.pin}` : '';
-  const tail = r.accountId !== undefined && r.accountId >= 0 ? ` ${r.accountId}${user}` : '';
+  const tail = r.accountId !== undefined && r.accountId >= 0 ? ` ${r.accountId}${r.pin ? ` ${r.pin}` : ''}` : '';
   return r.kind === 'dial' ? `DIAL ${r.host} ${r.port} ${key} ${minutes}${tail}` : `UDP ${key} ${minutes}${tail}`;
 }
 
 // The pin is a token here, an IPv4 address only as isStrictIPv4 says (src/rules/ipv4-syntax.ts).
-const UDP_LINE = /^UDP (\S+) (\d{1,4})(?: (\d{1,10})(?: (\S+)(?: (\S+))?)?)?$/;
-const DIAL_LINE = /^DIAL (\S+) (\d{1,5}) (\S+) (\d{1,4})(?: (\d{1,10})(?: (\S+)(?: (\S+))?)?)?$/;
+const UDP_LINE = /^UDP (\S+) (\d{1,4})(?: (\d{1,10})(?: (\S+))?)?$/;
+const DIAL_LINE = /^DIAL (\S+) (\d{1,5}) (\S+) (\d{1,4})(?: (\d{1,10})(?: (\S+))?)?$/;
 
 /** An OPEN's line as encodeHopRequest makes it; null for a line no entry makes (a bad port, a bad encoding). */
 export function parseHopRequest(line: string): HopRequest | null {
   const u = UDP_LINE.exec(line);
   const m = u ? null : DIAL_LINE.exec(line);
   if (!u && (!m || Number(m[2]) > 65535)) return null;
-  const [key, minutes, account, given, userText] = u
-    ? [u[1]!, u[2]!, u[3], u[4], u[5]]
-    : [m![3]!, m![4]!, m![5], m![6], m![7]];
-  // `-` holds the pin's place when a user follows and there is no pin.
-  const pin = given === '-' && userText !== undefined ? undefined : given;
+  const [key, minutes, account, pin] = u ? [u[1]!, u[2]!, u[3], u[4]] : [m![3]!, m![4]!, m![5], m![6]];
   if (pin !== undefined && !isStrictIPv4(pin)) return null;
   let session: HopSession | null = null;
-  let user: string | null = null;
   try {
     session = key === '-' ? null : { key: decodeURIComponent(key), minutes: Number(minutes) };
-    if (userText !== undefined) user = decodeURIComponent(userText);
   } catch {
     return null;
   }
   const accountId = account === undefined ? -1 : Number(account);
-  if (u) return { kind: 'udp', session, accountId, pin: pin ?? null, user };
-  return { kind: 'dial', host: m![1]!, port: Number(m![2]), session, accountId, pin: pin ?? null, user };
+  if (u) return { kind: 'udp', session, accountId, pin: pin ?? null };
+  return { kind: 'dial', host: m![1]!, port: Number(m![2]), session, accountId, pin: pin ?? null };
 }
 
 /** `OK <egress address> <port>` (`OK -` when it has none), `OK udp[ <egress address>]`, `ERR <failure>`. */

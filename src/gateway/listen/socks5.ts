@@ -158,7 +158,6 @@ export class Socks5Handler implements ProtocolHandler {
         pin: conn.egressPin,
         onlyExits: conn.onlyExits(),
         accountId: conn.accountId,
-        user: conn.core.userWithRules(conn.accountId, conn.meterSubject),
         stillWanted: () => !conn.closed,
         judge: (host) => conn.core.judgeTarget(conn.accountId, host, conn.meterSubject),
         relayPorts: udp.ports,

@@ -58,9 +58,8 @@ describe('the hop lines (hop/wire.ts)', () => {
       session: { key: 'a b/ü', minutes: 10 },
       accountId: 7,
       pin: '203.0.113.5',
-      user: null,
     };
-    const udp = { kind: 'udp' as const, session: null, accountId: 7, pin: null, user: null };
+    const udp = { kind: 'udp' as const, session: null, accountId: 7, pin: null };
     expect(encodeHopRequest(dial)).toBe('DIAL example.com 443 a%20b%2F%C3%BC 10 7 203.0.113.5');
     expect(encodeHopRequest(udp)).toBe('UDP - 0 7');
     expect(
@@ -76,30 +75,7 @@ describe('the hop lines (hop/wire.ts)', () => {
       session: null,
       accountId: -1,
       pin: null,
-      user: null,
     });
-  });
-
-  it('names the proxy user after the pin (`-` for none) only when it has rules of its own; an exit reads it back', () => {
-    const dial = {
-      kind: 'dial' as const,
-      host: 'example.com',
-      port: 443,
-      session: null,
-      accountId: 7,
-      pin: null,
-      user: 'user:al ice',
-    };
-    expect(encodeHopRequest(dial)).toBe('DIAL example.com 443 - 0 7 - user%3Aal%20ice');
-    expect(parseHopRequest(encodeHopRequest(dial))).toEqual(dial);
-    const pinned = { ...dial, pin: '203.0.113.5' };
-    expect(encodeHopRequest(pinned)).toBe('DIAL example.com 443 - 0 7 203.0.113.5 user%3Aal%20ice');
-    expect(parseHopRequest(encodeHopRequest(pinned))).toEqual(pinned);
-    const udp = { kind: 'udp' as const, session: null, accountId: 7, pin: null, user: 'user:bob' };
-    expect(encodeHopRequest(udp)).toBe('UDP - 0 7 - user%3Abob');
-    expect(parseHopRequest(encodeHopRequest(udp))).toEqual(udp);
-    // No account, no user (the exit judges a user only within its account).
-    expect(encodeHopRequest({ ...dial, accountId: -1 })).toBe('DIAL example.com 443 - 0');
   });
 
   it('refuses lines no entry makes', () => {
@@ -111,10 +87,6 @@ describe('the hop lines (hop/wire.ts)', () => {
       // The pin is an IPv4 address as isStrictIPv4 reads it (src/rules/ipv4-syntax.ts): no octet past 255, no leading zero.
       'UDP - 0 7 256.0.0.1',
       'DIAL h 80 - 0 7 010.0.0.1',
-      // `-` holds the pin's place only before a user; a user's bad URI encoding.
-      'DIAL h 80 - 0 7 -',
-      'DIAL h 80 - 0 7 - %E0%A4%A',
-      'UDP - 0 7 - user:a extra',
       'PING',
       '',
       'DIAL h 80 -',
