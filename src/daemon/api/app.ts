@@ -18,6 +18,7 @@ import type { ApiContext } from '../services/context.js';
 import { sendEnvelope } from './envelope.js';
 import { KeyAuthenticator } from './key-auth.js';
 import daemonEndpoints from './routes/daemon-endpoints.js';
+import { refuseOtherMethods } from './routes/method-not-allowed.js';
 import addRoute from './routes/whitelist-add.js';
 import deleteRoute from './routes/whitelist-delete.js';
 import listRoute from './routes/whitelist-list.js';
@@ -37,8 +38,6 @@ interface AppOptions {
   /** Mounts extra plugins (the console) on the app. */
   plugins?: Array<(app: FastifyInstance) => Promise<void>>;
 }
-
-const ALL_METHODS = ['GET', 'POST', 'PUT', 'DELETE', 'PATCH', 'OPTIONS'] as const;
 
 /** A whole HTTP/1.1 response carrying the envelope, for answers written on the socket outside Fastify. */
 function rawEnvelopeResponse(status: string, code: number, message: string, requestId = randomUUID()): string {
@@ -227,16 +226,7 @@ export async function buildApp(ctx: ApiContext, opts: AppOptions): Promise<Fasti
       [USAGE_PATHS.domains]: 'GET',
       [AUDIT_PATH]: 'GET',
     };
-    for (const [url, method] of Object.entries(allowed)) {
-      api.route({
-        method: ALL_METHODS.filter((m) => m !== method && !(method === 'GET' && m === 'GET')),
-        url,
-        handler: async (request, reply) => {
-          reply.header('allow', method === 'GET' ? 'GET, HEAD' : method);
-          return sendEnvelope(request, reply, Code.METHOD_NOT_ALLOWED);
-        },
-      });
-    }
+    for (const [url, method] of Object.entries(allowed)) refuseOtherMethods(api, url, [method]);
   });
 
   // Idempotency-Key answers are kept 24 h (docs/api.md, "Idempotency"); any node may forget the old ones.

@@ -1,10 +1,9 @@
 // GET /healthz, /metrics, /ip, /openapi.json: the daemon's operational endpoints on the API listener.
 import type { FastifyInstance } from 'fastify';
-import { Code } from '../../../contract/codes.js';
 import { DAEMON_PATHS } from '../../../contract/paths.js';
-import { sendEnvelope } from '../envelope.js';
 import type { ApiContext } from '../../services/context.js';
 import { sourceIp } from '../../services/source-ip.js';
+import { refuseOtherMethods } from './method-not-allowed.js';
 import openapiRoute from './openapi.js';
 
 export default function daemonEndpoints(app: FastifyInstance, ctx: ApiContext): void {
@@ -26,14 +25,6 @@ export default function daemonEndpoints(app: FastifyInstance, ctx: ApiContext): 
   openapiRoute(app);
 
   // Another method on any of them: 405 with Allow, as on the API's paths (it was a 404, as if the path were absent).
-  for (const url of [DAEMON_PATHS.healthz, DAEMON_PATHS.metrics, DAEMON_PATHS.ip, DAEMON_PATHS.openapi]) {
-    app.route({
-      method: ['POST', 'PUT', 'DELETE', 'PATCH', 'OPTIONS'],
-      url,
-      handler: async (request, reply) => {
-        reply.header('allow', 'GET, HEAD');
-        return sendEnvelope(request, reply, Code.METHOD_NOT_ALLOWED);
-      },
-    });
-  }
+  for (const url of [DAEMON_PATHS.healthz, DAEMON_PATHS.metrics, DAEMON_PATHS.ip, DAEMON_PATHS.openapi])
+    refuseOtherMethods(app, url, ['GET']);
 }

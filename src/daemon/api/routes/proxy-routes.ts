@@ -1,22 +1,19 @@
 // The customer API's proxy users, target rules and gateway (docs/api.md, "Proxy users"), one file per endpoint, and
 // 405 with `Allow` for a method a path does not take.
 import type { FastifyInstance } from 'fastify';
-import { Code } from '../../../contract/codes.js';
 import { PROXY_PATHS } from '../../../contract/paths.js';
 import type { ApiContext } from '../../services/context.js';
-import { sendEnvelope } from '../envelope.js';
 import proxyGatewayRoute from './proxy-gateway.js';
 import proxyRulesGetRoute from './proxy-rules-get.js';
 import proxyRulesPutRoute from './proxy-rules-put.js';
 import proxyUsersBatchRoute from './proxy-users-batch.js';
 import proxyUserCreateRoute from './proxy-users-create.js';
 import proxyUserDeleteRoute from './proxy-users-delete.js';
+import { refuseOtherMethods } from './method-not-allowed.js';
 import proxyUsersListRoute from './proxy-users-list.js';
 import proxyUserPasswordRoute from './proxy-users-password.js';
 import proxyUserPatchRoute from './proxy-users-patch.js';
 import proxyUserShowRoute from './proxy-users-show.js';
-
-const ALL_METHODS = ['GET', 'POST', 'PUT', 'DELETE', 'PATCH', 'OPTIONS'] as const;
 
 export default function proxyRoutes(api: FastifyInstance, ctx: ApiContext): void {
   proxyUsersListRoute(api, ctx);
@@ -38,17 +35,5 @@ export default function proxyRoutes(api: FastifyInstance, ctx: ApiContext): void
     [PROXY_PATHS.rules, ['GET', 'PUT']],
     [PROXY_PATHS.gateway, ['GET']],
   ];
-  for (const [url, methods, elsewhere = []] of allowed) {
-    const allow = methods.includes('GET')
-      ? [...methods.slice(0, 1), 'HEAD', ...methods.slice(1)].join(', ')
-      : methods.join(', ');
-    api.route({
-      method: ALL_METHODS.filter((m) => !methods.includes(m) && !elsewhere.includes(m)),
-      url,
-      handler: async (request, reply) => {
-        reply.header('allow', allow);
-        return sendEnvelope(request, reply, Code.METHOD_NOT_ALLOWED);
-      },
-    });
-  }
+  for (const [url, methods, elsewhere] of allowed) refuseOtherMethods(api, url, methods, elsewhere);
 }
