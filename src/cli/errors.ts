@@ -32,9 +32,14 @@ const TOKEN_SHAPE = new RegExp(`\\b${TOKEN_SOURCE}(?![A-Za-z0-9_-])`, 'g');
 
 const TOKEN_TEST = new RegExp(TOKEN_SHAPE.source);
 
+/** Whether `text` holds something shaped like an API key (`pxk_<id>_<secret>`). */
+export function looksLikeApiKey(text: string): boolean {
+  return new RegExp(API_KEY_SHAPE.source).test(text);
+}
+
 /** Whether `text` holds something shaped like an API token (`<accessKey>.<secret>`) or an API key (`pxk_…`). */
 export function looksLikeToken(text: string): boolean {
-  return TOKEN_TEST.test(text) || new RegExp(API_KEY_SHAPE.source).test(text);
+  return TOKEN_TEST.test(text) || looksLikeApiKey(text);
 }
 
 /**

@@ -1,9 +1,8 @@
 // IP lists from arguments, a file or stdin: one per line, `#` comments, blanks ignored, duplicates folded.
 import { readFile } from 'node:fs/promises';
 import type { BatchItem } from './batch.js';
-import { looksLikeToken, UsageError } from './errors.js';
+import { looksLikeApiKey, looksLikeToken, UsageError } from './errors.js';
 import { decodeText, readAll } from './io.js';
-import { KEY_PREFIX } from '../contract/key-prefix.js';
 
 interface ParsedEntry {
   ip: string;
@@ -104,7 +103,7 @@ export async function collectItems(opts: CollectOptions): Promise<Collected> {
     const text = `${e.ip} ${e.remark ?? opts.defaultRemark ?? ''}`;
     if (looksLikeToken(text))
       throw new UsageError(
-        text.includes(KEY_PREFIX)
+        looksLikeApiKey(text)
           ? 'an API key was given where an IP or a remark belongs; it was not sent (keep it with `proxyctl key set`, which reads it from a prompt or stdin)'
           : 'an API token was given where an IP or a remark belongs; it was not sent (log in with `proxyctl login`, which reads the token from a prompt or stdin)',
       );

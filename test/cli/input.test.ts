@@ -4,6 +4,7 @@ import path from 'node:path';
 import { Readable } from 'node:stream';
 import { describe, expect, it } from 'vitest';
 import { collectItems, parseEntry, parseLines } from '../../src/cli/input.js';
+import { KEY_PREFIX } from '../../src/contract/key-prefix.js';
 
 const stdin = (s = '') => Readable.from([Buffer.from(s)]);
 
@@ -50,8 +51,13 @@ describe('IP input', () => {
 
   it('names an API key given as an IP as a key, not a token (and sends neither)', async () => {
     await expect(
-      collectItems({ args: ['pxk_abcd1234_abcdefghijklmnop'], remarks: true, stdin: stdin() }),
+      collectItems({ args: [`${KEY_PREFIX}abcd1234_${'x'.repeat(16)}`], remarks: true, stdin: stdin() }),
     ).rejects.toMatchObject({ exitCode: 2, message: expect.stringContaining('proxyctl key set') });
+    // A token as the IP and `pxk_` merely written in the remark: a token, named as one.
+    const token = `ak${'0'.repeat(20)}.${'A'.repeat(43)}`;
+    await expect(
+      collectItems({ args: [`${token}=about pxk_ keys`], remarks: true, stdin: stdin() }),
+    ).rejects.toMatchObject({ exitCode: 2, message: expect.stringContaining('proxyctl login') });
   });
 
   it('reads - from stdin and drops remarks for delete', async () => {

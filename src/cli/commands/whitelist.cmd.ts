@@ -5,6 +5,9 @@ import type { Command } from 'commander';
 import { MAX_PAGE, MAX_PAGE_SIZE } from '../../contract/paths.js';
 import type { Kit } from './kit.js';
 
+/** `--file` given more than once: every one, in order (commander keeps only the last by default). */
+const eachFile = (file: string, before: string[] = []): string[] => [...before, file];
+
 export function registerWhitelist(program: Command, kit: Kit): void {
   const { run, int, ipOption } = kit;
   const { Option } = kit.commander;
@@ -52,7 +55,7 @@ export function registerWhitelist(program: Command, kit: Kit): void {
       .option(
         '-f, --file <file>',
         'read IPs from FILE, one per line (# comments); - for stdin; repeat for more files',
-        (f: string, all: string[] = []) => [...all, f],
+        eachFile,
       );
     if (op === 'add') {
       c.option('--remark <remark>', 'remark for IPs given without =REMARK')
@@ -105,7 +108,7 @@ export function registerWhitelist(program: Command, kit: Kit): void {
     .requiredOption(
       '-f, --file <file>',
       'the whole whitelist, one IP[=REMARK] per line (# comments); - for stdin; repeat to join several files',
-      (f: string, all: string[] = []) => [...all, f],
+      eachFile,
     )
     .option('--dry-run', 'print the plan only; change nothing')
     .option('-y, --yes', 'no question; needed for deletes when not on a terminal')
