@@ -183,13 +183,18 @@ export class DedicatedView implements DedicatedEgress {
 
 /**
  * The addresses a node offers for dedicated use: its `--egress-pool`, else its `--egress-address`, else its local
- * IPv4 addresses (loopback's 127.0.0.1 aside, unless it is the only one).
+ * IPv4 addresses (loopback's 127.0.0.1 aside, unless it is the only one). `named`: the operator named them (a pool
+ * or an address), so the offer replaces the last one; read off the interfaces (perhaps before the network is up),
+ * it only adds.
  */
-export function offeredAddresses(pool: readonly string[] | null, egressAddress: string | undefined): string[] {
-  if (pool && pool.length > 0) return [...pool];
-  if (egressAddress && !egressAddress.includes(':')) return [egressAddress];
+export function offeredAddresses(
+  pool: readonly string[] | null,
+  egressAddress: string | undefined,
+): { addresses: string[]; named: boolean } {
+  if (pool && pool.length > 0) return { addresses: [...pool], named: true };
+  if (egressAddress && !egressAddress.includes(':')) return { addresses: [egressAddress], named: true };
   const out: string[] = [];
   for (const list of Object.values(networkInterfaces()))
     for (const i of list ?? []) if (i.family === 'IPv4' && !i.internal) out.push(i.address);
-  return out;
+  return { addresses: out, named: false };
 }

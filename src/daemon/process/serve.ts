@@ -416,14 +416,12 @@ export async function startDaemon(
   });
   try {
     if (cfg.role !== 'entry' && !cfg.egressPrefix) {
-      // An offer the operator named (a pool, an egress address) replaces the last; one read off the interfaces
-      // (perhaps before the network is up) only adds.
-      const named = (cfg.egressPool?.length ?? 0) > 0 || (!!cfg.egressAddress && !cfg.egressAddress.includes(':'));
+      const offer = offeredAddresses(cfg.egressPool ?? null, cfg.egressAddress);
       await store.egress.register(
         cfg.nodeName,
-        offeredAddresses(cfg.egressPool ?? null, cfg.egressAddress),
+        offer.addresses,
         { country: cfg.location?.country ?? null, city: cfg.location?.city ?? null },
-        { prune: named },
+        { prune: offer.named },
       );
     }
     await dedicated.start();

@@ -14,7 +14,7 @@ import {
 } from '../../../src/daemon/services/dedicated.js';
 import { usageSummary } from '../../../src/daemon/services/usage.js';
 import { operatorContext } from '../../../src/daemon/services/audit.js';
-import { DedicatedView } from '../../../src/daemon/admission/dedicated.js';
+import { DedicatedView, offeredAddresses } from '../../../src/daemon/admission/dedicated.js';
 import { databaseUrlOf, dataDirFor } from '../../helpers/daemon.js';
 import { BACKENDS } from '../../helpers/postgres.js';
 
@@ -44,6 +44,18 @@ async function open(backend: (typeof BACKENDS)[number]) {
 
 const ctx = operatorContext();
 const opts = (max = 3) => ({ maxPerMonth: max, quarantineDays: 30, nowSec });
+
+describe('what a node offers', () => {
+  it('a pool or an egress address is named (the offer replaces the last); the interfaces are not (they only add)', () => {
+    expect(offeredAddresses(['203.0.113.1', '203.0.113.2'], '203.0.113.9')).toEqual({
+      addresses: ['203.0.113.1', '203.0.113.2'],
+      named: true,
+    });
+    expect(offeredAddresses(null, '203.0.113.9')).toEqual({ addresses: ['203.0.113.9'], named: true });
+    expect(offeredAddresses([], '2001:db8::1')).toMatchObject({ named: false });
+    expect(offeredAddresses(null, undefined)).toMatchObject({ named: false });
+  });
+});
 
 describe.each(BACKENDS)('dedicated addresses on %s', (backend) => {
   it('assigns all or nothing, names what is wrong, and records it', async () => {
