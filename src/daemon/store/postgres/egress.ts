@@ -36,14 +36,9 @@ export class PgEgressStore extends PgFamily implements EgressStore {
     const rows = await guard(
       () =>
         this.sql<
-          {
-            address: string;
-            country: string | null;
-            city: string | null;
-            account_id: number | null;
-            quarantine_until: number | null;
-            withdrawn: boolean;
-          }[]
+          Array<
+            Pick<EgressRow, 'address' | 'country' | 'city' | 'account_id' | 'quarantine_until'> & { withdrawn: boolean }
+          >
         >`SELECT address, country, city, account_id, quarantine_until, withdrawn FROM egress_addresses WHERE node = ${node}`,
     );
     let same = 0;
@@ -53,8 +48,8 @@ export class PgEgressStore extends PgFamily implements EgressStore {
       if (offered.has(r.address)) {
         if (!r.withdrawn && r.country === loc.country && r.city === loc.city) same++;
       } else if (opts.prune) {
-        const free = r.account_id === null && (r.quarantine_until === null || Number(r.quarantine_until) <= now);
-        if (free) drop.push(r.address);
+        const q = r.quarantine_until === null ? null : Number(r.quarantine_until); // bigint arrives as text
+        if (egressState({ account_id: r.account_id, quarantine_until: q }, now) === 'free') drop.push(r.address);
         else if (!r.withdrawn) withdraw.push(r.address);
       }
     }
