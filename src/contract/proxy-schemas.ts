@@ -116,3 +116,16 @@ export const GatewayDataSchema = z.object({
   locations: z.array(z.object({ country: z.string(), cities: z.array(z.string()), exits: z.number() })),
 });
 export type GatewayData = z.infer<typeof GatewayDataSchema>;
+
+/**
+ * A proxy user's settings as command-line flags give them (text, before checking): `proxyctl users create|set` and
+ * `proxyd admin proxy-user set` take the same six.
+ */
+export interface ProxyUserSettingFlags {
+  trafficLimit?: string;
+  maxConnections?: string;
+  rateLimit?: string;
+  expires?: string;
+  allow?: string;
+  deny?: string;
+}

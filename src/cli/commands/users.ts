@@ -29,16 +29,10 @@ import { checkNotSecret, checkUsername, fieldFromText, parseUsersFile } from '..
 import { runUserBatches, type UserBatchSummary } from '../users-batch.js';
 import { openKeySession, stopBetweenRequests } from './shared.js';
 import { withKey } from './with-key.js';
+import type { ProxyUserSettingFlags } from '../../contract/proxy-schemas.js';
 
 /** The flags of `create` and `set` as given (text), before checking. */
-export interface FieldFlags {
-  trafficLimit?: string;
-  maxConnections?: string;
-  rateLimit?: string;
-  expires?: string;
-  allow?: string;
-  deny?: string;
-}
+export type FieldFlags = ProxyUserSettingFlags;
 
 const FLAG_FIELDS: Array<
   [

@@ -3,6 +3,7 @@
 import { formatIsoTime } from '../../contract/schemas.js';
 import { parseIsoTime, timeFlagProblem } from '../../contract/time.js';
 import { parseRuleList } from '../../gateway/index.js';
+import type { ProxyUserSettingFlags } from '../../contract/proxy-schemas.js';
 import type { Store } from '../store/index.js';
 import { auditDraft, operatorContext } from '../services/audit.js';
 import { createProxyUser, setProxyUserLimits } from '../services/proxy-users.js';
@@ -29,19 +30,7 @@ export async function proxyUserCreate(
   return { username: o.username, password: r.password };
 }
 
-export async function proxyUserSet(
-  store: Store,
-  o: {
-    email?: string;
-    username?: string;
-    trafficLimit?: string;
-    maxConnections?: string;
-    rateLimit?: string;
-    expires?: string;
-    allow?: string;
-    deny?: string;
-  },
-) {
+export async function proxyUserSet(store: Store, o: ProxyUserSettingFlags & { email?: string; username?: string }) {
   const a = await requireAccount(store, requiredEmail(o.email));
   if (!o.username) throw new AdminUsageError('--username is required');
   const current = (await store.plans.userLimits(a.id)).find((u) => u.username === o.username);
